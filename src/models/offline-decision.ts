@@ -1,0 +1,363 @@
+/**
+ * The offline model's next step as a pure function of the conversation and the bound tool
+ * names. Everything it knows comes from the messages, so replaying the same conversation
+ * (a resumed thread, a retried node) gives the same answer and the same tool call ids.
+ */
+import type { BaseMessage } from "@langchain/core/messages";
+import {
+  type ChangeIntent,
+  type TaskField,
+  TASK_FIELD_KEYS,
+  SUPPORTED_PHRASINGS,
+  describeValue,
+  normaliseValue,
+  parseFeedbackValue,
+  parseRequest,
+} from "./offline-intent.js";
+
+export const OFFLINE_TOOL_NAMES = {
+  getTask: "get_task_by_id",
+  listTasks: "list_tasks",
+  getHistory: "get_task_history",
+  propose: "propose_change",
+  requestInput: "request_input",
+} as const;
+
+type ToolRole = keyof typeof OFFLINE_TOOL_NAMES;
+
+export type OfflineDecision =
+  | { kind: "tool"; text: string; call: { id: string; name: string; args: Record<string, unknown> } }
+  | { kind: "text"; text: string };
+
+export const OFFLINE_PREFIX = "[offline model]";
+
+interface RecordedCall {
+  role: ToolRole | undefined;
+  name: string;
+  args: Record<string, unknown>;
+}
+
+type TaskRecord = Record<string, unknown>;
+
+type ToolOutcome =
+  | { kind: "task"; task: TaskRecord }
+  | { kind: "tasks"; tasks: TaskRecord[] }
+  | { kind: "empty" }
+  | { kind: "error"; reason: string }
+  | { kind: "other"; body: unknown };
+
+/**
+ * Decides the next step.
+ * @param boundToolNames names of the tools bound with `bindTools`; undefined when none were bound.
+ */
+export function decideNextStep(messages: readonly BaseMessage[], boundToolNames: readonly string[] | undefined): OfflineDecision {
+  return new Conversation(messages, boundToolNames ?? []).decide();
+}
+
+class Conversation {
+  private readonly msgs: BaseMessage[];
+  private readonly calls = new Map<string, RecordedCall>();
+  private readonly callCount: number;
+
+  constructor(
+    messages: readonly BaseMessage[],
+    private readonly bound: readonly string[],
+  ) {
+    this.msgs = messages.filter((m) => m.type !== "system");
+    let count = 0;
+    for (const m of this.msgs) {
+      for (const tc of toolCallsOf(m)) {
+        count += 1;
+        if (tc.id) this.calls.set(tc.id, { role: this.roleOf(tc.name), name: tc.name, args: tc.args });
+      }
+    }
+    this.callCount = count;
+  }
+
+  decide(): OfflineDecision {
+    const requestIndex = this.requestIndex();
+    const requestMsg = requestIndex === undefined ? undefined : this.msgs[requestIndex];
+    if (requestMsg === undefined) return text("There is no request to work on: the conversation has no user message.");
+    const parsed = parseRequest(requestMsg.text);
+    if (!parsed.ok) {
+      if (parsed.kind === "invalid_value") {
+        return text(
+          `I understood a change of ${parsed.field}, but "${parsed.rawValue}" is not a value I can propose: ${parsed.reason}.`,
+        );
+      }
+      return text(`I did not recognise a supported request. Supported phrasings:\n- ${SUPPORTED_PHRASINGS.join("\n- ")}`);
+    }
+    const intent = parsed.intent;
+    const last = this.msgs.at(-1);
+    if (last === undefined || last === requestMsg) return this.start(intent);
+    if (last.type === "tool") return this.onToolResult(intent, last, requestIndex ?? 0);
+    if (last.type === "human") return this.onFeedback(intent, last, requestIndex ?? 0);
+    return text("I have nothing further to do for this request.");
+  }
+
+  /**
+   * The request is the first user message, unless a later user message is itself a supported
+   * request that is not reviewer feedback; then the conversation has moved on to that request.
+   */
+  private requestIndex(): number | undefined {
+    let index: number | undefined;
+    this.msgs.forEach((m, i) => {
+      if (m.type !== "human") return;
+      if (index === undefined) {
+        index = i;
+        return;
+      }
+      if (!isReviewerFeedback(m.text) && parseRequest(m.text).ok) index = i;
+    });
+    return index;
+  }
+
+  private start(intent: ChangeIntent): OfflineDecision {
+    const target = intent.target;
+    if (target.kind === "id") return this.readTask(target.taskId, intent);
+    if (target.kind === "title") {
+      return this.callTool(
+        "listTasks",
+        { filter: { "%TITLE": target.fragment } },
+        `Looking for the task whose title contains "${target.fragment}".`,
+      ) ?? text(`The request names the task by title ("${target.fragment}"), but no ${OFFLINE_TOOL_NAMES.listTasks} tool is bound to search for it. Please give the task id.`);
+    }
+    return this.callTool(
+      "requestInput",
+      {
+        question: `Which task should I change (set ${intent.field} to ${describeValue(intent.field, intent.value)})?`,
+        fields: { taskId: { type: "number", description: "Bitrix24 task id" } },
+      },
+      "The request does not say which task to change, so I am asking.",
+    ) ?? text("The request does not say which task to change. Please name it, e.g. \"rename task 4 to ...\".");
+  }
+
+  private readTask(taskId: number, intent: ChangeIntent): OfflineDecision {
+    return this.callTool(
+      "getTask",
+      { taskId },
+      `Reading task ${taskId} before proposing to set ${intent.field}.`,
+    ) ?? text(`I need to read task ${taskId} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`);
+  }
+
+  private onToolResult(intent: ChangeIntent, msg: BaseMessage, requestIndex: number): OfflineDecision {
+    const callId = (msg as { tool_call_id?: unknown }).tool_call_id;
+    const call = typeof callId === "string" ? this.calls.get(callId) : undefined;
+    if (call === undefined) return text(`I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`);
+    const outcome = readToolOutcome(msg);
+    switch (call.role) {
+      case "getTask": {
+        const taskId = Number(call.args.taskId);
+        if (outcome.kind === "error") return text(`I cannot propose a change: reading task ${taskId} failed: ${outcome.reason}`);
+        if (outcome.kind === "empty") {
+          return text(`I cannot propose a change: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`);
+        }
+        if (outcome.kind !== "task") return text(`I cannot propose a change: the answer for task ${taskId} contains no task.`);
+        return this.propose(taskId, intent.field, intent.value, outcome.task, this.requestRationale(intent));
+      }
+      case "listTasks":
+        return this.onList(intent, outcome);
+      case "requestInput":
+        return this.onAnswer(intent, msg, outcome);
+      case "propose": {
+        const body = clip(msg.text);
+        if (isErrorToolMessage(msg)) {
+          return text(`The proposal for task ${String(call.args.taskId)} was refused: ${body}. I will not retry; stopping here.`);
+        }
+        return text(`The proposal for task ${String(call.args.taskId)} was handled: ${body}`);
+      }
+      case "getHistory": {
+        const taskId = Number(call.args.taskId);
+        return this.hasTaskRead(taskId, requestIndex)
+          ? text(`I read the history of task ${taskId}; I have nothing further to do.`)
+          : this.readTask(taskId, intent);
+      }
+      default:
+        return text(`I received a result from ${call.name}, which I do not use; stopping.`);
+    }
+  }
+
+  private onList(intent: ChangeIntent, outcome: ToolOutcome): OfflineDecision {
+    const fragment = intent.target.kind === "title" ? intent.target.fragment : "";
+    if (outcome.kind === "error") return text(`I cannot propose a change: searching for "${fragment}" failed: ${outcome.reason}`);
+    const tasks = outcome.kind === "tasks" ? outcome.tasks : [];
+    // The filter already asks for a LIKE match; re-checking keeps a loose search from picking a wrong task.
+    const needle = fragment.toLowerCase();
+    const matches = tasks.filter((t) => String(t.title ?? "").toLowerCase().includes(needle));
+    if (matches.length === 0) return text(`No task title contains "${fragment}", so I cannot propose a change.`);
+    const first = matches[0];
+    if (matches.length === 1 && first !== undefined) return this.readTask(Number(first.id), intent);
+    const listing = matches.map((t) => `${String(t.id)}: ${String(t.title ?? "")}`);
+    return this.callTool(
+      "requestInput",
+      {
+        question: "Which task do you mean?",
+        fields: {
+          taskId: {
+            type: "enum",
+            description: `Tasks whose title contains "${fragment}": ${listing.join("; ")}`,
+            choices: matches.map((t) => String(t.id)),
+          },
+        },
+      },
+      `${matches.length} tasks match "${fragment}"; asking which one is meant.`,
+    ) ?? text(`${matches.length} tasks match "${fragment}" (${listing.join("; ")}). Please name the task id.`);
+  }
+
+  private onAnswer(intent: ChangeIntent, msg: BaseMessage, outcome: ToolOutcome): OfflineDecision {
+    if (isErrorToolMessage(msg)) return text(`No task was chosen (${clip(msg.text)}); stopping.`);
+    const body = outcome.kind === "other" ? outcome.body : undefined;
+    const answer = isRecord(body) ? body.taskId : undefined;
+    const taskId = typeof answer === "number" ? answer : typeof answer === "string" && /^\d+$/.test(answer.trim()) ? Number(answer) : NaN;
+    if (!Number.isInteger(taskId) || taskId <= 0) {
+      return text(`The answer does not name a task id (${clip(msg.text)}); stopping.`);
+    }
+    return this.readTask(taskId, intent);
+  }
+
+  private onFeedback(intent: ChangeIntent, msg: BaseMessage, requestIndex: number): OfflineDecision {
+    const last = this.lastProposal(requestIndex);
+    if (last === undefined) return text("There is no earlier proposal to revise; stopping.");
+    const fields = isRecord(last.args.fields) ? last.args.fields : {};
+    const field = (Object.keys(fields)[0] as TaskField | undefined) ?? intent.field;
+    const taskId = Number(last.args.taskId);
+    const wanted = parseFeedbackValue(msg.text);
+    if (wanted === undefined) {
+      return text(`The reviewer rejected the proposal for task ${taskId} without naming another value; stopping.`);
+    }
+    const normalised = normaliseValue(field, wanted);
+    if (!normalised.ok) {
+      return text(`The reviewer asked for "${wanted}", which is not a valid ${field}: ${normalised.reason}; stopping.`);
+    }
+    if (normalised.value === fields[field]) {
+      return text(`The reviewer asked for ${describeValue(field, normalised.value)}, which is what I already proposed; stopping.`);
+    }
+    const task = this.lastTaskRead(taskId, requestIndex);
+    return this.propose(
+      taskId,
+      field,
+      normalised.value,
+      task,
+      `Revised after reviewer feedback, which asked for ${describeValue(field, normalised.value)}.`,
+    );
+  }
+
+  private propose(taskId: number, field: TaskField, value: string, task: TaskRecord | undefined, why: string): OfflineDecision {
+    const current = task === undefined ? "not read" : describeValue(field, task[TASK_FIELD_KEYS[field]]);
+    const rationale = `${why} Current ${field} of task ${taskId} (read with ${OFFLINE_TOOL_NAMES.getTask}): ${current}; proposed: ${describeValue(field, value)}.`;
+    return this.callTool(
+      "propose",
+      { taskId, fields: { [field]: value }, rationale },
+      `Proposing to set ${field} of task ${taskId} from ${current} to ${describeValue(field, value)}.`,
+    ) ?? text(`I would propose setting ${field} of task ${taskId} to ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+  }
+
+  private requestRationale(intent: ChangeIntent): string {
+    const how = intent.target.kind === "title" ? ` (task found by its title containing "${intent.target.fragment}")` : "";
+    return `The user asked to set ${intent.field} to ${describeValue(intent.field, intent.value)}${how}.`;
+  }
+
+  private callTool(role: ToolRole, args: Record<string, unknown>, note: string): OfflineDecision | undefined {
+    const name = this.boundName(role);
+    if (name === undefined) return undefined;
+    return { kind: "tool", text: `${OFFLINE_PREFIX} ${note}`, call: { id: `offline_call_${this.callCount + 1}`, name, args } };
+  }
+
+  /** MCP adapters may prefix tool names with the server name (`tasks__get_task_by_id`). */
+  private boundName(role: ToolRole): string | undefined {
+    const base = OFFLINE_TOOL_NAMES[role];
+    return this.bound.find((n) => n === base) ?? this.bound.find((n) => n.endsWith(`__${base}`));
+  }
+
+  private roleOf(name: string): ToolRole | undefined {
+    const entry = Object.entries(OFFLINE_TOOL_NAMES).find(([, base]) => name === base || name.endsWith(`__${base}`));
+    return entry?.[0] as ToolRole | undefined;
+  }
+
+  private lastProposal(requestIndex: number): RecordedCall | undefined {
+    let found: RecordedCall | undefined;
+    this.msgs.slice(requestIndex).forEach((m) => {
+      for (const tc of toolCallsOf(m)) if (this.roleOf(tc.name) === "propose") found = { role: "propose", name: tc.name, args: tc.args };
+    });
+    return found;
+  }
+
+  private lastTaskRead(taskId: number, requestIndex: number): TaskRecord | undefined {
+    let task: TaskRecord | undefined;
+    for (const m of this.msgs.slice(requestIndex)) {
+      if (m.type !== "tool") continue;
+      const id = (m as { tool_call_id?: unknown }).tool_call_id;
+      const call = typeof id === "string" ? this.calls.get(id) : undefined;
+      if (call?.role !== "getTask" || Number(call.args.taskId) !== taskId) continue;
+      const outcome = readToolOutcome(m);
+      if (outcome.kind === "task") task = outcome.task;
+    }
+    return task;
+  }
+
+  private hasTaskRead(taskId: number, requestIndex: number): boolean {
+    return this.lastTaskRead(taskId, requestIndex) !== undefined;
+  }
+}
+
+function text(body: string): OfflineDecision {
+  return { kind: "text", text: `${OFFLINE_PREFIX} ${body}` };
+}
+
+function toolCallsOf(m: BaseMessage): Array<{ id?: string; name: string; args: Record<string, unknown> }> {
+  if (m.type !== "ai") return [];
+  const calls = (m as { tool_calls?: Array<{ id?: string; name: string; args: unknown }> }).tool_calls ?? [];
+  return calls.map((c) => ({ id: c.id, name: c.name, args: isRecord(c.args) ? c.args : {} }));
+}
+
+function isReviewerFeedback(body: string): boolean {
+  return /\brejected the proposal\b/i.test(body);
+}
+
+function isErrorToolMessage(m: BaseMessage): boolean {
+  return (m as { status?: unknown }).status === "error";
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function clip(s: string, max = 400): string {
+  const one = s.replace(/\s+/g, " ").trim();
+  return one.length > max ? `${one.slice(0, max)}…` : one;
+}
+
+/**
+ * Reads a tool result: a Bitrix24 body (`{"result":{"task":{...}}}`, `{"result":{"tasks":[...]}}`,
+ * `{"result":[]}`), an MCP error body (`{"error":{kind,description,...}}`), a Bitrix24 error body
+ * (`{"error":"...","error_description":"..."}`) or plain error text from a ToolNode.
+ */
+function readToolOutcome(m: BaseMessage): ToolOutcome {
+  const raw = m.text;
+  let body: unknown;
+  try {
+    body = JSON.parse(raw);
+  } catch {
+    return isErrorToolMessage(m) || /^\s*error\b/i.test(raw)
+      ? { kind: "error", reason: clip(raw) }
+      : { kind: "other", body: raw };
+  }
+  if (isRecord(body) && body.error !== undefined) return { kind: "error", reason: describeError(body) };
+  if (isErrorToolMessage(m)) return { kind: "error", reason: clip(raw) };
+  if (!isRecord(body)) return { kind: "other", body };
+  const result = body.result;
+  if (Array.isArray(result) && result.length === 0) return { kind: "empty" };
+  if (isRecord(result) && isRecord(result.task)) return { kind: "task", task: result.task };
+  if (isRecord(result) && Array.isArray(result.tasks)) return { kind: "tasks", tasks: result.tasks.filter(isRecord) };
+  return { kind: "other", body };
+}
+
+function describeError(body: Record<string, unknown>): string {
+  const e = body.error;
+  if (isRecord(e)) {
+    const parts = [e.kind, e.code, e.description ?? e.message].filter((p) => p !== undefined && p !== null && p !== "");
+    return clip(parts.map(String).join(": ") || JSON.stringify(e));
+  }
+  const description = body.error_description;
+  return clip(typeof description === "string" && description !== "" ? `${String(e)}: ${description}` : String(e));
+}

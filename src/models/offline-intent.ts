@@ -1,0 +1,221 @@
+/**
+ * Request and feedback parsing for the offline model. Pure functions: the offline model's
+ * behaviour has to be predictable from the text alone, so every phrasing it understands is
+ * listed here and nowhere else.
+ */
+
+/** Task fields the offline model can propose, as Bitrix24 `tasks.task.update` keys. */
+export type TaskField = "TITLE" | "DESCRIPTION" | "DEADLINE" | "PRIORITY" | "STATUS" | "RESPONSIBLE_ID";
+
+/** camelCase key under which `tasks.task.get` reports each field. */
+export const TASK_FIELD_KEYS: Record<TaskField, string> = {
+  TITLE: "title",
+  DESCRIPTION: "description",
+  DEADLINE: "deadline",
+  PRIORITY: "priority",
+  STATUS: "status",
+  RESPONSIBLE_ID: "responsibleId",
+};
+
+export type TaskTarget =
+  | { kind: "id"; taskId: number }
+  | { kind: "title"; fragment: string }
+  /** "rename the task to X": which task is left open. */
+  | { kind: "unspecified" };
+
+export interface ChangeIntent {
+  target: TaskTarget;
+  field: TaskField;
+  /** Normalised value for the proposal (Bitrix24 reports these fields as strings). */
+  value: string;
+  /** The value as the user wrote it, outer quotes removed. */
+  rawValue: string;
+}
+
+export type ParsedRequest =
+  | { ok: true; intent: ChangeIntent }
+  | { ok: false; kind: "unsupported" }
+  | { ok: false; kind: "invalid_value"; field: TaskField; rawValue: string; reason: string };
+
+export const SUPPORTED_PHRASINGS: readonly string[] = [
+  'rename task 4 to "New title"',
+  "set title of task 4 to New title  (also: change the title of task 4 to ...)",
+  "set description of task 4 to ...",
+  "set deadline of task 4 to 2026-07-01T18:00:00+03:00  (ISO date or date-time)",
+  "set priority of task 4 to low | medium | high | 0 | 1 | 2",
+  "set status of task 4 to waiting | in progress | awaiting control | completed | deferred | 2..6",
+  "change responsible for task 4 to user 7  (also: assign task 4 to user 7)",
+  'instead of "task 4": "the Q3 report task", "task titled Q3 report"',
+];
+
+const FIELD_WORDS: ReadonlyArray<[RegExp, TaskField]> = [
+  [/^(?:title|name)$/i, "TITLE"],
+  [/^description$/i, "DESCRIPTION"],
+  [/^(?:deadline|due\s+date)$/i, "DEADLINE"],
+  [/^priority$/i, "PRIORITY"],
+  [/^status$/i, "STATUS"],
+  [/^(?:responsible(?:\s+(?:person|user))?(?:\s+id)?|responsible_id|assignee)$/i, "RESPONSIBLE_ID"],
+];
+const FIELD_ALTERNATION =
+  String.raw`title|name|description|deadline|due\s+date|priority|status|responsible(?:\s+(?:person|user))?(?:\s+id)?|responsible_id|assignee`;
+
+// Named groups: id (numeric task id), titled / frag (title fragment), bare (no task named).
+const TARGET = [
+  String.raw`(?:the\s+)?task\s+(?:#|no\.?\s*|number\s+|id\s+)?(?<id>\d+)`,
+  String.raw`(?:the\s+)?task\s+(?:titled|named|called)\s+(?<titled>.+?)`,
+  String.raw`the\s+(?<frag>.+?)\s+task`,
+  String.raw`(?<bare>(?:the\s+)?task)`,
+].join("|");
+const VALUE = String.raw`(?<value>[\s\S]+)`;
+
+const PATTERNS: ReadonlyArray<{ re: RegExp; field?: TaskField }> = [
+  { re: new RegExp(String.raw`\b(?:rename|retitle)\s+(?:${TARGET})\s+(?:to|as)\s+${VALUE}$`, "i"), field: "TITLE" },
+  {
+    re: new RegExp(
+      String.raw`\b(?:set|change|update|make|move)\s+(?:the\s+)?(?<field>${FIELD_ALTERNATION})\s+(?:of|for|on)\s+(?:${TARGET})\s+to\s+${VALUE}$`,
+      "i",
+    ),
+  },
+  {
+    re: new RegExp(
+      String.raw`\b(?:set|change|update)\s+(?:${TARGET})(?:'s)?\s+(?<field>${FIELD_ALTERNATION})\s+to\s+${VALUE}$`,
+      "i",
+    ),
+  },
+  { re: new RegExp(String.raw`\b(?:assign|reassign)\s+(?:${TARGET})\s+to\s+${VALUE}$`, "i"), field: "RESPONSIBLE_ID" },
+];
+
+const QUOTE_PAIRS: Record<string, string> = { '"': '"', "'": "'", "“": "”", "‘": "’", "`": "`", "«": "»" };
+
+/** Removes one pair of quotes when they wrap the whole value; inner quotes stay. */
+export function stripWrappingQuotes(value: string): string {
+  const trimmed = value.trim();
+  const open = trimmed[0];
+  if (trimmed.length >= 2 && open !== undefined) {
+    const close = QUOTE_PAIRS[open];
+    if (close !== undefined && trimmed.endsWith(close)) {
+      const inner = trimmed.slice(1, -1);
+      // `"a" and "b"` is two quoted pieces, not one quoted value.
+      if (!inner.includes(close)) return inner;
+    }
+  }
+  return trimmed;
+}
+
+/** Parses the user's request (the first human message). */
+export function parseRequest(text: string): ParsedRequest {
+  const request = text.trim();
+  for (const { re, field: fixedField } of PATTERNS) {
+    const m = re.exec(request);
+    if (!m?.groups) continue;
+    const g = m.groups;
+    const field = fixedField ?? fieldFromWord(g.field ?? "");
+    if (!field) continue;
+    const target = targetFromGroups(g);
+    const rawValue = stripWrappingQuotes(g.value ?? "");
+    const normalised = normaliseValue(field, rawValue);
+    if (!normalised.ok) return { ok: false, kind: "invalid_value", field, rawValue, reason: normalised.reason };
+    return { ok: true, intent: { target, field, value: normalised.value, rawValue } };
+  }
+  return { ok: false, kind: "unsupported" };
+}
+
+function fieldFromWord(word: string): TaskField | undefined {
+  const w = word.trim().replace(/\s+/g, " ");
+  return FIELD_WORDS.find(([re]) => re.test(w))?.[1];
+}
+
+function targetFromGroups(g: Record<string, string | undefined>): TaskTarget {
+  if (g.id !== undefined) return { kind: "id", taskId: Number(g.id) };
+  const fragment = g.titled ?? g.frag;
+  if (fragment !== undefined) return { kind: "title", fragment: stripWrappingQuotes(fragment) };
+  return { kind: "unspecified" };
+}
+
+const PRIORITIES: Record<string, string> = { low: "0", medium: "1", normal: "1", high: "2", "0": "0", "1": "1", "2": "2" };
+const STATUSES: Record<string, string> = {
+  waiting: "2",
+  pending: "2",
+  "in progress": "3",
+  "awaiting control": "4",
+  completed: "5",
+  done: "5",
+  deferred: "6",
+  "2": "2",
+  "3": "3",
+  "4": "4",
+  "5": "5",
+  "6": "6",
+};
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/** Turns a user-written value into the string the proposal carries, or says why it cannot. */
+export function normaliseValue(
+  field: TaskField,
+  raw: string,
+): { ok: true; value: string } | { ok: false; reason: string } {
+  // A sentence's closing period belongs to the sentence, except in free text.
+  const value = field === "TITLE" || field === "DESCRIPTION" ? raw.trim() : raw.trim().replace(/[.!]+$/, "").trim();
+  switch (field) {
+    case "TITLE":
+      return value === "" ? { ok: false, reason: "a title cannot be empty" } : { ok: true, value: raw };
+    case "DESCRIPTION":
+      return { ok: true, value: raw };
+    case "DEADLINE":
+      return ISO_DATE.test(value) && !Number.isNaN(Date.parse(value))
+        ? { ok: true, value }
+        : { ok: false, reason: "expected an ISO date such as 2026-07-01 or 2026-07-01T18:00:00+03:00" };
+    case "PRIORITY": {
+      const p = PRIORITIES[value.toLowerCase()];
+      return p !== undefined ? { ok: true, value: p } : { ok: false, reason: "expected low, medium, high, 0, 1 or 2" };
+    }
+    case "STATUS": {
+      const s = STATUSES[value.toLowerCase().replace(/[_-]+/g, " ").replace(/\s+/g, " ")];
+      return s !== undefined
+        ? { ok: true, value: s }
+        : { ok: false, reason: "expected waiting, in progress, awaiting control, completed, deferred or a number 2..6" };
+    }
+    case "RESPONSIBLE_ID": {
+      const id = value.replace(/^(?:the\s+)?(?:user\s*)?(?:id\s*)?#?/i, "");
+      return /^\d+$/.test(id) && Number(id) > 0
+        ? { ok: true, value: id }
+        : { ok: false, reason: "expected a numeric Bitrix24 user id, e.g. user 7" };
+    }
+  }
+}
+
+const FEEDBACK_PREFIX = /^[\s\S]*?rejected the proposal:\s*/i;
+const FEEDBACK_SUFFIX = /\.?\s*Propose a revised change or stop\.?\s*$/i;
+const DOUBLE_QUOTED = /["“«`]([^"”»`]+)["”»`]/;
+const SINGLE_QUOTED = /(?:^|\s)['‘]([^'’]+)['’](?=$|[\s.,;:!?])/;
+const USE_INSTEAD = /\buse\s+([\s\S]+?)\s+instead\b/i;
+const INSTEAD_USE = /\binstead,?\s+use\s+([\s\S]+?)(?:\.(?:\s|$)|$)/i;
+
+/**
+ * Extracts the value a reviewer asked for: a quoted value, "use X instead" or "instead use X".
+ * Returns undefined when the feedback names no replacement value.
+ */
+export function parseFeedbackValue(text: string): string | undefined {
+  const message = text.replace(FEEDBACK_PREFIX, "").replace(FEEDBACK_SUFFIX, "").trim();
+  const quoted = DOUBLE_QUOTED.exec(message)?.[1] ?? SINGLE_QUOTED.exec(message)?.[1];
+  if (quoted !== undefined && quoted.trim() !== "") return quoted;
+  const phrase = USE_INSTEAD.exec(message)?.[1] ?? INSTEAD_USE.exec(message)?.[1];
+  if (phrase === undefined) return undefined;
+  const value = phrase.trim().replace(/[.!]$/, "").trim();
+  return value === "" ? undefined : value;
+}
+
+/** Human-readable label of a field value, for rationales and messages. */
+export function describeValue(field: TaskField, value: unknown): string {
+  if (value === null || value === undefined || value === "") return "(empty)";
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  if (field === "PRIORITY") {
+    const name = { "0": "low", "1": "medium", "2": "high" }[text];
+    return name ? `"${text}" (${name})` : `"${text}"`;
+  }
+  if (field === "STATUS") {
+    const name = { "2": "waiting", "3": "in progress", "4": "awaiting control", "5": "completed", "6": "deferred" }[text];
+    return name ? `"${text}" (${name})` : `"${text}"`;
+  }
+  return `"${text}"`;
+}
