@@ -1,0 +1,115 @@
+import type { Context } from "hono";
+import { errors, RestError } from "./errors.js";
+import { DEFAULT_MALFORMED_BODY, type ArmedFault, type FaultRegistry } from "./faults.js";
+import { intLike, type MethodContext, type MethodResult, type Params } from "./methods/context.js";
+import { findMethod } from "./methods/registry.js";
+import { applySideEffect } from "./methods/tasks.js";
+import { BodyTooLargeError, parseParams, readBodyLimited } from "./request.js";
+import { errorResponse, successResponse } from "./respond.js";
+import type { Store } from "./store.js";
+import { nowSeconds } from "./dates.js";
+
+export interface RestSettings {
+  userId: number;
+  code: string;
+  rate: number;
+  burst: number;
+  maxBodyBytes: number;
+}
+
+export interface Lifecycle {
+  /** Holds a request open until the client goes away or the emulator closes (timeout faults). */
+  hold(c: Context): Promise<Response>;
+  sleep(ms: number): Promise<void>;
+}
+
+/** Carries a computed answer out of a transaction that must not commit (ack_without_apply). */
+class Rollback extends Error {
+  constructor(readonly outcome: MethodResult) {
+    super("rolled back on purpose");
+  }
+}
+
+export function createRestHandler(store: Store, faults: FaultRegistry, settings: RestSettings, life: Lifecycle) {
+  return async (c: Context): Promise<Response> => {
+    const started = Date.now();
+    const segments = new URL(c.req.url).pathname.split("/").filter(Boolean).slice(1).map(decodeURIComponent);
+    const [userSeg, codeSeg, methodSeg] = segments;
+    const method = (segments.length === 3 ? methodSeg ?? "" : "").replace(/\.json$/i, "").toLowerCase();
+
+    let params: Params;
+    try {
+      params = await parseParams(c.req.raw, await readBodyLimited(c.req.raw, settings.maxBodyBytes));
+    } catch (e) {
+      if (!(e instanceof BodyTooLargeError)) throw e;
+      const err = errors.bodyTooLarge(settings.maxBodyBytes);
+      store.logCall({ method, params: {}, status: err.status, error: err.code });
+      return errorResponse(err);
+    }
+
+    // Gatekeeping in one transaction so processes sharing the file share one bucket.
+    const rejected = store.immediate((): RestError | undefined => {
+      let err: RestError | undefined;
+      if (!store.takeRateToken(settings.rate, settings.burst, Date.now())) err = errors.queryLimit();
+      else if (userSeg !== String(settings.userId) || codeSeg !== settings.code) err = errors.invalidCredentials();
+      else if (!method || !findMethod(method)) err = errors.methodNotFound();
+      if (err) store.logCall({ method, params, status: err.status, error: err.code });
+      return err;
+    });
+    if (rejected) return errorResponse(rejected);
+
+    const { latency, action } = faults.take(method);
+    if (latency?.kind === "latency") await life.sleep(latency.ms);
+    const faultName = action?.kind;
+
+    if (action?.kind === "error") {
+      store.logCall({ method, params, status: action.status, error: action.error, fault: faultName });
+      return errorResponse(new RestError(action.status, action.error, action.description));
+    }
+    if (action?.kind === "timeout_without_apply") {
+      store.logCall({ method, params, status: 0, fault: faultName });
+      return life.hold(c);
+    }
+    if (action?.kind === "malformed" && !action.apply) {
+      store.logCall({ method, params, status: 200, fault: faultName });
+      return malformed(action);
+    }
+
+    const ctx: MethodContext = { store, userId: settings.userId, nowSec: nowSeconds() };
+    let outcome: MethodResult;
+    try {
+      outcome = store.immediate(() => {
+        const result = findMethod(method)!(params, ctx);
+        if (action?.kind === "side_effect") {
+          const taskId = action.taskId ?? intLike(params.taskId);
+          if (taskId === undefined) throw errors.internal("side_effect fault: the call has no taskId and the fault names none");
+          applySideEffect(ctx, taskId, action.field, action.value, action.userId);
+        }
+        if (action?.kind === "ack_without_apply") throw new Rollback(result);
+        store.logCall({ method, params, status: action?.kind === "apply_then_timeout" ? 0 : 200, fault: faultName });
+        return result;
+      });
+    } catch (e) {
+      if (e instanceof Rollback) {
+        outcome = e.outcome;
+        store.logCall({ method, params, status: 200, fault: faultName });
+      } else {
+        const err = e instanceof RestError ? e : errors.internal(`emulator failure: ${(e as Error).message}`);
+        store.logCall({ method, params, status: err.status, error: err.code, fault: faultName });
+        return errorResponse(err);
+      }
+    }
+    if (action?.kind === "apply_then_timeout") return life.hold(c);
+    if (action?.kind === "malformed") return malformed(action);
+    return successResponse(outcome, started);
+  };
+}
+
+function malformed(fault: ArmedFault & { kind: "malformed" }): Response {
+  const body = fault.body ?? DEFAULT_MALFORMED_BODY;
+  const looksJson = /^\s*[[{]/.test(body);
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": looksJson ? "application/json; charset=utf-8" : "text/html; charset=utf-8" },
+  });
+}

@@ -1,0 +1,147 @@
+import { readFileSync } from "node:fs";
+import { EmulatorSeedSchema, type EmulatorSeed, type ParsedSeed, type TaskRecord, type HistoryRecord } from "./types.js";
+
+/** Thrown when a seed file or object does not match the seed schema. */
+export class SeedError extends Error {
+  constructor(source: string, detail: string) {
+    super(`invalid emulator seed (${source}): expected {users, groups?, tasks?} as documented; ${detail}`);
+    this.name = "SeedError";
+  }
+}
+
+export function parseSeed(input: unknown, source = "seed object"): ParsedSeed {
+  const parsed = EmulatorSeedSchema.safeParse(input);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    throw new SeedError(source, detail);
+  }
+  return parsed.data;
+}
+
+/** Reads and validates a JSON seed file (for the CLI's `--seed`). */
+export function loadSeedFile(path: string): EmulatorSeed {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new SeedError(path, `could not read the file: ${(e as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new SeedError(path, `the file is not JSON: ${(e as Error).message}`);
+  }
+  return parseSeed(json, path);
+}
+
+/** A small synthetic portal: six users, two workgroups, eight tasks with a mix of access rules. */
+export function defaultSeed(): EmulatorSeed {
+  return {
+    users: [
+      { id: 1, name: "Anna", lastName: "Petrova", login: "anna.petrova", email: "anna.petrova@example.test", workPosition: "Portal administrator" },
+      { id: 2, name: "Ivan", lastName: "Sokolov", login: "ivan.sokolov", email: "ivan.sokolov@example.test", workPosition: "Project manager" },
+      { id: 3, name: "Maria", lastName: "Volkova", login: "maria.volkova", email: "maria.volkova@example.test", workPosition: "Developer" },
+      { id: 4, name: "Dmitry", lastName: "Orlov", login: "dmitry.orlov", email: "dmitry.orlov@example.test", workPosition: "QA engineer" },
+      { id: 5, name: "Elena", lastName: "Kuznetsova", login: "elena.kuznetsova", email: "elena.kuznetsova@example.test", workPosition: "Operations lead" },
+      { id: 6, name: "Pavel", lastName: "Smirnov", login: "pavel.smirnov", email: "pavel.smirnov@example.test", workPosition: "Chief accountant" },
+    ],
+    groups: [
+      { id: 1, name: "Operations", opened: true },
+      { id: 3, name: "Agent Lab", opened: false },
+    ],
+    tasks: [
+      {
+        id: 1, title: "Prepare Q4 vendor report", description: "Collect vendor spend for October and November.",
+        createdBy: 2, responsibleId: 2, createdDate: "2026-11-02T09:15:00+03:00", changedDate: "2026-11-18T16:40:12+03:00",
+        deadline: "2026-12-10T18:00:00+03:00", priority: 1, status: 3, groupId: 1, auditors: [1], accomplices: [6],
+      },
+      {
+        id: 2, title: "Update onboarding checklist", description: "Add the security training step.",
+        createdBy: 1, responsibleId: 3, createdDate: "2026-11-03T11:00:00+03:00", changedDate: "2026-11-10T12:05:44+03:00",
+        deadline: "2026-11-20T18:00:00+03:00", priority: 1, status: 2, groupId: 0,
+      },
+      {
+        id: 3, title: "Fix invoice export rounding", description: "Totals differ by one kopeck on large invoices.",
+        createdBy: 4, responsibleId: 3, createdDate: "2026-11-04T10:30:00+03:00", changedDate: "2026-11-12T17:22:03+03:00",
+        deadline: "2026-11-14T18:00:00+03:00", priority: 2, status: 5, groupId: 1, auditors: [4],
+      },
+      {
+        id: 4, title: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+        description: "Test task for the action envelope: an agent proposes a change, a human approves it, and exactly that change is executed.",
+        createdBy: 1, responsibleId: 5, createdDate: "2026-11-16T10:00:00+03:00", changedDate: "2026-11-25T14:30:05+03:00",
+        changedBy: 1, deadline: "2026-12-15T18:00:00+03:00", priority: 1, status: 2, groupId: 3,
+        auditors: [2, 6], accomplices: [3],
+      },
+      {
+        id: 5, title: "Migrate CRM contact tags", description: "Map the old tag list onto the new contact categories.",
+        createdBy: 2, responsibleId: 4, createdDate: "2026-11-05T13:45:00+03:00", changedDate: "2026-11-19T09:01:30+03:00",
+        deadline: null, priority: 2, status: 2, groupId: 1,
+      },
+      {
+        id: 6, title: "Payroll reconciliation for November", description: "Reconcile payroll with the bank statement.",
+        createdBy: 6, responsibleId: 6, createdDate: "2026-11-06T08:30:00+03:00", changedDate: "2026-11-24T11:11:11+03:00",
+        deadline: "2026-12-05T18:00:00+03:00", priority: 1, status: 3, groupId: 0, auditors: [1],
+        readableBy: [1, 6], editableBy: [6],
+      },
+      {
+        id: 7, title: "Confidential: salary review 2027", description: "Salary bands for next year.",
+        createdBy: 6, responsibleId: 5, createdDate: "2026-11-07T15:00:00+03:00", changedDate: "2026-11-21T10:20:30+03:00",
+        deadline: "2026-12-20T18:00:00+03:00", priority: 2, status: 2, groupId: 0,
+        readableBy: [5, 6], editableBy: [6],
+      },
+      {
+        id: 8, title: "LAB-AGENT-EXEC-003 - DEFERRED FOLLOW-UP", description: "Follow-up check after the bound action test.",
+        createdBy: 1, responsibleId: 1, createdDate: "2026-11-17T12:00:00+03:00", changedDate: "2026-11-26T18:45:00+03:00",
+        deadline: "2026-12-22T18:00:00+03:00", priority: 0, status: 6, groupId: 3, auditors: [5],
+      },
+    ],
+  };
+}
+
+const toSeconds = (iso: string) => Date.parse(iso) / 1000;
+
+/** Turns validated seed tasks into store records, plus a NEW history row per task like the portal writes on creation. */
+export function seedTaskRecords(seed: ParsedSeed): { tasks: TaskRecord[]; history: Omit<HistoryRecord, "id">[] } {
+  const tasks = seed.tasks.map((t): TaskRecord => {
+    const created = toSeconds(t.createdDate);
+    const changed = toSeconds(t.changedDate);
+    const changedBy = t.changedBy ?? t.createdBy;
+    return {
+      id: t.id,
+      parentId: t.parentId,
+      title: t.title,
+      description: t.description,
+      priority: t.priority,
+      status: t.status,
+      createdBy: t.createdBy,
+      createdDate: created,
+      responsibleId: t.responsibleId,
+      changedBy,
+      changedDate: changed,
+      statusChangedBy: t.status === 2 ? null : changedBy,
+      statusChangedDate: changed,
+      closedBy: t.status === 5 ? t.responsibleId : null,
+      closedDate: t.status === 5 ? changed : null,
+      activityDate: changed,
+      dateStart: t.status === 3 || t.status === 5 ? created : null,
+      deadline: t.deadline === null ? null : toSeconds(t.deadline),
+      guid: guidFor(t.id),
+      groupId: t.groupId,
+      auditors: t.auditors,
+      accomplices: t.accomplices,
+      readableBy: t.readableBy ?? null,
+      editableBy: t.editableBy ?? null,
+    };
+  });
+  const history = tasks.map((t) => ({
+    taskId: t.id, createdDate: t.createdDate, field: "NEW", from: null, to: null, userId: t.createdBy,
+  }));
+  return { tasks, history };
+}
+
+/** Deterministic GUIDs keep seeded portals byte-identical across runs. */
+export function guidFor(taskId: number): string {
+  const hex = taskId.toString(16).padStart(12, "0");
+  return `{7a5e0000-0000-4000-8000-${hex}}`;
+}

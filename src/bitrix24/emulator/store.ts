@@ -1,0 +1,191 @@
+import Database from "better-sqlite3";
+import { parseSeed, seedTaskRecords } from "./seed.js";
+import type { EmulatorSeed, HistoryRecord, ParsedSeed, SeedGroup, SeedUser, TaskRecord } from "./types.js";
+
+export interface CallLogEntry {
+  seq: number;
+  time: string;
+  method: string;
+  params: unknown;
+  status: number;
+  error?: string;
+  fault?: string;
+  viaBatch?: boolean;
+}
+
+export type NewCall = Omit<CallLogEntry, "seq" | "time">;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workgroups (id INTEGER PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS history (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, task_id INTEGER NOT NULL, created REAL NOT NULL,
+  field TEXT NOT NULL, from_value TEXT, to_value TEXT, user_id INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS history_task ON history(task_id);
+CREATE TABLE IF NOT EXISTS calls (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
+  status INTEGER NOT NULL, error TEXT, fault TEXT, via_batch INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS rate_bucket (id INTEGER PRIMARY KEY CHECK (id = 1), level REAL NOT NULL, updated REAL NOT NULL);
+`;
+
+/**
+ * Portal state in SQLite. One file may be opened by several processes at once: every REST call runs
+ * inside an IMMEDIATE transaction, so a read-modify-write never interleaves with another writer.
+ */
+export class Store {
+  private readonly db: Database.Database;
+
+  constructor(path: string, seed: EmulatorSeed) {
+    this.db = new Database(path);
+    this.db.pragma("busy_timeout = 10000");
+    if (path !== ":memory:") this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = NORMAL");
+    this.db.exec(SCHEMA);
+    const parsed = parseSeed(seed);
+    // The seed is applied only when the file is new; an existing portal keeps its state and its original seed.
+    this.immediate(() => {
+      if (this.getMeta("seed") === undefined) {
+        this.setMeta("seed", JSON.stringify(parsed));
+        this.applySeed(parsed);
+      }
+    });
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  immediate<T>(fn: () => T): T {
+    if (this.db.inTransaction) return fn();
+    return this.db.transaction(fn).immediate();
+  }
+
+  /** Restores the portal's seed (the one stored when the file was created) and clears the call log. */
+  reset(): void {
+    this.immediate(() => {
+      const seed = JSON.parse(this.getMeta("seed") ?? "null") as ParsedSeed;
+      this.db.exec(
+        "DELETE FROM users; DELETE FROM workgroups; DELETE FROM tasks; DELETE FROM history; DELETE FROM calls; DELETE FROM rate_bucket;" +
+          "DELETE FROM sqlite_sequence WHERE name IN ('history','calls');",
+      );
+      this.applySeed(seed);
+    });
+  }
+
+  private applySeed(seed: ParsedSeed): void {
+    const insUser = this.db.prepare("INSERT INTO users (id, data) VALUES (?, ?)");
+    for (const u of seed.users) insUser.run(u.id, JSON.stringify(u));
+    const insGroup = this.db.prepare("INSERT INTO workgroups (id, data) VALUES (?, ?)");
+    for (const g of seed.groups) insGroup.run(g.id, JSON.stringify(g));
+    const { tasks, history } = seedTaskRecords(seed);
+    for (const t of tasks) this.putTask(t);
+    for (const h of history) this.addHistory(h);
+  }
+
+  private getMeta(key: string): string | undefined {
+    const row = this.db.prepare("SELECT value FROM meta WHERE key = ?").get(key) as { value: string } | undefined;
+    return row?.value;
+  }
+
+  private setMeta(key: string, value: string): void {
+    this.db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)").run(key, value);
+  }
+
+  getUser(id: number): SeedUser | undefined {
+    const row = this.db.prepare("SELECT data FROM users WHERE id = ?").get(id) as { data: string } | undefined;
+    return row ? (JSON.parse(row.data) as SeedUser) : undefined;
+  }
+
+  allUserIds(): number[] {
+    return (this.db.prepare("SELECT id FROM users ORDER BY id").all() as { id: number }[]).map((r) => r.id);
+  }
+
+  getGroup(id: number): SeedGroup | undefined {
+    const row = this.db.prepare("SELECT data FROM workgroups WHERE id = ?").get(id) as { data: string } | undefined;
+    return row ? (JSON.parse(row.data) as SeedGroup) : undefined;
+  }
+
+  getTask(id: number): TaskRecord | undefined {
+    const row = this.db.prepare("SELECT data FROM tasks WHERE id = ?").get(id) as { data: string } | undefined;
+    return row ? (JSON.parse(row.data) as TaskRecord) : undefined;
+  }
+
+  allTasks(): TaskRecord[] {
+    return (this.db.prepare("SELECT data FROM tasks ORDER BY id").all() as { data: string }[]).map(
+      (r) => JSON.parse(r.data) as TaskRecord,
+    );
+  }
+
+  nextTaskId(): number {
+    const row = this.db.prepare("SELECT COALESCE(MAX(id), 0) + 1 AS id FROM tasks").get() as { id: number };
+    return row.id;
+  }
+
+  putTask(task: TaskRecord): void {
+    this.db.prepare("INSERT OR REPLACE INTO tasks (id, data) VALUES (?, ?)").run(task.id, JSON.stringify(task));
+  }
+
+  addHistory(h: Omit<HistoryRecord, "id">): void {
+    this.db
+      .prepare("INSERT INTO history (task_id, created, field, from_value, to_value, user_id) VALUES (?, ?, ?, ?, ?, ?)")
+      .run(h.taskId, h.createdDate, h.field, h.from, h.to, h.userId);
+  }
+
+  history(taskId: number): HistoryRecord[] {
+    const rows = this.db
+      .prepare("SELECT id, task_id, created, field, from_value, to_value, user_id FROM history WHERE task_id = ? ORDER BY id")
+      .all(taskId) as { id: number; task_id: number; created: number; field: string; from_value: string | null; to_value: string | null; user_id: number }[];
+    return rows.map((r) => ({
+      id: r.id, taskId: r.task_id, createdDate: r.created, field: r.field, from: r.from_value, to: r.to_value, userId: r.user_id,
+    }));
+  }
+
+  logCall(call: NewCall): void {
+    this.db
+      .prepare("INSERT INTO calls (time, method, params, status, error, fault, via_batch) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .run(new Date().toISOString(), call.method, JSON.stringify(call.params ?? {}), call.status, call.error ?? null,
+        call.fault ?? null, call.viaBatch ? 1 : 0);
+  }
+
+  calls(filter: { method?: string; sinceSeq?: number } = {}): CallLogEntry[] {
+    const rows = this.db
+      .prepare(
+        "SELECT seq, time, method, params, status, error, fault, via_batch FROM calls WHERE seq > ? AND (? IS NULL OR method = ?) ORDER BY seq",
+      )
+      .all(filter.sinceSeq ?? 0, filter.method ?? null, filter.method ?? null) as {
+      seq: number; time: string; method: string; params: string; status: number; error: string | null; fault: string | null; via_batch: number;
+    }[];
+    return rows.map((r) => {
+      const entry: CallLogEntry = { seq: r.seq, time: r.time, method: r.method, params: JSON.parse(r.params), status: r.status };
+      if (r.error !== null) entry.error = r.error;
+      if (r.fault !== null) entry.fault = r.fault;
+      if (r.via_batch) entry.viaBatch = true;
+      return entry;
+    });
+  }
+
+  clearCalls(): void {
+    this.db.exec("DELETE FROM calls");
+  }
+
+  /**
+   * Leaky bucket shared by every process on the file: each request adds 1, the level drains at `rate` per
+   * second, and a request that would lift the level above `burst` is refused (and not counted).
+   */
+  takeRateToken(rate: number, burst: number, nowMs: number): boolean {
+    if (rate <= 0) return true;
+    const row = this.db.prepare("SELECT level, updated FROM rate_bucket WHERE id = 1").get() as
+      | { level: number; updated: number }
+      | undefined;
+    const elapsed = row ? Math.max(0, nowMs - row.updated) / 1000 : 0;
+    const level = Math.max(0, (row?.level ?? 0) - elapsed * rate);
+    if (level + 1 > burst) {
+      this.db.prepare("INSERT OR REPLACE INTO rate_bucket (id, level, updated) VALUES (1, ?, ?)").run(level, nowMs);
+      return false;
+    }
+    this.db.prepare("INSERT OR REPLACE INTO rate_bucket (id, level, updated) VALUES (1, ?, ?)").run(level + 1, nowMs);
+    return true;
+  }
+}
