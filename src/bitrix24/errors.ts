@@ -1,0 +1,139 @@
+/**
+ * The one error type of the Bitrix24 REST client. Callers branch on `kind`; `outcomeUnknown` is the only
+ * flag that says "a write may or may not have been applied" and must never be read as success or failure.
+ */
+export type Bitrix24ErrorKind =
+  | "rate_limited"
+  | "auth"
+  | "access_denied"
+  | "not_found"
+  | "invalid_request"
+  | "target_rejected"
+  | "transport_timeout"
+  | "malformed_response";
+
+export const BITRIX24_ERROR_KINDS: readonly Bitrix24ErrorKind[] = [
+  "rate_limited",
+  "auth",
+  "access_denied",
+  "not_found",
+  "invalid_request",
+  "target_rejected",
+  "transport_timeout",
+  "malformed_response",
+];
+
+/** Plain-data form of a Bitrix24Error: what MCP tools put into `structuredContent.error`. */
+export interface Bitrix24ErrorData {
+  kind: Bitrix24ErrorKind;
+  code?: string;
+  description: string;
+  httpStatus?: number;
+  outcomeUnknown: boolean;
+  rawBody?: string;
+}
+
+export interface Bitrix24ErrorInit {
+  kind: Bitrix24ErrorKind;
+  description: string;
+  method?: string;
+  httpStatus?: number;
+  code?: string;
+  outcomeUnknown?: boolean;
+  rawBody?: string;
+}
+
+export class Bitrix24Error extends Error {
+  readonly kind: Bitrix24ErrorKind;
+  readonly httpStatus?: number;
+  /** Bitrix24 `error` field, always as a string: the portal sends `"0"` or `0` for the same error. */
+  readonly code?: string;
+  readonly description: string;
+  readonly outcomeUnknown: boolean;
+  /** The body as received (with the webhook code masked), kept as evidence. */
+  readonly rawBody?: string;
+  /** REST method of the failed call, when known. */
+  readonly method?: string;
+
+  constructor(init: Bitrix24ErrorInit) {
+    const where = init.method ? `${init.method}: ` : "";
+    const status = init.httpStatus !== undefined ? ` (HTTP ${init.httpStatus}${init.code !== undefined ? `, error "${init.code}"` : ""})` : "";
+    super(`Bitrix24 ${init.kind}: ${where}${init.description}${status}`);
+    this.name = "Bitrix24Error";
+    this.kind = init.kind;
+    this.description = init.description;
+    this.outcomeUnknown = init.outcomeUnknown ?? false;
+    if (init.httpStatus !== undefined) this.httpStatus = init.httpStatus;
+    if (init.code !== undefined) this.code = init.code;
+    if (init.rawBody !== undefined) this.rawBody = init.rawBody;
+    if (init.method !== undefined) this.method = init.method;
+  }
+
+  toData(): Bitrix24ErrorData {
+    const data: Bitrix24ErrorData = { kind: this.kind, description: this.description, outcomeUnknown: this.outcomeUnknown };
+    if (this.code !== undefined) data.code = this.code;
+    if (this.httpStatus !== undefined) data.httpStatus = this.httpStatus;
+    if (this.rawBody !== undefined) data.rawBody = this.rawBody;
+    return data;
+  }
+
+  override toString(): string {
+    return this.message;
+  }
+}
+
+export function isBitrix24Error(value: unknown): value is Bitrix24Error {
+  return value instanceof Bitrix24Error;
+}
+
+// Codes the portal uses when the webhook itself is not allowed to call (wrong code, no scope, expired token).
+const AUTH_CODES = new Set(
+  [
+    "INVALID_CREDENTIALS",
+    "NO_AUTH_FOUND",
+    "INSUFFICIENT_SCOPE",
+    "EXPIRED_TOKEN",
+    "INVALID_TOKEN",
+    "USER_ACCESS_ERROR",
+    "WRONG_AUTH_TYPE",
+    "AUTHORIZATION_ERROR",
+  ].map((c) => c.toLowerCase()),
+);
+
+// Task-level permission refusals: "Action on the task is not allowed", "Access denied. (internal error)".
+const ACCESS_DENIED_TEXT = /action on the task is not allowed|access denied/i;
+
+/**
+ * Maps an error answer of the portal (any HTTP status, or a 200 that carries `error`) to a kind.
+ * Order matters: rate limiting and auth are decided by code first, because their descriptions vary.
+ */
+export function classifyErrorAnswer(args: {
+  httpStatus: number;
+  code: string | undefined;
+  description: string;
+  method?: string;
+  rawBody?: string;
+}): Bitrix24Error {
+  const { httpStatus, code, description } = args;
+  const upper = code?.toUpperCase();
+  let kind: Bitrix24ErrorKind;
+  if (upper === "QUERY_LIMIT_EXCEEDED" || upper === "OPERATION_TIME_LIMIT" || httpStatus === 429) {
+    kind = "rate_limited";
+  } else if (code !== undefined && AUTH_CODES.has(code.toLowerCase())) {
+    kind = "auth";
+  } else if (ACCESS_DENIED_TEXT.test(description)) {
+    kind = "access_denied";
+  } else if (httpStatus === 401 || httpStatus === 403) {
+    kind = "auth";
+  } else if (httpStatus >= 400 && httpStatus < 500) {
+    kind = "invalid_request";
+  } else {
+    // 5xx, and the odd 200/3xx that still carries an `error` field.
+    kind = "target_rejected";
+  }
+  const init: Bitrix24ErrorInit = { kind, description: description || `HTTP ${httpStatus} without a description`, httpStatus };
+  if (code !== undefined) init.code = code;
+  if (args.method !== undefined) init.method = args.method;
+  if (args.rawBody !== undefined) init.rawBody = args.rawBody;
+  return new Bitrix24Error(init);
+}
