@@ -1,0 +1,344 @@
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
+import { MultiServerMCPClient } from "@langchain/mcp-adapters";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
+import { BITRIX24_METHOD_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
+
+export type ToolRole = "getTask" | "listTasks" | "getHistory" | "updateTask";
+export type ReadRole = Exclude<ToolRole, "updateTask">;
+
+export type McpConnectionConfig =
+  | {
+      mode: "stdio";
+      /** Environment of the spawned server: BITRIX24_WEBHOOK_URL (required), BITRIX24_RATE, BITRIX24_BURST, BITRIX24_TIMEOUT_MS. */
+      env: Record<string, string>;
+      /** Budget for one tools/call round trip (default 120000 ms). */
+      callTimeoutMs?: number;
+    }
+  | {
+      mode: "url";
+      /** Streamable HTTP endpoint of an MCP server, e.g. http://127.0.0.1:3391/mcp. */
+      url: string;
+      /** That server's tool name per role; roles left out use our own names (get_task_by_id, ...). */
+      toolNames: Partial<Record<ToolRole, string>>;
+      headers?: Record<string, string>;
+      callTimeoutMs?: number;
+    };
+
+export interface McpCallError {
+  kind: Bitrix24ErrorKind;
+  code?: string;
+  description: string;
+  httpStatus?: number;
+  outcomeUnknown?: boolean;
+  rawBody?: string;
+}
+
+export type McpCallResult = { ok: true; body: unknown; text: string } | { ok: false; error: McpCallError; text: string };
+
+/** How a role is served: which tool, which Bitrix24 method that tool calls, and whether it may be handed to the model. */
+export interface RoleBinding {
+  toolName: string;
+  method: string;
+  readOnly: boolean;
+}
+
+export interface Bitrix24Tools {
+  /** Allowlisted by role and by Bitrix24 method: getTask, listTasks, getHistory only. */
+  readTools: StructuredToolInterface[];
+  /** Deterministic read for nodes. */
+  read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult>;
+  /** Only the execute node gets this. One updateTask call = exactly one tools/call, never retried. */
+  writeHandle: { updateTask(taskId: number, fields: Record<string, unknown>): Promise<McpCallResult> };
+  /** The resolved role table, for evidence and for tests. */
+  roles: Readonly<Record<ToolRole, RoleBinding>>;
+  close(): Promise<void>;
+}
+
+/**
+ * The one place deciding what is a read. A method is a read only if it is listed here; anything else
+ * (tasks.task.update, tasks.task.add, tasks.task.delete, batch, ...) counts as a write.
+ */
+export const READ_METHODS: ReadonlySet<string> = new Set(["tasks.task.get", "tasks.task.list", "tasks.task.history.list", "user.current"]);
+
+export function isReadMethod(method: string): boolean {
+  return READ_METHODS.has(method.toLowerCase());
+}
+
+/** Role → Bitrix24 method; fixed, whatever server or tool names are configured. */
+export const ROLE_METHODS: Readonly<Record<ToolRole, string>> = {
+  getTask: "tasks.task.get",
+  listTasks: "tasks.task.list",
+  getHistory: "tasks.task.history.list",
+  updateTask: "tasks.task.update",
+};
+
+export const READ_ROLES: readonly ReadRole[] = ["getTask", "listTasks", "getHistory"];
+const ALL_ROLES: readonly ToolRole[] = [...READ_ROLES, "updateTask"];
+const SERVER_NAME = "bitrix24";
+const DEFAULT_CALL_TIMEOUT_MS = 120_000;
+
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+const tsxBin = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.url));
+const stdioEntry = fileURLToPath(new URL("./mcp-stdio.ts", import.meta.url));
+
+/**
+ * Connects to our MCP server (spawned over stdio) or to an external one by URL, and splits its tools
+ * into what the model may see (reads) and the single write handle.
+ */
+export async function createBitrix24Tools(config: McpConnectionConfig): Promise<Bitrix24Tools> {
+  const roles = resolveRoles(config);
+  const callTimeoutMs = config.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  const mcp = new MultiServerMCPClient({
+    mcpServers: { [SERVER_NAME]: serverConnection(config) },
+    throwOnLoadError: true,
+    prefixToolNameWithServerName: false,
+    useStandardContentBlocks: false,
+    onConnectionError: "throw",
+    defaultToolTimeout: callTimeoutMs,
+  });
+  try {
+    const raw = await mcp.getClient(SERVER_NAME);
+    if (!raw) throw new Error(`MCP server "${SERVER_NAME}" did not connect`);
+    checkServerTools(await listAllTools(raw), roles);
+
+    const call = (name: string, args: Record<string, unknown>, intent: "read" | "write") => callToolOnce(raw, name, args, intent, callTimeoutMs);
+
+    // The adapter supplies each tool's LLM-friendly schema; calls go through the same single-shot path
+    // as read(), so the model sees exactly the Bitrix24 JSON text and never a duplicated structuredContent.
+    const adapterTools = await mcp.getTools(SERVER_NAME);
+    const readTools: StructuredToolInterface[] = [];
+    for (const role of READ_ROLES) {
+      const name = roles[role].toolName;
+      const adapterTool = adapterTools.find((tool) => tool.name === name);
+      if (!adapterTool) throw new Error(`readTools: the MCP adapter did not load read tool "${name}"`);
+      readTools.push(
+        new DynamicStructuredTool({
+          name,
+          description: adapterTool.description,
+          schema: adapterTool.schema,
+          metadata: { ...adapterTool.metadata, role, bitrix24Method: roles[role].method },
+          func: async (args: Record<string, unknown>) => {
+            const res = await call(name, args, "read");
+            if (res.ok) return res.text;
+            throw new McpToolError(name, res.error, res.text);
+          },
+        }),
+      );
+    }
+    assertReadToolsOnly(readTools, roles);
+
+    return {
+      readTools,
+      roles,
+      read(role, args) {
+        if (!(READ_ROLES as readonly string[]).includes(role)) {
+          throw new Error(`read(): expected one of ${READ_ROLES.join(", ")}, got ${JSON.stringify(role)}`);
+        }
+        return call(roles[role].toolName, args, "read");
+      },
+      writeHandle: {
+        updateTask(taskId, fields) {
+          return call(roles.updateTask.toolName, { taskId, fields }, "write");
+        },
+      },
+      close: () => mcp.close(),
+    };
+  } catch (err) {
+    await mcp.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+function resolveRoles(config: McpConnectionConfig): Record<ToolRole, RoleBinding> {
+  const names: Record<ToolRole, string> = { ...MCP_TOOL_NAMES };
+  if (config.mode === "url") {
+    for (const role of ALL_ROLES) {
+      const name = config.toolNames[role];
+      if (name !== undefined) names[role] = name;
+    }
+  }
+  const roles = {} as Record<ToolRole, RoleBinding>;
+  for (const role of ALL_ROLES) {
+    const method = ROLE_METHODS[role];
+    roles[role] = { toolName: names[role], method, readOnly: role !== "updateTask" && isReadMethod(method) };
+  }
+  for (const role of READ_ROLES) {
+    if (roles[role].toolName === roles.updateTask.toolName) {
+      throw new Error(
+        `MCP tool mapping: ${role} must name a read tool, but it names "${roles[role].toolName}", the updateTask tool; refusing to hand a write tool to the read path`,
+      );
+    }
+  }
+  return roles;
+}
+
+function serverConnection(config: McpConnectionConfig) {
+  if (config.mode === "url") {
+    return { transport: "http" as const, url: config.url, ...(config.headers ? { headers: config.headers } : {}) };
+  }
+  if (!config.env.BITRIX24_WEBHOOK_URL) {
+    throw new Error("MCP stdio mode: expected env.BITRIX24_WEBHOOK_URL (the inbound webhook the server calls), got none");
+  }
+  if (!existsSync(tsxBin)) throw new Error(`MCP stdio mode: expected tsx at ${tsxBin}; run npm install`);
+  return {
+    transport: "stdio" as const,
+    command: tsxBin,
+    args: [stdioEntry],
+    cwd: repoRoot,
+    // The child gets only what we pass plus PATH (tsx needs node on it); no other secrets leak in.
+    env: { PATH: config.env.PATH ?? process.env.PATH ?? "", ...config.env },
+    stderr: "inherit" as const,
+  };
+}
+
+async function listAllTools(client: Client): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : undefined);
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return tools;
+}
+
+/**
+ * The server's own description of each mapped tool must not contradict the role: a read role must not
+ * point at a tool the server marks as writing, or whose declared Bitrix24 method is not a read.
+ * Names and hints can only take a tool out of the read path, never put one in.
+ */
+function checkServerTools(tools: Tool[], roles: Record<ToolRole, RoleBinding>): void {
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  for (const role of ALL_ROLES) {
+    const binding = roles[role];
+    const tool = byName.get(binding.toolName);
+    if (!tool) {
+      throw new Error(
+        `MCP tool mapping: ${role} → "${binding.toolName}", but the server has no such tool (it has: ${[...byName.keys()].join(", ") || "none"})`,
+      );
+    }
+    const declared = tool._meta?.[BITRIX24_METHOD_META_KEY];
+    if (declared !== undefined && (typeof declared !== "string" || declared.toLowerCase() !== binding.method)) {
+      throw new Error(`MCP tool mapping: ${role} expects a tool calling ${binding.method}, but "${tool.name}" declares ${JSON.stringify(declared)}`);
+    }
+    if (binding.readOnly) {
+      const hints = tool.annotations;
+      if (hints?.readOnlyHint === false || hints?.destructiveHint === true) {
+        throw new Error(`MCP tool mapping: ${role} must be a read tool, but the server marks "${tool.name}" as writing (readOnlyHint false or destructiveHint true)`);
+      }
+    }
+  }
+}
+
+function assertReadToolsOnly(readTools: StructuredToolInterface[], roles: Record<ToolRole, RoleBinding>): void {
+  const allowed = new Map(READ_ROLES.map((role) => [roles[role].toolName, roles[role]]));
+  for (const tool of readTools) {
+    const binding = allowed.get(tool.name);
+    if (!binding || !binding.readOnly || !isReadMethod(binding.method) || tool.name === roles.updateTask.toolName) {
+      throw new Error(`readTools: "${tool.name}" is not an allowlisted read tool`);
+    }
+  }
+  for (const [name] of allowed) {
+    if (!readTools.some((t) => t.name === name)) throw new Error(`readTools: the MCP adapter did not load read tool "${name}"`);
+  }
+}
+
+/** A read tool call the server answered with an error; the message is the structured error JSON. */
+export class McpToolError extends Error {
+  constructor(
+    readonly toolName: string,
+    readonly error: McpCallError,
+    text: string,
+  ) {
+    super(text || `tool "${toolName}" failed: ${error.kind}: ${error.description}`);
+    this.name = "McpToolError";
+  }
+}
+
+/** Exactly one tools/call; the raw CallToolResult, so an isError answer is data and not a thrown ToolException. */
+async function callToolOnce(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+  intent: "read" | "write",
+  timeoutMs: number,
+): Promise<McpCallResult> {
+  let result: Awaited<ReturnType<Client["callTool"]>>;
+  try {
+    result = await client.callTool({ name, arguments: args }, undefined, { timeout: timeoutMs });
+  } catch (err) {
+    const error = callFailure(err, name, intent);
+    return { ok: false, error, text: error.description };
+  }
+  const content = Array.isArray(result.content) ? (result.content as Array<{ type: string; text?: unknown }>) : [];
+  const text = content
+    .filter((block) => block.type === "text" && typeof block.text === "string")
+    .map((block) => block.text as string)
+    .join("\n");
+  const structured = result.structuredContent as Record<string, unknown> | undefined;
+  if (result.isError) return { ok: false, error: errorFromResult(text, structured, name), text };
+  const parsed = parseJson(text);
+  if (parsed.ok) return { ok: true, body: parsed.value, text };
+  if (structured !== undefined) return { ok: true, body: structured, text };
+  return {
+    ok: false,
+    text,
+    error: { kind: "malformed_response", description: `tool "${name}" answered text that is not JSON`, rawBody: text, outcomeUnknown: false },
+  };
+}
+
+function errorFromResult(text: string, structured: Record<string, unknown> | undefined, name: string): McpCallError {
+  const parsed = parseJson(text);
+  const fromText = parsed.ok ? toCallError((parsed.value as { error?: unknown } | null)?.error) : undefined;
+  const fromStructured = toCallError(structured?.error);
+  const known = fromText ?? fromStructured;
+  if (known) return known;
+  // The SDK answers bad arguments and unknown tools with plain text before any handler runs.
+  if (/input validation error|invalid arguments|tool .* not found|-32602/i.test(text)) {
+    return { kind: "invalid_request", description: text || `tool "${name}" rejected its arguments`, outcomeUnknown: false };
+  }
+  return { kind: "target_rejected", description: text || `tool "${name}" reported an error without text`, outcomeUnknown: false };
+}
+
+function toCallError(value: unknown): McpCallError | undefined {
+  if (!value || typeof value !== "object") return undefined;
+  const v = value as Record<string, unknown>;
+  if (typeof v.kind !== "string" || !(BITRIX24_ERROR_KINDS as readonly string[]).includes(v.kind)) return undefined;
+  const error: McpCallError = {
+    kind: v.kind as Bitrix24ErrorKind,
+    description: typeof v.description === "string" ? v.description : "",
+    outcomeUnknown: v.outcomeUnknown === true,
+  };
+  if (v.code !== undefined && v.code !== null) error.code = String(v.code);
+  if (typeof v.httpStatus === "number") error.httpStatus = v.httpStatus;
+  if (typeof v.rawBody === "string") error.rawBody = v.rawBody;
+  return error;
+}
+
+function callFailure(err: unknown, name: string, intent: "read" | "write"): McpCallError {
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof McpError && (err.code === ErrorCode.InvalidParams || err.code === ErrorCode.MethodNotFound)) {
+    return { kind: "invalid_request", description: `tool "${name}": ${message}`, outcomeUnknown: false };
+  }
+  if (err instanceof McpError && err.code !== ErrorCode.RequestTimeout && err.code !== ErrorCode.ConnectionClosed && intent === "read") {
+    return { kind: "target_rejected", description: `tool "${name}": ${message}`, outcomeUnknown: false };
+  }
+  // No answer from the MCP server: for a write we cannot know whether it reached the portal.
+  return {
+    kind: "transport_timeout",
+    description: `tool "${name}" gave no answer: ${message}${intent === "write" ? "; the write may or may not have been applied" : ""}`,
+    outcomeUnknown: true,
+  };
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
+}
