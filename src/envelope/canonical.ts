@@ -1,0 +1,66 @@
+/**
+ * Canonical JSON (RFC 8785, JSON Canonicalization Scheme) and the hashes built on it. The library does
+ * the canonical serialisation; this module first insists that the input really is JSON data, because
+ * the library quietly emits invalid text for functions and follows toJSON (a Date becomes a string),
+ * and a hash over something that is not the JSON we store would bind nothing.
+ */
+import { createHash } from "node:crypto";
+import canonicalize from "canonicalize";
+import { EnvelopeError } from "./errors.js";
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/** RFC 8785 canonical text of a JSON value. Object properties whose value is undefined are left out, as JSON.stringify does. */
+export function canonicalJson(value: unknown): string {
+  assertJsonData(value, "$");
+  const text = canonicalize(value);
+  if (text === undefined) throw new EnvelopeError("NOT_JSON", "a JSON value", "undefined");
+  return text;
+}
+
+/** "sha256:" + lowercase hex over the UTF-8 bytes of the canonical JSON. */
+export function sha256Json(value: unknown): string {
+  return `sha256:${createHash("sha256").update(canonicalJson(value), "utf8").digest("hex")}`;
+}
+
+/**
+ * A short change-detection digest (64 bits of SHA-256 over canonical JSON). Used only to notice that a
+ * field we did not keep in full has changed; the envelope hash, which binds approval, is full SHA-256.
+ */
+export function fingerprint(value: unknown): string {
+  return createHash("sha256").update(canonicalJson(value), "utf8").digest("hex").slice(0, 16);
+}
+
+export const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
+
+function assertJsonData(value: unknown, path: string): void {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return;
+    case "number":
+      if (!Number.isFinite(value)) throw new EnvelopeError("NOT_JSON", `a finite number at ${path}`, String(value));
+      return;
+    case "object": {
+      if (value === null) return;
+      if (Array.isArray(value)) {
+        value.forEach((item, i) => {
+          if (item === undefined) throw new EnvelopeError("NOT_JSON", `a JSON value at ${path}[${i}]`, "undefined");
+          assertJsonData(item, `${path}[${i}]`);
+        });
+        return;
+      }
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) {
+        throw new EnvelopeError("NOT_JSON", `a plain object at ${path}`, `an instance of ${proto?.constructor?.name ?? "unknown"}`);
+      }
+      for (const [k, v] of Object.entries(value)) {
+        if (v === undefined) continue;
+        assertJsonData(v, `${path}.${k}`);
+      }
+      return;
+    }
+    default:
+      throw new EnvelopeError("NOT_JSON", `a JSON value at ${path}`, typeof value);
+  }
+}

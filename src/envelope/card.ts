@@ -1,0 +1,290 @@
+/**
+ * The approval card, rendered by code from the envelope itself (never from the model's narration).
+ * Every value is shown in full at any length. Characters a person cannot see or can easily misread
+ * (controls, zero-width and bidi characters, unusual spaces, trailing spaces) are replaced by a visible
+ * marker ⟨U+XXXX⟩ and raise a warning; a literal "⟨" is itself shown as ⟨U+27E8⟩ so a marker can never
+ * be faked by text. A value that cannot be shown faithfully (an unpaired surrogate, which no UTF-8
+ * channel can carry) is marked UNINSPECTABLE, and its escaped form is still shown.
+ */
+import { hashEnvelope, type Envelope } from "./envelope.js";
+import { CHANGE_MARKER_FIELD } from "./fields.js";
+
+export type CardFormat = "text" | "markdown";
+
+interface Finding {
+  kind: "bidi control" | "invisible character" | "control character" | "unusual space" | "line separator" | "variation selector" | "private-use or unassigned character" | "unpaired surrogate";
+  codePoint: number;
+}
+
+const NAMES: Record<number, string> = {
+  0x0000: "NULL", 0x0009: "CHARACTER TABULATION", 0x000d: "CARRIAGE RETURN", 0x001b: "ESCAPE", 0x007f: "DELETE",
+  0x00a0: "NO-BREAK SPACE", 0x00ad: "SOFT HYPHEN", 0x034f: "COMBINING GRAPHEME JOINER", 0x061c: "ARABIC LETTER MARK",
+  0x115f: "HANGUL CHOSEONG FILLER", 0x1160: "HANGUL JUNGSEONG FILLER", 0x1680: "OGHAM SPACE MARK", 0x180e: "MONGOLIAN VOWEL SEPARATOR",
+  0x2007: "FIGURE SPACE", 0x200b: "ZERO WIDTH SPACE", 0x200c: "ZERO WIDTH NON-JOINER", 0x200d: "ZERO WIDTH JOINER",
+  0x200e: "LEFT-TO-RIGHT MARK", 0x200f: "RIGHT-TO-LEFT MARK", 0x2028: "LINE SEPARATOR", 0x2029: "PARAGRAPH SEPARATOR",
+  0x202a: "LEFT-TO-RIGHT EMBEDDING", 0x202b: "RIGHT-TO-LEFT EMBEDDING", 0x202c: "POP DIRECTIONAL FORMATTING",
+  0x202d: "LEFT-TO-RIGHT OVERRIDE", 0x202e: "RIGHT-TO-LEFT OVERRIDE", 0x202f: "NARROW NO-BREAK SPACE", 0x205f: "MEDIUM MATHEMATICAL SPACE",
+  0x2060: "WORD JOINER", 0x2066: "LEFT-TO-RIGHT ISOLATE", 0x2067: "RIGHT-TO-LEFT ISOLATE", 0x2068: "FIRST STRONG ISOLATE",
+  0x2069: "POP DIRECTIONAL ISOLATE", 0x2800: "BRAILLE PATTERN BLANK", 0x3000: "IDEOGRAPHIC SPACE", 0x3164: "HANGUL FILLER",
+  0xfeff: "ZERO WIDTH NO-BREAK SPACE", 0xffa0: "HALFWIDTH HANGUL FILLER",
+};
+
+const BIDI = new Set([0x061c, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]);
+/** Letters and marks that render as nothing; categories alone do not catch them. */
+const INVISIBLE_OTHER = new Set([0x034f, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x2800, 0x3164, 0xffa0]);
+const MARKER_OPEN = 0x27e8;
+
+function classify(cp: number, ch: string): Finding["kind"] | undefined {
+  if (cp >= 0xd800 && cp <= 0xdfff) return "unpaired surrogate";
+  if (BIDI.has(cp)) return "bidi control";
+  if ((cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 && cp <= 0xe01ef) || (cp >= 0x180b && cp <= 0x180f && cp !== 0x180e)) return "variation selector";
+  if (cp === 0x2028 || cp === 0x2029) return "line separator";
+  if (/\p{Cc}/u.test(ch)) return "control character";
+  if (/\p{Cf}/u.test(ch) || INVISIBLE_OTHER.has(cp)) return "invisible character";
+  if (/\p{Zs}/u.test(ch) && cp !== 0x20) return "unusual space";
+  if (/\p{Co}|\p{Cn}/u.test(ch)) return "private-use or unassigned character";
+  return undefined;
+}
+
+export function marker(cp: number): string {
+  return `⟨U+${cp.toString(16).toUpperCase().padStart(4, "0")}⟩`;
+}
+
+/**
+ * Escapes one line of a value (no line breaks kept: a line feed becomes a marker, as in inline values).
+ * Returns the escaped text and what was found. Trailing spaces become markers.
+ */
+function escapeLine(line: string, findings: Finding[]): string {
+  let out = "";
+  for (const ch of line) {
+    const cp = ch.codePointAt(0)!;
+    // A literal "⟨" and a line feed inside an inline value are shown as markers without a warning.
+    if (cp === MARKER_OPEN || cp === 0x0a) {
+      out += marker(cp);
+      continue;
+    }
+    const kind = classify(cp, ch);
+    if (kind) {
+      findings.push({ kind, codePoint: cp });
+      out += marker(cp);
+    } else out += ch;
+  }
+  return out;
+}
+
+/** Replaces the run of trailing U+0020 at the end of an (already escaped) line with markers. */
+function markTrailingSpaces(line: string): { text: string; count: number } {
+  const m = / +$/.exec(line);
+  if (!m) return { text: line, count: 0 };
+  return { text: line.slice(0, m.index) + marker(0x20).repeat(m[0].length), count: m[0].length };
+}
+
+export interface RenderedValue {
+  /** One entry for an inline value, one per line for a multi-line string. */
+  lines: string[];
+  block: boolean;
+  warnings: string[];
+  uninspectable: boolean;
+  /** Characters in the original string (code points), for the length note. */
+  length?: number;
+}
+
+/**
+ * Faithful, full-length display of one JSON value. Strings with line breaks become blocks (one display
+ * line per value line); other strings are quoted inline; numbers, booleans and null are bare; arrays
+ * and objects are compact JSON whose strings are escaped the same way (with \" and \\ so element
+ * boundaries stay unambiguous).
+ */
+export function renderValue(value: unknown, label: string): RenderedValue {
+  const findings: Finding[] = [];
+  const warnings: string[] = [];
+  let trailing = 0;
+  let rendered: RenderedValue;
+  if (typeof value === "string" && value.includes("\n")) {
+    const lines = value.split("\n").map((l) => {
+      const t = markTrailingSpaces(escapeLine(l, findings));
+      trailing += t.count;
+      return t.text;
+    });
+    rendered = { lines, block: true, warnings, uninspectable: false, length: [...value].length };
+  } else if (typeof value === "string") {
+    const t = markTrailingSpaces(escapeLine(value, findings));
+    trailing += t.count;
+    rendered = { lines: [`"${t.text}"`], block: false, warnings, uninspectable: false, length: [...value].length };
+  } else {
+    const strings: string[] = [];
+    const text = renderJson(value, findings, strings);
+    for (const s of strings) if (/ $/.test(s)) trailing += /( +)$/.exec(s)![1]!.length;
+    rendered = { lines: [text], block: false, warnings, uninspectable: false };
+  }
+  for (const s of typeof value === "string" ? [value] : collectStrings(value)) {
+    const mixed = mixedScriptWords(s);
+    if (mixed.length) warnings.push(`${label}: ${mixed.join("; ")} (look-alike letters from different scripts)`);
+  }
+  const counts = new Map<string, { kind: Finding["kind"]; n: number }>();
+  for (const f of findings) {
+    const key = `${f.kind}|${f.codePoint}`;
+    counts.set(key, { kind: f.kind, n: (counts.get(key)?.n ?? 0) + 1 });
+  }
+  for (const [key, { kind, n }] of counts) {
+    const cp = Number(key.split("|")[1]);
+    const name = NAMES[cp] ? ` ${NAMES[cp]}` : "";
+    if (kind === "unpaired surrogate") {
+      rendered.uninspectable = true;
+      warnings.push(`${label}: UNINSPECTABLE — contains an unpaired surrogate ${marker(cp).slice(1, -1)}${n > 1 ? ` ×${n}` : ""}, which cannot be displayed or sent as UTF-8 faithfully; shown escaped`);
+    } else {
+      warnings.push(`${label}: contains ${marker(cp)}${name} (${kind})${n > 1 ? ` ×${n}` : ""}`);
+    }
+  }
+  if (trailing) warnings.push(`${label}: ${trailing} trailing space${trailing > 1 ? "s" : ""}, shown as ${marker(0x20)}`);
+  return rendered;
+}
+
+function renderJson(value: unknown, findings: Finding[], strings: string[]): string {
+  if (value === null) return "null";
+  if (typeof value === "string") {
+    strings.push(value);
+    const body = markTrailingSpaces(escapeLine(value, findings).replace(/\\/g, "\\\\").replace(/"/g, '\\"')).text;
+    return `"${body}"`;
+  }
+  if (typeof value === "number" || typeof value === "boolean") return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map((v) => renderJson(v, findings, strings)).join(", ")}]`;
+  if (typeof value === "object") {
+    return `{${Object.keys(value as object).sort().map((k) => `${renderJson(k, findings, strings)}: ${renderJson((value as Record<string, unknown>)[k], findings, strings)}`).join(", ")}}`;
+  }
+  return `⟨not JSON: ${typeof value}⟩`;
+}
+
+function collectStrings(value: unknown): string[] {
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value)) return value.flatMap(collectStrings);
+  if (value && typeof value === "object") return Object.entries(value).flatMap(([k, v]) => [k, ...collectStrings(v)]);
+  return [];
+}
+
+const LATIN = /\p{Script=Latin}/u;
+const LOOKALIKE = /[\p{Script=Cyrillic}\p{Script=Greek}\p{Script=Armenian}\p{Script=Cherokee}]/u;
+
+function mixedScriptWords(s: string): string[] {
+  const out: string[] = [];
+  for (const word of s.match(/[\p{L}\p{M}]+/gu) ?? []) {
+    if (!LATIN.test(word) || !LOOKALIKE.test(word)) continue;
+    const foreign = [...word].filter((c) => LOOKALIKE.test(c)).map((c) => `${c} ${marker(c.codePointAt(0)!)}`);
+    out.push(`word "${escapeLine(word, [])}" mixes Latin with ${foreign.slice(0, 5).join(", ")}${foreign.length > 5 ? ", …" : ""}`);
+  }
+  return out;
+}
+
+/** Inverse of the escaping for strings: turns markers back into characters (used to prove nothing is lost). */
+export function decodeDisplay(text: string): string {
+  return text.replace(/⟨U\+([0-9A-F]{4,6})⟩/g, (_, hex: string) => {
+    const cp = parseInt(hex, 16);
+    return cp >= 0xd800 && cp <= 0xdfff ? String.fromCharCode(cp) : String.fromCodePoint(cp);
+  });
+}
+
+const REVERSIBILITY_TEXT: Record<Envelope["risk"]["reversibility"], string> = {
+  read_only: "read only: changes nothing",
+  reversible: "reversible: another update can restore the previous values",
+  reversible_external: "reversible in Bitrix24, but effects outside it (notifications to people) cannot be taken back",
+  irreversible: "irreversible: cannot be undone",
+};
+
+/**
+ * Renders the card. `hash` is the hash the caller will bind approvals to; if it is not the envelope's
+ * own hash the card says so in a warning, because approving it would fail or, worse, mean something else.
+ */
+export function renderCard(e: Envelope, hash: string, format: CardFormat): { text: string; warnings: string[] } {
+  const warnings: string[] = [];
+  const actual = hashEnvelope(e);
+  if (actual !== hash) warnings.push(`HASH MISMATCH: the card was asked to show ${hash}, but this envelope hashes to ${actual}`);
+  const meta = (label: string, v: string) => {
+    const r = renderValue(v, label);
+    warnings.push(...r.warnings);
+    return r.lines[0]!.slice(1, -1);
+  };
+  const ttlMin = Math.round((Date.parse(e.expiresAt) - Date.parse(e.createdAt)) / 60000);
+  const header = [
+    `Target:       ${e.targetSystem} portal ${meta("portal", e.portal)}`,
+    `Object:       ${e.object.type} ${e.object.id}`,
+    `Operation:    ${e.operation}`,
+    `Revision:     ${e.revision}${e.previousEnvelopeHash ? ` (replaces ${e.previousEnvelopeHash})` : ""}; envelope ${meta("envelopeId", e.envelopeId)}`,
+    `Requested by: ${meta("requestedBy", e.requestedBy)} (thread ${meta("threadId", e.runContext.threadId)}${e.runContext.runId ? `, run ${meta("runId", e.runContext.runId)}` : ""})`,
+    `Risk:         ${e.risk.level}; ${REVERSIBILITY_TEXT[e.risk.reversibility]} [${e.risk.reversibility}]`,
+    `Policy:       ${meta("policy.id", e.policy.id)}@${meta("policy.version", e.policy.version)}`,
+    `Created:      ${e.createdAt}`,
+    `Expires:      ${e.expiresAt} (${ttlMin} min after creation; an approval after this is refused)`,
+    `Hash:         ${actual}`,
+    `Nonce:        ${e.nonce}`,
+  ];
+
+  interface Item { label: string; title: string; value: unknown }
+  const changes = Object.entries(e.params).map(([field, value]) => ({
+    field,
+    before: { label: `${field} (before)`, title: "before", value: e.baseline.values[field] } as Item,
+    after: { label: `${field} (requested)`, title: "requested", value } as Item,
+  }));
+  const invariants: Item[] = e.invariantFields.map((f) => ({ label: `${f} (must stay)`, title: f, value: e.baseline.values[f] }));
+  const renderedOf = (item: Item) => {
+    const r = renderValue(item.value, item.label);
+    warnings.push(...r.warnings);
+    return r;
+  };
+  const rChanges = changes.map((c) => ({ field: c.field, before: renderedOf(c.before), after: renderedOf(c.after) }));
+  const rInvariants = invariants.map((i) => ({ item: i, r: renderedOf(i) }));
+  const marker0 = renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0];
+  const fingerprinted = Object.keys(e.baseline.fingerprints).length;
+  const footer = [
+    `Checked just before the write: ${e.comparedFields.join(", ")} (${CHANGE_MARKER_FIELD} was ${marker0}); any difference stops the write.`,
+    `May change by themselves: ${e.automaticFields.join(", ") || "none"}.`,
+    `Other task fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
+  ];
+  const uninspectable = warnings.some((w) => w.includes("UNINSPECTABLE"));
+
+  if (format === "text") {
+    const out: string[] = ["ACTION ENVELOPE — approval requested", ...header, ""];
+    if (warnings.length) out.push(`WARNINGS (${warnings.length}) — look closely before approving:`, ...warnings.map((w) => `  ⚠ ${w}`), "");
+    out.push(`CHANGES (${changes.length} field${changes.length > 1 ? "s" : ""}: value read from the task at envelope time → value to write):`);
+    for (const c of rChanges) {
+      out.push(`  ${c.field}`);
+      out.push(...textValue("before:   ", c.before), ...textValue("requested:", c.after));
+    }
+    out.push("", `MUST STAY UNCHANGED (${invariants.length} field${invariants.length === 1 ? "" : "s"}, values at envelope time):`);
+    for (const { item, r } of rInvariants) out.push(...textValue(`${item.title}:`, r, "  "));
+    out.push("", ...footer);
+    if (uninspectable) out.push("", "Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.");
+    return { text: out.join("\n"), warnings };
+  }
+
+  const md: string[] = [`## Approval requested: ${e.operation} on ${e.object.type} ${e.object.id} (${e.targetSystem})`, ""];
+  md.push(...fence(header.join("\n")), "");
+  if (warnings.length) {
+    md.push(`**⚠ Warnings (${warnings.length}) — look closely before approving:**`, "");
+    md.push(...fence(warnings.map((w) => `⚠ ${w}`).join("\n")), "");
+  }
+  md.push(`### Changes (${changes.length})`, "");
+  for (const c of rChanges) {
+    md.push(`#### ${c.field}`, "", `Before${lengthNote(c.before)}:`, "", ...fence(c.before.lines.join("\n")), "", `Requested${lengthNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
+  }
+  md.push(`### Must stay unchanged (${invariants.length})`, "");
+  for (const { item, r } of rInvariants) md.push(`- ${item.title}${lengthNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
+  md.push("### Checks", "", ...fence(footer.join("\n")));
+  if (uninspectable) md.push("", "**Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.**");
+  return { text: md.join("\n"), warnings };
+}
+
+function lengthNote(r: RenderedValue): string {
+  return r.block ? ` (${r.lines.length} lines, ${r.length} characters)` : "";
+}
+
+function textValue(label: string, r: RenderedValue, indent = "    "): string[] {
+  if (!r.block) return [`${indent}${label} ${r.lines[0]}${r.uninspectable ? "  [UNINSPECTABLE]" : ""}`];
+  return [`${indent}${label} ${r.lines.length} lines, ${r.length} characters${r.uninspectable ? "  [UNINSPECTABLE]" : ""}:`, ...r.lines.map((l) => `${indent}  │${l}`)];
+}
+
+/** A fenced block whose fence is longer than any backtick run inside, so no value can close it early. */
+function fence(content: string): string[] {
+  const longest = Math.max(0, ...[...content.matchAll(/`+/g)].map((m) => m[0].length));
+  const f = "`".repeat(Math.max(3, longest + 1));
+  return [`${f}text`, content, f];
+}

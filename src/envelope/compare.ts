@@ -1,0 +1,269 @@
+/**
+ * Pre-write comparison and post-write verification. Both read the task out of the target's answer the
+ * same strict way: an answer that is not the documented shape, or is about another task, yields no
+ * values at all (UNKNOWN / INCONCLUSIVE) rather than values guessed from whatever is there.
+ */
+import { fingerprint } from "./canonical.js";
+import { describeReceived } from "./errors.js";
+import type { Envelope } from "./envelope.js";
+import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
+import { valuesEqual } from "./normalise.js";
+
+/** A read of the target by code: the full response body as parsed JSON (or raw text if it was not JSON), or why the read failed. */
+export type ReadResult =
+  | { status: "ok"; body: unknown }
+  | { status: "failed"; error: { kind: string; code?: string; description: string } };
+
+/** What the write call returned, if anything. */
+export type Acknowledgement =
+  | { status: "OK"; body: unknown }
+  | { status: "ERROR"; error: { kind: string; code?: string; description: string; httpStatus?: number; outcomeUnknown?: boolean } }
+  | { status: "MISSING"; reason: string };
+
+export type FieldStatus =
+  /** compareBaseline */
+  | "match"
+  | "mismatch"
+  /** verifyOutcome, requested fields */
+  | "applied"
+  | "not_applied"
+  | "wrong_value"
+  /** verifyOutcome, invariant fields */
+  | "unchanged"
+  | "violated"
+  /** verifyOutcome, other fields that changed */
+  | "automatic"
+  | "unexpected"
+  /** either: could not be extracted */
+  | "unknown";
+
+export interface FieldCheck {
+  /** UPPER_SNAKE field name (for other fields: derived from the task key, which is given in `taskKey`). */
+  field: string;
+  taskKey: string;
+  role: "compared" | "requested" | "invariant" | "automatic" | "other";
+  /** Compare: the baseline value. Verify: the approved value (requested) or the baseline value (invariant). Absent for fingerprinted fields. */
+  expected?: unknown;
+  /** As read now; absent when it could not be extracted. */
+  actual?: unknown;
+  /** Verify, requested fields: the value at envelope time, to tell "not applied" from "something else". */
+  baseline?: unknown;
+  status: FieldStatus;
+  note?: string;
+}
+
+export type CompareVerdict = "MATCH" | "MISMATCH" | "UNKNOWN" | "ERROR";
+export type VerifyVerdict = "VERIFIED" | "VERIFICATION_FAILED" | "INVARIANT_VIOLATION" | "INCONCLUSIVE";
+
+type Extracted = { ok: true; task: Record<string, unknown> } | { ok: false; reason: string };
+
+/**
+ * body.result.task, accepted only when it is an object whose id is the envelope's task. A string body
+ * is parsed as JSON first (a caller may hand over the raw text); text that is not JSON is unusable.
+ */
+export function extractTask(body: unknown, taskId: number): Extracted {
+  let value = body;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return { ok: false, reason: `the answer is text, not JSON: ${describeReceived(body)}` };
+    }
+  }
+  if (!isRecord(value)) return { ok: false, reason: `the answer is not a JSON object: ${describeReceived(value)}` };
+  if (!("result" in value)) {
+    const err = value["error"];
+    return {
+      ok: false,
+      reason: err !== undefined
+        ? `the answer is an error, not a task: ${describeReceived(err)} ${describeReceived(value["error_description"])}`
+        : `the answer has no "result": ${describeReceived(value)}`,
+    };
+  }
+  const result = value["result"];
+  if (Array.isArray(result) && result.length === 0) return { ok: false, reason: `task ${taskId} not found or not accessible (result is [])` };
+  if (!isRecord(result)) return { ok: false, reason: `"result" is not an object: ${describeReceived(result)}` };
+  const task = result["task"];
+  if (!isRecord(task)) return { ok: false, reason: `"result.task" is not an object: ${describeReceived(task)}` };
+  if (!("id" in task)) return { ok: false, reason: `"result.task" has no id, so it cannot be tied to task ${taskId}` };
+  if (normaliseId(task["id"]) !== String(taskId)) {
+    return { ok: false, reason: `the answer is about task ${describeReceived(task["id"])}, not task ${taskId}` };
+  }
+  return { ok: true, task };
+}
+
+/**
+ * Fresh read just before the write against the baseline. MATCH only when every compared field was
+ * extracted and equals its baseline value. A field that differs makes MISMATCH (a definite change wins
+ * over not being able to read another field); a field that cannot be extracted makes UNKNOWN; a failed
+ * read makes ERROR. Only MATCH lets the write proceed.
+ */
+export function compareBaseline(e: Envelope, read: ReadResult): { verdict: CompareVerdict; fields: FieldCheck[]; reason: string } {
+  if (read.status === "failed") {
+    return {
+      verdict: "ERROR",
+      fields: e.comparedFields.map((f) => ({ field: f, taskKey: fieldToTaskKey(f), role: "compared", expected: e.baseline.values[f], status: "unknown", note: "read failed" })),
+      reason: `the fresh read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}): ${read.error.description}`,
+    };
+  }
+  const extracted = extractTask(read.body, e.object.id);
+  if (!extracted.ok) {
+    return {
+      verdict: "UNKNOWN",
+      fields: e.comparedFields.map((f) => ({ field: f, taskKey: fieldToTaskKey(f), role: "compared", expected: e.baseline.values[f], status: "unknown", note: extracted.reason })),
+      reason: `cannot compare: ${extracted.reason}`,
+    };
+  }
+  const task = extracted.task;
+  const fields: FieldCheck[] = e.comparedFields.map((field) => {
+    const taskKey = fieldToTaskKey(field);
+    const expected = e.baseline.values[field];
+    if (!has(task, taskKey)) return { field, taskKey, role: "compared", expected, status: "unknown", note: `the answer has no "${taskKey}"` };
+    const actual = task[taskKey];
+    return { field, taskKey, role: "compared", expected, actual, status: valuesEqual(field, expected, actual) ? "match" : "mismatch" };
+  });
+  const mismatched = fields.filter((f) => f.status === "mismatch");
+  const unknown = fields.filter((f) => f.status === "unknown");
+  if (mismatched.length) {
+    const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD) ? ` (the task was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})` : "";
+    return {
+      verdict: "MISMATCH",
+      fields,
+      reason: `task ${e.object.id} changed since the envelope was made${marker}: ${mismatched.map((f) => `${f.field} was ${show(f.expected)}, now ${show(f.actual)}`).join("; ")}`,
+    };
+  }
+  if (unknown.length) {
+    return { verdict: "UNKNOWN", fields, reason: `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}` };
+  }
+  return { verdict: "MATCH", fields, reason: `all ${fields.length} compared fields equal the baseline (${e.comparedFields.join(", ")})` };
+}
+
+/**
+ * Fresh read after the write. The state decides, never the acknowledgement alone:
+ *  - read failed or unusable → INCONCLUSIVE;
+ *  - an invariant or any other non-automatic field changed → INVARIANT_VIOLATION;
+ *  - a requested field does not hold the approved value → VERIFICATION_FAILED ("not applied" when it
+ *    still holds the baseline value);
+ *  - a requested or invariant field cannot be extracted → INCONCLUSIVE;
+ *  - every requested value present, invariants intact, acknowledgement OK → VERIFIED;
+ *  - the same state but the acknowledgement is ERROR or MISSING → INCONCLUSIVE: the state matches, but
+ *    whether the write we sent did it (or will still land, or was sent twice) is not proven.
+ */
+export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult): { verdict: VerifyVerdict; fields: FieldCheck[]; reason: string } {
+  const ackNote = describeAck(ack);
+  if (read.status === "failed") {
+    return {
+      verdict: "INCONCLUSIVE",
+      fields: [],
+      reason: `the verification read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}: ${read.error.description}); ${ackNote}`,
+    };
+  }
+  const extracted = extractTask(read.body, e.object.id);
+  if (!extracted.ok) return { verdict: "INCONCLUSIVE", fields: [], reason: `cannot verify: ${extracted.reason}; ${ackNote}` };
+  const task = extracted.task;
+  const fields: FieldCheck[] = [];
+
+  for (const [field, approved] of Object.entries(e.params)) {
+    const taskKey = fieldToTaskKey(field);
+    const baseline = e.baseline.values[field];
+    if (!has(task, taskKey)) {
+      fields.push({ field, taskKey, role: "requested", expected: approved, baseline, status: "unknown", note: `the answer has no "${taskKey}"` });
+      continue;
+    }
+    const actual = task[taskKey];
+    const status: FieldStatus = valuesEqual(field, approved, actual) ? "applied" : valuesEqual(field, baseline, actual) ? "not_applied" : "wrong_value";
+    fields.push({ field, taskKey, role: "requested", expected: approved, actual, baseline, status });
+  }
+  for (const field of e.invariantFields) {
+    const taskKey = fieldToTaskKey(field);
+    const expected = e.baseline.values[field];
+    if (!has(task, taskKey)) {
+      fields.push({ field, taskKey, role: "invariant", expected, status: "unknown", note: `the answer has no "${taskKey}"` });
+      continue;
+    }
+    const actual = task[taskKey];
+    fields.push({ field, taskKey, role: "invariant", expected, actual, status: valuesEqual(field, expected, actual) ? "unchanged" : "violated" });
+  }
+
+  // Everything else the task showed at envelope time: the change marker (kept in full) and the fingerprinted keys.
+  const automaticKeys = new Set(e.automaticFields.map(fieldToTaskKey));
+  const markerKey = fieldToTaskKey(CHANGE_MARKER_FIELD);
+  if (has(task, markerKey) && !valuesEqual(CHANGE_MARKER_FIELD, e.baseline.values[CHANGE_MARKER_FIELD], task[markerKey])) {
+    const automatic = automaticKeys.has(markerKey);
+    fields.push({
+      field: CHANGE_MARKER_FIELD, taskKey: markerKey, role: automatic ? "automatic" : "other",
+      expected: e.baseline.values[CHANGE_MARKER_FIELD], actual: task[markerKey], status: automatic ? "automatic" : "unexpected",
+    });
+  }
+  for (const [taskKey, digest] of Object.entries(e.baseline.fingerprints)) {
+    if (!has(task, taskKey)) continue; // a key the answer leaves out tells nothing about a change
+    if (fingerprint(task[taskKey]) === digest) continue;
+    const automatic = automaticKeys.has(taskKey);
+    fields.push({
+      field: taskKeyToField(taskKey), taskKey, role: automatic ? "automatic" : "other", actual: task[taskKey],
+      status: automatic ? "automatic" : "unexpected",
+      note: automatic ? "allowed to change by itself" : "changed although it was neither requested nor automatic",
+    });
+  }
+
+  const violated = fields.filter((f) => f.status === "violated" || f.status === "unexpected");
+  const failed = fields.filter((f) => f.status === "not_applied" || f.status === "wrong_value");
+  const unknown = fields.filter((f) => f.status === "unknown");
+  const list = (fs: FieldCheck[]) => fs.map((f) => `${f.field}${f.role === "requested" ? ` (${f.status.replace("_", " ")}: approved ${show(f.expected)}, now ${show(f.actual)})` : f.actual !== undefined ? ` (now ${show(f.actual)}${f.expected !== undefined ? `, was ${show(f.expected)}` : ""})` : ""}`).join("; ");
+
+  if (violated.length) {
+    return {
+      verdict: "INVARIANT_VIOLATION",
+      fields,
+      reason: `fields that were not to change did: ${list(violated)}${failed.length ? `; also not as approved: ${list(failed)}` : ""}; ${ackNote}`,
+    };
+  }
+  if (failed.length) {
+    const allNotApplied = failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(e.params).length;
+    return {
+      verdict: "VERIFICATION_FAILED",
+      fields,
+      reason: `${allNotApplied ? "the change was not applied" : "the task does not hold the approved values"}: ${list(failed)}; ${ackNote}`,
+    };
+  }
+  if (unknown.length) {
+    return { verdict: "INCONCLUSIVE", fields, reason: `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}` };
+  }
+  if (ack.status !== "OK") {
+    return {
+      verdict: "INCONCLUSIVE",
+      fields,
+      reason: `the task holds the approved values and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
+    };
+  }
+  return {
+    verdict: "VERIFIED",
+    fields,
+    reason: `fresh read shows ${Object.keys(e.params).join(", ")} as approved, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}`,
+  };
+}
+
+function describeAck(ack: Acknowledgement): string {
+  switch (ack.status) {
+    case "OK":
+      return "the target acknowledged the write";
+    case "ERROR":
+      return `the target answered the write with an error (${ack.error.kind}${ack.error.code !== undefined ? ` ${ack.error.code}` : ""}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})`;
+    case "MISSING":
+      return `the acknowledgement is missing (${ack.reason})`;
+  }
+}
+
+function show(v: unknown): string {
+  if (v === undefined) return "(missing)";
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 200 ? `${s.slice(0, 200)}… (${s.length} chars)` : s;
+}
+
+function has(o: Record<string, unknown>, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(o, key);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}

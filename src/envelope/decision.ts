@@ -1,0 +1,219 @@
+/**
+ * Validation of a human decision (the resume value item) against the envelope it claims to answer.
+ * Checks run in a fixed order and the first failure is returned with its code; the order puts the
+ * binding (hash, revision, nonce, single use) before identity, so a decision for the wrong thing is
+ * refused as that, whoever sent it.
+ */
+import type { KeyObject } from "node:crypto";
+import { z } from "zod";
+import { HASH_PATTERN } from "./canonical.js";
+import { hashEnvelope, type Envelope } from "./envelope.js";
+import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, type Policy } from "./policy.js";
+import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
+import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
+
+const Approver = z.strictObject({ id: z.string().min(1).regex(/^\S+$/, "approver id has no whitespace") });
+const Base = {
+  envelopeHash: z.string().regex(HASH_PATTERN, 'envelopeHash is "sha256:" + 64 lowercase hex digits'),
+  nonce: z.string().min(1),
+  approver: Approver,
+  decidedAt: z.iso.datetime({ offset: true }).optional(),
+  /** Base64 Ed25519 signature over the canonical SignedDecisionPayload. */
+  signature: z.string().min(1).optional(),
+};
+
+export const DecisionSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("approve"),
+    ...Base,
+    /** Ask to pass a gate that policy lets an authorised role override (only separation_of_duties today). */
+    override: z.strictObject({ gate: z.string().min(1), reason: z.string().trim().min(1, "an override needs a reason") }).optional(),
+  }),
+  z.strictObject({ type: z.literal("reject"), ...Base, message: z.string().optional() }),
+  z.strictObject({
+    type: z.literal("edit"),
+    ...Base,
+    editedAction: z.strictObject({
+      name: z.string().min(1),
+      args: z.strictObject({ taskId: z.int().positive(), fields: z.record(z.string(), z.json()) }),
+    }),
+  }),
+]);
+export type Decision = z.output<typeof DecisionSchema>;
+
+export type RefusalCode =
+  | "MALFORMED"
+  | "HASH_MISMATCH"
+  | "NONCE_MISMATCH"
+  | "STALE_REVISION"
+  | "EXPIRED"
+  | "ALREADY_CONSUMED"
+  | "APPROVER_NOT_ALLOWED"
+  | "SELF_APPROVAL"
+  | "SIGNATURE_REQUIRED"
+  | "SIGNATURE_INVALID"
+  | "OVERRIDE_NOT_ALLOWED"
+  /** An edit is checked like a proposal and refused with the proposal's code. */
+  | ProposalRefusalCode;
+
+export interface DecisionContext {
+  now: Date;
+  policy: Policy;
+  threadId: string;
+  /** Hash of the current envelope as the caller recorded it when showing it. */
+  envelopeHash: string;
+  /** Whether this envelope's nonce was already spent by an accepted decision (the caller's journal knows). */
+  nonceConsumed: boolean;
+  /** Hashes of earlier revisions of this envelope. */
+  supersededHashes: string[];
+  publicKeys: Map<string, KeyObject>;
+  /** The user the LangGraph API authenticated for this request, when auth is configured. */
+  authenticatedUser?: string;
+  scope: Scope;
+}
+
+export type VerifiedBy = "signature" | "authentication" | "self_declared";
+
+export type DecisionValidation =
+  | {
+      ok: true;
+      decision: Decision;
+      identity: { approverId: string; verifiedBy: VerifiedBy };
+      override?: { gate: string; by: string; reason: string };
+      edit?: { proposal: Proposal };
+    }
+  | { ok: false; code: RefusalCode; reason: string };
+
+/** How far in the future a decidedAt may be, for approvers whose clocks run ahead. */
+const CLOCK_SKEW_MS = 5 * 60 * 1000;
+
+export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionContext): DecisionValidation {
+  const refuse = (code: RefusalCode, reason: string): DecisionValidation => ({ ok: false, code, reason });
+
+  const parsed = DecisionSchema.safeParse(decision);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "(decision)"}: ${i.message}`).join("; ");
+    return refuse("MALFORMED", `expected {type: "approve"|"reject"|"edit", envelopeHash, nonce, approver: {id}, ...}; ${detail}`);
+  }
+  const d = parsed.data;
+
+  // Binding.
+  const current = hashEnvelope(e);
+  if (ctx.envelopeHash !== current) {
+    return refuse("HASH_MISMATCH", `the envelope now hashes to ${current}, but ${ctx.envelopeHash} was recorded when it was shown; it changed after display`);
+  }
+  if (e.runContext.threadId !== ctx.threadId) {
+    return refuse("HASH_MISMATCH", `the envelope belongs to thread ${e.runContext.threadId}, not to thread ${ctx.threadId}`);
+  }
+  if (d.envelopeHash !== current && ctx.supersededHashes.includes(d.envelopeHash)) {
+    return refuse("STALE_REVISION", `the decision names ${d.envelopeHash}, an earlier revision; the current revision is ${e.revision} with hash ${current}`);
+  }
+  if (d.envelopeHash !== current) return refuse("HASH_MISMATCH", `expected envelopeHash ${current} (revision ${e.revision}); the decision names ${d.envelopeHash}`);
+  if (d.nonce !== e.nonce) return refuse("NONCE_MISMATCH", `expected nonce ${e.nonce}; the decision carries ${JSON.stringify(d.nonce)}`);
+  if (ctx.nonceConsumed) return refuse("ALREADY_CONSUMED", `nonce ${e.nonce} was already used by an accepted decision; an approval counts once`);
+
+  const override = d.type === "approve" ? d.override : undefined;
+  if (override) {
+    if (!OVERRIDABLE_GATES.includes(override.gate as Gate)) {
+      return refuse("OVERRIDE_NOT_ALLOWED", `gate ${override.gate} can never be overridden; overridable gates: ${OVERRIDABLE_GATES.join(", ")}`);
+    }
+    if (!ctx.policy.overrides[override.gate]) {
+      return refuse("OVERRIDE_NOT_ALLOWED", `policy ${ctx.policy.id}@${ctx.policy.version} does not let anyone override ${override.gate}`);
+    }
+  }
+
+  // Time.
+  const expiresAt = Date.parse(e.expiresAt);
+  if (ctx.now.getTime() >= expiresAt) return refuse("EXPIRED", `the approval window closed at ${e.expiresAt}; it is now ${ctx.now.toISOString()}`);
+  if (d.decidedAt !== undefined) {
+    const decidedAt = Date.parse(d.decidedAt);
+    if (decidedAt >= expiresAt) return refuse("EXPIRED", `the decision is dated ${d.decidedAt}, at or after the expiry ${e.expiresAt}`);
+    if (decidedAt > ctx.now.getTime() + CLOCK_SKEW_MS) {
+      return refuse("MALFORMED", `decidedAt ${d.decidedAt} is more than ${CLOCK_SKEW_MS / 60000} minutes after now (${ctx.now.toISOString()})`);
+    }
+  }
+
+  // Identity.
+  const approverId = d.approver.id;
+  let verifiedBy: VerifiedBy;
+  if (d.signature !== undefined) {
+    if (d.decidedAt === undefined) return refuse("MALFORMED", "a signed decision must carry the decidedAt it signed");
+    const key = ctx.publicKeys.get(approverId);
+    if (!key) return refuse("SIGNATURE_INVALID", `no public key is registered for approver ${approverId} (registered: ${[...ctx.publicKeys.keys()].join(", ") || "none"})`);
+    if (!verifyDecisionSignature(signedPayloadOf(d, ctx.threadId), d.signature, key)) {
+      return refuse("SIGNATURE_INVALID", `the signature does not verify with ${approverId}'s key over {envelopeHash, nonce, threadId ${ctx.threadId}, decision ${d.type}, approverId, decidedAt ${d.decidedAt}${d.type === "edit" ? ", editedAction" : ""}${override ? ", override" : ""}}`);
+    }
+    verifiedBy = "signature";
+  } else if (ctx.policy.requireSignature) {
+    return refuse("SIGNATURE_REQUIRED", `policy ${ctx.policy.id}@${ctx.policy.version} requires a signed decision; none was given`);
+  } else if (ctx.authenticatedUser !== undefined) {
+    if (ctx.authenticatedUser !== approverId) {
+      return refuse("APPROVER_NOT_ALLOWED", `the request is authenticated as ${ctx.authenticatedUser}, but the decision names approver ${approverId}`);
+    }
+    verifiedBy = "authentication";
+  } else if (ctx.policy.approvers.allowUnauthenticated) {
+    verifiedBy = "self_declared";
+  } else {
+    return refuse("SIGNATURE_REQUIRED", `policy ${ctx.policy.id}@${ctx.policy.version} does not accept self-declared approvers; sign the decision or use an authenticated connection`);
+  }
+
+  // Authority.
+  const allowed = allowedApprovers(ctx.policy, e.operation);
+  if (!allowed.has(approverId)) {
+    return refuse("APPROVER_NOT_ALLOWED", `${approverId} may not decide ${e.operation} under policy ${ctx.policy.id}@${ctx.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`);
+  }
+  let appliedOverride: { gate: string; by: string; reason: string } | undefined;
+  if (override) {
+    const rule = ctx.policy.overrides[override.gate]!;
+    if (!hasRole(ctx.policy, approverId, rule.role)) {
+      return refuse("OVERRIDE_NOT_ALLOWED", `overriding ${override.gate} needs role ${rule.role}, which ${approverId} does not hold`);
+    }
+    if (rule.requireVerifiedIdentity && verifiedBy === "self_declared") {
+      return refuse("OVERRIDE_NOT_ALLOWED", `overriding ${override.gate} needs a verified identity (signature or authentication); ${approverId} is self-declared`);
+    }
+  }
+  const sod = ctx.policy.separationOfDuties;
+  // Only an approval can be self-serving: a rejection stops the action, and an edit becomes a new revision that needs its own approval.
+  if (d.type === "approve" && sod && approverId === e.requestedBy && levelRank(e.risk.level) >= levelRank(sod.requesterMayNotApproveAtOrAbove)) {
+    if (override?.gate === "separation_of_duties") {
+      appliedOverride = { gate: override.gate, by: approverId, reason: override.reason };
+    } else {
+      return refuse("SELF_APPROVAL", `${approverId} requested this ${e.risk.level}-risk change and may not approve it (policy: requester may not approve at or above ${sod.requesterMayNotApproveAtOrAbove})`);
+    }
+  }
+
+  // Content of an edit: a new proposal, checked like one.
+  let edit: { proposal: Proposal } | undefined;
+  if (d.type === "edit") {
+    const proposal: Proposal = { operation: d.editedAction.name, taskId: d.editedAction.args.taskId, fields: d.editedAction.args.fields };
+    if (proposal.taskId !== e.object.id) {
+      return refuse("OUT_OF_SCOPE", `the edit targets task ${proposal.taskId}, but this envelope is about task ${e.object.id}; propose a new change instead`);
+    }
+    const check = checkProposal(ctx.policy, ctx.scope, proposal);
+    if (!check.allowed) return refuse(check.code, `the edited action is refused: ${check.reasons.join("; ")}`);
+    edit = { proposal };
+  }
+
+  return {
+    ok: true,
+    decision: d,
+    identity: { approverId, verifiedBy },
+    ...(appliedOverride ? { override: appliedOverride } : {}),
+    ...(edit ? { edit } : {}),
+  };
+}
+
+/** The payload a decision's signature covers; the approver's tool builds the same object to sign. */
+export function signedPayloadOf(d: Decision, threadId: string): SignedDecisionPayload {
+  if (d.decidedAt === undefined) throw new TypeError("a decision without decidedAt cannot be signed");
+  return {
+    envelopeHash: d.envelopeHash,
+    nonce: d.nonce,
+    threadId,
+    decision: d.type,
+    approverId: d.approver.id,
+    decidedAt: d.decidedAt,
+    ...(d.type === "edit" ? { editedAction: d.editedAction } : {}),
+    ...(d.type === "approve" && d.override ? { override: d.override } : {}),
+  };
+}

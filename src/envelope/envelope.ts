@@ -1,0 +1,184 @@
+/**
+ * The Action Envelope: the frozen object a human approves. Everything in it is material: its canonical
+ * JSON (RFC 8785) is hashed, and an approval names that hash. The hash is deliberately not a field, so
+ * no envelope can claim a hash of its own.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { z } from "zod";
+import { fingerprint, HASH_PATTERN, sha256Json } from "./canonical.js";
+import { describeReceived, EnvelopeError } from "./errors.js";
+import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, UPPER_SNAKE } from "./fields.js";
+import { LEVELS, REVERSIBILITY, type Policy } from "./policy.js";
+import { checkProposal } from "./scope.js";
+
+export const ENVELOPE_SCHEMA_ID = "action-envelope/1";
+
+const FieldName = z.string().regex(UPPER_SNAKE);
+const IsoWithOffset = z.iso.datetime({ offset: true });
+/** host or host:port; a URL (with its path and so the webhook's secret code) does not fit. */
+const PortalHost = z
+  .string()
+  .regex(/^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?$/, "portal is the webhook host[:port] only, never a URL or the secret code");
+
+export const EnvelopeSchema = z
+  .strictObject({
+    schema: z.literal(ENVELOPE_SCHEMA_ID),
+    envelopeId: z.string().min(1),
+    /** 1 for the first proposal; each human edit makes a new envelope with revision + 1. */
+    revision: z.int().min(1),
+    /** Hash of the revision this one replaces; present exactly when revision > 1. */
+    previousEnvelopeHash: z.string().regex(HASH_PATTERN).optional(),
+    targetSystem: z.literal("bitrix24"),
+    portal: PortalHost,
+    object: z.strictObject({ type: z.literal("task"), id: z.int().positive() }),
+    operation: z.literal("update_task"),
+    /** The exact fields to write: UPPER_SNAKE keys, full values, sent as they are. */
+    params: z.record(FieldName, z.json()).refine((p) => Object.keys(p).length > 0, "params must name at least one field"),
+    baseline: z.strictObject({
+      /** Values read by code at envelope time for every compared and invariant field (UPPER_SNAKE keys, values as read). */
+      values: z.record(FieldName, z.json()),
+      /** 64-bit digests of every other key of the task as read (task keys as read, e.g. "responsible"), to classify unrequested changes after the write. */
+      fingerprints: z.record(z.string(), z.string().regex(/^[0-9a-f]{16}$/)),
+    }),
+    /** Checked against a fresh read just before the write: the written fields and the change marker CHANGED_DATE. */
+    comparedFields: z.array(FieldName),
+    /** Must be unchanged after the write. */
+    invariantFields: z.array(FieldName),
+    /** May change by themselves (target bookkeeping, or consequences of the written fields). */
+    automaticFields: z.array(FieldName),
+    requestedBy: z.string().min(1),
+    runContext: z.strictObject({ threadId: z.string().min(1), runId: z.string().min(1).optional() }),
+    risk: z.strictObject({ reversibility: z.enum(REVERSIBILITY), level: z.enum(LEVELS) }),
+    policy: z.strictObject({ id: z.string().min(1), version: z.string().min(1) }),
+    createdAt: IsoWithOffset,
+    expiresAt: IsoWithOffset,
+    /** 128 random bits, hex; an approval must repeat it. */
+    nonce: z.string().regex(/^[0-9a-f]{32}$/, "nonce is 32 lowercase hex digits (128 bits)"),
+  })
+  .superRefine((e, ctx) => {
+    const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: "custom", path, message });
+    if ((e.revision > 1) !== (e.previousEnvelopeHash !== undefined)) {
+      issue(["previousEnvelopeHash"], "previousEnvelopeHash is required for revision > 1 and absent for revision 1");
+    }
+    const expected = [...Object.keys(e.params), CHANGE_MARKER_FIELD];
+    if (e.comparedFields.length !== expected.length || expected.some((f) => !e.comparedFields.includes(f))) {
+      issue(["comparedFields"], `comparedFields must be the params fields plus ${CHANGE_MARKER_FIELD}: ${expected.join(", ")}`);
+    }
+    for (const f of [...e.comparedFields, ...e.invariantFields]) {
+      if (!Object.prototype.hasOwnProperty.call(e.baseline.values, f)) issue(["baseline", "values", f], `baseline has no value for ${f}`);
+    }
+    for (const f of e.invariantFields) {
+      if (f in e.params) issue(["invariantFields"], `${f} is written, so it cannot be invariant`);
+    }
+    if (Date.parse(e.expiresAt) <= Date.parse(e.createdAt)) issue(["expiresAt"], "expiresAt must be after createdAt");
+  });
+
+export type Envelope = z.output<typeof EnvelopeSchema>;
+
+/** "sha256:<64 hex>" over the envelope's RFC 8785 canonical JSON. */
+export function hashEnvelope(e: Envelope): string {
+  return sha256Json(e);
+}
+
+export interface CreateEnvelopeInput {
+  /** Webhook host[:port]; never the URL with its secret code. */
+  portal: string;
+  taskId: number;
+  params: Record<string, unknown>;
+  /** The camelCase task object read by code (body.result.task). */
+  task: Record<string, unknown>;
+  requestedBy: string;
+  runContext: { threadId: string; runId?: string };
+  policy: Policy;
+  now: Date;
+  revision?: number;
+  envelopeId?: string;
+  nonce?: string;
+  previousEnvelopeHash?: string;
+}
+
+/**
+ * Builds and validates an envelope. The proposal is checked against the policy again (without scope,
+ * which the caller checked), so no envelope exists for a denied operation, field or value. Throws
+ * EnvelopeError when a needed field is missing from the task read, the task read is for another task,
+ * or the result does not validate.
+ */
+export function createEnvelope(input: CreateEnvelopeInput): Envelope {
+  const { policy, task, params, taskId } = input;
+  const check = checkProposal(policy, {}, { operation: "update_task", taskId, fields: params });
+  if (!check.allowed) throw new EnvelopeError("PROPOSAL_DENIED", "a proposal the policy allows", `${check.code}: ${check.reasons.join("; ")}`);
+
+  const readId = normaliseId(task["id"]);
+  if (readId !== String(taskId)) {
+    throw new EnvelopeError("WRONG_TASK", `the task read for task ${taskId}`, `a task with id ${describeReceived(task["id"])}`);
+  }
+
+  const paramFields = Object.keys(params);
+  const rule = policy.operations["update_task"]!;
+  const invariantFields = policy.watchedFields.filter((f) => !paramFields.includes(f));
+  const comparedFields = [...paramFields, CHANGE_MARKER_FIELD];
+  const consequential = paramFields.flatMap((f) => rule.fields[f]?.consequentialFields ?? []);
+  const automaticFields = unique([...policy.automaticFields, ...consequential]).filter(
+    (f) => !paramFields.includes(f) && !invariantFields.includes(f),
+  );
+
+  const values: Record<string, unknown> = {};
+  const missing: string[] = [];
+  for (const field of unique([...comparedFields, ...invariantFields])) {
+    const key = fieldToTaskKey(field);
+    if (!Object.prototype.hasOwnProperty.call(task, key)) missing.push(`${field} (task key "${key}")`);
+    else values[field] = task[key];
+  }
+  if (missing.length) {
+    throw new EnvelopeError("MISSING_FIELD", "the task read to contain every compared and invariant field", `no ${missing.join(", ")}`);
+  }
+  const keptKeys = new Set(Object.keys(values).map(fieldToTaskKey));
+  const fingerprints: Record<string, string> = {};
+  for (const [key, value] of Object.entries(task)) {
+    if (key === "id" || keptKeys.has(key) || value === undefined) continue;
+    fingerprints[key] = fingerprint(value);
+  }
+
+  const revision = input.revision ?? 1;
+  const candidate = {
+    schema: ENVELOPE_SCHEMA_ID,
+    envelopeId: input.envelopeId ?? randomUUID(),
+    revision,
+    ...(input.previousEnvelopeHash !== undefined ? { previousEnvelopeHash: input.previousEnvelopeHash } : {}),
+    targetSystem: "bitrix24",
+    portal: input.portal,
+    object: { type: "task", id: taskId },
+    operation: "update_task",
+    params,
+    baseline: { values, fingerprints },
+    comparedFields,
+    invariantFields,
+    automaticFields,
+    requestedBy: input.requestedBy,
+    runContext: {
+      threadId: input.runContext.threadId,
+      ...(input.runContext.runId !== undefined ? { runId: input.runContext.runId } : {}),
+    },
+    risk: check.risk,
+    policy: { id: policy.id, version: policy.version },
+    createdAt: input.now.toISOString(),
+    expiresAt: new Date(input.now.getTime() + check.ttlSeconds * 1000).toISOString(),
+    nonce: input.nonce ?? randomBytes(16).toString("hex"),
+  };
+  return parseEnvelope(candidate);
+}
+
+/** Validates something claimed to be an envelope (e.g. read back from a checkpoint). */
+export function parseEnvelope(value: unknown): Envelope {
+  const parsed = EnvelopeSchema.safeParse(value);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    throw new EnvelopeError("INVALID_ENVELOPE", "an envelope matching EnvelopeSchema", detail);
+  }
+  // Zod copies objects; hashing the copy is fine because it holds the same JSON.
+  return parsed.data;
+}
+
+function unique<T>(items: T[]): T[] {
+  return [...new Set(items)];
+}

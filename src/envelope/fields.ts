@@ -1,0 +1,184 @@
+/**
+ * What the core knows about Bitrix24 task fields: the naming bridge between input keys (UPPER_SNAKE,
+ * e.g. RESPONSIBLE_ID) and task output keys (camelCase, e.g. responsibleId), and the value kind of each
+ * known field. The kind decides both validation of a proposed value and how two values are compared
+ * (see NORMALISATION.md). It is a fact about Bitrix24, not a policy choice, so it lives in code.
+ */
+
+export type FieldKind = "string" | "datetime" | "id" | "enum" | "id_list" | "flag";
+
+export interface FieldSpec {
+  kind: FieldKind;
+  /** Allowed values for enum fields, as the digit strings Bitrix24 returns. */
+  values?: readonly string[];
+  /** Smallest id allowed for id and id_list fields (GROUP_ID 0 means "no group"). */
+  minId?: number;
+  maxLength?: number;
+  minLength?: number;
+  /** Whether a client may write it with tasks.task.update at all. */
+  writable: boolean;
+}
+
+export const STATUS_VALUES = ["1", "2", "3", "4", "5", "6", "7"] as const;
+export const PRIORITY_VALUES = ["0", "1", "2"] as const;
+
+/** Known task fields. Fields outside this table are compared as exact canonical JSON and cannot appear in a policy. */
+export const TASK_FIELDS: Readonly<Record<string, FieldSpec>> = {
+  TITLE: { kind: "string", minLength: 1, maxLength: 255, writable: true },
+  DESCRIPTION: { kind: "string", writable: true },
+  DEADLINE: { kind: "datetime", writable: true },
+  START_DATE_PLAN: { kind: "datetime", writable: true },
+  END_DATE_PLAN: { kind: "datetime", writable: true },
+  PRIORITY: { kind: "enum", values: PRIORITY_VALUES, writable: true },
+  STATUS: { kind: "enum", values: STATUS_VALUES, writable: true },
+  RESPONSIBLE_ID: { kind: "id", minId: 1, writable: true },
+  CREATED_BY: { kind: "id", minId: 1, writable: true },
+  GROUP_ID: { kind: "id", minId: 0, writable: true },
+  PARENT_ID: { kind: "id", minId: 0, writable: true },
+  AUDITORS: { kind: "id_list", minId: 1, writable: true },
+  ACCOMPLICES: { kind: "id_list", minId: 1, writable: true },
+  ALLOW_CHANGE_DEADLINE: { kind: "flag", writable: true },
+  TASK_CONTROL: { kind: "flag", writable: true },
+  ID: { kind: "id", minId: 1, writable: false },
+  CHANGED_DATE: { kind: "datetime", writable: false },
+  CHANGED_BY: { kind: "id", minId: 0, writable: false },
+  CREATED_DATE: { kind: "datetime", writable: false },
+  CLOSED_DATE: { kind: "datetime", writable: false },
+  CLOSED_BY: { kind: "id", minId: 0, writable: false },
+  STATUS_CHANGED_DATE: { kind: "datetime", writable: false },
+  STATUS_CHANGED_BY: { kind: "id", minId: 0, writable: false },
+  ACTIVITY_DATE: { kind: "datetime", writable: false },
+  DATE_START: { kind: "datetime", writable: false },
+  VIEWED_DATE: { kind: "datetime", writable: false },
+};
+
+/** The target's own change marker, read at envelope time and compared before the write. */
+export const CHANGE_MARKER_FIELD = "CHANGED_DATE";
+
+export const UPPER_SNAKE = /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$/;
+
+/** "RESPONSIBLE_ID" -> "responsibleId", "UF_CRM_TASK" -> "ufCrmTask" (the way tasks.task.* converts output keys). */
+export function fieldToTaskKey(field: string): string {
+  const parts = field.toLowerCase().split("_").filter((p) => p.length > 0);
+  return parts.map((p, i) => (i === 0 ? p : p.charAt(0).toUpperCase() + p.slice(1))).join("");
+}
+
+/** "responsibleId" -> "RESPONSIBLE_ID". Inverse of fieldToTaskKey for keys made of letters (digits stick to the previous word). */
+export function taskKeyToField(key: string): string {
+  return key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase();
+}
+
+export function fieldSpec(field: string): FieldSpec | undefined {
+  return Object.prototype.hasOwnProperty.call(TASK_FIELDS, field) ? TASK_FIELDS[field] : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Value checks shared by validation and comparison.
+
+const CANONICAL_DIGITS = /^(?:0|[1-9][0-9]*)$/;
+
+/** An id as Bitrix24 writes it: a non-negative safe integer, or its canonical digit string. Returns the digit string. */
+export function normaliseId(value: unknown): string | undefined {
+  if (typeof value === "number") return Number.isSafeInteger(value) && value >= 0 ? String(value) : undefined;
+  if (typeof value === "string" && CANONICAL_DIGITS.test(value) && value.length <= 16) {
+    return Number.isSafeInteger(Number(value)) ? value : undefined;
+  }
+  return undefined;
+}
+
+const ISO_WITH_OFFSET = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * Milliseconds since the epoch for an ISO 8601 date-time with an explicit offset, or undefined.
+ * Calendar-checked (no 31 February), so Date's lenient parsing never decides a comparison.
+ * `allowFraction: false` is the input rule for proposed values: Bitrix24 itself writes whole seconds.
+ */
+export function parseIsoInstant(value: unknown, allowFraction = true): number | undefined {
+  if (typeof value !== "string") return undefined;
+  const m = ISO_WITH_OFFSET.exec(value);
+  if (!m) return undefined;
+  const [, y, mo, d, h, mi, s, frac, , oh, om] = m;
+  if (frac !== undefined && !allowFraction) return undefined;
+  const year = Number(y), month = Number(mo), day = Number(d);
+  const hour = Number(h), minute = Number(mi), second = Number(s);
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
+  if (hour > 23 || minute > 59 || second > 59) return undefined;
+  if (oh !== undefined && (Number(oh) > 23 || Number(om) > 59)) return undefined;
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+function daysInMonth(year: number, month: number): number {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+
+/** Why a proposed value is not acceptable for its field, or undefined when it is. `limits` come from the policy. */
+export function checkFieldValue(
+  field: string,
+  value: unknown,
+  limits: { maxLength?: number | undefined; minLength?: number | undefined; allowedValues?: readonly string[] | undefined } = {},
+): string | undefined {
+  const spec = fieldSpec(field);
+  if (!spec) return `${field} is not a known task field`;
+  switch (spec.kind) {
+    case "string": {
+      if (typeof value !== "string") return `${field} must be a string, got ${typeName(value)}`;
+      const length = [...value].length;
+      const min = limits.minLength ?? spec.minLength;
+      const max = limits.maxLength ?? spec.maxLength;
+      if (min !== undefined && length < min) return `${field} must have at least ${min} characters, got ${length}`;
+      if (max !== undefined && length > max) return `${field} must have at most ${max} characters, got ${length}`;
+      if (hasLoneSurrogate(value)) return `${field} contains an unpaired UTF-16 surrogate, which cannot be sent as UTF-8`;
+      return undefined;
+    }
+    case "datetime":
+      if (typeof value !== "string") return `${field} must be an ISO 8601 date-time string with offset, got ${typeName(value)}`;
+      if (parseIsoInstant(value, false) === undefined) {
+        return `${field} must be an ISO 8601 date-time with offset and whole seconds like 2026-12-15T18:00:00+03:00, got ${JSON.stringify(value)}`;
+      }
+      return undefined;
+    case "enum": {
+      const id = normaliseId(value);
+      const allowed = limits.allowedValues ?? spec.values ?? [];
+      if (id === undefined || !allowed.includes(id)) {
+        return `${field} must be one of ${allowed.map((v) => `"${v}"`).join(", ")}, got ${JSON.stringify(value)}`;
+      }
+      return undefined;
+    }
+    case "id": {
+      const id = normaliseId(value);
+      if (id === undefined || Number(id) < (spec.minId ?? 0)) {
+        return `${field} must be an id (integer ≥ ${spec.minId ?? 0}, as a number or digit string), got ${JSON.stringify(value)}`;
+      }
+      return undefined;
+    }
+    case "id_list": {
+      if (!Array.isArray(value)) return `${field} must be an array of ids, got ${typeName(value)}`;
+      const seen = new Set<string>();
+      for (const [i, item] of value.entries()) {
+        const id = normaliseId(item);
+        if (id === undefined || Number(id) < (spec.minId ?? 0)) {
+          return `${field}[${i}] must be an id (integer ≥ ${spec.minId ?? 0}), got ${JSON.stringify(item)}`;
+        }
+        if (seen.has(id)) return `${field} lists id ${id} twice; the list replaces the whole set, so each id must appear once`;
+        seen.add(id);
+      }
+      const max = limits.maxLength;
+      if (max !== undefined && value.length > max) return `${field} must list at most ${max} ids, got ${value.length}`;
+      return undefined;
+    }
+    case "flag":
+      if (value !== "Y" && value !== "N") return `${field} must be "Y" or "N", got ${JSON.stringify(value)}`;
+      return undefined;
+  }
+}
+
+export function hasLoneSurrogate(s: string): boolean {
+  return /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+}
+
+function typeName(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  return typeof value;
+}

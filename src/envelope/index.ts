@@ -1,0 +1,80 @@
+/**
+ * Action Envelope core: the frozen, hashed object a human approves, the policy and scope gate, the
+ * pre-write comparison, the post-write verification, decision validation, approver signatures and the
+ * approval card. Framework-free and without I/O (node:crypto only); callers read and write.
+ */
+export { canonicalJson, sha256Json, fingerprint, HASH_PATTERN, type JsonValue } from "./canonical.js";
+export { EnvelopeError, PolicyError, KeyRegistryError } from "./errors.js";
+export {
+  fieldToTaskKey,
+  taskKeyToField,
+  TASK_FIELDS,
+  CHANGE_MARKER_FIELD,
+  STATUS_VALUES,
+  PRIORITY_VALUES,
+  checkFieldValue,
+  type FieldKind,
+  type FieldSpec,
+} from "./fields.js";
+export { valuesEqual } from "./normalise.js";
+export {
+  PolicySchema,
+  parsePolicy,
+  allowedApprovers,
+  LEVELS,
+  REVERSIBILITY,
+  GATES,
+  OVERRIDABLE_GATES,
+  type Policy,
+  type PolicyInput,
+  type OperationRule,
+  type FieldRule,
+  type RiskLevel,
+  type Reversibility,
+  type Gate,
+} from "./policy.js";
+export { defaultPolicy } from "./default-policy.js";
+export {
+  checkProposal,
+  checkPlan,
+  hashPlan,
+  checkPlanApproval,
+  maxRisk,
+  type Scope,
+  type Proposal,
+  type Risk,
+  type ProposalCheck,
+  type ProposalRefusalCode,
+} from "./scope.js";
+export { EnvelopeSchema, ENVELOPE_SCHEMA_ID, createEnvelope, parseEnvelope, hashEnvelope, type Envelope, type CreateEnvelopeInput } from "./envelope.js";
+export {
+  compareBaseline,
+  verifyOutcome,
+  extractTask,
+  type ReadResult,
+  type Acknowledgement,
+  type FieldCheck,
+  type FieldStatus,
+  type CompareVerdict,
+  type VerifyVerdict,
+} from "./compare.js";
+export {
+  DecisionSchema,
+  validateDecision,
+  signedPayloadOf,
+  type Decision,
+  type RefusalCode,
+  type DecisionContext,
+  type DecisionValidation,
+  type VerifiedBy,
+} from "./decision.js";
+export {
+  signDecision,
+  verifyDecisionSignature,
+  generateApproverKeyPair,
+  parsePublicKeyLines,
+  publicKeyLine,
+  type SignedDecisionPayload,
+} from "./signature.js";
+export { renderCard, renderValue, decodeDisplay, type CardFormat, type RenderedValue } from "./card.js";
+export { exampleTask, taskBody } from "./examples.js";

@@ -1,0 +1,171 @@
+/**
+ * Proposal gate: scope first (what the user's request is about), then policy (what may be done at
+ * all), then values. Everything here runs before an approval card exists, so a refused proposal is
+ * never shown to a human as something to approve.
+ */
+import { canonicalJson, sha256Json } from "./canonical.js";
+import { checkFieldValue, UPPER_SNAKE } from "./fields.js";
+import { levelRank, reversibilityRank, type Policy, type Reversibility, type RiskLevel } from "./policy.js";
+
+/** What the user's request is about; given with the request or derived by code, never by the model alone. An absent list does not restrict; an empty list allows nothing. */
+export interface Scope {
+  taskIds?: number[];
+  fields?: string[];
+  /** Operations the request is about; absent means the policy alone decides. */
+  operations?: string[];
+}
+
+export interface Proposal {
+  operation: string;
+  taskId: number;
+  fields: Record<string, unknown>;
+}
+
+export interface Risk {
+  reversibility: Reversibility;
+  level: RiskLevel;
+}
+
+export type ProposalRefusalCode = "OUT_OF_SCOPE" | "DENIED_OPERATION" | "DENIED_FIELD" | "INVALID_VALUE";
+
+export type ProposalCheck =
+  | { allowed: true; risk: Risk; requiresApproval: boolean; ttlSeconds: number }
+  | { allowed: false; code: ProposalRefusalCode; reasons: string[] };
+
+const ORDER: ProposalRefusalCode[] = ["OUT_OF_SCOPE", "DENIED_OPERATION", "DENIED_FIELD", "INVALID_VALUE"];
+
+/**
+ * Checks one proposal. Every problem found is listed in `reasons`; `code` names the most fundamental
+ * one (scope before operation before field before value), because that is what the user must fix first.
+ */
+export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal): ProposalCheck {
+  const found = new Map<ProposalRefusalCode, string[]>();
+  const add = (code: ProposalRefusalCode, reason: string) => found.set(code, [...(found.get(code) ?? []), reason]);
+  const fields = isPlainRecord(proposal.fields) ? proposal.fields : {};
+  const fieldNames = Object.keys(fields);
+
+  if (!Number.isSafeInteger(proposal.taskId) || proposal.taskId <= 0) {
+    add("INVALID_VALUE", `taskId must be a positive integer, got ${JSON.stringify(proposal.taskId)}`);
+  }
+  if (!isPlainRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
+  else if (fieldNames.length === 0) add("INVALID_VALUE", "fields is empty; Bitrix24 refuses an update without fields");
+
+  // Scope.
+  if (scope.operations && !scope.operations.includes(proposal.operation)) {
+    add("OUT_OF_SCOPE", `operation ${proposal.operation} is outside the request's scope (${list(scope.operations)})`);
+  }
+  if (scope.taskIds && !scope.taskIds.includes(proposal.taskId)) {
+    add("OUT_OF_SCOPE", `task ${proposal.taskId} is outside the request's scope (tasks ${list(scope.taskIds.map(String))})`);
+  }
+  if (scope.fields) {
+    const outside = fieldNames.filter((f) => !scope.fields!.includes(f));
+    if (outside.length) add("OUT_OF_SCOPE", `field${outside.length > 1 ? "s" : ""} ${outside.join(", ")} outside the request's scope (${list(scope.fields)})`);
+  }
+
+  // Policy: operation.
+  const op = policy.operations[proposal.operation];
+  if (!op) {
+    add("DENIED_OPERATION", `operation ${proposal.operation} is not in policy ${policy.id}@${policy.version} (known: ${list(Object.keys(policy.operations))})`);
+  } else if (!op.allowed) {
+    add("DENIED_OPERATION", `operation ${proposal.operation} is denied by policy ${policy.id}@${policy.version}${op.reason ? `: ${op.reason}` : ""}`);
+  }
+
+  // Policy: fields and values.
+  let level = op?.level ?? "critical";
+  let reversibility = op?.reversibility ?? "irreversible";
+  let requiresApproval = op?.requiresApproval ?? true;
+  let ttlSeconds = op?.ttlSeconds ?? 0;
+  for (const field of fieldNames) {
+    if (!UPPER_SNAKE.test(field)) {
+      add("DENIED_FIELD", `field ${JSON.stringify(field)} is not an UPPER_SNAKE Bitrix24 field name`);
+      continue;
+    }
+    const rule = op?.fields[field];
+    if (!rule) {
+      add("DENIED_FIELD", `field ${field} has no rule in policy ${policy.id}@${policy.version} for ${proposal.operation}, so it is denied`);
+      continue;
+    }
+    if (!rule.allowed) {
+      add("DENIED_FIELD", `field ${field} is denied by policy ${policy.id}@${policy.version}${rule.reason ? `: ${rule.reason}` : ""}`);
+      continue;
+    }
+    const bad = checkFieldValue(field, fields[field], rule);
+    if (bad) add("INVALID_VALUE", bad);
+    if (rule.level && levelRank(rule.level) > levelRank(level)) level = rule.level;
+    if (rule.reversibility && reversibilityRank(rule.reversibility) > reversibilityRank(reversibility)) reversibility = rule.reversibility;
+    if (rule.requiresApproval) requiresApproval = true;
+    if (rule.ttlSeconds !== undefined && rule.ttlSeconds < ttlSeconds) ttlSeconds = rule.ttlSeconds;
+  }
+
+  for (const code of ORDER) {
+    if (found.has(code)) return { allowed: false, code, reasons: ORDER.flatMap((c) => found.get(c) ?? []) };
+  }
+  return { allowed: true, risk: { reversibility, level }, requiresApproval, ttlSeconds };
+}
+
+/**
+ * Chain rule: a plan of several actions is as risky as its riskiest action (highest reversibility class
+ * and highest level, independently), needs approval if any action does, and expires with the shortest TTL.
+ * One refused action refuses the plan.
+ */
+export function checkPlan(
+  policy: Policy,
+  scope: Scope,
+  proposals: Proposal[],
+): ProposalCheck & { index?: number } {
+  if (proposals.length === 0) return { allowed: false, code: "INVALID_VALUE", reasons: ["a plan needs at least one action"] };
+  let risk: Risk = { reversibility: "read_only", level: "low" };
+  let requiresApproval = false;
+  let ttlSeconds = Number.POSITIVE_INFINITY;
+  for (const [index, p] of proposals.entries()) {
+    const c = checkProposal(policy, scope, p);
+    if (!c.allowed) return { ...c, reasons: c.reasons.map((r) => `action ${index + 1}: ${r}`), index };
+    risk = maxRisk(risk, c.risk);
+    requiresApproval ||= c.requiresApproval;
+    ttlSeconds = Math.min(ttlSeconds, c.ttlSeconds);
+  }
+  return { allowed: true, risk, requiresApproval, ttlSeconds };
+}
+
+export function maxRisk(a: Risk, b: Risk): Risk {
+  return {
+    reversibility: reversibilityRank(b.reversibility) > reversibilityRank(a.reversibility) ? b.reversibility : a.reversibility,
+    level: levelRank(b.level) > levelRank(a.level) ? b.level : a.level,
+  };
+}
+
+/** Hash of a plan: the ordered list of its actions' envelope hashes. */
+export function hashPlan(actionHashes: string[]): string {
+  return sha256Json({ plan: actionHashes });
+}
+
+/**
+ * Whether an approval given for one plan still covers the current plan. Any added action voids it
+ * (the chain may now be riskier than what was approved); so does a removed or reordered one, because
+ * the approver approved the sequence, not a subset.
+ */
+export function checkPlanApproval(
+  approved: { planHash: string; actionHashes: string[] },
+  current: string[],
+): { valid: true } | { valid: false; reason: string; added: string[]; removed: string[] } {
+  const added = current.filter((h) => !approved.actionHashes.includes(h));
+  const removed = approved.actionHashes.filter((h) => !current.includes(h));
+  if (hashPlan(approved.actionHashes) !== approved.planHash) {
+    return { valid: false, reason: "the approved plan's hash does not match its own action list", added, removed };
+  }
+  if (added.length) return { valid: false, reason: `${added.length} action(s) were added after approval; the plan must be approved again`, added, removed };
+  if (removed.length) return { valid: false, reason: `${removed.length} action(s) were removed after approval; the plan must be approved again`, added, removed };
+  if (canonicalJson(current) !== canonicalJson(approved.actionHashes)) {
+    return { valid: false, reason: "the actions were reordered after approval; the plan must be approved again", added, removed };
+  }
+  return { valid: true };
+}
+
+function isPlainRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function list(items: string[]): string {
+  return items.length ? items.join(", ") : "none";
+}
+
