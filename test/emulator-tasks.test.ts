@@ -75,7 +75,7 @@ describe("tasks.task.get", () => {
   it("narrows the answer to select plus the always-present keys", async () => {
     const { body } = await call("tasks.task.get", { taskId: 4, select: ["TITLE", "DEADLINE"] });
     expect(Object.keys(body.result.task).sort()).toEqual(
-      ["action", "deadline", "descriptionInBbcode", "favorite", "group", "id", "title"].sort(),
+      ["action", "deadline", "favorite", "group", "id", "title"].sort(),
     );
     const withUf = await call("tasks.task.get", { taskId: 4, select: ["ID", "UF_CRM_TASK"] });
     expect(withUf.body.result.task).toHaveProperty("ufTaskWebdavFiles");

@@ -4,9 +4,13 @@ import type { SeedUser, TaskRecord } from "./types.js";
 
 export const str = (n: number | null): string | null => (n === null ? null : String(n));
 
-/** PHP's json_encode turns an empty associative array into `[]`; the portal's answers show that everywhere. */
-export function phpAssoc<T>(entries: [string, T][]): Record<string, T> | [] {
-  return entries.length === 0 ? [] : Object.fromEntries(entries);
+/**
+ * PHP's json_encode prints an array as a JSON list when its keys are exactly 0..n-1 (so an empty one is `[]`),
+ * and as an object otherwise; the portal's answers show both.
+ */
+export function phpAssoc<T>(entries: [string, T][]): Record<string, T> | T[] {
+  if (entries.every(([k], i) => k === String(i))) return entries.map(([, v]) => v);
+  return Object.fromEntries(entries);
 }
 
 export function timeBlock(startMs: number, finishMs: number): Record<string, number | string> {
@@ -189,7 +193,7 @@ export interface ShapeOptions {
   nowSec: number;
 }
 
-function participantsData(store: Store, ids: number[]): Record<string, unknown> | [] {
+function participantsData(store: Store, ids: number[]): Record<string, unknown> | unknown[] {
   return phpAssoc(ids.map((id) => [String(id), userRef(store, id)]));
 }
 
@@ -199,8 +203,9 @@ export function renderTask(store: Store, task: TaskRecord, opts: ShapeOptions): 
   const wants = (k: string) => all || (opts.select?.has(k) ?? false);
   const out: Record<string, unknown> = {};
   for (const [key, get] of FIELD_GETTERS) {
-    // A narrowed select keeps ID and FAVORITE like the controller does, and the BBCode flag that explains DESCRIPTION.
-    if (wants(key) || key === "ID" || key === "FAVORITE" || key === "DESCRIPTION_IN_BBCODE") out[camelOf(key)] = get(task);
+    // A narrowed select always keeps ID; `get` appends FAVORITE; DESCRIPTION brings its BBCode flag along.
+    const forced = key === "ID" || (key === "FAVORITE" && opts.mode === "single") || (key === "DESCRIPTION_IN_BBCODE" && wants("DESCRIPTION"));
+    if (wants(key) || forced) out[camelOf(key)] = get(task);
   }
   if (opts.mode === "single" && all) out.checklist = [];
   out.group = groupObject(store, task.groupId);
