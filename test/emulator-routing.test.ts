@@ -43,6 +43,23 @@ describe("routing and parameters", () => {
     expect(Object.keys(((await q.json()) as any).result.task)).toContain("title");
   });
 
+  it("reads multipart form bodies with brackets too", async () => {
+    const form = new FormData();
+    form.append("taskId", "4");
+    form.append("select[]", "TITLE");
+    const res = await fetch(`${emu.webhookUrl}tasks.task.get`, { method: "POST", body: form });
+    expect(Object.keys(((await res.json()) as any).result.task)).toEqual(expect.arrayContaining(["id", "title"]));
+    expect((await lastCall()).params).toEqual({ taskId: "4", select: ["TITLE"] });
+  });
+
+  it("filters the call log by method and sequence", async () => {
+    await fetch(`${emu.webhookUrl}user.current`);
+    await fetch(`${emu.webhookUrl}tasks.task.get?taskId=4`);
+    await fetch(`${emu.webhookUrl}user.current`);
+    expect((await control.calls({ method: "USER.CURRENT" })).map((c) => c.seq)).toEqual([1, 3]);
+    expect((await control.calls({ since: 2 })).map((c) => c.seq)).toEqual([3]);
+  });
+
   it("merges query and body, body winning on the same key", async () => {
     const res = await fetch(`${emu.webhookUrl}tasks.task.update?taskId=4&fields[TITLE]=from-query`, {
       method: "POST",

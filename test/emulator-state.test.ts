@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   defaultSeed, EmulatorControl, loadSeedFile, SeedError, startEmulator, type RunningEmulator,
 } from "../src/bitrix24/emulator/index.js";
+import { leak } from "../src/bitrix24/emulator/rate-limit.js";
 
 let dir: string;
 const started: RunningEmulator[] = [];
@@ -33,6 +34,14 @@ afterEach(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("rate limit", () => {
+  it("drains the bucket by rate per second and refuses what would overflow it", () => {
+    const full = { level: 5, updated: 0 };
+    expect(leak(full, 2, 5, 0)).toEqual({ state: { level: 5, updated: 0 }, allowed: false });
+    expect(leak(full, 2, 5, 1000)).toEqual({ state: { level: 4, updated: 1000 }, allowed: true });
+    expect(leak(undefined, 2, 5, 0)).toEqual({ state: { level: 1, updated: 0 }, allowed: true });
+    expect(leak({ level: 1, updated: 0 }, 2, 5, 60_000).state.level).toBe(1);
+  });
+
   it("answers 503 QUERY_LIMIT_EXCEEDED once the burst is spent, logs it, and never limits /_emulator", async () => {
     const emu = await start({ rate: 1, burst: 5 });
     const statuses: number[] = [];

@@ -1,4 +1,5 @@
 import Database from "better-sqlite3";
+import { leak, type BucketState } from "./rate-limit.js";
 import { parseSeed, seedTaskRecords } from "./seed.js";
 import type { EmulatorSeed, HistoryRecord, ParsedSeed, SeedGroup, SeedUser, TaskRecord } from "./types.js";
 
@@ -170,22 +171,12 @@ export class Store {
     this.db.exec("DELETE FROM calls");
   }
 
-  /**
-   * Leaky bucket shared by every process on the file: each request adds 1, the level drains at `rate` per
-   * second, and a request that would lift the level above `burst` is refused (and not counted).
-   */
+  /** One bucket per portal, kept in the file so every process sharing it draws from the same bucket. */
   takeRateToken(rate: number, burst: number, nowMs: number): boolean {
     if (rate <= 0) return true;
-    const row = this.db.prepare("SELECT level, updated FROM rate_bucket WHERE id = 1").get() as
-      | { level: number; updated: number }
-      | undefined;
-    const elapsed = row ? Math.max(0, nowMs - row.updated) / 1000 : 0;
-    const level = Math.max(0, (row?.level ?? 0) - elapsed * rate);
-    if (level + 1 > burst) {
-      this.db.prepare("INSERT OR REPLACE INTO rate_bucket (id, level, updated) VALUES (1, ?, ?)").run(level, nowMs);
-      return false;
-    }
-    this.db.prepare("INSERT OR REPLACE INTO rate_bucket (id, level, updated) VALUES (1, ?, ?)").run(level + 1, nowMs);
-    return true;
+    const prev = this.db.prepare("SELECT level, updated FROM rate_bucket WHERE id = 1").get() as BucketState | undefined;
+    const { state, allowed } = leak(prev, rate, burst, nowMs);
+    this.db.prepare("INSERT OR REPLACE INTO rate_bucket (id, level, updated) VALUES (1, ?, ?)").run(state.level, state.updated);
+    return allowed;
   }
 }
