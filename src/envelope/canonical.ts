@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import canonicalize from "canonicalize";
 import { EnvelopeError } from "./errors.js";
+import { hasLoneSurrogate } from "./fields.js";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
@@ -36,6 +37,8 @@ export const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
 function assertJsonData(value: unknown, path: string): void {
   switch (typeof value) {
     case "string":
+      if (hasLoneSurrogate(value)) throw new EnvelopeError("NOT_JSON", `well-formed Unicode at ${path} (RFC 8785 refuses unpaired surrogates)`, "a string with an unpaired surrogate");
+      return;
     case "boolean":
       return;
     case "number":
@@ -55,6 +58,7 @@ function assertJsonData(value: unknown, path: string): void {
         throw new EnvelopeError("NOT_JSON", `a plain object at ${path}`, `an instance of ${proto?.constructor?.name ?? "unknown"}`);
       }
       for (const [k, v] of Object.entries(value)) {
+        if (hasLoneSurrogate(k)) throw new EnvelopeError("NOT_JSON", `well-formed Unicode in the keys of ${path}`, "a key with an unpaired surrogate");
         if (v === undefined) continue;
         assertJsonData(v, `${path}.${k}`);
       }

@@ -196,8 +196,14 @@ const REVERSIBILITY_TEXT: Record<Envelope["risk"]["reversibility"], string> = {
  */
 export function renderCard(e: Envelope, hash: string, format: CardFormat): { text: string; warnings: string[] } {
   const warnings: string[] = [];
-  const actual = hashEnvelope(e);
-  if (actual !== hash) warnings.push(`HASH MISMATCH: the card was asked to show ${hash}, but this envelope hashes to ${actual}`);
+  let actual: string;
+  try {
+    actual = hashEnvelope(e);
+    if (actual !== hash) warnings.push(`HASH MISMATCH: the card was asked to show ${hash}, but this envelope hashes to ${actual}`);
+  } catch (err) {
+    actual = `${hash} (cannot be recomputed)`;
+    warnings.push(`UNINSPECTABLE — the envelope cannot be canonicalised, so its hash cannot be checked: ${(err as Error).message}`);
+  }
   const meta = (label: string, v: string) => {
     const r = renderValue(v, label);
     warnings.push(...r.warnings);

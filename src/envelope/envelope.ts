@@ -5,6 +5,7 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { z } from "zod";
+import { formatIssues } from "./zod-issues.js";
 import { fingerprint, HASH_PATTERN, sha256Json } from "./canonical.js";
 import { describeReceived, EnvelopeError } from "./errors.js";
 import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, UPPER_SNAKE } from "./fields.js";
@@ -172,7 +173,7 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
 export function parseEnvelope(value: unknown): Envelope {
   const parsed = EnvelopeSchema.safeParse(value);
   if (!parsed.success) {
-    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    const detail = formatIssues(parsed.error);
     throw new EnvelopeError("INVALID_ENVELOPE", "an envelope matching EnvelopeSchema", detail);
   }
   // Zod copies objects; hashing the copy is fine because it holds the same JSON.

@@ -4,6 +4,7 @@
  * approver may override. It is data (JSON, versioned, validated here); the gates themselves are code.
  */
 import { z } from "zod";
+import { formatIssues } from "./zod-issues.js";
 import { PolicyError } from "./errors.js";
 import { fieldSpec, UPPER_SNAKE } from "./fields.js";
 
@@ -160,7 +161,7 @@ export type FieldRule = OperationRule["fields"][string];
 export function parsePolicy(json: unknown): Policy {
   const parsed = PolicySchema.safeParse(json);
   if (!parsed.success) {
-    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    const detail = formatIssues(parsed.error);
     throw new PolicyError("a policy document as in policy/default.json", detail);
   }
   return parsed.data;
