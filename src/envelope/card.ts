@@ -35,6 +35,7 @@ const INVISIBLE_OTHER = new Set([0x034f, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x2800,
 const MARKER_OPEN = 0x27e8;
 
 function classify(cp: number, ch: string): Finding["kind"] | undefined {
+  if (cp >= 0x20 && cp <= 0x7e) return undefined; // printable ASCII: the common case, no regex needed
   if (cp >= 0xd800 && cp <= 0xdfff) return "unpaired surrogate";
   if (BIDI.has(cp)) return "bidi control";
   if ((cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 && cp <= 0xe01ef) || (cp >= 0x180b && cp <= 0x180f && cp !== 0x180e)) return "variation selector";
