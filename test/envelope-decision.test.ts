@@ -155,6 +155,15 @@ describe("validateDecision refuses, with a code and a reason saying what was exp
     for (const code of all) expect(produced, code).toContain(code);
   });
 
+  it("the approver who wrote a revision by an edit may not approve it either", () => {
+    const edited = createEnvelope({
+      portal: "127.0.0.1:43210", taskId: 4, params: { TITLE: "Alice's wording" }, task: exampleTask(), requestedBy: "demo-user", editedBy: "alice",
+      runContext: { threadId: "thread-1" }, policy: defaultPolicy(), now: CREATED, revision: 2, previousEnvelopeHash: h,
+    });
+    expect(validateDecision(edited, approve(edited, "alice"), ctx(edited))).toMatchObject({ ok: false, code: "SELF_APPROVAL", reason: expect.stringMatching(/alice wrote \(by an edit\) this medium-risk change/) });
+    expect(validateDecision(edited, approve(edited, "bob"), ctx(edited)).ok).toBe(true);
+  });
+
   it("rejections are bound the same way (hash, nonce, expiry, approver)", () => {
     const reject = (over: Record<string, unknown>) => ({ type: "reject", envelopeHash: h, nonce: e.nonce, approver: { id: "alice" }, ...over });
     expect(validateDecision(e, reject({ envelopeHash: other }), ctx(e))).toMatchObject({ ok: false, code: "HASH_MISMATCH" });

@@ -217,6 +217,7 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat): { tex
     `Operation:    ${e.operation}`,
     `Revision:     ${e.revision}${e.previousEnvelopeHash ? ` (replaces ${e.previousEnvelopeHash})` : ""}; envelope ${meta("envelopeId", e.envelopeId)}`,
     `Requested by: ${meta("requestedBy", e.requestedBy)} (thread ${meta("threadId", e.runContext.threadId)}${e.runContext.runId ? `, run ${meta("runId", e.runContext.runId)}` : ""})`,
+    ...(e.editedBy ? [`Edited by:    ${meta("editedBy", e.editedBy)} (this revision's content)`] : []),
     `Risk:         ${e.risk.level}; ${REVERSIBILITY_TEXT[e.risk.reversibility]} [${e.risk.reversibility}]`,
     `Policy:       ${meta("policy.id", e.policy.id)}@${meta("policy.version", e.policy.version)}`,
     `Created:      ${e.createdAt}`,

@@ -174,11 +174,12 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
   }
   const sod = ctx.policy.separationOfDuties;
   // Only an approval can be self-serving: a rejection stops the action, and an edit becomes a new revision that needs its own approval.
-  if (d.type === "approve" && sod && approverId === e.requestedBy && levelRank(e.risk.level) >= levelRank(sod.requesterMayNotApproveAtOrAbove)) {
+  const author = approverId === e.requestedBy ? "requested" : approverId === e.editedBy ? "wrote (by an edit)" : undefined;
+  if (d.type === "approve" && sod && author && levelRank(e.risk.level) >= levelRank(sod.requesterMayNotApproveAtOrAbove)) {
     if (override?.gate === "separation_of_duties") {
       appliedOverride = { gate: override.gate, by: approverId, reason: override.reason };
     } else {
-      return refuse("SELF_APPROVAL", `${approverId} requested this ${e.risk.level}-risk change and may not approve it (policy: requester may not approve at or above ${sod.requesterMayNotApproveAtOrAbove})`);
+      return refuse("SELF_APPROVAL", `${approverId} ${author} this ${e.risk.level}-risk change and may not approve it (policy: requester may not approve at or above ${sod.requesterMayNotApproveAtOrAbove})`);
     }
   }
 

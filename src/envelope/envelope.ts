@@ -48,6 +48,8 @@ export const EnvelopeSchema = z
     /** May change by themselves (target bookkeeping, or consequences of the written fields). */
     automaticFields: z.array(FieldName),
     requestedBy: z.string().min(1),
+    /** Who wrote this revision's content when it came from a human edit; they may not approve it either. */
+    editedBy: z.string().min(1).optional(),
     runContext: z.strictObject({ threadId: z.string().min(1), runId: z.string().min(1).optional() }),
     risk: z.strictObject({ reversibility: z.enum(REVERSIBILITY), level: z.enum(LEVELS) }),
     policy: z.strictObject({ id: z.string().min(1), version: z.string().min(1) }),
@@ -89,6 +91,8 @@ export interface CreateEnvelopeInput {
   /** The camelCase task object read by code (body.result.task). */
   task: Record<string, unknown>;
   requestedBy: string;
+  /** The approver whose edit produced this revision, if any. */
+  editedBy?: string;
   runContext: { threadId: string; runId?: string };
   policy: Policy;
   now: Date;
@@ -156,6 +160,7 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
     invariantFields,
     automaticFields,
     requestedBy: input.requestedBy,
+    ...(input.editedBy !== undefined ? { editedBy: input.editedBy } : {}),
     runContext: {
       threadId: input.runContext.threadId,
       ...(input.runContext.runId !== undefined ? { runId: input.runContext.runId } : {}),
