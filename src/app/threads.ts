@@ -1,0 +1,202 @@
+/**
+ * The decision path every local interface shares (CLI, main job, tests): start a run, show a waiting
+ * approval, submit a decision, recover a run a crash interrupted. Decisions go through a per-thread
+ * lease and a re-check that an approval is really pending, because LangGraph itself would accept a
+ * resume for an ended thread as a silent no-op and lets two processes resume one thread at once.
+ */
+import { randomUUID } from "node:crypto";
+import path from "node:path";
+import { Command } from "@langchain/langgraph";
+import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import type { BaseCheckpointSaver } from "@langchain/langgraph";
+import { compileGraph, type CompileOptions } from "../graph/graph.js";
+import type { State } from "../graph/state.js";
+import type { InterruptPayload } from "../hitl/contract.js";
+import type { RequestScope } from "../hitl/records.js";
+import { type Deps, useDeps } from "../runtime/deps.js";
+import { DecisionNotAcceptedError, UsageError } from "../errors.js";
+
+export interface App {
+  deps: Deps;
+  checkpointer: BaseCheckpointSaver;
+  graph: ReturnType<typeof compileGraph>;
+  close(): Promise<void>;
+}
+
+export interface RunInput {
+  request: string;
+  requestedBy: string;
+  scope?: RequestScope;
+}
+
+export type ThreadStatus = "awaiting_approval" | "finished" | "interrupted_run" | "not_found";
+
+export interface ThreadView {
+  threadId: string;
+  status: ThreadStatus;
+  /** Present while waiting: exactly what the approver is asked. */
+  approval?: InterruptPayload;
+  interruptId?: string;
+  /** Nodes that would run next for a run a crash interrupted. */
+  next?: string[];
+  state?: State;
+}
+
+export function openApp(deps: Deps, opts: Omit<CompileOptions, "checkpointer"> & { checkpointer?: BaseCheckpointSaver } = {}): App {
+  useDeps(deps);
+  const checkpointer = opts.checkpointer ?? SqliteSaver.fromConnString(path.join(deps.config.dataDir, "checkpoints.sqlite"));
+  const graph = compileGraph({ ...opts, checkpointer });
+  return {
+    deps,
+    checkpointer,
+    graph,
+    async close() {
+      await deps.close();
+      const db = (checkpointer as unknown as { db?: { close(): void; open?: boolean } }).db;
+      if (db?.open) db.close();
+      useDeps(undefined);
+    },
+  };
+}
+
+const runConfig = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: "sync" as const });
+
+/** One node's state update, as it happens; the CLI shows each step from these. */
+export type StepListener = (node: string, update: Partial<State>) => void;
+
+async function drive(app: App, input: unknown, threadId: string, onStep?: StepListener): Promise<void> {
+  const stream = await app.graph.stream(input as never, { ...runConfig(threadId), streamMode: "updates" as const });
+  for await (const chunk of stream) {
+    for (const [node, update] of Object.entries(chunk as Record<string, unknown>)) {
+      if (node !== "__interrupt__") onStep?.(node, (update ?? {}) as Partial<State>);
+    }
+  }
+}
+
+export async function viewThread(app: App, threadId: string): Promise<ThreadView> {
+  const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
+  const values = snapshot.values as State | undefined;
+  if (!values || Object.keys(values).length === 0) return { threadId, status: "not_found" };
+  const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
+  const first = pending[0];
+  if (first) {
+    return {
+      threadId,
+      status: "awaiting_approval",
+      approval: first.value as InterruptPayload,
+      ...(first.id ? { interruptId: first.id } : {}),
+      state: values,
+    };
+  }
+  if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
+  return { threadId, status: "finished", state: values };
+}
+
+export async function startRun(app: App, input: RunInput, opts: { threadId?: string; onStep?: StepListener } = {}): Promise<ThreadView> {
+  const threadId = opts.threadId ?? randomUUID();
+  if (!input.request.trim()) throw new UsageError("the request is empty; say what should change, e.g. \"rename task 4 to X\"");
+  const existing = await viewThread(app, threadId);
+  if (existing.status !== "not_found") throw new UsageError(`thread ${threadId} already exists (${existing.status})`);
+  await withThreadLock(app, threadId, async () => {
+    await drive(
+      app,
+      { request: input.request, requestedBy: input.requestedBy, ...(input.scope ? { scope: input.scope } : {}) },
+      threadId,
+      opts.onStep,
+    );
+  });
+  return viewThread(app, threadId);
+}
+
+/**
+ * Submits one resume value. Refuses, without touching the thread, when nothing is pending: an ended
+ * thread never restarts because a late decision arrived.
+ */
+export async function submitDecision(app: App, threadId: string, resume: unknown, onStep?: StepListener): Promise<ThreadView> {
+  return withThreadLock(app, threadId, async () => {
+    const view = await viewThread(app, threadId);
+    switch (view.status) {
+      case "not_found":
+        throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+      case "finished":
+        throw new DecisionNotAcceptedError(
+          threadId,
+          "THREAD_ENDED",
+          `the thread already ended ${view.state?.outcome} / ${view.state?.reasonCode}; the decision was not applied`,
+        );
+      case "interrupted_run":
+        throw new DecisionNotAcceptedError(
+          threadId,
+          "NOT_AWAITING_APPROVAL",
+          `the thread is not waiting for a decision (a run stopped before ${view.next?.join(", ")}); use "recover" to finish it`,
+        );
+      case "awaiting_approval":
+        break;
+      default: {
+        const never: never = view.status;
+        throw new Error(`unknown status ${String(never)}`);
+      }
+    }
+    const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
+    await drive(app, new Command({ resume: resumeValue }), threadId, onStep);
+    return viewThread(app, threadId);
+  });
+}
+
+/** Continues a run that a crash stopped between nodes; the journal keeps it from writing twice. */
+export async function recoverThread(app: App, threadId: string, onStep?: StepListener): Promise<ThreadView> {
+  return withThreadLock(app, threadId, async () => {
+    const view = await viewThread(app, threadId);
+    if (view.status !== "interrupted_run") {
+      throw new UsageError(`thread ${threadId} has nothing to recover (status ${view.status})`);
+    }
+    await drive(app, null, threadId, onStep);
+    return viewThread(app, threadId);
+  });
+}
+
+export interface PendingApproval {
+  threadId: string;
+  envelopeHash: string;
+  revision: number;
+  requestedBy: string;
+  createdAt: string;
+  expiresAt: string;
+  expired: boolean;
+}
+
+/** Waiting approvals, oldest first, confirmed against the checkpoint (the index may lag a crash). */
+export async function listPending(app: App, opts: { confirm?: boolean } = {}): Promise<PendingApproval[]> {
+  const now = app.deps.clock().getTime();
+  const rows = await app.deps.journal.listApprovals("pending");
+  const out: PendingApproval[] = [];
+  for (const r of rows) {
+    if (opts.confirm !== false) {
+      const v = await viewThread(app, r.threadId);
+      if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash) continue;
+    }
+    out.push({
+      threadId: r.threadId,
+      envelopeHash: r.envelopeHash,
+      revision: r.revision,
+      requestedBy: r.requestedBy,
+      createdAt: r.createdAt,
+      expiresAt: r.expiresAt,
+      expired: Date.parse(r.expiresAt) <= now,
+    });
+  }
+  return out;
+}
+
+async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T>): Promise<T> {
+  const owner = `${process.pid}:${randomUUID()}`;
+  const got = await app.deps.journal.acquireThreadLock(threadId, owner, 5 * 60_000);
+  if (!got) {
+    throw new DecisionNotAcceptedError(threadId, "IN_PROGRESS", "another process is working on this thread right now; try again when it has finished");
+  }
+  try {
+    return await fn();
+  } finally {
+    await app.deps.journal.releaseThreadLock(threadId, owner);
+  }
+}

@@ -1,0 +1,290 @@
+/**
+ * `action-envelope` command line. Every decision command resumes through the same path as every
+ * other interface (src/app/threads.ts). Exit codes: 0 verified or waiting, 1 usage/config error,
+ * 2 any other outcome (including a refused decision).
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { Command, InvalidArgumentError } from "commander";
+import { loadConfig } from "../config/env.js";
+import { createDeps } from "../runtime/deps.js";
+import { listPending, openApp, recoverThread, startRun, submitDecision, viewThread, type App, type ThreadView } from "../app/threads.js";
+import { Printer, threadJson } from "./render.js";
+import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
+import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
+import { runMainJob } from "./start.js";
+import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
+import { generateApproverKeyPair } from "../envelope/index.js";
+
+const EXIT_OK = 0;
+const EXIT_USAGE = 1;
+const EXIT_OUTCOME = 2;
+
+async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
+  const deps = await createDeps(loadConfig());
+  const app = openApp(deps);
+  try {
+    return await fn(app);
+  } finally {
+    await app.close();
+  }
+}
+
+/** Exit code for a thread after a command: waiting cleanly or verified is success. */
+export function exitCodeFor(view: ThreadView, refusedNow: boolean): number {
+  if (view.status === "awaiting_approval") return refusedNow ? EXIT_OUTCOME : EXIT_OK;
+  return view.state?.outcome === "VERIFIED" ? EXIT_OK : EXIT_OUTCOME;
+}
+
+function report(printer: Printer, view: ThreadView, refusedNow = false): number {
+  if (printer.json) printer.emitJson(threadJson(view));
+  else if (view.status === "awaiting_approval") {
+    printer.card(view);
+    const a = view.approval!;
+    printer.line(`Waiting for approval. Approve exactly this envelope with:`);
+    printer.line(`  npm run cli -- approve ${view.threadId} --hash ${a.envelopeHash} --as <approver-id>`);
+  } else if (view.status === "interrupted_run") {
+    printer.line(`The run stopped before ${view.next?.join(", ")}. Finish it with: npm run cli -- recover ${view.threadId}`);
+  } else printer.outcome(view);
+  return exitCodeFor(view, refusedNow);
+}
+
+async function decide(threadId: string, build: (view: ThreadView) => unknown, json: boolean): Promise<number> {
+  const printer = new Printer(process.stdout, json);
+  return withApp(async (app) => {
+    const before = await viewThread(app, threadId);
+    // When nothing is waiting, the shared path produces the precise refusal (ended, unknown, interrupted).
+    const resume = before.status === "awaiting_approval" ? build(before) : { decisions: [] };
+    const after = await submitDecision(app, threadId, resume, printer.onStep);
+    const refusedNow = (after.state?.refusals.length ?? 0) > (before.state?.refusals.length ?? 0);
+    return report(printer, after, refusedNow);
+  });
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+const taskId = (value: string) => {
+  if (!/^\d+$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError(`expected a positive task id, got "${value}"`);
+  return Number(value);
+};
+
+export function buildProgram(): Command {
+  const program = new Command("action-envelope")
+    .description("Propose Bitrix24 task changes with an AI agent; execute exactly what a human approved.")
+    .showHelpAfterError()
+    .exitOverride();
+
+  program
+    .command("start", { isDefault: false })
+    .description("The main job: run a request (default: the demo rename of task 4) and ask for approval")
+    .argument("[request]", "what to change")
+    .option("--as <user>", "requester id", "demo-user")
+    .option("--no-prompt", "never ask at the terminal; print the approve command instead")
+    .action(async (request: string | undefined, opts: { as: string; prompt: boolean }) => {
+      process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: opts.prompt });
+    });
+
+  program
+    .command("run")
+    .description("Start a run for a request; stops at the approval")
+    .argument("<request>", "what to change, e.g. \"rename task 4 to X\"")
+    .option("--as <user>", "requester id", "demo-user")
+    .option("--task <id>", "task id in scope (repeatable)", (v, p: number[] = []) => [...p, taskId(v)])
+    .option("--field <name>", "field in scope (repeatable)", collect)
+    .option("--no-prompt", "never ask at the terminal")
+    .option("--json", "print one JSON object")
+    .action(async (request: string, opts: { as: string; task?: number[]; field?: string[]; prompt: boolean; json?: boolean }) => {
+      const scope = {
+        ...(opts.task?.length ? { taskIds: opts.task } : {}),
+        ...(opts.field?.length ? { fields: opts.field } : {}),
+      };
+      if (!opts.json && opts.prompt && process.stdin.isTTY) {
+        process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: true, scope });
+        return;
+      }
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      process.exitCode = await withApp(async (app) => {
+        printer.line(`model: ${app.deps.modelLabel}; portal: ${app.deps.portal}`);
+        const view = await startRun(app, { request, requestedBy: opts.as, scope }, { onStep: printer.onStep });
+        return report(printer, view);
+      });
+    });
+
+  program
+    .command("pending")
+    .description("Waiting approvals, oldest first, with expiry")
+    .option("--json", "print JSON")
+    .action(async (opts: { json?: boolean }) => {
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      await withApp(async (app) => {
+        const rows = await listPending(app);
+        if (opts.json) return printer.emitJson({ pending: rows });
+        if (rows.length === 0) return printer.line("No approvals are waiting.");
+        for (const r of rows) {
+          printer.line(`${r.threadId}  rev ${r.revision}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}${r.expired ? " (EXPIRED)" : ""}  ${r.envelopeHash}`);
+        }
+      });
+    });
+
+  program
+    .command("show")
+    .description("The full approval card or outcome of a thread")
+    .argument("<thread>")
+    .option("--json", "print JSON")
+    .action(async (thread: string, opts: { json?: boolean }) => {
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      process.exitCode = await withApp(async (app) => {
+        const view = await viewThread(app, thread);
+        if (view.status === "not_found") throw new UsageError(`no thread ${thread}; list waiting ones with "pending"`);
+        return report(printer, view);
+      });
+    });
+
+  program
+    .command("approve")
+    .description("Approve exactly the envelope with this hash")
+    .argument("<thread>")
+    .requiredOption("--hash <sha>", "the envelope hash shown on the card (sha256:…)")
+    .option("--as <approver>", "approver id", "demo-approver")
+    .option("--key <file>", "approver's Ed25519 private key (PEM) to sign the decision")
+    .option("--override <gate=reason>", "pass an overridable policy gate, with a reason")
+    .option("--json", "print one JSON object")
+    .action(async (thread: string, opts: { hash: string; as: string; key?: string; override?: string; json?: boolean }) => {
+      process.exitCode = await decide(thread, (view) => approveDecision(view, opts), Boolean(opts.json));
+    });
+
+  program
+    .command("reject")
+    .description("Reject the waiting envelope")
+    .argument("<thread>")
+    .requiredOption("--reason <text>", "why; shown to the model when revision is allowed")
+    .option("--as <approver>", "approver id", "demo-approver")
+    .option("--key <file>", "approver's Ed25519 private key (PEM)")
+    .option("--json", "print one JSON object")
+    .action(async (thread: string, opts: { reason: string; as: string; key?: string; json?: boolean }) => {
+      process.exitCode = await decide(thread, (view) => rejectDecision(view, opts), Boolean(opts.json));
+    });
+
+  program
+    .command("edit")
+    .description("Edit the waiting proposal; creates a new revision that needs its own approval")
+    .argument("<thread>")
+    .requiredOption("--set <FIELD=VALUE>", "field to set (repeatable)", collect)
+    .option("--as <approver>", "approver id", "demo-approver")
+    .option("--key <file>", "approver's Ed25519 private key (PEM)")
+    .option("--json", "print one JSON object")
+    .action(async (thread: string, opts: { set: string[]; as: string; key?: string; json?: boolean }) => {
+      process.exitCode = await decide(thread, (view) => editDecision(view, opts), Boolean(opts.json));
+    });
+
+  program
+    .command("recover")
+    .description("Finish a run that a crash stopped between steps (never re-sends a write)")
+    .argument("<thread>")
+    .option("--json", "print one JSON object")
+    .action(async (thread: string, opts: { json?: boolean }) => {
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      process.exitCode = await withApp(async (app) => {
+        return report(printer, await recoverThread(app, thread, printer.onStep));
+      });
+    });
+
+  program
+    .command("emulator")
+    .description("Serve a local Bitrix24-compatible REST emulator")
+    .option("--port <n>", "port (0 = free port)", "0")
+    .option("--seed <file>", "seed JSON with users and tasks")
+    .option("--rate <n>", "leaky bucket drain per second (0 disables)", "2")
+    .option("--burst <n>", "leaky bucket size", "50")
+    .option("--state <file>", "persist portal state in this SQLite file")
+    .action(async (opts: { port: string; seed?: string; rate: string; burst: string; state?: string }) => {
+      const emu = await startEmulator({
+        port: Number(opts.port),
+        rate: Number(opts.rate),
+        burst: Number(opts.burst),
+        ...(opts.seed ? { seed: loadSeedFile(opts.seed) } : {}),
+        ...(opts.state ? { statePath: path.resolve(opts.state) } : {}),
+      });
+      process.stdout.write(`webhook: ${emu.webhookUrl}\n`);
+      await waitForSignal();
+      await emu.close();
+    });
+
+  program
+    .command("mcp")
+    .description("Serve the Bitrix24 MCP tools (stdio by default) against BITRIX24_WEBHOOK_URL")
+    .option("--http", "serve Streamable HTTP on 127.0.0.1 instead of stdio")
+    .option("--port <n>", "HTTP port (0 = free port)", "0")
+    .action(async (opts: { http?: boolean; port: string }) => {
+      const { runMcpServerCli } = await import("../tools/mcp-server.js");
+      const config = loadConfig();
+      if (!config.webhookUrl) throw new ConfigError("BITRIX24_WEBHOOK_URL", "is required for the MCP server (e.g. from `npm run cli -- emulator`)");
+      await runMcpServerCli({ http: Boolean(opts.http), port: Number(opts.port), webhookUrl: config.webhookUrl, timeoutMs: config.bitrix24.timeoutMs, rate: config.bitrix24.rate, burst: config.bitrix24.burst });
+    });
+
+  program
+    .command("keygen")
+    .description("Create an approver's Ed25519 key pair; the private key stays with the approver")
+    .requiredOption("--approver <id>", "approver id")
+    .option("--out <dir>", "where to write the key pair", "approver-keys")
+    .action((opts: { approver: string; out: string }) => {
+      if (!/^[\w.@-]+$/.test(opts.approver)) throw new UsageError(`approver id may contain letters, digits, . _ @ -; got "${opts.approver}"`);
+      const pair = generateApproverKeyPair(opts.approver);
+      const dir = path.resolve(opts.out);
+      fs.mkdirSync(dir, { recursive: true });
+      const privatePath = path.join(dir, `${opts.approver}.key`);
+      const publicPath = path.join(dir, `${opts.approver}.pub`);
+      if (fs.existsSync(privatePath)) throw new UsageError(`${privatePath} already exists; refusing to overwrite a private key`);
+      fs.writeFileSync(privatePath, pair.privateKeyPem, { mode: 0o600 });
+      fs.writeFileSync(publicPath, `${pair.publicKeyLine}\n`);
+      process.stdout.write(
+        `private key: ${privatePath} (keep it with the approver; never give it to the agent runtime)\n` +
+          `public key:  ${publicPath}\n` +
+          `register this line in the file or directory named by ACTION_ENVELOPE_APPROVER_KEYS:\n${pair.publicKeyLine}\n`,
+      );
+    });
+
+  return program;
+}
+
+function waitForSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once("SIGINT", () => resolve());
+    process.once("SIGTERM", () => resolve());
+  });
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return Number(process.exitCode ?? 0);
+  } catch (e) {
+    const err = e as Error & { code?: string; exitCode?: number };
+    if (err.code?.startsWith("commander.")) {
+      return err.code === "commander.helpDisplayed" || err.code === "commander.version" ? EXIT_OK : EXIT_USAGE;
+    }
+    if (e instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${e.message}\n  (see .env.example for every setting)\n`);
+      return EXIT_USAGE;
+    }
+    if (e instanceof UsageError) {
+      process.stderr.write(`error: ${e.message}\n`);
+      return EXIT_USAGE;
+    }
+    if (e instanceof DecisionNotAcceptedError) {
+      if (argv.includes("--json")) process.stdout.write(`${JSON.stringify({ threadId: e.threadId, refused: { code: e.code, reason: e.detail } }, null, 2)}\n`);
+      process.stderr.write(`refused (${e.code}): ${e.message}\n`);
+      return EXIT_OUTCOME;
+    }
+    process.stderr.write(`error: ${err.stack ?? err.message}\n`);
+    return EXIT_OUTCOME;
+  }
+}
+
+const isEntry = process.argv[1] && /(?:cli[\\/]main\.ts|action-envelope(?:\.mjs)?)$/.test(process.argv[1]);
+if (isEntry) {
+  const code = await main(process.argv.slice(2));
+  process.exitCode = code;
+  // MCP child processes and sqlite handles are closed by then; exit explicitly so a stray timer cannot hold the CLI.
+  setImmediate(() => process.exit(code));
+}

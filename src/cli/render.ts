@@ -1,0 +1,151 @@
+/**
+ * Human and JSON output for the CLI. Colour only on a terminal; the card is printed whole, never cut.
+ */
+import { styleText } from "node:util";
+import type { State } from "../graph/state.js";
+import type { ThreadView } from "../app/threads.js";
+
+type Style = Parameters<typeof styleText>[0];
+
+export class Printer {
+  constructor(
+    private readonly out: NodeJS.WriteStream = process.stdout,
+    readonly json = false,
+  ) {}
+
+  get tty(): boolean {
+    return Boolean(this.out.isTTY) && !process.env["NO_COLOR"];
+  }
+
+  paint(style: Style, text: string): string {
+    return this.tty ? styleText(style, text) : text;
+  }
+
+  line(text = ""): void {
+    if (!this.json) this.out.write(`${text}\n`);
+  }
+
+  step(label: string, text: string): void {
+    this.line(`${this.paint("cyan", `▸ ${label}`)} ${text}`);
+  }
+
+  /** One progress line per node update, as it happens. */
+  onStep = (node: string, update: Partial<State>): void => {
+    if (this.json) return;
+    switch (node) {
+      case "agent": {
+        if (update.outcome) return this.step("agent", `${update.reasonCode}: ${update.reason}`);
+        const msg = update.messages?.at(-1) as { tool_calls?: Array<{ name: string; args: unknown }>; content?: unknown } | undefined;
+        for (const call of msg?.tool_calls ?? []) this.step("model", `calls ${call.name} ${JSON.stringify(call.args)}`);
+        if (!msg?.tool_calls?.length && msg?.content) this.step("model", `says: ${String(msg.content)}`);
+        return;
+      }
+      case "read_tools":
+        for (const m of (update.messages ?? []) as Array<{ name?: string; content?: unknown; status?: string }>) {
+          const text = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+          this.step("read", `${m.name ?? "tool"} → ${m.status === "error" ? "error: " : ""}${text.length} bytes`);
+        }
+        return;
+      case "propose":
+        if (update.proposal) this.step("proposal", `task ${update.proposal.taskId}: ${JSON.stringify(update.proposal.fields)} — ${update.proposal.rationale}`);
+        else if (update.outcome) this.step("proposal", `${update.reasonCode}: ${update.reason}`);
+        else this.step("proposal", "refused, sent back to the model");
+        return;
+      case "build_envelope":
+        if (update.envelopeHash) this.step("envelope", `revision ${update.envelope?.revision} frozen, ${update.envelopeHash}`);
+        else this.step("policy", `${update.reasonCode}: ${update.reason}`);
+        return;
+      case "check_decision":
+        if (update.refusals?.length) {
+          const r = update.refusals.at(-1)!;
+          this.step("decision", this.paint("red", `refused ${r.code}: ${r.reason}`));
+        } else if (update.decision) {
+          this.step("decision", `accepted ${update.decision.type} by ${update.decision.approverId} (${update.decision.verifiedBy})`);
+        }
+        return;
+      case "pre_read":
+        if (update.preRead) this.step("pre-read", `${update.preRead.verdict} — ${update.preRead.reason}`);
+        if (update.outcome) this.step("pre-read", `${update.reasonCode}: ${update.reason}`);
+        return;
+      case "execute":
+        if (update.invocation) this.step("write sent", `update_task ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`);
+        if (update.acknowledgement) {
+          const a = update.acknowledgement;
+          this.step("acknowledgement", `${a.status}${a.error ? ` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : ""}${a.reason ? ` — ${a.reason}` : ""}`);
+        }
+        if (update.outcome) this.step("execute", `${update.reasonCode}: ${update.reason}`);
+        return;
+      case "verify":
+        if (update.verification) this.step("verification", `${update.verification.verdict} — ${update.verification.reason}`);
+        return;
+      case "finish":
+        return;
+      default:
+        return;
+    }
+  };
+
+  card(view: ThreadView): void {
+    const a = view.approval;
+    if (!a) return;
+    this.line();
+    this.line(this.paint("bold", "──────── approval card ────────"));
+    this.line(a.actionRequests[0].description);
+    if (a.lastRefusal) this.line(this.paint("red", `Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`));
+    this.line(this.paint("bold", "───────────────────────────────"));
+  }
+
+  outcome(view: ThreadView): void {
+    const s = view.state;
+    if (!s?.outcome) return;
+    const colour: Style = s.outcome === "VERIFIED" ? "green" : s.outcome === "NOT_EXECUTED" ? "yellow" : "red";
+    this.line();
+    this.line(`${this.paint(["bold", colour], `OUTCOME ${s.outcome}`)} (${s.reasonCode})`);
+    this.line(`  reason: ${s.reason}`);
+    if (s.preRead) this.line(`  pre-read: ${s.preRead.verdict} at ${s.preRead.at}`);
+    if (s.invocation) this.line(`  invocation: update_task ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`);
+    if (s.acknowledgement) this.line(`  acknowledgement: ${s.acknowledgement.status} at ${s.acknowledgement.at}`);
+    if (s.verification) {
+      this.line(`  verification: ${s.verification.verdict} at ${s.verification.at}`);
+      for (const f of s.verification.fields) this.line(`    ${f.field}: ${f.status} (expected ${JSON.stringify(f.expected)}, actual ${JSON.stringify(f.actual)})`);
+    }
+  }
+
+  emitJson(value: unknown): void {
+    this.out.write(`${JSON.stringify(value, null, 2)}\n`);
+  }
+}
+
+/** The `--json` shape of a thread, per the CLI contract. */
+export function threadJson(view: ThreadView): Record<string, unknown> {
+  const s = view.state;
+  if (view.status === "awaiting_approval" && view.approval) {
+    const last = s?.refusals.at(-1);
+    return {
+      threadId: view.threadId,
+      status: "awaiting_approval",
+      envelopeHash: view.approval.envelopeHash,
+      nonce: view.approval.nonce,
+      revision: view.approval.revision,
+      expiresAt: view.approval.expiresAt,
+      envelope: view.approval.envelope,
+      card: view.approval.actionRequests[0].description,
+      ...(last && last.envelopeHash === view.approval.envelopeHash ? { refused: { code: last.code, reason: last.reason } } : {}),
+    };
+  }
+  return {
+    threadId: view.threadId,
+    status: view.status,
+    outcome: s?.outcome ?? null,
+    reasonCode: s?.reasonCode ?? null,
+    reason: s?.reason ?? null,
+    envelopeHash: s?.envelopeHash ?? null,
+    decision: s?.decision ? { ...s.decision, raw: undefined } : null,
+    refusals: s?.refusals.map((r) => ({ code: r.code, reason: r.reason, at: r.at })) ?? [],
+    preRead: s?.preRead ?? null,
+    invocation: s?.invocation ?? null,
+    acknowledgement: s?.acknowledgement ?? null,
+    verification: s?.verification ?? null,
+    ...(view.next ? { next: view.next } : {}),
+  };
+}

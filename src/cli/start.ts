@@ -1,0 +1,86 @@
+/**
+ * The main job (`npm start`): run a request end to end on whatever is configured — by default the
+ * embedded emulator, the offline model and SQLite under .data/ — showing each step, and at a terminal
+ * ask approve / reject / edit. Without a terminal it leaves the thread waiting and prints the command.
+ */
+import { select, input } from "@inquirer/prompts";
+import { loadConfig } from "../config/env.js";
+import { createDeps } from "../runtime/deps.js";
+import { openApp, startRun, submitDecision, type ThreadView } from "../app/threads.js";
+import type { RequestScope } from "../hitl/records.js";
+import { Printer } from "./render.js";
+import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
+
+export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
+
+export interface MainJobOptions {
+  request: string | undefined;
+  requestedBy: string;
+  prompt: boolean;
+  scope?: RequestScope;
+  stdin?: NodeJS.ReadStream;
+}
+
+export async function runMainJob(opts: MainJobOptions): Promise<number> {
+  const printer = new Printer(process.stdout);
+  const config = loadConfig();
+  const deps = await createDeps(config);
+  const app = openApp(deps);
+  try {
+    const request = opts.request ?? DEMO_REQUEST;
+    printer.line(printer.paint("bold", "action-envelope — the agent proposes, a human approves the exact change, code executes and verifies"));
+    printer.line(`model:   ${deps.modelLabel} (${config.model.chosenBecause})`);
+    printer.line(`portal:  ${deps.emulator ? `embedded Bitrix24 emulator at ${deps.portal} (state in ${config.dataDir}/emulator.sqlite)` : deps.portal}`);
+    printer.line(`data:    ${config.dataDir}`);
+    printer.line(`request: "${request}" (requested by ${opts.requestedBy})`);
+    printer.line();
+
+    let view = await startRun(app, { request, requestedBy: opts.requestedBy, ...(opts.scope ? { scope: opts.scope } : {}) }, { onStep: printer.onStep });
+    const interactive = opts.prompt && Boolean(process.stdin.isTTY);
+    while (view.status === "awaiting_approval") {
+      printer.card(view);
+      if (!interactive) {
+        printer.line("No terminal to ask at, so the approval stays waiting (durably, in SQLite). Approve exactly this envelope with:");
+        printer.line(`  npm run cli -- approve ${view.threadId} --hash ${view.approval!.envelopeHash} --as demo-approver`);
+        printer.line(`or reject it with: npm run cli -- reject ${view.threadId} --reason "..."`);
+        return 0;
+      }
+      const resume = await ask(view);
+      view = await submitDecision(app, view.threadId, resume, printer.onStep);
+    }
+    printer.outcome(view);
+    printer.line(`thread: ${view.threadId}`);
+    return view.state?.outcome === "VERIFIED" ? 0 : 2;
+  } finally {
+    await app.close();
+  }
+}
+
+async function ask(view: ThreadView) {
+  const a = view.approval!;
+  const choice = await select({
+    message: `Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
+    choices: [
+      { name: "approve exactly this envelope", value: "approve" as const },
+      { name: "reject", value: "reject" as const },
+      { name: "edit a field (creates a new revision to approve)", value: "edit" as const },
+    ],
+  });
+  const as = await input({ message: "Your approver id", default: "demo-approver" });
+  switch (choice) {
+    case "approve":
+      // The approver confirms the hash they were shown; it is sent as typed, not copied from the thread.
+      return approveDecision(view, { as, hash: await input({ message: "Envelope hash as shown on the card", default: a.envelopeHash }) });
+    case "reject":
+      return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true }) });
+    case "edit": {
+      const field = await input({ message: "Field (UPPER_SNAKE, e.g. TITLE)", required: true });
+      const value = await input({ message: `New value for ${field}`, required: true });
+      return editDecision(view, { as, set: [`${field}=${value}`] });
+    }
+    default: {
+      const never: never = choice;
+      throw new Error(`unknown choice ${String(never)}`);
+    }
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * The one place that reads process.env. Every setting is validated here so a bad value stops the
+ * program at start with the variable's name and the shape it must have, never deep inside a run.
+ */
+import path from "node:path";
+import { z } from "zod";
+import { ConfigError } from "../errors.js";
+
+const ROLES = ["getTask", "listTasks", "getHistory", "updateTask"] as const;
+export type ToolRoleName = (typeof ROLES)[number];
+
+const positiveInt = (name: string) =>
+  z
+    .string()
+    .regex(/^\d+$/, `${name} must be a whole number`)
+    .transform(Number)
+    .refine((n) => n > 0, `${name} must be greater than 0`);
+
+const nonNegativeNumber = (name: string) =>
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?$/, `${name} must be a number ≥ 0`)
+    .transform(Number);
+
+const webhookUrl = z
+  .string()
+  .url("must be a URL like https://your.bitrix24.com/rest/1/abcdef123456/")
+  .refine((u) => /\/rest\/\d+\/[^/]+\/?$/.test(new URL(u).pathname), {
+    message: "must be an inbound webhook URL ending in /rest/<userId>/<code>/",
+  })
+  .transform((u) => (u.endsWith("/") ? u : `${u}/`));
+
+const modelSetting = z
+  .string()
+  .regex(/^(offline|groq\/[\w.:/-]+)$/, 'must be "offline" or "groq/<model-id>", e.g. groq/llama-3.3-70b-versatile');
+
+const toolMapping = z
+  .string()
+  .transform((text, ctx) => {
+    const mapping: Partial<Record<ToolRoleName, string>> = {};
+    for (const pair of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+      const [role, name] = pair.split("=").map((s) => s.trim());
+      if (!role || !name || !(ROLES as readonly string[]).includes(role)) {
+        ctx.addIssue({ code: "custom", message: `expected role=toolName pairs with roles ${ROLES.join(", ")}; got "${pair}"` });
+        return z.NEVER;
+      }
+      mapping[role as ToolRoleName] = name;
+    }
+    return mapping;
+  });
+
+const EnvSchema = z.object({
+  BITRIX24_WEBHOOK_URL: webhookUrl.optional(),
+  BITRIX24_MCP_URL: z.string().url("must be the URL of a Streamable HTTP MCP endpoint").optional(),
+  BITRIX24_MCP_TOOLS: toolMapping.optional(),
+  BITRIX24_TIMEOUT_MS: positiveInt("BITRIX24_TIMEOUT_MS").optional(),
+  BITRIX24_RATE: nonNegativeNumber("BITRIX24_RATE").optional(),
+  BITRIX24_BURST: positiveInt("BITRIX24_BURST").optional(),
+  MODEL: modelSetting.optional(),
+  GROQ_API_KEY: z.string().min(1).optional(),
+  GROQ_BASE_URL: z.string().url("must be a URL such as https://api.groq.com").optional(),
+  ACTION_ENVELOPE_DATA_DIR: z.string().min(1).optional(),
+  ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
+  ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
+  ACTION_ENVELOPE_TTL_SECONDS: positiveInt("ACTION_ENVELOPE_TTL_SECONDS").optional(),
+  ACTION_ENVELOPE_MAX_AGENT_STEPS: positiveInt("ACTION_ENVELOPE_MAX_AGENT_STEPS").optional(),
+  ACTION_ENVELOPE_MAX_INVALID_PROPOSALS: positiveInt("ACTION_ENVELOPE_MAX_INVALID_PROPOSALS").optional(),
+  ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: positiveInt("ACTION_ENVELOPE_MAX_REFUSED_DECISIONS").optional(),
+  ACTION_ENVELOPE_MAX_REVISIONS: positiveInt("ACTION_ENVELOPE_MAX_REVISIONS").optional(),
+});
+
+export interface AppConfig {
+  /** Unset means: start the embedded emulator on the data directory's portal file. */
+  webhookUrl?: string;
+  mcp: { mode: "stdio" } | { mode: "url"; url: string; toolNames: Partial<Record<ToolRoleName, string>> };
+  bitrix24: { timeoutMs: number; rate: number; burst: number };
+  model: { model: "offline" | `groq/${string}`; groqApiKey?: string; groqBaseUrl?: string; chosenBecause: string };
+  dataDir: string;
+  policyPath?: string;
+  approverKeysPath?: string;
+  ttlSeconds?: number;
+  limits: { maxAgentSteps: number; maxInvalidProposals: number; maxRefusedDecisions: number; maxRevisions: number };
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): AppConfig {
+  // Empty strings count as unset: `.env` files often carry `NAME=` placeholders.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = EnvSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0] ?? "environment");
+    throw new ConfigError(name, issue.message);
+  }
+  const e = parsed.data;
+  if (e.MODEL?.startsWith("groq/") && !e.GROQ_API_KEY) {
+    throw new ConfigError("GROQ_API_KEY", `is required when MODEL=${e.MODEL}; set it or use MODEL=offline`);
+  }
+  const model: AppConfig["model"] = e.MODEL
+    ? { model: e.MODEL as AppConfig["model"]["model"], chosenBecause: "MODEL is set" }
+    : e.GROQ_API_KEY
+      ? { model: "groq/llama-3.3-70b-versatile", chosenBecause: "GROQ_API_KEY is set and MODEL is not" }
+      : { model: "offline", chosenBecause: "neither MODEL nor GROQ_API_KEY is set" };
+  if (e.GROQ_API_KEY) model.groqApiKey = e.GROQ_API_KEY;
+  if (e.GROQ_BASE_URL) model.groqBaseUrl = e.GROQ_BASE_URL;
+
+  if (e.BITRIX24_MCP_TOOLS && !e.BITRIX24_MCP_URL) {
+    throw new ConfigError("BITRIX24_MCP_TOOLS", "only applies with BITRIX24_MCP_URL; set that too or remove it");
+  }
+  return {
+    ...(e.BITRIX24_WEBHOOK_URL ? { webhookUrl: e.BITRIX24_WEBHOOK_URL } : {}),
+    mcp: e.BITRIX24_MCP_URL
+      ? { mode: "url", url: e.BITRIX24_MCP_URL, toolNames: e.BITRIX24_MCP_TOOLS ?? {} }
+      : { mode: "stdio" },
+    bitrix24: { timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000, rate: e.BITRIX24_RATE ?? 2, burst: e.BITRIX24_BURST ?? 50 },
+    model,
+    dataDir: path.resolve(cwd, e.ACTION_ENVELOPE_DATA_DIR ?? ".data"),
+    ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
+    ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
+    ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),
+    limits: {
+      maxAgentSteps: e.ACTION_ENVELOPE_MAX_AGENT_STEPS ?? 12,
+      maxInvalidProposals: e.ACTION_ENVELOPE_MAX_INVALID_PROPOSALS ?? 2,
+      maxRefusedDecisions: e.ACTION_ENVELOPE_MAX_REFUSED_DECISIONS ?? 5,
+      maxRevisions: e.ACTION_ENVELOPE_MAX_REVISIONS ?? 3,
+    },
+  };
+}

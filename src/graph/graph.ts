@@ -1,0 +1,59 @@
+/**
+ * Wiring only. Graph id in langgraph.json: bitrix24_task_agent.
+ *
+ *   agent ⇄ read_tools
+ *   agent → propose → build_envelope → await_approval ⇄ check_decision → pre_read → execute → verify → finish
+ */
+import { END, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
+import { AgentState } from "./state.js";
+import { afterAgent, afterBuildEnvelope, afterCheckDecision, afterExecute, afterPreRead, afterPropose } from "./routes.js";
+import { agent } from "../nodes/agent.js";
+import { readTools } from "../nodes/read-tools.js";
+import { propose } from "../nodes/propose.js";
+import { buildEnvelope } from "../nodes/build-envelope.js";
+import { awaitApproval } from "../nodes/await-approval.js";
+import { checkDecision } from "../nodes/check-decision.js";
+import { preRead } from "../nodes/pre-read.js";
+import { execute } from "../nodes/execute.js";
+import { verify } from "../nodes/verify.js";
+import { finish } from "../nodes/finish.js";
+
+export const builder = new StateGraph(AgentState)
+  .addNode("agent", agent)
+  .addNode("read_tools", readTools)
+  .addNode("propose", propose)
+  .addNode("build_envelope", buildEnvelope)
+  .addNode("await_approval", awaitApproval)
+  .addNode("check_decision", checkDecision)
+  .addNode("pre_read", preRead)
+  .addNode("execute", execute)
+  .addNode("verify", verify)
+  .addNode("finish", finish)
+  .addEdge(START, "agent")
+  .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "finish"])
+  .addEdge("read_tools", "agent")
+  .addConditionalEdges("propose", afterPropose, ["agent", "build_envelope", "finish"])
+  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "finish"])
+  .addEdge("await_approval", "check_decision")
+  .addConditionalEdges("check_decision", afterCheckDecision, ["await_approval", "build_envelope", "pre_read", "finish"])
+  .addConditionalEdges("pre_read", afterPreRead, ["execute", "finish"])
+  .addConditionalEdges("execute", afterExecute, ["verify", "finish"])
+  .addEdge("verify", "finish")
+  .addEdge("finish", END);
+
+export interface CompileOptions {
+  checkpointer: BaseCheckpointSaver;
+  /** For tests that pause before a node (e.g. to tamper with a checkpoint before execute). */
+  interruptBefore?: Array<"pre_read" | "execute" | "verify">;
+}
+
+export function compileGraph(opts: CompileOptions) {
+  return builder.compile({
+    checkpointer: opts.checkpointer,
+    ...(opts.interruptBefore ? { interruptBefore: opts.interruptBefore } : {}),
+    name: "bitrix24_task_agent",
+  });
+}
+
+/** For the LangGraph API server, which brings its own checkpointer. */
+export const graph = builder.compile({ name: "bitrix24_task_agent" });

@@ -1,0 +1,53 @@
+/**
+ * Pure routers: each looks at state only and returns one of a closed set of node names.
+ */
+import { AIMessage, isAIMessage } from "@langchain/core/messages";
+import type { State } from "./state.js";
+
+export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history"]);
+
+export function afterAgent(state: State): "read_tools" | "propose" | "finish" {
+  if (state.outcome) return "finish";
+  const last = state.messages.at(-1);
+  const calls = last && isAIMessage(last) ? ((last as AIMessage).tool_calls ?? []) : [];
+  if (calls.length === 0) return "finish";
+  return calls.every((c) => READ_TOOL_NAMES.has(c.name)) ? "read_tools" : "propose";
+}
+
+export function afterPropose(state: State): "agent" | "build_envelope" | "finish" {
+  if (state.outcome) return "finish";
+  const last = state.messages.at(-1);
+  const refused = last && "status" in last && (last as { status?: string }).status === "error";
+  return refused || !state.proposal ? "agent" : "build_envelope";
+}
+
+export function afterBuildEnvelope(state: State): "await_approval" | "finish" {
+  return state.outcome ? "finish" : "await_approval";
+}
+
+export function afterCheckDecision(state: State): "await_approval" | "build_envelope" | "pre_read" | "finish" {
+  if (state.outcome) return "finish";
+  const type = state.decision?.type;
+  switch (type) {
+    case "approve":
+      return "pre_read";
+    case "edit":
+      return "build_envelope";
+    case "reject":
+      return "finish";
+    case undefined:
+      return "await_approval";
+    default: {
+      const never: never = type;
+      throw new Error(`unknown decision type ${String(never)}`);
+    }
+  }
+}
+
+export function afterPreRead(state: State): "execute" | "finish" {
+  return state.outcome ? "finish" : "execute";
+}
+
+export function afterExecute(state: State): "verify" | "finish" {
+  return state.outcome ? "finish" : "verify";
+}

@@ -1,0 +1,33 @@
+/**
+ * Turns an MCP tool result into the envelope core's ReadResult. A body that arrived but is not the
+ * documented shape stays a successful read of unusable content (→ UNKNOWN), not a failed read
+ * (→ ERROR): the two mean different things to whoever investigates.
+ */
+import type { ReadResult } from "../envelope/index.js";
+import type { McpCallResult } from "../tools/bitrix24-tools.js";
+
+export function toReadResult(res: McpCallResult): ReadResult {
+  if (res.ok) return { status: "ok", body: res.body };
+  if (res.error.kind === "malformed_response") return { status: "ok", body: res.error.rawBody ?? res.text };
+  return {
+    status: "failed",
+    error: { kind: res.error.kind, ...(res.error.code !== undefined ? { code: res.error.code } : {}), description: res.error.description },
+  };
+}
+
+/** Evidence form of a read: what the target returned, verbatim where possible. */
+export function rawOf(res: McpCallResult): unknown {
+  return res.ok ? res.body : { error: res.error };
+}
+
+/** The acting user's edit right as the portal reports it, or null when the answer does not say. */
+export function canEditFrom(body: unknown): boolean | null {
+  const task = (body as { result?: { task?: { action?: Record<string, unknown> } } } | null)?.result?.task;
+  const edit = task?.action?.["edit"];
+  return typeof edit === "boolean" ? edit : null;
+}
+
+export function taskFrom(body: unknown): Record<string, unknown> | null {
+  const task = (body as { result?: { task?: unknown } } | null)?.result?.task;
+  return task && typeof task === "object" && !Array.isArray(task) ? (task as Record<string, unknown>) : null;
+}

@@ -1,0 +1,107 @@
+/**
+ * Evidence records kept in graph state. Each is a separate object with its own timestamp so that
+ * "what was shown", "what was approved", "what was sent", "what the target said" and "what state
+ * resulted" can be answered independently after the fact.
+ */
+import type { FieldCheck } from "../envelope/index.js";
+
+export interface RequestScope {
+  taskIds?: number[];
+  fields?: string[];
+}
+
+export interface ProposalRecord {
+  taskId: number;
+  fields: Record<string, unknown>;
+  rationale: string;
+  /** "model" for a proposal from the agent, "human_edit" for an edited revision. */
+  source: "model" | "human_edit";
+}
+
+export type Outcome =
+  | "VERIFIED"
+  | "NOT_EXECUTED"
+  | "REJECTED_BY_TARGET"
+  | "VERIFICATION_FAILED"
+  | "INVARIANT_VIOLATION"
+  | "INCONCLUSIVE";
+
+export type ReasonCode =
+  | "VERIFIED"
+  | "NO_PROPOSAL"
+  | "AGENT_STEP_LIMIT"
+  | "INVALID_PROPOSAL"
+  | "DENIED_BY_POLICY"
+  | "BASELINE_READ_FAILED"
+  | "REJECTED_BY_HUMAN"
+  | "TOO_MANY_REFUSED_DECISIONS"
+  | "TOO_MANY_REVISIONS"
+  | "APPROVAL_EXPIRED"
+  | "CANCELLED"
+  | "STALE_STATE"
+  | "PRECHECK_UNKNOWN"
+  | "PRECHECK_ERROR"
+  | "NOT_PERMITTED"
+  | "ENVELOPE_TAMPERED"
+  | "ALREADY_EXECUTED"
+  | "REJECTED_BY_TARGET"
+  | "VERIFICATION_FAILED"
+  | "INVARIANT_VIOLATION"
+  | "INCONCLUSIVE";
+
+export interface DecisionRecord {
+  type: "approve" | "reject" | "edit";
+  envelopeHash: string;
+  nonce: string;
+  revision: number;
+  approverId: string;
+  verifiedBy: "signature" | "authentication" | "self_declared";
+  decidedAt: string;
+  acceptedAt: string;
+  message?: string;
+  override?: { gate: string; by: string; reason: string };
+  /** The decision exactly as received, for evidence. */
+  raw: unknown;
+}
+
+export interface Refusal {
+  code: string;
+  reason: string;
+  at: string;
+  envelopeHash: string | null;
+  raw: unknown;
+}
+
+export interface PreReadRecord {
+  verdict: "MATCH" | "MISMATCH" | "UNKNOWN" | "ERROR";
+  reason: string;
+  fields: FieldCheck[];
+  /** The target's answer as received (parsed JSON, raw text, or the error). */
+  raw: unknown;
+  canEdit: boolean | null;
+  at: string;
+}
+
+export interface InvocationRecord {
+  tool: "update_task";
+  args: { taskId: number; fields: Record<string, unknown> };
+  idempotencyKey: string;
+  envelopeHash: string;
+  sentAt: string;
+}
+
+export interface AcknowledgementRecord {
+  status: "OK" | "ERROR" | "MISSING";
+  body?: unknown;
+  error?: { kind: string; code?: string; description: string; httpStatus?: number; outcomeUnknown?: boolean };
+  reason?: string;
+  at: string;
+}
+
+export interface VerificationRecord {
+  verdict: "VERIFIED" | "VERIFICATION_FAILED" | "INVARIANT_VIOLATION" | "INCONCLUSIVE";
+  reason: string;
+  fields: FieldCheck[];
+  raw: unknown;
+  at: string;
+}

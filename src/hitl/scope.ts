@@ -1,0 +1,27 @@
+/**
+ * Scope of a request: which tasks and fields it is about. Taken from the caller when given, otherwise
+ * derived by code from the request text. The model's proposal never widens it.
+ */
+import type { RequestScope } from "./records.js";
+
+const FIELD_WORDS: Array<[RegExp, string]> = [
+  [/\b(rename|title|name)\b/i, "TITLE"],
+  [/\bdeadline|due\b/i, "DEADLINE"],
+  [/\bpriority\b/i, "PRIORITY"],
+  [/\bstatus\b/i, "STATUS"],
+  [/\b(responsible|assign(ee)?|owner)\b/i, "RESPONSIBLE_ID"],
+  [/\bdescription\b/i, "DESCRIPTION"],
+];
+
+export function deriveScope(request: string, given?: RequestScope): RequestScope {
+  const scope: RequestScope = {};
+  const taskIds = given?.taskIds?.length
+    ? given.taskIds
+    : [...request.matchAll(/\btask\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
+  const fields = given?.fields?.length
+    ? given.fields.map((f) => f.toUpperCase())
+    : FIELD_WORDS.filter(([re]) => re.test(request)).map(([, f]) => f);
+  if (taskIds.length) scope.taskIds = [...new Set(taskIds)];
+  if (fields.length) scope.fields = [...new Set(fields)];
+  return scope;
+}

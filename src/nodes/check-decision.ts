@@ -1,0 +1,115 @@
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
+import type { State, Update } from "../graph/state.js";
+import { getDeps } from "../runtime/deps.js";
+import { validateDecision } from "../envelope/index.js";
+import { ResumeSchema } from "../hitl/contract.js";
+import { deriveScope } from "../hitl/scope.js";
+import type { DecisionRecord, Refusal } from "../hitl/records.js";
+import { DecisionNotAcceptedError } from "../errors.js";
+import { endRun } from "./finish-with.js";
+
+/**
+ * Deterministic validation of the human's answer: exact hash, nonce, approver, expiry, single use,
+ * signature when required. The nonce is consumed in the journal (outside graph state) before anything
+ * else happens, so a replayed or forked checkpoint can never spend the same approval twice.
+ */
+export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+  const deps = await getDeps();
+  const envelope = state.envelope!;
+  const envelopeHash = state.envelopeHash!;
+  const now = deps.clock();
+  const raw = state.pendingDecision;
+  const refuse = (code: string, reason: string): Update => {
+    const refusal: Refusal = { code, reason, at: now.toISOString(), envelopeHash, raw };
+    const forThis = state.refusals.filter((r) => r.envelopeHash === envelopeHash).length + 1;
+    if (code === "EXPIRED") {
+      return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "APPROVAL_EXPIRED", reason) };
+    }
+    if (forThis >= deps.config.limits.maxRefusedDecisions) {
+      return {
+        refusals: [refusal],
+        pendingDecision: null,
+        ...endRun("NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${forThis} decisions refused for this envelope; last: ${code}: ${reason}`),
+      };
+    }
+    return { refusals: [refusal], pendingDecision: null, decision: null };
+  };
+
+  const outer = ResumeSchema.safeParse(raw);
+  if (!outer.success) {
+    return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(raw)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`);
+  }
+  const candidate = outer.data.decisions[0];
+  const nonce = (candidate as { nonce?: unknown } | null)?.nonce;
+  const consumed = typeof nonce === "string" ? await deps.journal.findClaim(nonce) : undefined;
+  const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
+  const result = validateDecision(envelope, candidate, {
+    now,
+    policy: deps.policy,
+    threadId: envelope.runContext.threadId,
+    envelopeHash,
+    nonceConsumed: consumed !== undefined,
+    supersededHashes: state.supersededHashes,
+    publicKeys: deps.publicKeys,
+    scope: deriveScope(state.request, state.scope),
+    ...(authUser ? { authenticatedUser: authUser } : {}),
+  });
+  if (!result.ok) return refuse(result.code, result.reason);
+
+  const d = result.decision;
+  const decidedAt = ("decidedAt" in d && d.decidedAt) || now.toISOString();
+  const claim = await deps.journal.claimDecision({
+    threadId: envelope.runContext.threadId,
+    envelopeHash,
+    nonce: envelope.nonce,
+    revision: envelope.revision,
+    decisionType: d.type,
+    approverId: result.identity.approverId,
+    decidedAt,
+  });
+  if (!claim.claimed) {
+    // Lost a race with another process that consumed this nonce a moment ago. Throwing leaves this
+    // run's checkpoint untouched, so the winner's record is the only one.
+    throw new DecisionNotAcceptedError(
+      envelope.runContext.threadId,
+      "IN_PROGRESS",
+      `ALREADY_CONSUMED: the approval nonce was consumed by a ${claim.existing.decisionType} from ${claim.existing.approverId} at ${claim.existing.decidedAt}`,
+    );
+  }
+
+  const record: DecisionRecord = {
+    type: d.type,
+    envelopeHash,
+    nonce: envelope.nonce,
+    revision: envelope.revision,
+    approverId: result.identity.approverId,
+    verifiedBy: result.identity.verifiedBy,
+    decidedAt,
+    acceptedAt: now.toISOString(),
+    ...(d.type === "reject" && d.message ? { message: d.message } : {}),
+    ...(result.override ? { override: result.override } : {}),
+    raw,
+  };
+  switch (d.type) {
+    case "approve":
+      return { decision: record, pendingDecision: null };
+    case "reject":
+      return {
+        decision: record,
+        pendingDecision: null,
+        ...endRun("NOT_EXECUTED", "REJECTED_BY_HUMAN", `rejected by ${record.approverId}${d.message ? `: ${d.message}` : " (no message)"}`),
+      };
+    case "edit": {
+      const edit = result.edit!.proposal;
+      return {
+        decision: record,
+        pendingDecision: null,
+        proposal: { taskId: edit.taskId, fields: edit.fields, rationale: `edited by ${record.approverId}`, source: "human_edit" },
+      };
+    }
+    default: {
+      const never: never = d;
+      throw new Error(`unhandled decision ${JSON.stringify(never)}`);
+    }
+  }
+}

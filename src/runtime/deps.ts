@@ -1,0 +1,115 @@
+/**
+ * Everything the nodes need that is not graph state: the MCP tools, the model, the journal, policy,
+ * approver keys and the clock. Built once per process from config; tests and the CLI install their
+ * own with `useDeps`, and the LangGraph API server gets the default built from the environment.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import type { KeyObject } from "node:crypto";
+import { loadConfig, type AppConfig } from "../config/env.js";
+import { defaultPolicy, parsePolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
+import { createChatModel } from "../models/factory.js";
+import { SqliteJournal, type Journal } from "../store/journal.js";
+import { createBitrix24Tools, type Bitrix24Tools } from "../tools/bitrix24-tools.js";
+import { startEmulator, type RunningEmulator } from "../bitrix24/emulator/index.js";
+import { ConfigError } from "../errors.js";
+
+export interface Deps {
+  config: AppConfig;
+  tools: Bitrix24Tools;
+  model: BaseChatModel;
+  modelLabel: string;
+  journal: Journal;
+  policy: Policy;
+  publicKeys: Map<string, KeyObject>;
+  /** Host of the portal the writes go to; never the webhook's secret code. */
+  portal: string;
+  clock: () => Date;
+  /** The embedded emulator, when no portal was configured. */
+  emulator?: RunningEmulator;
+  close(): Promise<void>;
+}
+
+let installed: Deps | undefined;
+let building: Promise<Deps> | undefined;
+
+export function useDeps(deps: Deps | undefined): void {
+  installed = deps;
+  building = undefined;
+}
+
+export async function getDeps(): Promise<Deps> {
+  if (installed) return installed;
+  building ??= createDeps(loadConfig()).then((d) => (installed = d));
+  return building;
+}
+
+export function loadPolicyFile(config: AppConfig): Policy {
+  if (!config.policyPath) return defaultPolicy();
+  let text: string;
+  try {
+    text = fs.readFileSync(config.policyPath, "utf8");
+  } catch {
+    throw new ConfigError("ACTION_ENVELOPE_POLICY", `points to ${config.policyPath}, which cannot be read`);
+  }
+  try {
+    return parsePolicy(JSON.parse(text));
+  } catch (e) {
+    throw new ConfigError("ACTION_ENVELOPE_POLICY", `file ${config.policyPath} is not a valid policy: ${(e as Error).message}`);
+  }
+}
+
+export function loadPublicKeys(config: AppConfig): Map<string, KeyObject> {
+  if (!config.approverKeysPath) return new Map();
+  const p = config.approverKeysPath;
+  if (!fs.existsSync(p)) throw new ConfigError("ACTION_ENVELOPE_APPROVER_KEYS", `points to ${p}, which does not exist`);
+  const files = fs.statSync(p).isDirectory()
+    ? fs.readdirSync(p).filter((f) => f.endsWith(".pub")).map((f) => path.join(p, f))
+    : [p];
+  return parsePublicKeyLines(files.map((f) => fs.readFileSync(f, "utf8")).join("\n"));
+}
+
+export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps, "clock" | "model" | "modelLabel">> = {}): Promise<Deps> {
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  let emulator: RunningEmulator | undefined;
+  let webhookUrl = config.webhookUrl;
+  if (!webhookUrl && config.mcp.mode === "stdio") {
+    // The embedded portal persists under the data directory so a later process sees the same tasks.
+    emulator = await startEmulator({ port: 0, statePath: path.join(config.dataDir, "emulator.sqlite") });
+    webhookUrl = emulator.webhookUrl;
+  }
+  const tools = await createBitrix24Tools(
+    config.mcp.mode === "url"
+      ? { mode: "url", url: config.mcp.url, toolNames: config.mcp.toolNames }
+      : {
+          mode: "stdio",
+          env: {
+            BITRIX24_WEBHOOK_URL: webhookUrl!,
+            BITRIX24_TIMEOUT_MS: String(config.bitrix24.timeoutMs),
+            BITRIX24_RATE: String(config.bitrix24.rate),
+            BITRIX24_BURST: String(config.bitrix24.burst),
+          },
+        },
+  );
+  const built = overrides.model ? undefined : createChatModel(config.model);
+  const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"));
+  const portal = new URL(webhookUrl ?? (config.mcp.mode === "url" ? config.mcp.url : "http://unknown")).host;
+  return {
+    config,
+    tools,
+    model: overrides.model ?? built!.model,
+    modelLabel: overrides.modelLabel ?? built?.label ?? "custom",
+    journal,
+    policy: loadPolicyFile(config),
+    publicKeys: loadPublicKeys(config),
+    portal,
+    clock: overrides.clock ?? (() => new Date()),
+    ...(emulator ? { emulator } : {}),
+    async close() {
+      await tools.close();
+      await journal.close();
+      await emulator?.close();
+    },
+  };
+}

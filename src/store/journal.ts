@@ -1,0 +1,272 @@
+/**
+ * The execution journal: consumed nonces, write-ahead entries and per-thread locks, kept OUTSIDE graph
+ * state. A checkpoint can be replayed, forked or edited; this file cannot be rewound by doing so, which
+ * is what makes "at most one write per approval" hold.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+
+export interface DecisionClaim {
+  threadId: string;
+  envelopeHash: string;
+  nonce: string;
+  revision: number;
+  decisionType: "approve" | "reject" | "edit" | "cancel" | "expire";
+  approverId: string;
+  decidedAt: string;
+}
+
+export interface ExecutionIntent {
+  envelopeHash: string;
+  threadId: string;
+  idempotencyKey: string;
+  /** The exact arguments about to be sent, as JSON. */
+  args: unknown;
+}
+
+export interface ExecutionEntry extends ExecutionIntent {
+  sentAt: string;
+  /** Set once the target answered (or the send definitely failed); absent means "sent, outcome unknown". */
+  acknowledgement?: unknown;
+  acknowledgedAt?: string;
+}
+
+export interface ApprovalEntry {
+  envelopeHash: string;
+  threadId: string;
+  revision: number;
+  requestedBy: string;
+  createdAt: string;
+  expiresAt: string;
+  status: "pending" | "approved" | "rejected" | "edited" | "superseded" | "expired" | "cancelled" | "closed";
+}
+
+export type ClaimResult = { claimed: true } | { claimed: false; existing: DecisionClaim };
+
+export interface Journal {
+  /** Atomically consumes (envelopeHash, nonce). Exactly one caller ever gets `claimed: true`. */
+  claimDecision(claim: DecisionClaim): Promise<ClaimResult>;
+  /** The claim that consumed this nonce, if any. */
+  findClaim(nonce: string): Promise<DecisionClaim | undefined>;
+  /** Write-ahead: recorded before the write is sent; refuses a second intent for the same envelope. */
+  recordIntent(intent: ExecutionIntent, sentAt: string): Promise<{ recorded: true } | { recorded: false; existing: ExecutionEntry }>;
+  recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void>;
+  findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined>;
+  /** Index of approval requests so waiting ones can be listed and swept without scanning checkpoints. */
+  registerApproval(entry: Omit<ApprovalEntry, "status">): Promise<void>;
+  setApprovalStatus(envelopeHash: string, status: ApprovalEntry["status"]): Promise<void>;
+  closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void>;
+  listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]>;
+  /** A lease on a thread so two processes never drive the same thread at once. */
+  acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean>;
+  releaseThreadLock(threadId: string, owner: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS decision_claims (
+  envelope_hash TEXT NOT NULL,
+  nonce TEXT NOT NULL UNIQUE,
+  thread_id TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  decision_type TEXT NOT NULL,
+  approver_id TEXT NOT NULL,
+  decided_at TEXT NOT NULL,
+  claimed_at TEXT NOT NULL,
+  PRIMARY KEY (envelope_hash, nonce)
+);
+CREATE TABLE IF NOT EXISTS executions (
+  envelope_hash TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL UNIQUE,
+  args_json TEXT NOT NULL,
+  sent_at TEXT NOT NULL,
+  ack_json TEXT,
+  ack_at TEXT
+);
+CREATE TABLE IF NOT EXISTS approvals (
+  envelope_hash TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  requested_by TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL,
+  status TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created_at);
+CREATE TABLE IF NOT EXISTS thread_locks (
+  thread_id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+`;
+
+interface ClaimRow {
+  envelope_hash: string;
+  nonce: string;
+  thread_id: string;
+  revision: number;
+  decision_type: DecisionClaim["decisionType"];
+  approver_id: string;
+  decided_at: string;
+}
+
+interface ExecutionRow {
+  envelope_hash: string;
+  thread_id: string;
+  idempotency_key: string;
+  args_json: string;
+  sent_at: string;
+  ack_json: string | null;
+  ack_at: string | null;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+export class SqliteJournal implements Journal {
+  private readonly db: Database.Database;
+
+  constructor(file: string) {
+    if (file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
+    this.db = new Database(file);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("busy_timeout = 10000");
+    this.db.pragma("synchronous = FULL");
+    this.db.exec(SCHEMA);
+  }
+
+  async claimDecision(claim: DecisionClaim): Promise<ClaimResult> {
+    const tx = this.db.transaction((): ClaimResult => {
+      const existing = this.db.prepare("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
+      if (existing) return { claimed: false, existing: toClaim(existing) };
+      this.db
+        .prepare(
+          `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt, new Date().toISOString());
+      return { claimed: true };
+    });
+    return tx.immediate();
+  }
+
+  async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
+    const row = this.db.prepare("SELECT * FROM decision_claims WHERE nonce = ?").get(nonce) as ClaimRow | undefined;
+    return row ? toClaim(row) : undefined;
+  }
+
+  async recordIntent(intent: ExecutionIntent, sentAt: string) {
+    const tx = this.db.transaction(() => {
+      const existing = this.db.prepare("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
+      if (existing) return { recorded: false as const, existing: toExecution(existing) };
+      this.db
+        .prepare("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
+        .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt);
+      return { recorded: true as const };
+    });
+    return tx.immediate();
+  }
+
+  async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
+    this.db
+      .prepare("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL")
+      .run(JSON.stringify(acknowledgement), at, envelopeHash);
+  }
+
+  async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
+    const row = this.db.prepare("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as ExecutionRow | undefined;
+    return row ? toExecution(row) : undefined;
+  }
+
+  async registerApproval(e: Omit<ApprovalEntry, "status">): Promise<void> {
+    this.db
+      .prepare(
+        `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
+         VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
+      )
+      .run(e.envelopeHash, e.threadId, e.revision, e.requestedBy, e.createdAt, e.expiresAt);
+  }
+
+  async setApprovalStatus(envelopeHash: string, status: ApprovalEntry["status"]): Promise<void> {
+    this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(status, envelopeHash);
+  }
+
+  async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {
+    this.db.prepare("UPDATE approvals SET status = ? WHERE thread_id = ? AND status = 'pending'").run(status, threadId);
+  }
+
+  async listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]> {
+    const rows = (
+      status
+        ? this.db.prepare("SELECT * FROM approvals WHERE status = ? ORDER BY created_at, rowid").all(status)
+        : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, rowid").all()
+    ) as Array<{ envelope_hash: string; thread_id: string; revision: number; requested_by: string; created_at: string; expires_at: string; status: ApprovalEntry["status"] }>;
+    return rows.map((r) => ({
+      envelopeHash: r.envelope_hash,
+      threadId: r.thread_id,
+      revision: r.revision,
+      requestedBy: r.requested_by,
+      createdAt: r.created_at,
+      expiresAt: r.expires_at,
+      status: r.status,
+    }));
+  }
+
+  async acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean> {
+    const tx = this.db.transaction(() => {
+      const now = Date.now();
+      const row = this.db.prepare("SELECT owner, pid, expires_at FROM thread_locks WHERE thread_id = ?").get(threadId) as
+        | { owner: string; pid: number; expires_at: number }
+        | undefined;
+      // A lease held by a dead process on this host (killed mid-run) is taken over rather than waited out.
+      const free = !row || row.expires_at < now || row.owner === owner || !processAlive(row.pid);
+      if (!free) return false;
+      this.db
+        .prepare("INSERT OR REPLACE INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)")
+        .run(threadId, owner, process.pid, now + leaseMs);
+      return true;
+    });
+    return tx.immediate();
+  }
+
+  async releaseThreadLock(threadId: string, owner: string): Promise<void> {
+    this.db.prepare("DELETE FROM thread_locks WHERE thread_id = ? AND owner = ?").run(threadId, owner);
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}
+
+function toClaim(r: ClaimRow): DecisionClaim {
+  return {
+    threadId: r.thread_id,
+    envelopeHash: r.envelope_hash,
+    nonce: r.nonce,
+    revision: r.revision,
+    decisionType: r.decision_type,
+    approverId: r.approver_id,
+    decidedAt: r.decided_at,
+  };
+}
+
+function toExecution(r: ExecutionRow): ExecutionEntry {
+  return {
+    envelopeHash: r.envelope_hash,
+    threadId: r.thread_id,
+    idempotencyKey: r.idempotency_key,
+    args: JSON.parse(r.args_json) as unknown,
+    sentAt: r.sent_at,
+    ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
+    ...(r.ack_at !== null ? { acknowledgedAt: r.ack_at } : {}),
+  };
+}

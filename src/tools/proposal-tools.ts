@@ -1,0 +1,39 @@
+/**
+ * Tools the model may "call" that the graph interprets rather than executes: the proposal and the
+ * structured-input question. Neither touches Bitrix24.
+ */
+import { tool } from "@langchain/core/tools";
+import { z } from "zod";
+
+export const ProposalArgsSchema = z.object({
+  taskId: z.number().int().positive().describe("Bitrix24 task id"),
+  fields: z
+    .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are Bitrix24 UPPER_SNAKE keys"), z.unknown())
+    .refine((f) => Object.keys(f).length > 0, "at least one field to change")
+    .describe("Fields to write, UPPER_SNAKE keys (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, ...) with full final values"),
+  rationale: z.string().min(1).describe("Why this change, citing what you read"),
+});
+
+export const proposeChangeTool = tool(async () => "proposal recorded; it will be checked and shown to a human", {
+  name: "propose_change",
+  description: "Propose exactly one change to one Bitrix24 task. Nothing is written until a human approves the exact change.",
+  schema: ProposalArgsSchema,
+});
+
+export const RequestInputArgsSchema = z.object({
+  question: z.string().min(1),
+  fields: z.record(
+    z.string(),
+    z.object({
+      type: z.enum(["string", "number", "enum"]),
+      description: z.string().optional(),
+      choices: z.array(z.string()).optional(),
+    }),
+  ),
+});
+
+export const requestInputTool = tool(async () => "question recorded; a human will answer", {
+  name: "request_input",
+  description: "Ask the human for a missing value or a choice (e.g. which of several matching tasks) instead of guessing.",
+  schema: RequestInputArgsSchema,
+});

@@ -1,0 +1,128 @@
+/**
+ * Test harness: a real emulator over HTTP, our MCP server over stdio, SQLite files in a fresh
+ * directory. Only the model is scripted. Writes are counted from the emulator's own call log.
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { startEmulator, type RunningEmulator } from "../../src/bitrix24/emulator/index.js";
+import { loadConfig } from "../../src/config/env.js";
+import { createDeps } from "../../src/runtime/deps.js";
+import { openApp, type App } from "../../src/app/threads.js";
+import type { CompileOptions } from "../../src/graph/graph.js";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
+export const CLI = path.join(ROOT, "src/cli/main.ts");
+
+export interface Portal {
+  emulator: RunningEmulator;
+  calls(method?: string): Promise<Array<{ method: string; params: Record<string, unknown>; status: number }>>;
+  writes(): Promise<Array<{ method: string; params: Record<string, unknown>; status: number }>>;
+  fault(spec: Record<string, unknown>): Promise<void>;
+  clearFaults(): Promise<void>;
+  /** A direct call to the portal, as a person editing the task in Bitrix24 would make. */
+  rest(method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }>;
+  task(id: number): Promise<Record<string, any>>;
+}
+
+export async function startPortal(opts: { statePath?: string } = {}): Promise<Portal> {
+  const emulator = await startEmulator({ port: 0, rate: 0, ...(opts.statePath ? { statePath: opts.statePath } : {}) });
+  const calls = async (method?: string) => {
+    const res = await fetch(`${emulator.baseUrl}/_emulator/calls`);
+    const body = (await res.json()) as { calls: Array<{ method: string; params: Record<string, unknown>; status: number }> };
+    return method ? body.calls.filter((c) => c.method === method) : body.calls;
+  };
+  const rest = async (method: string, params: Record<string, unknown>) => {
+    const res = await fetch(`${emulator.webhookUrl}${method}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(params),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  return {
+    emulator,
+    calls,
+    writes: () => calls("tasks.task.update"),
+    async fault(spec) {
+      const res = await fetch(`${emulator.baseUrl}/_emulator/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(spec) });
+      if (!res.ok) throw new Error(`arming fault failed: ${res.status} ${await res.text()}`);
+    },
+    async clearFaults() {
+      await fetch(`${emulator.baseUrl}/_emulator/faults`, { method: "DELETE" });
+    },
+    rest,
+    async task(id: number) {
+      const r = await rest("tasks.task.get", { taskId: id });
+      return r.body.result.task;
+    },
+  };
+}
+
+export function tempDir(prefix = "ae-test-"): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export function envFor(portal: Portal, dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    BITRIX24_WEBHOOK_URL: portal.emulator.webhookUrl,
+    ACTION_ENVELOPE_DATA_DIR: dataDir,
+    MODEL: "offline",
+    BITRIX24_RATE: "0",
+    BITRIX24_TIMEOUT_MS: "2000",
+    ...extra,
+  };
+}
+
+export interface AppOptions {
+  model?: BaseChatModel;
+  clock?: () => Date;
+  env?: Record<string, string>;
+  compile?: Omit<CompileOptions, "checkpointer">;
+}
+
+export async function openTestApp(portal: Portal, dataDir: string, opts: AppOptions = {}): Promise<App> {
+  const config = loadConfig(envFor(portal, dataDir, opts.env), ROOT);
+  const deps = await createDeps(config, {
+    ...(opts.model ? { model: opts.model, modelLabel: "scripted (test)" } : {}),
+    ...(opts.clock ? { clock: opts.clock } : {}),
+  });
+  return openApp(deps, opts.compile ?? {});
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI in a separate process, exactly as `npm run cli -- …` would. */
+export function runCli(args: string[], env: Record<string, string>, opts: { onSpawn?: (pid: number) => void; input?: string } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [CLI, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+    if (opts.input !== undefined) child.stdin.end(opts.input);
+    else child.stdin.end();
+    if (child.pid) opts.onSpawn?.(child.pid);
+  });
+}
+
+export function parseJsonOutput(stdout: string): any {
+  const start = stdout.indexOf("{");
+  if (start < 0) throw new Error(`no JSON in output:\n${stdout}`);
+  return JSON.parse(stdout.slice(start));
+}

@@ -1,0 +1,56 @@
+/**
+ * A scripted tool-calling chat model for graph tests: a real BaseChatModel whose next reply is decided
+ * by a function of the conversation. It records the tools it was bound to, so tests can assert that
+ * no write tool was ever offered to the model.
+ */
+import { BaseChatModel, type BaseChatModelParams } from "@langchain/core/language_models/chat_models";
+import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import type { ChatResult } from "@langchain/core/outputs";
+import type { StructuredToolInterface } from "@langchain/core/tools";
+
+export type Script = (messages: BaseMessage[], toolNames: string[]) => AIMessage;
+
+export class ScriptedChatModel extends BaseChatModel {
+  boundToolNames: string[][] = [];
+  calls = 0;
+
+  constructor(
+    private readonly script: Script,
+    private readonly toolNames: string[] = [],
+    fields: BaseChatModelParams = {},
+  ) {
+    super(fields);
+  }
+
+  _llmType(): string {
+    return "scripted";
+  }
+
+  override bindTools(tools: StructuredToolInterface[]) {
+    const names = tools.map((t) => t.name);
+    this.boundToolNames.push(names);
+    const bound = new ScriptedChatModel(this.script, names);
+    bound.boundToolNames = this.boundToolNames;
+    return bound as unknown as ReturnType<BaseChatModel["bindTools"] & {}>;
+  }
+
+  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
+    this.calls += 1;
+    const message = this.script(messages, this.toolNames);
+    return { generations: [{ message, text: typeof message.content === "string" ? message.content : "" }] };
+  }
+}
+
+let seq = 0;
+export const call = (name: string, args: Record<string, unknown>) => ({ name, args, id: `scripted_${++seq}`, type: "tool_call" as const });
+
+/** Reads the task, then proposes the given fields: the common happy path of a well-behaved model. */
+export function readThenPropose(taskId: number, fields: Record<string, unknown>): Script {
+  return (messages) => {
+    const readDone = messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id");
+    const proposed = messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change");
+    if (proposed) return new AIMessage("Proposed; waiting for the human.");
+    if (!readDone) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields, rationale: "requested by the user" })] });
+  };
+}
