@@ -25,6 +25,10 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     if (code === "EXPIRED") {
       return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "APPROVAL_EXPIRED", reason) };
     }
+    if (code === "ALREADY_CONSUMED") {
+      // Only a replayed or forked checkpoint gets here: this envelope's nonce is spent for good.
+      return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "APPROVAL_ALREADY_USED", reason) };
+    }
     if (forThis >= deps.config.limits.maxRefusedDecisions) {
       return {
         refusals: [refusal],

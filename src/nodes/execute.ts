@@ -16,6 +16,9 @@ export async function execute(state: State): Promise<Update> {
   const envelope = state.envelope!;
   const problem = await approvedEnvelopeProblem(envelope, deps.journal);
   if (problem) return endRun("NOT_EXECUTED", "ENVELOPE_TAMPERED", problem);
+  if (envelope.portal !== deps.portal) {
+    return endRun("NOT_EXECUTED", "WRONG_TARGET", `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${deps.portal}`);
+  }
   const envelopeHash = (await deps.journal.findClaim(envelope.nonce))!.envelopeHash;
 
   const previous = await deps.journal.findExecution(envelopeHash);

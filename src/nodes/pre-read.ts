@@ -20,6 +20,9 @@ export async function preRead(state: State): Promise<Update> {
   }
   const problem = await approvedEnvelopeProblem(envelope, deps.journal);
   if (problem) return endRun("NOT_EXECUTED", "ENVELOPE_TAMPERED", problem);
+  if (envelope.portal !== deps.portal) {
+    return endRun("NOT_EXECUTED", "WRONG_TARGET", `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${deps.portal}`);
+  }
 
   const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
   const comparison = compareBaseline(envelope, toReadResult(res));

@@ -60,6 +60,24 @@ export function loadPolicyFile(config: AppConfig): Policy {
   }
 }
 
+/** ACTION_ENVELOPE_TTL_SECONDS sets every operation's TTL; a stricter per-field TTL still wins. */
+export function withTtl(policy: Policy, ttlSeconds: number | undefined): Policy {
+  if (!ttlSeconds) return policy;
+  const operations = Object.fromEntries(
+    Object.entries(policy.operations).map(([name, op]) => [
+      name,
+      {
+        ...op,
+        ttlSeconds,
+        fields: Object.fromEntries(
+          Object.entries(op.fields).map(([f, rule]) => [f, rule.ttlSeconds !== undefined ? { ...rule, ttlSeconds: Math.min(rule.ttlSeconds, ttlSeconds) } : rule]),
+        ),
+      },
+    ]),
+  );
+  return { ...policy, operations };
+}
+
 export function loadPublicKeys(config: AppConfig): Map<string, KeyObject> {
   if (!config.approverKeysPath) return new Map();
   const p = config.approverKeysPath;
@@ -101,7 +119,7 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
     model: overrides.model ?? built!.model,
     modelLabel: overrides.modelLabel ?? built?.label ?? "custom",
     journal,
-    policy: loadPolicyFile(config),
+    policy: withTtl(loadPolicyFile(config), config.ttlSeconds),
     publicKeys: loadPublicKeys(config),
     portal,
     clock: overrides.clock ?? (() => new Date()),

@@ -1,0 +1,330 @@
+/**
+ * The graph end to end, in process: scripted model, our MCP server over stdio, the emulator over
+ * HTTP, SqliteSaver and the journal on files. Every test counts writes in the emulator's call log.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { AIMessage } from "@langchain/core/messages";
+import { Command } from "@langchain/langgraph";
+import { recoverThread, startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { hashEnvelope } from "../src/envelope/index.js";
+import { DecisionNotAcceptedError } from "../src/errors.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
+
+const NEW_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
+const REQUEST = `rename task 4 to ${NEW_TITLE}`;
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+let now: Date;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+  now = new Date();
+});
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+async function open(script: Script = readThenPropose(4, { TITLE: NEW_TITLE }), extra: Parameters<typeof openTestApp>[2] = {}) {
+  const model = new ScriptedChatModel(script);
+  app = await openTestApp(portal, dataDir, { model, clock: () => now, ...extra });
+  return { app, model };
+}
+
+function approval(view: ThreadView, overrides: Record<string, unknown> = {}) {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, ...overrides }] };
+}
+
+async function waiting(request = REQUEST, script?: Script, extra?: Parameters<typeof openTestApp>[2]) {
+  const { app, model } = await open(script, extra);
+  const view = await startRun(app, { request, requestedBy: "demo-user" });
+  return { app, model, view };
+}
+
+describe("positive path", () => {
+  it("ends VERIFIED with exactly one write whose fields deep-equal the approved params", async () => {
+    const { app, model, view } = await waiting();
+    expect(view.status).toBe("awaiting_approval");
+    expect(await portal.writes()).toHaveLength(0);
+    const a = view.approval!;
+    expect(a.actionRequests[0]).toMatchObject({ name: "update_task", args: { taskId: 4, fields: { TITLE: NEW_TITLE } } });
+    expect(a.reviewConfigs[0].allowedDecisions).toEqual(["approve", "edit", "reject"]);
+    expect(a.envelopeHash).toBe(hashEnvelope(a.envelope));
+    expect(a.actionRequests[0].description).toContain(NEW_TITLE);
+
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params).toEqual({ taskId: 4, fields: a.envelope.params });
+    expect((await portal.task(4)).title).toBe(NEW_TITLE);
+    expect(done.state?.acknowledgement?.status).toBe("OK");
+    expect(done.state?.preRead?.verdict).toBe("MATCH");
+    expect(done.state?.verification?.verdict).toBe("VERIFIED");
+    expect(done.state?.invocation?.args).toEqual({ taskId: 4, fields: a.envelope.params });
+    // The model was never offered a write-capable tool.
+    const offered = model.boundToolNames.flat();
+    expect(offered).toContain("get_task_by_id");
+    expect(offered).not.toContain("update_task");
+  });
+});
+
+describe("before approval", () => {
+  it("refuses a write-shaped tool call from the model without any call to Bitrix24", async () => {
+    const script: Script = () => new AIMessage({ content: "", tool_calls: [call("update_task", { taskId: 4, fields: { TITLE: "pwned" } })] });
+    const { view } = await waiting(REQUEST, script);
+    expect(view.status).toBe("finished");
+    expect(view.state?.outcome).toBe("NOT_EXECUTED");
+    expect(view.state?.reasonCode).toBe("INVALID_PROPOSAL");
+    expect(view.state?.reason).toContain("update_task is not available");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("sends an invalid proposal back to the model, then accepts the corrected one", async () => {
+    let turn = 0;
+    const script: Script = () => {
+      turn += 1;
+      if (turn === 1) return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: "four", fields: {}, rationale: "" })] });
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: NEW_TITLE }, rationale: "fixed" })] });
+    };
+    const { view } = await waiting(REQUEST, script);
+    expect(view.status).toBe("awaiting_approval");
+    const errors = view.state!.messages.filter((m) => m.getType() === "tool" && (m as { status?: string }).status === "error");
+    expect(errors).toHaveLength(1);
+    expect(String(errors[0]!.content)).toContain("taskId");
+  });
+
+  it("denies a proposal for another task before any approval is shown", async () => {
+    const { view } = await waiting(REQUEST, readThenPropose(5, { TITLE: NEW_TITLE }));
+    expect(view.status).toBe("finished");
+    expect(view.state?.reasonCode).toBe("DENIED_BY_POLICY");
+    expect(view.state?.reason).toMatch(/task 5/);
+    expect(view.state?.envelope).toBeNull();
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("denies a proposal that touches a field outside the request's scope", async () => {
+    const { view } = await waiting(REQUEST, readThenPropose(4, { TITLE: NEW_TITLE, RESPONSIBLE_ID: "2" }));
+    expect(view.state?.reasonCode).toBe("DENIED_BY_POLICY");
+    expect(view.state?.reason).toContain("RESPONSIBLE_ID");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
+describe("decision validation", () => {
+  it("refuses a plain {type:'approve'} without hash and keeps waiting, then executes the bound approval", async () => {
+    const { app, view } = await waiting();
+    const refused = await submitDecision(app, view.threadId, { decisions: [{ type: "approve" }] });
+    expect(refused.status).toBe("awaiting_approval");
+    expect(refused.state?.refusals.at(-1)?.code).toBe("MALFORMED");
+    expect(refused.approval?.lastRefusal?.code).toBe("MALFORMED");
+    expect(await portal.writes()).toHaveLength(0);
+    const done = await submitDecision(app, view.threadId, approval(refused));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
+  it("refuses a wrong hash and a wrong nonce with their own codes", async () => {
+    const { app, view } = await waiting();
+    const wrongHash = await submitDecision(app, view.threadId, approval(view, { envelopeHash: `sha256:${"0".repeat(64)}` }));
+    expect(wrongHash.state?.refusals.at(-1)?.code).toBe("HASH_MISMATCH");
+    const wrongNonce = await submitDecision(app, view.threadId, approval(view, { nonce: "0".repeat(32) }));
+    expect(wrongNonce.state?.refusals.at(-1)?.code).toBe("NONCE_MISMATCH");
+    expect(wrongNonce.status).toBe("awaiting_approval");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("ends APPROVAL_EXPIRED when the approval arrives after expiresAt", async () => {
+    const { app, view } = await waiting();
+    now = new Date(Date.parse(view.approval!.expiresAt) + 1000);
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(done.state?.reasonCode).toBe("APPROVAL_EXPIRED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("ends APPROVAL_EXPIRED when the approval expires between the decision and the write", async () => {
+    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["pre_read"] } });
+    const paused = await submitDecision(app, view.threadId, approval(view));
+    expect(paused.status).toBe("interrupted_run");
+    now = new Date(Date.parse(view.approval!.expiresAt) + 1);
+    const done = await recoverThread(app, view.threadId);
+    expect(done.state?.reasonCode).toBe("APPROVAL_EXPIRED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("rejects with the message and no write", async () => {
+    const { app, view } = await waiting();
+    const a = view.approval!;
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, message: "not this week" }],
+    });
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(done.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
+    expect(done.state?.reason).toContain("not this week");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("turns an edit into a new revision whose own approval is required; the old one is stale", async () => {
+    const { app, view } = await waiting();
+    const a = view.approval!;
+    const edited = await submitDecision(app, view.threadId, {
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+          editedAction: { name: "update_task", args: { taskId: 4, fields: { TITLE: "Edited by a human" } } },
+        },
+      ],
+    });
+    expect(edited.status).toBe("awaiting_approval");
+    const b = edited.approval!;
+    expect(b.revision).toBe(2);
+    expect(b.envelopeHash).not.toBe(a.envelopeHash);
+    expect(b.nonce).not.toBe(a.nonce);
+    expect(b.envelope.params).toEqual({ TITLE: "Edited by a human" });
+    expect(await portal.writes()).toHaveLength(0);
+
+    const stale = await submitDecision(app, view.threadId, approval(view, { nonce: b.nonce }));
+    expect(stale.state?.refusals.at(-1)?.code).toBe("STALE_REVISION");
+    expect(await portal.writes()).toHaveLength(0);
+
+    const done = await submitDecision(app, view.threadId, approval(edited, { approver: { id: "bob" } }));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params).toEqual({ taskId: 4, fields: { TITLE: "Edited by a human" } });
+  });
+
+  it("refuses a decision for a thread that has ended and writes nothing more", async () => {
+    const { app, view } = await waiting();
+    await submitDecision(app, view.threadId, approval(view));
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(DecisionNotAcceptedError);
+    await expect(submitDecision(app, "no-such-thread", approval(view))).rejects.toMatchObject({ code: "NO_SUCH_THREAD" });
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
+  it("cannot spend an approval twice by replaying the checkpoint where it was waiting", async () => {
+    const { app, view } = await waiting();
+    const resume = approval(view);
+    await submitDecision(app, view.threadId, resume);
+    expect(await portal.writes()).toHaveLength(1);
+    // Time travel: resume the historical checkpoint that was waiting at the interrupt, as Studio can.
+    let atInterrupt;
+    for await (const snap of app.graph.getStateHistory({ configurable: { thread_id: view.threadId } })) {
+      if (snap.next.includes("await_approval") && snap.tasks.some((t) => t.interrupts.length > 0)) {
+        atInterrupt = snap;
+        break;
+      }
+    }
+    expect(atInterrupt).toBeDefined();
+    await app.graph.invoke(new Command({ resume }), { ...atInterrupt!.config, durability: "sync" });
+    const forked = await app.graph.getState({ configurable: { thread_id: view.threadId } });
+    expect(forked.values.refusals.at(-1)?.code).toBe("ALREADY_CONSUMED");
+    expect(forked.values.reasonCode).toBe("APPROVAL_ALREADY_USED");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("pre-read verdicts", () => {
+  it("STALE_STATE when the task changed between approval and execution", async () => {
+    const { app, view } = await waiting();
+    const human = await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Changed by a person" } });
+    expect(human.status).toBe(200);
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect(done.state?.reasonCode).toBe("STALE_STATE");
+    expect(done.state?.preRead?.verdict).toBe("MISMATCH");
+    expect(done.state?.preRead?.fields.some((f) => f.field === "TITLE" && f.status !== "match")).toBe(true);
+    expect(await portal.writes()).toHaveLength(1); // the person's own edit only
+    expect((await portal.task(4)).title).toBe("Changed by a person");
+  });
+
+  it("PRECHECK_UNKNOWN when the read answer is not the documented shape", async () => {
+    const { app, view } = await waiting();
+    await portal.fault({ method: "tasks.task.get", kind: "malformed", times: 1 });
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect(done.state?.reasonCode).toBe("PRECHECK_UNKNOWN");
+    expect(done.state?.preRead?.verdict).toBe("UNKNOWN");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("PRECHECK_ERROR when the read fails", async () => {
+    const { app, view } = await waiting();
+    await portal.fault({ method: "tasks.task.get", kind: "error", status: 400, error: "ERROR_CORE", description: "Internal problem", times: 0 });
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect(done.state?.reasonCode).toBe("PRECHECK_ERROR");
+    expect(done.state?.preRead?.verdict).toBe("ERROR");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("NOT_PERMITTED when the portal says the acting user may not edit the task", async () => {
+    const { app, view } = await waiting("rename task 6 to Something", readThenPropose(6, { TITLE: "Something" }));
+    expect(view.status).toBe("awaiting_approval");
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect(done.state?.reasonCode).toBe("NOT_PERMITTED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
+describe("execution and verification", () => {
+  const cases: Array<[string, Record<string, unknown>, string, string, string]> = [
+    ["target rejection", { kind: "error", status: 400, error: "ERROR_CORE", description: "Task title is not specified<br>" }, "REJECTED_BY_TARGET", "ERROR", "VERIFICATION_FAILED"],
+    ["ack without apply", { kind: "ack_without_apply" }, "VERIFICATION_FAILED", "OK", "VERIFICATION_FAILED"],
+    ["side effect on another field", { kind: "side_effect", field: "PRIORITY", value: "2" }, "INVARIANT_VIOLATION", "OK", "INVARIANT_VIOLATION"],
+    ["applied, then no answer", { kind: "apply_then_timeout" }, "INCONCLUSIVE", "MISSING", "INCONCLUSIVE"],
+    ["no answer, not applied", { kind: "timeout_without_apply" }, "VERIFICATION_FAILED", "MISSING", "VERIFICATION_FAILED"],
+  ];
+  it.each(cases)("%s → %s with exactly one write attempt", async (_name, fault, outcome, ack, verdict) => {
+    const { app, view } = await waiting();
+    await portal.fault({ method: "tasks.task.update", times: 1, ...fault });
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect(done.state?.outcome).toBe(outcome);
+    expect(done.state?.acknowledgement?.status).toBe(ack);
+    expect(done.state?.verification?.verdict).toBe(verdict);
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("tampering with the checkpoint after approval", () => {
+  const tampers: Array<[string, (e: any) => any]> = [
+    ["params", (e) => ({ ...e, params: { TITLE: "Something else entirely" } })],
+    ["target id", (e) => ({ ...e, object: { ...e.object, id: 5 } })],
+    ["baseline", (e) => ({ ...e, baseline: { ...e.baseline, values: { ...e.baseline.values, TITLE: "forged" } } })],
+  ];
+  it.each(tampers)("edited %s → ENVELOPE_TAMPERED, no write", async (_name, tamper) => {
+    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["execute"] } });
+    const paused = await submitDecision(app, view.threadId, approval(view));
+    expect(paused.status).toBe("interrupted_run");
+    const state = paused.state!;
+    const forged = tamper(state.envelope);
+    // An attacker with checkpoint access would update the stored hash too; the journal still holds the approved one.
+    await app.graph.updateState({ configurable: { thread_id: view.threadId } }, { envelope: forged, envelopeHash: hashEnvelope(forged) });
+    const done = await recoverThread(app, view.threadId);
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(done.state?.reasonCode).toBe("ENVELOPE_TAMPERED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
+describe("recovery", () => {
+  it("a run stopped between nodes resumes without a second write", async () => {
+    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["verify"] } });
+    const paused = await submitDecision(app, view.threadId, approval(view));
+    expect(paused.status).toBe("interrupted_run");
+    expect(await portal.writes()).toHaveLength(1);
+    const done = await recoverThread(app, view.threadId);
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toMatchObject({ code: "THREAD_ENDED" });
+    void viewThread;
+  });
+});
