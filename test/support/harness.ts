@@ -102,12 +102,14 @@ export interface CliResult {
 }
 
 /** Runs the CLI in a separate process, exactly as `npm run cli -- …` would. */
-export function runCli(args: string[], env: Record<string, string>, opts: { onSpawn?: (pid: number) => void; input?: string } = {}): Promise<CliResult> {
+export function runCli(args: string[], env: Record<string, string>, opts: { onSpawn?: (pid: number) => void; input?: string; script?: string } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [CLI, ...args], {
+    // Own process group, so a test can SIGKILL the whole tree (tsx, node, the MCP child) at once.
+    const child = spawn(TSX, [opts.script ?? CLI, ...args], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: "1", ...env },
       stdio: ["pipe", "pipe", "pipe"],
+      detached: true,
     });
     let stdout = "";
     let stderr = "";
@@ -119,6 +121,25 @@ export function runCli(args: string[], env: Record<string, string>, opts: { onSp
     else child.stdin.end();
     if (child.pid) opts.onSpawn?.(child.pid);
   });
+}
+
+export const RESUME_PROCESS = path.join(ROOT, "test/support/resume-process.ts");
+
+export function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
+
+export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, tries = 200, everyMs = 50): Promise<T> {
+  for (let i = 0; i < tries; i++) {
+    const v = await probe();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`gave up waiting for ${what}`);
 }
 
 export function parseJsonOutput(stdout: string): any {
