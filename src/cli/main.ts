@@ -13,6 +13,7 @@ import { Printer, threadJson } from "./render.js";
 import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { runMainJob } from "./start.js";
+import { auditCommand } from "./audit-command.js";
 import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
 import { generateApproverKeyPair } from "../envelope/index.js";
 
@@ -242,6 +243,8 @@ export function buildProgram(): Command {
           `register this line in the file or directory named by ACTION_ENVELOPE_APPROVER_KEYS:\n${pair.publicKeyLine}\n`,
       );
     });
+
+  program.addCommand(auditCommand());
 
   return program;
 }

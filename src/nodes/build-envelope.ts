@@ -5,6 +5,7 @@ import { getDeps } from "../runtime/deps.js";
 import { checkProposal, createEnvelope, hashEnvelope, renderCard } from "../envelope/index.js";
 import { deriveScope } from "../hitl/scope.js";
 import { rawOf, taskFrom } from "../hitl/reads.js";
+import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { endRun } from "./finish-with.js";
 
 /**
@@ -20,9 +21,12 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     return endRun("NOT_EXECUTED", "TOO_MANY_REVISIONS", `revision ${revision} exceeds the limit of ${deps.config.limits.maxRevisions} revisions`);
   }
 
+  const threadId = String(config.configurable?.thread_id ?? "unknown");
   const scope = deriveScope(state.request, state.scope);
   const verdict = checkProposal(deps.policy, scope, { operation: "update_task", taskId: proposal.taskId, fields: proposal.fields });
   if (!verdict.allowed) {
+    const at = deps.clock().toISOString();
+    await deps.audit.append(proposalDeniedEntry(state, { threadId, revision, policy: deps.policy, at, code: verdict.code, reasons: verdict.reasons }));
     return endRun("NOT_EXECUTED", "DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
   }
 
@@ -36,7 +40,6 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     );
   }
 
-  const threadId = String(config.configurable?.thread_id ?? "unknown");
   const runId = config.runId ?? config.configurable?.run_id;
   const envelope = createEnvelope({
     portal: deps.portal,
@@ -62,10 +65,12 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     createdAt: envelope.createdAt,
     expiresAt: envelope.expiresAt,
   });
+  const card = renderCard(envelope, envelopeHash, "text").text;
+  await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card));
   return {
     envelope,
     envelopeHash,
-    card: renderCard(envelope, envelopeHash, "text").text,
+    card,
     supersededHashes: state.envelopeHash ? [...state.supersededHashes, state.envelopeHash] : state.supersededHashes,
     pendingDecision: null,
     decision: null,

@@ -5,6 +5,7 @@ import { validateDecision } from "../envelope/index.js";
 import { ResumeSchema } from "../hitl/contract.js";
 import { deriveScope } from "../hitl/scope.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
+import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import { endRun } from "./finish-with.js";
 
@@ -19,8 +20,9 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const envelopeHash = state.envelopeHash!;
   const now = deps.clock();
   const raw = state.pendingDecision;
-  const refuse = (code: string, reason: string): Update => {
+  const refuse = async (code: string, reason: string): Promise<Update> => {
     const refusal: Refusal = { code, reason, at: now.toISOString(), envelopeHash, raw };
+    await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, state.refusals.length + 1));
     const forThis = state.refusals.filter((r) => r.envelopeHash === envelopeHash).length + 1;
     if (code === "EXPIRED") {
       return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "APPROVAL_EXPIRED", reason) };
@@ -94,6 +96,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     ...(result.override ? { override: result.override } : {}),
     raw,
   };
+  await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
   switch (d.type) {
     case "approve":
       return { decision: record, pendingDecision: null };

@@ -1,17 +1,31 @@
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import type { Outcome, ReasonCode } from "../hitl/records.js";
+import { runEndedEntry } from "../hitl/audit-records.js";
 
 /**
  * The final record. Early ends already carry their outcome; after a write the outcome comes from
  * verification, with one refinement: a target that refused and whose task shows no change is
  * REJECTED_BY_TARGET rather than a failed verification.
  */
-export async function finish(state: State): Promise<Update> {
+export async function finish(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const finishedAt = deps.clock().toISOString();
   const threadId = state.envelope?.runContext.threadId;
   if (threadId) await deps.journal.closeThreadApprovals(threadId, closingStatus(state));
+  const update = finalOutcome(state, finishedAt);
+  // Every ending gets its closing audit record, keyed so a re-run of this node cannot add a second.
+  const closing = runEndedEntry({ ...state, ...update } as State, {
+    threadId: threadId ?? String(config.configurable?.thread_id ?? "unknown"),
+    policy: deps.policy,
+    at: finishedAt,
+  });
+  await deps.audit.append(closing);
+  return update;
+}
+
+function finalOutcome(state: State, finishedAt: string): Update {
   if (state.outcome) return { finishedAt };
   const v = state.verification;
   if (!v) {

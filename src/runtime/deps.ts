@@ -11,6 +11,7 @@ import { loadConfig, type AppConfig } from "../config/env.js";
 import { defaultPolicy, parsePolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
 import { createChatModel } from "../models/factory.js";
 import { SqliteJournal, type Journal } from "../store/journal.js";
+import { SqliteAuditLog, type AuditLog } from "../store/audit.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../tools/bitrix24-tools.js";
 import { startEmulator, type RunningEmulator } from "../bitrix24/emulator/index.js";
 import { ConfigError } from "../errors.js";
@@ -21,6 +22,8 @@ export interface Deps {
   model: BaseChatModel;
   modelLabel: string;
   journal: Journal;
+  /** Append-only, hash-chained record of every decision point (`<dataDir>/audit.sqlite`). */
+  audit: AuditLog;
   policy: Policy;
   publicKeys: Map<string, KeyObject>;
   /** Host of the portal the writes go to; never the webhook's secret code. */
@@ -112,6 +115,8 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
   );
   const built = overrides.model ? undefined : createChatModel(config.model);
   const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"));
+  const clock = overrides.clock ?? (() => new Date());
+  const audit = new SqliteAuditLog(path.join(config.dataDir, "audit.sqlite"), { clock });
   const portal = new URL(webhookUrl ?? (config.mcp.mode === "url" ? config.mcp.url : "http://unknown")).host;
   return {
     config,
@@ -119,14 +124,16 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
     model: overrides.model ?? built!.model,
     modelLabel: overrides.modelLabel ?? built?.label ?? "custom",
     journal,
+    audit,
     policy: withTtl(loadPolicyFile(config), config.ttlSeconds),
     publicKeys: loadPublicKeys(config),
     portal,
-    clock: overrides.clock ?? (() => new Date()),
+    clock,
     ...(emulator ? { emulator } : {}),
     async close() {
       await tools.close();
       await journal.close();
+      await audit.close();
       await emulator?.close();
     },
   };

@@ -1,0 +1,264 @@
+/**
+ * The evidence of one run: separate, timestamped objects (what was shown, what was decided, what was
+ * read, sent, answered and read again, and how it ended) plus a case record whose first page answers
+ * the incident questions at a glance, overrides first. Derived from the thread's graph state and its
+ * audit records; the audit records supply what state no longer holds (earlier revisions' cards,
+ * decisions made on them).
+ */
+import type { State } from "../graph/state.js";
+import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
+import { outcomeFlags } from "./flags.js";
+
+export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
+
+/** Records of a decision as received: approvals, rejections, edits, refusals, and the cancels and expiries that close an approval. */
+const DECISION_EVENTS = new Set<AuditEvent>(["decision_accepted", "decision_refused", "approval_expired", "approval_cancelled"]);
+
+export type EvidenceKind = "approval_request" | "decision" | "pre_read" | "invocation" | "acknowledgement" | "post_write_read" | "outcome";
+
+export interface EvidenceObject {
+  /** File stem in an exported bundle, numbered in the order things happened: "01-approval-request-r1". */
+  name: string;
+  kind: EvidenceKind;
+  threadId: string;
+  at: string;
+  /** One line for people; the data is the evidence. */
+  summary: string;
+  data: Record<string, unknown>;
+}
+
+export interface OverrideNotice {
+  gate: string;
+  by: string;
+  reason: string;
+  verifiedBy: IdentityCheck;
+  revision: number;
+  envelopeHash: string | null;
+  at: string;
+}
+
+export type RunStatus = "awaiting_approval" | "finished" | "interrupted_run" | "not_found";
+
+/** The top section of the case record. Overrides come first because they answer the hardest question. */
+export interface FirstPage {
+  overrides: OverrideNotice[];
+  threadId: string;
+  status: RunStatus;
+  request: string | null;
+  requestedBy: string | null;
+  risk: { level: string; reversibility: string } | null;
+  policy: { id: string; version: string } | null;
+  what: { operation: string; taskId: number | null; params: Record<string, unknown> | null; envelopeHash: string | null; revision: number } | null;
+  /** The decision that settled the run (the last one accepted), with how the identity was established. */
+  decidedBy: { id: string | null; decision: string | null; verifiedBy: IdentityCheck; decidedAt: string | null; acceptedAt: string } | null;
+  refusedDecisions: number;
+  outcome: { outcome: string; reasonCode: string; reason: string; finishedAt: string | null } | null;
+  flags: OutcomeFlags | null;
+  flagReasons: Record<keyof OutcomeFlags, string> | null;
+}
+
+export interface CaseRecord {
+  schema: typeof CASE_RECORD_SCHEMA;
+  firstPage: FirstPage;
+  /** The state of the whole audit chain when this record was made, and this thread's share of it. */
+  auditChain: {
+    intact: boolean;
+    problem: string | null;
+    recordsInLog: number;
+    head: { seq: number; hash: string } | null;
+    threadRecords: Array<{ seq: number; event: string; revision: number; at: string; hash: string }>;
+  };
+  evidence: Array<{ name: string; kind: EvidenceKind; at: string; summary: string }>;
+  auditRecords: AuditRecord[];
+}
+
+export interface CaseInput {
+  threadId: string;
+  status: RunStatus;
+  state: State | undefined;
+  records: AuditRecord[];
+  chain: ChainVerification;
+}
+
+export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence: EvidenceObject[] } {
+  const evidence = buildEvidence(input);
+  const chain = input.chain;
+  const caseRecord: CaseRecord = {
+    schema: CASE_RECORD_SCHEMA,
+    firstPage: firstPage(input),
+    auditChain: {
+      intact: chain.intact,
+      problem: chain.intact ? null : `${chain.problem.kind} at seq ${chain.problem.seq}: ${chain.problem.detail}`,
+      recordsInLog: chain.records,
+      head: chain.intact ? chain.head : null,
+      threadRecords: input.records.map((r) => ({ seq: r.seq, event: r.event, revision: r.revision, at: r.at, hash: r.hash })),
+    },
+    evidence: evidence.map(({ name, kind, at, summary }) => ({ name, kind, at, summary })),
+    auditRecords: input.records,
+  };
+  return { caseRecord, evidence };
+}
+
+function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPage {
+  const accepted = records.filter((r) => r.event === "decision_accepted");
+  const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
+  const lastRecord = records.at(-1);
+  const overrides: OverrideNotice[] = accepted
+    .filter((r) => r.override)
+    .map((r) => ({ ...r.override!, verifiedBy: r.approver?.verifiedBy ?? "unverified", revision: r.revision, envelopeHash: r.what.envelopeHash, at: r.at }));
+  // State holds the last accepted decision even if its audit record is missing; it must still show.
+  if (s?.decision?.override && !overrides.some((o) => o.envelopeHash === s.decision!.envelopeHash)) {
+    const d = s.decision;
+    overrides.push({ ...d.override!, verifiedBy: d.verifiedBy, revision: d.revision, envelopeHash: d.envelopeHash, at: d.acceptedAt });
+  }
+
+  const lastAccepted = accepted.at(-1);
+  const decidedBy: FirstPage["decidedBy"] = s?.decision
+    ? { id: s.decision.approverId, decision: s.decision.type, verifiedBy: s.decision.verifiedBy, decidedAt: s.decision.decidedAt, acceptedAt: s.decision.acceptedAt }
+    : lastAccepted?.approver
+      ? { id: lastAccepted.approver.id, decision: lastAccepted.approver.decision, verifiedBy: lastAccepted.approver.verifiedBy, decidedAt: lastAccepted.approver.decidedAt, acceptedAt: lastAccepted.at }
+      : null;
+
+  const e = s?.envelope;
+  const what: FirstPage["what"] = e
+    ? { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: s?.envelopeHash ?? null, revision: e.revision }
+    : lastRecord
+      ? { operation: lastRecord.what.operation, taskId: lastRecord.what.taskId, params: lastRecord.what.params, envelopeHash: lastRecord.what.envelopeHash, revision: lastRecord.revision }
+      : s?.proposal
+        ? { operation: "update_task", taskId: s.proposal.taskId, params: s.proposal.fields, envelopeHash: null, revision: 0 }
+        : null;
+
+  const explained = s ? outcomeFlags(s) : null;
+  const outcome = s?.outcome
+    ? { outcome: s.outcome, reasonCode: s.reasonCode ?? "", reason: s.reason ?? "", finishedAt: s.finishedAt }
+    : closing?.outcome
+      ? { outcome: closing.outcome.outcome, reasonCode: closing.outcome.reasonCode, reason: closing.outcome.reason, finishedAt: closing.outcome.finishedAt }
+      : null;
+
+  return {
+    overrides,
+    threadId,
+    status,
+    request: s?.request ?? null,
+    requestedBy: s?.requestedBy ?? lastRecord?.requestedBy ?? null,
+    risk: e ? { ...e.risk } : (lastRecord?.risk ?? null),
+    policy: e ? { ...e.policy } : (lastRecord?.policy ?? null),
+    what,
+    decidedBy,
+    refusedDecisions: Math.max(s?.refusals.length ?? 0, records.filter((r) => r.event === "decision_refused").length),
+    outcome,
+    flags: outcome ? (explained?.flags ?? closing?.outcome?.flags ?? null) : null,
+    flagReasons: outcome ? (explained?.because ?? null) : null,
+  };
+}
+
+export function buildEvidence({ threadId, state: s, records }: CaseInput): EvidenceObject[] {
+  const out: Array<Omit<EvidenceObject, "name"> & { stem: string }> = [];
+  const add = (kind: EvidenceKind, stem: string, at: string, summary: string, data: Record<string, unknown>) =>
+    out.push({ kind, stem, threadId, at, summary, data });
+
+  const requested = records.filter((r) => r.event === "approval_requested");
+  const decided = records.filter((r) => DECISION_EVENTS.has(r.event));
+  // Both kinds interleave in the order they happened, which is the chain's order.
+  for (const r of records) {
+    if (r.event === "approval_requested" && r.shown) {
+      add("approval_request", `approval-request-r${r.revision}`, r.at, `revision ${r.revision} shown for approval, ${r.what.envelopeHash}, expires ${r.shown.expiresAt}`, {
+        revision: r.revision,
+        envelopeHash: r.what.envelopeHash,
+        card: r.shown.card,
+        envelope: r.what.envelope,
+        expiresAt: r.shown.expiresAt,
+        auditSeq: r.seq,
+      });
+    }
+    if (DECISION_EVENTS.has(r.event)) {
+      const accepted = r.event !== "decision_refused";
+      const who = `${r.approver?.id ?? "(no approver id)"} (${r.approver?.verifiedBy ?? "unverified"})`;
+      add(
+        "decision",
+        `decision-r${r.revision}-${accepted ? `accepted-${r.approver?.decision}` : `refused-${r.refusal?.code}`}`,
+        r.at,
+        accepted
+          ? `${r.approver?.decision} accepted from ${who}${r.override ? `, OVERRIDING ${r.override.gate}: ${r.override.reason}` : ""}`
+          : `${r.approver?.decision ?? "decision"} from ${who} refused ${r.refusal?.code}: ${r.refusal?.reason}`,
+        {
+          verdict: accepted ? "accepted" : "refused",
+          revision: r.revision,
+          envelopeHash: r.what.envelopeHash,
+          decision: r.approver?.decision ?? null,
+          approverId: r.approver?.id ?? null,
+          verifiedBy: r.approver?.verifiedBy ?? "unverified",
+          decidedAt: r.approver?.decidedAt ?? null,
+          override: r.override,
+          refusal: r.refusal,
+          received: r.received ?? null,
+          auditSeq: r.seq,
+        },
+      );
+    }
+  }
+  // A run whose audit records are missing still shows what its state holds.
+  if (requested.length === 0 && s?.envelope && s.envelopeHash && s.card) {
+    add("approval_request", `approval-request-r${s.envelope.revision}`, s.envelope.createdAt, `revision ${s.envelope.revision} shown for approval (from thread state)`, {
+      revision: s.envelope.revision,
+      envelopeHash: s.envelopeHash,
+      card: s.card,
+      envelope: s.envelope,
+      expiresAt: s.envelope.expiresAt,
+    });
+  }
+  if (decided.length === 0 && s) {
+    for (const r of s.refusals) {
+      add("decision", `decision-refused-${r.code}`, r.at, `refused ${r.code}: ${r.reason} (from thread state)`, { verdict: "refused", envelopeHash: r.envelopeHash, refusal: { code: r.code, reason: r.reason }, received: r.raw });
+    }
+    if (s.decision) {
+      const d = s.decision;
+      add("decision", `decision-accepted-${d.type}`, d.acceptedAt, `${d.type} accepted from ${d.approverId} (${d.verifiedBy}) (from thread state)`, {
+        verdict: "accepted", revision: d.revision, envelopeHash: d.envelopeHash, decision: d.type, approverId: d.approverId,
+        verifiedBy: d.verifiedBy, decidedAt: d.decidedAt, override: d.override ?? null, received: d.raw,
+      });
+    }
+  }
+
+  if (s?.preRead) {
+    const p = s.preRead;
+    add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, { verdict: p.verdict, reason: p.reason, canEdit: p.canEdit, fields: p.fields, raw: p.raw });
+  }
+  if (s?.invocation) {
+    const i = s.invocation;
+    add("invocation", "invocation", i.sentAt, `update_task ${JSON.stringify(i.args)}, idempotency key ${i.idempotencyKey}`, { ...i });
+  }
+  if (s?.acknowledgement) {
+    const a = s.acknowledgement;
+    add("acknowledgement", "acknowledgement", a.at, `${a.status}${a.error ? `: ${a.error.code ?? a.error.kind} ${a.error.description}` : ""}${a.reason ? `: ${a.reason}` : ""}`, { ...a });
+  }
+  if (s?.verification) {
+    const v = s.verification;
+    add("post_write_read", "post-write-read", v.at, `${v.verdict}: ${v.reason}`, { verdict: v.verdict, reason: v.reason, fields: v.fields, raw: v.raw });
+  }
+  const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
+  if (s?.outcome) {
+    const explained = outcomeFlags(s);
+    add("outcome", "outcome", s.finishedAt ?? closing?.at ?? "", `${s.outcome} (${s.reasonCode}): ${s.reason}`, {
+      outcome: s.outcome,
+      reasonCode: s.reasonCode,
+      reason: s.reason,
+      finishedAt: s.finishedAt,
+      ...explained.flags,
+      because: explained.because,
+    });
+  } else if (closing?.outcome) {
+    const o = closing.outcome;
+    add("outcome", "outcome", closing.at, `${o.outcome} (${o.reasonCode}): ${o.reason} (from the audit log)`, { ...o, ...o.flags });
+  }
+
+  const width = String(out.length).length < 2 ? 2 : String(out.length).length;
+  const seen = new Map<string, number>();
+  return out.map(({ stem, ...rest }, i) => {
+    // The same stem twice (two envelopes for one revision after a crash) gets a suffix.
+    const n = (seen.get(stem) ?? 0) + 1;
+    seen.set(stem, n);
+    const safe = `${stem}${n > 1 ? `-${n}` : ""}`.replace(/[^A-Za-z0-9._-]/g, "_");
+    return { name: `${String(i + 1).padStart(width, "0")}-${safe}`, ...rest };
+  });
+}

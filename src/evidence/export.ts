@@ -1,0 +1,37 @@
+/**
+ * Writes a run's evidence bundle to a directory: the case record, one file per evidence object (and
+ * each approval card as plain text, exactly as shown), and a SHA256SUMS file in the format
+ * `sha256sum -c` reads, so the bundle can be checked anywhere without this program.
+ */
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { UsageError } from "../errors.js";
+import type { CaseRecord, EvidenceObject } from "./bundle.js";
+
+export const CHECKSUM_FILE = "SHA256SUMS";
+export const CASE_RECORD_FILE = "case-record.json";
+
+export function exportBundle(dir: string, caseRecord: CaseRecord, evidence: EvidenceObject[]): { dir: string; files: string[] } {
+  const out = path.resolve(dir);
+  // Refuse to mix a new bundle with files already there: SHA256SUMS would vouch for a mixture.
+  if (fs.existsSync(out) && (!fs.statSync(out).isDirectory() || fs.readdirSync(out).length > 0)) {
+    throw new UsageError(`${out} already exists and is not an empty directory; choose a new --out directory`);
+  }
+  fs.mkdirSync(out, { recursive: true });
+
+  const files = new Map<string, string>();
+  files.set(CASE_RECORD_FILE, json(caseRecord));
+  for (const item of evidence) {
+    files.set(`${item.name}.json`, json(item));
+    const card = item.kind === "approval_request" ? item.data["card"] : undefined;
+    if (typeof card === "string") files.set(`${item.name}.card.txt`, card.endsWith("\n") ? card : `${card}\n`);
+  }
+  const names = [...files.keys()].sort();
+  for (const name of names) fs.writeFileSync(path.join(out, name), files.get(name)!, "utf8");
+  const sums = names.map((name) => `${createHash("sha256").update(files.get(name)!, "utf8").digest("hex")}  ${name}\n`).join("");
+  fs.writeFileSync(path.join(out, CHECKSUM_FILE), sums, "utf8");
+  return { dir: out, files: [...names, CHECKSUM_FILE] };
+}
+
+const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;

@@ -1,0 +1,77 @@
+/**
+ * The four claims an investigator may or may not make about a run's side effect, each with the
+ * reason it is allowed or not. They are derived from the separate evidence objects, never from the
+ * outcome word alone, because the same outcome can rest on very different evidence.
+ */
+import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, VerificationRecord } from "../hitl/records.js";
+import type { OutcomeFlags } from "../store/audit.js";
+
+export interface FlagInputs {
+  preRead: PreReadRecord | null;
+  invocation: InvocationRecord | null;
+  acknowledgement: AcknowledgementRecord | null;
+  verification: VerificationRecord | null;
+  outcome: Outcome | null;
+  reasonCode: ReasonCode | null;
+}
+
+export interface ExplainedFlags {
+  flags: OutcomeFlags;
+  /** One sentence per flag saying why it has its value. */
+  because: Record<keyof OutcomeFlags, string>;
+}
+
+export function outcomeFlags(s: FlagInputs): ExplainedFlags {
+  const attempted = s.invocation !== null;
+  const verified = s.verification?.verdict === "VERIFIED";
+  const ackLost = s.acknowledgement?.status === "MISSING";
+
+  // A block or result may only be blamed on one cause when the evidence excludes the others.
+  let causal = true;
+  let causalWhy = "the evidence points to a single cause";
+  if (s.preRead?.verdict === "UNKNOWN") {
+    causal = false;
+    causalWhy = "the pre-read could not tell whether the task changed; the block may be a changed task, an unexpected answer shape or missing data";
+  } else if (ackLost) {
+    causal = false;
+    causalWhy = "the acknowledgement was lost; the observed state may come from our write, a later one, or none";
+  } else if (s.verification?.verdict === "INCONCLUSIVE" || s.outcome === "INCONCLUSIVE") {
+    causal = false;
+    causalWhy = "verification was inconclusive; the task's state cannot be tied to the write";
+  } else if (s.verification?.verdict === "INVARIANT_VIOLATION") {
+    causal = false;
+    causalWhy = "fields that were not to change did; our write or a concurrent change could have done it";
+  } else if (s.verification?.verdict === "VERIFICATION_FAILED" && s.acknowledgement?.status === "OK") {
+    causal = false;
+    causalWhy = "the target acknowledged the write but the task does not hold it; it was not applied or was overwritten afterwards";
+  } else if (verified) {
+    causalWhy = "the target acknowledged the write and a fresh read shows exactly the approved values";
+  } else if (!attempted) {
+    causalWhy = `nothing was sent; the run stopped at ${s.reasonCode ?? "an early step"}`;
+  }
+
+  return {
+    flags: {
+      sideEffectAttempted: attempted,
+      sideEffectVerified: verified,
+      causalClaimAllowed: causal,
+      duplicateClaimAllowed: !ackLost,
+    },
+    because: {
+      sideEffectAttempted: attempted
+        ? `update_task was sent at ${s.invocation!.sentAt} (idempotency key ${s.invocation!.idempotencyKey})`
+        : "no write was sent",
+      sideEffectVerified: verified
+        ? `the post-write read at ${s.verification!.at} shows the approved values`
+        : s.verification
+          ? `the post-write read says ${s.verification.verdict}`
+          : "there was no post-write read",
+      causalClaimAllowed: causalWhy,
+      duplicateClaimAllowed: ackLost
+        ? "the acknowledgement was lost, so whether the target applied the write once, not at all, or later cannot be stated"
+        : attempted
+          ? "the target answered the one request sent; it was never re-sent"
+          : "nothing was sent",
+    },
+  };
+}

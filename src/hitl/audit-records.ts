@@ -1,0 +1,185 @@
+/**
+ * Builds the audit entry for each decision point from graph state, so nodes stay one line away from
+ * the log. Pure: no I/O, no clock (callers pass the time of the event).
+ */
+import { checkProposal, type Envelope, type Policy } from "../envelope/index.js";
+import type { State } from "../graph/state.js";
+import type { AuditEntry } from "../store/audit.js";
+import { outcomeFlags } from "../evidence/flags.js";
+import type { DecisionRecord, ProposalRecord, Refusal } from "./records.js";
+
+const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
+
+function whatOf(envelope: Envelope, envelopeHash: string): AuditEntry["what"] {
+  return { operation: envelope.operation, taskId: envelope.object.id, params: envelope.params, envelopeHash, envelope };
+}
+
+function envelopeFields(envelope: Envelope, envelopeHash: string) {
+  return {
+    threadId: envelope.runContext.threadId,
+    revision: envelope.revision,
+    requestedBy: envelope.requestedBy,
+    risk: { level: envelope.risk.level, reversibility: envelope.risk.reversibility },
+    what: whatOf(envelope, envelopeHash),
+    policy: policyOf(envelope.policy),
+  };
+}
+
+const none = { approver: null, override: null, refusal: null, outcome: null };
+
+/** The class the policy gives the proposal, or the operation's own class when the proposal is denied outright. */
+function riskOfProposal(policy: Policy, proposal: ProposalRecord): AuditEntry["risk"] {
+  const check = checkProposal(policy, {}, { operation: "update_task", taskId: proposal.taskId, fields: proposal.fields });
+  if (check.allowed) return { ...check.risk };
+  const op = policy.operations["update_task"];
+  return op ? { level: op.level, reversibility: op.reversibility } : null;
+}
+
+export function proposalDeniedEntry(
+  state: State,
+  ctx: { threadId: string; revision: number; policy: Policy; at: string; code: string; reasons: string[] },
+): AuditEntry {
+  const proposal = state.proposal!;
+  return {
+    threadId: ctx.threadId,
+    revision: ctx.revision,
+    event: "proposal_denied",
+    discriminator: "",
+    at: ctx.at,
+    requestedBy: state.requestedBy,
+    risk: riskOfProposal(ctx.policy, proposal),
+    what: { operation: "update_task", taskId: proposal.taskId, params: jsonSafe(proposal.fields) as Record<string, unknown>, envelopeHash: null, envelope: null },
+    ...none,
+    refusal: { code: ctx.code, reason: ctx.reasons.join("; ") },
+    policy: policyOf(ctx.policy),
+  };
+}
+
+/**
+ * Keyed by the envelope hash as well as the revision: if a crash makes build_envelope run again it
+ * freezes a new envelope (new nonce), and the log then says truthfully that two were built, rather
+ * than naming one the approver never saw.
+ */
+export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string, card: string): AuditEntry {
+  return {
+    ...envelopeFields(envelope, envelopeHash),
+    event: "approval_requested",
+    discriminator: envelopeHash,
+    at: envelope.createdAt,
+    ...none,
+    shown: { card, expiresAt: envelope.expiresAt },
+  };
+}
+
+/**
+ * One accepted decision per revision: its nonce is single use. A cancel or an expiry consumes the
+ * nonce too; it is recorded under its own event kind, since nobody approved or rejected anything.
+ */
+export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, d: DecisionRecord): AuditEntry {
+  const type: string = d.type;
+  return {
+    ...envelopeFields(envelope, envelopeHash),
+    event: type === "cancel" ? "approval_cancelled" : type === "expire" ? "approval_expired" : "decision_accepted",
+    discriminator: "",
+    at: d.acceptedAt,
+    ...none,
+    approver: { id: d.approverId, verifiedBy: d.verifiedBy, decision: d.type, decidedAt: d.decidedAt },
+    override: d.override ? { ...d.override } : null,
+    received: jsonSafe(d.raw),
+  };
+}
+
+/**
+ * `ordinal` counts refusals in the thread (1 for the first); with the revision it tells apart
+ * repeated refusals and is the same when check_decision re-runs on the same state.
+ */
+export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, refusal: Refusal, ordinal: number): AuditEntry {
+  const claimed = claimedDecision(refusal.raw);
+  return {
+    ...envelopeFields(envelope, envelopeHash),
+    event: "decision_refused",
+    discriminator: String(ordinal),
+    at: refusal.at,
+    ...none,
+    approver: { id: claimed.approverId, verifiedBy: "unverified", decision: claimed.type, decidedAt: claimed.decidedAt },
+    override: null,
+    refusal: { code: refusal.code, reason: refusal.reason },
+    received: jsonSafe(refusal.raw),
+  };
+}
+
+/**
+ * The closing record of every run. `state` is the final state (the finish node's update applied).
+ * A run that sent a write closes with execution_outcome; any other with run_ended.
+ */
+export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string }): AuditEntry {
+  const e = state.envelope;
+  const d = state.decision;
+  const explained = outcomeFlags(state);
+  const base =
+    e && state.envelopeHash
+      ? envelopeFields(e, state.envelopeHash)
+      : {
+          threadId: ctx.threadId,
+          revision: 0,
+          requestedBy: state.requestedBy,
+          risk: state.proposal ? riskOfProposal(ctx.policy, state.proposal) : null,
+          what: {
+            operation: "update_task",
+            taskId: state.proposal?.taskId ?? null,
+            params: state.proposal ? (jsonSafe(state.proposal.fields) as Record<string, unknown>) : null,
+            envelopeHash: null,
+            envelope: null,
+          },
+          policy: policyOf(ctx.policy),
+        };
+  return {
+    ...base,
+    event: state.invocation ? "execution_outcome" : "run_ended",
+    discriminator: "",
+    at: state.finishedAt ?? ctx.at,
+    ...none,
+    approver: d ? { id: d.approverId, verifiedBy: d.verifiedBy, decision: d.type, decidedAt: d.decidedAt } : null,
+    override: d?.override ? { ...d.override } : null,
+    outcome: {
+      outcome: state.outcome ?? "NOT_EXECUTED",
+      reasonCode: state.reasonCode ?? "NO_PROPOSAL",
+      reason: state.reason ?? "",
+      finishedAt: state.finishedAt,
+      flags: explained.flags,
+    },
+  };
+}
+
+/** Who a refused decision says it is from; nothing in it was verified. */
+function claimedDecision(raw: unknown): { approverId: string | null; type: string | null; decidedAt: string | null } {
+  const item = (raw as { decisions?: unknown[] } | null)?.decisions?.[0] as
+    | { approver?: { id?: unknown }; type?: unknown; decidedAt?: unknown }
+    | undefined;
+  const str = (v: unknown) => (typeof v === "string" ? v : null);
+  return { approverId: str(item?.approver?.id), type: str(item?.type), decidedAt: str(item?.decidedAt) };
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * A resume value is whatever a client sent; the log must be able to hash it. Round-trips through
+ * JSON and replaces unpaired surrogates (which RFC 8785 refuses) with U+FFFD.
+ */
+export function jsonSafe(value: unknown): unknown {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    return `[unserialisable ${typeof value}]`;
+  }
+  if (text === undefined) return null;
+  return scrub(JSON.parse(text) as unknown);
+}
+
+function scrub(v: unknown): unknown {
+  if (typeof v === "string") return v.replace(LONE_SURROGATE, "\uFFFD");
+  if (Array.isArray(v)) return v.map(scrub);
+  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [scrub(k) as string, scrub(x)]));
+  return v;
+}
