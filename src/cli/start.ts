@@ -36,7 +36,8 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     printer.line();
 
     let view = await startRun(app, { request, requestedBy: opts.requestedBy, ...(opts.scope ? { scope: opts.scope } : {}) }, { onStep: printer.onStep });
-    const interactive = opts.prompt && Boolean(process.stdin.isTTY);
+    // A prompt needs a person at both ends: keys from a terminal and the card on one (not a file or pipe).
+    const interactive = opts.prompt && Boolean(process.stdin.isTTY && process.stdout.isTTY);
     while (view.status === "awaiting_approval") {
       printer.card(view);
       if (!interactive) {

@@ -9,23 +9,33 @@ import { ConfigError } from "../errors.js";
 const ROLES = ["getTask", "listTasks", "getHistory", "updateTask"] as const;
 export type ToolRoleName = (typeof ROLES)[number];
 
-const positiveInt = (name: string) =>
+// Messages leave out the variable's name: ConfigError puts it in front of every message.
+const positiveInt = () =>
   z
     .string()
-    .regex(/^\d+$/, `${name} must be a whole number`)
+    .regex(/^\d+$/, "must be a whole number")
     .transform(Number)
-    .refine((n) => n > 0, `${name} must be greater than 0`);
+    .refine((n) => n > 0, "must be greater than 0");
 
-const nonNegativeNumber = (name: string) =>
+const nonNegativeNumber = () =>
   z
     .string()
-    .regex(/^\d+(\.\d+)?$/, `${name} must be a number ≥ 0`)
+    .regex(/^\d+(\.\d+)?$/, "must be a number ≥ 0")
     .transform(Number);
 
-const webhookUrl = z
-  .string()
-  .url("must be a URL like https://your.bitrix24.com/rest/1/abcdef123456/")
-  .refine((u) => /\/rest\/\d+\/[^/]+\/?$/.test(new URL(u).pathname), {
+/** http(s) only: a bare "localhost:3391" parses as a URL with the scheme "localhost:". */
+const httpUrl = (message: string) => z.string().url({ protocol: /^https?$/, message });
+
+function pathOf(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return "";
+  }
+}
+
+const webhookUrl = httpUrl("must be a URL like https://your.bitrix24.com/rest/1/abcdef123456/")
+  .refine((u) => /\/rest\/\d+\/[^/]+\/?$/.test(pathOf(u)), {
     message: "must be an inbound webhook URL ending in /rest/<userId>/<code>/",
   })
   .transform((u) => (u.endsWith("/") ? u : `${u}/`));
@@ -51,22 +61,22 @@ const toolMapping = z
 
 const EnvSchema = z.object({
   BITRIX24_WEBHOOK_URL: webhookUrl.optional(),
-  BITRIX24_MCP_URL: z.string().url("must be the URL of a Streamable HTTP MCP endpoint").optional(),
+  BITRIX24_MCP_URL: httpUrl("must be the http(s) URL of a Streamable HTTP MCP endpoint, e.g. http://127.0.0.1:3391/mcp").optional(),
   BITRIX24_MCP_TOOLS: toolMapping.optional(),
-  BITRIX24_TIMEOUT_MS: positiveInt("BITRIX24_TIMEOUT_MS").optional(),
-  BITRIX24_RATE: nonNegativeNumber("BITRIX24_RATE").optional(),
-  BITRIX24_BURST: positiveInt("BITRIX24_BURST").optional(),
+  BITRIX24_TIMEOUT_MS: positiveInt().optional(),
+  BITRIX24_RATE: nonNegativeNumber().optional(),
+  BITRIX24_BURST: positiveInt().optional(),
   MODEL: modelSetting.optional(),
   GROQ_API_KEY: z.string().min(1).optional(),
-  GROQ_BASE_URL: z.string().url("must be a URL such as https://api.groq.com").optional(),
+  GROQ_BASE_URL: httpUrl("must be a URL such as https://api.groq.com").optional(),
   ACTION_ENVELOPE_DATA_DIR: z.string().min(1).optional(),
   ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
-  ACTION_ENVELOPE_TTL_SECONDS: positiveInt("ACTION_ENVELOPE_TTL_SECONDS").optional(),
-  ACTION_ENVELOPE_MAX_AGENT_STEPS: positiveInt("ACTION_ENVELOPE_MAX_AGENT_STEPS").optional(),
-  ACTION_ENVELOPE_MAX_INVALID_PROPOSALS: positiveInt("ACTION_ENVELOPE_MAX_INVALID_PROPOSALS").optional(),
-  ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: positiveInt("ACTION_ENVELOPE_MAX_REFUSED_DECISIONS").optional(),
-  ACTION_ENVELOPE_MAX_REVISIONS: positiveInt("ACTION_ENVELOPE_MAX_REVISIONS").optional(),
+  ACTION_ENVELOPE_TTL_SECONDS: positiveInt().optional(),
+  ACTION_ENVELOPE_MAX_AGENT_STEPS: positiveInt().optional(),
+  ACTION_ENVELOPE_MAX_INVALID_PROPOSALS: positiveInt().optional(),
+  ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: positiveInt().optional(),
+  ACTION_ENVELOPE_MAX_REVISIONS: positiveInt().optional(),
 });
 
 export interface AppConfig {

@@ -1,0 +1,211 @@
+/**
+ * `npm run dev`: the LangGraph API server (and LangGraph Studio's backend) for the graphs in
+ * langgraph.json, through `langgraphjs dev`, on a free port of 127.0.0.1 with analytics and tracing
+ * off. The graph's nodes build their dependencies from the environment inside the server process
+ * (src/runtime/deps.ts), so the same variables as for the CLI apply; they are checked here first so
+ * a bad setting stops before the server's slow start rather than inside the first run.
+ *
+ * Stopping: Ctrl-C (or SIGTERM) is forwarded as SIGINT to the top `langgraphjs` process only. That
+ * process runs its exit hooks and lets the API server flush `.langgraph_api/` (it mirrors its state
+ * there with a 3 s debounce); signalling the server's own children first loses checkpoints. The
+ * server runs in its own process group so the terminal's Ctrl-C reaches it only through us, in
+ * that order, and so we can wait until every process it started has gone.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command, InvalidArgumentError } from "commander";
+import { loadConfig } from "../config/env.js";
+import { ConfigError, UsageError } from "../errors.js";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const LANGGRAPHJS = path.join(ROOT, "node_modules/.bin/langgraphjs");
+const DEFAULT_STUDIO = "https://smith.langchain.com";
+/** How long the server may take to answer GET /ok; measured ~4 s on an idle machine, more under load. */
+const READY_TIMEOUT_MS = 180_000;
+/** After the top process exits, how long its descendants get to finish flushing before SIGKILL. */
+const DRAIN_TIMEOUT_MS = 15_000;
+
+export interface DevServerOptions {
+  port?: number;
+  host: string;
+  config: string;
+  reload: boolean;
+  studioUrl: string;
+}
+
+/** Asks the kernel for a free port, then releases it for the server (langgraphjs needs a number). */
+export function freePort(host = "127.0.0.1"): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Environment for the server: no analytics beacon, no LangSmith tracing (it would ship task data out). */
+export function serverEnv(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return {
+    ...base,
+    LANGGRAPH_CLI_NO_ANALYTICS: "1",
+    // The API server and LangChain take the first of these that is set, so all four are pinned.
+    LANGSMITH_TRACING: "false",
+    LANGSMITH_TRACING_V2: "false",
+    LANGCHAIN_TRACING: "false",
+    LANGCHAIN_TRACING_V2: "false",
+    BROWSER: "none",
+  };
+}
+
+export function studioLink(studioUrl: string, apiUrl: string): string {
+  return `${studioUrl.replace(/\/+$/, "")}/studio/?baseUrl=${apiUrl}`;
+}
+
+async function waitUntilReady(apiUrl: string, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`langgraphjs dev exited (${child.exitCode ?? child.signalCode}) before it was ready`);
+    try {
+      const res = await fetch(`${apiUrl}/ok`, { signal: AbortSignal.timeout(2_000) });
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`langgraphjs dev did not answer ${apiUrl}/ok within ${READY_TIMEOUT_MS / 1000} s`);
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Waits for every process of the server's group to exit, then kills whatever is left. */
+async function drainGroup(pgid: number): Promise<boolean> {
+  const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (!groupAlive(pgid)) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  try {
+    process.kill(-pgid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+  return false;
+}
+
+export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  const configPath = path.resolve(opts.config);
+  if (!fs.existsSync(configPath)) throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
+  const config = loadConfig();
+  const port = opts.port ?? (await freePort(opts.host));
+  const apiUrl = `http://${opts.host}:${port}`;
+  const startedAt = Date.now();
+
+  const portal = config.webhookUrl ? new URL(config.webhookUrl).host : config.mcp.mode === "url" ? new URL(config.mcp.url).host : "embedded emulator (started with the first run)";
+  out.write(`Starting the LangGraph API server for ${path.relative(process.cwd(), configPath) || configPath} on ${apiUrl}\n`);
+  out.write(`  model: ${config.model.model} (${config.model.chosenBecause}); portal: ${portal}; data: ${config.dataDir}\n`);
+
+  const child = spawn(
+    LANGGRAPHJS,
+    ["dev", "--no-browser", "--port", String(port), "--host", opts.host, "--config", configPath, "--studio-url", opts.studioUrl, ...(opts.reload ? [] : ["--no-reload"])],
+    { stdio: ["ignore", "inherit", "inherit"], env: serverEnv(process.env), detached: true },
+  );
+  const pgid = child.pid!;
+  const exited = new Promise<number>((resolve) => {
+    child.once("exit", (code, signal) => resolve(code ?? (signal === "SIGINT" ? 130 : 1)));
+  });
+  // If we die without a chance to forward a signal, do not leave the server running.
+  process.once("exit", () => {
+    if (groupAlive(pgid)) process.kill(pgid, "SIGINT");
+  });
+
+  let stopping = false;
+  let failed = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      out.write(`\n${signal} again: killing the server without waiting for it to flush\n`);
+      if (groupAlive(pgid)) process.kill(-pgid, "SIGKILL");
+      return;
+    }
+    stopping = true;
+    out.write(`\nStopping (${signal}): the server flushes its state to .langgraph_api/ and exits\n`);
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
+  };
+  for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, () => stop(s));
+
+  try {
+    await Promise.race([waitUntilReady(apiUrl, child), exited.then((code) => Promise.reject(new Error(`langgraphjs dev exited with ${code} before it was ready`)))]);
+    if (!stopping) {
+      out.write(
+        `\nLangGraph API ready in ${((Date.now() - startedAt) / 1000).toFixed(1)} s\n` +
+          `  API:    ${apiUrl}\n` +
+          `  Studio: ${studioLink(opts.studioUrl, apiUrl)}\n` +
+          `  graph:  bitrix24_task_agent (resume JSON for an approval: see README, "LangGraph API and Studio")\n` +
+          `Stop with Ctrl-C.\n`,
+      );
+    }
+  } catch (e) {
+    if (!stopping) {
+      failed = true;
+      process.stderr.write(`error: ${(e as Error).message}\n`);
+      stop("SIGTERM");
+    }
+  }
+  const code = await exited;
+  const clean = await drainGroup(pgid);
+  if (!clean) process.stderr.write(`warning: server processes were still running ${DRAIN_TIMEOUT_MS / 1000} s after it exited; killed them\n`);
+  // A stop we asked for is a clean end; the server ending by itself is not.
+  if (failed) return 2;
+  return stopping ? 0 : code || 2;
+}
+
+function buildProgram(): Command {
+  const port = (value: string) => {
+    if (!/^\d+$/.test(value) || Number(value) > 65535) throw new InvalidArgumentError(`expected a port number, got "${value}"`);
+    return Number(value);
+  };
+  return new Command("dev")
+    .description("Serve the graphs of langgraph.json through the LangGraph API (for Studio and the SDK)")
+    .option("--port <n>", "port (default: a free one; 2024 is often taken)", port)
+    .option("--host <host>", "interface to bind", "127.0.0.1")
+    .option("--config <file>", "LangGraph config", path.join(ROOT, "langgraph.json"))
+    .option("--no-reload", "do not restart the server when source files change")
+    .option("--studio-url <url>", "LangGraph Studio host", DEFAULT_STUDIO)
+    .exitOverride();
+}
+
+const isEntry = process.argv[1] && /cli[\\/]dev-server\.ts$/.test(process.argv[1]);
+if (isEntry) {
+  let code: number;
+  try {
+    const program = buildProgram().parse(process.argv.slice(2), { from: "user" });
+    const o = program.opts<{ port?: number; host: string; config: string; reload: boolean; studioUrl: string }>();
+    code = await runDevServer({ ...(o.port !== undefined ? { port: o.port } : {}), host: o.host, config: o.config, reload: o.reload, studioUrl: o.studioUrl });
+  } catch (e) {
+    const err = e as Error & { code?: string };
+    if (err.code?.startsWith("commander.")) code = err.code === "commander.helpDisplayed" ? 0 : 1;
+    else if (e instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n  (see .env.example for every setting)\n`);
+      code = 1;
+    } else if (e instanceof UsageError) {
+      process.stderr.write(`error: ${err.message}\n`);
+      code = 1;
+    } else {
+      process.stderr.write(`error: ${err.stack ?? err.message}\n`);
+      code = 2;
+    }
+  }
+  process.exit(code);
+}

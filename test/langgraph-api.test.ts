@@ -1,0 +1,182 @@
+/**
+ * The LangGraph API path: `npm run dev` (src/cli/dev-server.ts → `langgraphjs dev`) serving
+ * bitrix24_task_agent, driven over HTTP with @langchain/langgraph-sdk exactly as Studio or any client
+ * would. The server builds its own dependencies from the environment (our MCP server over stdio
+ * against an emulator this test started), so nothing here is shared in-process with the graph.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@langchain/langgraph-sdk";
+import { ROOT, TSX, envFor, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { descendants, killAll, stillAlive, waitForExit } from "./support/processes.js";
+
+const GRAPH_ID = "bitrix24_task_agent";
+const DEV_SERVER = path.join(ROOT, "src/cli/dev-server.ts");
+
+interface ApprovalPayload {
+  kind: string;
+  envelopeHash: string;
+  nonce: string;
+  envelope: { params: Record<string, unknown>; object: { id: number } };
+  lastRefusal?: { code: string; reason: string };
+}
+
+/**
+ * The repo's langgraph.json with graph paths made absolute, in a directory of its own: the server
+ * keeps its state in `<config dir>/.langgraph_api`, so a test run never touches the developer's.
+ * The server resolves @langchain/langgraph from the config's directory, hence the node_modules link.
+ */
+function isolatedConfig(): { dir: string; file: string; graphs: Record<string, string> } {
+  const repo = JSON.parse(fs.readFileSync(path.join(ROOT, "langgraph.json"), "utf8")) as { graphs: Record<string, string> };
+  const dir = tempDir("ae-langgraph-");
+  fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"), "dir");
+  const graphs = Object.fromEntries(
+    Object.entries(repo.graphs).map(([id, spec]) => {
+      const [file, symbol] = spec.split(":");
+      return [id, `${path.resolve(ROOT, file!)}:${symbol}`];
+    }),
+  );
+  const file = path.join(dir, "langgraph.json");
+  fs.writeFileSync(file, JSON.stringify({ ...repo, graphs }, null, 2));
+  return { dir, file, graphs };
+}
+
+describe("LangGraph API server (npm run dev) driven through @langchain/langgraph-sdk", () => {
+  let portal: Portal;
+  let dataDir: string;
+  let project: ReturnType<typeof isolatedConfig>;
+  let server: ChildProcess;
+  let stdout = "";
+  let stderr = "";
+  let apiUrl = "";
+  let client: Client;
+  let seenPids: number[] = [];
+  let serverGroup: number | undefined;
+  let threadId = "";
+
+  beforeAll(async () => {
+    portal = await startPortal();
+    dataDir = tempDir();
+    project = isolatedConfig();
+    server = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+      cwd: ROOT,
+      env: { ...process.env, ...envFor(portal, dataDir), NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    server.stdout!.on("data", (d) => (stdout += d));
+    server.stderr!.on("data", (d) => (stderr += d));
+    apiUrl = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`dev server not ready in 150 s\n${stdout}\n${stderr}`)), 150_000);
+      const check = () => {
+        const m = /API:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      };
+      server.stdout!.on("data", check);
+      server.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`dev server exited ${code} before it was ready\n${stdout}\n${stderr}`));
+      });
+    });
+    client = new Client({ apiUrl });
+  }, 180_000);
+
+  afterAll(async () => {
+    // Only reached with processes alive when a test failed before the SIGINT test.
+    if (server && server.exitCode === null) {
+      server.kill("SIGINT");
+      await waitForExit(server, 30_000).catch(() => undefined);
+    }
+    killAll(seenPids, serverGroup ? [serverGroup] : []);
+    await portal?.emulator.close();
+  }, 60_000);
+
+  it("serves the graph of langgraph.json on a free port of 127.0.0.1, with analytics off", async () => {
+    expect(Object.keys(project.graphs)).toEqual([GRAPH_ID]);
+    expect(apiUrl).not.toMatch(/:2024$/);
+    expect(stdout).toContain(`Studio: https://smith.langchain.com/studio/?baseUrl=${apiUrl}`);
+    const assistants = await client.assistants.search({ graphId: GRAPH_ID });
+    expect(assistants.map((a) => a.graph_id)).toContain(GRAPH_ID);
+
+    const tree = descendants(server.pid!);
+    seenPids = tree.map((p) => p.pid);
+    const top = tree.find((p) => p.pgid === p.pid);
+    expect(top, "langgraphjs runs in its own process group").toBeDefined();
+    serverGroup = top!.pid;
+    const env = fs.readFileSync(`/proc/${top!.pid}/environ`, "utf8").split("\0");
+    expect(env).toContain("LANGGRAPH_CLI_NO_ANALYTICS=1");
+    expect(env).toContain("LANGSMITH_TRACING=false");
+    expect(env).toContain("LANGCHAIN_TRACING_V2=false");
+  });
+
+  it("runs to the approval, refuses a bare approve, then executes exactly the approved envelope", async () => {
+    const thread = await client.threads.create();
+    threadId = thread.thread_id;
+    const first = (await client.runs.wait(threadId, GRAPH_ID, {
+      input: { request: "rename task 4 to X", requestedBy: "demo-user" },
+    })) as { __interrupt__?: Array<{ value: ApprovalPayload }> };
+    expect(first.__interrupt__?.[0]?.value.kind).toBe("approval");
+
+    const waiting = await client.threads.getState(threadId);
+    expect(waiting.next).toEqual(["await_approval"]);
+    const payload = waiting.tasks[0]!.interrupts[0]!.value as ApprovalPayload;
+    expect(payload.envelopeHash).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(payload.nonce).toMatch(/\S/);
+    expect(payload.envelope.object.id).toBe(4);
+    expect(payload.envelope.params).toEqual({ TITLE: "X" });
+    expect((await client.threads.get(threadId)).status).toBe("interrupted");
+
+    // What Studio's "resume" box would send if someone just clicked approve: not bound to anything.
+    await client.runs.wait(threadId, GRAPH_ID, { command: { resume: { decisions: [{ type: "approve" }] } } });
+    const refused = await client.threads.getState(threadId);
+    const refusals = (refused.values as { refusals: Array<{ code: string; envelopeHash: string }> }).refusals;
+    expect(refusals).toHaveLength(1);
+    expect(refusals[0]).toMatchObject({ code: "MALFORMED", envelopeHash: payload.envelopeHash });
+    const again = refused.tasks[0]!.interrupts[0]!.value as ApprovalPayload;
+    expect(again.envelopeHash).toBe(payload.envelopeHash);
+    expect(again.lastRefusal?.code).toBe("MALFORMED");
+    expect(await portal.writes()).toEqual([]);
+
+    const approval = { decisions: [{ type: "approve", envelopeHash: payload.envelopeHash, nonce: payload.nonce, approver: { id: "demo-approver" } }] };
+    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: approval } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    const done = await client.threads.getState(threadId);
+    expect(done.next).toEqual([]);
+    expect(done.values).toMatchObject({ outcome: "VERIFIED", reasonCode: "VERIFIED", envelopeHash: payload.envelopeHash });
+
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.status).toBe(200);
+    expect(Number(writes[0]!.params["taskId"])).toBe(4);
+    expect(writes[0]!.params["fields"]).toEqual(payload.envelope.params);
+    expect((await portal.task(4))["title"]).toBe("X");
+  });
+
+  it("stops on SIGINT to the top process, flushes its state, and leaves no process behind", async () => {
+    expect(seenPids.length).toBeGreaterThan(3);
+    // The MCP server the graph spawned inside the API server is part of the tree now.
+    const now = descendants(server.pid!);
+    seenPids = [...new Set([...seenPids, ...now.map((p) => p.pid)])];
+    const mcpChildren = now.filter((p) => fs.readFileSync(`/proc/${p.pid}/cmdline`, "utf8").includes("mcp-stdio"));
+    expect(mcpChildren.length).toBeGreaterThan(0);
+
+    server.kill("SIGINT");
+    const code = await waitForExit(server, 60_000);
+    expect(code, stderr).toBe(0);
+    expect(stillAlive(seenPids, [serverGroup!])).toEqual([]);
+
+    // The graceful path flushed the threads to disk (it is debounced by 3 s otherwise).
+    const checkpoints = fs.readFileSync(path.join(project.dir, ".langgraph_api", ".langgraphjs_api.checkpointer.json"), "utf8");
+    expect(checkpoints).toContain(threadId);
+  }, 90_000);
+
+  it("keeps the server's state directory out of git", () => {
+    expect(fs.readFileSync(path.join(ROOT, ".gitignore"), "utf8")).toContain(".langgraph_api");
+    // Exit status 0 means ignored; execFileSync throws otherwise.
+    execFileSync("git", ["check-ignore", "-q", ".langgraph_api/.langgraphjs_ops.json"], { cwd: ROOT });
+  });
+});
