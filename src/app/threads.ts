@@ -11,7 +11,7 @@ import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { compileGraph, type CompileOptions } from "../graph/graph.js";
 import type { State } from "../graph/state.js";
-import type { InterruptPayload } from "../hitl/contract.js";
+import type { ApprovalRequest, InputRequest, InterruptPayload } from "../hitl/contract.js";
 import type { RequestScope } from "../hitl/records.js";
 import { type Deps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
@@ -29,13 +29,15 @@ export interface RunInput {
   scope?: RequestScope;
 }
 
-export type ThreadStatus = "awaiting_approval" | "finished" | "interrupted_run" | "not_found";
+export type ThreadStatus = "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
 
 export interface ThreadView {
   threadId: string;
   status: ThreadStatus;
   /** Present while waiting: exactly what the approver is asked. */
-  approval?: InterruptPayload;
+  approval?: ApprovalRequest;
+  /** Present while a structured question waits for an answer. */
+  input?: InputRequest;
   interruptId?: string;
   /** Nodes that would run next for a run a crash interrupted. */
   next?: string[];
@@ -80,13 +82,11 @@ export async function viewThread(app: App, threadId: string): Promise<ThreadView
   const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
   const first = pending[0];
   if (first) {
-    return {
-      threadId,
-      status: "awaiting_approval",
-      approval: first.value as InterruptPayload,
-      ...(first.id ? { interruptId: first.id } : {}),
-      state: values,
-    };
+    const payload = first.value as InterruptPayload;
+    const id = first.id ? { interruptId: first.id } : {};
+    return payload.kind === "input"
+      ? { threadId, status: "awaiting_input", input: payload, ...id, state: values }
+      : { threadId, status: "awaiting_approval", approval: payload, ...id, state: values };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
   return { threadId, status: "finished", state: values };
@@ -131,6 +131,7 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
           `the thread is not waiting for a decision (a run stopped before ${view.next?.join(", ")}); use "recover" to finish it`,
         );
       case "awaiting_approval":
+      case "awaiting_input":
         break;
       default: {
         const never: never = view.status;
@@ -199,4 +200,47 @@ async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T
   } finally {
     await app.deps.journal.releaseThreadLock(threadId, owner);
   }
+}
+
+export interface SweepResult {
+  threadId: string;
+  envelopeHash: string;
+  /** What became of the thread: ended, or escalated to a fresh approval for another group. */
+  result: "expired" | "escalated" | "skipped";
+  detail: string;
+}
+
+/**
+ * Closes waiting approvals past their expiry through the graph, as a system decision, so nothing
+ * waits forever and each thread records why it ended (or to whom it was escalated).
+ */
+export async function sweepExpired(app: App, onStep?: StepListener): Promise<SweepResult[]> {
+  const now = app.deps.clock().getTime();
+  const results: SweepResult[] = [];
+  for (const row of await app.deps.journal.listApprovals("pending")) {
+    if (Date.parse(row.expiresAt) > now) continue;
+    const view = await viewThread(app, row.threadId);
+    if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== row.envelopeHash) {
+      // The index lags a thread that moved on (crash between steps); the checkpoint is the truth.
+      if (view.status === "finished") await app.deps.journal.closeThreadApprovals(row.threadId, "closed");
+      results.push({ threadId: row.threadId, envelopeHash: row.envelopeHash, result: "skipped", detail: `thread is ${view.status}` });
+      continue;
+    }
+    try {
+      const after = await submitDecision(
+        app,
+        row.threadId,
+        { decisions: [{ type: "expire", envelopeHash: row.envelopeHash, nonce: view.approval.nonce, by: { id: "system:sweep" } }] },
+        onStep,
+      );
+      results.push(
+        after.status === "awaiting_approval"
+          ? { threadId: row.threadId, envelopeHash: row.envelopeHash, result: "escalated", detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}` }
+          : { threadId: row.threadId, envelopeHash: row.envelopeHash, result: "expired", detail: `${after.state?.outcome} / ${after.state?.reasonCode}` },
+      );
+    } catch (e) {
+      results.push({ threadId: row.threadId, envelopeHash: row.envelopeHash, result: "skipped", detail: (e as Error).message });
+    }
+  }
+  return results;
 }

@@ -7,13 +7,14 @@ import fs from "node:fs";
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
-import { createDeps } from "../runtime/deps.js";
-import { listPending, openApp, recoverThread, startRun, submitDecision, viewThread, type App, type ThreadView } from "../app/threads.js";
+import { withApp } from "./session.js";
+import { listPending, recoverThread, startRun, submitDecision, viewThread, type ThreadView } from "../app/threads.js";
 import { Printer, threadJson } from "./render.js";
 import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { runMainJob } from "./start.js";
 import { auditCommand } from "./audit-command.js";
+import { lifecycleCommands } from "./lifecycle-commands.js";
 import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
 import { generateApproverKeyPair } from "../envelope/index.js";
 
@@ -21,19 +22,10 @@ const EXIT_OK = 0;
 const EXIT_USAGE = 1;
 const EXIT_OUTCOME = 2;
 
-async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
-  const deps = await createDeps(loadConfig());
-  const app = openApp(deps);
-  try {
-    return await fn(app);
-  } finally {
-    await app.close();
-  }
-}
 
 /** Exit code for a thread after a command: waiting cleanly or verified is success. */
 export function exitCodeFor(view: ThreadView, refusedNow: boolean): number {
-  if (view.status === "awaiting_approval") return refusedNow ? EXIT_OUTCOME : EXIT_OK;
+  if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? EXIT_OUTCOME : EXIT_OK;
   return view.state?.outcome === "VERIFIED" ? EXIT_OK : EXIT_OUTCOME;
 }
 
@@ -44,6 +36,8 @@ function report(printer: Printer, view: ThreadView, refusedNow = false): number 
     const a = view.approval!;
     printer.line(`Waiting for approval. Approve exactly this envelope with:`);
     printer.line(`  npm run cli -- approve ${view.threadId} --hash ${a.envelopeHash} --as <approver-id>`);
+  } else if (view.status === "awaiting_input") {
+    printer.question(view);
   } else if (view.status === "interrupted_run") {
     printer.line(`The run stopped before ${view.next?.join(", ")}. Finish it with: npm run cli -- recover ${view.threadId}`);
   } else printer.outcome(view);
@@ -98,7 +92,7 @@ export function buildProgram(): Command {
         ...(opts.task?.length ? { taskIds: opts.task } : {}),
         ...(opts.field?.length ? { fields: opts.field } : {}),
       };
-      if (!opts.json && opts.prompt && process.stdin.isTTY) {
+      if (!opts.json && opts.prompt && process.stdin.isTTY && process.stdout.isTTY) {
         process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: true, scope });
         return;
       }
@@ -244,6 +238,8 @@ export function buildProgram(): Command {
       );
     });
 
+  for (const command of lifecycleCommands()) program.addCommand(command);
+
   program.addCommand(auditCommand());
 
   return program;
@@ -277,6 +273,11 @@ export async function main(argv: string[]): Promise<number> {
     if (e instanceof DecisionNotAcceptedError) {
       if (argv.includes("--json")) process.stdout.write(`${JSON.stringify({ threadId: e.threadId, refused: { code: e.code, reason: e.detail } }, null, 2)}\n`);
       process.stderr.write(`refused (${e.code}): ${e.message}\n`);
+      // Naming a thread that does not exist is a usage error, like any other wrong argument.
+      if (e.code === "NO_SUCH_THREAD") {
+        process.stderr.write(`  list the waiting approvals with: npm run cli -- pending\n`);
+        return EXIT_USAGE;
+      }
       return EXIT_OUTCOME;
     }
     process.stderr.write(`error: ${err.stack ?? err.message}\n`);

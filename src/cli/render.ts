@@ -95,6 +95,20 @@ export class Printer {
     this.line(this.paint("bold", "───────────────────────────────"));
   }
 
+  question(view: ThreadView): void {
+    const q = view.input;
+    if (!q) return;
+    this.line();
+    this.line(this.paint("bold", "──────── question ────────"));
+    this.line(q.question);
+    const props = (q.answerSchema["properties"] ?? {}) as Record<string, { type?: string; enum?: string[]; description?: string }>;
+    for (const [name, p] of Object.entries(props)) {
+      this.line(`  ${name} (${p.enum ? `one of: ${p.enum.join(", ")}` : p.type})${p.description ? ` — ${p.description}` : ""}`);
+    }
+    if (q.lastRefusal) this.line(this.paint("red", `Last answer refused: ${q.lastRefusal.reason}`));
+    this.line(`Answer with: npm run cli -- answer ${view.threadId} ${Object.keys(props).map((n) => `--set ${n}=<value>`).join(" ")}`);
+  }
+
   outcome(view: ThreadView): void {
     const s = view.state;
     if (!s?.outcome) return;
@@ -119,6 +133,9 @@ export class Printer {
 /** The `--json` shape of a thread, per the CLI contract. */
 export function threadJson(view: ThreadView): Record<string, unknown> {
   const s = view.state;
+  if (view.status === "awaiting_input" && view.input) {
+    return { threadId: view.threadId, status: "awaiting_input", question: view.input.question, answerSchema: view.input.answerSchema, ...(view.input.lastRefusal ? { refused: view.input.lastRefusal } : {}) };
+  }
   if (view.status === "awaiting_approval" && view.approval) {
     const last = s?.refusals.at(-1);
     return {

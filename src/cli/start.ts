@@ -38,7 +38,13 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     let view = await startRun(app, { request, requestedBy: opts.requestedBy, ...(opts.scope ? { scope: opts.scope } : {}) }, { onStep: printer.onStep });
     // A prompt needs a person at both ends: keys from a terminal and the card on one (not a file or pipe).
     const interactive = opts.prompt && Boolean(process.stdin.isTTY && process.stdout.isTTY);
-    while (view.status === "awaiting_approval") {
+    while (view.status === "awaiting_approval" || view.status === "awaiting_input") {
+      if (view.status === "awaiting_input") {
+        printer.question(view);
+        if (!interactive) return 0;
+        view = await submitDecision(app, view.threadId, { answers: await askAnswers(view) }, printer.onStep);
+        continue;
+      }
       printer.card(view);
       if (!interactive) {
         printer.line("No terminal to ask at, so the approval stays waiting (durably, in SQLite). Approve exactly this envelope with:");
@@ -55,6 +61,17 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
   } finally {
     await app.close();
   }
+}
+
+async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
+  const props = (view.input!.answerSchema["properties"] ?? {}) as Record<string, { type?: string; enum?: string[]; description?: string }>;
+  const answers: Record<string, string> = {};
+  for (const [name, p] of Object.entries(props)) {
+    answers[name] = p.enum
+      ? await select({ message: p.description ?? name, choices: p.enum.map((v) => ({ name: v, value: v })) })
+      : await input({ message: `${p.description ?? name} (${p.type})`, required: true });
+  }
+  return answers;
 }
 
 async function ask(view: ThreadView) {

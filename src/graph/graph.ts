@@ -2,14 +2,18 @@
  * Wiring only. Graph id in langgraph.json: bitrix24_task_agent.
  *
  *   agent ⇄ read_tools
+ *   agent → propose → ask_input ⇄ check_input → agent            (structured input)
  *   agent → propose → build_envelope → await_approval ⇄ check_decision → pre_read → execute → verify → finish
+ *   check_decision → build_envelope (edit, escalation) | agent (reject with feedback, revision allowed)
  */
 import { END, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
 import { AgentState } from "./state.js";
-import { afterAgent, afterBuildEnvelope, afterCheckDecision, afterExecute, afterPreRead, afterPropose } from "./routes.js";
+import { afterAgent, afterBuildEnvelope, afterCheckDecision, afterCheckInput, afterExecute, afterPreRead, afterPropose } from "./routes.js";
 import { agent } from "../nodes/agent.js";
 import { readTools } from "../nodes/read-tools.js";
 import { propose } from "../nodes/propose.js";
+import { askInput } from "../nodes/ask-input.js";
+import { checkInput } from "../nodes/check-input.js";
 import { buildEnvelope } from "../nodes/build-envelope.js";
 import { awaitApproval } from "../nodes/await-approval.js";
 import { checkDecision } from "../nodes/check-decision.js";
@@ -22,6 +26,8 @@ export const builder = new StateGraph(AgentState)
   .addNode("agent", agent)
   .addNode("read_tools", readTools)
   .addNode("propose", propose)
+  .addNode("ask_input", askInput)
+  .addNode("check_input", checkInput)
   .addNode("build_envelope", buildEnvelope)
   .addNode("await_approval", awaitApproval)
   .addNode("check_decision", checkDecision)
@@ -32,10 +38,12 @@ export const builder = new StateGraph(AgentState)
   .addEdge(START, "agent")
   .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "finish"])
   .addEdge("read_tools", "agent")
-  .addConditionalEdges("propose", afterPropose, ["agent", "build_envelope", "finish"])
+  .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish"])
+  .addEdge("ask_input", "check_input")
+  .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish"])
   .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "finish"])
   .addEdge("await_approval", "check_decision")
-  .addConditionalEdges("check_decision", afterCheckDecision, ["await_approval", "build_envelope", "pre_read", "finish"])
+  .addConditionalEdges("check_decision", afterCheckDecision, ["agent", "await_approval", "build_envelope", "pre_read", "finish"])
   .addConditionalEdges("pre_read", afterPreRead, ["execute", "finish"])
   .addConditionalEdges("execute", afterExecute, ["verify", "finish"])
   .addEdge("verify", "finish")

@@ -14,18 +14,24 @@ export function afterAgent(state: State): "read_tools" | "propose" | "finish" {
   return calls.every((c) => READ_TOOL_NAMES.has(c.name)) ? "read_tools" : "propose";
 }
 
-export function afterPropose(state: State): "agent" | "build_envelope" | "finish" {
+export function afterPropose(state: State): "agent" | "ask_input" | "build_envelope" | "finish" {
   if (state.outcome) return "finish";
+  if (state.inputRequest) return "ask_input";
   const last = state.messages.at(-1);
   const refused = last && "status" in last && (last as { status?: string }).status === "error";
   return refused || !state.proposal ? "agent" : "build_envelope";
+}
+
+export function afterCheckInput(state: State): "agent" | "ask_input" | "finish" {
+  if (state.outcome) return "finish";
+  return state.inputRequest ? "ask_input" : "agent";
 }
 
 export function afterBuildEnvelope(state: State): "await_approval" | "finish" {
   return state.outcome ? "finish" : "await_approval";
 }
 
-export function afterCheckDecision(state: State): "await_approval" | "build_envelope" | "pre_read" | "finish" {
+export function afterCheckDecision(state: State): "agent" | "await_approval" | "build_envelope" | "pre_read" | "finish" {
   if (state.outcome) return "finish";
   const type = state.decision?.type;
   switch (type) {
@@ -34,7 +40,13 @@ export function afterCheckDecision(state: State): "await_approval" | "build_enve
     case "edit":
       return "build_envelope";
     case "reject":
+      // A rejection that did not end the run carries feedback for the model to revise.
+      return "agent";
+    case "cancel":
       return "finish";
+    case "expire":
+      // An expired approval that did not end the run was escalated: a fresh envelope for the new group.
+      return "build_envelope";
     case undefined:
       return "await_approval";
     default: {

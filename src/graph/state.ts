@@ -17,6 +17,7 @@ import type {
   RequestScope,
   VerificationRecord,
 } from "../hitl/records.js";
+import type { InputRequestRecord } from "../hitl/structured-input.js";
 
 export const AgentState = Annotation.Root({
   /** The user's request in their words. */
@@ -33,6 +34,12 @@ export const AgentState = Annotation.Root({
   invalidProposals: Annotation<number>({ reducer: (_, b) => b, default: () => 0 }),
   /** The last well-formed proposal (from the model or from a human edit). */
   proposal: Annotation<ProposalRecord | null>({ reducer: (_, b) => b, default: () => null }),
+  /** A structured question waiting for a human answer (from the model's request_input call). */
+  inputRequest: Annotation<InputRequestRecord | null>({ reducer: (_, b) => b, default: () => null }),
+  /** Human rejections sent back to the model as feedback; bounded by the revision limit. */
+  rejections: Annotation<number>({ reducer: (_, b) => b, default: () => 0 }),
+  /** Group an expired approval was escalated to; only its members may approve the fresh envelope. */
+  escalatedTo: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
   /** The frozen envelope awaiting or holding approval, and its hash. */
   envelope: Annotation<Envelope | null>({ reducer: (_, b) => b, default: () => null }),
   envelopeHash: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),

@@ -20,6 +20,7 @@ export function approvalRequestFrom(state: State): ApprovalRequest {
     expiresAt: envelope.expiresAt,
     threadId: envelope.runContext.threadId,
     ...(lastRefusal ? { lastRefusal } : {}),
+    ...(state.escalatedTo ? { escalatedTo: state.escalatedTo } : {}),
     exampleResume: exampleApproval(state.envelopeHash, envelope.nonce, "<your approver id>"),
   };
 }

@@ -18,13 +18,47 @@ export interface ApprovalRequest {
   threadId: string;
   /** Why the previous decision for this envelope was refused, if one was. */
   lastRefusal?: { code: string; reason: string };
+  /** Set when an expired approval was escalated: only this group's members may approve. */
+  escalatedTo?: string;
   /** A resume value that would approve, to copy into Studio or an HTTP client after checking the card. */
   exampleResume: ResumeValue;
 }
 
-export type InterruptPayload = ApprovalRequest;
+/** A question instead of an approval: answer with {"answers": {...}} matching `answerSchema`. */
+export interface InputRequest {
+  kind: "input";
+  question: string;
+  answerSchema: Record<string, unknown>;
+  threadId: string;
+  askedAt: string;
+  lastRefusal?: { code: string; reason: string };
+  exampleResume: { answers: Record<string, unknown> };
+}
+
+export type InterruptPayload = ApprovalRequest | InputRequest;
 
 /** Outer shape only; each decision is validated by the envelope core, which knows hash, nonce and policy. */
+/**
+ * Decisions made by the system or the requester rather than an approver. They are bound to the
+ * envelope like any other decision; an expiry is honoured only when the envelope really has expired.
+ */
+export const SystemDecisionSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("cancel"),
+    envelopeHash: z.string(),
+    nonce: z.string(),
+    by: z.strictObject({ id: z.string().min(1) }),
+    reason: z.string().trim().min(1, "a cancel needs a reason"),
+  }),
+  z.strictObject({
+    type: z.literal("expire"),
+    envelopeHash: z.string(),
+    nonce: z.string(),
+    by: z.strictObject({ id: z.string().min(1) }),
+  }),
+]);
+export type SystemDecision = z.infer<typeof SystemDecisionSchema>;
+
 export const ResumeSchema = z.object({
   decisions: z.array(z.unknown()).length(1, "exactly one decision per approval request"),
 });

@@ -52,7 +52,7 @@ export type ReasonCode =
   | "INCONCLUSIVE";
 
 export interface DecisionRecord {
-  type: "approve" | "reject" | "edit";
+  type: "approve" | "reject" | "edit" | "cancel" | "expire";
   envelopeHash: string;
   nonce: string;
   revision: number;

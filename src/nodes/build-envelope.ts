@@ -53,10 +53,12 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     revision,
     envelopeId: state.envelope?.envelopeId ?? randomUUID(),
     ...(state.envelopeHash ? { previousEnvelopeHash: state.envelopeHash } : {}),
+    // Whoever wrote an edited revision may not also approve it.
+    ...(proposal.source === "human_edit" && state.decision?.type === "edit" ? { editedBy: state.decision.approverId } : {}),
   });
   const envelopeHash = hashEnvelope(envelope);
   // Keyed by hash, so a re-run of this node cannot register twice.
-  if (state.envelopeHash) await deps.journal.setApprovalStatus(state.envelopeHash, "superseded");
+  if (state.envelopeHash) await deps.journal.setApprovalStatus(state.envelopeHash, state.decision?.type === "expire" ? "expired" : "superseded");
   await deps.journal.registerApproval({
     envelopeHash,
     threadId,
@@ -65,7 +67,10 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     createdAt: envelope.createdAt,
     expiresAt: envelope.expiresAt,
   });
-  const card = renderCard(envelope, envelopeHash, "text").text;
+  const rendered = renderCard(envelope, envelopeHash, "text").text;
+  const card = state.escalatedTo
+    ? `ESCALATED to group ${state.escalatedTo}: the approval for ${state.envelopeHash} expired unanswered; only members of ${state.escalatedTo} may approve this fresh envelope.\n${rendered}`
+    : rendered;
   await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card));
   return {
     envelope,

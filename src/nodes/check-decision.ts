@@ -1,8 +1,9 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { validateDecision } from "../envelope/index.js";
-import { ResumeSchema } from "../hitl/contract.js";
+import { allowedApprovers, validateDecision } from "../envelope/index.js";
+import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
+import { HumanMessage } from "@langchain/core/messages";
 import { deriveScope } from "../hitl/scope.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -46,6 +47,8 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(raw)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`);
   }
   const candidate = outer.data.decisions[0];
+  const system = SystemDecisionSchema.safeParse(candidate);
+  if (system.success) return systemDecision(state, system.data, refuse);
   const nonce = (candidate as { nonce?: unknown } | null)?.nonce;
   const consumed = typeof nonce === "string" ? await deps.journal.findClaim(nonce) : undefined;
   const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
@@ -61,6 +64,15 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     ...(authUser ? { authenticatedUser: authUser } : {}),
   });
   if (!result.ok) return refuse(result.code, result.reason);
+  if (state.escalatedTo && result.decision.type === "approve") {
+    const members = deps.policy.approvers.groups[state.escalatedTo] ?? [];
+    if (!members.includes(result.identity.approverId)) {
+      return refuse(
+        "APPROVER_NOT_ALLOWED",
+        `this approval was escalated to group ${state.escalatedTo} (${members.join(", ") || "no members"}); ${result.identity.approverId} is not in it`,
+      );
+    }
+  }
 
   const d = result.decision;
   const decidedAt = ("decidedAt" in d && d.decidedAt) || now.toISOString();
@@ -101,10 +113,24 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     case "approve":
       return { decision: record, pendingDecision: null };
     case "reject":
+      if (d.message && state.rejections < deps.config.limits.maxRevisions) {
+        // Feedback goes back to the model; whatever it proposes next is a new envelope with its own approval.
+        return {
+          decision: record,
+          pendingDecision: null,
+          proposal: null,
+          rejections: state.rejections + 1,
+          messages: [new HumanMessage(`The reviewer rejected the proposal: ${d.message}. Propose a revised change or stop.`)],
+        };
+      }
       return {
         decision: record,
         pendingDecision: null,
-        ...endRun("NOT_EXECUTED", "REJECTED_BY_HUMAN", `rejected by ${record.approverId}${d.message ? `: ${d.message}` : " (no message)"}`),
+        ...endRun(
+          "NOT_EXECUTED",
+          "REJECTED_BY_HUMAN",
+          `rejected by ${record.approverId}${d.message ? `: ${d.message}` : " (no message)"}${d.message ? ` (revision limit of ${deps.config.limits.maxRevisions} reached)` : ""}`,
+        ),
       };
     case "edit": {
       const edit = result.edit!.proposal;
@@ -119,4 +145,64 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
       throw new Error(`unhandled decision ${JSON.stringify(never)}`);
     }
   }
+}
+
+/**
+ * Cancel and expiry: decisions made by the requester or the system rather than an approver, bound to
+ * the envelope like any other. They consume the nonce, so the approval can never be used afterwards.
+ */
+async function systemDecision(
+  state: State,
+  d: SystemDecision,
+  refuse: (code: string, reason: string) => Promise<Update>,
+): Promise<Update> {
+  const deps = await getDeps();
+  const envelope = state.envelope!;
+  const envelopeHash = state.envelopeHash!;
+  const now = deps.clock();
+  if (d.envelopeHash !== envelopeHash) return refuse("HASH_MISMATCH", `expected envelopeHash ${envelopeHash}; the ${d.type} names ${d.envelopeHash}`);
+  if (d.nonce !== envelope.nonce) return refuse("NONCE_MISMATCH", `expected the nonce of revision ${envelope.revision}; the ${d.type} carries another`);
+  if (d.type === "expire" && now.getTime() < Date.parse(envelope.expiresAt)) {
+    return refuse("NOT_EXPIRED", `the envelope expires at ${envelope.expiresAt}; it is ${now.toISOString()}`);
+  }
+  if (d.type === "cancel" && d.by.id !== state.requestedBy && !allowedApprovers(deps.policy, envelope.operation).has(d.by.id)) {
+    return refuse("APPROVER_NOT_ALLOWED", `only the requester (${state.requestedBy}) or an allowed approver may cancel; got ${d.by.id}`);
+  }
+  const claim = await deps.journal.claimDecision({
+    threadId: envelope.runContext.threadId,
+    envelopeHash,
+    nonce: envelope.nonce,
+    revision: envelope.revision,
+    decisionType: d.type,
+    approverId: d.by.id,
+    decidedAt: now.toISOString(),
+  });
+  if (!claim.claimed) {
+    throw new DecisionNotAcceptedError(envelope.runContext.threadId, "IN_PROGRESS", `the nonce was already consumed by a ${claim.existing.decisionType} from ${claim.existing.approverId}`);
+  }
+  const record: DecisionRecord = {
+    type: d.type,
+    envelopeHash,
+    nonce: envelope.nonce,
+    revision: envelope.revision,
+    approverId: d.by.id,
+    verifiedBy: "self_declared",
+    decidedAt: now.toISOString(),
+    acceptedAt: now.toISOString(),
+    ...(d.type === "cancel" ? { message: d.reason } : {}),
+    raw: state.pendingDecision,
+  };
+  await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
+  if (d.type === "cancel") {
+    return { decision: record, pendingDecision: null, ...endRun("NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`) };
+  }
+  const group = deps.policy.escalationGroup;
+  if (group && !state.escalatedTo) {
+    return { decision: record, pendingDecision: null, escalatedTo: group };
+  }
+  return {
+    decision: record,
+    pendingDecision: null,
+    ...endRun("NOT_EXECUTED", "APPROVAL_EXPIRED", `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${state.escalatedTo ? ` after escalation to ${state.escalatedTo}` : ""}`),
+  };
 }

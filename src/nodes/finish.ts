@@ -28,6 +28,9 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
 function finalOutcome(state: State, finishedAt: string): Update {
   if (state.outcome) return { finishedAt };
   const v = state.verification;
+  if (!v && state.decision?.type === "reject") {
+    return { outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN", reason: `rejected by ${state.decision.approverId}: ${state.decision.message ?? ""}; the model proposed no revision`, finishedAt };
+  }
   if (!v) {
     const last = state.messages.at(-1);
     const said = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content ?? "");

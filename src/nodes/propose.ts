@@ -1,7 +1,8 @@
 import { AIMessage, ToolMessage } from "@langchain/core/messages";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { ProposalArgsSchema } from "../tools/proposal-tools.js";
+import { ProposalArgsSchema, RequestInputArgsSchema } from "../tools/proposal-tools.js";
+import { inputSpecProblem } from "../hitl/structured-input.js";
 import { endRun } from "./finish-with.js";
 
 /**
@@ -17,7 +18,19 @@ export async function propose(state: State): Promise<Update> {
   let accepted: Update["proposal"] = null;
   const replies: ToolMessage[] = [];
 
-  for (const call of calls) {
+  const only = calls.length === 1 ? calls[0] : undefined;
+  if (only?.name === "request_input") {
+    const parsed = RequestInputArgsSchema.safeParse(only.args);
+    const problem = parsed.success ? inputSpecProblem(parsed.data.fields) : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    if (parsed.success && !problem) {
+      // No tool reply yet: the human's answer becomes the reply once it passes validation.
+      return { inputRequest: { toolCallId: only.id ?? "request_input", question: parsed.data.question, fields: parsed.data.fields, askedAt: deps.clock().toISOString() } };
+    }
+    refusals.push(`invalid request_input: ${problem}`);
+    replies.push(new ToolMessage({ tool_call_id: only.id ?? "request_input", name: "request_input", status: "error", content: `Error: invalid request_input: ${problem}` }));
+  }
+
+  for (const call of only?.name === "request_input" ? [] : calls) {
     const id = call.id ?? `call_${replies.length}`;
     if (call.name !== "propose_change") {
       const why = deps.tools.readTools.some((t) => t.name === call.name)

@@ -1,0 +1,94 @@
+/**
+ * Lifecycle commands: answer a structured question, cancel a waiting approval, sweep expired ones.
+ * They resume through the same decision path as approve/reject/edit.
+ */
+import { Command } from "commander";
+import { submitDecision, sweepExpired, viewThread, type ThreadView } from "../app/threads.js";
+import { DecisionNotAcceptedError, UsageError } from "../errors.js";
+import { Printer, threadJson } from "./render.js";
+import { withApp } from "./session.js";
+
+function outcomeCode(view: ThreadView, refusedNow: boolean): number {
+  if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? 2 : 0;
+  return view.state?.outcome === "VERIFIED" ? 0 : 2;
+}
+
+function show(printer: Printer, view: ThreadView): void {
+  if (printer.json) return printer.emitJson(threadJson(view));
+  if (view.status === "awaiting_input") printer.question(view);
+  else if (view.status === "awaiting_approval") printer.card(view);
+  else printer.outcome(view);
+}
+
+export function parseAnswers(pairs: string[]): Record<string, string> {
+  const answers: Record<string, string> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new UsageError(`--set must be name=value, got "${pair}"`);
+    answers[pair.slice(0, eq).trim()] = pair.slice(eq + 1);
+  }
+  return answers;
+}
+
+export function lifecycleCommands(): Command[] {
+  const answer = new Command("answer")
+    .description("Answer a structured question the agent asked (validated against its schema)")
+    .argument("<thread>")
+    .requiredOption("--set <name=value>", "an answer field (repeatable)", (v: string, p: string[] = []) => [...p, v])
+    .option("--json", "print one JSON object")
+    .action(async (thread: string, opts: { set: string[]; json?: boolean }) => {
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      process.exitCode = await withApp(async (app) => {
+        const before = await viewThread(app, thread);
+        if (before.status !== "awaiting_input") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `the thread is not waiting for an answer (status ${before.status})`);
+        const after = await submitDecision(app, thread, { answers: parseAnswers(opts.set) }, printer.onStep);
+        const refusedNow = (after.state?.refusals.length ?? 0) > (before.state?.refusals.length ?? 0);
+        show(printer, after);
+        return outcomeCode(after, refusedNow);
+      });
+    });
+
+  const cancel = new Command("cancel")
+    .description("Cancel a waiting approval: the nonce is voided and later decisions are refused")
+    .argument("<thread>")
+    .requiredOption("--reason <text>", "why it is cancelled")
+    .option("--as <id>", "who cancels", "demo-user")
+    .option("--json", "print one JSON object")
+    .action(async (thread: string, opts: { reason: string; as: string; json?: boolean }) => {
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      process.exitCode = await withApp(async (app) => {
+        const before = await viewThread(app, thread);
+        const resume =
+          before.status === "awaiting_approval"
+            ? { decisions: [{ type: "cancel", envelopeHash: before.approval!.envelopeHash, nonce: before.approval!.nonce, by: { id: opts.as }, reason: opts.reason }] }
+            : { cancel: { by: { id: opts.as }, reason: opts.reason } };
+        const after = await submitDecision(app, thread, resume, printer.onStep);
+        show(printer, after);
+        return after.state?.reasonCode === "CANCELLED" ? 0 : 2;
+      });
+    });
+
+  const sweep = new Command("sweep")
+    .description("Close waiting approvals past their expiry (escalating where policy says so)")
+    .option("--watch", "keep sweeping")
+    .option("--interval <seconds>", "seconds between sweeps with --watch", "30")
+    .option("--json", "print JSON")
+    .action(async (opts: { watch?: boolean; interval: string; json?: boolean }) => {
+      const interval = Number(opts.interval);
+      if (!Number.isFinite(interval) || interval <= 0) throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      let stop = false;
+      process.once("SIGINT", () => (stop = true));
+      process.once("SIGTERM", () => (stop = true));
+      do {
+        const results = await withApp((app) => sweepExpired(app));
+        if (opts.json) printer.emitJson({ at: new Date().toISOString(), results });
+        else if (results.length === 0) printer.line(`${new Date().toISOString()} nothing expired`);
+        else for (const r of results) printer.line(`${r.threadId} ${r.result}: ${r.detail}`);
+        if (!opts.watch) break;
+        for (let waited = 0; waited < interval * 1000 && !stop; waited += 200) await new Promise((r) => setTimeout(r, 200));
+      } while (!stop);
+    });
+
+  return [answer, cancel, sweep];
+}

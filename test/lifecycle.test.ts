@@ -1,0 +1,290 @@
+/**
+ * Approval lifecycle with a controllable clock: sweep and escalation, cancel, late decisions after
+ * every kind of end, reject-and-revise, and structured input. Every test checks the write count.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { startRun, submitDecision, sweepExpired, type App, type ThreadView } from "../src/app/threads.js";
+import { defaultPolicy } from "../src/envelope/index.js";
+import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
+
+const REQUEST = "rename task 4 to Quarterly plan";
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+let now: Date;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+  now = new Date();
+});
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+async function open(script: Script = readThenPropose(4, { TITLE: "Quarterly plan" }), env: Record<string, string> = {}) {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script), clock: () => now, env });
+  return app;
+}
+
+function policyWithout(field: "escalationGroup"): string {
+  const p = defaultPolicy() as Record<string, unknown>;
+  delete p[field];
+  const file = path.join(dataDir, "policy.json");
+  fs.writeFileSync(file, JSON.stringify(p));
+  return file;
+}
+
+const approve = (view: ThreadView, approver = "demo-approver", extra: Record<string, unknown> = {}) => ({
+  decisions: [{ type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, approver: { id: approver }, ...extra }],
+});
+
+function later(view: ThreadView, ms = 1000) {
+  now = new Date(Date.parse(view.approval!.expiresAt) + ms);
+}
+
+describe("expiry and sweep", () => {
+  it("sweep closes an expired approval through the graph as a system decision (no escalation group)", async () => {
+    const app = await open(undefined, { ACTION_ENVELOPE_POLICY: policyWithout("escalationGroup") });
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    expect(await sweepExpired(app)).toEqual([]); // not yet expired
+    later(view);
+    const results = await sweepExpired(app);
+    expect(results).toEqual([expect.objectContaining({ threadId: view.threadId, result: "expired" })]);
+    const ended = await submitDecision(app, view.threadId, approve(view)).catch((e) => e);
+    expect(ended.code).toBe("THREAD_ENDED");
+    const { viewThread } = await import("../src/app/threads.js");
+    const final = await viewThread(app, view.threadId);
+    expect(final.state?.reasonCode).toBe("APPROVAL_EXPIRED");
+    expect(final.state?.decision?.type).toBe("expire");
+    expect(final.state?.decision?.approverId).toBe("system:sweep");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("sweep escalates to the policy's group with a fresh nonce, expiry and baseline; the old approval is dead", async () => {
+    const app = await open();
+    const first = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    // The task changes while the approval waits; the escalated envelope must see the new state.
+    await portal.rest("tasks.task.update", { taskId: 4, fields: { DESCRIPTION: "changed while waiting" } });
+    later(first);
+    const [res] = await sweepExpired(app);
+    expect(res?.result).toBe("escalated");
+    const { viewThread } = await import("../src/app/threads.js");
+    const second = await viewThread(app, first.threadId);
+    expect(second.status).toBe("awaiting_approval");
+    const a = first.approval!;
+    const b = second.approval!;
+    expect(b.revision).toBe(2);
+    expect(b.nonce).not.toBe(a.nonce);
+    expect(b.envelopeHash).not.toBe(a.envelopeHash);
+    expect(Date.parse(b.expiresAt)).toBeGreaterThan(now.getTime());
+    expect(b.envelope.previousEnvelopeHash).toBe(a.envelopeHash);
+    expect(b.envelope.baseline.values["DESCRIPTION"]).toBe("changed while waiting");
+    expect(b.escalatedTo).toBe("task-leads");
+
+    const stale = await submitDecision(app, first.threadId, approve(first));
+    expect(["STALE_REVISION", "NONCE_MISMATCH", "HASH_MISMATCH"]).toContain(stale.state?.refusals.at(-1)?.code);
+    const notLead = await submitDecision(app, first.threadId, approve(second, "alice"));
+    expect(notLead.state?.refusals.at(-1)?.code).toBe("APPROVER_NOT_ALLOWED");
+    expect(await portal.writes()).toHaveLength(1); // only the person's edit
+
+    const done = await submitDecision(app, first.threadId, approve(second, "carol"));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(2);
+  });
+
+  it("an escalated approval that expires again ends the run; no second escalation", async () => {
+    const app = await open();
+    const first = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    later(first);
+    await sweepExpired(app);
+    const { viewThread } = await import("../src/app/threads.js");
+    const second = await viewThread(app, first.threadId);
+    later(second);
+    const [res] = await sweepExpired(app);
+    expect(res?.result).toBe("expired");
+    expect((await viewThread(app, first.threadId)).state?.reasonCode).toBe("APPROVAL_EXPIRED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("an expiry decision before expiresAt is refused", async () => {
+    const app = await open();
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    const after = await submitDecision(app, view.threadId, { decisions: [{ type: "expire", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "mallory" } }] });
+    expect(after.status).toBe("awaiting_approval");
+    expect(after.state?.refusals.at(-1)?.code).toBe("NOT_EXPIRED");
+  });
+});
+
+describe("cancel and late decisions", () => {
+  it("cancel ends NOT_EXECUTED / CANCELLED, voids the nonce, and a later approval is refused", async () => {
+    const app = await open();
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [{ type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "demo-user" }, reason: "no longer needed" }],
+    });
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(done.state?.reasonCode).toBe("CANCELLED");
+    expect(done.state?.reason).toContain("no longer needed");
+    expect((await app.deps.journal.findClaim(a.nonce))?.decisionType).toBe("cancel");
+    await expect(submitDecision(app, view.threadId, approve(view))).rejects.toMatchObject({ code: "THREAD_ENDED" });
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  const endings: Array<[string, (app: App, v: ThreadView) => Promise<unknown>]> = [
+    ["executed", (app, v) => submitDecision(app, v.threadId, approve(v))],
+    ["rejected", (app, v) => submitDecision(app, v.threadId, { decisions: [{ type: "reject", envelopeHash: v.approval!.envelopeHash, nonce: v.approval!.nonce, approver: { id: "bob" } }] })],
+    ["expired", async (app, v) => {
+      later(v);
+      return submitDecision(app, v.threadId, approve(v));
+    }],
+    ["cancelled", (app, v) => submitDecision(app, v.threadId, { decisions: [{ type: "cancel", envelopeHash: v.approval!.envelopeHash, nonce: v.approval!.nonce, by: { id: "demo-user" }, reason: "stop" }] })],
+  ];
+  it.each(endings)("a decision after the thread was %s is refused and writes nothing", async (_name, end) => {
+    const app = await open();
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    await end(app, view);
+    const writesBefore = (await portal.writes()).length;
+    now = new Date();
+    await expect(submitDecision(app, view.threadId, approve(view, "alice"))).rejects.toMatchObject({ code: "THREAD_ENDED" });
+    expect(await portal.writes()).toHaveLength(writesBefore);
+  });
+});
+
+describe("reject and revise", () => {
+  /** Proposes "Quarterly plan"; after a rejection, proposes the value quoted in the feedback. */
+  const reviser: Script = (messages: BaseMessage[]) => {
+    const feedback = [...messages].reverse().find((m) => m instanceof HumanMessage && String(m.content).includes("rejected"));
+    const lastIsTool = messages.at(-1)?.getType() === "tool";
+    const quoted = feedback ? /"([^"]+)"/.exec(String(feedback.content))?.[1] : undefined;
+    if (!messages.some((m) => m.getType() === "tool")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+    if (feedback && messages.at(-1) === feedback && quoted) {
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: quoted }, rationale: "revised after review" })] });
+    }
+    if (lastIsTool && (messages.at(-1) as { name?: string }).name === "get_task_by_id") {
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: "Quarterly plan" }, rationale: "first try" })] });
+    }
+    return new AIMessage("Nothing more to propose.");
+  };
+
+  it("a rejection with feedback yields a second envelope that executes only after its own approval", async () => {
+    const app = await open(reviser);
+    const first = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = first.approval!;
+    const revised = await submitDecision(app, first.threadId, {
+      decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, message: 'use "Quarterly plan 2027" instead' }],
+    });
+    expect(revised.status).toBe("awaiting_approval");
+    const b = revised.approval!;
+    expect(b.revision).toBe(2);
+    expect(b.envelope.params).toEqual({ TITLE: "Quarterly plan 2027" });
+    expect(await portal.writes()).toHaveLength(0);
+    const done = await submitDecision(app, first.threadId, approve(revised, "bob"));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params).toEqual({ taskId: 4, fields: { TITLE: "Quarterly plan 2027" } });
+  });
+
+  it("past the revision limit a rejection ends REJECTED_BY_HUMAN", async () => {
+    const app = await open(reviser, { ACTION_ENVELOPE_MAX_REVISIONS: "1" });
+    let view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    for (const title of ["Second", "Third"]) {
+      const a = view.approval!;
+      view = await submitDecision(app, view.threadId, {
+        decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, message: `use "${title}" instead` }],
+      });
+    }
+    expect(view.state?.outcome).toBe("NOT_EXECUTED");
+    expect(view.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("a rejection without a message ends the run", async () => {
+    const app = await open(reviser);
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    const done = await submitDecision(app, view.threadId, { decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" } }] });
+    expect(done.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
+  });
+});
+
+describe("amend", () => {
+  it("an edit that widens the action to another task is refused like an out-of-scope proposal", async () => {
+    const app = await open();
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    const after = await submitDecision(app, view.threadId, {
+      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, editedAction: { name: "update_task", args: { taskId: 5, fields: { TITLE: "x" } } } }],
+    });
+    expect(after.status).toBe("awaiting_approval");
+    expect(after.approval?.envelopeHash).toBe(a.envelopeHash);
+    expect(after.state?.refusals.at(-1)?.code).toBe("OUT_OF_SCOPE");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
+describe("structured input", () => {
+  const asker: Script = (messages) => {
+    const answer = [...messages].reverse().find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    if (!answer) {
+      return new AIMessage({
+        content: "",
+        tool_calls: [call("request_input", { question: "Which task do you mean?", fields: { taskId: { type: "enum", description: "task id", choices: ["1", "4"] } } })],
+      });
+    }
+    const chosen = Number(JSON.parse(String(answer.content)).taskId);
+    if (messages.at(-1) === answer) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: chosen, fields: { TITLE: "Renamed after a question" }, rationale: "the human chose it" })] });
+  };
+
+  it("asks instead of guessing, refuses an invalid answer, and a valid one leads to a normal approval", async () => {
+    const app = await open(asker);
+    const asked = await startRun(app, { request: "rename the lab task to Renamed after a question", requestedBy: "demo-user" });
+    expect(asked.status).toBe("awaiting_input");
+    expect(asked.input?.question).toBe("Which task do you mean?");
+    expect(asked.input?.answerSchema).toMatchObject({ properties: { taskId: { type: "string", enum: ["1", "4"] } } });
+
+    const bad = await submitDecision(app, asked.threadId, { answers: { taskId: "9" } });
+    expect(bad.status).toBe("awaiting_input");
+    expect(bad.input?.lastRefusal?.code).toBe("INVALID_ANSWER");
+
+    const good = await submitDecision(app, asked.threadId, { answers: { taskId: "4" } });
+    expect(good.status).toBe("awaiting_approval");
+    expect(good.approval?.envelope.object.id).toBe(4);
+    expect(good.state?.scope?.taskIds).toEqual([4]);
+    expect(await portal.writes()).toHaveLength(0);
+    const done = await submitDecision(app, asked.threadId, approve(good));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("CLI", () => {
+  it("cancel, answer-less sweep and a late approval through separate processes", async () => {
+    const env = envFor(portal, dataDir, { ACTION_ENVELOPE_TTL_SECONDS: "1", ACTION_ENVELOPE_POLICY: policyWithout("escalationGroup") });
+    const run1 = parseJsonOutput((await runCli(["run", "rename task 4 to One", "--json"], env)).stdout);
+    const run2 = parseJsonOutput((await runCli(["run", "rename task 4 to Two", "--json"], env)).stdout);
+    const cancelled = await runCli(["cancel", run1.threadId, "--reason", "duplicate", "--json"], env);
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect(parseJsonOutput(cancelled.stdout).reasonCode).toBe("CANCELLED");
+    await new Promise((r) => setTimeout(r, 1200));
+    const swept = await runCli(["sweep", "--json"], env);
+    expect(swept.code, swept.stderr).toBe(0);
+    expect(parseJsonOutput(swept.stdout).results).toEqual([expect.objectContaining({ threadId: run2.threadId, result: "expired" })]);
+    const late = await runCli(["approve", run2.threadId, "--hash", run2.envelopeHash, "--json"], env);
+    expect(late.code).toBe(2);
+    expect(parseJsonOutput(late.stdout).refused.code).toBe("THREAD_ENDED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
