@@ -127,6 +127,16 @@ describe("audit records written by the graph", () => {
     expect(mismatch.approver?.id).toBe("bob");
   });
 
+  it("a decision carrying text the canonical form refuses (an unpaired surrogate) is refused and recorded, not a crash", async () => {
+    const { app, view } = await waiting();
+    const after = await submitDecision(app, view.threadId, decision(view, "approve", "\ud800mallory"));
+    expect(after.status).toBe("awaiting_approval");
+    const refused = (await app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_refused")!;
+    expect(refused.refusal?.code).toBe("APPROVER_NOT_ALLOWED");
+    expect(refused.approver?.id).toBe("\ufffdmallory");
+    expect(await app.deps.audit.verify()).toMatchObject({ intact: true });
+  });
+
   it("overridden: a signed separation-of-duties override is in the audit record and on the case record's first page", async () => {
     const keysDir = tempDir("ae-keys-");
     const carol = generateApproverKeyPair("carol");

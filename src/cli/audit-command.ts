@@ -8,6 +8,7 @@ import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
 import { renderCase } from "../evidence/render.js";
 import { UsageError } from "../errors.js";
+import { AuditLogError } from "../store/audit.js";
 import { withInspectSession, type InspectSession } from "./app-session.js";
 
 const EXIT_OK = 0;
@@ -15,6 +16,17 @@ const EXIT_BROKEN = 2;
 
 const write = (text: string) => process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
 const writeJson = (value: unknown) => write(JSON.stringify(value, null, 2));
+
+/** A record that no longer parses is damage to the log, reported like a broken chain, not as a crash. */
+async function reportingDamage(fn: () => Promise<number>): Promise<number> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (!(e instanceof AuditLogError)) throw e;
+    process.stderr.write(`audit log damaged: ${e.message}\n`);
+    return EXIT_BROKEN;
+  }
+}
 
 async function loadCase(s: InspectSession, threadId: string) {
   const [records, chain, thread] = await Promise.all([s.audit.records({ threadId }), s.audit.verify(), s.thread(threadId)]);
@@ -56,17 +68,20 @@ export function auditCommand(): Command {
     .description("Audited runs, oldest first: requester, records, last event, outcome, overrides")
     .option("--json", "print JSON")
     .action(async (opts: { json?: boolean }) => {
-      await withInspectSession(async (s) => {
-        const threads = await s.audit.threads();
-        if (opts.json) return writeJson({ threads });
-        if (threads.length === 0) return write("The audit log has no records yet.");
-        for (const t of threads) {
-          write(
-            `${t.threadId}  by ${t.requestedBy}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
-              `  ${t.outcome ? `${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? `  OVERRIDES ${t.overrides}` : ""}`,
-          );
-        }
-      });
+      process.exitCode = await reportingDamage(() =>
+        withInspectSession(async (s) => {
+          const threads = await s.audit.threads();
+          if (opts.json) writeJson({ threads });
+          else if (threads.length === 0) write("The audit log has no records yet.");
+          else for (const t of threads) {
+            write(
+              `${t.threadId}  by ${t.requestedBy}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
+                `  ${t.outcome ? `${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? `  OVERRIDES ${t.overrides}` : ""}`,
+            );
+          }
+          return EXIT_OK;
+        }),
+      );
     });
 
   audit
@@ -75,12 +90,14 @@ export function auditCommand(): Command {
     .argument("<thread>")
     .option("--json", "print the case record and evidence objects as JSON")
     .action(async (thread: string, opts: { json?: boolean }) => {
-      process.exitCode = await withInspectSession(async (s) => {
-        const { chain, caseRecord, evidence } = await loadCase(s, thread);
-        if (opts.json) writeJson({ caseRecord, evidence });
-        else write(renderCase(caseRecord, evidence));
-        return chain.intact ? EXIT_OK : EXIT_BROKEN;
-      });
+      process.exitCode = await reportingDamage(() =>
+        withInspectSession(async (s) => {
+          const { chain, caseRecord, evidence } = await loadCase(s, thread);
+          if (opts.json) writeJson({ caseRecord, evidence });
+          else write(renderCase(caseRecord, evidence));
+          return chain.intact ? EXIT_OK : EXIT_BROKEN;
+        }),
+      );
     });
 
   audit
@@ -89,14 +106,16 @@ export function auditCommand(): Command {
     .argument("<thread>")
     .requiredOption("--out <dir>", "a directory that does not exist yet or is empty")
     .action(async (thread: string, opts: { out: string }) => {
-      process.exitCode = await withInspectSession(async (s) => {
-        const { chain, caseRecord, evidence } = await loadCase(s, thread);
-        const written = exportBundle(opts.out, caseRecord, evidence);
-        write(`wrote ${written.files.length} files to ${written.dir}`);
-        write(`check them with: (cd ${written.dir} && sha256sum -c SHA256SUMS)`);
-        if (!chain.intact) write(`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`);
-        return chain.intact ? EXIT_OK : EXIT_BROKEN;
-      });
+      process.exitCode = await reportingDamage(() =>
+        withInspectSession(async (s) => {
+          const { chain, caseRecord, evidence } = await loadCase(s, thread);
+          const written = exportBundle(opts.out, caseRecord, evidence);
+          write(`wrote ${written.files.length} files to ${written.dir}`);
+          write(`check them with: (cd ${written.dir} && sha256sum -c SHA256SUMS)`);
+          if (!chain.intact) write(`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`);
+          return chain.intact ? EXIT_OK : EXIT_BROKEN;
+        }),
+      );
     });
 
   return audit;

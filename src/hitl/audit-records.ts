@@ -40,7 +40,7 @@ export function proposalDeniedEntry(
   ctx: { threadId: string; revision: number; policy: Policy; at: string; code: string; reasons: string[] },
 ): AuditEntry {
   const proposal = state.proposal!;
-  return {
+  return hashable({
     threadId: ctx.threadId,
     revision: ctx.revision,
     event: "proposal_denied",
@@ -48,11 +48,11 @@ export function proposalDeniedEntry(
     at: ctx.at,
     requestedBy: state.requestedBy,
     risk: riskOfProposal(ctx.policy, proposal),
-    what: { operation: "update_task", taskId: proposal.taskId, params: jsonSafe(proposal.fields) as Record<string, unknown>, envelopeHash: null, envelope: null },
+    what: { operation: "update_task", taskId: proposal.taskId, params: proposal.fields, envelopeHash: null, envelope: null },
     ...none,
     refusal: { code: ctx.code, reason: ctx.reasons.join("; ") },
     policy: policyOf(ctx.policy),
-  };
+  });
 }
 
 /**
@@ -61,14 +61,14 @@ export function proposalDeniedEntry(
  * than naming one the approver never saw.
  */
 export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string, card: string): AuditEntry {
-  return {
+  return hashable({
     ...envelopeFields(envelope, envelopeHash),
     event: "approval_requested",
     discriminator: envelopeHash,
     at: envelope.createdAt,
     ...none,
     shown: { card, expiresAt: envelope.expiresAt },
-  };
+  });
 }
 
 /**
@@ -77,7 +77,7 @@ export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string,
  */
 export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, d: DecisionRecord): AuditEntry {
   const type: string = d.type;
-  return {
+  return hashable({
     ...envelopeFields(envelope, envelopeHash),
     event: type === "cancel" ? "approval_cancelled" : type === "expire" ? "approval_expired" : "decision_accepted",
     discriminator: "",
@@ -85,8 +85,8 @@ export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, 
     ...none,
     approver: { id: d.approverId, verifiedBy: d.verifiedBy, decision: d.type, decidedAt: d.decidedAt },
     override: d.override ? { ...d.override } : null,
-    received: jsonSafe(d.raw),
-  };
+    received: d.raw,
+  });
 }
 
 /**
@@ -95,7 +95,7 @@ export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, 
  */
 export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, refusal: Refusal, ordinal: number): AuditEntry {
   const claimed = claimedDecision(refusal.raw);
-  return {
+  return hashable({
     ...envelopeFields(envelope, envelopeHash),
     event: "decision_refused",
     discriminator: String(ordinal),
@@ -104,8 +104,8 @@ export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, r
     approver: { id: claimed.approverId, verifiedBy: "unverified", decision: claimed.type, decidedAt: claimed.decidedAt },
     override: null,
     refusal: { code: refusal.code, reason: refusal.reason },
-    received: jsonSafe(refusal.raw),
-  };
+    received: refusal.raw,
+  });
 }
 
 /**
@@ -127,13 +127,13 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
           what: {
             operation: "update_task",
             taskId: state.proposal?.taskId ?? null,
-            params: state.proposal ? (jsonSafe(state.proposal.fields) as Record<string, unknown>) : null,
+            params: state.proposal?.fields ?? null,
             envelopeHash: null,
             envelope: null,
           },
           policy: policyOf(ctx.policy),
         };
-  return {
+  return hashable({
     ...base,
     event: state.invocation ? "execution_outcome" : "run_ended",
     discriminator: "",
@@ -148,7 +148,7 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
       finishedAt: state.finishedAt,
       flags: explained.flags,
     },
-  };
+  });
 }
 
 /** Who a refused decision says it is from; nothing in it was verified. */
@@ -160,11 +160,18 @@ function claimedDecision(raw: unknown): { approverId: string | null; type: strin
   return { approverId: str(item?.approver?.id), type: str(item?.type), decidedAt: str(item?.decidedAt) };
 }
 
+/**
+ * Parts of an entry come from outside (a resume value, an approver id quoted in a refusal reason,
+ * a model's proposal); none of them may stop the log from hashing the record.
+ */
+function hashable(entry: AuditEntry): AuditEntry {
+  return jsonSafe(entry) as AuditEntry;
+}
+
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
- * A resume value is whatever a client sent; the log must be able to hash it. Round-trips through
- * JSON and replaces unpaired surrogates (which RFC 8785 refuses) with U+FFFD.
+ * Round-trips through JSON and replaces unpaired surrogates (which RFC 8785 refuses) with U+FFFD.
  */
 export function jsonSafe(value: unknown): unknown {
   let text: string | undefined;
