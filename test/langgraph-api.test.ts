@@ -13,6 +13,16 @@ import { ROOT, TSX, envFor, startPortal, tempDir, type Portal } from "./support/
 import { descendants, killAll, stillAlive, waitForExit } from "./support/processes.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
+
+const extraPortals: Portal[] = [];
+async function startPortalOnce(): Promise<Portal> {
+  const p = await startPortal();
+  extraPortals.push(p);
+  return p;
+}
+async function closePortals(): Promise<void> {
+  for (const p of extraPortals.splice(0)) await p.emulator.close();
+}
 const DEV_SERVER = path.join(ROOT, "src/cli/dev-server.ts");
 
 interface ApprovalPayload {
@@ -179,4 +189,56 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
     // Exit status 0 means ignored; execFileSync throws otherwise.
     execFileSync("git", ["check-ignore", "-q", ".langgraph_api/.langgraphjs_ops.json"], { cwd: ROOT });
   });
+});
+
+describe("npm run dev stopped by Ctrl-C at a terminal", () => {
+  it("SIGINT to the whole foreground process group (npm, sh, tsx, us) still stops cleanly, flushed, with nothing left", async () => {
+    const project = isolatedConfig();
+    // detached: its own process group, like the foreground job of a terminal.
+    const npm = spawn("npm", ["run", "dev", "--", "--config", project.file, "--no-reload"], {
+      cwd: ROOT,
+      env: { ...process.env, ...envFor(await startPortalOnce(), tempDir()), NO_COLOR: "1", npm_config_update_notifier: "false" },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    let out = "";
+    npm.stdout!.on("data", (d) => (out += d));
+    npm.stderr!.on("data", (d) => (out += d));
+    let serverGroup: number | undefined;
+    let tree: number[] = [];
+    try {
+      const apiUrl = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`not ready in 150 s\n${out}`)), 150_000);
+        npm.stdout!.on("data", () => {
+          const m = /API:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        });
+        npm.once("exit", (code) => reject(new Error(`exited ${code} before ready\n${out}`)));
+      });
+      const thread = await new Client({ apiUrl }).threads.create({ metadata: { by: "ctrl-c test" } });
+      const procs = descendants(npm.pid!);
+      tree = procs.map((p) => p.pid);
+      serverGroup = procs.find((p) => p.pgid === p.pid)?.pid;
+      expect(serverGroup).toBeDefined();
+
+      process.kill(-npm.pid!, "SIGINT");
+      const code = await waitForExit(npm, 60_000);
+      // npm itself answers a Ctrl-C with 130 whatever its script returned (the script returns 0 here).
+      expect([0, 130], out).toContain(code);
+      expect(out).toContain("Stopping (SIGINT)");
+      expect(out).not.toContain("again: killing the server");
+      expect(out).not.toContain("Force killing");
+      // npm has exited; give the last of the group a moment to be reaped, then require it gone.
+      for (let i = 0; i < 50 && stillAlive(tree, [npm.pid!, serverGroup!]).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(stillAlive(tree, [npm.pid!, serverGroup!])).toEqual([]);
+      expect(fs.readFileSync(path.join(project.dir, ".langgraph_api", ".langgraphjs_ops.json"), "utf8")).toContain(thread.thread_id);
+    } finally {
+      if (npm.exitCode === null) npm.kill("SIGKILL");
+      killAll(tree, serverGroup ? [serverGroup] : []);
+      await closePortals();
+    }
+  }, 200_000);
 });

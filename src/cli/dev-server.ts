@@ -27,6 +27,8 @@ const DEFAULT_STUDIO = "https://smith.langchain.com";
 const READY_TIMEOUT_MS = 180_000;
 /** After the top process exits, how long its descendants get to finish flushing before SIGKILL. */
 const DRAIN_TIMEOUT_MS = 15_000;
+/** A second signal sooner than this is the same Ctrl-C delivered again, not a request to force. */
+const REPEAT_SIGNAL_MS = 2_000;
 
 export interface DevServerOptions {
   port?: number;
@@ -133,13 +135,17 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
 
   let stopping = false;
   let failed = false;
+  let firstSignalAt = 0;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
+      // One Ctrl-C arrives several times: from the terminal, and relayed by npm and by tsx.
+      if (Date.now() - firstSignalAt < REPEAT_SIGNAL_MS) return;
       out.write(`\n${signal} again: killing the server without waiting for it to flush\n`);
       if (groupAlive(pgid)) process.kill(-pgid, "SIGKILL");
       return;
     }
     stopping = true;
+    firstSignalAt = Date.now();
     out.write(`\nStopping (${signal}): the server flushes its state to .langgraph_api/ and exits\n`);
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
   };
@@ -153,7 +159,7 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
           `  API:    ${apiUrl}\n` +
           `  Studio: ${studioLink(opts.studioUrl, apiUrl)}\n` +
           `  graph:  bitrix24_task_agent (resume JSON for an approval: see README, "LangGraph API and Studio")\n` +
-          `Stop with Ctrl-C.\n`,
+          `Stop with Ctrl-C. (The server runs as process group ${pgid}; should this process be killed outright, stop it with: kill -INT ${pgid})\n`,
       );
     }
   } catch (e) {
