@@ -235,6 +235,28 @@ describe("decision validation", () => {
   });
 });
 
+describe("crash between consuming the nonce and checkpointing", () => {
+  it("the re-run recognises its own claim for the identical decision and executes once", async () => {
+    const { app, view } = await waiting();
+    const a = view.approval!;
+    const decidedAt = new Date().toISOString();
+    // What a process that died right after claiming left behind: the claim, and no checkpoint after it.
+    await app.deps.journal.claimDecision({ threadId: view.threadId, envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, decisionType: "approve", approverId: "demo-approver", decidedAt });
+    const done = await submitDecision(app, view.threadId, approval(view, { decidedAt }));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
+  it("a different decision on a consumed nonce is still refused", async () => {
+    const { app, view } = await waiting();
+    const a = view.approval!;
+    await app.deps.journal.claimDecision({ threadId: view.threadId, envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, decisionType: "approve", approverId: "alice", decidedAt: new Date().toISOString() });
+    const done = await submitDecision(app, view.threadId, approval(view, { decidedAt: new Date().toISOString() }));
+    expect(done.state?.reasonCode).toBe("APPROVAL_ALREADY_USED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
 describe("pre-read verdicts", () => {
   it("STALE_STATE when the task changed between approval and execution", async () => {
     const { app, view } = await waiting();

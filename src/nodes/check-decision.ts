@@ -8,6 +8,7 @@ import { deriveScope } from "../hitl/scope.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
+import type { DecisionClaim } from "../store/journal.js";
 import { endRun } from "./finish-with.js";
 
 /**
@@ -51,13 +52,18 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   if (system.success) return systemDecision(state, system.data, refuse);
   const nonce = (candidate as { nonce?: unknown } | null)?.nonce;
   const consumed = typeof nonce === "string" ? await deps.journal.findClaim(nonce) : undefined;
+  // This node may have claimed the nonce and died before its checkpoint was written; the re-run then
+  // finds its own claim. It is recognised only for the identical decision and only while nothing was
+  // sent, so a replayed checkpoint after execution still gets ALREADY_CONSUMED.
+  const ownEarlierClaim =
+    consumed !== undefined && sameDecision(consumed, candidate, envelopeHash) && !(await deps.journal.findExecution(envelopeHash));
   const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
   const result = validateDecision(envelope, candidate, {
     now,
     policy: deps.policy,
     threadId: envelope.runContext.threadId,
     envelopeHash,
-    nonceConsumed: consumed !== undefined,
+    nonceConsumed: consumed !== undefined && !ownEarlierClaim,
     supersededHashes: state.supersededHashes,
     publicKeys: deps.publicKeys,
     scope: deriveScope(state.request, state.scope),
@@ -76,15 +82,17 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
 
   const d = result.decision;
   const decidedAt = ("decidedAt" in d && d.decidedAt) || now.toISOString();
-  const claim = await deps.journal.claimDecision({
-    threadId: envelope.runContext.threadId,
-    envelopeHash,
-    nonce: envelope.nonce,
-    revision: envelope.revision,
-    decisionType: d.type,
-    approverId: result.identity.approverId,
-    decidedAt,
-  });
+  const claim = ownEarlierClaim
+    ? ({ claimed: true } as const)
+    : await deps.journal.claimDecision({
+        threadId: envelope.runContext.threadId,
+        envelopeHash,
+        nonce: envelope.nonce,
+        revision: envelope.revision,
+        decisionType: d.type,
+        approverId: result.identity.approverId,
+        decidedAt,
+      });
   if (!claim.claimed) {
     // Lost a race with another process that consumed this nonce a moment ago. Throwing leaves this
     // run's checkpoint untouched, so the winner's record is the only one.
@@ -145,6 +153,17 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
       throw new Error(`unhandled decision ${JSON.stringify(never)}`);
     }
   }
+}
+
+function sameDecision(claim: DecisionClaim, candidate: unknown, envelopeHash: string): boolean {
+  const c = candidate as { type?: unknown; approver?: { id?: unknown }; decidedAt?: unknown } | null;
+  return (
+    claim.envelopeHash === envelopeHash &&
+    claim.decisionType === c?.type &&
+    claim.approverId === c?.approver?.id &&
+    typeof c?.decidedAt === "string" &&
+    claim.decidedAt === c.decidedAt
+  );
 }
 
 /**

@@ -4,6 +4,7 @@
  * own with `useDeps`, and the LangGraph API server gets the default built from the environment.
  */
 import fs from "node:fs";
+import { createHash } from "node:crypto";
 import path from "node:path";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { KeyObject } from "node:crypto";
@@ -46,6 +47,11 @@ export async function getDeps(): Promise<Deps> {
   if (installed) return installed;
   building ??= createDeps(loadConfig()).then((d) => (installed = d));
   return building;
+}
+
+/** A stable host-like name for the embedded emulator's portal, derived from its state file. */
+export function embeddedPortalName(statePath: string): string {
+  return `emulator-${createHash("sha256").update(path.resolve(statePath)).digest("hex").slice(0, 12)}.local`;
 }
 
 export function loadPolicyFile(config: AppConfig): Policy {
@@ -117,7 +123,11 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
   const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"));
   const clock = overrides.clock ?? (() => new Date());
   const audit = new SqliteAuditLog(path.join(config.dataDir, "audit.sqlite"), { clock });
-  const portal = new URL(webhookUrl ?? (config.mcp.mode === "url" ? config.mcp.url : "http://unknown")).host;
+  // The embedded emulator listens on a new port in every process, so its identity is its state file,
+  // not host:port; otherwise an approval given in one process would be WRONG_TARGET in the next.
+  const portal = emulator
+    ? embeddedPortalName(path.join(config.dataDir, "emulator.sqlite"))
+    : new URL(webhookUrl ?? (config.mcp.mode === "url" ? config.mcp.url : "http://unknown")).host;
   return {
     config,
     tools,
