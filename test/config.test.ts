@@ -161,7 +161,7 @@ describe(".env.example", () => {
 
 describe("a bad setting stops the programs before they start", () => {
   it("the CLI exits 1 and names the variable on stderr", async () => {
-    const r = await runCli(["run", "rename task 4 to X", "--no-prompt"], { MODEL: "gpt-4o", ACTION_ENVELOPE_DATA_DIR: tempDir() });
+    const r = await runCli(["run", "rename task 4 to X", "--no-prompt"], { MODEL: "gpt-4o", ACTION_ENVELOPE_DATA_DIR: tempDir(), DATABASE_URL: "" });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('configuration error: MODEL must be "offline" or "groq/<model-id>", e.g. groq/llama-3.3-70b-versatile');
     expect(r.stderr).toContain("see .env.example");
@@ -227,6 +227,8 @@ describe("secrets never appear in output or stored evidence", () => {
     GROQ_API_KEY: GROQ_KEY,
     GROQ_BASE_URL: groq.baseUrl,
     ACTION_ENVELOPE_DATA_DIR: dataDir,
+    // SQLite under dataDir, whatever the caller's environment says: the files are inspected below.
+    DATABASE_URL: "",
     BITRIX24_RATE: "0",
     BITRIX24_TIMEOUT_MS: "5000",
     ...over,

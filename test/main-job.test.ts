@@ -17,7 +17,7 @@ const DEMO_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 function unconfigured(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) {
-    if (/^(BITRIX24_|ACTION_ENVELOPE_|GROQ_|MODEL$|NO_COLOR$|LANGSMITH_|LANGCHAIN_)/.test(k)) delete env[k];
+    if (/^(BITRIX24_|ACTION_ENVELOPE_|GROQ_|MODEL$|DATABASE_URL$|NO_COLOR$|LANGSMITH_|LANGCHAIN_)/.test(k)) delete env[k];
   }
   return { ...env, npm_config_update_notifier: "false", ...extra };
 }
