@@ -4,6 +4,7 @@
  * the command and every raw sample. Numbers are for the record, never asserted.
  *
  *   npx tsx bench/envelope-core.ts [--count 10000] [--samples 5]
+ *   npm run bench -- envelope-core [--count 10000] [--samples 5]
  */
 import { execSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -23,6 +24,7 @@ import {
   type Envelope,
   type ReadResult,
 } from "../src/envelope/index.js";
+import { codeState, machine, versions } from "./support/common.js";
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -114,10 +116,13 @@ function main(): void {
         benchmark: "envelope-core",
         date: new Date().toISOString(),
         command: `npx tsx bench/envelope-core.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`,
+        invokedAs: process.env.BENCH_INVOKED_AS ?? null,
         commit,
+        dirty: codeState().dirty,
+        versions: versions(),
         node: process.version,
         v8: process.versions.v8,
-        machine: { platform: os.platform(), release: os.release(), arch: os.arch(), cpuModel: cpus[0]?.model ?? "unknown", cpuCount: cpus.length, totalMemBytes: os.totalmem() },
+        machine: { platform: os.platform(), release: os.release(), arch: os.arch(), cpuModel: cpus[0]?.model ?? "unknown", cpuCount: cpus.length, totalMemBytes: os.totalmem(), loadAverageAtStart: machine().loadAverageAtStart, loadAverageAtEnd: machine().loadAverageAtEnd },
         count: COUNT,
         samples: SAMPLES,
         envelopeJsonBytes: { median: median(bytes), min: Math.min(...bytes), max: Math.max(...bytes) },
