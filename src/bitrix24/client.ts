@@ -46,6 +46,12 @@ export interface Bitrix24ClientOptions {
   retryBaseMs?: number;
   /** Requests kept free below `burst` (default 10% of burst, at least 1). */
   headroom?: number;
+  /**
+   * Longest a write may wait for pacing and rate-limit retries before it is refused unsent (default
+   * 60000 ms). It must stay below the MCP call timeout, or a write could leave after the caller
+   * recorded its acknowledgement as missing.
+   */
+  maxWriteDelayMs?: number;
 }
 
 export interface ListTasksArgs {
@@ -55,7 +61,7 @@ export interface ListTasksArgs {
   start?: number;
 }
 
-const DEFAULTS = { rate: 2, burst: 50, timeoutMs: 20_000, maxReadRetries: 2, maxRateLimitRetries: 3, retryBaseMs: 500 };
+const DEFAULTS = { rate: 2, burst: 50, timeoutMs: 20_000, maxReadRetries: 2, maxRateLimitRetries: 3, retryBaseMs: 500, maxWriteDelayMs: 60_000 };
 const MAX_BACKOFF_MS = 8_000;
 const METHOD_NAME = /^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$/i;
 const WEBHOOK_PATH = /^(.*\/rest\/\d+\/)([^/]+)\/?$/;
@@ -97,6 +103,7 @@ export class Bitrix24Client {
   private readonly maxReadRetries: number;
   private readonly maxRateLimitRetries: number;
   private readonly retryBaseMs: number;
+  private readonly maxWriteDelayMs: number;
   // Raw text of each successful body, so a shape mismatch found later can still show what arrived.
   private readonly rawText = new WeakMap<object, string>();
 
@@ -118,6 +125,7 @@ export class Bitrix24Client {
     this.maxReadRetries = nonNegativeInt(opts.maxReadRetries, DEFAULTS.maxReadRetries, "maxReadRetries");
     this.maxRateLimitRetries = nonNegativeInt(opts.maxRateLimitRetries, DEFAULTS.maxRateLimitRetries, "maxRateLimitRetries");
     this.retryBaseMs = nonNegative(opts.retryBaseMs, DEFAULTS.retryBaseMs, "retryBaseMs");
+    this.maxWriteDelayMs = nonNegative(opts.maxWriteDelayMs, DEFAULTS.maxWriteDelayMs, "maxWriteDelayMs");
     const bucketOpts: ConstructorParameters<typeof LeakyBucket>[0] = {
       rate: nonNegative(opts.rate, DEFAULTS.rate, "rate"),
       burst: positive(opts.burst, DEFAULTS.burst, "burst"),
@@ -135,8 +143,20 @@ export class Bitrix24Client {
     if (!METHOD_NAME.test(method)) {
       throw new Bitrix24Error({ kind: "invalid_request", description: `expected a REST method name like tasks.task.get, got ${JSON.stringify(method)}` });
     }
+    const writeDeadline = Date.now() + this.maxWriteDelayMs;
     for (let attempt = 0; ; attempt++) {
-      await this.bucket.take();
+      if (intent === "write") {
+        const budget = writeDeadline - Date.now();
+        if (!(await this.bucket.tryTake(Math.max(0, budget)))) {
+          throw new Bitrix24Error({
+            kind: "rate_limited",
+            method,
+            description: `not sent: the portal's rate limit would hold this write longer than ${this.maxWriteDelayMs} ms; it was refused unsent rather than sent late`,
+          });
+        }
+      } else {
+        await this.bucket.take();
+      }
       try {
         return await this.send(method, params);
       } catch (err) {

@@ -56,6 +56,20 @@ export class LeakyBucket {
     return waitMs;
   }
 
+  /**
+   * Like take, but gives the slot back and returns false when it would wait longer than maxWaitMs:
+   * a write that cannot leave soon must fail as "not sent" rather than leave after its caller gave up.
+   */
+  async tryTake(maxWaitMs: number): Promise<boolean> {
+    const waitMs = this.reserve();
+    if (waitMs > maxWaitMs) {
+      this.level = Math.max(0, this.level - 1);
+      return false;
+    }
+    if (waitMs > 0) await this.sleep(waitMs);
+    return true;
+  }
+
   async take(): Promise<void> {
     const waitMs = this.reserve();
     if (waitMs > 0) await this.sleep(waitMs);
