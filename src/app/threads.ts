@@ -5,9 +5,8 @@
  * resume for an ended thread as a silent no-op and lets two processes resume one thread at once.
  */
 import { randomUUID } from "node:crypto";
-import path from "node:path";
 import { Command } from "@langchain/langgraph";
-import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import { closeCheckpointer, createCheckpointer } from "../store/checkpointer.js";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { compileGraph, type CompileOptions } from "../graph/graph.js";
 import type { State } from "../graph/state.js";
@@ -46,7 +45,7 @@ export interface ThreadView {
 
 export function openApp(deps: Deps, opts: Omit<CompileOptions, "checkpointer"> & { checkpointer?: BaseCheckpointSaver } = {}): App {
   useDeps(deps);
-  const checkpointer = opts.checkpointer ?? SqliteSaver.fromConnString(path.join(deps.config.dataDir, "checkpoints.sqlite"));
+  const checkpointer = opts.checkpointer ?? createCheckpointer(deps.config);
   const graph = compileGraph({ ...opts, checkpointer });
   return {
     deps,
@@ -54,8 +53,7 @@ export function openApp(deps: Deps, opts: Omit<CompileOptions, "checkpointer"> &
     graph,
     async close() {
       await deps.close();
-      const db = (checkpointer as unknown as { db?: { close(): void; open?: boolean } }).db;
-      if (db?.open) db.close();
+      await closeCheckpointer(checkpointer);
       useDeps(undefined);
     },
   };

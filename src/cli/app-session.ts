@@ -5,31 +5,34 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig, type AppConfig } from "../config/env.js";
 import { compileGraph } from "../graph/graph.js";
 import type { State } from "../graph/state.js";
 import type { RunStatus } from "../evidence/bundle.js";
-import { SqliteAuditLog } from "../store/audit.js";
+import type { AuditLog } from "../store/audit.js";
+import { createAuditLog } from "../store/backends.js";
+import { closeCheckpointer, createCheckpointer } from "../store/checkpointer.js";
 
 export interface InspectSession {
   config: AppConfig;
-  audit: SqliteAuditLog;
+  audit: AuditLog;
   /** The thread's state and status as its checkpoints record them. */
   thread(threadId: string): Promise<{ status: RunStatus; state?: State }>;
 }
 
 export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T>, config: AppConfig = loadConfig()): Promise<T> {
-  const audit = new SqliteAuditLog(path.join(config.dataDir, "audit.sqlite"));
+  // The same storage the runs used: files under the data directory, or the DATABASE_URL database.
+  const audit = await createAuditLog(config);
   const checkpointsFile = path.join(config.dataDir, "checkpoints.sqlite");
-  let saver: SqliteSaver | undefined;
+  let saver: BaseCheckpointSaver | undefined;
   const session: InspectSession = {
     config,
     audit,
     async thread(threadId) {
       // Never create a checkpoint file just by looking.
-      if (!fs.existsSync(checkpointsFile)) return { status: "not_found" };
-      saver ??= SqliteSaver.fromConnString(checkpointsFile);
+      if (!config.database && !fs.existsSync(checkpointsFile)) return { status: "not_found" };
+      saver ??= createCheckpointer(config);
       const snapshot = await compileGraph({ checkpointer: saver }).getState({ configurable: { thread_id: threadId } });
       const values = snapshot.values as State | undefined;
       if (!values || Object.keys(values).length === 0) return { status: "not_found" };
@@ -42,7 +45,6 @@ export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T
     return await fn(session);
   } finally {
     await audit.close();
-    const db = (saver as unknown as { db?: { close(): void; open?: boolean } } | undefined)?.db;
-    if (db?.open) db.close();
+    if (saver) await closeCheckpointer(saver);
   }
 }

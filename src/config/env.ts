@@ -40,6 +40,21 @@ const webhookUrl = httpUrl("must be a URL like https://your.bitrix24.com/rest/1/
   })
   .transform((u) => (u.endsWith("/") ? u : `${u}/`));
 
+/** postgres:// or postgresql:// with a host; the messages never repeat the value, which may hold a password. */
+const databaseUrl = z
+  .string()
+  .refine((u) => /^postgres(ql)?:\/\/[^/]/.test(u) && hostOf(u) !== "", {
+    message: "must be a PostgreSQL URL like postgres://user:password@host:5432/database",
+  });
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return "";
+  }
+}
+
 const modelSetting = z
   .string()
   .regex(/^(offline|groq\/[\w.:/-]+)$/, 'must be "offline" or "groq/<model-id>", e.g. groq/llama-3.3-70b-versatile');
@@ -70,6 +85,11 @@ const EnvSchema = z.object({
   GROQ_API_KEY: z.string().min(1).optional(),
   GROQ_BASE_URL: httpUrl("must be a URL such as https://api.groq.com").optional(),
   ACTION_ENVELOPE_DATA_DIR: z.string().min(1).optional(),
+  DATABASE_URL: databaseUrl.optional(),
+  ACTION_ENVELOPE_DB_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be a lower-case SQL identifier (letters, digits, _), e.g. action_envelope")
+    .optional(),
   ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
   ACTION_ENVELOPE_TTL_SECONDS: positiveInt().optional(),
@@ -86,10 +106,31 @@ export interface AppConfig {
   bitrix24: { timeoutMs: number; rate: number; burst: number };
   model: { model: "offline" | `groq/${string}`; groqApiKey?: string; groqBaseUrl?: string; chosenBecause: string };
   dataDir: string;
+  /** Set by DATABASE_URL: checkpoints, journal and audit log live in PostgreSQL instead of files under dataDir. */
+  database?: DatabaseConfig;
   policyPath?: string;
   approverKeysPath?: string;
   ttlSeconds?: number;
   limits: { maxAgentSteps: number; maxInvalidProposals: number; maxRefusedDecisions: number; maxRevisions: number };
+}
+
+export interface DatabaseConfig {
+  url: string;
+  /** Every table (ours and the checkpointer's) lives in this schema; several deployments can share a database. */
+  schema: string;
+  /** postgres://user@host:port/database, for messages; never the password. */
+  label: string;
+}
+
+/** The URL without its password (and without query options, which may carry secrets too). */
+export function databaseLabel(url: string): string {
+  try {
+    const u = new URL(url);
+    const user = u.username ? `${decodeURIComponent(u.username)}@` : "";
+    return `${u.protocol}//${user}${u.host}${u.pathname === "/" ? "" : u.pathname}`;
+  } catch {
+    return "postgres://(unparseable URL)";
+  }
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): AppConfig {
@@ -113,6 +154,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   if (e.GROQ_API_KEY) model.groqApiKey = e.GROQ_API_KEY;
   if (e.GROQ_BASE_URL) model.groqBaseUrl = e.GROQ_BASE_URL;
 
+  if (e.ACTION_ENVELOPE_DB_SCHEMA && !e.DATABASE_URL) {
+    throw new ConfigError("ACTION_ENVELOPE_DB_SCHEMA", "only applies with DATABASE_URL; set that too or remove it");
+  }
   if (e.BITRIX24_MCP_TOOLS && !e.BITRIX24_MCP_URL) {
     throw new ConfigError("BITRIX24_MCP_TOOLS", "only applies with BITRIX24_MCP_URL; set that too or remove it");
   }
@@ -124,6 +168,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     bitrix24: { timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000, rate: e.BITRIX24_RATE ?? 2, burst: e.BITRIX24_BURST ?? 50 },
     model,
     dataDir: path.resolve(cwd, e.ACTION_ENVELOPE_DATA_DIR ?? ".data"),
+    ...(e.DATABASE_URL
+      ? { database: { url: e.DATABASE_URL, schema: e.ACTION_ENVELOPE_DB_SCHEMA ?? "public", label: databaseLabel(e.DATABASE_URL) } }
+      : {}),
     ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
     ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),

@@ -11,8 +11,9 @@ import type { KeyObject } from "node:crypto";
 import { loadConfig, type AppConfig } from "../config/env.js";
 import { defaultPolicy, parsePolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
 import { createChatModel } from "../models/factory.js";
-import { SqliteJournal, type Journal } from "../store/journal.js";
-import { SqliteAuditLog, type AuditLog } from "../store/audit.js";
+import type { Journal } from "../store/journal.js";
+import type { AuditLog } from "../store/audit.js";
+import { openStores } from "../store/backends.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../tools/bitrix24-tools.js";
 import { startEmulator, type RunningEmulator } from "../bitrix24/emulator/index.js";
 import { ConfigError } from "../errors.js";
@@ -120,9 +121,13 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
         },
   );
   const built = overrides.model ? undefined : createChatModel(config.model);
-  const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"));
   const clock = overrides.clock ?? (() => new Date());
-  const audit = new SqliteAuditLog(path.join(config.dataDir, "audit.sqlite"), { clock });
+  // SQLite files under dataDir, or PostgreSQL when DATABASE_URL is set; an unreachable database stops the start here.
+  const { journal, audit } = await openStores(config, { clock }).catch(async (e: unknown) => {
+    await tools.close();
+    await emulator?.close();
+    throw e;
+  });
   // The embedded emulator listens on a new port in every process, so its identity is its state file,
   // not host:port; otherwise an approval given in one process would be WRONG_TARGET in the next.
   const portal = emulator

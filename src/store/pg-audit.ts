@@ -1,0 +1,156 @@
+/**
+ * The audit log in PostgreSQL: the same records, hashes and verification as the SQLite log, for
+ * several processes appending to one chain. Appends are serialised by a transaction-level advisory
+ * lock taken before the head is read, so two writers can never link to the same previous record;
+ * the lock is released by COMMIT or ROLLBACK, including when the writer's connection dies.
+ */
+import type pg from "pg";
+import type { DatabaseConfig } from "../config/env.js";
+import { canonicalJson } from "../envelope/index.js";
+import {
+  AuditLogError,
+  GENESIS_HASH,
+  findFirstProblem,
+  recordHash,
+  type AppendResult,
+  type AuditEntry,
+  type AuditLog,
+  type AuditRecord,
+  type AuditThreadSummary,
+  type ChainVerification,
+} from "./audit.js";
+import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent } from "./postgres.js";
+
+interface Row {
+  seq: number;
+  thread_id: string;
+  revision: number;
+  event: string;
+  discriminator: string;
+  recorded_at: string;
+  record_json: string;
+  prev_hash: string;
+  record_hash: string;
+}
+
+/** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
+const normalise = (r: Row): Row => ({ ...r, seq: Number(r.seq) });
+
+export class PostgresAuditLog implements AuditLog {
+  private readonly s: string;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly db: DatabaseConfig,
+    private readonly clock: () => Date,
+  ) {
+    this.s = quoteIdent(db.schema);
+  }
+
+  static async open(db: DatabaseConfig, opts: { clock?: () => Date } = {}): Promise<PostgresAuditLog> {
+    const pool = createPool(db, { name: "audit" });
+    await prepareDatabase(pool, db).catch(async (e: unknown) => {
+      await pool.end().catch(() => {});
+      throw e;
+    });
+    return new PostgresAuditLog(pool, db, opts.clock ?? (() => new Date()));
+  }
+
+  async append(entry: AuditEntry): Promise<AppendResult> {
+    return inTransaction(this.pool, this.db, `appending the audit record ${entry.event} for thread ${entry.threadId}`, async (c) => {
+      const key = lockKey(this.db, "audit-append");
+      await c.query(`SELECT pg_advisory_xact_lock(${key.sql})`, key.values);
+      const existing = await c.query<Row>(
+        `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4`,
+        [entry.threadId, entry.revision, entry.event, entry.discriminator],
+      );
+      if (existing.rows[0]) return { appended: false as const, record: toRecord(normalise(existing.rows[0])) };
+      const head = await c.query<{ seq: string; record_hash: string }>(`SELECT seq, record_hash FROM ${this.s}.audit_records ORDER BY seq DESC LIMIT 1`);
+      const last = head.rows[0];
+      const seq = (last ? Number(last.seq) : 0) + 1;
+      const prevHash = last?.record_hash ?? GENESIS_HASH;
+      const body = { ...entry, seq, recordedAt: this.clock().toISOString() };
+      const text = canonicalJson(body);
+      const hash = recordHash(body, prevHash);
+      await c.query(
+        `INSERT INTO ${this.s}.audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+        [seq, entry.threadId, entry.revision, entry.event, entry.discriminator, body.recordedAt, text, prevHash, hash],
+      );
+      return { appended: true as const, record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash } };
+    });
+  }
+
+  private async rows(threadId?: string): Promise<Row[]> {
+    const rows =
+      threadId !== undefined
+        ? await query<Row>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`, [threadId])
+        : await query<Row>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records ORDER BY seq`);
+    return rows.map(normalise);
+  }
+
+  async records(filter: { threadId?: string } = {}): Promise<AuditRecord[]> {
+    return (await this.rows(filter.threadId)).map(toRecord);
+  }
+
+  async threads(): Promise<AuditThreadSummary[]> {
+    const byThread = new Map<string, AuditThreadSummary>();
+    for (const r of await this.records()) {
+      const s = byThread.get(r.threadId) ?? {
+        threadId: r.threadId,
+        requestedBy: r.requestedBy,
+        records: 0,
+        firstAt: r.at,
+        lastAt: r.at,
+        lastEvent: r.event,
+        outcome: null,
+        reasonCode: null,
+        overrides: 0,
+      };
+      s.records += 1;
+      s.lastAt = r.at;
+      s.lastEvent = r.event;
+      if (r.outcome) {
+        s.outcome = r.outcome.outcome;
+        s.reasonCode = r.outcome.reasonCode;
+      }
+      // The closing record repeats the settling decision's override; count each override once.
+      if (r.override && r.event === "decision_accepted") s.overrides += 1;
+      byThread.set(r.threadId, s);
+    }
+    return [...byThread.values()];
+  }
+
+  async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
+    const rows = await this.rows();
+    const problem = findFirstProblem(rows);
+    if (problem) return { intact: false, records: rows.length, problem };
+    const last = rows.at(-1);
+    if (opts.head !== undefined && !rows.some((r) => r.record_hash === opts.head)) {
+      return {
+        intact: false,
+        records: rows.length,
+        problem: {
+          kind: "removed",
+          seq: (last?.seq ?? 0) + 1,
+          detail: `no record has the anchored head hash ${opts.head}; the chain was truncated or rewritten after it (current head: ${last ? `seq ${last.seq} ${last.record_hash}` : "empty"})`,
+        },
+      };
+    }
+    return { intact: true, records: rows.length, head: last ? { seq: last.seq, hash: last.record_hash } : null };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end().catch(() => {});
+  }
+}
+
+function toRecord(row: Row): AuditRecord {
+  let body: AuditEntry & { seq: number; recordedAt: string };
+  try {
+    body = JSON.parse(row.record_json) as typeof body;
+  } catch {
+    throw new AuditLogError(`audit record seq ${row.seq} is not valid JSON; run "audit verify"`);
+  }
+  return { ...body, prevHash: row.prev_hash, hash: row.record_hash };
+}

@@ -1,0 +1,258 @@
+/**
+ * PostgreSQL plumbing shared by the journal, the audit log and the checkpointer: one pool per
+ * process, errors that name the server (never the password), transactions, and versioned
+ * migrations that are safe when several processes start at the same moment.
+ */
+import pg from "pg";
+import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
+import type { DatabaseConfig } from "../config/env.js";
+
+/**
+ * The shared database cannot be reached or went away mid-operation. Whatever was being recorded
+ * was not recorded (PostgreSQL rolls back an unfinished transaction), so the caller must not act as
+ * if it had been: in particular no write is sent after a claim or intent that failed this way.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(
+    readonly database: string,
+    readonly doing: string,
+    readonly problem: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`the database ${database} is unavailable while ${doing}: ${problem}; nothing was recorded by this step`, options);
+    this.name = "StoreUnavailableError";
+    // The CLI prints the stack of unexpected errors; for this one the message is the whole story.
+    this.stack = `${this.name}: ${this.message}`;
+  }
+}
+
+/** SQLSTATE classes and driver messages that mean "the server is not there", as opposed to a bug in a query. */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P|3D000|28)/;
+const UNAVAILABLE_NODE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"]);
+const UNAVAILABLE_MESSAGES = /Connection terminated|connection timeout|timeout expired|Client has encountered a connection error|Cannot use a pool after calling end|not queryable/i;
+
+export function isUnavailable(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown } | null;
+  if (!err || typeof err !== "object") return false;
+  const code = typeof err.code === "string" ? err.code : "";
+  if (UNAVAILABLE_NODE_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code) || code === "55000") return true;
+  return typeof err.message === "string" && UNAVAILABLE_MESSAGES.test(err.message);
+}
+
+/** A connection-level failure as StoreUnavailableError; anything else (a real SQL error) unchanged. For `throw storeError(…)`. */
+export function storeError(db: DatabaseConfig, doing: string, e: unknown): unknown {
+  if (e instanceof StoreUnavailableError || !isUnavailable(e)) return e;
+  const err = e as { code?: string; message?: string };
+  // The driver's message can quote the connection string; keep only what cannot hold the password.
+  const message = (err.message ?? String(e)).replaceAll(db.url, db.label);
+  const problem = err.code && !message.includes(err.code) ? `${message} (${err.code})` : message;
+  return new StoreUnavailableError(db.label, doing, problem, { cause: e });
+}
+
+export function createPool(db: DatabaseConfig, opts: { max?: number; name: string }): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: db.url,
+    max: opts.max ?? 10,
+    // Without a timeout an unreachable host makes every command hang instead of failing clearly.
+    connectionTimeoutMillis: 5000,
+    idleTimeoutMillis: 10_000,
+    keepAlive: true,
+    application_name: `action-envelope:${opts.name}:${process.pid}`,
+  });
+  // An idle connection the server closed emits 'error' on the pool; unhandled, that would end the
+  // process. The next query gets a fresh connection or a clear StoreUnavailableError instead.
+  pool.on("error", () => {});
+  // A connection that dies while checked out (mid-query, or holding a thread lock) emits 'error' on
+  // the client, where nobody listens; the failed query already rejects, so the event only needs a home.
+  pool.on("connect", (client) => client.on("error", () => {}));
+  return pool;
+}
+
+export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/** Runs fn in one transaction on one connection; a connection failure surfaces as StoreUnavailableError. */
+export async function inTransaction<T>(pool: pg.Pool, db: DatabaseConfig, doing: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (e) {
+    throw storeError(db, doing, e);
+  }
+  let broken: unknown;
+  try {
+    await client.query("BEGIN");
+    const result = await fn(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (e) {
+    broken = isUnavailable(e) ? e : undefined;
+    if (!broken) await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
+    throw storeError(db, doing, e);
+  } finally {
+    // A connection that failed mid-transaction is thrown away rather than handed to the next caller.
+    client.release(broken !== undefined ? (broken as Error) : undefined);
+  }
+}
+
+/** One statement outside an explicit transaction. */
+export async function query<R extends pg.QueryResultRow>(pool: pg.Pool, db: DatabaseConfig, doing: string, text: string, values: unknown[] = []): Promise<R[]> {
+  try {
+    return (await pool.query<R>(text, values)).rows;
+  } catch (e) {
+    throw storeError(db, doing, e);
+  }
+}
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: (schema: string) => string;
+}
+
+/**
+ * Our tables, in order. A migration, once released, is never edited: a change is a new entry with
+ * the next number. `schema_migrations` records which ones a database has.
+ */
+export const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: "journal: decision claims, write-ahead executions, approvals index",
+    sql: (s) => `
+      CREATE TABLE ${s}.decision_claims (
+        envelope_hash TEXT NOT NULL,
+        nonce TEXT NOT NULL UNIQUE,
+        thread_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        decision_type TEXT NOT NULL,
+        approver_id TEXT NOT NULL,
+        decided_at TEXT NOT NULL,
+        claimed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (envelope_hash, nonce)
+      );
+      CREATE TABLE ${s}.executions (
+        envelope_hash TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        args_json TEXT NOT NULL,
+        sent_at TEXT NOT NULL,
+        ack_json TEXT,
+        ack_at TEXT,
+        recorded_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      CREATE TABLE ${s}.approvals (
+        id BIGSERIAL UNIQUE,
+        envelope_hash TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        requested_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        status TEXT NOT NULL
+      );
+      CREATE INDEX approvals_status ON ${s}.approvals (status, created_at, id);
+      CREATE INDEX approvals_thread ON ${s}.approvals (thread_id);`,
+  },
+  {
+    version: 2,
+    name: "audit: append-only hash-chained records",
+    sql: (s) => `
+      CREATE TABLE ${s}.audit_records (
+        seq BIGINT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        discriminator TEXT NOT NULL,
+        recorded_at TEXT NOT NULL,
+        record_json TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        record_hash TEXT NOT NULL,
+        UNIQUE (thread_id, revision, event, discriminator)
+      );
+      CREATE INDEX audit_records_thread ON ${s}.audit_records (thread_id, seq);
+      -- Stops accidents and careless tools; a deliberate edit (dropping these) is what the chain is for.
+      CREATE FUNCTION ${s}.audit_records_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'audit records are append-only'; END $$;
+      CREATE TRIGGER audit_records_no_change BEFORE UPDATE OR DELETE ON ${s}.audit_records
+        FOR EACH ROW EXECUTE FUNCTION ${s}.audit_records_append_only();
+      CREATE TRIGGER audit_records_no_truncate BEFORE TRUNCATE ON ${s}.audit_records
+        FOR EACH STATEMENT EXECUTE FUNCTION ${s}.audit_records_append_only();`,
+  },
+];
+
+/** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */
+export function lockKey(db: DatabaseConfig, purpose: string): { sql: string; values: string[] } {
+  return { sql: "hashtextextended($1, 0)", values: [`action-envelope:${db.schema}:${purpose}`] };
+}
+
+const prepared = new Map<string, Promise<void>>();
+
+/**
+ * Creates the schema, applies our pending migrations and the checkpointer's own, under one advisory
+ * lock so that processes starting together take turns instead of racing on CREATE TABLE. Runs once
+ * per process and database; later calls wait for the first.
+ */
+export function prepareDatabase(pool: pg.Pool, db: DatabaseConfig): Promise<void> {
+  const id = `${db.url}\n${db.schema}`;
+  let done = prepared.get(id);
+  if (!done) {
+    done = migrate(pool, db).catch((e: unknown) => {
+      prepared.delete(id);
+      throw e;
+    });
+    prepared.set(id, done);
+  }
+  return done;
+}
+
+async function migrate(pool: pg.Pool, db: DatabaseConfig): Promise<void> {
+  const s = quoteIdent(db.schema);
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (e) {
+    throw storeError(db, "connecting", e);
+  }
+  let broken: Error | undefined;
+  try {
+    const key = lockKey(db, "migrate");
+    await client.query(`SELECT pg_advisory_lock(${key.sql})`, key.values);
+    try {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
+      );
+      const applied = new Set(
+        (await client.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations`)).rows.map((r) => r.version),
+      );
+      const newest = Math.max(0, ...applied);
+      const known = Math.max(...MIGRATIONS.map((m) => m.version));
+      if (newest > known) {
+        throw new Error(
+          `the database ${db.label} (schema ${db.schema}) is at migration ${newest}, newer than this program knows (${known}); upgrade the program instead of running an older one against it`,
+        );
+      }
+      for (const m of MIGRATIONS) {
+        if (applied.has(m.version)) continue;
+        await client.query("BEGIN");
+        try {
+          await client.query(m.sql(s));
+          await client.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+          await client.query("COMMIT");
+        } catch (e) {
+          await client.query("ROLLBACK").catch(() => {});
+          throw e;
+        }
+      }
+      // The checkpointer keeps its own migration table; running it under the same lock makes it
+      // safe for concurrent starts too (its CREATE TABLE IF NOT EXISTS alone is not).
+      await new PostgresSaver(pool, undefined, { schema: db.schema }).setup();
+    } finally {
+      await client.query(`SELECT pg_advisory_unlock(${key.sql})`, key.values).catch(() => {});
+    }
+  } catch (e) {
+    if (isUnavailable(e)) broken = e as Error;
+    throw storeError(db, "preparing the schema", e);
+  } finally {
+    client.release(broken);
+  }
+}
