@@ -14,6 +14,7 @@ import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js"
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { runMainJob } from "./start.js";
 import { auditCommand } from "./audit-command.js";
+import { workerCommand } from "./worker-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
 import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
 import { generateApproverKeyPair } from "../envelope/index.js";
@@ -241,6 +242,7 @@ export function buildProgram(): Command {
   for (const command of lifecycleCommands()) program.addCommand(command);
 
   program.addCommand(auditCommand());
+  program.addCommand(workerCommand());
 
   return program;
 }
