@@ -13,6 +13,7 @@ import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
 import { openApp, type App } from "../../src/app/threads.js";
 import type { CompileOptions } from "../../src/graph/graph.js";
+import { databaseEnv } from "./postgres.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
@@ -74,6 +75,8 @@ export function envFor(portal: Portal, dataDir: string, extra: Record<string, st
     MODEL: "offline",
     BITRIX24_RATE: "0",
     BITRIX24_TIMEOUT_MS: "2000",
+    // SQLite files in dataDir, or (ACTION_ENVELOPE_TEST_DATABASE_URL set) a PostgreSQL schema of dataDir's own.
+    ...databaseEnv(dataDir),
     ...extra,
   };
 }

@@ -1,0 +1,240 @@
+/**
+ * The PostgreSQL journal and audit log against a real server (a database of this file's own), with
+ * contention made real by separate pools, i.e. separate server connections: claims and write-ahead
+ * entries are won once, the audit chain stays linear, migrations survive concurrent starts, thread
+ * locks end with their connection, and an outage is a clear error that names no password.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import pg from "pg";
+import { loadConfig, type DatabaseConfig } from "../src/config/env.js";
+import { PostgresJournal } from "../src/store/pg-journal.js";
+import { PostgresAuditLog } from "../src/store/pg-audit.js";
+import { MIGRATIONS, StoreUnavailableError } from "../src/store/postgres.js";
+import type { AuditEntry } from "../src/store/audit.js";
+import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
+
+if (!usingPostgres) console.info(`test/postgres-stores.test.ts: ${NO_POSTGRES}`);
+
+let db: TestDatabase;
+let schemaSeq = 0;
+
+/** A fresh schema in this file's database: every test starts from an empty store. */
+function freshConfig(): DatabaseConfig {
+  schemaSeq += 1;
+  return loadConfig({ DATABASE_URL: db.url, ACTION_ENVELOPE_DB_SCHEMA: `s${schemaSeq}_${Date.now() % 100000}` }).database!;
+}
+
+async function sql<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    return (await c.query<R>(text, values)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+function entry(threadId: string, i: number): AuditEntry {
+  return {
+    threadId,
+    revision: 1,
+    event: "decision_refused",
+    discriminator: `attempt-${i}`,
+    at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+    requestedBy: "demo-user",
+    risk: null,
+    what: { operation: "update_task", taskId: 4, params: { TITLE: `t${i}` }, envelopeHash: null, envelope: null },
+    approver: null,
+    override: null,
+    policy: { id: "default", version: "1" },
+    refusal: { code: "HASH_MISMATCH", reason: `attempt ${i}` },
+    outcome: null,
+  };
+}
+
+describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
+  beforeAll(async () => {
+    db = await createTestDatabase("stores");
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it("concurrent starts on an empty schema migrate once, and a newer database is refused clearly", async () => {
+    const config = freshConfig();
+    // Separate processes would each have their own once-per-process cache; a distinct URL spelling per
+    // opener defeats it here, so every opener really runs the migration path against the server.
+    const openers = Array.from({ length: 6 }, (_, i) => PostgresJournal.open({ ...config, url: `${config.url}?application_name=m${i}` }));
+    const journals = await Promise.all(openers);
+    await Promise.all(journals.map((j) => j.close()));
+    const applied = await sql<{ version: number }>(`SELECT version FROM ${config.schema}.schema_migrations ORDER BY version`);
+    expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
+    const checkpointTables = await sql<{ v: number }>(`SELECT v FROM ${config.schema}.checkpoint_migrations`);
+    expect(checkpointTables.length).toBeGreaterThan(0);
+
+    await sql(`INSERT INTO ${config.schema}.schema_migrations (version, name) VALUES (999, 'from the future')`);
+    const err = await PostgresJournal.open({ ...config, url: `${config.url}?application_name=late` }).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect((err as Error).message).toMatch(/at migration 999, newer than this program knows/);
+  });
+
+  it("eight connections claiming one nonce at once: exactly one claim, the others see the winner", async () => {
+    const config = freshConfig();
+    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config)));
+    try {
+      for (let round = 0; round < 10; round++) {
+        const nonce = `nonce-${round}`;
+        const results = await Promise.all(
+          journals.map((j, i) =>
+            j.claimDecision({ threadId: "t", envelopeHash: `sha256:${round}`, nonce, revision: 1, decisionType: "approve", approverId: `approver-${i}`, decidedAt: new Date().toISOString() }),
+          ),
+        );
+        const winners = results.filter((r) => r.claimed);
+        expect(winners).toHaveLength(1);
+        const winner = journals[results.findIndex((r) => r.claimed)]!;
+        const stored = await winner.findClaim(nonce);
+        for (const r of results) if (!r.claimed) expect(r.existing).toEqual(stored);
+      }
+      // The same nonce under another envelope hash is still consumed.
+      const again = await journals[0]!.claimDecision({ threadId: "t", envelopeHash: "sha256:other", nonce: "nonce-0", revision: 1, decisionType: "reject", approverId: "x", decidedAt: "2026-01-01T00:00:00Z" });
+      expect(again.claimed).toBe(false);
+    } finally {
+      await Promise.all(journals.map((j) => j.close()));
+    }
+  });
+
+  it("write-ahead entries: one intent per envelope under concurrency; the acknowledgement is recorded once", async () => {
+    const config = freshConfig();
+    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config)));
+    try {
+      const intent = (i: number) => ({ envelopeHash: "sha256:e1", threadId: "t1", idempotencyKey: "k1", args: { taskId: 4, fields: { TITLE: `from ${i}` } } });
+      const results = await Promise.all(journals.map((j, i) => j.recordIntent(intent(i), new Date().toISOString())));
+      expect(results.filter((r) => r.recorded)).toHaveLength(1);
+      const stored = await journals[0]!.findExecution("sha256:e1");
+      expect(stored?.acknowledgement).toBeUndefined();
+      for (const r of results) if (!r.recorded) expect(r.existing).toEqual(stored);
+      await journals[1]!.recordAcknowledgement("sha256:e1", { status: "OK" }, "2026-01-01T00:00:01Z");
+      await journals[2]!.recordAcknowledgement("sha256:e1", { status: "LATE" }, "2026-01-01T00:00:02Z");
+      expect((await journals[3]!.findExecution("sha256:e1"))?.acknowledgement).toEqual({ status: "OK" });
+    } finally {
+      await Promise.all(journals.map((j) => j.close()));
+    }
+  });
+
+  it("approvals index: listed in creation order, closed per thread", async () => {
+    const config = freshConfig();
+    const j = await PostgresJournal.open(config);
+    try {
+      for (const [hash, thread, at] of [["h2", "b", "2026-01-01T00:00:02Z"], ["h1", "a", "2026-01-01T00:00:01Z"], ["h3", "a", "2026-01-01T00:00:03Z"]] as const) {
+        await j.registerApproval({ envelopeHash: hash, threadId: thread, revision: 1, requestedBy: "u", createdAt: at, expiresAt: "2026-01-02T00:00:00Z" });
+      }
+      await j.registerApproval({ envelopeHash: "h1", threadId: "a", revision: 1, requestedBy: "u", createdAt: "2026-01-01T00:00:09Z", expiresAt: "x" });
+      expect((await j.listApprovals("pending")).map((a) => a.envelopeHash)).toEqual(["h1", "h2", "h3"]);
+      await j.setApprovalStatus("h1", "superseded");
+      await j.closeThreadApprovals("a", "closed");
+      expect((await j.listApprovals()).map((a) => [a.envelopeHash, a.status])).toEqual([["h1", "superseded"], ["h2", "pending"], ["h3", "closed"]]);
+    } finally {
+      await j.close();
+    }
+  });
+
+  it("a thread lock is held by one owner at a time and ends with its connection", async () => {
+    const config = freshConfig();
+    const [a, b] = await Promise.all([PostgresJournal.open(config), PostgresJournal.open(config)]);
+    try {
+      expect(await a.acquireThreadLock("t1", "owner-a", 1000)).toBe(true);
+      expect(await b.acquireThreadLock("t1", "owner-b", 1000)).toBe(false);
+      expect(await b.acquireThreadLock("t2", "owner-b", 1000)).toBe(true);
+      await a.releaseThreadLock("t1", "owner-a");
+      expect(await b.acquireThreadLock("t1", "owner-b", 1000)).toBe(true);
+      await b.releaseThreadLock("t1", "owner-b");
+
+      // A holder whose connection dies (process killed, host lost) frees the thread without any lease running out.
+      expect(await a.acquireThreadLock("t3", "owner-a", 60_000)).toBe(true);
+      expect(await b.acquireThreadLock("t3", "owner-b", 60_000)).toBe(false);
+      const killed = await sql<{ n: string }>(
+        `SELECT count(pg_terminate_backend(l.pid)) AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+         WHERE l.locktype = 'advisory' AND l.granted AND d.datname = $1 AND l.objsubid = 1
+           AND l.classid::bigint = (hashtextextended($2, 0) >> 32) & 4294967295
+           AND l.objid::bigint = hashtextextended($2, 0) & 4294967295`,
+        [db.name, `action-envelope:${config.schema}:thread:t3`],
+      );
+      expect(Number(killed[0]!.n)).toBe(1);
+      expect(await b.acquireThreadLock("t3", "owner-b", 60_000)).toBe(true);
+      // Releasing a lock whose connection is gone is quiet: the server already let it go.
+      await a.releaseThreadLock("t3", "owner-a");
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("the audit chain stays linear with eight writers appending at once, and records are append-only", async () => {
+    const config = freshConfig();
+    const logs = await Promise.all(Array.from({ length: 8 }, () => PostgresAuditLog.open(config)));
+    try {
+      await Promise.all(logs.map((log, w) => (async () => {
+        for (let i = 0; i < 25; i++) await log.append(entry(`thread-${w}`, i));
+      })()));
+      // A re-run of the same step gets the existing record back.
+      const dup = await logs[3]!.append(entry("thread-5", 7));
+      expect(dup.appended).toBe(false);
+      expect(dup.record.seq).toBeGreaterThan(0);
+
+      const verified = await logs[0]!.verify();
+      expect(verified).toMatchObject({ intact: true, records: 200 });
+      const records = await logs[1]!.records();
+      expect(records.map((r) => r.seq)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+      for (let i = 1; i < records.length; i++) expect(records[i]!.prevHash).toBe(records[i - 1]!.hash);
+      expect(await logs[2]!.records({ threadId: "thread-4" })).toHaveLength(25);
+      const summary = (await logs[2]!.threads()).find((t) => t.threadId === "thread-4");
+      expect(summary).toMatchObject({ records: 25, lastEvent: "decision_refused" });
+
+      await expect(sql(`UPDATE ${config.schema}.audit_records SET discriminator = 'x' WHERE seq = 1`)).rejects.toThrow(/append-only/);
+      await expect(sql(`DELETE FROM ${config.schema}.audit_records WHERE seq = 200`)).rejects.toThrow(/append-only/);
+      await expect(sql(`TRUNCATE ${config.schema}.audit_records`)).rejects.toThrow(/append-only/);
+
+      // Someone who drops the guard and edits a record is caught by the chain.
+      await sql(`ALTER TABLE ${config.schema}.audit_records DISABLE TRIGGER audit_records_no_change`);
+      await sql(`UPDATE ${config.schema}.audit_records SET record_json = replace(record_json, '"requestedBy":"demo-user"', '"requestedBy":"mallory"') WHERE seq = 50`);
+      const broken = await logs[0]!.verify();
+      expect(broken.intact).toBe(false);
+      if (!broken.intact) expect(broken.problem).toMatchObject({ kind: "edited", seq: 50 });
+    } finally {
+      await Promise.all(logs.map((l) => l.close()));
+    }
+  });
+
+  it("a database that goes away gives StoreUnavailableError naming the server but not the password; it works again once back", async () => {
+    const config = freshConfig();
+    const u = new URL(config.url);
+    u.username ||= "postgres";
+    u.password = "hunter2-secret";
+    const withPassword = loadConfig({ DATABASE_URL: u.toString(), ACTION_ENVELOPE_DB_SCHEMA: config.schema }).database!;
+    expect(withPassword.label).not.toContain("hunter2");
+    const j = await PostgresJournal.open(withPassword);
+    try {
+      await db.takeAway();
+      const claim = { threadId: "t", envelopeHash: "sha256:x", nonce: "n-outage", revision: 1, decisionType: "approve" as const, approverId: "a", decidedAt: "2026-01-01T00:00:00Z" };
+      const err = await j.claimDecision(claim).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      const message = (err as Error).message;
+      expect(message).toContain(new URL(config.url).host);
+      expect(message).toContain("claiming decision nonce n-outage");
+      expect(message).not.toContain("hunter2");
+      await db.bringBack();
+      // The failed claim left nothing behind: the nonce is still free.
+      expect(await j.findClaim("n-outage")).toBeUndefined();
+      expect(await j.claimDecision(claim)).toEqual({ claimed: true });
+    } finally {
+      await db.bringBack();
+      await j.close();
+    }
+
+    const unreachable = loadConfig({ DATABASE_URL: "postgres://postgres:hunter2-secret@127.0.0.1:1/nowhere" }).database!;
+    const refused = await PostgresAuditLog.open(unreachable).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StoreUnavailableError);
+    expect((refused as Error).message).toContain("127.0.0.1:1");
+    expect((refused as Error).message).not.toContain("hunter2");
+  });
+});
