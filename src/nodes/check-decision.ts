@@ -1,7 +1,7 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { allowedApprovers, validateDecision } from "../envelope/index.js";
+import { allowedApprovers, validateDecision, type Envelope } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import { HumanMessage } from "@langchain/core/messages";
 import { deriveScope } from "../hitl/scope.js";
@@ -52,11 +52,13 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   if (system.success) return systemDecision(state, system.data, refuse);
   const nonce = (candidate as { nonce?: unknown } | null)?.nonce;
   const consumed = typeof nonce === "string" ? await deps.journal.findClaim(nonce) : undefined;
-  // This node may have claimed the nonce and died before its checkpoint was written; the re-run then
-  // finds its own claim. It is recognised only for the identical decision and only while nothing was
-  // sent, so a replayed checkpoint after execution still gets ALREADY_CONSUMED.
+  // This node may have claimed the nonce and died before its checkpoint was written; the thread still
+  // shows the approval waiting and the approver decides again. Their own claim is recognised (same
+  // approver, same kind of decision, same envelope) only while nothing was sent, so a replayed
+  // checkpoint after execution still gets ALREADY_CONSUMED, and the journal's write-ahead entry keeps
+  // any path to a second send closed.
   const ownEarlierClaim =
-    consumed !== undefined && sameDecision(consumed, candidate, envelopeHash) && !(await deps.journal.findExecution(envelopeHash));
+    consumed !== undefined && sameDecision(consumed, candidate, envelope, envelopeHash) && !(await deps.journal.findExecution(envelopeHash));
   const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
   const result = validateDecision(envelope, candidate, {
     now,
@@ -155,14 +157,14 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   }
 }
 
-function sameDecision(claim: DecisionClaim, candidate: unknown, envelopeHash: string): boolean {
-  const c = candidate as { type?: unknown; approver?: { id?: unknown }; decidedAt?: unknown } | null;
+/** The same approver making the same kind of decision on the same envelope of the same thread. */
+function sameDecision(claim: DecisionClaim, candidate: unknown, envelope: Envelope, envelopeHash: string): boolean {
+  const c = candidate as { type?: unknown; approver?: { id?: unknown } } | null;
   return (
+    claim.threadId === envelope.runContext.threadId &&
     claim.envelopeHash === envelopeHash &&
     claim.decisionType === c?.type &&
-    claim.approverId === c?.approver?.id &&
-    typeof c?.decidedAt === "string" &&
-    claim.decidedAt === c.decidedAt
+    claim.approverId === c?.approver?.id
   );
 }
 
