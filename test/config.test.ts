@@ -168,11 +168,11 @@ describe("a bad setting stops the programs before they start", () => {
     expect(r.stdout).toBe("");
   });
 
-  it("npm run dev exits 1 the same way, without starting the LangGraph server", async () => {
-    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+  const devServer = (env: Record<string, string>) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
       const child = spawn(TSX, [path.join(ROOT, "src/cli/dev-server.ts")], {
         cwd: ROOT,
-        env: { ...process.env, BITRIX24_TIMEOUT_MS: "soon" },
+        env: { ...process.env, ...env },
         stdio: ["ignore", "pipe", "pipe"],
       });
       let stdout = "";
@@ -187,9 +187,18 @@ describe("a bad setting stops the programs before they start", () => {
         resolve({ code, stdout, stderr });
       });
     });
+
+  it("npm run dev exits 1 the same way, without starting the LangGraph server", async () => {
+    const r = await devServer({ BITRIX24_TIMEOUT_MS: "soon" });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("configuration error: BITRIX24_TIMEOUT_MS must be a whole number\n");
     expect(r.stdout).not.toContain("Welcome to");
+
+    // The policy file is read by the server only at its first run; it is checked before the start too.
+    const policy = await devServer({ ACTION_ENVELOPE_POLICY: path.join(tempDir(), "missing-policy.json") });
+    expect(policy.code).toBe(1);
+    expect(policy.stderr).toMatch(/configuration error: ACTION_ENVELOPE_POLICY points to .*missing-policy\.json, which cannot be read/);
+    expect(policy.stdout).not.toContain("Welcome to");
   });
 });
 

@@ -18,6 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
+import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
 import { ConfigError, UsageError } from "../errors.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -111,6 +112,9 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   const configPath = path.resolve(opts.config);
   if (!fs.existsSync(configPath)) throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
   const config = loadConfig();
+  // The server reads these only at its first run; a bad file should stop us here, not fail that run.
+  loadPolicyFile(config);
+  loadPublicKeys(config);
   const port = opts.port ?? (await freePort(opts.host));
   const apiUrl = `http://${opts.host}:${port}`;
   const startedAt = Date.now();
