@@ -229,31 +229,7 @@ export class SqliteAuditLog implements AuditLog {
   }
 
   async threads(): Promise<AuditThreadSummary[]> {
-    const byThread = new Map<string, AuditThreadSummary>();
-    for (const r of await this.records()) {
-      const s = byThread.get(r.threadId) ?? {
-        threadId: r.threadId,
-        requestedBy: r.requestedBy,
-        records: 0,
-        firstAt: r.at,
-        lastAt: r.at,
-        lastEvent: r.event,
-        outcome: null,
-        reasonCode: null,
-        overrides: 0,
-      };
-      s.records += 1;
-      s.lastAt = r.at;
-      s.lastEvent = r.event;
-      if (r.outcome) {
-        s.outcome = r.outcome.outcome;
-        s.reasonCode = r.outcome.reasonCode;
-      }
-      // The closing record repeats the settling decision's override; count each override once.
-      if (r.override && r.event === "decision_accepted") s.overrides += 1;
-      byThread.set(r.threadId, s);
-    }
-    return [...byThread.values()];
+    return summariseThreads(await this.records());
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
@@ -378,4 +354,33 @@ export function findFirstProblem(rows: Row[]): ChainProblem | undefined {
     return { kind: "inserted", seq: c.row.seq, ...about(c), detail: `record at seq ${c.row.seq} is a copy of record seq ${writtenSeq}, which the chain already passed` };
   }
   return undefined;
+}
+
+/** Per-thread summary of records in chain order; shared by every AuditLog implementation. */
+export function summariseThreads(records: AuditRecord[]): AuditThreadSummary[] {
+  const byThread = new Map<string, AuditThreadSummary>();
+  for (const r of records) {
+    const s = byThread.get(r.threadId) ?? {
+      threadId: r.threadId,
+      requestedBy: r.requestedBy,
+      records: 0,
+      firstAt: r.at,
+      lastAt: r.at,
+      lastEvent: r.event,
+      outcome: null,
+      reasonCode: null,
+      overrides: 0,
+    };
+    s.records += 1;
+    s.lastAt = r.at;
+    s.lastEvent = r.event;
+    if (r.outcome) {
+      s.outcome = r.outcome.outcome;
+      s.reasonCode = r.outcome.reasonCode;
+    }
+    // The closing record repeats the settling decision's override; count each override once.
+    if (r.override && r.event === "decision_accepted") s.overrides += 1;
+    byThread.set(r.threadId, s);
+  }
+  return [...byThread.values()];
 }

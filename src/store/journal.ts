@@ -103,7 +103,8 @@ CREATE TABLE IF NOT EXISTS thread_locks (
 );
 `;
 
-interface ClaimRow {
+/** Row shapes and mappers shared by the SQLite and PostgreSQL journals (same columns in both). */
+export interface ClaimRow {
   envelope_hash: string;
   nonce: string;
   thread_id: string;
@@ -113,7 +114,7 @@ interface ClaimRow {
   decided_at: string;
 }
 
-interface ExecutionRow {
+export interface ExecutionRow {
   envelope_hash: string;
   thread_id: string;
   idempotency_key: string;
@@ -209,16 +210,8 @@ export class SqliteJournal implements Journal {
       status
         ? this.db.prepare("SELECT * FROM approvals WHERE status = ? ORDER BY created_at, rowid").all(status)
         : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, rowid").all()
-    ) as Array<{ envelope_hash: string; thread_id: string; revision: number; requested_by: string; created_at: string; expires_at: string; status: ApprovalEntry["status"] }>;
-    return rows.map((r) => ({
-      envelopeHash: r.envelope_hash,
-      threadId: r.thread_id,
-      revision: r.revision,
-      requestedBy: r.requested_by,
-      createdAt: r.created_at,
-      expiresAt: r.expires_at,
-      status: r.status,
-    }));
+    ) as ApprovalRow[];
+    return rows.map(toApproval);
   }
 
   async acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean> {
@@ -247,7 +240,7 @@ export class SqliteJournal implements Journal {
   }
 }
 
-function toClaim(r: ClaimRow): DecisionClaim {
+export function toClaim(r: ClaimRow): DecisionClaim {
   return {
     threadId: r.thread_id,
     envelopeHash: r.envelope_hash,
@@ -259,7 +252,7 @@ function toClaim(r: ClaimRow): DecisionClaim {
   };
 }
 
-function toExecution(r: ExecutionRow): ExecutionEntry {
+export function toExecution(r: ExecutionRow): ExecutionEntry {
   return {
     envelopeHash: r.envelope_hash,
     threadId: r.thread_id,
@@ -268,5 +261,27 @@ function toExecution(r: ExecutionRow): ExecutionEntry {
     sentAt: r.sent_at,
     ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
     ...(r.ack_at !== null ? { acknowledgedAt: r.ack_at } : {}),
+  };
+}
+
+export interface ApprovalRow {
+  envelope_hash: string;
+  thread_id: string;
+  revision: number;
+  requested_by: string;
+  created_at: string;
+  expires_at: string;
+  status: ApprovalEntry["status"];
+}
+
+export function toApproval(r: ApprovalRow): ApprovalEntry {
+  return {
+    envelopeHash: r.envelope_hash,
+    threadId: r.thread_id,
+    revision: r.revision,
+    requestedBy: r.requested_by,
+    createdAt: r.created_at,
+    expiresAt: r.expires_at,
+    status: r.status,
   };
 }

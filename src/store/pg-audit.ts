@@ -8,6 +8,7 @@ import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/index.js";
 import {
+  summariseThreads,
   AuditLogError,
   GENESIS_HASH,
   findFirstProblem,
@@ -94,31 +95,7 @@ export class PostgresAuditLog implements AuditLog {
   }
 
   async threads(): Promise<AuditThreadSummary[]> {
-    const byThread = new Map<string, AuditThreadSummary>();
-    for (const r of await this.records()) {
-      const s = byThread.get(r.threadId) ?? {
-        threadId: r.threadId,
-        requestedBy: r.requestedBy,
-        records: 0,
-        firstAt: r.at,
-        lastAt: r.at,
-        lastEvent: r.event,
-        outcome: null,
-        reasonCode: null,
-        overrides: 0,
-      };
-      s.records += 1;
-      s.lastAt = r.at;
-      s.lastEvent = r.event;
-      if (r.outcome) {
-        s.outcome = r.outcome.outcome;
-        s.reasonCode = r.outcome.reasonCode;
-      }
-      // The closing record repeats the settling decision's override; count each override once.
-      if (r.override && r.event === "decision_accepted") s.overrides += 1;
-      byThread.set(r.threadId, s);
-    }
-    return [...byThread.values()];
+    return summariseThreads(await this.records());
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {

@@ -14,38 +14,8 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import type { ApprovalEntry, ClaimResult, DecisionClaim, ExecutionEntry, ExecutionIntent, Journal } from "./journal.js";
+import { toApproval, toClaim, toExecution, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
-
-interface ClaimRow {
-  envelope_hash: string;
-  nonce: string;
-  thread_id: string;
-  revision: number;
-  decision_type: DecisionClaim["decisionType"];
-  approver_id: string;
-  decided_at: string;
-}
-
-interface ExecutionRow {
-  envelope_hash: string;
-  thread_id: string;
-  idempotency_key: string;
-  args_json: string;
-  sent_at: string;
-  ack_json: string | null;
-  ack_at: string | null;
-}
-
-interface ApprovalRow {
-  envelope_hash: string;
-  thread_id: string;
-  revision: number;
-  requested_by: string;
-  created_at: string;
-  expires_at: string;
-  status: ApprovalEntry["status"];
-}
 
 export class PostgresJournal implements Journal {
   private readonly s: string;
@@ -150,15 +120,7 @@ export class PostgresJournal implements Journal {
     const rows = status
       ? await query<ApprovalRow>(this.pool, this.db, "listing approvals", `SELECT * FROM ${this.s}.approvals WHERE status = $1 ORDER BY created_at, id`, [status])
       : await query<ApprovalRow>(this.pool, this.db, "listing approvals", `SELECT * FROM ${this.s}.approvals ORDER BY created_at, id`);
-    return rows.map((r) => ({
-      envelopeHash: r.envelope_hash,
-      threadId: r.thread_id,
-      revision: r.revision,
-      requestedBy: r.requested_by,
-      createdAt: r.created_at,
-      expiresAt: r.expires_at,
-      status: r.status,
-    }));
+    return rows.map(toApproval);
   }
 
   async acquireThreadLock(threadId: string, owner: string, _leaseMs: number): Promise<boolean> {
@@ -206,28 +168,4 @@ export class PostgresJournal implements Journal {
     this.held.clear();
     await Promise.allSettled([this.pool.end(), this.lockPool.end()]);
   }
-}
-
-function toClaim(r: ClaimRow): DecisionClaim {
-  return {
-    threadId: r.thread_id,
-    envelopeHash: r.envelope_hash,
-    nonce: r.nonce,
-    revision: r.revision,
-    decisionType: r.decision_type,
-    approverId: r.approver_id,
-    decidedAt: r.decided_at,
-  };
-}
-
-function toExecution(r: ExecutionRow): ExecutionEntry {
-  return {
-    envelopeHash: r.envelope_hash,
-    threadId: r.thread_id,
-    idempotencyKey: r.idempotency_key,
-    args: JSON.parse(r.args_json) as unknown,
-    sentAt: r.sent_at,
-    ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
-    ...(r.ack_at !== null ? { acknowledgedAt: r.ack_at } : {}),
-  };
 }
