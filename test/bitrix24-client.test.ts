@@ -239,12 +239,13 @@ describe("Bitrix24Client against the emulator", () => {
     });
 
     it("latency beyond timeoutMs: transport_timeout on a read, retried", async () => {
-      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 2_000, times: 1 });
-      const err = await expectKind(make({ timeoutMs: 300, maxReadRetries: 0 }).getTask(4), "transport_timeout");
+      // Generous margins: on a loaded machine a 300 ms budget can expire on the healthy retry too.
+      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 6_000, times: 1 });
+      const err = await expectKind(make({ timeoutMs: 1_500, maxReadRetries: 0 }).getTask(4), "transport_timeout");
       expect(err.outcomeUnknown).toBe(true);
       // The same slow answer with one retry allowed: the second attempt is not delayed.
-      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 2_000, times: 1 });
-      const body = await make({ timeoutMs: 300, maxReadRetries: 1 }).getTask(4);
+      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 6_000, times: 1 });
+      const body = await make({ timeoutMs: 1_500, maxReadRetries: 1 }).getTask(4);
       expect(body.result.task.id).toBe("4");
     });
 
@@ -281,7 +282,7 @@ describe("Bitrix24Client against the emulator", () => {
 
     it("timeout_without_apply on a read: retried and then answered", async () => {
       await arm(emu, { method: "tasks.task.get", kind: "timeout_without_apply", times: 1 });
-      const body = await make({ timeoutMs: 300, maxReadRetries: 2 }).getTask(4);
+      const body = await make({ timeoutMs: 2_000, maxReadRetries: 2 }).getTask(4);
       expect(body.result.task.id).toBe("4");
       expect(await calls(emu, "tasks.task.get")).toHaveLength(2);
     });
