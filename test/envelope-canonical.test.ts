@@ -33,7 +33,11 @@ function shuffleKeys(value: unknown, order: number[]): unknown {
     const keys = Object.keys(value);
     const shuffled = keys.map((k, i) => ({ k, r: order[i % order.length]! + i * 0.0001 })).sort((a, b) => a.r - b.r).map((x) => x.k);
     const out: Record<string, unknown> = {};
-    for (const k of shuffled) out[k] = shuffleKeys((value as Record<string, unknown>)[k], order);
+    // defineProperty, not assignment: fast-check generates "__proto__" keys, which `out[k] =` would
+    // turn into a prototype change and silently drop from the object.
+    for (const k of shuffled) {
+      Object.defineProperty(out, k, { value: shuffleKeys((value as Record<string, unknown>)[k], order), enumerable: true, writable: true, configurable: true });
+    }
     return out;
   }
   return value;
