@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
-import { loadConfig } from "../config/env.js";
+import { loadConfig, loadDotEnv } from "../config/env.js";
 import { withApp } from "./session.js";
 import { listPending, recoverThread, startRun, submitDecision, viewThread, type ThreadView } from "../app/threads.js";
 import { Printer, threadJson } from "./render.js";
@@ -289,6 +289,7 @@ export async function main(argv: string[]): Promise<number> {
 
 const isEntry = process.argv[1] && /(?:cli[\\/]main\.ts|action-envelope(?:\.mjs)?)$/.test(process.argv[1]);
 if (isEntry) {
+  loadDotEnv();
   const code = await main(process.argv.slice(2));
   process.exitCode = code;
   // MCP child processes and sqlite handles are closed by then; exit explicitly so a stray timer cannot hold the CLI.

@@ -2,6 +2,7 @@
  * The one place that reads process.env. Every setting is validated here so a bad value stops the
  * program at start with the variable's name and the shape it must have, never deep inside a run.
  */
+import fs from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { ConfigError } from "../errors.js";
@@ -131,6 +132,18 @@ export function databaseLabel(url: string): string {
   } catch {
     return "postgres://(unparseable URL)";
   }
+}
+
+/**
+ * Loads `.env` from the working directory into process.env when the file exists; variables already
+ * set in the environment win. Only command-line entry points call this.
+ */
+export function loadDotEnv(cwd = process.cwd()): void {
+  const file = path.join(cwd, ".env");
+  if (!fs.existsSync(file)) return;
+  const before = { ...process.env };
+  process.loadEnvFile(file);
+  for (const [k, v] of Object.entries(before)) process.env[k] = v;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): AppConfig {
