@@ -240,13 +240,17 @@ describe("Bitrix24Client against the emulator", () => {
 
     it("latency beyond timeoutMs: transport_timeout on a read, retried", async () => {
       // Generous margins: on a loaded machine a 300 ms budget can expire on the healthy retry too.
-      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 6_000, times: 1 });
+      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 3_000, times: 1 });
       const err = await expectKind(make({ timeoutMs: 1_500, maxReadRetries: 0 }).getTask(4), "transport_timeout");
       expect(err.outcomeUnknown).toBe(true);
       // The same slow answer with one retry allowed: the second attempt is not delayed.
-      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 6_000, times: 1 });
+      await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 3_000, times: 1 });
       const body = await make({ timeoutMs: 1_500, maxReadRetries: 1 }).getTask(4);
       expect(body.result.task.id).toBe("4");
+      // The emulator logs a delayed call when it finally answers; wait for both, so they cannot land in
+      // the next test's call log.
+      for (let i = 0; i < 100 && (await calls(emu, "tasks.task.get")).length < 3; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await calls(emu, "tasks.task.get")).toHaveLength(3);
     });
 
     it("error: an armed error answer is classified like a real one", async () => {
