@@ -234,21 +234,7 @@ export class SqliteAuditLog implements AuditLog {
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
     const rows = this.db.prepare("SELECT * FROM audit_records ORDER BY seq").all() as Row[];
-    const problem = findFirstProblem(rows);
-    if (problem) return { intact: false, records: rows.length, problem };
-    const last = rows.at(-1);
-    if (opts.head !== undefined && !rows.some((r) => r.record_hash === opts.head)) {
-      return {
-        intact: false,
-        records: rows.length,
-        problem: {
-          kind: "removed",
-          seq: (last?.seq ?? 0) + 1,
-          detail: `no record has the anchored head hash ${opts.head}; the chain was truncated or rewritten after it (current head: ${last ? `seq ${last.seq} ${last.record_hash}` : "empty"})`,
-        },
-      };
-    }
-    return { intact: true, records: rows.length, head: last ? { seq: last.seq, hash: last.record_hash } : null };
+    return verifyRows(rows, opts.head);
   }
 
   async close(): Promise<void> {
@@ -383,4 +369,23 @@ export function summariseThreads(records: AuditRecord[]): AuditThreadSummary[] {
     byThread.set(r.threadId, s);
   }
   return [...byThread.values()];
+}
+
+/** Chain verification over rows in seq order, optionally against a head hash kept elsewhere. */
+export function verifyRows(rows: Row[], head?: string): ChainVerification {
+  const problem = findFirstProblem(rows);
+  if (problem) return { intact: false, records: rows.length, problem };
+  const last = rows.at(-1);
+  if (head !== undefined && !rows.some((r) => r.record_hash === head)) {
+    return {
+      intact: false,
+      records: rows.length,
+      problem: {
+        kind: "removed",
+        seq: (last?.seq ?? 0) + 1,
+        detail: `no record has the anchored head hash ${head}; the chain was truncated or rewritten after it (current head: ${last ? `seq ${last.seq} ${last.record_hash}` : "empty"})`,
+      },
+    };
+  }
+  return { intact: true, records: rows.length, head: last ? { seq: last.seq, hash: last.record_hash } : null };
 }

@@ -9,6 +9,7 @@ import type { DatabaseConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/index.js";
 import {
   summariseThreads,
+  verifyRows,
   AuditLogError,
   GENESIS_HASH,
   findFirstProblem,
@@ -100,21 +101,7 @@ export class PostgresAuditLog implements AuditLog {
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
     const rows = await this.rows();
-    const problem = findFirstProblem(rows);
-    if (problem) return { intact: false, records: rows.length, problem };
-    const last = rows.at(-1);
-    if (opts.head !== undefined && !rows.some((r) => r.record_hash === opts.head)) {
-      return {
-        intact: false,
-        records: rows.length,
-        problem: {
-          kind: "removed",
-          seq: (last?.seq ?? 0) + 1,
-          detail: `no record has the anchored head hash ${opts.head}; the chain was truncated or rewritten after it (current head: ${last ? `seq ${last.seq} ${last.record_hash}` : "empty"})`,
-        },
-      };
-    }
-    return { intact: true, records: rows.length, head: last ? { seq: last.seq, hash: last.record_hash } : null };
+    return verifyRows(rows, opts.head);
   }
 
   async close(): Promise<void> {
