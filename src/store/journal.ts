@@ -127,9 +127,17 @@ export interface ExecutionRow {
 function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+  // A killed process whose parent has not reaped it yet (common for orphans in containers, where PID 1
+  // may never reap) still answers signal 0; it is dead all the same.
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    return state !== "Z" && state !== "X";
+  } catch {
+    return true;
   }
 }
 

@@ -1,0 +1,83 @@
+/**
+ * The SQLite execution journal on a file, opened twice as two processes would: one claim per nonce,
+ * one write-ahead entry per envelope, and thread leases that a dead (or unreaped) holder cannot keep.
+ */
+import path from "node:path";
+import { spawn } from "node:child_process";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it } from "vitest";
+import { SqliteJournal } from "../src/store/journal.js";
+import { tempDir, until } from "./support/harness.js";
+
+const opened: SqliteJournal[] = [];
+afterEach(async () => {
+  for (const j of opened.splice(0)) await j.close();
+});
+
+function pair() {
+  const file = path.join(tempDir(), "journal.sqlite");
+  const a = new SqliteJournal(file);
+  const b = new SqliteJournal(file);
+  opened.push(a, b);
+  return { file, a, b };
+}
+
+const claim = (approverId: string) => ({
+  threadId: "t1",
+  envelopeHash: `sha256:${"1".repeat(64)}`,
+  nonce: "n1",
+  revision: 1,
+  decisionType: "approve" as const,
+  approverId,
+  decidedAt: new Date().toISOString(),
+});
+
+describe("SqliteJournal", () => {
+  it("lets exactly one of two connections consume a nonce", async () => {
+    const { a, b } = pair();
+    const [x, y] = await Promise.all([a.claimDecision(claim("alice")), b.claimDecision(claim("bob"))]);
+    expect([x.claimed, y.claimed].sort()).toEqual([false, true]);
+    const loser = x.claimed ? y : x;
+    const winner = x.claimed ? "alice" : "bob";
+    expect(loser).toMatchObject({ claimed: false, existing: { approverId: winner } });
+  });
+
+  it("records one write-ahead entry per envelope", async () => {
+    const { a, b } = pair();
+    const intent = { envelopeHash: "sha256:e", threadId: "t1", idempotencyKey: "k1", args: { taskId: 4, fields: { TITLE: "x" } } };
+    expect((await a.recordIntent(intent, "2026-11-30T00:00:00Z")).recorded).toBe(true);
+    const second = await b.recordIntent(intent, "2026-11-30T00:00:01Z");
+    expect(second.recorded).toBe(false);
+    await a.recordAcknowledgement("sha256:e", { status: "OK" }, "2026-11-30T00:00:02Z");
+    expect((await b.findExecution("sha256:e"))?.acknowledgement).toEqual({ status: "OK" });
+  });
+
+  it("a lease held by a live process blocks another owner", async () => {
+    const { a, b } = pair();
+    expect(await a.acquireThreadLock("t1", "owner-a", 60_000)).toBe(true);
+    expect(await b.acquireThreadLock("t1", "owner-b", 60_000)).toBe(false);
+    await a.releaseThreadLock("t1", "owner-a");
+    expect(await b.acquireThreadLock("t1", "owner-b", 60_000)).toBe(true);
+  });
+
+  it("a lease left by a killed process that nobody reaped yet (a zombie) is taken over", async () => {
+    const { file, b } = pair();
+    // A parent that forks a child which exits at once and is never waited for: the child stays a zombie.
+    const parent = spawn("python3", ["-c", "import os,time,sys\npid=os.fork()\nif pid==0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(30)"], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      let out = "";
+      parent.stdout.on("data", (d) => (out += d));
+      const zombie = await until("the child pid", async () => (out.trim() ? Number(out.trim()) : undefined));
+      await until("the child to become a zombie", async () => {
+        const stat = await import("node:fs").then((fs) => fs.readFileSync(`/proc/${zombie}/stat`, "utf8"));
+        return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+      });
+      const db = new Database(file);
+      db.prepare("INSERT INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)").run("t1", "dead-owner", zombie, Date.now() + 60_000);
+      db.close();
+      expect(await b.acquireThreadLock("t1", "owner-b", 60_000)).toBe(true);
+    } finally {
+      parent.kill("SIGKILL");
+    }
+  });
+});
