@@ -161,7 +161,8 @@ CREATE TRIGGER IF NOT EXISTS audit_records_no_delete BEFORE DELETE ON audit_reco
   BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END;
 `;
 
-interface Row {
+/** A stored audit row; the same columns in the SQLite and PostgreSQL logs. */
+export interface AuditRow {
   seq: number;
   thread_id: string;
   revision: number;
@@ -196,7 +197,7 @@ export class SqliteAuditLog implements AuditLog {
     const tx = this.db.transaction((): AppendResult => {
       const existing = this.db
         .prepare("SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?")
-        .get(entry.threadId, entry.revision, entry.event, entry.discriminator) as Row | undefined;
+        .get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
       if (existing) return { appended: false, record: toRecord(existing) };
       const last = this.db.prepare("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as
         | { seq: number; record_hash: string }
@@ -224,7 +225,7 @@ export class SqliteAuditLog implements AuditLog {
       filter.threadId !== undefined
         ? this.db.prepare("SELECT * FROM audit_records WHERE thread_id = ? ORDER BY seq").all(filter.threadId)
         : this.db.prepare("SELECT * FROM audit_records ORDER BY seq").all()
-    ) as Row[];
+    ) as AuditRow[];
     return rows.map(toRecord);
   }
 
@@ -233,7 +234,7 @@ export class SqliteAuditLog implements AuditLog {
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
-    const rows = this.db.prepare("SELECT * FROM audit_records ORDER BY seq").all() as Row[];
+    const rows = this.db.prepare("SELECT * FROM audit_records ORDER BY seq").all() as AuditRow[];
     return verifyRows(rows, opts.head);
   }
 
@@ -242,7 +243,7 @@ export class SqliteAuditLog implements AuditLog {
   }
 }
 
-function toRecord(row: Row): AuditRecord {
+export function toRecord(row: AuditRow): AuditRecord {
   let body: AuditEntry & { seq: number; recordedAt: string };
   try {
     body = JSON.parse(row.record_json) as typeof body;
@@ -253,14 +254,14 @@ function toRecord(row: Row): AuditRecord {
 }
 
 interface Checked {
-  row: Row;
+  row: AuditRow;
   /** The sequence number the record was written with (from the hashed content), when readable. */
   writtenSeq: number | undefined;
   /** The stored hash recomputes from the stored content and previous hash. */
   contentOk: boolean;
 }
 
-function check(row: Row): Checked {
+function check(row: AuditRow): Checked {
   let parsed: (Omit<AuditRecord, "prevHash" | "hash"> & Record<string, unknown>) | undefined;
   try {
     parsed = JSON.parse(row.record_json) as typeof parsed;
@@ -290,7 +291,7 @@ function check(row: Row): Checked {
  * link to the record before it. A record whose successor links past it was inserted; a record out of
  * place whose expected predecessor appears later was reordered; a gap nobody fills was removed.
  */
-export function findFirstProblem(rows: Row[]): ChainProblem | undefined {
+export function findFirstProblem(rows: AuditRow[]): ChainProblem | undefined {
   const checked = rows.map(check);
   const about = (c: Checked) => ({ threadId: c.row.thread_id, event: c.row.event });
   const hashAt = (i: number) => (i < 0 ? GENESIS_HASH : checked[i]!.row.record_hash);
@@ -372,7 +373,7 @@ export function summariseThreads(records: AuditRecord[]): AuditThreadSummary[] {
 }
 
 /** Chain verification over rows in seq order, optionally against a head hash kept elsewhere. */
-export function verifyRows(rows: Row[], head?: string): ChainVerification {
+export function verifyRows(rows: AuditRow[], head?: string): ChainVerification {
   const problem = findFirstProblem(rows);
   if (problem) return { intact: false, records: rows.length, problem };
   const last = rows.at(-1);

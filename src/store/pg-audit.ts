@@ -9,6 +9,8 @@ import type { DatabaseConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/index.js";
 import {
   summariseThreads,
+  toRecord,
+  type AuditRow,
   verifyRows,
   AuditLogError,
   GENESIS_HASH,
@@ -23,20 +25,9 @@ import {
 } from "./audit.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent } from "./postgres.js";
 
-interface Row {
-  seq: number;
-  thread_id: string;
-  revision: number;
-  event: string;
-  discriminator: string;
-  recorded_at: string;
-  record_json: string;
-  prev_hash: string;
-  record_hash: string;
-}
 
 /** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
-const normalise = (r: Row): Row => ({ ...r, seq: Number(r.seq) });
+const normalise = (r: AuditRow): AuditRow => ({ ...r, seq: Number(r.seq) });
 
 export class PostgresAuditLog implements AuditLog {
   private readonly s: string;
@@ -62,7 +53,7 @@ export class PostgresAuditLog implements AuditLog {
     return inTransaction(this.pool, this.db, `appending the audit record ${entry.event} for thread ${entry.threadId}`, async (c) => {
       const key = lockKey(this.db, "audit-append");
       await c.query(`SELECT pg_advisory_xact_lock(${key.sql})`, key.values);
-      const existing = await c.query<Row>(
+      const existing = await c.query<AuditRow>(
         `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4`,
         [entry.threadId, entry.revision, entry.event, entry.discriminator],
       );
@@ -83,11 +74,11 @@ export class PostgresAuditLog implements AuditLog {
     });
   }
 
-  private async rows(threadId?: string): Promise<Row[]> {
+  private async rows(threadId?: string): Promise<AuditRow[]> {
     const rows =
       threadId !== undefined
-        ? await query<Row>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`, [threadId])
-        : await query<Row>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records ORDER BY seq`);
+        ? await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`, [threadId])
+        : await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records ORDER BY seq`);
     return rows.map(normalise);
   }
 
@@ -109,12 +100,3 @@ export class PostgresAuditLog implements AuditLog {
   }
 }
 
-function toRecord(row: Row): AuditRecord {
-  let body: AuditEntry & { seq: number; recordedAt: string };
-  try {
-    body = JSON.parse(row.record_json) as typeof body;
-  } catch {
-    throw new AuditLogError(`audit record seq ${row.seq} is not valid JSON; run "audit verify"`);
-  }
-  return { ...body, prevHash: row.prev_hash, hash: row.record_hash };
-}
