@@ -125,7 +125,6 @@ describe("validateDecision refuses, with a code and a reason saying what was exp
     { name: "another nonce", code: "NONCE_MISMATCH", run: () => validateDecision(e, { ...approve(e), nonce: "f".repeat(32) }, ctx(e)), reason: new RegExp(`expected nonce ${e.nonce}`) },
     { name: "a superseded revision", code: "STALE_REVISION", run: () => validateDecision(e, { ...approve(e), envelopeHash: other }, ctx(e, { supersededHashes: [other] })), reason: /earlier revision; the current revision is 1/ },
     { name: "a decision after expiry (injected clock)", code: "EXPIRED", run: () => validateDecision(e, approve(e), ctx(e, { now: later })), reason: new RegExp(`closed at ${e.expiresAt}`) },
-    { name: "a decision dated after expiry", code: "EXPIRED", run: () => validateDecision(e, approve(e, "alice", { decidedAt: e.expiresAt }), ctx(e, { now: new Date(Date.parse(e.expiresAt) - 1000) })), reason: /dated .* at or after the expiry/ },
     { name: "a spent nonce", code: "ALREADY_CONSUMED", run: () => validateDecision(e, approve(e), ctx(e, { nonceConsumed: true })), reason: /already used/ },
     { name: "an approver outside the allowed groups", code: "APPROVER_NOT_ALLOWED", run: () => validateDecision(e, approve(e, "mallory"), ctx(e)), reason: /mallory may not decide update_task .* allowed: alice, bob, carol, demo-approver/ },
     { name: "an authenticated user naming someone else", code: "APPROVER_NOT_ALLOWED", run: () => validateDecision(e, approve(e, "alice"), ctx(e, { authenticatedUser: "bob" })), reason: /authenticated as bob, but the decision names approver alice/ },
@@ -162,6 +161,13 @@ describe("validateDecision refuses, with a code and a reason saying what was exp
     });
     expect(validateDecision(edited, approve(edited, "alice"), ctx(edited))).toMatchObject({ ok: false, code: "SELF_APPROVAL", reason: expect.stringMatching(/alice wrote \(by an edit\) this medium-risk change/) });
     expect(validateDecision(edited, approve(edited, "bob"), ctx(edited)).ok).toBe(true);
+  });
+
+  it("expiry is judged by the receiving clock alone: a decidedAt after expiry neither expires a live approval nor revives a dead one", () => {
+    const justBefore = new Date(Date.parse(e.expiresAt) - 1000);
+    expect(validateDecision(e, approve(e, "alice", { decidedAt: e.expiresAt }), ctx(e, { now: justBefore })).ok).toBe(true);
+    expect(validateDecision(e, approve(e, "alice", { decidedAt: "2999-01-01T00:00:00Z" }), ctx(e, { now: justBefore }))).toMatchObject({ ok: false, code: "MALFORMED" });
+    expect(validateDecision(e, approve(e, "alice", { decidedAt: justBefore.toISOString() }), ctx(e, { now: later }))).toMatchObject({ ok: false, code: "EXPIRED" });
   });
 
   it("rejections are bound the same way (hash, nonce, expiry, approver)", () => {

@@ -229,31 +229,46 @@ describe("decision validation", () => {
     expect(atInterrupt).toBeDefined();
     await app.graph.invoke(new Command({ resume }), { ...atInterrupt!.config, durability: "sync" });
     const forked = await app.graph.getState({ configurable: { thread_id: view.threadId } });
-    expect(forked.values.refusals.at(-1)?.code).toBe("ALREADY_CONSUMED");
-    expect(forked.values.reasonCode).toBe("APPROVAL_ALREADY_USED");
+    // The journal holds the action closed: the fork's await_approval is refused and the run goes to
+    // where the journal says the thread is (ended, VERIFIED), reporting the journal's outcome.
+    expect(forked.values.outcome).toBe("VERIFIED");
+    expect(forked.next).toEqual([]);
     expect(await portal.writes()).toHaveLength(1);
+    const refusals = (await app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "transition_refused");
+    expect(refusals.map((r) => r.refusal?.reason)).toEqual([expect.stringContaining("await_approval was reached, but action")]);
   });
 });
 
 describe("crash between consuming the nonce and checkpointing", () => {
-  it("the approver deciding again is recognised as the crashed attempt and executes once", async () => {
-    const { app, view } = await waiting();
+  /** What a process that died right after check_decision's journal transaction left behind: the action decided, no checkpoint after it. */
+  async function decidedThenCrashed(app: App, view: ThreadView, approverId: string) {
     const a = view.approval!;
     const decidedAt = new Date().toISOString();
-    // What a process that died right after claiming left behind: the claim, and no checkpoint after it.
-    await app.deps.journal.claimDecision({ threadId: view.threadId, envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, decisionType: "approve", approverId: "demo-approver", decidedAt });
+    const claimed = await app.deps.journal.decideAction(
+      a.envelopeHash,
+      { threadId: view.threadId, envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, decisionType: "approve", approverId, decidedAt },
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, approverId, verifiedBy: "self_declared", decidedAt, acceptedAt: decidedAt, raw: null },
+    );
+    expect(claimed.claimed).toBe(true);
+  }
+
+  it("the approver deciding again continues the accepted approval and executes once", async () => {
+    const { app, view } = await waiting();
+    await decidedThenCrashed(app, view, "demo-approver");
     const done = await submitDecision(app, view.threadId, approval(view, { decidedAt: new Date().toISOString() }));
     expect(done.state?.outcome).toBe("VERIFIED");
+    expect(done.state?.decision?.approverId).toBe("demo-approver");
     expect(await portal.writes()).toHaveLength(1);
   });
 
-  it("a different decision on a consumed nonce is still refused", async () => {
+  it("a later, different decision does not replace the one the journal accepted first", async () => {
     const { app, view } = await waiting();
-    const a = view.approval!;
-    await app.deps.journal.claimDecision({ threadId: view.threadId, envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, decisionType: "approve", approverId: "alice", decidedAt: new Date().toISOString() });
-    const done = await submitDecision(app, view.threadId, approval(view, { decidedAt: new Date().toISOString() }));
-    expect(done.state?.reasonCode).toBe("APPROVAL_ALREADY_USED");
-    expect(await portal.writes()).toHaveLength(0);
+    await decidedThenCrashed(app, view, "alice");
+    const done = await submitDecision(app, view.threadId, { decisions: [{ type: "reject", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, approver: { id: "demo-approver" }, message: "no" }] });
+    // alice's approval was accepted (and recorded) before the crash; it is what runs, once.
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(done.state?.decision).toMatchObject({ type: "approve", approverId: "alice" });
+    expect(await portal.writes()).toHaveLength(1);
   });
 });
 
@@ -322,18 +337,21 @@ describe("tampering with the checkpoint after approval", () => {
     ["target id", (e) => ({ ...e, object: { ...e.object, id: 5 } })],
     ["baseline", (e) => ({ ...e, baseline: { ...e.baseline, values: { ...e.baseline.values, TITLE: "forged" } } })],
   ];
-  it.each(tampers)("edited %s → ENVELOPE_TAMPERED, no write", async (_name, tamper) => {
+  it.each(tampers)("edited %s → ignored: exactly the approved call is written, and the edit is recorded as tampering", async (_name, tamper) => {
     const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["execute"] } });
+    const approved = view.approval!.envelope;
     const paused = await submitDecision(app, view.threadId, approval(view));
     expect(paused.status).toBe("interrupted_run");
-    const state = paused.state!;
-    const forged = tamper(state.envelope);
+    const forged = tamper(paused.state!.envelope);
     // An attacker with checkpoint access would update the stored hash too; the journal still holds the approved one.
     await app.graph.updateState({ configurable: { thread_id: view.threadId } }, { envelope: forged, envelopeHash: hashEnvelope(forged) });
     const done = await recoverThread(app, view.threadId);
-    expect(done.state?.outcome).toBe("NOT_EXECUTED");
-    expect(done.state?.reasonCode).toBe("ENVELOPE_TAMPERED");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes.map((w) => w.params)).toEqual([{ taskId: approved.object.id, fields: approved.params }]);
+    const tamper_ = (await app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "tamper_detected");
+    expect(tamper_.length).toBeGreaterThan(0);
+    expect(tamper_[0]!.refusal?.reason).toContain(hashEnvelope(forged));
   });
 });
 

@@ -8,6 +8,10 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../src/store/journal.js";
 import { tempDir, until } from "./support/harness.js";
+import { randomBytes } from "node:crypto";
+
+/** Any 32 bytes: these tests exercise claims, entries and locks, not the seal of registered rows. */
+const TEST_JOURNAL_KEY = randomBytes(32);
 
 const opened: SqliteJournal[] = [];
 afterEach(async () => {
@@ -16,8 +20,8 @@ afterEach(async () => {
 
 function pair() {
   const file = path.join(tempDir(), "journal.sqlite");
-  const a = new SqliteJournal(file);
-  const b = new SqliteJournal(file);
+  const a = new SqliteJournal(file, TEST_JOURNAL_KEY);
+  const b = new SqliteJournal(file, TEST_JOURNAL_KEY);
   opened.push(a, b);
   return { file, a, b };
 }

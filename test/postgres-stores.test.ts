@@ -12,6 +12,10 @@ import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import { MIGRATIONS, StoreUnavailableError } from "../src/store/postgres.js";
 import type { AuditEntry } from "../src/store/audit.js";
 import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
+import { randomBytes } from "node:crypto";
+
+/** Any 32 bytes: these tests exercise claims, entries and locks, not the seal of registered rows. */
+const TEST_JOURNAL_KEY = randomBytes(32);
 
 if (!usingPostgres) console.info(`test/postgres-stores.test.ts: ${NO_POSTGRES}`);
 
@@ -64,7 +68,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     const config = freshConfig();
     // Separate processes would each have their own once-per-process cache; a distinct URL spelling per
     // opener defeats it here, so every opener really runs the migration path against the server.
-    const openers = Array.from({ length: 6 }, (_, i) => PostgresJournal.open({ ...config, url: `${config.url}?application_name=m${i}` }));
+    const openers = Array.from({ length: 6 }, (_, i) => PostgresJournal.open({ ...config, url: `${config.url}?application_name=m${i}` }, TEST_JOURNAL_KEY));
     const journals = await Promise.all(openers);
     await Promise.all(journals.map((j) => j.close()));
     const applied = await sql<{ version: number }>(`SELECT version FROM ${config.schema}.schema_migrations ORDER BY version`);
@@ -73,14 +77,14 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     expect(checkpointTables.length).toBeGreaterThan(0);
 
     await sql(`INSERT INTO ${config.schema}.schema_migrations (version, name) VALUES (999, 'from the future')`);
-    const err = await PostgresJournal.open({ ...config, url: `${config.url}?application_name=late` }).catch((e: Error) => e);
+    const err = await PostgresJournal.open({ ...config, url: `${config.url}?application_name=late` }, TEST_JOURNAL_KEY).catch((e: Error) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toMatch(/at migration 999, newer than this program knows/);
   });
 
   it("eight connections claiming one nonce at once: exactly one claim, the others see the winner", async () => {
     const config = freshConfig();
-    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config)));
+    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config, TEST_JOURNAL_KEY)));
     try {
       for (let round = 0; round < 10; round++) {
         const nonce = `nonce-${round}`;
@@ -105,7 +109,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
 
   it("write-ahead entries: one intent per envelope under concurrency; the acknowledgement is recorded once", async () => {
     const config = freshConfig();
-    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config)));
+    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config, TEST_JOURNAL_KEY)));
     try {
       const intent = (i: number) => ({ envelopeHash: "sha256:e1", threadId: "t1", idempotencyKey: "k1", args: { taskId: 4, fields: { TITLE: `from ${i}` } } });
       const results = await Promise.all(journals.map((j, i) => j.recordIntent(intent(i), new Date().toISOString())));
@@ -123,7 +127,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
 
   it("approvals index: listed in creation order, closed per thread", async () => {
     const config = freshConfig();
-    const j = await PostgresJournal.open(config);
+    const j = await PostgresJournal.open(config, TEST_JOURNAL_KEY);
     try {
       for (const [hash, thread, at] of [["h2", "b", "2026-01-01T00:00:02Z"], ["h1", "a", "2026-01-01T00:00:01Z"], ["h3", "a", "2026-01-01T00:00:03Z"]] as const) {
         await j.registerApproval({ envelopeHash: hash, threadId: thread, revision: 1, requestedBy: "u", createdAt: at, expiresAt: "2026-01-02T00:00:00Z" });
@@ -140,7 +144,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
 
   it("a thread lock is held by one owner at a time and ends with its connection", async () => {
     const config = freshConfig();
-    const [a, b] = await Promise.all([PostgresJournal.open(config), PostgresJournal.open(config)]);
+    const [a, b] = await Promise.all([PostgresJournal.open(config, TEST_JOURNAL_KEY), PostgresJournal.open(config, TEST_JOURNAL_KEY)]);
     try {
       expect(await a.acquireThreadLock("t1", "owner-a", 1000)).toBe(true);
       expect(await b.acquireThreadLock("t1", "owner-b", 1000)).toBe(false);
@@ -212,7 +216,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     u.password = "hunter2-secret";
     const withPassword = loadConfig({ DATABASE_URL: u.toString(), ACTION_ENVELOPE_DB_SCHEMA: config.schema }).database!;
     expect(withPassword.label).not.toContain("hunter2");
-    const j = await PostgresJournal.open(withPassword);
+    const j = await PostgresJournal.open(withPassword, TEST_JOURNAL_KEY);
     try {
       await db.takeAway();
       const claim = { threadId: "t", envelopeHash: "sha256:x", nonce: "n-outage", revision: 1, decisionType: "approve" as const, approverId: "a", decidedAt: "2026-01-01T00:00:00Z" };

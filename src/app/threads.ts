@@ -14,6 +14,9 @@ import type { ApprovalRequest, InputRequest, InterruptPayload } from "../hitl/co
 import type { RequestScope } from "../hitl/records.js";
 import { type Deps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
+import { approvalRequestFrom } from "../hitl/approval-request.js";
+import { decisionOf } from "../hitl/journal-gate.js";
+import { invocationOf } from "../nodes/execute.js";
 
 export interface App {
   deps: Deps;
@@ -73,14 +76,23 @@ async function drive(app: App, input: unknown, threadId: string, onStep?: StepLi
   }
 }
 
+/**
+ * A thread as the journal knows it, over the checkpoint: the approval card, envelope, evidence and
+ * outcome come from the journal's rows (the authority); the checkpoint says only whether a run is
+ * paused and where. An edited checkpoint therefore cannot change what `show` or `pending` prints.
+ */
 export async function viewThread(app: App, threadId: string): Promise<ThreadView> {
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
-  const values = snapshot.values as State | undefined;
-  if (!values || Object.keys(values).length === 0) return { threadId, status: "not_found" };
+  const checkpointValues = snapshot.values as State | undefined;
+  if (!checkpointValues || Object.keys(checkpointValues).length === 0) return { threadId, status: "not_found" };
+  const values = await overlayJournal(app, threadId, checkpointValues);
+  const action = await app.deps.journal.currentAction(threadId);
   const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
   const first = pending[0];
   if (first) {
-    const payload = first.value as InterruptPayload;
+    const fromCheckpoint = first.value as InterruptPayload;
+    const payload: InterruptPayload =
+      fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered" ? approvalRequestFrom(action) : fromCheckpoint;
     const id = first.id ? { interruptId: first.id } : {};
     return payload.kind === "input"
       ? { threadId, status: "awaiting_input", input: payload, ...id, state: values }
@@ -162,6 +174,33 @@ export interface PendingApproval {
   createdAt: string;
   expiresAt: string;
   expired: boolean;
+}
+
+async function overlayJournal(app: App, threadId: string, values: State): Promise<State> {
+  const journal = app.deps.journal;
+  const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
+  if (!thread && !action) return values;
+  const entry = action ? await journal.findExecution(action.envelopeHash) : undefined;
+  const closed = thread?.closed ?? action?.progress.closed;
+  return {
+    ...values,
+    ...(thread ? { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } : {}),
+    ...(action
+      ? {
+          envelope: action.envelope,
+          envelopeHash: action.envelopeHash,
+          card: action.card,
+          escalatedTo: action.escalatedTo,
+          supersededHashes: action.supersededHashes,
+          decision: decisionOf(action),
+          preRead: action.progress.preRead ?? null,
+          invocation: entry ? invocationOf(entry) : null,
+          acknowledgement: action.progress.acknowledgement ?? null,
+          verification: action.progress.verification ?? null,
+        }
+      : {}),
+    ...(closed ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at } : {}),
+  };
 }
 
 /** Waiting approvals, oldest first, confirmed against the checkpoint (the index may lag a crash). */

@@ -3,6 +3,7 @@
  * program at start with the variable's name and the shape it must have, never deep inside a run.
  */
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { ConfigError } from "../errors.js";
@@ -93,11 +94,17 @@ const EnvSchema = z.object({
     .optional(),
   ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
+  ACTION_ENVELOPE_API_TOKENS: z.string().min(1).optional(),
   ACTION_ENVELOPE_TTL_SECONDS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_AGENT_STEPS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_INVALID_PROPOSALS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_REVISIONS: positiveInt().optional(),
+  ACTION_ENVELOPE_JOURNAL_KEY: z
+    .string()
+    .refine((k) => Buffer.from(k, "base64").length >= 32 && /^[A-Za-z0-9+/]+={0,2}$/.test(k), "must be at least 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
+    .optional(),
+  ACTION_ENVELOPE_JOURNAL_KEY_FILE: z.string().min(1).optional(),
 });
 
 export interface AppConfig {
@@ -111,8 +118,15 @@ export interface AppConfig {
   database?: DatabaseConfig;
   policyPath?: string;
   approverKeysPath?: string;
+  /** LangGraph API token file (src/auth/tokens.ts); unset means the API runs open, for development. */
+  apiTokensPath?: string;
   ttlSeconds?: number;
   limits: { maxAgentSteps: number; maxInvalidProposals: number; maxRefusedDecisions: number; maxRevisions: number };
+  /**
+   * The key that MACs the journal's registered rows, kept outside the data directory: given inline
+   * (ACTION_ENVELOPE_JOURNAL_KEY), or a file created on first use.
+   */
+  journalKey: { source: "env"; key: Buffer } | { source: "file"; path: string };
 }
 
 export interface DatabaseConfig {
@@ -144,6 +158,13 @@ export function loadDotEnv(cwd = process.cwd()): void {
   const before = { ...process.env };
   process.loadEnvFile(file);
   for (const [k, v] of Object.entries(before)) process.env[k] = v;
+}
+
+/** $XDG_CONFIG_HOME/action-envelope/journal.key, else ~/.config/action-envelope/journal.key: never the data directory. */
+function journalKeyPath(env: NodeJS.ProcessEnv, given: string | undefined, cwd: string): string {
+  if (given) return path.resolve(cwd, given);
+  const base = env["XDG_CONFIG_HOME"] || path.join(env["HOME"] || os.homedir(), ".config");
+  return path.join(base, "action-envelope", "journal.key");
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): AppConfig {
@@ -186,6 +207,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       : {}),
     ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
+    ...(e.ACTION_ENVELOPE_API_TOKENS ? { apiTokensPath: path.resolve(cwd, e.ACTION_ENVELOPE_API_TOKENS) } : {}),
     ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),
     limits: {
       maxAgentSteps: e.ACTION_ENVELOPE_MAX_AGENT_STEPS ?? 12,
@@ -193,5 +215,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       maxRefusedDecisions: e.ACTION_ENVELOPE_MAX_REFUSED_DECISIONS ?? 5,
       maxRevisions: e.ACTION_ENVELOPE_MAX_REVISIONS ?? 3,
     },
+    journalKey: e.ACTION_ENVELOPE_JOURNAL_KEY
+      ? { source: "env", key: Buffer.from(e.ACTION_ENVELOPE_JOURNAL_KEY, "base64") }
+      : { source: "file", path: journalKeyPath(env, e.ACTION_ENVELOPE_JOURNAL_KEY_FILE, cwd) },
   };
 }

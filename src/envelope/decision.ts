@@ -122,12 +122,12 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
     }
   }
 
-  // Time.
+  // Time: only the validating side's clock decides expiry. A decision's own decidedAt is recorded (and
+  // signed), never trusted to open or close the window; one dated implausibly far ahead is malformed.
   const expiresAt = Date.parse(e.expiresAt);
   if (ctx.now.getTime() >= expiresAt) return refuse("EXPIRED", `the approval window closed at ${e.expiresAt}; it is now ${ctx.now.toISOString()}`);
   if (d.decidedAt !== undefined) {
     const decidedAt = Date.parse(d.decidedAt);
-    if (decidedAt >= expiresAt) return refuse("EXPIRED", `the decision is dated ${d.decidedAt}, at or after the expiry ${e.expiresAt}`);
     if (decidedAt > ctx.now.getTime() + CLOCK_SKEW_MS) {
       return refuse("MALFORMED", `decidedAt ${d.decidedAt} is more than ${CLOCK_SKEW_MS / 60000} minutes after now (${ctx.now.toISOString()})`);
     }

@@ -5,10 +5,24 @@
  *   agent → propose → ask_input ⇄ check_input → agent            (structured input)
  *   agent → propose → build_envelope → await_approval ⇄ check_decision → pre_read → execute → verify → finish
  *   check_decision → build_envelope (edit, escalation) | agent (reject with feedback, revision allowed)
+ *   any journal-checked node → resync → wherever the journal says the thread is (a node driven out of
+ *   order by goto, new input, replay or a fork does nothing and hands over to resync)
  */
 import { END, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
-import { AgentState } from "./state.js";
-import { afterAgent, afterBuildEnvelope, afterCheckDecision, afterCheckInput, afterExecute, afterPreRead, afterPropose } from "./routes.js";
+import { AgentInput, AgentState } from "./state.js";
+import {
+  afterAgent,
+  afterAwaitApproval,
+  afterBuildEnvelope,
+  afterCheckDecision,
+  afterCheckInput,
+  afterExecute,
+  afterFinish,
+  afterPreRead,
+  afterPropose,
+  afterResync,
+  afterVerify,
+} from "./routes.js";
 import { agent } from "../nodes/agent.js";
 import { readTools } from "../nodes/read-tools.js";
 import { propose } from "../nodes/propose.js";
@@ -21,8 +35,9 @@ import { preRead } from "../nodes/pre-read.js";
 import { execute } from "../nodes/execute.js";
 import { verify } from "../nodes/verify.js";
 import { finish } from "../nodes/finish.js";
+import { resync } from "../nodes/resync.js";
 
-export const builder = new StateGraph(AgentState)
+export const builder = new StateGraph({ stateSchema: AgentState, input: AgentInput })
   .addNode("agent", agent)
   .addNode("read_tools", readTools)
   .addNode("propose", propose)
@@ -35,19 +50,21 @@ export const builder = new StateGraph(AgentState)
   .addNode("execute", execute)
   .addNode("verify", verify)
   .addNode("finish", finish)
+  .addNode("resync", resync)
   .addEdge(START, "agent")
-  .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "finish"])
+  .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "finish", "resync"])
   .addEdge("read_tools", "agent")
   .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish"])
   .addEdge("ask_input", "check_input")
-  .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish"])
-  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "finish"])
-  .addEdge("await_approval", "check_decision")
-  .addConditionalEdges("check_decision", afterCheckDecision, ["agent", "await_approval", "build_envelope", "pre_read", "finish"])
-  .addConditionalEdges("pre_read", afterPreRead, ["execute", "finish"])
-  .addConditionalEdges("execute", afterExecute, ["verify", "finish"])
-  .addEdge("verify", "finish")
-  .addEdge("finish", END);
+  .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish", "resync"])
+  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "finish", "resync"])
+  .addConditionalEdges("await_approval", afterAwaitApproval, ["check_decision", "resync"])
+  .addConditionalEdges("check_decision", afterCheckDecision, ["agent", "await_approval", "build_envelope", "pre_read", "finish", "resync"])
+  .addConditionalEdges("pre_read", afterPreRead, ["execute", "finish", "resync"])
+  .addConditionalEdges("execute", afterExecute, ["verify", "finish", "resync"])
+  .addConditionalEdges("verify", afterVerify, ["finish", "resync"])
+  .addConditionalEdges("finish", afterFinish, ["resync", END])
+  .addConditionalEdges("resync", afterResync, ["agent", "build_envelope", "await_approval", "pre_read", "execute", "verify", "finish"]);
 
 export interface CompileOptions {
   checkpointer: BaseCheckpointSaver;

@@ -1,12 +1,16 @@
 /**
- * Pure routers: each looks at state only and returns one of a closed set of node names.
+ * Pure routers: each looks at state only and returns one of a closed set of node names. They are a
+ * convenience, not a control: every node checks the journal before it acts, so a state rewritten to
+ * steer a router only reaches a node that refuses (and then `resync`).
  */
 import { AIMessage, isAIMessage } from "@langchain/core/messages";
 import type { State } from "./state.js";
+import type { JournalNext } from "../store/action-machine.js";
 
 export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history"]);
 
-export function afterAgent(state: State): "read_tools" | "propose" | "finish" {
+export function afterAgent(state: State): "read_tools" | "propose" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
   const last = state.messages.at(-1);
   const calls = last && isAIMessage(last) ? ((last as AIMessage).tool_calls ?? []) : [];
@@ -22,16 +26,23 @@ export function afterPropose(state: State): "agent" | "ask_input" | "build_envel
   return refused || !state.proposal ? "agent" : "build_envelope";
 }
 
-export function afterCheckInput(state: State): "agent" | "ask_input" | "finish" {
+export function afterCheckInput(state: State): "agent" | "ask_input" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
   return state.inputRequest ? "ask_input" : "agent";
 }
 
-export function afterBuildEnvelope(state: State): "await_approval" | "finish" {
+export function afterBuildEnvelope(state: State): "await_approval" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
   return state.outcome ? "finish" : "await_approval";
 }
 
-export function afterCheckDecision(state: State): "agent" | "await_approval" | "build_envelope" | "pre_read" | "finish" {
+export function afterAwaitApproval(state: State): "check_decision" | "resync" {
+  return state.needsResync ? "resync" : "check_decision";
+}
+
+export function afterCheckDecision(state: State): "agent" | "await_approval" | "build_envelope" | "pre_read" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
   const type = state.decision?.type;
   switch (type) {
@@ -56,10 +67,26 @@ export function afterCheckDecision(state: State): "agent" | "await_approval" | "
   }
 }
 
-export function afterPreRead(state: State): "execute" | "finish" {
+export function afterPreRead(state: State): "execute" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
   return state.outcome ? "finish" : "execute";
 }
 
-export function afterExecute(state: State): "verify" | "finish" {
+export function afterExecute(state: State): "verify" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
   return state.outcome ? "finish" : "verify";
+}
+
+export function afterVerify(state: State): "finish" | "resync" {
+  return state.needsResync ? "resync" : "finish";
+}
+
+export function afterFinish(state: State): "resync" | "__end__" {
+  return state.needsResync ? "resync" : "__end__";
+}
+
+/** Continues wherever the journal says the thread is (no action yet: the agent). */
+export function afterResync(state: State): Exclude<NonNullable<JournalNext>, never> {
+  const next: JournalNext = state.journalNext;
+  return next ?? "agent";
 }

@@ -1,6 +1,11 @@
 /**
  * The graph's one state schema. Evidence is kept as separate, timestamped objects (pre-read,
  * invocation, acknowledgement, verification) and never folded into a single status word.
+ *
+ * Trust: anyone who can reach the LangGraph API can write these channels. Everything from `envelope`
+ * down is a MIRROR of the execution journal (src/store/action-machine.ts), kept for display and
+ * routing; no node reads it back to decide what is written, whether, or what is reported. The input
+ * schema admits only the request fields.
  */
 import { Annotation, messagesStateReducer } from "@langchain/langgraph";
 import type { BaseMessage, BaseMessageLike } from "@langchain/core/messages";
@@ -18,6 +23,7 @@ import type {
   VerificationRecord,
 } from "../hitl/records.js";
 import type { InputRequestRecord } from "../hitl/structured-input.js";
+import type { JournalNext } from "../store/action-machine.js";
 
 export const AgentState = Annotation.Root({
   /** The user's request in their words. */
@@ -64,6 +70,20 @@ export const AgentState = Annotation.Root({
   /** Why the run ended the way it did, precise enough to act on. */
   reason: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
   finishedAt: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
+  /** Set by a node the journal did not allow to act; routes to `resync`. */
+  needsResync: Annotation<boolean>({ reducer: (_, b) => b, default: () => false }),
+  /** Where the journal says the thread is, as last read by `resync`. */
+  journalNext: Annotation<JournalNext>({ reducer: (_, b) => b, default: () => null }),
+});
+
+/** What a run may be started with: the request alone. Outcome, envelope, decision and evidence channels cannot be set from input. */
+export const AgentInput = Annotation.Root({
+  /** The user's request in their words. */
+  request: Annotation<string>,
+  /** Who asked (the authenticated caller when the API requires authentication). */
+  requestedBy: Annotation<string>,
+  /** Task ids and fields the request is about; optional, derived from the request text when absent. */
+  scope: Annotation<RequestScope | undefined>,
 });
 
 export type State = typeof AgentState.State;

@@ -1,26 +1,25 @@
-import type { State } from "../graph/state.js";
+import type { ActionRow } from "../store/action-machine.js";
 import { exampleApproval, type ApprovalRequest } from "./contract.js";
 
-/** Pure: the interrupt payload for the current envelope. */
-export function approvalRequestFrom(state: State): ApprovalRequest {
-  const envelope = state.envelope;
-  if (!envelope || !state.envelopeHash || !state.card) throw new Error("await_approval reached without an envelope");
-  const last = state.refusals.at(-1);
-  const lastRefusal = last && last.envelopeHash === state.envelopeHash ? { code: last.code, reason: last.reason } : undefined;
+/**
+ * Pure: the interrupt payload for a registered action, built from the journal's row — the envelope,
+ * hash and card registered for it — never from graph state, so what is shown is what was sealed.
+ */
+export function approvalRequestFrom(action: ActionRow, opts: { approverId?: string } = {}): ApprovalRequest {
+  const envelope = action.envelope;
+  const last = action.progress.lastRefusal;
   return {
     kind: "approval",
-    actionRequests: [
-      { name: "update_task", args: { taskId: envelope.object.id, fields: envelope.params }, description: state.card },
-    ],
+    actionRequests: [{ name: "update_task", args: { taskId: envelope.object.id, fields: envelope.params }, description: action.card }],
     reviewConfigs: [{ actionName: "update_task", allowedDecisions: ["approve", "edit", "reject"] }],
     envelope,
-    envelopeHash: state.envelopeHash,
+    envelopeHash: action.envelopeHash,
     nonce: envelope.nonce,
     revision: envelope.revision,
     expiresAt: envelope.expiresAt,
-    threadId: envelope.runContext.threadId,
-    ...(lastRefusal ? { lastRefusal } : {}),
-    ...(state.escalatedTo ? { escalatedTo: state.escalatedTo } : {}),
-    exampleResume: exampleApproval(state.envelopeHash, envelope.nonce, "<your approver id>"),
+    threadId: action.threadId,
+    ...(last ? { lastRefusal: { code: last.code, reason: last.reason } } : {}),
+    ...(action.escalatedTo ? { escalatedTo: action.escalatedTo } : {}),
+    exampleResume: exampleApproval(action.envelopeHash, envelope.nonce, opts.approverId ?? "<your approver id>"),
   };
 }

@@ -1,12 +1,20 @@
-import { interrupt } from "@langchain/langgraph";
+import { interrupt, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
+import { getDeps } from "../runtime/deps.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
+import { openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 
 /**
- * The pause. Nothing but building the payload (pure, from state) and `interrupt()`: this node re-runs
- * from its first line on resume, so it must have no side effects.
+ * The pause. This node re-runs from its first line on resume, so nothing before `interrupt()` may
+ * have an effect that a second run would repeat: it only reads the journal (and, when the journal
+ * says nothing is waiting, records that once, keyed). The payload is the journal's registered action.
  */
-export async function awaitApproval(state: State): Promise<Update> {
-  const decision: unknown = interrupt(approvalRequestFrom(state));
+export async function awaitApproval(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+  const deps = await getDeps();
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "await_approval", state);
+  if (refused) return refused;
+  const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
+  const decision: unknown = interrupt(approvalRequestFrom(gate.action!, authUser ? { approverId: authUser } : {}));
   return { pendingDecision: decision };
 }

@@ -3,81 +3,101 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { checkProposal, createEnvelope, hashEnvelope, renderCard } from "../envelope/index.js";
-import { deriveScope } from "../hitl/scope.js";
 import { rawOf, taskFrom } from "../hitl/reads.js";
 import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
+import { closeAction, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import type { Outcome, ProposalRecord, ReasonCode } from "../hitl/records.js";
 import { endRun } from "./finish-with.js";
 
 /**
  * Policy and scope first (a denied proposal is never shown for approval), then a baseline read by
- * code — not the model's account of the task — and the frozen, hashed envelope.
+ * code — not the model's account of the task — and the frozen, hashed envelope, registered in the
+ * journal with the card exactly as rendered. Request, scope, revision, escalation and an edit's
+ * content all come from the journal; only a model proposal comes from state, and it is checked
+ * against the journal's scope like any proposal.
  */
 export async function buildEnvelope(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
-  const proposal = state.proposal;
-  if (!proposal) return endRun("NOT_EXECUTED", "NO_PROPOSAL", "no proposal to build an envelope from");
-  const revision = (state.envelope?.revision ?? 0) + 1;
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "build_envelope", state);
+  if (refused) return refused;
+  const thread = await ensureThread(deps, gate, state);
+  const previous = gate.action;
+  const prior = previous?.progress.decision;
+  const end = async (outcome: Outcome, code: ReasonCode, reason: string): Promise<Update> =>
+    previous && previous.phase !== "closed" && previous.phase !== "superseded" ? closeAction(deps, previous, outcome, code, reason) : endRun(outcome, code, reason);
+
+  // An edit's content is the decision the journal accepted; any other proposal is the model's.
+  const proposal: ProposalRecord | null =
+    gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
+      ? { taskId: prior.edit.taskId, fields: prior.edit.fields, rationale: `edited by ${prior.approverId}`, source: "human_edit" }
+      : gate.next === "build_envelope"
+        ? previous
+          ? { taskId: previous.envelope.object.id, fields: previous.envelope.params, rationale: "the same change, for a fresh approval", source: "model" }
+          : null
+        : state.proposal;
+  if (!proposal) return end("NOT_EXECUTED", "NO_PROPOSAL", "no proposal to build an envelope from");
+  const revision = (previous?.revision ?? 0) + 1;
   if (revision > deps.config.limits.maxRevisions + 1) {
-    return endRun("NOT_EXECUTED", "TOO_MANY_REVISIONS", `revision ${revision} exceeds the limit of ${deps.config.limits.maxRevisions} revisions`);
+    return end("NOT_EXECUTED", "TOO_MANY_REVISIONS", `revision ${revision} exceeds the limit of ${deps.config.limits.maxRevisions} revisions`);
   }
 
-  const threadId = String(config.configurable?.thread_id ?? "unknown");
-  const scope = deriveScope(state.request, state.scope);
+  const threadId = gate.threadId;
+  const scope = thread.scope;
   const verdict = checkProposal(deps.policy, scope, { operation: "update_task", taskId: proposal.taskId, fields: proposal.fields });
   if (!verdict.allowed) {
     const at = deps.clock().toISOString();
-    await deps.audit.append(proposalDeniedEntry(state, { threadId, revision, policy: deps.policy, at, code: verdict.code, reasons: verdict.reasons }));
-    return endRun("NOT_EXECUTED", "DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
+    await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: verdict.code, reasons: verdict.reasons }));
+    return end("NOT_EXECUTED", "DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
   }
 
   const read = await deps.tools.read("getTask", { taskId: proposal.taskId });
   const task = read.ok ? taskFrom(read.body) : null;
   if (!task) {
-    return endRun(
-      "NOT_EXECUTED",
-      "BASELINE_READ_FAILED",
-      `could not read task ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`,
-    );
+    return end("NOT_EXECUTED", "BASELINE_READ_FAILED", `could not read task ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
   }
 
   const runId = config.runId ?? config.configurable?.run_id;
+  // Escalation: set by the expiry that led here, and kept for later revisions of the same approval.
+  const escalatedTo = (prior?.type === "expire" ? prior.escalateTo : undefined) ?? previous?.escalatedTo ?? null;
+  const editedBy = proposal.source === "human_edit" && prior?.type === "edit" ? prior.approverId : undefined;
   const envelope = createEnvelope({
     portal: deps.portal,
     taskId: proposal.taskId,
     params: proposal.fields,
     task,
-    requestedBy: state.requestedBy,
+    requestedBy: thread.requestedBy,
     runContext: { threadId, ...(runId ? { runId: String(runId) } : {}) },
     policy: deps.policy,
     now: deps.clock(),
     revision,
-    envelopeId: state.envelope?.envelopeId ?? randomUUID(),
-    ...(state.envelopeHash ? { previousEnvelopeHash: state.envelopeHash } : {}),
+    envelopeId: previous?.envelope.envelopeId ?? randomUUID(),
+    ...(previous ? { previousEnvelopeHash: previous.envelopeHash } : {}),
     // Whoever wrote an edited revision may not also approve it.
-    ...(proposal.source === "human_edit" && state.decision?.type === "edit" ? { editedBy: state.decision.approverId } : {}),
+    ...(editedBy ? { editedBy } : {}),
   });
   const envelopeHash = hashEnvelope(envelope);
-  // Keyed by hash, so a re-run of this node cannot register twice.
-  if (state.envelopeHash) await deps.journal.setApprovalStatus(state.envelopeHash, state.decision?.type === "expire" ? "expired" : "superseded");
-  await deps.journal.registerApproval({
-    envelopeHash,
-    threadId,
-    revision,
-    requestedBy: state.requestedBy,
-    createdAt: envelope.createdAt,
-    expiresAt: envelope.expiresAt,
-  });
   const rendered = renderCard(envelope, envelopeHash, "text").text;
-  const card = state.escalatedTo
-    ? `ESCALATED to group ${state.escalatedTo}: the approval for ${state.envelopeHash} expired unanswered; only members of ${state.escalatedTo} may approve this fresh envelope.\n${rendered}`
+  const card = escalatedTo
+    ? `ESCALATED to group ${escalatedTo}: the approval for ${previous?.envelopeHash} expired unanswered; only members of ${escalatedTo} may approve this fresh envelope.\n${rendered}`
     : rendered;
+  // Registering supersedes the previous revision in the same transaction; keyed by hash, so a re-run
+  // of this node after a crash registers a second envelope rather than altering the first.
+  const action = await deps.journal.registerAction(
+    {
+      envelopeHash,
+      threadId,
+      revision,
+      envelope,
+      card,
+      scope,
+      policy: { id: deps.policy.id, version: deps.policy.version },
+      escalatedTo,
+      supersededHashes: previous ? [...previous.supersededHashes, previous.envelopeHash] : [],
+      editedBy: editedBy ?? null,
+    },
+    envelope.createdAt,
+  );
   await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card));
-  return {
-    envelope,
-    envelopeHash,
-    card,
-    supersededHashes: state.envelopeHash ? [...state.supersededHashes, state.envelopeHash] : state.supersededHashes,
-    pendingDecision: null,
-    decision: null,
-  };
+  return { ...mirrorOf(action), proposal, pendingDecision: null, decision: null };
 }

@@ -1,110 +1,93 @@
+import { HumanMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
-import { allowedApprovers, validateDecision, type Envelope } from "../envelope/index.js";
+import { getDeps, type Deps } from "../runtime/deps.js";
+import { allowedApprovers, validateDecision } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
-import { HumanMessage } from "@langchain/core/messages";
-import { deriveScope } from "../hitl/scope.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
-import type { DecisionClaim } from "../store/journal.js";
-import { endRun } from "./finish-with.js";
+import type { ActionProgress, ActionRow } from "../store/action-machine.js";
+import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { boundedForEvidence, checkBounds } from "../hitl/bounds.js";
 
 /**
- * Deterministic validation of the human's answer: exact hash, nonce, approver, expiry, single use,
- * signature when required. The nonce is consumed in the journal (outside graph state) before anything
- * else happens, so a replayed or forked checkpoint can never spend the same approval twice.
+ * Deterministic validation of the human's answer against the action the journal registered — its
+ * envelope, hash, nonce, scope, escalation group — never against graph state: exact hash, nonce,
+ * entitled approver, expiry by this server's clock, single use, signature when required. The nonce is
+ * consumed and the action moved to `decided` in one journal transaction, so a replayed or forked
+ * checkpoint can never spend the same approval twice.
+ *
+ * A decision from someone who may not decide this approval is refused and audited, but it never
+ * ends, expires or uses up the approval: only entitled callers' refusals count toward the budget.
  */
 export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
-  const envelope = state.envelope!;
-  const envelopeHash = state.envelopeHash!;
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "check_decision", state);
+  if (refused) return { ...refused, pendingDecision: null };
+  const action = gate.action!;
+  await noteStateDrift(deps, gate, "check_decision", state);
+  const envelope = action.envelope;
+  const envelopeHash = action.envelopeHash;
   const now = deps.clock();
-  const raw = state.pendingDecision;
-  const refuse = async (code: string, reason: string): Promise<Update> => {
-    const refusal: Refusal = { code, reason, at: now.toISOString(), envelopeHash, raw };
-    await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, state.refusals.length + 1));
-    const forThis = state.refusals.filter((r) => r.envelopeHash === envelopeHash).length + 1;
-    if (code === "EXPIRED") {
-      return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "APPROVAL_EXPIRED", reason) };
-    }
-    if (code === "ALREADY_CONSUMED") {
-      // Only a replayed or forked checkpoint gets here: this envelope's nonce is spent for good.
-      return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "APPROVAL_ALREADY_USED", reason) };
-    }
-    if (forThis >= deps.config.limits.maxRefusedDecisions) {
+  const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
+  const incoming: unknown = state.pendingDecision;
+  const bounds = checkBounds(incoming);
+  const raw = boundedForEvidence(incoming, bounds);
+
+  const refuse = async (code: string, reason: string, counted: boolean): Promise<Update> => {
+    const at = now.toISOString();
+    const row = (await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted)) ?? action;
+    const refusal: Refusal = { code, reason, at, envelopeHash, raw };
+    await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen));
+    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...mirrorOf(row) };
+    // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
+    if (counted && code === "EXPIRED") return { ...base, ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
+    if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
       return {
-        refusals: [refusal],
-        pendingDecision: null,
-        ...endRun("NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${forThis} decisions refused for this envelope; last: ${code}: ${reason}`),
+        ...base,
+        ...(await closeAction(deps, row, "NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${row.progress.refusalsCounted} decisions refused for this envelope; last: ${code}: ${reason}`)),
       };
     }
-    return { refusals: [refusal], pendingDecision: null, decision: null };
+    return base;
   };
 
-  const outer = ResumeSchema.safeParse(raw);
+  if (!bounds.ok) return refuse("MALFORMED", `the resume value was not read: ${bounds.reason}`, false);
+  const outer = ResumeSchema.safeParse(incoming);
   if (!outer.success) {
-    return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(raw)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`);
+    return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(incoming)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`, false);
   }
   const candidate = outer.data.decisions[0];
   const system = SystemDecisionSchema.safeParse(candidate);
-  if (system.success) return systemDecision(state, system.data, refuse);
-  const nonce = (candidate as { nonce?: unknown } | null)?.nonce;
-  const consumed = typeof nonce === "string" ? await deps.journal.findClaim(nonce) : undefined;
-  // This node may have claimed the nonce and died before its checkpoint was written; the thread still
-  // shows the approval waiting and the approver decides again. Their own claim is recognised (same
-  // approver, same kind of decision, same envelope) only while nothing was sent, so a replayed
-  // checkpoint after execution still gets ALREADY_CONSUMED, and the journal's write-ahead entry keeps
-  // any path to a second send closed.
-  const ownEarlierClaim =
-    consumed !== undefined && sameDecision(consumed, candidate, envelope, envelopeHash) && !(await deps.journal.findExecution(envelopeHash));
-  const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
+  if (system.success) return systemDecision(deps, state, action, system.data, authUser, raw, refuse);
+
+  // Entitlement first: who may decide this approval at all. Nothing a non-entitled caller sends can
+  // end it (not even a claim that it expired, which is judged by this server's clock anyway).
+  const claimedId = (candidate as { approver?: { id?: unknown } } | null)?.approver?.id;
+  const type = (candidate as { type?: unknown } | null)?.type;
+  if (typeof claimedId !== "string" || claimedId === "") {
+    return refuse("MALFORMED", 'a decision names its approver as {"approver": {"id": "…"}}', false);
+  }
+  const notEntitled = entitlementProblem(deps, action, claimedId, type, authUser);
+  if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
+
   const result = validateDecision(envelope, candidate, {
     now,
     policy: deps.policy,
-    threadId: envelope.runContext.threadId,
+    threadId: action.threadId,
     envelopeHash,
-    nonceConsumed: consumed !== undefined && !ownEarlierClaim,
-    supersededHashes: state.supersededHashes,
+    // The action is `registered` (the gate checked), so its nonce has not been spent.
+    nonceConsumed: false,
+    supersededHashes: action.supersededHashes,
     publicKeys: deps.publicKeys,
-    scope: deriveScope(state.request, state.scope),
+    scope: action.scope,
     ...(authUser ? { authenticatedUser: authUser } : {}),
   });
-  if (!result.ok) return refuse(result.code, result.reason);
-  if (state.escalatedTo && result.decision.type === "approve") {
-    const members = deps.policy.approvers.groups[state.escalatedTo] ?? [];
-    if (!members.includes(result.identity.approverId)) {
-      return refuse(
-        "APPROVER_NOT_ALLOWED",
-        `this approval was escalated to group ${state.escalatedTo} (${members.join(", ") || "no members"}); ${result.identity.approverId} is not in it`,
-      );
-    }
-  }
+  if (!result.ok) return refuse(result.code, result.reason, true);
 
   const d = result.decision;
   const decidedAt = ("decidedAt" in d && d.decidedAt) || now.toISOString();
-  const claim = ownEarlierClaim
-    ? ({ claimed: true } as const)
-    : await deps.journal.claimDecision({
-        threadId: envelope.runContext.threadId,
-        envelopeHash,
-        nonce: envelope.nonce,
-        revision: envelope.revision,
-        decisionType: d.type,
-        approverId: result.identity.approverId,
-        decidedAt,
-      });
-  if (!claim.claimed) {
-    // Lost a race with another process that consumed this nonce a moment ago. Throwing leaves this
-    // run's checkpoint untouched, so the winner's record is the only one.
-    throw new DecisionNotAcceptedError(
-      envelope.runContext.threadId,
-      "IN_PROGRESS",
-      `ALREADY_CONSUMED: the approval nonce was consumed by a ${claim.existing.decisionType} from ${claim.existing.approverId} at ${claim.existing.decidedAt}`,
-    );
-  }
-
   const record: DecisionRecord = {
     type: d.type,
     envelopeHash,
@@ -118,38 +101,36 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     ...(result.override ? { override: result.override } : {}),
     raw,
   };
+  const revise = d.type === "reject" && !!d.message && action.revision <= deps.config.limits.maxRevisions;
+  const journalDecision: NonNullable<ActionProgress["decision"]> = {
+    ...record,
+    ...(d.type === "edit" ? { edit: { taskId: result.edit!.proposal.taskId, fields: result.edit!.proposal.fields } } : {}),
+    ...(d.type === "reject" ? { revise } : {}),
+  };
+  const decided = await decide(deps, action, journalDecision);
+  if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
+  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };
   switch (d.type) {
     case "approve":
-      return { decision: record, pendingDecision: null };
+      return base;
     case "reject":
-      if (d.message && state.rejections < deps.config.limits.maxRevisions) {
+      if (revise) {
         // Feedback goes back to the model; whatever it proposes next is a new envelope with its own approval.
-        return {
-          decision: record,
-          pendingDecision: null,
-          proposal: null,
-          rejections: state.rejections + 1,
-          messages: [new HumanMessage(`The reviewer rejected the proposal: ${d.message}. Propose a revised change or stop.`)],
-        };
+        return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the proposal: ${d.message}. Propose a revised change or stop.`)] };
       }
       return {
-        decision: record,
-        pendingDecision: null,
-        ...endRun(
+        ...base,
+        ...(await closeAction(
+          deps,
+          decided.row,
           "NOT_EXECUTED",
           "REJECTED_BY_HUMAN",
-          `rejected by ${record.approverId}${d.message ? `: ${d.message}` : " (no message)"}${d.message ? ` (revision limit of ${deps.config.limits.maxRevisions} reached)` : ""}`,
-        ),
+          `rejected by ${record.approverId}${d.message ? `: ${d.message} (revision limit of ${deps.config.limits.maxRevisions} reached)` : " (no message)"}`,
+        )),
       };
-    case "edit": {
-      const edit = result.edit!.proposal;
-      return {
-        decision: record,
-        pendingDecision: null,
-        proposal: { taskId: edit.taskId, fields: edit.fields, rationale: `edited by ${record.approverId}`, source: "human_edit" },
-      };
-    }
+    case "edit":
+      return { ...base, proposal: { ...journalDecision.edit!, rationale: `edited by ${record.approverId}`, source: "human_edit" } };
     default: {
       const never: never = d;
       throw new Error(`unhandled decision ${JSON.stringify(never)}`);
@@ -157,73 +138,118 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   }
 }
 
-/** The same approver making the same kind of decision on the same envelope of the same thread. */
-function sameDecision(claim: DecisionClaim, candidate: unknown, envelope: Envelope, envelopeHash: string): boolean {
-  const c = candidate as { type?: unknown; approver?: { id?: unknown } } | null;
-  return (
-    claim.threadId === envelope.runContext.threadId &&
-    claim.envelopeHash === envelopeHash &&
-    claim.decisionType === c?.type &&
-    claim.approverId === c?.approver?.id
-  );
+/**
+ * Whether this caller may decide this approval at all. Returns why not, or null. Escalation limits
+ * approving to the group's members; an authenticated caller may only speak for themselves.
+ */
+function entitlementProblem(deps: Deps, action: ActionRow, approverId: string, type: unknown, authUser: string | undefined): string | null {
+  if (authUser !== undefined && authUser !== approverId) {
+    return `the request is authenticated as ${authUser}, but the decision names approver ${approverId}`;
+  }
+  const allowed = allowedApprovers(deps.policy, action.envelope.operation);
+  if (!allowed.has(approverId)) {
+    return `${approverId} may not decide ${action.envelope.operation} under policy ${deps.policy.id}@${deps.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`;
+  }
+  if (action.escalatedTo && type === "approve") {
+    const members = deps.policy.approvers.groups[action.escalatedTo] ?? [];
+    if (!members.includes(approverId)) {
+      return `this approval was escalated to group ${action.escalatedTo} (${members.join(", ") || "no members"}); ${approverId} is not in it`;
+    }
+  }
+  return null;
+}
+
+/**
+ * Claims the nonce and moves the action to `decided`. Losing a race to another process throws, which
+ * leaves this run's checkpoint untouched so the winner's record is the only one; an action that moved
+ * meanwhile sends this run to `resync`.
+ */
+async function decide(deps: Deps, action: ActionRow, decision: NonNullable<ActionProgress["decision"]>): Promise<{ row: ActionRow } | { update: Update }> {
+  const claim = await deps.journal.decideAction(action.envelopeHash, {
+    threadId: action.threadId,
+    envelopeHash: action.envelopeHash,
+    nonce: action.envelope.nonce,
+    revision: action.revision,
+    decisionType: decision.type,
+    approverId: decision.approverId,
+    decidedAt: decision.decidedAt,
+  }, decision);
+  if (claim.claimed) return { row: claim.row };
+  if ("existing" in claim) {
+    throw new DecisionNotAcceptedError(
+      action.threadId,
+      "IN_PROGRESS",
+      `ALREADY_CONSUMED: the approval nonce was consumed by a ${claim.existing.decisionType} from ${claim.existing.approverId} at ${claim.existing.decidedAt}`,
+    );
+  }
+  return { update: { needsResync: true, pendingDecision: null } };
 }
 
 /**
  * Cancel and expiry: decisions made by the requester or the system rather than an approver, bound to
- * the envelope like any other. They consume the nonce, so the approval can never be used afterwards.
+ * the envelope like any other. A cancel comes from the requester or an approver (never anyone else),
+ * and is refused unsigned when the policy requires signatures; an expiry is honoured only when this
+ * server's clock says the approval has expired. Both consume the nonce.
  */
 async function systemDecision(
+  deps: Deps,
   state: State,
+  action: ActionRow,
   d: SystemDecision,
-  refuse: (code: string, reason: string) => Promise<Update>,
+  authUser: string | undefined,
+  raw: unknown,
+  refuse: (code: string, reason: string, counted: boolean) => Promise<Update>,
 ): Promise<Update> {
-  const deps = await getDeps();
-  const envelope = state.envelope!;
-  const envelopeHash = state.envelopeHash!;
+  const envelope = action.envelope;
+  const envelopeHash = action.envelopeHash;
   const now = deps.clock();
-  if (d.envelopeHash !== envelopeHash) return refuse("HASH_MISMATCH", `expected envelopeHash ${envelopeHash}; the ${d.type} names ${d.envelopeHash}`);
-  if (d.nonce !== envelope.nonce) return refuse("NONCE_MISMATCH", `expected the nonce of revision ${envelope.revision}; the ${d.type} carries another`);
+  if (d.type === "cancel") {
+    const allowed = allowedApprovers(deps.policy, envelope.operation);
+    if (authUser !== undefined && authUser !== d.by.id) return refuse("APPROVER_NOT_ALLOWED", `the request is authenticated as ${authUser}, but the cancel names ${d.by.id}`, false);
+    if (d.by.id !== envelope.requestedBy && !allowed.has(d.by.id)) {
+      return refuse("APPROVER_NOT_ALLOWED", `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may`, false);
+    }
+    if (deps.policy.requireSignature && authUser === undefined) {
+      return refuse("SIGNATURE_REQUIRED", `policy ${deps.policy.id}@${deps.policy.version} requires signed decisions; an unsigned cancel is refused (cancel from an authenticated connection)`, true);
+    }
+  }
+  if (d.envelopeHash !== envelopeHash) {
+    const stale = action.supersededHashes.includes(d.envelopeHash);
+    return refuse(stale ? "STALE_REVISION" : "HASH_MISMATCH", `expected envelopeHash ${envelopeHash}; the ${d.type} names ${d.envelopeHash}`, d.type === "cancel");
+  }
+  if (d.nonce !== envelope.nonce) return refuse("NONCE_MISMATCH", `expected the nonce of revision ${envelope.revision}; the ${d.type} carries another`, d.type === "cancel");
   if (d.type === "expire" && now.getTime() < Date.parse(envelope.expiresAt)) {
-    return refuse("NOT_EXPIRED", `the envelope expires at ${envelope.expiresAt}; it is ${now.toISOString()}`);
+    return refuse("NOT_EXPIRED", `the approval is open until ${envelope.expiresAt}; it is now ${now.toISOString()}`, false);
   }
-  if (d.type === "cancel" && d.by.id !== state.requestedBy && !allowedApprovers(deps.policy, envelope.operation).has(d.by.id)) {
-    return refuse("APPROVER_NOT_ALLOWED", `only the requester (${state.requestedBy}) or an allowed approver may cancel; got ${d.by.id}`);
-  }
-  const claim = await deps.journal.claimDecision({
-    threadId: envelope.runContext.threadId,
-    envelopeHash,
-    nonce: envelope.nonce,
-    revision: envelope.revision,
-    decisionType: d.type,
-    approverId: d.by.id,
-    decidedAt: now.toISOString(),
-  });
-  if (!claim.claimed) {
-    throw new DecisionNotAcceptedError(envelope.runContext.threadId, "IN_PROGRESS", `the nonce was already consumed by a ${claim.existing.decisionType} from ${claim.existing.approverId}`);
-  }
+  const group = deps.policy.escalationGroup;
+  const escalate = d.type === "expire" && !!group && !action.escalatedTo;
   const record: DecisionRecord = {
     type: d.type,
     envelopeHash,
     nonce: envelope.nonce,
     revision: envelope.revision,
     approverId: d.by.id,
-    verifiedBy: "self_declared",
+    verifiedBy: authUser !== undefined ? "authentication" : "self_declared",
     decidedAt: now.toISOString(),
     acceptedAt: now.toISOString(),
     ...(d.type === "cancel" ? { message: d.reason } : {}),
-    raw: state.pendingDecision,
+    raw,
   };
+  const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) });
+  if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
-  if (d.type === "cancel") {
-    return { decision: record, pendingDecision: null, ...endRun("NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`) };
-  }
-  const group = deps.policy.escalationGroup;
-  if (group && !state.escalatedTo) {
-    return { decision: record, pendingDecision: null, escalatedTo: group };
-  }
+  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };
+  if (d.type === "cancel") return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`)) };
+  if (escalate) return { ...base, escalatedTo: group! };
   return {
-    decision: record,
-    pendingDecision: null,
-    ...endRun("NOT_EXECUTED", "APPROVAL_EXPIRED", `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${state.escalatedTo ? ` after escalation to ${state.escalatedTo}` : ""}`),
+    ...base,
+    ...(await closeAction(
+      deps,
+      decided.row,
+      "NOT_EXECUTED",
+      "APPROVAL_EXPIRED",
+      `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${action.escalatedTo ? ` after escalation to ${action.escalatedTo}` : ""}`,
+    )),
+    rejections: state.rejections,
   };
 }

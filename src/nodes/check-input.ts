@@ -1,17 +1,23 @@
 import { ToolMessage } from "@langchain/core/messages";
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { validateAnswers } from "../hitl/structured-input.js";
+import { ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { endRun } from "./finish-with.js";
 
 /**
  * Validates the answer against the schema that was shown. An invalid answer is refused and asked
  * again; a valid one goes back to the model as the tool result. A chosen task id becomes part of the
- * request's scope, because a human gave it, not the model.
+ * request's scope in the journal, because a human gave it, not the model.
  */
-export async function checkInput(state: State): Promise<Update> {
+export async function checkInput(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
-  const req = state.inputRequest!;
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "check_input", state);
+  if (refused) return { ...refused, pendingDecision: null };
+  const req = state.inputRequest;
+  if (!req) return { needsResync: true, pendingDecision: null };
   const at = deps.clock().toISOString();
   const result = validateAnswers(req.fields, state.pendingDecision);
   if (!result.ok) {
@@ -22,13 +28,16 @@ export async function checkInput(state: State): Promise<Update> {
     }
     return { refusals: [refusal], pendingDecision: null };
   }
+  const thread = await ensureThread(deps, gate, state);
   const chosen = Number(result.answers["taskId"]);
-  const scope =
-    Number.isInteger(chosen) && chosen > 0 && !state.scope?.taskIds?.length ? { ...(state.scope ?? {}), taskIds: [chosen] } : state.scope;
+  if (Number.isInteger(chosen) && chosen > 0 && !thread.scope.taskIds?.length) {
+    await deps.journal.setThreadScope(thread.threadId, { ...thread.scope, taskIds: [chosen] });
+  }
+  const after = await deps.journal.getThread(thread.threadId);
   return {
     messages: [new ToolMessage({ tool_call_id: req.toolCallId, name: "request_input", content: JSON.stringify(result.answers) })],
     inputRequest: null,
     pendingDecision: null,
-    scope,
+    scope: after?.scope ?? thread.scope,
   };
 }

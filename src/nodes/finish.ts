@@ -1,62 +1,123 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
-import type { Outcome, ReasonCode } from "../hitl/records.js";
+import { getDeps, type Deps } from "../runtime/deps.js";
+import type { AcknowledgementRecord, Outcome, ReasonCode } from "../hitl/records.js";
 import { runEndedEntry } from "../hitl/audit-records.js";
+import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
+import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { invocationOf } from "./execute.js";
+
+/** Reasons a run may give for ending before any envelope existed; nothing was sent in any of them. */
+const PRE_ENVELOPE_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>(["NO_PROPOSAL", "AGENT_STEP_LIMIT", "INVALID_PROPOSAL", "INVALID_INPUT", "DENIED_BY_POLICY", "BASELINE_READ_FAILED", "TOO_MANY_REFUSED_DECISIONS", "TOO_MANY_REVISIONS"]);
 
 /**
- * The final record. Early ends already carry their outcome; after a write the outcome comes from
- * verification, with one refinement: a target that refused and whose task shows no change is
- * REJECTED_BY_TARGET rather than a failed verification.
+ * The final record, derived from the journal alone: a closed action's outcome, or a verified one's
+ * verdict (a target that refused and whose task shows no change is REJECTED_BY_TARGET). The thread is
+ * closed in the journal (the first close wins) and the closing audit record is built from journal
+ * rows, so no state field can make a run VERIFIED. Reached while the journal says the thread is
+ * elsewhere (a goto, a waiting approval), it refuses and the run resumes where the journal says.
  */
 export async function finish(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "finish", state);
+  if (refused) return refused;
+  await noteStateDrift(deps, gate, "finish", state);
+  const thread = await ensureThread(deps, gate, state);
   const finishedAt = deps.clock().toISOString();
-  const threadId = state.envelope?.runContext.threadId;
-  if (threadId) await deps.journal.closeThreadApprovals(threadId, closingStatus(state));
-  const update = finalOutcome(state, finishedAt);
+  let action = gate.action;
+
+  let closing: ClosedRecord;
+  if (thread.closed) closing = thread.closed;
+  else if (action) {
+    if (!action.progress.closed) {
+      const c = closingOf(action, finishedAt);
+      const moved = await deps.journal.moveAction(action.envelopeHash, "closed", { closed: c });
+      if (moved.ok) action = moved.row;
+      else action = (await deps.journal.getAction(action.envelopeHash)) ?? action;
+    }
+    closing = action.progress.closed ?? closingOf(action, finishedAt);
+  } else {
+    closing = preEnvelopeClosing(state, finishedAt);
+    if (state.outcome && state.outcome !== "NOT_EXECUTED") {
+      closing = { ...closing, reason: `${closing.reason} (state claimed ${state.outcome}, but no action was registered for this thread; nothing was sent)` };
+    }
+  }
+  const closed = (await deps.journal.closeThread(gate.threadId, closing))?.closed ?? closing;
+
+  const entry = action ? await deps.journal.findExecution(action.envelopeHash) : undefined;
+  const evidence = {
+    ...state,
+    requestedBy: thread.requestedBy,
+    envelope: action?.envelope ?? null,
+    envelopeHash: action?.envelopeHash ?? null,
+    decision: decisionOf(action),
+    preRead: action?.progress.preRead ?? null,
+    invocation: entry ? invocationOf(entry) : null,
+    acknowledgement: action?.progress.acknowledgement ?? (entry?.acknowledgement as AcknowledgementRecord | undefined) ?? null,
+    verification: action?.progress.verification ?? null,
+    outcome: closed.outcome,
+    reasonCode: closed.reasonCode,
+    reason: closed.reason,
+    finishedAt: closed.at,
+  } satisfies State;
   // Every ending gets its closing audit record, keyed so a re-run of this node cannot add a second.
-  const closing = runEndedEntry({ ...state, ...update } as State, {
-    threadId: threadId ?? String(config.configurable?.thread_id ?? "unknown"),
-    policy: deps.policy,
-    at: finishedAt,
-  });
-  await deps.audit.append(closing);
-  return update;
+  await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at }));
+  return {
+    ...(action ? mirrorOf(action) : {}),
+    decision: evidence.decision,
+    preRead: evidence.preRead,
+    invocation: evidence.invocation,
+    acknowledgement: evidence.acknowledgement,
+    verification: evidence.verification,
+    ...closedUpdate(closed),
+    finishedAt: closed.at,
+    needsResync: false,
+  };
 }
 
-function finalOutcome(state: State, finishedAt: string): Update {
-  if (state.outcome) return { finishedAt };
-  const v = state.verification;
-  if (!v && state.decision?.type === "reject") {
-    return { outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN", reason: `rejected by ${state.decision.approverId}: ${state.decision.message ?? ""}; the model proposed no revision`, finishedAt };
+/** The outcome of an action that reached the end of its run without being closed on the way. */
+function closingOf(a: ActionRow, at: string): ClosedRecord {
+  const v = a.progress.verification;
+  const d = a.progress.decision;
+  if (a.progress.closed) return a.progress.closed;
+  if (v) {
+    const ack = a.progress.acknowledgement;
+    if (ack?.status === "ERROR" && v.verdict === "VERIFICATION_FAILED") {
+      const e = ack.error;
+      return { outcome: "REJECTED_BY_TARGET", reasonCode: "REJECTED_BY_TARGET", reason: `the target refused the write (${e?.code ?? e?.kind}: ${e?.description}); ${v.reason}`, at };
+    }
+    return { outcome: v.verdict, reasonCode: v.verdict, reason: v.reason, at };
   }
-  if (!v) {
+  if (a.phase === "intent" || a.phase === "acknowledged") {
+    return { outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE", reason: "the write was sent but no verification was recorded; the task's state was not checked", at };
+  }
+  switch (d?.type) {
+    case "reject":
+      return { outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN", reason: `rejected by ${d.approverId}: ${d.message ?? ""}; the model proposed no revision`, at };
+    case "cancel":
+      return { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: `cancelled by ${d.approverId}: ${d.message ?? ""}`, at };
+    case "expire":
+      return { outcome: "NOT_EXECUTED", reasonCode: "APPROVAL_EXPIRED", reason: `no decision before ${a.envelope.expiresAt}`, at };
+    case "approve":
+    case "edit":
+    case undefined:
+      return { outcome: "NOT_EXECUTED", reasonCode: "NO_PROPOSAL", reason: "the run ended before this action was executed", at };
+    default: {
+      const never: never = d!.type;
+      throw new Error(`unknown decision ${String(never)}`);
+    }
+  }
+}
+
+/** A run that ended before any envelope: always NOT_EXECUTED, with the node's reason when it is one of those codes. */
+function preEnvelopeClosing(state: State, at: string): ClosedRecord {
+  const code = state.reasonCode && PRE_ENVELOPE_CODES.has(state.reasonCode) ? state.reasonCode : "NO_PROPOSAL";
+  if (code === "NO_PROPOSAL" && state.reasonCode !== "NO_PROPOSAL") {
     const last = state.messages.at(-1);
     const said = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content ?? "");
-    return { outcome: "NOT_EXECUTED", reasonCode: "NO_PROPOSAL", reason: `the model ended without proposing a change: ${said.slice(0, 1000)}`, finishedAt };
+    return { outcome: "NOT_EXECUTED" satisfies Outcome, reasonCode: code, reason: `the model ended without proposing a change: ${said.slice(0, 1000)}`, at };
   }
-  let outcome: Outcome = v.verdict;
-  let reasonCode: ReasonCode = v.verdict;
-  let reason = v.reason;
-  if (state.acknowledgement?.status === "ERROR" && v.verdict === "VERIFICATION_FAILED") {
-    outcome = "REJECTED_BY_TARGET";
-    reasonCode = "REJECTED_BY_TARGET";
-    const e = state.acknowledgement.error;
-    reason = `the target refused the write (${e?.code ?? e?.kind}: ${e?.description}); ${v.reason}`;
-  }
-  return { outcome, reasonCode, reason, finishedAt };
+  return { outcome: "NOT_EXECUTED", reasonCode: code, reason: state.reason ?? "", at };
 }
 
-function closingStatus(state: State) {
-  switch (state.reasonCode) {
-    case "REJECTED_BY_HUMAN":
-      return "rejected" as const;
-    case "APPROVAL_EXPIRED":
-      return "expired" as const;
-    case "CANCELLED":
-      return "cancelled" as const;
-    default:
-      return state.decision?.type === "approve" ? ("approved" as const) : ("closed" as const);
-  }
-}

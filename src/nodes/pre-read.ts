@@ -1,48 +1,57 @@
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { compareBaseline } from "../envelope/index.js";
-import { approvedEnvelopeProblem } from "../hitl/approved-envelope.js";
 import { canEditFrom, rawOf, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
-import { endRun } from "./finish-with.js";
+import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 
 /**
- * A fresh read right before the write. Only MATCH continues; MISMATCH, UNKNOWN and ERROR each end the
- * run with their own code, because "changed", "could not tell" and "could not read" call for
- * different actions from a person.
+ * A fresh read right before the write, of the target the journal registered. Only MATCH moves the
+ * action on (decided → pre_read); MISMATCH, UNKNOWN and ERROR each close it with their own code,
+ * because "changed", "could not tell" and "could not read" call for different actions from a person.
+ * Runs only for an action the journal holds as approved; expiry is judged by this server's clock.
  */
-export async function preRead(state: State): Promise<Update> {
+export async function preRead(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
-  const envelope = state.envelope!;
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "pre_read", state);
+  if (refused) return refused;
+  const action = gate.action!;
+  await noteStateDrift(deps, gate, "pre_read", state);
+  const envelope = action.envelope;
+  const mirror = mirrorOf(action);
   const now = deps.clock();
   if (now.getTime() >= Date.parse(envelope.expiresAt)) {
-    return endRun("NOT_EXECUTED", "APPROVAL_EXPIRED", `the approval expired at ${envelope.expiresAt}, before the write (now ${now.toISOString()})`);
+    return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "APPROVAL_EXPIRED", `the approval expired at ${envelope.expiresAt}, before the write (now ${now.toISOString()})`)) };
   }
-  const problem = await approvedEnvelopeProblem(envelope, deps.journal);
-  if (problem) return endRun("NOT_EXECUTED", "ENVELOPE_TAMPERED", problem);
   if (envelope.portal !== deps.portal) {
-    return endRun("NOT_EXECUTED", "WRONG_TARGET", `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${deps.portal}`);
+    return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "WRONG_TARGET", `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${deps.portal}`)) };
   }
 
   const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
   const comparison = compareBaseline(envelope, toReadResult(res));
   const canEdit = res.ok ? canEditFrom(res.body) : null;
   const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, at: deps.clock().toISOString() };
+  const close = async (code: "NOT_PERMITTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
+    ...mirror,
+    preRead: record,
+    ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
+  });
   switch (comparison.verdict) {
-    case "MATCH":
-      if (canEdit === false) {
-        return { preRead: record, ...endRun("NOT_EXECUTED", "NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`) };
-      }
-      if (canEdit === null) {
-        return { preRead: record, ...endRun("NOT_EXECUTED", "PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)") };
-      }
-      return { preRead: record };
+    case "MATCH": {
+      if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
+      if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
+      const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
+      if (!moved.ok) return { needsResync: true };
+      return { ...mirror, preRead: record };
+    }
     case "MISMATCH":
-      return { preRead: record, ...endRun("NOT_EXECUTED", "STALE_STATE", comparison.reason) };
+      return close("STALE_STATE", comparison.reason);
     case "UNKNOWN":
-      return { preRead: record, ...endRun("NOT_EXECUTED", "PRECHECK_UNKNOWN", comparison.reason) };
+      return close("PRECHECK_UNKNOWN", comparison.reason);
     case "ERROR":
-      return { preRead: record, ...endRun("NOT_EXECUTED", "PRECHECK_ERROR", comparison.reason) };
+      return close("PRECHECK_ERROR", comparison.reason);
     default: {
       const never: never = comparison.verdict;
       throw new Error(`unknown verdict ${String(never)}`);

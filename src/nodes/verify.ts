@@ -1,22 +1,46 @@
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { verifyOutcome, type Acknowledgement } from "../envelope/index.js";
 import { rawOf, toReadResult } from "../hitl/reads.js";
-import type { VerificationRecord } from "../hitl/records.js";
+import type { AcknowledgementRecord, VerificationRecord } from "../hitl/records.js";
+import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { invocationOf } from "./execute.js";
 
-/** A fresh read after the write; the acknowledgement alone never counts as verified. */
-export async function verify(state: State): Promise<Update> {
+/**
+ * A fresh read after the write; the acknowledgement alone never counts as verified. The envelope and
+ * the acknowledgement are the journal's; the verdict is recorded there (acknowledged → verified).
+ */
+export async function verify(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
-  const envelope = state.envelope!;
-  const ack = state.acknowledgement!;
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "verify", state);
+  if (refused) return refused;
+  let action = gate.action!;
+  await noteStateDrift(deps, gate, "verify", state);
+  const entry = await deps.journal.findExecution(action.envelopeHash);
+  if (action.phase === "intent") {
+    // The process that sent the write died before recording an answer: the acknowledgement is lost.
+    const missing: AcknowledgementRecord = {
+      status: "MISSING",
+      reason: `the write was sent${entry ? ` at ${entry.sentAt}` : ""} by a process that ended before recording an answer; not re-sent`,
+      at: deps.clock().toISOString(),
+    };
+    const moved = await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement: (entry?.acknowledgement as AcknowledgementRecord | undefined) ?? missing });
+    if (!moved.ok) return { needsResync: true };
+    action = moved.row;
+  }
+  const ack = action.progress.acknowledgement!;
   const acknowledgement: Acknowledgement =
     ack.status === "OK"
       ? { status: "OK", body: ack.body }
       : ack.status === "ERROR"
         ? { status: "ERROR", error: ack.error! }
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
-  const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
-  const result = verifyOutcome(envelope, acknowledgement, toReadResult(res));
+  const res = await deps.tools.read("getTask", { taskId: action.envelope.object.id });
+  const result = verifyOutcome(action.envelope, acknowledgement, toReadResult(res));
   const verification: VerificationRecord = { ...result, raw: rawOf(res), at: deps.clock().toISOString() };
-  return { verification };
+  const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
+  if (!moved.ok) return { needsResync: true };
+  return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification };
 }

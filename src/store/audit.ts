@@ -25,6 +25,8 @@ export const AUDIT_EVENTS = [
   "run_ended",
   "approval_expired",
   "approval_cancelled",
+  "transition_refused",
+  "tamper_detected",
 ] as const;
 /**
  * - proposal_denied: policy or scope refused the proposal; nothing was shown for approval.
@@ -33,6 +35,10 @@ export const AUDIT_EVENTS = [
  * - execution_outcome: the run ended after a write was sent; run_ended: it ended without one.
  * - approval_expired / approval_cancelled: a waiting approval lapsed or was withdrawn; the expire or
  *   cancel decision that closed it consumed its nonce like any other decision.
+ * - transition_refused: a node was driven (goto, new input, replay, fork) to a step the journal's
+ *   state machine does not allow from where the action is; nothing was done.
+ * - tamper_detected: graph state disagreed with the journal, or a journal row failed its MAC; the
+ *   journal's record was used (or, for a bad MAC, the action was closed).
  */
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];
 

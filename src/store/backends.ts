@@ -8,10 +8,12 @@ import { SqliteJournal, type Journal } from "./journal.js";
 import { SqliteAuditLog, type AuditLog } from "./audit.js";
 import { PostgresJournal } from "./pg-journal.js";
 import { PostgresAuditLog } from "./pg-audit.js";
+import { loadJournalKey } from "./journal-key.js";
 
 export async function createJournal(config: AppConfig): Promise<Journal> {
-  if (config.database) return PostgresJournal.open(config.database);
-  return new SqliteJournal(path.join(config.dataDir, "journal.sqlite"));
+  const key = loadJournalKey(config);
+  if (config.database) return PostgresJournal.open(config.database, key);
+  return new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key);
 }
 
 export async function createAuditLog(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<AuditLog> {

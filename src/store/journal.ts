@@ -6,6 +6,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
+import type { ActionProgress, ActionRow, ClosedRecord, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
+import { emptyProgress } from "./action-machine.js";
+import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 
 export interface DecisionClaim {
   threadId: string;
@@ -44,6 +47,12 @@ export interface ApprovalEntry {
 
 export type ClaimResult = { claimed: true } | { claimed: false; existing: DecisionClaim };
 
+/** Claiming a decision also moves the action registered → decided, in the same transaction. */
+export type DecideResult =
+  | { claimed: true; row: ActionRow }
+  | { claimed: false; existing: DecisionClaim }
+  | { claimed: false; phase: Phase | null; reason: string };
+
 export interface Journal {
   /** Atomically consumes (envelopeHash, nonce). Exactly one caller ever gets `claimed: true`. */
   claimDecision(claim: DecisionClaim): Promise<ClaimResult>;
@@ -58,6 +67,28 @@ export interface Journal {
   setApprovalStatus(envelopeHash: string, status: ApprovalEntry["status"]): Promise<void>;
   closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void>;
   listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]>;
+
+  // ── The action state machine (src/store/action-machine.ts). The journal is the authority; graph
+  //    state only mirrors it. Every registered row is sealed with an HMAC under a key kept outside
+  //    the data directory; rows read back carry `macValid`.
+  /** Records what a thread was asked, once; a second call returns the first record unchanged. */
+  registerThread(t: NewThread): Promise<ThreadRecord>;
+  getThread(threadId: string): Promise<ThreadRecord | undefined>;
+  /** A human's answer to a structured question names the task; allowed only before any action exists. */
+  setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined>;
+  /** Ends the thread for good; the first close wins and is returned to later callers. */
+  closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined>;
+  /** Registers a frozen envelope; every still-open action of the thread is superseded in the same transaction. */
+  registerAction(a: RegisteredAction, at: string): Promise<ActionRow>;
+  getAction(envelopeHash: string): Promise<ActionRow | undefined>;
+  /** The thread's most recently registered action. */
+  currentAction(threadId: string): Promise<ActionRow | undefined>;
+  /** Consumes the nonce and moves registered → decided atomically. */
+  decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult>;
+  /** Compare-and-set: applies only when the machine allows the move from the row's current phase. */
+  moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult>;
+  /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
+  noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined>;
   /** A lease on a thread so two processes never drive the same thread at once. */
   acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean>;
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
@@ -95,6 +126,24 @@ CREATE TABLE IF NOT EXISTS approvals (
   status TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created_at);
+CREATE TABLE IF NOT EXISTS threads (
+  thread_id TEXT PRIMARY KEY,
+  record_json TEXT NOT NULL,
+  mac TEXT NOT NULL,
+  closed_json TEXT,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS actions (
+  envelope_hash TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  registered_json TEXT NOT NULL,
+  mac TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  progress_json TEXT NOT NULL,
+  registered_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS actions_thread ON actions (thread_id);
 CREATE TABLE IF NOT EXISTS thread_locks (
   thread_id TEXT PRIMARY KEY,
   owner TEXT NOT NULL,
@@ -144,7 +193,11 @@ function processAlive(pid: number): boolean {
 export class SqliteJournal implements Journal {
   private readonly db: Database.Database;
 
-  constructor(file: string) {
+  constructor(
+    file: string,
+    /** MAC key for registered rows (src/store/journal-key.ts). */
+    private readonly key: Buffer,
+  ) {
     if (file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
     this.db.pragma("journal_mode = WAL");
@@ -220,6 +273,125 @@ export class SqliteJournal implements Journal {
         : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, rowid").all()
     ) as ApprovalRow[];
     return rows.map(toApproval);
+  }
+
+  async registerThread(t: NewThread): Promise<ThreadRecord> {
+    const sealed = sealThread(this.key, t);
+    this.db
+      .prepare("INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)")
+      .run(t.threadId, sealed.json, sealed.mac, t.createdAt);
+    return (await this.getThread(t.threadId))!;
+  }
+
+  async getThread(threadId: string): Promise<ThreadRecord | undefined> {
+    const row = this.db.prepare("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
+    return row ? toThreadRecord(row, this.key) : undefined;
+  }
+
+  async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
+    const tx = this.db.transaction(() => {
+      const row = this.db.prepare("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
+      if (!row) return;
+      const t = toThreadRecord(row, this.key);
+      const hasAction = this.db.prepare("SELECT 1 FROM actions WHERE thread_id = ? LIMIT 1").get(threadId);
+      if (!t.macValid || t.closed || hasAction) return;
+      const sealed = sealThread(this.key, { ...t, scope });
+      this.db.prepare("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(sealed.json, sealed.mac, threadId);
+    });
+    tx.immediate();
+    return this.getThread(threadId);
+  }
+
+  async closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined> {
+    this.db.prepare("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(JSON.stringify(closed), threadId);
+    return this.getThread(threadId);
+  }
+
+  async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
+    const sealed = sealAction(this.key, a);
+    const tx = this.db.transaction(() => {
+      const open = this.db
+        .prepare("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided') AND envelope_hash != ?")
+        .all(a.threadId, a.envelopeHash) as ActionDbRow[];
+      for (const r of open) {
+        const row = toActionRow(r, this.key);
+        this.db.prepare("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
+        this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor("superseded", row.progress), r.envelope_hash);
+      }
+      this.db
+        .prepare(
+          `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+           VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
+        )
+        .run(a.envelopeHash, a.threadId, a.revision, sealed.json, sealed.mac, JSON.stringify(emptyProgress()), at);
+      this.db
+        .prepare(
+          `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
+           VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
+        )
+        .run(a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt);
+    });
+    tx.immediate();
+    return (await this.getAction(a.envelopeHash))!;
+  }
+
+  async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
+    const row = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+    return row ? toActionRow(row, this.key) : undefined;
+  }
+
+  async currentAction(threadId: string): Promise<ActionRow | undefined> {
+    const row = this.db.prepare("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(threadId) as ActionDbRow | undefined;
+    return row ? toActionRow(row, this.key) : undefined;
+  }
+
+  async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {
+    const tx = this.db.transaction((): DecideResult => {
+      const existing = this.db.prepare("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
+      if (existing) return { claimed: false, existing: toClaim(existing) };
+      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      const row = raw ? toActionRow(raw, this.key) : undefined;
+      const plan = planMove(row, envelopeHash, "decided", { decision });
+      if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
+      this.db
+        .prepare(
+          `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt, new Date().toISOString());
+      this.writeMove(envelopeHash, "decided", plan.progress);
+      return { claimed: true, row: { ...row!, phase: "decided", progress: plan.progress } };
+    });
+    return tx.immediate();
+  }
+
+  async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult> {
+    const tx = this.db.transaction((): TransitionResult => {
+      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      const row = raw ? toActionRow(raw, this.key) : undefined;
+      const plan = planMove(row, envelopeHash, to, patch);
+      if (!plan.ok) return plan;
+      this.writeMove(envelopeHash, to, plan.progress);
+      return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
+    });
+    return tx.immediate();
+  }
+
+  async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {
+    const tx = this.db.transaction(() => {
+      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      if (!raw) return;
+      const p = JSON.parse(raw.progress_json) as ActionProgress;
+      const next: ActionProgress = { ...p, lastRefusal: refusal, refusalsSeen: p.refusalsSeen + 1, refusalsCounted: p.refusalsCounted + (counted ? 1 : 0) };
+      this.db.prepare("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(JSON.stringify(next), envelopeHash);
+    });
+    tx.immediate();
+    return this.getAction(envelopeHash);
+  }
+
+  private writeMove(envelopeHash: string, to: Phase, progress: ActionProgress): void {
+    this.db.prepare("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(to, JSON.stringify(progress), envelopeHash);
+    this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor(to, progress), envelopeHash);
   }
 
   async acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean> {

@@ -15,6 +15,10 @@
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
 import { toApproval, toClaim, toExecution, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
+import type { ActionProgress, ActionRow, ClosedRecord, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
+import { emptyProgress } from "./action-machine.js";
+import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
+import type { DecideResult } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 
 export class PostgresJournal implements Journal {
@@ -27,18 +31,20 @@ export class PostgresJournal implements Journal {
     /** Lock connections come from their own pool so a long run cannot starve ordinary queries. */
     private readonly lockPool: pg.Pool,
     private readonly db: DatabaseConfig,
+    /** MAC key for registered rows (src/store/journal-key.ts). */
+    private readonly key: Buffer,
   ) {
     this.s = quoteIdent(db.schema);
   }
 
   /** Connects, applies pending migrations and returns a journal; fails with StoreUnavailableError when the server is not there. */
-  static async open(db: DatabaseConfig): Promise<PostgresJournal> {
+  static async open(db: DatabaseConfig, key: Buffer): Promise<PostgresJournal> {
     const pool = createPool(db, { name: "journal" });
     await prepareDatabase(pool, db).catch(async (e: unknown) => {
       await pool.end().catch(() => {});
       throw e;
     });
-    return new PostgresJournal(pool, createPool(db, { name: "locks", max: 20 }), db);
+    return new PostgresJournal(pool, createPool(db, { name: "locks", max: 20 }), db, key);
   }
 
   async claimDecision(claim: DecisionClaim): Promise<ClaimResult> {
@@ -121,6 +127,141 @@ export class PostgresJournal implements Journal {
       ? await query<ApprovalRow>(this.pool, this.db, "listing approvals", `SELECT * FROM ${this.s}.approvals WHERE status = $1 ORDER BY created_at, id`, [status])
       : await query<ApprovalRow>(this.pool, this.db, "listing approvals", `SELECT * FROM ${this.s}.approvals ORDER BY created_at, id`);
     return rows.map(toApproval);
+  }
+
+  async registerThread(t: NewThread): Promise<ThreadRecord> {
+    const sealed = sealThread(this.key, t);
+    await query(
+      this.pool,
+      this.db,
+      `registering thread ${t.threadId}`,
+      `INSERT INTO ${this.s}.threads (thread_id, record_json, mac, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id) DO NOTHING`,
+      [t.threadId, sealed.json, sealed.mac, t.createdAt],
+    );
+    return (await this.getThread(t.threadId))!;
+  }
+
+  async getThread(threadId: string): Promise<ThreadRecord | undefined> {
+    const rows = await query<ThreadDbRow>(this.pool, this.db, `reading thread ${threadId}`, `SELECT * FROM ${this.s}.threads WHERE thread_id = $1`, [threadId]);
+    return rows[0] ? toThreadRecord(rows[0], this.key) : undefined;
+  }
+
+  async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
+    await inTransaction(this.pool, this.db, `setting the scope of thread ${threadId}`, async (c) => {
+      const r = await c.query<ThreadDbRow>(`SELECT * FROM ${this.s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
+      if (!r.rows[0]) return;
+      const t = toThreadRecord(r.rows[0], this.key);
+      const hasAction = await c.query(`SELECT 1 FROM ${this.s}.actions WHERE thread_id = $1 LIMIT 1`, [threadId]);
+      if (!t.macValid || t.closed || hasAction.rowCount) return;
+      const sealed = sealThread(this.key, { ...t, scope });
+      await c.query(`UPDATE ${this.s}.threads SET record_json = $1, mac = $2 WHERE thread_id = $3`, [sealed.json, sealed.mac, threadId]);
+    });
+    return this.getThread(threadId);
+  }
+
+  async closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined> {
+    await query(
+      this.pool,
+      this.db,
+      `closing thread ${threadId}`,
+      `UPDATE ${this.s}.threads SET closed_json = $1 WHERE thread_id = $2 AND closed_json IS NULL`,
+      [JSON.stringify(closed), threadId],
+    );
+    return this.getThread(threadId);
+  }
+
+  async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
+    const sealed = sealAction(this.key, a);
+    await inTransaction(this.pool, this.db, `registering action ${a.envelopeHash}`, async (c) => {
+      const open = await c.query<ActionDbRow>(
+        `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 AND phase IN ('registered', 'decided') AND envelope_hash != $2 FOR UPDATE`,
+        [a.threadId, a.envelopeHash],
+      );
+      for (const r of open.rows) {
+        const row = toActionRow(r, this.key);
+        await c.query(`UPDATE ${this.s}.actions SET phase = 'superseded' WHERE envelope_hash = $1`, [r.envelope_hash]);
+        await c.query(`UPDATE ${this.s}.approvals SET status = $1 WHERE envelope_hash = $2`, [indexStatusFor("superseded", row.progress), r.envelope_hash]);
+      }
+      await c.query(
+        `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+         VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7) ON CONFLICT (envelope_hash) DO NOTHING`,
+        [a.envelopeHash, a.threadId, a.revision, sealed.json, sealed.mac, JSON.stringify(emptyProgress()), at],
+      );
+      await c.query(
+        `INSERT INTO ${this.s}.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending') ON CONFLICT (envelope_hash) DO NOTHING`,
+        [a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt],
+      );
+    });
+    return (await this.getAction(a.envelopeHash))!;
+  }
+
+  async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
+    const rows = await query<ActionDbRow>(this.pool, this.db, `reading action ${envelopeHash}`, `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1`, [envelopeHash]);
+    return rows[0] ? toActionRow(rows[0], this.key) : undefined;
+  }
+
+  async currentAction(threadId: string): Promise<ActionRow | undefined> {
+    const rows = await query<ActionDbRow>(
+      this.pool,
+      this.db,
+      `reading the current action of thread ${threadId}`,
+      `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 ORDER BY id DESC LIMIT 1`,
+      [threadId],
+    );
+    return rows[0] ? toActionRow(rows[0], this.key) : undefined;
+  }
+
+  async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {
+    return inTransaction(this.pool, this.db, `deciding action ${envelopeHash}`, async (c): Promise<DecideResult> => {
+      const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
+      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+      const inserted = await c.query(
+        `INSERT INTO ${this.s}.decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING nonce`,
+        [claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt],
+      );
+      if (inserted.rowCount !== 1) {
+        const existing = await c.query<ClaimRow>(`SELECT * FROM ${this.s}.decision_claims WHERE nonce = $1`, [claim.nonce]);
+        if (!existing.rows[0]) throw new Error(`decision claim for nonce ${claim.nonce} conflicted but no claim with that nonce exists`);
+        return { claimed: false, existing: toClaim(existing.rows[0]) };
+      }
+      const plan = planMove(row, envelopeHash, "decided", { decision });
+      if (!plan.ok) {
+        // Undo the claim: nothing may be decided for an action that is not waiting.
+        await c.query(`DELETE FROM ${this.s}.decision_claims WHERE nonce = $1`, [claim.nonce]);
+        return { claimed: false, phase: plan.phase, reason: plan.reason };
+      }
+      await this.writeMove(c, envelopeHash, "decided", plan.progress);
+      return { claimed: true, row: { ...row!, phase: "decided", progress: plan.progress } };
+    });
+  }
+
+  async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult> {
+    return inTransaction(this.pool, this.db, `moving action ${envelopeHash} to ${to}`, async (c): Promise<TransitionResult> => {
+      const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
+      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+      const plan = planMove(row, envelopeHash, to, patch);
+      if (!plan.ok) return plan;
+      await this.writeMove(c, envelopeHash, to, plan.progress);
+      return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
+    });
+  }
+
+  async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {
+    await inTransaction(this.pool, this.db, `recording a refused decision for ${envelopeHash}`, async (c) => {
+      const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
+      if (!r.rows[0]) return;
+      const p = JSON.parse(r.rows[0].progress_json) as ActionProgress;
+      const next: ActionProgress = { ...p, lastRefusal: refusal, refusalsSeen: p.refusalsSeen + 1, refusalsCounted: p.refusalsCounted + (counted ? 1 : 0) };
+      await c.query(`UPDATE ${this.s}.actions SET progress_json = $1 WHERE envelope_hash = $2`, [JSON.stringify(next), envelopeHash]);
+    });
+    return this.getAction(envelopeHash);
+  }
+
+  private async writeMove(c: pg.PoolClient, envelopeHash: string, to: Phase, progress: ActionProgress): Promise<void> {
+    await c.query(`UPDATE ${this.s}.actions SET phase = $1, progress_json = $2 WHERE envelope_hash = $3`, [to, JSON.stringify(progress), envelopeHash]);
+    await c.query(`UPDATE ${this.s}.approvals SET status = $1 WHERE envelope_hash = $2`, [indexStatusFor(to, progress), envelopeHash]);
   }
 
   async acquireThreadLock(threadId: string, owner: string, _leaseMs: number): Promise<boolean> {

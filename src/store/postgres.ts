@@ -177,6 +177,30 @@ export const MIGRATIONS: Migration[] = [
       CREATE TRIGGER audit_records_no_truncate BEFORE TRUNCATE ON ${s}.audit_records
         FOR EACH STATEMENT EXECUTE FUNCTION ${s}.audit_records_append_only();`,
   },
+  {
+    version: 3,
+    name: "journal: threads and the action state machine, rows sealed with an HMAC",
+    sql: (s) => `
+      CREATE TABLE ${s}.threads (
+        thread_id TEXT PRIMARY KEY,
+        record_json TEXT NOT NULL,
+        mac TEXT NOT NULL,
+        closed_json TEXT,
+        created_at TEXT NOT NULL
+      );
+      CREATE TABLE ${s}.actions (
+        id BIGSERIAL UNIQUE,
+        envelope_hash TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        registered_json TEXT NOT NULL,
+        mac TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        progress_json TEXT NOT NULL,
+        registered_at TEXT NOT NULL
+      );
+      CREATE INDEX actions_thread ON ${s}.actions (thread_id, id);`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */

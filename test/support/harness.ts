@@ -75,6 +75,8 @@ export function envFor(portal: Portal, dataDir: string, extra: Record<string, st
     MODEL: "offline",
     BITRIX24_RATE: "0",
     BITRIX24_TIMEOUT_MS: "2000",
+    // The journal's MAC key lives beside the data directory, never in it (and never in the real home).
+    ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir.replace(/\/+$/, "")}.journal.key`,
     // SQLite files in dataDir, or (ACTION_ENVELOPE_TEST_DATABASE_URL set) a PostgreSQL schema of dataDir's own.
     ...databaseEnv(dataDir),
     ...extra,

@@ -10,6 +10,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import pg from "pg";
 
+/** Any 32 bytes: these tests exercise claims, entries and locks, not the seal of registered rows. */
+const TEST_JOURNAL_KEY = randomBytes(32);
+
 export const TEST_DATABASE_URL = process.env.ACTION_ENVELOPE_TEST_DATABASE_URL || undefined;
 export const usingPostgres = TEST_DATABASE_URL !== undefined;
 export const NO_POSTGRES = "PostgreSQL tests skipped: ACTION_ENVELOPE_TEST_DATABASE_URL is not set (.ci/run sets it when it can start a cluster)";
@@ -77,7 +80,7 @@ export async function executionRecorded(env: Record<string, string>, envelopeHas
   const { PostgresJournal } = await import("../../src/store/pg-journal.js");
   const config = loadConfig(env);
   if (!config.database) throw new Error("executionRecorded needs an environment with DATABASE_URL");
-  const journal = await PostgresJournal.open(config.database);
+  const journal = await PostgresJournal.open(config.database, TEST_JOURNAL_KEY);
   try {
     return (await journal.findExecution(envelopeHash)) !== undefined;
   } finally {

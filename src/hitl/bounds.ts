@@ -1,0 +1,57 @@
+/**
+ * Bounds on values that arrive from outside (resume values, answers) before anything else touches
+ * them. Pure. The walk is iterative, so a value nested thousands deep is measured, not followed
+ * down the stack.
+ */
+import { createHash } from "node:crypto";
+
+export const RESUME_LIMITS = { maxBytes: 64 * 1024, maxDepth: 32, maxNodes: 10_000 } as const;
+
+export type BoundsCheck = { ok: true } | { ok: false; reason: string };
+
+export function checkBounds(value: unknown, limits: { maxBytes: number; maxDepth: number; maxNodes: number } = RESUME_LIMITS): BoundsCheck {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  let nodes = 0;
+  let bytes = 0;
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    nodes += 1;
+    if (nodes > limits.maxNodes) return { ok: false, reason: `it has more than ${limits.maxNodes} values; at most ${limits.maxNodes} are accepted` };
+    if (depth > limits.maxDepth) return { ok: false, reason: `it is nested more than ${limits.maxDepth} levels deep; at most ${limits.maxDepth} are accepted` };
+    if (typeof v === "string") bytes += Buffer.byteLength(v, "utf8") + 2;
+    else if (v === null || typeof v !== "object") bytes += 8;
+    else if (Array.isArray(v)) {
+      bytes += 2;
+      for (const x of v) stack.push([x, depth + 1]);
+    } else {
+      bytes += 2;
+      for (const [k, x] of Object.entries(v)) {
+        bytes += Buffer.byteLength(k, "utf8") + 3;
+        stack.push([x, depth + 1]);
+      }
+    }
+    if (bytes > limits.maxBytes) return { ok: false, reason: `it is larger than ${limits.maxBytes} bytes as JSON; at most ${limits.maxBytes} are accepted` };
+  }
+  return { ok: true };
+}
+
+/**
+ * What evidence keeps of a value that broke the bounds: its first bytes and its hash, so the record
+ * says what arrived without carrying it.
+ */
+export function boundedForEvidence(value: unknown, check: BoundsCheck = checkBounds(value)): unknown {
+  if (check.ok) return value;
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch (e) {
+    text = `[not serialisable: ${(e as Error).message}]`;
+  }
+  return {
+    truncated: true,
+    why: check.reason,
+    bytes: Buffer.byteLength(text, "utf8"),
+    sha256: createHash("sha256").update(text, "utf8").digest("hex"),
+    first: text.slice(0, 512),
+  };
+}

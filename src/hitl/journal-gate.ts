@@ -1,0 +1,284 @@
+/**
+ * Where nodes meet the journal. Graph state is a mirror anyone with API access can rewrite, so each
+ * deterministic node first asks the journal where the thread really is (src/store/action-machine.ts)
+ * and acts only when that is its step. A node driven out of order (goto, new input, replay, a fork of
+ * an old checkpoint) does nothing, records `transition_refused`, and hands over to `resync`, which
+ * routes to wherever the journal says the thread is.
+ */
+import { createHash } from "node:crypto";
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
+import type { State, Update } from "../graph/state.js";
+import type { Deps } from "../runtime/deps.js";
+import { hashEnvelope, renderCard } from "../envelope/index.js";
+import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord } from "../store/action-machine.js";
+import type { AuditEntry } from "../store/audit.js";
+import type { DecisionRecord, Outcome, ReasonCode } from "./records.js";
+import { deriveScope } from "./scope.js";
+import { jsonSafe } from "./audit-records.js";
+
+export type GatedNode =
+  | "agent"
+  | "read_tools"
+  | "propose"
+  | "ask_input"
+  | "check_input"
+  | "build_envelope"
+  | "await_approval"
+  | "check_decision"
+  | "pre_read"
+  | "execute"
+  | "verify"
+  | "finish";
+
+/** Which nodes may act for each place the journal can put a thread. */
+export function allowedAt(next: JournalNext): readonly GatedNode[] {
+  switch (next) {
+    case null:
+      // No action yet: the model studies the portal and may propose (or ask), or the run ends.
+      return ["agent", "read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish"];
+    case "agent":
+      // A rejection with feedback: the model may revise (a new revision supersedes) or stop.
+      return ["agent", "read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish"];
+    case "build_envelope":
+      return ["build_envelope"];
+    case "await_approval":
+      return ["await_approval", "check_decision"];
+    case "pre_read":
+      return ["pre_read"];
+    case "execute":
+      return ["execute"];
+    case "verify":
+      // execute re-entered after a crash only reconciles; it never sends again.
+      return ["verify", "execute"];
+    case "finish":
+      return ["finish"];
+    default: {
+      const never: never = next;
+      throw new Error(`unknown journal step ${String(never)}`);
+    }
+  }
+}
+
+export function threadIdOf(config: LangGraphRunnableConfig): string {
+  const id = config.configurable?.["thread_id"];
+  if (typeof id !== "string" || id === "") throw new Error("a run needs configurable.thread_id; the journal is keyed by it");
+  return id;
+}
+
+export interface Gate {
+  threadId: string;
+  thread: ThreadRecord | undefined;
+  action: ActionRow | undefined;
+  next: JournalNext;
+}
+
+/**
+ * Loads the thread and its current action. A row whose MAC fails is closed as ENVELOPE_TAMPERED on
+ * the spot (and audited): nothing sealed by someone without the key is ever shown or executed.
+ * Approvals registered before the journal kept actions are adopted once, by their hash.
+ */
+export async function openGate(deps: Deps, config: LangGraphRunnableConfig, state: State): Promise<Gate> {
+  const threadId = threadIdOf(config);
+  let thread = await deps.journal.getThread(threadId);
+  let action = await deps.journal.currentAction(threadId);
+  if (!action && !thread) ({ thread, action } = await adoptLegacy(deps, threadId, state));
+  if (action && !action.macValid && action.phase !== "closed" && action.phase !== "superseded") {
+    const at = deps.clock().toISOString();
+    await deps.audit.append(tamperEntry(threadId, action, "journal", `the journal row of ${action.envelopeHash} does not verify against its MAC: it was changed outside this program`, at, state));
+    const closed: ClosedRecord = { outcome: "NOT_EXECUTED", reasonCode: "ENVELOPE_TAMPERED", reason: `the journal row of ${action.envelopeHash} failed its integrity check (HMAC); nothing was executed`, at };
+    const moved = await deps.journal.moveAction(action.envelopeHash, "closed", { closed });
+    action = moved.ok ? moved.row : await deps.journal.getAction(action.envelopeHash);
+  }
+  if (thread && !thread.macValid && !thread.closed) {
+    const at = deps.clock().toISOString();
+    await deps.audit.append(tamperEntry(threadId, action, "journal", `the journal's record of thread ${threadId} does not verify against its MAC`, at, state));
+    thread = await deps.journal.closeThread(threadId, { outcome: "NOT_EXECUTED", reasonCode: "ENVELOPE_TAMPERED", reason: "the thread's journal record failed its integrity check (HMAC)", at });
+  }
+  return { threadId, thread, action, next: nextFromJournal(thread, action) };
+}
+
+/** A thread's request is recorded once, when its first run starts; later input cannot change it. */
+export async function ensureThread(deps: Deps, gate: Gate, state: State): Promise<ThreadRecord> {
+  if (gate.thread) return gate.thread;
+  const requestedBy = typeof state.requestedBy === "string" ? state.requestedBy : "";
+  const request = typeof state.request === "string" ? state.request : "";
+  const thread = await deps.journal.registerThread({
+    threadId: gate.threadId,
+    request,
+    requestedBy,
+    scope: deriveScope(request, state.scope ?? undefined),
+    createdAt: deps.clock().toISOString(),
+  });
+  gate.thread = thread;
+  return thread;
+}
+
+/**
+ * Refuses a step the journal does not allow here: audited once per (node, journal position), and
+ * the run goes to `resync`. Returns null when the node may proceed.
+ */
+export async function refuseUnlessAllowed(deps: Deps, gate: Gate, node: GatedNode, state: State): Promise<Update | null> {
+  if (allowedAt(gate.next).includes(node)) return null;
+  const where = gate.action ? `action ${gate.action.envelopeHash} is ${gate.action.phase}` : gate.thread?.closed ? "the thread has ended" : "no action is registered";
+  const reason = `${node} was reached, but ${where}; the journal's next step is ${gate.next ?? "the agent"}. Nothing was done.`;
+  await deps.audit.append(
+    transitionRefusedEntry(gate, node, reason, deps.clock().toISOString(), state),
+  );
+  return { needsResync: true };
+}
+
+/**
+ * Compares the state's mirror with the journal and records any difference as tampering. The journal's
+ * copy is what the node then uses; this only leaves evidence.
+ */
+export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, state: State): Promise<void> {
+  const a = gate.action;
+  if (!a) return;
+  const problems: string[] = [];
+  if (state.envelopeHash != null && state.envelopeHash !== a.envelopeHash) problems.push(`state names envelope ${state.envelopeHash}, the journal ${a.envelopeHash}`);
+  if (state.envelope != null) {
+    let h: string;
+    try {
+      h = hashEnvelope(state.envelope);
+    } catch {
+      h = "(unhashable)";
+    }
+    if (h !== a.envelopeHash) problems.push(`the envelope in state hashes to ${h}, not to the registered ${a.envelopeHash}`);
+  }
+  if ((state.escalatedTo ?? null) !== a.escalatedTo && state.envelopeHash === a.envelopeHash) {
+    problems.push(`state says escalated to ${state.escalatedTo ?? "nobody"}, the journal ${a.escalatedTo ?? "nobody"}`);
+  }
+  if (state.card != null && state.envelopeHash === a.envelopeHash && state.card !== a.card) problems.push("the card in state differs from the card registered for this envelope");
+  if (problems.length === 0) return;
+  await deps.audit.append(tamperEntry(gate.threadId, a, node, `${problems.join("; ")}. The journal's record was used.`, deps.clock().toISOString(), state));
+}
+
+/** Mirror of an action for graph state (display only; nothing reads it back to decide). */
+export function mirrorOf(a: ActionRow): Update {
+  return {
+    envelope: a.envelope,
+    envelopeHash: a.envelopeHash,
+    card: a.card,
+    escalatedTo: a.escalatedTo,
+    supersededHashes: a.supersededHashes,
+  };
+}
+
+export function closedUpdate(c: ClosedRecord): Update {
+  return { outcome: c.outcome, reasonCode: c.reasonCode, reason: c.reason };
+}
+
+/** Closes the thread's open action with an outcome (the first close wins) and mirrors what stuck. */
+export async function closeAction(deps: Deps, action: ActionRow, outcome: Outcome, reasonCode: ReasonCode, reason: string, patch: Parameters<Deps["journal"]["moveAction"]>[2] = {}): Promise<Update> {
+  const closed: ClosedRecord = { outcome, reasonCode, reason, at: deps.clock().toISOString() };
+  const moved = await deps.journal.moveAction(action.envelopeHash, "closed", { ...patch, closed });
+  if (moved.ok) return closedUpdate(closed);
+  const now = await deps.journal.getAction(action.envelopeHash);
+  if (now?.progress.closed) return closedUpdate(now.progress.closed);
+  return { needsResync: true };
+}
+
+function stateDigest(state: State): string {
+  const text = JSON.stringify(jsonSafe({ h: state.envelopeHash ?? null, o: state.outcome ?? null, e: state.escalatedTo ?? null, v: state.verification?.verdict ?? null, c: state.card ?? null, env: state.envelope ?? null }));
+  return createHash("sha256").update(text).digest("hex").slice(0, 16);
+}
+
+function baseOf(threadId: string, action: ActionRow | undefined, state: State): Pick<AuditEntry, "threadId" | "revision" | "requestedBy" | "risk" | "what" | "policy"> {
+  if (action) {
+    const e = action.envelope;
+    return {
+      threadId,
+      revision: action.revision,
+      requestedBy: e.requestedBy,
+      risk: { level: e.risk.level, reversibility: e.risk.reversibility },
+      what: { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: action.envelopeHash, envelope: e },
+      policy: { id: e.policy.id, version: e.policy.version },
+    };
+  }
+  return {
+    threadId,
+    revision: 0,
+    requestedBy: typeof state.requestedBy === "string" ? state.requestedBy : "",
+    risk: null,
+    what: { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
+    policy: { id: "", version: "" },
+  };
+}
+
+function transitionRefusedEntry(gate: Gate, node: GatedNode, reason: string, at: string, state: State): AuditEntry {
+  return jsonSafe({
+    ...baseOf(gate.threadId, gate.action, state),
+    event: "transition_refused",
+    // One record per node, journal position and state seen: a re-run of the same refusal adds nothing.
+    discriminator: `${node}:${gate.action?.phase ?? (gate.thread?.closed ? "ended" : "none")}:${stateDigest(state)}`,
+    at,
+    approver: null,
+    override: null,
+    refusal: { code: "TRANSITION_REFUSED", reason },
+    outcome: null,
+  }) as AuditEntry;
+}
+
+function tamperEntry(threadId: string, action: ActionRow | undefined, where: string, reason: string, at: string, state: State): AuditEntry {
+  return jsonSafe({
+    ...baseOf(threadId, action, state),
+    event: "tamper_detected",
+    discriminator: `${where}:${stateDigest(state)}`,
+    at,
+    approver: null,
+    override: null,
+    refusal: { code: "STATE_DISAGREES_WITH_JOURNAL", reason },
+    outcome: null,
+  }) as AuditEntry;
+}
+
+/**
+ * Approvals registered by a version that kept the envelope only in graph state (before the journal
+ * held actions) are adopted once: the envelope in the checkpoint is accepted only when it hashes to
+ * the hash the journal's approvals index recorded at the time, so an edited checkpoint is not.
+ */
+async function adoptLegacy(deps: Deps, threadId: string, state: State): Promise<{ thread: ThreadRecord | undefined; action: ActionRow | undefined }> {
+  const envelope = state.envelope;
+  if (!envelope) return { thread: undefined, action: undefined };
+  const rows = (await deps.journal.listApprovals("pending")).filter((r) => r.threadId === threadId);
+  let hash: string;
+  try {
+    hash = hashEnvelope(envelope);
+  } catch {
+    return { thread: undefined, action: undefined };
+  }
+  const row = rows.find((r) => r.envelopeHash === hash);
+  if (!row) return { thread: undefined, action: undefined };
+  const request = typeof state.request === "string" ? state.request : "";
+  const thread = await deps.journal.registerThread({
+    threadId,
+    request,
+    requestedBy: envelope.requestedBy,
+    scope: deriveScope(request, state.scope ?? undefined),
+    createdAt: envelope.createdAt,
+  });
+  const action = await deps.journal.registerAction(
+    {
+      envelopeHash: hash,
+      threadId,
+      revision: envelope.revision,
+      envelope,
+      card: renderCard(envelope, hash, "text").text,
+      scope: thread.scope,
+      policy: { id: envelope.policy.id, version: envelope.policy.version },
+      escalatedTo: null,
+      supersededHashes: [],
+      editedBy: envelope.editedBy ?? null,
+    },
+    envelope.createdAt,
+  );
+  return { thread, action };
+}
+
+/** The decision record as the journal holds it (for evidence and the closing record). */
+export function decisionOf(a: ActionRow | undefined): DecisionRecord | null {
+  const d = a?.progress.decision;
+  if (!d) return null;
+  const { edit: _e, revise: _r, escalateTo: _x, ...record } = d;
+  return record;
+}

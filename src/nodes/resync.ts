@@ -1,0 +1,22 @@
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
+import type { State, Update } from "../graph/state.js";
+import { getDeps } from "../runtime/deps.js";
+import { closedUpdate, mirrorOf, openGate } from "../hitl/journal-gate.js";
+
+/**
+ * Where a node lands when the journal did not allow it to act (a goto, new input, replay or fork
+ * drove the graph out of order). It reads where the journal says the thread is, refreshes the
+ * state's mirror, and the router continues from there. It does nothing else.
+ */
+export async function resync(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+  const deps = await getDeps();
+  const gate = await openGate(deps, config, state);
+  const closed = gate.thread?.closed ?? gate.action?.progress.closed;
+  return {
+    needsResync: false,
+    journalNext: gate.next,
+    pendingDecision: null,
+    ...(gate.action ? mirrorOf(gate.action) : {}),
+    ...(closed ? closedUpdate(closed) : { outcome: null, reasonCode: null, reason: null }),
+  };
+}

@@ -1,0 +1,186 @@
+/**
+ * The life of one action (one registered envelope), in one place. Pure: no I/O, no LangGraph.
+ *
+ *   registered ──decide──▶ decided ──pre-read MATCH──▶ pre_read ──intent──▶ intent ──answer──▶ acknowledged ──read──▶ verified
+ *        │                    │                           │                    │                   │                    │
+ *        └─ superseded        └─ superseded (edit,        └──────────── close(outcome) from any open phase ─────────────┘
+ *           (new revision)       reject+feedback, escalation)                         ▼
+ *                                                                                   closed
+ *
+ * The journal applies a transition only when the row's current phase allows it (compare-and-set in
+ * one transaction), so whatever graph state claims, a step can happen once and only in this order.
+ * `closed` and `superseded` are final: no claim, pre-read or write can follow on any copy, fork or
+ * replay of any checkpoint.
+ */
+import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../hitl/records.js";
+import type { Envelope } from "../envelope/index.js";
+
+export const PHASES = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified", "closed", "superseded"] as const;
+export type Phase = (typeof PHASES)[number];
+
+/** Allowed moves. Anything not listed is refused by the journal and audited by the caller. */
+export const TRANSITIONS: Readonly<Record<Phase, readonly Phase[]>> = {
+  registered: ["decided", "superseded", "closed"],
+  decided: ["pre_read", "superseded", "closed"],
+  pre_read: ["intent", "closed"],
+  intent: ["acknowledged", "closed"],
+  acknowledged: ["verified", "closed"],
+  verified: ["closed"],
+  closed: [],
+  superseded: [],
+};
+
+export function canMove(from: Phase, to: Phase): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+export function isFinal(p: Phase): boolean {
+  return TRANSITIONS[p].length === 0;
+}
+
+/** What a registered envelope carries, fixed at registration and covered by the row's MAC. */
+export interface RegisteredAction {
+  envelopeHash: string;
+  threadId: string;
+  revision: number;
+  envelope: Envelope;
+  /** The card exactly as rendered for the approver. */
+  card: string;
+  /** The request's scope as recorded for the thread (never the model's). */
+  scope: RequestScope;
+  policy: { id: string; version: string };
+  /** Group an expired approval was escalated to; only its members may approve this envelope. */
+  escalatedTo: string | null;
+  /** Hashes of earlier revisions of this thread; an approval naming one is STALE_REVISION. */
+  supersededHashes: string[];
+  /** Who wrote this revision by an edit (may not approve it), if it came from an edit. */
+  editedBy: string | null;
+}
+
+export interface ClosedRecord {
+  outcome: Outcome;
+  reasonCode: ReasonCode;
+  reason: string;
+  at: string;
+}
+
+/** Everything that happened to the action after registration; each part written by one transition. */
+export interface ActionProgress {
+  decision?: DecisionRecord & {
+    /** For an edit: the proposal the next revision is built from. */
+    edit?: { taskId: number; fields: Record<string, unknown> };
+    /** For a reject: whether the model gets the feedback and may revise. */
+    revise?: boolean;
+    /** For an expiry: the group the next revision is escalated to. */
+    escalateTo?: string;
+  };
+  preRead?: PreReadRecord;
+  acknowledgement?: AcknowledgementRecord;
+  verification?: VerificationRecord;
+  closed?: ClosedRecord;
+  /** The last refused decision, shown on the card. */
+  lastRefusal?: { code: string; reason: string; at: string };
+  /** Refused decisions from callers entitled to decide (these use up the budget). */
+  refusalsCounted: number;
+  /** All refused decisions, entitled or not; orders their audit records. */
+  refusalsSeen: number;
+}
+
+export interface ActionRow extends RegisteredAction {
+  phase: Phase;
+  progress: ActionProgress;
+  registeredAt: string;
+  /** False when the row's MAC does not verify: its registered content was edited outside the program. */
+  macValid: boolean;
+}
+
+/** What the thread was asked, recorded once when its first run starts. */
+export interface ThreadRecord {
+  threadId: string;
+  request: string;
+  requestedBy: string;
+  scope: RequestScope;
+  createdAt: string;
+  closed: ClosedRecord | null;
+  macValid: boolean;
+}
+
+export type TransitionResult = { ok: true; row: ActionRow } | { ok: false; phase: Phase | null; reason: string };
+
+export function refusedMove(from: Phase | null, to: Phase, envelopeHash: string): string {
+  if (from === null) return `no action ${envelopeHash} is registered; cannot move it to ${to}`;
+  return `action ${envelopeHash} is ${from}; it cannot become ${to} (allowed from ${from}: ${TRANSITIONS[from].join(", ") || "nothing, it is final"})`;
+}
+
+/**
+ * The node that should run next for a thread, from the journal alone. `null` while no action exists
+ * and the thread is open: the agent is still studying the portal and may propose.
+ */
+export type JournalNext = "agent" | "build_envelope" | "await_approval" | "pre_read" | "execute" | "verify" | "finish" | null;
+
+export function nextFromJournal(thread: ThreadRecord | undefined, current: ActionRow | undefined): JournalNext {
+  if (thread?.closed) return "finish";
+  if (!current) return null;
+  switch (current.phase) {
+    case "registered":
+      return "await_approval";
+    case "decided": {
+      const d = current.progress.decision;
+      switch (d?.type) {
+        case "approve":
+          return "pre_read";
+        case "edit":
+          return "build_envelope";
+        case "reject":
+          return d.revise ? "agent" : "finish";
+        case "expire":
+          return d.escalateTo ? "build_envelope" : "finish";
+        case "cancel":
+        case undefined:
+          return "finish";
+        default: {
+          const never: never = d!.type;
+          throw new Error(`unknown decision ${String(never)}`);
+        }
+      }
+    }
+    case "pre_read":
+      return "execute";
+    case "intent":
+    case "acknowledged":
+      return "verify";
+    case "verified":
+    case "closed":
+    case "superseded":
+      return "finish";
+    default: {
+      const never: never = current.phase;
+      throw new Error(`unknown phase ${String(never)}`);
+    }
+  }
+}
+
+/** The content a registered row's MAC covers: everything that decides what may be written and shown. */
+export function macContentOfAction(a: RegisteredAction): unknown {
+  return {
+    kind: "action",
+    envelopeHash: a.envelopeHash,
+    threadId: a.threadId,
+    revision: a.revision,
+    envelope: a.envelope,
+    card: a.card,
+    scope: a.scope,
+    policy: a.policy,
+    escalatedTo: a.escalatedTo,
+    supersededHashes: a.supersededHashes,
+    editedBy: a.editedBy,
+  };
+}
+
+export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "scope" | "createdAt">): unknown {
+  return { kind: "thread", threadId: t.threadId, request: t.request, requestedBy: t.requestedBy, scope: t.scope, createdAt: t.createdAt };
+}
+
+export function emptyProgress(): ActionProgress {
+  return { refusalsCounted: 0, refusalsSeen: 0 };
+}

@@ -1,0 +1,128 @@
+/**
+ * Row shapes and mappers for the journal's threads and actions, shared by the SQLite and PostgreSQL
+ * journals (same columns in both). Each row read is checked against its MAC here, once.
+ */
+import { canMove, macContentOfAction, macContentOfThread, refusedMove, type ActionProgress, type ActionRow, type ClosedRecord, type Phase, type RegisteredAction, type ThreadRecord } from "./action-machine.js";
+import { sealHolds, sealOf } from "./journal-key.js";
+import type { ApprovalEntry } from "./journal.js";
+
+export interface ActionDbRow {
+  envelope_hash: string;
+  thread_id: string;
+  revision: number;
+  registered_json: string;
+  mac: string;
+  phase: Phase;
+  progress_json: string;
+  registered_at: string;
+}
+
+export interface ThreadDbRow {
+  thread_id: string;
+  record_json: string;
+  mac: string;
+  closed_json: string | null;
+  created_at: string;
+}
+
+export type NewThread = Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "scope" | "createdAt">;
+
+export function sealAction(key: Buffer, a: RegisteredAction): { json: string; mac: string } {
+  return { json: JSON.stringify(a), mac: sealOf(key, macContentOfAction(a)) };
+}
+
+export function sealThread(key: Buffer, t: NewThread): { json: string; mac: string } {
+  const content = { threadId: t.threadId, request: t.request, requestedBy: t.requestedBy, scope: t.scope, createdAt: t.createdAt };
+  return { json: JSON.stringify(content), mac: sealOf(key, macContentOfThread(content)) };
+}
+
+export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
+  let registered: RegisteredAction;
+  let macValid = true;
+  try {
+    registered = JSON.parse(r.registered_json) as RegisteredAction;
+  } catch {
+    // Unreadable content cannot be trusted either; keep the row's identity so the refusal can name it.
+    registered = { envelopeHash: r.envelope_hash, threadId: r.thread_id, revision: r.revision } as RegisteredAction;
+    macValid = false;
+  }
+  macValid =
+    macValid && registered.envelopeHash === r.envelope_hash && registered.threadId === r.thread_id && registered.revision === r.revision && sealHolds(key, macContentOfAction(registered), r.mac);
+  return {
+    ...registered,
+    envelopeHash: r.envelope_hash,
+    threadId: r.thread_id,
+    revision: r.revision,
+    phase: r.phase,
+    progress: JSON.parse(r.progress_json) as ActionProgress,
+    registeredAt: r.registered_at,
+    macValid,
+  };
+}
+
+export function toThreadRecord(r: ThreadDbRow, key: Buffer): ThreadRecord {
+  let content: NewThread;
+  let macValid = true;
+  try {
+    content = JSON.parse(r.record_json) as NewThread;
+  } catch {
+    content = { threadId: r.thread_id, request: "", requestedBy: "", scope: {}, createdAt: r.created_at };
+    macValid = false;
+  }
+  macValid = macValid && content.threadId === r.thread_id && sealHolds(key, macContentOfThread(content), r.mac);
+  return { ...content, threadId: r.thread_id, closed: r.closed_json ? (JSON.parse(r.closed_json) as ClosedRecord) : null, macValid };
+}
+
+/** The compare-and-set both journals apply inside their transaction. */
+export function planMove(
+  current: ActionRow | undefined,
+  envelopeHash: string,
+  to: Phase,
+  patch: Partial<ActionProgress>,
+): { ok: true; progress: ActionProgress } | { ok: false; phase: Phase | null; reason: string } {
+  if (!current) return { ok: false, phase: null, reason: refusedMove(null, to, envelopeHash) };
+  if (!canMove(current.phase, to)) return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash) };
+  return { ok: true, progress: { ...current.progress, ...patch } };
+}
+
+/** The approvals index mirrors the action's phase so `pending` and `sweep` can list without loading rows. */
+export function indexStatusFor(phase: Phase, progress: ActionProgress): ApprovalEntry["status"] {
+  switch (phase) {
+    case "registered":
+      return "pending";
+    case "superseded":
+      return progress.decision?.type === "expire" ? "expired" : "superseded";
+    case "decided":
+    case "pre_read":
+    case "intent":
+    case "acknowledged":
+    case "verified":
+    case "closed": {
+      const d = progress.decision?.type;
+      switch (d) {
+        case "approve":
+          return "approved";
+        case "reject":
+          return "rejected";
+        case "edit":
+          return "edited";
+        case "cancel":
+          return "cancelled";
+        case "expire":
+          return "expired";
+        case undefined:
+          return "closed";
+        default: {
+          const never: never = d;
+          throw new Error(`unknown decision ${String(never)}`);
+        }
+      }
+    }
+    default: {
+      const never: never = phase;
+      throw new Error(`unknown phase ${String(never)}`);
+    }
+  }
+}
+
+export type { ClosedRecord };

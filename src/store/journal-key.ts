@@ -1,0 +1,70 @@
+/**
+ * The journal's MAC key. It lives outside the data directory so that someone who can edit the
+ * journal's files cannot also re-seal an edited row. Created on first use (32 random bytes, mode
+ * 0600) with a message saying where, because losing it makes every registered row refuse to verify.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { AppConfig } from "../config/env.js";
+import { canonicalJson } from "../envelope/canonical.js";
+import { ConfigError } from "../errors.js";
+
+export function loadJournalKey(config: Pick<AppConfig, "journalKey" | "dataDir">, log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Buffer {
+  const k = config.journalKey;
+  if (k.source === "env") return k.key;
+  const file = k.path;
+  const rel = path.relative(config.dataDir, file);
+  if (!rel.startsWith("..") && !path.isAbsolute(rel)) {
+    throw new ConfigError("ACTION_ENVELOPE_JOURNAL_KEY_FILE", `points to ${file}, inside the data directory ${config.dataDir}; keep the key where a writer of the data directory cannot reach it`);
+  }
+  try {
+    return readKey(file);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+  }
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    // "wx": when several processes start at once, one creates the key and the others read it.
+    fs.writeFileSync(file, `${randomBytes(32).toString("base64")}\n`, { flag: "wx", mode: 0o600 });
+    log(`action-envelope: created the journal key ${file} (it seals registered approvals; keep it, and keep it out of the data directory)`);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw new ConfigError("ACTION_ENVELOPE_JOURNAL_KEY_FILE", `cannot create ${file}: ${(e as Error).message}`);
+  }
+  return readKey(file);
+}
+
+function readKey(file: string): Buffer {
+  const text = fs.readFileSync(file, "utf8").trim();
+  const key = Buffer.from(text, "base64");
+  if (key.length < 32) {
+    // A file being written by another process at this moment reads empty; wait for it once.
+    if (text === "") {
+      const deadline = Date.now() + 2000;
+      while (Date.now() < deadline) {
+        const again = fs.readFileSync(file, "utf8").trim();
+        if (again) return readKey(file);
+      }
+    }
+    throw new ConfigError("ACTION_ENVELOPE_JOURNAL_KEY_FILE", `${file} does not hold a base64 key of at least 32 bytes`);
+  }
+  return key;
+}
+
+/** HMAC-SHA256 over the canonical JSON of a row's sealed content, hex. */
+export function sealOf(key: Buffer, content: unknown): string {
+  return createHmac("sha256", key).update(canonicalJson(content), "utf8").digest("hex");
+}
+
+export function sealHolds(key: Buffer, content: unknown, mac: string | null): boolean {
+  if (!mac) return false;
+  let expected: string;
+  try {
+    expected = sealOf(key, content);
+  } catch {
+    return false;
+  }
+  const a = Buffer.from(expected, "utf8");
+  const b = Buffer.from(mac, "utf8");
+  return a.length === b.length && timingSafeEqual(a, b);
+}
