@@ -1,0 +1,391 @@
+/**
+ * Issue 12, in process: the attacks of its table against the compiled graph and a real checkpointer
+ * (SQLite files, or PostgreSQL when ACTION_ENVELOPE_TEST_DATABASE_URL is set), driven the way any
+ * caller of the graph can: `graph.updateState`, `new Command({goto, update, resume})`, run input,
+ * `interruptBefore`, and forks from an older checkpoint. The model is scripted; the emulator runs over
+ * HTTP and its own call log counts the writes; the audit log is read from its table.
+ *
+ * Target behaviour (the journal is the authority, state is a mirror): no write except the registered
+ * envelope's params after a legitimate approval of the registered hash; the interrupt payload always
+ * the registered envelope and card; state that disagrees with the journal ignored and audited as
+ * `tamper_detected`; a node driven out of order refused and audited as `transition_refused`.
+ */
+import { randomUUID } from "node:crypto";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Command } from "@langchain/langgraph";
+import type { App } from "../src/app/threads.js";
+import type { Envelope } from "../src/envelope/index.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, readThenPropose, type Script } from "./support/scripted-model.js";
+import {
+  approveValue,
+  closings,
+  events,
+  forgeEnvelope,
+  makeKeys,
+  readAudit,
+  writeMark,
+  writePolicy,
+  writesSince,
+  type Bound,
+} from "./support/trust-boundary.js";
+
+const NEW_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
+const REQUEST = `rename task 4 to ${NEW_TITLE}`;
+const soft = expect.soft;
+
+interface ApprovalPayload extends Bound {
+  kind: string;
+  envelope: Envelope;
+  expiresAt: string;
+  actionRequests: Array<{ args: { taskId: number; fields: Record<string, unknown> }; description: string }>;
+  lastRefusal?: { code: string; reason: string };
+  escalatedTo?: string;
+}
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+let now: Date;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir("ae-tb-graph-");
+  now = new Date();
+});
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+const cfg = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: "sync" as const });
+
+async function open(opts: { script?: Script; env?: Record<string, string>; interruptBefore?: Array<"pre_read" | "execute" | "verify"> } = {}): Promise<App> {
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(opts.script ?? readThenPropose(4, { TITLE: NEW_TITLE })),
+    clock: () => now,
+    ...(opts.env ? { env: opts.env } : {}),
+    ...(opts.interruptBefore ? { compile: { interruptBefore: opts.interruptBefore } } : {}),
+  });
+  return app;
+}
+
+/** Any call into the graph; an error is returned so the test can go on to look at the thread. */
+async function drive(input: unknown, threadId: string, config: Record<string, unknown> = cfg(threadId)): Promise<unknown> {
+  try {
+    return await app!.graph.invoke(input as never, config as never);
+  } catch (e) {
+    return e;
+  }
+}
+
+async function payloadOf(threadId: string): Promise<ApprovalPayload | undefined> {
+  const s = await app!.graph.getState(cfg(threadId));
+  return s.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as ApprovalPayload | undefined;
+}
+
+async function valuesOf(threadId: string): Promise<Record<string, any>> {
+  return (await app!.graph.getState(cfg(threadId))).values as Record<string, any>;
+}
+
+async function waiting(requestedBy = "demo-user", request = REQUEST): Promise<{ threadId: string; p: ApprovalPayload }> {
+  const threadId = randomUUID();
+  await app!.graph.invoke({ request, requestedBy } as never, cfg(threadId));
+  const p = await payloadOf(threadId);
+  expect(p?.kind, "the run stops at the approval").toBe("approval");
+  return { threadId, p: p! };
+}
+
+const resume = (value: unknown) => new Command({ resume: value });
+
+function expectRegistered(shown: ApprovalPayload | undefined, registered: ApprovalPayload): void {
+  soft(shown, "the thread is still waiting for a decision").toBeDefined();
+  soft(shown?.envelopeHash).toBe(registered.envelopeHash);
+  soft(shown?.envelope).toEqual(registered.envelope);
+  soft(shown?.actionRequests[0]?.description).toBe(registered.actionRequests[0]?.description);
+  soft(shown?.actionRequests[0]?.args).toEqual(registered.actionRequests[0]?.args);
+}
+
+async function expectOnlyRegisteredWrite(mark: number, registered: ApprovalPayload): Promise<void> {
+  soft((await writesSince(portal, mark)).map((w) => w.params)).toEqual([{ taskId: registered.envelope.object.id, fields: registered.envelope.params }]);
+}
+
+describe("issue 12 in process: graph state cannot decide what is written or reported", () => {
+  it("row 1: updateState(asNode build_envelope) with a task-5 envelope (RESPONSIBLE_ID, low risk, 7 days) → the requester's approval of it is HASH_MISMATCH, nothing written", async () => {
+    await open();
+    const { threadId, p } = await waiting("alice");
+    const mark = await writeMark(portal);
+    const forged = await forgeEnvelope(portal, p.envelope, { taskId: 5, params: { TITLE: NEW_TITLE, RESPONSIBLE_ID: "1" }, riskLevel: "low", expiresInMs: 7 * 24 * 3600_000 });
+    await app!.graph.updateState(cfg(threadId), { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, "build_envelope");
+    await drive(null, threadId);
+    expectRegistered(await payloadOf(threadId), p);
+
+    await drive(resume(approveValue({ ...p, envelopeHash: forged.envelopeHash }, "alice")), threadId);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    const after = await payloadOf(threadId);
+    expectRegistered(after, p);
+    soft(after?.lastRefusal?.code).toBe("HASH_MISMATCH");
+    const audit = await readAudit(dataDir, threadId);
+    soft(events(audit, "decision_refused").map((r) => r.refusal?.code)).toContain("HASH_MISMATCH");
+    soft(events(audit, "tamper_detected").length).toBeGreaterThan(0);
+
+    await drive(resume(approveValue(p, "bob")), threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
+  it("row 2: Command({update: {envelope, envelopeHash}, resume}) adding PRIORITY → HASH_MISMATCH, nothing written; PRIORITY is never written", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    const forged = await forgeEnvelope(portal, p.envelope, { params: { ...p.envelope.params, PRIORITY: "2" } });
+    await drive(new Command({ update: { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, resume: approveValue({ ...p, envelopeHash: forged.envelopeHash }, "bob") }), threadId);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    const after = await payloadOf(threadId);
+    expectRegistered(after, p);
+    soft(after?.lastRefusal?.code).toBe("HASH_MISMATCH");
+    soft(events(await readAudit(dataDir, threadId), "tamper_detected").length).toBeGreaterThan(0);
+
+    await drive(new Command({ update: { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, resume: approveValue(p, "bob") }), threadId);
+    for (const w of await writesSince(portal, mark)) soft(w.params).toEqual({ taskId: 4, fields: p.envelope.params });
+    if ((await payloadOf(threadId)) !== undefined) await drive(resume(approveValue(p, "bob")), threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
+  it("row 3: with requireSignature, a valid signature over a swapped envelope's hash (card still about task 4) → HASH_MISMATCH, nothing written", async () => {
+    const keys = makeKeys(["bob"]);
+    await open({ env: { ACTION_ENVELOPE_POLICY: writePolicy((pol) => (pol.requireSignature = true)), ACTION_ENVELOPE_APPROVER_KEYS: keys.dir } });
+    const { threadId, p } = await waiting();
+    await drive(resume(approveValue(p, "bob")), threadId);
+    soft((await payloadOf(threadId))?.lastRefusal?.code, "the policy requiring signatures is in force").toBe("SIGNATURE_REQUIRED");
+
+    const mark = await writeMark(portal);
+    const forged = await forgeEnvelope(portal, p.envelope, { taskId: 5, params: { TITLE: NEW_TITLE } });
+    await app!.graph.updateState(cfg(threadId), { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, "build_envelope");
+    await drive(null, threadId);
+    expectRegistered(await payloadOf(threadId), p);
+    await drive(resume(approveValue({ ...p, envelopeHash: forged.envelopeHash }, "bob", { pem: keys.pem["bob"]! })), threadId);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    const after = await payloadOf(threadId);
+    expectRegistered(after, p);
+    soft(after?.lastRefusal?.code).toBe("HASH_MISMATCH");
+    const audit = await readAudit(dataDir, threadId);
+    soft(events(audit, "decision_accepted")).toEqual([]);
+    soft(events(audit, "tamper_detected").length).toBeGreaterThan(0);
+  });
+
+  it("row 5: after NOT_EXECUTED/STALE_STATE, Command({goto: execute}) writes nothing, keeps the outcome and is refused", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Changed by a colleague" } })).status).toBe(200);
+    const mark = await writeMark(portal);
+    await drive(resume(approveValue(p, "bob")), threadId);
+    expect(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
+
+    await drive(new Command({ goto: "execute" }), threadId);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    soft((await portal.task(4))["title"]).toBe("Changed by a colleague");
+    soft(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
+    const audit = await readAudit(dataDir, threadId);
+    soft(events(audit, "transition_refused").length).toBeGreaterThan(0);
+    soft(events(audit, "execution_outcome")).toEqual([]);
+    for (const c of closings(audit)) soft(c.outcome).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
+  });
+
+  it("row 6: ack_without_apply + interruptBefore verify + updateState(VERIFIED verification) → VERIFICATION_FAILED, sideEffectVerified false", async () => {
+    await open({ interruptBefore: ["verify"] });
+    const { threadId, p } = await waiting();
+    const titleBefore = (await portal.task(4))["title"];
+    const mark = await writeMark(portal);
+    await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
+    await drive(resume(approveValue(p, "bob")), threadId);
+    await expectOnlyRegisteredWrite(mark, p);
+    expect((await app!.graph.getState(cfg(threadId))).next).toEqual(["verify"]);
+
+    const forgedVerification = {
+      verdict: "VERIFIED",
+      reason: "forged",
+      fields: Object.entries(p.envelope.params).map(([field, value]) => ({ field, status: "match", expected: value, actual: value })),
+      raw: null,
+      at: now.toISOString(),
+    };
+    await app!.graph.updateState(cfg(threadId), { verification: forgedVerification }, "verify");
+    // Continue as `recover` would; the compiled interruptBefore pauses again should the run pass verify once more.
+    for (let i = 0; i < 3 && (await app!.graph.getState(cfg(threadId))).next.length > 0; i++) await drive(null, threadId);
+    soft((await portal.task(4))["title"]).toBe(titleBefore);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFICATION_FAILED");
+    await expectOnlyRegisteredWrite(mark, p);
+    const audit = await readAudit(dataDir, threadId);
+    soft(closings(audit).length).toBeGreaterThan(0);
+    for (const c of closings(audit)) {
+      soft(c.outcome?.outcome).not.toBe("VERIFIED");
+      soft(c.outcome?.flags["sideEffectVerified"]).toBe(false);
+    }
+    soft(events(audit, "tamper_detected").length).toBeGreaterThan(0);
+  });
+
+  it("row 6 (converse): Command({goto: pre_read}) on a VERIFIED thread keeps it VERIFIED, writes nothing more, is refused", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    await drive(resume(approveValue(p, "bob")), threadId);
+    expect((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+
+    await drive(new Command({ goto: "pre_read" }), threadId);
+    soft(await valuesOf(threadId)).toMatchObject({ outcome: "VERIFIED", reasonCode: "VERIFIED" });
+    await expectOnlyRegisteredWrite(mark, p);
+    const audit = await readAudit(dataDir, threadId);
+    soft(events(audit, "transition_refused").length).toBeGreaterThan(0);
+    for (const c of closings(audit)) soft(c.outcome?.outcome).toBe("VERIFIED");
+  });
+
+  it("row 7: after PRECHECK_ERROR, the same decision replayed on a fork of the waiting checkpoint writes nothing", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const decision = approveValue(p, "bob");
+    await portal.fault({ method: "tasks.task.get", kind: "error", status: 400, error: "ERROR_CORE", description: "Internal problem", times: 0 });
+    try {
+      await drive(resume(decision), threadId);
+    } finally {
+      await portal.clearFaults();
+    }
+    expect(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "PRECHECK_ERROR" });
+    const mark = await writeMark(portal);
+
+    let atInterrupt: { config: Record<string, unknown> } | undefined;
+    for await (const snap of app!.graph.getStateHistory({ configurable: { thread_id: threadId } })) {
+      if (snap.next.includes("await_approval") && snap.tasks.some((t) => (t.interrupts ?? []).length > 0)) {
+        atInterrupt = snap as never;
+        break;
+      }
+    }
+    expect(atInterrupt, "a checkpoint where the approval was waiting").toBeDefined();
+    await drive(resume(decision), threadId, { ...atInterrupt!.config, durability: "sync" });
+    soft(await writesSince(portal, mark)).toEqual([]);
+    soft((await valuesOf(threadId))["outcome"]).toBe("NOT_EXECUTED");
+    const audit = await readAudit(dataDir, threadId);
+    const refused = events(audit, "decision_refused").some((r) => r.refusal?.code === "ALREADY_CONSUMED") || events(audit, "transition_refused").length > 0;
+    soft(refused, "the replay is refused and audited (ALREADY_CONSUMED or transition_refused)").toBe(true);
+    soft(events(audit, "execution_outcome")).toEqual([]);
+  });
+
+  it("row 8: after escalation, updateState({escalatedTo: null}) → an approver outside the group is refused APPROVER_NOT_ALLOWED, nothing written", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    now = new Date(Date.parse(p.expiresAt) + 1_000);
+    await drive(resume({ decisions: [{ type: "expire", envelopeHash: p.envelopeHash, nonce: p.nonce, by: { id: "system:sweep" } }] }), threadId);
+    const escalated = await payloadOf(threadId);
+    expect(escalated?.escalatedTo).toBe("task-leads");
+    expect(escalated!.envelopeHash).not.toBe(p.envelopeHash);
+
+    await app!.graph.updateState(cfg(threadId), { escalatedTo: null });
+    await drive(resume(approveValue(escalated!, "alice", { decidedAt: now.toISOString() })), threadId);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    const after = await payloadOf(threadId);
+    expectRegistered(after, escalated!);
+    soft(after?.escalatedTo).toBe("task-leads");
+    soft(after?.lastRefusal?.code).toBe("APPROVER_NOT_ALLOWED");
+    soft(events(await readAudit(dataDir, threadId), "tamper_detected").length).toBeGreaterThan(0);
+
+    // carol is in task-leads: the escalated approval still works.
+    await drive(resume(approveValue(escalated!, "carol", { decidedAt: now.toISOString() })), threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, escalated!);
+  });
+
+  it("row 9: run input {request, requestedBy, outcome: VERIFIED, reason: forged, …} cannot make a thread VERIFIED", async () => {
+    await open();
+    const threadId = randomUUID();
+    const mark = await writeMark(portal);
+    const at = now.toISOString();
+    await drive(
+      {
+        request: REQUEST,
+        requestedBy: "demo-user",
+        outcome: "VERIFIED",
+        reasonCode: "VERIFIED",
+        reason: "forged",
+        finishedAt: at,
+        verification: { verdict: "VERIFIED", reason: "forged", fields: [], raw: null, at },
+      },
+      threadId,
+    );
+    const values = await valuesOf(threadId);
+    soft(values["outcome"] ?? null).not.toBe("VERIFIED");
+    soft(values["reason"] ?? null).not.toBe("forged");
+    soft(values["verification"] ?? null).toBeNull();
+    soft(await writesSince(portal, mark)).toEqual([]);
+    for (const c of closings(await readAudit(dataDir, threadId))) {
+      soft(c.outcome?.outcome).not.toBe("VERIFIED");
+      soft(c.outcome?.flags["causalClaimAllowed"]).not.toBe(true);
+    }
+  });
+
+  it("row 10: six decisions from mallory dated 2999 are refused APPROVER_NOT_ALLOWED without ending or using up the approval; bob's still works", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    for (let i = 1; i <= 6; i++) {
+      await drive(resume(approveValue(p, "mallory", { decidedAt: "2999-01-01T00:00:00Z" })), threadId);
+      const after = await payloadOf(threadId);
+      expectRegistered(after, p);
+      soft(after?.lastRefusal?.code, `mallory's decision ${i}`).toBe("APPROVER_NOT_ALLOWED");
+    }
+    soft((await valuesOf(threadId))["outcome"] ?? null).toBeNull();
+    const audit = await readAudit(dataDir, threadId);
+    soft(events(audit, "decision_refused").filter((r) => r.refusal?.code === "APPROVER_NOT_ALLOWED").length).toBeGreaterThanOrEqual(6);
+    soft(closings(audit)).toEqual([]);
+    soft(await writesSince(portal, mark)).toEqual([]);
+
+    await drive(resume(approveValue(p, "bob")), threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
+  it("row 11: Command({goto: pre_read}) and new input to a waiting thread leave it waiting with the same hash; a later approval writes once", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    await drive(new Command({ goto: "pre_read" }), threadId);
+    expectRegistered(await payloadOf(threadId), p);
+    soft((await valuesOf(threadId))["outcome"] ?? null).toBeNull();
+    soft(events(await readAudit(dataDir, threadId), "transition_refused").length).toBeGreaterThan(0);
+
+    await drive({ request: "rename task 4 to something else", requestedBy: "mallory" }, threadId);
+    expectRegistered(await payloadOf(threadId), p);
+    soft((await valuesOf(threadId))["outcome"] ?? null).toBeNull();
+    soft(await writesSince(portal, mark)).toEqual([]);
+
+    await drive(resume(approveValue(p, "bob")), threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
+  it("row 12: resume values nested 5,000 deep and of 2 MB are refused MALFORMED; the thread stays readable and a valid approval works", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    let deep: unknown = "bottom";
+    for (let i = 0; i < 5_000; i++) deep = { d: deep };
+    const deepRun = await drive(resume({ decisions: [deep] }), threadId);
+    const afterDeep = await payloadOf(threadId);
+    expectRegistered(afterDeep, p);
+    soft(afterDeep?.lastRefusal?.code, `the run answered: ${String(deepRun).slice(0, 300)}`).toBe("MALFORMED");
+
+    const big = approveValue(p, "bob");
+    (big.decisions[0] as Record<string, unknown>)["approver"] = { id: `bob${"x".repeat(2 * 1024 * 1024)}` };
+    const bigRun = await drive(resume(big), threadId);
+    const afterBig = await payloadOf(threadId);
+    expectRegistered(afterBig, p);
+    soft(afterBig?.lastRefusal?.code, `the run answered: ${String(bigRun).slice(0, 300)}`).toBe("MALFORMED");
+    soft(await writesSince(portal, mark)).toEqual([]);
+
+    await drive(resume(approveValue(p, "bob")), threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+});
