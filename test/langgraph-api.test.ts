@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { ROOT, TSX, envFor, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { descendants, killAll, stillAlive, waitForExit } from "./support/processes.js";
+import { DEV_SERVER, isolatedConfig } from "./support/dev-server.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
 
@@ -23,7 +24,6 @@ async function startPortalOnce(): Promise<Portal> {
 async function closePortals(): Promise<void> {
   for (const p of extraPortals.splice(0)) await p.emulator.close();
 }
-const DEV_SERVER = path.join(ROOT, "src/cli/dev-server.ts");
 
 interface ApprovalPayload {
   kind: string;
@@ -31,26 +31,6 @@ interface ApprovalPayload {
   nonce: string;
   envelope: { params: Record<string, unknown>; object: { id: number } };
   lastRefusal?: { code: string; reason: string };
-}
-
-/**
- * The repo's langgraph.json with graph paths made absolute, in a directory of its own: the server
- * keeps its state in `<config dir>/.langgraph_api`, so a test run never touches the developer's.
- * The server resolves @langchain/langgraph from the config's directory, hence the node_modules link.
- */
-function isolatedConfig(): { dir: string; file: string; graphs: Record<string, string> } {
-  const repo = JSON.parse(fs.readFileSync(path.join(ROOT, "langgraph.json"), "utf8")) as { graphs: Record<string, string> };
-  const dir = tempDir("ae-langgraph-");
-  fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"), "dir");
-  const graphs = Object.fromEntries(
-    Object.entries(repo.graphs).map(([id, spec]) => {
-      const [file, symbol] = spec.split(":");
-      return [id, `${path.resolve(ROOT, file!)}:${symbol}`];
-    }),
-  );
-  const file = path.join(dir, "langgraph.json");
-  fs.writeFileSync(file, JSON.stringify({ ...repo, graphs }, null, 2));
-  return { dir, file, graphs };
 }
 
 describe("LangGraph API server (npm run dev) driven through @langchain/langgraph-sdk", () => {

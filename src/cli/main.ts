@@ -15,6 +15,7 @@ import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { runMainJob } from "./start.js";
 import { auditCommand } from "./audit-command.js";
 import { workerCommand } from "./worker-command.js";
+import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
 import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
 import { generateApproverKeyPair } from "../envelope/index.js";
@@ -243,6 +244,7 @@ export function buildProgram(): Command {
 
   program.addCommand(auditCommand());
   program.addCommand(workerCommand());
+  program.addCommand(apiTokenCommand());
 
   return program;
 }

@@ -1,0 +1,66 @@
+/**
+ * Authentication and authorization for the LangGraph API server (`"auth"` in langgraph.json). The
+ * server imports this module at start, so a bad token file stops it there.
+ *
+ * - ACTION_ENVELOPE_API_TOKENS unset: open development mode. Every caller is the anonymous user (no
+ *   roles, permission "unauthenticated", is_authenticated false), which is not passed on to the graph,
+ *   so approver ids stay self-declared. Operations that would rewrite graph state are still refused
+ *   (src/auth/rules.ts).
+ * - set: `Authorization: Bearer <token>` is required on every request (401 otherwise); identity and
+ *   roles come from the file. The server hands the user to the graph as
+ *   config.configurable.langgraph_auth_user, so check_decision binds the approver to this identity.
+ *
+ * langgraph.json sets `disable_studio_auth: true`: without it a request carrying the header
+ * `x-auth-scheme: langsmith` would skip this module entirely (langgraph-api dist/auth/custom.mjs).
+ */
+import { Auth, HTTPException } from "@langchain/langgraph-sdk/auth";
+import { loadConfig } from "../config/env.js";
+import { authorize, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
+import { loadApiTokens, principalFor, type ApiTokenTable } from "./tokens.js";
+
+const CHALLENGE = { "WWW-Authenticate": 'Bearer realm="action-envelope"' };
+
+/** The open-mode user. It never reaches the graph: runs started in open mode carry no langgraph_auth_user (rules.ts). */
+export const ANONYMOUS = { identity: "anonymous", display_name: "anonymous", permissions: ["unauthenticated"], is_authenticated: false };
+
+function unauthorized(message: string): HTTPException {
+  return new HTTPException(401, { message, headers: CHALLENGE });
+}
+
+export function createAuth(tokens: ApiTokenTable | undefined) {
+  const mode: AuthMode = tokens ? "tokens" : "open";
+  return new Auth()
+    .authenticate(async (request: Request) => {
+      const { pathname } = new URL(request.url);
+      // POST /internal/truncate wipes threads and checkpoints and asks no authorization event.
+      if (pathname.startsWith("/internal/")) throw new HTTPException(403, { message: `refused ${request.method} ${pathname}: internal maintenance routes are not served` });
+      // The readiness probe of `npm run dev` (src/cli/dev-server.ts); /ok raises no authorization event.
+      if (pathname === "/ok" && request.method === "GET") return { ...ANONYMOUS, permissions: [] };
+      if (!tokens) return ANONYMOUS;
+      const header = request.headers.get("authorization");
+      if (!header) throw unauthorized("missing Authorization: Bearer <API token> (ACTION_ENVELOPE_API_TOKENS is set on this server)");
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+      if (!m) throw unauthorized("the Authorization header must be: Bearer <API token>");
+      const principal = principalFor(tokens, m[1]!);
+      if (!principal) throw unauthorized("unknown API token");
+      return {
+        identity: principal.identity,
+        display_name: principal.identity,
+        permissions: principal.roles.map(rolePermission),
+        is_authenticated: true,
+      };
+    })
+    .on("*", ({ event, value, user }) => {
+      const verdict = authorize(mode, event, value, user as ApiUser);
+      if (!verdict.allow) throw new HTTPException(verdict.status, { message: verdict.message });
+      return verdict.filters;
+    });
+}
+
+function tokensFromEnvironment(): ApiTokenTable | undefined {
+  const config = loadConfig();
+  return config.apiTokensPath ? loadApiTokens(config.apiTokensPath) : undefined;
+}
+
+/** Referenced by langgraph.json: `"auth": {"path": "./src/auth/auth.ts:auth", "disable_studio_auth": true}`. */
+export const auth = createAuth(tokensFromEnvironment());

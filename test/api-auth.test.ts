@@ -1,0 +1,320 @@
+/**
+ * LangGraph API authentication and authorization (src/auth/), through the real dev server and
+ * @langchain/langgraph-sdk: one server open (no ACTION_ENVELOPE_API_TOKENS), one with a token file.
+ * In both, nothing an API client sends may rewrite graph state (updateState, command.goto/update,
+ * breakpoints, runs from a chosen checkpoint, copies); with tokens, callers are who their token says,
+ * and the approval is bound to that identity. Writes are counted in the emulator's call log.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@langchain/langgraph-sdk";
+import { spawn } from "node:child_process";
+import { ROOT, TSX, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { DEV_SERVER, isolatedConfig, startDevServer, type RunningDevServer } from "./support/dev-server.js";
+import { newApiToken, parseApiTokens, principalFor, sha256Hex, type ApiRole } from "../src/auth/tokens.js";
+import { classifyRun } from "../src/auth/rules.js";
+import { authenticatedIdentity } from "../src/auth/identity.js";
+import { ConfigError } from "../src/errors.js";
+
+const GRAPH_ID = "bitrix24_task_agent";
+
+interface ApprovalPayload {
+  kind: string;
+  envelopeHash: string;
+  nonce: string;
+  envelope: { params: Record<string, unknown>; object: { id: number } };
+}
+
+interface Side {
+  portal: Portal;
+  dataDir: string;
+  server: RunningDevServer;
+}
+
+const USERS: Record<string, ApiRole[]> = { dave: ["requester"], erin: ["requester"], alice: ["approver"], carol: ["admin"] };
+
+function clientFor(apiUrl: string, headers: Record<string, string> = {}): Client {
+  return new Client({ apiUrl, apiKey: null, defaultHeaders: headers, callerOptions: { maxRetries: 0 } });
+}
+
+/** The promise must fail with this HTTP status, and its message must match. */
+async function refused(p: Promise<unknown>, status: number, message: RegExp): Promise<void> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e as { status?: number; message?: string },
+  );
+  expect(err, `expected HTTP ${status}, but the call succeeded`).toBeDefined();
+  expect(err!.status, err!.message).toBe(status);
+  expect(err!.message).toMatch(message);
+}
+
+async function startSide(extraEnv: (dir: string) => Record<string, string>): Promise<Side> {
+  const portal = await startPortal();
+  const dataDir = tempDir("ae-api-auth-");
+  const server = await startDevServer(envFor(portal, dataDir, extraEnv(dataDir)));
+  return { portal, dataDir, server };
+}
+
+async function toApproval(client: Client, input: Record<string, unknown>): Promise<{ threadId: string; payload: ApprovalPayload }> {
+  const thread = await client.threads.create();
+  const first = (await client.runs.wait(thread.thread_id, GRAPH_ID, { input })) as { __interrupt__?: Array<{ value: ApprovalPayload }> };
+  const payload = first.__interrupt__?.[0]?.value;
+  expect(payload?.kind, JSON.stringify(first).slice(0, 500)).toBe("approval");
+  return { threadId: thread.thread_id, payload: payload! };
+}
+
+const approval = (p: ApprovalPayload, approver: string) => ({
+  decisions: [{ type: "approve", envelopeHash: p.envelopeHash, nonce: p.nonce, approver: { id: approver } }],
+});
+
+async function auditedDecisions(side: Side, threadId: string): Promise<Array<{ id: string; verifiedBy: string }>> {
+  const r = await runCli(["audit", "show", threadId, "--json"], envFor(side.portal, side.dataDir));
+  expect(r.code, r.stderr).toBe(0);
+  const { caseRecord } = parseJsonOutput(r.stdout) as { caseRecord: { auditRecords: Array<{ event: string; approver: { id: string; verifiedBy: string } | null }> } };
+  return caseRecord.auditRecords.filter((rec) => rec.event === "decision_accepted").map((rec) => ({ id: rec.approver!.id, verifiedBy: rec.approver!.verifiedBy }));
+}
+
+/**
+ * Every way of rewriting a waiting thread's state, run against one thread: each must be refused with
+ * 403, and afterwards the thread still waits for the same envelope and nothing was written.
+ */
+async function stateRewritesAreRefused(client: Client, side: Side, threadId: string, payload: ApprovalPayload, approver: string, creator = client): Promise<void> {
+  const history = await client.threads.getHistory(threadId, { limit: 10 });
+  const earlier = history.at(-1)!.checkpoint.checkpoint_id!;
+  expect(earlier).toBeTruthy();
+  const resume = approval(payload, approver);
+
+  await refused(
+    client.threads.updateState(threadId, { values: { envelopeHash: `sha256:${"0".repeat(64)}` }, asNode: "build_envelope" }),
+    403,
+    /refused threads:update .*graph state is not editable/,
+  );
+  await refused(client.runs.wait(threadId, GRAPH_ID, { command: { goto: "execute" } }), 403, /refused threads:create_run .*command\.goto/);
+  await refused(
+    client.runs.wait(threadId, GRAPH_ID, { command: { update: { envelopeHash: `sha256:${"0".repeat(64)}` }, resume } }),
+    403,
+    /command\.update is not accepted/,
+  );
+  await refused(client.runs.wait(threadId, GRAPH_ID, { command: { resume }, interruptBefore: ["execute"] }), 403, /interrupt_before is not accepted/);
+  await refused(client.runs.wait(threadId, GRAPH_ID, { command: { resume }, interruptAfter: "*" }), 403, /interrupt_after is not accepted/);
+  await refused(client.runs.wait(threadId, GRAPH_ID, { command: { resume }, checkpointId: earlier }), 403, /chosen checkpoint \(checkpoint_id/);
+  await refused(client.runs.wait(threadId, GRAPH_ID, { command: { resume }, checkpoint: { checkpoint_id: earlier, checkpoint_ns: "", checkpoint_map: {} } }), 403, /fork or replay/);
+  await refused(client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "rollback" }), 403, /multitask_strategy "rollback"/);
+  await refused(client.threads.copy(threadId), 403, /copying a thread/);
+  await refused(client.threads.update(threadId, { metadata: { owner: "mallory" } }), 403, /refused threads:update/);
+  await refused(client.threads.delete(threadId), 403, /refused threads:delete/);
+  // A new thread with state written into it as if nodes had run.
+  await refused(creator.threads.create({ supersteps: [{ updates: [{ values: { outcome: "VERIFIED" }, asNode: "finish" }] }] }), 403, /refused threads:update/);
+
+  const state = await client.threads.getState(threadId);
+  expect(state.next).toEqual(["await_approval"]);
+  expect((state.values as { envelopeHash: string }).envelopeHash).toBe(payload.envelopeHash);
+  expect((await client.threads.getHistory(threadId, { limit: 50 })).length).toBe(history.length);
+  expect(await side.portal.writes()).toEqual([]);
+}
+
+let open: Side;
+let guarded: Side;
+const tokens: Record<string, string> = {};
+let tokenFile = "";
+
+beforeAll(async () => {
+  const dir = tempDir("ae-api-tokens-");
+  tokenFile = path.join(dir, "api-tokens.json");
+  const entries = Object.entries(USERS).map(([identity, roles]) => {
+    const made = newApiToken(identity, roles);
+    tokens[identity] = made.token;
+    return made.entry;
+  });
+  fs.writeFileSync(tokenFile, JSON.stringify({ tokens: entries }, null, 2));
+  // Both servers start at once: each takes 5-20 s.
+  [open, guarded] = await Promise.all([startSide(() => ({})), startSide(() => ({ ACTION_ENVELOPE_API_TOKENS: tokenFile }))]);
+}, 180_000);
+
+afterAll(async () => {
+  for (const side of [open, guarded]) {
+    if (!side) continue;
+    await side.server.stop();
+    await side.portal.emulator.close();
+  }
+}, 90_000);
+
+describe("token file", () => {
+  it("keeps hashes only and finds the principal of a token", () => {
+    const { token, entry } = newApiToken("alice", ["approver", "approver"]);
+    expect(entry).toEqual({ token_sha256: sha256Hex(token), identity: "alice", roles: ["approver"] });
+    const table = parseApiTokens(JSON.stringify({ tokens: [entry] }), "/etc/t.json");
+    expect(JSON.stringify(table.entries)).not.toContain(token);
+    expect(principalFor(table, token)).toEqual({ identity: "alice", roles: ["approver"] });
+    expect(principalFor(table, `${token}x`)).toBeUndefined();
+  });
+
+  it("names the file and the bad entry", () => {
+    const error = (text: string) => {
+      try {
+        parseApiTokens(text, "/etc/t.json");
+      } catch (e) {
+        expect(e).toBeInstanceOf(ConfigError);
+        return (e as Error).message;
+      }
+      throw new Error("expected a ConfigError");
+    };
+    const ok = { token_sha256: "a".repeat(64), identity: "alice", roles: ["approver"] };
+    expect(error("{")).toMatch(/^ACTION_ENVELOPE_API_TOKENS file \/etc\/t\.json: is not JSON/);
+    expect(error(JSON.stringify({ tokens: [ok, { ...ok, token_sha256: "s3cret", identity: "bob" }] }))).toBe(
+      'ACTION_ENVELOPE_API_TOKENS file /etc/t.json: tokens[1] (identity "bob").token_sha256: must be 64 lower-case hex characters: the sha256 of the token (sha256sum), not the token itself',
+    );
+    expect(error(JSON.stringify({ tokens: [{ ...ok, roles: ["boss"] }] }))).toMatch(/tokens\[0\] \(identity "alice"\)\.roles\.0: each role must be one of requester, approver, admin/);
+    expect(error(JSON.stringify({ tokens: [ok, { ...ok, identity: "bob" }] }))).toMatch(/tokens\[1\] \(identity "bob"\): token_sha256 repeats tokens\[0\]/);
+    expect(error(JSON.stringify({ tokens: [] }))).toMatch(/tokens: must list at least one token/);
+  });
+
+  it("classifies runs: only command.resume, no breakpoints, no chosen checkpoint", () => {
+    expect(classifyRun({ input: { request: "x" } }, "reject")).toEqual({ kind: "input" });
+    expect(classifyRun({ command: { resume: { decisions: [] } } }, undefined)).toEqual({ kind: "resume" });
+    expect(classifyRun({ input: null, interrupt_before: [] }, "enqueue")).toEqual({ kind: "continue" });
+    expect(classifyRun({ command: { resume: 1, graph: "PARENT" } }, undefined)).toMatchObject({ refused: expect.stringMatching(/command\.graph/) });
+    expect(classifyRun({ config: { configurable: { thread_ts: "1" } } }, undefined)).toMatchObject({ refused: expect.stringMatching(/thread_ts/) });
+    expect(classifyRun({ config: { configurable: { checkpoint_ns: "" } } }, undefined)).toEqual({ kind: "continue" });
+    expect(classifyRun({ input: { request: "x" }, command: { resume: 1 } }, undefined)).toMatchObject({ refused: expect.stringMatching(/not both/) });
+  });
+});
+
+describe("identity inside the graph", () => {
+  it("only a token-authenticated langgraph_auth_user counts; the open-mode user and the CLI have none", () => {
+    const user = (u: Record<string, unknown>) => ({ langgraph_auth_user: u });
+    expect(authenticatedIdentity(user({ identity: "alice", is_authenticated: true, permissions: ["role:approver"] }))).toBe("alice");
+    expect(authenticatedIdentity(user({ identity: "", display_name: "anonymous", is_authenticated: false, permissions: ["unauthenticated"] }))).toBeUndefined();
+    expect(authenticatedIdentity(user({ identity: "anonymous", is_authenticated: true, permissions: ["unauthenticated"] }))).toBeUndefined();
+    expect(authenticatedIdentity({ thread_id: "t" })).toBeUndefined();
+    expect(authenticatedIdentity(undefined)).toBeUndefined();
+  });
+});
+
+describe("a bad token file", () => {
+  it("stops npm run dev at start, naming the file and the entry", async () => {
+    const file = path.join(tempDir("ae-api-tokens-"), "bad.json");
+    fs.writeFileSync(file, JSON.stringify({ tokens: [{ token_sha256: "s3cret-token", identity: "mallory", roles: ["admin"] }] }));
+    const project = isolatedConfig();
+    const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+      cwd: ROOT,
+      env: { ...process.env, ACTION_ENVELOPE_API_TOKENS: file, ACTION_ENVELOPE_DATA_DIR: tempDir(), MODEL: "offline", NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout!.on("data", (d) => (out += d));
+    child.stderr!.on("data", (d) => (out += d));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code, out).toBe(2);
+    expect(out).toContain(`ACTION_ENVELOPE_API_TOKENS file ${file}: tokens[0] (identity "mallory").token_sha256: must be 64 lower-case hex characters`);
+    expect(out).not.toMatch(/API:\s+http/);
+  }, 120_000);
+});
+
+describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
+  it("serves anyone, and loads the auth module with Studio's header bypass disabled", async () => {
+    expect(open.server.project.auth).toMatchObject({ disable_studio_auth: true });
+    expect(path.isAbsolute(open.server.project.auth!.path.split(":")[0]!)).toBe(true);
+    const client = clientFor(open.server.apiUrl, { "x-auth-scheme": "langsmith" });
+    expect((await client.assistants.search({ graphId: GRAPH_ID })).map((a) => a.graph_id)).toContain(GRAPH_ID);
+    const res = await fetch(`${open.server.apiUrl}/internal/truncate`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ threads: true, checkpointer: true }) });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toMatch(/internal maintenance routes are not served/);
+  });
+
+  it("refuses every state rewrite with 403 and writes nothing; the approval then counts as self-declared", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const { threadId, payload } = await toApproval(client, { request: "rename task 4 to X", requestedBy: "demo-user" });
+    await stateRewritesAreRefused(client, open, threadId, payload, "demo-approver");
+
+    // A user smuggled into the run's config is overwritten by the server's, which open mode does not pass on.
+    const forged = { configurable: { langgraph_auth_user: { identity: "demo-approver", is_authenticated: true, permissions: ["role:approver"] } } };
+    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "demo-approver") }, config: forged })) as Record<string, unknown>;
+    expect(final["outcome"], JSON.stringify(final).slice(0, 3000)).toBe("VERIFIED");
+    const writes = await open.portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params["fields"]).toEqual({ TITLE: "X" });
+    expect(await auditedDecisions(open, threadId)).toEqual([{ id: "demo-approver", verifiedBy: "self_declared" }]);
+  });
+});
+
+describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
+  const as = (who: string) => clientFor(guarded.server.apiUrl, { Authorization: `Bearer ${tokens[who]}` });
+  let threadId = "";
+  let payload: ApprovalPayload;
+
+  it("answers 401 without a token, with an unknown one, and to the x-auth-scheme: langsmith header", async () => {
+    await refused(clientFor(guarded.server.apiUrl).threads.create(), 401, /missing Authorization: Bearer/);
+    await refused(clientFor(guarded.server.apiUrl, { Authorization: "Bearer ae_not-a-token" }).threads.search(), 401, /unknown API token/);
+    await refused(clientFor(guarded.server.apiUrl, { Authorization: `Basic ${tokens["alice"]}` }).threads.search(), 401, /must be: Bearer/);
+    await refused(clientFor(guarded.server.apiUrl, { "x-auth-scheme": "langsmith" }).threads.search(), 401, /missing Authorization/);
+    await refused(clientFor(guarded.server.apiUrl, { "x-auth-scheme": "langsmith" }).assistants.search({ graphId: GRAPH_ID }), 401, /missing Authorization/);
+    const res = await fetch(`${guarded.server.apiUrl}/threads/search`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    // The readiness probe of npm run dev needs no token and shows nothing.
+    expect((await fetch(`${guarded.server.apiUrl}/ok`)).status).toBe(200);
+    expect(await guarded.portal.writes()).toEqual([]);
+  });
+
+  it("a requester starts a run as themselves; requestedBy naming someone else is refused", async () => {
+    const dave = as("dave");
+    const thread = await dave.threads.create();
+    expect(thread.metadata).toMatchObject({ owner: "dave" });
+    await refused(
+      dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to X", requestedBy: "erin" } }),
+      403,
+      /input\.requestedBy is "erin", but the request is authenticated as dave/,
+    );
+    await refused(as("alice").runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to X" } }), 403, /needs the role requester; alice holds approver/);
+    await refused(as("alice").threads.create(), 403, /creating threads needs the role requester/);
+
+    ({ threadId, payload } = await toApproval(dave, { request: "rename task 4 to X" }));
+    const state = await dave.threads.getState(threadId);
+    expect((state.values as { requestedBy: string }).requestedBy).toBe("dave");
+    expect(payload.envelope.params).toEqual({ TITLE: "X" });
+    expect(await guarded.portal.writes()).toEqual([]);
+  });
+
+  it("another requester cannot see, search, resume or start runs on that thread; approvers and admins can read it", async () => {
+    const erin = as("erin");
+    await refused(erin.threads.get(threadId), 404, /not found/);
+    await refused(erin.threads.getState(threadId), 404, /not found/);
+    expect((await erin.threads.search({ limit: 100 })).map((t) => t.thread_id)).not.toContain(threadId);
+    await refused(erin.runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "erin") } }), 404, /.*/);
+    await refused(erin.runs.wait(threadId, GRAPH_ID, { input: { request: "rename task 4 to Y" } }), 404, /.*/);
+
+    expect((await as("alice").threads.search({ limit: 100 })).map((t) => t.thread_id)).toContain(threadId);
+    expect((await as("carol").threads.getState(threadId)).next).toEqual(["await_approval"]);
+    await refused(as("carol").runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "carol") } }), 403, /needs the role approver/);
+    expect(await guarded.portal.writes()).toEqual([]);
+  });
+
+  it("no role may rewrite the thread's state: 403 for the requester and the approver alike, nothing written", async () => {
+    await stateRewritesAreRefused(as("alice"), guarded, threadId, payload, "alice", as("dave"));
+    await refused(as("dave").threads.updateState(threadId, { values: { requestedBy: "alice" } }), 403, /graph state is not editable/);
+    await refused(as("carol").threads.updateState(threadId, { values: { requestedBy: "alice" } }), 403, /graph state is not editable/);
+  });
+
+  it("the approver's decision is bound to the authenticated identity: naming another approver is refused by the graph", async () => {
+    const alice = as("alice");
+    await alice.runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "bob") } });
+    const state = await alice.threads.getState(threadId);
+    const refusals = (state.values as { refusals: Array<{ code: string; reason: string }> }).refusals;
+    expect(refusals.at(-1)).toMatchObject({ code: "APPROVER_NOT_ALLOWED" });
+    expect(refusals.at(-1)!.reason).toMatch(/authenticated as alice, but the decision names approver bob/);
+    expect(state.next).toEqual(["await_approval"]);
+    expect(await guarded.portal.writes()).toEqual([]);
+  });
+
+  it("the approver resumes; exactly the approved envelope is written and the audit log records the authenticated approver", async () => {
+    const final = (await as("alice").runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "alice") } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    const writes = await guarded.portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(Number(writes[0]!.params["taskId"])).toBe(4);
+    expect(writes[0]!.params["fields"]).toEqual(payload.envelope.params);
+    expect(await auditedDecisions(guarded, threadId)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+  });
+});

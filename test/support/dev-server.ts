@@ -1,0 +1,88 @@
+/**
+ * The LangGraph API server as `npm run dev` starts it (src/cli/dev-server.ts → `langgraphjs dev`),
+ * from an isolated copy of langgraph.json, for tests that drive it over HTTP.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { spawn, type ChildProcess } from "node:child_process";
+import { ROOT, TSX, tempDir } from "./harness.js";
+import { waitForExit } from "./processes.js";
+
+export const DEV_SERVER = path.join(ROOT, "src/cli/dev-server.ts");
+
+const absoluteSpec = (spec: string) => {
+  const [file, symbol] = spec.split(":");
+  return `${path.resolve(ROOT, file!)}:${symbol}`;
+};
+
+/**
+ * The repo's langgraph.json with graph and auth paths made absolute, in a directory of its own: the
+ * server keeps its state in `<config dir>/.langgraph_api`, so a test run never touches the developer's.
+ * The server resolves @langchain/langgraph from the config's directory, hence the node_modules link.
+ */
+export function isolatedConfig(): { dir: string; file: string; graphs: Record<string, string>; auth?: { path: string; disable_studio_auth?: boolean } } {
+  const repo = JSON.parse(fs.readFileSync(path.join(ROOT, "langgraph.json"), "utf8")) as {
+    graphs: Record<string, string>;
+    auth?: { path: string; disable_studio_auth?: boolean };
+  };
+  const dir = tempDir("ae-langgraph-");
+  fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"), "dir");
+  const graphs = Object.fromEntries(Object.entries(repo.graphs).map(([id, spec]) => [id, absoluteSpec(spec)]));
+  const auth = repo.auth ? { ...repo.auth, path: absoluteSpec(repo.auth.path) } : undefined;
+  const file = path.join(dir, "langgraph.json");
+  fs.writeFileSync(file, JSON.stringify({ ...repo, graphs, ...(auth ? { auth } : {}) }, null, 2));
+  return { dir, file, graphs, ...(auth ? { auth } : {}) };
+}
+
+export interface RunningDevServer {
+  apiUrl: string;
+  process: ChildProcess;
+  project: ReturnType<typeof isolatedConfig>;
+  output(): string;
+  /** SIGINT to the top process (it forwards to the server and waits for the group), as Ctrl-C would. */
+  stop(): Promise<number | null>;
+}
+
+/** Starts src/cli/dev-server.ts with `env` added to this process's environment; resolves once it prints the API URL. */
+export async function startDevServer(env: Record<string, string>, opts: { readyTimeoutMs?: number } = {}): Promise<RunningDevServer> {
+  const project = isolatedConfig();
+  const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (d) => (stdout += d));
+  child.stderr!.on("data", (d) => (stderr += d));
+  const timeoutMs = opts.readyTimeoutMs ?? 150_000;
+  const apiUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`dev server not ready in ${timeoutMs / 1000} s\n${stdout}\n${stderr}`)), timeoutMs);
+    const check = () => {
+      const m = /API:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    child.stdout!.on("data", check);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`dev server exited ${code} before it was ready\n${stdout}\n${stderr}`));
+    });
+  });
+  return {
+    apiUrl,
+    process: child,
+    project,
+    output: () => `${stdout}\n${stderr}`,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill("SIGINT");
+      return waitForExit(child, 60_000).catch(() => {
+        child.kill("SIGKILL");
+        return null;
+      });
+    },
+  };
+}
