@@ -149,6 +149,17 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
     problems.push(`state says escalated to ${state.escalatedTo ?? "nobody"}, the journal ${a.escalatedTo ?? "nobody"}`);
   }
   if (state.card != null && state.envelopeHash === a.envelopeHash && state.card !== a.card) problems.push("the card in state differs from the card registered for this envelope");
+  // Evidence mirrors may lag the journal (a crash between a journal write and its checkpoint) but
+  // never lead it: a record in state that the journal does not hold was put there by someone else.
+  const p = a.progress;
+  const differs = (mine: unknown, theirs: unknown) => mine != null && JSON.stringify(mine) !== JSON.stringify(theirs ?? null);
+  if (differs(state.verification, p.verification)) problems.push(`state carries a verification (${state.verification?.verdict}) the journal does not hold (${p.verification?.verdict ?? "none"})`);
+  if (differs(state.preRead, p.preRead)) problems.push(`state carries a pre-read (${state.preRead?.verdict}) the journal does not hold (${p.preRead?.verdict ?? "none"})`);
+  if (differs(state.acknowledgement, p.acknowledgement)) problems.push(`state carries an acknowledgement (${state.acknowledgement?.status}) the journal does not hold (${p.acknowledgement?.status ?? "none"})`);
+  if (state.decision != null && (state.decision.envelopeHash !== a.envelopeHash || state.decision.approverId !== p.decision?.approverId || state.decision.type !== p.decision?.type) && state.decision.envelopeHash === a.envelopeHash) {
+    problems.push(`state says ${state.decision.type} by ${state.decision.approverId}, the journal ${p.decision ? `${p.decision.type} by ${p.decision.approverId}` : "no decision"}`);
+  }
+  if (state.outcome != null && state.outcome !== "NOT_EXECUTED" && state.outcome !== p.closed?.outcome) problems.push(`state claims outcome ${state.outcome}; the journal holds ${p.closed?.outcome ?? "no outcome yet"}`);
   if (problems.length === 0) return;
   await deps.audit.append(tamperEntry(gate.threadId, a, node, `${problems.join("; ")}. The journal's record was used.`, deps.clock().toISOString(), state));
 }

@@ -1,5 +1,6 @@
 import { interrupt, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
+import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
@@ -14,7 +15,7 @@ export async function awaitApproval(state: State, config: LangGraphRunnableConfi
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "await_approval", state);
   if (refused) return refused;
-  const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
+  const authUser = authenticatedIdentity(config.configurable);
   const decision: unknown = interrupt(approvalRequestFrom(gate.action!, authUser ? { approverId: authUser } : {}));
   return { pendingDecision: decision };
 }

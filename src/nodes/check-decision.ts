@@ -1,8 +1,9 @@
 import { HumanMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
+import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { allowedApprovers, validateDecision } from "../envelope/index.js";
+import { allowedApprovers, DecisionSchema, validateDecision } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -31,7 +32,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const envelope = action.envelope;
   const envelopeHash = action.envelopeHash;
   const now = deps.clock();
-  const authUser = (config.configurable?.["langgraph_auth_user"] as { identity?: string } | undefined)?.identity;
+  const authUser = authenticatedIdentity(config.configurable);
   const incoming: unknown = state.pendingDecision;
   const bounds = checkBounds(incoming);
   const raw = boundedForEvidence(incoming, bounds);
@@ -62,16 +63,13 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const system = SystemDecisionSchema.safeParse(candidate);
   if (system.success) return systemDecision(deps, state, action, system.data, authUser, raw, refuse);
 
-  // Entitlement first: who may decide this approval at all. Nothing a non-entitled caller sends can
-  // end it (not even a claim that it expired, which is judged by this server's clock anyway).
+  // Who may decide this approval at all. The binding is still checked first (a decision for the wrong
+  // envelope is refused as that, whoever sent it), but nothing a non-entitled caller sends counts
+  // toward the refusal budget or can end the approval (not even a claim that it expired, which is
+  // judged by this server's clock anyway).
   const claimedId = (candidate as { approver?: { id?: unknown } } | null)?.approver?.id;
   const type = (candidate as { type?: unknown } | null)?.type;
-  if (typeof claimedId !== "string" || claimedId === "") {
-    return refuse("MALFORMED", 'a decision names its approver as {"approver": {"id": "…"}}', false);
-  }
-  const notEntitled = entitlementProblem(deps, action, claimedId, type, authUser);
-  if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
-
+  const notEntitled = typeof claimedId === "string" && claimedId !== "" ? entitlementProblem(deps, action, claimedId, type, authUser) : 'a decision names its approver as {"approver": {"id": "…"}}';
   const result = validateDecision(envelope, candidate, {
     now,
     policy: deps.policy,
@@ -84,7 +82,13 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     scope: action.scope,
     ...(authUser ? { authenticatedUser: authUser } : {}),
   });
-  if (!result.ok) return refuse(result.code, result.reason, true);
+  if (!result.ok) {
+    // Malformed in shape, or bound to another envelope: said as that. Anything else from a caller
+    // who may not decide is, first of all, not theirs to decide.
+    if (notEntitled && !BINDING_CODES.has(result.code) && DecisionSchema.safeParse(candidate).success) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
+    return refuse(result.code, result.reason, notEntitled === null);
+  }
+  if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
 
   const d = result.decision;
   const decidedAt = ("decidedAt" in d && d.decidedAt) || now.toISOString();
@@ -137,6 +141,9 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     }
   }
 }
+
+/** Refusals about which envelope a decision answers; reported as such whoever sent the decision. */
+const BINDING_CODES: ReadonlySet<string> = new Set(["HASH_MISMATCH", "STALE_REVISION", "NONCE_MISMATCH"]);
 
 /**
  * Whether this caller may decide this approval at all. Returns why not, or null. Escalation limits

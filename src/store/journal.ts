@@ -87,6 +87,8 @@ export interface Journal {
   decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult>;
   /** Compare-and-set: applies only when the machine allows the move from the row's current phase. */
   moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult>;
+  /** Threads with an action not yet closed (waiting, decided, or stopped mid-execution), oldest first. */
+  listOpenThreads(): Promise<string[]>;
   /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
   noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined>;
   /** A lease on a thread so two processes never drive the same thread at once. */
@@ -94,6 +96,9 @@ export interface Journal {
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Phases of an action that still needs a run to end it. */
+export const OPEN_PHASES_SQL = "'registered', 'decided', 'pre_read', 'intent', 'acknowledged', 'verified'";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS decision_claims (
@@ -375,6 +380,13 @@ export class SqliteJournal implements Journal {
       return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
     });
     return tx.immediate();
+  }
+
+  async listOpenThreads(): Promise<string[]> {
+    const rows = this.db
+      .prepare(`SELECT thread_id, MIN(rowid) AS first FROM actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`)
+      .all() as Array<{ thread_id: string }>;
+    return rows.map((r) => r.thread_id);
   }
 
   async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {

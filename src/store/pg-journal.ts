@@ -18,7 +18,7 @@ import { toApproval, toClaim, toExecution, type ApprovalEntry, type ApprovalRow,
 import type { ActionProgress, ActionRow, ClosedRecord, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
-import type { DecideResult } from "./journal.js";
+import { OPEN_PHASES_SQL, type DecideResult } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 
 export class PostgresJournal implements Journal {
@@ -246,6 +246,16 @@ export class PostgresJournal implements Journal {
       await this.writeMove(c, envelopeHash, to, plan.progress);
       return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
     });
+  }
+
+  async listOpenThreads(): Promise<string[]> {
+    const rows = await query<{ thread_id: string }>(
+      this.pool,
+      this.db,
+      "listing open threads",
+      `SELECT thread_id, MIN(id) AS first FROM ${this.s}.actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`,
+    );
+    return rows.map((r) => r.thread_id);
   }
 
   async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {
