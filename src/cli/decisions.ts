@@ -7,6 +7,7 @@ import { DecisionSchema, signDecision, signedPayloadOf } from "../envelope/index
 import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/threads.js";
 import { UsageError } from "../errors.js";
+import { esc } from "../text/escape.js";
 
 interface Common {
   as: string;

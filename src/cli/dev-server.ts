@@ -20,6 +20,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
 import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
 import { ConfigError, UsageError } from "../errors.js";
+import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const LANGGRAPHJS = path.join(ROOT, "node_modules/.bin/langgraphjs");
@@ -120,8 +121,8 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   const startedAt = Date.now();
 
   const portal = config.webhookUrl ? new URL(config.webhookUrl).host : config.mcp.mode === "url" ? new URL(config.mcp.url).host : "embedded emulator (started with the first run)";
-  out.write(`Starting the LangGraph API server for ${path.relative(process.cwd(), configPath) || configPath} on ${apiUrl}\n`);
-  out.write(`  model: ${config.model.model} (${config.model.chosenBecause}); portal: ${portal}; data: ${config.dataDir}\n`);
+  out.write(esc`Starting the LangGraph API server for ${path.relative(process.cwd(), configPath) || configPath} on ${apiUrl}\n`);
+  out.write(esc`  model: ${config.model.model} (${config.model.chosenBecause}); portal: ${portal}; data: ${config.dataDir}\n`);
 
   const child = spawn(
     LANGGRAPHJS,
@@ -160,8 +161,8 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
     if (!stopping) {
       out.write(
         `\nLangGraph API ready in ${((Date.now() - startedAt) / 1000).toFixed(1)} s\n` +
-          `  API:    ${apiUrl}\n` +
-          `  Studio: ${studioLink(opts.studioUrl, apiUrl)}\n` +
+          esc`  API:    ${apiUrl}\n` +
+          esc`  Studio: ${studioLink(opts.studioUrl, apiUrl)}\n` +
           `  graph:  bitrix24_task_agent (resume JSON for an approval: see README, "LangGraph API and Studio")\n` +
           `Stop with Ctrl-C. (The server runs as process group ${pgid}; should this process be killed outright, stop it with: kill -INT ${pgid})\n`,
       );
@@ -169,7 +170,7 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   } catch (e) {
     if (!stopping) {
       failed = true;
-      process.stderr.write(`error: ${(e as Error).message}\n`);
+      process.stderr.write(`error: ${escapeForTerminal((e as Error).message)}\n`);
       stop("SIGTERM");
     }
   }
@@ -207,13 +208,13 @@ if (isEntry) {
     const err = e as Error & { code?: string };
     if (err.code?.startsWith("commander.")) code = err.code === "commander.helpDisplayed" ? 0 : 1;
     else if (e instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${err.message}\n  (see .env.example for every setting)\n`);
+      process.stderr.write(`configuration error: ${escapeForTerminal(err.message)}\n  (see .env.example for every setting)\n`);
       code = 1;
     } else if (e instanceof UsageError) {
-      process.stderr.write(`error: ${err.message}\n`);
+      process.stderr.write(`error: ${escapeForTerminal(err.message)}\n`);
       code = 1;
     } else {
-      process.stderr.write(`error: ${err.stack ?? err.message}\n`);
+      process.stderr.write(`error: ${escapeLines(err.stack ?? err.message)}\n`);
       code = 2;
     }
   }

@@ -7,6 +7,8 @@ import { submitDecision, sweepExpired, viewThread, type ThreadView } from "../ap
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { Printer, threadJson } from "./render.js";
 import { withApp } from "./session.js";
+import { cap, capEach, LIMITS } from "./limits.js";
+import { esc } from "../text/escape.js";
 
 function outcomeCode(view: ThreadView, refusedNow: boolean): number {
   if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? 2 : 0;
@@ -33,8 +35,8 @@ export function parseAnswers(pairs: string[]): Record<string, string> {
 export function lifecycleCommands(): Command[] {
   const answer = new Command("answer")
     .description("Answer a structured question the agent asked (validated against its schema)")
-    .argument("<thread>")
-    .requiredOption("--set <name=value>", "an answer field (repeatable)", (v: string, p: string[] = []) => [...p, v])
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
+    .requiredOption("--set <name=value>", "an answer field (repeatable)", capEach("--set", LIMITS.setValue))
     .option("--json", "print one JSON object")
     .action(async (thread: string, opts: { set: string[]; json?: boolean }) => {
       const printer = new Printer(process.stdout, Boolean(opts.json));
@@ -50,9 +52,9 @@ export function lifecycleCommands(): Command[] {
 
   const cancel = new Command("cancel")
     .description("Cancel a waiting approval: the nonce is voided and later decisions are refused")
-    .argument("<thread>")
-    .requiredOption("--reason <text>", "why it is cancelled")
-    .option("--as <id>", "who cancels", "demo-user")
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
+    .requiredOption("--reason <text>", "why it is cancelled", cap("--reason", LIMITS.reason))
+    .option("--as <id>", "who cancels", cap("--as", LIMITS.id), "demo-user")
     .option("--json", "print one JSON object")
     .action(async (thread: string, opts: { reason: string; as: string; json?: boolean }) => {
       const printer = new Printer(process.stdout, Boolean(opts.json));
@@ -84,7 +86,7 @@ export function lifecycleCommands(): Command[] {
         const results = await withApp((app) => sweepExpired(app));
         if (opts.json) printer.emitJson({ at: new Date().toISOString(), results });
         else if (results.length === 0) printer.line(`${new Date().toISOString()} nothing expired`);
-        else for (const r of results) printer.line(`${r.threadId} ${r.result}: ${r.detail}`);
+        else for (const r of results) printer.line(esc`${r.threadId} ${r.result}: ${r.detail}`);
         if (!opts.watch) break;
         for (let waited = 0; waited < interval * 1000 && !stop; waited += 200) await new Promise((r) => setTimeout(r, 200));
       } while (!stop);

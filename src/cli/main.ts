@@ -3,7 +3,6 @@
  * other interface (src/app/threads.ts). Exit codes: 0 verified or waiting, 1 usage/config error,
  * 2 any other outcome (including a refused decision).
  */
-import fs from "node:fs";
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig, loadDotEnv } from "../config/env.js";
@@ -18,7 +17,9 @@ import { workerCommand } from "./worker-command.js";
 import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
 import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
-import { generateApproverKeyPair } from "../envelope/index.js";
+import { keygenCommand } from "./keygen-command.js";
+import { cap, capEach, capped, LIMITS } from "./limits.js";
+import { esc, escapeForTerminal, escapeLines, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 
 const EXIT_OK = 0;
 const EXIT_USAGE = 1;
@@ -37,11 +38,11 @@ function report(printer: Printer, view: ThreadView, refusedNow = false): number 
     printer.card(view);
     const a = view.approval!;
     printer.line(`Waiting for approval. Approve exactly this envelope with:`);
-    printer.line(`  npm run cli -- approve ${view.threadId} --hash ${a.envelopeHash} --as <approver-id>`);
+    printer.line(esc`  npm run cli -- approve ${view.threadId} --hash ${a.envelopeHash} --as <approver-id>`);
   } else if (view.status === "awaiting_input") {
     printer.question(view);
   } else if (view.status === "interrupted_run") {
-    printer.line(`The run stopped before ${view.next?.join(", ")}. Finish it with: npm run cli -- recover ${view.threadId}`);
+    printer.line(esc`The run stopped before ${view.next?.join(", ")}. Finish it with: npm run cli -- recover ${view.threadId}`);
   } else printer.outcome(view);
   return exitCodeFor(view, refusedNow);
 }
@@ -58,9 +59,9 @@ async function decide(threadId: string, build: (view: ThreadView) => unknown, js
   });
 }
 
-const collect = (value: string, previous: string[] = []) => [...previous, value];
 const taskId = (value: string) => {
-  if (!/^\d+$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError(`expected a positive task id, got "${value}"`);
+  capped("--task", value, 20);
+  if (!/^\d+$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError(esc`expected a positive task id, got "${value}"`);
   return Number(value);
 };
 
@@ -73,8 +74,8 @@ export function buildProgram(): Command {
   program
     .command("start", { isDefault: false })
     .description("The main job: run a request (default: the demo rename of task 4) and ask for approval")
-    .argument("[request]", "what to change")
-    .option("--as <user>", "requester id", "demo-user")
+    .argument("[request]", "what to change", cap("request", LIMITS.request))
+    .option("--as <user>", "requester id", cap("--as", LIMITS.id), "demo-user")
     .option("--no-prompt", "never ask at the terminal; print the approve command instead")
     .action(async (request: string | undefined, opts: { as: string; prompt: boolean }) => {
       process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: opts.prompt });
@@ -83,10 +84,10 @@ export function buildProgram(): Command {
   program
     .command("run")
     .description("Start a run for a request; stops at the approval")
-    .argument("<request>", "what to change, e.g. \"rename task 4 to X\"")
-    .option("--as <user>", "requester id", "demo-user")
+    .argument("<request>", "what to change, e.g. \"rename task 4 to X\"", cap("request", LIMITS.request))
+    .option("--as <user>", "requester id", cap("--as", LIMITS.id), "demo-user")
     .option("--task <id>", "task id in scope (repeatable)", (v, p: number[] = []) => [...p, taskId(v)])
-    .option("--field <name>", "field in scope (repeatable)", collect)
+    .option("--field <name>", "field in scope (repeatable)", capEach("--field", LIMITS.id))
     .option("--no-prompt", "never ask at the terminal")
     .option("--json", "print one JSON object")
     .action(async (request: string, opts: { as: string; task?: number[]; field?: string[]; prompt: boolean; json?: boolean }) => {
@@ -100,7 +101,7 @@ export function buildProgram(): Command {
       }
       const printer = new Printer(process.stdout, Boolean(opts.json));
       process.exitCode = await withApp(async (app) => {
-        printer.line(`model: ${app.deps.modelLabel}; portal: ${app.deps.portal}`);
+        printer.line(esc`model: ${app.deps.modelLabel}; portal: ${app.deps.portal}`);
         const view = await startRun(app, { request, requestedBy: opts.as, scope }, { onStep: printer.onStep });
         return report(printer, view);
       });
@@ -117,7 +118,7 @@ export function buildProgram(): Command {
         if (opts.json) return printer.emitJson({ pending: rows });
         if (rows.length === 0) return printer.line("No approvals are waiting.");
         for (const r of rows) {
-          printer.line(`${r.threadId}  rev ${r.revision}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}${r.expired ? " (EXPIRED)" : ""}  ${r.envelopeHash}`);
+          printer.line(esc`${r.threadId}  rev ${r.revision}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` + `${r.expired ? " (EXPIRED)" : ""}  ` + esc`${r.envelopeHash}`);
         }
       });
     });
@@ -125,7 +126,7 @@ export function buildProgram(): Command {
   program
     .command("show")
     .description("The full approval card or outcome of a thread")
-    .argument("<thread>")
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .option("--json", "print JSON")
     .action(async (thread: string, opts: { json?: boolean }) => {
       const printer = new Printer(process.stdout, Boolean(opts.json));
@@ -139,11 +140,11 @@ export function buildProgram(): Command {
   program
     .command("approve")
     .description("Approve exactly the envelope with this hash")
-    .argument("<thread>")
-    .requiredOption("--hash <sha>", "the envelope hash shown on the card (sha256:…)")
-    .option("--as <approver>", "approver id", "demo-approver")
-    .option("--key <file>", "approver's Ed25519 private key (PEM) to sign the decision")
-    .option("--override <gate=reason>", "pass an overridable policy gate, with a reason")
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
+    .requiredOption("--hash <sha>", "the envelope hash shown on the card (sha256:…)", cap("--hash", LIMITS.hash))
+    .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
+    .option("--key <file>", "approver's Ed25519 private key (PEM) to sign the decision", cap("--key", LIMITS.path))
+    .option("--override <gate=reason>", "pass an overridable policy gate, with a reason", cap("--override", LIMITS.reason))
     .option("--json", "print one JSON object")
     .action(async (thread: string, opts: { hash: string; as: string; key?: string; override?: string; json?: boolean }) => {
       process.exitCode = await decide(thread, (view) => approveDecision(view, opts), Boolean(opts.json));
@@ -152,10 +153,10 @@ export function buildProgram(): Command {
   program
     .command("reject")
     .description("Reject the waiting envelope")
-    .argument("<thread>")
-    .requiredOption("--reason <text>", "why; shown to the model when revision is allowed")
-    .option("--as <approver>", "approver id", "demo-approver")
-    .option("--key <file>", "approver's Ed25519 private key (PEM)")
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
+    .requiredOption("--reason <text>", "why; shown to the model when revision is allowed", cap("--reason", LIMITS.reason))
+    .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
+    .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
     .option("--json", "print one JSON object")
     .action(async (thread: string, opts: { reason: string; as: string; key?: string; json?: boolean }) => {
       process.exitCode = await decide(thread, (view) => rejectDecision(view, opts), Boolean(opts.json));
@@ -164,10 +165,10 @@ export function buildProgram(): Command {
   program
     .command("edit")
     .description("Edit the waiting proposal; creates a new revision that needs its own approval")
-    .argument("<thread>")
-    .requiredOption("--set <FIELD=VALUE>", "field to set (repeatable)", collect)
-    .option("--as <approver>", "approver id", "demo-approver")
-    .option("--key <file>", "approver's Ed25519 private key (PEM)")
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
+    .requiredOption("--set <FIELD=VALUE>", "field to set (repeatable)", capEach("--set", LIMITS.setValue))
+    .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
+    .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
     .option("--json", "print one JSON object")
     .action(async (thread: string, opts: { set: string[]; as: string; key?: string; json?: boolean }) => {
       process.exitCode = await decide(thread, (view) => editDecision(view, opts), Boolean(opts.json));
@@ -176,7 +177,7 @@ export function buildProgram(): Command {
   program
     .command("recover")
     .description("Finish a run that a crash stopped between steps (never re-sends a write)")
-    .argument("<thread>")
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .option("--json", "print one JSON object")
     .action(async (thread: string, opts: { json?: boolean }) => {
       const printer = new Printer(process.stdout, Boolean(opts.json));
@@ -201,7 +202,7 @@ export function buildProgram(): Command {
         ...(opts.seed ? { seed: loadSeedFile(opts.seed) } : {}),
         ...(opts.state ? { statePath: path.resolve(opts.state) } : {}),
       });
-      process.stdout.write(`webhook: ${emu.webhookUrl}\n`);
+      process.stdout.write(esc`webhook: ${emu.webhookUrl}\n`);
       await waitForSignal();
       await emu.close();
     });
@@ -218,27 +219,7 @@ export function buildProgram(): Command {
       await runMcpServerCli({ http: Boolean(opts.http), port: Number(opts.port), webhookUrl: config.webhookUrl, timeoutMs: config.bitrix24.timeoutMs, rate: config.bitrix24.rate, burst: config.bitrix24.burst });
     });
 
-  program
-    .command("keygen")
-    .description("Create an approver's Ed25519 key pair; the private key stays with the approver")
-    .requiredOption("--approver <id>", "approver id")
-    .option("--out <dir>", "where to write the key pair", "approver-keys")
-    .action((opts: { approver: string; out: string }) => {
-      if (!/^[\w.@-]+$/.test(opts.approver)) throw new UsageError(`approver id may contain letters, digits, . _ @ -; got "${opts.approver}"`);
-      const pair = generateApproverKeyPair(opts.approver);
-      const dir = path.resolve(opts.out);
-      fs.mkdirSync(dir, { recursive: true });
-      const privatePath = path.join(dir, `${opts.approver}.key`);
-      const publicPath = path.join(dir, `${opts.approver}.pub`);
-      if (fs.existsSync(privatePath)) throw new UsageError(`${privatePath} already exists; refusing to overwrite a private key`);
-      fs.writeFileSync(privatePath, pair.privateKeyPem, { mode: 0o600 });
-      fs.writeFileSync(publicPath, `${pair.publicKeyLine}\n`);
-      process.stdout.write(
-        `private key: ${privatePath} (keep it with the approver; never give it to the agent runtime)\n` +
-          `public key:  ${publicPath}\n` +
-          `register this line in the file or directory named by ACTION_ENVELOPE_APPROVER_KEYS:\n${pair.publicKeyLine}\n`,
-      );
-    });
+  program.addCommand(keygenCommand());
 
   for (const command of lifecycleCommands()) program.addCommand(command);
 
@@ -246,7 +227,26 @@ export function buildProgram(): Command {
   program.addCommand(workerCommand());
   program.addCommand(apiTokenCommand());
 
+  escapeCommanderOutput(program);
   return program;
+}
+
+/**
+ * Commander's own messages (unknown option, invalid argument, missing argument) quote what was typed;
+ * controls and bidi characters in them are marked before they reach the terminal (line breaks and
+ * markers our parsers already wrote are kept). Applied to the whole tree, added commands too.
+ */
+function escapeCommanderOutput(command: Command): void {
+  command.configureOutput({ writeErr: (text) => process.stderr.write(escapeRendered(text)) });
+  for (const sub of command.commands) escapeCommanderOutput(sub);
+}
+
+/** An unexpected error: the message escaped as one line, then the stack frames (code locations) below it. */
+function describeUnexpected(err: Error): string {
+  const head = `${err.name}: ${err.message}`;
+  const stack = err.stack ?? "";
+  if (stack.startsWith(head)) return escapeForTerminal(head) + escapeLines(stack.slice(head.length));
+  return escapeForTerminal(err.message) + (stack ? `\n${escapeLines(stack)}` : "");
 }
 
 function waitForSignal(): Promise<void> {
@@ -267,16 +267,16 @@ export async function main(argv: string[]): Promise<number> {
       return err.code === "commander.helpDisplayed" || err.code === "commander.version" ? EXIT_OK : EXIT_USAGE;
     }
     if (e instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${e.message}\n  (see .env.example for every setting)\n`);
+      process.stderr.write(`configuration error: ${escapeForTerminal(e.message)}\n  (see .env.example for every setting)\n`);
       return EXIT_USAGE;
     }
     if (e instanceof UsageError) {
-      process.stderr.write(`error: ${e.message}\n`);
+      process.stderr.write(`error: ${escapeForTerminal(e.message)}\n`);
       return EXIT_USAGE;
     }
     if (e instanceof DecisionNotAcceptedError) {
-      if (argv.includes("--json")) process.stdout.write(`${JSON.stringify({ threadId: e.threadId, refused: { code: e.code, reason: e.detail } }, null, 2)}\n`);
-      process.stderr.write(`refused (${e.code}): ${e.message}\n`);
+      if (argv.includes("--json")) process.stdout.write(`${stringifyJsonSafe({ threadId: e.threadId, refused: { code: e.code, reason: e.detail } })}\n`);
+      process.stderr.write(`refused (${e.code}): ${escapeForTerminal(e.message)}\n`);
       // Naming a thread that does not exist is a usage error, like any other wrong argument.
       if (e.code === "NO_SUCH_THREAD") {
         process.stderr.write(`  list the waiting approvals with: npm run cli -- pending\n`);
@@ -284,7 +284,7 @@ export async function main(argv: string[]): Promise<number> {
       }
       return EXIT_OUTCOME;
     }
-    process.stderr.write(`error: ${err.stack ?? err.message}\n`);
+    process.stderr.write(`error: ${describeUnexpected(err)}\n`);
     return EXIT_OUTCOME;
   }
 }

@@ -1,11 +1,37 @@
 /**
  * Human and JSON output for the CLI. Colour only on a terminal; the card is printed whole, never cut.
+ *
+ * Every value that comes from data (model text, ids, reasons, tool arguments, the card) is escaped
+ * where it is put into a line (`esc`, src/text/escape.ts): controls, escape sequences and bidi or
+ * invisible characters are shown as ⟨U+XXXX⟩ and a single-line field cannot start a new line. As a
+ * second guard, `line()` marks any such character that still reaches it (keeping line breaks and, on
+ * a terminal, our own colour codes). `--json` output goes through `stringifyJsonSafe`: the same data,
+ * with those characters written as \uXXXX escapes.
  */
 import { styleText } from "node:util";
 import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/threads.js";
+import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 
 type Style = Parameters<typeof styleText>[0];
+
+/** Select Graphic Rendition (colour, bold): the only escape sequences `paint` writes. */
+const SGR = /\x1b\[[0-9;]*m/g;
+
+/**
+ * The last guard before the stream: marks every character that must not reach a terminal, keeping
+ * line breaks, and, when `keepColour`, the colour sequences `paint` produced.
+ */
+export function guardLine(text: string, keepColour: boolean): string {
+  if (!keepColour) return escapeRendered(text);
+  let out = "";
+  let last = 0;
+  for (const m of text.matchAll(SGR)) {
+    out += escapeRendered(text.slice(last, m.index)) + m[0];
+    last = m.index + m[0].length;
+  }
+  return out + escapeRendered(text.slice(last));
+}
 
 export class Printer {
   constructor(
@@ -21,8 +47,9 @@ export class Printer {
     return this.tty ? styleText(style, text) : text;
   }
 
+  /** One line (or the lines of a block) of human output; data in `text` is already escaped by the caller. */
   line(text = ""): void {
-    if (!this.json) this.out.write(`${text}\n`);
+    if (!this.json) this.out.write(`${guardLine(text, this.tty)}\n`);
   }
 
   step(label: string, text: string): void {
@@ -34,49 +61,49 @@ export class Printer {
     if (this.json) return;
     switch (node) {
       case "agent": {
-        if (update.outcome) return this.step("agent", `${update.reasonCode}: ${update.reason}`);
+        if (update.outcome) return this.step("agent", esc`${update.reasonCode}: ${update.reason}`);
         const msg = update.messages?.at(-1) as { tool_calls?: Array<{ name: string; args: unknown }>; content?: unknown } | undefined;
-        for (const call of msg?.tool_calls ?? []) this.step("model", `calls ${call.name} ${JSON.stringify(call.args)}`);
-        if (!msg?.tool_calls?.length && msg?.content) this.step("model", `says: ${String(msg.content)}`);
+        for (const call of msg?.tool_calls ?? []) this.step("model", esc`calls ${call.name} ${JSON.stringify(call.args)}`);
+        if (!msg?.tool_calls?.length && msg?.content) this.step("model", esc`says: ${typeof msg.content === "string" ? msg.content : JSON.stringify(msg.content)}`);
         return;
       }
       case "read_tools":
         for (const m of (update.messages ?? []) as Array<{ name?: string; content?: unknown; status?: string }>) {
           const text = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
-          this.step("read", `${m.name ?? "tool"} → ${m.status === "error" ? "error: " : ""}${text.length} bytes`);
+          this.step("read", esc`${m.name ?? "tool"}` + ` → ${m.status === "error" ? "error: " : ""}${text.length} bytes`);
         }
         return;
       case "propose":
-        if (update.proposal) this.step("proposal", `task ${update.proposal.taskId}: ${JSON.stringify(update.proposal.fields)} — ${update.proposal.rationale}`);
-        else if (update.outcome) this.step("proposal", `${update.reasonCode}: ${update.reason}`);
+        if (update.proposal) this.step("proposal", esc`task ${update.proposal.taskId}: ${JSON.stringify(update.proposal.fields)} — ${update.proposal.rationale}`);
+        else if (update.outcome) this.step("proposal", esc`${update.reasonCode}: ${update.reason}`);
         else this.step("proposal", "refused, sent back to the model");
         return;
       case "build_envelope":
-        if (update.envelopeHash) this.step("envelope", `revision ${update.envelope?.revision} frozen, ${update.envelopeHash}`);
-        else this.step("policy", `${update.reasonCode}: ${update.reason}`);
+        if (update.envelopeHash) this.step("envelope", esc`revision ${update.envelope?.revision} frozen, ${update.envelopeHash}`);
+        else this.step("policy", esc`${update.reasonCode}: ${update.reason}`);
         return;
       case "check_decision":
         if (update.refusals?.length) {
           const r = update.refusals.at(-1)!;
-          this.step("decision", this.paint("red", `refused ${r.code}: ${r.reason}`));
+          this.step("decision", this.paint("red", esc`refused ${r.code}: ${r.reason}`));
         } else if (update.decision) {
-          this.step("decision", `accepted ${update.decision.type} by ${update.decision.approverId} (${update.decision.verifiedBy})`);
+          this.step("decision", esc`accepted ${update.decision.type} by ${update.decision.approverId} (${update.decision.verifiedBy})`);
         }
         return;
       case "pre_read":
-        if (update.preRead) this.step("pre-read", `${update.preRead.verdict} — ${update.preRead.reason}`);
-        if (update.outcome) this.step("pre-read", `${update.reasonCode}: ${update.reason}`);
+        if (update.preRead) this.step("pre-read", esc`${update.preRead.verdict} — ${update.preRead.reason}`);
+        if (update.outcome) this.step("pre-read", esc`${update.reasonCode}: ${update.reason}`);
         return;
       case "execute":
-        if (update.invocation) this.step("write sent", `update_task ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`);
+        if (update.invocation) this.step("write sent", esc`update_task ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`);
         if (update.acknowledgement) {
           const a = update.acknowledgement;
-          this.step("acknowledgement", `${a.status}${a.error ? ` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : ""}${a.reason ? ` — ${a.reason}` : ""}`);
+          this.step("acknowledgement", esc`${a.status}` + (a.error ? esc` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : "") + (a.reason ? esc` — ${a.reason}` : ""));
         }
-        if (update.outcome) this.step("execute", `${update.reasonCode}: ${update.reason}`);
+        if (update.outcome) this.step("execute", esc`${update.reasonCode}: ${update.reason}`);
         return;
       case "verify":
-        if (update.verification) this.step("verification", `${update.verification.verdict} — ${update.verification.reason}`);
+        if (update.verification) this.step("verification", esc`${update.verification.verdict} — ${update.verification.reason}`);
         return;
       case "finish":
         return;
@@ -90,8 +117,9 @@ export class Printer {
     if (!a) return;
     this.line();
     this.line(this.paint("bold", "──────── approval card ────────"));
-    this.line(a.actionRequests[0].description);
-    if (a.lastRefusal) this.line(this.paint("red", `Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`));
+    // The card was escaped line by line when it was rendered; printed again, nothing in it may act on the terminal.
+    this.line(escapeRendered(a.actionRequests[0].description));
+    if (a.lastRefusal) this.line(this.paint("red", esc`Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`));
     this.line(this.paint("bold", "───────────────────────────────"));
   }
 
@@ -100,13 +128,14 @@ export class Printer {
     if (!q) return;
     this.line();
     this.line(this.paint("bold", "──────── question ────────"));
-    this.line(q.question);
+    this.line(escapeForTerminal(q.question));
     const props = (q.answerSchema["properties"] ?? {}) as Record<string, { type?: string; enum?: string[]; description?: string }>;
     for (const [name, p] of Object.entries(props)) {
-      this.line(`  ${name} (${p.enum ? `one of: ${p.enum.join(", ")}` : p.type})${p.description ? ` — ${p.description}` : ""}`);
+      const kind = p.enum ? `one of: ${p.enum.map(escapeForTerminal).join(", ")}` : escapeForTerminal(p.type);
+      this.line(esc`  ${name} (` + kind + `)` + (p.description ? esc` — ${p.description}` : ""));
     }
-    if (q.lastRefusal) this.line(this.paint("red", `Last answer refused: ${q.lastRefusal.reason}`));
-    this.line(`Answer with: npm run cli -- answer ${view.threadId} ${Object.keys(props).map((n) => `--set ${n}=<value>`).join(" ")}`);
+    if (q.lastRefusal) this.line(this.paint("red", esc`Last answer refused: ${q.lastRefusal.reason}`));
+    this.line(esc`Answer with: npm run cli -- answer ${view.threadId} ` + Object.keys(props).map((n) => esc`--set ${n}=<value>`).join(" "));
   }
 
   outcome(view: ThreadView): void {
@@ -114,19 +143,20 @@ export class Printer {
     if (!s?.outcome) return;
     const colour: Style = s.outcome === "VERIFIED" ? "green" : s.outcome === "NOT_EXECUTED" ? "yellow" : "red";
     this.line();
-    this.line(`${this.paint(["bold", colour], `OUTCOME ${s.outcome}`)} (${s.reasonCode})`);
-    this.line(`  reason: ${s.reason}`);
-    if (s.preRead) this.line(`  pre-read: ${s.preRead.verdict} at ${s.preRead.at}`);
-    if (s.invocation) this.line(`  invocation: update_task ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`);
-    if (s.acknowledgement) this.line(`  acknowledgement: ${s.acknowledgement.status} at ${s.acknowledgement.at}`);
+    this.line(`${this.paint(["bold", colour], esc`OUTCOME ${s.outcome}`)}` + esc` (${s.reasonCode})`);
+    this.line(esc`  reason: ${s.reason}`);
+    if (s.preRead) this.line(esc`  pre-read: ${s.preRead.verdict} at ${s.preRead.at}`);
+    if (s.invocation) this.line(esc`  invocation: update_task ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`);
+    if (s.acknowledgement) this.line(esc`  acknowledgement: ${s.acknowledgement.status} at ${s.acknowledgement.at}`);
     if (s.verification) {
-      this.line(`  verification: ${s.verification.verdict} at ${s.verification.at}`);
-      for (const f of s.verification.fields) this.line(`    ${f.field}: ${f.status} (expected ${JSON.stringify(f.expected)}, actual ${JSON.stringify(f.actual)})`);
+      this.line(esc`  verification: ${s.verification.verdict} at ${s.verification.at}`);
+      for (const f of s.verification.fields) this.line(esc`    ${f.field}: ${f.status} (expected ${JSON.stringify(f.expected)}, actual ${JSON.stringify(f.actual)})`);
     }
   }
 
+  /** Machine output: valid JSON, the data unchanged; characters a terminal would act on are \uXXXX escapes. */
   emitJson(value: unknown): void {
-    this.out.write(`${JSON.stringify(value, null, 2)}\n`);
+    this.out.write(`${stringifyJsonSafe(value)}\n`);
   }
 }
 

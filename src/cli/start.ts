@@ -10,6 +10,8 @@ import { openApp, startRun, submitDecision, type ThreadView } from "../app/threa
 import type { RequestScope } from "../hitl/records.js";
 import { Printer } from "./render.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
+import { esc } from "../text/escape.js";
+import { LIMITS, withinCap } from "./limits.js";
 
 export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 
@@ -29,10 +31,10 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
   try {
     const request = opts.request ?? DEMO_REQUEST;
     printer.line(printer.paint("bold", "action-envelope — the agent proposes, a human approves the exact change, code executes and verifies"));
-    printer.line(`model:   ${deps.modelLabel} (${config.model.chosenBecause})`);
-    printer.line(`portal:  ${deps.emulator ? `embedded Bitrix24 emulator at ${deps.portal} (state in ${config.dataDir}/emulator.sqlite)` : deps.portal}`);
-    printer.line(`data:    ${config.dataDir}`);
-    printer.line(`request: "${request}" (requested by ${opts.requestedBy})`);
+    printer.line(esc`model:   ${deps.modelLabel} (${config.model.chosenBecause})`);
+    printer.line(deps.emulator ? esc`portal:  embedded Bitrix24 emulator at ${deps.portal} (state in ${config.dataDir}/emulator.sqlite)` : esc`portal:  ${deps.portal}`);
+    printer.line(esc`data:    ${config.dataDir}`);
+    printer.line(esc`request: "${request}" (requested by ${opts.requestedBy})`);
     printer.line();
 
     let view = await startRun(app, { request, requestedBy: opts.requestedBy, ...(opts.scope ? { scope: opts.scope } : {}) }, { onStep: printer.onStep });
@@ -48,15 +50,15 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
       printer.card(view);
       if (!interactive) {
         printer.line("No terminal to ask at, so the approval stays waiting (durably, in SQLite). Approve exactly this envelope with:");
-        printer.line(`  npm run cli -- approve ${view.threadId} --hash ${view.approval!.envelopeHash} --as demo-approver`);
-        printer.line(`or reject it with: npm run cli -- reject ${view.threadId} --reason "..."`);
+        printer.line(esc`  npm run cli -- approve ${view.threadId} --hash ${view.approval!.envelopeHash} --as demo-approver`);
+        printer.line(esc`or reject it with: npm run cli -- reject ${view.threadId} --reason "..."`);
         return 0;
       }
       const resume = await ask(view);
       view = await submitDecision(app, view.threadId, resume, printer.onStep);
     }
     printer.outcome(view);
-    printer.line(`thread: ${view.threadId}`);
+    printer.line(esc`thread: ${view.threadId}`);
     return view.state?.outcome === "VERIFIED" ? 0 : 2;
   } finally {
     await app.close();
@@ -68,8 +70,8 @@ async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
   const answers: Record<string, string> = {};
   for (const [name, p] of Object.entries(props)) {
     answers[name] = p.enum
-      ? await select({ message: p.description ?? name, choices: p.enum.map((v) => ({ name: v, value: v })) })
-      : await input({ message: `${p.description ?? name} (${p.type})`, required: true });
+      ? await select({ message: esc`${p.description ?? name}`, choices: p.enum.map((v) => ({ name: esc`${v}`, value: v })) })
+      : await input({ message: esc`${p.description ?? name} (${p.type})`, required: true, validate: withinCap(name, LIMITS.setValue) });
   }
   return answers;
 }
@@ -77,23 +79,23 @@ async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
 async function ask(view: ThreadView) {
   const a = view.approval!;
   const choice = await select({
-    message: `Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
+    message: esc`Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
     choices: [
       { name: "approve exactly this envelope", value: "approve" as const },
       { name: "reject", value: "reject" as const },
       { name: "edit a field (creates a new revision to approve)", value: "edit" as const },
     ],
   });
-  const as = await input({ message: "Your approver id", default: "demo-approver" });
+  const as = await input({ message: "Your approver id", default: "demo-approver", validate: withinCap("approver id", LIMITS.id) });
   switch (choice) {
     case "approve":
       // The approver confirms the hash they were shown; it is sent as typed, not copied from the thread.
-      return approveDecision(view, { as, hash: await input({ message: "Envelope hash as shown on the card", default: a.envelopeHash }) });
+      return approveDecision(view, { as, hash: await input({ message: "Envelope hash as shown on the card", default: a.envelopeHash, validate: withinCap("hash", LIMITS.hash) }) });
     case "reject":
-      return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true }) });
+      return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
     case "edit": {
-      const field = await input({ message: "Field (UPPER_SNAKE, e.g. TITLE)", required: true });
-      const value = await input({ message: `New value for ${field}`, required: true });
+      const field = await input({ message: "Field (UPPER_SNAKE, e.g. TITLE)", required: true, validate: withinCap("field", LIMITS.id) });
+      const value = await input({ message: esc`New value for ${field}`, required: true, validate: withinCap("value", LIMITS.setValue) });
       return editDecision(view, { as, set: [`${field}=${value}`] });
     }
     default: {

@@ -22,6 +22,7 @@ import { openApp, recoverThread, sweepExpired, viewThread, type App, type SweepR
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { storageLabel } from "../store/backends.js";
 import { Printer } from "./render.js";
+import { esc } from "../text/escape.js";
 
 export interface RecoveryResult {
   threadId: string;
@@ -76,9 +77,9 @@ export async function workerRound(app: App): Promise<WorkerRound> {
 
 function print(printer: Printer, round: WorkerRound): void {
   if (printer.json) return printer.emitJson(round);
-  if (round.error) printer.line(`${round.at} round failed: ${round.error}`);
-  for (const s of round.swept) printer.line(`${round.at} swept ${s.threadId} ${s.result}: ${s.detail}`);
-  for (const r of round.recovered) printer.line(`${round.at} ${r.result} ${r.threadId}: ${r.detail}`);
+  if (round.error) printer.line(esc`${round.at} round failed: ${round.error}`);
+  for (const s of round.swept) printer.line(esc`${round.at} swept ${s.threadId} ${s.result}: ${s.detail}`);
+  for (const r of round.recovered) printer.line(esc`${round.at} ${r.result} ${r.threadId}: ${r.detail}`);
 }
 
 export function workerCommand(): Command {
@@ -102,7 +103,7 @@ export function workerCommand(): Command {
       process.once("SIGINT", onSignal);
       process.once("SIGTERM", onSignal);
       try {
-        if (!opts.json) printer.line(`worker ${process.pid}: storage ${storageLabel(config)}; portal ${app.deps.portal}; every ${interval}s`);
+        if (!opts.json) printer.line(esc`worker ${process.pid}: storage ${storageLabel(config)}; portal ${app.deps.portal}; every ${interval}s`);
         let failed = false;
         do {
           const round = await workerRound(app);

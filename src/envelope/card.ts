@@ -8,13 +8,12 @@
  */
 import { hashEnvelope, type Envelope } from "./envelope.js";
 import { CHANGE_MARKER_FIELD } from "./fields.js";
+import { escapeLine, marker, type Finding } from "../text/escape.js";
+
+// The escaping itself is shared with everything else that prints data (src/text/escape.ts).
+export { marker };
 
 export type CardFormat = "text" | "markdown";
-
-interface Finding {
-  kind: "bidi control" | "invisible character" | "control character" | "unusual space" | "line separator" | "variation selector" | "private-use or unassigned character" | "unpaired surrogate";
-  codePoint: number;
-}
 
 const NAMES: Record<number, string> = {
   0x0000: "NULL", 0x0009: "CHARACTER TABULATION", 0x000d: "CARRIAGE RETURN", 0x001b: "ESCAPE", 0x007f: "DELETE",
@@ -28,50 +27,6 @@ const NAMES: Record<number, string> = {
   0x2069: "POP DIRECTIONAL ISOLATE", 0x2800: "BRAILLE PATTERN BLANK", 0x3000: "IDEOGRAPHIC SPACE", 0x3164: "HANGUL FILLER",
   0xfeff: "ZERO WIDTH NO-BREAK SPACE", 0xffa0: "HALFWIDTH HANGUL FILLER",
 };
-
-const BIDI = new Set([0x061c, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]);
-/** Letters and marks that render as nothing; categories alone do not catch them. */
-const INVISIBLE_OTHER = new Set([0x034f, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x2800, 0x3164, 0xffa0]);
-const MARKER_OPEN = 0x27e8;
-
-function classify(cp: number, ch: string): Finding["kind"] | undefined {
-  if (cp >= 0x20 && cp <= 0x7e) return undefined; // printable ASCII: the common case, no regex needed
-  if (cp >= 0xd800 && cp <= 0xdfff) return "unpaired surrogate";
-  if (BIDI.has(cp)) return "bidi control";
-  if ((cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 && cp <= 0xe01ef) || (cp >= 0x180b && cp <= 0x180f && cp !== 0x180e)) return "variation selector";
-  if (cp === 0x2028 || cp === 0x2029) return "line separator";
-  if (/\p{Cc}/u.test(ch)) return "control character";
-  if (/\p{Cf}/u.test(ch) || INVISIBLE_OTHER.has(cp)) return "invisible character";
-  if (/\p{Zs}/u.test(ch) && cp !== 0x20) return "unusual space";
-  if (/\p{Co}|\p{Cn}/u.test(ch)) return "private-use or unassigned character";
-  return undefined;
-}
-
-export function marker(cp: number): string {
-  return `⟨U+${cp.toString(16).toUpperCase().padStart(4, "0")}⟩`;
-}
-
-/**
- * Escapes one line of a value (no line breaks kept: a line feed becomes a marker, as in inline values).
- * Returns the escaped text and what was found. Trailing spaces become markers.
- */
-function escapeLine(line: string, findings: Finding[]): string {
-  let out = "";
-  for (const ch of line) {
-    const cp = ch.codePointAt(0)!;
-    // A literal "⟨" and a line feed inside an inline value are shown as markers without a warning.
-    if (cp === MARKER_OPEN || cp === 0x0a) {
-      out += marker(cp);
-      continue;
-    }
-    const kind = classify(cp, ch);
-    if (kind) {
-      findings.push({ kind, codePoint: cp });
-      out += marker(cp);
-    } else out += ch;
-  }
-  return out;
-}
 
 /** Replaces the run of trailing U+0020 at the end of an (already escaped) line with markers. */
 function markTrailingSpaces(line: string): { text: string; count: number } {
@@ -208,7 +163,8 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat): { tex
   const meta = (label: string, v: string) => {
     const r = renderValue(v, label);
     warnings.push(...r.warnings);
-    return r.lines[0]!.slice(1, -1);
+    // A header value is one line: a value with line breaks is shown whole, each break as its marker.
+    return r.block ? r.lines.join(marker(0x0a)) : r.lines[0]!.slice(1, -1);
   };
   const ttlMin = Math.round((Date.parse(e.expiresAt) - Date.parse(e.createdAt)) / 60000);
   const header = [

@@ -2,8 +2,14 @@
  * The readable form of a case record for `audit show`: first page (overrides on top), then every
  * evidence object in order, then the thread's audit records with their hashes. Nothing is cut except
  * raw target answers, whose size is given (the export and `--json` carry them whole).
+ *
+ * Every value from the record is data (ids, reasons, requests, model-built parameters, audit fields
+ * someone may have edited) and is escaped for the terminal as it is put into a line (`esc`): controls,
+ * escape sequences, bidi and invisible characters appear as ⟨U+XXXX⟩ and cannot start a new line.
+ * The card as shown was escaped when it was rendered; its lines are only checked again.
  */
 import type { FieldCheck } from "../envelope/index.js";
+import { esc, escapeRendered } from "../text/escape.js";
 import type { CaseRecord, EvidenceObject } from "./bundle.js";
 
 export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
@@ -12,55 +18,55 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   const p = c.firstPage;
   const rule = "─".repeat(72);
 
-  line(`CASE RECORD  thread ${p.threadId}  (${p.status})`);
+  line(esc`CASE RECORD  thread ${p.threadId}  (${p.status})`);
   line(rule);
   if (p.overrides.length === 0) line("OVERRIDES:     none; every policy gate held");
   else {
     line(`OVERRIDES:     ${p.overrides.length} POLICY GATE${p.overrides.length > 1 ? "S" : ""} OVERRIDDEN`);
     for (const o of p.overrides) {
-      line(`  ! ${o.gate} passed by ${o.by} (${o.verifiedBy}) at ${o.at}, revision ${o.revision}`);
-      line(`    reason: ${o.reason}`);
+      line(esc`  ! ${o.gate} passed by ${o.by} (${o.verifiedBy}) at ${o.at}, revision ${o.revision}`);
+      line(esc`    reason: ${o.reason}`);
     }
   }
-  line(`Requested by:  ${p.requestedBy ?? "(unknown)"}${p.request !== null ? ` — "${p.request}"` : ""}`);
-  line(`Risk:          ${p.risk ? `${p.risk.level} / ${p.risk.reversibility}` : "(not classified)"}`);
+  line(esc`Requested by:  ${p.requestedBy ?? "(unknown)"}` + (p.request !== null ? esc` — "${p.request}"` : ""));
+  line(`Risk:          ${p.risk ? esc`${p.risk.level} / ${p.risk.reversibility}` : "(not classified)"}`);
   if (p.what) {
-    line(`What:          ${p.what.operation} task ${p.what.taskId ?? "?"} ${JSON.stringify(p.what.params)}`);
-    line(`Envelope:      ${p.what.envelopeHash ?? "(none built)"}${p.what.envelopeHash ? ` (revision ${p.what.revision})` : ""}`);
+    line(esc`What:          ${p.what.operation} task ${p.what.taskId ?? "?"} ${JSON.stringify(p.what.params)}`);
+    line(`Envelope:      ${p.what.envelopeHash ? esc`${p.what.envelopeHash} (revision ${p.what.revision})` : "(none built)"}`);
   } else line("What:          (no proposal)");
   line(
     `Decided by:    ${
       p.decidedBy
-        ? `${p.decidedBy.id} — ${p.decidedBy.decision} (${p.decidedBy.verifiedBy}), decided ${p.decidedBy.decidedAt ?? "?"}, accepted ${p.decidedBy.acceptedAt}`
+        ? esc`${p.decidedBy.id} — ${p.decidedBy.decision} (${p.decidedBy.verifiedBy}), decided ${p.decidedBy.decidedAt ?? "?"}, accepted ${p.decidedBy.acceptedAt}`
         : "(no accepted decision)"
     }`,
   );
-  line(`Refused:       ${p.refusedDecisions} decision${p.refusedDecisions === 1 ? "" : "s"}`);
-  line(`Policy:        ${p.policy ? `${p.policy.id}@${p.policy.version}` : "(unknown)"}`);
+  line(esc`Refused:       ${p.refusedDecisions} decision` + (p.refusedDecisions === 1 ? "" : "s"));
+  line(`Policy:        ${p.policy ? esc`${p.policy.id}@${p.policy.version}` : "(unknown)"}`);
   if (p.outcome) {
-    line(`Outcome:       ${p.outcome.outcome} (${p.outcome.reasonCode}) at ${p.outcome.finishedAt ?? "?"}`);
-    line(`               ${p.outcome.reason}`);
+    line(esc`Outcome:       ${p.outcome.outcome} (${p.outcome.reasonCode}) at ${p.outcome.finishedAt ?? "?"}`);
+    line(esc`               ${p.outcome.reason}`);
   } else line("Outcome:       (not ended)");
   if (p.flags) {
     for (const [name, value] of Object.entries(p.flags)) {
       const why = p.flagReasons?.[name as keyof typeof p.flags];
-      line(`  ${name.padEnd(22)} ${String(value).padEnd(5)}${why ? ` ${why}` : ""}`);
+      line(esc`  ${name.padEnd(22)} ${String(value).padEnd(5)}` + (why ? esc` ${why}` : ""));
     }
   }
   const a = c.auditChain;
   line(
     `Audit chain:   ${a.intact ? "intact" : "BROKEN"}; ${a.threadRecords.length} record${a.threadRecords.length === 1 ? "" : "s"} for this thread, ${a.recordsInLog} in the log` +
-      (a.head ? `; head seq ${a.head.seq} ${a.head.hash}` : ""),
+      (a.head ? esc`; head seq ${a.head.seq} ${a.head.hash}` : ""),
   );
-  if (a.problem) line(`               ${a.problem}`);
+  if (a.problem) line(esc`               ${a.problem}`);
 
   line();
   line("EVIDENCE");
   line(rule);
   if (evidence.length === 0) line("(none)");
   for (const e of evidence) {
-    line(`[${e.name}] ${e.at}`);
-    line(`  ${e.summary}`);
+    line(esc`[${e.name}] ${e.at}`);
+    line(esc`  ${e.summary}`);
     for (const detail of details(e)) line(`  ${detail}`);
   }
 
@@ -68,31 +74,33 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   line("AUDIT RECORDS (this thread)");
   line(rule);
   for (const r of c.auditRecords) {
-    const extra = r.refusal ? ` ${r.refusal.code}` : r.outcome ? ` ${r.outcome.outcome}/${r.outcome.reasonCode}` : r.approver ? ` ${r.approver.decision} by ${r.approver.id}` : "";
-    line(`#${r.seq} ${r.at} ${r.event} rev ${r.revision}${extra}${r.override ? ` OVERRIDE ${r.override.gate}` : ""}`);
-    line(`    hash ${r.hash}  prev ${r.prevHash}`);
+    const extra = r.refusal ? esc` ${r.refusal.code}` : r.outcome ? esc` ${r.outcome.outcome}/${r.outcome.reasonCode}` : r.approver ? esc` ${r.approver.decision} by ${r.approver.id}` : "";
+    line(esc`#${r.seq} ${r.at} ${r.event} rev ${r.revision}` + extra + (r.override ? esc` OVERRIDE ${r.override.gate}` : ""));
+    line(esc`    hash ${r.hash}  prev ${r.prevHash}`);
   }
   return `${lines.join("\n")}\n`;
 }
 
+/** Display lines for one evidence object, each already escaped. */
 function details(e: EvidenceObject): string[] {
   const d = e.data;
   switch (e.kind) {
     case "approval_request":
-      return ["card as shown:", ...String(d["card"]).split("\n").map((l) => `  | ${l}`)];
+      // Rendered (and escaped) by the card renderer: its line breaks are real, its markers are kept.
+      return ["card as shown:", ...escapeRendered(String(d["card"])).split("\n").map((l) => `  | ${l}`)];
     case "decision":
-      return [`received: ${JSON.stringify(d["received"])}`];
+      return [esc`received: ${JSON.stringify(d["received"])}`];
     case "pre_read":
     case "post_write_read":
-      return [...fieldLines(d["fields"] as FieldCheck[] | undefined), `raw answer: ${JSON.stringify(d["raw"]).length} bytes of JSON (whole in --json and the export)`];
+      return [...fieldLines(d["fields"] as FieldCheck[] | undefined), `raw answer: ${String(JSON.stringify(d["raw"])?.length ?? 0)} bytes of JSON (whole in --json and the export)`];
     case "invocation":
-      return [`args: ${JSON.stringify(d["args"])}`, `sent at ${String(d["sentAt"])}, idempotency key ${String(d["idempotencyKey"])}`];
+      return [esc`args: ${JSON.stringify(d["args"])}`, esc`sent at ${String(d["sentAt"])}, idempotency key ${String(d["idempotencyKey"])}`];
     case "acknowledgement":
-      return [`raw: ${JSON.stringify(d["body"] ?? d["error"] ?? d["reason"] ?? null).slice(0, 400)}`];
+      return [esc`raw: ${(JSON.stringify(d["body"] ?? d["error"] ?? d["reason"] ?? null) ?? "null").slice(0, 400)}`];
     case "outcome": {
       const because = d["because"] as Record<string, string> | undefined;
       return ["sideEffectAttempted", "sideEffectVerified", "causalClaimAllowed", "duplicateClaimAllowed"].map(
-        (f) => `${f}=${String(d[f])}${because?.[f] ? ` — ${because[f]}` : ""}`,
+        (f) => esc`${f}=${String(d[f])}` + (because?.[f] ? esc` — ${because[f]}` : ""),
       );
     }
     default: {
@@ -104,6 +112,6 @@ function details(e: EvidenceObject): string[] {
 
 function fieldLines(fields: FieldCheck[] | undefined): string[] {
   return (fields ?? []).map(
-    (f) => `${f.field}: ${f.status}${f.expected !== undefined ? ` (expected ${JSON.stringify(f.expected)}` : " ("}${f.actual !== undefined ? `, actual ${JSON.stringify(f.actual)})` : ")"}`,
+    (f) => esc`${f.field}: ${f.status}` + (f.expected !== undefined ? esc` (expected ${JSON.stringify(f.expected)}` : " (") + (f.actual !== undefined ? esc`, actual ${JSON.stringify(f.actual)})` : ")"),
   );
 }
