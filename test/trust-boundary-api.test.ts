@@ -69,6 +69,7 @@ let server: ChildProcess | undefined;
 let serverGroup: number | undefined;
 let seenPids: number[] = [];
 let client: Client;
+let serverUrl = "";
 let stdout = "";
 let stderr = "";
 
@@ -110,6 +111,7 @@ beforeAll(async () => {
   seenPids = tree.map((p) => p.pid);
   serverGroup = tree.find((p) => p.pgid === p.pid)?.pid;
   client = new Client({ apiUrl });
+  serverUrl = apiUrl;
 }, 180_000);
 
 afterAll(async () => {
@@ -439,9 +441,15 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
   it("row 12: a resume value nested 5,000 deep and one of 2 MB are refused MALFORMED; the thread stays readable and a valid approval works", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row twelve title");
     const mark = await writeMark(portal);
-    let deep: unknown = "bottom";
-    for (let i = 0; i < 5_000; i++) deep = { d: deep };
-    const deepRun = await run(threadId, { command: { resume: { decisions: [deep] } } });
+    // Built as text: JSON.stringify in this process would overflow its own stack before sending
+    // (the SDK serialises the body with it), and the point is what the server does with it.
+    const deepText = `{"decisions":[${'{"d":'.repeat(5_000)}"bottom"${"}".repeat(5_000)}]}`;
+    const deepRes = await fetch(`${serverUrl}/threads/${threadId}/runs/wait`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: `{"assistant_id":"${GRAPH_ID}","command":{"resume":${deepText}}}`,
+    });
+    const deepRun = `HTTP ${deepRes.status} ${(await deepRes.text()).slice(0, 300)}`;
     const afterDeep = await payloadOf(threadId); // throws (HTTP 500) when the thread became unreadable
     expectRegistered(afterDeep, p);
     expect.soft(afterDeep?.lastRefusal?.code, `the run answered: ${String(deepRun).slice(0, 300)}`).toBe("MALFORMED");

@@ -55,3 +55,25 @@ export function boundedForEvidence(value: unknown, check: BoundsCheck = checkBou
     first: text.slice(0, 512),
   };
 }
+
+/** Marks a resume value that broke the bounds; only its evidence summary goes into graph state. */
+export interface OutOfBounds {
+  outOfBounds: string;
+  evidence: unknown;
+}
+
+/**
+ * What a pause node keeps of the value it was resumed with: the value itself when within bounds,
+ * otherwise a summary, so no oversized or deeply nested value ever reaches a checkpoint channel or a
+ * stream (where serialisers recurse and would fail, leaving the thread unreadable).
+ */
+export function admitResume(value: unknown): unknown {
+  const check = checkBounds(value);
+  if (check.ok) return value;
+  const out: OutOfBounds = { outOfBounds: check.reason, evidence: boundedForEvidence(value, check) };
+  return out;
+}
+
+export function isOutOfBounds(value: unknown): value is OutOfBounds {
+  return typeof value === "object" && value !== null && typeof (value as OutOfBounds).outOfBounds === "string" && "evidence" in value && Object.keys(value).length === 2;
+}

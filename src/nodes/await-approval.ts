@@ -4,6 +4,7 @@ import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { admitResume } from "../hitl/bounds.js";
 
 /**
  * The pause. This node re-runs from its first line on resume, so nothing before `interrupt()` may
@@ -17,5 +18,5 @@ export async function awaitApproval(state: State, config: LangGraphRunnableConfi
   if (refused) return refused;
   const authUser = authenticatedIdentity(config.configurable);
   const decision: unknown = interrupt(approvalRequestFrom(gate.action!, authUser ? { approverId: authUser } : {}));
-  return { pendingDecision: decision };
+  return { pendingDecision: admitResume(decision) };
 }

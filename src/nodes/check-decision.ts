@@ -10,7 +10,7 @@ import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-recor
 import { DecisionNotAcceptedError } from "../errors.js";
 import type { ActionProgress, ActionRow } from "../store/action-machine.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
-import { boundedForEvidence, checkBounds } from "../hitl/bounds.js";
+import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 
 /**
  * Deterministic validation of the human's answer against the action the journal registered — its
@@ -34,8 +34,9 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const now = deps.clock();
   const authUser = authenticatedIdentity(config.configurable);
   const incoming: unknown = state.pendingDecision;
-  const bounds = checkBounds(incoming);
-  const raw = boundedForEvidence(incoming, bounds);
+  // await_approval admitted only a summary of a value past the bounds; anything else is checked here too.
+  const bounds = isOutOfBounds(incoming) ? { ok: false as const, reason: incoming.outOfBounds } : checkBounds(incoming);
+  const raw = isOutOfBounds(incoming) ? incoming.evidence : boundedForEvidence(incoming, bounds);
 
   const refuse = async (code: string, reason: string, counted: boolean): Promise<Update> => {
     const at = now.toISOString();
