@@ -1,0 +1,111 @@
+/**
+ * The action state machine (src/store/action-machine.ts), pure: properties over every phase and
+ * every sequence of moves, and the agreement between "where the journal says a thread is" and
+ * "which node may act there" that keeps `resync` from ever bouncing between two refusing nodes.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { canMove, emptyProgress, isFinal, nextFromJournal, PHASES, TRANSITIONS, type ActionRow, type Phase, type ThreadRecord } from "../src/store/action-machine.js";
+import { allowedAt } from "../src/hitl/journal-gate.js";
+
+const ORDER: Phase[] = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified"];
+
+describe("transitions", () => {
+  it("closed and superseded are final; every other phase can be closed", () => {
+    expect(PHASES.filter(isFinal).sort()).toEqual(["closed", "superseded"]);
+    for (const p of PHASES.filter((x) => !isFinal(x))) expect(canMove(p, "closed"), p).toBe(true);
+  });
+
+  it("the execution path only moves forward, one step at a time: no step can be skipped or repeated", () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...ORDER), fc.constantFrom(...ORDER), (from, to) => {
+        const forwardByOne = ORDER.indexOf(to) === ORDER.indexOf(from) + 1;
+        expect(canMove(from, to)).toBe(forwardByOne);
+      }),
+    );
+  });
+
+  it("any sequence of attempted moves reaches `intent` at most once, and only through a recorded pre-read", () => {
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...PHASES), { maxLength: 40 }), (attempts) => {
+        let phase: Phase = "registered";
+        const visited: Phase[] = [phase];
+        for (const to of attempts) {
+          if (canMove(phase, to)) {
+            phase = to;
+            visited.push(to);
+          }
+        }
+        expect(visited.filter((p) => p === "intent").length).toBeLessThanOrEqual(1);
+        const i = visited.indexOf("intent");
+        if (i >= 0) expect(visited.slice(0, i)).toEqual(["registered", "decided", "pre_read"]);
+        // Once final, nothing moves it again.
+        const f = visited.findIndex(isFinal);
+        if (f >= 0) expect(visited.length).toBe(f + 1);
+      }),
+    );
+  });
+
+  it("superseding is possible only before a pre-read: an approved action that was checked against the portal can only be executed or closed", () => {
+    for (const p of PHASES) expect(canMove(p, "superseded"), p).toBe(p === "registered" || p === "decided");
+    expect(TRANSITIONS.pre_read).toEqual(["intent", "closed"]);
+  });
+});
+
+const decisions = [undefined, "approve", "reject", "edit", "cancel", "expire"] as const;
+
+function row(phase: Phase, decision: (typeof decisions)[number], flags: { revise: boolean; escalate: boolean }): ActionRow {
+  const progress = emptyProgress();
+  if (decision) {
+    progress.decision = {
+      type: decision,
+      envelopeHash: "sha256:x",
+      nonce: "n",
+      revision: 1,
+      approverId: "a",
+      verifiedBy: "self_declared",
+      decidedAt: "t",
+      acceptedAt: "t",
+      raw: null,
+      ...(decision === "reject" ? { revise: flags.revise } : {}),
+      ...(decision === "expire" && flags.escalate ? { escalateTo: "leads" } : {}),
+    };
+  }
+  return { phase, progress } as ActionRow;
+}
+
+describe("where the journal says a thread is, and who may act there", () => {
+  it("the node the journal names next is always allowed to act at that point (resync cannot loop)", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...PHASES),
+        fc.constantFrom(...decisions),
+        fc.boolean(),
+        fc.boolean(),
+        fc.boolean(),
+        fc.boolean(),
+        (phase, decision, revise, escalate, hasAction, threadClosed) => {
+          const thread = { closed: threadClosed ? { outcome: "NOT_EXECUTED" } : null } as ThreadRecord;
+          const next = nextFromJournal(thread, hasAction ? row(phase, decision, { revise, escalate }) : undefined);
+          const target = next ?? "agent";
+          expect(allowedAt(next)).toContain(target);
+        },
+      ),
+    );
+  });
+
+  it("execution is reachable only from the journal's own pre-read, and the write node never from a waiting or ended thread", () => {
+    for (const phase of PHASES) {
+      for (const d of decisions) {
+        const next = nextFromJournal(undefined, row(phase, d, { revise: true, escalate: true }));
+        const mayExecute = allowedAt(next).includes("execute");
+        expect(mayExecute, `${phase}/${d}`).toBe(phase === "pre_read" || phase === "intent" || phase === "acknowledged");
+      }
+    }
+    expect(allowedAt(nextFromJournal({ closed: { outcome: "VERIFIED" } } as ThreadRecord, row("pre_read", "approve", { revise: false, escalate: false })))).toEqual(["finish"]);
+  });
+
+  it("a waiting approval can be acted on only by the pause and the decision check", () => {
+    expect(allowedAt(nextFromJournal(undefined, row("registered", undefined, { revise: false, escalate: false })))).toEqual(["await_approval", "check_decision"]);
+  });
+});

@@ -1,0 +1,125 @@
+/**
+ * The journal's seal (issue: data-directory tampering). Registered rows carry an HMAC under a key kept
+ * outside the data directory; a row edited by someone without the key is refused, audited, and its
+ * action closed, with no write. Real parts throughout: emulator over HTTP, MCP over stdio, SQLite.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { loadConfig } from "../src/config/env.js";
+import { loadJournalKey } from "../src/store/journal-key.js";
+import { ConfigError } from "../src/errors.js";
+import { envFor, openTestApp, ROOT, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+
+const TITLE = "SEALED TITLE";
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+const sqlite = !process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"];
+
+async function waiting(): Promise<ThreadView> {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE })) });
+  const view = await startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
+  expect(view.status).toBe("awaiting_approval");
+  return view;
+}
+
+function approve(view: ThreadView) {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+}
+
+describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
+  it("an edited registered envelope fails its MAC: refused, audited as tampering, the action closed, nothing written", async () => {
+    const view = await waiting();
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      const r = db.prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?").get(view.approval!.envelopeHash) as { registered_json: string };
+      const edited = JSON.parse(r.registered_json);
+      edited.envelope.params.TITLE = "EDITED IN THE DATA DIRECTORY";
+      edited.card = edited.card.replace(TITLE, "EDITED IN THE DATA DIRECTORY");
+      db.prepare("UPDATE actions SET registered_json = ? WHERE envelope_hash = ?").run(JSON.stringify(edited), view.approval!.envelopeHash);
+    } finally {
+      db.close();
+    }
+    const done = await submitDecision(app!, view.threadId, approve(view));
+    expect(done.status).toBe("finished");
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(done.state?.reasonCode).toBe("ENVELOPE_TAMPERED");
+    expect(await portal.writes()).toHaveLength(0);
+    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    expect(records.filter((x) => x.event === "tamper_detected").map((x) => x.refusal?.reason)).toContainEqual(expect.stringContaining("does not verify against its MAC"));
+    expect(records.at(-1)).toMatchObject({ event: "run_ended", outcome: { outcome: "NOT_EXECUTED", reasonCode: "ENVELOPE_TAMPERED", flags: { sideEffectAttempted: false, sideEffectVerified: false } } });
+  });
+
+  it("re-sealing needs the key: a row copied from another thread does not verify either", async () => {
+    const first = await waiting();
+    await app!.close();
+    app = undefined;
+    const second = await waiting();
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      // Move the first thread's sealed row (and its MAC) under the second thread: the seal covers the thread id.
+      const r = db.prepare("SELECT registered_json, mac FROM actions WHERE envelope_hash = ?").get(first.approval!.envelopeHash) as { registered_json: string; mac: string };
+      db.prepare("UPDATE actions SET registered_json = ?, mac = ? WHERE envelope_hash = ?").run(r.registered_json, r.mac, second.approval!.envelopeHash);
+    } finally {
+      db.close();
+    }
+    const done = await submitDecision(app!, second.threadId, approve(second));
+    expect(done.state?.reasonCode).toBe("ENVELOPE_TAMPERED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
+describe("the journal key", () => {
+  it("is created on first use outside the data directory, mode 0600, with a message naming it; the same key is read back", () => {
+    const dir = tempDir("ae-key-");
+    const file = path.join(dir, "nested", "journal.key");
+    const config = loadConfig({ ACTION_ENVELOPE_DATA_DIR: path.join(dir, "data"), ACTION_ENVELOPE_JOURNAL_KEY_FILE: file }, ROOT);
+    const said: string[] = [];
+    const key = loadJournalKey(config, (l) => said.push(l));
+    expect(key.length).toBe(32);
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    expect(said).toEqual([expect.stringContaining(file)]);
+    expect(loadJournalKey(config, (l) => said.push(l)).equals(key)).toBe(true);
+    expect(said).toHaveLength(1);
+  });
+
+  it("is refused inside the data directory, and a short or malformed key is refused with the variable's name", () => {
+    const dir = tempDir("ae-key-");
+    const inside = loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: path.join(dir, "journal.key") }, ROOT);
+    expect(() => loadJournalKey(inside, () => {})).toThrow(ConfigError);
+    expect(() => loadJournalKey(inside, () => {})).toThrow(/inside the data directory/);
+    expect(fs.existsSync(path.join(dir, "journal.key"))).toBe(false);
+    expect(() => loadConfig({ ACTION_ENVELOPE_JOURNAL_KEY: "c2hvcnQ=" }, ROOT)).toThrow(/ACTION_ENVELOPE_JOURNAL_KEY must be at least 32 bytes/);
+    const short = path.join(dir, "..", `${path.basename(dir)}-short.key`);
+    fs.writeFileSync(short, "c2hvcnQ=\n");
+    expect(() => loadJournalKey(loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: short }, ROOT), () => {})).toThrow(/at least 32 bytes/);
+  });
+
+  it.skipIf(!sqlite)("a process with another key cannot use approvals sealed under the first: refused, never executed", async () => {
+    const view = await waiting();
+    await app!.close();
+    app = undefined;
+    const other = envFor(portal, dataDir, { ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.other.key` });
+    const r = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"], other);
+    expect(r.stderr).toContain(`${dataDir}.other.key`); // the new key's creation is announced
+    expect(r.code).toBe(2);
+    expect(r.stdout + r.stderr).toContain("ENVELOPE_TAMPERED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
