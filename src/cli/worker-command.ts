@@ -9,11 +9,10 @@
  * mid-run) is left alone and looked at again next round. A run that already sent its write is
  * finished from the journal's write-ahead entry, never by sending the write again.
  *
- * Candidates for recovery come from the approvals index: an approval stays "pending" there from the
- * moment it is requested until the run's final step closes it, so every run that stopped after the
- * approval was shown (including mid-execution) is found. Not found: a run that died before its first
- * approval request (nothing was written; start it again) or inside the final step after it closed
- * the index (`recover <thread>` finishes it).
+ * Candidates for recovery come from the journal: every thread whose action is not yet closed
+ * (waiting, decided, or stopped mid-execution), plus approvals an older version indexed as pending.
+ * Not found: a run that died before its first approval request (nothing was written; start it again)
+ * or inside the final step after it closed the action (`recover <thread>` finishes it).
  */
 import { Command } from "commander";
 import { loadConfig } from "../config/env.js";
@@ -40,7 +39,7 @@ export interface WorkerRound {
 
 /** Finishes every indexed run that stopped between steps and that no live process is driving. */
 export async function recoverInterrupted(app: App): Promise<RecoveryResult[]> {
-  const threadIds = [...new Set((await app.deps.journal.listApprovals("pending")).map((a) => a.threadId))];
+  const threadIds = [...new Set([...(await app.deps.journal.listOpenThreads()), ...(await app.deps.journal.listApprovals("pending")).map((a) => a.threadId)])];
   const results: RecoveryResult[] = [];
   for (const threadId of threadIds) {
     const view = await viewThread(app, threadId);
