@@ -6,6 +6,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { UsageError } from "../errors.js";
 import { API_ROLES, newApiToken, type ApiRole } from "../auth/tokens.js";
+import { esc, stringifyJsonSafe } from "../text/escape.js";
 
 const role = (value: string, previous: ApiRole[] = []): ApiRole[] => {
   if (!(API_ROLES as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${API_ROLES.join(", ")}, got "${value}"`);
@@ -26,12 +27,12 @@ export function apiTokenCommand(): Command {
         throw new UsageError(`--identity: ${(e as Error).message}`);
       }
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify(made)}\n`);
+        process.stdout.write(`${stringifyJsonSafe(made, 0)}\n`);
         return;
       }
       process.stdout.write(
-        `token (give it to ${made.entry.identity}; it is shown once and stored nowhere):\n  ${made.token}\n` +
-          `entry for the "tokens" array of the ACTION_ENVELOPE_API_TOKENS file:\n  ${JSON.stringify(made.entry)}\n`,
+        esc`token (give it to ${made.entry.identity}; it is shown once and stored nowhere):` +
+          `\n  ${made.token}\nentry for the "tokens" array of the ACTION_ENVELOPE_API_TOKENS file:\n  ${stringifyJsonSafe(made.entry, 0)}\n`,
       );
     });
 }
