@@ -1,13 +1,13 @@
 /**
  * The journal's seal (issue: data-directory tampering). Registered rows carry an HMAC under a key kept
- * outside the data directory; a row edited by someone without the key is refused, audited, and its
- * action closed, with no write. Real parts throughout: emulator over HTTP, MCP over stdio, SQLite.
+ * outside the data directory; a row edited by someone without the key is refused and audited, with no
+ * write and nothing else changed. Real parts throughout: emulator over HTTP, MCP over stdio, SQLite.
  */
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
 import { loadConfig } from "../src/config/env.js";
 import { loadJournalKey } from "../src/store/journal-key.js";
 import { ConfigError } from "../src/errors.js";
@@ -44,7 +44,7 @@ function approve(view: ThreadView) {
 }
 
 describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
-  it("an edited registered envelope fails its MAC: refused, audited as tampering, the action closed, nothing written", async () => {
+  it("an edited registered envelope fails its MAC: refused, audited as tampering, nothing written", async () => {
     const view = await waiting();
     const db = new Database(path.join(dataDir, "journal.sqlite"));
     try {
@@ -56,14 +56,15 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     } finally {
       db.close();
     }
-    const done = await submitDecision(app!, view.threadId, approve(view));
-    expect(done.status).toBe("finished");
-    expect(done.state?.outcome).toBe("NOT_EXECUTED");
-    expect(done.state?.reasonCode).toBe("ENVELOPE_TAMPERED");
+    // Refused, audited, and nothing changed: the approval is not closed by a process that cannot tell
+    // an edited row from a wrong key; it can simply never be executed as edited.
+    await expect(submitDecision(app!, view.threadId, approve(view))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED" });
     expect(await portal.writes()).toHaveLength(0);
     const records = await app!.deps.audit.records({ threadId: view.threadId });
     expect(records.filter((x) => x.event === "tamper_detected").map((x) => x.refusal?.reason)).toContainEqual(expect.stringContaining("does not verify against its MAC"));
-    expect(records.at(-1)).toMatchObject({ event: "run_ended", outcome: { outcome: "NOT_EXECUTED", reasonCode: "ENVELOPE_TAMPERED", flags: { sideEffectAttempted: false, sideEffectVerified: false } } });
+    expect(records.map((x) => x.event)).not.toContain("decision_accepted");
+    const still = await viewThread(app!, view.threadId);
+    expect(still.status).toBe("awaiting_approval");
   });
 
   it("re-sealing needs the key: a row copied from another thread does not verify either", async () => {
@@ -79,8 +80,7 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     } finally {
       db.close();
     }
-    const done = await submitDecision(app!, second.threadId, approve(second));
-    expect(done.state?.reasonCode).toBe("ENVELOPE_TAMPERED");
+    await expect(submitDecision(app!, second.threadId, approve(second))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED" });
     expect(await portal.writes()).toHaveLength(0);
   });
 });
@@ -111,7 +111,7 @@ describe("the journal key", () => {
     expect(() => loadJournalKey(loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: short }, ROOT), () => {})).toThrow(/at least 32 bytes/);
   });
 
-  it.skipIf(!sqlite)("a process with another key cannot use approvals sealed under the first: refused, never executed", async () => {
+  it.skipIf(!sqlite)("a process with another key cannot use approvals sealed under the first: refused, never executed, and the approval is left for the right key", async () => {
     const view = await waiting();
     await app!.close();
     app = undefined;
@@ -119,7 +119,11 @@ describe("the journal key", () => {
     const r = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"], other);
     expect(r.stderr).toContain(`${dataDir}.other.key`); // the new key's creation is announced
     expect(r.code).toBe(2);
-    expect(r.stdout + r.stderr).toContain("ENVELOPE_TAMPERED");
+    expect(r.stdout + r.stderr).toContain("INTEGRITY_CHECK_FAILED");
     expect(await portal.writes()).toHaveLength(0);
+    // The process with the right key still can.
+    const ok = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"], envFor(portal, dataDir));
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(await portal.writes()).toHaveLength(1);
   });
 });

@@ -225,7 +225,8 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
 
     // Two workers, each with a data directory of its own (as on other hosts), sharing only the database.
     const schema = { ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir) };
-    const workers = [tempDir(), tempDir()].map((dir) => new Spawned(CLI, ["worker", "--interval", "0.3"], envFor(portal, dir, schema)));
+    // Other hosts: their own data directories, the shared database, and the same journal key (as every process sharing a journal must).
+    const workers = [tempDir(), tempDir()].map((dir) => new Spawned(CLI, ["worker", "--interval", "0.3"], envFor(portal, dir, { ...schema, ACTION_ENVELOPE_JOURNAL_KEY_FILE: env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]! })));
     started.push(...workers);
     const recovered = await Promise.race(workers.map((w) => w.line("the recovery", (l) => (l.includes(`recovered ${view.threadId}`) ? l : undefined))));
     expect(recovered).toMatch(/INCONCLUSIVE/);
@@ -259,7 +260,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
   it("a pending approval created by one process is approved through another process on another connection", async () => {
     const title = "APPROVED ELSEWHERE";
     const otherDir = tempDir();
-    const elsewhere = envFor(portal, otherDir, { ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir) });
+    const elsewhere = envFor(portal, otherDir, { ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir), ACTION_ENVELOPE_JOURNAL_KEY_FILE: env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]! });
 
     const run = await runCli(["run", `rename task 4 to ${title}`, "--json", "--no-prompt"], env);
     expect(run.code, run.stderr).toBe(0);

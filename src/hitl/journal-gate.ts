@@ -15,6 +15,7 @@ import type { AuditEntry } from "../store/audit.js";
 import type { DecisionRecord, Outcome, ReasonCode } from "./records.js";
 import { deriveScope } from "./scope.js";
 import { jsonSafe } from "./audit-records.js";
+import { DecisionNotAcceptedError } from "../errors.js";
 
 export type GatedNode =
   | "agent"
@@ -73,26 +74,27 @@ export interface Gate {
 }
 
 /**
- * Loads the thread and its current action. A row whose MAC fails is closed as ENVELOPE_TAMPERED on
- * the spot (and audited): nothing sealed by someone without the key is ever shown or executed.
- * Approvals registered before the journal kept actions are adopted once, by their hash.
+ * Loads the thread and its current action. A row whose MAC fails is refused: the attempt is audited
+ * and the run stops with INTEGRITY_CHECK_FAILED, changing nothing — the row may have been edited
+ * outside this program, or this process may hold another key than the one that sealed it, and a
+ * process that cannot tell which must not close someone else's approval either. Approvals registered
+ * before the journal kept actions are adopted once, by their hash.
  */
 export async function openGate(deps: Deps, config: LangGraphRunnableConfig, state: State): Promise<Gate> {
   const threadId = threadIdOf(config);
   let thread = await deps.journal.getThread(threadId);
   let action = await deps.journal.currentAction(threadId);
   if (!action && !thread) ({ thread, action } = await adoptLegacy(deps, threadId, state));
-  if (action && !action.macValid && action.phase !== "closed" && action.phase !== "superseded") {
-    const at = deps.clock().toISOString();
-    await deps.audit.append(tamperEntry(threadId, action, "journal", `the journal row of ${action.envelopeHash} does not verify against its MAC: it was changed outside this program`, at, state));
-    const closed: ClosedRecord = { outcome: "NOT_EXECUTED", reasonCode: "ENVELOPE_TAMPERED", reason: `the journal row of ${action.envelopeHash} failed its integrity check (HMAC); nothing was executed`, at };
-    const moved = await deps.journal.moveAction(action.envelopeHash, "closed", { closed });
-    action = moved.ok ? moved.row : await deps.journal.getAction(action.envelopeHash);
-  }
-  if (thread && !thread.macValid && !thread.closed) {
-    const at = deps.clock().toISOString();
-    await deps.audit.append(tamperEntry(threadId, action, "journal", `the journal's record of thread ${threadId} does not verify against its MAC`, at, state));
-    thread = await deps.journal.closeThread(threadId, { outcome: "NOT_EXECUTED", reasonCode: "ENVELOPE_TAMPERED", reason: "the thread's journal record failed its integrity check (HMAC)", at });
+  const unsealed =
+    action && !action.macValid && action.phase !== "closed" && action.phase !== "superseded"
+      ? `the journal row of action ${action.envelopeHash}`
+      : thread && !thread.macValid && !thread.closed
+        ? `the journal record of thread ${threadId}`
+        : null;
+  if (unsealed) {
+    const reason = `${unsealed} does not verify against its MAC: it was changed outside this program, or this process holds another journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE) than the one that sealed it. Nothing was done.`;
+    await deps.audit.append(tamperEntry(threadId, action, "journal", reason, deps.clock().toISOString(), state));
+    throw new DecisionNotAcceptedError(threadId, "INTEGRITY_CHECK_FAILED", reason);
   }
   return { threadId, thread, action, next: nextFromJournal(thread, action) };
 }
