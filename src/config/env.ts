@@ -95,6 +95,7 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
   ACTION_ENVELOPE_API_TOKENS: z.string().min(1).optional(),
+  ACTION_ENVELOPE_INBOX_USERS: z.string().min(1).optional(),
   ACTION_ENVELOPE_TTL_SECONDS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_AGENT_STEPS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_INVALID_PROPOSALS: positiveInt().optional(),
@@ -120,6 +121,8 @@ export interface AppConfig {
   approverKeysPath?: string;
   /** LangGraph API token file (src/auth/tokens.ts); unset means the API runs open, for development. */
   apiTokensPath?: string;
+  /** Web inbox approver credentials (src/inbox/users.ts): scrypt hashes, never passwords. */
+  inboxUsersPath?: string;
   ttlSeconds?: number;
   limits: { maxAgentSteps: number; maxInvalidProposals: number; maxRefusedDecisions: number; maxRevisions: number };
   /**
@@ -208,6 +211,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
     ...(e.ACTION_ENVELOPE_API_TOKENS ? { apiTokensPath: path.resolve(cwd, e.ACTION_ENVELOPE_API_TOKENS) } : {}),
+    ...(e.ACTION_ENVELOPE_INBOX_USERS ? { inboxUsersPath: path.resolve(cwd, e.ACTION_ENVELOPE_INBOX_USERS) } : {}),
     ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),
     limits: {
       maxAgentSteps: e.ACTION_ENVELOPE_MAX_AGENT_STEPS ?? 12,

@@ -1,0 +1,65 @@
+/**
+ * Submits a decision from the web inbox through the same path as the CLI (src/app/threads.ts
+ * submitDecision): under the journal's thread lock, after checking that an approval is really
+ * pending, as a resume of the graph, where check_decision validates it against the journal's row.
+ * The difference: the run carries the signed-in approver as an authenticated LangGraph user, so
+ * check_decision binds the decision to that identity and records it `verifiedBy: "authentication"`.
+ *
+ * The page's hash and nonce are checked under the lock before anything is sent: a card that changed
+ * meanwhile (new revision, escalation, decided elsewhere) is refused here and never reaches the graph.
+ */
+import { randomUUID } from "node:crypto";
+import { Command } from "@langchain/langgraph";
+import { viewThread, type App, type ThreadView } from "../app/threads.js";
+import { DecisionNotAcceptedError } from "../errors.js";
+
+export class StaleCardError extends Error {
+  constructor(
+    readonly threadId: string,
+    readonly reason: string,
+    readonly current: ThreadView,
+  ) {
+    super(reason);
+    this.name = "StaleCardError";
+  }
+}
+
+export interface OnScreen {
+  envelopeHash: string;
+  nonce: string;
+}
+
+export async function submitAsSignedIn(app: App, threadId: string, onScreen: OnScreen, resume: unknown, identity: string): Promise<ThreadView> {
+  const journal = app.deps.journal;
+  const owner = `${process.pid}:inbox:${randomUUID()}`;
+  if (!(await journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
+    throw new DecisionNotAcceptedError(threadId, "IN_PROGRESS", "another process is working on this thread right now; try again when it has finished");
+  }
+  try {
+    const view = await viewThread(app, threadId);
+    if (view.status === "not_found") throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+    if (view.status !== "awaiting_approval") {
+      throw new StaleCardError(threadId, `the thread is no longer waiting for this approval (it is ${view.status.replace("_", " ")}); nothing was applied`, view);
+    }
+    const a = view.approval!;
+    if (a.envelopeHash !== onScreen.envelopeHash || a.nonce !== onScreen.nonce) {
+      const why =
+        a.revision > 0 && a.envelopeHash !== onScreen.envelopeHash
+          ? `the card changed since this page was loaded: revision ${a.revision}${a.escalatedTo ? `, escalated to ${a.escalatedTo}` : ""} (${a.envelopeHash}) replaced the envelope on your screen (${onScreen.envelopeHash})`
+          : "the card's nonce changed since this page was loaded";
+      throw new StaleCardError(threadId, `${why}; nothing was applied. Review the current card below.`, view);
+    }
+    const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
+    const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
+      configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: ["role:approver"] } },
+      durability: "sync",
+      streamMode: "updates",
+    });
+    for await (const _chunk of stream) {
+      // Drained: each node has run and been checkpointed when the stream ends.
+    }
+    return await viewThread(app, threadId);
+  } finally {
+    await journal.releaseThreadLock(threadId, owner);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Sessions, CSRF tokens and sign-in rate limiting for the web inbox. In memory: a restart signs
+ * everyone out, which is the safe direction.
+ *
+ * - Session ids are 256-bit random, kept server-side; the cookie is HttpOnly, SameSite=Strict, Secure
+ *   and `__Host-` prefixed (browsers treat http://127.0.0.1 and localhost as secure contexts).
+ *   Idle timeout 30 minutes, absolute 8 hours; a new id at every sign-in (no fixation).
+ * - Every state-changing request carries the session's CSRF token in a form field, compared in
+ *   constant time, and must not come from another site (Origin / Sec-Fetch-Site).
+ * - Sign-in: at most 5 failures per 15 minutes per client address and per user id; more is 429.
+ */
+import { randomBytes, timingSafeEqual } from "node:crypto";
+
+export const SESSION_COOKIE = "__Host-ae-inbox";
+export const LOGIN_COOKIE = "__Host-ae-login";
+const IDLE_MS = 30 * 60_000;
+const ABSOLUTE_MS = 8 * 3600_000;
+
+export interface Session {
+  id: string;
+  user: string;
+  csrf: string;
+  createdAt: number;
+  seenAt: number;
+}
+
+export const token = () => randomBytes(32).toString("base64url");
+
+export function sameToken(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b) return false;
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export class Sessions {
+  private readonly byId = new Map<string, Session>();
+  constructor(private readonly now: () => number = Date.now) {}
+
+  create(user: string): Session {
+    const t = this.now();
+    const s: Session = { id: token(), user, csrf: token(), createdAt: t, seenAt: t };
+    this.byId.set(s.id, s);
+    return s;
+  }
+
+  get(id: string | undefined): Session | undefined {
+    if (!id) return undefined;
+    const s = this.byId.get(id);
+    if (!s) return undefined;
+    const t = this.now();
+    if (t - s.seenAt > IDLE_MS || t - s.createdAt > ABSOLUTE_MS) {
+      this.byId.delete(id);
+      return undefined;
+    }
+    s.seenAt = t;
+    return s;
+  }
+
+  end(id: string | undefined): void {
+    if (id) this.byId.delete(id);
+  }
+}
+
+export class SignInLimiter {
+  private readonly failures = new Map<string, number[]>();
+  constructor(
+    private readonly max = 5,
+    private readonly windowMs = 15 * 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Seconds until another attempt is allowed for any of these keys, or 0. */
+  retryAfter(keys: string[]): number {
+    const t = this.now();
+    let wait = 0;
+    for (const k of keys) {
+      const recent = (this.failures.get(k) ?? []).filter((at) => t - at < this.windowMs);
+      this.failures.set(k, recent);
+      if (recent.length >= this.max) wait = Math.max(wait, Math.ceil((recent[0]! + this.windowMs - t) / 1000));
+    }
+    return wait;
+  }
+
+  fail(keys: string[]): void {
+    const t = this.now();
+    for (const k of keys) this.failures.set(k, [...(this.failures.get(k) ?? []), t]);
+  }
+
+  succeed(keys: string[]): void {
+    for (const k of keys) this.failures.delete(k);
+  }
+}

@@ -1,0 +1,400 @@
+/**
+ * The web approval inbox: a small hono server on 127.0.0.1 over the same app (journal, graph,
+ * checkpoints) as the CLI. Approvers sign in; the list and cards come from the journal; decisions go
+ * through the shared decision path as the signed-in, authenticated approver (src/inbox/driver.ts).
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import { serve, type HttpBindings } from "@hono/node-server";
+import { Hono, type Context } from "hono";
+import { getCookie, setCookie, deleteCookie } from "hono/cookie";
+import { streamSSE } from "hono/streaming";
+import { bodyLimit } from "hono/body-limit";
+import { viewThread, type App, type ThreadView } from "../app/threads.js";
+import { DecisionNotAcceptedError } from "../errors.js";
+import { buildCase } from "../evidence/bundle.js";
+import { exportBundle } from "../evidence/export.js";
+import { cardSection } from "./card-view.js";
+import { submitAsSignedIn, StaleCardError } from "./driver.js";
+import { html, text, type Html } from "./html.js";
+import { inboxPage, layout, listFragment, signInPage } from "./pages.js";
+import { entitlementOf, inboxFor, versionOf, waitingAction } from "./queue.js";
+import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, sameToken, token, type Session } from "./security.js";
+import { CLIENT_CSS, CLIENT_JS } from "./static.js";
+import { tarArchive } from "./tar.js";
+import type { InboxUsers } from "./users.js";
+
+export interface InboxOptions {
+  app: App;
+  users: InboxUsers;
+  port?: number;
+  host?: string;
+  /** How often the event stream re-reads the journal index. */
+  pollMs?: number;
+}
+
+export interface RunningInbox {
+  url: string;
+  close(): Promise<void>;
+}
+
+type Env = { Bindings: HttpBindings; Variables: { session: Session } };
+
+const MAX_FIELD = 10_000;
+
+export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<string>): Hono<Env> {
+  const { app, users } = opts;
+  const sessions = new Sessions();
+  const limiter = new SignInLimiter();
+  const pollMs = opts.pollMs ?? 1000;
+  const web = new Hono<Env>();
+
+  web.use("*", async (c, next) => {
+    // DNS rebinding: only our own host names; and nothing cross-site may change anything.
+    const host = c.req.header("host") ?? "";
+    if (!allowedHosts().has(host)) return c.text("unknown host", 421);
+    await next();
+    c.header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+    c.header("X-Content-Type-Options", "nosniff");
+    c.header("Referrer-Policy", "no-referrer");
+    c.header("X-Frame-Options", "DENY");
+    if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store");
+  });
+  web.use("*", bodyLimit({ maxSize: 256 * 1024, onError: (c) => c.text("request too large", 413) }));
+
+  const crossSite = (c: Context<Env>): string | undefined => {
+    const origin = c.req.header("origin");
+    const host = c.req.header("host");
+    if (origin !== undefined && origin !== `http://${host}`) return `a request from ${origin} may not change anything here`;
+    const site = c.req.header("sec-fetch-site");
+    if (site !== undefined && site !== "same-origin" && site !== "none") return `a ${site} request may not change anything here`;
+    return undefined;
+  };
+
+  const refused = (c: Context<Env>, status: 401 | 403 | 409 | 422 | 429, title: string, message: string | Html, user?: Session) =>
+    c.html(layout(title, html`<h1>${title}</h1><p class="refusal" role="alert">${message}</p><p><a href="/">Back to the inbox</a></p>`, user ? { user: user.user, csrf: user.csrf } : {}), status);
+
+  // ── static assets ────────────────────────────────────────────────────────────────────────────────
+  web.get("/static/inbox.js", (c) => c.body(CLIENT_JS, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }));
+  web.get("/static/inbox.css", (c) => c.body(CLIENT_CSS, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "no-cache" }));
+
+  // ── sign-in ──────────────────────────────────────────────────────────────────────────────────────
+  const loginForm = (c: Context<Env>, status: 200 | 401 | 403 | 429 = 200, message?: string) => {
+    const t = token();
+    setCookie(c, LOGIN_COOKIE, t, { httpOnly: true, secure: true, sameSite: "Strict", path: "/", maxAge: 3600 });
+    return c.html(signInPage(t, message), status);
+  };
+  web.get("/login", (c) => loginForm(c));
+  web.post("/login", async (c) => {
+    const bad = crossSite(c);
+    if (bad) return c.text(`refused: ${bad}`, 403);
+    const form = await c.req.parseBody();
+    if (!sameToken(typeof form["csrf"] === "string" ? form["csrf"] : undefined, getCookie(c, LOGIN_COOKIE))) {
+      return loginForm(c, 403, "The sign-in form expired or came from elsewhere; please sign in again.");
+    }
+    const user = typeof form["user"] === "string" ? form["user"].slice(0, 128) : "";
+    const password = typeof form["password"] === "string" ? form["password"] : "";
+    const address = c.env?.incoming?.socket?.remoteAddress ?? "unknown";
+    const keys = [`addr:${address}`, `user:${user}`];
+    const wait = limiter.retryAfter(keys);
+    if (wait > 0) {
+      c.header("Retry-After", String(wait));
+      return loginForm(c, 429, `Too many failed sign-ins; try again in ${Math.ceil(wait / 60)} minute(s).`);
+    }
+    const who = await users.verify(user, password);
+    if (!who) {
+      limiter.fail(keys);
+      return loginForm(c, 401, "Unknown approver id or wrong password.");
+    }
+    limiter.succeed(keys);
+    const old = getCookie(c, SESSION_COOKIE);
+    sessions.end(old);
+    const s = sessions.create(who);
+    setCookie(c, SESSION_COOKIE, s.id, { httpOnly: true, secure: true, sameSite: "Strict", path: "/" });
+    deleteCookie(c, LOGIN_COOKIE, { path: "/", secure: true });
+    return c.redirect("/", 303);
+  });
+
+  // ── everything else needs a session; changes need its CSRF token too ─────────────────────────────
+  web.use("*", async (c, next) => {
+    const s = sessions.get(getCookie(c, SESSION_COOKIE));
+    if (!s) {
+      if (c.req.method === "GET" && c.req.header("accept")?.includes("text/html")) return c.redirect("/login", 303);
+      return c.text("sign in first", 401);
+    }
+    if (c.req.method !== "GET" && c.req.method !== "HEAD") {
+      const bad = crossSite(c);
+      if (bad) return c.text(`refused: ${bad}`, 403);
+      const form = await c.req.parseBody();
+      if (!sameToken(typeof form["csrf"] === "string" ? form["csrf"] : undefined, s.csrf)) {
+        return c.text("refused: the form's CSRF token is missing or wrong; reload the page", 403);
+      }
+    }
+    c.set("session", s);
+    await next();
+  });
+
+  web.post("/logout", (c) => {
+    sessions.end(c.var.session.id);
+    deleteCookie(c, SESSION_COOKIE, { path: "/", secure: true });
+    return c.redirect("/login", 303);
+  });
+
+  web.get("/", async (c) => c.html(inboxPage(c.var.session.user, c.var.session.csrf, await inboxFor(app, c.var.session.user))));
+  web.get("/list", async (c) => c.html(listFragment(await inboxFor(app, c.var.session.user)).value));
+
+  web.get("/events", (c) => {
+    const user = c.var.session.user;
+    return streamSSE(c, async (stream) => {
+      let last = "";
+      let open = true;
+      stream.onAbort(() => {
+        open = false;
+      });
+      while (open) {
+        const items = await inboxFor(app, user);
+        const version = versionOf(items);
+        if (version !== last) {
+          last = version;
+          await stream.writeSSE({ event: "inbox", data: JSON.stringify({ version, items: items.map((i) => ({ threadId: i.threadId, envelopeHash: i.envelopeHash })) }) });
+        }
+        await stream.sleep(pollMs);
+      }
+    });
+  });
+
+  // ── a thread: its card while waiting, its outcome after ─────────────────────────────────────────
+  const threadPage = async (c: Context<Env>, threadId: string, notice?: { kind: "ok" | "refusal"; message: Html | string }, status: 200 | 409 | 422 = 200) => {
+    const s = c.var.session;
+    const view = await viewThread(app, threadId);
+    const action = await waitingAction(app, threadId);
+    const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : "refusal"}" role="alert">${notice.message}</p>` : "";
+    let body: Html;
+    if (view.status === "awaiting_approval" && action && action.envelopeHash === view.approval?.envelopeHash) {
+      body = html`${banner}${cardSection(action)}${decisionForms(app, action, s, view)}`;
+    } else if (view.status === "not_found") {
+      return c.html(layout("Not found", html`<h1>No such thread</h1><p><a href="/">Back to the inbox</a></p>`, { user: s.user, csrf: s.csrf }), 404);
+    } else {
+      body = html`${banner}${outcomeSection(view)}`;
+    }
+    return c.html(
+      layout(`Thread ${threadId}`, html`<p><a href="/">← Inbox</a> · <a href="/t/${encodeURIComponent(threadId)}/evidence">Evidence</a></p>
+        <div data-thread="${threadId}" data-hash="${view.approval?.envelopeHash ?? ""}" id="thread">${body}</div>
+        <p class="live" aria-live="polite" id="live-status"></p>`, { user: s.user, csrf: s.csrf }),
+      status,
+    );
+  };
+
+  web.get("/t/:thread", (c) => threadPage(c, c.req.param("thread")));
+
+  web.post("/t/:thread/decide", async (c) => {
+    const s = c.var.session;
+    const threadId = c.req.param("thread");
+    const form = await c.req.parseBody();
+    const field = (name: string) => {
+      const v = form[name];
+      return typeof v === "string" ? v.slice(0, MAX_FIELD) : undefined;
+    };
+    const type = field("action");
+    const envelopeHash = field("envelopeHash") ?? "";
+    const nonce = field("nonce") ?? "";
+    const action = await waitingAction(app, threadId);
+    if (action) {
+      const may = entitlementOf(app, action, s.user);
+      const allowed = type === "approve" ? may.mayApprove : type === "cancel" ? may.mayCancel : may.mayDecide;
+      if (!allowed) return refused(c, 403, "Not yours to decide", `${s.user} may not ${type ?? "decide"} this approval under policy ${app.deps.policy.id}@${app.deps.policy.version}.`, s);
+    }
+    const decidedAt = field("decidedAt") || app.deps.clock().toISOString();
+    const signature = field("signature");
+    const signed = { decidedAt, ...(signature ? { signature } : {}) };
+    let decision: Record<string, unknown>;
+    switch (type) {
+      case "approve":
+        decision = { type, envelopeHash, nonce, approver: { id: s.user }, ...signed };
+        break;
+      case "reject": {
+        const message = field("message")?.trim();
+        decision = { type, envelopeHash, nonce, approver: { id: s.user }, ...(message ? { message } : {}), ...signed };
+        break;
+      }
+      case "edit": {
+        const fields: Record<string, unknown> = {};
+        for (const [k, v] of Object.entries(form)) {
+          if (typeof v !== "string") continue;
+          if (k.startsWith("field.")) fields[k.slice(6)] = v.slice(0, MAX_FIELD);
+          else if (k.startsWith("json.")) {
+            try {
+              fields[k.slice(5)] = JSON.parse(v);
+            } catch {
+              return refused(c, 422, "Edit not sent", `${k.slice(5)} must be JSON (as shown in the form).`, s);
+            }
+          }
+        }
+        const taskId = action?.envelope.object.id ?? 0;
+        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: "update_task", args: { taskId, fields } }, ...signed };
+        break;
+      }
+      case "cancel":
+        decision = { type, envelopeHash, nonce, by: { id: s.user }, reason: field("reason")?.trim() ?? "" };
+        break;
+      default:
+        return refused(c, 422, "Unknown decision", "Choose approve, reject, edit or cancel.", s);
+    }
+    const before = action?.progress.refusalsSeen ?? 0;
+    let after: ThreadView;
+    try {
+      after = await submitAsSignedIn(app, threadId, { envelopeHash, nonce }, { decisions: [decision] }, s.user);
+    } catch (e) {
+      if (e instanceof StaleCardError) return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
+      if (e instanceof DecisionNotAcceptedError) return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
+      throw e;
+    }
+    const now = await app.deps.journal.currentAction(threadId);
+    if (after.status === "awaiting_approval" && now && now.envelopeHash === envelopeHash && now.progress.refusalsSeen > before) {
+      const r = now.progress.lastRefusal;
+      return threadPage(c, threadId, { kind: "refusal", message: html`Your ${type} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.` }, 422);
+    }
+    if (after.status === "awaiting_approval") {
+      return threadPage(c, threadId, { kind: "ok", message: `Your ${type} was accepted. A new revision (${after.approval!.revision}) now waits for a fresh approval.` });
+    }
+    return threadPage(c, threadId, { kind: "ok", message: `Your ${type} was accepted.` });
+  });
+
+  // ── evidence ─────────────────────────────────────────────────────────────────────────────────────
+  const caseOf = async (threadId: string) => {
+    const [records, chain, view] = await Promise.all([app.deps.audit.records({ threadId }), app.deps.audit.verify(), viewThread(app, threadId)]);
+    const status = view.status === "awaiting_input" ? "awaiting_approval" : view.status;
+    return buildCase({ threadId, status, state: view.state, records, chain });
+  };
+
+  web.get("/t/:thread/evidence", async (c) => {
+    const s = c.var.session;
+    const threadId = c.req.param("thread");
+    const { caseRecord, evidence } = await caseOf(threadId);
+    const fp = caseRecord.firstPage;
+    const STAGES: Array<[string, string]> = [
+      ["approval_request", "shown"],
+      ["decision", "approved"],
+      ["invocation", "invoked"],
+      ["acknowledgement", "acknowledged"],
+      ["post_write_read", "observed"],
+      ["outcome", "outcome"],
+    ];
+    const rows = evidence.map((e) => {
+      const stage = STAGES.find(([k]) => k === e.kind)?.[1] ?? e.kind;
+      return html`<tr><td>${stage}</td><td><time datetime="${e.at}">${e.at}</time></td><td>${text(e.name)}</td><td>${text(e.summary)}</td></tr>`;
+    });
+    return c.html(
+      layout(
+        `Evidence ${threadId}`,
+        html`<p><a href="/">← Inbox</a> · <a href="/t/${encodeURIComponent(threadId)}">Thread</a></p>
+        <h1>Evidence of run ${text(threadId)}</h1>
+        <dl class="facts">
+          <dt>Status</dt><dd>${fp.status}</dd>
+          <dt>Request</dt><dd>${text(fp.request ?? "—")}</dd>
+          <dt>Requested by</dt><dd>${text(fp.requestedBy ?? "—")}</dd>
+          <dt>Decided by</dt><dd>${fp.decidedBy ? html`${text(fp.decidedBy.id ?? "—")} (${fp.decidedBy.decision ?? "—"}, identity ${fp.decidedBy.verifiedBy})` : "—"}</dd>
+          <dt>Outcome</dt><dd class="outcome">${fp.outcome ? html`${fp.outcome.outcome} / ${fp.outcome.reasonCode}: ${text(fp.outcome.reason)}` : "not finished"}</dd>
+          <dt>Overrides</dt><dd>${fp.overrides.length ? fp.overrides.map((o) => html`${text(o.gate)} by ${text(o.by)}: ${text(o.reason)}; `) : "none"}</dd>
+          <dt>Audit chain</dt><dd>${caseRecord.auditChain.intact ? "intact" : html`BROKEN: ${text(caseRecord.auditChain.problem ?? "")}`}</dd>
+        </dl>
+        <table class="evidence"><thead><tr><th scope="col">Stage</th><th scope="col">At</th><th scope="col">Object</th><th scope="col">Summary</th></tr></thead><tbody>${rows}</tbody></table>
+        <p><a href="/t/${encodeURIComponent(threadId)}/evidence.tar" download>Download the evidence bundle (tar; check with <code>sha256sum -c SHA256SUMS</code>)</a></p>`,
+        { user: s.user, csrf: s.csrf },
+      ),
+    );
+  });
+
+  web.get("/t/:thread/evidence.tar", async (c) => {
+    const threadId = c.req.param("thread");
+    const { caseRecord, evidence } = await caseOf(threadId);
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ae-inbox-evidence-"));
+    try {
+      const dirName = `evidence-${threadId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 60)}`;
+      const out = exportBundle(path.join(tmp, dirName), caseRecord, evidence);
+      const files = out.files.map((name) => ({ name: `${dirName}/${name}`, content: fs.readFileSync(path.join(out.dir, name)) }));
+      const tar = tarArchive(files);
+      return c.body(new Uint8Array(tar), 200, {
+        "content-type": "application/x-tar",
+        "content-disposition": `attachment; filename="${dirName}.tar"`,
+      });
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  return web;
+}
+
+function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof waitingAction>>>, s: Session, view: ThreadView): Html {
+  const may = entitlementOf(app, action, s.user);
+  const sign = app.deps.policy.requireSignature;
+  const bound = html`<input type="hidden" name="csrf" value="${s.csrf}">
+    <input type="hidden" name="envelopeHash" value="${action.envelopeHash}">
+    <input type="hidden" name="nonce" value="${action.envelope.nonce}">
+    ${sign ? html`<input type="hidden" name="decidedAt" value=""><input type="hidden" name="signature" value="">` : ""}`;
+  const formAttrs = (type: string) =>
+    html`method="post" action="/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}"`;
+  const editInputs = Object.entries(action.envelope.params).map(([f, v]) =>
+    typeof v === "string"
+      ? html`<label for="edit-${f}">${f}</label><textarea id="edit-${f}" name="field.${f}" rows="2">${v}</textarea>`
+      : html`<label for="edit-${f}">${f} (JSON)</label><textarea id="edit-${f}" name="json.${f}" rows="2">${JSON.stringify(v)}</textarea>`,
+  );
+  return html`<section class="decide" aria-label="Decide">
+    ${sign
+      ? html`<div class="signing"><p>Policy requires a signed decision. Your Ed25519 key stays in this browser (WebCrypto, not extractable) and is never sent.</p>
+          <label for="key-file">Import your key once (the file from <code>keygen</code>)</label> <input type="file" id="key-file" accept=".key,.pem">
+          <span id="key-status" aria-live="polite"></span></div>`
+      : ""}
+    ${may.mayApprove
+      ? html`<form ${formAttrs("approve")}>${bound}<input type="hidden" name="action" value="approve">
+          <button type="submit" class="approve">Approve exactly this envelope</button></form>`
+      : html`<p>You may not approve this one${action.escalatedTo ? html` (escalated to ${text(action.escalatedTo)})` : ""}.</p>`}
+    ${may.mayDecide
+      ? html`<form ${formAttrs("reject")}>${bound}<input type="hidden" name="action" value="reject">
+          <label for="feedback">Reject, with feedback for a revised proposal (leave empty to end the run)</label>
+          <textarea id="feedback" name="message" rows="2" maxlength="4000"></textarea>
+          <button type="submit" class="reject">Reject</button></form>
+        <details><summary>Edit the values</summary><form ${formAttrs("edit")}>${bound}<input type="hidden" name="action" value="edit">
+          ${editInputs}<button type="submit">Submit the edit (it becomes a new revision for a fresh approval)</button></form></details>`
+      : ""}
+    ${may.mayCancel
+      ? html`<details><summary>Cancel the request</summary><form ${formAttrs("cancel")}>${bound}<input type="hidden" name="action" value="cancel">
+          <label for="cancel-reason">Reason</label><input id="cancel-reason" name="reason" required maxlength="4000">
+          <button type="submit" class="cancel">Cancel the request</button></form></details>`
+      : ""}
+  </section>`;
+}
+
+function outcomeSection(view: ThreadView): Html {
+  const s = view.state;
+  if (view.status === "awaiting_input") return html`<h1>A question waits for an answer</h1><p>${text(view.input?.question ?? "")}</p><p>Answer it with <code>npm run cli -- answer</code> (not in the web inbox yet).</p>`;
+  if (view.status === "interrupted_run") return html`<h1>The run stopped between steps</h1><p>A worker or <code>recover</code> finishes it.</p>`;
+  return html`<h1>Finished: <span class="outcome">${s?.outcome ?? "—"}</span></h1>
+    <dl class="facts"><dt>Reason</dt><dd>${s?.reasonCode ?? "—"}: ${text(s?.reason ?? "")}</dd>
+    <dt>Finished at</dt><dd>${s?.finishedAt ?? "—"}</dd>
+    <dt>Decision</dt><dd>${s?.decision ? html`${s.decision.type} by ${text(s.decision.approverId)} (identity ${s.decision.verifiedBy})` : "—"}</dd></dl>`;
+}
+
+export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
+  const host = opts.host ?? "127.0.0.1";
+  let hosts = new Set<string>();
+  const web = createInboxApp(opts, () => hosts);
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = serve({ fetch: web.fetch, port: opts.port ?? 0, hostname: host }, () => resolve(s as Server)) as Server;
+    s.once("error", reject);
+  });
+  const port = (server.address() as AddressInfo).port;
+  hosts = new Set([`${host}:${port}`, `127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  return {
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

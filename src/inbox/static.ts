@@ -1,0 +1,176 @@
+/**
+ * The inbox's only script and stylesheet, served from /static (the Content-Security-Policy allows no
+ * inline code). Plain browser JavaScript, no build step: expiry countdowns, list filters, live updates
+ * over server-sent events, and signing with the approver's Ed25519 key held in this browser.
+ */
+export const CLIENT_JS = String.raw`"use strict";
+(function () {
+  const $ = (sel, root) => (root || document).querySelector(sel);
+  const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
+
+  function tick() {
+    const now = Date.now();
+    for (const el of $$(".countdown[data-expires]")) {
+      const left = Number(el.dataset.expires) - now;
+      if (left <= 0) { el.textContent = "(expired)"; el.classList.add("expired"); continue; }
+      const m = Math.floor(left / 60000), s = Math.floor((left % 60000) / 1000);
+      el.textContent = "(in " + (m > 0 ? m + " min " : "") + s + " s)";
+    }
+  }
+  setInterval(tick, 1000);
+  tick();
+
+  function applyFilters() {
+    const q = ($("#filter-text") || {}).value || "";
+    const risk = ($("#filter-risk") || {}).value || "";
+    for (const li of $$("#inbox-list li.item")) {
+      const okText = !q || li.textContent.toLowerCase().includes(q.toLowerCase());
+      const okRisk = !risk || li.dataset.risk === risk;
+      li.hidden = !(okText && okRisk);
+    }
+  }
+  for (const id of ["#filter-text", "#filter-risk"]) { const el = $(id); if (el) el.addEventListener("input", applyFilters); }
+
+  const live = (msg) => { const el = $("#live-status"); if (el) el.textContent = msg; };
+  if (document.body.dataset.user && window.EventSource) {
+    const events = new EventSource("/events");
+    events.addEventListener("inbox", async (ev) => {
+      const data = JSON.parse(ev.data);
+      const list = $("#inbox-list");
+      if (list) {
+        const res = await fetch("/list", { headers: { accept: "text/html" }, credentials: "same-origin" });
+        if (res.ok) { list.innerHTML = await res.text(); applyFilters(); tick(); live("Inbox updated " + new Date().toLocaleTimeString()); }
+      }
+      const thread = $("#thread");
+      if (thread && thread.dataset.hash) {
+        const still = data.items.some((i) => i.threadId === thread.dataset.thread && i.envelopeHash === thread.dataset.hash);
+        if (!still && !$("#changed-banner")) {
+          const p = document.createElement("p");
+          p.id = "changed-banner"; p.className = "refusal"; p.setAttribute("role", "alert");
+          p.textContent = "This card changed or was decided elsewhere. A decision from this page will be refused. ";
+          const a = document.createElement("a"); a.href = location.pathname; a.textContent = "Load the current card";
+          p.appendChild(a);
+          thread.prepend(p);
+        }
+      }
+    });
+  }
+
+  // ── signing: the key is imported once into WebCrypto (not extractable) and kept in IndexedDB ──
+  const DB = "action-envelope-keys";
+  function db() {
+    return new Promise((resolve, reject) => {
+      const r = indexedDB.open(DB, 1);
+      r.onupgradeneeded = () => r.result.createObjectStore("keys");
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+  }
+  async function keyOp(mode, fn) {
+    const d = await db();
+    return new Promise((resolve, reject) => {
+      const tx = d.transaction("keys", mode);
+      const req = fn(tx.objectStore("keys"));
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+  }
+  const user = document.body.dataset.user;
+  const keyStatus = (msg) => { const el = $("#key-status"); if (el) el.textContent = msg; };
+  async function showKey() {
+    if (!$("#key-status")) return;
+    const k = await keyOp("readonly", (s) => s.get(user)).catch(() => undefined);
+    keyStatus(k ? "A signing key for " + user + " is held in this browser." : "No signing key imported yet.");
+  }
+  showKey();
+  const keyFile = $("#key-file");
+  if (keyFile) keyFile.addEventListener("change", async () => {
+    try {
+      const pem = await keyFile.files[0].text();
+      const b64 = pem.replace(/-----[^-]+-----/g, "").replace(/\s+/g, "");
+      const der = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const key = await crypto.subtle.importKey("pkcs8", der, { name: "Ed25519" }, false, ["sign"]);
+      await keyOp("readwrite", (s) => s.put(key, user));
+      keyFile.value = "";
+      keyStatus("Key imported for " + user + "; it stays in this browser and cannot be read back.");
+    } catch (e) {
+      keyStatus("Could not import the key: " + (e && e.message ? e.message : e));
+    }
+  });
+
+  function jcs(v) {
+    if (v === null || typeof v !== "object") return JSON.stringify(v);
+    if (Array.isArray(v)) return "[" + v.map(jcs).join(",") + "]";
+    return "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + jcs(v[k])).join(",") + "}";
+  }
+  for (const form of $$("form.decision[data-sign=yes]")) {
+    form.addEventListener("submit", async (ev) => {
+      const type = form.elements["action"].value;
+      if (type === "cancel") return;
+      ev.preventDefault();
+      const key = await keyOp("readonly", (s) => s.get(user)).catch(() => undefined);
+      if (!key) { keyStatus("Import your signing key first: this policy requires signed decisions."); return; }
+      const decidedAt = new Date().toISOString();
+      const payload = {
+        envelopeHash: form.elements["envelopeHash"].value,
+        nonce: form.elements["nonce"].value,
+        threadId: form.dataset.thread,
+        decision: type,
+        approverId: form.dataset.approver,
+        decidedAt: decidedAt,
+      };
+      if (type === "edit") {
+        const fields = {};
+        for (const el of Array.from(form.elements)) {
+          if (!el.name) continue;
+          if (el.name.startsWith("field.")) fields[el.name.slice(6)] = el.value;
+          else if (el.name.startsWith("json.")) fields[el.name.slice(5)] = JSON.parse(el.value);
+        }
+        payload.editedAction = { name: "update_task", args: { taskId: Number(form.dataset.task), fields: fields } };
+      }
+      const sig = new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(jcs(payload))));
+      form.elements["decidedAt"].value = decidedAt;
+      form.elements["signature"].value = btoa(String.fromCharCode.apply(null, Array.from(sig)));
+      form.submit();
+    });
+  }
+})();
+`;
+
+export const CLIENT_CSS = `
+:root { color-scheme: light dark; --line: #8884; --warn: #b45309; --bad: #b91c1c; --ok: #15803d; }
+* { box-sizing: border-box; }
+body { font: 16px/1.45 system-ui, sans-serif; margin: 0; }
+header.top { display: flex; flex-wrap: wrap; gap: .5rem 1rem; justify-content: space-between; align-items: center; padding: .6rem 1rem; border-bottom: 1px solid var(--line); }
+header.top .brand { font-weight: 600; text-decoration: none; color: inherit; }
+main { max-width: 70rem; margin: 0 auto; padding: 1rem; }
+a:focus-visible, button:focus-visible, input:focus-visible, textarea:focus-visible, select:focus-visible, summary:focus-visible { outline: 3px solid #2563eb; outline-offset: 2px; }
+button { font: inherit; padding: .45rem .9rem; border-radius: .3rem; border: 1px solid var(--line); cursor: pointer; }
+button.approve { background: var(--ok); color: #fff; border-color: var(--ok); }
+button.reject, button.cancel { background: var(--bad); color: #fff; border-color: var(--bad); }
+label { display: block; margin: .5rem 0 .2rem; font-weight: 500; }
+input, textarea, select { font: inherit; width: 100%; max-width: 40rem; padding: .35rem; }
+form.signin { max-width: 22rem; } form.signin button { margin-top: .8rem; }
+form.logout { display: flex; gap: .6rem; align-items: center; } form.logout button { padding: .2rem .6rem; }
+.filters { display: flex; flex-wrap: wrap; gap: .3rem 1rem; align-items: end; } .filters input, .filters select { width: auto; }
+ul.inbox { list-style: none; padding: 0; }
+ul.inbox li a { display: flex; flex-wrap: wrap; gap: .2rem .8rem; padding: .7rem; border: 1px solid var(--line); border-radius: .4rem; margin: .5rem 0; color: inherit; text-decoration: none; }
+.risk { font-weight: 700; text-transform: uppercase; font-size: .8rem; padding: .05rem .4rem; border-radius: .2rem; border: 1px solid currentColor; }
+.risk-high, .risk-critical { color: var(--bad); } .risk-medium { color: var(--warn); } .risk-low { color: var(--ok); }
+.flag { font-size: .85rem; color: var(--warn); }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+code.hash { overflow-wrap: anywhere; }
+table { border-collapse: collapse; width: 100%; } th, td { border: 1px solid var(--line); padding: .35rem; vertical-align: top; text-align: left; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0; font: 14px/1.4 ui-monospace, monospace; }
+pre.card-text { padding: .6rem; border: 1px solid var(--line); }
+mark.invisible { background: #fde047; color: #000; font-weight: 700; border-radius: .2rem; }
+del.changed { background: #fecaca; color: #7f1d1d; text-decoration: line-through; }
+ins.changed { background: #bbf7d0; color: #14532d; text-decoration: none; }
+.warnings { border: 2px solid var(--warn); padding: .3rem .8rem; border-radius: .4rem; margin: .8rem 0; }
+.refusal { border-left: 4px solid var(--bad); padding: .4rem .8rem; background: #fee2e2; color: #7f1d1d; }
+.notice { border-left: 4px solid var(--ok); padding: .4rem .8rem; background: #dcfce7; color: #14532d; }
+.outcome { font-weight: 700; }
+section.decide { margin-top: 1.2rem; display: grid; gap: .8rem; }
+section.decide form { display: grid; gap: .3rem; justify-items: start; }
+@media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } table.changes, table.changes tbody, table.changes tr, table.changes td, table.changes th { display: block; } table.changes thead { display: none; } }
+`;
