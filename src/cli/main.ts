@@ -18,6 +18,7 @@ import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
 import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
 import { keygenCommand } from "./keygen-command.js";
+import { inboxCommands } from "../inbox/command.js";
 import { cap, capEach, capped, LIMITS } from "./limits.js";
 import { esc, escapeForTerminal, escapeLines, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 
@@ -226,6 +227,7 @@ export function buildProgram(): Command {
   program.addCommand(auditCommand());
   program.addCommand(workerCommand());
   program.addCommand(apiTokenCommand());
+  for (const command of inboxCommands()) program.addCommand(command);
 
   escapeCommanderOutput(program);
   return program;

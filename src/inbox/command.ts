@@ -1,0 +1,60 @@
+/**
+ * `inbox [--port N] [--host H]`: serve the web approval inbox over the same data directory or database
+ * as the CLI. `inbox-user --id ID`: read a password from stdin and print the credentials entry for
+ * ACTION_ENVELOPE_INBOX_USERS (a scrypt hash; the password itself is stored nowhere).
+ */
+import { Command, InvalidArgumentError } from "commander";
+import { loadConfig } from "../config/env.js";
+import { createDeps } from "../runtime/deps.js";
+import { openApp } from "../app/threads.js";
+import { esc } from "../text/escape.js";
+import { startInbox } from "./server.js";
+import { hashPassword, loadInboxUsers, MAX_PASSWORD_LENGTH } from "./users.js";
+
+const port = (v: string) => {
+  if (!/^\d{1,5}$/.test(v) || Number(v) > 65535) throw new InvalidArgumentError(esc`expected a port number, got "${v}"`);
+  return Number(v);
+};
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+export function inboxCommands(): Command[] {
+  const serve = new Command("inbox")
+    .description("Serve the web approval inbox on 127.0.0.1 (sign-in from ACTION_ENVELOPE_INBOX_USERS)")
+    .option("--port <n>", "port (0 = free port)", port, 3390)
+    .option("--host <host>", "address to listen on; keep it on loopback unless behind a TLS proxy", "127.0.0.1")
+    .action(async (opts: { port: number; host: string }) => {
+      const config = loadConfig();
+      const users = loadInboxUsers(config.inboxUsersPath);
+      const app = openApp(await createDeps(config));
+      const inbox = await startInbox({ app, users, port: opts.port, host: opts.host });
+      process.stdout.write(esc`web inbox: ${inbox.url}/ (${users.ids().length} approver account(s); Ctrl-C stops it)\n`);
+      await new Promise<void>((resolve) => {
+        process.once("SIGINT", () => resolve());
+        process.once("SIGTERM", () => resolve());
+      });
+      await inbox.close();
+      await app.close();
+    });
+
+  const user = new Command("inbox-user")
+    .description("Print a credentials entry for ACTION_ENVELOPE_INBOX_USERS; the password is read from stdin")
+    .requiredOption("--id <approver>", "approver id (as in the policy)")
+    .action(async (opts: { id: string }) => {
+      if (process.stdin.isTTY) process.stderr.write("password (then Enter and Ctrl-D): ");
+      const password = (await readStdin()).replace(/\r?\n$/, "");
+      if (password.length < 8 || password.length > MAX_PASSWORD_LENGTH) {
+        throw new InvalidArgumentError(`the password must be 8 to ${MAX_PASSWORD_LENGTH} characters`);
+      }
+      if (!/^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$/.test(opts.id)) throw new InvalidArgumentError(esc`--id must be letters, digits, . _ @ -, got "${opts.id}"`);
+      const entry = { id: opts.id, password: await hashPassword(password) };
+      process.stdout.write(`${JSON.stringify(entry)}\n`);
+      process.stderr.write(`add this entry to the "users" array of the file ACTION_ENVELOPE_INBOX_USERS names: {"users":[<entries>]}\n`);
+    });
+
+  return [serve, user];
+}

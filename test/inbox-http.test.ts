@@ -1,0 +1,160 @@
+/**
+ * The web inbox over plain HTTP (no browser): sign-in, session cookie, CSRF, cross-site refusal,
+ * rate-limited sign-in, host check, entitlement. Real emulator, SQLite stores and graph; every test
+ * that could write counts the emulator's writes.
+ */
+import http from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { viewThread } from "../src/app/threads.js";
+import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
+
+let w: InboxWorld;
+
+beforeAll(async () => {
+  w = await startInboxWorld({ 4: "Quarterly plan", 5: "Budget 2027", 6: "Hiring plan" });
+});
+afterAll(async () => {
+  await w?.close();
+});
+
+class Client {
+  cookies = new Map<string, string>();
+  constructor(readonly base: string) {}
+  async req(path: string, init: RequestInit & { form?: Record<string, string> } = {}): Promise<Response> {
+    const headers = new Headers(init.headers);
+    headers.set("cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
+    if (!headers.has("accept")) headers.set("accept", "text/html");
+    let body = init.body;
+    if (init.form) {
+      body = new URLSearchParams(init.form).toString();
+      headers.set("content-type", "application/x-www-form-urlencoded");
+    }
+    const res = await fetch(this.base + path, { ...init, headers, body, redirect: "manual" });
+    for (const c of res.headers.getSetCookie()) {
+      const [pair] = c.split(";");
+      const eq = pair!.indexOf("=");
+      const name = pair!.slice(0, eq);
+      const value = pair!.slice(eq + 1);
+      if (value === "" || /max-age=0/i.test(c)) this.cookies.delete(name);
+      else this.cookies.set(name, value);
+    }
+    return res;
+  }
+  async signIn(user: string, password = PASSWORDS[user]!): Promise<Response> {
+    const page = await (await this.req("/login")).text();
+    const csrf = /name="csrf" value="([^"]+)"/.exec(page)![1]!;
+    return this.req("/login", { method: "POST", form: { csrf, user, password } });
+  }
+  async csrf(): Promise<string> {
+    const page = await (await this.req("/")).text();
+    return /name="csrf" value="([^"]+)"/.exec(page)![1]!;
+  }
+}
+
+describe("inbox over HTTP", () => {
+  it("refuses everything but the sign-in page without a session, and changes nothing", async () => {
+    const view = await w.run(4);
+    const c = new Client(w.inbox.url);
+    const home = await c.req("/");
+    expect(home.status).toBe(303);
+    expect(home.headers.get("location")).toBe("/login");
+    expect((await c.req("/events", { headers: { accept: "text/event-stream" } })).status).toBe(401);
+    expect((await c.req(`/t/${view.threadId}`, { headers: { accept: "*/*" } })).status).toBe(401);
+    const a = view.approval!;
+    const post = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf: "x" } });
+    expect(post.status).toBe(401);
+    expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
+    expect(await w.portal.writes()).toHaveLength(0);
+  });
+
+  it("signs in with a scrypt-checked password into a secure, HttpOnly, SameSite=Strict session", async () => {
+    const c = new Client(w.inbox.url);
+    const wrong = await c.signIn("alice", "not-her-password");
+    expect(wrong.status).toBe(401);
+    expect(c.cookies.has("__Host-ae-inbox")).toBe(false);
+    const res = await c.signIn("alice");
+    expect(res.status).toBe(303);
+    const cookie = res.headers.getSetCookie().find((s) => s.startsWith("__Host-ae-inbox="))!;
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/Secure/);
+    expect(cookie).toMatch(/SameSite=Strict/);
+    const home = await c.req("/");
+    expect(home.status).toBe(200);
+    expect(home.headers.get("content-security-policy")).toContain("script-src 'self'");
+    expect(await home.text()).toContain("Signed in as <strong>alice</strong>");
+  });
+
+  it("refuses a sign-in form without its token (login CSRF)", async () => {
+    const c = new Client(w.inbox.url);
+    await c.req("/login");
+    const res = await c.req("/login", { method: "POST", form: { user: "alice", password: PASSWORDS["alice"]! } });
+    expect(res.status).toBe(403);
+    expect(c.cookies.has("__Host-ae-inbox")).toBe(false);
+  });
+
+  it("refuses a decision without the CSRF token, with a wrong one, or from another site; then the real one is applied once as the authenticated approver", async () => {
+    const view = await w.run(5);
+    const a = view.approval!;
+    const c = new Client(w.inbox.url);
+    await c.signIn("alice");
+    const csrf = await c.csrf();
+    const form = { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce };
+    const path = `/t/${view.threadId}/decide`;
+    expect((await c.req(path, { method: "POST", form })).status).toBe(403);
+    expect((await c.req(path, { method: "POST", form: { ...form, csrf: `${csrf}x` } })).status).toBe(403);
+    expect((await c.req(path, { method: "POST", form: { ...form, csrf }, headers: { origin: "https://evil.example" } })).status).toBe(403);
+    expect((await c.req(path, { method: "POST", form: { ...form, csrf }, headers: { "sec-fetch-site": "cross-site" } })).status).toBe(403);
+    expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
+    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 5)).toHaveLength(0);
+
+    const ok = await c.req(path, { method: "POST", form: { ...form, csrf }, headers: { origin: w.inbox.url } });
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toContain("VERIFIED");
+    const after = await viewThread(w.app, view.threadId);
+    expect(after.state?.outcome).toBe("VERIFIED");
+    expect(after.state?.decision).toMatchObject({ type: "approve", approverId: "alice", verifiedBy: "authentication" });
+    const writes = (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 5);
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params).toEqual({ taskId: 5, fields: { TITLE: "Budget 2027" } });
+  });
+
+  it("lists an approval for approvers and for its requester (cancel only); the requester cannot approve it", async () => {
+    const view = await w.run(6);
+    const a = view.approval!;
+    const alice = new Client(w.inbox.url);
+    await alice.signIn("alice");
+    expect(await (await alice.req("/")).text()).toContain(`data-thread="${view.threadId}"`);
+    const requester = new Client(w.inbox.url);
+    await requester.signIn("demo-user");
+    const list = await (await requester.req("/")).text();
+    expect(list).toContain(`data-thread="${view.threadId}"`);
+    expect(list).toContain("you may cancel it");
+    const csrf = await requester.csrf();
+    const res = await requester.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf } });
+    expect(res.status).toBe(403);
+    expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
+    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 6)).toHaveLength(0);
+  });
+
+  it("refuses requests naming another host (DNS rebinding)", async () => {
+    // fetch() will not send a Host of our choosing; node:http will, as a rebinding attacker's page would.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${w.inbox.url}/login`, { headers: { host: "evil.example" } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(status).toBe(421);
+  });
+
+  it("rate-limits sign-in: after 5 failures even the right password is refused with 429", async () => {
+    const c = new Client(w.inbox.url);
+    for (let i = 0; i < 5; i++) expect((await c.signIn("bob", `wrong-${i}`)).status).toBe(401);
+    const blocked = await c.signIn("bob");
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(c.cookies.has("__Host-ae-inbox")).toBe(false);
+  });
+});

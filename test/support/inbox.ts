@@ -1,0 +1,65 @@
+/**
+ * A web inbox over a real emulator (HTTP), real SQLite stores and the graph, with a scripted model
+ * that proposes a title per task and, after a rejection with a quoted value, proposes that value.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { startRun, type App, type ThreadView } from "../../src/app/threads.js";
+import { startInbox, type RunningInbox } from "../../src/inbox/server.js";
+import { hashPassword, loadInboxUsers } from "../../src/inbox/users.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./harness.js";
+import { ScriptedChatModel, call, type Script } from "./scripted-model.js";
+
+export const PASSWORDS: Record<string, string> = { alice: "alice-password-1", bob: "bob-password-22", "demo-user": "requester-pass-3" };
+
+/** Titles the model proposes, by task id; a rejection with `use "X"` makes it propose X instead. */
+export function titleScript(titles: Record<number, string>): Script {
+  return (messages: BaseMessage[]) => {
+    const request = String(messages.find((m) => m instanceof HumanMessage)?.content ?? "");
+    const taskId = Number(/task (\d+)/.exec(request)?.[1] ?? 4);
+    const feedback = [...messages].reverse().find((m) => m instanceof HumanMessage && String(m.content).includes("rejected"));
+    const quoted = feedback ? /"([^"]+)"/.exec(String(feedback.content))?.[1] : undefined;
+    if (!messages.some((m) => m.getType() === "tool")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
+    if (feedback && messages.at(-1) === feedback && quoted) {
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields: { TITLE: quoted }, rationale: "revised after review" })] });
+    }
+    const last = messages.at(-1) as { name?: string };
+    if (messages.at(-1)?.getType() === "tool" && last.name === "get_task_by_id") {
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields: { TITLE: titles[taskId] ?? "Renamed" }, rationale: "first try" })] });
+    }
+    return new AIMessage("Nothing more to propose.");
+  };
+}
+
+export interface InboxWorld {
+  portal: Portal;
+  app: App;
+  inbox: RunningInbox;
+  dataDir: string;
+  run(taskId: number, requestedBy?: string): Promise<ThreadView>;
+  close(): Promise<void>;
+}
+
+export async function startInboxWorld(titles: Record<number, string>, env: Record<string, string> = {}): Promise<InboxWorld> {
+  const portal = await startPortal();
+  const dataDir = tempDir("ae-inbox-");
+  const usersFile = path.join(dataDir, "inbox-users.json");
+  const users = [];
+  for (const [id, password] of Object.entries(PASSWORDS)) users.push({ id, password: await hashPassword(password) });
+  fs.writeFileSync(usersFile, JSON.stringify({ users }));
+  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(titleScript(titles)), env: { ACTION_ENVELOPE_INBOX_USERS: usersFile, ...env } });
+  const inbox = await startInbox({ app, users: loadInboxUsers(app.deps.config.inboxUsersPath), pollMs: 200 });
+  return {
+    portal,
+    app,
+    inbox,
+    dataDir,
+    run: (taskId, requestedBy = "demo-user") => startRun(app, { request: `rename task ${taskId} to the proposed title`, requestedBy }),
+    async close() {
+      await inbox.close();
+      await app.close();
+      await portal.emulator.close();
+    },
+  };
+}
