@@ -72,7 +72,10 @@ describe("compareBaseline", () => {
   it("MATCH when every compared field equals the baseline", () => {
     const r = compareBaseline(e, read());
     expect(r.verdict).toBe("MATCH");
-    expect(r.fields.map((f) => [f.field, f.status])).toEqual([["TITLE", "match"], ["PRIORITY", "match"], ["CHANGED_DATE", "match"]]);
+    expect(r.fields.filter((f) => f.role === "compared").map((f) => [f.field, f.status])).toEqual([["TITLE", "match"], ["PRIORITY", "match"], ["CHANGED_DATE", "match"]]);
+    expect(r.fields.filter((f) => f.role === "invariant").every((f) => f.status === "match")).toBe(true);
+    expect(r.moved).toEqual([]);
+    expect(r.identity).toMatchObject({ expected: 4, status: "MATCH" });
   });
 
   it("MATCH across documented spellings: number ids, another offset for the same instant", () => {
@@ -123,8 +126,14 @@ describe("compareBaseline", () => {
     ["result a string", { result: "ok" }, /"result" is not an object/],
     ["result without task", { result: { tasks: [] } }, /"result.task" is not an object/],
     ["task without id", { result: { task: { title: "x", priority: "1", changedDate: "2026-11-25T14:30:05+03:00" } } }, /has no id/],
-    ["another task's answer", taskBody(exampleTask({ id: "7" })), /about task string "7", not task 4/],
   ];
+  it("an answer about another task is a definite identity MISMATCH, not UNKNOWN", () => {
+    const r = compareBaseline(e, ok(taskBody(exampleTask({ id: "7" }))));
+    expect(r.verdict).toBe("MISMATCH");
+    expect(r.identity).toEqual({ expected: 4, answered: "7", status: "MISMATCH" });
+    expect(r.reason).toMatch(/identity mismatch: the answer is about task string "7", not task 4/);
+    expect(r.fields.every((f) => f.status === "unknown")).toBe(true);
+  });
   it.each(unusable)("UNKNOWN (never MATCH or MISMATCH) for %s", (_, body, reason) => {
     const r = compareBaseline(e, ok(body));
     expect(r.verdict).toBe("UNKNOWN");

@@ -7,7 +7,7 @@ import { fingerprint } from "./canonical.js";
 import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
 import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
-import { valuesEqual } from "./normalise.js";
+import { compareValues, normalisationRule, type NormalisationRule } from "./normalise.js";
 
 /** A read of the target by code: the full response body as parsed JSON (or raw text if it was not JSON), or why the read failed. */
 export type ReadResult =
@@ -50,12 +50,60 @@ export interface FieldCheck {
   baseline?: unknown;
   status: FieldStatus;
   note?: string;
+  /** The normalisation rule that judged `actual` against `expected` (and, for verify, `baseline`); see NORMALISATION.md. */
+  rule?: NormalisationRule;
+  /** True when the values matched only under the rule (5 vs "5", +03:00 vs Z): not byte-identical. */
+  normalised?: boolean;
+  /** For a fingerprinted field (not kept in full in the envelope): its 64-bit digest as read at envelope time. */
+  baselineFingerprint?: string;
+}
+
+/** Whether the answer is about the envelope's object at all. */
+export interface ObjectIdentity {
+  expected: number;
+  /** The id the answer named (as received); null when the answer named none or could not be read. */
+  answered: unknown;
+  /** MATCH: same object; MISMATCH: the answer is definitely about another object; UNKNOWN: cannot tell. */
+  status: "MATCH" | "MISMATCH" | "UNKNOWN";
+}
+
+/** A field whose value now differs from the envelope's baseline, with both sides. */
+export interface MovedField {
+  field: string;
+  taskKey: string;
+  role: FieldCheck["role"];
+  /** The baseline value, when the envelope keeps it in full (compared and invariant fields, CHANGED_DATE). */
+  before?: unknown;
+  /** For other fields the envelope keeps only a 64-bit fingerprint of the value at envelope time. */
+  beforeFingerprint?: string;
+  now: unknown;
+  rule?: NormalisationRule;
+}
+
+export interface CompareResult {
+  verdict: CompareVerdict;
+  fields: FieldCheck[];
+  reason: string;
+  /** Every field that differs from the baseline (compared, invariant and fingerprinted), each with before and now. */
+  moved: MovedField[];
+  identity: ObjectIdentity;
+}
+
+export interface VerifyResult {
+  verdict: VerifyVerdict;
+  fields: FieldCheck[];
+  reason: string;
+  /** Every field that differs from the baseline, including the requested ones that now hold the approved value. */
+  moved: MovedField[];
+  identity: ObjectIdentity;
 }
 
 export type CompareVerdict = "MATCH" | "MISMATCH" | "UNKNOWN" | "ERROR";
 export type VerifyVerdict = "VERIFIED" | "VERIFICATION_FAILED" | "INVARIANT_VIOLATION" | "INCONCLUSIVE";
 
-type Extracted = { ok: true; task: Record<string, unknown> } | { ok: false; reason: string };
+type Extracted =
+  | { ok: true; task: Record<string, unknown> }
+  | { ok: false; reason: string; /** Set when the answer is definitely about another object: the id it named. */ otherId?: unknown };
 
 /**
  * body.result.task, accepted only when it is an object whose id is the envelope's task. A string body
@@ -87,55 +135,106 @@ export function extractTask(body: unknown, taskId: number): Extracted {
   if (!isRecord(task)) return { ok: false, reason: `"result.task" is not an object: ${describeReceived(task)}` };
   if (!("id" in task)) return { ok: false, reason: `"result.task" has no id, so it cannot be tied to task ${taskId}` };
   if (normaliseId(task["id"]) !== String(taskId)) {
-    return { ok: false, reason: `the answer is about task ${describeReceived(task["id"])}, not task ${taskId}` };
+    return { ok: false, reason: `the answer is about task ${describeReceived(task["id"])}, not task ${taskId}`, otherId: task["id"] };
   }
   return { ok: true, task };
 }
 
 /**
  * Fresh read just before the write against the baseline. MATCH only when every compared field was
- * extracted and equals its baseline value. A field that differs makes MISMATCH (a definite change wins
- * over not being able to read another field); a field that cannot be extracted makes UNKNOWN; a failed
- * read makes ERROR. Only MATCH lets the write proceed.
+ * extracted and equals its baseline value, and no invariant field that could be read differs. A field
+ * that differs makes MISMATCH (a definite change wins over not being able to read another field), as
+ * does an answer about another object (identity MISMATCH); a compared field that cannot be extracted
+ * makes UNKNOWN; a failed read makes ERROR. Only MATCH lets the write proceed. Every field that moved
+ * (compared, invariant, or fingerprinted) is listed in `moved` with before and now.
  */
-export function compareBaseline(e: Envelope, read: ReadResult): { verdict: CompareVerdict; fields: FieldCheck[]; reason: string } {
+export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
+  const noIdentity: ObjectIdentity = { expected: e.object.id, answered: null, status: "UNKNOWN" };
   if (read.status === "failed") {
     return {
       verdict: "ERROR",
       fields: e.comparedFields.map((f) => ({ field: f, taskKey: fieldToTaskKey(f), role: "compared", expected: e.baseline.values[f], status: "unknown", note: "read failed" })),
       reason: `the fresh read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}): ${read.error.description}`,
+      moved: [],
+      identity: noIdentity,
     };
   }
   const extracted = extractTask(read.body, e.object.id);
   if (!extracted.ok) {
+    const other = extracted.otherId !== undefined;
     return {
-      verdict: "UNKNOWN",
+      verdict: other ? "MISMATCH" : "UNKNOWN",
       fields: e.comparedFields.map((f) => ({ field: f, taskKey: fieldToTaskKey(f), role: "compared", expected: e.baseline.values[f], status: "unknown", note: extracted.reason })),
-      reason: `cannot compare: ${extracted.reason}`,
+      reason: other ? `identity mismatch: ${extracted.reason}; it says nothing about task ${e.object.id}` : `cannot compare: ${extracted.reason}`,
+      moved: [],
+      identity: other ? { expected: e.object.id, answered: extracted.otherId, status: "MISMATCH" } : noIdentity,
     };
   }
   const task = extracted.task;
-  const fields: FieldCheck[] = e.comparedFields.map((field) => {
+  const identity: ObjectIdentity = { expected: e.object.id, answered: task["id"], status: "MATCH" };
+  const check = (field: string, role: "compared" | "invariant"): FieldCheck => {
     const taskKey = fieldToTaskKey(field);
     const expected = e.baseline.values[field];
-    if (!has(task, taskKey)) return { field, taskKey, role: "compared", expected, status: "unknown", note: `the answer has no "${taskKey}"` };
+    if (!has(task, taskKey)) {
+      return { field, taskKey, role, expected, status: "unknown", note: `the answer has no "${taskKey}"${role === "invariant" ? " (an invariant the pre-read could not see; it does not decide the verdict)" : ""}` };
+    }
     const actual = task[taskKey];
-    return { field, taskKey, role: "compared", expected, actual, status: valuesEqual(field, expected, actual) ? "match" : "mismatch" };
-  });
+    const c = compareValues(field, expected, actual);
+    return { field, taskKey, role, expected, actual, status: c.equal ? "match" : "mismatch", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+  };
+  const fields: FieldCheck[] = [
+    ...e.comparedFields.map((f) => check(f, "compared")),
+    ...e.invariantFields.map((f) => check(f, "invariant")),
+  ];
+  const moved: MovedField[] = [
+    ...fields.filter((f) => f.status === "mismatch").map(movedOf),
+    ...fingerprintedMoves(e, task),
+  ];
   const mismatched = fields.filter((f) => f.status === "mismatch");
-  const unknown = fields.filter((f) => f.status === "unknown");
+  const unknown = fields.filter((f) => f.status === "unknown" && f.role === "compared");
   if (mismatched.length) {
     const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD) ? ` (the task was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})` : "";
     return {
       verdict: "MISMATCH",
       fields,
-      reason: `task ${e.object.id} changed since the envelope was made${marker}: ${mismatched.map((f) => `${f.field} was ${show(f.expected)}, now ${show(f.actual)}`).join("; ")}`,
+      reason: `task ${e.object.id} changed since the envelope was made${marker}: ${describeMoves(moved)}`,
+      moved,
+      identity,
     };
   }
   if (unknown.length) {
-    return { verdict: "UNKNOWN", fields, reason: `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}` };
+    return { verdict: "UNKNOWN", fields, reason: `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}`, moved, identity };
   }
-  return { verdict: "MATCH", fields, reason: `all ${fields.length} compared fields equal the baseline (${e.comparedFields.join(", ")})` };
+  const others = moved.length ? `; other fields moved: ${describeMoves(moved)}` : "";
+  return {
+    verdict: "MATCH",
+    fields,
+    reason: `all ${e.comparedFields.length} compared fields equal the baseline (${e.comparedFields.join(", ")}), ${e.invariantFields.length} invariant field(s) checked${others}`,
+    moved,
+    identity,
+  };
+}
+
+function movedOf(f: FieldCheck): MovedField {
+  const before = f.role === "requested" ? f.baseline : f.expected;
+  return { field: f.field, taskKey: f.taskKey, role: f.role, before, now: f.actual, ...(f.rule ? { rule: f.rule } : {}) };
+}
+
+/** Keys the envelope kept only as fingerprints whose value is no longer the one read at envelope time. */
+function fingerprintedMoves(e: Envelope, task: Record<string, unknown>): MovedField[] {
+  const automaticKeys = new Set(e.automaticFields.map(fieldToTaskKey));
+  const out: MovedField[] = [];
+  for (const [taskKey, digest] of Object.entries(e.baseline.fingerprints)) {
+    if (!has(task, taskKey) || fingerprint(task[taskKey]) === digest) continue;
+    out.push({ field: taskKeyToField(taskKey), taskKey, role: automaticKeys.has(taskKey) ? "automatic" : "other", beforeFingerprint: digest, now: task[taskKey] });
+  }
+  return out;
+}
+
+function describeMoves(moved: MovedField[]): string {
+  return moved
+    .map((m) => `${m.field} was ${m.beforeFingerprint !== undefined ? `(fingerprint ${m.beforeFingerprint}; value not kept)` : show(m.before)}, now ${show(m.now)}`)
+    .join("; ");
 }
 
 /**
@@ -149,19 +248,35 @@ export function compareBaseline(e: Envelope, read: ReadResult): { verdict: Compa
  *  - the same state but the acknowledgement is ERROR or MISSING → INCONCLUSIVE: the state matches, but
  *    whether the write we sent did it (or will still land, or was sent twice) is not proven.
  */
-export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult): { verdict: VerifyVerdict; fields: FieldCheck[]; reason: string } {
+export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult): VerifyResult {
   const ackNote = describeAck(ack);
+  const noIdentity: ObjectIdentity = { expected: e.object.id, answered: null, status: "UNKNOWN" };
   if (read.status === "failed") {
     return {
       verdict: "INCONCLUSIVE",
       fields: [],
       reason: `the verification read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}: ${read.error.description}); ${ackNote}`,
+      moved: [],
+      identity: noIdentity,
     };
   }
   const extracted = extractTask(read.body, e.object.id);
-  if (!extracted.ok) return { verdict: "INCONCLUSIVE", fields: [], reason: `cannot verify: ${extracted.reason}; ${ackNote}` };
+  if (!extracted.ok) {
+    // An answer about another object is a definite identity mismatch, but it still says nothing about
+    // this task's state: the verdict stays INCONCLUSIVE, the identity is recorded as MISMATCH.
+    const other = extracted.otherId !== undefined;
+    return {
+      verdict: "INCONCLUSIVE",
+      fields: [],
+      reason: `${other ? "identity mismatch" : "cannot verify"}: ${extracted.reason}; ${ackNote}`,
+      moved: [],
+      identity: other ? { expected: e.object.id, answered: extracted.otherId, status: "MISMATCH" } : noIdentity,
+    };
+  }
   const task = extracted.task;
+  const identity: ObjectIdentity = { expected: e.object.id, answered: task["id"], status: "MATCH" };
   const fields: FieldCheck[] = [];
+  const moved: MovedField[] = [];
 
   for (const [field, approved] of Object.entries(e.params)) {
     const taskKey = fieldToTaskKey(field);
@@ -171,8 +286,13 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       continue;
     }
     const actual = task[taskKey];
-    const status: FieldStatus = valuesEqual(field, approved, actual) ? "applied" : valuesEqual(field, baseline, actual) ? "not_applied" : "wrong_value";
-    fields.push({ field, taskKey, role: "requested", expected: approved, actual, baseline, status });
+    const asApproved = compareValues(field, approved, actual);
+    const asBaseline = compareValues(field, baseline, actual);
+    const status: FieldStatus = asApproved.equal ? "applied" : asBaseline.equal ? "not_applied" : "wrong_value";
+    const decided = status === "not_applied" ? asBaseline : asApproved;
+    const check: FieldCheck = { field, taskKey, role: "requested", expected: approved, actual, baseline, status, rule: normalisationRule(decided.rule), ...(decided.normalised ? { normalised: true } : {}) };
+    fields.push(check);
+    if (!asBaseline.equal) moved.push(movedOf(check));
   }
   for (const field of e.invariantFields) {
     const taskKey = fieldToTaskKey(field);
@@ -182,28 +302,35 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       continue;
     }
     const actual = task[taskKey];
-    fields.push({ field, taskKey, role: "invariant", expected, actual, status: valuesEqual(field, expected, actual) ? "unchanged" : "violated" });
+    const c = compareValues(field, expected, actual);
+    const check: FieldCheck = { field, taskKey, role: "invariant", expected, actual, status: c.equal ? "unchanged" : "violated", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+    fields.push(check);
+    if (!c.equal) moved.push(movedOf(check));
   }
 
   // Everything else the task showed at envelope time: the change marker (kept in full) and the fingerprinted keys.
   const automaticKeys = new Set(e.automaticFields.map(fieldToTaskKey));
   const markerKey = fieldToTaskKey(CHANGE_MARKER_FIELD);
-  if (has(task, markerKey) && !valuesEqual(CHANGE_MARKER_FIELD, e.baseline.values[CHANGE_MARKER_FIELD], task[markerKey])) {
-    const automatic = automaticKeys.has(markerKey);
-    fields.push({
-      field: CHANGE_MARKER_FIELD, taskKey: markerKey, role: automatic ? "automatic" : "other",
-      expected: e.baseline.values[CHANGE_MARKER_FIELD], actual: task[markerKey], status: automatic ? "automatic" : "unexpected",
-    });
+  if (has(task, markerKey)) {
+    const c = compareValues(CHANGE_MARKER_FIELD, e.baseline.values[CHANGE_MARKER_FIELD], task[markerKey]);
+    if (!c.equal) {
+      const automatic = automaticKeys.has(markerKey);
+      const check: FieldCheck = {
+        field: CHANGE_MARKER_FIELD, taskKey: markerKey, role: automatic ? "automatic" : "other",
+        expected: e.baseline.values[CHANGE_MARKER_FIELD], actual: task[markerKey], status: automatic ? "automatic" : "unexpected", rule: normalisationRule(c.rule),
+      };
+      fields.push(check);
+      moved.push(movedOf(check));
+    }
   }
-  for (const [taskKey, digest] of Object.entries(e.baseline.fingerprints)) {
-    if (!has(task, taskKey)) continue; // a key the answer leaves out tells nothing about a change
-    if (fingerprint(task[taskKey]) === digest) continue;
-    const automatic = automaticKeys.has(taskKey);
+  for (const m of fingerprintedMoves(e, task)) {
+    const automatic = m.role === "automatic";
     fields.push({
-      field: taskKeyToField(taskKey), taskKey, role: automatic ? "automatic" : "other", actual: task[taskKey],
+      field: m.field, taskKey: m.taskKey, role: m.role, actual: m.now, baselineFingerprint: m.beforeFingerprint!,
       status: automatic ? "automatic" : "unexpected",
       note: automatic ? "allowed to change by itself" : "changed although it was neither requested nor automatic",
     });
+    moved.push(m);
   }
 
   const violated = fields.filter((f) => f.status === "violated" || f.status === "unexpected");
@@ -215,6 +342,8 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     return {
       verdict: "INVARIANT_VIOLATION",
       fields,
+      moved,
+      identity,
       reason: `fields that were not to change did: ${list(violated)}${failed.length ? `; also not as approved: ${list(failed)}` : ""}; ${ackNote}`,
     };
   }
@@ -223,22 +352,28 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     return {
       verdict: "VERIFICATION_FAILED",
       fields,
+      moved,
+      identity,
       reason: `${allNotApplied ? "the change was not applied" : "the task does not hold the approved values"}: ${list(failed)}; ${ackNote}`,
     };
   }
   if (unknown.length) {
-    return { verdict: "INCONCLUSIVE", fields, reason: `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}` };
+    return { verdict: "INCONCLUSIVE", fields, moved, identity, reason: `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}` };
   }
   if (ack.status !== "OK") {
     return {
       verdict: "INCONCLUSIVE",
       fields,
+      moved,
+      identity,
       reason: `the task holds the approved values and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
     };
   }
   return {
     verdict: "VERIFIED",
     fields,
+    moved,
+    identity,
     reason: `fresh read shows ${Object.keys(e.params).join(", ")} as approved, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}`,
   };
 }

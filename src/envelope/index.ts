@@ -16,7 +16,7 @@ export {
   type FieldKind,
   type FieldSpec,
 } from "./fields.js";
-export { valuesEqual } from "./normalise.js";
+export { valuesEqual, compareValues, normalisationRule, NORMALISATION_RULES, type NormalisationRule, type NormalisationRuleId, type ValueComparison } from "./normalise.js";
 export {
   PolicySchema,
   parsePolicy,
@@ -57,6 +57,10 @@ export {
   type FieldStatus,
   type CompareVerdict,
   type VerifyVerdict,
+  type CompareResult,
+  type VerifyResult,
+  type MovedField,
+  type ObjectIdentity,
 } from "./compare.js";
 export {
   DecisionSchema,

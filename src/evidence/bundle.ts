@@ -8,13 +8,61 @@
 import type { State } from "../graph/state.js";
 import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
 import { outcomeFlags } from "./flags.js";
+import { NORMALISATION_RULES, type NormalisationRule } from "../envelope/index.js";
+import type { AcknowledgementRecord, InvocationRecord, PreReadRecord } from "../hitl/records.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
 
 /** Records of a decision as received: approvals, rejections, edits, refusals, and the cancels and expiries that close an approval. */
 const DECISION_EVENTS = new Set<AuditEvent>(["decision_accepted", "decision_refused", "approval_expired", "approval_cancelled"]);
 
-export type EvidenceKind = "approval_request" | "decision" | "pre_read" | "invocation" | "acknowledgement" | "post_write_read" | "outcome";
+export type EvidenceKind =
+  | "approval_request"
+  | "decision"
+  | "boundary_event"
+  | "pre_read"
+  | "invocation"
+  | "acknowledgement"
+  | "post_write_read"
+  | "outcome";
+
+/** The rule table every comparison in a bundle was judged by (each field record names its rule by id). */
+export function normalisationRules(): NormalisationRule[] {
+  return NORMALISATION_RULES.map((r) => ({ id: r.id, text: r.text }));
+}
+
+/**
+ * What the verification cannot see: Bitrix24's tasks.task.update has no conditional form (no version,
+ * no If-Match), so a change someone else makes between our pre-read and our write, to a field our
+ * write then overwrites, leaves no trace in the post-write read. Changes to other fields are seen.
+ */
+export interface WriterWindow {
+  preReadAt: string | null;
+  writeSentAt: string;
+  acknowledgedAt: string | null;
+  /** Milliseconds between the pre-read and the write being sent, when both are known. */
+  uncoveredMs: number | null;
+  fieldsOverwritten: string[];
+  statement: string;
+}
+
+export function writerWindow(preRead: PreReadRecord | null, invocation: InvocationRecord | null, ack: AcknowledgementRecord | null): WriterWindow | null {
+  if (!invocation) return null;
+  const fields = Object.keys(invocation.args.fields);
+  const from = preRead?.at ?? null;
+  const ms = from !== null ? Date.parse(invocation.sentAt) - Date.parse(from) : NaN;
+  return {
+    preReadAt: from,
+    writeSentAt: invocation.sentAt,
+    acknowledgedAt: ack?.at ?? null,
+    uncoveredMs: Number.isFinite(ms) ? ms : null,
+    fieldsOverwritten: fields,
+    statement:
+      `Bitrix24 offers no conditional write (tasks.task.update takes no version or If-Match), so a change made by someone else ` +
+      `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt} to ${fields.join(", ")} would have been overwritten ` +
+      `by this write and cannot be seen by the verification; a change to any other field in that window would be.`,
+  };
+}
 
 export interface EvidenceObject {
   /** File stem in an exported bundle, numbered in the order things happened: "01-approval-request-r1". */
@@ -69,6 +117,8 @@ export interface CaseRecord {
     threadRecords: Array<{ seq: number; event: string; revision: number; at: string; hash: string }>;
   };
   evidence: Array<{ name: string; kind: EvidenceKind; at: string; summary: string }>;
+  /** The normalisation rules the pre-read and the verification were judged by; field records name them by id. */
+  normalisationRules: NormalisationRule[];
   auditRecords: AuditRecord[];
 }
 
@@ -94,6 +144,7 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
       threadRecords: input.records.map((r) => ({ seq: r.seq, event: r.event, revision: r.revision, at: r.at, hash: r.hash })),
     },
     evidence: evidence.map(({ name, kind, at, summary }) => ({ name, kind, at, summary })),
+    normalisationRules: normalisationRules(),
     auditRecords: input.records,
   };
   return { caseRecord, evidence };
@@ -171,6 +222,17 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
         auditSeq: r.seq,
       });
     }
+    if (r.event === "boundary_refused") {
+      const b = (r.received ?? {}) as { tool?: unknown; argumentsSha256?: unknown };
+      add("boundary_event", `boundary-refused-${String(b.tool ?? "tool")}`, r.at, `REFUSED at the tool boundary: ${r.refusal?.reason ?? "a tool the model was not offered"}`, {
+        event: r.event,
+        tool: b.tool ?? null,
+        argumentsSha256: b.argumentsSha256 ?? null,
+        refusal: r.refusal,
+        received: r.received ?? null,
+        auditSeq: r.seq,
+      });
+    }
     if (DECISION_EVENTS.has(r.event)) {
       const accepted = r.event !== "decision_refused";
       const who = `${r.approver?.id ?? "(no approver id)"} (${r.approver?.verifiedBy ?? "unverified"})`;
@@ -222,7 +284,10 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
 
   if (s?.preRead) {
     const p = s.preRead;
-    add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, { verdict: p.verdict, reason: p.reason, canEdit: p.canEdit, fields: p.fields, raw: p.raw });
+    add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, {
+      verdict: p.verdict, reason: p.reason, identity: p.identity ?? null, canEdit: p.canEdit, fields: p.fields, moved: p.moved ?? null,
+      normalisationRules: normalisationRules(), raw: p.raw,
+    });
   }
   if (s?.invocation) {
     const i = s.invocation;
@@ -234,7 +299,11 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
   }
   if (s?.verification) {
     const v = s.verification;
-    add("post_write_read", "post-write-read", v.at, `${v.verdict}: ${v.reason}`, { verdict: v.verdict, reason: v.reason, fields: v.fields, raw: v.raw });
+    const window = writerWindow(s.preRead, s.invocation, s.acknowledgement);
+    add("post_write_read", "post-write-read", v.at, `${v.verdict}: ${v.reason}${window ? `; not covered: ${window.statement}` : ""}`, {
+      verdict: v.verdict, reason: v.reason, identity: v.identity ?? null, fields: v.fields, moved: v.moved ?? null,
+      concurrentWriterWindow: window, normalisationRules: normalisationRules(), raw: v.raw,
+    });
   }
   const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
   if (s?.outcome) {
@@ -246,6 +315,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
       finishedAt: s.finishedAt,
       ...explained.flags,
       because: explained.because,
+      concurrentWriterWindow: writerWindow(s.preRead, s.invocation, s.acknowledgement),
     });
   } else if (closing?.outcome) {
     const o = closing.outcome;

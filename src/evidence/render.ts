@@ -8,9 +8,9 @@
  * escape sequences, bidi and invisible characters appear as ⟨U+XXXX⟩ and cannot start a new line.
  * The card as shown was escaped when it was rendered; its lines are only checked again.
  */
-import type { FieldCheck } from "../envelope/index.js";
+import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
 import { esc, escapeRendered } from "../text/escape.js";
-import type { CaseRecord, EvidenceObject } from "./bundle.js";
+import type { CaseRecord, EvidenceObject, WriterWindow } from "./bundle.js";
 
 export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   const lines: string[] = [];
@@ -90,9 +90,20 @@ function details(e: EvidenceObject): string[] {
       return ["card as shown:", ...escapeRendered(String(d["card"])).split("\n").map((l) => `  | ${l}`)];
     case "decision":
       return [esc`received: ${JSON.stringify(d["received"])}`];
+    case "boundary_event":
+      return [esc`tool: ${String(d["tool"])}, arguments ${String(d["argumentsSha256"])}; nothing was sent to Bitrix24`];
     case "pre_read":
-    case "post_write_read":
-      return [...fieldLines(d["fields"] as FieldCheck[] | undefined), `raw answer: ${String(JSON.stringify(d["raw"])?.length ?? 0)} bytes of JSON (whole in --json and the export)`];
+    case "post_write_read": {
+      const identity = d["identity"] as ObjectIdentity | null | undefined;
+      const window = d["concurrentWriterWindow"] as WriterWindow | null | undefined;
+      return [
+        ...(identity ? [esc`identity: ${identity.status} (expected task ${identity.expected}, answer names ${JSON.stringify(identity.answered) ?? "none"})`] : []),
+        ...fieldLines(d["fields"] as FieldCheck[] | undefined),
+        ...movedLines(d["moved"] as MovedField[] | null | undefined),
+        ...(window ? [esc`window not covered: ${window.uncoveredMs ?? "?"} ms between pre-read ${window.preReadAt ?? "?"} and write ${window.writeSentAt}; ${window.statement}`] : []),
+        `raw answer: ${String(JSON.stringify(d["raw"])?.length ?? 0)} bytes of JSON (whole in --json and the export)`,
+      ];
+    }
     case "invocation":
       return [esc`args: ${JSON.stringify(d["args"])}`, esc`sent at ${String(d["sentAt"])}, idempotency key ${String(d["idempotencyKey"])}`];
     case "acknowledgement":
@@ -112,6 +123,20 @@ function details(e: EvidenceObject): string[] {
 
 function fieldLines(fields: FieldCheck[] | undefined): string[] {
   return (fields ?? []).map(
-    (f) => esc`${f.field}: ${f.status}` + (f.expected !== undefined ? esc` (expected ${JSON.stringify(f.expected)}` : " (") + (f.actual !== undefined ? esc`, actual ${JSON.stringify(f.actual)})` : ")"),
+    (f) =>
+      esc`${f.field}: ${f.status}` +
+      (f.expected !== undefined ? esc` (expected ${JSON.stringify(f.expected)}` : " (") +
+      (f.actual !== undefined ? esc`, actual ${JSON.stringify(f.actual)})` : ")") +
+      (f.rule ? esc` rule ${f.rule.id}${f.normalised ? " (matched only under this rule)" : ""}` : ""),
   );
+}
+
+function movedLines(moved: MovedField[] | null | undefined): string[] {
+  if (!moved || moved.length === 0) return [];
+  return [
+    `moved since the baseline: ${moved.length} field${moved.length === 1 ? "" : "s"}`,
+    ...moved.map(
+      (m) => esc`  ${m.field}: before ${m.beforeFingerprint !== undefined ? `fingerprint ${m.beforeFingerprint} (value not kept)` : (JSON.stringify(m.before) ?? "(missing)")}, now ${JSON.stringify(m.now) ?? "(missing)"}`,
+    ),
+  ];
 }

@@ -2,7 +2,7 @@
  * Builds the audit entry for each decision point from graph state, so nodes stay one line away from
  * the log. Pure: no I/O, no clock (callers pass the time of the event).
  */
-import { checkProposal, type Envelope, type Policy } from "../envelope/index.js";
+import { checkProposal, sha256Json, type Envelope, type JsonValue, type Policy } from "../envelope/index.js";
 import type { State } from "../graph/state.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../evidence/flags.js";
@@ -189,4 +189,42 @@ function scrub(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(scrub);
   if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [scrub(k) as string, scrub(x)]));
   return v;
+}
+
+/**
+ * A tool call the model made to a tool it was not offered (a write tool, an unknown or remapped name),
+ * refused at the boundary without any call to Bitrix24. The arguments are kept as their sha256 only:
+ * they are the model's, and the log must not become a store for whatever it chose to send.
+ * `discriminator` tells apart calls in one thread (the agent step and the call's position).
+ */
+export function boundaryRefusedEntry(
+  state: State,
+  ctx: { threadId: string; policy: Policy; at: string; discriminator: string; tool: string; args: unknown; offered: string[]; reason: string },
+): AuditEntry {
+  const taskId = (ctx.args as { taskId?: unknown } | null)?.taskId;
+  return hashable({
+    threadId: ctx.threadId,
+    revision: 0,
+    event: "boundary_refused",
+    discriminator: ctx.discriminator,
+    at: ctx.at,
+    requestedBy: state.requestedBy,
+    risk: null,
+    what: {
+      operation: ctx.tool,
+      taskId: typeof taskId === "number" && Number.isSafeInteger(taskId) ? taskId : typeof taskId === "string" && /^[1-9][0-9]{0,15}$/.test(taskId) ? Number(taskId) : null,
+      params: null,
+      envelopeHash: null,
+      envelope: null,
+    },
+    ...none,
+    refusal: { code: "TOOL_NOT_OFFERED", reason: ctx.reason },
+    policy: policyOf(ctx.policy),
+    received: { tool: ctx.tool, argumentsSha256: argumentsSha256(ctx.args), offered: ctx.offered },
+  });
+}
+
+/** "sha256:<hex>" of the arguments' canonical JSON (after making them JSON-safe). */
+export function argumentsSha256(args: unknown): string {
+  return sha256Json(jsonSafe(args ?? null) as JsonValue);
 }

@@ -3,7 +3,7 @@
  * "what was shown", "what was approved", "what was sent", "what the target said" and "what state
  * resulted" can be answered independently after the fact.
  */
-import type { FieldCheck } from "../envelope/index.js";
+import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
 
 export interface RequestScope {
   taskIds?: number[];
@@ -41,6 +41,12 @@ export type ReasonCode =
   | "APPROVAL_ALREADY_USED"
   | "CANCELLED"
   | "STALE_STATE"
+  /** The pre-read's answer was about another object than the envelope's. */
+  | "IDENTITY_MISMATCH"
+  /** The model called a tool it was not offered (a write tool, an unknown or remapped name); refused at the boundary. */
+  | "WRITE_ATTEMPT_REFUSED"
+  /** The proposal's requested values already equal the task's current values; nothing to approve. */
+  | "NO_CHANGE"
   | "PRECHECK_UNKNOWN"
   | "PRECHECK_ERROR"
   | "NOT_PERMITTED"
@@ -79,6 +85,10 @@ export interface PreReadRecord {
   verdict: "MATCH" | "MISMATCH" | "UNKNOWN" | "ERROR";
   reason: string;
   fields: FieldCheck[];
+  /** Every field that differs from the envelope's baseline, with before and now (absent in records made before it existed). */
+  moved?: MovedField[];
+  /** Whether the answer was about the envelope's object (MISMATCH: definitely another one). */
+  identity?: ObjectIdentity;
   /** The target's answer as received (parsed JSON, raw text, or the error). */
   raw: unknown;
   canEdit: boolean | null;
@@ -105,6 +115,9 @@ export interface VerificationRecord {
   verdict: "VERIFIED" | "VERIFICATION_FAILED" | "INVARIANT_VIOLATION" | "INCONCLUSIVE";
   reason: string;
   fields: FieldCheck[];
+  /** Every field that differs from the envelope's baseline, with before and now. */
+  moved?: MovedField[];
+  identity?: ObjectIdentity;
   raw: unknown;
   at: string;
 }

@@ -1,3 +1,4 @@
+import { AIMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
@@ -8,7 +9,7 @@ import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openG
 import { invocationOf } from "./execute.js";
 
 /** Reasons a run may give for ending before any envelope existed; nothing was sent in any of them. */
-const PRE_ENVELOPE_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>(["NO_PROPOSAL", "AGENT_STEP_LIMIT", "INVALID_PROPOSAL", "INVALID_INPUT", "DENIED_BY_POLICY", "BASELINE_READ_FAILED", "TOO_MANY_REFUSED_DECISIONS", "TOO_MANY_REVISIONS"]);
+const PRE_ENVELOPE_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>(["NO_PROPOSAL", "AGENT_STEP_LIMIT", "INVALID_PROPOSAL", "INVALID_INPUT", "DENIED_BY_POLICY", "BASELINE_READ_FAILED", "TOO_MANY_REFUSED_DECISIONS", "TOO_MANY_REVISIONS", "WRITE_ATTEMPT_REFUSED"]);
 
 /**
  * The final record, derived from the journal alone: a closed action's outcome, or a verified one's
@@ -65,6 +66,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at }));
   return {
     ...(action ? mirrorOf(action) : {}),
+    messages: chatReport(gate.threadId, evidence),
     decision: evidence.decision,
     preRead: evidence.preRead,
     invocation: evidence.invocation,
@@ -121,3 +123,29 @@ function preEnvelopeClosing(state: State, at: string): ClosedRecord {
   return { outcome: "NOT_EXECUTED", reasonCode: code, reason: state.reason ?? "", at };
 }
 
+
+/**
+ * The run told as a chat (Studio's chat view): one AI message per step that happened and one for the
+ * outcome, all from the journal-derived evidence above. Their ids are fixed per thread and step, so
+ * a second pass through `finish` replaces them rather than adding copies.
+ */
+export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelopeHash" | "decision" | "preRead" | "invocation" | "acknowledgement" | "verification" | "outcome" | "reasonCode" | "reason">): AIMessage[] {
+  const say = (step: string, text: string) => new AIMessage({ id: `action-envelope:${threadId}:${step}`, content: text, name: "action-envelope" });
+  const out: AIMessage[] = [];
+  if (e.envelope && e.envelopeHash) {
+    out.push(say("proposal", `Proposed: update task ${e.envelope.object.id} with ${JSON.stringify(e.envelope.params)} (envelope ${e.envelopeHash}, revision ${e.envelope.revision}).`));
+  }
+  const d = e.decision;
+  if (d) {
+    const verb = { approve: "Approved", edit: "Edited", reject: "Rejected", cancel: "Cancelled", expire: "Expired" }[d.type];
+    out.push(say("decision", `${verb} by ${d.approverId} (identity: ${d.verifiedBy}) at ${d.acceptedAt}${d.message ? `: ${d.message}` : ""}.`));
+  }
+  if (e.preRead) out.push(say("pre-read", `Pre-read before the write: ${e.preRead.verdict}. ${e.preRead.reason}`));
+  if (e.invocation) {
+    const ack = e.acknowledgement;
+    out.push(say("write", `Sent update_task once for task ${e.invocation.args.taskId} with ${JSON.stringify(e.invocation.args.fields)}; the target answered ${ack ? ack.status : "nothing recorded"}.`));
+  }
+  if (e.verification) out.push(say("verification", `Fresh read after the write: ${e.verification.verdict}. ${e.verification.reason}`));
+  out.push(say("outcome", `Outcome: ${e.outcome} (${e.reasonCode})${e.reason ? `: ${e.reason}` : ""}`));
+  return out;
+}

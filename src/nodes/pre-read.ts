@@ -33,7 +33,7 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   const comparison = compareBaseline(envelope, toReadResult(res));
   const canEdit = res.ok ? canEditFrom(res.body) : null;
   const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, at: deps.clock().toISOString() };
-  const close = async (code: "NOT_PERMITTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
+  const close = async (code: "NOT_PERMITTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
     ...mirror,
     preRead: record,
     ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
@@ -47,7 +47,8 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
       return { ...mirror, preRead: record };
     }
     case "MISMATCH":
-      return close("STALE_STATE", comparison.reason);
+      // An answer about another object is not "the task changed": it is the wrong object, named as such.
+      return close(comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE", comparison.reason);
     case "UNKNOWN":
       return close("PRECHECK_UNKNOWN", comparison.reason);
     case "ERROR":

@@ -1,16 +1,23 @@
 import { AIMessage, ToolMessage } from "@langchain/core/messages";
+import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { ProposalArgsSchema, RequestInputArgsSchema } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
+import { argumentsSha256, boundaryRefusedEntry } from "../hitl/audit-records.js";
 import { endRun } from "./finish-with.js";
+
+/** Tools the model is offered besides the read tools; anything else it calls is refused at the boundary. */
+const PROPOSAL_TOOL_NAMES = ["propose_change", "request_input"];
 
 /**
  * Interprets the model's non-read tool calls. Only a single, well-formed propose_change passes; a
  * write-shaped call (update_task or anything unknown) is answered with an error and never reaches
- * Bitrix24, because nothing here holds a write handle.
+ * Bitrix24, because nothing here holds a write handle. A call to a tool the model was not offered is a
+ * boundary event: it is recorded in the audit log (tool name, sha256 of its arguments, time), and a run
+ * that then ends without a proposal ends WRITE_ATTEMPT_REFUSED rather than with the model's own words.
  */
-export async function propose(state: State): Promise<Update> {
+export async function propose(state: State, config?: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const last = state.messages.at(-1);
   const calls = last instanceof AIMessage || (last && "tool_calls" in last) ? ((last as AIMessage).tool_calls ?? []) : [];
@@ -30,12 +37,33 @@ export async function propose(state: State): Promise<Update> {
     replies.push(new ToolMessage({ tool_call_id: only.id ?? "request_input", name: "request_input", status: "error", content: `Error: invalid request_input: ${problem}` }));
   }
 
-  for (const call of only?.name === "request_input" ? [] : calls) {
+  const offered = [...deps.tools.readTools.map((t) => t.name), ...PROPOSAL_TOOL_NAMES];
+  const boundary: Array<{ tool: string; argumentsSha256: string }> = [];
+  const threadId = config?.configurable?.["thread_id"];
+  for (const [index, call] of (only?.name === "request_input" ? [] : calls).entries()) {
     const id = call.id ?? `call_${replies.length}`;
     if (call.name !== "propose_change") {
-      const why = deps.tools.readTools.some((t) => t.name === call.name)
+      const isOffered = offered.includes(call.name);
+      const why = isOffered
         ? `${call.name} must not be combined with propose_change in one turn; read first, then propose`
         : `${call.name} is not available: you can only read and propose; writes happen after human approval`;
+      if (!isOffered) {
+        boundary.push({ tool: call.name, argumentsSha256: argumentsSha256(call.args) });
+        if (typeof threadId === "string" && threadId !== "") {
+          await deps.audit.append(
+            boundaryRefusedEntry(state, {
+              threadId,
+              policy: deps.policy,
+              at: deps.clock().toISOString(),
+              discriminator: `step${state.agentSteps}:${index}:${call.id ?? ""}`,
+              tool: call.name,
+              args: call.args,
+              offered,
+              reason: `the model called ${call.name}, a tool it was not offered (offered: ${offered.join(", ")}); refused without any call to Bitrix24`,
+            }),
+          );
+        }
+      }
       refusals.push(why);
       replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: ${why}` }));
       continue;
@@ -59,12 +87,16 @@ export async function propose(state: State): Promise<Update> {
 
   if (accepted) return { messages: replies, proposal: accepted };
   const invalid = state.invalidProposals + 1;
+  const refusedWrite = boundary.length
+    ? `the model tried to call ${boundary.map((b) => `${b.tool} (arguments ${b.argumentsSha256})`).join(", ")}, which it was not offered; the write attempt was refused and nothing was sent to Bitrix24`
+    : undefined;
   if (invalid > deps.config.limits.maxInvalidProposals) {
     return {
       messages: replies,
       invalidProposals: invalid,
-      ...endRun("NOT_EXECUTED", "INVALID_PROPOSAL", `the model made ${invalid} invalid proposals; last: ${refusals.join("; ")}`),
+      ...endRun("NOT_EXECUTED", "INVALID_PROPOSAL", `the model made ${invalid} invalid proposals${refusedWrite ? `; ${refusedWrite}` : ""}; last: ${refusals.join("; ")}`),
     };
   }
-  return { messages: replies, invalidProposals: invalid };
+  // Not an ending: the model is told and may still propose. If it ends without a proposal, this is why.
+  return { messages: replies, invalidProposals: invalid, ...(refusedWrite ? { reasonCode: "WRITE_ATTEMPT_REFUSED" as const, reason: refusedWrite } : {}) };
 }

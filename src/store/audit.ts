@@ -27,6 +27,7 @@ export const AUDIT_EVENTS = [
   "approval_cancelled",
   "transition_refused",
   "tamper_detected",
+  "boundary_refused",
 ] as const;
 /**
  * - proposal_denied: policy or scope refused the proposal; nothing was shown for approval.
@@ -39,6 +40,8 @@ export const AUDIT_EVENTS = [
  *   state machine does not allow from where the action is; nothing was done.
  * - tamper_detected: graph state disagreed with the journal, or a journal row failed its MAC; the
  *   journal's record was used (or, for a bad MAC, the action was closed).
+ * - boundary_refused: the model called a tool it was not offered (a write tool, an unknown or remapped
+ *   name); refused without any call to Bitrix24 (tool name and the sha256 of its arguments in `received`).
  */
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];
 
