@@ -134,7 +134,9 @@ export function extractTask(body: unknown, taskId: number): Extracted {
   const task = result["task"];
   if (!isRecord(task)) return { ok: false, reason: `"result.task" is not an object: ${describeReceived(task)}` };
   if (!("id" in task)) return { ok: false, reason: `"result.task" has no id, so it cannot be tied to task ${taskId}` };
-  if (normaliseId(task["id"]) !== String(taskId)) {
+  const answered = normaliseId(task["id"]);
+  if (answered === undefined) return { ok: false, reason: `"result.task.id" is ${describeReceived(task["id"])}, not an id, so it cannot be tied to task ${taskId}` };
+  if (answered !== String(taskId)) {
     return { ok: false, reason: `the answer is about task ${describeReceived(task["id"])}, not task ${taskId}`, otherId: task["id"] };
   }
   return { ok: true, task };

@@ -1,0 +1,190 @@
+/**
+ * Evidence that explains itself (issue 17, A1–A5), checked on exported bundles and audit records of
+ * real runs: scripted model, our MCP server over stdio, the emulator over HTTP. Writes are counted in
+ * the emulator's call log.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { AIMessage } from "@langchain/core/messages";
+import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { sha256Json } from "../src/envelope/index.js";
+import { buildCase, type RunStatus } from "../src/evidence/bundle.js";
+import { exportBundle } from "../src/evidence/export.js";
+import { renderCase } from "../src/evidence/render.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+async function waiting(request: string, script: Script) {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script) });
+  return startRun(app, { request, requestedBy: "demo-user" });
+}
+
+function approve(view: ThreadView) {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+}
+
+/** Exports the run's bundle exactly as `audit export` does and reads it back from disk. */
+async function exported(threadId: string) {
+  const view = await viewThread(app!, threadId);
+  const records = await app!.deps.audit.records({ threadId });
+  const chain = await app!.deps.audit.verify();
+  const { caseRecord, evidence } = buildCase({ threadId, status: view.status as RunStatus, state: view.state, records, chain });
+  const dir = path.join(tempDir("ae-bundle-"), "bundle");
+  exportBundle(dir, caseRecord, evidence);
+  const files = fs.readdirSync(dir);
+  const read = (stem: string): any => {
+    const file = files.find((f) => f.endsWith(".json") && f.includes(stem));
+    if (!file) throw new Error(`no ${stem} in the bundle: ${files.join(", ")}`);
+    return JSON.parse(fs.readFileSync(path.join(dir, file), "utf8"));
+  };
+  return { files, read, text: renderCase(caseRecord, evidence), records };
+}
+
+describe("A1: every comparison names its normalisation rule", () => {
+  it("a deadline approved in Z and read back in +03:00 is recorded as applied under datetime-instant-equal, and the bundle carries the rule table", async () => {
+    const view = await waiting("set the deadline of task 4 to 2026-12-20T15:00:00Z", readThenPropose(4, { DEADLINE: "2026-12-20T15:00:00Z" }));
+    const done = await submitDecision(app!, view.threadId, approve(view));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+
+    const b = await exported(view.threadId);
+    const post = b.read("post-write-read").data;
+    const deadline = post.fields.find((f: any) => f.field === "DEADLINE");
+    expect(deadline).toMatchObject({
+      status: "applied",
+      expected: "2026-12-20T15:00:00Z",
+      actual: "2026-12-20T18:00:00+03:00",
+      normalised: true,
+      rule: { id: "datetime-instant-equal", text: expect.stringContaining("same instant") },
+    });
+    // Every field the verification compared names its rule, and every rule named is in the bundle's table.
+    const table = b.read("case-record").normalisationRules.map((r: any) => r.id);
+    expect(table).toEqual(expect.arrayContaining(["null-only-null", "numeric-string-equal", "datetime-instant-equal", "id-set-equal", "string-exact", "canonical-json-equal"]));
+    const pre = b.read("pre-read").data;
+    for (const f of [...pre.fields, ...post.fields.filter((x: any) => x.role !== "other" && x.role !== "automatic")]) {
+      if (f.status === "unknown") continue;
+      expect(table).toContain(f.rule.id);
+    }
+    expect(pre.fields.find((f: any) => f.field === "STATUS")).toMatchObject({ role: "invariant", status: "match", rule: { id: "numeric-string-equal" } });
+    expect(b.text).toMatch(/DEADLINE: applied .* rule datetime-instant-equal \(matched only under this rule\)/);
+  });
+});
+
+describe("A2: every moved field is named with before and now", () => {
+  it("a STATUS changed in Bitrix24 after approval is named as the moved field, with its baseline and current value; nothing is written", async () => {
+    const view = await waiting("rename task 4 to Evidence names STATUS", readThenPropose(4, { TITLE: "Evidence names STATUS" }));
+    const before = view.approval!.envelope.baseline.values["STATUS"];
+    // Someone edits the task in Bitrix24 between the approval request and the write.
+    const foreign = await portal.rest("tasks.task.update", { taskId: 4, fields: { STATUS: "5" } });
+    expect(foreign.status).toBe(200);
+    const done = await submitDecision(app!, view.threadId, approve(view));
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(done.state?.reasonCode).toBe("STALE_STATE");
+    // The only write in the portal's log is the foreign one.
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params).toMatchObject({ fields: { STATUS: "5" } });
+
+    const b = await exported(view.threadId);
+    const pre = b.read("pre-read").data;
+    expect(pre.verdict).toBe("MISMATCH");
+    const status = pre.moved.find((m: any) => m.field === "STATUS");
+    expect(status).toMatchObject({ role: "invariant", before, now: "5", rule: { id: "numeric-string-equal" } });
+    expect(pre.reason).toMatch(new RegExp(`STATUS was ${JSON.stringify(before)}, now "5"`));
+    expect(done.state?.reason).toContain("STATUS was");
+    expect(b.text).toMatch(/moved since the baseline: \d+ fields?/);
+    expect(b.text).toContain(`STATUS: before ${JSON.stringify(before)}, now "5"`);
+  });
+});
+
+describe("A3: an answer about another object is an identity MISMATCH", () => {
+  it("a pre-read answered with task 5's body ends IDENTITY_MISMATCH, recorded as identity MISMATCH, with no write", async () => {
+    const view = await waiting("rename task 4 to Identity checked", readThenPropose(4, { TITLE: "Identity checked" }));
+    const other = await portal.rest("tasks.task.get", { taskId: 5 });
+    await portal.fault({ method: "tasks.task.get", kind: "malformed", body: JSON.stringify(other.body), times: 1 });
+    const done = await submitDecision(app!, view.threadId, approve(view));
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(done.state?.reasonCode).toBe("IDENTITY_MISMATCH");
+    expect(await portal.writes()).toHaveLength(0);
+
+    const b = await exported(view.threadId);
+    const pre = b.read("pre-read").data;
+    expect(pre.verdict).toBe("MISMATCH");
+    expect(pre.identity).toEqual({ expected: 4, answered: "5", status: "MISMATCH" });
+    expect(pre.reason).toMatch(/identity mismatch: the answer is about task string "5", not task 4/);
+    expect(b.read("outcome").data).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "IDENTITY_MISMATCH", sideEffectAttempted: false });
+    expect(b.text).toContain("identity: MISMATCH (expected task 4, answer names \"5\")");
+  });
+});
+
+describe("A4: a tool the model was not offered is a boundary event", () => {
+  it("records boundary_refused (tool, arguments sha256, time) and ends WRITE_ATTEMPT_REFUSED, not NO_PROPOSAL with the model's words", async () => {
+    const args = { taskId: 4, fields: { TITLE: "pwned" } };
+    let turn = 0;
+    const script: Script = () => {
+      turn += 1;
+      if (turn === 1) return new AIMessage({ content: "", tool_calls: [call("update_task", args), call("tasks.task.delete", { taskId: 4 })] });
+      return new AIMessage("I could not make the change, sorry.");
+    };
+    const view = await waiting("rename task 4 to pwned", script);
+    expect(view.status).toBe("finished");
+    expect(view.state?.outcome).toBe("NOT_EXECUTED");
+    expect(view.state?.reasonCode).toBe("WRITE_ATTEMPT_REFUSED");
+    expect(view.state?.reason).toMatch(/update_task \(arguments sha256:[0-9a-f]{64}\).*write attempt was refused/);
+    expect(view.state?.reason).not.toContain("sorry");
+    expect(await portal.writes()).toHaveLength(0);
+    expect((await portal.calls()).filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list")).toHaveLength(0);
+
+    const b = await exported(view.threadId);
+    const boundary = b.records.filter((r) => r.event === "boundary_refused");
+    expect(boundary.map((r) => (r.received as any).tool)).toEqual(["update_task", "tasks.task.delete"]);
+    expect(boundary[0]).toMatchObject({
+      revision: 0,
+      refusal: { code: "TOOL_NOT_OFFERED" },
+      received: { tool: "update_task", argumentsSha256: sha256Json(args), offered: expect.arrayContaining(["get_task_by_id", "propose_change"]) },
+      at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
+    });
+    // The audit keeps the hash, never the model's arguments.
+    expect(JSON.stringify(boundary)).not.toContain("pwned");
+    const event = b.read("boundary-refused-update_task");
+    expect(event).toMatchObject({ kind: "boundary_event", data: { tool: "update_task", argumentsSha256: sha256Json(args) } });
+    expect(b.read("outcome").data).toMatchObject({ reasonCode: "WRITE_ATTEMPT_REFUSED", sideEffectAttempted: false });
+    expect((await app!.deps.audit.verify()).intact).toBe(true);
+  });
+});
+
+describe("A5: the concurrent-writer window is stated, not hidden behind VERIFIED", () => {
+  it("a VERIFIED run's post-write read names the pre-read → write window and that Bitrix24 has no conditional write", async () => {
+    const view = await waiting("rename task 4 to Window stated", readThenPropose(4, { TITLE: "Window stated" }));
+    const done = await submitDecision(app!, view.threadId, approve(view));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+
+    const b = await exported(view.threadId);
+    const post = b.read("post-write-read");
+    const w = post.data.concurrentWriterWindow;
+    expect(w).toMatchObject({ preReadAt: done.state!.preRead!.at, writeSentAt: done.state!.invocation!.sentAt, fieldsOverwritten: ["TITLE"] });
+    expect(w.uncoveredMs).toBeGreaterThanOrEqual(0);
+    expect(w.statement).toMatch(/no conditional write/);
+    expect(post.summary).toMatch(/^VERIFIED: .*not covered: Bitrix24 offers no conditional write/);
+    expect(b.read("outcome").data.concurrentWriterWindow.statement).toBe(w.statement);
+    expect(b.text).toMatch(/window not covered: \d+ ms between pre-read/);
+  });
+});
