@@ -157,4 +157,19 @@ describe("inbox over HTTP", () => {
     expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(c.cookies.has("__Host-ae-inbox")).toBe(false);
   });
+
+  // Last: it locks sign-in from this test's address for everyone.
+  it("rate-limits sign-in per address too: 20 failures across made-up ids lock out even a right password", async () => {
+    const c = new Client(w.inbox.url);
+    let attempts = 0;
+    let last = 0;
+    while (attempts < 25) {
+      last = (await c.signIn(`nobody-${attempts}`, "guess")).status;
+      attempts++;
+      if (last === 429) break;
+    }
+    expect(last).toBe(429);
+    expect(attempts).toBeLessThanOrEqual(21);
+    expect((await c.signIn("alice")).status).toBe(429);
+  });
 });

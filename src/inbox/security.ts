@@ -7,7 +7,8 @@
  *   Idle timeout 30 minutes, absolute 8 hours; a new id at every sign-in (no fixation).
  * - Every state-changing request carries the session's CSRF token in a form field, compared in
  *   constant time, and must not come from another site (Origin / Sec-Fetch-Site).
- * - Sign-in: at most 5 failures per 15 minutes per client address and per user id; more is 429.
+ * - Sign-in: at most 5 failures per 15 minutes per user id and 20 per client address; more is 429.
+ *   A success clears only its id's count, so one valid account cannot reset an address's budget.
  */
 import { randomBytes, timingSafeEqual } from "node:crypto";
 
@@ -84,6 +85,8 @@ export class SignInLimiter {
 
   fail(keys: string[]): void {
     const t = this.now();
+    // Bounded memory whatever ids an attacker makes up: the oldest keys go first.
+    while (this.failures.size >= 10_000) this.failures.delete(this.failures.keys().next().value!);
     for (const k of keys) this.failures.set(k, [...(this.failures.get(k) ?? []), t]);
   }
 

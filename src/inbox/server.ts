@@ -48,7 +48,8 @@ const MAX_FIELD = 10_000;
 export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<string>): Hono<Env> {
   const { app, users } = opts;
   const sessions = new Sessions();
-  const limiter = new SignInLimiter();
+  const perUser = new SignInLimiter(5);
+  const perAddress = new SignInLimiter(20);
   const pollMs = opts.pollMs ?? 1000;
   const web = new Hono<Env>();
 
@@ -99,18 +100,18 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
     const user = typeof form["user"] === "string" ? form["user"].slice(0, 128) : "";
     const password = typeof form["password"] === "string" ? form["password"] : "";
     const address = c.env?.incoming?.socket?.remoteAddress ?? "unknown";
-    const keys = [`addr:${address}`, `user:${user}`];
-    const wait = limiter.retryAfter(keys);
+    const wait = Math.max(perUser.retryAfter([user]), perAddress.retryAfter([address]));
     if (wait > 0) {
       c.header("Retry-After", String(wait));
       return loginForm(c, 429, `Too many failed sign-ins; try again in ${Math.ceil(wait / 60)} minute(s).`);
     }
     const who = await users.verify(user, password);
     if (!who) {
-      limiter.fail(keys);
+      perUser.fail([user]);
+      perAddress.fail([address]);
       return loginForm(c, 401, "Unknown approver id or wrong password.");
     }
-    limiter.succeed(keys);
+    perUser.succeed([user]);
     const old = getCookie(c, SESSION_COOKIE);
     sessions.end(old);
     const s = sessions.create(who);
