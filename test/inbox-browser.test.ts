@@ -66,7 +66,9 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     expect(await page.locator("td pre.before del.changed").textContent()).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
     await page.screenshot({ path: screenshotPath("card"), fullPage: true });
 
-    await page.getByRole("button", { name: "Approve exactly this envelope" }).click();
+    // Keyboard-operable: focus the button and press Enter.
+    await page.getByRole("button", { name: "Approve exactly this envelope" }).focus();
+    await page.keyboard.press("Enter");
     await page.locator(".outcome").first().waitFor();
     expect(await page.locator("h1").textContent()).toContain("VERIFIED");
     expect(await page.locator("main").textContent()).toContain("approve by alice (identity authentication)");
@@ -165,6 +167,10 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     // Nothing on the page carries the raw character: it cannot reorder what the approver reads.
     expect(await page.locator("main").innerText()).not.toContain("\u202E");
     await page.screenshot({ path: screenshotPath("invisible-characters"), fullPage: true });
+    // Phone width: nothing wider than the screen (long values wrap).
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await page.screenshot({ path: screenshotPath("card-phone"), fullPage: true });
     expect(await writesFor(5)).toHaveLength(0);
     await context.close();
   });

@@ -136,6 +136,21 @@ describe("inbox over HTTP", () => {
     expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 6)).toHaveLength(0);
   });
 
+  it("lets the requester cancel their own request, as the authenticated requester, with no write", async () => {
+    const view = await w.run(3);
+    const a = view.approval!;
+    const c = new Client(w.inbox.url);
+    await c.signIn("demo-user");
+    const csrf = await c.csrf();
+    const res = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, reason: "no longer needed", csrf } });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain("NOT_EXECUTED");
+    const after = await viewThread(w.app, view.threadId);
+    expect(after.state?.reasonCode).toBe("CANCELLED");
+    expect(after.state?.decision).toMatchObject({ type: "cancel", approverId: "demo-user" });
+    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 3)).toHaveLength(0);
+  });
+
   it("refuses requests naming another host (DNS rebinding)", async () => {
     // fetch() will not send a Host of our choosing; node:http will, as a rebinding attacker's page would.
     const status = await new Promise<number>((resolve, reject) => {
