@@ -318,12 +318,17 @@ export class Bitrix24Client {
   }
 
   private transportError(err: unknown, method: string, timedOut: boolean): Bitrix24Error {
+    // A read changes nothing, so its failure is never described as a call whose effect is unknown.
+    const read = isReadOnlyMethod(method);
+    const doubt = read
+      ? `; this was a read (${method}), so nothing was changed — check that BITRIX24_WEBHOOK_URL points at a reachable portal`
+      : "; the call may or may not have been applied";
     if (timedOut) {
       return new Bitrix24Error({
         kind: "transport_timeout",
         method,
         outcomeUnknown: true,
-        description: `no answer from ${this.portal} within ${this.timeoutMs} ms; the call may or may not have been applied`,
+        description: `no answer from ${this.portal} within ${this.timeoutMs} ms${doubt}`,
       });
     }
     const code = errorCode(err);
@@ -332,14 +337,14 @@ export class Bitrix24Client {
         kind: "transport_timeout",
         method,
         outcomeUnknown: false,
-        description: `could not connect to ${this.portal} (${code}); the request was not sent`,
+        description: `could not connect to ${this.portal} (${code}); the request was not sent — check BITRIX24_WEBHOOK_URL (host, port) and that the portal is reachable from here`,
       });
     }
     return new Bitrix24Error({
       kind: "transport_timeout",
       method,
       outcomeUnknown: true,
-      description: `connection to ${this.portal} dropped before an answer arrived (${code ?? this.scrub(String(err))}); the call may or may not have been applied`,
+      description: `connection to ${this.portal} dropped before an answer arrived (${code ?? this.scrub(String(err))})${doubt}`,
     });
   }
 
@@ -397,4 +402,10 @@ function nonNegativeInt(value: number | undefined, fallback: number, name: strin
   const n = nonNegative(value, fallback, name);
   if (!Number.isInteger(n)) throw new Error(`Bitrix24Client: expected ${name} to be an integer, got ${value}`);
   return n;
+}
+
+/** Methods that only read (documented as such); used to word transport failures, never to allow a call. */
+function isReadOnlyMethod(method: string): boolean {
+  const m = method.toLowerCase().replace(/\.json$/, "");
+  return /\.(get|list)$/.test(m) || m === "user.current" || m === "scope" || m === "methods" || m === "profile";
 }

@@ -21,6 +21,8 @@ import { keygenCommand } from "./keygen-command.js";
 import { inboxCommands } from "../inbox/command.js";
 import { cap, capEach, capped, LIMITS } from "./limits.js";
 import { esc, escapeForTerminal, escapeLines, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
+import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
+import { isBitrix24Error } from "../bitrix24/errors.js";
 
 const EXIT_OK = 0;
 const EXIT_USAGE = 1;
@@ -243,12 +245,26 @@ function escapeCommanderOutput(command: Command): void {
   for (const sub of command.commands) escapeCommanderOutput(sub);
 }
 
-/** An unexpected error: the message escaped as one line, then the stack frames (code locations) below it. */
-function describeUnexpected(err: Error): string {
+/**
+ * An error no handler above knew: one line (the message escaped), the likely fix where we can tell
+ * (a model provider's answer, a Bitrix24 answer), and the stack frames only with --debug.
+ */
+export function describeUnexpected(err: Error, debug: boolean): string {
   const head = `${err.name}: ${err.message}`;
-  const stack = err.stack ?? "";
-  if (stack.startsWith(head)) return escapeForTerminal(head) + escapeLines(stack.slice(head.length));
-  return escapeForTerminal(err.message) + (stack ? `\n${escapeLines(stack)}` : "");
+  if (debug) {
+    const stack = err.stack ?? "";
+    if (stack.startsWith(head)) return escapeForTerminal(head) + escapeLines(stack.slice(head.length));
+    return escapeForTerminal(err.message) + (stack ? `\n${escapeLines(stack)}` : "");
+  }
+  if (isModelProviderError(err)) {
+    const failure = describeModelError(err);
+    return `model provider (${modelReasonCode(failure)}): ${escapeForTerminal(modelFailureLine(failure, { endpoint: process.env["GROQ_BASE_URL"] || undefined }))}`;
+  }
+  if (isBitrix24Error(err)) {
+    const fix = err.kind === "auth" ? "; check the webhook code in BITRIX24_WEBHOOK_URL and its scopes (task, user)" : "";
+    return `Bitrix24 ${err.kind}: ${escapeForTerminal(err.description)}${fix}`;
+  }
+  return `${escapeForTerminal(err.name && err.name !== "Error" ? head : err.message)}  (run again with --debug for the stack trace)`;
 }
 
 function waitForSignal(): Promise<void> {
@@ -259,6 +275,10 @@ function waitForSignal(): Promise<void> {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  // --debug (anywhere before a "--") is ours, not a command's: it only adds stack traces to errors.
+  const end = argv.indexOf("--");
+  const debug = argv.some((a, i) => a === "--debug" && (end < 0 || i < end)) || process.env["ACTION_ENVELOPE_DEBUG"] === "1";
+  argv = argv.filter((a, i) => !(a === "--debug" && (end < 0 || i < end)));
   const program = buildProgram();
   try {
     await program.parseAsync(argv, { from: "user" });
@@ -286,7 +306,7 @@ export async function main(argv: string[]): Promise<number> {
       }
       return EXIT_OUTCOME;
     }
-    process.stderr.write(`error: ${describeUnexpected(err)}\n`);
+    process.stderr.write(`error: ${describeUnexpected(err, debug)}\n`);
     return EXIT_OUTCOME;
   }
 }

@@ -47,6 +47,13 @@ export type ReasonCode =
   | "WRITE_ATTEMPT_REFUSED"
   /** The proposal's requested values already equal the task's current values; nothing to approve. */
   | "NO_CHANGE"
+  /** The model provider stopped the run (src/models/model-errors.ts modelReasonCode): key refused, rate limited, unreachable, … */
+  | "MODEL_AUTH_FAILED"
+  | "MODEL_RATE_LIMITED"
+  | "MODEL_UNREACHABLE"
+  | "MODEL_REQUEST_REJECTED"
+  | "MODEL_SERVER_ERROR"
+  | "MODEL_FAILED"
   | "PRECHECK_UNKNOWN"
   | "PRECHECK_ERROR"
   | "NOT_PERMITTED"

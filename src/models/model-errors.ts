@@ -55,3 +55,63 @@ function retryAfterMs(headers: unknown): number | undefined {
   const seconds = Number(raw);
   return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
 }
+
+/** Reason codes for a run the model provider stopped; each calls for a different fix. */
+export type ModelReasonCode = "MODEL_AUTH_FAILED" | "MODEL_RATE_LIMITED" | "MODEL_UNREACHABLE" | "MODEL_REQUEST_REJECTED" | "MODEL_SERVER_ERROR" | "MODEL_FAILED";
+
+export function modelReasonCode(f: ModelFailure): ModelReasonCode {
+  switch (f.kind) {
+    case "auth":
+      return "MODEL_AUTH_FAILED";
+    case "rate_limited":
+      return "MODEL_RATE_LIMITED";
+    case "connection":
+      return "MODEL_UNREACHABLE";
+    case "bad_request":
+      return "MODEL_REQUEST_REJECTED";
+    case "server":
+      return "MODEL_SERVER_ERROR";
+    case "unknown":
+      return "MODEL_FAILED";
+  }
+}
+
+/**
+ * Whether `err` came from the model provider's SDK (an HTTP answer or a connection failure), as
+ * opposed to a bug of ours: groq-sdk's APIError family, or LangChain's renamed 429 errors.
+ */
+export function isModelProviderError(err: unknown): boolean {
+  if (typeof err !== "object" || err === null) return false;
+  const name = (err as { constructor?: { name?: unknown } }).constructor?.name;
+  const names = [typeof name === "string" ? name : "", String((err as { name?: unknown }).name ?? "")];
+  return names.some((n) => /^(APIError|APIConnectionError|APIConnectionTimeoutError|AuthenticationError|PermissionDeniedError|RateLimitError|RateLimit\w*Error|BadRequestError|NotFoundError|ConflictError|UnprocessableEntityError|InternalServerError|APIUserAbortError)$/.test(n));
+}
+
+/**
+ * One line for a person: what failed, the provider's words, and the likely fix (naming the variable
+ * or endpoint). No stack, no raw JSON body.
+ */
+export function modelFailureLine(f: ModelFailure, where: { endpoint?: string; keyVariable?: string } = {}): string {
+  const key = where.keyVariable ?? "GROQ_API_KEY";
+  const at = where.endpoint ? ` at ${where.endpoint}` : "";
+  const said = `${f.status !== undefined ? `${f.status}${f.code ? ` ${f.code}` : ""}: ` : ""}${oneLine(f.message)}`;
+  switch (f.kind) {
+    case "auth":
+      return `the model provider${at} refused the API key (${said}); check ${key}`;
+    case "rate_limited":
+      return `the model provider${at} is rate limiting this key (${said})${f.retryAfterMs !== undefined ? `; retry after ${Math.ceil(f.retryAfterMs / 1000)} s` : "; retry later"}`;
+    case "connection":
+      return `cannot reach the model provider${at} (${said}); check the network, GROQ_BASE_URL, or use MODEL=offline`;
+    case "bad_request":
+      return `the model provider${at} rejected the request (${said}); check MODEL names a model this key may use`;
+    case "server":
+      return `the model provider${at} failed (${said}); try again later`;
+    case "unknown":
+      return `the model call failed (${said})`;
+  }
+}
+
+function oneLine(s: string): string {
+  const line = s.replace(/\s+/g, " ").trim();
+  return line.length > 300 ? `${line.slice(0, 300)}…` : line;
+}

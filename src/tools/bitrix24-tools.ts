@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
+import { ToolMessage } from "@langchain/core/messages";
 import { MultiServerMCPClient } from "@langchain/mcp-adapters";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -121,9 +122,13 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
           description: adapterTool.description,
           schema: adapterTool.schema,
           metadata: { ...adapterTool.metadata, role, bitrix24Method: roles[role].method },
-          func: async (args: Record<string, unknown>) => {
+          func: async (args: Record<string, unknown>, _run?: unknown, config?: object) => {
             const res = await call(name, args, "read");
             if (res.ok) return res.text;
+            // Called by the model (a tool call with an id): the failure is its own error message, so no
+            // framework text ("Please fix your mistakes.") is appended to what the portal said.
+            const id = (config as { toolCall?: { id?: unknown } } | undefined)?.toolCall?.id;
+            if (typeof id === "string" && id !== "") return new ToolMessage({ status: "error", name, tool_call_id: id, content: readFailureText(name, res.error, res.text) });
             throw new McpToolError(name, res.error, res.text);
           },
         }),
@@ -248,6 +253,12 @@ function assertReadToolsOnly(readTools: StructuredToolInterface[], roles: Record
 }
 
 /** A read tool call the server answered with an error; the message is the structured error JSON. */
+/** What the model is told when a read tool fails: one line, the portal's own error data kept as JSON. */
+export function readFailureText(name: string, error: McpCallError, text: string): string {
+  const what = `${error.kind}${error.code !== undefined ? ` ${error.code}` : ""}: ${error.description}`;
+  return `Error: the read tool ${name} failed (${what}). Nothing was changed in Bitrix24.${text ? ` Raw answer: ${text.slice(0, 2000)}` : ""}`;
+}
+
 export class McpToolError extends Error {
   constructor(
     readonly toolName: string,
