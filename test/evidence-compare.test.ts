@@ -12,6 +12,7 @@ import {
   exampleTask,
   fingerprint,
   NORMALISATION_RULES,
+  noChangeReason,
   taskBody,
   valuesEqual,
   verifyOutcome,
@@ -144,5 +145,29 @@ describe("verifyOutcome: moved fields and identity", () => {
     const r = verifyOutcome(e, ack, { status: "failed", error: { kind: "transport_timeout", description: "no answer" } });
     expect(r.identity.status).toBe("UNKNOWN");
     expect(compareBaseline(e, read({ id: [] })).identity.status).toBe("UNKNOWN");
+  });
+});
+
+describe("noChangeReason (NO_CHANGE before approval)", () => {
+  it("a proposal whose every requested value equals the current one changes nothing, under the same rules as verification", () => {
+    const task = exampleTask();
+    expect(noChangeReason({ PRIORITY: 1 }, task)).toBe('the proposal changes nothing: PRIORITY is already "1" (requested 1, equal under numeric-string-equal)');
+    expect(noChangeReason({ DEADLINE: "2026-12-15T15:00:00Z", STATUS: "2" }, task)).toMatch(/DEADLINE is already .*datetime-instant-equal.*; STATUS is already "2"$/);
+    expect(noChangeReason({ TITLE: `${String(task["title"])} ` }, task)).toBeUndefined();
+    expect(noChangeReason({ PRIORITY: "1", TITLE: "New" }, task)).toBeUndefined();
+    expect(noChangeReason({ UF_CRM_TASK: ["x"] }, task)).toBeUndefined();
+  });
+
+  it("agrees with verifyOutcome: a no-op proposal would read back as applied with nothing moved", () => {
+    fc.assert(
+      fc.property(fc.constantFrom("1", 1, "2", 0), fc.constantFrom("2", 2, "5"), (priority, status) => {
+        const task = exampleTask();
+        const params = { PRIORITY: priority, STATUS: status };
+        const noop = noChangeReason(params, task) !== undefined;
+        const e = envelope(params, task);
+        const r = verifyOutcome(e, ack, read());
+        expect(noop).toBe(r.verdict === "VERIFIED" && r.moved.length === 0);
+      }),
+    );
   });
 });

@@ -404,3 +404,24 @@ function has(o: Record<string, unknown>, key: string): boolean {
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
+
+/**
+ * Why a proposal changes nothing, or undefined when it changes something: every requested value
+ * already equals the task's current value under the normalisation rules (`"1"` requested, `1` read).
+ * A field the task answer does not carry counts as a change (it cannot be shown to be equal). Meant to
+ * run on the baseline read, before an envelope is built, so that a no-op is refused with NO_CHANGE
+ * instead of being put in front of an approver.
+ */
+export function noChangeReason(params: Record<string, unknown>, task: Record<string, unknown>): string | undefined {
+  const fields = Object.keys(params);
+  if (fields.length === 0) return undefined;
+  const same: string[] = [];
+  for (const field of fields) {
+    const key = fieldToTaskKey(field);
+    if (!has(task, key)) return undefined;
+    const c = compareValues(field, params[field], task[key]);
+    if (!c.equal) return undefined;
+    same.push(`${field} is already ${show(task[key])}${c.normalised ? ` (requested ${show(params[field])}, equal under ${c.rule})` : ""}`);
+  }
+  return `the proposal changes nothing: ${same.join("; ")}`;
+}

@@ -51,6 +51,7 @@ export {
   compareBaseline,
   verifyOutcome,
   extractTask,
+  noChangeReason,
   type ReadResult,
   type Acknowledgement,
   type FieldCheck,
