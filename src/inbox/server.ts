@@ -70,7 +70,8 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   const crossSite = (c: Context<Env>): string | undefined => {
     const origin = c.req.header("origin");
     const host = c.req.header("host");
-    if (origin !== undefined && origin !== `http://${host}`) return `a request from ${origin} may not change anything here`;
+    // https too: behind a TLS-terminating proxy the page's origin is https://<the same host>.
+    if (origin !== undefined && origin !== `http://${host}` && origin !== `https://${host}`) return `a request from ${origin} may not change anything here`;
     const site = c.req.header("sec-fetch-site");
     if (site !== undefined && site !== "same-origin" && site !== "none") return `a ${site} request may not change anything here`;
     return undefined;
