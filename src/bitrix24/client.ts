@@ -260,12 +260,14 @@ export class Bitrix24Client {
     }
     const errorBody = parsed ? ErrorBodySchema.safeParse(body) : undefined;
     if (errorBody?.success) {
+      const resetAt = operatingResetAtOf(body);
       return classifyAndThrow({
         httpStatus: status,
         code: String(errorBody.data.error),
         description: this.scrub(errorBody.data.error_description ?? ""),
         method,
         rawBody: text,
+        ...(resetAt !== undefined ? { operatingResetAt: resetAt } : {}),
       });
     }
     if (status < 200 || status >= 300) {
@@ -408,4 +410,12 @@ function nonNegativeInt(value: number | undefined, fallback: number, name: strin
 function isReadOnlyMethod(method: string): boolean {
   const m = method.toLowerCase().replace(/\.json$/, "");
   return /\.(get|list)$/.test(m) || m === "user.current" || m === "scope" || m === "methods" || m === "profile";
+}
+
+/** `time.operating_reset_at` (unix seconds) of an answer, when it carries one. */
+function operatingResetAtOf(body: unknown): number | undefined {
+  const time = (body as { time?: { operating_reset_at?: unknown } } | null)?.time;
+  const v = time?.operating_reset_at;
+  const n = typeof v === "string" && /^\d+(\.\d+)?$/.test(v) ? Number(v) : v;
+  return typeof n === "number" && Number.isFinite(n) && n > 0 ? Math.floor(n) : undefined;
 }

@@ -4,6 +4,8 @@
  */
 export type Bitrix24ErrorKind =
   | "rate_limited"
+  /** 429 OPERATION_TIME_LIMIT: the method used up its per-method time budget and is blocked until `operatingResetAt`. */
+  | "operation_time_limit"
   | "auth"
   | "access_denied"
   | "not_found"
@@ -14,6 +16,7 @@ export type Bitrix24ErrorKind =
 
 export const BITRIX24_ERROR_KINDS: readonly Bitrix24ErrorKind[] = [
   "rate_limited",
+  "operation_time_limit",
   "auth",
   "access_denied",
   "not_found",
@@ -31,6 +34,8 @@ export interface Bitrix24ErrorData {
   httpStatus?: number;
   outcomeUnknown: boolean;
   rawBody?: string;
+  /** operation_time_limit: when the portal unblocks the method (unix seconds), if it said. */
+  operatingResetAt?: number;
 }
 
 export interface Bitrix24ErrorInit {
@@ -41,6 +46,7 @@ export interface Bitrix24ErrorInit {
   code?: string;
   outcomeUnknown?: boolean;
   rawBody?: string;
+  operatingResetAt?: number;
 }
 
 export class Bitrix24Error extends Error {
@@ -54,6 +60,8 @@ export class Bitrix24Error extends Error {
   readonly rawBody?: string;
   /** REST method of the failed call, when known. */
   readonly method?: string;
+  /** operation_time_limit: when the method is unblocked (unix seconds), when the portal said. */
+  readonly operatingResetAt?: number;
 
   constructor(init: Bitrix24ErrorInit) {
     const where = init.method ? `${init.method}: ` : "";
@@ -67,6 +75,7 @@ export class Bitrix24Error extends Error {
     if (init.code !== undefined) this.code = init.code;
     if (init.rawBody !== undefined) this.rawBody = init.rawBody;
     if (init.method !== undefined) this.method = init.method;
+    if (init.operatingResetAt !== undefined) this.operatingResetAt = init.operatingResetAt;
   }
 
   toData(): Bitrix24ErrorData {
@@ -74,6 +83,7 @@ export class Bitrix24Error extends Error {
     if (this.code !== undefined) data.code = this.code;
     if (this.httpStatus !== undefined) data.httpStatus = this.httpStatus;
     if (this.rawBody !== undefined) data.rawBody = this.rawBody;
+    if (this.operatingResetAt !== undefined) data.operatingResetAt = this.operatingResetAt;
     return data;
   }
 
@@ -113,11 +123,29 @@ export function classifyErrorAnswer(args: {
   description: string;
   method?: string;
   rawBody?: string;
+  /** `time.operating_reset_at` from the error body, when present. */
+  operatingResetAt?: number;
 }): Bitrix24Error {
   const { httpStatus, code, description } = args;
   const upper = code?.toUpperCase();
+  if (upper === "OPERATION_TIME_LIMIT") {
+    // Its own kind: the method is blocked for minutes, so it is never retried (a read would fail again,
+    // and a write must not be sent late); the portal did not run the call.
+    const until = args.operatingResetAt !== undefined ? ` until ${new Date(args.operatingResetAt * 1000).toISOString()}` : " (the portal did not say until when)";
+    const init: Bitrix24ErrorInit = {
+      kind: "operation_time_limit",
+      description: `${description || "Method is blocked due to operation time limit."} — Bitrix24's per-method time limit blocks ${args.method ?? "this method"}${until}; not retried, and the call was not carried out`,
+      httpStatus,
+      code: code!,
+      outcomeUnknown: false,
+    };
+    if (args.method !== undefined) init.method = args.method;
+    if (args.rawBody !== undefined) init.rawBody = args.rawBody;
+    if (args.operatingResetAt !== undefined) init.operatingResetAt = args.operatingResetAt;
+    return new Bitrix24Error(init);
+  }
   let kind: Bitrix24ErrorKind;
-  if (upper === "QUERY_LIMIT_EXCEEDED" || upper === "OPERATION_TIME_LIMIT" || httpStatus === 429) {
+  if (upper === "QUERY_LIMIT_EXCEEDED" || httpStatus === 429) {
     kind = "rate_limited";
   } else if (code !== undefined && AUTH_CODES.has(code.toLowerCase())) {
     kind = "auth";

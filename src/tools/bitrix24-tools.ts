@@ -36,6 +36,8 @@ export interface McpCallError {
   httpStatus?: number;
   outcomeUnknown?: boolean;
   rawBody?: string;
+  /** operation_time_limit: when the portal unblocks the method (unix seconds). */
+  operatingResetAt?: number;
 }
 
 export type McpCallResult = { ok: true; body: unknown; text: string } | { ok: false; error: McpCallError; text: string };
@@ -327,6 +329,7 @@ function toCallError(value: unknown): McpCallError | undefined {
   if (v.code !== undefined && v.code !== null) error.code = String(v.code);
   if (typeof v.httpStatus === "number") error.httpStatus = v.httpStatus;
   if (typeof v.rawBody === "string") error.rawBody = v.rawBody;
+  if (typeof v.operatingResetAt === "number") error.operatingResetAt = v.operatingResetAt;
   return error;
 }
 

@@ -17,6 +17,8 @@ export const FaultSpecSchema = z.discriminatedUnion("kind", [
     description: z.string().default("Internal server error"),
   }),
   z.object({ ...base, kind: z.literal("apply_then_timeout") }),
+  /** 429 OPERATION_TIME_LIMIT, as Bitrix24 answers a method whose time budget is used up; the call is not carried out. */
+  z.object({ ...base, kind: z.literal("operation_time_limit"), resetInSeconds: z.number().int().min(0).max(86_400).default(600) }),
   z.object({ ...base, kind: z.literal("timeout_without_apply") }),
   z.object({ ...base, kind: z.literal("ack_without_apply") }),
   z.object({

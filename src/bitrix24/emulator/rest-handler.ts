@@ -6,6 +6,7 @@ import { findMethod } from "./methods/registry.js";
 import { applySideEffect } from "./methods/tasks.js";
 import { BodyTooLargeError, parseParams, readBodyLimited } from "./request.js";
 import { errorResponse, successResponse } from "./respond.js";
+import { timeBlock } from "./shapes.js";
 import type { Store } from "./store.js";
 import { nowSeconds } from "./dates.js";
 
@@ -65,6 +66,15 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
     if (action?.kind === "error") {
       store.logCall({ method, params, status: action.status, error: action.error, fault: faultName });
       return errorResponse(new RestError(action.status, action.error, action.description));
+    }
+    if (action?.kind === "operation_time_limit") {
+      store.logCall({ method, params, status: 429, error: "OPERATION_TIME_LIMIT", fault: faultName });
+      const now = Date.now();
+      return errorResponse(
+        new RestError(429, "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit.", {
+          time: { ...timeBlock(now, now), operating_reset_at: Math.floor(now / 1000) + action.resetInSeconds, operating: 480 },
+        }),
+      );
     }
     if (action?.kind === "timeout_without_apply") {
       store.logCall({ method, params, status: 0, fault: faultName });
