@@ -9,7 +9,7 @@
  *   order by goto, new input, replay or a fork does nothing and hands over to resync)
  */
 import { END, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
-import { AgentInput, AgentState } from "./state.js";
+import { AgentInput, AgentOutput, AgentState } from "./state.js";
 import {
   afterAgent,
   afterAwaitApproval,
@@ -36,8 +36,9 @@ import { execute } from "../nodes/execute.js";
 import { verify } from "../nodes/verify.js";
 import { finish } from "../nodes/finish.js";
 import { resync } from "../nodes/resync.js";
+import { guardApiRuns } from "../api/guard.js";
 
-export const builder = new StateGraph({ stateSchema: AgentState, input: AgentInput })
+export const builder = new StateGraph({ state: AgentState, input: AgentInput, output: AgentOutput })
   .addNode("agent", agent)
   .addNode("read_tools", readTools)
   .addNode("propose", propose)
@@ -80,5 +81,10 @@ export function compileGraph(opts: CompileOptions) {
   });
 }
 
-/** For the LangGraph API server, which brings its own checkpointer. */
-export const graph = builder.compile({ name: "bitrix24_task_agent" });
+/**
+ * For the LangGraph API server, which brings its own checkpointer. A resume sent to a thread that is
+ * not waiting fails its run visibly (THREAD_ENDED / NOT_WAITING, audited) instead of the silent
+ * success LangGraph gives a resume with nothing to resume; a decision without an approver gets the
+ * authenticated caller (src/api/guard.ts).
+ */
+export const graph = guardApiRuns(builder.compile({ name: "bitrix24_task_agent" }));

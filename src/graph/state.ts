@@ -1,15 +1,25 @@
 /**
- * The graph's one state schema. Evidence is kept as separate, timestamped objects (pre-read,
- * invocation, acknowledgement, verification) and never folded into a single status word.
+ * The graph's state, input and output schemas, in zod through LangGraph's `StateSchema`. The LangGraph
+ * API server reads them at run time (`getSchemas`, Studio's input form and state view) instead of
+ * running its TypeScript type extractor over this project, which took 10–16 s per server start
+ * (bench/get-schemas.ts). Every field carries a description.
+ *
+ * Evidence is kept as separate, timestamped objects (pre-read, invocation, acknowledgement,
+ * verification) and never folded into a single status word.
  *
  * Trust: anyone who can reach the LangGraph API can write these channels. Everything from `envelope`
  * down is a MIRROR of the execution journal (src/store/action-machine.ts), kept for display and
- * routing; no node reads it back to decide what is written, whether, or what is reported. The input
- * schema admits only the request fields.
+ * routing; no node reads it back to decide what is written, whether, or what is reported. So a
+ * channel's zod shape documents it (JSON Schema for Studio) but does not gate writes to it: a state
+ * value of the wrong shape must reach the nodes, which ignore it and record `tamper_detected`, rather
+ * than stop the run with a validation error. The run input is validated by the agent node against
+ * `RequestInputSchema` (code INVALID_INPUT naming the field), before anything is recorded or a model
+ * is called.
  */
-import { Annotation, messagesStateReducer } from "@langchain/langgraph";
-import type { BaseMessage, BaseMessageLike } from "@langchain/core/messages";
-import type { Envelope } from "../envelope/index.js";
+import { z } from "zod";
+import { ReducedValue, StateSchema, messagesStateReducer } from "@langchain/langgraph";
+import { HumanMessage, type BaseMessage, type BaseMessageLike } from "@langchain/core/messages";
+import { EnvelopeSchema, type Envelope } from "../envelope/index.js";
 import type {
   AcknowledgementRecord,
   DecisionRecord,
@@ -25,65 +35,234 @@ import type {
 import type { InputRequestRecord } from "../hitl/structured-input.js";
 import type { JournalNext } from "../store/action-machine.js";
 
-export const AgentState = Annotation.Root({
-  /** The user's request in their words. */
-  request: Annotation<string>,
-  /** Who asked; an approver may never be the same person at or above the policy's risk threshold. */
-  requestedBy: Annotation<string>,
-  /** Task ids and fields the request is about, given with the request; never widened by the model. */
-  scope: Annotation<RequestScope | undefined>,
-  /** Conversation with the model: read tool calls, the proposal, error feedback. */
-  messages: Annotation<BaseMessage[], BaseMessageLike[]>({ reducer: messagesStateReducer, default: () => [] }),
-  /** Model turns taken, bounded by config so a looping model ends the run. */
-  agentSteps: Annotation<number>({ reducer: (_, b) => b, default: () => 0 }),
-  /** Proposals refused by validation so far; past the bound the run ends INVALID_PROPOSAL. */
-  invalidProposals: Annotation<number>({ reducer: (_, b) => b, default: () => 0 }),
-  /** The last well-formed proposal (from the model or from a human edit). */
-  proposal: Annotation<ProposalRecord | null>({ reducer: (_, b) => b, default: () => null }),
-  /** A structured question waiting for a human answer (from the model's request_input call). */
-  inputRequest: Annotation<InputRequestRecord | null>({ reducer: (_, b) => b, default: () => null }),
-  /** Human rejections sent back to the model as feedback; bounded by the revision limit. */
-  rejections: Annotation<number>({ reducer: (_, b) => b, default: () => 0 }),
-  /** Group an expired approval was escalated to; only its members may approve the fresh envelope. */
-  escalatedTo: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
-  /** The frozen envelope awaiting or holding approval, and its hash. */
-  envelope: Annotation<Envelope | null>({ reducer: (_, b) => b, default: () => null }),
-  envelopeHash: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
-  /** The card exactly as shown to the approver for the current envelope. */
-  card: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
-  /** Hashes of earlier revisions; an approval naming one is STALE_REVISION. */
-  supersededHashes: Annotation<string[]>({ reducer: (_, b) => b, default: () => [] }),
-  /** The raw resume value most recently received, before validation. */
-  pendingDecision: Annotation<unknown>({ reducer: (_, b) => b, default: () => null }),
-  /** The accepted decision. */
-  decision: Annotation<DecisionRecord | null>({ reducer: (_, b) => b, default: () => null }),
-  /** Every refused decision, in order, with its code. */
-  refusals: Annotation<Refusal[]>({ reducer: (a, b) => a.concat(b), default: () => [] }),
-  preRead: Annotation<PreReadRecord | null>({ reducer: (_, b) => b, default: () => null }),
-  invocation: Annotation<InvocationRecord | null>({ reducer: (_, b) => b, default: () => null }),
-  acknowledgement: Annotation<AcknowledgementRecord | null>({ reducer: (_, b) => b, default: () => null }),
-  verification: Annotation<VerificationRecord | null>({ reducer: (_, b) => b, default: () => null }),
-  /** Final outcome; null while the run is going or waiting. */
-  outcome: Annotation<Outcome | null>({ reducer: (_, b) => b, default: () => null }),
-  /** Machine-readable code for why the run ended (e.g. STALE_STATE, REJECTED_BY_HUMAN). */
-  reasonCode: Annotation<ReasonCode | null>({ reducer: (_, b) => b, default: () => null }),
-  /** Why the run ended the way it did, precise enough to act on. */
-  reason: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
-  finishedAt: Annotation<string | null>({ reducer: (_, b) => b, default: () => null }),
-  /** Set by a node the journal did not allow to act; routes to `resync`. */
-  needsResync: Annotation<boolean>({ reducer: (_, b) => b, default: () => false }),
-  /** Where the journal says the thread is, as last read by `resync`. */
-  journalNext: Annotation<JournalNext>({ reducer: (_, b) => b, default: () => null }),
+/** Longest request text accepted; a longer one ends the run before any model call. */
+export const MAX_REQUEST_CHARS = 4000;
+/** Longest requester id accepted. */
+export const MAX_REQUESTER_CHARS = 200;
+
+/** What a run may be about, given with the request; never widened by the model. */
+export const RequestScopeSchema = z
+  .strictObject({
+    taskIds: z.array(z.int().positive()).max(100).optional().describe("Bitrix24 task ids the request may change; any other task is out of scope."),
+    fields: z
+      .array(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are UPPER_SNAKE, as in Bitrix24 (e.g. TITLE)"))
+      .max(50)
+      .optional()
+      .describe("Task fields (UPPER_SNAKE, e.g. TITLE, PRIORITY) the request may change; any other field is out of scope."),
+  })
+  .describe("Optional. Task ids and fields the request is about; derived from the request text by code when absent.");
+
+/**
+ * The request fields of a run's input, as the agent node checks them on the thread's first turn.
+ * (The server-side auth handler fills `requestedBy` with the authenticated caller when tokens are on.)
+ */
+export const RequestInputSchema = z.object({
+  request: z
+    .string({ error: (iss) => (iss.input === undefined || iss.input === null ? 'input field "request" is required: a non-empty string saying what should change' : `input field "request" must be a string, not ${typeof iss.input}`) })
+    .regex(/\S/, 'input field "request" is required: a non-empty string saying what should change')
+    .max(MAX_REQUEST_CHARS, `input field "request" is too long: at most ${MAX_REQUEST_CHARS} characters are accepted`)
+    .describe("What should change, in your words, e.g. \"rename task 4 to Q3 report\". Required (in chat mode, the last human message)."),
+  requestedBy: z
+    .string({
+      error: (iss) =>
+        iss.input === undefined || iss.input === null
+          ? 'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)'
+          : `input field "requestedBy" must be a string, not ${typeof iss.input}`,
+    })
+    .regex(/\S/, 'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)')
+    .max(MAX_REQUESTER_CHARS, `input field "requestedBy" is too long: at most ${MAX_REQUESTER_CHARS} characters are accepted`)
+    .describe("Who is asking. Required, unless the server authenticates callers: then it is the caller's identity and may be left out."),
+  scope: RequestScopeSchema.optional(),
 });
 
-/** What a run may be started with: the request alone. Outcome, envelope, decision and evidence channels cannot be set from input. */
-export const AgentInput = Annotation.Root({
-  /** The user's request in their words. */
-  request: Annotation<string>,
-  /** Who asked (the authenticated caller when the API requires authentication). */
-  requestedBy: Annotation<string>,
-  /** Task ids and fields the request is about; optional, derived from the request text when absent. */
-  scope: Annotation<RequestScope | undefined>,
+/**
+ * A channel whose JSON Schema is `shape` with `description`, and which accepts any value: graph
+ * state is a mirror, and a value of the wrong shape must reach the nodes (which ignore it and record
+ * it) rather than fail the run. `fallback` is the channel's default.
+ */
+function mirror<T>(description: string, shape: z.ZodType | undefined, fallback?: () => T): z.ZodType<T> {
+  let json: Record<string, unknown> = {};
+  if (shape) {
+    json = z.toJSONSchema(shape, { target: "draft-7", io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+    delete json["$schema"];
+  }
+  const base = fallback ? z.any().default(fallback) : z.any();
+  return base.meta({ ...json, description }) as unknown as z.ZodType<T>;
+}
+
+/** Last value wins, with a default: the plain channel. */
+const last = <T>(description: string, shape: z.ZodType | undefined, fallback: () => T) => mirror<T>(description, shape, fallback);
+
+const OUTCOMES = ["VERIFIED", "NOT_EXECUTED", "REJECTED_BY_TARGET", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"] as const satisfies readonly Outcome[];
+const FieldCheckShape = z.object({ field: z.string(), expected: z.unknown().optional(), actual: z.unknown().optional(), status: z.string() }).partial();
+const RefusalShape = z.object({
+  code: z.string().describe("Refusal code, e.g. MALFORMED, HASH_MISMATCH, APPROVER_NOT_ALLOWED, THREAD_ENDED."),
+  reason: z.string(),
+  at: z.string(),
+  envelopeHash: z.string().nullable(),
+  raw: z.unknown().describe("The decision as received (bounded)."),
+});
+const DecisionShape = z.object({
+  type: z.enum(["approve", "reject", "edit", "cancel", "expire"]),
+  envelopeHash: z.string(),
+  nonce: z.string(),
+  revision: z.int(),
+  approverId: z.string(),
+  verifiedBy: z.enum(["signature", "authentication", "self_declared"]),
+  decidedAt: z.string(),
+  acceptedAt: z.string(),
+  message: z.string().optional(),
+});
+const ProposalShape = z.object({
+  taskId: z.int(),
+  fields: z.record(z.string(), z.unknown()),
+  rationale: z.string(),
+  source: z.enum(["model", "human_edit"]),
+});
+const VerdictShape = (verdicts: readonly [string, ...string[]]) =>
+  z.object({ verdict: z.enum(verdicts), reason: z.string(), fields: z.array(FieldCheckShape), raw: z.unknown(), at: z.string() });
+
+/** Marks a message of the run input that is not a chat message; the agent ends the run INVALID_INPUT naming it. */
+export const UNREADABLE_MESSAGE_KEY = "action_envelope_unreadable_input";
+
+/**
+ * messagesStateReducer, except that an item it cannot read as a message (run input such as
+ * `{"messages": [{}]}`) becomes an empty human message marked with UNREADABLE_MESSAGE_KEY instead of
+ * failing the run before any node: the agent then ends it with INVALID_INPUT naming the item.
+ */
+export function tolerantMessagesReducer(current: BaseMessage[], next: BaseMessageLike[] | BaseMessageLike): BaseMessage[] {
+  try {
+    return messagesStateReducer(current, next);
+  } catch {
+    const items: unknown[] = Array.isArray(next) ? next : [next];
+    const readable = items.map((item, i) => {
+      try {
+        messagesStateReducer([], [item as BaseMessageLike]);
+        return item as BaseMessageLike;
+      } catch (err) {
+        const why = { field: `messages.${i}`, message: `not a chat message: ${String((err as Error)?.message ?? err).split("\n")[0]!.slice(0, 200)}` };
+        return new HumanMessage({ content: "", additional_kwargs: { [UNREADABLE_MESSAGE_KEY]: why } });
+      }
+    });
+    return messagesStateReducer(current, readable);
+  }
+}
+
+/** The messages channel: the model's conversation and, in Studio's chat mode, the chat. */
+const messages = new ReducedValue(z.any().default(() => []) as unknown as z.ZodType<BaseMessage[]>, {
+  inputSchema: z.any() as unknown as z.ZodType<BaseMessageLike[]>,
+  reducer: tolerantMessagesReducer as (a: BaseMessage[], b: BaseMessageLike[]) => BaseMessage[],
+  jsonSchemaExtra: {
+    langgraph_type: "messages",
+    type: "array",
+    items: { type: "object" },
+    description:
+      "Chat. As input (Studio's chat mode) the last human message is the request and the rest is not shown to the model; the run reports each step and the outcome back here as AI messages. Also the model's conversation: read tool calls, the proposal, error feedback.",
+  },
+});
+
+const request = mirror<string>(RequestInputSchema.shape.request.description!, z.string().min(1).max(MAX_REQUEST_CHARS));
+const requestedBy = mirror<string>(RequestInputSchema.shape.requestedBy.description!, z.string().min(1).max(MAX_REQUESTER_CHARS));
+const scope = mirror<RequestScope | undefined>(RequestScopeSchema.description!, RequestScopeSchema);
+
+const outcome = last<Outcome | null>("Final outcome; null while the run is going or waiting. Derived from the journal by `finish`.", z.enum(OUTCOMES).nullable(), () => null);
+const reasonCode = last<ReasonCode | null>("Machine-readable code for why the run ended (e.g. VERIFIED, STALE_STATE, REJECTED_BY_HUMAN, INVALID_INPUT).", z.string().nullable(), () => null);
+const reason = last<string | null>("Why the run ended the way it did, precise enough to act on (for INVALID_INPUT: the field and what it must be).", z.string().nullable(), () => null);
+const finishedAt = last<string | null>("When the thread was closed (ISO 8601), from the journal.", z.string().nullable(), () => null);
+const envelopeHash = last<string | null>("sha256 of the canonical envelope (RFC 8785) awaiting or holding approval; an approval must repeat it.", z.string().nullable(), () => null);
+const card = last<string | null>("The approval card exactly as registered in the journal and shown to the approver.", z.string().nullable(), () => null);
+const decision = last<DecisionRecord | null>("The accepted decision, as the journal recorded it.", DecisionShape.nullable(), () => null);
+const refusals = new ReducedValue(mirror<Refusal[]>("Every refused decision, in order, with its code.", z.array(RefusalShape), () => []), {
+  inputSchema: mirror<Refusal[]>("Refusals to append.", z.array(RefusalShape)),
+  reducer: (a: Refusal[], b: Refusal[]) => a.concat(b),
+});
+const verification = last<VerificationRecord | null>(
+  "The post-write read and its verdict: only a fresh read showing the approved values makes VERIFIED.",
+  VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"]).nullable(),
+  () => null,
+);
+
+export const AgentState = new StateSchema({
+  request,
+  requestedBy,
+  scope,
+  messages,
+  agentSteps: last<number>("Model turns taken, bounded by config so a looping model ends the run.", z.int().min(0), () => 0),
+  invalidProposals: last<number>("Proposals refused by validation so far; past the bound the run ends INVALID_PROPOSAL.", z.int().min(0), () => 0),
+  proposal: last<ProposalRecord | null>("The last well-formed proposal (from the model or from a human edit).", ProposalShape.nullable(), () => null),
+  inputRequest: last<InputRequestRecord | null>(
+    "A structured question waiting for a human answer (from the model's request_input call).",
+    z.object({ toolCallId: z.string(), question: z.string(), fields: z.record(z.string(), z.unknown()), askedAt: z.string() }).nullable(),
+    () => null,
+  ),
+  rejections: last<number>("Human rejections sent back to the model as feedback; bounded by the revision limit.", z.int().min(0), () => 0),
+  escalatedTo: last<string | null>("Group an expired approval was escalated to; only its members may approve the fresh envelope.", z.string().nullable(), () => null),
+  envelope: last<Envelope | null>("The frozen Action Envelope awaiting or holding approval (mirror of the journal's registered row).", EnvelopeSchema.nullable(), () => null),
+  envelopeHash,
+  card,
+  supersededHashes: last<string[]>("Hashes of earlier revisions; an approval naming one is STALE_REVISION.", z.array(z.string()), () => []),
+  pendingDecision: last<unknown>("The raw resume value most recently received, before validation.", undefined, () => null),
+  decision,
+  refusals,
+  preRead: last<PreReadRecord | null>(
+    "The fresh read of the target just before the write: MATCH lets the write go; MISMATCH / UNKNOWN / ERROR end the run.",
+    VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"]).extend({ canEdit: z.boolean().nullable() }).nullable(),
+    () => null,
+  ),
+  invocation: last<InvocationRecord | null>(
+    "The write as sent (arguments from the journal's envelope, idempotency key), recorded before sending.",
+    z.object({ tool: z.literal("update_task"), args: z.object({ taskId: z.int(), fields: z.record(z.string(), z.unknown()) }), idempotencyKey: z.string(), envelopeHash: z.string(), sentAt: z.string() }).nullable(),
+    () => null,
+  ),
+  acknowledgement: last<AcknowledgementRecord | null>(
+    "The target's answer to the write, as received: OK, ERROR, or MISSING (timeout: outcome unknown, settled by verification).",
+    z.object({ status: z.enum(["OK", "ERROR", "MISSING"]), body: z.unknown().optional(), reason: z.string().optional(), at: z.string() }).nullable(),
+    () => null,
+  ),
+  verification,
+  outcome,
+  reasonCode,
+  reason,
+  finishedAt,
+  needsResync: last<boolean>("Set by a node the journal did not allow to act; routes to `resync`.", z.boolean(), () => false),
+  journalNext: last<JournalNext>(
+    "Where the journal says the thread is, as last read by `resync`.",
+    z.enum(["agent", "build_envelope", "await_approval", "pre_read", "execute", "verify", "finish"]).nullable(),
+    () => null,
+  ),
+});
+
+/**
+ * A StateSchema whose input JSON Schema lists `request` as required. (StateSchema's own input schema
+ * marks every field optional, as fits a state update; a run's input is not one.) Chat mode's
+ * `{"messages": [...]}` is accepted too and described on the `messages` field.
+ */
+class RunInputSchema<F extends ConstructorParameters<typeof StateSchema>[0]> extends StateSchema<F> {
+  override getInputJsonSchema() {
+    return { ...super.getInputJsonSchema(), required: ["request"], description: "A new request. Leave out requestedBy when the server authenticates you; in chat mode send {\"messages\": [...]} instead." };
+  }
+}
+
+/**
+ * What a run may be started with: the request, or Studio's chat messages. Outcome, envelope, decision
+ * and evidence channels cannot be set from input.
+ */
+export const AgentInput = new RunInputSchema({ request, requestedBy, scope, messages });
+
+/** What a finished run returns: the outcome view (the whole state stays readable through getState). */
+export const AgentOutput = new StateSchema({
+  request,
+  requestedBy,
+  outcome,
+  reasonCode,
+  reason,
+  finishedAt,
+  envelopeHash,
+  card,
+  decision,
+  refusals,
+  verification,
+  messages,
 });
 
 export type State = typeof AgentState.State;

@@ -20,8 +20,14 @@ export interface ApprovalRequest {
   lastRefusal?: { code: string; reason: string };
   /** Set when an expired approval was escalated: only this group's members may approve. */
   escalatedTo?: string;
-  /** A resume value that would approve, to copy into Studio or an HTTP client after checking the card. */
+  /**
+   * A resume value that would approve, to paste into Studio or an HTTP client after checking the card.
+   * On a server that authenticates callers it is complete as it is (no approver: the approver is the
+   * authenticated caller); otherwise `exampleResumeFill` names the one field to fill in first.
+   */
   exampleResume: ResumeValue;
+  /** Fields of `exampleResume` to fill in before pasting it (JSON paths), with what goes there; empty when it is valid as it is. */
+  exampleResumeFill: Array<{ path: string; with: string }>;
 }
 
 /** A question instead of an approval: answer with {"answers": {...}} matching `answerSchema`. */
@@ -64,6 +70,13 @@ export const ResumeSchema = z.object({
 });
 export type ResumeValue = { decisions: unknown[] };
 
-export function exampleApproval(hash: string, nonce: string, approverId: string): ResumeValue {
-  return { decisions: [{ type: "approve", envelopeHash: hash, nonce, approver: { id: approverId } }] };
+/** Placeholder for the approver id in an example resume value; a decision that still carries it is refused. */
+export const APPROVER_PLACEHOLDER = "FILL-IN-your-approver-id";
+
+/**
+ * An approve decision for this envelope. Without `approverId` it names no approver: over an
+ * authenticating LangGraph API server the approver is the caller (src/api/resume-identity.ts fills it in).
+ */
+export function exampleApproval(hash: string, nonce: string, approverId?: string): ResumeValue {
+  return { decisions: [{ type: "approve", envelopeHash: hash, nonce, ...(approverId !== undefined ? { approver: { id: approverId } } : {}) }] };
 }

@@ -1,49 +1,85 @@
-import { HumanMessage } from "@langchain/core/messages";
-import type { LangGraphRunnableConfig } from "@langchain/langgraph";
-import type { State, Update } from "../graph/state.js";
+import { HumanMessage, RemoveMessage, isHumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { REMOVE_ALL_MESSAGES, type LangGraphRunnableConfig } from "@langchain/langgraph";
+import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State, type Update } from "../graph/state.js";
+import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { agentPrompt } from "../prompts.js";
 import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
 import { ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { endRun } from "./finish-with.js";
 
-/** Longest request text accepted; a longer one ends the run before any model call. */
-export const MAX_REQUEST_CHARS = 4000;
+export { MAX_REQUEST_CHARS } from "../graph/state.js";
 
 /**
  * One model turn: the model sees read tools and propose_change, never the write tool. The thread's
  * request is recorded in the journal on the first turn and read back from there on every later one,
  * so new input sent to a thread cannot change what it is about.
+ *
+ * First turn: the input is checked before anything is recorded or a model is called (INVALID_INPUT
+ * naming the field). In chat mode (`{"messages": [...]}`, as Studio sends) the last human message is
+ * the request and the requester is the authenticated caller; the conversation the model then sees is
+ * that request alone, never the other messages of the input.
  */
 export async function agent(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "agent", state);
   if (refused) return refused;
+  let reset: Update["messages"] = [];
   if (!gate.thread) {
-    const problem = inputProblem(state);
-    if (problem) return endRun("NOT_EXECUTED", "INVALID_INPUT", problem);
+    const input = runInput(state, authenticatedIdentity(config.configurable));
+    if (!input.ok) return endRun("NOT_EXECUTED", "INVALID_INPUT", input.problem);
+    // The conversation starts from the request alone: chat input's other messages never reach the model.
+    if (state.messages.length > 0) reset = [new RemoveMessage({ id: REMOVE_ALL_MESSAGES })];
+    await ensureThread(deps, gate, { ...state, ...input.value });
   }
   const thread = await ensureThread(deps, gate, state);
   if (state.agentSteps >= deps.config.limits.maxAgentSteps) {
     return endRun("NOT_EXECUTED", "AGENT_STEP_LIMIT", `the model took ${state.agentSteps} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`);
   }
-  const opening = state.messages.length === 0 ? [new HumanMessage(thread.request)] : [];
-  const messages = [...state.messages, ...opening];
+  const history = reset.length > 0 ? [] : state.messages;
+  const opening = history.length === 0 ? [new HumanMessage(thread.request)] : [];
+  const messages = [...history, ...opening];
   if (!deps.model.bindTools) throw new Error(`model ${deps.modelLabel} cannot call tools`);
   const model = deps.model.bindTools([...deps.tools.readTools, proposeChangeTool, requestInputTool]);
   const prompt = await agentPrompt.invoke({ messages, requestedBy: thread.requestedBy });
   const reply = await model.invoke(prompt);
-  return { messages: [...opening, reply], agentSteps: state.agentSteps + 1 };
+  return {
+    messages: [...reset, ...opening, reply],
+    agentSteps: state.agentSteps + 1,
+    ...(reset.length > 0 || state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),
+  };
 }
 
-/** The input a run starts with, checked before anything is recorded or a model is called. */
-function inputProblem(state: State): string | null {
-  const request: unknown = state.request;
-  const requestedBy: unknown = state.requestedBy;
-  if (typeof request !== "string" || request.trim() === "") return 'input field "request" is required: a non-empty string saying what should change';
-  if (request.length > MAX_REQUEST_CHARS) return `input field "request" is ${request.length} characters; at most ${MAX_REQUEST_CHARS} are accepted`;
-  if (typeof requestedBy !== "string" || requestedBy.trim() === "") return 'input field "requestedBy" is required: the id of the person asking';
-  if (requestedBy.length > 200) return `input field "requestedBy" is ${requestedBy.length} characters; at most 200 are accepted`;
-  return null;
+export type RunInput = { ok: true; value: { request: string; requestedBy: string; scope?: State["scope"] } } | { ok: false; problem: string };
+
+/**
+ * The request a run starts with, from `request` or (chat mode) the last human message; the requester
+ * from `requestedBy` or the authenticated caller. Pure; never throws on any input shape.
+ */
+export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" | "messages">, authenticatedCaller: string | undefined): RunInput {
+  const messages: unknown[] = Array.isArray(state.messages) ? state.messages : [];
+  const unreadable = messages
+    .map((m) => (m as BaseMessage | undefined)?.additional_kwargs?.[UNREADABLE_MESSAGE_KEY] as { field?: unknown; message?: unknown } | undefined)
+    .find((x) => x !== undefined);
+  if (unreadable) return { ok: false, problem: `input field "${String(unreadable.field)}": ${String(unreadable.message)}` };
+  let request: unknown = state.request;
+  if (request === undefined || request === null) {
+    const lastHuman = [...messages].reverse().find((m) => isHumanMessage(m as BaseMessage)) as BaseMessage | undefined;
+    if (lastHuman) {
+      request = lastHuman.text;
+      if (typeof request !== "string" || request.trim() === "") {
+        return { ok: false, problem: 'input field "messages": the last human message has no text; it is the request in chat mode and must say what should change' };
+      }
+    } else if (messages.length > 0) {
+      return { ok: false, problem: 'input field "messages" has no human message; in chat mode the last human message is the request (or send "request" instead)' };
+    }
+  }
+  const requestedBy = state.requestedBy ?? authenticatedCaller;
+  const parsed = RequestInputSchema.safeParse({ request, requestedBy, ...(state.scope !== undefined && state.scope !== null ? { scope: state.scope } : {}) });
+  if (parsed.success) return { ok: true, value: parsed.data };
+  const issue = parsed.error.issues[0]!;
+  const field = issue.path.map(String).join(".") || "input";
+  const message = issue.message.startsWith("input field") ? issue.message : `input field "${field}": ${issue.message}`;
+  return { ok: false, problem: message };
 }

@@ -1,0 +1,34 @@
+/**
+ * The graph as the LangGraph API server runs it (src/graph/graph.ts exports it wrapped): before a run
+ * with `command.resume` starts, a resume to a thread that is not waiting is refused visibly
+ * (src/api/late-resume.ts), and a decision without an approver gets the authenticated caller
+ * (src/api/resume-identity.ts). Input runs pass through unchanged. The CLI and tests that compile the
+ * builder themselves do not go through this; they decide through src/app/.
+ */
+import { Command, isCommand, type CompiledStateGraph } from "@langchain/langgraph";
+import { refuseLateResume } from "./late-resume.js";
+import { withAuthenticatedApprover } from "./resume-identity.js";
+
+type RunOptions = { configurable?: Record<string, unknown> } | undefined;
+type Served = { stream: (...a: any[]) => any; streamEvents: (...a: any[]) => any; getState: CompiledStateGraph<any, any, any>["getState"] };
+
+async function admit(graph: Served, input: unknown, options: RunOptions): Promise<unknown> {
+  if (!isCommand(input) || input.resume === undefined || input.resume === null) return input;
+  await refuseLateResume(graph, input, options);
+  const resume = withAuthenticatedApprover(input.resume, options?.configurable);
+  return resume === input.resume ? input : new Command({ resume });
+}
+
+export function guardApiRuns<G extends Served>(graph: G): G {
+  const stream = graph.stream.bind(graph);
+  const streamEvents = graph.streamEvents.bind(graph);
+  graph.stream = async (input: unknown, options?: RunOptions, ...rest: unknown[]) => stream(await admit(graph, input, options), options, ...rest);
+  graph.streamEvents = (input: unknown, options?: RunOptions, ...rest: unknown[]) => {
+    if (!isCommand(input) || input.resume == null) return streamEvents(input, options, ...rest);
+    return (async function* () {
+      const admitted = await admit(graph, input, options);
+      yield* (await streamEvents(admitted, options, ...rest)) as AsyncIterable<unknown>;
+    })();
+  };
+  return graph;
+}

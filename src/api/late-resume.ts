@@ -1,0 +1,128 @@
+/**
+ * Late resumes over the LangGraph API. A `command.resume` sent to a thread that is not waiting (it
+ * ended, or never asked anything) runs no node at all in LangGraph: the server would answer 200 with a
+ * "success" run and nothing would be recorded. Here such a resume is refused visibly instead: the run
+ * fails with a `LateResumeRefused` error whose message starts with the code (THREAD_ENDED, or
+ * NOT_WAITING for a thread that has not ended but asks nothing), and a `decision_refused` record with
+ * that code goes to the audit log. Nothing else changes: the journal's outcome stands.
+ *
+ * Two ways in:
+ * - `refuseLateResume`, called by src/api/guard.ts around the graph the API server serves, when the
+ *   run starts (after the server accepted it);
+ * - `lateResumeRefusal(threadId, kwargs)` is the journal-only check for the server's
+ *   `threads:create_run` authorization event, to refuse with HTTP 409 before a run is even created
+ *   (src/auth/rules.ts would call it; see the report of issue 13).
+ */
+import { createHash } from "node:crypto";
+import { isCommand, type CompiledStateGraph } from "@langchain/langgraph";
+import { getDeps, type Deps } from "../runtime/deps.js";
+import { jsonSafe } from "../hitl/audit-records.js";
+import { boundedForEvidence, checkBounds } from "../hitl/bounds.js";
+import type { AuditEntry } from "../store/audit.js";
+import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
+
+export type LateResumeCode = "THREAD_ENDED" | "NOT_WAITING";
+
+export interface LateResume {
+  code: LateResumeCode;
+  reason: string;
+}
+
+/** The error a refused late resume fails its run with; the API reports `{error: name, message}`. */
+export class LateResumeRefusedError extends Error {
+  override readonly name = "LateResumeRefused";
+  constructor(
+    readonly threadId: string,
+    readonly code: LateResumeCode,
+    readonly reason: string,
+  ) {
+    super(`${code}: ${reason}`);
+  }
+}
+
+/** Pure: why a resume to this thread is refused, or null when it may go on. `waiting` = the addressed checkpoint has a task to run. */
+export function classifyLateResume(thread: ThreadRecord | undefined, waiting: boolean): LateResume | null {
+  if (waiting) return null;
+  if (thread?.closed) {
+    const c = thread.closed;
+    return {
+      code: "THREAD_ENDED",
+      reason: `this thread ended at ${c.at} with ${c.outcome} (${c.reasonCode}); it is waiting for no decision, so this one was not applied and changed nothing`,
+    };
+  }
+  return {
+    code: "NOT_WAITING",
+    reason: thread
+      ? "this thread is not waiting for a decision or an answer (no approval or question is pending); the resume was not applied and changed nothing"
+      : "this thread has no request yet, so nothing is waiting for a decision; start it with input {\"request\": …}",
+  };
+}
+
+/**
+ * The check for the `threads:create_run` authorization event, from the journal alone: a run carrying
+ * `command.resume` for a thread the journal has closed is refused. (Whether a not-yet-ended thread
+ * is waiting is known only from its checkpoint, which `guardLateResumes` checks when the run starts.)
+ */
+export async function lateResumeRefusal(threadId: string | undefined, kwargs: Record<string, unknown>, deps?: Pick<Deps, "journal">): Promise<LateResume | null> {
+  const command = kwargs["command"] as { resume?: unknown } | null | undefined;
+  if (!threadId || !command || typeof command !== "object" || command.resume === undefined) return null;
+  const d = deps ?? (await getDeps());
+  const thread = await d.journal.getThread(threadId);
+  return thread?.closed ? classifyLateResume(thread, false) : null;
+}
+
+/** The audit record of a refused late resume: one per received value and time. */
+export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefined, action: ActionRow | undefined, refusal: LateResume, received: unknown, at: string): AuditEntry {
+  const bounds = checkBounds(received);
+  const kept = boundedForEvidence(received, bounds);
+  const e = action?.envelope;
+  const digest = createHash("sha256").update(`${at}\n${JSON.stringify(jsonSafe(kept))}`).digest("hex").slice(0, 16);
+  const claimed = (received as { decisions?: Array<{ type?: unknown; approver?: { id?: unknown } }> } | null)?.decisions?.[0];
+  return jsonSafe({
+    threadId,
+    revision: action?.revision ?? 0,
+    event: "decision_refused",
+    discriminator: `${refusal.code}:${digest}`,
+    at,
+    requestedBy: e?.requestedBy ?? thread?.requestedBy ?? "",
+    risk: e ? { level: e.risk.level, reversibility: e.risk.reversibility } : null,
+    what: e
+      ? { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: action!.envelopeHash, envelope: e }
+      : { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
+    approver: {
+      id: typeof claimed?.approver?.id === "string" ? claimed.approver.id : null,
+      verifiedBy: "unverified",
+      decision: typeof claimed?.type === "string" ? claimed.type : null,
+      decidedAt: null,
+    },
+    override: null,
+    policy: e ? { id: e.policy.id, version: e.policy.version } : { id: "", version: "" },
+    refusal: { code: refusal.code, reason: refusal.reason },
+    outcome: null,
+    received: kept,
+  }) as AuditEntry;
+}
+
+/**
+ * Checks a run's input before the graph sees it; throws LateResumeRefusedError (after auditing) for a
+ * resume that would run nothing: the addressed checkpoint (the latest, or the one the run names) has
+ * no task left to run. Anything that would run a node (a pending interrupt, a task left by a state
+ * update, a fork of a waiting checkpoint) passes: the nodes' journal checks decide those.
+ */
+export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, any>, "getState">, input: unknown, options: { configurable?: Record<string, unknown> } | undefined, depsIn?: Deps): Promise<void> {
+  if (!isCommand(input) || input.resume === undefined || input.resume === null) return;
+  const configurable = options?.configurable ?? {};
+  const threadId = configurable["thread_id"];
+  if (typeof threadId !== "string" || threadId === "") return;
+  const addressed: Record<string, unknown> = { thread_id: threadId };
+  for (const key of ["checkpoint_id", "checkpoint_ns"] as const) if (typeof configurable[key] === "string") addressed[key] = configurable[key];
+  const snapshot = await graph.getState({ configurable: addressed });
+  const waiting = snapshot.next.length > 0 || snapshot.tasks.some((t) => (t.interrupts?.length ?? 0) > 0);
+  if (waiting) return;
+  const deps = depsIn ?? (await getDeps());
+  const thread = await deps.journal.getThread(threadId);
+  const refusal = classifyLateResume(thread, waiting)!;
+  const action = await deps.journal.currentAction(threadId);
+  await deps.audit.append(lateResumeEntry(threadId, thread, action, refusal, input.resume, deps.clock().toISOString()));
+  throw new LateResumeRefusedError(threadId, refusal.code, refusal.reason);
+}

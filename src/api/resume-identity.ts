@@ -1,0 +1,22 @@
+/**
+ * On a LangGraph API server that authenticates callers, the approver of a decision is the caller. A
+ * decision sent without `approver` (as the interrupt's `exampleResume` is on such a server, so that it
+ * can be pasted as it is) gets `approver: {id: <authenticated identity>}` before the graph sees it. A
+ * decision that names an approver is left alone: check_decision refuses one that names anyone but the
+ * authenticated caller. Without an authenticated caller (open mode, CLI) nothing is filled in.
+ */
+import { authenticatedIdentity } from "../auth/identity.js";
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Pure: the resume value with the authenticated caller as approver of decisions that name none. */
+export function withAuthenticatedApprover(resume: unknown, configurable: Record<string, unknown> | undefined): unknown {
+  const caller = authenticatedIdentity(configurable);
+  if (!caller || !isRecord(resume) || !Array.isArray(resume["decisions"])) return resume;
+  const decisions = resume["decisions"] as unknown[];
+  if (!decisions.some((d) => isRecord(d) && d["approver"] === undefined && d["by"] === undefined && d["type"] !== "cancel" && d["type"] !== "expire")) return resume;
+  return {
+    ...resume,
+    decisions: decisions.map((d) => (isRecord(d) && d["approver"] === undefined && d["by"] === undefined && d["type"] !== "cancel" && d["type"] !== "expire" ? { ...d, approver: { id: caller } } : d)),
+  };
+}
