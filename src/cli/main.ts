@@ -12,6 +12,7 @@ import { Printer, threadJson } from "./render.js";
 import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { runMainJob } from "./start.js";
+import { apiTarget, runApiCommand } from "../api/cli-api.js";
 import { auditCommand } from "./audit-command.js";
 import { workerCommand } from "./worker-command.js";
 import { apiTokenCommand } from "./api-token-command.js";
@@ -68,6 +69,10 @@ const taskId = (value: string) => {
   return Number(value);
 };
 
+/** `--api URL` or LANGGRAPH_API_URL: the command talks to that LangGraph API server (src/api/cli-api.ts). */
+const apiOf = (flag: string | undefined) => apiTarget(flag, loadConfig().langgraphApi);
+const API_OPTION = ["--api <url>", "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
+
 export function buildProgram(): Command {
   const program = new Command("action-envelope")
     .description("Propose Bitrix24 task changes with an AI agent; execute exactly what a human approved.")
@@ -114,7 +119,10 @@ export function buildProgram(): Command {
     .command("pending")
     .description("Waiting approvals, oldest first, with expiry")
     .option("--json", "print JSON")
-    .action(async (opts: { json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (opts: { json?: boolean; api?: string }) => {
+      const api = apiOf(opts.api);
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "pending", json: Boolean(opts.json) }));
       const printer = new Printer(process.stdout, Boolean(opts.json));
       await withApp(async (app) => {
         const rows = await listPending(app);
@@ -131,7 +139,10 @@ export function buildProgram(): Command {
     .description("The full approval card or outcome of a thread")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .option("--json", "print JSON")
-    .action(async (thread: string, opts: { json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { json?: boolean; api?: string }) => {
+      const api = apiOf(opts.api);
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "show", threadId: thread, json: Boolean(opts.json) }));
       const printer = new Printer(process.stdout, Boolean(opts.json));
       process.exitCode = await withApp(async (app) => {
         const view = await viewThread(app, thread);
@@ -149,7 +160,11 @@ export function buildProgram(): Command {
     .option("--key <file>", "approver's Ed25519 private key (PEM) to sign the decision", cap("--key", LIMITS.path))
     .option("--override <gate=reason>", "pass an overridable policy gate, with a reason", cap("--override", LIMITS.reason))
     .option("--json", "print one JSON object")
-    .action(async (thread: string, opts: { hash: string; as: string; key?: string; override?: string; json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { hash: string; as: string; key?: string; override?: string; json?: boolean; api?: string }, cmd: Command) => {
+      const api = apiOf(opts.api);
+      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build: (view) => approveDecision(view, opts) }));
       process.exitCode = await decide(thread, (view) => approveDecision(view, opts), Boolean(opts.json));
     });
 
@@ -161,7 +176,11 @@ export function buildProgram(): Command {
     .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
     .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
     .option("--json", "print one JSON object")
-    .action(async (thread: string, opts: { reason: string; as: string; key?: string; json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { reason: string; as: string; key?: string; json?: boolean; api?: string }, cmd: Command) => {
+      const api = apiOf(opts.api);
+      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build: (view) => rejectDecision(view, opts) }));
       process.exitCode = await decide(thread, (view) => rejectDecision(view, opts), Boolean(opts.json));
     });
 

@@ -95,6 +95,8 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
   ACTION_ENVELOPE_API_TOKENS: z.string().min(1).optional(),
+  LANGGRAPH_API_URL: httpUrl("must be the http(s) URL of a LangGraph API server, e.g. http://127.0.0.1:2024").optional(),
+  LANGGRAPH_API_TOKEN: z.string().min(1).optional(),
   ACTION_ENVELOPE_INBOX_USERS: z.string().min(1).optional(),
   ACTION_ENVELOPE_TTL_SECONDS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_AGENT_STEPS: positiveInt().optional(),
@@ -123,6 +125,8 @@ export interface AppConfig {
   apiTokensPath?: string;
   /** Web inbox approver credentials (src/inbox/users.ts): scrypt hashes, never passwords. */
   inboxUsersPath?: string;
+  /** The CLI's API mode (src/api/cli-api.ts): a LangGraph API server to talk to instead of the local stores, and its bearer token. */
+  langgraphApi: { url?: string; token?: string };
   ttlSeconds?: number;
   limits: { maxAgentSteps: number; maxInvalidProposals: number; maxRefusedDecisions: number; maxRevisions: number };
   /**
@@ -212,6 +216,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
     ...(e.ACTION_ENVELOPE_API_TOKENS ? { apiTokensPath: path.resolve(cwd, e.ACTION_ENVELOPE_API_TOKENS) } : {}),
     ...(e.ACTION_ENVELOPE_INBOX_USERS ? { inboxUsersPath: path.resolve(cwd, e.ACTION_ENVELOPE_INBOX_USERS) } : {}),
+    langgraphApi: { ...(e.LANGGRAPH_API_URL ? { url: e.LANGGRAPH_API_URL } : {}), ...(e.LANGGRAPH_API_TOKEN ? { token: e.LANGGRAPH_API_TOKEN } : {}) },
     ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),
     limits: {
       maxAgentSteps: e.ACTION_ENVELOPE_MAX_AGENT_STEPS ?? 12,

@@ -1,0 +1,175 @@
+/**
+ * The CLI's `--api URL` mode (or LANGGRAPH_API_URL): `pending`, `show`, `approve` and `reject` against
+ * a LangGraph API server (`npm run dev`, or a deployed server) through @langchain/langgraph-sdk, so a
+ * thread started in Studio or over the API is decided from the terminal. The server's graph does
+ * every check (src/nodes/check-decision.ts against its journal); this module only reads the thread and
+ * sends `command.resume`. The token, when the server needs one, comes from LANGGRAPH_API_TOKEN, never
+ * from an argument (it would land in shell history and `ps`).
+ *
+ * The approval's hash still comes from the person (`--hash`, what they saw on the card); only the
+ * nonce is taken from the thread, as the local CLI does. On a server with tokens the approver is the
+ * token's identity: without `--as` the decision names no approver and the server fills it in.
+ */
+import { Client } from "@langchain/langgraph-sdk";
+import type { ApprovalRequest, InputRequest, InterruptPayload, ResumeValue } from "../hitl/contract.js";
+import type { State } from "../graph/state.js";
+import type { ThreadView } from "../app/threads.js";
+import type { PendingApproval } from "../app/threads.js";
+import { GRAPH_ID } from "../auth/rules.js";
+import { UsageError } from "../errors.js";
+
+export interface ApiTarget {
+  url: string;
+  token?: string;
+}
+
+/** `--api URL` wins over LANGGRAPH_API_URL; undefined means the local stores (the default). */
+export function apiTarget(flag: string | undefined, env: { url?: string; token?: string }): ApiTarget | undefined {
+  const url = flag ?? env.url;
+  if (!url) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UsageError(`--api / LANGGRAPH_API_URL must be the http(s) URL of a LangGraph API server, e.g. http://127.0.0.1:2024; got "${url.slice(0, 200)}"`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new UsageError(`--api / LANGGRAPH_API_URL must be an http(s) URL; got "${parsed.protocol}"`);
+  return { url: parsed.toString().replace(/\/+$/, ""), ...(env.token ? { token: env.token } : {}) };
+}
+
+export function apiClient(target: ApiTarget): Client {
+  return new Client({
+    apiUrl: target.url,
+    apiKey: null,
+    defaultHeaders: target.token ? { Authorization: `Bearer ${target.token}` } : {},
+    callerOptions: { maxRetries: 1 },
+  });
+}
+
+/** A thread as the local CLI sees one, built from the server's state. */
+export async function apiView(client: Client, threadId: string): Promise<ThreadView> {
+  let snapshot;
+  try {
+    snapshot = await client.threads.getState(threadId);
+  } catch (e) {
+    if ((e as { status?: number }).status === 404) return { threadId, status: "not_found" };
+    throw e;
+  }
+  const state = snapshot.values as unknown as State;
+  const payload = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as InterruptPayload | undefined;
+  if (payload?.kind === "approval") return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, state };
+  if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state };
+  if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: snapshot.next, state };
+  if (!state || Object.keys(state).length === 0) return { threadId, status: "not_found" };
+  return { threadId, status: "finished", state };
+}
+
+/** Interrupted threads of this graph that wait for an approval, oldest first. */
+export async function apiPending(client: Client, now = Date.now()): Promise<PendingApproval[]> {
+  const out: PendingApproval[] = [];
+  for (let offset = 0; ; offset += 100) {
+    const page = await client.threads.search({ status: "interrupted", metadata: { graph_id: GRAPH_ID }, limit: 100, offset, sortBy: "created_at", sortOrder: "asc" });
+    for (const t of page) {
+      const payload = Object.values(t.interrupts ?? {}).flat()[0]?.value as InterruptPayload | undefined;
+      if (payload?.kind !== "approval") continue;
+      out.push({
+        threadId: t.thread_id,
+        envelopeHash: payload.envelopeHash,
+        revision: payload.revision,
+        requestedBy: payload.envelope.requestedBy,
+        createdAt: payload.envelope.createdAt,
+        expiresAt: payload.expiresAt,
+        expired: Date.parse(payload.expiresAt) <= now,
+      });
+    }
+    if (page.length < 100) return out;
+  }
+}
+
+/** Sends a decision and returns the thread as it is afterwards. A refused late resume comes back as the server's error. */
+export async function apiDecide(client: Client, threadId: string, resume: ResumeValue): Promise<ThreadView> {
+  await client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
+  return apiView(client, threadId);
+}
+
+/** Drops `approver` from decisions when the server will fill in the authenticated caller (a token, and no explicit --as). */
+export function forTokenServer(resume: ResumeValue, target: ApiTarget, explicitApprover: boolean): ResumeValue {
+  if (!target.token || explicitApprover) return resume;
+  return {
+    decisions: resume.decisions.map((d) => {
+      if (typeof d !== "object" || d === null || "signature" in d) return d;
+      const { approver: _a, ...rest } = d as Record<string, unknown>;
+      return rest;
+    }),
+  };
+}
+
+export type ApiCommand =
+  | { kind: "pending"; json: boolean }
+  | { kind: "show"; threadId: string; json: boolean }
+  | { kind: "decide"; threadId: string; json: boolean; build: (view: ThreadView) => ResumeValue; explicitApprover: boolean };
+
+/**
+ * One CLI command over the API, printed as the local CLI prints it. Exit codes as the CLI's: 0 waiting
+ * or VERIFIED, 1 usage, 2 any other outcome or a refused decision.
+ */
+export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: NodeJS.WriteStream = process.stdout): Promise<number> {
+  const { Printer, threadJson } = await import("../cli/render.js");
+  const { esc } = await import("../text/escape.js");
+  const printer = new Printer(out, cmd.json);
+  const client = apiClient(target);
+  const print = (view: ThreadView, refusedNow: boolean): number => {
+    if (printer.json) printer.emitJson(threadJson(view));
+    else if (view.status === "awaiting_approval") {
+      printer.card(view);
+      printer.line(`Waiting for approval. Approve exactly this envelope with:`);
+      printer.line(esc`  npm run cli -- approve ${view.threadId} --hash ${view.approval!.envelopeHash} --api ${target.url}`);
+    } else if (view.status === "awaiting_input") printer.question(view);
+    else if (view.status === "interrupted_run") printer.line(esc`The run stopped before ${view.next?.join(", ")}; the server's worker or a new run finishes it.`);
+    else printer.outcome(view);
+    if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? 2 : 0;
+    return view.state?.outcome === "VERIFIED" ? 0 : 2;
+  };
+  switch (cmd.kind) {
+    case "pending": {
+      const rows = await apiPending(client);
+      if (cmd.json) {
+        printer.emitJson({ pending: rows });
+        return 0;
+      }
+      if (rows.length === 0) printer.line(esc`No approvals are waiting on ${target.url}.`);
+      for (const r of rows) {
+        printer.line(esc`${r.threadId}  rev ${r.revision}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` + `${r.expired ? " (EXPIRED)" : ""}  ` + esc`${r.envelopeHash}`);
+      }
+      return 0;
+    }
+    case "show": {
+      const view = await apiView(client, cmd.threadId);
+      if (view.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}; list waiting ones with "pending --api ${target.url}"`);
+      return print(view, false);
+    }
+    case "decide": {
+      const before = await apiView(client, cmd.threadId);
+      if (before.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}`);
+      // Nothing waiting: the server refuses the decision itself (THREAD_ENDED / NOT_WAITING), visibly.
+      const resume = before.status === "awaiting_approval" ? forTokenServer(cmd.build(before), target, cmd.explicitApprover) : { decisions: [{ type: "approve" }] };
+      let after: ThreadView;
+      try {
+        after = await apiDecide(client, cmd.threadId, resume);
+      } catch (e) {
+        const message = String((e as Error).message ?? e);
+        const refused = /"error":"LateResumeRefused","message":"([A-Z_]+): ((?:[^"\\]|\\.)*)"/.exec(message);
+        if (!refused) throw e;
+        if (printer.json) printer.emitJson({ threadId: cmd.threadId, status: "refused", code: refused[1], reason: JSON.parse(`"${refused[2]}"`) });
+        else printer.line(esc`Refused ${refused[1]}: ${JSON.parse(`"${refused[2]}"`) as string}`);
+        return 2;
+      }
+      const refusedNow = (after.state?.refusals?.length ?? 0) > (before.state?.refusals?.length ?? 0);
+      if (refusedNow && !printer.json) {
+        const r = after.state!.refusals.at(-1)!;
+        printer.line(esc`Decision refused ${r.code}: ${r.reason}`);
+      }
+      return print(after, refusedNow);
+    }
+  }
+}

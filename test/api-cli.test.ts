@@ -1,0 +1,89 @@
+/**
+ * One world of threads: a thread started over the LangGraph API (as Studio or a script would) is
+ * listed, shown and approved from the terminal with the CLI's `--api URL` mode, against the real dev
+ * server with a token file. The CLI process has no data directory of the server's: everything goes
+ * through the API. Writes are counted in the emulator's call log.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@langchain/langgraph-sdk";
+import { envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { startDevServer, type RunningDevServer } from "./support/dev-server.js";
+import { newApiToken } from "../src/auth/tokens.js";
+import { apiTarget } from "../src/api/cli-api.js";
+
+const GRAPH_ID = "bitrix24_task_agent";
+
+let portal: Portal;
+let dataDir: string;
+let server: RunningDevServer;
+const tokens: Record<string, string> = {};
+
+beforeAll(async () => {
+  const tokenFile = path.join(tempDir("ae-api-cli-tokens-"), "api-tokens.json");
+  const entries = Object.entries({ dave: ["requester"], alice: ["approver"] } as const).map(([identity, roles]) => {
+    const made = newApiToken(identity, [...roles]);
+    tokens[identity] = made.token;
+    return made.entry;
+  });
+  fs.writeFileSync(tokenFile, JSON.stringify({ tokens: entries }, null, 2));
+  portal = await startPortal();
+  dataDir = tempDir("ae-api-cli-");
+  server = await startDevServer(envFor(portal, dataDir, { ACTION_ENVELOPE_API_TOKENS: tokenFile }));
+}, 180_000);
+
+afterAll(async () => {
+  await server?.stop();
+  await portal?.emulator.close();
+}, 90_000);
+
+/** The CLI as an approver on another machine: its own empty data directory, the server's URL and alice's token. */
+const cliEnv = (extra: Record<string, string> = {}) => ({ ACTION_ENVELOPE_DATA_DIR: tempDir("ae-api-cli-local-"), MODEL: "offline", LANGGRAPH_API_TOKEN: tokens["alice"]!, ...extra });
+
+describe("the CLI's --api mode", () => {
+  it("rejects a URL that is not http(s)", () => {
+    expect(apiTarget(undefined, {})).toBeUndefined();
+    expect(apiTarget(undefined, { url: "http://127.0.0.1:2024/" })).toEqual({ url: "http://127.0.0.1:2024" });
+    expect(() => apiTarget("ftp://x", {})).toThrow(/http\(s\) URL/);
+  });
+
+  it("a thread started over the API is pending, shown and approved from the terminal: one write, VERIFIED, approver from the token", async () => {
+    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
+    const thread = await dave.threads.create();
+    await dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to X" } });
+
+    const pending = await runCli(["pending", "--api", server.apiUrl, "--json"], cliEnv());
+    expect(pending.code, pending.stderr).toBe(0);
+    const rows = (parseJsonOutput(pending.stdout) as { pending: Array<{ threadId: string; envelopeHash: string; requestedBy: string }> }).pending;
+    const row = rows.find((r) => r.threadId === thread.thread_id);
+    expect(row, pending.stdout).toMatchObject({ requestedBy: "dave", envelopeHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/) });
+
+    const show = await runCli(["show", thread.thread_id, "--api", server.apiUrl], cliEnv());
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain("approval card");
+    expect(show.stdout).toContain(row!.envelopeHash);
+    expect(show.stdout).toContain(`--api ${server.apiUrl}`);
+
+    // The token is read from the environment; the CLI names no approver and the server fills in alice.
+    const approve = await runCli(["approve", thread.thread_id, "--hash", row!.envelopeHash, "--api", server.apiUrl, "--json"], cliEnv());
+    expect(approve.code, approve.stdout + approve.stderr).toBe(0);
+    expect(parseJsonOutput(approve.stdout)).toMatchObject({ threadId: thread.thread_id, status: "finished", outcome: "VERIFIED", decision: { approverId: "alice", verifiedBy: "authentication" } });
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(Number(writes[0]!.params["taskId"])).toBe(4);
+    expect(writes[0]!.params["fields"]).toEqual({ TITLE: "X" });
+
+    // Approving again: the server refuses the late resume and the CLI says so (exit 2); nothing more is written.
+    const again = await runCli(["approve", thread.thread_id, "--hash", row!.envelopeHash, "--api", server.apiUrl], cliEnv());
+    expect(again.code).toBe(2);
+    expect(again.stdout).toMatch(/Refused THREAD_ENDED: this thread ended at .* with VERIFIED/);
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
+  it("LANGGRAPH_API_URL selects the server too; without a token the server's 401 is reported", async () => {
+    const r = await runCli(["pending"], cliEnv({ LANGGRAPH_API_URL: server.apiUrl, LANGGRAPH_API_TOKEN: "" }));
+    expect(r.code).not.toBe(0);
+    expect(r.stdout + r.stderr).toMatch(/401|Authorization/);
+  });
+});
