@@ -14,6 +14,7 @@ import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { runMainJob } from "./start.js";
 import { apiTarget, runApiCommand } from "../api/cli-api.js";
 import { auditCommand } from "./audit-command.js";
+import { doctorCommand } from "./doctor-command.js";
 import { workerCommand } from "./worker-command.js";
 import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
@@ -246,6 +247,7 @@ export function buildProgram(): Command {
   for (const command of lifecycleCommands()) program.addCommand(command);
 
   program.addCommand(auditCommand());
+  program.addCommand(doctorCommand());
   program.addCommand(workerCommand());
   program.addCommand(apiTokenCommand());
   for (const command of inboxCommands()) program.addCommand(command);

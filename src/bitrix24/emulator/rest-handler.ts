@@ -16,6 +16,8 @@ export interface RestSettings {
   rate: number;
   burst: number;
   maxBodyBytes: number;
+  /** Scopes of the webhook, as the `scope` method lists them. */
+  scopes?: string[];
 }
 
 export interface Lifecycle {
@@ -85,7 +87,7 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
       return malformed(action);
     }
 
-    const ctx: MethodContext = { store, userId: settings.userId, nowSec: nowSeconds() };
+    const ctx: MethodContext = { store, userId: settings.userId, nowSec: nowSeconds(), scopes: settings.scopes ?? ["task", "user"] };
     let outcome: MethodResult;
     try {
       outcome = store.immediate(() => {

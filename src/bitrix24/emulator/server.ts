@@ -27,6 +27,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
     rate: opts.rate ?? DEFAULTS.rate,
     burst: opts.burst ?? DEFAULTS.burst,
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULTS.maxBodyBytes,
+    scopes: opts.scopes ?? ["task", "user"],
   };
   const store = new Store(opts.statePath ?? ":memory:", opts.seed ?? defaultSeed());
   const faults = new FaultRegistry();

@@ -88,6 +88,8 @@ export interface EmulatorOptions {
   burst?: number;
   statePath?: string;
   maxBodyBytes?: number;
+  /** What the `scope` method reports for the webhook (default: task, user). */
+  scopes?: string[];
 }
 
 export interface RunningEmulator {

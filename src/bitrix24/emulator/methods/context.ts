@@ -6,6 +6,8 @@ export interface MethodContext {
   /** The webhook user every call runs as. */
   userId: number;
   nowSec: number;
+  /** Scopes the webhook was given (the `scope` method). */
+  scopes?: string[];
 }
 
 export interface MethodResult {

@@ -11,6 +11,8 @@ const DIRECT: Record<string, MethodHandler> = {
   "tasks.task.add": addTask,
   "tasks.task.history.list": listHistory,
   "user.current": currentUser,
+  // The webhook's scopes, as Bitrix24's `scope` method lists them.
+  scope: (_params, ctx) => ({ result: [...(ctx.scopes ?? ["task", "user"])] }),
 };
 
 const ALL: Record<string, MethodHandler> = { ...DIRECT, batch: makeBatch((m) => DIRECT[m]) };

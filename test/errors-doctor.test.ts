@@ -1,0 +1,98 @@
+/**
+ * `doctor` (issue 17 B.1) against a healthy emulator, a wrong webhook code (401), a closed port and a
+ * webhook without the task scope; the model's endpoint unreachable. One line per check with the fix;
+ * exit 0 only when all pass. Nothing is written to the portal.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { renderDoctor, runDoctor, type DoctorCheck } from "../src/cli/doctor-command.js";
+import { ROOT, runCli, tempDir } from "./support/harness.js";
+
+let emu: RunningEmulator | undefined;
+afterEach(async () => {
+  await emu?.close();
+  emu = undefined;
+});
+
+function envWith(webhookUrl: string | undefined, extra: Record<string, string> = {}): Record<string, string> {
+  const dataDir = tempDir("ae-doctor-");
+  return {
+    ...(webhookUrl ? { BITRIX24_WEBHOOK_URL: webhookUrl } : {}),
+    ACTION_ENVELOPE_DATA_DIR: dataDir,
+    ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.journal.key`,
+    MODEL: "offline",
+    BITRIX24_TIMEOUT_MS: "2000",
+    ...extra,
+  };
+}
+
+const find = (checks: DoctorCheck[], area: string, name: string) => checks.find((c) => c.area === area && c.name === name);
+const failed = (checks: DoctorCheck[]) => checks.filter((c) => c.status === "fail");
+async function writes(e: RunningEmulator) {
+  const body = (await (await fetch(`${e.baseUrl}/_emulator/calls`)).json()) as { calls: Array<{ method: string }> };
+  return body.calls.filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list" && c.method !== "scope" && c.method !== "user.current");
+}
+
+describe("doctor", () => {
+  it("a healthy emulator: every check passes, the webhook user and its edit right are named, nothing is written", async () => {
+    emu = await startEmulator({ port: 0, rate: 0 });
+    const checks = await runDoctor({ env: envWith(emu.webhookUrl), cwd: ROOT, taskId: 4 });
+    expect(failed(checks)).toEqual([]);
+    expect(find(checks, "portal", "scopes")).toMatchObject({ status: "pass", detail: expect.stringContaining("task") });
+    expect(find(checks, "portal", "identity")?.detail).toMatch(/^acting as user 1 /);
+    expect(find(checks, "portal", "edit right")).toMatchObject({ status: "pass", detail: "the webhook user may edit task 4" });
+    expect(find(checks, "stores", "sqlite")?.status).toBe("pass");
+    // The default policy accepts self-declared approvers: said, as a warning, for a real portal.
+    expect(find(checks, "policy", "approver identity")).toMatchObject({ status: "warn", fix: expect.stringContaining("requireSignature") });
+    expect(renderDoctor(checks)).toMatch(/all checks passed\n$/);
+    expect(await writes(emu)).toEqual([]);
+  });
+
+  it("a wrong webhook code: the portal check fails with the 401 and says to copy the webhook URL again", async () => {
+    emu = await startEmulator({ port: 0, rate: 0 });
+    const wrong = emu.webhookUrl.replace("emulator-secret-code", "wrong-code");
+    const checks = await runDoctor({ env: envWith(wrong), cwd: ROOT });
+    const reach = find(checks, "portal", "reachable")!;
+    expect(reach.status).toBe("fail");
+    expect(reach.detail).toMatch(/^auth \(HTTP 401 INVALID_CREDENTIALS\)/);
+    expect(reach.fix).toMatch(/BITRIX24_WEBHOOK_URL/);
+    expect(reach.detail).not.toContain("wrong-code");
+  });
+
+  it("a closed port: not reachable, the request was not sent, check the host and port", async () => {
+    emu = await startEmulator({ port: 0, rate: 0 });
+    const url = emu.webhookUrl;
+    await emu.close();
+    emu = undefined;
+    const checks = await runDoctor({ env: envWith(url), cwd: ROOT });
+    const reach = find(checks, "portal", "reachable")!;
+    expect(reach).toMatchObject({ status: "fail", fix: expect.stringContaining("host and port in BITRIX24_WEBHOOK_URL") });
+    expect(reach.detail).toMatch(/could not connect .*ECONNREFUSED.*the request was not sent/);
+    expect(reach.detail).not.toMatch(/may or may not/);
+  });
+
+  it("a webhook without the task scope: the scope check fails and names the scope to add", async () => {
+    emu = await startEmulator({ port: 0, rate: 0, scopes: ["user", "crm"] });
+    const checks = await runDoctor({ env: envWith(emu.webhookUrl), cwd: ROOT });
+    expect(find(checks, "portal", "scopes")).toMatchObject({ status: "fail", detail: "the webhook's scopes are user, crm; it needs task", fix: expect.stringContaining("add Tasks (task)") });
+    expect(find(checks, "portal", "edit right")).toBeUndefined();
+  });
+
+  it("a Groq endpoint that cannot be reached: MODEL_UNREACHABLE with the fix", async () => {
+    const checks = await runDoctor({ env: envWith(undefined, { MODEL: "groq/llama-3.3-70b-versatile", GROQ_API_KEY: "gsk_x", GROQ_BASE_URL: "http://127.0.0.1:9" }), cwd: ROOT });
+    expect(find(checks, "portal", "webhook")?.status).toBe("skip");
+    expect(find(checks, "model", "endpoint")).toMatchObject({ status: "fail", detail: expect.stringContaining("[MODEL_UNREACHABLE]"), fix: expect.stringContaining("GROQ_BASE_URL") });
+  });
+
+  it("the CLI prints one line per check and exits 0 only when all pass", async () => {
+    emu = await startEmulator({ port: 0, rate: 0 });
+    const ok = await runCli(["doctor", "--task", "4"], envWith(emu.webhookUrl));
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/^PASS  portal\/reachable/m);
+    expect(ok.stdout).toMatch(/all checks passed/);
+    const bad = await runCli(["doctor"], envWith(emu.webhookUrl.replace("emulator-secret-code", "nope")));
+    expect(bad.code).toBe(2);
+    expect(bad.stdout).toMatch(/^FAIL  portal\/reachable .* — fix: /m);
+    expect(bad.stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
+});
