@@ -15,6 +15,7 @@ import type { RequestScope } from "../hitl/records.js";
 import { type Deps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
+import { allowedApprovers } from "../envelope/index.js";
 import { decisionOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
 
@@ -166,16 +167,6 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
   });
 }
 
-export interface PendingApproval {
-  threadId: string;
-  envelopeHash: string;
-  revision: number;
-  requestedBy: string;
-  createdAt: string;
-  expiresAt: string;
-  expired: boolean;
-}
-
 async function overlayJournal(app: App, threadId: string, values: State): Promise<State> {
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
@@ -203,27 +194,118 @@ async function overlayJournal(app: App, threadId: string, values: State): Promis
   };
 }
 
-/** Waiting approvals, oldest first, confirmed against the checkpoint (the index may lag a crash). */
-export async function listPending(app: App, opts: { confirm?: boolean } = {}): Promise<PendingApproval[]> {
+export interface PendingApproval {
+  threadId: string;
+  envelopeHash: string;
+  revision: number;
+  requestedBy: string;
+  /** Task, field names, risk level and escalation group, when the listing knows them (the journal's index does). */
+  taskId?: number;
+  fields?: string[];
+  risk?: string;
+  escalatedTo?: string | null;
+  createdAt: string;
+  expiresAt: string;
+  expired: boolean;
+  /** Registered by an older version and not yet adopted into the journal's actions (confirmed against its checkpoint). */
+  legacy?: true;
+}
+
+export interface PendingQuery {
+  /** Only approvals this approver may decide (policy approvers; escalation group members for escalated ones). */
+  decidableBy?: string;
+  requestedBy?: string;
+  taskId?: number;
+  /** Only approvals waiting longer than this many milliseconds. */
+  olderThanMs?: number;
+  limit?: number;
+  offset?: number;
+}
+
+export interface PendingPage {
+  /** Matches before paging. */
+  total: number;
+  offset: number;
+  pending: PendingApproval[];
+  /** Registered rows whose seal does not verify: listed by id only, never as approvals. */
+  damaged: Array<{ threadId: string; envelopeHash: string }>;
+}
+
+/**
+ * Waiting approvals, oldest first, from the journal's index of registered actions alone: each row's
+ * integrity is its own HMAC, so no checkpoint is loaded (a thread whose run stopped between
+ * registering and pausing is listed too; `approve` then says to `recover` it). Approvals an older
+ * version indexed are confirmed against their checkpoint, as before.
+ */
+export async function pendingPage(app: App, q: PendingQuery = {}): Promise<PendingPage> {
   const now = app.deps.clock().getTime();
-  const rows = await app.deps.journal.listApprovals("pending");
-  const out: PendingApproval[] = [];
-  for (const r of rows) {
-    if (opts.confirm !== false) {
-      const v = await viewThread(app, r.threadId);
-      if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash) continue;
+  const limit = q.limit ?? 100;
+  const offset = q.offset ?? 0;
+  const filter = {
+    ...(q.requestedBy !== undefined ? { requestedBy: q.requestedBy } : {}),
+    ...(q.taskId !== undefined ? { taskId: q.taskId } : {}),
+    ...(q.olderThanMs !== undefined ? { registeredBefore: new Date(now - q.olderThanMs).toISOString() } : {}),
+  };
+  // Entitlement is policy, not SQL: with --mine every match is read and the page cut afterwards.
+  const paged = q.decidableBy === undefined;
+  const { rows } = await app.deps.journal.listRegistered({ ...filter, limit: paged ? limit + offset : Number.MAX_SAFE_INTEGER, offset: 0 });
+  const damaged: PendingPage["damaged"] = [];
+  const all: PendingApproval[] = [];
+  for (const a of rows) {
+    if (!a.macValid) {
+      damaged.push({ threadId: a.threadId, envelopeHash: a.envelopeHash });
+      continue;
     }
-    out.push({
+    if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy)) continue;
+    all.push({
+      threadId: a.threadId,
+      envelopeHash: a.envelopeHash,
+      revision: a.revision,
+      requestedBy: a.envelope.requestedBy,
+      taskId: a.envelope.object.id,
+      fields: Object.keys(a.envelope.params),
+      risk: a.envelope.risk.level,
+      escalatedTo: a.escalatedTo,
+      createdAt: a.envelope.createdAt,
+      expiresAt: a.envelope.expiresAt,
+      expired: Date.parse(a.envelope.expiresAt) <= now,
+    });
+  }
+  for (const r of await app.deps.journal.listUnadoptedApprovals()) {
+    if (q.requestedBy !== undefined && r.requestedBy !== q.requestedBy) continue;
+    const v = await viewThread(app, r.threadId);
+    const e = v.approval?.envelope;
+    if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash || !e) continue;
+    if (q.taskId !== undefined && e.object.id !== q.taskId) continue;
+    if (q.olderThanMs !== undefined && Date.parse(r.createdAt) > now - q.olderThanMs) continue;
+    all.push({
       threadId: r.threadId,
       envelopeHash: r.envelopeHash,
       revision: r.revision,
       requestedBy: r.requestedBy,
+      taskId: e.object.id,
+      fields: Object.keys(e.params),
+      risk: e.risk.level,
+      escalatedTo: null,
       createdAt: r.createdAt,
       expiresAt: r.expiresAt,
       expired: Date.parse(r.expiresAt) <= now,
+      legacy: true,
     });
   }
-  return out;
+  // Paged: the index's count (damaged rows included, they are named in `damaged` as met) plus legacy ones.
+  const total = paged ? (await app.deps.journal.listRegistered({ ...filter, limit: 0, offset: 0 })).total + all.filter((p) => p.legacy).length : all.length;
+  return { total, offset, pending: all.slice(offset, offset + limit), damaged };
+}
+
+/** Every waiting approval (no paging), as `pendingPage` lists them. */
+export async function listPending(app: App, q: Omit<PendingQuery, "limit" | "offset"> = {}): Promise<PendingApproval[]> {
+  return (await pendingPage(app, { ...q, limit: Number.MAX_SAFE_INTEGER, offset: 0 })).pending;
+}
+
+function mayDecide(app: App, a: { envelope: { operation: string }; escalatedTo: string | null }, approverId: string): boolean {
+  if (!allowedApprovers(app.deps.policy, a.envelope.operation).has(approverId)) return false;
+  return a.escalatedTo === null || (app.deps.policy.approvers.groups[a.escalatedTo] ?? []).includes(approverId);
 }
 
 async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T>): Promise<T> {

@@ -45,6 +45,15 @@ export interface ApprovalEntry {
   status: "pending" | "approved" | "rejected" | "edited" | "superseded" | "expired" | "cancelled" | "closed";
 }
 
+export interface RegisteredFilter {
+  requestedBy?: string;
+  taskId?: number;
+  /** Only approvals registered before this instant (ISO). */
+  registeredBefore?: string;
+  limit: number;
+  offset: number;
+}
+
 export type ClaimResult = { claimed: true } | { claimed: false; existing: DecisionClaim };
 
 /** Claiming a decision also moves the action registered → decided, in the same transaction. */
@@ -87,6 +96,13 @@ export interface Journal {
   decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult>;
   /** Compare-and-set: applies only when the machine allows the move from the row's current phase. */
   moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult>;
+  /**
+   * Waiting approvals straight from the index of registered actions, oldest first, each row's seal
+   * checked (`macValid`); no checkpoint is loaded. `total` counts every match before paging.
+   */
+  listRegistered(filter: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }>;
+  /** Approvals an older version indexed as pending that have no registered action yet (adopted on first use). */
+  listUnadoptedApprovals(): Promise<ApprovalEntry[]>;
   /** Threads with an action not yet closed (waiting, decided, or stopped mid-execution), oldest first. */
   listOpenThreads(): Promise<string[]>;
   /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
@@ -380,6 +396,34 @@ export class SqliteJournal implements Journal {
       return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
     });
     return tx.immediate();
+  }
+
+  async listRegistered(f: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }> {
+    const where = ["phase = 'registered'"];
+    const args: unknown[] = [];
+    if (f.requestedBy !== undefined) {
+      where.push("json_extract(registered_json, '$.envelope.requestedBy') = ?");
+      args.push(f.requestedBy);
+    }
+    if (f.taskId !== undefined) {
+      where.push("json_extract(registered_json, '$.envelope.object.id') = ?");
+      args.push(f.taskId);
+    }
+    if (f.registeredBefore !== undefined) {
+      where.push("registered_at < ?");
+      args.push(f.registeredBefore);
+    }
+    const w = where.join(" AND ");
+    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM actions WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * FROM actions WHERE ${w} ORDER BY registered_at, rowid LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as ActionDbRow[];
+    return { total, rows: rows.map((r) => toActionRow(r, this.key)) };
+  }
+
+  async listUnadoptedApprovals(): Promise<ApprovalEntry[]> {
+    const rows = this.db
+      .prepare("SELECT a.* FROM approvals a LEFT JOIN actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.rowid")
+      .all() as ApprovalRow[];
+    return rows.map(toApproval);
   }
 
   async listOpenThreads(): Promise<string[]> {

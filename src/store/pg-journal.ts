@@ -18,7 +18,7 @@ import { toApproval, toClaim, toExecution, type ApprovalEntry, type ApprovalRow,
 import type { ActionProgress, ActionRow, ClosedRecord, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
-import { OPEN_PHASES_SQL, type DecideResult } from "./journal.js";
+import { OPEN_PHASES_SQL, type DecideResult, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 
 export class PostgresJournal implements Journal {
@@ -246,6 +246,43 @@ export class PostgresJournal implements Journal {
       await this.writeMove(c, envelopeHash, to, plan.progress);
       return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
     });
+  }
+
+  async listRegistered(f: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }> {
+    const where = ["phase = 'registered'"];
+    const args: unknown[] = [];
+    if (f.requestedBy !== undefined) {
+      args.push(f.requestedBy);
+      where.push(`(registered_json::jsonb #>> '{envelope,requestedBy}') = $${args.length}`);
+    }
+    if (f.taskId !== undefined) {
+      args.push(String(f.taskId));
+      where.push(`(registered_json::jsonb #>> '{envelope,object,id}') = $${args.length}`);
+    }
+    if (f.registeredBefore !== undefined) {
+      args.push(f.registeredBefore);
+      where.push(`registered_at < $${args.length}`);
+    }
+    const w = where.join(" AND ");
+    const counted = await query<{ n: string }>(this.pool, this.db, "counting waiting approvals", `SELECT COUNT(*) AS n FROM ${this.s}.actions WHERE ${w}`, args);
+    const rows = await query<ActionDbRow>(
+      this.pool,
+      this.db,
+      "listing waiting approvals",
+      `SELECT * FROM ${this.s}.actions WHERE ${w} ORDER BY registered_at, id LIMIT $${args.length + 1} OFFSET $${args.length + 2}`,
+      [...args, f.limit, f.offset],
+    );
+    return { total: Number(counted[0]?.n ?? 0), rows: rows.map((r) => toActionRow(r, this.key)) };
+  }
+
+  async listUnadoptedApprovals(): Promise<ApprovalEntry[]> {
+    const rows = await query<ApprovalRow>(
+      this.pool,
+      this.db,
+      "listing approvals not yet adopted",
+      `SELECT a.* FROM ${this.s}.approvals a LEFT JOIN ${this.s}.actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.id`,
+    );
+    return rows.map(toApproval);
   }
 
   async listOpenThreads(): Promise<string[]> {

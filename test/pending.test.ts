@@ -1,0 +1,86 @@
+/**
+ * `pending` from the journal's index alone: waiting approvals listed without loading a checkpoint,
+ * each row's seal checked, with filters and paging; a row whose seal fails is named, never listed as
+ * an approval. Real runs (scripted model, MCP over stdio, emulator over HTTP, real stores).
+ */
+import path from "node:path";
+import Database from "better-sqlite3";
+import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { listPending, pendingPage, startRun, type App } from "../src/app/threads.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call } from "./support/scripted-model.js";
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+let now = new Date();
+
+/** Reads the task named in the request, then proposes a new title for it. */
+const proposeForRequestedTask = (messages: BaseMessage[]) => {
+  const request = String(messages.find((m) => m.getType() === "human")?.content ?? "");
+  const taskId = Number(/task (\d+)/.exec(request)?.[1]);
+  const title = /to (.+)$/.exec(request)?.[1] ?? "X";
+  const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+  if (tools.includes("propose_change")) return new AIMessage("Proposed.");
+  if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
+  return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields: { TITLE: title }, rationale: "asked" })] });
+};
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+  now = new Date();
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeForRequestedTask), clock: () => now });
+});
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+async function wait(request: string, requestedBy: string) {
+  const v = await startRun(app!, { request, requestedBy });
+  expect(v.status).toBe("awaiting_approval");
+  return v;
+}
+
+describe("pending", () => {
+  it("lists from the index with task, fields, risk and expiry; filters by requester, task and age; pages", async () => {
+    const a = await wait("rename task 4 to First", "demo-user");
+    now = new Date(now.getTime() + 60_000);
+    const b = await wait("rename task 5 to Second", "alice");
+    now = new Date(now.getTime() + 60_000);
+    const c = await wait("rename task 4 to Third", "demo-user");
+
+    const all = await pendingPage(app!);
+    expect(all.total).toBe(3);
+    expect(all.pending.map((p) => p.threadId)).toEqual([a.threadId, b.threadId, c.threadId]);
+    expect(all.pending[0]).toMatchObject({ envelopeHash: a.approval!.envelopeHash, taskId: 4, fields: ["TITLE"], requestedBy: "demo-user", revision: 1, expired: false });
+    expect(all.damaged).toEqual([]);
+
+    expect((await pendingPage(app!, { requestedBy: "alice" })).pending.map((p) => p.threadId)).toEqual([b.threadId]);
+    expect((await pendingPage(app!, { taskId: 4 })).pending.map((p) => p.threadId)).toEqual([a.threadId, c.threadId]);
+    expect((await pendingPage(app!, { olderThanMs: 90_000 })).pending.map((p) => p.threadId)).toEqual([a.threadId]);
+    const page2 = await pendingPage(app!, { limit: 2, offset: 2 });
+    expect(page2).toMatchObject({ total: 3, offset: 2 });
+    expect(page2.pending.map((p) => p.threadId)).toEqual([c.threadId]);
+    expect((await pendingPage(app!, { decidableBy: "mallory" })).pending).toEqual([]);
+    expect((await pendingPage(app!, { decidableBy: "demo-approver" })).pending).toHaveLength(3);
+    expect(await listPending(app!)).toHaveLength(3);
+  });
+
+  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])("a row whose seal fails is named as damaged, never listed as an approval", async () => {
+    const a = await wait("rename task 4 to Sealed", "demo-user");
+    const b = await wait("rename task 5 to Edited later", "demo-user");
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      db.prepare("UPDATE actions SET mac = ? WHERE envelope_hash = ?").run("0".repeat(64), b.approval!.envelopeHash);
+    } finally {
+      db.close();
+    }
+    const page = await pendingPage(app!);
+    expect(page.pending.map((p) => p.threadId)).toEqual([a.threadId]);
+    expect(page.damaged).toEqual([{ threadId: b.threadId, envelopeHash: b.approval!.envelopeHash }]);
+  });
+});
