@@ -1,7 +1,7 @@
 import { AIMessage, ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
+import { getDeps, type Deps } from "../runtime/deps.js";
 import { ProposalArgsSchema, RequestInputArgsSchema } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
 import { argumentsSha256, boundaryRefusedEntry } from "../hitl/audit-records.js";
@@ -37,7 +37,7 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
     replies.push(new ToolMessage({ tool_call_id: only.id ?? "request_input", name: "request_input", status: "error", content: `Error: invalid request_input: ${problem}` }));
   }
 
-  const offered = [...deps.tools.readTools.map((t) => t.name), ...PROPOSAL_TOOL_NAMES];
+  const offered = offeredToolNames(deps);
   const boundary: Array<{ tool: string; argumentsSha256: string }> = [];
   const threadId = config?.configurable?.["thread_id"];
   for (const [index, call] of (only?.name === "request_input" ? [] : calls).entries()) {
@@ -47,23 +47,7 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
       const why = isOffered
         ? `${call.name} must not be combined with propose_change in one turn; read first, then propose`
         : `${call.name} is not available: you can only read and propose; writes happen after human approval`;
-      if (!isOffered) {
-        boundary.push({ tool: call.name, argumentsSha256: argumentsSha256(call.args) });
-        if (typeof threadId === "string" && threadId !== "") {
-          await deps.audit.append(
-            boundaryRefusedEntry(state, {
-              threadId,
-              policy: deps.policy,
-              at: deps.clock().toISOString(),
-              discriminator: `step${state.agentSteps}:${index}:${call.id ?? ""}`,
-              tool: call.name,
-              args: call.args,
-              offered,
-              reason: `the model called ${call.name}, a tool it was not offered (offered: ${offered.join(", ")}); refused without any call to Bitrix24`,
-            }),
-          );
-        }
-      }
+      if (!isOffered) boundary.push(await auditBoundaryRefusal(deps, state, threadId, call, index, offered));
       refusals.push(why);
       replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: ${why}` }));
       continue;
@@ -99,4 +83,40 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
   }
   // Not an ending: the model is told and may still propose. If it ends without a proposal, this is why.
   return { messages: replies, invalidProposals: invalid, ...(refusedWrite ? { reasonCode: "WRITE_ATTEMPT_REFUSED" as const, reason: refusedWrite } : {}) };
+}
+
+/** Every tool the model is offered: the read tools as configured, and the two that only record a wish. */
+export function offeredToolNames(deps: Deps): string[] {
+  return [...deps.tools.readTools.map((t) => t.name), ...PROPOSAL_TOOL_NAMES];
+}
+
+/**
+ * Records one boundary event: the model called `call.name`, which it was not offered. Appended to the
+ * audit log (tool name, sha256 of the arguments, time), keyed by the agent step and the call's
+ * position so a re-run of the node cannot add it twice. Any node that receives the model's tool calls
+ * (this one, or read_tools for a name that is not offered under a remapped configuration) calls it.
+ */
+export async function auditBoundaryRefusal(
+  deps: Deps,
+  state: State,
+  threadId: unknown,
+  call: { name: string; args?: unknown; id?: string | undefined },
+  index: number,
+  offered: string[] = offeredToolNames(deps),
+): Promise<{ tool: string; argumentsSha256: string }> {
+  if (typeof threadId === "string" && threadId !== "") {
+    await deps.audit.append(
+      boundaryRefusedEntry(state, {
+        threadId,
+        policy: deps.policy,
+        at: deps.clock().toISOString(),
+        discriminator: `step${state.agentSteps}:${index}:${call.id ?? ""}`,
+        tool: call.name,
+        args: call.args,
+        offered,
+        reason: `the model called ${call.name}, a tool it was not offered (offered: ${offered.join(", ")}); refused without any call to Bitrix24`,
+      }),
+    );
+  }
+  return { tool: call.name, argumentsSha256: argumentsSha256(call.args) };
 }
