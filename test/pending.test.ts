@@ -8,7 +8,7 @@ import Database from "better-sqlite3";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listPending, pendingPage, startRun, type App } from "../src/app/threads.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
 
 let portal: Portal;
@@ -82,5 +82,27 @@ describe("pending", () => {
     const page = await pendingPage(app!);
     expect(page.pending.map((p) => p.threadId)).toEqual([a.threadId]);
     expect(page.damaged).toEqual([{ threadId: b.threadId, envelopeHash: b.approval!.envelopeHash }]);
+  });
+
+  it("the CLI: filters, paging, --mine needs --as, and a bad duration is a usage error", async () => {
+    const a = await wait("rename task 4 to One", "demo-user");
+    const b = await wait("rename task 5 to Two", "demo-user");
+    await app!.close();
+    app = undefined;
+    const env = envFor(portal, dataDir);
+    const page = parseJsonOutput((await runCli(["pending", "--json", "--object", "5"], env)).stdout);
+    expect(page).toMatchObject({ total: 1, offset: 0, damaged: [] });
+    expect(page.pending.map((p: { threadId: string }) => p.threadId)).toEqual([b.threadId]);
+    const text = await runCli(["pending", "--limit", "1", "--mine", "--as", "demo-approver"], env);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain(a.threadId);
+    expect(text.stdout).not.toContain(b.threadId);
+    expect(text.stdout).toContain("(1–1 of 2; --offset 1 for more)");
+    const noAs = await runCli(["pending", "--mine"], env);
+    expect(noAs.code).toBe(1);
+    expect(noAs.stderr).toContain("--mine needs --as");
+    const bad = await runCli(["pending", "--older-than", "soon"], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("expected a duration like 30m");
   });
 });

@@ -7,7 +7,7 @@ import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig, loadDotEnv } from "../config/env.js";
 import { withApp } from "./session.js";
-import { listPending, recoverThread, startRun, submitDecision, viewThread, type ThreadView } from "../app/threads.js";
+import { pendingPage, recoverThread, startRun, submitDecision, viewThread, type ThreadView } from "../app/threads.js";
 import { Printer, threadJson } from "./render.js";
 import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
@@ -64,6 +64,20 @@ async function decide(threadId: string, build: (view: ThreadView) => unknown, js
   });
 }
 
+/** "90s", "30m", "2h", "1d" → milliseconds. */
+const duration = (value: string) => {
+  capped("--older-than", value, 20);
+  const m = /^(\d+)(s|m|h|d)$/.exec(value);
+  if (!m) throw new InvalidArgumentError(esc`expected a duration like 30m, 2h or 1d, got "${value}"`);
+  return Number(m[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as "s" | "m" | "h" | "d"];
+};
+
+const positive = (name: string, zeroOk = false) => (value: string) => {
+  capped(name, value, 12);
+  if (!/^\d+$/.test(value) || (!zeroOk && Number(value) === 0)) throw new InvalidArgumentError(esc`expected a ${zeroOk ? "whole number" : "positive whole number"}, got "${value}"`);
+  return Number(value);
+};
+
 const taskId = (value: string) => {
   capped("--task", value, 20);
   if (!/^\d+$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError(esc`expected a positive task id, got "${value}"`);
@@ -118,19 +132,42 @@ export function buildProgram(): Command {
 
   program
     .command("pending")
-    .description("Waiting approvals, oldest first, with expiry")
+    .description("Waiting approvals, oldest first, with expiry (from the journal's index; no checkpoint is loaded)")
     .option("--json", "print JSON")
+    .option("--mine", "only approvals the --as approver may decide")
+    .option("--as <approver>", "who --mine means", cap("--as", LIMITS.id))
+    .option("--requested-by <user>", "only approvals this user requested", cap("--requested-by", LIMITS.id))
+    .option("--object <task>", "only approvals about this task id", taskId)
+    .option("--older-than <duration>", "only approvals waiting longer than this (e.g. 30m, 2h, 1d)", duration)
+    .option("--limit <n>", "at most this many (default 100)", positive("--limit"), 100)
+    .option("--offset <n>", "skip this many first", positive("--offset", true), 0)
     .option(...API_OPTION)
-    .action(async (opts: { json?: boolean; api?: string }) => {
+    .action(async (opts: { json?: boolean; api?: string; mine?: boolean; as?: string; requestedBy?: string; object?: number; olderThan?: number; limit: number; offset: number }) => {
       const api = apiOf(opts.api);
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "pending", json: Boolean(opts.json) }));
+      if (opts.mine && !opts.as) throw new UsageError("--mine needs --as <approver>: whose approvals to list");
       const printer = new Printer(process.stdout, Boolean(opts.json));
       await withApp(async (app) => {
-        const rows = await listPending(app);
-        if (opts.json) return printer.emitJson({ pending: rows });
-        if (rows.length === 0) return printer.line("No approvals are waiting.");
-        for (const r of rows) {
-          printer.line(esc`${r.threadId}  rev ${r.revision}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` + `${r.expired ? " (EXPIRED)" : ""}  ` + esc`${r.envelopeHash}`);
+        const page = await pendingPage(app, {
+          ...(opts.mine ? { decidableBy: opts.as! } : {}),
+          ...(opts.requestedBy ? { requestedBy: opts.requestedBy } : {}),
+          ...(opts.object !== undefined ? { taskId: opts.object } : {}),
+          ...(opts.olderThan !== undefined ? { olderThanMs: opts.olderThan } : {}),
+          limit: opts.limit,
+          offset: opts.offset,
+        });
+        if (opts.json) return printer.emitJson(page);
+        for (const d of page.damaged) printer.line(esc`DAMAGED ${d.threadId} ${d.envelopeHash}: its journal row fails its integrity check; not listed as an approval`);
+        if (page.pending.length === 0) return printer.line(page.total === 0 ? "No approvals are waiting." : `No approvals on this page (${page.total} in all).`);
+        for (const r of page.pending) {
+          printer.line(
+            esc`${r.threadId}  rev ${r.revision}  task ${r.taskId ?? "?"} ${(r.fields ?? []).join(",")}  ${r.risk ?? ""}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` +
+              `${r.expired ? " (EXPIRED)" : ""}${r.escalatedTo ? esc`  escalated to ${r.escalatedTo}` : ""}  ` +
+              esc`${r.envelopeHash}`,
+          );
+        }
+        if (page.offset > 0 || page.offset + page.pending.length < page.total) {
+          printer.line(`(${page.offset + 1}–${page.offset + page.pending.length} of ${page.total}; --offset ${page.offset + page.pending.length} for more)`);
         }
       });
     });
