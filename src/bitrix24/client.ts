@@ -106,6 +106,8 @@ export class Bitrix24Client {
   private readonly maxWriteDelayMs: number;
   // Raw text of each successful body, so a shape mismatch found later can still show what arrived.
   private readonly rawText = new WeakMap<object, string>();
+  /** Answers the portal marked `Idempotent-Replayed: true`. */
+  private readonly replayedBodies = new WeakSet<object>();
 
   constructor(opts: Bitrix24ClientOptions) {
     let parsed: URL;
@@ -139,7 +141,7 @@ export class Bitrix24Client {
    * 5xx. A write retries only on QUERY_LIMIT_EXCEEDED, which the portal sends before doing anything;
    * a write whose outcome is unknown is never repeated here.
    */
-  async call(method: string, params: Record<string, unknown>, intent: CallIntent): Promise<Bitrix24Response> {
+  async call(method: string, params: Record<string, unknown>, intent: CallIntent, headers: Record<string, string> = {}): Promise<Bitrix24Response> {
     if (!METHOD_NAME.test(method)) {
       throw new Bitrix24Error({ kind: "invalid_request", description: `expected a REST method name like tasks.task.get, got ${JSON.stringify(method)}` });
     }
@@ -158,7 +160,7 @@ export class Bitrix24Client {
         await this.bucket.take();
       }
       try {
-        return await this.send(method, params);
+        return await this.send(method, params, headers);
       } catch (err) {
         if (!(err instanceof Bitrix24Error)) throw err;
         if (err.kind === "rate_limited") this.bucket.markFull();
@@ -200,10 +202,16 @@ export class Bitrix24Client {
     return this.expectShape(body, HistoryResultSchema, "tasks.task.history.list", "result.list[]");
   }
 
-  /** Exactly one attempt unless the portal refused it with QUERY_LIMIT_EXCEEDED (not applied). */
-  async updateTask(taskId: number, fields: Record<string, unknown>): Promise<Bitrix24Response<TaskResult>> {
+  /**
+   * Exactly one attempt unless the portal refused it with QUERY_LIMIT_EXCEEDED (not applied). With an
+   * `idempotencyKey` the REST 3.0 `Idempotency-Key` header is sent: a portal that supports it answers a
+   * repeat of the same key with the first answer (see wasReplayed) and refuses the key with another
+   * body (HTTP 422, invalid_request); one that does not ignores the header (REST 2 behaviour).
+   */
+  async updateTask(taskId: number, fields: Record<string, unknown>, opts: { idempotencyKey?: string } = {}): Promise<Bitrix24Response<TaskResult>> {
     assertTaskId(taskId, "tasks.task.update");
-    const body = await this.call("tasks.task.update", { taskId, fields }, "write");
+    const headers: Record<string, string> = opts.idempotencyKey ? { "idempotency-key": opts.idempotencyKey } : {};
+    const body = await this.call("tasks.task.update", { taskId, fields }, "write", headers);
     return this.expectShape(body, TaskResultSchema, "tasks.task.update", "result.task");
   }
 
@@ -223,7 +231,7 @@ export class Bitrix24Client {
     );
   }
 
-  private async send(method: string, params: Record<string, unknown>): Promise<Bitrix24Response> {
+  private async send(method: string, params: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Bitrix24Response> {
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -232,21 +240,33 @@ export class Bitrix24Client {
     }, this.timeoutMs);
     let status: number;
     let text: string;
+    let replayed = false;
     try {
       const res = await fetch(`${this.baseUrl}${method}`, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json" },
+        headers: { "content-type": "application/json", accept: "application/json", ...headers },
         body: JSON.stringify(params),
         signal: controller.signal,
       });
       status = res.status;
       text = await res.text();
+      replayed = res.headers.get("idempotent-replayed")?.toLowerCase() === "true";
     } catch (err) {
       throw this.transportError(err, method, timedOut);
     } finally {
       clearTimeout(timer);
     }
-    return this.interpret(method, status, text);
+    const body = this.interpret(method, status, text);
+    if (replayed) this.replayedBodies.add(body);
+    return body;
+  }
+
+  /**
+   * Whether this answer is the portal's replay of an earlier answer to the same Idempotency-Key
+   * (`Idempotent-Replayed: true`): the call was not carried out again.
+   */
+  wasReplayed(body: object): boolean {
+    return this.replayedBodies.has(body);
   }
 
   private interpret(method: string, status: number, rawText: string): Bitrix24Response {

@@ -7,6 +7,10 @@ import { applySideEffect } from "./methods/tasks.js";
 import { BodyTooLargeError, parseParams, readBodyLimited } from "./request.js";
 import { errorResponse, successResponse } from "./respond.js";
 import { timeBlock } from "./shapes.js";
+import { IdempotencyKeys } from "./idempotency.js";
+
+/** Methods that only read; an Idempotency-Key on them is ignored. */
+const READ_ONLY = /\.(get|list)$|^user\.current$|^scope$/;
 import type { Store } from "./store.js";
 import { nowSeconds } from "./dates.js";
 
@@ -34,6 +38,7 @@ class Rollback extends Error {
 }
 
 export function createRestHandler(store: Store, faults: FaultRegistry, settings: RestSettings, life: Lifecycle) {
+  const idempotency = new IdempotencyKeys();
   return async (c: Context): Promise<Response> => {
     const started = Date.now();
     const segments = new URL(c.req.url).pathname.split("/").filter(Boolean).slice(1).map(decodeURIComponent);
@@ -60,6 +65,26 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
       return err;
     });
     if (rejected) return errorResponse(rejected);
+
+    // REST 3.0 idempotent writes: a repeated key replays the first successful answer, a reused key with
+    // another body is refused; neither carries the call out again.
+    const idemKey = READ_ONLY.test(method) ? undefined : c.req.header("idempotency-key")?.trim() || undefined;
+    const idemHash = idemKey ? IdempotencyKeys.bodyHash(method, params) : "";
+    if (idemKey) {
+      const seen = idempotency.lookup(idemKey, method, idemHash);
+      if (seen === "conflict") {
+        store.logCall({ method, params, status: 422, error: "IDEMPOTENCY_KEY_REUSED", fault: "idempotency_conflict" });
+        return errorResponse(new RestError(422, "IDEMPOTENCY_KEY_REUSED", "The idempotency key was already used with a different request"));
+      }
+      if (seen) {
+        store.logCall({ method, params, status: seen.status, fault: "idempotent_replay" });
+        return new Response(seen.body, { status: seen.status, headers: { "content-type": seen.contentType, "idempotent-replayed": "true" } });
+      }
+    }
+    const keepAnswer = async (res: Response): Promise<Response> => {
+      if (idemKey) idempotency.keep(idemKey, method, idemHash, res.status, await res.clone().text(), res.headers.get("content-type") ?? "application/json");
+      return res;
+    };
 
     const { latency, action } = faults.take(method);
     if (latency?.kind === "latency") await life.sleep(latency.ms);
@@ -111,9 +136,13 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
         return errorResponse(err);
       }
     }
-    if (action?.kind === "apply_then_timeout") return life.hold(c);
+    if (action?.kind === "apply_then_timeout") {
+      // The portal made its answer; only the connection lost it. A replay of the key returns it.
+      await keepAnswer(successResponse(outcome, started));
+      return life.hold(c);
+    }
     if (action?.kind === "malformed") return malformed(action);
-    return successResponse(outcome, started);
+    return keepAnswer(successResponse(outcome, started));
   };
 }
 
