@@ -67,3 +67,26 @@ describe("Idempotency-Key on writes", () => {
     expect((await updates()).filter((c) => c.fault === undefined)).toHaveLength(2);
   });
 });
+
+describe("through our MCP server (the write handle execute holds)", () => {
+  it("passes the key; a repeat comes back replayed with the first answer and is not carried out again", async () => {
+    const { openTestApp, startPortal, tempDir } = await import("./support/harness.js");
+    const portal = await startPortal();
+    const app = await openTestApp(portal, tempDir());
+    try {
+      const w = app.deps.tools.writeHandle;
+      const first = await w.updateTask(4, { TITLE: "Via MCP once" }, { idempotencyKey: "envelope-key-0001" });
+      const again = await w.updateTask(4, { TITLE: "Via MCP once" }, { idempotencyKey: "envelope-key-0001" });
+      expect(first.ok && first.replayed).toBeFalsy();
+      expect(again).toMatchObject({ ok: true, replayed: true });
+      expect(again.ok && again.body).toEqual(first.ok && first.body);
+      const applied = (await portal.writes()).filter((c) => (c as { fault?: string }).fault !== "idempotent_replay");
+      expect(applied).toHaveLength(1);
+      // Without a key the tool is called exactly as before.
+      expect(await w.updateTask(4, { TITLE: "Via MCP, no key" })).toMatchObject({ ok: true });
+    } finally {
+      await app.close();
+      await portal.emulator.close();
+    }
+  });
+});

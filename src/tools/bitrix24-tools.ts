@@ -6,7 +6,7 @@ import { MultiServerMCPClient } from "@langchain/mcp-adapters";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
-import { BITRIX24_METHOD_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
+import { BITRIX24_METHOD_META_KEY, IDEMPOTENT_REPLAYED_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
 
 export type ToolRole = "getTask" | "listTasks" | "getHistory" | "updateTask";
 export type ReadRole = Exclude<ToolRole, "updateTask">;
@@ -40,7 +40,9 @@ export interface McpCallError {
   operatingResetAt?: number;
 }
 
-export type McpCallResult = { ok: true; body: unknown; text: string } | { ok: false; error: McpCallError; text: string };
+export type McpCallResult =
+  | { ok: true; body: unknown; text: string; /** The portal replayed its first answer to this Idempotency-Key. */ replayed?: boolean }
+  | { ok: false; error: McpCallError; text: string };
 
 /** How a role is served: which tool, which Bitrix24 method that tool calls, and whether it may be handed to the model. */
 export interface RoleBinding {
@@ -55,7 +57,11 @@ export interface Bitrix24Tools {
   /** Deterministic read for nodes. */
   read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult>;
   /** Only the execute node gets this. One updateTask call = exactly one tools/call, never retried. */
-  writeHandle: { updateTask(taskId: number, fields: Record<string, unknown>): Promise<McpCallResult> };
+  /**
+   * The single write. With `idempotencyKey` the key is passed to the update tool (our MCP server sends
+   * it as REST 3.0's Idempotency-Key); a replayed answer comes back with `replayed: true`.
+   */
+  writeHandle: { updateTask(taskId: number, fields: Record<string, unknown>, opts?: { idempotencyKey?: string }): Promise<McpCallResult> };
   /** The resolved role table, for evidence and for tests. */
   roles: Readonly<Record<ToolRole, RoleBinding>>;
   close(): Promise<void>;
@@ -148,8 +154,8 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
         return call(roles[role].toolName, args, "read");
       },
       writeHandle: {
-        updateTask(taskId, fields) {
-          return call(roles.updateTask.toolName, { taskId, fields }, "write");
+        updateTask(taskId, fields, opts = {}) {
+          return call(roles.updateTask.toolName, { taskId, fields, ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}) }, "write");
         },
       },
       close: () => mcp.close(),
@@ -295,7 +301,8 @@ async function callToolOnce(
   const structured = result.structuredContent as Record<string, unknown> | undefined;
   if (result.isError) return { ok: false, error: errorFromResult(text, structured, name), text };
   const parsed = parseJson(text);
-  if (parsed.ok) return { ok: true, body: parsed.value, text };
+  const replayed = (result._meta as Record<string, unknown> | undefined)?.[IDEMPOTENT_REPLAYED_META_KEY] === true;
+  if (parsed.ok) return { ok: true, body: parsed.value, text, ...(replayed ? { replayed } : {}) };
   if (structured !== undefined) return { ok: true, body: structured, text };
   return {
     ok: false,

@@ -38,7 +38,15 @@ const updateTaskInput = z.strictObject({
   fields: z
     .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), fieldValue)
     .describe('Only the fields to change, UPPER_SNAKE keys, e.g. {"DEADLINE": "2026-06-01T18:00:00+03:00"}'),
+  idempotencyKey: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{8,128}$/)
+    .optional()
+    .describe("Sent as the REST 3.0 Idempotency-Key header; a repeat with the same key gets the first answer back"),
 });
+
+/** `_meta` key of an update answer that the portal replayed for a repeated Idempotency-Key. */
+export const IDEMPOTENT_REPLAYED_META_KEY = "action-envelope/idempotentReplayed";
 
 /**
  * The Bitrix24 task tools. Each tool calls exactly one REST method, named in its `_meta`, so the
@@ -98,7 +106,15 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.update" },
     },
-    async (args) => toToolResult(() => client.updateTask(args.taskId, args.fields), "write"),
+    async (args) => {
+      let replayed = false;
+      const result = await toToolResult(async () => {
+        const body = await client.updateTask(args.taskId, args.fields, args.idempotencyKey ? { idempotencyKey: args.idempotencyKey } : {});
+        replayed = client.wasReplayed(body);
+        return body;
+      }, "write");
+      return replayed ? { ...result, _meta: { [IDEMPOTENT_REPLAYED_META_KEY]: true } } : result;
+    },
   );
 
   return server;
