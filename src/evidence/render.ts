@@ -122,13 +122,18 @@ function details(e: EvidenceObject): string[] {
 }
 
 function fieldLines(fields: FieldCheck[] | undefined): string[] {
-  return (fields ?? []).map(
-    (f) =>
+  return (fields ?? []).map((f) => {
+    const parts = [
+      f.expected !== undefined ? esc`expected ${JSON.stringify(f.expected)}` : f.baselineFingerprint !== undefined ? esc`before: fingerprint ${f.baselineFingerprint}` : undefined,
+      f.actual !== undefined ? esc`actual ${JSON.stringify(f.actual)}` : undefined,
+      f.status === "unknown" && f.note ? esc`${f.note}` : undefined,
+    ].filter((p): p is string => p !== undefined);
+    return (
       esc`${f.field}: ${f.status}` +
-      (f.expected !== undefined ? esc` (expected ${JSON.stringify(f.expected)}` : " (") +
-      (f.actual !== undefined ? esc`, actual ${JSON.stringify(f.actual)})` : ")") +
-      (f.rule ? esc` rule ${f.rule.id}${f.normalised ? " (matched only under this rule)" : ""}` : ""),
-  );
+      (parts.length ? ` (${parts.join(", ")})` : "") +
+      (f.rule ? esc` rule ${f.rule.id}${f.normalised ? " (matched only under this rule)" : ""}` : "")
+    );
+  });
 }
 
 function movedLines(moved: MovedField[] | null | undefined): string[] {
