@@ -51,7 +51,10 @@ async function main(): Promise<void> {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main().catch((err) => {
-    process.stderr.write(`mcp-stdio: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    // One line, like every other startup failure; the stack only when asked for (ACTION_ENVELOPE_DEBUG=1).
+    const debug = process.env["ACTION_ENVELOPE_DEBUG"] === "1";
+    const text = err instanceof Error ? (debug ? (err.stack ?? err.message) : err.message.replace(/\s*\n\s*/g, " ")) : String(err);
+    process.stderr.write(`mcp-stdio: ${text}\n`);
     process.exit(1);
   });
 }
