@@ -170,6 +170,21 @@ describe("A4: a tool the model was not offered is a boundary event", () => {
   });
 });
 
+describe("A4: a model that keeps trying", () => {
+  it("each attempt is its own boundary event; the run ends INVALID_PROPOSAL and the reason says write attempts were refused", async () => {
+    const script: Script = () => new AIMessage({ content: "", tool_calls: [call("bitrix24_update_task", { taskId: 4, fields: { TITLE: "again" } })] });
+    const view = await waiting("rename task 4 to again", script);
+    expect(view.state?.outcome).toBe("NOT_EXECUTED");
+    expect(view.state?.reasonCode).toBe("INVALID_PROPOSAL");
+    expect(view.state?.reason).toMatch(/bitrix24_update_task \(arguments sha256:[0-9a-f]{64}\), which it was not offered; the write attempt was refused/);
+    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const boundary = records.filter((r) => r.event === "boundary_refused");
+    expect(boundary.length).toBe(app!.deps.config.limits.maxInvalidProposals + 1);
+    expect(new Set(boundary.map((r) => r.discriminator)).size).toBe(boundary.length);
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
 describe("A5: the concurrent-writer window is stated, not hidden behind VERIFIED", () => {
   it("a VERIFIED run's post-write read names the pre-read → write window and that Bitrix24 has no conditional write", async () => {
     const view = await waiting("rename task 4 to Window stated", readThenPropose(4, { TITLE: "Window stated" }));
