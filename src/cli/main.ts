@@ -337,6 +337,8 @@ export async function main(argv: string[]): Promise<number> {
   const end = argv.indexOf("--");
   const debug = argv.some((a, i) => a === "--debug" && (end < 0 || i < end)) || process.env["ACTION_ENVELOPE_DEBUG"] === "1";
   argv = argv.filter((a, i) => !(a === "--debug" && (end < 0 || i < end)));
+  // Child processes (our MCP server) print their stacks too.
+  if (debug) process.env["ACTION_ENVELOPE_DEBUG"] = "1";
   const program = buildProgram();
   try {
     await program.parseAsync(argv, { from: "user" });

@@ -203,7 +203,7 @@ function serverConnection(config: McpConnectionConfig) {
     args: [stdioEntry],
     cwd: repoRoot,
     // The child gets only what we pass plus PATH (tsx needs node on it); no other secrets leak in.
-    env: { PATH: config.env.PATH ?? process.env.PATH ?? "", ...config.env },
+    env: { PATH: config.env.PATH ?? process.env.PATH ?? "", ...(process.env["ACTION_ENVELOPE_DEBUG"] === "1" ? { ACTION_ENVELOPE_DEBUG: "1" } : {}), ...config.env },
     stderr: "inherit" as const,
   };
 }
