@@ -101,6 +101,7 @@ describe("schemas (client.assistants.getSchemas)", () => {
 
 describe("input that does not validate ends the run at once: INVALID_INPUT naming the field, no model call, no Bitrix24 call", () => {
   const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+    ["empty input {}", {}, /input field "request" is required/],
     ["no request at all", { requestedBy: "demo-user" }, /input field "request" is required/],
     ["request not a string", { request: 5, requestedBy: "demo-user" }, /input field "request" must be a string, not number/],
     ["blank request", { request: "   ", requestedBy: "demo-user" }, /input field "request" is required/],
@@ -130,6 +131,16 @@ describe("input that does not validate ends the run at once: INVALID_INPUT namin
       expect(chat.at(-1)?.content).toMatch(/^Outcome: NOT_EXECUTED \(INVALID_INPUT\)/);
     });
   }
+});
+
+it("input that is not an object fails the run with INVALID_INPUT (not LangGraph's InvalidUpdateError), before any node", async () => {
+  const client = clientFor(open.server.apiUrl);
+  const before = (await open.portal.calls()).length;
+  for (const input of ["rename task 4 to X", 42]) {
+    const thread = await client.threads.create();
+    await expect(client.runs.wait(thread.thread_id, GRAPH_ID, { input: input as never })).rejects.toThrow(/"error":"InvalidInput","message":"INVALID_INPUT: the run input must be an object/);
+  }
+  expect((await open.portal.calls()).length).toBe(before);
 });
 
 describe("chat mode and the approval from Studio (open server)", () => {
