@@ -81,6 +81,23 @@ describe("the CLI's --api mode", () => {
     expect(await portal.writes()).toHaveLength(1);
   });
 
+  it("the reverse: run --api from the terminal (requester from the token), approved over the API by pasting exampleResume: one more write, VERIFIED", async () => {
+    const before = (await portal.writes()).length;
+    const started = await runCli(["run", "rename task 4 to Z", "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
+    expect(started.code, started.stdout + started.stderr).toBe(0);
+    const view = parseJsonOutput(started.stdout) as { threadId: string; status: string; envelopeHash: string; envelope: { requestedBy: string; params: Record<string, unknown> } };
+    expect(view).toMatchObject({ status: "awaiting_approval", envelope: { requestedBy: "dave", params: { TITLE: "Z" } } });
+
+    const alice = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` }, callerOptions: { maxRetries: 0 } });
+    const payload = (await alice.threads.getState(view.threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { envelopeHash: string; exampleResume: unknown };
+    expect(payload.envelopeHash).toBe(view.envelopeHash);
+    const final = (await alice.runs.wait(view.threadId, GRAPH_ID, { command: { resume: payload.exampleResume } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(before + 1);
+    expect(writes.at(-1)!.params["fields"]).toEqual({ TITLE: "Z" });
+  });
+
   it("LANGGRAPH_API_URL selects the server too; without a token the server's 401 is reported", async () => {
     const r = await runCli(["pending"], cliEnv({ LANGGRAPH_API_URL: server.apiUrl, LANGGRAPH_API_TOKEN: "" }));
     expect(r.code).not.toBe(0);

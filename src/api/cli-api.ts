@@ -105,6 +105,7 @@ export function forTokenServer(resume: ResumeValue, target: ApiTarget, explicitA
 }
 
 export type ApiCommand =
+  | { kind: "run"; request: string; requestedBy?: string; scope: { taskIds?: number[]; fields?: string[] }; json: boolean }
   | { kind: "pending"; json: boolean }
   | { kind: "show"; threadId: string; json: boolean }
   | { kind: "decide"; threadId: string; json: boolean; build: (view: ThreadView) => ResumeValue; explicitApprover: boolean };
@@ -131,6 +132,13 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
     return view.state?.outcome === "VERIFIED" ? 0 : 2;
   };
   switch (cmd.kind) {
+    case "run": {
+      // With a token the server fills in requestedBy from it (and refuses another name); without one it is required.
+      const thread = await client.threads.create();
+      const input = { request: cmd.request, ...(cmd.requestedBy !== undefined ? { requestedBy: cmd.requestedBy } : {}), ...(Object.keys(cmd.scope).length ? { scope: cmd.scope } : {}) };
+      await client.runs.wait(thread.thread_id, GRAPH_ID, { input });
+      return print(await apiView(client, thread.thread_id), false);
+    }
     case "pending": {
       const rows = await apiPending(client);
       if (cmd.json) {

@@ -113,11 +113,15 @@ export function buildProgram(): Command {
     .option("--field <name>", "field in scope (repeatable)", capEach("--field", LIMITS.id))
     .option("--no-prompt", "never ask at the terminal")
     .option("--json", "print one JSON object")
-    .action(async (request: string, opts: { as: string; task?: number[]; field?: string[]; prompt: boolean; json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (request: string, opts: { as: string; task?: number[]; field?: string[]; prompt: boolean; json?: boolean; api?: string }, cmd: Command) => {
       const scope = {
         ...(opts.task?.length ? { taskIds: opts.task } : {}),
         ...(opts.field?.length ? { fields: opts.field } : {}),
       };
+      const api = apiOf(opts.api);
+      const requestedBy = api?.token && cmd.getOptionValueSource("as") === "default" ? undefined : opts.as;
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "run", request, ...(requestedBy !== undefined ? { requestedBy } : {}), scope, json: Boolean(opts.json) }));
       if (!opts.json && opts.prompt && process.stdin.isTTY && process.stdout.isTTY) {
         process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: true, scope });
         return;
