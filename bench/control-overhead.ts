@@ -2,6 +2,7 @@
  * 1. Control overhead against bare LangGraph. Same SqliteSaver on files, same MCP client over stdio,
  * same emulator (its own process, no latency, no rate limit). Measured from the resume to the end:
  *   (a) a bare HITL graph: interrupt, resume, one tasks.task.update;
+ *   (a3) a bare HITL graph making the same three calls as ours (read, write, read), a node each;
  *   (b) our graph: submitDecision from the interrupt to VERIFIED (lock, pending re-check, decision
  *       validation and claim, pre-read, write-ahead, write, acknowledgement, verification, audit).
  * At 1 thread (a and b alternate, one action at a time) and at N concurrent threads (N waiting runs
@@ -25,10 +26,11 @@ const ROUNDS = intArg("rounds", 3);
 async function main(): Promise<void> {
   const startedAt = new Date();
   const dir = tempDir("ae-bench-overhead-");
-  const tasksNeeded = 2 * (WARMUP + SAMPLES + THREADS * ROUNDS);
+  const tasksNeeded = 3 * (WARMUP + SAMPLES + THREADS * ROUNDS);
   const portal = await startBenchPortal({ dir, tasks: tasksNeeded, rate: 0 });
   const bench = await openBenchApp({ webhookUrl: portal.webhookUrl, dataDir: `${dir}/data`, rate: 0 });
   const bare = openBareGraph(bench.app.deps.tools, `${dir}/data`, bench.probe);
+  const bare3 = openBareGraph(bench.app.deps.tools, `${dir}/data`, undefined, { threeCalls: true });
   let nextTask = FIRST_BENCH_TASK;
   const task = () => nextTask++;
 
@@ -39,7 +41,15 @@ async function main(): Promise<void> {
     const seqBareParts: Array<{ checkpointer: number; mcp: number; other: number }> = [];
     const seqBareCommits: number[] = [];
     const seqOurs: TimedDecision[] = [];
+    const seqBare3: number[] = [];
     for (let i = 0; i < WARMUP + SAMPLES; i++) {
+      const runBare3 = async () => {
+        const id = `bare3-seq-${i}`;
+        await bare3.start(id, task());
+        const t0 = performance.now();
+        await bare3.resume(id);
+        if (i >= WARMUP) seqBare3.push(performance.now() - t0);
+      };
       const runBare = async () => {
         const id = `bare-seq-${i}`;
         await bare.start(id, task());
@@ -63,19 +73,16 @@ async function main(): Promise<void> {
         if (timed.view.state?.outcome !== "VERIFIED") throw new Error(`expected VERIFIED, got ${timed.view.status} ${timed.view.state?.outcome}/${timed.view.state?.reasonCode}: ${timed.view.state?.reason} ${JSON.stringify(timed.view.state?.refusals)}`);
         if (i >= WARMUP) seqOurs.push(timed);
       };
-      if (i % 2 === 0) {
-        await runBare();
-        await runOurs();
-      } else {
-        await runOurs();
-        await runBare();
-      }
+      // Rotate the order so drift on a shared machine hits every variant alike.
+      const order = [runBare, runBare3, runOurs];
+      for (let k = 0; k < order.length; k++) await order[(i + k) % order.length]!();
     }
     bench.probe.clear();
 
     // --- N waiting threads resumed at once --------------------------------------------------------
     const conBare: number[] = [];
     const conOurs: number[] = [];
+    const conBare3: number[] = [];
     const rounds: Array<{ round: number; variant: string; wallMs: number; actionsPerSecond: number; cpuMs: number; cpuShareOfWall: number; eventLoopBusy: number }> = [];
     for (let r = 0; r < ROUNDS; r++) {
       const roundBare = async () => {
@@ -95,6 +102,23 @@ async function main(): Promise<void> {
         const cpuMs = (c.user + c.system) / 1000;
         rounds.push({ round: r, variant: "bare", wallMs: round(wall), actionsPerSecond: round((THREADS * 1000) / wall), cpuMs: round(cpuMs), cpuShareOfWall: round(cpuMs / wall), eventLoopBusy: round(elu) });
       };
+      const roundBare3 = async () => {
+        const ids = Array.from({ length: THREADS }, (_, k) => `bare3-con-${r}-${k}`);
+        await pool(ids, 10, (id) => bare3.start(id, task()));
+        const c0 = process.cpuUsage();
+        const e0 = performance.eventLoopUtilization();
+        const t0 = performance.now();
+        const ends = await Promise.all(ids.map(async (id) => {
+          await bare3.resume(id);
+          return performance.now() - t0;
+        }));
+        const wall = performance.now() - t0;
+        const c = process.cpuUsage(c0);
+        const elu = performance.eventLoopUtilization(e0).utilization;
+        conBare3.push(...ends);
+        const cpuMs = (c.user + c.system) / 1000;
+        rounds.push({ round: r, variant: "bare3", wallMs: round(wall), actionsPerSecond: round((THREADS * 1000) / wall), cpuMs: round(cpuMs), cpuShareOfWall: round(cpuMs / wall), eventLoopBusy: round(elu) });
+      };
       const roundOurs = async () => {
         const views = await pool(Array.from({ length: THREADS }, () => task()), 10, (t) => waitingRun(bench.app, t));
         const c0 = process.cpuUsage();
@@ -113,13 +137,8 @@ async function main(): Promise<void> {
         const cpuMs = (c.user + c.system) / 1000;
         rounds.push({ round: r, variant: "ours", wallMs: round(wall), actionsPerSecond: round((THREADS * 1000) / wall), cpuMs: round(cpuMs), cpuShareOfWall: round(cpuMs / wall), eventLoopBusy: round(elu) });
       };
-      if (r % 2 === 0) {
-        await roundBare();
-        await roundOurs();
-      } else {
-        await roundOurs();
-        await roundBare();
-      }
+      const order = [roundBare, roundBare3, roundOurs];
+      for (let k = 0; k < order.length; k++) await order[(r + k) % order.length]!();
     }
 
     // --- report -------------------------------------------------------------------------------------
@@ -129,10 +148,16 @@ async function main(): Promise<void> {
     const sB = summary(oursMs);
     const cA = summary(conBare);
     const cB = summary(conOurs);
+    const s3 = summary(seqBare3);
+    const c3 = summary(conBare3);
     const wall = (v: string) => rounds.filter((x) => x.variant === v).map((x) => x.wallMs);
     const table = [
       { case: "1 thread", bareMedianMs: sA.median, bareP95Ms: sA.p95, oursMedianMs: sB.median, oursP95Ms: sB.p95, ratioMedian: round(sB.median / sA.median), ratioP95: round(sB.p95 / sA.p95), n: sA.n },
       { case: `${THREADS} concurrent`, bareMedianMs: cA.median, bareP95Ms: cA.p95, oursMedianMs: cB.median, oursP95Ms: cB.p95, ratioMedian: round(cB.median / cA.median), ratioP95: round(cB.p95 / cA.p95), n: cA.n },
+    ];
+    const againstThreeCalls = [
+      { case: "1 thread", bare3MedianMs: s3.median, bare3P95Ms: s3.p95, oursMedianMs: sB.median, oursP95Ms: sB.p95, ratioMedian: round(sB.median / s3.median), ratioP95: round(sB.p95 / s3.p95), target: "≤ 1.5", n: s3.n },
+      { case: `${THREADS} concurrent`, bare3MedianMs: c3.median, bare3P95Ms: c3.p95, oursMedianMs: cB.median, oursP95Ms: cB.p95, ratioMedian: round(cB.median / c3.median), ratioP95: round(cB.p95 / c3.p95), target: "", n: c3.n },
     ];
     const cpu = { bareMedianMs: round(summary(seqBareCpu).median), oursMedianMs: round(summary(oursCpu).median), ratio: round(summary(oursCpu).median / summary(seqBareCpu).median) };
     const bd = breakdown(seqOurs);
@@ -150,11 +175,16 @@ async function main(): Promise<void> {
     const throughput = {
       bareActionsPerSecond: round((THREADS * 1000) / summary(wall("bare")).median),
       oursActionsPerSecond: round((THREADS * 1000) / summary(wall("ours")).median),
+      bare3ActionsPerSecond: round((THREADS * 1000) / summary(wall("bare3")).median),
+      oursOverBare3: round(summary(wall("bare3")).median / summary(wall("ours")).median),
+      oursOverBare3Target: "≥ 0.7",
     };
     console.log(`control overhead: per action from resume to end; bare LangGraph (a) vs ours (b); emulator without latency or rate limit`);
     console.table(table);
+    console.log("against bare LangGraph making the same three calls (a3)");
+    console.table(againstThreeCalls);
     console.log(`CPU of the benchmark process per action, 1 thread (median ms): bare ${cpu.bareMedianMs}, ours ${cpu.oursMedianMs}, ratio ${cpu.ratio}`);
-    console.log(`${THREADS} concurrent, whole batch: bare ${throughput.bareActionsPerSecond} actions/s, ours ${throughput.oursActionsPerSecond} actions/s`);
+    console.log(`${THREADS} concurrent, whole batch: bare ${throughput.bareActionsPerSecond} actions/s, bare3 ${throughput.bare3ActionsPerSecond} actions/s, ours ${throughput.oursActionsPerSecond} actions/s (ours/bare3 ${throughput.oursOverBare3})`);
     console.table(rounds);
     console.log("ours, 1 thread: mean ms per segment (a node's segment also holds the previous step's checkpoint write)");
     console.table(bd.rows.map(({ callsPerAction: _c, ...rest }) => rest));
@@ -175,7 +205,7 @@ async function main(): Promise<void> {
           threads: THREADS,
           rounds: ROUNDS,
         },
-        results: { table, cpuPerAction1Thread: cpu, throughputConcurrent: throughput, rounds, breakdownOurs1Thread: bd, breakdownBare1Thread: bareBreakdown, durableCommits: commits },
+        results: { table, againstThreeCalls, cpuPerAction1Thread: cpu, throughputConcurrent: throughput, rounds, breakdownOurs1Thread: bd, breakdownBare1Thread: bareBreakdown, durableCommits: commits },
         raw: {
           bare1ThreadMs: seqBare,
           bare1ThreadCpuMs: seqBareCpu,
@@ -184,6 +214,8 @@ async function main(): Promise<void> {
           ours1ThreadSegments: seqOurs.map((s) => s.segments.map((g) => ({ name: g.name, ms: round(g.ms, 3), checkpointer: round(g.checkpointer, 3), journal: round(g.journal, 3), audit: round(g.audit, 3), mcp: round(g.mcp, 3) }))),
           oneCommitMs: commit.samples,
           bareConcurrentMs: conBare,
+          bare3OneThreadMs: seqBare3,
+          bare3ConcurrentMs: conBare3,
           oursConcurrentMs: conOurs,
         },
       },
@@ -191,6 +223,7 @@ async function main(): Promise<void> {
     );
   } finally {
     bare.close();
+    bare3.close();
     await bench.close();
     await portal.close();
     removeScratch(dir);

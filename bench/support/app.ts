@@ -170,23 +170,41 @@ export interface BareGraph {
   close(): void;
 }
 
-export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Probe): BareGraph {
-  const file = path.join(dataDir, "bare-checkpoints.sqlite");
+/**
+ * A bare HITL graph around the same MCP client: interrupt, resume, write. With `threeCalls` it makes
+ * the same three Bitrix24 calls ours does (read, write, read), each in its own node, so the
+ * difference to ours is the control layer alone (journal, audit, envelope checks, larger state).
+ */
+export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Probe, opts: { threeCalls?: boolean } = {}): BareGraph {
+  const file = path.join(dataDir, opts.threeCalls ? "bare3-checkpoints.sqlite" : "bare-checkpoints.sqlite");
   const checkpointer = probe ? new TimedSqliteSaver(file, probe) : SqliteSaver.fromConnString(file);
-  const graph = new StateGraph(BareState)
-    .addNode("ask", (s) => {
-      const answer = interrupt({ action: "update_task", args: { taskId: s.taskId, fields: { TITLE: s.title } } }) as { approve: boolean };
-      return { approved: answer.approve };
-    })
-    .addNode("write", async (s) => {
-      if (!s.approved) return { result: null };
-      const res = await tools.writeHandle.updateTask(s.taskId, { TITLE: s.title });
-      return { result: res.ok ? res.body : res.error };
-    })
-    .addEdge(START, "ask")
-    .addEdge("ask", "write")
-    .addEdge("write", END)
-    .compile({ checkpointer });
+  const read = async (taskId: number) => {
+    const res = await tools.read("getTask", { taskId });
+    if (!res.ok) throw new Error(`bare graph: read of task ${taskId} failed: ${JSON.stringify(res).slice(0, 400)}`);
+    return {};
+  };
+  const ask = (s: typeof BareState.State) => {
+    const answer = interrupt({ action: "update_task", args: { taskId: s.taskId, fields: { TITLE: s.title } } }) as { approve: boolean };
+    return { approved: answer.approve };
+  };
+  const write = async (s: typeof BareState.State) => {
+    if (!s.approved) return { result: null };
+    const res = await tools.writeHandle.updateTask(s.taskId, { TITLE: s.title });
+    return { result: res.ok ? res.body : res.error };
+  };
+  const graph = opts.threeCalls
+    ? new StateGraph(BareState)
+        .addNode("ask", ask)
+        .addNode("pre_read", (s) => read(s.taskId))
+        .addNode("write", write)
+        .addNode("verify", (s) => read(s.taskId))
+        .addEdge(START, "ask")
+        .addEdge("ask", "pre_read")
+        .addEdge("pre_read", "write")
+        .addEdge("write", "verify")
+        .addEdge("verify", END)
+        .compile({ checkpointer })
+    : new StateGraph(BareState).addNode("ask", ask).addNode("write", write).addEdge(START, "ask").addEdge("ask", "write").addEdge("write", END).compile({ checkpointer });
   // Same durability as our runs: each step's checkpoint is on disk before the next step starts.
   const config = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: "sync" as const });
   return {
