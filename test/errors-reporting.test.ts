@@ -12,7 +12,7 @@ import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { startRun, type App } from "../src/app/threads.js";
 import { describeUnexpected } from "../src/cli/main.js";
 import { describeModelError, modelFailureLine, modelReasonCode } from "../src/models/model-errors.js";
-import { envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { envFor, parseJsonOutput, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 import { groqErrors, startFakeGroq, type FakeGroqReply, type RunningFakeGroq } from "./support/fake-groq-server.js";
 
@@ -153,14 +153,18 @@ describe("the CLI with a rejected model key", () => {
     await portal.emulator.close();
   });
 
-  it("prints one error line naming MODEL_AUTH_FAILED and GROQ_API_KEY, no stack; --debug adds it", async () => {
-    const env = envFor(portal, tempDir(), { MODEL: `groq/${MODEL_ID}`, GROQ_API_KEY: "gsk_bad", GROQ_BASE_URL: groq.baseUrl });
-    const r = await runCli(["run", "rename task 4 to X", "--no-prompt"], env);
+  it("the run ends NOT_EXECUTED / MODEL_AUTH_FAILED naming GROQ_API_KEY: no stack, no raw body, no write, and the ending is audited", async () => {
+    const dataDir = tempDir();
+    const env = envFor(portal, dataDir, { MODEL: `groq/${MODEL_ID}`, GROQ_API_KEY: "gsk_bad", GROQ_BASE_URL: groq.baseUrl });
+    const r = await runCli(["run", "rename task 4 to X", "--no-prompt", "--json"], env);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/error: model provider \(MODEL_AUTH_FAILED\): .*check GROQ_API_KEY/);
-    expect(r.stderr).not.toMatch(/\n\s+at /);
-    expect(r.stderr).not.toContain('{"error"');
-    const d = await runCli(["run", "rename task 4 to X", "--no-prompt", "--debug"], env);
-    expect(d.stderr).toMatch(/\n\s+at /);
+    const out = parseJsonOutput(r.stdout);
+    expect(out).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "MODEL_AUTH_FAILED" });
+    expect(out.reason).toMatch(/refused the API key .*check GROQ_API_KEY/);
+    expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.stdout + r.stderr).not.toContain('{"error"');
+    expect(await portal.writes()).toHaveLength(0);
+    const audit = parseJsonOutput((await runCli(["audit", "show", out.threadId, "--json"], env)).stdout);
+    expect(JSON.stringify(audit)).toContain("MODEL_AUTH_FAILED");
   }, 60_000);
 });

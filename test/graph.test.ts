@@ -77,6 +77,20 @@ describe("positive path", () => {
 });
 
 describe("before approval", () => {
+  it("refuses a proposal that changes nothing (NO_CHANGE) before any approval is shown", async () => {
+    const current = (await portal.task(4)).title as string;
+    const { app } = await open(readThenPropose(4, { TITLE: current }));
+    const view = await startRun(app, { request: `rename task 4 to ${current}`, requestedBy: "demo-user" });
+    expect(view.status).toBe("finished");
+    expect(view.state?.outcome).toBe("NOT_EXECUTED");
+    expect(view.state?.reasonCode).toBe("NO_CHANGE");
+    expect(view.state?.reason).toContain("TITLE");
+    expect(await portal.writes()).toHaveLength(0);
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    expect(records.map((r) => r.event)).toEqual(["proposal_denied", "run_ended"]);
+    expect(records[0]!.refusal?.code).toBe("NO_CHANGE");
+  });
+
   it("refuses a write-shaped tool call from the model without any call to Bitrix24", async () => {
     const script: Script = () => new AIMessage({ content: "", tool_calls: [call("update_task", { taskId: 4, fields: { TITLE: "pwned" } })] });
     const { view } = await waiting(REQUEST, script);

@@ -7,6 +7,7 @@ import { agentPrompt } from "../prompts.js";
 import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
 import { ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { endRun } from "./finish-with.js";
+import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 
 export { MAX_REQUEST_CHARS } from "../graph/state.js";
 
@@ -43,7 +44,16 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   if (!deps.model.bindTools) throw new Error(`model ${deps.modelLabel} cannot call tools`);
   const model = deps.model.bindTools([...deps.tools.readTools, proposeChangeTool, requestInputTool]);
   const prompt = await agentPrompt.invoke({ messages, requestedBy: thread.requestedBy });
-  const reply = await model.invoke(prompt);
+  let reply;
+  try {
+    reply = await model.invoke(prompt);
+  } catch (e) {
+    // A provider failure (bad key, rate limit, no connection) ends the run with its own code and one
+    // line saying what to fix; anything else is a bug and propagates.
+    if (!isModelProviderError(e)) throw e;
+    const failure = describeModelError(e);
+    return endRun("NOT_EXECUTED", modelReasonCode(failure), modelFailureLine(failure, { keyVariable: "GROQ_API_KEY" }));
+  }
   return {
     messages: [...reset, ...opening, reply],
     agentSteps: state.agentSteps + 1,

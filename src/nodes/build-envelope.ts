@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { checkProposal, createEnvelope, hashEnvelope, renderCard } from "../envelope/index.js";
+import { checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard } from "../envelope/index.js";
 import { rawOf, taskFrom } from "../hitl/reads.js";
 import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { closeAction, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
@@ -55,6 +55,14 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const task = read.ok ? taskFrom(read.body) : null;
   if (!task) {
     return end("NOT_EXECUTED", "BASELINE_READ_FAILED", `could not read task ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
+  }
+
+  // A change that changes nothing is not put in front of an approver.
+  const same = noChangeReason(proposal.fields, task);
+  if (same) {
+    const at = deps.clock().toISOString();
+    await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: "NO_CHANGE", reasons: [same] }));
+    return end("NOT_EXECUTED", "NO_CHANGE", same);
   }
 
   const runId = config.runId ?? config.configurable?.run_id;

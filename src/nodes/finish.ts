@@ -9,7 +9,7 @@ import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openG
 import { invocationOf } from "./execute.js";
 
 /** Reasons a run may give for ending before any envelope existed; nothing was sent in any of them. */
-const PRE_ENVELOPE_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>(["NO_PROPOSAL", "AGENT_STEP_LIMIT", "INVALID_PROPOSAL", "INVALID_INPUT", "DENIED_BY_POLICY", "BASELINE_READ_FAILED", "TOO_MANY_REFUSED_DECISIONS", "TOO_MANY_REVISIONS", "WRITE_ATTEMPT_REFUSED"]);
+const PRE_ENVELOPE_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>(["NO_PROPOSAL", "AGENT_STEP_LIMIT", "INVALID_PROPOSAL", "INVALID_INPUT", "DENIED_BY_POLICY", "BASELINE_READ_FAILED", "TOO_MANY_REFUSED_DECISIONS", "TOO_MANY_REVISIONS", "WRITE_ATTEMPT_REFUSED", "NO_CHANGE", "MODEL_AUTH_FAILED", "MODEL_RATE_LIMITED", "MODEL_UNREACHABLE", "MODEL_REQUEST_REJECTED", "MODEL_SERVER_ERROR", "MODEL_FAILED"]);
 
 /**
  * The final record, derived from the journal alone: a closed action's outcome, or a verified one's
