@@ -199,7 +199,7 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat): { tex
   const marker0 = renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0];
   const fingerprinted = Object.keys(e.baseline.fingerprints).length;
   const footer = [
-    `Checked just before the write: ${e.comparedFields.join(", ")} (${CHANGE_MARKER_FIELD} was ${marker0}); any difference stops the write.`,
+    `Checked just before the write: ${[...e.comparedFields, ...e.invariantFields].join(", ")} (${CHANGE_MARKER_FIELD} was ${marker0}); any difference stops the write.`,
     `May change by themselves: ${e.automaticFields.join(", ") || "none"}.`,
     `Other task fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
   ];
