@@ -98,6 +98,30 @@ describe("the CLI's --api mode", () => {
     expect(writes.at(-1)!.params["fields"]).toEqual({ TITLE: "Z" });
   });
 
+  it("answer, edit and cancel from the terminal over the API: the question answered, a new revision from the edit, then cancelled; no write", async () => {
+    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
+    const thread = await dave.threads.create();
+    const writesBefore = (await portal.writes()).length;
+    await dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename the task to ANSWERED OVER THE API" } });
+
+    // The question goes to the requester (dave): only he may continue his own thread.
+    const answered = await runCli(["answer", thread.thread_id, "--set", "taskId=4", "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
+    expect(answered.code, answered.stderr + answered.stdout).toBe(0);
+    const waiting = parseJsonOutput(answered.stdout);
+    expect(waiting).toMatchObject({ status: "awaiting_approval", envelope: { object: { id: 4 }, params: { TITLE: "ANSWERED OVER THE API" } } });
+
+    const edited = await runCli(["edit", thread.thread_id, "--set", "TITLE=EDITED OVER THE API", "--api", server.apiUrl, "--json"], cliEnv());
+    expect(edited.code, edited.stderr + edited.stdout).toBe(0);
+    const revised = parseJsonOutput(edited.stdout);
+    expect(revised).toMatchObject({ status: "awaiting_approval", envelope: { revision: 2, params: { TITLE: "EDITED OVER THE API" } } });
+    expect(revised.envelopeHash).not.toBe(waiting.envelopeHash);
+
+    const cancelled = await runCli(["cancel", thread.thread_id, "--reason", "not needed", "--as", "alice", "--api", server.apiUrl, "--json"], cliEnv());
+    expect(cancelled.code, cancelled.stderr + cancelled.stdout).toBe(0);
+    expect(parseJsonOutput(cancelled.stdout)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "CANCELLED" });
+    expect((await portal.writes()).length).toBe(writesBefore);
+  });
+
   it("LANGGRAPH_API_URL selects the server too; without a token the server's 401 is reported", async () => {
     const r = await runCli(["pending"], cliEnv({ LANGGRAPH_API_URL: server.apiUrl, LANGGRAPH_API_TOKEN: "" }));
     expect(r.code).not.toBe(0);

@@ -94,7 +94,7 @@ export async function apiDecide(client: Client, threadId: string, resume: Resume
 
 /** Drops `approver` from decisions when the server will fill in the authenticated caller (a token, and no explicit --as). */
 export function forTokenServer(resume: ResumeValue, target: ApiTarget, explicitApprover: boolean): ResumeValue {
-  if (!target.token || explicitApprover) return resume;
+  if (!target.token || explicitApprover || !Array.isArray((resume as { decisions?: unknown }).decisions)) return resume;
   return {
     decisions: resume.decisions.map((d) => {
       if (typeof d !== "object" || d === null || "signature" in d) return d;
@@ -108,7 +108,15 @@ export type ApiCommand =
   | { kind: "run"; request: string; requestedBy?: string; scope: { taskIds?: number[]; fields?: string[] }; json: boolean }
   | { kind: "pending"; json: boolean }
   | { kind: "show"; threadId: string; json: boolean }
-  | { kind: "decide"; threadId: string; json: boolean; build: (view: ThreadView) => ResumeValue; explicitApprover: boolean };
+  | {
+      kind: "decide";
+      threadId: string;
+      json: boolean;
+      build: (view: ThreadView) => ResumeValue;
+      explicitApprover: boolean;
+      /** When the command counts as done (exit 0) besides waiting or VERIFIED, e.g. a cancel that cancelled. */
+      succeeded?: (view: ThreadView) => boolean;
+    };
 
 /**
  * One CLI command over the API, printed as the local CLI prints it. Exit codes as the CLI's: 0 waiting
@@ -160,7 +168,8 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       const before = await apiView(client, cmd.threadId);
       if (before.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}`);
       // Nothing waiting: the server refuses the decision itself (THREAD_ENDED / NOT_WAITING), visibly.
-      const resume = before.status === "awaiting_approval" ? forTokenServer(cmd.build(before), target, cmd.explicitApprover) : { decisions: [{ type: "approve" }] };
+      const waiting = before.status === "awaiting_approval" || before.status === "awaiting_input";
+      const resume = waiting ? forTokenServer(cmd.build(before), target, cmd.explicitApprover) : { decisions: [{ type: "approve" }] };
       let after: ThreadView;
       try {
         after = await apiDecide(client, cmd.threadId, resume);
@@ -176,6 +185,10 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       if (refusedNow && !printer.json) {
         const r = after.state!.refusals.at(-1)!;
         printer.line(esc`Decision refused ${r.code}: ${r.reason}`);
+      }
+      if (cmd.succeeded?.(after)) {
+        print(after, refusedNow);
+        return 0;
       }
       return print(after, refusedNow);
     }

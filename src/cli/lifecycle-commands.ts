@@ -9,6 +9,12 @@ import { Printer, threadJson } from "./render.js";
 import { withApp } from "./session.js";
 import { cap, capEach, LIMITS } from "./limits.js";
 import { esc } from "../text/escape.js";
+import { loadConfig } from "../config/env.js";
+import { apiTarget, runApiCommand } from "../api/cli-api.js";
+import type { ResumeValue } from "../hitl/contract.js";
+
+/** `--api URL` (or LANGGRAPH_API_URL): the command talks to that LangGraph API server. */
+const API_OPTION = ["--api <url>", "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
 
 function outcomeCode(view: ThreadView, refusedNow: boolean): number {
   if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? 2 : 0;
@@ -38,7 +44,16 @@ export function lifecycleCommands(): Command[] {
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--set <name=value>", "an answer field (repeatable)", capEach("--set", LIMITS.setValue))
     .option("--json", "print one JSON object")
-    .action(async (thread: string, opts: { set: string[]; json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { set: string[]; json?: boolean; api?: string }) => {
+      const api = apiTarget(opts.api, loadConfig().langgraphApi);
+      if (api) {
+        const build = (view: ThreadView) => {
+          if (view.status !== "awaiting_input") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `the thread is not waiting for an answer (status ${view.status})`);
+          return { answers: parseAnswers(opts.set) } as unknown as ResumeValue;
+        };
+        return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover: true, build }));
+      }
       const printer = new Printer(process.stdout, Boolean(opts.json));
       process.exitCode = await withApp(async (app) => {
         const before = await viewThread(app, thread);
@@ -56,7 +71,18 @@ export function lifecycleCommands(): Command[] {
     .requiredOption("--reason <text>", "why it is cancelled", cap("--reason", LIMITS.reason))
     .option("--as <id>", "who cancels", cap("--as", LIMITS.id), "demo-user")
     .option("--json", "print one JSON object")
-    .action(async (thread: string, opts: { reason: string; as: string; json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { reason: string; as: string; json?: boolean; api?: string }) => {
+      const api = apiTarget(opts.api, loadConfig().langgraphApi);
+      if (api) {
+        // On a server with tokens, --as must be the token's identity (the graph refuses anyone else).
+        const build = (view: ThreadView): ResumeValue => {
+          if (view.status !== "awaiting_approval") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `nothing to cancel: the thread is ${view.status}`);
+          return { decisions: [{ type: "cancel", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, by: { id: opts.as }, reason: opts.reason }] };
+        };
+        const succeeded = (view: ThreadView) => view.state?.reasonCode === "CANCELLED";
+        return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover: true, build, succeeded }));
+      }
       const printer = new Printer(process.stdout, Boolean(opts.json));
       process.exitCode = await withApp(async (app) => {
         const before = await viewThread(app, thread);

@@ -234,7 +234,11 @@ export function buildProgram(): Command {
     .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
     .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
     .option("--json", "print one JSON object")
-    .action(async (thread: string, opts: { set: string[]; as: string; key?: string; json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { set: string[]; as: string; key?: string; json?: boolean; api?: string }, cmd: Command) => {
+      const api = apiOf(opts.api);
+      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build: (view) => editDecision(view, opts) }));
       process.exitCode = await decide(thread, (view) => editDecision(view, opts), Boolean(opts.json));
     });
 
