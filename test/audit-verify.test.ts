@@ -25,6 +25,8 @@ beforeAll(async () => {
       const view = await startRun(app, { request: "rename task 4 to LAB-AGENT-EXEC-002 - CHAIN", requestedBy: "demo-user" });
       const a = view.approval!;
       await submitDecision(app, view.threadId, { decisions: [{ type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+      // A person renames the task back, so the second run's proposal still changes something (else NO_CHANGE).
+      if (type === "approve") await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "RENAMED BACK BY A PERSON" } });
     }
     records = await app.deps.audit.records();
   } finally {
