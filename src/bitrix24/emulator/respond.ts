@@ -20,16 +20,21 @@ export function errorResponse(err: RestError): Response {
   return jsonResponse(err.toBody(), err.status);
 }
 
-export function successResponse(outcome: MethodResult, startedMs: number): Response {
+/** The success answer's body text and headers, built synchronously (kept inside a transaction for idempotent replays). */
+export function successParts(outcome: MethodResult, startedMs: number): { text: string; headers: Record<string, string> } {
   const finished = Date.now();
   const body: Record<string, unknown> = { result: outcome.result };
   if (outcome.next !== undefined) body.next = outcome.next;
   if (outcome.total !== undefined) body.total = outcome.total;
   body.time = timeBlock(startedMs, finished);
   const seconds = ((finished - startedMs) / 1000).toFixed(4);
-  return jsonResponse(body, 200, {
-    "x-bitrix-rest-time": seconds,
-    "x-bitrix-rest-user-time": seconds,
-    "x-bitrix-rest-system-time": "0",
-  });
+  return {
+    text: encodeJson(body),
+    headers: { ...BASE_HEADERS, "x-bitrix-rest-time": seconds, "x-bitrix-rest-user-time": seconds, "x-bitrix-rest-system-time": "0" },
+  };
+}
+
+export function successResponse(outcome: MethodResult, startedMs: number): Response {
+  const { text, headers } = successParts(outcome, startedMs);
+  return new Response(text, { status: 200, headers });
 }

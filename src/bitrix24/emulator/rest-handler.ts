@@ -5,9 +5,9 @@ import { intLike, type MethodContext, type MethodResult, type Params } from "./m
 import { findMethod } from "./methods/registry.js";
 import { applySideEffect } from "./methods/tasks.js";
 import { BodyTooLargeError, parseParams, readBodyLimited } from "./request.js";
-import { errorResponse, successResponse } from "./respond.js";
+import { errorResponse, successParts, successResponse } from "./respond.js";
 import { timeBlock } from "./shapes.js";
-import { IdempotencyKeys } from "./idempotency.js";
+import { IdempotencyKeys, type Kept } from "./idempotency.js";
 
 /** Methods that only read; an Idempotency-Key on them is ignored. */
 const READ_ONLY = /\.(get|list)$|^user\.current$|^scope$/;
@@ -37,8 +37,24 @@ class Rollback extends Error {
   }
 }
 
+/** Another request with the same Idempotency-Key committed first: nothing is applied, its answer is replayed. */
+class Replay extends Error {
+  constructor(readonly kept: Kept | "conflict") {
+    super("idempotent replay");
+  }
+}
+
+function replayResponse(store: Store, method: string, params: Params, seen: Kept | "conflict"): Response {
+  if (seen === "conflict") {
+    store.logCall({ method, params, status: 422, error: "IDEMPOTENCY_KEY_REUSED", fault: "idempotency_conflict" });
+    return errorResponse(new RestError(422, "IDEMPOTENCY_KEY_REUSED", "The idempotency key was already used with a different request"));
+  }
+  store.logCall({ method, params, status: seen.status, fault: "idempotent_replay" });
+  return new Response(seen.body, { status: seen.status, headers: { "content-type": seen.contentType, "idempotent-replayed": "true" } });
+}
+
 export function createRestHandler(store: Store, faults: FaultRegistry, settings: RestSettings, life: Lifecycle) {
-  const idempotency = new IdempotencyKeys();
+  const idempotency = new IdempotencyKeys(store);
   return async (c: Context): Promise<Response> => {
     const started = Date.now();
     const segments = new URL(c.req.url).pathname.split("/").filter(Boolean).slice(1).map(decodeURIComponent);
@@ -71,20 +87,9 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
     const idemKey = READ_ONLY.test(method) ? undefined : c.req.header("idempotency-key")?.trim() || undefined;
     const idemHash = idemKey ? IdempotencyKeys.bodyHash(method, params) : "";
     if (idemKey) {
-      const seen = idempotency.lookup(idemKey, method, idemHash);
-      if (seen === "conflict") {
-        store.logCall({ method, params, status: 422, error: "IDEMPOTENCY_KEY_REUSED", fault: "idempotency_conflict" });
-        return errorResponse(new RestError(422, "IDEMPOTENCY_KEY_REUSED", "The idempotency key was already used with a different request"));
-      }
-      if (seen) {
-        store.logCall({ method, params, status: seen.status, fault: "idempotent_replay" });
-        return new Response(seen.body, { status: seen.status, headers: { "content-type": seen.contentType, "idempotent-replayed": "true" } });
-      }
+      const seen = store.immediate(() => idempotency.lookup(idemKey, method, idemHash));
+      if (seen) return replayResponse(store, method, params, seen);
     }
-    const keepAnswer = async (res: Response): Promise<Response> => {
-      if (idemKey) idempotency.keep(idemKey, method, idemHash, res.status, await res.clone().text(), res.headers.get("content-type") ?? "application/json");
-      return res;
-    };
 
     const { latency, action } = faults.take(method);
     if (latency?.kind === "latency") await life.sleep(latency.ms);
@@ -114,8 +119,15 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
 
     const ctx: MethodContext = { store, userId: settings.userId, nowSec: nowSeconds(), scopes: settings.scopes ?? ["task", "user"] };
     let outcome: MethodResult;
+    // The answer to an idempotent write is kept in the same transaction as the change it answers.
+    let answer: { text: string; headers: Record<string, string> } | undefined;
     try {
       outcome = store.immediate(() => {
+        if (idemKey) {
+          // Checked again under the write lock: a concurrent request with the same key may have committed.
+          const seen = idempotency.lookup(idemKey, method, idemHash);
+          if (seen) throw new Replay(seen);
+        }
         const result = findMethod(method)!(params, ctx);
         if (action?.kind === "side_effect") {
           const taskId = action.taskId ?? intLike(params.taskId);
@@ -124,9 +136,14 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
         }
         if (action?.kind === "ack_without_apply") throw new Rollback(result);
         store.logCall({ method, params, status: action?.kind === "apply_then_timeout" ? 0 : 200, fault: faultName });
+        if (idemKey && action?.kind !== "malformed") {
+          answer = successParts(result, started);
+          idempotency.keep(idemKey, method, idemHash, 200, answer.text, answer.headers["content-type"] ?? "application/json");
+        }
         return result;
       });
     } catch (e) {
+      if (e instanceof Replay) return replayResponse(store, method, params, e.kept);
       if (e instanceof Rollback) {
         outcome = e.outcome;
         store.logCall({ method, params, status: 200, fault: faultName });
@@ -137,12 +154,11 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
       }
     }
     if (action?.kind === "apply_then_timeout") {
-      // The portal made its answer; only the connection lost it. A replay of the key returns it.
-      await keepAnswer(successResponse(outcome, started));
+      // The portal made its answer (kept above for a key); only the connection lost it. A replay of the key returns it.
       return life.hold(c);
     }
     if (action?.kind === "malformed") return malformed(action);
-    return keepAnswer(successResponse(outcome, started));
+    return answer ? new Response(answer.text, { status: 200, headers: answer.headers }) : successResponse(outcome, started);
   };
 }
 

@@ -14,6 +14,15 @@ export interface CallLogEntry {
   viaBatch?: boolean;
 }
 
+export interface KeptAnswer {
+  method: string;
+  bodySha256: string;
+  status: number;
+  body: string;
+  contentType: string;
+  at: number;
+}
+
 export type NewCall = Omit<CallLogEntry, "seq" | "time">;
 
 const SCHEMA = `
@@ -28,6 +37,9 @@ CREATE INDEX IF NOT EXISTS history_task ON history(task_id);
 CREATE TABLE IF NOT EXISTS calls (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
   status INTEGER NOT NULL, error TEXT, fault TEXT, via_batch INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+  key TEXT PRIMARY KEY, method TEXT NOT NULL, body_sha256 TEXT NOT NULL, status INTEGER NOT NULL,
+  body TEXT NOT NULL, content_type TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS rate_bucket (id INTEGER PRIMARY KEY CHECK (id = 1), level REAL NOT NULL, updated REAL NOT NULL);
 `;
 
@@ -68,7 +80,7 @@ export class Store {
     this.immediate(() => {
       const seed = JSON.parse(this.getMeta("seed") ?? "null") as ParsedSeed;
       this.db.exec(
-        "DELETE FROM users; DELETE FROM workgroups; DELETE FROM tasks; DELETE FROM history; DELETE FROM calls; DELETE FROM rate_bucket;" +
+        "DELETE FROM users; DELETE FROM workgroups; DELETE FROM tasks; DELETE FROM history; DELETE FROM calls; DELETE FROM rate_bucket; DELETE FROM idempotency_keys;" +
           "DELETE FROM sqlite_sequence WHERE name IN ('history','calls');",
       );
       this.applySeed(seed);
@@ -169,6 +181,25 @@ export class Store {
 
   clearCalls(): void {
     this.db.exec("DELETE FROM calls");
+  }
+
+  /** A kept REST 3.0 idempotent answer (src/bitrix24/emulator/idempotency.ts), shared by every process on this file. */
+  getIdempotent(key: string): KeptAnswer | undefined {
+    const r = this.db.prepare("SELECT method, body_sha256, status, body, content_type, at FROM idempotency_keys WHERE key = ?").get(key) as
+      | { method: string; body_sha256: string; status: number; body: string; content_type: string; at: number }
+      | undefined;
+    return r ? { method: r.method, bodySha256: r.body_sha256, status: r.status, body: r.body, contentType: r.content_type, at: r.at } : undefined;
+  }
+
+  /** Keeps the first answer for `key`; a later one is ignored. */
+  keepIdempotent(key: string, kept: KeptAnswer): void {
+    this.db
+      .prepare("INSERT OR IGNORE INTO idempotency_keys (key, method, body_sha256, status, body, content_type, at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .run(key, kept.method, kept.bodySha256, kept.status, kept.body, kept.contentType, kept.at);
+  }
+
+  dropIdempotent(key: string): void {
+    this.db.prepare("DELETE FROM idempotency_keys WHERE key = ?").run(key);
   }
 
   /** One bucket per portal, kept in the file so every process sharing it draws from the same bucket. */
