@@ -16,7 +16,7 @@ import Database from "better-sqlite3";
 import { submitDecision } from "../src/app/threads.js";
 import { intArg, pool, round, summary, tempDir, writeResult, removeScratch } from "./support/common.js";
 import { FIRST_BENCH_TASK, startBenchPortal } from "./support/portal.js";
-import { approvalOf, breakdown, openBareGraph, openBenchApp, timedDecision, waitingRun, type TimedDecision } from "./support/app.js";
+import { approvalOf, breakdown, openBareGraph, openBenchApp, timedDecision, waitingRun, type BareGraph, type TimedDecision } from "./support/app.js";
 
 const SAMPLES = intArg("samples", 40);
 const WARMUP = intArg("warmup", 5);
@@ -85,40 +85,26 @@ async function main(): Promise<void> {
     const conBare3: number[] = [];
     const rounds: Array<{ round: number; variant: string; wallMs: number; actionsPerSecond: number; cpuMs: number; cpuShareOfWall: number; eventLoopBusy: number }> = [];
     for (let r = 0; r < ROUNDS; r++) {
-      const roundBare = async () => {
-        const ids = Array.from({ length: THREADS }, (_, k) => `bare-con-${r}-${k}`);
-        await pool(ids, 10, (id) => bare.start(id, task()));
+      /** One batch of a bare variant: THREADS waiting runs, resumed at once. */
+      const roundOfBare = (graph: BareGraph, variant: "bare" | "bare3", sink: number[]) => async () => {
+        const ids = Array.from({ length: THREADS }, (_, k) => `${variant}-con-${r}-${k}`);
+        await pool(ids, 10, (id) => graph.start(id, task()));
         const c0 = process.cpuUsage();
         const e0 = performance.eventLoopUtilization();
         const t0 = performance.now();
         const ends = await Promise.all(ids.map(async (id) => {
-          await bare.resume(id);
+          await graph.resume(id);
           return performance.now() - t0;
         }));
         const wall = performance.now() - t0;
         const c = process.cpuUsage(c0);
         const elu = performance.eventLoopUtilization(e0).utilization;
-        conBare.push(...ends);
+        sink.push(...ends);
         const cpuMs = (c.user + c.system) / 1000;
-        rounds.push({ round: r, variant: "bare", wallMs: round(wall), actionsPerSecond: round((THREADS * 1000) / wall), cpuMs: round(cpuMs), cpuShareOfWall: round(cpuMs / wall), eventLoopBusy: round(elu) });
+        rounds.push({ round: r, variant, wallMs: round(wall), actionsPerSecond: round((THREADS * 1000) / wall), cpuMs: round(cpuMs), cpuShareOfWall: round(cpuMs / wall), eventLoopBusy: round(elu) });
       };
-      const roundBare3 = async () => {
-        const ids = Array.from({ length: THREADS }, (_, k) => `bare3-con-${r}-${k}`);
-        await pool(ids, 10, (id) => bare3.start(id, task()));
-        const c0 = process.cpuUsage();
-        const e0 = performance.eventLoopUtilization();
-        const t0 = performance.now();
-        const ends = await Promise.all(ids.map(async (id) => {
-          await bare3.resume(id);
-          return performance.now() - t0;
-        }));
-        const wall = performance.now() - t0;
-        const c = process.cpuUsage(c0);
-        const elu = performance.eventLoopUtilization(e0).utilization;
-        conBare3.push(...ends);
-        const cpuMs = (c.user + c.system) / 1000;
-        rounds.push({ round: r, variant: "bare3", wallMs: round(wall), actionsPerSecond: round((THREADS * 1000) / wall), cpuMs: round(cpuMs), cpuShareOfWall: round(cpuMs / wall), eventLoopBusy: round(elu) });
-      };
+      const roundBare = roundOfBare(bare, "bare", conBare);
+      const roundBare3 = roundOfBare(bare3, "bare3", conBare3);
       const roundOurs = async () => {
         const views = await pool(Array.from({ length: THREADS }, () => task()), 10, (t) => waitingRun(bench.app, t));
         const c0 = process.cpuUsage();
