@@ -83,6 +83,7 @@ const EnvSchema = z.object({
   BITRIX24_TIMEOUT_MS: positiveInt().optional(),
   BITRIX24_RATE: nonNegativeNumber().optional(),
   BITRIX24_BURST: positiveInt().optional(),
+  BITRIX24_IDEMPOTENCY: z.enum(["auto", "on", "off"], { error: 'must be "auto", "on" or "off"' }).optional(),
   MODEL: modelSetting.optional(),
   GROQ_API_KEY: z.string().min(1).optional(),
   GROQ_BASE_URL: httpUrl("must be a URL such as https://api.groq.com").optional(),
@@ -114,7 +115,16 @@ export interface AppConfig {
   /** Unset means: start the embedded emulator on the data directory's portal file. */
   webhookUrl?: string;
   mcp: { mode: "stdio" } | { mode: "url"; url: string; toolNames: Partial<Record<ToolRoleName, string>> };
-  bitrix24: { timeoutMs: number; rate: number; burst: number };
+  bitrix24: {
+    timeoutMs: number;
+    rate: number;
+    burst: number;
+    /**
+     * Whether writes carry REST 3.0's Idempotency-Key (and a write whose answer was lost is re-sent with
+     * the same key on recovery): "on", "off", or "auto" = on for the embedded emulator only. Unset = auto.
+     */
+    idempotency?: "auto" | "on" | "off";
+  };
   model: { model: "offline" | `groq/${string}`; groqApiKey?: string; groqBaseUrl?: string; chosenBecause: string };
   dataDir: string;
   /** Set by DATABASE_URL: checkpoints, journal and audit log live in PostgreSQL instead of files under dataDir. */
@@ -206,7 +216,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     mcp: e.BITRIX24_MCP_URL
       ? { mode: "url", url: e.BITRIX24_MCP_URL, toolNames: e.BITRIX24_MCP_TOOLS ?? {} }
       : { mode: "stdio" },
-    bitrix24: { timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000, rate: e.BITRIX24_RATE ?? 2, burst: e.BITRIX24_BURST ?? 50 },
+    bitrix24: { timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000, rate: e.BITRIX24_RATE ?? 2, burst: e.BITRIX24_BURST ?? 50, idempotency: e.BITRIX24_IDEMPOTENCY ?? "auto" },
     model,
     dataDir: path.resolve(cwd, e.ACTION_ENVELOPE_DATA_DIR ?? ".data"),
     ...(e.DATABASE_URL

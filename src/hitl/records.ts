@@ -102,12 +102,21 @@ export interface PreReadRecord {
   at: string;
 }
 
+/**
+ * How the write went out: "rest2" = plain call, the idempotency key only recorded here, never sent
+ * (a lost answer is never re-sent); "rest3-idempotency-key" = sent with the key as REST 3.0's
+ * Idempotency-Key header (a lost answer is re-sent with the same key on recovery).
+ */
+export type WriteProtocol = "rest2" | "rest3-idempotency-key";
+
 export interface InvocationRecord {
   tool: "update_task";
   args: { taskId: number; fields: Record<string, unknown> };
   idempotencyKey: string;
   envelopeHash: string;
   sentAt: string;
+  /** Absent in records made before it existed: those were all "rest2". */
+  protocol?: WriteProtocol;
 }
 
 export interface AcknowledgementRecord {
@@ -116,6 +125,12 @@ export interface AcknowledgementRecord {
   error?: { kind: string; code?: string; description: string; httpStatus?: number; outcomeUnknown?: boolean };
   reason?: string;
   at: string;
+  /** The protocol of the call this answer belongs to (absent in older records: "rest2"). */
+  protocol?: WriteProtocol;
+  /** The portal marked the answer `Idempotent-Replayed: true`: its kept first answer, not a second application. */
+  replayed?: boolean;
+  /** This answer came from recovery re-sending the same call with the same key, after the first answer was lost. */
+  resent?: { at: string; firstSentAt: string };
 }
 
 export interface VerificationRecord {

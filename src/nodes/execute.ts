@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import type { AcknowledgementRecord, InvocationRecord } from "../hitl/records.js";
+import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../hitl/records.js";
+import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
@@ -12,6 +13,11 @@ import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } 
  * `pre_read` with a MATCH for that hash; the arguments are the journal's registered envelope alone;
  * the write-ahead entry is in the journal before the request leaves; the call is sent once and never
  * retried; the target's answer is kept as an acknowledgement, separate from verification.
+ *
+ * With idempotent writes on (BITRIX24_IDEMPOTENCY; see idempotentWrites) the call carries REST 3.0's
+ * Idempotency-Key, derived from the envelope hash, and the write-ahead entry records that it does.
+ * Only such a call is ever sent a second time: by recovery, when the first answer was lost, with the
+ * same arguments and the same key, so the portal replays its first answer instead of applying it again.
  */
 export async function execute(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
@@ -38,51 +44,109 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
   }
   const args = { taskId: envelope.object.id, fields: envelope.params };
   const idempotencyKey = createHash("sha256").update(`${envelopeHash}\n${envelope.nonce}`).digest("hex").slice(0, 32);
+  const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();
-  const intent = await deps.journal.recordIntent({ envelopeHash, threadId: action.threadId, idempotencyKey, args }, sentAt);
+  // The protocol is part of the write-ahead entry: recovery may re-send only a call that carried the key.
+  const recorded: StoredArgs = protocol === "rest2" ? args : { ...args, protocol };
+  const intent = await deps.journal.recordIntent({ envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded }, sentAt);
   if (!intent.recorded) return { ...mirror, ...(await reconcile(deps, action, intent.existing)) };
   const moved = await deps.journal.moveAction(envelopeHash, "intent", {});
   if (!moved.ok) throw new Error(`the write-ahead entry for ${envelopeHash} was recorded but the action could not move to intent: ${moved.reason}`);
-  const invocation: InvocationRecord = { tool: "update_task", args, idempotencyKey, envelopeHash, sentAt };
+  const invocation: InvocationRecord = { tool: "update_task", args, idempotencyKey, envelopeHash, sentAt, protocol };
 
-  const res = await deps.tools.writeHandle.updateTask(args.taskId, args.fields);
+  const res = await deps.tools.writeHandle.updateTask(args.taskId, args.fields, protocol === "rest2" ? {} : { idempotencyKey });
   const at = deps.clock().toISOString();
-  const acknowledgement: AcknowledgementRecord = res.ok
-    ? { status: "OK", body: res.body, at }
-    : res.error.outcomeUnknown
-      ? { status: "MISSING", error: res.error, reason: "no answer from the target; the write may or may not have been applied", at }
-      : { status: "ERROR", error: res.error, at };
+  const acknowledgement = acknowledgementOf(res, protocol, at);
   await deps.journal.recordAcknowledgement(envelopeHash, acknowledgement, at);
   await deps.journal.moveAction(envelopeHash, "acknowledged", { acknowledgement });
   return { ...mirror, invocation, acknowledgement };
 }
 
+/** What the write-ahead entry stores as `args`: the call's arguments, plus the protocol when it is not plain REST 2. */
+type StoredArgs = InvocationRecord["args"] & { protocol?: WriteProtocol };
+
+/**
+ * Whether writes go out with an Idempotency-Key: BITRIX24_IDEMPOTENCY=on, or auto (the default) with
+ * the embedded emulator, which implements REST 3.0's idempotent writes. Off means plain REST 2.
+ */
+export function idempotentWrites(deps: Pick<Deps, "config" | "emulator">): boolean {
+  const setting = deps.config.bitrix24.idempotency ?? "auto";
+  return setting === "on" || (setting === "auto" && deps.emulator !== undefined);
+}
+
+function protocolOf(entry: ExecutionEntry): WriteProtocol {
+  return (entry.args as StoredArgs | null)?.protocol === "rest3-idempotency-key" ? "rest3-idempotency-key" : "rest2";
+}
+
+/** A key the portal says was used before with another body (HTTP 422). */
+function isKeyReused(error: { code?: string; httpStatus?: number }): boolean {
+  return error.code === "IDEMPOTENCY_KEY_REUSED" || error.httpStatus === 422;
+}
+
+function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: string): AcknowledgementRecord {
+  if (res.ok) return { status: "OK", body: res.body, at, protocol, ...(res.replayed ? { replayed: true } : {}) };
+  if (res.error.outcomeUnknown) return { status: "MISSING", error: res.error, reason: "no answer from the target; the write may or may not have been applied", at, protocol };
+  if (protocol !== "rest2" && isKeyReused(res.error)) {
+    return {
+      status: "ERROR",
+      error: res.error,
+      reason: "the portal refused the Idempotency-Key as already used with a different request (HTTP 422): a hard error; nothing was applied by this call",
+      at,
+      protocol,
+    };
+  }
+  return { status: "ERROR", error: res.error, at, protocol };
+}
+
 /** The invocation as the journal recorded it before sending. */
 export function invocationOf(entry: ExecutionEntry): InvocationRecord {
+  const stored = entry.args as StoredArgs;
   return {
     tool: "update_task",
-    args: entry.args as InvocationRecord["args"],
+    args: { taskId: stored.taskId, fields: stored.fields },
     idempotencyKey: entry.idempotencyKey,
     envelopeHash: entry.envelopeHash,
     sentAt: entry.sentAt,
+    protocol: protocolOf(entry),
   };
 }
 
 /**
- * Brings the action up to what the write-ahead entry says happened, without sending anything: an
- * entry with no answer recorded means the process died after (or while) sending, so the
- * acknowledgement is MISSING and only verification can tell.
+ * Brings the action up to what the write-ahead entry says happened. An entry with no answer recorded
+ * means the process died after (or while) sending. A plain REST 2 call is never sent again: the
+ * acknowledgement is MISSING and only verification can tell. A call that carried an Idempotency-Key
+ * is sent again exactly as recorded (same arguments, same key) while idempotent writes are on, the
+ * approval is still valid and the portal is the same: the portal's answer (normally its replay of the
+ * first answer, `Idempotent-Replayed: true`) becomes the acknowledgement.
  */
 async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry): Promise<Update> {
-  const acknowledgement: AcknowledgementRecord = entry.acknowledgement
-    ? (entry.acknowledgement as AcknowledgementRecord)
-    : action.progress.acknowledgement ?? {
-        status: "MISSING",
-        reason: `the write was sent at ${entry.sentAt} by a process that ended before recording an answer; not re-sent`,
-        at: deps.clock().toISOString(),
-      };
+  const known = entry.acknowledgement ? (entry.acknowledgement as AcknowledgementRecord) : action.progress.acknowledgement;
+  const acknowledgement: AcknowledgementRecord = known ?? (await answerOfLostCall(deps, action, entry));
+  // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
+  if (!known && acknowledgement.resent) await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, acknowledgement.at);
   if (action.phase === "pre_read") await deps.journal.moveAction(action.envelopeHash, "intent", {});
   const now = await deps.journal.getAction(action.envelopeHash);
   if (now?.phase === "intent") await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
-  return { invocation: invocationOf(entry), acknowledgement };
+  // Another process may have recorded an answer first: the journal's copy is the one that stands.
+  const stands = (await deps.journal.getAction(action.envelopeHash))?.progress.acknowledgement ?? acknowledgement;
+  return { invocation: invocationOf(entry), acknowledgement: stands };
+}
+
+async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionEntry): Promise<AcknowledgementRecord> {
+  const protocol = protocolOf(entry);
+  const missing = (why: string): AcknowledgementRecord => ({
+    status: "MISSING",
+    reason: `the write was sent at ${entry.sentAt} by a process that ended before recording an answer; not re-sent (${why})`,
+    at: deps.clock().toISOString(),
+    protocol,
+  });
+  if (protocol === "rest2") return missing("plain REST 2 call without an Idempotency-Key: a second send could apply it twice");
+  if (!idempotentWrites(deps)) return missing("it carried an Idempotency-Key, but idempotent writes are off in this process (BITRIX24_IDEMPOTENCY)");
+  const now = deps.clock();
+  if (now.getTime() >= Date.parse(action.envelope.expiresAt)) return missing(`the approval expired at ${action.envelope.expiresAt}; a re-send now could be a first application after it`);
+  if (action.envelope.portal !== deps.portal) return missing(`this process is connected to ${deps.portal}, not ${action.envelope.portal}`);
+  const { taskId, fields } = invocationOf(entry).args;
+  const res = await deps.tools.writeHandle.updateTask(taskId, fields, { idempotencyKey: entry.idempotencyKey });
+  const at = deps.clock().toISOString();
+  return { ...acknowledgementOf(res, protocol, at), resent: { at: now.toISOString(), firstSentAt: entry.sentAt } };
 }

@@ -1,0 +1,152 @@
+/**
+ * Idempotent writes across a crash (issue 17, B5): a process SIGKILLed between sending the write and
+ * receiving its answer is recovered by re-sending the SAME call with the SAME Idempotency-Key, and the
+ * portal's replay of its first answer becomes the acknowledgement: one applied write, VERIFIED. With
+ * idempotent writes off, nothing is re-sent and the outcome stays INCONCLUSIVE. A key the portal says
+ * was used with another body (422) is a hard error recorded as such.
+ */
+import { createHash } from "node:crypto";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, type ThreadView } from "../src/app/threads.js";
+import { loadConfig } from "../src/config/env.js";
+import { ConfigError } from "../src/errors.js";
+import { envFor, killGroup, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+
+let portal: Portal;
+let dataDir: string;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await portal.emulator.close();
+});
+
+type Call = { method: string; status: number; fault?: string; params: Record<string, unknown> };
+const updates = async () => (await portal.calls("tasks.task.update")) as Call[];
+/** Calls the portal carried out (a replay is answered from the kept answer, not carried out again). */
+const applied = async () => (await updates()).filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict" && c.fault !== "timeout_without_apply");
+
+async function pending(title: string, env: Record<string, string>): Promise<ThreadView> {
+  const app = await openTestApp(portal, dataDir, { env });
+  try {
+    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
+    expect(view.status).toBe("awaiting_approval");
+    return view;
+  } finally {
+    await app.close();
+  }
+}
+
+/** Approves in a child process and SIGKILLs it once the write has reached the portal (its answer is held). */
+async function approveAndKill(view: ThreadView, env: Record<string, string>): Promise<void> {
+  let pid = 0;
+  const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, { onSpawn: (p) => (pid = p) });
+  await until("the write to reach the portal", async () => (await updates()).length > 0);
+  killGroup(pid);
+  const killed = await approving;
+  expect(killed.signal ?? killed.code).toBeTruthy();
+}
+
+describe("idempotent writes and crash recovery", () => {
+  it("SIGKILL between send and answer, idempotency on: recovery re-sends with the same key, the replay is the acknowledgement, one applied write, VERIFIED", async () => {
+    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
+    const view = await pending("IDEMPOTENT AFTER KILL", env);
+    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+    await approveAndKill(view, env);
+    expect(await applied()).toHaveLength(1);
+
+    const r = await runCli(["recover", view.threadId, "--json"], env);
+    expect(r.code, r.stderr).toBe(0);
+    const out = parseJsonOutput(r.stdout);
+    expect(out.outcome).toBe("VERIFIED");
+    expect(out.acknowledgement.status).toBe("OK");
+    expect(out.acknowledgement.replayed).toBe(true);
+    expect(out.acknowledgement.protocol).toBe("rest3-idempotency-key");
+    expect(out.acknowledgement.resent.firstSentAt).toBe(out.invocation.sentAt);
+    expect(out.invocation.protocol).toBe("rest3-idempotency-key");
+
+    // Two calls reached the portal (the first and the re-send), one was carried out.
+    const calls = await updates();
+    expect(calls).toHaveLength(2);
+    expect(calls[1]!.fault).toBe("idempotent_replay");
+    expect(calls[1]!.params).toEqual(calls[0]!.params);
+    expect(await applied()).toHaveLength(1);
+    expect((await portal.task(4)).title).toBe("IDEMPOTENT AFTER KILL");
+    const history = (await portal.rest("tasks.task.history.list", { taskId: 4 })).body.result.list as Array<{ field: string; value: { to: string } }>;
+    expect(history.filter((h) => h.field === "TITLE" && h.value.to === "IDEMPOTENT AFTER KILL")).toHaveLength(1);
+
+    // The key sent is the one the journal recorded before sending, derived from the envelope hash.
+    const key = createHash("sha256").update(`${view.approval!.envelopeHash}\n${view.approval!.nonce}`).digest("hex").slice(0, 32);
+    expect(out.invocation.idempotencyKey).toBe(key);
+
+    // Nothing is left for the worker, and nothing more is sent.
+    const round = parseJsonOutput((await runCli(["worker", "--once", "--json"], env)).stdout);
+    expect(round.recovered).toEqual([]);
+    expect(await updates()).toHaveLength(2);
+  });
+
+  it("idempotency off: the same crash is never re-sent and stays INCONCLUSIVE (REST 2 rule)", async () => {
+    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "off" });
+    const view = await pending("PLAIN REST 2 AFTER KILL", env);
+    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+    await approveAndKill(view, env);
+
+    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
+    expect(out.outcome).toBe("INCONCLUSIVE");
+    expect(out.acknowledgement.status).toBe("MISSING");
+    expect(out.acknowledgement.reason).toMatch(/not re-sent .*REST 2/);
+    expect(out.invocation.protocol).toBe("rest2");
+    expect(await updates()).toHaveLength(1);
+  });
+
+  it("a call sent with a key is not re-sent by a process where idempotency is off", async () => {
+    const view = await pending("KEY SENT, RECOVERY OFF", envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" }));
+    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+    await approveAndKill(view, envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" }));
+
+    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "off" }))).stdout);
+    expect(out.outcome).toBe("INCONCLUSIVE");
+    expect(out.acknowledgement.reason).toMatch(/idempotent writes are off/);
+    expect(await updates()).toHaveLength(1);
+  });
+
+  it("the key reused with another body (422) on the re-send is a hard error, recorded as such; REJECTED_BY_TARGET", async () => {
+    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
+    const view = await pending("NEVER LANDS", env);
+    await portal.fault({ method: "tasks.task.update", kind: "timeout_without_apply", times: 1 });
+    await approveAndKill(view, env);
+    // Someone else uses the same key with another body before recovery.
+    const key = createHash("sha256").update(`${view.approval!.envelopeHash}\n${view.approval!.nonce}`).digest("hex").slice(0, 32);
+    const other = await fetch(`${portal.emulator.webhookUrl}tasks.task.update`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "idempotency-key": key },
+      body: JSON.stringify({ taskId: 4, fields: { TITLE: "SOMEONE ELSE" } }),
+    });
+    expect(other.status).toBe(200);
+
+    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
+    expect(out.acknowledgement.status).toBe("ERROR");
+    expect(out.acknowledgement.error.httpStatus).toBe(422);
+    expect(out.acknowledgement.reason).toMatch(/hard error/);
+    // The target refused our call; the fresh read shows our value did not land.
+    expect(out.outcome).toBe("REJECTED_BY_TARGET");
+    expect((await portal.task(4)).title).toBe("SOMEONE ELSE");
+    expect((await updates()).at(-1)!.fault).toBe("idempotency_conflict");
+  });
+
+  it("BITRIX24_IDEMPOTENCY accepts auto, on, off (default auto) and names itself otherwise", () => {
+    expect(loadConfig({}, "/x").bitrix24.idempotency).toBe("auto");
+    expect(loadConfig({ BITRIX24_IDEMPOTENCY: "on" }, "/x").bitrix24.idempotency).toBe("on");
+    let err: unknown;
+    try {
+      loadConfig({ BITRIX24_IDEMPOTENCY: "yes" }, "/x");
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(/BITRIX24_IDEMPOTENCY/);
+  });
+});
