@@ -249,3 +249,14 @@ describe("approver keys and signatures", () => {
     expect(() => parsePublicKeyLines(text)).toThrow(message);
   });
 });
+
+describe("size caps on decision fields", () => {
+  const e = envelope();
+  it("an approver id, nonce or rejection message past its cap is MALFORMED, naming the field", () => {
+    const base = { type: "approve", envelopeHash: hashEnvelope(e), nonce: e.nonce, approver: { id: "alice" } };
+    expect(validateDecision(e, { ...base, approver: { id: "a".repeat(129) } }, ctx(e))).toMatchObject({ ok: false, code: "MALFORMED", reason: expect.stringContaining("approver.id: approver id is at most 128 characters") });
+    expect(validateDecision(e, { ...base, nonce: "n".repeat(129) }, ctx(e))).toMatchObject({ ok: false, code: "MALFORMED", reason: expect.stringContaining("nonce") });
+    expect(validateDecision(e, { ...base, type: "reject", message: "m".repeat(4001) }, ctx(e))).toMatchObject({ ok: false, code: "MALFORMED", reason: expect.stringContaining("at most 4,000 characters") });
+    expect(validateDecision(e, { ...base, approver: { id: "a".repeat(128) } }, ctx(e))).toMatchObject({ ok: false, code: "APPROVER_NOT_ALLOWED" });
+  });
+});

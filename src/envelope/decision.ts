@@ -12,10 +12,12 @@ import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, typ
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
 import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
 
-const Approver = z.strictObject({ id: z.string().min(1).regex(/^\S+$/, "approver id has no whitespace") });
+/** Ids are short; a longer one is refused (MALFORMED) rather than carried into records. */
+export const MAX_ID_CHARS = 128;
+const Approver = z.strictObject({ id: z.string().min(1).max(MAX_ID_CHARS, `approver id is at most ${MAX_ID_CHARS} characters`).regex(/^\S+$/, "approver id has no whitespace") });
 const Base = {
   envelopeHash: z.string().regex(HASH_PATTERN, 'envelopeHash is "sha256:" + 64 lowercase hex digits'),
-  nonce: z.string().min(1),
+  nonce: z.string().min(1).max(MAX_ID_CHARS),
   approver: Approver,
   decidedAt: z.iso.datetime({ offset: true }).optional(),
   /** Base64 Ed25519 signature over the canonical SignedDecisionPayload. */
@@ -27,9 +29,9 @@ export const DecisionSchema = z.discriminatedUnion("type", [
     type: z.literal("approve"),
     ...Base,
     /** Ask to pass a gate that policy lets an authorised role override (only separation_of_duties today). */
-    override: z.strictObject({ gate: z.string().min(1), reason: z.string().trim().min(1, "an override needs a reason") }).optional(),
+    override: z.strictObject({ gate: z.string().min(1).max(MAX_ID_CHARS), reason: z.string().trim().min(1, "an override needs a reason").max(4000, "an override reason is at most 4,000 characters") }).optional(),
   }),
-  z.strictObject({ type: z.literal("reject"), ...Base, message: z.string().optional() }),
+  z.strictObject({ type: z.literal("reject"), ...Base, message: z.string().max(4000, "a rejection message is at most 4,000 characters").optional() }),
   z.strictObject({
     type: z.literal("edit"),
     ...Base,

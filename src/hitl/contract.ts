@@ -51,16 +51,16 @@ export type InterruptPayload = ApprovalRequest | InputRequest;
 export const SystemDecisionSchema = z.discriminatedUnion("type", [
   z.strictObject({
     type: z.literal("cancel"),
-    envelopeHash: z.string(),
-    nonce: z.string(),
-    by: z.strictObject({ id: z.string().min(1) }),
-    reason: z.string().trim().min(1, "a cancel needs a reason"),
+    envelopeHash: z.string().max(128),
+    nonce: z.string().max(128),
+    by: z.strictObject({ id: z.string().min(1).max(128) }),
+    reason: z.string().trim().min(1, "a cancel needs a reason").max(4000, "a cancel reason is at most 4,000 characters"),
   }),
   z.strictObject({
     type: z.literal("expire"),
-    envelopeHash: z.string(),
-    nonce: z.string(),
-    by: z.strictObject({ id: z.string().min(1) }),
+    envelopeHash: z.string().max(128),
+    nonce: z.string().max(128),
+    by: z.strictObject({ id: z.string().min(1).max(128) }),
   }),
 ]);
 export type SystemDecision = z.infer<typeof SystemDecisionSchema>;
