@@ -206,6 +206,48 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
     expect(await writesFor(3)).toHaveLength(0);
   });
+  it("answers a structured question in a form generated from its schema: an invalid answer is refused with the reason, a valid one leads to a card; no write until approved", async () => {
+    const before = (await writesFor(8)).length;
+    const { context, page } = await signedIn("demo-user");
+    // Asked while the page is open: the question arrives in the list live, from the journal's index.
+    const asked = await w.ask();
+    const item = page.locator(`li.item[data-kind="question"][data-thread="${asked.threadId}"]`);
+    await item.waitFor();
+    expect(await item.textContent()).toContain("Which task do you mean?");
+    await item.locator("a").click();
+    await page.waitForURL(`**/t/${asked.threadId}`);
+    expect(await page.locator("#answer-taskId option").allTextContents()).toEqual(["choose…", "1", "4", "8"]);
+    await page.screenshot({ path: screenshotPath("question"), fullPage: true });
+
+    // A value the select does not offer (as a crafted post would send) is refused by the server, with the reason.
+    await page.locator("#answer-taskId").evaluate((el) => el.append(new Option("9", "9")));
+    await page.getByLabel(/taskId/).selectOption("9");
+    await page.getByLabel(/note/).fill("the planning one");
+    await page.getByRole("button", { name: "Send the answer" }).click();
+    await page.locator("p.refusal").first().waitFor();
+    expect(await page.locator("p.refusal").first().textContent()).toContain("Your answer was refused (INVALID_ANSWER): taskId");
+    expect((await viewThread(w.app, asked.threadId)).status).toBe("awaiting_input");
+    await page.screenshot({ path: screenshotPath("question-refused"), fullPage: true });
+
+    await page.getByLabel(/taskId/).selectOption("8");
+    await page.getByLabel(/note/).fill("the planning one");
+    await page.getByRole("button", { name: "Send the answer" }).click();
+    await page.locator(".notice").waitFor();
+    expect(await page.locator(".notice").textContent()).toContain("Your answer was accepted");
+    expect(await page.locator("h2#card-title").textContent()).toContain("task 8");
+    expect((await writesFor(8)).length).toBe(before);
+    await page.getByRole("link", { name: "← Inbox" }).click();
+    await expect.poll(() => page.locator(`li.item[data-kind="question"][data-thread="${asked.threadId}"]`).count()).toBe(0);
+    await context.close();
+
+    const alice = await signedIn("alice");
+    await cardOf(alice.page, asked);
+    await alice.page.getByRole("button", { name: "Approve exactly this envelope" }).click();
+    await alice.page.locator(".outcome").first().waitFor();
+    expect(await alice.page.locator("h1").textContent()).toContain("VERIFIED");
+    expect((await writesFor(8)).length).toBe(before + 1);
+    await alice.context.close();
+  });
 });
 
 describe.skipIf(!!noBrowserReason)("web inbox in Chromium, policy requiring signatures", () => {

@@ -164,6 +164,83 @@ describe("inbox over HTTP", () => {
     expect(status).toBe(421);
   });
 
+  it("lists a structured question from the journal for its requester, refuses an invalid answer with the reason, and a valid one leads to an approval card; no write", async () => {
+    const asked = await w.ask();
+    expect(asked.status).toBe("awaiting_input");
+    // The listing reads the journal's questions index, not checkpoints.
+    expect((await w.app.deps.journal.listOpenQuestions()).map((q) => q.threadId)).toContain(asked.threadId);
+    const writesBefore = (await w.portal.writes()).length;
+
+    const requester = new Client(w.inbox.url);
+    await requester.signIn("demo-user");
+    const list = await (await requester.req("/")).text();
+    expect(list).toMatch(new RegExp(`data-kind="question"[^>]*data-thread="${asked.threadId}"`));
+    expect(list).toContain("Which task do you mean?");
+    const page = await (await requester.req(`/t/${asked.threadId}`)).text();
+    expect(page).toContain('<select id="answer-taskId" name="answer.taskId" required>');
+    expect(page).toContain('<option value="8">8</option>');
+    expect(page).toContain('name="answer.note" type="text"');
+    const askedAt = /name="askedAt" value="([^"]+)"/.exec(page)![1]!;
+    const csrf = await requester.csrf();
+    const path = `/t/${asked.threadId}/answer`;
+
+    // Another signed-in person who is neither requester nor approver neither sees nor answers it.
+    const mallory = new Client(w.inbox.url);
+    await mallory.signIn("mallory");
+    expect(await (await mallory.req("/")).text()).not.toContain(asked.threadId);
+    const mcsrf = await mallory.csrf();
+    expect((await mallory.req(path, { method: "POST", form: { csrf: mcsrf, askedAt, "answer.taskId": "4", "answer.note": "x" } })).status).toBe(403);
+    // Without the CSRF token: refused before anything is read.
+    expect((await requester.req(path, { method: "POST", form: { askedAt, "answer.taskId": "4", "answer.note": "x" } })).status).toBe(403);
+
+    const bad = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "9", "answer.note": "x" } });
+    expect(bad.status).toBe(422);
+    const badText = await bad.text();
+    expect(badText).toContain("Your answer was refused (INVALID_ANSWER)");
+    expect(badText).toContain("taskId: Invalid option: expected one of &quot;1&quot;|&quot;4&quot;|&quot;8&quot;");
+    expect((await viewThread(w.app, asked.threadId)).status).toBe("awaiting_input");
+    expect((await w.app.deps.journal.getQuestion(asked.threadId))?.status).toBe("open");
+
+    const good = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "8", "answer.note": "the vendor one" } });
+    expect(good.status).toBe(200);
+    const goodText = await good.text();
+    expect(goodText).toContain("Your answer was accepted");
+    const after = await viewThread(w.app, asked.threadId);
+    expect(after.status).toBe("awaiting_approval");
+    expect(after.approval?.envelope.object.id).toBe(8);
+    expect(goodText).toContain(`data-envelope-hash="${after.approval!.envelopeHash}"`);
+    expect((await w.app.deps.journal.getQuestion(asked.threadId))?.status).toBe("answered");
+    expect((await w.app.deps.journal.listOpenQuestions()).map((q) => q.threadId)).not.toContain(asked.threadId);
+    const alice = new Client(w.inbox.url);
+    await alice.signIn("alice");
+    const aliceList = await (await alice.req("/")).text();
+    expect(aliceList).toContain(`data-hash="${after.approval!.envelopeHash}"`);
+    expect(aliceList).not.toMatch(new RegExp(`data-kind="question"[^>]*data-thread="${asked.threadId}"`));
+    // A second answer to the question that is gone is refused as stale; nothing is sent.
+    const late = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "1", "answer.note": "late" } });
+    expect(late.status).toBe(409);
+    expect((await w.portal.writes()).length).toBe(writesBefore);
+  });
+
+  it("shows a run's thread, outcome and evidence only to its requester, entitled approvers and admins", async () => {
+    const view = await w.run(2);
+    const mallory = new Client(w.inbox.url);
+    await mallory.signIn("mallory");
+    for (const p of [`/t/${view.threadId}`, `/t/${view.threadId}/evidence`, `/t/${view.threadId}/evidence.tar`]) {
+      const res = await mallory.req(p);
+      expect(res.status, p).toBe(403);
+      expect(await res.text()).not.toContain(view.approval!.envelopeHash);
+    }
+    const requester = new Client(w.inbox.url);
+    await requester.signIn("demo-user");
+    expect((await requester.req(`/t/${view.threadId}/evidence`)).status).toBe(200);
+    const alice = new Client(w.inbox.url);
+    await alice.signIn("alice");
+    expect((await alice.req(`/t/${view.threadId}/evidence`)).status).toBe(200);
+    expect((await alice.req(`/t/${view.threadId}/evidence.tar`)).status).toBe(200);
+    expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
+  });
+
   it("rate-limits sign-in: after 5 failures even the right password is refused with 429", async () => {
     const c = new Client(w.inbox.url);
     for (let i = 0; i < 5; i++) expect((await c.signIn("bob", `wrong-${i}`)).status).toBe(401);
@@ -187,4 +264,5 @@ describe("inbox over HTTP", () => {
     expect(attempts).toBeLessThanOrEqual(21);
     expect((await c.signIn("alice")).status).toBe(429);
   });
+
 });

@@ -63,3 +63,39 @@ export async function submitAsSignedIn(app: App, threadId: string, onScreen: OnS
     await journal.releaseThreadLock(threadId, owner);
   }
 }
+
+/**
+ * Answers a structured question from the inbox: under the thread lock, only while the same question
+ * (its askedAt) is still waiting, as the resume `{answers}` that the CLI's `answer` sends; check_input
+ * validates it against the schema that was shown, exactly as for the CLI.
+ */
+export async function answerAsSignedIn(app: App, threadId: string, askedAt: string, answers: Record<string, string>, identity: string): Promise<ThreadView> {
+  const journal = app.deps.journal;
+  const owner = `${process.pid}:inbox:${randomUUID()}`;
+  if (!(await journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
+    throw new DecisionNotAcceptedError(threadId, "IN_PROGRESS", "another process is working on this thread right now; try again when it has finished");
+  }
+  try {
+    const view = await viewThread(app, threadId);
+    if (view.status === "not_found") throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+    if (view.status !== "awaiting_input") {
+      throw new StaleCardError(threadId, `the thread is no longer waiting for this answer (it is ${view.status.replace("_", " ")}); nothing was sent`, view);
+    }
+    if (view.input!.askedAt !== askedAt) {
+      throw new StaleCardError(threadId, "a new question replaced the one on your screen; nothing was sent. Read the current question below.", view);
+    }
+    const resume = { answers };
+    const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
+    const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
+      configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: ["role:requester"] } },
+      durability: "sync",
+      streamMode: "updates",
+    });
+    for await (const _chunk of stream) {
+      // Drained: check_input (and, for a valid answer, the model's next turn) has run and been checkpointed.
+    }
+    return await viewThread(app, threadId);
+  } finally {
+    await journal.releaseThreadLock(threadId, owner);
+  }
+}

@@ -1,21 +1,26 @@
 /** Page layouts of the web inbox: plain server-rendered HTML, one script and one stylesheet from /static. */
 import { html, text, type Html } from "./html.js";
-import type { InboxItem } from "./queue.js";
+import type { InboxItem, QuestionItem } from "./queue.js";
 
-export function layout(title: string, body: Html, opts: { user?: string; csrf?: string } = {}): string {
+/**
+ * Every link and form action is under `base`: "" when the inbox has its own port, "/inbox" (say)
+ * when it is mounted next to the LangGraph API (src/inbox/mount.ts).
+ */
+export function layout(title: string, body: Html, opts: { user?: string; csrf?: string; base?: string } = {}): string {
+  const base = opts.base ?? "";
   return `<!doctype html>${html`<html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · action-envelope inbox</title>
-<link rel="stylesheet" href="/static/inbox.css">
-<script src="/static/inbox.js" defer></script>
+<link rel="stylesheet" href="${base}/static/inbox.css">
+<script src="${base}/static/inbox.js" defer></script>
 </head>
-<body${opts.user ? html` data-user="${opts.user}"` : ""}>
+<body data-base="${base}"${opts.user ? html` data-user="${opts.user}"` : ""}>
 <header class="top">
-  <a href="/" class="brand">action-envelope · approvals</a>
+  <a href="${base}/" class="brand">action-envelope · approvals</a>
   ${opts.user
-    ? html`<form method="post" action="/logout" class="logout"><span>Signed in as <strong>${text(opts.user)}</strong></span>
+    ? html`<form method="post" action="${base}/logout" class="logout"><span>Signed in as <strong>${text(opts.user)}</strong></span>
         <input type="hidden" name="csrf" value="${opts.csrf}"><button type="submit">Sign out</button></form>`
     : ""}
 </header>
@@ -24,12 +29,12 @@ export function layout(title: string, body: Html, opts: { user?: string; csrf?: 
 </html>`.value}`;
 }
 
-export function signInPage(loginToken: string, message?: string): string {
+export function signInPage(loginToken: string, message?: string, base = ""): string {
   return layout(
     "Sign in",
     html`<h1>Sign in to approve</h1>
     ${message ? html`<p class="refusal" role="alert">${message}</p>` : ""}
-    <form method="post" action="/login" class="signin">
+    <form method="post" action="${base}/login" class="signin">
       <input type="hidden" name="csrf" value="${loginToken}">
       <label for="user">Approver id</label>
       <input id="user" name="user" autocomplete="username" required maxlength="128" autofocus>
@@ -37,14 +42,25 @@ export function signInPage(loginToken: string, message?: string): string {
       <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024">
       <button type="submit">Sign in</button>
     </form>`,
+    { base },
   );
 }
 
-export function listFragment(items: InboxItem[]): Html {
-  if (items.length === 0) return html`<p class="empty">Nothing is waiting for you.</p>`;
-  return html`<ul class="inbox">${items.map(
+export function listFragment(items: InboxItem[], questions: QuestionItem[] = [], base = ""): Html {
+  if (items.length === 0 && questions.length === 0) return html`<p class="empty">Nothing is waiting for you.</p>`;
+  const asked = questions.map(
+    (q) => html`<li class="item question" data-kind="question" data-risk="" data-thread="${q.threadId}" data-asked="${q.askedAt}">
+      <a href="${base}/t/${encodeURIComponent(q.threadId)}">
+        <span class="risk risk-question">question</span>
+        <span class="what">${text(q.question)}</span>
+        <span class="who">requested by ${text(q.requestedBy || "—")} · ${Object.keys(q.fields).length} answer field(s)</span>
+        <span class="when">asked <time datetime="${q.askedAt}">${q.askedAt}</time></span>
+      </a>
+    </li>`,
+  );
+  return html`<ul class="inbox">${asked}${items.map(
     (i) => html`<li class="item" data-risk="${i.risk}" data-thread="${i.threadId}" data-hash="${i.envelopeHash}">
-      <a href="/t/${encodeURIComponent(i.threadId)}">
+      <a href="${base}/t/${encodeURIComponent(i.threadId)}">
         <span class="risk risk-${i.risk}">${i.risk}</span>
         <span class="what">${i.operation} · task ${i.taskId} · ${i.fields.join(", ")}</span>
         <span class="who">requested by ${text(i.requestedBy)} · revision ${i.revision}</span>
@@ -57,7 +73,7 @@ export function listFragment(items: InboxItem[]): Html {
   )}</ul>`;
 }
 
-export function inboxPage(user: string, csrf: string, items: InboxItem[]): string {
+export function inboxPage(user: string, csrf: string, items: InboxItem[], questions: QuestionItem[] = [], base = ""): string {
   return layout(
     "Inbox",
     html`<h1>Waiting for your decision</h1>
@@ -65,10 +81,10 @@ export function inboxPage(user: string, csrf: string, items: InboxItem[]): strin
       <label for="filter-text">Filter</label>
       <input id="filter-text" type="search" placeholder="task, field, requester">
       <label for="filter-risk">Risk</label>
-      <select id="filter-risk"><option value="">any</option><option>low</option><option>medium</option><option>high</option><option>critical</option></select>
+      <select id="filter-risk"><option value="">any</option><option>low</option><option>medium</option><option>high</option><option>critical</option><option value="question">questions</option></select>
     </div>
     <p class="live" aria-live="polite" id="live-status"></p>
-    <div id="inbox-list" data-live="list">${listFragment(items)}</div>`,
-    { user, csrf },
+    <div id="inbox-list" data-live="list">${listFragment(items, questions, base)}</div>`,
+    { user, csrf, base },
   );
 }

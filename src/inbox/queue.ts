@@ -6,8 +6,9 @@
  */
 import { createHash } from "node:crypto";
 import type { App } from "../app/threads.js";
-import { allowedApprovers } from "../envelope/policy.js";
-import type { ActionRow } from "../store/action-machine.js";
+import { allowedApprovers, hasRole } from "../envelope/policy.js";
+import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
+import type { QuestionEntry } from "../store/journal.js";
 
 export interface InboxItem {
   threadId: string;
@@ -88,4 +89,67 @@ export function versionOf(items: InboxItem[]): string {
     .update(JSON.stringify(items.map((i) => [i.threadId, i.envelopeHash, i.lastRefusal?.code ?? null])))
     .digest("hex")
     .slice(0, 16);
+}
+
+/** A structured question waiting for an answer, from the journal's questions index (no checkpoint is loaded). */
+export interface QuestionItem {
+  threadId: string;
+  question: string;
+  fields: QuestionEntry["fields"];
+  askedAt: string;
+  requestedBy: string;
+  request: string;
+}
+
+/** Anyone the policy names as an approver of some operation (or by default). */
+export function isApprover(app: App, user: string): boolean {
+  const policy = app.deps.policy;
+  if (allowedApprovers(policy, "").has(user)) return true;
+  return Object.keys(policy.operations).some((op) => allowedApprovers(policy, op).has(user));
+}
+
+/** Holders of the policy role "admin" (approvers.roles.admin). */
+export function isAdmin(app: App, user: string): boolean {
+  return hasRole(app.deps.policy, user, "admin");
+}
+
+/**
+ * Who may answer a thread's question: its requester (from the journal's sealed thread record), an
+ * approver, or an admin. A thread record that does not verify names no requester.
+ */
+export function mayAnswer(app: App, thread: ThreadRecord | undefined, user: string): boolean {
+  return (thread?.macValid === true && thread.requestedBy === user) || isApprover(app, user) || isAdmin(app, user);
+}
+
+export async function questionsFor(app: App, user: string): Promise<QuestionItem[]> {
+  const out: QuestionItem[] = [];
+  for (const q of await app.deps.journal.listOpenQuestions()) {
+    const thread = await app.deps.journal.getThread(q.threadId);
+    if (!mayAnswer(app, thread, user)) continue;
+    out.push({
+      threadId: q.threadId,
+      question: q.question,
+      fields: q.fields,
+      askedAt: q.askedAt,
+      requestedBy: thread?.macValid ? thread.requestedBy : "",
+      request: thread?.macValid ? thread.request : "",
+    });
+  }
+  return out;
+}
+
+/**
+ * Who may see a run's evidence and outcome: its requester, the approvers entitled for its action's
+ * operation (for a thread without an action: the policy's approvers), and admins.
+ */
+export async function maySeeRun(app: App, threadId: string, user: string): Promise<boolean> {
+  if (isAdmin(app, user)) return true;
+  const thread = await app.deps.journal.getThread(threadId);
+  if (thread?.macValid && thread.requestedBy === user) return true;
+  const action = await app.deps.journal.currentAction(threadId);
+  if (action?.macValid) {
+    if (action.envelope.requestedBy === user) return true;
+    return allowedApprovers(app.deps.policy, action.envelope.operation).has(user);
+  }
+  return isApprover(app, user);
 }

@@ -18,10 +18,11 @@ import { DecisionNotAcceptedError } from "../errors.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
 import { cardSection } from "./card-view.js";
-import { submitAsSignedIn, StaleCardError } from "./driver.js";
+import { answerAsSignedIn, submitAsSignedIn, StaleCardError } from "./driver.js";
 import { html, text, type Html } from "./html.js";
 import { inboxPage, layout, listFragment, signInPage } from "./pages.js";
-import { entitlementOf, inboxFor, versionOf, waitingAction } from "./queue.js";
+import { entitlementOf, inboxFor, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
+import { answerJsonSchema, type InputField } from "../hitl/structured-input.js";
 import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, sameToken, token, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import { tarArchive } from "./tar.js";
@@ -34,6 +35,8 @@ export interface InboxOptions {
   host?: string;
   /** How often the event stream re-reads the journal index. */
   pollMs?: number;
+  /** Path prefix every link and form uses ("" on its own port; "/inbox" when mounted next to the LangGraph API). */
+  basePath?: string;
 }
 
 export interface RunningInbox {
@@ -45,8 +48,9 @@ type Env = { Bindings: HttpBindings; Variables: { session: Session } };
 
 const MAX_FIELD = 10_000;
 
-export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<string>): Hono<Env> {
+export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) => boolean): Hono<Env> {
   const { app, users } = opts;
+  const base = opts.basePath ?? "";
   const sessions = new Sessions();
   const perUser = new SignInLimiter(5);
   const perAddress = new SignInLimiter(20);
@@ -56,7 +60,7 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   web.use("*", async (c, next) => {
     // DNS rebinding: only our own host names; and nothing cross-site may change anything.
     const host = c.req.header("host") ?? "";
-    if (!allowedHosts().has(host)) return c.text("unknown host", 421);
+    if (!hostAllowed(host)) return c.text("unknown host", 421);
     await next();
     c.header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
     c.header("X-Content-Type-Options", "nosniff");
@@ -78,7 +82,7 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   };
 
   const refused = (c: Context<Env>, status: 401 | 403 | 409 | 422 | 429, title: string, message: string | Html, user?: Session) =>
-    c.html(layout(title, html`<h1>${title}</h1><p class="refusal" role="alert">${message}</p><p><a href="/">Back to the inbox</a></p>`, user ? { user: user.user, csrf: user.csrf } : {}), status);
+    c.html(layout(title, html`<h1>${title}</h1><p class="refusal" role="alert">${message}</p><p><a href="${base}/">Back to the inbox</a></p>`, user ? { user: user.user, csrf: user.csrf, base } : { base }), status);
 
   // ── static assets ────────────────────────────────────────────────────────────────────────────────
   web.get("/static/inbox.js", (c) => c.body(CLIENT_JS, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }));
@@ -88,7 +92,7 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   const loginForm = (c: Context<Env>, status: 200 | 401 | 403 | 429 = 200, message?: string) => {
     const t = token();
     setCookie(c, LOGIN_COOKIE, t, { httpOnly: true, secure: true, sameSite: "Strict", path: "/", maxAge: 3600 });
-    return c.html(signInPage(t, message), status);
+    return c.html(signInPage(t, message, base), status);
   };
   web.get("/login", (c) => loginForm(c));
   web.post("/login", async (c) => {
@@ -118,14 +122,14 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
     const s = sessions.create(who);
     setCookie(c, SESSION_COOKIE, s.id, { httpOnly: true, secure: true, sameSite: "Strict", path: "/" });
     deleteCookie(c, LOGIN_COOKIE, { path: "/", secure: true });
-    return c.redirect("/", 303);
+    return c.redirect(`${base}/`, 303);
   });
 
   // ── everything else needs a session; changes need its CSRF token too ─────────────────────────────
   web.use("*", async (c, next) => {
     const s = sessions.get(getCookie(c, SESSION_COOKIE));
     if (!s) {
-      if (c.req.method === "GET" && c.req.header("accept")?.includes("text/html")) return c.redirect("/login", 303);
+      if (c.req.method === "GET" && c.req.header("accept")?.includes("text/html")) return c.redirect(`${base}/login`, 303);
       return c.text("sign in first", 401);
     }
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
@@ -143,11 +147,14 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   web.post("/logout", (c) => {
     sessions.end(c.var.session.id);
     deleteCookie(c, SESSION_COOKIE, { path: "/", secure: true });
-    return c.redirect("/login", 303);
+    return c.redirect(`${base}/login`, 303);
   });
 
-  web.get("/", async (c) => c.html(inboxPage(c.var.session.user, c.var.session.csrf, await inboxFor(app, c.var.session.user))));
-  web.get("/list", async (c) => c.html(listFragment(await inboxFor(app, c.var.session.user)).value));
+  web.get("/", async (c) => {
+    const user = c.var.session.user;
+    return c.html(inboxPage(user, c.var.session.csrf, await inboxFor(app, user), await questionsFor(app, user), base));
+  });
+  web.get("/list", async (c) => c.html(listFragment(await inboxFor(app, c.var.session.user), await questionsFor(app, c.var.session.user), base).value));
 
   web.get("/events", (c) => {
     const user = c.var.session.user;
@@ -159,7 +166,8 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
       });
       while (open) {
         const items = await inboxFor(app, user);
-        const version = versionOf(items);
+        const questions = await questionsFor(app, user);
+        const version = `${versionOf(items)}:${questions.map((q) => `${q.threadId}@${q.askedAt}`).join(",")}`;
         if (version !== last) {
           last = version;
           await stream.writeSSE({ event: "inbox", data: JSON.stringify({ version, items: items.map((i) => ({ threadId: i.threadId, envelopeHash: i.envelopeHash })) }) });
@@ -172,24 +180,30 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   // ── a thread: its card while waiting, its outcome after ─────────────────────────────────────────
   const threadPage = async (c: Context<Env>, threadId: string, notice?: { kind: "ok" | "refusal"; message: Html | string }, status: 200 | 409 | 422 = 200) => {
     const s = c.var.session;
+    if (!(await maySeeRun(app, threadId, s.user))) return notYours(c, threadId);
     const view = await viewThread(app, threadId);
     const action = await waitingAction(app, threadId);
     const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : "refusal"}" role="alert">${notice.message}</p>` : "";
     let body: Html;
     if (view.status === "awaiting_approval" && action && action.envelopeHash === view.approval?.envelopeHash) {
-      body = html`${banner}${cardSection(action)}${decisionForms(app, action, s, view)}`;
+      body = html`${banner}${cardSection(action)}${decisionForms(app, action, s, view, base)}`;
+    } else if (view.status === "awaiting_input" && view.input) {
+      body = html`${banner}${await questionSection(app, view, s, base)}`;
     } else if (view.status === "not_found") {
-      return c.html(layout("Not found", html`<h1>No such thread</h1><p><a href="/">Back to the inbox</a></p>`, { user: s.user, csrf: s.csrf }), 404);
+      return c.html(layout("Not found", html`<h1>No such thread</h1><p><a href="${base}/">Back to the inbox</a></p>`, { user: s.user, csrf: s.csrf, base }), 404);
     } else {
       body = html`${banner}${outcomeSection(view)}`;
     }
     return c.html(
-      layout(`Thread ${threadId}`, html`<p><a href="/">← Inbox</a> · <a href="/t/${encodeURIComponent(threadId)}/evidence">Evidence</a></p>
+      layout(`Thread ${threadId}`, html`<p><a href="${base}/">← Inbox</a> · <a href="${base}/t/${encodeURIComponent(threadId)}/evidence">Evidence</a></p>
         <div data-thread="${threadId}" data-hash="${view.approval?.envelopeHash ?? ""}" id="thread">${body}</div>
-        <p class="live" aria-live="polite" id="live-status"></p>`, { user: s.user, csrf: s.csrf }),
+        <p class="live" aria-live="polite" id="live-status"></p>`, { user: s.user, csrf: s.csrf, base }),
       status,
     );
   };
+
+  const notYours = (c: Context<Env>, threadId: string) =>
+    refused(c, 403, "Not yours to see", `Only the requester of thread ${threadId}, the approvers entitled for its action, and admins may see it.`, c.var.session);
 
   web.get("/t/:thread", (c) => threadPage(c, c.req.param("thread")));
 
@@ -266,6 +280,34 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
     return threadPage(c, threadId, { kind: "ok", message: `Your ${type} was accepted.` });
   });
 
+  web.post("/t/:thread/answer", async (c) => {
+    const s = c.var.session;
+    const threadId = c.req.param("thread");
+    const thread = await app.deps.journal.getThread(threadId);
+    if (!mayAnswer(app, thread, s.user)) return refused(c, 403, "Not yours to answer", `${s.user} may not answer the question of thread ${threadId}: only its requester, an approver or an admin may.`, s);
+    const form = await c.req.parseBody();
+    const askedAt = typeof form["askedAt"] === "string" ? form["askedAt"] : "";
+    const answers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(form)) if (k.startsWith("answer.") && typeof v === "string") answers[k.slice(7)] = v.slice(0, MAX_FIELD);
+    const before = (await viewThread(app, threadId)).state?.refusals.length ?? 0;
+    let after: ThreadView;
+    try {
+      after = await answerAsSignedIn(app, threadId, askedAt, answers, s.user);
+    } catch (e) {
+      if (e instanceof StaleCardError) return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
+      if (e instanceof DecisionNotAcceptedError) return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
+      throw e;
+    }
+    const refusal = (after.state?.refusals.length ?? 0) > before ? after.state?.refusals.at(-1) : undefined;
+    if (after.status === "awaiting_input" && refusal) {
+      return threadPage(c, threadId, { kind: "refusal", message: html`Your answer was refused (${text(refusal.code)}): ${text(refusal.reason)}. Nothing was sent to the agent; answer again.` }, 422);
+    }
+    if (after.status === "awaiting_approval") {
+      return threadPage(c, threadId, { kind: "ok", message: "Your answer was accepted. The agent made this proposal from it; it waits for approval." });
+    }
+    return threadPage(c, threadId, { kind: "ok", message: `Your answer was accepted${refusal ? html` (the run then ended: ${text(refusal.code)})` : ""}.` });
+  });
+
   // ── evidence ─────────────────────────────────────────────────────────────────────────────────────
   const caseOf = async (threadId: string) => {
     const [records, chain, view] = await Promise.all([app.deps.audit.records({ threadId }), app.deps.audit.verify(), viewThread(app, threadId)]);
@@ -276,6 +318,7 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   web.get("/t/:thread/evidence", async (c) => {
     const s = c.var.session;
     const threadId = c.req.param("thread");
+    if (!(await maySeeRun(app, threadId, s.user))) return notYours(c, threadId);
     const { caseRecord, evidence } = await caseOf(threadId);
     const fp = caseRecord.firstPage;
     const STAGES: Array<[string, string]> = [
@@ -293,7 +336,7 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
     return c.html(
       layout(
         `Evidence ${threadId}`,
-        html`<p><a href="/">← Inbox</a> · <a href="/t/${encodeURIComponent(threadId)}">Thread</a></p>
+        html`<p><a href="${base}/">← Inbox</a> · <a href="${base}/t/${encodeURIComponent(threadId)}">Thread</a></p>
         <h1>Evidence of run ${text(threadId)}</h1>
         <dl class="facts">
           <dt>Status</dt><dd>${fp.status}</dd>
@@ -305,14 +348,15 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
           <dt>Audit chain</dt><dd>${caseRecord.auditChain.intact ? "intact" : html`BROKEN: ${text(caseRecord.auditChain.problem ?? "")}`}</dd>
         </dl>
         <table class="evidence"><thead><tr><th scope="col">Stage</th><th scope="col">At</th><th scope="col">Object</th><th scope="col">Summary</th></tr></thead><tbody>${rows}</tbody></table>
-        <p><a href="/t/${encodeURIComponent(threadId)}/evidence.tar" download>Download the evidence bundle (tar; check with <code>sha256sum -c SHA256SUMS</code>)</a></p>`,
-        { user: s.user, csrf: s.csrf },
+        <p><a href="${base}/t/${encodeURIComponent(threadId)}/evidence.tar" download>Download the evidence bundle (tar; check with <code>sha256sum -c SHA256SUMS</code>)</a></p>`,
+        { user: s.user, csrf: s.csrf, base },
       ),
     );
   });
 
   web.get("/t/:thread/evidence.tar", async (c) => {
     const threadId = c.req.param("thread");
+    if (!(await maySeeRun(app, threadId, c.var.session.user))) return notYours(c, threadId);
     const { caseRecord, evidence } = await caseOf(threadId);
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ae-inbox-evidence-"));
     try {
@@ -332,7 +376,7 @@ export function createInboxApp(opts: InboxOptions, allowedHosts: () => Set<strin
   return web;
 }
 
-function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof waitingAction>>>, s: Session, view: ThreadView): Html {
+function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof waitingAction>>>, s: Session, view: ThreadView, base: string): Html {
   const may = entitlementOf(app, action, s.user);
   const sign = app.deps.policy.requireSignature;
   const bound = html`<input type="hidden" name="csrf" value="${s.csrf}">
@@ -340,7 +384,7 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
     <input type="hidden" name="nonce" value="${action.envelope.nonce}">
     ${sign ? html`<input type="hidden" name="decidedAt" value=""><input type="hidden" name="signature" value="">` : ""}`;
   const formAttrs = (type: string) =>
-    html`method="post" action="/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}"`;
+    html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}"`;
   const editInputs = Object.entries(action.envelope.params).map(([f, v]) =>
     typeof v === "string"
       ? html`<label for="edit-${f}">${f}</label><textarea id="edit-${f}" name="field.${f}" rows="2">${v}</textarea>`
@@ -372,9 +416,54 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
   </section>`;
 }
 
+/**
+ * A waiting structured question and a form generated from its answer schema (enum → select, number →
+ * number input, string → text input). The question and fields come from the journal's questions
+ * index; the form carries the askedAt of the question on screen, so an answer to a question replaced
+ * meanwhile is refused. Validation is server-side, in check_input, as for the CLI's `answer`.
+ */
+async function questionSection(app: App, view: ThreadView, s: Session, base: string): Promise<Html> {
+  const input = view.input!;
+  const q = await app.deps.journal.getQuestion(view.threadId);
+  const thread = await app.deps.journal.getThread(view.threadId);
+  const fromJournal = q && q.askedAt === input.askedAt;
+  const fields: Record<string, InputField> = fromJournal ? q.fields : {};
+  const schema = (fromJournal ? answerJsonSchema(fields) : input.answerSchema) as { properties?: Record<string, { type?: string; enum?: string[]; description?: string }> };
+  const question = fromJournal ? q.question : input.question;
+  const controls = Object.entries(schema.properties ?? {}).map(([name, p]) => {
+    const id = `answer-${name}`;
+    const label = html`<label for="${id}">${name}${p.description ? html` <small>(${text(p.description)})</small>` : ""}</label>`;
+    if (p.enum) {
+      return html`${label}<select id="${id}" name="answer.${name}" required><option value="">choose…</option>${p.enum.map((v) => html`<option value="${v}">${text(v)}</option>`)}</select>`;
+    }
+    if (p.type === "number") return html`${label}<input id="${id}" name="answer.${name}" type="text" inputmode="decimal" required maxlength="64">`;
+    return html`${label}<input id="${id}" name="answer.${name}" type="text" required maxlength="4000">`;
+  });
+  const may = mayAnswer(app, thread, s.user);
+  return html`<section class="question" aria-labelledby="question-title" data-asked="${input.askedAt}">
+    <h1 id="question-title">A question waits for an answer</h1>
+    <p class="narration"><small>Asked by the agent (the model's words):</small></p>
+    <blockquote><pre>${text(question)}</pre></blockquote>
+    <dl class="facts">
+      <dt>Request</dt><dd>${text(thread?.macValid ? thread.request : "—")}</dd>
+      <dt>Requested by</dt><dd>${text(thread?.macValid ? thread.requestedBy : "—")}</dd>
+      <dt>Asked at</dt><dd><time datetime="${input.askedAt}">${input.askedAt}</time></dd>
+    </dl>
+    ${input.lastRefusal ? html`<p class="refusal" role="alert"><strong>Last answer refused (${text(input.lastRefusal.code)}):</strong> ${text(input.lastRefusal.reason)}</p>` : ""}
+    ${may
+      ? html`<form method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/answer" class="answer">
+          <input type="hidden" name="csrf" value="${s.csrf}">
+          <input type="hidden" name="askedAt" value="${input.askedAt}">
+          ${controls}
+          <button type="submit" class="approve">Send the answer</button>
+        </form>
+        <p><small>Nothing is written by answering: the agent makes a proposal from it, which needs its own approval.</small></p>`
+      : html`<p>You may not answer this question.</p>`}
+  </section>`;
+}
+
 function outcomeSection(view: ThreadView): Html {
   const s = view.state;
-  if (view.status === "awaiting_input") return html`<h1>A question waits for an answer</h1><p>${text(view.input?.question ?? "")}</p><p>Answer it with <code>npm run cli -- answer</code> (not in the web inbox yet).</p>`;
   if (view.status === "interrupted_run") return html`<h1>The run stopped between steps</h1><p>A worker or <code>recover</code> finishes it.</p>`;
   return html`<h1>Finished: <span class="outcome">${s?.outcome ?? "—"}</span></h1>
     <dl class="facts"><dt>Reason</dt><dd>${s?.reasonCode ?? "—"}: ${text(s?.reason ?? "")}</dd>
@@ -385,7 +474,7 @@ function outcomeSection(view: ThreadView): Html {
 export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   const host = opts.host ?? "127.0.0.1";
   let hosts = new Set<string>();
-  const web = createInboxApp(opts, () => hosts);
+  const web = createInboxApp(opts, (h) => hosts.has(h));
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: web.fetch, port: opts.port ?? 0, hostname: host }, () => resolve(s as Server)) as Server;
     s.once("error", reject);

@@ -25,7 +25,7 @@ export const CLIENT_JS = String.raw`"use strict";
     const risk = ($("#filter-risk") || {}).value || "";
     for (const li of $$("#inbox-list li.item")) {
       const okText = !q || li.textContent.toLowerCase().includes(q.toLowerCase());
-      const okRisk = !risk || li.dataset.risk === risk;
+      const okRisk = !risk || (risk === "question" ? li.dataset.kind === "question" : li.dataset.risk === risk);
       li.hidden = !(okText && okRisk);
     }
   }
@@ -33,12 +33,13 @@ export const CLIENT_JS = String.raw`"use strict";
 
   const live = (msg) => { const el = $("#live-status"); if (el) el.textContent = msg; };
   if (document.body.dataset.user && window.EventSource) {
-    const events = new EventSource("/events");
+    const base = document.body.dataset.base || "";
+    const events = new EventSource(base + "/events");
     events.addEventListener("inbox", async (ev) => {
       const data = JSON.parse(ev.data);
       const list = $("#inbox-list");
       if (list) {
-        const res = await fetch("/list", { headers: { accept: "text/html" }, credentials: "same-origin" });
+        const res = await fetch(base + "/list", { headers: { accept: "text/html" }, credentials: "same-origin" });
         if (res.ok) { list.innerHTML = await res.text(); applyFilters(); tick(); live("Inbox updated " + new Date().toLocaleTimeString()); }
       }
       const thread = $("#thread");
@@ -156,7 +157,8 @@ form.logout { display: flex; gap: .6rem; align-items: center; } form.logout butt
 ul.inbox { list-style: none; padding: 0; }
 ul.inbox li a { display: flex; flex-wrap: wrap; gap: .2rem .8rem; padding: .7rem; border: 1px solid var(--line); border-radius: .4rem; margin: .5rem 0; color: inherit; text-decoration: none; }
 .risk { font-weight: 700; text-transform: uppercase; font-size: .8rem; padding: .05rem .4rem; border-radius: .2rem; border: 1px solid currentColor; }
-.risk-high, .risk-critical { color: var(--bad); } .risk-medium { color: var(--warn); } .risk-low { color: var(--ok); }
+.risk-high, .risk-critical { color: var(--bad); } .risk-question { color: #2563eb; }
+form.answer { display: grid; gap: .3rem; justify-items: start; } form.answer button { margin-top: .6rem; } .risk-medium { color: var(--warn); } .risk-low { color: var(--ok); }
 .flag { font-size: .85rem; color: var(--warn); }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 code.hash { overflow-wrap: anywhere; }

@@ -24,6 +24,7 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
     const refusal = { code: "INVALID_ANSWER", reason: result.reason, at, envelopeHash: null, raw: state.pendingDecision };
     const count = state.refusals.filter((r) => r.code === "INVALID_ANSWER" && r.at >= req.askedAt).length + 1;
     if (count >= deps.config.limits.maxRefusedDecisions) {
+      await deps.journal.closeQuestion(gate.threadId, "closed", at);
       return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`) };
     }
     return { refusals: [refusal], pendingDecision: null };
@@ -33,6 +34,7 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   if (Number.isInteger(chosen) && chosen > 0 && !thread.scope.taskIds?.length) {
     await deps.journal.setThreadScope(thread.threadId, { ...thread.scope, taskIds: [chosen] });
   }
+  await deps.journal.closeQuestion(thread.threadId, "answered", at);
   const after = await deps.journal.getThread(thread.threadId);
   return {
     messages: [new ToolMessage({ tool_call_id: req.toolCallId, name: "request_input", content: JSON.stringify(result.answers) })],

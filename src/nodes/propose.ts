@@ -31,7 +31,11 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
     const problem = parsed.success ? inputSpecProblem(parsed.data.fields) : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
     if (parsed.success && !problem) {
       // No tool reply yet: the human's answer becomes the reply once it passes validation.
-      return { inputRequest: { toolCallId: only.id ?? "request_input", question: parsed.data.question, fields: parsed.data.fields, askedAt: deps.clock().toISOString() } };
+      const inputRequest = { toolCallId: only.id ?? "request_input", question: parsed.data.question, fields: parsed.data.fields, askedAt: deps.clock().toISOString() };
+      // Indexed in the journal so the web inbox lists waiting questions without loading checkpoints.
+      const asking = config?.configurable?.["thread_id"];
+      if (typeof asking === "string" && asking !== "") await deps.journal.recordQuestion({ threadId: asking, ...inputRequest });
+      return { inputRequest };
     }
     refusals.push(`invalid request_input: ${problem}`);
     replies.push(new ToolMessage({ tool_call_id: only.id ?? "request_input", name: "request_input", status: "error", content: `Error: invalid request_input: ${problem}` }));

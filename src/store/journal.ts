@@ -54,6 +54,18 @@ export interface RegisteredFilter {
   offset: number;
 }
 
+/** A structured question the graph asked (ask_input), indexed so interfaces list it without loading checkpoints. */
+export interface QuestionEntry {
+  threadId: string;
+  toolCallId: string;
+  question: string;
+  /** The answer fields as asked (src/hitl/structured-input.ts InputField), by name. */
+  fields: Record<string, { type: "string" | "number" | "enum"; description?: string; choices?: string[] }>;
+  askedAt: string;
+  status: "open" | "answered" | "closed";
+  closedAt: string | null;
+}
+
 export type ClaimResult = { claimed: true } | { claimed: false; existing: DecisionClaim };
 
 /** Claiming a decision also moves the action registered → decided, in the same transaction. */
@@ -107,6 +119,14 @@ export interface Journal {
   listOpenThreads(): Promise<string[]>;
   /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
   noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined>;
+  // ── Structured questions (one per thread at a time): recorded when asked, closed when answered.
+  /** Records the thread's question; a new question (another tool call) reopens the row, the same one already answered stays answered. */
+  recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void>;
+  /** Closes the thread's open question (answered, or closed because the run ended). */
+  closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void>;
+  getQuestion(threadId: string): Promise<QuestionEntry | undefined>;
+  /** Open questions of threads the journal has not closed, newest first; no checkpoint is loaded. */
+  listOpenQuestions(): Promise<QuestionEntry[]>;
   /** A lease on a thread so two processes never drive the same thread at once. */
   acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean>;
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
@@ -165,6 +185,15 @@ CREATE TABLE IF NOT EXISTS actions (
   registered_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS actions_thread ON actions (thread_id);
+CREATE TABLE IF NOT EXISTS questions (
+  thread_id TEXT PRIMARY KEY,
+  tool_call_id TEXT NOT NULL,
+  question TEXT NOT NULL,
+  fields_json TEXT NOT NULL,
+  asked_at TEXT NOT NULL,
+  status TEXT NOT NULL,
+  closed_at TEXT
+);
 CREATE TABLE IF NOT EXISTS thread_locks (
   thread_id TEXT PRIMARY KEY,
   owner TEXT NOT NULL,
@@ -450,6 +479,36 @@ export class SqliteJournal implements Journal {
     this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor(to, progress), envelopeHash);
   }
 
+  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void> {
+    this.db
+      .prepare(
+        `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at) VALUES (?, ?, ?, ?, ?, 'open', NULL)
+         ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
+           asked_at = excluded.asked_at, status = 'open', closed_at = NULL
+         WHERE questions.tool_call_id != excluded.tool_call_id OR questions.status = 'open'`,
+      )
+      .run(q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt);
+  }
+
+  async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
+    this.db.prepare("UPDATE questions SET status = ?, closed_at = ? WHERE thread_id = ? AND status = 'open'").run(status, at, threadId);
+  }
+
+  async getQuestion(threadId: string): Promise<QuestionEntry | undefined> {
+    const row = this.db.prepare("SELECT * FROM questions WHERE thread_id = ?").get(threadId) as QuestionRow | undefined;
+    return row ? toQuestion(row) : undefined;
+  }
+
+  async listOpenQuestions(): Promise<QuestionEntry[]> {
+    const rows = this.db
+      .prepare(
+        `SELECT q.* FROM questions q LEFT JOIN threads t ON t.thread_id = q.thread_id
+         WHERE q.status = 'open' AND t.closed_json IS NULL ORDER BY q.asked_at DESC, q.thread_id`,
+      )
+      .all() as QuestionRow[];
+    return rows.map(toQuestion);
+  }
+
   async acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean> {
     const tx = this.db.transaction(() => {
       const now = Date.now();
@@ -519,5 +578,27 @@ export function toApproval(r: ApprovalRow): ApprovalEntry {
     createdAt: r.created_at,
     expiresAt: r.expires_at,
     status: r.status,
+  };
+}
+
+export interface QuestionRow {
+  thread_id: string;
+  tool_call_id: string;
+  question: string;
+  fields_json: string;
+  asked_at: string;
+  status: QuestionEntry["status"];
+  closed_at: string | null;
+}
+
+export function toQuestion(r: QuestionRow): QuestionEntry {
+  return {
+    threadId: r.thread_id,
+    toolCallId: r.tool_call_id,
+    question: r.question,
+    fields: JSON.parse(r.fields_json) as QuestionEntry["fields"],
+    askedAt: r.asked_at,
+    status: r.status,
+    closedAt: r.closed_at,
   };
 }

@@ -18,7 +18,7 @@ import { toApproval, toClaim, toExecution, type ApprovalEntry, type ApprovalRow,
 import type { ActionProgress, ActionRow, ClosedRecord, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
-import { OPEN_PHASES_SQL, type DecideResult, type RegisteredFilter } from "./journal.js";
+import { OPEN_PHASES_SQL, toQuestion, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 
 export class PostgresJournal implements Journal {
@@ -283,6 +283,45 @@ export class PostgresJournal implements Journal {
       `SELECT a.* FROM ${this.s}.approvals a LEFT JOIN ${this.s}.actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.id`,
     );
     return rows.map(toApproval);
+  }
+
+  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void> {
+    await query(
+      this.pool,
+      this.db,
+      `recording the question of thread ${q.threadId}`,
+      `INSERT INTO ${this.s}.questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at) VALUES ($1, $2, $3, $4, $5, 'open', NULL)
+       ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
+         asked_at = excluded.asked_at, status = 'open', closed_at = NULL
+       WHERE ${this.s}.questions.tool_call_id <> excluded.tool_call_id OR ${this.s}.questions.status = 'open'`,
+      [q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt],
+    );
+  }
+
+  async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
+    await query(
+      this.pool,
+      this.db,
+      `closing the question of thread ${threadId}`,
+      `UPDATE ${this.s}.questions SET status = $1, closed_at = $2 WHERE thread_id = $3 AND status = 'open'`,
+      [status, at, threadId],
+    );
+  }
+
+  async getQuestion(threadId: string): Promise<QuestionEntry | undefined> {
+    const rows = await query<QuestionRow>(this.pool, this.db, `reading the question of thread ${threadId}`, `SELECT * FROM ${this.s}.questions WHERE thread_id = $1`, [threadId]);
+    return rows[0] ? toQuestion(rows[0]) : undefined;
+  }
+
+  async listOpenQuestions(): Promise<QuestionEntry[]> {
+    const rows = await query<QuestionRow>(
+      this.pool,
+      this.db,
+      "listing open questions",
+      `SELECT q.* FROM ${this.s}.questions q LEFT JOIN ${this.s}.threads t ON t.thread_id = q.thread_id
+       WHERE q.status = 'open' AND t.closed_json IS NULL ORDER BY q.asked_at DESC, q.thread_id`,
+    );
+    return rows.map(toQuestion);
   }
 
   async listOpenThreads(): Promise<string[]> {

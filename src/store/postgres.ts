@@ -201,6 +201,21 @@ export const MIGRATIONS: Migration[] = [
       );
       CREATE INDEX actions_thread ON ${s}.actions (thread_id, id);`,
   },
+  {
+    version: 4,
+    name: "journal: structured questions, so they are listed without loading checkpoints",
+    sql: (s) => `
+      CREATE TABLE ${s}.questions (
+        thread_id TEXT PRIMARY KEY,
+        tool_call_id TEXT NOT NULL,
+        question TEXT NOT NULL,
+        fields_json TEXT NOT NULL,
+        asked_at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        closed_at TEXT
+      );
+      CREATE INDEX questions_open ON ${s}.questions (status, asked_at);`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */

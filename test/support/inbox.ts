@@ -11,13 +11,30 @@ import { hashPassword, loadInboxUsers } from "../../src/inbox/users.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./harness.js";
 import { ScriptedChatModel, call, type Script } from "./scripted-model.js";
 
-export const PASSWORDS: Record<string, string> = { alice: "alice-password-1", bob: "bob-password-22", "demo-user": "requester-pass-3" };
+/** alice and bob approve (policy group task-approvers); demo-user requests; mallory is neither. */
+export const PASSWORDS: Record<string, string> = { alice: "alice-password-1", bob: "bob-password-22", "demo-user": "requester-pass-3", mallory: "mallory-pass-44" };
 
 /** Titles the model proposes, by task id; a rejection with `use "X"` makes it propose X instead. */
 export function titleScript(titles: Record<number, string>): Script {
   return (messages: BaseMessage[]) => {
     const request = String(messages.find((m) => m instanceof HumanMessage)?.content ?? "");
-    const taskId = Number(/task (\d+)/.exec(request)?.[1] ?? 4);
+    // A request naming no task: ask which one (a structured question), then read and propose for the answer.
+    const answer = [...messages].reverse().find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    if (!/task \d+/.test(request) && !answer) {
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("request_input", {
+            question: "Which task do you mean?",
+            fields: { taskId: { type: "enum", description: "task id", choices: ["1", "4", "8"] }, note: { type: "string", description: "anything the approver should know" } },
+          }),
+        ],
+      });
+    }
+    if (answer && messages.at(-1) === answer) {
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: Number(JSON.parse(String(answer.content)).taskId) })] });
+    }
+    const taskId = answer ? Number(JSON.parse(String(answer.content)).taskId) : Number(/task (\d+)/.exec(request)?.[1] ?? 4);
     const feedback = [...messages].reverse().find((m) => m instanceof HumanMessage && String(m.content).includes("rejected"));
     const quoted = feedback ? /"([^"]+)"/.exec(String(feedback.content))?.[1] : undefined;
     if (!messages.some((m) => m.getType() === "tool")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
@@ -38,6 +55,8 @@ export interface InboxWorld {
   inbox: RunningInbox;
   dataDir: string;
   run(taskId: number, requestedBy?: string): Promise<ThreadView>;
+  /** A request naming no task: the agent asks which one (a structured question). */
+  ask(requestedBy?: string): Promise<ThreadView>;
   close(): Promise<void>;
 }
 
@@ -56,6 +75,7 @@ export async function startInboxWorld(titles: Record<number, string>, env: Recor
     inbox,
     dataDir,
     run: (taskId, requestedBy = "demo-user") => startRun(app, { request: `rename task ${taskId} to the proposed title`, requestedBy }),
+    ask: (requestedBy = "demo-user") => startRun(app, { request: "rename the lab task to the proposed title", requestedBy }),
     async close() {
       await inbox.close();
       await app.close();
