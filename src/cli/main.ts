@@ -15,6 +15,7 @@ import { runMainJob } from "./start.js";
 import { apiTarget, runApiCommand } from "../api/cli-api.js";
 import { auditCommand } from "./audit-command.js";
 import { doctorCommand } from "./doctor-command.js";
+import { policyCommand } from "./policy-command.js";
 import { workerCommand } from "./worker-command.js";
 import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
@@ -100,8 +101,9 @@ export function buildProgram(): Command {
     .argument("[request]", "what to change", cap("request", LIMITS.request))
     .option("--as <user>", "requester id", cap("--as", LIMITS.id), "demo-user")
     .option("--no-prompt", "never ask at the terminal; print the approve command instead")
-    .action(async (request: string | undefined, opts: { as: string; prompt: boolean }) => {
-      process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: opts.prompt });
+    .option("--inbox", "also serve the web approval inbox on a free localhost port and decide there (needs ACTION_ENVELOPE_INBOX_USERS)")
+    .action(async (request: string | undefined, opts: { as: string; prompt: boolean; inbox?: boolean }) => {
+      process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: opts.prompt, inbox: Boolean(opts.inbox) });
     });
 
   program
@@ -293,6 +295,7 @@ export function buildProgram(): Command {
 
   program.addCommand(auditCommand());
   program.addCommand(doctorCommand());
+  program.addCommand(policyCommand());
   program.addCommand(workerCommand());
   program.addCommand(apiTokenCommand());
   for (const command of inboxCommands()) program.addCommand(command);

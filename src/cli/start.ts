@@ -6,12 +6,14 @@
 import { select, input } from "@inquirer/prompts";
 import { loadConfig } from "../config/env.js";
 import { createDeps } from "../runtime/deps.js";
-import { openApp, startRun, submitDecision, type ThreadView } from "../app/threads.js";
+import { openApp, startRun, submitDecision, viewThread, type ThreadView } from "../app/threads.js";
 import type { RequestScope } from "../hitl/records.js";
 import { Printer } from "./render.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
+import { startInbox, type RunningInbox } from "../inbox/server.js";
+import { loadInboxUsers } from "../inbox/users.js";
 
 export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 
@@ -21,6 +23,25 @@ export interface MainJobOptions {
   prompt: boolean;
   scope?: RequestScope;
   stdin?: NodeJS.ReadStream;
+  /**
+   * `--inbox`: also serve the web approval inbox on a free 127.0.0.1 port (only when
+   * ACTION_ENVELOPE_INBOX_USERS names the approver credentials), and decide the waiting approval there.
+   */
+  inbox?: boolean;
+}
+
+/** Resolves on Ctrl-C / SIGTERM (true) or when `done` resolves (false). */
+function untilSignal(done: Promise<unknown>): Promise<boolean> {
+  return new Promise((resolve) => {
+    const stop = () => resolve(true);
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+    void done.then(() => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      resolve(false);
+    });
+  });
 }
 
 export async function runMainJob(opts: MainJobOptions): Promise<number> {
@@ -28,6 +49,7 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
   const config = loadConfig();
   const deps = await createDeps(config);
   const app = openApp(deps);
+  let inbox: RunningInbox | undefined;
   try {
     const request = opts.request ?? DEMO_REQUEST;
     printer.line(printer.paint("bold", "action-envelope — the agent proposes, a human approves the exact change, code executes and verifies"));
@@ -35,12 +57,49 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     printer.line(deps.emulator ? esc`portal:  embedded Bitrix24 emulator at ${deps.portal} (state in ${config.dataDir}/emulator.sqlite)` : esc`portal:  ${deps.portal}`);
     printer.line(esc`data:    ${config.dataDir}`);
     printer.line(esc`request: "${request}" (requested by ${opts.requestedBy})`);
+    if (opts.inbox) {
+      if (config.inboxUsersPath) {
+        const users = loadInboxUsers(config.inboxUsersPath);
+        inbox = await startInbox({ app, users, port: 0 });
+        printer.line(esc`web inbox: ${inbox.url}/ (${users.ids().length} approver account(s); Ctrl-C stops it)`);
+      } else {
+        printer.line(
+          "web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS, a JSON file of approver credentials:" +
+            ' make an entry with `npm run cli -- inbox-user --id <approver>`, put it in {"users":[<entries>]}, and set ACTION_ENVELOPE_INBOX_USERS to that file.',
+        );
+      }
+    }
     printer.line();
 
     let view = await startRun(app, { request, requestedBy: opts.requestedBy, ...(opts.scope ? { scope: opts.scope } : {}) }, { onStep: printer.onStep });
     // A prompt needs a person at both ends: keys from a terminal and the card on one (not a file or pipe).
     const interactive = opts.prompt && Boolean(process.stdin.isTTY && process.stdout.isTTY);
     while (view.status === "awaiting_approval" || view.status === "awaiting_input") {
+      if (inbox) {
+        // The web inbox decides; the terminal only waits (no second place to decide at the same time).
+        if (view.status === "awaiting_input") printer.question(view);
+        else printer.card(view);
+        printer.line(esc`Decide it in the web inbox: ${inbox.url}/t/${view.threadId} (sign in as an approver; Ctrl-C stops the inbox, and the thread keeps waiting)`);
+        const threadId = view.threadId;
+        const was = JSON.stringify([view.status, view.approval?.envelopeHash ?? null, view.input?.askedAt ?? null]);
+        let stopped = false;
+        const changed = (async () => {
+          for (;;) {
+            await new Promise((r) => setTimeout(r, 300));
+            if (stopped) return view;
+            const now = await viewThread(app, threadId);
+            if (JSON.stringify([now.status, now.approval?.envelopeHash ?? null, now.input?.askedAt ?? null]) !== was) return now;
+          }
+        })();
+        if (await untilSignal(changed)) {
+          stopped = true;
+          await changed;
+          printer.line(esc`Stopped. The thread ${threadId} keeps waiting; \`npm run cli -- inbox\` or \`show ${threadId}\` picks it up.`);
+          return 0;
+        }
+        view = await changed;
+        continue;
+      }
       if (view.status === "awaiting_input") {
         printer.question(view);
         if (!interactive) return 0;
@@ -61,6 +120,7 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     printer.line(esc`thread: ${view.threadId}`);
     return view.state?.outcome === "VERIFIED" ? 0 : 2;
   } finally {
+    await inbox?.close();
     await app.close();
   }
 }

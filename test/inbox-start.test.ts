@@ -1,0 +1,78 @@
+/**
+ * `npm start -- --inbox` as a process (src/cli/main.ts start): with ACTION_ENVELOPE_INBOX_USERS it
+ * serves the web inbox on a free localhost port, prints its URL, and the approval decided there ends
+ * the job; without it, it says how to enable the inbox and runs as before.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashPassword } from "../src/inbox/users.js";
+import { CLI, ROOT, TSX, envFor, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+
+let portal: Portal;
+beforeAll(async () => {
+  portal = await startPortal();
+});
+afterAll(async () => {
+  await portal?.emulator.close();
+});
+
+describe("npm start -- --inbox", () => {
+  it("serves the inbox on a free port, prints its URL, and an approval there ends the job VERIFIED with one write", async () => {
+    const dataDir = tempDir("ae-start-inbox-");
+    const usersFile = path.join(dataDir, "inbox-users.json");
+    fs.writeFileSync(usersFile, JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }));
+    const child = spawn(TSX, [CLI, "start", "rename task 4 to Started with an inbox", "--inbox"], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...envFor(portal, dataDir, { ACTION_ENVELOPE_INBOX_USERS: usersFile }) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (err += d));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      await expect.poll(() => out, { timeout: 60_000, interval: 100 }).toMatch(/Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /);
+      expect(out).toMatch(/web inbox: http:\/\/127\.0\.0\.1:\d+\/ \(1 approver account\(s\)/);
+      const [, base, threadId] = /Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /.exec(out)!;
+      const cookies = new Map<string, string>();
+      const req = async (p: string, form?: Record<string, string>) => {
+        const res = await fetch(base + p, {
+          method: form ? "POST" : "GET",
+          headers: { cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "), accept: "text/html", ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: base! } : {}) },
+          body: form ? new URLSearchParams(form).toString() : undefined,
+          redirect: "manual",
+        });
+        for (const c of res.headers.getSetCookie()) {
+          const [pair] = c.split(";");
+          cookies.set(pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1));
+        }
+        return res;
+      };
+      const login = await (await req("/login")).text();
+      expect((await req("/login", { csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!, user: "alice", password: "alice-password-1" })).status).toBe(303);
+      const card = await (await req(`/t/${threadId}`)).text();
+      const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(card)![1]!;
+      expect(await portal.writes()).toHaveLength(0);
+      const decided = await req(`/t/${threadId}/decide`, { csrf: field("csrf"), action: "approve", envelopeHash: field("envelopeHash"), nonce: field("nonce") });
+      expect(decided.status).toBe(200);
+      expect(await exited).toBe(0);
+      expect(out).toContain("VERIFIED");
+      expect((await portal.writes()).map((w) => w.params)).toEqual([{ taskId: 4, fields: { TITLE: "Started with an inbox" } }]);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGINT");
+      await exited;
+      if (child.exitCode !== 0) console.error(out, err);
+    }
+  });
+
+  it("without ACTION_ENVELOPE_INBOX_USERS says how to enable it and runs as before", async () => {
+    const r = await runCli(["start", "rename task 5 to No inbox", "--inbox"], envFor(portal, tempDir("ae-start-noinbox-"), { ACTION_ENVELOPE_INBOX_USERS: "" }));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS");
+    expect(r.stdout).toContain("npm run cli -- inbox-user --id <approver>");
+    expect(r.stdout).toContain("npm run cli -- approve");
+  });
+});
