@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, type ThreadView } from "../src/app/threads.js";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
+import { idempotentWrites } from "../src/nodes/execute.js";
 import { envFor, killGroup, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 
 let portal: Portal;
@@ -138,8 +139,11 @@ describe("idempotent writes and crash recovery", () => {
   });
 
   it("BITRIX24_IDEMPOTENCY accepts auto, on, off (default auto) and names itself otherwise", () => {
-    expect(loadConfig({}, "/x").bitrix24.idempotency).toBe("auto");
-    expect(loadConfig({ BITRIX24_IDEMPOTENCY: "on" }, "/x").bitrix24.idempotency).toBe("on");
+    const on = (env: Record<string, string>, embedded: boolean) => idempotentWrites({ config: loadConfig(env, "/x"), ...(embedded ? { emulator: {} as never } : {}) });
+    expect(on({}, true)).toBe(true); // auto: the embedded emulator implements it
+    expect(on({}, false)).toBe(false); // auto: a real portal is plain REST 2 unless told otherwise
+    expect(on({ BITRIX24_IDEMPOTENCY: "on" }, false)).toBe(true);
+    expect(on({ BITRIX24_IDEMPOTENCY: "off" }, true)).toBe(false);
     let err: unknown;
     try {
       loadConfig({ BITRIX24_IDEMPOTENCY: "yes" }, "/x");

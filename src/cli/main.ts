@@ -15,6 +15,7 @@ import { runMainJob } from "./start.js";
 import { apiTarget, runApiCommand } from "../api/cli-api.js";
 import { auditCommand } from "./audit-command.js";
 import { doctorCommand } from "./doctor-command.js";
+import { policyCommand } from "./policy-command.js";
 import { workerCommand } from "./worker-command.js";
 import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
@@ -294,6 +295,7 @@ export function buildProgram(): Command {
 
   program.addCommand(auditCommand());
   program.addCommand(doctorCommand());
+  program.addCommand(policyCommand());
   program.addCommand(workerCommand());
   program.addCommand(apiTokenCommand());
   for (const command of inboxCommands()) program.addCommand(command);

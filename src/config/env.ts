@@ -216,7 +216,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     mcp: e.BITRIX24_MCP_URL
       ? { mode: "url", url: e.BITRIX24_MCP_URL, toolNames: e.BITRIX24_MCP_TOOLS ?? {} }
       : { mode: "stdio" },
-    bitrix24: { timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000, rate: e.BITRIX24_RATE ?? 2, burst: e.BITRIX24_BURST ?? 50, idempotency: e.BITRIX24_IDEMPOTENCY ?? "auto" },
+    bitrix24: { timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000, rate: e.BITRIX24_RATE ?? 2, burst: e.BITRIX24_BURST ?? 50, ...(e.BITRIX24_IDEMPOTENCY ? { idempotency: e.BITRIX24_IDEMPOTENCY } : {}) },
     model,
     dataDir: path.resolve(cwd, e.ACTION_ENVELOPE_DATA_DIR ?? ".data"),
     ...(e.DATABASE_URL

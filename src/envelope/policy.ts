@@ -7,6 +7,7 @@ import { z } from "zod";
 import { formatIssues } from "./zod-issues.js";
 import { PolicyError } from "./errors.js";
 import { fieldSpec, UPPER_SNAKE } from "./fields.js";
+import { jsonPositions, locate, syntaxErrorAt, type TextPosition } from "./json-position.js";
 
 export const LEVELS = ["low", "medium", "high", "critical"] as const;
 export type RiskLevel = (typeof LEVELS)[number];
@@ -49,35 +50,35 @@ const PrincipalId = z.string().min(1).regex(/^\S+$/, "ids have no whitespace");
 const MAX_TTL_SECONDS = 7 * 24 * 3600;
 
 const FieldRuleSchema = z.strictObject({
-  allowed: z.boolean(),
+  allowed: z.boolean().describe("Whether the agent may propose a value for this field."),
   /** Shown in the refusal when the field is denied. */
-  reason: z.string().optional(),
-  level: Level.optional(),
-  reversibility: ReversibilitySchema.optional(),
-  requiresApproval: z.boolean().optional(),
-  ttlSeconds: z.int().positive().max(MAX_TTL_SECONDS).optional(),
+  reason: z.string().optional().describe("Shown in the refusal when the field is denied."),
+  level: Level.optional().describe("Risk level of changing this field; the envelope's level is the highest of the operation's and its fields'."),
+  reversibility: ReversibilitySchema.optional().describe("How undoable a change of this field is; the least reversible one counts."),
+  requiresApproval: z.boolean().optional().describe("Whether a change of this field needs a human approval (defaults to the operation's)."),
+  ttlSeconds: z.int().positive().max(MAX_TTL_SECONDS).optional().describe("Approval lifetime when this field is changed; the shortest of operation and fields wins."),
   /** Characters for strings, ids for lists; narrows the field's own limit. */
-  maxLength: z.int().nonnegative().optional(),
-  minLength: z.int().nonnegative().optional(),
+  maxLength: z.int().nonnegative().optional().describe("Characters for strings, ids for lists; narrows the field's own limit."),
+  minLength: z.int().nonnegative().optional().describe("Characters for strings, ids for lists."),
   /** Narrows an enum field (e.g. STATUS) to these digit strings. */
-  allowedValues: z.array(z.string()).optional(),
+  allowedValues: z.array(z.string()).optional().describe('Narrows an enum field (STATUS, PRIORITY) to these codes, e.g. ["2","3"].'),
   /** Other task fields that Bitrix24 changes as a consequence of writing this one (RESPONSIBLE_ID -> RESPONSIBLE). */
-  consequentialFields: z.array(FieldName).optional(),
-});
+  consequentialFields: z.array(FieldName).optional().describe("Other task fields Bitrix24 changes as a consequence of writing this one (RESPONSIBLE_ID → RESPONSIBLE); not counted as unexpected changes."),
+}).describe("Rule for one task field. A field without a rule is denied.");
 
 const OperationRuleSchema = z.strictObject({
-  allowed: z.boolean(),
-  reason: z.string().optional(),
-  reversibility: ReversibilitySchema,
-  level: Level,
-  requiresApproval: z.boolean(),
-  ttlSeconds: z.int().positive().max(MAX_TTL_SECONDS),
+  allowed: z.boolean().describe("Whether the agent may propose this operation at all."),
+  reason: z.string().optional().describe("Shown in the refusal when the operation is denied."),
+  reversibility: ReversibilitySchema.describe("How undoable the operation is."),
+  level: Level.describe("Base risk level of the operation."),
+  requiresApproval: z.boolean().describe("Whether a human must approve each envelope of this operation."),
+  ttlSeconds: z.int().positive().max(MAX_TTL_SECONDS).describe("How long an approval stays valid, in seconds (at most 7 days)."),
   /** Narrow the policy-wide approvers for this operation. */
-  approverIds: z.array(PrincipalId).optional(),
-  approverGroups: z.array(z.string().min(1)).optional(),
+  approverIds: z.array(PrincipalId).optional().describe("Approver ids for this operation, instead of approvers.approverIds."),
+  approverGroups: z.array(z.string().min(1)).optional().describe("Groups (keys of approvers.groups) whose members may approve this operation, instead of approvers.approverGroups."),
   /** Per-field rules; a field without a rule is denied. */
-  fields: z.record(FieldName, FieldRuleSchema).default({}),
-});
+  fields: z.record(FieldName, FieldRuleSchema).default({}).describe("Per-field rules, by Bitrix24 field name (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, ...)."),
+}).describe("Rule for one operation (update_task, add_task, delete_task).");
 
 const OverrideRuleSchema = z.strictObject({
   /** Role (a key of approvers.roles) the overriding approver must hold. */
@@ -89,32 +90,33 @@ const OverrideRuleSchema = z.strictObject({
 export const PolicySchema = z
   .strictObject({
     $schema: z.string().optional(),
-    id: z.string().min(1),
-    version: z.string().min(1),
+    id: z.string().min(1).describe("Name of the policy; recorded in every envelope and audit record."),
+    version: z.string().min(1).describe("Version of the policy; recorded with the id. Change it whenever the file changes."),
     description: z.string().optional(),
-    operations: z.record(z.string().regex(/^[a-z][a-z0-9_]*$/), OperationRuleSchema),
+    operations: z.record(z.string().regex(/^[a-z][a-z0-9_]*$/), OperationRuleSchema).describe("Rules per operation; an operation not listed is denied."),
     /** Fields whose values must be unchanged after the write unless they are the ones written. */
-    watchedFields: z.array(FieldName),
+    watchedFields: z.array(FieldName).describe("Fields whose values must be unchanged after the write unless they are the ones written; checked by the pre-read and the verification."),
     /** Fields the target changes by itself on any write (CHANGED_DATE, CHANGED_BY, ...). */
-    automaticFields: z.array(FieldName),
+    automaticFields: z.array(FieldName).describe("Fields Bitrix24 changes by itself on any write (CHANGED_DATE, ...); never counted as unexpected changes."),
     approvers: z.strictObject({
       /** Accept a self-declared approver id (recorded as unverified) when there is neither signature nor authentication. */
-      allowUnauthenticated: z.boolean(),
-      approverIds: z.array(PrincipalId).default([]),
-      approverGroups: z.array(z.string().min(1)).default([]),
-      groups: z.record(z.string().min(1), z.array(PrincipalId)).default({}),
-      roles: z.record(z.string().min(1), z.array(PrincipalId)).default({}),
+      allowUnauthenticated: z.boolean().describe("Accept a self-declared approver id (recorded as unverified) when there is neither a signature nor an authenticated caller. Set false in production."),
+      approverIds: z.array(PrincipalId).default([]).describe("Ids who may approve any operation that names no approvers of its own."),
+      approverGroups: z.array(z.string().min(1)).default([]).describe("Groups (keys of groups) whose members may approve any operation that names no approvers of its own."),
+      groups: z.record(z.string().min(1), z.array(PrincipalId)).default({}).describe("Named groups of approver ids, used by approverGroups and escalationGroup."),
+      roles: z.record(z.string().min(1), z.array(PrincipalId)).default({}).describe("Named roles of approver ids, used by overrides."),
       /** Requester recorded when the caller names none (the offline demo's user). */
-      defaultRequester: PrincipalId.optional(),
-    }),
+      defaultRequester: PrincipalId.optional().describe("Requester recorded when the caller names none."),
+    }).describe("Who may approve. An id is the approver's --as / signing identity / API token identity."),
     separationOfDuties: z
       .strictObject({ requesterMayNotApproveAtOrAbove: Level })
       .nullable()
-      .default(null),
-    overrides: z.record(z.string(), OverrideRuleSchema).default({}),
-    requireSignature: z.boolean().default(false),
+      .default(null)
+      .describe("The requester may not approve their own change at or above this risk level; null turns the rule off."),
+    overrides: z.record(z.string(), OverrideRuleSchema).default({}).describe("Gates an approver holding a role may override, by gate name; only separation_of_duties can be overridden."),
+    requireSignature: z.boolean().default(false).describe("Every decision must be signed with the approver's Ed25519 key (ACTION_ENVELOPE_APPROVER_KEYS)."),
     /** Group to escalate an unanswered approval to (used by the approval lifecycle, not by this core). */
-    escalationGroup: z.string().min(1).optional(),
+    escalationGroup: z.string().min(1).optional().describe("Group (a key of approvers.groups) an approval that expired unanswered is re-issued to; unset: it ends APPROVAL_EXPIRED."),
   })
   .superRefine((p, ctx) => {
     const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: "custom", path, message });
@@ -165,6 +167,72 @@ export function parsePolicy(json: unknown): Policy {
     throw new PolicyError("a policy document as in policy/default.json", detail);
   }
   return parsed.data;
+}
+
+/** One problem of a policy file, with where it is. */
+export interface PolicyProblem {
+  /** Dotted path of the offending value ("(root)" for the document). */
+  path: string;
+  message: string;
+  line: number;
+  column: number;
+}
+
+export type PolicyCheck = { ok: true; policy: Policy } | { ok: false; problems: PolicyProblem[] };
+
+/**
+ * Checks a policy file's text: JSON syntax first, then the schema (policy/policy.schema.json is this
+ * same schema). Every problem carries the line and column of the offending value, or of the unknown
+ * key, so the message points at what to edit.
+ */
+export function checkPolicyText(text: string): PolicyCheck {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    const { position, message } = syntaxErrorAt(text, e as Error);
+    const at: TextPosition = position ?? { line: 1, column: 1 };
+    return { ok: false, problems: [{ path: "(root)", message: `not valid JSON: ${message}`, ...at }] };
+  }
+  const parsed = PolicySchema.safeParse(json);
+  if (parsed.success) return { ok: true, policy: parsed.data };
+  const positions = jsonPositions(text);
+  const problems = parsed.error.issues.map((issue): PolicyProblem => {
+    const path = issue.path.map((p) => (typeof p === "symbol" ? String(p) : p));
+    // An unknown key points at the key itself.
+    const target = issue.code === "unrecognized_keys" && issue.keys.length > 0 ? [...path, issue.keys[0]!] : path;
+    return { path: path.map(String).join(".") || "(root)", message: formatIssues(new z.ZodError([issue])).replace(/^[^:]*: /, ""), ...locate(text, target, positions) };
+  });
+  return { ok: false, problems };
+}
+
+/** "file:line:column: path: message", one per line. */
+export function formatPolicyProblems(source: string, problems: readonly PolicyProblem[]): string {
+  return problems.map((p) => `${source}:${p.line}:${p.column}: ${p.path}: ${p.message}`).join("\n");
+}
+
+/** Parses a policy file's text; throws PolicyError whose message points at each problem's line and column. */
+export function parsePolicyText(text: string, source = "policy"): Policy {
+  const checked = checkPolicyText(text);
+  if (checked.ok) return checked.policy;
+  throw new PolicyError("a policy document as in policy/default.json (schema: policy/policy.schema.json)", `\n${formatPolicyProblems(source, checked.problems)}`);
+}
+
+/**
+ * The policy format as JSON Schema, generated from PolicySchema (the one source of truth);
+ * policy/policy.schema.json is this, and a test keeps the two equal. Cross-field rules (a group named
+ * must be defined, a field must be a known task field) are checked by `policy check`, not the schema.
+ */
+export function policyJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(PolicySchema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+  return {
+    $schema: schema["$schema"],
+    $id: "https://github.com/action-envelope/action-envelope/policy/policy.schema.json",
+    title: "action-envelope policy",
+    description:
+      "What the agent may propose and who may approve it. Generated from PolicySchema in src/envelope/policy.ts by `npm run cli -- policy schema`; check a file with `npm run cli -- policy check FILE`.",
+    ...Object.fromEntries(Object.entries(schema).filter(([k]) => k !== "$schema")),
+  };
 }
 
 /** Approver ids allowed for an operation: explicit ids plus members of the allowed groups. */

@@ -11,6 +11,7 @@ import type { KeyObject } from "node:crypto";
 import { loadConfig, type AppConfig } from "../config/env.js";
 import { defaultPolicy, parsePolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
 import { createChatModel } from "../models/factory.js";
+import { parsePolicyText } from "../envelope/policy.js";
 import type { Journal } from "../store/journal.js";
 import type { AuditLog } from "../store/audit.js";
 import { openStores } from "../store/backends.js";
@@ -64,9 +65,10 @@ export function loadPolicyFile(config: AppConfig): Policy {
     throw new ConfigError("ACTION_ENVELOPE_POLICY", `points to ${config.policyPath}, which cannot be read`);
   }
   try {
-    return parsePolicy(JSON.parse(text));
+    // Problems are reported as file:line:column (src/envelope/policy.ts, checkPolicyText).
+    return parsePolicyText(text, config.policyPath);
   } catch (e) {
-    throw new ConfigError("ACTION_ENVELOPE_POLICY", `file ${config.policyPath} is not a valid policy: ${(e as Error).message}`);
+    throw new ConfigError("ACTION_ENVELOPE_POLICY", `file ${config.policyPath} is not a valid policy (check it with: npm run cli -- policy check ${config.policyPath}): ${(e as Error).message}`);
   }
 }
 
