@@ -24,7 +24,10 @@ export function isolatedConfig(): { dir: string; file: string; graphs: Record<st
   const repo = JSON.parse(fs.readFileSync(path.join(ROOT, "langgraph.json"), "utf8")) as {
     graphs: Record<string, string>;
     auth?: { path: string; disable_studio_auth?: boolean };
+    http?: { app?: string };
   };
+  // The custom HTTP app (the web inbox under /inbox, src/inbox/mount.ts) is resolved against the config's directory too.
+  if (repo.http?.app) repo.http = { ...repo.http, app: absoluteSpec(repo.http.app) };
   const dir = tempDir("ae-langgraph-");
   fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"), "dir");
   const graphs = Object.fromEntries(Object.entries(repo.graphs).map(([id, spec]) => [id, absoluteSpec(spec)]));

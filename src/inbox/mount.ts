@@ -1,0 +1,70 @@
+/**
+ * The web inbox mounted next to the LangGraph API: langgraph.json `"http": {"app":
+ * "./src/inbox/mount.ts:app"}` makes the API server (langgraph-api dist/server.mjs, registerHttp)
+ * route this Hono app before its own routes, so the inbox answers under /inbox on the API's port.
+ *
+ * - Same inbox, same rules: sign-in against ACTION_ENVELOPE_INBOX_USERS, session cookie, CSRF token
+ *   on every form, cross-site and host checks (any loopback host:port, since the API's port is chosen
+ *   at start), every link and form under /inbox. Without ACTION_ENVELOPE_INBOX_USERS, /inbox answers
+ *   503 saying how to enable it; the API is unaffected.
+ * - Threads of the API server: the server keeps checkpoints in its own checkpointer (not the
+ *   project's), so the inbox drives the graph on that same checkpointer instance, in this process,
+ *   under the journal's thread lock, with the signed-in approver as the authenticated user (as the
+ *   standalone inbox does). The API's own run records are not involved in such a resume.
+ * - The API's auth middleware (src/auth/auth.ts) runs before this app. In open mode it lets every
+ *   request through; with ACTION_ENVELOPE_API_TOKENS set it demands a Bearer token on /inbox too,
+ *   which a browser's navigation and form posts do not carry, so the mounted inbox is only usable on
+ *   an API server without a token file (README "Web approval inbox").
+ */
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import path from "node:path";
+import { Hono } from "hono";
+import type { BaseCheckpointSaver } from "@langchain/langgraph";
+import { loadConfig } from "../config/env.js";
+import { getDeps } from "../runtime/deps.js";
+import { openApp } from "../app/threads.js";
+import { createInboxApp } from "./server.js";
+import { loadInboxUsers } from "./users.js";
+
+export const INBOX_PREFIX = "/inbox";
+const LOOPBACK_HOST = /^(127\.0\.0\.1|localhost|\[::1\])(:\d{1,5})?$/;
+
+/**
+ * The API server's checkpointer: the module instance its own server.mjs imported (storage/checkpoint.mjs
+ * is not in the package's exports, so it is loaded by file URL, which ESM caches as the same module).
+ */
+async function apiCheckpointer(): Promise<BaseCheckpointSaver> {
+  const server = createRequire(import.meta.url).resolve("@langchain/langgraph-api/server");
+  const mod = (await import(pathToFileURL(path.join(path.dirname(server), "storage/checkpoint.mjs")).href)) as { checkpointer: BaseCheckpointSaver };
+  return mod.checkpointer;
+}
+
+type Inbox = { fetch: (req: Request, env?: unknown) => Response | Promise<Response> } | { disabled: string };
+let inbox: Promise<Inbox> | undefined;
+
+async function build(): Promise<Inbox> {
+  const config = loadConfig();
+  if (!config.inboxUsersPath) {
+    return {
+      disabled:
+        'The web inbox is not enabled on this server: set ACTION_ENVELOPE_INBOX_USERS to a JSON file of approver credentials ({"users":[<entries>]}, entries from `npm run cli -- inbox-user --id <approver>`) and restart it.',
+    };
+  }
+  const users = loadInboxUsers(config.inboxUsersPath);
+  const app = openApp(await getDeps(), { checkpointer: await apiCheckpointer() });
+  const web = createInboxApp({ app, users, basePath: INBOX_PREFIX }, (host) => LOOPBACK_HOST.test(host));
+  return { fetch: (req, env) => web.fetch(req, env as never) };
+}
+
+export const app = new Hono();
+
+app.all(`${INBOX_PREFIX}/*`, async (c) => {
+  inbox ??= build();
+  const target = await inbox;
+  if ("disabled" in target) return c.text(target.disabled, 503);
+  const url = new URL(c.req.url);
+  url.pathname = url.pathname.slice(INBOX_PREFIX.length) || "/";
+  return target.fetch(new Request(url, c.req.raw), c.env);
+});
+app.get(INBOX_PREFIX, (c) => c.redirect(`${INBOX_PREFIX}/`, 308));
