@@ -7,6 +7,7 @@ import { DecisionSchema, signDecision, signedPayloadOf } from "../envelope/index
 import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/threads.js";
 import { UsageError } from "../errors.js";
+import { ENUM_LABELS, enumCodeOf } from "../envelope/fields.js";
 import { esc } from "../text/escape.js";
 
 interface Common {
@@ -54,7 +55,10 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
   for (const pair of opts.set) {
     const eq = pair.indexOf("=");
     if (eq <= 0) throw new UsageError(`--set must be FIELD=VALUE, got "${pair}"`);
-    fields[pair.slice(0, eq).trim().toUpperCase()] = pair.slice(eq + 1);
+    const field = pair.slice(0, eq).trim().toUpperCase();
+    const given = pair.slice(eq + 1);
+    // PRIORITY=high, STATUS="in progress": a documented name becomes the exact code before signing.
+    fields[field] = ENUM_LABELS[field] ? (enumCodeOf(field, given) ?? given) : given;
   }
   return signed(
     view,

@@ -7,7 +7,7 @@
  * channel can carry) is marked UNINSPECTABLE, and its escaped form is still shown.
  */
 import { hashEnvelope, type Envelope } from "./envelope.js";
-import { CHANGE_MARKER_FIELD } from "./fields.js";
+import { CHANGE_MARKER_FIELD, enumLabel } from "./fields.js";
 import { escapeLine, marker, type Finding } from "../text/escape.js";
 
 // The escaping itself is shared with everything else that prints data (src/text/escape.ts).
@@ -182,17 +182,19 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat): { tex
     `Nonce:        ${e.nonce}`,
   ];
 
-  interface Item { label: string; title: string; value: unknown }
+  interface Item { label: string; title: string; value: unknown; field: string }
   const changes = Object.entries(e.params).map(([field, value]) => ({
     field,
-    before: { label: `${field} (before)`, title: "before", value: e.baseline.values[field] } as Item,
-    after: { label: `${field} (requested)`, title: "requested", value } as Item,
+    before: { label: `${field} (before)`, title: "before", value: e.baseline.values[field], field } as Item,
+    after: { label: `${field} (requested)`, title: "requested", value, field } as Item,
   }));
-  const invariants: Item[] = e.invariantFields.map((f) => ({ label: `${f} (must stay)`, title: f, value: e.baseline.values[f] }));
-  const renderedOf = (item: Item) => {
+  const invariants: Item[] = e.invariantFields.map((f) => ({ label: `${f} (must stay)`, title: f, value: e.baseline.values[f], field: f }));
+  // The documented name of an enum code (PRIORITY "2" → high) is shown next to the code, never instead of it.
+  const renderedOf = (item: Item): RenderedValue & { name?: string } => {
     const r = renderValue(item.value, item.label);
     warnings.push(...r.warnings);
-    return r;
+    const name = enumLabel(item.field, item.value);
+    return name ? { ...r, name } : r;
   };
   const rChanges = changes.map((c) => ({ field: c.field, before: renderedOf(c.before), after: renderedOf(c.after) }));
   const rInvariants = invariants.map((i) => ({ item: i, r: renderedOf(i) }));
@@ -228,10 +230,10 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat): { tex
   }
   md.push(`### Changes (${changes.length})`, "");
   for (const c of rChanges) {
-    md.push(`#### ${c.field}`, "", `Before${lengthNote(c.before)}:`, "", ...fence(c.before.lines.join("\n")), "", `Requested${lengthNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
+    md.push(`#### ${c.field}`, "", `Before${lengthNote(c.before)}${nameNote(c.before)}:`, "", ...fence(c.before.lines.join("\n")), "", `Requested${lengthNote(c.after)}${nameNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
   }
   md.push(`### Must stay unchanged (${invariants.length})`, "");
-  for (const { item, r } of rInvariants) md.push(`- ${item.title}${lengthNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
+  for (const { item, r } of rInvariants) md.push(`- ${item.title}${lengthNote(r)}${nameNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
   md.push("### Checks", "", ...fence(footer.join("\n")));
   if (uninspectable) md.push("", "**Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.**");
   return { text: md.join("\n"), warnings };
@@ -241,8 +243,12 @@ function lengthNote(r: RenderedValue): string {
   return r.block ? ` (${r.lines.length} lines, ${r.length} characters)` : "";
 }
 
-function textValue(label: string, r: RenderedValue, indent = "    "): string[] {
-  if (!r.block) return [`${indent}${label} ${r.lines[0]}${r.uninspectable ? "  [UNINSPECTABLE]" : ""}`];
+function nameNote(r: RenderedValue & { name?: string }): string {
+  return r.name ? ` (${r.name})` : "";
+}
+
+function textValue(label: string, r: RenderedValue & { name?: string }, indent = "    "): string[] {
+  if (!r.block) return [`${indent}${label} ${r.lines[0]}${r.name ? ` (${r.name})` : ""}${r.uninspectable ? "  [UNINSPECTABLE]" : ""}`];
   return [`${indent}${label} ${r.lines.length} lines, ${r.length} characters${r.uninspectable ? "  [UNINSPECTABLE]" : ""}:`, ...r.lines.map((l) => `${indent}  │${l}`)];
 }
 

@@ -11,6 +11,7 @@ import { hashEnvelope, type Envelope } from "./envelope.js";
 import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, type Policy } from "./policy.js";
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
 import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
+import { codesForNames } from "./fields.js";
 
 /** Ids are short; a longer one is refused (MALFORMED) rather than carried into records. */
 export const MAX_ID_CHARS = 128;
@@ -188,7 +189,8 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
   // Content of an edit: a new proposal, checked like one.
   let edit: { proposal: Proposal } | undefined;
   if (d.type === "edit") {
-    const proposal: Proposal = { operation: d.editedAction.name, taskId: d.editedAction.args.taskId, fields: d.editedAction.args.fields };
+    // An enum value named in the edit (PRIORITY "high") becomes its exact code; the envelope holds codes only.
+    const proposal: Proposal = { operation: d.editedAction.name, taskId: d.editedAction.args.taskId, fields: codesForNames(d.editedAction.args.fields) };
     if (proposal.taskId !== e.object.id) {
       return refuse("OUT_OF_SCOPE", `the edit targets task ${proposal.taskId}, but this envelope is about task ${e.object.id}; propose a new change instead`);
     }

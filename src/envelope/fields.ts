@@ -22,6 +22,60 @@ export interface FieldSpec {
 export const STATUS_VALUES = ["1", "2", "3", "4", "5", "6", "7"] as const;
 export const PRIORITY_VALUES = ["0", "1", "2"] as const;
 
+/**
+ * Names of the enum codes, as Bitrix24 documents them (shared/notes/bitrix24-api.md: status 1 new and 7
+ * declined are legacy values). Shown next to the code on the card; an edit may name a value instead
+ * of its code (PRIORITY=high), and the envelope still holds the code.
+ */
+export const ENUM_LABELS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  PRIORITY: { "0": "low", "1": "medium", "2": "high" },
+  STATUS: { "1": "new", "2": "waiting", "3": "in progress", "4": "awaiting control", "5": "completed", "6": "deferred", "7": "declined" },
+};
+
+/** Other names people use for the same codes (REST 3.0 says "pending" for waiting; "normal" priority). */
+const ENUM_ALIASES: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  PRIORITY: { normal: "1" },
+  STATUS: { pending: "2", "in-progress": "3", inprogress: "3", "supposedly completed": "4", done: "5", complete: "5", postponed: "6" },
+};
+
+const nameKey = (s: string) => s.trim().toLowerCase().replace(/[\s_]+/g, " ");
+
+/** The documented name of an enum field's code ("high" for PRIORITY "2"), or undefined. */
+export function enumLabel(field: string, value: unknown): string | undefined {
+  const code = typeof value === "number" && Number.isInteger(value) ? String(value) : typeof value === "string" ? value : undefined;
+  return code === undefined ? undefined : ENUM_LABELS[field]?.[code];
+}
+
+/**
+ * An enum value given by name or by code, as the code: PRIORITY "high" → "2", "2" → "2". Names are
+ * matched without regard to case, spaces or underscores. Undefined when the field has no names or the
+ * name is not one of them (the caller then refuses it, listing `enumChoices`).
+ */
+export function enumCodeOf(field: string, given: string): string | undefined {
+  const labels = ENUM_LABELS[field];
+  if (!labels) return undefined;
+  if (given in labels) return given;
+  const key = nameKey(given);
+  for (const [code, name] of Object.entries(labels)) if (nameKey(name) === key) return code;
+  const alias = ENUM_ALIASES[field]?.[key] ?? ENUM_ALIASES[field]?.[key.replace(/ /g, "")];
+  return alias;
+}
+
+/** An edit's fields with enum values given by name replaced by their codes; anything else unchanged. */
+export function codesForNames(fields: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(fields)) {
+    const code = typeof value === "string" && ENUM_LABELS[field] ? enumCodeOf(field, value) : undefined;
+    out[field] = code ?? value;
+  }
+  return out;
+}
+
+/** "0 (low), 1 (medium), 2 (high)": the accepted values of an enum field, for messages. */
+export function enumChoices(field: string): string {
+  return Object.entries(ENUM_LABELS[field] ?? {}).map(([code, name]) => `${code} (${name})`).join(", ");
+}
+
 /** Known task fields. Fields outside this table are compared as exact canonical JSON and cannot appear in a policy. */
 export const TASK_FIELDS: Readonly<Record<string, FieldSpec>> = {
   TITLE: { kind: "string", minLength: 1, maxLength: 255, writable: true },
@@ -141,7 +195,8 @@ export function checkFieldValue(
       const id = normaliseId(value);
       const allowed = limits.allowedValues ?? spec.values ?? [];
       if (id === undefined || !allowed.includes(id)) {
-        return `${field} must be one of ${allowed.map((v) => `"${v}"`).join(", ")}, got ${JSON.stringify(value)}`;
+        const named = (v: string) => (ENUM_LABELS[field]?.[v] ? `"${v}" (${ENUM_LABELS[field]![v]})` : `"${v}"`);
+        return `${field} must be one of ${allowed.map(named).join(", ")}${ENUM_LABELS[field] ? " (a code, or its name in an edit)" : ""}, got ${JSON.stringify(value)}`;
       }
       return undefined;
     }
