@@ -106,5 +106,7 @@ describe("web inbox mounted in the LangGraph API server under /inbox", () => {
     expect(done.decision).toMatchObject({ approverId: "alice", verifiedBy: "authentication" });
     // The API's own routes are unaffected.
     expect((await fetch(`${server.apiUrl}/ok`)).status).toBe(200);
+    // The API's own thread record follows (not left "interrupted", so `pending --api` no longer lists it).
+    expect((await client.threads.get(thread.thread_id)).status).toBe("idle");
   }, 120_000);
 });

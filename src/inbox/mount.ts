@@ -23,7 +23,7 @@ import { Hono } from "hono";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig } from "../config/env.js";
 import { getDeps } from "../runtime/deps.js";
-import { openApp } from "../app/threads.js";
+import { openApp, type App } from "../app/threads.js";
 import { createInboxApp } from "./server.js";
 import { loadInboxUsers } from "./users.js";
 
@@ -40,7 +40,12 @@ async function apiCheckpointer(): Promise<BaseCheckpointSaver> {
   return mod.checkpointer;
 }
 
-type Inbox = { fetch: (req: Request, env?: unknown) => Response | Promise<Response> } | { disabled: string };
+type Inbox = { fetch: (req: Request, env?: unknown) => Response | Promise<Response>; app: App } | { disabled: string };
+
+/** The API server's storage (set on every request's context by langgraph-api server.mjs as LANGGRAPH_OPS). */
+interface ApiOps {
+  threads: { setStatus(threadId: string, options: { checkpoint?: unknown; exception?: unknown }): Promise<void> };
+}
 let inbox: Promise<Inbox> | undefined;
 
 async function build(): Promise<Inbox> {
@@ -54,7 +59,7 @@ async function build(): Promise<Inbox> {
   const users = loadInboxUsers(config.inboxUsersPath);
   const app = openApp(await getDeps(), { checkpointer: await apiCheckpointer() });
   const web = createInboxApp({ app, users, basePath: INBOX_PREFIX }, (host) => LOOPBACK_HOST.test(host));
-  return { fetch: (req, env) => web.fetch(req, env as never) };
+  return { fetch: (req, env) => web.fetch(req, env as never), app };
 }
 
 export const app = new Hono();
@@ -65,6 +70,21 @@ app.all(`${INBOX_PREFIX}/*`, async (c) => {
   if ("disabled" in target) return c.text(target.disabled, 503);
   const url = new URL(c.req.url);
   url.pathname = url.pathname.slice(INBOX_PREFIX.length) || "/";
-  return target.fetch(new Request(url, c.req.raw), c.env);
+  const res = await target.fetch(new Request(url, c.req.raw), c.env);
+  // A decision or answer resumed the thread outside the API's run queue: refresh the API's own thread
+  // record (status, interrupts) from the checkpoint, as its queue does after a run, so that
+  // `threads.search({status: "interrupted"})` (the CLI's `pending --api`) does not list it any more.
+  const posted = c.req.method === "POST" ? /^\/t\/([^/]+)\/(decide|answer)$/.exec(url.pathname) : null;
+  const ops = (c as unknown as { get(key: string): unknown }).get("LANGGRAPH_OPS") as ApiOps | undefined;
+  if (posted && ops) {
+    const threadId = decodeURIComponent(posted[1]!);
+    try {
+      const checkpoint = await target.app.graph.getState({ configurable: { thread_id: threadId } });
+      await ops.threads.setStatus(threadId, { checkpoint });
+    } catch {
+      // A thread the API does not know (started from the CLI on the same journal): nothing to refresh.
+    }
+  }
+  return res;
 });
 app.get(INBOX_PREFIX, (c) => c.redirect(`${INBOX_PREFIX}/`, 308));
