@@ -7,7 +7,9 @@
  */
 import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import path from "node:path";
 import { startRun, type ThreadView } from "../src/app/threads.js";
+import { startEmulator } from "../src/bitrix24/emulator/index.js";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
 import { idempotentWrites } from "../src/nodes/execute.js";
@@ -152,5 +154,25 @@ describe("idempotent writes and crash recovery", () => {
     }
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toMatch(/BITRIX24_IDEMPOTENCY/);
+  });
+
+  it("the emulator keeps an idempotent answer in its state file: a restarted portal still replays it instead of applying again", async () => {
+    const statePath = path.join(tempDir(), "portal.sqlite");
+    const send = (url: string) =>
+      fetch(`${url}tasks.task.update`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": "restart-key" }, body: JSON.stringify({ taskId: 4, fields: { TITLE: "ONCE ACROSS RESTART" } }) });
+    const first = await startEmulator({ port: 0, rate: 0, statePath });
+    expect((await send(first.webhookUrl)).headers.get("idempotent-replayed")).toBeNull();
+    await first.close();
+    const second = await startEmulator({ port: 0, rate: 0, statePath });
+    try {
+      const again = await send(second.webhookUrl);
+      expect(again.status).toBe(200);
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+      const history = await fetch(`${second.webhookUrl}tasks.task.history.list`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ taskId: 4 }) });
+      const list = ((await history.json()) as { result: { list: Array<{ field: string; value: { to: string } }> } }).result.list;
+      expect(list.filter((h) => h.field === "TITLE" && h.value.to === "ONCE ACROSS RESTART")).toHaveLength(1);
+    } finally {
+      await second.close();
+    }
   });
 });
