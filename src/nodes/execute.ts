@@ -49,7 +49,8 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
   // The protocol is part of the write-ahead entry: recovery may re-send only a call that carried the key.
   const recorded: StoredArgs = protocol === "rest2" ? args : { ...args, protocol };
   const intent = await deps.journal.recordIntent({ envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded }, sentAt);
-  if (!intent.recorded) return { ...mirror, ...(await reconcile(deps, action, intent.existing)) };
+  // Another process recorded this write a moment ago and is sending it: never a second send from here.
+  if (!intent.recorded) return { ...mirror, ...(await reconcile(deps, action, intent.existing, false)) };
   const moved = await deps.journal.moveAction(envelopeHash, "intent", {});
   if (!moved.ok) throw new Error(`the write-ahead entry for ${envelopeHash} was recorded but the action could not move to intent: ${moved.reason}`);
   const invocation: InvocationRecord = { tool: "update_task", args, idempotencyKey, envelopeHash, sentAt, protocol };
@@ -119,9 +120,9 @@ export function invocationOf(entry: ExecutionEntry): InvocationRecord {
  * approval is still valid and the portal is the same: the portal's answer (normally its replay of the
  * first answer, `Idempotent-Replayed: true`) becomes the acknowledgement.
  */
-async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry): Promise<Update> {
+async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend = true): Promise<Update> {
   const known = entry.acknowledgement ? (entry.acknowledgement as AcknowledgementRecord) : action.progress.acknowledgement;
-  const acknowledgement: AcknowledgementRecord = known ?? (await answerOfLostCall(deps, action, entry));
+  const acknowledgement: AcknowledgementRecord = known ?? (await answerOfLostCall(deps, action, entry, mayResend));
   // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
   if (!known && acknowledgement.resent) await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, acknowledgement.at);
   if (action.phase === "pre_read") await deps.journal.moveAction(action.envelopeHash, "intent", {});
@@ -132,7 +133,7 @@ async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry): 
   return { invocation: invocationOf(entry), acknowledgement: stands };
 }
 
-async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionEntry): Promise<AcknowledgementRecord> {
+async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend: boolean): Promise<AcknowledgementRecord> {
   const protocol = protocolOf(entry);
   const missing = (why: string): AcknowledgementRecord => ({
     status: "MISSING",
@@ -141,6 +142,7 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
     protocol,
   });
   if (protocol === "rest2") return missing("plain REST 2 call without an Idempotency-Key: a second send could apply it twice");
+  if (!mayResend) return missing("another process recorded the write-ahead entry at the same moment and is sending it");
   if (!idempotentWrites(deps)) return missing("it carried an Idempotency-Key, but idempotent writes are off in this process (BITRIX24_IDEMPOTENCY)");
   const now = deps.clock();
   if (now.getTime() >= Date.parse(action.envelope.expiresAt)) return missing(`the approval expired at ${action.envelope.expiresAt}; a re-send now could be a first application after it`);
