@@ -255,6 +255,10 @@ describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
     expect(res.headers.get("www-authenticate")).toMatch(/^Bearer/);
     // The readiness probe of npm run dev needs no token and shows nothing.
     expect((await fetch(`${guarded.server.apiUrl}/ok`)).status).toBe(200);
+    // The mounted web inbox signs its users in itself: no Bearer demanded there, and nothing else is opened by it.
+    const inbox = await fetch(`${guarded.server.apiUrl}/inbox/`, { redirect: "manual" });
+    expect(inbox.status, await inbox.text()).not.toBe(401);
+    expect((await fetch(`${guarded.server.apiUrl}/inbox-not-really/threads`, { redirect: "manual" })).status).toBe(401);
     expect(await guarded.portal.writes()).toEqual([]);
   });
 

@@ -36,6 +36,10 @@ export function createAuth(tokens: ApiTokenTable | undefined) {
       if (pathname.startsWith("/internal/")) throw new HTTPException(403, { message: `refused ${request.method} ${pathname}: internal maintenance routes are not served` });
       // The readiness probe of `npm run dev` (src/cli/dev-server.ts); /ok raises no authorization event.
       if (pathname === "/ok" && request.method === "GET") return { ...ANONYMOUS, permissions: [] };
+      // The web inbox mounted next to the API (langgraph.json http.app, src/inbox/mount.ts) signs its
+      // users in itself (session cookie, CSRF); a browser sends no Bearer token. It raises no
+      // authorization event: it drives the graph in process, as the signed-in approver.
+      if (pathname === "/inbox" || pathname.startsWith("/inbox/")) return { ...ANONYMOUS, permissions: [] };
       if (!tokens) return ANONYMOUS;
       const header = request.headers.get("authorization");
       if (!header) throw unauthorized("missing Authorization: Bearer <API token> (ACTION_ENVELOPE_API_TOKENS is set on this server)");

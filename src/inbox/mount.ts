@@ -11,10 +11,9 @@
  *   project's), so the inbox drives the graph on that same checkpointer instance, in this process,
  *   under the journal's thread lock, with the signed-in approver as the authenticated user (as the
  *   standalone inbox does). The API's own run records are not involved in such a resume.
- * - The API's auth middleware (src/auth/auth.ts) runs before this app. In open mode it lets every
- *   request through; with ACTION_ENVELOPE_API_TOKENS set it demands a Bearer token on /inbox too,
- *   which a browser's navigation and form posts do not carry, so the mounted inbox is only usable on
- *   an API server without a token file (README "Web approval inbox").
+ * - The API's auth middleware (src/auth/auth.ts) runs before this app and lets /inbox/* through
+ *   without a Bearer token (a browser's navigation and form posts carry none); the inbox's own
+ *   sign-in guards every page, with or without ACTION_ENVELOPE_API_TOKENS.
  */
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
