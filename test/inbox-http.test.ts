@@ -5,7 +5,9 @@
  */
 import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { viewThread } from "../src/app/threads.js";
+import { MemorySaver } from "@langchain/langgraph";
+import { openApp, startRun, viewThread } from "../src/app/threads.js";
+import { useDeps } from "../src/runtime/deps.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
 
 let w: InboxWorld;
@@ -52,6 +54,25 @@ class Client {
 }
 
 describe("inbox over HTTP", () => {
+  it("an approval whose run lives in another checkpointer (e.g. the API server) shows the journal's card and offers no decision here", async () => {
+    // Same journal, another checkpointer: what the standalone inbox sees of a thread the LangGraph API server runs.
+    const elsewhere = openApp(w.app.deps, { checkpointer: new MemorySaver() });
+    const view = await startRun(elsewhere, { request: "rename task 5 to the proposed title", requestedBy: "demo-user" });
+    useDeps(w.app.deps);
+    expect(view.status).toBe("awaiting_approval");
+    const c = new Client(w.inbox.url);
+    await c.signIn("alice");
+    const page = await c.req(`/t/${view.threadId}`);
+    expect(page.status).toBe(200);
+    const text = await page.text();
+    expect(text).toContain("kept by another server");
+    expect(text).toContain(view.approval!.envelopeHash);
+    expect(text).not.toContain('value="approve"');
+    const post = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, csrf: await c.csrf() } });
+    expect(post.status).not.toBe(200);
+    expect(await w.portal.writes()).toHaveLength(0);
+  });
+
   it("refuses everything but the sign-in page without a session, and changes nothing", async () => {
     const view = await w.run(4);
     const c = new Client(w.inbox.url);

@@ -189,6 +189,11 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       body = html`${banner}${cardSection(action)}${decisionForms(app, action, s, view, base)}`;
     } else if (view.status === "awaiting_input" && view.input) {
       body = html`${banner}${await questionSection(app, view, s, base)}`;
+    } else if (view.status === "not_found" && action) {
+      // Registered in the journal, but its run (checkpoints) lives in another process's checkpointer
+      // (e.g. the LangGraph API server): the card is the journal's, so it is shown; deciding happens
+      // where the run can be resumed, never here.
+      body = html`${banner}<p class="refusal" role="status">This approval's run is kept by another server (its checkpoints are not reachable from this inbox). The card below is the one registered in the journal; decide it where the run lives: the inbox mounted on the LangGraph API (<code>/inbox</code>), Studio, or <code>npm run cli -- approve ${threadId} --hash ${action.envelopeHash} --api URL</code>.</p>${cardSection(action)}`;
     } else if (view.status === "not_found") {
       return c.html(layout("Not found", html`<h1>No such thread</h1><p><a href="${base}/">Back to the inbox</a></p>`, { user: s.user, csrf: s.csrf, base }), 404);
     } else {
