@@ -136,9 +136,9 @@ describe("checkProposal", () => {
   });
 
   const badValues: Array<[Record<string, unknown>, RegExp]> = [
-    [{ STATUS: "8" }, /STATUS must be one of "1", "2", "3", "4", "5", "6", "7", got "8"/],
+    [{ STATUS: "8" }, /STATUS must be one of "1" \(new\), "2" \(waiting\), "3" \(in progress\), "4" \(awaiting control\), "5" \(completed\), "6" \(deferred\), "7" \(declined\) \(a code, or its name in an edit\), got "8"/],
     [{ STATUS: "in progress" }, /STATUS must be one of/],
-    [{ PRIORITY: 3 }, /PRIORITY must be one of "0", "1", "2", got 3/],
+    [{ PRIORITY: 3 }, /PRIORITY must be one of "0" \(low\), "1" \(medium\), "2" \(high\) \(a code, or its name in an edit\), got 3/],
     [{ PRIORITY: "01" }, /PRIORITY must be one of/],
     [{ DEADLINE: "tomorrow" }, /DEADLINE must be an ISO 8601 date-time with offset/],
     [{ DEADLINE: "2026-12-20T18:00:00" }, /DEADLINE must be an ISO 8601 date-time with offset/],
@@ -180,7 +180,7 @@ describe("checkProposal", () => {
     const j = structuredClone(defaultJson) as any;
     j.operations.update_task.fields.STATUS.allowedValues = ["2", "3"];
     const narrow = parsePolicy(j);
-    expect(refusal(narrow, {}, update({ STATUS: "5" })).reasons.join()).toMatch(/STATUS must be one of "2", "3", got "5"/);
+    expect(refusal(narrow, {}, update({ STATUS: "5" })).reasons.join()).toMatch(/STATUS must be one of "2" \(waiting\), "3" \(in progress\) \(a code, or its name in an edit\), got "5"/);
   });
 
   it("lists every problem but leads with the most fundamental", () => {
