@@ -30,14 +30,7 @@ export interface OnScreen {
 }
 
 export async function submitAsSignedIn(app: App, threadId: string, onScreen: OnScreen, resume: unknown, identity: string): Promise<ThreadView> {
-  const journal = app.deps.journal;
-  const owner = `${process.pid}:inbox:${randomUUID()}`;
-  if (!(await journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
-    throw new DecisionNotAcceptedError(threadId, "IN_PROGRESS", "another process is working on this thread right now; try again when it has finished");
-  }
-  try {
-    const view = await viewThread(app, threadId);
-    if (view.status === "not_found") throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+  return resumeAsSignedIn(app, threadId, identity, "role:approver", (view) => {
     if (view.status !== "awaiting_approval") {
       throw new StaleCardError(threadId, `the thread is no longer waiting for this approval (it is ${view.status.replace("_", " ")}); nothing was applied`, view);
     }
@@ -49,19 +42,8 @@ export async function submitAsSignedIn(app: App, threadId: string, onScreen: OnS
           : "the card's nonce changed since this page was loaded";
       throw new StaleCardError(threadId, `${why}; nothing was applied. Review the current card below.`, view);
     }
-    const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
-    const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
-      configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: ["role:approver"] } },
-      durability: "sync",
-      streamMode: "updates",
-    });
-    for await (const _chunk of stream) {
-      // Drained: each node has run and been checkpointed when the stream ends.
-    }
-    return await viewThread(app, threadId);
-  } finally {
-    await journal.releaseThreadLock(threadId, owner);
-  }
+    return resume;
+  });
 }
 
 /**
@@ -70,6 +52,24 @@ export async function submitAsSignedIn(app: App, threadId: string, onScreen: OnS
  * validates it against the schema that was shown, exactly as for the CLI.
  */
 export async function answerAsSignedIn(app: App, threadId: string, askedAt: string, answers: Record<string, string>, identity: string): Promise<ThreadView> {
+  return resumeAsSignedIn(app, threadId, identity, "role:requester", (view) => {
+    if (view.status !== "awaiting_input") {
+      throw new StaleCardError(threadId, `the thread is no longer waiting for this answer (it is ${view.status.replace("_", " ")}); nothing was sent`, view);
+    }
+    if (view.input!.askedAt !== askedAt) {
+      throw new StaleCardError(threadId, "a new question replaced the one on your screen; nothing was sent. Read the current question below.", view);
+    }
+    return { answers };
+  });
+}
+
+/**
+ * Under the thread lock: re-reads the thread, lets `resumeFor` check that what is on the person's
+ * screen is still what waits (throwing StaleCardError otherwise) and name the resume value, then
+ * drives the graph with the signed-in person as the authenticated user, so check_decision and
+ * check_input judge exactly as for the CLI, with the identity verified.
+ */
+async function resumeAsSignedIn(app: App, threadId: string, identity: string, role: string, resumeFor: (view: ThreadView) => unknown): Promise<ThreadView> {
   const journal = app.deps.journal;
   const owner = `${process.pid}:inbox:${randomUUID()}`;
   if (!(await journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
@@ -78,21 +78,15 @@ export async function answerAsSignedIn(app: App, threadId: string, askedAt: stri
   try {
     const view = await viewThread(app, threadId);
     if (view.status === "not_found") throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
-    if (view.status !== "awaiting_input") {
-      throw new StaleCardError(threadId, `the thread is no longer waiting for this answer (it is ${view.status.replace("_", " ")}); nothing was sent`, view);
-    }
-    if (view.input!.askedAt !== askedAt) {
-      throw new StaleCardError(threadId, "a new question replaced the one on your screen; nothing was sent. Read the current question below.", view);
-    }
-    const resume = { answers };
+    const resume = resumeFor(view);
     const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
     const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
-      configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: ["role:requester"] } },
+      configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: [role] } },
       durability: "sync",
       streamMode: "updates",
     });
     for await (const _chunk of stream) {
-      // Drained: check_input (and, for a valid answer, the model's next turn) has run and been checkpointed.
+      // Drained: each node has run and been checkpointed when the stream ends.
     }
     return await viewThread(app, threadId);
   } finally {
