@@ -149,6 +149,21 @@ describe("two-process CLI: run, then approve from another process", () => {
     expect(parseJsonOutput(shown.stdout).status).toBe("awaiting_approval");
   });
 
+  it("with a real portal configured, start checks it first: a closed port stops it with the check's line and fix, nothing started", async () => {
+    const dataDir = tempDir();
+    const closed = envFor(portal, dataDir, { BITRIX24_WEBHOOK_URL: "http://127.0.0.1:9/rest/1/abc123/" });
+    const r = await runCli(["start", "--no-prompt"], closed);
+    expect(r.code, r.stdout + r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/^FAIL\s+portal\/\S+.*BITRIX24_WEBHOOK_URL/m);
+    expect(r.stderr).toContain("npm run cli -- doctor");
+    expect(r.stdout).not.toContain("approval card");
+    // The emulator passes the same checks and the job goes on to its card.
+    const ok = await runCli(["start", "--no-prompt"], envFor(portal, tempDir()));
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/^checks: {2}\d+ passed/m);
+    expect(ok.stdout).toContain("approval card");
+  });
+
   // A bad setting (exit 1 too) is covered in config.test.ts.
   it("usage errors exit 1 and say what to fix", async () => {
     const missingThread = await runCli(["approve", "no-such-thread", "--hash", `sha256:${"0".repeat(64)}`], env);

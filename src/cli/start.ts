@@ -14,6 +14,7 @@ import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
 import { startInbox, type RunningInbox } from "../inbox/server.js";
 import { loadInboxUsers } from "../inbox/users.js";
+import { renderDoctor, runDoctor } from "./doctor-command.js";
 
 export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 
@@ -47,6 +48,18 @@ function untilSignal(done: Promise<unknown>): Promise<boolean> {
 export async function runMainJob(opts: MainJobOptions): Promise<number> {
   const printer = new Printer(process.stdout);
   const config = loadConfig();
+  // A real portal (not the embedded emulator): check it, the model, the policy and the stores first,
+  // so a wrong URL, key or scope is one line with its fix rather than a failed run.
+  if (config.webhookUrl || config.mcp.mode === "url") {
+    const checks = await runDoctor();
+    const failed = checks.filter((c) => c.status === "fail");
+    if (failed.length > 0) {
+      process.stderr.write(renderDoctor(failed));
+      process.stderr.write("Fix these and start again (`npm run cli -- doctor` shows every check).\n");
+      return 1;
+    }
+    printer.line(`checks:  ${checks.filter((c) => c.status === "pass").length} passed, ${checks.filter((c) => c.status === "warn").length} warning(s) (npm run cli -- doctor)`);
+  }
   const deps = await createDeps(config);
   const app = openApp(deps);
   let inbox: RunningInbox | undefined;
