@@ -151,6 +151,28 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
   });
 }
 
+/**
+ * transition_refused (a node the journal did not let act) and tamper_detected (state or a journal row
+ * that disagreed with the journal): about the registered action when there is one, else about the
+ * thread alone. `discriminator` keys the record, so a re-run of the same refusal adds nothing.
+ */
+export function journalGuardEntry(
+  event: "transition_refused" | "tamper_detected",
+  ctx: { threadId: string; action: { envelope: Envelope; envelopeHash: string } | undefined; requestedBy: string; discriminator: string; at: string; code: string; reason: string },
+): AuditEntry {
+  const base = ctx.action
+    ? { ...envelopeFields(ctx.action.envelope, ctx.action.envelopeHash), threadId: ctx.threadId }
+    : {
+        threadId: ctx.threadId,
+        revision: 0,
+        requestedBy: ctx.requestedBy,
+        risk: null,
+        what: { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
+        policy: { id: "", version: "" },
+      };
+  return hashable({ ...base, event, discriminator: ctx.discriminator, at: ctx.at, ...none, refusal: { code: ctx.code, reason: ctx.reason } });
+}
+
 /** Who a refused decision says it is from; nothing in it was verified. */
 function claimedDecision(raw: unknown): { approverId: string | null; type: string | null; decidedAt: string | null } {
   const item = (raw as { decisions?: unknown[] } | null)?.decisions?.[0] as

@@ -14,7 +14,7 @@ import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, t
 import type { AuditEntry } from "../store/audit.js";
 import type { DecisionRecord, Outcome, ReasonCode } from "./records.js";
 import { deriveScope } from "./scope.js";
-import { jsonSafe } from "./audit-records.js";
+import { journalGuardEntry, jsonSafe } from "./audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 
 export type GatedNode =
@@ -34,11 +34,8 @@ export type GatedNode =
 /** Which nodes may act for each place the journal can put a thread. */
 export function allowedAt(next: JournalNext): readonly GatedNode[] {
   switch (next) {
-    case null:
-      // No action yet: the model studies the portal and may propose (or ask), or the run ends.
-      return ["agent", "read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish"];
-    case "agent":
-      // A rejection with feedback: the model may revise (a new revision supersedes) or stop.
+    case null: // No action yet: the model studies the portal and may propose (or ask), or the run ends.
+    case "agent": // A rejection with feedback: the model may revise (a new revision supersedes) or stop.
       return ["agent", "read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish"];
     case "build_envelope":
       return ["build_envelope"];
@@ -158,12 +155,26 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
   if (differs(state.verification, p.verification)) problems.push(`state carries a verification (${state.verification?.verdict}) the journal does not hold (${p.verification?.verdict ?? "none"})`);
   if (differs(state.preRead, p.preRead)) problems.push(`state carries a pre-read (${state.preRead?.verdict}) the journal does not hold (${p.preRead?.verdict ?? "none"})`);
   if (differs(state.acknowledgement, p.acknowledgement)) problems.push(`state carries an acknowledgement (${state.acknowledgement?.status}) the journal does not hold (${p.acknowledgement?.status ?? "none"})`);
-  if (state.decision != null && (state.decision.envelopeHash !== a.envelopeHash || state.decision.approverId !== p.decision?.approverId || state.decision.type !== p.decision?.type) && state.decision.envelopeHash === a.envelopeHash) {
+  if (state.decision != null && state.decision.envelopeHash === a.envelopeHash && (state.decision.approverId !== p.decision?.approverId || state.decision.type !== p.decision?.type)) {
     problems.push(`state says ${state.decision.type} by ${state.decision.approverId}, the journal ${p.decision ? `${p.decision.type} by ${p.decision.approverId}` : "no decision"}`);
   }
   if (state.outcome != null && state.outcome !== "NOT_EXECUTED" && state.outcome !== p.closed?.outcome) problems.push(`state claims outcome ${state.outcome}; the journal holds ${p.closed?.outcome ?? "no outcome yet"}`);
   if (problems.length === 0) return;
   await deps.audit.append(tamperEntry(gate.threadId, a, node, `${problems.join("; ")}. The journal's record was used.`, deps.clock().toISOString(), state));
+}
+
+/**
+ * Why an approved envelope may not be acted on any more, judged by this server's clock and the portal
+ * this process is connected to; null while it may. Shared by pre_read, execute and a recovery re-send.
+ */
+export function unusableApproval(envelope: { expiresAt: string; portal: string }, now: Date, portal: string): { code: "APPROVAL_EXPIRED" | "WRONG_TARGET"; reason: string } | null {
+  if (now.getTime() >= Date.parse(envelope.expiresAt)) {
+    return { code: "APPROVAL_EXPIRED", reason: `the approval expired at ${envelope.expiresAt}, before the write (now ${now.toISOString()})` };
+  }
+  if (envelope.portal !== portal) {
+    return { code: "WRONG_TARGET", reason: `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${portal}` };
+  }
+  return null;
 }
 
 /** Mirror of an action for graph state (display only; nothing reads it back to decide). */
@@ -196,54 +207,32 @@ function stateDigest(state: State): string {
   return createHash("sha256").update(text).digest("hex").slice(0, 16);
 }
 
-function baseOf(threadId: string, action: ActionRow | undefined, state: State): Pick<AuditEntry, "threadId" | "revision" | "requestedBy" | "risk" | "what" | "policy"> {
-  if (action) {
-    const e = action.envelope;
-    return {
-      threadId,
-      revision: action.revision,
-      requestedBy: e.requestedBy,
-      risk: { level: e.risk.level, reversibility: e.risk.reversibility },
-      what: { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: action.envelopeHash, envelope: e },
-      policy: { id: e.policy.id, version: e.policy.version },
-    };
-  }
-  return {
-    threadId,
-    revision: 0,
-    requestedBy: typeof state.requestedBy === "string" ? state.requestedBy : "",
-    risk: null,
-    what: { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
-    policy: { id: "", version: "" },
-  };
-}
-
 function transitionRefusedEntry(gate: Gate, node: GatedNode, reason: string, at: string, state: State): AuditEntry {
-  return jsonSafe({
-    ...baseOf(gate.threadId, gate.action, state),
-    event: "transition_refused",
+  return journalGuardEntry("transition_refused", {
+    threadId: gate.threadId,
+    action: gate.action,
+    requestedBy: requesterIn(state),
     // One record per node, journal position and state seen: a re-run of the same refusal adds nothing.
     discriminator: `${node}:${gate.action?.phase ?? (gate.thread?.closed ? "ended" : "none")}:${stateDigest(state)}`,
     at,
-    approver: null,
-    override: null,
-    refusal: { code: "TRANSITION_REFUSED", reason },
-    outcome: null,
-  }) as AuditEntry;
+    code: "TRANSITION_REFUSED",
+    reason,
+  });
 }
 
 function tamperEntry(threadId: string, action: ActionRow | undefined, where: string, reason: string, at: string, state: State): AuditEntry {
-  return jsonSafe({
-    ...baseOf(threadId, action, state),
-    event: "tamper_detected",
+  return journalGuardEntry("tamper_detected", {
+    threadId,
+    action,
+    requestedBy: requesterIn(state),
     discriminator: `${where}:${stateDigest(state)}`,
     at,
-    approver: null,
-    override: null,
-    refusal: { code: "STATE_DISAGREES_WITH_JOURNAL", reason },
-    outcome: null,
-  }) as AuditEntry;
+    code: "STATE_DISAGREES_WITH_JOURNAL",
+    reason,
+  });
 }
+
+const requesterIn = (state: State): string => (typeof state.requestedBy === "string" ? state.requestedBy : "");
 
 /**
  * Approvals registered by a version that kept the envelope only in graph state (before the journal
@@ -253,7 +242,7 @@ function tamperEntry(threadId: string, action: ActionRow | undefined, where: str
 async function adoptLegacy(deps: Deps, threadId: string, state: State): Promise<{ thread: ThreadRecord | undefined; action: ActionRow | undefined }> {
   const envelope = state.envelope;
   if (!envelope) return { thread: undefined, action: undefined };
-  const rows = (await deps.journal.listApprovals("pending")).filter((r) => r.threadId === threadId);
+  const rows = (await deps.journal.listUnadoptedApprovals()).filter((r) => r.threadId === threadId);
   let hash: string;
   try {
     hash = hashEnvelope(envelope);

@@ -6,7 +6,7 @@ import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../
 import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
  * The only node holding the write handle. It acts only for an action the journal holds at
@@ -36,12 +36,8 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
   if (action.phase !== "pre_read" || action.progress.preRead?.verdict !== "MATCH") return { needsResync: true };
 
   const now = deps.clock();
-  if (now.getTime() >= Date.parse(envelope.expiresAt)) {
-    return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "APPROVAL_EXPIRED", `the approval expired at ${envelope.expiresAt}, before the write (now ${now.toISOString()})`)) };
-  }
-  if (envelope.portal !== deps.portal) {
-    return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "WRONG_TARGET", `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${deps.portal}`)) };
-  }
+  const unusable = unusableApproval(envelope, now, deps.portal);
+  if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
   const args = { taskId: envelope.object.id, fields: envelope.params };
   const idempotencyKey = createHash("sha256").update(`${envelopeHash}\n${envelope.nonce}`).digest("hex").slice(0, 32);
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
@@ -145,8 +141,8 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
   if (!mayResend) return missing("another process recorded the write-ahead entry at the same moment and is sending it");
   if (!idempotentWrites(deps)) return missing("it carried an Idempotency-Key, but idempotent writes are off in this process (BITRIX24_IDEMPOTENCY)");
   const now = deps.clock();
-  if (now.getTime() >= Date.parse(action.envelope.expiresAt)) return missing(`the approval expired at ${action.envelope.expiresAt}; a re-send now could be a first application after it`);
-  if (action.envelope.portal !== deps.portal) return missing(`this process is connected to ${deps.portal}, not ${action.envelope.portal}`);
+  const unusable = unusableApproval(action.envelope, now, deps.portal);
+  if (unusable) return missing(unusable.code === "APPROVAL_EXPIRED" ? `${unusable.reason}; a re-send now could be a first application after it` : unusable.reason);
   const { taskId, fields } = invocationOf(entry).args;
   const res = await deps.tools.writeHandle.updateTask(taskId, fields, { idempotencyKey: entry.idempotencyKey });
   const at = deps.clock().toISOString();

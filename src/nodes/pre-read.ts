@@ -4,7 +4,7 @@ import { getDeps } from "../runtime/deps.js";
 import { compareBaseline } from "../envelope/index.js";
 import { canEditFrom, rawOf, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
  * A fresh read right before the write, of the target the journal registered. Only MATCH moves the
@@ -21,13 +21,8 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   await noteStateDrift(deps, gate, "pre_read", state);
   const envelope = action.envelope;
   const mirror = mirrorOf(action);
-  const now = deps.clock();
-  if (now.getTime() >= Date.parse(envelope.expiresAt)) {
-    return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "APPROVAL_EXPIRED", `the approval expired at ${envelope.expiresAt}, before the write (now ${now.toISOString()})`)) };
-  }
-  if (envelope.portal !== deps.portal) {
-    return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "WRONG_TARGET", `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${deps.portal}`)) };
-  }
+  const unusable = unusableApproval(envelope, deps.clock(), deps.portal);
+  if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
 
   const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
   const comparison = compareBaseline(envelope, toReadResult(res));
