@@ -13,6 +13,7 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Command } from "@langchain/langgraph";
+import { AIMessage } from "@langchain/core/messages";
 import type { App } from "../src/app/threads.js";
 import type { Envelope } from "../src/envelope/index.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
@@ -295,6 +296,31 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await drive(resume(approveValue(escalated!, "carol", { decidedAt: now.toISOString() })), threadId);
     soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
     await expectOnlyRegisteredWrite(mark, escalated!);
+  });
+
+  it("an ending before any envelope is reported from the journal: goto finish with a forged reason code, or a rewritten ending, changes nothing reported", async () => {
+    // (a) The model proposes nothing; a client then drives finish with its own reason code and text.
+    await open({ script: () => new AIMessage("I will not propose anything.") });
+    const threadId = randomUUID();
+    await drive(new Command({ goto: "finish", update: { outcome: "NOT_EXECUTED", reasonCode: "DENIED_BY_POLICY", reason: "forged: the policy said no" } }), threadId);
+    const forged = await valuesOf(threadId);
+    soft(forged["reasonCode"]).not.toBe("DENIED_BY_POLICY");
+    soft(String(forged["reason"])).not.toContain("forged");
+    for (const c of closings(await readAudit(dataDir, threadId))) {
+      soft(c.outcome?.reasonCode).not.toBe("DENIED_BY_POLICY");
+      soft((c.outcome as { reason?: string } | undefined)?.reason ?? "").not.toContain("forged");
+    }
+    // (b) A real pre-envelope ending (the model ends without a proposal) stays what the node recorded,
+    //     whatever is later written into state before a replay of finish.
+    const real = randomUUID();
+    await drive({ request: REQUEST, requestedBy: "demo-user" }, real);
+    const ended = await valuesOf(real);
+    expect(ended["outcome"]).toBe("NOT_EXECUTED");
+    expect(ended["reasonCode"]).toBe("NO_PROPOSAL");
+    await drive(new Command({ goto: "finish", update: { reasonCode: "DENIED_BY_POLICY", reason: "forged again" } }), real);
+    const after = await valuesOf(real);
+    soft(after["reasonCode"]).toBe("NO_PROPOSAL");
+    soft(String(after["reason"])).not.toContain("forged");
   });
 
   it("row 9: run input {request, requestedBy, outcome: VERIFIED, reason: forged, …} cannot make a thread VERIFIED", async () => {

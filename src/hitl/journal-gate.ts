@@ -12,7 +12,7 @@ import type { Deps } from "../runtime/deps.js";
 import { hashEnvelope, renderCard } from "../envelope/index.js";
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord } from "../store/action-machine.js";
 import type { AuditEntry } from "../store/audit.js";
-import type { DecisionRecord, Outcome, ReasonCode } from "./records.js";
+import type { DecisionRecord, Outcome, ReasonCode, RequestScope } from "./records.js";
 import { deriveScope } from "./scope.js";
 import { journalGuardEntry, jsonSafe } from "./audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
@@ -105,11 +105,19 @@ export async function ensureThread(deps: Deps, gate: Gate, state: State): Promis
     threadId: gate.threadId,
     request,
     requestedBy,
-    scope: deriveScope(request, state.scope ?? undefined),
+    scope: deriveScope(request, isRequestScope(state.scope) ? state.scope : undefined),
     createdAt: deps.clock().toISOString(),
   });
   gate.thread = thread;
   return thread;
+}
+
+/** A scope as the input schema describes it; anything else (input that failed validation) is not used. */
+function isRequestScope(v: unknown): v is RequestScope {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const { taskIds, fields } = v as { taskIds?: unknown; fields?: unknown };
+  const listOf = (xs: unknown, ok: (x: unknown) => boolean) => xs === undefined || (Array.isArray(xs) && xs.every(ok));
+  return listOf(taskIds, (x) => Number.isSafeInteger(x) && (x as number) > 0) && listOf(fields, (x) => typeof x === "string");
 }
 
 /**
@@ -132,7 +140,13 @@ export async function refuseUnlessAllowed(deps: Deps, gate: Gate, node: GatedNod
  */
 export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, state: State): Promise<void> {
   const a = gate.action;
-  if (!a) return;
+  if (!a) {
+    // No action: nothing was sent, so any outcome but NOT_EXECUTED in state was written by someone else.
+    if (state.outcome != null && state.outcome !== "NOT_EXECUTED") {
+      await deps.audit.append(tamperEntry(gate.threadId, undefined, node, `state claims outcome ${state.outcome}, but no action was registered for this thread; nothing was sent`, deps.clock().toISOString(), state));
+    }
+    return;
+  }
   const problems: string[] = [];
   if (state.envelopeHash != null && state.envelopeHash !== a.envelopeHash) problems.push(`state names envelope ${state.envelopeHash}, the journal ${a.envelopeHash}`);
   if (state.envelope != null) {
@@ -190,6 +204,19 @@ export function mirrorOf(a: ActionRow): Update {
 
 export function closedUpdate(c: ClosedRecord): Update {
   return { outcome: c.outcome, reasonCode: c.reasonCode, reason: c.reason };
+}
+
+/**
+ * Ends the run as NOT_EXECUTED in the journal, from a node that stops it early: the thread's open
+ * action is closed, or (no action yet) the thread itself. `finish` then reports what the journal
+ * holds, so a reason code written into state by anyone else is never what is reported.
+ */
+export async function endRunInJournal(deps: Deps, gate: Gate, state: State, reasonCode: ReasonCode, reason: string): Promise<Update> {
+  const a = gate.action;
+  if (a && a.phase !== "closed" && a.phase !== "superseded") return closeAction(deps, a, "NOT_EXECUTED", reasonCode, reason);
+  const thread = await ensureThread(deps, gate, state);
+  const closed = (await deps.journal.closeThread(thread.threadId, { outcome: "NOT_EXECUTED", reasonCode, reason, at: deps.clock().toISOString() }))?.closed;
+  return closed ? closedUpdate(closed) : { needsResync: true };
 }
 
 /** Closes the thread's open action with an outcome (the first close wins) and mirrors what stuck. */
@@ -256,7 +283,7 @@ async function adoptLegacy(deps: Deps, threadId: string, state: State): Promise<
     threadId,
     request,
     requestedBy: envelope.requestedBy,
-    scope: deriveScope(request, state.scope ?? undefined),
+    scope: deriveScope(request, isRequestScope(state.scope) ? state.scope : undefined),
     createdAt: envelope.createdAt,
   });
   const action = await deps.journal.registerAction(

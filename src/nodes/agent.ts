@@ -5,8 +5,7 @@ import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { agentPrompt } from "../prompts.js";
 import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
-import { ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
-import { endRun } from "./finish-with.js";
+import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 
 export { MAX_REQUEST_CHARS } from "../graph/state.js";
@@ -29,14 +28,14 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   let reset: Update["messages"] = [];
   if (!gate.thread) {
     const input = runInput(state, authenticatedIdentity(config.configurable));
-    if (!input.ok) return endRun("NOT_EXECUTED", "INVALID_INPUT", input.problem);
+    if (!input.ok) return endRunInJournal(deps, gate, state, "INVALID_INPUT", input.problem);
     // The conversation starts from the request alone: chat input's other messages never reach the model.
     if (state.messages.length > 0) reset = [new RemoveMessage({ id: REMOVE_ALL_MESSAGES })];
     await ensureThread(deps, gate, { ...state, ...input.value });
   }
   const thread = await ensureThread(deps, gate, state);
   if (state.agentSteps >= deps.config.limits.maxAgentSteps) {
-    return endRun("NOT_EXECUTED", "AGENT_STEP_LIMIT", `the model took ${state.agentSteps} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`);
+    return endRunInJournal(deps, gate, state, "AGENT_STEP_LIMIT", `the model took ${state.agentSteps} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`);
   }
   const history = reset.length > 0 ? [] : state.messages;
   const opening = history.length === 0 ? [new HumanMessage(thread.request)] : [];
@@ -52,7 +51,7 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     // line saying what to fix; anything else is a bug and propagates.
     if (!isModelProviderError(e)) throw e;
     const failure = describeModelError(e);
-    return endRun("NOT_EXECUTED", modelReasonCode(failure), modelFailureLine(failure, { keyVariable: "GROQ_API_KEY" }));
+    return endRunInJournal(deps, gate, state, modelReasonCode(failure), modelFailureLine(failure, { keyVariable: "GROQ_API_KEY" }));
   }
   return {
     messages: [...reset, ...opening, reply],

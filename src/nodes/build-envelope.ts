@@ -5,9 +5,8 @@ import { getDeps } from "../runtime/deps.js";
 import { checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard } from "../envelope/index.js";
 import { rawOf, taskFrom } from "../hitl/reads.js";
 import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
-import { closeAction, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
-import type { Outcome, ProposalRecord, ReasonCode } from "../hitl/records.js";
-import { endRun } from "./finish-with.js";
+import { endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
 
 /**
  * Policy and scope first (a denied proposal is never shown for approval), then a baseline read by
@@ -24,8 +23,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const thread = await ensureThread(deps, gate, state);
   const previous = gate.action;
   const prior = previous?.progress.decision;
-  const end = async (outcome: Outcome, code: ReasonCode, reason: string): Promise<Update> =>
-    previous && previous.phase !== "closed" && previous.phase !== "superseded" ? closeAction(deps, previous, outcome, code, reason) : endRun(outcome, code, reason);
+  const end = (code: ReasonCode, reason: string): Promise<Update> => endRunInJournal(deps, gate, state, code, reason);
 
   // An edit's content is the decision the journal accepted; any other proposal is the model's.
   const proposal: ProposalRecord | null =
@@ -36,10 +34,10 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
           ? { taskId: previous.envelope.object.id, fields: previous.envelope.params, rationale: "the same change, for a fresh approval", source: "model" }
           : null
         : state.proposal;
-  if (!proposal) return end("NOT_EXECUTED", "NO_PROPOSAL", "no proposal to build an envelope from");
+  if (!proposal) return end("NO_PROPOSAL", "no proposal to build an envelope from");
   const revision = (previous?.revision ?? 0) + 1;
   if (revision > deps.config.limits.maxRevisions + 1) {
-    return end("NOT_EXECUTED", "TOO_MANY_REVISIONS", `revision ${revision} exceeds the limit of ${deps.config.limits.maxRevisions} revisions`);
+    return end("TOO_MANY_REVISIONS", `revision ${revision} exceeds the limit of ${deps.config.limits.maxRevisions} revisions`);
   }
 
   const threadId = gate.threadId;
@@ -48,13 +46,13 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   if (!verdict.allowed) {
     const at = deps.clock().toISOString();
     await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: verdict.code, reasons: verdict.reasons }));
-    return end("NOT_EXECUTED", "DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
+    return end("DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
   }
 
   const read = await deps.tools.read("getTask", { taskId: proposal.taskId });
   const task = read.ok ? taskFrom(read.body) : null;
   if (!task) {
-    return end("NOT_EXECUTED", "BASELINE_READ_FAILED", `could not read task ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
+    return end("BASELINE_READ_FAILED", `could not read task ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
   }
 
   // A change that changes nothing is not put in front of an approver.
@@ -62,7 +60,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   if (same) {
     const at = deps.clock().toISOString();
     await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: "NO_CHANGE", reasons: [same] }));
-    return end("NOT_EXECUTED", "NO_CHANGE", same);
+    return end("NO_CHANGE", same);
   }
 
   const runId = config.runId ?? config.configurable?.run_id;

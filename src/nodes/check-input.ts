@@ -3,8 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { validateAnswers } from "../hitl/structured-input.js";
-import { ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
-import { endRun } from "./finish-with.js";
+import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 
 /**
  * Validates the answer against the schema that was shown. An invalid answer is refused and asked
@@ -25,7 +24,7 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
     const count = state.refusals.filter((r) => r.code === "INVALID_ANSWER" && r.at >= req.askedAt).length + 1;
     if (count >= deps.config.limits.maxRefusedDecisions) {
       await deps.journal.closeQuestion(gate.threadId, "closed", at);
-      return { refusals: [refusal], pendingDecision: null, ...endRun("NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`) };
+      return { refusals: [refusal], pendingDecision: null, ...(await endRunInJournal(deps, gate, state, "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`)) };
     }
     return { refusals: [refusal], pendingDecision: null };
   }

@@ -2,14 +2,12 @@ import { AIMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import type { AcknowledgementRecord, Outcome, ReasonCode } from "../hitl/records.js";
+import type { AcknowledgementRecord } from "../hitl/records.js";
 import { runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
-
-/** Reasons a run may give for ending before any envelope existed; nothing was sent in any of them. */
-const PRE_ENVELOPE_CODES: ReadonlySet<ReasonCode> = new Set<ReasonCode>(["NO_PROPOSAL", "AGENT_STEP_LIMIT", "INVALID_PROPOSAL", "INVALID_INPUT", "DENIED_BY_POLICY", "BASELINE_READ_FAILED", "TOO_MANY_REFUSED_DECISIONS", "TOO_MANY_REVISIONS", "WRITE_ATTEMPT_REFUSED", "NO_CHANGE", "MODEL_AUTH_FAILED", "MODEL_RATE_LIMITED", "MODEL_UNREACHABLE", "MODEL_REQUEST_REJECTED", "MODEL_SERVER_ERROR", "MODEL_FAILED"]);
+import { writeAttemptRefused } from "./propose.js";
 
 /**
  * The final record, derived from the journal alone: a closed action's outcome, or a verified one's
@@ -39,10 +37,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
     }
     closing = action.progress.closed ?? closingOf(action, finishedAt);
   } else {
-    closing = preEnvelopeClosing(state, finishedAt);
-    if (state.outcome && state.outcome !== "NOT_EXECUTED") {
-      closing = { ...closing, reason: `${closing.reason} (state claimed ${state.outcome}, but no action was registered for this thread; nothing was sent)` };
-    }
+    closing = await noProposalClosing(deps, gate.threadId, state, finishedAt);
   }
   const closed = (await deps.journal.closeThread(gate.threadId, closing))?.closed ?? closing;
 
@@ -112,17 +107,21 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
   }
 }
 
-/** A run that ended before any envelope: always NOT_EXECUTED, with the node's reason when it is one of those codes. */
-function preEnvelopeClosing(state: State, at: string): ClosedRecord {
-  const code = state.reasonCode && PRE_ENVELOPE_CODES.has(state.reasonCode) ? state.reasonCode : "NO_PROPOSAL";
-  if (code === "NO_PROPOSAL" && state.reasonCode !== "NO_PROPOSAL") {
-    const last = state.messages.at(-1);
-    const said = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content ?? "");
-    return { outcome: "NOT_EXECUTED" satisfies Outcome, reasonCode: code, reason: `the model ended without proposing a change: ${said.slice(0, 1000)}`, at };
-  }
-  return { outcome: "NOT_EXECUTED", reasonCode: code, reason: state.reason ?? "", at };
+/**
+ * A run that reached its end with no action and no ending recorded in the journal: the model stopped
+ * without a proposal. If it had tried tools it was not offered (boundary_refused in the audit log),
+ * that is the reason; otherwise the model's last words, labelled as such. Nothing here comes from a
+ * reason code in state, which any API client could have written.
+ */
+async function noProposalClosing(deps: Deps, threadId: string, state: State, at: string): Promise<ClosedRecord> {
+  const boundary = (await deps.audit.records({ threadId }))
+    .filter((r) => r.event === "boundary_refused")
+    .map((r) => r.received as { tool: string; argumentsSha256: string });
+  if (boundary.length > 0) return { outcome: "NOT_EXECUTED", reasonCode: "WRITE_ATTEMPT_REFUSED", reason: writeAttemptRefused(boundary), at };
+  const last = state.messages.at(-1);
+  const said = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content ?? "");
+  return { outcome: "NOT_EXECUTED", reasonCode: "NO_PROPOSAL", reason: `the model ended without proposing a change: ${said.slice(0, 1000)}`, at };
 }
-
 
 /**
  * The run told as a chat (Studio's chat view): one AI message per step that happened and one for the

@@ -5,7 +5,7 @@ import { getDeps, type Deps } from "../runtime/deps.js";
 import { ProposalArgsSchema, RequestInputArgsSchema } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
 import { argumentsSha256, boundaryRefusedEntry } from "../hitl/audit-records.js";
-import { endRun } from "./finish-with.js";
+import { endRunInJournal, openGate } from "../hitl/journal-gate.js";
 
 /** Tools the model is offered besides the read tools; anything else it calls is refused at the boundary. */
 const PROPOSAL_TOOL_NAMES = ["propose_change", "request_input"];
@@ -75,18 +75,23 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
 
   if (accepted) return { messages: replies, proposal: accepted };
   const invalid = state.invalidProposals + 1;
-  const refusedWrite = boundary.length
-    ? `the model tried to call ${boundary.map((b) => `${b.tool} (arguments ${b.argumentsSha256})`).join(", ")}, which it was not offered; the write attempt was refused and nothing was sent to Bitrix24`
-    : undefined;
+  const refusedWrite = boundary.length ? writeAttemptRefused(boundary) : undefined;
   if (invalid > deps.config.limits.maxInvalidProposals) {
+    const gate = await openGate(deps, config ?? {}, state);
     return {
       messages: replies,
       invalidProposals: invalid,
-      ...endRun("NOT_EXECUTED", "INVALID_PROPOSAL", `the model made ${invalid} invalid proposals${refusedWrite ? `; ${refusedWrite}` : ""}; last: ${refusals.join("; ")}`),
+      ...(await endRunInJournal(deps, gate, state, "INVALID_PROPOSAL", `the model made ${invalid} invalid proposals${refusedWrite ? `; ${refusedWrite}` : ""}; last: ${refusals.join("; ")}`)),
     };
   }
-  // Not an ending: the model is told and may still propose. If it ends without a proposal, this is why.
-  return { messages: replies, invalidProposals: invalid, ...(refusedWrite ? { reasonCode: "WRITE_ATTEMPT_REFUSED" as const, reason: refusedWrite } : {}) };
+  // Not an ending: the model is told and may still propose. If it ends without a proposal, finish
+  // reads the boundary_refused records from the audit log and says why.
+  return { messages: replies, invalidProposals: invalid };
+}
+
+/** The reason a run gives when the model called tools it was not offered (from the boundary_refused records). */
+export function writeAttemptRefused(boundary: Array<{ tool: string; argumentsSha256: string }>): string {
+  return `the model tried to call ${boundary.map((b) => `${b.tool} (arguments ${b.argumentsSha256})`).join(", ")}, which it was not offered; the write attempt was refused and nothing was sent to Bitrix24`;
 }
 
 /** Every tool the model is offered: the read tools as configured, and the two that only record a wish. */
