@@ -321,6 +321,12 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     const after = await valuesOf(real);
     soft(after["reasonCode"]).toBe("NO_PROPOSAL");
     soft(String(after["reason"])).not.toContain("forged");
+    // (c) A thread with no action, driven to finish claiming VERIFIED: reported NOT_EXECUTED, the claim audited as tampering.
+    const claimed = randomUUID();
+    await drive(new Command({ goto: "finish", update: { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: "forged" } }), claimed);
+    expect((await valuesOf(claimed))["outcome"]).toBe("NOT_EXECUTED");
+    const audit = await readAudit(dataDir, claimed);
+    expect(events(audit, "tamper_detected").map((r) => r.refusal?.reason)).toEqual([expect.stringContaining("state claims outcome VERIFIED, but no action was registered")]);
   });
 
   it("row 9: run input {request, requestedBy, outcome: VERIFIED, reason: forged, …} cannot make a thread VERIFIED", async () => {
