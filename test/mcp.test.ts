@@ -6,7 +6,7 @@ import { createBitrix24Tools, McpToolError, type Bitrix24Tools, type McpCallResu
 import { readMcpServerEnv } from "../src/tools/mcp-stdio.js";
 
 const CODE = "mcp-test-secret-code";
-const READ_TOOL_NAMES = ["get_task_by_id", "get_task_history", "list_tasks"];
+const READ_TOOL_NAMES = ["get_task_by_id", "get_task_history", "get_users", "list_tasks"];
 
 interface CallRow {
   method: string;
@@ -63,7 +63,7 @@ describe("MCP over stdio against the emulator over HTTP", () => {
     expect(tools.readTools.map((t) => t.name).sort()).toEqual(READ_TOOL_NAMES);
     expect(tools.readTools.find((t) => t.name === "update_task")).toBeUndefined();
     expect(tools.roles.updateTask).toEqual({ toolName: "update_task", method: "tasks.task.update", readOnly: false });
-    for (const role of ["getTask", "listTasks", "getHistory"] as const) expect(tools.roles[role].readOnly).toBe(true);
+    for (const role of ["getTask", "listTasks", "getHistory", "getUsers"] as const) expect(tools.roles[role].readOnly).toBe(true);
   });
 
   it("read getTask returns the full Bitrix24 body", async () => {

@@ -9,10 +9,12 @@ import {
   HistoryResultSchema,
   TaskListResultSchema,
   TaskResultSchema,
+  UserListResultSchema,
   type CurrentUserResult,
   type HistoryResult,
   type TaskListResult,
   type TaskResult,
+  type UserListResult,
 } from "./schemas.js";
 
 export { Bitrix24Error } from "./errors.js";
@@ -58,6 +60,14 @@ export interface ListTasksArgs {
   filter?: Record<string, unknown>;
   select?: string[];
   order?: Record<string, unknown>;
+  start?: number;
+}
+
+export interface GetUsersArgs {
+  /** user.get filter, UPPER_SNAKE keys with the documented prefixes, e.g. {"@ID": [5, 7]}, {"NAME_SEARCH": "Bob", "ACTIVE": true}. */
+  filter?: Record<string, unknown>;
+  sort?: string;
+  order?: "ASC" | "DESC";
   start?: number;
 }
 
@@ -213,6 +223,17 @@ export class Bitrix24Client {
     const headers: Record<string, string> = opts.idempotencyKey ? { "idempotency-key": opts.idempotencyKey } : {};
     const body = await this.call("tasks.task.update", { taskId, fields }, "write", headers);
     return this.expectShape(body, TaskResultSchema, "tasks.task.update", "result.task");
+  }
+
+  /** user.get (scope user, user_brief or user_basic): 50 users per page, `total` and `next` at the top level. */
+  async getUsers(args: GetUsersArgs = {}): Promise<Bitrix24Response<UserListResult>> {
+    const params: Record<string, unknown> = {};
+    if (args.filter !== undefined) params.FILTER = args.filter;
+    if (args.sort !== undefined) params.SORT = args.sort;
+    if (args.order !== undefined) params.ORDER = args.order;
+    if (args.start !== undefined) params.start = args.start;
+    const body = await this.call("user.get", params, "read");
+    return this.expectShape(body, UserListResultSchema, "user.get", "result[] of users with ID");
   }
 
   async currentUser(): Promise<Bitrix24Response<CurrentUserResult>> {

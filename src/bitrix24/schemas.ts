@@ -69,6 +69,18 @@ export type HistoryResult = z.infer<typeof HistoryResultSchema>;
 export const CurrentUserResultSchema = z.looseObject({ ID: idLike });
 export type CurrentUserResult = z.infer<typeof CurrentUserResultSchema>;
 
+/** user.get: a list of users in UPPER_SNAKE, `total` and (when more rows exist) `next` at the top level. */
+export const UserSchema = z.looseObject({
+  ID: idLike,
+  ACTIVE: z.union([z.boolean(), z.string()]).optional(),
+  NAME: z.string().nullable().optional(),
+  LAST_NAME: z.string().nullable().optional(),
+  SECOND_NAME: z.string().nullable().optional(),
+});
+export type Bitrix24User = z.infer<typeof UserSchema>;
+export const UserListResultSchema = z.array(UserSchema);
+export type UserListResult = z.infer<typeof UserListResultSchema>;
+
 /** Error answer: `{"error": "<code>", "error_description": "<text>"}`; `error` may be a string or a number. */
 export const ErrorBodySchema = z.looseObject({
   error: z.union([z.string(), z.number()]),

@@ -7,7 +7,7 @@ import { AIMessage, isAIMessage } from "@langchain/core/messages";
 import type { State } from "./state.js";
 import type { JournalNext } from "../store/action-machine.js";
 
-export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history"]);
+export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history", "get_users"]);
 
 export function afterAgent(state: State): "read_tools" | "propose" | "finish" | "resync" {
   if (state.needsResync) return "resync";

@@ -8,7 +8,7 @@ import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.
 import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
 import { BITRIX24_METHOD_META_KEY, IDEMPOTENT_REPLAYED_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
 
-export type ToolRole = "getTask" | "listTasks" | "getHistory" | "updateTask";
+export type ToolRole = "getTask" | "listTasks" | "getHistory" | "getUsers" | "updateTask";
 export type ReadRole = Exclude<ToolRole, "updateTask">;
 
 export type McpConnectionConfig =
@@ -52,7 +52,7 @@ export interface RoleBinding {
 }
 
 export interface Bitrix24Tools {
-  /** Allowlisted by role and by Bitrix24 method: getTask, listTasks, getHistory only. */
+  /** Allowlisted by role and by Bitrix24 method: getTask, listTasks, getHistory, getUsers only. */
   readTools: StructuredToolInterface[];
   /** Deterministic read for nodes. */
   read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult>;
@@ -64,6 +64,11 @@ export interface Bitrix24Tools {
   writeHandle: { updateTask(taskId: number, fields: Record<string, unknown>, opts?: { idempotencyKey?: string }): Promise<McpCallResult> };
   /** The resolved role table, for evidence and for tests. */
   roles: Readonly<Record<ToolRole, RoleBinding>>;
+  /**
+   * Optional read roles the server does not offer (an external server without a user tool): not
+   * handed to the model, and read() answers them with an error instead of calling anything.
+   */
+  missingRoles: readonly ReadRole[];
   close(): Promise<void>;
 }
 
@@ -71,7 +76,7 @@ export interface Bitrix24Tools {
  * The one place deciding what is a read. A method is a read only if it is listed here; anything else
  * (tasks.task.update, tasks.task.add, tasks.task.delete, batch, ...) counts as a write.
  */
-export const READ_METHODS: ReadonlySet<string> = new Set(["tasks.task.get", "tasks.task.list", "tasks.task.history.list", "user.current"]);
+export const READ_METHODS: ReadonlySet<string> = new Set(["tasks.task.get", "tasks.task.list", "tasks.task.history.list", "user.current", "user.get"]);
 
 export function isReadMethod(method: string): boolean {
   return READ_METHODS.has(method.toLowerCase());
@@ -82,17 +87,25 @@ export const ROLE_METHODS: Readonly<Record<ToolRole, string>> = {
   getTask: "tasks.task.get",
   listTasks: "tasks.task.list",
   getHistory: "tasks.task.history.list",
+  getUsers: "user.get",
   updateTask: "tasks.task.update",
 };
 
-export const READ_ROLES: readonly ReadRole[] = ["getTask", "listTasks", "getHistory"];
+export const READ_ROLES: readonly ReadRole[] = ["getTask", "listTasks", "getHistory", "getUsers"];
+/**
+ * Read roles an external server may lack without failing the connection (unless its tool is named
+ * explicitly): people's names on the card and in edits are then unavailable, nothing else changes.
+ */
+const OPTIONAL_ROLES: ReadonlySet<ToolRole> = new Set(["getUsers"]);
 const ALL_ROLES: readonly ToolRole[] = [...READ_ROLES, "updateTask"];
 const SERVER_NAME = "bitrix24";
 const DEFAULT_CALL_TIMEOUT_MS = 120_000;
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 const tsxBin = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.url));
-const stdioEntry = fileURLToPath(new URL("./mcp-stdio.ts", import.meta.url));
+/** Compiled (dist/tools/*.js): the server runs from its compiled file on this node; from src/ (tsx, vitest): through tsx. */
+const compiled = import.meta.url.endsWith(".js");
+const stdioEntry = fileURLToPath(new URL(compiled ? "./mcp-stdio.js" : "./mcp-stdio.ts", import.meta.url));
 
 /**
  * Connects to our MCP server (spawned over stdio) or to an external one by URL, and splits its tools
@@ -112,7 +125,11 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
   try {
     const raw = await mcp.getClient(SERVER_NAME);
     if (!raw) throw new Error(`MCP server "${SERVER_NAME}" did not connect`);
-    checkServerTools(await listAllTools(raw), roles);
+    const serverTools = await listAllTools(raw);
+    const missingRoles = READ_ROLES.filter(
+      (role) => OPTIONAL_ROLES.has(role) && !(config.mode === "url" && config.toolNames[role] !== undefined) && !serverTools.some((t) => t.name === roles[role].toolName),
+    );
+    checkServerTools(serverTools, roles, new Set(missingRoles));
 
     const call = (name: string, args: Record<string, unknown>, intent: "read" | "write") => callToolOnce(raw, name, args, intent, callTimeoutMs);
 
@@ -121,6 +138,7 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
     const adapterTools = await mcp.getTools(SERVER_NAME);
     const readTools: StructuredToolInterface[] = [];
     for (const role of READ_ROLES) {
+      if (missingRoles.includes(role)) continue;
       const name = roles[role].toolName;
       const adapterTool = adapterTools.find((tool) => tool.name === name);
       if (!adapterTool) throw new Error(`readTools: the MCP adapter did not load read tool "${name}"`);
@@ -142,14 +160,19 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
         }),
       );
     }
-    assertReadToolsOnly(readTools, roles);
+    assertReadToolsOnly(readTools, roles, new Set(missingRoles));
 
     return {
       readTools,
       roles,
+      missingRoles,
       read(role, args) {
         if (!(READ_ROLES as readonly string[]).includes(role)) {
           throw new Error(`read(): expected one of ${READ_ROLES.join(", ")}, got ${JSON.stringify(role)}`);
+        }
+        if (missingRoles.includes(role)) {
+          const description = `the MCP server offers no tool for ${roles[role].method} (no "${roles[role].toolName}"); name one with BITRIX24_MCP_TOOLS ${role}=<tool>`;
+          return Promise.resolve({ ok: false, error: { kind: "invalid_request", description, outcomeUnknown: false }, text: description });
         }
         return call(roles[role].toolName, args, "read");
       },
@@ -196,10 +219,10 @@ function serverConnection(config: McpConnectionConfig) {
   if (!config.env.BITRIX24_WEBHOOK_URL) {
     throw new Error("MCP stdio mode: expected env.BITRIX24_WEBHOOK_URL (the inbound webhook the server calls), got none");
   }
-  if (!existsSync(tsxBin)) throw new Error(`MCP stdio mode: expected tsx at ${tsxBin}; run npm install`);
+  if (!compiled && !existsSync(tsxBin)) throw new Error(`MCP stdio mode: expected tsx at ${tsxBin}; run npm install`);
   return {
     transport: "stdio" as const,
-    command: tsxBin,
+    command: compiled ? process.execPath : tsxBin,
     args: [stdioEntry],
     cwd: repoRoot,
     // The child gets only what we pass plus PATH (tsx needs node on it); no other secrets leak in.
@@ -224,9 +247,10 @@ async function listAllTools(client: Client): Promise<Tool[]> {
  * point at a tool the server marks as writing, or whose declared Bitrix24 method is not a read.
  * Names and hints can only take a tool out of the read path, never put one in.
  */
-function checkServerTools(tools: Tool[], roles: Record<ToolRole, RoleBinding>): void {
+function checkServerTools(tools: Tool[], roles: Record<ToolRole, RoleBinding>, missing: ReadonlySet<ToolRole>): void {
   const byName = new Map(tools.map((t) => [t.name, t]));
   for (const role of ALL_ROLES) {
+    if (missing.has(role)) continue;
     const binding = roles[role];
     const tool = byName.get(binding.toolName);
     if (!tool) {
@@ -247,8 +271,8 @@ function checkServerTools(tools: Tool[], roles: Record<ToolRole, RoleBinding>): 
   }
 }
 
-function assertReadToolsOnly(readTools: StructuredToolInterface[], roles: Record<ToolRole, RoleBinding>): void {
-  const allowed = new Map(READ_ROLES.map((role) => [roles[role].toolName, roles[role]]));
+function assertReadToolsOnly(readTools: StructuredToolInterface[], roles: Record<ToolRole, RoleBinding>, missing: ReadonlySet<ToolRole>): void {
+  const allowed = new Map(READ_ROLES.filter((role) => !missing.has(role)).map((role) => [roles[role].toolName, roles[role]]));
   for (const tool of readTools) {
     const binding = allowed.get(tool.name);
     if (!binding || !binding.readOnly || !isReadMethod(binding.method) || tool.name === roles.updateTask.toolName) {

@@ -15,6 +15,7 @@ export const MCP_TOOL_NAMES = {
   getTask: "get_task_by_id",
   listTasks: "list_tasks",
   getHistory: "get_task_history",
+  getUsers: "get_users",
   updateTask: "update_task",
 } as const;
 
@@ -33,6 +34,13 @@ const listTasksInput = z.strictObject({
   start: z.number().int().min(-1).optional().describe("Row offset; pages hold 50 tasks (use `next` of the previous page)"),
 });
 const historyInput = z.strictObject({ taskId });
+const usersInput = z.strictObject({
+  filter: z
+    .record(z.string().regex(/^(!=%|!%=|!@|!%|!=|=%|%=|>=|<=|@|%|>|<|=|!)?[A-Za-z][A-Za-z0-9_]*$/), fieldValue)
+    .optional()
+    .describe('user.get filter with UPPER_SNAKE keys and optional prefix, e.g. {"@ID": [5, 7]} or {"NAME_SEARCH": "Bob Smith", "ACTIVE": true}'),
+  start: z.number().int().min(0).optional().describe("Row offset; pages hold 50 users (use `next` of the previous page)"),
+});
 const updateTaskInput = z.strictObject({
   taskId,
   fields: z
@@ -49,7 +57,7 @@ const updateTaskInput = z.strictObject({
 export const IDEMPOTENT_REPLAYED_META_KEY = "action-envelope/idempotentReplayed";
 
 /**
- * The Bitrix24 task tools. Each tool calls exactly one REST method, named in its `_meta`, so the
+ * The Bitrix24 task tools (and one user lookup). Each tool calls exactly one REST method, named in its `_meta`, so the
  * client side can allowlist read tools by method and not only by name.
  */
 export function createMcpServer(client: Bitrix24Client): McpServer {
@@ -94,6 +102,24 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.history.list" },
     },
     async (args) => toToolResult(() => client.getTaskHistory(args.taskId), "read"),
+  );
+
+  server.registerTool(
+    MCP_TOOL_NAMES.getUsers,
+    {
+      title: "Find Bitrix24 users",
+      description:
+        "Read Bitrix24 users by filter (user.get): ids and names of people, e.g. who a task's RESPONSIBLE_ID is. Returns {result:[{ID, NAME, LAST_NAME, ACTIVE, ...}], total, next?, time}.",
+      inputSchema: usersInput,
+      annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      _meta: { [BITRIX24_METHOD_META_KEY]: "user.get" },
+    },
+    async (args) => {
+      const userArgs: { filter?: Record<string, unknown>; start?: number } = {};
+      if (args.filter !== undefined) userArgs.filter = args.filter;
+      if (args.start !== undefined) userArgs.start = args.start;
+      return toToolResult(() => client.getUsers(userArgs), "read");
+    },
   );
 
   server.registerTool(

@@ -35,7 +35,7 @@ export function loadSeedFile(path: string): EmulatorSeed {
   return parseSeed(json, path);
 }
 
-/** A small synthetic portal: six users, two workgroups, eight tasks with a mix of access rules. */
+/** A small synthetic portal: ten users (one dismissed), two workgroups, eight tasks with a mix of access rules. */
 export function defaultSeed(): EmulatorSeed {
   return {
     users: [
@@ -45,6 +45,11 @@ export function defaultSeed(): EmulatorSeed {
       { id: 4, name: "Dmitry", lastName: "Orlov", login: "dmitry.orlov", email: "dmitry.orlov@example.test", workPosition: "QA engineer" },
       { id: 5, name: "Elena", lastName: "Kuznetsova", login: "elena.kuznetsova", email: "elena.kuznetsova@example.test", workPosition: "Operations lead" },
       { id: 6, name: "Pavel", lastName: "Smirnov", login: "pavel.smirnov", email: "pavel.smirnov@example.test", workPosition: "Chief accountant" },
+      // Names that make user lookups interesting: one active Bob Smith (and a dismissed namesake), two Alex Morgans.
+      { id: 7, name: "Bob", lastName: "Smith", login: "bob.smith", email: "bob.smith@example.test", workPosition: "Sales manager" },
+      { id: 8, name: "Alex", lastName: "Morgan", login: "alex.morgan", email: "alex.morgan@example.test", workPosition: "Support engineer" },
+      { id: 9, name: "Alex", lastName: "Morgan", login: "alex.morgan2", email: "alex.morgan2@example.test", workPosition: "Designer" },
+      { id: 10, name: "Bob", lastName: "Smith", login: "bob.smith.old", email: "bob.smith.old@example.test", workPosition: "Sales manager", active: false },
     ],
     groups: [
       { id: 1, name: "Operations", opened: true },

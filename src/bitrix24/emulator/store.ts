@@ -111,6 +111,11 @@ export class Store {
     return row ? (JSON.parse(row.data) as SeedUser) : undefined;
   }
 
+  /** Every user, by id (user.get filters and pages them). */
+  allUsers(): SeedUser[] {
+    return (this.db.prepare("SELECT data FROM users ORDER BY id").all() as { data: string }[]).map((r) => JSON.parse(r.data) as SeedUser);
+  }
+
   allUserIds(): number[] {
     return (this.db.prepare("SELECT id FROM users ORDER BY id").all() as { id: number }[]).map((r) => r.id);
   }

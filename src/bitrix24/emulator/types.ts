@@ -15,6 +15,8 @@ export const SeedUserSchema = z.object({
   login: z.string().min(1),
   email: z.string().default(""),
   workPosition: z.string().nullable().default(null),
+  /** false = dismissed: still returned by user.get, excluded by its ACTIVE=true filter. */
+  active: z.boolean().default(true),
 });
 
 export const SeedGroupSchema = z.object({

@@ -2,7 +2,7 @@ import type { MethodHandler } from "./context.js";
 import { makeBatch } from "./batch.js";
 import { listHistory } from "./history.js";
 import { addTask, getTask, listTasks, updateTask } from "./tasks.js";
-import { currentUser } from "./user.js";
+import { currentUser, getUsers } from "./user.js";
 
 const DIRECT: Record<string, MethodHandler> = {
   "tasks.task.get": getTask,
@@ -11,6 +11,7 @@ const DIRECT: Record<string, MethodHandler> = {
   "tasks.task.add": addTask,
   "tasks.task.history.list": listHistory,
   "user.current": currentUser,
+  "user.get": getUsers,
   // The webhook's scopes, as Bitrix24's `scope` method lists them.
   scope: (_params, ctx) => ({ result: [...(ctx.scopes ?? ["task", "user"])] }),
 };
