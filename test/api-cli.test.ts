@@ -6,6 +6,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { spawnSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
@@ -22,7 +23,7 @@ const tokens: Record<string, string> = {};
 
 beforeAll(async () => {
   const tokenFile = path.join(tempDir("ae-api-cli-tokens-"), "api-tokens.json");
-  const entries = Object.entries({ dave: ["requester"], alice: ["approver"] } as const).map(([identity, roles]) => {
+  const entries = Object.entries({ dave: ["requester"], erin: ["requester"], alice: ["approver"] } as const).map(([identity, roles]) => {
     const made = newApiToken(identity, [...roles]);
     tokens[identity] = made.token;
     return made.entry;
@@ -126,5 +127,90 @@ describe("the CLI's --api mode", () => {
     const r = await runCli(["pending"], cliEnv({ LANGGRAPH_API_URL: server.apiUrl, LANGGRAPH_API_TOKEN: "" }));
     expect(r.code).not.toBe(0);
     expect(r.stdout + r.stderr).toMatch(/401|Authorization/);
+  });
+});
+
+describe("audit --api: the server's audit log over HTTP, read-only", () => {
+  let threadId: string;
+
+  beforeAll(async () => {
+    // A thread started over the API by dave and approved over the API by alice.
+    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
+    const alice = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` }, callerOptions: { maxRetries: 0 } });
+    const thread = await dave.threads.create();
+    threadId = thread.thread_id;
+    await dave.runs.wait(threadId, GRAPH_ID, { input: { request: "rename task 4 to AUDITED OVER THE API" } });
+    const payload = (await alice.threads.getState(threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { exampleResume: unknown };
+    const final = (await alice.runs.wait(threadId, GRAPH_ID, { command: { resume: payload.exampleResume } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+  }, 120_000);
+
+  /** The local audit commands on the server's own data directory: what --api must print too. */
+  const local = (args: string[]) => runCli(["audit", ...args], { ...cliEnv(), ACTION_ENVELOPE_DATA_DIR: dataDir, LANGGRAPH_API_URL: "" });
+
+  it("an approver lists and shows the thread's records; list and verify print exactly what the local commands print on the server's data directory", async () => {
+    const list = await runCli(["audit", "list", "--api", server.apiUrl, "--json"], cliEnv());
+    expect(list.code, list.stderr).toBe(0);
+    const threads = (JSON.parse(list.stdout) as { threads: Array<Record<string, unknown>> }).threads;
+    expect(threads.find((t) => t["threadId"] === threadId)).toMatchObject({ requestedBy: "dave", lastEvent: "execution_outcome", outcome: "VERIFIED", reasonCode: "VERIFIED" });
+    for (const args of [["list"], ["list", "--json"], ["verify"], ["verify", "--json"]]) {
+      const [remote, here] = await Promise.all([runCli(["audit", ...args, "--api", server.apiUrl], cliEnv()), local(args)]);
+      expect(remote.code, remote.stderr).toBe(0);
+      expect(remote.stdout, args.join(" ")).toBe(here.stdout);
+    }
+
+    const show = await runCli(["audit", "show", threadId, "--api", server.apiUrl], cliEnv());
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain(`CASE RECORD  thread ${threadId}  (finished)`);
+    expect(show.stdout).toContain("Requested by:  dave");
+    expect(show.stdout).toMatch(/Decided by: +alice — approve \(authentication\)/);
+    for (const name of ["approval-request-r1", "decision-r1-accepted-approve", "pre-read", "invocation", "acknowledgement", "post-write-read", "outcome"]) expect(show.stdout).toContain(`-${name}]`);
+    const json = await runCli(["audit", "show", threadId, "--api", server.apiUrl, "--json"], cliEnv());
+    const { caseRecord } = JSON.parse(json.stdout) as { caseRecord: { firstPage: Record<string, unknown>; auditChain: { intact: boolean } } };
+    expect(caseRecord.firstPage).toMatchObject({ status: "finished", requestedBy: "dave", decidedBy: { id: "alice", verifiedBy: "authentication" }, outcome: { outcome: "VERIFIED" } });
+    expect(caseRecord.auditChain.intact).toBe(true);
+  });
+
+  it("export --api writes a bundle that sha256sum -c accepts", async () => {
+    const out = path.join(tempDir("ae-api-audit-export-"), "bundle");
+    const exp = await runCli(["audit", "export", threadId, "--out", out, "--api", server.apiUrl], cliEnv());
+    expect(exp.code, exp.stderr).toBe(0);
+    const files = fs.readdirSync(out);
+    expect(files).toContain("case-record.json");
+    expect(files).toContain("01-approval-request-r1.card.txt");
+    const check = spawnSync("sha256sum", ["-c", "SHA256SUMS"], { cwd: out, encoding: "utf8" });
+    expect(check.status, check.stdout + check.stderr).toBe(0);
+    expect(JSON.parse(fs.readFileSync(path.join(out, "case-record.json"), "utf8")).firstPage.threadId).toBe(threadId);
+  });
+
+  it("a requester reads the audit of their own threads only; verify needs approver or admin; no token is 401", async () => {
+    const asDave = cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! });
+    const asErin = cliEnv({ LANGGRAPH_API_TOKEN: tokens["erin"]! });
+    const mine = await runCli(["audit", "show", threadId, "--api", server.apiUrl], asDave);
+    expect(mine.code, mine.stderr).toBe(0);
+    expect(mine.stdout).toContain(`CASE RECORD  thread ${threadId}`);
+    const daveList = JSON.parse((await runCli(["audit", "list", "--api", server.apiUrl, "--json"], asDave)).stdout) as { threads: Array<{ threadId: string; requestedBy: string }> };
+    expect(daveList.threads.map((t) => t.threadId)).toContain(threadId);
+    expect(daveList.threads.every((t) => t.requestedBy === "dave")).toBe(true);
+
+    const theirs = await runCli(["audit", "show", threadId, "--api", server.apiUrl], asErin);
+    expect(theirs.code).toBe(2);
+    expect(theirs.stderr).toMatch(/refused: 403 .*refused audit show .*erin \(requester\) may read the audit of their own threads only/);
+    expect(theirs.stdout).toBe("");
+    const exported = await runCli(["audit", "export", threadId, "--out", path.join(tempDir("ae-api-audit-erin-"), "b"), "--api", server.apiUrl], asErin);
+    expect(exported.code).toBe(2);
+    const erinList = JSON.parse((await runCli(["audit", "list", "--api", server.apiUrl, "--json"], asErin)).stdout) as { threads: Array<{ threadId: string }> };
+    expect(erinList.threads).toEqual([]);
+    const verify = await runCli(["audit", "verify", "--api", server.apiUrl], asErin);
+    expect(verify.code).toBe(2);
+    expect(verify.stderr).toMatch(/403 .*refused audit verify: erin \(requester\)/);
+
+    const anonymous = await runCli(["audit", "list", "--api", server.apiUrl], cliEnv({ LANGGRAPH_API_TOKEN: "" }));
+    expect(anonymous.code).toBe(2);
+    expect(anonymous.stderr).toMatch(/401 .*missing Authorization: Bearer/);
+    for (const route of ["/audit/threads", `/audit/threads/${threadId}`, "/audit/verify"]) {
+      expect((await fetch(`${server.apiUrl}${route}`)).status, route).toBe(401);
+      expect((await fetch(`${server.apiUrl}${route}`, { headers: { Authorization: "Bearer not-a-token" } })).status, route).toBe(401);
+    }
   });
 });

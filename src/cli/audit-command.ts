@@ -1,15 +1,19 @@
 /**
  * `audit …` commands: verify the hash chain, list audited runs, show one run's evidence, export it
- * as a bundle a third party can check with `sha256sum -c`. They read the data directory only.
- * Exit codes: 0 done (and the chain intact), 1 usage error, 2 the chain is broken.
+ * as a bundle a third party can check with `sha256sum -c`. They read the data directory, or with
+ * `--api URL` (or LANGGRAPH_API_URL) the API server's read-only /audit routes (src/api/audit-routes.ts),
+ * which compute the same answers from the server's audit log and checkpoints; output is identical.
+ * Exit codes: 0 done (and the chain intact), 1 usage error, 2 the chain is broken or the server refused.
  */
 import { Command } from "commander";
-import { buildCase } from "../evidence/bundle.js";
+import type { CaseRecord, EvidenceObject } from "../evidence/bundle.js";
+import { caseOf } from "../evidence/case-source.js";
 import { exportBundle } from "../evidence/export.js";
 import { renderCase } from "../evidence/render.js";
 import { UsageError } from "../errors.js";
-import { AuditLogError } from "../store/audit.js";
-import { withInspectSession, type InspectSession } from "./app-session.js";
+import { AuditLogError, type AuditThreadSummary, type ChainVerification } from "../store/audit.js";
+import { loadConfig } from "../config/env.js";
+import { withInspectSession } from "./app-session.js";
 import { cap, LIMITS } from "./limits.js";
 import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 
@@ -32,18 +36,51 @@ async function reportingDamage(fn: () => Promise<number>): Promise<number> {
   try {
     return await fn();
   } catch (e) {
+    if ((e as Error).name === "AuditApiError") {
+      // 401 (token), 403 (not yours, or the role), a server error: said as the server said it.
+      process.stderr.write(`refused: ${escapeForTerminal((e as Error).message)}\n`);
+      return EXIT_BROKEN;
+    }
     if (!(e instanceof AuditLogError)) throw e;
     process.stderr.write(`audit log damaged: ${escapeForTerminal(e.message)}\n`);
     return EXIT_BROKEN;
   }
 }
 
-async function loadCase(s: InspectSession, threadId: string) {
-  const [records, chain, thread] = await Promise.all([s.audit.records({ threadId }), s.audit.verify(), s.thread(threadId)]);
-  if (records.length === 0 && thread.status === "not_found") {
-    throw new UsageError(`no audit records and no checkpoints for thread ${threadId} in ${s.config.dataDir}; see "audit list"`);
+/** What the commands read: the local audit log and checkpoints, or the same answers from an API server. */
+interface AuditReader {
+  verify(head?: string): Promise<ChainVerification>;
+  threads(): Promise<AuditThreadSummary[]>;
+  caseOf(threadId: string): Promise<{ intact: boolean; caseRecord: CaseRecord; evidence: EvidenceObject[] }>;
+}
+
+const API_OPTION = ["--api <url>", "read the audit of this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
+
+async function withReader(apiFlag: string | undefined, fn: (r: AuditReader) => Promise<number>): Promise<number> {
+  const { apiTarget } = await import("../api/cli-api.js");
+  const target = apiTarget(apiFlag, loadConfig().langgraphApi);
+  if (target) {
+    const { apiAudit } = await import("../api/audit-client.js");
+    return fn({
+      verify: (head) => apiAudit.verify(target, head),
+      threads: () => apiAudit.threads(target),
+      caseOf: async (threadId) => {
+        const found = await apiAudit.caseOf(target, threadId);
+        return { intact: found.caseRecord.auditChain.intact, ...found };
+      },
+    });
   }
-  return { chain, ...buildCase({ threadId, status: thread.status, state: thread.state, records, chain }) };
+  return withInspectSession((s) =>
+    fn({
+      verify: (head) => s.audit.verify(head !== undefined ? { head } : {}),
+      threads: () => s.audit.threads(),
+      caseOf: async (threadId) => {
+        const found = await caseOf(s, threadId);
+        if (!found) throw new UsageError(`no audit records and no checkpoints for thread ${threadId} in ${s.config.dataDir}; see "audit list"`);
+        return { intact: found.chain.intact, caseRecord: found.caseRecord, evidence: found.evidence };
+      },
+    }),
+  );
 }
 
 export function auditCommand(): Command {
@@ -57,9 +94,10 @@ export function auditCommand(): Command {
     .description("Recompute the hash chain; exit 0 only when it is intact, else 2 naming the first bad record")
     .option("--head <hash>", "a head hash recorded earlier; fails if no record has it (catches a rewritten or truncated tail)", cap("--head", LIMITS.hash))
     .option("--json", "print JSON")
-    .action(async (opts: { head?: string; json?: boolean }) => {
-      process.exitCode = await withInspectSession(async (s) => {
-        const result = await s.audit.verify(opts.head !== undefined ? { head: opts.head } : {});
+    .option(...API_OPTION)
+    .action(async (opts: { head?: string; json?: boolean; api?: string }) => {
+      process.exitCode = await reportingDamage(() => withReader(opts.api, async (r) => {
+        const result = await r.verify(opts.head);
         if (opts.json) writeJson(result);
         else if (result.intact) {
           write(`audit chain intact: ${result.records} record${result.records === 1 ? "" : "s"}` + (result.head ? esc`; head seq ${result.head.seq} ${result.head.hash}` : ""));
@@ -70,17 +108,18 @@ export function auditCommand(): Command {
           write(esc`  ${p.detail}`);
         }
         return result.intact ? EXIT_OK : EXIT_BROKEN;
-      });
+      }));
     });
 
   audit
     .command("list")
     .description("Audited runs, oldest first: requester, records, last event, outcome, overrides")
     .option("--json", "print JSON")
-    .action(async (opts: { json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (opts: { json?: boolean; api?: string }) => {
       process.exitCode = await reportingDamage(() =>
-        withInspectSession(async (s) => {
-          const threads = await s.audit.threads();
+        withReader(opts.api, async (r) => {
+          const threads = await r.threads();
           if (opts.json) writeJson({ threads });
           else if (threads.length === 0) write("The audit log has no records yet.");
           else for (const t of threads) {
@@ -99,13 +138,14 @@ export function auditCommand(): Command {
     .description("The whole chain of evidence for one run: first page (overrides on top), evidence objects, audit records")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .option("--json", "print the case record and evidence objects as JSON")
-    .action(async (thread: string, opts: { json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { json?: boolean; api?: string }) => {
       process.exitCode = await reportingDamage(() =>
-        withInspectSession(async (s) => {
-          const { chain, caseRecord, evidence } = await loadCase(s, thread);
+        withReader(opts.api, async (r) => {
+          const { intact, caseRecord, evidence } = await r.caseOf(thread);
           if (opts.json) writeJson({ caseRecord, evidence });
           else write(renderCase(caseRecord, evidence));
-          return chain.intact ? EXIT_OK : EXIT_BROKEN;
+          return intact ? EXIT_OK : EXIT_BROKEN;
         }),
       );
     });
@@ -115,15 +155,16 @@ export function auditCommand(): Command {
     .description("Write the run's case record, evidence objects and SHA256SUMS (checked with sha256sum -c) to a new directory")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--out <dir>", "a directory that does not exist yet or is empty", cap("--out", LIMITS.path))
-    .action(async (thread: string, opts: { out: string }) => {
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { out: string; api?: string }) => {
       process.exitCode = await reportingDamage(() =>
-        withInspectSession(async (s) => {
-          const { chain, caseRecord, evidence } = await loadCase(s, thread);
+        withReader(opts.api, async (r) => {
+          const { intact, caseRecord, evidence } = await r.caseOf(thread);
           const written = exportBundle(opts.out, caseRecord, evidence);
           write(esc`wrote ${written.files.length} files to ${written.dir}`);
           write(esc`check them with: (cd ${written.dir} && sha256sum -c SHA256SUMS)`);
-          if (!chain.intact) write(esc`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`);
-          return chain.intact ? EXIT_OK : EXIT_BROKEN;
+          if (!intact) write(esc`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`);
+          return intact ? EXIT_OK : EXIT_BROKEN;
         }),
       );
     });

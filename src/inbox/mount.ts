@@ -11,6 +11,8 @@
  *   project's), so the inbox drives the graph on that same checkpointer instance, in this process,
  *   under the journal's thread lock, with the signed-in approver as the authenticated user (as the
  *   standalone inbox does). The API's own run records are not involved in such a resume.
+ * - The audit log is served here too, read-only under /audit (src/api/audit-routes.ts), for the CLI's
+ *   `audit … --api`; unlike /inbox it is authenticated by the API's Bearer tokens.
  * - The API's auth middleware (src/auth/auth.ts) runs before this app and lets /inbox/* through
  *   without a Bearer token (a browser's navigation and form posts carry none); the inbox's own
  *   sign-in guards every page, with or without ACTION_ENVELOPE_API_TOKENS.
@@ -25,6 +27,7 @@ import { getDeps } from "../runtime/deps.js";
 import { openApp, type App } from "../app/threads.js";
 import { createInboxApp } from "./server.js";
 import { loadInboxUsers } from "./users.js";
+import { serverAuditRoutes } from "../api/audit-routes.js";
 
 export const INBOX_PREFIX = "/inbox";
 const LOOPBACK_HOST = /^(127\.0\.0\.1|localhost|\[::1\])(:\d{1,5})?$/;
@@ -62,6 +65,9 @@ async function build(): Promise<Inbox> {
 }
 
 export const app = new Hono();
+
+// The audit log, read-only, for `audit … --api` (src/api/audit-routes.ts): Bearer-authenticated like the API.
+app.route("/", serverAuditRoutes(apiCheckpointer));
 
 app.all(`${INBOX_PREFIX}/*`, async (c) => {
   inbox ??= build();
