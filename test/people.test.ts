@@ -4,10 +4,14 @@
  * envelope is built and recorded with it; edits that name a person (RESPONSIBLE_ID=Bob Smith) resolved
  * to exactly one active user, or refused. Real emulator over HTTP, our MCP server over stdio.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
+import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { renderCard } from "../src/envelope/index.js";
+import { cardSection } from "../src/inbox/card-view.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 
 async function rest(emu: RunningEmulator, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
   const res = await fetch(`${emu.webhookUrl}${method}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(params) });
@@ -103,5 +107,133 @@ describe("user.get through the REST client and the MCP server", () => {
     expect(res.ok && (res.body as any).result[0].LAST_NAME).toBe("Kuznetsova");
     const viaModel = await tools.readTools.find((t) => t.name === "get_users")!.invoke({ filter: { NAME_SEARCH: "Bob" } });
     expect(JSON.parse(viaModel as string).result.map((u: any) => u.ID)).toEqual(["7", "10"]);
+  });
+});
+
+// ── The card and edits, through the graph ──────────────────────────────────────────────────────────
+
+describe("names on the card and in edits, end to end", () => {
+  let portal: Portal;
+  let dataDir: string;
+  let app: App | undefined;
+
+  beforeEach(async () => {
+    portal = await startPortal();
+    dataDir = tempDir();
+  });
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+    await portal.emulator.close();
+  });
+
+  /** "assign task 4 to user 3": the offline model proposes RESPONSIBLE_ID 3 (Maria Volkova) for task 4 (now Elena Kuznetsova's). */
+  async function waiting(): Promise<ThreadView> {
+    app = await openTestApp(portal, dataDir);
+    const view = await startRun(app, { request: "assign task 4 to user 3", requestedBy: "demo-user" });
+    expect(view.status).toBe("awaiting_approval");
+    return view;
+  }
+  const editTo = (view: ThreadView, fields: Record<string, unknown>, approver = "alice") => ({
+    decisions: [{ type: "edit", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, approver: { id: approver }, editedAction: { name: "update_task", args: { taskId: 4, fields } } }],
+  });
+  const approve = (view: ThreadView, approver: string) => ({
+    decisions: [{ type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, approver: { id: approver } }],
+  });
+
+  it("the card shows each person's name next to the id, read by code once and recorded so the journal reproduces the card", async () => {
+    const view = await waiting();
+    const card = view.approval!.actionRequests[0]!.description;
+    expect(card).toMatch(/before: +"5" \(Elena Kuznetsova\)/);
+    expect(card).toMatch(/requested: "3" \(Maria Volkova\)/);
+    expect(card).toContain('CREATED_BY: "1" (Anna Petrova)');
+    expect(card).toContain('AUDITORS: ["2", "6"] (2 Ivan Sokolov; 6 Pavel Smirnov)');
+    expect(card).toContain('ACCOMPLICES: ["3"] (3 Maria Volkova)');
+    // One deterministic read (the model read no users), and names are not part of the envelope.
+    expect(await portal.calls("user.get")).toHaveLength(1);
+    expect(JSON.stringify(view.approval!.envelope)).not.toMatch(/Kuznetsova|Volkova/);
+    expect(view.approval!.envelope.params).toEqual({ RESPONSIBLE_ID: "3" });
+
+    const row = (await app!.deps.journal.currentAction(view.threadId))!;
+    expect(row.card).toBe(card);
+    expect(row.macValid).toBe(true);
+    expect(row.people).toMatchObject({ method: "user.get", names: { "5": { name: "Elena Kuznetsova", active: true }, "3": { name: "Maria Volkova", active: true } } });
+    expect(renderCard(row.envelope, row.envelopeHash, "text", { people: row.people!.names }).text).toBe(row.card);
+    const shown = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "approval_requested");
+    expect(shown?.shown?.card).toBe(card);
+    const page = cardSection(row).toString();
+    expect(page).toContain("(Elena Kuznetsova)");
+    expect(page).toContain("(Maria Volkova)");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("an edit naming a person (RESPONSIBLE_ID=Bob Smith) resolves to the one active Bob Smith: the envelope holds id 7, one write, VERIFIED", async () => {
+    const view = await waiting();
+    const edited = await submitDecision(app!, view.threadId, editTo(view, { RESPONSIBLE_ID: "Bob Smith" }));
+    expect(edited.status).toBe("awaiting_approval");
+    expect(edited.approval!.envelope.params).toEqual({ RESPONSIBLE_ID: "7" });
+    expect(edited.approval!.actionRequests[0]!.description).toMatch(/requested: "7" \(Bob Smith\)/);
+    // What was typed and what it resolved to: in the journal's decision and the audit record of the edit.
+    const first = (await app!.deps.journal.getAction(view.approval!.envelopeHash))!;
+    const resolved = { field: "RESPONSIBLE_ID", typed: "Bob Smith", status: "resolved", id: "7", name: "Bob Smith" };
+    expect(first.progress.decision?.edit).toMatchObject({ fields: { RESPONSIBLE_ID: "7" }, names: [resolved] });
+    const accepted = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_accepted");
+    expect(accepted?.resolvedNames).toEqual([expect.objectContaining({ ...resolved, searched: JSON.stringify({ NAME_SEARCH: "Bob Smith", ACTIVE: true }) })]);
+    expect(accepted?.received).toMatchObject({ decisions: [{ editedAction: { args: { fields: { RESPONSIBLE_ID: "Bob Smith" } } } }] });
+
+    const done = await submitDecision(app!, view.threadId, approve(edited, "bob"));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params).toEqual({ taskId: 4, fields: { RESPONSIBLE_ID: "7" } });
+    expect((await portal.task(4)).responsibleId).toBe("7");
+  });
+
+  it("an ambiguous name is refused listing the candidates (id and name); nothing is written and the approval keeps waiting", async () => {
+    const view = await waiting();
+    const refused = await submitDecision(app!, view.threadId, editTo(view, { RESPONSIBLE_ID: "alex morgan" }));
+    expect(refused.status).toBe("awaiting_approval");
+    expect(refused.approval!.envelopeHash).toBe(view.approval!.envelopeHash);
+    const last = refused.state!.refusals.at(-1)!;
+    expect(last.code).toBe("INVALID_VALUE");
+    expect(last.reason).toContain('RESPONSIBLE_ID "alex morgan" is ambiguous: 2 active users have that name: 8 Alex Morgan (Support engineer), 9 Alex Morgan (Designer); give the user id instead');
+    const audit = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_refused");
+    expect(audit?.resolvedNames).toEqual([expect.objectContaining({ status: "ambiguous", candidates: [expect.objectContaining({ id: "8" }), expect.objectContaining({ id: "9" })] })]);
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("an unknown name is refused naming what was searched; an id stays an id", async () => {
+    const view = await waiting();
+    const refused = await submitDecision(app!, view.threadId, editTo(view, { RESPONSIBLE_ID: "Bob Smyth" }));
+    const last = refused.state!.refusals.at(-1)!;
+    expect(last.code).toBe("INVALID_VALUE");
+    expect(last.reason).toContain('RESPONSIBLE_ID "Bob Smyth": no active user has that name (searched user.get {"NAME_SEARCH":"Bob Smyth","ACTIVE":true})');
+    expect(await portal.writes()).toHaveLength(0);
+
+    const lookups = (await portal.calls("user.get")).length;
+    const byId = await submitDecision(app!, view.threadId, editTo(view, { RESPONSIBLE_ID: "6" }));
+    expect(byId.approval!.envelope.params).toEqual({ RESPONSIBLE_ID: "6" });
+    // Only the new card's names were read; the id itself was not looked up.
+    expect(await portal.calls("user.get")).toHaveLength(lookups + 1);
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("user.get failing: the card is still shown, each id with 'name unavailable: why', the envelope unchanged; approving still writes once", async () => {
+    await portal.fault({ method: "user.get", kind: "error", status: 403, error: "insufficient_scope", description: "The request requires higher privileges than provided by the webhook token", times: 10 });
+    const view = await waiting();
+    const card = view.approval!.actionRequests[0]!.description;
+    expect(card).toMatch(/before: +"5" \(name unavailable: user\.get failed: [^)]*insufficient_scope[^)]*\)/);
+    expect(card).toMatch(/requested: "3" \(name unavailable: /);
+    expect(view.approval!.envelope.params).toEqual({ RESPONSIBLE_ID: "3" });
+    const row = (await app!.deps.journal.currentAction(view.threadId))!;
+    expect(renderCard(row.envelope, row.envelopeHash, "text", { people: row.people!.names }).text).toBe(row.card);
+
+    // A name typed in an edit cannot be resolved now: refused, asking for the id.
+    const refused = await submitDecision(app!, view.threadId, editTo(view, { RESPONSIBLE_ID: "Bob Smith" }));
+    expect(refused.state!.refusals.at(-1)!.reason).toMatch(/RESPONSIBLE_ID "Bob Smith": the name could not be looked up \(user\.get failed: .*\); give the user id instead/);
+
+    const done = await submitDecision(app!, view.threadId, approve(refused, "bob"));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
   });
 });

@@ -8,6 +8,7 @@
  */
 import { hashEnvelope, type Envelope } from "./envelope.js";
 import { CHANGE_MARKER_FIELD, enumLabel } from "./fields.js";
+import { personNote, type PeopleLookup } from "./people.js";
 import { escapeLine, marker, type Finding } from "../text/escape.js";
 
 // The escaping itself is shared with everything else that prints data (src/text/escape.ts).
@@ -146,11 +147,19 @@ const REVERSIBILITY_TEXT: Record<Envelope["risk"]["reversibility"], string> = {
   irreversible: "irreversible: cannot be undone",
 };
 
+export interface CardOptions {
+  /**
+   * Names of the people whose ids the card shows, as read by code (user.get) when the envelope was
+   * built and recorded with the card; shown next to the id ("5" (Bob Smith)), never instead of it.
+   */
+  people?: PeopleLookup["names"];
+}
+
 /**
  * Renders the card. `hash` is the hash the caller will bind approvals to; if it is not the envelope's
  * own hash the card says so in a warning, because approving it would fail or, worse, mean something else.
  */
-export function renderCard(e: Envelope, hash: string, format: CardFormat): { text: string; warnings: string[] } {
+export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: CardOptions = {}): { text: string; warnings: string[] } {
   const warnings: string[] = [];
   let actual: string;
   try {
@@ -189,12 +198,19 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat): { tex
     after: { label: `${field} (requested)`, title: "requested", value, field } as Item,
   }));
   const invariants: Item[] = e.invariantFields.map((f) => ({ label: `${f} (must stay)`, title: f, value: e.baseline.values[f], field: f }));
-  // The documented name of an enum code (PRIORITY "2" → high) is shown next to the code, never instead of it.
+  // The documented name of an enum code (PRIORITY "2" → high) or a person's name (RESPONSIBLE_ID "5" →
+  // Bob Smith) is shown next to the value, never instead of it. A person's name is portal data: escaped
+  // like any value, and its invisible characters raise warnings too.
   const renderedOf = (item: Item): RenderedValue & { name?: string } => {
     const r = renderValue(item.value, item.label);
     warnings.push(...r.warnings);
-    const name = enumLabel(item.field, item.value);
-    return name ? { ...r, name } : r;
+    const label = enumLabel(item.field, item.value);
+    if (label) return { ...r, name: label };
+    const person = personNote(item.field, item.value, opts.people);
+    if (person === undefined) return r;
+    const n = renderValue(person, `${item.label} name`);
+    warnings.push(...n.warnings);
+    return { ...r, name: n.block ? n.lines.join(marker(0x0a)) : n.lines[0]!.slice(1, -1) };
   };
   const rChanges = changes.map((c) => ({ field: c.field, before: renderedOf(c.before), after: renderedOf(c.after) }));
   const rInvariants = invariants.map((i) => ({ item: i, r: renderedOf(i) }));

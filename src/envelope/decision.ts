@@ -12,6 +12,7 @@ import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, typ
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
 import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
 import { codesForNames } from "./fields.js";
+import { idsForNames, type NameResolution } from "./people.js";
 
 /** Ids are short; a longer one is refused (MALFORMED) rather than carried into records. */
 export const MAX_ID_CHARS = 128;
@@ -73,6 +74,8 @@ export interface DecisionContext {
   /** The user the LangGraph API authenticated for this request, when auth is configured. */
   authenticatedUser?: string;
   scope: Scope;
+  /** Lookups (user.get, made by the caller) of the names an edit typed for user fields. */
+  people?: readonly NameResolution[];
 }
 
 export type VerifiedBy = "signature" | "authentication" | "self_declared";
@@ -190,10 +193,14 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
   let edit: { proposal: Proposal } | undefined;
   if (d.type === "edit") {
     // An enum value named in the edit (PRIORITY "high") becomes its exact code; the envelope holds codes only.
-    const proposal: Proposal = { operation: d.editedAction.name, taskId: d.editedAction.args.taskId, fields: codesForNames(d.editedAction.args.fields) };
-    if (proposal.taskId !== e.object.id) {
-      return refuse("OUT_OF_SCOPE", `the edit targets task ${proposal.taskId}, but this envelope is about task ${e.object.id}; propose a new change instead`);
+    // A person named in the edit (RESPONSIBLE_ID "Bob Smith") becomes the id it resolved to, exactly one
+    // active user; zero or several matches refuse the edit. The envelope holds ids only.
+    if (d.editedAction.args.taskId !== e.object.id) {
+      return refuse("OUT_OF_SCOPE", `the edit targets task ${d.editedAction.args.taskId}, but this envelope is about task ${e.object.id}; propose a new change instead`);
     }
+    const named = idsForNames(codesForNames(d.editedAction.args.fields), ctx.people ?? []);
+    if (!named.ok) return refuse("INVALID_VALUE", `the edited action is refused: ${named.reason}`);
+    const proposal: Proposal = { operation: d.editedAction.name, taskId: d.editedAction.args.taskId, fields: named.fields };
     const check = checkProposal(ctx.policy, ctx.scope, proposal);
     if (!check.allowed) return refuse(check.code, `the edited action is refused: ${check.reasons.join("; ")}`);
     edit = { proposal };

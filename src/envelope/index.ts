@@ -81,5 +81,6 @@ export {
   publicKeyLine,
   type SignedDecisionPayload,
 } from "./signature.js";
-export { renderCard, renderValue, decodeDisplay, type CardFormat, type RenderedValue } from "./card.js";
+export { renderCard, renderValue, decodeDisplay, type CardFormat, type CardOptions, type RenderedValue } from "./card.js";
 export { exampleTask, taskBody } from "./examples.js";
+export { USER_FIELDS, userIdsIn, userIdsOnCard, personNote, typedNamesIn, idsForNames, unresolvedReason, type PersonName, type PeopleLookup, type TypedName, type Candidate, type NameResolution } from "./people.js";

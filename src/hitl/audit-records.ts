@@ -2,7 +2,7 @@
  * Builds the audit entry for each decision point from graph state, so nodes stay one line away from
  * the log. Pure: no I/O, no clock (callers pass the time of the event).
  */
-import { checkProposal, sha256Json, type Envelope, type JsonValue, type Policy } from "../envelope/index.js";
+import { checkProposal, sha256Json, type Envelope, type JsonValue, type NameResolution, type Policy } from "../envelope/index.js";
 import type { State } from "../graph/state.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../evidence/flags.js";
@@ -75,7 +75,7 @@ export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string,
  * One accepted decision per revision: its nonce is single use. A cancel or an expiry consumes the
  * nonce too; it is recorded under its own event kind, since nobody approved or rejected anything.
  */
-export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, d: DecisionRecord): AuditEntry {
+export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, d: DecisionRecord, resolvedNames: readonly NameResolution[] = []): AuditEntry {
   const type: string = d.type;
   return hashable({
     ...envelopeFields(envelope, envelopeHash),
@@ -86,6 +86,7 @@ export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, 
     approver: { id: d.approverId, verifiedBy: d.verifiedBy, decision: d.type, decidedAt: d.decidedAt },
     override: d.override ? { ...d.override } : null,
     received: d.raw,
+    ...(resolvedNames.length ? { resolvedNames: [...resolvedNames] } : {}),
   });
 }
 
@@ -93,7 +94,7 @@ export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, 
  * `ordinal` counts refusals in the thread (1 for the first); with the revision it tells apart
  * repeated refusals and is the same when check_decision re-runs on the same state.
  */
-export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, refusal: Refusal, ordinal: number): AuditEntry {
+export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, refusal: Refusal, ordinal: number, resolvedNames: readonly NameResolution[] = []): AuditEntry {
   const claimed = claimedDecision(refusal.raw);
   return hashable({
     ...envelopeFields(envelope, envelopeHash),
@@ -105,6 +106,7 @@ export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, r
     override: null,
     refusal: { code: refusal.code, reason: refusal.reason },
     received: refusal.raw,
+    ...(resolvedNames.length ? { resolvedNames: [...resolvedNames] } : {}),
   });
 }
 

@@ -6,6 +6,8 @@
  * a character a person cannot see is a visible ⟨U+XXXX⟩ marker here too.
  */
 import { renderCard, renderValue } from "../envelope/card.js";
+import { enumLabel } from "../envelope/fields.js";
+import { personNote } from "../envelope/people.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
 
@@ -44,18 +46,25 @@ function display(value: unknown, label: string): { text: string; block: boolean;
 
 export function cardSection(action: ActionRow): Html {
   const e = action.envelope;
-  const { warnings } = renderCard(e, action.envelopeHash, "text");
+  const people = action.people?.names;
+  const { warnings } = renderCard(e, action.envelopeHash, "text", people ? { people } : {});
+  // The name next to a code or user id (PRIORITY "2" → high, RESPONSIBLE_ID "5" → Elena Kuznetsova),
+  // from the names recorded with the card; escaped like every value.
+  const nameOf = (field: string, value: unknown, label: string) => {
+    const name = enumLabel(field, value) ?? personNote(field, value, people);
+    return name === undefined ? "" : html` <small class="value-name">(${markedHtml(display(name, `${label} name`).text.replace(/^"|"$/g, ""))})</small>`;
+  };
   const changes = Object.entries(e.params).map(([field, value]) => {
     const before = display(e.baseline.values[field], `${field} (before)`);
     const after = display(value, `${field} (requested)`);
     const d = diffPair(before.text, after.text);
     return html`<tr>
         <th scope="row">${field}</th>
-        <td><pre class="value before">${d.before}</pre></td>
-        <td><pre class="value after">${d.after}</pre>${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
+        <td><pre class="value before">${d.before}</pre>${nameOf(field, e.baseline.values[field], `${field} (before)`)}</td>
+        <td><pre class="value after">${d.after}</pre>${nameOf(field, value, `${field} (requested)`)}${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
       </tr>`;
   });
-  const invariants = e.invariantFields.map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre></td></tr>`);
+  const invariants = e.invariantFields.map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (must stay)`)}</td></tr>`);
   const expiresMs = Date.parse(e.expiresAt);
   return html`<section class="card" aria-labelledby="card-title" data-envelope-hash="${action.envelopeHash}">
     <h2 id="card-title">${e.operation} on ${e.object.type} ${e.object.id} · revision ${e.revision}</h2>

@@ -2,8 +2,9 @@ import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard } from "../envelope/index.js";
+import { checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
 import { rawOf, taskFrom } from "../hitl/reads.js";
+import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
@@ -83,7 +84,11 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     ...(editedBy ? { editedBy } : {}),
   });
   const envelopeHash = hashEnvelope(envelope);
-  const rendered = renderCard(envelope, envelopeHash, "text").text;
+  // Names of the people the card shows (responsible, creator, auditors, …), read by code after the
+  // envelope is frozen: they change only the card, never the envelope, and a failed lookup shows
+  // "name unavailable: why" instead of blocking the approval. Recorded with the card.
+  const people = await lookupNames(deps.tools, userIdsOnCard(envelope), deps.clock);
+  const rendered = renderCard(envelope, envelopeHash, "text", people ? { people: people.names } : {}).text;
   const card = escalatedTo
     ? `ESCALATED to group ${escalatedTo}: the approval for ${previous?.envelopeHash} expired unanswered; only members of ${escalatedTo} may approve this fresh envelope.\n${rendered}`
     : rendered;
@@ -101,6 +106,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
       escalatedTo,
       supersededHashes: previous ? [...previous.supersededHashes, previous.envelopeHash] : [],
       editedBy: editedBy ?? null,
+      ...(people ? { people } : {}),
     },
     envelope.createdAt,
   );

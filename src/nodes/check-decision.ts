@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { allowedApprovers, DecisionSchema, validateDecision } from "../envelope/index.js";
+import { allowedApprovers, DecisionSchema, typedNamesIn, validateDecision, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -11,6 +11,7 @@ import { DecisionNotAcceptedError } from "../errors.js";
 import type { ActionProgress, ActionRow } from "../store/action-machine.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
+import { resolveNames } from "../hitl/people.js";
 
 /**
  * Deterministic validation of the human's answer against the action the journal registered — its
@@ -38,11 +39,13 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const bounds = isOutOfBounds(incoming) ? { ok: false as const, reason: incoming.outOfBounds } : checkBounds(incoming);
   const raw = isOutOfBounds(incoming) ? incoming.evidence : boundedForEvidence(incoming, bounds);
 
+  // Names an edit typed for user fields (RESPONSIBLE_ID "Bob Smith") and what user.get resolved them to.
+  let people: NameResolution[] = [];
   const refuse = async (code: string, reason: string, counted: boolean): Promise<Update> => {
     const at = now.toISOString();
     const row = (await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted)) ?? action;
     const refusal: Refusal = { code, reason, at, envelopeHash, raw };
-    await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen));
+    await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen, people));
     const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...mirrorOf(row) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
     if (counted && code === "EXPIRED") return { ...base, ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
@@ -71,6 +74,14 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const claimedId = (candidate as { approver?: { id?: unknown } } | null)?.approver?.id;
   const type = (candidate as { type?: unknown } | null)?.type;
   const notEntitled = typeof claimedId === "string" && claimedId !== "" ? entitlementProblem(deps, action, claimedId, type, authUser) : 'a decision names its approver as {"approver": {"id": "…"}}';
+  // A person named in an edit is looked up by code (user.get), only for a well-formed edit of this
+  // very envelope from someone entitled to decide it; validateDecision then takes the id it resolved to
+  // (exactly one active user) or refuses the edit, naming what was searched and the candidates.
+  const parsed = DecisionSchema.safeParse(candidate);
+  if (notEntitled === null && parsed.success && parsed.data.type === "edit" && parsed.data.envelopeHash === envelopeHash && parsed.data.nonce === envelope.nonce) {
+    const typed = typedNamesIn(parsed.data.editedAction.args.fields);
+    if (typed.length > 0) people = await resolveNames(deps.tools, typed);
+  }
   const result = validateDecision(envelope, candidate, {
     now,
     policy: deps.policy,
@@ -82,6 +93,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     publicKeys: deps.publicKeys,
     scope: action.scope,
     ...(authUser ? { authenticatedUser: authUser } : {}),
+    people,
   });
   if (!result.ok) {
     // Malformed in shape, or bound to another envelope: said as that. Anything else from a caller
@@ -109,12 +121,12 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const revise = d.type === "reject" && !!d.message && action.revision <= deps.config.limits.maxRevisions;
   const journalDecision: NonNullable<ActionProgress["decision"]> = {
     ...record,
-    ...(d.type === "edit" ? { edit: { taskId: result.edit!.proposal.taskId, fields: result.edit!.proposal.fields } } : {}),
+    ...(d.type === "edit" ? { edit: { taskId: result.edit!.proposal.taskId, fields: result.edit!.proposal.fields, ...(people.length ? { names: people } : {}) } } : {}),
     ...(d.type === "reject" ? { revise } : {}),
   };
   const decided = await decide(deps, action, journalDecision);
   if ("update" in decided) return decided.update;
-  await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
+  await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record, people));
   const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };
   switch (d.type) {
     case "approve":

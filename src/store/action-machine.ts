@@ -13,7 +13,7 @@
  * replay of any checkpoint.
  */
 import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../hitl/records.js";
-import type { Envelope } from "../envelope/index.js";
+import type { Envelope, NameResolution, PeopleLookup } from "../envelope/index.js";
 
 export const PHASES = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified", "closed", "superseded"] as const;
 export type Phase = (typeof PHASES)[number];
@@ -55,6 +55,11 @@ export interface RegisteredAction {
   supersededHashes: string[];
   /** Who wrote this revision by an edit (may not approve it), if it came from an edit. */
   editedBy: string | null;
+  /**
+   * The names read (user.get, by code) for the user ids the card shows, so the card can be rendered
+   * again from this row exactly as the approver saw it. Absent in rows registered before it existed.
+   */
+  people?: PeopleLookup;
 }
 
 export interface ClosedRecord {
@@ -67,8 +72,11 @@ export interface ClosedRecord {
 /** Everything that happened to the action after registration; each part written by one transition. */
 export interface ActionProgress {
   decision?: DecisionRecord & {
-    /** For an edit: the proposal the next revision is built from. */
-    edit?: { taskId: number; fields: Record<string, unknown> };
+    /**
+     * For an edit: the proposal the next revision is built from, and the names typed for user fields
+     * with the user each resolved to (user.get), when the edit named people.
+     */
+    edit?: { taskId: number; fields: Record<string, unknown>; names?: NameResolution[] };
     /** For a reject: whether the model gets the feedback and may revise. */
     revise?: boolean;
     /** For an expiry: the group the next revision is escalated to. */
@@ -174,6 +182,8 @@ export function macContentOfAction(a: RegisteredAction): unknown {
     escalatedTo: a.escalatedTo,
     supersededHashes: a.supersededHashes,
     editedBy: a.editedBy,
+    // Only when present, so rows registered before names existed keep their seal.
+    ...(a.people ? { people: a.people } : {}),
   };
 }
 

@@ -87,6 +87,8 @@ export interface AuditEntry {
   shown?: { card: string; expiresAt: string };
   /** decision_accepted / decision_refused: the resume value exactly as received. */
   received?: unknown;
+  /** decision_accepted / decision_refused of an edit naming people: what was typed for each user field, what was searched, what it resolved to. */
+  resolvedNames?: unknown[];
 }
 
 export interface AuditRecord extends AuditEntry {
