@@ -30,7 +30,7 @@ const find = (checks: DoctorCheck[], area: string, name: string) => checks.find(
 const failed = (checks: DoctorCheck[]) => checks.filter((c) => c.status === "fail");
 async function writes(e: RunningEmulator) {
   const body = (await (await fetch(`${e.baseUrl}/_emulator/calls`)).json()) as { calls: Array<{ method: string }> };
-  return body.calls.filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list" && c.method !== "scope" && c.method !== "user.current");
+  return body.calls.filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list" && c.method !== "scope" && c.method !== "user.current" && c.method !== "user.get");
 }
 
 describe("doctor", () => {
@@ -41,6 +41,7 @@ describe("doctor", () => {
     expect(find(checks, "portal", "scopes")).toMatchObject({ status: "pass", detail: expect.stringContaining("task") });
     expect(find(checks, "portal", "identity")?.detail).toMatch(/^acting as user 1 /);
     expect(find(checks, "portal", "edit right")).toMatchObject({ status: "pass", detail: "the webhook user may edit task 4" });
+    expect(find(checks, "portal", "people's names")).toMatchObject({ status: "pass", detail: expect.stringContaining("user.get answers (scope user)") });
     expect(find(checks, "stores", "sqlite")?.status).toBe("pass");
     // The default policy accepts self-declared approvers: said, as a warning, for a real portal.
     expect(find(checks, "policy", "approver identity")).toMatchObject({ status: "warn", fix: expect.stringContaining("requireSignature") });
@@ -76,6 +77,17 @@ describe("doctor", () => {
     const checks = await runDoctor({ env: envWith(emu.webhookUrl), cwd: ROOT });
     expect(find(checks, "portal", "scopes")).toMatchObject({ status: "fail", detail: "the webhook's scopes are user, crm; it needs task", fix: expect.stringContaining("add Tasks (task)") });
     expect(find(checks, "portal", "edit right")).toBeUndefined();
+  });
+
+  it("a webhook without a user scope: names will be unavailable (a warning, not a failure), and which scope to add", async () => {
+    emu = await startEmulator({ port: 0, rate: 0, scopes: ["task"] });
+    const checks = await runDoctor({ env: envWith(emu.webhookUrl), cwd: ROOT, taskId: 4 });
+    expect(find(checks, "portal", "people's names")).toMatchObject({
+      status: "warn",
+      detail: 'the webhook has no user scope (user, user_brief or user_basic): cards will show user ids with "name unavailable", and edits must give user ids, not names',
+      fix: expect.stringContaining("add Users (user, or user_brief)"),
+    });
+    expect(failed(checks).filter((c) => c.area === "portal")).toEqual([]);
   });
 
   it("a Groq endpoint that cannot be reached: MODEL_UNREACHABLE with the fix", async () => {

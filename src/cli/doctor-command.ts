@@ -9,6 +9,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { Command } from "commander";
 import { Bitrix24Client } from "../bitrix24/client.js";
+import type { Bitrix24Client as Bitrix24ClientType } from "../bitrix24/client.js";
 import { Bitrix24Error } from "../bitrix24/errors.js";
 import { loadConfig, type AppConfig } from "../config/env.js";
 import { allowedApprovers, type Policy } from "../envelope/index.js";
@@ -125,6 +126,7 @@ async function checkPortal(config: AppConfig, timeoutMs: number, taskId: number 
   } catch (e) {
     add({ area: "portal", name: "identity", status: "warn", detail: `user.current: ${portalProblem(e)}`, fix: "add the user scope to the webhook to see who it acts as" });
   }
+  await checkNames(client, list, add);
   if (!list.includes("task")) return;
   try {
     let id = taskId;
@@ -149,6 +151,25 @@ async function checkPortal(config: AppConfig, timeoutMs: number, taskId: number 
     }
   } catch (e) {
     add({ area: "portal", name: "edit right", status: "fail", detail: portalProblem(e), fix: portalFix(e) });
+  }
+}
+
+/**
+ * People's names on the card and in edits come from user.get, which needs the user (or user_brief /
+ * user_basic) scope. Without it nothing fails: cards show ids with "name unavailable", edits need ids.
+ */
+async function checkNames(client: Bitrix24ClientType, scopes: string[], add: (c: DoctorCheck) => void): Promise<void> {
+  const scope = ["user", "user_brief", "user_basic"].find((s) => scopes.includes(s));
+  const without = 'cards will show user ids with "name unavailable", and edits must give user ids, not names';
+  if (!scope) {
+    add({ area: "portal", name: "people's names", status: "warn", detail: `the webhook has no user scope (user, user_brief or user_basic): ${without}`, fix: "edit the inbound webhook in Bitrix24 (Developer resources) and add Users (user, or user_brief)" });
+    return;
+  }
+  try {
+    await client.getUsers({ filter: { ACTIVE: true } });
+    add({ area: "portal", name: "people's names", status: "pass", detail: `user.get answers (scope ${scope}): cards show names next to user ids, and edits may name a person` });
+  } catch (e) {
+    add({ area: "portal", name: "people's names", status: "warn", detail: `user.get: ${portalProblem(e)}; ${without}`, fix: portalFix(e) });
   }
 }
 
