@@ -11,7 +11,7 @@ import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-t
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { renderCard } from "../src/envelope/index.js";
 import { cardSection } from "../src/inbox/card-view.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 
 async function rest(emu: RunningEmulator, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
   const res = await fetch(`${emu.webhookUrl}${method}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(params) });
@@ -235,5 +235,45 @@ describe("names on the card and in edits, end to end", () => {
     const done = await submitDecision(app!, view.threadId, approve(refused, "bob"));
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("names from the command line, each command its own process", () => {
+  let portal: Portal;
+  let dataDir: string;
+  beforeEach(async () => {
+    portal = await startPortal();
+    dataDir = tempDir();
+  });
+  afterEach(async () => {
+    await portal.emulator.close();
+  });
+
+  it("show prints the names; edit --set RESPONSIBLE_ID=\"Bob Smith\" holds id 7; another approver approves: one write, VERIFIED", async () => {
+    const env = envFor(portal, dataDir);
+    const run = await runCli(["run", "assign task 4 to user 3", "--no-prompt", "--json"], env);
+    expect(run.code, run.stderr).toBe(0);
+    const waiting = parseJsonOutput(run.stdout);
+    expect(waiting.card).toMatch(/requested: "3" \(Maria Volkova\)/);
+
+    const show = await runCli(["show", waiting.threadId], env);
+    expect(show.stdout).toMatch(/before: +"5" \(Elena Kuznetsova\)/);
+
+    const edit = await runCli(["edit", waiting.threadId, "--set", "RESPONSIBLE_ID=Bob Smith", "--as", "alice", "--json"], env);
+    expect(edit.code, edit.stderr).toBe(0);
+    const edited = parseJsonOutput(edit.stdout);
+    expect(edited).toMatchObject({ status: "awaiting_approval", revision: 2, envelope: { params: { RESPONSIBLE_ID: "7" } } });
+    expect(edited.card).toMatch(/requested: "7" \(Bob Smith\)/);
+
+    const ambiguous = await runCli(["edit", waiting.threadId, "--set", "RESPONSIBLE_ID=Alex Morgan", "--as", "alice", "--json"], env);
+    expect(ambiguous.code).toBe(2);
+    expect(JSON.stringify(parseJsonOutput(ambiguous.stdout))).toMatch(/ambiguous: 2 active users have that name: 8 Alex Morgan \(Support engineer\), 9 Alex Morgan \(Designer\)/);
+
+    const approve = await runCli(["approve", waiting.threadId, "--hash", edited.envelopeHash, "--as", "bob", "--json"], env);
+    expect(approve.code, approve.stderr).toBe(0);
+    expect(parseJsonOutput(approve.stdout).outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.params).toEqual({ taskId: 4, fields: { RESPONSIBLE_ID: "7" } });
   });
 });
