@@ -237,3 +237,72 @@ describe("with a token file: chat from the requester, exampleResume pasted as it
     expect(accepted.map((r) => r.approver)).toEqual([expect.objectContaining({ id: "alice", verifiedBy: "authentication" })]);
   });
 });
+
+describe("chat while a structured question waits (open server): a chat message is the answer only when it validates; the model never sees it", () => {
+  interface InputPayload {
+    kind: string;
+    question: string;
+    askedAt: string;
+    exampleResume: { answers: Record<string, unknown> };
+    lastRefusal?: { code: string; reason: string };
+  }
+  const valuesOf = async (client: Client, threadId: string) => (await client.threads.getState(threadId)).values as { agentSteps: number; messages: Array<{ type: string; content: unknown }> };
+  const said = (values: { messages: Array<{ content: unknown }> }) => values.messages.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+
+  async function askedOver(client: Client) {
+    const threadId = (await client.threads.create()).thread_id;
+    await client.runs.wait(threadId, GRAPH_ID, { input: { messages: [{ type: "human", content: "rename the task to ANSWERED IN CHAT" }], requestedBy: "demo-user" } });
+    const asked = (await interruptOf(client, threadId)) as unknown as InputPayload;
+    expect(asked).toMatchObject({ kind: "input", exampleResume: { answers: { taskId: 0 } } });
+    return { threadId, asked, steps: (await valuesOf(client, threadId)).agentSteps };
+  }
+
+  it("Studio's chat (a new run with input {messages}): refused with the fields and exampleResume, the question waits, no model turn; then \"4\" answers it and the approval follows", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const { threadId, asked, steps } = await askedOver(client);
+
+    await client.runs.wait(threadId, GRAPH_ID, { input: { messages: [{ type: "human", content: "the fourth one" }] } });
+    const refused = (await interruptOf(client, threadId)) as unknown as InputPayload;
+    expect(refused).toMatchObject({ kind: "input", question: asked.question, askedAt: asked.askedAt, lastRefusal: { code: "INVALID_ANSWER" } });
+    expect(refused.lastRefusal!.reason).toMatch(/the chat message "the fourth one" is not a valid answer to the waiting question .* it expects taskId: a number .* \{"answers":\{"taskId":0\}\}/);
+    let values = await valuesOf(client, threadId);
+    expect(values.agentSteps).toBe(steps);
+    expect(said(values)).not.toContain("the fourth one");
+
+    await client.runs.wait(threadId, GRAPH_ID, { input: { messages: [{ type: "human", content: "4" }] } });
+    const approval = await interruptOf(client, threadId);
+    expect(approval).toMatchObject({ kind: "approval", envelope: { object: { id: 4 }, params: { TITLE: "ANSWERED IN CHAT" } } });
+    values = await valuesOf(client, threadId);
+    // The model went on from the answer (as the request_input tool result), never from the chat messages.
+    expect(values.agentSteps).toBeGreaterThan(steps);
+    expect(said(values)).toContain(JSON.stringify({ taskId: 4 }));
+    expect(values.messages.filter((m) => m.type === "human").map((m) => m.content)).toEqual(["rename the task to ANSWERED IN CHAT"]);
+  });
+
+  it("the SDK's thread stream (run.start with {messages} on the interrupted thread, which the server folds into command.resume): the same rule", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const { threadId, asked, steps } = await askedOver(client);
+    const send = async (content: string) => {
+      const stream = client.threads.stream(threadId, { assistantId: GRAPH_ID });
+      try {
+        const { run_id } = (await stream.run.start({ input: { messages: [{ type: "human", content }] } })) as { run_id: string };
+        const run = await client.runs.get(threadId, run_id);
+        // The server turned the chat input into a resume: the interrupt was pending.
+        expect((run as unknown as { kwargs?: Record<string, unknown> }).kwargs?.["command"]).toMatchObject({ resume: { messages: [{ type: "human", content }] } });
+        await client.runs.join(threadId, run_id);
+      } finally {
+        await stream.close();
+      }
+    };
+
+    await send("four");
+    const refused = (await interruptOf(client, threadId)) as unknown as InputPayload;
+    expect(refused).toMatchObject({ kind: "input", askedAt: asked.askedAt, lastRefusal: { code: "INVALID_ANSWER" } });
+    expect(refused.lastRefusal!.reason).toMatch(/the chat message "four" is not a valid answer/);
+    expect((await valuesOf(client, threadId)).agentSteps).toBe(steps);
+
+    await send("4");
+    expect(await interruptOf(client, threadId)).toMatchObject({ kind: "approval", envelope: { object: { id: 4 } } });
+    expect(said(await valuesOf(client, threadId))).not.toContain("four");
+  });
+});

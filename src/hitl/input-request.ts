@@ -1,15 +1,13 @@
 import type { State } from "../graph/state.js";
 import type { InputRequest } from "./contract.js";
-import { answerJsonSchema } from "./structured-input.js";
+import { answerJsonSchema, exampleAnswers } from "./structured-input.js";
 
 /** Pure: the interrupt payload for a structured question. */
 export function inputRequestFrom(state: State, threadId: string): InputRequest {
   const req = state.inputRequest;
   if (!req) throw new Error("ask_input reached without a question");
   const last = state.refusals.at(-1);
-  const example = Object.fromEntries(
-    Object.entries(req.fields).map(([n, f]) => [n, f.type === "enum" ? (f.choices?.[0] ?? "") : f.type === "number" ? 0 : "…"]),
-  );
+  const example = exampleAnswers(req.fields);
   return {
     kind: "input",
     question: req.question,

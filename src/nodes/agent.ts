@@ -1,4 +1,4 @@
-import { HumanMessage, RemoveMessage, isHumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { HumanMessage, RemoveMessage, isAIMessage, isHumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { REMOVE_ALL_MESSAGES, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State, type Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
@@ -6,6 +6,7 @@ import { getDeps } from "../runtime/deps.js";
 import { agentPrompt } from "../prompts.js";
 import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import type { QuestionEntry } from "../store/journal.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 
 export { MAX_REQUEST_CHARS } from "../graph/state.js";
@@ -34,6 +35,10 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     await ensureThread(deps, gate, { ...state, ...input.value });
   }
   const thread = await ensureThread(deps, gate, state);
+  // A question is waiting (new input discarded LangGraph's pending ask_input, or a node was driven
+  // here out of order): the model is not called; the question stays, and a chat message goes to it.
+  const waiting = await deps.journal.getQuestion(gate.threadId);
+  if (waiting?.status === "open") return holdForQuestion(state, waiting, thread);
   if (state.agentSteps >= deps.config.limits.maxAgentSteps) {
     return endRunInJournal(deps, gate, state, "AGENT_STEP_LIMIT", `the model took ${state.agentSteps} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`);
   }
@@ -56,6 +61,7 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   return {
     messages: [...reset, ...opening, reply],
     agentSteps: state.agentSteps + 1,
+    ...(state.inputRequest ? { inputRequest: null } : {}),
     ...(reset.length > 0 || state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),
   };
 }
@@ -91,4 +97,25 @@ export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" 
   const field = issue.path.map(String).join(".") || "input";
   const message = issue.message.startsWith("input field") ? issue.message : `input field "${field}": ${issue.message}`;
   return { ok: false, problem: message };
+}
+
+/**
+ * The agent reached while the journal has an open question: messages that arrived after the model's
+ * request_input call (Studio's chat while the question waited) are taken out of the conversation, so
+ * the model never sees them and the call keeps its place right before its answer; the last human one
+ * goes to check_input as a candidate answer (taken only if it validates as the question's single
+ * field), and without one the question is asked again. The question comes from the journal.
+ */
+export function holdForQuestion(state: State, q: QuestionEntry, thread: { request: string; requestedBy: string }): Update {
+  const messages = Array.isArray(state.messages) ? state.messages : [];
+  const asking = messages.findIndex((m) => isAIMessage(m) && (m.tool_calls ?? []).some((c) => c.id === q.toolCallId));
+  // Without the call in state (rewritten outside the API), every human message but the request is taken out.
+  const arrived = asking >= 0 ? messages.slice(asking + 1) : messages.filter((m) => isHumanMessage(m) && m.text !== thread.request);
+  const lastHuman = [...arrived].reverse().find((m) => isHumanMessage(m));
+  return {
+    messages: arrived.filter((m) => typeof m.id === "string" && m.id !== "").map((m) => new RemoveMessage({ id: m.id! })),
+    inputRequest: { toolCallId: q.toolCallId, question: q.question, fields: q.fields, askedAt: q.askedAt },
+    pendingDecision: lastHuman ? { messages: [{ role: "user", content: lastHuman.text }] } : null,
+    ...(state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),
+  };
 }

@@ -2,23 +2,30 @@ import { ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { validateAnswers } from "../hitl/structured-input.js";
+import { answersFromChat, chatMessageText, validateAnswers, type InputRequestRecord } from "../hitl/structured-input.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 
 /**
- * Validates the answer against the schema that was shown. An invalid answer is refused and asked
- * again; a valid one goes back to the model as the tool result. A chosen task id becomes part of the
- * request's scope in the journal, because a human gave it, not the model.
+ * Validates the answer against the question the journal recorded (the schema that was shown). An
+ * invalid answer is refused and asked again; a valid one goes back to the model as the tool result.
+ * A chat message in place of an answer is taken as the value of a single-field question when it
+ * validates, and is otherwise refused the same way, with the fields and the example answer. A chosen
+ * task id becomes part of the request's scope in the journal, because a human gave it, not the model.
  */
 export async function checkInput(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "check_input", state);
   if (refused) return { ...refused, pendingDecision: null };
-  const req = state.inputRequest;
+  // The question as asked is the journal's (state only mirrors it); state's copy only for a thread asked before the journal kept questions.
+  const asked = await deps.journal.getQuestion(gate.threadId);
+  const req: InputRequestRecord | null = asked ? { toolCallId: asked.toolCallId, question: asked.question, fields: asked.fields, askedAt: asked.askedAt } : state.inputRequest;
   if (!req) return { needsResync: true, pendingDecision: null };
   const at = deps.clock().toISOString();
-  const result = validateAnswers(req.fields, state.pendingDecision);
+  // A chat message (Studio's chat, or run input the API server folded into a resume) is the answer only
+  // when it validates as the question's single field; it never reaches the model as a message.
+  const chat = chatMessageText(state.pendingDecision);
+  const result = chat !== undefined ? answersFromChat(req.question, req.fields, chat) : validateAnswers(req.fields, state.pendingDecision);
   if (!result.ok) {
     const refusal = { code: "INVALID_ANSWER", reason: result.reason, at, envelopeHash: null, raw: state.pendingDecision };
     const count = state.refusals.filter((r) => r.code === "INVALID_ANSWER" && r.at >= req.askedAt).length + 1;
@@ -26,7 +33,7 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
       await deps.journal.closeQuestion(gate.threadId, "closed", at);
       return { refusals: [refusal], pendingDecision: null, ...(await endRunInJournal(deps, gate, state, "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`)) };
     }
-    return { refusals: [refusal], pendingDecision: null };
+    return { refusals: [refusal], pendingDecision: null, ...(state.inputRequest?.toolCallId !== req.toolCallId ? { inputRequest: req } : {}) };
   }
   const thread = await ensureThread(deps, gate, state);
   const chosen = Number(result.answers["taskId"]);

@@ -1,0 +1,135 @@
+/**
+ * Chat messages while a structured question waits (issue 13), at graph level with a scripted model
+ * whose every call is counted. Studio's chat sends a new run with input {messages: [...]} to a thread
+ * waiting at ask_input (LangGraph then drops its pending ask_input task and starts at the agent); the
+ * SDK's thread streams (run.start on a thread with a pending interrupt) send the same input folded into
+ * command.resume. Either way the message is the answer only when it validates as the question's single
+ * field; otherwise it is refused with what is expected. It never reaches the model, and the question
+ * keeps waiting.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import { Command } from "@langchain/langgraph";
+import { startRun, viewThread, type App } from "../src/app/threads.js";
+import { answersFromChat, chatMessageText } from "../src/hitl/structured-input.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+
+let portal: Portal;
+let app: App | undefined;
+
+beforeEach(async () => {
+  portal = await startPortal();
+});
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+/** Asks which task (one number field, or two fields), then reads and proposes the answered one; records what the model saw. */
+function asker(fields: Record<string, unknown>) {
+  const seen: BaseMessage[][] = [];
+  const script: Script = (messages) => {
+    seen.push(messages);
+    const answer = [...messages].reverse().find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    if (!answer) return new AIMessage({ content: "", tool_calls: [call("request_input", { question: "Which task do you mean?", fields })] });
+    const chosen = Number(JSON.parse(String(answer.content)).taskId);
+    if (messages.at(-1) === answer) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: chosen, fields: { TITLE: "Chosen in chat" }, rationale: "the human chose it" })] });
+  };
+  return { script, seen };
+}
+
+const ONE_FIELD = { taskId: { type: "number", description: "Bitrix24 task id" } };
+const TWO_FIELDS = { taskId: { type: "number", description: "Bitrix24 task id" }, note: { type: "string", description: "why" } };
+
+async function asked(fields: Record<string, unknown>) {
+  const model = asker(fields);
+  app = await openTestApp(portal, tempDir(), { model: new ScriptedChatModel(model.script) });
+  const view = await startRun(app, { request: "rename the lab task to Chosen in chat", requestedBy: "demo-user" });
+  expect(view.status).toBe("awaiting_input");
+  expect(model.seen).toHaveLength(1);
+  return { model, threadId: view.threadId, config: { configurable: { thread_id: view.threadId }, durability: "sync" as const } };
+}
+
+const chat = (content: string) => ({ messages: [{ role: "user", content }] });
+const seenText = (seen: BaseMessage[][]) => seen.flat().map((m) => m.text);
+
+describe("a chat message sent as new run input while a question waits (what Studio's chat sends)", () => {
+  it("that validates as the single field is the answer: no model call for the chat itself, the model sees only the tool answer, then the approval", async () => {
+    const { model, threadId, config } = await asked(ONE_FIELD);
+    await app!.graph.invoke(chat("4") as never, config);
+    const view = await viewThread(app!, threadId);
+    expect(view.status).toBe("awaiting_approval");
+    expect(view.approval?.envelope.object.id).toBe(4);
+    // Two model calls after the answer (read, propose); the chat message itself was never shown as a message.
+    expect(model.seen).toHaveLength(3);
+    for (const conversation of model.seen.slice(1)) {
+      expect(conversation.filter((m) => m.getType() === "human").map((m) => m.text)).toEqual(["rename the lab task to Chosen in chat"]);
+      const tool = conversation.find((m) => m.getType() === "tool");
+      expect(tool?.text).toBe(JSON.stringify({ taskId: 4 }));
+    }
+    expect(view.state?.messages.some((m) => m.getType() === "human" && m.text === "4")).toBe(false);
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("that does not validate is refused visibly with the fields and the example; the model is not called and the same question waits", async () => {
+    const { model, threadId, config } = await asked(ONE_FIELD);
+    const before = await viewThread(app!, threadId);
+    await app!.graph.invoke(chat("the fourth one, please") as never, config);
+    const view = await viewThread(app!, threadId);
+    expect(model.seen).toHaveLength(1);
+    expect(seenText(model.seen)).not.toContain("the fourth one, please");
+    expect(view.status).toBe("awaiting_input");
+    expect(view.input).toMatchObject({ question: "Which task do you mean?", askedAt: before.input!.askedAt, exampleResume: { answers: { taskId: 0 } } });
+    expect(view.input?.lastRefusal?.code).toBe("INVALID_ANSWER");
+    expect(view.input?.lastRefusal?.reason).toMatch(/the chat message "the fourth one, please" is not a valid answer to the waiting question "Which task do you mean\?": it expects taskId: a number \(Bitrix24 task id\)/);
+    expect(view.input?.lastRefusal?.reason).toContain('{"answers":{"taskId":0}}');
+    expect(view.state?.messages.some((m) => m.text === "the fourth one, please")).toBe(false);
+
+    // The question still takes its answer, the structured way.
+    await app!.graph.invoke(new Command({ resume: { answers: { taskId: 4 } } }), config);
+    expect((await viewThread(app!, threadId)).status).toBe("awaiting_approval");
+  });
+
+  it("a question with two fields cannot be answered by a chat message: refused naming both fields; no model call", async () => {
+    const { model, threadId, config } = await asked(TWO_FIELDS);
+    await app!.graph.invoke(chat("4") as never, config);
+    const view = await viewThread(app!, threadId);
+    expect(model.seen).toHaveLength(1);
+    expect(view.status).toBe("awaiting_input");
+    expect(view.input?.lastRefusal?.reason).toMatch(/has 2 fields \(taskId: a number \(Bitrix24 task id\); note: text \(why\)\), and a chat message can answer only a question with one\. Answer it \(resume\) with \{"answers":\{"taskId":0,"note":"…"\}\}/);
+  });
+});
+
+describe("a chat message folded into command.resume (the SDK's run.start on an interrupted thread) or a plain string resume", () => {
+  it("{messages: [...]} as the resume value answers a single-field question when it validates, and is refused otherwise", async () => {
+    const { model, threadId, config } = await asked(ONE_FIELD);
+    await app!.graph.invoke(new Command({ resume: { messages: [{ type: "human", content: "four" }] } }), config);
+    let view = await viewThread(app!, threadId);
+    expect(view.status).toBe("awaiting_input");
+    expect(view.input?.lastRefusal?.reason).toMatch(/the chat message "four" is not a valid answer/);
+    expect(model.seen).toHaveLength(1);
+    await app!.graph.invoke(new Command({ resume: "4" }), config);
+    view = await viewThread(app!, threadId);
+    expect(view.status).toBe("awaiting_approval");
+    expect(view.approval?.envelope.object.id).toBe(4);
+    expect(seenText(model.seen)).not.toContain("four");
+  });
+});
+
+describe("reading chat messages (pure)", () => {
+  it("takes the last human message's text from every shape a client sends; other values are not chat", () => {
+    expect(chatMessageText("4")).toBe("4");
+    expect(chatMessageText({ messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }] })).toBe("a");
+    expect(chatMessageText({ messages: [{ type: "human", content: [{ type: "text", text: "4" }] }] })).toBe("4");
+    expect(chatMessageText({ messages: [{ lc: 1, type: "constructor", id: ["langchain_core", "messages", "HumanMessage"], kwargs: { content: "7" } }] })).toBe("7");
+    expect(chatMessageText({ messages: [{ role: "assistant", content: "b" }] })).toBe("");
+    expect(chatMessageText({ answers: { taskId: 4 } })).toBeUndefined();
+    expect(chatMessageText({ decisions: [] })).toBeUndefined();
+    expect(answersFromChat("Q?", { status: { type: "enum", choices: ["open", "done"] } }, " done ")).toEqual({ ok: true, answers: { status: "done" } });
+    expect(answersFromChat("Q?", { status: { type: "enum", choices: ["open", "done"] } }, "closed")).toMatchObject({ ok: false, reason: expect.stringContaining('status: one of "open", "done"') });
+  });
+});
