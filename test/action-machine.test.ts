@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canMove, emptyProgress, isFinal, nextFromJournal, PHASES, TRANSITIONS, type ActionRow, type Phase, type ThreadRecord } from "../src/store/action-machine.js";
+import { canMove, emptyProgress, isFinal, leaseIsFree, nextFromJournal, PHASES, releasesLease, TRANSITIONS, type ActionRow, type Phase, type ThreadRecord } from "../src/store/action-machine.js";
 import { allowedAt } from "../src/hitl/journal-gate.js";
 
 const ORDER: Phase[] = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified"];
@@ -107,5 +107,44 @@ describe("where the journal says a thread is, and who may act there", () => {
 
   it("a waiting approval can be acted on only by the pause and the decision check", () => {
     expect(allowedAt(nextFromJournal(undefined, row("registered", undefined, { revise: false, escalate: false })))).toEqual(["await_approval", "check_decision"]);
+  });
+});
+
+describe("object leases (leaseIsFree, releasesLease)", () => {
+  const lease = fc.record({
+    objectKey: fc.constant("portal|task|4"),
+    owner: fc.constantFrom("sha256:a", "sha256:b"),
+    threadId: fc.constant("t"),
+    acquiredAt: fc.integer({ min: 0, max: 1_000 }),
+    expiresAt: fc.integer({ min: 0, max: 2_000 }),
+  });
+
+  it("another action can take an object only when nobody holds it or the holder's lease ran out; the holder can always renew", () => {
+    fc.assert(
+      fc.property(fc.option(lease, { nil: undefined }), fc.constantFrom("sha256:a", "sha256:b"), fc.integer({ min: 0, max: 2_000 }), (holder, owner, now) => {
+        const free = leaseIsFree(holder, owner, now);
+        if (!holder || holder.owner === owner) expect(free).toBe(true);
+        else expect(free).toBe(holder.expiresAt <= now);
+      }),
+    );
+  });
+
+  it("only an ending move releases, and never while a sent write is unanswered and not seen applied (it may still land)", () => {
+    const ack = fc.constantFrom(undefined, "OK", "ERROR", "MISSING");
+    const verdict = fc.constantFrom(undefined, "VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE");
+    fc.assert(
+      fc.property(fc.constantFrom(...PHASES), fc.constantFrom(...PHASES), ack, verdict, (from, to, a, v) => {
+        const progress = {
+          ...emptyProgress(),
+          ...(a ? { acknowledgement: { status: a, at: "t" } as never } : {}),
+          ...(v ? { verification: { verdict: v, reason: "", fields: [], raw: null, at: "t" } as never } : {}),
+        };
+        const released = releasesLease(from, to, progress);
+        const ending = to === "verified" || to === "closed" || to === "superseded";
+        const sent = from === "intent" || from === "acknowledged" || from === "verified";
+        const mayStillLand = sent && (a === undefined || a === "MISSING") && v !== "VERIFIED";
+        expect(released).toBe(ending && !mayStillLand);
+      }),
+    );
   });
 });

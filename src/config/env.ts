@@ -104,6 +104,8 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_MAX_INVALID_PROPOSALS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: positiveInt().optional(),
   ACTION_ENVELOPE_MAX_REVISIONS: positiveInt().optional(),
+  ACTION_ENVELOPE_OBJECT_LEASE_MS: positiveInt().optional(),
+  ACTION_ENVELOPE_OBJECT_WAIT_MS: positiveInt().optional(),
   ACTION_ENVELOPE_JOURNAL_KEY: z
     .string()
     .refine((k) => Buffer.from(k, "base64").length >= 32 && /^[A-Za-z0-9+/]+={0,2}$/.test(k), "must be at least 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
@@ -139,6 +141,12 @@ export interface AppConfig {
   langgraphApi: { url?: string; token?: string };
   ttlSeconds?: number;
   limits: { maxAgentSteps: number; maxInvalidProposals: number; maxRefusedDecisions: number; maxRevisions: number };
+  /**
+   * The per-object lease an approved action holds from its pre-read to its verification: how long one
+   * lasts unless renewed (it must outlast a write's timeout), and how long a second action on the same
+   * object waits for it before ending TARGET_BUSY with nothing sent.
+   */
+  objectLease: { holdMs: number; waitMs: number };
   /**
    * The key that MACs the journal's registered rows, kept outside the data directory: given inline
    * (ACTION_ENVELOPE_JOURNAL_KEY), or a file created on first use.
@@ -234,6 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       maxRefusedDecisions: e.ACTION_ENVELOPE_MAX_REFUSED_DECISIONS ?? 5,
       maxRevisions: e.ACTION_ENVELOPE_MAX_REVISIONS ?? 3,
     },
+    objectLease: { holdMs: e.ACTION_ENVELOPE_OBJECT_LEASE_MS ?? 5 * 60_000, waitMs: e.ACTION_ENVELOPE_OBJECT_WAIT_MS ?? 60_000 },
     journalKey: e.ACTION_ENVELOPE_JOURNAL_KEY
       ? { source: "env", key: Buffer.from(e.ACTION_ENVELOPE_JOURNAL_KEY, "base64") }
       : { source: "file", path: journalKeyPath(env, e.ACTION_ENVELOPE_JOURNAL_KEY_FILE, cwd) },

@@ -60,7 +60,8 @@ export function writerWindow(preRead: PreReadRecord | null, invocation: Invocati
     statement:
       `Bitrix24 offers no conditional write (tasks.task.update takes no version or If-Match), so a change made by someone else ` +
       `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt} to ${fields.join(", ")} would have been overwritten ` +
-      `by this write and cannot be seen by the verification; a change to any other field in that window would be.`,
+      `by this write and cannot be seen by the verification; a change to any other field in that window would be. ` +
+      `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`,
   };
 }
 
@@ -286,7 +287,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
     const p = s.preRead;
     add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, {
       verdict: p.verdict, reason: p.reason, identity: p.identity ?? null, canEdit: p.canEdit, fields: p.fields, moved: p.moved ?? null,
-      normalisationRules: normalisationRules(), raw: p.raw,
+      lease: p.lease ?? null, normalisationRules: normalisationRules(), raw: p.raw,
     });
   }
   if (s?.invocation) {

@@ -41,6 +41,8 @@ export type ReasonCode =
   | "APPROVAL_ALREADY_USED"
   | "CANCELLED"
   | "STALE_STATE"
+  /** Another approved action held the object (pre-read to verification) for longer than this one may wait; nothing was sent. */
+  | "TARGET_BUSY"
   /** The pre-read's answer was about another object than the envelope's. */
   | "IDENTITY_MISMATCH"
   /** The model called a tool it was not offered (a write tool, an unknown or remapped name); refused at the boundary. */
@@ -99,7 +101,19 @@ export interface PreReadRecord {
   /** The target's answer as received (parsed JSON, raw text, or the error). */
   raw: unknown;
   canEdit: boolean | null;
+  /** The object lease held for this read through to verification (absent in records made before leases existed). */
+  lease?: LeaseRecord;
   at: string;
+}
+
+/** Which object lease the action held, and whom it waited for to get it. */
+export interface LeaseRecord {
+  objectKey: string;
+  waitedMs: number;
+  /** The action that held the object while this one waited, if any. */
+  waitedFor?: { envelopeHash: string; threadId: string };
+  /** When the lease runs out unless renewed; null when it was not obtained. */
+  expiresAt: string | null;
 }
 
 /**

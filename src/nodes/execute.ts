@@ -6,6 +6,7 @@ import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../
 import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
+import { busyReason, renewObject } from "../hitl/object-lease.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
@@ -38,6 +39,10 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
   if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
+  // The pre-read's MATCH holds only while the object stayed ours: a lease that ran out and was taken
+  // by another action means that action may have written since, so nothing is sent.
+  const lease = await renewObject(deps, action);
+  if (!lease.ok) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, lease.holder, 0)}`)) };
   const args = { taskId: envelope.object.id, fields: envelope.params };
   const idempotencyKey = createHash("sha256").update(`${envelopeHash}\n${envelope.nonce}`).digest("hex").slice(0, 32);
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";

@@ -4,6 +4,7 @@ import { getDeps } from "../runtime/deps.js";
 import { compareBaseline } from "../envelope/index.js";
 import { canEditFrom, rawOf, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
+import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
@@ -11,6 +12,8 @@ import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, u
  * action on (decided → pre_read); MISMATCH, UNKNOWN and ERROR each close it with their own code,
  * because "changed", "could not tell" and "could not read" call for different actions from a person.
  * Runs only for an action the journal holds as approved; expiry is judged by this server's clock.
+ * Before reading it takes the object's lease (src/hitl/object-lease.ts), so no other approved action
+ * on the same task can pass its own pre-read until this one is verified or closed.
  */
 export async function preRead(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
@@ -24,10 +27,15 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   const unusable = unusableApproval(envelope, deps.clock(), deps.portal);
   if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
 
+  // The object is ours from before this read until verification: another approved action on it waits,
+  // and reads what we wrote.
+  const hold = await holdObject(deps, action);
+  if (!hold.held) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs))) };
+
   const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
   const comparison = compareBaseline(envelope, toReadResult(res));
   const canEdit = res.ok ? canEditFrom(res.body) : null;
-  const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, at: deps.clock().toISOString() };
+  const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, lease: hold.record, at: deps.clock().toISOString() };
   const close = async (code: "NOT_PERMITTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
     ...mirror,
     preRead: record,

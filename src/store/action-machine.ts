@@ -194,3 +194,55 @@ export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" 
 export function emptyProgress(): ActionProgress {
   return { refusalsCounted: 0, refusalsSeen: 0 };
 }
+
+// ── Object leases ─────────────────────────────────────────────────────────────────────────────────
+// Two approved actions on the same object must not both pass their pre-read before either writes:
+// the second would overwrite the first with a change approved against a state that no longer exists.
+// So an action holds a lease on its target object (portal + kind + id) from before its pre-read until
+// it is verified or closed; a second action waits for it (bounded), and its pre-read then sees the
+// first one's write. The lease belongs to the action (its envelope hash), not to a process, so the
+// process that recovers an action after a crash holds it as the original one did.
+
+/** Phases in which an action no longer needs its object: the lease is released by the move itself. */
+export const LEASE_RELEASING_PHASES: readonly Phase[] = ["verified", "closed", "superseded"];
+
+/**
+ * Whether the move from → to lets go of the object. A write that was sent and never answered (no
+ * acknowledgement, or MISSING) and that the verification did not see applied may still land later:
+ * the lease is then kept until it runs out, so another action's pre-read cannot pass before a late
+ * write arrives and be overwritten by it.
+ */
+export function releasesLease(from: Phase, to: Phase, progress: ActionProgress): boolean {
+  if (!LEASE_RELEASING_PHASES.includes(to)) return false;
+  const sent = from === "intent" || from === "acknowledged" || from === "verified";
+  const unanswered = progress.acknowledgement === undefined || progress.acknowledgement.status === "MISSING";
+  if (sent && unanswered && progress.verification?.verdict !== "VERIFIED") return false;
+  return true;
+}
+
+export interface ObjectLease {
+  objectKey: string;
+  /** The envelope hash of the action holding it. */
+  owner: string;
+  threadId: string;
+  acquiredAt: number;
+  expiresAt: number;
+}
+
+/**
+ * Whether `owner` may take (or renew) the lease on an object held by `holder`. Free when nobody holds
+ * it, the holder is the same action (renewal, or recovery after a crash), or the lease ran out (a
+ * holder that died and was never recovered, or a write whose answer was lost and had time to land).
+ * Nothing else frees it: the move that ends an action deletes its lease in the same transaction
+ * (releasesLease), so a row still present is a lease still meant to hold.
+ */
+export function leaseIsFree(holder: ObjectLease | undefined, owner: string, nowMs: number): boolean {
+  if (!holder) return true;
+  if (holder.owner === owner) return true;
+  return holder.expiresAt <= nowMs;
+}
+
+/** The key of an envelope's target object: the same task on the same portal is one object. */
+export function objectKeyOf(envelope: { portal: string; object: { type: string; id: number } }): string {
+  return `${envelope.portal}|${envelope.object.type}|${envelope.object.id}`;
+}

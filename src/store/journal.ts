@@ -6,8 +6,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import type { ActionProgress, ActionRow, ClosedRecord, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
-import { emptyProgress } from "./action-machine.js";
+import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
+import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 
 export interface DecisionClaim {
@@ -65,6 +65,9 @@ export interface QuestionEntry {
   status: "open" | "answered" | "closed";
   closedAt: string | null;
 }
+
+/** Taking an object lease: granted (until `expiresAt`, ms since the epoch), or the lease that stands in the way. */
+export type LeaseResult = { acquired: true; expiresAt: number } | { acquired: false; holder: ObjectLease };
 
 export type ClaimResult = { claimed: true } | { claimed: false; existing: DecisionClaim };
 
@@ -127,6 +130,14 @@ export interface Journal {
   getQuestion(threadId: string): Promise<QuestionEntry | undefined>;
   /** Open questions of threads the journal has not closed, newest first; no checkpoint is loaded. */
   listOpenQuestions(): Promise<QuestionEntry[]>;
+  /**
+   * Takes or renews the lease on a target object for an action (src/store/action-machine.ts leaseIsFree).
+   * Held from before the pre-read until the action moves to a releasing phase: `moveAction` to verified
+   * or closed releases it in the same transaction, so no run can end without letting go.
+   */
+  acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult>;
+  /** The lease on an object, if any (expired ones included: the caller judges). */
+  getObjectLease(objectKey: string): Promise<ObjectLease | undefined>;
   /** A lease on a thread so two processes never drive the same thread at once. */
   acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean>;
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
@@ -194,6 +205,14 @@ CREATE TABLE IF NOT EXISTS questions (
   status TEXT NOT NULL,
   closed_at TEXT
 );
+CREATE TABLE IF NOT EXISTS object_leases (
+  object_key TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  thread_id TEXT NOT NULL,
+  acquired_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS object_leases_owner ON object_leases (owner);
 CREATE TABLE IF NOT EXISTS thread_locks (
   thread_id TEXT PRIMARY KEY,
   owner TEXT NOT NULL,
@@ -409,7 +428,7 @@ export class SqliteJournal implements Journal {
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
         )
         .run(claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt, new Date().toISOString());
-      this.writeMove(envelopeHash, "decided", plan.progress);
+      this.writeMove(envelopeHash, "registered", "decided", plan.progress);
       return { claimed: true, row: { ...row!, phase: "decided", progress: plan.progress } };
     });
     return tx.immediate();
@@ -421,7 +440,7 @@ export class SqliteJournal implements Journal {
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
-      this.writeMove(envelopeHash, to, plan.progress);
+      this.writeMove(envelopeHash, row!.phase, to, plan.progress);
       return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
     });
     return tx.immediate();
@@ -474,9 +493,31 @@ export class SqliteJournal implements Journal {
     return this.getAction(envelopeHash);
   }
 
-  private writeMove(envelopeHash: string, to: Phase, progress: ActionProgress): void {
+  private writeMove(envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): void {
     this.db.prepare("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(to, JSON.stringify(progress), envelopeHash);
     this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor(to, progress), envelopeHash);
+    if (releasesLease(from, to, progress)) this.db.prepare("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
+  }
+
+  async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
+    const tx = this.db.transaction((): LeaseResult => {
+      const now = Date.now();
+      const row = this.db
+        .prepare("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as LeaseRow | undefined;
+      const holder = row ? toLease(row) : undefined;
+      if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
+      const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
+      this.db
+        .prepare("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+        .run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
+      return { acquired: true, expiresAt: now + holdMs };
+    });
+    return tx.immediate();
+  }
+
+  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
+    const row = this.db.prepare("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as LeaseRow | undefined;
+    return row ? toLease(row) : undefined;
   }
 
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void> {
@@ -533,6 +574,19 @@ export class SqliteJournal implements Journal {
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
   }
+}
+
+export interface LeaseRow {
+  object_key: string;
+  owner: string;
+  thread_id: string;
+  acquired_at: number | string;
+  expires_at: number | string;
+}
+
+/** PostgreSQL returns BIGINT as a string; both backends store milliseconds since the epoch. */
+export function toLease(r: LeaseRow): ObjectLease {
+  return { objectKey: r.object_key, owner: r.owner, threadId: r.thread_id, acquiredAt: Number(r.acquired_at), expiresAt: Number(r.expires_at) };
 }
 
 export function toClaim(r: ClaimRow): DecisionClaim {

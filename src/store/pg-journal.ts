@@ -14,9 +14,9 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { toApproval, toClaim, toExecution, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
-import type { ActionProgress, ActionRow, ClosedRecord, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
-import { emptyProgress } from "./action-machine.js";
+import { toApproval, toClaim, toExecution, toLease, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
+import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
+import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { OPEN_PHASES_SQL, toQuestion, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
@@ -232,7 +232,7 @@ export class PostgresJournal implements Journal {
         await c.query(`DELETE FROM ${this.s}.decision_claims WHERE nonce = $1`, [claim.nonce]);
         return { claimed: false, phase: plan.phase, reason: plan.reason };
       }
-      await this.writeMove(c, envelopeHash, "decided", plan.progress);
+      await this.writeMove(c, envelopeHash, "registered", "decided", plan.progress);
       return { claimed: true, row: { ...row!, phase: "decided", progress: plan.progress } };
     });
   }
@@ -243,7 +243,7 @@ export class PostgresJournal implements Journal {
       const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
-      await this.writeMove(c, envelopeHash, to, plan.progress);
+      await this.writeMove(c, envelopeHash, row!.phase, to, plan.progress);
       return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
     });
   }
@@ -345,9 +345,41 @@ export class PostgresJournal implements Journal {
     return this.getAction(envelopeHash);
   }
 
-  private async writeMove(c: pg.PoolClient, envelopeHash: string, to: Phase, progress: ActionProgress): Promise<void> {
+  private async writeMove(c: pg.PoolClient, envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): Promise<void> {
     await c.query(`UPDATE ${this.s}.actions SET phase = $1, progress_json = $2 WHERE envelope_hash = $3`, [to, JSON.stringify(progress), envelopeHash]);
     await c.query(`UPDATE ${this.s}.approvals SET status = $1 WHERE envelope_hash = $2`, [indexStatusFor(to, progress), envelopeHash]);
+    if (releasesLease(from, to, progress)) await c.query(`DELETE FROM ${this.s}.object_leases WHERE owner = $1`, [envelopeHash]);
+  }
+
+  /**
+   * A row in the journal's own table, not an advisory lock: the lease belongs to the action and must
+   * outlive the session (and the process) that took it, so that another worker recovering the action
+   * holds it, and it is released by the same transaction that moves the action to verified or closed.
+   */
+  async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
+    return inTransaction(this.pool, this.db, `taking the lease on ${objectKey}`, async (c): Promise<LeaseResult> => {
+      const now = Date.now();
+      const inserted = await c.query(
+        `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_key) DO NOTHING`,
+        [objectKey, owner.envelopeHash, owner.threadId, now, now + holdMs],
+      );
+      if (inserted.rowCount === 1) return { acquired: true, expiresAt: now + holdMs };
+      const r = await c.query<LeaseRow>(`SELECT * FROM ${this.s}.object_leases WHERE object_key = $1 FOR UPDATE`, [objectKey]);
+      const holder = r.rows[0] ? toLease(r.rows[0]) : undefined;
+      if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
+      const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
+      await c.query(
+        `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (object_key) DO UPDATE SET owner = EXCLUDED.owner, thread_id = EXCLUDED.thread_id, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at`,
+        [objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs],
+      );
+      return { acquired: true, expiresAt: now + holdMs };
+    });
+  }
+
+  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
+    const rows = await query<LeaseRow>(this.pool, this.db, `reading the lease on ${objectKey}`, `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`, [objectKey]);
+    return rows[0] ? toLease(rows[0]) : undefined;
   }
 
   async acquireThreadLock(threadId: string, owner: string, _leaseMs: number): Promise<boolean> {

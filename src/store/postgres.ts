@@ -216,6 +216,19 @@ export const MIGRATIONS: Migration[] = [
       );
       CREATE INDEX questions_open ON ${s}.questions (status, asked_at);`,
   },
+  {
+    version: 5,
+    name: "journal: object leases, so two approved actions on one object never both pass their pre-read before either writes",
+    sql: (s) => `
+      CREATE TABLE ${s}.object_leases (
+        object_key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        acquired_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL
+      );
+      CREATE INDEX object_leases_owner ON ${s}.object_leases (owner);`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */

@@ -1,0 +1,49 @@
+/**
+ * Taking the lease on an action's target object before its pre-read (src/store/action-machine.ts,
+ * "Object leases"). Waiting is bounded: a second approved action on the same object waits for the
+ * first one's verification, so its own pre-read sees the first one's write and ends STALE_STATE
+ * instead of overwriting it; past the bound it ends TARGET_BUSY with nothing sent.
+ */
+import type { Deps } from "../runtime/deps.js";
+import { objectKeyOf, type ActionRow, type ObjectLease } from "../store/action-machine.js";
+import type { LeaseRecord } from "./records.js";
+
+export type HoldResult = { held: true; record: LeaseRecord } | { held: false; holder: ObjectLease; record: LeaseRecord };
+
+export async function holdObject(deps: Pick<Deps, "journal" | "config">, action: ActionRow): Promise<HoldResult> {
+  const objectKey = objectKeyOf(action.envelope);
+  const { holdMs, waitMs } = deps.config.objectLease;
+  const owner = { envelopeHash: action.envelopeHash, threadId: action.threadId };
+  const started = Date.now();
+  let waitedFor: ObjectLease | undefined;
+  let pause = 25;
+  for (;;) {
+    const got = await deps.journal.acquireObjectLease(objectKey, owner, holdMs);
+    const waitedMs = Date.now() - started;
+    const record = (expiresAt: number | null): LeaseRecord => ({
+      objectKey,
+      waitedMs,
+      ...(waitedFor ? { waitedFor: { envelopeHash: waitedFor.owner, threadId: waitedFor.threadId } } : {}),
+      expiresAt: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+    });
+    if (got.acquired) return { held: true, record: record(got.expiresAt) };
+    waitedFor = got.holder;
+    if (waitedMs >= waitMs) return { held: false, holder: got.holder, record: record(null) };
+    await new Promise((r) => setTimeout(r, Math.min(pause, Math.max(1, waitMs - waitedMs))));
+    pause = Math.min(pause * 2, 500);
+  }
+}
+
+/** Renews the lease right before the write; a lease that ran out and was taken by another action is lost. */
+export async function renewObject(deps: Pick<Deps, "journal" | "config">, action: ActionRow): Promise<{ ok: true } | { ok: false; holder: ObjectLease }> {
+  const got = await deps.journal.acquireObjectLease(objectKeyOf(action.envelope), { envelopeHash: action.envelopeHash, threadId: action.threadId }, deps.config.objectLease.holdMs);
+  return got.acquired ? { ok: true } : { ok: false, holder: got.holder };
+}
+
+export function busyReason(action: ActionRow, holder: ObjectLease, waitedMs: number): string {
+  return (
+    `another approved action holds task ${action.envelope.object.id} from its pre-read to its verification ` +
+    `(envelope ${holder.owner.slice(0, 12)}…, thread ${holder.threadId}, lease until ${new Date(holder.expiresAt).toISOString()}); ` +
+    `waited ${(waitedMs / 1000).toFixed(1)} s (ACTION_ENVELOPE_OBJECT_WAIT_MS); nothing was sent. Approve a new proposal once it has ended, so it is built on the state that results`
+  );
+}

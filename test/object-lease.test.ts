@@ -1,0 +1,180 @@
+/**
+ * No lost update between runs: two approved actions on the same task. The first holds the task's
+ * object lease from its pre-read to its verification; the second (another process) waits, and its
+ * pre-read then sees the first one's write, so it ends STALE_STATE instead of overwriting it. Waiting
+ * is bounded (TARGET_BUSY, nothing sent). Runs on SQLite files and, in the PostgreSQL pass, there.
+ *
+ * To make the race certain rather than likely, the first write is held by the emulator (a latency
+ * fault, applied after the delay) and the second run starts only once the journal shows the first
+ * action at `intent`: without the lease, its pre-read would MATCH the unchanged task and write.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision, type ThreadView } from "../src/app/threads.js";
+import type { App } from "../src/app/threads.js";
+import { objectKeyOf } from "../src/store/action-machine.js";
+import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+
+const FIRST = "LEASE-FIRST approved title";
+const SECOND = "LEASE-SECOND approved title";
+
+let portal: Portal;
+let dataDir: string;
+const apps: App[] = [];
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((a) => a.close()));
+  await portal.emulator.close();
+});
+
+async function open(env: Record<string, string> = {}, title = FIRST): Promise<App> {
+  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })), env });
+  apps.push(app);
+  // Starts its MCP server now (a read), so the run below reaches its pre-read while the first write is in flight.
+  expect((await app.deps.tools.read("getTask", { taskId: 4 })).ok).toBe(true);
+  return app;
+}
+
+/** A waiting approval to rename task 4, recorded by its own app (closed again, only the stores remain). */
+async function pending(title: string): Promise<ThreadView> {
+  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })) });
+  try {
+    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
+    expect(view.status).toBe("awaiting_approval");
+    return view;
+  } finally {
+    await app.close();
+  }
+}
+
+function approval(view: ThreadView) {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+}
+
+/** Approves `first` in a CLI process and returns once its write has been sent (journal at intent). */
+async function firstWriteInFlight(app: App, first: ThreadView, holdMs: number) {
+  await portal.fault({ method: "tasks.task.update", kind: "latency", ms: holdMs, times: 1 });
+  // A timeout longer than the hold: the first write is answered, not lost.
+  const done = runCli(["approve", first.threadId, "--hash", first.approval!.envelopeHash, "--json"], envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: String(holdMs + 8000) }));
+  await until("the first action's write to be in flight", async () => (await app.deps.journal.getAction(first.approval!.envelopeHash))?.phase === "intent", 600, 25);
+  // Wrapped: an async function returning the bare promise would make the caller wait for the whole run.
+  return { done };
+}
+
+describe("object lease: two approved actions on one task", () => {
+  it("from two processes: the second waits for the first's verification, reads its write and ends STALE_STATE; one write, the first title stands", async () => {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    const app = await open();
+    const { done: cli } = await firstWriteInFlight(app, first, 2500);
+
+    const view = await submitDecision(app, second.threadId, approval(second));
+    const firstResult = await cli;
+
+    expect(firstResult.code, firstResult.stdout + firstResult.stderr).toBe(0);
+    expect(parseJsonOutput(firstResult.stdout).outcome).toBe("VERIFIED");
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("STALE_STATE");
+    const preRead = view.state!.preRead!;
+    expect(preRead.verdict).toBe("MISMATCH");
+    // The evidence names whom it waited for, and the field that moved, with before and now.
+    expect(preRead.lease?.waitedFor?.envelopeHash).toBe(first.approval!.envelopeHash);
+    expect(preRead.lease!.waitedMs).toBeGreaterThan(0);
+    expect(preRead.moved?.find((m) => m.field === "TITLE")?.now).toBe(FIRST);
+
+    const writes = await portal.writes();
+    expect(writes).toHaveLength(1);
+    expect((writes[0]!.params["fields"] as Record<string, unknown>)["TITLE"]).toBe(FIRST);
+    expect((await portal.task(4))["title"]).toBe(FIRST);
+    // Both ended, so nobody holds the task any more.
+    expect(await app.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope))).toBeUndefined();
+  });
+
+  it("waiting is bounded: past ACTION_ENVELOPE_OBJECT_WAIT_MS the second ends TARGET_BUSY naming the holder, nothing sent by it", async () => {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    const app = await open({ ACTION_ENVELOPE_OBJECT_WAIT_MS: "300" });
+    const { done: cli } = await firstWriteInFlight(app, first, 2500);
+
+    const view = await submitDecision(app, second.threadId, approval(second));
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("TARGET_BUSY");
+    expect(view.state!.reason).toContain(`thread ${first.threadId}`);
+    expect(view.state!.reason).toContain("nothing was sent");
+    // Ended before any read of its own: the only write is the first action's, still in flight.
+    expect(view.state!.preRead ?? null).toBeNull();
+
+    const firstResult = await cli;
+    expect(parseJsonOutput(firstResult.stdout).outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+    expect((await portal.task(4))["title"]).toBe(FIRST);
+    // The busy one's approval is used up: approving it again is refused, not a second chance to overwrite.
+    const again = await submitDecision(app, second.threadId, approval(second)).catch((e: Error & { code?: string }) => e);
+    expect((again as { code?: string }).code).toBe("THREAD_ENDED");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("object lease after a write whose answer was lost", () => {
+  it("kept until it runs out: a write that timed out may still land, so the next action on the task ends TARGET_BUSY instead of being overwritten by it", async () => {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    // The emulator holds the first write 2.5 s and applies it then; the client gives up after 1 s.
+    await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
+    const firstResult = await runCli(["approve", first.threadId, "--hash", first.approval!.envelopeHash, "--json"], envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: "1000" }));
+    const firstView = parseJsonOutput(firstResult.stdout);
+    expect(firstView.outcome).not.toBe("VERIFIED");
+    const app = await open({ ACTION_ENVELOPE_OBJECT_WAIT_MS: "300" });
+    const lease = await app.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope));
+    expect(lease?.owner).toBe(first.approval!.envelopeHash);
+
+    const view = await submitDecision(app, second.threadId, approval(second));
+    expect(view.state!.reasonCode).toBe("TARGET_BUSY");
+    // The late write lands; the second action sent nothing that it could overwrite.
+    await until("the late write to land", async () => (await portal.task(4))["title"] === FIRST);
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("object lease in the journal", () => {
+  it("held by one action at a time, renewed by its holder, released by the move to closed, free once expired or once the holder's action ended", async () => {
+    const a = await pending(FIRST);
+    const b = await pending(SECOND);
+    const app = await open();
+    const journal = app.deps.journal;
+    const key = objectKeyOf(a.approval!.envelope);
+    expect(key).toBe(objectKeyOf(b.approval!.envelope));
+    const A = { envelopeHash: a.approval!.envelopeHash, threadId: a.threadId };
+    const B = { envelopeHash: b.approval!.envelopeHash, threadId: b.threadId };
+
+    expect((await journal.acquireObjectLease(key, A, 60_000)).acquired).toBe(true);
+    const refused = await journal.acquireObjectLease(key, B, 60_000);
+    expect(refused.acquired).toBe(false);
+    if (!refused.acquired) expect(refused.holder.owner).toBe(A.envelopeHash);
+    // Renewal by the holder keeps the original acquisition time and extends the expiry.
+    const before = (await journal.getObjectLease(key))!;
+    await new Promise((r) => setTimeout(r, 5));
+    expect((await journal.acquireObjectLease(key, A, 120_000)).acquired).toBe(true);
+    const renewed = (await journal.getObjectLease(key))!;
+    expect(renewed.acquiredAt).toBe(before.acquiredAt);
+    expect(renewed.expiresAt).toBeGreaterThan(before.expiresAt);
+
+    // The move that ends A releases its lease in the same transaction.
+    expect((await journal.moveAction(A.envelopeHash, "closed", { closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: new Date().toISOString() } })).ok).toBe(true);
+    expect(await journal.getObjectLease(key)).toBeUndefined();
+    expect((await journal.acquireObjectLease(key, B, 1)).acquired).toBe(true);
+
+    // An expired lease (a holder that died and was never recovered) is taken over.
+    await new Promise((r) => setTimeout(r, 10));
+    const c = await pending("LEASE-THIRD");
+    const C = { envelopeHash: c.approval!.envelopeHash, threadId: c.threadId };
+    expect((await journal.acquireObjectLease(key, C, 60_000)).acquired).toBe(true);
+    expect((await journal.getObjectLease(key))!.owner).toBe(C.envelopeHash);
+  });
+});
