@@ -5,6 +5,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // CLI processes in tests run the compiled dist/; this builds it when src/ is newer.
+    globalSetup: ["test/support/build-dist.ts"],
     pool: "forks",
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -23,7 +23,7 @@ describe("npm start -- --inbox", () => {
     const dataDir = tempDir("ae-start-inbox-");
     const usersFile = path.join(dataDir, "inbox-users.json");
     fs.writeFileSync(usersFile, JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }));
-    const child = spawn(TSX, [CLI, "start", "rename task 4 to Started with an inbox", "--inbox"], {
+    const child = spawn(process.execPath, [CLI, "start", "rename task 4 to Started with an inbox", "--inbox"], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: "1", ...envFor(portal, dataDir, { ACTION_ENVELOPE_INBOX_USERS: usersFile }) },
       stdio: ["ignore", "pipe", "pipe"],

@@ -41,7 +41,7 @@ class Spawned {
   private waiters: Array<() => void> = [];
 
   constructor(script: string, args: string[], env: Record<string, string>) {
-    this.child = spawn(TSX, [script, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
+    this.child = spawn(script.endsWith(".ts") ? TSX : process.execPath, [script, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
     readline.createInterface({ input: this.child.stdout }).on("line", (l) => {
       this.lines.push(l);
       for (const w of this.waiters.splice(0)) w();

@@ -7,12 +7,9 @@ import fs from "node:fs";
 import path from "node:path";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig, type AppConfig } from "../config/env.js";
-import { compileGraph } from "../graph/graph.js";
 import type { State } from "../graph/state.js";
 import type { RunStatus } from "../evidence/bundle.js";
 import type { AuditLog } from "../store/audit.js";
-import { createAuditLog } from "../store/backends.js";
-import { closeCheckpointer, createCheckpointer } from "../store/checkpointer.js";
 
 export interface InspectSession {
   config: AppConfig;
@@ -22,6 +19,12 @@ export interface InspectSession {
 }
 
 export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T>, config: AppConfig = loadConfig()): Promise<T> {
+  // Loaded when a command opens a session, not when the CLI starts (README: Performance).
+  const [{ compileGraph }, { createAuditLog }, { closeCheckpointer, createCheckpointer }] = await Promise.all([
+    import("../graph/graph.js"),
+    import("../store/backends.js"),
+    import("../store/checkpointer.js"),
+  ]);
   // The same storage the runs used: files under the data directory, or the DATABASE_URL database.
   const audit = await createAuditLog(config);
   const checkpointsFile = path.join(config.dataDir, "checkpoints.sqlite");

@@ -8,13 +8,11 @@
 import fs from "node:fs";
 import path from "node:path";
 import { Command } from "commander";
-import { Bitrix24Client } from "../bitrix24/client.js";
 import type { Bitrix24Client as Bitrix24ClientType } from "../bitrix24/client.js";
 import { Bitrix24Error } from "../bitrix24/errors.js";
 import { loadConfig, type AppConfig } from "../config/env.js";
 import { allowedApprovers, type Policy } from "../envelope/index.js";
 import { ConfigError } from "../errors.js";
-import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
 import { escapeForTerminal, stringifyJsonSafe } from "../text/escape.js";
 
 export type CheckStatus = "pass" | "warn" | "fail" | "skip";
@@ -53,7 +51,8 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorCheck[]
   }
   const timeoutMs = opts.timeoutMs ?? Math.min(config.bitrix24.timeoutMs, 10_000);
 
-  const policy = checkPolicy(config, add);
+  // The runtime is loaded here, not at the top, so `--help` and other commands do not pay for it.
+  const policy = checkPolicy(config, add, await import("../runtime/deps.js"));
   await checkPortal(config, timeoutMs, opts.taskId, add);
   await checkModel(config, timeoutMs, add);
   await checkStores(config, add);
@@ -67,7 +66,7 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorCheck[]
   return checks;
 }
 
-function checkPolicy(config: AppConfig, add: (c: DoctorCheck) => void): Policy | undefined {
+function checkPolicy(config: AppConfig, add: (c: DoctorCheck) => void, { loadPolicyFile, loadPublicKeys }: typeof import("../runtime/deps.js")): Policy | undefined {
   let policy: Policy;
   try {
     policy = loadPolicyFile(config);
@@ -104,6 +103,7 @@ async function checkPortal(config: AppConfig, timeoutMs: number, taskId: number 
     add({ area: "portal", name: "webhook", status: "skip", detail: "BITRIX24_WEBHOOK_URL is unset: the embedded emulator is used (offline demo)" });
     return;
   }
+  const { Bitrix24Client } = await import("../bitrix24/client.js");
   const client = new Bitrix24Client({ webhookUrl: config.webhookUrl, timeoutMs, rate: 0, maxReadRetries: 0, retryBaseMs: 0 });
   const host = new URL(config.webhookUrl).host;
   let scopes: unknown;

@@ -3,14 +3,13 @@
  * They resume through the same decision path as approve/reject/edit.
  */
 import { Command } from "commander";
-import { submitDecision, sweepExpired, viewThread, type ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/threads.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { Printer, threadJson } from "./render.js";
 import { withApp } from "./session.js";
 import { cap, capEach, LIMITS } from "./limits.js";
 import { esc } from "../text/escape.js";
 import { loadConfig } from "../config/env.js";
-import { apiTarget, runApiCommand } from "../api/cli-api.js";
 import type { ResumeValue } from "../hitl/contract.js";
 
 /** `--api URL` (or LANGGRAPH_API_URL): the command talks to that LangGraph API server. */
@@ -46,6 +45,7 @@ export function lifecycleCommands(): Command[] {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { set: string[]; json?: boolean; api?: string }) => {
+      const [{ apiTarget, runApiCommand }, { submitDecision, viewThread }] = await Promise.all([import("../api/cli-api.js"), import("../app/threads.js")]);
       const api = apiTarget(opts.api, loadConfig().langgraphApi);
       if (api) {
         const build = (view: ThreadView) => {
@@ -73,6 +73,7 @@ export function lifecycleCommands(): Command[] {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { reason: string; as: string; json?: boolean; api?: string }) => {
+      const [{ apiTarget, runApiCommand }, { submitDecision, viewThread }] = await Promise.all([import("../api/cli-api.js"), import("../app/threads.js")]);
       const api = apiTarget(opts.api, loadConfig().langgraphApi);
       if (api) {
         // On a server with tokens, --as must be the token's identity (the graph refuses anyone else).
@@ -104,6 +105,7 @@ export function lifecycleCommands(): Command[] {
     .action(async (opts: { watch?: boolean; interval: string; json?: boolean }) => {
       const interval = Number(opts.interval);
       if (!Number.isFinite(interval) || interval <= 0) throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
+      const { sweepExpired } = await import("../app/threads.js");
       const printer = new Printer(process.stdout, Boolean(opts.json));
       let stop = false;
       process.once("SIGINT", () => (stop = true));

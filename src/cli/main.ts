@@ -2,24 +2,25 @@
  * `action-envelope` command line. Every decision command resumes through the same path as every
  * other interface (src/app/threads.ts). Exit codes: 0 verified or waiting, 1 usage/config error,
  * 2 any other outcome (including a refused decision).
+ *
+ * Start-up is kept small: this file and the command factories import only commander and light
+ * helpers; each command imports what it needs (the graph, MCP, stores, the API client, the emulator)
+ * inside its action, so `--help` loads none of it (README: Performance; bench/cli-startup.ts).
  */
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig, loadDotEnv } from "../config/env.js";
 import { withApp } from "./session.js";
-import { pendingPage, recoverThread, startRun, submitDecision, viewThread, type ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/threads.js";
+import type { ResumeValue } from "../hitl/contract.js";
 import { Printer, threadJson } from "./render.js";
 import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
-import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
-import { runMainJob } from "./start.js";
-import { apiTarget, runApiCommand } from "../api/cli-api.js";
 import { auditCommand } from "./audit-command.js";
 import { doctorCommand } from "./doctor-command.js";
 import { policyCommand } from "./policy-command.js";
 import { workerCommand } from "./worker-command.js";
 import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
-import { startEmulator, loadSeedFile } from "../bitrix24/emulator/index.js";
 import { keygenCommand } from "./keygen-command.js";
 import { inboxCommands } from "../inbox/command.js";
 import { cap, capEach, capped, LIMITS } from "./limits.js";
@@ -55,6 +56,7 @@ function report(printer: Printer, view: ThreadView, refusedNow = false): number 
 
 async function decide(threadId: string, build: (view: ThreadView) => unknown, json: boolean): Promise<number> {
   const printer = new Printer(process.stdout, json);
+  const { submitDecision, viewThread } = await import("../app/threads.js");
   return withApp(async (app) => {
     const before = await viewThread(app, threadId);
     // When nothing is waiting, the shared path produces the precise refusal (ended, unknown, interrupted).
@@ -86,7 +88,15 @@ const taskId = (value: string) => {
 };
 
 /** `--api URL` or LANGGRAPH_API_URL: the command talks to that LangGraph API server (src/api/cli-api.ts). */
-const apiOf = (flag: string | undefined) => apiTarget(flag, loadConfig().langgraphApi);
+const apiOf = async (flag: string | undefined) => (await import("../api/cli-api.js")).apiTarget(flag, loadConfig().langgraphApi);
+const runApiCommand = async (...args: Parameters<typeof import("../api/cli-api.js").runApiCommand>) => (await import("../api/cli-api.js")).runApiCommand(...args);
+/** The decision builders (envelope core, signatures), loaded by the decision commands only. */
+const decisions = () => import("./decisions.js");
+type DecisionBuilder = "approveDecision" | "rejectDecision" | "editDecision";
+const built = async <O>(which: DecisionBuilder, opts: O) => {
+  const builder = (await decisions())[which] as (view: ThreadView, opts: O) => ResumeValue;
+  return (view: ThreadView) => builder(view, opts);
+};
 const API_OPTION = ["--api <url>", "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
 
 export function buildProgram(): Command {
@@ -103,6 +113,7 @@ export function buildProgram(): Command {
     .option("--no-prompt", "never ask at the terminal; print the approve command instead")
     .option("--inbox", "also serve the web approval inbox on a free localhost port and decide there (needs ACTION_ENVELOPE_INBOX_USERS)")
     .action(async (request: string | undefined, opts: { as: string; prompt: boolean; inbox?: boolean }) => {
+      const { runMainJob } = await import("./start.js");
       process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: opts.prompt, inbox: Boolean(opts.inbox) });
     });
 
@@ -121,14 +132,16 @@ export function buildProgram(): Command {
         ...(opts.task?.length ? { taskIds: opts.task } : {}),
         ...(opts.field?.length ? { fields: opts.field } : {}),
       };
-      const api = apiOf(opts.api);
+      const api = await apiOf(opts.api);
       const requestedBy = api?.token && cmd.getOptionValueSource("as") === "default" ? undefined : opts.as;
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "run", request, ...(requestedBy !== undefined ? { requestedBy } : {}), scope, json: Boolean(opts.json) }));
       if (!opts.json && opts.prompt && process.stdin.isTTY && process.stdout.isTTY) {
+        const { runMainJob } = await import("./start.js");
         process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: true, scope });
         return;
       }
       const printer = new Printer(process.stdout, Boolean(opts.json));
+      const { startRun } = await import("../app/threads.js");
       process.exitCode = await withApp(async (app) => {
         printer.line(esc`model: ${app.deps.modelLabel}; portal: ${app.deps.portal}`);
         const view = await startRun(app, { request, requestedBy: opts.as, scope }, { onStep: printer.onStep });
@@ -149,10 +162,11 @@ export function buildProgram(): Command {
     .option("--offset <n>", "skip this many first", positive("--offset", true), 0)
     .option(...API_OPTION)
     .action(async (opts: { json?: boolean; api?: string; mine?: boolean; as?: string; requestedBy?: string; object?: number; olderThan?: number; limit: number; offset: number }) => {
-      const api = apiOf(opts.api);
+      const api = await apiOf(opts.api);
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "pending", json: Boolean(opts.json) }));
       if (opts.mine && !opts.as) throw new UsageError("--mine needs --as <approver>: whose approvals to list");
       const printer = new Printer(process.stdout, Boolean(opts.json));
+      const { pendingPage } = await import("../app/threads.js");
       await withApp(async (app) => {
         const page = await pendingPage(app, {
           ...(opts.mine ? { decidableBy: opts.as! } : {}),
@@ -185,9 +199,10 @@ export function buildProgram(): Command {
     .option("--json", "print JSON")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { json?: boolean; api?: string }) => {
-      const api = apiOf(opts.api);
+      const api = await apiOf(opts.api);
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "show", threadId: thread, json: Boolean(opts.json) }));
       const printer = new Printer(process.stdout, Boolean(opts.json));
+      const { viewThread } = await import("../app/threads.js");
       process.exitCode = await withApp(async (app) => {
         const view = await viewThread(app, thread);
         if (view.status === "not_found") throw new UsageError(`no thread ${thread}; list waiting ones with "pending"`);
@@ -206,10 +221,11 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { hash: string; as: string; key?: string; override?: string; json?: boolean; api?: string }, cmd: Command) => {
-      const api = apiOf(opts.api);
+      const api = await apiOf(opts.api);
       const explicitApprover = cmd.getOptionValueSource("as") !== "default";
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build: (view) => approveDecision(view, opts) }));
-      process.exitCode = await decide(thread, (view) => approveDecision(view, opts), Boolean(opts.json));
+      const build = await built("approveDecision", opts);
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
+      process.exitCode = await decide(thread, build, Boolean(opts.json));
     });
 
   program
@@ -222,10 +238,11 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { reason: string; as: string; key?: string; json?: boolean; api?: string }, cmd: Command) => {
-      const api = apiOf(opts.api);
+      const api = await apiOf(opts.api);
       const explicitApprover = cmd.getOptionValueSource("as") !== "default";
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build: (view) => rejectDecision(view, opts) }));
-      process.exitCode = await decide(thread, (view) => rejectDecision(view, opts), Boolean(opts.json));
+      const build = await built("rejectDecision", opts);
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
+      process.exitCode = await decide(thread, build, Boolean(opts.json));
     });
 
   program
@@ -238,10 +255,11 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { set: string[]; as: string; key?: string; json?: boolean; api?: string }, cmd: Command) => {
-      const api = apiOf(opts.api);
+      const api = await apiOf(opts.api);
       const explicitApprover = cmd.getOptionValueSource("as") !== "default";
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build: (view) => editDecision(view, opts) }));
-      process.exitCode = await decide(thread, (view) => editDecision(view, opts), Boolean(opts.json));
+      const build = await built("editDecision", opts);
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
+      process.exitCode = await decide(thread, build, Boolean(opts.json));
     });
 
   program
@@ -251,6 +269,7 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON object")
     .action(async (thread: string, opts: { json?: boolean }) => {
       const printer = new Printer(process.stdout, Boolean(opts.json));
+      const { recoverThread } = await import("../app/threads.js");
       process.exitCode = await withApp(async (app) => {
         return report(printer, await recoverThread(app, thread, printer.onStep));
       });
@@ -265,6 +284,7 @@ export function buildProgram(): Command {
     .option("--burst <n>", "leaky bucket size", "50")
     .option("--state <file>", "persist portal state in this SQLite file")
     .action(async (opts: { port: string; seed?: string; rate: string; burst: string; state?: string }) => {
+      const { startEmulator, loadSeedFile } = await import("../bitrix24/emulator/index.js");
       const emu = await startEmulator({
         port: Number(opts.port),
         rate: Number(opts.rate),
@@ -382,7 +402,7 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-const isEntry = process.argv[1] && /(?:cli[\\/]main\.ts|action-envelope(?:\.mjs)?)$/.test(process.argv[1]);
+const isEntry = process.argv[1] && /(?:cli[\\/]main\.[jt]s|action-envelope(?:\.mjs)?)$/.test(process.argv[1]);
 if (isEntry) {
   loadDotEnv();
   const code = await main(process.argv.slice(2));

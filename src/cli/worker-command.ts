@@ -15,11 +15,8 @@
  * or inside the final step after it closed the action (`recover <thread>` finishes it).
  */
 import { Command } from "commander";
-import { loadConfig } from "../config/env.js";
-import { createDeps } from "../runtime/deps.js";
-import { openApp, recoverThread, sweepExpired, viewThread, type App, type SweepResult } from "../app/threads.js";
+import type { App, SweepResult } from "../app/threads.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
-import { storageLabel } from "../store/backends.js";
 import { Printer } from "./render.js";
 import { esc } from "../text/escape.js";
 
@@ -40,6 +37,7 @@ export interface WorkerRound {
 /** Finishes every indexed run that stopped between steps and that no live process is driving. */
 export async function recoverInterrupted(app: App): Promise<RecoveryResult[]> {
   const threadIds = [...new Set([...(await app.deps.journal.listOpenThreads()), ...(await app.deps.journal.listApprovals("pending")).map((a) => a.threadId)])];
+  const { recoverThread, viewThread } = await import("../app/threads.js");
   const results: RecoveryResult[] = [];
   for (const threadId of threadIds) {
     const view = await viewThread(app, threadId);
@@ -66,6 +64,7 @@ export async function recoverInterrupted(app: App): Promise<RecoveryResult[]> {
 export async function workerRound(app: App): Promise<WorkerRound> {
   const at = new Date().toISOString();
   try {
+    const { sweepExpired } = await import("../app/threads.js");
     const swept = await sweepExpired(app);
     const recovered = await recoverInterrupted(app);
     return { at, swept, recovered };
@@ -91,6 +90,13 @@ export function workerCommand(): Command {
       const interval = Number(opts.interval);
       if (!Number.isFinite(interval) || interval <= 0) throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
       const printer = new Printer(process.stdout, Boolean(opts.json));
+      // The runtime is loaded only when the command runs (README: Performance).
+      const [{ loadConfig }, { createDeps }, { openApp }, { storageLabel }] = await Promise.all([
+        import("../config/env.js"),
+        import("../runtime/deps.js"),
+        import("../app/threads.js"),
+        import("../store/backends.js"),
+      ]);
       const config = loadConfig();
       const app = openApp(await createDeps(config));
       let stop = false;

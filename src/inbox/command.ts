@@ -5,10 +5,7 @@
  */
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
-import { createDeps } from "../runtime/deps.js";
-import { openApp } from "../app/threads.js";
 import { esc } from "../text/escape.js";
-import { startInbox } from "./server.js";
 import { hashPassword, loadInboxUsers, MAX_PASSWORD_LENGTH } from "./users.js";
 
 const port = (v: string) => {
@@ -30,6 +27,8 @@ export function inboxCommands(): Command[] {
     .action(async (opts: { port: number; host: string }) => {
       const config = loadConfig();
       const users = loadInboxUsers(config.inboxUsersPath);
+      // The runtime and the web server are loaded only when this command runs.
+      const [{ createDeps }, { openApp }, { startInbox }] = await Promise.all([import("../runtime/deps.js"), import("../app/threads.js"), import("./server.js")]);
       const app = openApp(await createDeps(config));
       const inbox = await startInbox({ app, users, port: opts.port, host: opts.host });
       process.stdout.write(esc`web inbox: ${inbox.url}/ (${users.ids().length} approver account(s); Ctrl-C stops it)\n`);

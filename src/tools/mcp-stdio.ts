@@ -4,7 +4,7 @@ import { runMcpServerCli, type McpServerCliOptions } from "./mcp-server.js";
 export { runMcpServerCli } from "./mcp-server.js";
 
 /**
- * Standalone stdio entry (`tsx src/tools/mcp-stdio.ts`), spawned by the MCP client. Besides the
+ * Standalone stdio entry (`node dist/tools/mcp-stdio.js`, or `tsx src/tools/mcp-stdio.ts` from source), spawned by the MCP client. Besides the
  * config module this is the one place that reads the environment.
  */
 export function readMcpServerEnv(env: NodeJS.ProcessEnv): McpServerCliOptions {

@@ -17,7 +17,11 @@ import { databaseEnv } from "./postgres.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
-export const CLI = path.join(ROOT, "src/cli/main.ts");
+/**
+ * The compiled CLI, as `npm run cli` and the installed command run it. test/support/build-dist.ts
+ * (vitest globalSetup) rebuilds dist/ before any test when src/ is newer, so this is never stale.
+ */
+export const CLI = path.join(ROOT, "dist/cli/main.js");
 
 export interface Portal {
   emulator: RunningEmulator;
@@ -106,11 +110,15 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the CLI in a separate process, exactly as `npm run cli -- …` would. */
+/**
+ * Runs the CLI in a separate process, exactly as `npm run cli -- …` would: compiled, on node. Another
+ * script (`opts.script`, TypeScript) runs through tsx.
+ */
 export function runCli(args: string[], env: Record<string, string>, opts: { onSpawn?: (pid: number) => void; input?: string; script?: string } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    // Own process group, so a test can SIGKILL the whole tree (tsx, node, the MCP child) at once.
-    const child = spawn(TSX, [opts.script ?? CLI, ...args], {
+    const script = opts.script ?? CLI;
+    // Own process group, so a test can SIGKILL the whole tree (node, the MCP child) at once.
+    const child = spawn(script.endsWith(".ts") ? TSX : process.execPath, [script, ...args], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: "1", ...env },
       stdio: ["pipe", "pipe", "pipe"],

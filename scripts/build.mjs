@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+/**
+ * Builds dist/ from src/ (`tsc -p tsconfig.build.json`, incremental). Used by `npm run build`, by
+ * `prepare` (so `npm ci` builds), by `npm start` / `npm run cli` and by the test suite's global setup
+ * with --if-stale, which builds only when a file under src/ (or a tsconfig) is newer than the last
+ * successful build.
+ *
+ * dist/.build-stamp marks a successful build; its mtime is when that build *started*, so a source
+ * edited while tsc was running still counts as newer. One build at a time per checkout (a lock
+ * directory); whoever waited re-checks before building again.
+ *
+ *   node scripts/build.mjs [--if-stale] [--quiet]
+ */
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { distProblem, ROOT, STAMP } from "./dist-check.mjs";
+
+const args = process.argv.slice(2);
+const ifStale = args.includes("--if-stale");
+const quiet = args.includes("--quiet");
+const LOCK = path.join(ROOT, "dist", ".build-lock");
+const STARTED = path.join(ROOT, "dist", ".build-started");
+
+function lock() {
+  fs.mkdirSync(path.dirname(LOCK), { recursive: true });
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    try {
+      fs.mkdirSync(LOCK);
+      return;
+    } catch (e) {
+      if (e.code !== "EEXIST") throw e;
+      // A lock older than three minutes belongs to a build that died.
+      try {
+        if (Date.now() - fs.statSync(LOCK).mtimeMs > 180_000) fs.rmSync(LOCK, { recursive: true, force: true });
+      } catch {}
+      if (Date.now() > deadline) throw new Error(`another build holds ${LOCK}; remove it if no build is running`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+}
+
+function build() {
+  if (ifStale && !distProblem()) return 0;
+  lock();
+  try {
+    // Someone else may have built while we waited for the lock.
+    const problem = distProblem();
+    if (ifStale && !problem) return 0;
+    if (!quiet && problem && ifStale) process.stderr.write(`${problem}; building dist/ (npm run build)…\n`);
+    fs.writeFileSync(STARTED, `${new Date().toISOString()}\n`);
+    const tsc = fileURLToPath(new URL("../node_modules/typescript/bin/tsc", import.meta.url));
+    if (!fs.existsSync(tsc)) {
+      process.stderr.write("cannot build dist/: typescript is not installed (run npm ci, without --omit=dev)\n");
+      return 1;
+    }
+    const r = spawnSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { cwd: ROOT, stdio: "inherit" });
+    if (r.status !== 0) {
+      process.stderr.write("dist/ was not built: tsc reported errors (above)\n");
+      return r.status ?? 1;
+    }
+    fs.renameSync(STARTED, STAMP);
+    return 0;
+  } finally {
+    fs.rmSync(LOCK, { recursive: true, force: true });
+  }
+}
+
+process.exitCode = build();
