@@ -3,10 +3,11 @@
  * embedded emulator, the offline model and SQLite under .data/ — showing each step, and at a terminal
  * ask approve / reject / edit. Without a terminal it leaves the thread waiting and prints the command.
  */
+import { randomUUID } from "node:crypto";
 import { select, input } from "@inquirer/prompts";
 import { loadConfig } from "../config/env.js";
 import { createDeps } from "../runtime/deps.js";
-import { openApp, startRun, submitDecision, viewThread, type ThreadView } from "../app/threads.js";
+import { openApp, startRun, submitDecision, viewThread, type App, type ThreadView } from "../app/threads.js";
 import type { RequestScope } from "../hitl/records.js";
 import { Printer } from "./render.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
@@ -29,6 +30,14 @@ export interface MainJobOptions {
    * ACTION_ENVELOPE_INBOX_USERS names the approver credentials), and decide the waiting approval there.
    */
   inbox?: boolean;
+}
+
+/** Is a decision running on this thread right now (its lock held)? Probes the lock for a moment. */
+async function beingDriven(app: App, threadId: string): Promise<boolean> {
+  const owner = `${process.pid}:probe:${randomUUID()}`;
+  if (!(await app.deps.journal.acquireThreadLock(threadId, owner, 1_000))) return true;
+  await app.deps.journal.releaseThreadLock(threadId, owner);
+  return false;
 }
 
 /** Resolves on Ctrl-C / SIGTERM (true) or when `done` resolves (false). */
@@ -101,6 +110,9 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
             await new Promise((r) => setTimeout(r, 300));
             if (stopped) return view;
             const now = await viewThread(app, threadId);
+            // Between steps while the inbox's decision runs (it holds the thread's lock): not an
+            // outcome yet. Only a run nobody drives any more (the lock is free) counts as stopped.
+            if (now.status === "interrupted_run" && (await beingDriven(app, threadId))) continue;
             if (JSON.stringify([now.status, now.approval?.envelopeHash ?? null, now.input?.askedAt ?? null]) !== was) return now;
           }
         })();
