@@ -17,6 +17,7 @@ const BENCHMARKS: Record<string, string> = {
   "rate-limit": "200 approved actions against the portal's leaky bucket (scaled to 20 req/s; --full for 2 req/s)",
   "pending-scale": "1,000 and 10,000 waiting approvals: bytes, pending --json time and memory, approve one",
   "get-schemas": "client.assistants.getSchemas on fresh npm run dev servers: first call and later calls",
+  "object-lease": "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",
 };
 
 async function main(): Promise<number> {
