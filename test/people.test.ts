@@ -4,13 +4,19 @@
  * envelope is built and recorded with it; edits that name a person (RESPONSIBLE_ID=Bob Smith) resolved
  * to exactly one active user, or refused. Real emulator over HTTP, our MCP server over stdio.
  */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { z } from "zod";
 import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { renderCard } from "../src/envelope/index.js";
 import { cardSection } from "../src/inbox/card-view.js";
+import { lookupNames, resolveName } from "../src/hitl/people.js";
 import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 
 async function rest(emu: RunningEmulator, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
@@ -275,5 +281,56 @@ describe("names from the command line, each command its own process", () => {
     const writes = await portal.writes();
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params).toEqual({ taskId: 4, fields: { RESPONSIBLE_ID: "7" } });
+  });
+});
+
+describe("an external MCP server without a user tool", () => {
+  let emu: RunningEmulator;
+  let http: Server;
+  let url: string;
+  beforeAll(async () => {
+    emu = await startEmulator({ port: 0, rate: 0 });
+    const client = new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0 });
+    const text = (body: unknown) => ({ content: [{ type: "text" as const, text: JSON.stringify(body) }] });
+    // Task tools only (like most public Bitrix24 MCP servers): no user.get tool.
+    const build = () => {
+      const s = new McpServer({ name: "tasks-only", version: "0.0.1" });
+      s.registerTool("get_task_by_id", { inputSchema: { taskId: z.number() } }, async (a) => text(await client.getTask(a.taskId)));
+      s.registerTool("list_tasks", { inputSchema: {} }, async () => text(await client.listTasks()));
+      s.registerTool("get_task_history", { inputSchema: { taskId: z.number() } }, async (a) => text(await client.getTaskHistory(a.taskId)));
+      s.registerTool("update_task", { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } }, async (a) => text(await client.updateTask(a.taskId, a.fields)));
+      return s;
+    };
+    http = createServer(async (req, res) => {
+      const server = build();
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      res.on("close", () => void transport.close().then(() => server.close()));
+      await server.connect(transport);
+      await transport.handleRequest(req, res);
+    });
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+  });
+  afterAll(async () => {
+    http.closeAllConnections();
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+    await emu.close();
+  });
+
+  it("connects without it: names are unavailable (said why), nothing else changes; naming the role explicitly must match a tool", async () => {
+    const tools = await createBitrix24Tools({ mode: "url", url, toolNames: {} });
+    try {
+      expect(tools.missingRoles).toEqual(["getUsers"]);
+      expect(tools.readTools.map((t) => t.name).sort()).toEqual(["get_task_by_id", "get_task_history", "list_tasks"]);
+      const names = await lookupNames(tools, ["5"], () => new Date("2026-12-01T10:00:00Z"));
+      expect(names?.names["5"]).toEqual({ unavailable: expect.stringMatching(/^user\.get failed: invalid_request: the MCP server offers no tool for user\.get \(no "get_users"\); name one with BITRIX24_MCP_TOOLS getUsers=<tool>/) });
+      const typed = await resolveName(tools, { field: "RESPONSIBLE_ID", typed: "Bob Smith" });
+      expect(typed.status).toBe("unavailable");
+    } finally {
+      await tools.close();
+    }
+    await expect(createBitrix24Tools({ mode: "url", url, toolNames: { getUsers: "get_users" } })).rejects.toThrow(/getUsers → "get_users", but the server has no such tool/);
+    const calls = (await (await fetch(`${emu.baseUrl}/_emulator/calls`)).json()) as { calls: Array<{ method: string }> };
+    expect(calls.calls.filter((c) => c.method === "user.get")).toEqual([]);
   });
 });
