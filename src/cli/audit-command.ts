@@ -57,8 +57,9 @@ interface AuditReader {
 const API_OPTION = ["--api <url>", "read the audit of this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
 
 async function withReader(apiFlag: string | undefined, fn: (r: AuditReader) => Promise<number>): Promise<number> {
-  const { apiTarget } = await import("../api/cli-api.js");
-  const target = apiTarget(apiFlag, loadConfig().langgraphApi);
+  const env = loadConfig().langgraphApi;
+  // The SDK-backed API module is loaded only when a server is named (the local path stays light).
+  const target = apiFlag !== undefined || env.url ? (await import("../api/cli-api.js")).apiTarget(apiFlag, env) : undefined;
   if (target) {
     const { apiAudit } = await import("../api/audit-client.js");
     return fn({
