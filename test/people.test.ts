@@ -17,6 +17,7 @@ import { startRun, submitDecision, type App, type ThreadView } from "../src/app/
 import { renderCard } from "../src/envelope/index.js";
 import { cardSection } from "../src/inbox/card-view.js";
 import { lookupNames, resolveName } from "../src/hitl/people.js";
+import { buildEvidence } from "../src/evidence/bundle.js";
 import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 
 async function rest(emu: RunningEmulator, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
@@ -193,6 +194,11 @@ describe("names on the card and in edits, end to end", () => {
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params).toEqual({ taskId: 4, fields: { RESPONSIBLE_ID: "7" } });
     expect((await portal.task(4)).responsibleId).toBe("7");
+    // The run's evidence says it too.
+    const evidence = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records: await app!.deps.audit.records({ threadId: view.threadId }) } as Parameters<typeof buildEvidence>[0]);
+    const editRecord = evidence.find((o) => o.kind === "decision" && o.data["decision"] === "edit")!;
+    expect(editRecord.summary).toContain('RESPONSIBLE_ID "Bob Smith" → user 7');
+    expect(editRecord.data["resolvedNames"]).toEqual([expect.objectContaining(resolved)]);
   });
 
   it("an ambiguous name is refused listing the candidates (id and name); nothing is written and the approval keeps waiting", async () => {

@@ -242,7 +242,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
         `decision-r${r.revision}-${accepted ? `accepted-${r.approver?.decision}` : `refused-${r.refusal?.code}`}`,
         r.at,
         accepted
-          ? `${r.approver?.decision} accepted from ${who}${r.override ? `, OVERRIDING ${r.override.gate}: ${r.override.reason}` : ""}`
+          ? `${r.approver?.decision} accepted from ${who}${r.override ? `, OVERRIDING ${r.override.gate}: ${r.override.reason}` : ""}${namesResolved(r.resolvedNames)}`
           : `${r.approver?.decision ?? "decision"} from ${who} refused ${r.refusal?.code}: ${r.refusal?.reason}`,
         {
           verdict: accepted ? "accepted" : "refused",
@@ -255,6 +255,8 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
           override: r.override,
           refusal: r.refusal,
           received: r.received ?? null,
+          // An edit that named people: what was typed for each user field and the id it resolved to (user.get).
+          ...(r.resolvedNames?.length ? { resolvedNames: r.resolvedNames } : {}),
           auditSeq: r.seq,
         },
       );
@@ -332,4 +334,10 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
     const safe = `${stem}${n > 1 ? `-${n}` : ""}`.replace(/[^A-Za-z0-9._-]/g, "_");
     return { name: `${String(i + 1).padStart(width, "0")}-${safe}`, ...rest };
   });
+}
+
+/** "; RESPONSIBLE_ID \"Bob Smith\" → user 7" for an edit that named people, else "". */
+function namesResolved(resolved: unknown[] | undefined): string {
+  const done = (resolved ?? []).filter((n): n is { field: string; typed: string; id: string } => (n as { status?: unknown } | null)?.status === "resolved");
+  return done.length ? `; ${done.map((n) => `${n.field} ${JSON.stringify(n.typed)} → user ${n.id}`).join(", ")}` : "";
 }
