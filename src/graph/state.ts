@@ -117,7 +117,7 @@ const ProposalShape = z.object({
   taskId: z.int(),
   fields: z.record(z.string(), z.unknown()),
   rationale: z.string(),
-  source: z.enum(["model", "human_edit"]),
+  source: z.enum(["model", "human_edit", "compensation"]),
 });
 const VerdictShape = (verdicts: readonly [string, ...string[]]) =>
   z.object({ verdict: z.enum(verdicts), reason: z.string(), fields: z.array(FieldCheckShape), raw: z.unknown(), at: z.string() });
@@ -157,7 +157,7 @@ const messages = new ReducedValue(z.any().default(() => []) as unknown as z.ZodT
     type: "array",
     items: { type: "object" },
     description:
-      "Chat. As input (Studio's chat mode) the last human message is the request and the rest is not shown to the model; the run reports each step and the outcome back here as AI messages. Also the model's conversation: read tool calls, the proposal, error feedback.",
+      "Chat. As input (Studio's chat mode) the last human message is the request and the rest is not shown to the model; while a structured question waits, it is taken as the answer only if it validates as the question's single field (otherwise refused, naming the fields), and is never shown to the model; the run reports each step and the outcome back here as AI messages. Also the model's conversation: read tool calls, the proposal, error feedback.",
   },
 });
 
@@ -189,7 +189,7 @@ export const AgentState = new StateSchema({
   messages,
   agentSteps: last<number>("Model turns taken, bounded by config so a looping model ends the run.", z.int().min(0), () => 0),
   invalidProposals: last<number>("Proposals refused by validation so far; past the bound the run ends INVALID_PROPOSAL.", z.int().min(0), () => 0),
-  proposal: last<ProposalRecord | null>("The last well-formed proposal (from the model or from a human edit).", ProposalShape.nullable(), () => null),
+  proposal: last<ProposalRecord | null>("The last well-formed proposal (from the model, a human edit, or an undo built by code from the journal).", ProposalShape.nullable(), () => null),
   inputRequest: last<InputRequestRecord | null>(
     "A structured question waiting for a human answer (from the model's request_input call).",
     z.object({ toolCallId: z.string(), question: z.string(), fields: z.record(z.string(), z.unknown()), askedAt: z.string() }).nullable(),
