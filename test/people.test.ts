@@ -14,7 +14,10 @@ import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/in
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
-import { renderCard } from "../src/envelope/index.js";
+import {
+  createEnvelope, defaultPolicy, exampleTask, generateApproverKeyPair, hashEnvelope, parsePublicKeyLines, renderCard, signDecision, signedPayloadOf, typedNamesIn,
+  userIdsOnCard, validateDecision, type NameResolution,
+} from "../src/envelope/index.js";
 import { cardSection } from "../src/inbox/card-view.js";
 import { lookupNames, resolveName } from "../src/hitl/people.js";
 import { buildEvidence } from "../src/evidence/bundle.js";
@@ -338,5 +341,44 @@ describe("an external MCP server without a user tool", () => {
     await expect(createBitrix24Tools({ mode: "url", url, toolNames: { getUsers: "get_users" } })).rejects.toThrow(/getUsers → "get_users", but the server has no such tool/);
     const calls = (await (await fetch(`${emu.baseUrl}/_emulator/calls`)).json()) as { calls: Array<{ method: string }> };
     expect(calls.calls.filter((c) => c.method === "user.get")).toEqual([]);
+  });
+});
+
+describe("the pure part: names on the card, typed names in a decision", () => {
+  const envelope = () =>
+    createEnvelope({
+      portal: "127.0.0.1:43210", taskId: 4, params: { RESPONSIBLE_ID: "7", AUDITORS: ["2", "6"] }, task: exampleTask(), requestedBy: "demo-user",
+      runContext: { threadId: "thread-1" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
+    });
+  const resolved = (field: string, typed: string, id: string): NameResolution => ({ field, typed, searched: "{}", status: "resolved", id, name: typed });
+
+  it("shows names, dismissed people and failures next to ids; a name is escaped like any value and raises its warning", () => {
+    const e = envelope();
+    const { text, warnings } = renderCard(e, hashEnvelope(e), "text", {
+      people: { "5": { name: "Elena Kuznetsova", active: true }, "7": { name: "Bob\u202E Smith", active: false }, "2": { unavailable: "user.get failed: auth" }, "1": { name: "Anna Petrova", active: true } },
+    });
+    expect(text).toContain('before:    "5" (Elena Kuznetsova)');
+    expect(text).toContain('requested: "7" (Bob⟨U+202E⟩ Smith, dismissed)');
+    expect(text).toContain('requested: ["2", "6"] (2 name unavailable: user.get failed: auth; 6 name unavailable: not looked up)');
+    expect(warnings.join("\n")).toMatch(/RESPONSIBLE_ID \(requested\) name: contains ⟨U\+202E⟩ RIGHT-TO-LEFT OVERRIDE/);
+    // Before and requested values of the changes (5 → 7; 2, 6) and the people in the fields that must stay (creator 1, accomplice 3).
+    expect(userIdsOnCard(e)).toEqual(["1", "2", "3", "5", "6", "7"]);
+    // Without a lookup (cards registered before names existed) nothing is added.
+    expect(renderCard(e, hashEnvelope(e), "text").text).toContain('requested: "7"\n');
+  });
+
+  it("validateDecision takes the resolved id, refuses a typed name it has no resolution for, and verifies a signature over what was typed", () => {
+    const e = envelope();
+    const h = hashEnvelope(e);
+    const keys = generateApproverKeyPair("alice");
+    const ctx = { now: new Date("2026-11-30T10:05:00Z"), policy: { ...defaultPolicy(), requireSignature: true }, threadId: "thread-1", envelopeHash: h, nonceConsumed: false, supersededHashes: [], publicKeys: parsePublicKeyLines(keys.publicKeyLine), scope: { taskIds: [4] } };
+    const edit = { type: "edit" as const, envelopeHash: h, nonce: e.nonce, approver: { id: "alice" }, decidedAt: "2026-11-30T10:04:00Z", editedAction: { name: "update_task", args: { taskId: 4, fields: { RESPONSIBLE_ID: "Bob Smith", AUDITORS: ["2", "Alex Morgan"] } } } };
+    const signature = signDecision(signedPayloadOf(edit, "thread-1"), keys.privateKeyPem);
+    expect(typedNamesIn(edit.editedAction.args.fields)).toEqual([{ field: "RESPONSIBLE_ID", typed: "Bob Smith" }, { field: "AUDITORS", typed: "Alex Morgan" }]);
+    const ok = validateDecision(e, { ...edit, signature }, { ...ctx, people: [resolved("RESPONSIBLE_ID", "Bob Smith", "7"), resolved("AUDITORS", "Alex Morgan", "8")] });
+    expect(ok).toMatchObject({ ok: true, identity: { verifiedBy: "signature" }, edit: { proposal: { fields: { RESPONSIBLE_ID: "7", AUDITORS: ["2", "8"] } } } });
+    const missing = validateDecision(e, { ...edit, signature }, ctx);
+    expect(missing).toMatchObject({ ok: false, code: "INVALID_VALUE" });
+    expect(JSON.stringify(missing)).toContain('RESPONSIBLE_ID \\"Bob Smith\\" is not a user id, and no lookup of it was made');
   });
 });
