@@ -137,8 +137,12 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
     }
     const head = c.req.query("head");
     if (head !== undefined && head.length > 100) return c.json({ error: "BadRequest", message: `head is at most 100 characters; got ${head.length}` }, 400);
-    const { audit } = await get();
-    return c.json(await audit.verify(head !== undefined ? { head } : {}));
+    try {
+      const { audit } = await get();
+      return c.json(await audit.verify(head !== undefined ? { head } : {}));
+    } catch (e) {
+      return damaged(c, e);
+    }
   });
 
   return routes;
