@@ -37,8 +37,9 @@ async function reportingDamage(fn: () => Promise<number>): Promise<number> {
     return await fn();
   } catch (e) {
     if ((e as Error).name === "AuditApiError") {
-      // 401 (token), 403 (not yours, or the role), a server error: said as the server said it.
-      process.stderr.write(`refused: ${escapeForTerminal((e as Error).message)}\n`);
+      // 401 (token), 403 (not yours, or the role), or the server's error (a damaged record): as the server said it.
+      const status = (e as Error & { status?: number }).status ?? 0;
+      process.stderr.write(`${status >= 500 ? "server error" : "refused"}: ${escapeForTerminal((e as Error).message)}\n`);
       return EXIT_BROKEN;
     }
     if (!(e instanceof AuditLogError)) throw e;
