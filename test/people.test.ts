@@ -22,6 +22,7 @@ import { cardSection } from "../src/inbox/card-view.js";
 import { lookupNames, resolveName } from "../src/hitl/people.js";
 import { buildEvidence } from "../src/evidence/bundle.js";
 import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
 
 async function rest(emu: RunningEmulator, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
   const res = await fetch(`${emu.webhookUrl}${method}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(params) });
@@ -380,5 +381,57 @@ describe("the pure part: names on the card, typed names in a decision", () => {
     const missing = validateDecision(e, { ...edit, signature }, ctx);
     expect(missing).toMatchObject({ ok: false, code: "INVALID_VALUE" });
     expect(JSON.stringify(missing)).toContain('RESPONSIBLE_ID \\"Bob Smith\\" is not a user id, and no lookup of it was made');
+  });
+});
+
+describe("names in the web inbox (plain HTTP)", () => {
+  let w: InboxWorld;
+  beforeAll(async () => {
+    w = await startInboxWorld({ 4: "Quarterly plan" });
+  });
+  afterAll(async () => {
+    await w?.close();
+  });
+
+  /** Minimal cookie-keeping client: sign in, read a page, post a form. */
+  async function session(user: string) {
+    const cookies = new Map<string, string>();
+    const req = async (path: string, form?: Record<string, string>) => {
+      const res = await fetch(w.inbox.url.replace(/\/$/, "") + path, {
+        method: form ? "POST" : "GET",
+        headers: { accept: "text/html", cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "), ...(form ? { "content-type": "application/x-www-form-urlencoded" } : {}) },
+        ...(form ? { body: new URLSearchParams(form).toString() } : {}),
+        redirect: "manual",
+      });
+      for (const c of res.headers.getSetCookie()) {
+        const [pair] = c.split(";");
+        const eq = pair!.indexOf("=");
+        cookies.set(pair!.slice(0, eq), pair!.slice(eq + 1));
+      }
+      return res;
+    };
+    const login = await (await req("/login")).text();
+    await req("/login", { csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!, user, password: PASSWORDS[user]! });
+    return req;
+  }
+
+  it("the card page shows the names; an edit typing a name becomes a revision holding the id, whose card shows it", async () => {
+    // The scripted model proposes a title; the request's scope also covers the responsible person.
+    const view = await startRun(w.app, { request: "rename task 4 to the proposed title", requestedBy: "demo-user", scope: { taskIds: [4], fields: ["TITLE", "RESPONSIBLE_ID"] } });
+    const alice = await session("alice");
+    const page = await (await alice(`/t/${view.threadId}`)).text();
+    expect(page).toMatch(/RESPONSIBLE_ID<\/th><td><pre class="value">&quot;5&quot;<\/pre> <small class="value-name">\(Elena Kuznetsova\)<\/small>/);
+    const res = await alice(`/t/${view.threadId}/decide`, {
+      csrf: /name="csrf" value="([^"]+)"/.exec(page)![1]!, action: "edit", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce,
+      "field.TITLE": "Quarterly plan", "field.RESPONSIBLE_ID": "Bob Smith",
+    });
+    const after = await res.text();
+    expect(res.status, after.slice(0, 2000)).toBe(200);
+    expect(after).toContain("A new revision (2) now waits for a fresh approval");
+    const row = (await w.app.deps.journal.currentAction(view.threadId))!;
+    expect(row.envelope.params).toEqual({ TITLE: "Quarterly plan", RESPONSIBLE_ID: "7" });
+    expect(row.card).toMatch(/requested: "7" \(Bob Smith\)/);
+    expect(after).toContain("(Bob Smith)");
+    expect(await w.portal.writes()).toHaveLength(0);
   });
 });
