@@ -5,6 +5,8 @@
  * to exactly one active user, or refused. Real emulator over HTTP, our MCP server over stdio.
  */
 import { createServer, type Server } from "node:http";
+import path from "node:path";
+import Database from "better-sqlite3";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -23,6 +25,7 @@ import { lookupNames, resolveName } from "../src/hitl/people.js";
 import { buildEvidence } from "../src/evidence/bundle.js";
 import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
+import { usingPostgres } from "./support/postgres.js";
 
 async function rest(emu: RunningEmulator, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
   const res = await fetch(`${emu.webhookUrl}${method}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(params) });
@@ -176,6 +179,20 @@ describe("names on the card and in edits, end to end", () => {
     expect(page).toContain("(Elena Kuznetsova)");
     expect(page).toContain("(Maria Volkova)");
     expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it.skipIf(usingPostgres)("the names are sealed with the card: a name edited in the data directory fails the row's MAC", async () => {
+    const view = await waiting();
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      const r = db.prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?").get(view.approval!.envelopeHash) as { registered_json: string };
+      const edited = JSON.parse(r.registered_json);
+      edited.people.names["5"].name = "Someone Else";
+      db.prepare("UPDATE actions SET registered_json = ? WHERE envelope_hash = ?").run(JSON.stringify(edited), view.approval!.envelopeHash);
+    } finally {
+      db.close();
+    }
+    expect((await app!.deps.journal.getAction(view.approval!.envelopeHash))!.macValid).toBe(false);
   });
 
   it("an edit naming a person (RESPONSIBLE_ID=Bob Smith) resolves to the one active Bob Smith: the envelope holds id 7, one write, VERIFIED", async () => {
