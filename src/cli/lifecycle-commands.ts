@@ -27,6 +27,14 @@ function show(printer: Printer, view: ThreadView): void {
   else printer.outcome(view);
 }
 
+/** `--api URL` or LANGGRAPH_API_URL; the API client (the LangGraph SDK) is loaded only when one is named. */
+async function apiOf(flag: string | undefined) {
+  const configured = loadConfig().langgraphApi;
+  return flag || configured.url ? (await import("../api/cli-api.js")).apiTarget(flag, configured) : undefined;
+}
+
+const runApiCommand = async (...args: Parameters<typeof import("../api/cli-api.js").runApiCommand>) => (await import("../api/cli-api.js")).runApiCommand(...args);
+
 export function parseAnswers(pairs: string[]): Record<string, string> {
   const answers: Record<string, string> = {};
   for (const pair of pairs) {
@@ -45,8 +53,8 @@ export function lifecycleCommands(): Command[] {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { set: string[]; json?: boolean; api?: string }) => {
-      const [{ apiTarget, runApiCommand }, { submitDecision, viewThread }] = await Promise.all([import("../api/cli-api.js"), import("../app/threads.js")]);
-      const api = apiTarget(opts.api, loadConfig().langgraphApi);
+      const api = await apiOf(opts.api);
+      const { submitDecision, viewThread } = await import("../app/threads.js");
       if (api) {
         const build = (view: ThreadView) => {
           if (view.status !== "awaiting_input") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `the thread is not waiting for an answer (status ${view.status})`);
@@ -73,8 +81,8 @@ export function lifecycleCommands(): Command[] {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { reason: string; as: string; json?: boolean; api?: string }) => {
-      const [{ apiTarget, runApiCommand }, { submitDecision, viewThread }] = await Promise.all([import("../api/cli-api.js"), import("../app/threads.js")]);
-      const api = apiTarget(opts.api, loadConfig().langgraphApi);
+      const api = await apiOf(opts.api);
+      const { submitDecision, viewThread } = await import("../app/threads.js");
       if (api) {
         // On a server with tokens, --as must be the token's identity (the graph refuses anyone else).
         const build = (view: ThreadView): ResumeValue => {

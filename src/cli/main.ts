@@ -88,7 +88,11 @@ const taskId = (value: string) => {
 };
 
 /** `--api URL` or LANGGRAPH_API_URL: the command talks to that LangGraph API server (src/api/cli-api.ts). */
-const apiOf = async (flag: string | undefined) => (await import("../api/cli-api.js")).apiTarget(flag, loadConfig().langgraphApi);
+const apiOf = async (flag: string | undefined) => {
+  const configured = loadConfig().langgraphApi;
+  // The API client (the LangGraph SDK) is loaded only when an API server is named.
+  return flag || configured.url ? (await import("../api/cli-api.js")).apiTarget(flag, configured) : undefined;
+};
 const runApiCommand = async (...args: Parameters<typeof import("../api/cli-api.js").runApiCommand>) => (await import("../api/cli-api.js")).runApiCommand(...args);
 /** The decision builders (envelope core, signatures), loaded by the decision commands only. */
 const decisions = () => import("./decisions.js");
@@ -147,6 +151,18 @@ export function buildProgram(): Command {
         const view = await startRun(app, { request, requestedBy: opts.as, scope }, { onStep: printer.onStep });
         return report(printer, view);
       });
+    });
+
+  program
+    .command("undo")
+    .description("Propose undoing a VERIFIED change: a new run restoring the values recorded before its write, waiting for its own approval")
+    .argument("<thread>", "the thread whose verified change to undo", cap("thread", LIMITS.id))
+    .option("--as <user>", "requester id", cap("--as", LIMITS.id), "demo-user")
+    .option("--json", "print one JSON object")
+    .action(async (threadId: string, opts: { as: string; json?: boolean }) => {
+      const printer = new Printer(process.stdout, Boolean(opts.json));
+      const { startUndo } = await import("../app/undo.js");
+      process.exitCode = await withApp(async (app) => report(printer, await startUndo(app, threadId, opts.as, { onStep: printer.onStep })));
     });
 
   program
@@ -407,6 +423,11 @@ if (isEntry) {
   loadDotEnv();
   const code = await main(process.argv.slice(2));
   process.exitCode = code;
-  // MCP child processes and sqlite handles are closed by then; exit explicitly so a stray timer cannot hold the CLI.
-  setImmediate(() => process.exit(code));
+  // MCP child processes and sqlite handles are closed by then; exit explicitly so a stray timer cannot hold the CLI,
+  // but only once what was printed has left: to a pipe, a large --json (pending of 10,000 is 3 MB) is
+  // still being written when main returns, and exiting then cuts it off.
+  let open = 2;
+  const flushed = () => void (--open === 0 && process.exit(code));
+  process.stdout.write("", flushed);
+  process.stderr.write("", flushed);
 }
