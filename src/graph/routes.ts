@@ -9,9 +9,11 @@ import type { JournalNext } from "../store/action-machine.js";
 
 export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history", "get_users"]);
 
-export function afterAgent(state: State): "read_tools" | "propose" | "ask_input" | "check_input" | "finish" | "resync" {
+export function afterAgent(state: State): "read_tools" | "propose" | "ask_input" | "check_input" | "build_envelope" | "finish" | "resync" {
   if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
+  // An undo thread's proposal (built by code); build_envelope takes it from the journal, not from here.
+  if (state.proposal?.source === "compensation") return "build_envelope";
   // The agent held back for a waiting question: a chat message goes to check_input as a candidate answer, else the question is asked again.
   if (state.inputRequest) return state.pendingDecision !== null && state.pendingDecision !== undefined ? "check_input" : "ask_input";
   const last = state.messages.at(-1);

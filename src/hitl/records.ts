@@ -15,7 +15,8 @@ export interface ProposalRecord {
   fields: Record<string, unknown>;
   rationale: string;
   /** "model" for a proposal from the agent, "human_edit" for an edited revision. */
-  source: "model" | "human_edit";
+  /** compensation: built by code from a verified action's recorded before-values (`undo`), never by the model. */
+  source: "model" | "human_edit" | "compensation";
 }
 
 export type Outcome =
@@ -33,6 +34,8 @@ export type ReasonCode =
   | "INVALID_PROPOSAL"
   | "INVALID_INPUT"
   | "DENIED_BY_POLICY"
+  /** An undo thread whose original action cannot be undone: not verified, irreversible, or its before-values not kept. */
+  | "NOT_UNDOABLE"
   | "BASELINE_READ_FAILED"
   | "REJECTED_BY_HUMAN"
   | "TOO_MANY_REFUSED_DECISIONS"

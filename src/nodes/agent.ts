@@ -1,10 +1,11 @@
-import { HumanMessage, RemoveMessage, isAIMessage, isHumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { AIMessage, HumanMessage, RemoveMessage, isAIMessage, isHumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { REMOVE_ALL_MESSAGES, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State, type Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { agentPrompt } from "../prompts.js";
 import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
+import { undoPlanFor } from "../hitl/compensation.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
@@ -35,6 +36,13 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     await ensureThread(deps, gate, { ...state, ...input.value });
   }
   const thread = await ensureThread(deps, gate, state);
+  // An undo thread: the proposal is the journal's (the recorded before-values of the verified action it
+  // restores), built by build_envelope; the model is not asked.
+  if (thread.compensates) {
+    const undo = await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash);
+    if (!undo.ok) return endRunInJournal(deps, gate, state, undo.code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE", undo.reason);
+    return { messages: [new AIMessage(`Undo proposed by code, not by the model: ${undo.proposal.rationale}.`)], proposal: undo.proposal };
+  }
   // A question is waiting (new input discarded LangGraph's pending ask_input, or a node was driven
   // here out of order): the model is not called; the question stays, and a chat message goes to it.
   const waiting = await deps.journal.getQuestion(gate.threadId);

@@ -8,6 +8,8 @@ import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
+import { undoPlanFor } from "../hitl/compensation.js";
+import { changedSinceWrite } from "../envelope/compensation.js";
 
 /**
  * Policy and scope first (a denied proposal is never shown for approval), then a baseline read by
@@ -26,15 +28,21 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const prior = previous?.progress.decision;
   const end = (code: ReasonCode, reason: string): Promise<Update> => endRunInJournal(deps, gate, state, code, reason);
 
+  // An undo thread's first proposal is the journal's restore of the action it compensates.
+  const undo = thread.compensates && !previous ? await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash) : null;
+  if (undo && !undo.ok) return end(undo.code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE", undo.reason);
   // An edit's content is the decision the journal accepted; any other proposal is the model's.
-  const proposal: ProposalRecord | null =
-    gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
+  const proposal: ProposalRecord | null = undo?.ok
+    ? undo.proposal
+    : gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
       ? { taskId: prior.edit.taskId, fields: prior.edit.fields, rationale: `edited by ${prior.approverId}`, source: "human_edit" }
       : gate.next === "build_envelope"
         ? previous
           ? { taskId: previous.envelope.object.id, fields: previous.envelope.params, rationale: "the same change, for a fresh approval", source: "model" }
           : null
-        : state.proposal;
+        : thread.compensates
+          ? null
+          : state.proposal;
   if (!proposal) return end("NO_PROPOSAL", "no proposal to build an envelope from");
   const revision = (previous?.revision ?? 0) + 1;
   if (revision > deps.config.limits.maxRevisions + 1) {
@@ -54,6 +62,18 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const task = read.ok ? taskFrom(read.body) : null;
   if (!task) {
     return end("BASELINE_READ_FAILED", `could not read task ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
+  }
+
+  // An undo restores only the state our write left: if anyone changed the task since (a field we wrote,
+  // or anything at all by the change marker), restoring would overwrite their change. Not proposed.
+  if (undo?.ok) {
+    const changed = changedSinceWrite(undo.plan, task);
+    if (changed.length > 0) {
+      return end(
+        "STALE_STATE",
+        `the task changed after the write being undone, so restoring it would overwrite someone else's change: ${changed.map((c) => `${c.field} (${c.field === "CHANGED_DATE" ? "at our verification" : "we wrote"} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ")}`,
+      );
+    }
   }
 
   // A change that changes nothing is not put in front of an approver.
@@ -89,9 +109,12 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   // "name unavailable: why" instead of blocking the approval. Recorded with the card.
   const people = await lookupNames(deps.tools, userIdsOnCard(envelope), deps.clock);
   const rendered = renderCard(envelope, envelopeHash, "text", people ? { people: people.names } : {}).text;
+  const undoNote = thread.compensates
+    ? `UNDO of thread ${thread.compensates.threadId} (envelope ${thread.compensates.envelopeHash}): restores the values recorded before that write; proposed by code, not by the model.\n`
+    : "";
   const card = escalatedTo
-    ? `ESCALATED to group ${escalatedTo}: the approval for ${previous?.envelopeHash} expired unanswered; only members of ${escalatedTo} may approve this fresh envelope.\n${rendered}`
-    : rendered;
+    ? `${undoNote}ESCALATED to group ${escalatedTo}: the approval for ${previous?.envelopeHash} expired unanswered; only members of ${escalatedTo} may approve this fresh envelope.\n${rendered}`
+    : `${undoNote}${rendered}`;
   // Registering supersedes the previous revision in the same transaction; keyed by hash, so a re-run
   // of this node after a crash registers a second envelope rather than altering the first.
   const action = await deps.journal.registerAction(

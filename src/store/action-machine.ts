@@ -109,6 +109,11 @@ export interface ThreadRecord {
   requestedBy: string;
   scope: RequestScope;
   createdAt: string;
+  /**
+   * Set for an undo thread (`undo <thread>`): the verified action it restores. The proposal is then
+   * built by code from that action's recorded before-values, never by the model. Sealed with the rest.
+   */
+  compensates?: { threadId: string; envelopeHash: string };
   closed: ClosedRecord | null;
   macValid: boolean;
 }
@@ -187,8 +192,9 @@ export function macContentOfAction(a: RegisteredAction): unknown {
   };
 }
 
-export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "scope" | "createdAt">): unknown {
-  return { kind: "thread", threadId: t.threadId, request: t.request, requestedBy: t.requestedBy, scope: t.scope, createdAt: t.createdAt };
+export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "scope" | "createdAt" | "compensates">): unknown {
+  // `compensates` only when present, so threads sealed before it existed keep their seal.
+  return { kind: "thread", threadId: t.threadId, request: t.request, requestedBy: t.requestedBy, scope: t.scope, createdAt: t.createdAt, ...(t.compensates ? { compensates: t.compensates } : {}) };
 }
 
 export function emptyProgress(): ActionProgress {

@@ -1,0 +1,61 @@
+/**
+ * Compensation (src/envelope/compensation.ts), pure: the restore is exactly the envelope's recorded
+ * before-values of the fields it wrote, and "the task still shows what our write left" holds exactly
+ * when nothing differs from the verification read (any key, not only the change marker).
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { createEnvelope, defaultPolicy, exampleTask, taskBody } from "../src/envelope/index.js";
+import { changedSinceWrite, compensationOf } from "../src/envelope/compensation.js";
+
+const NOW = new Date("2026-11-30T10:00:00Z");
+const before = exampleTask();
+
+function envelopeFor(params: Record<string, unknown>) {
+  return createEnvelope({ portal: "127.0.0.1:43210", taskId: 4, params, task: before, requestedBy: "demo-user", runContext: { threadId: "t" }, policy: defaultPolicy(), now: NOW });
+}
+
+const title = fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.trim() === s && s !== before["title"]);
+
+describe("compensationOf", () => {
+  it("restores each written field to its recorded before-value, and keeps what was written", () => {
+    fc.assert(
+      fc.property(title, fc.constantFrom("0", "2"), (t, priority) => {
+        const e = envelopeFor({ TITLE: t, PRIORITY: priority });
+        const after = { ...before, title: t, priority };
+        const plan = compensationOf(e, taskBody(after));
+        expect(plan.ok).toBe(true);
+        if (!plan.ok) return;
+        expect(plan.fields).toEqual({ TITLE: before["title"], PRIORITY: before["priority"] });
+        expect(plan.wrote).toEqual({ TITLE: t, PRIORITY: priority });
+        expect(plan.afterWrite).toEqual(after);
+      }),
+    );
+  });
+});
+
+describe("changedSinceWrite", () => {
+  it("empty exactly when the task equals the verification read; otherwise names every differing key", () => {
+    const keys = Object.keys(before).filter((k) => typeof before[k] === "string" && k !== "title");
+    fc.assert(
+      fc.property(title, fc.subarray(keys), fc.string({ maxLength: 10 }), (t, moved, suffix) => {
+        const e = envelopeFor({ TITLE: t });
+        const after = { ...before, title: t };
+        const plan = compensationOf(e, taskBody(after));
+        if (!plan.ok) throw new Error(plan.reason);
+        const now: Record<string, unknown> = { ...after };
+        for (const k of moved) now[k] = `${String(after[k])}~${suffix}`;
+        const changed = changedSinceWrite(plan, now);
+        expect(changed.length).toBe(moved.length);
+        expect(changedSinceWrite(plan, { ...after })).toEqual([]);
+      }),
+    );
+  });
+
+  it("a written field someone changed is named with what we wrote and what it is now", () => {
+    const e = envelopeFor({ TITLE: "ours" });
+    const plan = compensationOf(e, taskBody({ ...before, title: "ours" }));
+    if (!plan.ok) throw new Error(plan.reason);
+    expect(changedSinceWrite(plan, { ...before, title: "theirs" })).toEqual([{ field: "TITLE", ours: "ours", now: "theirs" }]);
+  });
+});
