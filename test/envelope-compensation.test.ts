@@ -40,7 +40,7 @@ describe("changedSinceWrite", () => {
     fc.assert(
       fc.property(title, fc.subarray(keys), fc.string({ maxLength: 10 }), (t, moved, suffix) => {
         const e = envelopeFor({ TITLE: t });
-        const after = { ...before, title: t };
+        const after: Record<string, unknown> = { ...before, title: t };
         const plan = compensationOf(e, taskBody(after));
         if (!plan.ok) throw new Error(plan.reason);
         const now: Record<string, unknown> = { ...after };
