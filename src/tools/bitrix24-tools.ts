@@ -103,9 +103,14 @@ const DEFAULT_CALL_TIMEOUT_MS = 120_000;
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 const tsxBin = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.url));
-/** Compiled (dist/tools/*.js): the server runs from its compiled file on this node; from src/ (tsx, vitest): through tsx. */
-const compiled = import.meta.url.endsWith(".js");
-const stdioEntry = fileURLToPath(new URL(compiled ? "./mcp-stdio.js" : "./mcp-stdio.ts", import.meta.url));
+/**
+ * Compiled (dist/tools/*.js): the server runs from its compiled file on this node; from src/ (tsx):
+ * through tsx. The test suite, which runs src/ in process, names the compiled server it has just built
+ * (test/support/build-dist.ts) in ACTION_ENVELOPE_MCP_SERVER_JS, to skip tsx's start in every test.
+ */
+const builtServer = process.env["ACTION_ENVELOPE_MCP_SERVER_JS"];
+const compiled = import.meta.url.endsWith(".js") || Boolean(builtServer);
+const stdioEntry = builtServer || fileURLToPath(new URL(import.meta.url.endsWith(".js") ? "./mcp-stdio.js" : "./mcp-stdio.ts", import.meta.url));
 
 /**
  * Connects to our MCP server (spawned over stdio) or to an external one by URL, and splits its tools
