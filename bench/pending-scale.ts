@@ -195,7 +195,7 @@ async function main(): Promise<void> {
         setup: {
           emulator: { process: portal.command, rate: 0 },
           creation: `in process: startRun with a scripted model proposing at once (1 baseline read each), ${CONCURRENCY} at a time`,
-          listing: "npm run cli -- pending --json (a new process: tsx, createDeps with the MCP server, listPending confirming each row against its checkpoint)",
+          listing: "npm run cli -- pending --json (a new process: the compiled dist/ since issue 16, tsx before; createDeps with the MCP server, listPending confirming each row against its checkpoint)",
           approving: "npm run cli -- approve <thread> --hash <hash> --as demo-approver --json, for --repeat threads picked at random, one process each",
           memory: fs.existsSync(TIME) ? "/usr/bin/time -v, Maximum resident set size: the largest single process in the npm → tsx → node tree" : "not measured: /usr/bin/time not found",
           stages: STAGES,
