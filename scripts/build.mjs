@@ -32,16 +32,28 @@ function lock() {
   for (;;) {
     try {
       fs.mkdirSync(LOCK);
+      fs.writeFileSync(path.join(LOCK, "pid"), String(process.pid));
       return;
     } catch (e) {
       if (e.code !== "EEXIST") throw e;
-      // A lock older than three minutes belongs to a build that died.
+      // A lock whose build process is gone (Ctrl-C, a crash), or older than three minutes, is stale.
       try {
-        if (Date.now() - fs.statSync(LOCK).mtimeMs > 180_000) fs.rmSync(LOCK, { recursive: true, force: true });
+        const pid = Number(fs.readFileSync(path.join(LOCK, "pid"), "utf8"));
+        if (!alive(pid) || Date.now() - fs.statSync(LOCK).mtimeMs > 180_000) fs.rmSync(LOCK, { recursive: true, force: true });
       } catch {}
       if (Date.now() > deadline) throw new Error(`another build holds ${LOCK}; remove it if no build is running`);
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
     }
+  }
+}
+
+function alive(pid) {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return true; // pid not written yet: the holder is starting
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === "EPERM";
   }
 }
 
