@@ -229,6 +229,19 @@ export const MIGRATIONS: Migration[] = [
       );
       CREATE INDEX object_leases_owner ON ${s}.object_leases (owner);`,
   },
+  {
+    version: 6,
+    name: "journal: indexes for listing waiting approvals (oldest first, by requester, by task) without reading every row's JSON",
+    // At 100,000 waiting approvals `pending --object N` / `--requested-by U` parsed every waiting
+    // row's registered_json as jsonb twice (count and page): ~1.8 s of PostgreSQL per query
+    // (bench/README.md, pending-scale-pg). The expressions are exactly those of listRegistered's
+    // filters, so the planner matches them; partial on phase = 'registered', so they hold only waiting
+    // rows. Built inside the migration's transaction (writes to actions wait for it; seconds at 100,000).
+    sql: (s) => `
+      CREATE INDEX actions_waiting ON ${s}.actions (registered_at, id) WHERE phase = 'registered';
+      CREATE INDEX actions_waiting_requester ON ${s}.actions (((registered_json::jsonb #>> '{envelope,requestedBy}')), registered_at, id) WHERE phase = 'registered';
+      CREATE INDEX actions_waiting_task ON ${s}.actions (((registered_json::jsonb #>> '{envelope,object,id}')), registered_at, id) WHERE phase = 'registered';`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */
