@@ -16,6 +16,7 @@ const BENCHMARKS: Record<string, string> = {
   "post-approval-latency": "resume to outcome with 50 ms emulator latency vs the three round trips",
   "rate-limit": "200 approved actions against the portal's leaky bucket (scaled to 20 req/s; --full for 2 req/s)",
   "pending-scale": "1,000 and 10,000 waiting approvals: bytes, pending --json time and memory, approve one",
+  "pending-scale-pg": "100,000 waiting approvals in PostgreSQL (real runs + sealed index-only replicas), 4 workers: bytes, pending, show, approve",
   "get-schemas": "client.assistants.getSchemas on fresh npm run dev servers: first call and later calls",
   "object-lease": "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",
   "cli-startup": "CLI processes compiled vs tsx: --help, npm start to the card, pending/show/approve among 10,000 waiting",

@@ -1,0 +1,499 @@
+/**
+ * 4b. Pending approvals at scale in PostgreSQL: 100,000 waiting approvals, 4 workers.
+ *
+ * Creating 100,000 waiting runs through the graph would take over an hour on this machine (~25 runs/s),
+ * so the population is built in two parts, and the result file says which is which:
+ *
+ *   real      --real runs (default 300) created through the real path (startRun with the scripted
+ *             model, our MCP server, the emulator in its own process, DATABASE_URL set): each has its
+ *             checkpoints, audit records, thread row, sealed action row and approvals-index row.
+ *   replicas  --total minus --real index-only copies: for each, a thread row, an action row and an
+ *             approvals-index row, inserted in bulk. Each copies a real run's registered action with a
+ *             new thread id, envelope id, nonce and requester (one of 100), an older createdAt (spread
+ *             over the 10 hours before the real runs), so a new envelope hash (hashEnvelope), a card
+ *             rendered again for it (renderCard) and a seal made with the journal key (sealAction,
+ *             sealThread): `pending` checks every seal and accepts them. No checkpoints, no audit.
+ *
+ * That is enough for what is measured: `pending` reads only the journal's index (no checkpoint is
+ * loaded), and `show` / `approve` are measured on real runs among the 100,000. What the replicas do
+ * NOT exercise: anything that loads a checkpoint per waiting thread (the worker's recovery scan does,
+ * see below), and the checkpoint/audit tables at 100,000 (their bytes are measured per real run and
+ * multiplied on paper).
+ *
+ * Every CLI command is a new process `node dist/cli/main.js ARGS` (the compiled CLI that `npm run cli`
+ * runs, without npm and the freshness check) under /usr/bin/time -v: wall, user+sys CPU, peak RSS.
+ * Then --workers worker processes (`worker --json --interval 5`) run while show/approve/pending are
+ * measured again.
+ *
+ *   DATABASE_URL=postgres://… npm run bench -- pending-scale-pg [--total 100000] [--real 300] [--workers 4]
+ *       [--concurrency 20] [--repeat 2] [--keep-schema]
+ *
+ * Everything goes into a fresh schema (bench_pending_<time>, and <that>_empty for the fixed cost),
+ * dropped at the end unless --keep-schema.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import pg from "pg";
+import { loadConfig } from "../src/config/env.js";
+import { createDeps } from "../src/runtime/deps.js";
+import { openApp } from "../src/app/threads.js";
+import { hashEnvelope, renderCard, type Envelope } from "../src/envelope/index.js";
+import { sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type ThreadDbRow } from "../src/store/action-rows.js";
+import { emptyProgress, type RegisteredAction } from "../src/store/action-machine.js";
+import { ScriptedChatModel } from "../test/support/scripted-model.js";
+import { flag, intArg, pool, removeScratch, ROOT, round, sleep, tempDir, writeResult } from "./support/common.js";
+import { FIRST_BENCH_TASK, startBenchPortal, stopGroup } from "./support/portal.js";
+import { proposeFromRequest, waitingRun } from "./support/app.js";
+
+const TOTAL = intArg("total", 100_000);
+const REAL = intArg("real", 300);
+const WORKERS = intArg("workers", 4);
+const CONCURRENCY = intArg("concurrency", 20);
+const REPEAT = intArg("repeat", 2);
+const REQUESTERS = 100;
+/** Replicas' createdAt spread over this many ms before the first real run. */
+const SPREAD_MS = 10 * 3600_000;
+const TTL_SECONDS = 86_400;
+const TIME = "/usr/bin/time";
+const CLI = path.join(ROOT, "dist/cli/main.js");
+
+const DATABASE_URL = process.env.DATABASE_URL;
+if (!DATABASE_URL) throw new Error("pending-scale-pg needs DATABASE_URL (a PostgreSQL it may create and drop schemas in)");
+if (REAL > TOTAL) throw new Error("--real must not exceed --total");
+
+interface Spawned {
+  label: string;
+  command: string;
+  wallMs: number;
+  cpuMs: number | null;
+  maxRssKb: number | null;
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `node dist/cli/main.js ARGS` under /usr/bin/time -v. */
+function cli(label: string, args: string[], env: Record<string, string>): Promise<Spawned> {
+  const withTime = fs.existsSync(TIME);
+  const argv = ["node", CLI, ...args];
+  const [cmd, ...rest] = withTime ? [TIME, "-v", ...argv] : argv;
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(cmd!, rest, { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      const wallMs = performance.now() - t0;
+      const num = (re: RegExp) => {
+        const m = re.exec(stderr);
+        return m ? Number(m[1]) : null;
+      };
+      const user = num(/User time \(seconds\): ([\d.]+)/);
+      const sys = num(/System time \(seconds\): ([\d.]+)/);
+      resolve({
+        label,
+        command: `node dist/cli/main.js ${args.join(" ")}`,
+        wallMs: round(wallMs),
+        cpuMs: user !== null && sys !== null ? round((user + sys) * 1000) : null,
+        maxRssKb: num(/Maximum resident set size \(kbytes\): (\d+)/),
+        exitCode: code,
+        stdout,
+        stderr,
+      });
+    });
+  });
+}
+
+function jsonOf(s: Spawned): any {
+  const start = s.stdout.indexOf("{");
+  if (start < 0) throw new Error(`${s.label}: no JSON in output (exit ${s.exitCode}):\n${s.stdout.slice(0, 1500)}\n${s.stderr.slice(-1500)}`);
+  return JSON.parse(s.stdout.slice(start));
+}
+
+const brief = (s: Spawned) => ({ label: s.label, command: s.command, wallMs: s.wallMs, cpuMs: s.cpuMs, maxRssKb: s.maxRssKb, exitCode: s.exitCode, stdoutBytes: s.stdout.length });
+
+const JOURNAL_TABLES = ["threads", "actions", "approvals", "decision_claims", "executions", "questions", "object_leases"];
+const CHECKPOINT_TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"];
+const AUDIT_TABLES = ["audit_records"];
+
+async function sizes(client: pg.Pool, schema: string) {
+  const rows = (
+    await client.query<{ name: string; total: string; heap: string; indexes: string; toast: string; n: string }>(
+      `SELECT c.relname AS name, pg_total_relation_size(c.oid) AS total, pg_relation_size(c.oid) AS heap,
+              pg_indexes_size(c.oid) AS indexes, COALESCE(pg_total_relation_size(c.reltoastrelid), 0) AS toast, c.reltuples AS n
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.relname`,
+      [schema],
+    )
+  ).rows;
+  const tables: Record<string, { total: number; heap: number; indexes: number; toast: number; rows: number }> = {};
+  for (const r of rows) {
+    const count = await client.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(r.name)}`);
+    tables[r.name] = { total: Number(r.total), heap: Number(r.heap), indexes: Number(r.indexes), toast: Number(r.toast), rows: Number(count.rows[0]!.n) };
+  }
+  const sum = (names: string[]) => names.reduce((a, n) => a + (tables[n]?.total ?? 0), 0);
+  return { tables, journal: sum(JOURNAL_TABLES), checkpoints: sum(CHECKPOINT_TABLES), audit: sum(AUDIT_TABLES) };
+}
+
+async function explain(client: pg.Pool, sql: string, values: unknown[] = []): Promise<string[]> {
+  const r = await client.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, values);
+  return r.rows.map((x) => x["QUERY PLAN"]);
+}
+
+interface Template {
+  action: RegisteredAction;
+  request: string;
+  scope: RegisteredAction["scope"];
+  createdAtMs: number;
+  ttlMs: number;
+  cardMatches: boolean;
+}
+
+/** What the real registered rows hold, checked: each seal verifies and its card re-renders identically. */
+async function templates(db: pg.Pool, schema: string, key: Buffer): Promise<Template[]> {
+  const s = pg.escapeIdentifier(schema);
+  const rows = (
+    await db.query<ActionDbRow & { t_record_json: string; t_mac: string; t_created_at: string }>(
+      `SELECT a.*, t.record_json AS t_record_json, t.mac AS t_mac, t.created_at AS t_created_at FROM ${s}.actions a JOIN ${s}.threads t USING (thread_id) WHERE a.phase = 'registered' ORDER BY a.id`,
+    )
+  ).rows;
+  return rows.map((r) => {
+    const row = toActionRow(r, key);
+    const thread = toThreadRecord({ thread_id: r.thread_id, record_json: r.t_record_json, mac: r.t_mac, closed_json: null, created_at: r.t_created_at } as ThreadDbRow, key);
+    if (!row.macValid || !thread.macValid) throw new Error(`real row ${r.envelope_hash} does not verify with the journal key`);
+    const action: RegisteredAction = {
+      envelopeHash: row.envelopeHash,
+      threadId: row.threadId,
+      revision: row.revision,
+      envelope: row.envelope,
+      card: row.card,
+      scope: row.scope,
+      policy: row.policy,
+      escalatedTo: row.escalatedTo,
+      supersededHashes: row.supersededHashes,
+      editedBy: row.editedBy,
+      ...(row.people ? { people: row.people } : {}),
+    };
+    const again = renderCard(row.envelope, row.envelopeHash, "text", row.people ? { people: row.people.names } : {}).text;
+    return {
+      action,
+      request: thread.request,
+      scope: thread.scope,
+      createdAtMs: Date.parse(row.envelope.createdAt),
+      ttlMs: Date.parse(row.envelope.expiresAt) - Date.parse(row.envelope.createdAt),
+      cardMatches: again === row.card,
+    };
+  });
+}
+
+/** Index-only replicas in batches: thread, action and approvals rows, each sealed with the journal key. */
+async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Template[], count: number): Promise<{ seconds: number; sealSeconds: number }> {
+  const s = pg.escapeIdentifier(schema);
+  const oldest = Math.min(...from.map((t) => t.createdAtMs));
+  const t0 = performance.now();
+  let sealMs = 0;
+  const BATCH = 1000;
+  for (let start = 0; start < count; start += BATCH) {
+    const n = Math.min(BATCH, count - start);
+    const th = { id: [] as string[], json: [] as string[], mac: [] as string[], at: [] as string[] };
+    const ac = { hash: [] as string[], thread: [] as string[], json: [] as string[], mac: [] as string[], at: [] as string[] };
+    const ap = { hash: [] as string[], thread: [] as string[], by: [] as string[], created: [] as string[], expires: [] as string[] };
+    const s0 = performance.now();
+    for (let i = 0; i < n; i++) {
+      const k = start + i;
+      const t = from[k % from.length]!;
+      const threadId = randomUUID();
+      const requestedBy = `bench-user-${String(k % REQUESTERS).padStart(2, "0")}`;
+      const created = new Date(oldest - SPREAD_MS + Math.floor((k * SPREAD_MS) / count));
+      const base = t.action.envelope;
+      const envelope: Envelope = {
+        ...base,
+        envelopeId: randomUUID(),
+        requestedBy,
+        runContext: { threadId, ...(base.runContext.runId ? { runId: randomUUID() } : {}) },
+        createdAt: created.toISOString(),
+        expiresAt: new Date(created.getTime() + t.ttlMs).toISOString(),
+        nonce: randomBytes(16).toString("hex"),
+      };
+      const envelopeHash = hashEnvelope(envelope);
+      const card = renderCard(envelope, envelopeHash, "text", t.action.people ? { people: t.action.people.names } : {}).text;
+      const action: RegisteredAction = { ...t.action, envelopeHash, threadId, envelope, card };
+      const sa = sealAction(key, action);
+      const st = sealThread(key, { threadId, request: t.request, requestedBy, scope: t.scope, createdAt: envelope.createdAt });
+      th.id.push(threadId), th.json.push(st.json), th.mac.push(st.mac), th.at.push(envelope.createdAt);
+      ac.hash.push(envelopeHash), ac.thread.push(threadId), ac.json.push(sa.json), ac.mac.push(sa.mac), ac.at.push(envelope.createdAt);
+      ap.hash.push(envelopeHash), ap.thread.push(threadId), ap.by.push(requestedBy), ap.created.push(envelope.createdAt), ap.expires.push(envelope.expiresAt);
+    }
+    sealMs += performance.now() - s0;
+    const c = await db.connect();
+    try {
+      await c.query("BEGIN");
+      await c.query(`INSERT INTO ${s}.threads (thread_id, record_json, mac, created_at) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])`, [th.id, th.json, th.mac, th.at]);
+      await c.query(
+        `INSERT INTO ${s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+         SELECT h, t, 1, j, m, 'registered', $5, a FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[]) AS x(h, t, j, m, a)`,
+        [ac.hash, ac.thread, ac.json, ac.mac, JSON.stringify(emptyProgress()), ac.at],
+      );
+      await c.query(
+        `INSERT INTO ${s}.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
+         SELECT h, t, 1, b, c, e, 'pending' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS x(h, t, b, c, e)`,
+        [ap.hash, ap.thread, ap.by, ap.created, ap.expires],
+      );
+      await c.query("COMMIT");
+    } catch (e) {
+      await c.query("ROLLBACK").catch(() => {});
+      throw e;
+    } finally {
+      c.release();
+    }
+    if ((start + n) % 10_000 === 0) console.log(`  ${start + n} replicas (${round((start + n) / ((performance.now() - t0) / 1000))} rows/s)`);
+  }
+  return { seconds: round((performance.now() - t0) / 1000), sealSeconds: round(sealMs / 1000) };
+}
+
+interface WorkerProc {
+  child: ChildProcess;
+  rounds: Array<{ at: string; seenAtMs: number; roundMs: number | null; swept: number; recovered: number; error?: string }>;
+  stderr: string;
+}
+
+function startWorker(env: Record<string, string>, t0: number): WorkerProc {
+  // Its own process group, so it (and its MCP server child) can be stopped together by its own id.
+  const child = spawn("node", [CLI, "worker", "--json", "--interval", "5"], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const w: WorkerProc = { child, rounds: [], stderr: "" };
+  let buf = "";
+  // `worker --json` prints each round as one pretty-printed object: it ends at a "}" line of its own.
+  child.stdout!.on("data", (d: Buffer) => {
+    buf += d.toString();
+    for (let i = buf.indexOf("\n}\n"); i >= 0; i = buf.indexOf("\n}\n")) {
+      const text = buf.slice(0, i + 2);
+      buf = buf.slice(i + 3);
+      const seen = Date.now();
+      try {
+        const r = JSON.parse(text.slice(text.indexOf("{"))) as { at: string; swept: unknown[]; recovered: unknown[]; error?: string };
+        w.rounds.push({ at: r.at, seenAtMs: round(performance.now() - t0), roundMs: seen - Date.parse(r.at), swept: r.swept.length, recovered: r.recovered.length, ...(r.error ? { error: r.error } : {}) });
+      } catch (e) {
+        w.rounds.push({ at: "", seenAtMs: round(performance.now() - t0), roundMs: null, swept: 0, recovered: 0, error: `unparsed output: ${(e as Error).message}` });
+      }
+    }
+  });
+  child.stderr!.on("data", (d: Buffer) => (w.stderr += d.toString()));
+  return w;
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const schema = `bench_pending_${startedAt.toISOString().replace(/\D/g, "").slice(0, 14)}`;
+  const emptySchema = `${schema}_empty`;
+  const keyB64 = randomBytes(32).toString("base64");
+  const key = Buffer.from(keyB64, "base64");
+  const dir = tempDir("ae-bench-pending-pg-");
+  const dataDir = path.join(dir, "data");
+  const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+  const built = spawnSync("node", ["scripts/build.mjs", "--if-stale"], { cwd: ROOT, encoding: "utf8" });
+  if (built.status !== 0) throw new Error(`npm run build failed: ${built.stderr}`);
+  const portal = await startBenchPortal({ dir, tasks: REAL + 10, rate: 0 });
+  const env: Record<string, string> = {
+    DATABASE_URL: DATABASE_URL!,
+    ACTION_ENVELOPE_DB_SCHEMA: schema,
+    ACTION_ENVELOPE_DATA_DIR: dataDir,
+    ACTION_ENVELOPE_JOURNAL_KEY: keyB64,
+    ACTION_ENVELOPE_TTL_SECONDS: String(TTL_SECONDS),
+    BITRIX24_WEBHOOK_URL: portal.webhookUrl,
+    MODEL: "offline",
+    BITRIX24_RATE: "0",
+  };
+  const runs: Spawned[] = [];
+  const measure = async (label: string, args: string[], e = env) => {
+    const r = await cli(label, args, e);
+    runs.push(r);
+    console.log(`${label}: ${r.wallMs} ms wall, ${r.cpuMs} ms CPU, ${r.maxRssKb} KB peak RSS, exit ${r.exitCode}`);
+    return r;
+  };
+  const workers: WorkerProc[] = [];
+  const result: Record<string, unknown> = {};
+  try {
+    // Fixed cost: the same listing against an empty schema (the first run creates it; not counted).
+    const emptyEnv = { ...env, ACTION_ENVELOPE_DB_SCHEMA: emptySchema };
+    await cli("warm-up (creates the empty schema)", ["pending", "--json"], emptyEnv);
+    for (let r = 0; r < REPEAT; r++) await measure("empty: pending --json", ["pending", "--json"], emptyEnv);
+    for (let r = 0; r < REPEAT; r++) await measure("empty: worker --once", ["worker", "--once", "--json"], emptyEnv);
+
+    // Real waiting runs through the graph.
+    const config = loadConfig(env, ROOT);
+    const deps = await createDeps(config, { model: new ScriptedChatModel(proposeFromRequest), modelLabel: "scripted (bench)" });
+    const app = openApp(deps);
+    const t0 = performance.now();
+    const realThreads: string[] = [];
+    await pool(
+      Array.from({ length: REAL }, (_, i) => FIRST_BENCH_TASK + i),
+      CONCURRENCY,
+      async (task) => {
+        const v = await waitingRun(app, task);
+        realThreads.push(v.threadId);
+      },
+    );
+    const createSeconds = (performance.now() - t0) / 1000;
+    await app.close();
+    console.log(`${REAL} real waiting runs in ${round(createSeconds)} s (${round(REAL / createSeconds)} runs/s)`);
+    await admin.query(`VACUUM ANALYZE`);
+    const sizesReal = await sizes(admin, schema);
+    result.real = { runs: REAL, createSeconds: round(createSeconds), runsPerSecond: round(REAL / createSeconds), sizes: sizesReal };
+
+    const allReal = await measure(`${REAL} real: pending --json --limit ${TOTAL}`, ["pending", "--json", "--limit", String(TOTAL)]);
+    if (jsonOf(allReal).total !== REAL) throw new Error(`expected ${REAL} waiting, pending says ${jsonOf(allReal).total}`);
+    await measure(`${REAL} real: worker --once`, ["worker", "--once", "--json"]);
+
+    // Index-only replicas up to TOTAL.
+    const tpl = await templates(admin, schema, key);
+    const cardMismatch = tpl.filter((t) => !t.cardMatches).length;
+    if (cardMismatch) throw new Error(`${cardMismatch} real cards do not re-render identically; replicas' cards would differ from what build_envelope makes`);
+    console.log(`replicating ${TOTAL - REAL} index-only rows from ${tpl.length} real ones`);
+    const rep = await replicate(admin, schema, key, tpl, TOTAL - REAL);
+    const v0 = performance.now();
+    await admin.query(`VACUUM ANALYZE`);
+    const vacuumSeconds = round((performance.now() - v0) / 1000);
+    const sizesTotal = await sizes(admin, schema);
+    // What building the listing indexes costs on a table that already holds TOTAL rows (migration 6
+    // applied to an existing deployment): the same definitions under other names, timed, dropped.
+    const defs = (await admin.query<{ indexname: string; indexdef: string }>(`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'actions_waiting%'`, [schema])).rows;
+    const indexBuild: Record<string, number> = {};
+    for (const d of defs) {
+      const i0 = performance.now();
+      await admin.query(d.indexdef.replace(`INDEX ${d.indexname} ON`, `INDEX ${d.indexname}_probe ON`));
+      indexBuild[d.indexname] = round(performance.now() - i0);
+      await admin.query(`DROP INDEX ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(`${d.indexname}_probe`)}`);
+    }
+    result.replicas = { rows: TOTAL - REAL, insertSeconds: rep.seconds, hashRenderSealSeconds: rep.sealSeconds, vacuumAnalyzeSeconds: vacuumSeconds, listingIndexBuildMs: indexBuild, requesters: REQUESTERS, createdAtSpreadHours: SPREAD_MS / 3600_000 };
+    result.total = { waiting: TOTAL, sizes: sizesTotal };
+
+    // The listing, all of it and filtered.
+    const realPick = await admin.query<{ thread_id: string; envelope_hash: string; task: string }>(
+      `SELECT thread_id, envelope_hash, registered_json::jsonb #>> '{envelope,object,id}' AS task FROM ${pg.escapeIdentifier(schema)}.actions WHERE thread_id = ANY($1) AND phase = 'registered'`,
+      [realThreads],
+    );
+    const task = realPick.rows[0]!.task;
+    const listing: Array<[string, string[]]> = [
+      ["pending --json (default --limit 100)", ["pending", "--json"]],
+      [`pending --json --limit ${TOTAL}`, ["pending", "--json", "--limit", String(TOTAL)]],
+      [`pending --json --offset ${TOTAL - 100}`, ["pending", "--json", "--offset", String(TOTAL - 100)]],
+      [`pending --json --object ${task}`, ["pending", "--json", "--object", task]],
+      ["pending --json --requested-by bench-user-07", ["pending", "--json", "--requested-by", "bench-user-07"]],
+      ["pending --json --older-than 5h", ["pending", "--json", "--older-than", "5h"]],
+      ["pending --json --mine --as demo-approver", ["pending", "--json", "--mine", "--as", "demo-approver"]],
+    ];
+    const listed: Record<string, unknown>[] = [];
+    for (const [label, args] of listing) {
+      const samples: Spawned[] = [];
+      for (let r = 0; r < REPEAT; r++) samples.push(await measure(`${TOTAL}: ${label}`, args));
+      const page = jsonOf(samples[0]!);
+      if (samples.some((x) => x.exitCode !== 0)) throw new Error(`${label} failed: ${samples[0]!.stderr.slice(-1500)}`);
+      listed.push({ label, total: page.total, listed: page.pending.length, damaged: page.damaged.length, samples: samples.map(brief) });
+    }
+    const all = listed[1]!;
+    if (all.total !== TOTAL || all.listed !== TOTAL || all.damaged !== 0) throw new Error(`expected ${TOTAL} listed, none damaged; got ${JSON.stringify(all)}`);
+    result.listing = listed;
+
+    // The queries behind them, as PostgreSQL runs them at this size.
+    const s = pg.escapeIdentifier(schema);
+    result.plans = {
+      count: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered'`),
+      firstPage: await explain(admin, `SELECT * FROM ${s}.actions WHERE phase = 'registered' ORDER BY registered_at, id LIMIT 100 OFFSET 0`),
+      byRequester: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,requestedBy}') = $1`, ["bench-user-07"]),
+      byTask: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,object,id}') = $1`, [task]),
+      unadopted: await explain(admin, `SELECT a.* FROM ${s}.approvals a LEFT JOIN ${s}.actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.id`),
+      openThreads: await explain(admin, `SELECT thread_id, MIN(id) AS first FROM ${s}.actions WHERE phase IN ('registered','decided','pre_read','intent','acknowledged','verified') GROUP BY thread_id ORDER BY first`),
+    };
+
+    // show / approve one real run among TOTAL, each a fresh process; then a worker round.
+    const picks = realPick.rows.slice(0, 2 * REPEAT);
+    const act = async (phase: string, pick: { thread_id: string; envelope_hash: string }) => {
+      const show = await measure(`${phase}: show ${pick.thread_id} --json`, ["show", pick.thread_id, "--json"]);
+      if (jsonOf(show).status !== "awaiting_approval") throw new Error(`show: ${show.stdout.slice(0, 500)}`);
+      const approve = await measure(`${phase}: approve --json`, ["approve", pick.thread_id, "--hash", pick.envelope_hash, "--as", "demo-approver", "--json"]);
+      const outcome = `${jsonOf(approve).outcome ?? jsonOf(approve).state?.outcome}`;
+      if (approve.exitCode !== 0) throw new Error(`approve exited ${approve.exitCode} (${outcome}): ${approve.stdout.slice(-1000)} ${approve.stderr.slice(-1000)}`);
+      return { thread: pick.thread_id, show: brief(show), approve: brief(approve), outcome };
+    };
+    const quiet = [];
+    for (const p of picks.slice(0, REPEAT)) quiet.push(await act(`${TOTAL}, no worker`, p));
+    const onceRound = await measure(`${TOTAL}: worker --once`, ["worker", "--once", "--json"]);
+    result.noWorkers = { decisions: quiet, workerOnce: { ...brief(onceRound), round: (() => { try { const r = jsonOf(onceRound); return { swept: r.swept.length, recovered: r.recovered.length, error: r.error ?? null }; } catch { return null; } })() } };
+
+    // --workers worker processes sweeping while we decide.
+    const wt0 = performance.now();
+    for (let i = 0; i < WORKERS; i++) workers.push(startWorker(env, wt0));
+    // Let every worker finish its first round (start-up + one sweep) before measuring, bounded.
+    const deadline = performance.now() + 300_000;
+    while (workers.some((w) => w.rounds.length === 0) && performance.now() < deadline) await sleep(500);
+    const firstRoundsMs = workers.map((w) => w.rounds[0]?.seenAtMs ?? null);
+    console.log(`workers' first round done at ${firstRoundsMs.join(", ")} ms`);
+    const busy = [];
+    for (const p of picks.slice(REPEAT, 2 * REPEAT)) busy.push(await act(`${TOTAL}, ${WORKERS} workers`, p));
+    const busyList = [];
+    for (let r = 0; r < REPEAT; r++) busyList.push(brief(await measure(`${TOTAL}, ${WORKERS} workers: pending --json`, ["pending", "--json"])));
+    // At least two rounds each to see their steady pace (bounded).
+    const more = performance.now() + 240_000;
+    while (workers.some((w) => w.rounds.length < 2) && performance.now() < more) await sleep(1000);
+    const cpu = await admin.query<{ n: string }>(`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name LIKE 'action-envelope:%'`);
+    result.withWorkers = {
+      workers: WORKERS,
+      interval: 5,
+      firstRoundDoneMs: firstRoundsMs,
+      decisions: busy,
+      pendingDefault: busyList,
+      rounds: workers.map((w) => w.rounds),
+      connectionsOpen: Number(cpu.rows[0]!.n),
+      workerStderrTail: workers.map((w) => w.stderr.slice(-800)),
+    };
+  } finally {
+    await Promise.all(workers.map((w) => stopGroup(w.child)));
+    await portal.close();
+    if (!flag("keep-schema")) {
+      for (const sc of [schema, emptySchema]) await admin.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(sc)} CASCADE`).catch((e: unknown) => console.error(`dropping ${sc}: ${(e as Error).message}`));
+    }
+    await admin.end();
+    removeScratch(dir);
+  }
+
+  writeResult(
+    "pending-scale-pg",
+    {
+      setup: {
+        database: "PostgreSQL (DATABASE_URL; version recorded below), one fresh schema per run",
+        population: {
+          real: `${REAL} runs through startRun (scripted model proposing at once, our MCP server, emulator process), ${CONCURRENCY} at a time: checkpoints, audit, journal rows`,
+          replicas: `${TOTAL - REAL} index-only rows (threads, actions, approvals): a real run's registered action with new thread id, envelope id, nonce, requester (bench-user-00..99) and createdAt (spread over the ${SPREAD_MS / 3600_000} h before the real runs), hashed (hashEnvelope), card re-rendered (renderCard), sealed (sealAction/sealThread) with the journal key; no checkpoints, no audit records`,
+          ttlSeconds: `${TTL_SECONDS} (ACTION_ENVELOPE_TTL_SECONDS), so nothing expires during the run`,
+        },
+        commands: "node dist/cli/main.js ARGS (the compiled CLI npm run cli runs, without npm's own start) under /usr/bin/time -v, one process each",
+        workers: `${WORKERS} × node dist/cli/main.js worker --json --interval 5`,
+        total: TOTAL,
+        real: REAL,
+        repeat: REPEAT,
+      },
+      postgres: (await (async () => {
+        const p = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+        try {
+          const v = await p.query<{ v: string; fsync: string; sb: string }>(`SELECT version() AS v, current_setting('fsync') AS fsync, current_setting('shared_buffers') AS sb`);
+          return v.rows[0];
+        } finally {
+          await p.end();
+        }
+      })()),
+      results: result,
+      processes: runs.map(brief),
+    },
+    startedAt,
+  );
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exitCode = 1;
+});
