@@ -52,8 +52,10 @@ export function defaultSeed(): EmulatorSeed {
       { id: 10, name: "Bob", lastName: "Smith", login: "bob.smith.old", email: "bob.smith.old@example.test", workPosition: "Sales manager", active: false },
     ],
     groups: [
-      { id: 1, name: "Operations", opened: true },
-      { id: 3, name: "Agent Lab", opened: false },
+      // Members fixed at the six original users, so a group's membersCount (part of every task answer,
+      // and so of every envelope's fingerprints) does not move when users are added to the seed.
+      { id: 1, name: "Operations", opened: true, members: [1, 2, 3, 4, 5, 6] },
+      { id: 3, name: "Agent Lab", opened: false, members: [1, 2, 3, 4, 5, 6] },
     ],
     tasks: [
       {

@@ -101,7 +101,7 @@ function groupObject(store: Store, groupId: number): Record<string, unknown> | [
   if (groupId === 0) return [];
   const g = store.getGroup(groupId);
   if (!g) return [];
-  return { id: String(g.id), name: g.name, opened: g.opened, membersCount: store.allUserIds().length, image: "", additionalData: [] };
+  return { id: String(g.id), name: g.name, opened: g.opened, membersCount: g.members?.length ?? store.allUserIds().length, image: "", additionalData: [] };
 }
 
 /**

@@ -23,6 +23,8 @@ export const SeedGroupSchema = z.object({
   id: z.number().int().positive(),
   name: z.string().min(1),
   opened: z.boolean().default(false),
+  /** The group's members (user ids); its membersCount. Without it every user of the portal is a member. */
+  members: z.array(z.number().int().positive()).optional(),
 });
 
 export const SeedTaskSchema = z.object({
