@@ -168,7 +168,22 @@ describe("object lease in the journal", () => {
     // The move that ends A releases its lease in the same transaction.
     expect((await journal.moveAction(A.envelopeHash, "closed", { closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: new Date().toISOString() } })).ok).toBe(true);
     expect(await journal.getObjectLease(key)).toBeUndefined();
+    expect((await journal.acquireObjectLease(key, B, 60_000)).acquired).toBe(true);
+
+    // Beginning a write is one transaction: with the lease held by another action, or with the action
+    // not at pre_read, nothing of it is committed (no write-ahead entry, no lease, no move).
+    const intent = (h: string, t: string) => ({ envelopeHash: h, threadId: t, idempotencyKey: `k-${h.slice(7, 20)}`, args: { taskId: 4, fields: {} } });
+    const blocked = await journal.beginWrite(intent(A.envelopeHash, A.threadId), new Date().toISOString(), { objectKey: key, holdMs: 60_000 });
+    expect("leaseHolder" in blocked && blocked.leaseHolder.owner).toBe(B.envelopeHash);
+    expect(await journal.findExecution(A.envelopeHash)).toBeUndefined();
+    // B renews for 1 ms only, and that runs out.
     expect((await journal.acquireObjectLease(key, B, 1)).acquired).toBe(true);
+    await new Promise((r) => setTimeout(r, 10));
+    const notReady = await journal.beginWrite(intent(B.envelopeHash, B.threadId), new Date().toISOString(), { objectKey: key, holdMs: 60_000 });
+    expect("refused" in notReady && notReady.refused).toContain("registered");
+    expect(await journal.findExecution(B.envelopeHash)).toBeUndefined();
+    expect((await journal.getAction(B.envelopeHash))!.phase).toBe("registered");
+    expect((await journal.getObjectLease(key))!.expiresAt).toBeLessThan(Date.now());
 
     // An expired lease (a holder that died and was never recovered) is taken over.
     await new Promise((r) => setTimeout(r, 10));

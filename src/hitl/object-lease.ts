@@ -34,10 +34,9 @@ export async function holdObject(deps: Pick<Deps, "journal" | "config">, action:
   }
 }
 
-/** Renews the lease right before the write; a lease that ran out and was taken by another action is lost. */
-export async function renewObject(deps: Pick<Deps, "journal" | "config">, action: ActionRow): Promise<{ ok: true } | { ok: false; holder: ObjectLease }> {
-  const got = await deps.journal.acquireObjectLease(objectKeyOf(action.envelope), { envelopeHash: action.envelopeHash, threadId: action.threadId }, deps.config.objectLease.holdMs);
-  return got.acquired ? { ok: true } : { ok: false, holder: got.holder };
+/** The lease an action renews in the same transaction as its write-ahead entry (journal.beginWrite). */
+export function leaseOf(deps: Pick<Deps, "config">, action: ActionRow): { objectKey: string; holdMs: number } {
+  return { objectKey: objectKeyOf(action.envelope), holdMs: deps.config.objectLease.holdMs };
 }
 
 export function busyReason(action: ActionRow, holder: ObjectLease, waitedMs: number): string {

@@ -6,7 +6,7 @@ import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../
 import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { busyReason, renewObject } from "../hitl/object-lease.js";
+import { busyReason, leaseOf } from "../hitl/object-lease.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
@@ -39,28 +39,30 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
   if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
-  // The pre-read's MATCH holds only while the object stayed ours: a lease that ran out and was taken
-  // by another action means that action may have written since, so nothing is sent.
-  const lease = await renewObject(deps, action);
-  if (!lease.ok) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, lease.holder, 0)}`)) };
   const args = { taskId: envelope.object.id, fields: envelope.params };
   const idempotencyKey = createHash("sha256").update(`${envelopeHash}\n${envelope.nonce}`).digest("hex").slice(0, 32);
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();
   // The protocol is part of the write-ahead entry: recovery may re-send only a call that carried the key.
   const recorded: StoredArgs = protocol === "rest2" ? args : { ...args, protocol };
-  const intent = await deps.journal.recordIntent({ envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded }, sentAt);
-  // Another process recorded this write a moment ago and is sending it: never a second send from here.
-  if (!intent.recorded) return { ...mirror, ...(await reconcile(deps, action, intent.existing, false)) };
-  const moved = await deps.journal.moveAction(envelopeHash, "intent", {});
-  if (!moved.ok) throw new Error(`the write-ahead entry for ${envelopeHash} was recorded but the action could not move to intent: ${moved.reason}`);
+  // One transaction: the lease is still ours (renewed), the write-ahead entry is recorded, and the
+  // action moves to intent. The pre-read's MATCH holds only while the object stayed ours: a lease that
+  // ran out and was taken by another action means that action may have written since.
+  const begun = await deps.journal.beginWrite({ envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded }, sentAt, leaseOf(deps, action));
+  if (!begun.begun) {
+    // Another process recorded this write a moment ago and is sending it: never a second send from here.
+    if ("existing" in begun) return { ...mirror, ...(await reconcile(deps, action, begun.existing, false)) };
+    if ("leaseHolder" in begun) {
+      return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`)) };
+    }
+    return { needsResync: true };
+  }
   const invocation: InvocationRecord = { tool: "update_task", args, idempotencyKey, envelopeHash, sentAt, protocol };
 
   const res = await deps.tools.writeHandle.updateTask(args.taskId, args.fields, protocol === "rest2" ? {} : { idempotencyKey });
   const at = deps.clock().toISOString();
   const acknowledgement = acknowledgementOf(res, protocol, at);
-  await deps.journal.recordAcknowledgement(envelopeHash, acknowledgement, at);
-  await deps.journal.moveAction(envelopeHash, "acknowledged", { acknowledgement });
+  await deps.journal.recordAnswer(envelopeHash, acknowledgement, at);
   return { ...mirror, invocation, acknowledgement };
 }
 

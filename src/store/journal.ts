@@ -69,6 +69,12 @@ export interface QuestionEntry {
 /** Taking an object lease: granted (until `expiresAt`, ms since the epoch), or the lease that stands in the way. */
 export type LeaseResult = { acquired: true; expiresAt: number } | { acquired: false; holder: ObjectLease };
 
+export type BeginWriteResult =
+  | { begun: true; row: ActionRow }
+  | { begun: false; existing: ExecutionEntry }
+  | { begun: false; leaseHolder: ObjectLease }
+  | { begun: false; refused: string };
+
 export type ClaimResult = { claimed: true } | { claimed: false; existing: DecisionClaim };
 
 /** Claiming a decision also moves the action registered → decided, in the same transaction. */
@@ -85,6 +91,14 @@ export interface Journal {
   /** Write-ahead: recorded before the write is sent; refuses a second intent for the same envelope. */
   recordIntent(intent: ExecutionIntent, sentAt: string): Promise<{ recorded: true } | { recorded: false; existing: ExecutionEntry }>;
   recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void>;
+  /**
+   * Everything that must hold right before a write leaves, in ONE transaction: the object lease is
+   * renewed (still ours), the write-ahead entry is recorded (none before), and the action moves
+   * pre_read → intent. Either all of it is committed or none of it.
+   */
+  beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult>;
+  /** The target's answer: recorded on the write-ahead entry (first answer wins) and intent → acknowledged, in one transaction. */
+  recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult>;
   findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined>;
   /** Index of approval requests so waiting ones can be listed and swept without scanning checkpoints. */
   registerApproval(entry: Omit<ApprovalEntry, "status">): Promise<void>;
@@ -311,6 +325,43 @@ export class SqliteJournal implements Journal {
     this.db
       .prepare("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL")
       .run(JSON.stringify(acknowledgement), at, envelopeHash);
+  }
+
+  async beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult> {
+    const tx = this.db.transaction((): BeginWriteResult => {
+      const now = Date.now();
+      const held = this.db.prepare("SELECT * FROM object_leases WHERE object_key = ?").get(lease.objectKey) as LeaseRow | undefined;
+      const holder = held ? toLease(held) : undefined;
+      if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
+      const existing = this.db.prepare("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
+      if (existing) return { begun: false, existing: toExecution(existing) };
+      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as ActionDbRow | undefined;
+      const row = raw ? toActionRow(raw, this.key) : undefined;
+      const plan = planMove(row, intent.envelopeHash, "intent", {});
+      if (!plan.ok) return { begun: false, refused: plan.reason };
+      this.db
+        .prepare("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+        .run(lease.objectKey, intent.envelopeHash, intent.threadId, holder?.owner === intent.envelopeHash ? holder.acquiredAt : now, now + lease.holdMs);
+      this.db
+        .prepare("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
+        .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt);
+      this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
+      return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
+    });
+    return tx.immediate();
+  }
+
+  async recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult> {
+    const tx = this.db.transaction((): TransitionResult => {
+      this.db.prepare("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash);
+      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      const row = raw ? toActionRow(raw, this.key) : undefined;
+      const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
+      if (!plan.ok) return plan;
+      this.writeMove(envelopeHash, row!.phase, "acknowledged", plan.progress);
+      return { ok: true, row: { ...row!, phase: "acknowledged", progress: plan.progress } };
+    });
+    return tx.immediate();
   }
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {

@@ -14,7 +14,7 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { toApproval, toClaim, toExecution, toLease, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
+import { toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
@@ -90,6 +90,62 @@ export class PostgresJournal implements Journal {
       `UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`,
       [JSON.stringify(acknowledgement), at, envelopeHash],
     );
+  }
+
+  async beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult> {
+    // Locks in the same order as every move (the action row first, then its lease), so a concurrent
+    // close of the same action cannot deadlock with this.
+    const raced = new Error("the lease was taken concurrently");
+    try {
+      return await inTransaction(this.pool, this.db, `beginning the write for ${intent.envelopeHash}`, async (c): Promise<BeginWriteResult> => {
+        const now = Date.now();
+        const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [intent.envelopeHash]);
+        const l = await c.query<LeaseRow>(`SELECT * FROM ${this.s}.object_leases WHERE object_key = $1 FOR UPDATE`, [lease.objectKey]);
+        const holder = l.rows[0] ? toLease(l.rows[0]) : undefined;
+        if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
+        const existing = await c.query<ExecutionRow>(`SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`, [intent.envelopeHash]);
+        if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0]) };
+        const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+        const plan = planMove(row, intent.envelopeHash, "intent", {});
+        if (!plan.ok) return { begun: false, refused: plan.reason };
+        const inserted = await c.query(
+          `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at)
+           VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
+          [intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt],
+        );
+        if (inserted.rowCount !== 1) throw new Error(`write-ahead entry for ${intent.envelopeHash} conflicted on its idempotency key ${intent.idempotencyKey} with another envelope`);
+        const acquiredAt = holder?.owner === intent.envelopeHash ? holder.acquiredAt : now;
+        if (holder) {
+          await c.query(`UPDATE ${this.s}.object_leases SET owner = $2, thread_id = $3, acquired_at = $4, expires_at = $5 WHERE object_key = $1`, [lease.objectKey, intent.envelopeHash, intent.threadId, acquiredAt, now + lease.holdMs]);
+        } else {
+          const taken = await c.query(
+            `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_key) DO NOTHING`,
+            [lease.objectKey, intent.envelopeHash, intent.threadId, acquiredAt, now + lease.holdMs],
+          );
+          // Another action took the (missing) lease between our read and this insert: nothing of ours is committed.
+          if (taken.rowCount !== 1) throw raced;
+        }
+        await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
+        return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
+      });
+    } catch (e) {
+      if (e !== raced && (e as { cause?: unknown }).cause !== raced) throw e;
+      const holder = await this.getObjectLease(lease.objectKey);
+      if (!holder) throw new Error(`the lease on ${lease.objectKey} was taken and released while beginning the write for ${intent.envelopeHash}; nothing was sent`);
+      return { begun: false, leaseHolder: holder };
+    }
+  }
+
+  async recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult> {
+    return inTransaction(this.pool, this.db, `recording the answer for ${envelopeHash}`, async (c): Promise<TransitionResult> => {
+      await c.query(`UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`, [JSON.stringify(acknowledgement), at, envelopeHash]);
+      const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
+      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+      const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
+      if (!plan.ok) return plan;
+      await this.writeMove(c, envelopeHash, row!.phase, "acknowledged", plan.progress);
+      return { ok: true, row: { ...row!, phase: "acknowledged", progress: plan.progress } };
+    });
   }
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
