@@ -71,6 +71,20 @@ describe("verifyOutcome", () => {
     expect(r.fields.find((f) => f.taskKey === "timeEstimate")).toMatchObject({ field: "TIME_ESTIMATE", status: "unexpected", actual: "3600" });
   });
 
+  it("a fingerprinted field that had already moved at the pre-read, and is the same now, is not blamed on the write", () => {
+    // The pre-read allowed it (it compares only compared and invariant fields); the write did not touch it.
+    const preRead = taskBody(exampleTask({ timeEstimate: "3600" }));
+    const r = verifyOutcome(e, ackOk, read({ ...WRITTEN, timeEstimate: "3600" }), preRead);
+    expect(r.verdict).toBe("VERIFIED");
+    expect(r.fields.find((f) => f.taskKey === "timeEstimate")).toMatchObject({ status: "changed_before_write", actual: "3600" });
+    expect(r.reason).toContain("changed before the write (seen at the pre-read, not by this write): TIME_ESTIMATE");
+    // Moved again after the pre-read: that is a change during or after the write, a violation.
+    expect(verifyOutcome(e, ackOk, read({ ...WRITTEN, timeEstimate: "7200" }), preRead).verdict).toBe("INVARIANT_VIOLATION");
+    // Without the pre-read's answer (a record from before it was kept), the move cannot be placed: a violation.
+    expect(verifyOutcome(e, ackOk, read({ ...WRITTEN, timeEstimate: "3600" })).verdict).toBe("INVARIANT_VIOLATION");
+    expect(verifyOutcome(e, ackOk, read({ ...WRITTEN, timeEstimate: "3600" }), { error: "unreadable" }).verdict).toBe("INVARIANT_VIOLATION");
+  });
+
   it("consequences of a written field are automatic (responsible after RESPONSIBLE_ID), not for other writes", () => {
     const newResponsible = { id: "3", name: "Maria Volkova", link: "/company/personal/user/3/", icon: "", workPosition: "Developer" };
     const reassign = envelope({ RESPONSIBLE_ID: 3 });

@@ -34,6 +34,8 @@ export type FieldStatus =
   /** verifyOutcome, other fields that changed */
   | "automatic"
   | "unexpected"
+  /** verifyOutcome: changed since the envelope, but already so at the pre-read and unchanged since: not this write's doing */
+  | "changed_before_write"
   /** either: could not be extracted */
   | "unknown";
 
@@ -250,7 +252,7 @@ function describeMoves(moved: MovedField[]): string {
  *  - the same state but the acknowledgement is ERROR or MISSING → INCONCLUSIVE: the state matches, but
  *    whether the write we sent did it (or will still land, or was sent twice) is not proven.
  */
-export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult): VerifyResult {
+export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult, beforeWrite?: unknown): VerifyResult {
   const ackNote = describeAck(ack);
   const noIdentity: ObjectIdentity = { expected: e.object.id, answered: null, status: "UNKNOWN" };
   if (read.status === "failed") {
@@ -325,12 +327,22 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       moved.push(movedOf(check));
     }
   }
+  // The task as the pre-read saw it right before the write: a field that had already moved then (the
+  // pre-read lets fields it does not compare move) and holds that same value now was not moved by us.
+  const before = beforeWrite === undefined ? undefined : extractTask(beforeWrite, e.object.id);
+  const seenBefore = (taskKey: string, now: unknown): boolean =>
+    before !== undefined && before.ok && has(before.task, taskKey) && fingerprint(before.task[taskKey]) === fingerprint(now);
   for (const m of fingerprintedMoves(e, task)) {
     const automatic = m.role === "automatic";
+    const earlier = !automatic && seenBefore(m.taskKey, m.now);
     fields.push({
       field: m.field, taskKey: m.taskKey, role: m.role, actual: m.now, baselineFingerprint: m.beforeFingerprint!,
-      status: automatic ? "automatic" : "unexpected",
-      note: automatic ? "allowed to change by itself" : "changed although it was neither requested nor automatic",
+      status: automatic ? "automatic" : earlier ? "changed_before_write" : "unexpected",
+      note: automatic
+        ? "allowed to change by itself"
+        : earlier
+          ? "changed after the envelope was made, but already so at the pre-read and unchanged by the write"
+          : "changed although it was neither requested nor automatic",
     });
     moved.push(m);
   }
@@ -376,7 +388,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     fields,
     moved,
     identity,
-    reason: `fresh read shows ${Object.keys(e.params).join(", ")} as approved, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}`,
+    reason: `fresh read shows ${Object.keys(e.params).join(", ")} as approved, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}${fields.some((f) => f.status === "changed_before_write") ? `; changed before the write (seen at the pre-read, not by this write): ${fields.filter((f) => f.status === "changed_before_write").map((f) => f.field).join(", ")}` : ""}`,
   };
 }
 

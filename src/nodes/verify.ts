@@ -38,7 +38,8 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
         ? { status: "ERROR", error: ack.error! }
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
   const res = await deps.tools.read("getTask", { taskId: action.envelope.object.id });
-  const result = verifyOutcome(action.envelope, acknowledgement, toReadResult(res));
+  // The pre-read's answer, from the journal: what the task looked like right before the write.
+  const result = verifyOutcome(action.envelope, acknowledgement, toReadResult(res), action.progress.preRead?.raw);
   const verification: VerificationRecord = { ...result, raw: rawOf(res), at: deps.clock().toISOString() };
   const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
   if (!moved.ok) return { needsResync: true };
