@@ -26,7 +26,10 @@
  * measured again.
  *
  *   DATABASE_URL=postgres://… npm run bench -- pending-scale-pg [--total 100000] [--real 300] [--workers 4]
- *       [--concurrency 20] [--repeat 2] [--keep-schema]
+ *       [--concurrency 20] [--repeat 2] [--busy-samples 3] [--keep-schema] [--out NAME]
+ *
+ * --out NAME writes bench/results/NAME.json instead (e.g. a run with --total equal to --real, where
+ * every waiting approval is a real run with its checkpoints).
  *
  * Everything goes into a fresh schema (bench_pending_<time>, and <that>_empty for the fixed cost),
  * dropped at the end unless --keep-schema.
@@ -53,10 +56,16 @@ const REAL = intArg("real", 300);
 const WORKERS = intArg("workers", 4);
 const CONCURRENCY = intArg("concurrency", 20);
 const REPEAT = intArg("repeat", 2);
+/** show + approve + pending samples taken while the workers are mid-round. */
+const BUSY_SAMPLES = intArg("busy-samples", 3);
 const REQUESTERS = 100;
 /** Replicas' createdAt spread over this many ms before the first real run. */
 const SPREAD_MS = 10 * 3600_000;
 const TTL_SECONDS = 86_400;
+const OUT = (() => {
+  const i = process.argv.indexOf("--out");
+  return i >= 0 ? process.argv[i + 1]! : "pending-scale-pg";
+})();
 const TIME = "/usr/bin/time";
 const CLI = path.join(ROOT, "dist/cli/main.js");
 
@@ -411,7 +420,7 @@ async function main(): Promise<void> {
     };
 
     // show / approve one real run among TOTAL, each a fresh process; then a worker round.
-    const picks = realPick.rows.slice(0, 2 * REPEAT);
+    const picks = realPick.rows.slice(0, REPEAT + BUSY_SAMPLES);
     const act = async (phase: string, pick: { thread_id: string; envelope_hash: string }) => {
       const show = await measure(`${phase}: show ${pick.thread_id} --json`, ["show", pick.thread_id, "--json"]);
       if (jsonOf(show).status !== "awaiting_approval") throw new Error(`show: ${show.stdout.slice(0, 500)}`);
@@ -433,13 +442,43 @@ async function main(): Promise<void> {
     while (workers.some((w) => w.rounds.length === 0) && performance.now() < deadline) await sleep(500);
     const firstRoundsMs = workers.map((w) => w.rounds[0]?.seenAtMs ?? null);
     console.log(`workers' first round done at ${firstRoundsMs.join(", ")} ms`);
+    // All workers started together, so their rounds stay roughly in step, with a 5 s pause between
+    // them. Start measuring once the second rounds are under way, so the samples fall inside rounds
+    // rather than in the pause (the first run of this benchmark measured right after the first
+    // rounds, partly in the pause); each sample records how much of it the workers spent in a round.
+    await sleep(6000);
+    const spans: Array<{ label: string; startMs: number; endMs: number }> = [];
+    const during = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
+      const startMs = performance.now() - wt0;
+      const out = await fn();
+      spans.push({ label, startMs: round(startMs), endMs: round(performance.now() - wt0) });
+      return out;
+    };
     const busy = [];
-    for (const p of picks.slice(REPEAT, 2 * REPEAT)) busy.push(await act(`${TOTAL}, ${WORKERS} workers`, p));
     const busyList = [];
-    for (let r = 0; r < REPEAT; r++) busyList.push(brief(await measure(`${TOTAL}, ${WORKERS} workers: pending --json`, ["pending", "--json"])));
-    // At least two rounds each to see their steady pace (bounded).
-    const more = performance.now() + 240_000;
-    while (workers.some((w) => w.rounds.length < 2) && performance.now() < more) await sleep(1000);
+    for (const p of picks.slice(REPEAT, REPEAT + BUSY_SAMPLES)) {
+      busy.push(await during(`decide ${p.thread_id}`, () => act(`${TOTAL}, ${WORKERS} workers`, p)));
+      busyList.push(brief(await during("pending", () => measure(`${TOTAL}, ${WORKERS} workers: pending --json`, ["pending", "--json"]))));
+    }
+    // Wait until every worker has reported a round that ended after the last sample (bounded), so
+    // each sample's overlap with rounds can be computed from the rounds' start and end.
+    const lastEnd = spans.at(-1)!.endMs;
+    const more = performance.now() + 300_000;
+    while (workers.some((w) => !w.rounds.some((r) => r.seenAtMs >= lastEnd)) && performance.now() < more) await sleep(1000);
+    const inRound = spans.map((sp) => {
+      const shares = workers.map((w) => {
+        let covered = 0;
+        for (const r of w.rounds) {
+          if (r.roundMs === null) continue;
+          const from = Math.max(sp.startMs, r.seenAtMs - r.roundMs);
+          const to = Math.min(sp.endMs, r.seenAtMs);
+          if (to > from) covered += to - from;
+        }
+        return covered / (sp.endMs - sp.startMs);
+      });
+      return { ...sp, workersInRound: round(shares.reduce((a, b) => a + b, 0), 2) };
+    });
+    console.log("samples and the number of workers mid-round during each (average)", inRound);
     const cpu = await admin.query<{ n: string }>(`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name LIKE 'action-envelope:%'`);
     result.withWorkers = {
       workers: WORKERS,
@@ -447,6 +486,7 @@ async function main(): Promise<void> {
       firstRoundDoneMs: firstRoundsMs,
       decisions: busy,
       pendingDefault: busyList,
+      samplesInRound: inRound,
       rounds: workers.map((w) => w.rounds),
       connectionsOpen: Number(cpu.rows[0]!.n),
       workerStderrTail: workers.map((w) => w.stderr.slice(-800)),
@@ -476,6 +516,7 @@ async function main(): Promise<void> {
         total: TOTAL,
         real: REAL,
         repeat: REPEAT,
+        busySamples: BUSY_SAMPLES,
       },
       postgres: (await (async () => {
         const p = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
@@ -490,6 +531,7 @@ async function main(): Promise<void> {
       processes: runs.map(brief),
     },
     startedAt,
+    OUT,
   );
 }
 
