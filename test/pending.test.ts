@@ -105,4 +105,45 @@ describe("pending", () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("expected a duration like 30m");
   });
+
+  it("the CLI opens the graph only for an approval an older version indexed, and confirms it against its checkpoint", async () => {
+    const a = await wait("rename task 4 to Indexed by an older version", "demo-user");
+    const b = await wait("rename task 5 to Current", "demo-user");
+    await app!.close();
+    app = undefined;
+    // An older version indexed approvals without the journal's actions row: only its approvals row is left.
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      expect(db.prepare("DELETE FROM actions WHERE envelope_hash = ?").run(a.approval!.envelopeHash).changes).toBe(1);
+    } finally {
+      db.close();
+    }
+    const env = envFor(portal, dataDir);
+    const out = await runCli(["pending", "--json"], env);
+    expect(out.code, out.stderr).toBe(0);
+    const page = parseJsonOutput(out.stdout);
+    expect(page).toMatchObject({ total: 2, damaged: [] });
+    expect(page.pending.map((p: { threadId: string; legacy?: boolean }) => [p.threadId, p.legacy ?? false])).toEqual([
+      [b.threadId, false],
+      [a.threadId, true],
+    ]);
+    expect(page.pending[1]).toMatchObject({ envelopeHash: a.approval!.envelopeHash, taskId: 4, fields: ["TITLE"] });
+  });
+
+  it("pending and show open no MCP connection: they work with an unreachable MCP endpoint, where approve fails", async () => {
+    const a = await wait("rename task 4 to Read only", "demo-user");
+    await app!.close();
+    app = undefined;
+    // A run or a decision fails at the MCP connection; reading a thread or the list needs none.
+    const env = envFor(portal, dataDir, { BITRIX24_MCP_URL: "http://127.0.0.1:9/mcp" });
+    const listed = await runCli(["pending", "--json"], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(parseJsonOutput(listed.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([a.threadId]);
+    const shown = await runCli(["show", a.threadId], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`--hash ${a.approval!.envelopeHash}`);
+    const approve = await runCli(["approve", a.threadId, "--hash", a.approval!.envelopeHash], env);
+    expect(approve.code).toBe(2);
+    expect(approve.stderr).toContain("127.0.0.1:9/mcp");
+  });
 });

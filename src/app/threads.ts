@@ -12,19 +12,29 @@ import { compileGraph, type CompileOptions } from "../graph/graph.js";
 import type { State } from "../graph/state.js";
 import type { ApprovalRequest, InputRequest, InterruptPayload } from "../hitl/contract.js";
 import type { RequestScope } from "../hitl/records.js";
-import { type Deps, useDeps } from "../runtime/deps.js";
+import { type Deps, type StoreDeps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
-import { allowedApprovers } from "../envelope/index.js";
 import { decisionOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
 
-export interface App {
-  deps: Deps;
+/**
+ * What reading a thread or the pending list needs: the stores and the graph over the checkpoints.
+ * `show` and `pending` open only this (src/cli/session.ts, withReadOnlyApp); a full App is one too.
+ */
+export interface ReadApp {
+  deps: StoreDeps;
   checkpointer: BaseCheckpointSaver;
   graph: ReturnType<typeof compileGraph>;
   close(): Promise<void>;
 }
+
+/** A ReadApp with the portal's tools and the model, which runs and decisions need. */
+export interface App extends ReadApp {
+  deps: Deps;
+}
+
+export { listPending, pendingPage, type PendingApproval, type PendingPage, type PendingQuery } from "./pending.js";
 
 export interface RunInput {
   request: string;
@@ -47,8 +57,10 @@ export interface ThreadView {
   state?: State;
 }
 
-export function openApp(deps: Deps, opts: Omit<CompileOptions, "checkpointer"> & { checkpointer?: BaseCheckpointSaver } = {}): App {
-  useDeps(deps);
+type OpenOptions = Omit<CompileOptions, "checkpointer"> & { checkpointer?: BaseCheckpointSaver };
+
+/** The graph over the checkpoints, for reading only: no deps are installed, so no node can run against them. */
+export function openReadApp(deps: StoreDeps, opts: OpenOptions = {}): ReadApp {
   const checkpointer = opts.checkpointer ?? createCheckpointer(deps.config);
   const graph = compileGraph({ ...opts, checkpointer });
   return {
@@ -58,6 +70,18 @@ export function openApp(deps: Deps, opts: Omit<CompileOptions, "checkpointer"> &
     async close() {
       await deps.close();
       await closeCheckpointer(checkpointer);
+    },
+  };
+}
+
+export function openApp(deps: Deps, opts: OpenOptions = {}): App {
+  useDeps(deps);
+  const read = openReadApp(deps, opts);
+  return {
+    ...read,
+    deps,
+    async close() {
+      await read.close();
       useDeps(undefined);
     },
   };
@@ -82,7 +106,7 @@ async function drive(app: App, input: unknown, threadId: string, onStep?: StepLi
  * outcome come from the journal's rows (the authority); the checkpoint says only whether a run is
  * paused and where. An edited checkpoint therefore cannot change what `show` or `pending` prints.
  */
-export async function viewThread(app: App, threadId: string): Promise<ThreadView> {
+export async function viewThread(app: ReadApp, threadId: string): Promise<ThreadView> {
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
   const checkpointValues = snapshot.values as State | undefined;
   if (!checkpointValues || Object.keys(checkpointValues).length === 0) return { threadId, status: "not_found" };
@@ -167,7 +191,7 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
   });
 }
 
-async function overlayJournal(app: App, threadId: string, values: State): Promise<State> {
+async function overlayJournal(app: ReadApp, threadId: string, values: State): Promise<State> {
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
   if (!thread && !action) return values;
@@ -192,120 +216,6 @@ async function overlayJournal(app: App, threadId: string, values: State): Promis
       : {}),
     ...(closed ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at } : {}),
   };
-}
-
-export interface PendingApproval {
-  threadId: string;
-  envelopeHash: string;
-  revision: number;
-  requestedBy: string;
-  /** Task, field names, risk level and escalation group, when the listing knows them (the journal's index does). */
-  taskId?: number;
-  fields?: string[];
-  risk?: string;
-  escalatedTo?: string | null;
-  createdAt: string;
-  expiresAt: string;
-  expired: boolean;
-  /** Registered by an older version and not yet adopted into the journal's actions (confirmed against its checkpoint). */
-  legacy?: true;
-}
-
-export interface PendingQuery {
-  /** Only approvals this approver may decide (policy approvers; escalation group members for escalated ones). */
-  decidableBy?: string;
-  requestedBy?: string;
-  taskId?: number;
-  /** Only approvals waiting longer than this many milliseconds. */
-  olderThanMs?: number;
-  limit?: number;
-  offset?: number;
-}
-
-export interface PendingPage {
-  /** Matches before paging. */
-  total: number;
-  offset: number;
-  pending: PendingApproval[];
-  /** Registered rows whose seal does not verify: listed by id only, never as approvals. */
-  damaged: Array<{ threadId: string; envelopeHash: string }>;
-}
-
-/**
- * Waiting approvals, oldest first, from the journal's index of registered actions alone: each row's
- * integrity is its own HMAC, so no checkpoint is loaded (a thread whose run stopped between
- * registering and pausing is listed too; `approve` then says to `recover` it). Approvals an older
- * version indexed are confirmed against their checkpoint, as before.
- */
-export async function pendingPage(app: App, q: PendingQuery = {}): Promise<PendingPage> {
-  const now = app.deps.clock().getTime();
-  const limit = q.limit ?? 100;
-  const offset = q.offset ?? 0;
-  const filter = {
-    ...(q.requestedBy !== undefined ? { requestedBy: q.requestedBy } : {}),
-    ...(q.taskId !== undefined ? { taskId: q.taskId } : {}),
-    ...(q.olderThanMs !== undefined ? { registeredBefore: new Date(now - q.olderThanMs).toISOString() } : {}),
-  };
-  // Entitlement is policy, not SQL: with --mine every match is read and the page cut afterwards.
-  const paged = q.decidableBy === undefined;
-  const { rows } = await app.deps.journal.listRegistered({ ...filter, limit: paged ? limit + offset : Number.MAX_SAFE_INTEGER, offset: 0 });
-  const damaged: PendingPage["damaged"] = [];
-  const all: PendingApproval[] = [];
-  for (const a of rows) {
-    if (!a.macValid) {
-      damaged.push({ threadId: a.threadId, envelopeHash: a.envelopeHash });
-      continue;
-    }
-    if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy)) continue;
-    all.push({
-      threadId: a.threadId,
-      envelopeHash: a.envelopeHash,
-      revision: a.revision,
-      requestedBy: a.envelope.requestedBy,
-      taskId: a.envelope.object.id,
-      fields: Object.keys(a.envelope.params),
-      risk: a.envelope.risk.level,
-      escalatedTo: a.escalatedTo,
-      createdAt: a.envelope.createdAt,
-      expiresAt: a.envelope.expiresAt,
-      expired: Date.parse(a.envelope.expiresAt) <= now,
-    });
-  }
-  for (const r of await app.deps.journal.listUnadoptedApprovals()) {
-    if (q.requestedBy !== undefined && r.requestedBy !== q.requestedBy) continue;
-    const v = await viewThread(app, r.threadId);
-    const e = v.approval?.envelope;
-    if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash || !e) continue;
-    if (q.taskId !== undefined && e.object.id !== q.taskId) continue;
-    if (q.olderThanMs !== undefined && Date.parse(r.createdAt) > now - q.olderThanMs) continue;
-    all.push({
-      threadId: r.threadId,
-      envelopeHash: r.envelopeHash,
-      revision: r.revision,
-      requestedBy: r.requestedBy,
-      taskId: e.object.id,
-      fields: Object.keys(e.params),
-      risk: e.risk.level,
-      escalatedTo: null,
-      createdAt: r.createdAt,
-      expiresAt: r.expiresAt,
-      expired: Date.parse(r.expiresAt) <= now,
-      legacy: true,
-    });
-  }
-  // Paged: the index's count (damaged rows included, they are named in `damaged` as met) plus legacy ones.
-  const total = paged ? (await app.deps.journal.listRegistered({ ...filter, limit: 0, offset: 0 })).total + all.filter((p) => p.legacy).length : all.length;
-  return { total, offset, pending: all.slice(offset, offset + limit), damaged };
-}
-
-/** Every waiting approval (no paging), as `pendingPage` lists them. */
-export async function listPending(app: App, q: Omit<PendingQuery, "limit" | "offset"> = {}): Promise<PendingApproval[]> {
-  return (await pendingPage(app, { ...q, limit: Number.MAX_SAFE_INTEGER, offset: 0 })).pending;
-}
-
-function mayDecide(app: App, a: { envelope: { operation: string }; escalatedTo: string | null }, approverId: string): boolean {
-  if (!allowedApprovers(app.deps.policy, a.envelope.operation).has(approverId)) return false;
-  return a.escalatedTo === null || (app.deps.policy.approvers.groups[a.escalatedTo] ?? []).includes(approverId);
 }
 
 async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T>): Promise<T> {

@@ -10,7 +10,7 @@
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig, loadDotEnv } from "../config/env.js";
-import { withApp } from "./session.js";
+import { withApp, withReadOnlyApp, withStores } from "./session.js";
 import type { ThreadView } from "../app/threads.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { Printer, threadJson } from "./render.js";
@@ -182,8 +182,8 @@ export function buildProgram(): Command {
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "pending", json: Boolean(opts.json) }));
       if (opts.mine && !opts.as) throw new UsageError("--mine needs --as <approver>: whose approvals to list");
       const printer = new Printer(process.stdout, Boolean(opts.json));
-      const { pendingPage } = await import("../app/threads.js");
-      await withApp(async (app) => {
+      const { pendingPage } = await import("../app/pending.js");
+      await withStores(async (app) => {
         const page = await pendingPage(app, {
           ...(opts.mine ? { decidableBy: opts.as! } : {}),
           ...(opts.requestedBy ? { requestedBy: opts.requestedBy } : {}),
@@ -219,7 +219,7 @@ export function buildProgram(): Command {
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "show", threadId: thread, json: Boolean(opts.json) }));
       const printer = new Printer(process.stdout, Boolean(opts.json));
       const { viewThread } = await import("../app/threads.js");
-      process.exitCode = await withApp(async (app) => {
+      process.exitCode = await withReadOnlyApp(async (app) => {
         const view = await viewThread(app, thread);
         if (view.status === "not_found") throw new UsageError(`no thread ${thread}; list waiting ones with "pending"`);
         return report(printer, view);

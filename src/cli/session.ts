@@ -3,11 +3,34 @@
  * The runtime (LangGraph, MCP, stores) is imported here, when a command first needs it, so `--help`
  * and commands that never open the app do not load it (README: Performance).
  */
-import type { App } from "../app/threads.js";
+import type { App, ReadApp } from "../app/threads.js";
+import type { StoresApp } from "../app/stores-app.js";
 
 export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
   const [{ loadConfig }, { createDeps }, { openApp }] = await Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/threads.js")]);
-  const app = openApp(await createDeps(loadConfig()));
+  return using(openApp(await createDeps(loadConfig())), fn);
+}
+
+/**
+ * For commands that only read a thread (`show`): the journal, audit log, policy and checkpoints, and
+ * none of the portal, MCP server child, embedded emulator or model a run needs. The same viewThread
+ * reads through it, so output, seal checks and refusals are those of withApp.
+ */
+export async function withReadOnlyApp<T>(fn: (app: ReadApp) => Promise<T>): Promise<T> {
+  const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/threads.js")]);
+  return using(openReadApp(await createStoreDeps(loadConfig())), fn);
+}
+
+/**
+ * For commands that read only the journal (`pending`): the stores, policy and clock; LangGraph and the
+ * checkpointer are loaded only if a thread's state is needed after all (an approval an older version indexed).
+ */
+export async function withStores<T>(fn: (app: StoresApp) => Promise<T>): Promise<T> {
+  const [{ loadConfig }, { createStoreDeps }, { openStoresApp }] = await Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/stores-app.js")]);
+  return using(openStoresApp(await createStoreDeps(loadConfig())), fn);
+}
+
+async function using<A extends { close(): Promise<void> }, T>(app: A, fn: (app: A) => Promise<T>): Promise<T> {
   try {
     return await fn(app);
   } finally {

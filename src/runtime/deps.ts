@@ -10,13 +10,12 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import type { KeyObject } from "node:crypto";
 import { loadConfig, type AppConfig } from "../config/env.js";
 import { defaultPolicy, parsePolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
-import { createChatModel } from "../models/factory.js";
 import { parsePolicyText } from "../envelope/policy.js";
 import type { Journal } from "../store/journal.js";
 import type { AuditLog } from "../store/audit.js";
 import { openStores } from "../store/backends.js";
-import { createBitrix24Tools, type Bitrix24Tools } from "../tools/bitrix24-tools.js";
-import { startEmulator, type RunningEmulator } from "../bitrix24/emulator/index.js";
+import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
+import type { RunningEmulator } from "../bitrix24/emulator/index.js";
 import { ConfigError } from "../errors.js";
 
 export interface Deps {
@@ -100,8 +99,44 @@ export function loadPublicKeys(config: AppConfig): Map<string, KeyObject> {
   return parsePublicKeyLines(files.map((f) => fs.readFileSync(f, "utf8")).join("\n"));
 }
 
+/**
+ * What reading threads and the pending list needs: the journal and audit log (SQLite files under the
+ * data directory, or DATABASE_URL), the policy, approver keys and the clock. No portal, MCP server or
+ * model, so `show` and `pending` start none of them; `createDeps` adds those on top of these.
+ */
+export type StoreDeps = Pick<Deps, "config" | "journal" | "audit" | "policy" | "publicKeys" | "clock" | "close">;
+
+export async function createStoreDeps(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<StoreDeps> {
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  // Read before anything is opened: a bad policy or key file stops the start without leaving a store open.
+  const policy = withTtl(loadPolicyFile(config), config.ttlSeconds);
+  const publicKeys = loadPublicKeys(config);
+  const clock = opts.clock ?? (() => new Date());
+  // An unreachable database stops the start here.
+  const { journal, audit } = await openStores(config, { clock });
+  return {
+    config,
+    journal,
+    audit,
+    policy,
+    publicKeys,
+    clock,
+    async close() {
+      await journal.close();
+      await audit.close();
+    },
+  };
+}
+
 export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps, "clock" | "model" | "modelLabel">> = {}): Promise<Deps> {
   fs.mkdirSync(config.dataDir, { recursive: true });
+  // Loaded here, not with this module: the nodes import it, and `show` / `pending` load the nodes
+  // (to read a thread's state) without ever starting the portal, the MCP server or a model.
+  const [{ startEmulator }, { createBitrix24Tools }, { createChatModel }] = await Promise.all([
+    import("../bitrix24/emulator/index.js"),
+    import("../tools/bitrix24-tools.js"),
+    import("../models/factory.js"),
+  ]);
   let emulator: RunningEmulator | undefined;
   let webhookUrl = config.webhookUrl;
   if (!webhookUrl && config.mcp.mode === "stdio") {
@@ -122,35 +157,34 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
           },
         },
   );
-  const built = overrides.model ? undefined : createChatModel(config.model);
-  const clock = overrides.clock ?? (() => new Date());
-  // SQLite files under dataDir, or PostgreSQL when DATABASE_URL is set; an unreachable database stops the start here.
-  const { journal, audit } = await openStores(config, { clock }).catch(async (e: unknown) => {
+  const closePortal = async () => {
     await tools.close();
     await emulator?.close();
+  };
+  let built: ReturnType<typeof createChatModel> | undefined;
+  let stores: StoreDeps;
+  try {
+    built = overrides.model ? undefined : createChatModel(config.model);
+    stores = await createStoreDeps(config, overrides.clock ? { clock: overrides.clock } : {});
+  } catch (e) {
+    await closePortal();
     throw e;
-  });
+  }
   // The embedded emulator listens on a new port in every process, so its identity is its state file,
   // not host:port; otherwise an approval given in one process would be WRONG_TARGET in the next.
   const portal = emulator
     ? embeddedPortalName(path.join(config.dataDir, "emulator.sqlite"))
     : new URL(webhookUrl ?? (config.mcp.mode === "url" ? config.mcp.url : "http://unknown")).host;
   return {
-    config,
+    ...stores,
     tools,
     model: overrides.model ?? built!.model,
     modelLabel: overrides.modelLabel ?? built?.label ?? "custom",
-    journal,
-    audit,
-    policy: withTtl(loadPolicyFile(config), config.ttlSeconds),
-    publicKeys: loadPublicKeys(config),
     portal,
-    clock,
     ...(emulator ? { emulator } : {}),
     async close() {
       await tools.close();
-      await journal.close();
-      await audit.close();
+      await stores.close();
       await emulator?.close();
     },
   };

@@ -6,18 +6,17 @@ import path from "node:path";
 import type { AppConfig } from "../config/env.js";
 import { SqliteJournal, type Journal } from "./journal.js";
 import { SqliteAuditLog, type AuditLog } from "./audit.js";
-import { PostgresJournal } from "./pg-journal.js";
-import { PostgresAuditLog } from "./pg-audit.js";
 import { loadJournalKey } from "./journal-key.js";
 
 export async function createJournal(config: AppConfig): Promise<Journal> {
   const key = loadJournalKey(config);
-  if (config.database) return PostgresJournal.open(config.database, key);
+  // The PostgreSQL stores (and the pg driver) are loaded only when DATABASE_URL names a database.
+  if (config.database) return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key);
   return new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key);
 }
 
 export async function createAuditLog(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<AuditLog> {
-  if (config.database) return PostgresAuditLog.open(config.database, opts);
+  if (config.database) return (await import("./pg-audit.js")).PostgresAuditLog.open(config.database, opts);
   return new SqliteAuditLog(path.join(config.dataDir, "audit.sqlite"), opts);
 }
 

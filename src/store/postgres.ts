@@ -4,7 +4,6 @@
  * migrations that are safe when several processes start at the same moment.
  */
 import pg from "pg";
-import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type { DatabaseConfig } from "../config/env.js";
 
 /**
@@ -309,7 +308,9 @@ async function migrate(pool: pg.Pool, db: DatabaseConfig): Promise<void> {
         }
       }
       // The checkpointer keeps its own migration table; running it under the same lock makes it
-      // safe for concurrent starts too (its CREATE TABLE IF NOT EXISTS alone is not).
+      // safe for concurrent starts too (its CREATE TABLE IF NOT EXISTS alone is not). Loaded here, not
+      // with this module: it brings LangChain core, which `pending` never needs otherwise.
+      const { PostgresSaver } = await import("@langchain/langgraph-checkpoint-postgres");
       await new PostgresSaver(pool, undefined, { schema: db.schema }).setup();
     } finally {
       await client.query(`SELECT pg_advisory_unlock(${key.sql})`, key.values).catch(() => {});
