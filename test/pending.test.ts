@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listPending, pendingPage, startRun, type App } from "../src/app/threads.js";
 import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
+import { adminQuery, schemaFor, usingPostgres } from "./support/postgres.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -112,11 +113,16 @@ describe("pending", () => {
     await app!.close();
     app = undefined;
     // An older version indexed approvals without the journal's actions row: only its approvals row is left.
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
-    try {
-      expect(db.prepare("DELETE FROM actions WHERE envelope_hash = ?").run(a.approval!.envelopeHash).changes).toBe(1);
-    } finally {
-      db.close();
+    if (usingPostgres) {
+      const deleted = await adminQuery(`DELETE FROM ${schemaFor(dataDir)}.actions WHERE envelope_hash = $1 RETURNING envelope_hash`, [a.approval!.envelopeHash]);
+      expect(deleted).toHaveLength(1);
+    } else {
+      const db = new Database(path.join(dataDir, "journal.sqlite"));
+      try {
+        expect(db.prepare("DELETE FROM actions WHERE envelope_hash = ?").run(a.approval!.envelopeHash).changes).toBe(1);
+      } finally {
+        db.close();
+      }
     }
     const env = envFor(portal, dataDir);
     const out = await runCli(["pending", "--json"], env);
