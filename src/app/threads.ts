@@ -19,8 +19,8 @@ import { decisionOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
 
 /**
- * What reading a thread or the pending list needs: the stores and the graph over the checkpoints.
- * `show` and `pending` open only this (src/cli/session.ts, withReadOnlyApp); a full App is one too.
+ * What reading a thread needs: the stores and the graph over the checkpoints. `show` opens only this
+ * (src/cli/session.ts, withReadOnlyApp), `pending` less still (src/app/stores-app.ts); an App is one too.
  */
 export interface ReadApp {
   deps: StoreDeps;
