@@ -123,6 +123,39 @@ describe("the CLI's --api mode", () => {
     expect((await portal.writes()).length).toBe(writesBefore);
   });
 
+  it("undo over the API: `undo --api` proposes restoring a verified change (built by the server from its journal, no model), approved from the terminal; Studio's chat asks the same with `undo thread <id>`", async () => {
+    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
+    const alice = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` }, callerOptions: { maxRetries: 0 } });
+    const before = (await portal.task(4))["title"];
+    const thread = await dave.threads.create();
+    await dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to UNDONE OVER THE API" } });
+    const payload = (await alice.threads.getState(thread.thread_id)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { exampleResume: unknown };
+    expect(((await alice.runs.wait(thread.thread_id, GRAPH_ID, { command: { resume: payload.exampleResume } })) as Record<string, unknown>)["outcome"]).toBe("VERIFIED");
+    const writes = (await portal.writes()).length;
+
+    const undo = await runCli(["undo", thread.thread_id, "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
+    expect(undo.code, undo.stdout + undo.stderr).toBe(0);
+    const waiting = parseJsonOutput(undo.stdout) as { threadId: string; status: string; envelopeHash: string; card: string; envelope: { requestedBy: string; params: Record<string, unknown> } };
+    expect(waiting).toMatchObject({ status: "awaiting_approval", envelope: { requestedBy: "dave", params: { TITLE: before } } });
+    expect(waiting.card).toContain(`UNDO of thread ${thread.thread_id}`);
+    expect((await portal.writes()).length).toBe(writes);
+
+    // The same request typed in Studio's chat: another undo proposal of the same change, waiting too.
+    const chat = await dave.threads.create();
+    await dave.runs.wait(chat.thread_id, GRAPH_ID, { input: { messages: [{ role: "user", content: `undo thread ${thread.thread_id}` }] } });
+    const chatPayload = (await dave.threads.getState(chat.thread_id)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { envelope: { params: Record<string, unknown> } };
+    expect(chatPayload.envelope.params).toEqual({ TITLE: before });
+
+    const approved = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--api", server.apiUrl, "--json"], cliEnv());
+    expect(parseJsonOutput(approved.stdout)).toMatchObject({ outcome: "VERIFIED" });
+    expect((await portal.task(4))["title"]).toBe(before);
+    expect((await portal.writes()).length).toBe(writes + 1);
+    // Undoing a thread that is not a verified change ends NOT_UNDOABLE on the server, no model call, no write.
+    const bad = await runCli(["undo", chat.thread_id, "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
+    expect(parseJsonOutput(bad.stdout)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "NOT_UNDOABLE" });
+    expect((await portal.writes()).length).toBe(writes + 1);
+  });
+
   it("LANGGRAPH_API_URL selects the server too; without a token the server's 401 is reported", async () => {
     const r = await runCli(["pending"], cliEnv({ LANGGRAPH_API_URL: server.apiUrl, LANGGRAPH_API_TOKEN: "" }));
     expect(r.code).not.toBe(0);

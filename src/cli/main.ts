@@ -159,7 +159,16 @@ export function buildProgram(): Command {
     .argument("<thread>", "the thread whose verified change to undo", cap("thread", LIMITS.id))
     .option("--as <user>", "requester id", cap("--as", LIMITS.id), "demo-user")
     .option("--json", "print one JSON object")
-    .action(async (threadId: string, opts: { as: string; json?: boolean }) => {
+    .option(...API_OPTION)
+    .action(async (threadId: string, opts: { as: string; json?: boolean; api?: string }, cmd: Command) => {
+      const api = await apiOf(opts.api);
+      if (api) {
+        // The same request any API client or Studio's chat can send; the server's agent builds the undo from its journal.
+        const { undoRequest } = await import("../hitl/compensation.js");
+        const requestedBy = api.token && cmd.getOptionValueSource("as") === "default" ? undefined : opts.as;
+        process.exitCode = await runApiCommand(api, { kind: "run", request: undoRequest(threadId), ...(requestedBy !== undefined ? { requestedBy } : {}), scope: {}, json: Boolean(opts.json) });
+        return;
+      }
       const printer = new Printer(process.stdout, Boolean(opts.json));
       const { startUndo } = await import("../app/undo.js");
       process.exitCode = await withApp(async (app) => report(printer, await startUndo(app, threadId, opts.as, { onStep: printer.onStep })));

@@ -35,3 +35,15 @@ export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentA
     proposal: { taskId: plan.taskId, fields: plan.fields, rationale: `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`, source: "compensation" },
   };
 }
+
+/**
+ * A request that asks for an undo: `undo thread <id>` (also `undo <id>`), alone on its line. Any
+ * interface that can start a run (CLI, API, Studio's chat) can ask for one this way; the thread id
+ * is all it carries, and the proposal is still built by code from the journal.
+ */
+export function undoRequestOf(request: string): string | undefined {
+  const m = /^\s*undo(?:\s+thread)?\s+([A-Za-z0-9][A-Za-z0-9._:-]{0,127})\s*$/i.exec(request);
+  return m ? m[1] : undefined;
+}
+
+export const undoRequest = (threadId: string): string => `undo thread ${threadId}`;

@@ -97,7 +97,7 @@ export async function openGate(deps: Deps, config: LangGraphRunnableConfig, stat
 }
 
 /** A thread's request is recorded once, when its first run starts; later input cannot change it. */
-export async function ensureThread(deps: Deps, gate: Gate, state: State): Promise<ThreadRecord> {
+export async function ensureThread(deps: Deps, gate: Gate, state: State, undo?: Pick<ThreadRecord, "scope"> & { compensates: NonNullable<ThreadRecord["compensates"]> }): Promise<ThreadRecord> {
   if (gate.thread) return gate.thread;
   const requestedBy = typeof state.requestedBy === "string" ? state.requestedBy : "";
   const request = typeof state.request === "string" ? state.request : "";
@@ -105,8 +105,10 @@ export async function ensureThread(deps: Deps, gate: Gate, state: State): Promis
     threadId: gate.threadId,
     request,
     requestedBy,
-    scope: deriveScope(request, isRequestScope(state.scope) ? state.scope : undefined),
+    // An undo thread's scope is the restored task and fields, from the journal; its request names a thread, not a task.
+    scope: undo ? undo.scope : deriveScope(request, isRequestScope(state.scope) ? state.scope : undefined),
     createdAt: deps.clock().toISOString(),
+    ...(undo ? { compensates: undo.compensates } : {}),
   });
   gate.thread = thread;
   return thread;

@@ -5,7 +5,7 @@ import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { agentPrompt } from "../prompts.js";
 import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
-import { undoPlanFor } from "../hitl/compensation.js";
+import { undoPlanFor, undoRequestOf } from "../hitl/compensation.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
@@ -33,7 +33,19 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     if (!input.ok) return endRunInJournal(deps, gate, state, "INVALID_INPUT", input.problem);
     // The conversation starts from the request alone: chat input's other messages never reach the model.
     if (state.messages.length > 0) reset = [new RemoveMessage({ id: REMOVE_ALL_MESSAGES })];
-    await ensureThread(deps, gate, { ...state, ...input.value });
+    // `undo thread <id>`: an undo thread, registered with the verified action it restores.
+    const undoOf = undoRequestOf(input.value.request);
+    const undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf);
+    if (undo && !undo.ok) {
+      await ensureThread(deps, gate, { ...state, ...input.value });
+      return endRunInJournal(deps, gate, state, undo.code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE", undo.reason);
+    }
+    await ensureThread(
+      deps,
+      gate,
+      { ...state, ...input.value },
+      undo?.ok ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: { taskIds: [undo.plan.taskId], fields: Object.keys(undo.plan.fields) } } : undefined,
+    );
   }
   const thread = await ensureThread(deps, gate, state);
   // An undo thread: the proposal is the journal's (the recorded before-values of the verified action it
