@@ -7,15 +7,15 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type ThreadView } from "../src/app/threads.js";
+import { submitDecision, type ThreadView } from "../src/app/threads.js";
 import { startEmulator } from "../src/bitrix24/emulator/index.js";
 import {
   RESUME_PROCESS,
   ROOT,
   envFor,
   killGroup,
-  openTestApp,
   parseJsonOutput,
+  recordPendingRename,
   runCli,
   startPortal,
   tempDir,
@@ -40,16 +40,8 @@ afterEach(async () => {
 });
 
 /** Runs to the interrupt in this process, then closes everything so only the files remain. */
-async function recordPending(env: Record<string, string> = {}): Promise<ThreadView> {
-  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })), env });
-  try {
-    const view = await startRun(app, { request: `rename task 4 to ${NEW_TITLE}`, requestedBy: "demo-user" });
-    expect(view.status).toBe("awaiting_approval");
-    return view;
-  } finally {
-    await app.close();
-  }
-}
+const recordPending = (env: Record<string, string> = {}): Promise<ThreadView> =>
+  recordPendingRename(portal, dataDir, NEW_TITLE, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })), env });
 
 const env = (extra: Record<string, string> = {}) => envFor(portal, dataDir, extra);
 

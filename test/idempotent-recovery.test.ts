@@ -8,12 +8,12 @@
 import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import path from "node:path";
-import { startRun, type ThreadView } from "../src/app/threads.js";
+import type { ThreadView } from "../src/app/threads.js";
 import { startEmulator } from "../src/bitrix24/emulator/index.js";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
 import { idempotentWrites } from "../src/nodes/execute.js";
-import { envFor, killGroup, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { envFor, killGroup, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -32,16 +32,7 @@ const updates = async () => (await portal.calls("tasks.task.update")) as Call[];
 /** Calls the portal carried out (a replay is answered from the kept answer, not carried out again). */
 const applied = async () => (await updates()).filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict" && c.fault !== "timeout_without_apply");
 
-async function pending(title: string, env: Record<string, string>): Promise<ThreadView> {
-  const app = await openTestApp(portal, dataDir, { env });
-  try {
-    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
-    expect(view.status).toBe("awaiting_approval");
-    return view;
-  } finally {
-    await app.close();
-  }
-}
+const pending = (title: string, env: Record<string, string>): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { env });
 
 /** Approves in a child process and SIGKILLs it once the write has reached the portal (its answer is held). */
 async function approveAndKill(view: ThreadView, env: Record<string, string>): Promise<void> {

@@ -9,10 +9,10 @@
  * action at `intent`: without the lease, its pre-read would MATCH the unchanged task and write.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type ThreadView } from "../src/app/threads.js";
+import { submitDecision, type ThreadView } from "../src/app/threads.js";
 import type { App } from "../src/app/threads.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { envFor, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const FIRST = "LEASE-FIRST approved title";
@@ -41,16 +41,7 @@ async function open(env: Record<string, string> = {}, title = FIRST): Promise<Ap
 }
 
 /** A waiting approval to rename task 4, recorded by its own app (closed again, only the stores remain). */
-async function pending(title: string): Promise<ThreadView> {
-  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })) });
-  try {
-    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
-    expect(view.status).toBe("awaiting_approval");
-    return view;
-  } finally {
-    await app.close();
-  }
-}
+const pending = (title: string): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })) });
 
 function approval(view: ThreadView) {
   const a = view.approval!;

@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
 import { startRun, viewThread, type ThreadView } from "../src/app/threads.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
-import { CLI, ROOT, TSX, envFor, killGroup, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { CLI, ROOT, TSX, envFor, killGroup, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 import { NO_POSTGRES, createTestDatabase, executionRecorded, schemaFor, usingPostgres } from "./support/postgres.js";
 
 if (!usingPostgres) console.info(`test/postgres-processes.test.ts: ${NO_POSTGRES}`);
@@ -142,16 +142,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
     await portal.emulator.close();
   });
 
-  async function pendingRun(title: string, extraEnv: Record<string, string> = {}): Promise<ThreadView> {
-    const app = await openTestApp(portal, dataDir, { env: extraEnv });
-    try {
-      const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
-      expect(view.status).toBe("awaiting_approval");
-      return view;
-    } finally {
-      await app.close();
-    }
-  }
+  const pendingRun = (title: string, extraEnv: Record<string, string> = {}): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { env: extraEnv });
 
   async function auditOf(e: Record<string, string>) {
     return PostgresAuditLog.open(loadConfig(e).database!);

@@ -7,8 +7,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
-import { startRun, type ThreadView } from "../src/app/threads.js";
-import { RESUME_PROCESS, envFor, killGroup, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import type { ThreadView } from "../src/app/threads.js";
+import { RESUME_PROCESS, envFor, killGroup, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -22,16 +22,7 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
-async function pending(title: string, env: Record<string, string> = {}): Promise<ThreadView> {
-  const app = await openTestApp(portal, dataDir, { env });
-  try {
-    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
-    expect(view.status).toBe("awaiting_approval");
-    return view;
-  } finally {
-    await app.close();
-  }
-}
+const pending = (title: string, env: Record<string, string> = {}): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { env });
 
 describe("worker", () => {
   it("one round closes an approval past its expiry through the graph (ended or escalated, as the policy says)", async () => {

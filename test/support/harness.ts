@@ -11,7 +11,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import { startEmulator, type RunningEmulator } from "../../src/bitrix24/emulator/index.js";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
-import { openApp, type App } from "../../src/app/threads.js";
+import { openApp, startRun, type App, type ThreadView } from "../../src/app/threads.js";
 import type { CompileOptions } from "../../src/graph/graph.js";
 import { databaseEnv } from "./postgres.js";
 
@@ -101,6 +101,22 @@ export async function openTestApp(portal: Portal, dataDir: string, opts: AppOpti
     ...(opts.clock ? { clock: opts.clock } : {}),
   });
   return openApp(deps, opts.compile ?? {});
+}
+
+/**
+ * A waiting approval to rename task 4 to `title`, recorded by an app of its own that is closed again,
+ * so only the stores remain (as after a process that stopped at the interrupt). Throws unless the run
+ * stopped at its approval.
+ */
+export async function recordPendingRename(portal: Portal, dataDir: string, title: string, opts: AppOptions = {}): Promise<ThreadView> {
+  const app = await openTestApp(portal, dataDir, opts);
+  try {
+    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
+    if (view.status !== "awaiting_approval") throw new Error(`expected the rename to ${title} to wait for approval, got ${view.status} (${view.state?.reasonCode ?? "no outcome"})`);
+    return view;
+  } finally {
+    await app.close();
+  }
 }
 
 export interface CliResult {
