@@ -330,8 +330,7 @@ export class SqliteJournal implements Journal {
   async beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult> {
     const tx = this.db.transaction((): BeginWriteResult => {
       const now = Date.now();
-      const held = this.db.prepare("SELECT * FROM object_leases WHERE object_key = ?").get(lease.objectKey) as LeaseRow | undefined;
-      const holder = held ? toLease(held) : undefined;
+      const holder = this.leaseOn(lease.objectKey);
       if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
       const existing = this.db.prepare("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
       if (existing) return { begun: false, existing: toExecution(existing) };
@@ -339,9 +338,7 @@ export class SqliteJournal implements Journal {
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, intent.envelopeHash, "intent", {});
       if (!plan.ok) return { begun: false, refused: plan.reason };
-      this.db
-        .prepare("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
-        .run(lease.objectKey, intent.envelopeHash, intent.threadId, holder?.owner === intent.envelopeHash ? holder.acquiredAt : now, now + lease.holdMs);
+      this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
       this.db
         .prepare("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
         .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt);
@@ -553,22 +550,30 @@ export class SqliteJournal implements Journal {
   async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
     const tx = this.db.transaction((): LeaseResult => {
       const now = Date.now();
-      const row = this.db
-        .prepare("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as LeaseRow | undefined;
-      const holder = row ? toLease(row) : undefined;
+      const holder = this.leaseOn(objectKey);
       if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
-      const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
-      this.db
-        .prepare("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
-        .run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
-      return { acquired: true, expiresAt: now + holdMs };
+      return { acquired: true, expiresAt: this.putLease(objectKey, owner, holder, now, holdMs) };
     });
     return tx.immediate();
   }
 
-  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
+  /** The lease row on an object (inside the caller's transaction). */
+  private leaseOn(objectKey: string): ObjectLease | undefined {
     const row = this.db.prepare("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as LeaseRow | undefined;
     return row ? toLease(row) : undefined;
+  }
+
+  /** Takes or renews the lease for `owner` (the caller checked leaseIsFree); a renewal keeps its acquisition time. Returns the expiry. */
+  private putLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holder: ObjectLease | undefined, now: number, holdMs: number): number {
+    const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
+    this.db
+      .prepare("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+      .run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
+    return now + holdMs;
+  }
+
+  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
+    return this.leaseOn(objectKey);
   }
 
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void> {

@@ -100,8 +100,7 @@ export class PostgresJournal implements Journal {
       return await inTransaction(this.pool, this.db, `beginning the write for ${intent.envelopeHash}`, async (c): Promise<BeginWriteResult> => {
         const now = Date.now();
         const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [intent.envelopeHash]);
-        const l = await c.query<LeaseRow>(`SELECT * FROM ${this.s}.object_leases WHERE object_key = $1 FOR UPDATE`, [lease.objectKey]);
-        const holder = l.rows[0] ? toLease(l.rows[0]) : undefined;
+        const holder = await this.lockLease(c, lease.objectKey);
         if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
         const existing = await c.query<ExecutionRow>(`SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`, [intent.envelopeHash]);
         if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0]) };
@@ -114,22 +113,13 @@ export class PostgresJournal implements Journal {
           [intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt],
         );
         if (inserted.rowCount !== 1) throw new Error(`write-ahead entry for ${intent.envelopeHash} conflicted on its idempotency key ${intent.idempotencyKey} with another envelope`);
-        const acquiredAt = holder?.owner === intent.envelopeHash ? holder.acquiredAt : now;
-        if (holder) {
-          await c.query(`UPDATE ${this.s}.object_leases SET owner = $2, thread_id = $3, acquired_at = $4, expires_at = $5 WHERE object_key = $1`, [lease.objectKey, intent.envelopeHash, intent.threadId, acquiredAt, now + lease.holdMs]);
-        } else {
-          const taken = await c.query(
-            `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_key) DO NOTHING`,
-            [lease.objectKey, intent.envelopeHash, intent.threadId, acquiredAt, now + lease.holdMs],
-          );
-          // Another action took the (missing) lease between our read and this insert: nothing of ours is committed.
-          if (taken.rowCount !== 1) throw raced;
-        }
+        // Another action took the (missing) lease between our look and our insert: nothing of ours is committed.
+        if (!(await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs))) throw raced;
         await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
         return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
       });
     } catch (e) {
-      if (e !== raced && (e as { cause?: unknown }).cause !== raced) throw e;
+      if (e !== raced) throw e;
       const holder = await this.getObjectLease(lease.objectKey);
       if (!holder) throw new Error(`the lease on ${lease.objectKey} was taken and released while beginning the write for ${intent.envelopeHash}; nothing was sent`);
       return { begun: false, leaseHolder: holder };
@@ -415,22 +405,37 @@ export class PostgresJournal implements Journal {
   async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
     return inTransaction(this.pool, this.db, `taking the lease on ${objectKey}`, async (c): Promise<LeaseResult> => {
       const now = Date.now();
-      const inserted = await c.query(
-        `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_key) DO NOTHING`,
-        [objectKey, owner.envelopeHash, owner.threadId, now, now + holdMs],
-      );
-      if (inserted.rowCount === 1) return { acquired: true, expiresAt: now + holdMs };
-      const r = await c.query<LeaseRow>(`SELECT * FROM ${this.s}.object_leases WHERE object_key = $1 FOR UPDATE`, [objectKey]);
-      const holder = r.rows[0] ? toLease(r.rows[0]) : undefined;
-      if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
-      const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
-      await c.query(
-        `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (object_key) DO UPDATE SET owner = EXCLUDED.owner, thread_id = EXCLUDED.thread_id, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at`,
-        [objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs],
-      );
-      return { acquired: true, expiresAt: now + holdMs };
+      // A second round only when another action inserted the missing row between our look and our insert.
+      for (;;) {
+        const holder = await this.lockLease(c, objectKey);
+        if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
+        if (await this.putLease(c, objectKey, owner, holder, now, holdMs)) return { acquired: true, expiresAt: now + holdMs };
+      }
     });
+  }
+
+  /** The lease row on an object, locked for the rest of the caller's transaction. */
+  private async lockLease(c: pg.PoolClient, objectKey: string): Promise<ObjectLease | undefined> {
+    const r = await c.query<LeaseRow>(`SELECT * FROM ${this.s}.object_leases WHERE object_key = $1 FOR UPDATE`, [objectKey]);
+    return r.rows[0] ? toLease(r.rows[0]) : undefined;
+  }
+
+  /**
+   * Takes or renews the lease for `owner` (the caller locked the row and checked leaseIsFree); a renewal
+   * keeps its acquisition time. A missing row is inserted only if nobody inserted one meanwhile: false
+   * then, and nothing was taken.
+   */
+  private async putLease(c: pg.PoolClient, objectKey: string, owner: { envelopeHash: string; threadId: string }, holder: ObjectLease | undefined, now: number, holdMs: number): Promise<boolean> {
+    const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
+    if (holder) {
+      await c.query(`UPDATE ${this.s}.object_leases SET owner = $2, thread_id = $3, acquired_at = $4, expires_at = $5 WHERE object_key = $1`, [objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs]);
+      return true;
+    }
+    const taken = await c.query(
+      `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_key) DO NOTHING`,
+      [objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs],
+    );
+    return taken.rowCount === 1;
   }
 
   async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
