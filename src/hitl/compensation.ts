@@ -6,11 +6,16 @@
 import { compensationOf, type CompensationPlan } from "../envelope/compensation.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { Journal } from "../store/journal.js";
-import type { ProposalRecord } from "./records.js";
+import type { ProposalRecord, ReasonCode } from "./records.js";
 
 export type UndoPlan =
   | { ok: true; original: ActionRow; plan: Extract<CompensationPlan, { ok: true }>; proposal: ProposalRecord }
   | { ok: false; code: "NO_SUCH_THREAD" | "NOT_UNDOABLE" | "INTEGRITY_CHECK_FAILED"; reason: string };
+
+/** How a run that cannot undo ends: a record failing its seal is tampering; anything else is NOT_UNDOABLE. */
+export function undoEndingCode(code: Extract<UndoPlan, { ok: false }>["code"]): ReasonCode {
+  return code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE";
+}
 
 /** The undo of thread `threadId`'s verified action, or why there is none. */
 export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentAction" | "getAction">, threadId: string, envelopeHash?: string): Promise<UndoPlan> {

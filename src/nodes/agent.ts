@@ -5,7 +5,7 @@ import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { agentPrompt } from "../prompts.js";
 import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
-import { undoPlanFor, undoRequestOf } from "../hitl/compensation.js";
+import { undoEndingCode, undoPlanFor, undoRequestOf, type UndoPlan } from "../hitl/compensation.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
@@ -28,6 +28,7 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   const refused = await refuseUnlessAllowed(deps, gate, "agent", state);
   if (refused) return refused;
   let reset: Update["messages"] = [];
+  let undo: UndoPlan | undefined;
   if (!gate.thread) {
     const input = runInput(state, authenticatedIdentity(config.configurable));
     if (!input.ok) return endRunInJournal(deps, gate, state, "INVALID_INPUT", input.problem);
@@ -35,10 +36,10 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     if (state.messages.length > 0) reset = [new RemoveMessage({ id: REMOVE_ALL_MESSAGES })];
     // `undo thread <id>`: an undo thread, registered with the verified action it restores.
     const undoOf = undoRequestOf(input.value.request);
-    const undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf);
+    undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf);
     if (undo && !undo.ok) {
       await ensureThread(deps, gate, { ...state, ...input.value });
-      return endRunInJournal(deps, gate, state, undo.code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE", undo.reason);
+      return endRunInJournal(deps, gate, state, undoEndingCode(undo.code), undo.reason);
     }
     await ensureThread(
       deps,
@@ -51,9 +52,10 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   // An undo thread: the proposal is the journal's (the recorded before-values of the verified action it
   // restores), built by build_envelope; the model is not asked.
   if (thread.compensates) {
-    const undo = await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash);
-    if (!undo.ok) return endRunInJournal(deps, gate, state, undo.code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE", undo.reason);
-    return { messages: [new AIMessage(`Undo proposed by code, not by the model: ${undo.proposal.rationale}.`)], proposal: undo.proposal };
+    // Planned above when this turn registered the thread; read from the journal again on a later turn.
+    const planned = undo?.ok && undo.original.envelopeHash === thread.compensates.envelopeHash ? undo : await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash);
+    if (!planned.ok) return endRunInJournal(deps, gate, state, undoEndingCode(planned.code), planned.reason);
+    return { messages: [new AIMessage(`Undo proposed by code, not by the model: ${planned.proposal.rationale}.`)], proposal: planned.proposal };
   }
   // A question is waiting (new input discarded LangGraph's pending ask_input, or a node was driven
   // here out of order): the model is not called; the question stays, and a chat message goes to it.

@@ -8,7 +8,7 @@ import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
-import { undoPlanFor } from "../hitl/compensation.js";
+import { undoEndingCode, undoPlanFor } from "../hitl/compensation.js";
 import { changedSinceWrite } from "../envelope/compensation.js";
 
 /**
@@ -30,7 +30,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
 
   // An undo thread's first proposal is the journal's restore of the action it compensates.
   const undo = thread.compensates && !previous ? await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash) : null;
-  if (undo && !undo.ok) return end(undo.code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE", undo.reason);
+  if (undo && !undo.ok) return end(undoEndingCode(undo.code), undo.reason);
   // An edit's content is the decision the journal accepted; any other proposal is the model's.
   const proposal: ProposalRecord | null = undo?.ok
     ? undo.proposal
