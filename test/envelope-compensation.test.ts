@@ -34,6 +34,21 @@ describe("compensationOf", () => {
   });
 });
 
+describe("compensationOf refuses what cannot be restored", () => {
+  it("an irreversible (or read-only) change, and a field whose before-value was kept only as a fingerprint", () => {
+    const e = envelopeFor({ TITLE: "ours" });
+    const after = taskBody({ ...before, title: "ours" });
+    for (const reversibility of ["irreversible", "read_only"] as const) {
+      const plan = compensationOf({ ...e, risk: { ...e.risk, reversibility } }, after);
+      expect(plan).toMatchObject({ ok: false, code: "NOT_REVERSIBLE" });
+    }
+    const { TITLE: _kept, ...others } = e.baseline.values;
+    const plan = compensationOf({ ...e, baseline: { ...e.baseline, values: others } }, after);
+    expect(plan).toMatchObject({ ok: false, code: "NO_BEFORE_VALUE" });
+    expect(compensationOf(e, after).ok).toBe(true);
+  });
+});
+
 describe("changedSinceWrite", () => {
   it("empty exactly when the task equals the verification read; otherwise names every differing key", () => {
     const keys = Object.keys(before).filter((k) => typeof before[k] === "string" && k !== "title");
