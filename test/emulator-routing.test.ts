@@ -96,7 +96,7 @@ describe("routing and parameters", () => {
   });
 
   it("answers 404 ERROR_METHOD_NOT_FOUND for unknown methods and a missing method segment", async () => {
-    for (const path of ["tasks.task.delete", "crm.deal.get", ""]) {
+    for (const path of ["tasks.task.complete", "crm.lead.get", ""]) {
       const res = await fetch(`${emu.webhookUrl}${path}`, { method: "POST" });
       expect(res.status).toBe(404);
       expect(await res.json()).toEqual({ error: "ERROR_METHOD_NOT_FOUND", error_description: "Method not found!" });

@@ -37,4 +37,10 @@ export const errors = {
   /** Business-rule failures; Bitrix24 joins one `<br>`-terminated line per problem. */
   core: (messages: string[]) => new RestError(400, "ERROR_CORE", messages.map((m) => `${m}<br>`).join("")),
   internal: (message: string) => new RestError(500, "INTERNAL_SERVER_ERROR", message),
+  insufficientScope: () =>
+    new RestError(403, "insufficient_scope", "The request requires higher privileges than provided by the webhook token"),
+  /** CRM methods answer with an empty error code and the reason in the description. */
+  crm: (description: string) => new RestError(400, "", description),
+  /** tasks.task.delete of a missing task, or one the user may not delete. */
+  noDeleteAccess: () => new RestError(400, "1048582", "No access to delete the task"),
 };

@@ -8,9 +8,10 @@ import { BodyTooLargeError, parseParams, readBodyLimited } from "./request.js";
 import { errorResponse, successParts, successResponse } from "./respond.js";
 import { timeBlock } from "./shapes.js";
 import { IdempotencyKeys, type Kept } from "./idempotency.js";
+import { DEFAULT_SCOPES } from "./types.js";
 
 /** Methods that only read; an Idempotency-Key on them is ignored. */
-const READ_ONLY = /\.(get|list)$|^user\.current$|^scope$/;
+const READ_ONLY = /\.(get|list|getlist)$|^user\.current$|^scope$/;
 import type { Store } from "./store.js";
 import { nowSeconds } from "./dates.js";
 
@@ -117,7 +118,7 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
       return malformed(action);
     }
 
-    const ctx: MethodContext = { store, userId: settings.userId, nowSec: nowSeconds(), scopes: settings.scopes ?? ["task", "user"] };
+    const ctx: MethodContext = { store, userId: settings.userId, nowSec: nowSeconds(), scopes: settings.scopes ?? [...DEFAULT_SCOPES] };
     let outcome: MethodResult;
     // The answer to an idempotent write is kept in the same transaction as the change it answers.
     let answer: { text: string; headers: Record<string, string> } | undefined;
@@ -130,7 +131,7 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
         }
         const result = findMethod(method)!(params, ctx);
         if (action?.kind === "side_effect") {
-          const taskId = action.taskId ?? intLike(params.taskId);
+          const taskId = action.taskId ?? intLike(params.taskId) ?? intLike(params.TASKID);
           if (taskId === undefined) throw errors.internal("side_effect fault: the call has no taskId and the fault names none");
           applySideEffect(ctx, taskId, action.field, action.value, action.userId);
         }

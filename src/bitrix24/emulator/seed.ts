@@ -1,10 +1,12 @@
 import { readFileSync } from "node:fs";
-import { EmulatorSeedSchema, type EmulatorSeed, type ParsedSeed, type TaskRecord, type HistoryRecord } from "./types.js";
+import {
+  EmulatorSeedSchema, type CommentRecord, type DealRecord, type EmulatorSeed, type HistoryRecord, type ParsedSeed, type TaskRecord,
+} from "./types.js";
 
 /** Thrown when a seed file or object does not match the seed schema. */
 export class SeedError extends Error {
   constructor(source: string, detail: string) {
-    super(`invalid emulator seed (${source}): expected {users, groups?, tasks?} as documented; ${detail}`);
+    super(`invalid emulator seed (${source}): expected {users, groups?, tasks?, deals?, comments?} as documented; ${detail}`);
     this.name = "SeedError";
   }
 }
@@ -35,11 +37,11 @@ export function loadSeedFile(path: string): EmulatorSeed {
   return parseSeed(json, path);
 }
 
-/** A small synthetic portal: ten users (one dismissed), two workgroups, eight tasks with a mix of access rules. */
+/** A small synthetic portal: ten users (one dismissed), two workgroups, eight tasks with a mix of access rules, four deals. */
 export function defaultSeed(): EmulatorSeed {
   return {
     users: [
-      { id: 1, name: "Anna", lastName: "Petrova", login: "anna.petrova", email: "anna.petrova@example.test", workPosition: "Portal administrator" },
+      { id: 1, name: "Anna", lastName: "Petrova", login: "anna.petrova", email: "anna.petrova@example.test", workPosition: "Portal administrator", admin: true },
       { id: 2, name: "Ivan", lastName: "Sokolov", login: "ivan.sokolov", email: "ivan.sokolov@example.test", workPosition: "Project manager" },
       { id: 3, name: "Maria", lastName: "Volkova", login: "maria.volkova", email: "maria.volkova@example.test", workPosition: "Developer" },
       { id: 4, name: "Dmitry", lastName: "Orlov", login: "dmitry.orlov", email: "dmitry.orlov@example.test", workPosition: "QA engineer" },
@@ -103,7 +105,83 @@ export function defaultSeed(): EmulatorSeed {
         deadline: "2026-12-22T18:00:00+03:00", priority: 0, status: 6, groupId: 3, auditors: [5],
       },
     ],
+    // CRM deals of the general funnel, in RUB; assignees among the users above. No comments are seeded, so every
+    // task's commentsCount stays null (as in the recorded answers) until a test adds one.
+    deals: [
+      {
+        id: 1, title: "Office chairs for the Kazan branch", typeId: "GOODS", stageId: "NEW", probability: 20, opportunity: 5000,
+        companyId: 1, contactId: 3, assignedById: 7, createdById: 2, dateCreate: "2026-11-05T10:00:00+03:00",
+        dateModify: "2026-11-05T10:00:00+03:00", begindate: "2026-11-05T00:00:00+03:00", closedate: "2026-12-15T00:00:00+03:00",
+      },
+      {
+        id: 2, title: "Annual support contract: Volga Logistics", typeId: "SERVICE", stageId: "PREPARATION", probability: 50,
+        opportunity: 120000, companyId: 2, contactId: 4, assignedById: 5, createdById: 5, dateCreate: "2026-11-10T12:30:00+03:00",
+        dateModify: "2026-11-20T15:45:10+03:00", begindate: "2026-11-10T00:00:00+03:00", closedate: "2026-12-31T00:00:00+03:00",
+        comments: "Waiting for the signed NDA.",
+      },
+      {
+        id: 3, title: "LAB-DEAL-EXEC-001 - BOUND DEAL TEST", typeId: "SALE", stageId: "EXECUTING", probability: 80,
+        opportunity: 48500.5, companyId: 1, contactId: null, assignedById: 2, createdById: 1, modifyById: 1,
+        dateCreate: "2026-11-16T09:00:00+03:00", dateModify: "2026-11-25T14:30:05+03:00",
+        begindate: "2026-11-16T00:00:00+03:00", closedate: "2026-12-20T00:00:00+03:00",
+      },
+      {
+        id: 4, title: "Payroll software licences", typeId: "SALE", stageId: "NEW", probability: null, opportunity: 0,
+        assignedById: 6, createdById: 6, dateCreate: "2026-11-24T11:11:11+03:00", dateModify: "2026-11-24T11:11:11+03:00",
+        readableBy: [1, 6], editableBy: [6],
+      },
+    ],
   };
+}
+
+/** STAGE_ID decides STAGE_SEMANTIC_ID and CLOSED: WON is a success, LOSE and APOLOGY a failure, the rest in progress. */
+export function stageSemantics(stageId: string): { semantic: "P" | "S" | "F"; closed: boolean } {
+  if (stageId === "WON") return { semantic: "S", closed: true };
+  if (stageId === "LOSE" || stageId === "APOLOGY") return { semantic: "F", closed: true };
+  return { semantic: "P", closed: false };
+}
+
+export function seedDealRecords(seed: ParsedSeed): DealRecord[] {
+  return seed.deals.map((d): DealRecord => {
+    const modified = toSeconds(d.dateModify);
+    const modifyBy = d.modifyById ?? d.createdById;
+    return {
+      id: d.id,
+      title: d.title,
+      typeId: d.typeId,
+      stageId: d.stageId,
+      probability: d.probability,
+      currencyId: d.currencyId,
+      opportunity: d.opportunity,
+      isManualOpportunity: false,
+      taxValue: null,
+      companyId: d.companyId,
+      contactId: d.contactId,
+      begindate: d.begindate === null ? null : toSeconds(d.begindate),
+      closedate: d.closedate === null ? null : toSeconds(d.closedate),
+      assignedById: d.assignedById,
+      createdById: d.createdById,
+      modifyById: modifyBy,
+      dateCreate: toSeconds(d.dateCreate),
+      dateModify: modified,
+      opened: d.opened,
+      comments: d.comments,
+      additionalInfo: null,
+      sourceId: d.sourceId,
+      sourceDescription: null,
+      movedById: modifyBy,
+      movedTime: modified,
+      lastActivityTime: modified,
+      lastActivityBy: modifyBy,
+      readableBy: d.readableBy ?? null,
+      editableBy: d.editableBy ?? null,
+    };
+  });
+}
+
+/** Seeded comments (ids 1..n in seed order) and the per-task counts they add up to. */
+export function seedCommentRecords(seed: ParsedSeed): CommentRecord[] {
+  return seed.comments.map((c, i) => ({ id: i + 1, taskId: c.taskId, authorId: c.authorId, postDate: toSeconds(c.postDate), message: c.message }));
 }
 
 const toSeconds = (iso: string) => Date.parse(iso) / 1000;
@@ -139,6 +217,7 @@ export function seedTaskRecords(seed: ParsedSeed): { tasks: TaskRecord[]; histor
       accomplices: t.accomplices,
       readableBy: t.readableBy ?? null,
       editableBy: t.editableBy ?? null,
+      ...(seed.comments.some((c) => c.taskId === t.id) ? { commentsCount: seed.comments.filter((c) => c.taskId === t.id).length } : {}),
     };
   });
   const history = tasks.map((t) => ({

@@ -8,7 +8,7 @@ import { createRestHandler, type Lifecycle } from "./rest-handler.js";
 import { jsonResponse } from "./respond.js";
 import { defaultSeed } from "./seed.js";
 import { Store } from "./store.js";
-import type { EmulatorOptions, RunningEmulator } from "./types.js";
+import { DEFAULT_SCOPES, type EmulatorOptions, type RunningEmulator } from "./types.js";
 
 export const DEFAULTS = {
   host: "127.0.0.1",
@@ -27,7 +27,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
     rate: opts.rate ?? DEFAULTS.rate,
     burst: opts.burst ?? DEFAULTS.burst,
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULTS.maxBodyBytes,
-    scopes: opts.scopes ?? ["task", "user"],
+    scopes: opts.scopes ?? [...DEFAULT_SCOPES],
   };
   const store = new Store(opts.statePath ?? ":memory:", opts.seed ?? defaultSeed());
   const faults = new FaultRegistry();

@@ -136,7 +136,8 @@ const FIELD_GETTERS: [string, (t: TaskRecord) => unknown][] = [
   ["END_DATE_PLAN", () => null],
   ["GUID", (t) => t.guid],
   ["XML_ID", () => null],
-  ["COMMENTS_COUNT", () => null],
+  // null while the task has no comments (as recorded), then the count as a string.
+  ["COMMENTS_COUNT", (t) => (t.commentsCount ? String(t.commentsCount) : null)],
   ["SERVICE_COMMENTS_COUNT", () => null],
   ["ALLOW_CHANGE_DEADLINE", () => "N"],
   ["ALLOW_TIME_TRACKING", () => "N"],

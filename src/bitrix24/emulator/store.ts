@@ -1,7 +1,7 @@
 import Database from "better-sqlite3";
 import { leak, type BucketState } from "./rate-limit.js";
-import { parseSeed, seedTaskRecords } from "./seed.js";
-import type { EmulatorSeed, HistoryRecord, ParsedSeed, SeedGroup, SeedUser, TaskRecord } from "./types.js";
+import { parseSeed, seedCommentRecords, seedDealRecords, seedTaskRecords } from "./seed.js";
+import type { CommentRecord, DealRecord, EmulatorSeed, HistoryRecord, ParsedSeed, SeedGroup, SeedUser, TaskRecord } from "./types.js";
 
 export interface CallLogEntry {
   seq: number;
@@ -25,6 +25,9 @@ export interface KeptAnswer {
 
 export type NewCall = Omit<CallLogEntry, "seq" | "time">;
 
+type CommentRow = { id: number; task_id: number; author_id: number; post_date: number; message: string };
+const commentOf = (r: CommentRow): CommentRecord => ({ id: r.id, taskId: r.task_id, authorId: r.author_id, postDate: r.post_date, message: r.message });
+
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, data TEXT NOT NULL);
@@ -34,6 +37,10 @@ CREATE TABLE IF NOT EXISTS history (
   id INTEGER PRIMARY KEY AUTOINCREMENT, task_id INTEGER NOT NULL, created REAL NOT NULL,
   field TEXT NOT NULL, from_value TEXT, to_value TEXT, user_id INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS history_task ON history(task_id);
+CREATE TABLE IF NOT EXISTS deals (id INTEGER PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS comments (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, task_id INTEGER NOT NULL, author_id INTEGER NOT NULL, post_date REAL NOT NULL, message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS comments_task ON comments(task_id);
 CREATE TABLE IF NOT EXISTS calls (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
   status INTEGER NOT NULL, error TEXT, fault TEXT, via_batch INTEGER NOT NULL DEFAULT 0);
@@ -81,7 +88,8 @@ export class Store {
       const seed = JSON.parse(this.getMeta("seed") ?? "null") as ParsedSeed;
       this.db.exec(
         "DELETE FROM users; DELETE FROM workgroups; DELETE FROM tasks; DELETE FROM history; DELETE FROM calls; DELETE FROM rate_bucket; DELETE FROM idempotency_keys;" +
-          "DELETE FROM sqlite_sequence WHERE name IN ('history','calls');",
+          "DELETE FROM deals; DELETE FROM comments;" +
+          "DELETE FROM sqlite_sequence WHERE name IN ('history','calls','comments');",
       );
       this.applySeed(seed);
     });
@@ -95,6 +103,11 @@ export class Store {
     const { tasks, history } = seedTaskRecords(seed);
     for (const t of tasks) this.putTask(t);
     for (const h of history) this.addHistory(h);
+    // A state file made before deals and comments existed keeps a seed without them.
+    const full = { ...seed, deals: seed.deals ?? [], comments: seed.comments ?? [] };
+    for (const d of seedDealRecords(full)) this.putDeal(d);
+    const insComment = this.db.prepare("INSERT INTO comments (id, task_id, author_id, post_date, message) VALUES (?, ?, ?, ?, ?)");
+    for (const c of seedCommentRecords(full)) insComment.run(c.id, c.taskId, c.authorId, c.postDate, c.message);
   }
 
   private getMeta(key: string): string | undefined {
@@ -143,6 +156,50 @@ export class Store {
 
   putTask(task: TaskRecord): void {
     this.db.prepare("INSERT OR REPLACE INTO tasks (id, data) VALUES (?, ?)").run(task.id, JSON.stringify(task));
+  }
+
+  /** Removes a task with its history and comments (tasks.task.delete). */
+  deleteTask(id: number): void {
+    this.db.prepare("DELETE FROM tasks WHERE id = ?").run(id);
+    this.db.prepare("DELETE FROM history WHERE task_id = ?").run(id);
+    this.db.prepare("DELETE FROM comments WHERE task_id = ?").run(id);
+  }
+
+  getDeal(id: number): DealRecord | undefined {
+    const row = this.db.prepare("SELECT data FROM deals WHERE id = ?").get(id) as { data: string } | undefined;
+    return row ? (JSON.parse(row.data) as DealRecord) : undefined;
+  }
+
+  allDeals(): DealRecord[] {
+    return (this.db.prepare("SELECT data FROM deals ORDER BY id").all() as { data: string }[]).map((r) => JSON.parse(r.data) as DealRecord);
+  }
+
+  putDeal(deal: DealRecord): void {
+    this.db.prepare("INSERT OR REPLACE INTO deals (id, data) VALUES (?, ?)").run(deal.id, JSON.stringify(deal));
+  }
+
+  /** Stores a new comment and returns its id (ids grow across tasks, like forum message ids). */
+  addComment(c: Omit<CommentRecord, "id">): number {
+    const info = this.db
+      .prepare("INSERT INTO comments (task_id, author_id, post_date, message) VALUES (?, ?, ?, ?)")
+      .run(c.taskId, c.authorId, c.postDate, c.message);
+    return Number(info.lastInsertRowid);
+  }
+
+  getComment(id: number): CommentRecord | undefined {
+    const r = this.db.prepare("SELECT id, task_id, author_id, post_date, message FROM comments WHERE id = ?").get(id) as CommentRow | undefined;
+    return r ? commentOf(r) : undefined;
+  }
+
+  comments(taskId: number): CommentRecord[] {
+    const rows = this.db
+      .prepare("SELECT id, task_id, author_id, post_date, message FROM comments WHERE task_id = ? ORDER BY id")
+      .all(taskId) as CommentRow[];
+    return rows.map(commentOf);
+  }
+
+  deleteComment(id: number): void {
+    this.db.prepare("DELETE FROM comments WHERE id = ?").run(id);
   }
 
   addHistory(h: Omit<HistoryRecord, "id">): void {

@@ -17,6 +17,8 @@ export const SeedUserSchema = z.object({
   workPosition: z.string().nullable().default(null),
   /** false = dismissed: still returned by user.get, excluded by its ACTIVE=true filter. */
   active: z.boolean().default(true),
+  /** A portal administrator: may delete other people's task comments (task.commentitem.delete). */
+  admin: z.boolean().default(false),
 });
 
 export const SeedGroupSchema = z.object({
@@ -49,11 +51,52 @@ export const SeedTaskSchema = z.object({
   editableBy: z.array(UserIdSchema).optional(),
 });
 
+/** Deal stages of the general sales funnel (CATEGORY_ID 0), as crm.status.list ENTITY_ID DEAL_STAGE lists them. */
+export const DEAL_STAGES = ["NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE", "WON", "LOSE", "APOLOGY"] as const;
+export const DEAL_CURRENCIES = ["RUB", "USD", "EUR"] as const;
+
+export const SeedDealSchema = z.object({
+  id: z.number().int().positive(),
+  title: z.string().min(1),
+  typeId: z.string().default("SALE"),
+  stageId: z.enum(DEAL_STAGES).default("NEW"),
+  probability: z.number().int().min(0).max(100).nullable().default(null),
+  currencyId: z.enum(DEAL_CURRENCIES).default("RUB"),
+  /** The amount; printed with two decimals ("5000.00"). */
+  opportunity: z.number().min(0).default(0),
+  companyId: z.number().int().positive().nullable().default(null),
+  contactId: z.number().int().positive().nullable().default(null),
+  assignedById: UserIdSchema,
+  createdById: UserIdSchema,
+  modifyById: UserIdSchema.optional(),
+  dateCreate: SeedDateSchema,
+  dateModify: SeedDateSchema,
+  begindate: SeedDateSchema.nullable().default(null),
+  closedate: SeedDateSchema.nullable().default(null),
+  comments: z.string().nullable().default(null),
+  opened: z.boolean().default(true),
+  sourceId: z.string().nullable().default(null),
+  /** Users who may read the deal; omitted = every user of the portal. */
+  readableBy: z.array(UserIdSchema).optional(),
+  /** Users who may change the deal; omitted = every user who may read it. */
+  editableBy: z.array(UserIdSchema).optional(),
+});
+
+/** A comment already on a task when the portal starts (task.commentitem.*). Ids are given in seed order from 1. */
+export const SeedCommentSchema = z.object({
+  taskId: z.number().int().positive(),
+  authorId: UserIdSchema,
+  postDate: SeedDateSchema,
+  message: z.string().min(1),
+});
+
 export const EmulatorSeedSchema = z
   .object({
     users: z.array(SeedUserSchema).min(1),
     groups: z.array(SeedGroupSchema).default([]),
     tasks: z.array(SeedTaskSchema).default([]),
+    deals: z.array(SeedDealSchema).default([]),
+    comments: z.array(SeedCommentSchema).default([]),
   })
   .superRefine((seed, ctx) => {
     const userIds = new Set(seed.users.map((u) => u.id));
@@ -73,6 +116,18 @@ export const EmulatorSeedSchema = z
         ctx.addIssue({ code: "custom", message: `task ${t.id} refers to unknown group ${t.groupId}`, path: ["tasks", i, "groupId"] });
       }
     });
+    const dupDeal = dup(seed.deals.map((d) => d.id));
+    if (dupDeal !== undefined) ctx.addIssue({ code: "custom", message: `duplicate deal id ${dupDeal}`, path: ["deals"] });
+    seed.deals.forEach((d, i) => {
+      for (const id of [d.assignedById, d.createdById, d.modifyById ?? d.createdById, ...(d.readableBy ?? []), ...(d.editableBy ?? [])]) {
+        if (!userIds.has(id)) ctx.addIssue({ code: "custom", message: `deal ${d.id} refers to unknown user ${id}`, path: ["deals", i] });
+      }
+    });
+    const taskIds = new Set(seed.tasks.map((t) => t.id));
+    seed.comments.forEach((c, i) => {
+      if (!taskIds.has(c.taskId)) ctx.addIssue({ code: "custom", message: `comment ${i + 1} refers to unknown task ${c.taskId}`, path: ["comments", i] });
+      if (!userIds.has(c.authorId)) ctx.addIssue({ code: "custom", message: `comment ${i + 1} refers to unknown user ${c.authorId}`, path: ["comments", i] });
+    });
   });
 
 /** What a caller writes (defaults may be omitted). */
@@ -81,6 +136,9 @@ export type EmulatorSeed = z.input<typeof EmulatorSeedSchema>;
 export type ParsedSeed = z.output<typeof EmulatorSeedSchema>;
 export type SeedUser = z.output<typeof SeedUserSchema>;
 export type SeedGroup = z.output<typeof SeedGroupSchema>;
+
+/** The webhook's scopes when none are given. */
+export const DEFAULT_SCOPES: readonly string[] = ["task", "user", "crm"];
 
 export interface EmulatorOptions {
   port?: number;
@@ -92,7 +150,7 @@ export interface EmulatorOptions {
   burst?: number;
   statePath?: string;
   maxBodyBytes?: number;
-  /** What the `scope` method reports for the webhook (default: task, user). */
+  /** What the `scope` method reports for the webhook (default: task, user, crm). */
   scopes?: string[];
 }
 
@@ -129,6 +187,50 @@ export interface TaskRecord {
   accomplices: number[];
   readableBy: number[] | null;
   editableBy: number[] | null;
+  /** Comments on the task (COMMENTS_COUNT, printed as null while there are none); absent = 0. */
+  commentsCount?: number;
+}
+
+/** A deal as the store keeps it: numbers for ids and money, unix seconds for dates. */
+export interface DealRecord {
+  id: number;
+  title: string;
+  typeId: string;
+  stageId: string;
+  probability: number | null;
+  currencyId: string;
+  opportunity: number;
+  isManualOpportunity: boolean;
+  taxValue: number | null;
+  companyId: number | null;
+  contactId: number | null;
+  begindate: number | null;
+  closedate: number | null;
+  assignedById: number;
+  createdById: number;
+  modifyById: number;
+  dateCreate: number;
+  dateModify: number;
+  opened: boolean;
+  comments: string | null;
+  additionalInfo: string | null;
+  sourceId: string | null;
+  sourceDescription: string | null;
+  movedById: number;
+  movedTime: number;
+  lastActivityTime: number;
+  lastActivityBy: number;
+  readableBy: number[] | null;
+  editableBy: number[] | null;
+}
+
+/** A task comment (forum message) as the store keeps it. */
+export interface CommentRecord {
+  id: number;
+  taskId: number;
+  authorId: number;
+  postDate: number;
+  message: string;
 }
 
 export interface HistoryRecord {

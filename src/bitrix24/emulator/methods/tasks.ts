@@ -72,6 +72,19 @@ export const addTask: MethodHandler = (params: Params, ctx) => {
   return single(ctx, task);
 };
 
+/**
+ * `{taskId}` -> `result: {task: true}`. Only a user who may edit the task and created it may delete it (the
+ * `remove` action); a missing task answers the same "No access to delete the task" (code 1048582). The task's
+ * history and comments go with it, so a later tasks.task.get answers `result: []`.
+ */
+export const deleteTask: MethodHandler = (params, ctx) => {
+  const id = requireTaskId(params);
+  const task = ctx.store.getTask(id);
+  if (!task || !canEdit(task, ctx.userId) || task.createdBy !== ctx.userId) throw errors.noDeleteAccess();
+  ctx.store.deleteTask(id);
+  return { result: { task: true } };
+};
+
 /** Runs an update as another user, bypassing access checks: what an automation rule on the portal does. */
 export function applySideEffect(ctx: MethodContext, taskId: number, field: string, value: unknown, asUser: number): void {
   const task = ctx.store.getTask(taskId);
