@@ -88,8 +88,8 @@ describe("loadConfig", () => {
     [{ BITRIX24_WEBHOOK_URL: "https://acme.bitrix24.com/" }, "BITRIX24_WEBHOOK_URL", /must be an inbound webhook URL ending in \/rest\/<userId>\/<code>\//],
     // "localhost:3391" parses as a URL whose scheme is "localhost:"; only http(s) is accepted.
     [{ BITRIX24_MCP_URL: "localhost:3391" }, "BITRIX24_MCP_URL", /must be the http\(s\) URL of a Streamable HTTP MCP endpoint, e\.g\. http:\/\/127\.0\.0\.1:3391\/mcp/],
-    [{ BITRIX24_MCP_URL: "http://127.0.0.1:1/mcp", BITRIX24_MCP_TOOLS: "getTask" }, "BITRIX24_MCP_TOOLS", /expected role=toolName pairs with roles getTask, listTasks, getHistory, getUsers, updateTask; got "getTask"/],
-    [{ BITRIX24_MCP_URL: "http://127.0.0.1:1/mcp", BITRIX24_MCP_TOOLS: "deleteTask=x" }, "BITRIX24_MCP_TOOLS", /expected role=toolName pairs/],
+    [{ BITRIX24_MCP_URL: "http://127.0.0.1:1/mcp", BITRIX24_MCP_TOOLS: "getTask" }, "BITRIX24_MCP_TOOLS", /expected role=toolName pairs with roles getTask, listTasks, getHistory, getUsers, getDeal, listDeals, listTaskComments, getTaskComment, updateTask, addTaskComment, addTask, updateDeal, deleteTaskComment, deleteTask; got "getTask"/],
+    [{ BITRIX24_MCP_URL: "http://127.0.0.1:1/mcp", BITRIX24_MCP_TOOLS: "dropTask=x" }, "BITRIX24_MCP_TOOLS", /expected role=toolName pairs/],
     [{ BITRIX24_MCP_TOOLS: "getTask=x" }, "BITRIX24_MCP_TOOLS", /only applies with BITRIX24_MCP_URL/],
     [{ BITRIX24_TIMEOUT_MS: "30s" }, "BITRIX24_TIMEOUT_MS", /must be a whole number/],
     [{ BITRIX24_TIMEOUT_MS: "0" }, "BITRIX24_TIMEOUT_MS", /must be greater than 0/],

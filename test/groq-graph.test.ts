@@ -12,7 +12,10 @@ import { CHAT_COMPLETIONS_PATH, startFakeGroq, type ChatCompletionRequest, type 
 
 const MODEL_ID = "llama-3.3-70b-versatile";
 const KEY = "test-key";
-const READ_TOOLS = [MCP_TOOL_NAMES.getTask, MCP_TOOL_NAMES.listTasks, MCP_TOOL_NAMES.getHistory, MCP_TOOL_NAMES.getUsers];
+const READ_TOOLS = [
+  MCP_TOOL_NAMES.getTask, MCP_TOOL_NAMES.listTasks, MCP_TOOL_NAMES.getHistory, MCP_TOOL_NAMES.getUsers,
+  MCP_TOOL_NAMES.getDeal, MCP_TOOL_NAMES.listDeals, MCP_TOOL_NAMES.listTaskComments, MCP_TOOL_NAMES.getTaskComment,
+];
 /** Tools the agent may call that only record a proposal or a question for a human. */
 const NON_EXECUTING = ["propose_change", "request_input"];
 

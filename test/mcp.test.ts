@@ -6,7 +6,9 @@ import { createBitrix24Tools, McpToolError, type Bitrix24Tools, type McpCallResu
 import { readMcpServerEnv } from "../src/tools/mcp-stdio.js";
 
 const CODE = "mcp-test-secret-code";
-const READ_TOOL_NAMES = ["get_task_by_id", "get_task_history", "get_users", "list_tasks"];
+const READ_TOOL_NAMES = [
+  "get_deal", "get_task_by_id", "get_task_comment", "get_task_history", "get_users", "list_task_comments", "list_tasks", "search_deals",
+];
 
 interface CallRow {
   method: string;
@@ -59,11 +61,19 @@ describe("MCP over stdio against the emulator over HTTP", () => {
     await control(emu, "/_emulator/reset", "POST", {});
   });
 
-  it("readTools are exactly the three read tools, all read-only by role and method", () => {
+  it("readTools are exactly the read tools, all read-only by role and method", () => {
     expect(tools.readTools.map((t) => t.name).sort()).toEqual(READ_TOOL_NAMES);
     expect(tools.readTools.find((t) => t.name === "update_task")).toBeUndefined();
     expect(tools.roles.updateTask).toEqual({ toolName: "update_task", method: "tasks.task.update", readOnly: false });
-    for (const role of ["getTask", "listTasks", "getHistory", "getUsers"] as const) expect(tools.roles[role].readOnly).toBe(true);
+    for (const role of ["getTask", "listTasks", "getHistory", "getUsers", "getDeal", "listDeals", "listTaskComments", "getTaskComment"] as const) {
+      expect(tools.roles[role].readOnly).toBe(true);
+    }
+    for (const role of ["updateTask", "addTaskComment", "addTask", "updateDeal", "deleteTaskComment", "deleteTask"] as const) {
+      expect(tools.roles[role].readOnly).toBe(false);
+      expect(tools.readTools.map((t) => t.name)).not.toContain(tools.roles[role].toolName);
+    }
+    expect(tools.missingRoles).toEqual([]);
+    expect(tools.missingWriteRoles).toEqual([]);
   });
 
   it("read getTask returns the full Bitrix24 body", async () => {

@@ -347,7 +347,7 @@ describe("an external MCP server without a user tool", () => {
   it("connects without it: names are unavailable (said why), nothing else changes; naming the role explicitly must match a tool", async () => {
     const tools = await createBitrix24Tools({ mode: "url", url, toolNames: {} });
     try {
-      expect(tools.missingRoles).toEqual(["getUsers"]);
+      expect(tools.missingRoles).toEqual(["getUsers", "getDeal", "listDeals", "listTaskComments", "getTaskComment"]);
       expect(tools.readTools.map((t) => t.name).sort()).toEqual(["get_task_by_id", "get_task_history", "list_tasks"]);
       const names = await lookupNames(tools, ["5"], () => new Date("2026-12-01T10:00:00Z"));
       expect(names?.names["5"]).toEqual({ unavailable: expect.stringMatching(/^user\.get failed: invalid_request: the MCP server offers no tool for user\.get \(no "get_users"\); name one with BITRIX24_MCP_TOOLS getUsers=<tool>/) });

@@ -3,15 +3,27 @@ import { Bitrix24Error, classifyErrorAnswer } from "./errors.js";
 import { LeakyBucket } from "./leaky-bucket.js";
 import {
   CurrentUserResultSchema,
+  DealListResultSchema,
+  DealResultSchema,
   EmptyResultSchema,
+  NewCommentIdSchema,
+  TaskCommentListSchema,
+  TaskCommentSchema,
+  TaskDeletedSchema,
+  TrueResultSchema,
   EnvelopeSchema,
   ErrorBodySchema,
   HistoryResultSchema,
   TaskListResultSchema,
   TaskResultSchema,
   UserListResultSchema,
+  type Bitrix24TaskComment,
   type CurrentUserResult,
+  type DealListResult,
+  type DealResult,
   type HistoryResult,
+  type TaskCommentList,
+  type TaskDeleted,
   type TaskListResult,
   type TaskResult,
   type UserListResult,
@@ -69,6 +81,33 @@ export interface GetUsersArgs {
   sort?: string;
   order?: "ASC" | "DESC";
   start?: number;
+}
+
+export interface ListDealsArgs {
+  /** crm.deal.list filter, UPPER_SNAKE keys with the documented prefixes, e.g. {"STAGE_ID": "NEW", ">OPPORTUNITY": 10000}. */
+  filter?: Record<string, unknown>;
+  select?: string[];
+  order?: Record<string, unknown>;
+  start?: number;
+}
+
+export interface ListTaskCommentsArgs {
+  /** e.g. {"ID": "asc"}; the portal's default is ID descending. */
+  order?: Record<string, unknown>;
+  /** e.g. {"AUTHOR_ID": 1, ">=POST_DATE": "2026-01-01"}. */
+  filter?: Record<string, unknown>;
+}
+
+/** task.commentitem.add FIELDS. */
+export interface TaskCommentFields {
+  POST_MESSAGE: string;
+  AUTHOR_ID?: number;
+  [key: string]: unknown;
+}
+
+export interface WriteOptions {
+  /** Sent as REST 3.0's Idempotency-Key header (see updateTask). */
+  idempotencyKey?: string;
 }
 
 const DEFAULTS = { rate: 2, burst: 50, timeoutMs: 20_000, maxReadRetries: 2, maxRateLimitRetries: 3, retryBaseMs: 500, maxWriteDelayMs: 60_000 };
@@ -223,6 +262,80 @@ export class Bitrix24Client {
     const headers: Record<string, string> = opts.idempotencyKey ? { "idempotency-key": opts.idempotencyKey } : {};
     const body = await this.call("tasks.task.update", { taskId, fields }, "write", headers);
     return this.expectShape(body, TaskResultSchema, "tasks.task.update", "result.task");
+  }
+
+  /** tasks.task.add: `{fields}` -> the full new task, in tasks.task.get's shape. Exactly one attempt, like updateTask. */
+  async addTask(fields: Record<string, unknown>, opts: WriteOptions = {}): Promise<Bitrix24Response<TaskResult>> {
+    const body = await this.call("tasks.task.add", { fields }, "write", idempotencyHeaders(opts));
+    return this.expectShape(body, TaskResultSchema, "tasks.task.add", "result.task");
+  }
+
+  /** tasks.task.delete: `{taskId}` -> `result: {task: true}`. A missing task is "No access to delete the task" (access_denied). */
+  async deleteTask(taskId: number, opts: WriteOptions = {}): Promise<Bitrix24Response<TaskDeleted>> {
+    assertTaskId(taskId, "tasks.task.delete");
+    const body = await this.call("tasks.task.delete", { taskId }, "write", idempotencyHeaders(opts));
+    return this.expectShape(body, TaskDeletedSchema, "tasks.task.delete", "result.task = true");
+  }
+
+  /**
+   * task.commentitem.add. Its parameters are positional on the portal, so TASKID goes before FIELDS. `result` is the
+   * new comment's id. Missing or unreadable task: access_denied ("Insufficient permissions to add a comment.").
+   */
+  async addTaskComment(taskId: number, fields: TaskCommentFields, opts: WriteOptions = {}): Promise<Bitrix24Response<number | string>> {
+    assertTaskId(taskId, "task.commentitem.add");
+    const body = await this.call("task.commentitem.add", { TASKID: taskId, FIELDS: fields }, "write", idempotencyHeaders(opts));
+    return this.expectShape(body, NewCommentIdSchema, "task.commentitem.add", "result = the new comment id");
+  }
+
+  /** task.commentitem.get (TASKID, ITEMID): a missing comment, task or access is not_found. */
+  async getTaskComment(taskId: number, commentId: number): Promise<Bitrix24Response<Bitrix24TaskComment>> {
+    assertTaskId(taskId, "task.commentitem.get");
+    assertPositive(commentId, "commentId", "task.commentitem.get");
+    const body = await this.call("task.commentitem.get", { TASKID: taskId, ITEMID: commentId }, "read");
+    return this.expectShape(body, TaskCommentSchema, "task.commentitem.get", "result {ID, AUTHOR_ID, POST_DATE, POST_MESSAGE}");
+  }
+
+  /** task.commentitem.getlist (TASKID, ORDER, FILTER, in that order): every comment, newest first unless ordered. */
+  async listTaskComments(taskId: number, args: ListTaskCommentsArgs = {}): Promise<Bitrix24Response<TaskCommentList>> {
+    assertTaskId(taskId, "task.commentitem.getlist");
+    // ORDER is always sent: the parameters are positional, so a FILTER without it would be read as the order.
+    const params: Record<string, unknown> = { TASKID: taskId, ORDER: args.order ?? {} };
+    if (args.filter !== undefined) params.FILTER = args.filter;
+    const body = await this.call("task.commentitem.getlist", params, "read");
+    return this.expectShape(body, TaskCommentListSchema, "task.commentitem.getlist", "result[] of comments");
+  }
+
+  /** task.commentitem.delete (TASKID, ITEMID) -> `result: true`; refused (access_denied) for a missing comment too. */
+  async deleteTaskComment(taskId: number, commentId: number, opts: WriteOptions = {}): Promise<Bitrix24Response<true>> {
+    assertTaskId(taskId, "task.commentitem.delete");
+    assertPositive(commentId, "commentId", "task.commentitem.delete");
+    const body = await this.call("task.commentitem.delete", { TASKID: taskId, ITEMID: commentId }, "write", idempotencyHeaders(opts));
+    return this.expectShape(body, TrueResultSchema, "task.commentitem.delete", "result = true");
+  }
+
+  /** crm.deal.get (scope crm): the deal is `result`, UPPER_SNAKE. A missing deal is not_found (HTTP 400, empty code). */
+  async getDeal(dealId: number): Promise<Bitrix24Response<DealResult>> {
+    assertPositive(dealId, "dealId", "crm.deal.get");
+    const body = await this.call("crm.deal.get", { id: dealId }, "read");
+    return this.expectShape(body, DealResultSchema, "crm.deal.get", "result {ID, ...}");
+  }
+
+  /** crm.deal.list (scope crm): 50 deals per page, `total` and `next` at the top level. */
+  async listDeals(args: ListDealsArgs = {}): Promise<Bitrix24Response<DealListResult>> {
+    const params: Record<string, unknown> = {};
+    if (args.filter !== undefined) params.filter = args.filter;
+    if (args.select !== undefined) params.select = args.select;
+    if (args.order !== undefined) params.order = args.order;
+    if (args.start !== undefined) params.start = args.start;
+    const body = await this.call("crm.deal.list", params, "read");
+    return this.expectShape(body, DealListResultSchema, "crm.deal.list", "result[] of deals");
+  }
+
+  /** crm.deal.update (scope crm): `{id, fields}` -> `result: true` (re-read to see the deal). Unknown fields are ignored by the portal. */
+  async updateDeal(dealId: number, fields: Record<string, unknown>, opts: WriteOptions = {}): Promise<Bitrix24Response<true>> {
+    assertPositive(dealId, "dealId", "crm.deal.update");
+    const body = await this.call("crm.deal.update", { id: dealId, fields }, "write", idempotencyHeaders(opts));
+    return this.expectShape(body, TrueResultSchema, "crm.deal.update", "result = true");
   }
 
   /** user.get (scope user, user_brief or user_basic): 50 users per page, `total` and `next` at the top level. */
@@ -408,6 +521,16 @@ function assertTaskId(taskId: number, method: string): void {
   }
 }
 
+function assertPositive(id: number, name: string, method: string): void {
+  if (!Number.isSafeInteger(id) || id <= 0) {
+    throw new Bitrix24Error({ kind: "invalid_request", method, description: `expected ${name} to be a positive integer, got ${JSON.stringify(id)}` });
+  }
+}
+
+function idempotencyHeaders(opts: WriteOptions): Record<string, string> {
+  return opts.idempotencyKey ? { "idempotency-key": opts.idempotencyKey } : {};
+}
+
 function errorCode(err: unknown): string | undefined {
   // fetch wraps socket errors: TypeError("fetch failed", { cause: { code } }), sometimes nested once more.
   let current: unknown = err;
@@ -450,7 +573,7 @@ function nonNegativeInt(value: number | undefined, fallback: number, name: strin
 /** Methods that only read (documented as such); used to word transport failures, never to allow a call. */
 function isReadOnlyMethod(method: string): boolean {
   const m = method.toLowerCase().replace(/\.json$/, "");
-  return /\.(get|list)$/.test(m) || m === "user.current" || m === "scope" || m === "methods" || m === "profile";
+  return /\.(get|list|getlist)$/.test(m) || m === "user.current" || m === "scope" || m === "methods" || m === "profile";
 }
 
 /** `time.operating_reset_at` (unix seconds) of an answer, when it carries one. */

@@ -110,8 +110,12 @@ const AUTH_CODES = new Set(
   ].map((c) => c.toLowerCase()),
 );
 
-// Task-level permission refusals: "Action on the task is not allowed", "Access denied. (internal error)".
-const ACCESS_DENIED_TEXT = /action on the task is not allowed|access denied/i;
+// Task-level permission refusals: "Action on the task is not allowed", "Access denied. (internal error)"; CRM's
+// "Access denied"; tasks.task.delete's "No access to delete the task"; task.commentitem.add's "Insufficient
+// permissions to add a comment"; task.commentitem.delete's "Action is not allowed" (also for a missing comment).
+const ACCESS_DENIED_TEXT = /action on the task is not allowed|access denied|no access to delete the task|insufficient permissions to add a comment|4\/TE\/ACTION_NOT_ALLOWED/i;
+// The object named does not exist: CRM's "Not found" (empty code) and task.commentitem.get's 512 error.
+const NOT_FOUND_TEXT = /^not found\.?$|ITEM_NOT_FOUND_OR_NOT_ACCESSIBLE/i;
 
 /**
  * Maps an error answer of the portal (any HTTP status, or a 200 that carries `error`) to a kind.
@@ -151,6 +155,8 @@ export function classifyErrorAnswer(args: {
     kind = "auth";
   } else if (ACCESS_DENIED_TEXT.test(description)) {
     kind = "access_denied";
+  } else if (httpStatus >= 400 && httpStatus < 500 && NOT_FOUND_TEXT.test(description)) {
+    kind = "not_found";
   } else if (httpStatus === 401 || httpStatus === 403) {
     kind = "auth";
   } else if (httpStatus >= 400 && httpStatus < 500) {

@@ -81,6 +81,48 @@ export type Bitrix24User = z.infer<typeof UserSchema>;
 export const UserListResultSchema = z.array(UserSchema);
 export type UserListResult = z.infer<typeof UserListResultSchema>;
 
+/** crm.deal.get and crm.deal.list items: UPPER_SNAKE keys, string values (money as "5000.00"). */
+export const DealSchema = z.looseObject({
+  ID: idLike,
+  TITLE: z.string().nullable().optional(),
+  STAGE_ID: z.string().nullable().optional(),
+  STAGE_SEMANTIC_ID: z.string().nullable().optional(),
+  CLOSED: z.string().nullable().optional(),
+  OPPORTUNITY: idLike.nullable().optional(),
+  CURRENCY_ID: z.string().nullable().optional(),
+  ASSIGNED_BY_ID: idLike.nullable().optional(),
+  DATE_MODIFY: z.string().nullable().optional(),
+  MODIFY_BY_ID: idLike.nullable().optional(),
+});
+export type Bitrix24Deal = z.infer<typeof DealSchema>;
+/** crm.deal.get: the deal itself is `result`. */
+export const DealResultSchema = DealSchema;
+export type DealResult = z.infer<typeof DealResultSchema>;
+/** crm.deal.list: `result` is the page of deals; `total` and `next` at the top level. */
+export const DealListResultSchema = z.array(DealSchema);
+export type DealListResult = z.infer<typeof DealListResultSchema>;
+
+/** crm.deal.update, task.commentitem.delete: `result: true`. */
+export const TrueResultSchema = z.literal(true);
+
+/** task.commentitem.get / getlist items: UPPER_SNAKE keys, string values. */
+export const TaskCommentSchema = z.looseObject({
+  ID: idLike,
+  AUTHOR_ID: idLike,
+  AUTHOR_NAME: z.string().nullable().optional(),
+  POST_DATE: z.string(),
+  POST_MESSAGE: z.string(),
+});
+export type Bitrix24TaskComment = z.infer<typeof TaskCommentSchema>;
+export const TaskCommentListSchema = z.array(TaskCommentSchema);
+export type TaskCommentList = z.infer<typeof TaskCommentListSchema>;
+/** task.commentitem.add: the new comment's id, a number (tolerated as a numeric string). */
+export const NewCommentIdSchema = z.union([z.number().int().positive(), z.string().regex(/^\d+$/)]);
+
+/** tasks.task.delete: `result: {task: true}`. */
+export const TaskDeletedSchema = z.looseObject({ task: z.literal(true) });
+export type TaskDeleted = z.infer<typeof TaskDeletedSchema>;
+
 /** Error answer: `{"error": "<code>", "error_description": "<text>"}`; `error` may be a string or a number. */
 export const ErrorBodySchema = z.looseObject({
   error: z.union([z.string(), z.number()]),

@@ -8,7 +8,10 @@ import path from "node:path";
 import { z } from "zod";
 import { ConfigError } from "../errors.js";
 
-const ROLES = ["getTask", "listTasks", "getHistory", "getUsers", "updateTask"] as const;
+const ROLES = [
+  "getTask", "listTasks", "getHistory", "getUsers", "getDeal", "listDeals", "listTaskComments", "getTaskComment",
+  "updateTask", "addTaskComment", "addTask", "updateDeal", "deleteTaskComment", "deleteTask",
+] as const;
 export type ToolRoleName = (typeof ROLES)[number];
 
 // Messages leave out the variable's name: ConfigError puts it in front of every message.

@@ -8,8 +8,10 @@ import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.
 import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
 import { BITRIX24_METHOD_META_KEY, IDEMPOTENT_REPLAYED_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
 
-export type ToolRole = "getTask" | "listTasks" | "getHistory" | "getUsers" | "updateTask";
-export type ReadRole = Exclude<ToolRole, "updateTask">;
+export type ReadRole = "getTask" | "listTasks" | "getHistory" | "getUsers" | "getDeal" | "listDeals" | "listTaskComments" | "getTaskComment";
+/** Roles that change the portal: never handed to the model, called only through writeHandle. */
+export type WriteRole = "updateTask" | "addTaskComment" | "addTask" | "updateDeal" | "deleteTaskComment" | "deleteTask";
+export type ToolRole = ReadRole | WriteRole;
 
 export type McpConnectionConfig =
   | {
@@ -52,16 +54,21 @@ export interface RoleBinding {
 }
 
 export interface Bitrix24Tools {
-  /** Allowlisted by role and by Bitrix24 method: getTask, listTasks, getHistory, getUsers only. */
+  /** Allowlisted by role and by Bitrix24 method: the read roles (READ_ROLES) the server offers, nothing else. */
   readTools: StructuredToolInterface[];
   /** Deterministic read for nodes. */
   read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult>;
-  /** Only the execute node gets this. One updateTask call = exactly one tools/call, never retried. */
   /**
-   * The single write. With `idempotencyKey` the key is passed to the update tool (our MCP server sends
-   * it as REST 3.0's Idempotency-Key); a replayed answer comes back with `replayed: true`.
+   * Only the execute node gets this. Each call = exactly one tools/call, never retried. With `idempotencyKey` the
+   * key is passed to the tool as its `idempotencyKey` argument (our MCP server sends it as REST 3.0's
+   * Idempotency-Key); a replayed answer comes back with `replayed: true`.
    */
-  writeHandle: { updateTask(taskId: number, fields: Record<string, unknown>, opts?: { idempotencyKey?: string }): Promise<McpCallResult> };
+  writeHandle: {
+    /** The write tool of `role`, with `args` as its arguments (e.g. addTaskComment: {taskId, fields: {POST_MESSAGE}}). */
+    call(role: WriteRole, args: Record<string, unknown>, opts?: { idempotencyKey?: string }): Promise<McpCallResult>;
+    /** Same as call("updateTask", {taskId, fields}, opts). */
+    updateTask(taskId: number, fields: Record<string, unknown>, opts?: { idempotencyKey?: string }): Promise<McpCallResult>;
+  };
   /** The resolved role table, for evidence and for tests. */
   roles: Readonly<Record<ToolRole, RoleBinding>>;
   /**
@@ -69,6 +76,11 @@ export interface Bitrix24Tools {
    * handed to the model, and read() answers them with an error instead of calling anything.
    */
   missingRoles: readonly ReadRole[];
+  /**
+   * Optional write roles the server does not offer (every write role but updateTask is optional for an
+   * external server): writeHandle.call answers them with an error instead of calling anything.
+   */
+  missingWriteRoles: readonly WriteRole[];
   close(): Promise<void>;
 }
 
@@ -76,7 +88,17 @@ export interface Bitrix24Tools {
  * The one place deciding what is a read. A method is a read only if it is listed here; anything else
  * (tasks.task.update, tasks.task.add, tasks.task.delete, batch, ...) counts as a write.
  */
-export const READ_METHODS: ReadonlySet<string> = new Set(["tasks.task.get", "tasks.task.list", "tasks.task.history.list", "user.current", "user.get"]);
+export const READ_METHODS: ReadonlySet<string> = new Set([
+  "tasks.task.get",
+  "tasks.task.list",
+  "tasks.task.history.list",
+  "user.current",
+  "user.get",
+  "crm.deal.get",
+  "crm.deal.list",
+  "task.commentitem.get",
+  "task.commentitem.getlist",
+]);
 
 export function isReadMethod(method: string): boolean {
   return READ_METHODS.has(method.toLowerCase());
@@ -88,16 +110,39 @@ export const ROLE_METHODS: Readonly<Record<ToolRole, string>> = {
   listTasks: "tasks.task.list",
   getHistory: "tasks.task.history.list",
   getUsers: "user.get",
+  getDeal: "crm.deal.get",
+  listDeals: "crm.deal.list",
+  listTaskComments: "task.commentitem.getlist",
+  getTaskComment: "task.commentitem.get",
   updateTask: "tasks.task.update",
+  addTaskComment: "task.commentitem.add",
+  addTask: "tasks.task.add",
+  updateDeal: "crm.deal.update",
+  deleteTaskComment: "task.commentitem.delete",
+  deleteTask: "tasks.task.delete",
 };
 
-export const READ_ROLES: readonly ReadRole[] = ["getTask", "listTasks", "getHistory", "getUsers"];
+export const READ_ROLES: readonly ReadRole[] = ["getTask", "listTasks", "getHistory", "getUsers", "getDeal", "listDeals", "listTaskComments", "getTaskComment"];
+export const WRITE_ROLES: readonly WriteRole[] = ["updateTask", "addTaskComment", "addTask", "updateDeal", "deleteTaskComment", "deleteTask"];
 /**
  * Read roles an external server may lack without failing the connection (unless its tool is named
  * explicitly): people's names on the card and in edits are then unavailable, nothing else changes.
  */
-const OPTIONAL_ROLES: ReadonlySet<ToolRole> = new Set(["getUsers"]);
-const ALL_ROLES: readonly ToolRole[] = [...READ_ROLES, "updateTask"];
+const OPTIONAL_ROLES: ReadonlySet<ToolRole> = new Set<ToolRole>([
+  "getUsers",
+  "getDeal",
+  "listDeals",
+  "listTaskComments",
+  "getTaskComment",
+  // Write roles beyond updateTask: a server without them still serves task renames.
+  "addTaskComment",
+  "addTask",
+  "updateDeal",
+  "deleteTaskComment",
+  "deleteTask",
+]);
+const ALL_ROLES: readonly ToolRole[] = [...READ_ROLES, ...WRITE_ROLES];
+const isWriteRole = (role: string): role is WriteRole => (WRITE_ROLES as readonly string[]).includes(role);
 const SERVER_NAME = "bitrix24";
 const DEFAULT_CALL_TIMEOUT_MS = 120_000;
 
@@ -131,10 +176,11 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
     const raw = await mcp.getClient(SERVER_NAME);
     if (!raw) throw new Error(`MCP server "${SERVER_NAME}" did not connect`);
     const serverTools = await listAllTools(raw);
-    const missingRoles = READ_ROLES.filter(
-      (role) => OPTIONAL_ROLES.has(role) && !(config.mode === "url" && config.toolNames[role] !== undefined) && !serverTools.some((t) => t.name === roles[role].toolName),
-    );
-    checkServerTools(serverTools, roles, new Set(missingRoles));
+    const absent = (role: ToolRole) =>
+      OPTIONAL_ROLES.has(role) && !(config.mode === "url" && config.toolNames[role] !== undefined) && !serverTools.some((t) => t.name === roles[role].toolName);
+    const missingRoles = READ_ROLES.filter(absent);
+    const missingWriteRoles = WRITE_ROLES.filter(absent);
+    checkServerTools(serverTools, roles, new Set<ToolRole>([...missingRoles, ...missingWriteRoles]));
 
     const call = (name: string, args: Record<string, unknown>, intent: "read" | "write") => callToolOnce(raw, name, args, intent, callTimeoutMs);
 
@@ -167,10 +213,20 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
     }
     assertReadToolsOnly(readTools, roles, new Set(missingRoles));
 
+    const write = (role: WriteRole, args: Record<string, unknown>, opts: { idempotencyKey?: string } = {}): Promise<McpCallResult> => {
+      if (!isWriteRole(role)) throw new Error(`writeHandle.call(): expected one of ${WRITE_ROLES.join(", ")}, got ${JSON.stringify(role)}`);
+      if (missingWriteRoles.includes(role)) {
+        const description = `the MCP server offers no tool for ${roles[role].method} (no "${roles[role].toolName}"); name one with BITRIX24_MCP_TOOLS ${role}=<tool>; nothing was sent`;
+        return Promise.resolve({ ok: false, error: { kind: "invalid_request", description, outcomeUnknown: false }, text: description });
+      }
+      return call(roles[role].toolName, { ...args, ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}) }, "write");
+    };
+
     return {
       readTools,
       roles,
       missingRoles,
+      missingWriteRoles,
       read(role, args) {
         if (!(READ_ROLES as readonly string[]).includes(role)) {
           throw new Error(`read(): expected one of ${READ_ROLES.join(", ")}, got ${JSON.stringify(role)}`);
@@ -182,9 +238,8 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
         return call(roles[role].toolName, args, "read");
       },
       writeHandle: {
-        updateTask(taskId, fields, opts = {}) {
-          return call(roles.updateTask.toolName, { taskId, fields, ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}) }, "write");
-        },
+        call: write,
+        updateTask: (taskId, fields, opts = {}) => write("updateTask", { taskId, fields }, opts),
       },
       close: () => mcp.close(),
     };
@@ -205,13 +260,15 @@ function resolveRoles(config: McpConnectionConfig): Record<ToolRole, RoleBinding
   const roles = {} as Record<ToolRole, RoleBinding>;
   for (const role of ALL_ROLES) {
     const method = ROLE_METHODS[role];
-    roles[role] = { toolName: names[role], method, readOnly: role !== "updateTask" && isReadMethod(method) };
+    roles[role] = { toolName: names[role], method, readOnly: !isWriteRole(role) && isReadMethod(method) };
   }
   for (const role of READ_ROLES) {
-    if (roles[role].toolName === roles.updateTask.toolName) {
-      throw new Error(
-        `MCP tool mapping: ${role} must name a read tool, but it names "${roles[role].toolName}", the updateTask tool; refusing to hand a write tool to the read path`,
-      );
+    for (const writeRole of WRITE_ROLES) {
+      if (roles[role].toolName === roles[writeRole].toolName) {
+        throw new Error(
+          `MCP tool mapping: ${role} must name a read tool, but it names "${roles[role].toolName}", the ${writeRole} tool; refusing to hand a write tool to the read path`,
+        );
+      }
     }
   }
   return roles;
@@ -278,9 +335,10 @@ function checkServerTools(tools: Tool[], roles: Record<ToolRole, RoleBinding>, m
 
 function assertReadToolsOnly(readTools: StructuredToolInterface[], roles: Record<ToolRole, RoleBinding>, missing: ReadonlySet<ToolRole>): void {
   const allowed = new Map(READ_ROLES.filter((role) => !missing.has(role)).map((role) => [roles[role].toolName, roles[role]]));
+  const writeNames = new Set(WRITE_ROLES.map((role) => roles[role].toolName));
   for (const tool of readTools) {
     const binding = allowed.get(tool.name);
-    if (!binding || !binding.readOnly || !isReadMethod(binding.method) || tool.name === roles.updateTask.toolName) {
+    if (!binding || !binding.readOnly || !isReadMethod(binding.method) || writeNames.has(tool.name)) {
       throw new Error(`readTools: "${tool.name}" is not an allowlisted read tool`);
     }
   }

@@ -16,7 +16,16 @@ export const MCP_TOOL_NAMES = {
   listTasks: "list_tasks",
   getHistory: "get_task_history",
   getUsers: "get_users",
+  getDeal: "get_deal",
+  listDeals: "search_deals",
+  listTaskComments: "list_task_comments",
+  getTaskComment: "get_task_comment",
   updateTask: "update_task",
+  addTaskComment: "add_task_comment",
+  addTask: "add_task",
+  updateDeal: "update_deal",
+  deleteTaskComment: "delete_task_comment",
+  deleteTask: "delete_task",
 } as const;
 
 const SERVER_INFO = { name: "action-envelope-bitrix24", version: "0.1.0" };
@@ -53,11 +62,57 @@ const updateTaskInput = z.strictObject({
     .describe("Sent as the REST 3.0 Idempotency-Key header; a repeat with the same key gets the first answer back"),
 });
 
+const idempotencyKey = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{8,128}$/)
+  .optional()
+  .describe("Sent as the REST 3.0 Idempotency-Key header; a repeat with the same key gets the first answer back");
+const dealId = z.number().int().positive().describe("Bitrix24 CRM deal id, a positive integer, e.g. 3");
+const commentId = z.number().int().positive().describe("Task comment id (task.commentitem), a positive integer");
+const upperFields = (example: string) =>
+  z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), fieldValue).describe(`UPPER_SNAKE keys, e.g. ${example}`);
+
+const getDealInput = z.strictObject({ dealId });
+const searchDealsInput = z.strictObject({
+  filter: z
+    .record(z.string().regex(/^(!@|!=|=%|%=|>=|<=|@|%|>|<|=|!)?[A-Za-z][A-Za-z0-9_]*$/), fieldValue)
+    .optional()
+    .describe('crm.deal.list filter with UPPER_SNAKE keys and optional prefix, e.g. {"STAGE_ID": "NEW", ">OPPORTUNITY": 10000, "%TITLE": "licence"}'),
+  start: z.number().int().min(0).optional().describe("Row offset; pages hold 50 deals (use `next` of the previous page)"),
+});
+const taskCommentsInput = z.strictObject({ taskId });
+const taskCommentInput = z.strictObject({ taskId, commentId });
+const addTaskCommentInput = z.strictObject({
+  taskId,
+  fields: z
+    .strictObject({
+      POST_MESSAGE: z.string().min(1).describe("The comment text"),
+      AUTHOR_ID: z.number().int().positive().optional().describe("Post as this user; default the webhook user"),
+    })
+    .describe('task.commentitem.add FIELDS, e.g. {"POST_MESSAGE": "Checked, looks good"}'),
+  idempotencyKey,
+});
+const addTaskInput = z.strictObject({
+  fields: upperFields('{"TITLE": "Call the supplier", "RESPONSIBLE_ID": 5, "DEADLINE": "2026-12-20T18:00:00+03:00"}').describe(
+    "tasks.task.add fields, UPPER_SNAKE keys; TITLE and RESPONSIBLE_ID are required",
+  ),
+  idempotencyKey,
+});
+const updateDealInput = z.strictObject({
+  dealId,
+  fields: upperFields('{"STAGE_ID": "WON"} or {"OPPORTUNITY": 5000, "TITLE": "New title"}').describe(
+    "Only the deal fields to change, UPPER_SNAKE keys; the portal ignores unknown keys",
+  ),
+  idempotencyKey,
+});
+const deleteTaskCommentInput = z.strictObject({ taskId, commentId, idempotencyKey });
+const deleteTaskInput = z.strictObject({ taskId, idempotencyKey });
+
 /** `_meta` key of an update answer that the portal replayed for a repeated Idempotency-Key. */
 export const IDEMPOTENT_REPLAYED_META_KEY = "action-envelope/idempotentReplayed";
 
 /**
- * The Bitrix24 task tools (and one user lookup). Each tool calls exactly one REST method, named in its `_meta`, so the
+ * The Bitrix24 tools: tasks, task comments, CRM deals and one user lookup. Each tool calls exactly one REST method, named in its `_meta`, so the
  * client side can allowlist read tools by method and not only by name.
  */
 export function createMcpServer(client: Bitrix24Client): McpServer {
@@ -120,6 +175,155 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       if (args.start !== undefined) userArgs.start = args.start;
       return toToolResult(() => client.getUsers(userArgs), "read");
     },
+  );
+
+  const readHints = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true };
+
+  server.registerTool(
+    MCP_TOOL_NAMES.getDeal,
+    {
+      title: "Get Bitrix24 deal",
+      description: "Read one Bitrix24 CRM deal by id (crm.deal.get). Returns the full Bitrix24 body {result:{ID, TITLE, STAGE_ID, OPPORTUNITY, ...}, time}.",
+      inputSchema: getDealInput,
+      annotations: readHints,
+      _meta: { [BITRIX24_METHOD_META_KEY]: "crm.deal.get" },
+    },
+    async (args) => toToolResult(() => client.getDeal(args.dealId), "read"),
+  );
+
+  server.registerTool(
+    MCP_TOOL_NAMES.listDeals,
+    {
+      title: "Search Bitrix24 deals",
+      description: "List Bitrix24 CRM deals by filter (crm.deal.list), 50 per page. Returns {result:[{ID, TITLE, STAGE_ID, ...}], total, next?, time}.",
+      inputSchema: searchDealsInput,
+      annotations: readHints,
+      _meta: { [BITRIX24_METHOD_META_KEY]: "crm.deal.list" },
+    },
+    async (args) => {
+      const listArgs: { filter?: Record<string, unknown>; start?: number } = {};
+      if (args.filter !== undefined) listArgs.filter = args.filter;
+      if (args.start !== undefined) listArgs.start = args.start;
+      return toToolResult(() => client.listDeals(listArgs), "read");
+    },
+  );
+
+  server.registerTool(
+    MCP_TOOL_NAMES.listTaskComments,
+    {
+      title: "List Bitrix24 task comments",
+      description: "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
+      inputSchema: taskCommentsInput,
+      annotations: readHints,
+      _meta: { [BITRIX24_METHOD_META_KEY]: "task.commentitem.getlist" },
+    },
+    async (args) => toToolResult(() => client.listTaskComments(args.taskId), "read"),
+  );
+
+  server.registerTool(
+    MCP_TOOL_NAMES.getTaskComment,
+    {
+      title: "Get Bitrix24 task comment",
+      description: "Read one comment of a Bitrix24 task (task.commentitem.get). Returns {result:{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}, time}.",
+      inputSchema: taskCommentInput,
+      annotations: readHints,
+      _meta: { [BITRIX24_METHOD_META_KEY]: "task.commentitem.get" },
+    },
+    async (args) => toToolResult(() => client.getTaskComment(args.taskId, args.commentId), "read"),
+  );
+
+  /** A write tool: one REST call, never retried when its outcome is unknown, a replayed answer marked in `_meta`. */
+  const writeTool = <S extends z.ZodType>(
+    name: string,
+    method: string,
+    config: { title: string; description: string; inputSchema: S; destructive: boolean; idempotent: boolean },
+    run: (args: z.infer<S>, opts: { idempotencyKey?: string }) => Promise<object>,
+  ) => {
+    server.registerTool(
+      name,
+      {
+        title: config.title,
+        description: config.description,
+        inputSchema: config.inputSchema as never,
+        annotations: { readOnlyHint: false, destructiveHint: config.destructive, idempotentHint: config.idempotent, openWorldHint: true },
+        _meta: { [BITRIX24_METHOD_META_KEY]: method },
+      },
+      (async (args: z.infer<S>) => {
+        let replayed = false;
+        const key = (args as { idempotencyKey?: string }).idempotencyKey;
+        const result = await toToolResult(async () => {
+          const body = await run(args, key ? { idempotencyKey: key } : {});
+          replayed = client.wasReplayed(body);
+          return body;
+        }, "write");
+        return replayed ? { ...result, _meta: { [IDEMPOTENT_REPLAYED_META_KEY]: true } } : result;
+      }) as never,
+    );
+  };
+
+  writeTool(
+    MCP_TOOL_NAMES.addTaskComment,
+    "task.commentitem.add",
+    {
+      title: "Add Bitrix24 task comment",
+      description: "Post a comment on one Bitrix24 task (task.commentitem.add). Returns {result: <new comment id>, time}. Never retried when the outcome is unknown.",
+      inputSchema: addTaskCommentInput,
+      destructive: false,
+      idempotent: false,
+    },
+    (args, opts) => client.addTaskComment(args.taskId, args.fields, opts),
+  );
+
+  writeTool(
+    MCP_TOOL_NAMES.addTask,
+    "tasks.task.add",
+    {
+      title: "Create Bitrix24 task",
+      description: "Create one Bitrix24 task (tasks.task.add). Returns the full new task body {result:{task:{id, ...}}, time}. Never retried when the outcome is unknown.",
+      inputSchema: addTaskInput,
+      destructive: false,
+      idempotent: false,
+    },
+    (args, opts) => client.addTask(args.fields, opts),
+  );
+
+  writeTool(
+    MCP_TOOL_NAMES.updateDeal,
+    "crm.deal.update",
+    {
+      title: "Update Bitrix24 deal",
+      description: "Change fields of one Bitrix24 CRM deal (crm.deal.update). Only the given fields change. Returns {result: true, time}; re-read the deal to see it. Never retried when the outcome is unknown.",
+      inputSchema: updateDealInput,
+      destructive: false,
+      idempotent: true,
+    },
+    (args, opts) => client.updateDeal(args.dealId, args.fields, opts),
+  );
+
+  writeTool(
+    MCP_TOOL_NAMES.deleteTaskComment,
+    "task.commentitem.delete",
+    {
+      title: "Delete Bitrix24 task comment",
+      description: "Delete one comment of a Bitrix24 task (task.commentitem.delete). Returns {result: true, time}. Never retried when the outcome is unknown.",
+      inputSchema: deleteTaskCommentInput,
+      destructive: true,
+      idempotent: true,
+    },
+    (args, opts) => client.deleteTaskComment(args.taskId, args.commentId, opts),
+  );
+
+  writeTool(
+    MCP_TOOL_NAMES.deleteTask,
+    "tasks.task.delete",
+    {
+      title: "Delete Bitrix24 task",
+      description: "Delete one Bitrix24 task (tasks.task.delete). Returns {result:{task: true}, time}. Never retried when the outcome is unknown.",
+      inputSchema: deleteTaskInput,
+      destructive: true,
+      idempotent: true,
+    },
+    (args, opts) => client.deleteTask(args.taskId, opts),
   );
 
   server.registerTool(
