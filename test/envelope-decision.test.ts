@@ -180,7 +180,9 @@ describe("validateDecision refuses, with a code and a reason saying what was exp
 
   it("edits are checked like proposals: scope, operation, field, value, and the envelope's task", () => {
     const edit = (name: string, taskId: number, fields: Record<string, unknown>) => ({ type: "edit", envelopeHash: h, nonce: e.nonce, approver: { id: "alice" }, editedAction: { name, args: { taskId, fields } } });
-    expect(validateDecision(e, edit("delete_task", 4, { TITLE: "x" }), ctx(e))).toMatchObject({ ok: false, code: "DENIED_OPERATION", reason: expect.stringMatching(/delete_task is denied/) });
+    // An edit changes values, never the operation: another operation is refused whatever the policy says of it.
+    expect(validateDecision(e, edit("delete_task", 4, { TITLE: "x" }), ctx(e))).toMatchObject({ ok: false, code: "OUT_OF_SCOPE", reason: expect.stringMatching(/names operation "delete_task", but this envelope is for update_task/) });
+    expect(validateDecision(e, edit("add_task_comment", 4, { POST_MESSAGE: "x" }), ctx(e))).toMatchObject({ ok: false, code: "OUT_OF_SCOPE" });
     expect(validateDecision(e, edit("update_task", 4, { TITLE: "x" }), ctx(e, { scope: { taskIds: [4], fields: ["DEADLINE"] } }))).toMatchObject({ ok: false, code: "OUT_OF_SCOPE", reason: expect.stringMatching(/field TITLE outside/) });
     expect(validateDecision(e, edit("update_task", 5, { TITLE: "x" }), ctx(e))).toMatchObject({ ok: false, code: "OUT_OF_SCOPE", reason: expect.stringMatching(/targets task 5.*about task 4/) });
     expect(validateDecision(e, edit("update_task", 4, { CREATED_BY: 1 }), ctx(e))).toMatchObject({ ok: false, code: "DENIED_FIELD" });

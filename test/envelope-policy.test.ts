@@ -62,7 +62,7 @@ describe("policy file", () => {
   });
 
   const broken: Array<[string, (j: any) => void, RegExp]> = [
-    ["an unknown field", (j) => (j.operations.update_task.fields.UF_WHATEVER = { allowed: true }), /UF_WHATEVER is not a known task field/],
+    ["an unknown field", (j) => (j.operations.update_task.fields.UF_WHATEVER = { allowed: true }), /UF_WHATEVER is not a known field of update_task/],
     ["a read-only field allowed", (j) => (j.operations.update_task.fields.CHANGED_DATE = { allowed: true }), /CHANGED_DATE is read-only/],
     ["an override of a non-overridable gate", (j) => (j.overrides.expiry = { role: "override-officer" }), /gate expiry can never be overridden/],
     ["an override of an unknown gate", (j) => (j.overrides.speed = { role: "override-officer" }), /unknown gate speed/],

@@ -66,7 +66,7 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
       type: "edit",
       envelopeHash: a.envelopeHash,
       nonce: a.nonce,
-      editedAction: { name: "update_task", args: { taskId: a.envelope.object.id, fields } },
+      editedAction: { name: a.envelope.operation, args: { taskId: a.envelope.object.id, fields } },
     },
     opts,
   );

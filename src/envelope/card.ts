@@ -8,6 +8,7 @@
  */
 import { hashEnvelope, type Envelope } from "./envelope.js";
 import { CHANGE_MARKER_FIELD, enumLabel } from "./fields.js";
+import { OPERATIONS } from "./operations.js";
 import { personNote, type PeopleLookup } from "./people.js";
 import { escapeLine, marker, type Finding } from "../text/escape.js";
 
@@ -179,7 +180,7 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   const header = [
     `Target:       ${e.targetSystem} portal ${meta("portal", e.portal)}`,
     `Object:       ${e.object.type} ${e.object.id}`,
-    `Operation:    ${e.operation}`,
+    `Operation:    ${e.operation} (${OPERATIONS[e.operation].label}: ${OPERATIONS[e.operation].method})`,
     `Revision:     ${e.revision}${e.previousEnvelopeHash ? ` (replaces ${e.previousEnvelopeHash})` : ""}; envelope ${meta("envelopeId", e.envelopeId)}`,
     `Requested by: ${meta("requestedBy", e.requestedBy)} (thread ${meta("threadId", e.runContext.threadId)}${e.runContext.runId ? `, run ${meta("runId", e.runContext.runId)}` : ""})`,
     ...(e.editedBy ? [`Edited by:    ${meta("editedBy", e.editedBy)} (this revision's content)`] : []),
@@ -212,7 +213,9 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     warnings.push(...n.warnings);
     return { ...r, name: n.block ? n.lines.join(marker(0x0a)) : n.lines[0]!.slice(1, -1) };
   };
-  const rChanges = changes.map((c) => ({ field: c.field, before: renderedOf(c.before), after: renderedOf(c.after) }));
+  // A create has no "before": the params are a new object, not new values of the task's fields.
+  const create = OPERATIONS[e.operation].effect !== "update";
+  const rChanges = changes.map((c) => ({ field: c.field, before: create ? null : renderedOf(c.before), after: renderedOf(c.after) }));
   const rInvariants = invariants.map((i) => ({ item: i, r: renderedOf(i) }));
   const marker0 = renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0];
   const fingerprinted = Object.keys(e.baseline.fingerprints).length;
@@ -226,10 +229,15 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   if (format === "text") {
     const out: string[] = ["ACTION ENVELOPE — approval requested", ...header, ""];
     if (warnings.length) out.push(`WARNINGS (${warnings.length}) — look closely before approving:`, ...warnings.map((w) => `  ⚠ ${w}`), "");
-    out.push(`CHANGES (${changes.length} field${changes.length > 1 ? "s" : ""}: value read from the task at envelope time → value to write):`);
-    for (const c of rChanges) {
-      out.push(`  ${c.field}`);
-      out.push(...textValue("before:   ", c.before), ...textValue("requested:", c.after));
+    if (create) {
+      out.push(`NEW COMMENT on task ${e.object.id} (posted as the webhook's user; the task's own fields are not written):`);
+      for (const c of rChanges) out.push(`  ${c.field}`, ...textValue("text:     ", c.after));
+    } else {
+      out.push(`CHANGES (${changes.length} field${changes.length > 1 ? "s" : ""}: value read from the task at envelope time → value to write):`);
+      for (const c of rChanges) {
+        out.push(`  ${c.field}`);
+        out.push(...textValue("before:   ", c.before!), ...textValue("requested:", c.after));
+      }
     }
     out.push("", `MUST STAY UNCHANGED (${invariants.length} field${invariants.length === 1 ? "" : "s"}, values at envelope time):`);
     for (const { item, r } of rInvariants) out.push(...textValue(`${item.title}:`, r, "  "));
@@ -244,8 +252,12 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     md.push(`**⚠ Warnings (${warnings.length}) — look closely before approving:**`, "");
     md.push(...fence(warnings.map((w) => `⚠ ${w}`).join("\n")), "");
   }
-  md.push(`### Changes (${changes.length})`, "");
+  md.push(create ? `### New comment on task ${e.object.id}` : `### Changes (${changes.length})`, "");
   for (const c of rChanges) {
+    if (!c.before) {
+      md.push(`#### ${c.field}`, "", `Text${lengthNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
+      continue;
+    }
     md.push(`#### ${c.field}`, "", `Before${lengthNote(c.before)}${nameNote(c.before)}:`, "", ...fence(c.before.lines.join("\n")), "", `Requested${lengthNote(c.after)}${nameNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
   }
   md.push(`### Must stay unchanged (${invariants.length})`, "");

@@ -8,6 +8,7 @@ import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
 import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
 import { compareValues, normalisationRule, type NormalisationRule } from "./normalise.js";
+import { OPERATIONS } from "./operations.js";
 
 /** A read of the target by code: the full response body as parsed JSON (or raw text if it was not JSON), or why the read failed. */
 export type ReadResult =
@@ -282,7 +283,9 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
   const fields: FieldCheck[] = [];
   const moved: MovedField[] = [];
 
-  for (const [field, approved] of Object.entries(e.params)) {
+  // Only an update writes task fields; a create's params are checked on the created object (created.ts).
+  const requested = OPERATIONS[e.operation].effect === "update" ? e.params : {};
+  for (const [field, approved] of Object.entries(requested)) {
     const taskKey = fieldToTaskKey(field);
     const baseline = e.baseline.values[field];
     if (!has(task, taskKey)) {
@@ -362,7 +365,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     };
   }
   if (failed.length) {
-    const allNotApplied = failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(e.params).length;
+    const allNotApplied = failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(requested).length;
     return {
       verdict: "VERIFICATION_FAILED",
       fields,
@@ -380,7 +383,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       fields,
       moved,
       identity,
-      reason: `the task holds the approved values and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
+      reason: `the task holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
     };
   }
   return {
@@ -388,7 +391,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     fields,
     moved,
     identity,
-    reason: `fresh read shows ${Object.keys(e.params).join(", ")} as approved, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}${fields.some((f) => f.status === "changed_before_write") ? `; changed before the write (seen at the pre-read, not by this write): ${fields.filter((f) => f.status === "changed_before_write").map((f) => f.field).join(", ")}` : ""}`,
+    reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `task ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}${fields.some((f) => f.status === "changed_before_write") ? `; changed before the write (seen at the pre-read, not by this write): ${fields.filter((f) => f.status === "changed_before_write").map((f) => f.field).join(", ")}` : ""}`,
   };
 }
 
@@ -425,6 +428,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
  * instead of being put in front of an approver.
  */
 export function noChangeReason(params: Record<string, unknown>, task: Record<string, unknown>): string | undefined {
+  // (For updates only: a comment or another create always changes something.)
   const fields = Object.keys(params);
   if (fields.length === 0) return undefined;
   const same: string[] = [];

@@ -7,6 +7,7 @@ import { compareValues } from "./normalise.js";
 import { CHANGE_MARKER_FIELD, fieldToTaskKey, taskKeyToField } from "./fields.js";
 import { canonicalJson } from "./canonical.js";
 import { extractTask } from "./compare.js";
+import { OPERATIONS } from "./operations.js";
 import type { Envelope } from "./envelope.js";
 
 export type CompensationPlan =
@@ -29,6 +30,11 @@ export type CompensationPlan =
 export function compensationOf(e: Envelope, verifiedRead: unknown): CompensationPlan {
   if (e.risk.reversibility === "irreversible" || e.risk.reversibility === "read_only") {
     return { ok: false, code: "NOT_REVERSIBLE", reason: `the change was classed ${e.risk.reversibility} by policy ${e.policy.id}; it cannot be undone by another update` };
+  }
+  if (OPERATIONS[e.operation].effect !== "update") {
+    // Deleting the comment would be the undo, but people may already have read it (and been notified):
+    // not something to propose as a restore; nor does this project offer a delete operation.
+    return { ok: false, code: "NOT_REVERSIBLE", reason: `${e.operation} created a new object; undo restores field values only, and deleting a posted comment is not offered (it may already have been read and notified)` };
   }
   const fields: Record<string, unknown> = {};
   for (const f of Object.keys(e.params)) {

@@ -195,6 +195,9 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
     // An enum value named in the edit (PRIORITY "high") becomes its exact code; the envelope holds codes only.
     // A person named in the edit (RESPONSIBLE_ID "Bob Smith") becomes the id it resolved to, exactly one
     // active user; zero or several matches refuse the edit. The envelope holds ids only.
+    if (d.editedAction.name !== e.operation) {
+      return refuse("OUT_OF_SCOPE", `the edit names operation ${JSON.stringify(d.editedAction.name)}, but this envelope is for ${e.operation}; an edit changes values, not the operation: propose a new change instead`);
+    }
     if (d.editedAction.args.taskId !== e.object.id) {
       return refuse("OUT_OF_SCOPE", `the edit targets task ${d.editedAction.args.taskId}, but this envelope is about task ${e.object.id}; propose a new change instead`);
     }

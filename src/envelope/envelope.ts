@@ -11,6 +11,7 @@ import { describeReceived, EnvelopeError } from "./errors.js";
 import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, UPPER_SNAKE } from "./fields.js";
 import { LEVELS, REVERSIBILITY, type Policy } from "./policy.js";
 import { checkProposal } from "./scope.js";
+import { OPERATION_NAMES, OPERATIONS, type OperationName } from "./operations.js";
 
 export const ENVELOPE_SCHEMA_ID = "action-envelope/1";
 
@@ -32,7 +33,8 @@ export const EnvelopeSchema = z
     targetSystem: z.literal("bitrix24"),
     portal: PortalHost,
     object: z.strictObject({ type: z.literal("task"), id: z.int().positive() }),
-    operation: z.literal("update_task"),
+    /** What is done to the object (src/envelope/operations.ts): update_task writes params onto the task; add_task_comment posts params as a new comment on it. */
+    operation: z.enum(OPERATION_NAMES),
     /** The exact fields to write: UPPER_SNAKE keys, full values, sent as they are. */
     params: z.record(FieldName, z.json()).refine((p) => Object.keys(p).length > 0, "params must name at least one field"),
     baseline: z.strictObject({
@@ -41,7 +43,7 @@ export const EnvelopeSchema = z
       /** 64-bit digests of every other key of the task as read (task keys as read, e.g. "responsible"), to classify unrequested changes after the write. */
       fingerprints: z.record(z.string(), z.string().regex(/^[0-9a-f]{16}$/)),
     }),
-    /** Checked against a fresh read just before the write: the written fields and the change marker CHANGED_DATE. */
+    /** Checked against a fresh read just before the write: the written fields (for an update) and the change marker CHANGED_DATE. */
     comparedFields: z.array(FieldName),
     /** Must be unchanged after the write. */
     invariantFields: z.array(FieldName),
@@ -63,20 +65,30 @@ export const EnvelopeSchema = z
     if ((e.revision > 1) !== (e.previousEnvelopeHash !== undefined)) {
       issue(["previousEnvelopeHash"], "previousEnvelopeHash is required for revision > 1 and absent for revision 1");
     }
-    const expected = [...Object.keys(e.params), CHANGE_MARKER_FIELD];
+    const expected = comparedFieldsFor(e.operation, Object.keys(e.params));
     if (e.comparedFields.length !== expected.length || expected.some((f) => !e.comparedFields.includes(f))) {
-      issue(["comparedFields"], `comparedFields must be the params fields plus ${CHANGE_MARKER_FIELD}: ${expected.join(", ")}`);
+      const what = OPERATIONS[e.operation].effect === "update" ? `the params fields plus ${CHANGE_MARKER_FIELD}` : `${CHANGE_MARKER_FIELD} alone (${e.operation} writes no field of the task)`;
+      issue(["comparedFields"], `comparedFields must be ${what}: ${expected.join(", ")}`);
     }
     for (const f of [...e.comparedFields, ...e.invariantFields]) {
       if (!Object.prototype.hasOwnProperty.call(e.baseline.values, f)) issue(["baseline", "values", f], `baseline has no value for ${f}`);
     }
     for (const f of e.invariantFields) {
-      if (f in e.params) issue(["invariantFields"], `${f} is written, so it cannot be invariant`);
+      if (OPERATIONS[e.operation].effect === "update" && f in e.params) issue(["invariantFields"], `${f} is written, so it cannot be invariant`);
     }
     if (Date.parse(e.expiresAt) <= Date.parse(e.createdAt)) issue(["expiresAt"], "expiresAt must be after createdAt");
   });
 
 export type Envelope = z.output<typeof EnvelopeSchema>;
+
+/**
+ * The task fields the pre-read compares: for an update, the written fields and the change marker; for
+ * a create under the task, the change marker alone (the task was approved as seen; its params are not
+ * task fields).
+ */
+export function comparedFieldsFor(operation: OperationName, paramFields: string[]): string[] {
+  return OPERATIONS[operation].effect === "update" ? [...paramFields, CHANGE_MARKER_FIELD] : [CHANGE_MARKER_FIELD];
+}
 
 /** "sha256:<64 hex>" over the envelope's RFC 8785 canonical JSON. */
 export function hashEnvelope(e: Envelope): string {
@@ -86,6 +98,8 @@ export function hashEnvelope(e: Envelope): string {
 export interface CreateEnvelopeInput {
   /** Webhook host[:port]; never the URL with its secret code. */
   portal: string;
+  /** Defaults to update_task. */
+  operation?: OperationName;
   taskId: number;
   params: Record<string, unknown>;
   /** The camelCase task object read by code (body.result.task). */
@@ -110,7 +124,8 @@ export interface CreateEnvelopeInput {
  */
 export function createEnvelope(input: CreateEnvelopeInput): Envelope {
   const { policy, task, params, taskId } = input;
-  const check = checkProposal(policy, {}, { operation: "update_task", taskId, fields: params });
+  const operation = input.operation ?? "update_task";
+  const check = checkProposal(policy, {}, { operation, taskId, fields: params });
   if (!check.allowed) throw new EnvelopeError("PROPOSAL_DENIED", "a proposal the policy allows", `${check.code}: ${check.reasons.join("; ")}`);
 
   const readId = normaliseId(task["id"]);
@@ -118,11 +133,14 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
     throw new EnvelopeError("WRONG_TASK", `the task read for task ${taskId}`, `a task with id ${describeReceived(task["id"])}`);
   }
 
-  const paramFields = Object.keys(params);
-  const rule = policy.operations["update_task"]!;
+  const update = OPERATIONS[operation].effect === "update";
+  // Only an update writes task fields; a comment's params are not task fields at all.
+  const paramFields = update ? Object.keys(params) : [];
+  const rule = policy.operations[operation]!;
   const invariantFields = policy.watchedFields.filter((f) => !paramFields.includes(f));
-  const comparedFields = [...paramFields, CHANGE_MARKER_FIELD];
-  const consequential = paramFields.flatMap((f) => rule.fields[f]?.consequentialFields ?? []);
+  const comparedFields = comparedFieldsFor(operation, paramFields);
+  const consequentialOf = Object.keys(params);
+  const consequential = consequentialOf.flatMap((f) => rule.fields[f]?.consequentialFields ?? []);
   const automaticFields = unique([...policy.automaticFields, ...consequential]).filter(
     (f) => !paramFields.includes(f) && !invariantFields.includes(f),
   );
@@ -153,7 +171,7 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
     targetSystem: "bitrix24",
     portal: input.portal,
     object: { type: "task", id: taskId },
-    operation: "update_task",
+    operation,
     params,
     baseline: { values, fingerprints },
     comparedFields,

@@ -106,6 +106,14 @@ export const TASK_FIELDS: Readonly<Record<string, FieldSpec>> = {
   VIEWED_DATE: { kind: "datetime", writable: false },
 };
 
+/**
+ * The params of a comment on a task (task.commentitem.add's FIELDS). The author is the webhook's user,
+ * never a param: a comment written in someone else's name is not something an agent proposes.
+ */
+export const COMMENT_FIELDS: Readonly<Record<string, FieldSpec>> = {
+  POST_MESSAGE: { kind: "string", minLength: 1, maxLength: 10000, writable: true },
+};
+
 /** The target's own change marker, read at envelope time and compared before the write. */
 export const CHANGE_MARKER_FIELD = "CHANGED_DATE";
 
@@ -122,8 +130,9 @@ export function taskKeyToField(key: string): string {
   return key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase();
 }
 
-export function fieldSpec(field: string): FieldSpec | undefined {
-  return Object.prototype.hasOwnProperty.call(TASK_FIELDS, field) ? TASK_FIELDS[field] : undefined;
+/** A field's spec in a field table (the task's unless an operation names its own, see operations.ts). */
+export function fieldSpec(field: string, table: Readonly<Record<string, FieldSpec>> = TASK_FIELDS): FieldSpec | undefined {
+  return Object.prototype.hasOwnProperty.call(table, field) ? table[field] : undefined;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -171,9 +180,10 @@ export function checkFieldValue(
   field: string,
   value: unknown,
   limits: { maxLength?: number | undefined; minLength?: number | undefined; allowedValues?: readonly string[] | undefined } = {},
+  table: Readonly<Record<string, FieldSpec>> = TASK_FIELDS,
 ): string | undefined {
-  const spec = fieldSpec(field);
-  if (!spec) return `${field} is not a known task field`;
+  const spec = fieldSpec(field, table);
+  if (!spec) return `${field} is not a known ${table === TASK_FIELDS ? "task" : "comment"} field`;
   switch (spec.kind) {
     case "string": {
       if (typeof value !== "string") return `${field} must be a string, got ${typeName(value)}`;

@@ -9,6 +9,7 @@ export {
   fieldToTaskKey,
   taskKeyToField,
   TASK_FIELDS,
+  COMMENT_FIELDS,
   CHANGE_MARKER_FIELD,
   STATUS_VALUES,
   PRIORITY_VALUES,
@@ -46,7 +47,7 @@ export {
   type ProposalCheck,
   type ProposalRefusalCode,
 } from "./scope.js";
-export { EnvelopeSchema, ENVELOPE_SCHEMA_ID, createEnvelope, parseEnvelope, hashEnvelope, type Envelope, type CreateEnvelopeInput } from "./envelope.js";
+export { EnvelopeSchema, ENVELOPE_SCHEMA_ID, createEnvelope, parseEnvelope, hashEnvelope, comparedFieldsFor, type Envelope, type CreateEnvelopeInput } from "./envelope.js";
 export {
   compareBaseline,
   verifyOutcome,
@@ -84,3 +85,5 @@ export {
 export { renderCard, renderValue, decodeDisplay, type CardFormat, type CardOptions, type RenderedValue } from "./card.js";
 export { exampleTask, taskBody } from "./examples.js";
 export { USER_FIELDS, userIdsIn, userIdsOnCard, personNote, typedNamesIn, idsForNames, unresolvedReason, type PersonName, type PeopleLookup, type TypedName, type Candidate, type NameResolution } from "./people.js";
+export { OPERATIONS, OPERATION_NAMES, operationSpec, isOperationName, fieldsOf, type OperationName, type OperationSpec, type OperationEffect } from "./operations.js";
+export { verifyCreatedComment, extractComments, commentIdsWithText, createdIdOf, type CreatedObject, type CreateVerifyResult, type CommentItem } from "./created.js";

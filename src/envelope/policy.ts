@@ -7,6 +7,7 @@ import { z } from "zod";
 import { formatIssues } from "./zod-issues.js";
 import { PolicyError } from "./errors.js";
 import { fieldSpec, UPPER_SNAKE } from "./fields.js";
+import { fieldsOf } from "./operations.js";
 import { jsonPositions, locate, syntaxErrorAt, type TextPosition } from "./json-position.js";
 
 export const LEVELS = ["low", "medium", "high", "critical"] as const;
@@ -122,8 +123,8 @@ export const PolicySchema = z
     const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: "custom", path, message });
     for (const [op, rule] of Object.entries(p.operations)) {
       for (const [field, fr] of Object.entries(rule.fields)) {
-        const spec = fieldSpec(field);
-        if (!spec) issue(["operations", op, "fields", field], `${field} is not a known task field`);
+        const spec = fieldSpec(field, fieldsOf(op));
+        if (!spec) issue(["operations", op, "fields", field], `${field} is not a known field of ${op}`);
         else if (!spec.writable && fr.allowed) issue(["operations", op, "fields", field], `${field} is read-only in Bitrix24 and cannot be allowed`);
         if (fr.allowedValues && spec?.kind !== "enum") issue(["operations", op, "fields", field, "allowedValues"], "allowedValues is only for enum fields");
         if (fr.allowedValues && spec?.values) {

@@ -5,6 +5,7 @@
  */
 import { canonicalJson, sha256Json } from "./canonical.js";
 import { checkFieldValue, UPPER_SNAKE } from "./fields.js";
+import { fieldsOf } from "./operations.js";
 import { levelRank, reversibilityRank, type Policy, type Reversibility, type RiskLevel } from "./policy.js";
 
 /** What the user's request is about; given with the request or derived by code, never by the model alone. An absent list does not restrict; an empty list allows nothing. */
@@ -48,7 +49,7 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
     add("INVALID_VALUE", `taskId must be a positive integer, got ${JSON.stringify(proposal.taskId)}`);
   }
   if (!isPlainRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
-  else if (fieldNames.length === 0) add("INVALID_VALUE", "fields is empty; Bitrix24 refuses an update without fields");
+  else if (fieldNames.length === 0) add("INVALID_VALUE", `fields is empty; Bitrix24 refuses ${proposal.operation === "add_task_comment" ? "a comment without POST_MESSAGE" : "an update without fields"}`);
 
   // Scope.
   if (scope.operations && !scope.operations.includes(proposal.operation)) {
@@ -89,7 +90,7 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
       add("DENIED_FIELD", `field ${field} is denied by policy ${policy.id}@${policy.version}${rule.reason ? `: ${rule.reason}` : ""}`);
       continue;
     }
-    const bad = checkFieldValue(field, fields[field], rule);
+    const bad = checkFieldValue(field, fields[field], rule, fieldsOf(proposal.operation));
     if (bad) add("INVALID_VALUE", bad);
     if (rule.level && levelRank(rule.level) > levelRank(level)) level = rule.level;
     if (rule.reversibility && reversibilityRank(rule.reversibility) > reversibilityRank(reversibility)) reversibility = rule.reversibility;

@@ -177,7 +177,7 @@ function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPag
     : lastRecord
       ? { operation: lastRecord.what.operation, taskId: lastRecord.what.taskId, params: lastRecord.what.params, envelopeHash: lastRecord.what.envelopeHash, revision: lastRecord.revision }
       : s?.proposal
-        ? { operation: "update_task", taskId: s.proposal.taskId, params: s.proposal.fields, envelopeHash: null, revision: 0 }
+        ? { operation: s.proposal.operation ?? "update_task", taskId: s.proposal.taskId, params: s.proposal.fields, envelopeHash: null, revision: 0 }
         : null;
 
   const explained = s ? outcomeFlags(s) : null;

@@ -19,7 +19,7 @@
 import { z } from "zod";
 import { ReducedValue, StateSchema, messagesStateReducer } from "@langchain/langgraph";
 import { HumanMessage, type BaseMessage, type BaseMessageLike } from "@langchain/core/messages";
-import { EnvelopeSchema, type Envelope } from "../envelope/index.js";
+import { EnvelopeSchema, OPERATION_NAMES, type Envelope } from "../envelope/index.js";
 import type {
   AcknowledgementRecord,
   DecisionRecord,
@@ -114,6 +114,7 @@ const DecisionShape = z.object({
   message: z.string().optional(),
 });
 const ProposalShape = z.object({
+  operation: z.enum(OPERATION_NAMES).optional().describe("What is done to the task: update_task (default) or add_task_comment."),
   taskId: z.int(),
   fields: z.record(z.string(), z.unknown()),
   rationale: z.string(),
@@ -178,7 +179,9 @@ const refusals = new ReducedValue(mirror<Refusal[]>("Every refused decision, in 
 });
 const verification = last<VerificationRecord | null>(
   "The post-write read and its verdict: only a fresh read showing the approved values makes VERIFIED.",
-  VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"]).nullable(),
+  VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"])
+    .extend({ created: z.unknown().optional().describe("For a comment: the comment this write made (its id, how it was found) and the comment list read.") })
+    .nullable(),
   () => null,
 );
 
@@ -211,7 +214,7 @@ export const AgentState = new StateSchema({
   ),
   invocation: last<InvocationRecord | null>(
     "The write as sent (arguments from the journal's envelope, idempotency key), recorded before sending.",
-    z.object({ tool: z.literal("update_task"), args: z.object({ taskId: z.int(), fields: z.record(z.string(), z.unknown()) }), idempotencyKey: z.string(), envelopeHash: z.string(), sentAt: z.string() }).nullable(),
+    z.object({ tool: z.enum(["update_task", "add_task_comment"]), args: z.object({ taskId: z.int(), fields: z.record(z.string(), z.unknown()) }), idempotencyKey: z.string(), envelopeHash: z.string(), sentAt: z.string() }).nullable(),
     () => null,
   ),
   acknowledgement: last<AcknowledgementRecord | null>(

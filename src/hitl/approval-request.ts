@@ -14,8 +14,8 @@ export function approvalRequestFrom(action: ActionRow, opts: { approverId?: stri
   const last = action.progress.lastRefusal;
   return {
     kind: "approval",
-    actionRequests: [{ name: "update_task", args: { taskId: envelope.object.id, fields: envelope.params }, description: action.card }],
-    reviewConfigs: [{ actionName: "update_task", allowedDecisions: ["approve", "edit", "reject"] }],
+    actionRequests: [{ name: envelope.operation, args: { taskId: envelope.object.id, fields: envelope.params }, description: action.card }],
+    reviewConfigs: [{ actionName: envelope.operation, allowedDecisions: ["approve", "edit", "reject"] }],
     envelope,
     envelopeHash: action.envelopeHash,
     nonce: envelope.nonce,

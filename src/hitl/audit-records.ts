@@ -29,9 +29,10 @@ const none = { approver: null, override: null, refusal: null, outcome: null };
 
 /** The class the policy gives the proposal, or the operation's own class when the proposal is denied outright. */
 function riskOfProposal(policy: Policy, proposal: ProposalRecord): AuditEntry["risk"] {
-  const check = checkProposal(policy, {}, { operation: "update_task", taskId: proposal.taskId, fields: proposal.fields });
+  const operation = proposal.operation ?? "update_task";
+  const check = checkProposal(policy, {}, { operation, taskId: proposal.taskId, fields: proposal.fields });
   if (check.allowed) return { ...check.risk };
-  const op = policy.operations["update_task"];
+  const op = policy.operations[operation];
   return op ? { level: op.level, reversibility: op.reversibility } : null;
 }
 
@@ -48,7 +49,7 @@ export function proposalDeniedEntry(
     at: ctx.at,
     requestedBy: state.requestedBy,
     risk: riskOfProposal(ctx.policy, proposal),
-    what: { operation: "update_task", taskId: proposal.taskId, params: proposal.fields, envelopeHash: null, envelope: null },
+    what: { operation: proposal.operation ?? "update_task", taskId: proposal.taskId, params: proposal.fields, envelopeHash: null, envelope: null },
     ...none,
     refusal: { code: ctx.code, reason: ctx.reasons.join("; ") },
     policy: policyOf(ctx.policy),
@@ -127,7 +128,7 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
           requestedBy: state.requestedBy,
           risk: state.proposal ? riskOfProposal(ctx.policy, state.proposal) : null,
           what: {
-            operation: "update_task",
+            operation: state.proposal?.operation ?? "update_task",
             taskId: state.proposal?.taskId ?? null,
             params: state.proposal?.fields ?? null,
             envelopeHash: null,

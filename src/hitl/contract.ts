@@ -4,12 +4,13 @@
  * CLI, LangGraph API, Studio, tests — goes through these shapes.
  */
 import { z } from "zod";
-import type { Envelope } from "../envelope/index.js";
+import type { Envelope, OperationName } from "../envelope/index.js";
 
 export interface ApprovalRequest {
   kind: "approval";
-  actionRequests: [{ name: "update_task"; args: { taskId: number; fields: Record<string, unknown> }; description: string }];
-  reviewConfigs: [{ actionName: "update_task"; allowedDecisions: ["approve", "edit", "reject"] }];
+  /** One action: its name is the envelope's operation (update_task, add_task_comment), as agent-inbox shows it. */
+  actionRequests: [{ name: OperationName; args: { taskId: number; fields: Record<string, unknown> }; description: string }];
+  reviewConfigs: [{ actionName: OperationName; allowedDecisions: ["approve", "edit", "reject"] }];
   envelope: Envelope;
   envelopeHash: string;
   nonce: string;

@@ -3,7 +3,7 @@
  * "what was shown", "what was approved", "what was sent", "what the target said" and "what state
  * resulted" can be answered independently after the fact.
  */
-import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
+import type { CreatedObject, FieldCheck, MovedField, ObjectIdentity, OperationName, OperationSpec } from "../envelope/index.js";
 
 export interface RequestScope {
   taskIds?: number[];
@@ -11,6 +11,8 @@ export interface RequestScope {
 }
 
 export interface ProposalRecord {
+  /** What is done to the task (src/envelope/operations.ts); absent means update_task. */
+  operation?: OperationName;
   taskId: number;
   fields: Record<string, unknown>;
   rationale: string;
@@ -106,6 +108,14 @@ export interface PreReadRecord {
   canEdit: boolean | null;
   /** The object lease held for this read through to verification (absent in records made before leases existed). */
   lease?: LeaseRecord;
+  /**
+   * For a comment: ids of the task's comments that already carried the approved text at the pre-read,
+   * so verification can tell a comment this write made from an earlier one. Absent for updates, and
+   * when the comment list could not be read (verification then cannot tell them apart).
+   */
+  sameTextBefore?: string[];
+  /** For a comment: the comment list as read at the pre-read. */
+  commentsRaw?: unknown;
   at: string;
 }
 
@@ -127,7 +137,8 @@ export interface LeaseRecord {
 export type WriteProtocol = "rest2" | "rest3-idempotency-key";
 
 export interface InvocationRecord {
-  tool: "update_task";
+  /** The write tool called (the operation's tool, src/envelope/operations.ts). */
+  tool: OperationSpec["tool"];
   args: { taskId: number; fields: Record<string, unknown> };
   idempotencyKey: string;
   envelopeHash: string;
@@ -158,5 +169,7 @@ export interface VerificationRecord {
   moved?: MovedField[];
   identity?: ObjectIdentity;
   raw: unknown;
+  /** For a create: the object made, when it could be tied to this write, and the comment list read. */
+  created?: CreatedObject & { raw: unknown };
   at: string;
 }

@@ -11,6 +11,8 @@ const FIELD_WORDS: Array<[RegExp, string]> = [
   [/\bstatus\b/i, "STATUS"],
   [/\b(responsible|assign(ee)?|owner)\b/i, "RESPONSIBLE_ID"],
   [/\bdescription\b/i, "DESCRIPTION"],
+  // A comment's text (add_task_comment): "comment on task 4", "tell the team", "post a note".
+  [/\b(comment|tell|notify|post|note)\b/i, "POST_MESSAGE"],
 ];
 
 export function deriveScope(request: string, given?: RequestScope): RequestScope {

@@ -7,6 +7,7 @@
  */
 import { renderCard, renderValue } from "../envelope/card.js";
 import { enumLabel } from "../envelope/fields.js";
+import { OPERATIONS } from "../envelope/operations.js";
 import { personNote } from "../envelope/people.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
@@ -54,7 +55,17 @@ export function cardSection(action: ActionRow): Html {
     const name = enumLabel(field, value) ?? personNote(field, value, people);
     return name === undefined ? "" : html` <small class="value-name">(${markedHtml(display(name, `${label} name`).text.replace(/^"|"$/g, ""))})</small>`;
   };
+  // A comment is a new object: there is no value before it, only the text to post.
+  const create = OPERATIONS[e.operation].effect !== "update";
   const changes = Object.entries(e.params).map(([field, value]) => {
+    if (create) {
+      const after = display(value, `${field} (requested)`);
+      return html`<tr>
+        <th scope="row">${field}</th>
+        <td><em>new ${OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object"}</em></td>
+        <td><pre class="value after">${markedHtml(after.text)}</pre>${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
+      </tr>`;
+    }
     const before = display(e.baseline.values[field], `${field} (before)`);
     const after = display(value, `${field} (requested)`);
     const d = diffPair(before.text, after.text);

@@ -256,7 +256,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
           }
         }
         const taskId = action?.envelope.object.id ?? 0;
-        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: "update_task", args: { taskId, fields } }, ...signed };
+        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: action?.envelope.operation ?? "update_task", args: { taskId, fields } }, ...signed };
         break;
       }
       case "cancel":
@@ -389,7 +389,7 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
     <input type="hidden" name="nonce" value="${action.envelope.nonce}">
     ${sign ? html`<input type="hidden" name="decidedAt" value=""><input type="hidden" name="signature" value="">` : ""}`;
   const formAttrs = (type: string) =>
-    html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}"`;
+    html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}" data-operation="${action.envelope.operation}"`;
   const editInputs = Object.entries(action.envelope.params).map(([f, v]) =>
     typeof v === "string"
       ? html`<label for="edit-${f}">${f}</label><textarea id="edit-${f}" name="field.${f}" rows="2">${v}</textarea>`

@@ -127,7 +127,7 @@ export const CLIENT_JS = String.raw`"use strict";
           if (el.name.startsWith("field.")) fields[el.name.slice(6)] = el.value;
           else if (el.name.startsWith("json.")) fields[el.name.slice(5)] = JSON.parse(el.value);
         }
-        payload.editedAction = { name: "update_task", args: { taskId: Number(form.dataset.task), fields: fields } };
+        payload.editedAction = { name: form.dataset.operation || "update_task", args: { taskId: Number(form.dataset.task), fields: fields } };
       }
       const sig = new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(jcs(payload))));
       form.elements["decidedAt"].value = decidedAt;

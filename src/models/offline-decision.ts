@@ -10,6 +10,7 @@ import {
   TASK_FIELD_KEYS,
   SUPPORTED_PHRASINGS,
   describeValue,
+  operationFor,
   normaliseValue,
   parseFeedbackValue,
   parseRequest,
@@ -243,6 +244,14 @@ class Conversation {
   }
 
   private propose(taskId: number, field: TaskField, value: string, task: TaskRecord | undefined, why: string): OfflineDecision {
+    if (operationFor(field) === "add_task_comment") {
+      const rationale = `${why} Task ${taskId} ${task === undefined ? "was not read" : `was read with ${OFFLINE_TOOL_NAMES.getTask}`}; proposed comment: ${describeValue(field, value)}.`;
+      return this.callTool(
+        "propose",
+        { operation: "add_task_comment", taskId, fields: { POST_MESSAGE: value }, rationale },
+        `Proposing to comment on task ${taskId}: ${describeValue(field, value)}.`,
+      ) ?? text(`I would propose commenting on task ${taskId}: ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+    }
     const current = task === undefined ? "not read" : describeValue(field, task[TASK_FIELD_KEYS[field]]);
     const rationale = `${why} Current ${field} of task ${taskId} (read with ${OFFLINE_TOOL_NAMES.getTask}): ${current}; proposed: ${describeValue(field, value)}.`;
     return this.callTool(
@@ -254,6 +263,7 @@ class Conversation {
 
   private requestRationale(intent: ChangeIntent): string {
     const how = intent.target.kind === "title" ? ` (task found by its title containing "${intent.target.fragment}")` : "";
+    if (intent.field === "POST_MESSAGE") return `The user asked to comment on the task${how}.`;
     return `The user asked to set ${intent.field} to ${describeValue(intent.field, intent.value)}${how}.`;
   }
 

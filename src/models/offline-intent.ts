@@ -4,8 +4,11 @@
  * listed here and nowhere else.
  */
 
-/** Task fields the offline model can propose, as Bitrix24 `tasks.task.update` keys. */
-export type TaskField = "TITLE" | "DESCRIPTION" | "DEADLINE" | "PRIORITY" | "STATUS" | "RESPONSIBLE_ID";
+/**
+ * Task fields the offline model can propose, as Bitrix24 `tasks.task.update` keys, and POST_MESSAGE:
+ * the text of a comment on the task (operation add_task_comment, task.commentitem.add).
+ */
+export type TaskField = "TITLE" | "DESCRIPTION" | "DEADLINE" | "PRIORITY" | "STATUS" | "RESPONSIBLE_ID" | "POST_MESSAGE";
 
 /** camelCase key under which `tasks.task.get` reports each field. */
 export const TASK_FIELD_KEYS: Record<TaskField, string> = {
@@ -15,7 +18,14 @@ export const TASK_FIELD_KEYS: Record<TaskField, string> = {
   PRIORITY: "priority",
   STATUS: "status",
   RESPONSIBLE_ID: "responsibleId",
+  // Not a task key: a comment is a new object; the task shows only how many it has.
+  POST_MESSAGE: "commentsCount",
 };
+
+/** The operation a field's change is: a comment is posted, every other field is updated. */
+export function operationFor(field: TaskField): "update_task" | "add_task_comment" {
+  return field === "POST_MESSAGE" ? "add_task_comment" : "update_task";
+}
 
 export type TaskTarget =
   | { kind: "id"; taskId: number }
@@ -45,6 +55,7 @@ export const SUPPORTED_PHRASINGS: readonly string[] = [
   "set priority of task 4 to low | medium | high | 0 | 1 | 2",
   "set status of task 4 to waiting | in progress | awaiting control | completed | deferred | 2..6",
   "change responsible for task 4 to user 7  (also: assign task 4 to user 7)",
+  "comment on task 4: Moved to review, please check  (also: add a comment to task 4: ..., tell the team on task 4: ...)",
   'instead of "task 4": "the Q3 report task", "task titled Q3 report"',
 ];
 
@@ -83,6 +94,13 @@ const PATTERNS: ReadonlyArray<{ re: RegExp; field?: TaskField }> = [
     ),
   },
   { re: new RegExp(String.raw`\b(?:assign|reassign)\s+(?:${TARGET})\s+to\s+${VALUE}$`, "i"), field: "RESPONSIBLE_ID" },
+  {
+    re: new RegExp(
+      String.raw`\b(?:(?:add|post|leave|write)\s+(?:a\s+)?comment|comment|tell\s+the\s+team)\s+(?:on|to|in|under)\s+(?:${TARGET})\s*(?::|,|\s+saying|\s+that)\s*${VALUE}$`,
+      "i",
+    ),
+    field: "POST_MESSAGE",
+  },
 ];
 
 const QUOTE_PAIRS: Record<string, string> = { '"': '"', "'": "'", "“": "”", "‘": "’", "`": "`", "«": "»" };
@@ -161,6 +179,8 @@ export function normaliseValue(
       return value === "" ? { ok: false, reason: "a title cannot be empty" } : { ok: true, value: raw };
     case "DESCRIPTION":
       return { ok: true, value: raw };
+    case "POST_MESSAGE":
+      return value === "" ? { ok: false, reason: "a comment cannot be empty" } : { ok: true, value: raw.trim() };
     case "DEADLINE":
       return ISO_DATE.test(value) && !Number.isNaN(Date.parse(value))
         ? { ok: true, value }

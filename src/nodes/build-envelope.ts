@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
+import { OPERATIONS, checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
 import { rawOf, taskFrom } from "../hitl/reads.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
@@ -35,10 +35,10 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const proposal: ProposalRecord | null = undo?.ok
     ? undo.proposal
     : gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
-      ? { taskId: prior.edit.taskId, fields: prior.edit.fields, rationale: `edited by ${prior.approverId}`, source: "human_edit" }
+      ? { operation: previous!.envelope.operation, taskId: prior.edit.taskId, fields: prior.edit.fields, rationale: `edited by ${prior.approverId}`, source: "human_edit" }
       : gate.next === "build_envelope"
         ? previous
-          ? { taskId: previous.envelope.object.id, fields: previous.envelope.params, rationale: "the same change, for a fresh approval", source: "model" }
+          ? { operation: previous.envelope.operation, taskId: previous.envelope.object.id, fields: previous.envelope.params, rationale: "the same change, for a fresh approval", source: "model" }
           : null
         : thread.compensates
           ? null
@@ -51,7 +51,8 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
 
   const threadId = gate.threadId;
   const scope = thread.scope;
-  const verdict = checkProposal(deps.policy, scope, { operation: "update_task", taskId: proposal.taskId, fields: proposal.fields });
+  const operation = proposal.operation ?? "update_task";
+  const verdict = checkProposal(deps.policy, scope, { operation, taskId: proposal.taskId, fields: proposal.fields });
   if (!verdict.allowed) {
     const at = deps.clock().toISOString();
     await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: verdict.code, reasons: verdict.reasons }));
@@ -76,8 +77,8 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     }
   }
 
-  // A change that changes nothing is not put in front of an approver.
-  const same = noChangeReason(proposal.fields, task);
+  // A change that changes nothing is not put in front of an approver (a comment always adds one).
+  const same = OPERATIONS[operation].effect === "update" ? noChangeReason(proposal.fields, task) : undefined;
   if (same) {
     const at = deps.clock().toISOString();
     await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: "NO_CHANGE", reasons: [same] }));
@@ -90,6 +91,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const editedBy = proposal.source === "human_edit" && prior?.type === "edit" ? prior.approverId : undefined;
   const envelope = createEnvelope({
     portal: deps.portal,
+    operation,
     taskId: proposal.taskId,
     params: proposal.fields,
     task,

@@ -7,6 +7,7 @@ import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { busyReason, leaseOf } from "../hitl/object-lease.js";
+import { OPERATIONS, isOperationName, type OperationName } from "../envelope/index.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
@@ -44,7 +45,8 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();
   // The protocol is part of the write-ahead entry: recovery may re-send only a call that carried the key.
-  const recorded: StoredArgs = protocol === "rest2" ? args : { ...args, protocol };
+  const operation = envelope.operation;
+  const recorded: StoredArgs = { ...args, ...(protocol === "rest2" ? {} : { protocol }), ...(operation === "update_task" ? {} : { operation }) };
   // One transaction: the lease is still ours (renewed), the write-ahead entry is recorded, and the
   // action moves to intent. The pre-read's MATCH holds only while the object stayed ours: a lease that
   // ran out and was taken by another action means that action may have written since.
@@ -57,17 +59,26 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
     }
     return { needsResync: true };
   }
-  const invocation: InvocationRecord = { tool: "update_task", args, idempotencyKey, envelopeHash, sentAt, protocol };
+  const spec = OPERATIONS[operation];
+  const invocation: InvocationRecord = { tool: spec.tool, args, idempotencyKey, envelopeHash, sentAt, protocol };
 
-  const res = await deps.tools.writeHandle.updateTask(args.taskId, args.fields, protocol === "rest2" ? {} : { idempotencyKey });
+  const res = await deps.tools.writeHandle.call(spec.writeRole, args, protocol === "rest2" ? {} : { idempotencyKey });
   const at = deps.clock().toISOString();
   const acknowledgement = acknowledgementOf(res, protocol, at);
   await deps.journal.recordAnswer(envelopeHash, acknowledgement, at);
   return { ...mirror, invocation, acknowledgement };
 }
 
-/** What the write-ahead entry stores as `args`: the call's arguments, plus the protocol when it is not plain REST 2. */
-type StoredArgs = InvocationRecord["args"] & { protocol?: WriteProtocol };
+/**
+ * What the write-ahead entry stores as `args`: the call's arguments, plus the protocol when it is not
+ * plain REST 2 and the operation when it is not update_task (entries made before either existed have neither).
+ */
+type StoredArgs = InvocationRecord["args"] & { protocol?: WriteProtocol; operation?: OperationName };
+
+function operationOf(entry: ExecutionEntry): OperationName {
+  const op = (entry.args as StoredArgs | null)?.operation;
+  return isOperationName(op) ? op : "update_task";
+}
 
 /**
  * Whether writes go out with an Idempotency-Key: BITRIX24_IDEMPOTENCY=on, or auto (the default) with
@@ -106,7 +117,7 @@ function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: stri
 export function invocationOf(entry: ExecutionEntry): InvocationRecord {
   const stored = entry.args as StoredArgs;
   return {
-    tool: "update_task",
+    tool: OPERATIONS[operationOf(entry)].tool,
     args: { taskId: stored.taskId, fields: stored.fields },
     idempotencyKey: entry.idempotencyKey,
     envelopeHash: entry.envelopeHash,
@@ -151,7 +162,7 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
   const unusable = unusableApproval(action.envelope, now, deps.portal);
   if (unusable) return missing(unusable.code === "APPROVAL_EXPIRED" ? `${unusable.reason}; a re-send now could be a first application after it` : unusable.reason);
   const { taskId, fields } = invocationOf(entry).args;
-  const res = await deps.tools.writeHandle.updateTask(taskId, fields, { idempotencyKey: entry.idempotencyKey });
+  const res = await deps.tools.writeHandle.call(OPERATIONS[operationOf(entry)].writeRole, { taskId, fields }, { idempotencyKey: entry.idempotencyKey });
   const at = deps.clock().toISOString();
   return { ...acknowledgementOf(res, protocol, at), resent: { at: now.toISOString(), firstSentAt: entry.sentAt } };
 }

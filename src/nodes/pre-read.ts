@@ -1,7 +1,7 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { compareBaseline } from "../envelope/index.js";
+import { OPERATIONS, commentIdsWithText, compareBaseline, extractComments } from "../envelope/index.js";
 import { canEditFrom, rawOf, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
@@ -43,8 +43,21 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   });
   switch (comparison.verdict) {
     case "MATCH": {
-      if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
-      if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
+      if (OPERATIONS[envelope.operation].effect === "update") {
+        if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
+        if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
+      } else {
+        // A comment: which comments already carry the approved text, so that verification can tell the
+        // one this write makes from an earlier one even when the acknowledgement is lost.
+        const listed = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
+        const comments = listed.ok ? extractComments(listed.body) : null;
+        record.commentsRaw = rawOf(listed);
+        if (!comments?.ok) {
+          const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : comments && !comments.ok ? comments.reason : "unreadable";
+          return close("PRECHECK_ERROR", `the comments of task ${envelope.object.id} could not be listed (${why}); without that list a lost acknowledgement could not be told from an earlier comment, so nothing is posted`);
+        }
+        record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
+      }
       const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
       if (!moved.ok) return { needsResync: true };
       return { ...mirror, preRead: record };

@@ -1,7 +1,7 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { verifyOutcome, type Acknowledgement } from "../envelope/index.js";
+import { OPERATIONS, verifyCreatedComment, verifyOutcome, type Acknowledgement } from "../envelope/index.js";
 import { rawOf, toReadResult } from "../hitl/reads.js";
 import type { AcknowledgementRecord, VerificationRecord } from "../hitl/records.js";
 import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
@@ -37,10 +37,20 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
       : ack.status === "ERROR"
         ? { status: "ERROR", error: ack.error! }
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
-  const res = await deps.tools.read("getTask", { taskId: action.envelope.object.id });
+  const envelope = action.envelope;
+  const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
   // The pre-read's answer, from the journal: what the task looked like right before the write.
-  const result = verifyOutcome(action.envelope, acknowledgement, toReadResult(res), action.progress.preRead?.raw);
-  const verification: VerificationRecord = { ...result, raw: rawOf(res), at: deps.clock().toISOString() };
+  const preRead = action.progress.preRead;
+  let verification: VerificationRecord;
+  if (OPERATIONS[envelope.operation].effect === "update") {
+    const result = verifyOutcome(envelope, acknowledgement, toReadResult(res), preRead?.raw);
+    verification = { ...result, raw: rawOf(res), at: deps.clock().toISOString() };
+  } else {
+    // A comment: read back from the task's comment list, and the task itself checked like any write.
+    const comments = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
+    const { created, ...result } = verifyCreatedComment(envelope, acknowledgement, toReadResult(res), toReadResult(comments), preRead?.raw, preRead?.sameTextBefore);
+    verification = { ...result, raw: rawOf(res), created: { ...created, raw: rawOf(comments) }, at: deps.clock().toISOString() };
+  }
   const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
   if (!moved.ok) return { needsResync: true };
   return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification };

@@ -4,19 +4,24 @@
  */
 import { tool } from "@langchain/core/tools";
 import { z } from "zod";
+import { OPERATION_NAMES } from "../envelope/operations.js";
 
 export const ProposalArgsSchema = z.object({
+  operation: z
+    .enum(OPERATION_NAMES)
+    .default("update_task")
+    .describe("update_task: change fields of the task; add_task_comment: post a comment on the task (fields: {POST_MESSAGE: the full text})"),
   taskId: z.number().int().positive().describe("Bitrix24 task id"),
   fields: z
     .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are Bitrix24 UPPER_SNAKE keys"), z.unknown())
     .refine((f) => Object.keys(f).length > 0, "at least one field to change")
-    .describe("Fields to write, UPPER_SNAKE keys (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, ...) with full final values"),
+    .describe("update_task: fields to write, UPPER_SNAKE keys (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, ...) with full final values; add_task_comment: {POST_MESSAGE}"),
   rationale: z.string().min(1).describe("Why this change, citing what you read"),
 });
 
 export const proposeChangeTool = tool(async () => "proposal recorded; it will be checked and shown to a human", {
   name: "propose_change",
-  description: "Propose exactly one change to one Bitrix24 task. Nothing is written until a human approves the exact change.",
+  description: "Propose exactly one change to one Bitrix24 task: an update of its fields, or a comment on it. Nothing is written until a human approves the exact change.",
   schema: ProposalArgsSchema,
 });
 

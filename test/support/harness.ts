@@ -23,6 +23,9 @@ export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
  */
 export const CLI = path.join(ROOT, "dist/cli/main.js");
 
+/** The emulator's methods that change the portal: what "one write" is counted against. */
+export const WRITE_METHODS: ReadonlySet<string> = new Set(["tasks.task.update", "tasks.task.add", "tasks.task.delete", "task.commentitem.add", "task.commentitem.delete", "crm.deal.update", "batch"]);
+
 export interface Portal {
   emulator: RunningEmulator;
   calls(method?: string): Promise<Array<{ method: string; params: Record<string, unknown>; status: number }>>;
@@ -52,7 +55,8 @@ export async function startPortal(opts: { statePath?: string } = {}): Promise<Po
   return {
     emulator,
     calls,
-    writes: () => calls("tasks.task.update"),
+    // Every call of a method that changes the portal, whatever the operation.
+    writes: async () => (await calls()).filter((c) => WRITE_METHODS.has(c.method)),
     async fault(spec) {
       const res = await fetch(`${emulator.baseUrl}/_emulator/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(spec) });
       if (!res.ok) throw new Error(`arming fault failed: ${res.status} ${await res.text()}`);

@@ -45,12 +45,12 @@ let seq = 0;
 export const call = (name: string, args: Record<string, unknown>) => ({ name, args, id: `scripted_${++seq}`, type: "tool_call" as const });
 
 /** Reads the task, then proposes the given fields: the common happy path of a well-behaved model. */
-export function readThenPropose(taskId: number, fields: Record<string, unknown>): Script {
+export function readThenPropose(taskId: number, fields: Record<string, unknown>, operation?: string): Script {
   return (messages) => {
     const readDone = messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id");
     const proposed = messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change");
     if (proposed) return new AIMessage("Proposed; waiting for the human.");
     if (!readDone) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields, rationale: "requested by the user" })] });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { ...(operation ? { operation } : {}), taskId, fields, rationale: "requested by the user" })] });
   };
 }

@@ -1,0 +1,175 @@
+/**
+ * Verification of an operation that creates an object under its target (add_task_comment): the
+ * created object is read back and compared with the approved params, and the target itself is
+ * verified like any write (its watched fields must not move). Pure: the node does the reads.
+ *
+ * Which comment is ours:
+ *  - the acknowledgement names its id (`{"result": 12}`): that comment must exist and carry the
+ *    approved text, and no other comment with that text may have appeared since the pre-read;
+ *  - the acknowledgement is lost or an error: a comment with the approved text that was not on the
+ *    task at the pre-read is looked for. None: not applied. One: the state matches, but as with any
+ *    write without an acknowledgement it is not proven that our call made it (INCONCLUSIVE). More than
+ *    one: more was posted than was approved (INVARIANT_VIOLATION).
+ */
+import { describeReceived } from "./errors.js";
+import type { Envelope } from "./envelope.js";
+import { normaliseId } from "./fields.js";
+import { compareValues, normalisationRule } from "./normalise.js";
+import { verifyOutcome, type Acknowledgement, type FieldCheck, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
+
+/** A comment as task.commentitem.getlist lists it (UPPER_SNAKE keys, ids as strings). */
+export interface CommentItem {
+  id: string;
+  authorId: string | null;
+  message: unknown;
+  postDate: unknown;
+}
+
+export type CommentsExtracted = { ok: true; comments: CommentItem[] } | { ok: false; reason: string };
+
+/** body.result as a list of comments; anything else is unusable (no guessing from a partial shape). */
+export function extractComments(body: unknown): CommentsExtracted {
+  let value = body;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return { ok: false, reason: `the comment list is text, not JSON: ${describeReceived(body)}` };
+    }
+  }
+  if (!isRecord(value) || !("result" in value)) return { ok: false, reason: `the comment list answer has no "result": ${describeReceived(value)}` };
+  const result = value["result"];
+  if (!Array.isArray(result)) return { ok: false, reason: `"result" of the comment list is not an array: ${describeReceived(result)}` };
+  const comments: CommentItem[] = [];
+  for (const [i, item] of result.entries()) {
+    if (!isRecord(item)) return { ok: false, reason: `comment ${i} is not an object: ${describeReceived(item)}` };
+    const id = normaliseId(item["ID"]);
+    if (id === undefined) return { ok: false, reason: `comment ${i} has no usable ID: ${describeReceived(item["ID"])}` };
+    comments.push({ id, authorId: normaliseId(item["AUTHOR_ID"]) ?? null, message: item["POST_MESSAGE"], postDate: item["POST_DATE"] });
+  }
+  return { ok: true, comments };
+}
+
+/** Ids of the comments carrying exactly `message` (the pre-read records them, so verification can tell a new one). */
+export function commentIdsWithText(comments: CommentItem[], message: unknown): string[] {
+  return comments.filter((c) => compareValues("POST_MESSAGE", message, c.message).equal).map((c) => c.id);
+}
+
+/** The id a task.commentitem.add acknowledgement names (`{"result": 12}`), if it names one. */
+export function createdIdOf(ack: Acknowledgement): string | undefined {
+  if (ack.status !== "OK") return undefined;
+  let body = ack.body;
+  if (typeof body === "string") {
+    try {
+      body = JSON.parse(body);
+    } catch {
+      return undefined;
+    }
+  }
+  return isRecord(body) ? normaliseId(body["result"]) : undefined;
+}
+
+export interface CreatedObject {
+  type: "task_comment";
+  /** The created comment's id, when it could be tied to this write. */
+  id: string | null;
+  /** How it was found: by the id the acknowledgement named, or by looking for the approved text. */
+  via: "acknowledgement" | "search";
+  /** Comments with the approved text that were not on the task at the pre-read. */
+  newWithText: string[];
+}
+
+export type CreateVerifyResult = VerifyResult & { created: CreatedObject };
+
+const RANK: Record<VerifyVerdict, number> = { VERIFIED: 0, INCONCLUSIVE: 1, VERIFICATION_FAILED: 2, INVARIANT_VIOLATION: 3 };
+
+/**
+ * `taskRead` is the target after the write, `commentsRead` its comment list after the write,
+ * `beforeWrite` the pre-read's raw task answer, `sameTextBefore` the ids of comments that already
+ * carried the approved text at the pre-read (undefined when the pre-read could not list them).
+ */
+export function verifyCreatedComment(
+  e: Envelope,
+  ack: Acknowledgement,
+  taskRead: ReadResult,
+  commentsRead: ReadResult,
+  beforeWrite: unknown,
+  sameTextBefore: string[] | undefined,
+): CreateVerifyResult {
+  const parent = verifyOutcome(e, ack, taskRead, beforeWrite);
+  const approved = e.params["POST_MESSAGE"];
+  const ackId = createdIdOf(ack);
+  const via = ackId !== undefined ? "acknowledgement" : "search";
+  const field = (status: FieldCheck["status"], actual?: unknown, note?: string): FieldCheck => ({
+    field: "POST_MESSAGE",
+    taskKey: "POST_MESSAGE",
+    role: "requested",
+    expected: approved,
+    ...(actual !== undefined ? { actual } : {}),
+    status,
+    ...(note ? { note } : {}),
+    rule: normalisationRule("string-exact"),
+  });
+  const combine = (verdict: VerifyVerdict, own: string, check: FieldCheck, created: CreatedObject): CreateVerifyResult => {
+    // The worse of the two verdicts stands: a moved watched field of the task outweighs a good comment.
+    const worst = RANK[parent.verdict] > RANK[verdict] ? parent.verdict : verdict;
+    const parentNote = parent.verdict === "VERIFIED" ? "" : `; the task itself: ${parent.reason}`;
+    return { ...parent, verdict: worst, fields: [check, ...parent.fields], reason: `${own}${parentNote}`, created };
+  };
+
+  if (commentsRead.status === "failed") {
+    const created: CreatedObject = { type: "task_comment", id: ackId ?? null, via, newWithText: [] };
+    return combine("INCONCLUSIVE", `the comment list could not be read (${commentsRead.error.kind}: ${commentsRead.error.description}), so the comment cannot be checked`, field("unknown", undefined, "comment list read failed"), created);
+  }
+  const listed = extractComments(commentsRead.body);
+  if (!listed.ok) {
+    const created: CreatedObject = { type: "task_comment", id: ackId ?? null, via, newWithText: [] };
+    return combine("INCONCLUSIVE", `cannot check the comment: ${listed.reason}`, field("unknown", undefined, listed.reason), created);
+  }
+  const withText = commentIdsWithText(listed.comments, approved);
+  const newWithText = sameTextBefore === undefined ? withText : withText.filter((id) => !sameTextBefore.includes(id));
+
+  if (ackId !== undefined) {
+    const ours = listed.comments.find((c) => c.id === ackId);
+    const created: CreatedObject = { type: "task_comment", id: ackId, via, newWithText };
+    if (!ours) {
+      return combine("VERIFICATION_FAILED", `the target acknowledged comment ${ackId}, but task ${e.object.id} has no comment ${ackId}`, field("not_applied", undefined, `no comment ${ackId} on the task`), created);
+    }
+    const same = compareValues("POST_MESSAGE", approved, ours.message).equal;
+    if (!same) {
+      return combine("VERIFICATION_FAILED", `comment ${ackId} does not carry the approved text: approved ${show(approved)}, now ${show(ours.message)}`, field("wrong_value", ours.message), created);
+    }
+    const others = newWithText.filter((id) => id !== ackId);
+    if (others.length) {
+      return combine("INVARIANT_VIOLATION", `comment ${ackId} carries the approved text, but ${others.length} more comment(s) with the same text appeared since the pre-read (${others.join(", ")}): more was posted than was approved`, field("applied", ours.message), created);
+    }
+    return combine("VERIFIED", `comment ${ackId} on task ${e.object.id} carries the approved text, read back after the write`, field("applied", ours.message), created);
+  }
+
+  // No id from the target: look for what appeared.
+  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description})` : "the acknowledgement names no comment id";
+  if (sameTextBefore === undefined) {
+    const created: CreatedObject = { type: "task_comment", id: null, via, newWithText: [] };
+    return combine("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the task's comments, so a comment with the approved text (${withText.length} now) cannot be told from an earlier one`, field("unknown", undefined, "cannot tell a new comment from an earlier one"), created);
+  }
+  if (newWithText.length === 0) {
+    const created: CreatedObject = { type: "task_comment", id: null, via, newWithText };
+    return combine("VERIFICATION_FAILED", `the comment was not applied: no comment with the approved text appeared on task ${e.object.id}; ${ackNote}`, field("not_applied", undefined, "no new comment with the approved text"), created);
+  }
+  if (newWithText.length > 1) {
+    const created: CreatedObject = { type: "task_comment", id: null, via, newWithText };
+    return combine("INVARIANT_VIOLATION", `${newWithText.length} comments with the approved text appeared since the pre-read (${newWithText.join(", ")}): more was posted than was approved; ${ackNote}`, field("applied", approved), created);
+  }
+  const created: CreatedObject = { type: "task_comment", id: newWithText[0]!, via, newWithText };
+  return combine("INCONCLUSIVE", `comment ${newWithText[0]} with the approved text appeared on task ${e.object.id}, but ${ackNote}, so it is not proven that this write made it`, field("applied", approved), created);
+}
+
+function show(v: unknown): string {
+  if (v === undefined) return "(missing)";
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 200 ? `${s.slice(0, 200)}… (${s.length} chars)` : s;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}

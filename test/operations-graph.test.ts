@@ -1,0 +1,152 @@
+/**
+ * A comment on a task (add_task_comment, task.commentitem.add) end to end: the graph, our MCP server
+ * over stdio and the emulator over HTTP, with faults. The comment goes through the same approval,
+ * pre-read, write-ahead entry, single send and fresh read as an update; writes are counted in the
+ * emulator's call log.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startUndo } from "../src/app/undo.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+
+const TEXT = "Moved to review: please check the Q3 numbers before Friday.";
+let portal: Portal;
+let dataDir: string;
+let app: App;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await app?.close();
+  await portal.emulator.close();
+});
+
+async function open(text = TEXT, env: Record<string, string> = {}): Promise<void> {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: text }, "add_task_comment")), env });
+}
+
+function approve(view: ThreadView) {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+}
+
+async function comments(taskId = 4): Promise<Array<{ ID: string; POST_MESSAGE: string }>> {
+  const r = await portal.rest("task.commentitem.getlist", { TASKID: taskId });
+  expect(r.status).toBe(200);
+  return r.body.result;
+}
+
+async function waitingComment(text = TEXT): Promise<ThreadView> {
+  const waiting = await startRun(app, { request: `comment on task 4: ${text}`, requestedBy: "demo-user" });
+  expect(waiting.status).toBe("awaiting_approval");
+  return waiting;
+}
+
+describe("a comment on a task", () => {
+  it("is shown as a new comment, posted once after approval, read back and VERIFIED", async () => {
+    await open();
+    const before = await comments();
+    const waiting = await waitingComment();
+    const a = waiting.approval!;
+    expect(a.envelope.operation).toBe("add_task_comment");
+    expect(a.actionRequests[0].name).toBe("add_task_comment");
+    expect(a.envelope.params).toEqual({ POST_MESSAGE: TEXT });
+    expect(waiting.state!.card).toContain("NEW COMMENT on task 4");
+    expect(await portal.writes()).toHaveLength(0);
+
+    const done = await submitDecision(app, waiting.threadId, approve(waiting));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes.map((w) => w.method)).toEqual(["task.commentitem.add"]);
+    const after = await comments();
+    expect(after).toHaveLength(before.length + 1);
+    const created = done.state!.verification!.created as { id: string; via: string };
+    expect(created.via).toBe("acknowledgement");
+    expect(after.find((c) => c.ID === created.id)?.POST_MESSAGE).toBe(TEXT);
+    expect(done.state!.invocation).toMatchObject({ tool: "add_task_comment", args: { taskId: 4, fields: { POST_MESSAGE: TEXT } } });
+    // The task's own fields were not written.
+    expect(await portal.calls("tasks.task.update")).toHaveLength(0);
+  });
+
+  it("is not posted when the task changed after the card was shown: STALE_STATE, no write", async () => {
+    await open();
+    const waiting = await waitingComment();
+    const person = await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Renamed by a person meanwhile" } });
+    expect(person.status).toBe(200);
+    const done = await submitDecision(app, waiting.threadId, approve(waiting));
+    expect(done.state!.outcome).toBe("NOT_EXECUTED");
+    expect(done.state!.reasonCode).toBe("STALE_STATE");
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
+  });
+
+  it("acknowledged without being applied: VERIFICATION_FAILED, one send, no comment", async () => {
+    await open();
+    const before = await comments();
+    const waiting = await waitingComment();
+    await portal.fault({ method: "task.commentitem.add", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(app, waiting.threadId, approve(waiting));
+    expect(done.state!.acknowledgement!.status).toBe("OK");
+    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(1);
+    expect(await comments()).toHaveLength(before.length);
+  });
+
+  it("applied but the answer lost (plain REST 2): INCONCLUSIVE naming the comment found, never sent twice", async () => {
+    await open(TEXT, { BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    const before = await comments();
+    const waiting = await waitingComment();
+    await portal.fault({ method: "task.commentitem.add", kind: "apply_then_timeout", times: 1 });
+    const done = await submitDecision(app, waiting.threadId, approve(waiting));
+    expect(done.state!.acknowledgement!.status).not.toBe("OK");
+    expect(done.state!.outcome).toBe("INCONCLUSIVE");
+    const after = await comments();
+    expect(after).toHaveLength(before.length + 1);
+    const created = done.state!.verification!.created as { id: string; via: string };
+    expect(created).toMatchObject({ via: "search", id: after.at(-1)!.ID });
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(1);
+  });
+
+  it("an earlier comment with the same text is not taken for ours when the answer is lost and nothing was applied", async () => {
+    await open(TEXT, { BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    expect((await portal.rest("task.commentitem.add", { TASKID: 4, FIELDS: { POST_MESSAGE: TEXT } })).status).toBe(200);
+    const waiting = await waitingComment();
+    await portal.fault({ method: "task.commentitem.add", kind: "timeout_without_apply", times: 1 });
+    const done = await submitDecision(app, waiting.threadId, approve(waiting));
+    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(done.state!.verification!.reason).toContain("not applied");
+  });
+
+  it("an edit changes the text, not the operation; the edited text is what is posted", async () => {
+    await open();
+    const waiting = await waitingComment();
+    const a = waiting.approval!;
+    const edited = await submitDecision(app, waiting.threadId, {
+      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "add_task_comment", args: { taskId: 4, fields: { POST_MESSAGE: "Shorter: in review." } } } }],
+    });
+    expect(edited.status).toBe("awaiting_approval");
+    expect(edited.approval!.envelope.revision).toBe(2);
+    expect(edited.approval!.envelope.operation).toBe("add_task_comment");
+    const sneaky = await submitDecision(app, waiting.threadId, {
+      decisions: [{ type: "edit", envelopeHash: edited.approval!.envelopeHash, nonce: edited.approval!.nonce, approver: { id: "bob" }, editedAction: { name: "update_task", args: { taskId: 4, fields: { TITLE: "x" } } } }],
+    });
+    expect(sneaky.status).toBe("awaiting_approval");
+    expect(sneaky.approval!.lastRefusal?.code).toBe("OUT_OF_SCOPE");
+    const done = await submitDecision(app, waiting.threadId, approve(sneaky));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect((await comments()).at(-1)!.POST_MESSAGE).toBe("Shorter: in review.");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
+  it("is not undone by `undo` (a posted comment may already have been read): NOT_UNDOABLE, no write", async () => {
+    await open();
+    const waiting = await waitingComment();
+    const done = await submitDecision(app, waiting.threadId, approve(waiting));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    await expect(startUndo(app, done.threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task_comment created a new object/);
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
