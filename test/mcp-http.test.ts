@@ -44,7 +44,9 @@ describe("MCP over Streamable HTTP, client in url mode", () => {
     expect(server.url).toBe(`http://127.0.0.1:${server.port}/mcp`);
     const tools = await createBitrix24Tools({ mode: "url", url: server.url, toolNames: {} });
     try {
-      expect(tools.readTools.map((t) => t.name).sort()).toEqual(["get_task_by_id", "get_task_history", "get_users", "list_tasks"]);
+      expect(tools.readTools.map((t) => t.name).sort()).toEqual([
+        "get_deal", "get_task_by_id", "get_task_comment", "get_task_history", "get_users", "list_task_comments", "list_tasks", "search_deals",
+      ]);
       expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
       expect(ok(await tools.writeHandle.updateTask(4, { TITLE: "Over HTTP" })).result.task.title).toBe("Over HTTP");
       expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe("Over HTTP");

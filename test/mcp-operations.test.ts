@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { EmulatorControl, startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
-import { createBitrix24Tools, READ_METHODS, WRITE_ROLES, type Bitrix24Tools, type McpCallResult, type WriteRole } from "../src/tools/bitrix24-tools.js";
+import { createBitrix24Tools, READ_METHODS, READ_ROLES, WRITE_ROLES, type Bitrix24Tools, type McpCallResult, type WriteRole } from "../src/tools/bitrix24-tools.js";
 
 const CODE = "mcp-operations-secret-code";
 
@@ -61,7 +61,9 @@ describe("deals, comments and task add/delete over MCP stdio", () => {
       expect(offered).not.toContain(tools.roles[role].toolName);
       expect(READ_METHODS.has(tools.roles[role].method)).toBe(false);
     }
-    for (const t of tools.readTools) expect(READ_METHODS.has(String(t.metadata?.["bitrix24Method"]))).toBe(true);
+    for (const t of tools.readTools) {
+      expect(READ_METHODS.has(String((t as { metadata?: Record<string, unknown> }).metadata?.["bitrix24Method"]))).toBe(true);
+    }
   });
 
   it("get_deal and search_deals return the Bitrix24 bodies; a missing deal is not_found, a hidden one access_denied", async () => {
@@ -180,6 +182,23 @@ describe("deals, comments and task add/delete over MCP stdio", () => {
     } finally {
       await other.close();
       await noCrm.close();
+    }
+  });
+});
+
+describe("role mapping guard", () => {
+  it("refuses to map any read role onto any write role's tool, before connecting", async () => {
+    const names: Record<string, string> = {
+      updateTask: "update_task", addTaskComment: "add_task_comment", addTask: "add_task", updateDeal: "update_deal",
+      deleteTaskComment: "delete_task_comment", deleteTask: "delete_task",
+    };
+    for (const read of READ_ROLES) {
+      for (const write of WRITE_ROLES) {
+        await expect(
+          createBitrix24Tools({ mode: "url", url: "http://127.0.0.1:9/mcp", toolNames: { [read]: names[write] } }),
+          `${read} -> ${write}`,
+        ).rejects.toThrow(new RegExp(`${read} must name a read tool, but it names "${names[write]}", the ${write} tool`));
+      }
     }
   });
 });
