@@ -13,7 +13,7 @@ import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
 import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../src/models/offline-model.js";
-import { parseFeedbackValue, parseRequest } from "../src/models/offline-intent.js";
+import { parseFeedbackValue, parseRequest, planRequest, splitClauses } from "../src/models/offline-intent.js";
 
 // A small portal whose answers have the shape of Bitrix24 tasks.task.* bodies (camelCase, string scalars).
 const TIME = {
@@ -112,6 +112,25 @@ const proposeChange = tool(async () => "intercepted by the graph", {
   }),
 });
 
+// Mirrors the shape of src/tools/proposal-tools.ts ChangeSetArgsSchema (2..5 actions in order).
+const proposeChangeSet = tool(async () => "intercepted by the graph", {
+  name: "propose_change_set",
+  description: "Propose several changes that belong together as one change set.",
+  schema: z.object({
+    actions: z
+      .array(
+        z.object({
+          operation: z.enum(["update_task", "add_task_comment"]),
+          taskId: z.number().int().positive(),
+          fields: z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), z.string()),
+        }),
+      )
+      .min(2)
+      .max(5),
+    rationale: z.string().min(1),
+  }),
+});
+
 const requestInput = tool(async () => "intercepted by the graph", {
   name: "request_input",
   description: "Ask the human for structured input.",
@@ -129,8 +148,8 @@ const requestInput = tool(async () => "intercepted by the graph", {
 });
 
 const READ_TOOLS = [getTaskById, listTasks, getTaskHistory];
-const ALL_TOOLS: StructuredToolInterface[] = [...READ_TOOLS, proposeChange, requestInput];
-const STOP_TOOLS = new Set(["propose_change", "request_input"]);
+const ALL_TOOLS: StructuredToolInterface[] = [...READ_TOOLS, proposeChange, proposeChangeSet, requestInput];
+const STOP_TOOLS = new Set(["propose_change", "propose_change_set", "request_input"]);
 
 interface Run {
   messages: BaseMessage[];
@@ -500,5 +519,236 @@ describe("offline request and feedback parsing", () => {
     expect(parseFeedbackValue(wrap("use user 9 instead"))).toBe("user 9");
     expect(parseFeedbackValue(wrap("don't do it"))).toBeUndefined();
     expect(parseFeedbackValue(wrap("wrong task"))).toBeUndefined();
+  });
+});
+
+describe("OfflineTaskModel: several changes in one request", () => {
+  const REQUEST = "set status of task 4 to awaiting control; assign task 4 to user 5; comment on task 4: Ready for review, please check";
+
+  it("reads the task once, then proposes one change set in request order, merging the consecutive updates", async () => {
+    const run = await drive([new HumanMessage(REQUEST)]);
+    expect(run.calls).toEqual([
+      { id: "offline_call_1", name: "get_task_by_id", args: { taskId: 4 }, type: "tool_call" },
+      {
+        id: "offline_call_2",
+        name: "propose_change_set",
+        args: {
+          actions: [
+            { operation: "update_task", taskId: 4, fields: { STATUS: "4", RESPONSIBLE_ID: "5" } },
+            { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: "Ready for review, please check" } },
+          ],
+          rationale: expect.any(String),
+        },
+        type: "tool_call",
+      },
+    ]);
+    const args = run.calls[1]?.args;
+    expect(Object.keys(args?.actions[0].fields)).toEqual(["STATUS", "RESPONSIBLE_ID"]);
+    expect(proposeChangeSet.schema.safeParse(args).success).toBe(true);
+    const rationale = String(args?.rationale);
+    expect(rationale).toContain("2 changes in one request, to run in this order");
+    expect(rationale).toContain('1. set STATUS to "4" (awaiting control) and RESPONSIBLE_ID to "5" on task 4');
+    expect(rationale).toContain('2. comment on task 4: "Ready for review, please check"');
+    expect(rationale).toContain('Read with get_task_by_id: task 4 "LAB-AGENT-EXEC-002 - BOUND ACTION TEST"');
+    expect(rationale).toContain('current STATUS "2" (waiting), current RESPONSIBLE_ID "5"');
+    expect(run.last.text).toMatch(/^\[offline model\] Proposing a change set of 2 actions/);
+  });
+
+  it("reads every distinct task once, one call per turn, in the order the tasks first appear", async () => {
+    const run = await drive([
+      new HumanMessage("set priority of task 12 to low, then set status of task 4 to completed and then comment on task 12: Handed over"),
+    ]);
+    expect(run.calls.map((c) => [c.name, c.args])).toEqual([
+      ["get_task_by_id", { taskId: 12 }],
+      ["get_task_by_id", { taskId: 4 }],
+      [
+        "propose_change_set",
+        {
+          actions: [
+            { operation: "update_task", taskId: 12, fields: { PRIORITY: "0" } },
+            { operation: "update_task", taskId: 4, fields: { STATUS: "5" } },
+            { operation: "add_task_comment", taskId: 12, fields: { POST_MESSAGE: "Handed over" } },
+          ],
+          rationale: expect.stringContaining('task 12 "Q3 report for the board", current PRIORITY "2" (high); task 4 "LAB-AGENT-EXEC-002'),
+        },
+      ],
+    ]);
+    expect(run.messages.filter((m) => m.type === "ai").every((m) => ((m as AIMessage).tool_calls ?? []).length === 1)).toBe(true);
+  });
+
+  it('resolves "it" / "the task" to the previous clause\'s task', async () => {
+    const run = await drive([new HumanMessage("set status of task 4 to awaiting control and then comment on it: Ready")]);
+    expect(run.calls.map((c) => [c.name, c.args])).toEqual([
+      ["get_task_by_id", { taskId: 4 }],
+      [
+        "propose_change_set",
+        {
+          actions: [
+            { operation: "update_task", taskId: 4, fields: { STATUS: "4" } },
+            { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: "Ready" } },
+          ],
+          rationale: expect.any(String),
+        },
+      ],
+    ]);
+  });
+
+  it("proposes clauses that merge into one write with propose_change, as one proposal with several fields", async () => {
+    const run = await drive([new HumanMessage("set status of task 4 to in progress; assign it to user 7")]);
+    expect(run.calls.map((c) => [c.name, c.args])).toEqual([
+      ["get_task_by_id", { taskId: 4 }],
+      ["propose_change", { taskId: 4, fields: { STATUS: "3", RESPONSIBLE_ID: "7" }, rationale: expect.stringContaining("merged into one write") }],
+    ]);
+    expect(proposeChange.schema.safeParse(run.calls[1]?.args).success).toBe(true);
+  });
+
+  it("leaves a single-clause request exactly as before, even with a separator inside its text", async () => {
+    for (const [request, fields] of [
+      ["set priority of task 4 to high", { PRIORITY: "2" }],
+      ["set description of task 4 to build; ship and then celebrate", { DESCRIPTION: "build; ship and then celebrate" }],
+      ['comment on task 4: "Done; set up the demo next"', { POST_MESSAGE: "Done; set up the demo next" }],
+    ] as const) {
+      const run = await drive([new HumanMessage(request)]);
+      expect(names(run.calls)).toEqual(["get_task_by_id", "propose_change"]);
+      expect(run.calls[1]?.args).toMatchObject({ taskId: 4, fields });
+    }
+  });
+
+  it("answers an invalid clause value like the single-change path, naming the clause", async () => {
+    const run = await drive([new HumanMessage("set status of task 4 to completed; assign it to John")]);
+    expect(run.calls).toEqual([]);
+    expect(run.last.text).toBe(
+      '[offline model] In clause 2 ("assign it to John") I understood a change of RESPONSIBLE_ID, but "John" is not a value I can propose: expected a numeric Bitrix24 user id, e.g. user 7.',
+    );
+  });
+
+  it("refuses tasks named by title, a first clause without a task id, unknown clauses, a field set twice and too many actions", async () => {
+    const cases: Array<[string, string]> = [
+      ["set status of task 4 to completed; rename the Q3 report task to Done", 'Clause 2 ("rename the Q3 report task to Done") names its task by title ("Q3 report"). A request with several changes must name each task by id'],
+      ["rename it to X; comment on it: done", 'Clause 1 ("rename it to X") does not name a task by id'],
+      ["set status of task 4 to completed; set the mood of task 4 to happy", 'I did not recognise clause 2 ("set the mood of task 4 to happy") as a supported change'],
+      ["set status of task 4 to completed; set status of it to deferred", "Clauses 1 and 2 both set STATUS of task 4"],
+      [
+        "comment on task 4: a; comment on it: b; comment on it: c; comment on it: d; comment on it: e; comment on it: f",
+        "asks for 6 separate changes; one change set holds at most 5",
+      ],
+    ];
+    for (const [request, message] of cases) {
+      const run = await drive([new HumanMessage(request)]);
+      expect(run.calls).toEqual([]);
+      expect(run.last.text).toContain(message);
+    }
+  });
+
+  it("stops when a task of the set cannot be read", async () => {
+    const run = await drive([new HumanMessage("set status of task 4 to completed; set status of task 7 to completed")]);
+    expect(run.calls.map((c) => [c.name, c.args])).toEqual([
+      ["get_task_by_id", { taskId: 4 }],
+      ["get_task_by_id", { taskId: 7 }],
+    ]);
+    expect(run.last.text).toContain("I cannot propose these changes: task 7 was not found or is not accessible");
+  });
+
+  it("says so when propose_change_set is not bound", async () => {
+    const run = await drive([new HumanMessage(REQUEST)], [...READ_TOOLS, proposeChange]);
+    expect(names(run.calls)).toEqual(["get_task_by_id"]);
+    expect(run.last.text).toContain("no propose_change_set tool is bound");
+  });
+
+  it("stops after a rejected change set, whatever the feedback asks for", async () => {
+    for (const feedback of ["not now", 'use "user 9" instead']) {
+      const run = await drive([new HumanMessage(REQUEST)]);
+      const set = run.calls.at(-1);
+      expect(set?.name).toBe("propose_change_set");
+      const human = new HumanMessage(`The reviewer rejected the proposal: ${feedback}. Propose a revised change or stop.`);
+      const ai = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...run.messages, human])) as AIMessage;
+      expect(ai.tool_calls ?? []).toEqual([]);
+      expect(ai.text).toContain(`The reviewer rejected the change set of 2 actions ("${feedback}")`);
+      expect(ai.text).toContain("I do not revise change sets");
+    }
+  });
+
+  it("stops after a rejected merged proposal, and keeps revising single proposals", async () => {
+    const merged = await drive([new HumanMessage("set status of task 4 to in progress; assign it to user 7")]);
+    const human = new HumanMessage('The reviewer rejected the proposal: use "user 9" instead. Propose a revised change or stop.');
+    const ai = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...merged.messages, human])) as AIMessage;
+    expect(ai.tool_calls ?? []).toEqual([]);
+    expect(ai.text).toContain("combined several changes from one request (STATUS, RESPONSIBLE_ID)");
+
+    const single = await drive([new HumanMessage("assign task 4 to user 7")]);
+    const revised = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...single.messages, human])) as AIMessage;
+    expect(revised.tool_calls?.[0]).toMatchObject({ name: "propose_change", args: { taskId: 4, fields: { RESPONSIBLE_ID: "9" } } });
+  });
+
+  it("reports a refused change set without retrying", async () => {
+    const run = await drive([new HumanMessage(REQUEST)]);
+    const refused = new ToolMessage({ tool_call_id: run.calls.at(-1)?.id ?? "", status: "error", content: "Error: invalid change set: actions: too many" });
+    const ai = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...run.messages, refused])) as AIMessage;
+    expect(ai.tool_calls ?? []).toEqual([]);
+    expect(ai.text).toContain("The change set of 2 actions was refused: Error: invalid change set");
+  });
+});
+
+describe("offline multi-clause parsing", () => {
+  it('splits at ";", ", then", ", and then" and " and then" when a clause verb follows', () => {
+    expect(splitClauses("set status of task 4 to completed; assign task 4 to user 5")).toEqual([
+      "set status of task 4 to completed",
+      "assign task 4 to user 5",
+    ]);
+    expect(splitClauses("rename task 4 to A, then set priority of it to high, and then comment on it: ok")).toEqual([
+      "rename task 4 to A",
+      "set priority of it to high",
+      "comment on it: ok",
+    ]);
+    expect(splitClauses("set status of task 4 to done and then please assign it to user 2; then comment on it: x")).toEqual([
+      "set status of task 4 to done",
+      "assign it to user 2",
+      "comment on it: x",
+    ]);
+  });
+
+  it("keeps separators inside double quotes or not followed by a clause verb", () => {
+    expect(splitClauses('rename task 4 to "Build; set up CI"')).toEqual(['rename task 4 to "Build; set up CI"']);
+    expect(splitClauses("comment on task 4: done, then we ship; thanks")).toEqual(["comment on task 4: done, then we ship; thanks"]);
+    expect(splitClauses('comment on task 4: “Plan; then set targets”; assign it to user 3')).toEqual([
+      "comment on task 4: “Plan; then set targets”",
+      "assign it to user 3",
+    ]);
+  });
+
+  it('resolves "it", "the task" and "the same task" to the previous clause\'s task', () => {
+    const plan = planRequest("set status of task 4 to completed; comment on task 12: moved; assign the task to user 3; set priority of the same task to low; comment on it: done");
+    expect(plan.kind).toBe("multi");
+    if (plan.kind !== "multi") return;
+    expect(plan.clauses.map((c) => [c.index, c.taskId, c.refersBack])).toEqual([
+      [1, 4, false],
+      [2, 12, false],
+      [3, 12, true],
+      [4, 12, true],
+      [5, 12, true],
+    ]);
+    expect(plan.actions).toEqual([
+      { operation: "update_task", taskId: 4, fields: { STATUS: "5" }, clauses: [1] },
+      { operation: "add_task_comment", taskId: 12, fields: { POST_MESSAGE: "moved" }, clauses: [2] },
+      { operation: "update_task", taskId: 12, fields: { RESPONSIBLE_ID: "3", PRIORITY: "0" }, clauses: [3, 4] },
+      { operation: "add_task_comment", taskId: 12, fields: { POST_MESSAGE: "done" }, clauses: [5] },
+    ]);
+  });
+
+  it("merges only consecutive updates of the same task", () => {
+    const plan = planRequest("set status of task 4 to in progress; comment on it: started; set status of it to completed; set priority of task 5 to high");
+    expect(plan.kind === "multi" && plan.actions.map((a) => [a.operation, a.taskId, a.fields])).toEqual([
+      ["update_task", 4, { STATUS: "3" }],
+      ["add_task_comment", 4, { POST_MESSAGE: "started" }],
+      ["update_task", 4, { STATUS: "5" }],
+      ["update_task", 5, { PRIORITY: "2" }],
+    ]);
+  });
+
+  it("gives a one-clause request to parseRequest unchanged", () => {
+    for (const request of ["rename task 4 to X", "rename it to X", "set description of task 4 to a; b", "comment on task 4: fine, then done"]) {
+      expect(planRequest(request)).toEqual({ kind: "single", parsed: parseRequest(request) });
+    }
+    expect(parseRequest("comment on it: x")).toEqual({ ok: false, kind: "unsupported" });
   });
 });

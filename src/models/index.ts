@@ -10,7 +10,13 @@ export { decideNextStep, OFFLINE_TOOL_NAMES, OFFLINE_PREFIX, type OfflineDecisio
 export {
   parseRequest,
   parseFeedbackValue,
+  planRequest,
+  splitClauses,
   SUPPORTED_PHRASINGS,
+  MAX_CHANGE_SET_ACTIONS,
+  type PlannedAction,
+  type PlannedClause,
+  type RequestPlan,
   type ChangeIntent,
   type TaskField,
   type TaskTarget,

@@ -13,7 +13,10 @@ import {
   operationFor,
   normaliseValue,
   parseFeedbackValue,
-  parseRequest,
+  planRequest,
+  feedbackMessage,
+  type PlannedAction,
+  type RequestPlan,
 } from "./offline-intent.js";
 
 export const OFFLINE_TOOL_NAMES = {
@@ -21,6 +24,7 @@ export const OFFLINE_TOOL_NAMES = {
   listTasks: "list_tasks",
   getHistory: "get_task_history",
   propose: "propose_change",
+  proposeSet: "propose_change_set",
   requestInput: "request_input",
 } as const;
 
@@ -39,6 +43,8 @@ interface RecordedCall {
 }
 
 type TaskRecord = Record<string, unknown>;
+
+type MultiPlan = Extract<RequestPlan, { kind: "multi" }>;
 
 type ToolOutcome =
   | { kind: "task"; task: TaskRecord }
@@ -79,7 +85,10 @@ class Conversation {
     const requestIndex = this.requestIndex();
     const requestMsg = requestIndex === undefined ? undefined : this.msgs[requestIndex];
     if (requestMsg === undefined) return text("There is no request to work on: the conversation has no user message.");
-    const parsed = parseRequest(requestMsg.text);
+    const plan = planRequest(requestMsg.text);
+    if (plan.kind === "refused") return text(plan.message);
+    if (plan.kind === "multi") return this.decideMulti(plan, requestMsg, requestIndex ?? 0);
+    const parsed = plan.parsed;
     if (!parsed.ok) {
       if (parsed.kind === "invalid_value") {
         return text(
@@ -108,7 +117,7 @@ class Conversation {
         index = i;
         return;
       }
-      if (!isReviewerFeedback(m.text) && parseRequest(m.text).ok) index = i;
+      if (!isReviewerFeedback(m.text) && isActionableRequest(m.text)) index = i;
     });
     return index;
   }
@@ -160,6 +169,8 @@ class Conversation {
         return this.onList(intent, outcome);
       case "requestInput":
         return this.onAnswer(intent, msg, outcome);
+      case "proposeSet":
+        return this.onSetProposalResult(call, msg);
       case "propose": {
         const body = clip(msg.text);
         if (isErrorToolMessage(msg)) {
@@ -219,6 +230,7 @@ class Conversation {
   private onFeedback(intent: ChangeIntent, msg: BaseMessage, requestIndex: number): OfflineDecision {
     const last = this.lastProposal(requestIndex);
     if (last === undefined) return text("There is no earlier proposal to revise; stopping.");
+    if (last.role === "proposeSet") return this.stopAfterSetRejection(last, msg);
     const fields = isRecord(last.args.fields) ? last.args.fields : {};
     const field = (Object.keys(fields)[0] as TaskField | undefined) ?? intent.field;
     const taskId = Number(last.args.taskId);
@@ -261,6 +273,128 @@ class Conversation {
     ) ?? text(`I would propose setting ${field} of task ${taskId} to ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
   }
 
+  // ---- Several changes in one request (planRequest kind "multi") ----
+
+  /**
+   * A multi-clause request: read each distinct task once, one call per turn, in the order the
+   * tasks first appear; then propose. Two or more actions go to propose_change_set in request
+   * order; clauses that merged into one action go to propose_change. Feedback is never revised.
+   */
+  private decideMulti(plan: MultiPlan, requestMsg: BaseMessage, requestIndex: number): OfflineDecision {
+    const last = this.msgs.at(-1);
+    if (last === undefined || last === requestMsg) return this.nextMultiStep(plan, requestIndex);
+    if (last.type === "tool") return this.onMultiToolResult(plan, last, requestIndex);
+    if (last.type === "human") return this.onMultiFeedback(last, requestIndex);
+    return text("I have nothing further to do for this request.");
+  }
+
+  private nextMultiStep(plan: MultiPlan, requestIndex: number): OfflineDecision {
+    const taskIds = distinctTaskIds(plan.actions);
+    const unread = taskIds.find((id) => !this.hasTaskRead(id, requestIndex));
+    if (unread !== undefined) {
+      const which = taskIds.length > 1 ? ` (task ${taskIds.indexOf(unread) + 1} of ${taskIds.length})` : "";
+      return this.callTool(
+        "getTask",
+        { taskId: unread },
+        `Reading task ${unread}${which} before proposing ${describeCount(plan.actions.length)}.`,
+      ) ?? text(`I need to read task ${unread} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`);
+    }
+    const tasks = new Map(taskIds.map((id) => [id, this.lastTaskRead(id, requestIndex)] as const));
+    const [only] = plan.actions;
+    if (plan.actions.length === 1 && only !== undefined) return this.proposeMerged(only, plan, tasks);
+    return this.proposeSet(plan, tasks);
+  }
+
+  private onMultiToolResult(plan: MultiPlan, msg: BaseMessage, requestIndex: number): OfflineDecision {
+    const callId = (msg as { tool_call_id?: unknown }).tool_call_id;
+    const call = typeof callId === "string" ? this.calls.get(callId) : undefined;
+    if (call === undefined) return text(`I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`);
+    const outcome = readToolOutcome(msg);
+    switch (call.role) {
+      case "getTask": {
+        const taskId = Number(call.args.taskId);
+        if (outcome.kind === "error") return text(`I cannot propose these changes: reading task ${taskId} failed: ${outcome.reason}`);
+        if (outcome.kind === "empty") {
+          return text(`I cannot propose these changes: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`);
+        }
+        if (outcome.kind !== "task") return text(`I cannot propose these changes: the answer for task ${taskId} contains no task.`);
+        return this.nextMultiStep(plan, requestIndex);
+      }
+      case "getHistory":
+        return this.nextMultiStep(plan, requestIndex);
+      case "proposeSet":
+        return this.onSetProposalResult(call, msg);
+      case "propose": {
+        const body = clip(msg.text);
+        if (isErrorToolMessage(msg)) {
+          return text(`The proposal for task ${String(call.args.taskId)} was refused: ${body}. I will not retry; stopping here.`);
+        }
+        return text(`The proposal for task ${String(call.args.taskId)} was handled: ${body}`);
+      }
+      default:
+        return text(`I received a result from ${call.name}, which I do not use; stopping.`);
+    }
+  }
+
+  private onSetProposalResult(call: RecordedCall, msg: BaseMessage): OfflineDecision {
+    const count = Array.isArray(call.args.actions) ? call.args.actions.length : 0;
+    const body = clip(msg.text);
+    if (isErrorToolMessage(msg)) {
+      return text(`The change set of ${count} actions was refused: ${body}. I will not retry; stopping here.`);
+    }
+    return text(`The change set of ${count} actions was handled: ${body}`);
+  }
+
+  private onMultiFeedback(msg: BaseMessage, requestIndex: number): OfflineDecision {
+    const last = this.lastProposal(requestIndex);
+    if (last === undefined) return text("There is no earlier proposal to revise; stopping.");
+    if (last.role === "proposeSet") return this.stopAfterSetRejection(last, msg);
+    const fields = isRecord(last.args.fields) ? Object.keys(last.args.fields) : [];
+    return text(
+      `The reviewer rejected the proposal for task ${String(last.args.taskId)} (${feedbackMessage(msg.text)}). ` +
+        `It combined several changes from one request (${fields.join(", ")}), which I do not revise; stopping. ` +
+        "Send a new request to propose different changes.",
+    );
+  }
+
+  /** Change sets are not revised: a rejection ends the run, whatever the feedback asks for. */
+  private stopAfterSetRejection(set: RecordedCall, msg: BaseMessage): OfflineDecision {
+    const count = Array.isArray(set.args.actions) ? set.args.actions.length : 0;
+    return text(
+      `The reviewer rejected the change set of ${count} actions (${feedbackMessage(msg.text)}). ` +
+        "I do not revise change sets, so nothing will be written and I am stopping here. " +
+        "Send a new request to propose a different set.",
+    );
+  }
+
+  private proposeSet(plan: MultiPlan, tasks: ReadonlyMap<number, TaskRecord | undefined>): OfflineDecision {
+    const actions = plan.actions.map((a) => ({ operation: a.operation, taskId: a.taskId, fields: { ...a.fields } }));
+    const rationale =
+      `The user asked for ${describeCount(plan.actions.length)} in one request, to run in this order: ` +
+      `${plan.actions.map((a, i) => `${i + 1}. ${describeAction(a)}`).join("; ")}. ` +
+      `Read with ${OFFLINE_TOOL_NAMES.getTask}: ${describeReads(plan.actions, tasks)}.`;
+    return this.callTool(
+      "proposeSet",
+      { actions, rationale },
+      `Proposing a change set of ${plan.actions.length} actions: ${plan.actions.map(describeAction).join("; ")}.`,
+    ) ?? text(
+      `I would propose a change set of ${plan.actions.length} actions (${plan.actions.map(describeAction).join("; ")}), but no ${OFFLINE_TOOL_NAMES.proposeSet} tool is bound.`,
+    );
+  }
+
+  /** Several clauses merged into one action (updates of one task): a single proposal. */
+  private proposeMerged(action: PlannedAction, plan: MultiPlan, tasks: ReadonlyMap<number, TaskRecord | undefined>): OfflineDecision {
+    const rationale =
+      `The user asked, in ${plan.clauses.length} clauses merged into one write, to ${describeAction(action)}. ` +
+      `Read with ${OFFLINE_TOOL_NAMES.getTask}: ${describeReads([action], tasks)}.`;
+    const args: Record<string, unknown> =
+      action.operation === "update_task"
+        ? { taskId: action.taskId, fields: { ...action.fields }, rationale }
+        : { operation: action.operation, taskId: action.taskId, fields: { ...action.fields }, rationale };
+    return this.callTool("propose", args, `Proposing to ${describeAction(action)}.`) ??
+      text(`I would propose to ${describeAction(action)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+  }
+
   private requestRationale(intent: ChangeIntent): string {
     const how = intent.target.kind === "title" ? ` (task found by its title containing "${intent.target.fragment}")` : "";
     if (intent.field === "POST_MESSAGE") return `The user asked to comment on the task${how}.`;
@@ -287,7 +421,10 @@ class Conversation {
   private lastProposal(requestIndex: number): RecordedCall | undefined {
     let found: RecordedCall | undefined;
     this.msgs.slice(requestIndex).forEach((m) => {
-      for (const tc of toolCallsOf(m)) if (this.roleOf(tc.name) === "propose") found = { role: "propose", name: tc.name, args: tc.args };
+      for (const tc of toolCallsOf(m)) {
+        const role = this.roleOf(tc.name);
+        if (role === "propose" || role === "proposeSet") found = { role, name: tc.name, args: tc.args };
+      }
     });
     return found;
   }
@@ -310,6 +447,47 @@ class Conversation {
   }
 }
 
+/** A request the conversation may move on to: one supported change, or a plan of several. */
+function isActionableRequest(body: string): boolean {
+  const plan = planRequest(body);
+  return plan.kind === "multi" || (plan.kind === "single" && plan.parsed.ok);
+}
+
+function distinctTaskIds(actions: readonly PlannedAction[]): number[] {
+  return [...new Set(actions.map((a) => a.taskId))];
+}
+
+function describeCount(n: number): string {
+  return n === 1 ? "1 change" : `${n} changes`;
+}
+
+function fieldEntries(action: PlannedAction): Array<[TaskField, string]> {
+  return Object.entries(action.fields) as Array<[TaskField, string]>;
+}
+
+/** `set STATUS to "4" (awaiting control) and RESPONSIBLE_ID to "5" on task 4`, or `comment on task 4: "..."`. */
+function describeAction(action: PlannedAction): string {
+  if (action.operation === "add_task_comment") {
+    return `comment on task ${action.taskId}: ${describeValue("POST_MESSAGE", action.fields.POST_MESSAGE)}`;
+  }
+  const parts = fieldEntries(action).map(([f, v]) => `${f} to ${describeValue(f, v)}`);
+  const listed = parts.length <= 1 ? parts.join("") : `${parts.slice(0, -1).join(", ")} and ${parts.at(-1)}`;
+  return `set ${listed} on task ${action.taskId}`;
+}
+
+/** What was read for each task: its title and the current values of the fields that change. */
+function describeReads(actions: readonly PlannedAction[], tasks: ReadonlyMap<number, TaskRecord | undefined>): string {
+  return distinctTaskIds(actions)
+    .map((id) => {
+      const task = tasks.get(id);
+      if (task === undefined) return `task ${id} (not read)`;
+      const changed = [...new Set(actions.filter((a) => a.taskId === id && a.operation === "update_task").flatMap((a) => fieldEntries(a).map(([f]) => f)))];
+      const current = changed.map((f) => `current ${f} ${describeValue(f, task[TASK_FIELD_KEYS[f]])}`);
+      return [`task ${id} ${describeValue("TITLE", task.title)}`, ...current].join(", ");
+    })
+    .join("; ");
+}
+
 function text(body: string): OfflineDecision {
   return { kind: "text", text: `${OFFLINE_PREFIX} ${body}` };
 }
@@ -321,7 +499,7 @@ function toolCallsOf(m: BaseMessage): Array<{ id?: string; name: string; args: R
 }
 
 function isReviewerFeedback(body: string): boolean {
-  return /\brejected the proposal\b/i.test(body);
+  return /\brejected the (?:proposal|change set)\b/i.test(body);
 }
 
 function isErrorToolMessage(m: BaseMessage): boolean {
