@@ -15,7 +15,7 @@ import type { RequestScope } from "../hitl/records.js";
 import { type Deps, type StoreDeps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
-import { decisionOf } from "../hitl/journal-gate.js";
+import { decisionOf, membersOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
 
 /**
@@ -117,7 +117,9 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
   if (first) {
     const fromCheckpoint = first.value as InterruptPayload;
     const payload: InterruptPayload =
-      fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered" ? approvalRequestFrom(action) : fromCheckpoint;
+      fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered"
+        ? approvalRequestFrom(action, action.set ? { members: await membersOf(app.deps, action) } : {})
+        : fromCheckpoint;
     const id = first.id ? { interruptId: first.id } : {};
     return payload.kind === "input"
       ? { threadId, status: "awaiting_input", input: payload, ...id, state: values }

@@ -8,7 +8,8 @@ import type { KeyObject } from "node:crypto";
 import { z } from "zod";
 import { HASH_PATTERN } from "./canonical.js";
 import { hashEnvelope, type Envelope } from "./envelope.js";
-import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, type Policy } from "./policy.js";
+import { hashChangeSet, type ChangeSet } from "./change-set.js";
+import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, type Policy, type RiskLevel } from "./policy.js";
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
 import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
 import { codesForNames } from "./fields.js";
@@ -24,6 +25,8 @@ const Base = {
   decidedAt: z.iso.datetime({ offset: true }).optional(),
   /** Base64 Ed25519 signature over the canonical SignedDecisionPayload. */
   signature: z.string().min(1).optional(),
+  /** For a change set decided action by action: the action (a1, a2, …) this decision is about. */
+  actionId: z.string().regex(/^a[1-9][0-9]?$/, "actionId is a1, a2, … as the change set lists them").optional(),
 };
 
 export const DecisionSchema = z.discriminatedUnion("type", [
@@ -80,6 +83,60 @@ export interface DecisionContext {
 
 export type VerifiedBy = "signature" | "authentication" | "self_declared";
 
+/**
+ * What a decision is bound to: one envelope, or a change set (every action of it). The hash is
+ * recomputed by the caller from the object itself; `edits` are the envelopes an edit may change.
+ */
+export interface DecisionSubject {
+  hash: string;
+  kind: "envelope" | "change set";
+  nonce: string;
+  revision: number;
+  expiresAt: string;
+  threadId: string;
+  /** Every operation the approval covers: an approver must be allowed each. */
+  operations: string[];
+  requestedBy: string;
+  editedBy?: string | undefined;
+  level: RiskLevel;
+  /** For a single envelope: the envelope an edit changes. For a change set: the actions by id. */
+  edits: { single: Envelope } | { byActionId: ReadonlyMap<string, Envelope> };
+}
+
+export function subjectOfEnvelope(e: Envelope): DecisionSubject {
+  return {
+    hash: hashEnvelope(e),
+    kind: "envelope",
+    nonce: e.nonce,
+    revision: e.revision,
+    expiresAt: e.expiresAt,
+    threadId: e.runContext.threadId,
+    operations: [e.operation],
+    requestedBy: e.requestedBy,
+    editedBy: e.editedBy,
+    level: e.risk.level,
+    edits: { single: e },
+  };
+}
+
+/** A change set with its actions' envelopes (in the set's order). */
+export function subjectOfSet(set: ChangeSet, envelopes: Envelope[]): DecisionSubject {
+  const byActionId = new Map(set.actions.map((a, i) => [a.actionId, envelopes[i]!] as const));
+  return {
+    hash: hashChangeSet(set),
+    kind: "change set",
+    nonce: set.nonce,
+    revision: set.revision,
+    expiresAt: set.expiresAt,
+    threadId: set.threadId,
+    operations: [...new Set(set.actions.map((a) => a.operation))],
+    requestedBy: set.requestedBy,
+    editedBy: set.editedBy,
+    level: set.risk.level,
+    edits: { byActionId },
+  };
+}
+
 export type DecisionValidation =
   | {
       ok: true;
@@ -94,6 +151,17 @@ export type DecisionValidation =
 const CLOCK_SKEW_MS = 5 * 60 * 1000;
 
 export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionContext): DecisionValidation {
+  let subject: DecisionSubject;
+  try {
+    subject = subjectOfEnvelope(e);
+  } catch (err) {
+    return { ok: false, code: "HASH_MISMATCH", reason: `the envelope cannot be hashed: ${(err as Error).message}` };
+  }
+  return validateDecisionFor(subject, decision, ctx);
+}
+
+/** validateDecision against any subject: an envelope, or a change set as a whole or action by action. */
+export function validateDecisionFor(subject: DecisionSubject, decision: unknown, ctx: DecisionContext): DecisionValidation {
   const refuse = (code: RefusalCode, reason: string): DecisionValidation => ({ ok: false, code, reason });
 
   const parsed = DecisionSchema.safeParse(decision);
@@ -104,12 +172,13 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
   const d = parsed.data;
 
   // Binding.
-  const current = hashEnvelope(e);
+  const current = subject.hash;
+  const e = { revision: subject.revision, nonce: subject.nonce, expiresAt: subject.expiresAt, requestedBy: subject.requestedBy, editedBy: subject.editedBy };
   if (ctx.envelopeHash !== current) {
-    return refuse("HASH_MISMATCH", `the envelope now hashes to ${current}, but ${ctx.envelopeHash} was recorded when it was shown; it changed after display`);
+    return refuse("HASH_MISMATCH", `the ${subject.kind} now hashes to ${current}, but ${ctx.envelopeHash} was recorded when it was shown; it changed after display`);
   }
-  if (e.runContext.threadId !== ctx.threadId) {
-    return refuse("HASH_MISMATCH", `the envelope belongs to thread ${e.runContext.threadId}, not to thread ${ctx.threadId}`);
+  if (subject.threadId !== ctx.threadId) {
+    return refuse("HASH_MISMATCH", `the ${subject.kind} belongs to thread ${subject.threadId}, not to thread ${ctx.threadId}`);
   }
   if (d.envelopeHash !== current && ctx.supersededHashes.includes(d.envelopeHash)) {
     return refuse("STALE_REVISION", `the decision names ${d.envelopeHash}, an earlier revision; the current revision is ${e.revision} with hash ${current}`);
@@ -117,6 +186,15 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
   if (d.envelopeHash !== current) return refuse("HASH_MISMATCH", `expected envelopeHash ${current} (revision ${e.revision}); the decision names ${d.envelopeHash}`);
   if (d.nonce !== e.nonce) return refuse("NONCE_MISMATCH", `expected nonce ${e.nonce}; the decision carries ${JSON.stringify(d.nonce)}`);
   if (ctx.nonceConsumed) return refuse("ALREADY_CONSUMED", `nonce ${e.nonce} was already used by an accepted decision; an approval counts once`);
+  // Which action a decision is about: a change set's actions are named by id, never by list position.
+  let target: Envelope | undefined;
+  if ("single" in subject.edits) {
+    if (d.actionId !== undefined) return refuse("MALFORMED", `actionId ${d.actionId} names an action of a change set, but this approval is for a single envelope`);
+    target = subject.edits.single;
+  } else if (d.actionId !== undefined) {
+    target = subject.edits.byActionId.get(d.actionId);
+    if (!target) return refuse("MALFORMED", `the change set has no action ${d.actionId} (its actions: ${[...subject.edits.byActionId.keys()].join(", ")})`);
+  }
 
   const override = d.type === "approve" ? d.override : undefined;
   if (override) {
@@ -163,10 +241,12 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
     return refuse("SIGNATURE_REQUIRED", `policy ${ctx.policy.id}@${ctx.policy.version} does not accept self-declared approvers; sign the decision or use an authenticated connection`);
   }
 
-  // Authority.
-  const allowed = allowedApprovers(ctx.policy, e.operation);
-  if (!allowed.has(approverId)) {
-    return refuse("APPROVER_NOT_ALLOWED", `${approverId} may not decide ${e.operation} under policy ${ctx.policy.id}@${ctx.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`);
+  // Authority: over every operation the approval covers.
+  for (const operation of subject.operations) {
+    const allowed = allowedApprovers(ctx.policy, operation);
+    if (!allowed.has(approverId)) {
+      return refuse("APPROVER_NOT_ALLOWED", `${approverId} may not decide ${operation} under policy ${ctx.policy.id}@${ctx.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`);
+    }
   }
   let appliedOverride: { gate: string; by: string; reason: string } | undefined;
   if (override) {
@@ -181,11 +261,11 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
   const sod = ctx.policy.separationOfDuties;
   // Only an approval can be self-serving: a rejection stops the action, and an edit becomes a new revision that needs its own approval.
   const author = approverId === e.requestedBy ? "requested" : approverId === e.editedBy ? "wrote (by an edit)" : undefined;
-  if (d.type === "approve" && sod && author && levelRank(e.risk.level) >= levelRank(sod.requesterMayNotApproveAtOrAbove)) {
+  if (d.type === "approve" && sod && author && levelRank(subject.level) >= levelRank(sod.requesterMayNotApproveAtOrAbove)) {
     if (override?.gate === "separation_of_duties") {
       appliedOverride = { gate: override.gate, by: approverId, reason: override.reason };
     } else {
-      return refuse("SELF_APPROVAL", `${approverId} ${author} this ${e.risk.level}-risk change and may not approve it (policy: requester may not approve at or above ${sod.requesterMayNotApproveAtOrAbove})`);
+      return refuse("SELF_APPROVAL", `${approverId} ${author} this ${subject.level}-risk change and may not approve it (policy: requester may not approve at or above ${sod.requesterMayNotApproveAtOrAbove})`);
     }
   }
 
@@ -195,6 +275,8 @@ export function validateDecision(e: Envelope, decision: unknown, ctx: DecisionCo
     // An enum value named in the edit (PRIORITY "high") becomes its exact code; the envelope holds codes only.
     // A person named in the edit (RESPONSIBLE_ID "Bob Smith") becomes the id it resolved to, exactly one
     // active user; zero or several matches refuse the edit. The envelope holds ids only.
+    if (!target) return refuse("MALFORMED", `an edit of a change set names the action it changes ("actionId": one of ${"byActionId" in subject.edits ? [...subject.edits.byActionId.keys()].join(", ") : ""})`);
+    const e = target;
     if (d.editedAction.name !== e.operation) {
       return refuse("OUT_OF_SCOPE", `the edit names operation ${JSON.stringify(d.editedAction.name)}, but this envelope is for ${e.operation}; an edit changes values, not the operation: propose a new change instead`);
     }
@@ -230,5 +312,6 @@ export function signedPayloadOf(d: Decision, threadId: string): SignedDecisionPa
     decidedAt: d.decidedAt,
     ...(d.type === "edit" ? { editedAction: d.editedAction } : {}),
     ...(d.type === "approve" && d.override ? { override: d.override } : {}),
+    ...(d.actionId !== undefined ? { actionId: d.actionId } : {}),
   };
 }

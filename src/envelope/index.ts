@@ -67,6 +67,10 @@ export {
 export {
   DecisionSchema,
   validateDecision,
+  validateDecisionFor,
+  subjectOfEnvelope,
+  subjectOfSet,
+  type DecisionSubject,
   signedPayloadOf,
   type Decision,
   type RefusalCode,
@@ -87,3 +91,20 @@ export { exampleTask, taskBody } from "./examples.js";
 export { USER_FIELDS, userIdsIn, userIdsOnCard, personNote, typedNamesIn, idsForNames, unresolvedReason, type PersonName, type PeopleLookup, type TypedName, type Candidate, type NameResolution } from "./people.js";
 export { OPERATIONS, OPERATION_NAMES, operationSpec, isOperationName, fieldsOf, type OperationName, type OperationSpec, type OperationEffect } from "./operations.js";
 export { verifyCreatedComment, extractComments, commentIdsWithText, createdIdOf, type CreatedObject, type CreateVerifyResult, type CommentItem } from "./created.js";
+export {
+  ChangeSetSchema,
+  CHANGE_SET_SCHEMA_ID,
+  MAX_SET_ACTIONS,
+  ACTION_ID,
+  createChangeSet,
+  parseChangeSet,
+  hashChangeSet,
+  chainRisk,
+  chainOutcome,
+  outcomeTable,
+  memberProblems,
+  setCardHeader,
+  type ChangeSet,
+  type ActionOutcome,
+  type CreateChangeSetInput,
+} from "./change-set.js";

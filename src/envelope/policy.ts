@@ -115,6 +115,12 @@ export const PolicySchema = z
       .default(null)
       .describe("The requester may not approve their own change at or above this risk level; null turns the rule off."),
     overrides: z.record(z.string(), OverrideRuleSchema).default({}).describe("Gates an approver holding a role may override, by gate name; only separation_of_duties can be overridden."),
+    partialExecution: z
+      .array(z.enum(REVERSIBILITY))
+      .default([])
+      .describe(
+        "Reversibility classes whose actions may run without a second approval when a change set is approved only in part (some actions rejected): the approved ones are re-sealed as a new revision and run at once if every one of them is of a class listed here; otherwise the new revision is shown again. Edits are always shown again.",
+      ),
     requireSignature: z.boolean().default(false).describe("Every decision must be signed with the approver's Ed25519 key (ACTION_ENVELOPE_APPROVER_KEYS)."),
     /** Group to escalate an unanswered approval to (used by the approval lifecycle, not by this core). */
     escalationGroup: z.string().min(1).optional().describe("Group (a key of approvers.groups) an approval that expired unanswered is re-issued to; unset: it ends APPROVAL_EXPIRED."),

@@ -20,6 +20,8 @@ export interface SignedDecisionPayload {
   decidedAt: string;
   editedAction?: { name: string; args: { taskId: number; fields: Record<string, unknown> } };
   override?: { gate: string; reason: string };
+  /** For one action of a change set decided action by action. */
+  actionId?: string;
 }
 
 export function signingBytes(payload: SignedDecisionPayload): Buffer {

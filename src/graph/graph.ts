@@ -6,6 +6,8 @@
  *   agent → check_input | ask_input   (a question is open in the journal: chat sent meanwhile is a candidate answer; no model call)
  *   agent → build_envelope      (an undo thread: the proposal is built by code from the journal, no model call)
  *   agent → propose → build_envelope → await_approval ⇄ check_decision → pre_read → execute → verify → finish
+ *   verify → pre_read            (a change set: the next approved action, once this one verified)
+ *   build_envelope → pre_read    (a change set approved in part, where the policy lets the approved part run at once)
  *   check_decision → build_envelope (edit, escalation) | agent (reject with feedback, revision allowed)
  *   any journal-checked node → resync → wherever the journal says the thread is (a node driven out of
  *   order by goto, new input, replay or a fork does nothing and hands over to resync)
@@ -60,12 +62,12 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish"])
   .addEdge("ask_input", "check_input")
   .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish", "resync"])
-  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "finish", "resync"])
+  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "pre_read", "finish", "resync"])
   .addConditionalEdges("await_approval", afterAwaitApproval, ["check_decision", "resync"])
   .addConditionalEdges("check_decision", afterCheckDecision, ["agent", "await_approval", "build_envelope", "pre_read", "finish", "resync"])
   .addConditionalEdges("pre_read", afterPreRead, ["execute", "finish", "resync"])
   .addConditionalEdges("execute", afterExecute, ["verify", "finish", "resync"])
-  .addConditionalEdges("verify", afterVerify, ["finish", "resync"])
+  .addConditionalEdges("verify", afterVerify, ["pre_read", "finish", "resync"])
   .addConditionalEdges("finish", afterFinish, ["resync", END])
   .addConditionalEdges("resync", afterResync, ["agent", "build_envelope", "await_approval", "pre_read", "execute", "verify", "finish"]);
 

@@ -36,9 +36,12 @@ export function afterCheckInput(state: State): "agent" | "ask_input" | "finish" 
   return state.inputRequest ? "ask_input" : "agent";
 }
 
-export function afterBuildEnvelope(state: State): "await_approval" | "finish" | "resync" {
+export function afterBuildEnvelope(state: State): "await_approval" | "pre_read" | "finish" | "resync" {
   if (state.needsResync) return "resync";
-  return state.outcome ? "finish" : "await_approval";
+  if (state.outcome) return "finish";
+  // A partial approval of a change set that the policy lets run at once was decided with the new
+  // revision (pre_read checks that in the journal like any approval).
+  return state.journalNext === "pre_read" ? "pre_read" : "await_approval";
 }
 
 export function afterAwaitApproval(state: State): "check_decision" | "resync" {
@@ -81,8 +84,10 @@ export function afterExecute(state: State): "verify" | "finish" | "resync" {
   return state.outcome ? "finish" : "verify";
 }
 
-export function afterVerify(state: State): "finish" | "resync" {
-  return state.needsResync ? "resync" : "finish";
+export function afterVerify(state: State): "pre_read" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
+  // A change set whose action verified and whose next action is approved: on to that action's pre-read.
+  return state.journalNext === "pre_read" ? "pre_read" : "finish";
 }
 
 export function afterFinish(state: State): "resync" | "__end__" {

@@ -93,7 +93,7 @@ function mirror<T>(description: string, shape: z.ZodType | undefined, fallback?:
 /** Last value wins, with a default: the plain channel. */
 const last = <T>(description: string, shape: z.ZodType | undefined, fallback: () => T) => mirror<T>(description, shape, fallback);
 
-const OUTCOMES = ["VERIFIED", "NOT_EXECUTED", "REJECTED_BY_TARGET", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"] as const satisfies readonly Outcome[];
+const OUTCOMES = ["VERIFIED", "NOT_EXECUTED", "REJECTED_BY_TARGET", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE", "PARTIALLY_EXECUTED"] as const satisfies readonly Outcome[];
 const FieldCheckShape = z.object({ field: z.string(), expected: z.unknown().optional(), actual: z.unknown().optional(), status: z.string() }).partial();
 const RefusalShape = z.object({
   code: z.string().describe("Refusal code, e.g. MALFORMED, HASH_MISMATCH, APPROVER_NOT_ALLOWED, THREAD_ENDED."),
@@ -115,6 +115,10 @@ const DecisionShape = z.object({
 });
 const ProposalShape = z.object({
   operation: z.enum(OPERATION_NAMES).optional().describe("What is done to the task: update_task (default) or add_task_comment."),
+  actions: z
+    .array(z.object({ operation: z.enum(OPERATION_NAMES), taskId: z.int(), fields: z.record(z.string(), z.unknown()) }))
+    .optional()
+    .describe("A change set: the actions in order (the first is repeated in operation/taskId/fields)."),
   taskId: z.int(),
   fields: z.record(z.string(), z.unknown()),
   rationale: z.string(),

@@ -4,16 +4,34 @@
  * CLI, LangGraph API, Studio, tests — goes through these shapes.
  */
 import { z } from "zod";
-import type { Envelope, OperationName } from "../envelope/index.js";
+import { MAX_SET_ACTIONS, type ChangeSet, type Envelope, type OperationName } from "../envelope/index.js";
+
+/** One action as agent-inbox shows it: its name is the envelope's operation (update_task, add_task_comment). */
+export interface ActionRequest {
+  name: OperationName;
+  args: { taskId: number; fields: Record<string, unknown> };
+  description: string;
+}
+export interface ReviewConfig {
+  actionName: OperationName;
+  allowedDecisions: ["approve", "edit", "reject"];
+}
 
 export interface ApprovalRequest {
   kind: "approval";
   /** One action: its name is the envelope's operation (update_task, add_task_comment), as agent-inbox shows it. */
-  actionRequests: [{ name: OperationName; args: { taskId: number; fields: Record<string, unknown> }; description: string }];
-  reviewConfigs: [{ actionName: OperationName; allowedDecisions: ["approve", "edit", "reject"] }];
+  actionRequests: [ActionRequest, ...ActionRequest[]];
+  reviewConfigs: [ReviewConfig, ...ReviewConfig[]];
+  /** The envelope approved; for a change set, its first action's (every action is in `changeSet`). */
   envelope: Envelope;
+  /** What a decision names: the envelope's hash, or a change set's hash. */
   envelopeHash: string;
   nonce: string;
+  /**
+   * Set when the approval is for a change set: the sealed set and every action's envelope in order.
+   * Decide it as a whole (one decision) or each action by its `actionId` (one decision per action).
+   */
+  changeSet?: { set: ChangeSet; setHash: string; actions: Array<{ actionId: string; envelopeHash: string; envelope: Envelope }> };
   revision: number;
   expiresAt: string;
   threadId: string;
@@ -67,7 +85,8 @@ export const SystemDecisionSchema = z.discriminatedUnion("type", [
 export type SystemDecision = z.infer<typeof SystemDecisionSchema>;
 
 export const ResumeSchema = z.object({
-  decisions: z.array(z.unknown()).length(1, "exactly one decision per approval request"),
+  // One decision; for a change set either one for the whole set or one per action (named by actionId).
+  decisions: z.array(z.unknown()).min(1, "at least one decision").max(MAX_SET_ACTIONS, `at most ${MAX_SET_ACTIONS} decisions (one per action of a change set)`),
 });
 export type ResumeValue = { decisions: unknown[] };
 

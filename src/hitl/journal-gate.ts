@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
-import { hashEnvelope, renderCard } from "../envelope/index.js";
+import { hashChangeSet, hashEnvelope, memberProblems, renderCard } from "../envelope/index.js";
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord } from "../store/action-machine.js";
 import type { AuditEntry } from "../store/audit.js";
 import type { DecisionRecord, Outcome, ReasonCode, RequestScope } from "./records.js";
@@ -67,6 +67,8 @@ export interface Gate {
   threadId: string;
   thread: ThreadRecord | undefined;
   action: ActionRow | undefined;
+  /** For a change set: every action of it in the set's order (the current one among them). */
+  members?: ActionRow[];
   next: JournalNext;
 }
 
@@ -82,18 +84,42 @@ export async function openGate(deps: Deps, config: LangGraphRunnableConfig, stat
   let thread = await deps.journal.getThread(threadId);
   let action = await deps.journal.currentAction(threadId);
   if (!action && !thread) ({ thread, action } = await adoptLegacy(deps, threadId, state));
+  const members = action?.set ? await membersOf(deps, action) : undefined;
+  const open = (r: ActionRow) => r.phase !== "closed" && r.phase !== "superseded";
+  const badMember = members?.find((m) => !m.macValid && open(m));
   const unsealed =
-    action && !action.macValid && action.phase !== "closed" && action.phase !== "superseded"
+    action && !action.macValid && open(action)
       ? `the journal row of action ${action.envelopeHash}`
-      : thread && !thread.macValid && !thread.closed
-        ? `the journal record of thread ${threadId}`
-        : null;
+      : badMember
+        ? `the journal row of action ${badMember.envelopeHash} (of change set ${action!.set!.setHash})`
+        : members && setProblems(action!, members).length > 0
+          ? `change set ${action!.set!.setHash} (${setProblems(action!, members).join("; ")})`
+          : thread && !thread.macValid && !thread.closed
+            ? `the journal record of thread ${threadId}`
+            : null;
   if (unsealed) {
     const reason = `${unsealed} does not verify against its MAC: it was changed outside this program, or this process holds another journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE) than the one that sealed it. Nothing was done.`;
     await deps.audit.append(tamperEntry(threadId, action, "journal", reason, deps.clock().toISOString(), state));
     throw new DecisionNotAcceptedError(threadId, "INTEGRITY_CHECK_FAILED", reason);
   }
-  return { threadId, thread, action, next: nextFromJournal(thread, action) };
+  return { threadId, thread, action, ...(members ? { members } : {}), next: nextFromJournal(thread, action) };
+}
+
+/** Every action of the change set `action` belongs to, in the set's order (missing ones left out: setProblems names them). */
+export async function membersOf(deps: Pick<Deps, "journal">, action: ActionRow): Promise<ActionRow[]> {
+  if (!action.set) return [action];
+  const rows = await Promise.all(action.set.set.actions.map((a) => deps.journal.getAction(a.envelopeHash)));
+  return rows.filter((r): r is ActionRow => r !== undefined);
+}
+
+/** What does not hold together in a change set as read back: its hash, its members and their copies of the set. */
+function setProblems(action: ActionRow, members: ActionRow[]): string[] {
+  const m = action.set!;
+  const out: string[] = [];
+  if (hashChangeSet(m.set) !== m.setHash) out.push(`the set does not hash to ${m.setHash}`);
+  out.push(...memberProblems(m.set, members));
+  for (const r of members) if (r.set?.setHash !== m.setHash) out.push(`${r.envelopeHash} is not registered as a member of ${m.setHash}`);
+  return out;
 }
 
 /** A thread's request is recorded once, when its first run starts; later input cannot change it. */

@@ -10,9 +10,21 @@ export interface RequestScope {
   fields?: string[];
 }
 
+/** One action of a proposed change set. */
+export interface ProposedAction {
+  operation: OperationName;
+  taskId: number;
+  fields: Record<string, unknown>;
+}
+
 export interface ProposalRecord {
   /** What is done to the task (src/envelope/operations.ts); absent means update_task. */
   operation?: OperationName;
+  /**
+   * A change set: two or more actions approved together and run in order (the chain rule). When
+   * present, `operation`, `taskId` and `fields` repeat its first action.
+   */
+  actions?: ProposedAction[];
   taskId: number;
   fields: Record<string, unknown>;
   rationale: string;
@@ -27,7 +39,9 @@ export type Outcome =
   | "REJECTED_BY_TARGET"
   | "VERIFICATION_FAILED"
   | "INVARIANT_VIOLATION"
-  | "INCONCLUSIVE";
+  | "INCONCLUSIVE"
+  /** A change set wrote some of its actions and stopped before the end (chain rule): see its outcome table. */
+  | "PARTIALLY_EXECUTED";
 
 export type ReasonCode =
   | "VERIFIED"
@@ -46,6 +60,8 @@ export type ReasonCode =
   | "APPROVAL_ALREADY_USED"
   | "CANCELLED"
   | "STALE_STATE"
+  /** An action of a change set that was not run because an earlier action of the set did not end VERIFIED. */
+  | "CHAIN_STOPPED"
   /** Another approved action held the object (pre-read to verification) for longer than this one may wait; nothing was sent. */
   | "TARGET_BUSY"
   /** The pre-read's answer was about another object than the envelope's. */

@@ -4,7 +4,7 @@ import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State, type Update } f
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps } from "../runtime/deps.js";
 import { agentPrompt } from "../prompts.js";
-import { proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
+import { proposeChangeSetTool, proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
 import { undoEndingCode, undoPlanFor, undoRequestOf, type UndoPlan } from "../hitl/compensation.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { QuestionEntry } from "../store/journal.js";
@@ -68,7 +68,7 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   const opening = history.length === 0 ? [new HumanMessage(thread.request)] : [];
   const messages = [...history, ...opening];
   if (!deps.model.bindTools) throw new Error(`model ${deps.modelLabel} cannot call tools`);
-  const model = deps.model.bindTools([...deps.tools.readTools, proposeChangeTool, requestInputTool]);
+  const model = deps.model.bindTools([...deps.tools.readTools, proposeChangeTool, proposeChangeSetTool, requestInputTool]);
   const prompt = await agentPrompt.invoke({ messages, requestedBy: thread.requestedBy });
   let reply;
   try {

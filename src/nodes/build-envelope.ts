@@ -5,8 +5,11 @@ import { getDeps } from "../runtime/deps.js";
 import { OPERATIONS, checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
 import { rawOf, taskFrom } from "../hitl/reads.js";
 import { lookupNames } from "../hitl/people.js";
-import { approvalRequestedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
-import { endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
+import { decisionOf, endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
+import { buildChangeSet, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
+import type { Deps } from "../runtime/deps.js";
+import type { ThreadRecord } from "../store/action-machine.js";
 import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
 import { undoEndingCode, undoPlanFor } from "../hitl/compensation.js";
 import { changedSinceWrite } from "../envelope/compensation.js";
@@ -28,13 +31,29 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const prior = previous?.progress.decision;
   const end = (code: ReasonCode, reason: string): Promise<Update> => endRunInJournal(deps, gate, state, code, reason);
 
+  // A change set: proposed by the model, the next revision of a set decided action by action, or the
+  // same set again after an escalation. Built and registered as one (src/hitl/change-sets.ts).
+  const members = gate.members ?? (previous ? [previous] : []);
+  const setActions: PlannedAction[] | null =
+    gate.next === "build_envelope" && prior?.setPlan
+      ? prior.setPlan.actions.map(({ names: _n, ...a }) => a)
+      : gate.next === "build_envelope" && previous?.set && prior?.type !== "edit"
+        ? members.map((m) => ({ actionId: m.set!.actionId, operation: m.envelope.operation, taskId: m.envelope.object.id, fields: m.envelope.params }))
+        : gate.next !== "build_envelope" && !thread.compensates && state.proposal?.actions && state.proposal.actions.length > 1
+          ? withActionIds(state.proposal.actions)
+          : null;
+  if (setActions && setActions.length > 1) return buildSet(deps, gate, state, thread, setActions, config);
+
   // An undo thread's first proposal is the journal's restore of the action it compensates.
   const undo = thread.compensates && !previous ? await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash) : null;
   if (undo && !undo.ok) return end(undoEndingCode(undo.code), undo.reason);
   // An edit's content is the decision the journal accepted; any other proposal is the model's.
+  const onlyOne = setActions?.length === 1 ? setActions[0]! : undefined;
   const proposal: ProposalRecord | null = undo?.ok
     ? undo.proposal
-    : gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
+    : onlyOne
+      ? { operation: onlyOne.operation, taskId: onlyOne.taskId, fields: onlyOne.fields, rationale: `the part of change set ${previous?.set?.setHash} that ${prior?.approverId} approved or edited`, source: "human_edit" }
+      : gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
       ? { operation: previous!.envelope.operation, taskId: prior.edit.taskId, fields: prior.edit.fields, rationale: `edited by ${prior.approverId}`, source: "human_edit" }
       : gate.next === "build_envelope"
         ? previous
@@ -88,7 +107,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const runId = config.runId ?? config.configurable?.run_id;
   // Escalation: set by the expiry that led here, and kept for later revisions of the same approval.
   const escalatedTo = (prior?.type === "expire" ? prior.escalateTo : undefined) ?? previous?.escalatedTo ?? null;
-  const editedBy = proposal.source === "human_edit" && prior?.type === "edit" ? prior.approverId : undefined;
+  const editedBy = proposal.source === "human_edit" && prior?.type === "edit" && !(prior.setPlan?.runWithoutReapproval) ? prior.approverId : undefined;
   const envelope = createEnvelope({
     portal: deps.portal,
     operation,
@@ -136,5 +155,65 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     envelope.createdAt,
   );
   await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card));
-  return { ...mirrorOf(action), proposal, pendingDecision: null, decision: null };
+  // What is left of a change set after a partial approval the policy lets run at once: decided now.
+  if (onlyOne && prior?.setPlan?.runWithoutReapproval) {
+    const record = { ...decisionOf(previous)!, type: "approve" as const, envelopeHash, nonce: envelope.nonce, revision, message: `partial approval of change set ${previous?.set?.setHash}: ${prior.setPlan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; run without a second approval under policy partialExecution` };
+    const claim = await deps.journal.decideAction(envelopeHash, { threadId, envelopeHash, nonce: envelope.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt }, record);
+    if (claim.claimed) {
+      await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
+      return { ...mirrorOf(claim.row), proposal, pendingDecision: null, decision: record, journalNext: "pre_read" };
+    }
+  }
+  return { ...mirrorOf(action), proposal, pendingDecision: null, decision: null, journalNext: null };
+}
+
+/** build_envelope for a change set: built, registered (and, for an allowed partial approval, decided) as one. */
+async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadRecord, actions: PlannedAction[], config: LangGraphRunnableConfig): Promise<Update> {
+  const previous = gate.action;
+  const prior = previous?.progress.decision;
+  const revision = (previous?.revision ?? 0) + 1;
+  if (revision > deps.config.limits.maxRevisions + 1) {
+    return endRunInJournal(deps, gate, state, "TOO_MANY_REVISIONS", `revision ${revision} exceeds the limit of ${deps.config.limits.maxRevisions} revisions`);
+  }
+  const runId = config.runId ?? config.configurable?.run_id;
+  const plan = gate.next === "build_envelope" ? prior?.setPlan : undefined;
+  const escalatedTo = (prior?.type === "expire" ? prior.escalateTo : undefined) ?? previous?.escalatedTo ?? null;
+  const built = await buildChangeSet(
+    deps,
+    {
+      threadId: gate.threadId,
+      ...(runId ? { runId: String(runId) } : {}),
+      requestedBy: thread.requestedBy,
+      scope: thread.scope,
+      previous,
+      previousMembers: gate.members ?? (previous ? [previous] : []),
+      escalatedTo,
+      ...(plan && !plan.runWithoutReapproval && prior ? { editedBy: prior.approverId } : {}),
+      ...(plan?.runWithoutReapproval && prior ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } } : {}),
+    },
+    actions,
+  );
+  const proposal: ProposalRecord = {
+    operation: actions[0]!.operation,
+    taskId: actions[0]!.taskId,
+    fields: actions[0]!.fields,
+    actions: actions.map(({ actionId: _id, ...a }) => a),
+    rationale: plan ? `revision of change set ${previous?.set?.setHash} decided action by action by ${prior?.approverId}` : state.proposal?.rationale ?? "",
+    source: plan ? "human_edit" : "model",
+  };
+  if (!built.ok) {
+    if (built.denied) {
+      const at = deps.clock().toISOString();
+      await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId: gate.threadId, revision, policy: deps.policy, at, code: built.denied.code, reasons: built.denied.reasons }));
+    }
+    return endRunInJournal(deps, gate, state, built.code, built.reason);
+  }
+  const first = built.rows[0]!;
+  for (const r of built.rows) await deps.audit.append(approvalRequestedEntry(r.envelope, r.envelopeHash, r.card));
+  if (built.autoApproved) {
+    const d = first.progress.decision;
+    if (d) await deps.audit.append(decisionAcceptedEntry(first.envelope, built.setHash, decisionOf(first)!));
+    return { ...mirrorOf(first), proposal, pendingDecision: null, decision: decisionOf(first), journalNext: "pre_read" };
+  }
+  return { ...mirrorOf(first), proposal, pendingDecision: null, decision: null, journalNext: null };
 }

@@ -3,12 +3,12 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { allowedApprovers, DecisionSchema, typedNamesIn, validateDecision, type NameResolution } from "../envelope/index.js";
+import { allowedApprovers, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
-import type { ActionProgress, ActionRow } from "../store/action-machine.js";
+import type { ActionProgress, ActionRow, SetPlan } from "../store/action-machine.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { resolveNames } from "../hitl/people.js";
@@ -63,6 +63,8 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   if (!outer.success) {
     return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(incoming)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`, false);
   }
+  if (action.set && gate.members) return setDecision(deps, state, action, gate.members, outer.data.decisions, authUser, raw, refuse);
+  if (outer.data.decisions.length !== 1) return refuse("MALFORMED", `exactly one decision per approval request; got ${outer.data.decisions.length}`, false);
   const candidate = outer.data.decisions[0];
   const system = SystemDecisionSchema.safeParse(candidate);
   if (system.success) return systemDecision(deps, state, action, system.data, authUser, raw, refuse);
@@ -155,6 +157,142 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   }
 }
 
+type Refuse = (code: string, reason: string, counted: boolean) => Promise<Update>;
+
+/**
+ * A decision on a change set: one for the whole set (approve or reject; cancel and expire too), or one
+ * per action, each naming its action by id, all from one approver and all bound to the set's hash and
+ * nonce. All approved: every action is decided in one journal transaction and the chain runs. All
+ * rejected: the set ends (or goes back to the model with the feedback). Otherwise the approved and
+ * edited actions become the next revision (build_envelope), which runs at once only when nothing was
+ * edited and the policy lets every approved action's class run after a partial approval; else it is
+ * shown again.
+ */
+async function setDecision(
+  deps: Deps,
+  state: State,
+  action: ActionRow,
+  members: ActionRow[],
+  decisions: unknown[],
+  authUser: string | undefined,
+  raw: unknown,
+  refuse: Refuse,
+): Promise<Update> {
+  const m = action.set!;
+  const set = m.set;
+  const setHash = m.setHash;
+  const now = deps.clock();
+  // The set as one approval: its hash and nonce, its earliest expiry, every operation it covers.
+  const asOne: ActionRow = { ...action, envelopeHash: setHash, revision: set.revision, envelope: { ...action.envelope, nonce: set.nonce, expiresAt: set.expiresAt, revision: set.revision } };
+  const operations = [...new Set(members.map((x) => x.envelope.operation))];
+  const first = decisions[0];
+  const system = decisions.length === 1 ? SystemDecisionSchema.safeParse(first) : undefined;
+  if (system?.success) return systemDecision(deps, state, asOne, system.data, authUser, raw, refuse, members);
+
+  const approverIds = decisions.map((d) => (d as { approver?: { id?: unknown } } | null)?.approver?.id);
+  const claimedId = approverIds[0];
+  if (approverIds.some((id) => id !== claimedId)) return refuse("MALFORMED", `every decision of one change set comes from one approver; got ${approverIds.map((id) => JSON.stringify(id)).join(", ")}`, false);
+  const types = decisions.map((d) => (d as { type?: unknown } | null)?.type);
+  const notEntitled = typeof claimedId === "string" && claimedId !== "" ? entitlementProblem(deps, action, claimedId, types.includes("approve") ? "approve" : types[0], authUser, operations) : 'a decision names its approver as {"approver": {"id": "…"}}';
+
+  const ids = decisions.map((d) => (d as { actionId?: unknown } | null)?.actionId);
+  const setIds = set.actions.map((a) => a.actionId);
+  if (decisions.length > 1 || ids[0] !== undefined) {
+    const named = ids.filter((id): id is string => typeof id === "string");
+    const complete = named.length === decisions.length && new Set(named).size === named.length && named.length === setIds.length && setIds.every((id) => named.includes(id));
+    if (!complete) {
+      return refuse("MALFORMED", `decide a change set as a whole (one decision without actionId) or every action by its id, each once (${setIds.join(", ")}); got ${ids.map((id) => (id === undefined ? "(no actionId)" : JSON.stringify(id))).join(", ")}`, false);
+    }
+  }
+
+  // Names typed in edits (RESPONSIBLE_ID "Bob Smith"), looked up only for an entitled approver's edits of this very set.
+  let people: NameResolution[] = [];
+  if (notEntitled === null) {
+    const typed = decisions.flatMap((d) => {
+      const p = DecisionSchema.safeParse(d);
+      return p.success && p.data.type === "edit" && p.data.envelopeHash === setHash && p.data.nonce === set.nonce ? typedNamesIn(p.data.editedAction.args.fields) : [];
+    });
+    if (typed.length > 0) people = await resolveNames(deps.tools, typed);
+  }
+  const subject = subjectOfSet(set, members.map((x) => x.envelope));
+  const ctx = {
+    now,
+    policy: deps.policy,
+    threadId: action.threadId,
+    envelopeHash: setHash,
+    nonceConsumed: false,
+    supersededHashes: action.supersededHashes,
+    publicKeys: deps.publicKeys,
+    scope: action.scope,
+    ...(authUser ? { authenticatedUser: authUser } : {}),
+    people,
+  };
+  const results: Array<Extract<ReturnType<typeof validateDecisionFor>, { ok: true }>> = [];
+  for (const d of decisions) {
+    const r = validateDecisionFor(subject, d, ctx);
+    if (!r.ok) {
+      if (notEntitled && !BINDING_CODES.has(r.code) && DecisionSchema.safeParse(d).success) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
+      const which = (d as { actionId?: unknown } | null)?.actionId;
+      return refuse(r.code, `${typeof which === "string" ? `${which}: ` : ""}${r.reason}`, notEntitled === null);
+    }
+    results.push(r);
+  }
+  if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
+
+  const head = results[0]!;
+  const perAction = results.map((r, i) => ({
+    actionId: r.decision.actionId ?? set.actions[i]!.actionId,
+    type: r.decision.type,
+    ...(r.decision.type === "reject" && r.decision.message ? { message: r.decision.message } : {}),
+  }));
+  const whole = results.length === 1 && head.decision.actionId === undefined;
+  const allOf = (t: string) => results.every((r) => r.decision.type === t);
+  const decidedAt = ("decidedAt" in head.decision && head.decision.decidedAt) || now.toISOString();
+  const messages = results.map((r) => (r.decision.type === "reject" && r.decision.message ? `${r.decision.actionId ? `${r.decision.actionId}: ` : ""}${r.decision.message}` : "")).filter(Boolean);
+  const type = allOf("approve") ? "approve" : allOf("reject") ? "reject" : "edit";
+  const record: DecisionRecord = {
+    type,
+    envelopeHash: setHash,
+    nonce: set.nonce,
+    revision: set.revision,
+    approverId: head.identity.approverId,
+    verifiedBy: head.identity.verifiedBy,
+    decidedAt,
+    acceptedAt: now.toISOString(),
+    ...(whole ? {} : { message: `decided action by action: ${perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}${messages.length ? `; ${messages.join("; ")}` : ""}` }),
+    ...(whole && messages.length ? { message: messages.join("; ") } : {}),
+    ...(head.override ? { override: head.override } : {}),
+    raw,
+  };
+  const revise = type === "reject" && messages.length > 0 && action.revision <= deps.config.limits.maxRevisions;
+  let setPlan: SetPlan | undefined;
+  if (type === "edit") {
+    const kept = results.flatMap((r, i) => {
+      const member = members[i]!;
+      const id = r.decision.actionId ?? member.set!.actionId;
+      const own = members.find((x) => x.set?.actionId === id)!;
+      if (r.decision.type === "approve") return [{ actionId: id, operation: own.envelope.operation, taskId: own.envelope.object.id, fields: own.envelope.params }];
+      if (r.decision.type === "edit") return [{ actionId: id, operation: own.envelope.operation, taskId: r.edit!.proposal.taskId, fields: r.edit!.proposal.fields, ...(people.length ? { names: people } : {}) }];
+      return [];
+    });
+    // Keep the set's order whatever order the decisions came in.
+    kept.sort((a, b) => setIds.indexOf(a.actionId) - setIds.indexOf(b.actionId));
+    const classes = kept.map((k) => members.find((x) => x.set?.actionId === k.actionId)!.envelope.risk.reversibility);
+    const noEdits = results.every((r) => r.decision.type !== "edit");
+    setPlan = { actions: kept, perAction, runWithoutReapproval: noEdits && classes.every((c) => deps.policy.partialExecution.includes(c)) };
+  }
+  const journalDecision: NonNullable<ActionProgress["decision"]> = { ...record, ...(type === "reject" ? { revise } : {}), ...(setPlan ? { setPlan } : {}) };
+  const decided = await decide(deps, asOne, journalDecision, members);
+  if ("update" in decided) return decided.update;
+  await deps.audit.append(decisionAcceptedEntry(action.envelope, setHash, record, people));
+  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };
+  if (type === "approve" || type === "edit") return base;
+  if (revise) {
+    return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`)] };
+  }
+  return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "REJECTED_BY_HUMAN", `change set rejected by ${record.approverId}${messages.length ? `: ${messages.join("; ")}` : " (no message)"}`)) };
+}
+
 /** Refusals about which envelope a decision answers; reported as such whoever sent the decision. */
 const BINDING_CODES: ReadonlySet<string> = new Set(["HASH_MISMATCH", "STALE_REVISION", "NONCE_MISMATCH"]);
 
@@ -162,13 +300,15 @@ const BINDING_CODES: ReadonlySet<string> = new Set(["HASH_MISMATCH", "STALE_REVI
  * Whether this caller may decide this approval at all. Returns why not, or null. Escalation limits
  * approving to the group's members; an authenticated caller may only speak for themselves.
  */
-function entitlementProblem(deps: Deps, action: ActionRow, approverId: string, type: unknown, authUser: string | undefined): string | null {
+function entitlementProblem(deps: Deps, action: ActionRow, approverId: string, type: unknown, authUser: string | undefined, operations: string[] = [action.envelope.operation]): string | null {
   if (authUser !== undefined && authUser !== approverId) {
     return `the request is authenticated as ${authUser}, but the decision names approver ${approverId}`;
   }
-  const allowed = allowedApprovers(deps.policy, action.envelope.operation);
-  if (!allowed.has(approverId)) {
-    return `${approverId} may not decide ${action.envelope.operation} under policy ${deps.policy.id}@${deps.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`;
+  for (const operation of operations) {
+    const allowed = allowedApprovers(deps.policy, operation);
+    if (!allowed.has(approverId)) {
+      return `${approverId} may not decide ${operation} under policy ${deps.policy.id}@${deps.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`;
+    }
   }
   if (action.escalatedTo && type === "approve") {
     const members = deps.policy.approvers.groups[action.escalatedTo] ?? [];
@@ -184,8 +324,8 @@ function entitlementProblem(deps: Deps, action: ActionRow, approverId: string, t
  * leaves this run's checkpoint untouched so the winner's record is the only one; an action that moved
  * meanwhile sends this run to `resync`.
  */
-async function decide(deps: Deps, action: ActionRow, decision: NonNullable<ActionProgress["decision"]>): Promise<{ row: ActionRow } | { update: Update }> {
-  const claim = await deps.journal.decideAction(action.envelopeHash, {
+async function decide(deps: Deps, action: ActionRow, decision: NonNullable<ActionProgress["decision"]>, members?: ActionRow[]): Promise<{ row: ActionRow } | { update: Update }> {
+  const claimOf = {
     threadId: action.threadId,
     envelopeHash: action.envelopeHash,
     nonce: action.envelope.nonce,
@@ -193,7 +333,11 @@ async function decide(deps: Deps, action: ActionRow, decision: NonNullable<Actio
     decisionType: decision.type,
     approverId: decision.approverId,
     decidedAt: decision.decidedAt,
-  }, decision);
+  };
+  // A change set: `action` stands for the set (its hash and nonce); every member is decided at once.
+  const claim = members
+    ? await deps.journal.decideActions(members.map((x) => ({ envelopeHash: x.envelopeHash, decision })), claimOf)
+    : await deps.journal.decideAction(action.envelopeHash, claimOf, decision);
   if (claim.claimed) return { row: claim.row };
   if ("existing" in claim) {
     throw new DecisionNotAcceptedError(
@@ -219,6 +363,7 @@ async function systemDecision(
   authUser: string | undefined,
   raw: unknown,
   refuse: (code: string, reason: string, counted: boolean) => Promise<Update>,
+  members?: ActionRow[],
 ): Promise<Update> {
   const envelope = action.envelope;
   const envelopeHash = action.envelopeHash;
@@ -255,7 +400,7 @@ async function systemDecision(
     ...(d.type === "cancel" ? { message: d.reason } : {}),
     raw,
   };
-  const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) });
+  const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) }, members);
   if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
   const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };

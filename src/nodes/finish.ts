@@ -8,6 +8,7 @@ import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
 import { writeAttemptRefused } from "./propose.js";
+import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 
 /**
  * The final record, derived from the journal alone: a closed action's outcome, or a verified one's
@@ -27,7 +28,14 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   let action = gate.action;
 
   let closing: ClosedRecord;
-  if (thread.closed) closing = thread.closed;
+  let table: string | undefined;
+  if (gate.members && action?.set) {
+    // A change set: every action closed with its own outcome (chain rule), the set's derived from them.
+    const set = await closeSet(deps, gate.members, finishedAt);
+    table = outcomeTable(set.outcomes);
+    action = (await deps.journal.getAction(action.envelopeHash)) ?? action;
+    closing = thread.closed ?? set.closing;
+  } else if (thread.closed) closing = thread.closed;
   else if (action) {
     if (!action.progress.closed) {
       const c = closingOf(action, finishedAt);
@@ -61,7 +69,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at }));
   return {
     ...(action ? mirrorOf(action) : {}),
-    messages: chatReport(gate.threadId, evidence),
+    messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
     decision: evidence.decision,
     preRead: evidence.preRead,
     invocation: evidence.invocation,
@@ -71,6 +79,43 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
     finishedAt: closed.at,
     needsResync: false,
   };
+}
+
+/**
+ * Closes every action of a change set that is still open, in set order: a verified one with its
+ * verdict; an approved one after the action where the chain stopped as NOT_EXECUTED (CHAIN_STOPPED,
+ * naming that action); any other with its own ending (rejected, cancelled, expired). The set's
+ * outcome is derived from the actions' (change-set.ts chainOutcome).
+ */
+async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{ outcomes: ActionOutcome[]; closing: ClosedRecord }> {
+  const outcomes: ActionOutcome[] = [];
+  let stop: ActionOutcome | undefined;
+  for (const m of members) {
+    let row = m;
+    if (!row.progress.closed && row.phase !== "superseded") {
+      const approvedNotRun = stop && row.progress.decision?.type === "approve" && (row.phase === "decided" || row.phase === "registered");
+      const c: ClosedRecord = approvedNotRun
+        ? { outcome: "NOT_EXECUTED", reasonCode: "CHAIN_STOPPED", reason: `not run: ${stop!.actionId} ended ${stop!.outcome} (${stop!.reasonCode}), and a change set stops at the first action that is not VERIFIED`, at }
+        : closingOf(row, at);
+      const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c });
+      row = moved.ok ? moved.row : ((await deps.journal.getAction(row.envelopeHash)) ?? row);
+    }
+    const closed = row.progress.closed ?? closingOf(row, at);
+    const o: ActionOutcome = {
+      actionId: row.set?.actionId ?? "a?",
+      envelopeHash: row.envelopeHash,
+      operation: row.envelope.operation,
+      taskId: row.envelope.object.id,
+      outcome: closed.outcome,
+      reasonCode: closed.reasonCode,
+      reason: closed.reason,
+      sent: (await deps.journal.findExecution(row.envelopeHash)) !== undefined,
+    };
+    outcomes.push(o);
+    if (!stop && o.outcome !== "VERIFIED") stop = o;
+  }
+  const derived = chainOutcome(outcomes);
+  return { outcomes, closing: { outcome: derived.outcome as ClosedRecord["outcome"], reasonCode: derived.reasonCode as ClosedRecord["reasonCode"], reason: derived.reason, at } };
 }
 
 /** The outcome of an action that reached the end of its run without being closed on the way. */

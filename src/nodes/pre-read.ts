@@ -5,6 +5,7 @@ import { OPERATIONS, commentIdsWithText, compareBaseline, extractComments } from
 import { canEditFrom, rawOf, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
+import { expectedEnvelope } from "../hitl/change-sets.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
@@ -33,7 +34,8 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   if (!hold.held) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs))) };
 
   const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
-  const comparison = compareBaseline(envelope, toReadResult(res));
+  // In a change set, what earlier verified actions of the set wrote on this task is expected here.
+  const comparison = compareBaseline(expectedEnvelope(action, gate.members ?? []), toReadResult(res));
   const canEdit = res.ok ? canEditFrom(res.body) : null;
   const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, lease: hold.record, at: deps.clock().toISOString() };
   const close = async (code: "NOT_PERMITTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({

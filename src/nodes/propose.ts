@@ -2,13 +2,13 @@ import { AIMessage, ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { ProposalArgsSchema, RequestInputArgsSchema } from "../tools/proposal-tools.js";
+import { ChangeSetArgsSchema, ProposalArgsSchema, RequestInputArgsSchema } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
 import { argumentsSha256, boundaryRefusedEntry } from "../hitl/audit-records.js";
 import { endRunInJournal, openGate } from "../hitl/journal-gate.js";
 
 /** Tools the model is offered besides the read tools; anything else it calls is refused at the boundary. */
-const PROPOSAL_TOOL_NAMES = ["propose_change", "request_input"];
+const PROPOSAL_TOOL_NAMES = ["propose_change", "propose_change_set", "request_input"];
 
 /**
  * Interprets the model's non-read tool calls. Only a single, well-formed propose_change passes; a
@@ -46,7 +46,7 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
   const threadId = config?.configurable?.["thread_id"];
   for (const [index, call] of (only?.name === "request_input" ? [] : calls).entries()) {
     const id = call.id ?? `call_${replies.length}`;
-    if (call.name !== "propose_change") {
+    if (call.name !== "propose_change" && call.name !== "propose_change_set") {
       const isOffered = offered.includes(call.name);
       const why = isOffered
         ? `${call.name} must not be combined with propose_change in one turn; read first, then propose`
@@ -60,6 +60,19 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
       const why = "propose exactly one change per turn";
       refusals.push(why);
       replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: ${why}` }));
+      continue;
+    }
+    if (call.name === "propose_change_set") {
+      const set = ChangeSetArgsSchema.safeParse(call.args);
+      if (!set.success) {
+        const why = set.error.issues.map((i) => `${i.path.join(".") || "change set"}: ${i.message}`).join("; ");
+        refusals.push(why);
+        replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: invalid change set: ${why}` }));
+        continue;
+      }
+      const first = set.data.actions[0]!;
+      accepted = { operation: first.operation, taskId: first.taskId, fields: first.fields, actions: set.data.actions, rationale: set.data.rationale, source: "model" };
+      replies.push(new ToolMessage({ tool_call_id: id, name: call.name, content: `Change set of ${set.data.actions.length} actions received. It will be checked against policy and shown to a human for approval as one set.` }));
       continue;
     }
     const parsed = ProposalArgsSchema.safeParse(call.args);

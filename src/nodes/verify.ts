@@ -6,6 +6,8 @@ import { rawOf, toReadResult } from "../hitl/reads.js";
 import type { AcknowledgementRecord, VerificationRecord } from "../hitl/records.js";
 import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
+import { expectedEnvelope } from "../hitl/change-sets.js";
+import { nextFromJournal } from "../store/action-machine.js";
 
 /**
  * A fresh read after the write; the acknowledgement alone never counts as verified. The envelope and
@@ -37,7 +39,8 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
       : ack.status === "ERROR"
         ? { status: "ERROR", error: ack.error! }
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
-  const envelope = action.envelope;
+  // In a change set, what earlier verified actions of the set wrote on this task is expected here.
+  const envelope = expectedEnvelope(action, gate.members ?? []);
   const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
   // The pre-read's answer, from the journal: what the task looked like right before the write.
   const preRead = action.progress.preRead;
@@ -53,5 +56,7 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
   }
   const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
   if (!moved.ok) return { needsResync: true };
-  return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification };
+  // A change set goes on to its next approved action only after this one VERIFIED (the chain rule).
+  const next = action.set ? nextFromJournal(gate.thread, await deps.journal.currentAction(gate.threadId)) : null;
+  return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification, journalNext: next === "pre_read" ? "pre_read" : null };
 }

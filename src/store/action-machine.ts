@@ -13,7 +13,7 @@
  * replay of any checkpoint.
  */
 import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../hitl/records.js";
-import type { Envelope, NameResolution, PeopleLookup } from "../envelope/index.js";
+import type { ChangeSet, Envelope, NameResolution, OperationName, PeopleLookup } from "../envelope/index.js";
 
 export const PHASES = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified", "closed", "superseded"] as const;
 export type Phase = (typeof PHASES)[number];
@@ -60,6 +60,26 @@ export interface RegisteredAction {
    * again from this row exactly as the approver saw it. Absent in rows registered before it existed.
    */
   people?: PeopleLookup;
+  /**
+   * Set when the action is one of a change set: the sealed set (every row of the set carries it, so
+   * any row reproduces what was approved), its hash, and this action's id and position. Absent for a
+   * single action.
+   */
+  set?: SetMembership;
+}
+
+export interface SetPlan {
+  actions: Array<{ actionId: string; operation: OperationName; taskId: number; fields: Record<string, unknown>; names?: NameResolution[] }>;
+  perAction: Array<{ actionId: string; type: "approve" | "reject" | "edit"; message?: string }>;
+  runWithoutReapproval: boolean;
+}
+
+export interface SetMembership {
+  setHash: string;
+  set: ChangeSet;
+  actionId: string;
+  /** 0-based position in the set's order. */
+  index: number;
 }
 
 export interface ClosedRecord {
@@ -81,6 +101,12 @@ export interface ActionProgress {
     revise?: boolean;
     /** For an expiry: the group the next revision is escalated to. */
     escalateTo?: string;
+    /**
+     * A change set decided action by action with an edit or a rejection among them: the next revision
+     * (the approved and edited actions in set order, by id), each action's decision, and whether the
+     * policy lets it run without being shown again (partial approval of allowed classes, no edits).
+     */
+    setPlan?: SetPlan;
   };
   preRead?: PreReadRecord;
   acknowledgement?: AcknowledgementRecord;
@@ -189,7 +215,44 @@ export function macContentOfAction(a: RegisteredAction): unknown {
     editedBy: a.editedBy,
     // Only when present, so rows registered before names existed keep their seal.
     ...(a.people ? { people: a.people } : {}),
+    ...(a.set ? { set: a.set } : {}),
   };
+}
+
+/**
+ * The action of a change set that the thread is at, from its rows in set order (pure; the journal's
+ * currentAction applies it). Waiting for approval: the first row. Then the chain: the first row not
+ * yet done; a row that ended other than VERIFIED stops the chain there (finish closes the rest).
+ * When every row is verified, the last one (finish closes them all).
+ */
+export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
+  if (rows.length === 0) return undefined;
+  const waiting = rows.find((r) => r.phase === "registered");
+  if (waiting) return waiting;
+  for (const r of rows) {
+    switch (r.phase) {
+      case "decided":
+      case "pre_read":
+      case "intent":
+      case "acknowledged":
+        return r;
+      case "verified":
+        if (r.progress.verification?.verdict !== "VERIFIED") return r;
+        continue;
+      case "closed":
+        if (r.progress.closed?.outcome !== "VERIFIED") return r;
+        continue;
+      case "superseded":
+        return r;
+      case "registered":
+        return r;
+      default: {
+        const never: never = r.phase;
+        throw new Error(`unknown phase ${String(never)}`);
+      }
+    }
+  }
+  return rows.at(-1);
 }
 
 export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "scope" | "createdAt" | "compensates">): unknown {

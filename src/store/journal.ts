@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
-import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
+import { currentOfSet, emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 
 export interface DecisionClaim {
@@ -118,11 +118,21 @@ export interface Journal {
   closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined>;
   /** Registers a frozen envelope; every still-open action of the thread is superseded in the same transaction. */
   registerAction(a: RegisteredAction, at: string): Promise<ActionRow>;
+  /** Registers every action of a change set in one transaction (superseding the thread's open ones), in set order. */
+  registerActions(rows: RegisteredAction[], at: string): Promise<ActionRow[]>;
   getAction(envelopeHash: string): Promise<ActionRow | undefined>;
-  /** The thread's most recently registered action. */
+  /**
+   * The thread's current action: its most recently registered one, or for a change set the action the
+   * set is at (action-machine.ts currentOfSet).
+   */
   currentAction(threadId: string): Promise<ActionRow | undefined>;
   /** Consumes the nonce and moves registered → decided atomically. */
   decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult>;
+  /**
+   * A change set's decision: consumes the set's nonce once and moves every listed action registered →
+   * decided, each with its own record, all or nothing. The result's row is the first action's.
+   */
+  decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim): Promise<DecideResult>;
   /** Compare-and-set: applies only when the machine allows the move from the row's current phase. */
   moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult>;
   /**
@@ -425,31 +435,40 @@ export class SqliteJournal implements Journal {
   }
 
   async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
-    const sealed = sealAction(this.key, a);
+    return (await this.registerActions([a], at))[0]!;
+  }
+
+  async registerActions(list: RegisteredAction[], at: string): Promise<ActionRow[]> {
+    if (list.length === 0) return [];
+    const threadId = list[0]!.threadId;
+    if (list.some((a) => a.threadId !== threadId)) throw new Error("registerActions: every action of one registration belongs to one thread");
+    const fresh = new Set(list.map((a) => a.envelopeHash));
+    const sealed = list.map((a) => sealAction(this.key, a));
     const tx = this.db.transaction(() => {
-      const open = this.db
-        .prepare("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided') AND envelope_hash != ?")
-        .all(a.threadId, a.envelopeHash) as ActionDbRow[];
+      const open = this.db.prepare("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')").all(threadId) as ActionDbRow[];
       for (const r of open) {
+        if (fresh.has(r.envelope_hash)) continue;
         const row = toActionRow(r, this.key);
         this.db.prepare("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
         this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor("superseded", row.progress), r.envelope_hash);
       }
-      this.db
-        .prepare(
-          `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
-           VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
-        )
-        .run(a.envelopeHash, a.threadId, a.revision, sealed.json, sealed.mac, JSON.stringify(emptyProgress()), at);
-      this.db
-        .prepare(
-          `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
-           VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
-        )
-        .run(a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt);
+      list.forEach((a, i) => {
+        this.db
+          .prepare(
+            `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+             VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
+          )
+          .run(a.envelopeHash, a.threadId, a.revision, sealed[i]!.json, sealed[i]!.mac, JSON.stringify(emptyProgress()), at);
+        this.db
+          .prepare(
+            `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
+             VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
+          )
+          .run(a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt);
+      });
     });
     tx.immediate();
-    return (await this.getAction(a.envelopeHash))!;
+    return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
   }
 
   async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
@@ -458,26 +477,39 @@ export class SqliteJournal implements Journal {
   }
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
-    const row = this.db.prepare("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(threadId) as ActionDbRow | undefined;
-    return row ? toActionRow(row, this.key) : undefined;
+    const raw = this.db.prepare("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(threadId) as ActionDbRow | undefined;
+    const row = raw ? toActionRow(raw, this.key) : undefined;
+    if (!row?.set) return row;
+    // A change set: every row carries the sealed set; the rows are read in the set's order.
+    const members = await Promise.all(row.set.set.actions.map((a) => this.getAction(a.envelopeHash)));
+    return currentOfSet(members.filter((m): m is ActionRow => m !== undefined)) ?? row;
   }
 
   async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {
+    return this.decideActions([{ envelopeHash, decision }], claim);
+  }
+
+  async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim): Promise<DecideResult> {
     const tx = this.db.transaction((): DecideResult => {
       const existing = this.db.prepare("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
       if (existing) return { claimed: false, existing: toClaim(existing) };
-      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
-      const row = raw ? toActionRow(raw, this.key) : undefined;
-      const plan = planMove(row, envelopeHash, "decided", { decision });
-      if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
+      const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
+      for (const { envelopeHash, decision } of decisions) {
+        const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+        const row = raw ? toActionRow(raw, this.key) : undefined;
+        const plan = planMove(row, envelopeHash, "decided", { decision });
+        if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
+        planned.push({ row: row!, progress: plan.progress });
+      }
       this.db
         .prepare(
           `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
         )
         .run(claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt, new Date().toISOString());
-      this.writeMove(envelopeHash, "registered", "decided", plan.progress);
-      return { claimed: true, row: { ...row!, phase: "decided", progress: plan.progress } };
+      for (const p of planned) this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress);
+      const first = planned[0]!;
+      return { claimed: true, row: { ...first.row, phase: "decided", progress: first.progress } };
     });
     return tx.immediate();
   }

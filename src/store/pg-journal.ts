@@ -16,7 +16,7 @@ import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
 import { toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
-import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
+import { currentOfSet, emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { OPEN_PHASES_SQL, toQuestion, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
@@ -217,29 +217,39 @@ export class PostgresJournal implements Journal {
   }
 
   async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
-    const sealed = sealAction(this.key, a);
-    await inTransaction(this.pool, this.db, `registering action ${a.envelopeHash}`, async (c) => {
+    return (await this.registerActions([a], at))[0]!;
+  }
+
+  async registerActions(list: RegisteredAction[], at: string): Promise<ActionRow[]> {
+    if (list.length === 0) return [];
+    const threadId = list[0]!.threadId;
+    if (list.some((a) => a.threadId !== threadId)) throw new Error("registerActions: every action of one registration belongs to one thread");
+    const fresh = list.map((a) => a.envelopeHash);
+    await inTransaction(this.pool, this.db, `registering ${list.length === 1 ? `action ${list[0]!.envelopeHash}` : `a change set of ${list.length} actions`}`, async (c) => {
       const open = await c.query<ActionDbRow>(
-        `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 AND phase IN ('registered', 'decided') AND envelope_hash != $2 FOR UPDATE`,
-        [a.threadId, a.envelopeHash],
+        `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 AND phase IN ('registered', 'decided') AND NOT (envelope_hash = ANY($2::text[])) FOR UPDATE`,
+        [threadId, fresh],
       );
       for (const r of open.rows) {
         const row = toActionRow(r, this.key);
         await c.query(`UPDATE ${this.s}.actions SET phase = 'superseded' WHERE envelope_hash = $1`, [r.envelope_hash]);
         await c.query(`UPDATE ${this.s}.approvals SET status = $1 WHERE envelope_hash = $2`, [indexStatusFor("superseded", row.progress), r.envelope_hash]);
       }
-      await c.query(
-        `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
-         VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7) ON CONFLICT (envelope_hash) DO NOTHING`,
-        [a.envelopeHash, a.threadId, a.revision, sealed.json, sealed.mac, JSON.stringify(emptyProgress()), at],
-      );
-      await c.query(
-        `INSERT INTO ${this.s}.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
-         VALUES ($1, $2, $3, $4, $5, $6, 'pending') ON CONFLICT (envelope_hash) DO NOTHING`,
-        [a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt],
-      );
+      for (const a of list) {
+        const sealed = sealAction(this.key, a);
+        await c.query(
+          `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+           VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7) ON CONFLICT (envelope_hash) DO NOTHING`,
+          [a.envelopeHash, a.threadId, a.revision, sealed.json, sealed.mac, JSON.stringify(emptyProgress()), at],
+        );
+        await c.query(
+          `INSERT INTO ${this.s}.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
+           VALUES ($1, $2, $3, $4, $5, $6, 'pending') ON CONFLICT (envelope_hash) DO NOTHING`,
+          [a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt],
+        );
+      }
     });
-    return (await this.getAction(a.envelopeHash))!;
+    return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
   }
 
   async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
@@ -255,13 +265,28 @@ export class PostgresJournal implements Journal {
       `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 ORDER BY id DESC LIMIT 1`,
       [threadId],
     );
-    return rows[0] ? toActionRow(rows[0], this.key) : undefined;
+    const row = rows[0] ? toActionRow(rows[0], this.key) : undefined;
+    if (!row?.set) return row;
+    // A change set: every row carries the sealed set; the rows are read in the set's order.
+    const members = await Promise.all(row.set.set.actions.map((a) => this.getAction(a.envelopeHash)));
+    return currentOfSet(members.filter((m): m is ActionRow => m !== undefined)) ?? row;
   }
 
   async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {
-    return inTransaction(this.pool, this.db, `deciding action ${envelopeHash}`, async (c): Promise<DecideResult> => {
-      const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
-      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+    return this.decideActions([{ envelopeHash, decision }], claim);
+  }
+
+  async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim): Promise<DecideResult> {
+    return inTransaction(this.pool, this.db, `deciding ${decisions.length === 1 ? `action ${decisions[0]!.envelopeHash}` : `a change set of ${decisions.length} actions`}`, async (c): Promise<DecideResult> => {
+      const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
+      const refusals: Array<{ phase: Phase | null; reason: string }> = [];
+      for (const { envelopeHash, decision } of decisions) {
+        const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
+        const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+        const plan = planMove(row, envelopeHash, "decided", { decision });
+        if (!plan.ok) refusals.push({ phase: plan.phase, reason: plan.reason });
+        else planned.push({ row: row!, progress: plan.progress });
+      }
       const inserted = await c.query(
         `INSERT INTO ${this.s}.decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING nonce`,
@@ -272,14 +297,14 @@ export class PostgresJournal implements Journal {
         if (!existing.rows[0]) throw new Error(`decision claim for nonce ${claim.nonce} conflicted but no claim with that nonce exists`);
         return { claimed: false, existing: toClaim(existing.rows[0]) };
       }
-      const plan = planMove(row, envelopeHash, "decided", { decision });
-      if (!plan.ok) {
+      if (refusals.length > 0) {
         // Undo the claim: nothing may be decided for an action that is not waiting.
         await c.query(`DELETE FROM ${this.s}.decision_claims WHERE nonce = $1`, [claim.nonce]);
-        return { claimed: false, phase: plan.phase, reason: plan.reason };
+        return { claimed: false, phase: refusals[0]!.phase, reason: refusals[0]!.reason };
       }
-      await this.writeMove(c, envelopeHash, "registered", "decided", plan.progress);
-      return { claimed: true, row: { ...row!, phase: "decided", progress: plan.progress } };
+      for (const p of planned) await this.writeMove(c, p.row.envelopeHash, "registered", "decided", p.progress);
+      const first = planned[0]!;
+      return { claimed: true, row: { ...first.row, phase: "decided", progress: first.progress } };
     });
   }
 

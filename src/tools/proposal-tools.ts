@@ -25,6 +25,35 @@ export const proposeChangeTool = tool(async () => "proposal recorded; it will be
   schema: ProposalArgsSchema,
 });
 
+/** One action of a change set: the same shape as a single proposal, without its own rationale. */
+export const ProposedActionSchema = z.object({
+  operation: z.enum(OPERATION_NAMES).default("update_task").describe("update_task or add_task_comment"),
+  taskId: z.number().int().positive().describe("Bitrix24 task id"),
+  fields: z
+    .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are Bitrix24 UPPER_SNAKE keys"), z.unknown())
+    .refine((f) => Object.keys(f).length > 0, "at least one field")
+    .describe("update_task: fields to write with full final values; add_task_comment: {POST_MESSAGE}"),
+});
+
+/** Most actions one change set may hold: a person has to read every one of them on one card. */
+export const MAX_SET_ACTIONS = 5;
+
+export const ChangeSetArgsSchema = z.object({
+  actions: z
+    .array(ProposedActionSchema)
+    .min(2, "a change set has at least 2 actions; propose a single change with propose_change")
+    .max(MAX_SET_ACTIONS, `a change set has at most ${MAX_SET_ACTIONS} actions`)
+    .describe("The actions in the order they are to run. Execution stops at the first one that is not verified; put irreversible ones last."),
+  rationale: z.string().min(1).describe("Why these changes, citing what you read"),
+});
+
+export const proposeChangeSetTool = tool(async () => "change set recorded; it will be checked and shown to a human", {
+  name: "propose_change_set",
+  description:
+    "Propose several changes that belong together (e.g. move a task to review, reassign it, and comment on it) as one change set: approved together, run in order, stopping at the first one that does not verify. Use propose_change for a single change.",
+  schema: ChangeSetArgsSchema,
+});
+
 export const RequestInputArgsSchema = z.object({
   question: z.string().min(1),
   fields: z.record(

@@ -1,0 +1,216 @@
+/**
+ * Change sets: several actions approved as one, run in order under the chain rule. Pure: no I/O.
+ *
+ * Each action is a full Action Envelope with its own hash (its own baseline, pre-read, write-ahead
+ * entry, acknowledgement and verification). The set binds them: it lists every action's id and
+ * envelope hash in order, carries the chain's risk (the riskiest action's, class and level each),
+ * the shortest expiry and its own nonce, and is hashed over canonical JSON like an envelope. An
+ * approval names the set hash and nonce, so it covers exactly these actions in exactly this order;
+ * any edit of any action makes a new revision of the set with a new hash, which voids every approval
+ * of the earlier one.
+ *
+ * Chain rule (chainOutcome): execution stops at the first action that is not VERIFIED; every later
+ * action ends NOT_EXECUTED (CHAIN_STOPPED) naming that action. An irreversible action therefore runs
+ * only after every action before it was verified.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { z } from "zod";
+import { HASH_PATTERN, sha256Json } from "./canonical.js";
+import { EnvelopeError } from "./errors.js";
+import { formatIssues } from "./zod-issues.js";
+import { hashEnvelope, type Envelope } from "./envelope.js";
+import { LEVELS, REVERSIBILITY, levelRank, reversibilityRank, type Reversibility, type RiskLevel } from "./policy.js";
+import { OPERATION_NAMES, OPERATIONS } from "./operations.js";
+
+export const CHANGE_SET_SCHEMA_ID = "action-envelope-set/1";
+/** Most actions one set may hold: a person reads every one of them on one card. */
+export const MAX_SET_ACTIONS = 5;
+/** a1, a2, …: an action keeps its id across revisions, so a decision can name it. */
+export const ACTION_ID = /^a[1-9][0-9]?$/;
+
+const IsoWithOffset = z.iso.datetime({ offset: true });
+
+export const ChangeSetSchema = z
+  .strictObject({
+    schema: z.literal(CHANGE_SET_SCHEMA_ID),
+    setId: z.string().min(1),
+    revision: z.int().min(1),
+    previousSetHash: z.string().regex(HASH_PATTERN).optional(),
+    threadId: z.string().min(1),
+    requestedBy: z.string().min(1),
+    editedBy: z.string().min(1).optional(),
+    /** In execution order. */
+    actions: z
+      .array(
+        z.strictObject({
+          actionId: z.string().regex(ACTION_ID),
+          envelopeHash: z.string().regex(HASH_PATTERN),
+          operation: z.enum(OPERATION_NAMES),
+          object: z.strictObject({ type: z.literal("task"), id: z.int().positive() }),
+          reversibility: z.enum(REVERSIBILITY),
+        }),
+      )
+      .min(2)
+      .max(MAX_SET_ACTIONS),
+    /** The chain's risk: the riskiest action's class and level (each the highest of all actions). */
+    risk: z.strictObject({ reversibility: z.enum(REVERSIBILITY), level: z.enum(LEVELS) }),
+    policy: z.strictObject({ id: z.string().min(1), version: z.string().min(1) }),
+    createdAt: IsoWithOffset,
+    /** The earliest expiry of its actions: an approval of the set is valid only while every action's is. */
+    expiresAt: IsoWithOffset,
+    nonce: z.string().regex(/^[0-9a-f]{32}$/),
+  })
+  .superRefine((s, ctx) => {
+    const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: "custom", path, message });
+    if ((s.revision > 1) !== (s.previousSetHash !== undefined)) issue(["previousSetHash"], "previousSetHash is required for revision > 1 and absent for revision 1");
+    const ids = s.actions.map((a) => a.actionId);
+    if (new Set(ids).size !== ids.length) issue(["actions"], `action ids must be unique: ${ids.join(", ")}`);
+    const hashes = s.actions.map((a) => a.envelopeHash);
+    if (new Set(hashes).size !== hashes.length) issue(["actions"], "the same envelope appears twice");
+    if (Date.parse(s.expiresAt) <= Date.parse(s.createdAt)) issue(["expiresAt"], "expiresAt must be after createdAt");
+    const chain = chainRisk(s.actions.map((a) => ({ reversibility: a.reversibility, level: "low" as RiskLevel })));
+    if (reversibilityRank(s.risk.reversibility) < reversibilityRank(chain.reversibility)) {
+      issue(["risk", "reversibility"], `the set is classed ${s.risk.reversibility}, below its riskiest action (${chain.reversibility})`);
+    }
+  });
+
+export type ChangeSet = z.output<typeof ChangeSetSchema>;
+
+export function hashChangeSet(s: ChangeSet): string {
+  return sha256Json(s);
+}
+
+export function parseChangeSet(value: unknown): ChangeSet {
+  const parsed = ChangeSetSchema.safeParse(value);
+  if (!parsed.success) throw new EnvelopeError("INVALID_ENVELOPE", "a change set matching ChangeSetSchema", formatIssues(parsed.error));
+  return parsed.data;
+}
+
+/** A chain is as risky as its riskiest step: the highest class and the highest level, each on its own. */
+export function chainRisk(risks: Array<{ reversibility: Reversibility; level: RiskLevel }>): { reversibility: Reversibility; level: RiskLevel } {
+  let reversibility: Reversibility = "read_only";
+  let level: RiskLevel = "low";
+  for (const r of risks) {
+    if (reversibilityRank(r.reversibility) > reversibilityRank(reversibility)) reversibility = r.reversibility;
+    if (levelRank(r.level) > levelRank(level)) level = r.level;
+  }
+  return { reversibility, level };
+}
+
+export interface CreateChangeSetInput {
+  /** The action envelopes in execution order, each with its action id. */
+  actions: Array<{ actionId: string; envelope: Envelope }>;
+  threadId: string;
+  requestedBy: string;
+  editedBy?: string;
+  policy: { id: string; version: string };
+  now: Date;
+  revision?: number;
+  setId?: string;
+  previousSetHash?: string;
+  nonce?: string;
+}
+
+/** Seals a set over already-built action envelopes. Throws EnvelopeError when they do not belong together. */
+export function createChangeSet(input: CreateChangeSetInput): ChangeSet {
+  const problems: string[] = [];
+  for (const { actionId, envelope } of input.actions) {
+    if (envelope.runContext.threadId !== input.threadId) problems.push(`${actionId} belongs to thread ${envelope.runContext.threadId}, not ${input.threadId}`);
+    if (envelope.requestedBy !== input.requestedBy) problems.push(`${actionId} was requested by ${envelope.requestedBy}, not ${input.requestedBy}`);
+  }
+  if (problems.length) throw new EnvelopeError("INVALID_ENVELOPE", "actions of one thread and one requester", problems.join("; "));
+  const expiresAt = input.actions.map((a) => a.envelope.expiresAt).reduce((a, b) => (Date.parse(a) <= Date.parse(b) ? a : b));
+  const revision = input.revision ?? 1;
+  return parseChangeSet({
+    schema: CHANGE_SET_SCHEMA_ID,
+    setId: input.setId ?? randomUUID(),
+    revision,
+    ...(input.previousSetHash !== undefined ? { previousSetHash: input.previousSetHash } : {}),
+    threadId: input.threadId,
+    requestedBy: input.requestedBy,
+    ...(input.editedBy !== undefined ? { editedBy: input.editedBy } : {}),
+    actions: input.actions.map(({ actionId, envelope }) => ({
+      actionId,
+      envelopeHash: hashEnvelope(envelope),
+      operation: envelope.operation,
+      object: { type: envelope.object.type, id: envelope.object.id },
+      reversibility: envelope.risk.reversibility,
+    })),
+    risk: chainRisk(input.actions.map((a) => a.envelope.risk)),
+    policy: input.policy,
+    createdAt: input.now.toISOString(),
+    expiresAt,
+    nonce: input.nonce ?? randomBytes(16).toString("hex"),
+  });
+}
+
+/** Problems with a set's members as read back (each must hash to what the set lists, in order). */
+export function memberProblems(set: ChangeSet, members: Array<{ envelopeHash: string; envelope: Envelope }>): string[] {
+  const out: string[] = [];
+  if (members.length !== set.actions.length) out.push(`the set lists ${set.actions.length} actions, ${members.length} were found`);
+  set.actions.forEach((a, i) => {
+    const m = members[i];
+    if (!m) return;
+    if (m.envelopeHash !== a.envelopeHash) out.push(`${a.actionId}: expected ${a.envelopeHash} in position ${i + 1}, found ${m.envelopeHash}`);
+    else if (hashEnvelope(m.envelope) !== a.envelopeHash) out.push(`${a.actionId}: its envelope does not hash to ${a.envelopeHash}`);
+  });
+  return out;
+}
+
+/** How one action of a set ended. */
+export interface ActionOutcome {
+  actionId: string;
+  envelopeHash: string;
+  operation: string;
+  taskId: number;
+  outcome: string;
+  reasonCode: string;
+  reason: string;
+  /** Whether a write was sent for it (an entry in the write-ahead log). */
+  sent: boolean;
+}
+
+/** The set's outcome, derived from its actions' (chain rule): the first action that is not VERIFIED decides. */
+export function chainOutcome(outcomes: ActionOutcome[]): { outcome: string; reasonCode: string; reason: string } {
+  const table = outcomes.map((o) => `${o.actionId} ${o.outcome} (${o.reasonCode})`).join("; ");
+  const stop = outcomes.find((o) => o.outcome !== "VERIFIED");
+  if (!stop) return { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: `all ${outcomes.length} actions verified: ${table}` };
+  const written = outcomes.filter((o) => o.sent);
+  if (written.length === 0) return { outcome: stop.outcome, reasonCode: stop.reasonCode, reason: `${stop.actionId}: ${stop.reason}; nothing of the set was written: ${table}` };
+  // Something was written and the chain did not complete: neither "nothing happened" nor "verified".
+  const verified = outcomes.filter((o) => o.outcome === "VERIFIED").map((o) => o.actionId);
+  return {
+    outcome: "PARTIALLY_EXECUTED",
+    reasonCode: stop.reasonCode,
+    reason: `the set stopped at ${stop.actionId} (${stop.outcome}: ${stop.reason}); ${verified.length ? `${verified.join(", ")} verified and stay written` : "no action verified"}: ${table}`,
+  };
+}
+
+/** The set outcome as a table: one line per action, for the CLI, the chat report and the evidence. */
+export function outcomeTable(outcomes: ActionOutcome[]): string {
+  const rows = outcomes.map((o) => [o.actionId, o.operation, `task ${o.taskId}`, o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"]);
+  const head = ["action", "operation", "object", "outcome", "reason", "write"];
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  return [line(head), ...rows.map(line)].join("\n");
+}
+
+/** The set's header for its card; each action's own card follows it. */
+export function setCardHeader(set: ChangeSet, setHash: string): string {
+  const order = set.actions
+    .map((a, i) => `  ${i + 1}. ${a.actionId}: ${a.operation} (${OPERATIONS[a.operation].method}) on ${a.object.type} ${a.object.id} [${a.reversibility}] envelope ${a.envelopeHash}`)
+    .join("\n");
+  return [
+    `CHANGE SET — approval requested for ${set.actions.length} actions, as one`,
+    `Set:          ${set.setId}, revision ${set.revision}${set.previousSetHash ? ` (replaces ${set.previousSetHash})` : ""}`,
+    `Requested by: ${set.requestedBy} (thread ${set.threadId})`,
+    ...(set.editedBy ? [`Edited by:    ${set.editedBy} (this revision's content)`] : []),
+    `Risk:         ${set.risk.level}; ${set.risk.reversibility} (the riskiest action's: a chain is as risky as its riskiest step)`,
+    `Expires:      ${set.expiresAt} (the earliest of its actions)`,
+    `Set hash:     ${setHash}`,
+    `Set nonce:    ${set.nonce}`,
+    `Order (run one after another; the set stops at the first action that is not VERIFIED, and the rest are not run):`,
+    order,
+    `Approve the whole set with the set hash and nonce, or decide each action by its id (approve / reject / edit).`,
+  ].join("\n");
+}

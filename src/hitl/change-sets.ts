@@ -1,0 +1,198 @@
+/**
+ * Building and registering a change set (src/envelope/change-set.ts), for build_envelope: every
+ * action checked by policy and scope (the chain rule: one refused action refuses the set), one
+ * baseline read per task, an envelope per action, the sealed set over them, and all rows registered in
+ * one journal transaction with the set's card. A partial approval the policy lets run at once is
+ * decided here, in the journal, against the new set's own nonce.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  OPERATIONS,
+  CHANGE_MARKER_FIELD,
+  fieldToTaskKey,
+  checkPlan,
+  createChangeSet,
+  createEnvelope,
+  hashChangeSet,
+  hashEnvelope,
+  noChangeReason,
+  renderCard,
+  setCardHeader,
+  userIdsOnCard,
+  type ChangeSet,
+  type Envelope,
+  type OperationName,
+} from "../envelope/index.js";
+import type { Deps } from "../runtime/deps.js";
+import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
+import type { DecisionRecord, ReasonCode } from "./records.js";
+import { rawOf, taskFrom } from "./reads.js";
+import { lookupNames } from "./people.js";
+
+export interface PlannedAction {
+  actionId: string;
+  operation: OperationName;
+  taskId: number;
+  fields: Record<string, unknown>;
+}
+
+export type SetBuild =
+  | { ok: true; rows: ActionRow[]; set: ChangeSet; setHash: string; autoApproved: boolean }
+  | { ok: false; code: ReasonCode; reason: string; denied?: { code: string; reasons: string[] } };
+
+/** a1, a2, … for a model's proposal (ids are kept across later revisions of the same set). */
+export function withActionIds(actions: Array<{ operation: OperationName; taskId: number; fields: Record<string, unknown> }>): PlannedAction[] {
+  return actions.map((a, i) => ({ actionId: `a${i + 1}`, ...a }));
+}
+
+export async function buildChangeSet(
+  deps: Deps,
+  ctx: {
+    threadId: string;
+    runId?: string;
+    requestedBy: string;
+    scope: Parameters<typeof checkPlan>[1];
+    previous: ActionRow | undefined;
+    previousMembers: ActionRow[];
+    editedBy?: string;
+    /** The group an expired approval was escalated to (only its members may approve). */
+    escalatedTo: string | null;
+    /** A partial approval of the previous revision that the policy lets run without a second approval. */
+    runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord };
+  },
+  actions: PlannedAction[],
+): Promise<SetBuild> {
+  const { previous } = ctx;
+  const revision = (previous?.revision ?? 0) + 1;
+  const check = checkPlan(deps.policy, ctx.scope, actions.map((a) => ({ operation: a.operation, taskId: a.taskId, fields: a.fields })));
+  if (!check.allowed) {
+    return { ok: false, code: "DENIED_BY_POLICY", reason: `${check.code}: ${check.reasons.join("; ")}`, denied: { code: check.code, reasons: check.reasons } };
+  }
+
+  // One baseline read per task, all before any envelope is frozen.
+  const tasks = new Map<number, Record<string, unknown>>();
+  for (const taskId of new Set(actions.map((a) => a.taskId))) {
+    const read = await deps.tools.read("getTask", { taskId });
+    const task = read.ok ? taskFrom(read.body) : null;
+    if (!task) return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read task ${taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}` };
+    tasks.set(taskId, task);
+  }
+  for (const a of actions) {
+    const same = OPERATIONS[a.operation].effect === "update" ? noChangeReason(a.fields, tasks.get(a.taskId)!) : undefined;
+    if (same) return { ok: false, code: "NO_CHANGE", reason: `${a.actionId}: ${same}`, denied: { code: "NO_CHANGE", reasons: [`${a.actionId}: ${same}`] } };
+  }
+
+  const now = deps.clock();
+  const setId = previous?.set?.set.setId ?? randomUUID();
+  const before = new Map(ctx.previousMembers.map((m) => [m.set?.actionId ?? "", m.envelopeHash] as const));
+  const previousHash = previous ? (previous.set?.setHash ?? previous.envelopeHash) : undefined;
+  const envelopes: Array<{ actionId: string; envelope: Envelope }> = actions.map((a) => ({
+    actionId: a.actionId,
+    envelope: createEnvelope({
+      portal: deps.portal,
+      operation: a.operation,
+      taskId: a.taskId,
+      params: a.fields,
+      task: tasks.get(a.taskId)!,
+      requestedBy: ctx.requestedBy,
+      runContext: { threadId: ctx.threadId, ...(ctx.runId ? { runId: ctx.runId } : {}) },
+      policy: deps.policy,
+      now,
+      revision,
+      envelopeId: `${setId}/${a.actionId}`,
+      ...(previousHash ? { previousEnvelopeHash: before.get(a.actionId) ?? previousHash } : {}),
+      ...(ctx.editedBy ? { editedBy: ctx.editedBy } : {}),
+    }),
+  }));
+  const set = createChangeSet({
+    actions: envelopes,
+    threadId: ctx.threadId,
+    requestedBy: ctx.requestedBy,
+    ...(ctx.editedBy ? { editedBy: ctx.editedBy } : {}),
+    policy: { id: deps.policy.id, version: deps.policy.version },
+    now,
+    revision,
+    setId,
+    ...(previousHash ? { previousSetHash: previousHash } : {}),
+  });
+  const setHash = hashChangeSet(set);
+
+  // Each action's card (names read by code after freezing, as for a single envelope), under the set's header.
+  const sections: string[] = [];
+  const people: Array<Awaited<ReturnType<typeof lookupNames>>> = [];
+  for (const [i, { actionId, envelope }] of envelopes.entries()) {
+    const names = await lookupNames(deps.tools, userIdsOnCard(envelope), deps.clock);
+    people.push(names);
+    const card = renderCard(envelope, hashEnvelope(envelope), "text", names ? { people: names.names } : {}).text;
+    sections.push(`──── ACTION ${i + 1} of ${envelopes.length}: ${actionId} ────\n${card}`);
+  }
+  const partialNote = ctx.runWithoutReapproval
+    ? `PARTIAL APPROVAL of ${previousHash} by ${ctx.runWithoutReapproval.decision.approverId}: ${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; the approved actions run without being shown again (policy partialExecution allows their classes).\n`
+    : "";
+  const escalation = ctx.escalatedTo ? `ESCALATED to group ${ctx.escalatedTo}: the approval for ${previousHash} expired unanswered; only members of ${ctx.escalatedTo} may approve this fresh change set.\n` : "";
+  const card = `${escalation}${partialNote}${setCardHeader(set, setHash)}\n\n${sections.join("\n\n")}`;
+
+  const superseded = previous ? [...previous.supersededHashes, ...(previousHash ? [previousHash] : []), ...ctx.previousMembers.map((m) => m.envelopeHash)] : [];
+  const rows: RegisteredAction[] = envelopes.map(({ actionId, envelope }, index) => ({
+    envelopeHash: hashEnvelope(envelope),
+    threadId: ctx.threadId,
+    revision,
+    envelope,
+    card,
+    scope: ctx.scope,
+    policy: { id: deps.policy.id, version: deps.policy.version },
+    escalatedTo: ctx.escalatedTo,
+    supersededHashes: [...new Set(superseded)],
+    editedBy: ctx.editedBy ?? null,
+    ...(people[index] ? { people: people[index] } : {}),
+    set: { setHash, set, actionId, index },
+  }));
+  let registered = await deps.journal.registerActions(rows, set.createdAt);
+
+  if (ctx.runWithoutReapproval) {
+    // The approver approved these very actions (by id) in the previous revision, and the policy lets
+    // their classes run without a second look: the new set's nonce is spent on that approval now.
+    const { decision } = ctx.runWithoutReapproval;
+    const record: DecisionRecord = {
+      ...decision,
+      type: "approve",
+      envelopeHash: setHash,
+      nonce: set.nonce,
+      revision,
+      message: `partial approval of ${previousHash} (${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}), run without a second approval under policy partialExecution`,
+    };
+    const claim = await deps.journal.decideActions(
+      registered.map((r) => ({ envelopeHash: r.envelopeHash, decision: record })),
+      { threadId: ctx.threadId, envelopeHash: setHash, nonce: set.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt },
+    );
+    if (claim.claimed) registered = await Promise.all(registered.map(async (r) => (await deps.journal.getAction(r.envelopeHash)) ?? r));
+    return { ok: true, rows: registered, set, setHash, autoApproved: claim.claimed };
+  }
+  return { ok: true, rows: registered, set, setHash, autoApproved: false };
+}
+
+/**
+ * The envelope as the pre-read and verification of a later action of a change set compare it: an
+ * earlier action of the same set on the same object that VERIFIED has moved that object, so the
+ * values it wrote and the change marker its verification read are what this action may expect there
+ * (everything else still as at envelope time). Never hashed or stored; the registered envelope is
+ * unchanged. Anyone else's change in between still differs, and stops the write.
+ */
+export function expectedEnvelope(action: ActionRow, members: readonly ActionRow[]): Envelope {
+  const index = action.set?.index;
+  if (index === undefined || index === 0) return action.envelope;
+  const key = objectKeyOf(action.envelope);
+  const values: Record<string, unknown> = { ...action.envelope.baseline.values };
+  let carried = false;
+  for (const m of members) {
+    if ((m.set?.index ?? Infinity) >= index || objectKeyOf(m.envelope) !== key) continue;
+    if (m.progress.verification?.verdict !== "VERIFIED") continue;
+    if (OPERATIONS[m.envelope.operation].effect === "update") {
+      for (const [field, value] of Object.entries(m.envelope.params)) if (field in values) values[field] = value;
+    }
+    const read = taskFrom(m.progress.verification.raw);
+    if (read && CHANGE_MARKER_FIELD in values && fieldToTaskKey(CHANGE_MARKER_FIELD) in read) values[CHANGE_MARKER_FIELD] = read[fieldToTaskKey(CHANGE_MARKER_FIELD)];
+    carried = true;
+  }
+  return carried ? ({ ...action.envelope, baseline: { ...action.envelope.baseline, values } } as Envelope) : action.envelope;
+}

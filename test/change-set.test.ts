@@ -1,0 +1,210 @@
+/**
+ * Change sets end to end: several actions under one approval, decided as a whole or per action by
+ * id, run in order under the chain rule, each with its own pre-read, write-ahead entry,
+ * acknowledgement and verification. The graph, our MCP server over stdio and the emulator over
+ * HTTP; writes counted in the emulator's call log. Also in the PostgreSQL pass.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { AIMessage } from "@langchain/core/messages";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+
+const COMMENT = "Moved to review and reassigned; please check the numbers.";
+const REQUEST = `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${COMMENT}`;
+let portal: Portal;
+let dataDir: string;
+let app: App;
+
+type Action = { operation: string; taskId: number; fields: Record<string, unknown> };
+
+/** Reads every task named, then proposes the change set. */
+function proposeSet(actions: Action[]): Script {
+  return (messages) => {
+    const read = new Set(messages.filter((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id").length ? actions.map((a) => a.taskId) : []);
+    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
+    if (read.size === 0) return new AIMessage({ content: "", tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) => call("get_task_by_id", { taskId })) });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })] });
+  };
+}
+
+const REVIEW_SET: Action[] = [
+  { operation: "update_task", taskId: 4, fields: { STATUS: "4", RESPONSIBLE_ID: "5" } },
+  { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: COMMENT } },
+];
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await app?.close();
+  await portal.emulator.close();
+});
+
+async function open(actions: Action[], env: Record<string, string> = {}): Promise<void> {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(actions)), env });
+}
+
+function approveAll(view: ThreadView, approver = "demo-approver") {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } }] };
+}
+
+function perAction(view: ThreadView, types: Record<string, "approve" | "reject" | { edit: Record<string, unknown> }>, approver = "alice") {
+  const a = view.approval!;
+  return {
+    decisions: Object.entries(types).map(([actionId, t]) => {
+      const base = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver }, actionId };
+      if (typeof t === "string") return { type: t, ...base };
+      const env = a.changeSet!.actions.find((x) => x.actionId === actionId)!.envelope;
+      return { type: "edit", ...base, editedAction: { name: env.operation, args: { taskId: env.object.id, fields: t.edit } } };
+    }),
+  };
+}
+
+async function waiting(request = REQUEST): Promise<ThreadView> {
+  const view = await startRun(app, { request, requestedBy: "demo-user" });
+  expect(view.status).toBe("awaiting_approval");
+  return view;
+}
+
+const writeMethods = async () => (await portal.writes()).map((w) => w.method);
+
+describe("a change set", () => {
+  it("is shown as one approval with every action in full, approved once, run in order, each verified", async () => {
+    await open(REVIEW_SET);
+    const view = await waiting();
+    const a = view.approval!;
+    expect(a.changeSet!.actions.map((x) => [x.actionId, x.envelope.operation])).toEqual([["a1", "update_task"], ["a2", "add_task_comment"]]);
+    expect(a.actionRequests.map((r) => r.name)).toEqual(["update_task", "add_task_comment"]);
+    expect(a.envelopeHash).toBe(a.changeSet!.setHash);
+    // The chain is as risky as its riskiest action (RESPONSIBLE_ID: high, reversible_external).
+    expect(a.changeSet!.set.risk).toEqual({ reversibility: "reversible_external", level: "high" });
+    const card = view.state!.card!;
+    expect(card).toContain("CHANGE SET — approval requested for 2 actions");
+    expect(card).toContain("ACTION 1 of 2: a1");
+    expect(card).toContain("NEW COMMENT on task 4");
+    expect(await portal.writes()).toHaveLength(0);
+
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["tasks.task.update", "task.commentitem.add"]);
+    const task = await portal.task(4);
+    expect([task["status"], task["responsibleId"]]).toEqual(["4", "5"]);
+    const table = done.state!.messages.map((m) => String(m.content)).find((t) => t.startsWith("Change set, action by action"));
+    expect(table).toMatch(/a1 +update_task +task 4 +VERIFIED/);
+    expect(table).toMatch(/a2 +add_task_comment +task 4 +VERIFIED/);
+  });
+
+  it("stops at the first action that is not verified: 1 VERIFIED, 2 NOT_EXECUTED (STALE_STATE), 3 NOT_EXECUTED (CHAIN_STOPPED), one write", async () => {
+    await open([
+      { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
+      { operation: "update_task", taskId: 5, fields: { TITLE: "CS-2 renamed" } },
+      { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: COMMENT } },
+    ]);
+    const view = await waiting(`rename task 4 to CS-1 renamed, rename task 5 to CS-2 renamed and comment on task 4: ${COMMENT}`);
+    // Someone changes task 5 after the card was shown.
+    expect((await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: "2" } })).status).toBe(200);
+    const before = (await portal.writes()).length;
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome).toBe("PARTIALLY_EXECUTED");
+    expect(done.state!.reasonCode).toBe("STALE_STATE");
+    expect(done.state!.reason).toMatch(/a1 VERIFIED \(VERIFIED\); a2 NOT_EXECUTED \(STALE_STATE\); a3 NOT_EXECUTED \(CHAIN_STOPPED\)/);
+    expect((await portal.writes()).slice(before).map((w) => w.method)).toEqual(["tasks.task.update"]);
+    expect((await portal.task(4))["title"]).toBe("CS-1 renamed");
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
+  });
+
+  it("an irreversible action runs only after the one before it VERIFIED: a write acknowledged but not applied stops the chain", async () => {
+    const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+    policy.operations.add_task_comment.reversibility = "irreversible";
+    policy.version = "test-irreversible-comment";
+    const file = path.join(dataDir, "policy.json");
+    fs.writeFileSync(file, JSON.stringify(policy));
+    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!], { ACTION_ENVELOPE_POLICY: file });
+    const view = await waiting(`set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`);
+    expect(view.approval!.changeSet!.set.risk.reversibility).toBe("irreversible");
+    await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome).toBe("PARTIALLY_EXECUTED");
+    expect(done.state!.reasonCode).toBe("VERIFICATION_FAILED");
+    expect(done.state!.reason).toContain("a2 NOT_EXECUTED (CHAIN_STOPPED)");
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
+  });
+
+  it("decided per action by id: approving the update and rejecting the comment runs the update at once (policy: reversible may run after a partial approval)", async () => {
+    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!]);
+    const view = await waiting(`set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`);
+    // Listed in another order than the set's: matched by id, not by position.
+    const done = await submitDecision(app, view.threadId, perAction(view, { a2: "reject", a1: "approve" }));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["tasks.task.update"]);
+    expect(done.state!.envelope!.revision).toBe(2);
+    expect(done.state!.decision!.message).toContain("partial approval");
+  });
+
+  it("decided per action: approving only the comment (reversible_external) shows the remaining part again; nothing is written until it is approved", async () => {
+    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!]);
+    const view = await waiting(`set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`);
+    const again = await submitDecision(app, view.threadId, perAction(view, { a1: "reject", a2: "approve" }));
+    expect(again.status).toBe("awaiting_approval");
+    expect(again.approval!.envelope.operation).toBe("add_task_comment");
+    expect(again.approval!.envelope.revision).toBe(2);
+    expect(again.approval!.changeSet).toBeUndefined();
+    expect(await portal.writes()).toHaveLength(0);
+    const done = await submitDecision(app, view.threadId, approveAll(again));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["task.commentitem.add"]);
+  });
+
+  it("an edit of any action is a new revision of the whole set: the earlier set hash is refused STALE_REVISION", async () => {
+    await open(REVIEW_SET);
+    const view = await waiting();
+    const edited = await submitDecision(app, view.threadId, perAction(view, { a1: "approve", a2: { edit: { POST_MESSAGE: "Shorter." } } }));
+    expect(edited.status).toBe("awaiting_approval");
+    expect(edited.approval!.changeSet!.set.revision).toBe(2);
+    expect(edited.approval!.changeSet!.set.previousSetHash).toBe(view.approval!.envelopeHash);
+    expect(edited.approval!.envelopeHash).not.toBe(view.approval!.envelopeHash);
+    // Approving the set as first shown is refused: the edit voided every approval of it.
+    const stale = await submitDecision(app, view.threadId, { decisions: [{ type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: edited.approval!.nonce, approver: { id: "bob" } }] });
+    expect(stale.approval!.lastRefusal?.code).toBe("STALE_REVISION");
+    expect(await portal.writes()).toHaveLength(0);
+    const done = await submitDecision(app, view.threadId, approveAll(edited, "bob"));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    const comments = (await portal.rest("task.commentitem.getlist", { TASKID: 4 })).body.result as Array<{ POST_MESSAGE: string }>;
+    expect(comments.at(-1)!.POST_MESSAGE).toBe("Shorter.");
+  });
+
+  it("refuses per-action decisions that do not name every action exactly once by id, and a whole-set edit", async () => {
+    await open(REVIEW_SET);
+    const view = await waiting();
+    const a = view.approval!;
+    const d = (extra: Record<string, unknown>) => ({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, ...extra });
+    for (const decisions of [[d({}), d({})], [d({ actionId: "a1" })], [d({ actionId: "a1" }), d({ actionId: "a1" })], [d({ actionId: "a1" }), d({ actionId: "a9" })]]) {
+      const r = await submitDecision(app, view.threadId, { decisions });
+      expect(r.status).toBe("awaiting_approval");
+      expect(r.approval!.lastRefusal?.code).toBe("MALFORMED");
+    }
+    const wholeEdit = await submitDecision(app, view.threadId, { decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "update_task", args: { taskId: 4, fields: { STATUS: "3" } } } }] });
+    expect(wholeEdit.approval!.lastRefusal).toMatchObject({ code: "MALFORMED" });
+    expect(wholeEdit.approval!.lastRefusal!.reason).toContain("names the action");
+    // A decision bound to one action's own envelope hash is not an approval of the set.
+    const ownHash = await submitDecision(app, view.threadId, { decisions: [{ type: "approve", envelopeHash: a.changeSet!.actions[0]!.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+    expect(ownHash.approval!.lastRefusal?.code).toBe("HASH_MISMATCH");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("a whole-set rejection ends every action REJECTED_BY_HUMAN with nothing written", async () => {
+    await open(REVIEW_SET);
+    const view = await waiting();
+    const a = view.approval!;
+    const done = await submitDecision(app, view.threadId, { decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+    expect(done.state!.outcome).toBe("NOT_EXECUTED");
+    expect(done.state!.reasonCode).toBe("REJECTED_BY_HUMAN");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
