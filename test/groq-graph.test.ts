@@ -17,7 +17,7 @@ const READ_TOOLS = [
   MCP_TOOL_NAMES.getDeal, MCP_TOOL_NAMES.listDeals, MCP_TOOL_NAMES.listTaskComments, MCP_TOOL_NAMES.getTaskComment,
 ];
 /** Tools the agent may call that only record a proposal or a question for a human. */
-const NON_EXECUTING = ["propose_change", "request_input"];
+const NON_EXECUTING = ["propose_change", "propose_change_set", "request_input"];
 
 const toolReply = (body: ChatCompletionRequest, name: string) => {
   const callIds = new Set(
