@@ -9,6 +9,7 @@ import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startUndo } from "../src/app/undo.js";
 import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -206,5 +207,51 @@ describe("a change set", () => {
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("REJECTED_BY_HUMAN");
     expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("undo of a verified set restores the updates (a posted comment is named, not deleted), with its own approval", async () => {
+    await open(REVIEW_SET);
+    const original = await portal.task(4);
+    const view = await waiting();
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    const undo = await startUndo(app, done.threadId, "demo-user");
+    expect(undo.status).toBe("awaiting_approval");
+    expect(undo.approval!.envelope.params).toEqual({ STATUS: original["status"], RESPONSIBLE_ID: original["responsibleId"] });
+    expect(undo.state!.card).toContain("Not undone: a2 (add_task_comment on task 4)");
+    expect(await writeMethods()).toEqual(["tasks.task.update", "task.commentitem.add"]);
+    const restored = await submitDecision(app, undo.threadId, approveAll(undo));
+    expect(restored.state!.outcome).toBe("VERIFIED");
+    const task = await portal.task(4);
+    expect([task["status"], task["responsibleId"]]).toEqual([original["status"], original["responsibleId"]]);
+    expect(await writeMethods()).toEqual(["tasks.task.update", "task.commentitem.add", "tasks.task.update"]);
+  });
+
+  it("undo of a set that changed two tasks is itself a change set of two restores", async () => {
+    await open([
+      { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
+      { operation: "update_task", taskId: 5, fields: { TITLE: "CS-2 renamed" } },
+    ]);
+    const titles = [(await portal.task(4))["title"], (await portal.task(5))["title"]];
+    const view = await waiting("rename task 4 to CS-1 renamed and rename task 5 to CS-2 renamed");
+    expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");
+    const undo = await startUndo(app, view.threadId, "demo-user");
+    expect(undo.approval!.changeSet!.actions.map((a) => [a.envelope.object.id, a.envelope.params])).toEqual([[4, { TITLE: titles[0] }], [5, { TITLE: titles[1] }]]);
+    expect(undo.state!.card).toContain(`UNDO of thread ${view.threadId}`);
+    const restored = await submitDecision(app, undo.threadId, approveAll(undo));
+    expect(restored.state!.outcome).toBe("VERIFIED");
+    expect([(await portal.task(4))["title"], (await portal.task(5))["title"]]).toEqual(titles);
+  });
+
+  it("undo of a set is refused STALE_STATE after someone else changed a task it restores; nothing is written", async () => {
+    await open(REVIEW_SET);
+    const view = await waiting();
+    expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "0" } })).status).toBe(200);
+    const count = (await portal.writes()).length;
+    const undo = await startUndo(app, view.threadId, "demo-user");
+    expect(undo.state!.outcome).toBe("NOT_EXECUTED");
+    expect(undo.state!.reasonCode).toBe("STALE_STATE");
+    expect(await portal.writes()).toHaveLength(count);
   });
 });

@@ -55,6 +55,28 @@ export interface ThreadView {
   /** Nodes that would run next for a run a crash interrupted. */
   next?: string[];
   state?: State;
+  /** For a finished change set: how each action ended, in the set's order (the journal's rows). */
+  changeSetOutcome?: ChangeSetOutcome;
+}
+
+/** One action of a finished change set. */
+export interface SetActionOutcome {
+  actionId: string;
+  /** Known from the journal; absent when read back from the server's outcome table (`--api`). */
+  envelopeHash?: string;
+  operation: string;
+  taskId: number;
+  outcome: string;
+  reasonCode: string;
+  reason?: string;
+  /** Whether a write was sent for it (an entry in the write-ahead log). */
+  sent: boolean;
+}
+
+export interface ChangeSetOutcome {
+  /** Absent when read back from the server's outcome table (`--api`). */
+  setHash?: string;
+  actions: SetActionOutcome[];
 }
 
 type OpenOptions = Omit<CompileOptions, "checkpointer"> & { checkpointer?: BaseCheckpointSaver };
@@ -126,7 +148,29 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       : { threadId, status: "awaiting_approval", approval: payload, ...id, state: values };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
-  return { threadId, status: "finished", state: values };
+  const changeSetOutcome = action?.set && action.macValid ? await setOutcomeOf(app, action) : undefined;
+  return { threadId, status: "finished", state: values, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
+}
+
+/** Each action of the thread's change set as the journal closed it, in set order (not yet closed: omitted). */
+async function setOutcomeOf(app: ReadApp, action: NonNullable<Awaited<ReturnType<ReadApp["deps"]["journal"]["currentAction"]>>>): Promise<ChangeSetOutcome | undefined> {
+  const members = await membersOf(app.deps, action);
+  const actions: SetActionOutcome[] = [];
+  for (const m of members) {
+    const closed = m.progress.closed;
+    if (!closed) continue;
+    actions.push({
+      actionId: m.set?.actionId ?? "a?",
+      envelopeHash: m.envelopeHash,
+      operation: m.envelope.operation,
+      taskId: m.envelope.object.id,
+      outcome: closed.outcome,
+      reasonCode: closed.reasonCode,
+      reason: closed.reason,
+      sent: (await app.deps.journal.findExecution(m.envelopeHash)) !== undefined,
+    });
+  }
+  return actions.length > 0 ? { setHash: action.set!.setHash, actions } : undefined;
 }
 
 export async function startRun(app: App, input: RunInput, opts: { threadId?: string; onStep?: StepListener } = {}): Promise<ThreadView> {

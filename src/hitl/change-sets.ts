@@ -57,6 +57,8 @@ export async function buildChangeSet(
     editedBy?: string;
     /** The group an expired approval was escalated to (only its members may approve). */
     escalatedTo: string | null;
+    /** A line put above the card (an undo says what it restores). */
+    note?: string;
     /** A partial approval of the previous revision that the policy lets run without a second approval. */
     runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord };
   },
@@ -130,7 +132,7 @@ export async function buildChangeSet(
     ? `PARTIAL APPROVAL of ${previousHash} by ${ctx.runWithoutReapproval.decision.approverId}: ${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; the approved actions run without being shown again (policy partialExecution allows their classes).\n`
     : "";
   const escalation = ctx.escalatedTo ? `ESCALATED to group ${ctx.escalatedTo}: the approval for ${previousHash} expired unanswered; only members of ${ctx.escalatedTo} may approve this fresh change set.\n` : "";
-  const card = `${escalation}${partialNote}${setCardHeader(set, setHash)}\n\n${sections.join("\n\n")}`;
+  const card = `${ctx.note ?? ""}${escalation}${partialNote}${setCardHeader(set, setHash)}\n\n${sections.join("\n\n")}`;
 
   const superseded = previous ? [...previous.supersededHashes, ...(previousHash ? [previousHash] : []), ...ctx.previousMembers.map((m) => m.envelopeHash)] : [];
   const rows: RegisteredAction[] = envelopes.map(({ actionId, envelope }, index) => ({

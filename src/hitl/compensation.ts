@@ -8,8 +8,25 @@ import type { ActionRow } from "../store/action-machine.js";
 import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "./records.js";
 
+type Restore = Extract<CompensationPlan, { ok: true }>;
+
 export type UndoPlan =
-  | { ok: true; original: ActionRow; plan: Extract<CompensationPlan, { ok: true }>; proposal: ProposalRecord }
+  | {
+      ok: true;
+      original: ActionRow;
+      plan: Restore;
+      proposal: ProposalRecord;
+      /**
+       * For a change set: one restore per task its VERIFIED reversible updates changed (in the set's
+       * order of first change), each proposal an update_task; `plan`/`proposal` are the first. The undo
+       * is then itself a change set when it has more than one part.
+       */
+      parts: Array<{ plan: Restore; proposal: ProposalRecord }>;
+      /** Actions of the set that are not restored, and why (a posted comment, an unverified action, …). */
+      skipped: string[];
+      /** The request's scope for the undo thread: the restored tasks and fields. */
+      scope: { taskIds: number[]; fields: string[] };
+    }
   | { ok: false; code: "NO_SUCH_THREAD" | "NOT_UNDOABLE" | "INTEGRITY_CHECK_FAILED"; reason: string };
 
 /** How a run that cannot undo ends: a record failing its seal is tampering; anything else is NOT_UNDOABLE. */
@@ -26,6 +43,7 @@ export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentA
   if (!action.macValid || !thread.macValid) {
     return { ok: false, code: "INTEGRITY_CHECK_FAILED", reason: `the journal's record of thread ${threadId} fails its seal; nothing is proposed from it` };
   }
+  if (action.set) return undoOfSet(journal, threadId, action);
   const closed = action.progress.closed;
   if (action.phase !== "closed" || closed?.outcome !== "VERIFIED") {
     const where = closed ? `ended ${closed.outcome} (${closed.reasonCode})` : `is ${action.phase}`;
@@ -33,12 +51,80 @@ export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentA
   }
   const plan = compensationOf(action.envelope, action.progress.verification?.raw);
   if (!plan.ok) return { ok: false, code: "NOT_UNDOABLE", reason: `thread ${threadId}: ${plan.reason}` };
+  const proposal: ProposalRecord = { taskId: plan.taskId, fields: plan.fields, rationale: `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`, source: "compensation" };
+  return { ok: true, original: action, plan, proposal, parts: [{ plan, proposal }], skipped: [], scope: { taskIds: [plan.taskId], fields: Object.keys(plan.fields) } };
+}
+
+/**
+ * The undo of a finished change set: every VERIFIED reversible update is restored, one restore per
+ * task (each field back to the value recorded before the set, which every action of the set read at
+ * the same moment), expecting the task exactly as the set's last verification read of it left it.
+ * A posted comment is not deleted and an action that did not verify is not touched; both are named.
+ */
+async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, action: ActionRow): Promise<UndoPlan> {
+  const set = action.set!;
+  const members = (await Promise.all(set.set.actions.map((a) => journal.getAction(a.envelopeHash)))).filter((m): m is ActionRow => m !== undefined);
+  if (members.length !== set.set.actions.length || members.some((m) => !m.macValid)) {
+    return { ok: false, code: "INTEGRITY_CHECK_FAILED", reason: `the journal's rows of change set ${set.setHash} are missing or fail their seal; nothing is proposed from them` };
+  }
+  if (members.some((m) => m.phase !== "closed")) return { ok: false, code: "NOT_UNDOABLE", reason: `change set ${set.setHash} of thread ${threadId} has not finished` };
+  const byTask = new Map<number, { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; first: ActionRow }>();
+  const skipped: string[] = [];
+  for (const m of members) {
+    const id = m.set?.actionId ?? m.envelopeHash;
+    const closed = m.progress.closed!;
+    // The latest verification read of each task, whatever the action: the state the set left it in.
+    const entry = byTask.get(m.envelope.object.id);
+    if (entry && closed.outcome === "VERIFIED") entry.last = m;
+    if (closed.outcome !== "VERIFIED") {
+      skipped.push(`${id} (${m.envelope.operation} on task ${m.envelope.object.id}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
+      continue;
+    }
+    const plan = compensationOf(m.envelope, m.progress.verification?.raw);
+    if (!plan.ok) {
+      skipped.push(`${id} (${m.envelope.operation} on task ${m.envelope.object.id}) is not undone: ${plan.reason}`);
+      continue;
+    }
+    const part = entry ?? { fields: {}, wrote: {}, last: m, first: m };
+    // The value before the set is the earliest action's record; what the set left is the latest write.
+    for (const [f, v] of Object.entries(plan.fields)) if (!(f in part.fields)) part.fields[f] = v;
+    Object.assign(part.wrote, plan.wrote);
+    part.last = m;
+    byTask.set(m.envelope.object.id, part);
+  }
+  const parts = [...byTask.entries()]
+    .filter(([, p]) => Object.keys(p.fields).length > 0)
+    .map(([taskId, p]) => {
+      const after = compensationOf(p.last.envelope, p.last.progress.verification?.raw);
+      const afterWrite = after.ok ? after.afterWrite : null;
+      const plan: Restore = { ok: true, taskId, fields: p.fields, wrote: p.wrote, afterWrite: afterWriteOf(p.last) ?? afterWrite };
+      const proposal: ProposalRecord = {
+        operation: "update_task",
+        taskId,
+        fields: p.fields,
+        rationale: `undo of change set ${set.setHash} (thread ${threadId}) on task ${taskId}: restore the values recorded before the set`,
+        source: "compensation",
+      };
+      return { plan, proposal };
+    });
+  if (parts.length === 0) return { ok: false, code: "NOT_UNDOABLE", reason: `change set ${set.setHash} of thread ${threadId} has nothing to undo: ${skipped.join("; ")}` };
+  const first = parts[0]!;
   return {
     ok: true,
     original: action,
-    plan,
-    proposal: { taskId: plan.taskId, fields: plan.fields, rationale: `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`, source: "compensation" },
+    plan: first.plan,
+    proposal: parts.length > 1 ? { ...first.proposal, actions: parts.map((p) => ({ operation: "update_task" as const, taskId: p.plan.taskId, fields: p.plan.fields })) } : first.proposal,
+    parts,
+    skipped,
+    scope: { taskIds: parts.map((p) => p.plan.taskId), fields: [...new Set(parts.flatMap((p) => Object.keys(p.plan.fields)))] },
   };
+}
+
+/** The task as an action's verification read it (also for a comment, whose verification reads the task). */
+function afterWriteOf(row: ActionRow): Record<string, unknown> | null {
+  const raw = row.progress.verification?.raw as { result?: { task?: unknown } } | undefined;
+  const task = raw?.result?.task;
+  return task && typeof task === "object" && !Array.isArray(task) ? (task as Record<string, unknown>) : null;
 }
 
 /**

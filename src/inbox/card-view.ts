@@ -45,8 +45,16 @@ function display(value: unknown, label: string): { text: string; block: boolean;
   return { text: r.lines.join("\n"), block: r.block, ...(r.length !== undefined ? { length: r.length } : {}) };
 }
 
-export function cardSection(action: ActionRow): Html {
+/** For an action of a change set: its id and position, so its card is labelled and its ids are unique on the page. */
+export interface MemberLabel {
+  actionId: string;
+  position: number;
+  total: number;
+}
+
+export function cardSection(action: ActionRow, member?: MemberLabel): Html {
   const e = action.envelope;
+  const titleId = member ? `card-title-${member.actionId}` : "card-title";
   const people = action.people?.names;
   const { warnings } = renderCard(e, action.envelopeHash, "text", people ? { people } : {});
   // The name next to a code or user id (PRIORITY "2" → high, RESPONSIBLE_ID "5" → Elena Kuznetsova),
@@ -77,8 +85,8 @@ export function cardSection(action: ActionRow): Html {
   });
   const invariants = e.invariantFields.map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (must stay)`)}</td></tr>`);
   const expiresMs = Date.parse(e.expiresAt);
-  return html`<section class="card" aria-labelledby="card-title" data-envelope-hash="${action.envelopeHash}">
-    <h2 id="card-title">${e.operation} on ${e.object.type} ${e.object.id} · revision ${e.revision}</h2>
+  return html`<section class="card${member ? " set-action" : ""}" aria-labelledby="${titleId}" data-envelope-hash="${action.envelopeHash}"${member ? html` data-action-id="${member.actionId}"` : ""}>
+    <h2 id="${titleId}">${member ? html`<span class="action-id">${member.position} of ${member.total} · ${member.actionId}</span> ` : ""}${e.operation} on ${e.object.type} ${e.object.id} · revision ${e.revision}</h2>
     <dl class="facts">
       <dt>Risk</dt><dd><span class="risk risk-${e.risk.level}">${e.risk.level}</span> · ${e.risk.reversibility}</dd>
       <dt>Requested by</dt><dd>${text(e.requestedBy)}</dd>
@@ -86,18 +94,68 @@ export function cardSection(action: ActionRow): Html {
       ${action.escalatedTo ? html`<dt>Escalated to</dt><dd>group ${text(action.escalatedTo)} (only its members may approve)</dd>` : ""}
       <dt>Policy</dt><dd>${text(e.policy.id)}@${text(e.policy.version)}</dd>
       <dt>Expires</dt><dd><time datetime="${e.expiresAt}" data-expires="${String(expiresMs)}">${e.expiresAt}</time> <span class="countdown" data-expires="${String(expiresMs)}"></span></dd>
-      <dt>Envelope hash</dt><dd><code class="hash">${action.envelopeHash}</code></dd>
+      <dt>${member ? "Action envelope hash" : "Envelope hash"}</dt><dd><code class="${member ? "action-hash" : "hash"}">${action.envelopeHash}</code>${member ? html` <small>(a decision names the set's hash, above)</small>` : ""}</dd>
     </dl>
-    ${action.progress.lastRefusal
+    ${action.progress.lastRefusal && !member
       ? html`<p class="refusal" role="alert"><strong>Last decision refused (${text(action.progress.lastRefusal.code)}):</strong> ${text(action.progress.lastRefusal.reason)}</p>`
       : ""}
     ${warnings.length
       ? html`<div class="warnings" role="alert"><h3>⚠ Warnings (${warnings.length}): look closely before approving</h3><ul>${warnings.map((w) => html`<li>${rendered(w)}</li>`)}</ul></div>`
       : ""}
-    <h3>Changes: value read from the task when the envelope was made → value to write</h3>
+    <h3>${create ? `New ${OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object"}: what will be posted (there is no value before it)` : "Changes: value read from the task when the envelope was made → value to write"}</h3>
     <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">Before</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
     <h3>Must stay unchanged (${e.invariantFields.length})</h3>
     <table class="invariants"><tbody>${invariants}</tbody></table>
-    <details><summary>The card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(action.card)}</pre></details>
+    ${member ? "" : html`<details><summary>The card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(action.card)}</pre></details>`}
   </section>`;
+}
+
+/** The chain rule, in one sentence, as the set's card states it. */
+export const CHAIN_RULE =
+  "The actions run one after another in this order; the set stops at the first action that is not VERIFIED, and the actions after it are not run.";
+
+/**
+ * A change set waiting for approval: its header (the set's hash, which a decision names, its risk =
+ * the riskiest action's, its expiry = the earliest action's, the order and the chain rule), then every
+ * action's card in order (changes, or the new comment; what must stay unchanged), then the set's card
+ * text exactly as registered. From the journal's rows only.
+ */
+export function setSection(head: ActionRow, members: ActionRow[]): Html {
+  const m = head.set!;
+  const s = m.set;
+  const expiresMs = Date.parse(s.expiresAt);
+  const order = s.actions.map(
+    (a) => html`<li data-action-id="${a.actionId}"><strong>${a.actionId}</strong>: ${a.operation} on ${a.object.type} ${a.object.id} <small>(${a.reversibility})</small></li>`,
+  );
+  const last = head.progress.lastRefusal;
+  return html`<section class="set" aria-labelledby="set-title" data-set-hash="${m.setHash}">
+    <h2 id="set-title">Change set of ${s.actions.length} actions · revision ${s.revision}</h2>
+    <p class="chain-rule"><strong>Chain rule:</strong> ${CHAIN_RULE}</p>
+    <dl class="facts">
+      <dt>Risk</dt><dd><span class="risk risk-${s.risk.level}">${s.risk.level}</span> · ${s.risk.reversibility} <small>(the riskiest action's)</small></dd>
+      <dt>Requested by</dt><dd>${text(s.requestedBy)}</dd>
+      ${s.editedBy ? html`<dt>Edited by</dt><dd>${text(s.editedBy)}</dd>` : ""}
+      ${head.escalatedTo ? html`<dt>Escalated to</dt><dd>group ${text(head.escalatedTo)} (only its members may approve)</dd>` : ""}
+      <dt>Policy</dt><dd>${text(s.policy.id)}@${text(s.policy.version)}</dd>
+      <dt>Expires</dt><dd><time datetime="${s.expiresAt}" data-expires="${String(expiresMs)}">${s.expiresAt}</time> <span class="countdown" data-expires="${String(expiresMs)}"></span> <small>(the earliest of its actions)</small></dd>
+      <dt>Set hash</dt><dd><code class="hash">${m.setHash}</code></dd>
+      ${s.previousSetHash ? html`<dt>Replaces</dt><dd><code class="action-hash">${s.previousSetHash}</code></dd>` : ""}
+    </dl>
+    <h3>Order</h3>
+    <ol class="set-order">${order}</ol>
+    ${last ? html`<p class="refusal" role="alert"><strong>Last decision refused (${text(last.code)}):</strong> ${text(last.reason)}</p>` : ""}
+  </section>
+  ${members.map((r, i) => cardSection(r, { actionId: r.set?.actionId ?? `a${i + 1}`, position: i + 1, total: members.length }))}
+  <details><summary>The set's card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(head.card)}</pre></details>`;
+}
+
+/** How each action of a finished change set ended (its row's closing record), in order. */
+export function setOutcomeTable(members: ActionRow[]): Html {
+  const rows = members.map((r) => {
+    const c = r.progress.closed;
+    const outcome = c?.outcome ?? (r.phase === "superseded" ? "SUPERSEDED" : "open");
+    return html`<tr data-action-id="${r.set?.actionId ?? ""}"><th scope="row">${r.set?.actionId ?? "—"}</th><td>${r.envelope.operation}</td><td>task ${r.envelope.object.id}</td>
+      <td><span class="outcome outcome-${outcome}">${outcome}</span></td><td>${c?.reasonCode ?? "—"}</td><td>${text(c?.reason ?? "")}</td></tr>`;
+  });
+  return html`<table class="set-outcomes"><caption>Action by action</caption><thead><tr><th scope="col">Action</th><th scope="col">Operation</th><th scope="col">Object</th><th scope="col">Outcome</th><th scope="col">Reason code</th><th scope="col">Reason</th></tr></thead><tbody>${rows}</tbody></table>`;
 }

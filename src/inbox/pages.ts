@@ -59,10 +59,12 @@ export function listFragment(items: InboxItem[], questions: QuestionItem[] = [],
     </li>`,
   );
   return html`<ul class="inbox">${asked}${items.map(
-    (i) => html`<li class="item" data-risk="${i.risk}" data-thread="${i.threadId}" data-hash="${i.envelopeHash}">
+    (i) => html`<li class="item${i.actions ? " set" : ""}" data-risk="${i.risk}" data-thread="${i.threadId}" data-hash="${i.envelopeHash}"${i.actions ? html` data-kind="set"` : ""}>
       <a href="${base}/t/${encodeURIComponent(i.threadId)}">
         <span class="risk risk-${i.risk}">${i.risk}</span>
-        <span class="what">${i.operation} · task ${i.taskId} · ${i.fields.join(", ")}</span>
+        ${i.actions
+          ? html`<span class="what">change set of ${i.actions.length} actions, in order: ${i.actions.map((a, n) => html`${n ? "; " : ""}${a.actionId} ${a.operation} · task ${a.taskId} · ${a.fields.join(", ")}`)}</span>`
+          : html`<span class="what">${i.operation} · task ${i.taskId} · ${i.fields.join(", ")}</span>`}
         <span class="who">requested by ${text(i.requestedBy)} · revision ${i.revision}</span>
         <span class="when">expires <span class="countdown" data-expires="${String(Date.parse(i.expiresAt))}">${i.expiresAt}</span></span>
         ${i.escalatedTo ? html`<span class="flag">escalated to ${text(i.escalatedTo)}</span>` : ""}

@@ -9,9 +9,19 @@ import type { App } from "../app/threads.js";
 import { allowedApprovers, hasRole } from "../envelope/policy.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
+import { membersOf } from "../hitl/journal-gate.js";
+
+/** One action of a change set as the list shows it. */
+export interface InboxSetAction {
+  actionId: string;
+  operation: string;
+  taskId: number;
+  fields: string[];
+}
 
 export interface InboxItem {
   threadId: string;
+  /** What a decision names: the envelope's hash, or for a change set the set's hash. */
   envelopeHash: string;
   nonce: string;
   revision: number;
@@ -25,6 +35,8 @@ export interface InboxItem {
   fields: string[];
   escalatedTo: string | null;
   lastRefusal: { code: string; reason: string } | null;
+  /** Set for a change set: its actions in execution order (operation/taskId/fields above are the first's). */
+  actions: InboxSetAction[] | null;
   /** May approve, reject or edit. */
   mayDecide: boolean;
   /** May approve: narrowed to the escalation group's members once escalated. */
@@ -39,9 +51,41 @@ export interface Entitlement {
   mayCancel: boolean;
 }
 
+/** Every operation an approval covers: the envelope's, or each action's of a change set. */
+export function operationsOf(action: ActionRow): string[] {
+  return action.set ? [...new Set(action.set.set.actions.map((a) => a.operation))] : [action.envelope.operation];
+}
+
+/**
+ * What a decision on this approval is bound to: the envelope's hash and nonce, or, for an action of a
+ * change set, the SET's hash, nonce, revision, expiry and risk (the riskiest action's). A decision
+ * naming a member's own hash or nonce is refused by check_decision.
+ */
+export interface Bound {
+  hash: string;
+  nonce: string;
+  revision: number;
+  expiresAt: string;
+  risk: string;
+  reversibility: string;
+  requestedBy: string;
+  createdAt: string;
+}
+
+export function boundOf(action: ActionRow): Bound {
+  const m = action.set;
+  if (m) {
+    const s = m.set;
+    return { hash: m.setHash, nonce: s.nonce, revision: s.revision, expiresAt: s.expiresAt, risk: s.risk.level, reversibility: s.risk.reversibility, requestedBy: s.requestedBy, createdAt: s.createdAt };
+  }
+  const e = action.envelope;
+  return { hash: action.envelopeHash, nonce: e.nonce, revision: e.revision, expiresAt: e.expiresAt, risk: e.risk.level, reversibility: e.risk.reversibility, requestedBy: e.requestedBy, createdAt: e.createdAt };
+}
+
+/** Approving needs authority over every operation the approval covers (a change set: each action's). */
 export function entitlementOf(app: App, action: ActionRow, user: string): Entitlement {
   const policy = app.deps.policy;
-  const approver = allowedApprovers(policy, action.envelope.operation).has(user);
+  const approver = operationsOf(action).every((op) => allowedApprovers(policy, op).has(user));
   const inGroup = !action.escalatedTo || (policy.approvers.groups[action.escalatedTo] ?? []).includes(user);
   return { mayDecide: approver, mayApprove: approver && inGroup, mayCancel: approver || action.envelope.requestedBy === user };
 }
@@ -55,28 +99,35 @@ export async function waitingAction(app: App, threadId: string): Promise<ActionR
 export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
   const rows = await app.deps.journal.listApprovals("pending");
   const items: InboxItem[] = [];
+  // A change set registers one index row per action; the set is listed once, from the row it is at.
+  const listed = new Set<string>();
   for (const row of rows) {
+    if (listed.has(row.threadId)) continue;
     const action = await waitingAction(app, row.threadId);
     if (!action || action.envelopeHash !== row.envelopeHash) continue;
     const may = entitlementOf(app, action, user);
     if (!may.mayDecide && !may.mayCancel) continue;
+    listed.add(row.threadId);
     const e = action.envelope;
+    const b = boundOf(action);
     const last = action.progress.lastRefusal;
+    const members = action.set ? await membersOf(app.deps, action) : null;
     items.push({
       threadId: action.threadId,
-      envelopeHash: action.envelopeHash,
-      nonce: e.nonce,
-      revision: e.revision,
-      requestedBy: e.requestedBy,
-      createdAt: e.createdAt,
-      expiresAt: e.expiresAt,
-      risk: e.risk.level,
-      reversibility: e.risk.reversibility,
+      envelopeHash: b.hash,
+      nonce: b.nonce,
+      revision: b.revision,
+      requestedBy: b.requestedBy,
+      createdAt: b.createdAt,
+      expiresAt: b.expiresAt,
+      risk: b.risk,
+      reversibility: b.reversibility,
       operation: e.operation,
       taskId: e.object.id,
       fields: Object.keys(e.params),
       escalatedTo: action.escalatedTo,
       lastRefusal: last ? { code: last.code, reason: last.reason } : null,
+      actions: members ? members.map((m) => ({ actionId: m.set?.actionId ?? "", operation: m.envelope.operation, taskId: m.envelope.object.id, fields: Object.keys(m.envelope.params) })) : null,
       ...may,
     });
   }
@@ -149,7 +200,7 @@ export async function maySeeRun(app: App, threadId: string, user: string): Promi
   const action = await app.deps.journal.currentAction(threadId);
   if (action?.macValid) {
     if (action.envelope.requestedBy === user) return true;
-    return allowedApprovers(app.deps.policy, action.envelope.operation).has(user);
+    return operationsOf(action).every((op) => allowedApprovers(app.deps.policy, op).has(user));
   }
   return isApprover(app, user);
 }

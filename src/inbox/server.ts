@@ -17,11 +17,13 @@ import { viewThread, type App, type ThreadView } from "../app/threads.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
-import { cardSection } from "./card-view.js";
+import { cardSection, setOutcomeTable, setSection } from "./card-view.js";
+import { membersOf } from "../hitl/journal-gate.js";
+import type { ActionRow } from "../store/action-machine.js";
 import { answerAsSignedIn, submitAsSignedIn, StaleCardError } from "./driver.js";
 import { html, text, type Html } from "./html.js";
 import { inboxPage, layout, listFragment, signInPage } from "./pages.js";
-import { entitlementOf, inboxFor, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
+import { boundOf, entitlementOf, inboxFor, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
 import { answerJsonSchema, type InputField } from "../hitl/structured-input.js";
 import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, sameToken, token, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
@@ -183,21 +185,24 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     if (!(await maySeeRun(app, threadId, s.user))) return notYours(c, threadId);
     const view = await viewThread(app, threadId);
     const action = await waitingAction(app, threadId);
+    // A change set is shown and decided as one: its header and every action's card, bound to the set's hash.
+    const members = action?.set ? await membersOf(app.deps, action) : undefined;
+    const cards = (a: ActionRow) => (members ? setSection(a, members) : cardSection(a));
     const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : "refusal"}" role="alert">${notice.message}</p>` : "";
     let body: Html;
-    if (view.status === "awaiting_approval" && action && action.envelopeHash === view.approval?.envelopeHash) {
-      body = html`${banner}${cardSection(action)}${decisionForms(app, action, s, view, base)}`;
+    if (view.status === "awaiting_approval" && action && boundOf(action).hash === view.approval?.envelopeHash) {
+      body = html`${banner}${cards(action)}${members ? setDecisionForms(app, action, members, s, view, base) : decisionForms(app, action, s, view, base)}`;
     } else if (view.status === "awaiting_input" && view.input) {
       body = html`${banner}${await questionSection(app, view, s, base)}`;
     } else if (view.status === "not_found" && action) {
       // Registered in the journal, but its run (checkpoints) lives in another process's checkpointer
       // (e.g. the LangGraph API server): the card is the journal's, so it is shown; deciding happens
       // where the run can be resumed, never here.
-      body = html`${banner}<p class="refusal" role="status">This approval's run is kept by another server (its checkpoints are not reachable from this inbox). The card below is the one registered in the journal; decide it where the run lives: the inbox mounted on the LangGraph API (<code>/inbox</code>), Studio, or <code>npm run cli -- approve ${threadId} --hash ${action.envelopeHash} --api URL</code>.</p>${cardSection(action)}`;
+      body = html`${banner}<p class="refusal" role="status">This approval's run is kept by another server (its checkpoints are not reachable from this inbox). The card below is the one registered in the journal; decide it where the run lives: the inbox mounted on the LangGraph API (<code>/inbox</code>), Studio, or <code>npm run cli -- approve ${threadId} --hash ${boundOf(action).hash} --api URL</code>.</p>${cards(action)}`;
     } else if (view.status === "not_found") {
       return c.html(layout("Not found", html`<h1>No such thread</h1><p><a href="${base}/">Back to the inbox</a></p>`, { user: s.user, csrf: s.csrf, base }), 404);
     } else {
-      body = html`${banner}${outcomeSection(view)}`;
+      body = html`${banner}${outcomeSection(view, await setHistoryOf(app, threadId))}`;
     }
     return c.html(
       layout(`Thread ${threadId}`, html`<p><a href="${base}/">← Inbox</a> · <a href="${base}/t/${encodeURIComponent(threadId)}/evidence">Evidence</a></p>
@@ -215,7 +220,8 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
   web.post("/t/:thread/decide", async (c) => {
     const s = c.var.session;
     const threadId = c.req.param("thread");
-    const form = await c.req.parseBody();
+    // `all`: a name sent twice arrives as a list, so a per-action form naming an action twice is seen as such.
+    const form = await c.req.parseBody({ all: true });
     const field = (name: string) => {
       const v = form[name];
       return typeof v === "string" ? v.slice(0, MAX_FIELD) : undefined;
@@ -224,15 +230,30 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const envelopeHash = field("envelopeHash") ?? "";
     const nonce = field("nonce") ?? "";
     const action = await waitingAction(app, threadId);
+    // The set on screen is the one waiting: its actions are what a per-action form must name.
+    const onScreenSet = action?.set && action.set.setHash === envelopeHash ? await membersOf(app.deps, action) : undefined;
+    let perAction: PerActionForm | undefined;
+    if (type === "per-action") {
+      const read = readPerActionForm(form, onScreenSet);
+      if (!read.ok) {
+        return threadPage(c, threadId, { kind: "refusal", message: html`Nothing was sent: ${read.reason}` }, 422);
+      }
+      perAction = read.form;
+    }
     if (action) {
       const may = entitlementOf(app, action, s.user);
-      const allowed = type === "approve" ? may.mayApprove : type === "cancel" ? may.mayCancel : may.mayDecide;
-      if (!allowed) return refused(c, 403, "Not yours to decide", `${s.user} may not ${type ?? "decide"} this approval under policy ${app.deps.policy.id}@${app.deps.policy.version}.`, s);
+      const approves = type === "approve" || (perAction?.entries.some((e) => e.type === "approve") ?? false);
+      const allowed = approves ? may.mayApprove : type === "cancel" ? may.mayCancel : may.mayDecide;
+      if (!allowed) return refused(c, 403, "Not yours to decide", `${s.user} may not ${approves ? "approve" : (type ?? "decide")} this approval under policy ${app.deps.policy.id}@${app.deps.policy.version}.`, s);
+      if (action.set && type === "edit") {
+        return threadPage(c, threadId, { kind: "refusal", message: "Nothing was sent: an edit of a change set names the action it changes; use the per-action form (edit that action, approve or reject each of the others)." }, 422);
+      }
     }
     const decidedAt = field("decidedAt") || app.deps.clock().toISOString();
     const signature = field("signature");
     const signed = { decidedAt, ...(signature ? { signature } : {}) };
     let decision: Record<string, unknown>;
+    let decisions: Array<Record<string, unknown>> | undefined;
     switch (type) {
       case "approve":
         decision = { type, envelopeHash, nonce, approver: { id: s.user }, ...signed };
@@ -243,46 +264,59 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
         break;
       }
       case "edit": {
-        const fields: Record<string, unknown> = {};
-        for (const [k, v] of Object.entries(form)) {
-          if (typeof v !== "string") continue;
-          if (k.startsWith("field.")) fields[k.slice(6)] = v.slice(0, MAX_FIELD);
-          else if (k.startsWith("json.")) {
-            try {
-              fields[k.slice(5)] = JSON.parse(v);
-            } catch {
-              return refused(c, 422, "Edit not sent", `${k.slice(5)} must be JSON (as shown in the form).`, s);
-            }
-          }
-        }
+        const edited = editedFields(form, "");
+        if (!edited.ok) return refused(c, 422, "Edit not sent", edited.reason, s);
         const taskId = action?.envelope.object.id ?? 0;
-        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: action?.envelope.operation ?? "update_task", args: { taskId, fields } }, ...signed };
+        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: action?.envelope.operation ?? "update_task", args: { taskId, fields: edited.fields } }, ...signed };
         break;
       }
       case "cancel":
         decision = { type, envelopeHash, nonce, by: { id: s.user }, reason: field("reason")?.trim() ?? "" };
         break;
+      case "per-action": {
+        // One decision per action of the change set, each naming its action by id, all from the
+        // signed-in approver and bound to the set's hash and nonce; signed one by one when signing is on.
+        const built: Array<Record<string, unknown>> = [];
+        for (const e of perAction!.entries) {
+          const sig = field(`signature.${e.actionId}`);
+          const common = { envelopeHash, nonce, approver: { id: s.user }, actionId: e.actionId, decidedAt, ...(sig ? { signature: sig } : {}) };
+          if (e.type === "approve") built.push({ type: "approve", ...common });
+          else if (e.type === "reject") {
+            const message = field(`message.${e.actionId}`)?.trim();
+            built.push({ type: "reject", ...common, ...(message ? { message } : {}) });
+          } else {
+            const fields = editedFields(form, `edit.${e.actionId}.`);
+            if (!fields.ok) return threadPage(c, threadId, { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${fields.reason}` }, 422);
+            const target = onScreenSet?.find((m) => m.set?.actionId === e.actionId);
+            built.push({ type: "edit", ...common, editedAction: { name: target?.envelope.operation ?? "update_task", args: { taskId: target?.envelope.object.id ?? 0, fields: fields.fields } } });
+          }
+        }
+        decisions = built;
+        decision = built[0]!;
+        break;
+      }
       default:
         return refused(c, 422, "Unknown decision", "Choose approve, reject, edit or cancel.", s);
     }
     const before = action?.progress.refusalsSeen ?? 0;
     let after: ThreadView;
     try {
-      after = await submitAsSignedIn(app, threadId, { envelopeHash, nonce }, { decisions: [decision] }, s.user);
+      after = await submitAsSignedIn(app, threadId, { envelopeHash, nonce }, { decisions: decisions ?? [decision] }, s.user);
     } catch (e) {
       if (e instanceof StaleCardError) return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
       if (e instanceof DecisionNotAcceptedError) return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
       throw e;
     }
     const now = await app.deps.journal.currentAction(threadId);
-    if (after.status === "awaiting_approval" && now && now.envelopeHash === envelopeHash && now.progress.refusalsSeen > before) {
+    const what = type === "per-action" ? "per-action decision" : action?.set ? `${type} of the whole set` : type;
+    if (after.status === "awaiting_approval" && now && boundOf(now).hash === envelopeHash && now.progress.refusalsSeen > before) {
       const r = now.progress.lastRefusal;
-      return threadPage(c, threadId, { kind: "refusal", message: html`Your ${type} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.` }, 422);
+      return threadPage(c, threadId, { kind: "refusal", message: html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.` }, 422);
     }
     if (after.status === "awaiting_approval") {
-      return threadPage(c, threadId, { kind: "ok", message: `Your ${type} was accepted. A new revision (${after.approval!.revision}) now waits for a fresh approval.` });
+      return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted. A new revision (${after.approval!.revision}) now waits for a fresh approval.` });
     }
-    return threadPage(c, threadId, { kind: "ok", message: `Your ${type} was accepted.` });
+    return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted.` });
   });
 
   web.post("/t/:thread/answer", async (c) => {

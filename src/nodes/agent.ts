@@ -45,7 +45,7 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
       deps,
       gate,
       { ...state, ...input.value },
-      undo?.ok ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: { taskIds: [undo.plan.taskId], fields: Object.keys(undo.plan.fields) } } : undefined,
+      undo?.ok ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: undo.scope } : undefined,
     );
   }
   const thread = await ensureThread(deps, gate, state);

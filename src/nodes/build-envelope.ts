@@ -47,6 +47,19 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   // An undo thread's first proposal is the journal's restore of the action it compensates.
   const undo = thread.compensates && !previous ? await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash) : null;
   if (undo && !undo.ok) return end(undoEndingCode(undo.code), undo.reason);
+  if (undo?.ok && undo.parts.length > 1) {
+    // The undo of a change set that changed several tasks: a change set of restores, each expecting
+    // its task exactly as the set left it.
+    for (const part of undo.parts) {
+      const read = await deps.tools.read("getTask", { taskId: part.plan.taskId });
+      const task = read.ok ? taskFrom(read.body) : null;
+      if (!task) return end("BASELINE_READ_FAILED", `could not read task ${part.plan.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
+      const changed = changedSinceWrite(part.plan, task);
+      if (changed.length > 0) return end("STALE_STATE", staleUndoReason(changed, part.plan.taskId));
+    }
+    const note = `UNDO of thread ${thread.compensates!.threadId} (change set ${undo.original.set?.setHash}): restores the values recorded before that set; proposed by code, not by the model.${undo.skipped.length ? ` Not undone: ${undo.skipped.join("; ")}.` : ""}\n`;
+    return buildSet(deps, gate, state, thread, withActionIds(undo.parts.map((p) => ({ operation: "update_task" as const, taskId: p.plan.taskId, fields: p.plan.fields }))), config, note);
+  }
   // An edit's content is the decision the journal accepted; any other proposal is the model's.
   const onlyOne = setActions?.length === 1 ? setActions[0]! : undefined;
   const proposal: ProposalRecord | null = undo?.ok
@@ -88,12 +101,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   // or anything at all by the change marker), restoring would overwrite their change. Not proposed.
   if (undo?.ok) {
     const changed = changedSinceWrite(undo.plan, task);
-    if (changed.length > 0) {
-      return end(
-        "STALE_STATE",
-        `the task changed after the write being undone, so restoring it would overwrite someone else's change: ${changed.map((c) => `${c.field} (${c.field === "CHANGED_DATE" ? "at our verification" : "we wrote"} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ")}`,
-      );
-    }
+    if (changed.length > 0) return end("STALE_STATE", staleUndoReason(changed));
   }
 
   // A change that changes nothing is not put in front of an approver (a comment always adds one).
@@ -131,7 +139,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const people = await lookupNames(deps.tools, userIdsOnCard(envelope), deps.clock);
   const rendered = renderCard(envelope, envelopeHash, "text", people ? { people: people.names } : {}).text;
   const undoNote = thread.compensates
-    ? `UNDO of thread ${thread.compensates.threadId} (envelope ${thread.compensates.envelopeHash}): restores the values recorded before that write; proposed by code, not by the model.\n`
+    ? `UNDO of thread ${thread.compensates.threadId} (envelope ${thread.compensates.envelopeHash}): restores the values recorded before that write; proposed by code, not by the model.${undo?.ok && undo.skipped.length ? ` Not undone: ${undo.skipped.join("; ")}.` : ""}\n`
     : "";
   const card = escalatedTo
     ? `${undoNote}ESCALATED to group ${escalatedTo}: the approval for ${previous?.envelopeHash} expired unanswered; only members of ${escalatedTo} may approve this fresh envelope.\n${rendered}`
@@ -168,7 +176,11 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
 }
 
 /** build_envelope for a change set: built, registered (and, for an allowed partial approval, decided) as one. */
-async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadRecord, actions: PlannedAction[], config: LangGraphRunnableConfig): Promise<Update> {
+function staleUndoReason(changed: ReturnType<typeof changedSinceWrite>, taskId?: number): string {
+  return `${taskId !== undefined ? `task ${taskId}` : "the task"} changed after the write being undone, so restoring it would overwrite someone else's change: ${changed.map((c) => `${c.field} (${c.field === "CHANGED_DATE" ? "at our verification" : "we wrote"} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ")}`;
+}
+
+async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadRecord, actions: PlannedAction[], config: LangGraphRunnableConfig, note?: string): Promise<Update> {
   const previous = gate.action;
   const prior = previous?.progress.decision;
   const revision = (previous?.revision ?? 0) + 1;
@@ -188,6 +200,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
       previous,
       previousMembers: gate.members ?? (previous ? [previous] : []),
       escalatedTo,
+      ...(note ? { note } : {}),
       ...(plan && !plan.runWithoutReapproval && prior ? { editedBy: prior.approverId } : {}),
       ...(plan?.runWithoutReapproval && prior ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } } : {}),
     },
@@ -198,8 +211,8 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
     taskId: actions[0]!.taskId,
     fields: actions[0]!.fields,
     actions: actions.map(({ actionId: _id, ...a }) => a),
-    rationale: plan ? `revision of change set ${previous?.set?.setHash} decided action by action by ${prior?.approverId}` : state.proposal?.rationale ?? "",
-    source: plan ? "human_edit" : "model",
+    rationale: plan ? `revision of change set ${previous?.set?.setHash} decided action by action by ${prior?.approverId}` : note ? note.trim() : state.proposal?.rationale ?? "",
+    source: plan ? "human_edit" : note ? "compensation" : "model",
   };
   if (!built.ok) {
     if (built.denied) {
