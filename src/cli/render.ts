@@ -95,7 +95,7 @@ export class Printer {
         if (update.outcome) this.step("pre-read", esc`${update.reasonCode}: ${update.reason}`);
         return;
       case "execute":
-        if (update.invocation) this.step("write sent", esc`update_task ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`);
+        if (update.invocation) this.step("write sent", esc`${update.invocation.tool} ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`);
         if (update.acknowledgement) {
           const a = update.acknowledgement;
           this.step("acknowledgement", esc`${a.status}` + (a.error ? esc` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : "") + (a.reason ? esc` — ${a.reason}` : ""));
@@ -146,7 +146,7 @@ export class Printer {
     this.line(`${this.paint(["bold", colour], esc`OUTCOME ${s.outcome}`)}` + esc` (${s.reasonCode})`);
     this.line(esc`  reason: ${s.reason}`);
     if (s.preRead) this.line(esc`  pre-read: ${s.preRead.verdict} at ${s.preRead.at}`);
-    if (s.invocation) this.line(esc`  invocation: update_task ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`);
+    if (s.invocation) this.line(esc`  invocation: ${s.invocation.tool} ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`);
     if (s.acknowledgement) this.line(esc`  acknowledgement: ${s.acknowledgement.status} at ${s.acknowledgement.at}`);
     if (s.verification) {
       this.line(esc`  verification: ${s.verification.verdict} at ${s.verification.at}`);

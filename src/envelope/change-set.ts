@@ -211,6 +211,7 @@ export function setCardHeader(set: ChangeSet, setHash: string): string {
     `Set nonce:    ${set.nonce}`,
     `Order (run one after another; the set stops at the first action that is not VERIFIED, and the rest are not run):`,
     order,
+    `An action on a task an earlier action of the set wrote expects what that action wrote (and the change marker its verification read); its other "before" and "must stay unchanged" values are as read before the set.`,
     `Approve the whole set with the set hash and nonce, or decide each action by its id (approve / reject / edit).`,
   ].join("\n");
 }

@@ -294,7 +294,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
   }
   if (s?.invocation) {
     const i = s.invocation;
-    add("invocation", "invocation", i.sentAt, `update_task ${JSON.stringify(i.args)}, idempotency key ${i.idempotencyKey}`, { ...i });
+    add("invocation", "invocation", i.sentAt, `${i.tool} ${JSON.stringify(i.args)}, idempotency key ${i.idempotencyKey}`, { ...i });
   }
   if (s?.acknowledgement) {
     const a = s.acknowledgement;

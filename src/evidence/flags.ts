@@ -59,7 +59,7 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
     },
     because: {
       sideEffectAttempted: attempted
-        ? `update_task was sent at ${s.invocation!.sentAt} (idempotency key ${s.invocation!.idempotencyKey})`
+        ? `${s.invocation!.tool} was sent at ${s.invocation!.sentAt} (idempotency key ${s.invocation!.idempotencyKey})`
         : "no write was sent",
       sideEffectVerified: verified
         ? `the post-write read at ${s.verification!.at} shows the approved values`
