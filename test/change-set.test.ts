@@ -10,6 +10,7 @@ import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
+import { buildEvidence } from "../src/evidence/bundle.js";
 import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -99,6 +100,12 @@ describe("a change set", () => {
     const table = done.state!.messages.map((m) => String(m.content)).find((t) => t.startsWith("Change set, action by action"));
     expect(table).toMatch(/a1 +update_task +task 4 +VERIFIED/);
     expect(table).toMatch(/a2 +add_task_comment +task 4 +VERIFIED/);
+    // Each action's own evidence is in the hash-chained log and in the case record, not only the last one's.
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    expect(records.filter((r) => r.event === "action_ended").map((r) => [(r.received as { actionId: string }).actionId, r.outcome!.outcome, r.outcome!.flags.sideEffectVerified])).toEqual([["a1", "VERIFIED", true], ["a2", "VERIFIED", true]]);
+    const evidence = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() }).map((e) => e.name.replace(/^\d+-/, ""));
+    expect(evidence).toEqual(expect.arrayContaining(["a1-pre-read", "a1-invocation", "a1-acknowledgement", "a1-post-write-read", "a1-outcome", "a2-pre-read", "a2-invocation", "a2-post-write-read", "a2-outcome", "outcome"]));
+    expect(evidence).not.toContain("pre-read");
   });
 
   it("stops at the first action that is not verified: 1 VERIFIED, 2 NOT_EXECUTED (STALE_STATE), 3 NOT_EXECUTED (CHAIN_STOPPED), one write", async () => {

@@ -9,7 +9,7 @@ import type { State } from "../graph/state.js";
 import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
 import { outcomeFlags } from "./flags.js";
 import { NORMALISATION_RULES, type NormalisationRule } from "../envelope/index.js";
-import type { AcknowledgementRecord, InvocationRecord, PreReadRecord } from "../hitl/records.js";
+import type { AcknowledgementRecord, InvocationRecord, PreReadRecord, VerificationRecord } from "../hitl/records.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
 
@@ -285,22 +285,35 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
     }
   }
 
-  if (s?.preRead) {
+  // A change set: each action's pre-read, write, answer and fresh read, from its action_ended record
+  // (hash-chained); the thread's state mirrors only the action the set ended at.
+  const actions = records.filter((r) => r.event === "action_ended");
+  for (const r of actions) {
+    const e = (r.received ?? {}) as { actionId?: string; setHash?: string; preRead?: PreReadRecord | null; invocation?: InvocationRecord | null; acknowledgement?: AcknowledgementRecord | null; verification?: VerificationRecord | null };
+    const id = e.actionId ?? "action";
+    const head = `${id} ${r.what.operation} on task ${r.what.taskId}`;
+    if (e.preRead) add("pre_read", `${id}-pre-read`, e.preRead.at, `${head}: ${e.preRead.verdict}: ${e.preRead.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...e.preRead, normalisationRules: normalisationRules() });
+    if (e.invocation) add("invocation", `${id}-invocation`, e.invocation.sentAt, `${head}: ${e.invocation.tool} ${JSON.stringify(e.invocation.args)}, idempotency key ${e.invocation.idempotencyKey}`, { actionId: id, ...e.invocation });
+    if (e.acknowledgement) add("acknowledgement", `${id}-acknowledgement`, e.acknowledgement.at, `${head}: ${e.acknowledgement.status}${e.acknowledgement.reason ? `: ${e.acknowledgement.reason}` : ""}`, { actionId: id, ...e.acknowledgement });
+    if (e.verification) add("post_write_read", `${id}-post-write-read`, e.verification.at, `${head}: ${e.verification.verdict}: ${e.verification.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...e.verification, normalisationRules: normalisationRules() });
+    if (r.outcome) add("outcome", `${id}-outcome`, r.at, `${head}: ${r.outcome.outcome} (${r.outcome.reasonCode}): ${r.outcome.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...r.outcome, ...r.outcome.flags, auditSeq: r.seq });
+  }
+  if (s?.preRead && actions.length === 0) {
     const p = s.preRead;
     add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, {
       verdict: p.verdict, reason: p.reason, identity: p.identity ?? null, canEdit: p.canEdit, fields: p.fields, moved: p.moved ?? null,
       lease: p.lease ?? null, normalisationRules: normalisationRules(), raw: p.raw,
     });
   }
-  if (s?.invocation) {
+  if (s?.invocation && actions.length === 0) {
     const i = s.invocation;
     add("invocation", "invocation", i.sentAt, `${i.tool} ${JSON.stringify(i.args)}, idempotency key ${i.idempotencyKey}`, { ...i });
   }
-  if (s?.acknowledgement) {
+  if (s?.acknowledgement && actions.length === 0) {
     const a = s.acknowledgement;
     add("acknowledgement", "acknowledgement", a.at, `${a.status}${a.error ? `: ${a.error.code ?? a.error.kind} ${a.error.description}` : ""}${a.reason ? `: ${a.reason}` : ""}`, { ...a });
   }
-  if (s?.verification) {
+  if (s?.verification && actions.length === 0) {
     const v = s.verification;
     const window = writerWindow(s.preRead, s.invocation, s.acknowledgement);
     add("post_write_read", "post-write-read", v.at, `${v.verdict}: ${v.reason}${window ? `; not covered: ${window.statement}` : ""}`, {

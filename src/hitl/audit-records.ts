@@ -6,7 +6,8 @@ import { checkProposal, sha256Json, type Envelope, type JsonValue, type NameReso
 import type { State } from "../graph/state.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../evidence/flags.js";
-import type { DecisionRecord, ProposalRecord, Refusal } from "./records.js";
+import type { DecisionRecord, InvocationRecord, ProposalRecord, Refusal } from "./records.js";
+import type { ActionRow } from "../store/action-machine.js";
 
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
 
@@ -252,4 +253,23 @@ export function boundaryRefusedEntry(
 /** "sha256:<hex>" of the arguments' canonical JSON (after making them JSON-safe). */
 export function argumentsSha256(args: unknown): string {
   return sha256Json(jsonSafe(args ?? null) as JsonValue);
+}
+
+/**
+ * One action of a change set as it ended, from its journal row: the set's run_ended record says how the
+ * set ended; these say what happened to each action (its own pre-read, write, answer and fresh read).
+ */
+export function actionEndedEntry(row: ActionRow, invocation: InvocationRecord | null): AuditEntry {
+  const p = row.progress;
+  const closed = p.closed!;
+  const evidence = { preRead: p.preRead ?? null, invocation, acknowledgement: p.acknowledgement ?? null, verification: p.verification ?? null };
+  return hashable({
+    ...envelopeFields(row.envelope, row.envelopeHash),
+    event: "action_ended",
+    discriminator: `${row.set?.actionId ?? ""}:${row.envelopeHash}`,
+    at: closed.at,
+    ...none,
+    outcome: { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at, flags: outcomeFlags({ ...evidence, outcome: closed.outcome, reasonCode: closed.reasonCode }).flags },
+    received: { actionId: row.set?.actionId ?? null, setHash: row.set?.setHash ?? null, ...evidence },
+  });
 }

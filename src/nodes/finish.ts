@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
 import type { AcknowledgementRecord } from "../hitl/records.js";
-import { runEndedEntry } from "../hitl/audit-records.js";
+import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
@@ -101,6 +101,9 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
       row = moved.ok ? moved.row : ((await deps.journal.getAction(row.envelopeHash)) ?? row);
     }
     const closed = row.progress.closed ?? closingOf(row, at);
+    // Each action's own ending, with its evidence from the journal, in the hash-chained log (keyed: once).
+    const entry = await deps.journal.findExecution(row.envelopeHash);
+    await deps.audit.append(actionEndedEntry(row, entry ? invocationOf(entry) : null));
     const o: ActionOutcome = {
       actionId: row.set?.actionId ?? "a?",
       envelopeHash: row.envelopeHash,
@@ -109,7 +112,7 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
       outcome: closed.outcome,
       reasonCode: closed.reasonCode,
       reason: closed.reason,
-      sent: (await deps.journal.findExecution(row.envelopeHash)) !== undefined,
+      sent: entry !== undefined,
     };
     outcomes.push(o);
     if (!stop && o.outcome !== "VERIFIED") stop = o;

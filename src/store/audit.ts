@@ -28,6 +28,7 @@ export const AUDIT_EVENTS = [
   "transition_refused",
   "tamper_detected",
   "boundary_refused",
+  "action_ended",
 ] as const;
 /**
  * - proposal_denied: policy or scope refused the proposal; nothing was shown for approval.
@@ -42,6 +43,8 @@ export const AUDIT_EVENTS = [
  *   journal's record was used (or, for a bad MAC, the action was closed).
  * - boundary_refused: the model called a tool it was not offered (a write tool, an unknown or remapped
  *   name); refused without any call to Bitrix24 (tool name and the sha256 of its arguments in `received`).
+ * - action_ended: one action of a change set ended (one per action, when the set finished): its outcome,
+ *   and in `received` its pre-read, invocation, acknowledgement and verification as the journal holds them.
  */
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];
 
