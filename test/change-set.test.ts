@@ -5,6 +5,7 @@
  * HTTP; writes counted in the emulator's call log. Also in the PostgreSQL pass.
  */
 import fs from "node:fs";
+import Database from "better-sqlite3";
 import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -260,5 +261,23 @@ describe("a change set", () => {
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
     expect(undo.state!.reasonCode).toBe("STALE_STATE");
     expect(await portal.writes()).toHaveLength(count);
+  });
+
+  // Edits the SQLite journal file, so not in the PostgreSQL pass (its rows are sealed the same way).
+  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])("a change set whose second action was edited in the journal file is refused INTEGRITY_CHECK_FAILED; nothing written", async () => {
+    await open(REVIEW_SET);
+    const view = await waiting();
+    const second = view.approval!.changeSet!.actions[1]!.envelopeHash;
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      const r = db.prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?").get(second) as { registered_json: string };
+      const edited = JSON.parse(r.registered_json);
+      edited.envelope.params.POST_MESSAGE = "Something else entirely";
+      db.prepare("UPDATE actions SET registered_json = ? WHERE envelope_hash = ?").run(JSON.stringify(edited), second);
+    } finally {
+      db.close();
+    }
+    await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED" });
+    expect(await portal.writes()).toHaveLength(0);
   });
 });
