@@ -415,6 +415,163 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
   return web;
 }
 
+type FormBody = Record<string, string | File | Array<string | File>>;
+
+const PER_ACTION_TYPES = ["approve", "reject", "edit"] as const;
+type PerActionType = (typeof PER_ACTION_TYPES)[number];
+
+interface PerActionForm {
+  entries: Array<{ actionId: string; type: PerActionType }>;
+}
+
+/**
+ * Reads a per-action form (`decision.<actionId>` = approve | reject | edit) and checks it before
+ * anything is sent: every action of the set on screen named exactly once, no other action named, and
+ * only those three choices. Without the set on screen (a stale tab, or a thread no longer waiting) only
+ * the shape is checked; the driver then refuses the stale card with its reason.
+ */
+function readPerActionForm(form: FormBody, members: ActionRow[] | undefined): { ok: true; form: PerActionForm } | { ok: false; reason: string } {
+  const entries: PerActionForm["entries"] = [];
+  const twice: string[] = [];
+  const bad: string[] = [];
+  for (const [key, value] of Object.entries(form)) {
+    if (!key.startsWith("decision.")) continue;
+    const actionId = key.slice("decision.".length);
+    if (Array.isArray(value)) {
+      twice.push(actionId);
+      continue;
+    }
+    if (typeof value !== "string" || !(PER_ACTION_TYPES as readonly string[]).includes(value)) {
+      bad.push(actionId);
+      continue;
+    }
+    entries.push({ actionId, type: value as PerActionType });
+  }
+  const problems: string[] = [];
+  if (twice.length) problems.push(`${twice.join(", ")} named more than once`);
+  if (bad.length) problems.push(`${bad.join(", ")}: choose approve, reject or edit`);
+  if (members) {
+    const ids = members.map((m) => m.set?.actionId ?? "");
+    const named = new Set([...entries.map((e) => e.actionId), ...twice, ...bad]);
+    const missing = ids.filter((id) => !named.has(id));
+    const unknown = [...named].filter((id) => !ids.includes(id));
+    if (missing.length) problems.push(`no decision for ${missing.join(", ")}`);
+    if (unknown.length) problems.push(`the change set has no action ${unknown.join(", ")}`);
+    // In the set's order, whatever order the form sent them in.
+    entries.sort((a, b) => ids.indexOf(a.actionId) - ids.indexOf(b.actionId));
+    if (problems.length) return { ok: false, reason: `decide every action of the change set exactly once (${ids.join(", ")}): ${problems.join("; ")}.` };
+  } else if (problems.length || entries.length === 0) {
+    return { ok: false, reason: `decide every action of the change set exactly once: ${problems.join("; ") || "no action was decided"}.` };
+  }
+  return { ok: true, form: { entries } };
+}
+
+/** An edit's values from `<prefix>field.<F>` (text) and `<prefix>json.<F>` (JSON) inputs, as the page and its signature build them. */
+function editedFields(form: FormBody, prefix: string): { ok: true; fields: Record<string, unknown> } | { ok: false; reason: string } {
+  const fields: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(form)) {
+    if (typeof v !== "string" || !k.startsWith(prefix)) continue;
+    const name = k.slice(prefix.length);
+    if (name.startsWith("field.")) fields[name.slice(6)] = v.slice(0, MAX_FIELD);
+    else if (name.startsWith("json.")) {
+      try {
+        fields[name.slice(5)] = JSON.parse(v);
+      } catch {
+        return { ok: false, reason: `${name.slice(5)} must be JSON (as shown in the form).` };
+      }
+    }
+  }
+  return { ok: true, fields };
+}
+
+/**
+ * A change set's decision forms, every one bound to the SET's hash and nonce: approve all, reject
+ * all, one form deciding each action by its id (approve / reject / edit, submitted together), cancel.
+ */
+function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: Session, view: ThreadView, base: string): Html {
+  const may = entitlementOf(app, action, s.user);
+  const sign = app.deps.policy.requireSignature;
+  const b = boundOf(action);
+  const bound = html`<input type="hidden" name="csrf" value="${s.csrf}">
+    <input type="hidden" name="envelopeHash" value="${b.hash}">
+    <input type="hidden" name="nonce" value="${b.nonce}">
+    ${sign ? html`<input type="hidden" name="decidedAt" value=""><input type="hidden" name="signature" value="">` : ""}`;
+  const formAttrs = (type: string) =>
+    html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}"`;
+  const n = members.length;
+  const perAction = members.map((m) => {
+    const id = m.set?.actionId ?? "";
+    const e = m.envelope;
+    const choice = (t: PerActionType, label: string, disabled = false) =>
+      html`<label class="choice" for="decision-${id}-${t}"><input type="radio" id="decision-${id}-${t}" name="decision.${id}" value="${t}" required${disabled ? html` disabled` : ""}> ${label}</label>`;
+    const editInputs = Object.entries(e.params).map(([f, v]) =>
+      typeof v === "string"
+        ? html`<label for="edit-${id}-${f}">${f}</label><textarea id="edit-${id}-${f}" name="edit.${id}.field.${f}" rows="2">${v}</textarea>`
+        : html`<label for="edit-${id}-${f}">${f} (JSON)</label><textarea id="edit-${id}-${f}" name="edit.${id}.json.${f}" rows="2">${JSON.stringify(v)}</textarea>`,
+    );
+    return html`<fieldset class="per-action" data-action-id="${id}" data-task="${String(e.object.id)}" data-operation="${e.operation}">
+      <legend>${id}: ${e.operation} on task ${e.object.id}</legend>
+      ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit (the set becomes a new revision for a fresh approval)")}
+      <label for="message-${id}">Feedback if rejected (optional)</label><textarea id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
+      <details><summary>Values for an edit of ${id}</summary>${editInputs}</details>
+      ${sign ? html`<input type="hidden" name="signature.${id}" value="">` : ""}
+    </fieldset>`;
+  });
+  return html`<section class="decide" aria-label="Decide the change set">
+    ${sign
+      ? html`<div class="signing"><p>Policy requires a signed decision. Your Ed25519 key stays in this browser (WebCrypto, not extractable) and is never sent.</p>
+          <label for="key-file">Import your key once (the file from <code>keygen</code>)</label> <input type="file" id="key-file" accept=".key,.pem">
+          <span id="key-status" aria-live="polite"></span></div>`
+      : ""}
+    <p>Every decision here names the set's hash and nonce: it covers exactly these ${n} actions in this order.</p>
+    ${may.mayApprove
+      ? html`<form ${formAttrs("approve")}>${bound}<input type="hidden" name="action" value="approve">
+          <button type="submit" class="approve">Approve the whole set (${n} actions, in this order)</button></form>`
+      : html`<p>You may not approve this change set${action.escalatedTo ? html` (escalated to ${text(action.escalatedTo)})` : ""}.</p>`}
+    ${may.mayDecide
+      ? html`<form ${formAttrs("reject")}>${bound}<input type="hidden" name="action" value="reject">
+          <label for="feedback">Reject the whole set, with feedback for a revised proposal (leave empty to end the run)</label>
+          <textarea id="feedback" name="message" rows="2" maxlength="4000"></textarea>
+          <button type="submit" class="reject">Reject the whole set</button></form>
+        <details class="per-action"><summary>Decide action by action</summary><form ${formAttrs("per-action")}>${bound}<input type="hidden" name="action" value="per-action">
+          <p>Choose for every action. Approving some and rejecting others runs the approved ones at once only where policy allows it (<code>partialExecution</code>); otherwise, and after any edit, the kept actions come back as a new revision for a fresh approval.</p>
+          ${perAction}
+          <button type="submit">Submit these ${n} decisions together</button></form></details>`
+      : ""}
+    ${may.mayCancel
+      ? html`<details><summary>Cancel the request</summary><form ${formAttrs("cancel")}>${bound}<input type="hidden" name="action" value="cancel">
+          <label for="cancel-reason">Reason</label><input id="cancel-reason" name="reason" required maxlength="4000">
+          <button type="submit" class="cancel">Cancel the request</button></form></details>`
+      : ""}
+  </section>`;
+}
+
+/**
+ * What a finished thread's page shows of a change set: every action's closing record when the thread
+ * ended on a set; when a set was decided action by action and its kept part ran (or was shown again)
+ * as a new revision, the per-action decisions of that set.
+ */
+interface SetHistory {
+  members?: ActionRow[];
+  decided?: { setHash: string; approverId: string; perAction: Array<{ actionId: string; type: string; message?: string }> };
+}
+
+async function setHistoryOf(app: App, threadId: string): Promise<SetHistory> {
+  const current = await app.deps.journal.currentAction(threadId);
+  if (!current?.macValid) return {};
+  const out: SetHistory = {};
+  if (current.set) out.members = await membersOf(app.deps, current);
+  for (const h of [...current.supersededHashes].reverse()) {
+    const row = await app.deps.journal.getAction(h);
+    const d = row?.macValid ? row.progress.decision : undefined;
+    if (d?.setPlan) {
+      out.decided = { setHash: row!.set?.setHash ?? d.envelopeHash, approverId: d.approverId, perAction: d.setPlan.perAction };
+      break;
+    }
+  }
+  return out;
+}
+
 function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof waitingAction>>>, s: Session, view: ThreadView, base: string): Html {
   const may = entitlementOf(app, action, s.user);
   const sign = app.deps.policy.requireSignature;
@@ -501,13 +658,24 @@ async function questionSection(app: App, view: ThreadView, s: Session, base: str
   </section>`;
 }
 
-function outcomeSection(view: ThreadView): Html {
+function outcomeSection(view: ThreadView, history: SetHistory = {}): Html {
   const s = view.state;
   if (view.status === "interrupted_run") return html`<h1>The run stopped between steps</h1><p>A worker or <code>recover</code> finishes it.</p>`;
+  const partial = s?.outcome === "PARTIALLY_EXECUTED";
+  const members = history.members && history.members.every((m) => m.progress.closed || m.phase === "superseded") ? history.members : undefined;
   return html`<h1>Finished: <span class="outcome">${s?.outcome ?? "—"}</span></h1>
+    ${partial
+      ? html`<p class="refusal partial" role="alert"><strong>Partially executed:</strong> part of the change set was written and the set stopped at the first action that was not VERIFIED; the actions after it were not run. What was written stays written (see each action below).</p>`
+      : ""}
     <dl class="facts"><dt>Reason</dt><dd>${s?.reasonCode ?? "—"}: ${text(s?.reason ?? "")}</dd>
     <dt>Finished at</dt><dd>${s?.finishedAt ?? "—"}</dd>
-    <dt>Decision</dt><dd>${s?.decision ? html`${s.decision.type} by ${text(s.decision.approverId)} (identity ${s.decision.verifiedBy})` : "—"}</dd></dl>`;
+    <dt>Decision</dt><dd>${s?.decision ? html`${s.decision.type} by ${text(s.decision.approverId)} (identity ${s.decision.verifiedBy})` : "—"}</dd></dl>
+    ${members ? html`<h2>Change set of ${members.length} actions: how each ended</h2>${setOutcomeTable(members)}` : ""}
+    ${history.decided
+      ? html`<h2>Decided action by action</h2><p>By ${text(history.decided.approverId)}, on change set <code class="action-hash">${history.decided.setHash}</code>:</p>
+        <ul class="per-action-decisions">${history.decided.perAction.map((p) => html`<li data-action-id="${p.actionId}"><strong>${p.actionId}</strong>: ${p.type}${p.message ? html` (${text(p.message)})` : ""}</li>`)}</ul>
+        <p><small>The approved and edited actions became the next revision${members ? "" : " (a single action)"}; the outcome above is that revision's.</small></p>`
+      : ""}`;
 }
 
 export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {

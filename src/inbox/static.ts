@@ -112,6 +112,45 @@ export const CLIENT_JS = String.raw`"use strict";
       const key = await keyOp("readonly", (s) => s.get(user)).catch(() => undefined);
       if (!key) { keyStatus("Import your signing key first: this policy requires signed decisions."); return; }
       const decidedAt = new Date().toISOString();
+      const signPayload = async (payload) => {
+        const sig = new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(jcs(payload))));
+        return btoa(String.fromCharCode.apply(null, Array.from(sig)));
+      };
+      const editedFields = (prefix) => {
+        const fields = {};
+        for (const el of Array.from(form.elements)) {
+          if (!el.name || !el.name.startsWith(prefix)) continue;
+          const name = el.name.slice(prefix.length);
+          if (name.startsWith("field.")) fields[name.slice(6)] = el.value;
+          else if (name.startsWith("json.")) fields[name.slice(5)] = JSON.parse(el.value);
+        }
+        return fields;
+      };
+      if (type === "per-action") {
+        // A change set decided action by action: one signature per decision, each over the set's
+        // hash and nonce with its actionId (the same canonical payload as signedPayloadOf).
+        for (const fs of $$("fieldset[data-action-id]", form)) {
+          const id = fs.dataset.actionId;
+          const chosen = $("input[type=radio]:checked", fs);
+          if (!chosen) continue;
+          const payload = {
+            envelopeHash: form.elements["envelopeHash"].value,
+            nonce: form.elements["nonce"].value,
+            threadId: form.dataset.thread,
+            decision: chosen.value,
+            approverId: form.dataset.approver,
+            decidedAt: decidedAt,
+            actionId: id,
+          };
+          if (chosen.value === "edit") {
+            payload.editedAction = { name: fs.dataset.operation || "update_task", args: { taskId: Number(fs.dataset.task), fields: editedFields("edit." + id + ".") } };
+          }
+          form.elements["signature." + id].value = await signPayload(payload);
+        }
+        form.elements["decidedAt"].value = decidedAt;
+        form.submit();
+        return;
+      }
       const payload = {
         envelopeHash: form.elements["envelopeHash"].value,
         nonce: form.elements["nonce"].value,
@@ -121,17 +160,10 @@ export const CLIENT_JS = String.raw`"use strict";
         decidedAt: decidedAt,
       };
       if (type === "edit") {
-        const fields = {};
-        for (const el of Array.from(form.elements)) {
-          if (!el.name) continue;
-          if (el.name.startsWith("field.")) fields[el.name.slice(6)] = el.value;
-          else if (el.name.startsWith("json.")) fields[el.name.slice(5)] = JSON.parse(el.value);
-        }
-        payload.editedAction = { name: form.dataset.operation || "update_task", args: { taskId: Number(form.dataset.task), fields: fields } };
+        payload.editedAction = { name: form.dataset.operation || "update_task", args: { taskId: Number(form.dataset.task), fields: editedFields("") } };
       }
-      const sig = new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(jcs(payload))));
       form.elements["decidedAt"].value = decidedAt;
-      form.elements["signature"].value = btoa(String.fromCharCode.apply(null, Array.from(sig)));
+      form.elements["signature"].value = await signPayload(payload);
       form.submit();
     });
   }
@@ -174,5 +206,10 @@ ins.changed { background: #bbf7d0; color: #14532d; text-decoration: none; }
 .outcome { font-weight: 700; }
 section.decide { margin-top: 1.2rem; display: grid; gap: .8rem; }
 section.decide form { display: grid; gap: .3rem; justify-items: start; }
+section.set { border: 2px solid var(--line); border-radius: .4rem; padding: .3rem .9rem; margin-bottom: 1rem; }
+section.card.set-action { border-left: 4px solid var(--line); padding-left: .8rem; margin: 1rem 0; }
+.chain-rule { font-weight: 500; }
+fieldset.per-action { border: 1px solid var(--line); border-radius: .3rem; width: 100%; max-width: 42rem; }
+label.choice { display: inline-flex; gap: .3rem; align-items: center; margin-right: 1rem; font-weight: 400; } label.choice input { width: auto; }
 @media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } table.changes, table.changes tbody, table.changes tr, table.changes td, table.changes th { display: block; } table.changes thead { display: none; } }
 `;
