@@ -30,6 +30,10 @@ const SETS: Record<string, SetAction[]> = {
     { operation: "update_task", taskId: 8, fields: { TITLE: "Vendor audit 2027" } },
     { operation: "add_task_comment", taskId: 8, fields: { POST_MESSAGE: COMMENT } },
   ],
+  [`rename task 5 to Budget 2027 and comment on task 5: ${COMMENT}`]: [
+    { operation: "update_task", taskId: 5, fields: { TITLE: "Budget 2027" } },
+    { operation: "add_task_comment", taskId: 5, fields: { POST_MESSAGE: COMMENT } },
+  ],
 };
 const REQUESTS = Object.keys(SETS);
 
@@ -225,6 +229,32 @@ describe("a change set in the inbox over HTTP", () => {
     const ours = (await writesOn(1, 3)).filter((w) => w.method !== "tasks.task.update" || (w.params as { fields?: { PRIORITY?: unknown } }).fields?.PRIORITY === undefined);
     expect(ours.map((w) => [w.method, (w.params as { taskId?: number }).taskId])).toEqual([["tasks.task.update", 1]]);
     expect(await w.portal.calls("task.commentitem.add")).toHaveLength(1); // the earlier whole-set approval's comment on task 2 only
+  });
+
+  it("lets the requester cancel the whole set (set hash and nonce): every action ends NOT_EXECUTED, nothing written", async () => {
+    const view = await waitingSet(REQUESTS[4]!);
+    const cs = view.approval!.changeSet!;
+    const requester = new Client(w.inbox.url);
+    await requester.signIn("demo-user");
+    const list = await (await requester.req("/")).text();
+    expect(list).toMatch(new RegExp(`data-thread="${view.threadId}" data-hash="${cs.setHash}" data-kind="set"`));
+    expect(list).toContain("you may cancel it");
+    const page = await (await requester.req(`/t/${view.threadId}`)).text();
+    expect(page).not.toContain("Approve the whole set (2 actions");
+    expect(page).toContain("You may not approve this change set");
+    expect(page).not.toContain("Decide action by action");
+    const csrf = await requester.csrf();
+    // The requester may not approve, not even action by action.
+    const approve = await requester.req(`/t/${view.threadId}/decide`, { method: "POST", form: [["csrf", csrf], ["envelopeHash", cs.setHash], ["nonce", cs.set.nonce], ["action", "per-action"], ["decision.a1", "approve"], ["decision.a2", "approve"]] });
+    expect(approve.status).toBe(403);
+    const res = await requester.req(`/t/${view.threadId}/decide`, { method: "POST", form: { csrf, action: "cancel", envelopeHash: cs.setHash, nonce: cs.set.nonce, reason: "not needed" } });
+    expect(res.status).toBe(200);
+    const done = await res.text();
+    expect(done).toContain('<span class="outcome">NOT_EXECUTED</span>');
+    expect(done).toMatch(/data-action-id="a1">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td>CANCELLED<\/td>/s);
+    expect(done).toMatch(/data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td>CANCELLED<\/td>/s);
+    expect((await viewThread(w.app, view.threadId)).state?.reasonCode).toBe("CANCELLED");
+    expect(await writesOn(5)).toHaveLength(0);
   });
 
   it("an edit of one action in the per-action form makes a new revision of the set, shown for a fresh approval; nothing is written", async () => {
