@@ -88,15 +88,25 @@ function timeMethods(target: object, category: Category, probe: Probe): void {
     const original = record[n];
     if (typeof original !== "function") continue;
     const bound = (original as (...a: unknown[]) => unknown).bind(target);
-    record[n] = (...args: unknown[]) => probe.time(category, n, () => bound(...args));
+    // Only the store's own (asynchronous) methods are calls of it. A synchronous helper is a statement
+    // run inside one of them, in its transaction: it must stay synchronous (never turned into a
+    // promise) and is neither a call nor a commit of its own, so it is not recorded.
+    record[n] = (...args: unknown[]) => {
+      const start = performance.now();
+      const out = bound(...args);
+      if (!(out instanceof Promise)) return out;
+      return out.finally(() => {
+        if (probe.enabled) probe.spans.push({ category, name: n, start, end: performance.now() });
+      });
+    };
   }
 }
 
 function timeTools(tools: Bitrix24Tools, probe: Probe): void {
   const read = tools.read.bind(tools);
   tools.read = (role, args) => probe.time("mcp", `read.${role}`, () => read(role, args));
-  const update = tools.writeHandle.updateTask.bind(tools.writeHandle);
-  tools.writeHandle.updateTask = (taskId, fields) => probe.time("mcp", "updateTask", () => update(taskId, fields));
+  const write = tools.writeHandle.call.bind(tools.writeHandle);
+  tools.writeHandle.call = (role, args, opts) => probe.time("mcp", role, () => write(role, args, opts));
 }
 
 /** The model's part, scripted: propose the rename named in the request, without reading first. */
