@@ -36,6 +36,26 @@ export function sealThread(key: Buffer, t: NewThread): { json: string; mac: stri
   return { json: JSON.stringify(content), mac: sealOf(key, macContentOfThread(content)) };
 }
 
+/**
+ * Seals this process has already checked, per journal key: MAC → the exact stored text it was checked
+ * over. A row read again with byte-identical text and MAC holds for the same reason it held before, so
+ * its canonical form is not rebuilt on every read (a node reads its action several times); text that
+ * differs in any byte is checked in full. Bounded: cleared when it grows past MAX_CACHED_SEALS.
+ */
+const checkedSeals = new WeakMap<Buffer, Map<string, string>>();
+const MAX_CACHED_SEALS = 20_000;
+
+function sealHoldsCached(key: Buffer, text: string, mac: string | null, content: () => unknown): boolean {
+  if (!mac) return false;
+  let seen = checkedSeals.get(key);
+  if (seen?.get(mac) === text) return true;
+  if (!sealHolds(key, content(), mac)) return false;
+  if (!seen) checkedSeals.set(key, (seen = new Map()));
+  if (seen.size >= MAX_CACHED_SEALS) seen.clear();
+  seen.set(mac, text);
+  return true;
+}
+
 export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
   let registered: RegisteredAction;
   let macValid = true;
@@ -47,7 +67,11 @@ export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
     macValid = false;
   }
   macValid =
-    macValid && registered.envelopeHash === r.envelope_hash && registered.threadId === r.thread_id && registered.revision === r.revision && sealHolds(key, macContentOfAction(registered), r.mac);
+    macValid &&
+    registered.envelopeHash === r.envelope_hash &&
+    registered.threadId === r.thread_id &&
+    registered.revision === r.revision &&
+    sealHoldsCached(key, r.registered_json, r.mac, () => macContentOfAction(registered));
   return {
     ...registered,
     envelopeHash: r.envelope_hash,
@@ -69,7 +93,7 @@ export function toThreadRecord(r: ThreadDbRow, key: Buffer): ThreadRecord {
     content = { threadId: r.thread_id, request: "", requestedBy: "", scope: {}, createdAt: r.created_at };
     macValid = false;
   }
-  macValid = macValid && content.threadId === r.thread_id && sealHolds(key, macContentOfThread(content), r.mac);
+  macValid = macValid && content.threadId === r.thread_id && sealHoldsCached(key, r.record_json, r.mac, () => macContentOfThread(content));
   return { ...content, threadId: r.thread_id, closed: r.closed_json ? (JSON.parse(r.closed_json) as ClosedRecord) : null, macValid };
 }
 
