@@ -61,7 +61,37 @@ export async function apiView(client: Client, threadId: string): Promise<ThreadV
   if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state };
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: snapshot.next, state };
   if (!state || Object.keys(state).length === 0) return { threadId, status: "not_found" };
-  return { threadId, status: "finished", state };
+  const changeSetOutcome = setOutcomeFromMessages(threadId, state.messages as unknown);
+  return { threadId, status: "finished", state, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
+}
+
+const TABLE_HEAD = "Change set, action by action:\n";
+
+/**
+ * A finished change set's per-action outcomes as the server's run reported them: the last
+ * "Change set, action by action:" message (src/nodes/finish.ts), one row per action. The server's
+ * state carries no other per-action record; the local CLI reads the journal instead.
+ */
+export function setOutcomeFromMessages(threadId: string, messages: unknown): ThreadView["changeSetOutcome"] {
+  if (!Array.isArray(messages)) return undefined;
+  const own = `action-envelope:${threadId}:set-outcomes`;
+  const text = messages
+    .map((m) => m as { id?: unknown; content?: unknown; kwargs?: { id?: unknown; content?: unknown } })
+    .filter((m) => (m.id ?? m.kwargs?.id) === own || String(m.content ?? m.kwargs?.content ?? "").startsWith(TABLE_HEAD))
+    .map((m) => String(m.content ?? m.kwargs?.content ?? ""))
+    .at(-1);
+  if (!text?.startsWith(TABLE_HEAD)) return undefined;
+  const actions = text
+    .slice(TABLE_HEAD.length)
+    .split("\n")
+    .slice(1)
+    .map((line) => line.trim().split(/\s{2,}/))
+    .flatMap(([actionId, operation, object, outcome, reasonCode, write]) => {
+      const taskId = Number(/^task (\d+)$/.exec(object ?? "")?.[1]);
+      if (!actionId || !operation || !outcome || !reasonCode || !Number.isInteger(taskId)) return [];
+      return [{ actionId, operation, taskId, outcome, reasonCode, sent: write === "sent" }];
+    });
+  return actions.length ? { actions } : undefined;
 }
 
 /** Interrupted threads of this graph that wait for an approval, oldest first. */
@@ -72,14 +102,26 @@ export async function apiPending(client: Client, now = Date.now()): Promise<Pend
     for (const t of page) {
       const payload = Object.values(t.interrupts ?? {}).flat()[0]?.value as InterruptPayload | undefined;
       if (payload?.kind !== "approval") continue;
+      const cs = payload.changeSet;
       out.push({
         threadId: t.thread_id,
         envelopeHash: payload.envelopeHash,
         revision: payload.revision,
         requestedBy: payload.envelope.requestedBy,
-        createdAt: payload.envelope.createdAt,
+        taskId: payload.envelope.object.id,
+        fields: cs ? [...new Set(cs.actions.flatMap((x) => Object.keys(x.envelope.params)))] : Object.keys(payload.envelope.params),
+        risk: cs ? cs.set.risk.level : payload.envelope.risk.level,
+        createdAt: cs ? cs.set.createdAt : payload.envelope.createdAt,
         expiresAt: payload.expiresAt,
         expired: Date.parse(payload.expiresAt) <= now,
+        ...(cs
+          ? {
+              changeSet: {
+                setHash: cs.setHash,
+                actions: cs.actions.map((x) => ({ actionId: x.actionId, envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, fields: Object.keys(x.envelope.params) })),
+              },
+            }
+          : {}),
       });
     }
     if (page.length < 100) return out;
@@ -119,25 +161,25 @@ export type ApiCommand =
     };
 
 /**
- * One CLI command over the API, printed as the local CLI prints it. Exit codes as the CLI's: 0 waiting
- * or VERIFIED, 1 usage, 2 any other outcome or a refused decision.
+ * One CLI command over the API, printed as the local CLI prints it. Exit codes as the CLI's
+ * (src/cli/exit-codes.ts): 0 waiting or VERIFIED, 1 usage, 2 any other outcome or a refused decision,
+ * 3 PARTIALLY_EXECUTED.
  */
 export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: NodeJS.WriteStream = process.stdout): Promise<number> {
-  const { Printer, threadJson } = await import("../cli/render.js");
+  const { Printer, pendingLine, threadJson } = await import("../cli/render.js");
   const { esc } = await import("../text/escape.js");
   const printer = new Printer(out, cmd.json);
   const client = apiClient(target);
+  const { exitCodeForView } = await import("../cli/exit-codes.js");
   const print = (view: ThreadView, refusedNow: boolean): number => {
     if (printer.json) printer.emitJson(threadJson(view));
     else if (view.status === "awaiting_approval") {
       printer.card(view);
-      printer.line(`Waiting for approval. Approve exactly this envelope with:`);
-      printer.line(esc`  npm run cli -- approve ${view.threadId} --hash ${view.approval!.envelopeHash} --api ${target.url}`);
+      printer.howToDecide(view, esc` --api ${target.url}`);
     } else if (view.status === "awaiting_input") printer.question(view);
     else if (view.status === "interrupted_run") printer.line(esc`The run stopped before ${view.next?.join(", ")}; the server's worker or a new run finishes it.`);
     else printer.outcome(view);
-    if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? 2 : 0;
-    return view.state?.outcome === "VERIFIED" ? 0 : 2;
+    return exitCodeForView(view, refusedNow);
   };
   switch (cmd.kind) {
     case "run": {
@@ -154,9 +196,7 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
         return 0;
       }
       if (rows.length === 0) printer.line(esc`No approvals are waiting on ${target.url}.`);
-      for (const r of rows) {
-        printer.line(esc`${r.threadId}  rev ${r.revision}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` + `${r.expired ? " (EXPIRED)" : ""}  ` + esc`${r.envelopeHash}`);
-      }
+      for (const r of rows) printer.line(pendingLine(r));
       return 0;
     }
     case "show": {

@@ -4,6 +4,7 @@
  * into the journal's actions) is confirmed against its checkpoint, and that opens the graph then.
  */
 import { allowedApprovers } from "../envelope/index.js";
+import type { ActionRow } from "../store/action-machine.js";
 import type { ReadApp, ThreadView } from "./threads.js";
 import type { StoresApp } from "./stores-app.js";
 
@@ -12,10 +13,14 @@ export type PendingSource = ReadApp | StoresApp;
 
 export interface PendingApproval {
   threadId: string;
+  /** What a decision names: the envelope's hash, or for a change set the set's hash. */
   envelopeHash: string;
   revision: number;
   requestedBy: string;
-  /** Task, field names, risk level and escalation group, when the listing knows them (the journal's index does). */
+  /**
+   * Task, field names, risk level and escalation group, when the listing knows them (the journal's
+   * index does). For a change set: the first action's task, every action's field names, the set's risk.
+   */
   taskId?: number;
   fields?: string[];
   risk?: string;
@@ -25,6 +30,11 @@ export interface PendingApproval {
   expired: boolean;
   /** Registered by an older version and not yet adopted into the journal's actions (confirmed against its checkpoint). */
   legacy?: true;
+  /**
+   * Set when the approval is for a change set (listed once, not once per action): the set's hash (also
+   * in `envelopeHash`) and its actions in order, each with its own envelope hash, task and field names.
+   */
+  changeSet?: { setHash: string; actions: Array<{ actionId: string; envelopeHash: string; operation: string; taskId: number; fields: string[] }> };
 }
 
 export interface PendingQuery {
@@ -39,7 +49,11 @@ export interface PendingQuery {
 }
 
 export interface PendingPage {
-  /** Matches before paging. */
+  /**
+   * Matches before paging (a change set counts once; a row that fails its seal counts as one). Exact
+   * whenever the listing read every matching row; past EXACT_TOTAL_ROWS matching rows only the rows up
+   * to the page are read, and a change set lying wholly beyond the page counts once per action.
+   */
   total: number;
   offset: number;
   pending: PendingApproval[];
@@ -64,28 +78,65 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
   };
   // Entitlement is policy, not SQL: with --mine every match is read and the page cut afterwards.
   const paged = q.decidableBy === undefined;
-  const { rows } = await app.deps.journal.listRegistered({ ...filter, limit: paged ? limit + offset : Number.MAX_SAFE_INTEGER, offset: 0 });
+  const rowTotal = (await app.deps.journal.listRegistered({ ...filter, limit: 0, offset: 0 })).total;
+  // A change set's rows are listed as one approval, so the rows to read for a page are not known in
+  // advance: read them in order until the page is full (or all of them, up to EXACT_TOTAL_ROWS, for an exact total).
+  const readAll = !paged || rowTotal <= EXACT_TOTAL_ROWS;
+  const wanted = offset + limit;
   const damaged: PendingPage["damaged"] = [];
+  const noteDamaged = (threadId: string, envelopeHash: string) => void (damaged.some((d) => d.envelopeHash === envelopeHash) || damaged.push({ threadId, envelopeHash }));
   const all: PendingApproval[] = [];
-  for (const a of rows) {
-    if (!a.macValid) {
-      damaged.push({ threadId: a.threadId, envelopeHash: a.envelopeHash });
-      continue;
+  const seenSets = new Set<string>();
+  /** Hashes of the matching rows accounted for (read, or fetched as a member of a listed set). */
+  const counted = new Set<string>();
+  const matches = (r: ActionRow) =>
+    r.phase === "registered" &&
+    (q.requestedBy === undefined || r.envelope.requestedBy === q.requestedBy) &&
+    (q.taskId === undefined || r.envelope.object.id === q.taskId) &&
+    (filter.registeredBefore === undefined || r.registeredAt < filter.registeredBefore);
+  let read = 0;
+  while (read < rowTotal && (readAll || all.length < wanted)) {
+    const chunk = readAll ? Math.max(rowTotal - read, 1) : Math.max(wanted - all.length, 1) + 16;
+    const { rows } = await app.deps.journal.listRegistered({ ...filter, limit: chunk, offset: read });
+    if (rows.length === 0) break;
+    read += rows.length;
+    for (const a of rows) {
+      counted.add(a.envelopeHash);
+      if (!a.macValid) {
+        noteDamaged(a.threadId, a.envelopeHash);
+        continue;
+      }
+      if (a.set) {
+        // Listed once, at its first row; every member is read (a filter may have matched only some).
+        if (seenSets.has(a.set.setHash)) continue;
+        seenSets.add(a.set.setHash);
+        const members = await Promise.all(a.set.set.actions.map(async (x) => (x.envelopeHash === a.envelopeHash ? a : await app.deps.journal.getAction(x.envelopeHash))));
+        for (const m of members) if (m && matches(m)) counted.add(m.envelopeHash);
+        const broken = a.set.set.actions.filter((x, i) => !members[i]?.macValid);
+        if (broken.length > 0) {
+          // A set with a member missing or failing its seal cannot be approved (INTEGRITY_CHECK_FAILED): those rows are named, the set not listed.
+          for (const x of broken) noteDamaged(a.threadId, x.envelopeHash);
+          continue;
+        }
+        if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy, a.set.set.actions.map((x) => x.operation))) continue;
+        all.push(setApproval(a, members as ActionRow[], now));
+        continue;
+      }
+      if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy)) continue;
+      all.push({
+        threadId: a.threadId,
+        envelopeHash: a.envelopeHash,
+        revision: a.revision,
+        requestedBy: a.envelope.requestedBy,
+        taskId: a.envelope.object.id,
+        fields: Object.keys(a.envelope.params),
+        risk: a.envelope.risk.level,
+        escalatedTo: a.escalatedTo,
+        createdAt: a.envelope.createdAt,
+        expiresAt: a.envelope.expiresAt,
+        expired: Date.parse(a.envelope.expiresAt) <= now,
+      });
     }
-    if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy)) continue;
-    all.push({
-      threadId: a.threadId,
-      envelopeHash: a.envelopeHash,
-      revision: a.revision,
-      requestedBy: a.envelope.requestedBy,
-      taskId: a.envelope.object.id,
-      fields: Object.keys(a.envelope.params),
-      risk: a.envelope.risk.level,
-      escalatedTo: a.escalatedTo,
-      createdAt: a.envelope.createdAt,
-      expiresAt: a.envelope.expiresAt,
-      expired: Date.parse(a.envelope.expiresAt) <= now,
-    });
   }
   for (const r of await app.deps.journal.listUnadoptedApprovals()) {
     if (q.requestedBy !== undefined && r.requestedBy !== q.requestedBy) continue;
@@ -109,8 +160,8 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
       legacy: true,
     });
   }
-  // Paged: the index's count (damaged rows included, they are named in `damaged` as met) plus legacy ones.
-  const total = paged ? (await app.deps.journal.listRegistered({ ...filter, limit: 0, offset: 0 })).total + all.filter((p) => p.legacy).length : all.length;
+  // Paged: the approvals and damaged rows met, plus each matching row not read (beyond the page), plus legacy ones.
+  const total = paged ? all.length + damaged.length + Math.max(0, rowTotal - counted.size) : all.length;
   return { total, offset, pending: all.slice(offset, offset + limit), damaged };
 }
 
@@ -119,8 +170,33 @@ export async function listPending(app: PendingSource, q: Omit<PendingQuery, "lim
   return (await pendingPage(app, { ...q, limit: Number.MAX_SAFE_INTEGER, offset: 0 })).pending;
 }
 
-function mayDecide(app: PendingSource, a: { envelope: { operation: string }; escalatedTo: string | null }, approverId: string): boolean {
-  if (!allowedApprovers(app.deps.policy, a.envelope.operation).has(approverId)) return false;
+/** Rows of matching approvals read before the total is only counted (the page still lists correctly beyond it). */
+export const EXACT_TOTAL_ROWS = 1_000;
+
+/** A change set's rows (in set order) as one waiting approval, bound to the set's hash. */
+function setApproval(first: ActionRow, members: ActionRow[], now: number): PendingApproval {
+  const m = first.set!;
+  return {
+    threadId: first.threadId,
+    envelopeHash: m.setHash,
+    revision: m.set.revision,
+    requestedBy: m.set.requestedBy,
+    taskId: members[0]!.envelope.object.id,
+    fields: [...new Set(members.flatMap((x) => Object.keys(x.envelope.params)))],
+    risk: m.set.risk.level,
+    escalatedTo: first.escalatedTo,
+    createdAt: m.set.createdAt,
+    expiresAt: m.set.expiresAt,
+    expired: Date.parse(m.set.expiresAt) <= now,
+    changeSet: {
+      setHash: m.setHash,
+      actions: members.map((x) => ({ actionId: x.set?.actionId ?? "a?", envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, fields: Object.keys(x.envelope.params) })),
+    },
+  };
+}
+
+function mayDecide(app: PendingSource, a: { envelope: { operation: string }; escalatedTo: string | null }, approverId: string, operations: string[] = [a.envelope.operation]): boolean {
+  if (operations.some((op) => !allowedApprovers(app.deps.policy, op).has(approverId))) return false;
   return a.escalatedTo === null || (app.deps.policy.approvers.groups[a.escalatedTo] ?? []).includes(approverId);
 }
 

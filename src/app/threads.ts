@@ -17,6 +17,7 @@ import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { decisionOf, membersOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
+import type { ActionRow } from "../store/action-machine.js";
 
 /**
  * What reading a thread needs: the stores and the graph over the checkpoints. `show` opens only this
@@ -153,7 +154,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
 }
 
 /** Each action of the thread's change set as the journal closed it, in set order (not yet closed: omitted). */
-async function setOutcomeOf(app: ReadApp, action: NonNullable<Awaited<ReturnType<ReadApp["deps"]["journal"]["currentAction"]>>>): Promise<ChangeSetOutcome | undefined> {
+async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetOutcome | undefined> {
   const members = await membersOf(app.deps, action);
   const actions: SetActionOutcome[] = [];
   for (const m of members) {

@@ -11,20 +11,22 @@ import { cap, capEach, LIMITS } from "./limits.js";
 import { esc } from "../text/escape.js";
 import { loadConfig } from "../config/env.js";
 import type { ResumeValue } from "../hitl/contract.js";
+import { exitCodeForView } from "./exit-codes.js";
 
 /** `--api URL` (or LANGGRAPH_API_URL): the command talks to that LangGraph API server. */
 const API_OPTION = ["--api <url>", "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
 
 function outcomeCode(view: ThreadView, refusedNow: boolean): number {
-  if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? 2 : 0;
-  return view.state?.outcome === "VERIFIED" ? 0 : 2;
+  return exitCodeForView(view, refusedNow);
 }
 
 function show(printer: Printer, view: ThreadView): void {
   if (printer.json) return printer.emitJson(threadJson(view));
   if (view.status === "awaiting_input") printer.question(view);
-  else if (view.status === "awaiting_approval") printer.card(view);
-  else printer.outcome(view);
+  else if (view.status === "awaiting_approval") {
+    printer.card(view);
+    printer.howToDecide(view, " --as <approver-id>");
+  } else printer.outcome(view);
 }
 
 /** `--api URL` or LANGGRAPH_API_URL; the API client (the LangGraph SDK) is loaded only when one is named. */

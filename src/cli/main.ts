@@ -1,7 +1,7 @@
 /**
  * `action-envelope` command line. Every decision command resumes through the same path as every
- * other interface (src/app/threads.ts). Exit codes: 0 verified or waiting, 1 usage/config error,
- * 2 any other outcome (including a refused decision).
+ * other interface (src/app/threads.ts). Exit codes (src/cli/exit-codes.ts): 0 verified or waiting,
+ * 1 usage/config error, 2 any other outcome (including a refused decision), 3 PARTIALLY_EXECUTED.
  *
  * Start-up is kept small: this file and the command factories import only commander and light
  * helpers; each command imports what it needs (the graph, MCP, stores, the API client, the emulator)
@@ -13,7 +13,7 @@ import { loadConfig, loadDotEnv } from "../config/env.js";
 import { withApp, withReadOnlyApp, withStores } from "./session.js";
 import type { ThreadView } from "../app/threads.js";
 import type { ResumeValue } from "../hitl/contract.js";
-import { Printer, threadJson } from "./render.js";
+import { pendingLine, Printer, threadJson } from "./render.js";
 import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { auditCommand } from "./audit-command.js";
 import { doctorCommand } from "./doctor-command.js";
@@ -24,28 +24,22 @@ import { lifecycleCommands } from "./lifecycle-commands.js";
 import { keygenCommand } from "./keygen-command.js";
 import { inboxCommands } from "../inbox/command.js";
 import { cap, capEach, capped, LIMITS } from "./limits.js";
+import { EXIT_OK, EXIT_OUTCOME, EXIT_USAGE, exitCodeForView } from "./exit-codes.js";
 import { esc, escapeForTerminal, escapeLines, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 import { isBitrix24Error } from "../bitrix24/errors.js";
 
-const EXIT_OK = 0;
-const EXIT_USAGE = 1;
-const EXIT_OUTCOME = 2;
 
-
-/** Exit code for a thread after a command: waiting cleanly or verified is success. */
+/** Exit code for a thread after a command: waiting cleanly or verified is success (src/cli/exit-codes.ts). */
 export function exitCodeFor(view: ThreadView, refusedNow: boolean): number {
-  if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? EXIT_OUTCOME : EXIT_OK;
-  return view.state?.outcome === "VERIFIED" ? EXIT_OK : EXIT_OUTCOME;
+  return exitCodeForView(view, refusedNow);
 }
 
 function report(printer: Printer, view: ThreadView, refusedNow = false): number {
   if (printer.json) printer.emitJson(threadJson(view));
   else if (view.status === "awaiting_approval") {
     printer.card(view);
-    const a = view.approval!;
-    printer.line(`Waiting for approval. Approve exactly this envelope with:`);
-    printer.line(esc`  npm run cli -- approve ${view.threadId} --hash ${a.envelopeHash} --as <approver-id>`);
+    printer.howToDecide(view, " --as <approver-id>");
   } else if (view.status === "awaiting_input") {
     printer.question(view);
   } else if (view.status === "interrupted_run") {
@@ -204,13 +198,7 @@ export function buildProgram(): Command {
         if (opts.json) return printer.emitJson(page);
         for (const d of page.damaged) printer.line(esc`DAMAGED ${d.threadId} ${d.envelopeHash}: its journal row fails its integrity check; not listed as an approval`);
         if (page.pending.length === 0) return printer.line(page.total === 0 ? "No approvals are waiting." : `No approvals on this page (${page.total} in all).`);
-        for (const r of page.pending) {
-          printer.line(
-            esc`${r.threadId}  rev ${r.revision}  task ${r.taskId ?? "?"} ${(r.fields ?? []).join(",")}  ${r.risk ?? ""}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` +
-              `${r.expired ? " (EXPIRED)" : ""}${r.escalatedTo ? esc`  escalated to ${r.escalatedTo}` : ""}  ` +
-              esc`${r.envelopeHash}`,
-          );
-        }
+        for (const r of page.pending) printer.line(pendingLine(r));
         if (page.offset > 0 || page.offset + page.pending.length < page.total) {
           printer.line(`(${page.offset + 1}–${page.offset + page.pending.length} of ${page.total}; --offset ${page.offset + page.pending.length} for more)`);
         }
@@ -237,9 +225,9 @@ export function buildProgram(): Command {
 
   program
     .command("approve")
-    .description("Approve exactly the envelope with this hash")
+    .description("Approve exactly the envelope (or the whole change set) with this hash")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
-    .requiredOption("--hash <sha>", "the envelope hash shown on the card (sha256:…)", cap("--hash", LIMITS.hash))
+    .requiredOption("--hash <sha>", "the envelope hash shown on the card (sha256:…); for a change set, its \"Set hash:\"", cap("--hash", LIMITS.hash))
     .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
     .option("--key <file>", "approver's Ed25519 private key (PEM) to sign the decision", cap("--key", LIMITS.path))
     .option("--override <gate=reason>", "pass an overridable policy gate, with a reason", cap("--override", LIMITS.reason))
@@ -255,7 +243,7 @@ export function buildProgram(): Command {
 
   program
     .command("reject")
-    .description("Reject the waiting envelope")
+    .description("Reject the waiting envelope (a change set: every action of it)")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--reason <text>", "why; shown to the model when revision is allowed", cap("--reason", LIMITS.reason))
     .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
@@ -283,6 +271,32 @@ export function buildProgram(): Command {
       const api = await apiOf(opts.api);
       const explicitApprover = cmd.getOptionValueSource("as") !== "default";
       const build = await built("editDecision", opts);
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
+      process.exitCode = await decide(thread, build, Boolean(opts.json));
+    });
+
+  program
+    .command("decide")
+    .description("Decide a waiting change set action by action: every action named once with --approve, --reject or --edit")
+    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
+    .requiredOption("--hash <sha>", "the change set's hash as the card shows it (its \"Set hash:\" line)", cap("--hash", LIMITS.hash))
+    .option("--approve <ids>", "approve these actions (a1, or a1,a3; repeatable)", capEach("--approve", LIMITS.id))
+    .option("--reject <ids|id=reason>", "reject these actions (a2, or a2,a3; a2=REASON gives that action its own reason; repeatable)", capEach("--reject", LIMITS.reason))
+    .option("--reason <text>", "the reason for the rejected actions that have none of their own", cap("--reason", LIMITS.reason))
+    .option("--edit <ids>", "edit these actions (each needs --set; creates a new revision of the set to approve; repeatable)", capEach("--edit", LIMITS.id))
+    .option("--set <ACTION.FIELD=VALUE>", "a field of an edited action, e.g. a2.POST_MESSAGE=\"Shorter.\" or a1.PRIORITY=high (repeatable)", capEach("--set", LIMITS.setValue))
+    .option("--as <approver>", "approver id (one approver decides every action)", cap("--as", LIMITS.id), "demo-approver")
+    .option("--key <file>", "approver's Ed25519 private key (PEM); each action's decision is signed on its own", cap("--key", LIMITS.path))
+    .option("--override <gate=reason>", "pass an overridable policy gate for the approved actions, with a reason", cap("--override", LIMITS.reason))
+    .option("--json", "print one JSON object")
+    .option(...API_OPTION)
+    .action(async (thread: string, opts: { hash: string; approve?: string[]; reject?: string[]; reason?: string; edit?: string[]; set?: string[]; as: string; key?: string; override?: string; json?: boolean; api?: string }, cmd: Command) => {
+      const { planSetDecisions, setDecisions } = await decisions();
+      // Flags that cannot make a valid decision are refused before anything is opened or sent.
+      planSetDecisions(opts);
+      const api = await apiOf(opts.api);
+      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
+      const build = (view: ThreadView) => setDecisions(view, opts);
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
       process.exitCode = await decide(thread, build, Boolean(opts.json));
     });

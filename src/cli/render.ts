@@ -11,6 +11,7 @@
 import { styleText } from "node:util";
 import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/threads.js";
+import type { PendingApproval } from "../app/pending.js";
 import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 
 type Style = Parameters<typeof styleText>[0];
@@ -116,13 +117,29 @@ export class Printer {
     const a = view.approval;
     if (!a) return;
     this.line();
-    this.line(this.paint("bold", "──────── approval card ────────"));
+    this.line(this.paint("bold", a.changeSet ? `──────── approval card: change set of ${a.changeSet.actions.length} actions ────────` : "──────── approval card ────────"));
     // The card was escaped line by line when it was rendered; printed again, nothing in it may act on the terminal.
-    this.line(escapeRendered(a.actionRequests[0].description));
+    this.line(escapeRendered(fullCard(view)));
     if (a.lastRefusal) this.line(this.paint("red", esc`Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`));
     this.line(this.paint("bold", "───────────────────────────────"));
   }
 
+  /** The commands that decide the waiting approval; `suffix` is appended to each (e.g. ` --api URL`). */
+  howToDecide(view: ThreadView, suffix = ""): void {
+    const a = view.approval;
+    if (!a) return;
+    const cs = a.changeSet;
+    if (!cs) {
+      this.line(`Waiting for approval. Approve exactly this envelope with:`);
+      this.line(esc`  npm run cli -- approve ${view.threadId} --hash ${a.envelopeHash}` + suffix);
+      return;
+    }
+    const ids = cs.actions.map((x) => x.actionId);
+    this.line(esc`Waiting for approval of a change set of ${ids.length} actions (${ids.join(", ")}), bound to its set hash. Approve the whole set with:`);
+    this.line(esc`  npm run cli -- approve ${view.threadId} --hash ${cs.setHash}` + suffix);
+    this.line(`or decide each action, naming every action once (--approve / --reject [--reason TEXT] / --edit aK --set aK.FIELD=VALUE), e.g.:`);
+    this.line(esc`  npm run cli -- decide ${view.threadId} --hash ${cs.setHash} --approve ${ids.slice(0, -1).join(",")} --reject ${ids.at(-1)}` + suffix);
+  }
   question(view: ThreadView): void {
     const q = view.input;
     if (!q) return;
@@ -152,12 +169,61 @@ export class Printer {
       this.line(esc`  verification: ${s.verification.verdict} at ${s.verification.at}`);
       for (const f of s.verification.fields) this.line(esc`    ${f.field}: ${f.status} (expected ${JSON.stringify(f.expected)}, actual ${JSON.stringify(f.actual)})`);
     }
+    // A partial approval of a change set ran without being shown again: say what was decided.
+    if (s.decision?.type === "approve" && s.decision.message) this.line(esc`  decision: approve by ${s.decision.approverId} — ${s.decision.message}`);
+    const cs = view.changeSetOutcome;
+    if (cs) {
+      const at = cs.actions.find((x) => x.envelopeHash !== undefined && x.envelopeHash === s.envelopeHash)?.actionId;
+      this.line(esc`  change set ${cs.setHash ?? ""}`.replace(/ +$/, "") + `, action by action` + (at ? esc` (pre-read, write and verification above are ${at}'s)` : "") + `:`);
+      for (const row of outcomeTableLines(cs.actions)) this.line(`    ${row}`);
+      for (const x of cs.actions) if (x.outcome !== "VERIFIED" && x.reason) this.line(esc`    ${x.actionId}: ${x.reason}`);
+    }
   }
 
   /** Machine output: valid JSON, the data unchanged; characters a terminal would act on are \uXXXX escapes. */
   emitJson(value: unknown): void {
     this.out.write(`${stringifyJsonSafe(value)}\n`);
   }
+}
+
+/**
+ * The whole card of a waiting approval. For a change set the first action request's description is
+ * the set's full card (header and every action's section); should a client's payload carry only the
+ * first section there, the other actions' descriptions are added, so no action is left out.
+ */
+export function fullCard(view: ThreadView): string {
+  const a = view.approval!;
+  const first = a.actionRequests[0].description;
+  const n = a.changeSet?.actions.length ?? 1;
+  if (n <= 1 || a.changeSet!.actions.every((x, i) => first.includes(`ACTION ${i + 1} of ${n}: ${x.actionId}`))) return first;
+  return [first, ...a.actionRequests.slice(1).map((r) => r.description)].join("\n\n");
+}
+
+/** The per-action outcome table of a finished change set, one line per action (columns as the chat report's). */
+export function outcomeTableLines(actions: NonNullable<ThreadView["changeSetOutcome"]>["actions"]): string[] {
+  const rows = actions.map((o) => [o.actionId, o.operation, `task ${o.taskId}`, o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"].map((c) => escapeForTerminal(c)));
+  const head = ["action", "operation", "object", "outcome", "reason", "write"];
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  return [line(head), ...rows.map(line)];
+}
+
+/**
+ * One waiting approval as `pending` lists it (local and `--api`): a change set is one line, with its
+ * actions in order and the set hash a decision names.
+ */
+export function pendingLine(r: PendingApproval): string {
+  const cs = r.changeSet;
+  const what = cs
+    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} task ${x.taskId} ${x.fields.join(",")}`).join("; ")
+    : esc`task ${r.taskId ?? "?"} ${(r.fields ?? []).join(",")}`;
+  return (
+    esc`${r.threadId}  rev ${r.revision}  ` +
+    what +
+    esc`  ${r.risk ?? ""}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` +
+    `${r.expired ? " (EXPIRED)" : ""}${r.escalatedTo ? esc`  escalated to ${r.escalatedTo}` : ""}  ` +
+    (cs ? esc`set hash ${r.envelopeHash}` : esc`${r.envelopeHash}`)
+  );
 }
 
 /** The `--json` shape of a thread, per the CLI contract. */
@@ -176,8 +242,11 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
       revision: view.approval.revision,
       expiresAt: view.approval.expiresAt,
       envelope: view.approval.envelope,
-      card: view.approval.actionRequests[0].description,
-      ...(last && last.envelopeHash === view.approval.envelopeHash ? { refused: { code: last.code, reason: last.reason } } : {}),
+      card: fullCard(view),
+      // A change set: the sealed set and every action's envelope (the hash and nonce above are the set's).
+      ...(view.approval.changeSet ? { changeSet: view.approval.changeSet } : {}),
+      // A change set's refusals are recorded on the row of the action it is at, so any of its actions' hashes is this approval's.
+      ...(last && (last.envelopeHash === view.approval.envelopeHash || view.approval.changeSet?.actions.some((x) => x.envelopeHash === last.envelopeHash)) ? { refused: { code: last.code, reason: last.reason } } : {}),
     };
   }
   return {
@@ -193,6 +262,8 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
     invocation: s?.invocation ?? null,
     acknowledgement: s?.acknowledgement ?? null,
     verification: s?.verification ?? null,
+    // A finished change set: how each action ended, in the set's order.
+    ...(view.changeSetOutcome ? { changeSet: view.changeSetOutcome } : {}),
     ...(view.next ? { next: view.next } : {}),
   };
 }

@@ -10,6 +10,7 @@ import { createDeps } from "../runtime/deps.js";
 import { openApp, startRun, submitDecision, viewThread, type App, type ThreadView } from "../app/threads.js";
 import type { RequestScope } from "../hitl/records.js";
 import { Printer } from "./render.js";
+import { exitCodeForOutcome } from "./exit-codes.js";
 import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
 import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
@@ -133,8 +134,8 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
       }
       printer.card(view);
       if (!interactive) {
-        printer.line("No terminal to ask at, so the approval stays waiting (durably, in SQLite). Approve exactly this envelope with:");
-        printer.line(esc`  npm run cli -- approve ${view.threadId} --hash ${view.approval!.envelopeHash} --as demo-approver`);
+        printer.line("No terminal to ask at, so the approval stays waiting (durably, in SQLite).");
+        printer.howToDecide(view, " --as demo-approver");
         printer.line(esc`or reject it with: npm run cli -- reject ${view.threadId} --reason "..."`);
         return 0;
       }
@@ -143,7 +144,7 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     }
     printer.outcome(view);
     printer.line(esc`thread: ${view.threadId}`);
-    return view.state?.outcome === "VERIFIED" ? 0 : 2;
+    return exitCodeForOutcome(view.state?.outcome);
   } finally {
     await inbox?.close();
     await app.close();
