@@ -3,7 +3,7 @@
  * card); the CLI never fills it in from the thread, or the binding would prove nothing.
  */
 import fs from "node:fs";
-import { DecisionSchema, signDecision, signedPayloadOf } from "../envelope/index.js";
+import { DecisionSchema, OPERATIONS, signDecision, signedPayloadOf } from "../envelope/index.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/threads.js";
 import { UsageError } from "../errors.js";
@@ -82,7 +82,7 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
       type: "edit",
       envelopeHash: a.envelopeHash,
       nonce: a.nonce,
-      editedAction: { name: a.envelope.operation, args: { taskId: a.envelope.object.id, fields } },
+      editedAction: { name: a.envelope.operation, args: { [OPERATIONS[a.envelope.operation].idArg]: a.envelope.object.id, fields } },
     },
     opts,
   );
@@ -201,7 +201,7 @@ export function setDecisions(view: ThreadView, opts: Common & SetDecisionFlags &
         case "edit": {
           const fields: Record<string, unknown> = { ...envelope.params };
           for (const [field, value] of d.set) setField(fields, field, value);
-          return signedItem(view, { type: "edit", ...base, editedAction: { name: envelope.operation, args: { taskId: envelope.object.id, fields } } }, opts, decidedAt, pem);
+          return signedItem(view, { type: "edit", ...base, editedAction: { name: envelope.operation, args: { [OPERATIONS[envelope.operation].idArg]: envelope.object.id, fields } } }, opts, decidedAt, pem);
         }
       }
     }),

@@ -7,7 +7,8 @@
  * channel can carry) is marked UNINSPECTABLE, and its escaped form is still shown.
  */
 import { hashEnvelope, type Envelope } from "./envelope.js";
-import { CHANGE_MARKER_FIELD, enumLabel } from "./fields.js";
+import { enumLabel } from "./fields.js";
+import { TARGETS } from "./targets.js";
 import { OPERATIONS } from "./operations.js";
 import { personNote, type PeopleLookup } from "./people.js";
 import { escapeLine, marker, type Finding } from "../text/escape.js";
@@ -217,12 +218,13 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   const create = OPERATIONS[e.operation].effect !== "update";
   const rChanges = changes.map((c) => ({ field: c.field, before: create ? null : renderedOf(c.before), after: renderedOf(c.after) }));
   const rInvariants = invariants.map((i) => ({ item: i, r: renderedOf(i) }));
+  const CHANGE_MARKER_FIELD = TARGETS[e.object.type].changeMarker;
   const marker0 = renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0];
   const fingerprinted = Object.keys(e.baseline.fingerprints).length;
   const footer = [
     `Checked just before the write: ${[...e.comparedFields, ...e.invariantFields].join(", ")} (${CHANGE_MARKER_FIELD} was ${marker0}); any difference stops the write.`,
     `May change by themselves: ${e.automaticFields.join(", ") || "none"}.`,
-    `Other task fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
+    `Other ${e.object.type} fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
   ];
   const uninspectable = warnings.some((w) => w.includes("UNINSPECTABLE"));
 
@@ -233,7 +235,7 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
       out.push(`NEW COMMENT on task ${e.object.id} (posted as the webhook's user; the task's own fields are not written):`);
       for (const c of rChanges) out.push(`  ${c.field}`, ...textValue("text:     ", c.after));
     } else {
-      out.push(`CHANGES (${changes.length} field${changes.length > 1 ? "s" : ""}: value read from the task at envelope time → value to write):`);
+      out.push(`CHANGES (${changes.length} field${changes.length > 1 ? "s" : ""}: value read from the ${e.object.type} at envelope time → value to write):`);
       for (const c of rChanges) {
         out.push(`  ${c.field}`);
         out.push(...textValue("before:   ", c.before!), ...textValue("requested:", c.after));

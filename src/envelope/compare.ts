@@ -6,7 +6,7 @@
 import { fingerprint } from "./canonical.js";
 import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
-import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
+import { TARGETS, type TargetType } from "./targets.js";
 import { compareValues, normalisationRule, type NormalisationRule } from "./normalise.js";
 import { OPERATIONS } from "./operations.js";
 
@@ -113,36 +113,13 @@ type Extracted =
  * is parsed as JSON first (a caller may hand over the raw text); text that is not JSON is unusable.
  */
 export function extractTask(body: unknown, taskId: number): Extracted {
-  let value = body;
-  if (typeof value === "string") {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return { ok: false, reason: `the answer is text, not JSON: ${describeReceived(body)}` };
-    }
-  }
-  if (!isRecord(value)) return { ok: false, reason: `the answer is not a JSON object: ${describeReceived(value)}` };
-  if (!("result" in value)) {
-    const err = value["error"];
-    return {
-      ok: false,
-      reason: err !== undefined
-        ? `the answer is an error, not a task: ${describeReceived(err)} ${describeReceived(value["error_description"])}`
-        : `the answer has no "result": ${describeReceived(value)}`,
-    };
-  }
-  const result = value["result"];
-  if (Array.isArray(result) && result.length === 0) return { ok: false, reason: `task ${taskId} not found or not accessible (result is [])` };
-  if (!isRecord(result)) return { ok: false, reason: `"result" is not an object: ${describeReceived(result)}` };
-  const task = result["task"];
-  if (!isRecord(task)) return { ok: false, reason: `"result.task" is not an object: ${describeReceived(task)}` };
-  if (!("id" in task)) return { ok: false, reason: `"result.task" has no id, so it cannot be tied to task ${taskId}` };
-  const answered = normaliseId(task["id"]);
-  if (answered === undefined) return { ok: false, reason: `"result.task.id" is ${describeReceived(task["id"])}, not an id, so it cannot be tied to task ${taskId}` };
-  if (answered !== String(taskId)) {
-    return { ok: false, reason: `the answer is about task ${describeReceived(task["id"])}, not task ${taskId}`, otherId: task["id"] };
-  }
-  return { ok: true, task };
+  return extractOf("task", body, taskId);
+}
+
+/** The envelope's object out of a read answer (src/envelope/targets.ts): a task, or a deal. */
+export function extractOf(type: TargetType, body: unknown, id: number): Extracted {
+  const x = TARGETS[type].extract(body, id);
+  return x.ok ? { ok: true, task: x.object } : x;
 }
 
 /**
@@ -154,6 +131,9 @@ export function extractTask(body: unknown, taskId: number): Extracted {
  * (compared, invariant, or fingerprinted) is listed in `moved` with before and now.
  */
 export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
+  const t = TARGETS[e.object.type];
+  const fieldToTaskKey = t.keyOf;
+  const CHANGE_MARKER_FIELD = t.changeMarker;
   const noIdentity: ObjectIdentity = { expected: e.object.id, answered: null, status: "UNKNOWN" };
   if (read.status === "failed") {
     return {
@@ -164,13 +144,13 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
       identity: noIdentity,
     };
   }
-  const extracted = extractTask(read.body, e.object.id);
+  const extracted = extractOf(t.type, read.body, e.object.id);
   if (!extracted.ok) {
     const other = extracted.otherId !== undefined;
     return {
       verdict: other ? "MISMATCH" : "UNKNOWN",
       fields: e.comparedFields.map((f) => ({ field: f, taskKey: fieldToTaskKey(f), role: "compared", expected: e.baseline.values[f], status: "unknown", note: extracted.reason })),
-      reason: other ? `identity mismatch: ${extracted.reason}; it says nothing about task ${e.object.id}` : `cannot compare: ${extracted.reason}`,
+      reason: other ? `identity mismatch: ${extracted.reason}; it says nothing about ${t.type} ${e.object.id}` : `cannot compare: ${extracted.reason}`,
       moved: [],
       identity: other ? { expected: e.object.id, answered: extracted.otherId, status: "MISMATCH" } : noIdentity,
     };
@@ -198,11 +178,11 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
   const mismatched = fields.filter((f) => f.status === "mismatch");
   const unknown = fields.filter((f) => f.status === "unknown" && f.role === "compared");
   if (mismatched.length) {
-    const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD) ? ` (the task was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})` : "";
+    const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD) ? ` (the ${t.type} was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})` : "";
     return {
       verdict: "MISMATCH",
       fields,
-      reason: `task ${e.object.id} changed since the envelope was made${marker}: ${describeMoves(moved)}`,
+      reason: `${t.type} ${e.object.id} changed since the envelope was made${marker}: ${describeMoves(moved)}`,
       moved,
       identity,
     };
@@ -227,7 +207,9 @@ function movedOf(f: FieldCheck): MovedField {
 
 /** Keys the envelope kept only as fingerprints whose value is no longer the one read at envelope time. */
 function fingerprintedMoves(e: Envelope, task: Record<string, unknown>): MovedField[] {
-  const automaticKeys = new Set(e.automaticFields.map(fieldToTaskKey));
+  const t = TARGETS[e.object.type];
+  const taskKeyToField = t.fieldOf;
+  const automaticKeys = new Set(e.automaticFields.map(t.keyOf));
   const out: MovedField[] = [];
   for (const [taskKey, digest] of Object.entries(e.baseline.fingerprints)) {
     if (!has(task, taskKey) || fingerprint(task[taskKey]) === digest) continue;
@@ -254,6 +236,9 @@ function describeMoves(moved: MovedField[]): string {
  *    whether the write we sent did it (or will still land, or was sent twice) is not proven.
  */
 export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult, beforeWrite?: unknown): VerifyResult {
+  const t = TARGETS[e.object.type];
+  const fieldToTaskKey = t.keyOf;
+  const CHANGE_MARKER_FIELD = t.changeMarker;
   const ackNote = describeAck(ack);
   const noIdentity: ObjectIdentity = { expected: e.object.id, answered: null, status: "UNKNOWN" };
   if (read.status === "failed") {
@@ -265,7 +250,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       identity: noIdentity,
     };
   }
-  const extracted = extractTask(read.body, e.object.id);
+  const extracted = extractOf(t.type, read.body, e.object.id);
   if (!extracted.ok) {
     // An answer about another object is a definite identity mismatch, but it still says nothing about
     // this task's state: the verdict stays INCONCLUSIVE, the identity is recorded as MISMATCH.
@@ -332,7 +317,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
   }
   // The task as the pre-read saw it right before the write: a field that had already moved then (the
   // pre-read lets fields it does not compare move) and holds that same value now was not moved by us.
-  const before = beforeWrite === undefined ? undefined : extractTask(beforeWrite, e.object.id);
+  const before = beforeWrite === undefined ? undefined : extractOf(t.type, beforeWrite, e.object.id);
   const seenBefore = (taskKey: string, now: unknown): boolean =>
     before !== undefined && before.ok && has(before.task, taskKey) && fingerprint(before.task[taskKey]) === fingerprint(now);
   for (const m of fingerprintedMoves(e, task)) {
@@ -371,7 +356,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       fields,
       moved,
       identity,
-      reason: `${allNotApplied ? "the change was not applied" : "the task does not hold the approved values"}: ${list(failed)}; ${ackNote}`,
+      reason: `${allNotApplied ? "the change was not applied" : `the ${t.type} does not hold the approved values`}: ${list(failed)}; ${ackNote}`,
     };
   }
   if (unknown.length) {
@@ -383,7 +368,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       fields,
       moved,
       identity,
-      reason: `the task holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
+      reason: `the ${t.type} holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
     };
   }
   return {
@@ -391,7 +376,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     fields,
     moved,
     identity,
-    reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `task ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}${fields.some((f) => f.status === "changed_before_write") ? `; changed before the write (seen at the pre-read, not by this write): ${fields.filter((f) => f.status === "changed_before_write").map((f) => f.field).join(", ")}` : ""}`,
+    reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}${fields.some((f) => f.status === "changed_before_write") ? `; changed before the write (seen at the pre-read, not by this write): ${fields.filter((f) => f.status === "changed_before_write").map((f) => f.field).join(", ")}` : ""}`,
   };
 }
 
@@ -427,7 +412,8 @@ function isRecord(v: unknown): v is Record<string, unknown> {
  * run on the baseline read, before an envelope is built, so that a no-op is refused with NO_CHANGE
  * instead of being put in front of an approver.
  */
-export function noChangeReason(params: Record<string, unknown>, task: Record<string, unknown>): string | undefined {
+export function noChangeReason(params: Record<string, unknown>, task: Record<string, unknown>, type: TargetType = "task"): string | undefined {
+  const fieldToTaskKey = TARGETS[type].keyOf;
   // (For updates only: a comment or another create always changes something.)
   const fields = Object.keys(params);
   if (fields.length === 0) return undefined;

@@ -4,15 +4,19 @@
  * undo is a new proposal with its own envelope, card and approval; nothing here writes or decides.
  */
 import { compareValues } from "./normalise.js";
-import { CHANGE_MARKER_FIELD, fieldToTaskKey, taskKeyToField } from "./fields.js";
+import { TARGETS, type TargetType } from "./targets.js";
 import { canonicalJson } from "./canonical.js";
-import { extractTask } from "./compare.js";
-import { OPERATIONS } from "./operations.js";
+import { extractOf } from "./compare.js";
+import { OPERATIONS, type OperationName } from "./operations.js";
 import type { Envelope } from "./envelope.js";
 
 export type CompensationPlan =
   | {
       ok: true;
+      /** The operation that restores (the one that wrote) and the kind of object it restores. */
+      operation: OperationName;
+      type: TargetType;
+      /** The object's id (a task, or a deal). */
       taskId: number;
       /** The restore: each field we wrote, back to the value the envelope recorded before the write. */
       fields: Record<string, unknown>;
@@ -43,8 +47,8 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
     }
     fields[f] = e.baseline.values[f];
   }
-  const after = extractTask(verifiedRead, e.object.id);
-  return { ok: true, taskId: e.object.id, fields, wrote: { ...e.params }, afterWrite: after.ok ? after.task : null };
+  const after = extractOf(e.object.type, verifiedRead, e.object.id);
+  return { ok: true, operation: e.operation, type: e.object.type, taskId: e.object.id, fields, wrote: { ...e.params }, afterWrite: after.ok ? after.task : null };
 }
 
 export interface ChangedSinceWrite {
@@ -61,6 +65,10 @@ export interface ChangedSinceWrite {
  * change in the same second as our read would not move it). Empty means the undo may be proposed.
  */
 export function changedSinceWrite(plan: Extract<CompensationPlan, { ok: true }>, task: Record<string, unknown>): ChangedSinceWrite[] {
+  const t = TARGETS[plan.type];
+  const fieldToTaskKey = t.keyOf;
+  const taskKeyToField = t.fieldOf;
+  const CHANGE_MARKER_FIELD = t.changeMarker;
   const out: ChangedSinceWrite[] = [];
   const named = new Set<string>();
   for (const [field, value] of Object.entries(plan.wrote)) {

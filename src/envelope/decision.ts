@@ -13,6 +13,7 @@ import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, typ
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
 import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
 import { codesForNames } from "./fields.js";
+import { OPERATIONS } from "./operations.js";
 import { idsForNames, type NameResolution } from "./people.js";
 
 /** Ids are short; a longer one is refused (MALFORMED) rather than carried into records. */
@@ -42,7 +43,10 @@ export const DecisionSchema = z.discriminatedUnion("type", [
     ...Base,
     editedAction: z.strictObject({
       name: z.string().min(1),
-      args: z.strictObject({ taskId: z.int().positive(), fields: z.record(z.string(), z.json()) }),
+      // The object's id under the operation's own name: taskId for a task's, dealId for update_deal.
+      args: z
+        .strictObject({ taskId: z.int().positive().optional(), dealId: z.int().positive().optional(), fields: z.record(z.string(), z.json()) })
+        .refine((a) => (a.taskId === undefined) !== (a.dealId === undefined), "name the edited object by exactly one of taskId (a task) or dealId (a deal)"),
     }),
   }),
 ]);
@@ -280,12 +284,15 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
     if (d.editedAction.name !== e.operation) {
       return refuse("OUT_OF_SCOPE", `the edit names operation ${JSON.stringify(d.editedAction.name)}, but this envelope is for ${e.operation}; an edit changes values, not the operation: propose a new change instead`);
     }
-    if (d.editedAction.args.taskId !== e.object.id) {
-      return refuse("OUT_OF_SCOPE", `the edit targets task ${d.editedAction.args.taskId}, but this envelope is about task ${e.object.id}; propose a new change instead`);
+    const idArg = OPERATIONS[e.operation].idArg;
+    const editedId = d.editedAction.args[idArg];
+    if (editedId !== e.object.id) {
+      const named = d.editedAction.args.taskId !== undefined ? `task ${d.editedAction.args.taskId}` : `deal ${d.editedAction.args.dealId}`;
+      return refuse("OUT_OF_SCOPE", `the edit targets ${named}, but this envelope is about ${e.object.type} ${e.object.id} (named by ${idArg}); propose a new change instead`);
     }
     const named = idsForNames(codesForNames(d.editedAction.args.fields), ctx.people ?? []);
     if (!named.ok) return refuse("INVALID_VALUE", `the edited action is refused: ${named.reason}`);
-    const proposal: Proposal = { operation: d.editedAction.name, taskId: d.editedAction.args.taskId, fields: named.fields };
+    const proposal: Proposal = { operation: d.editedAction.name, taskId: editedId, fields: named.fields };
     const check = checkProposal(ctx.policy, ctx.scope, proposal);
     if (!check.allowed) return refuse(check.code, `the edited action is refused: ${check.reasons.join("; ")}`);
     edit = { proposal };

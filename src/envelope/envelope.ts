@@ -12,6 +12,7 @@ import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, UPPER_SNAKE } from ".
 import { LEVELS, REVERSIBILITY, type Policy } from "./policy.js";
 import { checkProposal } from "./scope.js";
 import { OPERATION_NAMES, OPERATIONS, type OperationName } from "./operations.js";
+import { TARGETS, TARGET_TYPES } from "./targets.js";
 
 export const ENVELOPE_SCHEMA_ID = "action-envelope/1";
 
@@ -32,7 +33,7 @@ export const EnvelopeSchema = z
     previousEnvelopeHash: z.string().regex(HASH_PATTERN).optional(),
     targetSystem: z.literal("bitrix24"),
     portal: PortalHost,
-    object: z.strictObject({ type: z.literal("task"), id: z.int().positive() }),
+    object: z.strictObject({ type: z.enum(TARGET_TYPES), id: z.int().positive() }),
     /** What is done to the object (src/envelope/operations.ts): update_task writes params onto the task; add_task_comment posts params as a new comment on it. */
     operation: z.enum(OPERATION_NAMES),
     /** The exact fields to write: UPPER_SNAKE keys, full values, sent as they are. */
@@ -43,7 +44,7 @@ export const EnvelopeSchema = z
       /** 64-bit digests of every other key of the task as read (task keys as read, e.g. "responsible"), to classify unrequested changes after the write. */
       fingerprints: z.record(z.string(), z.string().regex(/^[0-9a-f]{16}$/)),
     }),
-    /** Checked against a fresh read just before the write: the written fields (for an update) and the change marker CHANGED_DATE. */
+    /** Checked against a fresh read just before the write: the written fields (for an update) and the object's change marker (CHANGED_DATE for a task, DATE_MODIFY for a deal). */
     comparedFields: z.array(FieldName),
     /** Must be unchanged after the write. */
     invariantFields: z.array(FieldName),
@@ -65,9 +66,11 @@ export const EnvelopeSchema = z
     if ((e.revision > 1) !== (e.previousEnvelopeHash !== undefined)) {
       issue(["previousEnvelopeHash"], "previousEnvelopeHash is required for revision > 1 and absent for revision 1");
     }
+    if (e.object.type !== OPERATIONS[e.operation].target) issue(["object", "type"], `${e.operation} acts on a ${OPERATIONS[e.operation].target}, not a ${e.object.type}`);
+    const marker = TARGETS[OPERATIONS[e.operation].target].changeMarker;
     const expected = comparedFieldsFor(e.operation, Object.keys(e.params));
     if (e.comparedFields.length !== expected.length || expected.some((f) => !e.comparedFields.includes(f))) {
-      const what = OPERATIONS[e.operation].effect === "update" ? `the params fields plus ${CHANGE_MARKER_FIELD}` : `${CHANGE_MARKER_FIELD} alone (${e.operation} writes no field of the task)`;
+      const what = OPERATIONS[e.operation].effect === "update" ? `the params fields plus ${marker}` : `${marker} alone (${e.operation} writes no field of the task)`;
       issue(["comparedFields"], `comparedFields must be ${what}: ${expected.join(", ")}`);
     }
     for (const f of [...e.comparedFields, ...e.invariantFields]) {
@@ -87,7 +90,8 @@ export type Envelope = z.output<typeof EnvelopeSchema>;
  * task fields).
  */
 export function comparedFieldsFor(operation: OperationName, paramFields: string[]): string[] {
-  return OPERATIONS[operation].effect === "update" ? [...paramFields, CHANGE_MARKER_FIELD] : [CHANGE_MARKER_FIELD];
+  const marker = TARGETS[OPERATIONS[operation].target].changeMarker;
+  return OPERATIONS[operation].effect === "update" ? [...paramFields, marker] : [marker];
 }
 
 /** "sha256:<64 hex>" over the envelope's RFC 8785 canonical JSON. */
@@ -100,9 +104,10 @@ export interface CreateEnvelopeInput {
   portal: string;
   /** Defaults to update_task. */
   operation?: OperationName;
+  /** The id of the operation's object: a task, or a deal for update_deal. */
   taskId: number;
   params: Record<string, unknown>;
-  /** The camelCase task object read by code (body.result.task). */
+  /** The object read by code: a task as tasks.task.get answers it (body.result.task, camelCase), or a deal (body.result, UPPER_SNAKE). */
   task: Record<string, unknown>;
   requestedBy: string;
   /** The approver whose edit produced this revision, if any. */
@@ -128,37 +133,38 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
   const check = checkProposal(policy, {}, { operation, taskId, fields: params });
   if (!check.allowed) throw new EnvelopeError("PROPOSAL_DENIED", "a proposal the policy allows", `${check.code}: ${check.reasons.join("; ")}`);
 
-  const readId = normaliseId(task["id"]);
+  const target = TARGETS[OPERATIONS[operation].target];
+  const readId = normaliseId(task[target.idKey]);
   if (readId !== String(taskId)) {
-    throw new EnvelopeError("WRONG_TASK", `the task read for task ${taskId}`, `a task with id ${describeReceived(task["id"])}`);
+    throw new EnvelopeError("WRONG_TASK", `the ${target.type} read for ${target.type} ${taskId}`, `a ${target.type} with id ${describeReceived(task[target.idKey])}`);
   }
 
   const update = OPERATIONS[operation].effect === "update";
   // Only an update writes task fields; a comment's params are not task fields at all.
   const paramFields = update ? Object.keys(params) : [];
   const rule = policy.operations[operation]!;
-  const invariantFields = policy.watchedFields.filter((f) => !paramFields.includes(f));
+  const invariantFields = (rule.watchedFields ?? policy.watchedFields).filter((f) => !paramFields.includes(f));
   const comparedFields = comparedFieldsFor(operation, paramFields);
   const consequentialOf = Object.keys(params);
   const consequential = consequentialOf.flatMap((f) => rule.fields[f]?.consequentialFields ?? []);
-  const automaticFields = unique([...policy.automaticFields, ...consequential]).filter(
+  const automaticFields = unique([...(rule.automaticFields ?? policy.automaticFields), ...consequential]).filter(
     (f) => !paramFields.includes(f) && !invariantFields.includes(f),
   );
 
   const values: Record<string, unknown> = {};
   const missing: string[] = [];
   for (const field of unique([...comparedFields, ...invariantFields])) {
-    const key = fieldToTaskKey(field);
-    if (!Object.prototype.hasOwnProperty.call(task, key)) missing.push(`${field} (task key "${key}")`);
+    const key = target.keyOf(field);
+    if (!Object.prototype.hasOwnProperty.call(task, key)) missing.push(`${field} (${target.type} key "${key}")`);
     else values[field] = task[key];
   }
   if (missing.length) {
-    throw new EnvelopeError("MISSING_FIELD", "the task read to contain every compared and invariant field", `no ${missing.join(", ")}`);
+    throw new EnvelopeError("MISSING_FIELD", `the ${target.type} read to contain every compared and invariant field`, `no ${missing.join(", ")}`);
   }
-  const keptKeys = new Set(Object.keys(values).map(fieldToTaskKey));
+  const keptKeys = new Set(Object.keys(values).map(target.keyOf));
   const fingerprints: Record<string, string> = {};
   for (const [key, value] of Object.entries(task)) {
-    if (key === "id" || keptKeys.has(key) || value === undefined) continue;
+    if (key === target.idKey || keptKeys.has(key) || value === undefined) continue;
     fingerprints[key] = fingerprint(value);
   }
 
@@ -170,7 +176,7 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
     ...(input.previousEnvelopeHash !== undefined ? { previousEnvelopeHash: input.previousEnvelopeHash } : {}),
     targetSystem: "bitrix24",
     portal: input.portal,
-    object: { type: "task", id: taskId },
+    object: { type: target.type, id: taskId },
     operation,
     params,
     baseline: { values, fingerprints },

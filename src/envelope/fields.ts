@@ -5,7 +5,11 @@
  * (see NORMALISATION.md). It is a fact about Bitrix24, not a policy choice, so it lives in code.
  */
 
-export type FieldKind = "string" | "datetime" | "id" | "enum" | "id_list" | "flag";
+/**
+ * "code": a string from a fixed list, compared exactly (a deal's STAGE_ID "WON"); "money": an amount,
+ * a non-negative decimal with at most two places, compared as a number ("5000.00" = 5000).
+ */
+export type FieldKind = "string" | "datetime" | "id" | "enum" | "id_list" | "flag" | "code" | "money";
 
 export interface FieldSpec {
   kind: FieldKind;
@@ -106,6 +110,39 @@ export const TASK_FIELDS: Readonly<Record<string, FieldSpec>> = {
   VIEWED_DATE: { kind: "datetime", writable: false },
 };
 
+/** CRM deal stages of the general funnel and the currencies the portal has (crm.deal.* takes and returns them as strings). */
+export const DEAL_STAGES = ["NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE", "WON", "LOSE", "APOLOGY"] as const;
+export const DEAL_CURRENCIES = ["RUB", "USD", "EUR"] as const;
+
+/** Known deal fields (crm.deal.get answers UPPER_SNAKE keys, so the field name is the key). */
+export const DEAL_FIELDS: Readonly<Record<string, FieldSpec>> = {
+  TITLE: { kind: "string", minLength: 1, maxLength: 255, writable: true },
+  STAGE_ID: { kind: "code", values: DEAL_STAGES, writable: true },
+  OPPORTUNITY: { kind: "money", writable: true },
+  CURRENCY_ID: { kind: "code", values: DEAL_CURRENCIES, writable: true },
+  ASSIGNED_BY_ID: { kind: "id", minId: 1, writable: true },
+  CLOSEDATE: { kind: "datetime", writable: true },
+  COMMENTS: { kind: "string", writable: true },
+  TYPE_ID: { kind: "string", writable: false },
+  PROBABILITY: { kind: "id", minId: 0, writable: false },
+  COMPANY_ID: { kind: "id", minId: 0, writable: false },
+  CONTACT_ID: { kind: "id", minId: 0, writable: false },
+  CATEGORY_ID: { kind: "id", minId: 0, writable: false },
+  BEGINDATE: { kind: "datetime", writable: false },
+  OPENED: { kind: "flag", writable: false },
+  CLOSED: { kind: "flag", writable: false },
+  STAGE_SEMANTIC_ID: { kind: "code", values: ["P", "S", "F"], writable: false },
+  DATE_CREATE: { kind: "datetime", writable: false },
+  DATE_MODIFY: { kind: "datetime", writable: false },
+  CREATED_BY_ID: { kind: "id", minId: 0, writable: false },
+  MODIFY_BY_ID: { kind: "id", minId: 0, writable: false },
+  MOVED_BY_ID: { kind: "id", minId: 0, writable: false },
+  MOVED_TIME: { kind: "datetime", writable: false },
+  IS_NEW: { kind: "flag", writable: false },
+  LAST_ACTIVITY_TIME: { kind: "datetime", writable: false },
+  LAST_ACTIVITY_BY: { kind: "id", minId: 0, writable: false },
+};
+
 /**
  * The params of a comment on a task (task.commentitem.add's FIELDS). The author is the webhook's user,
  * never a param: a comment written in someone else's name is not something an agent proposes.
@@ -130,9 +167,22 @@ export function taskKeyToField(key: string): string {
   return key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase();
 }
 
-/** A field's spec in a field table (the task's unless an operation names its own, see operations.ts). */
-export function fieldSpec(field: string, table: Readonly<Record<string, FieldSpec>> = TASK_FIELDS): FieldSpec | undefined {
-  return Object.prototype.hasOwnProperty.call(table, field) ? table[field] : undefined;
+/**
+ * A field's spec in a field table. Without one: the task's field, else the deal's (the names they share,
+ * TITLE and ID, have the same kind), else the comment's — which is how values are compared.
+ */
+export function fieldSpec(field: string, table?: Readonly<Record<string, FieldSpec>>): FieldSpec | undefined {
+  const has = (t: Readonly<Record<string, FieldSpec>>) => Object.prototype.hasOwnProperty.call(t, field);
+  if (table) return has(table) ? table[field] : undefined;
+  return has(TASK_FIELDS) ? TASK_FIELDS[field] : has(DEAL_FIELDS) ? DEAL_FIELDS[field] : has(COMMENT_FIELDS) ? COMMENT_FIELDS[field] : undefined;
+}
+
+/** An amount as a number of hundredths ("5000.00", "5000", 5000, 5000.5 → 500000, 500050), or undefined. */
+export function moneyCents(value: unknown): number | undefined {
+  const text = typeof value === "number" ? (Number.isFinite(value) ? String(value) : "") : typeof value === "string" ? value : "";
+  const m = /^(\d{1,15})(?:\.(\d{1,2}))?$/.exec(text);
+  if (!m) return undefined;
+  return Number(m[1]) * 100 + Number((m[2] ?? "").padEnd(2, "0"));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -183,7 +233,7 @@ export function checkFieldValue(
   table: Readonly<Record<string, FieldSpec>> = TASK_FIELDS,
 ): string | undefined {
   const spec = fieldSpec(field, table);
-  if (!spec) return `${field} is not a known ${table === TASK_FIELDS ? "task" : "comment"} field`;
+  if (!spec) return `${field} is not a known ${table === TASK_FIELDS ? "task" : table === DEAL_FIELDS ? "deal" : "comment"} field`;
   switch (spec.kind) {
     case "string": {
       if (typeof value !== "string") return `${field} must be a string, got ${typeName(value)}`;
@@ -234,6 +284,14 @@ export function checkFieldValue(
     }
     case "flag":
       if (value !== "Y" && value !== "N") return `${field} must be "Y" or "N", got ${JSON.stringify(value)}`;
+      return undefined;
+    case "code": {
+      const allowed = limits.allowedValues ?? spec.values ?? [];
+      if (typeof value !== "string" || !allowed.includes(value)) return `${field} must be one of ${allowed.map((v) => `"${v}"`).join(", ")}, got ${JSON.stringify(value)}`;
+      return undefined;
+    }
+    case "money":
+      if (moneyCents(value) === undefined) return `${field} must be an amount ≥ 0 with at most two decimals, as a number or a string like "5000.00", got ${JSON.stringify(value)}`;
       return undefined;
   }
 }

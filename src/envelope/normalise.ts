@@ -15,7 +15,7 @@
  *     order does not matter but 1 and "1" differ.
  */
 import { canonicalJson } from "./canonical.js";
-import { fieldSpec, normaliseId, parseIsoInstant } from "./fields.js";
+import { fieldSpec, moneyCents, normaliseId, parseIsoInstant } from "./fields.js";
 
 /** The rules by which two values are judged equal; each field record names the one that decided it. */
 export const NORMALISATION_RULES = [
@@ -23,6 +23,7 @@ export const NORMALISATION_RULES = [
   { id: "numeric-string-equal", text: "ids and enums: a non-negative integer and its canonical digit string are equal (5 = \"5\"; \"05\", \" 5\", \"5.0\" are not)" },
   { id: "datetime-instant-equal", text: "date-times with an explicit offset are equal when they denote the same instant (2026-12-15T18:00:00+03:00 = 2026-12-15T15:00:00Z)" },
   { id: "id-set-equal", text: "id lists are equal when they hold the same set of ids, in any order and number/string spelling" },
+  { id: "money-equal", text: "amounts: equal when they are the same number of hundredths (\"5000.00\" = 5000 = \"5000\")" },
   { id: "string-exact", text: "strings are compared exactly, code unit for code unit; nothing is trimmed, case-folded or Unicode-normalised" },
   { id: "canonical-json-equal", text: "anything else: RFC 8785 canonical JSON equality (object key order ignored; 1 and \"1\" differ)" },
 ] as const;
@@ -61,6 +62,9 @@ export function compareValues(field: string, a: unknown, b: unknown): ValueCompa
   } else if (kind === "datetime") {
     const x = parseIsoInstant(a), y = parseIsoInstant(b);
     if (x !== undefined && y !== undefined) return decided(x === y, "datetime-instant-equal");
+  } else if (kind === "money") {
+    const x = moneyCents(a), y = moneyCents(b);
+    if (x !== undefined && y !== undefined) return decided(x === y, "money-equal");
   } else if (kind === "id_list") {
     const x = idSet(a), y = idSet(b);
     if (x && y) return decided(x.size === y.size && [...x].every((id) => y.has(id)), "id-set-equal");

@@ -13,9 +13,10 @@
  *    verification reads the created object back (by the id the target acknowledged, or by looking for
  *    it when the acknowledgement is lost) and re-reads the target, whose watched fields must not move.
  */
-import { COMMENT_FIELDS, TASK_FIELDS, type FieldSpec } from "./fields.js";
+import { COMMENT_FIELDS, DEAL_FIELDS, TASK_FIELDS, type FieldSpec } from "./fields.js";
+import type { TargetType } from "./targets.js";
 
-export const OPERATION_NAMES = ["update_task", "add_task_comment"] as const;
+export const OPERATION_NAMES = ["update_task", "add_task_comment", "update_deal"] as const;
 export type OperationName = (typeof OPERATION_NAMES)[number];
 
 export type OperationEffect = "update" | "create_child";
@@ -25,12 +26,14 @@ export interface OperationSpec {
   /** The Bitrix24 method the write tool calls. */
   method: string;
   /** The role of the write tool that serves it (src/tools/bitrix24-tools.ts). */
-  writeRole: "updateTask" | "addTaskComment";
+  writeRole: "updateTask" | "addTaskComment" | "updateDeal";
   /** The tool name recorded in the invocation (our MCP server's tool for that role). */
-  tool: "update_task" | "add_task_comment";
+  tool: "update_task" | "add_task_comment" | "update_deal";
   effect: OperationEffect;
-  /** The object the envelope names and the pre-read reads: always an existing task here. */
-  target: "task";
+  /** The kind of object the envelope names and the pre-read reads (src/envelope/targets.ts). */
+  target: TargetType;
+  /** The name of the object's id in the write tool's arguments (and in a proposal or an edit). */
+  idArg: "taskId" | "dealId";
   /** What a create makes, for messages and the card. */
   creates?: "task_comment";
   /** The fields its params may hold (UPPER_SNAKE), with their kinds. */
@@ -47,6 +50,7 @@ export const OPERATIONS: Readonly<Record<OperationName, OperationSpec>> = {
     tool: "update_task",
     effect: "update",
     target: "task",
+    idArg: "taskId",
     fields: TASK_FIELDS,
     label: "update task",
   },
@@ -57,11 +61,28 @@ export const OPERATIONS: Readonly<Record<OperationName, OperationSpec>> = {
     tool: "add_task_comment",
     effect: "create_child",
     target: "task",
+    idArg: "taskId",
     creates: "task_comment",
     fields: COMMENT_FIELDS,
     label: "comment on task",
   },
+  update_deal: {
+    name: "update_deal",
+    method: "crm.deal.update",
+    writeRole: "updateDeal",
+    tool: "update_deal",
+    effect: "update",
+    target: "deal",
+    idArg: "dealId",
+    fields: DEAL_FIELDS,
+    label: "update deal",
+  },
 };
+
+/** The write tool's arguments for an operation on an object: {taskId|dealId, fields}. */
+export function writeArgsOf(operation: OperationName, objectId: number, fields: Record<string, unknown>): Record<string, unknown> {
+  return { [OPERATIONS[operation].idArg]: objectId, fields };
+}
 
 export function isOperationName(name: unknown): name is OperationName {
   return typeof name === "string" && (OPERATION_NAMES as readonly string[]).includes(name);

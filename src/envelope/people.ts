@@ -8,7 +8,7 @@ import type { Envelope } from "./envelope.js";
 import { fieldSpec, normaliseId } from "./fields.js";
 
 /** Task fields whose values are Bitrix24 user ids. */
-export const USER_FIELDS: ReadonlySet<string> = new Set(["RESPONSIBLE_ID", "CREATED_BY", "CHANGED_BY", "CLOSED_BY", "STATUS_CHANGED_BY", "AUDITORS", "ACCOMPLICES"]);
+export const USER_FIELDS: ReadonlySet<string> = new Set(["RESPONSIBLE_ID", "CREATED_BY", "CHANGED_BY", "CLOSED_BY", "STATUS_CHANGED_BY", "AUDITORS", "ACCOMPLICES", "ASSIGNED_BY_ID", "CREATED_BY_ID", "MODIFY_BY_ID", "MOVED_BY_ID"]);
 
 /** What the card shows next to one user id: the person's name as read, or why it could not be read. */
 export type PersonName = { name: string; active: boolean } | { unavailable: string };

@@ -77,6 +77,8 @@ const OperationRuleSchema = z.strictObject({
   /** Narrow the policy-wide approvers for this operation. */
   approverIds: z.array(PrincipalId).optional().describe("Approver ids for this operation, instead of approvers.approverIds."),
   approverGroups: z.array(z.string().min(1)).optional().describe("Groups (keys of approvers.groups) whose members may approve this operation, instead of approvers.approverGroups."),
+  watchedFields: z.array(FieldName).optional().describe("Fields of this operation's object that must stay unchanged unless written, instead of the policy-wide watchedFields (which are a task's); needed for an operation on another kind of object (update_deal)."),
+  automaticFields: z.array(FieldName).optional().describe("Fields of this operation's object that change by themselves on any write, instead of the policy-wide automaticFields (which are a task's)."),
   /** Per-field rules; a field without a rule is denied. */
   fields: z.record(FieldName, FieldRuleSchema).default({}).describe("Per-field rules, by Bitrix24 field name (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, ...)."),
 }).describe("Rule for one operation (update_task, add_task, delete_task).");
@@ -132,10 +134,15 @@ export const PolicySchema = z
         const spec = fieldSpec(field, fieldsOf(op));
         if (!spec) issue(["operations", op, "fields", field], `${field} is not a known field of ${op}`);
         else if (!spec.writable && fr.allowed) issue(["operations", op, "fields", field], `${field} is read-only in Bitrix24 and cannot be allowed`);
-        if (fr.allowedValues && spec?.kind !== "enum") issue(["operations", op, "fields", field, "allowedValues"], "allowedValues is only for enum fields");
+        if (fr.allowedValues && spec?.kind !== "enum" && spec?.kind !== "code") issue(["operations", op, "fields", field, "allowedValues"], "allowedValues is only for enum and code fields");
         if (fr.allowedValues && spec?.values) {
           const bad = fr.allowedValues.filter((v) => !spec.values!.includes(v));
           if (bad.length) issue(["operations", op, "fields", field, "allowedValues"], `not values of ${field}: ${bad.join(", ")}`);
+        }
+      }
+      for (const list of ["watchedFields", "automaticFields"] as const) {
+        for (const field of rule[list] ?? []) {
+          if (!fieldSpec(field, fieldsOf(op))) issue(["operations", op, list], `${field} is not a known field of ${op}`);
         }
       }
       for (const g of rule.approverGroups ?? []) {

@@ -5,12 +5,14 @@
  */
 import { canonicalJson, sha256Json } from "./canonical.js";
 import { checkFieldValue, UPPER_SNAKE } from "./fields.js";
-import { fieldsOf } from "./operations.js";
+import { fieldsOf, operationSpec } from "./operations.js";
 import { levelRank, reversibilityRank, type Policy, type Reversibility, type RiskLevel } from "./policy.js";
 
 /** What the user's request is about; given with the request or derived by code, never by the model alone. An absent list does not restrict; an empty list allows nothing. */
 export interface Scope {
   taskIds?: number[];
+  /** Deals the request is about (update_deal); absent does not restrict, empty allows none. */
+  dealIds?: number[];
   fields?: string[];
   /** Operations the request is about; absent means the policy alone decides. */
   operations?: string[];
@@ -18,6 +20,7 @@ export interface Scope {
 
 export interface Proposal {
   operation: string;
+  /** The id of the operation's object: a task, or a deal for update_deal. */
   taskId: number;
   fields: Record<string, unknown>;
 }
@@ -45,8 +48,9 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
   const fields = isPlainRecord(proposal.fields) ? proposal.fields : {};
   const fieldNames = Object.keys(fields);
 
+  const target = operationSpec(proposal.operation)?.target ?? "task";
   if (!Number.isSafeInteger(proposal.taskId) || proposal.taskId <= 0) {
-    add("INVALID_VALUE", `taskId must be a positive integer, got ${JSON.stringify(proposal.taskId)}`);
+    add("INVALID_VALUE", `${target === "deal" ? "dealId" : "taskId"} must be a positive integer, got ${JSON.stringify(proposal.taskId)}`);
   }
   if (!isPlainRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
   else if (fieldNames.length === 0) add("INVALID_VALUE", `fields is empty; Bitrix24 refuses ${proposal.operation === "add_task_comment" ? "a comment without POST_MESSAGE" : "an update without fields"}`);
@@ -55,8 +59,12 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
   if (scope.operations && !scope.operations.includes(proposal.operation)) {
     add("OUT_OF_SCOPE", `operation ${proposal.operation} is outside the request's scope (${list(scope.operations)})`);
   }
-  if (scope.taskIds && !scope.taskIds.includes(proposal.taskId)) {
-    add("OUT_OF_SCOPE", `task ${proposal.taskId} is outside the request's scope (tasks ${list(scope.taskIds.map(String))})`);
+  const ids = target === "deal" ? scope.dealIds : scope.taskIds;
+  if (ids && !ids.includes(proposal.taskId)) {
+    add("OUT_OF_SCOPE", `${target} ${proposal.taskId} is outside the request's scope (${target}s ${list(ids.map(String))})`);
+  } else if (target === "deal" && !ids && scope.taskIds) {
+    // A request about tasks does not reach deals: only a request naming the deal does.
+    add("OUT_OF_SCOPE", `deal ${proposal.taskId} is outside the request's scope (it names tasks ${list(scope.taskIds.map(String))} and no deal)`);
   }
   if (scope.fields) {
     const outside = fieldNames.filter((f) => !scope.fields!.includes(f));

@@ -18,7 +18,7 @@ export interface SignedDecisionPayload {
   decision: "approve" | "reject" | "edit";
   approverId: string;
   decidedAt: string;
-  editedAction?: { name: string; args: { taskId: number; fields: Record<string, unknown> } };
+  editedAction?: { name: string; args: { taskId?: number | undefined; dealId?: number | undefined; fields: Record<string, unknown> } };
   override?: { gate: string; reason: string };
   /** For one action of a change set decided action by action. */
   actionId?: string;

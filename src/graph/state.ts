@@ -44,6 +44,7 @@ export const MAX_REQUESTER_CHARS = 200;
 export const RequestScopeSchema = z
   .strictObject({
     taskIds: z.array(z.int().positive()).max(100).optional().describe("Bitrix24 task ids the request may change; any other task is out of scope."),
+    dealIds: z.array(z.int().positive()).max(100).optional().describe("Bitrix24 CRM deal ids the request may change (update_deal); any other deal is out of scope."),
     fields: z
       .array(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are UPPER_SNAKE, as in Bitrix24 (e.g. TITLE)"))
       .max(50)
@@ -218,7 +219,15 @@ export const AgentState = new StateSchema({
   ),
   invocation: last<InvocationRecord | null>(
     "The write as sent (arguments from the journal's envelope, idempotency key), recorded before sending.",
-    z.object({ tool: z.enum(["update_task", "add_task_comment"]), args: z.object({ taskId: z.int(), fields: z.record(z.string(), z.unknown()) }), idempotencyKey: z.string(), envelopeHash: z.string(), sentAt: z.string() }).nullable(),
+    z
+      .object({
+        tool: z.enum(["update_task", "add_task_comment", "update_deal"]),
+        args: z.object({ taskId: z.int().optional(), dealId: z.int().optional(), fields: z.record(z.string(), z.unknown()) }),
+        idempotencyKey: z.string(),
+        envelopeHash: z.string(),
+        sentAt: z.string(),
+      })
+      .nullable(),
     () => null,
   ),
   acknowledgement: last<AcknowledgementRecord | null>(

@@ -1,5 +1,6 @@
 import type { ActionRow } from "../store/action-machine.js";
-import { APPROVER_PLACEHOLDER, exampleApproval, type ApprovalRequest } from "./contract.js";
+import { APPROVER_PLACEHOLDER, exampleApproval, type ActionArgs, type ApprovalRequest } from "./contract.js";
+import { writeArgsOf } from "../envelope/operations.js";
 
 /**
  * Pure: the interrupt payload for a registered action, built from the journal's row — the envelope,
@@ -15,7 +16,7 @@ export function approvalRequestFrom(action: ActionRow, opts: { approverId?: stri
   const last = action.progress.lastRefusal;
   return {
     kind: "approval",
-    actionRequests: [{ name: envelope.operation, args: { taskId: envelope.object.id, fields: envelope.params }, description: action.card }],
+    actionRequests: [{ name: envelope.operation, args: writeArgsOf(envelope.operation, envelope.object.id, envelope.params) as ActionArgs, description: action.card }],
     reviewConfigs: [{ actionName: envelope.operation, allowedDecisions: ["approve", "edit", "reject"] }],
     envelope,
     envelopeHash: action.envelopeHash,
@@ -42,7 +43,7 @@ function setApprovalRequest(action: ActionRow, members: ActionRow[], opts: { app
   const sections = action.card.split(/\n(?=──── ACTION \d+ of \d+: )/);
   return {
     kind: "approval",
-    actionRequests: members.map((x, i) => ({ name: x.envelope.operation, args: { taskId: x.envelope.object.id, fields: x.envelope.params }, description: i === 0 ? action.card : (sections[i + 1] ?? "") })) as ApprovalRequest["actionRequests"],
+    actionRequests: members.map((x, i) => ({ name: x.envelope.operation, args: writeArgsOf(x.envelope.operation, x.envelope.object.id, x.envelope.params) as ActionArgs, description: i === 0 ? action.card : (sections[i + 1] ?? "") })) as ApprovalRequest["actionRequests"],
     reviewConfigs: members.map((x) => ({ actionName: x.envelope.operation, allowedDecisions: ["approve", "edit", "reject"] })) as ApprovalRequest["reviewConfigs"],
     envelope: members[0]!.envelope,
     envelopeHash: m.setHash,

@@ -8,8 +8,6 @@
 import { randomUUID } from "node:crypto";
 import {
   OPERATIONS,
-  CHANGE_MARKER_FIELD,
-  fieldToTaskKey,
   checkPlan,
   createChangeSet,
   createEnvelope,
@@ -26,7 +24,8 @@ import {
 import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
 import type { DecisionRecord, ReasonCode } from "./records.js";
-import { rawOf, taskFrom } from "./reads.js";
+import { rawOf, readObject } from "./reads.js";
+import { TARGETS } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 
 export interface PlannedAction {
@@ -71,16 +70,18 @@ export async function buildChangeSet(
     return { ok: false, code: "DENIED_BY_POLICY", reason: `${check.code}: ${check.reasons.join("; ")}`, denied: { code: check.code, reasons: check.reasons } };
   }
 
-  // One baseline read per task, all before any envelope is frozen.
-  const tasks = new Map<number, Record<string, unknown>>();
-  for (const taskId of new Set(actions.map((a) => a.taskId))) {
-    const read = await deps.tools.read("getTask", { taskId });
-    const task = read.ok ? taskFrom(read.body) : null;
-    if (!task) return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read task ${taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}` };
-    tasks.set(taskId, task);
+  // One baseline read per object (task or deal), all before any envelope is frozen.
+  const keyOf = (a: PlannedAction) => `${OPERATIONS[a.operation].target}:${a.taskId}`;
+  const tasks = new Map<string, Record<string, unknown>>();
+  for (const a of actions) {
+    if (tasks.has(keyOf(a))) continue;
+    const type = OPERATIONS[a.operation].target;
+    const { res: read, object } = await readObject(deps.tools, type, a.taskId);
+    if (!object) return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${type} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}` };
+    tasks.set(keyOf(a), object);
   }
   for (const a of actions) {
-    const same = OPERATIONS[a.operation].effect === "update" ? noChangeReason(a.fields, tasks.get(a.taskId)!) : undefined;
+    const same = OPERATIONS[a.operation].effect === "update" ? noChangeReason(a.fields, tasks.get(keyOf(a))!, OPERATIONS[a.operation].target) : undefined;
     if (same) return { ok: false, code: "NO_CHANGE", reason: `${a.actionId}: ${same}`, denied: { code: "NO_CHANGE", reasons: [`${a.actionId}: ${same}`] } };
   }
 
@@ -95,7 +96,7 @@ export async function buildChangeSet(
       operation: a.operation,
       taskId: a.taskId,
       params: a.fields,
-      task: tasks.get(a.taskId)!,
+      task: tasks.get(keyOf(a))!,
       requestedBy: ctx.requestedBy,
       runContext: { threadId: ctx.threadId, ...(ctx.runId ? { runId: ctx.runId } : {}) },
       policy: deps.policy,
@@ -192,8 +193,10 @@ export function expectedEnvelope(action: ActionRow, members: readonly ActionRow[
     if (OPERATIONS[m.envelope.operation].effect === "update") {
       for (const [field, value] of Object.entries(m.envelope.params)) if (field in values) values[field] = value;
     }
-    const read = taskFrom(m.progress.verification.raw);
-    if (read && CHANGE_MARKER_FIELD in values && fieldToTaskKey(CHANGE_MARKER_FIELD) in read) values[CHANGE_MARKER_FIELD] = read[fieldToTaskKey(CHANGE_MARKER_FIELD)];
+    const t = TARGETS[m.envelope.object.type];
+    const x = t.extract(m.progress.verification.raw, m.envelope.object.id);
+    const marker = t.changeMarker;
+    if (x.ok && marker in values && t.keyOf(marker) in x.object) values[marker] = x.object[t.keyOf(marker)];
     carried = true;
   }
   return carried ? ({ ...action.envelope, baseline: { ...action.envelope.baseline, values } } as Envelope) : action.envelope;

@@ -4,6 +4,7 @@
  * starts anything, and again by build_envelope, which trusts only the journal's sealed rows.
  */
 import { compensationOf, type CompensationPlan } from "../envelope/compensation.js";
+import { extractOf } from "../envelope/compare.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "./records.js";
@@ -25,7 +26,7 @@ export type UndoPlan =
       /** Actions of the set that are not restored, and why (a posted comment, an unverified action, …). */
       skipped: string[];
       /** The request's scope for the undo thread: the restored tasks and fields. */
-      scope: { taskIds: number[]; fields: string[] };
+      scope: { taskIds?: number[]; dealIds?: number[]; fields: string[] };
     }
   | { ok: false; code: "NO_SUCH_THREAD" | "NOT_UNDOABLE" | "INTEGRITY_CHECK_FAILED"; reason: string };
 
@@ -51,8 +52,8 @@ export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentA
   }
   const plan = compensationOf(action.envelope, action.progress.verification?.raw);
   if (!plan.ok) return { ok: false, code: "NOT_UNDOABLE", reason: `thread ${threadId}: ${plan.reason}` };
-  const proposal: ProposalRecord = { taskId: plan.taskId, fields: plan.fields, rationale: `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`, source: "compensation" };
-  return { ok: true, original: action, plan, proposal, parts: [{ plan, proposal }], skipped: [], scope: { taskIds: [plan.taskId], fields: Object.keys(plan.fields) } };
+  const proposal: ProposalRecord = { operation: plan.operation, taskId: plan.taskId, fields: plan.fields, rationale: `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`, source: "compensation" };
+  return { ok: true, original: action, plan, proposal, parts: [{ plan, proposal }], skipped: [], scope: scopeOf([plan]) };
 }
 
 /**
@@ -68,13 +69,15 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
     return { ok: false, code: "INTEGRITY_CHECK_FAILED", reason: `the journal's rows of change set ${set.setHash} are missing or fail their seal; nothing is proposed from them` };
   }
   if (members.some((m) => m.phase !== "closed")) return { ok: false, code: "NOT_UNDOABLE", reason: `change set ${set.setHash} of thread ${threadId} has not finished` };
-  const byTask = new Map<number, { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; first: ActionRow }>();
+  // Keyed by object (kind and id): one restore per task or deal.
+  const byTask = new Map<string, { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; first: ActionRow; restore?: Restore }>();
+  const keyOf = (m: ActionRow) => `${m.envelope.object.type}:${m.envelope.object.id}`;
   const skipped: string[] = [];
   for (const m of members) {
     const id = m.set?.actionId ?? m.envelopeHash;
     const closed = m.progress.closed!;
     // The latest verification read of each task, whatever the action: the state the set left it in.
-    const entry = byTask.get(m.envelope.object.id);
+    const entry = byTask.get(keyOf(m));
     if (entry && closed.outcome === "VERIFIED") entry.last = m;
     if (closed.outcome !== "VERIFIED") {
       skipped.push(`${id} (${m.envelope.operation} on task ${m.envelope.object.id}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
@@ -86,23 +89,23 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
       continue;
     }
     const part = entry ?? { fields: {}, wrote: {}, last: m, first: m };
+    part.restore ??= plan;
     // The value before the set is the earliest action's record; what the set left is the latest write.
     for (const [f, v] of Object.entries(plan.fields)) if (!(f in part.fields)) part.fields[f] = v;
     Object.assign(part.wrote, plan.wrote);
     part.last = m;
-    byTask.set(m.envelope.object.id, part);
+    byTask.set(keyOf(m), part);
   }
-  const parts = [...byTask.entries()]
-    .filter(([, p]) => Object.keys(p.fields).length > 0)
-    .map(([taskId, p]) => {
-      const after = compensationOf(p.last.envelope, p.last.progress.verification?.raw);
-      const afterWrite = after.ok ? after.afterWrite : null;
-      const plan: Restore = { ok: true, taskId, fields: p.fields, wrote: p.wrote, afterWrite: afterWriteOf(p.last) ?? afterWrite };
+  const parts = [...byTask.values()]
+    .filter((p) => p.restore !== undefined && Object.keys(p.fields).length > 0)
+    .map((p) => {
+      const r = p.restore!;
+      const plan: Restore = { ok: true, operation: r.operation, type: r.type, taskId: r.taskId, fields: p.fields, wrote: p.wrote, afterWrite: afterWriteOf(p.last) ?? r.afterWrite };
       const proposal: ProposalRecord = {
-        operation: "update_task",
-        taskId,
+        operation: r.operation,
+        taskId: r.taskId,
         fields: p.fields,
-        rationale: `undo of change set ${set.setHash} (thread ${threadId}) on task ${taskId}: restore the values recorded before the set`,
+        rationale: `undo of change set ${set.setHash} (thread ${threadId}) on ${r.type} ${r.taskId}: restore the values recorded before the set`,
         source: "compensation",
       };
       return { plan, proposal };
@@ -113,18 +116,17 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
     ok: true,
     original: action,
     plan: first.plan,
-    proposal: parts.length > 1 ? { ...first.proposal, actions: parts.map((p) => ({ operation: "update_task" as const, taskId: p.plan.taskId, fields: p.plan.fields })) } : first.proposal,
+    proposal: parts.length > 1 ? { ...first.proposal, actions: parts.map((p) => ({ operation: p.plan.operation, taskId: p.plan.taskId, fields: p.plan.fields })) } : first.proposal,
     parts,
     skipped,
-    scope: { taskIds: parts.map((p) => p.plan.taskId), fields: [...new Set(parts.flatMap((p) => Object.keys(p.plan.fields)))] },
+    scope: scopeOf(parts.map((p) => p.plan)),
   };
 }
 
-/** The task as an action's verification read it (also for a comment, whose verification reads the task). */
+/** The object as an action's verification read it (also for a comment, whose verification reads the task). */
 function afterWriteOf(row: ActionRow): Record<string, unknown> | null {
-  const raw = row.progress.verification?.raw as { result?: { task?: unknown } } | undefined;
-  const task = raw?.result?.task;
-  return task && typeof task === "object" && !Array.isArray(task) ? (task as Record<string, unknown>) : null;
+  const x = extractOf(row.envelope.object.type, row.progress.verification?.raw, row.envelope.object.id);
+  return x.ok ? x.task : null;
 }
 
 /**
@@ -138,3 +140,16 @@ export function undoRequestOf(request: string): string | undefined {
 }
 
 export const undoRequest = (threadId: string): string => `undo thread ${threadId}`;
+
+/** An undo thread's scope: exactly the objects (tasks, deals) and fields it restores. */
+function scopeOf(plans: Restore[]): { taskIds?: number[]; dealIds?: number[]; fields: string[] } {
+  const ids = (type: string) => [...new Set(plans.filter((p) => p.type === type).map((p) => p.taskId))];
+  const taskIds = ids("task");
+  const dealIds = ids("deal");
+  return {
+    // A kind that is not restored gets an empty list: the undo may touch none of it.
+    taskIds,
+    dealIds,
+    fields: [...new Set(plans.flatMap((p) => Object.keys(p.fields)))],
+  };
+}

@@ -6,10 +6,13 @@
 import { z } from "zod";
 import { MAX_SET_ACTIONS, type ChangeSet, type Envelope, type OperationName } from "../envelope/index.js";
 
+export type ActionArgs = { taskId?: number; dealId?: number; fields: Record<string, unknown> };
+
 /** One action as agent-inbox shows it: its name is the envelope's operation (update_task, add_task_comment). */
 export interface ActionRequest {
   name: OperationName;
-  args: { taskId: number; fields: Record<string, unknown> };
+  /** The object's id under the operation's name for it (taskId, or dealId for update_deal) and the fields. */
+  args: ActionArgs;
   description: string;
 }
 export interface ReviewConfig {

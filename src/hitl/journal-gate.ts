@@ -143,9 +143,10 @@ export async function ensureThread(deps: Deps, gate: Gate, state: State, undo?: 
 /** A scope as the input schema describes it; anything else (input that failed validation) is not used. */
 function isRequestScope(v: unknown): v is RequestScope {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
-  const { taskIds, fields } = v as { taskIds?: unknown; fields?: unknown };
+  const { taskIds, dealIds, fields } = v as { taskIds?: unknown; dealIds?: unknown; fields?: unknown };
   const listOf = (xs: unknown, ok: (x: unknown) => boolean) => xs === undefined || (Array.isArray(xs) && xs.every(ok));
-  return listOf(taskIds, (x) => Number.isSafeInteger(x) && (x as number) > 0) && listOf(fields, (x) => typeof x === "string");
+  const ids = (x: unknown) => Number.isSafeInteger(x) && (x as number) > 0;
+  return listOf(taskIds, ids) && listOf(dealIds, ids) && listOf(fields, (x) => typeof x === "string");
 }
 
 /**

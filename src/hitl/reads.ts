@@ -4,7 +4,8 @@
  * (→ ERROR): the two mean different things to whoever investigates.
  */
 import type { ReadResult } from "../envelope/index.js";
-import type { McpCallResult } from "../tools/bitrix24-tools.js";
+import { TARGETS, type TargetType } from "../envelope/targets.js";
+import type { McpCallResult, ReadRole } from "../tools/bitrix24-tools.js";
 
 export function toReadResult(res: McpCallResult): ReadResult {
   if (res.ok) return { status: "ok", body: res.body };
@@ -30,4 +31,19 @@ export function canEditFrom(body: unknown): boolean | null {
 export function taskFrom(body: unknown): Record<string, unknown> | null {
   const task = (body as { result?: { task?: unknown } } | null)?.result?.task;
   return task && typeof task === "object" && !Array.isArray(task) ? (task as Record<string, unknown>) : null;
+}
+
+/**
+ * Reads an action's object by code with the read tool its kind names (a task, or a deal) and returns
+ * it as the envelope core sees it: the object itself when the answer is about it, else null.
+ */
+export async function readObject(
+  tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> },
+  type: TargetType,
+  id: number,
+): Promise<{ res: McpCallResult; object: Record<string, unknown> | null }> {
+  const t = TARGETS[type];
+  const res = await tools.read(t.read.role, t.read.args(id));
+  const x = res.ok ? t.extract(res.body, id) : null;
+  return { res, object: x?.ok ? x.object : null };
 }

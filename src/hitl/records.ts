@@ -7,6 +7,7 @@ import type { CreatedObject, FieldCheck, MovedField, ObjectIdentity, OperationNa
 
 export interface RequestScope {
   taskIds?: number[];
+  dealIds?: number[];
   fields?: string[];
 }
 
@@ -25,6 +26,7 @@ export interface ProposalRecord {
    * present, `operation`, `taskId` and `fields` repeat its first action.
    */
   actions?: ProposedAction[];
+  /** The id of the operation's object: a task's id, or a deal's for update_deal (the operation says which). */
   taskId: number;
   fields: Record<string, unknown>;
   rationale: string;
@@ -155,7 +157,8 @@ export type WriteProtocol = "rest2" | "rest3-idempotency-key";
 export interface InvocationRecord {
   /** The write tool called (the operation's tool, src/envelope/operations.ts). */
   tool: OperationSpec["tool"];
-  args: { taskId: number; fields: Record<string, unknown> };
+  /** The tool's arguments: {taskId, fields} for a task's operation, {dealId, fields} for update_deal. */
+  args: { taskId?: number; dealId?: number; fields: Record<string, unknown> };
   idempotencyKey: string;
   envelopeHash: string;
   sentAt: string;

@@ -10,6 +10,12 @@ const FIELD_WORDS: Array<[RegExp, string]> = [
   [/\bpriority\b/i, "PRIORITY"],
   [/\bstatus\b/i, "STATUS"],
   [/\b(responsible|assign(ee)?|owner)\b/i, "RESPONSIBLE_ID"],
+  // A deal's (update_deal): "move deal 3 to WON", "set the amount of deal 3", "assign deal 3 to user 5".
+  [/\b(stage|won|lost?|move)\b/i, "STAGE_ID"],
+  [/\b(amount|opportunity|sum)\b/i, "OPPORTUNITY"],
+  [/\bcurrency\b/i, "CURRENCY_ID"],
+  [/\b(responsible|assign(ee)?|owner)\b/i, "ASSIGNED_BY_ID"],
+  [/\bclose ?date\b/i, "CLOSEDATE"],
   [/\bdescription\b/i, "DESCRIPTION"],
   // A comment's text (add_task_comment): "comment on task 4", "tell the team", "post a note".
   [/\b(comment|tell|notify|post|note)\b/i, "POST_MESSAGE"],
@@ -23,7 +29,9 @@ export function deriveScope(request: string, given?: RequestScope): RequestScope
   const fields = given?.fields?.length
     ? given.fields.map((f) => f.toUpperCase())
     : FIELD_WORDS.filter(([re]) => re.test(request)).map(([, f]) => f);
+  const dealIds = given?.dealIds?.length ? given.dealIds : [...request.matchAll(/\bdeal\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
   if (taskIds.length) scope.taskIds = [...new Set(taskIds)];
+  if (dealIds.length) scope.dealIds = [...new Set(dealIds)];
   if (fields.length) scope.fields = [...new Set(fields)];
   return scope;
 }

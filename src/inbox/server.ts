@@ -15,6 +15,7 @@ import { streamSSE } from "hono/streaming";
 import { bodyLimit } from "hono/body-limit";
 import { viewThread, type App, type ThreadView } from "../app/threads.js";
 import { DecisionNotAcceptedError } from "../errors.js";
+import { OPERATIONS } from "../envelope/operations.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
 import { cardSection, setOutcomeTable, setSection } from "./card-view.js";
@@ -267,7 +268,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
         const edited = editedFields(form, "");
         if (!edited.ok) return refused(c, 422, "Edit not sent", edited.reason, s);
         const taskId = action?.envelope.object.id ?? 0;
-        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: action?.envelope.operation ?? "update_task", args: { taskId, fields: edited.fields } }, ...signed };
+        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: action?.envelope.operation ?? "update_task", args: { [action ? OPERATIONS[action.envelope.operation].idArg : "taskId"]: taskId, fields: edited.fields } }, ...signed };
         break;
       }
       case "cancel":
@@ -288,7 +289,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
             const fields = editedFields(form, `edit.${e.actionId}.`);
             if (!fields.ok) return threadPage(c, threadId, { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${fields.reason}` }, 422);
             const target = onScreenSet?.find((m) => m.set?.actionId === e.actionId);
-            built.push({ type: "edit", ...common, editedAction: { name: target?.envelope.operation ?? "update_task", args: { taskId: target?.envelope.object.id ?? 0, fields: fields.fields } } });
+            built.push({ type: "edit", ...common, editedAction: { name: target?.envelope.operation ?? "update_task", args: { [target ? OPERATIONS[target.envelope.operation].idArg : "taskId"]: target?.envelope.object.id ?? 0, fields: fields.fields } } });
           }
         }
         decisions = built;
@@ -509,7 +510,7 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
         ? html`<label for="edit-${id}-${f}">${f}</label><textarea id="edit-${id}-${f}" name="edit.${id}.field.${f}" rows="2">${v}</textarea>`
         : html`<label for="edit-${id}-${f}">${f} (JSON)</label><textarea id="edit-${id}-${f}" name="edit.${id}.json.${f}" rows="2">${JSON.stringify(v)}</textarea>`,
     );
-    return html`<fieldset class="per-action" data-action-id="${id}" data-task="${String(e.object.id)}" data-operation="${e.operation}">
+    return html`<fieldset class="per-action" data-action-id="${id}" data-task="${String(e.object.id)}" data-idarg="${OPERATIONS[e.operation].idArg}" data-operation="${e.operation}">
       <legend>${id}: ${e.operation} on task ${e.object.id}</legend>
       ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit (the set becomes a new revision for a fresh approval)")}
       <label for="message-${id}">Feedback if rejected (optional)</label><textarea id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
@@ -580,7 +581,7 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
     <input type="hidden" name="nonce" value="${action.envelope.nonce}">
     ${sign ? html`<input type="hidden" name="decidedAt" value=""><input type="hidden" name="signature" value="">` : ""}`;
   const formAttrs = (type: string) =>
-    html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}" data-operation="${action.envelope.operation}"`;
+    html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}" data-idarg="${OPERATIONS[action.envelope.operation].idArg}" data-operation="${action.envelope.operation}"`;
   const editInputs = Object.entries(action.envelope.params).map(([f, v]) =>
     typeof v === "string"
       ? html`<label for="edit-${f}">${f}</label><textarea id="edit-${f}" name="field.${f}" rows="2">${v}</textarea>`

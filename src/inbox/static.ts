@@ -143,7 +143,7 @@ export const CLIENT_JS = String.raw`"use strict";
             actionId: id,
           };
           if (chosen.value === "edit") {
-            payload.editedAction = { name: fs.dataset.operation || "update_task", args: { taskId: Number(fs.dataset.task), fields: editedFields("edit." + id + ".") } };
+            payload.editedAction = { name: fs.dataset.operation || "update_task", args: { [fs.dataset.idarg || "taskId"]: Number(fs.dataset.task), fields: editedFields("edit." + id + ".") } };
           }
           form.elements["signature." + id].value = await signPayload(payload);
         }
@@ -160,7 +160,7 @@ export const CLIENT_JS = String.raw`"use strict";
         decidedAt: decidedAt,
       };
       if (type === "edit") {
-        payload.editedAction = { name: form.dataset.operation || "update_task", args: { taskId: Number(form.dataset.task), fields: editedFields("") } };
+        payload.editedAction = { name: form.dataset.operation || "update_task", args: { [form.dataset.idarg || "taskId"]: Number(form.dataset.task), fields: editedFields("") } };
       }
       form.elements["decidedAt"].value = decidedAt;
       form.elements["signature"].value = await signPayload(payload);

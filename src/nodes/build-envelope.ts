@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { OPERATIONS, checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
-import { rawOf, taskFrom } from "../hitl/reads.js";
+import { rawOf, readObject } from "../hitl/reads.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { decisionOf, endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
@@ -51,14 +51,13 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     // The undo of a change set that changed several tasks: a change set of restores, each expecting
     // its task exactly as the set left it.
     for (const part of undo.parts) {
-      const read = await deps.tools.read("getTask", { taskId: part.plan.taskId });
-      const task = read.ok ? taskFrom(read.body) : null;
-      if (!task) return end("BASELINE_READ_FAILED", `could not read task ${part.plan.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
+      const { res: read, object: task } = await readObject(deps.tools, part.plan.type, part.plan.taskId);
+      if (!task) return end("BASELINE_READ_FAILED", `could not read ${part.plan.type} ${part.plan.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
       const changed = changedSinceWrite(part.plan, task);
       if (changed.length > 0) return end("STALE_STATE", staleUndoReason(changed, part.plan.taskId));
     }
     const note = `UNDO of thread ${thread.compensates!.threadId} (change set ${undo.original.set?.setHash}): restores the values recorded before that set; proposed by code, not by the model.${undo.skipped.length ? ` Not undone: ${undo.skipped.join("; ")}.` : ""}\n`;
-    return buildSet(deps, gate, state, thread, withActionIds(undo.parts.map((p) => ({ operation: "update_task" as const, taskId: p.plan.taskId, fields: p.plan.fields }))), config, note);
+    return buildSet(deps, gate, state, thread, withActionIds(undo.parts.map((p) => ({ operation: p.plan.operation, taskId: p.plan.taskId, fields: p.plan.fields }))), config, note);
   }
   // An edit's content is the decision the journal accepted; any other proposal is the model's.
   const onlyOne = setActions?.length === 1 ? setActions[0]! : undefined;
@@ -91,10 +90,10 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     return end("DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
   }
 
-  const read = await deps.tools.read("getTask", { taskId: proposal.taskId });
-  const task = read.ok ? taskFrom(read.body) : null;
+  const targetType = OPERATIONS[operation].target;
+  const { res: read, object: task } = await readObject(deps.tools, targetType, proposal.taskId);
   if (!task) {
-    return end("BASELINE_READ_FAILED", `could not read task ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
+    return end("BASELINE_READ_FAILED", `could not read ${targetType} ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
   }
 
   // An undo restores only the state our write left: if anyone changed the task since (a field we wrote,
@@ -105,7 +104,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   }
 
   // A change that changes nothing is not put in front of an approver (a comment always adds one).
-  const same = OPERATIONS[operation].effect === "update" ? noChangeReason(proposal.fields, task) : undefined;
+  const same = OPERATIONS[operation].effect === "update" ? noChangeReason(proposal.fields, task, targetType) : undefined;
   if (same) {
     const at = deps.clock().toISOString();
     await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: "NO_CHANGE", reasons: [same] }));

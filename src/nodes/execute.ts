@@ -7,7 +7,7 @@ import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { busyReason, leaseOf } from "../hitl/object-lease.js";
-import { OPERATIONS, isOperationName, type OperationName } from "../envelope/index.js";
+import { OPERATIONS, isOperationName, writeArgsOf, type OperationName } from "../envelope/index.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
@@ -40,7 +40,8 @@ export async function execute(state: State, config: LangGraphRunnableConfig): Pr
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
   if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
-  const args = { taskId: envelope.object.id, fields: envelope.params };
+  // The tool's arguments by the operation's table: {taskId, fields} for a task, {dealId, fields} for a deal.
+  const args = writeArgsOf(envelope.operation, envelope.object.id, envelope.params) as InvocationRecord["args"];
   const idempotencyKey = createHash("sha256").update(`${envelopeHash}\n${envelope.nonce}`).digest("hex").slice(0, 32);
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();
@@ -116,9 +117,10 @@ function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: stri
 /** The invocation as the journal recorded it before sending. */
 export function invocationOf(entry: ExecutionEntry): InvocationRecord {
   const stored = entry.args as StoredArgs;
+  const { protocol: _p, operation: _o, ...args } = stored;
   return {
     tool: OPERATIONS[operationOf(entry)].tool,
-    args: { taskId: stored.taskId, fields: stored.fields },
+    args,
     idempotencyKey: entry.idempotencyKey,
     envelopeHash: entry.envelopeHash,
     sentAt: entry.sentAt,
@@ -161,8 +163,7 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
   const now = deps.clock();
   const unusable = unusableApproval(action.envelope, now, deps.portal);
   if (unusable) return missing(unusable.code === "APPROVAL_EXPIRED" ? `${unusable.reason}; a re-send now could be a first application after it` : unusable.reason);
-  const { taskId, fields } = invocationOf(entry).args;
-  const res = await deps.tools.writeHandle.call(OPERATIONS[operationOf(entry)].writeRole, { taskId, fields }, { idempotencyKey: entry.idempotencyKey });
+  const res = await deps.tools.writeHandle.call(OPERATIONS[operationOf(entry)].writeRole, { ...invocationOf(entry).args }, { idempotencyKey: entry.idempotencyKey });
   const at = deps.clock().toISOString();
   return { ...acknowledgementOf(res, protocol, at), resent: { at: now.toISOString(), firstSentAt: entry.sentAt } };
 }

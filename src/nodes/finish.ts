@@ -180,7 +180,7 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
   const say = (step: string, text: string) => new AIMessage({ id: `action-envelope:${threadId}:${step}`, content: text, name: "action-envelope" });
   const out: AIMessage[] = [];
   if (e.envelope && e.envelopeHash) {
-    out.push(say("proposal", `Proposed: ${e.envelope.operation} on task ${e.envelope.object.id} with ${JSON.stringify(e.envelope.params)} (envelope ${e.envelopeHash}, revision ${e.envelope.revision}).`));
+    out.push(say("proposal", `Proposed: ${e.envelope.operation} on ${e.envelope.object.type} ${e.envelope.object.id} with ${JSON.stringify(e.envelope.params)} (envelope ${e.envelopeHash}, revision ${e.envelope.revision}).`));
   }
   const d = e.decision;
   if (d) {
@@ -190,7 +190,7 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
   if (e.preRead) out.push(say("pre-read", `Pre-read before the write: ${e.preRead.verdict}. ${e.preRead.reason}`));
   if (e.invocation) {
     const ack = e.acknowledgement;
-    out.push(say("write", `Sent ${e.invocation.tool} once for task ${e.invocation.args.taskId} with ${JSON.stringify(e.invocation.args.fields)}; the target answered ${ack ? ack.status : "nothing recorded"}.`));
+    out.push(say("write", `Sent ${e.invocation.tool} once for ${e.invocation.args.dealId !== undefined ? `deal ${e.invocation.args.dealId}` : `task ${e.invocation.args.taskId}`} with ${JSON.stringify(e.invocation.args.fields)}; the target answered ${ack ? ack.status : "nothing recorded"}.`));
   }
   if (e.verification) out.push(say("verification", `Fresh read after the write: ${e.verification.verdict}. ${e.verification.reason}`));
   out.push(say("outcome", `Outcome: ${e.outcome} (${e.reasonCode})${e.reason ? `: ${e.reason}` : ""}`));

@@ -2,7 +2,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { OPERATIONS, commentIdsWithText, compareBaseline, extractComments } from "../envelope/index.js";
-import { canEditFrom, rawOf, toReadResult } from "../hitl/reads.js";
+import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
@@ -33,10 +33,11 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   const hold = await holdObject(deps, action);
   if (!hold.held) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs))) };
 
-  const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
+  const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const comparison = compareBaseline(expectedEnvelope(action, gate.members ?? []), toReadResult(res));
-  const canEdit = res.ok ? canEditFrom(res.body) : null;
+  // Only a task answer says whether the acting user may edit it; a deal's does not (the write's answer will).
+  const canEdit = res.ok && envelope.object.type === "task" ? canEditFrom(res.body) : null;
   const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, lease: hold.record, at: deps.clock().toISOString() };
   const close = async (code: "NOT_PERMITTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
     ...mirror,
@@ -45,10 +46,10 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   });
   switch (comparison.verdict) {
     case "MATCH": {
-      if (OPERATIONS[envelope.operation].effect === "update") {
+      if (OPERATIONS[envelope.operation].effect === "update" && envelope.object.type === "task") {
         if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
         if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
-      } else {
+      } else if (OPERATIONS[envelope.operation].effect === "create_child") {
         // A comment: which comments already carry the approved text, so that verification can tell the
         // one this write makes from an earlier one even when the acknowledgement is lost.
         const listed = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });

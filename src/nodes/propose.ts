@@ -2,7 +2,7 @@ import { AIMessage, ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { ChangeSetArgsSchema, ProposalArgsSchema, RequestInputArgsSchema } from "../tools/proposal-tools.js";
+import { ChangeSetArgsSchema, ProposalArgsSchema, RequestInputArgsSchema, objectIdOf } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
 import { argumentsSha256, boundaryRefusedEntry } from "../hitl/audit-records.js";
 import { endRunInJournal, openGate } from "../hitl/journal-gate.js";
@@ -70,8 +70,9 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
         replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: invalid change set: ${why}` }));
         continue;
       }
-      const first = set.data.actions[0]!;
-      accepted = { operation: first.operation, taskId: first.taskId, fields: first.fields, actions: set.data.actions, rationale: set.data.rationale, source: "model" };
+      const actions = set.data.actions.map((a) => ({ operation: a.operation, taskId: objectIdOf(a), fields: a.fields }));
+      const first = actions[0]!;
+      accepted = { operation: first.operation, taskId: first.taskId, fields: first.fields, actions, rationale: set.data.rationale, source: "model" };
       replies.push(new ToolMessage({ tool_call_id: id, name: call.name, content: `Change set of ${set.data.actions.length} actions received. It will be checked against policy and shown to a human for approval as one set.` }));
       continue;
     }
@@ -82,7 +83,8 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
       replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: invalid proposal: ${why}` }));
       continue;
     }
-    accepted = { ...parsed.data, source: "model" };
+    // The object's id is kept as `taskId` whatever its kind; the operation says whether it is a task or a deal.
+    accepted = { operation: parsed.data.operation, taskId: objectIdOf(parsed.data), fields: parsed.data.fields, rationale: parsed.data.rationale, source: "model" };
     replies.push(new ToolMessage({ tool_call_id: id, name: call.name, content: "Proposal received. It will be checked against policy and shown to a human for approval." }));
   }
 

@@ -2,7 +2,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { OPERATIONS, verifyCreatedComment, verifyOutcome, type Acknowledgement } from "../envelope/index.js";
-import { rawOf, toReadResult } from "../hitl/reads.js";
+import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import type { AcknowledgementRecord, VerificationRecord } from "../hitl/records.js";
 import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
@@ -41,7 +41,7 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, gate.members ?? []);
-  const res = await deps.tools.read("getTask", { taskId: envelope.object.id });
+  const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // The pre-read's answer, from the journal: what the task looked like right before the write.
   const preRead = action.progress.preRead;
   let verification: VerificationRecord;

@@ -4,20 +4,34 @@
  */
 import { tool } from "@langchain/core/tools";
 import { z } from "zod";
-import { OPERATION_NAMES } from "../envelope/operations.js";
+import { OPERATION_NAMES, OPERATIONS } from "../envelope/operations.js";
+
+/** The object an action names must be the kind its operation acts on: taskId for a task's, dealId for update_deal. */
+function oneObject(a: { operation: (typeof OPERATION_NAMES)[number]; taskId?: number | undefined; dealId?: number | undefined }, ctx: z.RefinementCtx): void {
+  const want = OPERATIONS[a.operation].idArg;
+  const other = want === "taskId" ? "dealId" : "taskId";
+  if (a[want] === undefined) ctx.addIssue({ code: "custom", path: [want], message: `${a.operation} names its ${OPERATIONS[a.operation].target} by ${want}` });
+  if (a[other] !== undefined) ctx.addIssue({ code: "custom", path: [other], message: `${a.operation} acts on a ${OPERATIONS[a.operation].target}; ${other} does not belong here` });
+}
+
+/** The object id of a parsed proposal or action, whichever kind it names. */
+export function objectIdOf(a: { taskId?: number | undefined; dealId?: number | undefined }): number {
+  return (a.dealId ?? a.taskId)!;
+}
 
 export const ProposalArgsSchema = z.object({
   operation: z
     .enum(OPERATION_NAMES)
     .default("update_task")
-    .describe("update_task: change fields of the task; add_task_comment: post a comment on the task (fields: {POST_MESSAGE: the full text})"),
-  taskId: z.number().int().positive().describe("Bitrix24 task id"),
+    .describe("update_task: change fields of the task; add_task_comment: post a comment on the task (fields: {POST_MESSAGE: the full text}); update_deal: change fields of a CRM deal (dealId; fields STAGE_ID, OPPORTUNITY, ASSIGNED_BY_ID, …)"),
+  taskId: z.number().int().positive().optional().describe("Bitrix24 task id (update_task, add_task_comment)"),
+  dealId: z.number().int().positive().optional().describe("Bitrix24 CRM deal id (update_deal)"),
   fields: z
     .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are Bitrix24 UPPER_SNAKE keys"), z.unknown())
     .refine((f) => Object.keys(f).length > 0, "at least one field to change")
     .describe("update_task: fields to write, UPPER_SNAKE keys (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, ...) with full final values; add_task_comment: {POST_MESSAGE}"),
   rationale: z.string().min(1).describe("Why this change, citing what you read"),
-});
+}).superRefine(oneObject);
 
 export const proposeChangeTool = tool(async () => "proposal recorded; it will be checked and shown to a human", {
   name: "propose_change",
@@ -27,13 +41,14 @@ export const proposeChangeTool = tool(async () => "proposal recorded; it will be
 
 /** One action of a change set: the same shape as a single proposal, without its own rationale. */
 export const ProposedActionSchema = z.object({
-  operation: z.enum(OPERATION_NAMES).default("update_task").describe("update_task or add_task_comment"),
-  taskId: z.number().int().positive().describe("Bitrix24 task id"),
+  operation: z.enum(OPERATION_NAMES).default("update_task").describe("update_task, add_task_comment or update_deal"),
+  taskId: z.number().int().positive().optional().describe("Bitrix24 task id (update_task, add_task_comment)"),
+  dealId: z.number().int().positive().optional().describe("Bitrix24 CRM deal id (update_deal)"),
   fields: z
     .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are Bitrix24 UPPER_SNAKE keys"), z.unknown())
     .refine((f) => Object.keys(f).length > 0, "at least one field")
-    .describe("update_task: fields to write with full final values; add_task_comment: {POST_MESSAGE}"),
-});
+    .describe("update_task / update_deal: fields to write with full final values; add_task_comment: {POST_MESSAGE}"),
+}).superRefine(oneObject);
 
 /** Most actions one change set may hold: a person has to read every one of them on one card. */
 export const MAX_SET_ACTIONS = 5;

@@ -1,0 +1,157 @@
+/**
+ * A CRM deal update (update_deal, crm.deal.update) end to end: the same envelope, approval, lease,
+ * pre-read, single send and fresh read as a task update, with the deal's own fields, change marker
+ * (DATE_MODIFY), watched and automatic fields from the policy, and faults. The graph, our MCP server
+ * over stdio and the emulator over HTTP; writes counted in the emulator's call log.
+ */
+import { AIMessage } from "@langchain/core/messages";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startUndo } from "../src/app/undo.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+
+let portal: Portal;
+let dataDir: string;
+let app: App;
+
+function readDealThenPropose(dealId: number, fields: Record<string, unknown>): Script {
+  return (messages) => {
+    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+    if (tools.includes("propose_change")) return new AIMessage("Proposed; waiting for the human.");
+    if (!tools.includes("get_deal")) return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId })] });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_deal", dealId, fields, rationale: "requested by the user" })] });
+  };
+}
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await app?.close();
+  await portal.emulator.close();
+});
+
+async function open(dealId: number, fields: Record<string, unknown>, env: Record<string, string> = {}): Promise<void> {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readDealThenPropose(dealId, fields)), env });
+}
+
+const deal = async (id: number) => (await portal.rest("crm.deal.get", { id })).body.result as Record<string, string>;
+const dealWrites = async () => (await portal.calls("crm.deal.update")).filter((c) => c.status === 200 || c.status === 400 || c.status === 0);
+
+function approve(view: ThreadView, approver = "demo-approver") {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } }] };
+}
+
+async function waiting(request: string): Promise<ThreadView> {
+  const view = await startRun(app, { request, requestedBy: "demo-user" });
+  expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+  return view;
+}
+
+describe("a deal update", () => {
+  it("moves deal 3 to WON after approval, once; the stage's consequences are automatic, not violations", async () => {
+    await open(3, { STAGE_ID: "WON" });
+    const view = await waiting("move deal 3 to WON");
+    const e = view.approval!.envelope;
+    expect([e.operation, e.object]).toEqual(["update_deal", { type: "deal", id: 3 }]);
+    expect(view.approval!.actionRequests[0].args).toEqual({ dealId: 3, fields: { STAGE_ID: "WON" } });
+    expect(e.comparedFields).toEqual(["STAGE_ID", "DATE_MODIFY"]);
+    expect(e.baseline.values["STAGE_ID"]).toBe("EXECUTING");
+    expect(e.invariantFields).toContain("OPPORTUNITY");
+    expect(e.risk.level).toBe("high");
+    expect(view.state!.card).toContain("Object:       deal 3");
+    expect(view.state!.card).toMatch(/STAGE_ID\n\s+before:\s+"EXECUTING"\n\s+requested: "WON"/);
+
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["crm.deal.update"]);
+    expect(done.state!.invocation).toMatchObject({ tool: "update_deal", args: { dealId: 3, fields: { STAGE_ID: "WON" } } });
+    const after = await deal(3);
+    expect([after["STAGE_ID"], after["STAGE_SEMANTIC_ID"], after["CLOSED"]]).toEqual(["WON", "S", "Y"]);
+    const automatic = done.state!.verification!.fields.filter((f) => f.status === "automatic").map((f) => f.field);
+    expect(automatic).toEqual(expect.arrayContaining(["DATE_MODIFY", "STAGE_SEMANTIC_ID", "CLOSED"]));
+  });
+
+  it("is not written when the deal changed after the card was shown: STALE_STATE naming the field, no write", async () => {
+    await open(3, { STAGE_ID: "WON" });
+    const view = await waiting("move deal 3 to WON");
+    expect((await portal.rest("crm.deal.update", { id: 3, fields: { OPPORTUNITY: "60000.00" } })).status).toBe(200);
+    const before = (await portal.writes()).length;
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome).toBe("NOT_EXECUTED");
+    expect(done.state!.reasonCode).toBe("STALE_STATE");
+    expect(done.state!.reason).toContain("OPPORTUNITY");
+    expect((await portal.writes()).length).toBe(before);
+  });
+
+  it("an amount compares as an amount: 48500.5 proposed as \"51000\" and read back as \"51000.00\" is VERIFIED", async () => {
+    await open(3, { OPPORTUNITY: "51000" });
+    const view = await waiting("set the amount of deal 3 to 51000");
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect((await deal(3))["OPPORTUNITY"]).toBe("51000.00");
+    expect(done.state!.verification!.fields.find((f) => f.field === "OPPORTUNITY")).toMatchObject({ status: "applied", normalised: true, rule: { id: "money-equal" } });
+  });
+
+  it("acknowledged without being applied: VERIFICATION_FAILED; applied with the answer lost (REST 2): INCONCLUSIVE; one send each", async () => {
+    await open(3, { STAGE_ID: "WON" }, { BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    const first = await waiting("move deal 3 to WON");
+    await portal.fault({ method: "crm.deal.update", kind: "ack_without_apply", times: 1 });
+    const failed = await submitDecision(app, first.threadId, approve(first));
+    expect(failed.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect((await deal(3))["STAGE_ID"]).toBe("EXECUTING");
+
+    const second = await waiting("move deal 3 to WON");
+    await portal.fault({ method: "crm.deal.update", kind: "apply_then_timeout", times: 1 });
+    const lost = await submitDecision(app, second.threadId, approve(second));
+    expect(lost.state!.acknowledgement!.status).not.toBe("OK");
+    expect(lost.state!.outcome).toBe("INCONCLUSIVE");
+    expect((await deal(3))["STAGE_ID"]).toBe("WON");
+    expect(await portal.calls("crm.deal.update")).toHaveLength(2);
+  });
+
+  it("a deal the webhook's user may read but not edit: the portal refuses the write, REJECTED_BY_TARGET, nothing changed", async () => {
+    await open(4, { TITLE: "Payroll software licences (renewal)" });
+    const view = await waiting("rename deal 4 to Payroll software licences (renewal)");
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome).toBe("REJECTED_BY_TARGET");
+    expect(done.state!.acknowledgement!.status).toBe("ERROR");
+    expect((await deal(4))["TITLE"]).toBe("Payroll software licences");
+  });
+
+  it("undo restores the stage recorded before the write, with its own approval", async () => {
+    await open(3, { STAGE_ID: "WON" });
+    const view = await waiting("move deal 3 to WON");
+    expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
+    const undo = await startUndo(app, view.threadId, "demo-user");
+    expect(undo.status, `${undo.state?.reasonCode}: ${undo.state?.reason}`).toBe("awaiting_approval");
+    expect(undo.approval!.envelope).toMatchObject({ operation: "update_deal", object: { type: "deal", id: 3 }, params: { STAGE_ID: "EXECUTING" } });
+    const restored = await submitDecision(app, undo.threadId, approve(undo));
+    expect(restored.state!.outcome, restored.state!.reason ?? "").toBe("VERIFIED");
+    expect((await deal(3))["STAGE_ID"]).toBe("EXECUTING");
+  });
+
+  it("an edit names the deal by dealId; one naming a task (taskId) is refused; a request about a task cannot reach a deal", async () => {
+    await open(3, { STAGE_ID: "WON" });
+    const view = await waiting("move deal 3 to WON");
+    const a = view.approval!;
+    const edit = (args: Record<string, unknown>, approver: string, on = a) => ({
+      decisions: [{ type: "edit", envelopeHash: on.envelopeHash, nonce: on.nonce, approver: { id: approver }, editedAction: { name: "update_deal", args } }],
+    });
+    const wrongKind = await submitDecision(app, view.threadId, edit({ taskId: 3, fields: { STAGE_ID: "LOSE" } }, "alice"));
+    expect(wrongKind.approval!.lastRefusal?.code).toBe("OUT_OF_SCOPE");
+    const edited = await submitDecision(app, view.threadId, edit({ dealId: 3, fields: { STAGE_ID: "FINAL_INVOICE" } }, "alice"));
+    expect(edited.approval!.envelope).toMatchObject({ revision: 2, params: { STAGE_ID: "FINAL_INVOICE" } });
+    expect(await portal.writes()).toHaveLength(0);
+
+    await app.close();
+    await open(3, { STAGE_ID: "WON" });
+    const wrongScope = await startRun(app, { request: "rename task 4 to Something", requestedBy: "demo-user" });
+    expect(wrongScope.state!.reasonCode).toBe("DENIED_BY_POLICY");
+    expect(wrongScope.state!.reason).toContain("deal 3 is outside the request's scope");
+  });
+});
