@@ -752,3 +752,29 @@ describe("offline multi-clause parsing", () => {
     expect(parseRequest("comment on it: x")).toEqual({ ok: false, kind: "unsupported" });
   });
 });
+
+describe("offline model: deals (update_deal)", () => {
+  it("parses the deal phrasings into a field and a value, and refuses a bad value naming it", async () => {
+    const { parseDealRequest } = await import("../src/models/offline-intent.js");
+    expect(parseDealRequest("move deal 3 to WON")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "WON" } });
+    expect(parseDealRequest("set the stage of deal 3 to final invoice")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "FINAL_INVOICE" } });
+    expect(parseDealRequest("set the amount of deal 3 to 51 000.50 RUB")).toEqual({ ok: true, intent: { dealId: 3, field: "OPPORTUNITY", value: "51000.50" } });
+    expect(parseDealRequest("assign deal 2 to user 5")).toEqual({ ok: true, intent: { dealId: 2, field: "ASSIGNED_BY_ID", value: "5" } });
+    expect(parseDealRequest("move deal 3 to somewhere")).toMatchObject({ ok: false, field: "STAGE_ID" });
+    expect(parseDealRequest("set the amount of deal 3 to lots")).toMatchObject({ ok: false, field: "OPPORTUNITY" });
+    expect(parseDealRequest("rename task 4 to X")).toBeUndefined();
+  });
+
+  it("reads the deal with get_deal, then proposes update_deal naming it by dealId", async () => {
+    const { decideNextStep } = await import("../src/models/offline-decision.js");
+    const { AIMessage, HumanMessage, ToolMessage } = await import("@langchain/core/messages");
+    const bound = ["get_task_by_id", "get_deal", "propose_change", "propose_change_set", "request_input"];
+    const first = decideNextStep([new HumanMessage("move deal 3 to WON")], bound);
+    expect(first).toMatchObject({ kind: "tool", call: { name: "get_deal", args: { dealId: 3 } } });
+    const call = (first as { call: { id: string; name: string; args: Record<string, unknown> } }).call;
+    const read = new ToolMessage({ tool_call_id: call.id, name: "get_deal", content: JSON.stringify({ result: { ID: "3", STAGE_ID: "EXECUTING" } }) });
+    const second = decideNextStep([new HumanMessage("move deal 3 to WON"), new AIMessage({ content: "", tool_calls: [{ ...call, type: "tool_call" }] }), read], bound);
+    expect(second).toMatchObject({ kind: "tool", call: { name: "propose_change", args: { operation: "update_deal", dealId: 3, fields: { STAGE_ID: "WON" } } } });
+    expect((second as { call: { args: { rationale: string } } }).call.args.rationale).toContain('"EXECUTING"');
+  });
+});

@@ -13,6 +13,7 @@ import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/threads.js";
 import type { PendingApproval } from "../app/pending.js";
 import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
+import { operationSpec } from "../envelope/operations.js";
 
 type Style = Parameters<typeof styleText>[0];
 
@@ -75,7 +76,11 @@ export class Printer {
         }
         return;
       case "propose":
-        if (update.proposal) this.step("proposal", esc`task ${update.proposal.taskId}: ${JSON.stringify(update.proposal.fields)} — ${update.proposal.rationale}`);
+        if (update.proposal) {
+          const p = update.proposal;
+          const what = p.actions && p.actions.length > 1 ? `change set of ${p.actions.length} actions: ${p.actions.map((a) => `${a.operation} ${objectLabel(a.operation)} ${a.taskId} ${JSON.stringify(a.fields)}`).join("; ")}` : `${p.operation ?? "update_task"} ${objectLabel(p.operation)} ${p.taskId}: ${JSON.stringify(p.fields)}`;
+          this.step("proposal", esc`${what} — ${p.rationale}`);
+        }
         else if (update.outcome) this.step("proposal", esc`${update.reasonCode}: ${update.reason}`);
         else this.step("proposal", "refused, sent back to the model");
         return;
@@ -201,7 +206,7 @@ export function fullCard(view: ThreadView): string {
 
 /** The per-action outcome table of a finished change set, one line per action (columns as the chat report's). */
 export function outcomeTableLines(actions: NonNullable<ThreadView["changeSetOutcome"]>["actions"]): string[] {
-  const rows = actions.map((o) => [o.actionId, o.operation, `task ${o.taskId}`, o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"].map((c) => escapeForTerminal(c)));
+  const rows = actions.map((o) => [o.actionId, o.operation, `${objectLabel(o.operation)} ${o.taskId}`, o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"].map((c) => escapeForTerminal(c)));
   const head = ["action", "operation", "object", "outcome", "reason", "write"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
@@ -215,7 +220,7 @@ export function outcomeTableLines(actions: NonNullable<ThreadView["changeSetOutc
 export function pendingLine(r: PendingApproval): string {
   const cs = r.changeSet;
   const what = cs
-    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} task ${x.taskId} ${x.fields.join(",")}`).join("; ")
+    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} ${objectLabel(x.operation)} ${x.taskId} ${x.fields.join(",")}`).join("; ")
     : esc`task ${r.taskId ?? "?"} ${(r.fields ?? []).join(",")}`;
   return (
     esc`${r.threadId}  rev ${r.revision}  ` +
@@ -266,4 +271,9 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
     ...(view.changeSetOutcome ? { changeSet: view.changeSetOutcome } : {}),
     ...(view.next ? { next: view.next } : {}),
   };
+}
+
+/** "task" or "deal": what an operation's object id names (src/envelope/operations.ts). */
+function objectLabel(operation: string | undefined): string {
+  return operationSpec(operation ?? "update_task")?.target ?? "task";
 }

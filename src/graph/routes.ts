@@ -7,7 +7,8 @@ import { AIMessage, isAIMessage } from "@langchain/core/messages";
 import type { State } from "./state.js";
 import type { JournalNext } from "../store/action-machine.js";
 
-export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history", "get_users"]);
+/** Our read tools' names (the model is offered these; read_tools checks each call against what was offered). */
+export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history", "get_users", "get_deal", "search_deals", "list_task_comments", "get_task_comment"]);
 
 export function afterAgent(state: State): "read_tools" | "propose" | "ask_input" | "check_input" | "build_envelope" | "finish" | "resync" {
   if (state.needsResync) return "resync";

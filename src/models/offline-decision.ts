@@ -14,6 +14,7 @@ import {
   normaliseValue,
   parseFeedbackValue,
   planRequest,
+  parseDealRequest,
   feedbackMessage,
   type PlannedAction,
   type RequestPlan,
@@ -23,6 +24,7 @@ export const OFFLINE_TOOL_NAMES = {
   getTask: "get_task_by_id",
   listTasks: "list_tasks",
   getHistory: "get_task_history",
+  getDeal: "get_deal",
   propose: "propose_change",
   proposeSet: "propose_change_set",
   requestInput: "request_input",
@@ -85,6 +87,8 @@ class Conversation {
     const requestIndex = this.requestIndex();
     const requestMsg = requestIndex === undefined ? undefined : this.msgs[requestIndex];
     if (requestMsg === undefined) return text("There is no request to work on: the conversation has no user message.");
+    const deal = parseDealRequest(requestMsg.text);
+    if (deal) return this.decideDeal(deal, requestMsg);
     const plan = planRequest(requestMsg.text);
     if (plan.kind === "refused") return text(plan.message);
     if (plan.kind === "multi") return this.decideMulti(plan, requestMsg, requestIndex ?? 0);
@@ -120,6 +124,31 @@ class Conversation {
       if (!isReviewerFeedback(m.text) && isActionableRequest(m.text)) index = i;
     });
     return index;
+  }
+
+  /** A deal request: read the deal once with get_deal, then propose update_deal; feedback stops it. */
+  private decideDeal(deal: NonNullable<ReturnType<typeof parseDealRequest>>, requestMsg: BaseMessage): OfflineDecision {
+    if (!deal.ok) return text(`I understood a change of deal field ${deal.field}, but "${deal.rawValue}" is not a value I can propose: ${deal.reason}.`);
+    const { dealId, field, value } = deal.intent;
+    const last = this.msgs.at(-1);
+    if (last === undefined || last === requestMsg) {
+      return this.callTool("getDeal", { dealId }, `Reading deal ${dealId} before proposing to set ${field}.`) ?? text(`No ${OFFLINE_TOOL_NAMES.getDeal} tool is bound, so deal ${dealId} cannot be read; stopping.`);
+    }
+    if (last.type === "human") return text(`The reviewer answered the proposal for deal ${dealId}; I do not revise deal changes. Stopping.`);
+    if (last.type !== "tool") return text("I have nothing further to do for this request.");
+    const role = this.roleOf((last as { name?: string }).name ?? "");
+    if (role === "propose") return text(`The proposal for deal ${dealId} was handled: ${last.text.slice(0, 500)}`);
+    let body: unknown;
+    try {
+      body = JSON.parse(last.text);
+    } catch {
+      body = undefined;
+    }
+    const current = isRecord(body) && isRecord(body["result"]) ? body["result"] : undefined;
+    if (!current) return text(`Deal ${dealId} could not be read (${last.text.slice(0, 300)}); stopping.`);
+    const rationale = `The user asked to set ${field} of deal ${dealId} to "${value}". Current ${field} (read with ${OFFLINE_TOOL_NAMES.getDeal}): ${JSON.stringify(current[field] ?? null)}.`;
+    return this.callTool("propose", { operation: "update_deal", dealId, fields: { [field]: value }, rationale }, `Proposing to set ${field} of deal ${dealId} from ${JSON.stringify(current[field] ?? null)} to "${value}".`)
+      ?? text(`I would propose setting ${field} of deal ${dealId} to "${value}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
   }
 
   private start(intent: ChangeIntent): OfflineDecision {
