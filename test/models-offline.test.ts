@@ -775,6 +775,6 @@ describe("offline model: deals (update_deal)", () => {
     const read = new ToolMessage({ tool_call_id: call.id, name: "get_deal", content: JSON.stringify({ result: { ID: "3", STAGE_ID: "EXECUTING" } }) });
     const second = decideNextStep([new HumanMessage("move deal 3 to WON"), new AIMessage({ content: "", tool_calls: [{ ...call, type: "tool_call" }] }), read], bound);
     expect(second).toMatchObject({ kind: "tool", call: { name: "propose_change", args: { operation: "update_deal", dealId: 3, fields: { STAGE_ID: "WON" } } } });
-    expect((second as { call: { args: { rationale: string } } }).call.args.rationale).toContain('"EXECUTING"');
+    expect((second as unknown as { call: { args: { rationale: string } } }).call.args.rationale).toContain('"EXECUTING"');
   });
 });

@@ -489,6 +489,13 @@ function editedFields(form: FormBody, prefix: string): { ok: true; fields: Recor
  * A change set's decision forms, every one bound to the SET's hash and nonce: approve all, reject
  * all, one form deciding each action by its id (approve / reject / edit, submitted together), cancel.
  */
+/** The requester's (or an approver's) cancel form, the same for a single approval and a change set. */
+function cancelForm(attrs: Html, bound: Html): Html {
+  return html`<details><summary>Cancel the request</summary><form ${attrs}>${bound}<input type="hidden" name="action" value="cancel">
+          <label for="cancel-reason">Reason</label><input id="cancel-reason" name="reason" required maxlength="4000">
+          <button type="submit" class="cancel">Cancel the request</button></form></details>`;
+}
+
 function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: Session, view: ThreadView, base: string): Html {
   const may = entitlementOf(app, action, s.user);
   const sign = app.deps.policy.requireSignature;
@@ -539,11 +546,7 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
           ${perAction}
           <button type="submit">Submit these ${n} decisions together</button></form></details>`
       : ""}
-    ${may.mayCancel
-      ? html`<details><summary>Cancel the request</summary><form ${formAttrs("cancel")}>${bound}<input type="hidden" name="action" value="cancel">
-          <label for="cancel-reason">Reason</label><input id="cancel-reason" name="reason" required maxlength="4000">
-          <button type="submit" class="cancel">Cancel the request</button></form></details>`
-      : ""}
+    ${may.mayCancel ? cancelForm(formAttrs("cancel"), bound) : ""}
   </section>`;
 }
 
@@ -605,11 +608,7 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
         <details><summary>Edit the values</summary><form ${formAttrs("edit")}>${bound}<input type="hidden" name="action" value="edit">
           ${editInputs}<button type="submit">Submit the edit (it becomes a new revision for a fresh approval)</button></form></details>`
       : ""}
-    ${may.mayCancel
-      ? html`<details><summary>Cancel the request</summary><form ${formAttrs("cancel")}>${bound}<input type="hidden" name="action" value="cancel">
-          <label for="cancel-reason">Reason</label><input id="cancel-reason" name="reason" required maxlength="4000">
-          <button type="submit" class="cancel">Cancel the request</button></form></details>`
-      : ""}
+    ${may.mayCancel ? cancelForm(formAttrs("cancel"), bound) : ""}
   </section>`;
 }
 

@@ -187,11 +187,7 @@ class Conversation {
     switch (call.role) {
       case "getTask": {
         const taskId = Number(call.args.taskId);
-        if (outcome.kind === "error") return text(`I cannot propose a change: reading task ${taskId} failed: ${outcome.reason}`);
-        if (outcome.kind === "empty") {
-          return text(`I cannot propose a change: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`);
-        }
-        if (outcome.kind !== "task") return text(`I cannot propose a change: the answer for task ${taskId} contains no task.`);
+        if (outcome.kind !== "task") return unreadTask(outcome, taskId, "a change");
         return this.propose(taskId, intent.field, intent.value, outcome.task, this.requestRationale(intent));
       }
       case "listTasks":
@@ -342,11 +338,7 @@ class Conversation {
     switch (call.role) {
       case "getTask": {
         const taskId = Number(call.args.taskId);
-        if (outcome.kind === "error") return text(`I cannot propose these changes: reading task ${taskId} failed: ${outcome.reason}`);
-        if (outcome.kind === "empty") {
-          return text(`I cannot propose these changes: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`);
-        }
-        if (outcome.kind !== "task") return text(`I cannot propose these changes: the answer for task ${taskId} contains no task.`);
+        if (outcome.kind !== "task") return unreadTask(outcome, taskId, "these changes");
         return this.nextMultiStep(plan, requestIndex);
       }
       case "getHistory":
@@ -515,6 +507,13 @@ function describeReads(actions: readonly PlannedAction[], tasks: ReadonlyMap<num
       return [`task ${id} ${describeValue("TITLE", task.title)}`, ...current].join(", ");
     })
     .join("; ");
+}
+
+/** Why a get_task_by_id answer gives no task to propose `what` for: a failed read, none found, or no task in it. */
+function unreadTask(outcome: ToolOutcome, taskId: number, what: string): OfflineDecision {
+  if (outcome.kind === "error") return text(`I cannot propose ${what}: reading task ${taskId} failed: ${outcome.reason}`);
+  if (outcome.kind === "empty") return text(`I cannot propose ${what}: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`);
+  return text(`I cannot propose ${what}: the answer for task ${taskId} contains no task.`);
 }
 
 function text(body: string): OfflineDecision {

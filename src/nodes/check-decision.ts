@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { allowedApprovers, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type NameResolution } from "../envelope/index.js";
+import { allowedApprovers, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -84,19 +84,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     const typed = typedNamesIn(parsed.data.editedAction.args.fields);
     if (typed.length > 0) people = await resolveNames(deps.tools, typed);
   }
-  const result = validateDecision(envelope, candidate, {
-    now,
-    policy: deps.policy,
-    threadId: action.threadId,
-    envelopeHash,
-    // The action is `registered` (the gate checked), so its nonce has not been spent.
-    nonceConsumed: false,
-    supersededHashes: action.supersededHashes,
-    publicKeys: deps.publicKeys,
-    scope: action.scope,
-    ...(authUser ? { authenticatedUser: authUser } : {}),
-    people,
-  });
+  const result = validateDecision(envelope, candidate, decisionContext(deps, action, envelopeHash, now, authUser, people));
   if (!result.ok) {
     // Malformed in shape, or bound to another envelope: said as that. Anything else from a caller
     // who may not decide is, first of all, not theirs to decide.
@@ -159,6 +147,23 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
 
 type Refuse = (code: string, reason: string, counted: boolean) => Promise<Update>;
 
+/** What a decision is validated against: the journal's row (its scope, earlier revisions), this server's clock and keys. */
+function decisionContext(deps: Deps, action: ActionRow, envelopeHash: string, now: Date, authUser: string | undefined, people: NameResolution[]): DecisionContext {
+  return {
+    now,
+    policy: deps.policy,
+    threadId: action.threadId,
+    envelopeHash,
+    // The action is `registered` (the gate checked), so its nonce has not been spent.
+    nonceConsumed: false,
+    supersededHashes: action.supersededHashes,
+    publicKeys: deps.publicKeys,
+    scope: action.scope,
+    ...(authUser ? { authenticatedUser: authUser } : {}),
+    people,
+  };
+}
+
 /**
  * A decision on a change set: one for the whole set (approve or reject; cancel and expire too), or one
  * per action, each naming its action by id, all from one approver and all bound to the set's hash and
@@ -215,18 +220,7 @@ async function setDecision(
     if (typed.length > 0) people = await resolveNames(deps.tools, typed);
   }
   const subject = subjectOfSet(set, members.map((x) => x.envelope));
-  const ctx = {
-    now,
-    policy: deps.policy,
-    threadId: action.threadId,
-    envelopeHash: setHash,
-    nonceConsumed: false,
-    supersededHashes: action.supersededHashes,
-    publicKeys: deps.publicKeys,
-    scope: action.scope,
-    ...(authUser ? { authenticatedUser: authUser } : {}),
-    people,
-  };
+  const ctx = decisionContext(deps, action, setHash, now, authUser, people);
   const results: Array<Extract<ReturnType<typeof validateDecisionFor>, { ok: true }>> = [];
   for (const d of decisions) {
     const r = validateDecisionFor(subject, d, ctx);

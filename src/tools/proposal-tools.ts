@@ -19,7 +19,8 @@ export function objectIdOf(a: { taskId?: number | undefined; dealId?: number | u
   return (a.dealId ?? a.taskId)!;
 }
 
-export const ProposalArgsSchema = z.object({
+/** What one action names: the operation, its object (taskId or dealId) and the fields. */
+const ActionShape = {
   operation: z
     .enum(OPERATION_NAMES)
     .default("update_task")
@@ -29,9 +30,12 @@ export const ProposalArgsSchema = z.object({
   fields: z
     .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are Bitrix24 UPPER_SNAKE keys"), z.unknown())
     .refine((f) => Object.keys(f).length > 0, "at least one field to change")
-    .describe("update_task: fields to write, UPPER_SNAKE keys (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, ...) with full final values; add_task_comment: {POST_MESSAGE}"),
-  rationale: z.string().min(1).describe("Why this change, citing what you read"),
-}).superRefine(oneObject);
+    .describe("update_task / update_deal: fields to write, UPPER_SNAKE keys (TITLE, DEADLINE, PRIORITY, STATUS, RESPONSIBLE_ID, STAGE_ID, ...) with full final values; add_task_comment: {POST_MESSAGE}"),
+};
+
+export const ProposalArgsSchema = z
+  .object({ ...ActionShape, rationale: z.string().min(1).describe("Why this change, citing what you read") })
+  .superRefine(oneObject);
 
 export const proposeChangeTool = tool(async () => "proposal recorded; it will be checked and shown to a human", {
   name: "propose_change",
@@ -40,15 +44,7 @@ export const proposeChangeTool = tool(async () => "proposal recorded; it will be
 });
 
 /** One action of a change set: the same shape as a single proposal, without its own rationale. */
-export const ProposedActionSchema = z.object({
-  operation: z.enum(OPERATION_NAMES).default("update_task").describe("update_task, add_task_comment or update_deal"),
-  taskId: z.number().int().positive().optional().describe("Bitrix24 task id (update_task, add_task_comment)"),
-  dealId: z.number().int().positive().optional().describe("Bitrix24 CRM deal id (update_deal)"),
-  fields: z
-    .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are Bitrix24 UPPER_SNAKE keys"), z.unknown())
-    .refine((f) => Object.keys(f).length > 0, "at least one field")
-    .describe("update_task / update_deal: fields to write with full final values; add_task_comment: {POST_MESSAGE}"),
-}).superRefine(oneObject);
+export const ProposedActionSchema = z.object(ActionShape).superRefine(oneObject);
 
 /** Most actions one change set may hold: a person has to read every one of them on one card. */
 export const MAX_SET_ACTIONS = 5;
