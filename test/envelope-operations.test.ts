@@ -46,7 +46,7 @@ describe("the operation table", () => {
     for (const spec of Object.values(OPERATIONS)) {
       expect(spec.method).toMatch(/^[a-z]+(\.[a-z]+)+$/);
       expect(Object.keys(spec.fields).length).toBeGreaterThan(0);
-      expect(["update", "create_child"]).toContain(spec.effect);
+      expect(["update", "create_child", "create"]).toContain(spec.effect);
     }
   });
 });

@@ -8,7 +8,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import { AIMessage } from "@langchain/core/messages";
+import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 
 const TEXT = "Moved to review: please check the Q3 numbers before Friday.";
 let portal: Portal;
@@ -29,7 +30,7 @@ async function open(text = TEXT, env: Record<string, string> = {}): Promise<void
   app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: text }, "add_task_comment")), env });
 }
 
-function approve(view: ThreadView) {
+function approve(view: ThreadView): { decisions: unknown[] } {
   const a = view.approval!;
   return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
 }
@@ -146,7 +147,76 @@ describe("a comment on a task", () => {
     const waiting = await waitingComment();
     const done = await submitDecision(app, waiting.threadId, approve(waiting));
     expect(done.state!.outcome).toBe("VERIFIED");
-    await expect(startUndo(app, done.threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task_comment created a new object/);
+    await expect(startUndo(app, done.threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task_comment created a new comment/);
     expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("a new task (add_task)", () => {
+  const TITLE = "Prepare the Q4 report";
+  const proposeNew = (fields: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    new ScriptedChatModel((messages) => {
+      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields, rationale: "requested by the user", ...extra })] });
+    });
+  const titled = async (title: string) => ((await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{ id: string; title: string; responsibleId: string }>).filter((t) => t.title === title);
+
+  async function waitingNew(env: Record<string, string> = {}, fields: Record<string, unknown> = { TITLE, RESPONSIBLE_ID: "5" }): Promise<ThreadView> {
+    app = await openTestApp(portal, dataDir, { model: proposeNew(fields), env });
+    const view = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+    return view;
+  }
+
+  it("is shown as a new task with exactly its values, created once after approval, read back and VERIFIED", async () => {
+    const view = await waitingNew();
+    const e = view.approval!.envelope;
+    expect([e.operation, e.object, e.comparedFields, e.invariantFields]).toEqual(["add_task", { type: "task", id: 0 }, [], []]);
+    expect(view.approval!.actionRequests[0].args).toEqual({ fields: { TITLE, RESPONSIBLE_ID: "5" } });
+    expect(view.state!.card).toContain("Object:       a new task (made by this write; it has no id yet)");
+    expect(view.state!.card).toContain("NEW TASK (2 fields");
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add"]);
+    const made = await titled(TITLE);
+    expect(made).toHaveLength(1);
+    expect(done.state!.verification!.created).toMatchObject({ type: "task", id: made[0]!.id, via: "acknowledgement" });
+    expect(done.state!.invocation).toMatchObject({ tool: "add_task", args: { fields: { TITLE, RESPONSIBLE_ID: "5" } } });
+    await expect(startUndo(app, done.threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*created a new task/);
+  });
+
+  it("acknowledged without being created: VERIFICATION_FAILED, one send, no task", async () => {
+    const view = await waitingNew();
+    await portal.fault({ method: "tasks.task.add", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(await portal.calls("tasks.task.add")).toHaveLength(1);
+    expect(await titled(TITLE)).toHaveLength(0);
+  });
+
+  it("created but the answer lost (plain REST 2): INCONCLUSIVE naming the task found; an earlier task with the same title is never taken for it", async () => {
+    expect((await portal.rest("tasks.task.add", { fields: { TITLE, RESPONSIBLE_ID: 1 } })).status).toBe(200);
+    const earlier = (await titled(TITLE))[0]!.id;
+    const view = await waitingNew({ BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    await portal.fault({ method: "tasks.task.add", kind: "apply_then_timeout", times: 1 });
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome).toBe("INCONCLUSIVE");
+    const made = (await titled(TITLE)).map((t) => t.id).filter((id) => id !== earlier);
+    expect(made).toHaveLength(1);
+    expect(done.state!.verification!.created).toMatchObject({ id: made[0], via: "search" });
+    expect(await portal.calls("tasks.task.add")).toHaveLength(2); // the person's and ours, never re-sent
+  });
+
+  it("is refused before any card without a responsible user, or when it names an existing task", async () => {
+    app = await openTestApp(portal, dataDir, { model: proposeNew({ TITLE }) });
+    const noOwner = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    expect(noOwner.state!.reasonCode).toBe("DENIED_BY_POLICY");
+    expect(noOwner.state!.reason).toContain("add_task needs RESPONSIBLE_ID");
+    await app.close();
+    app = await openTestApp(portal, dataDir, { model: proposeNew({ TITLE, RESPONSIBLE_ID: "5" }, { taskId: 4 }) });
+    const named = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    expect(named.status).toBe("finished");
+    expect(named.state!.outcome).toBe("NOT_EXECUTED");
+    expect(await portal.writes()).toHaveLength(0);
   });
 });

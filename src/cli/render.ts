@@ -78,7 +78,7 @@ export class Printer {
       case "propose":
         if (update.proposal) {
           const p = update.proposal;
-          const what = p.actions && p.actions.length > 1 ? `change set of ${p.actions.length} actions: ${p.actions.map((a) => `${a.operation} ${objectLabel(a.operation)} ${a.taskId} ${JSON.stringify(a.fields)}`).join("; ")}` : `${objectLabel(p.operation)} ${p.taskId}${p.operation && p.operation !== "update_task" ? ` (${p.operation})` : ""}: ${JSON.stringify(p.fields)}`;
+          const what = p.actions && p.actions.length > 1 ? `change set of ${p.actions.length} actions: ${p.actions.map((a) => `${a.operation} ${objectLabel(a.operation)} ${a.taskId} ${JSON.stringify(a.fields)}`).join("; ")}` : p.operation === "add_task" ? `a new task (add_task): ${JSON.stringify(p.fields)}` : `${objectLabel(p.operation)} ${p.taskId}${p.operation && p.operation !== "update_task" ? ` (${p.operation})` : ""}: ${JSON.stringify(p.fields)}`;
           this.step("proposal", esc`${what} — ${p.rationale}`);
         }
         else if (update.outcome) this.step("proposal", esc`${update.reasonCode}: ${update.reason}`);

@@ -180,7 +180,7 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   const ttlMin = Math.round((Date.parse(e.expiresAt) - Date.parse(e.createdAt)) / 60000);
   const header = [
     `Target:       ${e.targetSystem} portal ${meta("portal", e.portal)}`,
-    `Object:       ${e.object.type} ${e.object.id}`,
+    `Object:       ${OPERATIONS[e.operation].effect === "create" ? `a new ${e.object.type} (made by this write; it has no id yet)` : `${e.object.type} ${e.object.id}`}`,
     `Operation:    ${e.operation} (${OPERATIONS[e.operation].label}: ${OPERATIONS[e.operation].method})`,
     `Revision:     ${e.revision}${e.previousEnvelopeHash ? ` (replaces ${e.previousEnvelopeHash})` : ""}; envelope ${meta("envelopeId", e.envelopeId)}`,
     `Requested by: ${meta("requestedBy", e.requestedBy)} (thread ${meta("threadId", e.runContext.threadId)}${e.runContext.runId ? `, run ${meta("runId", e.runContext.runId)}` : ""})`,
@@ -221,7 +221,10 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   const CHANGE_MARKER_FIELD = TARGETS[e.object.type].changeMarker;
   const marker0 = renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0];
   const fingerprinted = Object.keys(e.baseline.fingerprints).length;
-  const footer = [
+  const footer = OPERATIONS[e.operation].effect === "create" ? [
+    "Before the write: the tasks already carrying this title are listed, so the new one can be told apart from them.",
+    "After the write: the new task is read back and must hold every value above; a second new task with this title is reported as more than was approved.",
+  ] : [
     `Checked just before the write: ${[...e.comparedFields, ...e.invariantFields].join(", ")} (${CHANGE_MARKER_FIELD} was ${marker0}); any difference stops the write.`,
     `May change by themselves: ${e.automaticFields.join(", ") || "none"}.`,
     `Other ${e.object.type} fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
@@ -231,7 +234,10 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   if (format === "text") {
     const out: string[] = ["ACTION ENVELOPE — approval requested", ...header, ""];
     if (warnings.length) out.push(`WARNINGS (${warnings.length}) — look closely before approving:`, ...warnings.map((w) => `  ⚠ ${w}`), "");
-    if (create) {
+    if (create && OPERATIONS[e.operation].effect === "create") {
+      out.push(`NEW ${e.object.type.toUpperCase()} (${changes.length} field${changes.length > 1 ? "s" : ""}, created with exactly these values; no existing object is written):`);
+      for (const c of rChanges) out.push(`  ${c.field}`, ...textValue("value:    ", c.after));
+    } else if (create) {
       out.push(`NEW COMMENT on task ${e.object.id} (posted as the webhook's user; the task's own fields are not written):`);
       for (const c of rChanges) out.push(`  ${c.field}`, ...textValue("text:     ", c.after));
     } else {
@@ -248,13 +254,13 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     return { text: out.join("\n"), warnings };
   }
 
-  const md: string[] = [`## Approval requested: ${e.operation} on ${e.object.type} ${e.object.id} (${e.targetSystem})`, ""];
+  const md: string[] = [`## Approval requested: ${e.operation} ${OPERATIONS[e.operation].effect === "create" ? `(a new ${e.object.type})` : `on ${e.object.type} ${e.object.id}`} (${e.targetSystem})`, ""];
   md.push(...fence(header.join("\n")), "");
   if (warnings.length) {
     md.push(`**⚠ Warnings (${warnings.length}) — look closely before approving:**`, "");
     md.push(...fence(warnings.map((w) => `⚠ ${w}`).join("\n")), "");
   }
-  md.push(create ? `### New comment on task ${e.object.id}` : `### Changes (${changes.length})`, "");
+  md.push(create ? (OPERATIONS[e.operation].effect === "create" ? `### New ${e.object.type}` : `### New comment on task ${e.object.id}`) : `### Changes (${changes.length})`, "");
   for (const c of rChanges) {
     if (!c.before) {
       md.push(`#### ${c.field}`, "", `Text${lengthNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");

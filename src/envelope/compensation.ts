@@ -38,7 +38,11 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
   if (OPERATIONS[e.operation].effect !== "update") {
     // Deleting the comment would be the undo, but people may already have read it (and been notified):
     // not something to propose as a restore; nor does this project offer a delete operation.
-    return { ok: false, code: "NOT_REVERSIBLE", reason: `${e.operation} created a new object; undo restores field values only, and deleting a posted comment is not offered (it may already have been read and notified)` };
+    return {
+      ok: false,
+      code: "NOT_REVERSIBLE",
+      reason: `${e.operation} created a new ${OPERATIONS[e.operation].creates === "task" ? "task" : "comment"}; undo restores field values only, and deleting what was created is not offered (people may already have been notified of it and acted on it)`,
+    };
   }
   const fields: Record<string, unknown> = {};
   for (const f of Object.keys(e.params)) {

@@ -13,7 +13,7 @@
  */
 import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
-import { normaliseId } from "./fields.js";
+import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { verifyOutcome, type Acknowledgement, type FieldCheck, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
 
@@ -70,7 +70,7 @@ export function createdIdOf(ack: Acknowledgement): string | undefined {
 }
 
 export interface CreatedObject {
-  type: "task_comment";
+  type: "task_comment" | "task";
   /** The created comment's id, when it could be tied to this write. */
   id: string | null;
   /** How it was found: by the id the acknowledgement named, or by looking for the approved text. */
@@ -172,4 +172,87 @@ function show(v: unknown): string {
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+// ── A new task (add_task) ───────────────────────────────────────────────────────────────────────────
+
+/** Ids of the tasks in a tasks.task.list answer whose title is exactly `title` (the filter may match more). */
+export function taskIdsWithTitle(body: unknown, title: unknown): { ok: true; ids: string[]; tasks: Map<string, Record<string, unknown>> } | { ok: false; reason: string } {
+  let value = body;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return { ok: false, reason: `the task list is text, not JSON: ${describeReceived(body)}` };
+    }
+  }
+  const tasks = isRecord(value) && isRecord(value["result"]) ? value["result"]["tasks"] : undefined;
+  if (!Array.isArray(tasks)) return { ok: false, reason: `the task list answer has no "result.tasks" array: ${describeReceived(value)}` };
+  const found = new Map<string, Record<string, unknown>>();
+  for (const t of tasks) {
+    if (!isRecord(t)) continue;
+    const id = normaliseId(t["id"]);
+    if (id !== undefined && compareValues("TITLE", title, t["title"]).equal) found.set(id, t);
+  }
+  return { ok: true, ids: [...found.keys()], tasks: found };
+}
+
+/** The id a tasks.task.add acknowledgement names (`{"result":{"task":{"id":"12",…}}}`), if it names one. */
+export function createdTaskIdOf(ack: Acknowledgement): string | undefined {
+  if (ack.status !== "OK") return undefined;
+  let body = ack.body;
+  if (typeof body === "string") {
+    try {
+      body = JSON.parse(body);
+    } catch {
+      return undefined;
+    }
+  }
+  const task = isRecord(body) && isRecord(body["result"]) ? body["result"]["task"] : undefined;
+  return isRecord(task) ? normaliseId(task["id"]) : undefined;
+}
+
+/**
+ * Verification of a created task: the tasks carrying the approved title after the write, against those
+ * that carried it at the pre-read. With the acknowledged id: that task must be among them and hold every
+ * approved value, and no other new one may have appeared. With the answer lost: one new task with the
+ * approved values is INCONCLUSIVE (not proven that this write made it), none is not applied, more than
+ * one is more than approved.
+ */
+export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: ReadResult, sameTitleBefore: string[] | undefined): VerifyResult & { created: { type: "task"; id: string | null; via: "acknowledgement" | "search"; newWithText: string[] } } {
+  const ackId = createdTaskIdOf(ack);
+  const via: "acknowledgement" | "search" = ackId !== undefined ? "acknowledgement" : "search";
+  const identity = { expected: 0, answered: ackId ?? null, status: "UNKNOWN" as const };
+  const result = (verdict: VerifyVerdict, reason: string, fields: FieldCheck[], id: string | null, newWithText: string[]) => ({
+    verdict, reason, fields, moved: [], identity: id ? { expected: 0, answered: id, status: "MATCH" as const } : identity, created: { type: "task" as const, id, via, newWithText },
+  });
+  if (listRead.status === "failed") return result("INCONCLUSIVE", `the task list could not be read (${listRead.error.kind}: ${listRead.error.description}), so the new task cannot be checked`, [], ackId ?? null, []);
+  const listed = taskIdsWithTitle(listRead.body, e.params["TITLE"]);
+  if (!listed.ok) return result("INCONCLUSIVE", `cannot check the new task: ${listed.reason}`, [], ackId ?? null, []);
+  const fresh = sameTitleBefore === undefined ? listed.ids : listed.ids.filter((id) => !sameTitleBefore.includes(id));
+  const check = (task: Record<string, unknown>): FieldCheck[] =>
+    Object.entries(e.params).map(([field, approved]) => {
+      const key = fieldToTaskKey(field);
+      if (!Object.prototype.hasOwnProperty.call(task, key)) return { field, taskKey: key, role: "requested", expected: approved, status: "unknown", note: `the answer has no "${key}"` };
+      const c = compareValues(field, approved, task[key]);
+      return { field, taskKey: key, role: "requested", expected: approved, actual: task[key], status: c.equal ? "applied" : "wrong_value", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+    });
+  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description})` : "the acknowledgement names no task id";
+  const judge = (id: string, others: string[], lead: string): ReturnType<typeof result> => {
+    const fields = check(listed.tasks.get(id)!);
+    const wrong = fields.filter((f) => f.status === "wrong_value");
+    const unknown = fields.filter((f) => f.status === "unknown");
+    if (others.length) return result("INVARIANT_VIOLATION", `${lead}, but ${others.length} more new task(s) with the same title appeared (${others.join(", ")}): more was created than was approved`, fields, id, fresh);
+    if (wrong.length) return result("VERIFICATION_FAILED", `task ${id} does not hold the approved values: ${wrong.map((f) => `${f.field} (approved ${JSON.stringify(f.expected)}, now ${JSON.stringify(f.actual)})`).join("; ")}`, fields, id, fresh);
+    if (unknown.length) return result("INCONCLUSIVE", `cannot check ${unknown.map((f) => f.field).join(", ")} of task ${id}`, fields, id, fresh);
+    if (via === "search") return result("INCONCLUSIVE", `task ${id} with the approved values appeared, but ${ackNote}, so it is not proven that this write made it`, fields, id, fresh);
+    return result("VERIFIED", `${lead}, read back with every approved value (${Object.keys(e.params).join(", ")})`, fields, id, fresh);
+  };
+  if (ackId !== undefined) {
+    if (!listed.tasks.has(ackId)) return result("VERIFICATION_FAILED", `the target acknowledged task ${ackId}, but no task ${ackId} with the approved title exists`, [], ackId, fresh);
+    return judge(ackId, fresh.filter((id) => id !== ackId), `task ${ackId} was created`);
+  }
+  if (sameTitleBefore === undefined) return result("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the tasks with this title, so a new one cannot be told from an earlier one`, [], null, []);
+  if (fresh.length === 0) return result("VERIFICATION_FAILED", `the task was not created: no new task with the approved title appeared; ${ackNote}`, [], null, fresh);
+  return judge(fresh[0]!, fresh.slice(1), `task ${fresh[0]} was created`);
 }

@@ -33,7 +33,8 @@ export const EnvelopeSchema = z
     previousEnvelopeHash: z.string().regex(HASH_PATTERN).optional(),
     targetSystem: z.literal("bitrix24"),
     portal: PortalHost,
-    object: z.strictObject({ type: z.enum(TARGET_TYPES), id: z.int().positive() }),
+    /** The object acted on; for a create (add_task) the id is 0: the object does not exist yet. */
+    object: z.strictObject({ type: z.enum(TARGET_TYPES), id: z.int().min(0) }),
     /** What is done to the object (src/envelope/operations.ts): update_task writes params onto the task; add_task_comment posts params as a new comment on it. */
     operation: z.enum(OPERATION_NAMES),
     /** The exact fields to write: UPPER_SNAKE keys, full values, sent as they are. */
@@ -67,6 +68,9 @@ export const EnvelopeSchema = z
       issue(["previousEnvelopeHash"], "previousEnvelopeHash is required for revision > 1 and absent for revision 1");
     }
     if (e.object.type !== OPERATIONS[e.operation].target) issue(["object", "type"], `${e.operation} acts on a ${OPERATIONS[e.operation].target}, not a ${e.object.type}`);
+    if ((OPERATIONS[e.operation].effect === "create") !== (e.object.id === 0)) {
+      issue(["object", "id"], OPERATIONS[e.operation].effect === "create" ? `${e.operation} creates its object, so its id is 0` : "the object id is a positive integer");
+    }
     const marker = TARGETS[OPERATIONS[e.operation].target].changeMarker;
     const expected = comparedFieldsFor(e.operation, Object.keys(e.params));
     if (e.comparedFields.length !== expected.length || expected.some((f) => !e.comparedFields.includes(f))) {
@@ -91,7 +95,9 @@ export type Envelope = z.output<typeof EnvelopeSchema>;
  */
 export function comparedFieldsFor(operation: OperationName, paramFields: string[]): string[] {
   const marker = TARGETS[OPERATIONS[operation].target].changeMarker;
-  return OPERATIONS[operation].effect === "update" ? [...paramFields, marker] : [marker];
+  const effect = OPERATIONS[operation].effect;
+  // A create has nothing to compare: the object does not exist yet.
+  return effect === "update" ? [...paramFields, marker] : effect === "create_child" ? [marker] : [];
 }
 
 /** "sha256:<64 hex>" over the envelope's RFC 8785 canonical JSON. */
@@ -134,7 +140,9 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
   if (!check.allowed) throw new EnvelopeError("PROPOSAL_DENIED", "a proposal the policy allows", `${check.code}: ${check.reasons.join("; ")}`);
 
   const target = TARGETS[OPERATIONS[operation].target];
-  const readId = normaliseId(task[target.idKey]);
+  const creating = OPERATIONS[operation].effect === "create";
+  const readId = creating ? "0" : normaliseId(task[target.idKey]);
+  if (creating && taskId !== 0) throw new EnvelopeError("WRONG_TASK", `no object id for ${operation} (it creates one)`, `id ${taskId}`);
   if (readId !== String(taskId)) {
     throw new EnvelopeError("WRONG_TASK", `the ${target.type} read for ${target.type} ${taskId}`, `a ${target.type} with id ${describeReceived(task[target.idKey])}`);
   }
@@ -143,11 +151,11 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
   // Only an update writes task fields; a comment's params are not task fields at all.
   const paramFields = update ? Object.keys(params) : [];
   const rule = policy.operations[operation]!;
-  const invariantFields = (rule.watchedFields ?? policy.watchedFields).filter((f) => !paramFields.includes(f));
+  const invariantFields = creating ? [] : (rule.watchedFields ?? policy.watchedFields).filter((f) => !paramFields.includes(f));
   const comparedFields = comparedFieldsFor(operation, paramFields);
   const consequentialOf = Object.keys(params);
   const consequential = consequentialOf.flatMap((f) => rule.fields[f]?.consequentialFields ?? []);
-  const automaticFields = unique([...(rule.automaticFields ?? policy.automaticFields), ...consequential]).filter(
+  const automaticFields = (creating ? [] : unique([...(rule.automaticFields ?? policy.automaticFields), ...consequential])).filter(
     (f) => !paramFields.includes(f) && !invariantFields.includes(f),
   );
 

@@ -90,7 +90,7 @@ export { renderCard, renderValue, decodeDisplay, type CardFormat, type CardOptio
 export { exampleTask, taskBody } from "./examples.js";
 export { USER_FIELDS, userIdsIn, userIdsOnCard, personNote, typedNamesIn, idsForNames, unresolvedReason, type PersonName, type PeopleLookup, type TypedName, type Candidate, type NameResolution } from "./people.js";
 export { OPERATIONS, OPERATION_NAMES, operationSpec, isOperationName, fieldsOf, writeArgsOf, type OperationName, type OperationSpec, type OperationEffect } from "./operations.js";
-export { verifyCreatedComment, extractComments, commentIdsWithText, createdIdOf, type CreatedObject, type CreateVerifyResult, type CommentItem } from "./created.js";
+export { verifyCreatedComment, verifyCreatedTask, taskIdsWithTitle, createdTaskIdOf, extractComments, commentIdsWithText, createdIdOf, type CreatedObject, type CreateVerifyResult, type CommentItem } from "./created.js";
 export {
   ChangeSetSchema,
   CHANGE_SET_SCHEMA_ID,

@@ -16,26 +16,26 @@
 import { COMMENT_FIELDS, DEAL_FIELDS, TASK_FIELDS, type FieldSpec } from "./fields.js";
 import type { TargetType } from "./targets.js";
 
-export const OPERATION_NAMES = ["update_task", "add_task_comment", "update_deal"] as const;
+export const OPERATION_NAMES = ["update_task", "add_task_comment", "update_deal", "add_task"] as const;
 export type OperationName = (typeof OPERATION_NAMES)[number];
 
-export type OperationEffect = "update" | "create_child";
+export type OperationEffect = "update" | "create_child" | "create";
 
 export interface OperationSpec {
   name: OperationName;
   /** The Bitrix24 method the write tool calls. */
   method: string;
   /** The role of the write tool that serves it (src/tools/bitrix24-tools.ts). */
-  writeRole: "updateTask" | "addTaskComment" | "updateDeal";
+  writeRole: "updateTask" | "addTaskComment" | "updateDeal" | "addTask";
   /** The tool name recorded in the invocation (our MCP server's tool for that role). */
-  tool: "update_task" | "add_task_comment" | "update_deal";
+  tool: "update_task" | "add_task_comment" | "update_deal" | "add_task";
   effect: OperationEffect;
   /** The kind of object the envelope names and the pre-read reads (src/envelope/targets.ts). */
   target: TargetType;
   /** The name of the object's id in the write tool's arguments (and in a proposal or an edit). */
   idArg: "taskId" | "dealId";
   /** What a create makes, for messages and the card. */
-  creates?: "task_comment";
+  creates?: "task_comment" | "task";
   /** The fields its params may hold (UPPER_SNAKE), with their kinds. */
   fields: Readonly<Record<string, FieldSpec>>;
   /** A short human label for the card and listings. */
@@ -77,11 +77,28 @@ export const OPERATIONS: Readonly<Record<OperationName, OperationSpec>> = {
     fields: DEAL_FIELDS,
     label: "update deal",
   },
+  add_task: {
+    name: "add_task",
+    method: "tasks.task.add",
+    writeRole: "addTask",
+    tool: "add_task",
+    effect: "create",
+    // A new task: the envelope names no existing object (object.id is 0) and nothing is read before it.
+    target: "task",
+    idArg: "taskId",
+    creates: "task",
+    fields: TASK_FIELDS,
+    label: "create task",
+  },
 };
+
+/** Fields a create must name (Bitrix24 refuses a task without them). */
+export const REQUIRED_ON_CREATE: Readonly<Partial<Record<OperationName, readonly string[]>>> = { add_task: ["TITLE", "RESPONSIBLE_ID"] };
 
 /** The write tool's arguments for an operation on an object: {taskId|dealId, fields}. */
 export function writeArgsOf(operation: OperationName, objectId: number, fields: Record<string, unknown>): Record<string, unknown> {
-  return { [OPERATIONS[operation].idArg]: objectId, fields };
+  // A create names no object: the target makes one.
+  return OPERATIONS[operation].effect === "create" ? { fields } : { [OPERATIONS[operation].idArg]: objectId, fields };
 }
 
 export function isOperationName(name: unknown): name is OperationName {

@@ -5,7 +5,7 @@
  */
 import { canonicalJson, sha256Json } from "./canonical.js";
 import { checkFieldValue, UPPER_SNAKE } from "./fields.js";
-import { fieldsOf, operationSpec } from "./operations.js";
+import { fieldsOf, operationSpec, REQUIRED_ON_CREATE, type OperationName } from "./operations.js";
 import { levelRank, reversibilityRank, type Policy, type Reversibility, type RiskLevel } from "./policy.js";
 
 /** What the user's request is about; given with the request or derived by code, never by the model alone. An absent list does not restrict; an empty list allows nothing. */
@@ -49,7 +49,13 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
   const fieldNames = Object.keys(fields);
 
   const target = operationSpec(proposal.operation)?.target ?? "task";
-  if (!Number.isSafeInteger(proposal.taskId) || proposal.taskId <= 0) {
+  const creating = operationSpec(proposal.operation)?.effect === "create";
+  if (creating) {
+    if (proposal.taskId !== 0) add("INVALID_VALUE", `${proposal.operation} creates a new ${target}; it names no existing one (got id ${JSON.stringify(proposal.taskId)})`);
+    const required = REQUIRED_ON_CREATE[proposal.operation as OperationName] ?? [];
+    const missing = required.filter((f) => !(f in (isPlainRecord(proposal.fields) ? proposal.fields : {})));
+    if (missing.length) add("INVALID_VALUE", `${proposal.operation} needs ${missing.join(" and ")} (Bitrix24 refuses a ${target} without ${missing.length > 1 ? "them" : "it"})`);
+  } else if (!Number.isSafeInteger(proposal.taskId) || proposal.taskId <= 0) {
     add("INVALID_VALUE", `${target === "deal" ? "dealId" : "taskId"} must be a positive integer, got ${JSON.stringify(proposal.taskId)}`);
   }
   if (!isPlainRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
@@ -59,10 +65,11 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
   if (scope.operations && !scope.operations.includes(proposal.operation)) {
     add("OUT_OF_SCOPE", `operation ${proposal.operation} is outside the request's scope (${list(scope.operations)})`);
   }
-  const ids = target === "deal" ? scope.dealIds : scope.taskIds;
+  // A create touches no existing object, so the request's object ids do not restrict it (its fields still do).
+  const ids = creating ? undefined : target === "deal" ? scope.dealIds : scope.taskIds;
   if (ids && !ids.includes(proposal.taskId)) {
     add("OUT_OF_SCOPE", `${target} ${proposal.taskId} is outside the request's scope (${target}s ${list(ids.map(String))})`);
-  } else if (target === "deal" && !ids && scope.taskIds) {
+  } else if (target === "deal" && !ids && scope.taskIds && !creating) {
     // A request about tasks does not reach deals: only a request naming the deal does.
     add("OUT_OF_SCOPE", `deal ${proposal.taskId} is outside the request's scope (it names tasks ${list(scope.taskIds.map(String))} and no deal)`);
   }

@@ -75,6 +75,10 @@ export async function buildChangeSet(
   const tasks = new Map<string, Record<string, unknown>>();
   for (const a of actions) {
     if (tasks.has(keyOf(a))) continue;
+    if (OPERATIONS[a.operation].effect === "create") {
+      tasks.set(keyOf(a), {});
+      continue;
+    }
     const type = OPERATIONS[a.operation].target;
     const { res: read, object } = await readObject(deps.tools, type, a.taskId);
     if (!object) return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${type} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}` };

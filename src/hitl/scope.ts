@@ -17,6 +17,8 @@ const FIELD_WORDS: Array<[RegExp, string]> = [
   [/\b(responsible|assign(ee)?|owner)\b/i, "ASSIGNED_BY_ID"],
   [/\bclose ?date\b/i, "CLOSEDATE"],
   [/\bdescription\b/i, "DESCRIPTION"],
+  // A new task (add_task): "create a task …" is about the fields a new task is made with.
+  ...(["TITLE", "RESPONSIBLE_ID", "DESCRIPTION", "DEADLINE", "PRIORITY", "GROUP_ID"] as const).map((f): [RegExp, string] => [/\b(?:create|add|open|make)\s+(?:a\s+)?(?:new\s+)?task\b/i, f]),
   // A comment's text (add_task_comment): "comment on task 4", "tell the team", "post a note".
   [/\b(comment|tell|notify|post|note)\b/i, "POST_MESSAGE"],
 ];

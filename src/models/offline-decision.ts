@@ -15,6 +15,7 @@ import {
   parseFeedbackValue,
   planRequest,
   parseDealRequest,
+  parseNewTaskRequest,
   feedbackMessage,
   type PlannedAction,
   type RequestPlan,
@@ -89,6 +90,8 @@ class Conversation {
     if (requestMsg === undefined) return text("There is no request to work on: the conversation has no user message.");
     const deal = parseDealRequest(requestMsg.text);
     if (deal) return this.decideDeal(deal, requestMsg);
+    const newTask = parseNewTaskRequest(requestMsg.text);
+    if (newTask) return this.decideNewTask(newTask, requestMsg);
     const plan = planRequest(requestMsg.text);
     if (plan.kind === "refused") return text(plan.message);
     if (plan.kind === "multi") return this.decideMulti(plan, requestMsg, requestIndex ?? 0);
@@ -124,6 +127,20 @@ class Conversation {
       if (!isReviewerFeedback(m.text) && isActionableRequest(m.text)) index = i;
     });
     return index;
+  }
+
+  /** A new task: nothing to read; propose add_task with the title, the responsible user and the deadline given. */
+  private decideNewTask(req: NonNullable<ReturnType<typeof parseNewTaskRequest>>, requestMsg: BaseMessage): OfflineDecision {
+    if (!req.ok) return text(`I understood a request for a new task, but cannot propose it: ${req.reason}.`);
+    const last = this.msgs.at(-1);
+    if (last !== undefined && last !== requestMsg) {
+      if (last.type === "human") return text("The reviewer answered the proposal for the new task; I do not revise it. Stopping.");
+      return text(`The proposal for the new task was handled: ${last.text.slice(0, 500)}`);
+    }
+    const { title, responsibleId, deadline } = req.intent;
+    const fields = { TITLE: title, RESPONSIBLE_ID: responsibleId, ...(deadline ? { DEADLINE: deadline } : {}) };
+    return this.callTool("propose", { operation: "add_task", fields, rationale: `The user asked for a new task "${title}" for user ${responsibleId}${deadline ? `, due ${deadline}` : ""}.` }, `Proposing a new task "${title}" for user ${responsibleId}.`)
+      ?? text(`I would propose a new task "${title}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
   }
 
   /** A deal request: read the deal once with get_deal, then propose update_deal; feedback stops it. */

@@ -56,6 +56,7 @@ export const SUPPORTED_PHRASINGS: readonly string[] = [
   "set status of task 4 to waiting | in progress | awaiting control | completed | deferred | 2..6",
   "change responsible for task 4 to user 7  (also: assign task 4 to user 7)",
   "comment on task 4: Moved to review, please check  (also: add a comment to task 4: ..., tell the team on task 4: ...)",
+  'create a task "Prepare the Q4 report" for user 5 [due 2026-12-20T18:00:00+03:00]  (a new task: add_task)',
   "move deal 3 to WON | set the stage of deal 3 to final invoice | set the amount of deal 3 to 51000 | assign deal 3 to user 5 | rename deal 3 to ...",
   'instead of "task 4": "the Q3 report task", "task titled Q3 report"',
   'several changes in one request, run in the order written, clauses separated by ";", ", then" or "and then": ' +
@@ -480,4 +481,32 @@ export function parseDealRequest(text: string): ParsedDealRequest {
     }
   }
   return undefined;
+}
+
+// ── A new task (add_task) ──────────────────────────────────────────────────────────────────────────────
+
+export interface NewTaskIntent {
+  title: string;
+  responsibleId: string;
+  deadline?: string;
+}
+
+/**
+ * "create a task "Prepare the Q4 report" for user 5 [due 2026-12-20]": a new task with a title, a
+ * responsible user and optionally a deadline. Undefined when the request does not ask for a new task.
+ */
+export function parseNewTaskRequest(text: string): { ok: true; intent: NewTaskIntent } | { ok: false; reason: string } | undefined {
+  const m = /^\s*(?:please\s+)?(?:create|add|open|make)\s+(?:a\s+)?(?:new\s+)?task\s+(?:titled\s+|called\s+|named\s+)?(?<title>["“«'][\s\S]+?["”»']|[\s\S]+?)\s+for\s+(?:user\s*)?#?(?<user>\S+?)(?:\s+(?:due|by|with deadline)\s+(?<due>\S+))?[.!]?\s*$/i.exec(text);
+  if (!m?.groups) return undefined;
+  const title = stripWrappingQuotes(m.groups["title"] ?? "");
+  const user = (m.groups["user"] ?? "").replace(/[.,!]$/, "");
+  if (title.trim() === "") return { ok: false, reason: "a new task needs a title" };
+  if (!/^\d+$/.test(user) || Number(user) <= 0) return { ok: false, reason: `expected the responsible user's numeric id ("for user 5"), got ${JSON.stringify(user)}` };
+  const due = m.groups["due"];
+  if (due !== undefined) {
+    const d = normaliseValue("DEADLINE", due);
+    if (!d.ok) return { ok: false, reason: `the deadline: ${d.reason}` };
+    return { ok: true, intent: { title, responsibleId: user, deadline: d.value } };
+  }
+  return { ok: true, intent: { title, responsibleId: user } };
 }

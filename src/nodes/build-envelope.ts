@@ -91,9 +91,10 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   }
 
   const targetType = OPERATIONS[operation].target;
-  const { res: read, object: task } = await readObject(deps.tools, targetType, proposal.taskId);
+  // A create has no object to read yet: its baseline is empty.
+  const { res: read, object: task } = OPERATIONS[operation].effect === "create" ? { res: null, object: {} } : await readObject(deps.tools, targetType, proposal.taskId);
   if (!task) {
-    return end("BASELINE_READ_FAILED", `could not read ${targetType} ${proposal.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
+    return end("BASELINE_READ_FAILED", `could not read ${targetType} ${proposal.taskId} to record its baseline: ${JSON.stringify(read ? rawOf(read) : null).slice(0, 2000)}`);
   }
 
   // An undo restores only the state our write left: if anyone changed the task since (a field we wrote,

@@ -1,7 +1,10 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { OPERATIONS, commentIdsWithText, compareBaseline, extractComments } from "../envelope/index.js";
+import { OPERATIONS, commentIdsWithText, compareBaseline, extractComments, taskIdsWithTitle } from "../envelope/index.js";
+import type { Deps } from "../runtime/deps.js";
+import type { ActionRow } from "../store/action-machine.js";
+import type { LeaseRecord } from "../hitl/records.js";
 import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
@@ -33,6 +36,7 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   const hold = await holdObject(deps, action);
   if (!hold.held) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs))) };
 
+  if (OPERATIONS[envelope.operation].effect === "create") return preReadCreate(deps, action, mirror, hold.record);
   const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const comparison = compareBaseline(expectedEnvelope(action, gate.members ?? []), toReadResult(res));
@@ -77,4 +81,32 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
       throw new Error(`unknown verdict ${String(never)}`);
     }
   }
+}
+
+/**
+ * The pre-read of a create (add_task): there is no object to compare, so nothing can be stale; what is
+ * recorded is which tasks already carry the approved title, so that verification can tell the task
+ * this write makes from an earlier one even when the answer is lost. A list that cannot be read stops
+ * the write (PRECHECK_ERROR), because without it a lost answer could not be told apart.
+ */
+async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, lease: LeaseRecord): Promise<Update> {
+  const envelope = action.envelope;
+  const title = envelope.params["TITLE"];
+  const listed = await deps.tools.read("listTasks", { filter: { TITLE: title } });
+  const found = listed.ok ? taskIdsWithTitle(listed.body, title) : null;
+  const base = { fields: [], moved: [], raw: rawOf(listed), canEdit: null, lease, at: deps.clock().toISOString() };
+  if (!found?.ok) {
+    const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : found && !found.ok ? found.reason : "unreadable";
+    const record: PreReadRecord = { ...base, verdict: "ERROR", reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created` };
+    return { ...mirror, preRead: record, ...(await closeAction(deps, action, "NOT_EXECUTED", "PRECHECK_ERROR", record.reason, { preRead: record })) };
+  }
+  const record: PreReadRecord = {
+    ...base,
+    verdict: "MATCH",
+    reason: `creates a new task: nothing existing to compare; ${found.ids.length} task(s) already carry this title (${found.ids.join(", ") || "none"}) and will not be taken for the new one`,
+    sameTextBefore: found.ids,
+  };
+  const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
+  if (!moved.ok) return { needsResync: true };
+  return { ...mirror, preRead: record };
 }

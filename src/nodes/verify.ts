@@ -1,7 +1,7 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { OPERATIONS, verifyCreatedComment, verifyOutcome, type Acknowledgement } from "../envelope/index.js";
+import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyOutcome, type Acknowledgement } from "../envelope/index.js";
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import type { AcknowledgementRecord, VerificationRecord } from "../hitl/records.js";
 import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
@@ -41,6 +41,16 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, gate.members ?? []);
+  if (OPERATIONS[envelope.operation].effect === "create") {
+    // A new task: found among the tasks carrying the approved title (by the acknowledged id when there is one).
+    const listed = await deps.tools.read("listTasks", { filter: { TITLE: envelope.params["TITLE"] } });
+    const { created, ...result } = verifyCreatedTask(envelope, acknowledgement, toReadResult(listed), action.progress.preRead?.sameTextBefore);
+    const verification: VerificationRecord = { ...result, raw: rawOf(listed), created: { ...created, raw: rawOf(listed) }, at: deps.clock().toISOString() };
+    const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
+    if (!moved.ok) return { needsResync: true };
+    const next = action.set ? nextFromJournal(gate.thread, await deps.journal.currentAction(gate.threadId)) : null;
+    return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification, journalNext: next === "pre_read" ? "pre_read" : null };
+  }
   const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // The pre-read's answer, from the journal: what the task looked like right before the write.
   const preRead = action.progress.preRead;

@@ -8,6 +8,11 @@ import { OPERATION_NAMES, OPERATIONS } from "../envelope/operations.js";
 
 /** The object an action names must be the kind its operation acts on: taskId for a task's, dealId for update_deal. */
 function oneObject(a: { operation: (typeof OPERATION_NAMES)[number]; taskId?: number | undefined; dealId?: number | undefined }, ctx: z.RefinementCtx): void {
+  if (OPERATIONS[a.operation].effect === "create") {
+    // A create names no existing object: the target makes one.
+    for (const k of ["taskId", "dealId"] as const) if (a[k] !== undefined) ctx.addIssue({ code: "custom", path: [k], message: `${a.operation} creates a new ${OPERATIONS[a.operation].target}; it names no ${k}` });
+    return;
+  }
   const want = OPERATIONS[a.operation].idArg;
   const other = want === "taskId" ? "dealId" : "taskId";
   if (a[want] === undefined) ctx.addIssue({ code: "custom", path: [want], message: `${a.operation} names its ${OPERATIONS[a.operation].target} by ${want}` });
@@ -16,7 +21,8 @@ function oneObject(a: { operation: (typeof OPERATION_NAMES)[number]; taskId?: nu
 
 /** The object id of a parsed proposal or action, whichever kind it names. */
 export function objectIdOf(a: { taskId?: number | undefined; dealId?: number | undefined }): number {
-  return (a.dealId ?? a.taskId)!;
+  // 0 for a create (add_task): the object does not exist yet.
+  return a.dealId ?? a.taskId ?? 0;
 }
 
 /** What one action names: the operation, its object (taskId or dealId) and the fields. */
@@ -24,7 +30,7 @@ const ActionShape = {
   operation: z
     .enum(OPERATION_NAMES)
     .default("update_task")
-    .describe("update_task: change fields of the task; add_task_comment: post a comment on the task (fields: {POST_MESSAGE: the full text}); update_deal: change fields of a CRM deal (dealId; fields STAGE_ID, OPPORTUNITY, ASSIGNED_BY_ID, …)"),
+    .describe("update_task: change fields of the task; add_task_comment: post a comment on the task (fields: {POST_MESSAGE: the full text}); update_deal: change fields of a CRM deal (dealId; fields STAGE_ID, OPPORTUNITY, ASSIGNED_BY_ID, …); add_task: create a new task (no taskId; fields TITLE and RESPONSIBLE_ID at least)"),
   taskId: z.number().int().positive().optional().describe("Bitrix24 task id (update_task, add_task_comment)"),
   dealId: z.number().int().positive().optional().describe("Bitrix24 CRM deal id (update_deal)"),
   fields: z
