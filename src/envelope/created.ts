@@ -57,16 +57,19 @@ export function commentIdsWithText(comments: CommentItem[], message: unknown): s
 
 /** The id a task.commentitem.add acknowledgement names (`{"result": 12}`), if it names one. */
 export function createdIdOf(ack: Acknowledgement): string | undefined {
-  if (ack.status !== "OK") return undefined;
-  let body = ack.body;
-  if (typeof body === "string") {
-    try {
-      body = JSON.parse(body);
-    } catch {
-      return undefined;
-    }
-  }
+  const body = ackBody(ack);
   return isRecord(body) ? normaliseId(body["result"]) : undefined;
+}
+
+/** An OK acknowledgement's body as JSON (parsed when it arrived as text); undefined otherwise. */
+function ackBody(ack: Acknowledgement): unknown {
+  if (ack.status !== "OK") return undefined;
+  if (typeof ack.body !== "string") return ack.body;
+  try {
+    return JSON.parse(ack.body);
+  } catch {
+    return undefined;
+  }
 }
 
 export interface CreatedObject {
@@ -199,15 +202,7 @@ export function taskIdsWithTitle(body: unknown, title: unknown): { ok: true; ids
 
 /** The id a tasks.task.add acknowledgement names (`{"result":{"task":{"id":"12",…}}}`), if it names one. */
 export function createdTaskIdOf(ack: Acknowledgement): string | undefined {
-  if (ack.status !== "OK") return undefined;
-  let body = ack.body;
-  if (typeof body === "string") {
-    try {
-      body = JSON.parse(body);
-    } catch {
-      return undefined;
-    }
-  }
+  const body = ackBody(ack);
   const task = isRecord(body) && isRecord(body["result"]) ? body["result"]["task"] : undefined;
   return isRecord(task) ? normaliseId(task["id"]) : undefined;
 }
