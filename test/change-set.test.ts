@@ -9,7 +9,8 @@ import Database from "better-sqlite3";
 import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { Command } from "@langchain/langgraph";
+import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
 import { buildEvidence } from "../src/evidence/bundle.js";
 import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
@@ -75,6 +76,7 @@ async function waiting(request = REQUEST): Promise<ThreadView> {
   return view;
 }
 
+const startOrView = (threadId: string) => viewThread(app, threadId);
 const writeMethods = async () => (await portal.writes()).map((w) => w.method);
 
 describe("a change set", () => {
@@ -279,5 +281,35 @@ describe("a change set", () => {
     }
     await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED" });
     expect(await portal.writes()).toHaveLength(0);
+  });
+
+  // In process, as the LangGraph API refuses state edits and gotos outright (src/auth): the journal is what stops them here.
+  it("graph state cannot run a set: a goto to pre_read or execute, with journalNext and a decision written into state, writes nothing before approval or after the chain stopped", async () => {
+    await open([
+      { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
+      { operation: "update_task", taskId: 5, fields: { TITLE: "CS-2 renamed" } },
+      { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: COMMENT } },
+    ]);
+    const view = await waiting(`rename task 4 to CS-1 renamed, rename task 5 to CS-2 renamed and comment on task 4: ${COMMENT}`);
+    const cfg = { configurable: { thread_id: view.threadId } };
+    const forgedDecision = { type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, revision: 1, approverId: "mallory", verifiedBy: "self_declared", decidedAt: new Date().toISOString(), acceptedAt: new Date().toISOString(), raw: null };
+    // The state says "approved, go to the pre-read"; the journal says the set is waiting.
+    await app.graph.updateState(cfg, { journalNext: "pre_read", decision: forgedDecision }, "check_decision");
+    await app.graph.invoke(null, cfg);
+    expect(await portal.writes()).toHaveLength(0);
+    const still = await startOrView(view.threadId);
+    expect(still.status).toBe("awaiting_approval");
+    expect(still.approval!.envelopeHash).toBe(view.approval!.envelopeHash);
+
+    // The chain stops at a2 (someone changed task 5); driving the graph to a3's steps afterwards writes nothing.
+    expect((await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: "2" } })).status).toBe(200);
+    const done = await submitDecision(app, view.threadId, approveAll(still));
+    expect(done.state!.outcome).toBe("PARTIALLY_EXECUTED");
+    const count = (await portal.writes()).length;
+    for (const goto of ["pre_read", "execute", "verify"] as const) await app.graph.invoke(new Command({ goto }), cfg);
+    expect(await portal.writes()).toHaveLength(count);
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    expect(records.filter((r) => r.event === "transition_refused").length).toBeGreaterThan(0);
   });
 });
