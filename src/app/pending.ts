@@ -92,7 +92,8 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
   const matches = (r: ActionRow) =>
     r.phase === "registered" &&
     (q.requestedBy === undefined || r.envelope.requestedBy === q.requestedBy) &&
-    (q.taskId === undefined || r.envelope.object.id === q.taskId) &&
+    // --object names a task: a deal (or a new task, id 0) with the same number is not it.
+    (q.taskId === undefined || (r.envelope.object.type === "task" && r.envelope.object.id === q.taskId)) &&
     (filter.registeredBefore === undefined || r.registeredAt < filter.registeredBefore);
   let read = 0;
   while (read < rowTotal && (readAll || all.length < wanted)) {
@@ -143,7 +144,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
     const v = await viewLegacy(app, r.threadId);
     const e = v.approval?.envelope;
     if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash || !e) continue;
-    if (q.taskId !== undefined && e.object.id !== q.taskId) continue;
+    if (q.taskId !== undefined && (e.object.type !== "task" || e.object.id !== q.taskId)) continue;
     if (q.olderThanMs !== undefined && Date.parse(r.createdAt) > now - q.olderThanMs) continue;
     all.push({
       threadId: r.threadId,
