@@ -197,9 +197,9 @@ class Conversation {
   }
 
   private onToolResult(intent: ChangeIntent, msg: BaseMessage, requestIndex: number): OfflineDecision {
-    const callId = (msg as { tool_call_id?: unknown }).tool_call_id;
-    const call = typeof callId === "string" ? this.calls.get(callId) : undefined;
-    if (call === undefined) return text(`I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`);
+    const asked = this.askedCall(msg);
+    if ("stop" in asked) return asked.stop;
+    const call = asked.call;
     const outcome = readToolOutcome(msg);
     switch (call.role) {
       case "getTask": {
@@ -348,9 +348,9 @@ class Conversation {
   }
 
   private onMultiToolResult(plan: MultiPlan, msg: BaseMessage, requestIndex: number): OfflineDecision {
-    const callId = (msg as { tool_call_id?: unknown }).tool_call_id;
-    const call = typeof callId === "string" ? this.calls.get(callId) : undefined;
-    if (call === undefined) return text(`I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`);
+    const asked = this.askedCall(msg);
+    if ("stop" in asked) return asked.stop;
+    const call = asked.call;
     const outcome = readToolOutcome(msg);
     switch (call.role) {
       case "getTask": {
@@ -437,6 +437,13 @@ class Conversation {
     const how = intent.target.kind === "title" ? ` (task found by its title containing "${intent.target.fragment}")` : "";
     if (intent.field === "POST_MESSAGE") return `The user asked to comment on the task${how}.`;
     return `The user asked to set ${intent.field} to ${describeValue(intent.field, intent.value)}${how}.`;
+  }
+
+  /** The call a tool result answers, or the reply that stops the run when it answers none of ours. */
+  private askedCall(msg: BaseMessage): { call: RecordedCall } | { stop: OfflineDecision } {
+    const callId = (msg as { tool_call_id?: unknown }).tool_call_id;
+    const call = typeof callId === "string" ? this.calls.get(callId) : undefined;
+    return call ? { call } : { stop: text(`I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`) };
   }
 
   private callTool(role: ToolRole, args: Record<string, unknown>, note: string): OfflineDecision | undefined {
