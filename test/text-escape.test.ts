@@ -144,6 +144,8 @@ describe("stringifyJsonSafe (--json output)", () => {
       { numRuns: 1000 },
     );
     expect(stringifyJsonSafe({ a: "x\u202ey\u009b" }, 0)).toBe('{"a":"x\\u202ey\\u009b"}');
+    // Found by this property (seed 1392881291): U+2065 is unassigned, in the block of invisible operators.
+    expect(stringifyJsonSafe({ s: "\u2065" }, 0)).toBe('{"s":"\\u2065"}');
   });
 });
 

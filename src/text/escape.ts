@@ -114,7 +114,9 @@ export function esc(strings: TemplateStringsArray, ...values: unknown[]): string
  * Characters that JSON.stringify leaves as they are but a terminal acts on or hides. C0 controls are
  * not listed: JSON.stringify escapes them inside strings, so a raw one is a layout line break.
  */
-const JSON_UNSAFE = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/gu;
+// Unassigned (Cn) and private-use (Co) characters too, as the terminal escaper marks them: an
+// unassigned code point in a block of format characters (U+2065) may render as one tomorrow.
+const JSON_UNSAFE = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}\p{Cn}\p{Co}]/gu;
 
 /**
  * `JSON.stringify` for output that may land on a terminal. JSON.stringify already writes C0 controls
