@@ -4,7 +4,6 @@
  * values at all (UNKNOWN / INCONCLUSIVE) rather than values guessed from whatever is there.
  */
 import { fingerprint } from "./canonical.js";
-import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
 import { TARGETS, type TargetType } from "./targets.js";
 import { compareValues, normalisationRule, type NormalisationRule } from "./normalise.js";
@@ -399,10 +398,6 @@ function show(v: unknown): string {
 
 function has(o: Record<string, unknown>, key: string): boolean {
   return Object.prototype.hasOwnProperty.call(o, key);
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /**

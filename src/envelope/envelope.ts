@@ -8,7 +8,7 @@ import { z } from "zod";
 import { formatIssues } from "./zod-issues.js";
 import { fingerprint, HASH_PATTERN, sha256Json } from "./canonical.js";
 import { describeReceived, EnvelopeError } from "./errors.js";
-import { CHANGE_MARKER_FIELD, fieldToTaskKey, normaliseId, UPPER_SNAKE } from "./fields.js";
+import { normaliseId, UPPER_SNAKE } from "./fields.js";
 import { LEVELS, REVERSIBILITY, type Policy } from "./policy.js";
 import { checkProposal } from "./scope.js";
 import { OPERATION_NAMES, OPERATIONS, type OperationName } from "./operations.js";

@@ -70,7 +70,7 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
   }
   if (members.some((m) => m.phase !== "closed")) return { ok: false, code: "NOT_UNDOABLE", reason: `change set ${set.setHash} of thread ${threadId} has not finished` };
   // Keyed by object (kind and id): one restore per task or deal.
-  const byTask = new Map<string, { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; first: ActionRow; restore?: Restore }>();
+  const byTask = new Map<string, { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; restore?: Restore }>();
   const keyOf = (m: ActionRow) => `${m.envelope.object.type}:${m.envelope.object.id}`;
   const skipped: string[] = [];
   for (const m of members) {
@@ -80,15 +80,15 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
     const entry = byTask.get(keyOf(m));
     if (entry && closed.outcome === "VERIFIED") entry.last = m;
     if (closed.outcome !== "VERIFIED") {
-      skipped.push(`${id} (${m.envelope.operation} on task ${m.envelope.object.id}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
+      skipped.push(`${id} (${m.envelope.operation} on ${m.envelope.object.type} ${m.envelope.object.id}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
       continue;
     }
     const plan = compensationOf(m.envelope, m.progress.verification?.raw);
     if (!plan.ok) {
-      skipped.push(`${id} (${m.envelope.operation} on task ${m.envelope.object.id}) is not undone: ${plan.reason}`);
+      skipped.push(`${id} (${m.envelope.operation} on ${m.envelope.object.type} ${m.envelope.object.id}) is not undone: ${plan.reason}`);
       continue;
     }
-    const part = entry ?? { fields: {}, wrote: {}, last: m, first: m };
+    const part = entry ?? { fields: {}, wrote: {}, last: m };
     part.restore ??= plan;
     // The value before the set is the earliest action's record; what the set left is the latest write.
     for (const [f, v] of Object.entries(plan.fields)) if (!(f in part.fields)) part.fields[f] = v;

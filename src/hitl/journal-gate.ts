@@ -11,6 +11,7 @@ import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
 import { hashChangeSet, hashEnvelope, memberProblems, renderCard } from "../envelope/index.js";
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord } from "../store/action-machine.js";
+import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
 import type { DecisionRecord, Outcome, ReasonCode, RequestScope } from "./records.js";
 import { deriveScope } from "./scope.js";
@@ -87,13 +88,14 @@ export async function openGate(deps: Deps, config: LangGraphRunnableConfig, stat
   const members = action?.set ? await membersOf(deps, action) : undefined;
   const open = (r: ActionRow) => r.phase !== "closed" && r.phase !== "superseded";
   const badMember = members?.find((m) => !m.macValid && open(m));
+  const broken = members ? setProblems(action!, members) : [];
   const unsealed =
     action && !action.macValid && open(action)
       ? `the journal row of action ${action.envelopeHash}`
       : badMember
         ? `the journal row of action ${badMember.envelopeHash} (of change set ${action!.set!.setHash})`
-        : members && setProblems(action!, members).length > 0
-          ? `change set ${action!.set!.setHash} (${setProblems(action!, members).join("; ")})`
+        : broken.length > 0
+          ? `change set ${action!.set!.setHash} (${broken.join("; ")})`
           : thread && !thread.macValid && !thread.closed
             ? `the journal record of thread ${threadId}`
             : null;
@@ -107,9 +109,7 @@ export async function openGate(deps: Deps, config: LangGraphRunnableConfig, stat
 
 /** Every action of the change set `action` belongs to, in the set's order (missing ones left out: setProblems names them). */
 export async function membersOf(deps: Pick<Deps, "journal">, action: ActionRow): Promise<ActionRow[]> {
-  if (!action.set) return [action];
-  const rows = await Promise.all(action.set.set.actions.map((a) => deps.journal.getAction(a.envelopeHash)));
-  return rows.filter((r): r is ActionRow => r !== undefined);
+  return setMembersOf(action, (h) => deps.journal.getAction(h));
 }
 
 /** What does not hold together in a change set as read back: its hash, its members and their copies of the set. */

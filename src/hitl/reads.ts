@@ -28,11 +28,6 @@ export function canEditFrom(body: unknown): boolean | null {
   return typeof edit === "boolean" ? edit : null;
 }
 
-export function taskFrom(body: unknown): Record<string, unknown> | null {
-  const task = (body as { result?: { task?: unknown } } | null)?.result?.task;
-  return task && typeof task === "object" && !Array.isArray(task) ? (task as Record<string, unknown>) : null;
-}
-
 /**
  * Reads an action's object by code with the read tool its kind names (a task, or a deal) and returns
  * it as the envelope core sees it: the object itself when the answer is about it, else null.

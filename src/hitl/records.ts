@@ -127,9 +127,9 @@ export interface PreReadRecord {
   /** The object lease held for this read through to verification (absent in records made before leases existed). */
   lease?: LeaseRecord;
   /**
-   * For a comment: ids of the task's comments that already carried the approved text at the pre-read,
-   * so verification can tell a comment this write made from an earlier one. Absent for updates, and
-   * when the comment list could not be read (verification then cannot tell them apart).
+   * For a create: ids of what already carried the approved text at the pre-read (a comment's text, or
+   * a new task's title), so verification can tell the object this write made from an earlier one.
+   * Absent for updates.
    */
   sameTextBefore?: string[];
   /** For a comment: the comment list as read at the pre-read. */

@@ -1,9 +1,9 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
-import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyOutcome, type Acknowledgement } from "../envelope/index.js";
+import { getDeps, type Deps } from "../runtime/deps.js";
+import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyOutcome, type Acknowledgement, type Envelope } from "../envelope/index.js";
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
-import type { AcknowledgementRecord, VerificationRecord } from "../hitl/records.js";
+import type { AcknowledgementRecord, PreReadRecord, VerificationRecord } from "../hitl/records.js";
 import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
@@ -41,32 +41,40 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, gate.members ?? []);
-  if (OPERATIONS[envelope.operation].effect === "create") {
-    // A new task: found among the tasks carrying the approved title (by the acknowledged id when there is one).
-    const listed = await deps.tools.read("listTasks", { filter: { TITLE: envelope.params["TITLE"] } });
-    const { created, ...result } = verifyCreatedTask(envelope, acknowledgement, toReadResult(listed), action.progress.preRead?.sameTextBefore);
-    const verification: VerificationRecord = { ...result, raw: rawOf(listed), created: { ...created, raw: rawOf(listed) }, at: deps.clock().toISOString() };
-    const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
-    if (!moved.ok) return { needsResync: true };
-    const next = action.set ? nextFromJournal(gate.thread, await deps.journal.currentAction(gate.threadId)) : null;
-    return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification, journalNext: next === "pre_read" ? "pre_read" : null };
-  }
-  const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
-  // The pre-read's answer, from the journal: what the task looked like right before the write.
-  const preRead = action.progress.preRead;
-  let verification: VerificationRecord;
-  if (OPERATIONS[envelope.operation].effect === "update") {
-    const result = verifyOutcome(envelope, acknowledgement, toReadResult(res), preRead?.raw);
-    verification = { ...result, raw: rawOf(res), at: deps.clock().toISOString() };
-  } else {
-    // A comment: read back from the task's comment list, and the task itself checked like any write.
-    const comments = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
-    const { created, ...result } = verifyCreatedComment(envelope, acknowledgement, toReadResult(res), toReadResult(comments), preRead?.raw, preRead?.sameTextBefore);
-    verification = { ...result, raw: rawOf(res), created: { ...created, raw: rawOf(comments) }, at: deps.clock().toISOString() };
-  }
+  const verification = await freshRead(deps, envelope, acknowledgement, action.progress.preRead);
   const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
   if (!moved.ok) return { needsResync: true };
   // A change set goes on to its next approved action only after this one VERIFIED (the chain rule).
   const next = action.set ? nextFromJournal(gate.thread, await deps.journal.currentAction(gate.threadId)) : null;
   return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification, journalNext: next === "pre_read" ? "pre_read" : null };
+}
+
+/** The fresh read after the write and its verdict, by the operation's effect (src/envelope/operations.ts). */
+async function freshRead(deps: Deps, envelope: Envelope, acknowledgement: Acknowledgement, preRead: PreReadRecord | undefined): Promise<VerificationRecord> {
+  const at = () => deps.clock().toISOString();
+  const effect = OPERATIONS[envelope.operation].effect;
+  switch (effect) {
+    case "update": {
+      // The pre-read's answer, from the journal: what the object looked like right before the write.
+      const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
+      return { ...verifyOutcome(envelope, acknowledgement, toReadResult(res), preRead?.raw), raw: rawOf(res), at: at() };
+    }
+    case "create_child": {
+      // A comment: read back from the task's comment list, and the task itself checked like any write.
+      const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
+      const comments = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
+      const { created, ...result } = verifyCreatedComment(envelope, acknowledgement, toReadResult(res), toReadResult(comments), preRead?.raw, preRead?.sameTextBefore);
+      return { ...result, raw: rawOf(res), created: { ...created, raw: rawOf(comments) }, at: at() };
+    }
+    case "create": {
+      // A new task: found among the tasks carrying the approved title (by the acknowledged id when there is one).
+      const listed = await deps.tools.read("listTasks", { filter: { TITLE: envelope.params["TITLE"] } });
+      const { created, ...result } = verifyCreatedTask(envelope, acknowledgement, toReadResult(listed), preRead?.sameTextBefore);
+      return { ...result, raw: rawOf(listed), created: { ...created, raw: rawOf(listed) }, at: at() };
+    }
+    default: {
+      const never: never = effect;
+      throw new Error(`unknown effect ${String(never)}`);
+    }
+  }
 }

@@ -2,7 +2,7 @@
  * Row shapes and mappers for the journal's threads and actions, shared by the SQLite and PostgreSQL
  * journals (same columns in both). Each row read is checked against its MAC here, once.
  */
-import { canMove, macContentOfAction, macContentOfThread, refusedMove, type ActionProgress, type ActionRow, type ClosedRecord, type Phase, type RegisteredAction, type ThreadRecord } from "./action-machine.js";
+import { canMove, currentOfSet, macContentOfAction, macContentOfThread, refusedMove, type ActionProgress, type ActionRow, type ClosedRecord, type Phase, type RegisteredAction, type ThreadRecord } from "./action-machine.js";
 import { sealHolds, sealOf } from "./journal-key.js";
 import type { ApprovalEntry } from "./journal.js";
 
@@ -150,3 +150,16 @@ export function indexStatusFor(phase: Phase, progress: ActionProgress): Approval
 }
 
 export type { ClosedRecord };
+
+/** Every row of the change set `row` belongs to, in the set's order (missing ones left out; the gate names them). */
+export async function setMembersOf(row: ActionRow, getAction: (envelopeHash: string) => Promise<ActionRow | undefined>): Promise<ActionRow[]> {
+  if (!row.set) return [row];
+  const rows = await Promise.all(row.set.set.actions.map((a) => getAction(a.envelopeHash)));
+  return rows.filter((r): r is ActionRow => r !== undefined);
+}
+
+/** A thread's current action from its newest row: that row, or for a change set the action the set is at. */
+export async function currentFrom(newest: ActionRow | undefined, getAction: (envelopeHash: string) => Promise<ActionRow | undefined>): Promise<ActionRow | undefined> {
+  if (!newest?.set) return newest;
+  return currentOfSet(await setMembersOf(newest, getAction)) ?? newest;
+}

@@ -7,8 +7,8 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
-import { currentOfSet, emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
-import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
+import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
+import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 
 export interface DecisionClaim {
   threadId: string;
@@ -478,11 +478,8 @@ export class SqliteJournal implements Journal {
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
     const raw = this.db.prepare("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(threadId) as ActionDbRow | undefined;
-    const row = raw ? toActionRow(raw, this.key) : undefined;
-    if (!row?.set) return row;
     // A change set: every row carries the sealed set; the rows are read in the set's order.
-    const members = await Promise.all(row.set.set.actions.map((a) => this.getAction(a.envelopeHash)));
-    return currentOfSet(members.filter((m): m is ActionRow => m !== undefined)) ?? row;
+    return currentFrom(raw ? toActionRow(raw, this.key) : undefined, (h) => this.getAction(h));
   }
 
   async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {

@@ -16,8 +16,8 @@ import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
 import { toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
-import { currentOfSet, emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
-import { indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
+import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
+import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { OPEN_PHASES_SQL, toQuestion, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 
@@ -265,11 +265,8 @@ export class PostgresJournal implements Journal {
       `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 ORDER BY id DESC LIMIT 1`,
       [threadId],
     );
-    const row = rows[0] ? toActionRow(rows[0], this.key) : undefined;
-    if (!row?.set) return row;
     // A change set: every row carries the sealed set; the rows are read in the set's order.
-    const members = await Promise.all(row.set.set.actions.map((a) => this.getAction(a.envelopeHash)));
-    return currentOfSet(members.filter((m): m is ActionRow => m !== undefined)) ?? row;
+    return currentFrom(rows[0] ? toActionRow(rows[0], this.key) : undefined, (h) => this.getAction(h));
   }
 
   async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {
