@@ -95,6 +95,21 @@ const built = async <O>(which: DecisionBuilder, opts: O) => {
   const builder = (await decisions())[which] as (view: ThreadView, opts: O) => ResumeValue;
   return (view: ThreadView) => builder(view, opts);
 };
+/**
+ * Sends a decision built from the thread's view: through the LangGraph API when --api (or
+ * LANGGRAPH_API_URL) names a server, else to the local stores; sets the exit code either way.
+ */
+async function sendDecision(thread: string, opts: { as: string; json?: boolean; api?: string }, cmd: Command, build: (view: ThreadView) => ResumeValue): Promise<void> {
+  const api = await apiOf(opts.api);
+  // A server that authenticates callers fills in the approver, unless --as was given explicitly.
+  const explicitApprover = cmd.getOptionValueSource("as") !== "default";
+  if (api) {
+    process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build });
+    return;
+  }
+  process.exitCode = await decide(thread, build, Boolean(opts.json));
+}
+
 const API_OPTION = ["--api <url>", "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
 
 export function buildProgram(): Command {
@@ -234,11 +249,7 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { hash: string; as: string; key?: string; override?: string; json?: boolean; api?: string }, cmd: Command) => {
-      const api = await apiOf(opts.api);
-      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
-      const build = await built("approveDecision", opts);
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
-      process.exitCode = await decide(thread, build, Boolean(opts.json));
+      await sendDecision(thread, opts, cmd, await built("approveDecision", opts));
     });
 
   program
@@ -251,11 +262,7 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { reason: string; as: string; key?: string; json?: boolean; api?: string }, cmd: Command) => {
-      const api = await apiOf(opts.api);
-      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
-      const build = await built("rejectDecision", opts);
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
-      process.exitCode = await decide(thread, build, Boolean(opts.json));
+      await sendDecision(thread, opts, cmd, await built("rejectDecision", opts));
     });
 
   program
@@ -268,11 +275,7 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { set: string[]; as: string; key?: string; json?: boolean; api?: string }, cmd: Command) => {
-      const api = await apiOf(opts.api);
-      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
-      const build = await built("editDecision", opts);
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
-      process.exitCode = await decide(thread, build, Boolean(opts.json));
+      await sendDecision(thread, opts, cmd, await built("editDecision", opts));
     });
 
   program
@@ -294,11 +297,7 @@ export function buildProgram(): Command {
       const { planSetDecisions, setDecisions } = await decisions();
       // Flags that cannot make a valid decision are refused before anything is opened or sent.
       planSetDecisions(opts);
-      const api = await apiOf(opts.api);
-      const explicitApprover = cmd.getOptionValueSource("as") !== "default";
-      const build = (view: ThreadView) => setDecisions(view, opts);
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build }));
-      process.exitCode = await decide(thread, build, Boolean(opts.json));
+      await sendDecision(thread, opts, cmd, (view: ThreadView) => setDecisions(view, opts));
     });
 
   program
