@@ -20,8 +20,8 @@ export interface InspectSession {
 
 export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T>, config: AppConfig = loadConfig()): Promise<T> {
   // Loaded when a command opens a session, not when the CLI starts (README: Performance).
-  const [{ compileGraph }, { createAuditLog }, { closeCheckpointer, createCheckpointer }] = await Promise.all([
-    import("../graph/graph.js"),
+  const [{ threadFromCheckpoints }, { createAuditLog }, { closeCheckpointer, createCheckpointer }] = await Promise.all([
+    import("../evidence/case-source.js"),
     import("../store/backends.js"),
     import("../store/checkpointer.js"),
   ]);
@@ -36,12 +36,7 @@ export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T
       // Never create a checkpoint file just by looking.
       if (!config.database && !fs.existsSync(checkpointsFile)) return { status: "not_found" };
       saver ??= createCheckpointer(config);
-      const snapshot = await compileGraph({ checkpointer: saver }).getState({ configurable: { thread_id: threadId } });
-      const values = snapshot.values as State | undefined;
-      if (!values || Object.keys(values).length === 0) return { status: "not_found" };
-      if (snapshot.tasks.some((t) => (t.interrupts ?? []).length > 0)) return { status: "awaiting_approval", state: values };
-      if (snapshot.next.length > 0) return { status: "interrupted_run", state: values };
-      return { status: "finished", state: values };
+      return threadFromCheckpoints(saver, threadId);
     },
   };
   try {
