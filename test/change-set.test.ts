@@ -283,6 +283,20 @@ describe("a change set", () => {
     expect(await portal.writes()).toHaveLength(0);
   });
 
+  // Edits the SQLite journal file, so not in the PostgreSQL pass.
+  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])("a change set missing one of its rows (deleted from the journal file, every other seal intact) is refused INTEGRITY_CHECK_FAILED; nothing written", async () => {
+    await open(REVIEW_SET);
+    const view = await waiting();
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      db.prepare("DELETE FROM actions WHERE envelope_hash = ?").run(view.approval!.changeSet!.actions[1]!.envelopeHash);
+    } finally {
+      db.close();
+    }
+    await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED", message: expect.stringMatching(/lists 2 actions, 1 were found/) });
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
   // In process, as the LangGraph API refuses state edits and gotos outright (src/auth): the journal is what stops them here.
   it("graph state cannot run a set: a goto to pre_read or execute, with journalNext and a decision written into state, writes nothing before approval or after the chain stopped", async () => {
     await open([

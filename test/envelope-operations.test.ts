@@ -65,6 +65,9 @@ describe("a comment envelope", () => {
     const e = comment();
     expect(() => parseEnvelope({ ...e, comparedFields: ["POST_MESSAGE", "CHANGED_DATE"] })).toThrow(/CHANGED_DATE alone/);
     expect(() => parseEnvelope({ ...e, operation: "delete_task" })).toThrow(/operation/);
+    // The object must be the operation's kind, and only a create names object 0.
+    expect(() => parseEnvelope({ ...e, object: { type: "deal", id: 4 } })).toThrow(/add_task_comment acts on a task, not a deal/);
+    expect(() => parseEnvelope({ ...e, object: { type: "task", id: 0 } })).toThrow(/positive integer/);
   });
 
   it("is refused by the proposal gate for a field a comment does not have, an empty or an over-long text", () => {
