@@ -3,13 +3,17 @@
  * here loads the graph or a checkpoint; only an approval an older version indexed (not yet adopted
  * into the journal's actions) is confirmed against its checkpoint, and that opens the graph then.
  */
-import { allowedApprovers } from "../envelope/index.js";
+import { allowedApprovers, type Envelope } from "../envelope/index.js";
+import { UsageError } from "../errors.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { ReadApp, ThreadView } from "./threads.js";
 import type { StoresApp } from "./stores-app.js";
 
 /** A full or read-only app (graph open), or the stores alone (graph opened on first need). */
 export type PendingSource = ReadApp | StoresApp;
+
+/** What an approval's action acts on: a task (id 0 for a new one) or a deal. */
+export type PendingObject = Envelope["object"];
 
 export interface PendingApproval {
   threadId: string;
@@ -22,6 +26,13 @@ export interface PendingApproval {
    * index does). For a change set: the first action's task, every action's field names, the set's risk.
    */
   taskId?: number;
+  /**
+   * The object `taskId` numbers, with its kind (`{type: "deal", id: 3}`), and the operation; for a
+   * change set, its first action's (each action has its own in `changeSet.actions`). Absent from
+   * listings that do not know them (`pending --api`).
+   */
+  object?: PendingObject;
+  operation?: string;
   fields?: string[];
   risk?: string;
   escalatedTo?: string | null;
@@ -32,16 +43,20 @@ export interface PendingApproval {
   legacy?: true;
   /**
    * Set when the approval is for a change set (listed once, not once per action): the set's hash (also
-   * in `envelopeHash`) and its actions in order, each with its own envelope hash, task and field names.
+   * in `envelopeHash`) and its actions in order, each with its own envelope hash, object (`taskId` is its
+   * id, whatever its kind; `object` adds the kind) and field names.
    */
-  changeSet?: { setHash: string; actions: Array<{ actionId: string; envelopeHash: string; operation: string; taskId: number; fields: string[] }> };
+  changeSet?: { setHash: string; actions: Array<{ actionId: string; envelopeHash: string; operation: string; taskId: number; object?: PendingObject; fields: string[] }> };
 }
 
 export interface PendingQuery {
   /** Only approvals this approver may decide (policy approvers; escalation group members for escalated ones). */
   decidableBy?: string;
   requestedBy?: string;
+  /** Only approvals with an action on this task (a change set: any of its actions). */
   taskId?: number;
+  /** Only approvals with an action on this deal (a change set: any of its actions). Not with `taskId`. */
+  dealId?: number;
   /** Only approvals waiting longer than this many milliseconds. */
   olderThanMs?: number;
   limit?: number;
@@ -52,7 +67,8 @@ export interface PendingPage {
   /**
    * Matches before paging (a change set counts once; a row that fails its seal counts as one). Exact
    * whenever the listing read every matching row; past EXACT_TOTAL_ROWS matching rows only the rows up
-   * to the page are read, and a change set lying wholly beyond the page counts once per action.
+   * to the page are read, and a change set lying wholly beyond the page counts once per action (with an
+   * object filter, so does a row beyond the page about another kind of object with the same id).
    */
   total: number;
   offset: number;
@@ -71,9 +87,12 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
   const now = app.deps.clock().getTime();
   const limit = q.limit ?? 100;
   const offset = q.offset ?? 0;
+  if (q.taskId !== undefined && q.dealId !== undefined) throw new UsageError("list approvals about one object: a task or a deal, not both");
+  const object: PendingObject | undefined = q.taskId !== undefined ? { type: "task", id: q.taskId } : q.dealId !== undefined ? { type: "deal", id: q.dealId } : undefined;
   const filter = {
     ...(q.requestedBy !== undefined ? { requestedBy: q.requestedBy } : {}),
-    ...(q.taskId !== undefined ? { taskId: q.taskId } : {}),
+    // The journal's index filters by the object's id, whatever its kind; the kind is checked on each row read.
+    ...(object !== undefined ? { taskId: object.id } : {}),
     ...(q.olderThanMs !== undefined ? { registeredBefore: new Date(now - q.olderThanMs).toISOString() } : {}),
   };
   // Entitlement is policy, not SQL: with --mine every match is read and the page cut afterwards.
@@ -89,12 +108,14 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
   const seenSets = new Set<string>();
   /** Hashes of the matching rows accounted for (read, or fetched as a member of a listed set). */
   const counted = new Set<string>();
-  const matches = (r: ActionRow) =>
+  /** A row the index's filter returns (by the object's id, not its kind): what `rowTotal` counted. */
+  const inFilter = (r: ActionRow) =>
     r.phase === "registered" &&
     (q.requestedBy === undefined || r.envelope.requestedBy === q.requestedBy) &&
-    // --object names a task: a deal (or a new task, id 0) with the same number is not it.
-    (q.taskId === undefined || (r.envelope.object.type === "task" && r.envelope.object.id === q.taskId)) &&
+    (object === undefined || r.envelope.object.id === object.id) &&
     (filter.registeredBefore === undefined || r.registeredAt < filter.registeredBefore);
+  /** The object asked for, of its kind: a deal (or a new task, id 0) with a task's number is not that task. */
+  const about = (r: ActionRow) => object === undefined || (r.envelope.object.type === object.type && r.envelope.object.id === object.id);
   let read = 0;
   while (read < rowTotal && (readAll || all.length < wanted)) {
     const chunk = readAll ? Math.max(rowTotal - read, 1) : Math.max(wanted - all.length, 1) + 16;
@@ -112,7 +133,9 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
         if (seenSets.has(a.set.setHash)) continue;
         seenSets.add(a.set.setHash);
         const members = await Promise.all(a.set.set.actions.map(async (x) => (x.envelopeHash === a.envelopeHash ? a : await app.deps.journal.getAction(x.envelopeHash))));
-        for (const m of members) if (m && matches(m)) counted.add(m.envelopeHash);
+        for (const m of members) if (m && inFilter(m)) counted.add(m.envelopeHash);
+        // A set is about an object when any of its actions is (the row read may be about another kind with the same id).
+        if (!members.some((m) => m && inFilter(m) && about(m))) continue;
         const broken = a.set.set.actions.filter((x, i) => !members[i]?.macValid);
         if (broken.length > 0) {
           // A set with a member missing or failing its seal cannot be approved (INTEGRITY_CHECK_FAILED): those rows are named, the set not listed.
@@ -123,6 +146,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
         all.push(setApproval(a, members as ActionRow[], now));
         continue;
       }
+      if (!about(a)) continue;
       if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy)) continue;
       all.push({
         threadId: a.threadId,
@@ -130,6 +154,8 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
         revision: a.revision,
         requestedBy: a.envelope.requestedBy,
         taskId: a.envelope.object.id,
+        object: { ...a.envelope.object },
+        operation: a.envelope.operation,
         fields: Object.keys(a.envelope.params),
         risk: a.envelope.risk.level,
         escalatedTo: a.escalatedTo,
@@ -144,7 +170,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
     const v = await viewLegacy(app, r.threadId);
     const e = v.approval?.envelope;
     if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash || !e) continue;
-    if (q.taskId !== undefined && (e.object.type !== "task" || e.object.id !== q.taskId)) continue;
+    if (object !== undefined && (e.object.type !== object.type || e.object.id !== object.id)) continue;
     if (q.olderThanMs !== undefined && Date.parse(r.createdAt) > now - q.olderThanMs) continue;
     all.push({
       threadId: r.threadId,
@@ -152,6 +178,8 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
       revision: r.revision,
       requestedBy: r.requestedBy,
       taskId: e.object.id,
+      object: { ...e.object },
+      operation: e.operation,
       fields: Object.keys(e.params),
       risk: e.risk.level,
       escalatedTo: null,
@@ -183,6 +211,8 @@ function setApproval(first: ActionRow, members: ActionRow[], now: number): Pendi
     revision: m.set.revision,
     requestedBy: m.set.requestedBy,
     taskId: members[0]!.envelope.object.id,
+    object: { ...members[0]!.envelope.object },
+    operation: members[0]!.envelope.operation,
     fields: [...new Set(members.flatMap((x) => Object.keys(x.envelope.params)))],
     risk: m.set.risk.level,
     escalatedTo: first.escalatedTo,
@@ -191,7 +221,7 @@ function setApproval(first: ActionRow, members: ActionRow[], now: number): Pendi
     expired: Date.parse(m.set.expiresAt) <= now,
     changeSet: {
       setHash: m.setHash,
-      actions: members.map((x) => ({ actionId: x.set?.actionId ?? "a?", envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, fields: Object.keys(x.envelope.params) })),
+      actions: members.map((x) => ({ actionId: x.set?.actionId ?? "a?", envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, object: { ...x.envelope.object }, fields: Object.keys(x.envelope.params) })),
     },
   };
 }

@@ -75,11 +75,12 @@ const positive = (name: string, zeroOk = false) => (value: string) => {
   return Number(value);
 };
 
-const taskId = (value: string) => {
-  capped("--task", value, 20);
-  if (!/^\d+$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError(esc`expected a positive task id, got "${value}"`);
+const objectId = (flag: string, kind: "task" | "deal") => (value: string) => {
+  capped(flag, value, 20);
+  if (!/^\d+$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError(esc`expected a positive ${kind} id, got "${value}"`);
   return Number(value);
 };
+const taskId = objectId("--task", "task");
 
 /** `--api URL` or LANGGRAPH_API_URL: the command talks to that LangGraph API server (src/api/cli-api.ts). */
 const apiOf = async (flag: string | undefined) => {
@@ -190,13 +191,21 @@ export function buildProgram(): Command {
     .option("--mine", "only approvals the --as approver may decide")
     .option("--as <approver>", "who --mine means", cap("--as", LIMITS.id))
     .option("--requested-by <user>", "only approvals this user requested", cap("--requested-by", LIMITS.id))
-    .option("--object <task>", "only approvals about this task id", taskId)
+    .option("--task <id>", "only approvals with an action on this task (a change set: any of its actions)", taskId)
+    .option("--object <task>", "the same as --task (a task id)", objectId("--object", "task"))
+    .option("--deal <id>", "only approvals with an action on this deal (a change set: any of its actions)", objectId("--deal", "deal"))
     .option("--older-than <duration>", "only approvals waiting longer than this (e.g. 30m, 2h, 1d)", duration)
     .option("--limit <n>", "at most this many (default 100)", positive("--limit"), 100)
     .option("--offset <n>", "skip this many first", positive("--offset", true), 0)
     .option(...API_OPTION)
-    .action(async (opts: { json?: boolean; api?: string; mine?: boolean; as?: string; requestedBy?: string; object?: number; olderThan?: number; limit: number; offset: number }) => {
+    .action(async (opts: { json?: boolean; api?: string; mine?: boolean; as?: string; requestedBy?: string; task?: number; object?: number; deal?: number; olderThan?: number; limit: number; offset: number }) => {
+      const named = (["task", "object", "deal"] as const).filter((k) => opts[k] !== undefined).map((k) => `--${k}`);
+      if (named.length > 1) {
+        throw new UsageError(`${named.join(" and ")} each name the one object to list approvals about; give one: --task N (or --object N) for a task, --deal N for a deal`);
+      }
+      const object = opts.deal !== undefined ? { dealId: opts.deal } : (opts.task ?? opts.object) !== undefined ? { taskId: (opts.task ?? opts.object)! } : {};
       const api = await apiOf(opts.api);
+      if (api && named.length > 0) throw new UsageError(`${named[0]} filters the local listing; pending --api lists every waiting approval of the server, unfiltered`);
       if (api) return void (process.exitCode = await runApiCommand(api, { kind: "pending", json: Boolean(opts.json) }));
       if (opts.mine && !opts.as) throw new UsageError("--mine needs --as <approver>: whose approvals to list");
       const printer = new Printer(process.stdout, Boolean(opts.json));
@@ -205,7 +214,7 @@ export function buildProgram(): Command {
         const page = await pendingPage(app, {
           ...(opts.mine ? { decidableBy: opts.as! } : {}),
           ...(opts.requestedBy ? { requestedBy: opts.requestedBy } : {}),
-          ...(opts.object !== undefined ? { taskId: opts.object } : {}),
+          ...object,
           ...(opts.olderThan !== undefined ? { olderThanMs: opts.olderThan } : {}),
           limit: opts.limit,
           offset: opts.offset,

@@ -219,9 +219,10 @@ export function outcomeTableLines(actions: NonNullable<ThreadView["changeSetOutc
  */
 export function pendingLine(r: PendingApproval): string {
   const cs = r.changeSet;
+  // The object's kind from the listing, else from the operation; a single update_task keeps its short form ("task 4 TITLE").
   const what = cs
-    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} ${objectLabel(x.operation)} ${x.taskId} ${x.fields.join(",")}`).join("; ")
-    : esc`task ${r.taskId ?? "?"} ${(r.fields ?? []).join(",")}`;
+    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} ${x.object?.type ?? objectLabel(x.operation)} ${x.taskId} ${x.fields.join(",")}`).join("; ")
+    : (r.operation && r.operation !== "update_task" ? esc`${r.operation} ` : "") + esc`${r.object?.type ?? objectLabel(r.operation)} ${r.taskId ?? "?"} ${(r.fields ?? []).join(",")}`;
   return (
     esc`${r.threadId}  rev ${r.revision}  ` +
     what +
