@@ -1,7 +1,8 @@
 /**
  * The main job (`npm start`): run a request end to end on whatever is configured — by default the
  * embedded emulator, the offline model and SQLite under .data/ — showing each step, and at a terminal
- * ask approve / reject / edit. Without a terminal it leaves the thread waiting and prints the command.
+ * ask approve / reject / edit (a change set: approve or reject it whole, or approve / reject each
+ * action, sent as `decide` sends it). Without a terminal it leaves the thread waiting and prints the command.
  */
 import { randomUUID } from "node:crypto";
 import { select, input } from "@inquirer/prompts";
@@ -9,9 +10,10 @@ import { loadConfig } from "../config/env.js";
 import { createDeps } from "../runtime/deps.js";
 import { openApp, startRun, submitDecision, viewThread, type App, type ThreadView } from "../app/threads.js";
 import type { RequestScope } from "../hitl/records.js";
+import type { ResumeValue } from "../hitl/contract.js";
 import { Printer } from "./render.js";
 import { exitCodeForOutcome } from "./exit-codes.js";
-import { approveDecision, editDecision, rejectDecision } from "./decisions.js";
+import { approveDecision, editDecision, rejectDecision, setDecisions } from "./decisions.js";
 import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
 import { startInbox, type RunningInbox } from "../inbox/server.js";
@@ -129,7 +131,9 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
       if (view.status === "awaiting_input") {
         printer.question(view);
         if (!interactive) return 0;
-        view = await submitDecision(app, view.threadId, { answers: await askAnswers(view) }, printer.onStep);
+        const answers = await untilCtrlC(askAnswers(view));
+        if (answers === STOPPED) return stoppedAt(printer, view);
+        view = await submitDecision(app, view.threadId, { answers }, printer.onStep);
         continue;
       }
       printer.card(view);
@@ -139,7 +143,8 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
         printer.line(esc`or reject it with: npm run cli -- reject ${view.threadId} --reason "..."`);
         return 0;
       }
-      const resume = await ask(view);
+      const resume = await untilCtrlC(ask(view));
+      if (resume === STOPPED) return stoppedAt(printer, view);
       view = await submitDecision(app, view.threadId, resume, printer.onStep);
     }
     printer.outcome(view);
@@ -149,6 +154,23 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     await inbox?.close();
     await app.close();
   }
+}
+
+const STOPPED = Symbol("stopped at the prompt");
+
+/** A prompt's answer, or STOPPED when the person pressed Ctrl-C at it (nothing was sent). */
+async function untilCtrlC<T>(asked: Promise<T>): Promise<T | typeof STOPPED> {
+  try {
+    return await asked;
+  } catch (e) {
+    if (e instanceof Error && e.name === "ExitPromptError") return STOPPED;
+    throw e;
+  }
+}
+
+function stoppedAt(printer: Printer, view: ThreadView): number {
+  printer.line(esc`Stopped at the prompt; nothing was sent. The thread ${view.threadId} keeps waiting: \`npm run cli -- show ${view.threadId}\` picks it up.`);
+  return 0;
 }
 
 async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
@@ -162,8 +184,9 @@ async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
   return answers;
 }
 
-async function ask(view: ThreadView) {
+async function ask(view: ThreadView): Promise<ResumeValue> {
   const a = view.approval!;
+  if (a.changeSet) return askSet(view);
   const choice = await select({
     message: esc`Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
     choices: [
@@ -183,6 +206,61 @@ async function ask(view: ThreadView) {
       const field = await input({ message: "Field (UPPER_SNAKE, e.g. TITLE)", required: true, validate: withinCap("field", LIMITS.id) });
       const value = await input({ message: esc`New value for ${field}`, required: true, validate: withinCap("value", LIMITS.setValue) });
       return editDecision(view, { as, set: [`${field}=${value}`] });
+    }
+    default: {
+      const never: never = choice;
+      throw new Error(`unknown choice ${String(never)}`);
+    }
+  }
+}
+
+/**
+ * A change set at the prompt: approve or reject the whole set, or go through its actions approving or
+ * rejecting each; the per-action answers become the flags `decide` takes and are built by the same
+ * `setDecisions` (one decision per action, bound to the set hash the person confirms). Editing an
+ * action is left to `decide --edit`, and the prompt says so.
+ */
+async function askSet(view: ThreadView): Promise<ResumeValue> {
+  const a = view.approval!;
+  const cs = a.changeSet!;
+  const ids = cs.actions.map((x) => x.actionId);
+  const choice = await select({
+    message: esc`Decision for change set ${cs.setHash} (revision ${a.revision}, ${ids.length} actions: ${ids.join(", ")})`,
+    choices: [
+      { name: "approve the whole set (every action)", value: "approve" as const },
+      { name: "reject the whole set", value: "reject" as const },
+      { name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`, value: "each" as const },
+    ],
+  });
+  const as = await input({ message: "Your approver id", default: "demo-approver", validate: withinCap("approver id", LIMITS.id) });
+  // As for a single envelope, the approver confirms the set hash they were shown; it is sent as typed.
+  const setHash = () => input({ message: 'Set hash as shown on the card ("Set hash:")', default: cs.setHash, validate: withinCap("hash", LIMITS.hash) });
+  switch (choice) {
+    case "approve":
+      return approveDecision(view, { as, hash: await setHash() });
+    case "reject":
+      return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
+    case "each": {
+      const approve: string[] = [];
+      const reject: string[] = [];
+      for (const [i, x] of cs.actions.entries()) {
+        const o = x.envelope.object;
+        const object = o.id === 0 ? `a new ${o.type}` : `${o.type} ${o.id}`;
+        const d = await select({
+          message: esc`Action ${i + 1} of ${ids.length}, ${x.actionId}: ${x.envelope.operation} ${object} (${Object.keys(x.envelope.params).join(", ")})`,
+          choices: [
+            { name: esc`approve ${x.actionId}`, value: "approve" as const },
+            { name: esc`reject ${x.actionId}`, value: "reject" as const },
+          ],
+        });
+        if (d === "approve") {
+          approve.push(x.actionId);
+          continue;
+        }
+        const reason = await input({ message: esc`Reason for rejecting ${x.actionId} (optional)`, validate: withinCap("reason", LIMITS.reason) });
+        reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
+      }
+      return setDecisions(view, { as, hash: await setHash(), ...(approve.length ? { approve: [approve.join(",")] } : {}), ...(reject.length ? { reject } : {}) });
     }
     default: {
       const never: never = choice;
