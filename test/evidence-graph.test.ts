@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
 import { sha256Json } from "../src/envelope/index.js";
+import { RAW_IN_JOURNAL } from "../src/hitl/records.js";
 import { buildCase, type RunStatus } from "../src/evidence/bundle.js";
 import { exportBundle } from "../src/evidence/export.js";
 import { renderCase } from "../src/evidence/render.js";
@@ -201,5 +202,36 @@ describe("A5: the concurrent-writer window is stated, not hidden behind VERIFIED
     expect(post.summary).toMatch(/^VERIFIED: .*not covered: Bitrix24 offers no conditional write/);
     expect(b.read("outcome").data.concurrentWriterWindow.statement).toBe(w.statement);
     expect(b.text).toMatch(/window not covered: \d+ ms between pre-read/);
+  });
+});
+
+describe("raw answers live in the journal and the audit log, not in graph state", () => {
+  it("state keeps the verdicts without the target's answers; the bundle's raw answers come from the hash-chained record, and a rewritten checkpoint cannot change them", async () => {
+    const view = await waiting("rename task 4 to Raw kept apart", readThenPropose(4, { TITLE: "Raw kept apart" }));
+    const done = await submitDecision(app!, view.threadId, approve(view));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+
+    const config = { configurable: { thread_id: view.threadId } };
+    const raw = (await app!.graph.getState(config)).values as any;
+    expect(raw.preRead.verdict).toBe("MATCH");
+    expect(raw.verification.verdict).toBe("VERIFIED");
+    for (const kept of [raw.preRead.raw, raw.verification.raw, raw.acknowledgement.body]) expect(kept).toBe(RAW_IN_JOURNAL);
+    // The record that ended the run carries the journal's copy, answers included.
+    const ending = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "execution_outcome")!;
+    expect((ending.received as any).verification.raw.result.task.title).toBe("Raw kept apart");
+
+    // A client rewrites the evidence channels (the API's updateState): the reducer keeps no answer from it,
+    // and the bundle still shows the journal's answers.
+    await app!.graph.updateState(config, {
+      verification: { ...raw.verification, raw: { result: { task: { id: "4", title: "FORGED" } } } },
+      preRead: { ...raw.preRead, raw: { result: { task: { id: "4", title: "FORGED" } } } },
+    });
+    const edited = (await app!.graph.getState(config)).values as any;
+    expect(edited.verification.raw).toBe(RAW_IN_JOURNAL);
+    const b = await exported(view.threadId);
+    expect(b.read("post-write-read").data.raw.result.task.title).toBe("Raw kept apart");
+    expect(b.read("pre-read").data.raw.result.task.id).toBe("4");
+    expect(JSON.stringify(b.read("pre-read").data.raw)).not.toContain("FORGED");
   });
 });

@@ -18,6 +18,7 @@ import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
 import { openApp, startRun, submitDecision, type App, type ThreadView } from "../../src/app/threads.js";
 import type { Bitrix24Tools } from "../../src/tools/bitrix24-tools.js";
+import { GroupCommitSqliteSaver } from "../../src/store/checkpointer.js";
 import { ScriptedChatModel, call, type Script } from "../../test/support/scripted-model.js";
 import { ROOT } from "./common.js";
 
@@ -74,6 +75,27 @@ class TimedSqliteSaver extends SqliteSaver {
   }
   override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
     return this.probe.time("checkpointer", "putWrites", () => super.putWrites(...args));
+  }
+}
+
+/** Our checkpointer (group commit) with each read, write and group COMMIT timed; a "commit" span is one durable commit. */
+class TimedGroupCommitSaver extends GroupCommitSqliteSaver {
+  constructor(file: string, private readonly probe: Probe) {
+    super(file);
+  }
+  override getTuple(...args: Parameters<SqliteSaver["getTuple"]>): Promise<CheckpointTuple | undefined> {
+    return this.probe.time("checkpointer", "getTuple", () => super.getTuple(...args));
+  }
+  override put(...args: Parameters<SqliteSaver["put"]>) {
+    return this.probe.time("checkpointer", "put", () => super.put(...args));
+  }
+  override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
+    return this.probe.time("checkpointer", "putWrites", () => super.putWrites(...args));
+  }
+  protected override commit(): void {
+    const start = performance.now();
+    super.commit();
+    if (this.probe.enabled) this.probe.spans.push({ category: "checkpointer", name: "commit", start, end: performance.now() });
   }
 }
 
@@ -142,7 +164,7 @@ export async function openBenchApp(opts: { webhookUrl: string; dataDir: string; 
   timeMethods(deps.journal, "journal", probe);
   const audit = (deps as unknown as Record<string, unknown>)["audit"];
   if (audit && typeof audit === "object") timeMethods(audit, "audit", probe);
-  const app = openApp(deps, { checkpointer: new TimedSqliteSaver(path.join(opts.dataDir, "checkpoints.sqlite"), probe) });
+  const app = openApp(deps, { checkpointer: new TimedGroupCommitSaver(path.join(opts.dataDir, "checkpoints.sqlite"), probe) });
   return { app, probe, close: () => app.close() };
 }
 

@@ -196,7 +196,10 @@ export async function startRun(app: App, input: RunInput, opts: { threadId?: str
  */
 export async function submitDecision(app: App, threadId: string, resume: unknown, onStep?: StepListener): Promise<ThreadView> {
   return withThreadLock(app, threadId, async () => {
-    const view = await viewThread(app, threadId);
+    // The common case, a thread waiting at its interrupt, needs only the checkpoint's interrupt id;
+    // everything else is refused below with the full (journal-backed) view in the message.
+    const waiting = await waitingInterrupt(app, threadId);
+    const view: Pick<ThreadView, "status" | "interruptId" | "next" | "state"> = waiting ?? (await viewThread(app, threadId));
     switch (view.status) {
       case "not_found":
         throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
@@ -224,6 +227,15 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
     await drive(app, new Command({ resume: resumeValue }), threadId, onStep);
     return viewThread(app, threadId);
   });
+}
+
+/** A thread paused at an interrupt, from its checkpoint alone (no journal overlay); undefined for any other status. */
+async function waitingInterrupt(app: App, threadId: string): Promise<Pick<ThreadView, "status" | "interruptId"> | undefined> {
+  const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
+  const first = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0];
+  if (!first) return undefined;
+  const kind = (first.value as InterruptPayload | undefined)?.kind;
+  return { status: kind === "input" ? "awaiting_input" : "awaiting_approval", ...(first.id ? { interruptId: first.id } : {}) };
 }
 
 /** Continues a run that a crash stopped between nodes; the journal keeps it from writing twice. */

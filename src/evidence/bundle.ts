@@ -48,7 +48,8 @@ export interface WriterWindow {
 
 export function writerWindow(preRead: PreReadRecord | null, invocation: InvocationRecord | null, ack: AcknowledgementRecord | null): WriterWindow | null {
   if (!invocation) return null;
-  const fields = Object.keys(invocation.args.fields);
+  // A delete sends no fields: it overwrites none.
+  const fields = Object.keys(invocation.args.fields ?? {});
   const from = preRead?.at ?? null;
   const ms = from !== null ? Date.parse(invocation.sentAt) - Date.parse(from) : NaN;
   return {
@@ -298,24 +299,28 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
     if (e.verification) add("post_write_read", `${id}-post-write-read`, e.verification.at, `${head}: ${e.verification.verdict}: ${e.verification.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...e.verification, normalisationRules: normalisationRules() });
     if (r.outcome) add("outcome", `${id}-outcome`, r.at, `${head}: ${r.outcome.outcome} (${r.outcome.reasonCode}): ${r.outcome.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...r.outcome, ...r.outcome.flags, auditSeq: r.seq });
   }
-  if (s?.preRead && actions.length === 0) {
-    const p = s.preRead;
+  // A single action: its evidence from the hash-chained record that ended it (the journal's copy, with
+  // the target's raw answers); a run recorded before that record carried it, from thread state.
+  const ending = records.find((r) => (r.event === "execution_outcome" || r.event === "run_ended") && r.received);
+  const ev = (ending?.received as Partial<Pick<State, "preRead" | "invocation" | "acknowledgement" | "verification">> | undefined) ?? s;
+  if (ev?.preRead && actions.length === 0) {
+    const p = ev.preRead;
     add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, {
       verdict: p.verdict, reason: p.reason, identity: p.identity ?? null, canEdit: p.canEdit, fields: p.fields, moved: p.moved ?? null,
       lease: p.lease ?? null, normalisationRules: normalisationRules(), raw: p.raw,
     });
   }
-  if (s?.invocation && actions.length === 0) {
-    const i = s.invocation;
+  if (ev?.invocation && actions.length === 0) {
+    const i = ev.invocation;
     add("invocation", "invocation", i.sentAt, `${i.tool} ${JSON.stringify(i.args)}, idempotency key ${i.idempotencyKey}`, { ...i });
   }
-  if (s?.acknowledgement && actions.length === 0) {
-    const a = s.acknowledgement;
+  if (ev?.acknowledgement && actions.length === 0) {
+    const a = ev.acknowledgement;
     add("acknowledgement", "acknowledgement", a.at, `${a.status}${a.error ? `: ${a.error.code ?? a.error.kind} ${a.error.description}` : ""}${a.reason ? `: ${a.reason}` : ""}`, { ...a });
   }
-  if (s?.verification && actions.length === 0) {
-    const v = s.verification;
-    const window = writerWindow(s.preRead, s.invocation, s.acknowledgement);
+  if (ev?.verification && actions.length === 0) {
+    const v = ev.verification;
+    const window = writerWindow(ev.preRead ?? null, ev.invocation ?? null, ev.acknowledgement ?? null);
     add("post_write_read", "post-write-read", v.at, `${v.verdict}: ${v.reason}${window ? `; not covered: ${window.statement}` : ""}`, {
       verdict: v.verdict, reason: v.reason, identity: v.identity ?? null, fields: v.fields, moved: v.moved ?? null,
       concurrentWriterWindow: window, normalisationRules: normalisationRules(), raw: v.raw,
@@ -331,7 +336,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
       finishedAt: s.finishedAt,
       ...explained.flags,
       because: explained.because,
-      concurrentWriterWindow: writerWindow(s.preRead, s.invocation, s.acknowledgement),
+      concurrentWriterWindow: writerWindow(ev?.preRead ?? null, ev?.invocation ?? null, ev?.acknowledgement ?? null),
     });
   } else if (closing?.outcome) {
     const o = closing.outcome;

@@ -32,6 +32,7 @@ import type {
   RequestScope,
   VerificationRecord,
 } from "../hitl/records.js";
+import { acknowledgementMirror, preReadMirror, verificationMirror } from "../hitl/records.js";
 import type { InputRequestRecord } from "../hitl/structured-input.js";
 import type { JournalNext } from "../store/action-machine.js";
 
@@ -182,12 +183,22 @@ const refusals = new ReducedValue(mirror<Refusal[]>("Every refused decision, in 
   inputSchema: mirror<Refusal[]>("Refusals to append.", z.array(RefusalShape)),
   reducer: (a: Refusal[], b: Refusal[]) => a.concat(b),
 });
-const verification = last<VerificationRecord | null>(
+/**
+ * An evidence channel: last value wins, kept without the target's raw answers (`slim`), whoever
+ * writes it (a node, or a client through the API). The answers stay in the journal and audit log.
+ */
+const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) => T | null) =>
+  new ReducedValue(last<T | null>(`${description} State keeps it without the target's raw answer, which stays in the journal.`, shape, () => null), {
+    inputSchema: z.any() as unknown as z.ZodType<T | null>,
+    reducer: (_current: T | null, next: T | null) => slim(next),
+  });
+
+const verification = evidence<VerificationRecord>(
   "The post-write read and its verdict: only a fresh read showing the approved values makes VERIFIED.",
   VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"])
     .extend({ created: z.unknown().optional().describe("For a comment: the comment this write made (its id, how it was found) and the comment list read.") })
     .nullable(),
-  () => null,
+  verificationMirror,
 );
 
 export const AgentState = new StateSchema({
@@ -212,10 +223,10 @@ export const AgentState = new StateSchema({
   pendingDecision: last<unknown>("The raw resume value most recently received, before validation.", undefined, () => null),
   decision,
   refusals,
-  preRead: last<PreReadRecord | null>(
+  preRead: evidence<PreReadRecord>(
     "The fresh read of the target just before the write: MATCH lets the write go; MISMATCH / UNKNOWN / ERROR end the run.",
     VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"]).extend({ canEdit: z.boolean().nullable() }).nullable(),
-    () => null,
+    preReadMirror,
   ),
   invocation: last<InvocationRecord | null>(
     "The write as sent (arguments from the journal's envelope, idempotency key), recorded before sending.",
@@ -230,10 +241,10 @@ export const AgentState = new StateSchema({
       .nullable(),
     () => null,
   ),
-  acknowledgement: last<AcknowledgementRecord | null>(
-    "The target's answer to the write, as received: OK, ERROR, or MISSING (timeout: outcome unknown, settled by verification).",
+  acknowledgement: evidence<AcknowledgementRecord>(
+    "The target's answer to the write: OK, ERROR, or MISSING (timeout: outcome unknown, settled by verification).",
     z.object({ status: z.enum(["OK", "ERROR", "MISSING"]), body: z.unknown().optional(), reason: z.string().optional(), at: z.string() }).nullable(),
-    () => null,
+    acknowledgementMirror,
   ),
   verification,
   outcome,

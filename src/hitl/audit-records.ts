@@ -6,7 +6,7 @@ import { checkProposal, sha256Json, type Envelope, type JsonValue, type NameReso
 import type { State } from "../graph/state.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../evidence/flags.js";
-import type { DecisionRecord, InvocationRecord, ProposalRecord, Refusal } from "./records.js";
+import type { AcknowledgementRecord, DecisionRecord, InvocationRecord, PreReadRecord, ProposalRecord, Refusal, VerificationRecord } from "./records.js";
 import type { ActionRow } from "../store/action-machine.js";
 
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
@@ -116,7 +116,20 @@ export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, r
  * The closing record of every run. `state` is the final state (the finish node's update applied).
  * A run that sent a write closes with execution_outcome; any other with run_ended.
  */
-export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string }): AuditEntry {
+/** One action's evidence as the journal holds it, kept in the audit record that ends it. */
+export interface ActionEvidence {
+  preRead: PreReadRecord | null;
+  invocation: InvocationRecord | null;
+  acknowledgement: AcknowledgementRecord | null;
+  verification: VerificationRecord | null;
+}
+
+/**
+ * The record that ends a run. For a single action, `evidence` (from the journal) goes into `received`,
+ * hash-chained like the rest, so the case record never needs graph state's mirrors for it (state keeps
+ * no raw answers). A change set's actions each have their own action_ended record instead.
+ */
+export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string; evidence?: ActionEvidence }): AuditEntry {
   const e = state.envelope;
   const d = state.decision;
   const explained = outcomeFlags(state);
@@ -152,6 +165,7 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
       finishedAt: state.finishedAt,
       flags: explained.flags,
     },
+    ...(ctx.evidence ? { received: ctx.evidence } : {}),
   });
 }
 

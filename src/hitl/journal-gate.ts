@@ -13,7 +13,7 @@ import { hashChangeSet, hashEnvelope, memberProblems, renderCard } from "../enve
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
-import type { DecisionRecord, Outcome, ReasonCode, RequestScope } from "./records.js";
+import { acknowledgementMirror, preReadMirror, verificationMirror, type DecisionRecord, type Outcome, type ReasonCode, type RequestScope } from "./records.js";
 import { deriveScope } from "./scope.js";
 import { journalGuardEntry, jsonSafe } from "./audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
@@ -196,10 +196,11 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
   // Evidence mirrors may lag the journal (a crash between a journal write and its checkpoint) but
   // never lead it: a record in state that the journal does not hold was put there by someone else.
   const p = a.progress;
+  // State keeps these without raw answers (state.ts), so they are compared as mirrors of the journal's.
   const differs = (mine: unknown, theirs: unknown) => mine != null && JSON.stringify(mine) !== JSON.stringify(theirs ?? null);
-  if (differs(state.verification, p.verification)) problems.push(`state carries a verification (${state.verification?.verdict}) the journal does not hold (${p.verification?.verdict ?? "none"})`);
-  if (differs(state.preRead, p.preRead)) problems.push(`state carries a pre-read (${state.preRead?.verdict}) the journal does not hold (${p.preRead?.verdict ?? "none"})`);
-  if (differs(state.acknowledgement, p.acknowledgement)) problems.push(`state carries an acknowledgement (${state.acknowledgement?.status}) the journal does not hold (${p.acknowledgement?.status ?? "none"})`);
+  if (differs(state.verification, verificationMirror(p.verification))) problems.push(`state carries a verification (${state.verification?.verdict}) the journal does not hold (${p.verification?.verdict ?? "none"})`);
+  if (differs(state.preRead, preReadMirror(p.preRead))) problems.push(`state carries a pre-read (${state.preRead?.verdict}) the journal does not hold (${p.preRead?.verdict ?? "none"})`);
+  if (differs(state.acknowledgement, acknowledgementMirror(p.acknowledgement))) problems.push(`state carries an acknowledgement (${state.acknowledgement?.status}) the journal does not hold (${p.acknowledgement?.status ?? "none"})`);
   if (state.decision != null && state.decision.envelopeHash === a.envelopeHash && (state.decision.approverId !== p.decision?.approverId || state.decision.type !== p.decision?.type)) {
     problems.push(`state says ${state.decision.type} by ${state.decision.approverId}, the journal ${p.decision ? `${p.decision.type} by ${p.decision.approverId}` : "no decision"}`);
   }

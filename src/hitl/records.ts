@@ -192,3 +192,29 @@ export interface VerificationRecord {
   created?: CreatedObject & { raw: unknown };
   at: string;
 }
+
+/**
+ * What graph state keeps of the evidence records: everything but the target's raw answers, which stay
+ * in the journal (and, at the end of each action, in its hash-chained audit record). State is a
+ * mirror anyone with API access can rewrite, so nothing reads evidence from it; carrying kilobytes of
+ * answers there only made every checkpoint bigger. The marker says where the answer is.
+ */
+export const RAW_IN_JOURNAL = "(kept in the journal: `audit export` / `show` print it)";
+
+export function preReadMirror(r: PreReadRecord | null | undefined): PreReadRecord | null {
+  if (!r || typeof r !== "object") return r ?? null;
+  const { raw: _raw, commentsRaw, ...rest } = r;
+  return { ...rest, raw: RAW_IN_JOURNAL, ...(commentsRaw !== undefined ? { commentsRaw: RAW_IN_JOURNAL } : {}) };
+}
+
+export function acknowledgementMirror(a: AcknowledgementRecord | null | undefined): AcknowledgementRecord | null {
+  if (!a || typeof a !== "object") return a ?? null;
+  const { body, ...rest } = a;
+  return { ...rest, ...(body !== undefined ? { body: RAW_IN_JOURNAL } : {}) };
+}
+
+export function verificationMirror(v: VerificationRecord | null | undefined): VerificationRecord | null {
+  if (!v || typeof v !== "object") return v ?? null;
+  const { raw: _raw, created, ...rest } = v;
+  return { ...rest, raw: RAW_IN_JOURNAL, ...(created && typeof created === "object" ? { created: { ...created, raw: RAW_IN_JOURNAL } } : {}) };
+}

@@ -56,14 +56,42 @@ function sealHoldsCached(key: Buffer, text: string, mac: string | null, content:
   return true;
 }
 
+/**
+ * Parsed JSON of rows read before, per envelope hash: the stored text and the object parsed from it,
+ * deep-frozen. A node reads its action several times and the progress column grows with every raw
+ * answer; text that is byte-identical parses to the same value, so the frozen parse is handed out
+ * again (frozen, so no caller can change what the next caller gets). Any other text is parsed anew.
+ */
+const parsedRows = new Map<string, { registeredText: string; registered: RegisteredAction; progressText: string; progress: ActionProgress }>();
+const MAX_CACHED_ROWS = 2_000;
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value as Record<string, unknown>)) deepFreeze(v);
+  }
+  return value;
+}
+
+function parsedOf(r: ActionDbRow): { registered: RegisteredAction; progress: ActionProgress } {
+  const hit = parsedRows.get(r.envelope_hash);
+  const registered = hit && hit.registeredText === r.registered_json ? hit.registered : deepFreeze(JSON.parse(r.registered_json) as RegisteredAction);
+  const progress = hit && hit.progressText === r.progress_json ? hit.progress : deepFreeze(JSON.parse(r.progress_json) as ActionProgress);
+  if (parsedRows.size >= MAX_CACHED_ROWS && !hit) parsedRows.clear();
+  parsedRows.set(r.envelope_hash, { registeredText: r.registered_json, registered, progressText: r.progress_json, progress });
+  return { registered, progress };
+}
+
 export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
   let registered: RegisteredAction;
+  let progress: ActionProgress;
   let macValid = true;
   try {
-    registered = JSON.parse(r.registered_json) as RegisteredAction;
+    ({ registered, progress } = parsedOf(r));
   } catch {
     // Unreadable content cannot be trusted either; keep the row's identity so the refusal can name it.
     registered = { envelopeHash: r.envelope_hash, threadId: r.thread_id, revision: r.revision } as RegisteredAction;
+    progress = JSON.parse(r.progress_json) as ActionProgress;
     macValid = false;
   }
   macValid =
@@ -78,7 +106,7 @@ export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
     threadId: r.thread_id,
     revision: r.revision,
     phase: r.phase,
-    progress: JSON.parse(r.progress_json) as ActionProgress,
+    progress,
     registeredAt: r.registered_at,
     macValid,
   };

@@ -195,6 +195,14 @@ export function recordHash(record: Omit<AuditRecord, "prevHash" | "hash">, prevH
 
 export class SqliteAuditLog implements AuditLog {
   private readonly db: Database.Database;
+  /** Prepared once per SQL text: preparing is a measurable share of a short transaction. */
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private sql(text: string): Database.Statement {
+    let stmt = this.statements.get(text);
+    if (!stmt) this.statements.set(text, (stmt = this.db.prepare(text)));
+    return stmt;
+  }
   private readonly clock: () => Date;
 
   constructor(file: string, opts: { clock?: () => Date } = {}) {
@@ -209,11 +217,10 @@ export class SqliteAuditLog implements AuditLog {
 
   async append(entry: AuditEntry): Promise<AppendResult> {
     const tx = this.db.transaction((): AppendResult => {
-      const existing = this.db
-        .prepare("SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?")
+      const existing = this.sql("SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?")
         .get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
       if (existing) return { appended: false, record: toRecord(existing) };
-      const last = this.db.prepare("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as
+      const last = this.sql("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as
         | { seq: number; record_hash: string }
         | undefined;
       const seq = (last?.seq ?? 0) + 1;
@@ -221,8 +228,7 @@ export class SqliteAuditLog implements AuditLog {
       const body = { ...entry, seq, recordedAt: this.clock().toISOString() };
       const text = canonicalJson(body);
       const hash = recordHash(body, prevHash);
-      this.db
-        .prepare(
+      this.sql(
           `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         )
@@ -237,8 +243,8 @@ export class SqliteAuditLog implements AuditLog {
   async records(filter: { threadId?: string } = {}): Promise<AuditRecord[]> {
     const rows = (
       filter.threadId !== undefined
-        ? this.db.prepare("SELECT * FROM audit_records WHERE thread_id = ? ORDER BY seq").all(filter.threadId)
-        : this.db.prepare("SELECT * FROM audit_records ORDER BY seq").all()
+        ? this.sql("SELECT * FROM audit_records WHERE thread_id = ? ORDER BY seq").all(filter.threadId)
+        : this.sql("SELECT * FROM audit_records ORDER BY seq").all()
     ) as AuditRow[];
     return rows.map(toRecord);
   }
@@ -248,7 +254,7 @@ export class SqliteAuditLog implements AuditLog {
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
-    const rows = this.db.prepare("SELECT * FROM audit_records ORDER BY seq").all() as AuditRow[];
+    const rows = this.sql("SELECT * FROM audit_records ORDER BY seq").all() as AuditRow[];
     return verifyRows(rows, opts.head);
   }
 

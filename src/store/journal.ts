@@ -285,6 +285,14 @@ function processAlive(pid: number): boolean {
 
 export class SqliteJournal implements Journal {
   private readonly db: Database.Database;
+  /** Prepared once per SQL text: preparing is a measurable share of a short transaction. */
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private sql(text: string): Database.Statement {
+    let stmt = this.statements.get(text);
+    if (!stmt) this.statements.set(text, (stmt = this.db.prepare(text)));
+    return stmt;
+  }
 
   constructor(
     file: string,
@@ -301,10 +309,9 @@ export class SqliteJournal implements Journal {
 
   async claimDecision(claim: DecisionClaim): Promise<ClaimResult> {
     const tx = this.db.transaction((): ClaimResult => {
-      const existing = this.db.prepare("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
+      const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
       if (existing) return { claimed: false, existing: toClaim(existing) };
-      this.db
-        .prepare(
+      this.sql(
           `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
         )
@@ -315,16 +322,15 @@ export class SqliteJournal implements Journal {
   }
 
   async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
-    const row = this.db.prepare("SELECT * FROM decision_claims WHERE nonce = ?").get(nonce) as ClaimRow | undefined;
+    const row = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(nonce) as ClaimRow | undefined;
     return row ? toClaim(row) : undefined;
   }
 
   async recordIntent(intent: ExecutionIntent, sentAt: string) {
     const tx = this.db.transaction(() => {
-      const existing = this.db.prepare("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
+      const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
       if (existing) return { recorded: false as const, existing: toExecution(existing) };
-      this.db
-        .prepare("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
+      this.sql("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
         .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt);
       return { recorded: true as const };
     });
@@ -332,8 +338,7 @@ export class SqliteJournal implements Journal {
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
-    this.db
-      .prepare("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL")
+    this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL")
       .run(JSON.stringify(acknowledgement), at, envelopeHash);
   }
 
@@ -342,15 +347,14 @@ export class SqliteJournal implements Journal {
       const now = Date.now();
       const holder = this.leaseOn(lease.objectKey);
       if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
-      const existing = this.db.prepare("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
+      const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
       if (existing) return { begun: false, existing: toExecution(existing) };
-      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as ActionDbRow | undefined;
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, intent.envelopeHash, "intent", {});
       if (!plan.ok) return { begun: false, refused: plan.reason };
       this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
-      this.db
-        .prepare("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
+      this.sql("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
         .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt);
       this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
       return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
@@ -360,8 +364,8 @@ export class SqliteJournal implements Journal {
 
   async recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult> {
     const tx = this.db.transaction((): TransitionResult => {
-      this.db.prepare("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash);
-      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash);
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
       if (!plan.ok) return plan;
@@ -372,13 +376,12 @@ export class SqliteJournal implements Journal {
   }
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
-    const row = this.db.prepare("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as ExecutionRow | undefined;
+    const row = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as ExecutionRow | undefined;
     return row ? toExecution(row) : undefined;
   }
 
   async registerApproval(e: Omit<ApprovalEntry, "status">): Promise<void> {
-    this.db
-      .prepare(
+    this.sql(
         `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
          VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
       )
@@ -386,51 +389,50 @@ export class SqliteJournal implements Journal {
   }
 
   async setApprovalStatus(envelopeHash: string, status: ApprovalEntry["status"]): Promise<void> {
-    this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(status, envelopeHash);
+    this.sql("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(status, envelopeHash);
   }
 
   async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {
-    this.db.prepare("UPDATE approvals SET status = ? WHERE thread_id = ? AND status = 'pending'").run(status, threadId);
+    this.sql("UPDATE approvals SET status = ? WHERE thread_id = ? AND status = 'pending'").run(status, threadId);
   }
 
   async listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]> {
     const rows = (
       status
-        ? this.db.prepare("SELECT * FROM approvals WHERE status = ? ORDER BY created_at, rowid").all(status)
-        : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, rowid").all()
+        ? this.sql("SELECT * FROM approvals WHERE status = ? ORDER BY created_at, rowid").all(status)
+        : this.sql("SELECT * FROM approvals ORDER BY created_at, rowid").all()
     ) as ApprovalRow[];
     return rows.map(toApproval);
   }
 
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
-    this.db
-      .prepare("INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)")
+    this.sql("INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)")
       .run(t.threadId, sealed.json, sealed.mac, t.createdAt);
     return (await this.getThread(t.threadId))!;
   }
 
   async getThread(threadId: string): Promise<ThreadRecord | undefined> {
-    const row = this.db.prepare("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
+    const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
     return row ? toThreadRecord(row, this.key) : undefined;
   }
 
   async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
     const tx = this.db.transaction(() => {
-      const row = this.db.prepare("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
+      const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
       if (!row) return;
       const t = toThreadRecord(row, this.key);
-      const hasAction = this.db.prepare("SELECT 1 FROM actions WHERE thread_id = ? LIMIT 1").get(threadId);
+      const hasAction = this.sql("SELECT 1 FROM actions WHERE thread_id = ? LIMIT 1").get(threadId);
       if (!t.macValid || t.closed || hasAction) return;
       const sealed = sealThread(this.key, { ...t, scope });
-      this.db.prepare("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(sealed.json, sealed.mac, threadId);
+      this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(sealed.json, sealed.mac, threadId);
     });
     tx.immediate();
     return this.getThread(threadId);
   }
 
   async closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined> {
-    this.db.prepare("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(JSON.stringify(closed), threadId);
+    this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(JSON.stringify(closed), threadId);
     return this.getThread(threadId);
   }
 
@@ -445,22 +447,20 @@ export class SqliteJournal implements Journal {
     const fresh = new Set(list.map((a) => a.envelopeHash));
     const sealed = list.map((a) => sealAction(this.key, a));
     const tx = this.db.transaction(() => {
-      const open = this.db.prepare("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')").all(threadId) as ActionDbRow[];
+      const open = this.sql("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')").all(threadId) as ActionDbRow[];
       for (const r of open) {
         if (fresh.has(r.envelope_hash)) continue;
         const row = toActionRow(r, this.key);
-        this.db.prepare("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
-        this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor("superseded", row.progress), r.envelope_hash);
+        this.sql("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
+        this.sql("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor("superseded", row.progress), r.envelope_hash);
       }
       list.forEach((a, i) => {
-        this.db
-          .prepare(
+        this.sql(
             `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
              VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
           )
           .run(a.envelopeHash, a.threadId, a.revision, sealed[i]!.json, sealed[i]!.mac, JSON.stringify(emptyProgress()), at);
-        this.db
-          .prepare(
+        this.sql(
             `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
              VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
           )
@@ -472,12 +472,12 @@ export class SqliteJournal implements Journal {
   }
 
   async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
-    const row = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+    const row = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
     return row ? toActionRow(row, this.key) : undefined;
   }
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
-    const raw = this.db.prepare("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(threadId) as ActionDbRow | undefined;
+    const raw = this.sql("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(threadId) as ActionDbRow | undefined;
     // A change set: every row carries the sealed set; the rows are read in the set's order.
     return currentFrom(raw ? toActionRow(raw, this.key) : undefined, (h) => this.getAction(h));
   }
@@ -488,18 +488,17 @@ export class SqliteJournal implements Journal {
 
   async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim): Promise<DecideResult> {
     const tx = this.db.transaction((): DecideResult => {
-      const existing = this.db.prepare("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
+      const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
       if (existing) return { claimed: false, existing: toClaim(existing) };
       const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
       for (const { envelopeHash, decision } of decisions) {
-        const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
         const row = raw ? toActionRow(raw, this.key) : undefined;
         const plan = planMove(row, envelopeHash, "decided", { decision });
         if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
         planned.push({ row: row!, progress: plan.progress });
       }
-      this.db
-        .prepare(
+      this.sql(
           `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
         )
@@ -513,7 +512,7 @@ export class SqliteJournal implements Journal {
 
   async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult> {
     const tx = this.db.transaction((): TransitionResult => {
-      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
@@ -539,41 +538,39 @@ export class SqliteJournal implements Journal {
       args.push(f.registeredBefore);
     }
     const w = where.join(" AND ");
-    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM actions WHERE ${w}`).get(...args) as { n: number }).n;
-    const rows = this.db.prepare(`SELECT * FROM actions WHERE ${w} ORDER BY registered_at, rowid LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as ActionDbRow[];
+    const total = (this.sql(`SELECT COUNT(*) AS n FROM actions WHERE ${w}`).get(...args) as { n: number }).n;
+    const rows = this.sql(`SELECT * FROM actions WHERE ${w} ORDER BY registered_at, rowid LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as ActionDbRow[];
     return { total, rows: rows.map((r) => toActionRow(r, this.key)) };
   }
 
   async listUnadoptedApprovals(): Promise<ApprovalEntry[]> {
-    const rows = this.db
-      .prepare("SELECT a.* FROM approvals a LEFT JOIN actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.rowid")
+    const rows = this.sql("SELECT a.* FROM approvals a LEFT JOIN actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.rowid")
       .all() as ApprovalRow[];
     return rows.map(toApproval);
   }
 
   async listOpenThreads(): Promise<string[]> {
-    const rows = this.db
-      .prepare(`SELECT thread_id, MIN(rowid) AS first FROM actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`)
+    const rows = this.sql(`SELECT thread_id, MIN(rowid) AS first FROM actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`)
       .all() as Array<{ thread_id: string }>;
     return rows.map((r) => r.thread_id);
   }
 
   async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {
     const tx = this.db.transaction(() => {
-      const raw = this.db.prepare("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
       if (!raw) return;
       const p = JSON.parse(raw.progress_json) as ActionProgress;
       const next: ActionProgress = { ...p, lastRefusal: refusal, refusalsSeen: p.refusalsSeen + 1, refusalsCounted: p.refusalsCounted + (counted ? 1 : 0) };
-      this.db.prepare("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(JSON.stringify(next), envelopeHash);
+      this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(JSON.stringify(next), envelopeHash);
     });
     tx.immediate();
     return this.getAction(envelopeHash);
   }
 
   private writeMove(envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): void {
-    this.db.prepare("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(to, JSON.stringify(progress), envelopeHash);
-    this.db.prepare("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor(to, progress), envelopeHash);
-    if (releasesLease(from, to, progress)) this.db.prepare("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
+    this.sql("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(to, JSON.stringify(progress), envelopeHash);
+    this.sql("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor(to, progress), envelopeHash);
+    if (releasesLease(from, to, progress)) this.sql("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
   }
 
   async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
@@ -583,20 +580,36 @@ export class SqliteJournal implements Journal {
       if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
       return { acquired: true, expiresAt: this.putLease(objectKey, owner, holder, now, holdMs) };
     });
-    return tx.immediate();
+    return this.withoutFsync(() => tx.immediate());
+  }
+
+  /**
+   * Runs a lock's transaction with synchronous=NORMAL: committed to the WAL (so every other process
+   * sees it at once, and a killed process cannot lose it) but not fsynced on its own. A lock only means
+   * something while its holder lives; a power loss ends every holder, and a lock row lost or left by
+   * one is what the expiry and dead-holder takeover already handle after any crash. The next FULL
+   * commit on this file (the action's move) fsyncs the WAL, this frame included. Saves an fsync per
+   * lock taken or released.
+   */
+  private withoutFsync<T>(fn: () => T): T {
+    this.db.pragma("synchronous = NORMAL");
+    try {
+      return fn();
+    } finally {
+      this.db.pragma("synchronous = FULL");
+    }
   }
 
   /** The lease row on an object (inside the caller's transaction). */
   private leaseOn(objectKey: string): ObjectLease | undefined {
-    const row = this.db.prepare("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as LeaseRow | undefined;
+    const row = this.sql("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as LeaseRow | undefined;
     return row ? toLease(row) : undefined;
   }
 
   /** Takes or renews the lease for `owner` (the caller checked leaseIsFree); a renewal keeps its acquisition time. Returns the expiry. */
   private putLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holder: ObjectLease | undefined, now: number, holdMs: number): number {
     const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
-    this.db
-      .prepare("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+    this.sql("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
       .run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
     return now + holdMs;
   }
@@ -606,8 +619,7 @@ export class SqliteJournal implements Journal {
   }
 
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void> {
-    this.db
-      .prepare(
+    this.sql(
         `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at) VALUES (?, ?, ?, ?, ?, 'open', NULL)
          ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
            asked_at = excluded.asked_at, status = 'open', closed_at = NULL
@@ -617,17 +629,16 @@ export class SqliteJournal implements Journal {
   }
 
   async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
-    this.db.prepare("UPDATE questions SET status = ?, closed_at = ? WHERE thread_id = ? AND status = 'open'").run(status, at, threadId);
+    this.sql("UPDATE questions SET status = ?, closed_at = ? WHERE thread_id = ? AND status = 'open'").run(status, at, threadId);
   }
 
   async getQuestion(threadId: string): Promise<QuestionEntry | undefined> {
-    const row = this.db.prepare("SELECT * FROM questions WHERE thread_id = ?").get(threadId) as QuestionRow | undefined;
+    const row = this.sql("SELECT * FROM questions WHERE thread_id = ?").get(threadId) as QuestionRow | undefined;
     return row ? toQuestion(row) : undefined;
   }
 
   async listOpenQuestions(): Promise<QuestionEntry[]> {
-    const rows = this.db
-      .prepare(
+    const rows = this.sql(
         `SELECT q.* FROM questions q LEFT JOIN threads t ON t.thread_id = q.thread_id
          WHERE q.status = 'open' AND t.closed_json IS NULL ORDER BY q.asked_at DESC, q.thread_id`,
       )
@@ -638,22 +649,21 @@ export class SqliteJournal implements Journal {
   async acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean> {
     const tx = this.db.transaction(() => {
       const now = Date.now();
-      const row = this.db.prepare("SELECT owner, pid, expires_at FROM thread_locks WHERE thread_id = ?").get(threadId) as
+      const row = this.sql("SELECT owner, pid, expires_at FROM thread_locks WHERE thread_id = ?").get(threadId) as
         | { owner: string; pid: number; expires_at: number }
         | undefined;
       // A lease held by a dead process on this host (killed mid-run) is taken over rather than waited out.
       const free = !row || row.expires_at < now || row.owner === owner || !processAlive(row.pid);
       if (!free) return false;
-      this.db
-        .prepare("INSERT OR REPLACE INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)")
+      this.sql("INSERT OR REPLACE INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)")
         .run(threadId, owner, process.pid, now + leaseMs);
       return true;
     });
-    return tx.immediate();
+    return this.withoutFsync(() => tx.immediate());
   }
 
   async releaseThreadLock(threadId: string, owner: string): Promise<void> {
-    this.db.prepare("DELETE FROM thread_locks WHERE thread_id = ? AND owner = ?").run(threadId, owner);
+    this.withoutFsync(() => this.sql("DELETE FROM thread_locks WHERE thread_id = ? AND owner = ?").run(threadId, owner));
   }
 
   async close(): Promise<void> {
