@@ -92,9 +92,9 @@ class TimedGroupCommitSaver extends GroupCommitSqliteSaver {
   override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
     return this.probe.time("checkpointer", "putWrites", () => super.putWrites(...args));
   }
-  protected override commit(): void {
+  protected override commit(writes: Array<() => void>): void {
     const start = performance.now();
-    super.commit();
+    super.commit(writes);
     if (this.probe.enabled) this.probe.spans.push({ category: "checkpointer", name: "commit", start, end: performance.now() });
   }
 }

@@ -5,7 +5,7 @@
  */
 import path from "node:path";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import type { BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointListOptions, CheckpointMetadata, PendingWrite } from "@langchain/langgraph-checkpoint";
+import { WRITES_IDX_MAP, copyCheckpoint, type BaseCheckpointSaver, type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata, type PendingWrite } from "@langchain/langgraph-checkpoint";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import Database from "better-sqlite3";
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
@@ -49,92 +49,120 @@ class AppPostgresSaver extends PostgresSaver {
 }
 
 /**
- * SqliteSaver with group commit: every put, putWrites and deleteThread issued before the event loop
- * turns share one transaction, and each call's promise settles only after that transaction has
- * committed (WAL, synchronous=FULL: after its fsync). So "durability: sync" means what it meant —
- * LangGraph does not start the next step until the step's checkpoint is on disk — but a step's writes
- * and its checkpoint, and the steps of concurrent threads, cost one commit instead of one each.
+ * SqliteSaver with group commit. put, putWrites and deleteThread serialise at once (as SqliteSaver
+ * does) but their rows are written when the event loop turns: every row queued until then goes in one
+ * synchronous transaction, and each call's promise settles only after that transaction has committed
+ * (WAL, synchronous=FULL: after its fsync). So "durability: sync" keeps its meaning (LangGraph does not
+ * start the next step until the step's checkpoint is on disk), but a step's writes and its checkpoint,
+ * and the steps of concurrent threads, cost one commit instead of one each.
  *
- * What it changes: a reader on this same connection may see a checkpoint a moment before it is
- * durable (other processes see it only after the commit). Nothing acts on that: every decision
- * about a write is taken from the journal, never from a checkpoint (see trust-boundaries).
+ * The transaction never spans an await, so another connection to the same file (in this process or
+ * another) never waits on it for longer than one commit, and no reader ever sees an uncommitted row.
+ * The statements are SqliteSaver's own (@langchain/langgraph-checkpoint-sqlite 1.0.x), on its tables.
  */
 export class GroupCommitSqliteSaver extends SqliteSaver {
-  private group: { ops: Array<Promise<unknown>>; committed: Promise<void> } | undefined;
+  private queue: Array<{ write: () => void; done: (error?: unknown) => void }> = [];
+  private flushScheduled = false;
 
   constructor(file: string) {
     const db = new Database(file);
-    // Another process (the API server, a worker) may hold the write lock for one commit; wait for it.
+    // Another process (the API server, a worker) may be committing; wait for it rather than fail.
     db.pragma("busy_timeout = 10000");
     super(db);
   }
 
-  override put(...args: Parameters<SqliteSaver["put"]>) {
-    return this.inGroup(() => super.put(...args));
-  }
-
-  override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
-    return this.inGroup(() => super.putWrites(...args));
-  }
-
-  override deleteThread(...args: Parameters<SqliteSaver["deleteThread"]>) {
-    return this.inGroup(() => super.deleteThread(...args));
-  }
-
-  /** One group's COMMIT; a method of its own so a benchmark can count and time the commits. */
-  protected commit(): void {
-    this.db.exec("COMMIT");
-  }
-
-  /** Settles once everything issued so far is committed (or has failed). */
-  async flush(): Promise<void> {
-    await this.group?.committed.catch(() => {});
-  }
-
-  private inGroup<T>(op: () => Promise<T>): Promise<T> {
-    let group = this.group;
-    if (!group) {
-      try {
-        group = this.openGroup();
-      } catch (e) {
-        return Promise.reject(e);
-      }
-    }
-    const result = op();
-    group.ops.push(result);
-    return group.committed.then(() => result);
-  }
-
-  private openGroup(): NonNullable<GroupCommitSqliteSaver["group"]> {
+  override async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata): Promise<RunnableConfig> {
     this.setup();
-    this.db.exec("BEGIN IMMEDIATE");
-    const ops: Array<Promise<unknown>> = [];
-    const committed = new Promise<void>((resolve, reject) => {
-      setImmediate(() => {
-        void (async () => {
-          // Ops serialise before they insert; wait for every op of this group, including ones that
-          // joined while we waited, then close the group and commit with no await in between.
-          for (let seen = -1; seen !== ops.length; ) {
-            seen = ops.length;
-            await Promise.allSettled(ops);
-          }
-          this.group = undefined;
-          try {
-            this.commit();
-            resolve();
-          } catch (e) {
-            if (this.db.inTransaction) this.db.exec("ROLLBACK");
-            reject(e instanceof Error ? e : new Error(String(e)));
-          }
-        })();
-      });
+    const threadId = config.configurable?.["thread_id"] as string | undefined;
+    const ns = (config.configurable?.["checkpoint_ns"] as string | undefined) ?? "";
+    const parentId = config.configurable?.["checkpoint_id"] as string | undefined;
+    if (!threadId) throw new Error('Missing "thread_id" field in passed "config.configurable".');
+    const [[type1, serializedCheckpoint], [type2, serializedMetadata]] = await Promise.all([this.serde.dumpsTyped(copyCheckpoint(checkpoint)), this.serde.dumpsTyped(metadata)]);
+    if (type1 !== type2) throw new Error("Failed to serialized checkpoint and metadata to the same type.");
+    const insert = this.statement("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    await this.enqueue(() => insert.run(threadId, ns, checkpoint.id, parentId, type1, serializedCheckpoint, serializedMetadata));
+    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+  }
+
+  override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string): Promise<void> {
+    this.setup();
+    const c = config.configurable;
+    if (!c) throw new Error("Empty configuration supplied.");
+    if (!c["thread_id"]) throw new Error("Missing thread_id field in config.configurable.");
+    if (!c["checkpoint_id"]) throw new Error("Missing checkpoint_id field in config.configurable.");
+    const allSpecial = writes.every(([channel]) => channel in WRITES_IDX_MAP);
+    const insert = this.statement(
+      `INSERT ${allSpecial ? "OR REPLACE" : "OR IGNORE"} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    const rows = await Promise.all(
+      writes.map(async ([channel, value], idx) => {
+        const [type, serialized] = await this.serde.dumpsTyped(value);
+        return [c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"], taskId, WRITES_IDX_MAP[channel] ?? idx, channel, type, serialized] as unknown[];
+      }),
+    );
+    await this.enqueue(() => {
+      for (const row of rows) insert.run(...row);
     });
-    // Callers observe the failure through their own chained promise; this keeps the group's own
-    // promise from being reported as unhandled when every caller's op had failed already.
-    committed.catch(() => {});
-    const group = { ops, committed };
-    this.group = group;
-    return group;
+  }
+
+  override async deleteThread(threadId: string): Promise<void> {
+    this.setup();
+    await this.enqueue(() => {
+      this.statement("DELETE FROM checkpoints WHERE thread_id = ?").run(threadId);
+      this.statement("DELETE FROM writes WHERE thread_id = ?").run(threadId);
+    });
+  }
+
+  /** Settles once every row queued so far is committed (or has failed). */
+  async flush(): Promise<void> {
+    if (this.queue.length > 0) await this.enqueue(() => {}).catch(() => {});
+  }
+
+  /** One group's transaction; a method of its own so a benchmark can count and time the commits. */
+  protected commit(writes: Array<() => void>): void {
+    this.db.transaction(() => {
+      for (const w of writes) w();
+    })();
+  }
+
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private statement(sql: string): Database.Statement {
+    let stmt = this.statements.get(sql);
+    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql)));
+    return stmt;
+  }
+
+  private enqueue(write: () => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ write, done: (e) => (e === undefined ? resolve() : reject(e instanceof Error ? e : new Error(String(e)))) });
+      if (this.flushScheduled) return;
+      this.flushScheduled = true;
+      // setImmediate runs after every microtask: a step's putWrites and put (chained promises) join.
+      setImmediate(() => this.flushQueue());
+    });
+  }
+
+  private flushQueue(): void {
+    this.flushScheduled = false;
+    const group = this.queue;
+    this.queue = [];
+    if (group.length === 0) return;
+    try {
+      this.commit(group.map((g) => g.write));
+    } catch {
+      // One bad row must not fail its neighbours: retry each on its own, reporting its own error.
+      for (const g of group) {
+        try {
+          this.commit([g.write]);
+          g.done();
+        } catch (e) {
+          g.done(e ?? new Error("checkpoint write failed"));
+        }
+      }
+      return;
+    }
+    for (const g of group) g.done();
   }
 }
 
