@@ -58,7 +58,7 @@ describe("the CLI's --api mode", () => {
     expect(pending.code, pending.stderr).toBe(0);
     const rows = (parseJsonOutput(pending.stdout) as { pending: Array<{ threadId: string; envelopeHash: string; requestedBy: string }> }).pending;
     const row = rows.find((r) => r.threadId === thread.thread_id);
-    expect(row, pending.stdout).toMatchObject({ requestedBy: "dave", envelopeHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/) });
+    expect(row, pending.stdout).toMatchObject({ requestedBy: "dave", envelopeHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), object: { type: "task", id: 4 }, operation: "update_task" });
 
     const show = await runCli(["show", thread.thread_id, "--api", server.apiUrl], cliEnv());
     expect(show.code, show.stderr).toBe(0);

@@ -304,7 +304,7 @@ describe("change sets over the LangGraph API (--api)", () => {
     const mine = rows.filter((r) => r.threadId === thread.thread_id);
     expect(mine, pending.stdout).toHaveLength(1);
     const setHash = mine[0]!.envelopeHash;
-    expect(mine[0]!.changeSet).toMatchObject({ setHash, actions: [{ actionId: "a1", operation: "update_task" }, { actionId: "a2", operation: "add_task_comment" }] });
+    expect(mine[0]!.changeSet).toMatchObject({ setHash, actions: [{ actionId: "a1", operation: "update_task", object: { type: "task", id: 4 } }, { actionId: "a2", operation: "add_task_comment", object: { type: "task", id: 4 } }] });
     const pendingText = await runCli(["pending", "--api", server.apiUrl], cliEnv);
     expect(pendingText.stdout.split("\n").filter((l) => l.includes(thread.thread_id))).toEqual([expect.stringContaining(`change set of 2 actions`)]);
 

@@ -109,6 +109,8 @@ export async function apiPending(client: Client, now = Date.now()): Promise<Pend
         revision: payload.revision,
         requestedBy: payload.envelope.requestedBy,
         taskId: payload.envelope.object.id,
+        object: { ...payload.envelope.object },
+        operation: payload.envelope.operation,
         fields: cs ? [...new Set(cs.actions.flatMap((x) => Object.keys(x.envelope.params)))] : Object.keys(payload.envelope.params),
         risk: cs ? cs.set.risk.level : payload.envelope.risk.level,
         createdAt: cs ? cs.set.createdAt : payload.envelope.createdAt,
@@ -118,7 +120,7 @@ export async function apiPending(client: Client, now = Date.now()): Promise<Pend
           ? {
               changeSet: {
                 setHash: cs.setHash,
-                actions: cs.actions.map((x) => ({ actionId: x.actionId, envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, fields: Object.keys(x.envelope.params) })),
+                actions: cs.actions.map((x) => ({ actionId: x.actionId, envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, object: { ...x.envelope.object }, fields: Object.keys(x.envelope.params) })),
               },
             }
           : {}),
