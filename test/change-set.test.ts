@@ -219,8 +219,14 @@ describe("a change set", () => {
     expect(await portal.writes()).toHaveLength(0);
   });
 
-  it("undo of a verified set restores the updates (a posted comment is named, not deleted), with its own approval", async () => {
-    await open(REVIEW_SET);
+  it("undo of a verified set restores the updates (a posted comment is named, not deleted, where the policy denies deleting it), with its own approval", async () => {
+    const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+    policy.operations.delete_task_comment.allowed = false;
+    policy.operations.delete_task_comment.reason = "comments stay";
+    policy.version = "test-no-comment-delete";
+    const file = path.join(dataDir, "policy.json");
+    fs.writeFileSync(file, JSON.stringify(policy));
+    await open(REVIEW_SET, { ACTION_ENVELOPE_POLICY: file });
     const original = await portal.task(4);
     const view = await waiting();
     const done = await submitDecision(app, view.threadId, approveAll(view));
@@ -229,6 +235,7 @@ describe("a change set", () => {
     expect(undo.status).toBe("awaiting_approval");
     expect(undo.approval!.envelope.params).toEqual({ STATUS: original["status"], RESPONSIBLE_ID: original["responsibleId"] });
     expect(undo.state!.card).toContain("Not undone: a2 (add_task_comment on task 4)");
+    expect(undo.state!.card).toMatch(/deleting it \(delete_task_comment\) is denied by policy default@test-no-comment-delete: comments stay/);
     expect(await writeMethods()).toEqual(["tasks.task.update", "task.commentitem.add"]);
     const restored = await submitDecision(app, undo.threadId, approveAll(undo));
     expect(restored.state!.outcome).toBe("VERIFIED");

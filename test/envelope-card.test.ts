@@ -31,7 +31,7 @@ describe("renderCard", () => {
       for (const needle of [
         "bitrix24 portal 127.0.0.1:43210", "task 4", "update_task", '"LAB-AGENT-EXEC-002 - BOUND ACTION TEST"', '"Renamed"',
         '"2026-12-15T18:00:00+03:00"', '"2026-12-20T18:00:00+03:00"', "medium", "[reversible]", e.expiresAt, hashEnvelope(e), e.nonce,
-        "demo-user", "default@2026-12-01.1", 'AUDITORS', '["2", "6"]', "PARENT_ID", "CHANGED_DATE",
+        "demo-user", "default@2026-12-01.2", 'AUDITORS', '["2", "6"]', "PARENT_ID", "CHANGED_DATE",
       ]) expect(text, `${format}: ${needle}`).toContain(needle);
     }
     const text = card(e).text;

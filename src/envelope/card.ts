@@ -215,17 +215,25 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     return { ...r, name: n.block ? n.lines.join(marker(0x0a)) : n.lines[0]!.slice(1, -1) };
   };
   // A create has no "before": the params are a new object, not new values of the task's fields.
-  const create = OPERATIONS[e.operation].effect !== "update";
-  const rChanges = changes.map((c) => ({ field: c.field, before: create ? null : renderedOf(c.before), after: renderedOf(c.after) }));
-  const rInvariants = invariants.map((i) => ({ item: i, r: renderedOf(i) }));
+  const effect = OPERATIONS[e.operation].effect;
+  const create = effect === "create" || effect === "create_child";
+  // A delete writes nothing: what it removes is shown as it is now (every value the pre-read expects).
+  const deleting = effect === "delete";
+  const deletedItems: Item[] = deleting ? [...e.comparedFields, ...e.invariantFields].map((f) => ({ label: `${f} (now)`, title: f, value: e.baseline.values[f], field: f })) : [];
+  const rDeleted = deletedItems.map((i) => ({ item: i, r: renderedOf(i) }));
+  const deletedWhat = deleting ? (OPERATIONS[e.operation].deletes === "task_comment" ? `COMMENT ${String(e.params["COMMENT_ID"])} of task ${e.object.id}` : `TASK ${e.object.id}`) : "";
+  const rChanges = deleting ? [] : changes.map((c) => ({ field: c.field, before: create ? null : renderedOf(c.before), after: renderedOf(c.after) }));
+  const rInvariants = deleting ? [] : invariants.map((i) => ({ item: i, r: renderedOf(i) }));
   const CHANGE_MARKER_FIELD = TARGETS[e.object.type].changeMarker;
-  const marker0 = renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0];
   const fingerprinted = Object.keys(e.baseline.fingerprints).length;
-  const footer = OPERATIONS[e.operation].effect === "create" ? [
+  const footer = deleting ? [
+    `Checked just before the delete: every value above and ${fingerprinted} other key(s) (fingerprinted) must be exactly as shown (what our run created); any difference stops it, and if it is already gone nothing is sent.`,
+    `After the delete: a fresh read must show it gone. Nothing on it can be restored afterwards${OPERATIONS[e.operation].deletes === "task" ? " (its comments and history go with it)" : " (people may already have read it)"}.`,
+  ] : effect === "create" ? [
     "Before the write: the tasks already carrying this title are listed, so the new one can be told apart from them.",
     "After the write: the new task is read back and must hold every value above; a second new task with this title is reported as more than was approved.",
   ] : [
-    `Checked just before the write: ${[...e.comparedFields, ...e.invariantFields].join(", ")} (${CHANGE_MARKER_FIELD} was ${marker0}); any difference stops the write.`,
+    `Checked just before the write: ${[...e.comparedFields, ...e.invariantFields].join(", ")} (${CHANGE_MARKER_FIELD} was ${renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0]}); any difference stops the write.`,
     `May change by themselves: ${e.automaticFields.join(", ") || "none"}.`,
     `Other ${e.object.type} fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
   ];
@@ -234,7 +242,10 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   if (format === "text") {
     const out: string[] = ["ACTION ENVELOPE — approval requested", ...header, ""];
     if (warnings.length) out.push(`WARNINGS (${warnings.length}) — look closely before approving:`, ...warnings.map((w) => `  ⚠ ${w}`), "");
-    if (create && OPERATIONS[e.operation].effect === "create") {
+    if (deleting) {
+      out.push(`DELETE ${deletedWhat} — cannot be undone (${OPERATIONS[e.operation].method}); what is deleted, as read when this envelope was made:`);
+      for (const { item, r } of rDeleted) out.push(`  ${item.field}`, ...textValue("now:      ", r));
+    } else if (create && effect === "create") {
       out.push(`NEW ${e.object.type.toUpperCase()} (${changes.length} field${changes.length > 1 ? "s" : ""}, created with exactly these values; no existing object is written):`);
       for (const c of rChanges) out.push(`  ${c.field}`, ...textValue("value:    ", c.after));
     } else if (create) {
@@ -247,8 +258,10 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
         out.push(...textValue("before:   ", c.before!), ...textValue("requested:", c.after));
       }
     }
-    out.push("", `MUST STAY UNCHANGED (${invariants.length} field${invariants.length === 1 ? "" : "s"}, values at envelope time):`);
-    for (const { item, r } of rInvariants) out.push(...textValue(`${item.title}:`, r, "  "));
+    if (!deleting) {
+      out.push("", `MUST STAY UNCHANGED (${invariants.length} field${invariants.length === 1 ? "" : "s"}, values at envelope time):`);
+      for (const { item, r } of rInvariants) out.push(...textValue(`${item.title}:`, r, "  "));
+    }
     out.push("", ...footer);
     if (uninspectable) out.push("", "Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.");
     return { text: out.join("\n"), warnings };
@@ -260,7 +273,10 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     md.push(`**⚠ Warnings (${warnings.length}) — look closely before approving:**`, "");
     md.push(...fence(warnings.map((w) => `⚠ ${w}`).join("\n")), "");
   }
-  md.push(create ? (OPERATIONS[e.operation].effect === "create" ? `### New ${e.object.type}` : `### New comment on task ${e.object.id}`) : `### Changes (${changes.length})`, "");
+  if (deleting) {
+    md.push(`### Delete ${deletedWhat.toLowerCase()} (cannot be undone)`, "", "What is deleted, as read when this envelope was made:", "");
+    for (const { item, r } of rDeleted) md.push(`- ${item.title}${lengthNote(r)}${nameNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
+  } else md.push(create ? (effect === "create" ? `### New ${e.object.type}` : `### New comment on task ${e.object.id}`) : `### Changes (${changes.length})`, "");
   for (const c of rChanges) {
     if (!c.before) {
       md.push(`#### ${c.field}`, "", `Text${lengthNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
@@ -268,7 +284,7 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     }
     md.push(`#### ${c.field}`, "", `Before${lengthNote(c.before)}${nameNote(c.before)}:`, "", ...fence(c.before.lines.join("\n")), "", `Requested${lengthNote(c.after)}${nameNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
   }
-  md.push(`### Must stay unchanged (${invariants.length})`, "");
+  if (!deleting) md.push(`### Must stay unchanged (${invariants.length})`, "");
   for (const { item, r } of rInvariants) md.push(`- ${item.title}${lengthNote(r)}${nameNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
   md.push("### Checks", "", ...fence(footer.join("\n")));
   if (uninspectable) md.push("", "**Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.**");

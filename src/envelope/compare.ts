@@ -379,7 +379,8 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
   };
 }
 
-function describeAck(ack: Acknowledgement): string {
+/** One line on what the write's answer was, for verdict reasons. */
+export function describeAck(ack: Acknowledgement): string {
   switch (ack.status) {
     case "OK":
       return "the target acknowledged the write";

@@ -1,7 +1,10 @@
 /**
- * Compensation ("undo") of a verified update, pure: the proposal that restores the before-values the
- * envelope recorded, and the check that the task still shows exactly the state our write left. The
- * undo is a new proposal with its own envelope, card and approval; nothing here writes or decides.
+ * Compensation ("undo") of a verified action, pure. For an update: the proposal that restores the
+ * before-values the envelope recorded, and the check that the task still shows exactly the state our
+ * write left. For a create (a comment, a task): the delete of what it created, only where the policy
+ * allows that delete (with an approval), and the check that the object is still exactly as our run
+ * created it. The undo is a new proposal with its own envelope, card and approval; nothing here writes
+ * or decides.
  */
 import { compareValues } from "./normalise.js";
 import { TARGETS, type TargetType } from "./targets.js";
@@ -9,6 +12,9 @@ import { canonicalJson } from "./canonical.js";
 import { extractOf } from "./compare.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
 import type { Envelope } from "./envelope.js";
+import type { Policy } from "./policy.js";
+import { COMMENT_COMPARED_FIELDS, DELETE_SUBJECTS } from "./deleted.js";
+import { fieldToTaskKey, normaliseId } from "./fields.js";
 
 export type CompensationPlan =
   | {
@@ -36,12 +42,12 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
     return { ok: false, code: "NOT_REVERSIBLE", reason: `the change was classed ${e.risk.reversibility} by policy ${e.policy.id}; it cannot be undone by another update` };
   }
   if (OPERATIONS[e.operation].effect !== "update") {
-    // Deleting the comment would be the undo, but people may already have read it (and been notified):
-    // not something to propose as a restore; nor does this project offer a delete operation.
+    // A create is not undone by another update: its undo is a delete of what it created, which
+    // deletionOf proposes where the policy allows it (people may already have been notified of it).
     return {
       ok: false,
       code: "NOT_REVERSIBLE",
-      reason: `${e.operation} created a new ${OPERATIONS[e.operation].creates === "task" ? "task" : "comment"}; undo restores field values only, and deleting what was created is not offered (people may already have been notified of it and acted on it)`,
+      reason: `${e.operation} created a new ${OPERATIONS[e.operation].creates === "task" ? "task" : "comment"}; a restore writes field values only (deleting what was created is a separate operation, see deletionOf)`,
     };
   }
   const fields: Record<string, unknown> = {};
@@ -91,4 +97,120 @@ export function changedSinceWrite(plan: Extract<CompensationPlan, { ok: true }>,
   }
   // The change marker first: it is what a person looks at to see that the task was edited.
   return out.sort((a, b) => Number(b.field === CHANGE_MARKER_FIELD) - Number(a.field === CHANGE_MARKER_FIELD));
+}
+
+// ── Undo of a create: delete what it created ───────────────────────────────────────────────────────
+
+/** The delete that undoes a verified create, with what the object must still be. */
+export interface DeletePlan {
+  ok: true;
+  /** delete_task_comment for a posted comment, delete_task for a created task. */
+  operation: Extract<OperationName, "delete_task_comment" | "delete_task">;
+  type: TargetType;
+  /** The envelope's object: the task the comment is under, or the created task. */
+  taskId: number;
+  /** The delete's params: {COMMENT_ID} for a comment, none for a task. */
+  fields: Record<string, unknown>;
+  /** The id of what is deleted (the comment's, or the task's). */
+  deletedId: string;
+  /**
+   * What our run created, as its verification recorded it, which the object must still show: a
+   * comment's AUTHOR_ID and POST_MESSAGE; a task's approved values and, when that read had it, its
+   * CHANGED_DATE. Field names as the delete's subject answers them (src/envelope/deleted.ts).
+   */
+  expected: Record<string, unknown>;
+  /**
+   * The object as the creating action's verification listed it (keys as the read answers them): every
+   * key the fresh read also carries must still hold that value, so a change to a field nobody approved
+   * is seen too. Keys only one of the two answers carries (the list's subStatus) are not compared.
+   */
+  createdRead: Record<string, unknown> | null;
+}
+
+export type DeletionPlan = DeletePlan | { ok: false; code: "DENIED_BY_POLICY" | "NOT_TIED"; reason: string };
+
+/** The delete operation that undoes a create (add_task_comment → delete_task_comment, add_task → delete_task). */
+export function deleteOperationFor(operation: OperationName): DeletePlan["operation"] | undefined {
+  const creates = OPERATIONS[operation].creates;
+  return creates === "task_comment" ? "delete_task_comment" : creates === "task" ? "delete_task" : undefined;
+}
+
+/**
+ * The undo of a VERIFIED create: the delete of the object it made, where the policy allows that
+ * delete with an approval (an undo always needs its own; a delete the policy lets run without one is
+ * not proposed either). The object is the one the verification tied to this write (by the id the
+ * target acknowledged), expected with the values that verification read.
+ */
+export function deletionOf(e: Envelope, verification: { raw?: unknown; created?: { id: string | null; via: string; raw?: unknown } } | undefined, policy: Policy): DeletionPlan {
+  const operation = deleteOperationFor(e.operation);
+  if (!operation) throw new Error(`${e.operation} creates nothing`);
+  const what = OPERATIONS[e.operation].creates === "task" ? "task" : "comment";
+  const rule = policy.operations[operation];
+  const named = `${policy.id}@${policy.version}`;
+  if (!rule || !rule.allowed) {
+    return {
+      ok: false,
+      code: "DENIED_BY_POLICY",
+      reason: `${e.operation} created a new ${what}; deleting it (${operation}) is ${rule ? "denied" : "not allowed (no entry)"} by policy ${named}${rule?.reason ? `: ${rule.reason}` : ""}`,
+    };
+  }
+  if (!rule.requiresApproval) {
+    return { ok: false, code: "DENIED_BY_POLICY", reason: `${e.operation} created a new ${what}; policy ${named} allows ${operation} without an approval, and an undo is never run without one` };
+  }
+  const created = verification?.created;
+  const id = created?.via === "acknowledgement" ? normaliseId(created.id) : undefined;
+  if (id === undefined) return { ok: false, code: "NOT_TIED", reason: `the ${what} ${e.operation} created was not tied to this run's write by an acknowledged id, so it is not known which one to delete` };
+  const item = listedItem(created?.raw, what === "comment" ? "ID" : "id", id);
+  if (what === "comment") {
+    if (!item) return { ok: false, code: "NOT_TIED", reason: `comment ${id} is not in the comment list the verification read, so what it held is not known` };
+    const expected = Object.fromEntries(COMMENT_COMPARED_FIELDS.map((f) => [f, item[f]]));
+    return { ok: true, operation, type: "task", taskId: e.object.id, fields: { COMMENT_ID: Number(id) }, deletedId: id, expected, createdRead: item };
+  }
+  const expected: Record<string, unknown> = { ...e.params };
+  const marker = TARGETS.task.changeMarker;
+  if (item && Object.prototype.hasOwnProperty.call(item, fieldToTaskKey(marker))) expected[marker] = item[fieldToTaskKey(marker)];
+  return { ok: true, operation, type: "task", taskId: Number(id), fields: {}, deletedId: id, expected, createdRead: item ?? null };
+}
+
+/**
+ * Every way the object differs from what our run created (empty: the delete may be proposed). A
+ * field the object no longer carries counts as a difference.
+ */
+export function changedSinceCreated(plan: DeletePlan, object: Record<string, unknown>): ChangedSinceWrite[] {
+  const subject = DELETE_SUBJECTS[OPERATIONS[plan.operation].deletes!];
+  const out: ChangedSinceWrite[] = [];
+  const named = new Set<string>();
+  for (const [field, ours] of Object.entries(plan.expected)) {
+    const key = subject.keyOf(field);
+    named.add(key);
+    const now = object[key];
+    if (!compareValues(field, ours, now).equal) out.push({ field, ours, now });
+  }
+  if (plan.createdRead) {
+    for (const key of Object.keys(plan.createdRead).filter((k) => !named.has(k) && Object.prototype.hasOwnProperty.call(object, k)).sort()) {
+      const ours = plan.createdRead[key];
+      const now = object[key];
+      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null)) out.push({ field: subject.fieldOf(key), ours, now });
+    }
+  }
+  return out;
+}
+
+/** The row with id `id` out of a list answer (`result: [...]` of comments, or `result.tasks: [...]`). */
+function listedItem(raw: unknown, idKey: string, id: string): Record<string, unknown> | undefined {
+  let value = raw;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return undefined;
+    }
+  }
+  const result = isRecord(value) ? value["result"] : undefined;
+  const rows = Array.isArray(result) ? result : isRecord(result) && Array.isArray(result["tasks"]) ? result["tasks"] : [];
+  return rows.find((r): r is Record<string, unknown> => isRecord(r) && normaliseId(r[idKey]) === id);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

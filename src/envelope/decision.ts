@@ -281,6 +281,11 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
     // active user; zero or several matches refuse the edit. The envelope holds ids only.
     if (!target) return refuse("MALFORMED", `an edit of a change set names the action it changes ("actionId": one of ${"byActionId" in subject.edits ? [...subject.edits.byActionId.keys()].join(", ") : ""})`);
     const e = target;
+    if (OPERATIONS[e.operation].effect === "delete") {
+      // A delete is built by code as the undo of something our run created, and names exactly that: an
+      // edit could only point it at something else. It is approved or rejected as it is.
+      return refuse("OUT_OF_SCOPE", `${e.operation} deletes exactly what our run created (${e.operation === "delete_task_comment" ? `comment ${String(e.params["COMMENT_ID"])} of task ${e.object.id}` : `task ${e.object.id}`}); it cannot be edited, only approved or rejected`);
+    }
     if (d.editedAction.name !== e.operation) {
       return refuse("OUT_OF_SCOPE", `the edit names operation ${JSON.stringify(d.editedAction.name)}, but this envelope is for ${e.operation}; an edit changes values, not the operation: propose a new change instead`);
     }

@@ -11,7 +11,8 @@ import { describeReceived, EnvelopeError } from "./errors.js";
 import { normaliseId, UPPER_SNAKE } from "./fields.js";
 import { LEVELS, REVERSIBILITY, type Policy } from "./policy.js";
 import { checkProposal } from "./scope.js";
-import { OPERATION_NAMES, OPERATIONS, type OperationName } from "./operations.js";
+import { OPERATION_NAMES, OPERATIONS, REQUIRED_ON_DELETE, type OperationName } from "./operations.js";
+import { COMMENT_COMPARED_FIELDS, deletedIdOf, deleteSubjectOf } from "./deleted.js";
 import { TARGETS, TARGET_TYPES } from "./targets.js";
 
 export const ENVELOPE_SCHEMA_ID = "action-envelope/1";
@@ -38,7 +39,8 @@ export const EnvelopeSchema = z
     /** What is done to the object (src/envelope/operations.ts): update_task writes params onto the task; add_task_comment posts params as a new comment on it. */
     operation: z.enum(OPERATION_NAMES),
     /** The exact fields to write: UPPER_SNAKE keys, full values, sent as they are. */
-    params: z.record(FieldName, z.json()).refine((p) => Object.keys(p).length > 0, "params must name at least one field"),
+    /** A delete's params name only what it removes (delete_task_comment: COMMENT_ID; delete_task: nothing). */
+    params: z.record(FieldName, z.json()),
     baseline: z.strictObject({
       /** Values read by code at envelope time for every compared and invariant field (UPPER_SNAKE keys, values as read). */
       values: z.record(FieldName, z.json()),
@@ -67,6 +69,11 @@ export const EnvelopeSchema = z
     if ((e.revision > 1) !== (e.previousEnvelopeHash !== undefined)) {
       issue(["previousEnvelopeHash"], "previousEnvelopeHash is required for revision > 1 and absent for revision 1");
     }
+    const required = REQUIRED_ON_DELETE[e.operation];
+    if (OPERATIONS[e.operation].effect === "delete") {
+      const keys = Object.keys(e.params).sort();
+      if (keys.join() !== [...(required ?? [])].sort().join()) issue(["params"], `${e.operation} names exactly ${required?.length ? required.join(", ") : "no params"} (what it deletes), got ${keys.join(", ") || "none"}`);
+    } else if (Object.keys(e.params).length === 0) issue(["params"], "params must name at least one field");
     if (e.object.type !== OPERATIONS[e.operation].target) issue(["object", "type"], `${e.operation} acts on a ${OPERATIONS[e.operation].target}, not a ${e.object.type}`);
     if ((OPERATIONS[e.operation].effect === "create") !== (e.object.id === 0)) {
       issue(["object", "id"], OPERATIONS[e.operation].effect === "create" ? `${e.operation} creates its object, so its id is 0` : "the object id is a positive integer");
@@ -74,7 +81,7 @@ export const EnvelopeSchema = z
     const marker = TARGETS[OPERATIONS[e.operation].target].changeMarker;
     const expected = comparedFieldsFor(e.operation, Object.keys(e.params));
     if (e.comparedFields.length !== expected.length || expected.some((f) => !e.comparedFields.includes(f))) {
-      const what = OPERATIONS[e.operation].effect === "update" ? `the params fields plus ${marker}` : `${marker} alone (${e.operation} writes no field of the task)`;
+      const what = OPERATIONS[e.operation].effect === "update" ? `the params fields plus ${marker}` : OPERATIONS[e.operation].deletes === "task_comment" ? "the comment's AUTHOR_ID and POST_MESSAGE" : `${marker} alone (${e.operation} writes no field of the task)`;
       issue(["comparedFields"], `comparedFields must be ${what}: ${expected.join(", ")}`);
     }
     for (const f of [...e.comparedFields, ...e.invariantFields]) {
@@ -96,8 +103,23 @@ export type Envelope = z.output<typeof EnvelopeSchema>;
 export function comparedFieldsFor(operation: OperationName, paramFields: string[]): string[] {
   const marker = TARGETS[OPERATIONS[operation].target].changeMarker;
   const effect = OPERATIONS[operation].effect;
-  // A create has nothing to compare: the object does not exist yet.
-  return effect === "update" ? [...paramFields, marker] : effect === "create_child" ? [marker] : [];
+  switch (effect) {
+    case "update":
+      return [...paramFields, marker];
+    case "create_child":
+      return [marker];
+    case "create":
+      // A create has nothing to compare: the object does not exist yet.
+      return [];
+    case "delete":
+      // What is deleted is compared: a comment by its author and text, a task by its change marker (its
+      // watched fields are kept as invariants, and every other key by fingerprint; src/envelope/deleted.ts).
+      return OPERATIONS[operation].deletes === "task_comment" ? [...COMMENT_COMPARED_FIELDS] : [marker];
+    default: {
+      const never: never = effect;
+      throw new Error(`unknown effect ${String(never)}`);
+    }
+  }
 }
 
 /** "sha256:<64 hex>" over the envelope's RFC 8785 canonical JSON. */
@@ -113,7 +135,10 @@ export interface CreateEnvelopeInput {
   /** The id of the operation's object: a task, or a deal for update_deal. */
   taskId: number;
   params: Record<string, unknown>;
-  /** The object read by code: a task as tasks.task.get answers it (body.result.task, camelCase), or a deal (body.result, UPPER_SNAKE). */
+  /**
+   * The object read by code: a task as tasks.task.get answers it (body.result.task, camelCase), or a deal
+   * (body.result, UPPER_SNAKE); for a delete, what it deletes (a comment as the comment list shows it).
+   */
   task: Record<string, unknown>;
   requestedBy: string;
   /** The approver whose edit produced this revision, if any. */
@@ -141,38 +166,44 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
 
   const target = TARGETS[OPERATIONS[operation].target];
   const creating = OPERATIONS[operation].effect === "create";
-  const readId = creating ? "0" : normaliseId(task[target.idKey]);
+  // A delete's baseline is what it deletes (src/envelope/deleted.ts): keyed and identified as that object.
+  const deleted = deleteSubjectOf(operation);
+  const keyed = deleted ? { type: deleted.kind === "task" ? "task" : "comment", idKey: deleted.idKey, keyOf: deleted.keyOf } : { type: target.type, idKey: target.idKey, keyOf: target.keyOf };
+  const expectedId = deleted ? deletedIdOf({ operation, object: { id: taskId }, params }) : taskId;
+  const readId = creating ? "0" : normaliseId(task[keyed.idKey]);
   if (creating && taskId !== 0) throw new EnvelopeError("WRONG_TASK", `no object id for ${operation} (it creates one)`, `id ${taskId}`);
-  if (readId !== String(taskId)) {
-    throw new EnvelopeError("WRONG_TASK", `the ${target.type} read for ${target.type} ${taskId}`, `a ${target.type} with id ${describeReceived(task[target.idKey])}`);
+  if (readId !== String(expectedId)) {
+    throw new EnvelopeError("WRONG_TASK", `the ${keyed.type} read for ${keyed.type} ${expectedId}`, `a ${keyed.type} with id ${describeReceived(task[keyed.idKey])}`);
   }
 
   const update = OPERATIONS[operation].effect === "update";
   // Only an update writes task fields; a comment's params are not task fields at all.
   const paramFields = update ? Object.keys(params) : [];
   const rule = policy.operations[operation]!;
-  const invariantFields = creating ? [] : (rule.watchedFields ?? policy.watchedFields).filter((f) => !paramFields.includes(f));
+  // A comment delete keeps the comment (compared in full), not the task's watched fields.
+  const invariantFields = creating || deleted?.kind === "task_comment" ? [] : (rule.watchedFields ?? policy.watchedFields).filter((f) => !paramFields.includes(f));
   const comparedFields = comparedFieldsFor(operation, paramFields);
   const consequentialOf = Object.keys(params);
   const consequential = consequentialOf.flatMap((f) => rule.fields[f]?.consequentialFields ?? []);
-  const automaticFields = (creating ? [] : unique([...(rule.automaticFields ?? policy.automaticFields), ...consequential])).filter(
+  // Nothing may change by itself on what a delete removes: everything on it is deleted with it.
+  const automaticFields = (creating || deleted ? [] : unique([...(rule.automaticFields ?? policy.automaticFields), ...consequential])).filter(
     (f) => !paramFields.includes(f) && !invariantFields.includes(f),
   );
 
   const values: Record<string, unknown> = {};
   const missing: string[] = [];
   for (const field of unique([...comparedFields, ...invariantFields])) {
-    const key = target.keyOf(field);
-    if (!Object.prototype.hasOwnProperty.call(task, key)) missing.push(`${field} (${target.type} key "${key}")`);
+    const key = keyed.keyOf(field);
+    if (!Object.prototype.hasOwnProperty.call(task, key)) missing.push(`${field} (${keyed.type} key "${key}")`);
     else values[field] = task[key];
   }
   if (missing.length) {
-    throw new EnvelopeError("MISSING_FIELD", `the ${target.type} read to contain every compared and invariant field`, `no ${missing.join(", ")}`);
+    throw new EnvelopeError("MISSING_FIELD", `the ${keyed.type} read to contain every compared and invariant field`, `no ${missing.join(", ")}`);
   }
-  const keptKeys = new Set(Object.keys(values).map(target.keyOf));
+  const keptKeys = new Set(Object.keys(values).map(keyed.keyOf));
   const fingerprints: Record<string, string> = {};
   for (const [key, value] of Object.entries(task)) {
-    if (key === target.idKey || keptKeys.has(key) || value === undefined) continue;
+    if (key === keyed.idKey || keptKeys.has(key) || value === undefined) continue;
     fingerprints[key] = fingerprint(value);
   }
 

@@ -151,6 +151,11 @@ export const COMMENT_FIELDS: Readonly<Record<string, FieldSpec>> = {
   POST_MESSAGE: { kind: "string", minLength: 1, maxLength: 10000, writable: true },
 };
 
+/** A comment delete's params (delete_task_comment): the id of the comment under the envelope's task. */
+export const DELETE_COMMENT_FIELDS: Readonly<Record<string, FieldSpec>> = {
+  COMMENT_ID: { kind: "id", minId: 1, writable: true },
+};
+
 /** The target's own change marker, read at envelope time and compared before the write. */
 export const CHANGE_MARKER_FIELD = "CHANGED_DATE";
 

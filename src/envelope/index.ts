@@ -89,7 +89,8 @@ export {
 export { renderCard, renderValue, decodeDisplay, type CardFormat, type CardOptions, type RenderedValue } from "./card.js";
 export { exampleTask, taskBody } from "./examples.js";
 export { USER_FIELDS, userIdsIn, userIdsOnCard, personNote, typedNamesIn, idsForNames, unresolvedReason, type PersonName, type PeopleLookup, type TypedName, type Candidate, type NameResolution } from "./people.js";
-export { OPERATIONS, OPERATION_NAMES, operationSpec, isOperationName, fieldsOf, writeArgsOf, type OperationName, type OperationSpec, type OperationEffect } from "./operations.js";
+export { OPERATIONS, OPERATION_NAMES, PROPOSABLE_OPERATIONS, REQUIRED_ON_DELETE, operationSpec, isOperationName, fieldsOf, writeArgsOf, type OperationName, type OperationSpec, type OperationEffect } from "./operations.js";
+export { compareBeforeDelete, verifyDeleted, locateDeleted, deleteSubjectOf, deletedIdOf, DELETE_SUBJECTS, COMMENT_COMPARED_FIELDS, type DeleteSubject, type DeletedKind, type SubjectRead, type GoneResult } from "./deleted.js";
 export { verifyCreatedComment, verifyCreatedTask, taskIdsWithTitle, createdTaskIdOf, extractComments, commentIdsWithText, createdIdOf, type CreatedObject, type CreateVerifyResult, type CommentItem } from "./created.js";
 export {
   ChangeSetSchema,

@@ -5,7 +5,7 @@
  */
 import { canonicalJson, sha256Json } from "./canonical.js";
 import { checkFieldValue, UPPER_SNAKE } from "./fields.js";
-import { fieldsOf, operationSpec, REQUIRED_ON_CREATE, type OperationName } from "./operations.js";
+import { fieldsOf, operationSpec, REQUIRED_ON_CREATE, REQUIRED_ON_DELETE, type OperationName } from "./operations.js";
 import { levelRank, reversibilityRank, type Policy, type Reversibility, type RiskLevel } from "./policy.js";
 
 /** What the user's request is about; given with the request or derived by code, never by the model alone. An absent list does not restrict; an empty list allows nothing. */
@@ -58,8 +58,17 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
   } else if (!Number.isSafeInteger(proposal.taskId) || proposal.taskId <= 0) {
     add("INVALID_VALUE", `${target === "deal" ? "dealId" : "taskId"} must be a positive integer, got ${JSON.stringify(proposal.taskId)}`);
   }
+  const deleting = operationSpec(proposal.operation)?.effect === "delete";
+  if (deleting) {
+    // A delete names exactly what it removes (a comment's id) and nothing else.
+    const required = REQUIRED_ON_DELETE[proposal.operation as OperationName] ?? [];
+    const missing = required.filter((f) => !fieldNames.includes(f));
+    const extra = fieldNames.filter((f) => !required.includes(f));
+    if (missing.length) add("INVALID_VALUE", `${proposal.operation} needs ${missing.join(" and ")} (what it deletes)`);
+    if (extra.length) add("INVALID_VALUE", `${proposal.operation} takes ${required.length ? `only ${required.join(", ")}` : "no fields"}, got ${extra.join(", ")}`);
+  }
   if (!isPlainRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
-  else if (fieldNames.length === 0) add("INVALID_VALUE", `fields is empty; Bitrix24 refuses ${proposal.operation === "add_task_comment" ? "a comment without POST_MESSAGE" : "an update without fields"}`);
+  else if (fieldNames.length === 0 && !deleting) add("INVALID_VALUE", `fields is empty; Bitrix24 refuses ${proposal.operation === "add_task_comment" ? "a comment without POST_MESSAGE" : "an update without fields"}`);
 
   // Scope.
   if (scope.operations && !scope.operations.includes(proposal.operation)) {

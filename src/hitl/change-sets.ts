@@ -27,6 +27,7 @@ import type { DecisionRecord, ReasonCode } from "./records.js";
 import { rawOf, readObject } from "./reads.js";
 import { TARGETS } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
+import { deleteBaselineFrom } from "./delete-reads.js";
 
 export interface PlannedAction {
   actionId: string;
@@ -38,6 +39,15 @@ export interface PlannedAction {
 export type SetBuild =
   | { ok: true; rows: ActionRow[]; set: ChangeSet; setHash: string; autoApproved: boolean }
   | { ok: false; code: ReasonCode; reason: string; denied?: { code: string; reasons: string[] } };
+
+/**
+ * The key of the object an action's baseline is read from: its task or deal, or for a delete what it
+ * removes (a comment is its own object, apart from the task it is under).
+ */
+export function baselineKeyOf(a: { operation: OperationName; taskId: number; fields: Record<string, unknown> }): string {
+  const base = `${OPERATIONS[a.operation].target}:${a.taskId}`;
+  return OPERATIONS[a.operation].effect === "delete" ? `${base}:${a.operation}:${String(a.fields["COMMENT_ID"] ?? "")}` : base;
+}
 
 /** a1, a2, … for a model's proposal (ids are kept across later revisions of the same set). */
 export function withActionIds(actions: Array<{ operation: OperationName; taskId: number; fields: Record<string, unknown> }>): PlannedAction[] {
@@ -60,6 +70,11 @@ export async function buildChangeSet(
     note?: string;
     /** A partial approval of the previous revision that the policy lets run without a second approval. */
     runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord };
+    /**
+     * Objects already read by the caller and checked (an undo's parts, by baselineKeyOf): used as the
+     * baseline as they are, so what was checked is exactly what the envelope records.
+     */
+    reads?: ReadonlyMap<string, Record<string, unknown>>;
   },
   actions: PlannedAction[],
 ): Promise<SetBuild> {
@@ -70,13 +85,27 @@ export async function buildChangeSet(
     return { ok: false, code: "DENIED_BY_POLICY", reason: `${check.code}: ${check.reasons.join("; ")}`, denied: { code: check.code, reasons: check.reasons } };
   }
 
-  // One baseline read per object (task or deal), all before any envelope is frozen.
-  const keyOf = (a: PlannedAction) => `${OPERATIONS[a.operation].target}:${a.taskId}`;
+  // One baseline read per object (task or deal, or what a delete removes), all before any envelope is frozen.
+  const keyOf = baselineKeyOf;
   const tasks = new Map<string, Record<string, unknown>>();
   for (const a of actions) {
     if (tasks.has(keyOf(a))) continue;
+    const given = ctx.reads?.get(keyOf(a));
+    if (given) {
+      tasks.set(keyOf(a), given);
+      continue;
+    }
     if (OPERATIONS[a.operation].effect === "create") {
       tasks.set(keyOf(a), {});
+      continue;
+    }
+    if (OPERATIONS[a.operation].effect === "delete") {
+      // Not checked by an undo just now: only the same delete of an earlier revision (an escalation) may
+      // be built again, and only while what it removes is exactly as that revision recorded it.
+      const earlier = ctx.previousMembers.find((m) => m.set?.actionId === a.actionId)?.envelope;
+      const base = await deleteBaselineFrom(deps.tools, earlier, a);
+      if (!base.ok) return { ok: false, code: base.code, reason: `${a.actionId}: ${base.reason}` };
+      tasks.set(keyOf(a), base.object);
       continue;
     }
     const type = OPERATIONS[a.operation].target;

@@ -3,27 +3,39 @@
  * the proposal that restores it (src/envelope/compensation.ts). Used by `undo <thread>` before it
  * starts anything, and again by build_envelope, which trusts only the journal's sealed rows.
  */
-import { compensationOf, type CompensationPlan } from "../envelope/compensation.js";
+import { changedSinceCreated, changedSinceWrite, compensationOf, deletionOf, type ChangedSinceWrite, type CompensationPlan, type DeletePlan } from "../envelope/compensation.js";
 import { extractOf } from "../envelope/compare.js";
+import { OPERATIONS } from "../envelope/operations.js";
+import type { Policy } from "../envelope/policy.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "./records.js";
+import { rawOf, readObject } from "./reads.js";
+import { readDeleted } from "./delete-reads.js";
+import type { McpCallResult, ReadRole } from "../tools/bitrix24-tools.js";
 
 type Restore = Extract<CompensationPlan, { ok: true }>;
+/** One part of an undo: a restore of an update, or the delete of what a create made. */
+export type UndoPart = Restore | DeletePlan;
+
+export function isDeletePart(p: UndoPart): p is DeletePlan {
+  return "deletedId" in p;
+}
 
 export type UndoPlan =
   | {
       ok: true;
       original: ActionRow;
-      plan: Restore;
+      plan: UndoPart;
       proposal: ProposalRecord;
       /**
-       * For a change set: one restore per task its VERIFIED reversible updates changed (in the set's
-       * order of first change), each proposal an update_task; `plan`/`proposal` are the first. The undo
-       * is then itself a change set when it has more than one part.
+       * For a change set: one restore per object its VERIFIED reversible updates changed (in the set's
+       * order of first change), then one delete per object its VERIFIED creates made where the policy
+       * allows that delete (irreversible, so after every restore: the chain rule); `plan`/`proposal`
+       * are the first. The undo is then itself a change set when it has more than one part.
        */
-      parts: Array<{ plan: Restore; proposal: ProposalRecord }>;
-      /** Actions of the set that are not restored, and why (a posted comment, an unverified action, …). */
+      parts: Array<{ plan: UndoPart; proposal: ProposalRecord }>;
+      /** Actions of the set that are not undone, and why (a delete the policy denies, an unverified action, …). */
       skipped: string[];
       /** The request's scope for the undo thread: the restored tasks and fields. */
       scope: { taskIds?: number[]; dealIds?: number[]; fields: string[] };
@@ -35,8 +47,11 @@ export function undoEndingCode(code: Extract<UndoPlan, { ok: false }>["code"]): 
   return code === "INTEGRITY_CHECK_FAILED" ? "ENVELOPE_TAMPERED" : "NOT_UNDOABLE";
 }
 
-/** The undo of thread `threadId`'s verified action, or why there is none. */
-export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentAction" | "getAction">, threadId: string, envelopeHash?: string): Promise<UndoPlan> {
+/**
+ * The undo of thread `threadId`'s verified action, or why there is none. `policy` decides whether what
+ * a create made may be deleted; without one nothing is deleted (the create is named as not undone).
+ */
+export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentAction" | "getAction">, threadId: string, envelopeHash?: string, policy?: Policy): Promise<UndoPlan> {
   const thread = await journal.getThread(threadId);
   if (!thread) return { ok: false, code: "NO_SUCH_THREAD", reason: `no thread ${threadId} in the journal` };
   const action = envelopeHash ? await journal.getAction(envelopeHash) : await journal.currentAction(threadId);
@@ -44,16 +59,88 @@ export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentA
   if (!action.macValid || !thread.macValid) {
     return { ok: false, code: "INTEGRITY_CHECK_FAILED", reason: `the journal's record of thread ${threadId} fails its seal; nothing is proposed from it` };
   }
-  if (action.set) return undoOfSet(journal, threadId, action);
+  if (action.set) return undoOfSet(journal, threadId, action, policy);
   const closed = action.progress.closed;
   if (action.phase !== "closed" || closed?.outcome !== "VERIFIED") {
     const where = closed ? `ended ${closed.outcome} (${closed.reasonCode})` : `is ${action.phase}`;
     return { ok: false, code: "NOT_UNDOABLE", reason: `only a VERIFIED change can be undone; thread ${threadId} ${where}` };
   }
-  const plan = compensationOf(action.envelope, action.progress.verification?.raw);
+  const plan = partOf(action, policy);
   if (!plan.ok) return { ok: false, code: "NOT_UNDOABLE", reason: `thread ${threadId}: ${plan.reason}` };
-  const proposal: ProposalRecord = { operation: plan.operation, taskId: plan.taskId, fields: plan.fields, rationale: `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`, source: "compensation" };
+  const proposal: ProposalRecord = {
+    operation: plan.operation,
+    taskId: plan.taskId,
+    fields: plan.fields,
+    rationale: isDeletePart(plan)
+      ? `undo of thread ${threadId} (envelope ${action.envelopeHash}): delete ${deletedLabel(plan)}, which its write created`
+      : `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`,
+    source: "compensation",
+  };
   return { ok: true, original: action, plan, proposal, parts: [{ plan, proposal }], skipped: [], scope: scopeOf([plan]) };
+}
+
+/** The undo of one verified action: a restore of an update, or the delete of what a create made. */
+function partOf(m: ActionRow, policy: Policy | undefined): UndoPart | { ok: false; reason: string } {
+  const effect = OPERATIONS[m.envelope.operation].effect;
+  switch (effect) {
+    case "update":
+    case "delete":
+      // A delete is never undone (compensationOf refuses it as irreversible).
+      return compensationOf(m.envelope, m.progress.verification?.raw);
+    case "create":
+    case "create_child": {
+      if (!policy) return { ok: false, reason: `${m.envelope.operation} created a new object; no policy was given to say whether it may be deleted` };
+      return deletionOf(m.envelope, m.progress.verification, policy);
+    }
+    default: {
+      const never: never = effect;
+      throw new Error(`unknown effect ${String(never)}`);
+    }
+  }
+}
+
+function deletedLabel(p: DeletePlan): string {
+  return p.operation === "delete_task_comment" ? `comment ${p.deletedId} of task ${p.taskId}` : `task ${p.deletedId}`;
+}
+
+export type UndoRead = { ok: true; object: Record<string, unknown> } | { ok: false; code: "BASELINE_READ_FAILED" | "STALE_STATE" | "NO_CHANGE"; reason: string };
+
+/**
+ * The fresh read an undo part is built on, and whether the object is still what our run left: for a
+ * restore, the object exactly as our write left it (changedSinceWrite); for a delete, the object
+ * exactly as our run created it (changedSinceCreated), or already gone (NO_CHANGE: nothing to delete).
+ * The object returned is the envelope's baseline read.
+ */
+export async function readUndoPart(tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> }, plan: UndoPart): Promise<UndoRead> {
+  if (isDeletePart(plan)) {
+    const { res, located } = await readDeleted(tools, { operation: plan.operation, object: { id: plan.taskId }, params: plan.fields });
+    const what = deletedLabel(plan);
+    switch (located.status) {
+      case "gone":
+        return { ok: false, code: "NO_CHANGE", reason: `${located.reason}: ${what} is already gone, so there is nothing to delete` };
+      case "failed":
+      case "unknown":
+        return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${what} to record its baseline (${located.reason}): ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+      case "present": {
+        const changed = changedSinceCreated(plan, located.object);
+        if (changed.length > 0) return { ok: false, code: "STALE_STATE", reason: `${what} changed after our run created it, so deleting it would delete someone else's change: ${describeChanges(changed, "we created")}` };
+        return { ok: true, object: located.object };
+      }
+      default: {
+        const never: never = located;
+        throw new Error(`unknown read ${JSON.stringify(never)}`);
+      }
+    }
+  }
+  const { res, object } = await readObject(tools, plan.type, plan.taskId);
+  if (!object) return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${plan.type} ${plan.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+  const changed = changedSinceWrite(plan, object);
+  if (changed.length > 0) return { ok: false, code: "STALE_STATE", reason: `${plan.type} ${plan.taskId} changed after the write being undone, so restoring it would overwrite someone else's change: ${describeChanges(changed, "we wrote")}` };
+  return { ok: true, object };
+}
+
+function describeChanges(changed: ChangedSinceWrite[], ours: string): string {
+  return changed.map((c) => `${c.field} (${c.field === "CHANGED_DATE" || c.field === "DATE_MODIFY" ? "at our verification" : ours} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ");
 }
 
 /**
@@ -62,7 +149,7 @@ export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentA
  * the same moment), expecting the task exactly as the set's last verification read of it left it.
  * A posted comment is not deleted and an action that did not verify is not touched; both are named.
  */
-async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, action: ActionRow): Promise<UndoPlan> {
+async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, action: ActionRow, policy: Policy | undefined): Promise<UndoPlan> {
   const set = action.set!;
   const members = (await Promise.all(set.set.actions.map((a) => journal.getAction(a.envelopeHash)))).filter((m): m is ActionRow => m !== undefined);
   if (members.length !== set.set.actions.length || members.some((m) => !m.macValid)) {
@@ -73,6 +160,7 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
   const byTask = new Map<string, { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; restore?: Restore }>();
   const keyOf = (m: ActionRow) => `${m.envelope.object.type}:${m.envelope.object.id}`;
   const skipped: string[] = [];
+  const deletes: DeletePlan[] = [];
   for (const m of members) {
     const id = m.set?.actionId ?? m.envelopeHash;
     const closed = m.progress.closed!;
@@ -83,11 +171,16 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
       skipped.push(`${id} (${m.envelope.operation} on ${m.envelope.object.type} ${m.envelope.object.id}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
       continue;
     }
-    const plan = compensationOf(m.envelope, m.progress.verification?.raw);
-    if (!plan.ok) {
-      skipped.push(`${id} (${m.envelope.operation} on ${m.envelope.object.type} ${m.envelope.object.id}) is not undone: ${plan.reason}`);
+    const found = partOf(m, policy);
+    if (!found.ok) {
+      skipped.push(`${id} (${m.envelope.operation} on ${m.envelope.object.type} ${m.envelope.object.id}) is not undone: ${found.reason}`);
       continue;
     }
+    if (isDeletePart(found)) {
+      deletes.push(found);
+      continue;
+    }
+    const plan = found;
     const part = entry ?? { fields: {}, wrote: {}, last: m };
     part.restore ??= plan;
     // The value before the set is the earliest action's record; what the set left is the latest write.
@@ -108,8 +201,16 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
         rationale: `undo of change set ${set.setHash} (thread ${threadId}) on ${r.type} ${r.taskId}: restore the values recorded before the set`,
         source: "compensation",
       };
-      return { plan, proposal };
+      return { plan: plan as UndoPart, proposal };
     });
+  // Deletes are irreversible: after every restore (the chain rule runs them only once those verified),
+  // the newest creation first.
+  for (const d of deletes.reverse()) {
+    parts.push({
+      plan: d,
+      proposal: { operation: d.operation, taskId: d.taskId, fields: d.fields, rationale: `undo of change set ${set.setHash} (thread ${threadId}): delete ${deletedLabel(d)}, which the set created`, source: "compensation" },
+    });
+  }
   if (parts.length === 0) return { ok: false, code: "NOT_UNDOABLE", reason: `change set ${set.setHash} of thread ${threadId} has nothing to undo: ${skipped.join("; ")}` };
   const first = parts[0]!;
   return {
@@ -142,7 +243,7 @@ export function undoRequestOf(request: string): string | undefined {
 export const undoRequest = (threadId: string): string => `undo thread ${threadId}`;
 
 /** An undo thread's scope: exactly the objects (tasks, deals) and fields it restores. */
-function scopeOf(plans: Restore[]): { taskIds?: number[]; dealIds?: number[]; fields: string[] } {
+function scopeOf(plans: UndoPart[]): { taskIds?: number[]; dealIds?: number[]; fields: string[] } {
   const ids = (type: string) => [...new Set(plans.filter((p) => p.type === type).map((p) => p.taskId))];
   const taskIds = ids("task");
   const dealIds = ids("deal");

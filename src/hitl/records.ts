@@ -157,8 +157,11 @@ export type WriteProtocol = "rest2" | "rest3-idempotency-key";
 export interface InvocationRecord {
   /** The write tool called (the operation's tool, src/envelope/operations.ts). */
   tool: OperationSpec["tool"];
-  /** The tool's arguments: {taskId, fields} for a task's operation, {dealId, fields} for update_deal. */
-  args: { taskId?: number; dealId?: number; fields: Record<string, unknown> };
+  /**
+   * The tool's arguments: {taskId, fields} for a task's operation, {dealId, fields} for update_deal,
+   * {fields} for add_task, {taskId, commentId} or {taskId} for a delete (which sends no fields).
+   */
+  args: { taskId?: number; dealId?: number; commentId?: number; fields?: Record<string, unknown> };
   idempotencyKey: string;
   envelopeHash: string;
   sentAt: string;

@@ -64,8 +64,15 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
     return name === undefined ? "" : html` <small class="value-name">(${markedHtml(display(name, `${label} name`).text.replace(/^"|"$/g, ""))})</small>`;
   };
   // A comment is a new object: there is no value before it, only the text to post.
-  const create = OPERATIONS[e.operation].effect !== "update";
-  const changes = Object.entries(e.params).map(([field, value]) => {
+  const effect = OPERATIONS[e.operation].effect;
+  const create = effect === "create" || effect === "create_child";
+  // A delete writes nothing: what it removes is shown with its values as read now.
+  const deleting = effect === "delete";
+  const deletedRows = deleting
+    ? [...e.comparedFields, ...e.invariantFields].map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value before">${markedHtml(display(e.baseline.values[f], `${f} (now)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (now)`)}</td><td><em>deleted</em></td></tr>`)
+    : [];
+  const deletedWhat = OPERATIONS[e.operation].deletes === "task_comment" ? `comment ${String(e.params["COMMENT_ID"])} of task ${e.object.id}` : `task ${e.object.id}`;
+  const changes = deleting ? deletedRows : Object.entries(e.params).map(([field, value]) => {
     if (create) {
       const after = display(value, `${field} (requested)`);
       return html`<tr>
@@ -102,10 +109,10 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
     ${warnings.length
       ? html`<div class="warnings" role="alert"><h3>⚠ Warnings (${warnings.length}): look closely before approving</h3><ul>${warnings.map((w) => html`<li>${rendered(w)}</li>`)}</ul></div>`
       : ""}
-    <h3>${create ? `New ${OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object"}: what will be posted (there is no value before it)` : "Changes: value read from the task when the envelope was made → value to write"}</h3>
-    <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">Before</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
-    <h3>Must stay unchanged (${e.invariantFields.length})</h3>
-    <table class="invariants"><tbody>${invariants}</tbody></table>
+    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object"}: what will be posted (there is no value before it)` : "Changes: value read from the task when the envelope was made → value to write"}</h3>
+    <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">${deleting ? "Now" : "Before"}</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
+    ${deleting ? "" : html`<h3>Must stay unchanged (${e.invariantFields.length})</h3>
+    <table class="invariants"><tbody>${invariants}</tbody></table>`}
     ${member ? "" : html`<details><summary>The card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(action.card)}</pre></details>`}
   </section>`;
 }

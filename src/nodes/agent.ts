@@ -36,7 +36,7 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     if (state.messages.length > 0) reset = [new RemoveMessage({ id: REMOVE_ALL_MESSAGES })];
     // `undo thread <id>`: an undo thread, registered with the verified action it restores.
     const undoOf = undoRequestOf(input.value.request);
-    undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf);
+    undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf, undefined, deps.policy);
     if (undo && !undo.ok) {
       await ensureThread(deps, gate, { ...state, ...input.value });
       return endRunInJournal(deps, gate, state, undoEndingCode(undo.code), undo.reason);
@@ -53,7 +53,7 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   // restores), built by build_envelope; the model is not asked.
   if (thread.compensates) {
     // Planned above when this turn registered the thread; read from the journal again on a later turn.
-    const planned = undo?.ok && undo.original.envelopeHash === thread.compensates.envelopeHash ? undo : await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash);
+    const planned = undo?.ok && undo.original.envelopeHash === thread.compensates.envelopeHash ? undo : await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash, deps.policy);
     if (!planned.ok) return endRunInJournal(deps, gate, state, undoEndingCode(planned.code), planned.reason);
     return { messages: [new AIMessage(`Undo proposed by code, not by the model: ${planned.proposal.rationale}.`)], proposal: planned.proposal };
   }

@@ -7,12 +7,12 @@ import { rawOf, readObject } from "../hitl/reads.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { decisionOf, endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
-import { buildChangeSet, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
+import { baselineKeyOf, buildChangeSet, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
+import { deleteBaselineFrom } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ThreadRecord } from "../store/action-machine.js";
 import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
-import { undoEndingCode, undoPlanFor } from "../hitl/compensation.js";
-import { changedSinceWrite } from "../envelope/compensation.js";
+import { isDeletePart, readUndoPart, undoEndingCode, undoPlanFor, type UndoPart } from "../hitl/compensation.js";
 
 /**
  * Policy and scope first (a denied proposal is never shown for approval), then a baseline read by
@@ -45,24 +45,34 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   if (setActions && setActions.length > 1) return buildSet(deps, gate, state, thread, setActions, config);
 
   // An undo thread's first proposal is the journal's restore of the action it compensates.
-  const undo = thread.compensates && !previous ? await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash) : null;
+  const undo = thread.compensates && !previous ? await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash, deps.policy) : null;
   if (undo && !undo.ok) return end(undoEndingCode(undo.code), undo.reason);
-  if (undo?.ok && undo.parts.length > 1) {
-    // The undo of a change set that changed several tasks: a change set of restores, each expecting
-    // its task exactly as the set left it.
-    for (const part of undo.parts) {
-      const { res: read, object: task } = await readObject(deps.tools, part.plan.type, part.plan.taskId);
-      if (!task) return end("BASELINE_READ_FAILED", `could not read ${part.plan.type} ${part.plan.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}`);
-      const changed = changedSinceWrite(part.plan, task);
-      if (changed.length > 0) return end("STALE_STATE", staleUndoReason(changed, part.plan.taskId));
-    }
-    const note = `UNDO of thread ${thread.compensates!.threadId} (change set ${undo.original.set?.setHash}): restores the values recorded before that set; proposed by code, not by the model.${undo.skipped.length ? ` Not undone: ${undo.skipped.join("; ")}.` : ""}\n`;
-    return buildSet(deps, gate, state, thread, withActionIds(undo.parts.map((p) => ({ operation: p.plan.operation, taskId: p.plan.taskId, fields: p.plan.fields }))), config, note);
+  // Every part of an undo read fresh and checked: a restore expects its object exactly as our write
+  // left it, a delete expects what it removes exactly as our run created it (anyone's later change ends
+  // the undo STALE_STATE before anything is shown). What a delete would remove that is already gone is
+  // left out of a set and named; a single undo of it ends NO_CHANGE.
+  const undoParts: Array<{ plan: UndoPart; proposal: ProposalRecord; object: Record<string, unknown> }> = [];
+  const gone: string[] = [];
+  for (const part of undo?.ok ? undo.parts : []) {
+    const read = await readUndoPart(deps.tools, part.plan);
+    if (read.ok) undoParts.push({ ...part, object: read.object });
+    else if (read.code === "NO_CHANGE" && undo!.ok && undo!.parts.length > 1) gone.push(read.reason);
+    else return end(read.code, read.reason);
   }
+  const notUndone = [...(undo?.ok ? undo.skipped : []), ...gone];
+  if (undo?.ok && undoParts.length > 1) {
+    // The undo of a change set that changed several objects: a change set of restores (and deletes,
+    // after them), each expecting its object exactly as checked above.
+    const note = `UNDO of thread ${thread.compensates!.threadId} (change set ${undo.original.set?.setHash}): restores the values recorded before that set${undoParts.some((p) => isDeletePart(p.plan)) ? " and deletes what it created" : ""}; proposed by code, not by the model.${notUndone.length ? ` Not undone: ${notUndone.join("; ")}.` : ""}\n`;
+    const reads = new Map(undoParts.map((p) => [baselineKeyOf({ operation: p.plan.operation, taskId: p.plan.taskId, fields: p.plan.fields }), p.object] as const));
+    return buildSet(deps, gate, state, thread, withActionIds(undoParts.map((p) => ({ operation: p.plan.operation, taskId: p.plan.taskId, fields: p.plan.fields }))), config, note, reads);
+  }
+  if (undo?.ok && undoParts.length === 0) return end("NOT_UNDOABLE", `nothing left to undo: ${notUndone.join("; ")}`);
+  const undoPart = undoParts[0];
   // An edit's content is the decision the journal accepted; any other proposal is the model's.
   const onlyOne = setActions?.length === 1 ? setActions[0]! : undefined;
-  const proposal: ProposalRecord | null = undo?.ok
-    ? undo.proposal
+  const proposal: ProposalRecord | null = undoPart
+    ? undoPart.proposal
     : onlyOne
       ? { operation: onlyOne.operation, taskId: onlyOne.taskId, fields: onlyOne.fields, rationale: `the part of change set ${previous?.set?.setHash} that ${prior?.approverId} approved or edited`, source: "human_edit" }
       : gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
@@ -92,16 +102,20 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
 
   const targetType = OPERATIONS[operation].target;
   // A create has no object to read yet: its baseline is empty.
-  const { res: read, object: task } = OPERATIONS[operation].effect === "create" ? { res: null, object: {} } : await readObject(deps.tools, targetType, proposal.taskId);
+  // An undo's object was read and checked above (the state our write left, or what our run created);
+  // that very read is the baseline. A create has no object to read yet: its baseline is empty.
+  let baseline: { res: Awaited<ReturnType<typeof readObject>>["res"] | null; object: Record<string, unknown> | null };
+  if (undoPart) baseline = { res: null, object: undoPart.object };
+  else if (OPERATIONS[operation].effect === "create") baseline = { res: null, object: {} };
+  else if (OPERATIONS[operation].effect === "delete") {
+    // Only an undo proposes a delete; built again (an escalation) only from the same delete, unchanged.
+    const base = await deleteBaselineFrom(deps.tools, previous?.envelope, { operation, taskId: proposal.taskId, fields: proposal.fields });
+    if (!base.ok) return end(base.code, base.reason);
+    baseline = { res: null, object: base.object };
+  } else baseline = await readObject(deps.tools, targetType, proposal.taskId);
+  const { res: read, object: task } = baseline;
   if (!task) {
     return end("BASELINE_READ_FAILED", `could not read ${targetType} ${proposal.taskId} to record its baseline: ${JSON.stringify(read ? rawOf(read) : null).slice(0, 2000)}`);
-  }
-
-  // An undo restores only the state our write left: if anyone changed the task since (a field we wrote,
-  // or anything at all by the change marker), restoring would overwrite their change. Not proposed.
-  if (undo?.ok) {
-    const changed = changedSinceWrite(undo.plan, task);
-    if (changed.length > 0) return end("STALE_STATE", staleUndoReason(changed));
   }
 
   // A change that changes nothing is not put in front of an approver (a comment always adds one).
@@ -139,7 +153,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const people = await lookupNames(deps.tools, userIdsOnCard(envelope), deps.clock);
   const rendered = renderCard(envelope, envelopeHash, "text", people ? { people: people.names } : {}).text;
   const undoNote = thread.compensates
-    ? `UNDO of thread ${thread.compensates.threadId} (envelope ${thread.compensates.envelopeHash}): restores the values recorded before that write; proposed by code, not by the model.${undo?.ok && undo.skipped.length ? ` Not undone: ${undo.skipped.join("; ")}.` : ""}\n`
+    ? `UNDO of thread ${thread.compensates.threadId} (envelope ${thread.compensates.envelopeHash}): ${undoPart && isDeletePart(undoPart.plan) ? "deletes what that write created" : "restores the values recorded before that write"}; proposed by code, not by the model.${notUndone.length ? ` Not undone: ${notUndone.join("; ")}.` : ""}\n`
     : "";
   const card = escalatedTo
     ? `${undoNote}ESCALATED to group ${escalatedTo}: the approval for ${previous?.envelopeHash} expired unanswered; only members of ${escalatedTo} may approve this fresh envelope.\n${rendered}`
@@ -176,11 +190,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
 }
 
 /** build_envelope for a change set: built, registered (and, for an allowed partial approval, decided) as one. */
-function staleUndoReason(changed: ReturnType<typeof changedSinceWrite>, taskId?: number): string {
-  return `${taskId !== undefined ? `task ${taskId}` : "the task"} changed after the write being undone, so restoring it would overwrite someone else's change: ${changed.map((c) => `${c.field} (${c.field === "CHANGED_DATE" ? "at our verification" : "we wrote"} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ")}`;
-}
-
-async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadRecord, actions: PlannedAction[], config: LangGraphRunnableConfig, note?: string): Promise<Update> {
+async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadRecord, actions: PlannedAction[], config: LangGraphRunnableConfig, note?: string, reads?: ReadonlyMap<string, Record<string, unknown>>): Promise<Update> {
   const previous = gate.action;
   const prior = previous?.progress.decision;
   const revision = (previous?.revision ?? 0) + 1;
@@ -201,6 +211,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
       previousMembers: gate.members ?? (previous ? [previous] : []),
       escalatedTo,
       ...(note ? { note } : {}),
+      ...(reads ? { reads } : {}),
       ...(plan && !plan.runWithoutReapproval && prior ? { editedBy: prior.approverId } : {}),
       ...(plan?.runWithoutReapproval && prior ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } } : {}),
     },

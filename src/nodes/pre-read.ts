@@ -1,7 +1,8 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { OPERATIONS, commentIdsWithText, compareBaseline, extractComments, taskIdsWithTitle } from "../envelope/index.js";
+import { OPERATIONS, commentIdsWithText, compareBaseline, compareBeforeDelete, extractComments, taskIdsWithTitle } from "../envelope/index.js";
+import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { LeaseRecord } from "../hitl/records.js";
@@ -37,6 +38,7 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   if (!hold.held) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs))) };
 
   if (OPERATIONS[envelope.operation].effect === "create") return preReadCreate(deps, action, mirror, hold.record);
+  if (OPERATIONS[envelope.operation].effect === "delete") return preReadDelete(deps, action, mirror, hold.record);
   const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const comparison = compareBaseline(expectedEnvelope(action, gate.members ?? []), toReadResult(res));
@@ -109,4 +111,43 @@ async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, leas
   const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
   if (!moved.ok) return { needsResync: true };
   return { ...mirror, preRead: record };
+}
+
+/**
+ * The pre-read of a delete: what it removes must be exactly as the envelope recorded it (which the undo
+ * checked against what our run created). Any difference is STALE_STATE (deleting it would delete
+ * someone else's change); an object already gone ends the run with nothing sent (NO_CHANGE: the state
+ * the delete asks for is already there), recorded as a MISMATCH with the baseline and said in words;
+ * an unusable answer or a failed read stop it as for any pre-read.
+ */
+async function preReadDelete(deps: Deps, action: ActionRow, mirror: Update, lease: LeaseRecord): Promise<Update> {
+  const envelope = action.envelope;
+  const { res } = await readDeleted(deps.tools, envelope);
+  const comparison = compareBeforeDelete(envelope, toReadResult(res));
+  const at = deps.clock().toISOString();
+  const record: PreReadRecord = { ...comparison, verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict, raw: rawOf(res), canEdit: null, lease, at };
+  const close = async (code: "NO_CHANGE" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
+    ...mirror,
+    preRead: record,
+    ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
+  });
+  switch (comparison.verdict) {
+    case "MATCH": {
+      const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
+      if (!moved.ok) return { needsResync: true };
+      return { ...mirror, preRead: record };
+    }
+    case "GONE":
+      return close("NO_CHANGE", `${comparison.reason}; nothing was sent`);
+    case "MISMATCH":
+      return close(comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE", comparison.reason);
+    case "UNKNOWN":
+      return close("PRECHECK_UNKNOWN", comparison.reason);
+    case "ERROR":
+      return close("PRECHECK_ERROR", comparison.reason);
+    default: {
+      const never: never = comparison;
+      throw new Error(`unknown verdict ${JSON.stringify(never)}`);
+    }
+  }
 }

@@ -1,8 +1,9 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyOutcome, type Acknowledgement, type Envelope } from "../envelope/index.js";
+import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyDeleted, verifyOutcome, type Acknowledgement, type Envelope } from "../envelope/index.js";
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
+import { readDeleted } from "../hitl/delete-reads.js";
 import type { AcknowledgementRecord, PreReadRecord, VerificationRecord } from "../hitl/records.js";
 import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
@@ -71,6 +72,11 @@ async function freshRead(deps: Deps, envelope: Envelope, acknowledgement: Acknow
       const listed = await deps.tools.read("listTasks", { filter: { TITLE: envelope.params["TITLE"] } });
       const { created, ...result } = verifyCreatedTask(envelope, acknowledgement, toReadResult(listed), preRead?.sameTextBefore);
       return { ...result, raw: rawOf(listed), created: { ...created, raw: rawOf(listed) }, at: at() };
+    }
+    case "delete": {
+      // What was deleted (a comment, or the task) read again: only "gone" with the target's OK is VERIFIED.
+      const { res } = await readDeleted(deps.tools, envelope);
+      return { ...verifyDeleted(envelope, acknowledgement, toReadResult(res)), raw: rawOf(res), at: at() };
     }
     default: {
       const never: never = effect;

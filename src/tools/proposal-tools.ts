@@ -4,10 +4,10 @@
  */
 import { tool } from "@langchain/core/tools";
 import { z } from "zod";
-import { OPERATION_NAMES, OPERATIONS } from "../envelope/operations.js";
+import { OPERATIONS, PROPOSABLE_OPERATIONS } from "../envelope/operations.js";
 
 /** The object an action names must be the kind its operation acts on: taskId for a task's, dealId for update_deal. */
-function oneObject(a: { operation: (typeof OPERATION_NAMES)[number]; taskId?: number | undefined; dealId?: number | undefined }, ctx: z.RefinementCtx): void {
+function oneObject(a: { operation: (typeof PROPOSABLE_OPERATIONS)[number]; taskId?: number | undefined; dealId?: number | undefined }, ctx: z.RefinementCtx): void {
   if (OPERATIONS[a.operation].effect === "create") {
     // A create names no existing object: the target makes one.
     for (const k of ["taskId", "dealId"] as const) if (a[k] !== undefined) ctx.addIssue({ code: "custom", path: [k], message: `${a.operation} creates a new ${OPERATIONS[a.operation].target}; it names no ${k}` });
@@ -27,8 +27,9 @@ export function objectIdOf(a: { taskId?: number | undefined; dealId?: number | u
 
 /** What one action names: the operation, its object (taskId or dealId) and the fields. */
 const ActionShape = {
+  // Deletes are not offered: only an undo proposes one, built by code (src/hitl/compensation.ts).
   operation: z
-    .enum(OPERATION_NAMES)
+    .enum(PROPOSABLE_OPERATIONS)
     .default("update_task")
     .describe("update_task: change fields of the task; add_task_comment: post a comment on the task (fields: {POST_MESSAGE: the full text}); update_deal: change fields of a CRM deal (dealId; fields STAGE_ID, OPPORTUNITY, ASSIGNED_BY_ID, …); add_task: create a new task (no taskId; fields TITLE and RESPONSIBLE_ID at least)"),
   taskId: z.number().int().positive().optional().describe("Bitrix24 task id (update_task, add_task_comment)"),

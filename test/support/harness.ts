@@ -24,7 +24,7 @@ export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
 export const CLI = path.join(ROOT, "dist/cli/main.js");
 
 /** The emulator's methods that change the portal: what "one write" is counted against. */
-export const WRITE_METHODS: ReadonlySet<string> = new Set(["tasks.task.update", "tasks.task.add", "tasks.task.delete", "task.commentitem.add", "task.commentitem.delete", "crm.deal.update", "batch"]);
+export const WRITE_METHODS: ReadonlySet<string> = new Set(["tasks.task.update", "tasks.task.add", "tasks.task.delete", "task.commentitem.add", "task.commentitem.update", "task.commentitem.delete", "crm.deal.update", "batch"]);
 
 export interface Portal {
   emulator: RunningEmulator;

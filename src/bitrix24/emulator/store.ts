@@ -186,6 +186,11 @@ export class Store {
     return Number(info.lastInsertRowid);
   }
 
+  /** Replaces a comment's text (task.commentitem.update). */
+  updateCommentMessage(id: number, message: string): void {
+    this.db.prepare("UPDATE comments SET message = ? WHERE id = ?").run(message, id);
+  }
+
   getComment(id: number): CommentRecord | undefined {
     const r = this.db.prepare("SELECT id, task_id, author_id, post_date, message FROM comments WHERE id = ?").get(id) as CommentRow | undefined;
     return r ? commentOf(r) : undefined;

@@ -1,5 +1,5 @@
 /**
- * task.commentitem.add / get / getlist / delete, as b24restdocs api-reference/tasks/comment-item/ documents them.
+ * task.commentitem.add / get / getlist / update / delete, as b24restdocs api-reference/tasks/comment-item/ documents them.
  * These are the old `task.*` methods: their parameters are POSITIONAL (the docs: "pass parameters in the order of the
  * table"), so the names in the body do not matter, only their order: add (TASKID, FIELDS), get and delete (TASKID,
  * ITEMID), getlist (TASKID, ORDER, FILTER). An array body `[13, {...}]` works the same. Items are UPPER_SNAKE with
@@ -11,7 +11,7 @@ import { canRead } from "../shapes.js";
 import type { CommentRecord, TaskRecord } from "../types.js";
 import { intLike, isRecord, listLike, type MethodContext, type MethodHandler, type Params } from "./context.js";
 
-type Method = "add" | "get" | "getlist" | "delete";
+type Method = "add" | "get" | "getlist" | "update" | "delete";
 
 const core = (message: string) => errors.core([message]);
 const wrongArgs = (detail: string) => core(`TASKS_ERROR_EXCEPTION_#256; ${detail}; 256/TE/WRONG_ARGUMENTS.`);
@@ -194,5 +194,28 @@ export const deleteComment: MethodHandler = (params, ctx) => {
   if (comment.authorId !== ctx.userId && !isAdmin) throw notAllowed();
   ctx.store.deleteComment(itemId);
   ctx.store.putTask({ ...task, commentsCount: Math.max(0, (task.commentsCount ?? 1) - 1) });
+  return { result: true };
+};
+
+/**
+ * (TASKID, ITEMID, FIELDS {POST_MESSAGE}) -> `result: true`. Like delete, only the comment's author or a portal
+ * administrator may change it; a missing task or comment answers the same documented error. No history row.
+ */
+export const updateComment: MethodHandler = (params, ctx) => {
+  const args = positional(params);
+  const taskId = intArg(args, 0, "taskId", "update");
+  const itemId = intArg(args, 1, "itemId", "update");
+  if (args.length <= 2 || args[2] === undefined || args[2] === null || args[2] === "") throw notGiven(2, "arFields", "update");
+  const fields = args[2];
+  if (!isRecord(fields)) throw wrongType(2, "arFields", "update", "array");
+  for (const key of Object.keys(fields)) if (key !== "POST_MESSAGE") throw mustNotContain(2, "arFields", "update", key);
+  const task = readableTask(ctx, taskId);
+  const comment = ctx.store.getComment(itemId);
+  if (!task || !comment || comment.taskId !== taskId) throw notAllowed();
+  const isAdmin = ctx.store.getUser(ctx.userId)?.admin === true;
+  if (comment.authorId !== ctx.userId && !isAdmin) throw notAllowed();
+  const message = typeof fields.POST_MESSAGE === "string" ? fields.POST_MESSAGE : "";
+  if (message.trim() === "") throw core("Comment text not specified");
+  ctx.store.updateCommentMessage(itemId, message);
   return { result: true };
 };

@@ -1,7 +1,7 @@
 import type { MethodHandler } from "./context.js";
 import { makeBatch } from "./batch.js";
 import { listHistory } from "./history.js";
-import { addComment, deleteComment, getComment, listComments } from "./comments.js";
+import { addComment, deleteComment, getComment, listComments, updateComment } from "./comments.js";
 import { getDeal, listDeals, updateDeal } from "./deals.js";
 import { addTask, deleteTask, getTask, listTasks, updateTask } from "./tasks.js";
 import { DEFAULT_SCOPES } from "../types.js";
@@ -17,6 +17,7 @@ const DIRECT: Record<string, MethodHandler> = {
   "task.commentitem.add": addComment,
   "task.commentitem.get": getComment,
   "task.commentitem.getlist": listComments,
+  "task.commentitem.update": updateComment,
   "task.commentitem.delete": deleteComment,
   "crm.deal.get": getDeal,
   "crm.deal.list": listDeals,

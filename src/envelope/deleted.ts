@@ -1,0 +1,237 @@
+/**
+ * A delete (delete_task_comment, delete_task), pure: which object it removes and how that object is
+ * found in a read, the comparison right before the write and the verification after it. The nodes do
+ * the reads (src/hitl/delete-reads.ts says which).
+ *
+ * The envelope's baseline holds the object as read when the undo was built, after the undo checked it
+ * against what our run created (src/envelope/compensation.ts). Before the write the object must be
+ * exactly that: every kept value equal and every other key unchanged (no "automatic" excuse here: a
+ * comment posted under a task we would delete goes with it, so even COMMENTS_COUNT stops it). An object
+ * that is already gone is not "changed": nothing is sent and the run says so. After the write only a
+ * fresh read that shows the object gone counts, and only with the target's OK is it VERIFIED.
+ */
+import { fingerprint } from "./canonical.js";
+import { describeAck, extractTask, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
+import { extractComments } from "./created.js";
+import { fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
+import { compareValues, normalisationRule } from "./normalise.js";
+import { OPERATIONS, type OperationName } from "./operations.js";
+
+export type DeletedKind = "task_comment" | "task";
+
+/** How the object a delete removes is keyed in its read answer. */
+export interface DeleteSubject {
+  kind: DeletedKind;
+  /** Its id key in the read answer. */
+  idKey: string;
+  keyOf(field: string): string;
+  fieldOf(key: string): string;
+  /** For messages: "comment 12 of task 4", "task 9". */
+  label(taskId: number, id: number): string;
+}
+
+export const DELETE_SUBJECTS: Readonly<Record<DeletedKind, DeleteSubject>> = {
+  // A comment as task.commentitem.getlist lists it: UPPER_SNAKE keys, so a field's name is its key.
+  task_comment: { kind: "task_comment", idKey: "ID", keyOf: (f) => f, fieldOf: (k) => k, label: (taskId, id) => `comment ${id} of task ${taskId}` },
+  task: { kind: "task", idKey: "id", keyOf: fieldToTaskKey, fieldOf: taskKeyToField, label: (_taskId, id) => `task ${id}` },
+};
+
+/** The fields a comment delete compares: who wrote the comment and what it says. */
+export const COMMENT_COMPARED_FIELDS = ["AUTHOR_ID", "POST_MESSAGE"] as const;
+
+/** The subject table of a delete operation; undefined for any other operation. */
+export function deleteSubjectOf(operation: OperationName): DeleteSubject | undefined {
+  const kind = OPERATIONS[operation].deletes;
+  return OPERATIONS[operation].effect === "delete" && kind ? DELETE_SUBJECTS[kind] : undefined;
+}
+
+/** The id of what a delete removes: the comment's (its COMMENT_ID param) or the task's (the object). */
+export function deletedIdOf(e: { operation: OperationName; object: { id: number }; params: Record<string, unknown> }): number {
+  return OPERATIONS[e.operation].deletes === "task_comment" ? Number(normaliseId(e.params["COMMENT_ID"]) ?? Number.NaN) : e.object.id;
+}
+
+export type SubjectRead =
+  | { status: "present"; object: Record<string, unknown> }
+  | { status: "gone"; reason: string }
+  /** The answer arrived but says nothing usable about the object (or is about another one: otherId). */
+  | { status: "unknown"; reason: string; otherId?: unknown }
+  | { status: "failed"; reason: string };
+
+/**
+ * The object a delete removes, out of a read answer: a comment from the task's comment list (absent
+ * from a list that was read = gone), a task from tasks.task.get (`result: []` = gone: Bitrix24 answers
+ * so for a task that does not exist, and also for one the user may no longer see, which the reason says).
+ */
+export function locateDeleted(e: { operation: OperationName; object: { id: number }; params: Record<string, unknown> }, read: ReadResult): SubjectRead {
+  const subject = deleteSubjectOf(e.operation);
+  if (!subject) throw new Error(`${e.operation} is not a delete`);
+  const id = deletedIdOf(e);
+  const what = subject.label(e.object.id, id);
+  if (read.status === "failed") {
+    // tasks.task.get's `result: []` reaches us as not_found (src/bitrix24/client.ts): the portal's own
+    // answer that there is no such task for this user, not a failure to ask.
+    if (subject.kind === "task" && read.error.kind === "not_found") return { status: "gone", reason: `${what} is not found or not accessible (${read.error.description})` };
+    return { status: "failed", reason: `the read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}: ${read.error.description})` };
+  }
+  if (subject.kind === "task_comment") {
+    const listed = extractComments(read.body);
+    if (!listed.ok) return { status: "unknown", reason: listed.reason };
+    const items = resultArray(read.body);
+    const found = items.find((item) => normaliseId(item["ID"]) === String(id));
+    return found ? { status: "present", object: found } : { status: "gone", reason: `${what} is not in the task's comment list (${listed.comments.length} comment(s) listed)` };
+  }
+  const body = parsedBody(read.body);
+  if (isRecord(body) && Array.isArray(body["result"]) && body["result"].length === 0) {
+    return { status: "gone", reason: `${what} is not found or not accessible (tasks.task.get answered result: [])` };
+  }
+  const x = extractTask(read.body, id);
+  if (!x.ok) return { status: "unknown", reason: x.reason, ...(x.otherId !== undefined ? { otherId: x.otherId } : {}) };
+  return { status: "present", object: x.task };
+}
+
+/** A comparison whose object is already gone: nothing to delete (not a change by anyone we can name). */
+export type GoneResult = Omit<CompareResult, "verdict"> & { verdict: "GONE" };
+
+/**
+ * Right before the delete: the object must be exactly as the envelope's baseline recorded it. MATCH
+ * only then; any kept value or other key that differs (or a key that appeared or vanished) is MISMATCH,
+ * naming each with before and now; GONE when it is not there any more; UNKNOWN when the answer is
+ * unusable; ERROR when the read failed.
+ */
+export function compareBeforeDelete(e: Parameters<typeof locateDeleted>[0] & { baseline: { values: Record<string, unknown>; fingerprints: Record<string, string> }; comparedFields: string[]; invariantFields: string[] }, read: ReadResult): CompareResult | GoneResult {
+  const subject = deleteSubjectOf(e.operation)!;
+  const id = deletedIdOf(e);
+  const what = subject.label(e.object.id, id);
+  const kept = [...e.comparedFields.map((f) => [f, "compared"] as const), ...e.invariantFields.map((f) => [f, "invariant"] as const)];
+  const unknownFields = (note: string): FieldCheck[] => kept.map(([f, role]) => ({ field: f, taskKey: subject.keyOf(f), role, expected: e.baseline.values[f], status: "unknown", note }));
+  const located = locateDeleted(e, read);
+  const noIdentity: ObjectIdentity = { expected: id, answered: null, status: "UNKNOWN" };
+  switch (located.status) {
+    case "failed":
+      return { verdict: "ERROR", fields: unknownFields("read failed"), reason: `${what} could not be read: ${located.reason}`, moved: [], identity: noIdentity };
+    case "unknown": {
+      const other = located.otherId !== undefined;
+      return {
+        verdict: other ? "MISMATCH" : "UNKNOWN",
+        fields: unknownFields(located.reason),
+        reason: other ? `identity mismatch: ${located.reason}; it says nothing about ${what}` : `cannot compare ${what}: ${located.reason}`,
+        moved: [],
+        identity: other ? { expected: id, answered: located.otherId, status: "MISMATCH" } : noIdentity,
+      };
+    }
+    case "gone":
+      return { verdict: "GONE", fields: [], reason: `${located.reason}: it is already gone, so there is nothing to delete`, moved: [], identity: { expected: id, answered: null, status: "UNKNOWN" } };
+    case "present":
+      break;
+    default: {
+      const never: never = located;
+      throw new Error(`unknown read ${JSON.stringify(never)}`);
+    }
+  }
+  const object = located.object;
+  const identity: ObjectIdentity = { expected: id, answered: object[subject.idKey], status: "MATCH" };
+  const fields: FieldCheck[] = kept.map(([field, role]) => {
+    const taskKey = subject.keyOf(field);
+    const expected = e.baseline.values[field];
+    if (!has(object, taskKey)) return { field, taskKey, role, expected, status: "unknown", note: `the answer has no "${taskKey}"` };
+    const c = compareValues(field, expected, object[taskKey]);
+    return { field, taskKey, role, expected, actual: object[taskKey], status: c.equal ? "match" : "mismatch", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+  });
+  const moved: MovedField[] = fields
+    .filter((f) => f.status === "mismatch" || f.status === "unknown")
+    .map((f) => ({ field: f.field, taskKey: f.taskKey, role: f.role, before: f.expected, now: f.actual, ...(f.rule ? { rule: f.rule } : {}) }));
+  const keptKeys = new Set(kept.map(([f]) => subject.keyOf(f)));
+  const keys = [...new Set([...Object.keys(e.baseline.fingerprints), ...Object.keys(object)])].filter((k) => k !== subject.idKey && !keptKeys.has(k)).sort();
+  for (const key of keys) {
+    const digest = e.baseline.fingerprints[key];
+    const now = has(object, key) && object[key] !== undefined ? fingerprint(object[key]) : undefined;
+    if (digest === now) continue;
+    moved.push({ field: subject.fieldOf(key), taskKey: key, role: "other", ...(digest !== undefined ? { beforeFingerprint: digest } : { before: "(not there)" }), now: now === undefined ? "(not there)" : object[key] });
+  }
+  if (moved.length) {
+    return { verdict: "MISMATCH", fields, moved, identity, reason: `${what} changed since the undo was built from what our run created, so deleting it would delete someone else's change: ${describeMoves(moved)}` };
+  }
+  return { verdict: "MATCH", fields, moved, identity, reason: `${what} is exactly as the envelope recorded it (${kept.map(([f]) => f).join(", ")} and ${keys.length} other key(s))` };
+}
+
+/**
+ * After the delete, from a fresh read: gone with the target's OK → VERIFIED; gone without it (answer
+ * lost or an error) → INCONCLUSIVE, as for any write whose answer is missing; still there →
+ * VERIFICATION_FAILED (not applied, whatever the target said); the read failed or unusable → INCONCLUSIVE.
+ */
+export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Acknowledgement, read: ReadResult): VerifyResult {
+  const subject = deleteSubjectOf(e.operation)!;
+  const id = deletedIdOf(e);
+  const what = subject.label(e.object.id, id);
+  const ackNote = describeAck(ack);
+  const located = locateDeleted(e, read);
+  const check = (status: FieldCheck["status"], note: string): FieldCheck => ({ field: subject.idKey.toUpperCase(), taskKey: subject.idKey, role: "requested", expected: "(gone)", status, note });
+  switch (located.status) {
+    case "failed":
+    case "unknown":
+      return {
+        verdict: "INCONCLUSIVE",
+        fields: [check("unknown", located.reason)],
+        moved: [],
+        identity: located.status === "unknown" && located.otherId !== undefined ? { expected: id, answered: located.otherId, status: "MISMATCH" } : { expected: id, answered: null, status: "UNKNOWN" },
+        reason: `cannot tell whether ${what} is gone: ${located.reason}; ${ackNote}`,
+      };
+    case "present":
+      return {
+        verdict: "VERIFICATION_FAILED",
+        fields: [{ ...check("not_applied", `${what} is still there`), actual: located.object[subject.idKey] }],
+        moved: [],
+        identity: { expected: id, answered: located.object[subject.idKey], status: "MATCH" },
+        reason: `the delete was not applied: ${what} is still there, read after the write; ${ackNote}`,
+      };
+    case "gone":
+      if (ack.status !== "OK") {
+        return {
+          verdict: "INCONCLUSIVE",
+          fields: [check("applied", located.reason)],
+          moved: [],
+          identity: { expected: id, answered: null, status: "UNKNOWN" },
+          reason: `${what} is gone (${located.reason}), but ${ackNote}, so it is not proven that this write removed it`,
+        };
+      }
+      return { verdict: "VERIFIED", fields: [check("applied", located.reason)], moved: [], identity: { expected: id, answered: null, status: "UNKNOWN" }, reason: `${what} is gone, read after the delete (${located.reason}); ${ackNote}` };
+    default: {
+      const never: never = located;
+      throw new Error(`unknown read ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+function describeMoves(moved: MovedField[]): string {
+  return moved.map((m) => `${m.field} was ${m.beforeFingerprint !== undefined ? `(fingerprint ${m.beforeFingerprint}; value not kept)` : show(m.before)}, now ${show(m.now)}`).join("; ");
+}
+
+function show(v: unknown): string {
+  if (v === undefined) return "(missing)";
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 200 ? `${s.slice(0, 200)}… (${s.length} chars)` : s;
+}
+
+function parsedBody(body: unknown): unknown {
+  if (typeof body !== "string") return body;
+  try {
+    return JSON.parse(body);
+  } catch {
+    return body;
+  }
+}
+
+/** body.result as records (extractComments has already checked its shape). */
+function resultArray(body: unknown): Array<Record<string, unknown>> {
+  const value = parsedBody(body);
+  const result = isRecord(value) ? value["result"] : undefined;
+  return Array.isArray(result) ? result.filter(isRecord) : [];
+}
+
+function has(o: Record<string, unknown>, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(o, key);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}

@@ -1,0 +1,299 @@
+/**
+ * Undo deletes what a run created, where the policy allows it: a posted comment (delete_task_comment,
+ * allowed with an approval by the default policy) and a created task (delete_task, denied by default;
+ * a policy allowing it makes undo propose it). The graph, our MCP server over stdio, the emulator over
+ * HTTP and the journal; deletes counted in the emulator's call log. Also in the PostgreSQL pass.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { AIMessage } from "@langchain/core/messages";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startUndo } from "../src/app/undo.js";
+import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
+
+const TEXT = "Moved to review: please check the Q3 numbers before Friday.";
+const TITLE = "Prepare the Q4 report";
+let portal: Portal;
+let dataDir: string;
+let app: App;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await app?.close();
+  await portal.emulator.close();
+});
+
+function approve(view: ThreadView, approver = "demo-approver"): { decisions: unknown[] } {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } }] };
+}
+
+/** The default policy with `change` applied, written where ACTION_ENVELOPE_POLICY can name it. */
+function policyFile(change: (p: { version: string; operations: Record<string, Record<string, unknown>> }) => void): string {
+  const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+  change(policy);
+  const file = path.join(dataDir, `policy-${policy.version}.json`);
+  fs.writeFileSync(file, JSON.stringify(policy));
+  return file;
+}
+
+async function comments(taskId = 4): Promise<Array<{ ID: string; POST_MESSAGE: string; AUTHOR_ID: string }>> {
+  const r = await portal.rest("task.commentitem.getlist", { TASKID: taskId });
+  expect(r.status).toBe(200);
+  return r.body.result;
+}
+
+const deletes = async () => (await portal.calls("task.commentitem.delete")).length;
+
+/** A comment posted on task 4 by an approved run: VERIFIED, and the id it created. */
+async function postedComment(env: Record<string, string> = {}): Promise<{ threadId: string; commentId: string }> {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")), env });
+  const waiting = await startRun(app, { request: `comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+  expect(waiting.status).toBe("awaiting_approval");
+  const done = await submitDecision(app, waiting.threadId, approve(waiting));
+  expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+  const created = done.state!.verification!.created as { id: string; via: string };
+  expect(created.via).toBe("acknowledgement");
+  return { threadId: done.threadId, commentId: created.id };
+}
+
+describe("undo of a posted comment (delete_task_comment, allowed with an approval by the default policy)", () => {
+  it("is a delete of exactly that comment, shown with its text, sent once after its own approval, read back gone: VERIFIED", async () => {
+    const { threadId, commentId } = await postedComment();
+    const undo = await startUndo(app, threadId, "demo-user");
+    expect(undo.status).toBe("awaiting_approval");
+    const e = undo.approval!.envelope;
+    expect([e.operation, e.object, e.params]).toEqual(["delete_task_comment", { type: "task", id: 4 }, { COMMENT_ID: Number(commentId) }]);
+    expect(e.risk.reversibility).toBe("irreversible");
+    expect(e.baseline.values).toMatchObject({ POST_MESSAGE: TEXT });
+    const card = undo.state!.card!;
+    expect(card).toContain(`DELETE COMMENT ${commentId} of task 4 — cannot be undone (task.commentitem.delete)`);
+    expect(card).toContain(TEXT);
+    expect(card).toContain(`UNDO of thread ${threadId}`);
+    // Proposing is not deleting: nothing is sent before the approval.
+    expect(await deletes()).toBe(0);
+    // An edit cannot point the delete at another comment.
+    const a = undo.approval!;
+    const edited = await submitDecision(app, undo.threadId, {
+      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "delete_task_comment", args: { taskId: 4, fields: { COMMENT_ID: 1 } } } }],
+    });
+    expect(edited.status).toBe("awaiting_approval");
+    expect(edited.approval!.lastRefusal?.code).toBe("OUT_OF_SCOPE");
+
+    const done = await submitDecision(app, undo.threadId, approve(edited));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect(await deletes()).toBe(1);
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add", "task.commentitem.delete"]);
+    expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
+    expect(done.state!.invocation).toMatchObject({ tool: "delete_task_comment", args: { taskId: 4, commentId: Number(commentId) } });
+    expect(done.state!.verification!.reason).toContain(`comment ${commentId} of task 4 is gone`);
+  });
+
+  it("is refused STALE_STATE when the comment was edited after our run posted it: nothing shown, nothing deleted", async () => {
+    const { threadId, commentId } = await postedComment();
+    expect((await portal.rest("task.commentitem.update", { TASKID: 4, ITEMID: Number(commentId), FIELDS: { POST_MESSAGE: "Edited by a person" } })).status).toBe(200);
+    const undo = await startUndo(app, threadId, "demo-user");
+    expect(undo.state!.outcome).toBe("NOT_EXECUTED");
+    expect(undo.state!.reasonCode).toBe("STALE_STATE");
+    expect(undo.state!.reason).toContain("Edited by a person");
+    expect(await deletes()).toBe(0);
+  });
+
+  it("ends STALE_STATE at its pre-read when the comment is edited while the undo waits for approval: no delete sent", async () => {
+    const { threadId, commentId } = await postedComment();
+    const undo = await startUndo(app, threadId, "demo-user");
+    expect(undo.status).toBe("awaiting_approval");
+    expect((await portal.rest("task.commentitem.update", { TASKID: 4, ITEMID: Number(commentId), FIELDS: { POST_MESSAGE: "Edited while waiting" } })).status).toBe(200);
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.outcome).toBe("NOT_EXECUTED");
+    expect(done.state!.reasonCode).toBe("STALE_STATE");
+    expect(done.state!.preRead!.reason).toMatch(/POST_MESSAGE was .*, now "Edited while waiting"/);
+    expect(await deletes()).toBe(0);
+    expect((await comments()).find((c) => c.ID === commentId)?.POST_MESSAGE).toBe("Edited while waiting");
+  });
+
+  it("already gone when approved: NOT_EXECUTED (NO_CHANGE), saying so, with nothing sent", async () => {
+    const { threadId, commentId } = await postedComment();
+    const undo = await startUndo(app, threadId, "demo-user");
+    expect((await portal.rest("task.commentitem.delete", { TASKID: 4, ITEMID: Number(commentId) })).status).toBe(200);
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.outcome).toBe("NOT_EXECUTED");
+    expect(done.state!.reasonCode).toBe("NO_CHANGE");
+    expect(done.state!.reason).toMatch(/already gone.*nothing was sent/);
+    expect(done.state!.invocation ?? null).toBeNull();
+    // The one delete in the log is the person's, made above.
+    expect(await deletes()).toBe(1);
+  });
+
+  it("where the policy denies the delete: NOT_UNDOABLE naming the policy, no write", async () => {
+    const file = policyFile((p) => {
+      p.version = "test-no-delete";
+      p.operations["delete_task_comment"]!["allowed"] = false;
+    });
+    const { threadId } = await postedComment({ ACTION_ENVELOPE_POLICY: file });
+    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task_comment created a new comment; deleting it \(delete_task_comment\) is denied by policy default@test-no-delete/);
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add"]);
+  });
+
+  it("acknowledged without being applied: VERIFICATION_FAILED, one delete sent, the comment still there", async () => {
+    const { threadId, commentId } = await postedComment();
+    const undo = await startUndo(app, threadId, "demo-user");
+    await portal.fault({ method: "task.commentitem.delete", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.acknowledgement!.status).toBe("OK");
+    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(done.state!.reason).toContain("still there");
+    expect(await deletes()).toBe(1);
+    expect((await comments()).some((c) => c.ID === commentId)).toBe(true);
+  });
+
+  it("applied but the answer lost (plain REST 2): INCONCLUSIVE, the comment gone, never sent twice", async () => {
+    const { threadId, commentId } = await postedComment({ BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    const undo = await startUndo(app, threadId, "demo-user");
+    await portal.fault({ method: "task.commentitem.delete", kind: "apply_then_timeout", times: 1 });
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.acknowledgement!.status).not.toBe("OK");
+    expect(done.state!.outcome).toBe("INCONCLUSIVE");
+    expect(done.state!.reason).toContain("not proven that this write removed it");
+    expect(await deletes()).toBe(1);
+    expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
+  });
+});
+
+describe("undo of a created task (delete_task)", () => {
+  const proposeNew: Script = (messages) => {
+    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields: { TITLE, RESPONSIBLE_ID: "5" }, rationale: "requested by the user" })] });
+  };
+
+  async function createdTask(env: Record<string, string> = {}): Promise<{ threadId: string; taskId: string }> {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeNew), env });
+    const view = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    return { threadId: done.threadId, taskId: (done.state!.verification!.created as { id: string }).id };
+  }
+
+  const allowTaskDelete = () =>
+    policyFile((p) => {
+      p.version = "test-task-delete";
+      p.operations["delete_task"] = { ...p.operations["delete_task"], allowed: true };
+      delete p.operations["delete_task"]!["reason"];
+    });
+
+  it("is NOT_UNDOABLE under the default policy, which denies delete_task, naming it; no write", async () => {
+    const { threadId } = await createdTask();
+    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task created a new task; deleting it \(delete_task\) is denied by policy default@2026-12-01\.2: deleting a task cannot be undone/);
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add"]);
+  });
+
+  it("is proposed as a delete of that task where a policy allows it, deleted once after approval: VERIFIED, the task gone", async () => {
+    const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
+    const undo = await startUndo(app, threadId, "demo-user");
+    expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
+    const e = undo.approval!.envelope;
+    expect([e.operation, e.object, e.params]).toEqual(["delete_task", { type: "task", id: Number(taskId) }, {}]);
+    expect(e.baseline.values).toMatchObject({ TITLE, RESPONSIBLE_ID: "5" });
+    expect(undo.state!.card).toContain(`DELETE TASK ${taskId} — cannot be undone (tasks.task.delete)`);
+    expect(undo.state!.card).toContain(TITLE);
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add", "tasks.task.delete"]);
+    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result).toEqual([]);
+  });
+
+  it("is refused STALE_STATE when the task was changed after our run created it; nothing deleted", async () => {
+    const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
+    expect((await portal.rest("tasks.task.update", { taskId: Number(taskId), fields: { PRIORITY: "2" } })).status).toBe(200);
+    const undo = await startUndo(app, threadId, "demo-user");
+    expect(undo.state!.outcome).toBe("NOT_EXECUTED");
+    expect(undo.state!.reasonCode).toBe("STALE_STATE");
+    expect(await portal.calls("tasks.task.delete")).toHaveLength(0);
+  });
+
+  it("ends STALE_STATE at its pre-read when someone comments on the task while the undo waits (the comment would go with it)", async () => {
+    const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
+    const undo = await startUndo(app, threadId, "demo-user");
+    expect(undo.status).toBe("awaiting_approval");
+    expect((await portal.rest("task.commentitem.add", { TASKID: Number(taskId), FIELDS: { POST_MESSAGE: "I already started on it" } })).status).toBe(200);
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.outcome).toBe("NOT_EXECUTED");
+    expect(done.state!.reasonCode).toBe("STALE_STATE");
+    expect(await portal.calls("tasks.task.delete")).toHaveLength(0);
+    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(TITLE);
+  });
+
+  it("acknowledged without being applied: VERIFICATION_FAILED, one delete sent, the task still there", async () => {
+    const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
+    const undo = await startUndo(app, threadId, "demo-user");
+    await portal.fault({ method: "tasks.task.delete", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(await portal.calls("tasks.task.delete")).toHaveLength(1);
+    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(TITLE);
+  });
+});
+
+describe("undo of a change set that updated a task and posted a comment", () => {
+  const SET = [
+    { operation: "update_task", taskId: 4, fields: { STATUS: "4", RESPONSIBLE_ID: "5" } },
+    { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: TEXT } },
+  ];
+  const proposeSet: Script = (messages) => {
+    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
+    if (!messages.some((m) => m.getType() === "tool")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions: SET, rationale: "requested by the user" })] });
+  };
+
+  it("is one change set: the restore first, then the delete (irreversible last), one approval, each written once: VERIFIED", async () => {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
+    const original = await portal.task(4);
+    const view = await startRun(app, { request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+    expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    const commentId = (await comments()).find((c) => c.POST_MESSAGE === TEXT)!.ID;
+
+    const undo = await startUndo(app, view.threadId, "demo-user");
+    expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
+    const actions = undo.approval!.changeSet!.actions.map((a) => [a.actionId, a.envelope.operation, a.envelope.params]);
+    expect(actions).toEqual([
+      ["a1", "update_task", { STATUS: original["status"], RESPONSIBLE_ID: original["responsibleId"] }],
+      ["a2", "delete_task_comment", { COMMENT_ID: Number(commentId) }],
+    ]);
+    expect(undo.approval!.changeSet!.set.risk.reversibility).toBe("irreversible");
+    expect(undo.state!.card).toContain("restores the values recorded before that set and deletes what it created");
+    expect(await portal.writes()).toHaveLength(2);
+
+    const undone = await submitDecision(app, undo.threadId, approve(undo));
+    expect(undone.state!.outcome, undone.state!.reason ?? "").toBe("VERIFIED");
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add", "tasks.task.update", "task.commentitem.delete"]);
+    const task = await portal.task(4);
+    expect([task["status"], task["responsibleId"]]).toEqual([original["status"], original["responsibleId"]]);
+    expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
+  });
+
+  it("stops at the restore when it is not verified: the delete is not sent (CHAIN_STOPPED)", async () => {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
+    const view = await startRun(app, { request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+    expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
+    const undo = await startUndo(app, view.threadId, "demo-user");
+    await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
+    const undone = await submitDecision(app, undo.threadId, approve(undo));
+    // The restore was sent (acknowledged, not applied), so the set wrote something and stopped.
+    expect(undone.state!.outcome).toBe("PARTIALLY_EXECUTED");
+    expect(undone.changeSetOutcome?.actions.map((o) => [o.actionId, o.outcome, o.reasonCode])).toEqual([
+      ["a1", "VERIFICATION_FAILED", "VERIFICATION_FAILED"],
+      ["a2", "NOT_EXECUTED", "CHAIN_STOPPED"],
+    ]);
+    expect(await deletes()).toBe(0);
+    expect((await comments()).some((c) => c.POST_MESSAGE === TEXT)).toBe(true);
+  });
+});
