@@ -6,7 +6,9 @@ import path from "node:path";
 import { spawn } from "node:child_process";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { GENESIS_HASH, SqliteAuditLog, recordHash, type AuditEntry } from "../src/store/audit.js";
+import fc from "fast-check";
+import { canonicalJson } from "../src/envelope/index.js";
+import { GENESIS_HASH, SqliteAuditLog, recordHash, recordHashOfText, type AuditEntry } from "../src/store/audit.js";
 import { ROOT, TSX, tempDir } from "./support/harness.js";
 
 const logs: SqliteAuditLog[] = [];
@@ -39,6 +41,17 @@ function entry(threadId: string, event: AuditEntry["event"], discriminator = "",
 }
 
 describe("audit log", () => {
+  it("recordHashOfText over a record's canonical text is recordHash of the record (property)", () => {
+    const json = fc.jsonValue({ maxDepth: 3 }).filter((v) => v !== null && typeof v === "object" && !Array.isArray(v));
+    fc.assert(
+      fc.property(json, fc.string(), (record, prevHash) => {
+        const r = record as unknown as Parameters<typeof recordHash>[0];
+        expect(recordHashOfText(canonicalJson(r), prevHash)).toBe(recordHash(r, prevHash));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("links each record to the previous one's hash and verifies intact", async () => {
     const log = open(path.join(tempDir(), "audit.sqlite"));
     const a = await log.append(entry("t1", "approval_requested", "h1"));

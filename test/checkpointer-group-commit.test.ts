@@ -32,8 +32,7 @@ describe("group-commit SQLite checkpointer", () => {
     try {
       const cp = checkpoint();
       const pending = saver.put(cfg("t1"), cp, { source: "input", step: -1, parents: {} }, {});
-      // Not yet: the row is written when the event loop turns.
-      saver.setup();
+      // Not yet: the row is written when the event loop turns (put has created the tables already).
       expect(other.prepare("SELECT COUNT(*) AS n FROM checkpoints").get()).toEqual({ n: 0 });
       await pending;
       expect(other.prepare("SELECT checkpoint_id FROM checkpoints WHERE thread_id = 't1'").get()).toEqual({ checkpoint_id: cp.id });

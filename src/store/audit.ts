@@ -14,6 +14,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
+import { createHash } from "node:crypto";
 import { canonicalJson, sha256Json, type VerifiedBy } from "../envelope/index.js";
 
 export const AUDIT_EVENTS = [
@@ -193,6 +194,16 @@ export function recordHash(record: Omit<AuditRecord, "prevHash" | "hash">, prevH
   return sha256Json({ prevHash, record });
 }
 
+/**
+ * recordHash over a record whose canonical text is already at hand: RFC 8785 orders "prevHash" before
+ * "record" and writes a nested object as its own canonical text, so this is byte-for-byte the text
+ * recordHash hashes, without canonicalising the record a second time (the property test in
+ * test/audit-log.test.ts holds the two equal).
+ */
+export function recordHashOfText(recordText: string, prevHash: string): string {
+  return `sha256:${createHash("sha256").update(`{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "utf8").digest("hex")}`;
+}
+
 export class SqliteAuditLog implements AuditLog {
   private readonly db: Database.Database;
   /** Prepared once per SQL text: preparing is a measurable share of a short transaction. */
@@ -227,7 +238,7 @@ export class SqliteAuditLog implements AuditLog {
       const prevHash = last?.record_hash ?? GENESIS_HASH;
       const body = { ...entry, seq, recordedAt: this.clock().toISOString() };
       const text = canonicalJson(body);
-      const hash = recordHash(body, prevHash);
+      const hash = recordHashOfText(text, prevHash);
       this.sql(
           `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,

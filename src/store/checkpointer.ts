@@ -71,7 +71,7 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
     super(db);
   }
 
-  override async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata): Promise<RunnableConfig> {
+  override async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, _newVersions?: ChannelVersions): Promise<RunnableConfig> {
     this.setup();
     const threadId = config.configurable?.["thread_id"] as string | undefined;
     const ns = (config.configurable?.["checkpoint_ns"] as string | undefined) ?? "";

@@ -15,7 +15,7 @@ import {
   AuditLogError,
   GENESIS_HASH,
   findFirstProblem,
-  recordHash,
+  recordHashOfText,
   type AppendResult,
   type AuditEntry,
   type AuditLog,
@@ -64,7 +64,7 @@ export class PostgresAuditLog implements AuditLog {
       const prevHash = last?.record_hash ?? GENESIS_HASH;
       const body = { ...entry, seq, recordedAt: this.clock().toISOString() };
       const text = canonicalJson(body);
-      const hash = recordHash(body, prevHash);
+      const hash = recordHashOfText(text, prevHash);
       await c.query(
         `INSERT INTO ${this.s}.audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
