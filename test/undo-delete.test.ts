@@ -10,7 +10,8 @@ import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
-import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { cardSection, setSection } from "../src/inbox/card-view.js";
+import { envFor, openTestApp, parseJsonOutput, ROOT, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 const TEXT = "Moved to review: please check the Q3 numbers before Friday.";
@@ -76,6 +77,11 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     expect(card).toContain(`DELETE COMMENT ${commentId} of task 4 — cannot be undone (task.commentitem.delete)`);
     expect(card).toContain(TEXT);
     expect(card).toContain(`UNDO of thread ${threadId}`);
+    // The web inbox shows the same delete, with the text it removes, and offers no "requested" value.
+    const row = (await app.deps.journal.currentAction(undo.threadId))!;
+    const inbox = cardSection(row).toString();
+    expect(inbox).toContain(`Delete comment ${commentId} of task 4: cannot be undone`);
+    expect(inbox).toContain("Moved to review: please check the Q3 numbers before Friday.");
     // Proposing is not deleting: nothing is sent before the approval.
     expect(await deletes()).toBe(0);
     // An edit cannot point the delete at another comment.
@@ -270,6 +276,9 @@ describe("undo of a change set that updated a task and posted a comment", () => 
     ]);
     expect(undo.approval!.changeSet!.set.risk.reversibility).toBe("irreversible");
     expect(undo.state!.card).toContain("restores the values recorded before that set and deletes what it created");
+    const head = (await app.deps.journal.currentAction(undo.threadId))!;
+    const members = await Promise.all(head.set!.set.actions.map(async (a) => (await app.deps.journal.getAction(a.envelopeHash))!));
+    expect(setSection(head, members).toString()).toContain(`Delete comment ${commentId} of task 4: cannot be undone`);
     expect(await portal.writes()).toHaveLength(2);
 
     const undone = await submitDecision(app, undo.threadId, approve(undo));
@@ -295,5 +304,38 @@ describe("undo of a change set that updated a task and posted a comment", () => 
     ]);
     expect(await deletes()).toBe(0);
     expect((await comments()).some((c) => c.POST_MESSAGE === TEXT)).toBe(true);
+  });
+});
+
+describe("through the command line (compiled CLI, offline model, local stores)", () => {
+  it("run, approve, undo, show, pending and approve again: the comment is posted once and deleted once, each VERIFIED", async () => {
+    const env = envFor(portal, dataDir);
+    const started = await runCli(["run", `comment on task 4: ${TEXT}`, "--as", "demo-user", "--json"], env);
+    expect(started.code, started.stderr).toBe(0);
+    const run = parseJsonOutput(started.stdout);
+    expect(run.envelope.operation).toBe("add_task_comment");
+    const posted = await runCli(["approve", run.threadId, "--hash", run.envelopeHash, "--as", "demo-approver", "--json"], env);
+    expect(posted.code, posted.stderr).toBe(0);
+    expect(parseJsonOutput(posted.stdout).outcome).toBe("VERIFIED");
+    const commentId = (await comments()).find((c) => c.POST_MESSAGE === TEXT)!.ID;
+
+    const proposed = await runCli(["undo", run.threadId, "--as", "demo-user", "--json"], env);
+    expect(proposed.code, proposed.stderr).toBe(0);
+    const undo = parseJsonOutput(proposed.stdout);
+    expect([undo.status, undo.envelope.operation, undo.envelope.params]).toEqual(["awaiting_approval", "delete_task_comment", { COMMENT_ID: Number(commentId) }]);
+    const shown = await runCli(["show", undo.threadId], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`DELETE COMMENT ${commentId} of task 4`);
+    expect(shown.stdout).toContain(TEXT);
+    const pending = await runCli(["pending", "--json"], env);
+    expect(pending.code, pending.stderr).toBe(0);
+    expect(parseJsonOutput(pending.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([undo.threadId]);
+    expect(await deletes()).toBe(0);
+
+    const deleted = await runCli(["approve", undo.threadId, "--hash", undo.envelopeHash, "--as", "demo-approver"], env);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    expect(deleted.stdout).toContain("VERIFIED");
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add", "task.commentitem.delete"]);
+    expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
   });
 });
