@@ -147,7 +147,8 @@ function describeChanges(changed: ChangedSinceWrite[], ours: string): string {
  * The undo of a finished change set: every VERIFIED reversible update is restored, one restore per
  * task (each field back to the value recorded before the set, which every action of the set read at
  * the same moment), expecting the task exactly as the set's last verification read of it left it.
- * A posted comment is not deleted and an action that did not verify is not touched; both are named.
+ * What a VERIFIED create made is deleted where the policy allows that delete (after every restore);
+ * where it does not, and for an action that did not verify, nothing is done and the action is named.
  */
 async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, action: ActionRow, policy: Policy | undefined): Promise<UndoPlan> {
   const set = action.set!;
