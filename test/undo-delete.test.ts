@@ -236,6 +236,17 @@ describe("undo of a created task (delete_task)", () => {
     expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(TITLE);
   });
 
+  it("deleted but the answer lost (plain REST 2): INCONCLUSIVE, the task gone, never sent twice", async () => {
+    const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete(), BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    const undo = await startUndo(app, threadId, "demo-user");
+    await portal.fault({ method: "tasks.task.delete", kind: "apply_then_timeout", times: 1 });
+    const done = await submitDecision(app, undo.threadId, approve(undo));
+    expect(done.state!.acknowledgement!.status).not.toBe("OK");
+    expect(done.state!.outcome).toBe("INCONCLUSIVE");
+    expect(await portal.calls("tasks.task.delete")).toHaveLength(1);
+    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result).toEqual([]);
+  });
+
   it("acknowledged without being applied: VERIFICATION_FAILED, one delete sent, the task still there", async () => {
     const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
     const undo = await startUndo(app, threadId, "demo-user");
@@ -287,6 +298,24 @@ describe("undo of a change set that updated a task and posted a comment", () => 
     const task = await portal.task(4);
     expect([task["status"], task["responsibleId"]]).toEqual([original["status"], original["responsibleId"]]);
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
+  });
+
+  it("decided per action, only the delete approved: shown again on its own (irreversible is not run without a second look), then deleted once", async () => {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
+    const view = await startRun(app, { request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+    expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
+    const commentId = (await comments()).find((c) => c.POST_MESSAGE === TEXT)!.ID;
+    const undo = await startUndo(app, view.threadId, "demo-user");
+    const a = undo.approval!;
+    const base = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } };
+    const again = await submitDecision(app, undo.threadId, { decisions: [{ type: "reject", actionId: "a1", message: "keep the new status", ...base }, { type: "approve", actionId: "a2", ...base }] });
+    expect(again.status, again.state?.reason ?? "").toBe("awaiting_approval");
+    expect([again.approval!.envelope.operation, again.approval!.envelope.params, again.approval!.envelope.revision]).toEqual(["delete_task_comment", { COMMENT_ID: Number(commentId) }, 2]);
+    expect(await deletes()).toBe(0);
+    // alice shaped this revision (she decided the set action by action), so another approver approves it.
+    const done = await submitDecision(app, undo.threadId, approve(again, "bob"));
+    expect(done.state?.outcome, JSON.stringify(done.approval?.lastRefusal ?? done.state?.reason)).toBe("VERIFIED");
+    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add", "task.commentitem.delete"]);
   });
 
   it("stops at the restore when it is not verified: the delete is not sent (CHAIN_STOPPED)", async () => {

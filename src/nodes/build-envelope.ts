@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { OPERATIONS, checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
+import { OPERATIONS, canonicalJson, checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
 import { rawOf, readObject } from "../hitl/reads.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
@@ -109,7 +109,10 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   else if (OPERATIONS[operation].effect === "create") baseline = { res: null, object: {} };
   else if (OPERATIONS[operation].effect === "delete") {
     // Only an undo proposes a delete; built again (an escalation) only from the same delete, unchanged.
-    const base = await deleteBaselineFrom(deps.tools, previous?.envelope, { operation, taskId: proposal.taskId, fields: proposal.fields });
+    // The earlier revision of this very delete: the previous single envelope, or the member of the set
+    // it was part of (a set's undo approved only in its delete is shown again on its own).
+    const earlier = [...(gate.members ?? []), ...(previous ? [previous] : [])].find((m) => m.envelope.operation === operation && m.envelope.object.id === proposal.taskId && canonicalJson(m.envelope.params) === canonicalJson(proposal.fields));
+    const base = await deleteBaselineFrom(deps.tools, earlier?.envelope, { operation, taskId: proposal.taskId, fields: proposal.fields });
     if (!base.ok) return end(base.code, base.reason);
     baseline = { res: null, object: base.object };
   } else baseline = await readObject(deps.tools, targetType, proposal.taskId);
