@@ -11,6 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
 import { cardSection, setSection } from "../src/inbox/card-view.js";
+import { writerWindow } from "../src/evidence/bundle.js";
 import { envFor, openTestApp, parseJsonOutput, ROOT, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
@@ -99,6 +100,10 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
     expect(done.state!.invocation).toMatchObject({ tool: "delete_task_comment", args: { taskId: 4, commentId: Number(commentId) } });
     expect(done.state!.verification!.reason).toContain(`comment ${commentId} of task 4 is gone`);
+    // The evidence says what a delete cannot see: nothing is overwritten, a late change goes with the object.
+    const window = writerWindow(done.state!.preRead, done.state!.invocation, done.state!.acknowledgement)!;
+    expect(window.fieldsOverwritten).toEqual([]);
+    expect(window.statement).toContain("would have been deleted with it");
   });
 
   it("is refused STALE_STATE when the comment was edited after our run posted it: nothing shown, nothing deleted", async () => {

@@ -58,11 +58,14 @@ export function writerWindow(preRead: PreReadRecord | null, invocation: Invocati
     acknowledgedAt: ack?.at ?? null,
     uncoveredMs: Number.isFinite(ms) ? ms : null,
     fieldsOverwritten: fields,
-    statement:
-      `Bitrix24 offers no conditional write (tasks.task.update takes no version or If-Match), so a change made by someone else ` +
-      `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt} to ${fields.join(", ")} would have been overwritten ` +
-      `by this write and cannot be seen by the verification; a change to any other field in that window would be. ` +
-      `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`,
+    statement: invocation.tool.startsWith("delete_")
+      ? `Bitrix24 offers no conditional delete, so a change made by someone else to the deleted object between the pre-read${from ? ` at ${from}` : ""} ` +
+        `and the delete sent at ${invocation.sentAt} would have been deleted with it and cannot be seen by the verification. ` +
+        `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`
+      : `Bitrix24 offers no conditional write (tasks.task.update takes no version or If-Match), so a change made by someone else ` +
+        `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt} to ${fields.join(", ")} would have been overwritten ` +
+        `by this write and cannot be seen by the verification; a change to any other field in that window would be. ` +
+        `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`,
   };
 }
 
