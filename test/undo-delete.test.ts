@@ -85,6 +85,8 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     expect(inbox).toContain("Moved to review: please check the Q3 numbers before Friday.");
     // Proposing is not deleting: nothing is sent before the approval.
     expect(await deletes()).toBe(0);
+    // agent-inbox is not offered an edit it would only see refused.
+    expect(undo.approval!.reviewConfigs).toEqual([{ actionName: "delete_task_comment", allowedDecisions: ["approve", "reject"] }]);
     // An edit cannot point the delete at another comment.
     const a = undo.approval!;
     const edited = await submitDecision(app, undo.threadId, {
@@ -100,6 +102,9 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
     expect(done.state!.invocation).toMatchObject({ tool: "delete_task_comment", args: { taskId: 4, commentId: Number(commentId) } });
     expect(done.state!.verification!.reason).toContain(`comment ${commentId} of task 4 is gone`);
+    // The chat report names what was deleted (a delete sends no fields).
+    const said = done.state!.messages.map((m) => String(m.content));
+    expect(said).toContain(`Sent delete_task_comment once for comment ${commentId} of task 4; the target answered OK.`);
     // The evidence says what a delete cannot see: nothing is overwritten, a late change goes with the object.
     const window = writerWindow(done.state!.preRead, done.state!.invocation, done.state!.acknowledgement)!;
     expect(window.fieldsOverwritten).toEqual([]);

@@ -1,6 +1,12 @@
 import type { ActionRow } from "../store/action-machine.js";
 import { APPROVER_PLACEHOLDER, exampleApproval, type ActionArgs, type ApprovalRequest } from "./contract.js";
-import { writeArgsOf } from "../envelope/operations.js";
+import { OPERATIONS, writeArgsOf, type OperationName } from "../envelope/operations.js";
+import type { ReviewConfig } from "./contract.js";
+
+/** What agent-inbox offers for an action: an edit of a delete is refused (OUT_OF_SCOPE), so it is not offered. */
+function reviewConfigOf(operation: OperationName): ReviewConfig {
+  return { actionName: operation, allowedDecisions: OPERATIONS[operation].effect === "delete" ? ["approve", "reject"] : ["approve", "edit", "reject"] };
+}
 
 /**
  * Pure: the interrupt payload for a registered action, built from the journal's row — the envelope,
@@ -17,7 +23,7 @@ export function approvalRequestFrom(action: ActionRow, opts: { approverId?: stri
   return {
     kind: "approval",
     actionRequests: [{ name: envelope.operation, args: writeArgsOf(envelope.operation, envelope.object.id, envelope.params) as ActionArgs, description: action.card }],
-    reviewConfigs: [{ actionName: envelope.operation, allowedDecisions: ["approve", "edit", "reject"] }],
+    reviewConfigs: [reviewConfigOf(envelope.operation)],
     envelope,
     envelopeHash: action.envelopeHash,
     nonce: envelope.nonce,
@@ -44,7 +50,7 @@ function setApprovalRequest(action: ActionRow, members: ActionRow[], opts: { app
   return {
     kind: "approval",
     actionRequests: members.map((x, i) => ({ name: x.envelope.operation, args: writeArgsOf(x.envelope.operation, x.envelope.object.id, x.envelope.params) as ActionArgs, description: i === 0 ? action.card : (sections[i + 1] ?? "") })) as ApprovalRequest["actionRequests"],
-    reviewConfigs: members.map((x) => ({ actionName: x.envelope.operation, allowedDecisions: ["approve", "edit", "reject"] })) as ApprovalRequest["reviewConfigs"],
+    reviewConfigs: members.map((x) => reviewConfigOf(x.envelope.operation)) as ApprovalRequest["reviewConfigs"],
     envelope: members[0]!.envelope,
     envelopeHash: m.setHash,
     nonce: m.set.nonce,

@@ -17,7 +17,8 @@ export interface ActionRequest {
 }
 export interface ReviewConfig {
   actionName: OperationName;
-  allowedDecisions: ["approve", "edit", "reject"];
+  /** A delete cannot be edited (it removes exactly the object the undo named), so it offers approve and reject only. */
+  allowedDecisions: ["approve", "edit", "reject"] | ["approve", "reject"];
 }
 
 export interface ApprovalRequest {

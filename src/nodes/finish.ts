@@ -191,7 +191,11 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
   if (e.preRead) out.push(say("pre-read", `Pre-read before the write: ${e.preRead.verdict}. ${e.preRead.reason}`));
   if (e.invocation) {
     const ack = e.acknowledgement;
-    out.push(say("write", `Sent ${e.invocation.tool} once for ${e.invocation.args.dealId !== undefined ? `deal ${e.invocation.args.dealId}` : `task ${e.invocation.args.taskId}`} with ${JSON.stringify(e.invocation.args.fields)}; the target answered ${ack ? ack.status : "nothing recorded"}.`));
+    const a = e.invocation.args;
+    const object = a.dealId !== undefined ? `deal ${a.dealId}` : a.commentId !== undefined ? `comment ${a.commentId} of task ${a.taskId}` : `task ${a.taskId}`;
+    // A delete sends no fields: it names only what it removes.
+    const sent = a.fields !== undefined ? ` with ${JSON.stringify(a.fields)}` : "";
+    out.push(say("write", `Sent ${e.invocation.tool} once for ${object}${sent}; the target answered ${ack ? ack.status : "nothing recorded"}.`));
   }
   if (e.verification) out.push(say("verification", `Fresh read after the write: ${e.verification.verdict}. ${e.verification.reason}`));
   out.push(say("outcome", `Outcome: ${e.outcome} (${e.reasonCode})${e.reason ? `: ${e.reason}` : ""}`));
