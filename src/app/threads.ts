@@ -17,7 +17,7 @@ import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { decisionOf, membersOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
-import type { ActionRow } from "../store/action-machine.js";
+import { nextFromJournal, type ActionRow } from "../store/action-machine.js";
 
 /**
  * What reading a thread needs: the stores and the graph over the checkpoints. `show` opens only this
@@ -137,6 +137,8 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
   const action = await app.deps.journal.currentAction(threadId);
   const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
   const first = pending[0];
+  const behind = first ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action) : undefined;
+  if (behind) return behind === "finished" ? await finishedView(app, threadId, values, action) : { threadId, status: "interrupted_run", next: [behind], state: values };
   if (first) {
     const fromCheckpoint = first.value as InterruptPayload;
     const payload: InterruptPayload =
@@ -149,8 +151,27 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       : { threadId, status: "awaiting_approval", approval: payload, ...id, state: values };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
+  return finishedView(app, threadId, values, action);
+}
+
+async function finishedView(app: ReadApp, threadId: string, values: State, action: ActionRow | undefined): Promise<ThreadView> {
   const changeSetOutcome = action?.set && action.macValid ? await setOutcomeOf(app, action) : undefined;
   return { threadId, status: "finished", state: values, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
+}
+
+/**
+ * A checkpoint paused at the approval while the journal says the approval was already decided: the
+ * checkpoint is behind (a copy put back, an old checkpoint forked, or steps a crash or power loss kept
+ * off the disk). The journal is where the thread is: "finished" when it closed the thread, else the
+ * step it says comes next, which `recover` (and the worker) continue from. Undefined when the
+ * checkpoint and the journal agree that a decision is awaited (or the row fails its seal: the gate
+ * refuses that one on resume).
+ */
+async function checkpointBehind(app: ReadApp, threadId: string, payload: InterruptPayload | undefined, action: ActionRow | undefined): Promise<"finished" | NonNullable<ReturnType<typeof nextFromJournal>> | undefined> {
+  if (payload?.kind !== "approval" || !action?.macValid || action.phase === "registered") return undefined;
+  const thread = await app.deps.journal.getThread(threadId);
+  if (thread?.closed) return "finished";
+  return nextFromJournal(thread, action) ?? undefined;
 }
 
 /** Each action of the thread's change set as the journal closed it, in set order (not yet closed: omitted). */
@@ -229,14 +250,25 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
   });
 }
 
-/** A thread paused at an interrupt, from its checkpoint alone (no journal overlay); undefined for any other status. */
+/**
+ * A thread paused at an interrupt that the journal agrees is waiting (an approval whose action is
+ * still registered, or a question), without building the full view; undefined for anything else,
+ * which the caller then reads in full.
+ */
 async function waitingInterrupt(app: App, threadId: string): Promise<Pick<ThreadView, "status" | "interruptId"> | undefined> {
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
   const first = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0];
   if (!first) return undefined;
-  const kind = (first.value as InterruptPayload | undefined)?.kind;
-  return { status: kind === "input" ? "awaiting_input" : "awaiting_approval", ...(first.id ? { interruptId: first.id } : {}) };
+  const payload = first.value as InterruptPayload | undefined;
+  if (payload?.kind !== "input") {
+    const action = await app.deps.journal.currentAction(threadId);
+    if (await checkpointBehind(app, threadId, payload, action)) return undefined;
+  }
+  return { status: payload?.kind === "input" ? "awaiting_input" : "awaiting_approval", ...(first.id ? { interruptId: first.id } : {}) };
 }
+
+/** What `recover` resumes a checkpoint that is behind the journal with: never a decision (await_approval's gate stops it first). */
+const RESUME_FROM_JOURNAL = { recover: "the journal has moved past this approval; continue from where it says the thread is" };
 
 /** Continues a run that a crash stopped between nodes; the journal keeps it from writing twice. */
 export async function recoverThread(app: App, threadId: string, onStep?: StepListener): Promise<ThreadView> {
@@ -245,7 +277,13 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
     if (view.status !== "interrupted_run") {
       throw new UsageError(`thread ${threadId} has nothing to recover (status ${view.status})`);
     }
-    await drive(app, null, threadId, onStep);
+    // A checkpoint still paused at an approval the journal has decided (checkpointBehind): the pause is
+    // resumed with a value that is not a decision; await_approval's gate sees the journal has moved on,
+    // records that, and the run continues from the journal's step. Otherwise the run continues as is.
+    const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
+    const paused = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0];
+    const input = paused ? new Command({ resume: paused.id ? { [paused.id]: RESUME_FROM_JOURNAL } : RESUME_FROM_JOURNAL }) : null;
+    await drive(app, input, threadId, onStep);
     return viewThread(app, threadId);
   });
 }
