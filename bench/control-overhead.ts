@@ -158,7 +158,7 @@ async function main(): Promise<void> {
       oursPerAction: round(summary(oursCommits).median),
       oneCommitMedianMs: commit.medianMs,
       oneCommitP95Ms: commit.p95Ms,
-      note: "write transactions per action, counted from the calls made (checkpointer put/putWrites, journal and audit writes); each is a WAL commit with synchronous=FULL, i.e. an fsync",
+      note: "write transactions per action, counted from the calls made: journal and audit writes, and the checkpointer's commits (ours group-commits a step's put and putWrites, so its commit spans are counted; bare commits each put and putWrites). Each is a WAL commit; all but the journal's lock and lease takes (synchronous=NORMAL) fsync",
     };
     const avg = (k: "checkpointer" | "mcp" | "other") => round(seqBareParts.reduce((x, p) => x + p[k], 0) / seqBareParts.length);
     const bareBreakdown = { meanMs: round(seqBare.reduce((a, b) => a + b, 0) / seqBare.length), checkpointer: avg("checkpointer"), mcp: avg("mcp"), other: avg("other") };
