@@ -78,7 +78,7 @@ describe("a checkpoint file rolled back behind the journal", () => {
     expect(await portal.writes()).toHaveLength(1);
   });
 
-  it("killed after sending the write, checkpoint rolled back to the waiting approval: shown as a stopped run at the journal's step, a decision is refused, the worker finishes it honestly; one write", async () => {
+  it("killed after sending the write, checkpoint rolled back to the waiting approval: shown as a stopped run at the journal's step and not as pending, the worker finishes it honestly, a later decision is refused; one write", async () => {
     const view = await waiting();
     const backup = backupCheckpoints();
     await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
@@ -94,17 +94,18 @@ describe("a checkpoint file rolled back behind the journal", () => {
     // The checkpoint says "waiting for approval"; the journal says the write was sent.
     const show = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
     expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["verify"] });
-    // The same approval again is not a new decision: refused, nothing sent.
-    const again = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env());
-    expect(again.code).toBe(2);
-    expect(parseJsonOutput(again.stdout).refused.code).toBe("NOT_AWAITING_APPROVAL");
-    expect(await portal.writes()).toHaveLength(1);
+    expect(parseJsonOutput((await runCli(["pending", "--json"], env())).stdout).pending).toEqual([]);
 
     const round = parseJsonOutput((await runCli(["worker", "--once", "--json"], env())).stdout);
     expect(round.recovered).toEqual([{ threadId: view.threadId, result: "recovered", detail: "INCONCLUSIVE / INCONCLUSIVE" }]);
     expect(await portal.writes()).toHaveLength(1);
     const after = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
     expect({ status: after.status, outcome: after.outcome, ack: after.acknowledgement.status }).toEqual({ status: "finished", outcome: "INCONCLUSIVE", ack: "MISSING" });
+    // Ended now: the same approval again is refused, nothing sent.
+    const again = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env());
+    expect(again.code).toBe(2);
+    expect(parseJsonOutput(again.stdout).refused.code).toBe("THREAD_ENDED");
+    expect(await portal.writes()).toHaveLength(1);
     // The stale pause was recorded, not silently skipped over.
     const audit = parseJsonOutput((await runCli(["audit", "show", view.threadId, "--json"], env())).stdout);
     expect(JSON.stringify(audit)).toContain("await_approval was reached, but action");
@@ -124,7 +125,7 @@ describe("a checkpoint file rolled back behind the journal", () => {
     expect(await portal.writes()).toHaveLength(0);
 
     const show = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
-    expect(show.status).toBe("interrupted_run");
+    expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["pre_read"] });
     const rec = await runCli(["recover", view.threadId, "--json"], env());
     expect(rec.code, rec.stderr).toBe(0);
     expect(parseJsonOutput(rec.stdout).outcome).toBe("VERIFIED");

@@ -62,36 +62,27 @@ export class Probe {
   }
 }
 
-/** SqliteSaver itself, with each checkpoint read and write timed. */
-class TimedSqliteSaver extends SqliteSaver {
-  constructor(file: string, private readonly probe: Probe) {
-    super(new Database(file));
-  }
-  override getTuple(...args: Parameters<SqliteSaver["getTuple"]>): Promise<CheckpointTuple | undefined> {
-    return this.probe.time("checkpointer", "getTuple", () => super.getTuple(...args));
-  }
-  override put(...args: Parameters<SqliteSaver["put"]>) {
-    return this.probe.time("checkpointer", "put", () => super.put(...args));
-  }
-  override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
-    return this.probe.time("checkpointer", "putWrites", () => super.putWrites(...args));
-  }
+/** A checkpointer class with each checkpoint read and write timed (the probe is set right after construction). */
+function timedSaver<B extends new (...args: any[]) => SqliteSaver>(Base: B) {
+  return class extends Base {
+    probe!: Probe;
+    override getTuple(...args: Parameters<SqliteSaver["getTuple"]>): Promise<CheckpointTuple | undefined> {
+      return this.probe.time("checkpointer", "getTuple", () => super.getTuple(...args));
+    }
+    override put(...args: Parameters<SqliteSaver["put"]>) {
+      return this.probe.time("checkpointer", "put", () => super.put(...args));
+    }
+    override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
+      return this.probe.time("checkpointer", "putWrites", () => super.putWrites(...args));
+    }
+  };
 }
 
-/** Our checkpointer (group commit) with each read, write and group COMMIT timed; a "commit" span is one durable commit. */
-class TimedGroupCommitSaver extends GroupCommitSqliteSaver {
-  constructor(file: string, private readonly probe: Probe) {
-    super(file);
-  }
-  override getTuple(...args: Parameters<SqliteSaver["getTuple"]>): Promise<CheckpointTuple | undefined> {
-    return this.probe.time("checkpointer", "getTuple", () => super.getTuple(...args));
-  }
-  override put(...args: Parameters<SqliteSaver["put"]>) {
-    return this.probe.time("checkpointer", "put", () => super.put(...args));
-  }
-  override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
-    return this.probe.time("checkpointer", "putWrites", () => super.putWrites(...args));
-  }
+/** SqliteSaver itself (the bare graphs'), timed. */
+const TimedSqliteSaver = timedSaver(SqliteSaver);
+
+/** Our checkpointer (group commit), timed; each group COMMIT is recorded as a "commit" span: one durable commit. */
+class TimedGroupCommitSaver extends timedSaver(GroupCommitSqliteSaver) {
   protected override commit(writes: Array<() => void>): void {
     const start = performance.now();
     super.commit(writes);
@@ -164,7 +155,7 @@ export async function openBenchApp(opts: { webhookUrl: string; dataDir: string; 
   timeMethods(deps.journal, "journal", probe);
   const audit = (deps as unknown as Record<string, unknown>)["audit"];
   if (audit && typeof audit === "object") timeMethods(audit, "audit", probe);
-  const app = openApp(deps, { checkpointer: new TimedGroupCommitSaver(path.join(opts.dataDir, "checkpoints.sqlite"), probe) });
+  const app = openApp(deps, { checkpointer: Object.assign(new TimedGroupCommitSaver(path.join(opts.dataDir, "checkpoints.sqlite")), { probe }) });
   return { app, probe, close: () => app.close() };
 }
 
@@ -209,7 +200,7 @@ export interface BareGraph {
  */
 export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Probe, opts: { threeCalls?: boolean } = {}): BareGraph {
   const file = path.join(dataDir, opts.threeCalls ? "bare3-checkpoints.sqlite" : "bare-checkpoints.sqlite");
-  const checkpointer = probe ? new TimedSqliteSaver(file, probe) : SqliteSaver.fromConnString(file);
+  const checkpointer = probe ? Object.assign(new TimedSqliteSaver(new Database(file)), { probe }) : SqliteSaver.fromConnString(file);
   const read = async (taskId: number) => {
     const res = await tools.read("getTask", { taskId });
     if (!res.ok) throw new Error(`bare graph: read of task ${taskId} failed: ${JSON.stringify(res).slice(0, 400)}`);

@@ -251,19 +251,18 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
 }
 
 /**
- * A thread paused at an interrupt that the journal agrees is waiting (an approval whose action is
- * still registered, or a question), without building the full view; undefined for anything else,
- * which the caller then reads in full.
+ * A thread paused at an interrupt a decision may be sent to, without building the full view; undefined
+ * for anything else (read in full by the caller, and refused). A pause the journal has already decided
+ * but not finished (checkpointBehind: a crash right after the claim) still takes the decision: it is
+ * not applied — await_approval's gate sees the journal has moved on — and the decision the journal
+ * accepted first runs, once. A pause whose thread the journal has closed does not.
  */
 async function waitingInterrupt(app: App, threadId: string): Promise<Pick<ThreadView, "status" | "interruptId"> | undefined> {
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
   const first = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0];
   if (!first) return undefined;
   const payload = first.value as InterruptPayload | undefined;
-  if (payload?.kind !== "input") {
-    const action = await app.deps.journal.currentAction(threadId);
-    if (await checkpointBehind(app, threadId, payload, action)) return undefined;
-  }
+  if (payload?.kind !== "input" && (await checkpointBehind(app, threadId, payload, await app.deps.journal.currentAction(threadId))) === "finished") return undefined;
   return { status: payload?.kind === "input" ? "awaiting_input" : "awaiting_approval", ...(first.id ? { interruptId: first.id } : {}) };
 }
 

@@ -45,11 +45,7 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   // Only a task answer says whether the acting user may edit it; a deal's does not (the write's answer will).
   const canEdit = res.ok && envelope.object.type === "task" ? canEditFrom(res.body) : null;
   const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, lease: hold.record, at: deps.clock().toISOString() };
-  const close = async (code: "NOT_PERMITTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
-    ...mirror,
-    preRead: record,
-    ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
-  });
+  const close = notExecutedWith(deps, action, mirror, record);
   switch (comparison.verdict) {
     case "MATCH": {
       if (OPERATIONS[envelope.operation].effect === "update" && envelope.object.type === "task") {
@@ -126,11 +122,7 @@ async function preReadDelete(deps: Deps, action: ActionRow, mirror: Update, leas
   const comparison = compareBeforeDelete(envelope, toReadResult(res));
   const at = deps.clock().toISOString();
   const record: PreReadRecord = { ...comparison, verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict, raw: rawOf(res), canEdit: null, lease, at };
-  const close = async (code: "NO_CHANGE" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
-    ...mirror,
-    preRead: record,
-    ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
-  });
+  const close = notExecutedWith(deps, action, mirror, record);
   switch (comparison.verdict) {
     case "MATCH": {
       const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
@@ -150,4 +142,13 @@ async function preReadDelete(deps: Deps, action: ActionRow, mirror: Update, leas
       throw new Error(`unknown verdict ${JSON.stringify(never)}`);
     }
   }
+}
+
+/** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it (in the journal and the mirror). */
+function notExecutedWith(deps: Deps, action: ActionRow, mirror: Update, record: PreReadRecord) {
+  return async (code: "NOT_PERMITTED" | "NO_CHANGE" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
+    ...mirror,
+    preRead: record,
+    ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
+  });
 }
