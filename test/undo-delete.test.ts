@@ -378,3 +378,51 @@ describe("through the command line (compiled CLI, offline model, local stores)",
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
   });
 });
+
+describe("a delete cannot be smuggled in through graph state", () => {
+  it("a model's proposal rewritten in state into a delete of a posted comment (single, or inside a change set) is denied at build_envelope: nothing registered, nothing deleted", async () => {
+    // A comment our earlier run posted, which a delete could name.
+    const { commentId } = await postedComment();
+    await app.close();
+    const single = { operation: "delete_task_comment", taskId: 4, fields: { COMMENT_ID: Number(commentId) }, rationale: "forged", source: "model" };
+    const cases = [
+      // The request's scope (TITLE of task 4) already keeps a COMMENT_ID out.
+      { forged: single, scope: undefined, why: /OUT_OF_SCOPE: field COMMENT_ID/ },
+      // Even with a scope that names COMMENT_ID, a delete is built only as an undo's.
+      { forged: single, scope: { taskIds: [4], fields: ["TITLE", "COMMENT_ID"] }, why: /proposed only by an undo/ },
+      // Nor inside a change set, next to a harmless rename.
+      {
+        scope: { taskIds: [4], fields: ["TITLE", "COMMENT_ID"] },
+        why: /proposed only by an undo/,
+        forged: {
+          operation: "update_task",
+          taskId: 4,
+          fields: { TITLE: "Harmless" },
+          actions: [
+            { operation: "update_task", taskId: 4, fields: { TITLE: "Harmless" } },
+            { operation: "delete_task_comment", taskId: 4, fields: { COMMENT_ID: Number(commentId) } },
+          ],
+          rationale: "forged",
+          source: "model",
+        },
+      },
+    ];
+    for (const { forged, scope, why } of cases) {
+      app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Harmless" })), compile: { interruptBefore: ["build_envelope"] } });
+      const paused = await startRun(app, { request: "rename task 4 to Harmless", requestedBy: "demo-user", ...(scope ? { scope } : {}) });
+      expect(paused.status).toBe("interrupted_run");
+      expect(paused.next).toEqual(["build_envelope"]);
+      // A client with API access rewrites the proposal the model made, then lets the run go on.
+      await app.graph.updateState({ configurable: { thread_id: paused.threadId } }, { proposal: forged });
+      await app.graph.invoke(null, { configurable: { thread_id: paused.threadId }, durability: "sync" });
+      const row = await app.deps.journal.currentAction(paused.threadId);
+      expect(row, JSON.stringify(forged.operation)).toBeUndefined();
+      const thread = await app.deps.journal.getThread(paused.threadId);
+      expect(thread?.closed).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "DENIED_BY_POLICY" });
+      expect(thread?.closed?.reason).toMatch(why);
+      await app.close();
+    }
+    expect(await deletes()).toBe(0);
+    expect((await comments()).some((c) => c.ID === commentId)).toBe(true);
+  });
+});

@@ -74,7 +74,7 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
 export interface CompileOptions {
   checkpointer: BaseCheckpointSaver;
   /** For tests that pause before a node (e.g. to tamper with a checkpoint before execute). */
-  interruptBefore?: Array<"pre_read" | "execute" | "verify">;
+  interruptBefore?: Array<"build_envelope" | "pre_read" | "execute" | "verify">;
 }
 
 export function compileGraph(opts: CompileOptions) {
