@@ -14,6 +14,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
+import { preparedOnce } from "./statements.js";
 import { createHash } from "node:crypto";
 import { canonicalJson, sha256Json, type VerifiedBy } from "../envelope/index.js";
 
@@ -206,14 +207,7 @@ export function recordHashOfText(recordText: string, prevHash: string): string {
 
 export class SqliteAuditLog implements AuditLog {
   private readonly db: Database.Database;
-  /** Prepared once per SQL text: preparing is a measurable share of a short transaction. */
-  private readonly statements = new Map<string, Database.Statement>();
-
-  private sql(text: string): Database.Statement {
-    let stmt = this.statements.get(text);
-    if (!stmt) this.statements.set(text, (stmt = this.db.prepare(text)));
-    return stmt;
-  }
+  private readonly sql: (text: string) => Database.Statement;
   private readonly clock: () => Date;
 
   constructor(file: string, opts: { clock?: () => Date } = {}) {
@@ -223,6 +217,7 @@ export class SqliteAuditLog implements AuditLog {
     this.db.pragma("busy_timeout = 10000");
     this.db.pragma("synchronous = FULL");
     this.db.exec(SCHEMA);
+    this.sql = preparedOnce(this.db);
     this.clock = opts.clock ?? (() => new Date());
   }
 

@@ -8,6 +8,7 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import { WRITES_IDX_MAP, copyCheckpoint, type BaseCheckpointSaver, type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata, type PendingWrite } from "@langchain/langgraph-checkpoint";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import Database from "better-sqlite3";
+import { preparedOnce } from "./statements.js";
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type { AppConfig, DatabaseConfig } from "../config/env.js";
 import { createPool, storeError } from "./postgres.js";
@@ -125,13 +126,7 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
     })();
   }
 
-  private readonly statements = new Map<string, Database.Statement>();
-
-  private statement(sql: string): Database.Statement {
-    let stmt = this.statements.get(sql);
-    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql)));
-    return stmt;
-  }
+  private readonly statement = preparedOnce(this.db);
 
   private enqueue(write: () => void): Promise<void> {
     return new Promise<void>((resolve, reject) => {

@@ -6,6 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
+import { preparedOnce } from "./statements.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
@@ -285,14 +286,7 @@ function processAlive(pid: number): boolean {
 
 export class SqliteJournal implements Journal {
   private readonly db: Database.Database;
-  /** Prepared once per SQL text: preparing is a measurable share of a short transaction. */
-  private readonly statements = new Map<string, Database.Statement>();
-
-  private sql(text: string): Database.Statement {
-    let stmt = this.statements.get(text);
-    if (!stmt) this.statements.set(text, (stmt = this.db.prepare(text)));
-    return stmt;
-  }
+  private readonly sql: (text: string) => Database.Statement;
 
   constructor(
     file: string,
@@ -305,6 +299,7 @@ export class SqliteJournal implements Journal {
     this.db.pragma("busy_timeout = 10000");
     this.db.pragma("synchronous = FULL");
     this.db.exec(SCHEMA);
+    this.sql = preparedOnce(this.db);
   }
 
   async claimDecision(claim: DecisionClaim): Promise<ClaimResult> {
