@@ -34,13 +34,11 @@ export async function deleteBaselineFrom(
 ): Promise<DeleteBaseline> {
   const same = previous && previous.operation === proposal.operation && previous.object.id === proposal.taskId && canonicalJson(previous.params) === canonicalJson(proposal.fields);
   if (!same) return { ok: false, code: "DENIED_BY_POLICY", reason: `${proposal.operation} is proposed only by an undo, as the delete of what our run created; this one is not` };
-  const { res } = await readDeleted(tools, previous);
+  const { res, located } = await readDeleted(tools, previous);
   const c = compareBeforeDelete(previous, toReadResult(res));
   switch (c.verdict) {
-    case "MATCH": {
-      const located = locateDeleted(previous, toReadResult(res));
+    case "MATCH":
       return located.status === "present" ? { ok: true, object: located.object } : { ok: false, code: "BASELINE_READ_FAILED", reason: c.reason };
-    }
     case "GONE":
       return { ok: false, code: "NO_CHANGE", reason: c.reason };
     case "MISMATCH":
