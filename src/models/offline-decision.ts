@@ -212,14 +212,8 @@ class Conversation {
       case "requestInput":
         return this.onAnswer(intent, msg, outcome);
       case "proposeSet":
-        return this.onSetProposalResult(call, msg);
-      case "propose": {
-        const body = clip(msg.text);
-        if (isErrorToolMessage(msg)) {
-          return text(`The proposal for task ${String(call.args.taskId)} was refused: ${body}. I will not retry; stopping here.`);
-        }
-        return text(`The proposal for task ${String(call.args.taskId)} was handled: ${body}`);
-      }
+      case "propose":
+        return this.onProposalResult(call, msg);
       case "getHistory": {
         const taskId = Number(call.args.taskId);
         return this.hasTaskRead(taskId, requestIndex)
@@ -361,26 +355,22 @@ class Conversation {
       case "getHistory":
         return this.nextMultiStep(plan, requestIndex);
       case "proposeSet":
-        return this.onSetProposalResult(call, msg);
-      case "propose": {
-        const body = clip(msg.text);
-        if (isErrorToolMessage(msg)) {
-          return text(`The proposal for task ${String(call.args.taskId)} was refused: ${body}. I will not retry; stopping here.`);
-        }
-        return text(`The proposal for task ${String(call.args.taskId)} was handled: ${body}`);
-      }
+      case "propose":
+        return this.onProposalResult(call, msg);
       default:
         return text(`I received a result from ${call.name}, which I do not use; stopping.`);
     }
   }
 
-  private onSetProposalResult(call: RecordedCall, msg: BaseMessage): OfflineDecision {
-    const count = Array.isArray(call.args.actions) ? call.args.actions.length : 0;
+  /** The answer to our propose_change or propose_change_set call: the run ends either way; a refusal is not retried. */
+  private onProposalResult(call: RecordedCall, msg: BaseMessage): OfflineDecision {
+    const what =
+      call.role === "proposeSet"
+        ? `The change set of ${Array.isArray(call.args.actions) ? call.args.actions.length : 0} actions`
+        : `The proposal for task ${String(call.args.taskId)}`;
     const body = clip(msg.text);
-    if (isErrorToolMessage(msg)) {
-      return text(`The change set of ${count} actions was refused: ${body}. I will not retry; stopping here.`);
-    }
-    return text(`The change set of ${count} actions was handled: ${body}`);
+    if (isErrorToolMessage(msg)) return text(`${what} was refused: ${body}. I will not retry; stopping here.`);
+    return text(`${what} was handled: ${body}`);
   }
 
   private onMultiFeedback(msg: BaseMessage, requestIndex: number): OfflineDecision {
