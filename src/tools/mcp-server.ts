@@ -50,27 +50,21 @@ const usersInput = z.strictObject({
     .describe('user.get filter with UPPER_SNAKE keys and optional prefix, e.g. {"@ID": [5, 7]} or {"NAME_SEARCH": "Bob Smith", "ACTIVE": true}'),
   start: z.number().int().min(0).optional().describe("Row offset; pages hold 50 users (use `next` of the previous page)"),
 });
-const updateTaskInput = z.strictObject({
-  taskId,
-  fields: z
-    .record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), fieldValue)
-    .describe('Only the fields to change, UPPER_SNAKE keys, e.g. {"DEADLINE": "2026-06-01T18:00:00+03:00"}'),
-  idempotencyKey: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{8,128}$/)
-    .optional()
-    .describe("Sent as the REST 3.0 Idempotency-Key header; a repeat with the same key gets the first answer back"),
-});
-
 const idempotencyKey = z
   .string()
   .regex(/^[A-Za-z0-9_-]{8,128}$/)
   .optional()
   .describe("Sent as the REST 3.0 Idempotency-Key header; a repeat with the same key gets the first answer back");
+/** A write's fields: UPPER_SNAKE keys, scalar or list values. */
+const upperFields = (description: string) => z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), fieldValue).describe(description);
+const updateTaskInput = z.strictObject({
+  taskId,
+  fields: upperFields('Only the fields to change, UPPER_SNAKE keys, e.g. {"DEADLINE": "2026-06-01T18:00:00+03:00"}'),
+  idempotencyKey,
+});
+
 const dealId = z.number().int().positive().describe("Bitrix24 CRM deal id, a positive integer, e.g. 3");
 const commentId = z.number().int().positive().describe("Task comment id (task.commentitem), a positive integer");
-const upperFields = (example: string) =>
-  z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), fieldValue).describe(`UPPER_SNAKE keys, e.g. ${example}`);
 
 const getDealInput = z.strictObject({ dealId });
 const searchDealsInput = z.strictObject({
@@ -93,16 +87,12 @@ const addTaskCommentInput = z.strictObject({
   idempotencyKey,
 });
 const addTaskInput = z.strictObject({
-  fields: upperFields('{"TITLE": "Call the supplier", "RESPONSIBLE_ID": 5, "DEADLINE": "2026-12-20T18:00:00+03:00"}').describe(
-    "tasks.task.add fields, UPPER_SNAKE keys; TITLE and RESPONSIBLE_ID are required",
-  ),
+  fields: upperFields("tasks.task.add fields, UPPER_SNAKE keys; TITLE and RESPONSIBLE_ID are required"),
   idempotencyKey,
 });
 const updateDealInput = z.strictObject({
   dealId,
-  fields: upperFields('{"STAGE_ID": "WON"} or {"OPPORTUNITY": 5000, "TITLE": "New title"}').describe(
-    "Only the deal fields to change, UPPER_SNAKE keys; the portal ignores unknown keys",
-  ),
+  fields: upperFields("Only the deal fields to change, UPPER_SNAKE keys; the portal ignores unknown keys"),
   idempotencyKey,
 });
 const deleteTaskCommentInput = z.strictObject({ taskId, commentId, idempotencyKey });
@@ -117,6 +107,7 @@ export const IDEMPOTENT_REPLAYED_META_KEY = "action-envelope/idempotentReplayed"
  */
 export function createMcpServer(client: Bitrix24Client): McpServer {
   const server = new McpServer(SERVER_INFO);
+  const readHints = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true };
 
   server.registerTool(
     MCP_TOOL_NAMES.getTask,
@@ -124,7 +115,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       title: "Get Bitrix24 task",
       description: "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
       inputSchema: getTaskInput,
-      annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.get" },
     },
     async (args) => toToolResult(() => client.getTask(args.taskId), "read"),
@@ -136,15 +127,10 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       title: "List Bitrix24 tasks",
       description: "List Bitrix24 tasks visible to the webhook user (tasks.task.list), 50 per page. Returns {result:{tasks:[...]}, total, next?, time}.",
       inputSchema: listTasksInput,
-      annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.list" },
     },
-    async (args) => {
-      const listArgs: { filter?: Record<string, unknown>; start?: number } = {};
-      if (args.filter !== undefined) listArgs.filter = args.filter;
-      if (args.start !== undefined) listArgs.start = args.start;
-      return toToolResult(() => client.listTasks(listArgs), "read");
-    },
+    async (args) => toToolResult(() => client.listTasks(pageArgs(args)), "read"),
   );
 
   server.registerTool(
@@ -153,7 +139,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       title: "Get Bitrix24 task history",
       description: "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
       inputSchema: historyInput,
-      annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.history.list" },
     },
     async (args) => toToolResult(() => client.getTaskHistory(args.taskId), "read"),
@@ -166,18 +152,11 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       description:
         "Read Bitrix24 users by filter (user.get): ids and names of people, e.g. who a task's RESPONSIBLE_ID is. Returns {result:[{ID, NAME, LAST_NAME, ACTIVE, ...}], total, next?, time}.",
       inputSchema: usersInput,
-      annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "user.get" },
     },
-    async (args) => {
-      const userArgs: { filter?: Record<string, unknown>; start?: number } = {};
-      if (args.filter !== undefined) userArgs.filter = args.filter;
-      if (args.start !== undefined) userArgs.start = args.start;
-      return toToolResult(() => client.getUsers(userArgs), "read");
-    },
+    async (args) => toToolResult(() => client.getUsers(pageArgs(args)), "read"),
   );
-
-  const readHints = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true };
 
   server.registerTool(
     MCP_TOOL_NAMES.getDeal,
@@ -200,12 +179,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "crm.deal.list" },
     },
-    async (args) => {
-      const listArgs: { filter?: Record<string, unknown>; start?: number } = {};
-      if (args.filter !== undefined) listArgs.filter = args.filter;
-      if (args.start !== undefined) listArgs.start = args.start;
-      return toToolResult(() => client.listDeals(listArgs), "read");
-    },
+    async (args) => toToolResult(() => client.listDeals(pageArgs(args)), "read"),
   );
 
   server.registerTool(
@@ -326,28 +300,26 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     (args, opts) => client.deleteTask(args.taskId, opts),
   );
 
-  server.registerTool(
+  writeTool(
     MCP_TOOL_NAMES.updateTask,
+    "tasks.task.update",
     {
       title: "Update Bitrix24 task",
       description:
         "Change fields of one Bitrix24 task (tasks.task.update). Only the given fields change. Returns the full updated task body. Never retried when the outcome is unknown.",
       inputSchema: updateTaskInput,
-      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
-      _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.update" },
+      destructive: false,
+      idempotent: true,
     },
-    async (args) => {
-      let replayed = false;
-      const result = await toToolResult(async () => {
-        const body = await client.updateTask(args.taskId, args.fields, args.idempotencyKey ? { idempotencyKey: args.idempotencyKey } : {});
-        replayed = client.wasReplayed(body);
-        return body;
-      }, "write");
-      return replayed ? { ...result, _meta: { [IDEMPOTENT_REPLAYED_META_KEY]: true } } : result;
-    },
+    (args, opts) => client.updateTask(args.taskId, args.fields, opts),
   );
 
   return server;
+}
+
+/** The optional filter and start of a list tool, as the client's list methods take them. */
+function pageArgs(args: { filter?: Record<string, unknown> | undefined; start?: number | undefined }): { filter?: Record<string, unknown>; start?: number } {
+  return { ...(args.filter !== undefined ? { filter: args.filter } : {}), ...(args.start !== undefined ? { start: args.start } : {}) };
 }
 
 async function toToolResult(run: () => Promise<unknown>, intent: "read" | "write"): Promise<CallToolResult> {
