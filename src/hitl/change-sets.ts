@@ -49,6 +49,26 @@ export function baselineKeyOf(a: { operation: OperationName; taskId: number; fie
   return OPERATIONS[a.operation].effect === "delete" ? `${base}:${a.operation}:${String(a.fields["COMMENT_ID"] ?? "")}` : base;
 }
 
+export type BaselineRead = { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
+
+/**
+ * The baseline an action's envelope records, read by code before it is frozen: empty for a create
+ * (there is no object yet); for a delete, what it removes, only as an earlier revision in `earlier`
+ * recorded it (deleteBaselineFrom); else the object's fresh read.
+ */
+export async function readBaseline(tools: Deps["tools"], a: { operation: OperationName; taskId: number; fields: Record<string, unknown> }, earlier: readonly Envelope[]): Promise<BaselineRead> {
+  const { effect, target } = OPERATIONS[a.operation];
+  if (effect === "create") return { ok: true, object: {} };
+  if (effect === "delete") return deleteBaselineFrom(tools, earlier, a);
+  const { res, object } = await readObject(tools, target, a.taskId);
+  return object ? { ok: true, object } : { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${target} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+}
+
+/** Why an update would change nothing on its baseline; a create, comment or delete always changes something. */
+export function noChangeOf(a: { operation: OperationName; fields: Record<string, unknown> }, baseline: Record<string, unknown>): string | undefined {
+  return OPERATIONS[a.operation].effect === "update" ? noChangeReason(a.fields, baseline, OPERATIONS[a.operation].target) : undefined;
+}
+
 /** a1, a2, … for a model's proposal (ids are kept across later revisions of the same set). */
 export function withActionIds(actions: Array<{ operation: OperationName; taskId: number; fields: Record<string, unknown> }>): PlannedAction[] {
   return actions.map((a, i) => ({ actionId: `a${i + 1}`, ...a }));
@@ -95,26 +115,15 @@ export async function buildChangeSet(
       tasks.set(keyOf(a), given);
       continue;
     }
-    if (OPERATIONS[a.operation].effect === "create") {
-      tasks.set(keyOf(a), {});
-      continue;
-    }
-    if (OPERATIONS[a.operation].effect === "delete") {
-      // Not checked by an undo just now: only the same delete of an earlier revision (an escalation) may
-      // be built again, and only while what it removes is exactly as that revision recorded it.
-      const earlier = ctx.previousMembers.find((m) => m.set?.actionId === a.actionId)?.envelope;
-      const base = await deleteBaselineFrom(deps.tools, earlier, a);
-      if (!base.ok) return { ok: false, code: base.code, reason: `${a.actionId}: ${base.reason}` };
-      tasks.set(keyOf(a), base.object);
-      continue;
-    }
-    const type = OPERATIONS[a.operation].target;
-    const { res: read, object } = await readObject(deps.tools, type, a.taskId);
-    if (!object) return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${type} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(read)).slice(0, 2000)}` };
-    tasks.set(keyOf(a), object);
+    // A delete not checked by an undo just now: only the same delete of an earlier revision (an
+    // escalation) may be built again, and only while what it removes is exactly as that revision recorded it.
+    const earlier = ctx.previousMembers.filter((m) => m.set?.actionId === a.actionId).map((m) => m.envelope);
+    const base = await readBaseline(deps.tools, a, earlier);
+    if (!base.ok) return { ok: false, code: base.code, reason: OPERATIONS[a.operation].effect === "delete" ? `${a.actionId}: ${base.reason}` : base.reason };
+    tasks.set(keyOf(a), base.object);
   }
   for (const a of actions) {
-    const same = OPERATIONS[a.operation].effect === "update" ? noChangeReason(a.fields, tasks.get(keyOf(a))!, OPERATIONS[a.operation].target) : undefined;
+    const same = noChangeOf(a, tasks.get(keyOf(a))!);
     if (same) return { ok: false, code: "NO_CHANGE", reason: `${a.actionId}: ${same}`, denied: { code: "NO_CHANGE", reasons: [`${a.actionId}: ${same}`] } };
   }
 

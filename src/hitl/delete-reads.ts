@@ -24,16 +24,18 @@ export type DeleteBaseline = { ok: true; object: Record<string, unknown> } | { o
 /**
  * The baseline of a delete built again from an earlier revision of the same delete (a fresh envelope
  * after an expired approval was escalated): what it removes must still be exactly as that revision
- * recorded it, which the undo had checked against what our run created. A delete with no such earlier
- * revision is refused: only an undo proposes one (src/hitl/compensation.ts), whatever graph state says.
+ * recorded it, which the undo had checked against what our run created. `earlier` are the envelopes
+ * that may be that revision; one of the same operation, object and params is. A delete with no such
+ * earlier revision is refused: only an undo proposes one (src/hitl/compensation.ts), whatever graph
+ * state says.
  */
 export async function deleteBaselineFrom(
   tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> },
-  previous: Envelope | undefined,
+  earlier: readonly Envelope[],
   proposal: { operation: OperationName; taskId: number; fields: Record<string, unknown> },
 ): Promise<DeleteBaseline> {
-  const same = previous && previous.operation === proposal.operation && previous.object.id === proposal.taskId && canonicalJson(previous.params) === canonicalJson(proposal.fields);
-  if (!same) return { ok: false, code: "DENIED_BY_POLICY", reason: `${proposal.operation} is proposed only by an undo, as the delete of what our run created; this one is not` };
+  const previous = earlier.find((e) => e.operation === proposal.operation && e.object.id === proposal.taskId && canonicalJson(e.params) === canonicalJson(proposal.fields));
+  if (!previous) return { ok: false, code: "DENIED_BY_POLICY", reason: `${proposal.operation} is proposed only by an undo, as the delete of what our run created; this one is not` };
   const { res, located } = await readDeleted(tools, previous);
   const c = compareBeforeDelete(previous, toReadResult(res));
   switch (c.verdict) {

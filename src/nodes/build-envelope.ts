@@ -2,13 +2,11 @@ import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { OPERATIONS, canonicalJson, checkProposal, createEnvelope, hashEnvelope, noChangeReason, renderCard, userIdsOnCard } from "../envelope/index.js";
-import { rawOf, readObject } from "../hitl/reads.js";
+import { checkProposal, createEnvelope, hashEnvelope, renderCard, userIdsOnCard } from "../envelope/index.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { decisionOf, endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
-import { baselineKeyOf, buildChangeSet, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
-import { deleteBaselineFrom } from "../hitl/delete-reads.js";
+import { baselineKeyOf, buildChangeSet, noChangeOf, readBaseline, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ThreadRecord } from "../store/action-machine.js";
 import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
@@ -100,29 +98,17 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     return end("DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
   }
 
-  const targetType = OPERATIONS[operation].target;
-  // A create has no object to read yet: its baseline is empty.
   // An undo's object was read and checked above (the state our write left, or what our run created);
-  // that very read is the baseline. A create has no object to read yet: its baseline is empty.
-  let baseline: { res: Awaited<ReturnType<typeof readObject>>["res"] | null; object: Record<string, unknown> | null };
-  if (undoPart) baseline = { res: null, object: undoPart.object };
-  else if (OPERATIONS[operation].effect === "create") baseline = { res: null, object: {} };
-  else if (OPERATIONS[operation].effect === "delete") {
-    // Only an undo proposes a delete; built again (an escalation) only from the same delete, unchanged.
-    // The earlier revision of this very delete: the previous single envelope, or the member of the set
-    // it was part of (a set's undo approved only in its delete is shown again on its own).
-    const earlier = [...(gate.members ?? []), ...(previous ? [previous] : [])].find((m) => m.envelope.operation === operation && m.envelope.object.id === proposal.taskId && canonicalJson(m.envelope.params) === canonicalJson(proposal.fields));
-    const base = await deleteBaselineFrom(deps.tools, earlier?.envelope, { operation, taskId: proposal.taskId, fields: proposal.fields });
-    if (!base.ok) return end(base.code, base.reason);
-    baseline = { res: null, object: base.object };
-  } else baseline = await readObject(deps.tools, targetType, proposal.taskId);
-  const { res: read, object: task } = baseline;
-  if (!task) {
-    return end("BASELINE_READ_FAILED", `could not read ${targetType} ${proposal.taskId} to record its baseline: ${JSON.stringify(read ? rawOf(read) : null).slice(0, 2000)}`);
-  }
+  // that very read is the baseline. A delete is built again (an escalation) only from the same delete,
+  // unchanged: the previous single envelope, or the member of the set it was part of (a set's undo
+  // approved only in its delete is shown again on its own).
+  const earlier = [...(gate.members ?? []), ...(previous ? [previous] : [])].map((m) => m.envelope);
+  const baseline = undoPart ? { ok: true as const, object: undoPart.object } : await readBaseline(deps.tools, { operation, taskId: proposal.taskId, fields: proposal.fields }, earlier);
+  if (!baseline.ok) return end(baseline.code, baseline.reason);
+  const task = baseline.object;
 
   // A change that changes nothing is not put in front of an approver (a comment always adds one).
-  const same = OPERATIONS[operation].effect === "update" ? noChangeReason(proposal.fields, task, targetType) : undefined;
+  const same = noChangeOf({ operation, fields: proposal.fields }, task);
   if (same) {
     const at = deps.clock().toISOString();
     await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: "NO_CHANGE", reasons: [same] }));
