@@ -257,10 +257,9 @@ export class Bitrix24Client {
    * repeat of the same key with the first answer (see wasReplayed) and refuses the key with another
    * body (HTTP 422, invalid_request); one that does not ignores the header (REST 2 behaviour).
    */
-  async updateTask(taskId: number, fields: Record<string, unknown>, opts: { idempotencyKey?: string } = {}): Promise<Bitrix24Response<TaskResult>> {
+  async updateTask(taskId: number, fields: Record<string, unknown>, opts: WriteOptions = {}): Promise<Bitrix24Response<TaskResult>> {
     assertTaskId(taskId, "tasks.task.update");
-    const headers: Record<string, string> = opts.idempotencyKey ? { "idempotency-key": opts.idempotencyKey } : {};
-    const body = await this.call("tasks.task.update", { taskId, fields }, "write", headers);
+    const body = await this.call("tasks.task.update", { taskId, fields }, "write", idempotencyHeaders(opts));
     return this.expectShape(body, TaskResultSchema, "tasks.task.update", "result.task");
   }
 
@@ -516,9 +515,7 @@ function classifyAndThrow(args: Parameters<typeof classifyErrorAnswer>[0]): neve
 }
 
 function assertTaskId(taskId: number, method: string): void {
-  if (!Number.isSafeInteger(taskId) || taskId <= 0) {
-    throw new Bitrix24Error({ kind: "invalid_request", method, description: `expected taskId to be a positive integer, got ${JSON.stringify(taskId)}` });
-  }
+  assertPositive(taskId, "taskId", method);
 }
 
 function assertPositive(id: number, name: string, method: string): void {
