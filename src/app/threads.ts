@@ -138,7 +138,11 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
   const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
   const first = pending[0];
   const behind = first ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action) : undefined;
-  if (behind) return behind === "finished" ? await finishedView(app, threadId, values, action) : { threadId, status: "interrupted_run", next: [behind], state: values };
+  if (behind) {
+    if (behind === "finished") return finishedView(app, threadId, values, action);
+    // The stale pause's id: recover resumes it (recoverThread).
+    return { threadId, status: "interrupted_run", next: [behind], ...(first!.id ? { interruptId: first!.id } : {}), state: values };
+  }
   if (first) {
     const fromCheckpoint = first.value as InterruptPayload;
     const payload: InterruptPayload =
@@ -276,12 +280,11 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
     if (view.status !== "interrupted_run") {
       throw new UsageError(`thread ${threadId} has nothing to recover (status ${view.status})`);
     }
-    // A checkpoint still paused at an approval the journal has decided (checkpointBehind): the pause is
-    // resumed with a value that is not a decision; await_approval's gate sees the journal has moved on,
-    // records that, and the run continues from the journal's step. Otherwise the run continues as is.
-    const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
-    const paused = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0];
-    const input = paused ? new Command({ resume: paused.id ? { [paused.id]: RESUME_FROM_JOURNAL } : RESUME_FROM_JOURNAL }) : null;
+    // A checkpoint still paused at an approval the journal has decided (checkpointBehind: the view names
+    // the pause): it is resumed with a value that is not a decision; await_approval's gate sees the
+    // journal has moved on, records that, and the run continues from the journal's step. Otherwise the
+    // run continues as is.
+    const input = view.interruptId ? new Command({ resume: { [view.interruptId]: RESUME_FROM_JOURNAL } }) : null;
     await drive(app, input, threadId, onStep);
     return viewThread(app, threadId);
   });
