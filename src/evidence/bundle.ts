@@ -9,7 +9,8 @@ import type { State } from "../graph/state.js";
 import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
 import { outcomeFlags } from "./flags.js";
 import { NORMALISATION_RULES, type NormalisationRule } from "../envelope/index.js";
-import type { AcknowledgementRecord, InvocationRecord, PreReadRecord, VerificationRecord } from "../hitl/records.js";
+import type { AcknowledgementRecord, InvocationRecord, PreReadRecord } from "../hitl/records.js";
+import type { ActionEvidence } from "../hitl/audit-records.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
 
@@ -293,7 +294,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
   // (hash-chained); the thread's state mirrors only the action the set ended at.
   const actions = records.filter((r) => r.event === "action_ended");
   for (const r of actions) {
-    const e = (r.received ?? {}) as { actionId?: string; setHash?: string; preRead?: PreReadRecord | null; invocation?: InvocationRecord | null; acknowledgement?: AcknowledgementRecord | null; verification?: VerificationRecord | null };
+    const e = (r.received ?? {}) as Partial<ActionEvidence> & { actionId?: string; setHash?: string };
     const id = e.actionId ?? "action";
     const head = `${id} ${r.what.operation} on task ${r.what.taskId}`;
     if (e.preRead) add("pre_read", `${id}-pre-read`, e.preRead.at, `${head}: ${e.preRead.verdict}: ${e.preRead.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...e.preRead, normalisationRules: normalisationRules() });
@@ -305,7 +306,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
   // A single action: its evidence from the hash-chained record that ended it (the journal's copy, with
   // the target's raw answers); a run recorded before that record carried it, from thread state.
   const ending = records.find((r) => (r.event === "execution_outcome" || r.event === "run_ended") && r.received);
-  const ev = (ending?.received as Partial<Pick<State, "preRead" | "invocation" | "acknowledgement" | "verification">> | undefined) ?? s;
+  const ev: Partial<ActionEvidence> | undefined = (ending?.received as Partial<ActionEvidence> | undefined) ?? s;
   if (ev?.preRead && actions.length === 0) {
     const p = ev.preRead;
     add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, {

@@ -232,8 +232,9 @@ export const AgentState = new StateSchema({
     "The write as sent (arguments from the journal's envelope, idempotency key), recorded before sending.",
     z
       .object({
-        tool: z.enum(["update_task", "add_task_comment", "update_deal"]),
-        args: z.object({ taskId: z.int().optional(), dealId: z.int().optional(), fields: z.record(z.string(), z.unknown()) }),
+        // Each operation's write tool carries the operation's name (src/envelope/operations.ts).
+        tool: z.enum(OPERATION_NAMES),
+        args: z.object({ taskId: z.int().optional(), dealId: z.int().optional(), commentId: z.int().optional(), fields: z.record(z.string(), z.unknown()).optional() }),
         idempotencyKey: z.string(),
         envelopeHash: z.string(),
         sentAt: z.string(),

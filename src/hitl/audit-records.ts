@@ -276,7 +276,7 @@ export function argumentsSha256(args: unknown): string {
 export function actionEndedEntry(row: ActionRow, invocation: InvocationRecord | null): AuditEntry {
   const p = row.progress;
   const closed = p.closed!;
-  const evidence = { preRead: p.preRead ?? null, invocation, acknowledgement: p.acknowledgement ?? null, verification: p.verification ?? null };
+  const evidence: ActionEvidence = { preRead: p.preRead ?? null, invocation, acknowledgement: p.acknowledgement ?? null, verification: p.verification ?? null };
   return hashable({
     ...envelopeFields(row.envelope, row.envelopeHash),
     event: "action_ended",
