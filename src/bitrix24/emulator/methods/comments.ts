@@ -31,8 +31,13 @@ function positional(params: Params): unknown[] {
     .map(([, v]) => v);
 }
 
+/** Argument n is absent, null or empty: the portal's "expected ..., but not given". */
+function notPassed(args: unknown[], n: number): boolean {
+  return args.length <= n || args[n] === undefined || args[n] === null || args[n] === "";
+}
+
 function intArg(args: unknown[], n: number, name: string, m: Method): number {
-  if (args.length <= n || args[n] === undefined || args[n] === null || args[n] === "") throw notGiven(n, name, m);
+  if (notPassed(args, n)) throw notGiven(n, name, m);
   const id = intLike(args[n]);
   if (id === undefined) throw wrongType(n, name, m, "integer");
   return id;
@@ -67,7 +72,7 @@ const ADD_FIELDS = new Set(["POST_MESSAGE", "AUTHOR_ID", "POST_DATE", "UF_FORUM_
 export const addComment: MethodHandler = (params, ctx) => {
   const args = positional(params);
   const taskId = intArg(args, 0, "taskId", "add");
-  if (args.length <= 1 || args[1] === undefined || args[1] === null || args[1] === "") throw notGiven(1, "arFields", "add");
+  if (notPassed(args, 1)) throw notGiven(1, "arFields", "add");
   const fields = args[1];
   if (!isRecord(fields)) throw wrongType(1, "arFields", "add", "array");
   for (const key of Object.keys(fields)) if (!ADD_FIELDS.has(key)) throw mustNotContain(1, "arFields", "add", key);
@@ -179,6 +184,19 @@ export const listComments: MethodHandler = (params, ctx) => {
 };
 
 /**
+ * The task of a comment the webhook user may change or delete: its author's, or any for a portal administrator
+ * (seed `admin`). A missing task or comment, no access, or someone else's comment all answer the same error.
+ */
+function changeableComment(ctx: MethodContext, taskId: number, itemId: number): TaskRecord {
+  const task = readableTask(ctx, taskId);
+  const comment = ctx.store.getComment(itemId);
+  if (!task || !comment || comment.taskId !== taskId) throw notAllowed();
+  const isAdmin = ctx.store.getUser(ctx.userId)?.admin === true;
+  if (comment.authorId !== ctx.userId && !isAdmin) throw notAllowed();
+  return task;
+}
+
+/**
  * (TASKID, ITEMID) -> `result: true`. Only the comment's author or a portal administrator (seed `admin`) may delete
  * it; a missing task or comment, no access, or someone else's comment all answer the same documented error.
  * The task's COMMENTS_COUNT goes down; no history row is written.
@@ -187,11 +205,7 @@ export const deleteComment: MethodHandler = (params, ctx) => {
   const args = positional(params);
   const taskId = intArg(args, 0, "taskId", "delete");
   const itemId = intArg(args, 1, "itemId", "delete");
-  const task = readableTask(ctx, taskId);
-  const comment = ctx.store.getComment(itemId);
-  if (!task || !comment || comment.taskId !== taskId) throw notAllowed();
-  const isAdmin = ctx.store.getUser(ctx.userId)?.admin === true;
-  if (comment.authorId !== ctx.userId && !isAdmin) throw notAllowed();
+  const task = changeableComment(ctx, taskId, itemId);
   ctx.store.deleteComment(itemId);
   ctx.store.putTask({ ...task, commentsCount: Math.max(0, (task.commentsCount ?? 1) - 1) });
   return { result: true };
@@ -205,15 +219,11 @@ export const updateComment: MethodHandler = (params, ctx) => {
   const args = positional(params);
   const taskId = intArg(args, 0, "taskId", "update");
   const itemId = intArg(args, 1, "itemId", "update");
-  if (args.length <= 2 || args[2] === undefined || args[2] === null || args[2] === "") throw notGiven(2, "arFields", "update");
+  if (notPassed(args, 2)) throw notGiven(2, "arFields", "update");
   const fields = args[2];
   if (!isRecord(fields)) throw wrongType(2, "arFields", "update", "array");
   for (const key of Object.keys(fields)) if (key !== "POST_MESSAGE") throw mustNotContain(2, "arFields", "update", key);
-  const task = readableTask(ctx, taskId);
-  const comment = ctx.store.getComment(itemId);
-  if (!task || !comment || comment.taskId !== taskId) throw notAllowed();
-  const isAdmin = ctx.store.getUser(ctx.userId)?.admin === true;
-  if (comment.authorId !== ctx.userId && !isAdmin) throw notAllowed();
+  changeableComment(ctx, taskId, itemId);
   const message = typeof fields.POST_MESSAGE === "string" ? fields.POST_MESSAGE : "";
   if (message.trim() === "") throw core("Comment text not specified");
   ctx.store.updateCommentMessage(itemId, message);
