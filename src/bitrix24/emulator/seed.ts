@@ -179,7 +179,7 @@ export function seedDealRecords(seed: ParsedSeed): DealRecord[] {
   });
 }
 
-/** Seeded comments (ids 1..n in seed order) and the per-task counts they add up to. */
+/** Seeded comments, ids 1..n in seed order (each task's count of them is set by seedTaskRecords). */
 export function seedCommentRecords(seed: ParsedSeed): CommentRecord[] {
   return seed.comments.map((c, i) => ({ id: i + 1, taskId: c.taskId, authorId: c.authorId, postDate: toSeconds(c.postDate), message: c.message }));
 }
@@ -189,6 +189,7 @@ const toSeconds = (iso: string) => Date.parse(iso) / 1000;
 /** Turns validated seed tasks into store records, plus a NEW history row per task like the portal writes on creation. */
 export function seedTaskRecords(seed: ParsedSeed): { tasks: TaskRecord[]; history: Omit<HistoryRecord, "id">[] } {
   const tasks = seed.tasks.map((t): TaskRecord => {
+    const commentsCount = seed.comments.filter((c) => c.taskId === t.id).length;
     const created = toSeconds(t.createdDate);
     const changed = toSeconds(t.changedDate);
     const changedBy = t.changedBy ?? t.createdBy;
@@ -217,7 +218,7 @@ export function seedTaskRecords(seed: ParsedSeed): { tasks: TaskRecord[]; histor
       accomplices: t.accomplices,
       readableBy: t.readableBy ?? null,
       editableBy: t.editableBy ?? null,
-      ...(seed.comments.some((c) => c.taskId === t.id) ? { commentsCount: seed.comments.filter((c) => c.taskId === t.id).length } : {}),
+      ...(commentsCount > 0 ? { commentsCount } : {}),
     };
   });
   const history = tasks.map((t) => ({

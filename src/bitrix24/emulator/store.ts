@@ -95,7 +95,9 @@ export class Store {
     });
   }
 
-  private applySeed(seed: ParsedSeed): void {
+  private applySeed(stored: ParsedSeed): void {
+    // A state file made before deals and comments existed keeps a seed without them.
+    const seed: ParsedSeed = { ...stored, deals: stored.deals ?? [], comments: stored.comments ?? [] };
     const insUser = this.db.prepare("INSERT INTO users (id, data) VALUES (?, ?)");
     for (const u of seed.users) insUser.run(u.id, JSON.stringify(u));
     const insGroup = this.db.prepare("INSERT INTO workgroups (id, data) VALUES (?, ?)");
@@ -103,11 +105,9 @@ export class Store {
     const { tasks, history } = seedTaskRecords(seed);
     for (const t of tasks) this.putTask(t);
     for (const h of history) this.addHistory(h);
-    // A state file made before deals and comments existed keeps a seed without them.
-    const full = { ...seed, deals: seed.deals ?? [], comments: seed.comments ?? [] };
-    for (const d of seedDealRecords(full)) this.putDeal(d);
+    for (const d of seedDealRecords(seed)) this.putDeal(d);
     const insComment = this.db.prepare("INSERT INTO comments (id, task_id, author_id, post_date, message) VALUES (?, ?, ?, ?, ?)");
-    for (const c of seedCommentRecords(full)) insComment.run(c.id, c.taskId, c.authorId, c.postDate, c.message);
+    for (const c of seedCommentRecords(seed)) insComment.run(c.id, c.taskId, c.authorId, c.postDate, c.message);
   }
 
   private getMeta(key: string): string | undefined {
