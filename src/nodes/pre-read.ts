@@ -1,7 +1,7 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { OPERATIONS, commentIdsWithText, compareBaseline, compareBeforeDelete, extractComments, taskIdsWithTitle } from "../envelope/index.js";
+import { OPERATIONS, commentIdsWithText, compareBaseline, compareBeforeDelete, extractComments, taskIdsWithTitle, type CompareResult, type GoneResult } from "../envelope/index.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
@@ -45,40 +45,25 @@ export async function preRead(state: State, config: LangGraphRunnableConfig): Pr
   // Only a task answer says whether the acting user may edit it; a deal's does not (the write's answer will).
   const canEdit = res.ok && envelope.object.type === "task" ? canEditFrom(res.body) : null;
   const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, lease: hold.record, at: deps.clock().toISOString() };
-  const close = notExecutedWith(deps, action, mirror, record);
-  switch (comparison.verdict) {
-    case "MATCH": {
-      if (OPERATIONS[envelope.operation].effect === "update" && envelope.object.type === "task") {
-        if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
-        if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
-      } else if (OPERATIONS[envelope.operation].effect === "create_child") {
-        // A comment: which comments already carry the approved text, so that verification can tell the
-        // one this write makes from an earlier one even when the acknowledgement is lost.
-        const listed = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
-        const comments = listed.ok ? extractComments(listed.body) : null;
-        record.commentsRaw = rawOf(listed);
-        if (!comments?.ok) {
-          const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : comments && !comments.ok ? comments.reason : "unreadable";
-          return close("PRECHECK_ERROR", `the comments of task ${envelope.object.id} could not be listed (${why}); without that list a lost acknowledgement could not be told from an earlier comment, so nothing is posted`);
-        }
-        record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
+  if (comparison.verdict === "MATCH") {
+    const close = notExecutedWith(deps, action, mirror, record);
+    if (OPERATIONS[envelope.operation].effect === "update" && envelope.object.type === "task") {
+      if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
+      if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
+    } else if (OPERATIONS[envelope.operation].effect === "create_child") {
+      // A comment: which comments already carry the approved text, so that verification can tell the
+      // one this write makes from an earlier one even when the acknowledgement is lost.
+      const listed = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
+      const comments = listed.ok ? extractComments(listed.body) : null;
+      record.commentsRaw = rawOf(listed);
+      if (!comments?.ok) {
+        const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : comments && !comments.ok ? comments.reason : "unreadable";
+        return close("PRECHECK_ERROR", `the comments of task ${envelope.object.id} could not be listed (${why}); without that list a lost acknowledgement could not be told from an earlier comment, so nothing is posted`);
       }
-      const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
-      if (!moved.ok) return { needsResync: true };
-      return { ...mirror, preRead: record };
-    }
-    case "MISMATCH":
-      // An answer about another object is not "the task changed": it is the wrong object, named as such.
-      return close(comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE", comparison.reason);
-    case "UNKNOWN":
-      return close("PRECHECK_UNKNOWN", comparison.reason);
-    case "ERROR":
-      return close("PRECHECK_ERROR", comparison.reason);
-    default: {
-      const never: never = comparison.verdict;
-      throw new Error(`unknown verdict ${String(never)}`);
+      record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
     }
   }
+  return settle(deps, action, mirror, record, comparison);
 }
 
 /**
@@ -96,7 +81,7 @@ async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, leas
   if (!found?.ok) {
     const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : found && !found.ok ? found.reason : "unreadable";
     const record: PreReadRecord = { ...base, verdict: "ERROR", reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created` };
-    return { ...mirror, preRead: record, ...(await closeAction(deps, action, "NOT_EXECUTED", "PRECHECK_ERROR", record.reason, { preRead: record })) };
+    return notExecutedWith(deps, action, mirror, record)("PRECHECK_ERROR", record.reason);
   }
   const record: PreReadRecord = {
     ...base,
@@ -104,9 +89,7 @@ async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, leas
     reason: `creates a new task: nothing existing to compare; ${found.ids.length} task(s) already carry this title (${found.ids.join(", ") || "none"}) and will not be taken for the new one`,
     sameTextBefore: found.ids,
   };
-  const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
-  if (!moved.ok) return { needsResync: true };
-  return { ...mirror, preRead: record };
+  return passed(deps, action, mirror, record);
 }
 
 /**
@@ -122,16 +105,23 @@ async function preReadDelete(deps: Deps, action: ActionRow, mirror: Update, leas
   const comparison = compareBeforeDelete(envelope, toReadResult(res));
   const at = deps.clock().toISOString();
   const record: PreReadRecord = { ...comparison, verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict, raw: rawOf(res), canEdit: null, lease, at };
+  return settle(deps, action, mirror, record, comparison);
+}
+
+/**
+ * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
+ * NOT_EXECUTED with its own code, keeping the pre-read that stopped it.
+ */
+async function settle(deps: Deps, action: ActionRow, mirror: Update, record: PreReadRecord, comparison: CompareResult | GoneResult): Promise<Update> {
   const close = notExecutedWith(deps, action, mirror, record);
   switch (comparison.verdict) {
-    case "MATCH": {
-      const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
-      if (!moved.ok) return { needsResync: true };
-      return { ...mirror, preRead: record };
-    }
+    case "MATCH":
+      return passed(deps, action, mirror, record);
     case "GONE":
+      // What a delete removes is already gone: the state it asks for is there.
       return close("NO_CHANGE", `${comparison.reason}; nothing was sent`);
     case "MISMATCH":
+      // An answer about another object is not "the task changed": it is the wrong object, named as such.
       return close(comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE", comparison.reason);
     case "UNKNOWN":
       return close("PRECHECK_UNKNOWN", comparison.reason);
@@ -142,6 +132,13 @@ async function preReadDelete(deps: Deps, action: ActionRow, mirror: Update, leas
       throw new Error(`unknown verdict ${JSON.stringify(never)}`);
     }
   }
+}
+
+/** Moves the action on (decided → pre_read) with the pre-read that passed; an action moved meanwhile sends the run to resync. */
+async function passed(deps: Deps, action: ActionRow, mirror: Update, record: PreReadRecord): Promise<Update> {
+  const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
+  if (!moved.ok) return { needsResync: true };
+  return { ...mirror, preRead: record };
 }
 
 /** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it (in the journal and the mirror). */
