@@ -114,14 +114,30 @@ function optionalId(v: unknown): Parsed {
   return n === undefined || n < 0 ? fail("Invalid identifier") : ok(n);
 }
 
+/** One of the listed codes, exactly. */
+const oneOf = (codes: readonly string[], message: string) => (v: unknown): Parsed => (typeof v === "string" && codes.includes(v) ? ok(v) : fail(message));
+/** Y/N (or true/false, 1/0). */
+const yesNo = (message: string) => (v: unknown): Parsed => {
+  const b = flag(v);
+  return b === undefined ? fail(message) : ok(b);
+};
+/** Text; empty clears it (null). */
+const optionalText = (message: string) => (v: unknown): Parsed => {
+  const t = text(v);
+  return t === undefined ? fail(message) : ok(t === "" ? null : t);
+};
+/** A portal date; null or empty clears it. */
+const optionalDate = (message: string) => (v: unknown): Parsed => {
+  if (v === null || v === "") return ok(null);
+  const t = typeof v === "string" ? parsePortalDate(v) : undefined;
+  return t === undefined ? fail(message) : ok(t);
+};
+
 /** Fields the emulator models for crm.deal.update, by their UPPER_SNAKE name; any other key is ignored (as documented). */
 const UPDATABLE: Record<string, { prop: keyof DealRecord; parse(v: unknown, ctx: MethodContext): Parsed }> = {
   TITLE: { prop: "title", parse: (v) => { const t = text(v); return t === undefined || t === null ? fail('Invalid value for the "Name" field') : ok(t); } },
   TYPE_ID: { prop: "typeId", parse: (v) => { const t = text(v); return t ? ok(t) : fail('Invalid value for the "Type" field'); } },
-  STAGE_ID: {
-    prop: "stageId",
-    parse: (v) => (typeof v === "string" && (DEAL_STAGES as readonly string[]).includes(v) ? ok(v) : fail('Invalid value for the "Stage" field')),
-  },
+  STAGE_ID: { prop: "stageId", parse: oneOf(DEAL_STAGES, 'Invalid value for the "Stage" field') },
   PROBABILITY: {
     prop: "probability",
     parse: (v) => {
@@ -130,10 +146,7 @@ const UPDATABLE: Record<string, { prop: keyof DealRecord; parse(v: unknown, ctx:
       return n === undefined || n < 0 || n > 100 ? fail('Invalid value for the "Probability" field') : ok(n);
     },
   },
-  CURRENCY_ID: {
-    prop: "currencyId",
-    parse: (v) => (typeof v === "string" && (DEAL_CURRENCIES as readonly string[]).includes(v) ? ok(v) : fail('Invalid value for the "Currency" field')),
-  },
+  CURRENCY_ID: { prop: "currencyId", parse: oneOf(DEAL_CURRENCIES, 'Invalid value for the "Currency" field') },
   OPPORTUNITY: {
     prop: "opportunity",
     parse: (v) => {
@@ -141,7 +154,7 @@ const UPDATABLE: Record<string, { prop: keyof DealRecord; parse(v: unknown, ctx:
       return Number.isFinite(n) && n >= 0 ? ok(Math.round(n * 100) / 100) : fail('Invalid value for the "Amount" field');
     },
   },
-  IS_MANUAL_OPPORTUNITY: { prop: "isManualOpportunity", parse: (v) => { const b = flag(v); return b === undefined ? fail("Invalid value for IS_MANUAL_OPPORTUNITY") : ok(b); } },
+  IS_MANUAL_OPPORTUNITY: { prop: "isManualOpportunity", parse: yesNo("Invalid value for IS_MANUAL_OPPORTUNITY") },
   TAX_VALUE: {
     prop: "taxValue",
     parse: (v) => {
@@ -152,13 +165,13 @@ const UPDATABLE: Record<string, { prop: keyof DealRecord; parse(v: unknown, ctx:
   },
   COMPANY_ID: { prop: "companyId", parse: optionalId },
   CONTACT_ID: { prop: "contactId", parse: optionalId },
-  BEGINDATE: { prop: "begindate", parse: (v) => (v === null || v === "" ? ok(null) : typeof v === "string" && parsePortalDate(v) !== undefined ? ok(parsePortalDate(v)) : fail('Invalid value for the "Start date" field')) },
-  CLOSEDATE: { prop: "closedate", parse: (v) => (v === null || v === "" ? ok(null) : typeof v === "string" && parsePortalDate(v) !== undefined ? ok(parsePortalDate(v)) : fail('Invalid value for the "Close date" field')) },
-  OPENED: { prop: "opened", parse: (v) => { const b = flag(v); return b === undefined ? fail('Invalid value for the "Available to everyone" field') : ok(b); } },
-  COMMENTS: { prop: "comments", parse: (v) => { const t = text(v); return t === undefined ? fail('Invalid value for the "Comment" field') : ok(t === "" ? null : t); } },
-  ADDITIONAL_INFO: { prop: "additionalInfo", parse: (v) => { const t = text(v); return t === undefined ? fail("Invalid value for ADDITIONAL_INFO") : ok(t === "" ? null : t); } },
-  SOURCE_ID: { prop: "sourceId", parse: (v) => { const t = text(v); return t === undefined ? fail('Invalid value for the "Source" field') : ok(t === "" ? null : t); } },
-  SOURCE_DESCRIPTION: { prop: "sourceDescription", parse: (v) => { const t = text(v); return t === undefined ? fail("Invalid value for SOURCE_DESCRIPTION") : ok(t === "" ? null : t); } },
+  BEGINDATE: { prop: "begindate", parse: optionalDate('Invalid value for the "Start date" field') },
+  CLOSEDATE: { prop: "closedate", parse: optionalDate('Invalid value for the "Close date" field') },
+  OPENED: { prop: "opened", parse: yesNo('Invalid value for the "Available to everyone" field') },
+  COMMENTS: { prop: "comments", parse: optionalText('Invalid value for the "Comment" field') },
+  ADDITIONAL_INFO: { prop: "additionalInfo", parse: optionalText("Invalid value for ADDITIONAL_INFO") },
+  SOURCE_ID: { prop: "sourceId", parse: optionalText('Invalid value for the "Source" field') },
+  SOURCE_DESCRIPTION: { prop: "sourceDescription", parse: optionalText("Invalid value for SOURCE_DESCRIPTION") },
   ASSIGNED_BY_ID: {
     prop: "assignedById",
     parse: (v, ctx) => {
