@@ -37,16 +37,13 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     // `undo thread <id>`: an undo thread, registered with the verified action it restores.
     const undoOf = undoRequestOf(input.value.request);
     undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf, undefined, deps.policy);
-    if (undo && !undo.ok) {
-      await ensureThread(deps, gate, { ...state, ...input.value });
-      return endRunInJournal(deps, gate, state, undoEndingCode(undo.code), undo.reason);
-    }
     await ensureThread(
       deps,
       gate,
       { ...state, ...input.value },
       undo?.ok ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: undo.scope } : undefined,
     );
+    if (undo && !undo.ok) return endRunInJournal(deps, gate, state, undoEndingCode(undo.code), undo.reason);
   }
   const thread = await ensureThread(deps, gate, state);
   // An undo thread: the proposal is the journal's (the recorded before-values of the verified action it
