@@ -16,10 +16,6 @@ import { exitCodeForView } from "./exit-codes.js";
 /** `--api URL` (or LANGGRAPH_API_URL): the command talks to that LangGraph API server. */
 const API_OPTION = ["--api <url>", "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
 
-function outcomeCode(view: ThreadView, refusedNow: boolean): number {
-  return exitCodeForView(view, refusedNow);
-}
-
 function show(printer: Printer, view: ThreadView): void {
   if (printer.json) return printer.emitJson(threadJson(view));
   if (view.status === "awaiting_input") printer.question(view);
@@ -71,7 +67,7 @@ export function lifecycleCommands(): Command[] {
         const after = await submitDecision(app, thread, { answers: parseAnswers(opts.set) }, printer.onStep);
         const refusedNow = (after.state?.refusals.length ?? 0) > (before.state?.refusals.length ?? 0);
         show(printer, after);
-        return outcomeCode(after, refusedNow);
+        return exitCodeForView(after, refusedNow);
       });
     });
 

@@ -29,12 +29,6 @@ import { esc, escapeForTerminal, escapeLines, escapeRendered, stringifyJsonSafe 
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 import { isBitrix24Error } from "../bitrix24/errors.js";
 
-
-/** Exit code for a thread after a command: waiting cleanly or verified is success (src/cli/exit-codes.ts). */
-export function exitCodeFor(view: ThreadView, refusedNow: boolean): number {
-  return exitCodeForView(view, refusedNow);
-}
-
 function report(printer: Printer, view: ThreadView, refusedNow = false): number {
   if (printer.json) printer.emitJson(threadJson(view));
   else if (view.status === "awaiting_approval") {
@@ -45,7 +39,7 @@ function report(printer: Printer, view: ThreadView, refusedNow = false): number 
   } else if (view.status === "interrupted_run") {
     printer.line(esc`The run stopped before ${view.next?.join(", ")}. Finish it with: npm run cli -- recover ${view.threadId}`);
   } else printer.outcome(view);
-  return exitCodeFor(view, refusedNow);
+  return exitCodeForView(view, refusedNow);
 }
 
 async function decide(threadId: string, build: (view: ThreadView) => unknown, json: boolean): Promise<number> {
