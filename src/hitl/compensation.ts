@@ -8,6 +8,7 @@ import { extractOf } from "../envelope/compare.js";
 import { OPERATIONS } from "../envelope/operations.js";
 import type { Policy } from "../envelope/policy.js";
 import type { ActionRow } from "../store/action-machine.js";
+import { setMembersOf } from "../store/action-rows.js";
 import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "./records.js";
 import { rawOf, readObject } from "./reads.js";
@@ -152,7 +153,7 @@ function describeChanges(changed: ChangedSinceWrite[], ours: string): string {
  */
 async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, action: ActionRow, policy: Policy | undefined): Promise<UndoPlan> {
   const set = action.set!;
-  const members = (await Promise.all(set.set.actions.map((a) => journal.getAction(a.envelopeHash)))).filter((m): m is ActionRow => m !== undefined);
+  const members = await setMembersOf(action, (h) => journal.getAction(h));
   if (members.length !== set.set.actions.length || members.some((m) => !m.macValid)) {
     return { ok: false, code: "INTEGRITY_CHECK_FAILED", reason: `the journal's rows of change set ${set.setHash} are missing or fail their seal; nothing is proposed from them` };
   }
