@@ -115,7 +115,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
     (object === undefined || r.envelope.object.id === object.id) &&
     (filter.registeredBefore === undefined || r.registeredAt < filter.registeredBefore);
   /** The object asked for, of its kind: a deal (or a new task, id 0) with a task's number is not that task. */
-  const about = (r: ActionRow) => object === undefined || (r.envelope.object.type === object.type && r.envelope.object.id === object.id);
+  const about = (o: PendingObject) => object === undefined || (o.type === object.type && o.id === object.id);
   let read = 0;
   while (read < rowTotal && (readAll || all.length < wanted)) {
     const chunk = readAll ? Math.max(rowTotal - read, 1) : Math.max(wanted - all.length, 1) + 16;
@@ -135,7 +135,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
         const members = await Promise.all(a.set.set.actions.map(async (x) => (x.envelopeHash === a.envelopeHash ? a : await app.deps.journal.getAction(x.envelopeHash))));
         for (const m of members) if (m && inFilter(m)) counted.add(m.envelopeHash);
         // A set is about an object when any of its actions is (the row read may be about another kind with the same id).
-        if (!members.some((m) => m && inFilter(m) && about(m))) continue;
+        if (!members.some((m) => m && inFilter(m) && about(m.envelope.object))) continue;
         const broken = a.set.set.actions.filter((x, i) => !members[i]?.macValid);
         if (broken.length > 0) {
           // A set with a member missing or failing its seal cannot be approved (INTEGRITY_CHECK_FAILED): those rows are named, the set not listed.
@@ -146,7 +146,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
         all.push(setApproval(a, members as ActionRow[], now));
         continue;
       }
-      if (!about(a)) continue;
+      if (!about(a.envelope.object)) continue;
       if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy)) continue;
       all.push({
         threadId: a.threadId,
@@ -170,7 +170,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
     const v = await viewLegacy(app, r.threadId);
     const e = v.approval?.envelope;
     if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash || !e) continue;
-    if (object !== undefined && (e.object.type !== object.type || e.object.id !== object.id)) continue;
+    if (!about(e.object)) continue;
     if (q.olderThanMs !== undefined && Date.parse(r.createdAt) > now - q.olderThanMs) continue;
     all.push({
       threadId: r.threadId,
