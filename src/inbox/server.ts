@@ -485,10 +485,6 @@ function editedFields(form: FormBody, prefix: string): { ok: true; fields: Recor
   return { ok: true, fields };
 }
 
-/**
- * A change set's decision forms, every one bound to the SET's hash and nonce: approve all, reject
- * all, one form deciding each action by its id (approve / reject / edit, submitted together), cancel.
- */
 /** The requester's (or an approver's) cancel form, the same for a single approval and a change set. */
 function cancelForm(attrs: Html, bound: Html): Html {
   return html`<details><summary>Cancel the request</summary><form ${attrs}>${bound}<input type="hidden" name="action" value="cancel">
@@ -496,14 +492,31 @@ function cancelForm(attrs: Html, bound: Html): Html {
           <button type="submit" class="cancel">Cancel the request</button></form></details>`;
 }
 
-function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: Session, view: ThreadView, base: string): Html {
-  const may = entitlementOf(app, action, s.user);
-  const sign = app.deps.policy.requireSignature;
+/**
+ * The hidden inputs every decision form carries: the session's CSRF token and what the decision is bound to
+ * (boundOf: the envelope's hash and nonce, or a change set's), plus the signature's slots when policy signs.
+ */
+function boundInputs(s: Session, action: ActionRow, sign: boolean): Html {
   const b = boundOf(action);
-  const bound = html`<input type="hidden" name="csrf" value="${s.csrf}">
+  return html`<input type="hidden" name="csrf" value="${s.csrf}">
     <input type="hidden" name="envelopeHash" value="${b.hash}">
     <input type="hidden" name="nonce" value="${b.nonce}">
     ${sign ? html`<input type="hidden" name="decidedAt" value=""><input type="hidden" name="signature" value="">` : ""}`;
+}
+
+/** Where a signing approver imports their key, when policy requires signed decisions. */
+const SIGNING_KEY_IMPORT = html`<div class="signing"><p>Policy requires a signed decision. Your Ed25519 key stays in this browser (WebCrypto, not extractable) and is never sent.</p>
+          <label for="key-file">Import your key once (the file from <code>keygen</code>)</label> <input type="file" id="key-file" accept=".key,.pem">
+          <span id="key-status" aria-live="polite"></span></div>`;
+
+/**
+ * A change set's decision forms, every one bound to the SET's hash and nonce: approve all, reject
+ * all, one form deciding each action by its id (approve / reject / edit, submitted together), cancel.
+ */
+function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: Session, view: ThreadView, base: string): Html {
+  const may = entitlementOf(app, action, s.user);
+  const sign = app.deps.policy.requireSignature;
+  const bound = boundInputs(s, action, sign);
   const formAttrs = (type: string) =>
     html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}"`;
   const n = members.length;
@@ -526,11 +539,7 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
     </fieldset>`;
   });
   return html`<section class="decide" aria-label="Decide the change set">
-    ${sign
-      ? html`<div class="signing"><p>Policy requires a signed decision. Your Ed25519 key stays in this browser (WebCrypto, not extractable) and is never sent.</p>
-          <label for="key-file">Import your key once (the file from <code>keygen</code>)</label> <input type="file" id="key-file" accept=".key,.pem">
-          <span id="key-status" aria-live="polite"></span></div>`
-      : ""}
+    ${sign ? SIGNING_KEY_IMPORT : ""}
     <p>Every decision here names the set's hash and nonce: it covers exactly these ${n} actions in this order.</p>
     ${may.mayApprove
       ? html`<form ${formAttrs("approve")}>${bound}<input type="hidden" name="action" value="approve">
@@ -579,10 +588,7 @@ async function setHistoryOf(app: App, threadId: string): Promise<SetHistory> {
 function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof waitingAction>>>, s: Session, view: ThreadView, base: string): Html {
   const may = entitlementOf(app, action, s.user);
   const sign = app.deps.policy.requireSignature;
-  const bound = html`<input type="hidden" name="csrf" value="${s.csrf}">
-    <input type="hidden" name="envelopeHash" value="${action.envelopeHash}">
-    <input type="hidden" name="nonce" value="${action.envelope.nonce}">
-    ${sign ? html`<input type="hidden" name="decidedAt" value=""><input type="hidden" name="signature" value="">` : ""}`;
+  const bound = boundInputs(s, action, sign);
   const formAttrs = (type: string) =>
     html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}" data-idarg="${OPERATIONS[action.envelope.operation].idArg}" data-operation="${action.envelope.operation}"`;
   const editInputs = Object.entries(action.envelope.params).map(([f, v]) =>
@@ -591,11 +597,7 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
       : html`<label for="edit-${f}">${f} (JSON)</label><textarea id="edit-${f}" name="json.${f}" rows="2">${JSON.stringify(v)}</textarea>`,
   );
   return html`<section class="decide" aria-label="Decide">
-    ${sign
-      ? html`<div class="signing"><p>Policy requires a signed decision. Your Ed25519 key stays in this browser (WebCrypto, not extractable) and is never sent.</p>
-          <label for="key-file">Import your key once (the file from <code>keygen</code>)</label> <input type="file" id="key-file" accept=".key,.pem">
-          <span id="key-status" aria-live="polite"></span></div>`
-      : ""}
+    ${sign ? SIGNING_KEY_IMPORT : ""}
     ${may.mayApprove
       ? html`<form ${formAttrs("approve")}>${bound}<input type="hidden" name="action" value="approve">
           <button type="submit" class="approve">Approve exactly this envelope</button></form>`
