@@ -217,7 +217,7 @@ function fingerprintedMoves(e: Envelope, task: Record<string, unknown>): MovedFi
   return out;
 }
 
-function describeMoves(moved: MovedField[]): string {
+export function describeMoves(moved: MovedField[]): string {
   return moved
     .map((m) => `${m.field} was ${m.beforeFingerprint !== undefined ? `(fingerprint ${m.beforeFingerprint}; value not kept)` : show(m.before)}, now ${show(m.now)}`)
     .join("; ");
@@ -391,13 +391,14 @@ export function describeAck(ack: Acknowledgement): string {
   }
 }
 
-function show(v: unknown): string {
+/** A value in a reason: as JSON, bounded to 200 characters. */
+export function show(v: unknown): string {
   if (v === undefined) return "(missing)";
   const s = JSON.stringify(v) ?? String(v);
   return s.length > 200 ? `${s.slice(0, 200)}… (${s.length} chars)` : s;
 }
 
-function has(o: Record<string, unknown>, key: string): boolean {
+export function has(o: Record<string, unknown>, key: string): boolean {
   return Object.prototype.hasOwnProperty.call(o, key);
 }
 

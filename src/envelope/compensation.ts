@@ -7,7 +7,7 @@
  * or decides.
  */
 import { compareValues } from "./normalise.js";
-import { TARGETS, type TargetType } from "./targets.js";
+import { TARGETS, isRecord, type TargetType } from "./targets.js";
 import { canonicalJson } from "./canonical.js";
 import { extractOf } from "./compare.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
@@ -209,8 +209,4 @@ function listedItem(raw: unknown, idKey: string, id: string): Record<string, unk
   const result = isRecord(value) ? value["result"] : undefined;
   const rows = Array.isArray(result) ? result : isRecord(result) && Array.isArray(result["tasks"]) ? result["tasks"] : [];
   return rows.find((r): r is Record<string, unknown> => isRecord(r) && normaliseId(r[idKey]) === id);
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -15,7 +15,8 @@ import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
-import { verifyOutcome, type Acknowledgement, type FieldCheck, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
+import { isRecord } from "./targets.js";
+import { show, verifyOutcome, type Acknowledgement, type FieldCheck, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
 
 /** A comment as task.commentitem.getlist lists it (UPPER_SNAKE keys, ids as strings). */
 export interface CommentItem {
@@ -165,16 +166,6 @@ export function verifyCreatedComment(
   }
   const created: CreatedObject = { type: "task_comment", id: newWithText[0]!, via, newWithText };
   return combine("INCONCLUSIVE", `comment ${newWithText[0]} with the approved text appeared on task ${e.object.id}, but ${ackNote}, so it is not proven that this write made it`, field("applied", approved), created);
-}
-
-function show(v: unknown): string {
-  if (v === undefined) return "(missing)";
-  const s = JSON.stringify(v) ?? String(v);
-  return s.length > 200 ? `${s.slice(0, 200)}… (${s.length} chars)` : s;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 // ── A new task (add_task) ───────────────────────────────────────────────────────────────────────────

@@ -11,11 +11,12 @@
  * fresh read that shows the object gone counts, and only with the target's OK is it VERIFIED.
  */
 import { fingerprint } from "./canonical.js";
-import { describeAck, extractTask, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
+import { describeAck, describeMoves, extractTask, has, show, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
 import { extractComments } from "./created.js";
 import { fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
+import { isRecord } from "./targets.js";
 
 export type DeletedKind = "task_comment" | "task";
 
@@ -202,16 +203,6 @@ export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Ackno
   }
 }
 
-function describeMoves(moved: MovedField[]): string {
-  return moved.map((m) => `${m.field} was ${m.beforeFingerprint !== undefined ? `(fingerprint ${m.beforeFingerprint}; value not kept)` : show(m.before)}, now ${show(m.now)}`).join("; ");
-}
-
-function show(v: unknown): string {
-  if (v === undefined) return "(missing)";
-  const s = JSON.stringify(v) ?? String(v);
-  return s.length > 200 ? `${s.slice(0, 200)}… (${s.length} chars)` : s;
-}
-
 function parsedBody(body: unknown): unknown {
   if (typeof body !== "string") return body;
   try {
@@ -226,12 +217,4 @@ function resultArray(body: unknown): Array<Record<string, unknown>> {
   const value = parsedBody(body);
   const result = isRecord(value) ? value["result"] : undefined;
   return Array.isArray(result) ? result.filter(isRecord) : [];
-}
-
-function has(o: Record<string, unknown>, key: string): boolean {
-  return Object.prototype.hasOwnProperty.call(o, key);
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
