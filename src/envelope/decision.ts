@@ -9,7 +9,7 @@ import { z } from "zod";
 import { HASH_PATTERN } from "./canonical.js";
 import { hashEnvelope, type Envelope } from "./envelope.js";
 import { hashChangeSet, type ChangeSet } from "./change-set.js";
-import { allowedApprovers, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, type Policy, type RiskLevel } from "./policy.js";
+import { approverNotAllowed, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, type Policy, type RiskLevel } from "./policy.js";
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
 import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
 import { codesForNames } from "./fields.js";
@@ -246,12 +246,8 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
   }
 
   // Authority: over every operation the approval covers.
-  for (const operation of subject.operations) {
-    const allowed = allowedApprovers(ctx.policy, operation);
-    if (!allowed.has(approverId)) {
-      return refuse("APPROVER_NOT_ALLOWED", `${approverId} may not decide ${operation} under policy ${ctx.policy.id}@${ctx.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`);
-    }
-  }
+  const notAllowed = approverNotAllowed(ctx.policy, approverId, subject.operations);
+  if (notAllowed) return refuse("APPROVER_NOT_ALLOWED", notAllowed);
   let appliedOverride: { gate: string; by: string; reason: string } | undefined;
   if (override) {
     const rule = ctx.policy.overrides[override.gate]!;

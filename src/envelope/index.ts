@@ -22,6 +22,7 @@ export {
   PolicySchema,
   parsePolicy,
   allowedApprovers,
+  approverNotAllowed,
   LEVELS,
   REVERSIBILITY,
   GATES,

@@ -259,6 +259,15 @@ export function allowedApprovers(policy: Policy, operation: string): Set<string>
   return out;
 }
 
+/** Why `approverId` may not decide an approval that covers `operations` (the first one not allowed), or undefined. */
+export function approverNotAllowed(policy: Policy, approverId: string, operations: readonly string[]): string | undefined {
+  for (const operation of operations) {
+    const allowed = allowedApprovers(policy, operation);
+    if (!allowed.has(approverId)) return `${approverId} may not decide ${operation} under policy ${policy.id}@${policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`;
+  }
+  return undefined;
+}
+
 export function hasRole(policy: Policy, approverId: string, role: string): boolean {
   return (policy.approvers.roles[role] ?? []).includes(approverId);
 }

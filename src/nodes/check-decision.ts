@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { allowedApprovers, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
+import { allowedApprovers, approverNotAllowed, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -298,12 +298,8 @@ function entitlementProblem(deps: Deps, action: ActionRow, approverId: string, t
   if (authUser !== undefined && authUser !== approverId) {
     return `the request is authenticated as ${authUser}, but the decision names approver ${approverId}`;
   }
-  for (const operation of operations) {
-    const allowed = allowedApprovers(deps.policy, operation);
-    if (!allowed.has(approverId)) {
-      return `${approverId} may not decide ${operation} under policy ${deps.policy.id}@${deps.policy.version}; allowed: ${[...allowed].join(", ") || "nobody"}`;
-    }
-  }
+  const notAllowed = approverNotAllowed(deps.policy, approverId, operations);
+  if (notAllowed) return notAllowed;
   if (action.escalatedTo && type === "approve") {
     const members = deps.policy.approvers.groups[action.escalatedTo] ?? [];
     if (!members.includes(approverId)) {
