@@ -82,10 +82,15 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
       type: "edit",
       envelopeHash: a.envelopeHash,
       nonce: a.nonce,
-      editedAction: { name: a.envelope.operation, args: { [OPERATIONS[a.envelope.operation].idArg]: a.envelope.object.id, fields } },
+      editedAction: editedActionOf(a.envelope, fields),
     },
     opts,
   );
+}
+
+/** An edit's action: the envelope's operation on its object (named by the operation's id argument), with the edited fields. */
+function editedActionOf(e: { operation: keyof typeof OPERATIONS; object: { id: number } }, fields: Record<string, unknown>): { name: string; args: Record<string, unknown> } {
+  return { name: e.operation, args: { [OPERATIONS[e.operation].idArg]: e.object.id, fields } };
 }
 
 /** PRIORITY=high, STATUS="in progress": a documented name becomes the exact code before signing. */
@@ -201,7 +206,7 @@ export function setDecisions(view: ThreadView, opts: Common & SetDecisionFlags &
         case "edit": {
           const fields: Record<string, unknown> = { ...envelope.params };
           for (const [field, value] of d.set) setField(fields, field, value);
-          return signedItem(view, { type: "edit", ...base, editedAction: { name: envelope.operation, args: { [OPERATIONS[envelope.operation].idArg]: envelope.object.id, fields } } }, opts, decidedAt, pem);
+          return signedItem(view, { type: "edit", ...base, editedAction: editedActionOf(envelope, fields) }, opts, decidedAt, pem);
         }
       }
     }),
