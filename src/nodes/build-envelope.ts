@@ -224,9 +224,9 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
   const first = built.rows[0]!;
   for (const r of built.rows) await deps.audit.append(approvalRequestedEntry(r.envelope, r.envelopeHash, r.card));
   if (built.autoApproved) {
-    const d = first.progress.decision;
-    if (d) await deps.audit.append(decisionAcceptedEntry(first.envelope, built.setHash, decisionOf(first)!));
-    return { ...mirrorOf(first), proposal, pendingDecision: null, decision: decisionOf(first), journalNext: "pre_read" };
+    const decision = decisionOf(first);
+    if (decision) await deps.audit.append(decisionAcceptedEntry(first.envelope, built.setHash, decision));
+    return { ...mirrorOf(first), proposal, pendingDecision: null, decision, journalNext: "pre_read" };
   }
   return { ...mirrorOf(first), proposal, pendingDecision: null, decision: null, journalNext: null };
 }
