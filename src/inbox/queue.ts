@@ -200,7 +200,7 @@ export async function maySeeRun(app: App, threadId: string, user: string): Promi
   const action = await app.deps.journal.currentAction(threadId);
   if (action?.macValid) {
     if (action.envelope.requestedBy === user) return true;
-    return operationsOf(action).every((op) => allowedApprovers(app.deps.policy, op).has(user));
+    return entitlementOf(app, action, user).mayDecide;
   }
   return isApprover(app, user);
 }
