@@ -236,12 +236,7 @@ export class Bitrix24Client {
   }
 
   async listTasks(args: ListTasksArgs = {}): Promise<Bitrix24Response<TaskListResult>> {
-    const params: Record<string, unknown> = {};
-    if (args.filter !== undefined) params.filter = args.filter;
-    if (args.select !== undefined) params.select = args.select;
-    if (args.order !== undefined) params.order = args.order;
-    if (args.start !== undefined) params.start = args.start;
-    const body = await this.call("tasks.task.list", params, "read");
+    const body = await this.call("tasks.task.list", listParams(args), "read");
     return this.expectShape(body, TaskListResultSchema, "tasks.task.list", "result.tasks[]");
   }
 
@@ -321,12 +316,7 @@ export class Bitrix24Client {
 
   /** crm.deal.list (scope crm): 50 deals per page, `total` and `next` at the top level. */
   async listDeals(args: ListDealsArgs = {}): Promise<Bitrix24Response<DealListResult>> {
-    const params: Record<string, unknown> = {};
-    if (args.filter !== undefined) params.filter = args.filter;
-    if (args.select !== undefined) params.select = args.select;
-    if (args.order !== undefined) params.order = args.order;
-    if (args.start !== undefined) params.start = args.start;
-    const body = await this.call("crm.deal.list", params, "read");
+    const body = await this.call("crm.deal.list", listParams(args), "read");
     return this.expectShape(body, DealListResultSchema, "crm.deal.list", "result[] of deals");
   }
 
@@ -522,6 +512,16 @@ function assertPositive(id: number, name: string, method: string): void {
   if (!Number.isSafeInteger(id) || id <= 0) {
     throw new Bitrix24Error({ kind: "invalid_request", method, description: `expected ${name} to be a positive integer, got ${JSON.stringify(id)}` });
   }
+}
+
+/** A list method's parameters (tasks.task.list, crm.deal.list): only those given, in this order. */
+function listParams(args: ListTasksArgs | ListDealsArgs): Record<string, unknown> {
+  const params: Record<string, unknown> = {};
+  if (args.filter !== undefined) params.filter = args.filter;
+  if (args.select !== undefined) params.select = args.select;
+  if (args.order !== undefined) params.order = args.order;
+  if (args.start !== undefined) params.start = args.start;
+  return params;
 }
 
 function idempotencyHeaders(opts: WriteOptions): Record<string, string> {
