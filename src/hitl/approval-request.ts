@@ -11,56 +11,34 @@ function reviewConfigOf(operation: OperationName): ReviewConfig {
 /**
  * Pure: the interrupt payload for a registered action, built from the journal's row — the envelope,
  * hash and card registered for it — never from graph state, so what is shown is what was sealed.
+ * A change set's pause (`members` given for a row of a set): one action request per action (in set
+ * order, each named by its operation, with its own card section), bound to the set's hash and nonce;
+ * `envelope` is the first action's, for clients that show one; `changeSet` holds the set and every
+ * action's envelope.
  */
 export function approvalRequestFrom(action: ActionRow, opts: { approverId?: string; members?: ActionRow[] } = {}): ApprovalRequest {
-  if (action.set && opts.members) return setApprovalRequest(action, opts.members, opts);
   // `approverId` is the authenticated caller of the run that reached this pause (usually the
   // requester, not the approver). Its presence says the server authenticates callers, so the example
   // names no approver: whoever resumes is the approver, filled in from their token.
   const authenticated = opts.approverId !== undefined;
-  const envelope = action.envelope;
   const last = action.progress.lastRefusal;
+  const set = action.set && opts.members ? action.set : undefined;
+  const rows = set ? opts.members! : [action];
+  const bound = set
+    ? { envelopeHash: set.setHash, nonce: set.set.nonce, revision: set.set.revision, expiresAt: set.set.expiresAt }
+    : { envelopeHash: action.envelopeHash, nonce: action.envelope.nonce, revision: action.envelope.revision, expiresAt: action.envelope.expiresAt };
+  const sections = set ? action.card.split(/\n(?=──── ACTION \d+ of \d+: )/) : [];
   return {
     kind: "approval",
-    actionRequests: [{ name: envelope.operation, args: writeArgsOf(envelope.operation, envelope.object.id, envelope.params) as ActionArgs, description: action.card }],
-    reviewConfigs: [reviewConfigOf(envelope.operation)],
-    envelope,
-    envelopeHash: action.envelopeHash,
-    nonce: envelope.nonce,
-    revision: envelope.revision,
-    expiresAt: envelope.expiresAt,
+    actionRequests: rows.map((x, i) => ({ name: x.envelope.operation, args: writeArgsOf(x.envelope.operation, x.envelope.object.id, x.envelope.params) as ActionArgs, description: i === 0 ? action.card : (sections[i + 1] ?? "") })) as ApprovalRequest["actionRequests"],
+    reviewConfigs: rows.map((x) => reviewConfigOf(x.envelope.operation)) as ApprovalRequest["reviewConfigs"],
+    envelope: rows[0]!.envelope,
+    ...bound,
     threadId: action.threadId,
+    ...(set ? { changeSet: { set: set.set, setHash: set.setHash, actions: rows.map((x) => ({ actionId: x.set!.actionId, envelopeHash: x.envelopeHash, envelope: x.envelope })) } } : {}),
     ...(last ? { lastRefusal: { code: last.code, reason: last.reason } } : {}),
     ...(action.escalatedTo ? { escalatedTo: action.escalatedTo } : {}),
-    exampleResume: authenticated ? exampleApproval(action.envelopeHash, envelope.nonce) : exampleApproval(action.envelopeHash, envelope.nonce, APPROVER_PLACEHOLDER),
-    exampleResumeFill: authenticated ? [] : [{ path: "decisions[0].approver.id", with: "your approver id (the policy's approvers list, or the escalation group when escalated)" }],
-  };
-}
-
-/**
- * A change set's pause: one action request per action (in set order, each named by its operation,
- * with its own card section), bound to the set's hash and nonce. `envelope` is the first action's, for
- * clients that show one; `changeSet` holds the set and every action's envelope.
- */
-function setApprovalRequest(action: ActionRow, members: ActionRow[], opts: { approverId?: string }): ApprovalRequest {
-  const m = action.set!;
-  const authenticated = opts.approverId !== undefined;
-  const last = action.progress.lastRefusal;
-  const sections = action.card.split(/\n(?=──── ACTION \d+ of \d+: )/);
-  return {
-    kind: "approval",
-    actionRequests: members.map((x, i) => ({ name: x.envelope.operation, args: writeArgsOf(x.envelope.operation, x.envelope.object.id, x.envelope.params) as ActionArgs, description: i === 0 ? action.card : (sections[i + 1] ?? "") })) as ApprovalRequest["actionRequests"],
-    reviewConfigs: members.map((x) => reviewConfigOf(x.envelope.operation)) as ApprovalRequest["reviewConfigs"],
-    envelope: members[0]!.envelope,
-    envelopeHash: m.setHash,
-    nonce: m.set.nonce,
-    revision: m.set.revision,
-    expiresAt: m.set.expiresAt,
-    threadId: action.threadId,
-    changeSet: { set: m.set, setHash: m.setHash, actions: members.map((x) => ({ actionId: x.set!.actionId, envelopeHash: x.envelopeHash, envelope: x.envelope })) },
-    ...(last ? { lastRefusal: { code: last.code, reason: last.reason } } : {}),
-    ...(action.escalatedTo ? { escalatedTo: action.escalatedTo } : {}),
-    exampleResume: authenticated ? exampleApproval(m.setHash, m.set.nonce) : exampleApproval(m.setHash, m.set.nonce, APPROVER_PLACEHOLDER),
+    exampleResume: authenticated ? exampleApproval(bound.envelopeHash, bound.nonce) : exampleApproval(bound.envelopeHash, bound.nonce, APPROVER_PLACEHOLDER),
     exampleResumeFill: authenticated ? [] : [{ path: "decisions[0].approver.id", with: "your approver id (the policy's approvers list, or the escalation group when escalated)" }],
   };
 }
