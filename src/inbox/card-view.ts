@@ -66,6 +66,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
   // A comment is a new object: there is no value before it, only the text to post.
   const effect = OPERATIONS[e.operation].effect;
   const create = effect === "create" || effect === "create_child";
+  const created = OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object";
   // A delete writes nothing: what it removes is shown with its values as read now.
   const deleting = effect === "delete";
   const deletedRows = deleting
@@ -77,7 +78,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
       const after = display(value, `${field} (requested)`);
       return html`<tr>
         <th scope="row">${field}</th>
-        <td><em>new ${OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object"}</em></td>
+        <td><em>new ${created}</em></td>
         <td><pre class="value after">${markedHtml(after.text)}</pre>${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
       </tr>`;
     }
@@ -109,7 +110,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
     ${warnings.length
       ? html`<div class="warnings" role="alert"><h3>⚠ Warnings (${warnings.length}): look closely before approving</h3><ul>${warnings.map((w) => html`<li>${rendered(w)}</li>`)}</ul></div>`
       : ""}
-    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object"}: what will be posted (there is no value before it)` : "Changes: value read from the task when the envelope was made → value to write"}</h3>
+    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be posted (there is no value before it)` : "Changes: value read from the task when the envelope was made → value to write"}</h3>
     <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">${deleting ? "Now" : "Before"}</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
     ${deleting ? "" : html`<h3>Must stay unchanged (${e.invariantFields.length})</h3>
     <table class="invariants"><tbody>${invariants}</tbody></table>`}
