@@ -6,6 +6,7 @@
 import { changedSinceCreated, changedSinceWrite, compensationOf, deletionOf, type ChangedSinceWrite, type CompensationPlan, type DeletePlan } from "../envelope/compensation.js";
 import { extractOf } from "../envelope/compare.js";
 import { OPERATIONS } from "../envelope/operations.js";
+import { deleteSubjectOf } from "../envelope/deleted.js";
 import type { Policy } from "../envelope/policy.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
@@ -100,8 +101,9 @@ function partOf(m: ActionRow, policy: Policy | undefined): UndoPart | { ok: fals
   }
 }
 
+/** What a delete removes, named as its subject names it (src/envelope/deleted.ts): "comment 12 of task 4", "task 9". */
 function deletedLabel(p: DeletePlan): string {
-  return p.operation === "delete_task_comment" ? `comment ${p.deletedId} of task ${p.taskId}` : `task ${p.deletedId}`;
+  return deleteSubjectOf(p.operation)!.label(p.taskId, Number(p.deletedId));
 }
 
 export type UndoRead = { ok: true; object: Record<string, unknown> } | { ok: false; code: "BASELINE_READ_FAILED" | "STALE_STATE" | "NO_CHANGE"; reason: string };
