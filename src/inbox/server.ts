@@ -267,8 +267,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       case "edit": {
         const edited = editedFields(form, "");
         if (!edited.ok) return refused(c, 422, "Edit not sent", edited.reason, s);
-        const taskId = action?.envelope.object.id ?? 0;
-        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: { name: action?.envelope.operation ?? "update_task", args: { [action ? OPERATIONS[action.envelope.operation].idArg : "taskId"]: taskId, fields: edited.fields } }, ...signed };
+        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: editedActionOf(action, edited.fields), ...signed };
         break;
       }
       case "cancel":
@@ -289,7 +288,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
             const fields = editedFields(form, `edit.${e.actionId}.`);
             if (!fields.ok) return threadPage(c, threadId, { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${fields.reason}` }, 422);
             const target = onScreenSet?.find((m) => m.set?.actionId === e.actionId);
-            built.push({ type: "edit", ...common, editedAction: { name: target?.envelope.operation ?? "update_task", args: { [target ? OPERATIONS[target.envelope.operation].idArg : "taskId"]: target?.envelope.object.id ?? 0, fields: fields.fields } } });
+            built.push({ type: "edit", ...common, editedAction: editedActionOf(target, fields.fields) });
           }
         }
         decisions = built;
@@ -465,6 +464,15 @@ function readPerActionForm(form: FormBody, members: ActionRow[] | undefined): { 
     return { ok: false, reason: `decide every action of the change set exactly once: ${problems.join("; ") || "no action was decided"}.` };
   }
   return { ok: true, form: { entries } };
+}
+
+/**
+ * The edited action of an edit of `row` (the waiting action, or the set's action it names): its operation on its
+ * object under the operation's id argument. Without the row (a stale tab, a thread no longer waiting) it names
+ * update_task on task 0; the driver then refuses the stale card.
+ */
+function editedActionOf(row: ActionRow | undefined, fields: Record<string, unknown>): { name: string; args: Record<string, unknown> } {
+  return { name: row?.envelope.operation ?? "update_task", args: { [row ? OPERATIONS[row.envelope.operation].idArg : "taskId"]: row?.envelope.object.id ?? 0, fields } };
 }
 
 /** An edit's values from `<prefix>field.<F>` (text) and `<prefix>json.<F>` (JSON) inputs, as the page and its signature build them. */
