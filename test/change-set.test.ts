@@ -147,6 +147,26 @@ describe("a change set", () => {
     expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
   });
 
+  it("a cancel of a change set needs an approver of every operation in it (or the requester): one who may decide only the update is refused, the set keeps waiting", async () => {
+    const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+    policy.operations.add_task_comment.approverGroups = ["task-leads"];
+    policy.version = "test-comment-leads";
+    const file = path.join(dataDir, "policy.json");
+    fs.writeFileSync(file, JSON.stringify(policy));
+    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!], { ACTION_ENVELOPE_POLICY: file });
+    const view = await waiting(`set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`);
+    const a = view.approval!;
+    const cancel = (id: string) => ({ decisions: [{ type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id }, reason: "not needed" }] });
+    // bob may decide update_task (task-approvers) but not add_task_comment (task-leads only).
+    const refused = await submitDecision(app, view.threadId, cancel("bob"));
+    expect(refused.status).toBe("awaiting_approval");
+    expect(refused.approval!.lastRefusal).toMatchObject({ code: "APPROVER_NOT_ALLOWED", reason: expect.stringContaining("add_task_comment") });
+    // The requester may cancel their own request.
+    const done = await submitDecision(app, view.threadId, cancel("demo-user"));
+    expect(done.state!.reasonCode).toBe("CANCELLED");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
   it("decided per action by id: approving the update and rejecting the comment runs the update at once (policy: reversible may run after a partial approval)", async () => {
     await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!]);
     const view = await waiting(`set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`);

@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { allowedApprovers, approverNotAllowed, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
+import { approverNotAllowed, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -359,10 +359,12 @@ async function systemDecision(
   const envelopeHash = action.envelopeHash;
   const now = deps.clock();
   if (d.type === "cancel") {
-    const allowed = allowedApprovers(deps.policy, envelope.operation);
+    // An approver of the whole approval: for a change set, of every operation it covers (as for an approval).
+    const operations = members ? members.map((m) => m.envelope.operation) : [envelope.operation];
     if (authUser !== undefined && authUser !== d.by.id) return refuse("APPROVER_NOT_ALLOWED", `the request is authenticated as ${authUser}, but the cancel names ${d.by.id}`, false);
-    if (d.by.id !== envelope.requestedBy && !allowed.has(d.by.id)) {
-      return refuse("APPROVER_NOT_ALLOWED", `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may`, false);
+    const notAllowed = d.by.id === envelope.requestedBy ? undefined : approverNotAllowed(deps.policy, d.by.id, operations);
+    if (notAllowed) {
+      return refuse("APPROVER_NOT_ALLOWED", `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may (${notAllowed})`, false);
     }
     if (deps.policy.requireSignature && authUser === undefined) {
       return refuse("SIGNATURE_REQUIRED", `policy ${deps.policy.id}@${deps.policy.version} requires signed decisions; an unsigned cancel is refused (cancel from an authenticated connection)`, true);
