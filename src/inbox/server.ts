@@ -31,6 +31,9 @@ import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import { tarArchive } from "./tar.js";
 import type { InboxUsers } from "./users.js";
 
+
+/** How long closing the inbox waits for requests still being answered. */
+const CLOSE_GRACE_MS = 5_000;
 export interface InboxOptions {
   app: App;
   users: InboxUsers;
@@ -702,8 +705,15 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
     url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
+        // A request still being answered (a decision whose run has just ended: `npm start --inbox` sees
+        // the outcome and closes the inbox) gets its answer; idle keep-alive connections go at once, and
+        // anything still open after CLOSE_GRACE_MS is cut.
+        const cut = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
+        server.close(() => {
+          clearTimeout(cut);
+          resolve();
+        });
+        server.closeIdleConnections();
       }),
   };
 }
