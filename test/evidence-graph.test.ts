@@ -234,4 +234,41 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     expect(b.read("pre-read").data.raw.result.task.id).toBe("4");
     expect(JSON.stringify(b.read("pre-read").data.raw)).not.toContain("FORGED");
   });
+
+  it("each step writes only the mirror channels that changed, none with a raw answer; a mirror a client rewrote is written back from the journal", async () => {
+    const view = await waiting("rename task 4 to Written once", readThenPropose(4, { TITLE: "Written once" }));
+    const config = { configurable: { thread_id: view.threadId } };
+    // A client rewrites the envelope and card mirrors while the approval waits (the API's updateState),
+    // and the run is driven back to its interrupt.
+    const before = (await app!.graph.getState(config)).values as any;
+    await app!.graph.updateState(config, { envelope: { ...before.envelope, params: { TITLE: "FORGED" } }, card: "FORGED CARD" }, "build_envelope");
+    await app!.graph.invoke(null, config);
+    const again = await viewThread(app!, view.threadId);
+    expect(again.status).toBe("awaiting_approval");
+    const done = await submitDecision(app!, view.threadId, approve(again));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+
+    // Every write of every step, as the checkpointer holds them (a checkpoint's pending writes are
+    // those of the step that ran from it).
+    const writes: Array<{ channel: string; value: any }> = [];
+    for await (const t of app!.checkpointer.list(config)) for (const [, channel, value] of t.pendingWrites ?? []) writes.push({ channel, value });
+    const of = (channel: string) => writes.filter((w) => w.channel === channel).map((w) => w.value);
+    // build_envelope wrote the envelope and card, the client its forgeries, and the first node that
+    // saw them wrote the journal's copy back; none of the other steps rewrote them.
+    expect(of("envelope").map((e) => e.params.TITLE).sort()).toEqual(["FORGED", "Written once", "Written once"]);
+    expect(of("card").filter((c) => c === "FORGED CARD")).toHaveLength(1);
+    expect(of("card")).toHaveLength(3);
+    const after = (await app!.graph.getState(config)).values as any;
+    expect(after.envelope.params.TITLE).toBe("Written once");
+    expect(after.card).not.toBe("FORGED CARD");
+    // The evidence mirrors are written once each, as state keeps them: without the target's answers.
+    for (const channel of ["preRead", "verification"]) {
+      expect(of(channel)).toHaveLength(1);
+      expect(of(channel)[0].raw).toBe(RAW_IN_JOURNAL);
+    }
+    expect(of("acknowledgement")).toHaveLength(1);
+    expect(of("acknowledgement")[0].body).toBe(RAW_IN_JOURNAL);
+    expect((await app!.deps.audit.records({ threadId: view.threadId })).some((r) => r.event === "tamper_detected")).toBe(true);
+  });
 });

@@ -231,15 +231,52 @@ export function unusableApproval(envelope: { expiresAt: string; portal: string }
   return null;
 }
 
-/** Mirror of an action for graph state (display only; nothing reads it back to decide). */
-export function mirrorOf(a: ActionRow): Update {
-  return {
+/**
+ * Mirror of an action for graph state (display only; nothing reads it back to decide). Given the
+ * state the node ran on, channels that already hold the journal's value are left out
+ * (`unchangedLeftOut`).
+ */
+export function mirrorOf(a: ActionRow, state?: State): Update {
+  const full: Update = {
     envelope: a.envelope,
     envelopeHash: a.envelopeHash,
     card: a.card,
     escalatedTo: a.escalatedTo,
     supersededHashes: a.supersededHashes,
   };
+  return state ? unchangedLeftOut(full, state) : full;
+}
+
+/** How state keeps each evidence channel (its reducer strips the target's raw answers, state.ts). */
+const STATE_FORM: Partial<Record<keyof State, (v: never) => unknown>> = {
+  preRead: preReadMirror,
+  acknowledgement: acknowledgementMirror,
+  verification: verificationMirror,
+};
+/** The mirror channels: the journal's copy is written into state only where state's differs. */
+const MIRRORED = new Set<keyof State>(["envelope", "envelopeHash", "card", "escalatedTo", "supersededHashes", "decision", "preRead", "invocation", "acknowledgement", "verification"]);
+
+/**
+ * Drops from a node's update every mirror channel whose value state already holds. Every step used to
+ * rewrite the envelope and card (about 5 KB), and `finish` every evidence record, into the step's
+ * checkpoint writes although nothing had changed; that was most of what a decision serialised. A
+ * channel that differs (a first write, or one a client rewrote) is still written, so state goes on
+ * mirroring the journal. Other channels (messages, outcome, routing flags) always pass.
+ */
+export function unchangedLeftOut(update: Update, state: State): Update {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(update) as Array<[keyof State, unknown]>) {
+    if (!MIRRORED.has(k)) {
+      out[k] = v;
+      continue;
+    }
+    // Written as state keeps it: the reducer would strip the raw answers anyway, after they had been
+    // serialised into the step's writes.
+    const form = STATE_FORM[k];
+    const mine = form ? form(v as never) : v;
+    if (!sameJson(mine ?? null, state[k] ?? null)) out[k] = mine;
+  }
+  return out as Update;
 }
 
 export function closedUpdate(c: ClosedRecord): Update {

@@ -46,7 +46,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     const row = (await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted)) ?? action;
     const refusal: Refusal = { code, reason, at, envelopeHash, raw };
     await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen, people));
-    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...mirrorOf(row) };
+    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...mirrorOf(row, state) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
     if (counted && code === "EXPIRED") return { ...base, ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
     if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
@@ -117,7 +117,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const decided = await decide(deps, action, journalDecision);
   if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record, people));
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };
+  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
   switch (d.type) {
     case "approve":
       return base;
@@ -279,7 +279,7 @@ async function setDecision(
   const decided = await decide(deps, asOne, journalDecision, members);
   if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(action.envelope, setHash, record, people));
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };
+  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
   if (type === "approve" || type === "edit") return base;
   if (revise) {
     return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`)] };
@@ -395,7 +395,7 @@ async function systemDecision(
   const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) }, members);
   if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row) };
+  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
   if (d.type === "cancel") return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`)) };
   if (escalate) return { ...base, escalatedTo: group! };
   return {

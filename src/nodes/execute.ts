@@ -8,7 +8,7 @@ import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { busyReason, leaseOf } from "../hitl/object-lease.js";
 import { OPERATIONS, isOperationName, writeArgsOf, type OperationName } from "../envelope/index.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
+import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
  * The only node holding the write handle. It acts only for an action the journal holds at
@@ -22,6 +22,10 @@ import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, u
  * same arguments and the same key, so the portal replays its first answer instead of applying it again.
  */
 export async function execute(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+  return unchangedLeftOut(await sendWrite(state, config), state);
+}
+
+async function sendWrite(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "execute", state);

@@ -5,7 +5,7 @@ import { getDeps, type Deps } from "../runtime/deps.js";
 import type { AcknowledgementRecord } from "../hitl/records.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
-import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
@@ -68,7 +68,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   // Every ending gets its closing audit record, keyed so a re-run of this node cannot add a second.
   const own = action && !action.set ? { preRead: evidence.preRead, invocation: evidence.invocation, acknowledgement: evidence.acknowledgement, verification: evidence.verification } : undefined;
   await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at, ...(own ? { evidence: own } : {}) }));
-  return {
+  return unchangedLeftOut({
     ...(action ? mirrorOf(action) : {}),
     messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
     decision: evidence.decision,
@@ -79,7 +79,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
     ...closedUpdate(closed),
     finishedAt: closed.at,
     needsResync: false,
-  };
+  }, state);
 }
 
 /**

@@ -10,7 +10,7 @@ import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unusableApproval } from "../hitl/journal-gate.js";
+import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut, unusableApproval } from "../hitl/journal-gate.js";
 
 /**
  * A fresh read right before the write, of the target the journal registered. Only MATCH moves the
@@ -21,6 +21,10 @@ import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, u
  * on the same task can pass its own pre-read until this one is verified or closed.
  */
 export async function preRead(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+  return unchangedLeftOut(await readBeforeWrite(state, config), state);
+}
+
+async function readBeforeWrite(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "pre_read", state);

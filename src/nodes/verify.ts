@@ -5,7 +5,7 @@ import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyDeleted, ver
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { AcknowledgementRecord, PreReadRecord, VerificationRecord } from "../hitl/records.js";
-import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
 import { invocationOf } from "./execute.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import { nextFromJournal } from "../store/action-machine.js";
@@ -47,7 +47,7 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
   if (!moved.ok) return { needsResync: true };
   // A change set goes on to its next approved action only after this one VERIFIED (the chain rule).
   const next = action.set ? nextFromJournal(gate.thread, await deps.journal.currentAction(gate.threadId)) : null;
-  return { ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification, journalNext: next === "pre_read" ? "pre_read" : null };
+  return unchangedLeftOut({ ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification, journalNext: next === "pre_read" ? "pre_read" : null }, state);
 }
 
 /** The fresh read after the write and its verdict, by the operation's effect (src/envelope/operations.ts). */
