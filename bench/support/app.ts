@@ -16,7 +16,7 @@ import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import type { CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
-import { openApp, startRun, submitDecision, type App, type ThreadView } from "../../src/app/threads.js";
+import { RUN_DURABILITY, openApp, startRun, submitDecision, type App, type ThreadView } from "../../src/app/threads.js";
 import type { Bitrix24Tools } from "../../src/tools/bitrix24-tools.js";
 import { GroupCommitSqliteSaver } from "../../src/store/checkpointer.js";
 import { ScriptedChatModel, call, type Script } from "../../test/support/scripted-model.js";
@@ -245,8 +245,9 @@ export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Pro
         .addEdge("verify", END)
         .compile({ checkpointer })
     : new StateGraph(BareState).addNode("ask", ask).addNode("write", write).addEdge(START, "ask").addEdge("ask", "write").addEdge("write", END).compile({ checkpointer });
-  // Same durability as our runs: each step's checkpoint is on disk before the next step starts.
-  const config = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: "sync" as const });
+  // Same durability as our runs (RUN_DURABILITY, also LangGraph's default): a step's checkpoint is
+  // committed while the next step runs, and every one is committed before the run returns.
+  const config = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: RUN_DURABILITY });
   return {
     async start(threadId, taskId) {
       await graph.invoke({ taskId, title: `BENCH-${taskId} - BARE`, approved: null, result: null }, config(threadId));

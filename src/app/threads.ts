@@ -110,7 +110,17 @@ export function openApp(deps: Deps, opts: OpenOptions = {}): App {
   };
 }
 
-const runConfig = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: "sync" as const });
+/**
+ * How our runs checkpoint: "async", so a step's checkpoint is committed while the next node runs
+ * (its Bitrix24 call, typically) instead of before it starts. The run still returns only once every
+ * checkpoint is committed (LangGraph awaits them at the end), so a finished or paused run is on disk.
+ * What a crash can leave is a checkpoint a step behind the journal; nothing is decided from the
+ * checkpoint (the journal is the authority, and every node asks it first), and a checkpoint behind
+ * the journal is read as the journal's step (checkpointBehind, test/checkpoint-rollback.test.ts).
+ */
+export const RUN_DURABILITY = "async" as const;
+
+const runConfig = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: RUN_DURABILITY });
 
 /** One node's state update, as it happens; the CLI shows each step from these. */
 export type StepListener = (node: string, update: Partial<State>) => void;

@@ -10,7 +10,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { Command } from "@langchain/langgraph";
-import { viewThread, type App, type ThreadView } from "../app/threads.js";
+import { RUN_DURABILITY, viewThread, type App, type ThreadView } from "../app/threads.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 
 export class StaleCardError extends Error {
@@ -82,11 +82,11 @@ async function resumeAsSignedIn(app: App, threadId: string, identity: string, ro
     const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
     const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
       configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: [role] } },
-      durability: "sync",
+      durability: RUN_DURABILITY,
       streamMode: "updates",
     });
     for await (const _chunk of stream) {
-      // Drained: each node has run and been checkpointed when the stream ends.
+      // Drained: each node has run, and its checkpoint is committed, when the stream ends.
     }
     return await viewThread(app, threadId);
   } finally {
