@@ -73,4 +73,17 @@ describe("changedSinceWrite", () => {
     if (!plan.ok) throw new Error(plan.reason);
     expect(changedSinceWrite(plan, { ...before, title: "theirs" })).toEqual([{ field: "TITLE", ours: "ours", now: "theirs" }]);
   });
+
+  it("the object's change marker is flagged as such and named first, whatever order the keys come in", () => {
+    const e = envelopeFor({ TITLE: "ours" });
+    const after = { ...before, title: "ours" };
+    const plan = compensationOf(e, taskBody(after));
+    if (!plan.ok) throw new Error(plan.reason);
+    const changed = changedSinceWrite(plan, { ...after, description: "edited", changedDate: "2026-11-30T12:00:00+03:00" });
+    expect(changed.map((c) => [c.field, c.marker ?? false])).toEqual([
+      ["CHANGED_DATE", true],
+      ["DESCRIPTION", false],
+    ]);
+    expect(changed[0]!.ours).toBe(before["changedDate"]);
+  });
 });

@@ -63,9 +63,11 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
 
 export interface ChangedSinceWrite {
   field: string;
-  /** What our write left (for CHANGED_DATE: its value at our verification read). */
+  /** What our write left (for the change marker: its value at our verification read). */
   ours: unknown;
   now: unknown;
+  /** The field is the object's change marker (targets.ts `changeMarker`): its `ours` is what our verification read. */
+  marker?: true;
 }
 
 /**
@@ -92,11 +94,12 @@ export function changedSinceWrite(plan: Extract<CompensationPlan, { ok: true }>,
     for (const key of keys) {
       const ours = plan.afterWrite[key];
       const now = task[key];
-      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null)) out.push({ field: taskKeyToField(key), ours, now });
+      const field = taskKeyToField(key);
+      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null)) out.push({ field, ours, now, ...(field === CHANGE_MARKER_FIELD ? { marker: true as const } : {}) });
     }
   }
   // The change marker first: it is what a person looks at to see that the task was edited.
-  return out.sort((a, b) => Number(b.field === CHANGE_MARKER_FIELD) - Number(a.field === CHANGE_MARKER_FIELD));
+  return out.sort((a, b) => Number(b.marker === true) - Number(a.marker === true));
 }
 
 // ── Undo of a create: delete what it created ───────────────────────────────────────────────────────
@@ -190,7 +193,8 @@ export function changedSinceCreated(plan: DeletePlan, object: Record<string, unk
     for (const key of Object.keys(plan.createdRead).filter((k) => !named.has(k) && Object.prototype.hasOwnProperty.call(object, k)).sort()) {
       const ours = plan.createdRead[key];
       const now = object[key];
-      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null)) out.push({ field: subject.fieldOf(key), ours, now });
+      const field = subject.fieldOf(key);
+      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null)) out.push({ field, ours, now, ...(field === subject.changeMarker ? { marker: true as const } : {}) });
     }
   }
   return out;

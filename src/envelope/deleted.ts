@@ -16,7 +16,7 @@ import { extractComments } from "./created.js";
 import { fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
-import { isRecord } from "./targets.js";
+import { TARGETS, isRecord } from "./targets.js";
 
 export type DeletedKind = "task_comment" | "task";
 
@@ -29,12 +29,14 @@ export interface DeleteSubject {
   fieldOf(key: string): string;
   /** For messages: "comment 12 of task 4", "task 9". */
   label(taskId: number, id: number): string;
+  /** The field that moves on every change of the object, when it has one (a comment has none). */
+  changeMarker?: string;
 }
 
 export const DELETE_SUBJECTS: Readonly<Record<DeletedKind, DeleteSubject>> = {
   // A comment as task.commentitem.getlist lists it: UPPER_SNAKE keys, so a field's name is its key.
   task_comment: { kind: "task_comment", idKey: "ID", keyOf: (f) => f, fieldOf: (k) => k, label: (taskId, id) => `comment ${id} of task ${taskId}` },
-  task: { kind: "task", idKey: "id", keyOf: fieldToTaskKey, fieldOf: taskKeyToField, label: (_taskId, id) => `task ${id}` },
+  task: { kind: "task", idKey: "id", keyOf: fieldToTaskKey, fieldOf: taskKeyToField, label: (_taskId, id) => `task ${id}`, changeMarker: TARGETS.task.changeMarker },
 };
 
 /** The fields a comment delete compares: who wrote the comment and what it says. */

@@ -143,7 +143,7 @@ export async function readUndoPart(tools: { read(role: ReadRole, args: Record<st
 }
 
 function describeChanges(changed: ChangedSinceWrite[], ours: string): string {
-  return changed.map((c) => `${c.field} (${c.field === "CHANGED_DATE" || c.field === "DATE_MODIFY" ? "at our verification" : ours} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ");
+  return changed.map((c) => `${c.field} (${c.marker ? "at our verification" : ours} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ");
 }
 
 /**
