@@ -10,6 +10,9 @@
 import { AIMessage } from "@langchain/core/messages";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRun, type ThreadView } from "../src/app/threads.js";
+import { inboxFor } from "../src/inbox/queue.js";
+import { listFragment } from "../src/inbox/pages.js";
+import { cardSection } from "../src/inbox/card-view.js";
 import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -137,5 +140,25 @@ describe("pending by object", () => {
     const help = await runCli(["pending", "--help"], env);
     expect(help.stdout).toMatch(/--deal <id>\s+only approvals with an action on this deal/);
     expect(help.stdout).toMatch(/--object <task>\s+the same as --task/);
+  });
+});
+
+describe("the web inbox names a deal as a deal", () => {
+  it("the listing says `update_deal · deal 3`, a task approval `task 3`, the set's actions their tasks; the deal's card reads 'from the deal'", async () => {
+    const app = await openTestApp(portal, env["ACTION_ENVELOPE_DATA_DIR"]!);
+    try {
+      const items = await inboxFor(app, "bob");
+      const list = String(listFragment(items));
+      expect(list).toContain("update_deal · deal 3 · STAGE_ID");
+      expect(list).not.toContain("update_deal · task 3");
+      expect(list).toContain("update_task · task 3 · TITLE");
+      expect(list).toContain("a1 update_task · task 4 · STATUS; a2 add_task_comment · task 3 · POST_MESSAGE");
+      const row = (await app.deps.journal.currentAction(deal.threadId))!;
+      const card = String(cardSection(row));
+      expect(card).toContain("Changes: value read from the deal when the envelope was made");
+      expect(await portal.writes()).toEqual([]);
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -170,6 +170,13 @@ export function operationSpec(name: string): OperationSpec | undefined {
   return isOperationName(name) ? OPERATIONS[name] : undefined;
 }
 
+/** What an operation acts on, for a person: "task 4", "deal 3", or "a new task" (a create names no object yet). */
+export function objectNamed(operation: string, id: number): string {
+  const spec = operationSpec(operation);
+  if (!spec) return `object ${id}`;
+  return spec.effect === "create" ? `a new ${spec.target}` : `${spec.target} ${id}`;
+}
+
 /** The field table an operation's params are checked against: its own, or the task's for names the table does not hold (add_task, delete_task in a policy). */
 export function fieldsOf(operation: string): Readonly<Record<string, FieldSpec>> {
   return operationSpec(operation)?.fields ?? TASK_FIELDS;

@@ -7,7 +7,8 @@
  */
 import { renderCard, renderValue } from "../envelope/card.js";
 import { enumLabel } from "../envelope/fields.js";
-import { OPERATIONS } from "../envelope/operations.js";
+import { OPERATIONS, objectNamed } from "../envelope/operations.js";
+import { deleteSubjectOf, deletedIdOf } from "../envelope/deleted.js";
 import { personNote } from "../envelope/people.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
@@ -72,7 +73,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
   const deletedRows = deleting
     ? [...e.comparedFields, ...e.invariantFields].map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value before">${markedHtml(display(e.baseline.values[f], `${f} (now)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (now)`)}</td><td><em>deleted</em></td></tr>`)
     : [];
-  const deletedWhat = OPERATIONS[e.operation].deletes === "task_comment" ? `comment ${String(e.params["COMMENT_ID"])} of task ${e.object.id}` : `task ${e.object.id}`;
+  const deletedWhat = deleting ? deleteSubjectOf(e.operation)!.label(e.object.id, deletedIdOf(e)) : "";
   const changes = deleting ? deletedRows : Object.entries(e.params).map(([field, value]) => {
     if (create) {
       const after = display(value, `${field} (requested)`);
@@ -110,7 +111,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
     ${warnings.length
       ? html`<div class="warnings" role="alert"><h3>⚠ Warnings (${warnings.length}): look closely before approving</h3><ul>${warnings.map((w) => html`<li>${rendered(w)}</li>`)}</ul></div>`
       : ""}
-    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be posted (there is no value before it)` : "Changes: value read from the task when the envelope was made → value to write"}</h3>
+    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be posted (there is no value before it)` : `Changes: value read from the ${e.object.type} when the envelope was made → value to write`}</h3>
     <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">${deleting ? "Now" : "Before"}</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
     ${deleting ? "" : html`<h3>Must stay unchanged (${e.invariantFields.length})</h3>
     <table class="invariants"><tbody>${invariants}</tbody></table>`}
@@ -162,7 +163,7 @@ export function setOutcomeTable(members: ActionRow[]): Html {
   const rows = members.map((r) => {
     const c = r.progress.closed;
     const outcome = c?.outcome ?? (r.phase === "superseded" ? "SUPERSEDED" : "open");
-    return html`<tr data-action-id="${r.set?.actionId ?? ""}"><th scope="row">${r.set?.actionId ?? "—"}</th><td>${r.envelope.operation}</td><td>task ${r.envelope.object.id}</td>
+    return html`<tr data-action-id="${r.set?.actionId ?? ""}"><th scope="row">${r.set?.actionId ?? "—"}</th><td>${r.envelope.operation}</td><td>${objectNamed(r.envelope.operation, r.envelope.object.id)}</td>
       <td><span class="outcome outcome-${outcome}">${outcome}</span></td><td>${c?.reasonCode ?? "—"}</td><td>${text(c?.reason ?? "")}</td></tr>`;
   });
   return html`<table class="set-outcomes"><caption>Action by action</caption><thead><tr><th scope="col">Action</th><th scope="col">Operation</th><th scope="col">Object</th><th scope="col">Outcome</th><th scope="col">Reason code</th><th scope="col">Reason</th></tr></thead><tbody>${rows}</tbody></table>`;

@@ -1,4 +1,5 @@
 /** Page layouts of the web inbox: plain server-rendered HTML, one script and one stylesheet from /static. */
+import { objectNamed } from "../envelope/operations.js";
 import { html, text, type Html } from "./html.js";
 import type { InboxItem, QuestionItem } from "./queue.js";
 
@@ -63,8 +64,8 @@ export function listFragment(items: InboxItem[], questions: QuestionItem[] = [],
       <a href="${base}/t/${encodeURIComponent(i.threadId)}">
         <span class="risk risk-${i.risk}">${i.risk}</span>
         ${i.actions
-          ? html`<span class="what">change set of ${i.actions.length} actions, in order: ${i.actions.map((a, n) => html`${n ? "; " : ""}${a.actionId} ${a.operation} · task ${a.taskId} · ${a.fields.join(", ")}`)}</span>`
-          : html`<span class="what">${i.operation} · task ${i.taskId} · ${i.fields.join(", ")}</span>`}
+          ? html`<span class="what">change set of ${i.actions.length} actions, in order: ${i.actions.map((a, n) => html`${n ? "; " : ""}${a.actionId} ${a.operation} · ${objectNamed(a.operation, a.taskId)} · ${a.fields.join(", ")}`)}</span>`
+          : html`<span class="what">${i.operation} · ${objectNamed(i.operation, i.taskId)} · ${i.fields.join(", ")}</span>`}
         <span class="who">requested by ${text(i.requestedBy)} · revision ${i.revision}</span>
         <span class="when">expires <span class="countdown" data-expires="${String(Date.parse(i.expiresAt))}">${i.expiresAt}</span></span>
         ${i.escalatedTo ? html`<span class="flag">escalated to ${text(i.escalatedTo)}</span>` : ""}

@@ -15,7 +15,7 @@ import { streamSSE } from "hono/streaming";
 import { bodyLimit } from "hono/body-limit";
 import { viewThread, type App, type ThreadView } from "../app/threads.js";
 import { DecisionNotAcceptedError } from "../errors.js";
-import { OPERATIONS } from "../envelope/operations.js";
+import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
 import { cardSection, setOutcomeTable, setSection } from "./card-view.js";
@@ -542,7 +542,7 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
         : html`<label for="edit-${id}-${f}">${f} (JSON)</label><textarea id="edit-${id}-${f}" name="edit.${id}.json.${f}" rows="2">${JSON.stringify(v)}</textarea>`,
     );
     return html`<fieldset class="per-action" data-action-id="${id}" data-task="${String(e.object.id)}" data-idarg="${OPERATIONS[e.operation].idArg}" data-operation="${e.operation}">
-      <legend>${id}: ${e.operation} on task ${e.object.id}</legend>
+      <legend>${id}: ${e.operation} on ${objectNamed(e.operation, e.object.id)}</legend>
       ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit (the set becomes a new revision for a fresh approval)")}
       <label for="message-${id}">Feedback if rejected (optional)</label><textarea id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
       <details><summary>Values for an edit of ${id}</summary>${editInputs}</details>
