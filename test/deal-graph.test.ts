@@ -8,6 +8,9 @@ import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
+import { buildCase } from "../src/evidence/bundle.js";
+import { renderCase } from "../src/evidence/render.js";
+import { objectKeyOf } from "../src/store/action-machine.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -74,6 +77,23 @@ describe("a deal update", () => {
     expect([after["STAGE_ID"], after["STAGE_SEMANTIC_ID"], after["CLOSED"]]).toEqual(["WON", "S", "Y"]);
     const automatic = done.state!.verification!.fields.filter((f) => f.status === "automatic").map((f) => f.field);
     expect(automatic).toEqual(expect.arrayContaining(["DATE_MODIFY", "STAGE_SEMANTIC_ID", "CLOSED"]));
+  });
+
+  it("names the deal as a deal where a task's messages said 'task': the case record's What line, and a lease another action holds", async () => {
+    await open(3, { STAGE_ID: "WON" }, { ACTION_ENVELOPE_OBJECT_WAIT_MS: "1" });
+    const busy = await waiting("move deal 3 to WON");
+    const e = busy.approval!.envelope;
+    // Another approved action holds deal 3 from its pre-read to its verification.
+    const held = await app.deps.journal.acquireObjectLease(objectKeyOf(e), { envelopeHash: "f".repeat(64), threadId: "other-thread" }, 60_000);
+    expect(held.acquired).toBe(true);
+    const stopped = await submitDecision(app, busy.threadId, approve(busy));
+    expect(stopped.state!.reasonCode).toBe("TARGET_BUSY");
+    expect(stopped.state!.reason).toContain("another approved action holds deal 3 from its pre-read");
+    expect(await dealWrites()).toHaveLength(0);
+
+    const records = await app.deps.audit.records({ threadId: busy.threadId });
+    const { caseRecord, evidence } = buildCase({ threadId: busy.threadId, status: "finished", state: stopped.state, records, chain: await app.deps.audit.verify() });
+    expect(renderCase(caseRecord, evidence)).toMatch(/What: +update_deal deal 3 \{"STAGE_ID":"WON"\}/);
   });
 
   it("is not written when the deal changed after the card was shown: STALE_STATE naming the field, no write", async () => {

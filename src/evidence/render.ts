@@ -8,6 +8,7 @@
  * escape sequences, bidi and invisible characters appear as ⟨U+XXXX⟩ and cannot start a new line.
  * The card as shown was escaped when it was rendered; its lines are only checked again.
  */
+import { objectNamed } from "../envelope/operations.js";
 import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
 import { esc, escapeRendered } from "../text/escape.js";
 import type { CaseRecord, EvidenceObject, WriterWindow } from "./bundle.js";
@@ -31,7 +32,7 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   line(esc`Requested by:  ${p.requestedBy ?? "(unknown)"}` + (p.request !== null ? esc` — "${p.request}"` : ""));
   line(`Risk:          ${p.risk ? esc`${p.risk.level} / ${p.risk.reversibility}` : "(not classified)"}`);
   if (p.what) {
-    line(esc`What:          ${p.what.operation} task ${p.what.taskId ?? "?"} ${JSON.stringify(p.what.params)}`);
+    line(esc`What:          ${p.what.operation} ${p.what.taskId !== null ? objectNamed(p.what.operation, p.what.taskId) : "(no object)"} ${JSON.stringify(p.what.params)}`);
     line(`Envelope:      ${p.what.envelopeHash ? esc`${p.what.envelopeHash} (revision ${p.what.revision})` : "(none built)"}`);
   } else line("What:          (no proposal)");
   line(

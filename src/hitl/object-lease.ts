@@ -41,7 +41,7 @@ export function leaseOf(deps: Pick<Deps, "config">, action: ActionRow): { object
 
 export function busyReason(action: ActionRow, holder: ObjectLease, waitedMs: number): string {
   return (
-    `another approved action holds task ${action.envelope.object.id} from its pre-read to its verification ` +
+    `another approved action holds ${action.envelope.object.type} ${action.envelope.object.id} from its pre-read to its verification ` +
     `(envelope ${holder.owner.slice(0, 12)}…, thread ${holder.threadId}, lease until ${new Date(holder.expiresAt).toISOString()}); ` +
     `waited ${(waitedMs / 1000).toFixed(1)} s (ACTION_ENVELOPE_OBJECT_WAIT_MS); nothing was sent. Approve a new proposal once it has ended, so it is built on the state that results`
   );
