@@ -75,6 +75,9 @@ describe("a deal update", () => {
     expect(done.state!.invocation).toMatchObject({ tool: "update_deal", args: { dealId: 3, fields: { STAGE_ID: "WON" } } });
     const after = await deal(3);
     expect([after["STAGE_ID"], after["STAGE_SEMANTIC_ID"], after["CLOSED"]]).toEqual(["WON", "S", "Y"]);
+    // The answer is tied to deal 3 by its own id key (a deal answers "ID", a task "id").
+    expect(done.state!.preRead!.identity).toEqual({ expected: 3, answered: "3", status: "MATCH" });
+    expect(done.state!.verification!.identity).toEqual({ expected: 3, answered: "3", status: "MATCH" });
     const automatic = done.state!.verification!.fields.filter((f) => f.status === "automatic").map((f) => f.field);
     expect(automatic).toEqual(expect.arrayContaining(["DATE_MODIFY", "STAGE_SEMANTIC_ID", "CLOSED"]));
   });

@@ -155,7 +155,7 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     };
   }
   const task = extracted.task;
-  const identity: ObjectIdentity = { expected: e.object.id, answered: task["id"], status: "MATCH" };
+  const identity: ObjectIdentity = { expected: e.object.id, answered: task[t.idKey], status: "MATCH" };
   const check = (field: string, role: "compared" | "invariant"): FieldCheck => {
     const taskKey = fieldToTaskKey(field);
     const expected = e.baseline.values[field];
@@ -263,7 +263,7 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     };
   }
   const task = extracted.task;
-  const identity: ObjectIdentity = { expected: e.object.id, answered: task["id"], status: "MATCH" };
+  const identity: ObjectIdentity = { expected: e.object.id, answered: task[t.idKey], status: "MATCH" };
   const fields: FieldCheck[] = [];
   const moved: MovedField[] = [];
 

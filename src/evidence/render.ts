@@ -98,7 +98,7 @@ function details(e: EvidenceObject): string[] {
       const identity = d["identity"] as ObjectIdentity | null | undefined;
       const window = d["concurrentWriterWindow"] as WriterWindow | null | undefined;
       return [
-        ...(identity ? [esc`identity: ${identity.status} (expected task ${identity.expected}, answer names ${JSON.stringify(identity.answered) ?? "none"})`] : []),
+        ...(identity ? [esc`identity: ${identity.status} (expected id ${identity.expected}, answer names ${JSON.stringify(identity.answered) ?? "none"})`] : []),
         ...fieldLines(d["fields"] as FieldCheck[] | undefined),
         ...movedLines(d["moved"] as MovedField[] | null | undefined),
         ...(window ? [esc`window not covered: ${window.uncoveredMs ?? "?"} ms between pre-read ${window.preReadAt ?? "?"} and write ${window.writeSentAt}; ${window.statement}`] : []),
