@@ -78,6 +78,9 @@ describe("a deal update", () => {
     // The answer is tied to deal 3 by its own id key (a deal answers "ID", a task "id").
     expect(done.state!.preRead!.identity).toEqual({ expected: 3, answered: "3", status: "MATCH" });
     expect(done.state!.verification!.identity).toEqual({ expected: 3, answered: "3", status: "MATCH" });
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const { caseRecord, evidence } = buildCase({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() });
+    expect(renderCase(caseRecord, evidence)).toContain('identity: MATCH (expected deal 3, answer names "3")');
     const automatic = done.state!.verification!.fields.filter((f) => f.status === "automatic").map((f) => f.field);
     expect(automatic).toEqual(expect.arrayContaining(["DATE_MODIFY", "STAGE_SEMANTIC_ID", "CLOSED"]));
   });

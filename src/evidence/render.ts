@@ -8,7 +8,7 @@
  * escape sequences, bidi and invisible characters appear as ⟨U+XXXX⟩ and cannot start a new line.
  * The card as shown was escaped when it was rendered; its lines are only checked again.
  */
-import { objectNamed } from "../envelope/operations.js";
+import { objectNamed, operationSpec } from "../envelope/operations.js";
 import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
 import { esc, escapeRendered } from "../text/escape.js";
 import type { CaseRecord, EvidenceObject, WriterWindow } from "./bundle.js";
@@ -17,6 +17,7 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   const lines: string[] = [];
   const line = (s = "") => lines.push(s);
   const p = c.firstPage;
+  const kind = (p.what && operationSpec(p.what.operation)?.target) ?? "object";
   const rule = "─".repeat(72);
 
   line(esc`CASE RECORD  thread ${p.threadId}  (${p.status})`);
@@ -68,7 +69,7 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   for (const e of evidence) {
     line(esc`[${e.name}] ${e.at}`);
     line(esc`  ${e.summary}`);
-    for (const detail of details(e)) line(`  ${detail}`);
+    for (const detail of details(e, kind)) line(`  ${detail}`);
   }
 
   line();
@@ -83,7 +84,8 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
 }
 
 /** Display lines for one evidence object, each already escaped. */
-function details(e: EvidenceObject): string[] {
+/** `kind`: what the case's object is ("task", "deal"), for naming the id an answer was expected to carry. */
+function details(e: EvidenceObject, kind: string): string[] {
   const d = e.data;
   switch (e.kind) {
     case "approval_request":
@@ -98,7 +100,7 @@ function details(e: EvidenceObject): string[] {
       const identity = d["identity"] as ObjectIdentity | null | undefined;
       const window = d["concurrentWriterWindow"] as WriterWindow | null | undefined;
       return [
-        ...(identity ? [esc`identity: ${identity.status} (expected id ${identity.expected}, answer names ${JSON.stringify(identity.answered) ?? "none"})`] : []),
+        ...(identity ? [esc`identity: ${identity.status} (expected ${kind} ${identity.expected}, answer names ${JSON.stringify(identity.answered) ?? "none"})`] : []),
         ...fieldLines(d["fields"] as FieldCheck[] | undefined),
         ...movedLines(d["moved"] as MovedField[] | null | undefined),
         ...(window ? [esc`window not covered: ${window.uncoveredMs ?? "?"} ms between pre-read ${window.preReadAt ?? "?"} and write ${window.writeSentAt}; ${window.statement}`] : []),
