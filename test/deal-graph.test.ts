@@ -180,4 +180,21 @@ describe("a deal update", () => {
     expect(wrongScope.state!.reasonCode).toBe("DENIED_BY_POLICY");
     expect(wrongScope.state!.reason).toContain("deal 3 is outside the request's scope");
   });
+
+  it("a request about a deal cannot reach a task: a model proposing task 4's title for 'rename deal 3 …' is refused, nothing written", async () => {
+    const taskInstead: Script = (messages) => {
+      const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+      if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_task", taskId: 4, fields: { TITLE: "Quarterly renewal" }, rationale: "requested by the user" })] });
+    };
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(taskInstead) });
+    const title = async () => (await portal.rest("tasks.task.get", { taskId: 4 })).body.result.task.title;
+    const before = await title();
+    const run = await startRun(app, { request: "rename deal 3 to Quarterly renewal", requestedBy: "demo-user" });
+    expect(run.status).toBe("finished");
+    expect(run.state!.outcome).toBe("NOT_EXECUTED");
+    expect(run.state!.reason).toContain("task 4 is outside the request's scope (it names deals 3 and no task)");
+    expect(await portal.writes()).toEqual([]);
+    expect(await title()).toBe(before);
+  });
 });
