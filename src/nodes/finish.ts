@@ -136,7 +136,7 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
     return { outcome: v.verdict, reasonCode: v.verdict, reason: v.reason, at };
   }
   if (a.phase === "intent" || a.phase === "acknowledged") {
-    return { outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE", reason: "the write was sent but no verification was recorded; the task's state was not checked", at };
+    return { outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE", reason: `the write was sent but no verification was recorded; the state of ${a.envelope.object.type} ${a.envelope.object.id} was not checked`, at };
   }
   switch (d?.type) {
     case "reject":
