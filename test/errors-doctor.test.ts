@@ -108,3 +108,25 @@ describe("doctor", () => {
     expect(bad.stderr).not.toMatch(/\n\s+at /);
   }, 60_000);
 });
+
+describe("doctor and deals (update_deal)", () => {
+  it("a webhook without crm: a warning (not a failure) that deal operations (update_deal) will fail, and to add the crm scope; the CLI still exits 0", async () => {
+    emu = await startEmulator({ port: 0, rate: 0, scopes: ["task", "user"] });
+    const checks = await runDoctor({ env: envWith(emu.webhookUrl), cwd: ROOT, taskId: 4 });
+    const deal = checks.find((c) => c.area === "portal" && /update_deal/.test(c.detail));
+    expect(deal).toMatchObject({ status: "warn", detail: expect.stringMatching(/no crm scope: deal operations \(update_deal\) will fail/), fix: expect.stringContaining("add CRM (crm)") });
+    expect(failed(checks)).toEqual([]);
+    const cli = await runCli(["doctor", "--task", "4"], envWith(emu.webhookUrl));
+    expect(cli.code).toBe(0);
+    expect(cli.stdout).toMatch(/^WARN  portal\/\S+ .*update_deal.* — fix: .*\(crm\)/m);
+  }, 60_000);
+
+  it("a webhook with crm: no deal warning; the policy line lists update_deal's approvers next to update_task's", async () => {
+    emu = await startEmulator({ port: 0, rate: 0 });
+    const checks = await runDoctor({ env: envWith(emu.webhookUrl), cwd: ROOT, taskId: 4 });
+    expect(checks.filter((c) => c.status === "warn" && /crm|update_deal/.test(`${c.detail} ${c.fix ?? ""}`))).toEqual([]);
+    expect(find(checks, "portal", "deal scope")).toMatchObject({ status: "pass", detail: expect.stringContaining("update_deal") });
+    // policy/default.json: task-approvers for update_task, deal-approvers (no carol) for update_deal.
+    expect(find(checks, "policy", "policy file")?.detail).toMatch(/update_task approvers: alice, bob, carol, demo-approver; update_deal approvers: alice, bob, demo-approver$/);
+  });
+});

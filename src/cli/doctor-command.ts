@@ -1,7 +1,7 @@
 /**
  * `doctor`: checks a setup the way a new user needs it checked, one line per check with the fix:
- * the configuration, the portal (reachable, the webhook's scopes, who it acts as, and its right to
- * edit a sample task), the model (key, endpoint, model name), the policy and approver keys, and the
+ * the configuration, the portal (reachable, the webhook's scopes — task needed, crm for deals, a
+ * warning without it — who it acts as, and its right to edit a sample task), the model (key, endpoint, model name), the policy and approver keys, and the
  * stores. Nothing is written anywhere except a probe file in the data directory. Exit 0 only when
  * every check passes (a warning does not fail).
  */
@@ -76,10 +76,13 @@ function checkPolicy(config: AppConfig, add: (c: DoctorCheck) => void, { loadPol
     return undefined;
   }
   const approvers = [...allowedApprovers(policy, "update_task")];
+  // Deals (update_deal) are approved by their own list, found the same way; a policy that does not
+  // allow update_deal says so instead.
+  const dealApprovers = policy.operations["update_deal"]?.allowed ? `update_deal approvers: ${[...allowedApprovers(policy, "update_deal")].join(", ") || "none"}` : "update_deal: not allowed by the policy";
   add({
     area: "policy", name: "policy file",
     status: approvers.length ? "pass" : "fail",
-    detail: `${config.policyPath ?? "built-in default policy"}: ${policy.id}@${policy.version}; update_task approvers: ${approvers.join(", ") || "none"}`,
+    detail: `${config.policyPath ?? "built-in default policy"}: ${policy.id}@${policy.version}; update_task approvers: ${approvers.join(", ") || "none"}; ${dealApprovers}`,
     ...(approvers.length ? {} : { fix: "add approver ids to approvers.groups / approverGroups in the policy" }),
   });
   let keys: Map<string, unknown>;
@@ -119,6 +122,16 @@ async function checkPortal(config: AppConfig, timeoutMs: number, taskId: number 
     add({ area: "portal", name: "scopes", status: "fail", detail: `the webhook's scopes are ${list.length ? list.join(", ") : "(none)"}; it needs task`, fix: "edit the inbound webhook in Bitrix24 (Developer resources) and add Tasks (task)" });
   } else {
     add({ area: "portal", name: "scopes", status: "pass", detail: `scopes: ${list.join(", ")}` });
+  }
+  // Deals need crm (crm.deal.get / crm.deal.update). A portal used only for tasks does not: a warning.
+  if (!list.includes("crm")) {
+    add({
+      area: "portal", name: "deal scope", status: "warn",
+      detail: "the webhook has no crm scope: deal operations (update_deal) will fail, every deal read (crm.deal.get) is refused and the proposal ends BASELINE_READ_FAILED",
+      fix: "edit the inbound webhook in Bitrix24 (Developer resources) and add CRM (crm); a portal used only for tasks does not need it",
+    });
+  } else {
+    add({ area: "portal", name: "deal scope", status: "pass", detail: "crm scope: deal operations (update_deal) may read and update deals" });
   }
   try {
     const me = (await client.currentUser()).result as Record<string, unknown>;

@@ -391,7 +391,7 @@ export function describeUnexpected(err: Error, debug: boolean): string {
     return `model provider (${modelReasonCode(failure)}): ${escapeForTerminal(modelFailureLine(failure, { endpoint: process.env["GROQ_BASE_URL"] || undefined }))}`;
   }
   if (isBitrix24Error(err)) {
-    const fix = err.kind === "auth" ? "; check the webhook code in BITRIX24_WEBHOOK_URL and its scopes (task, user)" : "";
+    const fix = err.kind === "auth" ? "; check the webhook code in BITRIX24_WEBHOOK_URL and its scopes (task, user; crm for deals)" : "";
     return `Bitrix24 ${err.kind}: ${escapeForTerminal(err.description)}${fix}`;
   }
   return `${escapeForTerminal(err.name && err.name !== "Error" ? head : err.message)}  (run again with --debug for the stack trace)`;
