@@ -6,7 +6,8 @@
  */
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision, sweepExpired, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { escalationApprovers } from "../src/envelope/index.js";
 import { startUndo } from "../src/app/undo.js";
 import { buildCase } from "../src/evidence/bundle.js";
 import { renderCase } from "../src/evidence/render.js";
@@ -179,6 +180,24 @@ describe("a deal update", () => {
     const wrongScope = await startRun(app, { request: "rename task 4 to Something", requestedBy: "demo-user" });
     expect(wrongScope.state!.reasonCode).toBe("DENIED_BY_POLICY");
     expect(wrongScope.state!.reason).toContain("deal 3 is outside the request's scope");
+  });
+
+  it("an expired deal approval is not escalated to a group none of whose members may approve deals: it ends APPROVAL_EXPIRED saying so", async () => {
+    let now = new Date();
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readDealThenPropose(3, { STAGE_ID: "WON" })), clock: () => now });
+    // The default policy escalates to task-leads (carol), and only deal-approvers may decide update_deal.
+    expect(app.deps.policy.escalationGroup).toBe("task-leads");
+    expect(escalationApprovers(app.deps.policy, "task-leads", ["update_deal"])).toEqual([]);
+    expect(escalationApprovers(app.deps.policy, "task-leads", ["update_task"])).toEqual(["carol"]);
+    const view = await waiting("move deal 3 to WON");
+    now = new Date(Date.parse(view.approval!.expiresAt) + 1_000);
+    expect(await sweepExpired(app)).toEqual([expect.objectContaining({ threadId: view.threadId, result: "expired" })]);
+    const ended = await viewThread(app, view.threadId);
+    expect(ended.status).toBe("finished");
+    expect(ended.state!.reasonCode).toBe("APPROVAL_EXPIRED");
+    expect(ended.state!.reason).toContain("not escalated to task-leads: none of its members may decide update_deal");
+    expect(ended.state!.escalatedTo ?? null).toBeNull();
+    expect(await dealWrites()).toHaveLength(0);
   });
 
   it("a request about a deal cannot reach a task: a model proposing task 4's title for 'rename deal 3 …' is refused, nothing written", async () => {

@@ -23,6 +23,7 @@ export {
   parsePolicy,
   allowedApprovers,
   approverNotAllowed,
+  escalationApprovers,
   LEVELS,
   REVERSIBILITY,
   GATES,

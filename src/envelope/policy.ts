@@ -268,6 +268,14 @@ export function approverNotAllowed(policy: Policy, approverId: string, operation
   return undefined;
 }
 
+/**
+ * Members of `group` who may decide every one of `operations`. An approval escalated to a group none
+ * of whose members may decide it could never be approved again, so it is not escalated (it expires).
+ */
+export function escalationApprovers(policy: Policy, group: string, operations: readonly string[]): string[] {
+  return (policy.approvers.groups[group] ?? []).filter((id) => approverNotAllowed(policy, id, operations) === undefined);
+}
+
 export function hasRole(policy: Policy, approverId: string, role: string): boolean {
   return (policy.approvers.roles[role] ?? []).includes(approverId);
 }

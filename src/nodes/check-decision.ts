@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { approverNotAllowed, DecisionSchema, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
+import { approverNotAllowed, DecisionSchema, escalationApprovers, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -358,9 +358,10 @@ async function systemDecision(
   const envelope = action.envelope;
   const envelopeHash = action.envelopeHash;
   const now = deps.clock();
+  // Every operation the approval covers: for a change set, each of its actions'.
+  const operations = members ? members.map((m) => m.envelope.operation) : [envelope.operation];
   if (d.type === "cancel") {
-    // An approver of the whole approval: for a change set, of every operation it covers (as for an approval).
-    const operations = members ? members.map((m) => m.envelope.operation) : [envelope.operation];
+    // An approver of the whole approval (as for an approval), or the requester.
     if (authUser !== undefined && authUser !== d.by.id) return refuse("APPROVER_NOT_ALLOWED", `the request is authenticated as ${authUser}, but the cancel names ${d.by.id}`, false);
     const notAllowed = d.by.id === envelope.requestedBy ? undefined : approverNotAllowed(deps.policy, d.by.id, operations);
     if (notAllowed) {
@@ -379,7 +380,10 @@ async function systemDecision(
     return refuse("NOT_EXPIRED", `the approval is open until ${envelope.expiresAt}; it is now ${now.toISOString()}`, false);
   }
   const group = deps.policy.escalationGroup;
-  const escalate = d.type === "expire" && !!group && !action.escalatedTo;
+  const escalatable = d.type === "expire" && !!group && !action.escalatedTo;
+  // Escalated only to a group with someone in it who may decide every operation here.
+  const escalate = escalatable && escalationApprovers(deps.policy, group!, operations).length > 0;
+  const notEscalated = escalatable && !escalate ? `; not escalated to ${group}: none of its members may decide ${[...new Set(operations)].join(", ")} under policy ${deps.policy.id}@${deps.policy.version}` : "";
   const record: DecisionRecord = {
     type: d.type,
     envelopeHash,
@@ -405,7 +409,7 @@ async function systemDecision(
       decided.row,
       "NOT_EXECUTED",
       "APPROVAL_EXPIRED",
-      `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${action.escalatedTo ? ` after escalation to ${action.escalatedTo}` : ""}`,
+      `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${action.escalatedTo ? ` after escalation to ${action.escalatedTo}` : ""}${notEscalated}`,
     )),
     rejections: state.rejections,
   };
