@@ -9,6 +9,7 @@ import type { State } from "../graph/state.js";
 import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
 import { outcomeFlags } from "./flags.js";
 import { NORMALISATION_RULES, type NormalisationRule } from "../envelope/index.js";
+import { operationSpec } from "../envelope/operations.js";
 import type { AcknowledgementRecord, InvocationRecord, PreReadRecord } from "../hitl/records.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 
@@ -33,8 +34,8 @@ export function normalisationRules(): NormalisationRule[] {
 }
 
 /**
- * What the verification cannot see: Bitrix24's tasks.task.update has no conditional form (no version,
- * no If-Match), so a change someone else makes between our pre-read and our write, to a field our
+ * What the verification cannot see: Bitrix24's update methods (tasks.task.update, crm.deal.update)
+ * have no conditional form (no version, no If-Match), so a change someone else makes between our pre-read and our write, to a field our
  * write then overwrites, leaves no trace in the post-write read. Changes to other fields are seen.
  */
 export interface WriterWindow {
@@ -52,6 +53,8 @@ export function writerWindow(preRead: PreReadRecord | null, invocation: Invocati
   // A delete sends no fields: it overwrites none.
   const fields = Object.keys(invocation.args.fields ?? {});
   const from = preRead?.at ?? null;
+  // The method the write called, from the operation table (a write tool is named as its operation).
+  const method = operationSpec(invocation.tool)?.method ?? invocation.tool;
   const ms = from !== null ? Date.parse(invocation.sentAt) - Date.parse(from) : NaN;
   return {
     preReadAt: from,
@@ -63,7 +66,7 @@ export function writerWindow(preRead: PreReadRecord | null, invocation: Invocati
       ? `Bitrix24 offers no conditional delete, so a change made by someone else to the deleted object between the pre-read${from ? ` at ${from}` : ""} ` +
         `and the delete sent at ${invocation.sentAt} would have been deleted with it and cannot be seen by the verification. ` +
         `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`
-      : `Bitrix24 offers no conditional write (tasks.task.update takes no version or If-Match), so a change made by someone else ` +
+      : `Bitrix24 offers no conditional write (${method} takes no version or If-Match), so a change made by someone else ` +
         `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt} to ${fields.join(", ")} would have been overwritten ` +
         `by this write and cannot be seen by the verification; a change to any other field in that window would be. ` +
         `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`,

@@ -5,6 +5,8 @@
  */
 import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, VerificationRecord } from "../hitl/records.js";
 import type { OutcomeFlags } from "../store/audit.js";
+import { objectNamed } from "../envelope/operations.js";
+import type { TargetType } from "../envelope/targets.js";
 
 export interface FlagInputs {
   preRead: PreReadRecord | null;
@@ -13,6 +15,11 @@ export interface FlagInputs {
   verification: VerificationRecord | null;
   outcome: Outcome | null;
   reasonCode: ReasonCode | null;
+  /**
+   * The envelope the run acted on (its operation and object), so the reasons name the object by its
+   * kind: "the task" for a task, "deal 3" for a deal. Absent or null: the task wording.
+   */
+  envelope?: { operation: string; object: { type: TargetType; id: number } } | null;
 }
 
 export interface ExplainedFlags {
@@ -25,25 +32,29 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
   const attempted = s.invocation !== null;
   const verified = s.verification?.verdict === "VERIFIED";
   const ackLost = s.acknowledgement?.status === "MISSING";
+  // How the reasons name the object: a task keeps "the task"; another kind is named with its id ("deal 3").
+  const kind = s.envelope?.object.type ?? "task";
+  const it = kind === "task" || !s.envelope ? "the task" : objectNamed(s.envelope.operation, s.envelope.object.id);
+  const its = `${it}'s`;
 
   // A block or result may only be blamed on one cause when the evidence excludes the others.
   let causal = true;
   let causalWhy = "the evidence points to a single cause";
   if (s.preRead?.verdict === "UNKNOWN") {
     causal = false;
-    causalWhy = "the pre-read could not tell whether the task changed; the block may be a changed task, an unexpected answer shape or missing data";
+    causalWhy = `the pre-read could not tell whether ${it} changed; the block may be a changed ${kind}, an unexpected answer shape or missing data`;
   } else if (ackLost) {
     causal = false;
     causalWhy = "the acknowledgement was lost; the observed state may come from our write, a later one, or none";
   } else if (s.verification?.verdict === "INCONCLUSIVE" || s.outcome === "INCONCLUSIVE") {
     causal = false;
-    causalWhy = "verification was inconclusive; the task's state cannot be tied to the write";
+    causalWhy = `verification was inconclusive; ${its} state cannot be tied to the write`;
   } else if (s.verification?.verdict === "INVARIANT_VIOLATION") {
     causal = false;
     causalWhy = "fields that were not to change did; our write or a concurrent change could have done it";
   } else if (s.verification?.verdict === "VERIFICATION_FAILED" && s.acknowledgement?.status === "OK") {
     causal = false;
-    causalWhy = "the target acknowledged the write but the task does not hold it; it was not applied or was overwritten afterwards";
+    causalWhy = `the target acknowledged the write but ${it} does not hold it; it was not applied or was overwritten afterwards`;
   } else if (verified) {
     causalWhy = "the target acknowledged the write and a fresh read shows exactly the approved values";
   } else if (!attempted) {

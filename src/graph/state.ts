@@ -50,9 +50,9 @@ export const RequestScopeSchema = z
       .array(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are UPPER_SNAKE, as in Bitrix24 (e.g. TITLE)"))
       .max(50)
       .optional()
-      .describe("Task fields (UPPER_SNAKE, e.g. TITLE, PRIORITY) the request may change; any other field is out of scope."),
+      .describe("Task or deal fields (UPPER_SNAKE, e.g. TITLE, PRIORITY, STAGE_ID) the request may change; any other field is out of scope."),
   })
-  .describe("Optional. Task ids and fields the request is about; derived from the request text by code when absent.");
+  .describe("Optional. Task or deal ids and fields the request is about; derived from the request text by code when absent.");
 
 /**
  * The request fields of a run's input, as the agent node checks them on the thread's first turn.

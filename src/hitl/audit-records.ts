@@ -241,7 +241,9 @@ export function boundaryRefusedEntry(
   state: State,
   ctx: { threadId: string; policy: Policy; at: string; discriminator: string; tool: string; args: unknown; offered: string[]; reason: string },
 ): AuditEntry {
-  const taskId = (ctx.args as { taskId?: unknown } | null)?.taskId;
+  // The object's id under the name the tool takes it: taskId for a task tool, dealId for update_deal.
+  const args = ctx.args as { taskId?: unknown; dealId?: unknown } | null;
+  const taskId = args?.taskId ?? args?.dealId;
   return hashable({
     threadId: ctx.threadId,
     revision: 0,
@@ -283,7 +285,7 @@ export function actionEndedEntry(row: ActionRow, invocation: InvocationRecord | 
     discriminator: `${row.set?.actionId ?? ""}:${row.envelopeHash}`,
     at: closed.at,
     ...none,
-    outcome: { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at, flags: outcomeFlags({ ...evidence, outcome: closed.outcome, reasonCode: closed.reasonCode }).flags },
+    outcome: { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at, flags: outcomeFlags({ ...evidence, outcome: closed.outcome, reasonCode: closed.reasonCode, envelope: row.envelope }).flags },
     received: { actionId: row.set?.actionId ?? null, setHash: row.set?.setHash ?? null, ...evidence },
   });
 }

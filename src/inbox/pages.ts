@@ -82,7 +82,7 @@ export function inboxPage(user: string, csrf: string, items: InboxItem[], questi
     html`<h1>Waiting for your decision</h1>
     <div class="filters" role="search">
       <label for="filter-text">Filter</label>
-      <input id="filter-text" type="search" placeholder="task, field, requester">
+      <input id="filter-text" type="search" placeholder="task, deal, field, requester">
       <label for="filter-risk">Risk</label>
       <select id="filter-risk"><option value="">any</option><option>low</option><option>medium</option><option>high</option><option>critical</option><option value="question">questions</option></select>
     </div>
