@@ -77,7 +77,17 @@ describe("policy file", () => {
     ["a lower-case field", (j) => (j.operations.update_task.fields.title = { allowed: true }), /UPPER_SNAKE/],
     ["a watched field that is also automatic", (j) => j.automaticFields.push("TITLE"), /TITLE is both watched and automatic/],
     ["an escalation group that is not defined", (j) => (j.escalationGroup = "nobody"), /group nobody is not defined/],
+    ["a deal operation without its own watched fields", (j) => delete j.operations.update_deal.watchedFields, /update_deal acts on a deal, so it needs its own watchedFields/],
+    ["a deal operation without its own automatic fields", (j) => delete j.operations.update_deal.automaticFields, /update_deal acts on a deal, so it needs its own automaticFields/],
   ];
+  it("a deal operation the policy denies needs no field lists of its own", () => {
+    const j = structuredClone(defaultJson) as any;
+    j.operations.update_deal.allowed = false;
+    delete j.operations.update_deal.watchedFields;
+    delete j.operations.update_deal.automaticFields;
+    expect(parsePolicy(j).operations["update_deal"]!.allowed).toBe(false);
+  });
+
   it.each(broken)("refuses %s, naming where", (_, mutate, message) => {
     const j = structuredClone(defaultJson) as any;
     mutate(j);

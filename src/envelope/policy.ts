@@ -7,7 +7,7 @@ import { z } from "zod";
 import { formatIssues } from "./zod-issues.js";
 import { PolicyError } from "./errors.js";
 import { fieldSpec, UPPER_SNAKE } from "./fields.js";
-import { fieldsOf } from "./operations.js";
+import { fieldsOf, operationSpec } from "./operations.js";
 import { jsonPositions, locate, syntaxErrorAt, type TextPosition } from "./json-position.js";
 
 export const LEVELS = ["low", "medium", "high", "critical"] as const;
@@ -143,6 +143,12 @@ export const PolicySchema = z
       for (const list of ["watchedFields", "automaticFields"] as const) {
         for (const field of rule[list] ?? []) {
           if (!fieldSpec(field, fieldsOf(op))) issue(["operations", op, list], `${field} is not a known field of ${op}`);
+        }
+        // The policy-wide lists name task fields: an operation on another kind of object that fell back
+        // to them would compare a deal against DESCRIPTION, DEADLINE… and refuse every proposal.
+        const target = operationSpec(op)?.target;
+        if (rule.allowed && target !== undefined && target !== "task" && rule[list] === undefined) {
+          issue(["operations", op, list], `${op} acts on a ${target}, so it needs its own ${list} (the policy-wide ${list} name task fields)`);
         }
       }
       for (const g of rule.approverGroups ?? []) {
