@@ -49,3 +49,26 @@ describe("scope: tasks and deals", () => {
     expect(checkProposal(policy, scope, { operation: "update_task", taskId: 9, fields: { TITLE: "Quarterly renewal" } })).toMatchObject({ allowed: false, code: "OUT_OF_SCOPE" });
   });
 });
+
+describe("scope words for a deal's own fields", () => {
+  it("a deal's comment or description is COMMENTS and its deadline CLOSEDATE, so those deal updates are in scope", () => {
+    for (const [request, field, value] of [
+      ["set the comment of deal 3 to Call back on Monday", "COMMENTS", "Call back on Monday"],
+      ["update the description of deal 3: renewal for 2027", "COMMENTS", "renewal for 2027"],
+      ["move the deadline of deal 3 to 2027-01-15", "CLOSEDATE", "2027-01-15T00:00:00+03:00"],
+      ["set the close date of deal 3 to 2027-01-15", "CLOSEDATE", "2027-01-15T00:00:00+03:00"],
+    ] as const) {
+      const scope = deriveScope(request);
+      expect(scope.fields, request).toContain(field);
+      const r = checkProposal(policy, scope, { operation: "update_deal", taskId: 3, fields: { [field]: value } });
+      expect(r.allowed ? [] : r.reasons, request).toEqual([]);
+    }
+  });
+
+  it("a request about a task gains no deal field", () => {
+    for (const request of ["comment on task 4: ready for review", "move the deadline of task 4 to 2027-01-15", "update the description of task 4"]) {
+      const fields = deriveScope(request).fields ?? [];
+      expect(fields.filter((f) => f === "COMMENTS" || f === "CLOSEDATE"), request).toEqual([]);
+    }
+  });
+});

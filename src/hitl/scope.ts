@@ -23,15 +23,26 @@ const FIELD_WORDS: Array<[RegExp, string]> = [
   [/\b(comment|tell|notify|post|note)\b/i, "POST_MESSAGE"],
 ];
 
+/**
+ * A deal's own names for what a task calls otherwise: its text is COMMENTS (a task's DESCRIPTION, or a
+ * comment's POST_MESSAGE) and its due date CLOSEDATE (a task's DEADLINE). Used only when the request
+ * names a deal, so a request about a task gains no deal field.
+ */
+const DEAL_FIELD_WORDS: Array<[RegExp, string]> = [
+  [/\b(comments?|description|notes?)\b/i, "COMMENTS"],
+  [/\b(deadline|due|close ?date)\b/i, "CLOSEDATE"],
+];
+
 export function deriveScope(request: string, given?: RequestScope): RequestScope {
   const scope: RequestScope = {};
   const taskIds = given?.taskIds?.length
     ? given.taskIds
     : [...request.matchAll(/\btask\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
+  const dealIds = given?.dealIds?.length ? given.dealIds : [...request.matchAll(/\bdeal\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
+  const words = dealIds.length ? [...FIELD_WORDS, ...DEAL_FIELD_WORDS] : FIELD_WORDS;
   const fields = given?.fields?.length
     ? given.fields.map((f) => f.toUpperCase())
-    : FIELD_WORDS.filter(([re]) => re.test(request)).map(([, f]) => f);
-  const dealIds = given?.dealIds?.length ? given.dealIds : [...request.matchAll(/\bdeal\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
+    : words.filter(([re]) => re.test(request)).map(([, f]) => f);
   if (taskIds.length) scope.taskIds = [...new Set(taskIds)];
   if (dealIds.length) scope.dealIds = [...new Set(dealIds)];
   if (fields.length) scope.fields = [...new Set(fields)];
