@@ -1,8 +1,8 @@
 /**
  * `doctor`: checks a setup the way a new user needs it checked, one line per check with the fix:
  * the configuration, the portal (reachable, the webhook's scopes — task needed, crm for deals, a
- * warning without it — who it acts as, and its right to edit a sample task), the model (key, endpoint, model name), the policy and approver keys, and the
- * stores. Nothing is written anywhere except a probe file in the data directory. Exit 0 only when
+ * warning without it — who it acts as, and its right to edit a sample task), the model (key,
+ * endpoint, model name), the policy and approver keys, and the stores. Nothing is written anywhere except a probe file in the data directory. Exit 0 only when
  * every check passes (a warning does not fail).
  */
 import fs from "node:fs";
