@@ -200,6 +200,24 @@ describe("a deal update", () => {
     expect(await dealWrites()).toHaveLength(0);
   });
 
+  it("a deal a person names in answer to a question narrows the scope: the model's proposal for another deal is refused", async () => {
+    const asksThenStrays: Script = (messages) => {
+      const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+      if (!tools.includes("request_input")) return new AIMessage({ content: "", tool_calls: [call("request_input", { question: "Which deal do you mean?", fields: { dealId: { type: "number", description: "Bitrix24 deal id" } } })] });
+      if (!tools.includes("get_deal")) return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId: 7 })] });
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_deal", dealId: 7, fields: { STAGE_ID: "WON" }, rationale: "the big one" })] });
+    };
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(asksThenStrays) });
+    const asked = await startRun(app, { request: "move the big deal to WON", requestedBy: "demo-user" });
+    expect(asked.status).toBe("awaiting_input");
+    expect((await app.deps.journal.getThread(asked.threadId))!.scope.dealIds).toBeUndefined();
+    const run = await submitDecision(app, asked.threadId, { answers: { dealId: 3 } });
+    expect((await app.deps.journal.getThread(asked.threadId))!.scope.dealIds).toEqual([3]);
+    expect(run.status).toBe("finished");
+    expect(run.state!.reason).toContain("deal 7 is outside the request's scope (deals 3)");
+    expect(await dealWrites()).toHaveLength(0);
+  });
+
   it("a request about a deal cannot reach a task: a model proposing task 4's title for 'rename deal 3 …' is refused, nothing written", async () => {
     const taskInstead: Script = (messages) => {
       const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);

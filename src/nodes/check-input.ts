@@ -36,9 +36,15 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
     return { refusals: [refusal], pendingDecision: null, ...(state.inputRequest?.toolCallId !== req.toolCallId ? { inputRequest: req } : {}) };
   }
   const thread = await ensureThread(deps, gate, state);
-  const chosen = Number(result.answers["taskId"]);
-  if (Number.isInteger(chosen) && chosen > 0 && !thread.scope.taskIds?.length) {
-    await deps.journal.setThreadScope(thread.threadId, { ...thread.scope, taskIds: [chosen] });
+  // A task or deal the person names narrows a scope that named none of its kind (never widens one).
+  const named = (key: "taskId" | "dealId") => {
+    const id = Number(result.answers[key]);
+    return Number.isInteger(id) && id > 0 ? id : undefined;
+  };
+  const task = thread.scope.taskIds?.length ? undefined : named("taskId");
+  const deal = thread.scope.dealIds?.length ? undefined : named("dealId");
+  if (task !== undefined || deal !== undefined) {
+    await deps.journal.setThreadScope(thread.threadId, { ...thread.scope, ...(task !== undefined ? { taskIds: [task] } : {}), ...(deal !== undefined ? { dealIds: [deal] } : {}) });
   }
   await deps.journal.closeQuestion(thread.threadId, "answered", at);
   const after = await deps.journal.getThread(thread.threadId);
