@@ -162,3 +162,22 @@ describe("the web inbox names a deal as a deal", () => {
     }
   });
 });
+
+describe("run --deal", () => {
+  it("puts the deal in the request's scope: the deal named runs to its approval, another deal is refused naming the scope, and a bad id is a usage error", async () => {
+    const inScope = await runCli(["run", "move deal 3 to WON", "--deal", "3", "--json", "--no-prompt"], env);
+    expect(inScope.code, inScope.stderr).toBe(0);
+    const waitingView = parseJsonOutput(inScope.stdout);
+    expect(waitingView.status).toBe("awaiting_approval");
+    const outside = await runCli(["run", "move deal 3 to WON", "--deal", "4", "--json", "--no-prompt"], env);
+    const refused = parseJsonOutput(outside.stdout);
+    expect(refused.status).toBe("finished");
+    expect(JSON.stringify(refused)).toContain("deal 3 is outside the request's scope (deals 4)");
+    const bad = await runCli(["run", "move deal 3 to WON", "--deal", "0"], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/expected a positive deal id, got "0"/);
+    const help = await runCli(["run", "--help"], env);
+    expect(help.stdout).toMatch(/--deal <id>\s+deal id in scope \(repeatable\)/);
+    expect(await portal.writes()).toEqual([]);
+  });
+});

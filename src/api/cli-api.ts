@@ -149,7 +149,7 @@ export function forTokenServer(resume: ResumeValue, target: ApiTarget, explicitA
 }
 
 export type ApiCommand =
-  | { kind: "run"; request: string; requestedBy?: string; scope: { taskIds?: number[]; fields?: string[] }; json: boolean }
+  | { kind: "run"; request: string; requestedBy?: string; scope: { taskIds?: number[]; dealIds?: number[]; fields?: string[] }; json: boolean }
   | { kind: "pending"; json: boolean }
   | { kind: "show"; threadId: string; json: boolean }
   | {

@@ -131,13 +131,15 @@ export function buildProgram(): Command {
     .argument("<request>", "what to change, e.g. \"rename task 4 to X\"", cap("request", LIMITS.request))
     .option("--as <user>", "requester id", cap("--as", LIMITS.id), "demo-user")
     .option("--task <id>", "task id in scope (repeatable)", (v, p: number[] = []) => [...p, taskId(v)])
+    .option("--deal <id>", "deal id in scope (repeatable); a run given only deals reaches no task, and one given only tasks no deal", (v, p: number[] = []) => [...p, objectId("--deal", "deal")(v)])
     .option("--field <name>", "field in scope (repeatable)", capEach("--field", LIMITS.id))
     .option("--no-prompt", "never ask at the terminal")
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
-    .action(async (request: string, opts: { as: string; task?: number[]; field?: string[]; prompt: boolean; json?: boolean; api?: string }, cmd: Command) => {
+    .action(async (request: string, opts: { as: string; task?: number[]; deal?: number[]; field?: string[]; prompt: boolean; json?: boolean; api?: string }, cmd: Command) => {
       const scope = {
         ...(opts.task?.length ? { taskIds: opts.task } : {}),
+        ...(opts.deal?.length ? { dealIds: opts.deal } : {}),
         ...(opts.field?.length ? { fields: opts.field } : {}),
       };
       const api = await apiOf(opts.api);
