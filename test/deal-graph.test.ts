@@ -13,20 +13,11 @@ import { buildCase } from "../src/evidence/bundle.js";
 import { renderCase } from "../src/evidence/render.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+import { ScriptedChatModel, call, readDealThenPropose, type Script } from "./support/scripted-model.js";
 
 let portal: Portal;
 let dataDir: string;
 let app: App;
-
-function readDealThenPropose(dealId: number, fields: Record<string, unknown>): Script {
-  return (messages) => {
-    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
-    if (tools.includes("propose_change")) return new AIMessage("Proposed; waiting for the human.");
-    if (!tools.includes("get_deal")) return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId })] });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_deal", dealId, fields, rationale: "requested by the user" })] });
-  };
-}
 
 beforeEach(async () => {
   portal = await startPortal();

@@ -54,3 +54,13 @@ export function readThenPropose(taskId: number, fields: Record<string, unknown>,
     return new AIMessage({ content: "", tool_calls: [call("propose_change", { ...(operation ? { operation } : {}), taskId, fields, rationale: "requested by the user" })] });
   };
 }
+
+/** Reads deal `dealId` (get_deal), then proposes update_deal with `fields`; then says it is waiting. */
+export function readDealThenPropose(dealId: number, fields: Record<string, unknown>): Script {
+  return (messages) => {
+    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+    if (tools.includes("propose_change")) return new AIMessage("Proposed; waiting for the human.");
+    if (!tools.includes("get_deal")) return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId })] });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_deal", dealId, fields, rationale: "requested by the user" })] });
+  };
+}
