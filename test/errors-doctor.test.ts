@@ -3,7 +3,10 @@
  * webhook without the task scope; the model's endpoint unreachable. One line per check with the fix;
  * exit 0 only when all pass. Nothing is written to the portal.
  */
+import fs from "node:fs";
+import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { generateApproverKeyPair } from "../src/envelope/index.js";
 import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
 import { renderDoctor, runDoctor, type DoctorCheck } from "../src/cli/doctor-command.js";
 import { ROOT, runCli, tempDir } from "./support/harness.js";
@@ -128,5 +131,27 @@ describe("doctor and deals (update_deal)", () => {
     expect(find(checks, "portal", "deal scope")).toMatchObject({ status: "pass", detail: expect.stringContaining("update_deal") });
     // policy/default.json: task-approvers for update_task, deal-approvers (no carol) for update_deal.
     expect(find(checks, "policy", "policy file")?.detail).toMatch(/update_task approvers: alice, bob, carol, demo-approver; update_deal approvers: alice, bob, demo-approver$/);
+  });
+});
+
+describe("doctor: approver keys when signatures are required", () => {
+  it("names an approver of any allowed operation without a key (a deal approver too), and passes once every one has one", async () => {
+    emu = await startEmulator({ port: 0, rate: 0 });
+    const dir = tempDir("ae-doctor-keys-");
+    const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy", "default.json"), "utf8"));
+    policy.requireSignature = true;
+    policy.approvers.groups["deal-approvers"] = ["dave"];
+    const policyFile = path.join(dir, "policy.json");
+    fs.writeFileSync(policyFile, JSON.stringify(policy));
+    const keysDir = path.join(dir, "keys");
+    fs.mkdirSync(keysDir);
+    const taskApprovers = ["alice", "bob", "carol", "demo-approver"];
+    for (const id of taskApprovers) fs.writeFileSync(path.join(keysDir, `${id}.pub`), `${generateApproverKeyPair(id).publicKeyLine}\n`);
+    const env = { ACTION_ENVELOPE_POLICY: policyFile, ACTION_ENVELOPE_APPROVER_KEYS: keysDir };
+    const without = await runDoctor({ env: envWith(emu.webhookUrl, env), cwd: ROOT });
+    expect(find(without, "policy", "approver keys")).toMatchObject({ status: "fail", detail: expect.stringContaining("dave has no public key") });
+    fs.writeFileSync(path.join(keysDir, "dave.pub"), `${generateApproverKeyPair("dave").publicKeyLine}\n`);
+    const withAll = await runDoctor({ env: envWith(emu.webhookUrl, env), cwd: ROOT });
+    expect(find(withAll, "policy", "approver keys")).toMatchObject({ status: "pass", detail: expect.stringContaining("signatures required") });
   });
 });

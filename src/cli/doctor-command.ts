@@ -92,7 +92,9 @@ function checkPolicy(config: AppConfig, add: (c: DoctorCheck) => void, { loadPol
     add({ area: "policy", name: "approver keys", status: "fail", detail: (e as Error).message, fix: "point ACTION_ENVELOPE_APPROVER_KEYS at a key file or a directory of *.pub files from `keygen`" });
     return policy;
   }
-  const missing = approvers.filter((id) => !keys.has(id));
+  // With signatures required, every approver of every operation the policy allows needs a key (a deal's too).
+  const everyApprover = [...new Set(Object.entries(policy.operations).filter(([, rule]) => rule.allowed).flatMap(([op]) => [...allowedApprovers(policy, op)]))];
+  const missing = everyApprover.filter((id) => !keys.has(id));
   if (policy.requireSignature && missing.length) {
     add({ area: "policy", name: "approver keys", status: "fail", detail: `the policy requires signatures, but ${missing.join(", ")} ha${missing.length === 1 ? "s" : "ve"} no public key`, fix: "run `keygen --approver <id>` for each and add the .pub files to ACTION_ENVELOPE_APPROVER_KEYS" });
   } else {
