@@ -157,7 +157,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     try {
       await j.listRegistered({ limit: 100, offset: 0 });
       await j.listRegistered({ requestedBy: "alice", limit: 100, offset: 0 });
-      await j.listRegistered({ taskId: 4, limit: 100, offset: 0 });
+      await j.listRegistered({ objectId: 4, limit: 100, offset: 0 });
     } finally {
       await j.close();
     }

@@ -92,7 +92,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
   const filter = {
     ...(q.requestedBy !== undefined ? { requestedBy: q.requestedBy } : {}),
     // The journal's index filters by the object's id, whatever its kind; the kind is checked on each row read.
-    ...(object !== undefined ? { taskId: object.id } : {}),
+    ...(object !== undefined ? { objectId: object.id } : {}),
     ...(q.olderThanMs !== undefined ? { registeredBefore: new Date(now - q.olderThanMs).toISOString() } : {}),
   };
   // Entitlement is policy, not SQL: with --mine every match is read and the page cut afterwards.

@@ -48,7 +48,8 @@ export interface ApprovalEntry {
 
 export interface RegisteredFilter {
   requestedBy?: string;
-  taskId?: number;
+  /** Only rows whose envelope's object has this id, whatever its kind (the caller checks the kind). */
+  objectId?: number;
   /** Only approvals registered before this instant (ISO). */
   registeredBefore?: string;
   limit: number;
@@ -524,9 +525,9 @@ export class SqliteJournal implements Journal {
       where.push("json_extract(registered_json, '$.envelope.requestedBy') = ?");
       args.push(f.requestedBy);
     }
-    if (f.taskId !== undefined) {
+    if (f.objectId !== undefined) {
       where.push("json_extract(registered_json, '$.envelope.object.id') = ?");
-      args.push(f.taskId);
+      args.push(f.objectId);
     }
     if (f.registeredBefore !== undefined) {
       where.push("registered_at < ?");

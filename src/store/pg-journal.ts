@@ -323,8 +323,8 @@ export class PostgresJournal implements Journal {
       args.push(f.requestedBy);
       where.push(`(registered_json::jsonb #>> '{envelope,requestedBy}') = $${args.length}`);
     }
-    if (f.taskId !== undefined) {
-      args.push(String(f.taskId));
+    if (f.objectId !== undefined) {
+      args.push(String(f.objectId));
       where.push(`(registered_json::jsonb #>> '{envelope,object,id}') = $${args.length}`);
     }
     if (f.registeredBefore !== undefined) {
