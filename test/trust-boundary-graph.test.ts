@@ -420,4 +420,26 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
     await expectOnlyRegisteredWrite(mark, p);
   });
+
+  it("row 13: an expiry sent by an authenticated caller naming someone else is refused APPROVER_NOT_ALLOWED; named as the caller it is accepted and recorded as that caller", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    now = new Date(Date.parse(p.expiresAt) + 1_000);
+    const asUser = (identity: string) => ({ configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: ["role:requester"] } }, durability: "sync" as const });
+    const expire = (by: string) => resume({ decisions: [{ type: "expire", envelopeHash: p.envelopeHash, nonce: p.nonce, by: { id: by } }] });
+    await drive(expire("compliance-officer"), threadId, asUser("demo-user"));
+    const after = await payloadOf(threadId);
+    expectRegistered(after, p);
+    soft(after?.lastRefusal?.code).toBe("APPROVER_NOT_ALLOWED");
+    soft(after?.lastRefusal?.reason).toContain("authenticated as demo-user, but the expire names compliance-officer");
+    const audit = await readAudit(dataDir, threadId);
+    soft(events(audit, "approval_expired").concat(events(audit, "decision_accepted")).filter((r) => (r["approver"] as { id?: string } | null)?.id === "compliance-officer")).toEqual([]);
+
+    await drive(expire("demo-user"), threadId, asUser("demo-user"));
+    const ended = await readAudit(dataDir, threadId);
+    const accepted = [...events(ended, "approval_expired"), ...events(ended, "decision_accepted")].filter((r) => (r["approver"] as { decision?: string } | null)?.decision === "expire");
+    soft(accepted.map((r) => (r["approver"] as { id: string; verifiedBy: string })).map((a) => [a.id, a.verifiedBy])).toEqual([["demo-user", "authentication"]]);
+    soft(await writesSince(portal, mark)).toEqual([]);
+  });
 });

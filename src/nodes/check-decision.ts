@@ -360,9 +360,10 @@ async function systemDecision(
   const now = deps.clock();
   // Every operation the approval covers: for a change set, each of its actions'.
   const operations = members ? members.map((m) => m.envelope.operation) : [envelope.operation];
+  // Who ends it is recorded as verified by authentication when a caller is authenticated, so it must be that caller.
+  if (authUser !== undefined && authUser !== d.by.id) return refuse("APPROVER_NOT_ALLOWED", `the request is authenticated as ${authUser}, but the ${d.type} names ${d.by.id}`, false);
   if (d.type === "cancel") {
     // An approver of the whole approval (as for an approval), or the requester.
-    if (authUser !== undefined && authUser !== d.by.id) return refuse("APPROVER_NOT_ALLOWED", `the request is authenticated as ${authUser}, but the cancel names ${d.by.id}`, false);
     const notAllowed = d.by.id === envelope.requestedBy ? undefined : approverNotAllowed(deps.policy, d.by.id, operations);
     if (notAllowed) {
       return refuse("APPROVER_NOT_ALLOWED", `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may (${notAllowed})`, false);
