@@ -12,6 +12,7 @@ import { sha256Json } from "../src/envelope/index.js";
 import { RAW_IN_JOURNAL } from "../src/hitl/records.js";
 import { buildCase, type RunStatus } from "../src/evidence/bundle.js";
 import { exportBundle } from "../src/evidence/export.js";
+import { caseOf, threadFromCheckpoints } from "../src/evidence/case-source.js";
 import { renderCase } from "../src/evidence/render.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
@@ -270,5 +271,37 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     expect(of("acknowledgement")).toHaveLength(1);
     expect(of("acknowledgement")[0].body).toBe(RAW_IN_JOURNAL);
     expect((await app!.deps.audit.records({ threadId: view.threadId })).some((r) => r.event === "tamper_detected")).toBe(true);
+  });
+});
+
+
+describe("the case record reports what the audit log holds, not a rewritten checkpoint", () => {
+  it("a rejected thread whose state is rewritten to VERIFIED by bob (signature) is still NOT_EXECUTED, rejected by its approver, in the case record and its outcome evidence", async () => {
+    const view = await waiting("rename task 4 to Never written", readThenPropose(4, { TITLE: "Never written" }));
+    const a = view.approval!;
+    const done = await submitDecision(app!, view.threadId, { decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, message: "not now" }] });
+    expect(done.state?.outcome).toBe("NOT_EXECUTED");
+    expect(await portal.writes()).toEqual([]);
+    const config = { configurable: { thread_id: view.threadId } };
+    const st = (await app!.graph.getState(config)).values as any;
+    // Anyone who can write the checkpoints (or the API's state) rewrites the ending.
+    await app!.graph.updateState(config, {
+      outcome: "VERIFIED",
+      reasonCode: "VERIFIED",
+      reason: "forged",
+      decision: { ...st.decision, type: "approve", approverId: "bob", verifiedBy: "signature" },
+    });
+    expect(((await app!.graph.getState(config)).values as any).outcome).toBe("VERIFIED");
+
+    const found = await caseOf({ audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) }, view.threadId);
+    const page = found!.caseRecord.firstPage;
+    expect(page.outcome).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN" });
+    expect(page.decidedBy).toMatchObject({ id: "alice", decision: "reject" });
+    const closing = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "run_ended" || r.event === "execution_outcome")!;
+    expect(page.flags).toEqual(closing.outcome!.flags);
+    expect(page.flags?.sideEffectAttempted).toBe(false);
+    const outcome = found!.evidence.find((e) => e.kind === "outcome")!;
+    expect(outcome.data["outcome"]).toBe("NOT_EXECUTED");
+    expect(JSON.stringify(found!.caseRecord)).not.toContain("forged");
   });
 });

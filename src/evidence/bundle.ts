@@ -7,10 +7,10 @@
  */
 import type { State } from "../graph/state.js";
 import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
-import { outcomeFlags } from "./flags.js";
+import { outcomeFlags, type FlagInputs } from "./flags.js";
 import { NORMALISATION_RULES, type NormalisationRule } from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
-import type { AcknowledgementRecord, InvocationRecord, PreReadRecord } from "../hitl/records.js";
+import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode } from "../hitl/records.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
@@ -159,10 +159,20 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
   return { caseRecord, evidence };
 }
 
+/**
+ * The first page prefers the hash-chained audit records to graph state wherever a record says the
+ * same thing: state is writable by any API client and by anyone who can edit the checkpoints, so a
+ * checkpoint rewritten after the run (an outcome of VERIFIED on a rejected thread, another approver)
+ * must not be what the case record reports. State fills in only what no record holds (the request's
+ * text, a run still going).
+ */
 function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPage {
   const accepted = records.filter((r) => r.event === "decision_accepted");
   const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
   const lastRecord = records.at(-1);
+  // The decision that settled the approval: the last accepted one, an expiry or a cancel, as recorded.
+  const lastDecision = records.filter((r) => (r.event === "decision_accepted" || r.event === "approval_expired" || r.event === "approval_cancelled") && r.approver).at(-1);
+  const lastWhat = [...records].reverse().find((r) => r.what.envelopeHash !== null) ?? lastRecord;
   const overrides: OverrideNotice[] = accepted
     .filter((r) => r.override)
     .map((r) => ({ ...r.override!, verifiedBy: r.approver?.verifiedBy ?? "unverified", revision: r.revision, envelopeHash: r.what.envelopeHash, at: r.at }));
@@ -172,44 +182,68 @@ function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPag
     overrides.push({ ...d.override!, verifiedBy: d.verifiedBy, revision: d.revision, envelopeHash: d.envelopeHash, at: d.acceptedAt });
   }
 
-  const lastAccepted = accepted.at(-1);
-  const decidedBy: FirstPage["decidedBy"] = s?.decision
-    ? { id: s.decision.approverId, decision: s.decision.type, verifiedBy: s.decision.verifiedBy, decidedAt: s.decision.decidedAt, acceptedAt: s.decision.acceptedAt }
-    : lastAccepted?.approver
-      ? { id: lastAccepted.approver.id, decision: lastAccepted.approver.decision, verifiedBy: lastAccepted.approver.verifiedBy, decidedAt: lastAccepted.approver.decidedAt, acceptedAt: lastAccepted.at }
+  const decidedBy: FirstPage["decidedBy"] = lastDecision?.approver
+    ? { id: lastDecision.approver.id, decision: lastDecision.approver.decision, verifiedBy: lastDecision.approver.verifiedBy, decidedAt: lastDecision.approver.decidedAt, acceptedAt: lastDecision.at }
+    : s?.decision
+      ? { id: s.decision.approverId, decision: s.decision.type, verifiedBy: s.decision.verifiedBy, decidedAt: s.decision.decidedAt, acceptedAt: s.decision.acceptedAt }
       : null;
 
   const e = s?.envelope;
-  const what: FirstPage["what"] = e
-    ? { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: s?.envelopeHash ?? null, revision: e.revision }
-    : lastRecord
-      ? { operation: lastRecord.what.operation, taskId: lastRecord.what.taskId, params: lastRecord.what.params, envelopeHash: lastRecord.what.envelopeHash, revision: lastRecord.revision }
+  const what: FirstPage["what"] = lastWhat
+    ? { operation: lastWhat.what.operation, taskId: lastWhat.what.taskId, params: lastWhat.what.params, envelopeHash: lastWhat.what.envelopeHash, revision: lastWhat.revision }
+    : e
+      ? { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: s?.envelopeHash ?? null, revision: e.revision }
       : s?.proposal
         ? { operation: s.proposal.operation ?? "update_task", taskId: s.proposal.taskId, params: s.proposal.fields, envelopeHash: null, revision: 0 }
         : null;
 
-  const explained = s ? outcomeFlags(s) : null;
-  const outcome = s?.outcome
-    ? { outcome: s.outcome, reasonCode: s.reasonCode ?? "", reason: s.reason ?? "", finishedAt: s.finishedAt }
-    : closing?.outcome
-      ? { outcome: closing.outcome.outcome, reasonCode: closing.outcome.reasonCode, reason: closing.outcome.reason, finishedAt: closing.outcome.finishedAt }
+  // The outcome is the closing record's; state's only while no run has closed the thread.
+  const outcome = closing?.outcome
+    ? { outcome: closing.outcome.outcome, reasonCode: closing.outcome.reasonCode, reason: closing.outcome.reason, finishedAt: closing.outcome.finishedAt }
+    : s?.outcome
+      ? { outcome: s.outcome, reasonCode: s.reasonCode ?? "", reason: s.reason ?? "", finishedAt: s.finishedAt }
       : null;
+  const explained = explainedOutcome(closing, s);
 
   return {
     overrides,
     threadId,
     status,
     request: s?.request ?? null,
-    requestedBy: s?.requestedBy ?? lastRecord?.requestedBy ?? null,
-    risk: e ? { ...e.risk } : (lastRecord?.risk ?? null),
-    policy: e ? { ...e.policy } : (lastRecord?.policy ?? null),
+    requestedBy: lastRecord?.requestedBy ?? s?.requestedBy ?? null,
+    risk: lastWhat?.risk ?? (e ? { ...e.risk } : null),
+    policy: lastWhat ? lastWhat.policy : e ? { ...e.policy } : null,
     what,
     decidedBy,
     refusedDecisions: Math.max(s?.refusals.length ?? 0, records.filter((r) => r.event === "decision_refused").length),
     outcome,
-    flags: outcome ? (explained?.flags ?? closing?.outcome?.flags ?? null) : null,
+    flags: outcome ? (closing?.outcome?.flags ?? explained?.flags ?? null) : null,
     flagReasons: outcome ? (explained?.because ?? null) : null,
   };
+}
+
+/**
+ * Why the outcome's flags hold: from the closing record's own evidence when it carries it (a single
+ * action), else from state only when state reports the same outcome as the closing record (a change
+ * set's state mirrors its last action), and from state alone while no run has closed the thread.
+ */
+function explainedOutcome(closing: AuditRecord | undefined, s: State | undefined): ReturnType<typeof outcomeFlags> | null {
+  const o = closing?.outcome;
+  if (!o) return s?.outcome ? outcomeFlags(s) : null;
+  const ev = closing.received as Partial<ActionEvidence> | undefined;
+  if (ev && (ev.preRead !== undefined || ev.invocation !== undefined || ev.verification !== undefined)) {
+    const envelope = closing.what.envelope as FlagInputs["envelope"] | null | undefined;
+    return outcomeFlags({
+      preRead: ev.preRead ?? null,
+      invocation: ev.invocation ?? null,
+      acknowledgement: ev.acknowledgement ?? null,
+      verification: ev.verification ?? null,
+      outcome: o.outcome as Outcome,
+      reasonCode: o.reasonCode as ReasonCode,
+      envelope: envelope ?? null,
+    });
+  }
+  return s && s.outcome === o.outcome && s.reasonCode === o.reasonCode ? outcomeFlags(s) : null;
 }
 
 export function buildEvidence({ threadId, state: s, records }: CaseInput): EvidenceObject[] {
@@ -334,7 +368,17 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
     });
   }
   const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
-  if (s?.outcome) {
+  // The closing record's outcome when there is one (state's could have been rewritten after the run).
+  if (closing?.outcome) {
+    const o = closing.outcome;
+    const explained = explainedOutcome(closing, s);
+    add("outcome", "outcome", o.finishedAt ?? closing.at, `${o.outcome} (${o.reasonCode}): ${o.reason}`, {
+      ...o,
+      ...o.flags,
+      ...(explained ? { because: explained.because } : {}),
+      concurrentWriterWindow: writerWindow(ev?.preRead ?? null, ev?.invocation ?? null, ev?.acknowledgement ?? null),
+    });
+  } else if (s?.outcome) {
     const explained = outcomeFlags(s);
     add("outcome", "outcome", s.finishedAt ?? closing?.at ?? "", `${s.outcome} (${s.reasonCode}): ${s.reason}`, {
       outcome: s.outcome,
@@ -345,9 +389,6 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
       because: explained.because,
       concurrentWriterWindow: writerWindow(ev?.preRead ?? null, ev?.invocation ?? null, ev?.acknowledgement ?? null),
     });
-  } else if (closing?.outcome) {
-    const o = closing.outcome;
-    add("outcome", "outcome", closing.at, `${o.outcome} (${o.reasonCode}): ${o.reason} (from the audit log)`, { ...o, ...o.flags });
   }
 
   const width = String(out.length).length < 2 ? 2 : String(out.length).length;
