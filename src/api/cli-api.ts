@@ -87,7 +87,9 @@ export function setOutcomeFromMessages(threadId: string, messages: unknown): Thr
     .slice(1)
     .map((line) => line.trim().split(/\s{2,}/))
     .flatMap(([actionId, operation, object, outcome, reasonCode, write]) => {
-      const taskId = Number(/^task (\d+)$/.exec(object ?? "")?.[1]);
+      // "task 4"; a create's row names no existing task ("a new task", or "new task 17" with the id it
+      // made): its envelope's object id, 0 (src/envelope/change-set.ts outcomeTable).
+      const taskId = /^(?:a new task|new task \d+)$/.test(object ?? "") ? 0 : Number(/^task (\d+)$/.exec(object ?? "")?.[1]);
       if (!actionId || !operation || !outcome || !reasonCode || !Number.isInteger(taskId)) return [];
       return [{ actionId, operation, taskId, outcome, reasonCode, sent: write === "sent" }];
     });

@@ -13,7 +13,7 @@ import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/threads.js";
 import type { PendingApproval } from "../app/pending.js";
 import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
-import { operationSpec } from "../envelope/operations.js";
+import { objectNamed, operationSpec } from "../envelope/operations.js";
 
 type Style = Parameters<typeof styleText>[0];
 
@@ -78,7 +78,7 @@ export class Printer {
       case "propose":
         if (update.proposal) {
           const p = update.proposal;
-          const what = p.actions && p.actions.length > 1 ? `change set of ${p.actions.length} actions: ${p.actions.map((a) => `${a.operation} ${objectLabel(a.operation)} ${a.taskId} ${JSON.stringify(a.fields)}`).join("; ")}` : p.operation === "add_task" ? `a new task (add_task): ${JSON.stringify(p.fields)}` : `${objectLabel(p.operation)} ${p.taskId}${p.operation && p.operation !== "update_task" ? ` (${p.operation})` : ""}: ${JSON.stringify(p.fields)}`;
+          const what = p.actions && p.actions.length > 1 ? `change set of ${p.actions.length} actions: ${p.actions.map((a) => `${a.operation} ${objectNamed(a.operation, a.taskId)} ${JSON.stringify(a.fields)}`).join("; ")}` : p.operation === "add_task" ? `a new task (add_task): ${JSON.stringify(p.fields)}` : `${objectLabel(p.operation)} ${p.taskId}${p.operation && p.operation !== "update_task" ? ` (${p.operation})` : ""}: ${JSON.stringify(p.fields)}`;
           this.step("proposal", esc`${what} — ${p.rationale}`);
         }
         else if (update.outcome) this.step("proposal", esc`${update.reasonCode}: ${update.reason}`);
@@ -206,7 +206,7 @@ export function fullCard(view: ThreadView): string {
 
 /** The per-action outcome table of a finished change set, one line per action (columns as the chat report's). */
 export function outcomeTableLines(actions: NonNullable<ThreadView["changeSetOutcome"]>["actions"]): string[] {
-  const rows = actions.map((o) => [o.actionId, o.operation, `${objectLabel(o.operation)} ${o.taskId}`, o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"].map((c) => escapeForTerminal(c)));
+  const rows = actions.map((o) => [o.actionId, o.operation, listedObject(o.operation, undefined, o.taskId), o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"].map((c) => escapeForTerminal(c)));
   const head = ["action", "operation", "object", "outcome", "reason", "write"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
@@ -221,8 +221,8 @@ export function pendingLine(r: PendingApproval): string {
   const cs = r.changeSet;
   // The object's kind from the listing, else from the operation; a single update_task keeps its short form ("task 4 TITLE").
   const what = cs
-    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} ${x.object?.type ?? objectLabel(x.operation)} ${x.taskId} ${x.fields.join(",")}`).join("; ")
-    : (r.operation && r.operation !== "update_task" ? esc`${r.operation} ` : "") + esc`${r.object?.type ?? objectLabel(r.operation)} ${r.taskId ?? "?"} ${(r.fields ?? []).join(",")}`;
+    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} ${listedObject(x.operation, x.object?.type, x.taskId)} ${x.fields.join(",")}`).join("; ")
+    : (r.operation && r.operation !== "update_task" ? esc`${r.operation} ` : "") + esc`${listedObject(r.operation, r.object?.type, r.taskId)} ${(r.fields ?? []).join(",")}`;
   return (
     esc`${r.threadId}  rev ${r.revision}  ` +
     what +
@@ -272,6 +272,15 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
     ...(view.changeSetOutcome ? { changeSet: view.changeSetOutcome } : {}),
     ...(view.next ? { next: view.next } : {}),
   };
+}
+
+/**
+ * The object of a listed action: "task 4" / "deal 3" (the listing's kind, else the operation's), or
+ * "a new task" for a create, whose id (0) names nothing yet; "task ?" when the listing knows no id.
+ */
+function listedObject(operation: string | undefined, type: string | undefined, id: number | undefined): string {
+  if (operationSpec(operation ?? "update_task")?.effect === "create") return objectNamed(operation!, id ?? 0);
+  return `${type ?? objectLabel(operation)} ${id ?? "?"}`;
 }
 
 /** "task" or "deal": what an operation's object id names (src/envelope/operations.ts). */

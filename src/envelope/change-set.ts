@@ -20,7 +20,7 @@ import { EnvelopeError } from "./errors.js";
 import { formatIssues } from "./zod-issues.js";
 import { hashEnvelope, type Envelope } from "./envelope.js";
 import { LEVELS, REVERSIBILITY, levelRank, reversibilityRank, type Reversibility, type RiskLevel } from "./policy.js";
-import { OPERATION_NAMES, OPERATIONS } from "./operations.js";
+import { OPERATION_NAMES, OPERATIONS, objectNamed, operationSpec, type OperationName } from "./operations.js";
 
 export const CHANGE_SET_SCHEMA_ID = "action-envelope-set/1";
 /** Most actions one set may hold: a person reads every one of them on one card. */
@@ -46,7 +46,8 @@ export const ChangeSetSchema = z
           actionId: z.string().regex(ACTION_ID),
           envelopeHash: z.string().regex(HASH_PATTERN),
           operation: z.enum(OPERATION_NAMES),
-          object: z.strictObject({ type: z.literal("task"), id: z.int().positive() }),
+          /** For a create (add_task) the id is 0: the object does not exist yet (as in its envelope). */
+          object: z.strictObject({ type: z.literal("task"), id: z.int().min(0) }),
           reversibility: z.enum(REVERSIBILITY),
         }),
       )
@@ -68,6 +69,11 @@ export const ChangeSetSchema = z
     const hashes = s.actions.map((a) => a.envelopeHash);
     if (new Set(hashes).size !== hashes.length) issue(["actions"], "the same envelope appears twice");
     if (Date.parse(s.expiresAt) <= Date.parse(s.createdAt)) issue(["expiresAt"], "expiresAt must be after createdAt");
+    // The envelope's rule (envelope.ts): id 0 exactly when the operation creates its object.
+    s.actions.forEach((a, i) => {
+      const creates = OPERATIONS[a.operation].effect === "create";
+      if (creates !== (a.object.id === 0)) issue(["actions", i, "object", "id"], creates ? `${a.operation} creates its object, so its id is 0` : "the object id is a positive integer");
+    });
     const chain = chainRisk(s.actions.map((a) => ({ reversibility: a.reversibility, level: "low" as RiskLevel })));
     if (reversibilityRank(s.risk.reversibility) < reversibilityRank(chain.reversibility)) {
       issue(["risk", "reversibility"], `the set is classed ${s.risk.reversibility}, below its riskiest action (${chain.reversibility})`);
@@ -162,7 +168,10 @@ export interface ActionOutcome {
   actionId: string;
   envelopeHash: string;
   operation: string;
+  /** The envelope's object id: 0 for a create (the object did not exist yet). */
   taskId: number;
+  /** For a create, the id of the object it made, where known (named in the table instead of "a new task"). */
+  createdId?: number;
   outcome: string;
   reasonCode: string;
   reason: string;
@@ -188,17 +197,26 @@ export function chainOutcome(outcomes: ActionOutcome[]): { outcome: string; reas
 
 /** The set outcome as a table: one line per action, for the CLI, the chat report and the evidence. */
 export function outcomeTable(outcomes: ActionOutcome[]): string {
-  const rows = outcomes.map((o) => [o.actionId, o.operation, `task ${o.taskId}`, o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"]);
+  const rows = outcomes.map((o) => [o.actionId, o.operation, outcomeObject(o), o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"]);
   const head = ["action", "operation", "object", "outcome", "reason", "write"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
   return [line(head), ...rows.map(line)].join("\n");
 }
 
+/**
+ * The object column of an outcome row: "task 4" (src/api/cli-api.ts parses /^task (\d+)$/ back), and for
+ * a create "new task 17" when the created id is known, else "a new task" (never "task 0").
+ */
+function outcomeObject(o: ActionOutcome): string {
+  if (operationSpec(o.operation)?.effect === "create" && o.createdId !== undefined && o.createdId > 0) return `new ${OPERATIONS[o.operation as OperationName].target} ${o.createdId}`;
+  return objectNamed(o.operation, o.taskId);
+}
+
 /** The set's header for its card; each action's own card follows it. */
 export function setCardHeader(set: ChangeSet, setHash: string): string {
   const order = set.actions
-    .map((a, i) => `  ${i + 1}. ${a.actionId}: ${a.operation} (${OPERATIONS[a.operation].method}) on ${a.object.type} ${a.object.id} [${a.reversibility}] envelope ${a.envelopeHash}`)
+    .map((a, i) => `  ${i + 1}. ${a.actionId}: ${a.operation} (${OPERATIONS[a.operation].method}) on ${objectNamed(a.operation, a.object.id)} [${a.reversibility}] envelope ${a.envelopeHash}`)
     .join("\n");
   return [
     `CHANGE SET — approval requested for ${set.actions.length} actions, as one`,
