@@ -16,7 +16,7 @@ import type { Envelope } from "./envelope.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { isRecord } from "./targets.js";
-import { show, verifyOutcome, type Acknowledgement, type FieldCheck, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
+import { show, verifyOutcome, type Acknowledgement, type FieldCheck, type ObjectIdentity, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
 
 /** A comment as task.commentitem.getlist lists it (UPPER_SNAKE keys, ids as strings). */
 export interface CommentItem {
@@ -208,13 +208,18 @@ export function createdTaskIdOf(ack: Acknowledgement): string | undefined {
 export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: ReadResult, sameTitleBefore: string[] | undefined): VerifyResult & { created: { type: "task"; id: string | null; via: "acknowledgement" | "search"; newWithText: string[] } } {
   const ackId = createdTaskIdOf(ack);
   const via: "acknowledgement" | "search" = ackId !== undefined ? "acknowledgement" : "search";
-  const identity = { expected: 0, answered: ackId ?? null, status: "UNKNOWN" as const };
-  const result = (verdict: VerifyVerdict, reason: string, fields: FieldCheck[], id: string | null, newWithText: string[]) => ({
-    verdict, reason, fields, moved: [], identity: id ? { expected: 0, answered: id, status: "MATCH" as const } : identity, created: { type: "task" as const, id, via, newWithText },
+  // The read is about the created task, not the envelope's object (id 0: "a new task", no id yet). Its
+  // identity names that task once its id is known (acknowledged, or found by the search) and is a MATCH
+  // only when the list read back holds it. ObjectIdentity.expected is a number: with no id known it stays
+  // 0, which the case record prints as "a new task", never as a task numbered 0.
+  const identityOf = (id: string | null, readBack: boolean): ObjectIdentity =>
+    id === null ? { expected: 0, answered: null, status: "UNKNOWN" } : { expected: Number(id), answered: readBack ? id : null, status: readBack ? "MATCH" : "UNKNOWN" };
+  const result = (verdict: VerifyVerdict, reason: string, fields: FieldCheck[], id: string | null, newWithText: string[], readBack = id !== null) => ({
+    verdict, reason, fields, moved: [], identity: identityOf(id, readBack), created: { type: "task" as const, id, via, newWithText },
   });
-  if (listRead.status === "failed") return result("INCONCLUSIVE", `the task list could not be read (${listRead.error.kind}: ${listRead.error.description}), so the new task cannot be checked`, [], ackId ?? null, []);
+  if (listRead.status === "failed") return result("INCONCLUSIVE", `the task list could not be read (${listRead.error.kind}: ${listRead.error.description}), so the new task cannot be checked`, [], ackId ?? null, [], false);
   const listed = taskIdsWithTitle(listRead.body, e.params["TITLE"]);
-  if (!listed.ok) return result("INCONCLUSIVE", `cannot check the new task: ${listed.reason}`, [], ackId ?? null, []);
+  if (!listed.ok) return result("INCONCLUSIVE", `cannot check the new task: ${listed.reason}`, [], ackId ?? null, [], false);
   const fresh = sameTitleBefore === undefined ? listed.ids : listed.ids.filter((id) => !sameTitleBefore.includes(id));
   const check = (task: Record<string, unknown>): FieldCheck[] =>
     Object.entries(e.params).map(([field, approved]) => {
@@ -235,7 +240,7 @@ export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: R
     return result("VERIFIED", `${lead}, read back with every approved value (${Object.keys(e.params).join(", ")})`, fields, id, fresh);
   };
   if (ackId !== undefined) {
-    if (!listed.tasks.has(ackId)) return result("VERIFICATION_FAILED", `the target acknowledged task ${ackId}, but no task ${ackId} with the approved title exists`, [], ackId, fresh);
+    if (!listed.tasks.has(ackId)) return result("VERIFICATION_FAILED", `the target acknowledged task ${ackId}, but no task ${ackId} with the approved title exists`, [], ackId, fresh, false);
     return judge(ackId, fresh.filter((id) => id !== ackId), `task ${ackId} was created`);
   }
   if (sameTitleBefore === undefined) return result("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the tasks with this title, so a new one cannot be told from an earlier one`, [], null, []);

@@ -5,7 +5,8 @@
  */
 import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, VerificationRecord } from "../hitl/records.js";
 import type { OutcomeFlags } from "../store/audit.js";
-import { objectNamed } from "../envelope/operations.js";
+import { deleteSubjectOf, deletedIdOf } from "../envelope/deleted.js";
+import { objectNamed, operationSpec } from "../envelope/operations.js";
 import type { TargetType } from "../envelope/targets.js";
 
 export interface FlagInputs {
@@ -17,9 +18,11 @@ export interface FlagInputs {
   reasonCode: ReasonCode | null;
   /**
    * The envelope the run acted on (its operation and object), so the reasons name the object by its
-   * kind: "the task" for a task, "deal 3" for a deal. Absent or null: the task wording.
+   * kind: "the task" for a task, "deal 3" for a deal. Absent or null: the task wording. A delete is
+   * said to leave its object gone (named by its params' COMMENT_ID when they are given), not to hold
+   * approved values: it approves none.
    */
-  envelope?: { operation: string; object: { type: TargetType; id: number } } | null;
+  envelope?: { operation: string; object: { type: TargetType; id: number }; params?: Record<string, unknown> } | null;
 }
 
 export interface ExplainedFlags {
@@ -36,6 +39,8 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
   const kind = s.envelope?.object.type ?? "task";
   const it = kind === "task" || !s.envelope ? "the task" : objectNamed(s.envelope.operation, s.envelope.object.id);
   const its = `${it}'s`;
+  // A delete approves no values: what its fresh read shows is the object gone.
+  const gone = s.envelope ? goneObject(s.envelope) : undefined;
 
   // A block or result may only be blamed on one cause when the evidence excludes the others.
   let causal = true;
@@ -56,7 +61,7 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
     causal = false;
     causalWhy = `the target acknowledged the write but ${it} does not hold it; it was not applied or was overwritten afterwards`;
   } else if (verified) {
-    causalWhy = "the target acknowledged the write and a fresh read shows exactly the approved values";
+    causalWhy = gone ? `the target acknowledged the delete and a fresh read shows ${gone} gone` : "the target acknowledged the write and a fresh read shows exactly the approved values";
   } else if (!attempted) {
     causalWhy = `nothing was sent; the run stopped at ${s.reasonCode ?? "an early step"}`;
   }
@@ -73,7 +78,9 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
         ? `${s.invocation!.tool} was sent at ${s.invocation!.sentAt} (idempotency key ${s.invocation!.idempotencyKey})`
         : "no write was sent",
       sideEffectVerified: verified
-        ? `the post-write read at ${s.verification!.at} shows the approved values`
+        ? gone
+          ? `the post-write read at ${s.verification!.at} shows ${gone} gone`
+          : `the post-write read at ${s.verification!.at} shows the approved values`
         : s.verification
           ? `the post-write read says ${s.verification.verdict}`
           : "there was no post-write read",
@@ -85,4 +92,13 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
           : "nothing was sent",
     },
   };
+}
+
+/** What a delete removes, for a person ("comment 5 of task 4", "task 9"); undefined for any other operation. */
+function goneObject(e: NonNullable<FlagInputs["envelope"]>): string | undefined {
+  const spec = operationSpec(e.operation);
+  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
+  if (!spec || !subject) return undefined;
+  if (subject.kind === "task_comment" && e.params?.["COMMENT_ID"] === undefined) return `the comment of task ${e.object.id}`;
+  return subject.label(e.object.id, deletedIdOf({ operation: spec.name, object: e.object, params: e.params ?? {} }));
 }

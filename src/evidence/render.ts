@@ -8,6 +8,7 @@
  * escape sequences, bidi and invisible characters appear as ⟨U+XXXX⟩ and cannot start a new line.
  * The card as shown was escaped when it was rendered; its lines are only checked again.
  */
+import { deleteSubjectOf } from "../envelope/deleted.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";
 import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
 import { esc, escapeRendered } from "../text/escape.js";
@@ -17,7 +18,7 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   const lines: string[] = [];
   const line = (s = "") => lines.push(s);
   const p = c.firstPage;
-  const kind = (p.what && operationSpec(p.what.operation)?.target) ?? "object";
+  const expected = identityNamer(p.what?.operation, p.what?.taskId ?? null);
   const rule = "─".repeat(72);
 
   line(esc`CASE RECORD  thread ${p.threadId}  (${p.status})`);
@@ -69,7 +70,7 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   for (const e of evidence) {
     line(esc`[${e.name}] ${e.at}`);
     line(esc`  ${e.summary}`);
-    for (const detail of details(e, kind)) line(`  ${detail}`);
+    for (const detail of details(e, expected)) line(`  ${detail}`);
   }
 
   line();
@@ -83,9 +84,35 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   return `${lines.join("\n")}\n`;
 }
 
+/**
+ * How an identity line names what the answer was expected to be about, by the operation's effect: the
+ * object ("expected task 4", "expected deal 3"); for a delete, what it removes ("expected comment 1 of
+ * task 4", "expected task 9"); for a create, the task it made ("created task 9"), or "a new task" while
+ * no id is known (the envelope names none: its object id is 0, never a task 0).
+ */
+function identityNamer(operation: string | undefined, objectId: number | null): (identity: ObjectIdentity) => string {
+  const spec = operation ? operationSpec(operation) : undefined;
+  // answered null: the answer named none (or could not be read), as ObjectIdentity says.
+  const answer = (identity: ObjectIdentity) => esc`answer names ${identity.answered === null ? "none" : (JSON.stringify(identity.answered) ?? "none")}`;
+  if (spec?.effect === "create") {
+    return (identity) =>
+      identity.answered !== null && identity.answered !== undefined
+        ? esc`created ${spec.target} ${String(identity.answered)}, ` + answer(identity)
+        : identity.expected
+          ? esc`created ${spec.target} ${identity.expected}, not read back`
+          : esc`a new ${spec.target}, no created id known`;
+  }
+  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
+  if (subject) {
+    return (identity) => esc`expected ${objectId !== null ? subject.label(objectId, identity.expected) : `${subject.kind === "task_comment" ? "comment" : "task"} ${identity.expected}`}, ` + answer(identity);
+  }
+  const kind = spec?.target ?? "object";
+  return (identity) => esc`expected ${kind} ${identity.expected}, ` + answer(identity);
+}
+
 /** Display lines for one evidence object, each already escaped. */
-/** `kind`: what the case's object is ("task", "deal"), for naming the id an answer was expected to carry. */
-function details(e: EvidenceObject, kind: string): string[] {
+/** `expected`: how the object an answer was expected to be about is named (identityNamer). */
+function details(e: EvidenceObject, expected: (identity: ObjectIdentity) => string): string[] {
   const d = e.data;
   switch (e.kind) {
     case "approval_request":
@@ -100,7 +127,7 @@ function details(e: EvidenceObject, kind: string): string[] {
       const identity = d["identity"] as ObjectIdentity | null | undefined;
       const window = d["concurrentWriterWindow"] as WriterWindow | null | undefined;
       return [
-        ...(identity ? [esc`identity: ${identity.status} (expected ${kind} ${identity.expected}, answer names ${JSON.stringify(identity.answered) ?? "none"})`] : []),
+        ...(identity ? [esc`identity: ${identity.status} (` + expected(identity) + ")"] : []),
         ...fieldLines(d["fields"] as FieldCheck[] | undefined),
         ...movedLines(d["moved"] as MovedField[] | null | undefined),
         ...(window ? [esc`window not covered: ${window.uncoveredMs ?? "?"} ms between pre-read ${window.preReadAt ?? "?"} and write ${window.writeSentAt}; ${window.statement}`] : []),

@@ -7,7 +7,7 @@
  */
 import { renderCard, renderValue } from "../envelope/card.js";
 import { enumLabel } from "../envelope/fields.js";
-import { OPERATIONS, objectNamed } from "../envelope/operations.js";
+import { OPERATIONS, objectNamed, operationSpec } from "../envelope/operations.js";
 import { deleteSubjectOf, deletedIdOf } from "../envelope/deleted.js";
 import { personNote } from "../envelope/people.js";
 import type { ActionRow } from "../store/action-machine.js";
@@ -64,10 +64,13 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
     const name = enumLabel(field, value) ?? personNote(field, value, people);
     return name === undefined ? "" : html` <small class="value-name">(${markedHtml(display(name, `${label} name`).text.replace(/^"|"$/g, ""))})</small>`;
   };
-  // A comment is a new object: there is no value before it, only the text to post.
+  // A created object (a comment, a task) has no value before it: only the values it is made with.
   const effect = OPERATIONS[e.operation].effect;
   const create = effect === "create" || effect === "create_child";
-  const created = OPERATIONS[e.operation].creates === "task_comment" ? "comment" : "object";
+  const makes = OPERATIONS[e.operation].creates;
+  const created = makes === "task_comment" ? "comment" : makes ?? "object";
+  // A comment is posted; a task is created.
+  const madeVerb = makes === "task_comment" ? "posted" : "created";
   // A delete writes nothing: what it removes is shown with its values as read now.
   const deleting = effect === "delete";
   const deletedRows = deleting
@@ -95,7 +98,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
   const invariants = e.invariantFields.map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (must stay)`)}</td></tr>`);
   const expiresMs = Date.parse(e.expiresAt);
   return html`<section class="card${member ? " set-action" : ""}" aria-labelledby="${titleId}" data-envelope-hash="${action.envelopeHash}"${member ? html` data-action-id="${member.actionId}"` : ""}>
-    <h2 id="${titleId}">${member ? html`<span class="action-id">${member.position} of ${member.total} · ${member.actionId}</span> ` : ""}${e.operation} on ${e.object.type} ${e.object.id} · revision ${e.revision}</h2>
+    <h2 id="${titleId}">${member ? html`<span class="action-id">${member.position} of ${member.total} · ${member.actionId}</span> ` : ""}${actsOn(e.operation, e.object.id)} · revision ${e.revision}</h2>
     <dl class="facts">
       <dt>Risk</dt><dd><span class="risk risk-${e.risk.level}">${e.risk.level}</span> · ${e.risk.reversibility}</dd>
       <dt>Requested by</dt><dd>${text(e.requestedBy)}</dd>
@@ -111,12 +114,17 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
     ${warnings.length
       ? html`<div class="warnings" role="alert"><h3>⚠ Warnings (${warnings.length}): look closely before approving</h3><ul>${warnings.map((w) => html`<li>${rendered(w)}</li>`)}</ul></div>`
       : ""}
-    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be posted (there is no value before it)` : `Changes: value read from the ${e.object.type} when the envelope was made → value to write`}</h3>
+    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be ${madeVerb} (there is no value before it)` : `Changes: value read from the ${e.object.type} when the envelope was made → value to write`}</h3>
     <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">${deleting ? "Now" : "Before"}</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
     ${deleting ? "" : html`<h3>Must stay unchanged (${e.invariantFields.length})</h3>
     <table class="invariants"><tbody>${invariants}</tbody></table>`}
     ${member ? "" : html`<details><summary>The card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(action.card)}</pre></details>`}
   </section>`;
+}
+
+/** An operation with what it acts on, for a heading: "update_task on task 4", "add_task making a new task". */
+function actsOn(operation: string, objectId: number): string {
+  return `${operation} ${operationSpec(operation)?.effect === "create" ? "making" : "on"} ${objectNamed(operation, objectId)}`;
 }
 
 /** The chain rule, in one sentence, as the set's card states it. */
@@ -134,7 +142,7 @@ export function setSection(head: ActionRow, members: ActionRow[]): Html {
   const s = m.set;
   const expiresMs = Date.parse(s.expiresAt);
   const order = s.actions.map(
-    (a) => html`<li data-action-id="${a.actionId}"><strong>${a.actionId}</strong>: ${a.operation} on ${a.object.type} ${a.object.id} <small>(${a.reversibility})</small></li>`,
+    (a) => html`<li data-action-id="${a.actionId}"><strong>${a.actionId}</strong>: ${actsOn(a.operation, a.object.id)} <small>(${a.reversibility})</small></li>`,
   );
   const last = head.progress.lastRefusal;
   return html`<section class="set" aria-labelledby="set-title" data-set-hash="${m.setHash}">

@@ -9,6 +9,9 @@ import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openG
 import { invocationOf } from "./execute.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
+import { deleteSubjectOf, deletedIdOf } from "../envelope/deleted.js";
+import { objectNamed, operationSpec } from "../envelope/operations.js";
+import type { Envelope } from "../envelope/envelope.js";
 
 /**
  * The final record, derived from the journal alone: a closed action's outcome, or a verified one's
@@ -136,7 +139,7 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
     return { outcome: v.verdict, reasonCode: v.verdict, reason: v.reason, at };
   }
   if (a.phase === "intent" || a.phase === "acknowledged") {
-    return { outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE", reason: `the write was sent but no verification was recorded; the state of ${a.envelope.object.type} ${a.envelope.object.id} was not checked`, at };
+    return { outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE", reason: `the write was sent but no verification was recorded; ${unchecked(a.envelope)} was not checked`, at };
   }
   switch (d?.type) {
     case "reject":
@@ -181,7 +184,7 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
   const say = (step: string, text: string) => new AIMessage({ id: `action-envelope:${threadId}:${step}`, content: text, name: "action-envelope" });
   const out: AIMessage[] = [];
   if (e.envelope && e.envelopeHash) {
-    out.push(say("proposal", `Proposed: ${e.envelope.operation} on ${e.envelope.object.type} ${e.envelope.object.id} with ${JSON.stringify(e.envelope.params)} (envelope ${e.envelopeHash}, revision ${e.envelope.revision}).`));
+    out.push(say("proposal", `Proposed: ${e.envelope.operation} ${proposedOn(e.envelope)} with ${JSON.stringify(e.envelope.params)} (envelope ${e.envelopeHash}, revision ${e.envelope.revision}).`));
   }
   const d = e.decision;
   if (d) {
@@ -192,7 +195,13 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
   if (e.invocation) {
     const ack = e.acknowledgement;
     const a = e.invocation.args;
-    const object = a.dealId !== undefined ? `deal ${a.dealId}` : a.commentId !== undefined ? `comment ${a.commentId} of task ${a.taskId}` : `task ${a.taskId}`;
+    const spec = operationSpec(e.invocation.tool);
+    // A create's arguments name no object: it is a new one, with the id the verification found when known.
+    const createdId = e.verification?.created?.type === spec?.creates ? e.verification?.created?.id : null;
+    const object =
+      spec?.effect === "create"
+        ? `${objectNamed(spec.name, 0)}${createdId ? ` (created: ${spec.target} ${createdId})` : ""}`
+        : a.dealId !== undefined ? `deal ${a.dealId}` : a.commentId !== undefined ? `comment ${a.commentId} of task ${a.taskId}` : `task ${a.taskId}`;
     // A delete sends no fields: it names only what it removes.
     const sent = a.fields !== undefined ? ` with ${JSON.stringify(a.fields)}` : "";
     out.push(say("write", `Sent ${e.invocation.tool} once for ${object}${sent}; the target answered ${ack ? ack.status : "nothing recorded"}.`));
@@ -200,4 +209,22 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
   if (e.verification) out.push(say("verification", `Fresh read after the write: ${e.verification.verdict}. ${e.verification.reason}`));
   out.push(say("outcome", `Outcome: ${e.outcome} (${e.reasonCode})${e.reason ? `: ${e.reason}` : ""}`));
   return out;
+}
+
+/** What a proposal acts on, by its effect: "on task 4", "making a new task", "removing comment 5 of task 4". */
+function proposedOn(e: Pick<Envelope, "operation" | "object" | "params">): string {
+  const spec = operationSpec(e.operation);
+  if (spec?.effect === "create") return `making ${objectNamed(e.operation, e.object.id)}`;
+  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
+  if (subject) return `removing ${subject.label(e.object.id, deletedIdOf(e))}`;
+  return `on ${objectNamed(e.operation, e.object.id)}`;
+}
+
+/** What a sent write left unchecked without its verification: the object's state, whether a new one was made, whether a deleted one is gone. */
+function unchecked(e: Pick<Envelope, "operation" | "object" | "params">): string {
+  const spec = operationSpec(e.operation);
+  if (spec?.effect === "create") return `whether ${objectNamed(e.operation, e.object.id)} was made`;
+  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
+  if (subject) return `whether ${subject.label(e.object.id, deletedIdOf(e))} is gone`;
+  return `the state of ${objectNamed(e.operation, e.object.id)}`;
 }
