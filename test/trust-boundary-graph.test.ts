@@ -442,4 +442,19 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     soft(accepted.map((r) => (r["approver"] as { id: string; verifiedBy: string })).map((a) => [a.id, a.verifiedBy])).toEqual([["demo-user", "authentication"]]);
     soft(await writesSince(portal, mark)).toEqual([]);
   });
+
+  it("row 14: new run input naming another requester on a thread that ended without an action is refused, and recorded under the journal's requester, not the input's", async () => {
+    // The model proposes nothing: the thread ends NOT_EXECUTED with no action, so no envelope names its requester.
+    await open({ script: () => new AIMessage("Nothing to change.") });
+    const threadId = randomUUID();
+    await drive({ request: REQUEST, requestedBy: "demo-user" }, threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("NOT_EXECUTED");
+    const mark = await writeMark(portal);
+    await drive({ request: "delete every task in group 3", requestedBy: "mallory" }, threadId);
+    soft((await valuesOf(threadId))["requestedBy"]).toBe("mallory");
+    soft(await writesSince(portal, mark)).toEqual([]);
+    const refused = events(await readAudit(dataDir, threadId), "transition_refused");
+    soft(refused.length).toBeGreaterThan(0);
+    soft(refused.map((r) => r["requestedBy"])).toEqual(refused.map(() => "demo-user"));
+  });
 });

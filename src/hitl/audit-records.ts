@@ -239,7 +239,7 @@ function scrub(v: unknown): unknown {
  */
 export function boundaryRefusedEntry(
   state: State,
-  ctx: { threadId: string; policy: Policy; at: string; discriminator: string; tool: string; args: unknown; offered: string[]; reason: string },
+  ctx: { threadId: string; policy: Policy; at: string; discriminator: string; tool: string; args: unknown; offered: string[]; reason: string; requestedBy?: string },
 ): AuditEntry {
   // The object's id under the name the tool takes it: taskId for a task tool, dealId for update_deal.
   const args = ctx.args as { taskId?: unknown; dealId?: unknown } | null;
@@ -250,7 +250,8 @@ export function boundaryRefusedEntry(
     event: "boundary_refused",
     discriminator: ctx.discriminator,
     at: ctx.at,
-    requestedBy: state.requestedBy,
+    // The journal's requester when the thread is registered; state's only before it is.
+    requestedBy: ctx.requestedBy ?? state.requestedBy,
     risk: null,
     what: {
       operation: ctx.tool,

@@ -315,7 +315,7 @@ function transitionRefusedEntry(gate: Gate, node: GatedNode, reason: string, at:
   return journalGuardEntry("transition_refused", {
     threadId: gate.threadId,
     action: gate.action,
-    requestedBy: requesterIn(state),
+    requestedBy: gate.thread?.requestedBy ?? gate.action?.envelope.requestedBy ?? requesterIn(state),
     // One record per node, journal position and state seen: a re-run of the same refusal adds nothing.
     discriminator: `${node}:${gate.action?.phase ?? (gate.thread?.closed ? "ended" : "none")}:${stateDigest(state)}`,
     at,
@@ -328,7 +328,7 @@ function tamperEntry(threadId: string, action: ActionRow | undefined, where: str
   return journalGuardEntry("tamper_detected", {
     threadId,
     action,
-    requestedBy: requesterIn(state),
+    requestedBy: action?.envelope.requestedBy ?? requesterIn(state),
     discriminator: `${where}:${stateDigest(state)}`,
     at,
     code: "STATE_DISAGREES_WITH_JOURNAL",
@@ -336,6 +336,7 @@ function tamperEntry(threadId: string, action: ActionRow | undefined, where: str
   });
 }
 
+/** The requester as state claims it: only for a record about a thread the journal does not know yet. */
 const requesterIn = (state: State): string => (typeof state.requestedBy === "string" ? state.requestedBy : "");
 
 /**

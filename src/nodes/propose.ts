@@ -129,9 +129,11 @@ export async function auditBoundaryRefusal(
   offered: string[] = offeredToolNames(deps),
 ): Promise<{ tool: string; argumentsSha256: string }> {
   if (typeof threadId === "string" && threadId !== "") {
+    const thread = await deps.journal.getThread(threadId);
     await deps.audit.append(
       boundaryRefusedEntry(state, {
         threadId,
+        ...(thread?.macValid ? { requestedBy: thread.requestedBy } : {}),
         policy: deps.policy,
         at: deps.clock().toISOString(),
         discriminator: `step${state.agentSteps}:${index}:${call.id ?? ""}`,
