@@ -88,8 +88,12 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
   );
 }
 
-/** An edit's action: the envelope's operation on its object (named by the operation's id argument), with the edited fields. */
+/**
+ * An edit's action: the envelope's operation on its object (named by the operation's id argument), with
+ * the edited fields; a create (add_task) names no object, so its args are {fields}, as the approval shows them.
+ */
 function editedActionOf(e: { operation: keyof typeof OPERATIONS; object: { id: number } }, fields: Record<string, unknown>): { name: string; args: Record<string, unknown> } {
+  if (OPERATIONS[e.operation].effect === "create") return { name: e.operation, args: { fields } };
   return { name: e.operation, args: { [OPERATIONS[e.operation].idArg]: e.object.id, fields } };
 }
 

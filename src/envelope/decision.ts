@@ -13,7 +13,7 @@ import { approverNotAllowed, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, t
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
 import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
 import { codesForNames } from "./fields.js";
-import { OPERATIONS } from "./operations.js";
+import { OPERATIONS, objectNamed, operationSpec } from "./operations.js";
 import { idsForNames, type NameResolution } from "./people.js";
 
 /** Ids are short; a longer one is refused (MALFORMED) rather than carried into records. */
@@ -43,10 +43,17 @@ export const DecisionSchema = z.discriminatedUnion("type", [
     ...Base,
     editedAction: z.strictObject({
       name: z.string().min(1),
-      // The object's id under the operation's own name: taskId for a task's, dealId for update_deal.
-      args: z
-        .strictObject({ taskId: z.int().positive().optional(), dealId: z.int().positive().optional(), fields: z.record(z.string(), z.json()) })
-        .refine((a) => (a.taskId === undefined) !== (a.dealId === undefined), "name the edited object by exactly one of taskId (a task) or dealId (a deal)"),
+      // The object's id under the operation's own name: taskId for a task's, dealId for update_deal. A
+      // create (add_task) names no object: its args are {fields} as shown (taskId 0 is read the same).
+      args: z.strictObject({ taskId: z.int().nonnegative().optional(), dealId: z.int().nonnegative().optional(), fields: z.record(z.string(), z.json()) }),
+    }).superRefine((a, ctx) => {
+      if (operationSpec(a.name)?.effect === "create") return; // which id, if any, is judged against the envelope (OUT_OF_SCOPE)
+      if ((a.args.taskId === undefined) === (a.args.dealId === undefined)) {
+        ctx.addIssue({ code: "custom", path: ["args"], message: "name the edited object by exactly one of taskId (a task) or dealId (a deal)" });
+      }
+      for (const k of ["taskId", "dealId"] as const) {
+        if (a.args[k] === 0) ctx.addIssue({ code: "custom", path: ["args", k], message: "Too small: expected number to be >0" });
+      }
     }),
   }),
 ]);
@@ -286,7 +293,17 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
       return refuse("OUT_OF_SCOPE", `the edit names operation ${JSON.stringify(d.editedAction.name)}, but this envelope is for ${e.operation}; an edit changes values, not the operation: propose a new change instead`);
     }
     const idArg = OPERATIONS[e.operation].idArg;
-    const editedId = d.editedAction.args[idArg];
+    const creates = OPERATIONS[e.operation].effect === "create";
+    if (creates) {
+      // A create makes a new object: its edit names none (no id, or 0, both the new object). An id of an
+      // existing object would point the edit at something this envelope is not about.
+      const { taskId, dealId } = d.editedAction.args;
+      const other = taskId !== undefined && taskId !== 0 ? `task ${taskId}` : dealId !== undefined && dealId !== 0 ? `deal ${dealId}` : dealId !== undefined && idArg !== "dealId" ? "dealId 0" : undefined;
+      if (other) {
+        return refuse("OUT_OF_SCOPE", `${e.operation} creates ${objectNamed(e.operation, e.object.id)}; an edit of it names no existing object (send args {fields}, without ${idArg}), but it names ${other}; propose a new change instead`);
+      }
+    }
+    const editedId = creates ? e.object.id : d.editedAction.args[idArg];
     if (editedId !== e.object.id) {
       const named = d.editedAction.args.taskId !== undefined ? `task ${d.editedAction.args.taskId}` : `deal ${d.editedAction.args.dealId}`;
       return refuse("OUT_OF_SCOPE", `the edit targets ${named}, but this envelope is about ${e.object.type} ${e.object.id} (named by ${idArg}); propose a new change instead`);

@@ -7,6 +7,7 @@
 import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type ObjectLease } from "../store/action-machine.js";
 import type { LeaseRecord } from "./records.js";
+import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 
 export type HoldResult = { held: true; record: LeaseRecord } | { held: false; holder: ObjectLease; record: LeaseRecord };
 
@@ -39,9 +40,17 @@ export function leaseOf(deps: Pick<Deps, "config">, action: ActionRow): { object
   return { objectKey: objectKeyOf(action.envelope), holdMs: deps.config.objectLease.holdMs };
 }
 
+/** What the lease is on, for a person: "task 4", or for a create "a new task titled "Call Bob"" (its key is the title). */
+function leasedObject(action: ActionRow): string {
+  const e = action.envelope;
+  const named = objectNamed(e.operation, e.object.id);
+  if (OPERATIONS[e.operation].effect !== "create") return named;
+  return `${named} titled ${JSON.stringify(e.params["TITLE"])} (a create of the same title waits, so that verification can tell the ${OPERATIONS[e.operation].target}s apart by title)`;
+}
+
 export function busyReason(action: ActionRow, holder: ObjectLease, waitedMs: number): string {
   return (
-    `another approved action holds ${action.envelope.object.type} ${action.envelope.object.id} from its pre-read to its verification ` +
+    `another approved action holds ${leasedObject(action)} from its pre-read to its verification ` +
     `(envelope ${holder.owner.slice(0, 12)}…, thread ${holder.threadId}, lease until ${new Date(holder.expiresAt).toISOString()}); ` +
     `waited ${(waitedMs / 1000).toFixed(1)} s (ACTION_ENVELOPE_OBJECT_WAIT_MS); nothing was sent. Approve a new proposal once it has ended, so it is built on the state that results`
   );

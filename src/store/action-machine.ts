@@ -14,6 +14,9 @@
  */
 import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../hitl/records.js";
 import type { ChangeSet, Envelope, NameResolution, OperationName, PeopleLookup } from "../envelope/index.js";
+import { operationSpec } from "../envelope/operations.js";
+import { createHash } from "node:crypto";
+import { canonicalJson } from "../envelope/canonical.js";
 
 export const PHASES = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified", "closed", "superseded"] as const;
 export type Phase = (typeof PHASES)[number];
@@ -311,7 +314,25 @@ export function leaseIsFree(holder: ObjectLease | undefined, owner: string, nowM
   return holder.expiresAt <= nowMs;
 }
 
-/** The key of an envelope's target object: the same task on the same portal is one object. */
-export function objectKeyOf(envelope: { portal: string; object: { type: string; id: number } }): string {
+/**
+ * The key of an envelope's target object, on which its lease is taken (src/hitl/object-lease.ts) and
+ * renewed with the write-ahead entry (journal.beginWrite): the same task on the same portal is one
+ * object. A create (add_task) names no existing object (object id 0), so its key is what identifies
+ * the object it makes for verification, the title (src/envelope/created.ts finds the task by it when
+ * the answer is lost): creates of the same title on a portal share a lease and wait on each other, so
+ * a lost answer cannot be confused with another's task; creates of different titles do not.
+ */
+export function objectKeyOf(envelope: { portal: string; operation: string; object: { type: string; id: number }; params: Record<string, unknown> }): string {
+  if (operationSpec(envelope.operation)?.effect === "create") return `${envelope.portal}|${envelope.object.type}|new:${newObjectDigest(envelope.params["TITLE"])}`;
   return `${envelope.portal}|${envelope.object.type}|${envelope.object.id}`;
+}
+
+/**
+ * sha256 (hex) of a create's title, normalised more loosely than verification compares titles (Unicode
+ * NFC, whitespace collapsed and trimmed, lower case): titles that might be listed as one share a lease.
+ * Sharing more than needed only costs a wait; sharing less would let two creates be confused.
+ */
+function newObjectDigest(title: unknown): string {
+  const text = typeof title === "string" ? title.normalize("NFC").replace(/\s+/g, " ").trim().toLowerCase() : canonicalJson(title ?? null);
+  return createHash("sha256").update(text, "utf8").digest("hex");
 }

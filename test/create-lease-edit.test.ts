@@ -1,0 +1,223 @@
+/**
+ * A new task (add_task) end to end — the graph, our MCP server over stdio and the emulator over HTTP —
+ * on the two places where "task 0" (a create's envelope object) used to stand for every new task:
+ *  - the object lease: a create's lease is keyed on its title (what verification finds the new task
+ *    by when the answer is lost), so after a create whose answer was lost another create with a
+ *    different title proceeds, while one with the same title ends TARGET_BUSY naming that title;
+ *  - an edit: a create names no object, so an edit of it sends {fields} (or taskId 0) and becomes a
+ *    new revision (through submitDecision, the CLI's edit and the web inbox's edit form); an edit
+ *    naming an existing task is refused OUT_OF_SCOPE.
+ * Writes are counted in the emulator's call log.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { AIMessage } from "@langchain/core/messages";
+import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { objectKeyOf } from "../src/store/action-machine.js";
+import fs from "node:fs";
+import path from "node:path";
+import { startInbox } from "../src/inbox/server.js";
+import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
+import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call } from "./support/scripted-model.js";
+
+const FIRST = "LEASE-CREATE first report";
+const OTHER = "LEASE-CREATE other report";
+const EDITED = "LEASE-CREATE edited title";
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir();
+});
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+/** Proposes add_task with the title the request quotes, for user 5. */
+const proposeQuoted = () =>
+  new ScriptedChatModel((messages) => {
+    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
+    const request = messages.find((m) => m.getType() === "human");
+    const title = /"([^"]+)"/.exec(String(request?.content ?? ""))?.[1] ?? "untitled";
+    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields: { TITLE: title, RESPONSIBLE_ID: "5" }, rationale: "requested by the user" })] });
+  });
+
+async function open(env: Record<string, string> = {}): Promise<App> {
+  app = await openTestApp(portal, dataDir, { model: proposeQuoted(), env });
+  return app;
+}
+
+async function waitingCreate(title: string): Promise<ThreadView> {
+  const view = await startRun(app!, { request: `create a task "${title}" for user 5`, requestedBy: "demo-user" });
+  expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+  expect(view.approval!.envelope).toMatchObject({ operation: "add_task", object: { type: "task", id: 0 }, params: { TITLE: title } });
+  return view;
+}
+
+function approve(view: ThreadView): { decisions: unknown[] } {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+}
+
+function edit(view: ThreadView, args: Record<string, unknown>): { decisions: unknown[] } {
+  const a = view.approval!;
+  return { decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "add_task", args } }] };
+}
+
+const titled = async (title: string) => ((await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{ id: string; title: string }>).filter((t) => t.title === title);
+const adds = async () => (await portal.writes()).map((w) => ((w.params["fields"] as Record<string, unknown>) ?? {})["TITLE"]);
+
+describe("the object lease of a create is keyed on its title", () => {
+  it("after a create whose answer was lost (lease kept), a create with another title proceeds and is VERIFIED; one with the same title ends TARGET_BUSY naming that title, nothing sent", async () => {
+    await open({ BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500", ACTION_ENVELOPE_OBJECT_WAIT_MS: "300" });
+    const first = await waitingCreate(FIRST);
+    const other = await waitingCreate(OTHER);
+    const same = await waitingCreate(FIRST);
+    await portal.fault({ method: "tasks.task.add", kind: "apply_then_timeout", times: 1 });
+    const lost = await submitDecision(app!, first.threadId, approve(first));
+    expect(lost.state!.outcome, lost.state!.reason ?? "").toBe("INCONCLUSIVE");
+    // Kept until it runs out: the lost write may still be listed late.
+    expect((await app!.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
+
+    const proceeded = await submitDecision(app!, other.threadId, approve(other));
+    expect(proceeded.state!.outcome, proceeded.state!.reason ?? "").toBe("VERIFIED");
+    expect(await titled(OTHER)).toHaveLength(1);
+
+    const busy = await submitDecision(app!, same.threadId, approve(same));
+    expect(busy.state!.outcome).toBe("NOT_EXECUTED");
+    expect(busy.state!.reasonCode).toBe("TARGET_BUSY");
+    expect(busy.state!.reason).toContain(`a new task titled "${FIRST}"`);
+    expect(busy.state!.reason).not.toContain("task 0");
+    expect(busy.state!.reason).toContain(`thread ${first.threadId}`);
+    expect(busy.state!.preRead ?? null).toBeNull();
+
+    // One send for the lost one, one for the other title, none for the same title.
+    expect(await adds()).toEqual([FIRST, OTHER]);
+    expect(await titled(FIRST)).toHaveLength(1);
+    // Different titles are different objects to lease; the same title is one.
+    expect(objectKeyOf(first.approval!.envelope)).not.toBe(objectKeyOf(other.approval!.envelope));
+    expect(objectKeyOf(first.approval!.envelope)).toBe(objectKeyOf(same.approval!.envelope));
+    expect(objectKeyOf(first.approval!.envelope)).not.toMatch(/\|task\|0$/);
+  });
+
+  it("two creates with different titles approved at once both proceed while one holds its lease: two writes, both VERIFIED", async () => {
+    await open({ ACTION_ENVELOPE_OBJECT_WAIT_MS: "300", BITRIX24_TIMEOUT_MS: "6000" });
+    const first = await waitingCreate(FIRST);
+    const other = await waitingCreate(OTHER);
+    // The first create is held 1.5 s by the emulator, far past the other's 300 ms wait bound.
+    await portal.fault({ method: "tasks.task.add", kind: "latency", ms: 1500, times: 1 });
+    const firstDone = submitDecision(app!, first.threadId, approve(first));
+    const deadline = Date.now() + 5000;
+    while ((await app!.deps.journal.getAction(first.approval!.envelopeHash))?.phase !== "intent") {
+      if (Date.now() > deadline) throw new Error("the first create never reached intent");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect((await app!.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
+    const otherDone = await submitDecision(app!, other.threadId, approve(other));
+    expect(otherDone.state!.outcome, otherDone.state!.reason ?? "").toBe("VERIFIED");
+    expect((await firstDone).state!.outcome).toBe("VERIFIED");
+    expect((await adds()).sort()).toEqual([FIRST, OTHER].sort());
+  });
+});
+
+describe("an edit of a create names no object", () => {
+  it("through submitDecision: {fields} with an edited TITLE is a new revision; taskId 7 is refused OUT_OF_SCOPE; approved, exactly one task with the edited title", async () => {
+    await open();
+    const view = await waitingCreate(FIRST);
+    expect(view.approval!.actionRequests[0].args).toEqual({ fields: { TITLE: FIRST, RESPONSIBLE_ID: "5" } });
+
+    const existing = await submitDecision(app!, view.threadId, edit(view, { taskId: 7, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }));
+    expect(existing.approval!.lastRefusal, JSON.stringify(existing.state?.reason ?? existing.status)).toMatchObject({ code: "OUT_OF_SCOPE" });
+    expect(existing.approval!.lastRefusal?.reason).toContain("names task 7");
+    expect(existing.approval!.envelope.revision).toBe(1);
+
+    // Exactly the args the approval showed, with the title changed.
+    const edited = await submitDecision(app!, view.threadId, edit(view, { fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }));
+    expect(edited.status, edited.approval?.lastRefusal?.reason ?? "").toBe("awaiting_approval");
+    expect(edited.approval!.lastRefusal ?? null).toBeNull();
+    expect(edited.approval!.envelope).toMatchObject({ revision: 2, operation: "add_task", object: { type: "task", id: 0 }, params: { TITLE: EDITED, RESPONSIBLE_ID: "5" } });
+    expect(await portal.writes()).toHaveLength(0);
+
+    const done = await submitDecision(app!, view.threadId, approve(edited));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect(await adds()).toEqual([EDITED]);
+    expect(await titled(EDITED)).toHaveLength(1);
+    expect(await titled(FIRST)).toHaveLength(0);
+  });
+
+  it("taskId 0 (as the inbox sends it) is read as the new task too", async () => {
+    await open();
+    const view = await waitingCreate(FIRST);
+    const edited = await submitDecision(app!, view.threadId, edit(view, { taskId: 0, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }));
+    expect(edited.approval!.lastRefusal ?? null).toBeNull();
+    expect(edited.approval!.envelope).toMatchObject({ revision: 2, params: { TITLE: EDITED } });
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("through the CLI: edit --set TITLE=… makes revision 2 with the edited title; approved, one task with it", async () => {
+    await open();
+    const view = await waitingCreate(FIRST);
+    await app!.close();
+    app = undefined;
+    const env = envFor(portal, dataDir);
+    const editRun = await runCli(["edit", view.threadId, "--set", `TITLE=${EDITED}`, "--as", "alice", "--json"], env);
+    expect(editRun.code, editRun.stdout + editRun.stderr).toBe(0);
+    const edited = parseJsonOutput(editRun.stdout);
+    expect(edited).toMatchObject({ status: "awaiting_approval", revision: 2, envelope: { operation: "add_task", params: { TITLE: EDITED, RESPONSIBLE_ID: "5" } } });
+    const approved = await runCli(["approve", view.threadId, "--hash", edited.envelopeHash, "--as", "bob", "--json"], env);
+    expect(approved.code, approved.stdout + approved.stderr).toBe(0);
+    expect(parseJsonOutput(approved.stdout).outcome).toBe("VERIFIED");
+    expect(await adds()).toEqual([EDITED]);
+    expect(await titled(EDITED)).toHaveLength(1);
+  });
+
+  it("through the web inbox: the edit form of an add_task makes revision 2 with the edited title; nothing is written", async () => {
+    const usersFile = path.join(dataDir, "inbox-users.json");
+    fs.writeFileSync(usersFile, JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }));
+    await open({ ACTION_ENVELOPE_INBOX_USERS: usersFile });
+    const view = await waitingCreate(FIRST);
+    const inbox = await startInbox({ app: app!, users: loadInboxUsers(app!.deps.config.inboxUsersPath), pollMs: 200 });
+    try {
+      const cookies = new Map<string, string>();
+      const req = async (p: string, form?: Record<string, string>) => {
+        const res = await fetch(inbox.url + p, {
+          method: form ? "POST" : "GET",
+          headers: { cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "), accept: "text/html", ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: inbox.url } : {}) },
+          body: form ? new URLSearchParams(form).toString() : undefined,
+          redirect: "manual",
+        });
+        for (const c of res.headers.getSetCookie()) {
+          const [pair] = c.split(";");
+          cookies.set(pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1));
+        }
+        return res;
+      };
+      const login = await (await req("/login")).text();
+      expect((await req("/login", { csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!, user: "alice", password: "alice-password-1" })).status).toBe(303);
+      const card = await (await req(`/t/${view.threadId}`)).text();
+      const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(card)![1]!;
+      const res = await req(`/t/${view.threadId}/decide`, {
+        csrf: field("csrf"),
+        action: "edit",
+        envelopeHash: view.approval!.envelopeHash,
+        nonce: view.approval!.nonce,
+        "field.TITLE": EDITED,
+        "field.RESPONSIBLE_ID": "5",
+      });
+      const page = await res.text();
+      expect(res.status, page.slice(0, 2000)).toBe(200);
+      const now = await viewThread(app!, view.threadId);
+      expect(now.approval!.lastRefusal ?? null).toBeNull();
+      expect(now.approval!.envelope).toMatchObject({ revision: 2, operation: "add_task", params: { TITLE: EDITED, RESPONSIBLE_ID: "5" }, editedBy: "alice" });
+      expect(await portal.writes()).toHaveLength(0);
+    } finally {
+      await inbox.close();
+    }
+  });
+});
