@@ -107,7 +107,8 @@ describe("a change set with a create (add_task)", () => {
     const undo = await startUndo(app, view.threadId, "demo-user");
     expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
     expect(undo.approval!.envelope.params).toEqual({ TITLE: original });
-    expect(undo.state!.card).toMatch(/a2 \(add_task .*\) is not undone: .*delete_task/);
+    expect(undo.state!.card).toMatch(/a2 \(add_task on a new task\) is not undone: .*delete_task/);
+    expect(undo.state!.card).not.toMatch(/task 0\b/);
     const restored = await submitDecision(app, undo.threadId, approveAll(undo));
     expect(restored.state!.outcome).toBe("VERIFIED");
     expect((await portal.task(4))["title"]).toBe(original);

@@ -5,7 +5,7 @@
  */
 import { changedSinceCreated, changedSinceWrite, compensationOf, deletionOf, type ChangedSinceWrite, type CompensationPlan, type DeletePlan } from "../envelope/compensation.js";
 import { extractOf } from "../envelope/compare.js";
-import { OPERATIONS } from "../envelope/operations.js";
+import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 import { deleteSubjectOf } from "../envelope/deleted.js";
 import type { Policy } from "../envelope/policy.js";
 import type { ActionRow } from "../store/action-machine.js";
@@ -172,12 +172,12 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
     const entry = byTask.get(keyOf(m));
     if (entry && closed.outcome === "VERIFIED") entry.last = m;
     if (closed.outcome !== "VERIFIED") {
-      skipped.push(`${id} (${m.envelope.operation} on ${m.envelope.object.type} ${m.envelope.object.id}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
+      skipped.push(`${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
       continue;
     }
     const found = partOf(m, policy);
     if (!found.ok) {
-      skipped.push(`${id} (${m.envelope.operation} on ${m.envelope.object.type} ${m.envelope.object.id}) is not undone: ${found.reason}`);
+      skipped.push(`${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is not undone: ${found.reason}`);
       continue;
     }
     if (isDeletePart(found)) {
