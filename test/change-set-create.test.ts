@@ -82,14 +82,15 @@ describe("a change set with a create (add_task)", () => {
     expect(added.params).toMatchObject({ fields: { TITLE, RESPONSIBLE_ID: "5" } });
     const table = done.state!.messages.map((m) => String(m.content)).find((t) => t.startsWith("Change set, action by action"));
     expect(table).toMatch(/a1 +update_task +task 4 +VERIFIED/);
-    // The set's outcome table names a create as "a new task", never "task 0".
-    expect(table).toMatch(/a2 +add_task +a new task +VERIFIED/);
+    // The set's outcome table names a create by the task it made ("new task N"), never "task 0".
+    expect(table).toMatch(/a2 +add_task +new task \d+ +VERIFIED/);
     // The created task's id is recorded with a2's verification, and the task is on the portal as approved.
     const a2 = await app.deps.journal.getAction(a.changeSet!.actions[1]!.envelopeHash);
     expect(a2!.progress.verification!.verdict).toBe("VERIFIED");
     const createdId = Number((a2!.progress.verification!.created as { id: string }).id);
     expect(createdId).toBeGreaterThan(0);
     expect(await portal.task(createdId)).toMatchObject({ title: TITLE, responsibleId: "5" });
+    expect(table).toMatch(new RegExp(`a2 +add_task +new task ${createdId} +VERIFIED`));
     expect(table).not.toMatch(/task 0\b/);
   });
 

@@ -118,6 +118,9 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
       reason: closed.reason,
       sent: entry !== undefined,
     };
+    // A create names the task it made, as its verification tied it to this write (src/envelope/created.ts).
+    const created = Number(row.progress.verification?.created?.id ?? Number.NaN);
+    if (row.envelope.object.id === 0 && row.progress.verification?.created?.type === "task" && Number.isSafeInteger(created) && created > 0) o.createdId = created;
     outcomes.push(o);
     if (!stop && o.outcome !== "VERIFIED") stop = o;
   }
