@@ -46,8 +46,12 @@ export function apiClient(target: ApiTarget): Client {
   });
 }
 
-/** A thread as the local CLI sees one, built from the server's state. */
-export async function apiView(client: Client, threadId: string): Promise<ThreadView> {
+/**
+ * A thread as the local CLI sees one, built from the server's state; with `target`, a finished change
+ * set's per-action outcomes come from the server's hash-chained audit records (GET /audit/threads/:id,
+ * each action's action_ended record), not from the run's messages, which any run input can add to.
+ */
+export async function apiView(client: Client, threadId: string, target?: ApiTarget): Promise<ThreadView> {
   let snapshot;
   try {
     snapshot = await client.threads.getState(threadId);
@@ -61,8 +65,41 @@ export async function apiView(client: Client, threadId: string): Promise<ThreadV
   if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state };
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: snapshot.next, state };
   if (!state || Object.keys(state).length === 0) return { threadId, status: "not_found" };
-  const changeSetOutcome = setOutcomeFromMessages(threadId, state.messages as unknown);
+  const audited = target ? await auditedSetOutcome(target, threadId) : undefined;
+  // A server without the audit routes: the table its run reported in the thread's messages.
+  const changeSetOutcome = audited === undefined ? setOutcomeFromMessages(threadId, state.messages as unknown) : (audited ?? undefined);
   return { threadId, status: "finished", state, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
+}
+
+/**
+ * Each action of a finished change set as its action_ended audit record has it, in set order; null for
+ * a thread that is not a change set; undefined when the server does not serve its audit records.
+ */
+async function auditedSetOutcome(target: ApiTarget, threadId: string): Promise<ThreadView["changeSetOutcome"] | null | undefined> {
+  const { apiAudit, AuditApiError } = await import("./audit-client.js");
+  let records;
+  try {
+    records = (await apiAudit.caseOf(target, threadId)).caseRecord.auditRecords;
+  } catch (e) {
+    if (e instanceof UsageError || e instanceof AuditApiError) return undefined;
+    throw e;
+  }
+  const ended = records.filter((r) => r.event === "action_ended");
+  if (ended.length === 0) return null;
+  const actions = ended.map((r) => {
+    const ev = (r.received ?? {}) as { actionId?: string; invocation?: unknown };
+    return {
+      actionId: ev.actionId ?? "a?",
+      ...(r.what.envelopeHash ? { envelopeHash: r.what.envelopeHash } : {}),
+      operation: r.what.operation,
+      taskId: r.what.taskId ?? 0,
+      outcome: r.outcome?.outcome ?? "",
+      reasonCode: r.outcome?.reasonCode ?? "",
+      ...(r.outcome ? { reason: r.outcome.reason } : {}),
+      sent: ev.invocation !== undefined && ev.invocation !== null,
+    };
+  });
+  return { actions: actions.sort((a, b) => a.actionId.localeCompare(b.actionId, undefined, { numeric: true })) };
 }
 
 const TABLE_HEAD = "Change set, action by action:\n";
@@ -133,9 +170,9 @@ export async function apiPending(client: Client, now = Date.now()): Promise<Pend
 }
 
 /** Sends a decision and returns the thread as it is afterwards. A refused late resume comes back as the server's error. */
-export async function apiDecide(client: Client, threadId: string, resume: ResumeValue): Promise<ThreadView> {
+export async function apiDecide(client: Client, threadId: string, resume: ResumeValue, target?: ApiTarget): Promise<ThreadView> {
   await client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
-  return apiView(client, threadId);
+  return apiView(client, threadId, target);
 }
 
 /** Drops `approver` from decisions when the server will fill in the authenticated caller (a token, and no explicit --as). */
@@ -191,7 +228,7 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       const thread = await client.threads.create();
       const input = { request: cmd.request, ...(cmd.requestedBy !== undefined ? { requestedBy: cmd.requestedBy } : {}), ...(Object.keys(cmd.scope).length ? { scope: cmd.scope } : {}) };
       await client.runs.wait(thread.thread_id, GRAPH_ID, { input });
-      return print(await apiView(client, thread.thread_id), false);
+      return print(await apiView(client, thread.thread_id, target), false);
     }
     case "pending": {
       const rows = await apiPending(client);
@@ -204,7 +241,7 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       return 0;
     }
     case "show": {
-      const view = await apiView(client, cmd.threadId);
+      const view = await apiView(client, cmd.threadId, target);
       if (view.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}; list waiting ones with "pending --api ${target.url}"`);
       return print(view, false);
     }
@@ -216,7 +253,7 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       const resume = waiting ? forTokenServer(cmd.build(before), target, cmd.explicitApprover) : { decisions: [{ type: "approve" }] };
       let after: ThreadView;
       try {
-        after = await apiDecide(client, cmd.threadId, resume);
+        after = await apiDecide(client, cmd.threadId, resume, target);
       } catch (e) {
         const message = String((e as Error).message ?? e);
         const refused = /"error":"LateResumeRefused","message":"([A-Z_]+): ((?:[^"\\]|\\.)*)"/.exec(message);
