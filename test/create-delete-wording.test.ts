@@ -60,6 +60,17 @@ describe("outcome flags of a delete", () => {
     expect(task.because.causalClaimAllowed).not.toContain("approved values");
   });
 
+  it("say a delete acknowledged but not applied left the comment there, not that 'the task does not hold it'", () => {
+    const failed = outcomeFlags({
+      ...inputs,
+      verification: { ...verification, verdict: "VERIFICATION_FAILED", reason: "still there" },
+      outcome: "VERIFICATION_FAILED" as never,
+      envelope: { operation: "delete_task_comment", object: { type: "task", id: 4 }, params: { COMMENT_ID: 5 } },
+    });
+    expect(failed.flags.causalClaimAllowed).toBe(false);
+    expect(failed.because.causalClaimAllowed).toBe("the target acknowledged the delete but a fresh read still shows comment 5 of task 4; it was not applied, or the object was made again afterwards");
+  });
+
   it("keep the update wording for an update", () => {
     const { because } = outcomeFlags({ ...inputs, envelope: { operation: "update_task", object: { type: "task", id: 4 }, params: { TITLE: "x" } } });
     expect(because.sideEffectVerified).toBe("the post-write read at 2026-01-01T00:00:00.000Z shows the approved values");

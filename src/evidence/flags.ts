@@ -59,7 +59,9 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
     causalWhy = "fields that were not to change did; our write or a concurrent change could have done it";
   } else if (s.verification?.verdict === "VERIFICATION_FAILED" && s.acknowledgement?.status === "OK") {
     causal = false;
-    causalWhy = `the target acknowledged the write but ${it} does not hold it; it was not applied or was overwritten afterwards`;
+    causalWhy = gone
+      ? `the target acknowledged the delete but a fresh read still shows ${gone}; it was not applied, or the object was made again afterwards`
+      : `the target acknowledged the write but ${it} does not hold it; it was not applied or was overwritten afterwards`;
   } else if (verified) {
     causalWhy = gone ? `the target acknowledged the delete and a fresh read shows ${gone} gone` : "the target acknowledged the write and a fresh read shows exactly the approved values";
   } else if (!attempted) {
