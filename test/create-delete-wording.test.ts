@@ -112,6 +112,13 @@ describe("a new task (add_task) in words", () => {
     const text = await caseText(done);
     expect(text).toContain(`identity: MATCH (created task ${id}, answer names "${id}")`);
     expect(text).not.toContain("expected task 0");
+    // A create overwrites nothing: the writer window says so instead of naming the new task's fields.
+    const records = await app.deps.audit.records({ threadId: done.threadId });
+    const { evidence } = buildCase({ threadId: done.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() });
+    const window = evidence.find((e) => e.kind === "post_write_read")!.data["concurrentWriterWindow"] as { fieldsOverwritten: string[]; statement: string };
+    expect(window.fieldsOverwritten).toEqual([]);
+    expect(window.statement).toMatch(/^A create writes no existing object, so nothing anyone else changed can be overwritten/);
+    expect(text).not.toMatch(/TITLE would have been overwritten/);
   });
 });
 
