@@ -133,3 +133,24 @@ describe("reading chat messages (pure)", () => {
     expect(answersFromChat("Q?", { status: { type: "enum", choices: ["open", "done"] } }, "closed")).toMatchObject({ ok: false, reason: expect.stringContaining('status: one of "open", "done"') });
   });
 });
+
+describe("the budget of invalid answers to a question", () => {
+  it("is counted in the journal: a fork of the checkpoint from before the refusals does not reset it, and the fifth invalid answer ends the run", async () => {
+    const { model, threadId, config } = await asked(ONE_FIELD);
+    // The checkpoint at the question, before any answer: its state holds no refusals.
+    const atQuestion = (await app!.graph.getState(config)).config;
+    const bad = (from: typeof config | typeof atQuestion) => app!.graph.invoke(new Command({ resume: { answers: { taskId: "the fourth" } } }), { ...from, durability: "sync" as const });
+    for (let i = 0; i < 4; i++) await bad(config);
+    expect((await viewThread(app!, threadId)).status).toBe("awaiting_input");
+    expect((await app!.deps.journal.getQuestion(threadId))?.invalidAnswers).toBe(4);
+    // Anyone who can reach the API or the checkpoints resumes the old checkpoint: state's count starts
+    // again from none, the journal's does not.
+    await bad(atQuestion);
+    const ended = await viewThread(app!, threadId);
+    expect(ended.status).toBe("finished");
+    expect(ended.state?.reasonCode).toBe("TOO_MANY_REFUSED_DECISIONS");
+    expect(ended.state?.reason).toMatch(/^5 invalid answers/);
+    expect(model.seen).toHaveLength(1);
+    expect(await portal.writes()).toEqual([]);
+  });
+});

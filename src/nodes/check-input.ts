@@ -28,7 +28,9 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   const result = chat !== undefined ? answersFromChat(req.question, req.fields, chat) : validateAnswers(req.fields, state.pendingDecision);
   if (!result.ok) {
     const refusal = { code: "INVALID_ANSWER", reason: result.reason, at, envelopeHash: null, raw: state.pendingDecision };
-    const count = state.refusals.filter((r) => r.code === "INVALID_ANSWER" && r.at >= req.askedAt).length + 1;
+    // Counted in the journal's question row (state's refusals are a mirror anyone can rewrite); state's
+    // count only for a question asked before the journal kept questions.
+    const count = asked ? await deps.journal.noteInvalidAnswer(gate.threadId) : state.refusals.filter((r) => r.code === "INVALID_ANSWER" && r.at >= req.askedAt).length + 1;
     if (count >= deps.config.limits.maxRefusedDecisions) {
       await deps.journal.closeQuestion(gate.threadId, "closed", at);
       return { refusals: [refusal], pendingDecision: null, ...(await endRunInJournal(deps, gate, state, "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`)) };

@@ -66,6 +66,8 @@ export interface QuestionEntry {
   askedAt: string;
   status: "open" | "answered" | "closed";
   closedAt: string | null;
+  /** Answers refused as invalid since this question was asked (the budget check_input closes it by). */
+  invalidAnswers: number;
 }
 
 /** Taking an object lease: granted (until `expiresAt`, ms since the epoch), or the lease that stands in the way. */
@@ -150,7 +152,12 @@ export interface Journal {
   noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined>;
   // ── Structured questions (one per thread at a time): recorded when asked, closed when answered.
   /** Records the thread's question; a new question (another tool call) reopens the row, the same one already answered stays answered. */
-  recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void>;
+  recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers">): Promise<void>;
+  /**
+   * Counts one invalid answer to the thread's open question and returns how many it has had; 0 when
+   * no question is open. Kept here, not in graph state, so rewriting state cannot reset the budget.
+   */
+  noteInvalidAnswer(threadId: string): Promise<number>;
   /** Closes the thread's open question (answered, or closed because the run ended). */
   closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void>;
   getQuestion(threadId: string): Promise<QuestionEntry | undefined>;
@@ -229,7 +236,8 @@ CREATE TABLE IF NOT EXISTS questions (
   fields_json TEXT NOT NULL,
   asked_at TEXT NOT NULL,
   status TEXT NOT NULL,
-  closed_at TEXT
+  closed_at TEXT,
+  invalid_answers INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS object_leases (
   object_key TEXT PRIMARY KEY,
@@ -300,6 +308,9 @@ export class SqliteJournal implements Journal {
     this.db.pragma("busy_timeout = 10000");
     this.db.pragma("synchronous = FULL");
     this.db.exec(SCHEMA);
+    // A journal made before questions counted invalid answers gains the column (existing rows: 0).
+    const columns = this.db.prepare("PRAGMA table_info(questions)").all() as Array<{ name: string }>;
+    if (!columns.some((c) => c.name === "invalid_answers")) this.db.exec("ALTER TABLE questions ADD COLUMN invalid_answers INTEGER NOT NULL DEFAULT 0");
     this.sql = preparedOnce(this.db);
   }
 
@@ -614,14 +625,22 @@ export class SqliteJournal implements Journal {
     return this.leaseOn(objectKey);
   }
 
-  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt">): Promise<void> {
+  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers">): Promise<void> {
     this.sql(
-        `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at) VALUES (?, ?, ?, ?, ?, 'open', NULL)
+        `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers) VALUES (?, ?, ?, ?, ?, 'open', NULL, 0)
          ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
-           asked_at = excluded.asked_at, status = 'open', closed_at = NULL
+           asked_at = excluded.asked_at, status = 'open', closed_at = NULL,
+           invalid_answers = CASE WHEN questions.tool_call_id != excluded.tool_call_id THEN 0 ELSE questions.invalid_answers END
          WHERE questions.tool_call_id != excluded.tool_call_id OR questions.status = 'open'`,
       )
       .run(q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt);
+  }
+
+  async noteInvalidAnswer(threadId: string): Promise<number> {
+    const row = this.sql("UPDATE questions SET invalid_answers = invalid_answers + 1 WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers").get(threadId) as
+      | { invalid_answers: number }
+      | undefined;
+    return row?.invalid_answers ?? 0;
   }
 
   async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
@@ -734,6 +753,7 @@ export interface QuestionRow {
   asked_at: string;
   status: QuestionEntry["status"];
   closed_at: string | null;
+  invalid_answers: number | null;
 }
 
 export function toQuestion(r: QuestionRow): QuestionEntry {
@@ -745,5 +765,6 @@ export function toQuestion(r: QuestionRow): QuestionEntry {
     askedAt: r.asked_at,
     status: r.status,
     closedAt: r.closed_at,
+    invalidAnswers: Number(r.invalid_answers ?? 0),
   };
 }

@@ -241,6 +241,11 @@ export const MIGRATIONS: Migration[] = [
       CREATE INDEX actions_waiting_requester ON ${s}.actions (((registered_json::jsonb #>> '{envelope,requestedBy}')), registered_at, id) WHERE phase = 'registered';
       CREATE INDEX actions_waiting_task ON ${s}.actions (((registered_json::jsonb #>> '{envelope,object,id}')), registered_at, id) WHERE phase = 'registered';`,
   },
+  {
+    version: 7,
+    name: "journal: a question's invalid answers counted in the journal, so rewriting graph state cannot reset the budget",
+    sql: (s) => `ALTER TABLE ${s}.questions ADD COLUMN invalid_answers INTEGER NOT NULL DEFAULT 0;`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */
