@@ -15,7 +15,7 @@ import { describeAck, describeMoves, extractTask, has, show, type Acknowledgemen
 import { extractComments } from "./created.js";
 import { fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
-import { OPERATIONS, type OperationName } from "./operations.js";
+import { OPERATIONS, operationSpec, type OperationName } from "./operations.js";
 import { TARGETS, isRecord } from "./targets.js";
 
 export type DeletedKind = "task_comment" | "task";
@@ -46,6 +46,16 @@ export const COMMENT_COMPARED_FIELDS = ["AUTHOR_ID", "POST_MESSAGE"] as const;
 export function deleteSubjectOf(operation: OperationName): DeleteSubject | undefined {
   const kind = OPERATIONS[operation].deletes;
   return OPERATIONS[operation].effect === "delete" && kind ? DELETE_SUBJECTS[kind] : undefined;
+}
+
+/**
+ * What a delete removes, for a person ("comment 5 of task 4", "task 9"); undefined for an operation
+ * that is not a delete (or a name that is no operation).
+ */
+export function deletedLabelOf(e: { operation: string; object: { id: number }; params: Record<string, unknown> }): string | undefined {
+  const spec = operationSpec(e.operation);
+  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
+  return subject ? subject.label(e.object.id, deletedIdOf({ ...e, operation: spec!.name })) : undefined;
 }
 
 /** The id of what a delete removes: the comment's (its COMMENT_ID param) or the task's (the object). */

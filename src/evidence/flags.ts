@@ -5,7 +5,7 @@
  */
 import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, VerificationRecord } from "../hitl/records.js";
 import type { OutcomeFlags } from "../store/audit.js";
-import { deleteSubjectOf, deletedIdOf } from "../envelope/deleted.js";
+import { deletedLabelOf } from "../envelope/deleted.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";
 import type { TargetType } from "../envelope/targets.js";
 
@@ -98,9 +98,7 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
 
 /** What a delete removes, for a person ("comment 5 of task 4", "task 9"); undefined for any other operation. */
 function goneObject(e: NonNullable<FlagInputs["envelope"]>): string | undefined {
-  const spec = operationSpec(e.operation);
-  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
-  if (!spec || !subject) return undefined;
-  if (subject.kind === "task_comment" && e.params?.["COMMENT_ID"] === undefined) return `the comment of task ${e.object.id}`;
-  return subject.label(e.object.id, deletedIdOf({ operation: spec.name, object: e.object, params: e.params ?? {} }));
+  // Inputs without params (older records) cannot name the comment: it is the task's comment.
+  if (operationSpec(e.operation)?.deletes === "task_comment" && e.params?.["COMMENT_ID"] === undefined) return `the comment of task ${e.object.id}`;
+  return deletedLabelOf({ ...e, params: e.params ?? {} });
 }

@@ -110,8 +110,10 @@ function identityNamer(operation: string | undefined, objectId: number | null): 
   return (identity) => esc`expected ${kind} ${identity.expected}, ` + answer(identity);
 }
 
-/** Display lines for one evidence object, each already escaped. */
-/** `expected`: how the object an answer was expected to be about is named (identityNamer). */
+/**
+ * Display lines for one evidence object, each already escaped. `expected`: how the object an answer
+ * was expected to be about is named (identityNamer).
+ */
 function details(e: EvidenceObject, expected: (identity: ObjectIdentity) => string): string[] {
   const d = e.data;
   switch (e.kind) {

@@ -8,7 +8,7 @@
 import { renderCard, renderValue } from "../envelope/card.js";
 import { enumLabel } from "../envelope/fields.js";
 import { OPERATIONS, objectNamed, operationSpec } from "../envelope/operations.js";
-import { deleteSubjectOf, deletedIdOf } from "../envelope/deleted.js";
+import { deletedLabelOf } from "../envelope/deleted.js";
 import { personNote } from "../envelope/people.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
@@ -76,7 +76,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
   const deletedRows = deleting
     ? [...e.comparedFields, ...e.invariantFields].map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value before">${markedHtml(display(e.baseline.values[f], `${f} (now)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (now)`)}</td><td><em>deleted</em></td></tr>`)
     : [];
-  const deletedWhat = deleting ? deleteSubjectOf(e.operation)!.label(e.object.id, deletedIdOf(e)) : "";
+  const deletedWhat = deletedLabelOf(e) ?? "";
   const changes = deleting ? deletedRows : Object.entries(e.params).map(([field, value]) => {
     if (create) {
       const after = display(value, `${field} (requested)`);

@@ -31,9 +31,9 @@ import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import { tarArchive } from "./tar.js";
 import type { InboxUsers } from "./users.js";
 
-
 /** How long closing the inbox waits for requests still being answered. */
 const CLOSE_GRACE_MS = 5_000;
+
 export interface InboxOptions {
   app: App;
   users: InboxUsers;

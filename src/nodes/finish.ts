@@ -9,7 +9,7 @@ import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openG
 import { invocationOf } from "./execute.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
-import { deleteSubjectOf, deletedIdOf } from "../envelope/deleted.js";
+import { deletedLabelOf } from "../envelope/deleted.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";
 import type { Envelope } from "../envelope/envelope.js";
 
@@ -216,18 +216,14 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
 
 /** What a proposal acts on, by its effect: "on task 4", "making a new task", "removing comment 5 of task 4". */
 function proposedOn(e: Pick<Envelope, "operation" | "object" | "params">): string {
-  const spec = operationSpec(e.operation);
-  if (spec?.effect === "create") return `making ${objectNamed(e.operation, e.object.id)}`;
-  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
-  if (subject) return `removing ${subject.label(e.object.id, deletedIdOf(e))}`;
-  return `on ${objectNamed(e.operation, e.object.id)}`;
+  if (operationSpec(e.operation)?.effect === "create") return `making ${objectNamed(e.operation, e.object.id)}`;
+  const deleted = deletedLabelOf(e);
+  return deleted ? `removing ${deleted}` : `on ${objectNamed(e.operation, e.object.id)}`;
 }
 
 /** What a sent write left unchecked without its verification: the object's state, whether a new one was made, whether a deleted one is gone. */
 function unchecked(e: Pick<Envelope, "operation" | "object" | "params">): string {
-  const spec = operationSpec(e.operation);
-  if (spec?.effect === "create") return `whether ${objectNamed(e.operation, e.object.id)} was made`;
-  const subject = spec ? deleteSubjectOf(spec.name) : undefined;
-  if (subject) return `whether ${subject.label(e.object.id, deletedIdOf(e))} is gone`;
-  return `the state of ${objectNamed(e.operation, e.object.id)}`;
+  if (operationSpec(e.operation)?.effect === "create") return `whether ${objectNamed(e.operation, e.object.id)} was made`;
+  const deleted = deletedLabelOf(e);
+  return deleted ? `whether ${deleted} is gone` : `the state of ${objectNamed(e.operation, e.object.id)}`;
 }
