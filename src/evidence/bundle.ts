@@ -50,14 +50,15 @@ export interface WriterWindow {
 
 export function writerWindow(preRead: PreReadRecord | null, invocation: InvocationRecord | null, ack: AcknowledgementRecord | null): WriterWindow | null {
   if (!invocation) return null;
-  const effect = operationSpec(invocation.tool)?.effect;
+  const spec = operationSpec(invocation.tool);
+  const effect = spec?.effect;
   // Only an update overwrites fields: a delete sends none, and a create (a new task, or a comment under
   // a task) writes no existing object.
   const creates = effect === "create" || effect === "create_child";
   const fields = creates ? [] : Object.keys(invocation.args.fields ?? {});
   const from = preRead?.at ?? null;
   // The method the write called, from the operation table (a write tool is named as its operation).
-  const method = operationSpec(invocation.tool)?.method ?? invocation.tool;
+  const method = spec?.method ?? invocation.tool;
   const ms = from !== null ? Date.parse(invocation.sentAt) - Date.parse(from) : NaN;
   const between = `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt}`;
   return {
