@@ -245,8 +245,8 @@ export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Pro
         .addEdge("verify", END)
         .compile({ checkpointer })
     : new StateGraph(BareState).addNode("ask", ask).addNode("write", write).addEdge(START, "ask").addEdge("ask", "write").addEdge("write", END).compile({ checkpointer });
-  // Same durability as our runs (RUN_DURABILITY, also LangGraph's default): a step's checkpoint is
-  // committed while the next step runs, and every one is committed before the run returns.
+  // Same durability as our runs (RUN_DURABILITY): each step's checkpoint is committed before the next
+  // step starts.
   const config = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: RUN_DURABILITY });
   return {
     async start(threadId, taskId) {

@@ -111,14 +111,13 @@ export function openApp(deps: Deps, opts: OpenOptions = {}): App {
 }
 
 /**
- * How our runs checkpoint: "async", so a step's checkpoint is committed while the next node runs
- * (its Bitrix24 call, typically) instead of before it starts. The run still returns only once every
- * checkpoint is committed (LangGraph awaits them at the end), so a finished or paused run is on disk.
- * What a crash can leave is a checkpoint a step behind the journal; nothing is decided from the
- * checkpoint (the journal is the authority, and every node asks it first), and a checkpoint behind
- * the journal is read as the journal's step (checkpointBehind, test/checkpoint-rollback.test.ts).
+ * How our runs checkpoint: "sync", each step's checkpoint committed before the next node starts.
+ * "async" was tried (2026-12-01) and gave nothing measurable, and it opened a window in which a
+ * step's writes were committed but the checkpoint after it was not: LangGraph then reads the thread
+ * as having no next step, so a reader (`npm start --inbox` polling, `show`) saw it finished, with no
+ * outcome, while the run was still going.
  */
-export const RUN_DURABILITY = "async" as const;
+export const RUN_DURABILITY = "sync" as const;
 
 const runConfig = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: RUN_DURABILITY });
 

@@ -86,7 +86,7 @@ async function resumeAsSignedIn(app: App, threadId: string, identity: string, ro
       streamMode: "updates",
     });
     for await (const _chunk of stream) {
-      // Drained: each node has run, and its checkpoint is committed, when the stream ends.
+      // Drained: each node has run and been checkpointed when the stream ends.
     }
     return await viewThread(app, threadId);
   } finally {
