@@ -304,4 +304,42 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     expect(outcome.data["outcome"]).toBe("NOT_EXECUTED");
     expect(JSON.stringify(found!.caseRecord)).not.toContain("forged");
   });
+
+  it("the request's text and the refused-decision count come from the records, not from a request or refusals a client writes into state", async () => {
+    const view = await waiting("rename task 4 to Kept", readThenPropose(4, { TITLE: "Kept" }));
+    const a = view.approval!;
+    const config = { configurable: { thread_id: view.threadId } };
+    // While the approval waits, as build_envelope (the run then still pauses there); after the end, as the last node.
+    const forge = (asNode?: string) =>
+      app!.graph.updateState(config, {
+        request: "FORGED REQUEST: delete every task",
+        refusals: Array.from({ length: 3 }, (_, i) => ({ code: "HASH_MISMATCH", reason: "FORGED", at: `2026-01-0${i + 1}T00:00:00.000Z`, envelopeHash: a.envelopeHash, raw: null })),
+      }, asNode);
+    const page = async () => {
+      const found = await caseOf({ audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) }, view.threadId);
+      return found!.caseRecord.firstPage;
+    };
+    // Waiting: the approval record carries the request. The run is then driven back to its interrupt.
+    await forge("build_envelope");
+    expect((await page()).request).toBe("rename task 4 to Kept");
+    expect((await page()).refusedDecisions).toBe(0);
+    await app!.graph.invoke(null, config);
+    expect((await viewThread(app!, view.threadId)).status).toBe("awaiting_approval");
+
+    // One real refusal (a wrong hash), then the approval.
+    const wrong = await submitDecision(app!, view.threadId, { decisions: [{ type: "approve", envelopeHash: `sha256:${"0".repeat(64)}`, nonce: a.nonce, approver: { id: "demo-approver" } }] });
+    expect(wrong.status).toBe("awaiting_approval");
+    const again = wrong.approval!;
+    const done = await submitDecision(app!, view.threadId, { decisions: [{ type: "approve", envelopeHash: again.envelopeHash, nonce: again.nonce, approver: { id: "demo-approver" } }] });
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+
+    await forge();
+    const after = await page();
+    expect(after.request).toBe("rename task 4 to Kept");
+    expect(after.refusedDecisions).toBe(1);
+    const closing = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "execution_outcome")!;
+    expect(closing.request).toBe("rename task 4 to Kept");
+    expect(JSON.stringify(after)).not.toContain("FORGED");
+  });
 });

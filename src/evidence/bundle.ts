@@ -174,8 +174,10 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
  * The first page prefers the hash-chained audit records to graph state wherever a record says the
  * same thing: state is writable by any API client and by anyone who can edit the checkpoints, so a
  * checkpoint rewritten after the run (an outcome of VERIFIED on a rejected thread, another approver)
- * must not be what the case record reports. State fills in only what no record holds (the request's
- * text, a run still going).
+ * must not be what the case record reports. State fills in only for a thread without any record
+ * (a run still going before its first record); the request's text comes from the records that carry
+ * the journal's (approval_requested, the closing record), and a thread recorded before they carried
+ * it shows none rather than state's.
  */
 function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPage {
   const accepted = records.filter((r) => r.event === "decision_accepted");
@@ -215,18 +217,21 @@ function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPag
       ? { outcome: s.outcome, reasonCode: s.reasonCode ?? "", reason: s.reason ?? "", finishedAt: s.finishedAt }
       : null;
   const explained = explainedOutcome(closing, s);
+  // The journal's text of the request, as the closing or an approval record carries it.
+  const recordedRequest = (closing?.request ?? records.find((r) => r.request !== undefined)?.request) ?? null;
 
   return {
     overrides,
     threadId,
     status,
-    request: s?.request ?? null,
+    request: recordedRequest ?? (records.length === 0 ? (s?.request ?? null) : null),
     requestedBy: lastRecord?.requestedBy ?? s?.requestedBy ?? null,
     risk: lastWhat?.risk ?? (e ? { ...e.risk } : null),
     policy: lastWhat ? lastWhat.policy : e ? { ...e.policy } : null,
     what,
     decidedBy,
-    refusedDecisions: Math.max(s?.refusals.length ?? 0, records.filter((r) => r.event === "decision_refused").length),
+    // Every refused decision has its record (check_decision appends it before state hears of it).
+    refusedDecisions: records.length > 0 ? records.filter((r) => r.event === "decision_refused").length : (s?.refusals.length ?? 0),
     outcome,
     flags: outcome ? (closing?.outcome?.flags ?? explained?.flags ?? null) : null,
     flagReasons: outcome ? (explained?.because ?? null) : null,

@@ -62,7 +62,7 @@ export function proposalDeniedEntry(
  * freezes a new envelope (new nonce), and the log then says truthfully that two were built, rather
  * than naming one the approver never saw.
  */
-export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string, card: string): AuditEntry {
+export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string, card: string, request: string): AuditEntry {
   return hashable({
     ...envelopeFields(envelope, envelopeHash),
     event: "approval_requested",
@@ -70,6 +70,7 @@ export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string,
     at: envelope.createdAt,
     ...none,
     shown: { card, expiresAt: envelope.expiresAt },
+    request,
   });
 }
 
@@ -129,7 +130,7 @@ export interface ActionEvidence {
  * hash-chained like the rest, so the case record never needs graph state's mirrors for it (state keeps
  * no raw answers). A change set's actions each have their own action_ended record instead.
  */
-export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string; evidence?: ActionEvidence }): AuditEntry {
+export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string; request: string; evidence?: ActionEvidence }): AuditEntry {
   const e = state.envelope;
   const d = state.decision;
   const explained = outcomeFlags(state);
@@ -166,6 +167,7 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
       flags: explained.flags,
     },
     ...(ctx.evidence ? { received: ctx.evidence } : {}),
+    request: ctx.request,
   });
 }
 

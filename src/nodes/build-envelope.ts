@@ -165,7 +165,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     },
     envelope.createdAt,
   );
-  await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card));
+  await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card, thread.request));
   // What is left of a change set after a partial approval the policy lets run at once: decided now.
   if (onlyOne && prior?.setPlan?.runWithoutReapproval) {
     const record = { ...decisionOf(previous)!, type: "approve" as const, envelopeHash, nonce: envelope.nonce, revision, message: `partial approval of change set ${previous?.set?.setHash}: ${prior.setPlan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; run without a second approval under policy partialExecution` };
@@ -222,7 +222,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
     return endRunInJournal(deps, gate, state, built.code, built.reason);
   }
   const first = built.rows[0]!;
-  for (const r of built.rows) await deps.audit.append(approvalRequestedEntry(r.envelope, r.envelopeHash, r.card));
+  for (const r of built.rows) await deps.audit.append(approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, thread.request));
   if (built.autoApproved) {
     const decision = decisionOf(first);
     if (decision) await deps.audit.append(decisionAcceptedEntry(first.envelope, built.setHash, decision));

@@ -94,6 +94,11 @@ export interface AuditEntry {
   received?: unknown;
   /** decision_accepted / decision_refused of an edit naming people: what was typed for each user field, what was searched, what it resolved to. */
   resolvedNames?: unknown[];
+  /**
+   * approval_requested and the closing record: the request's text as the journal recorded it when the
+   * thread started, so a case record never takes it from graph state (which new run input rewrites).
+   */
+  request?: string;
 }
 
 export interface AuditRecord extends AuditEntry {
