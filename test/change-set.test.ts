@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Command } from "@langchain/langgraph";
 import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
-import { buildEvidence } from "../src/evidence/bundle.js";
+import { buildCase, buildEvidence } from "../src/evidence/bundle.js";
 import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -109,6 +109,10 @@ describe("a change set", () => {
     const evidence = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() }).map((e) => e.name.replace(/^\d+-/, ""));
     expect(evidence).toEqual(expect.arrayContaining(["a1-pre-read", "a1-invocation", "a1-acknowledgement", "a1-post-write-read", "a1-outcome", "a2-pre-read", "a2-invocation", "a2-post-write-read", "a2-outcome", "outcome"]));
     expect(evidence).not.toContain("pre-read");
+    // Why the set's flags hold is explained from the records alone (no state given).
+    const page = buildCase({ threadId: view.threadId, status: "finished", state: undefined, records, chain: await app.deps.audit.verify() }).caseRecord.firstPage;
+    expect(page.flags).toEqual(records.find((r) => r.event === "execution_outcome")!.outcome!.flags);
+    expect(page.flagReasons?.sideEffectVerified).toMatch(/\S/);
   });
 
   it("stops at the first action that is not verified: 1 VERIFIED, 2 NOT_EXECUTED (STALE_STATE), 3 NOT_EXECUTED (CHAIN_STOPPED), one write", async () => {
@@ -128,6 +132,12 @@ describe("a change set", () => {
     expect((await portal.writes()).slice(before).map((w) => w.method)).toEqual(["tasks.task.update"]);
     expect((await portal.task(4))["title"]).toBe("CS-1 renamed");
     expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
+    {
+      const records = await app.deps.audit.records({ threadId: view.threadId });
+      const page = buildCase({ threadId: view.threadId, status: "finished", state: undefined, records, chain: await app.deps.audit.verify() }).caseRecord.firstPage;
+      expect(page.outcome).toMatchObject({ outcome: "PARTIALLY_EXECUTED", reasonCode: "STALE_STATE" });
+      expect(page.flagReasons).not.toBeNull();
+    }
   });
 
   it("an irreversible action runs only after the one before it VERIFIED: a write acknowledged but not applied stops the chain", async () => {

@@ -342,4 +342,27 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     expect(closing.request).toBe("rename task 4 to Kept");
     expect(JSON.stringify(after)).not.toContain("FORGED");
   });
+
+  it("a waiting thread whose state is rewritten to a decision, a write and VERIFIED shows none of them: no outcome, no decider, no invocation", async () => {
+    const view = await waiting("rename task 4 to Still waiting", readThenPropose(4, { TITLE: "Still waiting" }));
+    const a = view.approval!;
+    const config = { configurable: { thread_id: view.threadId } };
+    const at = "2026-01-01T00:00:00.000Z";
+    await app!.graph.updateState(config, {
+      outcome: "VERIFIED",
+      reasonCode: "VERIFIED",
+      reason: "FORGED",
+      finishedAt: at,
+      decision: { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, approverId: "bob", verifiedBy: "signature", decidedAt: at, acceptedAt: at, raw: null },
+      invocation: { tool: "tasks.task.update", args: { taskId: 4, fields: { TITLE: "FORGED" } }, idempotencyKey: "FORGED", sentAt: at },
+    }, "build_envelope");
+    const found = await caseOf({ audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) }, view.threadId);
+    const page = found!.caseRecord.firstPage;
+    expect(page.outcome).toBeNull();
+    expect(page.decidedBy).toBeNull();
+    expect(page.flags).toBeNull();
+    expect(found!.evidence.map((e) => e.kind)).toEqual(["approval_request"]);
+    expect(JSON.stringify(found!.caseRecord)).not.toContain("FORGED");
+    expect(await portal.writes()).toEqual([]);
+  });
 });

@@ -171,6 +171,16 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
 }
 
 /**
+ * Graph state, only for a thread the audit log knows nothing of (a run still going before its first
+ * record). Once a thread has records they are what the case record reports: state is writable by any
+ * API client (updateState, run input) and by anyone who can edit the checkpoints, so a waiting
+ * thread's state rewritten to an outcome, a decision or a write must not show as one.
+ */
+function stateWithoutRecords(state: State | undefined, records: readonly AuditRecord[]): State | undefined {
+  return records.length === 0 ? state : undefined;
+}
+
+/**
  * The first page prefers the hash-chained audit records to graph state wherever a record says the
  * same thing: state is writable by any API client and by anyone who can edit the checkpoints, so a
  * checkpoint rewritten after the run (an outcome of VERIFIED on a rejected thread, another approver)
@@ -179,7 +189,8 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
  * the journal's (approval_requested, the closing record), and a thread recorded before they carried
  * it shows none rather than state's.
  */
-function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPage {
+function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
+  const s = stateWithoutRecords(state, records);
   const accepted = records.filter((r) => r.event === "decision_accepted");
   const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
   const lastRecord = records.at(-1);
@@ -216,7 +227,7 @@ function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPag
     : s?.outcome
       ? { outcome: s.outcome, reasonCode: s.reasonCode ?? "", reason: s.reason ?? "", finishedAt: s.finishedAt }
       : null;
-  const explained = explainedOutcome(closing, s);
+  const explained = explainedOutcome(closing, records, s);
   // The journal's text of the request, as the closing or an approval record carries it.
   const recordedRequest = (closing?.request ?? records.find((r) => r.request !== undefined)?.request) ?? null;
 
@@ -240,29 +251,36 @@ function firstPage({ threadId, status, state: s, records }: CaseInput): FirstPag
 
 /**
  * Why the outcome's flags hold: from the closing record's own evidence when it carries it (a single
- * action), else from state only when state reports the same outcome as the closing record (a change
- * set's state mirrors its last action), and from state alone while no run has closed the thread.
+ * action), else from the evidence of the last action of a change set that ran (its state, which the
+ * closing flags were computed from, mirrored that action), kept only when it gives the very flags the
+ * closing record holds; from state alone while the thread has no record.
  */
-function explainedOutcome(closing: AuditRecord | undefined, s: State | undefined): ReturnType<typeof outcomeFlags> | null {
+function explainedOutcome(closing: AuditRecord | undefined, records: readonly AuditRecord[], s: State | undefined): ReturnType<typeof outcomeFlags> | null {
   const o = closing?.outcome;
   if (!o) return s?.outcome ? outcomeFlags(s) : null;
-  const ev = closing.received as Partial<ActionEvidence> | undefined;
-  if (ev && (ev.preRead !== undefined || ev.invocation !== undefined || ev.verification !== undefined)) {
-    const envelope = closing.what.envelope as FlagInputs["envelope"] | null | undefined;
-    return outcomeFlags({
-      preRead: ev.preRead ?? null,
-      invocation: ev.invocation ?? null,
-      acknowledgement: ev.acknowledgement ?? null,
-      verification: ev.verification ?? null,
-      outcome: o.outcome as Outcome,
-      reasonCode: o.reasonCode as ReasonCode,
-      envelope: envelope ?? null,
-    });
-  }
-  return s && s.outcome === o.outcome && s.reasonCode === o.reasonCode ? outcomeFlags(s) : null;
+  const carries = (r: AuditRecord) => {
+    const ev = r.received as Partial<ActionEvidence> | undefined;
+    return ev !== undefined && ev !== null && (ev.preRead !== undefined || ev.invocation !== undefined || ev.verification !== undefined);
+  };
+  const from = carries(closing) ? closing : records.filter((r) => r.event === "action_ended" && carries(r)).at(-1);
+  if (!from) return null;
+  const ev = from.received as Partial<ActionEvidence>;
+  const envelope = from.what.envelope as FlagInputs["envelope"] | null | undefined;
+  const explained = outcomeFlags({
+    preRead: ev.preRead ?? null,
+    invocation: ev.invocation ?? null,
+    acknowledgement: ev.acknowledgement ?? null,
+    verification: ev.verification ?? null,
+    outcome: o.outcome as Outcome,
+    reasonCode: o.reasonCode as ReasonCode,
+    envelope: envelope ?? null,
+  });
+  const same = (Object.keys(explained.flags) as Array<keyof OutcomeFlags>).every((k) => explained.flags[k] === o.flags[k]);
+  return from === closing || same ? explained : null;
 }
 
-export function buildEvidence({ threadId, state: s, records }: CaseInput): EvidenceObject[] {
+export function buildEvidence({ threadId, state, records }: CaseInput): EvidenceObject[] {
+  const s = stateWithoutRecords(state, records);
   const out: Array<Omit<EvidenceObject, "name"> & { stem: string }> = [];
   const add = (kind: EvidenceKind, stem: string, at: string, summary: string, data: Record<string, unknown>) =>
     out.push({ kind, stem, threadId, at, summary, data });
@@ -387,7 +405,7 @@ export function buildEvidence({ threadId, state: s, records }: CaseInput): Evide
   // The closing record's outcome when there is one (state's could have been rewritten after the run).
   if (closing?.outcome) {
     const o = closing.outcome;
-    const explained = explainedOutcome(closing, s);
+    const explained = explainedOutcome(closing, records, s);
     add("outcome", "outcome", o.finishedAt ?? closing.at, `${o.outcome} (${o.reasonCode}): ${o.reason}`, {
       ...o,
       ...o.flags,
