@@ -197,7 +197,7 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
   // never lead it: a record in state that the journal does not hold was put there by someone else.
   const p = a.progress;
   // State keeps these without raw answers (state.ts), so they are compared as mirrors of the journal's.
-  const differs = (mine: unknown, theirs: unknown) => mine != null && JSON.stringify(mine) !== JSON.stringify(theirs ?? null);
+  const differs = (mine: unknown, theirs: unknown) => mine != null && !sameJson(mine, theirs ?? null);
   if (differs(state.verification, verificationMirror(p.verification))) problems.push(`state carries a verification (${state.verification?.verdict}) the journal does not hold (${p.verification?.verdict ?? "none"})`);
   if (differs(state.preRead, preReadMirror(p.preRead))) problems.push(`state carries a pre-read (${state.preRead?.verdict}) the journal does not hold (${p.preRead?.verdict ?? "none"})`);
   if (differs(state.acknowledgement, acknowledgementMirror(p.acknowledgement))) problems.push(`state carries an acknowledgement (${state.acknowledgement?.status}) the journal does not hold (${p.acknowledgement?.status ?? "none"})`);
@@ -211,10 +211,27 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
 
 function sameJson(a: unknown, b: unknown): boolean {
   try {
-    return JSON.stringify(a) === JSON.stringify(b);
+    return jsonText(a) === jsonText(b);
   } catch {
     return false;
   }
+}
+
+/**
+ * JSON text of a value; a frozen object's text is kept by identity. The journal's rows are deep-frozen
+ * (src/store/action-rows.ts), so the envelope every node compares with state (noteStateDrift, then
+ * unchangedLeftOut) is serialised once per row rather than once per comparison. State's own objects
+ * are not frozen and are serialised each time.
+ */
+const frozenText = new WeakMap<object, string>();
+function jsonText(v: unknown): string | undefined {
+  if (v === null || typeof v !== "object" || !Object.isFrozen(v)) return JSON.stringify(v);
+  let text = frozenText.get(v);
+  if (text === undefined) {
+    text = JSON.stringify(v);
+    frozenText.set(v, text);
+  }
+  return text;
 }
 
 /**
