@@ -124,13 +124,35 @@ const runConfig = (threadId: string) => ({ configurable: { thread_id: threadId }
 /** One node's state update, as it happens; the CLI shows each step from these. */
 export type StepListener = (node: string, update: Partial<State>) => void;
 
-async function drive(app: App, input: unknown, threadId: string, onStep?: StepListener): Promise<void> {
-  const stream = await app.graph.stream(input as never, { ...runConfig(threadId), streamMode: "updates" as const });
-  for await (const chunk of stream) {
+/** How a run stopped: at an interrupt, or at the graph's end with these values (already checkpointed). */
+type Driven = { paused: true } | { paused: false; values: State | undefined };
+
+async function drive(app: App, input: unknown, threadId: string, onStep?: StepListener): Promise<Driven> {
+  const stream = await app.graph.stream(input as never, { ...runConfig(threadId), streamMode: ["updates", "values"] as const });
+  let paused = false;
+  let values: State | undefined;
+  for await (const [mode, chunk] of stream as AsyncIterable<["updates" | "values", unknown]>) {
+    if (mode === "values") {
+      values = chunk as State;
+      continue;
+    }
     for (const [node, update] of Object.entries(chunk as Record<string, unknown>)) {
-      if (node !== "__interrupt__") onStep?.(node, (update ?? {}) as Partial<State>);
+      if (node === "__interrupt__") paused = true;
+      else onStep?.(node, (update ?? {}) as Partial<State>);
     }
   }
+  return paused ? { paused } : { paused, values };
+}
+
+/**
+ * The view after a run: a run that reached the graph's end (durability "sync": every checkpoint is
+ * committed before the stream ends) is finished with the values it ended with, overlaid with the
+ * journal as viewThread does, without loading the checkpoint again; anything else is read in full.
+ */
+async function viewAfter(app: App, threadId: string, driven: Driven): Promise<ThreadView> {
+  if (driven.paused || !driven.values || Object.keys(driven.values).length === 0) return viewThread(app, threadId);
+  const values = await overlayJournal(app, threadId, driven.values);
+  return finishedView(app, threadId, values, await app.deps.journal.currentAction(threadId));
 }
 
 /**
@@ -258,8 +280,7 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
       }
     }
     const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
-    await drive(app, new Command({ resume: resumeValue }), threadId, onStep);
-    return viewThread(app, threadId);
+    return viewAfter(app, threadId, await drive(app, new Command({ resume: resumeValue }), threadId, onStep));
   });
 }
 
