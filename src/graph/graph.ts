@@ -59,7 +59,7 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addEdge(START, "agent")
   .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish", "resync"])
   .addEdge("read_tools", "agent")
-  .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish"])
+  .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish", "resync"])
   .addEdge("ask_input", "check_input")
   .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish", "resync"])
   .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "pre_read", "finish", "resync"])

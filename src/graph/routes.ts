@@ -23,7 +23,8 @@ export function afterAgent(state: State): "read_tools" | "propose" | "ask_input"
   return calls.every((c) => READ_TOOL_NAMES.has(c.name)) ? "read_tools" : "propose";
 }
 
-export function afterPropose(state: State): "agent" | "ask_input" | "build_envelope" | "finish" {
+export function afterPropose(state: State): "agent" | "ask_input" | "build_envelope" | "finish" | "resync" {
+  if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
   if (state.inputRequest) return "ask_input";
   const last = state.messages.at(-1);

@@ -307,6 +307,9 @@ export function closedUpdate(c: ClosedRecord): Update {
  */
 export async function endRunInJournal(deps: Deps, gate: Gate, state: State, reasonCode: ReasonCode, reason: string): Promise<Update> {
   const a = gate.action;
+  // An action whose write may have gone out is never NOT_EXECUTED: only verify and finish end it.
+  // Every caller is gated to a step before the write; this holds if one ever is not.
+  if (a && (a.phase === "intent" || a.phase === "acknowledged" || a.phase === "verified")) return { needsResync: true };
   if (a && a.phase !== "closed" && a.phase !== "superseded") return closeAction(deps, a, "NOT_EXECUTED", reasonCode, reason);
   const thread = await ensureThread(deps, gate, state);
   const closed = (await deps.journal.closeThread(thread.threadId, { outcome: "NOT_EXECUTED", reasonCode, reason, at: deps.clock().toISOString() }))?.closed;

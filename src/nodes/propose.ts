@@ -5,7 +5,7 @@ import { getDeps, type Deps } from "../runtime/deps.js";
 import { ChangeSetArgsSchema, ProposalArgsSchema, RequestInputArgsSchema, objectIdOf } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
 import { argumentsSha256, boundaryRefusedEntry } from "../hitl/audit-records.js";
-import { endRunInJournal, openGate } from "../hitl/journal-gate.js";
+import { endRunInJournal, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 
 /** Tools the model is offered besides the read tools; anything else it calls is refused at the boundary. */
 const PROPOSAL_TOOL_NAMES = ["propose_change", "propose_change_set", "request_input"];
@@ -17,8 +17,14 @@ const PROPOSAL_TOOL_NAMES = ["propose_change", "propose_change_set", "request_in
  * boundary event: it is recorded in the audit log (tool name, sha256 of its arguments, time), and a run
  * that then ends without a proposal ends WRITE_ATTEMPT_REFUSED rather than with the model's own words.
  */
-export async function propose(state: State, config?: LangGraphRunnableConfig): Promise<Update> {
+export async function propose(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
+  // Only where the journal lets the model propose (no action yet, or a rejection sent back for
+  // revision): a tool call written into state while an approval waits, or after a write was sent,
+  // must not record a question or end the run.
+  const gate = await openGate(deps, config, state);
+  const refused = await refuseUnlessAllowed(deps, gate, "propose", state);
+  if (refused) return refused;
   const last = state.messages.at(-1);
   const calls = last instanceof AIMessage || (last && "tool_calls" in last) ? ((last as AIMessage).tool_calls ?? []) : [];
   const refusals: string[] = [];
@@ -33,8 +39,7 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
       // No tool reply yet: the human's answer becomes the reply once it passes validation.
       const inputRequest = { toolCallId: only.id ?? "request_input", question: parsed.data.question, fields: parsed.data.fields, askedAt: deps.clock().toISOString() };
       // Indexed in the journal so the web inbox lists waiting questions without loading checkpoints.
-      const asking = config?.configurable?.["thread_id"];
-      if (typeof asking === "string" && asking !== "") await deps.journal.recordQuestion({ threadId: asking, ...inputRequest });
+      await deps.journal.recordQuestion({ threadId: gate.threadId, ...inputRequest });
       return { inputRequest };
     }
     refusals.push(`invalid request_input: ${problem}`);
@@ -43,7 +48,7 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
 
   const offered = offeredToolNames(deps);
   const boundary: Array<{ tool: string; argumentsSha256: string }> = [];
-  const threadId = config?.configurable?.["thread_id"];
+  const threadId = gate.threadId;
   for (const [index, call] of (only?.name === "request_input" ? [] : calls).entries()) {
     const id = call.id ?? `call_${replies.length}`;
     if (call.name !== "propose_change" && call.name !== "propose_change_set") {
@@ -92,7 +97,6 @@ export async function propose(state: State, config?: LangGraphRunnableConfig): P
   const invalid = state.invalidProposals + 1;
   const refusedWrite = boundary.length ? writeAttemptRefused(boundary) : undefined;
   if (invalid > deps.config.limits.maxInvalidProposals) {
-    const gate = await openGate(deps, config ?? {}, state);
     return {
       messages: replies,
       invalidProposals: invalid,
