@@ -7,7 +7,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { startRun, submitDecision, sweepExpired, type App, type ThreadView } from "../src/app/threads.js";
-import { defaultPolicy } from "../src/envelope/index.js";
+import { DecisionSchema, defaultPolicy, generateApproverKeyPair, signDecision, signedPayloadOf } from "../src/envelope/index.js";
 import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
@@ -38,6 +38,16 @@ async function open(script: Script = readThenPropose(4, { TITLE: "Quarterly plan
 function policyWithout(field: "escalationGroup"): string {
   const p = defaultPolicy() as Record<string, unknown>;
   delete p[field];
+  const file = path.join(dataDir, "policy.json");
+  fs.writeFileSync(file, JSON.stringify(p));
+  return file;
+}
+
+/** The default policy with self-declared approver ids refused (and signatures as given). */
+function strictPolicy(requireSignature: boolean): string {
+  const p = defaultPolicy() as { approvers: Record<string, unknown>; requireSignature?: boolean };
+  p.approvers = { ...p.approvers, allowUnauthenticated: false };
+  p.requireSignature = requireSignature;
   const file = path.join(dataDir, "policy.json");
   fs.writeFileSync(file, JSON.stringify(p));
   return file;
@@ -158,6 +168,67 @@ describe("cancel and late decisions", () => {
     now = new Date();
     await expect(submitDecision(app, view.threadId, approve(view, "alice"))).rejects.toMatchObject({ code: "THREAD_ENDED" });
     expect(await portal.writes()).toHaveLength(writesBefore);
+  });
+});
+
+describe("unverified decisions under a policy that refuses self-declared ids", () => {
+  it("an unauthenticated cancel naming the requester is refused; the approval stays pending, nothing written", async () => {
+    const app = await open(undefined, { ACTION_ENVELOPE_POLICY: strictPolicy(false) });
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    const after = await submitDecision(app, view.threadId, {
+      decisions: [{ type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "demo-user" }, reason: "someone else's cancel" }],
+    });
+    expect(after.status).toBe("awaiting_approval");
+    expect(after.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
+    expect(after.state?.outcome ?? null).toBeNull();
+    expect(await app.deps.journal.findClaim(a.nonce)).toBeFalsy();
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it.each([
+    ["self-declared ids refused", false],
+    ["signatures required", true],
+  ])("anonymous decisions that only name an entitled approver do not use up the refusal budget (%s)", async (_name, requireSignature) => {
+    const keysDir = tempDir("ae-keys-");
+    const key = generateApproverKeyPair("demo-approver");
+    fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
+    const app = await open(undefined, { ACTION_ENVELOPE_POLICY: strictPolicy(requireSignature), ACTION_ENVELOPE_APPROVER_KEYS: keysDir, ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "3" });
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    // Unsigned, and signed with a key that is not demo-approver's: neither proves who sent it.
+    const forger = generateApproverKeyPair("demo-approver");
+    for (let i = 0; i < 3; i++) {
+      const unsigned = await submitDecision(app, view.threadId, approve(view));
+      expect(unsigned.status).toBe("awaiting_approval");
+      expect(unsigned.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
+      const item = DecisionSchema.parse({ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString() });
+      const forged = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), forger.privateKeyPem) }] });
+      expect(forged.status).toBe("awaiting_approval");
+      expect(forged.state?.refusals.at(-1)?.code).toBe("SIGNATURE_INVALID");
+    }
+    expect(await portal.writes()).toHaveLength(0);
+    // The real approver's signed approval is still accepted and runs the one write.
+    const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString() });
+    const done = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
+  it("refusals of the verified approver still count: three bad signed decisions end the approval", async () => {
+    const keysDir = tempDir("ae-keys-");
+    const key = generateApproverKeyPair("demo-approver");
+    fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
+    const app = await open(undefined, { ACTION_ENVELOPE_POLICY: strictPolicy(false), ACTION_ENVELOPE_APPROVER_KEYS: keysDir, ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "3" });
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    let last: ThreadView | undefined;
+    for (let i = 0; i < 3; i++) {
+      const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString(), override: { gate: "not_a_gate", reason: "x" } });
+      last = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
+    }
+    expect(last?.state?.reasonCode).toBe("TOO_MANY_REFUSED_DECISIONS");
+    expect(await portal.writes()).toHaveLength(0);
   });
 });
 

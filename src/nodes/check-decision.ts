@@ -12,6 +12,7 @@ import type { ActionProgress, ActionRow, SetPlan } from "../store/action-machine
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { resolveNames } from "../hitl/people.js";
+import { identityEstablished } from "../envelope/decision.js";
 
 /**
  * Deterministic validation of the human's answer against the action the journal registered — its
@@ -21,7 +22,9 @@ import { resolveNames } from "../hitl/people.js";
  * checkpoint can never spend the same approval twice.
  *
  * A decision from someone who may not decide this approval is refused and audited, but it never
- * ends, expires or uses up the approval: only entitled callers' refusals count toward the budget.
+ * ends, expires or uses up the approval: only refusals of entitled callers whose identity is
+ * established (authenticated, a valid signature, or self-declared where the policy accepts that)
+ * count toward the budget. A decision that merely names an entitled approver counts for nothing.
  */
 export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
@@ -89,7 +92,9 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     // Malformed in shape, or bound to another envelope: said as that. Anything else from a caller
     // who may not decide is, first of all, not theirs to decide.
     if (notEntitled && !BINDING_CODES.has(result.code) && DecisionSchema.safeParse(candidate).success) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
-    return refuse(result.code, result.reason, notEntitled === null);
+    // Counted only when the claimed approver is who they say (an expiry is judged by this server's clock, whoever noticed it).
+    const verified = identityEstablished(candidate, { policy: deps.policy, publicKeys: deps.publicKeys, threadId: action.threadId, authenticatedUser: authUser });
+    return refuse(result.code, result.reason, notEntitled === null && (verified || result.code === "EXPIRED"));
   }
   if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
 
@@ -222,12 +227,14 @@ async function setDecision(
   const subject = subjectOfSet(set, members.map((x) => x.envelope));
   const ctx = decisionContext(deps, action, setHash, now, authUser, people);
   const results: Array<Extract<ReturnType<typeof validateDecisionFor>, { ok: true }>> = [];
+  // As for one envelope: only an established identity's refusals count (every decision of the set from it).
+  const verified = decisions.every((d) => identityEstablished(d, { policy: deps.policy, publicKeys: deps.publicKeys, threadId: action.threadId, authenticatedUser: authUser }));
   for (const d of decisions) {
     const r = validateDecisionFor(subject, d, ctx);
     if (!r.ok) {
       if (notEntitled && !BINDING_CODES.has(r.code) && DecisionSchema.safeParse(d).success) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
       const which = (d as { actionId?: unknown } | null)?.actionId;
-      return refuse(r.code, `${typeof which === "string" ? `${which}: ` : ""}${r.reason}`, notEntitled === null);
+      return refuse(r.code, `${typeof which === "string" ? `${which}: ` : ""}${r.reason}`, notEntitled === null && (verified || r.code === "EXPIRED"));
     }
     results.push(r);
   }
@@ -342,7 +349,8 @@ async function decide(deps: Deps, action: ActionRow, decision: NonNullable<Actio
 /**
  * Cancel and expiry: decisions made by the requester or the system rather than an approver, bound to
  * the envelope like any other. A cancel comes from the requester or an approver (never anyone else),
- * and is refused unsigned when the policy requires signatures; an expiry is honoured only when this
+ * and is refused from an unauthenticated caller when the policy requires signatures or does not
+ * accept self-declared ids; an expiry is honoured only when this
  * server's clock says the approval has expired. Both consume the nonce.
  */
 async function systemDecision(
@@ -368,8 +376,13 @@ async function systemDecision(
     if (notAllowed) {
       return refuse("APPROVER_NOT_ALLOWED", `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may (${notAllowed})`, false);
     }
+    // A cancel carries no signature: unless the policy accepts self-declared ids, it must come from an
+    // authenticated caller. Refused without counting: the id it names is only a claim.
     if (deps.policy.requireSignature && authUser === undefined) {
-      return refuse("SIGNATURE_REQUIRED", `policy ${deps.policy.id}@${deps.policy.version} requires signed decisions; an unsigned cancel is refused (cancel from an authenticated connection)`, true);
+      return refuse("SIGNATURE_REQUIRED", `policy ${deps.policy.id}@${deps.policy.version} requires signed decisions; an unsigned cancel is refused (cancel from an authenticated connection)`, false);
+    }
+    if (!deps.policy.approvers.allowUnauthenticated && authUser === undefined) {
+      return refuse("SIGNATURE_REQUIRED", `policy ${deps.policy.id}@${deps.policy.version} does not accept self-declared ids; an unauthenticated cancel naming ${d.by.id} is refused (cancel from an authenticated connection)`, false);
     }
   }
   if (d.envelopeHash !== envelopeHash) {
