@@ -10,6 +10,10 @@
  *   roles come from the file. The server hands the user to the graph as
  *   config.configurable.langgraph_auth_user, so check_decision binds the approver to this identity.
  *
+ * In both modes a browser request from another site (Origin, Sec-Fetch-Site) is refused with 403, and
+ * in open mode so is a request naming a Host that is not a loopback name (DNS rebinding); see
+ * src/auth/origin.ts. langgraph.json's http.cors allows only Studio's origin.
+ *
  * langgraph.json sets `disable_studio_auth: true`: without it a request carrying the header
  * `x-auth-scheme: langsmith` would skip this module entirely (langgraph-api dist/auth/custom.mjs).
  */
@@ -17,6 +21,7 @@ import { Auth, HTTPException } from "@langchain/langgraph-sdk/auth";
 import { loadConfig } from "../config/env.js";
 import { authorize, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
 import { loadApiTokens, principalFor, type ApiTokenTable } from "./tokens.js";
+import { browserOriginProblem, originPolicyFromEnvironment, type OriginPolicy } from "./origin.js";
 
 const CHALLENGE = { "WWW-Authenticate": 'Bearer realm="action-envelope"' };
 
@@ -27,11 +32,16 @@ function unauthorized(message: string): HTTPException {
   return new HTTPException(401, { message, headers: CHALLENGE });
 }
 
-export function createAuth(tokens: ApiTokenTable | undefined) {
+export function createAuth(tokens: ApiTokenTable | undefined, origins: OriginPolicy = originPolicyFromEnvironment(!tokens)) {
   const mode: AuthMode = tokens ? "tokens" : "open";
   return new Auth()
     .authenticate(async (request: Request) => {
       const { pathname } = new URL(request.url);
+      // The web inbox (below) makes its own cross-site and host checks, for its forms and its sign-in.
+      if (!(pathname === "/inbox" || pathname.startsWith("/inbox/"))) {
+        const problem = browserOriginProblem(request, origins);
+        if (problem) throw new HTTPException(403, { message: `refused ${request.method} ${pathname}: ${problem}` });
+      }
       // POST /internal/truncate wipes threads and checkpoints and asks no authorization event.
       if (pathname.startsWith("/internal/")) throw new HTTPException(403, { message: `refused ${request.method} ${pathname}: internal maintenance routes are not served` });
       // The readiness probe of `npm run dev` (src/cli/dev-server.ts); /ok raises no authorization event.
