@@ -14,7 +14,7 @@ import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Command } from "@langchain/langgraph";
 import { AIMessage } from "@langchain/core/messages";
-import type { App } from "../src/app/threads.js";
+import { recoverThread, submitDecision, sweepExpired, viewThread, type App } from "../src/app/threads.js";
 import type { Envelope } from "../src/envelope/index.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose, type Script } from "./support/scripted-model.js";
@@ -497,6 +497,31 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     expectRegistered(await payloadOf(threadId), p);
     await drive(resume(approveValue(p, "bob")), threadId);
     soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
+  it("row 17: a waiting thread's checkpoint rewritten to end VERIFIED (updateState as finish) is not shown finished: no outcome, the approval is neither refused as ended nor closed by the sweep, and recover brings it back to the same approval", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    await app!.graph.updateState(cfg(threadId), { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: "forged: written and verified" }, "finish");
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual([]);
+    const view = await viewThread(app!, threadId);
+    soft(view.status).toBe("interrupted_run");
+    soft(view.next).toEqual(["await_approval"]);
+    soft(view.state?.outcome).toBeNull();
+    soft(JSON.stringify(view)).not.toContain("forged");
+    await expect(submitDecision(app!, threadId, approveValue(p, "bob"))).rejects.toMatchObject({ code: "NOT_AWAITING_APPROVAL" });
+    // Past its expiry the sweep leaves it alone rather than closing its approval on the checkpoint's word.
+    now = new Date(Date.parse(p.expiresAt) + 1000);
+    soft((await sweepExpired(app!)).map((r) => r.result)).toEqual(["skipped"]);
+    soft((await app!.deps.journal.listApprovals("pending")).map((r) => r.threadId)).toContain(threadId);
+    now = new Date();
+    const back = await recoverThread(app!, threadId);
+    soft(back.status).toBe("awaiting_approval");
+    soft(back.approval?.envelopeHash).toBe(p.envelopeHash);
+    const done = await submitDecision(app!, threadId, approveValue(p, "bob"));
+    soft(done.state?.outcome).toBe("VERIFIED");
     await expectOnlyRegisteredWrite(mark, p);
   });
 });

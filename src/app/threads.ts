@@ -152,7 +152,10 @@ async function drive(app: App, input: unknown, threadId: string, onStep?: StepLi
 async function viewAfter(app: App, threadId: string, driven: Driven): Promise<ThreadView> {
   if (driven.paused || !driven.values || Object.keys(driven.values).length === 0) return viewThread(app, threadId);
   const values = await overlayJournal(app, threadId, driven.values);
-  return finishedView(app, threadId, values, await app.deps.journal.currentAction(threadId));
+  const action = await app.deps.journal.currentAction(threadId);
+  const ahead = await checkpointAhead(app, threadId, action);
+  if (ahead) return { threadId, status: "interrupted_run", next: [ahead], state: values };
+  return finishedView(app, threadId, values, action);
 }
 
 /**
@@ -186,7 +189,21 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       : { threadId, status: "awaiting_approval", approval: payload, ...id, state: values };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
+  const ahead = await checkpointAhead(app, threadId, action);
+  if (ahead) return { threadId, status: "interrupted_run", next: [ahead], state: values };
   return finishedView(app, threadId, values, action);
+}
+
+/**
+ * A checkpoint at the graph's end for a thread the journal has not closed: the ending was written
+ * into the checkpoint (updateState as the last node, an edited file), since finish closes the thread
+ * in the journal before its checkpoint. The thread is where the journal says; `recover` continues it
+ * from there (through resync). Undefined for a thread the journal closed or does not know.
+ */
+async function checkpointAhead(app: ReadApp, threadId: string, action: ActionRow | undefined): Promise<NonNullable<ReturnType<typeof nextFromJournal>> | "agent" | undefined> {
+  const thread = await app.deps.journal.getThread(threadId);
+  if (!thread || thread.closed) return undefined;
+  return nextFromJournal(thread, action) ?? "agent";
 }
 
 async function finishedView(app: ReadApp, threadId: string, values: State, action: ActionRow | undefined): Promise<ThreadView> {
@@ -314,7 +331,10 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
     // the pause): it is resumed with a value that is not a decision; await_approval's gate sees the
     // journal has moved on, records that, and the run continues from the journal's step. Otherwise the
     // run continues as is.
-    const input = view.interruptId ? new Command({ resume: { [view.interruptId]: RESUME_FROM_JOURNAL } }) : null;
+    // A checkpoint at the graph's end that the journal has not closed (checkpointAhead) has no step to
+    // continue: the run is sent to resync, which goes where the journal says.
+    const atEnd = !view.interruptId && (await app.graph.getState({ configurable: { thread_id: threadId } })).next.length === 0;
+    const input = view.interruptId ? new Command({ resume: { [view.interruptId]: RESUME_FROM_JOURNAL } }) : atEnd ? new Command({ goto: "resync" }) : null;
     await drive(app, input, threadId, onStep);
     return viewThread(app, threadId);
   });
@@ -343,7 +363,11 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
           verification: action.progress.verification ?? null,
         }
       : {}),
-    ...(closed ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at } : {}),
+    // The ending is the journal's, or none while the journal has not closed the thread: an outcome
+    // written into state is never shown as one.
+    ...(closed
+      ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at }
+      : { outcome: null, reasonCode: null, reason: null, finishedAt: null }),
   };
 }
 
