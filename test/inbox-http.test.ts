@@ -172,6 +172,55 @@ describe("inbox over HTTP", () => {
     expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 3)).toHaveLength(0);
   });
 
+  it("records an unsigned decision at this server's time, not at the decidedAt the form sent", async () => {
+    const view = await w.run(2);
+    const a = view.approval!;
+    const c = new Client(w.inbox.url);
+    await c.signIn("alice");
+    const csrf = await c.csrf();
+    const before = Date.now();
+    const res = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, decidedAt: "2020-01-01T00:00:00.000Z", csrf } });
+    expect(res.status).toBe(200);
+    const after = await viewThread(w.app, view.threadId);
+    expect(after.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
+    const decidedAt = Date.parse(after.state!.decision!.decidedAt);
+    expect(after.state?.decision?.decidedAt).not.toBe("2020-01-01T00:00:00.000Z");
+    expect(decidedAt).toBeGreaterThanOrEqual(before - 1000);
+    expect(decidedAt).toBeLessThanOrEqual(Date.now() + 1000);
+    const accepted = (await w.app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_accepted") as { approver?: { decidedAt?: string } } | undefined;
+    expect(accepted?.approver?.decidedAt).toBe(after.state!.decision!.decidedAt);
+    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 2)).toHaveLength(0);
+  });
+
+  it("ends the live event stream when its session ends (sign-out)", async () => {
+    const c = new Client(w.inbox.url);
+    await c.signIn("alice");
+    const csrf = await c.csrf();
+    const events = await c.req("/events", { headers: { accept: "text/event-stream" } });
+    expect(events.status).toBe(200);
+    const reader = events.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value);
+    expect(text).toContain("event: inbox");
+    expect((await c.req("/logout", { method: "POST", form: { csrf } })).status).toBe(303);
+    // The stream must end by itself within a few polls (pollMs is 200 here); give it 5 s.
+    const ended = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 5000);
+      void (async () => {
+        for (;;) {
+          const chunk = await reader.read().catch(() => ({ done: true, value: undefined }));
+          if (chunk.done) break;
+          text += decoder.decode(chunk.value);
+        }
+        clearTimeout(timer);
+        resolve(true);
+      })();
+    });
+    if (!ended) await reader.cancel();
+    expect(ended).toBe(true);
+    expect(text).toContain("event: signed-out");
+  });
+
   it("refuses requests naming another host (DNS rebinding)", async () => {
     // fetch() will not send a Host of our choosing; node:http will, as a rebinding attacker's page would.
     const status = await new Promise<number>((resolve, reject) => {

@@ -163,7 +163,8 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
   web.get("/list", async (c) => c.html(listFragment(await inboxFor(app, c.var.session.user), await questionsFor(app, c.var.session.user), base).value));
 
   web.get("/events", (c) => {
-    const user = c.var.session.user;
+    const session = c.var.session;
+    const user = session.user;
     return streamSSE(c, async (stream) => {
       let last = "";
       let open = true;
@@ -171,6 +172,16 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
         open = false;
       });
       while (open) {
+        // The session may end while the stream is open (sign-out, idle or absolute limit): then the
+        // stream ends too. The check is not activity: seenAt is put back, so an open tab does not keep
+        // an idle session alive.
+        const seenAt = session.seenAt;
+        const current = sessions.get(session.id);
+        if (!current) {
+          await stream.writeSSE({ event: "signed-out", data: "the session ended; sign in again" });
+          break;
+        }
+        current.seenAt = seenAt;
         const items = await inboxFor(app, user);
         const questions = await questionsFor(app, user);
         const version = `${versionOf(items)}:${questions.map((q) => `${q.threadId}@${q.askedAt}`).join(",")}`;
@@ -253,8 +264,13 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
         return threadPage(c, threadId, { kind: "refusal", message: "Nothing was sent: an edit of a change set names the action it changes; use the per-action form (edit that action, approve or reject each of the others)." }, 422);
       }
     }
-    const decidedAt = field("decidedAt") || app.deps.clock().toISOString();
+    // The time of a decision is this server's clock, unless the decision is signed: then it is the
+    // decidedAt the browser signed (the signature covers it, and check_decision refuses one too far ahead).
+    const serverNow = app.deps.clock().toISOString();
+    const signedAt = field("decidedAt");
+    const decidedAtFor = (sig: string | undefined) => (sig && signedAt ? signedAt : serverNow);
     const signature = field("signature");
+    const decidedAt = decidedAtFor(signature);
     const signed = { decidedAt, ...(signature ? { signature } : {}) };
     let decision: Record<string, unknown>;
     let decisions: Array<Record<string, unknown>> | undefined;
@@ -282,7 +298,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
         const built: Array<Record<string, unknown>> = [];
         for (const e of perAction!.entries) {
           const sig = field(`signature.${e.actionId}`);
-          const common = { envelopeHash, nonce, approver: { id: s.user }, actionId: e.actionId, decidedAt, ...(sig ? { signature: sig } : {}) };
+          const common = { envelopeHash, nonce, approver: { id: s.user }, actionId: e.actionId, decidedAt: decidedAtFor(sig), ...(sig ? { signature: sig } : {}) };
           if (e.type === "approve") built.push({ type: "approve", ...common });
           else if (e.type === "reject") {
             const message = field(`message.${e.actionId}`)?.trim();
