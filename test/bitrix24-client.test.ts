@@ -192,12 +192,30 @@ describe("Bitrix24Client against the emulator", () => {
       expect(history.result.list.filter((r) => r.field === "TITLE")).toHaveLength(1);
     });
 
-    it("target_rejected: a 5xx on a write is reported once and not retried", async () => {
-      await arm(emu, { method: "tasks.task.update", kind: "error", status: 500, error: "INTERNAL_SERVER_ERROR", description: "boom", times: 0 });
+    it("a 5xx on a write is reported once, not retried, and its outcome is unknown", async () => {
+      // A 500/502/504 may come while the portal is carrying the write out (or after it did): it is not
+      // a refusal, so the outcome is unknown, as for a lost answer.
+      for (const status of [500, 502, 504]) {
+        await arm(emu, { method: "tasks.task.update", kind: "error", status, error: "INTERNAL_SERVER_ERROR", description: "boom", times: 1 });
+        const err = await expectKind(make().updateTask(4, { TITLE: "x" }), "target_rejected");
+        expect(err.httpStatus).toBe(status);
+        expect(err.outcomeUnknown).toBe(true);
+        expect(err.description).toMatch(/may or may not have been applied/);
+      }
+      expect(await calls(emu, "tasks.task.update")).toHaveLength(3);
+    });
+
+    it("a 503 OVERLOAD_LIMIT on a write: the portal did not run it, so the outcome is known", async () => {
+      await arm(emu, { method: "tasks.task.update", kind: "error", status: 503, error: "OVERLOAD_LIMIT", description: "REST API is blocked due to overload.", times: 1 });
       const err = await expectKind(make().updateTask(4, { TITLE: "x" }), "target_rejected");
-      expect(err.httpStatus).toBe(500);
       expect(err.outcomeUnknown).toBe(false);
       expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
+    });
+
+    it("a 5xx on a read leaves no outcome open: a read changes nothing", async () => {
+      await arm(emu, { method: "tasks.task.get", kind: "error", status: 500, error: "INTERNAL_SERVER_ERROR", description: "boom", times: 0 });
+      const err = await expectKind(make({ maxReadRetries: 0 }).getTask(4), "target_rejected");
+      expect(err.outcomeUnknown).toBe(false);
     });
 
     it("target_rejected: a 5xx on a read is retried, then reported", async () => {
@@ -328,7 +346,8 @@ describe("Bitrix24Client against the emulator", () => {
 
     it("malformed on a write: reported as malformed_response, not retried", async () => {
       await arm(emu, { method: "tasks.task.update", kind: "malformed" });
-      await expectKind(make().updateTask(4, { TITLE: "x" }), "malformed_response");
+      // A 200 that cannot be read says nothing about whether the write was carried out.
+      expect((await expectKind(make().updateTask(4, { TITLE: "x" }), "malformed_response")).outcomeUnknown).toBe(true);
       expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
     });
   });

@@ -332,7 +332,14 @@ describe("execution and verification", () => {
     ["ack without apply", { kind: "ack_without_apply" }, "VERIFICATION_FAILED", "OK", "VERIFICATION_FAILED"],
     ["side effect on another field", { kind: "side_effect", field: "PRIORITY", value: "2" }, "INVARIANT_VIOLATION", "OK", "INVARIANT_VIOLATION"],
     ["applied, then no answer", { kind: "apply_then_timeout" }, "INCONCLUSIVE", "MISSING", "INCONCLUSIVE"],
-    ["no answer, not applied", { kind: "timeout_without_apply" }, "VERIFICATION_FAILED", "MISSING", "VERIFICATION_FAILED"],
+    // The emulator never applies it, but the client cannot know that: with no answer the write may
+    // still land after the fresh read, so "not applied" would be a guess. A timeout is neither success
+    // nor failure: INCONCLUSIVE (the reason says it may still land).
+    ["no answer, not applied (yet)", { kind: "timeout_without_apply" }, "INCONCLUSIVE", "MISSING", "INCONCLUSIVE"],
+    // A 5xx to a write may come while the portal is carrying it out: outcome unknown, like a lost answer.
+    ["HTTP 500 to the write", { kind: "error", status: 500, error: "INTERNAL_SERVER_ERROR", description: "Internal server error" }, "INCONCLUSIVE", "MISSING", "INCONCLUSIVE"],
+    // OVERLOAD_LIMIT: the portal blocked the REST API and did not run the call; a refusal, outcome known.
+    ["HTTP 503 OVERLOAD_LIMIT", { kind: "error", status: 503, error: "OVERLOAD_LIMIT", description: "REST API is blocked due to overload." }, "REJECTED_BY_TARGET", "ERROR", "VERIFICATION_FAILED"],
   ];
   it.each(cases)("%s → %s with exactly one write attempt", async (_name, fault, outcome, ack, verdict) => {
     const { app, view } = await waiting();

@@ -1,6 +1,13 @@
 import { spawn } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
 import { createBitrix24Tools, McpToolError, type Bitrix24Tools, type McpCallResult } from "../src/tools/bitrix24-tools.js";
 import { readMcpServerEnv } from "../src/tools/mcp-stdio.js";
@@ -139,9 +146,15 @@ describe("MCP over stdio against the emulator over HTTP", () => {
     await arm(emu, { method: "tasks.task.get", kind: "malformed", body: "<html>gateway</html>" });
     expect(failed(await tools.read("getTask", { taskId: 4 }))).toMatchObject({ kind: "malformed_response", rawBody: "<html>gateway</html>" });
 
-    await arm(emu, { method: "tasks.task.update", kind: "error", status: 503, error: "OVERLOAD_LIMIT", description: "REST API is blocked due to overload.", times: 0 });
-    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "target_rejected", httpStatus: 503 });
+    // OVERLOAD_LIMIT: the portal blocked the REST API and did not run the call, so the outcome is known.
+    await arm(emu, { method: "tasks.task.update", kind: "error", status: 503, error: "OVERLOAD_LIMIT", description: "REST API is blocked due to overload.", times: 1 });
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "target_rejected", httpStatus: 503, outcomeUnknown: false });
     expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
+
+    // Any other 5xx to a write may come while the portal is carrying it out: outcome unknown.
+    await arm(emu, { method: "tasks.task.update", kind: "error", status: 502, error: "BAD_GATEWAY", description: "upstream", times: 1 });
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "target_rejected", httpStatus: 502, outcomeUnknown: true });
+    expect(await calls(emu, "tasks.task.update")).toHaveLength(2);
   });
 
   it("apply_then_timeout through MCP: outcome unknown, exactly one update reached the portal", async () => {
@@ -210,5 +223,92 @@ describe("mcp-stdio entry", () => {
 describe("createBitrix24Tools configuration", () => {
   it("refuses stdio mode without a webhook URL", async () => {
     await expect(createBitrix24Tools({ mode: "stdio", env: {} })).rejects.toThrow(/BITRIX24_WEBHOOK_URL/);
+  });
+});
+
+/**
+ * An external MCP server says less than ours: a plain-text error, a structured error without
+ * `outcomeUnknown`, a success whose text is not JSON. Its update_task tool really writes to the
+ * emulator (so the change lands) and then answers with the crafted result: for a write, such an answer
+ * must leave the outcome open, never read as "refused" or "not applied".
+ */
+describe("an external MCP server's answers to a write", () => {
+  let emu: RunningEmulator;
+  let http: Server;
+  let tools: Bitrix24Tools;
+  /** What the next update_task call answers after it has (or has not) written. */
+  let next: { apply: boolean; result: CallToolResult };
+  const text = (body: unknown): CallToolResult => ({ content: [{ type: "text", text: JSON.stringify(body) }] });
+
+  beforeAll(async () => {
+    emu = await startEmulator({ port: 0, code: CODE, rate: 0 });
+    const client = new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0 });
+    const build = () => {
+      const s = new McpServer({ name: "terse-external", version: "0.0.1" });
+      s.registerTool("get_task_by_id", { inputSchema: { taskId: z.number() } }, async (a) =>
+        a.taskId === 99 ? { isError: true, content: [{ type: "text", text: "Something went wrong" }] } : text(await client.getTask(a.taskId)),
+      );
+      s.registerTool("list_tasks", { inputSchema: {} }, async () => text(await client.listTasks()));
+      s.registerTool("get_task_history", { inputSchema: { taskId: z.number() } }, async (a) => text(await client.getTaskHistory(a.taskId)));
+      s.registerTool("update_task", { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } }, async (a) => {
+        if (next.apply) await client.updateTask(a.taskId, a.fields);
+        return next.result;
+      });
+      return s;
+    };
+    http = createServer(async (req, res) => {
+      const server = build();
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      res.on("close", () => void transport.close().then(() => server.close()));
+      await server.connect(transport);
+      await transport.handleRequest(req, res);
+    });
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    tools = await createBitrix24Tools({ mode: "url", url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, toolNames: {} });
+  });
+  afterAll(async () => {
+    await tools?.close();
+    http?.closeAllConnections();
+    await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
+    await emu?.close();
+  });
+  beforeEach(async () => {
+    await control(emu, "/_emulator/reset", "POST", {});
+  });
+
+  const title = async () => ok(await tools.read("getTask", { taskId: 4 })).result.task.title as string;
+
+  it("a plain-text error to a write is outcome unknown (the write did land)", async () => {
+    next = { apply: true, result: { isError: true, content: [{ type: "text", text: "Something went wrong" }] } };
+    const error = failed(await tools.writeHandle.updateTask(4, { TITLE: "Landed behind a plain error" }));
+    expect(error).toMatchObject({ kind: "target_rejected", outcomeUnknown: true });
+    expect(error.description).toMatch(/may or may not have been applied/);
+    expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
+    expect(await title()).toBe("Landed behind a plain error");
+  });
+
+  it("a structured error without outcomeUnknown to a write is outcome unknown, unless its kind means the call was not run", async () => {
+    next = { apply: true, result: { isError: true, ...text({ error: { kind: "target_rejected", description: "HTTP 504 from the portal" } }) } };
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "Landed behind a 504" }))).toMatchObject({ kind: "target_rejected", outcomeUnknown: true });
+    expect(await title()).toBe("Landed behind a 504");
+
+    next = { apply: false, result: { isError: true, ...text({ error: { kind: "access_denied", description: "Access denied" } }) } };
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "access_denied", outcomeUnknown: false });
+    // An explicit outcomeUnknown: false is taken at its word.
+    next = { apply: false, result: { isError: true, ...text({ error: { kind: "target_rejected", description: "refused", outcomeUnknown: false } }) } };
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "target_rejected", outcomeUnknown: false });
+    expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
+  });
+
+  it("a success whose text is not JSON, to a write, is outcome unknown (the write did land)", async () => {
+    next = { apply: true, result: { content: [{ type: "text", text: "Task updated." }] } };
+    const error = failed(await tools.writeHandle.updateTask(4, { TITLE: "Landed behind plain text" }));
+    expect(error).toMatchObject({ kind: "malformed_response", outcomeUnknown: true, rawBody: "Task updated." });
+    expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
+    expect(await title()).toBe("Landed behind plain text");
+  });
+
+  it("a plain-text error to a read is only a failed read (a read changes nothing)", async () => {
+    expect(failed(await tools.read("getTask", { taskId: 99 }))).toMatchObject({ kind: "target_rejected", outcomeUnknown: false });
   });
 });

@@ -209,7 +209,7 @@ export class Bitrix24Client {
         await this.bucket.take();
       }
       try {
-        return await this.send(method, params, headers);
+        return await this.send(method, params, headers, intent);
       } catch (err) {
         if (!(err instanceof Bitrix24Error)) throw err;
         if (err.kind === "rate_limited") this.bucket.markFull();
@@ -354,7 +354,7 @@ export class Bitrix24Client {
     );
   }
 
-  private async send(method: string, params: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Bitrix24Response> {
+  private async send(method: string, params: Record<string, unknown>, headers: Record<string, string> = {}, intent: CallIntent = "read"): Promise<Bitrix24Response> {
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -379,7 +379,7 @@ export class Bitrix24Client {
     } finally {
       clearTimeout(timer);
     }
-    const body = this.interpret(method, status, text);
+    const body = this.interpret(method, status, text, intent);
     if (replayed) this.replayedBodies.add(body);
     return body;
   }
@@ -392,7 +392,7 @@ export class Bitrix24Client {
     return this.replayedBodies.has(body);
   }
 
-  private interpret(method: string, status: number, rawText: string): Bitrix24Response {
+  private interpret(method: string, status: number, rawText: string, intent: CallIntent): Bitrix24Response {
     const text = this.scrub(rawText);
     let body: unknown;
     let parsed = true;
@@ -410,6 +410,7 @@ export class Bitrix24Client {
         description: this.scrub(errorBody.data.error_description ?? ""),
         method,
         rawBody: text,
+        intent,
         ...(resetAt !== undefined ? { operatingResetAt: resetAt } : {}),
       });
     }
@@ -420,15 +421,20 @@ export class Bitrix24Client {
         description: `HTTP ${status} without a Bitrix24 error body: ${snippet(text)}`,
         method,
         rawBody: text,
+        intent,
       });
     }
+    // A 2xx to a write that cannot be read says nothing about whether the portal carried it out: the
+    // outcome is unknown, as for a lost answer (a read changes nothing, so for it this is moot).
+    const unread = intent === "write" ? "; the write may or may not have been applied" : "";
     if (!parsed) {
       throw new Bitrix24Error({
         kind: "malformed_response",
         method,
         httpStatus: status,
         rawBody: text,
-        description: `expected a JSON body, got ${snippet(text)}`,
+        outcomeUnknown: intent === "write",
+        description: `expected a JSON body, got ${snippet(text)}${unread}`,
       });
     }
     const envelope = EnvelopeSchema.safeParse(body);
@@ -438,7 +444,8 @@ export class Bitrix24Client {
         method,
         httpStatus: status,
         rawBody: text,
-        description: `expected {"result": ...}, got ${snippet(text)}`,
+        outcomeUnknown: intent === "write",
+        description: `expected {"result": ...}, got ${snippet(text)}${unread}`,
       });
     }
     this.rawText.set(body, text);
@@ -451,12 +458,15 @@ export class Bitrix24Client {
     if (!check.success) {
       const issue = check.error.issues[0];
       const where = issue ? `${["result", ...issue.path.map(String)].join(".")}: ${issue.message}` : "shape mismatch";
+      // Called after a 200: for a write the portal answered, but not in a shape that says what it did.
+      const write = !isReadOnlyMethod(method);
       throw new Bitrix24Error({
         kind: "malformed_response",
         method,
         httpStatus: 200,
         rawBody: this.rawText.get(body) ?? this.scrub(JSON.stringify(body)),
-        description: `expected ${expected} as documented, got a body that does not match (${where})`,
+        outcomeUnknown: write,
+        description: `expected ${expected} as documented, got a body that does not match (${where})${write ? "; the write may or may not have been applied" : ""}`,
       });
     }
     return body as Bitrix24Response<z.infer<S>>;

@@ -110,6 +110,13 @@ const AUTH_CODES = new Set(
   ].map((c) => c.toLowerCase()),
 );
 
+/**
+ * Error codes that mean the portal refused the call before running it, whatever the HTTP status:
+ * its rate limit (503 QUERY_LIMIT_EXCEEDED), a method's time budget (429 OPERATION_TIME_LIMIT) and
+ * the manual block of the REST API (503 OVERLOAD_LIMIT). Any other 5xx to a write leaves it open.
+ */
+export const NOT_RUN_CODES: ReadonlySet<string> = new Set(["QUERY_LIMIT_EXCEEDED", "OPERATION_TIME_LIMIT", "OVERLOAD_LIMIT"]);
+
 // Task-level permission refusals: "Action on the task is not allowed", "Access denied. (internal error)"; CRM's
 // "Access denied"; tasks.task.delete's "No access to delete the task"; task.commentitem.add's "Insufficient
 // permissions to add a comment"; task.commentitem.delete's "Action is not allowed" (also for a missing comment).
@@ -129,6 +136,8 @@ export function classifyErrorAnswer(args: {
   rawBody?: string;
   /** `time.operating_reset_at` from the error body, when present. */
   operatingResetAt?: number;
+  /** Whether the call was a write: a 5xx to a write leaves its outcome unknown (see below). Default read. */
+  intent?: "read" | "write";
 }): Bitrix24Error {
   const { httpStatus, code, description } = args;
   const upper = code?.toUpperCase();
@@ -166,6 +175,13 @@ export function classifyErrorAnswer(args: {
     kind = "target_rejected";
   }
   const init: Bitrix24ErrorInit = { kind, description: description || `HTTP ${httpStatus} without a description`, httpStatus };
+  // A 5xx may come from the portal (or a gateway before it) while the write is being, or has been,
+  // carried out: a 502/504 says nothing about whether it was. Only codes that mean the portal refused
+  // the call before running it keep the outcome known. A read changes nothing, so it is unaffected.
+  if (args.intent === "write" && kind === "target_rejected" && httpStatus >= 500 && !(upper !== undefined && NOT_RUN_CODES.has(upper))) {
+    init.outcomeUnknown = true;
+    init.description = `${init.description} — HTTP ${httpStatus} to a write: the portal may have carried it out before failing, so the write may or may not have been applied`;
+  }
   if (code !== undefined) init.code = code;
   if (args.method !== undefined) init.method = args.method;
   if (args.rawBody !== undefined) init.rawBody = args.rawBody;

@@ -228,13 +228,16 @@ export function describeMoves(moved: MovedField[]): string {
  *  - read failed or unusable → INCONCLUSIVE;
  *  - an invariant or any other non-automatic field changed → INVARIANT_VIOLATION;
  *  - a requested field does not hold the approved value → VERIFICATION_FAILED ("not applied" when it
- *    still holds the baseline value);
+ *    still holds the baseline value); but when the write's outcome is unknown (no acknowledgement, or
+ *    an error that leaves it open: outcomeUnknown) and every such field still holds its baseline value
+ *    → INCONCLUSIVE: not applied as of this read, and the write may still land (a timeout is neither
+ *    success nor failure);
  *  - a requested or invariant field cannot be extracted → INCONCLUSIVE;
  *  - every requested value present, invariants intact, acknowledgement OK → VERIFIED;
  *  - the same state but the acknowledgement is ERROR or MISSING → INCONCLUSIVE: the state matches, but
  *    whether the write we sent did it (or will still land, or was sent twice) is not proven.
  */
-export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult, beforeWrite?: unknown): VerifyResult {
+export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult, beforeWrite?: unknown, readAt?: string): VerifyResult {
   const t = TARGETS[e.object.type];
   const fieldToTaskKey = t.keyOf;
   const CHANGE_MARKER_FIELD = t.changeMarker;
@@ -349,13 +352,25 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     };
   }
   if (failed.length) {
+    const unknownOutcome = outcomeUnknown(ack);
+    if (unknownOutcome && failed.every((f) => f.status === "not_applied")) {
+      // No answer (or an answer that leaves the outcome open): a write still in flight may land after
+      // this read. "Not applied" would be a claim the read cannot make; it says only "not yet".
+      return {
+        verdict: "INCONCLUSIVE",
+        fields,
+        moved,
+        identity,
+        reason: `${notYetApplied(readAt)}: ${list(failed)}; ${ackNote}; ${MAY_STILL_LAND}`,
+      };
+    }
     const allNotApplied = failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(requested).length;
     return {
       verdict: "VERIFICATION_FAILED",
       fields,
       moved,
       identity,
-      reason: `${allNotApplied ? "the change was not applied" : `the ${t.type} does not hold the approved values`}: ${list(failed)}; ${ackNote}`,
+      reason: `${allNotApplied ? "the change was not applied" : `the ${t.type} does not hold the approved values`}: ${list(failed)}; ${ackNote}${unknownOutcome ? `; ${MAY_STILL_LAND}` : ""}`,
     };
   }
   if (unknown.length) {
@@ -377,6 +392,23 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     identity,
     reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}${fields.some((f) => f.status === "changed_before_write") ? `; changed before the write (seen at the pre-read, not by this write): ${fields.filter((f) => f.status === "changed_before_write").map((f) => f.field).join(", ")}` : ""}`,
   };
+}
+
+/**
+ * Whether the acknowledgement leaves open if the write was carried out: none arrived (MISSING), or the
+ * error says so (outcomeUnknown: a timeout, a dropped connection, a 5xx to a write). A read that does
+ * not show such a write's change cannot say it was not applied, only that it was not applied yet.
+ */
+export function outcomeUnknown(ack: Acknowledgement): boolean {
+  return ack.status === "MISSING" || (ack.status === "ERROR" && ack.error.outcomeUnknown === true);
+}
+
+/** What an INCONCLUSIVE verdict of a write whose outcome is unknown adds: why it is not a failure. */
+export const MAY_STILL_LAND = "the write's outcome is unknown and it may still land, so this is neither success nor failure; read the object again later";
+
+/** "not applied as of the read at <time>" (the time when the caller gave it). */
+export function notYetApplied(readAt: string | undefined, what = "the change"): string {
+  return `${what} is not applied as of the read after the write${readAt ? ` at ${readAt}` : ""}`;
 }
 
 /** One line on what the write's answer was, for verdict reasons. */

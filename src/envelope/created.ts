@@ -7,7 +7,8 @@
  *  - the acknowledgement names its id (`{"result": 12}`): that comment must exist and carry the
  *    approved text, and no other comment with that text may have appeared since the pre-read;
  *  - the acknowledgement is lost or an error: a comment with the approved text that was not on the
- *    task at the pre-read is looked for. None: not applied. One: the state matches, but as with any
+ *    task at the pre-read is looked for. None: not applied after a definite error, not applied yet
+ *    (INCONCLUSIVE: the write may still land) when the outcome is unknown. One: the state matches, but as with any
  *    write without an acknowledgement it is not proven that our call made it (INCONCLUSIVE). More than
  *    one: more was posted than was approved (INVARIANT_VIOLATION).
  */
@@ -16,7 +17,7 @@ import type { Envelope } from "./envelope.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { isRecord } from "./targets.js";
-import { show, verifyOutcome, type Acknowledgement, type FieldCheck, type ObjectIdentity, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
+import { MAY_STILL_LAND, notYetApplied, outcomeUnknown, show, verifyOutcome, type Acknowledgement, type FieldCheck, type ObjectIdentity, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
 
 /** A comment as task.commentitem.getlist lists it (UPPER_SNAKE keys, ids as strings). */
 export interface CommentItem {
@@ -99,8 +100,9 @@ export function verifyCreatedComment(
   commentsRead: ReadResult,
   beforeWrite: unknown,
   sameTextBefore: string[] | undefined,
+  readAt?: string,
 ): CreateVerifyResult {
-  const parent = verifyOutcome(e, ack, taskRead, beforeWrite);
+  const parent = verifyOutcome(e, ack, taskRead, beforeWrite, readAt);
   const approved = e.params["POST_MESSAGE"];
   const ackId = createdIdOf(ack);
   const via = ackId !== undefined ? "acknowledgement" : "search";
@@ -151,13 +153,17 @@ export function verifyCreatedComment(
   }
 
   // No id from the target: look for what appeared.
-  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description})` : "the acknowledgement names no comment id";
+  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})` : "the acknowledgement names no comment id";
   if (sameTextBefore === undefined) {
     const created: CreatedObject = { type: "task_comment", id: null, via, newWithText: [] };
     return combine("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the task's comments, so a comment with the approved text (${withText.length} now) cannot be told from an earlier one`, field("unknown", undefined, "cannot tell a new comment from an earlier one"), created);
   }
   if (newWithText.length === 0) {
     const created: CreatedObject = { type: "task_comment", id: null, via, newWithText };
+    if (outcomeUnknown(ack)) {
+      // The comment may still be posted by a write that is still in flight: not yet, not never.
+      return combine("INCONCLUSIVE", `${notYetApplied(readAt, "the comment")}: no comment with the approved text has appeared on task ${e.object.id} yet; ${ackNote}; ${MAY_STILL_LAND}`, field("not_applied", undefined, "no new comment with the approved text yet"), created);
+    }
     return combine("VERIFICATION_FAILED", `the comment was not applied: no comment with the approved text appeared on task ${e.object.id}; ${ackNote}`, field("not_applied", undefined, "no new comment with the approved text"), created);
   }
   if (newWithText.length > 1) {
@@ -202,10 +208,10 @@ export function createdTaskIdOf(ack: Acknowledgement): string | undefined {
  * Verification of a created task: the tasks carrying the approved title after the write, against those
  * that carried it at the pre-read. With the acknowledged id: that task must be among them and hold every
  * approved value, and no other new one may have appeared. With the answer lost: one new task with the
- * approved values is INCONCLUSIVE (not proven that this write made it), none is not applied, more than
- * one is more than approved.
+ * approved values is INCONCLUSIVE (not proven that this write made it), none is not applied (or, when
+ * the write's outcome is unknown, not applied yet: INCONCLUSIVE), more than one is more than approved.
  */
-export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: ReadResult, sameTitleBefore: string[] | undefined): VerifyResult & { created: { type: "task"; id: string | null; via: "acknowledgement" | "search"; newWithText: string[] } } {
+export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: ReadResult, sameTitleBefore: string[] | undefined, readAt?: string): VerifyResult & { created: { type: "task"; id: string | null; via: "acknowledgement" | "search"; newWithText: string[] } } {
   const ackId = createdTaskIdOf(ack);
   const via: "acknowledgement" | "search" = ackId !== undefined ? "acknowledgement" : "search";
   // The read is about the created task, not the envelope's object (id 0: "a new task", no id yet). Its
@@ -228,7 +234,7 @@ export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: R
       const c = compareValues(field, approved, task[key]);
       return { field, taskKey: key, role: "requested", expected: approved, actual: task[key], status: c.equal ? "applied" : "wrong_value", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
     });
-  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description})` : "the acknowledgement names no task id";
+  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})` : "the acknowledgement names no task id";
   const judge = (id: string, others: string[], lead: string): ReturnType<typeof result> => {
     const fields = check(listed.tasks.get(id)!);
     const wrong = fields.filter((f) => f.status === "wrong_value");
@@ -244,6 +250,10 @@ export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: R
     return judge(ackId, fresh.filter((id) => id !== ackId), `task ${ackId} was created`);
   }
   if (sameTitleBefore === undefined) return result("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the tasks with this title, so a new one cannot be told from an earlier one`, [], null, []);
+  if (fresh.length === 0 && outcomeUnknown(ack)) {
+    // The task may still be made by a write that is still in flight: not yet, not never.
+    return result("INCONCLUSIVE", `${notYetApplied(readAt, "the new task")}: no new task with the approved title has appeared yet; ${ackNote}; ${MAY_STILL_LAND}`, [], null, fresh);
+  }
   if (fresh.length === 0) return result("VERIFICATION_FAILED", `the task was not created: no new task with the approved title appeared; ${ackNote}`, [], null, fresh);
   return judge(fresh[0]!, fresh.slice(1), `task ${fresh[0]} was created`);
 }

@@ -11,7 +11,7 @@
  * fresh read that shows the object gone counts, and only with the target's OK is it VERIFIED.
  */
 import { fingerprint } from "./canonical.js";
-import { describeAck, describeMoves, extractTask, has, show, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
+import { MAY_STILL_LAND, describeAck, describeMoves, extractTask, has, notYetApplied, outcomeUnknown, show, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
 import { extractComments } from "./created.js";
 import { fieldToTaskKey, normaliseId, taskKeyToField } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
@@ -170,9 +170,11 @@ export function compareBeforeDelete(e: Parameters<typeof locateDeleted>[0] & { b
 /**
  * After the delete, from a fresh read: gone with the target's OK → VERIFIED; gone without it (answer
  * lost or an error) → INCONCLUSIVE, as for any write whose answer is missing; still there →
- * VERIFICATION_FAILED (not applied, whatever the target said); the read failed or unusable → INCONCLUSIVE.
+ * VERIFICATION_FAILED (not applied, whatever the target said), except when the write's outcome is
+ * unknown (answer lost, or outcomeUnknown): still there as of the read, the delete may still land →
+ * INCONCLUSIVE; the read failed or unusable → INCONCLUSIVE.
  */
-export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Acknowledgement, read: ReadResult): VerifyResult {
+export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Acknowledgement, read: ReadResult, readAt?: string): VerifyResult {
   const subject = deleteSubjectOf(e.operation)!;
   const id = deletedIdOf(e);
   const what = subject.label(e.object.id, id);
@@ -190,6 +192,16 @@ export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Ackno
         reason: `cannot tell whether ${what} is gone: ${located.reason}; ${ackNote}`,
       };
     case "present":
+      if (outcomeUnknown(ack)) {
+        // A delete whose answer is missing may still be carried out after this read: not yet, not never.
+        return {
+          verdict: "INCONCLUSIVE",
+          fields: [{ ...check("not_applied", `${what} is still there as of this read`), actual: located.object[subject.idKey] }],
+          moved: [],
+          identity: { expected: id, answered: located.object[subject.idKey], status: "MATCH" },
+          reason: `${notYetApplied(readAt, "the delete")}: ${what} is still there; ${ackNote}; ${MAY_STILL_LAND}`,
+        };
+      }
       return {
         verdict: "VERIFICATION_FAILED",
         fields: [{ ...check("not_applied", `${what} is still there`), actual: located.object[subject.idKey] }],

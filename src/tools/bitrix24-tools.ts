@@ -386,39 +386,66 @@ async function callToolOnce(
     .map((block) => block.text as string)
     .join("\n");
   const structured = result.structuredContent as Record<string, unknown> | undefined;
-  if (result.isError) return { ok: false, error: errorFromResult(text, structured, name), text };
+  if (result.isError) return { ok: false, error: errorFromResult(text, structured, name, intent), text };
   const parsed = parseJson(text);
   const replayed = (result._meta as Record<string, unknown> | undefined)?.[IDEMPOTENT_REPLAYED_META_KEY] === true;
   if (parsed.ok) return { ok: true, body: parsed.value, text, ...(replayed ? { replayed } : {}) };
   if (structured !== undefined) return { ok: true, body: structured, text };
+  // A success whose text is not JSON: for a write the tool ran, but what it did cannot be read.
+  const write = intent === "write";
   return {
     ok: false,
     text,
-    error: { kind: "malformed_response", description: `tool "${name}" answered text that is not JSON`, rawBody: text, outcomeUnknown: false },
+    error: {
+      kind: "malformed_response",
+      description: `tool "${name}" answered text that is not JSON${write ? "; the write may or may not have been applied" : ""}`,
+      rawBody: text,
+      outcomeUnknown: write,
+    },
   };
 }
 
-function errorFromResult(text: string, structured: Record<string, unknown> | undefined, name: string): McpCallError {
+/**
+ * Error kinds that mean the call was refused before it was carried out: the portal's rate limit or
+ * time budget, the webhook not allowed, the user not permitted, the object not there, the request
+ * itself invalid. Any other error to a write (target_rejected, transport_timeout, malformed_response,
+ * or an error we cannot read) leaves its outcome open unless the server says `outcomeUnknown: false`.
+ */
+const NOT_RUN_KINDS: ReadonlySet<Bitrix24ErrorKind> = new Set<Bitrix24ErrorKind>(["rate_limited", "operation_time_limit", "auth", "access_denied", "not_found", "invalid_request"]);
+
+/**
+ * The error of an isError tool result. For a read, an error is only a failed read. For a write (an
+ * external server may say less than ours does), the outcome is unknown unless the error says
+ * explicitly that it is known (`outcomeUnknown: false`) or is of a kind that means "not run".
+ */
+export function errorFromResult(text: string, structured: Record<string, unknown> | undefined, name: string, intent: "read" | "write" = "read"): McpCallError {
   const parsed = parseJson(text);
-  const fromText = parsed.ok ? toCallError((parsed.value as { error?: unknown } | null)?.error) : undefined;
-  const fromStructured = toCallError(structured?.error);
+  const fromText = parsed.ok ? toCallError((parsed.value as { error?: unknown } | null)?.error, intent) : undefined;
+  const fromStructured = toCallError(structured?.error, intent);
   const known = fromText ?? fromStructured;
   if (known) return known;
   // The SDK answers bad arguments and unknown tools with plain text before any handler runs.
   if (/input validation error|invalid arguments|tool .* not found|-32602/i.test(text)) {
     return { kind: "invalid_request", description: text || `tool "${name}" rejected its arguments`, outcomeUnknown: false };
   }
-  return { kind: "target_rejected", description: text || `tool "${name}" reported an error without text`, outcomeUnknown: false };
+  const said = text || `tool "${name}" reported an error without text`;
+  if (intent === "write") {
+    return { kind: "target_rejected", description: `${said} — an error without a structured kind or outcome; the write may or may not have been applied`, outcomeUnknown: true };
+  }
+  return { kind: "target_rejected", description: said, outcomeUnknown: false };
 }
 
-function toCallError(value: unknown): McpCallError | undefined {
+function toCallError(value: unknown, intent: "read" | "write"): McpCallError | undefined {
   if (!value || typeof value !== "object") return undefined;
   const v = value as Record<string, unknown>;
   if (typeof v.kind !== "string" || !(BITRIX24_ERROR_KINDS as readonly string[]).includes(v.kind)) return undefined;
+  const kind = v.kind as Bitrix24ErrorKind;
+  // A write's error is outcome unknown unless it says otherwise or its kind means "not run".
+  const unknown = v.outcomeUnknown === true || (intent === "write" && v.outcomeUnknown !== false && !NOT_RUN_KINDS.has(kind));
   const error: McpCallError = {
-    kind: v.kind as Bitrix24ErrorKind,
+    kind,
     description: typeof v.description === "string" ? v.description : "",
-    outcomeUnknown: v.outcomeUnknown === true,
+    outcomeUnknown: unknown,
   };
   if (v.code !== undefined && v.code !== null) error.code = String(v.code);
   if (typeof v.httpStatus === "number") error.httpStatus = v.httpStatus;
