@@ -22,6 +22,7 @@ import {
   type SignedDecisionPayload,
 } from "../src/envelope/index.js";
 import defaultJson from "../policy/default.json" with { type: "json" };
+import { identityEstablished } from "../src/envelope/decision.js";
 
 const CREATED = new Date("2026-11-30T10:00:00Z");
 const NOW = new Date("2026-11-30T10:05:00Z");
@@ -260,5 +261,23 @@ describe("size caps on decision fields", () => {
     expect(validateDecision(e, { ...base, nonce: "n".repeat(129) }, ctx(e))).toMatchObject({ ok: false, code: "MALFORMED", reason: expect.stringContaining("nonce") });
     expect(validateDecision(e, { ...base, type: "reject", message: "m".repeat(4001) }, ctx(e))).toMatchObject({ ok: false, code: "MALFORMED", reason: expect.stringContaining("at most 4,000 characters") });
     expect(validateDecision(e, { ...base, approver: { id: "a".repeat(128) } }, ctx(e))).toMatchObject({ ok: false, code: "APPROVER_NOT_ALLOWED" });
+  });
+});
+
+describe("identityEstablished: whose refusals may count toward the budget", () => {
+  const strict = policyWith((j) => {
+    j.approvers.allowUnauthenticated = false;
+  });
+  const at = (policy: Policy, authenticatedUser?: string) => ({ policy, publicKeys: registry, threadId: "thread-1", ...(authenticatedUser ? { authenticatedUser } : {}) });
+  it("self-declared counts only where the policy accepts it; a signature must verify with the named approver's key over this thread", () => {
+    const e = envelope();
+    expect(identityEstablished(approve(e, "alice"), at(defaultPolicy()))).toBe(defaultPolicy().approvers.allowUnauthenticated && !defaultPolicy().requireSignature);
+    expect(identityEstablished(approve(e, "alice"), at(strict))).toBe(false);
+    expect(identityEstablished(signed(approve(e, "alice"), keys.alice.privateKeyPem), at(strict))).toBe(true);
+    expect(identityEstablished(signed(approve(e, "alice"), keys.carol.privateKeyPem), at(strict))).toBe(false);
+    expect(identityEstablished(signed(approve(e, "alice"), keys.alice.privateKeyPem, "thread-2"), at(strict))).toBe(false);
+    expect(identityEstablished(approve(e, "alice"), at(strict, "alice"))).toBe(true);
+    expect(identityEstablished(approve(e, "alice"), at(defaultPolicy(), "bob"))).toBe(false);
+    expect(identityEstablished({ type: "approve" }, at(defaultPolicy()))).toBe(false);
   });
 });
