@@ -87,7 +87,7 @@ describe("SqliteJournal", () => {
 });
 
 describe("a journal made before questions counted invalid answers", () => {
-  it("gains the column when opened: its open question keeps its row and counts from 0; a new question starts again at 0", async () => {
+  it("gains the columns when opened: its open question keeps its row and counts from 0; a new question starts again at 0", async () => {
     const file = path.join(tempDir("ae-journal-old-"), "journal.sqlite");
     const old = new Database(file);
     old.exec(`CREATE TABLE questions (thread_id TEXT PRIMARY KEY, tool_call_id TEXT NOT NULL, question TEXT NOT NULL, fields_json TEXT NOT NULL, asked_at TEXT NOT NULL, status TEXT NOT NULL, closed_at TEXT);
@@ -95,16 +95,16 @@ describe("a journal made before questions counted invalid answers", () => {
     old.close();
     const j = new SqliteJournal(file, TEST_JOURNAL_KEY);
     try {
-      expect((await j.getQuestion("t1"))?.invalidAnswers).toBe(0);
-      expect(await j.noteInvalidAnswer("t1")).toBe(1);
-      expect(await j.noteInvalidAnswer("t1")).toBe(2);
-      // The same question recorded again (a re-run of ask_input) keeps its count; another one starts at 0.
+      expect(await j.getQuestion("t1")).toMatchObject({ invalidAnswers: 0, lastRefusal: null });
+      expect(await j.noteInvalidAnswer("t1", "taskId: expected a number")).toBe(1);
+      expect(await j.noteInvalidAnswer("t1", "taskId: must be positive")).toBe(2);
+      // The same question recorded again (a re-run of ask_input) keeps its count and last refusal; another one starts at 0.
       await j.recordQuestion({ threadId: "t1", toolCallId: "call-1", question: "Which task?", fields: { taskId: { type: "number" } }, askedAt: "2026-12-01T10:00:00.000Z" });
-      expect((await j.getQuestion("t1"))?.invalidAnswers).toBe(2);
+      expect(await j.getQuestion("t1")).toMatchObject({ invalidAnswers: 2, lastRefusal: "taskId: must be positive" });
       await j.recordQuestion({ threadId: "t1", toolCallId: "call-2", question: "Which deal?", fields: { dealId: { type: "number" } }, askedAt: "2026-12-01T10:05:00.000Z" });
-      expect((await j.getQuestion("t1"))?.invalidAnswers).toBe(0);
+      expect(await j.getQuestion("t1")).toMatchObject({ invalidAnswers: 0, lastRefusal: null });
       await j.closeQuestion("t1", "answered", "2026-12-01T10:06:00.000Z");
-      expect(await j.noteInvalidAnswer("t1")).toBe(0);
+      expect(await j.noteInvalidAnswer("t1", "late")).toBe(0);
     } finally {
       await j.close();
     }

@@ -15,6 +15,7 @@ import type { RequestScope } from "../hitl/records.js";
 import { type Deps, type StoreDeps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
+import { inputRequestOf } from "../hitl/input-request.js";
 import { decisionOf, membersOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
 import { nextFromJournal, type ActionRow } from "../store/action-machine.js";
@@ -179,14 +180,22 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
   }
   if (first) {
     const fromCheckpoint = first.value as InterruptPayload;
+    const id = first.id ? { interruptId: first.id } : {};
+    if (fromCheckpoint.kind === "input") {
+      // The question is the journal's; a pause at a question the journal has not open was written
+      // into the checkpoint: the thread is where the journal says, and recover resumes the pause
+      // (check_input drops the question and the run goes there).
+      const question = await app.deps.journal.getQuestion(threadId);
+      if (question?.status !== "open") return { threadId, status: "interrupted_run", next: [(await checkpointAhead(app, threadId, action)) ?? "agent"], ...id, state: values };
+      const asked = { toolCallId: question.toolCallId, question: question.question, fields: question.fields, askedAt: question.askedAt };
+      const input = inputRequestOf(asked, threadId, question.lastRefusal !== null ? { code: "INVALID_ANSWER", reason: question.lastRefusal } : undefined);
+      return { threadId, status: "awaiting_input", input, ...id, state: values };
+    }
     const payload: InterruptPayload =
       fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered"
         ? approvalRequestFrom(action, action.set ? { members: await membersOf(app.deps, action) } : {})
         : fromCheckpoint;
-    const id = first.id ? { interruptId: first.id } : {};
-    return payload.kind === "input"
-      ? { threadId, status: "awaiting_input", input: payload, ...id, state: values }
-      : { threadId, status: "awaiting_approval", approval: payload, ...id, state: values };
+    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
   const ahead = await checkpointAhead(app, threadId, action);
@@ -344,10 +353,22 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
   if (!thread && !action) return values;
-  const entry = action ? await journal.findExecution(action.envelopeHash) : undefined;
+  const [entry, records, question] = await Promise.all([
+    action ? journal.findExecution(action.envelopeHash) : undefined,
+    app.deps.audit.records({ threadId }),
+    journal.getQuestion(threadId),
+  ]);
   const closed = thread?.closed ?? action?.progress.closed;
+  // Refused decisions as the audit log recorded them, and the open question's last refused answer
+  // as the journal keeps it; never state's list, which any client can write.
+  const refusals: State["refusals"] = records
+    .filter((r) => r.event === "decision_refused" && r.refusal)
+    .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
+  if (question?.status === "open" && question.lastRefusal !== null) refusals.push({ code: "INVALID_ANSWER", reason: question.lastRefusal, at: question.askedAt, envelopeHash: null, raw: null });
   return {
     ...values,
+    refusals,
+    inputRequest: question?.status === "open" ? { toolCallId: question.toolCallId, question: question.question, fields: question.fields, askedAt: question.askedAt } : null,
     ...(thread ? { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } : {}),
     ...(action
       ? {

@@ -17,10 +17,11 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "check_input", state);
   if (refused) return { ...refused, pendingDecision: null };
-  // The question as asked is the journal's (state only mirrors it); state's copy only for a thread asked before the journal kept questions.
+  // The question as asked is the journal's; state only mirrors it. A question the journal never
+  // recorded (written into state) is dropped, and the run goes where the journal says.
   const asked = await deps.journal.getQuestion(gate.threadId);
-  const req: InputRequestRecord | null = asked ? { toolCallId: asked.toolCallId, question: asked.question, fields: asked.fields, askedAt: asked.askedAt } : state.inputRequest;
-  if (!req) return { needsResync: true, pendingDecision: null };
+  if (!asked) return { needsResync: true, pendingDecision: null, inputRequest: null };
+  const req: InputRequestRecord = { toolCallId: asked.toolCallId, question: asked.question, fields: asked.fields, askedAt: asked.askedAt };
   const at = deps.clock().toISOString();
   // A chat message (Studio's chat, or run input the API server folded into a resume) is the answer only
   // when it validates as the question's single field; it never reaches the model as a message.
@@ -28,9 +29,8 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   const result = chat !== undefined ? answersFromChat(req.question, req.fields, chat) : validateAnswers(req.fields, state.pendingDecision);
   if (!result.ok) {
     const refusal = { code: "INVALID_ANSWER", reason: result.reason, at, envelopeHash: null, raw: state.pendingDecision };
-    // Counted in the journal's question row (state's refusals are a mirror anyone can rewrite); state's
-    // count only for a question asked before the journal kept questions.
-    const count = asked ? await deps.journal.noteInvalidAnswer(gate.threadId) : state.refusals.filter((r) => r.code === "INVALID_ANSWER" && r.at >= req.askedAt).length + 1;
+    // Counted, with its reason, in the journal's question row (state's refusals are a mirror anyone can rewrite).
+    const count = await deps.journal.noteInvalidAnswer(gate.threadId, result.reason);
     if (count >= deps.config.limits.maxRefusedDecisions) {
       await deps.journal.closeQuestion(gate.threadId, "closed", at);
       return { refusals: [refusal], pendingDecision: null, ...(await endRunInJournal(deps, gate, state, "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`)) };

@@ -6,16 +6,20 @@ import { closedUpdate, mirrorOf, openGate } from "../hitl/journal-gate.js";
 /**
  * Where a node lands when the journal did not allow it to act (a goto, new input, replay or fork
  * drove the graph out of order). It reads where the journal says the thread is, refreshes the
- * state's mirror, and the router continues from there. It does nothing else.
+ * state's mirror (the action's, and the open question's), and the router continues from there. It does
+ * nothing else.
  */
 export async function resync(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const gate = await openGate(deps, config, state);
   const closed = gate.thread?.closed ?? gate.action?.progress.closed;
+  // The open question, as the journal recorded it, or none (a question written into state goes).
+  const q = await deps.journal.getQuestion(gate.threadId);
   return {
     needsResync: false,
     journalNext: gate.next,
     pendingDecision: null,
+    inputRequest: q?.status === "open" ? { toolCallId: q.toolCallId, question: q.question, fields: q.fields, askedAt: q.askedAt } : null,
     ...(gate.action ? mirrorOf(gate.action) : {}),
     ...(closed ? closedUpdate(closed) : { outcome: null, reasonCode: null, reason: null }),
   };

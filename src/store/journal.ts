@@ -68,6 +68,8 @@ export interface QuestionEntry {
   closedAt: string | null;
   /** Answers refused as invalid since this question was asked (the budget check_input closes it by). */
   invalidAnswers: number;
+  /** Why the last of them was refused (shown with the question again); null before any. */
+  lastRefusal: string | null;
 }
 
 /** Taking an object lease: granted (until `expiresAt`, ms since the epoch), or the lease that stands in the way. */
@@ -152,12 +154,12 @@ export interface Journal {
   noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined>;
   // ── Structured questions (one per thread at a time): recorded when asked, closed when answered.
   /** Records the thread's question; a new question (another tool call) reopens the row, the same one already answered stays answered. */
-  recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers">): Promise<void>;
+  recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void>;
   /**
    * Counts one invalid answer to the thread's open question and returns how many it has had; 0 when
    * no question is open. Kept here, not in graph state, so rewriting state cannot reset the budget.
    */
-  noteInvalidAnswer(threadId: string): Promise<number>;
+  noteInvalidAnswer(threadId: string, reason: string): Promise<number>;
   /** Closes the thread's open question (answered, or closed because the run ended). */
   closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void>;
   getQuestion(threadId: string): Promise<QuestionEntry | undefined>;
@@ -237,7 +239,8 @@ CREATE TABLE IF NOT EXISTS questions (
   asked_at TEXT NOT NULL,
   status TEXT NOT NULL,
   closed_at TEXT,
-  invalid_answers INTEGER NOT NULL DEFAULT 0
+  invalid_answers INTEGER NOT NULL DEFAULT 0,
+  last_refusal TEXT
 );
 CREATE TABLE IF NOT EXISTS object_leases (
   object_key TEXT PRIMARY KEY,
@@ -311,6 +314,7 @@ export class SqliteJournal implements Journal {
     // A journal made before questions counted invalid answers gains the column (existing rows: 0).
     const columns = this.db.prepare("PRAGMA table_info(questions)").all() as Array<{ name: string }>;
     if (!columns.some((c) => c.name === "invalid_answers")) this.db.exec("ALTER TABLE questions ADD COLUMN invalid_answers INTEGER NOT NULL DEFAULT 0");
+    if (!columns.some((c) => c.name === "last_refusal")) this.db.exec("ALTER TABLE questions ADD COLUMN last_refusal TEXT");
     this.sql = preparedOnce(this.db);
   }
 
@@ -625,19 +629,20 @@ export class SqliteJournal implements Journal {
     return this.leaseOn(objectKey);
   }
 
-  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers">): Promise<void> {
+  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {
     this.sql(
-        `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers) VALUES (?, ?, ?, ?, ?, 'open', NULL, 0)
+        `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers, last_refusal) VALUES (?, ?, ?, ?, ?, 'open', NULL, 0, NULL)
          ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
            asked_at = excluded.asked_at, status = 'open', closed_at = NULL,
-           invalid_answers = CASE WHEN questions.tool_call_id != excluded.tool_call_id THEN 0 ELSE questions.invalid_answers END
+           invalid_answers = CASE WHEN questions.tool_call_id != excluded.tool_call_id THEN 0 ELSE questions.invalid_answers END,
+           last_refusal = CASE WHEN questions.tool_call_id != excluded.tool_call_id THEN NULL ELSE questions.last_refusal END
          WHERE questions.tool_call_id != excluded.tool_call_id OR questions.status = 'open'`,
       )
       .run(q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt);
   }
 
-  async noteInvalidAnswer(threadId: string): Promise<number> {
-    const row = this.sql("UPDATE questions SET invalid_answers = invalid_answers + 1 WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers").get(threadId) as
+  async noteInvalidAnswer(threadId: string, reason: string): Promise<number> {
+    const row = this.sql("UPDATE questions SET invalid_answers = invalid_answers + 1, last_refusal = ? WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers").get(reason, threadId) as
       | { invalid_answers: number }
       | undefined;
     return row?.invalid_answers ?? 0;
@@ -754,6 +759,7 @@ export interface QuestionRow {
   status: QuestionEntry["status"];
   closed_at: string | null;
   invalid_answers: number | null;
+  last_refusal?: string | null;
 }
 
 export function toQuestion(r: QuestionRow): QuestionEntry {
@@ -766,5 +772,6 @@ export function toQuestion(r: QuestionRow): QuestionEntry {
     status: r.status,
     closedAt: r.closed_at,
     invalidAnswers: Number(r.invalid_answers ?? 0),
+    lastRefusal: r.last_refusal ?? null,
   };
 }

@@ -353,27 +353,28 @@ export class PostgresJournal implements Journal {
     return rows.map(toApproval);
   }
 
-  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers">): Promise<void> {
+  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {
     await query(
       this.pool,
       this.db,
       `recording the question of thread ${q.threadId}`,
-      `INSERT INTO ${this.s}.questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers) VALUES ($1, $2, $3, $4, $5, 'open', NULL, 0)
+      `INSERT INTO ${this.s}.questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers, last_refusal) VALUES ($1, $2, $3, $4, $5, 'open', NULL, 0, NULL)
        ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
          asked_at = excluded.asked_at, status = 'open', closed_at = NULL,
-         invalid_answers = CASE WHEN ${this.s}.questions.tool_call_id <> excluded.tool_call_id THEN 0 ELSE ${this.s}.questions.invalid_answers END
+         invalid_answers = CASE WHEN ${this.s}.questions.tool_call_id <> excluded.tool_call_id THEN 0 ELSE ${this.s}.questions.invalid_answers END,
+         last_refusal = CASE WHEN ${this.s}.questions.tool_call_id <> excluded.tool_call_id THEN NULL ELSE ${this.s}.questions.last_refusal END
        WHERE ${this.s}.questions.tool_call_id <> excluded.tool_call_id OR ${this.s}.questions.status = 'open'`,
       [q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt],
     );
   }
 
-  async noteInvalidAnswer(threadId: string): Promise<number> {
+  async noteInvalidAnswer(threadId: string, reason: string): Promise<number> {
     const rows = await query<{ invalid_answers: number }>(
       this.pool,
       this.db,
       `counting an invalid answer of thread ${threadId}`,
-      `UPDATE ${this.s}.questions SET invalid_answers = invalid_answers + 1 WHERE thread_id = $1 AND status = 'open' RETURNING invalid_answers`,
-      [threadId],
+      `UPDATE ${this.s}.questions SET invalid_answers = invalid_answers + 1, last_refusal = $2 WHERE thread_id = $1 AND status = 'open' RETURNING invalid_answers`,
+      [threadId, reason],
     );
     return Number(rows[0]?.invalid_answers ?? 0);
   }

@@ -246,6 +246,11 @@ export const MIGRATIONS: Migration[] = [
     name: "journal: a question's invalid answers counted in the journal, so rewriting graph state cannot reset the budget",
     sql: (s) => `ALTER TABLE ${s}.questions ADD COLUMN invalid_answers INTEGER NOT NULL DEFAULT 0;`,
   },
+  {
+    version: 8,
+    name: "journal: why a question's last answer was refused, kept with the question, so the text shown with it is not graph state's",
+    sql: (s) => `ALTER TABLE ${s}.questions ADD COLUMN last_refusal TEXT;`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */
