@@ -117,7 +117,8 @@ describe("a comment on a task", () => {
     const waiting = await waitingComment();
     await portal.fault({ method: "task.commentitem.add", kind: "timeout_without_apply", times: 1 });
     const done = await submitDecision(app, waiting.threadId, approve(waiting));
-    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    // The client cannot know the portal dropped it: with the answer lost the comment may still land.
+    expect(done.state!.outcome).toBe("INCONCLUSIVE");
     expect(done.state!.verification!.reason).toContain("not applied");
   });
 

@@ -64,7 +64,7 @@ describe("worker", () => {
     const r = await runCli(["worker", "--once", "--json"], envFor(portal, dataDir));
     expect(r.code, r.stderr).toBe(0);
     const round = parseJsonOutput(r.stdout);
-    expect(round.recovered).toEqual([{ threadId: view.threadId, result: "recovered", detail: "VERIFICATION_FAILED / VERIFICATION_FAILED" }]);
+    expect(round.recovered).toEqual([{ threadId: view.threadId, result: "recovered", detail: "INCONCLUSIVE / INCONCLUSIVE" }]);
     expect(await portal.writes()).toHaveLength(1);
 
     // The next round has nothing left to do.

@@ -105,7 +105,15 @@ function isKeyReused(error: { code?: string; httpStatus?: number }): boolean {
 
 function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: string): AcknowledgementRecord {
   if (res.ok) return { status: "OK", body: res.body, at, protocol, ...(res.replayed ? { replayed: true } : {}) };
-  if (res.error.outcomeUnknown) return { status: "MISSING", error: res.error, reason: "no answer from the target; the write may or may not have been applied", at, protocol };
+  if (res.error.outcomeUnknown) {
+    // A timeout is no answer at all; a 5xx or an unreadable answer to a write leaves the outcome open too.
+    const e = res.error;
+    const reason =
+      e.kind === "transport_timeout"
+        ? "no answer from the target; the write may or may not have been applied"
+        : `the target's answer leaves the outcome open (${e.kind}${e.httpStatus ? ` HTTP ${e.httpStatus}` : ""}: ${e.description}); the write may or may not have been applied`;
+    return { status: "MISSING", error: e, reason, at, protocol };
+  }
   if (protocol !== "rest2" && isKeyReused(res.error)) {
     return {
       status: "ERROR",

@@ -135,9 +135,11 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
   if (a.progress.closed) return a.progress.closed;
   if (v) {
     const ack = a.progress.acknowledgement;
-    if (ack?.status === "ERROR" && v.verdict === "VERIFICATION_FAILED") {
+    if (ack?.status === "ERROR" && ack.error?.outcomeUnknown !== true && v.verdict === "VERIFICATION_FAILED") {
       const e = ack.error;
-      return { outcome: "REJECTED_BY_TARGET", reasonCode: "REJECTED_BY_TARGET", reason: `the target refused the write (${e?.code ?? e?.kind}: ${e?.description}); ${v.reason}`, at };
+      // A connection that never opened did not reach the target; anything else is its answer.
+      const what = e?.kind === "transport_timeout" ? `the write never reached the target (${e.description})` : `the target refused the write (${e?.code ?? e?.kind}: ${e?.description})`;
+      return { outcome: "REJECTED_BY_TARGET", reasonCode: "REJECTED_BY_TARGET", reason: `${what}; ${v.reason}`, at };
     }
     return { outcome: v.verdict, reasonCode: v.verdict, reason: v.reason, at };
   }

@@ -58,25 +58,29 @@ async function freshRead(deps: Deps, envelope: Envelope, acknowledgement: Acknow
     case "update": {
       // The pre-read's answer, from the journal: what the object looked like right before the write.
       const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
-      return { ...verifyOutcome(envelope, acknowledgement, toReadResult(res), preRead?.raw), raw: rawOf(res), at: at() };
+      const readAt = at();
+      return { ...verifyOutcome(envelope, acknowledgement, toReadResult(res), preRead?.raw, readAt), raw: rawOf(res), at: readAt };
     }
     case "create_child": {
       // A comment: read back from the task's comment list, and the task itself checked like any write.
       const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
       const comments = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
-      const { created, ...result } = verifyCreatedComment(envelope, acknowledgement, toReadResult(res), toReadResult(comments), preRead?.raw, preRead?.sameTextBefore);
-      return { ...result, raw: rawOf(res), created: { ...created, raw: rawOf(comments) }, at: at() };
+      const readAt = at();
+      const { created, ...result } = verifyCreatedComment(envelope, acknowledgement, toReadResult(res), toReadResult(comments), preRead?.raw, preRead?.sameTextBefore, readAt);
+      return { ...result, raw: rawOf(res), created: { ...created, raw: rawOf(comments) }, at: readAt };
     }
     case "create": {
       // A new task: found among the tasks carrying the approved title (by the acknowledged id when there is one).
       const listed = await deps.tools.read("listTasks", { filter: { TITLE: envelope.params["TITLE"] } });
-      const { created, ...result } = verifyCreatedTask(envelope, acknowledgement, toReadResult(listed), preRead?.sameTextBefore);
-      return { ...result, raw: rawOf(listed), created: { ...created, raw: rawOf(listed) }, at: at() };
+      const readAt = at();
+      const { created, ...result } = verifyCreatedTask(envelope, acknowledgement, toReadResult(listed), preRead?.sameTextBefore, readAt);
+      return { ...result, raw: rawOf(listed), created: { ...created, raw: rawOf(listed) }, at: readAt };
     }
     case "delete": {
       // What was deleted (a comment, or the task) read again: only "gone" with the target's OK is VERIFIED.
       const { res } = await readDeleted(deps.tools, envelope);
-      return { ...verifyDeleted(envelope, acknowledgement, toReadResult(res)), raw: rawOf(res), at: at() };
+      const readAt = at();
+      return { ...verifyDeleted(envelope, acknowledgement, toReadResult(res), readAt), raw: rawOf(res), at: readAt };
     }
     default: {
       const never: never = effect;
