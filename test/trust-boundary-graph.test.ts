@@ -327,6 +327,13 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     expect((await valuesOf(claimed))["outcome"]).toBe("NOT_EXECUTED");
     const audit = await readAudit(dataDir, claimed);
     expect(events(audit, "tamper_detected").map((r) => r.refusal?.reason)).toEqual([expect.stringContaining("state claims outcome VERIFIED, but no action was registered")]);
+    // (d) A proposal written into state on the way to finish is not recorded as what the run was about:
+    //     no envelope was built and no proposal was denied, so the closing record names none.
+    const proposed = randomUUID();
+    await drive(new Command({ goto: "finish", update: { request: REQUEST, requestedBy: "demo-user", proposal: { operation: "update_task", taskId: 42, fields: { TITLE: "FORGED" }, rationale: "r", source: "model" } } }), proposed);
+    const [closing] = closings(await readAudit(dataDir, proposed));
+    soft(closing?.what).toMatchObject({ taskId: null, params: null, envelopeHash: null });
+    soft(JSON.stringify(closing)).not.toContain("FORGED");
   });
 
   it("row 9: run input {request, requestedBy, outcome: VERIFIED, reason: forged, …} cannot make a thread VERIFIED", async () => {

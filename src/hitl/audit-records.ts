@@ -130,10 +130,12 @@ export interface ActionEvidence {
  * hash-chained like the rest, so the case record never needs graph state's mirrors for it (state keeps
  * no raw answers). A change set's actions each have their own action_ended record instead.
  */
-export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string; request: string; evidence?: ActionEvidence }): AuditEntry {
+export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string; request: string; evidence?: ActionEvidence; denied?: AuditEntry }): AuditEntry {
   const e = state.envelope;
   const d = state.decision;
   const explained = outcomeFlags(state);
+  // A run without an envelope: what was proposed is the denied proposal's record (a proposal in
+  // state is anyone's to write), else nothing.
   const base =
     e && state.envelopeHash
       ? envelopeFields(e, state.envelopeHash)
@@ -141,14 +143,8 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
           threadId: ctx.threadId,
           revision: 0,
           requestedBy: state.requestedBy,
-          risk: state.proposal ? riskOfProposal(ctx.policy, state.proposal) : null,
-          what: {
-            operation: state.proposal?.operation ?? "update_task",
-            taskId: state.proposal?.taskId ?? null,
-            params: state.proposal?.fields ?? null,
-            envelopeHash: null,
-            envelope: null,
-          },
+          risk: ctx.denied?.risk ?? null,
+          what: ctx.denied ? { ...ctx.denied.what } : { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
           policy: policyOf(ctx.policy),
         };
   return hashable({

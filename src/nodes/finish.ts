@@ -70,7 +70,8 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   } satisfies State;
   // Every ending gets its closing audit record, keyed so a re-run of this node cannot add a second.
   const own = action && !action.set ? { preRead: evidence.preRead, invocation: evidence.invocation, acknowledgement: evidence.acknowledgement, verification: evidence.verification } : undefined;
-  await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(own ? { evidence: own } : {}) }));
+  const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId })).filter((r) => r.event === "proposal_denied").at(-1);
+  await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(own ? { evidence: own } : {}), ...(denied ? { denied } : {}) }));
   return unchangedLeftOut({
     ...(action ? mirrorOf(action) : {}),
     messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
