@@ -61,6 +61,20 @@ function policyWith(mutate: (j: any) => void): Policy {
 }
 
 describe("validateDecision accepts", () => {
+  it("the decision time to record: a signed decision's own decidedAt; an unsigned one at this server's time, its claim kept apart", () => {
+    const e = envelope();
+    const unsigned = validateDecision(e, approve(e, "alice", { decidedAt: "2020-01-01T00:00:00Z" }), ctx(e));
+    expect(unsigned).toMatchObject({ ok: true, decidedAt: NOW.toISOString(), claimedDecidedAt: "2020-01-01T00:00:00Z" });
+    const authenticated = validateDecision(e, approve(e, "alice", { decidedAt: "2020-01-01T00:00:00Z" }), ctx(e, { authenticatedUser: "alice" }));
+    expect(authenticated).toMatchObject({ ok: true, identity: { verifiedBy: "authentication" }, decidedAt: NOW.toISOString() });
+    const none = validateDecision(e, approve(e, "alice"), ctx(e));
+    expect(none).toMatchObject({ ok: true, decidedAt: NOW.toISOString() });
+    expect(none).not.toHaveProperty("claimedDecidedAt");
+    const sig = validateDecision(e, signed(approve(e, "alice"), keys.alice.privateKeyPem), ctx(e));
+    expect(sig).toMatchObject({ ok: true, identity: { verifiedBy: "signature" }, decidedAt: DECIDED });
+    expect(sig).not.toHaveProperty("claimedDecidedAt");
+  });
+
   it("a self-declared approval from an allowed approver when policy allows unauthenticated approvers, recorded as such", () => {
     const e = envelope();
     const r = validateDecision(e, approve(e), ctx(e));

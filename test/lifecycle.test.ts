@@ -232,6 +232,43 @@ describe("unverified decisions under a policy that refuses self-declared ids", (
   });
 });
 
+describe("the recorded decision time", () => {
+  /** The decision time in every place it is recorded: graph state, the journal's claim, the audit's decision_accepted record. */
+  async function recorded(app: App, view: ThreadView, after: ThreadView) {
+    const claim = await app.deps.journal.findClaim(view.approval!.nonce);
+    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_accepted") as { approver?: { decidedAt?: string } } | undefined;
+    return { state: after.state?.decision?.decidedAt, claim: claim?.decidedAt, audit: accepted?.approver?.decidedAt };
+  }
+
+  it("an unsigned decision dated 2020-01-01 is recorded at this server's time (state, journal claim, audit), not at its claimed time", async () => {
+    const app = await open();
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    now = new Date(now.getTime() + 60_000);
+    const after = await submitDecision(app, view.threadId, approve(view, "demo-approver", { decidedAt: "2020-01-01T00:00:00.000Z" }));
+    expect(after.state?.outcome).toBe("VERIFIED");
+    expect(await recorded(app, view, after)).toEqual({ state: now.toISOString(), claim: now.toISOString(), audit: now.toISOString() });
+    // What the caller sent (its claimed date included) stays in the record as received, never as the decision time.
+    expect((after.state?.decision?.raw as { decisions: Array<{ decidedAt: string }> }).decisions[0]!.decidedAt).toBe("2020-01-01T00:00:00.000Z");
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
+  it("a signed decision keeps the decidedAt its signature covers", async () => {
+    const keysDir = tempDir("ae-keys-");
+    const key = generateApproverKeyPair("demo-approver");
+    fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
+    const app = await open(undefined, { ACTION_ENVELOPE_APPROVER_KEYS: keysDir });
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const signedAt = new Date(now.getTime() - 30_000).toISOString();
+    now = new Date(now.getTime() + 60_000);
+    const a = view.approval!;
+    const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: signedAt });
+    const after = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
+    expect(after.state?.decision?.verifiedBy).toBe("signature");
+    expect(await recorded(app, view, after)).toEqual({ state: signedAt, claim: signedAt, audit: signedAt });
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
 describe("reject and revise", () => {
   /** Proposes "Quarterly plan"; after a rejection, proposes the value quoted in the feedback. */
   const reviser: Script = (messages: BaseMessage[]) => {

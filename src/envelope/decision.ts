@@ -153,6 +153,13 @@ export type DecisionValidation =
       ok: true;
       decision: Decision;
       identity: { approverId: string; verifiedBy: VerifiedBy };
+      /**
+       * When the decision was made, as it may be recorded: the decision's own decidedAt only when a
+       * signature verified over it; otherwise this server's time of validation (ctx.now).
+       */
+      decidedAt: string;
+      /** What an unsigned decision said its decidedAt was: a claim, never the recorded decision time. */
+      claimedDecidedAt?: string;
       override?: { gate: string; by: string; reason: string };
       edit?: { proposal: Proposal };
     }
@@ -217,8 +224,8 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
     }
   }
 
-  // Time: only the validating side's clock decides expiry. A decision's own decidedAt is recorded (and
-  // signed), never trusted to open or close the window; one dated implausibly far ahead is malformed.
+  // Time: only the validating side's clock decides expiry. A decision's own decidedAt is recorded only
+  // when signed (below), never trusted to open or close the window; one dated implausibly far ahead is malformed.
   const expiresAt = Date.parse(e.expiresAt);
   if (ctx.now.getTime() >= expiresAt) return refuse("EXPIRED", `the approval window closed at ${e.expiresAt}; it is now ${ctx.now.toISOString()}`);
   if (d.decidedAt !== undefined) {
@@ -316,10 +323,15 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
     edit = { proposal };
   }
 
+  // An unsigned decidedAt is whatever the caller typed (it could backdate the evidence): the decision
+  // is recorded at this server's time; only a signature makes the approver's own time recordable.
+  const signedAt = verifiedBy === "signature" ? d.decidedAt : undefined;
   return {
     ok: true,
     decision: d,
     identity: { approverId, verifiedBy },
+    decidedAt: signedAt ?? ctx.now.toISOString(),
+    ...(signedAt === undefined && d.decidedAt !== undefined ? { claimedDecidedAt: d.decidedAt } : {}),
     ...(appliedOverride ? { override: appliedOverride } : {}),
     ...(edit ? { edit } : {}),
   };

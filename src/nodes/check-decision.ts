@@ -99,7 +99,8 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
 
   const d = result.decision;
-  const decidedAt = ("decidedAt" in d && d.decidedAt) || now.toISOString();
+  // Signed: the time the signature covers; otherwise this server's time (validateDecision decides which).
+  const decidedAt = result.decidedAt;
   const record: DecisionRecord = {
     type: d.type,
     envelopeHash,
@@ -248,7 +249,8 @@ async function setDecision(
   }));
   const whole = results.length === 1 && head.decision.actionId === undefined;
   const allOf = (t: string) => results.every((r) => r.decision.type === t);
-  const decidedAt = ("decidedAt" in head.decision && head.decision.decidedAt) || now.toISOString();
+  // Signed: the time the (first) signature covers; otherwise this server's time. Never an unsigned claim.
+  const decidedAt = head.decidedAt;
   const messages = results.map((r) => (r.decision.type === "reject" && r.decision.message ? `${r.decision.actionId ? `${r.decision.actionId}: ` : ""}${r.decision.message}` : "")).filter(Boolean);
   const type = allOf("approve") ? "approve" : allOf("reject") ? "reject" : "edit";
   const record: DecisionRecord = {
