@@ -7,8 +7,11 @@
  *   Idle timeout 30 minutes, absolute 8 hours; a new id at every sign-in (no fixation).
  * - Every state-changing request carries the session's CSRF token in a form field, compared in
  *   constant time, and must not come from another site (Origin / Sec-Fetch-Site).
- * - Sign-in: at most 5 failures per 15 minutes per user id and 20 per client address; more is 429.
- *   A success clears only its id's count, so one valid account cannot reset an address's budget.
+ * - Sign-in: at most 5 failures per 15 minutes per user id; past that the id is refused (429) before
+ *   its password is tried. Per client address, 20 failures per 15 minutes; past that a wrong password
+ *   is answered 429, but a right one still signs in: behind loopback or a TLS proxy every approver
+ *   shares one address, and anyone's wrong guesses must not lock everyone out. A success clears only
+ *   its id's count, so one valid account cannot reset an address's budget.
  */
 import { randomBytes, timingSafeEqual } from "node:crypto";
 
@@ -87,7 +90,9 @@ export class SignInLimiter {
     const t = this.now();
     // Bounded memory whatever ids an attacker makes up: the oldest keys go first.
     while (this.failures.size >= 10_000) this.failures.delete(this.failures.keys().next().value!);
-    for (const k of keys) this.failures.set(k, [...(this.failures.get(k) ?? []), t]);
+    // Only the last `max` failures matter (the limit is reached until the oldest of them leaves the
+    // window), so failures past the limit neither grow memory nor shorten the wait.
+    for (const k of keys) this.failures.set(k, [...(this.failures.get(k) ?? []), t].slice(-this.max));
   }
 
   succeed(keys: string[]): void {

@@ -111,15 +111,24 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const user = typeof form["user"] === "string" ? form["user"].slice(0, 128) : "";
     const password = typeof form["password"] === "string" ? form["password"] : "";
     const address = c.env?.incoming?.socket?.remoteAddress ?? "unknown";
-    const wait = Math.max(perUser.retryAfter([user]), perAddress.retryAfter([address]));
-    if (wait > 0) {
+    const tooMany = (wait: number) => {
       c.header("Retry-After", String(wait));
       return loginForm(c, 429, `Too many failed sign-ins; try again in ${Math.ceil(wait / 60)} minute(s).`);
-    }
+    };
+    // One account's limit: past 5 failures the account is refused before its password is tried, so
+    // guessing any one password stops there, from however many addresses.
+    const userWait = perUser.retryAfter([user]);
+    if (userWait > 0) return tooMany(userWait);
+    // The address's limit applies to failures only: behind loopback or a TLS proxy every approver
+    // shares one address, and refusing a right password there would let anyone lock everyone out by
+    // typing wrong ones. So the password is checked first (constant time, as for an unknown id), and
+    // only a wrong one from an address past its limit is refused with 429, counted all the same.
+    const addressWait = perAddress.retryAfter([address]);
     const who = await users.verify(user, password);
     if (!who) {
       perUser.fail([user]);
       perAddress.fail([address]);
+      if (addressWait > 0) return tooMany(Math.max(addressWait, perAddress.retryAfter([address])));
       return loginForm(c, 401, "Unknown approver id or wrong password.");
     }
     perUser.succeed([user]);
