@@ -15,6 +15,10 @@ import type { ApprovalRequest, InputRequest, InterruptPayload, ResumeValue } fro
 import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/threads.js";
 import type { PendingApproval } from "../app/threads.js";
+import type { AuditRecord } from "../store/audit.js";
+import type { ActionEvidence } from "../hitl/audit-records.js";
+import type { DecisionRecord, Refusal } from "../hitl/records.js";
+import { isDeepStrictEqual } from "node:util";
 import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";
 
@@ -47,9 +51,15 @@ export function apiClient(target: ApiTarget): Client {
 }
 
 /**
- * A thread as the local CLI sees one, built from the server's state; with `target`, a finished change
- * set's per-action outcomes come from the server's hash-chained audit records (GET /audit/threads/:id,
- * each action's action_ended record), not from the run's messages, which any run input can add to.
+ * A thread as the local CLI sees one. Where the server's hash-chained audit log (GET /audit/threads/:id)
+ * knows the thread, what is reported comes from its records, not from the server's graph state, which
+ * anyone with write access to the server's checkpoints (or API access to a server without the auth
+ * module) can rewrite: the ending (outcome, reason, evidence) from the closing record, the decider from
+ * the last decision record, refusals from decision_refused records, a finished change set's per-action
+ * outcomes from its action_ended records, and a waiting approval only when it is the one the log
+ * recorded last (approval_requested: envelope hash and card). Graph state is used as before only when
+ * the server does not serve the audit routes (or refuses them to this caller) or has no record of the
+ * thread (a run before its first record); `target` absent means the same.
  */
 export async function apiView(client: Client, threadId: string, target?: ApiTarget): Promise<ThreadView> {
   let snapshot;
@@ -60,6 +70,9 @@ export async function apiView(client: Client, threadId: string, target?: ApiTarg
     throw e;
   }
   const state = snapshot.values as unknown as State;
+  const records = target ? await auditRecordsOf(target, threadId) : undefined;
+  if (records?.length) return auditedView(threadId, snapshot, state, records);
+  // No audit record to go by (see above): the server's graph state, as it reports it.
   const payload = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as InterruptPayload | undefined;
   if (payload?.kind === "approval") return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, state };
   if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state };
@@ -71,21 +84,131 @@ export async function apiView(client: Client, threadId: string, target?: ApiTarg
   return { threadId, status: "finished", state, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
 }
 
+/** The closing records of a run (src/hitl/audit-records.ts runEndedEntry). */
+const isClosing = (r: AuditRecord) => r.event === "execution_outcome" || r.event === "run_ended";
+
+/**
+ * The thread's audit records on the server, in chain order; undefined when the server does not serve
+ * the audit routes, refuses them to this caller, or has no record of the thread.
+ */
+async function auditRecordsOf(target: ApiTarget, threadId: string): Promise<AuditRecord[] | undefined> {
+  const { apiAudit, AuditApiError } = await import("./audit-client.js");
+  try {
+    return (await apiAudit.caseOf(target, threadId)).caseRecord.auditRecords;
+  } catch (e) {
+    if (e instanceof UsageError || e instanceof AuditApiError) return undefined;
+    throw e;
+  }
+}
+
+/** Where the thread's audit records disagree with a waiting approval's payload, why; undefined when they agree. */
+export function approvalDisagreement(payload: ApprovalRequest, records: readonly AuditRecord[]): string | undefined {
+  const requested = records.filter((r) => r.event === "approval_requested");
+  if (requested.length === 0) return "the audit log records no approval request for this thread";
+  const latest = requested.at(-1)!;
+  const revision = requested.filter((r) => r.revision === latest.revision);
+  // A change set records one approval_requested per action (its own hash), each with the whole set's card.
+  const hashes = payload.changeSet ? payload.changeSet.actions.map((x) => x.envelopeHash) : [payload.envelopeHash];
+  const recorded = hashes.map((h) => revision.find((r) => r.what.envelopeHash === h));
+  if (recorded.some((r) => r === undefined)) return `the approval's envelope hash ${hashes.join(", ")} is not the one the audit log recorded last (${revision.map((r) => r.what.envelopeHash).join(", ")}, revision ${latest.revision})`;
+  const first = recorded[0]!;
+  if (first.shown?.card !== payload.actionRequests[0]?.description) return `the approval's card is not the card the audit log recorded for ${first.what.envelopeHash}`;
+  if (first.what.envelope !== undefined && first.what.envelope !== null && !isDeepStrictEqual(first.what.envelope, payload.envelope)) return `the approval's envelope is not the envelope the audit log recorded for ${first.what.envelopeHash}`;
+  if (first.shown && first.shown.expiresAt !== payload.expiresAt && !payload.changeSet) return `the approval's expiry ${payload.expiresAt} is not the recorded ${first.shown.expiresAt}`;
+  return undefined;
+}
+
+/** The server's checkpoint shows an approval its audit log did not record: it is not shown. */
+export class UnrecordedApprovalError extends UsageError {
+  constructor(threadId: string, why: string) {
+    super(`thread ${threadId}: the server's graph state shows an approval that its audit log does not hold (${why}); it is not shown or decided from here. See "audit show ${threadId} --api URL"`);
+  }
+}
+
+/**
+ * The view from the audit records, with the checkpoint saying only whether a run is paused and where.
+ * A closing record ends the thread whatever the checkpoint says; a checkpoint at the graph's end
+ * without one is a run the server's journal has not closed.
+ */
+function auditedView(threadId: string, snapshot: { tasks: Array<{ interrupts?: Array<{ value?: unknown }> }>; next: string[] }, state: State, records: AuditRecord[]): ThreadView {
+  const closing = records.find(isClosing);
+  if (closing) {
+    const changeSetOutcome = setOutcomeOf(records);
+    return { threadId, status: "finished", state: auditedState(state, records, closing), ...(changeSetOutcome ? { changeSetOutcome } : {}) };
+  }
+  const audited = auditedState(state, records, undefined);
+  const payload = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as InterruptPayload | undefined;
+  if (payload?.kind === "approval") {
+    const why = approvalDisagreement(payload as ApprovalRequest, records);
+    if (why) throw new UnrecordedApprovalError(threadId, why);
+    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, state: audited };
+  }
+  if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state: audited };
+  // Paused before a node, or at the graph's end with no closing record: not finished by the journal's account.
+  return { threadId, status: "interrupted_run", next: snapshot.next.length > 0 ? snapshot.next : ["finish"], state: audited };
+}
+
+/**
+ * Graph state with everything the CLI reports replaced from the audit records: the ending and its
+ * evidence from the closing record (a change set's from its last action_ended record), the decision
+ * from the last decision record, the refusals from decision_refused records. What the records do not
+ * hold is left empty, never taken from state.
+ */
+function auditedState(state: State, records: readonly AuditRecord[], closing: AuditRecord | undefined): State {
+  const lastDecision = records.filter((r) => (r.event === "decision_accepted" || r.event === "approval_expired" || r.event === "approval_cancelled") && r.approver).at(-1);
+  const carries = (r: AuditRecord) => r.received !== undefined && r.received !== null && typeof r.received === "object";
+  const evidenceFrom = closing && carries(closing) ? closing : closing ? records.filter((r) => r.event === "action_ended" && carries(r)).at(-1) : undefined;
+  const ev = (evidenceFrom?.received ?? {}) as Partial<ActionEvidence>;
+  const lastWhat = [...records].reverse().find((r) => r.what.envelopeHash !== null);
+  const decision: DecisionRecord | null = lastDecision?.approver
+    ? {
+        type: lastDecision.approver.decision as DecisionRecord["type"],
+        envelopeHash: lastDecision.what.envelopeHash ?? "",
+        nonce: (lastDecision.what.envelope as { nonce?: string } | null)?.nonce ?? "",
+        revision: lastDecision.revision,
+        approverId: lastDecision.approver.id ?? "",
+        verifiedBy: lastDecision.approver.verifiedBy as DecisionRecord["verifiedBy"],
+        decidedAt: lastDecision.approver.decidedAt ?? lastDecision.at,
+        acceptedAt: lastDecision.at,
+        ...(lastDecision.override ? { override: { ...lastDecision.override } } : {}),
+        raw: lastDecision.received ?? null,
+      }
+    : null;
+  const refusals: Refusal[] = records
+    .filter((r) => r.event === "decision_refused" && r.refusal)
+    .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
+  const o = closing?.outcome;
+  return {
+    ...state,
+    outcome: (o?.outcome ?? null) as State["outcome"],
+    reasonCode: (o?.reasonCode ?? null) as State["reasonCode"],
+    reason: o?.reason ?? null,
+    finishedAt: o?.finishedAt ?? null,
+    envelopeHash: (closing ?? lastWhat)?.what.envelopeHash ?? null,
+    envelope: ((closing ?? lastWhat)?.what.envelope ?? null) as State["envelope"],
+    decision,
+    refusals,
+    preRead: ev.preRead ?? null,
+    invocation: ev.invocation ?? null,
+    acknowledgement: ev.acknowledgement ?? null,
+    verification: ev.verification ?? null,
+  } as State;
+}
+
 /**
  * Each action of a finished change set as its action_ended audit record has it, in set order; null for
  * a thread that is not a change set; undefined when the server does not serve its audit records.
  */
 async function auditedSetOutcome(target: ApiTarget, threadId: string): Promise<ThreadView["changeSetOutcome"] | null | undefined> {
-  const { apiAudit, AuditApiError } = await import("./audit-client.js");
-  let records;
-  try {
-    records = (await apiAudit.caseOf(target, threadId)).caseRecord.auditRecords;
-  } catch (e) {
-    if (e instanceof UsageError || e instanceof AuditApiError) return undefined;
-    throw e;
-  }
+  const records = await auditRecordsOf(target, threadId);
+  if (records === undefined) return undefined;
+  return setOutcomeOf(records) ?? null;
+}
+
+/** A change set's per-action outcomes from its action_ended records; undefined when it has none. */
+function setOutcomeOf(records: readonly AuditRecord[]): ThreadView["changeSetOutcome"] {
   const ended = records.filter((r) => r.event === "action_ended");
-  if (ended.length === 0) return null;
+  if (ended.length === 0) return undefined;
   const actions = ended.map((r) => {
     const ev = (r.received ?? {}) as { actionId?: string; invocation?: unknown };
     return {
@@ -133,14 +256,35 @@ export function setOutcomeFromMessages(threadId: string, messages: unknown): Thr
   return actions.length ? { actions } : undefined;
 }
 
-/** Interrupted threads of this graph that wait for an approval, oldest first. */
-export async function apiPending(client: Client, now = Date.now()): Promise<PendingApproval[]> {
+/** A waiting approval `pending --api` does not list: its payload is not what the server's audit log recorded. */
+export interface WithheldApproval {
+  threadId: string;
+  reason: string;
+}
+
+/**
+ * Interrupted threads of this graph that wait for an approval, oldest first. With `target`, each
+ * payload (taken from the server's checkpoint) is checked against the thread's audit records: one that
+ * is not the approval the log recorded last (envelope hash, card, envelope) is left out and named in
+ * `withheld`; without audit routes, or for a thread without records, the payload is listed as it is.
+ */
+export async function apiPending(client: Client, now = Date.now(), target?: ApiTarget, withheld: WithheldApproval[] = []): Promise<PendingApproval[]> {
   const out: PendingApproval[] = [];
   for (let offset = 0; ; offset += 100) {
     const page = await client.threads.search({ status: "interrupted", metadata: { graph_id: GRAPH_ID }, limit: 100, offset, sortBy: "created_at", sortOrder: "asc" });
     for (const t of page) {
       const payload = Object.values(t.interrupts ?? {}).flat()[0]?.value as InterruptPayload | undefined;
       if (payload?.kind !== "approval") continue;
+      const records = target ? await auditRecordsOf(target, t.thread_id) : undefined;
+      if (records?.some(isClosing)) {
+        withheld.push({ threadId: t.thread_id, reason: "the audit log records this thread as ended" });
+        continue;
+      }
+      const why = records?.length ? approvalDisagreement(payload, records) : undefined;
+      if (why) {
+        withheld.push({ threadId: t.thread_id, reason: why });
+        continue;
+      }
       const cs = payload.changeSet;
       out.push({
         threadId: t.thread_id,
@@ -231,13 +375,15 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       return print(await apiView(client, thread.thread_id, target), false);
     }
     case "pending": {
-      const rows = await apiPending(client);
+      const withheld: WithheldApproval[] = [];
+      const rows = await apiPending(client, Date.now(), target, withheld);
       if (cmd.json) {
-        printer.emitJson({ pending: rows });
+        printer.emitJson({ pending: rows, ...(withheld.length ? { withheld } : {}) });
         return 0;
       }
       if (rows.length === 0) printer.line(esc`No approvals are waiting on ${target.url}.`);
       for (const r of rows) printer.line(pendingLine(r));
+      for (const w of withheld) printer.line(esc`Not listed: thread ${w.threadId}, whose graph state shows an approval its audit log does not hold: ${w.reason}`);
       return 0;
     }
     case "show": {
@@ -246,7 +392,9 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       return print(view, false);
     }
     case "decide": {
-      const before = await apiView(client, cmd.threadId);
+      // The approval decided is the one the audit log recorded (apiView refuses one it does not hold),
+      // and refusals before and after are counted from its decision_refused records.
+      const before = await apiView(client, cmd.threadId, target);
       if (before.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}`);
       // Nothing waiting: the server refuses the decision itself (THREAD_ENDED / NOT_WAITING), visibly.
       const waiting = before.status === "awaiting_approval" || before.status === "awaiting_input";
