@@ -297,8 +297,11 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     const page = found!.caseRecord.firstPage;
     expect(page.outcome).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN" });
     expect(page.decidedBy).toMatchObject({ id: "alice", decision: "reject" });
-    const closing = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "run_ended" || r.event === "execution_outcome")!;
+    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const closing = records.find((r) => r.event === "run_ended" || r.event === "execution_outcome")!;
     expect(page.flags).toEqual(closing.outcome!.flags);
+    // The decision record keeps the rejection's message (what `show --api` reports it from).
+    expect(records.find((r) => r.event === "decision_accepted")?.message).toBe("not now");
     expect(page.flags?.sideEffectAttempted).toBe(false);
     const outcome = found!.evidence.find((e) => e.kind === "outcome")!;
     expect(outcome.data["outcome"]).toBe("NOT_EXECUTED");

@@ -171,6 +171,7 @@ function auditedState(state: State, records: readonly AuditRecord[], closing: Au
         decidedAt: lastDecision.approver.decidedAt ?? lastDecision.at,
         acceptedAt: lastDecision.at,
         ...(lastDecision.override ? { override: { ...lastDecision.override } } : {}),
+        ...(lastDecision.message ? { message: lastDecision.message } : {}),
         raw: lastDecision.received ?? null,
       }
     : null;

@@ -90,6 +90,7 @@ export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, 
     override: d.override ? { ...d.override } : null,
     received: d.raw,
     ...(resolvedNames.length ? { resolvedNames: [...resolvedNames] } : {}),
+    ...(d.message ? { message: d.message } : {}),
   });
 }
 

@@ -99,6 +99,8 @@ export interface AuditEntry {
    * thread started, so a case record never takes it from graph state (which new run input rewrites).
    */
   request?: string;
+  /** decision_accepted: the decision's message as recorded (a rejection's feedback, a partial approval's note). */
+  message?: string;
 }
 
 export interface AuditRecord extends AuditEntry {
