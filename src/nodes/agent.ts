@@ -58,8 +58,14 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   // here out of order): the model is not called; the question stays, and a chat message goes to it.
   const waiting = await deps.journal.getQuestion(gate.threadId);
   if (waiting?.status === "open") return holdForQuestion(state, waiting, thread);
-  if (state.agentSteps >= deps.config.limits.maxAgentSteps) {
-    return endRunInJournal(deps, gate, state, "AGENT_STEP_LIMIT", `the model took ${state.agentSteps} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`);
+  // The model's turns are counted in the journal's thread row, never taken from state (which any API
+  // client can rewrite): the limit ends a run only after that many model calls were made.
+  const taken = (await deps.journal.getThreadTurns(gate.threadId))?.agentSteps ?? 0;
+  if (taken >= deps.config.limits.maxAgentSteps) {
+    return {
+      agentSteps: taken,
+      ...(await endRunInJournal(deps, gate, state, "AGENT_STEP_LIMIT", `the model took ${taken} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`)),
+    };
   }
   const history = reset.length > 0 ? [] : state.messages;
   const opening = history.length === 0 ? [new HumanMessage(thread.request)] : [];
@@ -67,6 +73,10 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   if (!deps.model.bindTools) throw new Error(`model ${deps.modelLabel} cannot call tools`);
   const model = deps.model.bindTools([...deps.tools.readTools, proposeChangeTool, proposeChangeSetTool, requestInputTool]);
   const prompt = await agentPrompt.invoke({ messages, requestedBy: thread.requestedBy });
+  // Counted before the call, not keyed by step: a re-run of this step (after a crash, or a replay or
+  // fork of an older checkpoint) calls the model again and counts again. The count is the model calls
+  // made, so no replay can call the model past the limit; a crashed turn may leave one counted call.
+  const agentSteps = await deps.journal.noteAgentStep(gate.threadId);
   let reply;
   try {
     reply = await model.invoke(prompt);
@@ -77,12 +87,19 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     const failure = describeModelError(e);
     return endRunInJournal(deps, gate, state, modelReasonCode(failure), modelFailureLine(failure, { keyVariable: "GROQ_API_KEY" }));
   }
+  // The reply's text is kept in the journal: a run that ends without a proposal quotes it from there.
+  await deps.journal.noteModelReply(gate.threadId, replyText(reply));
   return {
     messages: [...reset, ...opening, reply],
-    agentSteps: state.agentSteps + 1,
+    agentSteps,
     ...(state.inputRequest ? { inputRequest: null } : {}),
     ...(reset.length > 0 || state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),
   };
+}
+
+/** The text of a model reply as the NO_PROPOSAL reason quotes it: its content, or its content parts as JSON. */
+export function replyText(reply: Pick<BaseMessage, "content">): string {
+  return typeof reply.content === "string" ? reply.content : JSON.stringify(reply.content ?? "");
 }
 
 export type RunInput = { ok: true; value: { request: string; requestedBy: string; scope?: State["scope"] } } | { ok: false; problem: string };

@@ -48,7 +48,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
     }
     closing = action.progress.closed ?? closingOf(action, finishedAt);
   } else {
-    closing = await noProposalClosing(deps, gate.threadId, state, finishedAt);
+    closing = await noProposalClosing(deps, gate.threadId, finishedAt);
   }
   const closed = (await deps.journal.closeThread(gate.threadId, closing))?.closed ?? closing;
 
@@ -168,17 +168,18 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
 /**
  * A run that reached its end with no action and no ending recorded in the journal: the model stopped
  * without a proposal. If it had tried tools it was not offered (boundary_refused in the audit log),
- * that is the reason; otherwise the model's last words, labelled as such. Nothing here comes from a
- * reason code in state, which any API client could have written.
+ * that is the reason; otherwise the model's last reply as the journal recorded it, labelled as such
+ * (or no quote when the journal has none). Nothing here comes from a reason code or a message in
+ * state, which any API client could have written.
  */
-async function noProposalClosing(deps: Deps, threadId: string, state: State, at: string): Promise<ClosedRecord> {
+async function noProposalClosing(deps: Deps, threadId: string, at: string): Promise<ClosedRecord> {
   const boundary = (await deps.audit.records({ threadId }))
     .filter((r) => r.event === "boundary_refused")
     .map((r) => r.received as { tool: string; argumentsSha256: string });
   if (boundary.length > 0) return { outcome: "NOT_EXECUTED", reasonCode: "WRITE_ATTEMPT_REFUSED", reason: writeAttemptRefused(boundary), at };
-  const last = state.messages.at(-1);
-  const said = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content ?? "");
-  return { outcome: "NOT_EXECUTED", reasonCode: "NO_PROPOSAL", reason: `the model ended without proposing a change: ${said.slice(0, 1000)}`, at };
+  // The model's last reply as the agent recorded it in the journal, never state's last message.
+  const said = (await deps.journal.getThreadTurns(threadId))?.lastReply;
+  return { outcome: "NOT_EXECUTED", reasonCode: "NO_PROPOSAL", reason: `the model ended without proposing a change${said == null ? "" : `: ${said}`}`, at };
 }
 
 /**

@@ -94,7 +94,8 @@ export async function propose(state: State, config: LangGraphRunnableConfig): Pr
   }
 
   if (accepted) return { messages: replies, proposal: accepted };
-  const invalid = state.invalidProposals + 1;
+  // Counted in the journal's thread row (at most once per model turn), never taken from state.
+  const invalid = await deps.journal.noteInvalidProposal(threadId);
   const refusedWrite = boundary.length ? writeAttemptRefused(boundary) : undefined;
   if (invalid > deps.config.limits.maxInvalidProposals) {
     return {
@@ -134,13 +135,15 @@ export async function auditBoundaryRefusal(
 ): Promise<{ tool: string; argumentsSha256: string }> {
   if (typeof threadId === "string" && threadId !== "") {
     const thread = await deps.journal.getThread(threadId);
+    // The model turn that made the call, as the journal counted it (state's mirror can be rewritten).
+    const step = (await deps.journal.getThreadTurns(threadId))?.agentSteps ?? 0;
     await deps.audit.append(
       boundaryRefusedEntry(state, {
         threadId,
         ...(thread?.macValid ? { requestedBy: thread.requestedBy } : {}),
         policy: deps.policy,
         at: deps.clock().toISOString(),
-        discriminator: `step${state.agentSteps}:${index}:${call.id ?? ""}`,
+        discriminator: `step${step}:${index}:${call.id ?? ""}`,
         tool: call.name,
         args: call.args,
         offered,

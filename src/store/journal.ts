@@ -72,6 +72,22 @@ export interface QuestionEntry {
   lastRefusal: string | null;
 }
 
+/**
+ * What the model did on a thread, counted in the journal's thread row (never in graph state, which any
+ * API client can rewrite): model turns taken, invalid proposals made, and the model's last reply.
+ */
+export interface ThreadTurns {
+  /** Model turns taken: counted by the agent node right before each model call. */
+  agentSteps: number;
+  /** Proposals refused as invalid, at most one per model turn. */
+  invalidProposals: number;
+  /** The text of the model's last reply (the first MAX_REPLY_CHARS characters); null before any reply. */
+  lastReply: string | null;
+}
+
+/** How much of the model's last reply the journal keeps (the NO_PROPOSAL reason quotes it). */
+export const MAX_REPLY_CHARS = 1000;
+
 /** Taking an object lease: granted (until `expiresAt`, ms since the epoch), or the lease that stands in the way. */
 export type LeaseResult = { acquired: true; expiresAt: number } | { acquired: false; holder: ObjectLease };
 
@@ -152,6 +168,22 @@ export interface Journal {
   listOpenThreads(): Promise<string[]>;
   /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
   noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined>;
+  // ── The model's turns, kept in the thread row so the limits and the reasons they give are not state's.
+  /**
+   * Counts one model turn on a registered thread and returns how many it has taken (0 when the thread
+   * is not registered). Called before each model call; a node re-run that calls the model again counts
+   * again, so the count is the number of model calls.
+   */
+  noteAgentStep(threadId: string): Promise<number>;
+  /** Keeps the model's last reply text (its first MAX_REPLY_CHARS characters) on the thread row. */
+  noteModelReply(threadId: string, text: string): Promise<void>;
+  /**
+   * Counts one invalid proposal and returns the count. At most one per model turn: a second call before
+   * the next turn (a re-run of the node, or the node driven again) returns the count unchanged.
+   */
+  noteInvalidProposal(threadId: string): Promise<number>;
+  /** The thread's counted turns; undefined when the thread is not registered. */
+  getThreadTurns(threadId: string): Promise<ThreadTurns | undefined>;
   // ── Structured questions (one per thread at a time): recorded when asked, closed when answered.
   /** Records the thread's question; a new question (another tool call) reopens the row, the same one already answered stays answered. */
   recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void>;
@@ -218,7 +250,11 @@ CREATE TABLE IF NOT EXISTS threads (
   record_json TEXT NOT NULL,
   mac TEXT NOT NULL,
   closed_json TEXT,
-  created_at TEXT NOT NULL
+  created_at TEXT NOT NULL,
+  agent_steps INTEGER NOT NULL DEFAULT 0,
+  invalid_proposals INTEGER NOT NULL DEFAULT 0,
+  invalid_proposal_step INTEGER NOT NULL DEFAULT 0,
+  last_reply TEXT
 );
 CREATE TABLE IF NOT EXISTS actions (
   envelope_hash TEXT PRIMARY KEY,
@@ -257,6 +293,14 @@ CREATE TABLE IF NOT EXISTS thread_locks (
   expires_at INTEGER NOT NULL
 );
 `;
+
+/** The thread row's turn columns, added to a journal made before them. */
+const THREAD_TURN_COLUMNS: Array<[string, string]> = [
+  ["agent_steps", "INTEGER NOT NULL DEFAULT 0"],
+  ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"],
+  ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"],
+  ["last_reply", "TEXT"],
+];
 
 /** Row shapes and mappers shared by the SQLite and PostgreSQL journals (same columns in both). */
 export interface ClaimRow {
@@ -315,6 +359,9 @@ export class SqliteJournal implements Journal {
     const columns = this.db.prepare("PRAGMA table_info(questions)").all() as Array<{ name: string }>;
     if (!columns.some((c) => c.name === "invalid_answers")) this.db.exec("ALTER TABLE questions ADD COLUMN invalid_answers INTEGER NOT NULL DEFAULT 0");
     if (!columns.some((c) => c.name === "last_refusal")) this.db.exec("ALTER TABLE questions ADD COLUMN last_refusal TEXT");
+    // A journal made before the model's turns were counted in the thread row gains the columns (existing rows: 0, no reply).
+    const threadColumns = new Set((this.db.prepare("PRAGMA table_info(threads)").all() as Array<{ name: string }>).map((c) => c.name));
+    for (const [name, type] of THREAD_TURN_COLUMNS) if (!threadColumns.has(name)) this.db.exec(`ALTER TABLE threads ADD COLUMN ${name} ${type}`);
     this.sql = preparedOnce(this.db);
   }
 
@@ -629,6 +676,30 @@ export class SqliteJournal implements Journal {
     return this.leaseOn(objectKey);
   }
 
+  async noteAgentStep(threadId: string): Promise<number> {
+    const row = this.sql("UPDATE threads SET agent_steps = agent_steps + 1 WHERE thread_id = ? RETURNING agent_steps").get(threadId) as { agent_steps: number } | undefined;
+    return row?.agent_steps ?? 0;
+  }
+
+  async noteModelReply(threadId: string, text: string): Promise<void> {
+    this.sql("UPDATE threads SET last_reply = ? WHERE thread_id = ?").run(text.slice(0, MAX_REPLY_CHARS), threadId);
+  }
+
+  async noteInvalidProposal(threadId: string): Promise<number> {
+    const tx = this.db.transaction(() => {
+      // Counted once per model turn: invalid_proposal_step is the turn the last one was counted at.
+      this.sql("UPDATE threads SET invalid_proposals = invalid_proposals + 1, invalid_proposal_step = agent_steps WHERE thread_id = ? AND invalid_proposal_step < agent_steps").run(threadId);
+      const row = this.sql("SELECT invalid_proposals FROM threads WHERE thread_id = ?").get(threadId) as { invalid_proposals: number } | undefined;
+      return row?.invalid_proposals ?? 0;
+    });
+    return tx.immediate();
+  }
+
+  async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
+    const row = this.sql("SELECT agent_steps, invalid_proposals, last_reply FROM threads WHERE thread_id = ?").get(threadId) as ThreadTurnsRow | undefined;
+    return row ? toThreadTurns(row) : undefined;
+  }
+
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {
     this.sql(
         `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers, last_refusal) VALUES (?, ?, ?, ?, ?, 'open', NULL, 0, NULL)
@@ -774,4 +845,14 @@ export function toQuestion(r: QuestionRow): QuestionEntry {
     invalidAnswers: Number(r.invalid_answers ?? 0),
     lastRefusal: r.last_refusal ?? null,
   };
+}
+
+export interface ThreadTurnsRow {
+  agent_steps: number | string | null;
+  invalid_proposals: number | string | null;
+  last_reply: string | null;
+}
+
+export function toThreadTurns(r: ThreadTurnsRow): ThreadTurns {
+  return { agentSteps: Number(r.agent_steps ?? 0), invalidProposals: Number(r.invalid_proposals ?? 0), lastReply: r.last_reply ?? null };
 }

@@ -251,6 +251,16 @@ export const MIGRATIONS: Migration[] = [
     name: "journal: why a question's last answer was refused, kept with the question, so the text shown with it is not graph state's",
     sql: (s) => `ALTER TABLE ${s}.questions ADD COLUMN last_refusal TEXT;`,
   },
+  {
+    version: 9,
+    name: "journal: the model's turns, invalid proposals (one per turn at most) and last reply kept in the thread row, so the limits and the reasons they give are not graph state's",
+    sql: (s) => `
+      ALTER TABLE ${s}.threads
+        ADD COLUMN agent_steps INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN invalid_proposals INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN invalid_proposal_step INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN last_reply TEXT;`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */
