@@ -10,7 +10,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph";
-import { startRun, viewThread, type App } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision, viewThread, type App } from "../src/app/threads.js";
 import { answersFromChat, chatMessageText } from "../src/hitl/structured-input.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
@@ -140,7 +140,13 @@ describe("the budget of invalid answers to a question", () => {
     // The checkpoint at the question, before any answer: its state holds no refusals.
     const atQuestion = (await app!.graph.getState(config)).config;
     const bad = (from: typeof config | typeof atQuestion) => app!.graph.invoke(new Command({ resume: { answers: { taskId: "the fourth" } } }), { ...from, durability: "sync" as const });
-    for (let i = 0; i < 4; i++) await bad(config);
+    for (let i = 0; i < 4; i++) {
+      await bad(config);
+      // Each refusal shows in the view (from its audit record), so a caller can tell this answer was refused.
+      const view = await viewThread(app!, threadId);
+      expect(view.state?.refusals.map((r) => r.code)).toEqual(Array.from({ length: i + 1 }, () => "INVALID_ANSWER"));
+      expect(view.input?.lastRefusal?.code).toBe("INVALID_ANSWER");
+    }
     expect((await viewThread(app!, threadId)).status).toBe("awaiting_input");
     expect((await app!.deps.journal.getQuestion(threadId))?.invalidAnswers).toBe(4);
     // Anyone who can reach the API or the checkpoints resumes the old checkpoint: state's count starts
@@ -152,5 +158,32 @@ describe("the budget of invalid answers to a question", () => {
     expect(ended.state?.reason).toMatch(/^5 invalid answers/);
     expect(model.seen).toHaveLength(1);
     expect(await portal.writes()).toEqual([]);
+  });
+});
+
+describe("a pause at a question the journal no longer holds open", () => {
+  it("a second question under an already answered tool call id (a provider that reuses ids) does not loop: recover drops it and the run goes on to an approval", async () => {
+    const ask = { name: "request_input", args: { question: "Which task do you mean?", fields: ONE_FIELD }, id: "same-id", type: "tool_call" as const };
+    const script: Script = (messages) => {
+      const tools = messages.filter((m) => m.getType() === "tool");
+      const last = messages.at(-1);
+      if (tools.length === 0) return new AIMessage({ content: "", tool_calls: [ask] });
+      // Answered once: the model asks again, reusing the id.
+      if (tools.length === 1 && last?.getType() === "tool") return new AIMessage({ content: "", tool_calls: [ask] });
+      if (!tools.some((m) => (m as { name?: string }).name === "get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: "Chosen in chat" }, rationale: "the human chose it" })] });
+    };
+    app = await openTestApp(portal, tempDir(), { model: new ScriptedChatModel(script) });
+    const first = await startRun(app, { request: "rename the lab task to Chosen in chat", requestedBy: "demo-user" });
+    expect(first.status).toBe("awaiting_input");
+    // The answer closes the question; the second ask (same id) is not a question the journal holds open.
+    const second = await submitDecision(app, first.threadId, { answers: { taskId: 4 } });
+    expect(second.status).toBe("interrupted_run");
+    expect((await app.deps.journal.getQuestion(first.threadId))?.status).toBe("answered");
+    const recovered = await recoverThread(app, first.threadId);
+    expect(recovered.status).toBe("awaiting_approval");
+    expect(recovered.approval?.envelope.object.id).toBe(4);
+    expect((await app.deps.audit.records({ threadId: first.threadId })).filter((r) => r.event === "answer_refused")).toEqual([]);
+    expect(await portal.writes()).toHaveLength(0);
   });
 });

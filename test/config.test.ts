@@ -12,6 +12,7 @@ import { ConfigError } from "../src/errors.js";
 import { loadPolicyFile, loadPublicKeys } from "../src/runtime/deps.js";
 import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
 import { ROOT, TSX, parseJsonOutput, runCli, tempDir } from "./support/harness.js";
+import { freePort, withBoundHost } from "../src/cli/dev-server.js";
 import { startFakeGroq, type ChatCompletionRequest, type RunningFakeGroq } from "./support/fake-groq-server.js";
 
 function configError(env: Record<string, string>): ConfigError {
@@ -199,6 +200,49 @@ describe("a bad setting stops the programs before they start", () => {
     expect(policy.code).toBe(1);
     expect(policy.stderr).toMatch(/configuration error: ACTION_ENVELOPE_POLICY points to .*missing-policy\.json, which cannot be read/);
     expect(policy.stdout).not.toContain("Welcome to");
+  });
+});
+
+describe("npm run dev bound to every interface", () => {
+  it("--host 0.0.0.0 becomes ready (asked over loopback), points Studio at 127.0.0.1, and still refuses another Host", async () => {
+    const port = await freePort();
+    const dataDir = tempDir();
+    const child = spawn(TSX, [path.join(ROOT, "src/cli/dev-server.ts"), "--host", "0.0.0.0", "--port", String(port)], {
+      cwd: ROOT,
+      env: { ...process.env, LANGGRAPH_CLI_NO_ANALYTICS: "1", ACTION_ENVELOPE_DATA_DIR: dataDir, ACTION_ENVELOPE_API_TOKENS: "" },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    let stdout = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    const closed = new Promise<number | null>((resolve) => child.on("close", resolve));
+    try {
+      for (let i = 0; i < 600 && !stdout.includes("Studio:") && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(stdout).toContain(`Studio: https://smith.langchain.com/studio/?baseUrl=http://127.0.0.1:${port}`);
+      expect((await fetch(`http://127.0.0.1:${port}/ok`)).status).toBe(200);
+      const rebound = await new Promise<number>((resolve, reject) => {
+        // fetch cannot set Host; a raw request can.
+        import("node:http").then(({ request }) => {
+          const req = request({ host: "127.0.0.1", port, path: "/threads/search", method: "POST", headers: { host: `evil.example:${port}`, "content-type": "application/json" } }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          });
+          req.on("error", reject);
+          req.end("{}");
+        }, reject);
+      });
+      expect(rebound).toBe(403);
+    } finally {
+      if (child.exitCode === null) process.kill(-child.pid!, "SIGINT");
+      await closed;
+    }
+  });
+
+  it("a named bind is added to the Host names an open server answers to; loopback and wildcards are not", () => {
+    expect(withBoundHost({}, "0.0.0.0")).toEqual({});
+    expect(withBoundHost({}, "127.0.0.1")).toEqual({});
+    expect(withBoundHost({ ACTION_ENVELOPE_API_HOSTS: "a.example" }, "Box.Local")["ACTION_ENVELOPE_API_HOSTS"]).toBe("a.example,box.local");
+    expect(withBoundHost({}, "fe80::1")["ACTION_ENVELOPE_API_HOSTS"]).toBe("[fe80::1]");
   });
 });
 

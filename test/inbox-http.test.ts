@@ -270,6 +270,11 @@ describe("inbox over HTTP", () => {
     expect(badText).toContain("taskId: Invalid option: expected one of &quot;1&quot;|&quot;4&quot;|&quot;8&quot;");
     expect((await viewThread(w.app, asked.threadId)).status).toBe("awaiting_input");
     expect((await w.app.deps.journal.getQuestion(asked.threadId))?.status).toBe("open");
+    // A second invalid answer is refused as plainly as the first (each is its own audit record).
+    const bad2 = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "2", "answer.note": "x" } });
+    expect(bad2.status).toBe(422);
+    expect(await bad2.text()).toContain("Your answer was refused (INVALID_ANSWER)");
+    expect((await w.app.deps.audit.records({ threadId: asked.threadId })).filter((r) => r.event === "answer_refused")).toHaveLength(2);
 
     const good = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "8", "answer.note": "the vendor one" } });
     expect(good.status).toBe(200);

@@ -176,7 +176,7 @@ function auditedState(state: State, records: readonly AuditRecord[], closing: Au
       }
     : null;
   const refusals: Refusal[] = records
-    .filter((r) => r.event === "decision_refused" && r.refusal)
+    .filter((r) => (r.event === "decision_refused" || r.event === "answer_refused") && r.refusal)
     .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
   const o = closing?.outcome;
   return {

@@ -359,12 +359,10 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
     journal.getQuestion(threadId),
   ]);
   const closed = thread?.closed ?? action?.progress.closed;
-  // Refused decisions as the audit log recorded them, and the open question's last refused answer
-  // as the journal keeps it; never state's list, which any client can write.
+  // Refused decisions and answers as the audit log recorded them; never state's list, which any client can write.
   const refusals: State["refusals"] = records
-    .filter((r) => r.event === "decision_refused" && r.refusal)
+    .filter((r) => (r.event === "decision_refused" || r.event === "answer_refused") && r.refusal)
     .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
-  if (question?.status === "open" && question.lastRefusal !== null) refusals.push({ code: "INVALID_ANSWER", reason: question.lastRefusal, at: question.askedAt, envelopeHash: null, raw: null });
   return {
     ...values,
     refusals,

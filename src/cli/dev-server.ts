@@ -109,6 +109,18 @@ async function drainGroup(pgid: number): Promise<boolean> {
   return false;
 }
 
+/**
+ * The name the server was told to bind (a host name or address other than a wildcard or loopback) is
+ * one its clients send as Host: an open server must answer to it (src/auth/origin.ts), so it is added
+ * to ACTION_ENVELOPE_API_HOSTS for the server.
+ */
+export function withBoundHost(env: NodeJS.ProcessEnv, host: string): NodeJS.ProcessEnv {
+  const name = host.toLowerCase();
+  if (["0.0.0.0", "::", "[::]", "127.0.0.1", "localhost", "::1", "[::1]"].includes(name)) return env;
+  const listed = (env["ACTION_ENVELOPE_API_HOSTS"] ?? "").split(",").map((h) => h.trim()).filter(Boolean);
+  return listed.includes(name) ? env : { ...env, ACTION_ENVELOPE_API_HOSTS: [...listed, name.includes(":") && !name.startsWith("[") ? `[${name}]` : name].join(",") };
+}
+
 export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const configPath = path.resolve(opts.config);
   if (!fs.existsSync(configPath)) throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
@@ -118,6 +130,10 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   loadPublicKeys(config);
   const port = opts.port ?? (await freePort(opts.host));
   const apiUrl = `http://${opts.host}:${port}`;
+  // A wildcard bind (0.0.0.0, ::) is not an address to connect to nor a name anyone sends as Host, and an
+  // open server answers only to loopback names or those listed (src/auth/origin.ts): its readiness is
+  // asked, and this machine's browser and CLI are pointed, over loopback.
+  const localUrl = opts.host === "0.0.0.0" || opts.host === "::" || opts.host === "[::]" ? `http://127.0.0.1:${port}` : apiUrl;
   const startedAt = Date.now();
 
   const portal = config.webhookUrl ? new URL(config.webhookUrl).host : config.mcp.mode === "url" ? new URL(config.mcp.url).host : "embedded emulator (started with the first run)";
@@ -127,7 +143,7 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   const child = spawn(
     LANGGRAPHJS,
     ["dev", "--no-browser", "--port", String(port), "--host", opts.host, "--config", configPath, "--studio-url", opts.studioUrl, ...(opts.reload ? [] : ["--no-reload"])],
-    { stdio: ["ignore", "inherit", "inherit"], env: serverEnv(process.env), detached: true },
+    { stdio: ["ignore", "inherit", "inherit"], env: withBoundHost(serverEnv(process.env), opts.host), detached: true },
   );
   const pgid = child.pid!;
   const exited = new Promise<number>((resolve) => {
@@ -157,12 +173,12 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, () => stop(s));
 
   try {
-    await Promise.race([waitUntilReady(apiUrl, child), exited.then((code) => Promise.reject(new Error(`langgraphjs dev exited with ${code} before it was ready`)))]);
+    await Promise.race([waitUntilReady(localUrl, child), exited.then((code) => Promise.reject(new Error(`langgraphjs dev exited with ${code} before it was ready`)))]);
     if (!stopping) {
       out.write(
         `\nLangGraph API ready in ${((Date.now() - startedAt) / 1000).toFixed(1)} s\n` +
-          esc`  API:    ${apiUrl}\n` +
-          esc`  Studio: ${studioLink(opts.studioUrl, apiUrl)}\n` +
+          esc`  API:    ${localUrl}${localUrl !== apiUrl ? ` (listening on ${opts.host}: other names it answers to go in ACTION_ENVELOPE_API_HOSTS)` : ""}\n` +
+          esc`  Studio: ${studioLink(opts.studioUrl, localUrl)}\n` +
           `  graph:  bitrix24_task_agent (resume JSON for an approval: see README, "LangGraph API and Studio")\n` +
           `Stop with Ctrl-C. (The server runs as process group ${pgid}; should this process be killed outright, stop it with: kill -INT ${pgid})\n`,
       );

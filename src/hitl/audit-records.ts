@@ -266,6 +266,27 @@ export function boundaryRefusedEntry(
   });
 }
 
+/**
+ * An answer to the model's question refused as invalid. Keyed by the question's tool call and the
+ * journal's count of invalid answers to it, so a re-run of check_input on the same answer adds nothing.
+ */
+export function answerRefusedEntry(ctx: { threadId: string; revision: number; requestedBy: string; policy: Policy; at: string; toolCallId: string; count: number; reason: string; raw: unknown }): AuditEntry {
+  return hashable({
+    threadId: ctx.threadId,
+    revision: ctx.revision,
+    event: "answer_refused",
+    discriminator: `${ctx.toolCallId}:${ctx.count}`,
+    at: ctx.at,
+    requestedBy: ctx.requestedBy,
+    risk: null,
+    what: { operation: "request_input", taskId: null, params: null, envelopeHash: null, envelope: null },
+    ...none,
+    refusal: { code: "INVALID_ANSWER", reason: ctx.reason },
+    policy: policyOf(ctx.policy),
+    received: ctx.raw,
+  });
+}
+
 /** "sha256:<hex>" of the arguments' canonical JSON (after making them JSON-safe). */
 export function argumentsSha256(args: unknown): string {
   return sha256Json(jsonSafe(args ?? null) as JsonValue);

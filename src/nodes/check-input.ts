@@ -4,6 +4,8 @@ import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { answersFromChat, chatMessageText, validateAnswers, type InputRequestRecord } from "../hitl/structured-input.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { answerRefusedEntry } from "../hitl/audit-records.js";
+import { boundedForEvidence } from "../hitl/bounds.js";
 
 /**
  * Validates the answer against the question the journal recorded (the schema that was shown). An
@@ -28,9 +30,27 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   const chat = chatMessageText(state.pendingDecision);
   const result = chat !== undefined ? answersFromChat(req.question, req.fields, chat) : validateAnswers(req.fields, state.pendingDecision);
   if (!result.ok) {
+    // A pause at a question the journal no longer holds open (a fork back to an answered question, a
+    // recovery) has nothing to refuse an answer to: the question is dropped and the run goes where the
+    // journal says. (The same answer re-validated after a crash, the question already answered, goes on below.)
+    if (asked.status !== "open") return { needsResync: true, pendingDecision: null, inputRequest: null };
     const refusal = { code: "INVALID_ANSWER", reason: result.reason, at, envelopeHash: null, raw: state.pendingDecision };
-    // Counted, with its reason, in the journal's question row (state's refusals are a mirror anyone can rewrite).
+    // Counted, with its reason, in the journal's question row (state's refusals are a mirror anyone can
+    // rewrite), and recorded in the audit log, where views read refusals from.
     const count = await deps.journal.noteInvalidAnswer(gate.threadId, result.reason);
+    await deps.audit.append(
+      answerRefusedEntry({
+        threadId: gate.threadId,
+        revision: gate.action?.revision ?? 0,
+        requestedBy: gate.thread?.requestedBy ?? gate.action?.envelope.requestedBy ?? "",
+        policy: deps.policy,
+        at,
+        toolCallId: req.toolCallId,
+        count,
+        reason: result.reason,
+        raw: boundedForEvidence(state.pendingDecision),
+      }),
+    );
     if (count >= deps.config.limits.maxRefusedDecisions) {
       await deps.journal.closeQuestion(gate.threadId, "closed", at);
       return { refusals: [refusal], pendingDecision: null, ...(await endRunInJournal(deps, gate, state, "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`)) };

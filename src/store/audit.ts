@@ -31,6 +31,7 @@ export const AUDIT_EVENTS = [
   "tamper_detected",
   "boundary_refused",
   "action_ended",
+  "answer_refused",
 ] as const;
 /**
  * - proposal_denied: policy or scope refused the proposal; nothing was shown for approval.
@@ -47,6 +48,8 @@ export const AUDIT_EVENTS = [
  *   name); refused without any call to Bitrix24 (tool name and the sha256 of its arguments in `received`).
  * - action_ended: one action of a change set ended (one per action, when the set finished): its outcome,
  *   and in `received` its pre-read, invocation, acknowledgement and verification as the journal holds them.
+ * - answer_refused: an answer to the model's question failed the question's schema (INVALID_ANSWER); the
+ *   answer as received in `received`, the question's tool call and the count so far in `discriminator`.
  */
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];
 
