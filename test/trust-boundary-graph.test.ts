@@ -582,6 +582,10 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     soft(model.calls).toBe(2);
     soft((await app.deps.journal.getThreadTurns(threadId))?.agentSteps).toBe(2);
     soft((await valuesOf(threadId))["agentSteps"], "state mirrors the journal's count").toBe(2);
+    // Written again while the approval waits: a view shows the journal's count, not the checkpoint's.
+    await app.graph.updateState(cfg(threadId), { agentSteps: 999, invalidProposals: 99 }, "build_envelope");
+    soft((await viewThread(app, threadId)).state).toMatchObject({ agentSteps: 2, invalidProposals: 0 });
+    await drive(null, threadId);
     const mark = await writeMark(portal);
     await drive(resume(approveValue(p!, "bob")), threadId);
     soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");

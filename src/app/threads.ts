@@ -353,10 +353,11 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
   if (!thread && !action) return values;
-  const [entry, records, question] = await Promise.all([
+  const [entry, records, question, turns] = await Promise.all([
     action ? journal.findExecution(action.envelopeHash) : undefined,
     app.deps.audit.records({ threadId }),
     journal.getQuestion(threadId),
+    thread ? journal.getThreadTurns(threadId) : undefined,
   ]);
   const closed = thread?.closed ?? action?.progress.closed;
   // Refused decisions and answers as the audit log recorded them; never state's list, which any client can write.
@@ -366,6 +367,7 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
   return {
     ...values,
     refusals,
+    ...(turns ? { agentSteps: turns.agentSteps, invalidProposals: turns.invalidProposals } : {}),
     inputRequest: question?.status === "open" ? { toolCallId: question.toolCallId, question: question.question, fields: question.fields, askedAt: question.askedAt } : null,
     ...(thread ? { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } : {}),
     ...(action

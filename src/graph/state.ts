@@ -206,8 +206,8 @@ export const AgentState = new StateSchema({
   requestedBy,
   scope,
   messages,
-  agentSteps: last<number>("Model turns taken, bounded by config so a looping model ends the run.", z.int().min(0), () => 0),
-  invalidProposals: last<number>("Proposals refused by validation so far; past the bound the run ends INVALID_PROPOSAL.", z.int().min(0), () => 0),
+  agentSteps: last<number>("Model turns taken, as the journal counts them (the bound that ends a looping model's run is checked there).", z.int().min(0), () => 0),
+  invalidProposals: last<number>("Proposals refused by validation so far, as the journal counts them; past the bound the run ends INVALID_PROPOSAL.", z.int().min(0), () => 0),
   proposal: last<ProposalRecord | null>("The last well-formed proposal (from the model, a human edit, or an undo built by code from the journal).", ProposalShape.nullable(), () => null),
   inputRequest: last<InputRequestRecord | null>(
     "A structured question waiting for a human answer (from the model's request_input call).",
