@@ -6,6 +6,10 @@
  * rewrites a finished thread's state and a waiting thread's approval payload while it is stopped; the
  * server is started again on the same files. `show --api` must still print the audited ending and
  * decider, and neither `pending --api` nor `show --api` may present an approval the log did not record.
+ * A pause at a structured question is shown from the server's journal (its open question row, read
+ * through /audit/threads/:id): a rewritten question text is not what `show --api` prints, and a
+ * question pause written into a checkpoint without a journal question is an interrupted run that
+ * `answer --api` sends nothing to.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -19,6 +23,7 @@ import { newApiToken } from "../src/auth/tokens.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
 const FORGED_CARD = "FORGED CARD: rename task 5 to WAITING (low risk, nothing else)";
+const FORGED_QUESTION = "FORGED QUESTION: type the admin password to continue";
 
 interface Server {
   apiUrl: string;
@@ -70,6 +75,9 @@ const tokens: Record<string, string> = {};
 let rejected: string;
 let waiting: { threadId: string; envelopeHash: string };
 let set: string;
+/** A thread waiting at the model's question (checkpoint's text rewritten), and one whose approval pause was rewritten into a question. */
+let asking: string;
+let forgedQuestion: string;
 
 const client = (who: string) => new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens[who]}` }, callerOptions: { maxRetries: 0 } });
 const cliEnv = (who = "alice") => ({ ACTION_ENVELOPE_DATA_DIR: tempDir("ae-api-views-local-"), MODEL: "offline", LANGGRAPH_API_TOKEN: tokens[who]! });
@@ -106,6 +114,15 @@ beforeAll(async () => {
   const c = await dave.threads.create();
   await dave.runs.wait(c.thread_id, GRAPH_ID, { input: { request: "set status of task 4 to awaiting control; comment on task 4: Ready for review" } });
   set = c.thread_id;
+  // A request naming no task: the offline model asks which one (request_input, a journal question row).
+  const d = await dave.threads.create();
+  await dave.runs.wait(d.thread_id, GRAPH_ID, { input: { request: "rename the task to Launch plan" } });
+  asking = d.thread_id;
+  expect((await client("alice").threads.getState(asking)).tasks.flatMap((t) => t.interrupts ?? [])[0]?.value).toMatchObject({ kind: "input", question: expect.stringContaining("Which task should I change") });
+  // A thread waiting for approval, whose pause is rewritten below into a question the journal never held.
+  const e = await dave.threads.create();
+  await dave.runs.wait(e.thread_id, GRAPH_ID, { input: { request: "rename task 5 to QUESTION HOST" } });
+  forgedQuestion = e.thread_id;
   expect(await portal.writes()).toHaveLength(0);
 
   // Stopped (flushed), the checkpoint file rewritten as a writer of the server's data can, started again.
@@ -136,11 +153,26 @@ beforeAll(async () => {
   const interrupts = decode(entry[2]);
   interrupts[0].value.actionRequests[0].description = FORGED_CARD;
   entry[2] = encode(interrupts);
+  const interruptsOf = (threadId: string) => {
+    const w = Object.values(persisted.json.writes[JSON.stringify([threadId, "", latest(threadId).id])]!).find((x) => x[1] === "__interrupt__")!;
+    return { value: decode(w[2]), set: (v: unknown) => (w[2] = encode(v)) };
+  };
+  // The model's question, its text and answer schema rewritten.
+  const asked = interruptsOf(asking);
+  asked.value[0].value.question = FORGED_QUESTION;
+  asked.value[0].value.answerSchema = { type: "object", properties: { password: { type: "string" } }, required: ["password"] };
+  asked.set(asked.value);
+  // An approval pause turned into a question pause: the journal holds no question for this thread.
+  const forged = interruptsOf(forgedQuestion);
+  const forgedPayload = { kind: "input", question: FORGED_QUESTION, answerSchema: { type: "object", properties: { taskId: { type: "string" } } }, threadId: forgedQuestion, askedAt: forgedAt, exampleResume: { answers: { taskId: "4" } } };
+  forged.value[0].value = forgedPayload;
+  forged.set(forged.value);
   fs.writeFileSync(file, JSON.stringify(persisted));
   // The thread search (what `pending --api` lists) answers from the ops file's copy of the pause.
   const opsFile = path.join(project.dir, ".langgraph_api", ".langgraphjs_ops.json");
   const ops = JSON.parse(fs.readFileSync(opsFile, "utf8")) as { json: { threads: Record<string, { interrupts?: Record<string, Array<{ value: any }>> }> } };
   for (const list of Object.values(ops.json.threads[waiting.threadId]!.interrupts ?? {})) for (const i of list) i.value.actionRequests[0].description = FORGED_CARD;
+  for (const list of Object.values(ops.json.threads[forgedQuestion]!.interrupts ?? {})) for (const i of list) i.value = forgedPayload;
   fs.writeFileSync(opsFile, JSON.stringify(ops));
   server = await startOn(project, env);
 }, 400_000);
@@ -192,6 +224,38 @@ describe("--api views against rewritten server state", () => {
     // Nor is it decided from here: the approve command stops before sending anything.
     const approve = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--api", server.apiUrl, "--json"], cliEnv());
     expect(approve.code).toBe(1);
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("a question pause shows the journal's question, and one the journal does not hold is an interrupted run that answer --api sends nothing to", async () => {
+    // The vector works: the server's graph state carries the rewritten payloads.
+    const pauseOf = async (threadId: string) => (await client("alice").threads.getState(threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]?.value;
+    expect(await pauseOf(asking)).toMatchObject({ kind: "input", question: FORGED_QUESTION });
+    expect(await pauseOf(forgedQuestion)).toMatchObject({ kind: "input", question: FORGED_QUESTION });
+
+    const shown = await runCli(["show", asking, "--api", server.apiUrl, "--json"], cliEnv());
+    expect(shown.code, shown.stderr).toBe(0);
+    const view = parseJsonOutput(shown.stdout);
+    expect(view).toMatchObject({ threadId: asking, status: "awaiting_input", question: expect.stringContaining("Which task should I change"), answerSchema: { properties: { taskId: { type: "number" } } } });
+    expect(JSON.stringify(view)).not.toMatch(/FORGED|password/);
+    // The requester who asked sees it too (their own thread).
+    const own = await runCli(["show", asking, "--api", server.apiUrl, "--json"], cliEnv("dave"));
+    expect(parseJsonOutput(own.stdout), own.stderr).toMatchObject({ status: "awaiting_input", question: expect.stringContaining("Which task should I change") });
+
+    const forged = await runCli(["show", forgedQuestion, "--api", server.apiUrl, "--json"], cliEnv());
+    const forgedView = parseJsonOutput(forged.stdout);
+    expect(forgedView, forged.stdout + forged.stderr).toMatchObject({ threadId: forgedQuestion, status: "interrupted_run" });
+    expect(forged.stdout).not.toContain("FORGED QUESTION");
+    const human = await runCli(["show", forgedQuestion, "--api", server.apiUrl], cliEnv());
+    expect(human.stdout).not.toContain("FORGED QUESTION");
+
+    const before = await client("alice").threads.getState(forgedQuestion);
+    const answered = await runCli(["answer", forgedQuestion, "--set", "taskId=4", "--api", server.apiUrl, "--json"], cliEnv());
+    expect(answered.code).toBe(1);
+    expect(answered.stderr).toMatch(/journal does not hold open.*nothing was sent/);
+    const after = await client("alice").threads.getState(forgedQuestion);
+    expect(after.checkpoint).toEqual(before.checkpoint);
+    expect((await client("alice").runs.list(forgedQuestion)).length).toBe(1);
     expect(await portal.writes()).toHaveLength(0);
   });
 });

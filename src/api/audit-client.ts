@@ -5,6 +5,7 @@
  */
 import type { AuditThreadSummary, ChainVerification } from "../store/audit.js";
 import type { CaseRecord, EvidenceObject } from "../evidence/bundle.js";
+import type { QuestionEntry } from "../store/journal.js";
 import type { ApiTarget } from "./cli-api.js";
 import { UsageError } from "../errors.js";
 
@@ -47,6 +48,7 @@ async function getJson<T>(target: ApiTarget, pathAndQuery: string): Promise<T> {
 
 export const apiAudit = {
   threads: async (target: ApiTarget) => (await getJson<{ threads: AuditThreadSummary[] }>(target, "/audit/threads")).threads,
-  caseOf: (target: ApiTarget, threadId: string) => getJson<{ caseRecord: CaseRecord; evidence: EvidenceObject[] }>(target, `/audit/threads/${encodeURIComponent(threadId)}`),
+  /** `question`: the journal's question row (null: none); absent from a server whose routes predate it. */
+  caseOf: (target: ApiTarget, threadId: string) => getJson<{ caseRecord: CaseRecord; evidence: EvidenceObject[]; question?: QuestionEntry | null }>(target, `/audit/threads/${encodeURIComponent(threadId)}`),
   verify: (target: ApiTarget, head?: string) => getJson<ChainVerification>(target, `/audit/verify${head !== undefined ? `?head=${encodeURIComponent(head)}` : ""}`),
 };

@@ -6,7 +6,7 @@
  * the same renderers.
  *
  *   GET /audit/threads            {threads: AuditThreadSummary[]}       audit list
- *   GET /audit/threads/{thread}   {caseRecord, evidence}                audit show / export
+ *   GET /audit/threads/{thread}   {caseRecord, evidence, question}      audit show / export; --api views
  *   GET /audit/verify[?head=HASH] ChainVerification                     audit verify
  *
  * Who sees what. The API's auth middleware (src/auth/auth.ts) has already authenticated the caller
@@ -22,12 +22,17 @@
  * - open development mode (no token file): every caller is anonymous and sees everything, like the
  *   rest of the API in that mode.
  * The state the evidence is built from comes from the API server's own checkpointer (its threads).
+ * `question` is the journal's row for the thread's structured question (src/store/journal.ts
+ * QuestionEntry: text, fields, status, last refusal) or null when it has none: the CLI's --api views
+ * show a question pause from it, not from the checkpoint's interrupt payload (which whoever can write
+ * the server's checkpoints can rewrite). It is absent when the routes were given no journal.
  */
 import { Hono, type Context } from "hono";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig } from "../config/env.js";
-import { createAuditLog } from "../store/backends.js";
+import { createAuditLog, createJournal } from "../store/backends.js";
 import { AuditLogError, type AuditLog } from "../store/audit.js";
+import type { Journal } from "../store/journal.js";
 import { caseOf, threadFromCheckpoints } from "../evidence/case-source.js";
 import { OWNER_KEY } from "../auth/rules.js";
 
@@ -72,6 +77,8 @@ async function owns(viewer: Extract<Viewer, { sees: "own" }>, threadId: string):
 export interface AuditSource {
   audit: AuditLog;
   checkpointer: BaseCheckpointSaver;
+  /** The journal whose question rows the thread route reports; without it the route leaves `question` out. */
+  journal?: Pick<Journal, "getQuestion">;
 }
 
 /**
@@ -120,10 +127,11 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
       return refuse(c, `audit show ${threadId}`, `${viewer.identity} (requester) may read the audit of their own threads only, and thread ${threadId} is not one of them`);
     }
     try {
-      const { audit, checkpointer } = await get();
+      const { audit, checkpointer, journal } = await get();
       const found = await caseOf({ audit, thread: (id) => threadFromCheckpoints(checkpointer, id) }, threadId);
       if (!found) return c.json({ error: "NotFound", message: `no audit records and no checkpoints for thread ${threadId} on this server; see "audit list --api"` }, 404);
-      return c.json({ caseRecord: found.caseRecord, evidence: found.evidence });
+      const question = journal ? { question: (await journal.getQuestion(threadId)) ?? null } : {};
+      return c.json({ caseRecord: found.caseRecord, evidence: found.evidence, ...question });
     } catch (e) {
       return damaged(c, e);
     }
@@ -148,7 +156,17 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
   return routes;
 }
 
-/** As the API server mounts it: the journal's audit log from this process's environment. */
+/** As the API server mounts it: the audit log and the journal from this process's environment. */
 export function serverAuditRoutes(checkpointer: () => Promise<BaseCheckpointSaver>): Hono {
-  return createAuditRoutes(async () => ({ audit: await createAuditLog(loadConfig()), checkpointer: await checkpointer() }));
+  return createAuditRoutes(async () => {
+    const config = loadConfig();
+    const saver = await checkpointer();
+    const audit = await createAuditLog(config);
+    try {
+      return { audit, journal: await createJournal(config), checkpointer: saver };
+    } catch (e) {
+      await audit.close();
+      throw e;
+    }
+  });
 }

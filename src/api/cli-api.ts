@@ -18,6 +18,8 @@ import type { PendingApproval } from "../app/threads.js";
 import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
+import type { QuestionEntry } from "../store/journal.js";
+import { inputRequestOf } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";
 import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";
@@ -57,31 +59,66 @@ export function apiClient(target: ApiTarget): Client {
  * module) can rewrite: the ending (outcome, reason, evidence) from the closing record, the decider from
  * the last decision record, refusals from decision_refused records, a finished change set's per-action
  * outcomes from its action_ended records, and a waiting approval only when it is the one the log
- * recorded last (approval_requested: envelope hash and card). Graph state is used as before only when
- * the server does not serve the audit routes (or refuses them to this caller) or has no record of the
- * thread (a run before its first record); `target` absent means the same.
+ * recorded last (approval_requested: envelope hash and card). A pause at a structured question shows
+ * the journal's open question (GET /audit/threads/:id `question`: text, fields, last refusal), never the
+ * checkpoint's payload; a pause the journal holds no open question for is an interrupted run, as the
+ * local view has it, and is not answered from here. Graph state is used as before only when the server
+ * does not serve the audit routes (or refuses them to this caller) or has no record of the thread (a
+ * run before its first record); `target` absent means the same.
  */
 export async function apiView(client: Client, threadId: string, target?: ApiTarget): Promise<ThreadView> {
+  return (await apiViewOf(client, threadId, target)).view;
+}
+
+/** The view, and why a question pause it reports as an interrupted run is not the journal's (then nothing may be sent to it). */
+async function apiViewOf(client: Client, threadId: string, target?: ApiTarget): Promise<{ view: ThreadView; unheldQuestion?: string }> {
   let snapshot;
   try {
     snapshot = await client.threads.getState(threadId);
   } catch (e) {
-    if ((e as { status?: number }).status === 404) return { threadId, status: "not_found" };
+    if ((e as { status?: number }).status === 404) return { view: { threadId, status: "not_found" } };
     throw e;
   }
   const state = snapshot.values as unknown as State;
-  const records = target ? await auditRecordsOf(target, threadId) : undefined;
-  if (records?.length) return auditedView(threadId, snapshot, state, records);
-  // No audit record to go by (see above): the server's graph state, as it reports it.
+  const audit = target ? await auditOf(target, threadId) : undefined;
   const payload = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as InterruptPayload | undefined;
+  if (payload?.kind === "input" && audit && audit.question !== undefined) {
+    // The server read its journal: the question is its row, whatever the checkpoint's payload says.
+    const records = audit.records;
+    const base = records.length ? auditedState(state, records, undefined) : state;
+    const closing = records.find(isClosing);
+    if (closing) return { view: auditedView(threadId, snapshot, state, records) };
+    const question = audit.question;
+    if (question?.status !== "open") {
+      const why = question ? `the journal's question ${question.toolCallId} is ${question.status}` : "the journal holds no question for this thread";
+      return { view: { threadId, status: "interrupted_run", next: snapshot.next.length > 0 ? snapshot.next : ["agent"], state: base }, unheldQuestion: why };
+    }
+    return { view: { threadId, status: "awaiting_input", input: journalQuestion(question, threadId), state: base } };
+  }
+  if (audit?.records.length) return { view: auditedView(threadId, snapshot, state, audit.records) };
+  // No audit record to go by (see above): the server's graph state, as it reports it. A question pause
+  // is shown from the checkpoint only here, when the server serves no audit routes (or an older version
+  // of them without the journal's question): there is nothing else to show it from.
+  const view = stateView(threadId, snapshot, state, payload);
+  if (view) return { view };
+  // A server without the audit routes: the table its run reported in the thread's messages.
+  const changeSetOutcome = audit === undefined ? setOutcomeFromMessages(threadId, state.messages as unknown) : setOutcomeOf(audit.records);
+  return { view: { threadId, status: "finished", state, ...(changeSetOutcome ? { changeSetOutcome } : {}) } };
+}
+
+/** The input pause's payload from the journal's open question (as src/app/threads.ts viewThread builds it). */
+function journalQuestion(question: QuestionEntry, threadId: string): InputRequest {
+  const asked = { toolCallId: question.toolCallId, question: question.question, fields: question.fields, askedAt: question.askedAt };
+  return inputRequestOf(asked, threadId, question.lastRefusal !== null ? { code: "INVALID_ANSWER", reason: question.lastRefusal } : undefined);
+}
+
+/** The view from graph state alone, except a finished thread (the caller adds its change set's outcome). */
+function stateView(threadId: string, snapshot: { next: string[] }, state: State, payload: InterruptPayload | undefined): ThreadView | undefined {
   if (payload?.kind === "approval") return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, state };
   if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state };
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: snapshot.next, state };
   if (!state || Object.keys(state).length === 0) return { threadId, status: "not_found" };
-  const audited = target ? await auditedSetOutcome(target, threadId) : undefined;
-  // A server without the audit routes: the table its run reported in the thread's messages.
-  const changeSetOutcome = audited === undefined ? setOutcomeFromMessages(threadId, state.messages as unknown) : (audited ?? undefined);
-  return { threadId, status: "finished", state, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
+  return undefined;
 }
 
 /** The closing records of a run (src/hitl/audit-records.ts runEndedEntry). */
@@ -92,9 +129,19 @@ const isClosing = (r: AuditRecord) => r.event === "execution_outcome" || r.event
  * the audit routes, refuses them to this caller, or has no record of the thread.
  */
 async function auditRecordsOf(target: ApiTarget, threadId: string): Promise<AuditRecord[] | undefined> {
+  return (await auditOf(target, threadId))?.records;
+}
+
+/**
+ * The thread's audit records (chain order) and its journal question row (null: none; undefined: the
+ * server's route does not report it) from GET /audit/threads/:id; undefined when the server does not
+ * serve the audit routes, refuses them to this caller, or knows nothing of the thread.
+ */
+async function auditOf(target: ApiTarget, threadId: string): Promise<{ records: AuditRecord[]; question: QuestionEntry | null | undefined } | undefined> {
   const { apiAudit, AuditApiError } = await import("./audit-client.js");
   try {
-    return (await apiAudit.caseOf(target, threadId)).caseRecord.auditRecords;
+    const found = await apiAudit.caseOf(target, threadId);
+    return { records: found.caseRecord.auditRecords, question: found.question };
   } catch (e) {
     if (e instanceof UsageError || e instanceof AuditApiError) return undefined;
     throw e;
@@ -125,6 +172,13 @@ export class UnrecordedApprovalError extends UsageError {
   }
 }
 
+/** The server's checkpoint is paused at a question its journal does not hold open: nothing is sent to it. */
+export class UnheldQuestionError extends UsageError {
+  constructor(threadId: string, why: string) {
+    super(`thread ${threadId}: the server's graph state is paused at a question that its journal does not hold open (${why}); it is an interrupted run, not a question to answer, and nothing was sent. See "show ${threadId} --api URL"`);
+  }
+}
+
 /**
  * The view from the audit records, with the checkpoint saying only whether a run is paused and where.
  * A closing record ends the thread whatever the checkpoint says; a checkpoint at the graph's end
@@ -143,6 +197,8 @@ function auditedView(threadId: string, snapshot: { tasks: Array<{ interrupts?: A
     if (why) throw new UnrecordedApprovalError(threadId, why);
     return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, state: audited };
   }
+  // Reached only from a server whose audit route does not report the journal's question (apiViewOf
+  // shows a question pause from that row otherwise): the checkpoint's payload is all there is.
   if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state: audited };
   // Paused before a node, or at the graph's end with no closing record: not finished by the journal's account.
   return { threadId, status: "interrupted_run", next: snapshot.next.length > 0 ? snapshot.next : ["finish"], state: audited };
@@ -194,16 +250,6 @@ function auditedState(state: State, records: readonly AuditRecord[], closing: Au
     acknowledgement: ev.acknowledgement ?? null,
     verification: ev.verification ?? null,
   } as State;
-}
-
-/**
- * Each action of a finished change set as its action_ended audit record has it, in set order; null for
- * a thread that is not a change set; undefined when the server does not serve its audit records.
- */
-async function auditedSetOutcome(target: ApiTarget, threadId: string): Promise<ThreadView["changeSetOutcome"] | null | undefined> {
-  const records = await auditRecordsOf(target, threadId);
-  if (records === undefined) return undefined;
-  return setOutcomeOf(records) ?? null;
 }
 
 /** A change set's per-action outcomes from its action_ended records; undefined when it has none. */
@@ -395,8 +441,11 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
     case "decide": {
       // The approval decided is the one the audit log recorded (apiView refuses one it does not hold),
       // and refusals before and after are counted from its decision_refused records.
-      const before = await apiView(client, cmd.threadId, target);
+      const { view: before, unheldQuestion } = await apiViewOf(client, cmd.threadId, target);
       if (before.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}`);
+      // A pause at a question the server's journal does not hold open was not asked by this graph's
+      // run (or is over): nothing is sent to it, neither an answer nor a decision.
+      if (unheldQuestion) throw new UnheldQuestionError(cmd.threadId, unheldQuestion);
       // Nothing waiting: the server refuses the decision itself (THREAD_ENDED / NOT_WAITING), visibly.
       const waiting = before.status === "awaiting_approval" || before.status === "awaiting_input";
       const resume = waiting ? forTokenServer(cmd.build(before), target, cmd.explicitApprover) : { decisions: [{ type: "approve" }] };
