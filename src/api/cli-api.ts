@@ -19,7 +19,7 @@ import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import type { QuestionEntry } from "../store/journal.js";
-import { inputRequestOf } from "../hitl/input-request.js";
+import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";
 import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";
@@ -93,7 +93,7 @@ async function apiViewOf(client: Client, threadId: string, target?: ApiTarget): 
       const why = question ? `the journal's question ${question.toolCallId} is ${question.status}` : "the journal holds no question for this thread";
       return { view: { threadId, status: "interrupted_run", next: snapshot.next.length > 0 ? snapshot.next : ["agent"], state: base }, unheldQuestion: why };
     }
-    return { view: { threadId, status: "awaiting_input", input: journalQuestion(question, threadId), state: base } };
+    return { view: { threadId, status: "awaiting_input", input: inputRequestOfRow(question, threadId), state: base } };
   }
   if (audit?.records.length) return { view: auditedView(threadId, snapshot, state, audit.records) };
   // No audit record to go by (see above): the server's graph state, as it reports it. A question pause
@@ -104,12 +104,6 @@ async function apiViewOf(client: Client, threadId: string, target?: ApiTarget): 
   // A server without the audit routes: the table its run reported in the thread's messages.
   const changeSetOutcome = audit === undefined ? setOutcomeFromMessages(threadId, state.messages as unknown) : setOutcomeOf(audit.records);
   return { view: { threadId, status: "finished", state, ...(changeSetOutcome ? { changeSetOutcome } : {}) } };
-}
-
-/** The input pause's payload from the journal's open question (as src/app/threads.ts viewThread builds it). */
-function journalQuestion(question: QuestionEntry, threadId: string): InputRequest {
-  const asked = { toolCallId: question.toolCallId, question: question.question, fields: question.fields, askedAt: question.askedAt };
-  return inputRequestOf(asked, threadId, question.lastRefusal !== null ? { code: "INVALID_ANSWER", reason: question.lastRefusal } : undefined);
 }
 
 /** The view from graph state alone, except a finished thread (the caller adds its change set's outcome). */

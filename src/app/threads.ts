@@ -15,7 +15,7 @@ import type { RequestScope } from "../hitl/records.js";
 import { type Deps, type StoreDeps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
-import { inputRequestOf } from "../hitl/input-request.js";
+import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
 import { decisionOf, membersOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
 import { nextFromJournal, type ActionRow } from "../store/action-machine.js";
@@ -187,9 +187,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       // (check_input drops the question and the run goes there).
       const question = await app.deps.journal.getQuestion(threadId);
       if (question?.status !== "open") return { threadId, status: "interrupted_run", next: [(await checkpointAhead(app, threadId, action)) ?? "agent"], ...id, state: values };
-      const asked = { toolCallId: question.toolCallId, question: question.question, fields: question.fields, askedAt: question.askedAt };
-      const input = inputRequestOf(asked, threadId, question.lastRefusal !== null ? { code: "INVALID_ANSWER", reason: question.lastRefusal } : undefined);
-      return { threadId, status: "awaiting_input", input, ...id, state: values };
+      return { threadId, status: "awaiting_input", input: inputRequestOfRow(question, threadId), ...id, state: values };
     }
     const payload: InterruptPayload =
       fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered"
@@ -368,7 +366,7 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
     ...values,
     refusals,
     ...(turns ? { agentSteps: turns.agentSteps, invalidProposals: turns.invalidProposals } : {}),
-    inputRequest: question?.status === "open" ? { toolCallId: question.toolCallId, question: question.question, fields: question.fields, askedAt: question.askedAt } : null,
+    inputRequest: openAsked(question),
     ...(thread ? { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } : {}),
     ...(action
       ? {

@@ -1,6 +1,7 @@
 import type { State } from "../graph/state.js";
 import type { InputRequest } from "./contract.js";
 import { answerJsonSchema, exampleAnswers, type InputRequestRecord } from "./structured-input.js";
+import type { QuestionEntry } from "../store/journal.js";
 
 /** Pure: the interrupt payload for a structured question, from state (ask_input: nothing but the interrupt). */
 export function inputRequestFrom(state: State, threadId: string): InputRequest {
@@ -24,4 +25,19 @@ export function inputRequestOf(req: InputRequestRecord, threadId: string, lastRe
     ...(lastRefusal ? { lastRefusal } : {}),
     exampleResume: { answers: exampleAnswers(req.fields) },
   };
+}
+
+/** The question as asked, from its journal row. */
+export function askedOf(q: Pick<QuestionEntry, "toolCallId" | "question" | "fields" | "askedAt">): InputRequestRecord {
+  return { toolCallId: q.toolCallId, question: q.question, fields: q.fields, askedAt: q.askedAt };
+}
+
+/** The journal's question while it is open, else none (what state's inputRequest mirrors). */
+export function openAsked(q: QuestionEntry | undefined | null): InputRequestRecord | null {
+  return q?.status === "open" ? askedOf(q) : null;
+}
+
+/** The payload a reader is shown for the journal's question row, with its last refused answer. */
+export function inputRequestOfRow(q: QuestionEntry, threadId: string): InputRequest {
+  return inputRequestOf(askedOf(q), threadId, q.lastRefusal !== null ? { code: "INVALID_ANSWER", reason: q.lastRefusal } : undefined);
 }

@@ -8,6 +8,7 @@ import { proposeChangeSetTool, proposeChangeTool, requestInputTool } from "../to
 import { undoEndingCode, undoPlanFor, undoRequestOf, type UndoPlan } from "../hitl/compensation.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { QuestionEntry } from "../store/journal.js";
+import { askedOf } from "../hitl/input-request.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 
 export { MAX_REQUEST_CHARS } from "../graph/state.js";
@@ -150,7 +151,7 @@ export function holdForQuestion(state: State, q: QuestionEntry, thread: { reques
   const lastHuman = [...arrived].reverse().find((m) => isHumanMessage(m));
   return {
     messages: arrived.filter((m) => typeof m.id === "string" && m.id !== "").map((m) => new RemoveMessage({ id: m.id! })),
-    inputRequest: { toolCallId: q.toolCallId, question: q.question, fields: q.fields, askedAt: q.askedAt },
+    inputRequest: askedOf(q),
     pendingDecision: lastHuman ? { messages: [{ role: "user", content: lastHuman.text }] } : null,
     ...(state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),
   };

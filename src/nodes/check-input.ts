@@ -5,6 +5,7 @@ import { getDeps } from "../runtime/deps.js";
 import { answersFromChat, chatMessageText, validateAnswers, type InputRequestRecord } from "../hitl/structured-input.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { answerRefusedEntry } from "../hitl/audit-records.js";
+import { askedOf } from "../hitl/input-request.js";
 import { boundedForEvidence } from "../hitl/bounds.js";
 
 /**
@@ -23,7 +24,7 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   // recorded (written into state) is dropped, and the run goes where the journal says.
   const asked = await deps.journal.getQuestion(gate.threadId);
   if (!asked) return { needsResync: true, pendingDecision: null, inputRequest: null };
-  const req: InputRequestRecord = { toolCallId: asked.toolCallId, question: asked.question, fields: asked.fields, askedAt: asked.askedAt };
+  const req: InputRequestRecord = askedOf(asked);
   const at = deps.clock().toISOString();
   // A chat message (Studio's chat, or run input the API server folded into a resume) is the answer only
   // when it validates as the question's single field; it never reaches the model as a message.

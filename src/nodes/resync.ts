@@ -2,6 +2,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
 import { closedUpdate, mirrorOf, openGate } from "../hitl/journal-gate.js";
+import { openAsked } from "../hitl/input-request.js";
 
 /**
  * Where a node lands when the journal did not allow it to act (a goto, new input, replay or fork
@@ -19,7 +20,7 @@ export async function resync(state: State, config: LangGraphRunnableConfig): Pro
     needsResync: false,
     journalNext: gate.next,
     pendingDecision: null,
-    inputRequest: q?.status === "open" ? { toolCallId: q.toolCallId, question: q.question, fields: q.fields, askedAt: q.askedAt } : null,
+    inputRequest: openAsked(q),
     ...(gate.action ? mirrorOf(gate.action) : {}),
     ...(closed ? closedUpdate(closed) : { outcome: null, reasonCode: null, reason: null }),
   };
