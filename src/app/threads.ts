@@ -18,7 +18,8 @@ import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
 import { decisionOf, membersOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
-import { nextFromJournal, type ActionRow } from "../store/action-machine.js";
+import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
+import type { QuestionEntry } from "../store/journal.js";
 
 /**
  * What reading a thread needs: the stores and the graph over the checkpoints. `show` opens only this
@@ -152,9 +153,8 @@ async function drive(app: App, input: unknown, threadId: string, onStep?: StepLi
  */
 async function viewAfter(app: App, threadId: string, driven: Driven): Promise<ThreadView> {
   if (driven.paused || !driven.values || Object.keys(driven.values).length === 0) return viewThread(app, threadId);
-  const values = await overlayJournal(app, threadId, driven.values);
-  const action = await app.deps.journal.currentAction(threadId);
-  const ahead = await checkpointAhead(app, threadId, action);
+  const { values, thread, action } = await overlayJournal(app, threadId, driven.values);
+  const ahead = checkpointAhead(thread, action);
   if (ahead) return { threadId, status: "interrupted_run", next: [ahead], state: values };
   return finishedView(app, threadId, values, action);
 }
@@ -168,8 +168,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
   const checkpointValues = snapshot.values as State | undefined;
   if (!checkpointValues || Object.keys(checkpointValues).length === 0) return { threadId, status: "not_found" };
-  const values = await overlayJournal(app, threadId, checkpointValues);
-  const action = await app.deps.journal.currentAction(threadId);
+  const { values, thread, action, question } = await overlayJournal(app, threadId, checkpointValues);
   const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
   const first = pending[0];
   const behind = first ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action) : undefined;
@@ -185,8 +184,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       // The question is the journal's; a pause at a question the journal has not open was written
       // into the checkpoint: the thread is where the journal says, and recover resumes the pause
       // (check_input drops the question and the run goes there).
-      const question = await app.deps.journal.getQuestion(threadId);
-      if (question?.status !== "open") return { threadId, status: "interrupted_run", next: [(await checkpointAhead(app, threadId, action)) ?? "agent"], ...id, state: values };
+      if (question?.status !== "open") return { threadId, status: "interrupted_run", next: [checkpointAhead(thread, action) ?? "agent"], ...id, state: values };
       return { threadId, status: "awaiting_input", input: inputRequestOfRow(question, threadId), ...id, state: values };
     }
     const payload: InterruptPayload =
@@ -196,7 +194,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
     return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
-  const ahead = await checkpointAhead(app, threadId, action);
+  const ahead = checkpointAhead(thread, action);
   if (ahead) return { threadId, status: "interrupted_run", next: [ahead], state: values };
   return finishedView(app, threadId, values, action);
 }
@@ -207,8 +205,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
  * in the journal before its checkpoint. The thread is where the journal says; `recover` continues it
  * from there (through resync). Undefined for a thread the journal closed or does not know.
  */
-async function checkpointAhead(app: ReadApp, threadId: string, action: ActionRow | undefined): Promise<NonNullable<ReturnType<typeof nextFromJournal>> | "agent" | undefined> {
-  const thread = await app.deps.journal.getThread(threadId);
+function checkpointAhead(thread: ThreadRecord | undefined, action: ActionRow | undefined): NonNullable<ReturnType<typeof nextFromJournal>> | "agent" | undefined {
   if (!thread || thread.closed) return undefined;
   return nextFromJournal(thread, action) ?? "agent";
 }
@@ -347,10 +344,18 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
   });
 }
 
-async function overlayJournal(app: ReadApp, threadId: string, values: State): Promise<State> {
+/** A thread's values overlaid with the journal, and the journal rows they were read from (for the view's status). */
+interface Overlaid {
+  values: State;
+  thread: ThreadRecord | undefined;
+  action: ActionRow | undefined;
+  question: QuestionEntry | undefined;
+}
+
+async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State): Promise<Overlaid> {
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
-  if (!thread && !action) return values;
+  if (!thread && !action) return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };
   const [entry, records, question, turns] = await Promise.all([
     action ? journal.findExecution(action.envelopeHash) : undefined,
     app.deps.audit.records({ threadId }),
@@ -362,8 +367,8 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
   const refusals: State["refusals"] = records
     .filter((r) => (r.event === "decision_refused" || r.event === "answer_refused") && r.refusal)
     .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
-  return {
-    ...values,
+  const values: State = {
+    ...checkpointValues,
     refusals,
     ...(turns ? { agentSteps: turns.agentSteps, invalidProposals: turns.invalidProposals } : {}),
     inputRequest: openAsked(question),
@@ -388,6 +393,7 @@ async function overlayJournal(app: ReadApp, threadId: string, values: State): Pr
       ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at }
       : { outcome: null, reasonCode: null, reason: null, finishedAt: null }),
   };
+  return { values, thread, action, question };
 }
 
 async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T>): Promise<T> {
