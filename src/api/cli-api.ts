@@ -17,7 +17,8 @@ import type { ThreadView } from "../app/threads.js";
 import type { PendingApproval } from "../app/threads.js";
 import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
-import type { DecisionRecord, Refusal } from "../hitl/records.js";
+import type { DecisionRecord } from "../hitl/records.js";
+import { evidenceRecordOf, isClosingRecord, refusalsRecorded, settlingDecisionOf } from "../evidence/bundle.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";
@@ -86,7 +87,7 @@ async function apiViewOf(client: Client, threadId: string, target?: ApiTarget): 
     // The server read its journal: the question is its row, whatever the checkpoint's payload says.
     const records = audit.records;
     const base = records.length ? auditedState(state, records, undefined) : state;
-    const closing = records.find(isClosing);
+    const closing = records.find(isClosingRecord);
     if (closing) return { view: auditedView(threadId, snapshot, state, records) };
     const question = audit.question;
     if (question?.status !== "open") {
@@ -115,8 +116,6 @@ function stateView(threadId: string, snapshot: { next: string[] }, state: State,
   return undefined;
 }
 
-/** The closing records of a run (src/hitl/audit-records.ts runEndedEntry). */
-const isClosing = (r: AuditRecord) => r.event === "execution_outcome" || r.event === "run_ended";
 
 /**
  * The thread's audit records on the server, in chain order; undefined when the server does not serve
@@ -179,7 +178,7 @@ export class UnheldQuestionError extends UsageError {
  * without one is a run the server's journal has not closed.
  */
 function auditedView(threadId: string, snapshot: { tasks: Array<{ interrupts?: Array<{ value?: unknown }> }>; next: string[] }, state: State, records: AuditRecord[]): ThreadView {
-  const closing = records.find(isClosing);
+  const closing = records.find(isClosingRecord);
   if (closing) {
     const changeSetOutcome = setOutcomeOf(records);
     return { threadId, status: "finished", state: auditedState(state, records, closing), ...(changeSetOutcome ? { changeSetOutcome } : {}) };
@@ -205,10 +204,8 @@ function auditedView(threadId: string, snapshot: { tasks: Array<{ interrupts?: A
  * hold is left empty, never taken from state.
  */
 function auditedState(state: State, records: readonly AuditRecord[], closing: AuditRecord | undefined): State {
-  const lastDecision = records.filter((r) => (r.event === "decision_accepted" || r.event === "approval_expired" || r.event === "approval_cancelled") && r.approver).at(-1);
-  const carries = (r: AuditRecord) => r.received !== undefined && r.received !== null && typeof r.received === "object";
-  const evidenceFrom = closing && carries(closing) ? closing : closing ? records.filter((r) => r.event === "action_ended" && carries(r)).at(-1) : undefined;
-  const ev = (evidenceFrom?.received ?? {}) as Partial<ActionEvidence>;
+  const lastDecision = settlingDecisionOf(records);
+  const ev = (evidenceRecordOf(closing, records)?.received ?? {}) as Partial<ActionEvidence>;
   const lastWhat = [...records].reverse().find((r) => r.what.envelopeHash !== null);
   const decision: DecisionRecord | null = lastDecision?.approver
     ? {
@@ -225,9 +222,7 @@ function auditedState(state: State, records: readonly AuditRecord[], closing: Au
         raw: lastDecision.received ?? null,
       }
     : null;
-  const refusals: Refusal[] = records
-    .filter((r) => (r.event === "decision_refused" || r.event === "answer_refused") && r.refusal)
-    .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
+  const refusals = refusalsRecorded(records);
   const o = closing?.outcome;
   return {
     ...state,
@@ -317,7 +312,7 @@ export async function apiPending(client: Client, now = Date.now(), target?: ApiT
       const payload = Object.values(t.interrupts ?? {}).flat()[0]?.value as InterruptPayload | undefined;
       if (payload?.kind !== "approval") continue;
       const records = target ? await auditRecordsOf(target, t.thread_id) : undefined;
-      if (records?.some(isClosing)) {
+      if (records?.some(isClosingRecord)) {
         withheld.push({ threadId: t.thread_id, reason: "the audit log records this thread as ended" });
         continue;
       }

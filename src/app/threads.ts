@@ -16,6 +16,7 @@ import { type Deps, type StoreDeps, useDeps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
+import { refusalsRecorded } from "../evidence/bundle.js";
 import { decisionOf, membersOf } from "../hitl/journal-gate.js";
 import { invocationOf } from "../nodes/execute.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
@@ -364,9 +365,7 @@ async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: 
   ]);
   const closed = thread?.closed ?? action?.progress.closed;
   // Refused decisions and answers as the audit log recorded them; never state's list, which any client can write.
-  const refusals: State["refusals"] = records
-    .filter((r) => (r.event === "decision_refused" || r.event === "answer_refused") && r.refusal)
-    .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
+  const refusals = refusalsRecorded(records);
   const values: State = {
     ...checkpointValues,
     refusals,

@@ -10,7 +10,7 @@ import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, Outcome
 import { outcomeFlags, type FlagInputs } from "./flags.js";
 import { NORMALISATION_RULES, type NormalisationRule } from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
-import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode } from "../hitl/records.js";
+import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, Refusal } from "../hitl/records.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
@@ -192,10 +192,9 @@ function stateWithoutRecords(state: State | undefined, records: readonly AuditRe
 function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
   const s = stateWithoutRecords(state, records);
   const accepted = records.filter((r) => r.event === "decision_accepted");
-  const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
+  const closing = records.find(isClosingRecord);
   const lastRecord = records.at(-1);
-  // The decision that settled the approval: the last accepted one, an expiry or a cancel, as recorded.
-  const lastDecision = records.filter((r) => (r.event === "decision_accepted" || r.event === "approval_expired" || r.event === "approval_cancelled") && r.approver).at(-1);
+  const lastDecision = settlingDecisionOf(records);
   const lastWhat = [...records].reverse().find((r) => r.what.envelopeHash !== null) ?? lastRecord;
   const overrides: OverrideNotice[] = accepted
     .filter((r) => r.override)
@@ -258,11 +257,7 @@ function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
 function explainedOutcome(closing: AuditRecord | undefined, records: readonly AuditRecord[], s: State | undefined): ReturnType<typeof outcomeFlags> | null {
   const o = closing?.outcome;
   if (!o) return s?.outcome ? outcomeFlags(s) : null;
-  const carries = (r: AuditRecord) => {
-    const ev = r.received as Partial<ActionEvidence> | undefined;
-    return ev !== undefined && ev !== null && (ev.preRead !== undefined || ev.invocation !== undefined || ev.verification !== undefined);
-  };
-  const from = carries(closing) ? closing : records.filter((r) => r.event === "action_ended" && carries(r)).at(-1);
+  const from = evidenceRecordOf(closing, records);
   if (!from) return null;
   const ev = from.received as Partial<ActionEvidence>;
   const envelope = from.what.envelope as FlagInputs["envelope"] | null | undefined;
@@ -277,6 +272,35 @@ function explainedOutcome(closing: AuditRecord | undefined, records: readonly Au
   });
   const same = (Object.keys(explained.flags) as Array<keyof OutcomeFlags>).every((k) => explained.flags[k] === o.flags[k]);
   return from === closing || same ? explained : null;
+}
+
+/** A run's closing record (src/hitl/audit-records.ts runEndedEntry): execution_outcome or run_ended. */
+export const isClosingRecord = (r: AuditRecord): boolean => r.event === "execution_outcome" || r.event === "run_ended";
+
+/** The decision that settled the approval, as recorded: the last accepted one, an expiry or a cancel. */
+export function settlingDecisionOf(records: readonly AuditRecord[]): AuditRecord | undefined {
+  return records.filter((r) => (r.event === "decision_accepted" || r.event === "approval_expired" || r.event === "approval_cancelled") && r.approver).at(-1);
+}
+
+/** Every refused decision and refused answer, in the order recorded. */
+export function refusalsRecorded(records: readonly AuditRecord[]): Refusal[] {
+  return records
+    .filter((r) => (r.event === "decision_refused" || r.event === "answer_refused") && r.refusal)
+    .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
+}
+
+/**
+ * The record holding the evidence of how a closed run's action ended: the closing record when it
+ * carries it (a single action), else a change set's last action_ended record that does; none before
+ * the run closed.
+ */
+export function evidenceRecordOf(closing: AuditRecord | undefined, records: readonly AuditRecord[]): AuditRecord | undefined {
+  if (!closing) return undefined;
+  const carries = (r: AuditRecord) => {
+    const ev = r.received as Partial<ActionEvidence> | undefined;
+    return ev !== undefined && ev !== null && (ev.preRead !== undefined || ev.invocation !== undefined || ev.verification !== undefined);
+  };
+  return carries(closing) ? closing : records.filter((r) => r.event === "action_ended" && carries(r)).at(-1);
 }
 
 export function buildEvidence({ threadId, state, records }: CaseInput): EvidenceObject[] {
@@ -376,7 +400,7 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
   }
   // A single action: its evidence from the hash-chained record that ended it (the journal's copy, with
   // the target's raw answers); a run recorded before that record carried it, from thread state.
-  const ending = records.find((r) => (r.event === "execution_outcome" || r.event === "run_ended") && r.received);
+  const ending = records.find((r) => isClosingRecord(r) && r.received);
   const ev: Partial<ActionEvidence> | undefined = (ending?.received as Partial<ActionEvidence> | undefined) ?? s;
   if (ev?.preRead && actions.length === 0) {
     const p = ev.preRead;
@@ -401,7 +425,7 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
       concurrentWriterWindow: window, normalisationRules: normalisationRules(), raw: v.raw,
     });
   }
-  const closing = records.find((r) => r.event === "execution_outcome" || r.event === "run_ended");
+  const closing = records.find(isClosingRecord);
   // The closing record's outcome when there is one (state's could have been rewritten after the run).
   if (closing?.outcome) {
     const o = closing.outcome;
