@@ -228,14 +228,15 @@ async function setDecision(
   const subject = subjectOfSet(set, members.map((x) => x.envelope));
   const ctx = decisionContext(deps, action, setHash, now, authUser, people);
   const results: Array<Extract<ReturnType<typeof validateDecisionFor>, { ok: true }>> = [];
-  // As for one envelope: only an established identity's refusals count (every decision of the set from it).
-  const verified = decisions.every((d) => identityEstablished(d, { policy: deps.policy, publicKeys: deps.publicKeys, threadId: action.threadId, authenticatedUser: authUser }));
+  // As for one envelope: only an established identity's refusals count (every decision of the set from
+  // it). Judged only for a refusal: it verifies the signatures again, which an accepted set need not.
+  const verified = () => decisions.every((d) => identityEstablished(d, { policy: deps.policy, publicKeys: deps.publicKeys, threadId: action.threadId, authenticatedUser: authUser }));
   for (const d of decisions) {
     const r = validateDecisionFor(subject, d, ctx);
     if (!r.ok) {
       if (notEntitled && !BINDING_CODES.has(r.code) && DecisionSchema.safeParse(d).success) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
       const which = (d as { actionId?: unknown } | null)?.actionId;
-      return refuse(r.code, `${typeof which === "string" ? `${which}: ` : ""}${r.reason}`, notEntitled === null && (verified || r.code === "EXPIRED"));
+      return refuse(r.code, `${typeof which === "string" ? `${which}: ` : ""}${r.reason}`, notEntitled === null && (r.code === "EXPIRED" || verified()));
     }
     results.push(r);
   }
