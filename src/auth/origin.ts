@@ -28,7 +28,7 @@ export interface OriginPolicy {
   restrictHost: boolean;
 }
 
-const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
+export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 const listOf = (v: string | undefined): string[] =>
   (v ?? "")

@@ -21,6 +21,7 @@ import { loadConfig } from "../config/env.js";
 import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
 import { ConfigError, UsageError } from "../errors.js";
 import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
+import { LOOPBACK_HOSTS } from "../auth/origin.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const LANGGRAPHJS = path.join(ROOT, "node_modules/.bin/langgraphjs");
@@ -109,16 +110,21 @@ async function drainGroup(pgid: number): Promise<boolean> {
   return false;
 }
 
+/** Binds to every interface: not an address to connect to, nor a name a client sends as Host. */
+const WILDCARD_HOSTS = new Set(["0.0.0.0", "::", "[::]"]);
+
 /**
  * The name the server was told to bind (a host name or address other than a wildcard or loopback) is
  * one its clients send as Host: an open server must answer to it (src/auth/origin.ts), so it is added
  * to ACTION_ENVELOPE_API_HOSTS for the server.
  */
 export function withBoundHost(env: NodeJS.ProcessEnv, host: string): NodeJS.ProcessEnv {
-  const name = host.toLowerCase();
-  if (["0.0.0.0", "::", "[::]", "127.0.0.1", "localhost", "::1", "[::1]"].includes(name)) return env;
+  const lower = host.toLowerCase();
+  // The name as a Host header carries it (src/auth/origin.ts hostName): an IPv6 address in brackets.
+  const name = lower.includes(":") && !lower.startsWith("[") ? `[${lower}]` : lower;
+  if (WILDCARD_HOSTS.has(name) || LOOPBACK_HOSTS.has(name)) return env;
   const listed = (env["ACTION_ENVELOPE_API_HOSTS"] ?? "").split(",").map((h) => h.trim()).filter(Boolean);
-  return listed.includes(name) ? env : { ...env, ACTION_ENVELOPE_API_HOSTS: [...listed, name.includes(":") && !name.startsWith("[") ? `[${name}]` : name].join(",") };
+  return listed.includes(name) ? env : { ...env, ACTION_ENVELOPE_API_HOSTS: [...listed, name].join(",") };
 }
 
 export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
@@ -133,7 +139,7 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   // A wildcard bind (0.0.0.0, ::) is not an address to connect to nor a name anyone sends as Host, and an
   // open server answers only to loopback names or those listed (src/auth/origin.ts): its readiness is
   // asked, and this machine's browser and CLI are pointed, over loopback.
-  const localUrl = opts.host === "0.0.0.0" || opts.host === "::" || opts.host === "[::]" ? `http://127.0.0.1:${port}` : apiUrl;
+  const localUrl = WILDCARD_HOSTS.has(opts.host) ? `http://127.0.0.1:${port}` : apiUrl;
   const startedAt = Date.now();
 
   const portal = config.webhookUrl ? new URL(config.webhookUrl).host : config.mcp.mode === "url" ? new URL(config.mcp.url).host : "embedded emulator (started with the first run)";
