@@ -153,7 +153,7 @@ export function verifyCreatedComment(
   }
 
   // No id from the target: look for what appeared.
-  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})` : "the acknowledgement names no comment id";
+  const ackNote = createAckNote(ack, "comment");
   if (sameTextBefore === undefined) {
     const created: CreatedObject = { type: "task_comment", id: null, via, newWithText: [] };
     return combine("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the task's comments, so a comment with the approved text (${withText.length} now) cannot be told from an earlier one`, field("unknown", undefined, "cannot tell a new comment from an earlier one"), created);
@@ -234,7 +234,7 @@ export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: R
       const c = compareValues(field, approved, task[key]);
       return { field, taskKey: key, role: "requested", expected: approved, actual: task[key], status: c.equal ? "applied" : "wrong_value", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
     });
-  const ackNote = ack.status === "MISSING" ? `the acknowledgement is missing (${ack.reason})` : ack.status === "ERROR" ? `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})` : "the acknowledgement names no task id";
+  const ackNote = createAckNote(ack, "task");
   const judge = (id: string, others: string[], lead: string): ReturnType<typeof result> => {
     const fields = check(listed.tasks.get(id)!);
     const wrong = fields.filter((f) => f.status === "wrong_value");
@@ -256,4 +256,11 @@ export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: R
   }
   if (fresh.length === 0) return result("VERIFICATION_FAILED", `the task was not created: no new task with the approved title appeared; ${ackNote}`, [], null, fresh);
   return judge(fresh[0]!, fresh.slice(1), `task ${fresh[0]} was created`);
+}
+
+/** Why a create's acknowledgement does not settle it: missing, an error, or an answer naming no new id. */
+function createAckNote(ack: Acknowledgement, created: "comment" | "task"): string {
+  if (ack.status === "MISSING") return `the acknowledgement is missing (${ack.reason})`;
+  if (ack.status === "ERROR") return `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})`;
+  return `the acknowledgement names no ${created} id`;
 }
