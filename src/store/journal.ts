@@ -294,12 +294,14 @@ CREATE TABLE IF NOT EXISTS thread_locks (
 );
 `;
 
-/** The thread row's turn columns, added to a journal made before them. */
-const THREAD_TURN_COLUMNS: Array<[string, string]> = [
-  ["agent_steps", "INTEGER NOT NULL DEFAULT 0"],
-  ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"],
-  ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"],
-  ["last_reply", "TEXT"],
+/**
+ * Columns added after their tables were first made, added to an older journal when it is opened: a
+ * question's invalid answers and why the last was refused; the thread row's model turns, invalid
+ * proposals and the model's last reply. (PostgreSQL adds them by migration: src/store/postgres.ts.)
+ */
+const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: string]>]> = [
+  ["questions", [["invalid_answers", "INTEGER NOT NULL DEFAULT 0"], ["last_refusal", "TEXT"]]],
+  ["threads", [["agent_steps", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"], ["last_reply", "TEXT"]]],
 ];
 
 /** Row shapes and mappers shared by the SQLite and PostgreSQL journals (same columns in both). */
@@ -355,13 +357,11 @@ export class SqliteJournal implements Journal {
     this.db.pragma("busy_timeout = 10000");
     this.db.pragma("synchronous = FULL");
     this.db.exec(SCHEMA);
-    // A journal made before questions counted invalid answers gains the column (existing rows: 0).
-    const columns = this.db.prepare("PRAGMA table_info(questions)").all() as Array<{ name: string }>;
-    if (!columns.some((c) => c.name === "invalid_answers")) this.db.exec("ALTER TABLE questions ADD COLUMN invalid_answers INTEGER NOT NULL DEFAULT 0");
-    if (!columns.some((c) => c.name === "last_refusal")) this.db.exec("ALTER TABLE questions ADD COLUMN last_refusal TEXT");
-    // A journal made before the model's turns were counted in the thread row gains the columns (existing rows: 0, no reply).
-    const threadColumns = new Set((this.db.prepare("PRAGMA table_info(threads)").all() as Array<{ name: string }>).map((c) => c.name));
-    for (const [name, type] of THREAD_TURN_COLUMNS) if (!threadColumns.has(name)) this.db.exec(`ALTER TABLE threads ADD COLUMN ${name} ${type}`);
+    // A journal made before these columns gains them (existing rows: the column's default).
+    for (const [table, added] of ADDED_COLUMNS) {
+      const has = new Set((this.db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name));
+      for (const [name, type] of added) if (!has.has(name)) this.db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
+    }
     this.sql = preparedOnce(this.db);
   }
 
