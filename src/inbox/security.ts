@@ -49,6 +49,17 @@ export class Sessions {
   }
 
   get(id: string | undefined): Session | undefined {
+    const s = this.peek(id);
+    if (s) s.seenAt = this.now();
+    return s;
+  }
+
+  /**
+   * The session while it lasts (an ended or expired one is dropped), without counting this as
+   * activity: a check that is not the person's doing (an open event stream's) must not keep an idle
+   * session alive.
+   */
+  peek(id: string | undefined): Session | undefined {
     if (!id) return undefined;
     const s = this.byId.get(id);
     if (!s) return undefined;
@@ -57,7 +68,6 @@ export class Sessions {
       this.byId.delete(id);
       return undefined;
     }
-    s.seenAt = t;
     return s;
   }
 

@@ -182,15 +182,12 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       });
       while (open) {
         // The session may end while the stream is open (sign-out, idle or absolute limit): then the
-        // stream ends too. The check is not activity: seenAt is put back, so an open tab does not keep
-        // an idle session alive.
-        const seenAt = session.seenAt;
-        const current = sessions.get(session.id);
-        if (!current) {
+        // stream ends too. The check is not activity (peek), so an open tab does not keep an idle
+        // session alive.
+        if (!sessions.peek(session.id)) {
           await stream.writeSSE({ event: "signed-out", data: "the session ended; sign in again" });
           break;
         }
-        current.seenAt = seenAt;
         const items = await inboxFor(app, user);
         const questions = await questionsFor(app, user);
         const version = `${versionOf(items)}:${questions.map((q) => `${q.threadId}@${q.askedAt}`).join(",")}`;
