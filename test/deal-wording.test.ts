@@ -12,7 +12,7 @@ import { outcomeFlags, type FlagInputs } from "../src/evidence/flags.js";
 import { renderCase } from "../src/evidence/render.js";
 import { RequestScopeSchema } from "../src/graph/state.js";
 import { inboxPage } from "../src/inbox/pages.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { approvalOf as approve, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readDealThenPropose, type Script } from "./support/scripted-model.js";
 
 let portal: Portal;
@@ -29,11 +29,6 @@ afterEach(async () => {
   app = undefined;
   await portal.emulator.close();
 });
-
-function approve(view: ThreadView) {
-  const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
-}
 
 async function waiting(request: string, script: Script, env: Record<string, string> = {}): Promise<ThreadView> {
   app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script), env });

@@ -14,7 +14,7 @@ import { buildCase, type RunStatus } from "../src/evidence/bundle.js";
 import { exportBundle } from "../src/evidence/export.js";
 import { caseOf, threadFromCheckpoints } from "../src/evidence/case-source.js";
 import { renderCase } from "../src/evidence/render.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { approvalOf as approve, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 let portal: Portal;
@@ -35,11 +35,6 @@ afterEach(async () => {
 async function waiting(request: string, script: Script) {
   app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script) });
   return startRun(app, { request, requestedBy: "demo-user" });
-}
-
-function approve(view: ThreadView) {
-  const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
 }
 
 /** Exports the run's bundle exactly as `audit export` does and reads it back from disk. */

@@ -11,7 +11,7 @@ import { startRun, submitDecision, viewThread, type App, type ThreadView } from 
 import { loadConfig } from "../src/config/env.js";
 import { loadJournalKey } from "../src/store/journal-key.js";
 import { ConfigError } from "../src/errors.js";
-import { envFor, openTestApp, ROOT, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { approvalOf as approve, envFor, openTestApp, ROOT, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const TITLE = "SEALED TITLE";
@@ -36,11 +36,6 @@ async function waiting(): Promise<ThreadView> {
   const view = await startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
   expect(view.status).toBe("awaiting_approval");
   return view;
-}
-
-function approve(view: ThreadView) {
-  const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
 }
 
 describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {

@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
 import { startRun, viewThread, type ThreadView } from "../src/app/threads.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
-import { CLI, ROOT, TSX, envFor, killGroup, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { approvalOf as approve, CLI, ROOT, TSX, envFor, killGroup, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 import { NO_POSTGRES, createTestDatabase, executionRecorded, schemaFor, usingPostgres } from "./support/postgres.js";
 
 if (!usingPostgres) console.info(`test/postgres-processes.test.ts: ${NO_POSTGRES}`);
@@ -113,11 +113,6 @@ class ResumeWorker extends Spawned {
     if (this.child.exitCode === null && this.child.signalCode === null) this.send({ op: "exit" });
     await this.exited;
   }
-}
-
-function approve(view: ThreadView) {
-  const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
 }
 
 const titleOf = (w: { params: Record<string, unknown> }) => (w.params["fields"] as Record<string, unknown> | undefined)?.["TITLE"];

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { createEnvelope, defaultPolicy, verifyDeleted, type Acknowledgement, type ReadResult } from "../src/envelope/index.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
-import { openTestApp, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { approvalOf as approve, openTestApp, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "WRITE-OUTCOME-UNKNOWN renamed";
@@ -36,11 +36,6 @@ afterEach(async () => {
   app = undefined;
   await portal.emulator.close();
 });
-
-function approve(view: ThreadView) {
-  const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
-}
 
 async function waiting(model: ScriptedChatModel, request: string): Promise<ThreadView> {
   // Plain REST 2 (no Idempotency-Key), so nothing is re-sent: the only write is the one held.

@@ -189,10 +189,8 @@ export async function waitingRun(app: App, taskId: number): Promise<ThreadView> 
   return view;
 }
 
-export function approvalOf(view: ThreadView) {
-  const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
-}
+/** The resume value approving the waiting approval as shown (the tests' own). */
+export { approvalOf } from "../../test/support/harness.js";
 
 // ---------------------------------------------------------------------------------------------
 // Bare LangGraph: what a plain HITL graph does for the same action.

@@ -180,3 +180,9 @@ export function parseJsonOutput(stdout: string): any {
   if (start < 0) throw new Error(`no JSON in output:\n${stdout}`);
   return JSON.parse(stdout.slice(start));
 }
+
+/** The resume value approving the waiting approval exactly as shown, as demo-approver (self-declared). */
+export function approvalOf(view: ThreadView) {
+  const a = view.approval!;
+  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+}
