@@ -239,6 +239,39 @@ describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
   });
 });
 
+describe("row 9: a resume that is not a decision, to a waiting approval", () => {
+  it("null fails the run naming what to send (RESUME_MISSING), other non-objects are refused MALFORMED; each audited, the approval keeps waiting", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const before = (await open.portal.writes()).length;
+    const { threadId, payload } = await toApproval(client, { request: "rename task 4 to Nine", requestedBy: "demo-user" });
+    await expect(client.runs.wait(threadId, GRAPH_ID, { command: { resume: null } })).rejects.toThrow(
+      /"error":"ResumeMissing","message":"RESUME_MISSING: command\.resume is null, so nothing was decided; this thread still waits for an approval: resume with \{\\?"decisions\\?":/,
+    );
+    // The same through the streaming route.
+    const events: Array<{ event: string; data: unknown }> = [];
+    for await (const chunk of client.runs.stream(threadId, GRAPH_ID, { command: { resume: null } })) events.push(chunk as { event: string; data: unknown });
+    expect(JSON.stringify(events.filter((e) => e.event === "error"))).toMatch(/RESUME_MISSING/);
+    for (const resume of [5, "approve", false, [] as unknown[]]) {
+      await client.runs.wait(threadId, GRAPH_ID, { command: { resume } });
+      const values = (await client.threads.getState(threadId)).values as { refusals?: Array<{ code: string; reason: string }> };
+      expect(values.refusals?.at(-1), `${JSON.stringify(resume)} -> ${JSON.stringify(values.refusals)}`).toMatchObject({
+        code: "MALFORMED",
+        reason: expect.stringMatching(/^expected \{"decisions":\[<one decision>\]\}/),
+      });
+    }
+    const state = await client.threads.getState(threadId);
+    expect(state.next).toEqual(["await_approval"]);
+    const r = await runCli(["audit", "show", threadId, "--json"], envFor(open.portal, open.dataDir));
+    const records = (parseJsonOutput(r.stdout) as { caseRecord: { auditRecords: Array<{ event: string; refusal: { code: string } | null }> } }).caseRecord.auditRecords;
+    expect(records.filter((x) => x.event === "decision_refused").map((x) => x.refusal!.code)).toEqual(["RESUME_MISSING", "RESUME_MISSING", "MALFORMED", "MALFORMED", "MALFORMED", "MALFORMED"]);
+    expect((await open.portal.writes()).length).toBe(before);
+
+    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "demo-approver") } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    expect((await open.portal.writes()).length).toBe(before + 1);
+  });
+});
+
 describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
   const as = (who: string) => clientFor(guarded.server.apiUrl, { Authorization: `Bearer ${tokens[who]}` });
   let threadId = "";
@@ -320,5 +353,87 @@ describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
     expect(Number(writes[0]!.params["taskId"])).toBe(4);
     expect(writes[0]!.params["fields"]).toEqual(payload.envelope.params);
     expect(await auditedDecisions(guarded, threadId)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+  });
+});
+
+describe("protocol routes (POST /threads/{id}/commands, /threads/{id}/stream/events): refused with a token file", () => {
+  const as = (who: string) => clientFor(guarded.server.apiUrl, { Authorization: `Bearer ${tokens[who]}` });
+  const post = (who: string, route: string, body: unknown) =>
+    fetch(`${guarded.server.apiUrl}${route}`, { method: "POST", headers: { "content-type": "application/json", Authorization: `Bearer ${tokens[who]}` }, body: JSON.stringify(body) });
+
+  async function refusedRoutes(threadId: string): Promise<Array<{ caller: string; path: string; code: string }>> {
+    const r = await runCli(["audit", "show", threadId, "--json"], envFor(guarded.portal, guarded.dataDir));
+    expect(r.code, r.stderr).toBe(0);
+    const { caseRecord } = parseJsonOutput(r.stdout) as {
+      caseRecord: { auditRecords: Array<{ event: string; refusal: { code: string } | null; received?: { caller: string; path: string } }> };
+    };
+    return caseRecord.auditRecords.filter((rec) => rec.event === "request_refused").map((rec) => ({ caller: rec.received!.caller, path: rec.received!.path, code: rec.refusal!.code }));
+  }
+
+  it("rows 1-3: an approver's read, then the requester's own approval, another requester's state.get and cancel: 403 each, audited, nothing written", async () => {
+    const before = (await guarded.portal.writes()).length;
+    const { threadId, payload } = await toApproval(as("dave"), { request: "rename task 4 to Protocol" });
+    const commands = `/threads/${threadId}/commands`;
+
+    // Row 1: the approver reads the thread once through the protocol route, then the requester sends his own approval there.
+    const read = await post("alice", commands, { id: 1, method: "state.get", params: {} });
+    expect(read.status).toBe(403);
+    const readText = await read.text();
+    expect(readText).toMatch(/refused POST \/threads\/.*\/commands: the protocol routes are not served/);
+    expect(readText).not.toContain(payload.nonce);
+    for (const command of [
+      { id: 2, method: "run.start", params: { assistant_id: GRAPH_ID, command: { resume: approval(payload, "alice") } } },
+      { id: 3, method: "input.respond", params: { interrupt_id: "any", response: approval(payload, "alice") } },
+    ]) {
+      const res = await post("dave", commands, command);
+      expect(res.status, await res.clone().text()).toBe(403);
+    }
+    // Row 2: another requester's state.get shows neither card, hash nor nonce.
+    const peek = await post("erin", commands, { id: 4, method: "state.get", params: {} });
+    expect(peek.status).toBe(403);
+    const peekText = await peek.text();
+    expect(peekText).not.toContain(payload.envelopeHash);
+    expect(peekText).not.toContain(payload.nonce);
+    // Row 3: another requester's cancel decision.
+    const cancel = await post("erin", commands, {
+      id: 5,
+      method: "run.start",
+      params: { assistant_id: GRAPH_ID, command: { resume: { decisions: [{ type: "cancel", envelopeHash: payload.envelopeHash, nonce: payload.nonce }] } } },
+    });
+    expect(cancel.status).toBe(403);
+    // The event stream, POST (SSE) and GET (the WebSocket upgrade route).
+    expect((await post("alice", `/threads/${threadId}/stream/events`, { channels: ["values"] })).status).toBe(403);
+    const ws = await fetch(`${guarded.server.apiUrl}/threads/${threadId}/stream/events`, { headers: { Authorization: `Bearer ${tokens["alice"]}` } });
+    expect(ws.status).toBe(403);
+    // Without a token it is 401, as everywhere, and not audited.
+    expect((await fetch(`${guarded.server.apiUrl}${commands}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(401);
+
+    const state = await as("alice").threads.getState(threadId);
+    expect(state.next).toEqual(["await_approval"]);
+    expect((state.values as { envelopeHash: string }).envelopeHash).toBe(payload.envelopeHash);
+    expect((await guarded.portal.writes()).length).toBe(before);
+    const audited = await refusedRoutes(threadId);
+    expect(audited.map((a) => a.caller)).toEqual(["alice", "dave", "dave", "erin", "erin", "alice", "alice"]);
+    expect(new Set(audited.map((a) => a.code))).toEqual(new Set(["ROUTE_NOT_SERVED"]));
+
+    // The REST route still serves the approver, under the approver's own identity.
+    const final = (await as("alice").runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "alice") } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    expect((await guarded.portal.writes()).length).toBe(before + 1);
+    expect(await auditedDecisions(guarded, threadId)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+  });
+
+  it("GET /runs/{run_id}/stream (no owner check) is refused too; an open server serves the protocol routes (one anonymous caller)", async () => {
+    const join = await fetch(`${guarded.server.apiUrl}/runs/00000000-0000-0000-0000-000000000000/stream`, { headers: { Authorization: `Bearer ${tokens["erin"]}` } });
+    expect(join.status).toBe(403);
+    expect(await join.text()).toMatch(/owner is never checked/);
+    // Open mode: every caller is the same anonymous user, so the cached authorization is nobody else's (test/studio.test.ts streams through them).
+    const thread = await clientFor(open.server.apiUrl).threads.create();
+    const res = await fetch(`${open.server.apiUrl}/threads/${thread.thread_id}/commands`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: 1, method: "state.get" }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
   });
 });
