@@ -258,7 +258,8 @@ describe("the recorded decision time", () => {
     fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
     const app = await open(undefined, { ACTION_ENVELOPE_APPROVER_KEYS: keysDir });
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
-    const signedAt = new Date(now.getTime() - 30_000).toISOString();
+    // Signed 30 s after the approval was created (a signed decision dated before it is refused), received 30 s later.
+    const signedAt = new Date(now.getTime() + 30_000).toISOString();
     now = new Date(now.getTime() + 60_000);
     const a = view.approval!;
     const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: signedAt });
