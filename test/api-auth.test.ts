@@ -192,24 +192,55 @@ describe("identity inside the graph", () => {
   });
 });
 
-describe("a bad token file", () => {
-  it("stops npm run dev at start, naming the file and the entry", async () => {
+/** Starts npm run dev with these variables (ACTION_ENVELOPE_API_TOKENS taken from env only) and waits for it to exit. */
+async function devServerExit(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  const project = isolatedConfig();
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "ACTION_ENVELOPE_API_TOKENS"));
+  const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+    cwd: ROOT,
+    env: { ...inherited, ACTION_ENVELOPE_DATA_DIR: tempDir(), MODEL: "offline", NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { code, out };
+}
+
+describe("a bad token setting stops npm run dev before the server starts", () => {
+  it("a bad entry, naming the file and the entry", async () => {
     const file = path.join(tempDir("ae-api-tokens-"), "bad.json");
     fs.writeFileSync(file, JSON.stringify({ tokens: [{ token_sha256: "s3cret-token", identity: "mallory", roles: ["admin"] }] }));
-    const project = isolatedConfig();
-    const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
-      cwd: ROOT,
-      env: { ...process.env, ACTION_ENVELOPE_API_TOKENS: file, ACTION_ENVELOPE_DATA_DIR: tempDir(), MODEL: "offline", NO_COLOR: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout!.on("data", (d) => (out += d));
-    child.stderr!.on("data", (d) => (out += d));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    expect(code, out).toBe(2);
-    expect(out).toContain(`ACTION_ENVELOPE_API_TOKENS file ${file}: tokens[0] (identity "mallory").token_sha256: must be 64 lower-case hex characters`);
+    const { code, out } = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: file });
+    expect(code, out).toBe(1);
+    expect(out).toContain(`configuration error: ACTION_ENVELOPE_API_TOKENS file ${file}: tokens[0] (identity "mallory").token_sha256: must be 64 lower-case hex characters`);
     expect(out).not.toMatch(/API:\s+http/);
   }, 120_000);
+
+  it("set but empty, unreadable, or writable by every user: each named, with the fix", async () => {
+    const empty = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: "" });
+    expect(empty.code, empty.out).toBe(1);
+    expect(empty.out).toContain("configuration error: ACTION_ENVELOPE_API_TOKENS is set but empty, which would leave the LangGraph API open to every caller");
+
+    const file = path.join(tempDir("ae-api-tokens-"), "api-tokens.json");
+    const missing = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: file });
+    expect(missing.code, missing.out).toBe(1);
+    expect(missing.out).toContain(`ACTION_ENVELOPE_API_TOKENS file ${file}: cannot be read (ENOENT)`);
+
+    fs.writeFileSync(file, JSON.stringify({ tokens: [newApiToken("alice", ["approver"]).entry] }));
+    fs.chmodSync(file, 0o666);
+    const loose = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: file });
+    expect(loose.code, loose.out).toBe(1);
+    expect(loose.out).toContain(`ACTION_ENVELOPE_API_TOKENS ${file} is writable by every user (mode 0666)`);
+    expect(loose.out).toContain(`fix: chmod 644 ${file}`);
+    for (const r of [empty, missing, loose]) expect(r.out).not.toMatch(/API:\s+http/);
+  }, 120_000);
+
+  it("the start-up banner says whether the server is open or takes tokens", () => {
+    expect(open.server.output()).toMatch(/auth: +OPEN: ACTION_ENVELOPE_API_TOKENS is not set, so every caller is anonymous/);
+    expect(guarded.server.output()).toContain(`auth:   API tokens from ${tokenFile} (4 entries)`);
+  });
 });
 
 describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
