@@ -373,17 +373,17 @@ export class PostgresJournal implements Journal {
   }
 
   async noteInvalidProposal(threadId: string): Promise<number> {
-    // One statement: the row is locked by the UPDATE, and counted once per model turn
-    // (invalid_proposal_step is the turn the last one was counted at).
+    // One statement that always updates the row, so it waits for a concurrent one and then re-reads the
+    // committed row (a CTE's plain SELECT would see the statement's older snapshot and answer 0). Counted
+    // once per model turn: invalid_proposal_step is the turn the last one was counted at.
     const rows = await query<{ invalid_proposals: number }>(
       this.pool,
       this.db,
       `counting an invalid proposal on thread ${threadId}`,
-      `WITH counted AS (
-         UPDATE ${this.s}.threads SET invalid_proposals = invalid_proposals + 1, invalid_proposal_step = agent_steps
-         WHERE thread_id = $1 AND invalid_proposal_step < agent_steps RETURNING invalid_proposals
-       )
-       SELECT invalid_proposals FROM counted UNION ALL SELECT invalid_proposals FROM ${this.s}.threads WHERE thread_id = $1 AND NOT EXISTS (SELECT 1 FROM counted)`,
+      `UPDATE ${this.s}.threads
+         SET invalid_proposals = invalid_proposals + CASE WHEN invalid_proposal_step < agent_steps THEN 1 ELSE 0 END,
+             invalid_proposal_step = GREATEST(invalid_proposal_step, agent_steps)
+       WHERE thread_id = $1 RETURNING invalid_proposals`,
       [threadId],
     );
     return Number(rows[0]?.invalid_proposals ?? 0);
