@@ -192,24 +192,55 @@ describe("identity inside the graph", () => {
   });
 });
 
-describe("a bad token file", () => {
-  it("stops npm run dev at start, naming the file and the entry", async () => {
+/** Starts npm run dev with these variables (ACTION_ENVELOPE_API_TOKENS taken from env only) and waits for it to exit. */
+async function devServerExit(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  const project = isolatedConfig();
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "ACTION_ENVELOPE_API_TOKENS"));
+  const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+    cwd: ROOT,
+    env: { ...inherited, ACTION_ENVELOPE_DATA_DIR: tempDir(), MODEL: "offline", NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { code, out };
+}
+
+describe("a bad token setting stops npm run dev before the server starts", () => {
+  it("a bad entry, naming the file and the entry", async () => {
     const file = path.join(tempDir("ae-api-tokens-"), "bad.json");
     fs.writeFileSync(file, JSON.stringify({ tokens: [{ token_sha256: "s3cret-token", identity: "mallory", roles: ["admin"] }] }));
-    const project = isolatedConfig();
-    const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
-      cwd: ROOT,
-      env: { ...process.env, ACTION_ENVELOPE_API_TOKENS: file, ACTION_ENVELOPE_DATA_DIR: tempDir(), MODEL: "offline", NO_COLOR: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout!.on("data", (d) => (out += d));
-    child.stderr!.on("data", (d) => (out += d));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    expect(code, out).toBe(2);
-    expect(out).toContain(`ACTION_ENVELOPE_API_TOKENS file ${file}: tokens[0] (identity "mallory").token_sha256: must be 64 lower-case hex characters`);
+    const { code, out } = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: file });
+    expect(code, out).toBe(1);
+    expect(out).toContain(`configuration error: ACTION_ENVELOPE_API_TOKENS file ${file}: tokens[0] (identity "mallory").token_sha256: must be 64 lower-case hex characters`);
     expect(out).not.toMatch(/API:\s+http/);
   }, 120_000);
+
+  it("set but empty, unreadable, or writable by every user: each named, with the fix", async () => {
+    const empty = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: "" });
+    expect(empty.code, empty.out).toBe(1);
+    expect(empty.out).toContain("configuration error: ACTION_ENVELOPE_API_TOKENS is set but empty, which would leave the LangGraph API open to every caller");
+
+    const file = path.join(tempDir("ae-api-tokens-"), "api-tokens.json");
+    const missing = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: file });
+    expect(missing.code, missing.out).toBe(1);
+    expect(missing.out).toContain(`ACTION_ENVELOPE_API_TOKENS file ${file}: cannot be read (ENOENT)`);
+
+    fs.writeFileSync(file, JSON.stringify({ tokens: [newApiToken("alice", ["approver"]).entry] }));
+    fs.chmodSync(file, 0o666);
+    const loose = await devServerExit({ ACTION_ENVELOPE_API_TOKENS: file });
+    expect(loose.code, loose.out).toBe(1);
+    expect(loose.out).toContain(`ACTION_ENVELOPE_API_TOKENS ${file} is writable by every user (mode 0666)`);
+    expect(loose.out).toContain(`fix: chmod 644 ${file}`);
+    for (const r of [empty, missing, loose]) expect(r.out).not.toMatch(/API:\s+http/);
+  }, 120_000);
+
+  it("the start-up banner says whether the server is open or takes tokens", () => {
+    expect(open.server.output()).toMatch(/auth: +OPEN: ACTION_ENVELOPE_API_TOKENS is not set, so every caller is anonymous/);
+    expect(guarded.server.output()).toContain(`auth:   API tokens from ${tokenFile} (4 entries)`);
+  });
 });
 
 describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
@@ -236,6 +267,39 @@ describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params["fields"]).toEqual({ TITLE: "X" });
     expect(await auditedDecisions(open, threadId)).toEqual([{ id: "demo-approver", verifiedBy: "self_declared" }]);
+  });
+});
+
+describe("row 9: a resume that is not a decision, to a waiting approval", () => {
+  it("null fails the run naming what to send (RESUME_MISSING), other non-objects are refused MALFORMED; each audited, the approval keeps waiting", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const before = (await open.portal.writes()).length;
+    const { threadId, payload } = await toApproval(client, { request: "rename task 4 to Nine", requestedBy: "demo-user" });
+    await expect(client.runs.wait(threadId, GRAPH_ID, { command: { resume: null } })).rejects.toThrow(
+      /"error":"ResumeMissing","message":"RESUME_MISSING: command\.resume is null, so nothing was decided; this thread still waits for an approval: resume with \{\\?"decisions\\?":/,
+    );
+    // The same through the streaming route.
+    const events: Array<{ event: string; data: unknown }> = [];
+    for await (const chunk of client.runs.stream(threadId, GRAPH_ID, { command: { resume: null } })) events.push(chunk as { event: string; data: unknown });
+    expect(JSON.stringify(events.filter((e) => e.event === "error"))).toMatch(/RESUME_MISSING/);
+    for (const resume of [5, "approve", false, [] as unknown[]]) {
+      await client.runs.wait(threadId, GRAPH_ID, { command: { resume } });
+      const values = (await client.threads.getState(threadId)).values as { refusals?: Array<{ code: string; reason: string }> };
+      expect(values.refusals?.at(-1), `${JSON.stringify(resume)} -> ${JSON.stringify(values.refusals)}`).toMatchObject({
+        code: "MALFORMED",
+        reason: expect.stringMatching(/^expected \{"decisions":\[<one decision>\]\}/),
+      });
+    }
+    const state = await client.threads.getState(threadId);
+    expect(state.next).toEqual(["await_approval"]);
+    const r = await runCli(["audit", "show", threadId, "--json"], envFor(open.portal, open.dataDir));
+    const records = (parseJsonOutput(r.stdout) as { caseRecord: { auditRecords: Array<{ event: string; refusal: { code: string } | null }> } }).caseRecord.auditRecords;
+    expect(records.filter((x) => x.event === "decision_refused").map((x) => x.refusal!.code)).toEqual(["RESUME_MISSING", "RESUME_MISSING", "MALFORMED", "MALFORMED", "MALFORMED", "MALFORMED"]);
+    expect((await open.portal.writes()).length).toBe(before);
+
+    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "demo-approver") } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    expect((await open.portal.writes()).length).toBe(before + 1);
   });
 });
 
@@ -320,5 +384,87 @@ describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
     expect(Number(writes[0]!.params["taskId"])).toBe(4);
     expect(writes[0]!.params["fields"]).toEqual(payload.envelope.params);
     expect(await auditedDecisions(guarded, threadId)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+  });
+});
+
+describe("protocol routes (POST /threads/{id}/commands, /threads/{id}/stream/events): refused with a token file", () => {
+  const as = (who: string) => clientFor(guarded.server.apiUrl, { Authorization: `Bearer ${tokens[who]}` });
+  const post = (who: string, route: string, body: unknown) =>
+    fetch(`${guarded.server.apiUrl}${route}`, { method: "POST", headers: { "content-type": "application/json", Authorization: `Bearer ${tokens[who]}` }, body: JSON.stringify(body) });
+
+  async function refusedRoutes(threadId: string): Promise<Array<{ caller: string; path: string; code: string }>> {
+    const r = await runCli(["audit", "show", threadId, "--json"], envFor(guarded.portal, guarded.dataDir));
+    expect(r.code, r.stderr).toBe(0);
+    const { caseRecord } = parseJsonOutput(r.stdout) as {
+      caseRecord: { auditRecords: Array<{ event: string; refusal: { code: string } | null; received?: { caller: string; path: string } }> };
+    };
+    return caseRecord.auditRecords.filter((rec) => rec.event === "request_refused").map((rec) => ({ caller: rec.received!.caller, path: rec.received!.path, code: rec.refusal!.code }));
+  }
+
+  it("rows 1-3: an approver's read, then the requester's own approval, another requester's state.get and cancel: 403 each, audited, nothing written", async () => {
+    const before = (await guarded.portal.writes()).length;
+    const { threadId, payload } = await toApproval(as("dave"), { request: "rename task 4 to Protocol" });
+    const commands = `/threads/${threadId}/commands`;
+
+    // Row 1: the approver reads the thread once through the protocol route, then the requester sends his own approval there.
+    const read = await post("alice", commands, { id: 1, method: "state.get", params: {} });
+    expect(read.status).toBe(403);
+    const readText = await read.text();
+    expect(readText).toMatch(/refused POST \/threads\/.*\/commands: the protocol routes are not served/);
+    expect(readText).not.toContain(payload.nonce);
+    for (const command of [
+      { id: 2, method: "run.start", params: { assistant_id: GRAPH_ID, command: { resume: approval(payload, "alice") } } },
+      { id: 3, method: "input.respond", params: { interrupt_id: "any", response: approval(payload, "alice") } },
+    ]) {
+      const res = await post("dave", commands, command);
+      expect(res.status, await res.clone().text()).toBe(403);
+    }
+    // Row 2: another requester's state.get shows neither card, hash nor nonce.
+    const peek = await post("erin", commands, { id: 4, method: "state.get", params: {} });
+    expect(peek.status).toBe(403);
+    const peekText = await peek.text();
+    expect(peekText).not.toContain(payload.envelopeHash);
+    expect(peekText).not.toContain(payload.nonce);
+    // Row 3: another requester's cancel decision.
+    const cancel = await post("erin", commands, {
+      id: 5,
+      method: "run.start",
+      params: { assistant_id: GRAPH_ID, command: { resume: { decisions: [{ type: "cancel", envelopeHash: payload.envelopeHash, nonce: payload.nonce }] } } },
+    });
+    expect(cancel.status).toBe(403);
+    // The event stream, POST (SSE) and GET (the WebSocket upgrade route).
+    expect((await post("alice", `/threads/${threadId}/stream/events`, { channels: ["values"] })).status).toBe(403);
+    const ws = await fetch(`${guarded.server.apiUrl}/threads/${threadId}/stream/events`, { headers: { Authorization: `Bearer ${tokens["alice"]}` } });
+    expect(ws.status).toBe(403);
+    // Without a token it is 401, as everywhere, and not audited.
+    expect((await fetch(`${guarded.server.apiUrl}${commands}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(401);
+
+    const state = await as("alice").threads.getState(threadId);
+    expect(state.next).toEqual(["await_approval"]);
+    expect((state.values as { envelopeHash: string }).envelopeHash).toBe(payload.envelopeHash);
+    expect((await guarded.portal.writes()).length).toBe(before);
+    const audited = await refusedRoutes(threadId);
+    expect(audited.map((a) => a.caller)).toEqual(["alice", "dave", "dave", "erin", "erin", "alice", "alice"]);
+    expect(new Set(audited.map((a) => a.code))).toEqual(new Set(["ROUTE_NOT_SERVED"]));
+
+    // The REST route still serves the approver, under the approver's own identity.
+    const final = (await as("alice").runs.wait(threadId, GRAPH_ID, { command: { resume: approval(payload, "alice") } })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    expect((await guarded.portal.writes()).length).toBe(before + 1);
+    expect(await auditedDecisions(guarded, threadId)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+  });
+
+  it("GET /runs/{run_id}/stream (no owner check) is refused too; an open server serves the protocol routes (one anonymous caller)", async () => {
+    const join = await fetch(`${guarded.server.apiUrl}/runs/00000000-0000-0000-0000-000000000000/stream`, { headers: { Authorization: `Bearer ${tokens["erin"]}` } });
+    expect(join.status).toBe(403);
+    expect(await join.text()).toMatch(/owner is never checked/);
+    // Open mode: every caller is the same anonymous user, so the cached authorization is nobody else's (test/studio.test.ts streams through them).
+    const thread = await clientFor(open.server.apiUrl).threads.create();
+    const res = await fetch(`${open.server.apiUrl}/threads/${thread.thread_id}/commands`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: 1, method: "state.get" }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
   });
 });

@@ -10,6 +10,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
 import { loadPolicyFile, loadPublicKeys } from "../src/runtime/deps.js";
+import { loadApiTokens, newApiToken } from "../src/auth/tokens.js";
+import { loadJournalKey } from "../src/store/journal-key.js";
+import { generateApproverKeyPair } from "../src/envelope/index.js";
 import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
 import { ROOT, TSX, parseJsonOutput, runCli, tempDir } from "./support/harness.js";
 import { freePort, withBoundHost } from "../src/cli/dev-server.js";
@@ -128,6 +131,47 @@ describe("loadConfig", () => {
   });
 });
 
+describe("strict start: an empty token setting, and secret files others can read or write", () => {
+  it("ACTION_ENVELOPE_API_TOKENS set but empty stops with the variable and both ways out", () => {
+    for (const value of ["", "  "]) {
+      const e = configError({ ACTION_ENVELOPE_API_TOKENS: value });
+      expect(e.message).toMatch(/^ACTION_ENVELOPE_API_TOKENS is set but empty, which would leave the LangGraph API open to every caller; set it to the API token file .*or unset it \(unset ACTION_ENVELOPE_API_TOKENS\)/);
+    }
+  });
+
+  it.skipIf(process.platform === "win32")("a world-writable token file, a journal key others can read, a world-writable approver key: refused with chmod in the message", () => {
+    const dir = tempDir("ae-modes-");
+    const tokenFile = path.join(dir, "api-tokens.json");
+    fs.writeFileSync(tokenFile, JSON.stringify({ tokens: [newApiToken("alice", ["approver"]).entry] }));
+    fs.chmodSync(tokenFile, 0o644);
+    expect(loadApiTokens(tokenFile).entries).toHaveLength(1); // hashes only: others may read it
+    fs.chmodSync(tokenFile, 0o666);
+    expect(() => loadApiTokens(tokenFile)).toThrow(new RegExp(`^ACTION_ENVELOPE_API_TOKENS ${tokenFile} is writable by every user \\(mode 0666\\): .*; fix: chmod 644 ${tokenFile}$`));
+    fs.chmodSync(tokenFile, 0o000);
+    if (process.getuid?.() !== 0) expect(() => loadApiTokens(tokenFile)).toThrow(/cannot be read \(EACCES\)/);
+
+    const keyFile = path.join(dir, "journal.key");
+    fs.writeFileSync(keyFile, `${Buffer.alloc(32, 7).toString("base64")}\n`, { mode: 0o640 });
+    const config = loadConfig({ ACTION_ENVELOPE_DATA_DIR: path.join(dir, "data"), ACTION_ENVELOPE_JOURNAL_KEY_FILE: keyFile }, ROOT);
+    expect(() => loadJournalKey(config, () => {})).toThrow(new RegExp(`^ACTION_ENVELOPE_JOURNAL_KEY_FILE ${keyFile} is readable or writable by other users \\(mode 0640\\): .*; fix: chmod 600 ${keyFile}$`));
+    fs.chmodSync(keyFile, 0o600);
+    expect(loadJournalKey(config, () => {})).toEqual(Buffer.alloc(32, 7));
+
+    const keysDir = path.join(dir, "keys");
+    fs.mkdirSync(keysDir, { mode: 0o755 });
+    const pub = path.join(keysDir, "alice.pub");
+    fs.writeFileSync(pub, `${generateApproverKeyPair("alice").publicKeyLine}\n`);
+    fs.chmodSync(pub, 0o644);
+    const keys = loadConfig({ ACTION_ENVELOPE_APPROVER_KEYS: keysDir }, dir);
+    expect([...loadPublicKeys(keys).keys()]).toEqual(["alice"]);
+    fs.chmodSync(pub, 0o646);
+    expect(() => loadPublicKeys(keys)).toThrow(new RegExp(`^ACTION_ENVELOPE_APPROVER_KEYS ${pub} is writable by every user \\(mode 0646\\): .*fix: chmod 644`));
+    fs.chmodSync(pub, 0o644);
+    fs.chmodSync(keysDir, 0o777);
+    expect(() => loadPublicKeys(keys)).toThrow(/ACTION_ENVELOPE_APPROVER_KEYS .*keys is writable by every user/);
+  });
+});
+
 describe(".env.example", () => {
   const example = fs.readFileSync(path.join(ROOT, ".env.example"), "utf8");
   const source = fs.readFileSync(path.join(ROOT, "src/config/env.ts"), "utf8");
@@ -142,7 +186,8 @@ describe(".env.example", () => {
     const docs = new Map<string, string>();
     let comment = "";
     for (const line of example.split("\n")) {
-      const assigned = /^([A-Z][A-Z0-9_]*)=/.exec(line);
+      // A setting that must not be set empty is shown commented out ("# NAME="), so a copy leaves it unset.
+      const assigned = /^(?:# )?([A-Z][A-Z0-9_]*)=/.exec(line);
       if (assigned) {
         docs.set(assigned[1]!, comment);
         comment = "";
@@ -209,7 +254,8 @@ describe("npm run dev bound to every interface", () => {
     const dataDir = tempDir();
     const child = spawn(TSX, [path.join(ROOT, "src/cli/dev-server.ts"), "--host", "0.0.0.0", "--port", String(port)], {
       cwd: ROOT,
-      env: { ...process.env, LANGGRAPH_CLI_NO_ANALYTICS: "1", ACTION_ENVELOPE_DATA_DIR: dataDir, ACTION_ENVELOPE_API_TOKENS: "" },
+      // Open mode: the variable unset (set but empty is refused).
+      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "ACTION_ENVELOPE_API_TOKENS")), LANGGRAPH_CLI_NO_ANALYTICS: "1", ACTION_ENVELOPE_DATA_DIR: dataDir },
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });

@@ -150,6 +150,32 @@ describe("validateDecision refuses, with a code and a reason saying what was exp
     { name: "a signature over another decidedAt", code: "SIGNATURE_INVALID", run: () => validateDecision(e, { ...signed(approve(e, "alice"), keys.alice.privateKeyPem), decidedAt: "2026-11-30T10:04:30Z" }, ctx(e)), reason: /does not verify/ },
     { name: "a signature for another thread", code: "SIGNATURE_INVALID", run: () => validateDecision(e, signed(approve(e, "alice"), keys.alice.privateKeyPem, "thread-9"), ctx(e)), reason: /does not verify/ },
     { name: "a signature from an approver without a registered key", code: "SIGNATURE_INVALID", run: () => validateDecision(e, signed(approve(e, "demo-approver"), keys.alice.privateKeyPem), ctx(e)), reason: /no public key is registered for approver demo-approver/ },
+    {
+      name: "a validly signed decision dated before the approval was created (2020)",
+      code: "MALFORMED",
+      run: () => validateDecision(e, signed(approve(e, "alice", { decidedAt: "2020-01-01T00:00:00Z" }), keys.alice.privateKeyPem), ctx(e)),
+      reason: /decidedAt 2020-01-01T00:00:00Z is before this approval was created \(2026-11-30T10:00:00\.000Z\)/,
+    },
+    {
+      name: "a validly signed decision dated more than the skew after now",
+      code: "MALFORMED",
+      run: () => validateDecision(e, signed(approve(e, "alice", { decidedAt: "2026-11-30T10:11:00Z" }), keys.alice.privateKeyPem), ctx(e)),
+      reason: /after now/,
+    },
+    {
+      name: "a valid signature re-encoded in non-canonical base64 (unused low bits set)",
+      code: "SIGNATURE_INVALID",
+      run: () => {
+        const d = signed(approve(e, "alice"), keys.alice.privateKeyPem);
+        const last = d.signature.at(-3)!;
+        const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const reencoded = `${d.signature.slice(0, -3)}${alphabet[alphabet.indexOf(last) | 1]}==`;
+        expect(Buffer.from(reencoded, "base64").equals(Buffer.from(d.signature, "base64"))).toBe(true);
+        expect(reencoded).not.toBe(d.signature);
+        return validateDecision(e, { ...d, signature: reencoded }, ctx(e));
+      },
+      reason: /does not verify/,
+    },
     { name: "garbage in the signature", code: "SIGNATURE_INVALID", run: () => validateDecision(e, { ...approve(e, "alice", { decidedAt: DECIDED }), signature: "not base64!" }, ctx(e)), reason: /does not verify/ },
     { name: "an override of a gate that can never be overridden", code: "OVERRIDE_NOT_ALLOWED", run: () => validateDecision(e, approve(e, "carol", { override: { gate: "expiry", reason: "please" } }), ctx(e)), reason: /gate expiry can never be overridden/ },
     { name: "an override by someone without the role", code: "OVERRIDE_NOT_ALLOWED", run: () => { const own = envelope({ requestedBy: "alice" }); return validateDecision(own, signed(approve(own, "alice", { override: { gate: "separation_of_duties", reason: "x" } }), keys.alice.privateKeyPem), ctx(own)); }, reason: /needs role override-officer, which alice does not hold/ },

@@ -13,7 +13,7 @@ import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js"
 let w: InboxWorld;
 
 beforeAll(async () => {
-  w = await startInboxWorld({ 4: "Quarterly plan", 5: "Budget 2027", 6: "Hiring plan" });
+  w = await startInboxWorld({ 4: "Quarterly plan", 5: "Budget 2027", 6: "Hiring plan", 8: "Budget\u202E7202\u200B plan" });
 });
 afterAll(async () => {
   await w?.close();
@@ -190,6 +190,45 @@ describe("inbox over HTTP", () => {
     const accepted = (await w.app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_accepted") as { approver?: { decidedAt?: string } } | undefined;
     expect(accepted?.approver?.decidedAt).toBe(after.state!.decision!.decidedAt);
     expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 2)).toHaveLength(0);
+  });
+
+  it("row 8: no raw bidi or zero-width character on any page, the edit form included; an edit never keeps one silently", async () => {
+    const view = await w.run(8);
+    const a = view.approval!;
+    const c = new Client(w.inbox.url);
+    await c.signIn("alice");
+    const unsafe = /[\u202A-\u202E\u2066-\u2069\u200B-\u200F\uFEFF]/;
+    const list = await (await c.req("/")).text();
+    expect(list).toContain(view.threadId);
+    expect(list).not.toMatch(unsafe);
+    const page = await (await c.req(`/t/${view.threadId}`)).text();
+    expect(page).not.toMatch(unsafe);
+    // The edit form's textarea shows the value with markers, and a warning says what submitting does.
+    expect(page).toMatch(/<textarea id="edit-TITLE" name="field\.TITLE" rows="2">Budget⟨U\+202E⟩7202⟨U\+200B⟩ plan<\/textarea>/);
+    expect(page).toMatch(/<p class="warning" role="alert">TITLE holds characters that cannot be seen, shown below as ⟨U\+XXXX⟩ markers/);
+
+    const csrf = await c.csrf();
+    const edit = (TITLE: string) => c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf, "field.TITLE": TITLE } });
+    // Submitted as shown (markers left in), or with an invisible character typed in: refused, audited, nothing sent.
+    for (const [title, named] of [["Budget⟨U+202E⟩7202⟨U+200B⟩ plan", "⟨U+202E⟩ ⟨U+200B⟩"], ["Budget\u200B 2028", "⟨U+200B⟩"]] as const) {
+      const res = await edit(title);
+      expect(res.status).toBe(422);
+      const body = await res.text();
+      expect(body).not.toMatch(unsafe);
+      expect(body).toContain(`TITLE (${named}): a character that cannot be seen is shown as a ⟨U+XXXX⟩ marker, and an edit never keeps one. Delete each marker`);
+    }
+    const refusals = (await w.app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "decision_refused");
+    expect(refusals.map((r) => r.refusal?.code)).toEqual(["INVISIBLE_CHARACTERS", "INVISIBLE_CHARACTERS"]);
+    const waiting = await viewThread(w.app, view.threadId);
+    expect(waiting.status).toBe("awaiting_approval");
+    expect(waiting.approval!.envelopeHash).toBe(a.envelopeHash);
+
+    // With the markers deleted, the edit goes through: a new revision without the characters, nothing written yet.
+    expect((await edit("Budget7202 plan")).status).toBe(200);
+    const revised = await viewThread(w.app, view.threadId);
+    expect(revised.approval!.revision).toBe(2);
+    expect(revised.approval!.envelope.params).toEqual({ TITLE: "Budget7202 plan" });
+    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 8)).toHaveLength(0);
   });
 
   it("ends the live event stream when its session ends (sign-out)", async () => {

@@ -258,13 +258,46 @@ describe("the recorded decision time", () => {
     fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
     const app = await open(undefined, { ACTION_ENVELOPE_APPROVER_KEYS: keysDir });
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
-    const signedAt = new Date(now.getTime() - 30_000).toISOString();
+    // Signed 30 s after the approval was created (a signed decision dated before it is refused), received 30 s later.
+    const signedAt = new Date(now.getTime() + 30_000).toISOString();
     now = new Date(now.getTime() + 60_000);
     const a = view.approval!;
     const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: signedAt });
     const after = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
     expect(after.state?.decision?.verifiedBy).toBe("signature");
     expect(await recorded(app, view, after)).toEqual({ state: signedAt, claim: signedAt, audit: signedAt });
+    expect(await portal.writes()).toHaveLength(1);
+  });
+});
+
+describe("signed decisions: strict time and encoding (issue 26 row 10)", () => {
+  it("a validly signed approval dated 2020, or carrying a valid signature re-encoded, is refused and audited; nothing written; the canonical one then writes once", async () => {
+    const keysDir = tempDir("ae-keys-");
+    const key = generateApproverKeyPair("demo-approver");
+    fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
+    const app = await open(undefined, { ACTION_ENVELOPE_APPROVER_KEYS: keysDir });
+    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const a = view.approval!;
+    const signedItem = (decidedAt: string) => {
+      const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt });
+      return { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) };
+    };
+    const backdated = await submitDecision(app, view.threadId, { decisions: [signedItem("2020-01-01T00:00:00.000Z")] });
+    expect(backdated.state?.refusals.at(-1)).toMatchObject({ code: "MALFORMED", reason: expect.stringMatching(/^decidedAt 2020-01-01T00:00:00.000Z is before this approval was created/) });
+
+    const good = signedItem(new Date(now.getTime() + 1000).toISOString());
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const reencoded = `${good.signature.slice(0, -3)}${alphabet[alphabet.indexOf(good.signature.at(-3)!) | 1]}==`;
+    expect(Buffer.from(reencoded, "base64").equals(Buffer.from(good.signature, "base64"))).toBe(true);
+    const noncanonical = await submitDecision(app, view.threadId, { decisions: [{ ...good, signature: reencoded }] });
+    expect(noncanonical.state?.refusals.at(-1)?.code).toBe("SIGNATURE_INVALID");
+    expect(noncanonical.status).toBe("awaiting_approval");
+    const refused = (await app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "decision_refused");
+    expect(refused.map((r) => r.refusal?.code)).toEqual(["MALFORMED", "SIGNATURE_INVALID"]);
+    expect(await portal.writes()).toHaveLength(0);
+
+    const after = await submitDecision(app, view.threadId, { decisions: [good] });
+    expect(after.state?.decision?.verifiedBy).toBe("signature");
     expect(await portal.writes()).toHaveLength(1);
   });
 });

@@ -25,7 +25,7 @@ async function admit(graph: Served, input: unknown, options: RunOptions): Promis
       `INVALID_INPUT: the run input must be an object, {"request": "…", "requestedBy": "…"} or Studio's {"messages": [...]}; got ${Array.isArray(input) ? "an array" : `a ${typeof input}`}`,
     );
   }
-  if (!isCommand(input) || input.resume === undefined || input.resume === null) return input;
+  if (!isCommand(input) || input.resume === undefined) return input;
   await refuseLateResume(graph, input, options);
   const resume = withAuthenticatedApprover(input.resume, options?.configurable);
   return resume === input.resume ? input : new Command({ resume });
@@ -37,7 +37,7 @@ export function guardApiRuns<G extends Served>(graph: G): G {
   graph.stream = async (input: unknown, options?: RunOptions, ...rest: unknown[]) => stream(await admit(graph, input, options), options, ...rest);
   graph.streamEvents = (input: unknown, options?: RunOptions, ...rest: unknown[]) => {
     const plain = input === null || input === undefined || (typeof input === "object" && !Array.isArray(input) && !isCommand(input));
-    if (plain || (isCommand(input) && input.resume == null)) return streamEvents(input, options, ...rest);
+    if (plain || (isCommand(input) && input.resume === undefined)) return streamEvents(input, options, ...rest);
     return (async function* () {
       const admitted = await admit(graph, input, options);
       yield* (await streamEvents(admitted, options, ...rest)) as AsyncIterable<unknown>;

@@ -40,6 +40,28 @@ export class LateResumeRefusedError extends Error {
   }
 }
 
+/** The error a `command: {resume: null}` to a waiting thread fails its run with: nothing was resumed, and the thread keeps waiting. */
+export class ResumeMissingError extends Error {
+  override readonly name = "ResumeMissing";
+  constructor(
+    readonly threadId: string,
+    readonly reason: string,
+  ) {
+    super(`RESUME_MISSING: ${reason}`);
+  }
+}
+
+/** Pure: the refusal of a null resume to a thread waiting for an approval or an answer, naming what to send. */
+export function missingResume(waitingFor: "approval" | "input"): { code: "RESUME_MISSING"; reason: string } {
+  return {
+    code: "RESUME_MISSING",
+    reason:
+      waitingFor === "approval"
+        ? 'command.resume is null, so nothing was decided; this thread still waits for an approval: resume with {"decisions":[{"type":"approve","envelopeHash":"…","nonce":"…"}]} (or type reject, edit, cancel), as the approval\'s exampleResume shows'
+        : "command.resume is null, so nothing was answered; this thread still waits for an answer to its question: resume with an object of the fields the question asks for",
+  };
+}
+
 /** Pure: why a resume to this thread is refused, or null when it may go on. `waiting` = the addressed checkpoint has a task to run. */
 export function classifyLateResume(thread: ThreadRecord | undefined, waiting: boolean): LateResume | null {
   if (waiting) return null;
@@ -71,8 +93,8 @@ export async function lateResumeRefusal(threadId: string | undefined, kwargs: Re
   return thread?.closed ? classifyLateResume(thread, false) : null;
 }
 
-/** The audit record of a refused late resume: one per received value and time. */
-export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefined, action: ActionRow | undefined, refusal: LateResume, received: unknown, at: string): AuditEntry {
+/** The audit record of a refused late (or missing) resume: one per received value and time. */
+export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefined, action: ActionRow | undefined, refusal: { code: string; reason: string }, received: unknown, at: string): AuditEntry {
   const bounds = checkBounds(received);
   const kept = boundedForEvidence(received, bounds);
   const e = action?.envelope;
@@ -110,7 +132,7 @@ export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefin
  * update, a fork of a waiting checkpoint) passes: the nodes' journal checks decide those.
  */
 export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, any>, "getState">, input: unknown, options: { configurable?: Record<string, unknown> } | undefined, depsIn?: Deps): Promise<void> {
-  if (!isCommand(input) || input.resume === undefined || input.resume === null) return;
+  if (!isCommand(input) || input.resume === undefined) return;
   const configurable = options?.configurable ?? {};
   const threadId = configurable["thread_id"];
   if (typeof threadId !== "string" || threadId === "") return;
@@ -118,8 +140,18 @@ export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, 
   for (const key of ["checkpoint_id", "checkpoint_ns"] as const) if (typeof configurable[key] === "string") addressed[key] = configurable[key];
   const snapshot = await graph.getState({ configurable: addressed });
   const waiting = snapshot.next.length > 0 || snapshot.tasks.some((t) => (t.interrupts?.length ?? 0) > 0);
-  if (waiting) return;
+  if (waiting && input.resume !== null) return;
   const deps = depsIn ?? (await getDeps());
+  if (waiting) {
+    // LangGraph writes no resume value for null: the pending node would just ask again, and the run
+    // would end "success" with nothing said or recorded.
+    const kinds = snapshot.tasks.flatMap((t) => (t.interrupts ?? []).map((i) => (i.value as { kind?: unknown } | undefined)?.kind));
+    const refusal = missingResume(kinds.includes("input") && !kinds.includes("approval") ? "input" : "approval");
+    const thread = await deps.journal.getThread(threadId);
+    const action = await deps.journal.currentAction(threadId);
+    await deps.audit.append(lateResumeEntry(threadId, thread, action, refusal, null, deps.clock().toISOString()));
+    throw new ResumeMissingError(threadId, refusal.reason);
+  }
   const thread = await deps.journal.getThread(threadId);
   const refusal = classifyLateResume(thread, waiting)!;
   const action = await deps.journal.currentAction(threadId);

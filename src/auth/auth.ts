@@ -22,6 +22,8 @@ import { loadConfig } from "../config/env.js";
 import { authorize, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
 import { loadApiTokens, principalFor, type ApiTokenTable } from "./tokens.js";
 import { browserOriginProblem, originPolicyFromEnvironment, type OriginPolicy } from "./origin.js";
+import { refusedRoute, refusedRouteEntry } from "./routes.js";
+import { getDeps } from "../runtime/deps.js";
 
 const CHALLENGE = { "WWW-Authenticate": 'Bearer realm="action-envelope"' };
 
@@ -30,6 +32,23 @@ export const ANONYMOUS = { identity: "anonymous", display_name: "anonymous", per
 
 function unauthorized(message: string): HTTPException {
   return new HTTPException(401, { message, headers: CHALLENGE });
+}
+
+/**
+ * The caller, unless the request addresses a route that is not served (src/auth/routes.ts): then 403,
+ * after a request_refused audit record naming the caller (the refusal stands if the audit log fails).
+ */
+async function admitRoute<U extends { identity: string }>(request: Request, pathname: string, user: U, mode: AuthMode): Promise<U> {
+  const refused = refusedRoute(request.method, pathname, mode);
+  if (!refused) return user;
+  const message = `refused ${request.method} ${pathname}: ${refused.reason}`;
+  try {
+    const deps = await getDeps();
+    await deps.audit.append(refusedRouteEntry(request.method, pathname, refused.route, refused.reason, user.identity, deps.clock().toISOString()));
+  } catch (e) {
+    console.error(`action-envelope: could not audit a refused request (${(e as Error).message}): ${message}`);
+  }
+  throw new HTTPException(403, { message });
 }
 
 export function createAuth(tokens: ApiTokenTable | undefined, origins: OriginPolicy = originPolicyFromEnvironment(!tokens)) {
@@ -50,19 +69,19 @@ export function createAuth(tokens: ApiTokenTable | undefined, origins: OriginPol
       // users in itself (session cookie, CSRF); a browser sends no Bearer token. It raises no
       // authorization event: it drives the graph in process, as the signed-in approver.
       if (pathname === "/inbox" || pathname.startsWith("/inbox/")) return { ...ANONYMOUS, permissions: [] };
-      if (!tokens) return ANONYMOUS;
+      if (!tokens) return admitRoute(request, pathname, ANONYMOUS, mode);
       const header = request.headers.get("authorization");
       if (!header) throw unauthorized("missing Authorization: Bearer <API token> (ACTION_ENVELOPE_API_TOKENS is set on this server)");
       const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
       if (!m) throw unauthorized("the Authorization header must be: Bearer <API token>");
       const principal = principalFor(tokens, m[1]!);
       if (!principal) throw unauthorized("unknown API token");
-      return {
+      return admitRoute(request, pathname, {
         identity: principal.identity,
         display_name: principal.identity,
         permissions: principal.roles.map(rolePermission),
         is_authenticated: true,
-      };
+      }, mode);
     })
     .on("*", ({ event, value, user }) => {
       const verdict = authorize(mode, event, value, user as ApiUser);

@@ -11,6 +11,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import { z } from "zod";
 import { ConfigError } from "../errors.js";
+import { WORLD_WRITABLE, refuseLooseMode } from "../config/file-mode.js";
 
 export const API_ROLES = ["requester", "approver", "admin"] as const;
 export type ApiRole = (typeof API_ROLES)[number];
@@ -80,6 +81,8 @@ export function parseApiTokens(text: string, file: string): ApiTokenTable {
 }
 
 export function loadApiTokens(file: string): ApiTokenTable {
+  // The file holds hashes, so others may read it; whoever could write it could add a token of their own.
+  refuseLooseMode("ACTION_ENVELOPE_API_TOKENS", file, WORLD_WRITABLE, "whoever can write it can add a token of their own with any role");
   let text: string;
   try {
     text = fs.readFileSync(file, "utf8");

@@ -9,6 +9,7 @@ import type { ThreadView } from "../app/threads.js";
 import { UsageError } from "../errors.js";
 import { ENUM_LABELS, enumCodeOf } from "../envelope/fields.js";
 import { esc } from "../text/escape.js";
+import { PRIVATE } from "../config/file-mode.js";
 
 interface Common {
   as: string;
@@ -29,11 +30,17 @@ function signedItem(view: ThreadView, decision: Record<string, unknown> & { type
 
 function readKey(opts: Common): string | undefined {
   if (!opts.key) return undefined;
+  let pem: string;
   try {
-    return fs.readFileSync(opts.key, "utf8");
+    pem = fs.readFileSync(opts.key, "utf8");
   } catch {
     throw new UsageError(`cannot read the private key file ${opts.key}`);
   }
+  const mode = process.platform === "win32" ? 0 : fs.statSync(opts.key).mode & 0o777;
+  if (mode & PRIVATE) {
+    throw new UsageError(`the private key file ${opts.key} is readable or writable by other users (mode ${mode.toString(8).padStart(4, "0")}): whoever can read it can sign as you; fix: chmod 600 ${opts.key}`);
+  }
+  return pem;
 }
 
 function signed(view: ThreadView, decision: Record<string, unknown> & { type: string; envelopeHash: string; nonce: string }, opts: Common): ResumeValue {

@@ -20,6 +20,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
 import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
 import { ConfigError, UsageError } from "../errors.js";
+import { loadApiTokens } from "../auth/tokens.js";
 import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
 import { LOOPBACK_HOSTS } from "../auth/origin.js";
 
@@ -134,6 +135,8 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   // The server reads these only at its first run; a bad file should stop us here, not fail that run.
   loadPolicyFile(config);
   loadPublicKeys(config);
+  // The auth module reads the token file when the server loads it; an unreadable or bad one stops us here, before the server starts.
+  const tokens = config.apiTokensPath ? loadApiTokens(config.apiTokensPath) : undefined;
   const port = opts.port ?? (await freePort(opts.host));
   const apiUrl = `http://${opts.host}:${port}`;
   // A wildcard bind (0.0.0.0, ::) is not an address to connect to nor a name anyone sends as Host, and an
@@ -185,6 +188,9 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
         `\nLangGraph API ready in ${((Date.now() - startedAt) / 1000).toFixed(1)} s\n` +
           esc`  API:    ${localUrl}${localUrl !== apiUrl ? ` (listening on ${opts.host}: other names it answers to go in ACTION_ENVELOPE_API_HOSTS)` : ""}\n` +
           esc`  Studio: ${studioLink(opts.studioUrl, localUrl)}\n` +
+          (tokens
+            ? esc`  auth:   API tokens from ${tokens.file} (${String(tokens.entries.length)} entries); every request needs Authorization: Bearer <token>\n`
+            : "  auth:   OPEN: ACTION_ENVELOPE_API_TOKENS is not set, so every caller is anonymous and approver ids are self-declared (development only)\n") +
           `  graph:  bitrix24_task_agent (resume JSON for an approval: see README, "LangGraph API and Studio")\n` +
           `Stop with Ctrl-C. (The server runs as process group ${pgid}; should this process be killed outright, stop it with: kill -INT ${pgid})\n`,
       );

@@ -197,6 +197,14 @@ function journalKeyPath(env: NodeJS.ProcessEnv, given: string | undefined, cwd: 
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): AppConfig {
   // Empty strings count as unset: `.env` files often carry `NAME=` placeholders.
+  // Empty means unset, except for the token file: an empty value there would silently open the API.
+  const tokens = env["ACTION_ENVELOPE_API_TOKENS"];
+  if (tokens !== undefined && tokens.trim() === "") {
+    throw new ConfigError(
+      "ACTION_ENVELOPE_API_TOKENS",
+      "is set but empty, which would leave the LangGraph API open to every caller; set it to the API token file (npm run cli -- api-token …), or unset it (unset ACTION_ENVELOPE_API_TOKENS) for open development mode",
+    );
+  }
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
   const parsed = EnvSchema.safeParse(present);
   if (!parsed.success) {

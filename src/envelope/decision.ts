@@ -103,6 +103,8 @@ export interface DecisionSubject {
   kind: "envelope" | "change set";
   nonce: string;
   revision: number;
+  /** When the approval was created: a signed decision cannot have been made before it. */
+  createdAt: string;
   expiresAt: string;
   threadId: string;
   /** Every operation the approval covers: an approver must be allowed each. */
@@ -120,6 +122,7 @@ export function subjectOfEnvelope(e: Envelope): DecisionSubject {
     kind: "envelope",
     nonce: e.nonce,
     revision: e.revision,
+    createdAt: e.createdAt,
     expiresAt: e.expiresAt,
     threadId: e.runContext.threadId,
     operations: [e.operation],
@@ -138,6 +141,7 @@ export function subjectOfSet(set: ChangeSet, envelopes: Envelope[]): DecisionSub
     kind: "change set",
     nonce: set.nonce,
     revision: set.revision,
+    createdAt: set.createdAt,
     expiresAt: set.expiresAt,
     threadId: set.threadId,
     operations: [...new Set(set.actions.map((a) => a.operation))],
@@ -240,6 +244,10 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
   let verifiedBy: VerifiedBy;
   if (d.signature !== undefined) {
     if (d.decidedAt === undefined) return refuse("MALFORMED", "a signed decision must carry the decidedAt it signed");
+    // A signed decidedAt is recorded as the decision time, so it must lie in [the approval's creation, now + skew].
+    if (Date.parse(d.decidedAt) < Date.parse(subject.createdAt)) {
+      return refuse("MALFORMED", `decidedAt ${d.decidedAt} is before this approval was created (${subject.createdAt}); a signed decision is dated when it was made, after the approval was shown`);
+    }
     const key = ctx.publicKeys.get(approverId);
     if (!key) return refuse("SIGNATURE_INVALID", `no public key is registered for approver ${approverId} (registered: ${[...ctx.publicKeys.keys()].join(", ") || "none"})`);
     if (!verifyDecisionSignature(signedPayloadOf(d, ctx.threadId), d.signature, key)) {

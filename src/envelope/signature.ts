@@ -39,8 +39,11 @@ export function signDecision(payload: SignedDecisionPayload, privateKeyPem: stri
 export function verifyDecisionSignature(payload: SignedDecisionPayload, signatureBase64: string, publicKey: KeyObject): boolean {
   try {
     if (publicKey.asymmetricKeyType !== "ed25519") return false;
-    if (!/^[A-Za-z0-9+/]{86}==$/.test(signatureBase64)) return false; // 64 bytes, canonical base64
-    return verify(null, signingBytes(payload), publicKey, Buffer.from(signatureBase64, "base64"));
+    if (!/^[A-Za-z0-9+/]{86}==$/.test(signatureBase64)) return false; // 64 bytes, padded base64
+    const bytes = Buffer.from(signatureBase64, "base64");
+    // Canonical only: the last character's unused low bits must be zero (else another string decodes to the same bytes).
+    if (bytes.toString("base64") !== signatureBase64) return false;
+    return verify(null, signingBytes(payload), publicKey, bytes);
   } catch {
     return false;
   }

@@ -2,7 +2,8 @@
  * HTML from templates with every interpolated value escaped: `html\`<p>${value}</p>\`` escapes value,
  * unless it is itself the result of `html` (or `raw`, for our own fixed markup). Text from data first
  * goes through the terminal escaping (src/text/escape.ts), so invisible, bidi and control characters
- * reach the page as visible ⟨U+XXXX⟩ markers, which are then highlighted.
+ * reach the page as visible ⟨U+XXXX⟩ markers, which are then highlighted. Any other interpolated
+ * string gets the same markers (unhighlighted), so not even a form value carries such a character.
  */
 import { escapeForTerminal, escapeRendered } from "../text/escape.js";
 
@@ -25,7 +26,9 @@ function part(v: unknown): string {
   if (v instanceof Html) return v.value;
   if (Array.isArray(v)) return v.map(part).join("");
   if (v === undefined || v === null || v === false) return "";
-  return escapeHtml(String(v));
+  // Every interpolated value, form values and attributes included: no raw invisible, bidi or control
+  // character reaches the page (line feeds are kept, for textareas); each becomes a visible marker.
+  return escapeHtml(escapeRendered(String(v)));
 }
 
 export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {

@@ -23,6 +23,8 @@ import { membersOf } from "../hitl/journal-gate.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { answerAsSignedIn, submitAsSignedIn, StaleCardError } from "./driver.js";
 import { html, text, type Html } from "./html.js";
+import { classify, marker } from "../text/escape.js";
+import { lateResumeEntry } from "../api/late-resume.js";
 import { inboxPage, layout, listFragment, signInPage } from "./pages.js";
 import { boundOf, entitlementOf, inboxFor, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
 import { answerJsonSchema, type InputField } from "../hitl/structured-input.js";
@@ -292,6 +294,11 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       case "edit": {
         const edited = editedFields(form, "");
         if (!edited.ok) return refused(c, 422, "Edit not sent", edited.reason, s);
+        const unsafe = invisibleInEdit(edited.fields);
+        if (unsafe) {
+          await auditUnsafeEdit(app, threadId, action, unsafe, edited.fields);
+          return refused(c, 422, "Edit not sent", unsafe, s);
+        }
         decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: editedActionOf(action, edited.fields), ...signed };
         break;
       }
@@ -312,6 +319,11 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
           } else {
             const fields = editedFields(form, `edit.${e.actionId}.`);
             if (!fields.ok) return threadPage(c, threadId, { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${fields.reason}` }, 422);
+            const unsafe = invisibleInEdit(fields.fields);
+            if (unsafe) {
+              await auditUnsafeEdit(app, threadId, action, unsafe, fields.fields);
+              return threadPage(c, threadId, { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${unsafe}` }, 422);
+            }
             const target = onScreenSet?.find((m) => m.set?.actionId === e.actionId);
             built.push({ type: "edit", ...common, editedAction: editedActionOf(target, fields.fields) });
           }
@@ -518,6 +530,46 @@ function editedFields(form: FormBody, prefix: string): { ok: true; fields: Recor
   return { ok: true, fields };
 }
 
+/** Characters an edited value may carry besides visible ones: line breaks (a browser sends CR LF) and tabs. */
+const LAYOUT = new Set(["\n", "\r", "\t"]);
+
+/**
+ * Why an edit's values are refused, or null: a value still shows a marker of a character that cannot
+ * be seen (the form shows such characters as ⟨U+XXXX⟩, never raw), or carries such a character typed
+ * or pasted in. An edit never keeps an invisible character silently: the approver deletes the markers.
+ */
+export function invisibleInEdit(fields: Record<string, unknown>): string | null {
+  const found: string[] = [];
+  const walk = (name: string, v: unknown): void => {
+    if (typeof v === "string") {
+      const marks = new Set(v.match(/⟨U\+[0-9A-F]{4,6}⟩/g) ?? []);
+      for (const ch of v) if (!LAYOUT.has(ch) && classify(ch.codePointAt(0)!, ch)) marks.add(marker(ch.codePointAt(0)!));
+      if (marks.size > 0) found.push(`${name} (${[...marks].join(" ")})`);
+    } else if (Array.isArray(v)) v.forEach((x, i) => walk(`${name}[${i}]`, x));
+    else if (v !== null && typeof v === "object") for (const [k, x] of Object.entries(v)) walk(`${name}.${k}`, x);
+  };
+  for (const [k, v] of Object.entries(fields)) walk(k, v);
+  return found.length === 0
+    ? null
+    : `${found.join(", ")}: a character that cannot be seen is shown as a ⟨U+XXXX⟩ marker, and an edit never keeps one. Delete each marker (this drops the character) and submit again.`;
+}
+
+/** The warning above an edit form whose current values hold characters that cannot be seen, or nothing. */
+function invisibleWarning(params: Record<string, unknown>): Html | string {
+  const names = Object.entries(params)
+    .filter(([, v]) => invisibleInEdit({ v }) !== null)
+    .map(([f]) => f);
+  return names.length === 0
+    ? ""
+    : html`<p class="warning" role="alert">${names.join(", ")} ${names.length === 1 ? "holds" : "hold"} characters that cannot be seen, shown below as ⟨U+XXXX⟩ markers. An edit never keeps them: delete each marker before submitting (this drops the character).</p>`;
+}
+
+/** The audit record of an edit the inbox refused for characters that cannot be seen (nothing was sent to the graph). */
+async function auditUnsafeEdit(app: App, threadId: string, action: ActionRow | undefined, reason: string, fields: Record<string, unknown>): Promise<void> {
+  const thread = await app.deps.journal.getThread(threadId);
+  await app.deps.audit.append(lateResumeEntry(threadId, thread, action, { code: "INVISIBLE_CHARACTERS", reason }, { editedFields: fields }, app.deps.clock().toISOString()));
+}
+
 /** The requester's (or an approver's) cancel form, the same for a single approval and a change set. */
 function cancelForm(attrs: Html, bound: Html): Html {
   return html`<details><summary>Cancel the request</summary><form ${attrs}>${bound}<input type="hidden" name="action" value="cancel">
@@ -567,7 +619,7 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
       <legend>${id}: ${e.operation} on ${objectNamed(e.operation, e.object.id)}</legend>
       ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit (the set becomes a new revision for a fresh approval)")}
       <label for="message-${id}">Feedback if rejected (optional)</label><textarea id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
-      <details><summary>Values for an edit of ${id}</summary>${editInputs}</details>
+      <details><summary>Values for an edit of ${id}</summary>${invisibleWarning(e.params)}${editInputs}</details>
       ${sign ? html`<input type="hidden" name="signature.${id}" value="">` : ""}
     </fieldset>`;
   });
@@ -641,7 +693,7 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
           <textarea id="feedback" name="message" rows="2" maxlength="4000"></textarea>
           <button type="submit" class="reject">Reject</button></form>
         <details><summary>Edit the values</summary><form ${formAttrs("edit")}>${bound}<input type="hidden" name="action" value="edit">
-          ${editInputs}<button type="submit">Submit the edit (it becomes a new revision for a fresh approval)</button></form></details>`
+          ${invisibleWarning(action.envelope.params)}${editInputs}<button type="submit">Submit the edit (it becomes a new revision for a fresh approval)</button></form></details>`
       : ""}
     ${may.mayCancel ? cancelForm(formAttrs("cancel"), bound) : ""}
   </section>`;

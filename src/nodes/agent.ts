@@ -7,7 +7,7 @@ import { agentPrompt } from "../prompts.js";
 import { proposeChangeSetTool, proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
 import { undoEndingCode, undoPlanFor, undoRequestOf, type UndoPlan } from "../hitl/compensation.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
-import type { QuestionEntry } from "../store/journal.js";
+import type { QuestionEntry, RecordedToolCall } from "../store/journal.js";
 import { askedOf } from "../hitl/input-request.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 
@@ -89,13 +89,20 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     return endRunInJournal(deps, gate, state, modelReasonCode(failure), modelFailureLine(failure, { keyVariable: "GROQ_API_KEY" }));
   }
   // The reply's text is kept in the journal: a run that ends without a proposal quotes it from there.
-  await deps.journal.noteModelReply(gate.threadId, replyText(reply));
+  // So are its tool calls: propose reads them from the journal, never from state's messages.
+  await deps.journal.noteModelReply(gate.threadId, replyText(reply), toolCallsOf(reply));
   return {
     messages: [...reset, ...opening, reply],
     agentSteps,
     ...(state.inputRequest ? { inputRequest: null } : {}),
     ...(reset.length > 0 || state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),
   };
+}
+
+/** A model reply's tool calls as the journal keeps them (a call without an id gets its position's). */
+export function toolCallsOf(reply: BaseMessage): RecordedToolCall[] {
+  const calls = isAIMessage(reply) ? (reply.tool_calls ?? []) : [];
+  return calls.map((c, i) => ({ id: c.id ?? `call_${i}`, name: c.name, args: c.args }));
 }
 
 /** The text of a model reply as the NO_PROPOSAL reason quotes it: its content, or its content parts as JSON. */

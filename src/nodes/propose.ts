@@ -1,4 +1,4 @@
-import { AIMessage, ToolMessage } from "@langchain/core/messages";
+import { ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
@@ -11,7 +11,7 @@ import { endRunInJournal, openGate, refuseUnlessAllowed } from "../hitl/journal-
 const PROPOSAL_TOOL_NAMES = ["propose_change", "propose_change_set", "request_input"];
 
 /**
- * Interprets the model's non-read tool calls. Only a single, well-formed propose_change passes; a
+ * Interprets the model's non-read tool calls, as the journal recorded them from the model's last reply. Only a single, well-formed propose_change passes; a
  * write-shaped call (update_task or anything unknown) is answered with an error and never reaches
  * Bitrix24, because nothing here holds a write handle. A call to a tool the model was not offered is a
  * boundary event: it is recorded in the audit log (tool name, sha256 of its arguments, time), and a run
@@ -25,8 +25,9 @@ export async function propose(state: State, config: LangGraphRunnableConfig): Pr
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "propose", state);
   if (refused) return refused;
-  const last = state.messages.at(-1);
-  const calls = last instanceof AIMessage || (last && "tool_calls" in last) ? ((last as AIMessage).tool_calls ?? []) : [];
+  // The model's calls as the agent node recorded them in the journal when the model answered, never
+  // state's messages: a rewritten or forked state cannot put a proposal in the model's mouth.
+  const calls = (await deps.journal.getThreadTurns(gate.threadId))?.lastToolCalls ?? [];
   const refusals: string[] = [];
   let accepted: Update["proposal"] = null;
   const replies: ToolMessage[] = [];

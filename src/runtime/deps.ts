@@ -17,6 +17,7 @@ import { openStores } from "../store/backends.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 import type { RunningEmulator } from "../bitrix24/emulator/index.js";
 import { ConfigError } from "../errors.js";
+import { WORLD_WRITABLE, refuseLooseMode } from "../config/file-mode.js";
 
 export interface Deps {
   config: AppConfig;
@@ -93,9 +94,12 @@ export function loadPublicKeys(config: AppConfig): Map<string, KeyObject> {
   if (!config.approverKeysPath) return new Map();
   const p = config.approverKeysPath;
   if (!fs.existsSync(p)) throw new ConfigError("ACTION_ENVELOPE_APPROVER_KEYS", `points to ${p}, which does not exist`);
-  const files = fs.statSync(p).isDirectory()
-    ? fs.readdirSync(p).filter((f) => f.endsWith(".pub")).map((f) => path.join(p, f))
-    : [p];
+  const isDir = fs.statSync(p).isDirectory();
+  const files = isDir ? fs.readdirSync(p).filter((f) => f.endsWith(".pub")).map((f) => path.join(p, f)) : [p];
+  // Public keys may be read by anyone; whoever could write one could register their own key for an approver.
+  const why = "whoever can write it can put their own key in an approver's place and sign as that approver";
+  if (isDir) refuseLooseMode("ACTION_ENVELOPE_APPROVER_KEYS", p, WORLD_WRITABLE, why);
+  for (const f of files) refuseLooseMode("ACTION_ENVELOPE_APPROVER_KEYS", f, WORLD_WRITABLE, why);
   return parsePublicKeyLines(files.map((f) => fs.readFileSync(f, "utf8")).join("\n"));
 }
 

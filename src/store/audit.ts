@@ -32,6 +32,7 @@ export const AUDIT_EVENTS = [
   "boundary_refused",
   "action_ended",
   "answer_refused",
+  "request_refused",
 ] as const;
 /**
  * - proposal_denied: policy or scope refused the proposal; nothing was shown for approval.
@@ -50,6 +51,8 @@ export const AUDIT_EVENTS = [
  *   and in `received` its pre-read, invocation, acknowledgement and verification as the journal holds them.
  * - answer_refused: an answer to the model's question failed the question's schema (INVALID_ANSWER); the
  *   answer as received in `received`, the question's tool call and the count so far in `discriminator`.
+ * - request_refused: the API server refused a request before any handler ran (a route it does not
+ *   serve, src/auth/routes.ts): method, path and caller in `received`; the thread when the path names one.
  */
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];
 

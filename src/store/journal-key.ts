@@ -9,6 +9,7 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { AppConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/canonical.js";
 import { ConfigError } from "../errors.js";
+import { PRIVATE, refuseLooseMode } from "../config/file-mode.js";
 
 export function loadJournalKey(config: Pick<AppConfig, "journalKey" | "dataDir">, log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Buffer {
   const k = config.journalKey;
@@ -35,6 +36,12 @@ export function loadJournalKey(config: Pick<AppConfig, "journalKey" | "dataDir">
 }
 
 function readKey(file: string): Buffer {
+  const key = readKeyText(file);
+  refuseLooseMode("ACTION_ENVELOPE_JOURNAL_KEY_FILE", file, PRIVATE, "whoever can read the journal key can re-seal an edited journal row");
+  return key;
+}
+
+function readKeyText(file: string): Buffer {
   const text = fs.readFileSync(file, "utf8").trim();
   const key = Buffer.from(text, "base64");
   if (key.length < 32) {
@@ -43,7 +50,7 @@ function readKey(file: string): Buffer {
       const deadline = Date.now() + 2000;
       while (Date.now() < deadline) {
         const again = fs.readFileSync(file, "utf8").trim();
-        if (again) return readKey(file);
+        if (again) return readKeyText(file);
       }
     }
     throw new ConfigError("ACTION_ENVELOPE_JOURNAL_KEY_FILE", `${file} does not hold a base64 key of at least 32 bytes`);

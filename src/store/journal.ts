@@ -83,6 +83,18 @@ export interface ThreadTurns {
   invalidProposals: number;
   /** The text of the model's last reply (the first MAX_REPLY_CHARS characters); null before any reply. */
   lastReply: string | null;
+  /**
+   * The tool calls of the model's last reply, as the model made them; null before any reply. propose
+   * reads them from here, never from graph state's messages (which a state rewrite could change).
+   */
+  lastToolCalls: RecordedToolCall[] | null;
+}
+
+/** One tool call of a model reply, as the journal keeps it. */
+export interface RecordedToolCall {
+  id: string;
+  name: string;
+  args: unknown;
 }
 
 /** How much of the model's last reply the journal keeps (the NO_PROPOSAL reason quotes it). */
@@ -175,8 +187,8 @@ export interface Journal {
    * again, so the count is the number of model calls.
    */
   noteAgentStep(threadId: string): Promise<number>;
-  /** Keeps the model's last reply text (its first MAX_REPLY_CHARS characters) on the thread row. */
-  noteModelReply(threadId: string, text: string): Promise<void>;
+  /** Keeps the model's last reply on the thread row: its text (the first MAX_REPLY_CHARS characters) and its tool calls. */
+  noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void>;
   /**
    * Counts one invalid proposal and returns the count. At most one per model turn: a second call before
    * the next turn (a re-run of the node, or the node driven again) returns the count unchanged.
@@ -254,7 +266,8 @@ CREATE TABLE IF NOT EXISTS threads (
   agent_steps INTEGER NOT NULL DEFAULT 0,
   invalid_proposals INTEGER NOT NULL DEFAULT 0,
   invalid_proposal_step INTEGER NOT NULL DEFAULT 0,
-  last_reply TEXT
+  last_reply TEXT,
+  last_tool_calls TEXT
 );
 CREATE TABLE IF NOT EXISTS actions (
   envelope_hash TEXT PRIMARY KEY,
@@ -301,7 +314,7 @@ CREATE TABLE IF NOT EXISTS thread_locks (
  */
 const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: string]>]> = [
   ["questions", [["invalid_answers", "INTEGER NOT NULL DEFAULT 0"], ["last_refusal", "TEXT"]]],
-  ["threads", [["agent_steps", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"], ["last_reply", "TEXT"]]],
+  ["threads", [["agent_steps", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"], ["last_reply", "TEXT"], ["last_tool_calls", "TEXT"]]],
 ];
 
 /** Row shapes and mappers shared by the SQLite and PostgreSQL journals (same columns in both). */
@@ -681,8 +694,8 @@ export class SqliteJournal implements Journal {
     return row?.agent_steps ?? 0;
   }
 
-  async noteModelReply(threadId: string, text: string): Promise<void> {
-    this.sql("UPDATE threads SET last_reply = ? WHERE thread_id = ?").run(text.slice(0, MAX_REPLY_CHARS), threadId);
+  async noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void> {
+    this.sql("UPDATE threads SET last_reply = ?, last_tool_calls = ? WHERE thread_id = ?").run(text.slice(0, MAX_REPLY_CHARS), JSON.stringify(toolCalls), threadId);
   }
 
   async noteInvalidProposal(threadId: string): Promise<number> {
@@ -696,7 +709,7 @@ export class SqliteJournal implements Journal {
   }
 
   async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
-    const row = this.sql("SELECT agent_steps, invalid_proposals, last_reply FROM threads WHERE thread_id = ?").get(threadId) as ThreadTurnsRow | undefined;
+    const row = this.sql("SELECT agent_steps, invalid_proposals, last_reply, last_tool_calls FROM threads WHERE thread_id = ?").get(threadId) as ThreadTurnsRow | undefined;
     return row ? toThreadTurns(row) : undefined;
   }
 
@@ -851,8 +864,22 @@ export interface ThreadTurnsRow {
   agent_steps: number | string | null;
   invalid_proposals: number | string | null;
   last_reply: string | null;
+  last_tool_calls: string | null;
 }
 
 export function toThreadTurns(r: ThreadTurnsRow): ThreadTurns {
-  return { agentSteps: Number(r.agent_steps ?? 0), invalidProposals: Number(r.invalid_proposals ?? 0), lastReply: r.last_reply ?? null };
+  return { agentSteps: Number(r.agent_steps ?? 0), invalidProposals: Number(r.invalid_proposals ?? 0), lastReply: r.last_reply ?? null, lastToolCalls: toolCallsOf(r.last_tool_calls) };
+}
+
+/** The recorded calls, or null when none were recorded; a value that is not a list of calls reads as no calls. */
+function toolCallsOf(text: string | null): RecordedToolCall[] | null {
+  if (text === null || text === undefined) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(parsed)) return [];
+  return parsed.filter((c): c is RecordedToolCall => typeof c === "object" && c !== null && typeof c.id === "string" && typeof c.name === "string");
 }

@@ -18,7 +18,7 @@ import { toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type 
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
-import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, toQuestion, toThreadTurns, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
+import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 
 export class PostgresJournal implements Journal {
@@ -364,29 +364,33 @@ export class PostgresJournal implements Journal {
     return Number(rows[0]?.agent_steps ?? 0);
   }
 
-  async noteModelReply(threadId: string, text: string): Promise<void> {
-    await query(this.pool, this.db, `recording the model's reply on thread ${threadId}`, `UPDATE ${this.s}.threads SET last_reply = $1 WHERE thread_id = $2`, [text.slice(0, MAX_REPLY_CHARS), threadId]);
+  async noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void> {
+    await query(this.pool, this.db, `recording the model's reply on thread ${threadId}`, `UPDATE ${this.s}.threads SET last_reply = $1, last_tool_calls = $2 WHERE thread_id = $3`, [
+      text.slice(0, MAX_REPLY_CHARS),
+      JSON.stringify(toolCalls),
+      threadId,
+    ]);
   }
 
   async noteInvalidProposal(threadId: string): Promise<number> {
-    // One statement: the row is locked by the UPDATE, and counted once per model turn
-    // (invalid_proposal_step is the turn the last one was counted at).
+    // One statement that always updates the row, so it waits for a concurrent one and then re-reads the
+    // committed row (a CTE's plain SELECT would see the statement's older snapshot and answer 0). Counted
+    // once per model turn: invalid_proposal_step is the turn the last one was counted at.
     const rows = await query<{ invalid_proposals: number }>(
       this.pool,
       this.db,
       `counting an invalid proposal on thread ${threadId}`,
-      `WITH counted AS (
-         UPDATE ${this.s}.threads SET invalid_proposals = invalid_proposals + 1, invalid_proposal_step = agent_steps
-         WHERE thread_id = $1 AND invalid_proposal_step < agent_steps RETURNING invalid_proposals
-       )
-       SELECT invalid_proposals FROM counted UNION ALL SELECT invalid_proposals FROM ${this.s}.threads WHERE thread_id = $1 AND NOT EXISTS (SELECT 1 FROM counted)`,
+      `UPDATE ${this.s}.threads
+         SET invalid_proposals = invalid_proposals + CASE WHEN invalid_proposal_step < agent_steps THEN 1 ELSE 0 END,
+             invalid_proposal_step = GREATEST(invalid_proposal_step, agent_steps)
+       WHERE thread_id = $1 RETURNING invalid_proposals`,
       [threadId],
     );
     return Number(rows[0]?.invalid_proposals ?? 0);
   }
 
   async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
-    const rows = await query<ThreadTurnsRow>(this.pool, this.db, `reading the turns of thread ${threadId}`, `SELECT agent_steps, invalid_proposals, last_reply FROM ${this.s}.threads WHERE thread_id = $1`, [threadId]);
+    const rows = await query<ThreadTurnsRow>(this.pool, this.db, `reading the turns of thread ${threadId}`, `SELECT agent_steps, invalid_proposals, last_reply, last_tool_calls FROM ${this.s}.threads WHERE thread_id = $1`, [threadId]);
     return rows[0] ? toThreadTurns(rows[0]) : undefined;
   }
 

@@ -261,6 +261,11 @@ export const MIGRATIONS: Migration[] = [
         ADD COLUMN invalid_proposal_step INTEGER NOT NULL DEFAULT 0,
         ADD COLUMN last_reply TEXT;`,
   },
+  {
+    version: 10,
+    name: "journal: the tool calls of the model's last reply kept in the thread row, so propose reads them from the journal, not from graph state",
+    sql: (s) => `ALTER TABLE ${s}.threads ADD COLUMN last_tool_calls TEXT;`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */

@@ -1,0 +1,27 @@
+/**
+ * Secrets and trust anchors kept in files must not be open to other local users: a journal key others
+ * can read lets them re-seal edited rows, an approver key file others can write lets them swap a key,
+ * a token file others can write lets them add a token. Checked when the file is read, so the server
+ * (and the CLI) stop at start with the fix in the message. POSIX modes only; skipped on Windows.
+ */
+import fs from "node:fs";
+import { ConfigError } from "../errors.js";
+
+/** Group or world may read or write (or run) it: for keys. */
+export const PRIVATE = 0o077;
+/** Anyone may write it: for files that may be read by anyone (they hold hashes or public keys). */
+export const WORLD_WRITABLE = 0o002;
+
+/** Throws a ConfigError naming `variable` when `file`'s mode has any bit of `mask`. */
+export function refuseLooseMode(variable: string, file: string, mask: number, what: string): void {
+  if (process.platform === "win32") return;
+  let mode: number;
+  try {
+    mode = fs.statSync(file).mode & 0o777;
+  } catch {
+    return; // a missing or unreadable file is reported by whoever reads it
+  }
+  if ((mode & mask) === 0) return;
+  const by = mask === PRIVATE ? "readable or writable by other users" : "writable by every user";
+  throw new ConfigError(variable, `${file} is ${by} (mode ${mode.toString(8).padStart(4, "0")}): ${what}; fix: chmod ${mask === PRIVATE ? "600" : "644"} ${file}`);
+}
