@@ -102,7 +102,7 @@ function presentedToken(request: Request): string {
   }
   if (bearer && apiKey && bearer !== apiKey) throw unauthorized("Authorization: Bearer and x-api-key carry different tokens; send one");
   const token = bearer ?? apiKey;
-  if (!token) throw unauthorized("missing API token: send Authorization: Bearer <API token> or x-api-key: <API token> (ACTION_ENVELOPE_API_TOKENS is set on this server)");
+  if (!token) throw unauthorized("missing Authorization: Bearer <API token> (or x-api-key: <API token>); ACTION_ENVELOPE_API_TOKENS is set on this server");
   return token;
 }
 
