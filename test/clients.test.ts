@@ -7,11 +7,13 @@
  * write in the emulator's call log. The client source lines followed are quoted where they are used
  * (agent-chat-ui fdc87e6, agent-inbox f38301b, the installed @langchain/langgraph-sdk).
  */
+import fs from "node:fs";
 import http from "node:http";
+import path from "node:path";
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client, type Checkpoint } from "@langchain/langgraph-sdk";
-import { envFor, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ROOT, envFor, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { startDevServer, type RunningDevServer } from "./support/dev-server.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
@@ -37,11 +39,26 @@ let portal: Portal;
 let server: RunningDevServer;
 let client: Client;
 
+/**
+ * docs/clients.md shows one command; this is how the test runs it: its variables, then `npm run dev`,
+ * whose script is `tsx src/cli/dev-server.ts`, which startDevServer runs (on an isolated copy of
+ * langgraph.json, so the test's state stays out of the repo).
+ */
+function documentedCommand(): Record<string, string> {
+  const doc = fs.readFileSync(path.join(ROOT, "docs/clients.md"), "utf8");
+  const blocks = [...doc.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
+  expect(blocks).toHaveLength(1);
+  const words = blocks[0]!.split(/\s+/);
+  expect(words.slice(-3)).toEqual(["npm", "run", "dev"]);
+  expect((JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts["dev"]).toBe("tsx src/cli/dev-server.ts");
+  return Object.fromEntries(words.slice(0, -3).map((w) => w.split("=") as [string, string]));
+}
+
 beforeAll(async () => {
+  const documented = documentedCommand();
+  expect(documented).toEqual({ ACTION_ENVELOPE_API_ORIGINS: CHAT_UI, ACTION_ENVELOPE_DEFAULT_REQUESTER: "demo-user" });
   portal = await startPortal();
-  server = await startDevServer(
-    envFor(portal, tempDir("ae-clients-"), { ACTION_ENVELOPE_API_ORIGINS: CHAT_UI, ACTION_ENVELOPE_DEFAULT_REQUESTER: "demo-user", ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: MAX_REFUSED }),
-  );
+  server = await startDevServer(envFor(portal, tempDir("ae-clients-"), { ...documented, ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: MAX_REFUSED }));
   // agent-chat-ui src/providers/Stream.tsx: `apiKey: apiKey ?? undefined` (no key in open mode).
   client = new Client({ apiUrl: server.apiUrl, apiKey: null, callerOptions: { maxRetries: 0 } });
 }, 180_000);
@@ -153,6 +170,9 @@ describe("agent-chat-ui: request, card, buttons, pasted decision", () => {
     expect(card.description).toContain(card.envelopeHash);
     expect(card.description).toContain(card.nonce);
     expect(card.description).toContain(card.actionRequests[0]!.description);
+    // The default requester is shown as what it is: every id on this open server is self-declared.
+    expect(card.actionRequests[0]!.description).toContain("Requested by: demo-user");
+    expect(card.description).toMatch(/identities on this server are self-declared/);
   });
 
   it("each button (Approve, Reject, Edit) and a typed \"approve\" is refused as an AI message naming what to send; the approval waits, nothing counted or written", async () => {
