@@ -353,3 +353,29 @@ describe("with a token file: the keys and decisions of agent-chat-ui and Agent I
     expect(await auditedDecisions(guarded, t)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
   });
 });
+
+describe("with a token file: an approver's chat message while the approval waits", () => {
+  const keyed = (who: string) => clientFor(guarded.server.apiUrl, { "x-api-key": tokens[who]! });
+  // agent-chat-ui src/components/thread/index.tsx: `stream.submit({ messages: [...toolMessages, newHumanMessage], context }, ...)`
+  // with `newHumanMessage = { id: uuidv4(), type: "human", content: [{ type: "text", text: input }] }`.
+  const chat = (text: string) => ({ messages: [{ id: crypto.randomUUID(), type: "human", content: [{ type: "text", text }] }] });
+
+  it("is taken as a decision, not a new request: a bare \"approve\" is answered with the line to send, the card's line is VERIFIED with one write", async () => {
+    const before = (await guarded.portal.writes()).length;
+    const { threadId: t, payload: p } = await toApproval(keyed("dave"), { request: "rename task 4 to Chat plan" });
+    const alice = keyed("alice");
+    // alice holds no requester role: a run with input would be 403; while the approval waits it is a decision.
+    await alice.runs.wait(t, GRAPH_ID, { input: chat("approve") });
+    const refusedState = await alice.threads.getState(t);
+    expect(refusedState.next).toEqual(["await_approval"]);
+    const answer = (refusedState.values as { messages: Array<{ type: string; content: string }> }).messages.filter((m) => m.type === "ai").at(-1)!.content;
+    expect(answer).toContain(`approve ${p.envelopeHash} nonce ${p.nonce}`);
+    expect((await guarded.portal.writes()).length).toBe(before);
+    await alice.runs.wait(t, GRAPH_ID, { input: chat(`approve ${p.envelopeHash} nonce ${p.nonce}`) });
+    expect(((await alice.threads.getState(t)).values as { outcome?: string }).outcome).toBe("VERIFIED");
+    expect((await guarded.portal.writes()).length - before).toBe(1);
+    expect(await auditedDecisions(guarded, t)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+    // Once nothing waits, the same chat message from alice is a run with input again, which needs the role requester.
+    await refused(alice.runs.wait(t, GRAPH_ID, { input: chat("approve") }), 403, /needs the role requester/);
+  });
+});

@@ -22,6 +22,9 @@ import { Auth, HTTPException, type AuthFilters } from "@langchain/langgraph-sdk/
 import { loadConfig } from "../config/env.js";
 import { authorize, dropHeadCheckpoint, namedCheckpointId, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
 import { loadApiTokens, principalFor, type ApiTokenTable } from "./tokens.js";
+import { getDeps } from "../runtime/deps.js";
+import { nextFromJournal } from "../store/action-machine.js";
+import type { ChatDecision } from "../hitl/text-decision.js";
 import { browserOriginProblem, originPolicyFromEnvironment, type OriginPolicy } from "./origin.js";
 
 const CHALLENGE = { "WWW-Authenticate": 'Bearer realm="action-envelope"' };
@@ -71,15 +74,22 @@ export function createAuth(
         if (!verdict.allow) throw new HTTPException(verdict.status, { message: verdict.message });
         return verdict.filters;
       };
-      // useStream names the thread's current head checkpoint on every submit; that is not a fork.
-      if (event === "threads:create_run" && isRecord(value) && isRecord(value["kwargs"]) && typeof value["thread_id"] === "string" && namedCheckpointId(value["kwargs"]) !== undefined) {
+      if (event === "threads:create_run" && isRecord(value) && isRecord(value["kwargs"]) && typeof value["thread_id"] === "string") {
         const kwargs = value["kwargs"];
-        // No filters and {} match alike for a run (langgraph-api isAuthMatching).
-        const judged: Promise<AuthFilters<string>> = headOf(value["thread_id"]).then((head) => {
-          dropHeadCheckpoint(kwargs, head);
-          return judge() ?? {};
-        });
-        return judged;
+        const threadId = value["thread_id"];
+        // useStream names the thread's current head checkpoint on every submit; that is not a fork.
+        const head = namedCheckpointId(kwargs) !== undefined;
+        // An approver's chat message to a thread whose approval waits is a decision, not a new request.
+        const chat = mode === "tokens" && chatFromApprover(kwargs, user as ApiUser);
+        if (head || chat) {
+          // No filters and {} match alike for a run (langgraph-api isAuthMatching).
+          const judged: Promise<AuthFilters<string>> = (async () => {
+            if (head) dropHeadCheckpoint(kwargs, await headOf(threadId));
+            if (chat && (await approvalWaits(threadId))) chatAsDecision(kwargs, chat);
+            return judge() ?? {};
+          })();
+          return judged;
+        }
       }
       return judge();
     });
@@ -116,6 +126,36 @@ async function servedHead(threadId: string): Promise<string | undefined> {
   const snapshot = await graph.getState({ configurable: { thread_id: threadId } });
   const id = snapshot.config?.configurable?.["checkpoint_id"];
   return typeof id === "string" ? id : undefined;
+}
+
+/**
+ * With tokens, a chat message is a run with input, which needs the role requester. An approver who
+ * lacks it, typing the card's decision into a chat client, sends one to a thread they do not own:
+ * the text of its last human message, or undefined when the run is anything else.
+ */
+function chatFromApprover(kwargs: Record<string, unknown>, user: ApiUser): string | undefined {
+  if (!user.permissions.includes(rolePermission("approver")) || user.permissions.includes(rolePermission("requester"))) return undefined;
+  if (kwargs["command"] !== undefined && kwargs["command"] !== null) return undefined;
+  const input = kwargs["input"];
+  if (!isRecord(input) || !Array.isArray(input["messages"]) || Object.keys(input).some((k) => k !== "messages" && k !== "context")) return undefined;
+  const last = input["messages"].at(-1) as { type?: unknown; role?: unknown; content?: unknown } | undefined;
+  if (!last || !(last.type === "human" || last.role === "user" || last.role === "human")) return undefined;
+  if (typeof last.content === "string") return last.content;
+  if (!Array.isArray(last.content)) return undefined;
+  return last.content.map((p: { type?: unknown; text?: unknown }) => (p?.type === "text" && typeof p.text === "string" ? p.text : "")).join("");
+}
+
+/** Whether the journal says this thread waits for an approval (its next step is await_approval). */
+async function approvalWaits(threadId: string): Promise<boolean> {
+  const deps = await getDeps();
+  return nextFromJournal(await deps.journal.getThread(threadId), await deps.journal.currentAction(threadId)) === "await_approval";
+}
+
+/** The run becomes a resume carrying the message's text, which check_decision reads as a decision (src/hitl/text-decision.ts). */
+function chatAsDecision(kwargs: Record<string, unknown>, text: string): void {
+  const resume: ChatDecision = { chatDecision: text };
+  delete kwargs["input"];
+  kwargs["command"] = { resume };
 }
 
 function tokensFromEnvironment(): ApiTokenTable | undefined {
