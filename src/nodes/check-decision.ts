@@ -60,7 +60,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
       return {
         ...base,
-        messages: [answer(`That was the ${row.progress.refusalsCounted}th refused decision for this approval, the limit: the run ended and nothing was written.`)],
+        messages: [answer(`Refused decisions for this approval reached the limit (${row.progress.refusalsCounted}): the run ended and nothing was written.`)],
         ...(await closeAction(deps, row, "NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${row.progress.refusalsCounted} decisions refused for this envelope; last: ${code}: ${reason}`)),
       };
     }
