@@ -115,8 +115,24 @@ async function submit(threadId: string, values: Record<string, unknown>, opts: {
   return events;
 }
 
-/** agent-chat-ui's newHumanMessage: `{ id: uuidv4(), type: "human", content: [{ type: "text", text: input }] }`. */
-const human = (text: string) => ({ messages: [{ id: randomUUID(), type: "human", content: [{ type: "text", text }] }] });
+type Msg = { type: string; id?: string; tool_calls?: Array<{ id?: string; name: string }> };
+
+/**
+ * What agent-chat-ui's chat box sends: `{ messages: [...toolMessages, newHumanMessage], context }` with
+ * `newHumanMessage = { id: uuidv4(), type: "human", content: [{ type: "text", text: input }] }` and
+ * `toolMessages = ensureToolCallsHaveResponses(stream.messages)` (src/lib/ensure-tool-responses.ts):
+ * for an AI message whose tool calls are not followed by a tool message,
+ *   `{ type: "tool", tool_call_id: tc.id ?? "", id: `${DO_NOT_RENDER_ID_PREFIX}${uuidv4()}`, name: tc.name, content: "Successfully handled tool call." }`.
+ */
+async function human(threadId: string | undefined, text: string): Promise<Record<string, unknown>> {
+  const shown = threadId ? (((await client.threads.getState(threadId)).values as { messages?: Msg[] }).messages ?? []) : [];
+  const toolMessages = shown.flatMap((m, i) =>
+    m.type !== "ai" || !m.tool_calls?.length || shown[i + 1]?.type === "tool"
+      ? []
+      : m.tool_calls.map((tc) => ({ type: "tool", tool_call_id: tc.id ?? "", id: `do-not-render-${randomUUID()}`, name: tc.name, content: "Successfully handled tool call." })),
+  );
+  return { messages: [...toolMessages, { id: randomUUID(), type: "human", content: [{ type: "text", text }] }] };
+}
 
 async function waiting(threadId: string): Promise<ApprovalPayload> {
   const state = await client.threads.getState(threadId);
@@ -158,7 +174,7 @@ describe("agent-chat-ui: request, card, buttons, pasted decision", () => {
   it("a request sent as {messages} alone starts with the default requester and reaches the card, which the chat UI can render", async () => {
     // useStream creates the thread first: `client.threads.create({ threadId: submitOptions?.threadId, metadata: submitOptions?.metadata, signal })`.
     threadId = (await client.threads.create()).thread_id;
-    await submit(threadId, human("rename task 4 to Quarterly plan"));
+    await submit(threadId, await human(undefined, "rename task 4 to Quarterly plan"));
     card = await waiting(threadId);
     expect(((await client.threads.getState(threadId)).values as { requestedBy: string }).requestedBy).toBe("demo-user");
     // agent-chat-ui src/lib/agent-inbox-interrupt.ts isAgentInboxInterruptSchema reads, after the SDK's
@@ -194,7 +210,7 @@ describe("agent-chat-ui: request, card, buttons, pasted decision", () => {
       expect(answer).toContain("the approval is still waiting");
       expect(answer).toContain(JSON.stringify(card.exampleResume));
     }
-    await submit(threadId, human("approve"), { head: true });
+    await submit(threadId, await human(threadId, "approve"), { head: true });
     await waiting(threadId);
     expect(await lastAiText(threadId)).toMatch(/^Decision refused \(MALFORMED\): the message "approve" is not a decision: a decision names the envelope's hash and nonce\..*To decide, send this as a chat message/s);
     expect(await portal.writes()).toEqual([]);
@@ -208,7 +224,7 @@ describe("agent-chat-ui: request, card, buttons, pasted decision", () => {
   });
 
   it("the card's decision, pasted as a chat message with the approver filled in, is the decision: VERIFIED, exactly one write", async () => {
-    await submit(threadId, human(filled(card)), { head: true });
+    await submit(threadId, await human(threadId, filled(card)), { head: true });
     const state = await client.threads.getState(threadId);
     expect((state.values as { outcome?: string }).outcome).toBe("VERIFIED");
     const writes = await portal.writes();
@@ -233,7 +249,7 @@ describe("Agent Inbox: the thread's interrupt, its buttons, its response box", (
 
   it("reads our interrupt as a HumanInterrupt (action_request, config, markdown description with hash and nonce)", async () => {
     threadId = (await client.threads.create()).thread_id;
-    await submit(threadId, human("rename task 4 to Inbox plan"));
+    await submit(threadId, await human(undefined, "rename task 4 to Inbox plan"));
     card = await waiting(threadId);
     // agent-inbox src/components/agent-inbox/contexts/utils.ts getInterruptFromThread: for each of
     // `Object.values(thread.interrupts)`, `interrupt[0]?.value` that is not the middleware's snake_case
