@@ -86,8 +86,10 @@ function send(method: string, path: string, headers: Record<string, string>): Pr
  *   `if (checkpoint != null) delete checkpoint.thread_id;`
  *   `return client.runs.stream(usableThreadId, options.assistantId, { input: values, config: ..., command: submitOptions?.command, ...
  *      onDisconnect: submitOptions?.onDisconnect ?? (streamResumable ? "continue" : "cancel"), signal, checkpoint, streamMode, streamSubgraphs, streamResumable, ... })`
- * with `checkpoint` the thread head's (`branchContext.threadHead?.checkpoint`), which agent-chat-ui's
- * SDK 1.8.10 attaches to every submit on an existing thread. The stream is read to its end.
+ * with `checkpoint` the thread head's. Earlier SDK releases (such as agent-chat-ui's ^1.8.10, which sets
+ * `fetchStateHistory: true`) attach it to every submit on an existing thread:
+ *   `let checkpoint = submitOptions?.checkpoint ?? (includeImplicitBranch ? branchContext.threadHead?.checkpoint : void 0) ?? void 0;`
+ * The stream is read to its end.
  */
 async function submit(threadId: string, values: Record<string, unknown>, opts: { command?: { resume: unknown }; head?: boolean } = {}): Promise<Array<{ event: string; data: unknown }>> {
   let checkpoint: Omit<Checkpoint, "thread_id"> | undefined;
