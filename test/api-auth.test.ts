@@ -468,3 +468,60 @@ describe("protocol routes (POST /threads/{id}/commands, /threads/{id}/stream/eve
     expect(res.status, await res.clone().text()).toBe(200);
   });
 });
+
+describe("with a token file: the keys and decisions of agent-chat-ui and Agent Inbox", () => {
+  // agent-chat-ui src/providers/Stream.tsx: `if (apiKey) headers.set("X-Api-Key", apiKey);` (and the
+  // SDK's Client sends its apiKey option as x-api-key).
+  const keyed = (who: string) => clientFor(guarded.server.apiUrl, { "x-api-key": tokens[who]! });
+
+  it("x-api-key is a token like Authorization: Bearer; both present must agree", async () => {
+    expect(Array.isArray(await keyed("dave").threads.search())).toBe(true);
+    await refused(clientFor(guarded.server.apiUrl, { "x-api-key": "ae_not-a-token" }).threads.search(), 401, /unknown API token/);
+    await refused(clientFor(guarded.server.apiUrl, { "x-api-key": tokens["dave"]!, Authorization: `Bearer ${tokens["alice"]}` }).threads.search(), 401, /different tokens/);
+  });
+
+  it("the card's one line, sent by the approver as Agent Inbox's response, is the decision: VERIFIED, one write, bound to the caller", async () => {
+    const before = (await guarded.portal.writes()).length;
+    const { threadId: t, payload: p } = await toApproval(keyed("dave"), { request: "rename task 4 to Keyed plan" });
+    const line = (p as ApprovalPayload & { exampleLine?: string }).exampleLine;
+    expect(line).toBe(`approve ${p.envelopeHash} nonce ${p.nonce}`);
+    // agent-inbox src/components/agent-inbox/contexts/ThreadContext.tsx sendHumanResponse:
+    //   `return client.runs.create(threadId, graphId, { command: { resume: response } })`
+    // with response = [{ type: "response", args: <the text typed in the response box> }].
+    const alice = keyed("alice");
+    const run = await alice.runs.create(t, GRAPH_ID, { command: { resume: [{ type: "response", args: line }] } });
+    await alice.runs.join(t, run.run_id);
+    const state = await alice.threads.getState(t);
+    expect((state.values as { outcome?: string }).outcome).toBe("VERIFIED");
+    const writes = await guarded.portal.writes();
+    expect(writes.length - before).toBe(1);
+    expect(writes.at(-1)!.params["fields"]).toEqual({ TITLE: "Keyed plan" });
+    expect(await auditedDecisions(guarded, t)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+  });
+});
+
+describe("with a token file: an approver's chat message while the approval waits", () => {
+  const keyed = (who: string) => clientFor(guarded.server.apiUrl, { "x-api-key": tokens[who]! });
+  // agent-chat-ui src/components/thread/index.tsx: `stream.submit({ messages: [...toolMessages, newHumanMessage], context }, ...)`
+  // with `newHumanMessage = { id: uuidv4(), type: "human", content: [{ type: "text", text: input }] }`.
+  const chat = (text: string) => ({ messages: [{ id: crypto.randomUUID(), type: "human", content: [{ type: "text", text }] }] });
+
+  it("is taken as a decision, not a new request: a bare \"approve\" is answered with the line to send, the card's line is VERIFIED with one write", async () => {
+    const before = (await guarded.portal.writes()).length;
+    const { threadId: t, payload: p } = await toApproval(keyed("dave"), { request: "rename task 4 to Chat plan" });
+    const alice = keyed("alice");
+    // alice holds no requester role: a run with input would be 403; while the approval waits it is a decision.
+    await alice.runs.wait(t, GRAPH_ID, { input: chat("approve") });
+    const refusedState = await alice.threads.getState(t);
+    expect(refusedState.next).toEqual(["await_approval"]);
+    const answer = (refusedState.values as { messages: Array<{ type: string; content: string }> }).messages.filter((m) => m.type === "ai").at(-1)!.content;
+    expect(answer).toContain(`approve ${p.envelopeHash} nonce ${p.nonce}`);
+    expect((await guarded.portal.writes()).length).toBe(before);
+    await alice.runs.wait(t, GRAPH_ID, { input: chat(`approve ${p.envelopeHash} nonce ${p.nonce}`) });
+    expect(((await alice.threads.getState(t)).values as { outcome?: string }).outcome).toBe("VERIFIED");
+    expect((await guarded.portal.writes()).length - before).toBe(1);
+    expect(await auditedDecisions(guarded, t)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
+    // Once nothing waits, the same chat message from alice is a run with input again, which needs the role requester.
+    await refused(alice.runs.wait(t, GRAPH_ID, { input: chat("approve") }), 403, /needs the role requester/);
+  });
+});

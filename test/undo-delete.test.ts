@@ -86,7 +86,7 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     // Proposing is not deleting: nothing is sent before the approval.
     expect(await deletes()).toBe(0);
     // agent-inbox is not offered an edit it would only see refused.
-    expect(undo.approval!.reviewConfigs).toEqual([{ actionName: "delete_task_comment", allowedDecisions: ["approve", "reject"] }]);
+    expect(undo.approval!.reviewConfigs).toEqual([{ actionName: "delete_task_comment", action_name: "delete_task_comment", allowedDecisions: ["approve", "reject"] }]);
     // An edit cannot point the delete at another comment.
     const a = undo.approval!;
     const edited = await submitDecision(app, undo.threadId, {

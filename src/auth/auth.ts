@@ -6,7 +6,8 @@
  *   roles, permission "unauthenticated", is_authenticated false), which is not passed on to the graph,
  *   so approver ids stay self-declared. Operations that would rewrite graph state are still refused
  *   (src/auth/rules.ts).
- * - set: `Authorization: Bearer <token>` is required on every request (401 otherwise); identity and
+ * - set: `Authorization: Bearer <token>` (or `x-api-key: <token>`, as the SDK and agent-chat-ui send
+ *   an API key) is required on every request (401 otherwise); identity and
  *   roles come from the file. The server hands the user to the graph as
  *   config.configurable.langgraph_auth_user, so check_decision binds the approver to this identity.
  *
@@ -17,13 +18,15 @@
  * langgraph.json sets `disable_studio_auth: true`: without it a request carrying the header
  * `x-auth-scheme: langsmith` would skip this module entirely (langgraph-api dist/auth/custom.mjs).
  */
-import { Auth, HTTPException } from "@langchain/langgraph-sdk/auth";
+import { Auth, HTTPException, type AuthFilters } from "@langchain/langgraph-sdk/auth";
 import { loadConfig } from "../config/env.js";
-import { authorize, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
+import { authorize, dropHeadCheckpoint, namedCheckpointId, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
 import { loadApiTokens, principalFor, type ApiTokenTable } from "./tokens.js";
+import { getDeps } from "../runtime/deps.js";
+import { nextFromJournal } from "../store/action-machine.js";
+import type { ChatDecision } from "../hitl/text-decision.js";
 import { browserOriginProblem, originPolicyFromEnvironment, type OriginPolicy } from "./origin.js";
 import { refusedRoute, refusedRouteEntry } from "./routes.js";
-import { getDeps } from "../runtime/deps.js";
 
 const CHALLENGE = { "WWW-Authenticate": 'Bearer realm="action-envelope"' };
 
@@ -51,7 +54,11 @@ async function admitRoute<U extends { identity: string }>(request: Request, path
   throw new HTTPException(403, { message });
 }
 
-export function createAuth(tokens: ApiTokenTable | undefined, origins: OriginPolicy = originPolicyFromEnvironment(!tokens)) {
+export function createAuth(
+  tokens: ApiTokenTable | undefined,
+  origins: OriginPolicy = originPolicyFromEnvironment(!tokens),
+  headOf: (threadId: string) => Promise<string | undefined> = servedHead,
+) {
   const mode: AuthMode = tokens ? "tokens" : "open";
   return new Auth()
     .authenticate(async (request: Request) => {
@@ -70,11 +77,7 @@ export function createAuth(tokens: ApiTokenTable | undefined, origins: OriginPol
       // authorization event: it drives the graph in process, as the signed-in approver.
       if (pathname === "/inbox" || pathname.startsWith("/inbox/")) return { ...ANONYMOUS, permissions: [] };
       if (!tokens) return admitRoute(request, pathname, ANONYMOUS, mode);
-      const header = request.headers.get("authorization");
-      if (!header) throw unauthorized("missing Authorization: Bearer <API token> (ACTION_ENVELOPE_API_TOKENS is set on this server)");
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-      if (!m) throw unauthorized("the Authorization header must be: Bearer <API token>");
-      const principal = principalFor(tokens, m[1]!);
+      const principal = principalFor(tokens, presentedToken(request));
       if (!principal) throw unauthorized("unknown API token");
       return admitRoute(request, pathname, {
         identity: principal.identity,
@@ -84,10 +87,93 @@ export function createAuth(tokens: ApiTokenTable | undefined, origins: OriginPol
       }, mode);
     })
     .on("*", ({ event, value, user }) => {
-      const verdict = authorize(mode, event, value, user as ApiUser);
-      if (!verdict.allow) throw new HTTPException(verdict.status, { message: verdict.message });
-      return verdict.filters;
+      const judge = () => {
+        const verdict = authorize(mode, event, value, user as ApiUser);
+        if (!verdict.allow) throw new HTTPException(verdict.status, { message: verdict.message });
+        return verdict.filters;
+      };
+      if (event === "threads:create_run" && isRecord(value) && isRecord(value["kwargs"]) && typeof value["thread_id"] === "string") {
+        const kwargs = value["kwargs"];
+        const threadId = value["thread_id"];
+        // useStream names the thread's current head checkpoint on every submit; that is not a fork.
+        const head = namedCheckpointId(kwargs) !== undefined;
+        // An approver's chat message to a thread whose approval waits is a decision, not a new request.
+        const chat = mode === "tokens" && chatFromApprover(kwargs, user as ApiUser);
+        if (head || chat) {
+          // No filters and {} match alike for a run (langgraph-api isAuthMatching).
+          const judged: Promise<AuthFilters<string>> = (async () => {
+            if (head) dropHeadCheckpoint(kwargs, await headOf(threadId));
+            if (chat && (await approvalWaits(threadId))) chatAsDecision(kwargs, chat);
+            return judge() ?? {};
+          })();
+          return judged;
+        }
+      }
+      return judge();
     });
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The API token a request presents: `Authorization: Bearer <token>`, or `x-api-key: <token>` (how the
+ * SDK's Client and agent-chat-ui send an API key). Both present must agree. 401 when none is readable.
+ */
+function presentedToken(request: Request): string {
+  const header = request.headers.get("authorization");
+  const apiKey = request.headers.get("x-api-key")?.trim() || undefined;
+  let bearer: string | undefined;
+  if (header) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!m) throw unauthorized("the Authorization header must be: Bearer <API token> (or send the token as x-api-key)");
+    bearer = m[1]!;
+  }
+  if (bearer && apiKey && bearer !== apiKey) throw unauthorized("Authorization: Bearer and x-api-key carry different tokens; send one");
+  const token = bearer ?? apiKey;
+  if (!token) throw unauthorized("missing Authorization: Bearer <API token> (or x-api-key: <API token>); ACTION_ENVELOPE_API_TOKENS is set on this server");
+  return token;
+}
+
+/**
+ * The thread's latest checkpoint id, read through the graph the server serves (the server sets its
+ * checkpointer on that very object when it first runs or reads it), or undefined when unknown.
+ */
+async function servedHead(threadId: string): Promise<string | undefined> {
+  const { graph } = await import("../graph/graph.js");
+  if (!graph.checkpointer) return undefined;
+  const snapshot = await graph.getState({ configurable: { thread_id: threadId } });
+  const id = snapshot.config?.configurable?.["checkpoint_id"];
+  return typeof id === "string" ? id : undefined;
+}
+
+/**
+ * With tokens, a chat message is a run with input, which needs the role requester. An approver who
+ * lacks it, typing the card's decision into a chat client, sends one to a thread they do not own:
+ * the text of its last human message, or undefined when the run is anything else.
+ */
+function chatFromApprover(kwargs: Record<string, unknown>, user: ApiUser): string | undefined {
+  if (!user.permissions.includes(rolePermission("approver")) || user.permissions.includes(rolePermission("requester"))) return undefined;
+  if (kwargs["command"] !== undefined && kwargs["command"] !== null) return undefined;
+  const input = kwargs["input"];
+  if (!isRecord(input) || !Array.isArray(input["messages"]) || Object.keys(input).some((k) => k !== "messages" && k !== "context")) return undefined;
+  const last = input["messages"].at(-1) as { type?: unknown; role?: unknown; content?: unknown } | undefined;
+  if (!last || !(last.type === "human" || last.role === "user" || last.role === "human")) return undefined;
+  if (typeof last.content === "string") return last.content;
+  if (!Array.isArray(last.content)) return undefined;
+  return last.content.map((p: { type?: unknown; text?: unknown }) => (p?.type === "text" && typeof p.text === "string" ? p.text : "")).join("");
+}
+
+/** Whether the journal says this thread waits for an approval (its next step is await_approval). */
+async function approvalWaits(threadId: string): Promise<boolean> {
+  const deps = await getDeps();
+  return nextFromJournal(await deps.journal.getThread(threadId), await deps.journal.currentAction(threadId)) === "await_approval";
+}
+
+/** The run becomes a resume carrying the message's text, which check_decision reads as a decision (src/hitl/text-decision.ts). */
+function chatAsDecision(kwargs: Record<string, unknown>, text: string): void {
+  const resume: ChatDecision = { chatDecision: text };
+  delete kwargs["input"];
+  kwargs["command"] = { resume };
 }
 
 function tokensFromEnvironment(): ApiTokenTable | undefined {

@@ -76,9 +76,11 @@ function forgetAnonymousUser(kwargs: Record<string, unknown>): void {
  * - command: only `resume` (goto and update rewrite state or routing, which only the graph decides);
  * - no interrupt_before / interrupt_after (a breakpoint is a stop where state can then be edited);
  * - no checkpoint_id / checkpoint (SDK checkpointId, checkpoint; the server folds them into
- *   config.configurable): a run from an older checkpoint is a fork or replay;
+ *   config.configurable): a run from an older checkpoint is a fork or replay. One naming the thread's
+ *   current head (as the SDK's useStream does on every submit) had it taken out by
+ *   `dropHeadCheckpoint` before this check, so it runs like one naming none;
  * - no multitask_strategy interrupt/rollback (it cancels another caller's run; rollback deletes its checkpoints);
- * - input and command.resume not both.
+ * - input and command.resume not both (an empty input `{}` beside a resume counts as none).
  */
 export function classifyRun(kwargs: Record<string, unknown>, multitaskStrategy: unknown): { kind: "input" | "resume" | "continue" } | { refused: string } {
   const command = kwargs["command"];
@@ -104,9 +106,41 @@ export function classifyRun(kwargs: Record<string, unknown>, multitaskStrategy: 
     return { refused: `multitask_strategy "${multitaskStrategy}" cancels the run in progress on this thread${multitaskStrategy === "rollback" ? " and deletes its checkpoints" : ""}; use "reject" or "enqueue"` };
   }
   const hasResume = isRecord(command) && command["resume"] !== undefined;
-  const hasInput = kwargs["input"] !== undefined && kwargs["input"] !== null;
+  // agent-chat-ui resumes with submit({}, {command: {resume}}): an empty input beside a resume is no input.
+  const input = kwargs["input"];
+  const hasInput = input !== undefined && input !== null && !(hasResume && isRecord(input) && Object.keys(input).length === 0);
   if (hasResume && hasInput) return { refused: "a run carries either input (a new request) or command.resume (a decision or an answer), not both" };
   return { kind: hasResume ? "resume" : hasInput ? "input" : "continue" };
+}
+
+/**
+ * A run that names a checkpoint only by `checkpoint_id` (with the root namespace, no checkpoint_map
+ * entries) names a candidate head: its checkpoint id, or undefined when it names none or more than that.
+ */
+export function namedCheckpointId(kwargs: Record<string, unknown>): string | undefined {
+  const config = kwargs["config"];
+  const configurable = isRecord(config) && isRecord(config["configurable"]) ? config["configurable"] : undefined;
+  if (!configurable || typeof configurable["checkpoint_id"] !== "string") return undefined;
+  for (const [key, value] of Object.entries(configurable)) {
+    if (value === undefined || value === null || key === "checkpoint_id") continue;
+    if (key === "checkpoint_ns" && value === "") continue;
+    if (key === "checkpoint_map" && isRecord(value) && Object.keys(value).length === 0) continue;
+    if (key === "checkpoint_ns" || key === "checkpoint_map" || key === "thread_ts" || key.startsWith("__pregel")) return undefined;
+  }
+  return configurable["checkpoint_id"];
+}
+
+/**
+ * The head is not a fork: when a run names exactly the thread's latest checkpoint (`head`), the
+ * selector is taken out of its config, so the server runs it from the latest checkpoint like a run
+ * naming none. Any other checkpoint stays, and classifyRun refuses it. Returns whether it was dropped.
+ */
+export function dropHeadCheckpoint(kwargs: Record<string, unknown>, head: string | undefined): boolean {
+  const named = namedCheckpointId(kwargs);
+  if (named === undefined || head === undefined || named !== head) return false;
+  const configurable = (kwargs["config"] as { configurable: Record<string, unknown> }).configurable;
+  for (const key of ["checkpoint_id", "checkpoint_ns", "checkpoint_map"]) delete configurable[key];
+  return true;
 }
 
 /**

@@ -22,7 +22,7 @@ import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
 import { ConfigError, UsageError } from "../errors.js";
 import { loadApiTokens } from "../auth/tokens.js";
 import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
-import { LOOPBACK_HOSTS } from "../auth/origin.js";
+import { LOOPBACK_HOSTS, STUDIO_ORIGIN, originPolicyFromEnvironment } from "../auth/origin.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const LANGGRAPHJS = path.join(ROOT, "node_modules/.bin/langgraphjs");
@@ -128,6 +128,38 @@ export function withBoundHost(env: NodeJS.ProcessEnv, host: string): NodeJS.Proc
   return listed.includes(name) ? env : { ...env, ACTION_ENVELOPE_API_HOSTS: [...listed, name].join(",") };
 }
 
+/** The origins ACTION_ENVELOPE_API_ORIGINS lists, as src/auth/origin.ts reads them. */
+export function listedOrigins(env: NodeJS.ProcessEnv): string[] {
+  return [...originPolicyFromEnvironment(false, env).origins].filter((o) => o !== STUDIO_ORIGIN);
+}
+
+/** The config file written next to langgraph.json when it must be changed for the server (see serverConfig). */
+export const DERIVED_CONFIG = ".langgraph.dev.json";
+
+/**
+ * One setting opens the server to a browser client: an origin in ACTION_ENVELOPE_API_ORIGINS passes
+ * the origin check (src/auth/origin.ts) and must get CORS answers too, which the server takes only
+ * from langgraph.json's `http.cors.allow_origins`. When the variable lists origins that the file does
+ * not, the server is started from a copy (DERIVED_CONFIG, in the same directory so every relative
+ * path and `.langgraph_api/` stay where they were) whose allow_origins adds them. Returns the config
+ * path to start the server with.
+ */
+export function serverConfig(configPath: string, env: NodeJS.ProcessEnv): string {
+  const extra = listedOrigins(env);
+  if (extra.length === 0) return configPath;
+  const config = JSON.parse(fs.readFileSync(configPath, "utf8")) as { http?: { cors?: { allow_origins?: string[]; allow_origin_regex?: string } } };
+  const cors = config.http?.cors ?? {};
+  if (cors.allow_origin_regex !== undefined) {
+    throw new UsageError(`${configPath} sets http.cors.allow_origin_regex, which takes the place of allow_origins; add the origins of ACTION_ENVELOPE_API_ORIGINS (${extra.join(", ")}) to that pattern, or remove it`);
+  }
+  const have = cors.allow_origins ?? [STUDIO_ORIGIN];
+  const missing = extra.filter((o) => !have.includes(o));
+  if (missing.length === 0) return configPath;
+  const derived = path.join(path.dirname(configPath), DERIVED_CONFIG);
+  fs.writeFileSync(derived, `${JSON.stringify({ ...config, http: { ...config.http, cors: { ...cors, allow_origins: [...have, ...missing] } } }, null, 2)}\n`);
+  return derived;
+}
+
 export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const configPath = path.resolve(opts.config);
   if (!fs.existsSync(configPath)) throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
@@ -137,6 +169,7 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   loadPublicKeys(config);
   // The auth module reads the token file when the server loads it; an unreadable or bad one stops us here, before the server starts.
   const tokens = config.apiTokensPath ? loadApiTokens(config.apiTokensPath) : undefined;
+  const startConfig = serverConfig(configPath, process.env);
   const port = opts.port ?? (await freePort(opts.host));
   const apiUrl = `http://${opts.host}:${port}`;
   // A wildcard bind (0.0.0.0, ::) is not an address to connect to nor a name anyone sends as Host, and an
@@ -147,11 +180,12 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
 
   const portal = config.webhookUrl ? new URL(config.webhookUrl).host : config.mcp.mode === "url" ? new URL(config.mcp.url).host : "embedded emulator (started with the first run)";
   out.write(esc`Starting the LangGraph API server for ${path.relative(process.cwd(), configPath) || configPath} on ${apiUrl}\n`);
+  if (startConfig !== configPath) out.write(esc`  browser origins (ACTION_ENVELOPE_API_ORIGINS, CORS and origin check): ${listedOrigins(process.env).join(", ")} (server config ${path.relative(process.cwd(), startConfig) || startConfig})\n`);
   out.write(esc`  model: ${config.model.model} (${config.model.chosenBecause}); portal: ${portal}; data: ${config.dataDir}\n`);
 
   const child = spawn(
     LANGGRAPHJS,
-    ["dev", "--no-browser", "--port", String(port), "--host", opts.host, "--config", configPath, "--studio-url", opts.studioUrl, ...(opts.reload ? [] : ["--no-reload"])],
+    ["dev", "--no-browser", "--port", String(port), "--host", opts.host, "--config", startConfig, "--studio-url", opts.studioUrl, ...(opts.reload ? [] : ["--no-reload"])],
     { stdio: ["ignore", "inherit", "inherit"], env: withBoundHost(serverEnv(process.env), opts.host), detached: true },
   );
   const pgid = child.pid!;
@@ -189,7 +223,7 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
           esc`  API:    ${localUrl}${localUrl !== apiUrl ? ` (listening on ${opts.host}: other names it answers to go in ACTION_ENVELOPE_API_HOSTS)` : ""}\n` +
           esc`  Studio: ${studioLink(opts.studioUrl, localUrl)}\n` +
           (tokens
-            ? esc`  auth:   API tokens from ${tokens.file} (${String(tokens.entries.length)} entries); every request needs Authorization: Bearer <token>\n`
+            ? esc`  auth:   API tokens from ${tokens.file} (${String(tokens.entries.length)} entries); every request needs Authorization: Bearer <token> (or x-api-key: <token>)\n`
             : "  auth:   OPEN: ACTION_ENVELOPE_API_TOKENS is not set, so every caller is anonymous and approver ids are self-declared (development only)\n") +
           `  graph:  bitrix24_task_agent (resume JSON for an approval: see README, "LangGraph API and Studio")\n` +
           `Stop with Ctrl-C. (The server runs as process group ${pgid}; should this process be killed outright, stop it with: kill -INT ${pgid})\n`,

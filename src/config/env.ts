@@ -99,6 +99,7 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
   ACTION_ENVELOPE_API_TOKENS: z.string().min(1).optional(),
+  ACTION_ENVELOPE_DEFAULT_REQUESTER: z.string().trim().min(1).max(128, "at most 128 characters").optional(),
   LANGGRAPH_API_URL: httpUrl("must be the http(s) URL of a LangGraph API server, e.g. http://127.0.0.1:2024").optional(),
   LANGGRAPH_API_TOKEN: z.string().min(1).optional(),
   ACTION_ENVELOPE_INBOX_USERS: z.string().min(1).optional(),
@@ -138,6 +139,11 @@ export interface AppConfig {
   approverKeysPath?: string;
   /** LangGraph API token file (src/auth/tokens.ts); unset means the API runs open, for development. */
   apiTokensPath?: string;
+  /**
+   * Open mode only: the requester recorded for a chat request that names none (agent-chat-ui sends only
+   * {messages}). Self-declared like every id on an open server; with API tokens the requester is the caller.
+   */
+  defaultRequester?: string;
   /** Web inbox approver credentials (src/inbox/users.ts): scrypt hashes, never passwords. */
   inboxUsersPath?: string;
   /** The CLI's API mode (src/api/cli-api.ts): a LangGraph API server to talk to instead of the local stores, and its bearer token. */
@@ -244,6 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
     ...(e.ACTION_ENVELOPE_API_TOKENS ? { apiTokensPath: path.resolve(cwd, e.ACTION_ENVELOPE_API_TOKENS) } : {}),
+    ...(e.ACTION_ENVELOPE_DEFAULT_REQUESTER ? { defaultRequester: e.ACTION_ENVELOPE_DEFAULT_REQUESTER } : {}),
     ...(e.ACTION_ENVELOPE_INBOX_USERS ? { inboxUsersPath: path.resolve(cwd, e.ACTION_ENVELOPE_INBOX_USERS) } : {}),
     langgraphApi: { ...(e.LANGGRAPH_API_URL ? { url: e.LANGGRAPH_API_URL } : {}), ...(e.LANGGRAPH_API_TOKEN ? { token: e.LANGGRAPH_API_TOKEN } : {}) },
     ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),

@@ -4,6 +4,7 @@
  *   agent ⇄ read_tools
  *   agent → propose → ask_input ⇄ check_input → agent            (structured input)
  *   agent → check_input | ask_input   (a question is open in the journal: chat sent meanwhile is a candidate answer; no model call)
+ *   agent → check_decision      (an approval waits: a chat message sent meanwhile is a candidate decision; no model call)
  *   agent → build_envelope      (an undo thread: the proposal is built by code from the journal, no model call)
  *   agent → propose → build_envelope → await_approval ⇄ check_decision → pre_read → execute → verify → finish
  *   verify → pre_read            (a change set: the next approved action, once this one verified)
@@ -57,7 +58,7 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addNode("finish", finish)
   .addNode("resync", resync)
   .addEdge(START, "agent")
-  .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish", "resync"])
+  .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "ask_input", "check_input", "check_decision", "build_envelope", "finish", "resync"])
   .addEdge("read_tools", "agent")
   .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish", "resync"])
   .addEdge("ask_input", "check_input")

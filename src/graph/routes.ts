@@ -6,12 +6,15 @@
 import { AIMessage, isAIMessage } from "@langchain/core/messages";
 import type { State } from "./state.js";
 import type { JournalNext } from "../store/action-machine.js";
+import { isChatDecision } from "../hitl/text-decision.js";
 
 /** Our read tools' names (the model is offered these; read_tools checks each call against what was offered). */
 export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history", "get_users", "get_deal", "search_deals", "list_task_comments", "get_task_comment"]);
 
-export function afterAgent(state: State): "read_tools" | "propose" | "ask_input" | "check_input" | "build_envelope" | "finish" | "resync" {
+export function afterAgent(state: State): "read_tools" | "propose" | "ask_input" | "check_input" | "check_decision" | "build_envelope" | "finish" | "resync" {
   if (state.needsResync) return "resync";
+  // A chat message sent while an approval waits: check_decision takes it only if it is a decision.
+  if (isChatDecision(state.pendingDecision)) return "check_decision";
   if (state.outcome) return "finish";
   // An undo thread's proposal (built by code); build_envelope takes it from the journal, not from here.
   if (state.proposal?.source === "compensation") return "build_envelope";

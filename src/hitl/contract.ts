@@ -17,6 +17,8 @@ export interface ActionRequest {
 }
 export interface ReviewConfig {
   actionName: OperationName;
+  /** The same name as agent-chat-ui reads it (snake_case; the SDK's interrupt normaliser does not alias actionName). */
+  action_name: OperationName;
   /** A delete cannot be edited (it removes exactly the object the undo named), so it offers approve and reject only. */
   allowedDecisions: ["approve", "edit", "reject"] | ["approve", "reject"];
 }
@@ -51,6 +53,22 @@ export interface ApprovalRequest {
   exampleResume: ResumeValue;
   /** Fields of `exampleResume` to fill in before pasting it (JSON paths), with what goes there; empty when it is valid as it is. */
   exampleResumeFill: Array<{ path: string; with: string }>;
+  /**
+   * On a server that authenticates callers: the one-line decision a chat message or an Agent Inbox
+   * response may carry instead of the JSON (`approve sha256:… nonce …`). Absent in open mode, where
+   * an approver id must be named (paste `exampleResume` with it filled in).
+   */
+  exampleLine?: string;
+  /**
+   * Agent Inbox's HumanInterrupt fields (`@langchain/langgraph/prebuilt` interrupt.ts), for clients that
+   * read that schema. Display only: what binds a decision is still `envelopeHash` and `nonce`; an
+   * accept, edit or ignore carries neither and is refused, so only a response (text holding the
+   * decision) is offered.
+   */
+  action_request: { action: OperationName; args: ActionArgs };
+  config: { allow_ignore: false; allow_respond: true; allow_edit: false; allow_accept: false };
+  /** Markdown: the card as registered (in a code block, layout kept), the hash and nonce, and exactly what to send. */
+  description: string;
 }
 
 /** A question instead of an approval: answer with {"answers": {...}} matching `answerSchema`. */

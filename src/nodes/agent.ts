@@ -9,6 +9,7 @@ import { undoEndingCode, undoPlanFor, undoRequestOf, type UndoPlan } from "../hi
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { QuestionEntry, RecordedToolCall } from "../store/journal.js";
 import { askedOf } from "../hitl/input-request.js";
+import type { ChatDecision } from "../hitl/text-decision.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 
 export { MAX_REQUEST_CHARS } from "../graph/state.js";
@@ -16,7 +17,8 @@ export { MAX_REQUEST_CHARS } from "../graph/state.js";
 /**
  * One model turn: the model sees read tools and propose_change, never the write tool. The thread's
  * request is recorded in the journal on the first turn and read back from there on every later one,
- * so new input sent to a thread cannot change what it is about.
+ * so new input sent to a thread cannot change what it is about. While an approval waits, a chat
+ * message is not a new request: it goes to check_decision, which takes it only if it is a decision.
  *
  * First turn: the input is checked before anything is recorded or a model is called (INVALID_INPUT
  * naming the field). In chat mode (`{"messages": [...]}`, as Studio sends) the last human message is
@@ -26,12 +28,17 @@ export { MAX_REQUEST_CHARS } from "../graph/state.js";
 export async function agent(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const gate = await openGate(deps, config, state);
+  // A chat message sent while an approval waits goes to check_decision as a candidate decision.
+  const chat = gate.thread && gate.next === "await_approval" ? chatDecisionOf(state) : undefined;
+  if (chat) return { pendingDecision: chat };
   const refused = await refuseUnlessAllowed(deps, gate, "agent", state);
   if (refused) return refused;
   let reset: Update["messages"] = [];
   let undo: UndoPlan | undefined;
   if (!gate.thread) {
-    const input = runInput(state, authenticatedIdentity(config.configurable));
+    const caller = authenticatedIdentity(config.configurable);
+    // Open mode: a chat client sends no requester; the configured default (self-declared) stands in for it.
+    const input = runInput(state, caller, caller ? undefined : deps.config.defaultRequester);
     if (!input.ok) return endRunInJournal(deps, gate, state, "INVALID_INPUT", input.problem);
     // The conversation starts from the request alone: chat input's other messages never reach the model.
     if (state.messages.length > 0) reset = [new RemoveMessage({ id: REMOVE_ALL_MESSAGES })];
@@ -105,6 +112,17 @@ export function toolCallsOf(reply: BaseMessage): RecordedToolCall[] {
   return calls.map((c, i) => ({ id: c.id ?? `call_${i}`, name: c.name, args: c.args }));
 }
 
+/**
+ * The chat message that arrived while an approval waits (the conversation's last message, a human
+ * one, as agent-chat-ui and Studio send it), as check_decision's candidate: it is taken only if its
+ * text is a complete decision (src/hitl/text-decision.ts); anything else is refused there, visibly.
+ */
+export function chatDecisionOf(state: Pick<State, "messages">): ChatDecision | undefined {
+  const last = Array.isArray(state.messages) ? state.messages.at(-1) : undefined;
+  if (!last || !isHumanMessage(last)) return undefined;
+  return { chatDecision: last.text };
+}
+
 /** The text of a model reply as the NO_PROPOSAL reason quotes it: its content, or its content parts as JSON. */
 export function replyText(reply: Pick<BaseMessage, "content">): string {
   return typeof reply.content === "string" ? reply.content : JSON.stringify(reply.content ?? "");
@@ -114,9 +132,10 @@ export type RunInput = { ok: true; value: { request: string; requestedBy: string
 
 /**
  * The request a run starts with, from `request` or (chat mode) the last human message; the requester
- * from `requestedBy` or the authenticated caller. Pure; never throws on any input shape.
+ * from `requestedBy`, the authenticated caller, or (open mode) the configured default requester.
+ * Pure; never throws on any input shape.
  */
-export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" | "messages">, authenticatedCaller: string | undefined): RunInput {
+export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" | "messages">, authenticatedCaller: string | undefined, defaultRequester?: string): RunInput {
   const messages: unknown[] = Array.isArray(state.messages) ? state.messages : [];
   const unreadable = messages
     .map((m) => (m as BaseMessage | undefined)?.additional_kwargs?.[UNREADABLE_MESSAGE_KEY] as { field?: unknown; message?: unknown } | undefined)
@@ -134,7 +153,14 @@ export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" 
       return { ok: false, problem: 'input field "messages" has no human message; in chat mode the last human message is the request (or send "request" instead)' };
     }
   }
-  const requestedBy = state.requestedBy ?? authenticatedCaller;
+  const requestedBy = state.requestedBy ?? authenticatedCaller ?? defaultRequester;
+  if (requestedBy === undefined && authenticatedCaller === undefined && messages.length > 0 && (state.request === undefined || state.request === null)) {
+    return {
+      ok: false,
+      problem:
+        'input field "requestedBy" is required, and a chat client sends only {"messages"}: set ACTION_ENVELOPE_DEFAULT_REQUESTER=<requester id> on this open server (recorded as self-declared), or require API tokens (ACTION_ENVELOPE_API_TOKENS; the requester is then the caller), or send {"request": "…", "requestedBy": "…"}',
+    };
+  }
   const parsed = RequestInputSchema.safeParse({ request, requestedBy, ...(state.scope !== undefined && state.scope !== null ? { scope: state.scope } : {}) });
   if (parsed.success) return { ok: true, value: parsed.data };
   const issue = parsed.error.issues[0]!;

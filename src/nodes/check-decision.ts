@@ -1,4 +1,4 @@
-import { HumanMessage } from "@langchain/core/messages";
+import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
@@ -13,6 +13,7 @@ import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } 
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { resolveNames } from "../hitl/people.js";
 import { identityEstablished } from "../envelope/decision.js";
+import { decisionFromClient, howToDecide } from "../hitl/text-decision.js";
 
 /**
  * Deterministic validation of the human's answer against the action the journal registered — its
@@ -49,22 +50,32 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     const row = (await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted)) ?? action;
     const refusal: Refusal = { code, reason, at, envelopeHash, raw };
     await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen, people));
+    // Every refusal is answered in the conversation too: chat clients show no interrupt field, and a
+    // button's refusal would otherwise be a passing toast. It names exactly what would decide.
+    const answer = (ended: string | undefined) =>
+      new AIMessage(`Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`);
     const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...mirrorOf(row, state) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
-    if (counted && code === "EXPIRED") return { ...base, ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
+    if (counted && code === "EXPIRED") return { ...base, messages: [answer("The approval has expired and the run ended; nothing was written.")], ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
     if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
       return {
         ...base,
+        messages: [answer(`Refused decisions for this approval reached the limit (${row.progress.refusalsCounted}): the run ended and nothing was written.`)],
         ...(await closeAction(deps, row, "NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${row.progress.refusalsCounted} decisions refused for this envelope; last: ${code}: ${reason}`)),
       };
     }
-    return base;
+    return { ...base, messages: [answer(undefined)] };
   };
+  // What a decision for this pause names: a change set's hash and nonce, or the envelope's.
+  const bound = action.set && gate.members ? { hash: action.set.setHash, nonce: action.set.set.nonce } : { hash: envelopeHash, nonce: envelope.nonce };
 
   if (!bounds.ok) return refuse("MALFORMED", `the resume value was not read: ${bounds.reason}`, false);
-  const outer = ResumeSchema.safeParse(incoming);
+  // A chat message or an Agent Inbox response is read as the decision its text holds (src/hitl/text-decision.ts).
+  const fromClient = decisionFromClient(incoming, authUser);
+  if ("refused" in fromClient) return refuse(fromClient.refused.code, fromClient.refused.reason, false);
+  const outer = ResumeSchema.safeParse(fromClient.value);
   if (!outer.success) {
-    return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(incoming)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`, false);
+    return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(fromClient.value)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`, false);
   }
   if (action.set && gate.members) return setDecision(deps, state, action, gate.members, outer.data.decisions, authUser, raw, refuse);
   if (outer.data.decisions.length !== 1) return refuse("MALFORMED", `exactly one decision per approval request; got ${outer.data.decisions.length}`, false);
