@@ -9,25 +9,32 @@ import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
 import { stepOf, type ActionRow, type Step } from "../store/action-machine.js";
 import { membersOf } from "../hitl/journal-gate.js";
-import type { PhaseFunction } from "./context.js";
+import { acknowledgementMirror, preReadMirror, verificationMirror } from "../hitl/records.js";
 import { preRead } from "./pre-read.js";
 import { reconcileWrite, write } from "./write.js";
 import { verify } from "./verify.js";
 
+/** What every phase function runs with: the process's dependencies and, for a change set, its actions in set order. */
+export interface PhaseContext {
+  deps: Deps;
+  members?: ActionRow[];
+}
+
+/**
+ * One phase of an approved action: its only durable act is one journal transition (or the close that
+ * ends the action). It returns the evidence it produced, for the stream and the state mirror; the
+ * executor reads where the action is from the journal, never from this.
+ */
+type PhaseFunction = (ctx: PhaseContext, action: ActionRow) => Promise<Update>;
+
 const PHASE_FUNCTIONS: Readonly<Record<Step, PhaseFunction>> = { pre_read: preRead, write, reconcile: reconcileWrite, verify };
 
-/** What each phase streams (LangGraph `streamMode: "custom"`): the step and its evidence, without raw answers. */
-export interface PhaseEvent {
-  event: "action_envelope_phase";
-  step: Step;
-  envelopeHash: string;
-  actionId?: string;
-  preRead?: { verdict: string; reason: string };
-  write?: { tool: string; args: unknown; idempotencyKey: string; protocol?: string };
-  acknowledgement?: { status: string; reason?: string; replayed?: boolean; resent?: boolean };
-  verification?: { verdict: string; reason: string };
-  outcome?: { outcome: string; reasonCode: string; reason: string };
-}
+/**
+ * What each phase streams (LangGraph `streamMode: "custom"`, Studio): the step and its evidence as
+ * state keeps it (raw answers stay in the journal): the pre-read verdict, the write sent, the
+ * acknowledgement, the verification, and the outcome when the phase closed the action.
+ */
+export type PhaseEvent = { event: "action_envelope_phase"; step: Step; envelopeHash: string; actionId?: string } & Partial<Pick<State, "preRead" | "invocation" | "acknowledgement" | "verification" | "outcome" | "reasonCode" | "reason">>;
 
 function eventOf(step: Step, action: ActionRow, u: Partial<State>): PhaseEvent {
   return {
@@ -35,13 +42,11 @@ function eventOf(step: Step, action: ActionRow, u: Partial<State>): PhaseEvent {
     step,
     envelopeHash: action.envelopeHash,
     ...(action.set ? { actionId: action.set.actionId } : {}),
-    ...(u.preRead ? { preRead: { verdict: u.preRead.verdict, reason: u.preRead.reason } } : {}),
-    ...(u.invocation ? { write: { tool: u.invocation.tool, args: u.invocation.args, idempotencyKey: u.invocation.idempotencyKey, ...(u.invocation.protocol ? { protocol: u.invocation.protocol } : {}) } } : {}),
-    ...(u.acknowledgement
-      ? { acknowledgement: { status: u.acknowledgement.status, ...(u.acknowledgement.reason ? { reason: u.acknowledgement.reason } : {}), ...(u.acknowledgement.replayed ? { replayed: true } : {}), ...(u.acknowledgement.resent ? { resent: true } : {}) } }
-      : {}),
-    ...(u.verification ? { verification: { verdict: u.verification.verdict, reason: u.verification.reason } } : {}),
-    ...(u.outcome && u.reasonCode ? { outcome: { outcome: u.outcome, reasonCode: u.reasonCode, reason: u.reason ?? "" } } : {}),
+    ...(u.preRead ? { preRead: preReadMirror(u.preRead) } : {}),
+    ...(u.invocation ? { invocation: u.invocation } : {}),
+    ...(u.acknowledgement ? { acknowledgement: acknowledgementMirror(u.acknowledgement) } : {}),
+    ...(u.verification ? { verification: verificationMirror(u.verification) } : {}),
+    ...(u.outcome ? { outcome: u.outcome, reasonCode: u.reasonCode ?? null, reason: u.reason ?? null } : {}),
   };
 }
 
@@ -52,9 +57,7 @@ function eventOf(step: Step, action: ActionRow, u: Partial<State>): PhaseEvent {
 export async function carryOutApproved(deps: Deps, threadId: string, first: ActionRow | undefined, emit?: (e: PhaseEvent) => void): Promise<Update> {
   let update: Update = {};
   let action = first;
-  for (;;) {
-    const step = action ? stepOf(action) : null;
-    if (!action || step === null) return update;
+  for (let step = action && stepOf(action); action && step; step = action && stepOf(action)) {
     const members = action.set ? await membersOf(deps, action) : undefined;
     const { needsResync: _ignored, ...evidence } = await PHASE_FUNCTIONS[step]({ deps, ...(members ? { members } : {}) }, action);
     emit?.(eventOf(step, action, evidence as Partial<State>));
@@ -63,8 +66,9 @@ export async function carryOutApproved(deps: Deps, threadId: string, first: Acti
     action = await deps.journal.currentAction(threadId);
     // A phase moves its action, or another process moved it meanwhile; a phase that left the journal
     // where it was would run again forever.
-    if (action && action.envelopeHash === before.envelopeHash && action.phase === before.phase) {
+    if (action?.envelopeHash === before.envelopeHash && action.phase === before.phase) {
       throw new Error(`the ${step} step of action ${before.envelopeHash} left it ${before.phase}; the run stops here and continues from the journal when recovered`);
     }
   }
+  return update;
 }

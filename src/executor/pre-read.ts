@@ -9,7 +9,7 @@ import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
-import type { PhaseContext } from "./context.js";
+import type { PhaseContext } from "./index.js";
 
 /**
  * Phase `decided` (approved): a fresh read right before the write, of the target the journal

@@ -7,7 +7,7 @@ import type { PreReadRecord, VerificationRecord } from "../hitl/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { invocationOf } from "./write.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
-import type { PhaseContext } from "./context.js";
+import type { PhaseContext } from "./index.js";
 
 /**
  * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as

@@ -10,7 +10,7 @@ import { OPERATIONS, isOperationName, writeArgsOf, type OperationName } from "..
 import { canonicalJson } from "../envelope/canonical.js";
 import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
 import { journalGuardEntry } from "../hitl/audit-records.js";
-import type { PhaseContext } from "./context.js";
+import type { PhaseContext } from "./index.js";
 
 /**
  * Phase `pre_read` (MATCH): the only code holding the write handle. The arguments are the journal's

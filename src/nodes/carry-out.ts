@@ -1,7 +1,7 @@
 import { Command, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
 import { carryOutApproved } from "../executor/index.js";
 
 /**
@@ -17,5 +17,6 @@ export async function carryOut(state: State, config: LangGraphRunnableConfig): P
   if (refused) return new Command({ update: refused, goto: "resync" });
   await noteStateDrift(deps, gate, "carry_out", state);
   const update = await carryOutApproved(deps, gate.threadId, gate.action, config.writer ? (e) => config.writer!(e) : undefined);
-  return new Command({ update, goto: "finish" });
+  // Evidence is written as state keeps it (without the target's raw answers).
+  return new Command({ update: unchangedLeftOut(update, state), goto: "finish" });
 }
