@@ -377,6 +377,25 @@ describe("tampering with the checkpoint after approval", () => {
   });
 });
 
+describe("what Studio sees of the steps after the approval", () => {
+  it("each phase streams a custom event: the pre-read verdict, the write sent, the acknowledgement, the verification", async () => {
+    const { app, view } = await waiting();
+    const events: any[] = [];
+    const stream = await app.graph.stream(new Command({ resume: { [view.interruptId!]: approval(view) } }), { configurable: { thread_id: view.threadId }, streamMode: "custom" });
+    for await (const e of stream) events.push(e);
+    expect(events.map((e) => e.step)).toEqual(["pre_read", "write", "verify"]);
+    for (const e of events) expect(e).toMatchObject({ event: "action_envelope_phase", envelopeHash: view.approval!.envelopeHash });
+    expect(events[0].preRead).toMatchObject({ verdict: "MATCH" });
+    expect(events[1].invocation).toMatchObject({ tool: "update_task", args: { taskId: 4, fields: { TITLE: NEW_TITLE } } });
+    expect(events[1].acknowledgement).toMatchObject({ status: "OK" });
+    expect(events[2].verification).toMatchObject({ verdict: "VERIFIED" });
+    // Raw answers stay in the journal.
+    expect(JSON.stringify(events)).not.toContain('"result"');
+    expect(await portal.writes()).toHaveLength(1);
+    expect((await viewThread(app, view.threadId)).state?.outcome).toBe("VERIFIED");
+  });
+});
+
 describe("recovery", () => {
   it("a run stopped inside the executor after the write resumes from the journal's phase without a second write", async () => {
     const { app, view } = await waiting();
