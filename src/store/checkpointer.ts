@@ -52,10 +52,13 @@ class AppPostgresSaver extends PostgresSaver {
 /**
  * SqliteSaver with group commit. put, putWrites and deleteThread serialise at once (as SqliteSaver
  * does) but their rows are written when the event loop turns: every row queued until then goes in one
- * synchronous transaction, and each call's promise settles only after that transaction has committed
- * (WAL, synchronous=FULL: after its fsync). So "durability: sync" keeps its meaning (LangGraph does not
- * start the next step until the step's checkpoint is on disk), but a step's writes and its checkpoint,
- * and the steps of concurrent threads, cost one commit instead of one each.
+ * synchronous transaction, and each call's promise settles only after that transaction has committed.
+ * The commit does not fsync: SqliteSaver puts the file in WAL mode and better-sqlite3 is built with
+ * SQLITE_DEFAULT_WAL_SYNCHRONOUS=1, so this connection runs synchronous=NORMAL (a commit survives a
+ * process crash; a power loss may drop the last ones, which the journal, FULL, makes up for). So
+ * "durability: sync" keeps its meaning for a crash (LangGraph does not start the next step until the
+ * step's checkpoint is committed), and a step's writes and its checkpoint, and the steps of concurrent
+ * threads, cost one commit instead of one each.
  *
  * The transaction never spans an await, so another connection to the same file (in this process or
  * another) never waits on it for longer than one commit, and no reader ever sees an uncommitted row.
