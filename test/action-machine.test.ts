@@ -128,6 +128,8 @@ describe("the order of the steps after an approval is written once: the phase ta
     expect(nodes).toContain("carry_out");
     const drawn = compileGraph({ checkpointer: new MemorySaver() }).getGraph();
     for (const e of drawn.edges) for (const end of [e.source, e.target]) expect(["pre_read", "execute", "verify"]).not.toContain(end);
+    // The drawing (Studio) still names the phases the node runs.
+    expect(drawn.nodes["carry_out"]?.metadata?.["phases"]).toMatch(/pre-read → bound write → verify/);
     // No router may choose a post-approval step: none exists, and none returns one.
     for (const name of ["afterPreRead", "afterExecute", "afterVerify"]) expect(Object.keys(routes), name).not.toContain(name);
     // A pause between the phases cannot be asked for: LangGraph refuses to compile an interrupt at a node that does not exist.

@@ -47,7 +47,7 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addNode("build_envelope", buildEnvelope)
   .addNode("await_approval", awaitApproval)
   .addNode("check_decision", checkDecision)
-  .addNode("carry_out", carryOut, { ends: ["finish", "resync"] })
+  .addNode("carry_out", carryOut, { ends: ["finish", "resync"], metadata: { phases: "pre-read → bound write → verify (src/executor; one node, no pause between phases)" } })
   .addNode("finish", finish)
   .addNode("resync", resync)
   .addEdge(START, "agent")
