@@ -22,6 +22,16 @@ class AppPostgresSaver extends PostgresSaver {
     super(createPool(db, { name: "checkpoints" }), undefined, { schema: db.schema });
   }
 
+  /**
+   * A channel's value is stored once per (thread, channel, version) and never overwritten, so two
+   * branches of one thread (a fork of an older checkpoint) that reach the same step must not number a
+   * channel's versions alike, or the fork reads the other branch's value back (a finished run shown as
+   * stopped before `finish`). Versions stay increasing numbers, with a random fraction per branch.
+   */
+  override getNextVersion(current: number | undefined): number {
+    return Math.floor(current ?? 0) + 1 + Math.floor(Math.random() * 1e6) / 1e6;
+  }
+
   override async getTuple(config: RunnableConfig) {
     return super.getTuple(config).catch((e: unknown) => {
       throw storeError(this.db, "reading a checkpoint", e);
