@@ -8,8 +8,7 @@
 import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
 import { stepOf, type ActionRow, type Step } from "../store/action-machine.js";
-import { membersOf } from "../hitl/journal-gate.js";
-import { acknowledgementMirror, preReadMirror, verificationMirror } from "../hitl/records.js";
+import { membersOf, unchangedLeftOut } from "../hitl/journal-gate.js";
 import { preRead } from "./pre-read.js";
 import { reconcileWrite, write } from "./write.js";
 import { verify } from "./verify.js";
@@ -34,20 +33,11 @@ const PHASE_FUNCTIONS: Readonly<Record<Step, PhaseFunction>> = { pre_read: preRe
  * state keeps it (raw answers stay in the journal): the pre-read verdict, the write sent, the
  * acknowledgement, the verification, and the outcome when the phase closed the action.
  */
-export type PhaseEvent = { event: "action_envelope_phase"; step: Step; envelopeHash: string; actionId?: string } & Partial<Pick<State, "preRead" | "invocation" | "acknowledgement" | "verification" | "outcome" | "reasonCode" | "reason">>;
+export type PhaseEvent = { event: "action_envelope_phase"; step: Step; envelopeHash: string; actionId?: string } & Omit<Update, "envelopeHash">;
 
-function eventOf(step: Step, action: ActionRow, u: Partial<State>): PhaseEvent {
-  return {
-    event: "action_envelope_phase",
-    step,
-    envelopeHash: action.envelopeHash,
-    ...(action.set ? { actionId: action.set.actionId } : {}),
-    ...(u.preRead ? { preRead: preReadMirror(u.preRead) } : {}),
-    ...(u.invocation ? { invocation: u.invocation } : {}),
-    ...(u.acknowledgement ? { acknowledgement: acknowledgementMirror(u.acknowledgement) } : {}),
-    ...(u.verification ? { verification: verificationMirror(u.verification) } : {}),
-    ...(u.outcome ? { outcome: u.outcome, reasonCode: u.reasonCode ?? null, reason: u.reason ?? null } : {}),
-  };
+function eventOf(step: Step, action: ActionRow, evidence: Update): PhaseEvent {
+  // Against an empty state every channel differs, so this is the evidence in state's form.
+  return { ...unchangedLeftOut(evidence, {} as State), event: "action_envelope_phase", step, envelopeHash: action.envelopeHash, ...(action.set ? { actionId: action.set.actionId } : {}) };
 }
 
 /**
@@ -60,7 +50,7 @@ export async function carryOutApproved(deps: Deps, threadId: string, first: Acti
   for (let step = action && stepOf(action); action && step; step = action && stepOf(action)) {
     const members = action.set ? await membersOf(deps, action) : undefined;
     const { needsResync: _ignored, ...evidence } = await PHASE_FUNCTIONS[step]({ deps, ...(members ? { members } : {}) }, action);
-    emit?.(eventOf(step, action, evidence as Partial<State>));
+    emit?.(eventOf(step, action, evidence));
     update = { ...update, ...evidence };
     const before = action;
     action = await deps.journal.currentAction(threadId);
