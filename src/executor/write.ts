@@ -154,9 +154,10 @@ export function invocationOf(entry: ExecutionEntry): InvocationRecord {
  * Brings the action up to what the write-ahead entry says happened. An entry with no answer recorded
  * means the process died after (or while) sending. A plain REST 2 call is never sent again: the
  * acknowledgement is MISSING and only verification can tell. A call that carried an Idempotency-Key
- * is sent again exactly as recorded (same arguments, same key) while idempotent writes are on, the
- * approval is still valid and the portal is the same: the portal's answer (normally its replay of the
- * first answer, `Idempotent-Replayed: true`) becomes the acknowledgement.
+ * is sent again, rebuilt from the sealed envelope (same arguments, same key; an entry that disagrees
+ * with it sends nothing), while idempotent writes are on, the approval is still valid and the portal
+ * is the same: the portal's answer (normally its replay of the first, `Idempotent-Replayed: true`)
+ * becomes the acknowledgement.
  */
 async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend = true): Promise<Update> {
   const known = entry.acknowledgement ? (entry.acknowledgement as AcknowledgementRecord) : action.progress.acknowledgement;
