@@ -5,8 +5,13 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canMove, emptyProgress, isFinal, leaseIsFree, nextFromJournal, PHASES, releasesLease, TRANSITIONS, type ActionRow, type Phase, type ThreadRecord } from "../src/store/action-machine.js";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+import { canMove, emptyProgress, isFinal, leaseIsFree, nextFromJournal, PHASES, releasesLease, stepOf, TRANSITIONS, type ActionRow, type Phase, type ThreadRecord } from "../src/store/action-machine.js";
 import { allowedAt } from "../src/hitl/journal-gate.js";
+import * as routes from "../src/graph/routes.js";
+import { builder, compileGraph } from "../src/graph/graph.js";
+import { MemorySaver } from "@langchain/langgraph";
 
 const ORDER: Phase[] = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified"];
 
@@ -94,12 +99,12 @@ describe("where the journal says a thread is, and who may act there", () => {
     );
   });
 
-  it("execution is reachable only from the journal's own pre-read, and the write node never from a waiting or ended thread", () => {
+  it("the executor is reachable only for an approved action the journal holds open, never from a waiting or ended thread", () => {
     for (const phase of PHASES) {
       for (const d of decisions) {
         const next = nextFromJournal(undefined, row(phase, d, { revise: true, escalate: true }));
-        const mayExecute = allowedAt(next).includes("execute");
-        expect(mayExecute, `${phase}/${d}`).toBe(phase === "pre_read" || phase === "intent" || phase === "acknowledged");
+        const mayCarryOut = allowedAt(next).includes("carry_out");
+        expect(mayCarryOut, `${phase}/${d}`).toBe((phase === "decided" && d === "approve") || phase === "pre_read" || phase === "intent" || phase === "acknowledged");
       }
     }
     expect(allowedAt(nextFromJournal({ closed: { outcome: "VERIFIED" } } as ThreadRecord, row("pre_read", "approve", { revise: false, escalate: false })))).toEqual(["finish"]);
@@ -107,6 +112,53 @@ describe("where the journal says a thread is, and who may act there", () => {
 
   it("a waiting approval can be acted on only by the pause and the decision check", () => {
     expect(allowedAt(nextFromJournal(undefined, row("registered", undefined, { revise: false, escalate: false })))).toEqual(["await_approval", "check_decision"]);
+  });
+});
+
+describe("the order of the steps after an approval is written once: the phase table (stepOf)", () => {
+  it("each open phase of an approved action has exactly one step, and `intent` is reconciled before it is verified", () => {
+    const steps = PHASES.map((p) => [p, stepOf(row(p, "approve", { revise: false, escalate: false }))]);
+    expect(Object.fromEntries(steps)).toEqual({ registered: null, decided: "pre_read", pre_read: "write", intent: "reconcile", acknowledged: "verify", verified: null, closed: null, superseded: null });
+    for (const d of decisions.filter((x) => x !== "approve")) expect(stepOf(row("decided", d, { revise: true, escalate: true })), String(d)).toBeNull();
+  });
+
+  it("the graph has no node, edge or router for a post-approval step: one executor node, and no pause can fall between its phases", () => {
+    const nodes = Object.keys(builder.nodes);
+    for (const step of ["pre_read", "execute", "write", "reconcile", "verify"]) expect(nodes, step).not.toContain(step);
+    expect(nodes).toContain("carry_out");
+    const drawn = compileGraph({ checkpointer: new MemorySaver() }).getGraph();
+    for (const e of drawn.edges) for (const end of [e.source, e.target]) expect(["pre_read", "execute", "verify"]).not.toContain(end);
+    // The drawing (Studio) still names the phases the node runs.
+    expect(drawn.nodes["carry_out"]?.metadata?.["phases"]).toMatch(/pre-read → bound write → verify/);
+    // No router may choose a post-approval step: none exists, and none returns one.
+    for (const name of ["afterPreRead", "afterExecute", "afterVerify"]) expect(Object.keys(routes), name).not.toContain(name);
+    // A pause between the phases cannot be asked for: LangGraph refuses to compile an interrupt at a node that does not exist.
+    for (const node of ["pre_read", "execute", "verify"]) {
+      expect(() => compileGraph({ checkpointer: new MemorySaver(), interruptBefore: [node as never] }), node).toThrow(/not present/);
+    }
+  });
+
+  it("no source file outside the phase table maps a phase to a step or names a post-approval node as a destination", () => {
+    const root = path.resolve(__dirname, "../src");
+    const files: string[] = [];
+    const walk = (dir: string) => {
+      for (const f of readdirSync(dir)) {
+        const full = path.join(dir, f);
+        if (statSync(full).isDirectory()) walk(full);
+        else if (full.endsWith(".ts")) files.push(full);
+      }
+    };
+    walk(root);
+    const offenders: string[] = [];
+    for (const f of files) {
+      const rel = path.relative(root, f);
+      if (rel === path.join("store", "action-machine.ts")) continue;
+      const text = readFileSync(f, "utf8");
+      // A switch on a phase that returns a step or node name, or a route/goto to one.
+      if (/case "(decided|pre_read|intent|acknowledged)":\s*(\/\/[^\n]*\s*)*return "(pre_read|write|reconcile|verify|execute)"/.test(text)) offenders.push(`${rel}: maps a phase to a step`);
+      if (/goto:\s*"(pre_read|execute|verify)"|return "(pre_read|execute|verify)"|addNode\("(pre_read|execute|verify)"/.test(text)) offenders.push(`${rel}: chooses a post-approval step`);
+    }
+    expect(offenders).toEqual([]);
   });
 });
 

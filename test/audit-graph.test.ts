@@ -34,7 +34,7 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
-async function waiting(opts: { requestedBy?: string; fields?: Record<string, unknown>; env?: Record<string, string>; compile?: { interruptBefore: Array<"execute"> } } = {}) {
+async function waiting(opts: { requestedBy?: string; fields?: Record<string, unknown>; env?: Record<string, string>; compile?: { interruptBefore: Array<"carry_out"> } } = {}) {
   const model = new ScriptedChatModel(readThenPropose(4, opts.fields ?? { TITLE: NEW_TITLE }));
   app = await openTestApp(portal, dataDir, { model, ...(opts.env ? { env: opts.env } : {}), ...(opts.compile ? { compile: opts.compile } : {}) });
   const view = await startRun(app, { request: REQUEST, requestedBy: opts.requestedBy ?? "demo-user" });
@@ -234,12 +234,12 @@ describe("audit records written by the graph", () => {
 });
 
 describe("crash and resume", () => {
-  it("a run stopped before execute and finished by a new process, then a replayed finish node, add no duplicate records", async () => {
-    const first = await waiting({ compile: { interruptBefore: ["execute"] } });
+  it("a run stopped before the executor and finished by a new process, then a replayed finish node, add no duplicate records", async () => {
+    const first = await waiting({ compile: { interruptBefore: ["carry_out"] } });
     const threadId = first.view.threadId;
     const stopped = await submitDecision(first.app, threadId, decision(first.view, "approve", "alice"));
     expect(stopped.status).toBe("interrupted_run");
-    expect(stopped.next).toEqual(["execute"]);
+    expect(stopped.next).toEqual(["carry_out"]);
     await first.app.close(); // the process is gone; the next one picks the thread up from SQLite
     app = undefined;
 

@@ -335,7 +335,7 @@ describe("a change set", () => {
   });
 
   // In process, as the LangGraph API refuses state edits and gotos outright (src/auth): the journal is what stops them here.
-  it("graph state cannot run a set: a goto to pre_read or execute, with journalNext and a decision written into state, writes nothing before approval or after the chain stopped", async () => {
+  it("graph state cannot run a set: a goto to the executor, with journalNext and a decision written into state, writes nothing before approval or after the chain stopped", async () => {
     await open([
       { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
       { operation: "update_task", taskId: 5, fields: { TITLE: "CS-2 renamed" } },
@@ -344,8 +344,8 @@ describe("a change set", () => {
     const view = await waiting(`rename task 4 to CS-1 renamed, rename task 5 to CS-2 renamed and comment on task 4: ${COMMENT}`);
     const cfg = { configurable: { thread_id: view.threadId } };
     const forgedDecision = { type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, revision: 1, approverId: "mallory", verifiedBy: "self_declared", decidedAt: new Date().toISOString(), acceptedAt: new Date().toISOString(), raw: null };
-    // The state says "approved, go to the pre-read"; the journal says the set is waiting.
-    await app.graph.updateState(cfg, { journalNext: "pre_read", decision: forgedDecision }, "check_decision");
+    // The state says "approved, go to the executor"; the journal says the set is waiting.
+    await app.graph.updateState(cfg, { journalNext: "carry_out", decision: forgedDecision }, "check_decision");
     await app.graph.invoke(null, cfg);
     expect(await portal.writes()).toHaveLength(0);
     const still = await startOrView(view.threadId);
@@ -357,7 +357,9 @@ describe("a change set", () => {
     const done = await submitDecision(app, view.threadId, approveAll(still));
     expect(done.state!.outcome).toBe("PARTIALLY_EXECUTED");
     const count = (await portal.writes()).length;
-    for (const goto of ["pre_read", "execute", "verify"] as const) await app.graph.invoke(new Command({ goto }), cfg);
+    await app.graph.invoke(new Command({ goto: "carry_out" }), cfg);
+    // The single steps are no nodes any more: a goto to one of them reaches nothing.
+    for (const goto of ["pre_read", "execute", "verify"]) await app.graph.invoke(new Command({ goto: goto as never }), cfg);
     expect(await portal.writes()).toHaveLength(count);
     expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
     const records = await app.deps.audit.records({ threadId: view.threadId });

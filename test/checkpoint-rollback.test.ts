@@ -93,7 +93,7 @@ describe("a checkpoint file rolled back behind the journal", () => {
 
     // The checkpoint says "waiting for approval"; the journal says the write was sent.
     const show = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
-    expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["verify"] });
+    expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["carry_out"] });
     expect(parseJsonOutput((await runCli(["pending", "--json"], env())).stdout).pending).toEqual([]);
 
     const round = parseJsonOutput((await runCli(["worker", "--once", "--json"], env())).stdout);
@@ -125,7 +125,7 @@ describe("a checkpoint file rolled back behind the journal", () => {
     expect(await portal.writes()).toHaveLength(0);
 
     const show = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
-    expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["pre_read"] });
+    expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["carry_out"] });
     const rec = await runCli(["recover", view.threadId, "--json"], env());
     expect(rec.code, rec.stderr).toBe(0);
     expect(parseJsonOutput(rec.stdout).outcome).toBe("VERIFIED");

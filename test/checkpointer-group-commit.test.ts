@@ -43,6 +43,18 @@ describe("group-commit SQLite checkpointer", () => {
     }
   });
 
+  it("its commits do not fsync: WAL with synchronous=NORMAL, better-sqlite3's default for WAL (SQLITE_DEFAULT_WAL_SYNCHRONOUS=1)", async () => {
+    const saver = new CountingSaver(path.join(tempDir(), "cp.sqlite"));
+    try {
+      await saver.put(cfg("t1"), checkpoint(), { source: "input", step: -1, parents: {} }, {});
+      expect(saver.db.pragma("journal_mode", { simple: true })).toBe("wal");
+      // 1 = NORMAL: a commit is in the WAL (safe from a process crash), not fsynced.
+      expect(saver.db.pragma("synchronous", { simple: true })).toBe(1);
+    } finally {
+      saver.db.close();
+    }
+  });
+
   it("puts and writes issued in one turn, across threads, share one commit; each reads back intact", async () => {
     const saver = new CountingSaver(path.join(tempDir(), "cp.sqlite"));
     try {

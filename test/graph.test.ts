@@ -165,7 +165,8 @@ describe("decision validation", () => {
   });
 
   it("ends APPROVAL_EXPIRED when the approval expires between the decision and the write", async () => {
-    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["pre_read"] } });
+    // A pause before the executor stands for a process that stopped right after the decision.
+    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["carry_out"] } });
     const paused = await submitDecision(app, view.threadId, approval(view));
     expect(paused.status).toBe("interrupted_run");
     now = new Date(Date.parse(view.approval!.expiresAt) + 1);
@@ -359,7 +360,7 @@ describe("tampering with the checkpoint after approval", () => {
     ["baseline", (e) => ({ ...e, baseline: { ...e.baseline, values: { ...e.baseline.values, TITLE: "forged" } } })],
   ];
   it.each(tampers)("edited %s → ignored: exactly the approved call is written, and the edit is recorded as tampering", async (_name, tamper) => {
-    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["execute"] } });
+    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["carry_out"] } });
     const approved = view.approval!.envelope;
     const paused = await submitDecision(app, view.threadId, approval(view));
     expect(paused.status).toBe("interrupted_run");
@@ -376,16 +377,48 @@ describe("tampering with the checkpoint after approval", () => {
   });
 });
 
-describe("recovery", () => {
-  it("a run stopped between nodes resumes without a second write", async () => {
-    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["verify"] } });
-    const paused = await submitDecision(app, view.threadId, approval(view));
-    expect(paused.status).toBe("interrupted_run");
+describe("what Studio sees of the steps after the approval", () => {
+  it("each phase streams a custom event: the pre-read verdict, the write sent, the acknowledgement, the verification", async () => {
+    const { app, view } = await waiting();
+    const events: any[] = [];
+    const stream = await app.graph.stream(new Command({ resume: { [view.interruptId!]: approval(view) } }), { configurable: { thread_id: view.threadId }, streamMode: "custom" });
+    for await (const e of stream) events.push(e);
+    expect(events.map((e) => e.step)).toEqual(["pre_read", "write", "verify"]);
+    for (const e of events) expect(e).toMatchObject({ event: "action_envelope_phase", envelopeHash: view.approval!.envelopeHash });
+    expect(events[0].preRead).toMatchObject({ verdict: "MATCH" });
+    expect(events[1].invocation).toMatchObject({ tool: "update_task", args: { taskId: 4, fields: { TITLE: NEW_TITLE } } });
+    expect(events[1].acknowledgement).toMatchObject({ status: "OK" });
+    expect(events[2].verification).toMatchObject({ verdict: "VERIFIED" });
+    // Raw answers stay in the journal.
+    expect(JSON.stringify(events)).not.toContain('"result"');
     expect(await portal.writes()).toHaveLength(1);
+    expect((await viewThread(app, view.threadId)).state?.outcome).toBe("VERIFIED");
+  });
+});
+
+describe("recovery", () => {
+  it("a run stopped inside the executor after the write resumes from the journal's phase without a second write", async () => {
+    const { app, view } = await waiting();
+    // The process stops after the write's answer was recorded and before the verification is: the
+    // journal's move to verified fails once, as a crash there would leave it.
+    const journal = app.deps.journal;
+    const moveAction = journal.moveAction.bind(journal);
+    let crashed = false;
+    journal.moveAction = async (hash, to, patch) => {
+      if (to === "verified" && !crashed) {
+        crashed = true;
+        throw new Error("process stopped before the verification was recorded");
+      }
+      return moveAction(hash, to, patch);
+    };
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/stopped before the verification/);
+    expect((await journal.currentAction(view.threadId))?.phase).toBe("acknowledged");
+    expect(await portal.writes()).toHaveLength(1);
+    const stopped = await viewThread(app, view.threadId);
+    expect({ status: stopped.status, next: stopped.next }).toEqual({ status: "interrupted_run", next: ["carry_out"] });
     const done = await recoverThread(app, view.threadId);
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
     await expect(submitDecision(app, view.threadId, approval(view))).rejects.toMatchObject({ code: "THREAD_ENDED" });
-    void viewThread;
   });
 });

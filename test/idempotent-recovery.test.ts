@@ -6,13 +6,14 @@
  * was used with another body (422) is a hard error recorded as such.
  */
 import { createHash } from "node:crypto";
+import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import path from "node:path";
 import type { ThreadView } from "../src/app/threads.js";
 import { startEmulator } from "../src/bitrix24/emulator/index.js";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
-import { idempotentWrites } from "../src/nodes/execute.js";
+import { idempotentWrites } from "../src/executor/write.js";
 import { envFor, killGroup, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 
 let portal: Portal;
@@ -129,6 +130,43 @@ describe("idempotent writes and crash recovery", () => {
     expect(out.outcome).toBe("REJECTED_BY_TARGET");
     expect((await portal.task(4)).title).toBe("SOMEONE ELSE");
     expect((await updates()).at(-1)!.fault).toBe("idempotency_conflict");
+  });
+
+  // A write-ahead entry is data in the data directory: a re-send is rebuilt from the sealed envelope,
+  // and an entry that disagrees with it is refused as tampering, with nothing sent.
+  const rewrites: Array<[string, (args: Record<string, unknown>) => Record<string, unknown>]> = [
+    ["another task id", (a) => ({ ...a, taskId: 5 })],
+    ["another operation", (a) => ({ ...a, operation: "add_task", fields: { TITLE: "FORGED NEW TASK" } })],
+  ];
+  it.each(rewrites)("a write-ahead entry rewritten to %s before recovery: nothing is re-sent, the refusal is audited, the action closes INCONCLUSIVE (ENVELOPE_TAMPERED)", async (_name, rewrite) => {
+    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
+    const view = await pending("SEALED, NOT THE ROW", env);
+    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+    await approveAndKill(view, env);
+    const task5 = (await portal.task(5)).title;
+    const writesBefore = (await portal.writes()).length;
+    expect(writesBefore).toBe(1);
+
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      const row = db.prepare("SELECT args_json, ack_json FROM executions WHERE envelope_hash = ?").get(view.approval!.envelopeHash) as { args_json: string; ack_json: string | null };
+      expect(row.ack_json).toBeNull();
+      db.prepare("UPDATE executions SET args_json = ? WHERE envelope_hash = ?").run(JSON.stringify(rewrite(JSON.parse(row.args_json))), view.approval!.envelopeHash);
+    } finally {
+      db.close();
+    }
+
+    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ENVELOPE_TAMPERED" });
+    expect(out.reason).toMatch(/write-ahead entry .* was changed outside this program/);
+    expect(out.acknowledgement.status).toBe("MISSING");
+    // Nothing sent: not to the other object, not the sealed call either.
+    expect(await portal.writes()).toHaveLength(writesBefore);
+    expect(await portal.calls("tasks.task.add")).toHaveLength(0);
+    expect((await portal.task(5)).title).toBe(task5);
+    const audit = parseJsonOutput((await runCli(["audit", "show", view.threadId, "--json"], env)).stdout);
+    expect(JSON.stringify(audit)).toContain("ENVELOPE_TAMPERED");
+    expect(JSON.stringify(audit)).toContain("tamper_detected");
   });
 
   it("BITRIX24_IDEMPOTENCY accepts auto, on, off (default auto) and names itself otherwise", () => {

@@ -8,6 +8,7 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../src/store/journal.js";
 import { tempDir, until } from "./support/harness.js";
+import { approvalOf, leaseFor, readyToWrite, testAction } from "./support/journal-rows.js";
 import { randomBytes } from "node:crypto";
 
 /** Any 32 bytes: these tests exercise claims, entries and locks, not the seal of registered rows. */
@@ -26,32 +27,29 @@ function pair() {
   return { file, a, b };
 }
 
-const claim = (approverId: string) => ({
-  threadId: "t1",
-  envelopeHash: `sha256:${"1".repeat(64)}`,
-  nonce: "n1",
-  revision: 1,
-  decisionType: "approve" as const,
-  approverId,
-  decidedAt: new Date().toISOString(),
-});
-
 describe("SqliteJournal", () => {
-  it("lets exactly one of two connections consume a nonce", async () => {
+  it("lets exactly one of two connections consume a nonce (and decide the action)", async () => {
     const { a, b } = pair();
-    const [x, y] = await Promise.all([a.claimDecision(claim("alice")), b.claimDecision(claim("bob"))]);
+    const action = testAction("t1", `sha256:${"1".repeat(64)}`);
+    await a.registerAction(action, action.envelope.createdAt);
+    const alice = approvalOf(action, "alice");
+    const bob = approvalOf(action, "bob");
+    const [x, y] = await Promise.all([a.decideAction(action.envelopeHash, alice.claim, alice.decision), b.decideAction(action.envelopeHash, bob.claim, bob.decision)]);
     expect([x.claimed, y.claimed].sort()).toEqual([false, true]);
     const loser = x.claimed ? y : x;
     const winner = x.claimed ? "alice" : "bob";
     expect(loser).toMatchObject({ claimed: false, existing: { approverId: winner } });
+    expect((await b.getAction(action.envelopeHash))?.progress.decision?.approverId).toBe(winner);
   });
 
   it("records one write-ahead entry per envelope", async () => {
     const { a, b } = pair();
+    const action = testAction("t1", "sha256:e");
+    await readyToWrite(a, action);
     const intent = { envelopeHash: "sha256:e", threadId: "t1", idempotencyKey: "k1", args: { taskId: 4, fields: { TITLE: "x" } } };
-    expect((await a.recordIntent(intent, "2026-11-30T00:00:00Z")).recorded).toBe(true);
-    const second = await b.recordIntent(intent, "2026-11-30T00:00:01Z");
-    expect(second.recorded).toBe(false);
+    expect((await a.beginWrite(intent, "2026-11-30T00:00:00Z", leaseFor(action))).begun).toBe(true);
+    const second = await b.beginWrite(intent, "2026-11-30T00:00:01Z", leaseFor(action));
+    expect(second).toMatchObject({ begun: false, existing: { envelopeHash: "sha256:e", sentAt: "2026-11-30T00:00:00Z" } });
     await a.recordAcknowledgement("sha256:e", { status: "OK" }, "2026-11-30T00:00:02Z");
     expect((await b.findExecution("sha256:e"))?.acknowledgement).toEqual({ status: "OK" });
   });

@@ -307,7 +307,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
       try {
         await until("the pre-read to start", async () => {
           const v = await viewThread(watcher, view.threadId);
-          return v.status === "interrupted_run" && v.next?.includes("pre_read");
+          return v.status === "interrupted_run" && v.next?.includes("carry_out");
         });
       } finally {
         await watcher.close();

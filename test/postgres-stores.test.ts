@@ -11,6 +11,7 @@ import { PostgresJournal } from "../src/store/pg-journal.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import { MIGRATIONS, StoreUnavailableError } from "../src/store/postgres.js";
 import type { AuditEntry } from "../src/store/audit.js";
+import { approvalOf, leaseFor, readyToWrite, testAction } from "./support/journal-rows.js";
 import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
 import { randomBytes } from "node:crypto";
 
@@ -88,20 +89,27 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     try {
       for (let round = 0; round < 10; round++) {
         const nonce = `nonce-${round}`;
+        const action = testAction("t", `sha256:${round}`, { nonce });
+        await journals[0]!.registerAction(action, action.envelope.createdAt);
         const results = await Promise.all(
-          journals.map((j, i) =>
-            j.claimDecision({ threadId: "t", envelopeHash: `sha256:${round}`, nonce, revision: 1, decisionType: "approve", approverId: `approver-${i}`, decidedAt: new Date().toISOString() }),
-          ),
+          journals.map((j, i) => {
+            const { claim, decision } = approvalOf(action, `approver-${i}`);
+            return j.decideAction(action.envelopeHash, claim, decision);
+          }),
         );
         const winners = results.filter((r) => r.claimed);
         expect(winners).toHaveLength(1);
         const winner = journals[results.findIndex((r) => r.claimed)]!;
         const stored = await winner.findClaim(nonce);
-        for (const r of results) if (!r.claimed) expect(r.existing).toEqual(stored);
+        for (const r of results) if (!r.claimed && "existing" in r) expect(r.existing).toEqual(stored);
       }
       // The same nonce under another envelope hash is still consumed.
-      const again = await journals[0]!.claimDecision({ threadId: "t", envelopeHash: "sha256:other", nonce: "nonce-0", revision: 1, decisionType: "reject", approverId: "x", decidedAt: "2026-01-01T00:00:00Z" });
+      const other = testAction("t-other", "sha256:other", { nonce: "nonce-0" });
+      await journals[0]!.registerAction(other, other.envelope.createdAt);
+      const { claim, decision } = approvalOf(other, "x");
+      const again = await journals[0]!.decideAction(other.envelopeHash, claim, decision);
       expect(again.claimed).toBe(false);
+      expect((await journals[0]!.getAction(other.envelopeHash))?.phase).toBe("registered");
     } finally {
       await Promise.all(journals.map((j) => j.close()));
     }
@@ -111,12 +119,14 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     const config = freshConfig();
     const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config, TEST_JOURNAL_KEY)));
     try {
+      const action = testAction("t1", "sha256:e1");
+      await readyToWrite(journals[0]!, action);
       const intent = (i: number) => ({ envelopeHash: "sha256:e1", threadId: "t1", idempotencyKey: "k1", args: { taskId: 4, fields: { TITLE: `from ${i}` } } });
-      const results = await Promise.all(journals.map((j, i) => j.recordIntent(intent(i), new Date().toISOString())));
-      expect(results.filter((r) => r.recorded)).toHaveLength(1);
+      const results = await Promise.all(journals.map((j, i) => j.beginWrite(intent(i), new Date().toISOString(), leaseFor(action))));
+      expect(results.filter((r) => r.begun)).toHaveLength(1);
       const stored = await journals[0]!.findExecution("sha256:e1");
       expect(stored?.acknowledgement).toBeUndefined();
-      for (const r of results) if (!r.recorded) expect(r.existing).toEqual(stored);
+      for (const r of results) if (!r.begun) expect("existing" in r ? r.existing : r).toEqual(stored);
       await journals[1]!.recordAcknowledgement("sha256:e1", { status: "OK" }, "2026-01-01T00:00:01Z");
       await journals[2]!.recordAcknowledgement("sha256:e1", { status: "LATE" }, "2026-01-01T00:00:02Z");
       expect((await journals[3]!.findExecution("sha256:e1"))?.acknowledgement).toEqual({ status: "OK" });
@@ -129,12 +139,15 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     const config = freshConfig();
     const j = await PostgresJournal.open(config, TEST_JOURNAL_KEY);
     try {
-      for (const [hash, thread, at] of [["h2", "b", "2026-01-01T00:00:02Z"], ["h1", "a", "2026-01-01T00:00:01Z"], ["h3", "a", "2026-01-01T00:00:03Z"]] as const) {
-        await j.registerApproval({ envelopeHash: hash, threadId: thread, revision: 1, requestedBy: "u", createdAt: at, expiresAt: "2026-01-02T00:00:00Z" });
+      for (const [hash, thread, at] of [["h2", "b", "2026-01-01T00:00:02Z"], ["h1", "a", "2026-01-01T00:00:01Z"]] as const) {
+        await j.registerAction(testAction(thread, hash, { createdAt: at }), at);
       }
-      await j.registerApproval({ envelopeHash: "h1", threadId: "a", revision: 1, requestedBy: "u", createdAt: "2026-01-01T00:00:09Z", expiresAt: "x" });
-      expect((await j.listApprovals("pending")).map((a) => a.envelopeHash)).toEqual(["h1", "h2", "h3"]);
-      await j.setApprovalStatus("h1", "superseded");
+      // Registered twice: the index keeps the first registration.
+      await j.registerAction(testAction("a", "h1", { createdAt: "2026-01-01T00:00:09Z", expiresAt: "x" }), "2026-01-01T00:00:09Z");
+      expect((await j.listApprovals("pending")).map((a) => a.envelopeHash)).toEqual(["h1", "h2"]);
+      // A new revision of thread a supersedes h1.
+      await j.registerAction(testAction("a", "h3", { createdAt: "2026-01-01T00:00:03Z", revision: 2 }), "2026-01-01T00:00:03Z");
+      expect((await j.listApprovals("pending")).map((a) => a.envelopeHash)).toEqual(["h2", "h3"]);
       await j.closeThreadApprovals("a", "closed");
       expect((await j.listApprovals()).map((a) => [a.envelopeHash, a.status])).toEqual([["h1", "superseded"], ["h2", "pending"], ["h3", "closed"]]);
     } finally {
@@ -260,18 +273,20 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     expect(withPassword.label).not.toContain("hunter2");
     const j = await PostgresJournal.open(withPassword, TEST_JOURNAL_KEY);
     try {
+      const action = testAction("t", "sha256:x", { nonce: "n-outage" });
+      await j.registerAction(action, action.envelope.createdAt);
+      const { claim, decision } = approvalOf(action, "a", "2026-01-01T00:00:00Z");
       await db.takeAway();
-      const claim = { threadId: "t", envelopeHash: "sha256:x", nonce: "n-outage", revision: 1, decisionType: "approve" as const, approverId: "a", decidedAt: "2026-01-01T00:00:00Z" };
-      const err = await j.claimDecision(claim).catch((e: unknown) => e);
+      const err = await j.decideAction(action.envelopeHash, claim, decision).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(StoreUnavailableError);
       const message = (err as Error).message;
       expect(message).toContain(new URL(config.url).host);
-      expect(message).toContain("claiming decision nonce n-outage");
+      expect(message).toContain("deciding action sha256:x");
       expect(message).not.toContain("hunter2");
       await db.bringBack();
       // The failed claim left nothing behind: the nonce is still free.
       expect(await j.findClaim("n-outage")).toBeUndefined();
-      expect(await j.claimDecision(claim)).toEqual({ claimed: true });
+      expect(await j.decideAction(action.envelopeHash, claim, decision)).toMatchObject({ claimed: true });
     } finally {
       await db.bringBack();
       await j.close();

@@ -63,15 +63,35 @@ afterEach(async () => {
 
 const cfg = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: "sync" as const });
 
-async function open(opts: { script?: Script; env?: Record<string, string>; interruptBefore?: Array<"propose" | "pre_read" | "execute" | "verify"> } = {}): Promise<App> {
+async function open(opts: { script?: Script; env?: Record<string, string>; interruptBefore?: Array<"propose">; stopBeforeVerification?: boolean } = {}): Promise<App> {
   app = await openTestApp(portal, dataDir, {
     model: new ScriptedChatModel(opts.script ?? readThenPropose(4, { TITLE: NEW_TITLE })),
     clock: () => now,
     ...(opts.env ? { env: opts.env } : {}),
     // "propose" is not in the compile option's type (src/graph/graph.ts) but LangGraph accepts any node.
-    ...(opts.interruptBefore ? { compile: { interruptBefore: opts.interruptBefore as Array<"pre_read"> } } : {}),
+    ...(opts.interruptBefore ? { compile: { interruptBefore: opts.interruptBefore as unknown as Array<"carry_out"> } } : {}),
   });
+  if (opts.stopBeforeVerification) stopOnceBeforeVerification(app);
   return app;
+}
+
+/**
+ * The steps after an approval run inside one node, so no pause can fall between them (no
+ * interruptBefore names them). A run stopped between the write and its verification is a process
+ * that died there: the journal's move to verified fails once, the run errors inside `carry_out`, and
+ * its checkpoint stays before that node, open to state edits until the run is continued.
+ */
+function stopOnceBeforeVerification(a: App): void {
+  const journal = a.deps.journal;
+  const moveAction = journal.moveAction.bind(journal);
+  let stopped = false;
+  journal.moveAction = async (hash, to, patch) => {
+    if (to === "verified" && !stopped) {
+      stopped = true;
+      throw new Error("the process stopped before the verification was recorded");
+    }
+    return moveAction(hash, to, patch);
+  };
 }
 
 /** Any call into the graph; an error is returned so the test can go on to look at the thread. */
@@ -179,7 +199,7 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     soft(events(audit, "tamper_detected").length).toBeGreaterThan(0);
   });
 
-  it("row 5: after NOT_EXECUTED/STALE_STATE, Command({goto: execute}) writes nothing, keeps the outcome and is refused", async () => {
+  it("row 5: after NOT_EXECUTED/STALE_STATE, Command({goto: carry_out}) (or the old step names) writes nothing, keeps the outcome and is refused", async () => {
     await open();
     const { threadId, p } = await waiting();
     expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Changed by a colleague" } })).status).toBe(200);
@@ -187,7 +207,10 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await drive(resume(approveValue(p, "bob")), threadId);
     expect(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
 
-    await drive(new Command({ goto: "execute" }), threadId);
+    await drive(new Command({ goto: "carry_out" }), threadId);
+    // The write is no node of its own: a goto to the old step names reaches nothing.
+    soft(Object.keys(app!.graph.nodes)).not.toContain("execute");
+    for (const goto of ["pre_read", "execute", "verify"]) await drive(new Command({ goto: goto as never }), threadId);
     soft(await writesSince(portal, mark)).toEqual([]);
     soft((await portal.task(4))["title"]).toBe("Changed by a colleague");
     soft(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
@@ -197,15 +220,16 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     for (const c of closings(audit)) soft(c.outcome).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
   });
 
-  it("row 6: ack_without_apply + interruptBefore verify + updateState(VERIFIED verification) → VERIFICATION_FAILED, sideEffectVerified false", async () => {
-    await open({ interruptBefore: ["verify"] });
+  it("row 6: ack_without_apply + a run stopped before verification + updateState(VERIFIED verification) → VERIFICATION_FAILED, sideEffectVerified false", async () => {
+    await open({ stopBeforeVerification: true });
     const { threadId, p } = await waiting();
     const titleBefore = (await portal.task(4))["title"];
     const mark = await writeMark(portal);
     await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
     await drive(resume(approveValue(p, "bob")), threadId);
     await expectOnlyRegisteredWrite(mark, p);
-    expect((await app!.graph.getState(cfg(threadId))).next).toEqual(["verify"]);
+    expect((await app!.graph.getState(cfg(threadId))).next).toEqual(["carry_out"]);
+    expect((await app!.deps.journal.currentAction(threadId))?.phase).toBe("acknowledged");
 
     const forgedVerification = {
       verdict: "VERIFIED",
@@ -214,8 +238,8 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
       raw: null,
       at: now.toISOString(),
     };
-    await app!.graph.updateState(cfg(threadId), { verification: forgedVerification }, "verify");
-    // Continue as `recover` would; the compiled interruptBefore pauses again should the run pass verify once more.
+    await app!.graph.updateState(cfg(threadId), { verification: forgedVerification }, "check_decision");
+    // Continue as `recover` would.
     for (let i = 0; i < 3 && (await app!.graph.getState(cfg(threadId))).next.length > 0; i++) await drive(null, threadId);
     soft((await portal.task(4))["title"]).toBe(titleBefore);
     soft((await valuesOf(threadId))["outcome"]).toBe("VERIFICATION_FAILED");
@@ -229,14 +253,14 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     soft(events(audit, "tamper_detected").length).toBeGreaterThan(0);
   });
 
-  it("row 6 (converse): Command({goto: pre_read}) on a VERIFIED thread keeps it VERIFIED, writes nothing more, is refused", async () => {
+  it("row 6 (converse): Command({goto: carry_out}) on a VERIFIED thread keeps it VERIFIED, writes nothing more, is refused", async () => {
     await open();
     const { threadId, p } = await waiting();
     const mark = await writeMark(portal);
     await drive(resume(approveValue(p, "bob")), threadId);
     expect((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
 
-    await drive(new Command({ goto: "pre_read" }), threadId);
+    await drive(new Command({ goto: "carry_out" }), threadId);
     soft(await valuesOf(threadId)).toMatchObject({ outcome: "VERIFIED", reasonCode: "VERIFIED" });
     await expectOnlyRegisteredWrite(mark, p);
     const audit = await readAudit(dataDir, threadId);
@@ -386,11 +410,11 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await expectOnlyRegisteredWrite(mark, p);
   });
 
-  it("row 11: Command({goto: pre_read}) and new input to a waiting thread leave it waiting with the same hash; a later approval writes once", async () => {
+  it("row 11: Command({goto: carry_out}) and new input to a waiting thread leave it waiting with the same hash; a later approval writes once", async () => {
     await open();
     const { threadId, p } = await waiting();
     const mark = await writeMark(portal);
-    await drive(new Command({ goto: "pre_read" }), threadId);
+    await drive(new Command({ goto: "carry_out" }), threadId);
     expectRegistered(await payloadOf(threadId), p);
     soft((await valuesOf(threadId))["outcome"] ?? null).toBeNull();
     soft(events(await readAudit(dataDir, threadId), "transition_refused").length).toBeGreaterThan(0);
@@ -491,15 +515,15 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await expectOnlyRegisteredWrite(mark, p!);
   });
 
-  it("row 15: after the write was sent (stopped before verify), a forged invalid proposal cannot end the action NOT_EXECUTED; verify still runs and the run ends VERIFIED", async () => {
-    await open({ interruptBefore: ["verify"] });
+  it("row 15: after the write was sent (stopped before verification), a forged invalid proposal cannot end the action NOT_EXECUTED; verification still runs and the run ends VERIFIED", async () => {
+    await open({ stopBeforeVerification: true });
     const { threadId, p } = await waiting();
     const mark = await writeMark(portal);
     await drive(resume(approveValue(p, "bob")), threadId);
     soft((await app!.deps.journal.currentAction(threadId))?.phase).toBe("acknowledged");
     soft(await writesSince(portal, mark)).toHaveLength(1);
     await app!.graph.updateState(cfg(threadId), forgedProposalTurn({ name: "propose_change", args: {} }), "agent");
-    // Continued until the run ends (the static breakpoint before verify needs one more continue).
+    // Continued until the run ends.
     for (let i = 0; i < 4 && (await app!.graph.getState(cfg(threadId))).next.length > 0; i++) await drive(null, threadId);
     const action = await app!.deps.journal.currentAction(threadId);
     soft(action?.progress.closed?.outcome).toBe("VERIFIED");

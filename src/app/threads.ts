@@ -18,7 +18,7 @@ import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
 import { refusalsRecorded } from "../evidence/bundle.js";
 import { decisionOf, membersOf } from "../hitl/journal-gate.js";
-import { invocationOf } from "../nodes/execute.js";
+import { invocationOf } from "../executor/write.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 

@@ -96,20 +96,16 @@ export class Printer {
           this.step("decision", esc`accepted ${update.decision.type} by ${update.decision.approverId} (${update.decision.verifiedBy})`);
         }
         return;
-      case "pre_read":
+      case "carry_out":
+        // The executor's phases, as it recorded them (it also streams each one as a custom event).
         if (update.preRead) this.step("pre-read", esc`${update.preRead.verdict} — ${update.preRead.reason}`);
-        if (update.outcome) this.step("pre-read", esc`${update.reasonCode}: ${update.reason}`);
-        return;
-      case "execute":
         if (update.invocation) this.step("write sent", esc`${update.invocation.tool} ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`);
         if (update.acknowledgement) {
           const a = update.acknowledgement;
           this.step("acknowledgement", esc`${a.status}` + (a.error ? esc` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : "") + (a.reason ? esc` — ${a.reason}` : ""));
         }
-        if (update.outcome) this.step("execute", esc`${update.reasonCode}: ${update.reason}`);
-        return;
-      case "verify":
         if (update.verification) this.step("verification", esc`${update.verification.verdict} — ${update.verification.reason}`);
+        if (update.outcome) this.step("outcome", esc`${update.reasonCode}: ${update.reason}`);
         return;
       case "finish":
         return;

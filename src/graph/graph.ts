@@ -6,9 +6,10 @@
  *   agent → check_input | ask_input   (a question is open in the journal: chat sent meanwhile is a candidate answer; no model call)
  *   agent → check_decision      (an approval waits: a chat message sent meanwhile is a candidate decision; no model call)
  *   agent → build_envelope      (an undo thread: the proposal is built by code from the journal, no model call)
- *   agent → propose → build_envelope → await_approval ⇄ check_decision → pre_read → execute → verify → finish
- *   verify → pre_read            (a change set: the next approved action, once this one verified)
- *   build_envelope → pre_read    (a change set approved in part, where the policy lets the approved part run at once)
+ *   agent → propose → build_envelope → await_approval ⇄ check_decision → carry_out → finish
+ *   carry_out: pre-read → bound write → verify, each action of a change set in turn, as one node driven
+ *              by the journal's phase table (src/executor); no router or state channel picks its steps
+ *   build_envelope → carry_out   (a change set approved in part, where the policy lets the approved part run at once)
  *   check_decision → build_envelope (edit, escalation) | agent (reject with feedback, revision allowed)
  *   any journal-checked node → resync → wherever the journal says the thread is (a node driven out of
  *   order by goto, new input, replay or a fork does nothing and hands over to resync)
@@ -21,12 +22,9 @@ import {
   afterBuildEnvelope,
   afterCheckDecision,
   afterCheckInput,
-  afterExecute,
   afterFinish,
-  afterPreRead,
   afterPropose,
   afterResync,
-  afterVerify,
 } from "./routes.js";
 import { agent } from "../nodes/agent.js";
 import { readTools } from "../nodes/read-tools.js";
@@ -36,9 +34,7 @@ import { checkInput } from "../nodes/check-input.js";
 import { buildEnvelope } from "../nodes/build-envelope.js";
 import { awaitApproval } from "../nodes/await-approval.js";
 import { checkDecision } from "../nodes/check-decision.js";
-import { preRead } from "../nodes/pre-read.js";
-import { execute } from "../nodes/execute.js";
-import { verify } from "../nodes/verify.js";
+import { carryOut } from "../nodes/carry-out.js";
 import { finish } from "../nodes/finish.js";
 import { resync } from "../nodes/resync.js";
 import { guardApiRuns } from "../api/guard.js";
@@ -52,9 +48,7 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addNode("build_envelope", buildEnvelope)
   .addNode("await_approval", awaitApproval)
   .addNode("check_decision", checkDecision)
-  .addNode("pre_read", preRead)
-  .addNode("execute", execute)
-  .addNode("verify", verify)
+  .addNode("carry_out", carryOut, { ends: ["finish", "resync"], metadata: { phases: "pre-read → bound write → verify (src/executor; one node, no pause between phases)" } })
   .addNode("finish", finish)
   .addNode("resync", resync)
   .addEdge(START, "agent")
@@ -63,19 +57,19 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish", "resync"])
   .addEdge("ask_input", "check_input")
   .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish", "resync"])
-  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "pre_read", "finish", "resync"])
+  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "carry_out", "finish", "resync"])
   .addConditionalEdges("await_approval", afterAwaitApproval, ["check_decision", "resync"])
-  .addConditionalEdges("check_decision", afterCheckDecision, ["agent", "await_approval", "build_envelope", "pre_read", "finish", "resync"])
-  .addConditionalEdges("pre_read", afterPreRead, ["execute", "finish", "resync"])
-  .addConditionalEdges("execute", afterExecute, ["verify", "finish", "resync"])
-  .addConditionalEdges("verify", afterVerify, ["pre_read", "finish", "resync"])
+  .addConditionalEdges("check_decision", afterCheckDecision, ["agent", "await_approval", "build_envelope", "carry_out", "finish", "resync"])
   .addConditionalEdges("finish", afterFinish, ["resync", END])
-  .addConditionalEdges("resync", afterResync, ["agent", "build_envelope", "await_approval", "pre_read", "execute", "verify", "finish"]);
+  .addConditionalEdges("resync", afterResync, ["agent", "build_envelope", "await_approval", "carry_out", "finish"]);
 
 export interface CompileOptions {
   checkpointer: BaseCheckpointSaver;
-  /** For tests that pause before a node (e.g. to tamper with a checkpoint before execute). */
-  interruptBefore?: Array<"build_envelope" | "pre_read" | "execute" | "verify">;
+  /**
+   * For tests that pause before a node (e.g. to tamper with a checkpoint after the decision). The
+   * steps after the approval run inside `carry_out`, so no pause can fall between them.
+   */
+  interruptBefore?: Array<"build_envelope" | "carry_out">;
 }
 
 export function compileGraph(opts: CompileOptions) {

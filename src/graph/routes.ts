@@ -41,25 +41,26 @@ export function afterCheckInput(state: State): "agent" | "ask_input" | "finish" 
   return state.inputRequest ? "ask_input" : "agent";
 }
 
-export function afterBuildEnvelope(state: State): "await_approval" | "pre_read" | "finish" | "resync" {
+export function afterBuildEnvelope(state: State): "await_approval" | "carry_out" | "finish" | "resync" {
   if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
   // A partial approval of a change set that the policy lets run at once was decided with the new
-  // revision (pre_read checks that in the journal like any approval).
-  return state.journalNext === "pre_read" ? "pre_read" : "await_approval";
+  // revision (carry_out checks that in the journal like any approval).
+  return state.journalNext === "carry_out" ? "carry_out" : "await_approval";
 }
 
 export function afterAwaitApproval(state: State): "check_decision" | "resync" {
   return state.needsResync ? "resync" : "check_decision";
 }
 
-export function afterCheckDecision(state: State): "agent" | "await_approval" | "build_envelope" | "pre_read" | "finish" | "resync" {
+export function afterCheckDecision(state: State): "agent" | "await_approval" | "build_envelope" | "carry_out" | "finish" | "resync" {
   if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
   const type = state.decision?.type;
   switch (type) {
     case "approve":
-      return "pre_read";
+      // Into the executor, which takes every later step from the journal's phase table.
+      return "carry_out";
     case "edit":
       return "build_envelope";
     case "reject":
@@ -77,22 +78,6 @@ export function afterCheckDecision(state: State): "agent" | "await_approval" | "
       throw new Error(`unknown decision type ${String(never)}`);
     }
   }
-}
-
-export function afterPreRead(state: State): "execute" | "finish" | "resync" {
-  if (state.needsResync) return "resync";
-  return state.outcome ? "finish" : "execute";
-}
-
-export function afterExecute(state: State): "verify" | "finish" | "resync" {
-  if (state.needsResync) return "resync";
-  return state.outcome ? "finish" : "verify";
-}
-
-export function afterVerify(state: State): "pre_read" | "finish" | "resync" {
-  if (state.needsResync) return "resync";
-  // A change set whose action verified and whose next action is approved: on to that action's pre-read.
-  return state.journalNext === "pre_read" ? "pre_read" : "finish";
 }
 
 export function afterFinish(state: State): "resync" | "__end__" {

@@ -255,7 +255,7 @@ export const AgentState = new StateSchema({
   needsResync: last<boolean>("Set by a node the journal did not allow to act; routes to `resync`.", z.boolean(), () => false),
   journalNext: last<JournalNext>(
     "Where the journal says the thread is, as last read by `resync`.",
-    z.enum(["agent", "build_envelope", "await_approval", "pre_read", "execute", "verify", "finish"]).nullable(),
+    z.enum(["agent", "build_envelope", "await_approval", "carry_out", "finish"]).nullable(),
     () => null,
   ),
 });

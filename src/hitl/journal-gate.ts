@@ -27,9 +27,7 @@ export type GatedNode =
   | "build_envelope"
   | "await_approval"
   | "check_decision"
-  | "pre_read"
-  | "execute"
-  | "verify"
+  | "carry_out"
   | "finish";
 
 /** Which nodes may act for each place the journal can put a thread. */
@@ -42,13 +40,8 @@ export function allowedAt(next: JournalNext): readonly GatedNode[] {
       return ["build_envelope"];
     case "await_approval":
       return ["await_approval", "check_decision"];
-    case "pre_read":
-      return ["pre_read"];
-    case "execute":
-      return ["execute"];
-    case "verify":
-      // execute re-entered after a crash only reconciles; it never sends again.
-      return ["verify", "execute"];
+    case "carry_out":
+      return ["carry_out"];
     case "finish":
       return ["finish"];
     default: {
@@ -236,7 +229,7 @@ function jsonText(v: unknown): string | undefined {
 
 /**
  * Why an approved envelope may not be acted on any more, judged by this server's clock and the portal
- * this process is connected to; null while it may. Shared by pre_read, execute and a recovery re-send.
+ * this process is connected to; null while it may. Shared by the pre-read, the write and a recovery re-send.
  */
 export function unusableApproval(envelope: { expiresAt: string; portal: string }, now: Date, portal: string): { code: "APPROVAL_EXPIRED" | "WRONG_TARGET"; reason: string } | null {
   if (now.getTime() >= Date.parse(envelope.expiresAt)) {

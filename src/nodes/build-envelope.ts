@@ -172,7 +172,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     const claim = await deps.journal.decideAction(envelopeHash, { threadId, envelopeHash, nonce: envelope.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt }, record);
     if (claim.claimed) {
       await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
-      return { ...mirrorOf(claim.row), proposal, pendingDecision: null, decision: record, journalNext: "pre_read" };
+      return { ...mirrorOf(claim.row), proposal, pendingDecision: null, decision: record, journalNext: "carry_out" };
     }
   }
   return { ...mirrorOf(action), proposal, pendingDecision: null, decision: null, journalNext: null };
@@ -226,7 +226,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
   if (built.autoApproved) {
     const decision = decisionOf(first);
     if (decision) await deps.audit.append(decisionAcceptedEntry(first.envelope, built.setHash, decision));
-    return { ...mirrorOf(first), proposal, pendingDecision: null, decision, journalNext: "pre_read" };
+    return { ...mirrorOf(first), proposal, pendingDecision: null, decision, journalNext: "carry_out" };
   }
   return { ...mirrorOf(first), proposal, pendingDecision: null, decision: null, journalNext: null };
 }

@@ -6,7 +6,7 @@ import type { AcknowledgementRecord } from "../hitl/records.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
-import { invocationOf } from "./execute.js";
+import { invocationOf } from "../executor/write.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 import { deletedLabelOf } from "../envelope/deleted.js";

@@ -155,49 +155,63 @@ export function refusedMove(from: Phase | null, to: Phase, envelopeHash: string)
 }
 
 /**
- * The node that should run next for a thread, from the journal alone. `null` while no action exists
- * and the thread is open: the agent is still studying the portal and may propose.
+ * What the executor (src/executor/index.ts) does next for an approved action, by the row's phase: the
+ * only place the order of the post-approval steps is written. Null: nothing for the executor (the
+ * action waits for a decision, was not approved, or has ended). `intent` (sent, no answer recorded)
+ * is reconciled before it is verified, whatever a checkpoint says.
  */
-export type JournalNext = "agent" | "build_envelope" | "await_approval" | "pre_read" | "execute" | "verify" | "finish" | null;
+export type Step = "pre_read" | "write" | "reconcile" | "verify";
+
+export function stepOf(row: ActionRow): Step | null {
+  switch (row.phase) {
+    case "decided":
+      return row.progress.decision?.type === "approve" ? "pre_read" : null;
+    case "pre_read":
+      return "write";
+    case "intent":
+      return "reconcile";
+    case "acknowledged":
+      return "verify";
+    case "registered":
+    case "verified":
+    case "closed":
+    case "superseded":
+      return null;
+    default: {
+      const never: never = row.phase;
+      throw new Error(`unknown phase ${String(never)}`);
+    }
+  }
+}
+
+/**
+ * The node that should run next for a thread, from the journal alone. `null` while no action exists
+ * and the thread is open: the agent is still studying the portal and may propose. Every step after an
+ * approval is the executor's (`carry_out`), which takes the step from stepOf.
+ */
+export type JournalNext = "agent" | "build_envelope" | "await_approval" | "carry_out" | "finish" | null;
 
 export function nextFromJournal(thread: ThreadRecord | undefined, current: ActionRow | undefined): JournalNext {
   if (thread?.closed) return "finish";
   if (!current) return null;
-  switch (current.phase) {
-    case "registered":
-      return "await_approval";
-    case "decided": {
-      const d = current.progress.decision;
-      switch (d?.type) {
-        case "approve":
-          return "pre_read";
-        case "edit":
-          return "build_envelope";
-        case "reject":
-          return d.revise ? "agent" : "finish";
-        case "expire":
-          return d.escalateTo ? "build_envelope" : "finish";
-        case "cancel":
-        case undefined:
-          return "finish";
-        default: {
-          const never: never = d!.type;
-          throw new Error(`unknown decision ${String(never)}`);
-        }
-      }
-    }
-    case "pre_read":
-      return "execute";
-    case "intent":
-    case "acknowledged":
-      return "verify";
-    case "verified":
-    case "closed":
-    case "superseded":
+  if (stepOf(current) !== null) return "carry_out";
+  if (current.phase === "registered") return "await_approval";
+  if (current.phase !== "decided") return "finish";
+  const d = current.progress.decision;
+  switch (d?.type) {
+    case "edit":
+      return "build_envelope";
+    case "reject":
+      return d.revise ? "agent" : "finish";
+    case "expire":
+      return d.escalateTo ? "build_envelope" : "finish";
+    case "approve":
+    case "cancel":
+    case undefined:
       return "finish";
     default: {
-      const never: never = current.phase;
-      throw new Error(`unknown phase ${String(never)}`);
+      const never: never = d!.type;
+      throw new Error(`unknown decision ${String(never)}`);
     }
   }
 }

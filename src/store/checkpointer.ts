@@ -22,6 +22,16 @@ class AppPostgresSaver extends PostgresSaver {
     super(createPool(db, { name: "checkpoints" }), undefined, { schema: db.schema });
   }
 
+  /**
+   * A channel's value is stored once per (thread, channel, version) and never overwritten, so two
+   * branches of one thread (a fork of an older checkpoint) that reach the same step must not number a
+   * channel's versions alike, or the fork reads the other branch's value back (a finished run shown as
+   * stopped before `finish`). Versions stay increasing numbers, with a random fraction per branch.
+   */
+  override getNextVersion(current: number | undefined): number {
+    return Math.floor(current ?? 0) + 1 + Math.floor(Math.random() * 1e6) / 1e6;
+  }
+
   override async getTuple(config: RunnableConfig) {
     return super.getTuple(config).catch((e: unknown) => {
       throw storeError(this.db, "reading a checkpoint", e);
@@ -52,10 +62,13 @@ class AppPostgresSaver extends PostgresSaver {
 /**
  * SqliteSaver with group commit. put, putWrites and deleteThread serialise at once (as SqliteSaver
  * does) but their rows are written when the event loop turns: every row queued until then goes in one
- * synchronous transaction, and each call's promise settles only after that transaction has committed
- * (WAL, synchronous=FULL: after its fsync). So "durability: sync" keeps its meaning (LangGraph does not
- * start the next step until the step's checkpoint is on disk), but a step's writes and its checkpoint,
- * and the steps of concurrent threads, cost one commit instead of one each.
+ * synchronous transaction, and each call's promise settles only after that transaction has committed.
+ * The commit does not fsync: SqliteSaver puts the file in WAL mode and better-sqlite3 is built with
+ * SQLITE_DEFAULT_WAL_SYNCHRONOUS=1, so this connection runs synchronous=NORMAL (a commit survives a
+ * process crash; a power loss may drop the last ones, which the journal, FULL, makes up for). So
+ * "durability: sync" keeps its meaning for a crash (LangGraph does not start the next step until the
+ * step's checkpoint is committed), and a step's writes and its checkpoint, and the steps of concurrent
+ * threads, cost one commit instead of one each.
  *
  * The transaction never spans an await, so another connection to the same file (in this process or
  * another) never waits on it for longer than one commit, and no reader ever sees an uncommitted row.

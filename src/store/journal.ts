@@ -109,8 +109,6 @@ export type BeginWriteResult =
   | { begun: false; leaseHolder: ObjectLease }
   | { begun: false; refused: string };
 
-export type ClaimResult = { claimed: true } | { claimed: false; existing: DecisionClaim };
-
 /** Claiming a decision also moves the action registered → decided, in the same transaction. */
 export type DecideResult =
   | { claimed: true; row: ActionRow }
@@ -118,12 +116,8 @@ export type DecideResult =
   | { claimed: false; phase: Phase | null; reason: string };
 
 export interface Journal {
-  /** Atomically consumes (envelopeHash, nonce). Exactly one caller ever gets `claimed: true`. */
-  claimDecision(claim: DecisionClaim): Promise<ClaimResult>;
   /** The claim that consumed this nonce, if any. */
   findClaim(nonce: string): Promise<DecisionClaim | undefined>;
-  /** Write-ahead: recorded before the write is sent; refuses a second intent for the same envelope. */
-  recordIntent(intent: ExecutionIntent, sentAt: string): Promise<{ recorded: true } | { recorded: false; existing: ExecutionEntry }>;
   recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void>;
   /**
    * Everything that must hold right before a write leaves, in ONE transaction: the object lease is
@@ -134,9 +128,7 @@ export interface Journal {
   /** The target's answer: recorded on the write-ahead entry (first answer wins) and intent → acknowledged, in one transaction. */
   recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult>;
   findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined>;
-  /** Index of approval requests so waiting ones can be listed and swept without scanning checkpoints. */
-  registerApproval(entry: Omit<ApprovalEntry, "status">): Promise<void>;
-  setApprovalStatus(envelopeHash: string, status: ApprovalEntry["status"]): Promise<void>;
+  /** The index of approval requests (written by registration and every move), so waiting ones can be listed and swept without scanning checkpoints. */
   closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void>;
   listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]>;
 
@@ -378,34 +370,9 @@ export class SqliteJournal implements Journal {
     this.sql = preparedOnce(this.db);
   }
 
-  async claimDecision(claim: DecisionClaim): Promise<ClaimResult> {
-    const tx = this.db.transaction((): ClaimResult => {
-      const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
-      if (existing) return { claimed: false, existing: toClaim(existing) };
-      this.sql(
-          `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        )
-        .run(claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt, new Date().toISOString());
-      return { claimed: true };
-    });
-    return tx.immediate();
-  }
-
   async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
     const row = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(nonce) as ClaimRow | undefined;
     return row ? toClaim(row) : undefined;
-  }
-
-  async recordIntent(intent: ExecutionIntent, sentAt: string) {
-    const tx = this.db.transaction(() => {
-      const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
-      if (existing) return { recorded: false as const, existing: toExecution(existing) };
-      this.sql("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
-        .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt);
-      return { recorded: true as const };
-    });
-    return tx.immediate();
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
@@ -449,18 +416,6 @@ export class SqliteJournal implements Journal {
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
     const row = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as ExecutionRow | undefined;
     return row ? toExecution(row) : undefined;
-  }
-
-  async registerApproval(e: Omit<ApprovalEntry, "status">): Promise<void> {
-    this.sql(
-        `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
-         VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
-      )
-      .run(e.envelopeHash, e.threadId, e.revision, e.requestedBy, e.createdAt, e.expiresAt);
-  }
-
-  async setApprovalStatus(envelopeHash: string, status: ApprovalEntry["status"]): Promise<void> {
-    this.sql("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(status, envelopeHash);
   }
 
   async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {

@@ -14,7 +14,7 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimResult, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
+import { toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
@@ -47,39 +47,9 @@ export class PostgresJournal implements Journal {
     return new PostgresJournal(pool, createPool(db, { name: "locks", max: 20 }), db, key);
   }
 
-  async claimDecision(claim: DecisionClaim): Promise<ClaimResult> {
-    return inTransaction(this.pool, this.db, `claiming decision nonce ${claim.nonce} on thread ${claim.threadId}`, async (c) => {
-      const inserted = await c.query(
-        `INSERT INTO ${this.s}.decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING nonce`,
-        [claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt],
-      );
-      if (inserted.rowCount === 1) return { claimed: true as const };
-      const existing = await c.query<ClaimRow>(`SELECT * FROM ${this.s}.decision_claims WHERE nonce = $1`, [claim.nonce]);
-      const row = existing.rows[0];
-      if (!row) throw new Error(`decision claim for nonce ${claim.nonce} conflicted but no claim with that nonce exists`);
-      return { claimed: false as const, existing: toClaim(row) };
-    });
-  }
-
   async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
     const rows = await query<ClaimRow>(this.pool, this.db, "reading a decision claim", `SELECT * FROM ${this.s}.decision_claims WHERE nonce = $1`, [nonce]);
     return rows[0] ? toClaim(rows[0]) : undefined;
-  }
-
-  async recordIntent(intent: ExecutionIntent, sentAt: string): Promise<{ recorded: true } | { recorded: false; existing: ExecutionEntry }> {
-    return inTransaction(this.pool, this.db, `recording the write-ahead entry for ${intent.envelopeHash}`, async (c) => {
-      const inserted = await c.query(
-        `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
-        [intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt],
-      );
-      if (inserted.rowCount === 1) return { recorded: true as const };
-      const existing = await c.query<ExecutionRow>(`SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`, [intent.envelopeHash]);
-      const row = existing.rows[0];
-      if (!row) throw new Error(`write-ahead entry for ${intent.envelopeHash} conflicted on its idempotency key ${intent.idempotencyKey} with another envelope`);
-      return { recorded: false as const, existing: toExecution(row) };
-    });
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
@@ -141,21 +111,6 @@ export class PostgresJournal implements Journal {
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
     const rows = await query<ExecutionRow>(this.pool, this.db, "reading a write-ahead entry", `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`, [envelopeHash]);
     return rows[0] ? toExecution(rows[0]) : undefined;
-  }
-
-  async registerApproval(e: Omit<ApprovalEntry, "status">): Promise<void> {
-    await query(
-      this.pool,
-      this.db,
-      `registering approval ${e.envelopeHash}`,
-      `INSERT INTO ${this.s}.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
-       VALUES ($1, $2, $3, $4, $5, $6, 'pending') ON CONFLICT (envelope_hash) DO NOTHING`,
-      [e.envelopeHash, e.threadId, e.revision, e.requestedBy, e.createdAt, e.expiresAt],
-    );
-  }
-
-  async setApprovalStatus(envelopeHash: string, status: ApprovalEntry["status"]): Promise<void> {
-    await query(this.pool, this.db, `updating approval ${envelopeHash}`, `UPDATE ${this.s}.approvals SET status = $1 WHERE envelope_hash = $2`, [status, envelopeHash]);
   }
 
   async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {

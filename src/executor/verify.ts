@@ -1,38 +1,20 @@
-import type { LangGraphRunnableConfig } from "@langchain/langgraph";
-import type { State, Update } from "../graph/state.js";
-import { getDeps, type Deps } from "../runtime/deps.js";
+import type { Update } from "../graph/state.js";
+import type { Deps } from "../runtime/deps.js";
 import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyDeleted, verifyOutcome, type Acknowledgement, type Envelope } from "../envelope/index.js";
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import { readDeleted } from "../hitl/delete-reads.js";
-import type { AcknowledgementRecord, PreReadRecord, VerificationRecord } from "../hitl/records.js";
-import { mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
-import { invocationOf } from "./execute.js";
+import type { PreReadRecord, VerificationRecord } from "../hitl/records.js";
+import type { ActionRow } from "../store/action-machine.js";
+import { invocationOf } from "./write.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
-import { nextFromJournal } from "../store/action-machine.js";
+import type { PhaseContext } from "./index.js";
 
 /**
- * A fresh read after the write; the acknowledgement alone never counts as verified. The envelope and
- * the acknowledgement are the journal's; the verdict is recorded there (acknowledged → verified).
+ * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as
+ * verified. The envelope and the acknowledgement are the journal's; the verdict is recorded there
+ * (acknowledged → verified).
  */
-export async function verify(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
-  const gate = await openGate(deps, config, state);
-  const refused = await refuseUnlessAllowed(deps, gate, "verify", state);
-  if (refused) return refused;
-  let action = gate.action!;
-  await noteStateDrift(deps, gate, "verify", state);
-  const entry = await deps.journal.findExecution(action.envelopeHash);
-  if (action.phase === "intent") {
-    // The process that sent the write died before recording an answer: the acknowledgement is lost.
-    const missing: AcknowledgementRecord = {
-      status: "MISSING",
-      reason: `the write was sent${entry ? ` at ${entry.sentAt}` : ""} by a process that ended before recording an answer; not re-sent`,
-      at: deps.clock().toISOString(),
-    };
-    const moved = await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement: (entry?.acknowledgement as AcknowledgementRecord | undefined) ?? missing });
-    if (!moved.ok) return { needsResync: true };
-    action = moved.row;
-  }
+export async function verify({ deps, members }: PhaseContext, action: ActionRow): Promise<Update> {
   const ack = action.progress.acknowledgement!;
   const acknowledgement: Acknowledgement =
     ack.status === "OK"
@@ -41,13 +23,11 @@ export async function verify(state: State, config: LangGraphRunnableConfig): Pro
         ? { status: "ERROR", error: ack.error! }
         : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
-  const envelope = expectedEnvelope(action, gate.members ?? []);
+  const envelope = expectedEnvelope(action, members ?? []);
   const verification = await freshRead(deps, envelope, acknowledgement, action.progress.preRead);
-  const moved = await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
-  if (!moved.ok) return { needsResync: true };
-  // A change set goes on to its next approved action only after this one VERIFIED (the chain rule).
-  const next = action.set ? nextFromJournal(gate.thread, await deps.journal.currentAction(gate.threadId)) : null;
-  return unchangedLeftOut({ ...mirrorOf(action), acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification, journalNext: next === "pre_read" ? "pre_read" : null }, state);
+  await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
+  const entry = await deps.journal.findExecution(action.envelopeHash);
+  return { acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification };
 }
 
 /** The fresh read after the write and its verdict, by the operation's effect (src/envelope/operations.ts). */

@@ -1,6 +1,4 @@
-import type { LangGraphRunnableConfig } from "@langchain/langgraph";
-import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
+import type { Update } from "../graph/state.js";
 import { OPERATIONS, commentIdsWithText, compareBaseline, compareBeforeDelete, extractComments, taskIdsWithTitle, type CompareResult, type GoneResult } from "../envelope/index.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
@@ -10,47 +8,37 @@ import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut, unusableApproval } from "../hitl/journal-gate.js";
+import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
+import type { PhaseContext } from "./index.js";
 
 /**
- * A fresh read right before the write, of the target the journal registered. Only MATCH moves the
- * action on (decided → pre_read); MISMATCH, UNKNOWN and ERROR each close it with their own code,
- * because "changed", "could not tell" and "could not read" call for different actions from a person.
- * Runs only for an action the journal holds as approved; expiry is judged by this server's clock.
- * Before reading it takes the object's lease (src/hitl/object-lease.ts), so no other approved action
- * on the same task can pass its own pre-read until this one is verified or closed.
+ * Phase `decided` (approved): a fresh read right before the write, of the target the journal
+ * registered. Only MATCH moves the action on (decided → pre_read); MISMATCH, UNKNOWN and ERROR each
+ * close it with their own code, because "changed", "could not tell" and "could not read" call for
+ * different actions from a person. Expiry is judged by this server's clock. Before reading it takes
+ * the object's lease (src/hitl/object-lease.ts), so no other approved action on the same task can
+ * pass its own pre-read until this one is verified or closed.
  */
-export async function preRead(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  return unchangedLeftOut(await readBeforeWrite(state, config), state);
-}
-
-async function readBeforeWrite(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
-  const gate = await openGate(deps, config, state);
-  const refused = await refuseUnlessAllowed(deps, gate, "pre_read", state);
-  if (refused) return refused;
-  const action = gate.action!;
-  await noteStateDrift(deps, gate, "pre_read", state);
+export async function preRead({ deps, members }: PhaseContext, action: ActionRow): Promise<Update> {
   const envelope = action.envelope;
-  const mirror = mirrorOf(action);
   const unusable = unusableApproval(envelope, deps.clock(), deps.portal);
-  if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
+  if (unusable) return closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
 
   // The object is ours from before this read until verification: another approved action on it waits,
   // and reads what we wrote.
   const hold = await holdObject(deps, action);
-  if (!hold.held) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs))) };
+  if (!hold.held) return closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs));
 
-  if (OPERATIONS[envelope.operation].effect === "create") return preReadCreate(deps, action, mirror, hold.record);
-  if (OPERATIONS[envelope.operation].effect === "delete") return preReadDelete(deps, action, mirror, hold.record);
+  if (OPERATIONS[envelope.operation].effect === "create") return preReadCreate(deps, action, hold.record);
+  if (OPERATIONS[envelope.operation].effect === "delete") return preReadDelete(deps, action, hold.record);
   const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
-  const comparison = compareBaseline(expectedEnvelope(action, gate.members ?? []), toReadResult(res));
+  const comparison = compareBaseline(expectedEnvelope(action, members ?? []), toReadResult(res));
   // Only a task answer says whether the acting user may edit it; a deal's does not (the write's answer will).
   const canEdit = res.ok && envelope.object.type === "task" ? canEditFrom(res.body) : null;
   const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, lease: hold.record, at: deps.clock().toISOString() };
   if (comparison.verdict === "MATCH") {
-    const close = notExecutedWith(deps, action, mirror, record);
+    const close = notExecutedWith(deps, action, record);
     if (OPERATIONS[envelope.operation].effect === "update" && envelope.object.type === "task") {
       if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
       if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
@@ -67,7 +55,7 @@ async function readBeforeWrite(state: State, config: LangGraphRunnableConfig): P
       record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
     }
   }
-  return settle(deps, action, mirror, record, comparison);
+  return settle(deps, action, record, comparison);
 }
 
 /**
@@ -76,7 +64,7 @@ async function readBeforeWrite(state: State, config: LangGraphRunnableConfig): P
  * this write makes from an earlier one even when the answer is lost. A list that cannot be read stops
  * the write (PRECHECK_ERROR), because without it a lost answer could not be told apart.
  */
-async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, lease: LeaseRecord): Promise<Update> {
+async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<Update> {
   const envelope = action.envelope;
   const title = envelope.params["TITLE"];
   const listed = await deps.tools.read("listTasks", { filter: { TITLE: title } });
@@ -85,7 +73,7 @@ async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, leas
   if (!found?.ok) {
     const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : found && !found.ok ? found.reason : "unreadable";
     const record: PreReadRecord = { ...base, verdict: "ERROR", reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created` };
-    return notExecutedWith(deps, action, mirror, record)("PRECHECK_ERROR", record.reason);
+    return notExecutedWith(deps, action, record)("PRECHECK_ERROR", record.reason);
   }
   const record: PreReadRecord = {
     ...base,
@@ -93,7 +81,7 @@ async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, leas
     reason: `creates a new task: nothing existing to compare; ${found.ids.length} task(s) already carry this title (${found.ids.join(", ") || "none"}) and will not be taken for the new one`,
     sameTextBefore: found.ids,
   };
-  return passed(deps, action, mirror, record);
+  return passed(deps, action, record);
 }
 
 /**
@@ -103,24 +91,24 @@ async function preReadCreate(deps: Deps, action: ActionRow, mirror: Update, leas
  * the delete asks for is already there), recorded as a MISMATCH with the baseline and said in words;
  * an unusable answer or a failed read stop it as for any pre-read.
  */
-async function preReadDelete(deps: Deps, action: ActionRow, mirror: Update, lease: LeaseRecord): Promise<Update> {
+async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<Update> {
   const envelope = action.envelope;
   const { res } = await readDeleted(deps.tools, envelope);
   const comparison = compareBeforeDelete(envelope, toReadResult(res));
   const at = deps.clock().toISOString();
   const record: PreReadRecord = { ...comparison, verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict, raw: rawOf(res), canEdit: null, lease, at };
-  return settle(deps, action, mirror, record, comparison);
+  return settle(deps, action, record, comparison);
 }
 
 /**
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
  * NOT_EXECUTED with its own code, keeping the pre-read that stopped it.
  */
-async function settle(deps: Deps, action: ActionRow, mirror: Update, record: PreReadRecord, comparison: CompareResult | GoneResult): Promise<Update> {
-  const close = notExecutedWith(deps, action, mirror, record);
+async function settle(deps: Deps, action: ActionRow, record: PreReadRecord, comparison: CompareResult | GoneResult): Promise<Update> {
+  const close = notExecutedWith(deps, action, record);
   switch (comparison.verdict) {
     case "MATCH":
-      return passed(deps, action, mirror, record);
+      return passed(deps, action, record);
     case "GONE":
       // What a delete removes is already gone: the state it asks for is there.
       return close("NO_CHANGE", `${comparison.reason}; nothing was sent`);
@@ -138,17 +126,15 @@ async function settle(deps: Deps, action: ActionRow, mirror: Update, record: Pre
   }
 }
 
-/** Moves the action on (decided → pre_read) with the pre-read that passed; an action moved meanwhile sends the run to resync. */
-async function passed(deps: Deps, action: ActionRow, mirror: Update, record: PreReadRecord): Promise<Update> {
-  const moved = await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
-  if (!moved.ok) return { needsResync: true };
-  return { ...mirror, preRead: record };
+/** Moves the action on (decided → pre_read) with the pre-read that passed (an action moved meanwhile is where the journal says). */
+async function passed(deps: Deps, action: ActionRow, record: PreReadRecord): Promise<Update> {
+  await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
+  return { preRead: record };
 }
 
 /** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it (in the journal and the mirror). */
-function notExecutedWith(deps: Deps, action: ActionRow, mirror: Update, record: PreReadRecord) {
+function notExecutedWith(deps: Deps, action: ActionRow, record: PreReadRecord) {
   return async (code: "NOT_PERMITTED" | "NO_CHANGE" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
-    ...mirror,
     preRead: record,
     ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
   });

@@ -1,56 +1,44 @@
 import { createHash } from "node:crypto";
-import type { LangGraphRunnableConfig } from "@langchain/langgraph";
-import type { State, Update } from "../graph/state.js";
-import { getDeps, type Deps } from "../runtime/deps.js";
+import type { Update } from "../graph/state.js";
+import type { Deps } from "../runtime/deps.js";
 import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../hitl/records.js";
 import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { busyReason, leaseOf } from "../hitl/object-lease.js";
 import { OPERATIONS, isOperationName, writeArgsOf, type OperationName } from "../envelope/index.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut, unusableApproval } from "../hitl/journal-gate.js";
+import { canonicalJson } from "../envelope/canonical.js";
+import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
+import { journalGuardEntry } from "../hitl/audit-records.js";
+import type { PhaseContext } from "./index.js";
 
 /**
- * The only node holding the write handle. It acts only for an action the journal holds at
- * `pre_read` with a MATCH for that hash; the arguments are the journal's registered envelope alone;
- * the write-ahead entry is in the journal before the request leaves; the call is sent once and never
- * retried; the target's answer is kept as an acknowledgement, separate from verification.
+ * Phase `pre_read` (MATCH): the only code holding the write handle. The arguments are the journal's
+ * registered envelope alone; the write-ahead entry is in the journal before the request leaves; the
+ * call is sent once and never retried; the target's answer is kept as an acknowledgement, separate
+ * from verification.
  *
  * With idempotent writes on (BITRIX24_IDEMPOTENCY; see idempotentWrites) the call carries REST 3.0's
  * Idempotency-Key, derived from the envelope hash, and the write-ahead entry records that it does.
- * Only such a call is ever sent a second time: by recovery, when the first answer was lost, with the
- * same arguments and the same key, so the portal replays its first answer instead of applying it again.
+ * Only such a call is ever sent a second time: by reconciliation (phase `intent`), when the first
+ * answer was lost, rebuilt from the sealed envelope with the same key, so the portal replays its first
+ * answer instead of applying it again.
  */
-export async function execute(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  return unchangedLeftOut(await sendWrite(state, config), state);
-}
-
-async function sendWrite(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
-  const gate = await openGate(deps, config, state);
-  const refused = await refuseUnlessAllowed(deps, gate, "execute", state);
-  if (refused) return refused;
-  const action = gate.action!;
-  await noteStateDrift(deps, gate, "execute", state);
+export async function write({ deps }: PhaseContext, action: ActionRow): Promise<Update> {
   const envelope = action.envelope;
   const envelopeHash = action.envelopeHash;
-  const mirror = mirrorOf(action);
-
-  // Re-entry after a crash: the write was already sent once (or its entry recorded), so it is never sent again.
+  // An entry recorded while the row stayed at pre_read (a version that moved the row separately): never a second send.
   const previous = await deps.journal.findExecution(envelopeHash);
-  if (previous) return { ...mirror, ...(await reconcile(deps, action, previous)) };
-  if (action.phase !== "pre_read" || action.progress.preRead?.verdict !== "MATCH") return { needsResync: true };
+  if (previous) return reconcile(deps, action, previous);
+  if (action.progress.preRead?.verdict !== "MATCH") return closeAction(deps, action, "NOT_EXECUTED", "PRECHECK_ERROR", "the journal holds no matching pre-read for this action; nothing was sent");
 
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
-  if (unusable) return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason)) };
-  // The tool's arguments by the operation's table: {taskId, fields} for a task, {dealId, fields} for a deal.
-  const args = writeArgsOf(envelope.operation, envelope.object.id, envelope.params) as InvocationRecord["args"];
-  const idempotencyKey = createHash("sha256").update(`${envelopeHash}\n${envelope.nonce}`).digest("hex").slice(0, 32);
+  if (unusable) return closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
+  const { args, idempotencyKey, operation } = sealedCall(action);
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();
   // The protocol is part of the write-ahead entry: recovery may re-send only a call that carried the key.
-  const operation = envelope.operation;
   const recorded: StoredArgs = { ...args, ...(protocol === "rest2" ? {} : { protocol }), ...(operation === "update_task" ? {} : { operation }) };
   // One transaction: the lease is still ours (renewed), the write-ahead entry is recorded, and the
   // action moves to intent. The pre-read's MATCH holds only while the object stayed ours: a lease that
@@ -58,11 +46,11 @@ async function sendWrite(state: State, config: LangGraphRunnableConfig): Promise
   const begun = await deps.journal.beginWrite({ envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded }, sentAt, leaseOf(deps, action));
   if (!begun.begun) {
     // Another process recorded this write a moment ago and is sending it: never a second send from here.
-    if ("existing" in begun) return { ...mirror, ...(await reconcile(deps, action, begun.existing, false)) };
+    if ("existing" in begun) return reconcile(deps, action, begun.existing, false);
     if ("leaseHolder" in begun) {
-      return { ...mirror, ...(await closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`)) };
+      return closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`);
     }
-    return { needsResync: true };
+    return {};
   }
   const spec = OPERATIONS[operation];
   const invocation: InvocationRecord = { tool: spec.tool, args, idempotencyKey, envelopeHash, sentAt, protocol };
@@ -71,7 +59,29 @@ async function sendWrite(state: State, config: LangGraphRunnableConfig): Promise
   const at = deps.clock().toISOString();
   const acknowledgement = acknowledgementOf(res, protocol, at);
   await deps.journal.recordAnswer(envelopeHash, acknowledgement, at);
-  return { ...mirror, invocation, acknowledgement };
+  return { invocation, acknowledgement };
+}
+
+/**
+ * Phase `intent` (sent, no answer recorded): the process that sent the write ended before recording
+ * its answer. Reconciled before verification, whatever a checkpoint says: the same-key re-send where
+ * it is safe, otherwise a MISSING acknowledgement that the verification's fresh read settles.
+ */
+export async function reconcileWrite({ deps }: PhaseContext, action: ActionRow): Promise<Update> {
+  const entry = await deps.journal.findExecution(action.envelopeHash);
+  if (entry) return reconcile(deps, action, entry);
+  const acknowledgement: AcknowledgementRecord = { status: "MISSING", reason: "the action was moved to intent but no write-ahead entry was found; not re-sent", at: deps.clock().toISOString() };
+  await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
+  return { acknowledgement };
+}
+
+/** The call an approved action makes, from its sealed envelope alone: arguments, operation and key. */
+function sealedCall(action: ActionRow): { args: InvocationRecord["args"]; idempotencyKey: string; operation: OperationName } {
+  const e = action.envelope;
+  // The tool's arguments by the operation's table: {taskId, fields} for a task, {dealId, fields} for a deal.
+  const args = writeArgsOf(e.operation, e.object.id, e.params) as InvocationRecord["args"];
+  const idempotencyKey = createHash("sha256").update(`${action.envelopeHash}\n${e.nonce}`).digest("hex").slice(0, 32);
+  return { args, idempotencyKey, operation: e.operation };
 }
 
 /**
@@ -144,21 +154,50 @@ export function invocationOf(entry: ExecutionEntry): InvocationRecord {
  * Brings the action up to what the write-ahead entry says happened. An entry with no answer recorded
  * means the process died after (or while) sending. A plain REST 2 call is never sent again: the
  * acknowledgement is MISSING and only verification can tell. A call that carried an Idempotency-Key
- * is sent again exactly as recorded (same arguments, same key) while idempotent writes are on, the
- * approval is still valid and the portal is the same: the portal's answer (normally its replay of the
- * first answer, `Idempotent-Replayed: true`) becomes the acknowledgement.
+ * is sent again, rebuilt from the sealed envelope (same arguments, same key; an entry that disagrees
+ * with it sends nothing), while idempotent writes are on, the approval is still valid and the portal
+ * is the same: the portal's answer (normally its replay of the first, `Idempotent-Replayed: true`)
+ * becomes the acknowledgement.
  */
 async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend = true): Promise<Update> {
   const known = entry.acknowledgement ? (entry.acknowledgement as AcknowledgementRecord) : action.progress.acknowledgement;
+  if (!known) {
+    const tampered = entryDisagreement(action, entry);
+    if (tampered) return refuseTamperedEntry(deps, action, tampered);
+  }
   const acknowledgement: AcknowledgementRecord = known ?? (await answerOfLostCall(deps, action, entry, mayResend));
   // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
   if (!known && acknowledgement.resent) await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, acknowledgement.at);
   if (action.phase === "pre_read") await deps.journal.moveAction(action.envelopeHash, "intent", {});
-  const now = await deps.journal.getAction(action.envelopeHash);
-  if (now?.phase === "intent") await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
   // Another process may have recorded an answer first: the journal's copy is the one that stands.
-  const stands = (await deps.journal.getAction(action.envelopeHash))?.progress.acknowledgement ?? acknowledgement;
+  const moved = await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
+  const stands = moved.ok ? acknowledgement : ((await deps.journal.getAction(action.envelopeHash))?.progress.acknowledgement ?? acknowledgement);
   return { invocation: invocationOf(entry), acknowledgement: stands };
+}
+
+/**
+ * How a write-ahead entry differs from the call the sealed envelope makes (null when it does not). The
+ * entry is data in the data directory; a re-send is only ever the sealed envelope's call.
+ */
+function entryDisagreement(action: ActionRow, entry: ExecutionEntry): string | null {
+  const sealed = sealedCall(action);
+  const problems: string[] = [];
+  if (operationOf(entry) !== sealed.operation) problems.push(`it names operation ${operationOf(entry)}, the envelope ${sealed.operation}`);
+  if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args)) problems.push(`its arguments ${JSON.stringify(invocationOf(entry).args)} are not the envelope's ${JSON.stringify(sealed.args)}`);
+  if (entry.idempotencyKey !== sealed.idempotencyKey) problems.push("its Idempotency-Key is not the one derived from the envelope");
+  return problems.length > 0 ? problems.join("; ") : null;
+}
+
+/** A write-ahead entry that disagrees with the sealed envelope: audited, nothing sent, the action closed INCONCLUSIVE (ENVELOPE_TAMPERED). */
+async function refuseTamperedEntry(deps: Deps, action: ActionRow, problems: string): Promise<Update> {
+  const at = deps.clock().toISOString();
+  const reason = `the write-ahead entry of action ${action.envelopeHash} was changed outside this program (${problems}); nothing was re-sent, and whether the approved write was applied was not checked`;
+  await deps.audit.append(
+    journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator: `write-ahead:${action.envelopeHash}`, at, code: "ENVELOPE_TAMPERED", reason }),
+  );
+  const acknowledgement: AcknowledgementRecord = { status: "MISSING", reason, at };
+  const moved = await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
+  return { acknowledgement, ...(await closeAction(deps, moved.ok ? moved.row : action, "INCONCLUSIVE", "ENVELOPE_TAMPERED", reason)) };
 }
 
 async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend: boolean): Promise<AcknowledgementRecord> {
@@ -175,7 +214,9 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
   const now = deps.clock();
   const unusable = unusableApproval(action.envelope, now, deps.portal);
   if (unusable) return missing(unusable.code === "APPROVAL_EXPIRED" ? `${unusable.reason}; a re-send now could be a first application after it` : unusable.reason);
-  const res = await deps.tools.writeHandle.call(OPERATIONS[operationOf(entry)].writeRole, { ...invocationOf(entry).args }, { idempotencyKey: entry.idempotencyKey });
+  // Rebuilt from the sealed envelope (the entry was checked against it): never the entry's stored arguments.
+  const sealed = sealedCall(action);
+  const res = await deps.tools.writeHandle.call(OPERATIONS[sealed.operation].writeRole, sealed.args, { idempotencyKey: sealed.idempotencyKey });
   const at = deps.clock().toISOString();
   return { ...acknowledgementOf(res, protocol, at), resent: { at: now.toISOString(), firstSentAt: entry.sentAt } };
 }
