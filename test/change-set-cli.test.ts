@@ -191,7 +191,7 @@ describe("change sets from the CLI (local stores)", () => {
     now = new Date(now.getTime() + 1_000);
     const setView = await startRun(app, { request: "status and comment on task 4", requestedBy: "demo-user" });
     now = new Date(now.getTime() + 1_000);
-    const last = await startRun(app, { request: "rename task 6 to Single after", requestedBy: "demo-user" });
+    const last = await startRun(app, { request: "rename task 8 to Single after", requestedBy: "demo-user" });
     expect([first.status, setView.status, last.status]).toEqual(["awaiting_approval", "awaiting_approval", "awaiting_approval"]);
 
     const all = await pendingPage(app);

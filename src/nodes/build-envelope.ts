@@ -104,7 +104,14 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   // approved only in its delete is shown again on its own).
   const earlier = [...(gate.members ?? []), ...(previous ? [previous] : [])].map((m) => m.envelope);
   const baseline = undoPart ? { ok: true as const, object: undoPart.object } : await readBaseline(deps.tools, { operation, taskId: proposal.taskId, fields: proposal.fields }, earlier);
-  if (!baseline.ok) return end(baseline.code, baseline.reason);
+  if (!baseline.ok) {
+    // A write the envelope-time read already proves will be refused ends here, audited, and no one is asked.
+    if (baseline.code === "NOT_PERMITTED" || baseline.code === "TARGET_NOT_FOUND") {
+      const at = deps.clock().toISOString();
+      await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: baseline.code, reasons: [baseline.reason] }));
+    }
+    return end(baseline.code, baseline.reason);
+  }
   const task = baseline.object;
 
   // A change that changes nothing is not put in front of an approver (a comment always adds one).
