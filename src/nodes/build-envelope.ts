@@ -72,7 +72,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const proposal: ProposalRecord | null = undoPart
     ? undoPart.proposal
     : onlyOne
-      ? { operation: onlyOne.operation, taskId: onlyOne.taskId, fields: onlyOne.fields, rationale: `the part of change set ${previous?.set?.setHash} that ${prior?.approverId} approved or edited`, source: "human_edit" }
+      ? { operation: onlyOne.operation, taskId: onlyOne.taskId, fields: onlyOne.fields, rationale: `the part of change set ${previous?.set?.setHash} that ${prior?.approverId} ${prior?.setPlan?.perAction.some((p) => p.type === "edit") ? "approved or edited" : "approved (the rest rejected)"}`, source: "human_edit" }
       : gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
       ? { operation: previous!.envelope.operation, taskId: prior.edit.taskId, fields: prior.edit.fields, rationale: `edited by ${prior.approverId}`, source: "human_edit" }
       : gate.next === "build_envelope"
@@ -125,7 +125,9 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const runId = config.runId ?? config.configurable?.run_id;
   // Escalation: set by the expiry that led here, and kept for later revisions of the same approval.
   const escalatedTo = (prior?.type === "expire" ? prior.escalateTo : undefined) ?? previous?.escalatedTo ?? null;
-  const editedBy = proposal.source === "human_edit" && prior?.type === "edit" && !(prior.setPlan?.runWithoutReapproval) ? prior.approverId : undefined;
+  // Removing rejected actions of a set is not an edit: only a plan with an edited action names an editor.
+  const planEdited = prior?.setPlan ? prior.setPlan.perAction.some((p) => p.type === "edit") : true;
+  const editedBy = proposal.source === "human_edit" && prior?.type === "edit" && planEdited && !(prior.setPlan?.runWithoutReapproval) ? prior.approverId : undefined;
   const envelope = createEnvelope({
     portal: deps.portal,
     operation,
@@ -208,7 +210,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
       escalatedTo,
       ...(note ? { note } : {}),
       ...(reads ? { reads } : {}),
-      ...(plan && !plan.runWithoutReapproval && prior ? { editedBy: prior.approverId } : {}),
+      ...(plan && !plan.runWithoutReapproval && plan.perAction.some((p) => p.type === "edit") && prior ? { editedBy: prior.approverId } : {}),
       ...(plan?.runWithoutReapproval && prior ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } } : {}),
     },
     actions,
