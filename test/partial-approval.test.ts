@@ -10,6 +10,7 @@ import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { partialApprovalForecast } from "../src/envelope/index.js";
+import { buildEvidence } from "../src/evidence/bundle.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -72,6 +73,11 @@ describe("partial approvals are not edits", () => {
       ["a3", "VERIFIED", "VERIFIED", true],
     ]);
     expect(done.changeSetOutcome!.actions[1]!.reason).toContain("leave task 5 alone");
+    // The evidence names it a per-action decision, not an edit.
+    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const summaries = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app!.deps.audit.verify() }).filter((e) => e.kind === "decision").map((e) => e.summary);
+    expect(summaries.join("\n")).toContain("per-action decision (a1 approve, a2 reject, a3 approve) accepted from alice");
+    expect(summaries.join("\n")).not.toMatch(/edit accepted/);
   });
 
   it("a kept action that depends on a rejected one (same task, later in the chain) comes back with no editor: the same approver approves it", async () => {
