@@ -171,7 +171,8 @@ describe("change sets from the CLI (local stores)", () => {
     expect(again.stderr).toContain("THREAD_ENDED");
     expect(await portal.writes()).toHaveLength(1);
     expect(parseJsonOutput((await runCli(["pending", "--json"], env)).stdout).pending).toEqual([]);
-  });
+    // About a dozen CLI processes, each a cold start: near 60 s on two shared cores.
+  }, 120_000);
 
   it("pendingPage counts a set once and pages by approvals, not by journal rows", async () => {
     // "rename task N to X" proposes one change; anything else proposes the set.
