@@ -171,7 +171,8 @@ describe("change sets from the CLI (local stores)", () => {
     expect(again.stderr).toContain("THREAD_ENDED");
     expect(await portal.writes()).toHaveLength(1);
     expect(parseJsonOutput((await runCli(["pending", "--json"], env)).stdout).pending).toEqual([]);
-  });
+    // About a dozen CLI processes, each a cold start: near 60 s on two shared cores.
+  }, 120_000);
 
   it("pendingPage counts a set once and pages by approvals, not by journal rows", async () => {
     // "rename task N to X" proposes one change; anything else proposes the set.
@@ -191,7 +192,7 @@ describe("change sets from the CLI (local stores)", () => {
     now = new Date(now.getTime() + 1_000);
     const setView = await startRun(app, { request: "status and comment on task 4", requestedBy: "demo-user" });
     now = new Date(now.getTime() + 1_000);
-    const last = await startRun(app, { request: "rename task 6 to Single after", requestedBy: "demo-user" });
+    const last = await startRun(app, { request: "rename task 8 to Single after", requestedBy: "demo-user" });
     expect([first.status, setView.status, last.status]).toEqual(["awaiting_approval", "awaiting_approval", "awaiting_approval"]);
 
     const all = await pendingPage(app);

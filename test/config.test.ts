@@ -330,6 +330,7 @@ describe("secrets never appear in output or stored evidence", () => {
     DATABASE_URL: "",
     BITRIX24_RATE: "0",
     BITRIX24_TIMEOUT_MS: "5000",
+    ACTION_ENVELOPE_DEFAULT_APPROVER: "demo-approver",
     ...over,
   });
 

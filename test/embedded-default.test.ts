@@ -18,7 +18,7 @@ describe("embedded default portal", () => {
     expect(waiting.status).toBe("awaiting_approval");
     expect(waiting.envelope.portal).toMatch(/^emulator-[0-9a-f]{12}\.local$/);
 
-    const approve = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--json"], env);
+    const approve = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--as", "demo-approver", "--json"], env);
     expect(approve.code, approve.stderr).toBe(0);
     expect(parseJsonOutput(approve.stdout).outcome).toBe("VERIFIED");
 

@@ -318,11 +318,12 @@ describe("pre-read verdicts", () => {
     expect(await portal.writes()).toHaveLength(0);
   });
 
-  it("NOT_PERMITTED when the portal says the acting user may not edit the task", async () => {
-    const { app, view } = await waiting("rename task 6 to Something", readThenPropose(6, { TITLE: "Something" }));
-    expect(view.status).toBe("awaiting_approval");
-    const done = await submitDecision(app, view.threadId, approval(view));
-    expect(done.state?.reasonCode).toBe("NOT_PERMITTED");
+  it("NOT_PERMITTED before any approval when the baseline read says the acting user may not edit the task", async () => {
+    // The envelope-time read already shows action.edit=false: no card, no approver asked (test/doomed-write.test.ts).
+    const { view } = await waiting("rename task 6 to Something", readThenPropose(6, { TITLE: "Something" }));
+    expect(view.status).toBe("finished");
+    expect(view.approval).toBeUndefined();
+    expect(view.state?.reasonCode).toBe("NOT_PERMITTED");
     expect(await portal.writes()).toHaveLength(0);
   });
 });

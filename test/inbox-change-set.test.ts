@@ -162,6 +162,13 @@ describe("a change set in the inbox over HTTP", () => {
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
     expect(await writesOn(4)).toHaveLength(0);
 
+    // Before submitting, the form says what rejecting each action does: rejecting the comment leaves the
+    // update (reversible) to run at once; rejecting the update leaves a comment on the same task, which
+    // depends on it and comes back for a fresh approval that alice may give herself.
+    const form = await (await alice.req(`/t/${view.threadId}`)).text();
+    expect(form).toContain("If you reject a2 and approve the others: a1 runs at once on this approval; a2 is not run (REJECTED).");
+    expect(form).toMatch(/If you reject a1 and approve the others: a2 will NOT run on this decision: a2 depends on rejected a1 \(both change task 4;[^<]*\)\. a2 comes back as a new revision to be approved by any approver of these actions, you included/);
+
     // One approved, one rejected (listed out of order: matched by id), one submission.
     const res = await post([["decision.a2", "reject"], ["message.a2", "no comment needed"], ["decision.a1", "approve"]]);
     expect(res.status).toBe(200);

@@ -396,7 +396,8 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
     if (printer.json) printer.emitJson(threadJson(view));
     else if (view.status === "awaiting_approval") {
       printer.card(view);
-      printer.howToDecide(view, esc` --api ${target.url}`);
+      // Without a token the server cannot know who decides: the line names --as (no identity is invented).
+      printer.howToDecide(view, esc` --api ${target.url}` + (target.token ? "" : " --as <approver-id>"));
     } else if (view.status === "awaiting_input") printer.question(view);
     else if (view.status === "interrupted_run") printer.line(esc`The run stopped before ${view.next?.join(", ")}; the server's worker or a new run finishes it.`);
     else printer.outcome(view);

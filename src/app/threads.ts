@@ -190,7 +190,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
     }
     const payload: InterruptPayload =
       fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered"
-        ? approvalRequestFrom(action, action.set ? { members: await membersOf(app.deps, action) } : {})
+        ? approvalRequestFrom(action, action.set ? { members: await membersOf(app.deps, action), partialExecution: app.deps.policy.partialExecution } : {})
         : fromCheckpoint;
     return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values };
   }
@@ -212,7 +212,7 @@ function checkpointAhead(thread: ThreadRecord | undefined, action: ActionRow | u
 }
 
 async function finishedView(app: ReadApp, threadId: string, values: State, action: ActionRow | undefined): Promise<ThreadView> {
-  const changeSetOutcome = action?.set && action.macValid ? await setOutcomeOf(app, action) : undefined;
+  const changeSetOutcome = action?.macValid ? await setOutcomeOf(app, action) : undefined;
   return { threadId, status: "finished", state: values, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
 }
 
@@ -233,13 +233,17 @@ async function checkpointBehind(app: ReadApp, threadId: string, payload: Interru
 
 /** Each action of the thread's change set as the journal closed it, in set order (not yet closed: omitted). */
 async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetOutcome | undefined> {
-  const members = await membersOf(app.deps, action);
-  const actions: SetActionOutcome[] = [];
+  // Actions an approver rejected in an earlier revision of the set (approve a1, reject a2) stay in the
+  // table as REJECTED with their reason; what was kept ran as the later revision.
+  const rejected = await rejectedInEarlierRevisions(app, action);
+  if (!action.set && rejected.rows.length === 0) return undefined;
+  const members = action.set ? await membersOf(app.deps, action) : [action];
+  const actions: SetActionOutcome[] = [...rejected.rows];
   for (const m of members) {
     const closed = m.progress.closed;
     if (!closed) continue;
     actions.push({
-      actionId: m.set?.actionId ?? "a?",
+      actionId: m.set?.actionId ?? rejected.keptId ?? "a?",
       envelopeHash: m.envelopeHash,
       operation: m.envelope.operation,
       taskId: m.envelope.object.id,
@@ -249,7 +253,42 @@ async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetO
       sent: (await app.deps.journal.findExecution(m.envelopeHash)) !== undefined,
     });
   }
-  return actions.length > 0 ? { setHash: action.set!.setHash, actions } : undefined;
+  actions.sort((a, b) => Number(a.actionId.slice(1)) - Number(b.actionId.slice(1)));
+  const setHash = action.set?.setHash ?? rejected.setHash;
+  return actions.length > 0 && setHash ? { setHash, actions } : undefined;
+}
+
+/** The actions rejected per action in earlier revisions of this thread's change set, from the journal's superseded rows. */
+async function rejectedInEarlierRevisions(app: ReadApp, action: ActionRow): Promise<{ rows: SetActionOutcome[]; keptId?: string; setHash?: string }> {
+  const rows: SetActionOutcome[] = [];
+  let keptId: string | undefined;
+  let setHash: string | undefined;
+  const seen = new Set<string>();
+  for (const hash of [...action.supersededHashes].reverse()) {
+    const row = await app.deps.journal.getAction(hash);
+    const plan = row?.macValid ? row.progress.decision?.setPlan : undefined;
+    if (!row?.set || !plan) continue;
+    setHash ??= row.set.setHash;
+    if (!action.set && plan.actions.length === 1) keptId ??= plan.actions[0]!.actionId;
+    const members = await membersOf(app.deps, row);
+    for (const p of plan.perAction) {
+      if (p.type !== "reject" || seen.has(p.actionId)) continue;
+      seen.add(p.actionId);
+      const m = members.find((x) => x.set?.actionId === p.actionId);
+      if (!m) continue;
+      rows.push({
+        actionId: p.actionId,
+        envelopeHash: m.envelopeHash,
+        operation: m.envelope.operation,
+        taskId: m.envelope.object.id,
+        outcome: "REJECTED",
+        reasonCode: "REJECTED_BY_HUMAN",
+        reason: `rejected by ${row.progress.decision!.approverId} in revision ${row.set.set.revision}${p.message ? `: ${p.message}` : " (no reason given)"}`,
+        sent: false,
+      });
+    }
+  }
+  return { rows, ...(keptId ? { keptId } : {}), ...(setHash ? { setHash } : {}) };
 }
 
 export async function startRun(app: App, input: RunInput, opts: { threadId?: string; onStep?: StepListener } = {}): Promise<ThreadView> {

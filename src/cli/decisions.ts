@@ -3,7 +3,7 @@
  * card); the CLI never fills it in from the thread, or the binding would prove nothing.
  */
 import fs from "node:fs";
-import { DecisionSchema, OPERATIONS, signDecision, signedPayloadOf } from "../envelope/index.js";
+import { DecisionSchema, OPERATIONS, partialApprovalForecast, signDecision, signedPayloadOf } from "../envelope/index.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/threads.js";
 import { UsageError } from "../errors.js";
@@ -205,6 +205,9 @@ export function setDecisions(view: ThreadView, opts: Common & SetDecisionFlags &
   const override = parseOverride(opts.override);
   const decidedAt = new Date().toISOString();
   const pem = readKey(opts);
+  // Said before anything is sent: whether the approved actions run at once, and if not why and who approves next.
+  const forecast = partialApprovalForecast(cs.actions, Object.fromEntries([...plan.byAction].map(([id, d]) => [id, d.type])), cs.partialExecution ?? []);
+  if (forecast.summary) process.stderr.write(`${forecast.summary}${cs.partialExecution ? "" : " (the server did not say which classes its policy lets run after a partial approval)"}\n`);
   return {
     decisions: cs.actions.map(({ actionId, envelope }) => {
       const d = plan.byAction.get(actionId)!;

@@ -94,10 +94,21 @@ const built = async <O>(which: DecisionBuilder, opts: O) => {
  * Sends a decision built from the thread's view: through the LangGraph API when --api (or
  * LANGGRAPH_API_URL) names a server, else to the local stores; sets the exit code either way.
  */
-async function sendDecision(thread: string, opts: { as: string; json?: boolean; api?: string }, cmd: Command, build: (view: ThreadView) => ResumeValue): Promise<void> {
+async function sendDecision(thread: string, opts: { as?: string; key?: string; json?: boolean; api?: string }, cmd: Command, build: (view: ThreadView) => ResumeValue): Promise<void> {
   const api = await apiOf(opts.api);
   // A server that authenticates callers fills in the approver, unless --as was given explicitly.
-  const explicitApprover = cmd.getOptionValueSource("as") !== "default";
+  const explicitApprover = opts.as !== undefined;
+  if (!explicitApprover && !(api?.token && !opts.key)) {
+    // No identity is invented: a default approver comes only from configuration, and is said before anything is sent.
+    const configured = loadConfig().defaultApprover;
+    if (!configured) {
+      throw new UsageError(
+        `${cmd.name()} needs the approver: name it with --as <approver-id>, or set ACTION_ENVELOPE_DEFAULT_APPROVER=<approver-id>${api ? " (or send an API token: LANGGRAPH_API_TOKEN, and the server records its identity)" : ""}`,
+      );
+    }
+    opts.as = configured;
+    process.stderr.write(esc`deciding as ${configured}, from ACTION_ENVELOPE_DEFAULT_APPROVER (self-declared unless signed)` + "\n");
+  }
   if (api) {
     process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover, build });
     return;
@@ -248,7 +259,7 @@ export function buildProgram(): Command {
     .description("Approve exactly the envelope (or the whole change set) with this hash")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--hash <sha>", "the envelope hash shown on the card (sha256:…); for a change set, its \"Set hash:\"", cap("--hash", LIMITS.hash))
-    .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
+    .option("--as <approver>", "approver id (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
     .option("--key <file>", "approver's Ed25519 private key (PEM) to sign the decision", cap("--key", LIMITS.path))
     .option("--override <gate=reason>", "pass an overridable policy gate, with a reason", cap("--override", LIMITS.reason))
     .option("--json", "print one JSON object")
@@ -262,7 +273,7 @@ export function buildProgram(): Command {
     .description("Reject the waiting envelope (a change set: every action of it)")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--reason <text>", "why; shown to the model when revision is allowed", cap("--reason", LIMITS.reason))
-    .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
+    .option("--as <approver>", "approver id (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
     .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
@@ -275,7 +286,7 @@ export function buildProgram(): Command {
     .description("Edit the waiting proposal; creates a new revision that needs its own approval")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--set <FIELD=VALUE>", "field to set (repeatable)", capEach("--set", LIMITS.setValue))
-    .option("--as <approver>", "approver id", cap("--as", LIMITS.id), "demo-approver")
+    .option("--as <approver>", "approver id (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
     .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
@@ -293,7 +304,7 @@ export function buildProgram(): Command {
     .option("--reason <text>", "the reason for the rejected actions that have none of their own", cap("--reason", LIMITS.reason))
     .option("--edit <ids>", "edit these actions (each needs --set; creates a new revision of the set to approve; repeatable)", capEach("--edit", LIMITS.id))
     .option("--set <ACTION.FIELD=VALUE>", "a field of an edited action, e.g. a2.POST_MESSAGE=\"Shorter.\" or a1.PRIORITY=high (repeatable)", capEach("--set", LIMITS.setValue))
-    .option("--as <approver>", "approver id (one approver decides every action)", cap("--as", LIMITS.id), "demo-approver")
+    .option("--as <approver>", "approver id, one for every action (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
     .option("--key <file>", "approver's Ed25519 private key (PEM); each action's decision is signed on its own", cap("--key", LIMITS.path))
     .option("--override <gate=reason>", "pass an overridable policy gate for the approved actions, with a reason", cap("--override", LIMITS.reason))
     .option("--json", "print one JSON object")

@@ -100,6 +100,7 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
   ACTION_ENVELOPE_API_TOKENS: z.string().min(1).optional(),
   ACTION_ENVELOPE_DEFAULT_REQUESTER: z.string().trim().min(1).max(128, "at most 128 characters").optional(),
+  ACTION_ENVELOPE_DEFAULT_APPROVER: z.string().trim().min(1).max(128, "at most 128 characters").optional(),
   LANGGRAPH_API_URL: httpUrl("must be the http(s) URL of a LangGraph API server, e.g. http://127.0.0.1:2024").optional(),
   LANGGRAPH_API_TOKEN: z.string().min(1).optional(),
   ACTION_ENVELOPE_INBOX_USERS: z.string().min(1).optional(),
@@ -144,6 +145,11 @@ export interface AppConfig {
    * {messages}). Self-declared like every id on an open server; with API tokens the requester is the caller.
    */
   defaultRequester?: string;
+  /**
+   * The approver id the CLI's decision commands use when --as is not given (approve, reject, edit,
+   * decide). Unset: such a command stops with a usage error; no identity is invented.
+   */
+  defaultApprover?: string;
   /** Web inbox approver credentials (src/inbox/users.ts): scrypt hashes, never passwords. */
   inboxUsersPath?: string;
   /** The CLI's API mode (src/api/cli-api.ts): a LangGraph API server to talk to instead of the local stores, and its bearer token. */
@@ -251,6 +257,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
     ...(e.ACTION_ENVELOPE_API_TOKENS ? { apiTokensPath: path.resolve(cwd, e.ACTION_ENVELOPE_API_TOKENS) } : {}),
     ...(e.ACTION_ENVELOPE_DEFAULT_REQUESTER ? { defaultRequester: e.ACTION_ENVELOPE_DEFAULT_REQUESTER } : {}),
+    ...(e.ACTION_ENVELOPE_DEFAULT_APPROVER ? { defaultApprover: e.ACTION_ENVELOPE_DEFAULT_APPROVER } : {}),
     ...(e.ACTION_ENVELOPE_INBOX_USERS ? { inboxUsersPath: path.resolve(cwd, e.ACTION_ENVELOPE_INBOX_USERS) } : {}),
     langgraphApi: { ...(e.LANGGRAPH_API_URL ? { url: e.LANGGRAPH_API_URL } : {}), ...(e.LANGGRAPH_API_TOKEN ? { token: e.LANGGRAPH_API_TOKEN } : {}) },
     ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),

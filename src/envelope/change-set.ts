@@ -233,3 +233,49 @@ export function setCardHeader(set: ChangeSet, setHash: string): string {
     `Approve the whole set with the set hash and nonce, or decide each action by its id (approve / reject / edit).`,
   ].join("\n");
 }
+
+/** What a per-action decision of a change set would do, said before it is sent (CLI, inbox) and applied by check_decision. */
+export interface PartialForecast {
+  /** The approved actions run at once on this decision (no edit, nothing depends on a rejected action, the policy lets them run). */
+  runsAtOnce: boolean;
+  kept: string[];
+  rejected: string[];
+  /** Why the kept actions come back for a fresh approval instead (empty when they run at once). */
+  why: string[];
+  /** One line for a person: what happens next and who must approve. */
+  summary: string;
+}
+
+/**
+ * Removing rejected actions is not an edit: the approvals of the kept actions stand and they run at
+ * once, unless an action was edited, a kept action depends on a rejected one (chain rule: a later
+ * action on the same object expects what the rejected one would have written), or the policy's
+ * partialExecution does not list a kept action's class. Then the kept actions come back as the next
+ * revision: after an edit for another approver, otherwise for any approver of them, the decider included.
+ */
+export function partialApprovalForecast(
+  actions: ReadonlyArray<{ actionId: string; envelope: Pick<Envelope, "operation" | "object" | "risk"> }>,
+  choices: Readonly<Record<string, string>>,
+  partialExecution: readonly string[],
+): PartialForecast {
+  const kept = actions.filter((a) => choices[a.actionId] === "approve" || choices[a.actionId] === "edit").map((a) => a.actionId);
+  const rejected = actions.filter((a) => choices[a.actionId] === "reject").map((a) => a.actionId);
+  const edited = actions.filter((a) => choices[a.actionId] === "edit").map((a) => a.actionId);
+  const why: string[] = [];
+  if (edited.length) why.push(`${edited.join(", ")} edited: an edit is a new revision for another approver`);
+  actions.forEach((a, i) => {
+    if (!kept.includes(a.actionId)) return;
+    const before = actions.slice(0, i).find((b) => rejected.includes(b.actionId) && b.envelope.object.type === a.envelope.object.type && b.envelope.object.id === a.envelope.object.id);
+    if (before) why.push(`${a.actionId} depends on rejected ${before.actionId} (both change ${a.envelope.object.type} ${a.envelope.object.id}; ${a.actionId} was shown expecting what ${before.actionId} writes)`);
+    else if (!partialExecution.includes(a.envelope.risk.reversibility)) why.push(`${a.actionId} is ${a.envelope.risk.reversibility}, which the policy's partialExecution does not let run after a partial approval`);
+  });
+  const runsAtOnce = kept.length > 0 && rejected.length > 0 && why.length === 0;
+  const who = edited.length ? "another approver (not the editor)" : "any approver of these actions, you included";
+  const summary =
+    kept.length === 0 || rejected.length === 0
+      ? ""
+      : runsAtOnce
+        ? `${kept.join(", ")} run${kept.length === 1 ? "s" : ""} at once on this approval; ${rejected.join(", ")} ${rejected.length === 1 ? "is" : "are"} not run (REJECTED)`
+        : `${kept.join(", ")} will NOT run on this decision: ${why.join("; ")}. ${kept.join(", ")} come${kept.length === 1 ? "s" : ""} back as a new revision to be approved by ${who}; ${rejected.join(", ")} ${rejected.length === 1 ? "is" : "are"} not run (REJECTED)`;
+  return { runsAtOnce, kept, rejected, why, summary };
+}

@@ -105,9 +105,11 @@ export {
   chainRisk,
   chainOutcome,
   outcomeTable,
+  partialApprovalForecast,
   memberProblems,
   setCardHeader,
   type ChangeSet,
   type ActionOutcome,
+  type PartialForecast,
   type CreateChangeSetInput,
 } from "./change-set.js";

@@ -342,7 +342,7 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
         `decision-r${r.revision}-${accepted ? `accepted-${r.approver?.decision}` : `refused-${r.refusal?.code}`}`,
         r.at,
         accepted
-          ? `${r.approver?.decision} accepted from ${who}${r.override ? `, OVERRIDING ${r.override.gate}: ${r.override.reason}` : ""}${namesResolved(r.resolvedNames)}`
+          ? `${decisionLabel(r.approver?.decision ?? undefined, r.message)} accepted from ${who}${r.override ? `, OVERRIDING ${r.override.gate}: ${r.override.reason}` : ""}${namesResolved(r.resolvedNames)}`
           : `${r.approver?.decision ?? "decision"} from ${who} refused ${r.refusal?.code}: ${r.refusal?.reason}`,
         {
           verdict: accepted ? "accepted" : "refused",
@@ -464,4 +464,14 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
 function namesResolved(resolved: unknown[] | undefined): string {
   const done = (resolved ?? []).filter((n): n is { field: string; typed: string; id: string } => (n as { status?: unknown } | null)?.status === "resolved");
   return done.length ? `; ${done.map((n) => `${n.field} ${JSON.stringify(n.typed)} → user ${n.id}`).join(", ")}` : "";
+}
+
+/**
+ * How an accepted decision is named in the evidence: a change set decided action by action without an
+ * edit (approve a1, reject a2) is a per-action decision, not an edit, though the journal routes it like one.
+ */
+function decisionLabel(type: string | undefined, message: unknown): string {
+  const m = typeof message === "string" ? /^decided action by action: ([^;]*)/.exec(message) : null;
+  if (type === "edit" && m && !/\bedit\b/.test(m[1]!)) return `per-action decision (${m[1]})`;
+  return type ?? "decision";
 }

@@ -16,7 +16,7 @@ function reviewConfigOf(operation: OperationName): ReviewConfig {
  * `envelope` is the first action's, for clients that show one; `changeSet` holds the set and every
  * action's envelope.
  */
-export function approvalRequestFrom(action: ActionRow, opts: { approverId?: string; members?: ActionRow[] } = {}): ApprovalRequest {
+export function approvalRequestFrom(action: ActionRow, opts: { approverId?: string; members?: ActionRow[]; partialExecution?: readonly string[] } = {}): ApprovalRequest {
   // `approverId` is the authenticated caller of the run that reached this pause (usually the
   // requester, not the approver). Its presence says the server authenticates callers, so the example
   // names no approver: whoever resumes is the approver, filled in from their token.
@@ -38,7 +38,7 @@ export function approvalRequestFrom(action: ActionRow, opts: { approverId?: stri
     envelope: rows[0]!.envelope,
     ...bound,
     threadId: action.threadId,
-    ...(set ? { changeSet: { set: set.set, setHash: set.setHash, actions: rows.map((x) => ({ actionId: x.set!.actionId, envelopeHash: x.envelopeHash, envelope: x.envelope })) } } : {}),
+    ...(set ? { changeSet: { set: set.set, setHash: set.setHash, actions: rows.map((x) => ({ actionId: x.set!.actionId, envelopeHash: x.envelopeHash, envelope: x.envelope })), ...(opts.partialExecution ? { partialExecution: [...opts.partialExecution] } : {}) } } : {}),
     ...(last ? { lastRefusal: { code: last.code, reason: last.reason } } : {}),
     ...(action.escalatedTo ? { escalatedTo: action.escalatedTo } : {}),
     exampleResume,

@@ -24,7 +24,7 @@ import {
 import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
 import type { DecisionRecord, ReasonCode } from "./records.js";
-import { rawOf, readObject } from "./reads.js";
+import { canEditFrom, rawOf, readObject } from "./reads.js";
 import { TARGETS } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
@@ -61,7 +61,34 @@ export async function readBaseline(tools: Deps["tools"], a: { operation: Operati
   if (effect === "create") return { ok: true, object: {} };
   if (effect === "delete") return deleteBaselineFrom(tools, earlier, a);
   const { res, object } = await readObject(tools, target, a.taskId);
-  return object ? { ok: true, object } : { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${target} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+  if (!object) {
+    const missing = missingObjectOf(res, target, a.taskId);
+    if (missing) return { ok: false, code: "TARGET_NOT_FOUND", reason: missing };
+    return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${target} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+  }
+  // The task answer carries the acting user's rights: a write it already refuses is not put in front of an approver.
+  if (target === "task" && effect === "update" && canEditFrom(res.ok ? res.body : null) === false) {
+    return { ok: false, code: "NOT_PERMITTED", reason: `the portal reports that the acting user may not edit task ${a.taskId} (action.edit=false); the write would be refused, so no approval is asked` };
+  }
+  return { ok: true, object };
+}
+
+/** Why a read proves the object does not exist (or is not visible to the acting user), or null when it does not prove it. */
+function missingObjectOf(res: Awaited<ReturnType<typeof readObject>>["res"], target: string, id: number): string | null {
+  if (res.ok) {
+    const body = typeof res.body === "string" ? safeJson(res.body) : res.body;
+    const result = (body as { result?: unknown } | null)?.result;
+    return target === "task" && Array.isArray(result) && result.length === 0 ? `${target} ${id} does not exist or the acting user cannot see it (the portal answered result: []); nothing to approve` : null;
+  }
+  return res.error.kind === "not_found" ? `${target} ${id} does not exist or the acting user cannot see it (${res.error.description}); nothing to approve` : null;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 /** Why an update would change nothing on its baseline; a create, comment or delete always changes something. */
@@ -119,7 +146,12 @@ export async function buildChangeSet(
     // escalation) may be built again, and only while what it removes is exactly as that revision recorded it.
     const earlier = ctx.previousMembers.filter((m) => m.set?.actionId === a.actionId).map((m) => m.envelope);
     const base = await readBaseline(deps.tools, a, earlier);
-    if (!base.ok) return { ok: false, code: base.code, reason: OPERATIONS[a.operation].effect === "delete" ? `${a.actionId}: ${base.reason}` : base.reason };
+    if (!base.ok) {
+      const reason = OPERATIONS[a.operation].effect === "delete" || base.code === "NOT_PERMITTED" || base.code === "TARGET_NOT_FOUND" ? `${a.actionId}: ${base.reason}` : base.reason;
+      // A write the portal already refuses (no edit right, no such object) refuses the set before anyone is asked: audited like a denial.
+      const doomed = base.code === "NOT_PERMITTED" || base.code === "TARGET_NOT_FOUND";
+      return { ok: false, code: base.code, reason, ...(doomed ? { denied: { code: base.code, reasons: [reason] } } : {}) };
+    }
     tasks.set(keyOf(a), base.object);
   }
   for (const a of actions) {

@@ -37,7 +37,13 @@ export interface ApprovalRequest {
    * Set when the approval is for a change set: the sealed set and every action's envelope in order.
    * Decide it as a whole (one decision) or each action by its `actionId` (one decision per action).
    */
-  changeSet?: { set: ChangeSet; setHash: string; actions: Array<{ actionId: string; envelopeHash: string; envelope: Envelope }> };
+  changeSet?: {
+    set: ChangeSet;
+    setHash: string;
+    actions: Array<{ actionId: string; envelopeHash: string; envelope: Envelope }>;
+    /** The policy's classes that may run after a partial approval, so a form can say what a per-action decision will do before it is sent. */
+    partialExecution?: string[];
+  };
   revision: number;
   expiresAt: string;
   threadId: string;

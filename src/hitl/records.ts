@@ -82,6 +82,8 @@ export type ReasonCode =
   | "PRECHECK_UNKNOWN"
   | "PRECHECK_ERROR"
   | "NOT_PERMITTED"
+  /** The envelope-time read shows the object does not exist (or is not visible): ended before any approval. */
+  | "TARGET_NOT_FOUND"
   | "ENVELOPE_TAMPERED"
   | "WRONG_TARGET"
   | "ALREADY_EXECUTED"

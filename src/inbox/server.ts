@@ -16,6 +16,7 @@ import { bodyLimit } from "hono/body-limit";
 import { viewThread, type App, type ThreadView } from "../app/threads.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import { OPERATIONS, objectNamed } from "../envelope/operations.js";
+import { partialApprovalForecast } from "../envelope/change-set.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
 import { cardSection, setOutcomeTable, setSection } from "./card-view.js";
@@ -605,9 +606,12 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
   const formAttrs = (type: string) =>
     html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}"`;
   const n = members.length;
+  const setActions = members.map((x) => ({ actionId: x.set?.actionId ?? "", envelope: x.envelope }));
   const perAction = members.map((m) => {
     const id = m.set?.actionId ?? "";
     const e = m.envelope;
+    // Said before submitting: what rejecting this action (approving the others) does, and who approves next.
+    const ifRejected = n > 1 ? partialApprovalForecast(setActions, Object.fromEntries(setActions.map((x) => [x.actionId, x.actionId === id ? "reject" : "approve"])), app.deps.policy.partialExecution).summary : "";
     const choice = (t: PerActionType, label: string, disabled = false) =>
       html`<label class="choice" for="decision-${id}-${t}"><input type="radio" id="decision-${id}-${t}" name="decision.${id}" value="${t}" required${disabled ? html` disabled` : ""}> ${label}</label>`;
     const editInputs = Object.entries(e.params).map(([f, v]) =>
@@ -618,6 +622,7 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
     return html`<fieldset class="per-action" data-action-id="${id}" data-task="${String(e.object.id)}" data-idarg="${OPERATIONS[e.operation].idArg}" data-operation="${e.operation}">
       <legend>${id}: ${e.operation} on ${objectNamed(e.operation, e.object.id)}</legend>
       ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit (the set becomes a new revision for a fresh approval)")}
+      ${ifRejected ? html`<p class="if-rejected" data-if-rejected="${id}">If you reject ${id} and approve the others: ${ifRejected}.</p>` : ""}
       <label for="message-${id}">Feedback if rejected (optional)</label><textarea id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
       <details><summary>Values for an edit of ${id}</summary>${invisibleWarning(e.params)}${editInputs}</details>
       ${sign ? html`<input type="hidden" name="signature.${id}" value="">` : ""}
@@ -636,7 +641,7 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
           <textarea id="feedback" name="message" rows="2" maxlength="4000"></textarea>
           <button type="submit" class="reject">Reject the whole set</button></form>
         <details class="per-action"><summary>Decide action by action</summary><form ${formAttrs("per-action")}>${bound}<input type="hidden" name="action" value="per-action">
-          <p>Choose for every action. Approving some and rejecting others runs the approved ones at once only where policy allows it (<code>partialExecution</code>); otherwise, and after any edit, the kept actions come back as a new revision for a fresh approval.</p>
+          <p>Choose for every action. Rejecting some is not an edit: your approvals of the others stand, and they run at once unless one depends on a rejected action (an earlier change to the same object) or the policy (<code>partialExecution</code>) keeps its class from running alone; then they come back as a new revision that any approver, you included, may approve. An edit always comes back for another approver. Each action below says what rejecting it does.</p>
           ${perAction}
           <button type="submit">Submit these ${n} decisions together</button></form></details>`
       : ""}

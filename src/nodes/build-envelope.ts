@@ -72,7 +72,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const proposal: ProposalRecord | null = undoPart
     ? undoPart.proposal
     : onlyOne
-      ? { operation: onlyOne.operation, taskId: onlyOne.taskId, fields: onlyOne.fields, rationale: `the part of change set ${previous?.set?.setHash} that ${prior?.approverId} approved or edited`, source: "human_edit" }
+      ? { operation: onlyOne.operation, taskId: onlyOne.taskId, fields: onlyOne.fields, rationale: `the part of change set ${previous?.set?.setHash} that ${prior?.approverId} ${prior?.setPlan?.perAction.some((p) => p.type === "edit") ? "approved or edited" : "approved (the rest rejected)"}`, source: "human_edit" }
       : gate.next === "build_envelope" && prior?.type === "edit" && prior.edit
       ? { operation: previous!.envelope.operation, taskId: prior.edit.taskId, fields: prior.edit.fields, rationale: `edited by ${prior.approverId}`, source: "human_edit" }
       : gate.next === "build_envelope"
@@ -104,7 +104,14 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   // approved only in its delete is shown again on its own).
   const earlier = [...(gate.members ?? []), ...(previous ? [previous] : [])].map((m) => m.envelope);
   const baseline = undoPart ? { ok: true as const, object: undoPart.object } : await readBaseline(deps.tools, { operation, taskId: proposal.taskId, fields: proposal.fields }, earlier);
-  if (!baseline.ok) return end(baseline.code, baseline.reason);
+  if (!baseline.ok) {
+    // A write the envelope-time read already proves will be refused ends here, audited, and no one is asked.
+    if (baseline.code === "NOT_PERMITTED" || baseline.code === "TARGET_NOT_FOUND") {
+      const at = deps.clock().toISOString();
+      await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: baseline.code, reasons: [baseline.reason] }));
+    }
+    return end(baseline.code, baseline.reason);
+  }
   const task = baseline.object;
 
   // A change that changes nothing is not put in front of an approver (a comment always adds one).
@@ -118,7 +125,9 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   const runId = config.runId ?? config.configurable?.run_id;
   // Escalation: set by the expiry that led here, and kept for later revisions of the same approval.
   const escalatedTo = (prior?.type === "expire" ? prior.escalateTo : undefined) ?? previous?.escalatedTo ?? null;
-  const editedBy = proposal.source === "human_edit" && prior?.type === "edit" && !(prior.setPlan?.runWithoutReapproval) ? prior.approverId : undefined;
+  // Removing rejected actions of a set is not an edit: only a plan with an edited action names an editor.
+  const planEdited = prior?.setPlan ? prior.setPlan.perAction.some((p) => p.type === "edit") : true;
+  const editedBy = proposal.source === "human_edit" && prior?.type === "edit" && planEdited && !(prior.setPlan?.runWithoutReapproval) ? prior.approverId : undefined;
   const envelope = createEnvelope({
     portal: deps.portal,
     operation,
@@ -201,7 +210,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
       escalatedTo,
       ...(note ? { note } : {}),
       ...(reads ? { reads } : {}),
-      ...(plan && !plan.runWithoutReapproval && prior ? { editedBy: prior.approverId } : {}),
+      ...(plan && !plan.runWithoutReapproval && plan.perAction.some((p) => p.type === "edit") && prior ? { editedBy: prior.approverId } : {}),
       ...(plan?.runWithoutReapproval && prior ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } } : {}),
     },
     actions,

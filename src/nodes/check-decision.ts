@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import { approverNotAllowed, DecisionSchema, escalationApprovers, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
+import { approverNotAllowed, DecisionSchema, partialApprovalForecast, escalationApprovers, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
@@ -292,9 +292,11 @@ async function setDecision(
     });
     // Keep the set's order whatever order the decisions came in.
     kept.sort((a, b) => setIds.indexOf(a.actionId) - setIds.indexOf(b.actionId));
-    const classes = kept.map((k) => members.find((x) => x.set?.actionId === k.actionId)!.envelope.risk.reversibility);
-    const noEdits = results.every((r) => r.decision.type !== "edit");
-    setPlan = { actions: kept, perAction, runWithoutReapproval: noEdits && classes.every((c) => deps.policy.partialExecution.includes(c)) };
+    // Removing rejected actions is not an edit: the kept approvals stand and run at once unless an edit,
+    // a dependency on a rejected action (chain rule) or the policy says otherwise (partialApprovalForecast).
+    const byId = Object.fromEntries(perAction.map((p) => [p.actionId, p.type]));
+    const forecast = partialApprovalForecast(members.map((x) => ({ actionId: x.set!.actionId, envelope: x.envelope })), byId, deps.policy.partialExecution);
+    setPlan = { actions: kept, perAction, runWithoutReapproval: forecast.runsAtOnce };
   }
   const journalDecision: NonNullable<ActionProgress["decision"]> = { ...record, ...(type === "reject" ? { revise } : {}), ...(setPlan ? { setPlan } : {}) };
   const decided = await decide(deps, asOne, journalDecision, members);

@@ -83,6 +83,9 @@ export function envFor(portal: Portal, dataDir: string, extra: Record<string, st
     MODEL: "offline",
     BITRIX24_RATE: "0",
     BITRIX24_TIMEOUT_MS: "2000",
+    // The CLI invents no approver: the decision commands' default is this explicit setting (a test that
+    // needs it unset passes ACTION_ENVELOPE_DEFAULT_APPROVER: "" in extra).
+    ACTION_ENVELOPE_DEFAULT_APPROVER: "demo-approver",
     // The journal's MAC key lives beside the data directory, never in it (and never in the real home).
     ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir.replace(/\/+$/, "")}.journal.key`,
     // SQLite files in dataDir, or (ACTION_ENVELOPE_TEST_DATABASE_URL set) a PostgreSQL schema of dataDir's own.

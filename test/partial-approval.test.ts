@@ -1,0 +1,109 @@
+/**
+ * Partial approvals are not edits (issue 27): approving a1 and rejecting a2 of a change set keeps the
+ * approver's approval of a1; a1 runs at once unless it depends on a rejected action (chain rule: an
+ * earlier action on the same object) or the policy's partialExecution does not list its class. Then
+ * the kept actions come back as a revision that names no editor, so the same approver may approve it.
+ * Every action of the finished set is in the outcome table, a rejected one as REJECTED with its
+ * reason. The graph, our MCP server over stdio, the emulator over HTTP; writes counted.
+ */
+import { AIMessage } from "@langchain/core/messages";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { partialApprovalForecast } from "../src/envelope/index.js";
+import { buildEvidence } from "../src/evidence/bundle.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+
+type Action = { operation: string; taskId: number; fields: Record<string, unknown> };
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+
+function proposeSet(actions: Action[]): Script {
+  return (messages) => {
+    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+    if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
+    if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) => call("get_task_by_id", { taskId })) });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })] });
+  };
+}
+
+function perAction(view: ThreadView, types: Record<string, "approve" | "reject">, approver = "alice", reason = "not this one") {
+  const a = view.approval!;
+  return { decisions: Object.entries(types).map(([actionId, type]) => ({ type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver }, actionId, ...(type === "reject" ? { message: reason } : {}) })) };
+}
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir("ae-partial-");
+});
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+async function waiting(actions: Action[]): Promise<ThreadView> {
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(actions)) });
+  const view = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+  expect(view.status).toBe("awaiting_approval");
+  return view;
+}
+
+const writeMethods = async () => (await portal.writes()).map((w) => w.method);
+
+describe("partial approvals are not edits", () => {
+  it("approve a1 and a3, reject a2 (a2 on another task): a1 and a3 run at once; the table lists a2 REJECTED with its reason", async () => {
+    const view = await waiting([
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+      { operation: "update_task", taskId: 8, fields: { PRIORITY: "2" } },
+    ]);
+    const cs = view.approval!.changeSet!;
+    expect(cs.partialExecution).toEqual(["reversible"]);
+    const forecast = partialApprovalForecast(cs.actions, { a1: "approve", a2: "reject", a3: "approve" }, cs.partialExecution!);
+    expect(forecast).toMatchObject({ runsAtOnce: true, kept: ["a1", "a3"], rejected: ["a2"] });
+    const done = await submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject", a3: "approve" }, "alice", "leave task 5 alone"));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect(done.state!.envelope!.editedBy).toBeUndefined();
+    expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.update"]);
+    expect(done.changeSetOutcome!.actions.map((a) => [a.actionId, a.outcome, a.reasonCode, a.sent])).toEqual([
+      ["a1", "VERIFIED", "VERIFIED", true],
+      ["a2", "REJECTED", "REJECTED_BY_HUMAN", false],
+      ["a3", "VERIFIED", "VERIFIED", true],
+    ]);
+    expect(done.changeSetOutcome!.actions[1]!.reason).toContain("leave task 5 alone");
+    // The evidence names it a per-action decision, not an edit.
+    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const summaries = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app!.deps.audit.verify() }).filter((e) => e.kind === "decision").map((e) => e.summary);
+    expect(summaries.join("\n")).toContain("per-action decision (a1 approve, a2 reject, a3 approve) accepted from alice");
+    expect(summaries.join("\n")).not.toMatch(/edit accepted/);
+  });
+
+  it("a kept action that depends on a rejected one (same task, later in the chain) comes back with no editor: the same approver approves it", async () => {
+    const view = await waiting([
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 4, fields: { TITLE: "Renamed after the priority" } },
+    ]);
+    const cs = view.approval!.changeSet!;
+    const forecast = partialApprovalForecast(cs.actions, { a1: "reject", a2: "approve" }, cs.partialExecution!);
+    expect(forecast.runsAtOnce).toBe(false);
+    expect(forecast.summary).toContain("a2 depends on rejected a1");
+    expect(forecast.summary).toContain("you included");
+    const again = await submitDecision(app!, view.threadId, perAction(view, { a1: "reject", a2: "approve" }));
+    expect(again.status).toBe("awaiting_approval");
+    expect(await portal.writes()).toHaveLength(0);
+    expect(again.approval!.envelope.editedBy).toBeUndefined();
+    expect(again.approval!.description).not.toContain("Edited by");
+    // Not an edit: alice, who decided the set, may approve what is left (no SELF_APPROVAL).
+    const a = again.approval!;
+    const done = await submitDecision(app!, view.threadId, { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+    expect(done.approval?.lastRefusal).toBeUndefined();
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["tasks.task.update"]);
+    expect(done.changeSetOutcome!.actions.map((x) => [x.actionId, x.outcome])).toEqual([
+      ["a1", "REJECTED"],
+      ["a2", "VERIFIED"],
+    ]);
+  });
+});
