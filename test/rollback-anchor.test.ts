@@ -12,7 +12,8 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type ThreadView } from "../src/app/threads.js";
 import { envFor, killGroup, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
-import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import { AIMessage } from "@langchain/core/messages";
+import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 import { TEST_DATABASE_URL, adminQuery, schemaFor, usingPostgres } from "./support/postgres.js";
 
 const PG_BIN = "/usr/lib/postgresql/15/bin";
@@ -178,5 +179,30 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     expect(out.reason).toMatch(/seal under the journal key does not hold/);
     expect(await portal.writes()).toHaveLength(1);
     expect(await auditOf(view.threadId, env)).toContain("ENVELOPE_TAMPERED");
+  });
+
+  it("a new task, the data directory put back and the anchor lost: the pre-read finds the task already created and sends nothing (ALREADY_EXECUTED)", async () => {
+    const env = envFor(portal, dataDir);
+    const TITLE = "Created once: Q4 report";
+    const model = new ScriptedChatModel((messages) => {
+      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
+      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields: { TITLE, RESPONSIBLE_ID: "5" }, rationale: "requested by the user" })] });
+    });
+    const app = await openTestApp(portal, dataDir, { model });
+    let view: ThreadView;
+    try {
+      view = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+      expect(view.status).toBe("awaiting_approval");
+    } finally {
+      await app.close();
+    }
+    const putBack = snapshot();
+    const args = ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"];
+    expect(parseJsonOutput((await runCli(args, env)).stdout).outcome).toBe("VERIFIED");
+    putBack();
+    fs.rmSync(`${env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]}.anchor`);
+    const out = parseJsonOutput((await runCli(args, env)).stdout);
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "NOT_EXECUTED", reasonCode: "ALREADY_EXECUTED" });
+    expect((await portal.writes()).filter((w) => w.method === "tasks.task.add")).toHaveLength(1);
   });
 });

@@ -89,6 +89,20 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
     const record: PreReadRecord = { ...base, verdict: "ERROR", reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created` };
     return notExecutedWith(deps, action, record)("PRECHECK_ERROR", record.reason);
   }
+  // A task cannot be deduplicated by the portal: one with the approved title created since this
+  // envelope was made is taken for this envelope's own (a journal put back to before its write).
+  const since = Date.parse(envelope.createdAt);
+  const already = found.ids.filter((id) => {
+    const created = found.tasks.get(id)?.["createdDate"];
+    return typeof created === "string" && Date.parse(created) > since;
+  });
+  if (already.length > 0) {
+    const record: PreReadRecord = { ...base, verdict: "MATCH", reason: `task(s) ${already.join(", ")} with the approved title were created after this envelope was made`, sameTextBefore: found.ids };
+    return notExecutedWith(deps, action, record)(
+      "ALREADY_EXECUTED",
+      `a task titled ${JSON.stringify(title)} was created after this envelope was made (task ${already.join(", ")}): it is taken for this approval's own, and the task is not created again`,
+    );
+  }
   const record: PreReadRecord = {
     ...base,
     verdict: "MATCH",
