@@ -116,6 +116,7 @@ const EnvSchema = z.object({
     .refine((k) => Buffer.from(k, "base64").length >= 32 && /^[A-Za-z0-9+/]+={0,2}$/.test(k), "must be at least 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
     .optional(),
   ACTION_ENVELOPE_JOURNAL_KEY_FILE: z.string().min(1).optional(),
+  ACTION_ENVELOPE_WRITE_ANCHOR_FILE: z.string().min(1).optional(),
 });
 
 export interface AppConfig {
@@ -167,6 +168,12 @@ export interface AppConfig {
    * (ACTION_ENVELOPE_JOURNAL_KEY), or a file created on first use.
    */
   journalKey: { source: "env"; key: Buffer } | { source: "file"; path: string };
+  /**
+   * The write anchor (src/store/write-anchor.ts), beside the journal key and like it outside the data
+   * directory: ACTION_ENVELOPE_WRITE_ANCHOR_FILE, else `<key file>.anchor`, else (an inline key)
+   * `write.anchor` in the key file's default folder.
+   */
+  writeAnchorPath: string;
 }
 
 export interface DatabaseConfig {
@@ -271,5 +278,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     journalKey: e.ACTION_ENVELOPE_JOURNAL_KEY
       ? { source: "env", key: Buffer.from(e.ACTION_ENVELOPE_JOURNAL_KEY, "base64") }
       : { source: "file", path: journalKeyPath(env, e.ACTION_ENVELOPE_JOURNAL_KEY_FILE, cwd) },
+    writeAnchorPath: e.ACTION_ENVELOPE_WRITE_ANCHOR_FILE
+      ? path.resolve(cwd, e.ACTION_ENVELOPE_WRITE_ANCHOR_FILE)
+      : e.ACTION_ENVELOPE_JOURNAL_KEY
+        ? path.join(path.dirname(journalKeyPath(env, undefined, cwd)), "write.anchor")
+        : `${journalKeyPath(env, e.ACTION_ENVELOPE_JOURNAL_KEY_FILE, cwd)}.anchor`,
   };
 }

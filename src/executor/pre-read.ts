@@ -9,6 +9,7 @@ import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
+import { refuseRollback, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./index.js";
 
 /**
@@ -23,6 +24,9 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
   const envelope = action.envelope;
   const unusable = unusableApproval(envelope, deps.clock(), deps.portal);
   if (unusable) return closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
+  // An approved action whose write the anchor already knows (a journal put back to before it): refused before any read.
+  const rollback = await rollbackOf(deps, action);
+  if (rollback && "reason" in rollback) return refuseRollback(deps, action, rollback.reason);
 
   // The object is ours from before this read until verification: another approved action on it waits,
   // and reads what we wrote.
@@ -53,6 +57,16 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
         return close("PRECHECK_ERROR", `the comments of task ${envelope.object.id} could not be listed (${why}); without that list a lost acknowledgement could not be told from an earlier comment, so nothing is posted`);
       }
       record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
+      // A comment cannot be deduplicated by the portal: one with the approved text posted since this
+      // envelope was made is taken for this envelope's own (a journal put back to before its write).
+      const since = Date.parse(envelope.createdAt);
+      const already = comments.comments.filter((c) => record.sameTextBefore!.includes(c.id) && typeof c.postDate === "string" && Date.parse(c.postDate) > since);
+      if (already.length > 0) {
+        return close(
+          "ALREADY_EXECUTED",
+          `task ${envelope.object.id} already has a comment with the approved text posted after this envelope was made (comment ${already.map((c) => `${c.id} at ${String(c.postDate)}`).join(", ")}): it is taken for this approval's own, and the comment is not posted again`,
+        );
+      }
     }
   }
   return settle(deps, action, record, comparison);
@@ -74,6 +88,20 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
     const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : found && !found.ok ? found.reason : "unreadable";
     const record: PreReadRecord = { ...base, verdict: "ERROR", reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created` };
     return notExecutedWith(deps, action, record)("PRECHECK_ERROR", record.reason);
+  }
+  // A task cannot be deduplicated by the portal: one with the approved title created since this
+  // envelope was made is taken for this envelope's own (a journal put back to before its write).
+  const since = Date.parse(envelope.createdAt);
+  const already = found.ids.filter((id) => {
+    const created = found.tasks.get(id)?.["createdDate"];
+    return typeof created === "string" && Date.parse(created) > since;
+  });
+  if (already.length > 0) {
+    const record: PreReadRecord = { ...base, verdict: "MATCH", reason: `task(s) ${already.join(", ")} with the approved title were created after this envelope was made`, sameTextBefore: found.ids };
+    return notExecutedWith(deps, action, record)(
+      "ALREADY_EXECUTED",
+      `a task titled ${JSON.stringify(title)} was created after this envelope was made (task ${already.join(", ")}): it is taken for this approval's own, and the task is not created again`,
+    );
   }
   const record: PreReadRecord = {
     ...base,
@@ -134,7 +162,7 @@ async function passed(deps: Deps, action: ActionRow, record: PreReadRecord): Pro
 
 /** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it (in the journal and the mirror). */
 function notExecutedWith(deps: Deps, action: ActionRow, record: PreReadRecord) {
-  return async (code: "NOT_PERMITTED" | "NO_CHANGE" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
+  return async (code: "NOT_PERMITTED" | "NO_CHANGE" | "ALREADY_EXECUTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
     preRead: record,
     ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
   });

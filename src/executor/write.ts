@@ -10,6 +10,7 @@ import { OPERATIONS, isOperationName, writeArgsOf, type OperationName } from "..
 import { canonicalJson } from "../envelope/canonical.js";
 import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
 import { journalGuardEntry } from "../hitl/audit-records.js";
+import { writeAnchorOf } from "../store/write-anchor.js";
 import type { PhaseContext } from "./index.js";
 
 /**
@@ -31,6 +32,12 @@ export async function write({ deps }: PhaseContext, action: ActionRow): Promise<
   const previous = await deps.journal.findExecution(envelopeHash);
   if (previous) return reconcile(deps, action, previous);
   if (action.progress.preRead?.verdict !== "MATCH") return closeAction(deps, action, "NOT_EXECUTED", "PRECHECK_ERROR", "the journal holds no matching pre-read for this action; nothing was sent");
+  // The anchor outside the data directory knows every write that went out: one it names is never sent again.
+  const rollback = await rollbackOf(deps, action);
+  if (rollback) {
+    if ("entry" in rollback) return reconcile(deps, action, rollback.entry, false);
+    return refuseRollback(deps, action, rollback.reason);
+  }
 
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
@@ -52,6 +59,9 @@ export async function write({ deps }: PhaseContext, action: ActionRow): Promise<
     }
     return {};
   }
+  // The anchor is advanced before the request leaves; if it cannot be, nothing leaves (the entry stays
+  // without an answer, which recovery treats as a call that may have been sent).
+  writeAnchorOf(deps.config).record(envelopeHash, sentAt);
   const spec = OPERATIONS[operation];
   const invocation: InvocationRecord = { tool: spec.tool, args, idempotencyKey, envelopeHash, sentAt, protocol };
 
@@ -182,6 +192,8 @@ async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry, m
 function entryDisagreement(action: ActionRow, entry: ExecutionEntry): string | null {
   const sealed = sealedCall(action);
   const problems: string[] = [];
+  // The seal covers the protocol too, which nothing in the envelope could check.
+  if (!entry.sealValid) problems.push("its seal under the journal key does not hold (it was edited, or made without a seal)");
   if (operationOf(entry) !== sealed.operation) problems.push(`it names operation ${operationOf(entry)}, the envelope ${sealed.operation}`);
   if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args)) problems.push(`its arguments ${JSON.stringify(invocationOf(entry).args)} are not the envelope's ${JSON.stringify(sealed.args)}`);
   if (entry.idempotencyKey !== sealed.idempotencyKey) problems.push("its Idempotency-Key is not the one derived from the envelope");
@@ -216,7 +228,37 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
   if (unusable) return missing(unusable.code === "APPROVAL_EXPIRED" ? `${unusable.reason}; a re-send now could be a first application after it` : unusable.reason);
   // Rebuilt from the sealed envelope (the entry was checked against it): never the entry's stored arguments.
   const sealed = sealedCall(action);
+  writeAnchorOf(deps.config).record(action.envelopeHash, entry.sentAt);
   const res = await deps.tools.writeHandle.call(OPERATIONS[sealed.operation].writeRole, sealed.args, { idempotencyKey: sealed.idempotencyKey });
   const at = deps.clock().toISOString();
   return { ...acknowledgementOf(res, protocol, at), resent: { at: now.toISOString(), firstSentAt: entry.sentAt } };
+}
+
+/**
+ * Whether the journal is behind its write anchor for this action (src/store/write-anchor.ts): the
+ * anchor names the envelope, so its write-ahead entry was recorded and the write may have gone out,
+ * but the journal holds no such entry. The anchor is read before the journal, and a process records
+ * the journal's entry before the anchor's line, so an entry made by another process a moment ago is
+ * found here (and returned) rather than taken for a rollback.
+ */
+export async function rollbackOf(deps: Pick<Deps, "config" | "journal">, action: ActionRow): Promise<{ reason: string } | { entry: ExecutionEntry } | null> {
+  const anchor = writeAnchorOf(deps.config);
+  if (!anchor.has(action.envelopeHash)) return null;
+  const entry = await deps.journal.findExecution(action.envelopeHash);
+  if (entry) return { entry };
+  return {
+    reason:
+      `the journal is behind its write anchor: the anchor ${anchor.file} records that the write-ahead entry of action ${action.envelopeHash} was made ` +
+      `(expected: that entry in the journal, the action at intent or later), but the journal holds no such entry and has the action at ${action.phase} ` +
+      "(a deleted write-ahead row, or an older copy of the data directory or database put back); the approved write already went out once, so nothing was sent again",
+  };
+}
+
+/** A journal behind its anchor: audited, nothing sent, the action closed INCONCLUSIVE (ROLLBACK_DETECTED). */
+export async function refuseRollback(deps: Deps, action: ActionRow, reason: string): Promise<Update> {
+  const at = deps.clock().toISOString();
+  await deps.audit.append(
+    journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator: `rollback:${action.envelopeHash}:${action.phase}`, at, code: "ROLLBACK_DETECTED", reason }),
+  );
+  return closeAction(deps, action, "INCONCLUSIVE", "ROLLBACK_DETECTED", reason);
 }

@@ -85,6 +85,7 @@ export type ReasonCode =
   /** The envelope-time read shows the object does not exist (or is not visible): ended before any approval. */
   | "TARGET_NOT_FOUND"
   | "ENVELOPE_TAMPERED"
+  | "ROLLBACK_DETECTED"
   | "WRONG_TARGET"
   | "ALREADY_EXECUTED"
   | "REJECTED_BY_TARGET"

@@ -10,6 +10,7 @@ import { preparedOnce } from "./statements.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
+import { sealHolds, sealOf } from "./journal-key.js";
 
 export interface DecisionClaim {
   threadId: string;
@@ -34,6 +35,12 @@ export interface ExecutionEntry extends ExecutionIntent {
   /** Set once the target answered (or the send definitely failed); absent means "sent, outcome unknown". */
   acknowledgement?: unknown;
   acknowledgedAt?: string;
+  /**
+   * Whether the entry's seal (HMAC under the journal key over what was recorded before sending:
+   * envelope, thread, key, arguments with protocol and operation, time) holds. False for an entry
+   * changed outside this program, or one made before entries were sealed: neither is re-sent.
+   */
+  sealValid: boolean;
 }
 
 export interface ApprovalEntry {
@@ -306,6 +313,7 @@ CREATE TABLE IF NOT EXISTS thread_locks (
  */
 const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: string]>]> = [
   ["questions", [["invalid_answers", "INTEGER NOT NULL DEFAULT 0"], ["last_refusal", "TEXT"]]],
+  ["executions", [["mac", "TEXT"]]],
   ["threads", [["agent_steps", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"], ["last_reply", "TEXT"], ["last_tool_calls", "TEXT"]]],
 ];
 
@@ -328,6 +336,7 @@ export interface ExecutionRow {
   sent_at: string;
   ack_json: string | null;
   ack_at: string | null;
+  mac?: string | null;
 }
 
 function processAlive(pid: number): boolean {
@@ -386,14 +395,14 @@ export class SqliteJournal implements Journal {
       const holder = this.leaseOn(lease.objectKey);
       if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
       const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
-      if (existing) return { begun: false, existing: toExecution(existing) };
+      if (existing) return { begun: false, existing: toExecution(existing, this.key) };
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, intent.envelopeHash, "intent", {});
       if (!plan.ok) return { begun: false, refused: plan.reason };
       this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
-      this.sql("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at) VALUES (?, ?, ?, ?, ?)")
-        .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt);
+      this.sql("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac) VALUES (?, ?, ?, ?, ?, ?)")
+        .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt, sealExecution(this.key, intent, sentAt));
       this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
       return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
     });
@@ -415,7 +424,7 @@ export class SqliteJournal implements Journal {
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
     const row = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as ExecutionRow | undefined;
-    return row ? toExecution(row) : undefined;
+    return row ? toExecution(row, this.key) : undefined;
   }
 
   async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {
@@ -755,15 +764,30 @@ export function toClaim(r: ClaimRow): DecisionClaim {
   };
 }
 
-export function toExecution(r: ExecutionRow): ExecutionEntry {
+/** What a write-ahead entry's seal covers: everything recorded before the request left (the answer comes later and is not sealed). */
+function executionSealContent(intent: ExecutionIntent, sentAt: string): unknown {
+  return { kind: "write-ahead", envelopeHash: intent.envelopeHash, threadId: intent.threadId, idempotencyKey: intent.idempotencyKey, args: intent.args, sentAt };
+}
+
+/** The MAC of a write-ahead entry about to be recorded. */
+export function sealExecution(key: Buffer, intent: ExecutionIntent, sentAt: string): string {
+  return sealOf(key, executionSealContent(intent, sentAt));
+}
+
+export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {
+  let args: unknown;
+  let parsed = true;
+  try {
+    args = JSON.parse(r.args_json) as unknown;
+  } catch {
+    parsed = false;
+  }
+  const entry = { envelopeHash: r.envelope_hash, threadId: r.thread_id, idempotencyKey: r.idempotency_key, args, sentAt: r.sent_at };
   return {
-    envelopeHash: r.envelope_hash,
-    threadId: r.thread_id,
-    idempotencyKey: r.idempotency_key,
-    args: JSON.parse(r.args_json) as unknown,
-    sentAt: r.sent_at,
+    ...entry,
     ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
     ...(r.ack_at !== null ? { acknowledgedAt: r.ack_at } : {}),
+    sealValid: parsed && sealHolds(key, executionSealContent(entry, r.sent_at), r.mac ?? null),
   };
 }
 

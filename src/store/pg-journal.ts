@@ -14,7 +14,7 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
+import { sealExecution, toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
@@ -73,14 +73,14 @@ export class PostgresJournal implements Journal {
         const holder = await this.lockLease(c, lease.objectKey);
         if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
         const existing = await c.query<ExecutionRow>(`SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`, [intent.envelopeHash]);
-        if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0]) };
+        if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0], this.key) };
         const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
         const plan = planMove(row, intent.envelopeHash, "intent", {});
         if (!plan.ok) return { begun: false, refused: plan.reason };
         const inserted = await c.query(
-          `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at)
-           VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
-          [intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt],
+          `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
+          [intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt, sealExecution(this.key, intent, sentAt)],
         );
         if (inserted.rowCount !== 1) throw new Error(`write-ahead entry for ${intent.envelopeHash} conflicted on its idempotency key ${intent.idempotencyKey} with another envelope`);
         // Another action took the (missing) lease between our look and our insert: nothing of ours is committed.
@@ -110,7 +110,7 @@ export class PostgresJournal implements Journal {
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
     const rows = await query<ExecutionRow>(this.pool, this.db, "reading a write-ahead entry", `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`, [envelopeHash]);
-    return rows[0] ? toExecution(rows[0]) : undefined;
+    return rows[0] ? toExecution(rows[0], this.key) : undefined;
   }
 
   async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {

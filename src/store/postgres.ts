@@ -266,6 +266,11 @@ export const MIGRATIONS: Migration[] = [
     name: "journal: the tool calls of the model's last reply kept in the thread row, so propose reads them from the journal, not from graph state",
     sql: (s) => `ALTER TABLE ${s}.threads ADD COLUMN last_tool_calls TEXT;`,
   },
+  {
+    version: 11,
+    name: "journal: write-ahead entries sealed with an HMAC like registered rows, so an edited entry (its protocol, its arguments) is refused",
+    sql: (s) => `ALTER TABLE ${s}.executions ADD COLUMN mac TEXT;`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */
