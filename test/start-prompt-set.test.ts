@@ -120,6 +120,8 @@ describe("the start job for a change set without a terminal", () => {
     expect(r.stdout).toContain("No terminal to ask at");
     const decide = /^\s*npm run cli -- (decide \S+ --hash sha256:[0-9a-f]{64} --approve a1 --reject a2) --as demo-approver\s*$/m.exec(r.stdout)?.[1];
     expect(decide, r.stdout).toBeDefined();
+    // The reject line names its approver too: no decision command defaults one.
+    expect(r.stdout).toMatch(/^or reject it with: npm run cli -- reject \S+ --as demo-approver --reason "\.\.\."$/m);
     expect(await portal.writes()).toEqual([]);
 
     const decided = await runCli([...decide!.split(" "), "--reason", "later", "--json"], env);

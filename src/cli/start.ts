@@ -140,7 +140,7 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
       if (!interactive) {
         printer.line("No terminal to ask at, so the approval stays waiting (durably, in SQLite).");
         printer.howToDecide(view, " --as demo-approver");
-        printer.line(esc`or reject it with: npm run cli -- reject ${view.threadId} --reason "..."`);
+        printer.line(esc`or reject it with: npm run cli -- reject ${view.threadId} --as demo-approver --reason "..."`);
         return 0;
       }
       const resume = await untilCtrlC(ask(view));
