@@ -18,25 +18,75 @@ import { ConfigError } from "../errors.js";
 
 const HASH = /^(?:[a-z0-9]+:)?[0-9a-f]{16,128}$/;
 
+/** What one process has read of an anchor file: the hashes named up to `offset` (a line boundary). */
+interface AnchorRead {
+  ino: number;
+  size: number;
+  mtimeMs: number;
+  offset: number;
+  hashes: Set<string>;
+}
+
+/**
+ * Reads per file, shared by every WriteAnchor of the process. Appends only grow the file, so a check
+ * reads just the bytes added since the last one; a file that shrank, was replaced or was rewritten in
+ * place (same size, new mtime) is read again from the start.
+ */
+const reads = new Map<string, AnchorRead>();
+
 export class WriteAnchor {
   constructor(readonly file: string) {}
 
   /** Whether the anchor records a write-ahead entry for this envelope. */
   has(envelopeHash: string): boolean {
-    let text: string;
+    return this.hashes().has(envelopeHash);
+  }
+
+  private hashes(): Set<string> {
+    let fd: number;
     try {
-      text = fs.readFileSync(this.file, "utf8");
+      fd = fs.openSync(this.file, "r");
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
-      throw new ConfigError("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", `cannot read the write anchor ${this.file}: ${(e as Error).message}; nothing is sent without it`);
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") {
+        reads.delete(this.file);
+        return new Set();
+      }
+      throw this.unreadable(e);
     }
-    for (const line of text.split("\n")) if (line.split(" ", 1)[0] === envelopeHash) return true;
-    return false;
+    try {
+      const st = fs.fstatSync(fd);
+      let read = reads.get(this.file);
+      const appendedOnly = read && read.ino === st.ino && st.size >= read.size && (st.size > read.size || st.mtimeMs === read.mtimeMs);
+      if (!read || !appendedOnly) read = { ino: st.ino, size: 0, mtimeMs: 0, offset: 0, hashes: new Set() };
+      if (st.size > read.offset) {
+        const buf = Buffer.alloc(st.size - read.offset);
+        const n = fs.readSync(fd, buf, 0, buf.length, read.offset);
+        const text = buf.subarray(0, n).toString("utf8");
+        // Only whole lines count: a line being appended right now is read on the next check.
+        const end = text.lastIndexOf("\n") + 1;
+        for (const line of text.slice(0, end).split("\n")) if (line) read.hashes.add(line.split(" ", 1)[0]!);
+        read.offset += Buffer.byteLength(text.slice(0, end));
+      }
+      read.size = st.size;
+      read.mtimeMs = st.mtimeMs;
+      reads.set(this.file, read);
+      return read.hashes;
+    } catch (e) {
+      throw this.unreadable(e);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  private unreadable(e: unknown): ConfigError {
+    return new ConfigError("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", `cannot read the write anchor ${this.file}: ${(e as Error).message}; nothing is sent without it`);
   }
 
   /** Records, durably, that the write-ahead entry for this envelope is in the journal. Throws when it cannot: the write is then not sent. */
   record(envelopeHash: string, sentAt: string): void {
     if (!HASH.test(envelopeHash)) throw new Error(`not an envelope hash: ${JSON.stringify(envelopeHash)}`);
+    // A re-send of a recorded write adds no second line: the first one already names the envelope.
+    if (this.has(envelopeHash)) return;
     const dir = path.dirname(this.file);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const created = !fs.existsSync(this.file);
