@@ -19,7 +19,7 @@ const counter = installCommitCounter();
 function counted(file: string, fn: () => void) {
   const before = counter.snapshot();
   fn();
-  return diff(counter.snapshot(), before)[file] ?? { commits: 0, durableCommits: 0, settings: {}, statements: 0, ms: 0 };
+  return diff(counter.snapshot(), before)[file] ?? { commits: 0, durableCommits: 0, syncCalls: 0, settings: {}, statements: 0, ms: 0 };
 }
 
 describe("the commit counter", () => {
@@ -56,6 +56,15 @@ describe("the commit counter", () => {
       expect(counted("known.sqlite", () => insert.run("d"))).toMatchObject({ commits: 1, durableCommits: 0, settings: { "wal/NORMAL": 1 } });
       db.pragma("journal_mode = DELETE");
       expect(counted("known.sqlite", () => insert.run("e"))).toMatchObject({ commits: 1, durableCommits: 1, settings: { "delete/NORMAL": 1 } });
+      // An fsync outside SQLite counts against the file it syncs.
+      const other = path.join(dir, "other.txt");
+      fs.writeFileSync(other, "x");
+      const fd = fs.openSync(other, "r+");
+      try {
+        expect(counted("other.txt", () => fs.fsyncSync(fd))).toMatchObject({ commits: 0, syncCalls: 1 });
+      } finally {
+        fs.closeSync(fd);
+      }
     } finally {
       db.close();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -9,9 +9,14 @@
  * transaction: in WAL mode only synchronous=FULL (2) or EXTRA (3) fsyncs at commit (NORMAL syncs only
  * at checkpoints), in rollback-journal modes NORMAL and above do.
  *
- * Not seen here: WAL checkpoints (they fsync under NORMAL too, once per ~1000 pages written), fsyncs
- * outside SQLite, and PostgreSQL. `strace -f -e trace=fsync,fdatasync` on the process sees those.
+ * Explicit syncs outside SQLite (fs.fsyncSync, fs.fdatasyncSync, fs.fsync, fs.fdatasync from this
+ * process, e.g. the write anchor's) are counted too, as `syncCalls` of the file they synced.
+ *
+ * Not seen here: WAL checkpoints and WAL-header syncs (SQLite's own, amortised over many commits),
+ * the directory syncs SQLite makes when it creates a file, and PostgreSQL.
+ * `strace -f -e trace=fsync,fdatasync -y` on the process sees those (bench/README.md).
  */
+import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import Database from "better-sqlite3";
@@ -26,6 +31,8 @@ export interface FileCounts {
   durableCommits: number;
   /** Commits by setting at the time, e.g. { "wal/NORMAL": 7, "wal/FULL": 2 }. */
   settings: Record<string, number>;
+  /** fsync/fdatasync calls made on this file outside SQLite. */
+  syncCalls: number;
   /** Statements run (BEGIN and COMMIT included), and the time spent inside them. */
   statements: number;
   ms: number;
@@ -80,22 +87,24 @@ export function diff(after: Counts, before: Counts): Counts {
     const d: FileCounts = {
       commits: a.commits - (b?.commits ?? 0),
       durableCommits: a.durableCommits - (b?.durableCommits ?? 0),
+      syncCalls: a.syncCalls - (b?.syncCalls ?? 0),
       settings,
       statements: a.statements - (b?.statements ?? 0),
       ms: a.ms - (b?.ms ?? 0),
     };
-    if (d.statements > 0 || d.commits > 0) out[file] = d;
+    if (d.statements > 0 || d.commits > 0 || d.syncCalls > 0) out[file] = d;
   }
   return out;
 }
 
 /** Sums the files `pick` selects. */
 export function total(counts: Counts, pick: (file: string) => boolean = () => true): FileCounts {
-  const out: FileCounts = { commits: 0, durableCommits: 0, settings: {}, statements: 0, ms: 0 };
+  const out: FileCounts = { commits: 0, durableCommits: 0, syncCalls: 0, settings: {}, statements: 0, ms: 0 };
   for (const [file, c] of Object.entries(counts)) {
     if (!pick(file)) continue;
     out.commits += c.commits;
     out.durableCommits += c.durableCommits;
+    out.syncCalls += c.syncCalls;
     out.statements += c.statements;
     out.ms += c.ms;
     for (const [k, v] of Object.entries(c.settings)) out.settings[`${file} ${k}`] = (out.settings[`${file} ${k}`] ?? 0) + v;
@@ -129,7 +138,7 @@ function install() {
   /** After a statement that returned normally: count it, and a commit if it ended a write transaction. */
   const after = (db: Db, wasInTransaction: boolean, mayWrite: boolean, sql: string, startedAt: number): void => {
     const c = connection(db);
-    const f = (counts[c.file] ??= { commits: 0, durableCommits: 0, settings: {}, statements: 0, ms: 0 });
+    const f = (counts[c.file] ??= empty());
     f.statements += 1;
     f.ms += performance.now() - startedAt;
     if (db.inTransaction) return;
@@ -164,5 +173,30 @@ function install() {
     after(this, wasInTransaction, true, sql, startedAt);
     return this;
   };
+  countSyncs(counts);
   return { counts, connections, originals };
+}
+
+const empty = (): FileCounts => ({ commits: 0, durableCommits: 0, syncCalls: 0, settings: {}, statements: 0, ms: 0 });
+
+/** Wraps node:fs's sync calls (the module object every `import fs from "node:fs"` shares). */
+function countSyncs(counts: Counts): void {
+  const fileOf = (fd: number) => {
+    try {
+      return path.basename(fs.readlinkSync(`/proc/self/fd/${fd}`));
+    } catch {
+      return `fd ${fd}`;
+    }
+  };
+  const note = (fd: unknown) => {
+    if (typeof fd === "number") (counts[fileOf(fd)] ??= empty()).syncCalls += 1;
+  };
+  const target = fs as unknown as Record<string, (...args: unknown[]) => unknown>;
+  for (const name of ["fsyncSync", "fdatasyncSync", "fsync", "fdatasync"]) {
+    const original = target[name]!;
+    target[name] = function (this: unknown, ...args: unknown[]) {
+      note(args[0]);
+      return original.apply(this, args);
+    };
+  }
 }
