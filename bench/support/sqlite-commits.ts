@@ -13,7 +13,8 @@
  * process, e.g. the write anchor's) are counted too, as `syncCalls` of the file they synced.
  *
  * Not seen here: WAL checkpoints and WAL-header syncs (SQLite's own, amortised over many commits),
- * the directory syncs SQLite makes when it creates a file, and PostgreSQL.
+ * schema-only commits (DDL does not change total_changes(); stores run it when they open), the
+ * directory syncs SQLite makes when it creates a file, and PostgreSQL.
  * `strace -f -e trace=fsync,fdatasync -y` on the process sees those (bench/README.md).
  */
 import fs from "node:fs";
