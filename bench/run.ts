@@ -5,6 +5,8 @@
  *   npm run bench                          every benchmark, in the order below
  *   npm run bench -- NAME [NAME…] [flags]  the named ones; flags go to each (see each file's header)
  *   npm run bench -- --list
+ *   npm run bench -- control-overhead post-approval-latency --quick   issue 25's figures in a few minutes
+ *   npx tsx bench/table.ts [--quick]       prints bench/README.md's current table from the results
  */
 import { spawn } from "node:child_process";
 import path from "node:path";
@@ -12,8 +14,8 @@ import { ROOT, TSX } from "./support/common.js";
 
 const BENCHMARKS: Record<string, string> = {
   "envelope-core": "canonicalise + hash, compare, verify, card: per-operation cost of the pure core",
-  "control-overhead": "our graph from interrupt to VERIFIED vs a bare LangGraph HITL graph, 1 and 50 threads",
-  "post-approval-latency": "resume to outcome with 50 ms emulator latency vs the three round trips",
+  "control-overhead": "ours from interrupt to VERIFIED vs a bare LangGraph graph making the same three calls: latency, CPU, throughput at 50, commits and fsyncs",
+  "post-approval-latency": "resume to outcome with 50 ms emulator latency vs the same three calls alone",
   "rate-limit": "200 approved actions against the portal's leaky bucket (scaled to 20 req/s; --full for 2 req/s)",
   "pending-scale": "1,000 and 10,000 waiting approvals: bytes, pending --json time and memory, approve one",
   "pending-scale-pg": "100,000 waiting approvals in PostgreSQL (real runs + sealed index-only replicas), 4 workers: bytes, pending, show, approve",
@@ -57,6 +59,6 @@ async function main(): Promise<number> {
 }
 
 /** Flags that take no value, so the word after them is a benchmark name. */
-const FLAGS_WITHOUT_VALUE: Record<string, true> = { "--full": true, "--keep": true, "--list": true, "--help": true };
+const FLAGS_WITHOUT_VALUE: Record<string, true> = { "--full": true, "--keep": true, "--list": true, "--help": true, "--quick": true };
 
 main().then((code) => (process.exitCode = code));

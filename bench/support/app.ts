@@ -1,29 +1,27 @@
 /**
- * Our app as the CLI and tests build it (config → createDeps → openApp: MCP server over stdio, journal,
- * audit, SqliteSaver on files), with a scripted model so no model cost is measured, plus a timing
- * probe. The probe only wraps the real checkpointer, journal, audit log and MCP calls to note how
- * long each call took; every call still goes to the real implementation.
+ * Our app as the CLI and tests build it (config → createDeps → openApp: MCP server over stdio, the
+ * stores and the checkpointer on files), with a scripted model so no model cost is measured, plus a
+ * timing probe. The probe only wraps the journal's and audit log's methods and the MCP calls to note
+ * how long each call took; every call still goes to the real implementation. What SQLite itself does
+ * (time, commits, fsyncs per file) is counted below all of them by ./sqlite-commits.ts.
  *
- * The bare LangGraph graph is the baseline: the same SqliteSaver (its own file in the same directory),
- * the same MCP client and emulator; one interrupt, one resume, one tasks.task.update.
+ * The bare LangGraph graph is the baseline: SqliteSaver on its own file in the same directory, the
+ * same MCP client and emulator; one interrupt, one resume, then the same three calls as ours.
  */
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import Database from "better-sqlite3";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { Annotation, Command, END, START, StateGraph, interrupt } from "@langchain/langgraph";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
-import type { CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
 import { RUN_DURABILITY, openApp, startRun, submitDecision, type App, type ThreadView } from "../../src/app/threads.js";
 import type { Bitrix24Tools } from "../../src/tools/bitrix24-tools.js";
-import { GroupCommitSqliteSaver } from "../../src/store/checkpointer.js";
 import { ScriptedChatModel, call, type Script } from "../../test/support/scripted-model.js";
 import { ROOT } from "./common.js";
+import { diff, installCommitCounter, type CommitCounter, type Counts } from "./sqlite-commits.js";
 
-export type Category = "checkpointer" | "journal" | "audit" | "mcp";
-export const CATEGORIES: Category[] = ["checkpointer", "journal", "audit", "mcp"];
+export type Category = "journal" | "audit" | "mcp";
 
 interface Span {
   category: Category;
@@ -52,58 +50,13 @@ export class Probe {
 
   /** Milliseconds of each category inside [from, to), and how many calls started there. */
   within(from: number, to: number): Record<Category, number> & { calls: Record<string, number> } {
-    const out = { checkpointer: 0, journal: 0, audit: 0, mcp: 0, calls: {} as Record<string, number> };
+    const out = { journal: 0, audit: 0, mcp: 0, calls: {} as Record<string, number> };
     for (const s of this.spans) {
       const overlap = Math.min(s.end, to) - Math.max(s.start, from);
       if (overlap > 0) out[s.category] += overlap;
       if (s.start >= from && s.start < to) out.calls[`${s.category}.${s.name}`] = (out.calls[`${s.category}.${s.name}`] ?? 0) + 1;
     }
     return out;
-  }
-}
-
-/** A checkpointer class with each checkpoint read and write timed (the probe is set right after construction). */
-function timedSaver<B extends new (...args: any[]) => SqliteSaver>(Base: B) {
-  return class extends Base {
-    probe!: Probe;
-    override getTuple(...args: Parameters<SqliteSaver["getTuple"]>): Promise<CheckpointTuple | undefined> {
-      return this.probe.time("checkpointer", "getTuple", () => super.getTuple(...args));
-    }
-    override put(...args: Parameters<SqliteSaver["put"]>) {
-      return this.probe.time("checkpointer", "put", () => super.put(...args));
-    }
-    override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
-      return this.probe.time("checkpointer", "putWrites", () => super.putWrites(...args));
-    }
-  };
-}
-
-/** SqliteSaver itself (the bare graphs'), timed. */
-const TimedSqliteSaver = timedSaver(SqliteSaver);
-
-/**
- * Our checkpointer (group commit), timed. A put or putWrites settles only when its group commits, so its
- * span would cover other work done meanwhile (and the commit twice over): they are recorded as calls
- * with no duration, and the time is each group COMMIT's ("commit" span: one durable commit). Their
- * serialisation is CPU on the event loop and falls under "other".
- */
-class TimedGroupCommitSaver extends timedSaver(GroupCommitSqliteSaver) {
-  private called(name: string): void {
-    const at = performance.now();
-    if (this.probe.enabled) this.probe.spans.push({ category: "checkpointer", name, start: at, end: at });
-  }
-  override put(...args: Parameters<SqliteSaver["put"]>) {
-    this.called("put");
-    return GroupCommitSqliteSaver.prototype.put.apply(this, args);
-  }
-  override putWrites(...args: Parameters<SqliteSaver["putWrites"]>) {
-    this.called("putWrites");
-    return GroupCommitSqliteSaver.prototype.putWrites.apply(this, args);
-  }
-  protected override commit(writes: Array<() => void>): void {
-    const start = performance.now();
-    super.commit(writes);
-    if (this.probe.enabled) this.probe.spans.push({ category: "checkpointer", name: "commit", start, end: performance.now() });
   }
 }
 
@@ -152,6 +105,7 @@ export const proposeFromRequest: Script = (messages: BaseMessage[]) => {
 export interface BenchApp {
   app: App;
   probe: Probe;
+  commits: CommitCounter;
   /** Stops recording spans (and the memory they take) when a benchmark does not need them. */
   close(): Promise<void>;
 }
@@ -163,17 +117,21 @@ export async function openBenchApp(opts: { webhookUrl: string; dataDir: string; 
     MODEL: "offline",
     BITRIX24_RATE: String(opts.rate),
     BITRIX24_BURST: String(opts.burst ?? 50),
+    // The journal's key beside the data directory (removed with it), never in the real home.
+    ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${opts.dataDir.replace(/\/+$/, "")}.journal.key`,
     ...opts.env,
   };
   const probe = new Probe();
+  // Installed before any store opens, so every connection's statements are seen.
+  const commits = installCommitCounter();
   const config = loadConfig(env, ROOT);
   const deps = await createDeps(config, { model: new ScriptedChatModel(proposeFromRequest), modelLabel: "scripted (bench)" });
   timeTools(deps.tools, probe);
   timeMethods(deps.journal, "journal", probe);
   const audit = (deps as unknown as Record<string, unknown>)["audit"];
   if (audit && typeof audit === "object") timeMethods(audit, "audit", probe);
-  const app = openApp(deps, { checkpointer: Object.assign(new TimedGroupCommitSaver(path.join(opts.dataDir, "checkpoints.sqlite")), { probe }) });
-  return { app, probe, close: () => app.close() };
+  const app = openApp(deps);
+  return { app, probe, commits, close: () => app.close() };
 }
 
 export function requestFor(taskId: number): string {
@@ -209,13 +167,12 @@ export interface BareGraph {
 }
 
 /**
- * A bare HITL graph around the same MCP client: interrupt, resume, write. With `threeCalls` it makes
- * the same three Bitrix24 calls ours does (read, write, read), each in its own node, so the
- * difference to ours is the control layer alone (journal, audit, envelope checks, larger state).
+ * A bare HITL graph around the same MCP client making the same three Bitrix24 calls as ours (read,
+ * write, read), each in its own node: the difference to ours is the control layer alone (journal,
+ * audit, envelope checks, larger state). SqliteSaver as LangGraph ships it, on `bare-checkpoints.sqlite`.
  */
-export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Probe, opts: { threeCalls?: boolean } = {}): BareGraph {
-  const file = path.join(dataDir, opts.threeCalls ? "bare3-checkpoints.sqlite" : "bare-checkpoints.sqlite");
-  const checkpointer = probe ? Object.assign(new TimedSqliteSaver(new Database(file)), { probe }) : SqliteSaver.fromConnString(file);
+export function openBareGraph(tools: Bitrix24Tools, dataDir: string): BareGraph {
+  const checkpointer = SqliteSaver.fromConnString(path.join(dataDir, BARE_CHECKPOINTS));
   const read = async (taskId: number) => {
     const res = await tools.read("getTask", { taskId });
     if (!res.ok) throw new Error(`bare graph: read of task ${taskId} failed: ${JSON.stringify(res).slice(0, 400)}`);
@@ -230,19 +187,17 @@ export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Pro
     const res = await tools.writeHandle.updateTask(s.taskId, { TITLE: s.title });
     return { result: res.ok ? res.body : res.error };
   };
-  const graph = opts.threeCalls
-    ? new StateGraph(BareState)
-        .addNode("ask", ask)
-        .addNode("pre_read", (s) => read(s.taskId))
-        .addNode("write", write)
-        .addNode("verify", (s) => read(s.taskId))
-        .addEdge(START, "ask")
-        .addEdge("ask", "pre_read")
-        .addEdge("pre_read", "write")
-        .addEdge("write", "verify")
-        .addEdge("verify", END)
-        .compile({ checkpointer })
-    : new StateGraph(BareState).addNode("ask", ask).addNode("write", write).addEdge(START, "ask").addEdge("ask", "write").addEdge("write", END).compile({ checkpointer });
+  const graph = new StateGraph(BareState)
+    .addNode("ask", ask)
+    .addNode("pre_read", (s) => read(s.taskId))
+    .addNode("write", write)
+    .addNode("verify", (s) => read(s.taskId))
+    .addEdge(START, "ask")
+    .addEdge("ask", "pre_read")
+    .addEdge("pre_read", "write")
+    .addEdge("write", "verify")
+    .addEdge("verify", END)
+    .compile({ checkpointer });
   // Same durability as our runs (RUN_DURABILITY): each step's checkpoint is committed before the next
   // step starts.
   const config = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: RUN_DURABILITY });
@@ -262,17 +217,21 @@ export function openBareGraph(tools: Bitrix24Tools, dataDir: string, probe?: Pro
   };
 }
 
+/** The bare graph's checkpoint file: every other SQLite file the benchmark process touches is ours. */
+export const BARE_CHECKPOINTS = "bare-checkpoints.sqlite";
+
 // ---------------------------------------------------------------------------------------------
 // Where the time of one decision goes.
 
 export interface Segment {
-  /** "start" (lock, pending re-check, loading the checkpoint), a node name, or "end" (final view, unlock). */
+  /** "start+NODE" (lock, pending re-check, loading the checkpoint, the first node), a node name, or "end". */
   name: string;
   ms: number;
-  checkpointer: number;
   journal: number;
   audit: number;
   mcp: number;
+  /** Time inside SQLite statements per file (the checkpointer's is checkpoints.sqlite). */
+  sqlite: Record<string, number>;
   /** Everything else: LangGraph's own work, state (de)serialisation, the envelope core, the event loop. */
   other: number;
   calls: Record<string, number>;
@@ -283,46 +242,58 @@ export interface TimedDecision {
   cpuMs: number;
   view: ThreadView;
   segments: Segment[];
+  /** SQLite commits per file from the call to its return. */
+  commits: Counts;
 }
 
 /**
- * One decision, sequentially, with a timestamp at each node's update. A node's segment runs from the
- * previous update to its own, so it also holds the previous step's checkpoint write.
+ * One decision, sequentially, with a timestamp and a commit-counter snapshot at each node's update. A
+ * node's segment runs from the previous update to its own, so it also holds the previous step's
+ * checkpoint write.
  */
 export async function timedDecision(bench: BenchApp, threadId: string, resume: unknown): Promise<TimedDecision> {
   bench.probe.clear();
-  const marks: Array<{ name: string; at: number }> = [];
+  const marks: Array<{ name: string; at: number; counts: Counts }> = [];
+  const counts0 = bench.commits.snapshot();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  const view = await submitDecision(bench.app, threadId, resume, (node) => marks.push({ name: node, at: performance.now() }));
+  const view = await submitDecision(bench.app, threadId, resume, (node) => marks.push({ name: node, at: performance.now(), counts: bench.commits.snapshot() }));
   const t1 = performance.now();
   const cpu = process.cpuUsage(cpu0);
-  const bounds = [{ name: "start", at: t0 }, ...marks, { name: "end", at: t1 }];
+  const counts1 = bench.commits.snapshot();
+  const bounds = [{ name: "start", at: t0, counts: counts0 }, ...marks, { name: "end", at: t1, counts: counts1 }];
   const segments: Segment[] = [];
   for (let i = 1; i < bounds.length; i++) {
-    const from = bounds[i - 1]!.at;
-    const to = bounds[i]!.at;
-    const name = i === bounds.length - 1 ? "end" : i === 1 ? `start+${bounds[i]!.name}` : bounds[i]!.name;
-    const c = bench.probe.within(from, to);
-    const ms = to - from;
-    segments.push({ name, ms, checkpointer: c.checkpointer, journal: c.journal, audit: c.audit, mcp: c.mcp, other: ms - c.checkpointer - c.journal - c.audit - c.mcp, calls: c.calls });
+    const from = bounds[i - 1]!;
+    const to = bounds[i]!;
+    const name = i === bounds.length - 1 ? "end" : i === 1 ? `start+${to.name}` : to.name;
+    const c = bench.probe.within(from.at, to.at);
+    const ms = to.at - from.at;
+    const sqlite = Object.fromEntries(Object.entries(diff(to.counts, from.counts)).map(([file, f]) => [file, f.ms]));
+    // The journal's and the audit log's method times already hold their own SQLite time.
+    const outside = sqlite[CHECKPOINTS] ?? 0;
+    segments.push({ name, ms, journal: c.journal, audit: c.audit, mcp: c.mcp, sqlite, other: ms - c.journal - c.audit - c.mcp - outside, calls: c.calls });
   }
-  return { totalMs: t1 - t0, cpuMs: (cpu.user + cpu.system) / 1000, view, segments };
+  return { totalMs: t1 - t0, cpuMs: (cpu.user + cpu.system) / 1000, view, segments, commits: diff(counts1, counts0) };
 }
+
+/** Our checkpointer's file, as createCheckpointer names it. */
+const CHECKPOINTS = "checkpoints.sqlite";
 
 /** Mean of each column per segment name, in the order the segments ran (means add up; medians do not). */
 export function breakdown(samples: TimedDecision[]) {
   const order: string[] = [];
-  const acc = new Map<string, { n: number; sums: Record<string, number>; calls: Record<string, number> }>();
+  const acc = new Map<string, { sums: Record<string, number>; calls: Record<string, number> }>();
   for (const s of samples) {
     for (const seg of s.segments) {
       if (!acc.has(seg.name)) {
         order.push(seg.name);
-        acc.set(seg.name, { n: 0, sums: {}, calls: {} });
+        acc.set(seg.name, { sums: {}, calls: {} });
       }
       const a = acc.get(seg.name)!;
-      a.n += 1;
-      for (const k of ["ms", "checkpointer", "journal", "audit", "mcp", "other"] as const) a.sums[k] = (a.sums[k] ?? 0) + seg[k];
+      const add = (k: string, v: number) => (a.sums[k] = (a.sums[k] ?? 0) + v);
+      for (const k of ["ms", "journal", "audit", "mcp", "other"] as const) add(k, seg[k]);
+      add("checkpointer", seg.sqlite[CHECKPOINTS] ?? 0);
       for (const [k, v] of Object.entries(seg.calls)) a.calls[k] = (a.calls[k] ?? 0) + v;
     }
   }
@@ -330,20 +301,22 @@ export function breakdown(samples: TimedDecision[]) {
   const r = (x: number) => Math.round(x * 100) / 100;
   const rows = order.map((name) => {
     const a = acc.get(name)!;
+    const mean = (k: string) => r((a.sums[k] ?? 0) / n);
     return {
       segment: name,
-      meanMs: r(a.sums.ms! / n),
-      checkpointer: r(a.sums.checkpointer! / n),
-      journal: r(a.sums.journal! / n),
-      audit: r(a.sums.audit! / n),
-      mcp: r(a.sums.mcp! / n),
-      other: r(a.sums.other! / n),
+      meanMs: mean("ms"),
+      checkpointer: mean("checkpointer"),
+      journal: mean("journal"),
+      audit: mean("audit"),
+      mcp: mean("mcp"),
+      other: mean("other"),
       callsPerAction: Object.fromEntries(Object.entries(a.calls).map(([k, v]) => [k, r(v / n)])),
     };
   });
-  const total = (k: "meanMs" | "checkpointer" | "journal" | "audit" | "mcp" | "other") => r(rows.reduce((s, x) => s + x[k], 0));
+  const sum = (k: "meanMs" | "checkpointer" | "journal" | "audit" | "mcp" | "other") => r(rows.reduce((s, x) => s + x[k], 0));
   return {
+    note: "mean ms per action; checkpointer = time inside SQLite statements on checkpoints.sqlite; journal, audit = their methods' time (their SQLite included); mcp = tool calls",
     rows,
-    totals: { meanMs: total("meanMs"), checkpointer: total("checkpointer"), journal: total("journal"), audit: total("audit"), mcp: total("mcp"), other: total("other") },
+    totals: { meanMs: sum("meanMs"), checkpointer: sum("checkpointer"), journal: sum("journal"), audit: sum("audit"), mcp: sum("mcp"), other: sum("other") },
   };
 }

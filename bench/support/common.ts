@@ -101,6 +101,14 @@ export function intArg(name: string, fallback: number): number {
   return v;
 }
 
+export function strArg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0) return fallback;
+  const v = process.argv[i + 1];
+  if (!v || v.startsWith("--")) throw new Error(`--${name} expects a value`);
+  return v;
+}
+
 export function numArg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   if (i < 0) return fallback;
