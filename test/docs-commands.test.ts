@@ -123,7 +123,7 @@ function freshPlace(): { work: string; env: Record<string, string> } {
       '  *) echo "docs test: npm $* is not available here" >&2; exit 127 ;;',
       "esac",
       '[ "$1" = -- ] && shift',
-      `[ -z "$silent" ] && printf '\\n> action-envelope@${version} %s\\n> node scripts/build.mjs --if-stale && node bin/action-envelope.mjs %s\\n\\n' "$script" "\${pre[*]} $*"`,
+      `[ -z "$silent" ] && printf '\\n> action-envelope@${version} %s\\n> node scripts/build.mjs --if-stale && node bin/action-envelope.mjs %s\\n\\n' "$script" "\${pre[*]:+\${pre[*]} }$*"`,
       `exec ${node} ${cli} "\${pre[@]}" "$@"`,
       "",
     ].join("\n"),
@@ -176,7 +176,7 @@ describe("documentation commands", () => {
   it("every block that does not run says why, and they stay few", () => {
     const skipped = parsed.flatMap(({ doc, blocks }) => blocks.filter((b) => b.notRun !== undefined).map((b) => ({ doc, line: b.line, why: b.notRun! })));
     for (const s of skipped) expect(s.why.length, `${s.doc}:${s.line}`).toBeGreaterThan(10);
-    expect(skipped.length).toBeLessThanOrEqual(10);
+    expect(skipped.length).toBeLessThanOrEqual(12);
     const runnable = parsed.flatMap(({ blocks }) => blocks.filter((b) => b.notRun === undefined));
     expect(runnable.flatMap((b) => b.commands).length).toBeGreaterThan(15);
   });
@@ -200,6 +200,7 @@ describe("documentation commands", () => {
         if (c.expect !== undefined) expect(squash(output), `${where}\n${output}`).toContain(squash(c.expect));
         for (const m of output.matchAll(APPROVE_LINE)) [thread, hash] = [m[1], m[2]];
       }
-    }, 150_000);
+    // About a minute for the README on an idle two-core machine; the bound leaves room for a loaded one.
+    }, 400_000);
   }
 });
