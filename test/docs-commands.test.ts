@@ -91,6 +91,12 @@ function parseExpectation(raw: string): { expect: string; exitCode: number } {
 
 const DOCS = ["README.md", ...fs.readdirSync(path.join(ROOT, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)];
 
+/** GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens. */
+function anchorsOf(markdown: string): Set<string> {
+  const headings = markdown.replace(/```[\s\S]*?```/g, "").split("\n").filter((l) => /^#{1,6} /.test(l));
+  return new Set(headings.map((h) => h.replace(/^#+ /, "").trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-")));
+}
+
 const squash = (s: string) => s.replace(/\s+/g, " ");
 
 const made: string[] = [];
@@ -173,6 +179,22 @@ describe("documentation commands", () => {
     for (const doc of DOCS.slice(1)) expect(readme, doc).toContain(`](${doc})`);
   });
 
+  it("every relative link and anchor in README.md and docs/ points at something that exists", () => {
+    const broken: string[] = [];
+    for (const doc of DOCS) {
+      const text = fs.readFileSync(path.join(ROOT, doc), "utf8").replace(/```[\s\S]*?```/g, "");
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1]!;
+        if (/^[a-z]+:/.test(target)) continue;
+        const [file, anchor] = target.split("#") as [string, string | undefined];
+        const resolved = file === "" ? path.join(ROOT, doc) : path.resolve(path.dirname(path.join(ROOT, doc)), file);
+        if (!fs.existsSync(resolved)) broken.push(`${doc}: ${target} (no such file)`);
+        else if (anchor !== undefined && resolved.endsWith(".md") && !anchorsOf(fs.readFileSync(resolved, "utf8")).has(anchor)) broken.push(`${doc}: ${target} (no such heading)`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
   it("every block that does not run says why, and they stay few", () => {
     const skipped = parsed.flatMap(({ doc, blocks }) => blocks.filter((b) => b.notRun !== undefined).map((b) => ({ doc, line: b.line, why: b.notRun! })));
     for (const s of skipped) expect(s.why.length, `${s.doc}:${s.line}`).toBeGreaterThan(10);
@@ -200,7 +222,7 @@ describe("documentation commands", () => {
         if (c.expect !== undefined) expect(squash(output), `${where}\n${output}`).toContain(squash(c.expect));
         for (const m of output.matchAll(APPROVE_LINE)) [thread, hash] = [m[1], m[2]];
       }
-    // About a minute for the README on an idle two-core machine; the bound leaves room for a loaded one.
+    // The README's commands take about half a minute of CPU; the bound leaves room for a loaded machine.
     }, 400_000);
   }
 });
