@@ -23,6 +23,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { defaultSeed } from "../src/bitrix24/emulator/seed.js";
 import { CLI, ROOT } from "./support/harness.js";
 
 interface DocCommand {
@@ -177,6 +178,26 @@ describe("documentation commands", () => {
     const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
     expect(readme.split("\n").length).toBeLessThanOrEqual(250);
     for (const doc of DOCS.slice(1)) expect(readme, doc).toContain(`](${doc})`);
+  });
+
+  it("README's demo portal tables are the emulator's seed", () => {
+    const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
+    // The rows of the table whose header starts with `| first |`, split into trimmed cells.
+    const rows = (first: string) => {
+      const lines = readme.split("\n");
+      const at = lines.findIndex((l) => l.startsWith(`| ${first} |`));
+      const body: string[] = [];
+      for (let i = at + 2; at >= 0 && i < lines.length && lines[i]!.startsWith("|"); i++) body.push(lines[i]!);
+      return body.map((l) => l.split("|").slice(1, -1).map((c) => c.trim()));
+    };
+    const seed = defaultSeed();
+    const name = (id: number) => { const u = seed.users.find((x) => x.id === id)!; return `${id} ${u.name} ${u.lastName}`; };
+    expect(rows("task").map((r) => [Number(r[0]), r[1], r[2], r[3]!.split(" ")[0], r[4]!.split(" ")[0]])).toEqual(
+      seed.tasks!.map((s) => [s.id, s.title, name(s.responsibleId), String(s.priority), String(s.status)]),
+    );
+    expect(rows("deal").map((r) => [Number(r[0]), r[1], r[2], Number(r[3]!.replace(/,/g, "")), r[4]])).toEqual(
+      seed.deals!.map((d) => [d.id, d.title, d.stageId, d.opportunity, name(d.assignedById)]),
+    );
   });
 
   it("every relative link and anchor in README.md and docs/ points at something that exists", () => {
