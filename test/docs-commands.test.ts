@@ -244,6 +244,6 @@ describe("documentation commands", () => {
         for (const m of output.matchAll(APPROVE_LINE)) [thread, hash] = [m[1], m[2]];
       }
     // The README's commands take about half a minute of CPU; the bound leaves room for a loaded machine.
-    }, 400_000);
+    }, 600_000);
   }
 });
