@@ -1,5 +1,5 @@
 /**
- * What the object lease (README: "No lost update between runs") costs, measured in the same run:
+ * What the object lease (docs/architecture.md: "No lost update between runs") costs, measured in the same run:
  *   (1) uncontended: one approved action at a time, each on its own task, from the resume to VERIFIED;
  *       the share of that time spent taking and renewing the lease (journal.acquireObjectLease, timed
  *       by the probe around the real SQLite journal; the release is one DELETE inside the ending move).

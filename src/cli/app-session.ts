@@ -19,7 +19,7 @@ export interface InspectSession {
 }
 
 export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T>, config: AppConfig = loadConfig()): Promise<T> {
-  // Loaded when a command opens a session, not when the CLI starts (README: Performance).
+  // Loaded when a command opens a session, not when the CLI starts (docs/operations.md: Performance).
   const [{ threadFromCheckpoints }, { createAuditLog }, { closeCheckpointer, createCheckpointer }] = await Promise.all([
     import("../evidence/case-source.js"),
     import("../store/backends.js"),

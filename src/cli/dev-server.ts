@@ -225,7 +225,7 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
           (tokens
             ? esc`  auth:   API tokens from ${tokens.file} (${String(tokens.entries.length)} entries); every request needs Authorization: Bearer <token> (or x-api-key: <token>)\n`
             : "  auth:   OPEN: ACTION_ENVELOPE_API_TOKENS is not set, so every caller is anonymous and approver ids are self-declared (development only)\n") +
-          `  graph:  bitrix24_task_agent (resume JSON for an approval: see README, "LangGraph API and Studio")\n` +
+          `  graph:  bitrix24_task_agent (resume JSON for an approval: docs/api-and-studio.md, "Approving from Studio")\n` +
           `Stop with Ctrl-C. (The server runs as process group ${pgid}; should this process be killed outright, stop it with: kill -INT ${pgid})\n`,
       );
     }

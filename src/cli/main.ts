@@ -5,7 +5,7 @@
  *
  * Start-up is kept small: this file and the command factories import only commander and light
  * helpers; each command imports what it needs (the graph, MCP, stores, the API client, the emulator)
- * inside its action, so `--help` loads none of it (README: Performance; bench/cli-startup.ts).
+ * inside its action, so `--help` loads none of it (docs/operations.md: Performance; bench/cli-startup.ts).
  */
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";

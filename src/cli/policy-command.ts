@@ -61,7 +61,7 @@ export function policyCommand(): Command {
       } else if (checked.ok) {
         process.stdout.write(`${esc`ok: ${source}`}\n${policySummary(checked.policy).map((l) => esc`${l}`).join("\n")}\n`);
       } else {
-        process.stderr.write(`${formatPolicyProblems(given, checked.problems).split("\n").map((l) => esc`${l}`).join("\n")}\n${esc`${checked.problems.length} problem(s); the format is policy/policy.schema.json (README: Configuration → Policy file)`}\n`);
+        process.stderr.write(`${formatPolicyProblems(given, checked.problems).split("\n").map((l) => esc`${l}`).join("\n")}\n${esc`${checked.problems.length} problem(s); the format is policy/policy.schema.json (docs/operations.md, "Policy file")`}\n`);
       }
       if (!checked.ok) process.exitCode = 1;
     });

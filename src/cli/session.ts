@@ -1,7 +1,7 @@
 /**
  * Opens the app from the environment for one CLI command and always closes it (MCP child, SQLite).
  * The runtime (LangGraph, MCP, stores) is imported here, when a command first needs it, so `--help`
- * and commands that never open the app do not load it (README: Performance).
+ * and commands that never open the app do not load it (docs/operations.md: Performance).
  */
 import type { App, ReadApp } from "../app/threads.js";
 import type { StoresApp } from "../app/stores-app.js";

@@ -90,7 +90,7 @@ export function workerCommand(): Command {
       const interval = Number(opts.interval);
       if (!Number.isFinite(interval) || interval <= 0) throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
       const printer = new Printer(process.stdout, Boolean(opts.json));
-      // The runtime is loaded only when the command runs (README: Performance).
+      // The runtime is loaded only when the command runs (docs/operations.md: Performance).
       const [{ loadConfig }, { createDeps }, { openApp }, { storageLabel }] = await Promise.all([
         import("../config/env.js"),
         import("../runtime/deps.js"),
