@@ -16,17 +16,22 @@ const CRASH_PROCESS = path.join(ROOT, "test/support/crash-process.ts");
 
 let portal: Portal;
 let dataDir: string;
-const apps: Partial<Record<"on" | "off", App>> = {};
+/** The recovering process (idempotent writes on: it re-sends only a call that carried a key). */
+let app: App;
+/**
+ * A write sent and never answered keeps its object's lease until it runs out (releasesLease); short,
+ * so the next case on the same task waits for it instead of ending TARGET_BUSY.
+ */
+const LEASE = { ACTION_ENVELOPE_OBJECT_LEASE_MS: "3000" };
 
 beforeAll(async () => {
   portal = await startPortal();
   dataDir = tempDir("ae-crash-");
-  apps.on = await openTestApp(portal, dataDir, { env: { BITRIX24_IDEMPOTENCY: "on" } });
-  apps.off = await openTestApp(portal, dataDir, { env: { BITRIX24_IDEMPOTENCY: "off" } });
+  app = await openTestApp(portal, dataDir, { env: { BITRIX24_IDEMPOTENCY: "on", ...LEASE } });
 }, 60_000);
 
 afterAll(async () => {
-  for (const app of Object.values(apps)) await app?.close();
+  await app?.close();
   await portal.emulator.close();
 });
 
@@ -50,13 +55,12 @@ const CASES: Array<[Boundary, "on" | "off"]> = [
 
 describe("SIGKILL at every post-approval boundary", () => {
   it.each(CASES)("killed after %s (idempotent writes %s): recovered with no second send and no false outcome", async (boundary, idempotency) => {
-    const app = apps[idempotency]!;
     const title = `CRASH ${boundary.toUpperCase()} ${idempotency.toUpperCase()}`;
     const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
     expect(view.status).toBe("awaiting_approval");
 
     let pid = 0;
-    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: idempotency });
+    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: idempotency, ...LEASE });
     const killed = await runCli([view.threadId, JSON.stringify(approvalOf(view)), boundary], env, { script: CRASH_PROCESS, onSpawn: (p) => (pid = p) });
     killGroup(pid);
     // tsx runs the script in a child node and exits 137 (128 + SIGKILL) when that child is killed.
@@ -73,13 +77,16 @@ describe("SIGKILL at every post-approval boundary", () => {
     // A plain REST 2 call is sent at most once, ever; a keyed one may be re-sent (a replay), never applied twice.
     if (idempotency === "off") expect(after.sent).toBeLessThanOrEqual(1);
     else expect(after.sent - after.applied).toBeLessThanOrEqual(1);
-    expect(done.state?.outcome === "VERIFIED").toBe(shown);
-    // Recovered from where the journal stood: everything the dead process could have re-done was not.
-    if (boundary !== "intent" || idempotency === "on") expect(done.state?.outcome).toBe("VERIFIED");
+    const said = `${done.state?.outcome} (${done.state?.reasonCode}): ${done.state?.reason}; ack ${JSON.stringify(done.state?.acknowledgement)}`;
+    // No false outcome: VERIFIED only when the portal shows the change; a change shown is VERIFIED, or
+    // INCONCLUSIVE when a plain REST 2 call's answer was lost (it is not proven this write made it).
+    if (done.state?.outcome === "VERIFIED") expect(shown, said).toBe(true);
+    if (shown) expect(["VERIFIED", "INCONCLUSIVE"], said).toContain(done.state?.outcome);
+    // Where nothing was lost that a re-send (with its key) cannot recover, the run ends VERIFIED.
+    if (!(idempotency === "off" && (boundary === "intent" || boundary === "sent"))) expect(done.state?.outcome, said).toBe("VERIFIED");
   }, 120_000);
 
   it("one approved action makes at most two durable commits (the write-ahead and the close)", async () => {
-    const app = apps.on!;
     const view = await startRun(app, { request: "rename task 4 to COUNTED COMMITS", requestedBy: "demo-user" });
     const commits = app.deps.journal.commits;
     const start = { ...commits };
@@ -89,5 +96,5 @@ describe("SIGKILL at every post-approval boundary", () => {
     console.log(`journal commits per approved action (${process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"] ? "PostgreSQL" : "SQLite"}): ${used.total}, of which durable: ${used.durable}`);
     expect(used.durable).toBe(2);
     expect(used.total).toBeGreaterThan(used.durable);
-  }, 60_000);
+  }, 120_000);
 });
