@@ -123,9 +123,9 @@ describe("audit CLI", () => {
     expect((await runCli(["audit", "export", threadId, "--out", out], env)).code).toBe(0);
     const files = [
       ...fs.readdirSync(out).map((f) => path.join(out, f)),
-      ...fs.readdirSync(dataDir).filter((f) => f.startsWith("audit.sqlite")).map((f) => path.join(dataDir, f)),
+      ...fs.readdirSync(dataDir).filter((f) => f.startsWith("journal.sqlite")).map((f) => path.join(dataDir, f)),
     ];
-    expect(files.some((f) => f.endsWith("audit.sqlite"))).toBe(true);
+    expect(files.some((f) => f.endsWith("journal.sqlite"))).toBe(true);
     for (const file of files) {
       const bytes = fs.readFileSync(file).toString("latin1");
       expect(bytes.includes(WEBHOOK_CODE), file).toBe(false);

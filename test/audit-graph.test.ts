@@ -273,7 +273,7 @@ describe("crash and resume", () => {
     expect((await viewThread(app, threadId)).status).toBe("finished");
 
     // The key is a UNIQUE constraint, not a convention: the database itself refuses a second row.
-    const db = new Database(path.join(dataDir, "audit.sqlite"));
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
     try {
       const row = db.prepare("SELECT * FROM audit_records WHERE thread_id = ? AND event = 'execution_outcome'").get(threadId) as Record<string, unknown>;
       expect(() =>

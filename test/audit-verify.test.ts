@@ -32,7 +32,7 @@ beforeAll(async () => {
   } finally {
     await app.close();
   }
-  pristine = path.join(dataDir, "audit.sqlite");
+  pristine = path.join(dataDir, "journal.sqlite");
 });
 
 afterAll(async () => {
@@ -42,9 +42,9 @@ afterAll(async () => {
 /** A fresh copy of the log in its own data directory, tampered with by `edit`. */
 function tampered(edit?: (db: Database.Database) => void): string {
   const dir = tempDir("ae-audit-copy-");
-  fs.copyFileSync(pristine, path.join(dir, "audit.sqlite"));
+  fs.copyFileSync(pristine, path.join(dir, "journal.sqlite"));
   if (edit) {
-    const db = new Database(path.join(dir, "audit.sqlite"));
+    const db = new Database(path.join(dir, "journal.sqlite"));
     try {
       db.exec("DROP TRIGGER audit_records_no_update; DROP TRIGGER audit_records_no_delete;");
       edit(db);
@@ -56,7 +56,7 @@ function tampered(edit?: (db: Database.Database) => void): string {
 }
 
 async function verify(dir: string) {
-  const log = new SqliteAuditLog(path.join(dir, "audit.sqlite"));
+  const log = new SqliteAuditLog(path.join(dir, "journal.sqlite"));
   try {
     return await log.verify();
   } finally {

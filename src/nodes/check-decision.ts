@@ -7,6 +7,7 @@ import { approverNotAllowed, DecisionSchema, partialApprovalForecast, escalation
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
+import type { AuditEntry } from "../store/audit.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import type { ActionProgress, ActionRow, SetPlan } from "../store/action-machine.js";
 import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
@@ -131,9 +132,8 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     ...(d.type === "edit" ? { edit: { taskId: result.edit!.proposal.taskId, fields: result.edit!.proposal.fields, ...(people.length ? { names: people } : {}) } } : {}),
     ...(d.type === "reject" ? { revise } : {}),
   };
-  const decided = await decide(deps, action, journalDecision);
+  const decided = await decide(deps, action, journalDecision, [decisionAcceptedEntry(envelope, envelopeHash, record, people)]);
   if ("update" in decided) return decided.update;
-  await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record, people));
   const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
   switch (d.type) {
     case "approve":
@@ -299,9 +299,8 @@ async function setDecision(
     setPlan = { actions: kept, perAction, runWithoutReapproval: forecast.runsAtOnce };
   }
   const journalDecision: NonNullable<ActionProgress["decision"]> = { ...record, ...(type === "reject" ? { revise } : {}), ...(setPlan ? { setPlan } : {}) };
-  const decided = await decide(deps, asOne, journalDecision, members);
+  const decided = await decide(deps, asOne, journalDecision, [decisionAcceptedEntry(action.envelope, setHash, record, people)], members);
   if ("update" in decided) return decided.update;
-  await deps.audit.append(decisionAcceptedEntry(action.envelope, setHash, record, people));
   const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
   if (type === "approve" || type === "edit") return base;
   if (revise) {
@@ -337,7 +336,8 @@ function entitlementProblem(deps: Deps, action: ActionRow, approverId: string, t
  * leaves this run's checkpoint untouched so the winner's record is the only one; an action that moved
  * meanwhile sends this run to `resync`.
  */
-async function decide(deps: Deps, action: ActionRow, decision: NonNullable<ActionProgress["decision"]>, members?: ActionRow[]): Promise<{ row: ActionRow } | { update: Update }> {
+/** Claims the decision and appends its audit records (`records`) in the same transaction. */
+async function decide(deps: Deps, action: ActionRow, decision: NonNullable<ActionProgress["decision"]>, records: AuditEntry[], members?: ActionRow[]): Promise<{ row: ActionRow } | { update: Update }> {
   const claimOf = {
     threadId: action.threadId,
     envelopeHash: action.envelopeHash,
@@ -349,8 +349,8 @@ async function decide(deps: Deps, action: ActionRow, decision: NonNullable<Actio
   };
   // A change set: `action` stands for the set (its hash and nonce); every member is decided at once.
   const claim = members
-    ? await deps.journal.decideActions(members.map((x) => ({ envelopeHash: x.envelopeHash, decision })), claimOf)
-    : await deps.journal.decideAction(action.envelopeHash, claimOf, decision);
+    ? await deps.journal.decideActions(members.map((x) => ({ envelopeHash: x.envelopeHash, decision })), claimOf, records)
+    : await deps.journal.decideAction(action.envelopeHash, claimOf, decision, records);
   if (claim.claimed) return { row: claim.row };
   if ("existing" in claim) {
     throw new DecisionNotAcceptedError(
@@ -426,9 +426,8 @@ async function systemDecision(
     ...(d.type === "cancel" ? { message: d.reason } : {}),
     raw,
   };
-  const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) }, members);
+  const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) }, [decisionAcceptedEntry(envelope, envelopeHash, record)], members);
   if ("update" in decided) return decided.update;
-  await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
   const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
   if (d.type === "cancel") return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`)) };
   if (escalate) return { ...base, escalatedTo: group! };

@@ -39,39 +39,41 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
     action = (await deps.journal.getAction(action.envelopeHash)) ?? action;
     closing = thread.closed ?? set.closing;
   } else if (thread.closed) closing = thread.closed;
-  else if (action) {
-    if (!action.progress.closed) {
-      const c = closingOf(action, finishedAt);
-      const moved = await deps.journal.moveAction(action.envelopeHash, "closed", { closed: c });
-      if (moved.ok) action = moved.row;
-      else action = (await deps.journal.getAction(action.envelopeHash)) ?? action;
-    }
-    closing = action.progress.closed ?? closingOf(action, finishedAt);
-  } else {
-    closing = await noProposalClosing(deps, gate.threadId, finishedAt);
-  }
-  const closed = (await deps.journal.closeThread(gate.threadId, closing))?.closed ?? closing;
+  else if (action) closing = action.progress.closed ?? closingOf(action, finishedAt);
+  else closing = await noProposalClosing(deps, gate.threadId, finishedAt);
 
   const entry = action ? await deps.journal.findExecution(action.envelopeHash) : undefined;
-  const evidence = {
-    ...state,
-    requestedBy: thread.requestedBy,
-    envelope: action?.envelope ?? null,
-    envelopeHash: action?.envelopeHash ?? null,
-    decision: decisionOf(action),
-    preRead: action?.progress.preRead ?? null,
-    invocation: entry ? invocationOf(entry) : null,
-    acknowledgement: action?.progress.acknowledgement ?? (entry?.acknowledgement as AcknowledgementRecord | undefined) ?? null,
-    verification: action?.progress.verification ?? null,
-    outcome: closed.outcome,
-    reasonCode: closed.reasonCode,
-    reason: closed.reason,
-    finishedAt: closed.at,
-  } satisfies State;
-  // Every ending gets its closing audit record, keyed so a re-run of this node cannot add a second.
-  const own = action && !action.set ? { preRead: evidence.preRead, invocation: evidence.invocation, acknowledgement: evidence.acknowledgement, verification: evidence.verification } : undefined;
   const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId })).filter((r) => r.event === "proposal_denied").at(-1);
-  await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(own ? { evidence: own } : {}), ...(denied ? { denied } : {}) }));
+  const evidenceOf = (closed: ClosedRecord, a: ActionRow | undefined) =>
+    ({
+      ...state,
+      requestedBy: thread.requestedBy,
+      envelope: a?.envelope ?? null,
+      envelopeHash: a?.envelopeHash ?? null,
+      decision: decisionOf(a),
+      preRead: a?.progress.preRead ?? null,
+      invocation: entry ? invocationOf(entry) : null,
+      acknowledgement: a?.progress.acknowledgement ?? (entry?.acknowledgement as AcknowledgementRecord | undefined) ?? null,
+      verification: a?.progress.verification ?? null,
+      outcome: closed.outcome,
+      reasonCode: closed.reasonCode,
+      reason: closed.reason,
+      finishedAt: closed.at,
+    }) satisfies State;
+  // One durable transaction: the action's close, the thread's close (the first wins) and the closing
+  // audit record built from the close that stands, keyed so a re-run of this node adds no second.
+  let evidence: ReturnType<typeof evidenceOf> | undefined;
+  const closedThread = await deps.journal.closeThread(gate.threadId, closing, {
+    ...(action && !action.set ? { action: action.envelopeHash } : {}),
+    records: (closed, a) => {
+      if (a) action = a;
+      const e = (evidence = evidenceOf(closed, action));
+      const own = action && !action.set ? { preRead: e.preRead, invocation: e.invocation, acknowledgement: e.acknowledgement, verification: e.verification } : undefined;
+      return [runEndedEntry(e, { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(own ? { evidence: own } : {}), ...(denied ? { denied } : {}) })];
+    },
+  });
+  const closed = closedThread?.closed ?? closing;
+  evidence ??= evidenceOf(closed, action);
   return unchangedLeftOut({
     ...(action ? mirrorOf(action) : {}),
     messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
@@ -97,18 +99,22 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
   let stop: ActionOutcome | undefined;
   for (const m of members) {
     let row = m;
+    const entry = await deps.journal.findExecution(row.envelopeHash);
+    // Each action's own ending, with its evidence from the journal, in the hash-chained log (keyed:
+    // once), appended by the close itself.
+    const ended = (r: ActionRow) => [actionEndedEntry(r, entry ? invocationOf(entry) : null)];
+    let recorded = false;
     if (!row.progress.closed && row.phase !== "superseded") {
       const approvedNotRun = stop && row.progress.decision?.type === "approve" && (row.phase === "decided" || row.phase === "registered");
       const c: ClosedRecord = approvedNotRun
         ? { outcome: "NOT_EXECUTED", reasonCode: "CHAIN_STOPPED", reason: `not run: ${stop!.actionId} ended ${stop!.outcome} (${stop!.reasonCode}), and a change set stops at the first action that is not VERIFIED`, at }
         : closingOf(row, at);
-      const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c });
+      const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c }, ended);
+      recorded = moved.ok;
       row = moved.ok ? moved.row : ((await deps.journal.getAction(row.envelopeHash)) ?? row);
     }
     const closed = row.progress.closed ?? closingOf(row, at);
-    // Each action's own ending, with its evidence from the journal, in the hash-chained log (keyed: once).
-    const entry = await deps.journal.findExecution(row.envelopeHash);
-    await deps.audit.append(actionEndedEntry(row, entry ? invocationOf(entry) : null));
+    if (!recorded) await deps.audit.append(ended(row)[0]!);
     const o: ActionOutcome = {
       actionId: row.set?.actionId ?? "a?",
       envelopeHash: row.envelopeHash,

@@ -1,8 +1,10 @@
 /**
- * The audit log: one append-only, hash-chained record per decision point, kept in its own file
- * `<dataDir>/audit.sqlite`. It is separate from the journal on purpose: the journal is working state
- * (statuses are updated, locks come and go), while this file only grows, can be copied or shipped on
- * its own, and `audit verify` needs nothing else to check it.
+ * The audit log: one append-only, hash-chained record per decision point, kept in the journal's store
+ * (`<dataDir>/journal.sqlite`, or the journal's PostgreSQL schema) so that a journal transition and its
+ * records commit in one transaction: no transition exists without its record. The table only grows,
+ * and `audit verify` needs nothing but the table to check it. A data directory made when the log had
+ * a file of its own (`audit.sqlite`) has that chain copied in once, checked, and the old file renamed
+ * (adoptAuditFile).
  *
  * Chain: record hash = sha256 over the RFC 8785 JSON of `{prevHash, record}`, where `record` carries
  * its own sequence number. The sequence number is both a column (the order in the table) and part of
@@ -14,7 +16,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { preparedOnce } from "./statements.js";
+import { preparedOnce, SqliteConnection } from "./statements.js";
 import { createHash } from "node:crypto";
 import { canonicalJson, sha256Json, type VerifiedBy } from "../envelope/index.js";
 
@@ -218,45 +220,95 @@ export function recordHashOfText(recordText: string, prevHash: string): string {
   return `sha256:${createHash("sha256").update(`{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "utf8").digest("hex")}`;
 }
 
+/**
+ * Appends one record inside the caller's transaction (which must hold the write lock: IMMEDIATE in
+ * SQLite), at most once per (threadId, revision, event, discriminator).
+ */
+export function appendIn(sql: (text: string) => Database.Statement, entry: AuditEntry, now: Date): AppendResult {
+  const existing = sql("SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?")
+    .get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
+  if (existing) return { appended: false, record: toRecord(existing) };
+  const last = sql("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as { seq: number; record_hash: string } | undefined;
+  const seq = (last?.seq ?? 0) + 1;
+  const prevHash = last?.record_hash ?? GENESIS_HASH;
+  const body = { ...entry, seq, recordedAt: now.toISOString() };
+  const text = canonicalJson(body);
+  const hash = recordHashOfText(text, prevHash);
+  sql(
+    `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(seq, entry.threadId, entry.revision, entry.event, entry.discriminator, body.recordedAt, text, prevHash, hash);
+  return { appended: true, record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash } };
+}
+
+/** Creates the audit table on a connection (the journal's, or a file of its own). */
+export function prepareAuditTable(db: Database.Database): void {
+  db.exec(SCHEMA);
+}
+
+/**
+ * Copies the chain of a data directory's old audit file (`audit.sqlite`, from when the log had a file
+ * of its own) into the journal's connection, once: in one transaction, checked record for record
+ * against the old file, which is then renamed `audit.sqlite.adopted` and no longer read. A copy that
+ * differs from its source (or a journal whose chain is not the old file's) refuses to continue.
+ */
+export function adoptAuditFile(db: Database.Database, oldFile: string): void {
+  if (!fs.existsSync(oldFile)) return;
+  const old = new Database(oldFile, { readonly: true, fileMustExist: true });
+  let source: AuditRow[];
+  try {
+    source = old.prepare("SELECT * FROM audit_records ORDER BY seq").all() as AuditRow[];
+  } finally {
+    old.close();
+  }
+  const sql = preparedOnce(db);
+  db.transaction(() => {
+    const present = (sql("SELECT COUNT(*) AS n FROM audit_records").get() as { n: number }).n;
+    // Zero: the first open since the layout changed. As many: a copy committed before the rename.
+    if (present === 0) {
+      const insert = sql(`INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      for (const r of source) insert.run(r.seq, r.thread_id, r.revision, r.event, r.discriminator, r.recorded_at, r.record_json, r.prev_hash, r.record_hash);
+    }
+    const copied = sql("SELECT * FROM audit_records ORDER BY seq LIMIT ?").all(source.length) as AuditRow[];
+    const mismatch = source.findIndex((r, i) => copied[i]?.record_hash !== r.record_hash || copied[i]?.record_json !== r.record_json || copied[i]?.prev_hash !== r.prev_hash || copied[i]?.seq !== r.seq);
+    if (mismatch >= 0 || copied.length !== source.length) {
+      const at = mismatch >= 0 ? mismatch : copied.length;
+      const want = source[at];
+      const got = copied[at];
+      throw new AuditLogError(
+        `adopting the audit file ${oldFile} into the journal: expected record seq ${want?.seq ?? "(none)"} with hash ${want?.record_hash ?? "(none)"}, found ${got ? `seq ${got.seq} with hash ${got.record_hash}` : "no record"}; nothing was changed, and the journal is not used until the two agree`,
+      );
+    }
+    const before = verifyRows(source);
+    const after = verifyRows(copied);
+    if (before.intact !== after.intact) {
+      throw new AuditLogError(`adopting the audit file ${oldFile} into the journal: expected the copied chain ${before.intact ? "intact" : "broken like the source"}, found it ${after.intact ? "intact" : "broken"}`);
+    }
+  }).immediate();
+  fs.renameSync(oldFile, `${oldFile}.adopted`);
+  for (const side of ["-wal", "-shm"]) if (fs.existsSync(oldFile + side)) fs.rmSync(oldFile + side);
+}
+
 export class SqliteAuditLog implements AuditLog {
-  private readonly db: Database.Database;
+  readonly conn: SqliteConnection;
+  private readonly owned: boolean;
   private readonly sql: (text: string) => Database.Statement;
   private readonly clock: () => Date;
 
-  constructor(file: string, opts: { clock?: () => Date } = {}) {
-    if (file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
-    this.db = new Database(file);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("busy_timeout = 10000");
-    this.db.pragma("synchronous = FULL");
-    this.db.exec(SCHEMA);
-    this.sql = preparedOnce(this.db);
+  /** On a file of its own (tests, tools), or on the journal's connection, which the journal closes. */
+  constructor(file: string | SqliteConnection, opts: { clock?: () => Date } = {}) {
+    this.owned = typeof file === "string";
+    if (typeof file === "string" && file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
+    this.conn = typeof file === "string" ? new SqliteConnection(file) : file;
+    prepareAuditTable(this.conn.db);
+    this.sql = this.conn.sql;
     this.clock = opts.clock ?? (() => new Date());
   }
 
   async append(entry: AuditEntry): Promise<AppendResult> {
-    const tx = this.db.transaction((): AppendResult => {
-      const existing = this.sql("SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?")
-        .get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
-      if (existing) return { appended: false, record: toRecord(existing) };
-      const last = this.sql("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as
-        | { seq: number; record_hash: string }
-        | undefined;
-      const seq = (last?.seq ?? 0) + 1;
-      const prevHash = last?.record_hash ?? GENESIS_HASH;
-      const body = { ...entry, seq, recordedAt: this.clock().toISOString() };
-      const text = canonicalJson(body);
-      const hash = recordHashOfText(text, prevHash);
-      this.sql(
-          `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        )
-        .run(seq, entry.threadId, entry.revision, entry.event, entry.discriminator, body.recordedAt, text, prevHash, hash);
-      return { appended: true, record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash } };
-    });
     // IMMEDIATE takes the write lock before reading the chain's head, so two processes cannot both
     // link to the same previous record.
-    return tx.immediate();
+    return this.conn.write(() => appendIn(this.sql, entry, this.clock()));
   }
 
   async records(filter: { threadId?: string } = {}): Promise<AuditRecord[]> {
@@ -278,7 +330,7 @@ export class SqliteAuditLog implements AuditLog {
   }
 
   async close(): Promise<void> {
-    if (this.db.open) this.db.close();
+    if (this.owned) this.conn.close();
   }
 }
 

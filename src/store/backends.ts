@@ -1,23 +1,39 @@
 /**
  * Picks the storage for a process: files under the data directory (the default, one machine) or
- * the PostgreSQL database named by DATABASE_URL (several processes or hosts sharing state).
+ * the PostgreSQL database named by DATABASE_URL (several processes or hosts sharing state). The
+ * journal and the audit log share one store: one SQLite connection to `journal.sqlite`, or one pool.
  */
 import path from "node:path";
 import type { AppConfig } from "../config/env.js";
 import { SqliteJournal, type Journal } from "./journal.js";
-import { SqliteAuditLog, type AuditLog } from "./audit.js";
+import { SqliteAuditLog, adoptAuditFile, type AuditLog } from "./audit.js";
 import { loadJournalKey } from "./journal-key.js";
 
-export async function createJournal(config: AppConfig): Promise<Journal> {
+export async function createJournal(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<Journal> {
   const key = loadJournalKey(config);
   // The PostgreSQL stores (and the pg driver) are loaded only when DATABASE_URL names a database.
-  if (config.database) return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key);
-  return new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key);
+  if (config.database) return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key, opts);
+  const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key, opts);
+  try {
+    adoptAuditFile(journal.conn.db, path.join(config.dataDir, "audit.sqlite"));
+  } catch (e) {
+    await journal.close();
+    throw e;
+  }
+  return journal;
 }
 
+/** The audit log alone (reading, verifying, exporting), on the journal's store. */
 export async function createAuditLog(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<AuditLog> {
   if (config.database) return (await import("./pg-audit.js")).PostgresAuditLog.open(config.database, opts);
-  return new SqliteAuditLog(path.join(config.dataDir, "audit.sqlite"), opts);
+  const log = new SqliteAuditLog(path.join(config.dataDir, "journal.sqlite"), opts);
+  try {
+    adoptAuditFile(log.conn.db, path.join(config.dataDir, "audit.sqlite"));
+  } catch (e) {
+    await log.close();
+    throw e;
+  }
+  return log;
 }
 
 /** For messages: where this process keeps its state, without any password. */
@@ -25,13 +41,10 @@ export function storageLabel(config: AppConfig): string {
   return config.database ? `${config.database.label} (schema ${config.database.schema})` : `${config.dataDir} (SQLite)`;
 }
 
-/** Both stores, or neither: a journal opened before the audit log failed is closed again. */
+/** Both stores on one connection (SQLite) or one pool (PostgreSQL), so a transition and its audit records commit in one transaction. */
 export async function openStores(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<{ journal: Journal; audit: AuditLog }> {
-  const journal = await createJournal(config);
-  try {
-    return { journal, audit: await createAuditLog(config, opts) };
-  } catch (e) {
-    await journal.close();
-    throw e;
-  }
+  const journal = await createJournal(config, opts);
+  if (journal instanceof SqliteJournal) return { journal, audit: new SqliteAuditLog(journal.conn, opts) };
+  const { PostgresAuditLog } = await import("./pg-audit.js");
+  return { journal, audit: await PostgresAuditLog.open(config.database!, opts, (journal as import("./pg-journal.js").PostgresJournal).pool) };
 }

@@ -64,8 +64,9 @@ class AppPostgresSaver extends PostgresSaver {
  * does) but their rows are written when the event loop turns: every row queued until then goes in one
  * synchronous transaction, and each call's promise settles only after that transaction has committed.
  * The commit does not fsync: SqliteSaver puts the file in WAL mode and better-sqlite3 is built with
- * SQLITE_DEFAULT_WAL_SYNCHRONOUS=1, so this connection runs synchronous=NORMAL (a commit survives a
- * process crash; a power loss may drop the last ones, which the journal, FULL, makes up for). So
+ * SQLITE_DEFAULT_WAL_SYNCHRONOUS=1, so this connection runs synchronous=NORMAL and never fsyncs (a
+ * commit survives a process crash; a power loss may drop the last ones, and the journal, which is
+ * durable at the write-ahead and the close, decides where the run continues: docs/durability.md). So
  * "durability: sync" keeps its meaning for a crash (LangGraph does not start the next step until the
  * step's checkpoint is committed), and a step's writes and its checkpoint, and the steps of concurrent
  * threads, cost one commit instead of one each.

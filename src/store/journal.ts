@@ -6,7 +6,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { preparedOnce } from "./statements.js";
+import { SqliteConnection, type CommitCount } from "./statements.js";
+import { appendIn, prepareAuditTable, type AuditEntry } from "./audit.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
@@ -122,7 +123,15 @@ export type DecideResult =
   | { claimed: false; existing: DecisionClaim }
   | { claimed: false; phase: Phase | null; reason: string };
 
+/** What closes with a thread: its action, and the closing audit records built from the close that stands. */
+export interface RunClose {
+  action?: string;
+  records?: (closed: ClosedRecord, action: ActionRow | undefined) => AuditEntry[];
+}
+
 export interface Journal {
+  /** Commits made on this journal's connection(s): all, and the durable ones (docs/durability.md). */
+  readonly commits: CommitCount;
   /** The claim that consumed this nonce, if any. */
   findClaim(nonce: string): Promise<DecisionClaim | undefined>;
   recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void>;
@@ -147,8 +156,12 @@ export interface Journal {
   getThread(threadId: string): Promise<ThreadRecord | undefined>;
   /** A human's answer to a structured question names the task; allowed only before any action exists. */
   setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined>;
-  /** Ends the thread for good; the first close wins and is returned to later callers. */
-  closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined>;
+  /**
+   * Ends the thread for good, durably; the first close wins and is returned to later callers. In the
+   * same transaction: the run's action (`run.action`) is closed with the same record unless it already
+   * was, and the audit records `run.records` builds from the close that stands are appended.
+   */
+  closeThread(threadId: string, closed: ClosedRecord, run?: RunClose): Promise<ThreadRecord | undefined>;
   /** Registers a frozen envelope; every still-open action of the thread is superseded in the same transaction. */
   registerAction(a: RegisteredAction, at: string): Promise<ActionRow>;
   /** Registers every action of a change set in one transaction (superseding the thread's open ones), in set order. */
@@ -159,15 +172,19 @@ export interface Journal {
    * set is at (action-machine.ts currentOfSet).
    */
   currentAction(threadId: string): Promise<ActionRow | undefined>;
-  /** Consumes the nonce and moves registered → decided atomically. */
-  decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult>;
+  /** Consumes the nonce and moves registered → decided atomically, appending `records` (the decision's audit records) in the same transaction. */
+  decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>, records?: AuditEntry[]): Promise<DecideResult>;
   /**
    * A change set's decision: consumes the set's nonce once and moves every listed action registered →
    * decided, each with its own record, all or nothing. The result's row is the first action's.
    */
-  decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim): Promise<DecideResult>;
-  /** Compare-and-set: applies only when the machine allows the move from the row's current phase. */
-  moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult>;
+  decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim, records?: AuditEntry[]): Promise<DecideResult>;
+  /**
+   * Compare-and-set: applies only when the machine allows the move from the row's current phase. The
+   * audit records `records` builds from the moved row are appended in the same transaction (none when
+   * the move is refused).
+   */
+  moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>, records?: (row: ActionRow) => AuditEntry[]): Promise<TransitionResult>;
   /**
    * Waiting approvals straight from the index of registered actions, oldest first, each row's seal
    * checked (`macValid`); no checkpoint is loaded. `total` counts every match before paging.
@@ -357,26 +374,32 @@ function processAlive(pid: number): boolean {
 }
 
 export class SqliteJournal implements Journal {
+  /** The connection the audit log shares (src/store/backends.ts), so a transition and its records commit together. */
+  readonly conn: SqliteConnection;
+  readonly commits: CommitCount;
   private readonly db: Database.Database;
   private readonly sql: (text: string) => Database.Statement;
+  private readonly clock: () => Date;
 
   constructor(
     file: string,
     /** MAC key for registered rows (src/store/journal-key.ts). */
     private readonly key: Buffer,
+    opts: { clock?: () => Date } = {},
   ) {
     if (file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
-    this.db = new Database(file);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("busy_timeout = 10000");
-    this.db.pragma("synchronous = FULL");
+    this.conn = new SqliteConnection(file);
+    this.db = this.conn.db;
+    this.commits = this.conn.commits;
+    this.clock = opts.clock ?? (() => new Date());
     this.db.exec(SCHEMA);
+    prepareAuditTable(this.db);
     // A journal made before these columns gains them (existing rows: the column's default).
     for (const [table, added] of ADDED_COLUMNS) {
       const has = new Set((this.db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name));
       for (const [name, type] of added) if (!has.has(name)) this.db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
     }
-    this.sql = preparedOnce(this.db);
+    this.sql = this.conn.sql;
   }
 
   async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
@@ -385,12 +408,11 @@ export class SqliteJournal implements Journal {
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
-    this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL")
-      .run(JSON.stringify(acknowledgement), at, envelopeHash);
+    this.conn.write(() => this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash));
   }
 
   async beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult> {
-    const tx = this.db.transaction((): BeginWriteResult => {
+    return this.conn.write((): BeginWriteResult => {
       const now = Date.now();
       const holder = this.leaseOn(lease.objectKey);
       if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
@@ -405,12 +427,11 @@ export class SqliteJournal implements Journal {
         .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt, sealExecution(this.key, intent, sentAt));
       this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
       return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
-    });
-    return tx.immediate();
+    }, true);
   }
 
   async recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult> {
-    const tx = this.db.transaction((): TransitionResult => {
+    return this.conn.write((): TransitionResult => {
       this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash);
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
@@ -419,7 +440,6 @@ export class SqliteJournal implements Journal {
       this.writeMove(envelopeHash, row!.phase, "acknowledged", plan.progress);
       return { ok: true, row: { ...row!, phase: "acknowledged", progress: plan.progress } };
     });
-    return tx.immediate();
   }
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
@@ -442,8 +462,7 @@ export class SqliteJournal implements Journal {
 
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
-    this.sql("INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)")
-      .run(t.threadId, sealed.json, sealed.mac, t.createdAt);
+    this.conn.write(() => this.sql("INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)").run(t.threadId, sealed.json, sealed.mac, t.createdAt));
     return (await this.getThread(t.threadId))!;
   }
 
@@ -453,7 +472,7 @@ export class SqliteJournal implements Journal {
   }
 
   async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
-    const tx = this.db.transaction(() => {
+    this.conn.write(() => {
       const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
       if (!row) return;
       const t = toThreadRecord(row, this.key);
@@ -462,12 +481,26 @@ export class SqliteJournal implements Journal {
       const sealed = sealThread(this.key, { ...t, scope });
       this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(sealed.json, sealed.mac, threadId);
     });
-    tx.immediate();
     return this.getThread(threadId);
   }
 
-  async closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined> {
-    this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(JSON.stringify(closed), threadId);
+  async closeThread(threadId: string, closed: ClosedRecord, run: RunClose = {}): Promise<ThreadRecord | undefined> {
+    // Durable: this commit is what the outcome is reported from.
+    this.conn.write(() => {
+      let action: ActionRow | undefined;
+      if (run.action) {
+        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as ActionDbRow | undefined;
+        action = raw ? toActionRow(raw, this.key) : undefined;
+        const plan = action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
+        if (plan?.ok) {
+          this.writeMove(run.action, action!.phase, "closed", plan.progress);
+          action = { ...action!, phase: "closed", progress: plan.progress };
+        }
+      }
+      this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(JSON.stringify(action?.progress.closed ?? closed), threadId);
+      const stands = JSON.parse((this.sql("SELECT closed_json FROM threads WHERE thread_id = ?").get(threadId) as { closed_json: string } | undefined)?.closed_json ?? "null") as ClosedRecord | null;
+      if (stands && run.records) this.append(run.records(stands, action));
+    }, true);
     return this.getThread(threadId);
   }
 
@@ -481,7 +514,7 @@ export class SqliteJournal implements Journal {
     if (list.some((a) => a.threadId !== threadId)) throw new Error("registerActions: every action of one registration belongs to one thread");
     const fresh = new Set(list.map((a) => a.envelopeHash));
     const sealed = list.map((a) => sealAction(this.key, a));
-    const tx = this.db.transaction(() => {
+    this.conn.write(() => {
       const open = this.sql("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')").all(threadId) as ActionDbRow[];
       for (const r of open) {
         if (fresh.has(r.envelope_hash)) continue;
@@ -502,7 +535,6 @@ export class SqliteJournal implements Journal {
           .run(a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt);
       });
     });
-    tx.immediate();
     return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
   }
 
@@ -517,12 +549,12 @@ export class SqliteJournal implements Journal {
     return currentFrom(raw ? toActionRow(raw, this.key) : undefined, (h) => this.getAction(h));
   }
 
-  async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim);
+  async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>, records: AuditEntry[] = []): Promise<DecideResult> {
+    return this.decideActions([{ envelopeHash, decision }], claim, records);
   }
 
-  async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim): Promise<DecideResult> {
-    const tx = this.db.transaction((): DecideResult => {
+  async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim, records: AuditEntry[] = []): Promise<DecideResult> {
+    return this.conn.write((): DecideResult => {
       const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
       if (existing) return { claimed: false, existing: toClaim(existing) };
       const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
@@ -539,22 +571,28 @@ export class SqliteJournal implements Journal {
         )
         .run(claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt, new Date().toISOString());
       for (const p of planned) this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress);
+      this.append(records);
       const first = planned[0]!;
       return { claimed: true, row: { ...first.row, phase: "decided", progress: first.progress } };
     });
-    return tx.immediate();
   }
 
-  async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult> {
-    const tx = this.db.transaction((): TransitionResult => {
+  async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>, records: (row: ActionRow) => AuditEntry[] = () => []): Promise<TransitionResult> {
+    return this.conn.write((): TransitionResult => {
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
       this.writeMove(envelopeHash, row!.phase, to, plan.progress);
-      return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
+      const moved: ActionRow = { ...row!, phase: to, progress: plan.progress };
+      this.append(records(moved));
+      return { ok: true, row: moved };
     });
-    return tx.immediate();
+  }
+
+  /** Appends audit records inside the caller's transaction. */
+  private append(records: AuditEntry[]): void {
+    for (const r of records) appendIn(this.sql, r, this.clock());
   }
 
   async listRegistered(f: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }> {
@@ -591,14 +629,13 @@ export class SqliteJournal implements Journal {
   }
 
   async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {
-    const tx = this.db.transaction(() => {
+    this.conn.write(() => {
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
       if (!raw) return;
       const p = JSON.parse(raw.progress_json) as ActionProgress;
       const next: ActionProgress = { ...p, lastRefusal: refusal, refusalsSeen: p.refusalsSeen + 1, refusalsCounted: p.refusalsCounted + (counted ? 1 : 0) };
       this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(JSON.stringify(next), envelopeHash);
     });
-    tx.immediate();
     return this.getAction(envelopeHash);
   }
 
@@ -609,30 +646,12 @@ export class SqliteJournal implements Journal {
   }
 
   async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
-    const tx = this.db.transaction((): LeaseResult => {
+    return this.conn.write((): LeaseResult => {
       const now = Date.now();
       const holder = this.leaseOn(objectKey);
       if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
       return { acquired: true, expiresAt: this.putLease(objectKey, owner, holder, now, holdMs) };
     });
-    return this.withoutFsync(() => tx.immediate());
-  }
-
-  /**
-   * Runs a lock's transaction with synchronous=NORMAL: committed to the WAL (so every other process
-   * sees it at once, and a killed process cannot lose it) but not fsynced on its own. A lock only means
-   * something while its holder lives; a power loss ends every holder, and a lock row lost or left by
-   * one is what the expiry and dead-holder takeover already handle after any crash. The next FULL
-   * commit on this file (the action's move) fsyncs the WAL, this frame included. Saves an fsync per
-   * lock taken or released.
-   */
-  private withoutFsync<T>(fn: () => T): T {
-    this.db.pragma("synchronous = NORMAL");
-    try {
-      return fn();
-    } finally {
-      this.db.pragma("synchronous = FULL");
-    }
   }
 
   /** The lease row on an object (inside the caller's transaction). */
@@ -654,22 +673,21 @@ export class SqliteJournal implements Journal {
   }
 
   async noteAgentStep(threadId: string): Promise<number> {
-    const row = this.sql("UPDATE threads SET agent_steps = agent_steps + 1 WHERE thread_id = ? RETURNING agent_steps").get(threadId) as { agent_steps: number } | undefined;
+    const row = this.conn.write(() => this.sql("UPDATE threads SET agent_steps = agent_steps + 1 WHERE thread_id = ? RETURNING agent_steps").get(threadId) as { agent_steps: number } | undefined);
     return row?.agent_steps ?? 0;
   }
 
   async noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void> {
-    this.sql("UPDATE threads SET last_reply = ?, last_tool_calls = ? WHERE thread_id = ?").run(text.slice(0, MAX_REPLY_CHARS), JSON.stringify(toolCalls), threadId);
+    this.conn.write(() => this.sql("UPDATE threads SET last_reply = ?, last_tool_calls = ? WHERE thread_id = ?").run(text.slice(0, MAX_REPLY_CHARS), JSON.stringify(toolCalls), threadId));
   }
 
   async noteInvalidProposal(threadId: string): Promise<number> {
-    const tx = this.db.transaction(() => {
+    return this.conn.write(() => {
       // Counted once per model turn: invalid_proposal_step is the turn the last one was counted at.
       this.sql("UPDATE threads SET invalid_proposals = invalid_proposals + 1, invalid_proposal_step = agent_steps WHERE thread_id = ? AND invalid_proposal_step < agent_steps").run(threadId);
       const row = this.sql("SELECT invalid_proposals FROM threads WHERE thread_id = ?").get(threadId) as { invalid_proposals: number } | undefined;
       return row?.invalid_proposals ?? 0;
     });
-    return tx.immediate();
   }
 
   async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
@@ -678,7 +696,8 @@ export class SqliteJournal implements Journal {
   }
 
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {
-    this.sql(
+    this.conn.write(() =>
+      this.sql(
         `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers, last_refusal) VALUES (?, ?, ?, ?, ?, 'open', NULL, 0, NULL)
          ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
            asked_at = excluded.asked_at, status = 'open', closed_at = NULL,
@@ -686,18 +705,16 @@ export class SqliteJournal implements Journal {
            last_refusal = CASE WHEN questions.tool_call_id != excluded.tool_call_id THEN NULL ELSE questions.last_refusal END
          WHERE questions.tool_call_id != excluded.tool_call_id OR questions.status = 'open'`,
       )
-      .run(q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt);
+      .run(q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt));
   }
 
   async noteInvalidAnswer(threadId: string, reason: string): Promise<number> {
-    const row = this.sql("UPDATE questions SET invalid_answers = invalid_answers + 1, last_refusal = ? WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers").get(reason, threadId) as
-      | { invalid_answers: number }
-      | undefined;
+    const row = this.conn.write(() => this.sql("UPDATE questions SET invalid_answers = invalid_answers + 1, last_refusal = ? WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers").get(reason, threadId) as { invalid_answers: number } | undefined);
     return row?.invalid_answers ?? 0;
   }
 
   async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
-    this.sql("UPDATE questions SET status = ?, closed_at = ? WHERE thread_id = ? AND status = 'open'").run(status, at, threadId);
+    this.conn.write(() => this.sql("UPDATE questions SET status = ?, closed_at = ? WHERE thread_id = ? AND status = 'open'").run(status, at, threadId));
   }
 
   async getQuestion(threadId: string): Promise<QuestionEntry | undefined> {
@@ -715,7 +732,7 @@ export class SqliteJournal implements Journal {
   }
 
   async acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean> {
-    const tx = this.db.transaction(() => {
+    return this.conn.write(() => {
       const now = Date.now();
       const row = this.sql("SELECT owner, pid, expires_at FROM thread_locks WHERE thread_id = ?").get(threadId) as
         | { owner: string; pid: number; expires_at: number }
@@ -727,15 +744,14 @@ export class SqliteJournal implements Journal {
         .run(threadId, owner, process.pid, now + leaseMs);
       return true;
     });
-    return this.withoutFsync(() => tx.immediate());
   }
 
   async releaseThreadLock(threadId: string, owner: string): Promise<void> {
-    this.withoutFsync(() => this.sql("DELETE FROM thread_locks WHERE thread_id = ? AND owner = ?").run(threadId, owner));
+    this.conn.write(() => this.sql("DELETE FROM thread_locks WHERE thread_id = ? AND owner = ?").run(threadId, owner));
   }
 
   async close(): Promise<void> {
-    if (this.db.open) this.db.close();
+    this.conn.close();
   }
 }
 

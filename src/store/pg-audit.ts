@@ -29,6 +29,36 @@ import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent 
 /** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
 const normalise = (r: AuditRow): AuditRow => ({ ...r, seq: Number(r.seq) });
 
+/**
+ * Appends one record inside the caller's transaction: the chain-head lock is taken first (released by
+ * its COMMIT or ROLLBACK), at most once per (threadId, revision, event, discriminator).
+ */
+export async function appendWithin(c: pg.PoolClient, db: DatabaseConfig, entry: AuditEntry, now: Date): Promise<AppendResult> {
+  const s = quoteIdent(db.schema);
+  const key = lockKey(db, "audit-append");
+  await c.query(`SELECT pg_advisory_xact_lock(${key.sql})`, key.values);
+  const existing = await c.query<AuditRow>(`SELECT * FROM ${s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4`, [
+    entry.threadId,
+    entry.revision,
+    entry.event,
+    entry.discriminator,
+  ]);
+  if (existing.rows[0]) return { appended: false, record: toRecord(normalise(existing.rows[0])) };
+  const head = await c.query<{ seq: string; record_hash: string }>(`SELECT seq, record_hash FROM ${s}.audit_records ORDER BY seq DESC LIMIT 1`);
+  const last = head.rows[0];
+  const seq = (last ? Number(last.seq) : 0) + 1;
+  const prevHash = last?.record_hash ?? GENESIS_HASH;
+  const body = { ...entry, seq, recordedAt: now.toISOString() };
+  const text = canonicalJson(body);
+  const hash = recordHashOfText(text, prevHash);
+  await c.query(
+    `INSERT INTO ${s}.audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [seq, entry.threadId, entry.revision, entry.event, entry.discriminator, body.recordedAt, text, prevHash, hash],
+  );
+  return { appended: true, record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash } };
+}
+
 export class PostgresAuditLog implements AuditLog {
   private readonly s: string;
 
@@ -36,42 +66,25 @@ export class PostgresAuditLog implements AuditLog {
     private readonly pool: pg.Pool,
     private readonly db: DatabaseConfig,
     private readonly clock: () => Date,
+    /** False on the journal's pool, which the journal ends. */
+    private readonly owned: boolean,
   ) {
     this.s = quoteIdent(db.schema);
   }
 
-  static async open(db: DatabaseConfig, opts: { clock?: () => Date } = {}): Promise<PostgresAuditLog> {
-    const pool = createPool(db, { name: "audit" });
-    await prepareDatabase(pool, db).catch(async (e: unknown) => {
-      await pool.end().catch(() => {});
+  /** On a pool of its own, or (`pool`) on the journal's, so the journal's transitions append to the same chain. */
+  static async open(db: DatabaseConfig, opts: { clock?: () => Date } = {}, pool?: pg.Pool): Promise<PostgresAuditLog> {
+    if (pool) return new PostgresAuditLog(pool, db, opts.clock ?? (() => new Date()), false);
+    const own = createPool(db, { name: "audit", asyncCommit: true });
+    await prepareDatabase(own, db).catch(async (e: unknown) => {
+      await own.end().catch(() => {});
       throw e;
     });
-    return new PostgresAuditLog(pool, db, opts.clock ?? (() => new Date()));
+    return new PostgresAuditLog(own, db, opts.clock ?? (() => new Date()), true);
   }
 
   async append(entry: AuditEntry): Promise<AppendResult> {
-    return inTransaction(this.pool, this.db, `appending the audit record ${entry.event} for thread ${entry.threadId}`, async (c) => {
-      const key = lockKey(this.db, "audit-append");
-      await c.query(`SELECT pg_advisory_xact_lock(${key.sql})`, key.values);
-      const existing = await c.query<AuditRow>(
-        `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4`,
-        [entry.threadId, entry.revision, entry.event, entry.discriminator],
-      );
-      if (existing.rows[0]) return { appended: false as const, record: toRecord(normalise(existing.rows[0])) };
-      const head = await c.query<{ seq: string; record_hash: string }>(`SELECT seq, record_hash FROM ${this.s}.audit_records ORDER BY seq DESC LIMIT 1`);
-      const last = head.rows[0];
-      const seq = (last ? Number(last.seq) : 0) + 1;
-      const prevHash = last?.record_hash ?? GENESIS_HASH;
-      const body = { ...entry, seq, recordedAt: this.clock().toISOString() };
-      const text = canonicalJson(body);
-      const hash = recordHashOfText(text, prevHash);
-      await c.query(
-        `INSERT INTO ${this.s}.audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [seq, entry.threadId, entry.revision, entry.event, entry.discriminator, body.recordedAt, text, prevHash, hash],
-      );
-      return { appended: true as const, record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash } };
-    });
+    return inTransaction(this.pool, this.db, `appending the audit record ${entry.event} for thread ${entry.threadId}`, (c) => appendWithin(c, this.db, entry, this.clock()));
   }
 
   private async rows(threadId?: string): Promise<AuditRow[]> {
@@ -96,7 +109,7 @@ export class PostgresAuditLog implements AuditLog {
   }
 
   async close(): Promise<void> {
-    await this.pool.end().catch(() => {});
+    if (this.owned) await this.pool.end().catch(() => {});
   }
 }
 

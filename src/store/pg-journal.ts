@@ -14,37 +14,63 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { sealExecution, toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimRow, type DecisionClaim, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
+import { sealExecution, toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimRow, type DecisionClaim, type RunClose, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
+import { appendWithin } from "./pg-audit.js";
+import type { AuditEntry } from "./audit.js";
+import type { CommitCount } from "./statements.js";
 
 export class PostgresJournal implements Journal {
   private readonly s: string;
   /** Connections holding a thread lock, by thread and owner. */
   private readonly held = new Map<string, pg.PoolClient>();
 
+  readonly commits: CommitCount = { total: 0, durable: 0 };
+
   private constructor(
-    private readonly pool: pg.Pool,
+    /** Shared with the audit log (src/store/backends.ts), so a transition and its records commit together. */
+    readonly pool: pg.Pool,
     /** Lock connections come from their own pool so a long run cannot starve ordinary queries. */
     private readonly lockPool: pg.Pool,
     private readonly db: DatabaseConfig,
     /** MAC key for registered rows (src/store/journal-key.ts). */
     private readonly key: Buffer,
+    private readonly clock: () => Date,
   ) {
     this.s = quoteIdent(db.schema);
   }
 
+  /** One counted transaction; `durable` ones commit with synchronous_commit = on. */
+  private async tx<T>(doing: string, fn: (c: pg.PoolClient) => Promise<T>, durable = false): Promise<T> {
+    const result = await inTransaction(this.pool, this.db, doing, fn, durable);
+    this.commits.total += 1;
+    if (durable) this.commits.durable += 1;
+    return result;
+  }
+
+  /** One counted statement in a transaction of its own. */
+  private async run<R extends pg.QueryResultRow>(doing: string, text: string, values: unknown[] = []): Promise<R[]> {
+    const rows = await query<R>(this.pool, this.db, doing, text, values);
+    this.commits.total += 1;
+    return rows;
+  }
+
+  private async append(c: pg.PoolClient, records: AuditEntry[]): Promise<void> {
+    for (const r of records) await appendWithin(c, this.db, r, this.clock());
+  }
+
   /** Connects, applies pending migrations and returns a journal; fails with StoreUnavailableError when the server is not there. */
-  static async open(db: DatabaseConfig, key: Buffer): Promise<PostgresJournal> {
-    const pool = createPool(db, { name: "journal" });
+  static async open(db: DatabaseConfig, key: Buffer, opts: { clock?: () => Date } = {}): Promise<PostgresJournal> {
+    const pool = createPool(db, { name: "journal", asyncCommit: true });
     await prepareDatabase(pool, db).catch(async (e: unknown) => {
       await pool.end().catch(() => {});
       throw e;
     });
-    return new PostgresJournal(pool, createPool(db, { name: "locks", max: 20 }), db, key);
+    return new PostgresJournal(pool, createPool(db, { name: "locks", max: 20 }), db, key, opts.clock ?? (() => new Date()));
   }
 
   async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
@@ -53,10 +79,7 @@ export class PostgresJournal implements Journal {
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
-    await query(
-      this.pool,
-      this.db,
-      `recording the acknowledgement for ${envelopeHash}`,
+    await this.run(`recording the acknowledgement for ${envelopeHash}`,
       `UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`,
       [JSON.stringify(acknowledgement), at, envelopeHash],
     );
@@ -67,7 +90,7 @@ export class PostgresJournal implements Journal {
     // close of the same action cannot deadlock with this.
     const raced = new Error("the lease was taken concurrently");
     try {
-      return await inTransaction(this.pool, this.db, `beginning the write for ${intent.envelopeHash}`, async (c): Promise<BeginWriteResult> => {
+      return await this.tx(`beginning the write for ${intent.envelopeHash}`, async (c): Promise<BeginWriteResult> => {
         const now = Date.now();
         const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [intent.envelopeHash]);
         const holder = await this.lockLease(c, lease.objectKey);
@@ -87,7 +110,7 @@ export class PostgresJournal implements Journal {
         if (!(await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs))) throw raced;
         await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
         return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
-      });
+      }, true);
     } catch (e) {
       if (e !== raced) throw e;
       const holder = await this.getObjectLease(lease.objectKey);
@@ -97,7 +120,7 @@ export class PostgresJournal implements Journal {
   }
 
   async recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult> {
-    return inTransaction(this.pool, this.db, `recording the answer for ${envelopeHash}`, async (c): Promise<TransitionResult> => {
+    return this.tx(`recording the answer for ${envelopeHash}`, async (c): Promise<TransitionResult> => {
       await c.query(`UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`, [JSON.stringify(acknowledgement), at, envelopeHash]);
       const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
       const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
@@ -114,10 +137,7 @@ export class PostgresJournal implements Journal {
   }
 
   async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {
-    await query(
-      this.pool,
-      this.db,
-      `closing the approvals of thread ${threadId}`,
+    await this.run(`closing the approvals of thread ${threadId}`,
       `UPDATE ${this.s}.approvals SET status = $1 WHERE thread_id = $2 AND status = 'pending'`,
       [status, threadId],
     );
@@ -132,10 +152,7 @@ export class PostgresJournal implements Journal {
 
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
-    await query(
-      this.pool,
-      this.db,
-      `registering thread ${t.threadId}`,
+    await this.run(`registering thread ${t.threadId}`,
       `INSERT INTO ${this.s}.threads (thread_id, record_json, mac, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id) DO NOTHING`,
       [t.threadId, sealed.json, sealed.mac, t.createdAt],
     );
@@ -148,7 +165,7 @@ export class PostgresJournal implements Journal {
   }
 
   async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
-    await inTransaction(this.pool, this.db, `setting the scope of thread ${threadId}`, async (c) => {
+    await this.tx(`setting the scope of thread ${threadId}`, async (c) => {
       const r = await c.query<ThreadDbRow>(`SELECT * FROM ${this.s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
       if (!r.rows[0]) return;
       const t = toThreadRecord(r.rows[0], this.key);
@@ -160,14 +177,26 @@ export class PostgresJournal implements Journal {
     return this.getThread(threadId);
   }
 
-  async closeThread(threadId: string, closed: ClosedRecord): Promise<ThreadRecord | undefined> {
-    await query(
-      this.pool,
-      this.db,
-      `closing thread ${threadId}`,
-      `UPDATE ${this.s}.threads SET closed_json = $1 WHERE thread_id = $2 AND closed_json IS NULL`,
-      [JSON.stringify(closed), threadId],
-    );
+  async closeThread(threadId: string, closed: ClosedRecord, run: RunClose = {}): Promise<ThreadRecord | undefined> {
+    // Durable: this commit is what the outcome is reported from.
+    await this.tx(`closing thread ${threadId}`, async (c) => {
+      let action: ActionRow | undefined;
+      if (run.action) {
+        const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [run.action]);
+        action = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+        const plan = action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
+        if (plan?.ok) {
+          await this.writeMove(c, run.action, action!.phase, "closed", plan.progress);
+          action = { ...action!, phase: "closed", progress: plan.progress };
+        }
+      }
+      const r = await c.query<{ closed_json: string | null }>(
+        `UPDATE ${this.s}.threads SET closed_json = COALESCE(closed_json, $1) WHERE thread_id = $2 RETURNING closed_json`,
+        [JSON.stringify(action?.progress.closed ?? closed), threadId],
+      );
+      const stands = r.rows[0]?.closed_json ? (JSON.parse(r.rows[0].closed_json) as ClosedRecord) : null;
+      if (stands && run.records) await this.append(c, run.records(stands, action));
+    }, true);
     return this.getThread(threadId);
   }
 
@@ -180,7 +209,7 @@ export class PostgresJournal implements Journal {
     const threadId = list[0]!.threadId;
     if (list.some((a) => a.threadId !== threadId)) throw new Error("registerActions: every action of one registration belongs to one thread");
     const fresh = list.map((a) => a.envelopeHash);
-    await inTransaction(this.pool, this.db, `registering ${list.length === 1 ? `action ${list[0]!.envelopeHash}` : `a change set of ${list.length} actions`}`, async (c) => {
+    await this.tx(`registering ${list.length === 1 ? `action ${list[0]!.envelopeHash}` : `a change set of ${list.length} actions`}`, async (c) => {
       const open = await c.query<ActionDbRow>(
         `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 AND phase IN ('registered', 'decided') AND NOT (envelope_hash = ANY($2::text[])) FOR UPDATE`,
         [threadId, fresh],
@@ -224,12 +253,12 @@ export class PostgresJournal implements Journal {
     return currentFrom(rows[0] ? toActionRow(rows[0], this.key) : undefined, (h) => this.getAction(h));
   }
 
-  async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim);
+  async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>, records: AuditEntry[] = []): Promise<DecideResult> {
+    return this.decideActions([{ envelopeHash, decision }], claim, records);
   }
 
-  async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim): Promise<DecideResult> {
-    return inTransaction(this.pool, this.db, `deciding ${decisions.length === 1 ? `action ${decisions[0]!.envelopeHash}` : `a change set of ${decisions.length} actions`}`, async (c): Promise<DecideResult> => {
+  async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim, records: AuditEntry[] = []): Promise<DecideResult> {
+    return this.tx(`deciding ${decisions.length === 1 ? `action ${decisions[0]!.envelopeHash}` : `a change set of ${decisions.length} actions`}`, async (c): Promise<DecideResult> => {
       const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
       const refusals: Array<{ phase: Phase | null; reason: string }> = [];
       for (const { envelopeHash, decision } of decisions) {
@@ -255,19 +284,22 @@ export class PostgresJournal implements Journal {
         return { claimed: false, phase: refusals[0]!.phase, reason: refusals[0]!.reason };
       }
       for (const p of planned) await this.writeMove(c, p.row.envelopeHash, "registered", "decided", p.progress);
+      await this.append(c, records);
       const first = planned[0]!;
       return { claimed: true, row: { ...first.row, phase: "decided", progress: first.progress } };
     });
   }
 
-  async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>): Promise<TransitionResult> {
-    return inTransaction(this.pool, this.db, `moving action ${envelopeHash} to ${to}`, async (c): Promise<TransitionResult> => {
+  async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>, records: (row: ActionRow) => AuditEntry[] = () => []): Promise<TransitionResult> {
+    return this.tx(`moving action ${envelopeHash} to ${to}`, async (c): Promise<TransitionResult> => {
       const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
       const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
       await this.writeMove(c, envelopeHash, row!.phase, to, plan.progress);
-      return { ok: true, row: { ...row!, phase: to, progress: plan.progress } };
+      const moved: ActionRow = { ...row!, phase: to, progress: plan.progress };
+      await this.append(c, records(moved));
+      return { ok: true, row: moved };
     });
   }
 
@@ -309,10 +341,7 @@ export class PostgresJournal implements Journal {
   }
 
   async noteAgentStep(threadId: string): Promise<number> {
-    const rows = await query<{ agent_steps: number }>(
-      this.pool,
-      this.db,
-      `counting a model turn of thread ${threadId}`,
+    const rows = await this.run<{ agent_steps: number }>(`counting a model turn of thread ${threadId}`,
       `UPDATE ${this.s}.threads SET agent_steps = agent_steps + 1 WHERE thread_id = $1 RETURNING agent_steps`,
       [threadId],
     );
@@ -320,7 +349,7 @@ export class PostgresJournal implements Journal {
   }
 
   async noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void> {
-    await query(this.pool, this.db, `recording the model's reply on thread ${threadId}`, `UPDATE ${this.s}.threads SET last_reply = $1, last_tool_calls = $2 WHERE thread_id = $3`, [
+    await this.run(`recording the model's reply on thread ${threadId}`, `UPDATE ${this.s}.threads SET last_reply = $1, last_tool_calls = $2 WHERE thread_id = $3`, [
       text.slice(0, MAX_REPLY_CHARS),
       JSON.stringify(toolCalls),
       threadId,
@@ -331,10 +360,7 @@ export class PostgresJournal implements Journal {
     // One statement that always updates the row, so it waits for a concurrent one and then re-reads the
     // committed row (a CTE's plain SELECT would see the statement's older snapshot and answer 0). Counted
     // once per model turn: invalid_proposal_step is the turn the last one was counted at.
-    const rows = await query<{ invalid_proposals: number }>(
-      this.pool,
-      this.db,
-      `counting an invalid proposal on thread ${threadId}`,
+    const rows = await this.run<{ invalid_proposals: number }>(`counting an invalid proposal on thread ${threadId}`,
       `UPDATE ${this.s}.threads
          SET invalid_proposals = invalid_proposals + CASE WHEN invalid_proposal_step < agent_steps THEN 1 ELSE 0 END,
              invalid_proposal_step = GREATEST(invalid_proposal_step, agent_steps)
@@ -350,10 +376,7 @@ export class PostgresJournal implements Journal {
   }
 
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {
-    await query(
-      this.pool,
-      this.db,
-      `recording the question of thread ${q.threadId}`,
+    await this.run(`recording the question of thread ${q.threadId}`,
       `INSERT INTO ${this.s}.questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers, last_refusal) VALUES ($1, $2, $3, $4, $5, 'open', NULL, 0, NULL)
        ON CONFLICT (thread_id) DO UPDATE SET tool_call_id = excluded.tool_call_id, question = excluded.question, fields_json = excluded.fields_json,
          asked_at = excluded.asked_at, status = 'open', closed_at = NULL,
@@ -365,10 +388,7 @@ export class PostgresJournal implements Journal {
   }
 
   async noteInvalidAnswer(threadId: string, reason: string): Promise<number> {
-    const rows = await query<{ invalid_answers: number }>(
-      this.pool,
-      this.db,
-      `counting an invalid answer of thread ${threadId}`,
+    const rows = await this.run<{ invalid_answers: number }>(`counting an invalid answer of thread ${threadId}`,
       `UPDATE ${this.s}.questions SET invalid_answers = invalid_answers + 1, last_refusal = $2 WHERE thread_id = $1 AND status = 'open' RETURNING invalid_answers`,
       [threadId, reason],
     );
@@ -376,10 +396,7 @@ export class PostgresJournal implements Journal {
   }
 
   async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
-    await query(
-      this.pool,
-      this.db,
-      `closing the question of thread ${threadId}`,
+    await this.run(`closing the question of thread ${threadId}`,
       `UPDATE ${this.s}.questions SET status = $1, closed_at = $2 WHERE thread_id = $3 AND status = 'open'`,
       [status, at, threadId],
     );
@@ -412,7 +429,7 @@ export class PostgresJournal implements Journal {
   }
 
   async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {
-    await inTransaction(this.pool, this.db, `recording a refused decision for ${envelopeHash}`, async (c) => {
+    await this.tx(`recording a refused decision for ${envelopeHash}`, async (c) => {
       const r = await c.query<ActionDbRow>(`SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`, [envelopeHash]);
       if (!r.rows[0]) return;
       const p = JSON.parse(r.rows[0].progress_json) as ActionProgress;
@@ -434,7 +451,7 @@ export class PostgresJournal implements Journal {
    * holds it, and it is released by the same transaction that moves the action to verified or closed.
    */
   async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
-    return inTransaction(this.pool, this.db, `taking the lease on ${objectKey}`, async (c): Promise<LeaseResult> => {
+    return this.tx(`taking the lease on ${objectKey}`, async (c): Promise<LeaseResult> => {
       const now = Date.now();
       // A second round only when another action inserted the missing row between our look and our insert.
       for (;;) {

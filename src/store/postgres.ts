@@ -48,9 +48,15 @@ export function storeError(db: DatabaseConfig, doing: string, e: unknown): unkno
   return new StoreUnavailableError(db.label, doing, problem, { cause: e });
 }
 
-export function createPool(db: DatabaseConfig, opts: { max?: number; name: string }): pg.Pool {
+/**
+ * `asyncCommit`: the connections commit with synchronous_commit = off (a commit survives a crash of
+ * this process, not of the server's machine); a transaction that needs durability turns it on
+ * (inTransaction's `durable`), and its commit flushes every earlier one with it.
+ */
+export function createPool(db: DatabaseConfig, opts: { max?: number; name: string; asyncCommit?: boolean }): pg.Pool {
   const pool = new pg.Pool({
     connectionString: db.url,
+    ...(opts.asyncCommit ? { options: "-c synchronous_commit=off" } : {}),
     max: opts.max ?? 10,
     // Without a timeout an unreachable host makes every command hang instead of failing clearly.
     connectionTimeoutMillis: 5000,
@@ -69,8 +75,11 @@ export function createPool(db: DatabaseConfig, opts: { max?: number; name: strin
 
 export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
-/** Runs fn in one transaction on one connection; a connection failure surfaces as StoreUnavailableError. */
-export async function inTransaction<T>(pool: pg.Pool, db: DatabaseConfig, doing: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+/**
+ * Runs fn in one transaction on one connection; a connection failure surfaces as StoreUnavailableError.
+ * `durable`: committed with synchronous_commit = on, whatever the pool's setting.
+ */
+export async function inTransaction<T>(pool: pg.Pool, db: DatabaseConfig, doing: string, fn: (c: pg.PoolClient) => Promise<T>, durable = false): Promise<T> {
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
@@ -79,7 +88,7 @@ export async function inTransaction<T>(pool: pg.Pool, db: DatabaseConfig, doing:
   }
   let broken: unknown;
   try {
-    await client.query("BEGIN");
+    await client.query(durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN");
     const result = await fn(client);
     await client.query("COMMIT");
     return result;

@@ -122,7 +122,7 @@ export interface AuditRecordJson {
 }
 
 /**
- * The audit records of one thread, read from the table itself: `<dataDir>/audit.sqlite` opened
+ * The audit records of one thread, read from the table itself: the audit table of `<dataDir>/journal.sqlite` opened
  * read-only, or the data directory's PostgreSQL schema when the suite runs on PostgreSQL.
  */
 export async function readAudit(dataDir: string, threadId: string): Promise<AuditRecordJson[]> {
@@ -136,7 +136,7 @@ export async function readAudit(dataDir: string, threadId: string): Promise<Audi
     });
     return rows.map((r) => JSON.parse(r.record_json) as AuditRecordJson);
   }
-  const file = path.join(dataDir, "audit.sqlite");
+  const file = path.join(dataDir, "journal.sqlite");
   if (!fs.existsSync(file)) return [];
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
