@@ -93,6 +93,8 @@ export async function forgeEnvelope(
     params: change.params,
     task,
     requestedBy: original.requestedBy,
+    // A forger claims whatever passes: a verified requester, so any risk level can be built.
+    requesterVerifiedBy: "authentication",
     runContext: original.runContext,
     policy: loadPolicyJson(),
     now: new Date(original.createdAt),
