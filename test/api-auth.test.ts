@@ -10,7 +10,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { spawn } from "node:child_process";
-import { ROOT, TSX, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { DEFAULT_POLICY, ROOT, TSX, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { DEV_SERVER, isolatedConfig, startDevServer, type RunningDevServer } from "./support/dev-server.js";
 import { newApiToken, parseApiTokens, principalFor, sha256Hex, type ApiRole } from "../src/auth/tokens.js";
 import { classifyRun } from "../src/auth/rules.js";
@@ -129,7 +129,9 @@ beforeAll(async () => {
   });
   fs.writeFileSync(tokenFile, JSON.stringify({ tokens: entries }, null, 2));
   // Both servers start at once: each takes 5-20 s.
-  [open, guarded] = await Promise.all([startSide(() => ({})), startSide(() => ({ ACTION_ENVELOPE_API_TOKENS: tokenFile }))]);
+  // The repository's default policy as it is: a high-risk change needs a verified requester.
+  const policy = { ACTION_ENVELOPE_POLICY: DEFAULT_POLICY };
+  [open, guarded] = await Promise.all([startSide(() => policy), startSide(() => ({ ...policy, ACTION_ENVELOPE_API_TOKENS: tokenFile }))]);
 }, 180_000);
 
 afterAll(async () => {
@@ -333,7 +335,7 @@ describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
     await refused(
       dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to X", requestedBy: "erin" } }),
       403,
-      /input\.requestedBy is "erin", but the request is authenticated as dave/,
+      /REQUESTER_NOT_CALLER: input\.requestedBy is "erin", but the request is authenticated as dave/,
     );
     await refused(as("alice").runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to X" } }), 403, /needs the role requester; alice holds approver/);
     await refused(as("alice").threads.create(), 403, /creating threads needs the role requester/);
@@ -523,5 +525,32 @@ describe("with a token file: an approver's chat message while the approval waits
     expect(await auditedDecisions(guarded, t)).toEqual([{ id: "alice", verifiedBy: "authentication" }]);
     // Once nothing waits, the same chat message from alice is a run with input again, which needs the role requester.
     await refused(alice.runs.wait(t, GRAPH_ID, { input: chat("approve") }), 403, /needs the role requester/);
+  });
+});
+
+describe("verified requesters through the API server (default policy: high risk needs a verified requester)", () => {
+  const as = (who: string) => clientFor(guarded.server.apiUrl, { Authorization: `Bearer ${tokens[who]}` });
+  it("open server: any requestedBy is self-declared; a high-risk request ends REQUESTER_NOT_VERIFIED before approval, saying why; nothing written", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const before = (await open.portal.writes()).length;
+    const thread = await client.threads.create();
+    const out = (await client.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "assign task 4 to user 7", requestedBy: "dave" } })) as Record<string, unknown>;
+    expect(out["__interrupt__"]).toBeUndefined();
+    expect(out).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REQUESTER_NOT_VERIFIED" });
+    expect(String(out["reason"])).toMatch(/the requester dave is self-declared .* requires a verified requester/);
+    // A medium-risk request still goes to approval, shown as self-declared.
+    const { payload } = await toApproval(client, { request: "rename task 4 to Named by anyone", requestedBy: "dave" });
+    expect((payload.envelope as unknown as { requesterVerifiedBy: string }).requesterVerifiedBy).toBe("self_declared");
+    expect((await open.portal.writes()).length).toBe(before);
+  });
+
+  it("tokens: the caller is the requester, verified by the token; the same high-risk request goes to approval and its card says so", async () => {
+    const dave = as("dave");
+    const before = (await guarded.portal.writes()).length;
+    const { payload } = await toApproval(dave, { request: "assign task 4 to user 7" });
+    const envelope = payload.envelope as unknown as { requestedBy: string; requesterVerifiedBy: string; risk: { level: string } };
+    expect(envelope).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "authentication", risk: { level: "high" } });
+    expect(JSON.stringify(payload)).toContain("Requested by: dave (verified: API token)");
+    expect((await guarded.portal.writes()).length).toBe(before);
   });
 });

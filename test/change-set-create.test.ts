@@ -119,6 +119,7 @@ describe("a change set with a create (add_task)", () => {
   it("undo where the policy allows delete_task is a set of the restore, then the delete of the created task; approved, both VERIFIED, the task gone", async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
     policy.version = "test-task-delete";
+    policy.requireVerifiedRequesterAtOrAbove = null; // a self-declared requester (in process), as under envFor's policy
     policy.operations.delete_task = { ...policy.operations.delete_task, allowed: true };
     delete policy.operations.delete_task.reason;
     const file = path.join(dataDir, "policy.json");

@@ -142,6 +142,7 @@ describe("a change set", () => {
 
   it("an irreversible action runs only after the one before it VERIFIED: a write acknowledged but not applied stops the chain", async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+    policy.requireVerifiedRequesterAtOrAbove = null; // a self-declared requester (in process), as under envFor's policy
     policy.operations.add_task_comment.reversibility = "irreversible";
     policy.version = "test-irreversible-comment";
     const file = path.join(dataDir, "policy.json");
@@ -159,6 +160,7 @@ describe("a change set", () => {
 
   it("a cancel of a change set needs an approver of every operation in it (or the requester): one who may decide only the update is refused, the set keeps waiting", async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+    policy.requireVerifiedRequesterAtOrAbove = null; // a self-declared requester (in process), as under envFor's policy
     policy.operations.add_task_comment.approverGroups = ["task-leads"];
     policy.version = "test-comment-leads";
     const file = path.join(dataDir, "policy.json");
@@ -251,6 +253,7 @@ describe("a change set", () => {
 
   it("undo of a verified set restores the updates (a posted comment is named, not deleted, where the policy denies deleting it), with its own approval", async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+    policy.requireVerifiedRequesterAtOrAbove = null; // a self-declared requester (in process), as under envFor's policy
     policy.operations.delete_task_comment.allowed = false;
     policy.operations.delete_task_comment.reason = "comments stay";
     policy.version = "test-no-comment-delete";

@@ -18,6 +18,8 @@ function envelope(params: Record<string, unknown> = { TITLE: "Renamed", PRIORITY
     params,
     task: exampleTask(),
     requestedBy: "demo-user",
+    // Verified: the number-spelling property needs a high-risk RESPONSIBLE_ID, which the default policy refuses a self-declared requester.
+    requesterVerifiedBy: "authentication",
     runContext: { threadId: "thread-1", runId: "run-1" },
     policy: defaultPolicy(),
     now: new Date("2026-11-30T10:00:00Z"),
@@ -125,6 +127,18 @@ describe("envelope hash", () => {
         expect(hashEnvelope(JSON.parse(text))).toBe(hashEnvelope(e));
       }),
     );
+  });
+
+  it("the requester's verification is hashed content: recording it otherwise, or leaving it out, changes the hash", () => {
+    const e = envelope();
+    expect(e.requesterVerifiedBy).toBe("authentication");
+    const hashes = new Set(
+      (["authentication", "inbox_session", "signature", "self_declared"] as const).map((v) => hashEnvelope(EnvelopeSchema.parse({ ...e, requesterVerifiedBy: v }))),
+    );
+    expect(hashes.size).toBe(4);
+    const { requesterVerifiedBy: _v, ...without } = e;
+    expect(hashes.has(hashEnvelope(EnvelopeSchema.parse(without)))).toBe(false);
+    expect(() => EnvelopeSchema.parse({ ...e, requesterVerifiedBy: "verified" })).toThrow();
   });
 
   it("property: number spelling (1, 1.0, 1e0, 10E-1) does not change the hash", () => {

@@ -31,12 +31,27 @@ describe("renderCard", () => {
       for (const needle of [
         "bitrix24 portal 127.0.0.1:43210", "task 4", "update_task", '"LAB-AGENT-EXEC-002 - BOUND ACTION TEST"', '"Renamed"',
         '"2026-12-15T18:00:00+03:00"', '"2026-12-20T18:00:00+03:00"', "medium", "[reversible]", e.expiresAt, hashEnvelope(e), e.nonce,
-        "demo-user", "default@2026-12-01.2", 'AUDITORS', '["2", "6"]', "PARENT_ID", "CHANGED_DATE",
+        "demo-user", "default@2026-12-02.1", 'AUDITORS', '["2", "6"]', "PARENT_ID", "CHANGED_DATE",
       ]) expect(text, `${format}: ${needle}`).toContain(needle);
     }
     const text = card(e).text;
     expect(text.indexOf("before:    \"LAB-AGENT")).toBeLessThan(text.indexOf('requested: "Renamed"'));
     expect(text).toMatch(/MUST STAY UNCHANGED \(9 fields/);
+  });
+
+  it("says how the requester was established: self-declared, or verified and by what", () => {
+    const e = envelope({ TITLE: "Renamed" });
+    const cases = [
+      [{ ...e, requesterVerifiedBy: "self_declared" }, "Requested by: demo-user (self-declared) (thread"],
+      [{ ...e, requesterVerifiedBy: "authentication" }, "Requested by: demo-user (verified: API token) (thread"],
+      [{ ...e, requesterVerifiedBy: "inbox_session" }, "Requested by: demo-user (verified: inbox session) (thread"],
+      [{ ...e, requesterVerifiedBy: "signature" }, "Requested by: demo-user (verified: signature) (thread"],
+      // An envelope built before the field existed claims no verification.
+      [(({ requesterVerifiedBy: _v, ...rest }) => rest)(e), "Requested by: demo-user (self-declared) (thread"],
+    ] as const;
+    for (const [x, line] of cases) {
+      for (const format of ["text", "markdown"] as const) expect(card(x as Envelope, format).text).toContain(line);
+    }
   });
 
   it("renders a 100 KB parameter whole, in text and markdown, without ellipsis", () => {

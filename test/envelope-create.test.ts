@@ -94,11 +94,24 @@ describe("createEnvelope", () => {
   });
 
   it("adds consequential fields of the written fields to the automatic ones (RESPONSIBLE_ID -> RESPONSIBLE)", () => {
-    const e = createEnvelope(input({ params: { RESPONSIBLE_ID: 3 } }));
+    const e = createEnvelope(input({ params: { RESPONSIBLE_ID: 3 }, requesterVerifiedBy: "authentication" }));
     expect(e.automaticFields).toContain("RESPONSIBLE");
     expect(e.risk).toEqual({ reversibility: "reversible_external", level: "high" });
     expect(e.expiresAt).toBe("2026-11-30T10:30:00.000Z");
     expect(createEnvelope(input()).automaticFields).not.toContain("RESPONSIBLE");
+  });
+
+  it("records how the requester was established (self-declared unless the caller says otherwise); the default policy refuses a self-declared requester a high-risk envelope", () => {
+    expect(createEnvelope(input()).requesterVerifiedBy).toBe("self_declared");
+    expect(createEnvelope(input({ requesterVerifiedBy: "inbox_session" })).requesterVerifiedBy).toBe("inbox_session");
+    const err = thrown(() => createEnvelope(input({ params: { RESPONSIBLE_ID: 3 } })));
+    expect(err.code).toBe("PROPOSAL_DENIED");
+    expect(err.message).toMatch(/REQUESTER_NOT_VERIFIED: the requester demo-user is self-declared .* at or above high risk; this change is high/);
+    for (const v of ["authentication", "inbox_session", "signature"] as const) {
+      expect(createEnvelope(input({ params: { RESPONSIBLE_ID: 3 }, requesterVerifiedBy: v })).risk.level).toBe("high");
+    }
+    // Turned off in the policy, a self-declared requester may ask for it.
+    expect(createEnvelope(input({ params: { RESPONSIBLE_ID: 3 }, policy: { ...defaultPolicy(), requireVerifiedRequesterAtOrAbove: null } })).risk.level).toBe("high");
   });
 
   it("makes a fresh 128-bit nonce and id each time unless given", () => {

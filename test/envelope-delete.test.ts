@@ -41,14 +41,14 @@ function withDelete(policy: Policy, op: "delete_task" | "delete_task_comment", r
 function commentDelete(read: Record<string, unknown> = item()): Envelope {
   return createEnvelope({
     portal: "127.0.0.1:43210", operation: "delete_task_comment", taskId: 4, params: { COMMENT_ID: 12 }, task: read,
-    requestedBy: "demo-user", runContext: { threadId: "t" }, policy: defaultPolicy(), now: NOW,
+    requestedBy: "demo-user", requesterVerifiedBy: "authentication", runContext: { threadId: "t" }, policy: defaultPolicy(), now: NOW,
   });
 }
 
 function taskDelete(task: Record<string, unknown> = exampleTask()): Envelope {
   return createEnvelope({
     portal: "127.0.0.1:43210", operation: "delete_task", taskId: 4, params: {}, task,
-    requestedBy: "demo-user", runContext: { threadId: "t" }, policy: withDelete(defaultPolicy(), "delete_task", { allowed: true }), now: NOW,
+    requestedBy: "demo-user", requesterVerifiedBy: "authentication", runContext: { threadId: "t" }, policy: withDelete(defaultPolicy(), "delete_task", { allowed: true }), now: NOW,
   });
 }
 
@@ -170,7 +170,7 @@ describe("verifyDeleted", () => {
 describe("deletionOf: the undo of a create", () => {
   const comment = createEnvelope({
     portal: "127.0.0.1:43210", operation: "add_task_comment", taskId: 4, params: { POST_MESSAGE: TEXT }, task: exampleTask(),
-    requestedBy: "demo-user", runContext: { threadId: "t" }, policy: defaultPolicy(), now: NOW,
+    requestedBy: "demo-user", requesterVerifiedBy: "authentication", runContext: { threadId: "t" }, policy: defaultPolicy(), now: NOW,
   });
   const verified = { created: { id: "12", via: "acknowledgement", raw: { result: [item()] } } };
 

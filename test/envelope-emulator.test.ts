@@ -51,7 +51,7 @@ async function envelopeFor(taskId: number, params: Record<string, unknown>) {
   if (r.status !== "ok") throw new Error("baseline read failed");
   const task = (r.body as { result: { task: Record<string, unknown> } }).result.task;
   return createEnvelope({
-    portal: new URL(emu.baseUrl).host, taskId, params, task, requestedBy: "demo-user",
+    portal: new URL(emu.baseUrl).host, taskId, params, task, requestedBy: "demo-user", requesterVerifiedBy: "authentication",
     runContext: { threadId: "emulator-test" }, policy: defaultPolicy(), now: new Date(),
   });
 }

@@ -13,7 +13,7 @@ import {
 
 function envelope(params: Record<string, unknown> = { TITLE: "Renamed", PRIORITY: "2" }): Envelope {
   return createEnvelope({
-    portal: "127.0.0.1:43210", taskId: 4, params, task: exampleTask(), requestedBy: "demo-user",
+    portal: "127.0.0.1:43210", taskId: 4, params, task: exampleTask(), requestedBy: "demo-user", requesterVerifiedBy: "authentication",
     runContext: { threadId: "t" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
   });
 }

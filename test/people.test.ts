@@ -365,7 +365,7 @@ describe("an external MCP server without a user tool", () => {
 describe("the pure part: names on the card, typed names in a decision", () => {
   const envelope = () =>
     createEnvelope({
-      portal: "127.0.0.1:43210", taskId: 4, params: { RESPONSIBLE_ID: "7", AUDITORS: ["2", "6"] }, task: exampleTask(), requestedBy: "demo-user",
+      portal: "127.0.0.1:43210", taskId: 4, params: { RESPONSIBLE_ID: "7", AUDITORS: ["2", "6"] }, task: exampleTask(), requestedBy: "demo-user", requesterVerifiedBy: "authentication",
       runContext: { threadId: "thread-1" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
     });
   const resolved = (field: string, typed: string, id: string): NameResolution => ({ field, typed, searched: "{}", status: "resolved", id, name: typed });

@@ -39,6 +39,8 @@ function approve(view: ThreadView, approver = "demo-approver"): { decisions: unk
 /** The default policy with `change` applied, written where ACTION_ENVELOPE_POLICY can name it. */
 function policyFile(change: (p: { version: string; operations: Record<string, Record<string, unknown>> }) => void): string {
   const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
+  // These runs' requester is self-declared (in process): the requester rule is tested in requester-verification.test.ts.
+  policy.requireVerifiedRequesterAtOrAbove = null;
   change(policy);
   const file = path.join(dataDir, `policy-${policy.version}.json`);
   fs.writeFileSync(file, JSON.stringify(policy));
@@ -206,7 +208,7 @@ describe("undo of a created task (delete_task)", () => {
 
   it("is NOT_UNDOABLE under the default policy, which denies delete_task, naming it; no write", async () => {
     const { threadId } = await createdTask();
-    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task created a new task; deleting it \(delete_task\) is denied by policy default@2026-12-01\.2: deleting a task cannot be undone/);
+    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task created a new task; deleting it \(delete_task\) is denied by policy default@2026-12-02\.1: deleting a task cannot be undone/);
     expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add"]);
   });
 

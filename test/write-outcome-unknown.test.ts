@@ -124,7 +124,7 @@ describe("a delete whose answer is lost, the object still there (pure)", () => {
   const item = { ID: "12", AUTHOR_ID: "1", AUTHOR_NAME: "Admin", AUTHOR_EMAIL: "", POST_DATE: "2026-11-30T13:00:02+03:00", POST_MESSAGE: TEXT, ATTACHED_OBJECTS: {} };
   const e = createEnvelope({
     portal: "127.0.0.1:43210", operation: "delete_task_comment", taskId: 4, params: { COMMENT_ID: 12 }, task: item,
-    requestedBy: "demo-user", runContext: { threadId: "t" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
+    requestedBy: "demo-user", requesterVerifiedBy: "authentication", runContext: { threadId: "t" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
   });
   const stillThere: ReadResult = { status: "ok", body: { result: [item] } };
 

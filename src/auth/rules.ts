@@ -214,7 +214,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
         if (isRecord(input)) {
           if (input["requestedBy"] === undefined) input["requestedBy"] = user.identity;
           else if (input["requestedBy"] !== user.identity) {
-            return refuse(event, `input.requestedBy is ${JSON.stringify(input["requestedBy"])}, but the request is authenticated as ${user.identity}; the requester is the caller`);
+            return refuse(event, `REQUESTER_NOT_CALLER: input.requestedBy is ${JSON.stringify(input["requestedBy"])}, but the request is authenticated as ${user.identity}; the requester is the caller (leave requestedBy out)`);
           }
         }
         return allow(ownerOnly);

@@ -6,7 +6,7 @@
  * be faked by text. A value that cannot be shown faithfully (an unpaired surrogate, which no UTF-8
  * channel can carry) is marked UNINSPECTABLE, and its escaped form is still shown.
  */
-import { hashEnvelope, type Envelope } from "./envelope.js";
+import { hashEnvelope, requesterVerificationOf, requesterVerificationText, type Envelope } from "./envelope.js";
 import { enumLabel } from "./fields.js";
 import { TARGETS } from "./targets.js";
 import { OPERATIONS } from "./operations.js";
@@ -183,7 +183,7 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     `Object:       ${OPERATIONS[e.operation].effect === "create" ? `a new ${e.object.type} (made by this write; it has no id yet)` : `${e.object.type} ${e.object.id}`}`,
     `Operation:    ${e.operation} (${OPERATIONS[e.operation].label}: ${OPERATIONS[e.operation].method})`,
     `Revision:     ${e.revision}${e.previousEnvelopeHash ? ` (replaces ${e.previousEnvelopeHash})` : ""}; envelope ${meta("envelopeId", e.envelopeId)}`,
-    `Requested by: ${meta("requestedBy", e.requestedBy)} (thread ${meta("threadId", e.runContext.threadId)}${e.runContext.runId ? `, run ${meta("runId", e.runContext.runId)}` : ""})`,
+    `Requested by: ${meta("requestedBy", e.requestedBy)} (${requesterVerificationText(requesterVerificationOf(e))}) (thread ${meta("threadId", e.runContext.threadId)}${e.runContext.runId ? `, run ${meta("runId", e.runContext.runId)}` : ""})`,
     ...(e.editedBy ? [`Edited by:    ${meta("editedBy", e.editedBy)} (this revision's content)`] : []),
     `Risk:         ${e.risk.level}; ${REVERSIBILITY_TEXT[e.risk.reversibility]} [${e.risk.reversibility}]`,
     `Policy:       ${meta("policy.id", e.policy.id)}@${meta("policy.version", e.policy.version)}`,

@@ -18,7 +18,7 @@ import { z } from "zod";
 import { HASH_PATTERN, sha256Json } from "./canonical.js";
 import { EnvelopeError } from "./errors.js";
 import { formatIssues } from "./zod-issues.js";
-import { hashEnvelope, type Envelope } from "./envelope.js";
+import { hashEnvelope, REQUESTER_VERIFICATIONS, requesterVerificationOf, requesterVerificationText, type Envelope, type RequesterVerification } from "./envelope.js";
 import { LEVELS, REVERSIBILITY, levelRank, reversibilityRank, type Reversibility, type RiskLevel } from "./policy.js";
 import { OPERATION_NAMES, OPERATIONS, objectNamed, operationSpec, type OperationName } from "./operations.js";
 
@@ -38,6 +38,8 @@ export const ChangeSetSchema = z
     previousSetHash: z.string().regex(HASH_PATTERN).optional(),
     threadId: z.string().min(1),
     requestedBy: z.string().min(1),
+    /** How requestedBy was established, as in each action's envelope. */
+    requesterVerifiedBy: z.enum(REQUESTER_VERIFICATIONS).optional(),
     editedBy: z.string().min(1).optional(),
     /** In execution order. */
     actions: z
@@ -108,6 +110,8 @@ export interface CreateChangeSetInput {
   actions: Array<{ actionId: string; envelope: Envelope }>;
   threadId: string;
   requestedBy: string;
+  /** How requestedBy was established; every action's envelope must say the same. Default: self_declared. */
+  requesterVerifiedBy?: RequesterVerification;
   editedBy?: string;
   policy: { id: string; version: string };
   now: Date;
@@ -120,9 +124,11 @@ export interface CreateChangeSetInput {
 /** Seals a set over already-built action envelopes. Throws EnvelopeError when they do not belong together. */
 export function createChangeSet(input: CreateChangeSetInput): ChangeSet {
   const problems: string[] = [];
+  const requesterVerifiedBy = input.requesterVerifiedBy ?? "self_declared";
   for (const { actionId, envelope } of input.actions) {
     if (envelope.runContext.threadId !== input.threadId) problems.push(`${actionId} belongs to thread ${envelope.runContext.threadId}, not ${input.threadId}`);
     if (envelope.requestedBy !== input.requestedBy) problems.push(`${actionId} was requested by ${envelope.requestedBy}, not ${input.requestedBy}`);
+    if (requesterVerificationOf(envelope) !== requesterVerifiedBy) problems.push(`${actionId}'s requester is ${requesterVerificationText(requesterVerificationOf(envelope))}, not ${requesterVerificationText(requesterVerifiedBy)}`);
   }
   if (problems.length) throw new EnvelopeError("INVALID_ENVELOPE", "actions of one thread and one requester", problems.join("; "));
   const expiresAt = input.actions.map((a) => a.envelope.expiresAt).reduce((a, b) => (Date.parse(a) <= Date.parse(b) ? a : b));
@@ -134,6 +140,7 @@ export function createChangeSet(input: CreateChangeSetInput): ChangeSet {
     ...(input.previousSetHash !== undefined ? { previousSetHash: input.previousSetHash } : {}),
     threadId: input.threadId,
     requestedBy: input.requestedBy,
+    requesterVerifiedBy,
     ...(input.editedBy !== undefined ? { editedBy: input.editedBy } : {}),
     actions: input.actions.map(({ actionId, envelope }) => ({
       actionId,
@@ -159,6 +166,7 @@ export function memberProblems(set: ChangeSet, members: Array<{ envelopeHash: st
     if (!m) return;
     if (m.envelopeHash !== a.envelopeHash) out.push(`${a.actionId}: expected ${a.envelopeHash} in position ${i + 1}, found ${m.envelopeHash}`);
     else if (hashEnvelope(m.envelope) !== a.envelopeHash) out.push(`${a.actionId}: its envelope does not hash to ${a.envelopeHash}`);
+    else if (requesterVerificationOf(m.envelope) !== requesterVerificationOf(set)) out.push(`${a.actionId}: its requester is ${requesterVerificationText(requesterVerificationOf(m.envelope))}, the set's ${requesterVerificationText(requesterVerificationOf(set))}`);
   });
   return out;
 }
@@ -221,7 +229,7 @@ export function setCardHeader(set: ChangeSet, setHash: string): string {
   return [
     `CHANGE SET — approval requested for ${set.actions.length} actions, as one`,
     `Set:          ${set.setId}, revision ${set.revision}${set.previousSetHash ? ` (replaces ${set.previousSetHash})` : ""}`,
-    `Requested by: ${set.requestedBy} (thread ${set.threadId})`,
+    `Requested by: ${set.requestedBy} (${requesterVerificationText(requesterVerificationOf(set))}) (thread ${set.threadId})`,
     ...(set.editedBy ? [`Edited by:    ${set.editedBy} (this revision's content)`] : []),
     `Risk:         ${set.risk.level}; ${set.risk.reversibility} (the riskiest action's: a chain is as risky as its riskiest step)`,
     `Expires:      ${set.expiresAt} (the earliest of its actions)`,

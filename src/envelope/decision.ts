@@ -7,7 +7,7 @@
 import type { KeyObject } from "node:crypto";
 import { z } from "zod";
 import { HASH_PATTERN } from "./canonical.js";
-import { hashEnvelope, type Envelope } from "./envelope.js";
+import { hashEnvelope, requesterVerificationOf, type Envelope, type RequesterVerification } from "./envelope.js";
 import { hashChangeSet, type ChangeSet } from "./change-set.js";
 import { approverNotAllowed, hasRole, levelRank, OVERRIDABLE_GATES, type Gate, type Policy, type RiskLevel } from "./policy.js";
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
@@ -110,6 +110,8 @@ export interface DecisionSubject {
   /** Every operation the approval covers: an approver must be allowed each. */
   operations: string[];
   requestedBy: string;
+  /** How requestedBy was established: separation of duties compares against it and says so when it is only self-declared. */
+  requesterVerifiedBy: RequesterVerification;
   editedBy?: string | undefined;
   level: RiskLevel;
   /** For a single envelope: the envelope an edit changes. For a change set: the actions by id. */
@@ -127,6 +129,7 @@ export function subjectOfEnvelope(e: Envelope): DecisionSubject {
     threadId: e.runContext.threadId,
     operations: [e.operation],
     requestedBy: e.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(e),
     editedBy: e.editedBy,
     level: e.risk.level,
     edits: { single: e },
@@ -146,6 +149,7 @@ export function subjectOfSet(set: ChangeSet, envelopes: Envelope[]): DecisionSub
     threadId: set.threadId,
     operations: [...new Set(set.actions.map((a) => a.operation))],
     requestedBy: set.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(set),
     editedBy: set.editedBy,
     level: set.risk.level,
     edits: { byActionId },
@@ -196,6 +200,8 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
   // Binding.
   const current = subject.hash;
   const e = { revision: subject.revision, nonce: subject.nonce, expiresAt: subject.expiresAt, requestedBy: subject.requestedBy, editedBy: subject.editedBy };
+  // A self-declared requester is a name anyone could have typed: the comparison below is against that name.
+  const requesterNote = subject.requesterVerifiedBy === "self_declared" ? ` (requester ${subject.requestedBy} is self-declared: the comparison is with the name given, which nothing checked)` : "";
   if (ctx.envelopeHash !== current) {
     return refuse("HASH_MISMATCH", `the ${subject.kind} now hashes to ${current}, but ${ctx.envelopeHash} was recorded when it was shown; it changed after display`);
   }
@@ -287,7 +293,7 @@ export function validateDecisionFor(subject: DecisionSubject, decision: unknown,
     if (override?.gate === "separation_of_duties") {
       appliedOverride = { gate: override.gate, by: approverId, reason: override.reason };
     } else {
-      return refuse("SELF_APPROVAL", `${approverId} ${author} this ${subject.level}-risk change and may not approve it (policy: requester may not approve at or above ${sod.requesterMayNotApproveAtOrAbove})`);
+      return refuse("SELF_APPROVAL", `${approverId} ${author} this ${subject.level}-risk change and may not approve it (policy: requester may not approve at or above ${sod.requesterMayNotApproveAtOrAbove})${author === "requested" ? requesterNote : ""}`);
     }
   }
 

@@ -9,13 +9,46 @@ import { formatIssues } from "./zod-issues.js";
 import { fingerprint, HASH_PATTERN, sha256Json } from "./canonical.js";
 import { describeReceived, EnvelopeError } from "./errors.js";
 import { normaliseId, UPPER_SNAKE } from "./fields.js";
-import { LEVELS, REVERSIBILITY, type Policy } from "./policy.js";
+import { LEVELS, REVERSIBILITY, requesterNotVerified, type Policy } from "./policy.js";
 import { checkProposal } from "./scope.js";
 import { OPERATION_NAMES, OPERATIONS, REQUIRED_ON_DELETE, type OperationName } from "./operations.js";
 import { COMMENT_COMPARED_FIELDS, deletedIdOf, deleteSubjectOf } from "./deleted.js";
 import { TARGETS, TARGET_TYPES } from "./targets.js";
 
 export const ENVELOPE_SCHEMA_ID = "action-envelope/1";
+
+/**
+ * How the requester's identity was established, by the process that started the run, never by the
+ * run's input: `authentication` (an API token), `inbox_session` (a signed-in inbox user), `signature`
+ * (a signed request), or `self_declared` (a name typed in: CLI `--as` or its default, run input on an
+ * open server, ACTION_ENVELOPE_DEFAULT_REQUESTER). An envelope without the field (built before it
+ * existed) counts as self-declared.
+ */
+export const REQUESTER_VERIFICATIONS = ["authentication", "inbox_session", "signature", "self_declared"] as const;
+export type RequesterVerification = (typeof REQUESTER_VERIFICATIONS)[number];
+
+/** The requester's verification as recorded, absent read as self-declared. */
+export function requesterVerificationOf(x: { requesterVerifiedBy?: RequesterVerification | undefined }): RequesterVerification {
+  return x.requesterVerifiedBy ?? "self_declared";
+}
+
+/** How a card and a refusal name a requester's verification. */
+export function requesterVerificationText(v: RequesterVerification): string {
+  switch (v) {
+    case "authentication":
+      return "verified: API token";
+    case "inbox_session":
+      return "verified: inbox session";
+    case "signature":
+      return "verified: signature";
+    case "self_declared":
+      return "self-declared";
+    default: {
+      const never: never = v;
+      throw new Error(`unknown requester verification ${String(never)}`);
+    }
+  }
+}
 
 const FieldName = z.string().regex(UPPER_SNAKE);
 const IsoWithOffset = z.iso.datetime({ offset: true });
@@ -54,6 +87,8 @@ export const EnvelopeSchema = z
     /** May change by themselves (target bookkeeping, or consequences of the written fields). */
     automaticFields: z.array(FieldName),
     requestedBy: z.string().min(1),
+    /** How requestedBy was established (REQUESTER_VERIFICATIONS); hashed like the rest, so an approval binds it. */
+    requesterVerifiedBy: z.enum(REQUESTER_VERIFICATIONS).optional(),
     /** Who wrote this revision's content when it came from a human edit; they may not approve it either. */
     editedBy: z.string().min(1).optional(),
     runContext: z.strictObject({ threadId: z.string().min(1), runId: z.string().min(1).optional() }),
@@ -141,6 +176,8 @@ export interface CreateEnvelopeInput {
    */
   task: Record<string, unknown>;
   requestedBy: string;
+  /** How requestedBy was established; the thread's record in the journal says, never graph state. Default: self_declared. */
+  requesterVerifiedBy?: RequesterVerification;
   /** The approver whose edit produced this revision, if any. */
   editedBy?: string;
   runContext: { threadId: string; runId?: string };
@@ -163,6 +200,9 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
   const operation = input.operation ?? "update_task";
   const check = checkProposal(policy, {}, { operation, taskId, fields: params });
   if (!check.allowed) throw new EnvelopeError("PROPOSAL_DENIED", "a proposal the policy allows", `${check.code}: ${check.reasons.join("; ")}`);
+  const requesterVerifiedBy = input.requesterVerifiedBy ?? "self_declared";
+  const unverified = requesterNotVerified(policy, check.risk.level, input.requestedBy, requesterVerifiedBy);
+  if (unverified) throw new EnvelopeError("PROPOSAL_DENIED", "a requester the policy accepts for this risk", `REQUESTER_NOT_VERIFIED: ${unverified}`);
 
   const target = TARGETS[OPERATIONS[operation].target];
   const creating = OPERATIONS[operation].effect === "create";
@@ -223,6 +263,7 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
     invariantFields,
     automaticFields,
     requestedBy: input.requestedBy,
+    requesterVerifiedBy,
     ...(input.editedBy !== undefined ? { editedBy: input.editedBy } : {}),
     runContext: {
       threadId: input.runContext.threadId,

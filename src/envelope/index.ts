@@ -24,6 +24,7 @@ export {
   allowedApprovers,
   approverNotAllowed,
   escalationApprovers,
+  requesterNotVerified,
   LEVELS,
   REVERSIBILITY,
   GATES,
@@ -49,7 +50,20 @@ export {
   type ProposalCheck,
   type ProposalRefusalCode,
 } from "./scope.js";
-export { EnvelopeSchema, ENVELOPE_SCHEMA_ID, createEnvelope, parseEnvelope, hashEnvelope, comparedFieldsFor, type Envelope, type CreateEnvelopeInput } from "./envelope.js";
+export {
+  EnvelopeSchema,
+  ENVELOPE_SCHEMA_ID,
+  REQUESTER_VERIFICATIONS,
+  requesterVerificationOf,
+  requesterVerificationText,
+  createEnvelope,
+  parseEnvelope,
+  hashEnvelope,
+  comparedFieldsFor,
+  type Envelope,
+  type CreateEnvelopeInput,
+  type RequesterVerification,
+} from "./envelope.js";
 export {
   compareBaseline,
   verifyOutcome,

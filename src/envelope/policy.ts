@@ -37,6 +37,16 @@ export const GATES = [
 export type Gate = (typeof GATES)[number];
 export const OVERRIDABLE_GATES: readonly Gate[] = ["separation_of_duties"];
 
+/**
+ * Why a change of this risk level may not be proposed for this requester, or undefined when it may:
+ * the policy's requireVerifiedRequesterAtOrAbove refuses a self-declared requester at or above its level.
+ */
+export function requesterNotVerified(policy: Pick<Policy, "id" | "version" | "requireVerifiedRequesterAtOrAbove">, level: RiskLevel, requestedBy: string, verifiedBy: string): string | undefined {
+  const threshold = policy.requireVerifiedRequesterAtOrAbove;
+  if (threshold === null || threshold === undefined || verifiedBy !== "self_declared" || levelRank(level) < levelRank(threshold)) return undefined;
+  return `the requester ${requestedBy} is self-declared (a name given, not checked), and policy ${policy.id}@${policy.version} requires a verified requester (an API token, an inbox session or a signature) for a change at or above ${threshold} risk; this change is ${level}`;
+}
+
 export function levelRank(level: RiskLevel): number {
   return LEVELS.indexOf(level);
 }
@@ -116,6 +126,11 @@ export const PolicySchema = z
       .nullable()
       .default(null)
       .describe("The requester may not approve their own change at or above this risk level; null turns the rule off."),
+    requireVerifiedRequesterAtOrAbove: Level.nullable()
+      .default(null)
+      .describe(
+        "A change at or above this risk level needs a verified requester (API token, inbox session or signature): one from a self-declared requester (CLI --as, run input on an open server, ACTION_ENVELOPE_DEFAULT_REQUESTER) ends REQUESTER_NOT_VERIFIED before any approver is asked; null turns the rule off.",
+      ),
     overrides: z.record(z.string(), OverrideRuleSchema).default({}).describe("Gates an approver holding a role may override, by gate name; only separation_of_duties can be overridden."),
     partialExecution: z
       .array(z.enum(REVERSIBILITY))

@@ -15,11 +15,13 @@ import {
   hashEnvelope,
   noChangeReason,
   renderCard,
+  requesterNotVerified,
   setCardHeader,
   userIdsOnCard,
   type ChangeSet,
   type Envelope,
   type OperationName,
+  type RequesterVerification,
 } from "../envelope/index.js";
 import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
@@ -107,6 +109,8 @@ export async function buildChangeSet(
     threadId: string;
     runId?: string;
     requestedBy: string;
+    /** How requestedBy was established (the journal's thread record). */
+    requesterVerifiedBy: RequesterVerification;
     scope: Parameters<typeof checkPlan>[1];
     previous: ActionRow | undefined;
     previousMembers: ActionRow[];
@@ -131,6 +135,8 @@ export async function buildChangeSet(
   if (!check.allowed) {
     return { ok: false, code: "DENIED_BY_POLICY", reason: `${check.code}: ${check.reasons.join("; ")}`, denied: { code: check.code, reasons: check.reasons } };
   }
+  const unverified = requesterNotVerified(deps.policy, check.risk.level, ctx.requestedBy, ctx.requesterVerifiedBy);
+  if (unverified) return { ok: false, code: "REQUESTER_NOT_VERIFIED", reason: unverified, denied: { code: "REQUESTER_NOT_VERIFIED", reasons: [unverified] } };
 
   // One baseline read per object (task or deal, or what a delete removes), all before any envelope is frozen.
   const keyOf = baselineKeyOf;
@@ -172,6 +178,7 @@ export async function buildChangeSet(
       params: a.fields,
       task: tasks.get(keyOf(a))!,
       requestedBy: ctx.requestedBy,
+      requesterVerifiedBy: ctx.requesterVerifiedBy,
       runContext: { threadId: ctx.threadId, ...(ctx.runId ? { runId: ctx.runId } : {}) },
       policy: deps.policy,
       now,
@@ -185,6 +192,7 @@ export async function buildChangeSet(
     actions: envelopes,
     threadId: ctx.threadId,
     requestedBy: ctx.requestedBy,
+    requesterVerifiedBy: ctx.requesterVerifiedBy,
     ...(ctx.editedBy ? { editedBy: ctx.editedBy } : {}),
     policy: { id: deps.policy.id, version: deps.policy.version },
     now,

@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
-import { hashChangeSet, hashEnvelope, memberProblems, renderCard } from "../envelope/index.js";
+import { hashChangeSet, hashEnvelope, memberProblems, renderCard, type RequesterVerification } from "../envelope/index.js";
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
@@ -115,8 +115,18 @@ function setProblems(action: ActionRow, members: ActionRow[]): string[] {
   return out;
 }
 
-/** A thread's request is recorded once, when its first run starts; later input cannot change it. */
-export async function ensureThread(deps: Deps, gate: Gate, state: State, undo?: Pick<ThreadRecord, "scope"> & { compensates: NonNullable<ThreadRecord["compensates"]> }): Promise<ThreadRecord> {
+/**
+ * A thread's request is recorded once, when its first run starts; later input cannot change it. The
+ * requester's verification is the caller's (the agent passes it from the run's auth context); a thread
+ * registered by any other path records its requester as self-declared.
+ */
+export async function ensureThread(
+  deps: Deps,
+  gate: Gate,
+  state: State,
+  undo?: Pick<ThreadRecord, "scope"> & { compensates: NonNullable<ThreadRecord["compensates"]> },
+  requesterVerifiedBy: RequesterVerification = "self_declared",
+): Promise<ThreadRecord> {
   if (gate.thread) return gate.thread;
   const requestedBy = typeof state.requestedBy === "string" ? state.requestedBy : "";
   const request = typeof state.request === "string" ? state.request : "";
@@ -124,6 +134,7 @@ export async function ensureThread(deps: Deps, gate: Gate, state: State, undo?: 
     threadId: gate.threadId,
     request,
     requestedBy,
+    requesterVerifiedBy,
     // An undo thread's scope is the restored task and fields, from the journal; its request names a thread, not a task.
     scope: undo ? undo.scope : deriveScope(request, isRequestScope(state.scope) ? state.scope : undefined),
     createdAt: deps.clock().toISOString(),

@@ -52,6 +52,8 @@ export type ReasonCode =
   | "INVALID_PROPOSAL"
   | "INVALID_INPUT"
   | "DENIED_BY_POLICY"
+  /** A change at or above the policy's requireVerifiedRequesterAtOrAbove from a self-declared requester: ended before any approval. */
+  | "REQUESTER_NOT_VERIFIED"
   /** An undo thread whose original action cannot be undone: not verified, irreversible, or its before-values not kept. */
   | "NOT_UNDOABLE"
   | "BASELINE_READ_FAILED"

@@ -10,6 +10,7 @@ import { enumLabel } from "../envelope/fields.js";
 import { OPERATIONS, objectNamed, operationSpec } from "../envelope/operations.js";
 import { deletedLabelOf } from "../envelope/deleted.js";
 import { personNote } from "../envelope/people.js";
+import { requesterVerificationOf, requesterVerificationText } from "../envelope/envelope.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
 
@@ -101,7 +102,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
     <h2 id="${titleId}">${member ? html`<span class="action-id">${member.position} of ${member.total} · ${member.actionId}</span> ` : ""}${actsOn(e.operation, e.object.id)} · revision ${e.revision}</h2>
     <dl class="facts">
       <dt>Risk</dt><dd><span class="risk risk-${e.risk.level}">${e.risk.level}</span> · ${e.risk.reversibility}</dd>
-      <dt>Requested by</dt><dd>${text(e.requestedBy)}</dd>
+      <dt>Requested by</dt><dd>${text(e.requestedBy)} <small class="requester-verification">(${requesterVerificationText(requesterVerificationOf(e))})</small></dd>
       ${e.editedBy ? html`<dt>Edited by</dt><dd>${text(e.editedBy)}</dd>` : ""}
       ${action.escalatedTo ? html`<dt>Escalated to</dt><dd>group ${text(action.escalatedTo)} (only its members may approve)</dd>` : ""}
       <dt>Policy</dt><dd>${text(e.policy.id)}@${text(e.policy.version)}</dd>
@@ -150,7 +151,7 @@ export function setSection(head: ActionRow, members: ActionRow[]): Html {
     <p class="chain-rule"><strong>Chain rule:</strong> ${CHAIN_RULE}</p>
     <dl class="facts">
       <dt>Risk</dt><dd><span class="risk risk-${s.risk.level}">${s.risk.level}</span> · ${s.risk.reversibility} <small>(the riskiest action's)</small></dd>
-      <dt>Requested by</dt><dd>${text(s.requestedBy)}</dd>
+      <dt>Requested by</dt><dd>${text(s.requestedBy)} <small class="requester-verification">(${requesterVerificationText(requesterVerificationOf(s))})</small></dd>
       ${s.editedBy ? html`<dt>Edited by</dt><dd>${text(s.editedBy)}</dd>` : ""}
       ${head.escalatedTo ? html`<dt>Escalated to</dt><dd>group ${text(head.escalatedTo)} (only its members may approve)</dd>` : ""}
       <dt>Policy</dt><dd>${text(s.policy.id)}@${text(s.policy.version)}</dd>

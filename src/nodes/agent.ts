@@ -45,11 +45,14 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     // `undo thread <id>`: an undo thread, registered with the verified action it restores.
     const undoOf = undoRequestOf(input.value.request);
     undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf, undefined, deps.policy);
+    // The requester's verification comes from the run's auth context, never from input or state: a
+    // token-authenticated caller is the requester (runInput refuses another name); anyone else named themselves.
     await ensureThread(
       deps,
       gate,
       { ...state, ...input.value },
       undo?.ok ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: undo.scope } : undefined,
+      caller ? "authentication" : "self_declared",
     );
     if (undo && !undo.ok) return endRunInJournal(deps, gate, state, undoEndingCode(undo.code), undo.reason);
   }
@@ -131,8 +134,9 @@ export function replyText(reply: Pick<BaseMessage, "content">): string {
 export type RunInput = { ok: true; value: { request: string; requestedBy: string; scope?: State["scope"] } } | { ok: false; problem: string };
 
 /**
- * The request a run starts with, from `request` or (chat mode) the last human message; the requester
- * from `requestedBy`, the authenticated caller, or (open mode) the configured default requester.
+ * The request a run starts with, from `request` or (chat mode) the last human message; the requester:
+ * the authenticated caller (a `requestedBy` naming anyone else is refused), else `requestedBy`, else
+ * (open mode) the configured default requester.
  * Pure; never throws on any input shape.
  */
 export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" | "messages">, authenticatedCaller: string | undefined, defaultRequester?: string): RunInput {
@@ -152,6 +156,13 @@ export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" 
     } else if (messages.length > 0) {
       return { ok: false, problem: 'input field "messages" has no human message; in chat mode the last human message is the request (or send "request" instead)' };
     }
+  }
+  // With an authenticated caller the requester is the caller: a run naming anyone else is refused.
+  if (authenticatedCaller !== undefined && state.requestedBy !== undefined && state.requestedBy !== null && state.requestedBy !== authenticatedCaller) {
+    return {
+      ok: false,
+      problem: `REQUESTER_NOT_CALLER: input field "requestedBy" is ${JSON.stringify(state.requestedBy)}, but the run is authenticated as ${authenticatedCaller}; the requester is the caller (leave requestedBy out)`,
+    };
   }
   const requestedBy = state.requestedBy ?? authenticatedCaller ?? defaultRequester;
   if (requestedBy === undefined && authenticatedCaller === undefined && messages.length > 0 && (state.request === undefined || state.request === null)) {

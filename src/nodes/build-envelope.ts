@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { checkProposal, createEnvelope, hashEnvelope, renderCard, userIdsOnCard } from "../envelope/index.js";
+import { checkProposal, createEnvelope, hashEnvelope, renderCard, requesterNotVerified, requesterVerificationOf, userIdsOnCard } from "../envelope/index.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
 import { decisionOf, endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
@@ -97,6 +97,14 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: verdict.code, reasons: verdict.reasons }));
     return end("DENIED_BY_POLICY", `${verdict.code}: ${verdict.reasons.join("; ")}`);
   }
+  // A change the policy lets only a verified requester ask for ends here, audited, before anything is
+  // read or anyone is asked; the verification is the journal's thread record, never state.
+  const unverified = requesterNotVerified(deps.policy, verdict.risk.level, thread.requestedBy, requesterVerificationOf(thread));
+  if (unverified) {
+    const at = deps.clock().toISOString();
+    await deps.audit.append(proposalDeniedEntry({ ...state, proposal, requestedBy: thread.requestedBy }, { threadId, revision, policy: deps.policy, at, code: "REQUESTER_NOT_VERIFIED", reasons: [unverified] }));
+    return end("REQUESTER_NOT_VERIFIED", unverified);
+  }
 
   // An undo's object was read and checked above (the state our write left, or what our run created);
   // that very read is the baseline. A delete is built again (an escalation) only from the same delete,
@@ -135,6 +143,7 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     params: proposal.fields,
     task,
     requestedBy: thread.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(thread),
     runContext: { threadId, ...(runId ? { runId: String(runId) } : {}) },
     policy: deps.policy,
     now: deps.clock(),
@@ -204,6 +213,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
       threadId: gate.threadId,
       ...(runId ? { runId: String(runId) } : {}),
       requestedBy: thread.requestedBy,
+      requesterVerifiedBy: requesterVerificationOf(thread),
       scope: thread.scope,
       previous,
       previousMembers: gate.members ?? (previous ? [previous] : []),

@@ -13,7 +13,7 @@
  * replay of any checkpoint.
  */
 import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../hitl/records.js";
-import type { ChangeSet, Envelope, NameResolution, OperationName, PeopleLookup } from "../envelope/index.js";
+import type { ChangeSet, Envelope, NameResolution, OperationName, PeopleLookup, RequesterVerification } from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../envelope/canonical.js";
@@ -136,6 +136,12 @@ export interface ThreadRecord {
   threadId: string;
   request: string;
   requestedBy: string;
+  /**
+   * How requestedBy was established, taken from the run's auth context by the process that registered
+   * the thread (src/nodes/agent.ts), never from graph state; sealed with the rest. Absent on threads
+   * registered before it was recorded: read as self-declared.
+   */
+  requesterVerifiedBy?: RequesterVerification;
   scope: RequestScope;
   createdAt: string;
   /**
@@ -272,9 +278,18 @@ export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
   return rows.at(-1);
 }
 
-export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "scope" | "createdAt" | "compensates">): unknown {
-  // `compensates` only when present, so threads sealed before it existed keep their seal.
-  return { kind: "thread", threadId: t.threadId, request: t.request, requestedBy: t.requestedBy, scope: t.scope, createdAt: t.createdAt, ...(t.compensates ? { compensates: t.compensates } : {}) };
+export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates">): unknown {
+  // `compensates` and `requesterVerifiedBy` only when present, so threads sealed before they existed keep their seal.
+  return {
+    kind: "thread",
+    threadId: t.threadId,
+    request: t.request,
+    requestedBy: t.requestedBy,
+    ...(t.requesterVerifiedBy ? { requesterVerifiedBy: t.requesterVerifiedBy } : {}),
+    scope: t.scope,
+    createdAt: t.createdAt,
+    ...(t.compensates ? { compensates: t.compensates } : {}),
+  };
 }
 
 export function emptyProgress(): ActionProgress {

@@ -25,14 +25,22 @@ export interface ThreadDbRow {
   created_at: string;
 }
 
-export type NewThread = Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "scope" | "createdAt" | "compensates">;
+export type NewThread = Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates">;
 
 export function sealAction(key: Buffer, a: RegisteredAction): { json: string; mac: string } {
   return { json: JSON.stringify(a), mac: sealOf(key, macContentOfAction(a)) };
 }
 
 export function sealThread(key: Buffer, t: NewThread): { json: string; mac: string } {
-  const content = { threadId: t.threadId, request: t.request, requestedBy: t.requestedBy, scope: t.scope, createdAt: t.createdAt, ...(t.compensates ? { compensates: t.compensates } : {}) };
+  const content = {
+    threadId: t.threadId,
+    request: t.request,
+    requestedBy: t.requestedBy,
+    ...(t.requesterVerifiedBy ? { requesterVerifiedBy: t.requesterVerifiedBy } : {}),
+    scope: t.scope,
+    createdAt: t.createdAt,
+    ...(t.compensates ? { compensates: t.compensates } : {}),
+  };
   return { json: JSON.stringify(content), mac: sealOf(key, macContentOfThread(content)) };
 }
 

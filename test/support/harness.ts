@@ -76,8 +76,29 @@ export function tempDir(prefix = "ae-test-"): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
+/**
+ * The repository's default policy (policy/default.json) with its requester rule off
+ * (requireVerifiedRequesterAtOrAbove: null), written once per test process. Tests run their requests
+ * as self-declared requesters (in process, the CLI, an open API server) and are about other things
+ * than who asked; the default policy would end every high-risk one REQUESTER_NOT_VERIFIED. The rule
+ * itself is tested against the real default policy in test/requester-verification.test.ts.
+ */
+export function selfDeclaredRequestersPolicy(change: (policy: any) => void = () => {}): string {
+  const policy = JSON.parse(fs.readFileSync(DEFAULT_POLICY, "utf8"));
+  policy.requireVerifiedRequesterAtOrAbove = null;
+  change(policy);
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ae-policy-")), "policy.json");
+  fs.writeFileSync(file, JSON.stringify(policy, null, 2));
+  return file;
+}
+export const DEFAULT_POLICY = path.join(ROOT, "policy/default.json");
+let testPolicy: string | undefined;
+
 export function envFor(portal: Portal, dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  testPolicy ??= selfDeclaredRequestersPolicy();
   return {
+    // A test that needs another policy (or the real default) names it in extra.
+    ACTION_ENVELOPE_POLICY: testPolicy,
     BITRIX24_WEBHOOK_URL: portal.emulator.webhookUrl,
     ACTION_ENVELOPE_DATA_DIR: dataDir,
     MODEL: "offline",

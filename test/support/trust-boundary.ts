@@ -19,18 +19,17 @@ import {
   type Envelope,
   type RiskLevel,
 } from "../../src/envelope/index.js";
-import { ROOT, tempDir, type Portal } from "./harness.js";
+import { ROOT, selfDeclaredRequestersPolicy, tempDir, type Portal } from "./harness.js";
 import { adminQuery, schemaFor, usingPostgres } from "./postgres.js";
 
 export const DEFAULT_POLICY_FILE = path.join(ROOT, "policy/default.json");
 
-/** The repository's default policy with some keys replaced, written to a file of its own. */
+/**
+ * The repository's default policy with some keys replaced, written to a file of its own; its requester
+ * rule is off unless `change` sets it (see selfDeclaredRequestersPolicy).
+ */
 export function writePolicy(change: (p: any) => void = () => {}): string {
-  const policy = JSON.parse(fs.readFileSync(DEFAULT_POLICY_FILE, "utf8"));
-  change(policy);
-  const file = path.join(tempDir("ae-tb-policy-"), "policy.json");
-  fs.writeFileSync(file, JSON.stringify(policy, null, 2));
-  return file;
+  return selfDeclaredRequestersPolicy(change);
 }
 
 export function loadPolicyJson(file = DEFAULT_POLICY_FILE) {
@@ -94,6 +93,8 @@ export async function forgeEnvelope(
     params: change.params,
     task,
     requestedBy: original.requestedBy,
+    // A forger claims whatever passes: a verified requester, so any risk level can be built.
+    requesterVerifiedBy: "authentication",
     runContext: original.runContext,
     policy: loadPolicyJson(),
     now: new Date(original.createdAt),

@@ -1,0 +1,151 @@
+/**
+ * Verified requesters (issue 26 item 4, issue 30's default requester), in process and through the
+ * CLI, with the repository's real default policy (a high-risk change needs a verified requester).
+ * The verification is the journal's thread record, taken from the run's auth context when the thread
+ * is registered: run input and graph state cannot set or upgrade it. The model is scripted, the
+ * emulator runs over HTTP and its call log counts the writes. (Through the API server, open and with
+ * tokens: test/api-auth.test.ts.)
+ */
+import { randomUUID } from "node:crypto";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { App } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import type { Envelope } from "../src/envelope/index.js";
+import { DEFAULT_POLICY, envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, readThenPropose, type Script } from "./support/scripted-model.js";
+import { events, readAudit, writeMark, writesSince } from "./support/trust-boundary.js";
+
+const REAL_DEFAULT = { ACTION_ENVELOPE_POLICY: DEFAULT_POLICY };
+/** A high-risk change under the default policy (RESPONSIBLE_ID is level high). */
+const ASSIGN = readThenPropose(4, { RESPONSIBLE_ID: "7" });
+/** A medium-risk change (TITLE). */
+const RENAME = readThenPropose(4, { TITLE: "Requester verification" });
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir("ae-requester-");
+});
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+async function open(script: Script, opts: { interruptBefore?: string[] } = {}): Promise<App> {
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(script),
+    env: REAL_DEFAULT,
+    // "propose" is not in the compile option's type (src/graph/graph.ts) but LangGraph accepts any node.
+    ...(opts.interruptBefore ? { compile: { interruptBefore: opts.interruptBefore as unknown as Array<"carry_out"> } } : {}),
+  });
+  return app;
+}
+
+const cfg = (threadId: string, caller?: string) => ({
+  configurable: {
+    thread_id: threadId,
+    // What the LangGraph API server puts into every run of a token-authenticated caller (src/auth/identity.ts).
+    ...(caller ? { langgraph_auth_user: { identity: caller, is_authenticated: true, permissions: ["role:requester"] } } : {}),
+  },
+  durability: "sync" as const,
+});
+
+async function payloadOf(threadId: string): Promise<{ kind: string; envelope: Envelope; envelopeHash: string; nonce: string; card?: string } | undefined> {
+  const s = await app!.graph.getState(cfg(threadId));
+  return s.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as never;
+}
+
+describe("a self-declared requester (CLI, in process, open server)", () => {
+  it("a high-risk change ends REQUESTER_NOT_VERIFIED before any approval: nobody is asked, nothing is read for it or written, audited", async () => {
+    await open(ASSIGN);
+    const mark = await writeMark(portal);
+    const view = await startRun(app!, { request: "assign task 4 to user 7", requestedBy: "dave" });
+    expect(view.status).toBe("finished");
+    expect(view.state).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REQUESTER_NOT_VERIFIED" });
+    expect(view.state?.reason).toMatch(/the requester dave is self-declared .* requires a verified requester .* at or above high risk; this change is high/);
+    expect(view.interruptId).toBeUndefined();
+    expect(await app!.deps.journal.currentAction(view.threadId)).toBeUndefined();
+    expect(await app!.deps.journal.getThread(view.threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "self_declared", macValid: true });
+    const denied = events(await readAudit(dataDir, view.threadId), "proposal_denied");
+    expect(denied.map((r) => (r as { refusal?: { code: string } }).refusal?.code)).toEqual(["REQUESTER_NOT_VERIFIED"]);
+    expect(await writesSince(portal, mark)).toEqual([]);
+  });
+
+  it("a medium-risk change waits, its card says self-declared, and separation of duties says the name it compares is unverified", async () => {
+    await open(RENAME);
+    const mark = await writeMark(portal);
+    const view = await startRun(app!, { request: "rename task 4 to Requester verification", requestedBy: "bob" });
+    expect(view.status).toBe("awaiting_approval");
+    const p = (await payloadOf(view.threadId))!;
+    expect(p.envelope.requesterVerifiedBy).toBe("self_declared");
+    expect((await app!.deps.journal.currentAction(view.threadId))!.card).toContain("Requested by: bob (self-declared)");
+    const self = { decisions: [{ type: "approve", envelopeHash: p.envelopeHash, nonce: p.nonce, approver: { id: "bob" } }] };
+    const after = await submitDecision(app!, view.threadId, self);
+    expect(after.status).toBe("awaiting_approval");
+    const refusal = (await app!.deps.journal.currentAction(view.threadId))!.progress.lastRefusal;
+    expect(refusal?.code).toBe("SELF_APPROVAL");
+    expect(refusal?.reason).toMatch(/bob requested this medium-risk change and may not approve it .*\(requester bob is self-declared: the comparison is with the name given, which nothing checked\)/);
+    expect(await writesSince(portal, mark)).toEqual([]);
+    const other = { decisions: [{ type: "approve", envelopeHash: p.envelopeHash, nonce: p.nonce, approver: { id: "alice" } }] };
+    const done = await submitDecision(app!, view.threadId, other);
+    expect(done.state).toMatchObject({ outcome: "VERIFIED" });
+    expect((await writesSince(portal, mark)).map((w) => w.method)).toEqual(["tasks.task.update"]);
+  });
+
+  it("the CLI's run --as says why and exits 2; nothing is written", async () => {
+    const mark = await writeMark(portal);
+    const r = await runCli(["run", "--as", "dave", "assign task 4 to user 7"], envFor(portal, dataDir, REAL_DEFAULT));
+    expect(r.code, r.stderr).toBe(2);
+    expect(`${r.stdout}\n${r.stderr}`).toMatch(/REQUESTER_NOT_VERIFIED/);
+    expect(`${r.stdout}\n${r.stderr}`).toMatch(/dave is self-declared/);
+    expect(await writesSince(portal, mark)).toEqual([]);
+  });
+});
+
+describe("a token-authenticated caller", () => {
+  it("is the requester: the thread records authentication, the card says verified, and a high-risk change goes to approval", async () => {
+    await open(ASSIGN);
+    const threadId = randomUUID();
+    await app!.graph.invoke({ request: "assign task 4 to user 7" } as never, cfg(threadId, "dave"));
+    const p = (await payloadOf(threadId))!;
+    expect(p.kind).toBe("approval");
+    expect(p.envelope).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "authentication", risk: { level: "high" } });
+    expect((await app!.deps.journal.currentAction(threadId))!.card).toContain("Requested by: dave (verified: API token)");
+    expect(await app!.deps.journal.getThread(threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "authentication" });
+  });
+
+  it("a run naming another requester is refused REQUESTER_NOT_CALLER; nothing is registered or written", async () => {
+    await open(ASSIGN);
+    const mark = await writeMark(portal);
+    const threadId = randomUUID();
+    const out = (await app!.graph.invoke({ request: "assign task 4 to user 7", requestedBy: "bob" } as never, cfg(threadId, "dave"))) as { outcome?: string; reasonCode?: string; reason?: string };
+    expect(out).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "INVALID_INPUT" });
+    expect(out.reason).toMatch(/^REQUESTER_NOT_CALLER: input field "requestedBy" is "bob", but the run is authenticated as dave/);
+    expect(await app!.deps.journal.currentAction(threadId)).toBeUndefined();
+    expect(await writesSince(portal, mark)).toEqual([]);
+  });
+});
+
+describe("graph state cannot upgrade the requester", () => {
+  it("rewriting requestedBy in state and continuing as an authenticated caller changes nothing: still self-declared, REQUESTER_NOT_VERIFIED, no write", async () => {
+    await open(ASSIGN, { interruptBefore: ["propose"] });
+    const mark = await writeMark(portal);
+    const threadId = randomUUID();
+    await app!.graph.invoke({ request: "assign task 4 to user 7", requestedBy: "mallory" } as never, cfg(threadId));
+    expect((await app!.graph.getState(cfg(threadId))).next).toEqual(["propose"]);
+    // Whatever a caller of the graph can write: the requester channel (and a field the journal keeps, which state does not have).
+    await app!.graph.updateState(cfg(threadId), { requestedBy: "dave", requesterVerifiedBy: "authentication" } as never);
+    // Continued by a token-authenticated caller: the thread was registered before, so its record stands.
+    await app!.graph.invoke(null as never, cfg(threadId, "dave"));
+    const values = (await app!.graph.getState(cfg(threadId))).values as { outcome?: string; reasonCode?: string; reason?: string };
+    expect(values).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REQUESTER_NOT_VERIFIED" });
+    expect(values.reason).toMatch(/the requester mallory is self-declared/);
+    expect(await app!.deps.journal.getThread(threadId)).toMatchObject({ requestedBy: "mallory", requesterVerifiedBy: "self_declared", macValid: true });
+    expect(await writesSince(portal, mark)).toEqual([]);
+  });
+});
