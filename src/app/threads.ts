@@ -17,8 +17,8 @@ import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
 import { refusalsRecorded } from "../evidence/bundle.js";
-import { decisionOf, membersOf } from "../hitl/journal-gate.js";
-import { invocationOf } from "../executor/write.js";
+import { membersOf } from "../hitl/journal-gate.js";
+import { flatView, viewOf } from "../hitl/thread-view.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 
@@ -402,34 +402,16 @@ async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: 
     journal.getQuestion(threadId),
     thread ? journal.getThreadTurns(threadId) : undefined,
   ]);
-  const closed = thread?.closed ?? action?.progress.closed;
   // Refused decisions and answers as the audit log recorded them; never state's list, which any client can write.
   const refusals = refusalsRecorded(records);
+  // Everything else is the thread view of the journal's rows; the ending is the journal's, or none while
+  // the journal has not closed the thread: an outcome written into state is never shown as one.
   const values: State = {
     ...checkpointValues,
     refusals,
     ...(turns ? { agentSteps: turns.agentSteps, invalidProposals: turns.invalidProposals } : {}),
     inputRequest: openAsked(question),
-    ...(thread ? { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } : {}),
-    ...(action
-      ? {
-          envelope: action.envelope,
-          envelopeHash: action.envelopeHash,
-          card: action.card,
-          escalatedTo: action.escalatedTo,
-          supersededHashes: action.supersededHashes,
-          decision: decisionOf(action),
-          preRead: action.progress.preRead ?? null,
-          invocation: entry ? invocationOf(entry) : null,
-          acknowledgement: action.progress.acknowledgement ?? null,
-          verification: action.progress.verification ?? null,
-        }
-      : {}),
-    // The ending is the journal's, or none while the journal has not closed the thread: an outcome
-    // written into state is never shown as one.
-    ...(closed
-      ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at }
-      : { outcome: null, reasonCode: null, reason: null, finishedAt: null }),
+    ...flatView(viewOf({ thread, action, execution: entry })),
   };
   return { values, thread, action, question };
 }

@@ -9,7 +9,8 @@ import type { DecisionRecord, Refusal } from "../hitl/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import type { ActionProgress, ActionRow, SetPlan } from "../store/action-machine.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { closeAction, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { registeredFor, viewOf } from "../hitl/thread-view.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { resolveNames } from "../hitl/people.js";
 import { identityEstablished } from "../envelope/decision.js";
@@ -54,7 +55,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     // button's refusal would otherwise be a passing toast. It names exactly what would decide.
     const answer = (ended: string | undefined) =>
       new AIMessage(`Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`);
-    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...mirrorOf(row, state) };
+    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...registeredFor(viewOf({ action: row }), state) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
     if (counted && code === "EXPIRED") return { ...base, messages: [answer("The approval has expired and the run ended; nothing was written.")], ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
     if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
@@ -134,7 +135,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const decided = await decide(deps, action, journalDecision);
   if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record, people));
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
+  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
   switch (d.type) {
     case "approve":
       return base;
@@ -302,7 +303,7 @@ async function setDecision(
   const decided = await decide(deps, asOne, journalDecision, members);
   if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(action.envelope, setHash, record, people));
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
+  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
   if (type === "approve" || type === "edit") return base;
   if (revise) {
     return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`)] };
@@ -429,7 +430,7 @@ async function systemDecision(
   const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) }, members);
   if ("update" in decided) return decided.update;
   await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
+  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
   if (d.type === "cancel") return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`)) };
   if (escalate) return { ...base, escalatedTo: group! };
   return {

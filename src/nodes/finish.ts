@@ -2,11 +2,10 @@ import { AIMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import type { AcknowledgementRecord } from "../hitl/records.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
-import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
-import { invocationOf } from "../executor/write.js";
+import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { evidenceForState, flatView, invocationOf, registeredFor, viewOf } from "../hitl/thread-view.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 import { deletedLabelOf } from "../envelope/deleted.js";
@@ -52,38 +51,21 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   }
   const closed = (await deps.journal.closeThread(gate.threadId, closing))?.closed ?? closing;
 
-  const entry = action ? await deps.journal.findExecution(action.envelopeHash) : undefined;
-  const evidence = {
-    ...state,
-    requestedBy: thread.requestedBy,
-    envelope: action?.envelope ?? null,
-    envelopeHash: action?.envelopeHash ?? null,
-    decision: decisionOf(action),
-    preRead: action?.progress.preRead ?? null,
-    invocation: entry ? invocationOf(entry) : null,
-    acknowledgement: action?.progress.acknowledgement ?? (entry?.acknowledgement as AcknowledgementRecord | undefined) ?? null,
-    verification: action?.progress.verification ?? null,
-    outcome: closed.outcome,
-    reasonCode: closed.reasonCode,
-    reason: closed.reason,
-    finishedAt: closed.at,
-  } satisfies State;
+  const view = viewOf({ thread: { ...thread, closed }, action, execution: action ? await deps.journal.findExecution(action.envelopeHash) : undefined });
+  // No action: nothing of an envelope in state is reported (any client can write state).
+  const evidence = { ...state, envelope: null, envelopeHash: null, ...flatView(view) } satisfies State;
   // Every ending gets its closing audit record, keyed so a re-run of this node cannot add a second.
-  const own = action && !action.set ? { preRead: evidence.preRead, invocation: evidence.invocation, acknowledgement: evidence.acknowledgement, verification: evidence.verification } : undefined;
+  const { decision: _d, ...own } = view.evidence;
   const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId })).filter((r) => r.event === "proposal_denied").at(-1);
-  await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(own ? { evidence: own } : {}), ...(denied ? { denied } : {}) }));
-  return unchangedLeftOut({
-    ...(action ? mirrorOf(action) : {}),
+  await deps.audit.append(runEndedEntry(evidence, { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(action && !action.set ? { evidence: own } : {}), ...(denied ? { denied } : {}) }));
+  // State's mirror: the evidence and the ending; the envelope and card only where state lost the journal's hash.
+  return {
+    ...registeredFor(view, state),
     messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
-    decision: evidence.decision,
-    preRead: evidence.preRead,
-    invocation: evidence.invocation,
-    acknowledgement: evidence.acknowledgement,
-    verification: evidence.verification,
-    ...closedUpdate(closed),
-    finishedAt: closed.at,
+    ...evidenceForState(view.evidence),
+    ...view.ending,
     needsResync: false,
-  }, state);
+  };
 }
 
 /**
