@@ -8,6 +8,8 @@ import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../evidence/flags.js";
 import type { AcknowledgementRecord, DecisionRecord, InvocationRecord, PreReadRecord, ProposalRecord, Refusal, VerificationRecord } from "./records.js";
 import type { ActionRow } from "../store/action-machine.js";
+import type { ExecutionEntry } from "../store/journal.js";
+import { viewOf } from "./thread-view.js";
 
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
 
@@ -296,10 +298,9 @@ export function argumentsSha256(args: unknown): string {
  * One action of a change set as it ended, from its journal row: the set's run_ended record says how the
  * set ended; these say what happened to each action (its own pre-read, write, answer and fresh read).
  */
-export function actionEndedEntry(row: ActionRow, invocation: InvocationRecord | null): AuditEntry {
-  const p = row.progress;
-  const closed = p.closed!;
-  const evidence: ActionEvidence = { preRead: p.preRead ?? null, invocation, acknowledgement: p.acknowledgement ?? null, verification: p.verification ?? null };
+export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | undefined): AuditEntry {
+  const closed = row.progress.closed!;
+  const { decision: _d, ...evidence } = viewOf({ action: row, execution }).evidence;
   return hashable({
     ...envelopeFields(row.envelope, row.envelopeHash),
     event: "action_ended",

@@ -7,7 +7,7 @@
  */
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
-import { OPERATIONS, isOperationName, type Envelope, type OperationName } from "../envelope/index.js";
+import { OPERATIONS, isOperationName, type ActionOutcome, type Envelope, type OperationName } from "../envelope/index.js";
 import {
   acknowledgementMirror,
   preReadMirror,
@@ -90,6 +90,28 @@ export function viewOf({ thread, action, execution }: JournalRows): ThreadJourna
 /** The view flattened into graph state's channels (what a reader of values expects), raw answers included. */
 export function flatView(v: ThreadJournalView): Partial<RegisteredView & EvidenceView & EndingView & { request: string; requestedBy: string; scope: RequestScope }> {
   return { ...v.request, ...v.registered, ...v.evidence, ...v.ending };
+}
+
+/**
+ * One action of a change set as the journal closed it (undefined while it is open): its outcome, whether
+ * a write was sent, and for a create the task it made, as its verification tied it to this write.
+ */
+export function actionOutcomeOf(row: ActionRow, execution: ExecutionEntry | undefined, actionId = row.set?.actionId ?? "a?"): ActionOutcome | undefined {
+  const closed = row.progress.closed;
+  if (!closed) return undefined;
+  const made = row.progress.verification?.created;
+  const createdId = Number(made?.id ?? Number.NaN);
+  return {
+    actionId,
+    envelopeHash: row.envelopeHash,
+    operation: row.envelope.operation,
+    taskId: row.envelope.object.id,
+    ...(row.envelope.object.id === 0 && made?.type === "task" && Number.isSafeInteger(createdId) && createdId > 0 ? { createdId } : {}),
+    outcome: closed.outcome,
+    reasonCode: closed.reasonCode,
+    reason: closed.reason,
+    sent: execution !== undefined,
+  };
 }
 
 /**

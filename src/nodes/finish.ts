@@ -5,7 +5,7 @@ import { getDeps, type Deps } from "../runtime/deps.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
-import { evidenceForState, flatView, invocationOf, registeredFor, viewOf } from "../hitl/thread-view.js";
+import { actionOutcomeOf, evidenceForState, flatView, registeredFor, viewOf } from "../hitl/thread-view.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 import { deletedLabelOf } from "../envelope/deleted.js";
@@ -87,23 +87,11 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
       const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c });
       row = moved.ok ? moved.row : ((await deps.journal.getAction(row.envelopeHash)) ?? row);
     }
-    const closed = row.progress.closed ?? closingOf(row, at);
     // Each action's own ending, with its evidence from the journal, in the hash-chained log (keyed: once).
     const entry = await deps.journal.findExecution(row.envelopeHash);
-    await deps.audit.append(actionEndedEntry(row, entry ? invocationOf(entry) : null));
-    const o: ActionOutcome = {
-      actionId: row.set?.actionId ?? "a?",
-      envelopeHash: row.envelopeHash,
-      operation: row.envelope.operation,
-      taskId: row.envelope.object.id,
-      outcome: closed.outcome,
-      reasonCode: closed.reasonCode,
-      reason: closed.reason,
-      sent: entry !== undefined,
-    };
-    // A create names the task it made, as its verification tied it to this write (src/envelope/created.ts).
-    const created = Number(row.progress.verification?.created?.id ?? Number.NaN);
-    if (row.envelope.object.id === 0 && row.progress.verification?.created?.type === "task" && Number.isSafeInteger(created) && created > 0) o.createdId = created;
+    const closedRow = row.progress.closed ? row : { ...row, progress: { ...row.progress, closed: closingOf(row, at) } };
+    await deps.audit.append(actionEndedEntry(closedRow, entry));
+    const o = actionOutcomeOf(closedRow, entry)!;
     outcomes.push(o);
     if (!stop && o.outcome !== "VERIFIED") stop = o;
   }
