@@ -299,15 +299,15 @@ export function argumentsSha256(args: unknown): string {
  * set ended; these say what happened to each action (its own pre-read, write, answer and fresh read).
  */
 export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | undefined): AuditEntry {
-  const closed = row.progress.closed!;
-  const { decision: _d, ...evidence } = viewOf({ action: row, execution }).evidence;
+  const { evidence: { decision: _d, ...evidence }, ending } = viewOf({ action: row, execution });
+  const closed = { outcome: ending.outcome!, reasonCode: ending.reasonCode!, reason: ending.reason!, finishedAt: ending.finishedAt! };
   return hashable({
     ...envelopeFields(row.envelope, row.envelopeHash),
     event: "action_ended",
     discriminator: `${row.set?.actionId ?? ""}:${row.envelopeHash}`,
-    at: closed.at,
+    at: closed.finishedAt,
     ...none,
-    outcome: { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at, flags: outcomeFlags({ ...evidence, outcome: closed.outcome, reasonCode: closed.reasonCode, envelope: row.envelope }).flags },
+    outcome: { ...closed, flags: outcomeFlags({ ...evidence, ...closed, envelope: row.envelope }).flags },
     received: { actionId: row.set?.actionId ?? null, setHash: row.set?.setHash ?? null, ...evidence },
   });
 }

@@ -212,8 +212,8 @@ function sameJson(a: unknown, b: unknown): boolean {
 
 /**
  * JSON text of a value; a frozen object's text is kept by identity. The journal's rows are deep-frozen
- * (src/store/action-rows.ts), so the envelope every node compares with state (noteStateDrift, then
- * unchangedLeftOut) is serialised once per row rather than once per comparison. State's own objects
+ * (src/store/action-rows.ts), so the envelope every node compares with state (noteStateDrift) is
+ * serialised once per row rather than once per comparison. State's own objects
  * are not frozen and are serialised each time.
  */
 const frozenText = new WeakMap<object, string>();
