@@ -352,14 +352,7 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
 }
 
 /** A thread's values overlaid with the journal, and the journal rows they were read from (for the view's status). */
-interface Overlaid {
-  values: State;
-  thread: ThreadRecord | undefined;
-  action: ActionRow | undefined;
-  question: QuestionEntry | undefined;
-}
-
-async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State): Promise<Overlaid> {
+async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State) {
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
   if (!thread && !action) return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };

@@ -8,7 +8,7 @@ import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
-import { refuseRollback, rollbackOf } from "./write.js";
+import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./index.js";
 
 /**
@@ -25,7 +25,7 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
   if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
   // An approved action whose write the anchor already knows (a journal put back to before it): refused before any read.
   const rollback = await rollbackOf(deps, action);
-  if (rollback && "reason" in rollback) return refuseRollback(deps, action, rollback.reason);
+  if (rollback && "reason" in rollback) return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
 
   // The object is ours from before this read until verification: another approved action on it waits,
   // and reads what we wrote.

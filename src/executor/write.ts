@@ -37,7 +37,7 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   const rollback = await rollbackOf(deps, action);
   if (rollback) {
     if ("entry" in rollback) return reconcile(ctx, action, rollback.entry, false);
-    return refuseRollback(deps, action, rollback.reason);
+    return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
   }
 
   const now = deps.clock();
@@ -146,7 +146,10 @@ async function reconcile(ctx: PhaseContext, action: ActionRow, entry: ExecutionE
   const known = entry.acknowledgement ? (entry.acknowledgement as AcknowledgementRecord) : action.progress.acknowledgement;
   if (!known) {
     const tampered = entryDisagreement(action, entry);
-    if (tampered) return refuseTamperedEntry(deps, action, tampered);
+    if (tampered) {
+      const reason = `the write-ahead entry of action ${action.envelopeHash} was changed outside this program (${tampered}); nothing was re-sent, and whether the approved write was applied was not checked`;
+      return refuseTampered(deps, action, "ENVELOPE_TAMPERED", reason);
+    }
   }
   const acknowledgement: AcknowledgementRecord = known ?? (await answerOfLostCall(deps, action, entry, mayResend));
   // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
@@ -169,18 +172,6 @@ function entryDisagreement(action: ActionRow, entry: ExecutionEntry): string | n
   if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args)) problems.push(`its arguments ${JSON.stringify(invocationOf(entry).args)} are not the envelope's ${JSON.stringify(sealed.args)}`);
   if (entry.idempotencyKey !== sealed.idempotencyKey) problems.push("its Idempotency-Key is not the one derived from the envelope");
   return problems.length > 0 ? problems.join("; ") : null;
-}
-
-/** A write-ahead entry that disagrees with the sealed envelope: audited, nothing sent, the action closed INCONCLUSIVE (ENVELOPE_TAMPERED). */
-async function refuseTamperedEntry(deps: Deps, action: ActionRow, problems: string): Promise<ActionRow> {
-  const at = deps.clock().toISOString();
-  const reason = `the write-ahead entry of action ${action.envelopeHash} was changed outside this program (${problems}); nothing was re-sent, and whether the approved write was applied was not checked`;
-  await deps.audit.append(
-    journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator: `write-ahead:${action.envelopeHash}`, at, code: "ENVELOPE_TAMPERED", reason }),
-  );
-  const acknowledgement: AcknowledgementRecord = { status: "MISSING", reason, at };
-  const moved = await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
-  return closeRow(deps, moved.ok ? moved.row : action, "INCONCLUSIVE", "ENVELOPE_TAMPERED", reason);
 }
 
 async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend: boolean): Promise<AcknowledgementRecord> {
@@ -225,11 +216,15 @@ export async function rollbackOf(deps: Pick<Deps, "config" | "journal">, action:
   };
 }
 
-/** A journal behind its anchor: audited, nothing sent, the action closed INCONCLUSIVE (ROLLBACK_DETECTED). */
-export async function refuseRollback(deps: Deps, action: ActionRow, reason: string): Promise<ActionRow> {
+/**
+ * A journal changed outside this program: audited (tamper_detected), nothing sent, the action closed
+ * INCONCLUSIVE. ENVELOPE_TAMPERED: a write-ahead entry that disagrees with the sealed envelope (its call
+ * may have gone out, so the acknowledgement is MISSING first); ROLLBACK_DETECTED: a journal behind its anchor.
+ */
+export async function refuseTampered(deps: Deps, action: ActionRow, code: "ENVELOPE_TAMPERED" | "ROLLBACK_DETECTED", reason: string): Promise<ActionRow> {
   const at = deps.clock().toISOString();
-  await deps.audit.append(
-    journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator: `rollback:${action.envelopeHash}:${action.phase}`, at, code: "ROLLBACK_DETECTED", reason }),
-  );
-  return closeRow(deps, action, "INCONCLUSIVE", "ROLLBACK_DETECTED", reason);
+  const discriminator = code === "ENVELOPE_TAMPERED" ? `write-ahead:${action.envelopeHash}` : `rollback:${action.envelopeHash}:${action.phase}`;
+  await deps.audit.append(journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator, at, code, reason }));
+  const moved = code === "ENVELOPE_TAMPERED" ? await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement: { status: "MISSING", reason, at } }) : undefined;
+  return closeRow(deps, moved?.ok ? moved.row : action, "INCONCLUSIVE", code, reason);
 }

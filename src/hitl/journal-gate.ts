@@ -204,27 +204,10 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
 
 function sameJson(a: unknown, b: unknown): boolean {
   try {
-    return jsonText(a) === jsonText(b);
+    return JSON.stringify(a) === JSON.stringify(b);
   } catch {
     return false;
   }
-}
-
-/**
- * JSON text of a value; a frozen object's text is kept by identity. The journal's rows are deep-frozen
- * (src/store/action-rows.ts), so the envelope every node compares with state (noteStateDrift) is
- * serialised once per row rather than once per comparison. State's own objects
- * are not frozen and are serialised each time.
- */
-const frozenText = new WeakMap<object, string>();
-function jsonText(v: unknown): string | undefined {
-  if (v === null || typeof v !== "object" || !Object.isFrozen(v)) return JSON.stringify(v);
-  let text = frozenText.get(v);
-  if (text === undefined) {
-    text = JSON.stringify(v);
-    frozenText.set(v, text);
-  }
-  return text;
 }
 
 /**

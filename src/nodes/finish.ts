@@ -4,7 +4,7 @@ import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
-import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed, rowAfter } from "../hitl/journal-gate.js";
 import { actionOutcomeOf, evidenceForState, flatView, registeredFor, viewOf } from "../hitl/thread-view.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
@@ -39,12 +39,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
     closing = thread.closed ?? set.closing;
   } else if (thread.closed) closing = thread.closed;
   else if (action) {
-    if (!action.progress.closed) {
-      const c = closingOf(action, finishedAt);
-      const moved = await deps.journal.moveAction(action.envelopeHash, "closed", { closed: c });
-      if (moved.ok) action = moved.row;
-      else action = (await deps.journal.getAction(action.envelopeHash)) ?? action;
-    }
+    if (!action.progress.closed) action = await rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "closed", { closed: closingOf(action, finishedAt) }));
     closing = action.progress.closed ?? closingOf(action, finishedAt);
   } else {
     closing = await noProposalClosing(deps, gate.threadId, finishedAt);
@@ -84,8 +79,7 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
       const c: ClosedRecord = approvedNotRun
         ? { outcome: "NOT_EXECUTED", reasonCode: "CHAIN_STOPPED", reason: `not run: ${stop!.actionId} ended ${stop!.outcome} (${stop!.reasonCode}), and a change set stops at the first action that is not VERIFIED`, at }
         : closingOf(row, at);
-      const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c });
-      row = moved.ok ? moved.row : ((await deps.journal.getAction(row.envelopeHash)) ?? row);
+      row = await rowAfter(deps, row, await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c }));
     }
     // Each action's own ending, with its evidence from the journal, in the hash-chained log (keyed: once).
     const entry = await deps.journal.findExecution(row.envelopeHash);
