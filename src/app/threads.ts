@@ -307,25 +307,26 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
   return withThreadLock(app, threadId, async () => {
     const journal = app.deps.journal;
     const [thread, action, question] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId), journal.getQuestion(threadId)]);
-    const refused = notWaiting(threadId, thread, action, question);
+    // The journal says whether a decision is awaited; the checkpoint only whether a run is paused to take it.
+    const paused = (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some((t) => (t.interrupts ?? []).length > 0);
+    const refused = notWaiting(threadId, paused, thread, action, question);
     if (refused) throw refused;
     return viewAfter(app, threadId, await drive(app, new Command({ resume }), threadId, onStep));
   });
 }
 
 /**
- * Why a decision may not be sent to the thread, from its journal rows alone (no checkpoint is loaded);
- * undefined when it may. A thread waits for a decision while its action is registered, for an answer
- * while its question is open. An approval the journal has decided but whose thread it has not closed
+ * Why a decision may not be sent to the thread, from its journal rows (the action and question only of a
+ * paused run); undefined when it may. A thread waits for a decision while its action is open, for an
+ * answer while its question is open. An approval the journal has decided but whose thread it has not closed
  * (a crash right after the claim) still takes the decision: it is not applied (await_approval's gate
  * sees the journal has moved on), and the decision the journal accepted first runs, once.
  */
-function notWaiting(threadId: string, thread: ThreadRecord | undefined, action: ActionRow | undefined, question: QuestionEntry | undefined): DecisionNotAcceptedError | undefined {
-  if (!thread && !action) return new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
-  if (thread?.closed) return new DecisionNotAcceptedError(threadId, "THREAD_ENDED", `the thread already ended ${thread.closed.outcome} / ${thread.closed.reasonCode}; the decision was not applied`);
-  if (question?.status === "open" || (action && action.phase !== "closed" && action.phase !== "superseded")) return undefined;
-  const next = nextFromJournal(thread, action) ?? "agent";
-  return new DecisionNotAcceptedError(threadId, "NOT_AWAITING_APPROVAL", `the thread is not waiting for a decision (a run stopped before ${next}); use "recover" to finish it`);
+function notWaiting(threadId: string, paused: boolean, thread: ThreadRecord | undefined, action: ActionRow | undefined, question: QuestionEntry | undefined): DecisionNotAcceptedError | undefined {
+  if (!thread) return new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+  if (thread.closed) return new DecisionNotAcceptedError(threadId, "THREAD_ENDED", `the thread already ended ${thread.closed.outcome} / ${thread.closed.reasonCode}; the decision was not applied`);
+  if (paused && (question?.status === "open" || (action && action.phase !== "closed" && action.phase !== "superseded"))) return undefined;
+  return new DecisionNotAcceptedError(threadId, "NOT_AWAITING_APPROVAL", `the thread is not waiting for a decision (a run stopped before ${nextFromJournal(thread, action) ?? "agent"}); use "recover" to finish it`);
 }
 
 /** What `recover` resumes a checkpoint that is behind the journal with: never a decision (await_approval's gate stops it first). */
