@@ -177,7 +177,7 @@ export class UnheldQuestionError extends UsageError {
  * A closing record ends the thread whatever the checkpoint says; a checkpoint at the graph's end
  * without one is a run the server's journal has not closed.
  */
-function auditedView(threadId: string, snapshot: { tasks: Array<{ interrupts?: Array<{ value?: unknown }> }>; next: string[] }, state: State, records: AuditRecord[]): ThreadView {
+export function auditedView(threadId: string, snapshot: { tasks: Array<{ interrupts?: Array<{ value?: unknown }> }>; next: string[] }, state: State, records: AuditRecord[]): ThreadView {
   const closing = records.find(isClosingRecord);
   if (closing) {
     const changeSetOutcome = setOutcomeOf(records);

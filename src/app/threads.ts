@@ -17,8 +17,8 @@ import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
 import { refusalsRecorded } from "../evidence/bundle.js";
-import { decisionOf, membersOf } from "../hitl/journal-gate.js";
-import { invocationOf } from "../executor/write.js";
+import { membersOf } from "../hitl/journal-gate.js";
+import { actionOutcomeOf, flatView, viewOf } from "../hitl/thread-view.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 
@@ -240,18 +240,10 @@ async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetO
   const members = action.set ? await membersOf(app.deps, action) : [action];
   const actions: SetActionOutcome[] = [...rejected.rows];
   for (const m of members) {
-    const closed = m.progress.closed;
-    if (!closed) continue;
-    actions.push({
-      actionId: m.set?.actionId ?? rejected.keptId ?? "a?",
-      envelopeHash: m.envelopeHash,
-      operation: m.envelope.operation,
-      taskId: m.envelope.object.id,
-      outcome: closed.outcome,
-      reasonCode: closed.reasonCode,
-      reason: closed.reason,
-      sent: (await app.deps.journal.findExecution(m.envelopeHash)) !== undefined,
-    });
+    const outcome = actionOutcomeOf(m, await app.deps.journal.findExecution(m.envelopeHash), m.set?.actionId ?? rejected.keptId);
+    if (!outcome) continue;
+    const { createdId: _c, ...row } = outcome;
+    actions.push(row);
   }
   actions.sort((a, b) => Number(a.actionId.slice(1)) - Number(b.actionId.slice(1)));
   const setHash = action.set?.setHash ?? rejected.setHash;
@@ -313,52 +305,28 @@ export async function startRun(app: App, input: RunInput, opts: { threadId?: str
  */
 export async function submitDecision(app: App, threadId: string, resume: unknown, onStep?: StepListener): Promise<ThreadView> {
   return withThreadLock(app, threadId, async () => {
-    // The common case, a thread waiting at its interrupt, needs only the checkpoint's interrupt id;
-    // everything else is refused below with the full (journal-backed) view in the message.
-    const waiting = await waitingInterrupt(app, threadId);
-    const view: Pick<ThreadView, "status" | "interruptId" | "next" | "state"> = waiting ?? (await viewThread(app, threadId));
-    switch (view.status) {
-      case "not_found":
-        throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
-      case "finished":
-        throw new DecisionNotAcceptedError(
-          threadId,
-          "THREAD_ENDED",
-          `the thread already ended ${view.state?.outcome} / ${view.state?.reasonCode}; the decision was not applied`,
-        );
-      case "interrupted_run":
-        throw new DecisionNotAcceptedError(
-          threadId,
-          "NOT_AWAITING_APPROVAL",
-          `the thread is not waiting for a decision (a run stopped before ${view.next?.join(", ")}); use "recover" to finish it`,
-        );
-      case "awaiting_approval":
-      case "awaiting_input":
-        break;
-      default: {
-        const never: never = view.status;
-        throw new Error(`unknown status ${String(never)}`);
-      }
-    }
-    const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
-    return viewAfter(app, threadId, await drive(app, new Command({ resume: resumeValue }), threadId, onStep));
+    const journal = app.deps.journal;
+    const [thread, action, question] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId), journal.getQuestion(threadId)]);
+    // The journal says whether a decision is awaited; the checkpoint only whether a run is paused to take it.
+    const paused = (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some((t) => (t.interrupts ?? []).length > 0);
+    const refused = notWaiting(threadId, paused, thread, action, question);
+    if (refused) throw refused;
+    return viewAfter(app, threadId, await drive(app, new Command({ resume }), threadId, onStep));
   });
 }
 
 /**
- * A thread paused at an interrupt a decision may be sent to, without building the full view; undefined
- * for anything else (read in full by the caller, and refused). A pause the journal has already decided
- * but not finished (checkpointBehind: a crash right after the claim) still takes the decision: it is
- * not applied — await_approval's gate sees the journal has moved on — and the decision the journal
- * accepted first runs, once. A pause whose thread the journal has closed does not.
+ * Why a decision may not be sent to the thread, from its journal rows (the action and question only of a
+ * paused run); undefined when it may. A thread waits for a decision while its action is open, for an
+ * answer while its question is open. An approval the journal has decided but whose thread it has not closed
+ * (a crash right after the claim) still takes the decision: it is not applied (await_approval's gate
+ * sees the journal has moved on), and the decision the journal accepted first runs, once.
  */
-async function waitingInterrupt(app: App, threadId: string): Promise<Pick<ThreadView, "status" | "interruptId"> | undefined> {
-  const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
-  const first = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0];
-  if (!first) return undefined;
-  const payload = first.value as InterruptPayload | undefined;
-  if (payload?.kind !== "input" && (await checkpointBehind(app, threadId, payload, await app.deps.journal.currentAction(threadId))) === "finished") return undefined;
-  return { status: payload?.kind === "input" ? "awaiting_input" : "awaiting_approval", ...(first.id ? { interruptId: first.id } : {}) };
+function notWaiting(threadId: string, paused: boolean, thread: ThreadRecord | undefined, action: ActionRow | undefined, question: QuestionEntry | undefined): DecisionNotAcceptedError | undefined {
+  if (!thread) return new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+  if (thread.closed) return new DecisionNotAcceptedError(threadId, "THREAD_ENDED", `the thread already ended ${thread.closed.outcome} / ${thread.closed.reasonCode}; the decision was not applied`);
+  if (paused && (question?.status === "open" || (action && action.phase !== "closed" && action.phase !== "superseded"))) return undefined;
+  return new DecisionNotAcceptedError(threadId, "NOT_AWAITING_APPROVAL", `the thread is not waiting for a decision (a run stopped before ${nextFromJournal(thread, action) ?? "agent"}); use "recover" to finish it`);
 }
 
 /** What `recover` resumes a checkpoint that is behind the journal with: never a decision (await_approval's gate stops it first). */
@@ -385,14 +353,7 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
 }
 
 /** A thread's values overlaid with the journal, and the journal rows they were read from (for the view's status). */
-interface Overlaid {
-  values: State;
-  thread: ThreadRecord | undefined;
-  action: ActionRow | undefined;
-  question: QuestionEntry | undefined;
-}
-
-async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State): Promise<Overlaid> {
+async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State) {
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
   if (!thread && !action) return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };
@@ -402,34 +363,16 @@ async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: 
     journal.getQuestion(threadId),
     thread ? journal.getThreadTurns(threadId) : undefined,
   ]);
-  const closed = thread?.closed ?? action?.progress.closed;
   // Refused decisions and answers as the audit log recorded them; never state's list, which any client can write.
   const refusals = refusalsRecorded(records);
+  // Everything else is the thread view of the journal's rows; the ending is the journal's, or none while
+  // the journal has not closed the thread: an outcome written into state is never shown as one.
   const values: State = {
     ...checkpointValues,
     refusals,
     ...(turns ? { agentSteps: turns.agentSteps, invalidProposals: turns.invalidProposals } : {}),
     inputRequest: openAsked(question),
-    ...(thread ? { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } : {}),
-    ...(action
-      ? {
-          envelope: action.envelope,
-          envelopeHash: action.envelopeHash,
-          card: action.card,
-          escalatedTo: action.escalatedTo,
-          supersededHashes: action.supersededHashes,
-          decision: decisionOf(action),
-          preRead: action.progress.preRead ?? null,
-          invocation: entry ? invocationOf(entry) : null,
-          acknowledgement: action.progress.acknowledgement ?? null,
-          verification: action.progress.verification ?? null,
-        }
-      : {}),
-    // The ending is the journal's, or none while the journal has not closed the thread: an outcome
-    // written into state is never shown as one.
-    ...(closed
-      ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at }
-      : { outcome: null, reasonCode: null, reason: null, finishedAt: null }),
+    ...flatView(viewOf({ thread, action, execution: entry })),
   };
   return { values, thread, action, question };
 }

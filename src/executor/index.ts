@@ -1,64 +1,88 @@
 /**
- * The journal-driven executor: everything after an approval. It loops on the thread's current action
- * as the journal holds it, asks the phase table (stepOf, src/store/action-machine.ts) what comes next
- * and runs that phase function, until nothing is left for it (the action, or every approved action
- * of a change set, verified or closed). A first run, a replay, a fork, `recover`, a worker and the API
- * server all enter here and continue from the journal's phase; graph state chooses nothing.
+ * The journal-driven executor: everything after an approval. Each phase function runs one transition
+ * of the action and returns the row it left; the executor asks the phase table (stepOf,
+ * src/store/action-machine.ts) what comes next for that row, until nothing is left for it (the action,
+ * or every approved action of a change set, verified or closed). The journal is read once, at entry;
+ * between phases the executor goes by the rows the phases return. A first run, a replay, a fork,
+ * `recover`, a worker and the API server all enter here and continue from the journal's phase; graph
+ * state chooses nothing.
  */
-import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
-import { stepOf, type ActionRow, type Step } from "../store/action-machine.js";
-import { membersOf, unchangedLeftOut } from "../hitl/journal-gate.js";
+import { currentOfSet, stepOf, type ActionRow, type Step } from "../store/action-machine.js";
+import type { ExecutionEntry } from "../store/journal.js";
+import { membersOf } from "../hitl/journal-gate.js";
+import { evidenceForState, viewOf, type EndingView, type EvidenceView } from "../hitl/thread-view.js";
 import { preRead } from "./pre-read.js";
 import { reconcileWrite, write } from "./write.js";
 import { verify } from "./verify.js";
 
-/** What every phase function runs with: the process's dependencies and, for a change set, its actions in set order. */
+/** What every phase function runs with. */
 export interface PhaseContext {
   deps: Deps;
+  /** For a change set: its actions in set order, as the phases left them. */
   members?: ActionRow[];
+  /** The current action's write-ahead entry once a phase has recorded or found it (for the view; never to decide). */
+  execution?: ExecutionEntry;
 }
 
 /**
  * One phase of an approved action: its only durable act is one journal transition (or the close that
- * ends the action). It returns the evidence it produced, for the stream and the state mirror; the
- * executor reads where the action is from the journal, never from this.
+ * ends the action). It returns the row as that transition left it, or, when another process moved the
+ * action meanwhile, as the journal holds it.
  */
-type PhaseFunction = (ctx: PhaseContext, action: ActionRow) => Promise<Update>;
+type PhaseFunction = (ctx: PhaseContext, action: ActionRow) => Promise<ActionRow>;
 
 const PHASE_FUNCTIONS: Readonly<Record<Step, PhaseFunction>> = { pre_read: preRead, write, reconcile: reconcileWrite, verify };
 
 /**
- * What each phase streams (LangGraph `streamMode: "custom"`, Studio): the step and its evidence as
- * state keeps it (raw answers stay in the journal): the pre-read verdict, the write sent, the
- * acknowledgement, the verification, and the outcome when the phase closed the action.
+ * What each phase streams (LangGraph `streamMode: "custom"`, Studio): the step and the action's
+ * evidence as the thread view keeps it in state (raw answers stay in the journal): the pre-read
+ * verdict, the write sent, the acknowledgement, the verification, and the outcome once it is closed.
  */
-export type PhaseEvent = { event: "action_envelope_phase"; step: Step; envelopeHash: string; actionId?: string } & Omit<Update, "envelopeHash">;
+export type PhaseEvent = { event: "action_envelope_phase"; step: Step; envelopeHash: string; actionId?: string } & Partial<EvidenceView & EndingView>;
 
-function eventOf(step: Step, action: ActionRow, evidence: Update): PhaseEvent {
-  // Against an empty state every channel differs, so this is the evidence in state's form.
-  return { ...unchangedLeftOut(evidence, {} as State), event: "action_envelope_phase", step, envelopeHash: action.envelopeHash, ...(action.set ? { actionId: action.set.actionId } : {}) };
+/** Where the executor left the thread's action: its row, and its write-ahead entry when one was recorded. */
+export interface CarriedOut {
+  row: ActionRow | undefined;
+  execution: ExecutionEntry | undefined;
 }
 
-/**
- * Runs the thread's approved action(s) from wherever the journal says they are. Returns the evidence
- * of the phases run (for the state mirror; `finish` reports from the journal).
- */
-export async function carryOutApproved(deps: Deps, threadId: string, first: ActionRow | undefined, emit?: (e: PhaseEvent) => void): Promise<Update> {
-  let update: Update = {};
+/** Runs the thread's approved action(s) from wherever the journal says they are (`first`, read at entry). */
+export async function carryOutApproved(deps: Deps, first: ActionRow | undefined, emit?: (e: PhaseEvent) => void): Promise<CarriedOut> {
+  const ctx: PhaseContext = { deps, ...(first?.set ? { members: await membersOf(deps, first) } : {}) };
+  // A run that continues after the write was recorded: its entry, read once, for the view.
+  if (first && (first.phase === "intent" || first.phase === "acknowledged")) ctx.execution = await deps.journal.findExecution(first.envelopeHash);
   let action = first;
-  for (let step = action && stepOf(action); action && step; step = action && stepOf(action)) {
-    const members = action.set ? await membersOf(deps, action) : undefined;
-    const { needsResync: _ignored, ...evidence } = await PHASE_FUNCTIONS[step]({ deps, ...(members ? { members } : {}) }, action);
-    emit?.(eventOf(step, action, evidence));
-    update = { ...update, ...evidence };
-    const before = action;
-    action = await deps.journal.currentAction(threadId);
+  for (let step = action && stepOf(action); action && step; step = stepOf(action)) {
+    const before: ActionRow = action;
+    const after = await PHASE_FUNCTIONS[step](ctx, before);
+    emit?.(eventOf(step, after, ctx.execution));
     // A phase moves its action, or another process moved it meanwhile; a phase that left the journal
     // where it was would run again forever.
-    if (action?.envelopeHash === before.envelopeHash && action.phase === before.phase) {
+    if (after.envelopeHash === before.envelopeHash && after.phase === before.phase) {
       throw new Error(`the ${step} step of action ${before.envelopeHash} left it ${before.phase}; the run stops here and continues from the journal when recovered`);
     }
+    action = after;
+    if (ctx.members) {
+      // The set moves on to its next action when this one verified (currentOfSet: the chain rule).
+      ctx.members = ctx.members.map((m) => (m.envelopeHash === after.envelopeHash ? after : m));
+      const next = currentOfSet(ctx.members) ?? after;
+      if (next.envelopeHash !== after.envelopeHash) delete ctx.execution;
+      action = next;
+    }
   }
-  return update;
+  return { row: action, execution: ctx.execution };
+}
+
+function eventOf(step: Step, row: ActionRow, execution: ExecutionEntry | undefined): PhaseEvent {
+  const view = viewOf({ action: row, execution });
+  const { decision: _d, ...evidence } = evidenceForState(view.evidence);
+  return {
+    event: "action_envelope_phase",
+    step,
+    envelopeHash: row.envelopeHash,
+    ...(row.set ? { actionId: row.set.actionId } : {}),
+    ...Object.fromEntries(Object.entries(evidence).filter(([, v]) => v !== null)),
+    ...(view.ending.outcome ? view.ending : {}),
+  };
 }

@@ -1,4 +1,3 @@
-import type { Update } from "../graph/state.js";
 import { OPERATIONS, commentIdsWithText, compareBaseline, compareBeforeDelete, extractComments, taskIdsWithTitle, type CompareResult, type GoneResult } from "../envelope/index.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
@@ -8,8 +7,8 @@ import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import type { PreReadRecord } from "../hitl/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
-import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
-import { refuseRollback, rollbackOf } from "./write.js";
+import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
+import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./index.js";
 
 /**
@@ -20,18 +19,18 @@ import type { PhaseContext } from "./index.js";
  * the object's lease (src/hitl/object-lease.ts), so no other approved action on the same task can
  * pass its own pre-read until this one is verified or closed.
  */
-export async function preRead({ deps, members }: PhaseContext, action: ActionRow): Promise<Update> {
+export async function preRead({ deps, members }: PhaseContext, action: ActionRow): Promise<ActionRow> {
   const envelope = action.envelope;
   const unusable = unusableApproval(envelope, deps.clock(), deps.portal);
-  if (unusable) return closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
+  if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
   // An approved action whose write the anchor already knows (a journal put back to before it): refused before any read.
   const rollback = await rollbackOf(deps, action);
-  if (rollback && "reason" in rollback) return refuseRollback(deps, action, rollback.reason);
+  if (rollback && "reason" in rollback) return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
 
   // The object is ours from before this read until verification: another approved action on it waits,
   // and reads what we wrote.
   const hold = await holdObject(deps, action);
-  if (!hold.held) return closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs));
+  if (!hold.held) return closeRow(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs));
 
   if (OPERATIONS[envelope.operation].effect === "create") return preReadCreate(deps, action, hold.record);
   if (OPERATIONS[envelope.operation].effect === "delete") return preReadDelete(deps, action, hold.record);
@@ -78,7 +77,7 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
  * this write makes from an earlier one even when the answer is lost. A list that cannot be read stops
  * the write (PRECHECK_ERROR), because without it a lost answer could not be told apart.
  */
-async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<Update> {
+async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<ActionRow> {
   const envelope = action.envelope;
   const title = envelope.params["TITLE"];
   const listed = await deps.tools.read("listTasks", { filter: { TITLE: title } });
@@ -119,7 +118,7 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
  * the delete asks for is already there), recorded as a MISMATCH with the baseline and said in words;
  * an unusable answer or a failed read stop it as for any pre-read.
  */
-async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<Update> {
+async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<ActionRow> {
   const envelope = action.envelope;
   const { res } = await readDeleted(deps.tools, envelope);
   const comparison = compareBeforeDelete(envelope, toReadResult(res));
@@ -132,7 +131,7 @@ async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord):
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
  * NOT_EXECUTED with its own code, keeping the pre-read that stopped it.
  */
-async function settle(deps: Deps, action: ActionRow, record: PreReadRecord, comparison: CompareResult | GoneResult): Promise<Update> {
+async function settle(deps: Deps, action: ActionRow, record: PreReadRecord, comparison: CompareResult | GoneResult): Promise<ActionRow> {
   const close = notExecutedWith(deps, action, record);
   switch (comparison.verdict) {
     case "MATCH":
@@ -155,15 +154,12 @@ async function settle(deps: Deps, action: ActionRow, record: PreReadRecord, comp
 }
 
 /** Moves the action on (decided → pre_read) with the pre-read that passed (an action moved meanwhile is where the journal says). */
-async function passed(deps: Deps, action: ActionRow, record: PreReadRecord): Promise<Update> {
-  await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record });
-  return { preRead: record };
+async function passed(deps: Deps, action: ActionRow, record: PreReadRecord): Promise<ActionRow> {
+  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record }));
 }
 
-/** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it (in the journal and the mirror). */
+/** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it. */
 function notExecutedWith(deps: Deps, action: ActionRow, record: PreReadRecord) {
-  return async (code: "NOT_PERMITTED" | "NO_CHANGE" | "ALREADY_EXECUTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<Update> => ({
-    preRead: record,
-    ...(await closeAction(deps, action, "NOT_EXECUTED", code, reason, { preRead: record })),
-  });
+  return (code: "NOT_PERMITTED" | "NO_CHANGE" | "ALREADY_EXECUTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<ActionRow> =>
+    closeRow(deps, action, "NOT_EXECUTED", code, reason, { preRead: record });
 }

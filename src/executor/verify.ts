@@ -1,20 +1,19 @@
-import type { Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
 import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyDeleted, verifyOutcome, type Acknowledgement, type Envelope } from "../envelope/index.js";
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { PreReadRecord, VerificationRecord } from "../hitl/records.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { invocationOf } from "./write.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { PhaseContext } from "./index.js";
+import { rowAfter } from "../hitl/journal-gate.js";
 
 /**
  * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as
  * verified. The envelope and the acknowledgement are the journal's; the verdict is recorded there
  * (acknowledged → verified).
  */
-export async function verify({ deps, members }: PhaseContext, action: ActionRow): Promise<Update> {
+export async function verify({ deps, members }: PhaseContext, action: ActionRow): Promise<ActionRow> {
   const ack = action.progress.acknowledgement!;
   const acknowledgement: Acknowledgement =
     ack.status === "OK"
@@ -25,9 +24,7 @@ export async function verify({ deps, members }: PhaseContext, action: ActionRow)
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, members ?? []);
   const verification = await freshRead(deps, envelope, acknowledgement, action.progress.preRead);
-  await deps.journal.moveAction(action.envelopeHash, "verified", { verification });
-  const entry = await deps.journal.findExecution(action.envelopeHash);
-  return { acknowledgement: ack, ...(entry ? { invocation: invocationOf(entry) } : {}), verification };
+  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "verified", { verification }));
 }
 
 /** The fresh read after the write and its verdict, by the operation's effect (src/envelope/operations.ts). */

@@ -1,14 +1,14 @@
 import { createHash } from "node:crypto";
-import type { Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
 import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../hitl/records.js";
 import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { busyReason, leaseOf } from "../hitl/object-lease.js";
-import { OPERATIONS, isOperationName, writeArgsOf, type OperationName } from "../envelope/index.js";
+import { OPERATIONS, writeArgsOf, type OperationName } from "../envelope/index.js";
 import { canonicalJson } from "../envelope/canonical.js";
-import { closeAction, unusableApproval } from "../hitl/journal-gate.js";
+import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
+import { invocationOf, operationOf, protocolOf, type StoredArgs } from "../hitl/thread-view.js";
 import { journalGuardEntry } from "../hitl/audit-records.js";
 import { writeAnchorOf } from "../store/write-anchor.js";
 import type { PhaseContext } from "./index.js";
@@ -25,23 +25,24 @@ import type { PhaseContext } from "./index.js";
  * answer was lost, rebuilt from the sealed envelope with the same key, so the portal replays its first
  * answer instead of applying it again.
  */
-export async function write({ deps }: PhaseContext, action: ActionRow): Promise<Update> {
+export async function write(ctx: PhaseContext, action: ActionRow): Promise<ActionRow> {
+  const { deps } = ctx;
   const envelope = action.envelope;
   const envelopeHash = action.envelopeHash;
   // An entry recorded while the row stayed at pre_read (a version that moved the row separately): never a second send.
   const previous = await deps.journal.findExecution(envelopeHash);
-  if (previous) return reconcile(deps, action, previous);
-  if (action.progress.preRead?.verdict !== "MATCH") return closeAction(deps, action, "NOT_EXECUTED", "PRECHECK_ERROR", "the journal holds no matching pre-read for this action; nothing was sent");
+  if (previous) return reconcile(ctx, action, previous);
+  if (action.progress.preRead?.verdict !== "MATCH") return closeRow(deps, action, "NOT_EXECUTED", "PRECHECK_ERROR", "the journal holds no matching pre-read for this action; nothing was sent");
   // The anchor outside the data directory knows every write that went out: one it names is never sent again.
   const rollback = await rollbackOf(deps, action);
   if (rollback) {
-    if ("entry" in rollback) return reconcile(deps, action, rollback.entry, false);
-    return refuseRollback(deps, action, rollback.reason);
+    if ("entry" in rollback) return reconcile(ctx, action, rollback.entry, false);
+    return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
   }
 
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
-  if (unusable) return closeAction(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
+  if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
   const { args, idempotencyKey, operation } = sealedCall(action);
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();
@@ -53,23 +54,22 @@ export async function write({ deps }: PhaseContext, action: ActionRow): Promise<
   const begun = await deps.journal.beginWrite({ envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded }, sentAt, leaseOf(deps, action));
   if (!begun.begun) {
     // Another process recorded this write a moment ago and is sending it: never a second send from here.
-    if ("existing" in begun) return reconcile(deps, action, begun.existing, false);
+    if ("existing" in begun) return reconcile(ctx, action, begun.existing, false);
     if ("leaseHolder" in begun) {
-      return closeAction(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`);
+      return closeRow(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`);
     }
-    return {};
+    // The row moved meanwhile: it is where the journal says.
+    return rowAfter(deps, action, { ok: false, phase: null, reason: begun.refused });
   }
+  ctx.execution = { envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded, sentAt, sealValid: true };
   // The anchor is advanced before the request leaves; if it cannot be, nothing leaves (the entry stays
   // without an answer, which recovery treats as a call that may have been sent).
   writeAnchorOf(deps.config).record(envelopeHash, sentAt);
   const spec = OPERATIONS[operation];
-  const invocation: InvocationRecord = { tool: spec.tool, args, idempotencyKey, envelopeHash, sentAt, protocol };
-
   const res = await deps.tools.writeHandle.call(spec.writeRole, args, protocol === "rest2" ? {} : { idempotencyKey });
   const at = deps.clock().toISOString();
   const acknowledgement = acknowledgementOf(res, protocol, at);
-  await deps.journal.recordAnswer(envelopeHash, acknowledgement, at);
-  return { invocation, acknowledgement };
+  return rowAfter(deps, action, await deps.journal.recordAnswer(envelopeHash, acknowledgement, at));
 }
 
 /**
@@ -77,12 +77,12 @@ export async function write({ deps }: PhaseContext, action: ActionRow): Promise<
  * its answer. Reconciled before verification, whatever a checkpoint says: the same-key re-send where
  * it is safe, otherwise a MISSING acknowledgement that the verification's fresh read settles.
  */
-export async function reconcileWrite({ deps }: PhaseContext, action: ActionRow): Promise<Update> {
-  const entry = await deps.journal.findExecution(action.envelopeHash);
-  if (entry) return reconcile(deps, action, entry);
+export async function reconcileWrite(ctx: PhaseContext, action: ActionRow): Promise<ActionRow> {
+  const { deps } = ctx;
+  const entry = ctx.execution ?? (await deps.journal.findExecution(action.envelopeHash));
+  if (entry) return reconcile(ctx, action, entry);
   const acknowledgement: AcknowledgementRecord = { status: "MISSING", reason: "the action was moved to intent but no write-ahead entry was found; not re-sent", at: deps.clock().toISOString() };
-  await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
-  return { acknowledgement };
+  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }));
 }
 
 /** The call an approved action makes, from its sealed envelope alone: arguments, operation and key. */
@@ -95,27 +95,12 @@ function sealedCall(action: ActionRow): { args: InvocationRecord["args"]; idempo
 }
 
 /**
- * What the write-ahead entry stores as `args`: the call's arguments, plus the protocol when it is not
- * plain REST 2 and the operation when it is not update_task (entries made before either existed have neither).
- */
-type StoredArgs = InvocationRecord["args"] & { protocol?: WriteProtocol; operation?: OperationName };
-
-function operationOf(entry: ExecutionEntry): OperationName {
-  const op = (entry.args as StoredArgs | null)?.operation;
-  return isOperationName(op) ? op : "update_task";
-}
-
-/**
  * Whether writes go out with an Idempotency-Key: BITRIX24_IDEMPOTENCY=on, or auto (the default) with
  * the embedded emulator, which implements REST 3.0's idempotent writes. Off means plain REST 2.
  */
 export function idempotentWrites(deps: Pick<Deps, "config" | "emulator">): boolean {
   const setting = deps.config.bitrix24.idempotency ?? "auto";
   return setting === "on" || (setting === "auto" && deps.emulator !== undefined);
-}
-
-function protocolOf(entry: ExecutionEntry): WriteProtocol {
-  return (entry.args as StoredArgs | null)?.protocol === "rest3-idempotency-key" ? "rest3-idempotency-key" : "rest2";
 }
 
 /** A key the portal says was used before with another body (HTTP 422). */
@@ -146,20 +131,6 @@ function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: stri
   return { status: "ERROR", error: res.error, at, protocol };
 }
 
-/** The invocation as the journal recorded it before sending. */
-export function invocationOf(entry: ExecutionEntry): InvocationRecord {
-  const stored = entry.args as StoredArgs;
-  const { protocol: _p, operation: _o, ...args } = stored;
-  return {
-    tool: OPERATIONS[operationOf(entry)].tool,
-    args,
-    idempotencyKey: entry.idempotencyKey,
-    envelopeHash: entry.envelopeHash,
-    sentAt: entry.sentAt,
-    protocol: protocolOf(entry),
-  };
-}
-
 /**
  * Brings the action up to what the write-ahead entry says happened. An entry with no answer recorded
  * means the process died after (or while) sending. A plain REST 2 call is never sent again: the
@@ -169,20 +140,23 @@ export function invocationOf(entry: ExecutionEntry): InvocationRecord {
  * is the same: the portal's answer (normally its replay of the first, `Idempotent-Replayed: true`)
  * becomes the acknowledgement.
  */
-async function reconcile(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend = true): Promise<Update> {
+async function reconcile(ctx: PhaseContext, action: ActionRow, entry: ExecutionEntry, mayResend = true): Promise<ActionRow> {
+  const { deps } = ctx;
+  ctx.execution = entry;
   const known = entry.acknowledgement ? (entry.acknowledgement as AcknowledgementRecord) : action.progress.acknowledgement;
   if (!known) {
     const tampered = entryDisagreement(action, entry);
-    if (tampered) return refuseTamperedEntry(deps, action, tampered);
+    if (tampered) {
+      const reason = `the write-ahead entry of action ${action.envelopeHash} was changed outside this program (${tampered}); nothing was re-sent, and whether the approved write was applied was not checked`;
+      return refuseTampered(deps, action, "ENVELOPE_TAMPERED", reason);
+    }
   }
   const acknowledgement: AcknowledgementRecord = known ?? (await answerOfLostCall(deps, action, entry, mayResend));
   // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
   if (!known && acknowledgement.resent) await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, acknowledgement.at);
   if (action.phase === "pre_read") await deps.journal.moveAction(action.envelopeHash, "intent", {});
   // Another process may have recorded an answer first: the journal's copy is the one that stands.
-  const moved = await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
-  const stands = moved.ok ? acknowledgement : ((await deps.journal.getAction(action.envelopeHash))?.progress.acknowledgement ?? acknowledgement);
-  return { invocation: invocationOf(entry), acknowledgement: stands };
+  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }));
 }
 
 /**
@@ -198,18 +172,6 @@ function entryDisagreement(action: ActionRow, entry: ExecutionEntry): string | n
   if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args)) problems.push(`its arguments ${JSON.stringify(invocationOf(entry).args)} are not the envelope's ${JSON.stringify(sealed.args)}`);
   if (entry.idempotencyKey !== sealed.idempotencyKey) problems.push("its Idempotency-Key is not the one derived from the envelope");
   return problems.length > 0 ? problems.join("; ") : null;
-}
-
-/** A write-ahead entry that disagrees with the sealed envelope: audited, nothing sent, the action closed INCONCLUSIVE (ENVELOPE_TAMPERED). */
-async function refuseTamperedEntry(deps: Deps, action: ActionRow, problems: string): Promise<Update> {
-  const at = deps.clock().toISOString();
-  const reason = `the write-ahead entry of action ${action.envelopeHash} was changed outside this program (${problems}); nothing was re-sent, and whether the approved write was applied was not checked`;
-  await deps.audit.append(
-    journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator: `write-ahead:${action.envelopeHash}`, at, code: "ENVELOPE_TAMPERED", reason }),
-  );
-  const acknowledgement: AcknowledgementRecord = { status: "MISSING", reason, at };
-  const moved = await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement });
-  return { acknowledgement, ...(await closeAction(deps, moved.ok ? moved.row : action, "INCONCLUSIVE", "ENVELOPE_TAMPERED", reason)) };
 }
 
 async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend: boolean): Promise<AcknowledgementRecord> {
@@ -254,11 +216,15 @@ export async function rollbackOf(deps: Pick<Deps, "config" | "journal">, action:
   };
 }
 
-/** A journal behind its anchor: audited, nothing sent, the action closed INCONCLUSIVE (ROLLBACK_DETECTED). */
-export async function refuseRollback(deps: Deps, action: ActionRow, reason: string): Promise<Update> {
+/**
+ * A journal changed outside this program: audited (tamper_detected), nothing sent, the action closed
+ * INCONCLUSIVE. ENVELOPE_TAMPERED: a write-ahead entry that disagrees with the sealed envelope (its call
+ * may have gone out, so the acknowledgement is MISSING first); ROLLBACK_DETECTED: a journal behind its anchor.
+ */
+export async function refuseTampered(deps: Deps, action: ActionRow, code: "ENVELOPE_TAMPERED" | "ROLLBACK_DETECTED", reason: string): Promise<ActionRow> {
   const at = deps.clock().toISOString();
-  await deps.audit.append(
-    journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator: `rollback:${action.envelopeHash}:${action.phase}`, at, code: "ROLLBACK_DETECTED", reason }),
-  );
-  return closeAction(deps, action, "INCONCLUSIVE", "ROLLBACK_DETECTED", reason);
+  const discriminator = code === "ENVELOPE_TAMPERED" ? `write-ahead:${action.envelopeHash}` : `rollback:${action.envelopeHash}:${action.phase}`;
+  await deps.audit.append(journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator, at, code, reason }));
+  const moved = code === "ENVELOPE_TAMPERED" ? await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement: { status: "MISSING", reason, at } }) : undefined;
+  return closeRow(deps, moved?.ok ? moved.row : action, "INCONCLUSIVE", code, reason);
 }

@@ -8,6 +8,8 @@ import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../evidence/flags.js";
 import type { AcknowledgementRecord, DecisionRecord, InvocationRecord, PreReadRecord, ProposalRecord, Refusal, VerificationRecord } from "./records.js";
 import type { ActionRow } from "../store/action-machine.js";
+import type { ExecutionEntry } from "../store/journal.js";
+import { viewOf } from "./thread-view.js";
 
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
 
@@ -296,17 +298,16 @@ export function argumentsSha256(args: unknown): string {
  * One action of a change set as it ended, from its journal row: the set's run_ended record says how the
  * set ended; these say what happened to each action (its own pre-read, write, answer and fresh read).
  */
-export function actionEndedEntry(row: ActionRow, invocation: InvocationRecord | null): AuditEntry {
-  const p = row.progress;
-  const closed = p.closed!;
-  const evidence: ActionEvidence = { preRead: p.preRead ?? null, invocation, acknowledgement: p.acknowledgement ?? null, verification: p.verification ?? null };
+export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | undefined): AuditEntry {
+  const { evidence: { decision: _d, ...evidence }, ending } = viewOf({ action: row, execution });
+  const closed = { outcome: ending.outcome!, reasonCode: ending.reasonCode!, reason: ending.reason!, finishedAt: ending.finishedAt! };
   return hashable({
     ...envelopeFields(row.envelope, row.envelopeHash),
     event: "action_ended",
     discriminator: `${row.set?.actionId ?? ""}:${row.envelopeHash}`,
-    at: closed.at,
+    at: closed.finishedAt,
     ...none,
-    outcome: { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at, flags: outcomeFlags({ ...evidence, outcome: closed.outcome, reasonCode: closed.reasonCode, envelope: row.envelope }).flags },
+    outcome: { ...closed, flags: outcomeFlags({ ...evidence, ...closed, envelope: row.envelope }).flags },
     received: { actionId: row.set?.actionId ?? null, setHash: row.set?.setHash ?? null, ...evidence },
   });
 }

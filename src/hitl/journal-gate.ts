@@ -10,7 +10,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
 import { hashChangeSet, hashEnvelope, memberProblems, renderCard, type RequesterVerification } from "../envelope/index.js";
-import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord } from "../store/action-machine.js";
+import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord, type TransitionResult } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
 import { acknowledgementMirror, preReadMirror, verificationMirror, type DecisionRecord, type Outcome, type ReasonCode, type RequestScope } from "./records.js";
@@ -215,27 +215,10 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
 
 function sameJson(a: unknown, b: unknown): boolean {
   try {
-    return jsonText(a) === jsonText(b);
+    return JSON.stringify(a) === JSON.stringify(b);
   } catch {
     return false;
   }
-}
-
-/**
- * JSON text of a value; a frozen object's text is kept by identity. The journal's rows are deep-frozen
- * (src/store/action-rows.ts), so the envelope every node compares with state (noteStateDrift, then
- * unchangedLeftOut) is serialised once per row rather than once per comparison. State's own objects
- * are not frozen and are serialised each time.
- */
-const frozenText = new WeakMap<object, string>();
-function jsonText(v: unknown): string | undefined {
-  if (v === null || typeof v !== "object" || !Object.isFrozen(v)) return JSON.stringify(v);
-  let text = frozenText.get(v);
-  if (text === undefined) {
-    text = JSON.stringify(v);
-    frozenText.set(v, text);
-  }
-  return text;
 }
 
 /**
@@ -250,54 +233,6 @@ export function unusableApproval(envelope: { expiresAt: string; portal: string }
     return { code: "WRONG_TARGET", reason: `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${portal}` };
   }
   return null;
-}
-
-/**
- * Mirror of an action for graph state (display only; nothing reads it back to decide). Given the
- * state the node ran on, channels that already hold the journal's value are left out
- * (`unchangedLeftOut`).
- */
-export function mirrorOf(a: ActionRow, state?: State): Update {
-  const full: Update = {
-    envelope: a.envelope,
-    envelopeHash: a.envelopeHash,
-    card: a.card,
-    escalatedTo: a.escalatedTo,
-    supersededHashes: a.supersededHashes,
-  };
-  return state ? unchangedLeftOut(full, state) : full;
-}
-
-/** How state keeps each evidence channel (its reducer strips the target's raw answers, state.ts). */
-const STATE_FORM: Partial<Record<keyof State, (v: never) => unknown>> = {
-  preRead: preReadMirror,
-  acknowledgement: acknowledgementMirror,
-  verification: verificationMirror,
-};
-/** The mirror channels: the journal's copy is written into state only where state's differs. */
-const MIRRORED = new Set<keyof State>(["envelope", "envelopeHash", "card", "escalatedTo", "supersededHashes", "decision", "preRead", "invocation", "acknowledgement", "verification"]);
-
-/**
- * Drops from a node's update every mirror channel whose value state already holds. Every step used to
- * rewrite the envelope and card (about 5 KB), and `finish` every evidence record, into the step's
- * checkpoint writes although nothing had changed; that was most of what a decision serialised. A
- * channel that differs (a first write, or one a client rewrote) is still written, so state goes on
- * mirroring the journal. Other channels (messages, outcome, routing flags) always pass.
- */
-export function unchangedLeftOut(update: Update, state: State): Update {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(update) as Array<[keyof State, unknown]>) {
-    if (!MIRRORED.has(k)) {
-      out[k] = v;
-      continue;
-    }
-    // Written as state keeps it: the reducer would strip the raw answers anyway, after they had been
-    // serialised into the step's writes.
-    const form = STATE_FORM[k];
-    const mine = form ? form(v as never) : v;
-    if (!sameJson(mine ?? null, state[k] ?? null)) out[k] = mine;
-  }
-  return out as Update;
 }
 
 export function closedUpdate(c: ClosedRecord): Update {
@@ -321,13 +256,23 @@ export async function endRunInJournal(deps: Deps, gate: Gate, state: State, reas
 }
 
 /** Closes the thread's open action with an outcome (the first close wins) and mirrors what stuck. */
-export async function closeAction(deps: Deps, action: ActionRow, outcome: Outcome, reasonCode: ReasonCode, reason: string, patch: Parameters<Deps["journal"]["moveAction"]>[2] = {}): Promise<Update> {
+export async function closeAction(deps: Deps, action: ActionRow, outcome: Outcome, reasonCode: ReasonCode, reason: string): Promise<Update> {
+  const closed = (await closeRow(deps, action, outcome, reasonCode, reason)).progress.closed;
+  return closed ? closedUpdate(closed) : { needsResync: true };
+}
+
+/**
+ * Closes an action with an outcome (the first close wins) and returns its row as the journal holds it
+ * afterwards: the closed row, or, when the move was refused (another process moved it), the row as it is.
+ */
+export async function closeRow(deps: Deps, action: ActionRow, outcome: Outcome, reasonCode: ReasonCode, reason: string, patch: Parameters<Deps["journal"]["moveAction"]>[2] = {}): Promise<ActionRow> {
   const closed: ClosedRecord = { outcome, reasonCode, reason, at: deps.clock().toISOString() };
-  const moved = await deps.journal.moveAction(action.envelopeHash, "closed", { ...patch, closed });
-  if (moved.ok) return closedUpdate(closed);
-  const now = await deps.journal.getAction(action.envelopeHash);
-  if (now?.progress.closed) return closedUpdate(now.progress.closed);
-  return { needsResync: true };
+  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "closed", { ...patch, closed }));
+}
+
+/** The row a transition left: the moved row, or (the move refused: another process moved it) the row as the journal holds it. */
+export async function rowAfter(deps: Pick<Deps, "journal">, action: ActionRow, moved: TransitionResult): Promise<ActionRow> {
+  return moved.ok ? moved.row : ((await deps.journal.getAction(action.envelopeHash)) ?? action);
 }
 
 function stateDigest(state: State): string {
@@ -404,12 +349,4 @@ async function adoptLegacy(deps: Deps, threadId: string, state: State): Promise<
     envelope.createdAt,
   );
   return { thread, action };
-}
-
-/** The decision record as the journal holds it (for evidence and the closing record). */
-export function decisionOf(a: ActionRow | undefined): DecisionRecord | null {
-  const d = a?.progress.decision;
-  if (!d) return null;
-  const { edit: _e, revise: _r, escalateTo: _x, ...record } = d;
-  return record;
 }

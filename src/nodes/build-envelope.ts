@@ -5,7 +5,8 @@ import { getDeps } from "../runtime/deps.js";
 import { checkProposal, createEnvelope, hashEnvelope, renderCard, requesterNotVerified, requesterVerificationOf, userIdsOnCard } from "../envelope/index.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
-import { decisionOf, endRunInJournal, ensureThread, mirrorOf, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
+import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
+import { decisionOf, viewOf } from "../hitl/thread-view.js";
 import { baselineKeyOf, buildChangeSet, noChangeOf, readBaseline, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ThreadRecord } from "../store/action-machine.js";
@@ -190,10 +191,10 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
     const claim = await deps.journal.decideAction(envelopeHash, { threadId, envelopeHash, nonce: envelope.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt }, record);
     if (claim.claimed) {
       await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
-      return { ...mirrorOf(claim.row), proposal, pendingDecision: null, decision: record, journalNext: "carry_out" };
+      return { ...viewOf({ action: claim.row }).registered, proposal, pendingDecision: null, decision: record, journalNext: "carry_out" };
     }
   }
-  return { ...mirrorOf(action), proposal, pendingDecision: null, decision: null, journalNext: null };
+  return { ...viewOf({ action }).registered, proposal, pendingDecision: null, decision: null, journalNext: null };
 }
 
 /** build_envelope for a change set: built, registered (and, for an allowed partial approval, decided) as one. */
@@ -245,7 +246,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
   if (built.autoApproved) {
     const decision = decisionOf(first);
     if (decision) await deps.audit.append(decisionAcceptedEntry(first.envelope, built.setHash, decision));
-    return { ...mirrorOf(first), proposal, pendingDecision: null, decision, journalNext: "carry_out" };
+    return { ...viewOf({ action: first }).registered, proposal, pendingDecision: null, decision, journalNext: "carry_out" };
   }
-  return { ...mirrorOf(first), proposal, pendingDecision: null, decision: null, journalNext: null };
+  return { ...viewOf({ action: first }).registered, proposal, pendingDecision: null, decision: null, journalNext: null };
 }

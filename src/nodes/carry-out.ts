@@ -1,7 +1,8 @@
 import { Command, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
+import { noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { evidenceForState, viewOf } from "../hitl/thread-view.js";
 import { carryOutApproved } from "../executor/index.js";
 
 /**
@@ -16,7 +17,8 @@ export async function carryOut(state: State, config: LangGraphRunnableConfig): P
   const refused = await refuseUnlessAllowed(deps, gate, "carry_out", state);
   if (refused) return new Command({ update: refused, goto: "resync" });
   await noteStateDrift(deps, gate, "carry_out", state);
-  const update = await carryOutApproved(deps, gate.threadId, gate.action, config.writer ? (e) => config.writer!(e) : undefined);
-  // Evidence is written as state keeps it (without the target's raw answers).
-  return new Command({ update: unchangedLeftOut(update, state), goto: "finish" });
+  const { row, execution } = await carryOutApproved(deps, gate.action, config.writer ? (e) => config.writer!(e) : undefined);
+  // The action's evidence as the thread view keeps it in state (`finish` then reports the ending).
+  const view = viewOf({ action: row, execution });
+  return new Command({ update: { ...evidenceForState(view.evidence), ...(view.ending.outcome ? view.ending : {}) }, goto: "finish" });
 }

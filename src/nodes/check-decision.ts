@@ -10,7 +10,8 @@ import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-recor
 import type { AuditEntry } from "../store/audit.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import type { ActionProgress, ActionRow, SetPlan } from "../store/action-machine.js";
-import { closeAction, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { closeAction, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { registeredFor, viewOf } from "../hitl/thread-view.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { resolveNames } from "../hitl/people.js";
 import { identityEstablished } from "../envelope/decision.js";
@@ -55,7 +56,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     // button's refusal would otherwise be a passing toast. It names exactly what would decide.
     const answer = (ended: string | undefined) =>
       new AIMessage(`Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`);
-    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...mirrorOf(row, state) };
+    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...registeredFor(viewOf({ action: row }), state) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
     if (counted && code === "EXPIRED") return { ...base, messages: [answer("The approval has expired and the run ended; nothing was written.")], ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
     if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
@@ -134,7 +135,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   };
   const decided = await decide(deps, action, journalDecision, [decisionAcceptedEntry(envelope, envelopeHash, record, people)]);
   if ("update" in decided) return decided.update;
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
+  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
   switch (d.type) {
     case "approve":
       return base;
@@ -301,7 +302,7 @@ async function setDecision(
   const journalDecision: NonNullable<ActionProgress["decision"]> = { ...record, ...(type === "reject" ? { revise } : {}), ...(setPlan ? { setPlan } : {}) };
   const decided = await decide(deps, asOne, journalDecision, [decisionAcceptedEntry(action.envelope, setHash, record, people)], members);
   if ("update" in decided) return decided.update;
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
+  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
   if (type === "approve" || type === "edit") return base;
   if (revise) {
     return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`)] };
@@ -428,7 +429,7 @@ async function systemDecision(
   };
   const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) }, [decisionAcceptedEntry(envelope, envelopeHash, record)], members);
   if ("update" in decided) return decided.update;
-  const base: Update = { decision: record, pendingDecision: null, ...mirrorOf(decided.row, state) };
+  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
   if (d.type === "cancel") return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`)) };
   if (escalate) return { ...base, escalatedTo: group! };
   return {

@@ -2,11 +2,10 @@ import { AIMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
-import type { AcknowledgementRecord } from "../hitl/records.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
-import { closedUpdate, decisionOf, ensureThread, mirrorOf, noteStateDrift, openGate, refuseUnlessAllowed, unchangedLeftOut } from "../hitl/journal-gate.js";
-import { invocationOf } from "../executor/write.js";
+import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed, rowAfter } from "../hitl/journal-gate.js";
+import { actionOutcomeOf, evidenceForState, flatView, registeredFor, viewOf, type ThreadJournalView } from "../hitl/thread-view.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 import { deletedLabelOf } from "../envelope/deleted.js";
@@ -42,50 +41,33 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   else if (action) closing = action.progress.closed ?? closingOf(action, finishedAt);
   else closing = await noProposalClosing(deps, gate.threadId, finishedAt);
 
-  const entry = action ? await deps.journal.findExecution(action.envelopeHash) : undefined;
+  const execution = action ? await deps.journal.findExecution(action.envelopeHash) : undefined;
   const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId })).filter((r) => r.event === "proposal_denied").at(-1);
-  const evidenceOf = (closed: ClosedRecord, a: ActionRow | undefined) =>
-    ({
-      ...state,
-      requestedBy: thread.requestedBy,
-      envelope: a?.envelope ?? null,
-      envelopeHash: a?.envelopeHash ?? null,
-      decision: decisionOf(a),
-      preRead: a?.progress.preRead ?? null,
-      invocation: entry ? invocationOf(entry) : null,
-      acknowledgement: a?.progress.acknowledgement ?? (entry?.acknowledgement as AcknowledgementRecord | undefined) ?? null,
-      verification: a?.progress.verification ?? null,
-      outcome: closed.outcome,
-      reasonCode: closed.reasonCode,
-      reason: closed.reason,
-      finishedAt: closed.at,
-    }) satisfies State;
+  const viewAt = (closed: ClosedRecord, a: ActionRow | undefined) => viewOf({ thread: { ...thread, closed }, action: a, execution });
+  // No action: nothing of an envelope in state is reported (any client can write state).
+  const evidenceOf = (v: ThreadJournalView) => ({ ...state, envelope: null, envelopeHash: null, ...flatView(v) }) satisfies State;
   // One durable transaction: the action's close, the thread's close (the first wins) and the closing
   // audit record built from the close that stands, keyed so a re-run of this node adds no second.
-  let evidence: ReturnType<typeof evidenceOf> | undefined;
+  let view: ThreadJournalView | undefined;
   const closedThread = await deps.journal.closeThread(gate.threadId, closing, {
     ...(action && !action.set ? { action: action.envelopeHash } : {}),
     records: (closed, a) => {
       if (a) action = a;
-      const e = (evidence = evidenceOf(closed, action));
-      const own = action && !action.set ? { preRead: e.preRead, invocation: e.invocation, acknowledgement: e.acknowledgement, verification: e.verification } : undefined;
-      return [runEndedEntry(e, { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(own ? { evidence: own } : {}), ...(denied ? { denied } : {}) })];
+      view = viewAt(closed, action);
+      const { decision: _d, ...own } = view.evidence;
+      return [runEndedEntry(evidenceOf(view), { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(action && !action.set ? { evidence: own } : {}), ...(denied ? { denied } : {}) })];
     },
   });
-  const closed = closedThread?.closed ?? closing;
-  evidence ??= evidenceOf(closed, action);
-  return unchangedLeftOut({
-    ...(action ? mirrorOf(action) : {}),
+  view ??= viewAt(closedThread?.closed ?? closing, action);
+  const evidence = evidenceOf(view);
+  // State's mirror: the evidence and the ending; the envelope and card only where state lost the journal's hash.
+  return {
+    ...registeredFor(view, state),
     messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
-    decision: evidence.decision,
-    preRead: evidence.preRead,
-    invocation: evidence.invocation,
-    acknowledgement: evidence.acknowledgement,
-    verification: evidence.verification,
-    ...closedUpdate(closed),
-    finishedAt: closed.at,
+    ...evidenceForState(view.evidence),
+    ...view.ending,
     needsResync: false,
-  }, state);
+  };
 }
 
 /**
@@ -102,7 +84,7 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
     const entry = await deps.journal.findExecution(row.envelopeHash);
     // Each action's own ending, with its evidence from the journal, in the hash-chained log (keyed:
     // once), appended by the close itself.
-    const ended = (r: ActionRow) => [actionEndedEntry(r, entry ? invocationOf(entry) : null)];
+    const ended = (r: ActionRow) => [actionEndedEntry(r, entry)];
     let recorded = false;
     if (!row.progress.closed && row.phase !== "superseded") {
       const approvedNotRun = stop && row.progress.decision?.type === "approve" && (row.phase === "decided" || row.phase === "registered");
@@ -111,23 +93,11 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
         : closingOf(row, at);
       const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c }, ended);
       recorded = moved.ok;
-      row = moved.ok ? moved.row : ((await deps.journal.getAction(row.envelopeHash)) ?? row);
+      row = await rowAfter(deps, row, moved);
     }
-    const closed = row.progress.closed ?? closingOf(row, at);
-    if (!recorded) await deps.audit.append(ended(row)[0]!);
-    const o: ActionOutcome = {
-      actionId: row.set?.actionId ?? "a?",
-      envelopeHash: row.envelopeHash,
-      operation: row.envelope.operation,
-      taskId: row.envelope.object.id,
-      outcome: closed.outcome,
-      reasonCode: closed.reasonCode,
-      reason: closed.reason,
-      sent: entry !== undefined,
-    };
-    // A create names the task it made, as its verification tied it to this write (src/envelope/created.ts).
-    const created = Number(row.progress.verification?.created?.id ?? Number.NaN);
-    if (row.envelope.object.id === 0 && row.progress.verification?.created?.type === "task" && Number.isSafeInteger(created) && created > 0) o.createdId = created;
+    const closedRow = row.progress.closed ? row : { ...row, progress: { ...row.progress, closed: closingOf(row, at) } };
+    if (!recorded) await deps.audit.append(actionEndedEntry(closedRow, entry));
+    const o = actionOutcomeOf(closedRow, entry)!;
     outcomes.push(o);
     if (!stop && o.outcome !== "VERIFIED") stop = o;
   }

@@ -1,7 +1,8 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { getDeps } from "../runtime/deps.js";
-import { closedUpdate, mirrorOf, openGate } from "../hitl/journal-gate.js";
+import { openGate } from "../hitl/journal-gate.js";
+import { viewOf } from "../hitl/thread-view.js";
 import { openAsked } from "../hitl/input-request.js";
 
 /**
@@ -13,7 +14,7 @@ import { openAsked } from "../hitl/input-request.js";
 export async function resync(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = await getDeps();
   const gate = await openGate(deps, config, state);
-  const closed = gate.thread?.closed ?? gate.action?.progress.closed;
+  const view = viewOf({ thread: gate.thread, action: gate.action });
   // The open question, as the journal recorded it, or none (a question written into state goes).
   const q = await deps.journal.getQuestion(gate.threadId);
   return {
@@ -21,7 +22,7 @@ export async function resync(state: State, config: LangGraphRunnableConfig): Pro
     journalNext: gate.next,
     pendingDecision: null,
     inputRequest: openAsked(q),
-    ...(gate.action ? mirrorOf(gate.action) : {}),
-    ...(closed ? closedUpdate(closed) : { outcome: null, reasonCode: null, reason: null }),
+    ...view.registered,
+    ...view.ending,
   };
 }

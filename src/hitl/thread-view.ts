@@ -1,0 +1,166 @@
+/**
+ * The one projection of a thread from its journal rows (pure: no LangGraph, no I/O). Every view of a
+ * thread is built here: the mirror nodes write into graph state, the phase events the executor
+ * streams, `show` / `show --json` and the local decision path (src/app/threads.ts), the inbox's
+ * finished page (through those), and `finish`'s evidence, from which the hash-chained closing record
+ * the API server's audit view serves is made. Graph state is never read to build one.
+ */
+import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
+import type { ExecutionEntry } from "../store/journal.js";
+import { OPERATIONS, isOperationName, type ActionOutcome, type Envelope, type OperationName } from "../envelope/index.js";
+import {
+  acknowledgementMirror,
+  preReadMirror,
+  verificationMirror,
+  type AcknowledgementRecord,
+  type DecisionRecord,
+  type InvocationRecord,
+  type Outcome,
+  type PreReadRecord,
+  type ReasonCode,
+  type RequestScope,
+  type VerificationRecord,
+  type WriteProtocol,
+} from "./records.js";
+
+/** The journal rows a view is built from; any may be missing (a thread not yet registered, no action, nothing sent). */
+export interface JournalRows {
+  thread?: ThreadRecord | undefined;
+  action?: ActionRow | undefined;
+  /** The action's write-ahead entry, when a write was recorded. */
+  execution?: ExecutionEntry | undefined;
+}
+
+/** What an approver was shown: the registered envelope and its card. */
+export interface RegisteredView {
+  envelope: Envelope;
+  envelopeHash: string;
+  card: string;
+  escalatedTo: string | null;
+  supersededHashes: string[];
+}
+
+/** What happened to the action, each record as the journal holds it. */
+export interface EvidenceView {
+  decision: DecisionRecord | null;
+  preRead: PreReadRecord | null;
+  invocation: InvocationRecord | null;
+  acknowledgement: AcknowledgementRecord | null;
+  verification: VerificationRecord | null;
+}
+
+/** The ending, or nulls while the journal has not closed the thread (or its action). */
+export interface EndingView {
+  outcome: Outcome | null;
+  reasonCode: ReasonCode | null;
+  reason: string | null;
+  finishedAt: string | null;
+}
+
+export interface ThreadJournalView {
+  /** What the thread was asked; absent while the thread is not registered. */
+  request?: { request: string; requestedBy: string; scope: RequestScope };
+  /** Absent while no action is registered. */
+  registered?: RegisteredView;
+  evidence: EvidenceView;
+  ending: EndingView;
+}
+
+/** The thread as its journal rows say it is. */
+export function viewOf({ thread, action, execution }: JournalRows): ThreadJournalView {
+  const closed = thread?.closed ?? action?.progress.closed;
+  return {
+    ...(thread ? { request: { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } } : {}),
+    ...(action
+      ? { registered: { envelope: action.envelope, envelopeHash: action.envelopeHash, card: action.card, escalatedTo: action.escalatedTo, supersededHashes: action.supersededHashes } }
+      : {}),
+    evidence: {
+      decision: decisionOf(action),
+      preRead: action?.progress.preRead ?? null,
+      invocation: execution ? invocationOf(execution) : null,
+      acknowledgement: action?.progress.acknowledgement ?? (execution?.acknowledgement as AcknowledgementRecord | undefined) ?? null,
+      verification: action?.progress.verification ?? null,
+    },
+    ending: closed
+      ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at }
+      : { outcome: null, reasonCode: null, reason: null, finishedAt: null },
+  };
+}
+
+/** The view flattened into graph state's channels (what a reader of values expects), raw answers included. */
+export function flatView(v: ThreadJournalView): Partial<RegisteredView & EvidenceView & EndingView & { request: string; requestedBy: string; scope: RequestScope }> {
+  return { ...v.request, ...v.registered, ...v.evidence, ...v.ending };
+}
+
+/**
+ * One action of a change set as the journal closed it (undefined while it is open): its outcome, whether
+ * a write was sent, and for a create the task it made, as its verification tied it to this write.
+ */
+export function actionOutcomeOf(row: ActionRow, execution: ExecutionEntry | undefined, actionId = row.set?.actionId ?? "a?"): ActionOutcome | undefined {
+  const closed = row.progress.closed;
+  if (!closed) return undefined;
+  const made = row.progress.verification?.created;
+  const createdId = Number(made?.id ?? Number.NaN);
+  return {
+    actionId,
+    envelopeHash: row.envelopeHash,
+    operation: row.envelope.operation,
+    taskId: row.envelope.object.id,
+    ...(row.envelope.object.id === 0 && made?.type === "task" && Number.isSafeInteger(createdId) && createdId > 0 ? { createdId } : {}),
+    outcome: closed.outcome,
+    reasonCode: closed.reasonCode,
+    reason: closed.reason,
+    sent: execution !== undefined,
+  };
+}
+
+/**
+ * The registered part as a node writes it into state's mirror: only where state does not already name
+ * the journal's envelope hash. A registered row never changes, and its envelope and card are kilobytes
+ * that would otherwise be serialised into every step's checkpoint writes.
+ */
+export function registeredFor(view: ThreadJournalView, mirrored: { envelopeHash?: string | null }): Partial<RegisteredView> {
+  return view.registered && mirrored.envelopeHash !== view.registered.envelopeHash ? view.registered : {};
+}
+
+/** Evidence as graph state and the phase events keep it: without the target's raw answers, which stay in the journal. */
+export function evidenceForState(e: EvidenceView): EvidenceView {
+  return { ...e, preRead: preReadMirror(e.preRead), acknowledgement: acknowledgementMirror(e.acknowledgement), verification: verificationMirror(e.verification) };
+}
+
+/** The decision record as the journal holds it (for evidence and the closing record). */
+export function decisionOf(a: ActionRow | undefined): DecisionRecord | null {
+  const d = a?.progress.decision;
+  if (!d) return null;
+  const { edit: _e, revise: _r, escalateTo: _x, ...record } = d;
+  return record;
+}
+
+/**
+ * What the write-ahead entry stores as `args`: the call's arguments, plus the protocol when it is not
+ * plain REST 2 and the operation when it is not update_task (entries made before either existed have neither).
+ */
+export type StoredArgs = InvocationRecord["args"] & { protocol?: WriteProtocol; operation?: OperationName };
+
+export function operationOf(entry: ExecutionEntry): OperationName {
+  const op = (entry.args as StoredArgs | null)?.operation;
+  return isOperationName(op) ? op : "update_task";
+}
+
+export function protocolOf(entry: ExecutionEntry): WriteProtocol {
+  return (entry.args as StoredArgs | null)?.protocol === "rest3-idempotency-key" ? "rest3-idempotency-key" : "rest2";
+}
+
+/** The invocation as the journal recorded it before sending. */
+export function invocationOf(entry: ExecutionEntry): InvocationRecord {
+  const stored = entry.args as StoredArgs;
+  const { protocol: _p, operation: _o, ...args } = stored;
+  return {
+    tool: OPERATIONS[operationOf(entry)].tool,
+    args,
+    idempotencyKey: entry.idempotencyKey,
+    envelopeHash: entry.envelopeHash,
+    sentAt: entry.sentAt,
+    protocol: protocolOf(entry),
+  };
+}
