@@ -16,6 +16,9 @@ const FILE_MARKER = "ACTION_ENVELOPE_TEST_FILE";
 const token = `${process.pid}-${randomBytes(6).toString("hex")}`;
 process.env[FILE_MARKER] = token;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "f-"));
+// The run's link to tsx's compile cache (test/support/run-scope.ts), so tsx children find it here too.
+const tsxCache = `tsx-${os.userInfo().uid}`;
+if (fs.existsSync(path.join(os.tmpdir(), tsxCache))) fs.symlinkSync(path.join(os.tmpdir(), tsxCache), path.join(dir, tsxCache), "dir");
 process.env["TMPDIR"] = dir;
 
 // Registered before the file's own hooks, so (vitest runs afterAll hooks in reverse) it runs after them.

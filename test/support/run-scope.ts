@@ -20,6 +20,10 @@ export default function setup(): () => void {
   const root = path.join(systemTemp, `ae-test-run-${process.pid}`);
   fs.rmSync(root, { recursive: true, force: true });
   fs.mkdirSync(root);
+  // tsx keeps its compile cache in <temp>/tsx-<uid>: the link keeps it shared across files and runs.
+  const tsxCache = path.join(systemTemp, `tsx-${os.userInfo().uid}`);
+  fs.mkdirSync(tsxCache, { recursive: true });
+  fs.symlinkSync(tsxCache, path.join(root, path.basename(tsxCache)), "dir");
   process.env["TMPDIR"] = root;
   return () => {
     const left = reap(strays(`${RUN_MARKER}=${run}`));
