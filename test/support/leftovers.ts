@@ -5,7 +5,8 @@
  * Left behind: a process carrying the pass's marker (NAME=value in its starting environment, see
  * test/support/run-scope.ts) or its group, a process naming this checkout in its command line or
  * working directory that was not running before the pass, an `ae-*` entry of the system temporary
- * folder that was not there before. Each is printed, then killed or removed, so the next run starts clean.
+ * folder that was not there before. Each is printed; processes are killed. Temporary entries are left
+ * in place: on a shared machine another program's may be among them, and only a person can tell.
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -50,9 +51,8 @@ if (command === "snapshot") {
   const processes = reap(strays(marker, { also: checkoutProcesses().filter((pid) => !known.has(pid)) }));
   const knownTemp = new Set(before.temp);
   const files = tempEntries().filter((n) => !knownTemp.has(n));
-  for (const n of files) fs.rmSync(path.join(os.tmpdir(), n), { recursive: true, force: true });
   if (processes.length > 0) console.log(`${pass} pass left ${processes.length} process(es) running (killed now):\n  ${processes.join("\n  ")}`);
-  if (files.length > 0) console.log(`${pass} pass left ${files.length} entr${files.length === 1 ? "y" : "ies"} in ${os.tmpdir()} (removed now):\n  ${files.slice(0, 50).join("\n  ")}${files.length > 50 ? "\n  …" : ""}`);
+  if (files.length > 0) console.log(`${pass} pass left ${files.length} entr${files.length === 1 ? "y" : "ies"} in ${os.tmpdir()} (not removed):\n  ${files.slice(0, 50).join("\n  ")}${files.length > 50 ? "\n  …" : ""}`);
   process.exitCode = processes.length + files.length > 0 ? 1 : 0;
 } else {
   console.error("usage: leftovers.ts snapshot <file> | check <pass> <marker> <file>");
