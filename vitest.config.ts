@@ -5,8 +5,10 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // CLI processes in tests run the compiled dist/; this builds it when src/ is newer.
-    globalSetup: ["test/support/build-dist.ts"],
+    // CLI processes in tests run the compiled dist/; build-dist builds it when src/ is newer. run-scope
+    // and file-scope keep every temporary file and process a test creates inside the run and the file.
+    globalSetup: ["test/support/build-dist.ts", "test/support/run-scope.ts"],
+    setupFiles: ["test/support/file-scope.ts"],
     pool: "forks",
     // Two files at a time even on two cores (vitest's default there is one): most files spend their time
     // waiting on child processes, servers and the emulator, not on the CPU. Measured on this machine:

@@ -72,16 +72,38 @@ describe("change sets from the CLI (local stores)", () => {
     const keysDir = tempDir("ae-cs-cli-keys-");
     const env = envFor(portal, dataDir, { ACTION_ENVELOPE_APPROVER_KEYS: keysDir });
     expect((await runCli(["keygen", "--approver", "alice", "--out", keysDir], env)).code).toBe(0);
+    // The reading and refused commands below change nothing, so their processes run side by side (each
+    // is a cold start of the CLI); their results are checked one by one afterwards.
+    const refusals: Array<[string[], RegExp]> = [
+      [["--approve", "a1"], /not named: a2/],
+      [["--approve", "a1,a2", "--reject", "a2"], /action a2 is named twice/],
+      [["--approve", "a1", "--reject", "a2", "--edit", "a9", "--set", "a9.TITLE=x"], /the change set has no action a9/],
+      [["--approve", "a1", "--edit", "a2"], /--edit a2 needs at least one --set a2\.FIELD=VALUE/],
+      [["--approve", "a1", "--reject", "a2", "--set", "a2.POST_MESSAGE=x"], /not named with --edit; add --edit a2/],
+      [["--approve", "first"], /action ids as the card lists them/],
+      [[], /name every action of the change set/],
+    ];
+    const [pending, pendingJsonRun, byTask4, byTask5, show, showJsonRun, ownHash, approveOwn, edit, ...refused] = await Promise.all([
+      runCli(["pending"], env),
+      runCli(["pending", "--json"], env),
+      runCli(["pending", "--json", "--object", "4"], env),
+      runCli(["pending", "--json", "--object", "5"], env),
+      runCli(["show", view.threadId], env),
+      runCli(["show", view.threadId, "--json"], env),
+      runCli(["decide", view.threadId, "--hash", a1!.envelopeHash, "--approve", "a1", "--reject", "a2"], env),
+      runCli(["approve", view.threadId, "--hash", a2!.envelopeHash], env),
+      runCli(["edit", view.threadId, "--set", "TITLE=x"], env),
+      ...refusals.map(([flags]) => runCli(["decide", view.threadId, "--hash", setHash, ...flags], env)),
+    ]);
 
     // pending: one line for the set (not one per action row), naming it and its set hash.
-    const pending = await runCli(["pending"], env);
     expect(pending.code, pending.stderr).toBe(0);
     const lines = pending.stdout.split("\n").filter((l) => l.includes(view.threadId));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain("change set of 2 actions: a1 update_task task 4 STATUS; a2 add_task_comment task 4 POST_MESSAGE");
     expect(lines[0]).toContain(`set hash ${setHash}`);
     expect(pending.stdout).not.toContain(a1!.envelopeHash);
-    const pendingJson = parseJsonOutput((await runCli(["pending", "--json"], env)).stdout);
+    const pendingJson = parseJsonOutput(pendingJsonRun!.stdout);
     expect(pendingJson.total).toBe(1);
     expect(pendingJson.pending).toHaveLength(1);
     expect(pendingJson.pending[0]).toMatchObject({
@@ -101,12 +123,11 @@ describe("change sets from the CLI (local stores)", () => {
       },
     });
     // The filter by task still finds the set; by another task it does not.
-    expect(parseJsonOutput((await runCli(["pending", "--json", "--object", "4"], env)).stdout).pending).toHaveLength(1);
-    expect(parseJsonOutput((await runCli(["pending", "--json", "--object", "5"], env)).stdout).pending).toHaveLength(0);
+    expect(parseJsonOutput(byTask4!.stdout).pending).toHaveLength(1);
+    expect(parseJsonOutput(byTask5!.stdout).pending).toHaveLength(0);
 
     // show: the whole card, every action's section, and both ways to decide.
-    const show = await runCli(["show", view.threadId], env);
-    expect(show.code, show.stderr).toBe(0);
+    expect(show!.code, show!.stderr).toBe(0);
     expect(show.stdout).toContain("CHANGE SET — approval requested for 2 actions");
     expect(show.stdout).toContain(`Set hash:     ${setHash}`);
     expect(show.stdout).toContain("──── ACTION 1 of 2: a1 ────");
@@ -115,36 +136,24 @@ describe("change sets from the CLI (local stores)", () => {
     expect(show.stdout).toContain(COMMENT);
     expect(show.stdout).toContain(`approve ${view.threadId} --hash ${setHash}`);
     expect(show.stdout).toContain(`decide ${view.threadId} --hash ${setHash} --approve a1 --reject a2`);
-    const showJson = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env)).stdout);
+    const showJson = parseJsonOutput(showJsonRun!.stdout);
     expect(showJson).toMatchObject({ status: "awaiting_approval", envelopeHash: setHash, nonce: a.nonce, changeSet: { setHash, actions: [{ actionId: "a1" }, { actionId: "a2" }] } });
     expect(showJson.changeSet.actions[1].envelope.params).toEqual({ POST_MESSAGE: COMMENT });
     expect(showJson.card).toContain("ACTION 2 of 2: a2");
 
     // Refused before anything is sent (exit 1): an action not named, named twice, unknown, an edit without values,
     // an action's own hash instead of the set's, and `edit` (no action named) on a set.
-    const refusals: Array<[string[], RegExp]> = [
-      [["--approve", "a1"], /not named: a2/],
-      [["--approve", "a1,a2", "--reject", "a2"], /action a2 is named twice/],
-      [["--approve", "a1", "--reject", "a2", "--edit", "a9", "--set", "a9.TITLE=x"], /the change set has no action a9/],
-      [["--approve", "a1", "--edit", "a2"], /--edit a2 needs at least one --set a2\.FIELD=VALUE/],
-      [["--approve", "a1", "--reject", "a2", "--set", "a2.POST_MESSAGE=x"], /not named with --edit; add --edit a2/],
-      [["--approve", "first"], /action ids as the card lists them/],
-      [[], /name every action of the change set/],
-    ];
-    for (const [flags, message] of refusals) {
-      const r = await runCli(["decide", view.threadId, "--hash", setHash, ...flags], env);
+    refusals.forEach(([flags, message], i) => {
+      const r = refused[i]!;
       expect(r.code, `${flags.join(" ")}: ${r.stdout}${r.stderr}`).toBe(1);
       expect(r.stderr).toMatch(message);
-    }
-    const ownHash = await runCli(["decide", view.threadId, "--hash", a1!.envelopeHash, "--approve", "a1", "--reject", "a2"], env);
-    expect(ownHash.code).toBe(1);
-    expect(ownHash.stderr).toContain("is the envelope hash of action a1");
-    const approveOwn = await runCli(["approve", view.threadId, "--hash", a2!.envelopeHash], env);
-    expect(approveOwn.code).toBe(1);
-    expect(approveOwn.stderr).toContain("is the envelope hash of action a2");
-    const edit = await runCli(["edit", view.threadId, "--set", "TITLE=x"], env);
-    expect(edit.code).toBe(1);
-    expect(edit.stderr).toContain(`decide ${view.threadId} --hash <set hash> --edit a1`);
+    });
+    expect(ownHash!.code).toBe(1);
+    expect(ownHash!.stderr).toContain("is the envelope hash of action a1");
+    expect(approveOwn!.code).toBe(1);
+    expect(approveOwn!.stderr).toContain("is the envelope hash of action a2");
+    expect(edit!.code).toBe(1);
+    expect(edit!.stderr).toContain(`decide ${view.threadId} --hash <set hash> --edit a1`);
     expect(await portal.writes()).toHaveLength(0);
     // Nothing of that reached the thread: no refusal recorded, the same set still waits.
     expect(parseJsonOutput((await runCli(["show", view.threadId, "--json"], env)).stdout)).toMatchObject({ envelopeHash: setHash });
@@ -171,7 +180,7 @@ describe("change sets from the CLI (local stores)", () => {
     expect(again.stderr).toContain("THREAD_ENDED");
     expect(await portal.writes()).toHaveLength(1);
     expect(parseJsonOutput((await runCli(["pending", "--json"], env)).stdout).pending).toEqual([]);
-    // About a dozen CLI processes, each a cold start: near 60 s on two shared cores.
+    // About twenty CLI processes, each a cold start; sixteen of them run side by side.
   }, 120_000);
 
   it("pendingPage counts a set once and pages by approvals, not by journal rows", async () => {

@@ -6,25 +6,16 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ThreadView } from "../src/app/threads.js";
-import { envFor, killGroup, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { eachTestPortal, envFor, journalHasRows, killedWhen, parseJsonOutput, recordPendingRename, runCli, tempDir, until, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "Rolled back checkpoint";
 
 let portal: Portal;
 let dataDir: string;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await portal.emulator.close();
-});
+eachTestPortal((f) => ({ portal, dataDir } = f));
 
 const env = (extra: Record<string, string> = {}) => envFor(portal, dataDir, extra);
 const CHECKPOINT_FILES = ["checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm"];
@@ -39,18 +30,6 @@ function restoreCheckpoints(from: string): void {
   for (const f of CHECKPOINT_FILES) {
     fs.rmSync(path.join(dataDir, f), { force: true });
     if (fs.existsSync(path.join(from, f))) fs.copyFileSync(path.join(from, f), path.join(dataDir, f));
-  }
-}
-
-/** Whether the journal file has any row in `table` yet. */
-async function journalCount(table: "executions" | "decision_claims"): Promise<boolean> {
-  const journal = path.join(dataDir, "journal.sqlite");
-  if (!fs.existsSync(journal)) return false;
-  const db = new Database(journal, { readonly: true, fileMustExist: true });
-  try {
-    return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n > 0;
-  } finally {
-    db.close();
   }
 }
 
@@ -82,12 +61,7 @@ describe("a checkpoint file rolled back behind the journal", () => {
     const view = await waiting();
     const backup = backupCheckpoints();
     await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
-    let pid = 0;
-    const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), { onSpawn: (p) => (pid = p) });
-    await until("the write-ahead entry", () => journalCount("executions"));
-    await new Promise((r) => setTimeout(r, 300));
-    killGroup(pid);
-    await approving;
+    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), "the write-ahead entry", () => journalHasRows(dataDir, "executions"), { graceMs: 300 });
     await until("the held write to land", async () => (await portal.writes()).length === 1);
     restoreCheckpoints(backup);
 
@@ -116,11 +90,7 @@ describe("a checkpoint file rolled back behind the journal", () => {
     const backup = backupCheckpoints();
     // Hold the pre-read so the kill lands after the decision was claimed and before any write.
     await portal.fault({ method: "tasks.task.get", kind: "latency", ms: 4000, times: 1 });
-    let pid = 0;
-    const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), { onSpawn: (p) => (pid = p) });
-    await until("the decision to be claimed in the journal", () => journalCount("decision_claims"));
-    killGroup(pid);
-    await approving;
+    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), "the decision to be claimed in the journal", () => journalHasRows(dataDir, "decision_claims"));
     restoreCheckpoints(backup);
     expect(await portal.writes()).toHaveLength(0);
 

@@ -5,39 +5,30 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { submitDecision, type ThreadView } from "../src/app/threads.js";
 import { startEmulator } from "../src/bitrix24/emulator/index.js";
 import {
   RESUME_PROCESS,
   ROOT,
+  eachTestPortal,
   envFor,
-  killGroup,
+  journalHasRows,
+  killedWhen,
   parseJsonOutput,
   recordPendingRename,
   runCli,
-  startPortal,
-  tempDir,
   until,
   type Portal,
 } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
-import { executionRecorded, usingPostgres } from "./support/postgres.js";
+import { usingPostgres } from "./support/postgres.js";
 
 const NEW_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 
 let portal: Portal;
 let dataDir: string;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await portal.emulator.close();
-});
+eachTestPortal((f) => ({ portal, dataDir } = f));
 
 /** Runs to the interrupt in this process, then closes everything so only the files remain. */
 const recordPending = (env: Record<string, string> = {}): Promise<ThreadView> =>
@@ -122,22 +113,7 @@ describe("crashes and races", () => {
     const view = await recordPending();
     // Hold the write in the emulator so the kill lands after the request left but before any answer.
     await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
-    let pid = 0;
-    const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), { onSpawn: (p) => (pid = p) });
-    const journal = path.join(dataDir, "journal.sqlite");
-    await until("the write-ahead entry", async () => {
-      if (usingPostgres) return executionRecorded(env(), view.approval!.envelopeHash);
-      if (!fs.existsSync(journal)) return false;
-      const db = new Database(journal, { readonly: true, fileMustExist: true });
-      try {
-        return (db.prepare("SELECT count(*) AS n FROM executions").get() as { n: number }).n > 0;
-      } finally {
-        db.close();
-      }
-    });
-    await new Promise((r) => setTimeout(r, 300));
-    killGroup(pid);
-    const killed = await approving;
+    const killed = await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), "the write-ahead entry", () => journalHasRows(dataDir, "executions"), { graceMs: 300 });
     expect(killed.signal ?? killed.code).toBeTruthy();
     // The request was already on the wire: the emulator applies it when the latency ends.
     await until("the held write to land", async () => (await portal.writes()).length === 1);
@@ -154,11 +130,7 @@ describe("crashes and races", () => {
   it("a write that was sent and never answered is INCONCLUSIVE on recovery (it may still land), never re-sent", async () => {
     const view = await recordPending();
     await portal.fault({ method: "tasks.task.update", kind: "timeout_without_apply", times: 1 });
-    let pid = 0;
-    const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash], env({ BITRIX24_TIMEOUT_MS: "30000" }), { onSpawn: (p) => (pid = p) });
-    await until("the write to reach the portal", async () => (await portal.calls()).some((c) => c.method === "tasks.task.update"));
-    killGroup(pid);
-    await approving;
+    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash], env({ BITRIX24_TIMEOUT_MS: "30000" }), "the write to reach the portal", async () => (await portal.calls()).some((c) => c.method === "tasks.task.update"));
     const r = await runCli(["recover", view.threadId, "--json"], env());
     const out = parseJsonOutput(r.stdout);
     // The emulator's timeout_without_apply never applies the write, but nothing the client saw says so:

@@ -6,27 +6,18 @@
  * was used with another body (422) is a hard error recorded as such.
  */
 import { createHash } from "node:crypto";
-import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import path from "node:path";
+import { describe, expect, it } from "vitest";
 import type { ThreadView } from "../src/app/threads.js";
 import { startEmulator } from "../src/bitrix24/emulator/index.js";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
 import { idempotentWrites } from "../src/executor/write.js";
-import { envFor, killGroup, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { eachTestPortal, envFor, journalSql, killedWhen, parseJsonOutput, recordPendingRename, runCli, tempDir, type Portal } from "./support/harness.js";
 
 let portal: Portal;
 let dataDir: string;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await portal.emulator.close();
-});
+eachTestPortal((f) => ({ portal, dataDir } = f));
 
 type Call = { method: string; status: number; fault?: string; params: Record<string, unknown> };
 const updates = async () => (await portal.calls("tasks.task.update")) as Call[];
@@ -37,11 +28,7 @@ const pending = (title: string, env: Record<string, string>): Promise<ThreadView
 
 /** Approves in a child process and SIGKILLs it once the write has reached the portal (its answer is held). */
 async function approveAndKill(view: ThreadView, env: Record<string, string>): Promise<void> {
-  let pid = 0;
-  const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, { onSpawn: (p) => (pid = p) });
-  await until("the write to reach the portal", async () => (await updates()).length > 0);
-  killGroup(pid);
-  const killed = await approving;
+  const killed = await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, "the write to reach the portal", async () => (await updates()).length > 0);
   expect(killed.signal ?? killed.code).toBeTruthy();
 }
 
@@ -147,14 +134,9 @@ describe("idempotent writes and crash recovery", () => {
     const writesBefore = (await portal.writes()).length;
     expect(writesBefore).toBe(1);
 
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
-    try {
-      const row = db.prepare("SELECT args_json, ack_json FROM executions WHERE envelope_hash = ?").get(view.approval!.envelopeHash) as { args_json: string; ack_json: string | null };
-      expect(row.ack_json).toBeNull();
-      db.prepare("UPDATE executions SET args_json = ? WHERE envelope_hash = ?").run(JSON.stringify(rewrite(JSON.parse(row.args_json))), view.approval!.envelopeHash);
-    } finally {
-      db.close();
-    }
+    const [row] = await journalSql(dataDir, "SELECT args_json, ack_json FROM T.executions WHERE envelope_hash = ?", [view.approval!.envelopeHash]);
+    expect(row!["ack_json"]).toBeNull();
+    await journalSql(dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [JSON.stringify(rewrite(JSON.parse(row!["args_json"] as string))), view.approval!.envelopeHash]);
 
     const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
     expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ENVELOPE_TAMPERED" });

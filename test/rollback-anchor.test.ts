@@ -8,46 +8,21 @@
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision, type ThreadView } from "../src/app/threads.js";
-import { envFor, killGroup, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { eachTestPortal, envFor, journalSql, killedWhen, openTestApp, parseJsonOutput, recordPendingRename, runCli, tempDir, type Portal } from "./support/harness.js";
 import { AIMessage } from "@langchain/core/messages";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
-import { TEST_DATABASE_URL, adminQuery, schemaFor, usingPostgres } from "./support/postgres.js";
+import { TEST_DATABASE_URL, schemaFor, usingPostgres } from "./support/postgres.js";
 
 const PG_BIN = "/usr/lib/postgresql/15/bin";
 
 const TEXT = "Approved once: the Q3 numbers are final.";
 let portal: Portal;
 let dataDir: string;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await portal.emulator.close();
-});
+eachTestPortal((f) => ({ portal, dataDir } = f));
 
 const commentWrites = async () => (await portal.writes()).filter((w) => w.method === "task.commentitem.add");
-
-/** One statement on the journal the test's environment names (SQLite file or PostgreSQL schema); `T.` prefixes a table. */
-async function journalSql(sql: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> {
-  if (usingPostgres) {
-    let n = 0;
-    const text = sql.replaceAll("T.", `"${schemaFor(dataDir)}".`).replaceAll("?", () => `$${++n}`);
-    return adminQuery(text, values);
-  }
-  const db = new Database(path.join(dataDir, "journal.sqlite"));
-  try {
-    const st = db.prepare(sql.replaceAll("T.", ""));
-    return st.reader ? (st.all(...values) as Array<Record<string, unknown>>) : (st.run(...values), []);
-  } finally {
-    db.close();
-  }
-}
 
 /**
  * A copy of the stores taken now, and a function that puts it back: the data directory's files, or
@@ -105,12 +80,12 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     expect(await commentWrites()).toHaveLength(1);
     const hash = view.approval!.envelopeHash;
 
-    const [action] = await journalSql("SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [hash]);
+    const [action] = await journalSql(dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [hash]);
     const progress = JSON.parse(action!["progress_json"] as string) as Record<string, unknown>;
     const { decision, preRead } = progress;
-    await journalSql("UPDATE T.actions SET phase = 'pre_read', progress_json = ? WHERE envelope_hash = ?", [JSON.stringify({ decision, preRead }), hash]);
-    await journalSql("UPDATE T.threads SET closed_json = NULL WHERE thread_id = ?", [view.threadId]);
-    await journalSql("DELETE FROM T.executions WHERE envelope_hash = ?", [hash]);
+    await journalSql(dataDir, "UPDATE T.actions SET phase = 'pre_read', progress_json = ? WHERE envelope_hash = ?", [JSON.stringify({ decision, preRead }), hash]);
+    await journalSql(dataDir, "UPDATE T.threads SET closed_json = NULL WHERE thread_id = ?", [view.threadId]);
+    await journalSql(dataDir, "DELETE FROM T.executions WHERE envelope_hash = ?", [hash]);
 
     const r = await runCli(["recover", view.threadId, "--json"], env);
     const out = parseJsonOutput(r.stdout);
@@ -160,19 +135,15 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "off" });
     const view = await recordPendingRename(portal, dataDir, "REST 2, FLIPPED", { env });
     await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    let pid = 0;
-    const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, { onSpawn: (p) => (pid = p) });
-    await until("the write to reach the portal", async () => (await portal.calls("tasks.task.update")).length > 0);
-    killGroup(pid);
-    await approving;
+    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, "the write to reach the portal", async () => (await portal.calls("tasks.task.update")).length > 0);
     expect(await portal.writes()).toHaveLength(1);
 
     const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql("SELECT args_json, ack_json FROM T.executions WHERE envelope_hash = ?", [hash]);
+    const [row] = await journalSql(dataDir, "SELECT args_json, ack_json FROM T.executions WHERE envelope_hash = ?", [hash]);
     expect(row!["ack_json"]).toBeNull();
     const args = JSON.parse(row!["args_json"] as string) as Record<string, unknown>;
     expect(args["protocol"]).toBeUndefined();
-    await journalSql("UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [JSON.stringify({ ...args, protocol: "rest3-idempotency-key" }), hash]);
+    await journalSql(dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [JSON.stringify({ ...args, protocol: "rest3-idempotency-key" }), hash]);
 
     const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], { ...env, BITRIX24_IDEMPOTENCY: "on" })).stdout);
     expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ENVELOPE_TAMPERED" });

@@ -4,23 +4,15 @@
  * mid-execution, from the write-ahead entry, without sending the write again. Also: how DATABASE_URL
  * is validated and how an unreachable database is reported, which needs no server at all.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
 import type { ThreadView } from "../src/app/threads.js";
-import { RESUME_PROCESS, envFor, killGroup, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { RESUME_PROCESS, eachTestPortal, envFor, killedWhen, parseJsonOutput, recordPendingRename, runCli, until, type Portal } from "./support/harness.js";
 
 let portal: Portal;
 let dataDir: string;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await portal.emulator.close();
-});
+eachTestPortal((f) => ({ portal, dataDir } = f));
 
 const pending = (title: string, env: Record<string, string> = {}): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { env });
 
@@ -51,15 +43,10 @@ describe("worker", () => {
   it("one round finishes a run whose process was killed after sending the write: honest outcome, no second write", async () => {
     const view = await pending("KILLED AFTER SEND");
     await portal.fault({ method: "tasks.task.update", kind: "timeout_without_apply", times: 1 });
-    let pid = 0;
     const resume = { decisions: [{ type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, approver: { id: "demo-approver" } }] };
-    const approving = runCli([view.threadId, JSON.stringify(resume)], envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: "30000" }), {
+    await killedWhen([view.threadId, JSON.stringify(resume)], envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: "30000" }), "the write to reach the portal", async () => (await portal.calls()).some((c) => c.method === "tasks.task.update"), {
       script: RESUME_PROCESS,
-      onSpawn: (p) => (pid = p),
     });
-    await until("the write to reach the portal", async () => (await portal.calls()).some((c) => c.method === "tasks.task.update"));
-    killGroup(pid);
-    await approving;
 
     const r = await runCli(["worker", "--once", "--json"], envFor(portal, dataDir));
     expect(r.code, r.stderr).toBe(0);

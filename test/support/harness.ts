@@ -7,13 +7,15 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { afterEach, beforeEach } from "vitest";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { startEmulator, type RunningEmulator } from "../../src/bitrix24/emulator/index.js";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
 import { openApp, startRun, type App, type ThreadView } from "../../src/app/threads.js";
 import type { CompileOptions } from "../../src/graph/graph.js";
-import { databaseEnv } from "./postgres.js";
+import { adminQuery, databaseEnv, schemaFor, usingPostgres } from "./postgres.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
@@ -93,6 +95,22 @@ export function selfDeclaredRequestersPolicy(change: (policy: any) => void = () 
 }
 export const DEFAULT_POLICY = path.join(ROOT, "policy/default.json");
 let testPolicy: string | undefined;
+
+/**
+ * The fixture of the crash and recovery files: before each test a fresh emulator and data directory,
+ * handed to `use`; after it the emulator is closed.
+ */
+export function eachTestPortal(use: (fixture: { portal: Portal; dataDir: string }) => void): void {
+  let portal: Portal | undefined;
+  beforeEach(async () => {
+    portal = await startPortal();
+    use({ portal, dataDir: tempDir() });
+  });
+  afterEach(async () => {
+    await portal?.emulator.close();
+    portal = undefined;
+  });
+}
 
 export function envFor(portal: Portal, dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
   testPolicy ??= selfDeclaredRequestersPolicy();
@@ -188,6 +206,60 @@ export function killGroup(pid: number): void {
   } catch {
     // already gone
   }
+}
+
+/**
+ * A crash at a chosen point: runs the CLI (or `opts.script`) in a process group of its own, waits until
+ * `probe` holds (and `graceMs` more), then SIGKILLs the whole group. Resolves with the killed run's
+ * result; the group is killed even when the wait gives up.
+ */
+export async function killedWhen(args: string[], env: Record<string, string>, what: string, probe: () => Promise<unknown>, opts: { script?: string; graceMs?: number } = {}): Promise<CliResult> {
+  let pid = 0;
+  const running = runCli(args, env, { ...(opts.script ? { script: opts.script } : {}), onSpawn: (p) => (pid = p) });
+  try {
+    // A cold CLI start on a busy machine can take well over 10 s before it reaches the awaited point.
+    await until(what, probe, 800);
+    if (opts.graceMs) await new Promise((r) => setTimeout(r, opts.graceMs));
+  } finally {
+    killGroup(pid);
+  }
+  return running;
+}
+
+/**
+ * One statement on the journal of `dataDir`, whichever backend the suite runs on (its SQLite file, or
+ * its PostgreSQL schema); `T.` prefixes a table, `?` marks a value. A journal not created yet has no rows to read.
+ */
+export async function journalSql(dataDir: string, sql: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> {
+  const reading = /^\s*SELECT\b/i.test(sql);
+  if (usingPostgres) {
+    let n = 0;
+    const text = sql.replaceAll("T.", `"${schemaFor(dataDir)}".`).replaceAll("?", () => `$${++n}`);
+    return adminQuery(text, values).catch((e: { code?: string }) => {
+      // The schema or table is created by the first process that opens the journal.
+      if ((e.code === "42P01" || e.code === "3F000") && reading) return [];
+      throw e;
+    });
+  }
+  const file = path.join(dataDir, "journal.sqlite");
+  if (!fs.existsSync(file) && reading) return [];
+  const db = new Database(file, { readonly: reading });
+  try {
+    db.pragma("busy_timeout = 5000");
+    const st = db.prepare(sql.replaceAll("T.", ""));
+    return st.reader ? (st.all(...values) as Array<Record<string, unknown>>) : (st.run(...values), []);
+  } catch (e) {
+    if (/no such table/.test((e as Error).message) && reading) return [];
+    throw e;
+  } finally {
+    db.close();
+  }
+}
+
+/** Whether the journal of `dataDir` has any row in `table` yet. */
+export async function journalHasRows(dataDir: string, table: "executions" | "decision_claims"): Promise<boolean> {
+  const rows = await journalSql(dataDir, `SELECT count(*) AS n FROM T.${table}`);
+  return Number(rows[0]?.["n"] ?? 0) > 0;
 }
 
 export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, tries = 200, everyMs = 50): Promise<T> {

@@ -5,7 +5,7 @@
 import fs from "node:fs";
 import type { ChildProcess } from "node:child_process";
 
-interface ProcInfo {
+export interface ProcInfo {
   pid: number;
   ppid: number;
   pgid: number;
@@ -76,4 +76,74 @@ export function killAll(pids: number[], groups: number[] = []): void {
       // gone meanwhile
     }
   }
+}
+
+function environOf(pid: number): string[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+  } catch {
+    return [];
+  }
+}
+
+/** The command line of a process, for messages. */
+export function commandOf(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
+  } catch {
+    return "?";
+  }
+}
+
+/** This process and every process above it, with their process groups: what a reaper must never signal. */
+function ownLine(): { pids: Set<number>; groups: Set<number> } {
+  const pids = new Set<number>();
+  const groups = new Set<number>();
+  for (let info = readStat(process.pid); info && !pids.has(info.pid); info = readStat(info.ppid)) {
+    pids.add(info.pid);
+    groups.add(info.pgid);
+  }
+  return { pids, groups };
+}
+
+/**
+ * What a test scope left running: every live process whose starting environment holds `marker`
+ * (NAME=value, inherited by whatever a test spawns with this process's environment), the descendants of
+ * `below` (children started with a trimmed environment, like the MCP server's), the processes `also`
+ * names, every other member of those processes' process groups (an orphan whose parent was killed keeps
+ * its group) and all their descendants. Never this process, its ancestors or their groups.
+ */
+export function strays(marker: string, opts: { below?: number; also?: number[] } = {}): ProcInfo[] {
+  const own = ownLine();
+  const all = allProcesses();
+  const also = new Set(opts.also ?? []);
+  const found = new Map<number, ProcInfo>();
+  for (const p of all) if (also.has(p.pid) || environOf(p.pid).includes(marker)) found.set(p.pid, p);
+  if (opts.below !== undefined) for (const p of descendants(opts.below)) found.set(p.pid, p);
+  const groups = new Set([...found.values()].map((p) => p.pgid).filter((g) => !own.groups.has(g)));
+  for (const p of all) if (groups.has(p.pgid)) found.set(p.pid, p);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of all) {
+      if (!found.has(p.pid) && found.has(p.ppid)) {
+        found.set(p.pid, p);
+        grew = true;
+      }
+    }
+  }
+  return [...found.values()].filter((p) => !own.pids.has(p.pid));
+}
+
+/** SIGKILLs the given processes (strays()); returns one line per process that was still alive. */
+export function reap(list: ProcInfo[]): string[] {
+  const lines = list.map((p) => `pid ${p.pid} (group ${p.pgid}): ${commandOf(p.pid)}`);
+  for (const p of list) {
+    try {
+      process.kill(p.pid, "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return lines;
 }
