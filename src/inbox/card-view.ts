@@ -240,7 +240,7 @@ export function revisionSection(current: ActionRow, previous: ActionRow | undefi
       const was = f in p.params ? display(p.params[f], `${f} (revision ${p.revision})`).text : "(not changed by it)";
       const now = f in e.params ? display(e.params[f], `${f} (revision ${e.revision})`).text : "(no longer changed)";
       const dp = diffPair(was, now);
-      return html`<tr><th scope="row">${f}</th><td data-label="Revision ${String(p.revision)}"><pre class="value before">${dp.before}</pre></td><td data-label="Revision ${String(e.revision)}"><pre class="value after">${dp.after}</pre></td></tr>`;
+      return html`<tr><th scope="row">${f}</th><td data-label="Revision ${String(p.revision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(e.revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
     });
   const what = d ? (d.type === "reject" ? "rejected" : d.type === "edit" ? "edited" : d.type === "expire" ? "expired" : `${d.type}d`) : "replaced";
   return html`<section class="revision-history" aria-label="What changed since revision ${String(p.revision)}" data-previous="${previous.envelopeHash}">

@@ -13,11 +13,11 @@ import { personNote, type PeopleLookup } from "../envelope/people.js";
 const SHORT = 32;
 
 /** A value as one short line: invisible characters as markers, a name beside an id or code, cut at SHORT. */
-export function shortValue(field: string, value: unknown, people?: PeopleLookup["names"]): string {
+export function shortValue(field: string, value: unknown, people?: PeopleLookup["names"], max = SHORT): string {
   if (value === undefined || value === null || value === "") return "—";
   const plain = typeof value === "string" ? value : JSON.stringify(value);
   const shown = escapeForTerminal(plain);
-  const cut = [...shown].length > SHORT ? `${[...shown].slice(0, SHORT - 1).join("")}…` : shown;
+  const cut = [...shown].length > max ? `${[...shown].slice(0, max - 1).join("")}…` : shown;
   const name = enumLabel(field, value) ?? personNote(field, value, people);
   return name === undefined ? cut : `${escapeForTerminal(name)} (${cut})`;
 }
@@ -44,7 +44,7 @@ export function changeLines(e: Envelope, people?: PeopleLookup["names"]): Change
 export function objectTitle(e: Envelope): string {
   const title = e.baseline.values["TITLE"] ?? (OPERATIONS[e.operation].effect === "create" ? e.params["TITLE"] : undefined);
   const named = objectNamed(e.operation, e.object.id);
-  return typeof title === "string" && title !== "" ? `${named} «${shortValue("TITLE", title).replace(/^"|"$/g, "")}»` : named;
+  return typeof title === "string" && title !== "" ? `${named} «${shortValue("TITLE", title, undefined, 2 * SHORT)}»` : named;
 }
 
 /** "in 23 min", "in 2 h 5 min", "in 3 days", "expired": the time left, for a list row. */
