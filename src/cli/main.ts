@@ -31,7 +31,11 @@ import { isBitrix24Error } from "../bitrix24/errors.js";
 
 function report(printer: Printer, view: ThreadView, refusedNow = false): number {
   if (printer.json) printer.emitJson(threadJson(view));
-  else if (view.status === "awaiting_approval") {
+  else if (view.status === "awaiting_approval" && refusedNow && view.approval?.lastRefusal) {
+    // A refused decision: the refusal first, not the whole card again (it has not changed).
+    printer.refusal(view);
+    printer.howToDecide(view, " --as <approver-id>");
+  } else if (view.status === "awaiting_approval") {
     printer.card(view);
     printer.howToDecide(view, " --as <approver-id>");
   } else if (view.status === "awaiting_input") {
