@@ -1,10 +1,13 @@
 /**
  * The CLI's wording in an approver's first hour (issue 27): a refused decision prints the refusal
- * first, not the whole card again; `undo` does not present the code's proposal as the model's words.
+ * first, not the whole card again; `undo` does not present the code's proposal as the model's words;
+ * `show` of a thread the LangGraph API server keeps says where it lives and the command for it.
  * Each command its own process over a real emulator (HTTP) and SQLite stores; writes counted.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App } from "../src/app/threads.js";
+import { MemorySaver } from "@langchain/langgraph";
+import { openApp, startRun, submitDecision, type App } from "../src/app/threads.js";
+import { useDeps } from "../src/runtime/deps.js";
 import { envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
@@ -51,5 +54,20 @@ describe("the CLI in the first hour", () => {
     expect(r.stdout).not.toMatch(/model\W+says/);
     expect(r.stdout).toMatch(/undo\W+Undo proposed by code, not by the model/);
     expect((await portal.writes()).length).toBe(1);
+  });
+
+  it("show of a thread the API server keeps names where it lives and the command for it, not `no thread`", async () => {
+    // Same journal, another checkpointer: what this data directory sees of a run the LangGraph API server keeps.
+    const elsewhere = await startRun(openApp(app.deps, { checkpointer: new MemorySaver() }), { request: "rename task 4 to First hour", requestedBy: "demo-user" });
+    useDeps(app.deps);
+    expect(elsewhere.status).toBe("awaiting_approval");
+    const r = await runCli(["show", elsewhere.threadId], envFor(portal, dataDir));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`thread ${elsewhere.threadId} waits for approval on the LangGraph API server`);
+    expect(r.stderr).toContain(`npm run cli -- show ${elsewhere.threadId} --api <URL>`);
+    expect(r.stderr).not.toContain("no thread");
+    const unknown = await runCli(["show", "no-such-thread"], envFor(portal, dataDir));
+    expect(unknown.stderr).toContain('no thread no-such-thread; list waiting ones with "pending"');
+    expect(await portal.writes()).toEqual([]);
   });
 });
