@@ -119,10 +119,46 @@ describe.skipIf(!!noBrowserReason)("the inbox list and a revision's page, in Chr
       const label = await page.locator("table.changes:not(.revision-diff) td[data-label=Before]").first().evaluate((el) => getComputedStyle(el, "::before").content);
       expect(label).toBe(width === 390 ? '"Before"' : "none");
       await page.screenshot({ path: screenshotPath(`rejected-revision-${width}`), fullPage: true });
+      // The evidence names the stage by what happened: revision 1 was rejected, nothing approved yet.
+      await page.goto(`${w.inbox.url}/t/${view.threadId}/evidence`);
+      const stages = await page.locator("table.evidence tbody td:first-child").allTextContents();
+      expect(stages).toContain("rejected");
+      expect(stages).not.toContain("approved");
       await context.close();
     }
     expect(await w.portal.writes()).toHaveLength(0);
   }, 180_000);
+});
+
+describe.skipIf(!!noBrowserReason)("the notice after a decision follows the outcome, in Chromium", () => {
+  let w: InboxWorld;
+  let browser: Browser;
+  beforeAll(async () => {
+    w = await startInboxWorld(TITLES);
+    browser = await launchBrowser();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await w?.close();
+  });
+
+  it("an approval whose run ends NOT_EXECUTED is not announced as a green success", async () => {
+    const view = await w.run(2);
+    // The task changes after the card was made: the pre-read finds it stale and nothing is written.
+    expect((await w.portal.rest("tasks.task.update", { taskId: 2, fields: { TITLE: "Changed meanwhile" } })).status).toBe(200);
+    const before = (await w.portal.writes()).length;
+    const { context, page } = await signedIn(browser, w.inbox.url, "alice", 1280);
+    await page.goto(`${w.inbox.url}/t/${view.threadId}`);
+    await page.getByRole("button", { name: "Approve exactly this envelope" }).click();
+    await page.locator(".outcome").first().waitFor();
+    expect(await page.locator("h1").textContent()).toContain("NOT_EXECUTED");
+    const notice = page.locator("p.notice.warn");
+    expect(await notice.textContent()).toMatch(/^Your approve was recorded, but the run ended NOT_EXECUTED \(STALE_STATE\)/);
+    expect(await page.locator("text=was accepted").count()).toBe(0);
+    await page.screenshot({ path: screenshotPath("not-executed-notice-1280"), fullPage: true });
+    expect((await w.portal.writes()).length).toBe(before);
+    await context.close();
+  }, 120_000);
 });
 
 const PER_ACTION = `set status of task 4 to awaiting control, rename task 2 to Release notes 2027 and comment on task 4: ${SET_COMMENT}`;

@@ -419,7 +419,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       ["outcome", "outcome"],
     ];
     const rows = evidence.map((e) => {
-      const stage = STAGES.find(([k]) => k === e.kind)?.[1] ?? e.kind;
+      const stage = e.kind === "decision" ? decisionStage(e) : (STAGES.find(([k]) => k === e.kind)?.[1] ?? e.kind);
       return html`<tr><td>${stage}</td><td><time datetime="${e.at}">${e.at}</time></td><td>${text(e.name)}</td><td>${text(e.summary)}</td></tr>`;
     });
     return c.html(
@@ -581,6 +581,14 @@ function invisibleWarning(params: Record<string, unknown>): Html | string {
 async function auditUnsafeEdit(app: App, threadId: string, action: ActionRow | undefined, reason: string, fields: Record<string, unknown>): Promise<void> {
   const thread = await app.deps.journal.getThread(threadId);
   await app.deps.audit.append(lateResumeEntry(threadId, thread, action, { code: "INVISIBLE_CHARACTERS", reason }, { editedFields: fields }, app.deps.clock().toISOString()));
+}
+
+/** What a decision's evidence says happened: approved, rejected, edited, cancelled, expired, or refused. */
+function decisionStage(e: { name: string; data: Record<string, unknown> }): string {
+  if (e.data["verdict"] === "refused") return "refused";
+  const type = /accepted-([a-z]+)/.exec(e.name)?.[1];
+  const done: Record<string, string> = { approve: "approved", reject: "rejected", edit: "edited", cancel: "cancelled", expire: "expired" };
+  return (type && done[type]) ?? "decided";
 }
 
 /** Said where the Approve button would be, when this user may decide but not approve. */
