@@ -51,7 +51,7 @@ async function waiting(w: SetWorld, request: string): Promise<ThreadView> {
 
 /** Decides a2 reject, a1 approve with the per-action form's radio buttons. */
 async function approveFirstRejectSecond(page: Page): Promise<void> {
-  await page.getByText("Decide action by action").click();
+  // Each action's choice is beside its card.
   await page.locator("#decision-a1-approve").check();
   await page.locator("#decision-a2-reject").check();
   await page.getByRole("button", { name: "Submit these 2 decisions together" }).click();

@@ -99,7 +99,9 @@ describe("a change set in the inbox over HTTP", () => {
     expect(list.split(`data-thread="${view.threadId}"`)).toHaveLength(2);
     expect(list).toContain(`data-hash="${cs.setHash}"`);
     expect(list).not.toContain(`data-hash="${a1!.envelopeHash}"`);
-    expect(list).toContain("change set of 2 actions, in order: a1 update_task · task 4 · STATUS; a2 add_task_comment · task 4 · POST_MESSAGE");
+    expect(list).toContain("change set of 2 actions, in order");
+    expect(list).toMatch(/<li data-action-id="a1"><strong>a1<\/strong> update_task · task 4 «[^<]+»<ul class="changes-short"><li><span class="field">STATUS<\/span>: <span class="old">[^<]+<\/span> → <span class="new">awaiting control \(4\)<\/span>/);
+    expect(list).toMatch(/<li data-action-id="a2"><strong>a2<\/strong> add_task_comment · task 4 «[^<]+»<ul class="changes-short"><li><span class="field">POST_MESSAGE<\/span>: <span class="old">new<\/span>/);
     expect(list).toMatch(new RegExp(`data-risk="${cs.set.risk.level}" data-thread="${view.threadId}"`));
 
     const page = await (await alice.req(`/t/${view.threadId}`)).text();
@@ -109,15 +111,22 @@ describe("a change set in the inbox over HTTP", () => {
     expect(page).toContain(`<span class="risk risk-${cs.set.risk.level}">${cs.set.risk.level}</span> · ${cs.set.risk.reversibility}`);
     expect(page).toContain(`datetime="${cs.set.expiresAt}"`);
     // Every action's card, in order: the update's change, the comment as a new comment, what must stay.
-    expect(page).toMatch(/<section class="card set-action"[^>]*data-envelope-hash="[^"]+" data-action-id="a1">/);
-    expect(page).toMatch(/<section class="card set-action"[^>]*data-envelope-hash="[^"]+" data-action-id="a2">/);
+    expect(page).toMatch(/<section class="card set-action[^"]*"[^>]*data-envelope-hash="[^"]+" data-action-id="a1">/);
+    expect(page).toMatch(/<section class="card set-action[^"]*"[^>]*data-envelope-hash="[^"]+" data-action-id="a2">/);
     expect(page.indexOf('data-action-id="a1">')).toBeLessThan(page.indexOf('data-action-id="a2">'));
     expect(page).toContain("1 of 2 · a1</span> update_task on task 4");
     expect(page).toContain("2 of 2 · a2</span> add_task_comment on task 4");
     expect(page).toContain("New comment: what will be posted");
     expect(page).toContain("<em>new comment</em>");
     expect(page).toContain(COMMENT);
-    expect(page.match(/<h3>Must stay unchanged/g)).toHaveLength(2);
+    // What must stay unchanged is folded by default on a set's cards.
+    expect(page.match(/<details class="invariants"><summary>Must stay unchanged \(\d+ fields\)<\/summary>/g)).toHaveLength(2);
+    // a1 changes STATUS of task 4, which a2 (on the same task) must find unchanged: a2 expects what a1 wrote.
+    expect(page).toMatch(/<tr class="expects" data-expects="a1"><th scope="row">STATUS<\/th><td><pre class="value">&quot;4&quot;<\/pre>.*?expects what a1 wrote/s);
+    expect(page).toContain("Expects what a1 wrote: STATUS must hold the value written earlier in this set.");
+    // Each action's decision control is beside its card, in the per-action form by its form attribute.
+    expect(page).toMatch(/data-action-id="a1">\s*<h2 id="card-title-a1">[\s\S]*?<\/h2>\s*<aside class="action-control" aria-label="Your decision on a1"><fieldset class="per-action" form="per-action-form" data-action-id="a1"/);
+    expect(page).toContain('<input type="radio" form="per-action-form" id="decision-a2-reject" name="decision.a2" value="reject" required>');
     // Every form names the set's hash and nonce, never an action's own.
     const hashes = [...page.matchAll(/name="envelopeHash" value="([^"]+)"/g)].map((m) => m[1]);
     const nonces = [...page.matchAll(/name="nonce" value="([^"]+)"/g)].map((m) => m[1]);
@@ -209,8 +218,8 @@ describe("a change set in the inbox over HTTP", () => {
     expect(page).toContain("Your approve of the whole set was accepted.");
     expect(page).toContain('<h1>Finished: <span class="outcome">VERIFIED</span></h1>');
     expect(page).toContain("Change set of 2 actions: how each ended");
-    expect(page).toMatch(/<tr data-action-id="a1"><th scope="row">a1<\/th><td>update_task<\/td><td>task 2<\/td>\s*<td><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td>VERIFIED<\/td>/);
-    expect(page).toMatch(/<tr data-action-id="a2"><th scope="row">a2<\/th><td>add_task_comment<\/td><td>task 2<\/td>\s*<td><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td>VERIFIED<\/td>/);
+    expect(page).toMatch(/<tr data-action-id="a1"><th scope="row">a1<\/th><td[^>]*>update_task<\/td><td[^>]*>task 2<\/td>\s*<td[^>]*><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/);
+    expect(page).toMatch(/<tr data-action-id="a2"><th scope="row">a2<\/th><td[^>]*>add_task_comment<\/td><td[^>]*>task 2<\/td>\s*<td[^>]*><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/);
     expect((await writesOn(2)).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add"]);
     const after = await viewThread(w.app, view.threadId);
     expect(after.state?.decision).toMatchObject({ type: "approve", approverId: "bob", envelopeHash: cs.setHash, verifiedBy: "authentication" });
@@ -230,9 +239,9 @@ describe("a change set in the inbox over HTTP", () => {
     const page = await (await alice.req(`/t/${view.threadId}`)).text();
     expect(page).toContain('<h1>Finished: <span class="outcome">PARTIALLY_EXECUTED</span></h1>');
     expect(page).toContain("Partially executed:");
-    expect(page).toMatch(/data-action-id="a1">.*?outcome-VERIFIED">VERIFIED<\/span><\/td><td>VERIFIED<\/td>/s);
-    expect(page).toMatch(/data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td>STALE_STATE<\/td>/s);
-    expect(page).toMatch(/data-action-id="a3">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td>CHAIN_STOPPED<\/td>/s);
+    expect(page).toMatch(/data-action-id="a1">.*?outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/s);
+    expect(page).toMatch(/data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>STALE_STATE<\/td>/s);
+    expect(page).toMatch(/data-action-id="a3">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CHAIN_STOPPED<\/td>/s);
     const ours = (await writesOn(1, 3)).filter((w) => w.method !== "tasks.task.update" || (w.params as { fields?: { PRIORITY?: unknown } }).fields?.PRIORITY === undefined);
     expect(ours.map((w) => [w.method, (w.params as { taskId?: number }).taskId])).toEqual([["tasks.task.update", 1]]);
     expect(await w.portal.calls("task.commentitem.add")).toHaveLength(1); // the earlier whole-set approval's comment on task 2 only
@@ -258,8 +267,8 @@ describe("a change set in the inbox over HTTP", () => {
     expect(res.status).toBe(200);
     const done = await res.text();
     expect(done).toContain('<span class="outcome">NOT_EXECUTED</span>');
-    expect(done).toMatch(/data-action-id="a1">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td>CANCELLED<\/td>/s);
-    expect(done).toMatch(/data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td>CANCELLED<\/td>/s);
+    expect(done).toMatch(/data-action-id="a1">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CANCELLED<\/td>/s);
+    expect(done).toMatch(/data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CANCELLED<\/td>/s);
     expect((await viewThread(w.app, view.threadId)).state?.reasonCode).toBe("CANCELLED");
     expect(await writesOn(5)).toHaveLength(0);
   });
@@ -284,7 +293,11 @@ describe("a change set in the inbox over HTTP", () => {
     });
     expect(res.status).toBe(200);
     const page = await res.text();
-    expect(page).toContain("Your per-action decision was accepted. A new revision (2) now waits for a fresh approval.");
+    // bob wrote revision 2 by his edit: he is told it waits for another approver, and is offered no Approve.
+    expect(page).toContain("Your per-action decision was accepted. A new revision (2) now waits for a fresh approval by another approver.");
+    expect(page).toContain("<strong>Waiting for another approver.</strong> You edited this change set");
+    expect(page).not.toContain(`<button type="submit" class="approve">Approve the whole set`);
+    expect(page).toMatch(/id="decision-a1-approve" name="decision.a1" value="approve" required disabled>/);
     const now = await viewThread(w.app, view.threadId);
     expect(now.status).toBe("awaiting_approval");
     expect(now.approval!.changeSet!.set.revision).toBe(2);

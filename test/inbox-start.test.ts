@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashPassword } from "../src/inbox/users.js";
+import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
 import { CLI, ROOT, TSX, envFor, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 
 let portal: Portal;
@@ -72,7 +72,34 @@ describe("npm start -- --inbox", () => {
     const r = await runCli(["start", "rename task 5 to No inbox", "--inbox"], envFor(portal, tempDir("ae-start-noinbox-"), { ACTION_ENVELOPE_INBOX_USERS: "" }));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS");
-    expect(r.stdout).toContain("npm run cli -- inbox-user --id <approver>");
+    expect(r.stdout).toContain("npm run cli -- inbox-user --id <approver> --file inbox-users.json");
     expect(r.stdout).toContain("npm run cli -- approve");
+  });
+});
+
+describe("inbox-user --file", () => {
+  it("creates the users file, adds a second approver, replaces an entry of the same id; the passwords verify; a broken file is left alone", async () => {
+    const dir = tempDir("ae-inbox-user-");
+    const file = path.join(dir, "users.json");
+    const env = { ACTION_ENVELOPE_DATA_DIR: dir };
+    const made = await runCli(["inbox-user", "--id", "alice", "--file", file], env, { input: "alice-password-1\n" });
+    expect(made.code, made.stderr).toBe(0);
+    expect(made.stdout).toContain(`created alice in a new ${file} (1 account(s))`);
+    expect((fs.statSync(file).mode & 0o777).toString(8)).toBe("600");
+    const added = await runCli(["inbox-user", "--id", "bob", "--file", file], env, { input: "bob-password-22\n" });
+    expect(added.stdout).toContain(`added bob in ${file} (2 account(s))`);
+    const again = await runCli(["inbox-user", "--id", "alice", "--file", file], env, { input: "alice-password-new\n" });
+    expect(again.stdout).toContain(`replaced the entry of alice in ${file} (2 account(s))`);
+    const users = loadInboxUsers(file);
+    expect(users.ids().sort()).toEqual(["alice", "bob"]);
+    expect(await users.verify("bob", "bob-password-22")).toBe("bob");
+    expect(await users.verify("alice", "alice-password-new")).toBe("alice");
+    expect(await users.verify("alice", "alice-password-1")).toBeUndefined();
+    // Not a users file: refused, and left as it was.
+    const other = path.join(dir, "other.json");
+    fs.writeFileSync(other, '{"not":"users"}');
+    const refused = await runCli(["inbox-user", "--id", "carol", "--file", other], env, { input: "carol-password-3\n" });
+    expect(refused.code).not.toBe(0);
+    expect(fs.readFileSync(other, "utf8")).toBe('{"not":"users"}');
   });
 });

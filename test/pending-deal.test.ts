@@ -149,10 +149,11 @@ describe("the web inbox names a deal as a deal", () => {
     try {
       const items = await inboxFor(app, "bob");
       const list = String(listFragment(items));
-      expect(list).toContain("update_deal · deal 3 · STAGE_ID");
-      expect(list).not.toContain("update_deal · task 3");
-      expect(list).toContain("update_task · task 3 · TITLE");
-      expect(list).toContain("a1 update_task · task 4 · STATUS; a2 add_task_comment · task 3 · POST_MESSAGE");
+      // Each row names its object with the title as read, then each change as old → new.
+      expect(list).toMatch(/deal 3 «[^»]+» <small>· update_deal<\/small><\/span><ul class="changes-short"><li><span class="field">STAGE_ID<\/span>/);
+      expect(list).not.toMatch(/task 3 «[^»]+» <small>· update_deal/);
+      expect(list).toMatch(/task 3 «[^»]+» <small>· update_task<\/small><\/span><ul class="changes-short"><li><span class="field">TITLE<\/span>/);
+      expect(list).toMatch(/<strong>a1<\/strong> update_task · task 4 «[^»]+»<ul class="changes-short"><li><span class="field">STATUS<\/span>.*<strong>a2<\/strong> add_task_comment · task 3 «/s);
       const row = (await app.deps.journal.currentAction(deal.threadId))!;
       const card = String(cardSection(row));
       expect(card).toContain("Changes: value read from the deal when the envelope was made");

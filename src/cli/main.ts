@@ -31,7 +31,11 @@ import { isBitrix24Error } from "../bitrix24/errors.js";
 
 function report(printer: Printer, view: ThreadView, refusedNow = false): number {
   if (printer.json) printer.emitJson(threadJson(view));
-  else if (view.status === "awaiting_approval") {
+  else if (view.status === "awaiting_approval" && refusedNow && view.approval?.lastRefusal) {
+    // A refused decision: the refusal first, not the whole card again (it has not changed).
+    printer.refusal(view);
+    printer.howToDecide(view, " --as <approver-id>");
+  } else if (view.status === "awaiting_approval") {
     printer.card(view);
     printer.howToDecide(view, " --as <approver-id>");
   } else if (view.status === "awaiting_input") {
@@ -249,7 +253,14 @@ export function buildProgram(): Command {
       const { viewThread } = await import("../app/threads.js");
       process.exitCode = await withReadOnlyApp(async (app) => {
         const view = await viewThread(app, thread);
-        if (view.status === "not_found") throw new UsageError(`no thread ${thread}; list waiting ones with "pending"`);
+        if (view.status === "not_found") {
+          // Registered in the journal but with no checkpoints here: the run is kept by the LangGraph API server.
+          const action = await app.deps.journal.currentAction(thread);
+          if (action?.macValid && action.phase === "registered" && !action.progress.closed) {
+            throw new UsageError(`thread ${thread} waits for approval on the LangGraph API server (its run's checkpoints are not in this data directory); show and decide it there: npm run cli -- show ${thread} --api <URL>`);
+          }
+          throw new UsageError(`no thread ${thread}; list waiting ones with "pending"`);
+        }
         return report(printer, view);
       });
     });

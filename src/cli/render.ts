@@ -66,7 +66,11 @@ export class Printer {
         if (update.outcome) return this.step("agent", esc`${update.reasonCode}: ${update.reason}`);
         const msg = update.messages?.at(-1) as { tool_calls?: Array<{ name: string; args: unknown }>; content?: unknown } | undefined;
         for (const call of msg?.tool_calls ?? []) this.step("model", esc`calls ${call.name} ${JSON.stringify(call.args)}`);
-        if (!msg?.tool_calls?.length && msg?.content) this.step("model", esc`says: ${typeof msg.content === "string" ? msg.content : JSON.stringify(msg.content)}`);
+        // An undo is proposed by code (with its proposal in the same update): not shown as the model's words.
+        if (!msg?.tool_calls?.length && msg?.content) {
+          const said = typeof msg.content === "string" ? msg.content : JSON.stringify(msg.content);
+          this.step(update.proposal ? "undo" : "model", update.proposal ? esc`${said}` : esc`says: ${said}`);
+        }
         return;
       }
       case "read_tools":
@@ -123,6 +127,14 @@ export class Printer {
     this.line(escapeRendered(fullCard(view)));
     if (a.lastRefusal) this.line(this.paint("red", esc`Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`));
     this.line(this.paint("bold", "───────────────────────────────"));
+  }
+
+  /** A decision just refused: the refusal, that nothing was applied, and where the unchanged card is. */
+  refusal(view: ThreadView): void {
+    const a = view.approval!;
+    const r = a.lastRefusal!;
+    this.line(this.paint(["bold", "red"], esc`REFUSED ${r.code}: ${r.reason}`));
+    this.line(esc`Nothing was applied. The approval still waits, unchanged (revision ${a.revision}); see its card with: npm run cli -- show ${view.threadId}`);
   }
 
   /** The commands that decide the waiting approval; `suffix` is appended to each (e.g. ` --api URL`). */

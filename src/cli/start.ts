@@ -90,7 +90,7 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
       } else {
         printer.line(
           "web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS, a JSON file of approver credentials:" +
-            ' make an entry with `npm run cli -- inbox-user --id <approver>`, put it in {"users":[<entries>]}, and set ACTION_ENVELOPE_INBOX_USERS to that file.',
+            ' run `npm run cli -- inbox-user --id <approver> --file inbox-users.json` (it creates the file or adds to it), and set ACTION_ENVELOPE_INBOX_USERS to that file.',
         );
       }
     }

@@ -12,6 +12,7 @@ import { deletedLabelOf } from "../envelope/deleted.js";
 import { personNote } from "../envelope/people.js";
 import { requesterVerificationOf, requesterVerificationText } from "../envelope/envelope.js";
 import type { ActionRow } from "../store/action-machine.js";
+import type { SetActionOutcome } from "../app/threads.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
 
 const MARKER_OR_CHAR = /⟨U\+[0-9A-F]{4,6}⟩|[\s\S]/gu;
@@ -52,6 +53,10 @@ export interface MemberLabel {
   actionId: string;
   position: number;
   total: number;
+  /** This action's decision control, shown beside its card. */
+  control?: Html;
+  /** Fields this action must find unchanged that an earlier action of the set writes: field → that action's id and value. */
+  expects?: Record<string, { actionId: string; value: unknown }>;
 }
 
 export function cardSection(action: ActionRow, member?: MemberLabel): Html {
@@ -61,9 +66,13 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
   const { warnings } = renderCard(e, action.envelopeHash, "text", people ? { people } : {});
   // The name next to a code or user id (PRIORITY "2" → high, RESPONSIBLE_ID "5" → Elena Kuznetsova),
   // from the names recorded with the card; escaped like every value.
-  const nameOf = (field: string, value: unknown, label: string) => {
+  const nameText = (field: string, value: unknown, label: string) => {
     const name = enumLabel(field, value) ?? personNote(field, value, people);
-    return name === undefined ? "" : html` <small class="value-name">(${markedHtml(display(name, `${label} name`).text.replace(/^"|"$/g, ""))})</small>`;
+    return name === undefined ? undefined : display(name, `${label} name`).text.replace(/^"|"$/g, "");
+  };
+  const nameOf = (field: string, value: unknown, label: string) => {
+    const name = nameText(field, value, label);
+    return name === undefined ? "" : html` <small class="value-name">(${markedHtml(name)})</small>`;
   };
   // A created object (a comment, a task) has no value before it: only the values it is made with.
   const effect = OPERATIONS[e.operation].effect;
@@ -83,23 +92,40 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
       const after = display(value, `${field} (requested)`);
       return html`<tr>
         <th scope="row">${field}</th>
-        <td><em>new ${created}</em></td>
-        <td><pre class="value after">${markedHtml(after.text)}</pre>${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
+        <td data-label="Before"><em>new ${created}</em></td>
+        <td data-label="Requested"><pre class="value after">${markedHtml(after.text)}</pre>${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
       </tr>`;
     }
     const before = display(e.baseline.values[field], `${field} (before)`);
     const after = display(value, `${field} (requested)`);
     const d = diffPair(before.text, after.text);
+    // A code or user id reads as its name with the value beside it: "Anna Petrova (1) → Ivan Sokolov (2)".
+    const cell = (v: unknown, shown: Html, cls: string, label: string, heading: string, note: Html | string = "") => {
+      const name = nameText(field, v, label);
+      return name === undefined
+        ? html`<td data-label="${heading}"><pre class="value ${cls}">${shown}</pre>${note}</td>`
+        : html`<td class="named" data-label="${heading}"><span class="value-name">${markedHtml(name)}</span> (<pre class="value ${cls}">${shown}</pre>)${note}</td>`;
+    };
+    // The length helps with long or multi-line text, not with an id or a code.
+    const length = after.length !== undefined && (after.block || after.length > 20) ? html`<small class="length">${after.length} characters</small>` : "";
     return html`<tr>
         <th scope="row">${field}</th>
-        <td><pre class="value before">${d.before}</pre>${nameOf(field, e.baseline.values[field], `${field} (before)`)}</td>
-        <td><pre class="value after">${d.after}</pre>${nameOf(field, value, `${field} (requested)`)}${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
+        ${cell(e.baseline.values[field], d.before, "before", `${field} (before)`, "Before")}
+        ${cell(value, d.after, "after", `${field} (requested)`, "Requested", length)}
       </tr>`;
   });
-  const invariants = e.invariantFields.map((f) => html`<tr><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (must stay)`)}</td></tr>`);
+  // A field an earlier action of the set writes is expected to hold what that action wrote, not the value read before it.
+  const invariants = e.invariantFields.map((f) => {
+    const by = member?.expects?.[f];
+    return by
+      ? html`<tr class="expects" data-expects="${by.actionId}"><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(by.value, `${f} (after ${by.actionId})`).text)}</pre>${nameOf(f, by.value, `${f} (after ${by.actionId})`)} <small class="expects-note">expects what ${by.actionId} wrote (read before the set: <span class="was">${markedHtml(display(e.baseline.values[f], `${f} (before)`).text)}</span>)</small></td></tr>`
+      : html`<tr><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (must stay)`)}</td></tr>`;
+  });
+  const expected = member?.expects ? e.invariantFields.filter((f) => member.expects![f]) : [];
   const expiresMs = Date.parse(e.expiresAt);
-  return html`<section class="card${member ? " set-action" : ""}" aria-labelledby="${titleId}" data-envelope-hash="${action.envelopeHash}"${member ? html` data-action-id="${member.actionId}"` : ""}>
+  return html`<section class="card${member ? " set-action" : ""}${member?.control ? " with-control" : ""}" aria-labelledby="${titleId}" data-envelope-hash="${action.envelopeHash}"${member ? html` data-action-id="${member.actionId}"` : ""}>
     <h2 id="${titleId}">${member ? html`<span class="action-id">${member.position} of ${member.total} · ${member.actionId}</span> ` : ""}${actsOn(e.operation, e.object.id)} · revision ${e.revision}</h2>
+    ${member?.control ? html`<aside class="action-control" aria-label="Your decision on ${member.actionId}">${member.control}</aside>` : ""}
     <dl class="facts">
       <dt>Risk</dt><dd><span class="risk risk-${e.risk.level}">${e.risk.level}</span> · ${e.risk.reversibility}</dd>
       <dt>Requested by</dt><dd>${text(e.requestedBy)} <small class="requester-verification">(${requesterVerificationText(requesterVerificationOf(e))})</small></dd>
@@ -117,8 +143,11 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
       : ""}
     <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be ${madeVerb} (there is no value before it)` : `Changes: value read from the ${e.object.type} when the envelope was made → value to write`}</h3>
     <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">${deleting ? "Now" : "Before"}</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
-    ${deleting ? "" : html`<h3>Must stay unchanged (${e.invariantFields.length})</h3>
-    <table class="invariants"><tbody>${invariants}</tbody></table>`}
+    ${deleting
+      ? ""
+      : html`${expected.length ? html`<p class="expects-summary">Expects what ${[...new Set(expected.map((f) => member!.expects![f]!.actionId))].join(", ")} wrote: ${expected.join(", ")} must hold the value written earlier in this set.</p>` : ""}
+        <details class="invariants"${member ? "" : html` open`}><summary>Must stay unchanged (${e.invariantFields.length} fields)</summary>
+    <table class="invariants"><tbody>${invariants}</tbody></table></details>`}
     ${member ? "" : html`<details><summary>The card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(action.card)}</pre></details>`}
   </section>`;
 }
@@ -138,7 +167,7 @@ export const CHAIN_RULE =
  * action's card in order (changes, or the new comment; what must stay unchanged), then the set's card
  * text exactly as registered. From the journal's rows only.
  */
-export function setSection(head: ActionRow, members: ActionRow[]): Html {
+export function setSection(head: ActionRow, members: ActionRow[], controls: Map<string, Html> = new Map()): Html {
   const m = head.set!;
   const s = m.set;
   const expiresMs = Date.parse(s.expiresAt);
@@ -163,17 +192,63 @@ export function setSection(head: ActionRow, members: ActionRow[]): Html {
     <ol class="set-order">${order}</ol>
     ${last ? html`<p class="refusal" role="alert"><strong>Last decision refused (${text(last.code)}):</strong> ${text(last.reason)}</p>` : ""}
   </section>
-  ${members.map((r, i) => cardSection(r, { actionId: r.set?.actionId ?? `a${i + 1}`, position: i + 1, total: members.length }))}
+  ${members.map((r, i) => {
+    const actionId = r.set?.actionId ?? `a${i + 1}`;
+    const control = controls.get(actionId);
+    return cardSection(r, { actionId, position: i + 1, total: members.length, ...(control ? { control } : {}), expects: expectsFrom(members.slice(0, i), r) });
+  })}
   <details><summary>The set's card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(head.card)}</pre></details>`;
 }
 
-/** How each action of a finished change set ended (its row's closing record), in order. */
-export function setOutcomeTable(members: ActionRow[]): Html {
-  const rows = members.map((r) => {
-    const c = r.progress.closed;
-    const outcome = c?.outcome ?? (r.phase === "superseded" ? "SUPERSEDED" : "open");
-    return html`<tr data-action-id="${r.set?.actionId ?? ""}"><th scope="row">${r.set?.actionId ?? "—"}</th><td>${r.envelope.operation}</td><td>${objectNamed(r.envelope.operation, r.envelope.object.id)}</td>
-      <td><span class="outcome outcome-${outcome}">${outcome}</span></td><td>${c?.reasonCode ?? "—"}</td><td>${text(c?.reason ?? "")}</td></tr>`;
-  });
-  return html`<table class="set-outcomes"><caption>Action by action</caption><thead><tr><th scope="col">Action</th><th scope="col">Operation</th><th scope="col">Object</th><th scope="col">Outcome</th><th scope="col">Reason code</th><th scope="col">Reason</th></tr></thead><tbody>${rows}</tbody></table>`;
+/**
+ * The fields `later` must find unchanged that an earlier action of the set writes on the same object:
+ * the last such write before it, by action id and value.
+ */
+export function expectsFrom(earlier: ActionRow[], later: ActionRow): Record<string, { actionId: string; value: unknown }> {
+  const out: Record<string, { actionId: string; value: unknown }> = {};
+  const e = later.envelope;
+  for (const r of earlier) {
+    const x = r.envelope;
+    if (x.object.type !== e.object.type || x.object.id !== e.object.id || OPERATIONS[x.operation].effect !== "update") continue;
+    for (const f of e.invariantFields) if (Object.prototype.hasOwnProperty.call(x.params, f)) out[f] = { actionId: r.set?.actionId ?? "", value: x.params[f] };
+  }
+  return out;
+}
+
+/** How each action of a finished change set ended, in order: the thread view's table (a rejected action as REJECTED, with its reason). */
+export function setOutcomeTable(actions: SetActionOutcome[]): Html {
+  const rows = actions.map(
+    (o) => html`<tr data-action-id="${o.actionId}"><th scope="row">${o.actionId}</th><td data-label="Operation">${o.operation}</td><td data-label="Object">${objectNamed(o.operation, o.taskId)}</td>
+      <td data-label="Outcome"><span class="outcome outcome-${o.outcome}">${o.outcome}</span></td><td data-label="Reason code">${o.reasonCode}</td><td data-label="Reason">${text(o.reason ?? "")}</td><td data-label="Write">${o.sent ? "sent" : "not sent"}</td></tr>`,
+  );
+  return html`<table class="set-outcomes"><caption>Action by action</caption><thead><tr><th scope="col">Action</th><th scope="col">Operation</th><th scope="col">Object</th><th scope="col">Outcome</th><th scope="col">Reason code</th><th scope="col">Reason</th><th scope="col">Write</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+/**
+ * What a revision replaced and why: the previous revision's decision (who rejected or edited it, with
+ * their feedback) and each field whose requested value differs from the previous revision's, as
+ * previous → now with the changed characters highlighted. From the journal's rows only.
+ */
+export function revisionSection(current: ActionRow, previous: ActionRow | undefined): Html {
+  const e = current.envelope;
+  if (e.revision <= 1 || !previous) return html``;
+  const d = previous.progress.decision;
+  const p = previous.envelope;
+  const fields = [...new Set([...Object.keys(p.params), ...Object.keys(e.params)])];
+  const rows = fields
+    .filter((f) => JSON.stringify(p.params[f]) !== JSON.stringify(e.params[f]))
+    .map((f) => {
+      const was = f in p.params ? display(p.params[f], `${f} (revision ${p.revision})`).text : "(not changed by it)";
+      const now = f in e.params ? display(e.params[f], `${f} (revision ${e.revision})`).text : "(no longer changed)";
+      const dp = diffPair(was, now);
+      return html`<tr><th scope="row">${f}</th><td data-label="Revision ${String(p.revision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(e.revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
+    });
+  const what = d ? (d.type === "reject" ? "rejected" : d.type === "edit" ? "edited" : d.type === "expire" ? "expired" : `${d.type}d`) : "replaced";
+  return html`<section class="revision-history" aria-label="What changed since revision ${String(p.revision)}" data-previous="${previous.envelopeHash}">
+    <h3>Revision ${String(e.revision)} replaces revision ${String(p.revision)}, which ${d ? html`${what} by ${text(d.approverId)}` : "was replaced"}</h3>
+    ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}
+    ${rows.length
+      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th><th scope="col">Revision ${String(p.revision)} asked for</th><th scope="col">Revision ${String(e.revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<p>The requested values are the same as revision ${String(p.revision)}'s.</p>`}
+  </section>`;
 }

@@ -1,12 +1,14 @@
 /**
  * `inbox [--port N] [--host H]`: serve the web approval inbox over the same data directory or database
- * as the CLI. `inbox-user --id ID`: read a password from stdin and print the credentials entry for
- * ACTION_ENVELOPE_INBOX_USERS (a scrypt hash; the password itself is stored nowhere).
+ * as the CLI. `inbox-user --id ID [--file FILE]`: read a password from stdin and print the credentials
+ * entry for ACTION_ENVELOPE_INBOX_USERS (a scrypt hash; the password itself is stored nowhere), or
+ * write it into FILE: created when missing, the entry added or an entry of the same id replaced.
  */
+import fs from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
 import { esc } from "../text/escape.js";
-import { hashPassword, loadInboxUsers, MAX_PASSWORD_LENGTH } from "./users.js";
+import { hashPassword, loadInboxUsers, MAX_PASSWORD_LENGTH, parseInboxUsers } from "./users.js";
 
 const port = (v: string) => {
   if (!/^\d{1,5}$/.test(v) || Number(v) > 65535) throw new InvalidArgumentError(esc`expected a port number, got "${v}"`);
@@ -43,7 +45,8 @@ export function inboxCommands(): Command[] {
   const user = new Command("inbox-user")
     .description("Print a credentials entry for ACTION_ENVELOPE_INBOX_USERS; the password is read from stdin")
     .requiredOption("--id <approver>", "approver id (as in the policy)")
-    .action(async (opts: { id: string }) => {
+    .option("--file <users.json>", "write the entry into this file (created when missing; an entry of the same id is replaced) instead of printing it")
+    .action(async (opts: { id: string; file?: string }) => {
       if (process.stdin.isTTY) process.stderr.write("password (then Enter and Ctrl-D): ");
       const password = (await readStdin()).replace(/\r?\n$/, "");
       if (password.length < 8 || password.length > MAX_PASSWORD_LENGTH) {
@@ -51,8 +54,21 @@ export function inboxCommands(): Command[] {
       }
       if (!/^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$/.test(opts.id)) throw new InvalidArgumentError(esc`--id must be letters, digits, . _ @ -, got "${opts.id}"`);
       const entry = { id: opts.id, password: await hashPassword(password) };
+      if (opts.file) {
+        const existing = fs.existsSync(opts.file) ? fs.readFileSync(opts.file, "utf8") : undefined;
+        // The file must already be a valid users file: nothing else in it is overwritten.
+        if (existing !== undefined) parseInboxUsers(existing, opts.file);
+        const users = existing === undefined ? [] : (JSON.parse(existing) as { users: Array<{ id: string; password: string }> }).users;
+        const replaced = users.some((u) => u.id === opts.id);
+        const next = { users: [...users.filter((u) => u.id !== opts.id), entry] };
+        const tmp = `${opts.file}.${process.pid}.tmp`;
+        fs.writeFileSync(tmp, `${JSON.stringify(next, null, 2)}\n`, { mode: 0o600 });
+        fs.renameSync(tmp, opts.file);
+        process.stdout.write(esc`${existing === undefined ? "created" : replaced ? "replaced the entry of" : "added"} ${opts.id} ${existing === undefined ? "in a new" : "in"} ${opts.file} (${String(next.users.length)} account(s)); point ACTION_ENVELOPE_INBOX_USERS at it\n`);
+        return;
+      }
       process.stdout.write(`${JSON.stringify(entry)}\n`);
-      process.stderr.write(`add this entry to the "users" array of the file ACTION_ENVELOPE_INBOX_USERS names: {"users":[<entries>]}\n`);
+      process.stderr.write(`add this entry to the "users" array of the file ACTION_ENVELOPE_INBOX_USERS names, or run again with --file FILE to write it there\n`);
     });
 
   return [serve, user];

@@ -55,7 +55,7 @@ async function build(): Promise<Inbox> {
   if (!config.inboxUsersPath) {
     return {
       disabled:
-        'The web inbox is not enabled on this server: set ACTION_ENVELOPE_INBOX_USERS to a JSON file of approver credentials ({"users":[<entries>]}, entries from `npm run cli -- inbox-user --id <approver>`) and restart it.',
+        'The web inbox is not enabled on this server: set ACTION_ENVELOPE_INBOX_USERS to a JSON file of approver credentials (made with `npm run cli -- inbox-user --id <approver> --file inbox-users.json`) and restart it.',
     };
   }
   const users = loadInboxUsers(config.inboxUsersPath);

@@ -1,6 +1,6 @@
 /** Page layouts of the web inbox: plain server-rendered HTML, one script and one stylesheet from /static. */
-import { objectNamed } from "../envelope/operations.js";
-import { html, text, type Html } from "./html.js";
+import { html, markedHtml, text, type Html } from "./html.js";
+import { expiresIn, type ChangeLine } from "./summary.js";
 import type { InboxItem, QuestionItem } from "./queue.js";
 
 /**
@@ -59,21 +59,43 @@ export function listFragment(items: InboxItem[], questions: QuestionItem[] = [],
       </a>
     </li>`,
   );
-  return html`<ul class="inbox">${asked}${items.map(
-    (i) => html`<li class="item${i.actions ? " set" : ""}" data-risk="${i.risk}" data-thread="${i.threadId}" data-hash="${i.envelopeHash}"${i.actions ? html` data-kind="set"` : ""}>
+  return html`<ul class="inbox">${asked}${items.map((i) => listRow(i, base))}</ul>`;
+}
+
+/** A change as `FIELD: old → new`, each value shortened (src/inbox/summary.ts). */
+function changeList(changes: ChangeLine[]): Html {
+  return html`<ul class="changes-short">${changes.map((c) => html`<li><span class="field">${c.field}</span>: <span class="old">${markedHtml(c.before)}</span> → <span class="new">${markedHtml(c.after)}</span></li>`)}</ul>`;
+}
+
+/**
+ * One waiting approval: what it acts on (title as read) and each change, who asked and when, how long
+ * until it expires, and tags for what this user can do with it: approve, or only wait for another
+ * approver (they requested or edited it, or it is escalated elsewhere), or decide it on the API server.
+ */
+function listRow(i: InboxItem, base: string): Html {
+  const tags: Html[] = [];
+  if (i.elsewhere) tags.push(html`<span class="tag tag-elsewhere">decide on the API server</span>`);
+  if (!i.mayApprove) tags.push(html`<span class="tag tag-waiting">waiting for another approver</span>`);
+  if (i.notApprovable === "edited") tags.push(html`<span class="tag tag-edited">you edited this</span>`);
+  if (i.notApprovable === "requested" || !i.mayDecide) tags.push(html`<span class="tag tag-mine">your request${i.mayCancel ? ": you may cancel it" : ""}</span>`);
+  if (i.escalatedTo) tags.push(html`<span class="tag">escalated to ${text(i.escalatedTo)}</span>`);
+  if (i.lastRefusal) tags.push(html`<span class="tag">last decision refused: ${text(i.lastRefusal.code)}</span>`);
+  const what = i.actions
+    ? html`<span class="what">change set of ${i.actions.length} actions, in order</span>
+        <ol class="set-actions">${i.actions.map((a) => html`<li data-action-id="${a.actionId}"><strong>${a.actionId}</strong> ${a.operation} · ${markedHtml(a.title)}${changeList(a.changes)}</li>`)}</ol>`
+    : html`<span class="what">${markedHtml(i.title)} <small>· ${i.operation}</small></span>${changeList(i.changes)}`;
+  return html`<li class="item${i.actions ? " set" : ""}" data-risk="${i.risk}" data-thread="${i.threadId}" data-hash="${i.envelopeHash}"${i.actions ? html` data-kind="set"` : ""} data-expires-at="${i.expiresAt}">
       <a href="${base}/t/${encodeURIComponent(i.threadId)}">
-        <span class="risk risk-${i.risk}">${i.risk}</span>
-        ${i.actions
-          ? html`<span class="what">change set of ${i.actions.length} actions, in order: ${i.actions.map((a, n) => html`${n ? "; " : ""}${a.actionId} ${a.operation} · ${objectNamed(a.operation, a.taskId)} · ${a.fields.join(", ")}`)}</span>`
-          : html`<span class="what">${i.operation} · ${objectNamed(i.operation, i.taskId)} · ${i.fields.join(", ")}</span>`}
-        <span class="who">requested by ${text(i.requestedBy)} · revision ${i.revision}</span>
-        <span class="when">expires <span class="countdown" data-expires="${String(Date.parse(i.expiresAt))}">${i.expiresAt}</span></span>
-        ${i.escalatedTo ? html`<span class="flag">escalated to ${text(i.escalatedTo)}</span>` : ""}
-        ${i.lastRefusal ? html`<span class="flag">last decision refused: ${text(i.lastRefusal.code)}</span>` : ""}
-        ${!i.mayDecide ? html`<span class="flag">your request: you may cancel it</span>` : !i.mayApprove ? html`<span class="flag">you may reject or edit, not approve</span>` : ""}
+        <span class="head"><span class="risk risk-${i.risk}">${i.risk}</span> ${what}</span>
+        <span class="meta">
+          <span class="who">requested by ${text(i.requestedBy)}</span>
+          <span class="when">requested <time datetime="${i.createdAt}">${i.createdAt}</time></span>
+          <span class="expires">expires <span class="countdown" data-expires="${String(Date.parse(i.expiresAt))}" data-style="left">${expiresIn(i.expiresAt, new Date())}</span></span>
+          ${i.revision > 1 ? html`<span class="revision">revision ${i.revision}</span>` : ""}
+        </span>
+        ${tags.length ? html`<span class="tags">${tags}</span>` : ""}
       </a>
-    </li>`,
-  )}</ul>`;
+    </li>`;
 }
 
 export function inboxPage(user: string, csrf: string, items: InboxItem[], questions: QuestionItem[] = [], base = ""): string {

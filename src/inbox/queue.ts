@@ -2,11 +2,12 @@
  * What waits for one signed-in person, read from the journal (the authority), so threads started from
  * the CLI, the LangGraph API or Studio all appear: every pending approval whose registered action is
  * intact and still waiting, that this person may approve (policy approvers, narrowed to the
- * escalation group once escalated) or cancel (their own request). Newest first.
+ * escalation group once escalated) or cancel (their own request). Soonest expiry first.
  */
 import { createHash } from "node:crypto";
 import type { App } from "../app/threads.js";
-import { allowedApprovers, hasRole } from "../envelope/policy.js";
+import { allowedApprovers, hasRole, levelRank } from "../envelope/policy.js";
+import { changeLines, objectTitle, type ChangeLine } from "./summary.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { membersOf } from "../hitl/journal-gate.js";
@@ -17,6 +18,9 @@ export interface InboxSetAction {
   operation: string;
   taskId: number;
   fields: string[];
+  /** What it acts on, with its title as read: "task 4 «Quarterly plan»". */
+  title: string;
+  changes: ChangeLine[];
 }
 
 export interface InboxItem {
@@ -43,12 +47,24 @@ export interface InboxItem {
   mayApprove: boolean;
   /** May cancel: an approver or the requester. */
   mayCancel: boolean;
+  /** Why this user may not approve although they may decide (escalated elsewhere, or they wrote it), or null. */
+  notApprovable: NotApprovable | null;
+  /** What the row names: the object with its title as read. */
+  title: string;
+  /** Each change as before → after, shortened (for a change set: the first action's; each action has its own). */
+  changes: ChangeLine[];
+  /** The run's checkpoints are kept by another server (the LangGraph API): it is decided there, not here. */
+  elsewhere: boolean;
 }
+
+/** Why a user who may decide an approval may not approve it: its escalation group, or separation of duties (they requested or edited it). */
+export type NotApprovable = "escalated" | "requested" | "edited";
 
 export interface Entitlement {
   mayDecide: boolean;
   mayApprove: boolean;
   mayCancel: boolean;
+  notApprovable: NotApprovable | null;
 }
 
 /** Every operation an approval covers: the envelope's, or each action's of a change set. */
@@ -82,12 +98,23 @@ export function boundOf(action: ActionRow): Bound {
   return { hash: action.envelopeHash, nonce: e.nonce, revision: e.revision, expiresAt: e.expiresAt, risk: e.risk.level, reversibility: e.risk.reversibility, requestedBy: e.requestedBy, createdAt: e.createdAt };
 }
 
-/** Approving needs authority over every operation the approval covers (a change set: each action's). */
+/**
+ * Approving needs authority over every operation the approval covers (a change set: each action's),
+ * membership of the escalation group once escalated, and, under separation of duties, not having
+ * requested or edited what is approved at or above the policy's level (check_decision refuses that as
+ * SELF_APPROVAL; the inbox says so before anyone clicks).
+ */
 export function entitlementOf(app: App, action: ActionRow, user: string): Entitlement {
   const policy = app.deps.policy;
   const approver = operationsOf(action).every((op) => allowedApprovers(policy, op).has(user));
   const inGroup = !action.escalatedTo || (policy.approvers.groups[action.escalatedTo] ?? []).includes(user);
-  return { mayDecide: approver, mayApprove: approver && inGroup, mayCancel: approver || action.envelope.requestedBy === user };
+  const subject = action.set ? action.set.set : action.envelope;
+  const sod = policy.separationOfDuties;
+  const level = action.set ? action.set.set.risk.level : action.envelope.risk.level;
+  const author = subject.requestedBy === user ? "requested" : subject.editedBy === user ? "edited" : null;
+  const selfBarred = sod && author && levelRank(level) >= levelRank(sod.requesterMayNotApproveAtOrAbove) ? author : null;
+  const notApprovable: NotApprovable | null = !approver ? null : !inGroup ? "escalated" : selfBarred;
+  return { mayDecide: approver, mayApprove: approver && notApprovable === null, mayCancel: approver || action.envelope.requestedBy === user, notApprovable };
 }
 
 /** The journal's action for a thread when it is a live, intact, waiting approval; else undefined. */
@@ -112,6 +139,8 @@ export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
     const b = boundOf(action);
     const last = action.progress.lastRefusal;
     const members = action.set ? await membersOf(app.deps, action) : null;
+    const snapshot = await app.graph.getState({ configurable: { thread_id: action.threadId } });
+    const elsewhere = !snapshot.values || Object.keys(snapshot.values as object).length === 0;
     items.push({
       threadId: action.threadId,
       envelopeHash: b.hash,
@@ -127,11 +156,17 @@ export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
       fields: Object.keys(e.params),
       escalatedTo: action.escalatedTo,
       lastRefusal: last ? { code: last.code, reason: last.reason } : null,
-      actions: members ? members.map((m) => ({ actionId: m.set?.actionId ?? "", operation: m.envelope.operation, taskId: m.envelope.object.id, fields: Object.keys(m.envelope.params) })) : null,
+      actions: members
+        ? members.map((m) => ({ actionId: m.set?.actionId ?? "", operation: m.envelope.operation, taskId: m.envelope.object.id, fields: Object.keys(m.envelope.params), title: objectTitle(m.envelope), changes: changeLines(m.envelope, m.people?.names) }))
+        : null,
+      title: objectTitle(e),
+      changes: changeLines(e, action.people?.names),
+      elsewhere,
       ...may,
     });
   }
-  return items.sort((a, b) => b.createdAt.localeCompare(a.createdAt) || a.threadId.localeCompare(b.threadId));
+  // The one to decide first is the one that expires first.
+  return items.sort((a, b) => Date.parse(a.expiresAt) - Date.parse(b.expiresAt) || a.createdAt.localeCompare(b.createdAt) || a.threadId.localeCompare(b.threadId));
 }
 
 /** Changes whenever anything on the list changes (arrived, decided, revised, refused, escalated). */

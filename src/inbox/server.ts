@@ -19,7 +19,7 @@ import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 import { partialApprovalForecast } from "../envelope/change-set.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
-import { cardSection, setOutcomeTable, setSection } from "./card-view.js";
+import { cardSection, revisionSection, setOutcomeTable, setSection } from "./card-view.js";
 import { membersOf } from "../hitl/journal-gate.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { answerAsSignedIn, submitAsSignedIn, StaleCardError } from "./driver.js";
@@ -27,7 +27,7 @@ import { html, text, type Html } from "./html.js";
 import { classify, marker } from "../text/escape.js";
 import { lateResumeEntry } from "../api/late-resume.js";
 import { inboxPage, layout, listFragment, signInPage } from "./pages.js";
-import { boundOf, entitlementOf, inboxFor, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
+import { boundOf, entitlementOf, inboxFor, type NotApprovable, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
 import { answerJsonSchema, type InputField } from "../hitl/structured-input.js";
 import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, sameToken, token, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
@@ -204,18 +204,21 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
   });
 
   // ── a thread: its card while waiting, its outcome after ─────────────────────────────────────────
-  const threadPage = async (c: Context<Env>, threadId: string, notice?: { kind: "ok" | "refusal"; message: Html | string }, status: 200 | 409 | 422 = 200) => {
+  const threadPage = async (c: Context<Env>, threadId: string, notice?: { kind: "ok" | "warn" | "refusal"; message: Html | string }, status: 200 | 409 | 422 = 200) => {
     const s = c.var.session;
     if (!(await maySeeRun(app, threadId, s.user))) return notYours(c, threadId);
     const view = await viewThread(app, threadId);
     const action = await waitingAction(app, threadId);
     // A change set is shown and decided as one: its header and every action's card, bound to the set's hash.
     const members = action?.set ? await membersOf(app.deps, action) : undefined;
-    const cards = (a: ActionRow) => (members ? setSection(a, members) : cardSection(a));
-    const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : "refusal"}" role="alert">${notice.message}</p>` : "";
+    const cards = (a: ActionRow) => (members ? setSection(a, members, perActionControls(app, a, members, s)) : cardSection(a));
+    const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}" role="alert">${notice.message}</p>` : "";
     let body: Html;
     if (view.status === "awaiting_approval" && action && boundOf(action).hash === view.approval?.envelopeHash) {
-      body = html`${banner}${cards(action)}${members ? setDecisionForms(app, action, members, s, view, base) : decisionForms(app, action, s, view, base)}`;
+      const prevHash = members ? undefined : action.envelope.previousEnvelopeHash;
+      const previous = prevHash ? await app.deps.journal.getAction(prevHash) : undefined;
+      const history = members ? html`` : revisionSection(action, previous?.macValid ? previous : undefined);
+      body = html`${banner}${history}${cards(action)}${members ? setDecisionForms(app, action, members, s, view, base) : decisionForms(app, action, s, view, base)}`;
     } else if (view.status === "awaiting_input" && view.input) {
       body = html`${banner}${await questionSection(app, view, s, base)}`;
     } else if (view.status === "not_found" && action) {
@@ -267,7 +270,8 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     if (action) {
       const may = entitlementOf(app, action, s.user);
       const approves = type === "approve" || (perAction?.entries.some((e) => e.type === "approve") ?? false);
-      const allowed = approves ? may.mayApprove : type === "cancel" ? may.mayCancel : may.mayDecide;
+      // Separation of duties is left to check_decision (it refuses SELF_APPROVAL with its reason, after a stale card is refused as such).
+      const allowed = approves ? may.mayDecide && may.notApprovable !== "escalated" : type === "cancel" ? may.mayCancel : may.mayDecide;
       if (!allowed) return refused(c, 403, "Not yours to decide", `${s.user} may not ${approves ? "approve" : (type ?? "decide")} this approval under policy ${app.deps.policy.id}@${app.deps.policy.version}.`, s);
       if (action.set && type === "edit") {
         return threadPage(c, threadId, { kind: "refusal", message: "Nothing was sent: an edit of a change set names the action it changes; use the per-action form (edit that action, approve or reject each of the others)." }, 422);
@@ -352,7 +356,15 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       return threadPage(c, threadId, { kind: "refusal", message: html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.` }, 422);
     }
     if (after.status === "awaiting_approval") {
-      return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted. A new revision (${after.approval!.revision}) now waits for a fresh approval.` });
+      const next = await waitingAction(app, threadId);
+      const someoneElse = next ? !entitlementOf(app, next, s.user).mayApprove : false;
+      return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted. A new revision (${after.approval!.revision}) now waits for a fresh approval${someoneElse ? " by another approver" : ""}.` });
+    }
+    // The notice follows the outcome: a decision that was taken but whose run did not write what was
+    // approved is not shown as a green success.
+    const outcome = after.state?.outcome;
+    if (outcome && outcome !== "VERIFIED" && type !== "reject" && type !== "cancel") {
+      return threadPage(c, threadId, { kind: "warn", message: html`Your ${what} was recorded, but the run ended ${text(outcome)} (${text(after.state?.reasonCode ?? "")}): ${text(after.state?.reason ?? "")}` });
     }
     return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted.` });
   });
@@ -407,7 +419,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       ["outcome", "outcome"],
     ];
     const rows = evidence.map((e) => {
-      const stage = STAGES.find(([k]) => k === e.kind)?.[1] ?? e.kind;
+      const stage = e.kind === "decision" ? decisionStage(e) : (STAGES.find(([k]) => k === e.kind)?.[1] ?? e.kind);
       return html`<tr><td>${stage}</td><td><time datetime="${e.at}">${e.at}</time></td><td>${text(e.name)}</td><td>${text(e.summary)}</td></tr>`;
     });
     return c.html(
@@ -571,6 +583,22 @@ async function auditUnsafeEdit(app: App, threadId: string, action: ActionRow | u
   await app.deps.audit.append(lateResumeEntry(threadId, thread, action, { code: "INVISIBLE_CHARACTERS", reason }, { editedFields: fields }, app.deps.clock().toISOString()));
 }
 
+/** What a decision's evidence says happened: approved, rejected, edited, cancelled, expired, or refused. */
+function decisionStage(e: { name: string; data: Record<string, unknown> }): string {
+  if (e.data["verdict"] === "refused") return "refused";
+  const type = /accepted-([a-z]+)/.exec(e.name)?.[1];
+  const done: Record<string, string> = { approve: "approved", reject: "rejected", edit: "edited", cancel: "cancelled", expire: "expired" };
+  return (type && done[type]) ?? "decided";
+}
+
+/** Said where the Approve button would be, when this user may decide but not approve. */
+function notApprovableNote(why: NotApprovable | null, escalatedTo: string | null, what: string): Html {
+  if (why === "edited" || why === "requested") {
+    return html`<p class="waiting" role="status"><strong>Waiting for another approver.</strong> You ${why === "edited" ? "edited" : "requested"} ${what}, so under the policy's separation of duties someone else approves it. You may still reject${what === "this one" ? " or edit" : ""} it.</p>`;
+  }
+  return html`<p>You may not approve ${what}${escalatedTo ? html` (escalated to ${text(escalatedTo)})` : ""}.</p>`;
+}
+
 /** The requester's (or an approver's) cancel form, the same for a single approval and a change set. */
 function cancelForm(attrs: Html, bound: Html): Html {
   return html`<details><summary>Cancel the request</summary><form ${attrs}>${bound}<input type="hidden" name="action" value="cancel">
@@ -595,9 +623,53 @@ const SIGNING_KEY_IMPORT = html`<div class="signing"><p>Policy requires a signed
           <label for="key-file">Import your key once (the file from <code>keygen</code>)</label> <input type="file" id="key-file" accept=".key,.pem">
           <span id="key-status" aria-live="polite"></span></div>`;
 
+/** The id of the per-action form; each action's controls (beside its card) belong to it through their form attribute. */
+const PER_ACTION_FORM = "per-action-form";
+
+/**
+ * Each action's decision control, shown beside its card: approve / reject / edit, the feedback for a
+ * rejection, what rejecting it does (said before submitting), and the values for an edit. Every input
+ * belongs to the per-action form (setDecisionForms) through its form attribute. Empty when this user may
+ * not decide.
+ */
+function perActionControls(app: App, action: ActionRow, members: ActionRow[], s: Session): Map<string, Html> {
+  const may = entitlementOf(app, action, s.user);
+  const out = new Map<string, Html>();
+  if (!may.mayDecide) return out;
+  const sign = app.deps.policy.requireSignature;
+  const n = members.length;
+  const f = PER_ACTION_FORM;
+  const setActions = members.map((x) => ({ actionId: x.set?.actionId ?? "", envelope: x.envelope }));
+  for (const m of members) {
+    const id = m.set?.actionId ?? "";
+    const e = m.envelope;
+    // Said before submitting: what rejecting this action (approving the others) does, and who approves next.
+    const ifRejected = n > 1 ? partialApprovalForecast(setActions, Object.fromEntries(setActions.map((x) => [x.actionId, x.actionId === id ? "reject" : "approve"])), app.deps.policy.partialExecution).summary : "";
+    const choice = (t: PerActionType, label: string, disabled = false) =>
+      html`<label class="choice" for="decision-${id}-${t}"><input type="radio" form="${f}" id="decision-${id}-${t}" name="decision.${id}" value="${t}" required${disabled ? html` disabled` : ""}> ${label}</label>`;
+    const editInputs = Object.entries(e.params).map(([field, v]) =>
+      typeof v === "string"
+        ? html`<label for="edit-${id}-${field}">${field}</label><textarea form="${f}" id="edit-${id}-${field}" name="edit.${id}.field.${field}" rows="2">${v}</textarea>`
+        : html`<label for="edit-${id}-${field}">${field} (JSON)</label><textarea form="${f}" id="edit-${id}-${field}" name="edit.${id}.json.${field}" rows="2">${JSON.stringify(v)}</textarea>`,
+    );
+    out.set(
+      id,
+      html`<fieldset class="per-action" form="${f}" data-action-id="${id}" data-task="${String(e.object.id)}" data-idarg="${OPERATIONS[e.operation].idArg}" data-operation="${e.operation}">
+      <legend>Your decision on ${id}</legend>
+      ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit")}
+      ${ifRejected ? html`<p class="if-rejected" data-if-rejected="${id}">If you reject ${id} and approve the others: ${ifRejected}.</p>` : ""}
+      <label for="message-${id}">Feedback if rejected (optional)</label><textarea form="${f}" id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
+      <details><summary>Values for an edit of ${id} (the set becomes a new revision for another approver)</summary>${invisibleWarning(e.params)}${editInputs}</details>
+      ${sign ? html`<input type="hidden" form="${f}" name="signature.${id}" value="">` : ""}
+    </fieldset>`,
+    );
+  }
+  return out;
+}
+
 /**
  * A change set's decision forms, every one bound to the SET's hash and nonce: approve all, reject
- * all, one form deciding each action by its id (approve / reject / edit, submitted together), cancel.
+ * all, the per-action form (its controls are beside each action's card: perActionControls), cancel.
  */
 function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: Session, view: ThreadView, base: string): Html {
   const may = entitlementOf(app, action, s.user);
@@ -606,73 +678,42 @@ function setDecisionForms(app: App, action: ActionRow, members: ActionRow[], s: 
   const formAttrs = (type: string) =>
     html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}"`;
   const n = members.length;
-  const setActions = members.map((x) => ({ actionId: x.set?.actionId ?? "", envelope: x.envelope }));
-  const perAction = members.map((m) => {
-    const id = m.set?.actionId ?? "";
-    const e = m.envelope;
-    // Said before submitting: what rejecting this action (approving the others) does, and who approves next.
-    const ifRejected = n > 1 ? partialApprovalForecast(setActions, Object.fromEntries(setActions.map((x) => [x.actionId, x.actionId === id ? "reject" : "approve"])), app.deps.policy.partialExecution).summary : "";
-    const choice = (t: PerActionType, label: string, disabled = false) =>
-      html`<label class="choice" for="decision-${id}-${t}"><input type="radio" id="decision-${id}-${t}" name="decision.${id}" value="${t}" required${disabled ? html` disabled` : ""}> ${label}</label>`;
-    const editInputs = Object.entries(e.params).map(([f, v]) =>
-      typeof v === "string"
-        ? html`<label for="edit-${id}-${f}">${f}</label><textarea id="edit-${id}-${f}" name="edit.${id}.field.${f}" rows="2">${v}</textarea>`
-        : html`<label for="edit-${id}-${f}">${f} (JSON)</label><textarea id="edit-${id}-${f}" name="edit.${id}.json.${f}" rows="2">${JSON.stringify(v)}</textarea>`,
-    );
-    return html`<fieldset class="per-action" data-action-id="${id}" data-task="${String(e.object.id)}" data-idarg="${OPERATIONS[e.operation].idArg}" data-operation="${e.operation}">
-      <legend>${id}: ${e.operation} on ${objectNamed(e.operation, e.object.id)}</legend>
-      ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit (the set becomes a new revision for a fresh approval)")}
-      ${ifRejected ? html`<p class="if-rejected" data-if-rejected="${id}">If you reject ${id} and approve the others: ${ifRejected}.</p>` : ""}
-      <label for="message-${id}">Feedback if rejected (optional)</label><textarea id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
-      <details><summary>Values for an edit of ${id}</summary>${invisibleWarning(e.params)}${editInputs}</details>
-      ${sign ? html`<input type="hidden" name="signature.${id}" value="">` : ""}
-    </fieldset>`;
-  });
   return html`<section class="decide" aria-label="Decide the change set">
     ${sign ? SIGNING_KEY_IMPORT : ""}
     <p>Every decision here names the set's hash and nonce: it covers exactly these ${n} actions in this order.</p>
+    ${may.mayDecide
+      ? html`<form id="${PER_ACTION_FORM}" ${formAttrs("per-action")}>${bound}<input type="hidden" name="action" value="per-action">
+          <p>Your choices beside each action are sent together. Rejecting some is not an edit: your approvals of the others stand, and they run at once unless one depends on a rejected action (an earlier change to the same object) or the policy (<code>partialExecution</code>) keeps its class from running alone; then they come back as a new revision that any approver, you included, may approve. An edit always comes back for another approver.</p>
+          <button type="submit">Submit these ${n} decisions together</button></form>`
+      : ""}
     ${may.mayApprove
       ? html`<form ${formAttrs("approve")}>${bound}<input type="hidden" name="action" value="approve">
           <button type="submit" class="approve">Approve the whole set (${n} actions, in this order)</button></form>`
-      : html`<p>You may not approve this change set${action.escalatedTo ? html` (escalated to ${text(action.escalatedTo)})` : ""}.</p>`}
+      : notApprovableNote(may.notApprovable, action.escalatedTo, "this change set")}
     ${may.mayDecide
       ? html`<form ${formAttrs("reject")}>${bound}<input type="hidden" name="action" value="reject">
           <label for="feedback">Reject the whole set, with feedback for a revised proposal (leave empty to end the run)</label>
           <textarea id="feedback" name="message" rows="2" maxlength="4000"></textarea>
-          <button type="submit" class="reject">Reject the whole set</button></form>
-        <details class="per-action"><summary>Decide action by action</summary><form ${formAttrs("per-action")}>${bound}<input type="hidden" name="action" value="per-action">
-          <p>Choose for every action. Rejecting some is not an edit: your approvals of the others stand, and they run at once unless one depends on a rejected action (an earlier change to the same object) or the policy (<code>partialExecution</code>) keeps its class from running alone; then they come back as a new revision that any approver, you included, may approve. An edit always comes back for another approver. Each action below says what rejecting it does.</p>
-          ${perAction}
-          <button type="submit">Submit these ${n} decisions together</button></form></details>`
+          <button type="submit" class="reject">Reject the whole set</button></form>`
       : ""}
     ${may.mayCancel ? cancelForm(formAttrs("cancel"), bound) : ""}
   </section>`;
 }
 
-/**
- * What a finished thread's page shows of a change set: every action's closing record when the thread
- * ended on a set; when a set was decided action by action and its kept part ran (or was shown again)
- * as a new revision, the per-action decisions of that set.
- */
+/** A change set decided action by action in an earlier revision: who decided it and how, per action. */
 interface SetHistory {
-  members?: ActionRow[];
   decided?: { setHash: string; approverId: string; perAction: Array<{ actionId: string; type: string; message?: string }> };
 }
 
 async function setHistoryOf(app: App, threadId: string): Promise<SetHistory> {
   const current = await app.deps.journal.currentAction(threadId);
   if (!current?.macValid) return {};
-  const out: SetHistory = {};
-  if (current.set) out.members = await membersOf(app.deps, current);
   for (const h of [...current.supersededHashes].reverse()) {
     const row = await app.deps.journal.getAction(h);
     const d = row?.macValid ? row.progress.decision : undefined;
-    if (d?.setPlan) {
-      out.decided = { setHash: row!.set?.setHash ?? d.envelopeHash, approverId: d.approverId, perAction: d.setPlan.perAction };
-      break;
-    }
+    if (d?.setPlan) return { decided: { setHash: row!.set?.setHash ?? d.envelopeHash, approverId: d.approverId, perAction: d.setPlan.perAction } };
   }
-  return out;
+  return {};
 }
 
 function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof waitingAction>>>, s: Session, view: ThreadView, base: string): Html {
@@ -691,7 +732,7 @@ function decisionForms(app: App, action: NonNullable<Awaited<ReturnType<typeof w
     ${may.mayApprove
       ? html`<form ${formAttrs("approve")}>${bound}<input type="hidden" name="action" value="approve">
           <button type="submit" class="approve">Approve exactly this envelope</button></form>`
-      : html`<p>You may not approve this one${action.escalatedTo ? html` (escalated to ${text(action.escalatedTo)})` : ""}.</p>`}
+      : notApprovableNote(may.notApprovable, action.escalatedTo, "this one")}
     ${may.mayDecide
       ? html`<form ${formAttrs("reject")}>${bound}<input type="hidden" name="action" value="reject">
           <label for="feedback">Reject, with feedback for a revised proposal (leave empty to end the run)</label>
@@ -754,7 +795,7 @@ function outcomeSection(view: ThreadView, history: SetHistory = {}): Html {
   const s = view.state;
   if (view.status === "interrupted_run") return html`<h1>The run stopped between steps</h1><p>A worker or <code>recover</code> finishes it.</p>`;
   const partial = s?.outcome === "PARTIALLY_EXECUTED";
-  const members = history.members && history.members.every((m) => m.progress.closed || m.phase === "superseded") ? history.members : undefined;
+  const cs = view.changeSetOutcome;
   return html`<h1>Finished: <span class="outcome">${s?.outcome ?? "—"}</span></h1>
     ${partial
       ? html`<p class="refusal partial" role="alert"><strong>Partially executed:</strong> part of the change set was written and the set stopped at the first action that was not VERIFIED; the actions after it were not run. What was written stays written (see each action below).</p>`
@@ -762,11 +803,11 @@ function outcomeSection(view: ThreadView, history: SetHistory = {}): Html {
     <dl class="facts"><dt>Reason</dt><dd>${s?.reasonCode ?? "—"}: ${text(s?.reason ?? "")}</dd>
     <dt>Finished at</dt><dd>${s?.finishedAt ?? "—"}</dd>
     <dt>Decision</dt><dd>${s?.decision ? html`${s.decision.type} by ${text(s.decision.approverId)} (identity ${s.decision.verifiedBy})` : "—"}</dd></dl>
-    ${members ? html`<h2>Change set of ${members.length} actions: how each ended</h2>${setOutcomeTable(members)}` : ""}
+    ${cs ? html`<h2>Change set of ${cs.actions.length} actions: how each ended</h2>${setOutcomeTable(cs.actions)}` : ""}
     ${history.decided
       ? html`<h2>Decided action by action</h2><p>By ${text(history.decided.approverId)}, on change set <code class="action-hash">${history.decided.setHash}</code>:</p>
         <ul class="per-action-decisions">${history.decided.perAction.map((p) => html`<li data-action-id="${p.actionId}"><strong>${p.actionId}</strong>: ${p.type}${p.message ? html` (${text(p.message)})` : ""}</li>`)}</ul>
-        <p><small>The approved and edited actions became the next revision${members ? "" : " (a single action)"}; the outcome above is that revision's.</small></p>`
+        <p><small>The approved and edited actions became the next revision; the table above lists every action of the set, the rejected ones as REJECTED.</small></p>`
       : ""}`;
 }
 

@@ -12,9 +12,23 @@ export const CLIENT_JS = String.raw`"use strict";
     const now = Date.now();
     for (const el of $$(".countdown[data-expires]")) {
       const left = Number(el.dataset.expires) - now;
-      if (left <= 0) { el.textContent = "(expired)"; el.classList.add("expired"); continue; }
+      if (left <= 0) { el.textContent = el.dataset.style === "left" ? "expired" : "(expired)"; el.classList.add("expired"); continue; }
       const m = Math.floor(left / 60000), s = Math.floor((left % 60000) / 1000);
-      el.textContent = "(in " + (m > 0 ? m + " min " : "") + s + " s)";
+      if (el.dataset.style === "left") {
+        // A list row: minutes are enough ("in 23 min", "in 2 h 5 min").
+        const h = Math.floor(m / 60);
+        el.textContent = m < 1 ? "in under a minute" : h < 1 ? "in " + m + " min" : h < 48 ? "in " + h + " h" + (m % 60 ? " " + (m % 60) + " min" : "") : "in " + Math.floor(h / 24) + " days";
+      } else el.textContent = "(in " + (m > 0 ? m + " min " : "") + s + " s)";
+    }
+    // Every UTC time on the page also in the browser's local time, beside it.
+    for (const t of $$("time[datetime]:not([data-local])")) {
+      const d = new Date(t.getAttribute("datetime"));
+      if (isNaN(d.getTime())) continue;
+      t.dataset.local = "yes";
+      const span = document.createElement("span");
+      span.className = "local-time";
+      span.textContent = " (your time: " + d.toLocaleString() + ")";
+      t.after(span);
     }
   }
   setInterval(tick, 1000);
@@ -129,7 +143,8 @@ export const CLIENT_JS = String.raw`"use strict";
       if (type === "per-action") {
         // A change set decided action by action: one signature per decision, each over the set's
         // hash and nonce with its actionId (the same canonical payload as signedPayloadOf).
-        for (const fs of $$("fieldset[data-action-id]", form)) {
+        // Each action's controls sit beside its card and belong to this form through their form attribute.
+        for (const fs of Array.from(form.elements).filter((el) => el.tagName === "FIELDSET" && el.dataset.actionId)) {
           const id = fs.dataset.actionId;
           const chosen = $("input[type=radio]:checked", fs);
           if (!chosen) continue;
@@ -192,6 +207,14 @@ ul.inbox li a { display: flex; flex-wrap: wrap; gap: .2rem .8rem; padding: .7rem
 .risk-high, .risk-critical { color: var(--bad); } .risk-question { color: #2563eb; }
 form.answer { display: grid; gap: .3rem; justify-items: start; } form.answer button { margin-top: .6rem; } .risk-medium { color: var(--warn); } .risk-low { color: var(--ok); }
 .flag { font-size: .85rem; color: var(--warn); }
+ul.inbox li a { flex-direction: column; }
+ul.inbox .head { display: flex; flex-wrap: wrap; gap: .2rem .6rem; align-items: baseline; } ul.inbox .what { font-weight: 600; }
+ul.changes-short, ol.set-actions { margin: .1rem 0; padding-left: 1.2rem; } ul.changes-short { list-style: none; padding-left: 0; }
+ul.changes-short .field { font-family: ui-monospace, monospace; font-size: .9rem; } ul.changes-short .old { text-decoration: line-through; opacity: .75; }
+ul.inbox .meta { display: flex; flex-wrap: wrap; gap: .1rem .9rem; font-size: .9rem; }
+.tags { display: flex; flex-wrap: wrap; gap: .3rem; } .tag { font-size: .8rem; padding: .05rem .45rem; border-radius: 1rem; border: 1px solid var(--warn); color: var(--warn); }
+.tag-elsewhere { border-color: #2563eb; color: #2563eb; }
+.local-time { font-size: .85rem; opacity: .8; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 code.hash { overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; } th, td { border: 1px solid var(--line); padding: .35rem; vertical-align: top; text-align: left; }
@@ -203,6 +226,15 @@ ins.changed { background: #bbf7d0; color: #14532d; text-decoration: none; }
 .warnings { border: 2px solid var(--warn); padding: .3rem .8rem; border-radius: .4rem; margin: .8rem 0; }
 .refusal { border-left: 4px solid var(--bad); padding: .4rem .8rem; background: #fee2e2; color: #7f1d1d; }
 .notice { border-left: 4px solid var(--ok); padding: .4rem .8rem; background: #dcfce7; color: #14532d; }
+.notice.warn { border-left-color: var(--warn); background: #fef3c7; color: #78350f; }
+section.card.with-control { display: grid; grid-template-columns: minmax(0, 1fr) minmax(16rem, 22rem); column-gap: 1rem; }
+section.card.with-control > aside.action-control { grid-column: 2; grid-row: 1 / span 20; align-self: start; position: sticky; top: .5rem; }
+section.card.with-control > :not(aside) { grid-column: 1; }
+.expects-note { color: var(--warn); } tr.expects th { color: var(--warn); }
+td.named pre { display: inline; } small.length { display: block; }
+p.waiting { border-left: 4px solid var(--warn); padding: .4rem .8rem; }
+section.revision-history { border: 1px dashed var(--line); border-radius: .4rem; padding: .2rem .8rem .6rem; margin-bottom: 1rem; }
+.outcome-VERIFIED { color: var(--ok); } .outcome-REJECTED, .outcome-NOT_EXECUTED { color: var(--warn); } .outcome-FAILED, .outcome-PARTIALLY_EXECUTED { color: var(--bad); }
 .outcome { font-weight: 700; }
 section.decide { margin-top: 1.2rem; display: grid; gap: .8rem; }
 section.decide form { display: grid; gap: .3rem; justify-items: start; }
@@ -211,5 +243,6 @@ section.card.set-action { border-left: 4px solid var(--line); padding-left: .8re
 .chain-rule { font-weight: 500; }
 fieldset.per-action { border: 1px solid var(--line); border-radius: .3rem; width: 100%; max-width: 42rem; }
 label.choice { display: inline-flex; gap: .3rem; align-items: center; margin-right: 1rem; font-weight: 400; } label.choice input { width: auto; }
-@media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } table.changes, table.changes tbody, table.changes tr, table.changes td, table.changes th { display: block; } table.changes thead { display: none; } }
+@media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } section.card.with-control { display: block; } section.card.with-control > aside.action-control { position: static; } table.changes, table.changes tbody, table.changes tr, table.changes td, table.changes th, table.set-outcomes, table.set-outcomes tbody, table.set-outcomes tr, table.set-outcomes td, table.set-outcomes th { display: block; } table.changes thead, table.set-outcomes thead { display: none; }
+  td[data-label]::before { content: attr(data-label); display: block; font-size: .8rem; font-weight: 600; opacity: .75; } }
 `;

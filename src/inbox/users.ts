@@ -79,7 +79,7 @@ export function parseInboxUsers(text: string, where: string): InboxUsers {
 
 export function loadInboxUsers(file: string | undefined): InboxUsers {
   if (!file) {
-    throw new ConfigError("ACTION_ENVELOPE_INBOX_USERS", "is required for the web inbox: a JSON file of approver credentials; make entries with `npm run cli -- inbox-user --id <approver>`");
+    throw new ConfigError("ACTION_ENVELOPE_INBOX_USERS", "is required for the web inbox: a JSON file of approver credentials; make one with `npm run cli -- inbox-user --id <approver> --file inbox-users.json`");
   }
   let text: string;
   try {
