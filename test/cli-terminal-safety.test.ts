@@ -93,7 +93,7 @@ describe("terminal output from data", () => {
     const out = outputs["run"]!.stdout;
     expect(out).toMatch(/▸ proposal task 4: .* — .*Q4 ⟨U\+001B⟩\[2J⟨U\+001B⟩\]8;;https:\/\/evil\.example⟨U\+0007⟩click⟨U\+001B⟩\]8;;⟨U\+0007⟩⟨U\+202E⟩exe\.txt⟨U\+000A⟩FAKE: VERIFIED/);
     expect(out).toContain("Requested by: req⟨U+001B⟩[2J");
-    expect(out).toContain("⟨U+000A⟩FAKE: VERIFIED (thread");
+    expect(out).toContain("⟨U+000A⟩FAKE: VERIFIED (self-declared) (thread");
   });
 
   it("a refusal that quotes the approver id shows it escaped, when it happens and afterwards", () => {

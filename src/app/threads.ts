@@ -309,7 +309,10 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
     const [thread, action, question] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId), journal.getQuestion(threadId)]);
     // The journal says whether a decision is awaited; the checkpoint only whether a run is paused to take it.
     const paused = (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some((t) => (t.interrupts ?? []).length > 0);
-    const refused = notWaiting(threadId, paused, thread, action, question);
+    // An approval an older version indexed, not yet adopted into the journal's actions: the gate adopts
+    // it (checked against its hash) when the run resumes.
+    const legacy = !thread && paused && (await journal.listUnadoptedApprovals()).some((r) => r.threadId === threadId);
+    const refused = legacy ? undefined : notWaiting(threadId, paused, thread, action, question);
     if (refused) throw refused;
     return viewAfter(app, threadId, await drive(app, new Command({ resume }), threadId, onStep));
   });

@@ -115,17 +115,32 @@ export function actionOutcomeOf(row: ActionRow, execution: ExecutionEntry | unde
 }
 
 /**
- * The registered part as a node writes it into state's mirror: only where state does not already name
- * the journal's envelope hash. A registered row never changes, and its envelope and card are kilobytes
- * that would otherwise be serialised into every step's checkpoint writes.
+ * The registered part as a node writes it into state's mirror: only where state's copy differs from the
+ * journal's (another hash, or an envelope or card a client rewrote under the journal's hash). A
+ * registered row never changes, and its envelope and card are kilobytes that would otherwise be
+ * serialised into every step's checkpoint writes.
  */
-export function registeredFor(view: ThreadJournalView, mirrored: { envelopeHash?: string | null }): Partial<RegisteredView> {
-  return view.registered && mirrored.envelopeHash !== view.registered.envelopeHash ? view.registered : {};
+export function registeredFor(view: ThreadJournalView, mirrored: { envelopeHash?: string | null; envelope?: unknown; card?: string | null }): Partial<RegisteredView> {
+  const r = view.registered;
+  if (!r) return {};
+  const same = mirrored.envelopeHash === r.envelopeHash && mirrored.card === r.card && JSON.stringify(mirrored.envelope) === JSON.stringify(r.envelope);
+  return same ? {} : r;
 }
 
 /** Evidence as graph state and the phase events keep it: without the target's raw answers, which stay in the journal. */
 export function evidenceForState(e: EvidenceView): EvidenceView {
   return { ...e, preRead: preReadMirror(e.preRead), acknowledgement: acknowledgementMirror(e.acknowledgement), verification: verificationMirror(e.verification) };
+}
+
+/**
+ * The evidence channels whose mirror differs from what state holds: a node writes only those, so an
+ * unchanged record is not serialised into every later step's checkpoint writes.
+ */
+export function evidenceChangedFrom(e: EvidenceView, mirrored: Partial<Record<keyof EvidenceView, unknown>>): Partial<EvidenceView> {
+  const mirror = evidenceForState(e);
+  const out: Partial<Record<keyof EvidenceView, unknown>> = {};
+  for (const k of Object.keys(mirror) as Array<keyof EvidenceView>) if (JSON.stringify(mirror[k]) !== JSON.stringify(mirrored[k] ?? null)) out[k] = mirror[k];
+  return out as Partial<EvidenceView>;
 }
 
 /** The decision record as the journal holds it (for evidence and the closing record). */

@@ -5,7 +5,7 @@ import { getDeps, type Deps } from "../runtime/deps.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed, rowAfter } from "../hitl/journal-gate.js";
-import { actionOutcomeOf, evidenceForState, flatView, registeredFor, viewOf, type ThreadJournalView } from "../hitl/thread-view.js";
+import { actionOutcomeOf, evidenceChangedFrom, flatView, registeredFor, viewOf, type ThreadJournalView } from "../hitl/thread-view.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 import { deletedLabelOf } from "../envelope/deleted.js";
@@ -64,7 +64,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   return {
     ...registeredFor(view, state),
     messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
-    ...evidenceForState(view.evidence),
+    ...evidenceChangedFrom(view.evidence, state),
     ...view.ending,
     needsResync: false,
   };
