@@ -278,7 +278,7 @@ export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
   return rows.at(-1);
 }
 
-export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates">): unknown {
+export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates">): Record<string, unknown> {
   // `compensates` and `requesterVerifiedBy` only when present, so threads sealed before they existed keep their seal.
   return {
     kind: "thread",

@@ -32,16 +32,10 @@ export function sealAction(key: Buffer, a: RegisteredAction): { json: string; ma
 }
 
 export function sealThread(key: Buffer, t: NewThread): { json: string; mac: string } {
-  const content = {
-    threadId: t.threadId,
-    request: t.request,
-    requestedBy: t.requestedBy,
-    ...(t.requesterVerifiedBy ? { requesterVerifiedBy: t.requesterVerifiedBy } : {}),
-    scope: t.scope,
-    createdAt: t.createdAt,
-    ...(t.compensates ? { compensates: t.compensates } : {}),
-  };
-  return { json: JSON.stringify(content), mac: sealOf(key, macContentOfThread(content)) };
+  // The row stores the sealed fields, without the seal's kind tag.
+  const sealed = macContentOfThread(t);
+  const { kind: _kind, ...content } = sealed;
+  return { json: JSON.stringify(content), mac: sealOf(key, sealed) };
 }
 
 /**
