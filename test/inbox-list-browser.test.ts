@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { openApp, startRun, submitDecision, viewThread } from "../src/app/threads.js";
+import { openApp, startRun, submitDecision } from "../src/app/threads.js";
 import { useDeps } from "../src/runtime/deps.js";
 import { launchBrowser, noBrowserReason, screenshotPath } from "./support/browser.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";

@@ -13,7 +13,7 @@ import { hashChangeSet, hashEnvelope, memberProblems, renderCard, type Requester
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord, type TransitionResult } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
-import { acknowledgementMirror, preReadMirror, verificationMirror, type DecisionRecord, type Outcome, type ReasonCode, type RequestScope } from "./records.js";
+import { acknowledgementMirror, preReadMirror, verificationMirror, type Outcome, type ReasonCode, type RequestScope } from "./records.js";
 import { deriveScope } from "./scope.js";
 import { journalGuardEntry, jsonSafe } from "./audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";

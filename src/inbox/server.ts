@@ -15,7 +15,7 @@ import { streamSSE } from "hono/streaming";
 import { bodyLimit } from "hono/body-limit";
 import { viewThread, type App, type ThreadView } from "../app/threads.js";
 import { DecisionNotAcceptedError } from "../errors.js";
-import { OPERATIONS, objectNamed } from "../envelope/operations.js";
+import { OPERATIONS } from "../envelope/operations.js";
 import { partialApprovalForecast } from "../envelope/change-set.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
