@@ -188,9 +188,11 @@ export async function buildEnvelope(state: State, config: LangGraphRunnableConfi
   // What is left of a change set after a partial approval the policy lets run at once: decided now.
   if (onlyOne && prior?.setPlan?.runWithoutReapproval) {
     const record = { ...decisionOf(previous)!, type: "approve" as const, envelopeHash, nonce: envelope.nonce, revision, message: `partial approval of change set ${previous?.set?.setHash}: ${prior.setPlan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; run without a second approval under policy partialExecution` };
-    const claim = await deps.journal.decideAction(envelopeHash, { threadId, envelopeHash, nonce: envelope.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt }, record);
+    const claim = await deps.journal.decideAction(envelopeHash, { threadId, envelopeHash, nonce: envelope.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt }, record, [
+      decisionAcceptedEntry(envelope, envelopeHash, record),
+    ]);
+    // The claim and its decision_accepted record commit together, as for a human's decision.
     if (claim.claimed) {
-      await deps.audit.append(decisionAcceptedEntry(envelope, envelopeHash, record));
       return { ...viewOf({ action: claim.row }).registered, proposal, pendingDecision: null, decision: record, journalNext: "carry_out" };
     }
   }
