@@ -22,6 +22,7 @@ const BENCHMARKS: Record<string, string> = {
   "get-schemas": "client.assistants.getSchemas on fresh npm run dev servers: first call and later calls",
   "object-lease": "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",
   "cli-startup": "CLI processes compiled vs tsx: --help, npm start to the card, pending/show/approve among 10,000 waiting",
+  "mcp-start": "the stdio MCP server's start, module tree vs one bundled file: ready time and CPU",
 };
 
 async function main(): Promise<number> {

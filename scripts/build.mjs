@@ -18,7 +18,8 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { distProblem, ROOT, STAMP } from "./dist-check.mjs";
+import { createRequire } from "node:module";
+import { distProblem, MCP_BUNDLE, ROOT, STAMP } from "./dist-check.mjs";
 
 const args = process.argv.slice(2);
 const ifStale = args.includes("--if-stale");
@@ -81,11 +82,41 @@ function build() {
       process.stderr.write("the build failed: tsc reported errors (above); dist/ stays marked out of date\n");
       return r.status ?? 1;
     }
+    const bundled = bundleMcpServer();
+    if (bundled !== 0) return bundled;
     fs.renameSync(STARTED, STAMP);
     return 0;
   } finally {
     fs.rmSync(LOCK, { recursive: true, force: true });
   }
+}
+
+/**
+ * The stdio MCP server starts once for every process that reads or writes the portal (each `approve`,
+ * `run`, `recover`, the worker). As one bundled file, its SDK and zod included, it starts on about half
+ * the CPU of the module tree tsc wrote (`npm run bench -- mcp-start`). dist/tools/mcp-stdio.js stays
+ * the same server unbundled; src/tools/bitrix24-tools.ts spawns the bundle when it is there.
+ */
+function bundleMcpServer() {
+  let esbuild;
+  try {
+    esbuild = createRequire(import.meta.url)("esbuild");
+  } catch {
+    process.stderr.write("cannot bundle the MCP server: esbuild is not installed (run npm ci)\n");
+    return 1;
+  }
+  const r = esbuild.buildSync({
+    entryPoints: [path.join(ROOT, "dist/tools/mcp-stdio.js")],
+    outfile: path.join(ROOT, MCP_BUNDLE),
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    logLevel: "error",
+    // CommonJS dependencies inside an ES module bundle call require(); give them node's.
+    banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+  });
+  return r.errors.length === 0 ? 0 : 1;
 }
 
 process.exitCode = build();

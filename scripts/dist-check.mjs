@@ -9,6 +9,8 @@ import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const STAMP = path.join(ROOT, "dist", ".build-stamp");
+/** The stdio MCP server as one file (scripts/build.mjs), relative to ROOT. */
+export const MCP_BUNDLE = "dist/tools/mcp-stdio.bundle.js";
 const INPUTS = ["tsconfig.json", "tsconfig.build.json"];
 
 function newest(dir, best) {

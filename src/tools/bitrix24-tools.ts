@@ -152,10 +152,17 @@ const tsxBin = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.
  * Compiled (dist/tools/*.js): the server runs from its compiled file on this node; from src/ (tsx):
  * through tsx. The test suite, which runs src/ in process, names the compiled server it has just built
  * (test/support/build-dist.ts) in ACTION_ENVELOPE_MCP_SERVER_JS, to skip tsx's start in every test.
+ * Compiled, the bundled server is preferred: see scripts/build.mjs.
  */
 const builtServer = process.env["ACTION_ENVELOPE_MCP_SERVER_JS"];
 const compiled = import.meta.url.endsWith(".js") || Boolean(builtServer);
-const stdioEntry = builtServer || fileURLToPath(new URL(import.meta.url.endsWith(".js") ? "./mcp-stdio.js" : "./mcp-stdio.ts", import.meta.url));
+const stdioEntry = builtServer || (import.meta.url.endsWith(".js") ? compiledServer() : fileURLToPath(new URL("./mcp-stdio.ts", import.meta.url)));
+
+/** The bundled server (scripts/build.mjs) where the build made it: it starts on about half the CPU. */
+function compiledServer(): string {
+  const bundle = fileURLToPath(new URL("./mcp-stdio.bundle.js", import.meta.url));
+  return existsSync(bundle) ? bundle : fileURLToPath(new URL("./mcp-stdio.js", import.meta.url));
+}
 
 /**
  * Connects to our MCP server (spawned over stdio) or to an external one by URL, and splits its tools

@@ -2,7 +2,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { Bitrix24Client, redactWebhook, type Bitrix24ClientOptions } from "../bitrix24/client.js";
@@ -376,10 +375,12 @@ export interface HttpMcpServerHandle extends McpServerHandle {
  * Bitrix24Client so its rate limiter sees every call.
  */
 export async function serveHttp(opts: HttpServeOptions): Promise<HttpMcpServerHandle> {
+  // Loaded here: the stdio server, started once per CLI process, never needs the HTTP transport.
+  const { StreamableHTTPServerTransport } = await import("@modelcontextprotocol/sdk/server/streamableHttp.js");
   const host = opts.host ?? "127.0.0.1";
   let port = 0;
   const httpServer: Server = createServer((req, res) => {
-    handleHttp(req, res, opts.client, host, port).catch((err) => {
+    handleHttp(req, res, opts.client, host, port, StreamableHTTPServerTransport).catch((err) => {
       if (!res.headersSent) jsonRpcError(res, 500, -32603, `internal error: ${err instanceof Error ? err.message : String(err)}`);
       else res.end();
     });
@@ -406,7 +407,14 @@ export async function serveHttp(opts: HttpServeOptions): Promise<HttpMcpServerHa
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
 
-async function handleHttp(req: IncomingMessage, res: ServerResponse, client: Bitrix24Client, host: string, port: number): Promise<void> {
+async function handleHttp(
+  req: IncomingMessage,
+  res: ServerResponse,
+  client: Bitrix24Client,
+  host: string,
+  port: number,
+  Transport: typeof import("@modelcontextprotocol/sdk/server/streamableHttp.js").StreamableHTTPServerTransport,
+): Promise<void> {
   const path = (req.url ?? "/").split("?")[0];
   if (path !== "/mcp") {
     jsonRpcError(res, 404, -32601, `expected requests at /mcp, got ${path}`);
@@ -424,7 +432,7 @@ async function handleHttp(req: IncomingMessage, res: ServerResponse, client: Bit
     return;
   }
   const server = createMcpServer(client);
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   res.on("close", () => {
     void transport.close();
     void server.close();
