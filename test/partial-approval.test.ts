@@ -6,6 +6,8 @@
  * Every action of the finished set is in the outcome table, a rejected one as REJECTED with its
  * reason. The graph, our MCP server over stdio, the emulator over HTTP; writes counted.
  */
+import path from "node:path";
+import Database from "better-sqlite3";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
@@ -78,6 +80,26 @@ describe("partial approvals are not edits", () => {
     const summaries = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app!.deps.audit.verify() }).filter((e) => e.kind === "decision").map((e) => e.summary);
     expect(summaries.join("\n")).toContain("per-action decision (a1 approve, a2 reject, a3 approve) accepted from alice");
     expect(summaries.join("\n")).not.toMatch(/edit accepted/);
+  });
+
+  it("a revision run at once is decided with its records or not at all: decision_accepted refused by the store leaves no claim and no approval_requested", async () => {
+    const view = await waiting([
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+      { operation: "update_task", taskId: 8, fields: { PRIORITY: "2" } },
+    ]);
+    // The store refuses the run-at-once revision's decision_accepted record (revision 2 only).
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    db.exec("CREATE TRIGGER refuse_accept BEFORE INSERT ON audit_records WHEN NEW.event = 'decision_accepted' AND NEW.revision = 2 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+    db.close();
+    await expect(submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject", a3: "approve" }))).rejects.toThrow(/refused by the test/);
+    const current = await app!.deps.journal.currentAction(view.threadId);
+    expect(current?.revision).toBe(2);
+    expect(current?.phase).toBe("registered");
+    expect(current?.progress.decision).toBeUndefined();
+    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    expect(records.filter((r) => r.revision === 2).map((r) => r.event)).toEqual([]);
+    expect(await portal.writes()).toHaveLength(0);
   });
 
   it("a kept action that depends on a rejected one (same task, later in the chain) comes back with no editor: the same approver approves it", async () => {

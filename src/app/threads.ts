@@ -355,6 +355,9 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
   });
 }
 
+/** The audit events a thread's refusals are read from (refusalsRecorded): only these records are parsed. */
+const REFUSAL_EVENTS = ["decision_refused", "answer_refused"] as const;
+
 /** A thread's values overlaid with the journal, and the journal rows they were read from (for the view's status). */
 async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State) {
   const journal = app.deps.journal;
@@ -362,7 +365,7 @@ async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: 
   if (!thread && !action) return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };
   const [entry, records, question, turns] = await Promise.all([
     action ? journal.findExecution(action.envelopeHash) : undefined,
-    app.deps.audit.records({ threadId }),
+    app.deps.audit.records({ threadId, events: REFUSAL_EVENTS }),
     journal.getQuestion(threadId),
     thread ? journal.getThreadTurns(threadId) : undefined,
   ]);

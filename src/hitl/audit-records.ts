@@ -222,8 +222,13 @@ export function jsonSafe(value: unknown): unknown {
     return `[unserialisable ${typeof value}]`;
   }
   if (text === undefined) return null;
-  return scrub(JSON.parse(text) as unknown);
+  // JSON.stringify writes a lone surrogate as a \uD800–\uDFFF escape and a valid pair as itself, so text
+  // without such an escape has nothing to replace.
+  const parsed = JSON.parse(text) as unknown;
+  return ESCAPED_SURROGATE.test(text) ? scrub(parsed) : parsed;
 }
+
+const ESCAPED_SURROGATE = /\\u[dD][89a-fA-F]/;
 
 function scrub(v: unknown): unknown {
   if (typeof v === "string") return v.replace(LONE_SURROGATE, "\uFFFD");

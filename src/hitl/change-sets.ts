@@ -30,6 +30,7 @@ import { canEditFrom, rawOf, readObject } from "./reads.js";
 import { TARGETS } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
+import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
 
 export interface PlannedAction {
   actionId: string;
@@ -39,6 +40,7 @@ export interface PlannedAction {
 }
 
 export type SetBuild =
+  /** autoApproved: decided now, its approval_requested and decision_accepted records committed with the claim. */
   | { ok: true; rows: ActionRow[]; set: ChangeSet; setHash: string; autoApproved: boolean }
   | { ok: false; code: ReasonCode; reason: string; denied?: { code: string; reasons: string[] } };
 
@@ -120,7 +122,7 @@ export async function buildChangeSet(
     /** A line put above the card (an undo says what it restores). */
     note?: string;
     /** A partial approval of the previous revision that the policy lets run without a second approval. */
-    runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord };
+    runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord; request: string };
     /**
      * Objects already read by the caller and checked (an undo's parts, by baselineKeyOf): used as the
      * baseline as they are, so what was checked is exactly what the envelope records.
@@ -246,9 +248,12 @@ export async function buildChangeSet(
       revision,
       message: `partial approval of ${previousHash} (${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}), run without a second approval under policy partialExecution`,
     };
+    // The claim commits with its records, as a human's decision does: each action's approval_requested
+    // (the thread's request as the journal recorded it) and then the set's decision_accepted.
     const claim = await deps.journal.decideActions(
       registered.map((r) => ({ envelopeHash: r.envelopeHash, decision: record })),
       { threadId: ctx.threadId, envelopeHash: setHash, nonce: set.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt },
+      [...registered.map((r) => approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, ctx.runWithoutReapproval!.request)), decisionAcceptedEntry(registered[0]!.envelope, setHash, record)],
     );
     if (claim.claimed) registered = await Promise.all(registered.map(async (r) => (await deps.journal.getAction(r.envelopeHash)) ?? r));
     return { ok: true, rows: registered, set, setHash, autoApproved: claim.claimed };

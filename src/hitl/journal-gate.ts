@@ -16,6 +16,7 @@ import type { AuditEntry } from "../store/audit.js";
 import { acknowledgementMirror, preReadMirror, verificationMirror, type Outcome, type ReasonCode, type RequestScope } from "./records.js";
 import { deriveScope } from "./scope.js";
 import { journalGuardEntry, jsonSafe } from "./audit-records.js";
+import { mirrorsRegistered, sameJson } from "./thread-view.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 
 export type GatedNode =
@@ -183,8 +184,9 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
   const problems: string[] = [];
   if (state.envelopeHash != null && state.envelopeHash !== a.envelopeHash) problems.push(`state names envelope ${state.envelopeHash}, the journal ${a.envelopeHash}`);
   // The same JSON text as the journal's (sealed) envelope has the same canonical form, so the usual
-  // case needs no hashing; anything else is hashed and compared.
-  if (state.envelope != null && !sameJson(state.envelope, a.envelope)) {
+  // case (state mirrors the registration: one comparison, shared with registeredFor) needs no hashing;
+  // anything else is hashed and compared.
+  if (state.envelope != null && !mirrorsRegistered(a, state) && !sameJson(state.envelope, a.envelope)) {
     let h: string;
     try {
       h = hashEnvelope(state.envelope);
@@ -211,14 +213,6 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
   if (state.outcome != null && state.outcome !== "NOT_EXECUTED" && state.outcome !== p.closed?.outcome) problems.push(`state claims outcome ${state.outcome}; the journal holds ${p.closed?.outcome ?? "no outcome yet"}`);
   if (problems.length === 0) return;
   await deps.audit.append(tamperEntry(gate.threadId, a, node, `${problems.join("; ")}. The journal's record was used.`, deps.clock().toISOString(), state));
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
-  try {
-    return JSON.stringify(a) === JSON.stringify(b);
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -115,16 +115,55 @@ export function actionOutcomeOf(row: ActionRow, execution: ExecutionEntry | unde
 }
 
 /**
+ * JSON text of a value. A frozen object's text is kept: journal rows are deep-frozen when parsed and a
+ * parsed row is reused while its stored text is unchanged (src/store/action-rows.ts), so the text of a
+ * registered envelope is computed once per row version rather than at every node.
+ */
+export function jsonTextOf(value: unknown): string | undefined {
+  if (value === null || typeof value !== "object") return JSON.stringify(value);
+  const kept = frozenTexts.get(value);
+  if (kept !== undefined) return kept;
+  const text = JSON.stringify(value);
+  if (Object.isFrozen(value) && text !== undefined) frozenTexts.set(value, text);
+  return text;
+}
+const frozenTexts = new WeakMap<object, string>();
+
+/** Whether two values have the same JSON text (false when either cannot be serialised). */
+export function sameJson(a: unknown, b: unknown): boolean {
+  try {
+    return jsonTextOf(a) === jsonTextOf(b);
+  } catch {
+    return false;
+  }
+}
+
+type Mirrored = { envelopeHash?: string | null; envelope?: unknown; card?: string | null };
+
+/**
+ * Whether state's copy of the registered action (hash, card, envelope) is the journal's. Compared once
+ * per state object and registration: the drift check and the mirror a node writes (registeredFor) share
+ * it, and a registered row never changes under its hash.
+ */
+export function mirrorsRegistered(r: Pick<RegisteredView, "envelopeHash" | "card" | "envelope">, mirrored: Mirrored): boolean {
+  const seen = mirrorChecks.get(mirrored);
+  if (seen?.envelopeHash === r.envelopeHash && seen.card === r.card && seen.envelope === r.envelope) return seen.same;
+  const same = mirrored.envelopeHash === r.envelopeHash && mirrored.card === r.card && sameJson(mirrored.envelope, r.envelope);
+  mirrorChecks.set(mirrored, { envelopeHash: r.envelopeHash, card: r.card, envelope: r.envelope, same });
+  return same;
+}
+const mirrorChecks = new WeakMap<object, { envelopeHash: string; card: string; envelope: unknown; same: boolean }>();
+
+/**
  * The registered part as a node writes it into state's mirror: only where state's copy differs from the
  * journal's (another hash, or an envelope or card a client rewrote under the journal's hash). A
  * registered row never changes, and its envelope and card are kilobytes that would otherwise be
  * serialised into every step's checkpoint writes.
  */
-export function registeredFor(view: ThreadJournalView, mirrored: { envelopeHash?: string | null; envelope?: unknown; card?: string | null }): Partial<RegisteredView> {
+export function registeredFor(view: ThreadJournalView, mirrored: Mirrored): Partial<RegisteredView> {
   const r = view.registered;
   if (!r) return {};
-  const same = mirrored.envelopeHash === r.envelopeHash && mirrored.card === r.card && JSON.stringify(mirrored.envelope) === JSON.stringify(r.envelope);
-  return same ? {} : r;
+  return mirrorsRegistered(r, mirrored) ? {} : r;
 }
 
 /** Evidence as graph state and the phase events keep it: without the target's raw answers, which stay in the journal. */
@@ -139,7 +178,7 @@ export function evidenceForState(e: EvidenceView): EvidenceView {
 export function evidenceChangedFrom(e: EvidenceView, mirrored: Partial<Record<keyof EvidenceView, unknown>>): Partial<EvidenceView> {
   const mirror = evidenceForState(e);
   const out: Partial<Record<keyof EvidenceView, unknown>> = {};
-  for (const k of Object.keys(mirror) as Array<keyof EvidenceView>) if (JSON.stringify(mirror[k]) !== JSON.stringify(mirrored[k] ?? null)) out[k] = mirror[k];
+  for (const k of Object.keys(mirror) as Array<keyof EvidenceView>) if (!sameJson(mirror[k], mirrored[k] ?? null)) out[k] = mirror[k];
   return out as Partial<EvidenceView>;
 }
 

@@ -224,7 +224,7 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
       ...(note ? { note } : {}),
       ...(reads ? { reads } : {}),
       ...(plan && !plan.runWithoutReapproval && plan.perAction.some((p) => p.type === "edit") && prior ? { editedBy: prior.approverId } : {}),
-      ...(plan?.runWithoutReapproval && prior ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } } : {}),
+      ...(plan?.runWithoutReapproval && prior ? { runWithoutReapproval: { plan, decision: decisionOf(previous)!, request: thread.request } } : {}),
     },
     actions,
   );
@@ -244,11 +244,8 @@ async function buildSet(deps: Deps, gate: Gate, state: State, thread: ThreadReco
     return endRunInJournal(deps, gate, state, built.code, built.reason);
   }
   const first = built.rows[0]!;
+  // Decided now: the approval_requested and decision_accepted records committed with the claim.
+  if (built.autoApproved) return { ...viewOf({ action: first }).registered, proposal, pendingDecision: null, decision: decisionOf(first), journalNext: "carry_out" };
   for (const r of built.rows) await deps.audit.append(approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, thread.request));
-  if (built.autoApproved) {
-    const decision = decisionOf(first);
-    if (decision) await deps.audit.append(decisionAcceptedEntry(first.envelope, built.setHash, decision));
-    return { ...viewOf({ action: first }).registered, proposal, pendingDecision: null, decision, journalNext: "carry_out" };
-  }
   return { ...viewOf({ action: first }).registered, proposal, pendingDecision: null, decision: null, journalNext: null };
 }

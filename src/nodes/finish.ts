@@ -42,7 +42,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   else closing = await noProposalClosing(deps, gate.threadId, finishedAt);
 
   const execution = action ? await deps.journal.findExecution(action.envelopeHash) : undefined;
-  const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId })).filter((r) => r.event === "proposal_denied").at(-1);
+  const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId, events: ["proposal_denied"] })).at(-1);
   const viewAt = (closed: ClosedRecord, a: ActionRow | undefined) => viewOf({ thread: { ...thread, closed }, action: a, execution });
   // No action: nothing of an envelope in state is reported (any client can write state).
   const evidenceOf = (v: ThreadJournalView) => ({ ...state, envelope: null, envelopeHash: null, ...flatView(v) }) satisfies State;
@@ -149,9 +149,7 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
  * state, which any API client could have written.
  */
 async function noProposalClosing(deps: Deps, threadId: string, at: string): Promise<ClosedRecord> {
-  const boundary = (await deps.audit.records({ threadId }))
-    .filter((r) => r.event === "boundary_refused")
-    .map((r) => r.received as { tool: string; argumentsSha256: string });
+  const boundary = (await deps.audit.records({ threadId, events: ["boundary_refused"] })).map((r) => r.received as { tool: string; argumentsSha256: string });
   if (boundary.length > 0) return { outcome: "NOT_EXECUTED", reasonCode: "WRITE_ATTEMPT_REFUSED", reason: writeAttemptRefused(boundary), at };
   // The model's last reply as the agent recorded it in the journal, never state's last message.
   const said = (await deps.journal.getThreadTurns(threadId))?.lastReply;

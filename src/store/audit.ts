@@ -111,6 +111,13 @@ export interface AuditEntry {
   message?: string;
 }
 
+/** Which records to read: a thread's (all when absent), and of those only the given events. */
+export interface RecordFilter {
+  threadId?: string;
+  /** Only with threadId: the thread's rows are found by its index, and only these are parsed. */
+  events?: readonly AuditEvent[];
+}
+
 export interface AuditRecord extends AuditEntry {
   seq: number;
   recordedAt: string;
@@ -154,7 +161,8 @@ export interface AuditLog {
    */
   append(entry: AuditEntry): Promise<AppendResult>;
   /** Records in chain order, all or one thread's. */
-  records(filter?: { threadId?: string }): Promise<AuditRecord[]>;
+  /** The records in chain order: all, or a thread's, or (with `events`) a thread's of those kinds only. */
+  records(filter?: RecordFilter): Promise<AuditRecord[]>;
   threads(): Promise<AuditThreadSummary[]>;
   verify(opts?: { head?: string }): Promise<ChainVerification>;
   close(): Promise<void>;
@@ -311,11 +319,13 @@ export class SqliteAuditLog implements AuditLog {
     return this.conn.write(() => appendIn(this.sql, entry, this.clock()));
   }
 
-  async records(filter: { threadId?: string } = {}): Promise<AuditRecord[]> {
+  async records(filter: RecordFilter = {}): Promise<AuditRecord[]> {
     const rows = (
-      filter.threadId !== undefined
-        ? this.sql("SELECT * FROM audit_records WHERE thread_id = ? ORDER BY seq").all(filter.threadId)
-        : this.sql("SELECT * FROM audit_records ORDER BY seq").all()
+      filter.threadId === undefined
+        ? this.sql("SELECT * FROM audit_records ORDER BY seq").all()
+        : filter.events
+          ? this.sql(`SELECT * FROM audit_records WHERE thread_id = ? AND event IN (${filter.events.map(() => "?").join(", ")}) ORDER BY seq`).all(filter.threadId, ...filter.events)
+          : this.sql("SELECT * FROM audit_records WHERE thread_id = ? ORDER BY seq").all(filter.threadId)
     ) as AuditRow[];
     return rows.map(toRecord);
   }

@@ -22,6 +22,7 @@ import {
   type AuditRecord,
   type AuditThreadSummary,
   type ChainVerification,
+  type RecordFilter,
 } from "./audit.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent } from "./postgres.js";
 
@@ -87,16 +88,18 @@ export class PostgresAuditLog implements AuditLog {
     return inTransaction(this.pool, this.db, `appending the audit record ${entry.event} for thread ${entry.threadId}`, (c) => appendWithin(c, this.db, entry, this.clock()));
   }
 
-  private async rows(threadId?: string): Promise<AuditRow[]> {
+  private async rows(threadId?: string, events?: readonly string[]): Promise<AuditRow[]> {
     const rows =
-      threadId !== undefined
-        ? await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`, [threadId])
-        : await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records ORDER BY seq`);
+      threadId === undefined
+        ? await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records ORDER BY seq`)
+        : events
+          ? await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND event = ANY($2) ORDER BY seq`, [threadId, [...events]])
+          : await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`, [threadId]);
     return rows.map(normalise);
   }
 
-  async records(filter: { threadId?: string } = {}): Promise<AuditRecord[]> {
-    return (await this.rows(filter.threadId)).map(toRecord);
+  async records(filter: RecordFilter = {}): Promise<AuditRecord[]> {
+    return (await this.rows(filter.threadId, filter.events)).map(toRecord);
   }
 
   async threads(): Promise<AuditThreadSummary[]> {
