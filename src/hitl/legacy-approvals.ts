@@ -13,6 +13,7 @@ import { deriveScope } from "./scope.js";
 
 export async function adoptLegacyApprovals(config: AppConfig, journal: Journal): Promise<void> {
   const rows = await journal.legacyApprovals();
+  if (rows === null) return;
   if (rows.length > 0) {
     const { closeCheckpointer, createCheckpointer } = await import("../store/checkpointer.js");
     const saver = createCheckpointer(config);

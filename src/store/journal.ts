@@ -183,9 +183,9 @@ export interface Journal {
   listRegistered(filter: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }>;
   /**
    * Approvals an older version indexed as pending in its `approvals` table that have no action row;
-   * none once the table is retired (or on a journal that never had one). Read once, when the stores open.
+   * null once the table is retired (or on a journal that never had one). Read once, when the stores open.
    */
-  legacyApprovals(): Promise<LegacyApproval[]>;
+  legacyApprovals(): Promise<LegacyApproval[] | null>;
   /** Renames the older version's `approvals` table to `approvals_adopted`, so later opens skip it. */
   retireLegacyApprovals(): Promise<void>;
   /** Threads with an action not yet closed (waiting, decided, or stopped mid-execution), oldest first. */
@@ -227,8 +227,6 @@ export interface Journal {
    * or closed releases it in the same transaction, so no run can end without letting go.
    */
   acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult>;
-  /** The lease on an object, if any (expired ones included: the caller judges). */
-  getObjectLease(objectKey: string): Promise<ObjectLease | undefined>;
   /** A lease on a thread so two processes never drive the same thread at once. */
   acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean>;
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
@@ -580,8 +578,8 @@ export class SqliteJournal implements Journal {
     return this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'").get() !== undefined;
   }
 
-  async legacyApprovals(): Promise<LegacyApproval[]> {
-    if (!this.hasLegacyApprovals()) return [];
+  async legacyApprovals(): Promise<LegacyApproval[] | null> {
+    if (!this.hasLegacyApprovals()) return null;
     return this.db.prepare(LEGACY_APPROVALS_SQL("")).all().map((r) => toLegacyApproval(r as LegacyApprovalRow));
   }
 
@@ -632,10 +630,6 @@ export class SqliteJournal implements Journal {
     this.sql("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
       .run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
     return now + holdMs;
-  }
-
-  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
-    return this.leaseOn(objectKey);
   }
 
   async noteAgentStep(threadId: string): Promise<number> {

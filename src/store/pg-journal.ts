@@ -307,8 +307,8 @@ export class PostgresJournal implements Journal {
     return rows[0]?.t != null;
   }
 
-  async legacyApprovals(): Promise<LegacyApproval[]> {
-    if (!(await this.hasLegacyApprovals())) return [];
+  async legacyApprovals(): Promise<LegacyApproval[] | null> {
+    if (!(await this.hasLegacyApprovals())) return null;
     const rows = await query<LegacyApprovalRow>(this.pool, this.db, "listing approvals an older version indexed", LEGACY_APPROVALS_SQL(`${this.s}.`));
     return rows.map(toLegacyApproval);
   }
@@ -462,7 +462,8 @@ export class PostgresJournal implements Journal {
     return taken.rowCount === 1;
   }
 
-  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
+  /** The lease on an object, if any (expired ones included). */
+  private async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
     const rows = await query<LeaseRow>(this.pool, this.db, `reading the lease on ${objectKey}`, `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`, [objectKey]);
     return rows[0] ? toLease(rows[0]) : undefined;
   }
