@@ -115,9 +115,11 @@ describe("pending", () => {
     // What an older version left: a's approval only in its approvals table (no action row), and a row
     // for b under a hash b's checkpoint does not hash to (an edited checkpoint or index).
     expect(await journalSql(dataDir, "DELETE FROM T.actions WHERE envelope_hash = ? RETURNING envelope_hash", [a.approval!.envelopeHash])).toHaveLength(1);
-    await journalSql(dataDir, "CREATE TABLE T.approvals (envelope_hash TEXT PRIMARY KEY, thread_id TEXT NOT NULL, revision INTEGER NOT NULL, requested_by TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT NOT NULL, status TEXT NOT NULL)");
+    // PostgreSQL's first migration creates that table (this version's first open renamed it); SQLite's older schema did.
+    if (usingPostgres) await journalSql(dataDir, "ALTER TABLE T.approvals_adopted RENAME TO approvals");
+    else await journalSql(dataDir, "CREATE TABLE T.approvals (envelope_hash TEXT PRIMARY KEY, thread_id TEXT NOT NULL, revision INTEGER NOT NULL, requested_by TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT NOT NULL, status TEXT NOT NULL)");
     for (const [hash, threadId] of [[a.approval!.envelopeHash, a.threadId], [`sha256:${"0".repeat(64)}`, b.threadId]]) {
-      await journalSql(dataDir, "INSERT INTO T.approvals VALUES (?, ?, 1, 'demo-user', ?, ?, 'pending')", [hash, threadId, a.approval!.envelope.createdAt, a.approval!.envelope.expiresAt]);
+      await journalSql(dataDir, "INSERT INTO T.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status) VALUES (?, ?, 1, 'demo-user', ?, ?, 'pending')", [hash, threadId, a.approval!.envelope.createdAt, a.approval!.envelope.expiresAt]);
     }
     const env = envFor(portal, dataDir);
     const out = await runCli(["pending", "--json"], env);
