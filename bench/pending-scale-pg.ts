@@ -6,9 +6,9 @@
  *
  *   real      --real runs (default 300) created through the real path (startRun with the scripted
  *             model, our MCP server, the emulator in its own process, DATABASE_URL set): each has its
- *             checkpoints, audit records, thread row, sealed action row and approvals-index row.
- *   replicas  --total minus --real index-only copies: for each, a thread row, an action row and an
- *             approvals-index row, inserted in bulk. Each copies a real run's registered action with a
+ *             checkpoints, audit records, thread row and sealed action row.
+ *   replicas  --total minus --real index-only copies: for each, a thread row and an action row,
+ *             inserted in bulk. Each copies a real run's registered action with a
  *             new thread id, envelope id, nonce and requester (one of 100), an older createdAt (spread
  *             over the 10 hours before the real runs), so a new envelope hash (hashEnvelope), a card
  *             rendered again for it (renderCard) and a seal made with the journal key (sealAction,
@@ -127,7 +127,7 @@ function jsonOf(s: Spawned): any {
 
 const brief = (s: Spawned) => ({ label: s.label, command: s.command, wallMs: s.wallMs, cpuMs: s.cpuMs, maxRssKb: s.maxRssKb, exitCode: s.exitCode, stdoutBytes: s.stdout.length });
 
-const JOURNAL_TABLES = ["threads", "actions", "approvals", "decision_claims", "executions", "questions", "object_leases"];
+const JOURNAL_TABLES = ["threads", "actions", "decision_claims", "executions", "questions", "object_leases"];
 const CHECKPOINT_TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"];
 const AUDIT_TABLES = ["audit_records"];
 
@@ -200,7 +200,7 @@ async function templates(db: pg.Pool, schema: string, key: Buffer): Promise<Temp
   });
 }
 
-/** Index-only replicas in batches: thread, action and approvals rows, each sealed with the journal key. */
+/** Index-only replicas in batches: thread and action rows, each sealed with the journal key. */
 async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Template[], count: number): Promise<{ seconds: number; sealSeconds: number }> {
   const s = pg.escapeIdentifier(schema);
   const oldest = Math.min(...from.map((t) => t.createdAtMs));
@@ -211,7 +211,6 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
     const n = Math.min(BATCH, count - start);
     const th = { id: [] as string[], json: [] as string[], mac: [] as string[], at: [] as string[] };
     const ac = { hash: [] as string[], thread: [] as string[], json: [] as string[], mac: [] as string[], at: [] as string[] };
-    const ap = { hash: [] as string[], thread: [] as string[], by: [] as string[], created: [] as string[], expires: [] as string[] };
     const s0 = performance.now();
     for (let i = 0; i < n; i++) {
       const k = start + i;
@@ -236,7 +235,6 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
       const st = sealThread(key, { threadId, request: t.request, requestedBy, scope: t.scope, createdAt: envelope.createdAt });
       th.id.push(threadId), th.json.push(st.json), th.mac.push(st.mac), th.at.push(envelope.createdAt);
       ac.hash.push(envelopeHash), ac.thread.push(threadId), ac.json.push(sa.json), ac.mac.push(sa.mac), ac.at.push(envelope.createdAt);
-      ap.hash.push(envelopeHash), ap.thread.push(threadId), ap.by.push(requestedBy), ap.created.push(envelope.createdAt), ap.expires.push(envelope.expiresAt);
     }
     sealMs += performance.now() - s0;
     const c = await db.connect();
@@ -247,11 +245,6 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
         `INSERT INTO ${s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
          SELECT h, t, 1, j, m, 'registered', $5, a FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[]) AS x(h, t, j, m, a)`,
         [ac.hash, ac.thread, ac.json, ac.mac, JSON.stringify(emptyProgress()), ac.at],
-      );
-      await c.query(
-        `INSERT INTO ${s}.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
-         SELECT h, t, 1, b, c, e, 'pending' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS x(h, t, b, c, e)`,
-        [ap.hash, ap.thread, ap.by, ap.created, ap.expires],
       );
       await c.query("COMMIT");
     } catch (e) {
@@ -415,7 +408,6 @@ async function main(): Promise<void> {
       firstPage: await explain(admin, `SELECT * FROM ${s}.actions WHERE phase = 'registered' ORDER BY registered_at, id LIMIT 100 OFFSET 0`),
       byRequester: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,requestedBy}') = $1`, ["bench-user-07"]),
       byTask: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,object,id}') = $1`, [task]),
-      unadopted: await explain(admin, `SELECT a.* FROM ${s}.approvals a LEFT JOIN ${s}.actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.id`),
       openThreads: await explain(admin, `SELECT thread_id, MIN(id) AS first FROM ${s}.actions WHERE phase IN ('registered','decided','pre_read','intent','acknowledged','verified') GROUP BY thread_id ORDER BY first`),
     };
 
@@ -508,7 +500,7 @@ async function main(): Promise<void> {
         database: "PostgreSQL (DATABASE_URL; version recorded below), one fresh schema per run",
         population: {
           real: `${REAL} runs through startRun (scripted model proposing at once, our MCP server, emulator process), ${CONCURRENCY} at a time: checkpoints, audit, journal rows`,
-          replicas: `${TOTAL - REAL} index-only rows (threads, actions, approvals): a real run's registered action with new thread id, envelope id, nonce, requester (bench-user-00..99) and createdAt (spread over the ${SPREAD_MS / 3600_000} h before the real runs), hashed (hashEnvelope), card re-rendered (renderCard), sealed (sealAction/sealThread) with the journal key; no checkpoints, no audit records`,
+          replicas: `${TOTAL - REAL} index-only rows (threads, actions): a real run's registered action with new thread id, envelope id, nonce, requester (bench-user-00..99) and createdAt (spread over the ${SPREAD_MS / 3600_000} h before the real runs), hashed (hashEnvelope), card re-rendered (renderCard), sealed (sealAction/sealThread) with the journal key; no checkpoints, no audit records`,
           ttlSeconds: `${TTL_SECONDS} (ACTION_ENVELOPE_TTL_SECONDS), so nothing expires during the run`,
         },
         commands: "node dist/cli/main.js ARGS (the compiled CLI npm run cli runs, without npm's own start) under /usr/bin/time -v, one process each",

@@ -17,7 +17,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { startInbox } from "../src/inbox/server.js";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, objectLeaseOf, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
 
 const FIRST = "LEASE-CREATE first report";
@@ -83,7 +83,7 @@ describe("the object lease of a create is keyed on its title", () => {
     const lost = await submitDecision(app!, first.threadId, approve(first));
     expect(lost.state!.outcome, lost.state!.reason ?? "").toBe("INCONCLUSIVE");
     // Kept until it runs out: the lost write may still be listed late.
-    expect((await app!.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
+    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
 
     const proceeded = await submitDecision(app!, other.threadId, approve(other));
     expect(proceeded.state!.outcome, proceeded.state!.reason ?? "").toBe("VERIFIED");
@@ -118,7 +118,7 @@ describe("the object lease of a create is keyed on its title", () => {
       if (Date.now() > deadline) throw new Error("the first create never reached intent");
       await new Promise((r) => setTimeout(r, 20));
     }
-    expect((await app!.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
+    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
     const otherDone = await submitDecision(app!, other.threadId, approve(other));
     expect(otherDone.state!.outcome, otherDone.state!.reason ?? "").toBe("VERIFIED");
     expect((await firstDone).state!.outcome).toBe("VERIFIED");

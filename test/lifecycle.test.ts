@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { startRun, submitDecision, sweepExpired, type App, type ThreadView } from "../src/app/threads.js";
 import { DecisionSchema, defaultPolicy, generateApproverKeyPair, signDecision, signedPayloadOf } from "../src/envelope/index.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { envFor, journalSql, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 const REQUEST = "rename task 4 to Quarterly plan";
@@ -34,6 +34,9 @@ async function open(script: Script = readThenPropose(4, { TITLE: "Quarterly plan
   app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script), clock: () => now, env });
   return app;
 }
+
+/** The journal's claim of a nonce, as its table holds it (undefined when the nonce is unclaimed). */
+const claimOf = async (nonce: string) => (await journalSql(dataDir, "SELECT decision_type, decided_at FROM T.decision_claims WHERE nonce = ?", [nonce]))[0];
 
 function policyWithout(field: "escalationGroup"): string {
   const p = defaultPolicy() as Record<string, unknown>;
@@ -146,7 +149,7 @@ describe("cancel and late decisions", () => {
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
     expect(done.state?.reasonCode).toBe("CANCELLED");
     expect(done.state?.reason).toContain("no longer needed");
-    expect((await app.deps.journal.findClaim(a.nonce))?.decisionType).toBe("cancel");
+    expect((await claimOf(a.nonce))?.["decision_type"]).toBe("cancel");
     await expect(submitDecision(app, view.threadId, approve(view))).rejects.toMatchObject({ code: "THREAD_ENDED" });
     expect(await portal.writes()).toHaveLength(0);
   });
@@ -182,7 +185,7 @@ describe("unverified decisions under a policy that refuses self-declared ids", (
     expect(after.status).toBe("awaiting_approval");
     expect(after.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
     expect(after.state?.outcome ?? null).toBeNull();
-    expect(await app.deps.journal.findClaim(a.nonce)).toBeFalsy();
+    expect(await claimOf(a.nonce)).toBeUndefined();
     expect(await portal.writes()).toHaveLength(0);
   });
 
@@ -235,9 +238,9 @@ describe("unverified decisions under a policy that refuses self-declared ids", (
 describe("the recorded decision time", () => {
   /** The decision time in every place it is recorded: graph state, the journal's claim, the audit's decision_accepted record. */
   async function recorded(app: App, view: ThreadView, after: ThreadView) {
-    const claim = await app.deps.journal.findClaim(view.approval!.nonce);
+    const claim = await claimOf(view.approval!.nonce);
     const accepted = (await app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_accepted") as { approver?: { decidedAt?: string } } | undefined;
-    return { state: after.state?.decision?.decidedAt, claim: claim?.decidedAt, audit: accepted?.approver?.decidedAt };
+    return { state: after.state?.decision?.decidedAt, claim: claim?.["decided_at"], audit: accepted?.approver?.decidedAt };
   }
 
   it("an unsigned decision dated 2020-01-01 is recorded at this server's time (state, journal claim, audit), not at its claimed time", async () => {

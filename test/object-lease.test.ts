@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { submitDecision, type ThreadView } from "../src/app/threads.js";
 import type { App } from "../src/app/threads.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
-import { envFor, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { envFor, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, objectLeaseOf, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const FIRST = "LEASE-FIRST approved title";
@@ -84,7 +84,7 @@ describe("object lease: two approved actions on one task", () => {
     expect((writes[0]!.params["fields"] as Record<string, unknown>)["TITLE"]).toBe(FIRST);
     expect((await portal.task(4))["title"]).toBe(FIRST);
     // Both ended, so nobody holds the task any more.
-    expect(await app.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope))).toBeUndefined();
+    expect(await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope))).toBeUndefined();
   });
 
   it("waiting is bounded: past ACTION_ENVELOPE_OBJECT_WAIT_MS the second ends TARGET_BUSY naming the holder, nothing sent by it", async () => {
@@ -122,7 +122,7 @@ describe("object lease after a write whose answer was lost", () => {
     const firstView = parseJsonOutput(firstResult.stdout);
     expect(firstView.outcome).not.toBe("VERIFIED");
     const app = await open({ ACTION_ENVELOPE_OBJECT_WAIT_MS: "300" });
-    const lease = await app.deps.journal.getObjectLease(objectKeyOf(first.approval!.envelope));
+    const lease = await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope));
     expect(lease?.owner).toBe(first.approval!.envelopeHash);
 
     const view = await submitDecision(app, second.threadId, approval(second));
@@ -149,16 +149,16 @@ describe("object lease in the journal", () => {
     expect(refused.acquired).toBe(false);
     if (!refused.acquired) expect(refused.holder.owner).toBe(A.envelopeHash);
     // Renewal by the holder keeps the original acquisition time and extends the expiry.
-    const before = (await journal.getObjectLease(key))!;
+    const before = (await objectLeaseOf(dataDir, key))!;
     await new Promise((r) => setTimeout(r, 5));
     expect((await journal.acquireObjectLease(key, A, 120_000)).acquired).toBe(true);
-    const renewed = (await journal.getObjectLease(key))!;
+    const renewed = (await objectLeaseOf(dataDir, key))!;
     expect(renewed.acquiredAt).toBe(before.acquiredAt);
     expect(renewed.expiresAt).toBeGreaterThan(before.expiresAt);
 
     // The move that ends A releases its lease in the same transaction.
     expect((await journal.moveAction(A.envelopeHash, "closed", { closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: new Date().toISOString() } })).ok).toBe(true);
-    expect(await journal.getObjectLease(key)).toBeUndefined();
+    expect(await objectLeaseOf(dataDir, key)).toBeUndefined();
     expect((await journal.acquireObjectLease(key, B, 60_000)).acquired).toBe(true);
 
     // Beginning a write is one transaction: with the lease held by another action, or with the action
@@ -174,13 +174,13 @@ describe("object lease in the journal", () => {
     expect("refused" in notReady && notReady.refused).toContain("registered");
     expect(await journal.findExecution(B.envelopeHash)).toBeUndefined();
     expect((await journal.getAction(B.envelopeHash))!.phase).toBe("registered");
-    expect((await journal.getObjectLease(key))!.expiresAt).toBeLessThan(Date.now());
+    expect((await objectLeaseOf(dataDir, key))!.expiresAt).toBeLessThan(Date.now());
 
     // An expired lease (a holder that died and was never recovered) is taken over.
     await new Promise((r) => setTimeout(r, 10));
     const c = await pending("LEASE-THIRD");
     const C = { envelopeHash: c.approval!.envelopeHash, threadId: c.threadId };
     expect((await journal.acquireObjectLease(key, C, 60_000)).acquired).toBe(true);
-    expect((await journal.getObjectLease(key))!.owner).toBe(C.envelopeHash);
+    expect((await objectLeaseOf(dataDir, key))!.owner).toBe(C.envelopeHash);
   });
 });

@@ -8,7 +8,7 @@ import Database from "better-sqlite3";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listPending, pendingPage, startRun, type App } from "../src/app/threads.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { envFor, journalSql, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
 import { adminQuery, schemaFor, usingPostgres } from "./support/postgres.js";
 
@@ -107,33 +107,38 @@ describe("pending", () => {
     expect(bad.stderr).toContain("expected a duration like 30m");
   });
 
-  it("the CLI opens the graph only for an approval an older version indexed, and confirms it against its checkpoint", async () => {
+  it("an approval an older version indexed (its approvals row, no action row) is adopted once when the stores open, checked against its checkpoint, then listed and carried out", async () => {
     const a = await wait("rename task 4 to Indexed by an older version", "demo-user");
     const b = await wait("rename task 5 to Current", "demo-user");
     await app!.close();
     app = undefined;
-    // An older version indexed approvals without the journal's actions row: only its approvals row is left.
-    if (usingPostgres) {
-      const deleted = await adminQuery(`DELETE FROM ${schemaFor(dataDir)}.actions WHERE envelope_hash = $1 RETURNING envelope_hash`, [a.approval!.envelopeHash]);
-      expect(deleted).toHaveLength(1);
-    } else {
-      const db = new Database(path.join(dataDir, "journal.sqlite"));
-      try {
-        expect(db.prepare("DELETE FROM actions WHERE envelope_hash = ?").run(a.approval!.envelopeHash).changes).toBe(1);
-      } finally {
-        db.close();
-      }
+    // What an older version left: a's approval only in its approvals table (no action row), and a row
+    // for b under a hash b's checkpoint does not hash to (an edited checkpoint or index).
+    expect(await journalSql(dataDir, "DELETE FROM T.actions WHERE envelope_hash = ? RETURNING envelope_hash", [a.approval!.envelopeHash])).toHaveLength(1);
+    // PostgreSQL's first migration creates that table (this version's first open renamed it); SQLite's older schema did.
+    if (usingPostgres) await journalSql(dataDir, "ALTER TABLE T.approvals_adopted RENAME TO approvals");
+    else await journalSql(dataDir, "CREATE TABLE T.approvals (envelope_hash TEXT PRIMARY KEY, thread_id TEXT NOT NULL, revision INTEGER NOT NULL, requested_by TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT NOT NULL, status TEXT NOT NULL)");
+    for (const [hash, threadId] of [[a.approval!.envelopeHash, a.threadId], [`sha256:${"0".repeat(64)}`, b.threadId]]) {
+      await journalSql(dataDir, "INSERT INTO T.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status) VALUES (?, ?, 1, 'demo-user', ?, ?, 'pending')", [hash, threadId, a.approval!.envelope.createdAt, a.approval!.envelope.expiresAt]);
     }
     const env = envFor(portal, dataDir);
     const out = await runCli(["pending", "--json"], env);
     expect(out.code, out.stderr).toBe(0);
     const page = parseJsonOutput(out.stdout);
     expect(page).toMatchObject({ total: 2, damaged: [] });
-    expect(page.pending.map((p: { threadId: string; legacy?: boolean }) => [p.threadId, p.legacy ?? false])).toEqual([
-      [b.threadId, false],
-      [a.threadId, true],
-    ]);
-    expect(page.pending[1]).toMatchObject({ envelopeHash: a.approval!.envelopeHash, taskId: 4, fields: ["TITLE"] });
+    // Both were registered at the same instant of the test's clock: the order between them is not the point.
+    expect(page.pending.map((p: { threadId: string; envelopeHash: string }) => [p.threadId, p.envelopeHash]).sort()).toEqual(
+      [[a.threadId, a.approval!.envelopeHash], [b.threadId, b.approval!.envelopeHash]].sort(),
+    );
+    expect(page.pending.find((p: { threadId: string }) => p.threadId === a.threadId)).toMatchObject({ taskId: 4, fields: ["TITLE"] });
+    // Adopted once: the table is renamed out of the way, and the row that did not match adopted nothing.
+    expect(await journalSql(dataDir, "SELECT envelope_hash FROM T.approvals")).toEqual([]);
+    expect(await journalSql(dataDir, "SELECT envelope_hash FROM T.approvals_adopted")).toHaveLength(2);
+    expect((await journalSql(dataDir, "SELECT envelope_hash FROM T.actions WHERE thread_id = ?", [b.threadId])).map((r) => r["envelope_hash"])).toEqual([b.approval!.envelopeHash]);
+    const approved = await runCli(["approve", a.threadId, "--hash", a.approval!.envelopeHash, "--json"], env);
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(parseJsonOutput(approved.stdout)).toMatchObject({ outcome: "VERIFIED" });
+    expect(await portal.writes()).toHaveLength(1);
   });
 
   it("pending and show open no MCP connection: they work with an unreachable MCP endpoint, where approve fails", async () => {

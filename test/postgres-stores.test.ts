@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { loadConfig, type DatabaseConfig } from "../src/config/env.js";
 import { PostgresJournal } from "../src/store/pg-journal.js";
+import { toClaim, type ClaimRow } from "../src/store/journal.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import { MIGRATIONS, StoreUnavailableError } from "../src/store/postgres.js";
 import type { AuditEntry } from "../src/store/audit.js";
@@ -27,6 +28,12 @@ let schemaSeq = 0;
 function freshConfig(): DatabaseConfig {
   schemaSeq += 1;
   return loadConfig({ DATABASE_URL: db.url, ACTION_ENVELOPE_DB_SCHEMA: `s${schemaSeq}_${Date.now() % 100000}` }).database!;
+}
+
+/** The claim of a nonce in the schema of `config`, as the journal's table holds it. */
+async function claimOf(config: DatabaseConfig, nonce: string) {
+  const [row] = await sql<ClaimRow>(`SELECT * FROM "${config.schema}".decision_claims WHERE nonce = $1`, [nonce]);
+  return row ? toClaim(row) : undefined;
 }
 
 async function sql<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
@@ -100,7 +107,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
         const winners = results.filter((r) => r.claimed);
         expect(winners).toHaveLength(1);
         const winner = journals[results.findIndex((r) => r.claimed)]!;
-        const stored = await winner.findClaim(nonce);
+        const stored = await claimOf(config, nonce);
         for (const r of results) if (!r.claimed && "existing" in r) expect(r.existing).toEqual(stored);
       }
       // The same nonce under another envelope hash is still consumed.
@@ -135,21 +142,20 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     }
   });
 
-  it("approvals index: listed in creation order, closed per thread", async () => {
+  it("an older version's approvals table: its waiting rows without an action are listed, oldest first, until the table is retired", async () => {
     const config = freshConfig();
     const j = await PostgresJournal.open(config, TEST_JOURNAL_KEY);
     try {
-      for (const [hash, thread, at] of [["h2", "b", "2026-01-01T00:00:02Z"], ["h1", "a", "2026-01-01T00:00:01Z"]] as const) {
-        await j.registerAction(testAction(thread, hash, { createdAt: at }), at);
+      await j.registerAction(testAction("a", "h1"), "2026-01-01T00:00:01Z");
+      const rows: Array<[string, string, string, string]> = [["h1", "a", "2026-01-01T00:00:01Z", "pending"], ["h3", "c", "2026-01-01T00:00:03Z", "pending"], ["h2", "b", "2026-01-01T00:00:02Z", "pending"], ["h4", "d", "2026-01-01T00:00:00Z", "expired"]];
+      for (const [hash, thread, at, status] of rows) {
+        await sql(`INSERT INTO "${config.schema}".approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status) VALUES ($1, $2, 1, 'u', $3, $3, $4)`, [hash, thread, at, status]);
       }
-      // Registered twice: the index keeps the first registration.
-      await j.registerAction(testAction("a", "h1", { createdAt: "2026-01-01T00:00:09Z", expiresAt: "x" }), "2026-01-01T00:00:09Z");
-      expect((await j.listApprovals("pending")).map((a) => a.envelopeHash)).toEqual(["h1", "h2"]);
-      // A new revision of thread a supersedes h1.
-      await j.registerAction(testAction("a", "h3", { createdAt: "2026-01-01T00:00:03Z", revision: 2 }), "2026-01-01T00:00:03Z");
-      expect((await j.listApprovals("pending")).map((a) => a.envelopeHash)).toEqual(["h2", "h3"]);
-      await j.closeThreadApprovals("a", "closed");
-      expect((await j.listApprovals()).map((a) => [a.envelopeHash, a.status])).toEqual([["h1", "superseded"], ["h2", "pending"], ["h3", "closed"]]);
+      expect(await j.legacyApprovals()).toEqual([{ envelopeHash: "h2", threadId: "b" }, { envelopeHash: "h3", threadId: "c" }]);
+      await j.retireLegacyApprovals();
+      await j.retireLegacyApprovals();
+      expect(await j.legacyApprovals()).toBeNull();
+      expect(await sql(`SELECT envelope_hash FROM "${config.schema}".approvals_adopted ORDER BY envelope_hash`)).toHaveLength(4);
     } finally {
       await j.close();
     }
@@ -285,7 +291,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       expect(message).not.toContain("hunter2");
       await db.bringBack();
       // The failed claim left nothing behind: the nonce is still free.
-      expect(await j.findClaim("n-outage")).toBeUndefined();
+      expect(await claimOf(config, "n-outage")).toBeUndefined();
       expect(await j.decideAction(action.envelopeHash, claim, decision)).toMatchObject({ claimed: true });
     } finally {
       await db.bringBack();

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { createEnvelope, defaultPolicy, verifyDeleted, type Acknowledgement, type ReadResult } from "../src/envelope/index.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
-import { approvalOf as approve, openTestApp, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { approvalOf as approve, openTestApp, startPortal, tempDir, until, objectLeaseOf, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "WRITE-OUTCOME-UNKNOWN renamed";
@@ -63,7 +63,7 @@ describe("a write held longer than the client waits (latency fault > BITRIX24_TI
     expectUnknownOutcome(done.state!);
     expect(done.state!.verification!.fields.find((f) => f.field === "TITLE")).toMatchObject({ status: "not_applied" });
     // The write may still land, so the task stays held for it.
-    expect((await app!.deps.journal.getObjectLease(objectKeyOf(view.approval!.envelope)))?.owner).toBe(view.approval!.envelopeHash);
+    expect((await objectLeaseOf(dataDir, objectKeyOf(view.approval!.envelope)))?.owner).toBe(view.approval!.envelopeHash);
     // And it does land, seconds later: once.
     await until("the held write to land", async () => (await portal.task(4))["title"] === NEW_TITLE, 200, 50);
     const writes = await portal.writes();
@@ -104,7 +104,7 @@ describe("a 5xx answer to the write", () => {
     expectUnknownOutcome(done.state!);
     expect(done.state!.reasonCode).toBe("INCONCLUSIVE");
     expect(await portal.writes()).toHaveLength(1);
-    const lease = await app!.deps.journal.getObjectLease(objectKeyOf(view.approval!.envelope));
+    const lease = await objectLeaseOf(dataDir, objectKeyOf(view.approval!.envelope));
     expect(lease?.owner).toBe(view.approval!.envelopeHash);
   });
 
@@ -115,7 +115,7 @@ describe("a 5xx answer to the write", () => {
     expect(done.state!.outcome).toBe("REJECTED_BY_TARGET");
     expect(done.state!.acknowledgement?.status).toBe("ERROR");
     expect(await portal.writes()).toHaveLength(1);
-    expect(await app!.deps.journal.getObjectLease(objectKeyOf(view.approval!.envelope))).toBeUndefined();
+    expect(await objectLeaseOf(dataDir, objectKeyOf(view.approval!.envelope))).toBeUndefined();
   });
 });
 

@@ -1,12 +1,11 @@
 /**
  * Waiting approvals from the journal's index of registered actions: what `pending` lists. Nothing
- * here loads the graph or a checkpoint; only an approval an older version indexed (not yet adopted
- * into the journal's actions) is confirmed against its checkpoint, and that opens the graph then.
+ * here loads the graph or a checkpoint.
  */
 import { allowedApprovers, type Envelope } from "../envelope/index.js";
 import { UsageError } from "../errors.js";
 import type { ActionRow } from "../store/action-machine.js";
-import type { ReadApp, ThreadView } from "./threads.js";
+import type { ReadApp } from "./threads.js";
 import type { StoresApp } from "./stores-app.js";
 
 /** A full or read-only app (graph open), or the stores alone (graph opened on first need). */
@@ -39,8 +38,6 @@ export interface PendingApproval {
   createdAt: string;
   expiresAt: string;
   expired: boolean;
-  /** Registered by an older version and not yet adopted into the journal's actions (confirmed against its checkpoint). */
-  legacy?: true;
   /**
    * Set when the approval is for a change set (listed once, not once per action): the set's hash (also
    * in `envelopeHash`) and its actions in order, each with its own envelope hash, object (`taskId` is its
@@ -80,8 +77,7 @@ export interface PendingPage {
 /**
  * Waiting approvals, oldest first, from the journal's index of registered actions alone: each row's
  * integrity is its own HMAC, so no checkpoint is loaded (a thread whose run stopped between
- * registering and pausing is listed too; `approve` then says to `recover` it). Approvals an older
- * version indexed are confirmed against their checkpoint, as before.
+ * registering and pausing is listed too; `approve` then says to `recover` it).
  */
 export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Promise<PendingPage> {
   const now = app.deps.clock().getTime();
@@ -165,31 +161,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
       });
     }
   }
-  for (const r of await app.deps.journal.listUnadoptedApprovals()) {
-    if (q.requestedBy !== undefined && r.requestedBy !== q.requestedBy) continue;
-    const v = await viewLegacy(app, r.threadId);
-    const e = v.approval?.envelope;
-    if (v.status !== "awaiting_approval" || v.approval?.envelopeHash !== r.envelopeHash || !e) continue;
-    if (!about(e.object)) continue;
-    if (q.olderThanMs !== undefined && Date.parse(r.createdAt) > now - q.olderThanMs) continue;
-    all.push({
-      threadId: r.threadId,
-      envelopeHash: r.envelopeHash,
-      revision: r.revision,
-      requestedBy: r.requestedBy,
-      taskId: e.object.id,
-      object: { ...e.object },
-      operation: e.operation,
-      fields: Object.keys(e.params),
-      risk: e.risk.level,
-      escalatedTo: null,
-      createdAt: r.createdAt,
-      expiresAt: r.expiresAt,
-      expired: Date.parse(r.expiresAt) <= now,
-      legacy: true,
-    });
-  }
-  // Paged: the approvals and damaged rows met, plus each matching row not read (beyond the page), plus legacy ones.
+  // Paged: the approvals and damaged rows met, plus each matching row not read (beyond the page).
   const total = paged ? all.length + damaged.length + Math.max(0, rowTotal - counted.size) : all.length;
   return { total, offset, pending: all.slice(offset, offset + limit), damaged };
 }
@@ -229,10 +201,4 @@ function setApproval(first: ActionRow, members: ActionRow[], now: number): Pendi
 function mayDecide(app: PendingSource, a: { envelope: { operation: string }; escalatedTo: string | null }, approverId: string, operations: string[] = [a.envelope.operation]): boolean {
   if (operations.some((op) => !allowedApprovers(app.deps.policy, op).has(approverId))) return false;
   return a.escalatedTo === null || (app.deps.policy.approvers.groups[a.escalatedTo] ?? []).includes(approverId);
-}
-
-/** A thread as viewThread reads it, for an approval an older version indexed. */
-async function viewLegacy(app: PendingSource, threadId: string): Promise<ThreadView> {
-  const { viewThread } = await import("./threads.js");
-  return viewThread("graph" in app ? app : await app.readApp(), threadId);
 }

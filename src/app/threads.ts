@@ -21,6 +21,7 @@ import { membersOf } from "../hitl/journal-gate.js";
 import { actionOutcomeOf, flatView, viewOf } from "../hitl/thread-view.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
+import { listPending } from "./pending.js";
 
 /**
  * What reading a thread needs: the stores and the graph over the checkpoints. `show` opens only this
@@ -309,10 +310,7 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
     const [thread, action, question] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId), journal.getQuestion(threadId)]);
     // The journal says whether a decision is awaited; the checkpoint only whether a run is paused to take it.
     const paused = (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some((t) => (t.interrupts ?? []).length > 0);
-    // An approval an older version indexed, not yet adopted into the journal's actions: the gate adopts
-    // it (checked against its hash) when the run resumes.
-    const legacy = !thread && paused && (await journal.listUnadoptedApprovals()).some((r) => r.threadId === threadId);
-    const refused = legacy ? undefined : notWaiting(threadId, paused, thread, action, question);
+    const refused = notWaiting(threadId, paused, thread, action, question);
     if (refused) throw refused;
     return viewAfter(app, threadId, await drive(app, new Command({ resume }), threadId, onStep));
   });
@@ -409,14 +407,12 @@ export interface SweepResult {
  * waits forever and each thread records why it ended (or to whom it was escalated).
  */
 export async function sweepExpired(app: App, onStep?: StepListener): Promise<SweepResult[]> {
-  const now = app.deps.clock().getTime();
   const results: SweepResult[] = [];
-  for (const row of await app.deps.journal.listApprovals("pending")) {
-    if (Date.parse(row.expiresAt) > now) continue;
+  for (const row of await listPending(app)) {
+    if (!row.expired) continue;
     const view = await viewThread(app, row.threadId);
     if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== row.envelopeHash) {
-      // The index lags a thread that moved on (crash between steps); the checkpoint is the truth.
-      if (view.status === "finished") await app.deps.journal.closeThreadApprovals(row.threadId, "closed");
+      // Waiting in the journal, but the run is not paused at this approval (a crash between steps): `recover` first.
       results.push({ threadId: row.threadId, envelopeHash: row.envelopeHash, result: "skipped", detail: `thread is ${view.status}` });
       continue;
     }

@@ -10,7 +10,7 @@
  * finished from the journal's write-ahead entry, never by sending the write again.
  *
  * Candidates for recovery come from the journal: every thread whose action is not yet closed
- * (waiting, decided, or stopped mid-execution), plus approvals an older version indexed as pending.
+ * (waiting, decided, or stopped mid-execution).
  * Not found: a run that died before its first approval request (nothing was written; start it again)
  * or inside the final step after it closed the action (`recover <thread>` finishes it).
  */
@@ -36,7 +36,7 @@ export interface WorkerRound {
 
 /** Finishes every indexed run that stopped between steps and that no live process is driving. */
 export async function recoverInterrupted(app: App): Promise<RecoveryResult[]> {
-  const threadIds = [...new Set([...(await app.deps.journal.listOpenThreads()), ...(await app.deps.journal.listApprovals("pending")).map((a) => a.threadId)])];
+  const threadIds = await app.deps.journal.listOpenThreads();
   const { recoverThread, viewThread } = await import("../app/threads.js");
   const results: RecoveryResult[] = [];
   for (const threadId of threadIds) {

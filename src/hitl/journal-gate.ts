@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
-import { hashChangeSet, hashEnvelope, memberProblems, renderCard, type RequesterVerification } from "../envelope/index.js";
+import { hashChangeSet, hashEnvelope, memberProblems, type RequesterVerification } from "../envelope/index.js";
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord, type TransitionResult } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
@@ -71,14 +71,12 @@ export interface Gate {
  * Loads the thread and its current action. A row whose MAC fails is refused: the attempt is audited
  * and the run stops with INTEGRITY_CHECK_FAILED, changing nothing — the row may have been edited
  * outside this program, or this process may hold another key than the one that sealed it, and a
- * process that cannot tell which must not close someone else's approval either. Approvals registered
- * before the journal kept actions are adopted once, by their hash.
+ * process that cannot tell which must not close someone else's approval either.
  */
 export async function openGate(deps: Deps, config: LangGraphRunnableConfig, state: State): Promise<Gate> {
   const threadId = threadIdOf(config);
-  let thread = await deps.journal.getThread(threadId);
-  let action = await deps.journal.currentAction(threadId);
-  if (!action && !thread) ({ thread, action } = await adoptLegacy(deps, threadId, state));
+  const thread = await deps.journal.getThread(threadId);
+  const action = await deps.journal.currentAction(threadId);
   const members = action?.set ? await membersOf(deps, action) : undefined;
   const open = (r: ActionRow) => r.phase !== "closed" && r.phase !== "superseded";
   const badMember = members?.find((m) => !m.macValid && open(m));
@@ -146,7 +144,7 @@ export async function ensureThread(
 }
 
 /** A scope as the input schema describes it; anything else (input that failed validation) is not used. */
-function isRequestScope(v: unknown): v is RequestScope {
+export function isRequestScope(v: unknown): v is RequestScope {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
   const { taskIds, dealIds, fields } = v as { taskIds?: unknown; dealIds?: unknown; fields?: unknown };
   const listOf = (xs: unknown, ok: (x: unknown) => boolean) => xs === undefined || (Array.isArray(xs) && xs.every(ok));
@@ -301,46 +299,3 @@ function tamperEntry(threadId: string, action: ActionRow | undefined, where: str
 
 /** The requester as state claims it: only for a record about a thread the journal does not know yet. */
 const requesterIn = (state: State): string => (typeof state.requestedBy === "string" ? state.requestedBy : "");
-
-/**
- * Approvals registered by a version that kept the envelope only in graph state (before the journal
- * held actions) are adopted once: the envelope in the checkpoint is accepted only when it hashes to
- * the hash the journal's approvals index recorded at the time, so an edited checkpoint is not.
- */
-async function adoptLegacy(deps: Deps, threadId: string, state: State): Promise<{ thread: ThreadRecord | undefined; action: ActionRow | undefined }> {
-  const envelope = state.envelope;
-  if (!envelope) return { thread: undefined, action: undefined };
-  const rows = (await deps.journal.listUnadoptedApprovals()).filter((r) => r.threadId === threadId);
-  let hash: string;
-  try {
-    hash = hashEnvelope(envelope);
-  } catch {
-    return { thread: undefined, action: undefined };
-  }
-  const row = rows.find((r) => r.envelopeHash === hash);
-  if (!row) return { thread: undefined, action: undefined };
-  const request = typeof state.request === "string" ? state.request : "";
-  const thread = await deps.journal.registerThread({
-    threadId,
-    request,
-    requestedBy: envelope.requestedBy,
-    scope: deriveScope(request, isRequestScope(state.scope) ? state.scope : undefined),
-    createdAt: envelope.createdAt,
-  });
-  const action = await deps.journal.registerAction(
-    {
-      envelopeHash: hash,
-      threadId,
-      revision: envelope.revision,
-      envelope,
-      card: renderCard(envelope, hash, "text").text,
-      scope: thread.scope,
-      policy: { id: envelope.policy.id, version: envelope.policy.version },
-      escalatedTo: null,
-      supersededHashes: [],
-      editedBy: envelope.editedBy ?? null,
-    },
-    envelope.createdAt,
-  );
-  return { thread, action };
-}

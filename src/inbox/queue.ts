@@ -124,9 +124,9 @@ export async function waitingAction(app: App, threadId: string): Promise<ActionR
 }
 
 export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
-  const rows = await app.deps.journal.listApprovals("pending");
+  const { rows } = await app.deps.journal.listRegistered({ limit: Number.MAX_SAFE_INTEGER, offset: 0 });
   const items: InboxItem[] = [];
-  // A change set registers one index row per action; the set is listed once, from the row it is at.
+  // A change set has one waiting row per action; the set is listed once, from the row it is at.
   const listed = new Set<string>();
   for (const row of rows) {
     if (listed.has(row.threadId)) continue;

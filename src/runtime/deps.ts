@@ -118,6 +118,13 @@ export async function createStoreDeps(config: AppConfig, opts: { clock?: () => D
   const clock = opts.clock ?? (() => new Date());
   // An unreachable database stops the start here.
   const { journal, audit } = await openStores(config, { clock });
+  try {
+    await (await import("../hitl/legacy-approvals.js")).adoptLegacyApprovals(config, journal);
+  } catch (e) {
+    await journal.close();
+    await audit.close();
+    throw e;
+  }
   return {
     config,
     journal,

@@ -4,7 +4,6 @@
  */
 import { canMove, currentOfSet, macContentOfAction, macContentOfThread, refusedMove, type ActionProgress, type ActionRow, type ClosedRecord, type Phase, type RegisteredAction, type ThreadRecord } from "./action-machine.js";
 import { sealHolds, sealOf } from "./journal-key.js";
-import type { ApprovalEntry } from "./journal.js";
 
 export interface ActionDbRow {
   envelope_hash: string;
@@ -137,46 +136,6 @@ export function planMove(
   if (!current) return { ok: false, phase: null, reason: refusedMove(null, to, envelopeHash) };
   if (!canMove(current.phase, to)) return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash) };
   return { ok: true, progress: { ...current.progress, ...patch } };
-}
-
-/** The approvals index mirrors the action's phase so `pending` and `sweep` can list without loading rows. */
-export function indexStatusFor(phase: Phase, progress: ActionProgress): ApprovalEntry["status"] {
-  switch (phase) {
-    case "registered":
-      return "pending";
-    case "superseded":
-      return progress.decision?.type === "expire" ? "expired" : "superseded";
-    case "decided":
-    case "pre_read":
-    case "intent":
-    case "acknowledged":
-    case "verified":
-    case "closed": {
-      const d = progress.decision?.type;
-      switch (d) {
-        case "approve":
-          return "approved";
-        case "reject":
-          return "rejected";
-        case "edit":
-          return "edited";
-        case "cancel":
-          return "cancelled";
-        case "expire":
-          return "expired";
-        case undefined:
-          return "closed";
-        default: {
-          const never: never = d;
-          throw new Error(`unknown decision ${String(never)}`);
-        }
-      }
-    }
-    default: {
-      const never: never = phase;
-      throw new Error(`unknown phase ${String(never)}`);
-    }
-  }
 }
 
 export type { ClosedRecord };

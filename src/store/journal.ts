@@ -10,7 +10,7 @@ import { SqliteConnection, type CommitCount } from "./statements.js";
 import { appendIn, prepareAuditTable, type AuditEntry } from "./audit.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
-import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
+import { currentFrom, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { sealHolds, sealOf } from "./journal-key.js";
 
 export interface DecisionClaim {
@@ -44,14 +44,10 @@ export interface ExecutionEntry extends ExecutionIntent {
   sealValid: boolean;
 }
 
-export interface ApprovalEntry {
+/** A waiting approval an older version indexed in its `approvals` table, with no action row (src/hitl/legacy-approvals.ts adopts it). */
+export interface LegacyApproval {
   envelopeHash: string;
   threadId: string;
-  revision: number;
-  requestedBy: string;
-  createdAt: string;
-  expiresAt: string;
-  status: "pending" | "approved" | "rejected" | "edited" | "superseded" | "expired" | "cancelled" | "closed";
 }
 
 export interface RegisteredFilter {
@@ -132,8 +128,6 @@ export interface RunClose {
 export interface Journal {
   /** Commits made on this journal's connection(s): all, and the durable ones (docs/durability.md). */
   readonly commits: CommitCount;
-  /** The claim that consumed this nonce, if any. */
-  findClaim(nonce: string): Promise<DecisionClaim | undefined>;
   recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void>;
   /**
    * Everything that must hold right before a write leaves, in ONE transaction: the object lease is
@@ -144,9 +138,6 @@ export interface Journal {
   /** The target's answer: recorded on the write-ahead entry (first answer wins) and intent → acknowledged, in one transaction. */
   recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult>;
   findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined>;
-  /** The index of approval requests (written by registration and every move), so waiting ones can be listed and swept without scanning checkpoints. */
-  closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void>;
-  listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]>;
 
   // ── The action state machine (src/store/action-machine.ts). The journal is the authority; graph
   //    state only mirrors it. Every registered row is sealed with an HMAC under a key kept outside
@@ -190,8 +181,13 @@ export interface Journal {
    * checked (`macValid`); no checkpoint is loaded. `total` counts every match before paging.
    */
   listRegistered(filter: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }>;
-  /** Approvals an older version indexed as pending that have no registered action yet (adopted on first use). */
-  listUnadoptedApprovals(): Promise<ApprovalEntry[]>;
+  /**
+   * Approvals an older version indexed as pending in its `approvals` table that have no action row;
+   * null once the table is retired (or on a journal that never had one). Read once, when the stores open.
+   */
+  legacyApprovals(): Promise<LegacyApproval[] | null>;
+  /** Renames the older version's `approvals` table to `approvals_adopted`, so later opens skip it. */
+  retireLegacyApprovals(): Promise<void>;
   /** Threads with an action not yet closed (waiting, decided, or stopped mid-execution), oldest first. */
   listOpenThreads(): Promise<string[]>;
   /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
@@ -231,8 +227,6 @@ export interface Journal {
    * or closed releases it in the same transaction, so no run can end without letting go.
    */
   acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult>;
-  /** The lease on an object, if any (expired ones included: the caller judges). */
-  getObjectLease(objectKey: string): Promise<ObjectLease | undefined>;
   /** A lease on a thread so two processes never drive the same thread at once. */
   acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean>;
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
@@ -263,16 +257,6 @@ CREATE TABLE IF NOT EXISTS executions (
   ack_json TEXT,
   ack_at TEXT
 );
-CREATE TABLE IF NOT EXISTS approvals (
-  envelope_hash TEXT PRIMARY KEY,
-  thread_id TEXT NOT NULL,
-  revision INTEGER NOT NULL,
-  requested_by TEXT NOT NULL,
-  created_at TEXT NOT NULL,
-  expires_at TEXT NOT NULL,
-  status TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created_at);
 CREATE TABLE IF NOT EXISTS threads (
   thread_id TEXT PRIMARY KEY,
   record_json TEXT NOT NULL,
@@ -402,11 +386,6 @@ export class SqliteJournal implements Journal {
     this.sql = this.conn.sql;
   }
 
-  async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
-    const row = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(nonce) as ClaimRow | undefined;
-    return row ? toClaim(row) : undefined;
-  }
-
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
     this.conn.write(() => this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash));
   }
@@ -445,19 +424,6 @@ export class SqliteJournal implements Journal {
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
     const row = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as ExecutionRow | undefined;
     return row ? toExecution(row, this.key) : undefined;
-  }
-
-  async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {
-    this.sql("UPDATE approvals SET status = ? WHERE thread_id = ? AND status = 'pending'").run(status, threadId);
-  }
-
-  async listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]> {
-    const rows = (
-      status
-        ? this.sql("SELECT * FROM approvals WHERE status = ? ORDER BY created_at, rowid").all(status)
-        : this.sql("SELECT * FROM approvals ORDER BY created_at, rowid").all()
-    ) as ApprovalRow[];
-    return rows.map(toApproval);
   }
 
   async registerThread(t: NewThread): Promise<ThreadRecord> {
@@ -517,10 +483,7 @@ export class SqliteJournal implements Journal {
     this.conn.write(() => {
       const open = this.sql("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')").all(threadId) as ActionDbRow[];
       for (const r of open) {
-        if (fresh.has(r.envelope_hash)) continue;
-        const row = toActionRow(r, this.key);
-        this.sql("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
-        this.sql("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor("superseded", row.progress), r.envelope_hash);
+        if (!fresh.has(r.envelope_hash)) this.sql("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
       }
       list.forEach((a, i) => {
         this.sql(
@@ -528,11 +491,6 @@ export class SqliteJournal implements Journal {
              VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
           )
           .run(a.envelopeHash, a.threadId, a.revision, sealed[i]!.json, sealed[i]!.mac, JSON.stringify(emptyProgress()), at);
-        this.sql(
-            `INSERT OR IGNORE INTO approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
-             VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
-          )
-          .run(a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt);
       });
     });
     return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
@@ -616,10 +574,17 @@ export class SqliteJournal implements Journal {
     return { total, rows: rows.map((r) => toActionRow(r, this.key)) };
   }
 
-  async listUnadoptedApprovals(): Promise<ApprovalEntry[]> {
-    const rows = this.sql("SELECT a.* FROM approvals a LEFT JOIN actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.rowid")
-      .all() as ApprovalRow[];
-    return rows.map(toApproval);
+  private hasLegacyApprovals(): boolean {
+    return this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'").get() !== undefined;
+  }
+
+  async legacyApprovals(): Promise<LegacyApproval[] | null> {
+    if (!this.hasLegacyApprovals()) return null;
+    return this.db.prepare(LEGACY_APPROVALS_SQL("")).all().map((r) => toLegacyApproval(r as LegacyApprovalRow));
+  }
+
+  async retireLegacyApprovals(): Promise<void> {
+    this.conn.write(() => this.hasLegacyApprovals() && this.db.exec("ALTER TABLE approvals RENAME TO approvals_adopted"));
   }
 
   async listOpenThreads(): Promise<string[]> {
@@ -641,7 +606,6 @@ export class SqliteJournal implements Journal {
 
   private writeMove(envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): void {
     this.sql("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(to, JSON.stringify(progress), envelopeHash);
-    this.sql("UPDATE approvals SET status = ? WHERE envelope_hash = ?").run(indexStatusFor(to, progress), envelopeHash);
     if (releasesLease(from, to, progress)) this.sql("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
   }
 
@@ -666,10 +630,6 @@ export class SqliteJournal implements Journal {
     this.sql("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
       .run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
     return now + holdMs;
-  }
-
-  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
-    return this.leaseOn(objectKey);
   }
 
   async noteAgentStep(threadId: string): Promise<number> {
@@ -807,27 +767,17 @@ export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {
   };
 }
 
-export interface ApprovalRow {
+/** Pending rows of an older version's `approvals` table without an action row; `s` prefixes the tables (a PostgreSQL schema). */
+export const LEGACY_APPROVALS_SQL = (s: string) =>
+  `SELECT a.envelope_hash, a.thread_id FROM ${s}approvals a LEFT JOIN ${s}actions x ON x.envelope_hash = a.envelope_hash
+   WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.envelope_hash`;
+
+export interface LegacyApprovalRow {
   envelope_hash: string;
   thread_id: string;
-  revision: number;
-  requested_by: string;
-  created_at: string;
-  expires_at: string;
-  status: ApprovalEntry["status"];
 }
 
-export function toApproval(r: ApprovalRow): ApprovalEntry {
-  return {
-    envelopeHash: r.envelope_hash,
-    threadId: r.thread_id,
-    revision: r.revision,
-    requestedBy: r.requested_by,
-    createdAt: r.created_at,
-    expiresAt: r.expires_at,
-    status: r.status,
-  };
-}
+export const toLegacyApproval = (r: LegacyApprovalRow): LegacyApproval => ({ envelopeHash: r.envelope_hash, threadId: r.thread_id });
 
 export interface QuestionRow {
   thread_id: string;

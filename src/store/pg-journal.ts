@@ -14,10 +14,10 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { sealExecution, toApproval, toClaim, toExecution, toLease, type BeginWriteResult, type LeaseResult, type LeaseRow, type ApprovalEntry, type ApprovalRow, type ClaimRow, type DecisionClaim, type RunClose, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
+import { LEGACY_APPROVALS_SQL, sealExecution, toClaim, toExecution, toLease, toLegacyApproval, type BeginWriteResult, type LeaseResult, type LeaseRow, type LegacyApproval, type LegacyApprovalRow, type ClaimRow, type DecisionClaim, type RunClose, type ExecutionEntry, type ExecutionIntent, type ExecutionRow, type Journal } from "./journal.js";
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
-import { currentFrom, indexStatusFor, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
+import { currentFrom, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 import { appendWithin } from "./pg-audit.js";
@@ -71,11 +71,6 @@ export class PostgresJournal implements Journal {
       throw e;
     });
     return new PostgresJournal(pool, createPool(db, { name: "locks", max: 20 }), db, key, opts.clock ?? (() => new Date()));
-  }
-
-  async findClaim(nonce: string): Promise<DecisionClaim | undefined> {
-    const rows = await query<ClaimRow>(this.pool, this.db, "reading a decision claim", `SELECT * FROM ${this.s}.decision_claims WHERE nonce = $1`, [nonce]);
-    return rows[0] ? toClaim(rows[0]) : undefined;
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
@@ -134,20 +129,6 @@ export class PostgresJournal implements Journal {
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
     const rows = await query<ExecutionRow>(this.pool, this.db, "reading a write-ahead entry", `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`, [envelopeHash]);
     return rows[0] ? toExecution(rows[0], this.key) : undefined;
-  }
-
-  async closeThreadApprovals(threadId: string, status: ApprovalEntry["status"]): Promise<void> {
-    await this.run(`closing the approvals of thread ${threadId}`,
-      `UPDATE ${this.s}.approvals SET status = $1 WHERE thread_id = $2 AND status = 'pending'`,
-      [status, threadId],
-    );
-  }
-
-  async listApprovals(status?: ApprovalEntry["status"]): Promise<ApprovalEntry[]> {
-    const rows = status
-      ? await query<ApprovalRow>(this.pool, this.db, "listing approvals", `SELECT * FROM ${this.s}.approvals WHERE status = $1 ORDER BY created_at, id`, [status])
-      : await query<ApprovalRow>(this.pool, this.db, "listing approvals", `SELECT * FROM ${this.s}.approvals ORDER BY created_at, id`);
-    return rows.map(toApproval);
   }
 
   async registerThread(t: NewThread): Promise<ThreadRecord> {
@@ -214,22 +195,13 @@ export class PostgresJournal implements Journal {
         `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 AND phase IN ('registered', 'decided') AND NOT (envelope_hash = ANY($2::text[])) FOR UPDATE`,
         [threadId, fresh],
       );
-      for (const r of open.rows) {
-        const row = toActionRow(r, this.key);
-        await c.query(`UPDATE ${this.s}.actions SET phase = 'superseded' WHERE envelope_hash = $1`, [r.envelope_hash]);
-        await c.query(`UPDATE ${this.s}.approvals SET status = $1 WHERE envelope_hash = $2`, [indexStatusFor("superseded", row.progress), r.envelope_hash]);
-      }
+      for (const r of open.rows) await c.query(`UPDATE ${this.s}.actions SET phase = 'superseded' WHERE envelope_hash = $1`, [r.envelope_hash]);
       for (const a of list) {
         const sealed = sealAction(this.key, a);
         await c.query(
           `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
            VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7) ON CONFLICT (envelope_hash) DO NOTHING`,
           [a.envelopeHash, a.threadId, a.revision, sealed.json, sealed.mac, JSON.stringify(emptyProgress()), at],
-        );
-        await c.query(
-          `INSERT INTO ${this.s}.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status)
-           VALUES ($1, $2, $3, $4, $5, $6, 'pending') ON CONFLICT (envelope_hash) DO NOTHING`,
-          [a.envelopeHash, a.threadId, a.revision, a.envelope.requestedBy, a.envelope.createdAt, a.envelope.expiresAt],
         );
       }
     });
@@ -330,14 +302,19 @@ export class PostgresJournal implements Journal {
     return { total: Number(counted[0]?.n ?? 0), rows: rows.map((r) => toActionRow(r, this.key)) };
   }
 
-  async listUnadoptedApprovals(): Promise<ApprovalEntry[]> {
-    const rows = await query<ApprovalRow>(
-      this.pool,
-      this.db,
-      "listing approvals not yet adopted",
-      `SELECT a.* FROM ${this.s}.approvals a LEFT JOIN ${this.s}.actions x ON x.envelope_hash = a.envelope_hash WHERE a.status = 'pending' AND x.envelope_hash IS NULL ORDER BY a.created_at, a.id`,
-    );
-    return rows.map(toApproval);
+  private async hasLegacyApprovals(): Promise<boolean> {
+    const rows = await query<{ t: string | null }>(this.pool, this.db, "looking for an older version's approvals table", "SELECT to_regclass($1) AS t", [`${this.s}.approvals`]);
+    return rows[0]?.t != null;
+  }
+
+  async legacyApprovals(): Promise<LegacyApproval[] | null> {
+    if (!(await this.hasLegacyApprovals())) return null;
+    const rows = await query<LegacyApprovalRow>(this.pool, this.db, "listing approvals an older version indexed", LEGACY_APPROVALS_SQL(`${this.s}.`));
+    return rows.map(toLegacyApproval);
+  }
+
+  async retireLegacyApprovals(): Promise<void> {
+    await this.run("retiring the older version's approvals table", `ALTER TABLE IF EXISTS ${this.s}.approvals RENAME TO approvals_adopted`);
   }
 
   async noteAgentStep(threadId: string): Promise<number> {
@@ -441,7 +418,6 @@ export class PostgresJournal implements Journal {
 
   private async writeMove(c: pg.PoolClient, envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): Promise<void> {
     await c.query(`UPDATE ${this.s}.actions SET phase = $1, progress_json = $2 WHERE envelope_hash = $3`, [to, JSON.stringify(progress), envelopeHash]);
-    await c.query(`UPDATE ${this.s}.approvals SET status = $1 WHERE envelope_hash = $2`, [indexStatusFor(to, progress), envelopeHash]);
     if (releasesLease(from, to, progress)) await c.query(`DELETE FROM ${this.s}.object_leases WHERE owner = $1`, [envelopeHash]);
   }
 
@@ -486,7 +462,8 @@ export class PostgresJournal implements Journal {
     return taken.rowCount === 1;
   }
 
-  async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
+  /** The lease on an object, if any (expired ones included). */
+  private async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
     const rows = await query<LeaseRow>(this.pool, this.db, `reading the lease on ${objectKey}`, `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`, [objectKey]);
     return rows[0] ? toLease(rows[0]) : undefined;
   }

@@ -15,6 +15,8 @@ import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
 import { openApp, startRun, type App, type ThreadView } from "../../src/app/threads.js";
 import type { CompileOptions } from "../../src/graph/graph.js";
+import type { ObjectLease } from "../../src/store/action-machine.js";
+import { toLease, type LeaseRow } from "../../src/store/journal.js";
 import { adminQuery, databaseEnv, schemaFor, usingPostgres } from "./postgres.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -254,6 +256,12 @@ export async function journalSql(dataDir: string, sql: string, values: unknown[]
   } finally {
     db.close();
   }
+}
+
+/** The lease on an object in the journal of `dataDir`, as its table holds it (expired ones included). */
+export async function objectLeaseOf(dataDir: string, objectKey: string): Promise<ObjectLease | undefined> {
+  const [row] = await journalSql(dataDir, "SELECT * FROM T.object_leases WHERE object_key = ?", [objectKey]);
+  return row ? toLease(row as unknown as LeaseRow) : undefined;
 }
 
 /** Whether the journal of `dataDir` has any row in `table` yet. */
