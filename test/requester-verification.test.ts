@@ -213,5 +213,17 @@ describe("a signed request (run --key)", () => {
     app = await openTestApp(portal, dataDir, { env: keys.env });
     expect(await app.deps.journal.getThread(out.threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "signature", macValid: true });
     expect(await writesSince(portal, mark)).toEqual([]);
+    await app.close();
+    app = undefined;
+    // Every listing says how the requester was established, like the card: pending, audit list, audit show.
+    const env = envFor(portal, dataDir, keys.env);
+    const pending = await runCli(["pending"], env);
+    expect(pending.stdout).toMatch(new RegExp(`${out.threadId} .* by dave \\(verified: signature\\)`));
+    const pendingJson = parseJsonOutput((await runCli(["pending", "--json"], env)).stdout) as { pending: Array<{ threadId: string; requesterVerifiedBy: string }> };
+    expect(pendingJson.pending.find((p) => p.threadId === out.threadId)).toMatchObject({ requesterVerifiedBy: "signature" });
+    expect((await runCli(["audit", "list"], env)).stdout).toMatch(new RegExp(`${out.threadId}  by dave \\(verified: signature\\)`));
+    const show = await runCli(["audit", "show", out.threadId], env);
+    expect(show.stdout).toContain("Requested by:  dave (verified: signature)");
+    expect(parseJsonOutput((await runCli(["audit", "show", out.threadId, "--json"], env)).stdout)).toMatchObject({ caseRecord: { firstPage: { requesterVerifiedBy: "signature" } } });
   });
 });

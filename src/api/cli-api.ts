@@ -23,6 +23,7 @@ import type { QuestionEntry } from "../store/journal.js";
 import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";
 import { GRAPH_ID } from "../auth/rules.js";
+import { requesterVerificationOf } from "../envelope/envelope.js";
 import { UsageError } from "../errors.js";
 
 export interface ApiTarget {
@@ -327,6 +328,7 @@ export async function apiPending(client: Client, now = Date.now(), target?: ApiT
         envelopeHash: payload.envelopeHash,
         revision: payload.revision,
         requestedBy: payload.envelope.requestedBy,
+        requesterVerifiedBy: requesterVerificationOf(cs ? cs.set : payload.envelope),
         taskId: payload.envelope.object.id,
         object: { ...payload.envelope.object },
         operation: payload.envelope.operation,
