@@ -42,6 +42,8 @@ export interface ExecutionEntry extends ExecutionIntent {
    * changed outside this program, or one made before entries were sealed: neither is re-sent.
    */
   sealValid: boolean;
+  /** Whether the row carries a seal at all: false for a row written before entries were sealed (or its seal removed). */
+  sealPresent: boolean;
 }
 
 export interface ApprovalEntry {
@@ -804,6 +806,7 @@ export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {
     ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
     ...(r.ack_at !== null ? { acknowledgedAt: r.ack_at } : {}),
     sealValid: parsed && sealHolds(key, executionSealContent(entry, r.sent_at), r.mac ?? null),
+    sealPresent: r.mac !== null && r.mac !== undefined,
   };
 }
 
