@@ -213,6 +213,7 @@ describe("a change set's wording for a create", () => {
     envelopeHash: "sha256:" + "4".repeat(64),
     revision: 1,
     requestedBy: "demo-user",
+    requesterVerifiedBy: "self_declared",
     createdAt: "2026-12-01T00:00:00.000Z",
     expiresAt: "2026-12-01T01:00:00.000Z",
     expired: false,

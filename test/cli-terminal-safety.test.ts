@@ -105,9 +105,9 @@ describe("terminal output from data", () => {
 
   it("pending, audit list and audit show show the requester on one line, with markers", () => {
     const requester = "req⟨U+001B⟩[2J⟨U+001B⟩]8;;https://evil.example⟨U+0007⟩click⟨U+001B⟩]8;;⟨U+0007⟩⟨U+202E⟩exe.txt⟨U+000A⟩FAKE: VERIFIED";
-    expect(outputs["pending"]!.stdout).toContain(`${threadId}  rev 1  task 4 TITLE  medium  by ${requester}  created`);
-    expect(outputs["audit list"]!.stdout).toContain(`${threadId}  by ${requester}  `);
-    expect(outputs["audit show"]!.stdout).toContain(`Requested by:  ${requester} — "rename task 4 to Q4 report"`);
+    expect(outputs["pending"]!.stdout).toContain(`${threadId}  rev 1  task 4 TITLE  medium  by ${requester} (self-declared)  created`);
+    expect(outputs["audit list"]!.stdout).toContain(`${threadId}  by ${requester} (self-declared)  `);
+    expect(outputs["audit show"]!.stdout).toContain(`Requested by:  ${requester} (self-declared) — "rename task 4 to Q4 report"`);
   });
 
   it("show of a finished run and audit show escape the written arguments and the card as shown", () => {

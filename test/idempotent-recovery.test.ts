@@ -124,6 +124,9 @@ describe("idempotent writes and crash recovery", () => {
   const rewrites: Array<[string, (args: Record<string, unknown>) => Record<string, unknown>]> = [
     ["another task id", (a) => ({ ...a, taskId: 5 })],
     ["another operation", (a) => ({ ...a, operation: "add_task", fields: { TITLE: "FORGED NEW TASK" } })],
+    // Issue 26 rows 5b and 5c: an operation on another kind of object, and one the policy denies.
+    ["update_deal on deal 1", (a) => ({ operation: "update_deal", id: 1, fields: { STAGE_ID: "WON" }, protocol: a["protocol"] })],
+    ["delete_task of task 9", (a) => ({ operation: "delete_task", taskId: 9, protocol: a["protocol"] })],
   ];
   it.each(rewrites)("a write-ahead entry rewritten to %s before recovery: nothing is re-sent, the refusal is audited, the action closes INCONCLUSIVE (ENVELOPE_TAMPERED)", async (_name, rewrite) => {
     const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });

@@ -150,6 +150,8 @@ describe("inbox over HTTP", () => {
     const list = await (await requester.req("/")).text();
     expect(list).toContain(`data-thread="${view.threadId}"`);
     expect(list).toContain("you may cancel it");
+    // The list says how the requester was established, as the card does.
+    expect(list).toContain('requested by demo-user <small class="requester-verification">(self-declared)</small>');
     const csrf = await requester.csrf();
     const res = await requester.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf } });
     expect(res.status).toBe(403);

@@ -32,7 +32,7 @@ async function countsTurns(j: Journal): Promise<void> {
   expect(await j.getThreadTurns("unregistered")).toBeUndefined();
 
   await j.registerThread(thread("t1"));
-  expect(await j.getThreadTurns("t1")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null });
+  expect(await j.getThreadTurns("t1")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null, lastReplySealValid: true });
   // No model turn yet: nothing the model did can be invalid.
   expect(await j.noteInvalidProposal("t1")).toBe(0);
   expect(await j.noteAgentStep("t1")).toBe(1);
@@ -43,13 +43,13 @@ async function countsTurns(j: Journal): Promise<void> {
   expect(await j.noteInvalidProposal("t1")).toBe(2);
   const calls = [{ id: "call_1", name: "propose_change", args: { taskId: 4, fields: { TITLE: "X\u202E" }, rationale: "r" } }];
   await j.noteModelReply("t1", `${"x".repeat(MAX_REPLY_CHARS)}TAIL`, calls);
-  expect(await j.getThreadTurns("t1")).toEqual({ agentSteps: 2, invalidProposals: 2, lastReply: "x".repeat(MAX_REPLY_CHARS), lastToolCalls: calls });
+  expect(await j.getThreadTurns("t1")).toEqual({ agentSteps: 2, invalidProposals: 2, lastReply: "x".repeat(MAX_REPLY_CHARS), lastToolCalls: calls, lastReplySealValid: true });
   // The next reply's calls replace them: only the last reply's calls are kept.
   await j.noteModelReply("t1", "", []);
   expect(await j.getThreadTurns("t1")).toMatchObject({ lastReply: "", lastToolCalls: [] });
   // Another thread's row is its own.
   await j.registerThread(thread("t2"));
-  expect(await j.getThreadTurns("t2")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null });
+  expect(await j.getThreadTurns("t2")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null, lastReplySealValid: true });
 }
 
 describe("journal thread turns: SQLite", () => {
@@ -75,7 +75,7 @@ describe("journal thread turns: SQLite", () => {
     const j = new SqliteJournal(file, KEY);
     opened.push(j);
     expect((await j.getThread("old"))?.macValid).toBe(true);
-    expect(await j.getThreadTurns("old")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null });
+    expect(await j.getThreadTurns("old")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null, lastReplySealValid: true });
     expect(await j.noteAgentStep("old")).toBe(1);
     expect(await j.noteInvalidProposal("old")).toBe(1);
   });
@@ -136,7 +136,7 @@ describe.skipIf(!usingPostgres)("journal thread turns: PostgreSQL", () => {
     opened.push(j);
     const applied = await sql<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
     expect(applied.map((r) => r.version)).toEqual(expect.arrayContaining([9, 10]));
-    expect(await j.getThreadTurns("old")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null });
+    expect(await j.getThreadTurns("old")).toEqual({ agentSteps: 0, invalidProposals: 0, lastReply: null, lastToolCalls: null, lastReplySealValid: true });
     expect(await j.noteAgentStep("old")).toBe(1);
   });
 });

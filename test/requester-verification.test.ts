@@ -7,11 +7,13 @@
  * tokens: test/api-auth.test.ts.)
  */
 import { randomUUID } from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { App } from "../src/app/threads.js";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import type { Envelope } from "../src/envelope/index.js";
-import { DEFAULT_POLICY, envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { generateApproverKeyPair, signRequest, type Envelope } from "../src/envelope/index.js";
+import { DEFAULT_POLICY, envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose, type Script } from "./support/scripted-model.js";
 import { events, readAudit, writeMark, writesSince } from "./support/trust-boundary.js";
 
@@ -147,5 +149,81 @@ describe("graph state cannot upgrade the requester", () => {
     expect(values.reason).toMatch(/the requester mallory is self-declared/);
     expect(await app!.deps.journal.getThread(threadId)).toMatchObject({ requestedBy: "mallory", requesterVerifiedBy: "self_declared", macValid: true });
     expect(await writesSince(portal, mark)).toEqual([]);
+  });
+});
+
+describe("a signed request (run --key)", () => {
+  /** dave's key pair, his public key registered in the key file the runtime reads, his private key 0600. */
+  function daveKeys(): { env: Record<string, string>; pem: string; keyFile: string } {
+    const pair = generateApproverKeyPair("dave");
+    const keysFile = path.join(dataDir, "keys.pub");
+    fs.writeFileSync(keysFile, `${pair.publicKeyLine}\n`, { mode: 0o644 });
+    const keyFile = path.join(dataDir, "dave.pem");
+    fs.writeFileSync(keyFile, pair.privateKeyPem, { mode: 0o600 });
+    return { env: { ...REAL_DEFAULT, ACTION_ENVELOPE_APPROVER_KEYS: keysFile }, pem: pair.privateKeyPem, keyFile };
+  }
+  const REQUEST = "assign task 4 to user 7";
+
+  it("a valid signature records the requester as verified by signature: the high-risk change waits, the card says so", async () => {
+    const keys = daveKeys();
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(ASSIGN), env: keys.env });
+    const threadId = randomUUID();
+    const requesterSignature = signRequest({ kind: "request", threadId, request: REQUEST, requestedBy: "dave", scope: {} }, keys.pem);
+    const view = await startRun(app, { request: REQUEST, requestedBy: "dave", requesterSignature }, { threadId });
+    expect(view.status, JSON.stringify(view.state)).toBe("awaiting_approval");
+    expect(await app.deps.journal.getThread(threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "signature", macValid: true });
+    expect(view.approval?.envelope).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "signature", risk: { level: "high" } });
+    expect((await app.deps.journal.currentAction(threadId))!.card).toContain("Requested by: dave (verified: signature)");
+  });
+
+  it.each([
+    ["signed for another thread", (p: ReturnType<typeof daveKeys>, threadId: string) => signRequest({ kind: "request", threadId: `${threadId}x`, request: REQUEST, requestedBy: "dave", scope: {} }, p.pem)],
+    ["signed for another request", (p: ReturnType<typeof daveKeys>, threadId: string) => signRequest({ kind: "request", threadId, request: "rename task 4", requestedBy: "dave", scope: {} }, p.pem)],
+    ["signed by another key", (_p: ReturnType<typeof daveKeys>, threadId: string) => signRequest({ kind: "request", threadId, request: REQUEST, requestedBy: "dave", scope: {} }, generateApproverKeyPair("dave").privateKeyPem)],
+    ["not base64", () => "not a signature"],
+  ])("a signature %s is refused REQUESTER_SIGNATURE_INVALID: nothing is registered, read or written", async (_what, forge) => {
+    const keys = daveKeys();
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(ASSIGN), env: keys.env });
+    const mark = await writeMark(portal);
+    const threadId = randomUUID();
+    const view = await startRun(app, { request: REQUEST, requestedBy: "dave", requesterSignature: forge(keys, threadId) }, { threadId });
+    expect(view.state).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "INVALID_INPUT" });
+    expect(view.state?.reason).toMatch(/^REQUESTER_SIGNATURE_INVALID: the signature is not dave's canonical Ed25519 signature over this request/);
+    expect(await app.deps.journal.currentAction(threadId)).toBeUndefined();
+    expect(await writesSince(portal, mark)).toEqual([]);
+  });
+
+  it("a signed request from a requester with no registered key is refused, naming the key registry", async () => {
+    const keys = daveKeys();
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(ASSIGN), env: keys.env });
+    const threadId = randomUUID();
+    const requesterSignature = signRequest({ kind: "request", threadId, request: REQUEST, requestedBy: "erin", scope: {} }, keys.pem);
+    const view = await startRun(app, { request: REQUEST, requestedBy: "erin", requesterSignature }, { threadId });
+    expect(view.state?.reason).toMatch(/^REQUESTER_SIGNATURE_INVALID: the request is signed, but no key is registered for erin in ACTION_ENVELOPE_APPROVER_KEYS/);
+    expect(await app.deps.journal.currentAction(threadId)).toBeUndefined();
+  });
+
+  it("the CLI's run --as dave --key signs the request: the approval waits with the requester verified by signature", async () => {
+    const keys = daveKeys();
+    const mark = await writeMark(portal);
+    const r = await runCli(["run", "--as", "dave", "--key", keys.keyFile, "--json", REQUEST], envFor(portal, dataDir, keys.env));
+    expect(r.code, r.stderr).toBe(0);
+    const out = parseJsonOutput(r.stdout) as { threadId: string; status: string };
+    expect(out.status).toBe("awaiting_approval");
+    app = await openTestApp(portal, dataDir, { env: keys.env });
+    expect(await app.deps.journal.getThread(out.threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "signature", macValid: true });
+    expect(await writesSince(portal, mark)).toEqual([]);
+    await app.close();
+    app = undefined;
+    // Every listing says how the requester was established, like the card: pending, audit list, audit show.
+    const env = envFor(portal, dataDir, keys.env);
+    const pending = await runCli(["pending"], env);
+    expect(pending.stdout).toMatch(new RegExp(`${out.threadId} .* by dave \\(verified: signature\\)`));
+    const pendingJson = parseJsonOutput((await runCli(["pending", "--json"], env)).stdout) as { pending: Array<{ threadId: string; requesterVerifiedBy: string }> };
+    expect(pendingJson.pending.find((p) => p.threadId === out.threadId)).toMatchObject({ requesterVerifiedBy: "signature" });
+    expect((await runCli(["audit", "list"], env)).stdout).toMatch(new RegExp(`${out.threadId}  by dave \\(verified: signature\\)`));
+    const show = await runCli(["audit", "show", out.threadId], env);
+    expect(show.stdout).toContain("Requested by:  dave (verified: signature)");
+    expect(parseJsonOutput((await runCli(["audit", "show", out.threadId, "--json"], env)).stdout)).toMatchObject({ caseRecord: { firstPage: { requesterVerifiedBy: "signature" } } });
   });
 });

@@ -152,6 +152,30 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     expect(await auditOf(view.threadId, env)).toContain("ENVELOPE_TAMPERED");
   });
 
+  it("an unsealed legacy write-ahead row (written before rows were sealed): recovery refuses it precisely (ENVELOPE_TAMPERED), audited, nothing re-sent", async () => {
+    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
+    const view = await recordPendingRename(portal, dataDir, "LEGACY ROW", { env });
+    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, "the write to reach the portal", async () => (await portal.calls("tasks.task.update")).length > 0);
+    expect(await portal.writes()).toHaveLength(1);
+
+    // The row as a version before the seal wrote it: the same call, no MAC. With its seal the Idempotency-Key call would be re-sent.
+    const hash = view.approval!.envelopeHash;
+    const [row] = await journalSql(dataDir, "SELECT mac, ack_json FROM T.executions WHERE envelope_hash = ?", [hash]);
+    expect(row!["ack_json"]).toBeNull();
+    expect(row!["mac"]).not.toBeNull();
+    await journalSql(dataDir, "UPDATE T.executions SET mac = NULL WHERE envelope_hash = ?", [hash]);
+
+    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ENVELOPE_TAMPERED" });
+    expect(out.reason).toMatch(/write-ahead entry of action \S+ was changed outside this program \(expected a sealed write-ahead row, found an unsealed legacy row/);
+    expect(out.reason).not.toMatch(/arguments|operation/);
+    expect(await portal.writes()).toHaveLength(1);
+    const audit = await auditOf(view.threadId, env);
+    expect(audit).toContain("tamper_detected");
+    expect(audit).toContain("found an unsealed legacy row");
+  });
+
   it("a new task, the data directory put back and the anchor lost: the pre-read finds the task already created and sends nothing (ALREADY_EXECUTED)", async () => {
     const env = envFor(portal, dataDir);
     const TITLE = "Created once: Q4 report";

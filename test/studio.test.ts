@@ -79,7 +79,8 @@ describe("schemas (client.assistants.getSchemas)", () => {
     const schemas = await clientFor(open.server.apiUrl).assistants.getSchemas(GRAPH_ID);
     const input = schemas.input_schema as { required?: string[]; properties: Record<string, Record<string, any>> };
     expect(input.required).toEqual(["request"]);
-    expect(Object.keys(input.properties).sort()).toEqual(["messages", "request", "requestedBy", "scope"]);
+    expect(Object.keys(input.properties).sort()).toEqual(["messages", "request", "requestedBy", "requesterSignature", "scope"]);
+    expect(input.properties["requesterSignature"]).toMatchObject({ type: "string", description: expect.stringMatching(/run --key/) });
     expect(input.properties["request"]).toMatchObject({ type: "string", minLength: 1, maxLength: 4000, description: expect.stringMatching(/Required/) });
     expect(input.properties["requestedBy"]).toMatchObject({ type: "string", description: expect.stringMatching(/unless the server authenticates/) });
     expect(input.properties["scope"]).toMatchObject({ type: "object", description: expect.stringMatching(/Optional/) });

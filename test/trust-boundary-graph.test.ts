@@ -16,7 +16,7 @@ import { Command } from "@langchain/langgraph";
 import { AIMessage } from "@langchain/core/messages";
 import { recoverThread, submitDecision, sweepExpired, viewThread, type App } from "../src/app/threads.js";
 import type { Envelope } from "../src/envelope/index.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { journalSql, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 import {
   approveValue,
@@ -513,6 +513,27 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await drive(resume(approveValue(p!, "bob")), threadId);
     soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
     await expectOnlyRegisteredWrite(mark, p!);
+  });
+
+  it.each([
+    ["its sealed calls rewritten to another task", (stored: { calls: Array<{ args: Record<string, unknown> }>; mac: string }) => JSON.stringify({ ...stored, calls: [{ ...stored.calls[0], args: { ...stored.calls[0]!.args, taskId: 5, fields: { TITLE: "FORGED" } } }] })],
+    ["replaced by an unsealed list of calls", (stored: { calls: Array<{ args: Record<string, unknown> }> }) => JSON.stringify([{ ...stored.calls[0], args: { ...stored.calls[0]!.args, taskId: 5 } }])],
+  ])("issue 26 item 5: the model's recorded calls %s in the data directory: tamper_detected, INTEGRITY_CHECK_FAILED, nothing proposed or written", async (_what, rewrite) => {
+    await open({ interruptBefore: ["propose"] });
+    const threadId = randomUUID();
+    await drive({ request: REQUEST, requestedBy: "demo-user" }, threadId);
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual(["propose"]);
+    const mark = await writeMark(portal);
+    const [row] = await journalSql(dataDir, "SELECT last_tool_calls FROM T.threads WHERE thread_id = ?", [threadId]);
+    await journalSql(dataDir, "UPDATE T.threads SET last_tool_calls = ? WHERE thread_id = ?", [rewrite(JSON.parse(row!["last_tool_calls"] as string)), threadId]);
+    const err = (await drive(null, threadId)) as { code?: string; message?: string };
+    soft(err.code).toBe("INTEGRITY_CHECK_FAILED");
+    soft(err.message).toMatch(/the model's recorded reply on thread \S+ \(its tool calls\) does not verify against its seal/);
+    soft(await app!.deps.journal.currentAction(threadId)).toBeUndefined();
+    soft(await payloadOf(threadId)).toBeUndefined();
+    const tamper = events(await readAudit(dataDir, threadId), "tamper_detected");
+    soft(tamper.map((r) => (r["refusal"] as { code: string }).code)).toEqual(["INTEGRITY_CHECK_FAILED"]);
+    soft(await writesSince(portal, mark)).toEqual([]);
   });
 
   it("row 15: after the write was sent (stopped before verification), a forged invalid proposal cannot end the action NOT_EXECUTED; verification still runs and the run ends VERIFIED", async () => {

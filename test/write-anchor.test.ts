@@ -1,8 +1,11 @@
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { WriteAnchor, writeAnchorOf } from "../src/store/write-anchor.js";
+import { loadConfig } from "../src/config/env.js";
+import { createJournal } from "../src/store/backends.js";
+import { checkWriteAnchor, WriteAnchor, writeAnchorOf } from "../src/store/write-anchor.js";
 
 const h = (n: number) => `sha256:${n.toString(16).padStart(64, "0")}`;
 const dirs: string[] = [];
@@ -64,5 +67,61 @@ describe("write anchor", () => {
   it("is refused inside the data directory", () => {
     expect(() => writeAnchorOf({ dataDir: "/srv/ae", writeAnchorPath: "/srv/ae/anchor" })).toThrow(/inside the data directory/);
     expect(writeAnchorOf({ dataDir: "/srv/ae", writeAnchorPath: "/srv/keys/anchor" }).file).toBe("/srv/keys/anchor");
+  });
+
+  it("two processes appending at once: no line lost or torn, each always sees its own lines, and a fresh reader sees all", async () => {
+    const file = anchorFile();
+    const go = `${file}.go`;
+    const COUNT = 400;
+    type Report = { recorded: number; missedOwn: number; sawOther: number; startedAt: number; endedAt: number };
+    const ready: Array<Promise<void>> = [];
+    const writer = (id: string) =>
+      new Promise<Report>((resolve, reject) => {
+        const child = spawn(process.execPath, ["--import", "tsx", path.join("test", "support", "anchor-writer.ts"), file, go, id, String(COUNT)], { stdio: ["ignore", "pipe", "pipe"] });
+        let out = "";
+        let err = "";
+        child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+        ready.push(new Promise((r) => child.stdout.on("data", () => out.startsWith("ready\n") && r())));
+        child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+        child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out.slice("ready\n".length).trim()) as Report) : reject(new Error(`writer ${id} exited ${code}: ${err}`))));
+      });
+    const both = Promise.all([writer("1"), writer("2")]);
+    // Both children are up and spinning on the go file: then both append at once.
+    await Promise.all(ready);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(go, "");
+    const [a, b] = await both;
+    expect(a).toMatchObject({ recorded: COUNT, missedOwn: 0, sawOther: expect.any(Number) });
+    expect(b).toMatchObject({ recorded: COUNT, missedOwn: 0 });
+    // The two appending loops overlapped in time.
+    expect(Math.max(a.startedAt, b.startedAt)).toBeLessThan(Math.min(a.endedAt, b.endedAt));
+    // Whichever finished last saw every line of the other.
+    expect(Math.max(a.sawOther, b.sawOther)).toBe(COUNT);
+    const lines = fs.readFileSync(file, "utf8").split("\n");
+    expect(lines.pop()).toBe("");
+    expect(lines).toHaveLength(2 * COUNT);
+    for (const line of lines) expect(line).toMatch(/^sha256:[0-9a-f]{64} \d{4}-\d\d-\d\dT[\d:.]+Z$/);
+    expect(new Set(lines.map((l) => l.split(" ")[0])).size).toBe(2 * COUNT);
+    const fresh = new WriteAnchor(file);
+    for (const l of lines) expect(fresh.has(l.split(" ")[0]!)).toBe(true);
+  }, 60_000);
+
+  it("an anchor file others may write is refused at start, with the chmod that fixes it; 0600 and a missing file are fine", async () => {
+    const file = anchorFile();
+    const dataDir = path.join(path.dirname(path.dirname(file)), "data");
+    const config = { dataDir, writeAnchorPath: file };
+    expect(() => checkWriteAnchor(config)).not.toThrow();
+    new WriteAnchor(file).record(h(1), "2026-12-02T10:00:00.000Z");
+    expect(() => checkWriteAnchor(config)).not.toThrow();
+    fs.chmodSync(file, 0o620);
+    expect(() => checkWriteAnchor(config)).toThrow(
+      new RegExp(`ACTION_ENVELOPE_WRITE_ANCHOR_FILE.*${file} is writable by other users \\(mode 0620\\): whoever can rewrite the write anchor .*; fix: chmod 600 ${file}`),
+    );
+    // At start: opening the journal (every command and the server do) stops there, before anything is read or sent.
+    const env = { ACTION_ENVELOPE_DATA_DIR: dataDir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: path.join(path.dirname(file), "journal.key"), ACTION_ENVELOPE_WRITE_ANCHOR_FILE: file };
+    await expect(createJournal(loadConfig(env, process.cwd()))).rejects.toThrow(/writable by other users .*fix: chmod 600/);
+    fs.chmodSync(file, 0o600);
+    const journal = await createJournal(loadConfig(env, process.cwd()));
+    await journal.close();
   });
 });

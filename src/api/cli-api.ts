@@ -23,6 +23,7 @@ import type { QuestionEntry } from "../store/journal.js";
 import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";
 import { GRAPH_ID } from "../auth/rules.js";
+import { requesterVerificationOf } from "../envelope/envelope.js";
 import { UsageError } from "../errors.js";
 
 export interface ApiTarget {
@@ -327,6 +328,7 @@ export async function apiPending(client: Client, now = Date.now(), target?: ApiT
         envelopeHash: payload.envelopeHash,
         revision: payload.revision,
         requestedBy: payload.envelope.requestedBy,
+        requesterVerifiedBy: requesterVerificationOf(cs ? cs.set : payload.envelope),
         taskId: payload.envelope.object.id,
         object: { ...payload.envelope.object },
         operation: payload.envelope.operation,
@@ -368,7 +370,15 @@ export function forTokenServer(resume: ResumeValue, target: ApiTarget, explicitA
 }
 
 export type ApiCommand =
-  | { kind: "run"; request: string; requestedBy?: string; scope: { taskIds?: number[]; dealIds?: number[]; fields?: string[] }; json: boolean }
+  | {
+      kind: "run";
+      request: string;
+      requestedBy?: string;
+      scope: { taskIds?: number[]; dealIds?: number[]; fields?: string[] };
+      json: boolean;
+      /** Signs the request once the thread exists (run --key): the signature binds the thread id. */
+      sign?: (threadId: string) => string;
+    }
   | { kind: "pending"; json: boolean }
   | { kind: "show"; threadId: string; json: boolean }
   | {
@@ -407,7 +417,12 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
     case "run": {
       // With a token the server fills in requestedBy from it (and refuses another name); without one it is required.
       const thread = await client.threads.create();
-      const input = { request: cmd.request, ...(cmd.requestedBy !== undefined ? { requestedBy: cmd.requestedBy } : {}), ...(Object.keys(cmd.scope).length ? { scope: cmd.scope } : {}) };
+      const input = {
+        request: cmd.request,
+        ...(cmd.requestedBy !== undefined ? { requestedBy: cmd.requestedBy } : {}),
+        ...(Object.keys(cmd.scope).length ? { scope: cmd.scope } : {}),
+        ...(cmd.sign ? { requesterSignature: cmd.sign(thread.thread_id) } : {}),
+      };
       await client.runs.wait(thread.thread_id, GRAPH_ID, { input });
       return print(await apiView(client, thread.thread_id, target), false);
     }

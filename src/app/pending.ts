@@ -2,7 +2,7 @@
  * Waiting approvals from the journal's index of registered actions: what `pending` lists. Nothing
  * here loads the graph or a checkpoint.
  */
-import { allowedApprovers, type Envelope } from "../envelope/index.js";
+import { allowedApprovers, requesterVerificationOf, type Envelope, type RequesterVerification } from "../envelope/index.js";
 import { UsageError } from "../errors.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { ReadApp } from "./threads.js";
@@ -20,6 +20,8 @@ export interface PendingApproval {
   envelopeHash: string;
   revision: number;
   requestedBy: string;
+  /** How the requester was established, as the sealed envelope (or set) records it; the card says the same. */
+  requesterVerifiedBy: RequesterVerification;
   /**
    * Task, field names, risk level and escalation group, when the listing knows them (the journal's
    * index does). For a change set: the first action's task, every action's field names, the set's risk.
@@ -149,6 +151,7 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
         envelopeHash: a.envelopeHash,
         revision: a.revision,
         requestedBy: a.envelope.requestedBy,
+        requesterVerifiedBy: requesterVerificationOf(a.envelope),
         taskId: a.envelope.object.id,
         object: { ...a.envelope.object },
         operation: a.envelope.operation,
@@ -182,6 +185,7 @@ function setApproval(first: ActionRow, members: ActionRow[], now: number): Pendi
     envelopeHash: m.setHash,
     revision: m.set.revision,
     requestedBy: m.set.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(m.set),
     taskId: members[0]!.envelope.object.id,
     object: { ...members[0]!.envelope.object },
     operation: members[0]!.envelope.operation,

@@ -45,6 +45,8 @@ export interface RunInput {
   request: string;
   requestedBy: string;
   scope?: RequestScope;
+  /** The requester's signature over the canonical request for this thread (src/envelope/signature.ts); needs opts.threadId. */
+  requesterSignature?: string;
 }
 
 export type ThreadStatus = "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
@@ -292,7 +294,7 @@ export async function startRun(app: App, input: RunInput, opts: { threadId?: str
   await withThreadLock(app, threadId, async () => {
     await drive(
       app,
-      { request: input.request, requestedBy: input.requestedBy, ...(input.scope ? { scope: input.scope } : {}) },
+      { request: input.request, requestedBy: input.requestedBy, ...(input.scope ? { scope: input.scope } : {}), ...(input.requesterSignature ? { requesterSignature: input.requesterSignature } : {}) },
       threadId,
       opts.onStep,
     );

@@ -15,6 +15,7 @@ import { AuditLogError, type AuditThreadSummary, type ChainVerification } from "
 import { loadConfig } from "../config/env.js";
 import { withInspectSession } from "./app-session.js";
 import { cap, LIMITS } from "./limits.js";
+import { requesterVerificationText } from "../envelope/envelope.js";
 import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 
 const EXIT_OK = 0;
@@ -126,7 +127,7 @@ export function auditCommand(): Command {
           else if (threads.length === 0) write("The audit log has no records yet.");
           else for (const t of threads) {
             write(
-              esc`${t.threadId}  by ${t.requestedBy}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
+              esc`${t.threadId}  by ${t.requestedBy}${t.requesterVerifiedBy ? ` (${requesterVerificationText(t.requesterVerifiedBy)})` : ""}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
                 `  ${t.outcome ? esc`${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? esc`  OVERRIDES ${t.overrides}` : ""}`,
             );
           }

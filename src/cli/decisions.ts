@@ -4,6 +4,7 @@
  */
 import fs from "node:fs";
 import { DecisionSchema, OPERATIONS, partialApprovalForecast, signDecision, signedPayloadOf } from "../envelope/index.js";
+export { signRequest } from "../envelope/index.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/threads.js";
 import { UsageError } from "../errors.js";
@@ -28,7 +29,8 @@ function signedItem(view: ThreadView, decision: Record<string, unknown> & { type
   return item;
 }
 
-function readKey(opts: Common): string | undefined {
+/** The private key named by --key (refused when others may read or write it), or undefined without --key. */
+export function readKey(opts: Pick<Common, "key">): string | undefined {
   if (!opts.key) return undefined;
   let pem: string;
   try {

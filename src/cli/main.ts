@@ -7,6 +7,7 @@
  * helpers; each command imports what it needs (the graph, MCP, stores, the API client, the emulator)
  * inside its action, so `--help` loads none of it (docs/operations.md: Performance; bench/cli-startup.ts).
  */
+import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig, loadDotEnv } from "../config/env.js";
@@ -148,18 +149,34 @@ export function buildProgram(): Command {
     .option("--task <id>", "task id in scope (repeatable)", (v, p: number[] = []) => [...p, taskId(v)])
     .option("--deal <id>", "deal id in scope (repeatable); a run given only deals reaches no task, and one given only tasks no deal", (v, p: number[] = []) => [...p, objectId("--deal", "deal")(v)])
     .option("--field <name>", "field in scope (repeatable)", capEach("--field", LIMITS.id))
+    .option("--key <file>", "requester's Ed25519 private key (PEM): signs the request, which is then recorded as verified by signature", cap("--key", LIMITS.path))
     .option("--no-prompt", "never ask at the terminal")
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
-    .action(async (request: string, opts: { as: string; task?: number[]; deal?: number[]; field?: string[]; prompt: boolean; json?: boolean; api?: string }, cmd: Command) => {
+    .action(async (request: string, opts: { as: string; task?: number[]; deal?: number[]; field?: string[]; key?: string; prompt: boolean; json?: boolean; api?: string }, cmd: Command) => {
       const scope = {
         ...(opts.task?.length ? { taskIds: opts.task } : {}),
         ...(opts.deal?.length ? { dealIds: opts.deal } : {}),
         ...(opts.field?.length ? { fields: opts.field } : {}),
       };
       const api = await apiOf(opts.api);
-      const requestedBy = api?.token && cmd.getOptionValueSource("as") === "default" ? undefined : opts.as;
-      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "run", request, ...(requestedBy !== undefined ? { requestedBy } : {}), scope, json: Boolean(opts.json) }));
+      const { readKey, signRequest } = await decisions();
+      const pem = readKey(opts);
+      // A signed request names its signer: --key keeps --as even when a token would fill in the requester.
+      const requestedBy = api?.token && cmd.getOptionValueSource("as") === "default" && pem === undefined ? undefined : opts.as;
+      const sign = pem === undefined ? undefined : (threadId: string) => signRequest({ kind: "request", threadId, request, requestedBy: opts.as, scope }, pem);
+      if (api) return void (process.exitCode = await runApiCommand(api, { kind: "run", request, ...(requestedBy !== undefined ? { requestedBy } : {}), scope, json: Boolean(opts.json), ...(sign ? { sign } : {}) }));
+      if (sign) {
+        const printer = new Printer(process.stdout, Boolean(opts.json));
+        const { startRun } = await import("../app/threads.js");
+        const threadId = randomUUID();
+        process.exitCode = await withApp(async (app) => {
+          printer.line(esc`model: ${app.deps.modelLabel}; portal: ${app.deps.portal}`);
+          const view = await startRun(app, { request, requestedBy: opts.as, scope, requesterSignature: sign(threadId) }, { threadId, onStep: printer.onStep });
+          return report(printer, view);
+        });
+        return;
+      }
       if (!opts.json && opts.prompt && process.stdin.isTTY && process.stdout.isTTY) {
         const { runMainJob } = await import("./start.js");
         process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: true, scope });

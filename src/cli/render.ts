@@ -14,6 +14,7 @@ import type { ThreadView } from "../app/threads.js";
 import type { PendingApproval } from "../app/pending.js";
 import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";
+import { requesterVerificationText } from "../envelope/envelope.js";
 
 type Style = Parameters<typeof styleText>[0];
 
@@ -234,7 +235,7 @@ export function pendingLine(r: PendingApproval): string {
   return (
     esc`${r.threadId}  rev ${r.revision}  ` +
     what +
-    esc`  ${r.risk ?? ""}  by ${r.requestedBy}  created ${r.createdAt}  expires ${r.expiresAt}` +
+    esc`  ${r.risk ?? ""}  by ${r.requestedBy} (${requesterVerificationText(r.requesterVerifiedBy)})  created ${r.createdAt}  expires ${r.expiresAt}` +
     `${r.expired ? " (EXPIRED)" : ""}${r.escalatedTo ? esc`  escalated to ${r.escalatedTo}` : ""}  ` +
     (cs ? esc`set hash ${r.envelopeHash}` : esc`${r.envelopeHash}`)
   );

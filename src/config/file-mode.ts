@@ -11,6 +11,8 @@ import { ConfigError } from "../errors.js";
 export const PRIVATE = 0o077;
 /** Anyone may write it: for files that may be read by anyone (they hold hashes or public keys). */
 export const WORLD_WRITABLE = 0o002;
+/** Group or world may write it: for files only this program appends to (the write anchor). */
+export const OTHERS_WRITABLE = 0o022;
 
 /** Throws a ConfigError naming `variable` when `file`'s mode has any bit of `mask`. */
 export function refuseLooseMode(variable: string, file: string, mask: number, what: string): void {
@@ -22,6 +24,7 @@ export function refuseLooseMode(variable: string, file: string, mask: number, wh
     return; // a missing or unreadable file is reported by whoever reads it
   }
   if ((mode & mask) === 0) return;
-  const by = mask === PRIVATE ? "readable or writable by other users" : "writable by every user";
-  throw new ConfigError(variable, `${file} is ${by} (mode ${mode.toString(8).padStart(4, "0")}): ${what}; fix: chmod ${mask === PRIVATE ? "600" : "644"} ${file}`);
+  const by = mask === PRIVATE ? "readable or writable by other users" : mask === OTHERS_WRITABLE ? "writable by other users" : "writable by every user";
+  const fix = mask === WORLD_WRITABLE ? "644" : "600";
+  throw new ConfigError(variable, `${file} is ${by} (mode ${mode.toString(8).padStart(4, "0")}): ${what}; fix: chmod ${fix} ${file}`);
 }

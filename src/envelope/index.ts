@@ -97,10 +97,13 @@ export {
 export {
   signDecision,
   verifyDecisionSignature,
+  signRequest,
+  verifyRequestSignature,
   generateApproverKeyPair,
   parsePublicKeyLines,
   publicKeyLine,
   type SignedDecisionPayload,
+  type SignedRequestPayload,
 } from "./signature.js";
 export { renderCard, renderValue, decodeDisplay, type CardFormat, type CardOptions, type RenderedValue } from "./card.js";
 export { exampleTask, taskBody } from "./examples.js";

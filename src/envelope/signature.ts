@@ -37,13 +37,47 @@ export function signDecision(payload: SignedDecisionPayload, privateKeyPem: stri
 
 /** True only for a well-formed Ed25519 signature by this key over exactly this payload. Never throws. */
 export function verifyDecisionSignature(payload: SignedDecisionPayload, signatureBase64: string, publicKey: KeyObject): boolean {
+  return verifyCanonical(signingBytes(payload), signatureBase64, publicKey);
+}
+
+/**
+ * The exact object a requester signs to start a run (`run --key`), serialised with RFC 8785. The
+ * thread id binds the signature to one thread: a thread is registered once, so the signed request
+ * cannot be replayed into another thread or change a registered one. `scope` is the run input's
+ * scope, `{}` when none was given.
+ */
+export interface SignedRequestPayload {
+  kind: "request";
+  threadId: string;
+  request: string;
+  requestedBy: string;
+  scope: Record<string, unknown>;
+}
+
+export function requestSigningBytes(payload: SignedRequestPayload): Buffer {
+  return Buffer.from(canonicalJson(payload), "utf8");
+}
+
+/** Base64 Ed25519 signature over the canonical request. For the requester's side (CLI), never the runtime. */
+export function signRequest(payload: SignedRequestPayload, privateKeyPem: string): string {
+  const key = createPrivateKey(privateKeyPem);
+  if (key.asymmetricKeyType !== "ed25519") throw new KeyRegistryError("an Ed25519 private key", `a ${key.asymmetricKeyType} key`);
+  return sign(null, requestSigningBytes(payload), key).toString("base64");
+}
+
+/** True only for a well-formed Ed25519 signature by this key over exactly this request. Never throws. */
+export function verifyRequestSignature(payload: SignedRequestPayload, signatureBase64: string, publicKey: KeyObject): boolean {
+  return verifyCanonical(requestSigningBytes(payload), signatureBase64, publicKey);
+}
+
+function verifyCanonical(bytesSigned: Buffer, signatureBase64: string, publicKey: KeyObject): boolean {
   try {
     if (publicKey.asymmetricKeyType !== "ed25519") return false;
     if (!/^[A-Za-z0-9+/]{86}==$/.test(signatureBase64)) return false; // 64 bytes, padded base64
     const bytes = Buffer.from(signatureBase64, "base64");
     // Canonical only: the last character's unused low bits must be zero (else another string decodes to the same bytes).
     if (bytes.toString("base64") !== signatureBase64) return false;
-    return verify(null, signingBytes(payload), publicKey, bytes);
+    return verify(null, bytesSigned, publicKey, bytes);
   } catch {
     return false;
   }

@@ -8,7 +8,7 @@
 import type { State } from "../graph/state.js";
 import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
 import { outcomeFlags, type FlagInputs } from "./flags.js";
-import { NORMALISATION_RULES, type NormalisationRule } from "../envelope/index.js";
+import { NORMALISATION_RULES, type NormalisationRule, type RequesterVerification } from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
 import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, Refusal } from "../hitl/records.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
@@ -114,6 +114,8 @@ export interface FirstPage {
   status: RunStatus;
   request: string | null;
   requestedBy: string | null;
+  /** How the requester was established, from the closing or approval record; null when no record says it. */
+  requesterVerifiedBy: RequesterVerification | null;
   risk: { level: string; reversibility: string } | null;
   policy: { id: string; version: string } | null;
   what: { operation: string; taskId: number | null; params: Record<string, unknown> | null; envelopeHash: string | null; revision: number } | null;
@@ -236,6 +238,7 @@ function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
     status,
     request: recordedRequest ?? (records.length === 0 ? (s?.request ?? null) : null),
     requestedBy: lastRecord?.requestedBy ?? s?.requestedBy ?? null,
+    requesterVerifiedBy: closing?.requesterVerifiedBy ?? [...records].reverse().find((r) => r.requesterVerifiedBy !== undefined)?.requesterVerifiedBy ?? null,
     risk: lastWhat?.risk ?? (e ? { ...e.risk } : null),
     policy: lastWhat ? lastWhat.policy : e ? { ...e.policy } : null,
     what,

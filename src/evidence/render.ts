@@ -10,6 +10,7 @@
  */
 import { deleteSubjectOf } from "../envelope/deleted.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";
+import { requesterVerificationText } from "../envelope/envelope.js";
 import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
 import { esc, escapeRendered } from "../text/escape.js";
 import type { CaseRecord, EvidenceObject, WriterWindow } from "./bundle.js";
@@ -31,7 +32,8 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
       line(esc`    reason: ${o.reason}`);
     }
   }
-  line(esc`Requested by:  ${p.requestedBy ?? "(unknown)"}` + (p.request !== null ? esc` — "${p.request}"` : ""));
+  const verified = p.requesterVerifiedBy ? ` (${requesterVerificationText(p.requesterVerifiedBy)})` : "";
+  line(esc`Requested by:  ${p.requestedBy ?? "(unknown)"}` + verified + (p.request !== null ? esc` — "${p.request}"` : ""));
   line(`Risk:          ${p.risk ? esc`${p.risk.level} / ${p.risk.reversibility}` : "(not classified)"}`);
   if (p.what) {
     line(esc`What:          ${p.what.operation} ${p.what.taskId !== null ? objectNamed(p.what.operation, p.what.taskId) : "(no object)"} ${JSON.stringify(p.what.params)}`);

@@ -61,7 +61,7 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
     // The row moved meanwhile: it is where the journal says.
     return rowAfter(deps, action, { ok: false, phase: null, reason: begun.refused });
   }
-  ctx.execution = { envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded, sentAt, sealValid: true };
+  ctx.execution = { envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded, sentAt, sealValid: true, sealPresent: true };
   // The anchor is advanced before the request leaves; if it cannot be, nothing leaves (the entry stays
   // without an answer, which recovery treats as a call that may have been sent).
   writeAnchorOf(deps.config).record(envelopeHash, sentAt);
@@ -167,7 +167,9 @@ function entryDisagreement(action: ActionRow, entry: ExecutionEntry): string | n
   const sealed = sealedCall(action);
   const problems: string[] = [];
   // The seal covers the protocol too, which nothing in the envelope could check.
-  if (!entry.sealValid) problems.push("its seal under the journal key does not hold (it was edited, or made without a seal)");
+  // A row without a seal (written before write-ahead rows were sealed, or its seal removed) cannot be told from an edited one.
+  if (!entry.sealPresent) problems.push("expected a sealed write-ahead row, found an unsealed legacy row (no seal under the journal key)");
+  else if (!entry.sealValid) problems.push("its seal under the journal key does not hold (it was edited)");
   if (operationOf(entry) !== sealed.operation) problems.push(`it names operation ${operationOf(entry)}, the envelope ${sealed.operation}`);
   if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args)) problems.push(`its arguments ${JSON.stringify(invocationOf(entry).args)} are not the envelope's ${JSON.stringify(sealed.args)}`);
   if (entry.idempotencyKey !== sealed.idempotencyKey) problems.push("its Idempotency-Key is not the one derived from the envelope");

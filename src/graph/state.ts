@@ -75,6 +75,13 @@ export const RequestInputSchema = z.object({
     .max(MAX_REQUESTER_CHARS, `input field "requestedBy" is too long: at most ${MAX_REQUESTER_CHARS} characters are accepted`)
     .describe("Who is asking. Required, unless the server authenticates callers: then it is the caller's identity and may be left out."),
   scope: RequestScopeSchema.optional(),
+  requesterSignature: z
+    .string({ error: (iss) => `input field "requesterSignature" must be a string, not ${typeof iss.input}` })
+    .max(200, 'input field "requesterSignature" is too long: an Ed25519 signature is 88 base64 characters')
+    .optional()
+    .describe(
+      "Optional. The requester's Ed25519 signature (base64) over the canonical request {kind, threadId, request, requestedBy, scope}, by the key registered for requestedBy in ACTION_ENVELOPE_APPROVER_KEYS (`run --key`). A valid one records the requester as verified by signature; any other is refused.",
+    ),
 });
 
 /**
@@ -171,6 +178,7 @@ const messages = new ReducedValue(z.any().default(() => []) as unknown as z.ZodT
 const request = mirror<string>(RequestInputSchema.shape.request.description!, z.string().min(1).max(MAX_REQUEST_CHARS));
 const requestedBy = mirror<string>(RequestInputSchema.shape.requestedBy.description!, z.string().min(1).max(MAX_REQUESTER_CHARS));
 const scope = mirror<RequestScope | undefined>(RequestScopeSchema.description!, RequestScopeSchema);
+const requesterSignature = mirror<string | undefined>(RequestInputSchema.shape.requesterSignature.description!, z.string());
 
 const outcome = last<Outcome | null>("Final outcome; null while the run is going or waiting. Derived from the journal by `finish`.", z.enum(OUTCOMES).nullable(), () => null);
 const reasonCode = last<ReasonCode | null>("Machine-readable code for why the run ended (e.g. VERIFIED, STALE_STATE, REJECTED_BY_HUMAN, INVALID_INPUT).", z.string().nullable(), () => null);
@@ -205,6 +213,7 @@ export const AgentState = new StateSchema({
   request,
   requestedBy,
   scope,
+  requesterSignature,
   messages,
   agentSteps: last<number>("Model turns taken, as the journal counts them (the bound that ends a looping model's run is checked there).", z.int().min(0), () => 0),
   invalidProposals: last<number>("Proposals refused by validation so far, as the journal counts them; past the bound the run ends INVALID_PROPOSAL.", z.int().min(0), () => 0),
@@ -275,7 +284,7 @@ class RunInputSchema<F extends ConstructorParameters<typeof StateSchema>[0]> ext
  * What a run may be started with: the request, or Studio's chat messages. Outcome, envelope, decision
  * and evidence channels cannot be set from input.
  */
-export const AgentInput = new RunInputSchema({ request, requestedBy, scope, messages });
+export const AgentInput = new RunInputSchema({ request, requestedBy, scope, requesterSignature, messages });
 
 /** What a finished run returns: the outcome view (the whole state stays readable through getState). */
 export const AgentOutput = new StateSchema({

@@ -2,7 +2,7 @@
  * Builds the audit entry for each decision point from graph state, so nodes stay one line away from
  * the log. Pure: no I/O, no clock (callers pass the time of the event).
  */
-import { checkProposal, sha256Json, type Envelope, type JsonValue, type NameResolution, type Policy } from "../envelope/index.js";
+import { checkProposal, requesterVerificationOf, sha256Json, type Envelope, type JsonValue, type NameResolution, type Policy, type RequesterVerification } from "../envelope/index.js";
 import type { State } from "../graph/state.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../evidence/flags.js";
@@ -73,6 +73,7 @@ export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string,
     ...none,
     shown: { card, expiresAt: envelope.expiresAt },
     request,
+    requesterVerifiedBy: requesterVerificationOf(envelope),
   });
 }
 
@@ -133,7 +134,10 @@ export interface ActionEvidence {
  * hash-chained like the rest, so the case record never needs graph state's mirrors for it (state keeps
  * no raw answers). A change set's actions each have their own action_ended record instead.
  */
-export function runEndedEntry(state: State, ctx: { threadId: string; policy: Policy; at: string; request: string; evidence?: ActionEvidence; denied?: AuditEntry }): AuditEntry {
+export function runEndedEntry(
+  state: State,
+  ctx: { threadId: string; policy: Policy; at: string; request: string; requesterVerifiedBy?: RequesterVerification; evidence?: ActionEvidence; denied?: AuditEntry },
+): AuditEntry {
   const e = state.envelope;
   const d = state.decision;
   const explained = outcomeFlags(state);
@@ -167,6 +171,7 @@ export function runEndedEntry(state: State, ctx: { threadId: string; policy: Pol
     },
     ...(ctx.evidence ? { received: ctx.evidence } : {}),
     request: ctx.request,
+    ...(ctx.requesterVerifiedBy ? { requesterVerifiedBy: ctx.requesterVerifiedBy } : {}),
   });
 }
 

@@ -1,6 +1,7 @@
 /** Page layouts of the web inbox: plain server-rendered HTML, one script and one stylesheet from /static. */
 import { html, markedHtml, text, type Html } from "./html.js";
 import { expiresIn, type ChangeLine } from "./summary.js";
+import { requesterVerificationText } from "../envelope/envelope.js";
 import type { InboxItem, QuestionItem } from "./queue.js";
 
 /**
@@ -88,7 +89,7 @@ function listRow(i: InboxItem, base: string): Html {
       <a href="${base}/t/${encodeURIComponent(i.threadId)}">
         <span class="head"><span class="risk risk-${i.risk}">${i.risk}</span> ${what}</span>
         <span class="meta">
-          <span class="who">requested by ${text(i.requestedBy)}</span>
+          <span class="who">requested by ${text(i.requestedBy)} <small class="requester-verification">(${requesterVerificationText(i.requesterVerifiedBy)})</small></span>
           <span class="when">requested <time datetime="${i.createdAt}">${i.createdAt}</time></span>
           <span class="expires">expires <span class="countdown" data-expires="${String(Date.parse(i.expiresAt))}" data-style="left">${expiresIn(i.expiresAt, new Date())}</span></span>
           ${i.revision > 1 ? html`<span class="revision">revision ${i.revision}</span>` : ""}

@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import type { App } from "../app/threads.js";
 import { allowedApprovers, hasRole, levelRank } from "../envelope/policy.js";
+import { requesterVerificationOf, type RequesterVerification } from "../envelope/envelope.js";
 import { changeLines, objectTitle, type ChangeLine } from "./summary.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
@@ -30,6 +31,7 @@ export interface InboxItem {
   nonce: string;
   revision: number;
   requestedBy: string;
+  requesterVerifiedBy: RequesterVerification;
   createdAt: string;
   expiresAt: string;
   risk: string;
@@ -85,6 +87,7 @@ export interface Bound {
   risk: string;
   reversibility: string;
   requestedBy: string;
+  requesterVerifiedBy: RequesterVerification;
   createdAt: string;
 }
 
@@ -92,10 +95,10 @@ export function boundOf(action: ActionRow): Bound {
   const m = action.set;
   if (m) {
     const s = m.set;
-    return { hash: m.setHash, nonce: s.nonce, revision: s.revision, expiresAt: s.expiresAt, risk: s.risk.level, reversibility: s.risk.reversibility, requestedBy: s.requestedBy, createdAt: s.createdAt };
+    return { hash: m.setHash, nonce: s.nonce, revision: s.revision, expiresAt: s.expiresAt, risk: s.risk.level, reversibility: s.risk.reversibility, requestedBy: s.requestedBy, requesterVerifiedBy: requesterVerificationOf(s), createdAt: s.createdAt };
   }
   const e = action.envelope;
-  return { hash: action.envelopeHash, nonce: e.nonce, revision: e.revision, expiresAt: e.expiresAt, risk: e.risk.level, reversibility: e.risk.reversibility, requestedBy: e.requestedBy, createdAt: e.createdAt };
+  return { hash: action.envelopeHash, nonce: e.nonce, revision: e.revision, expiresAt: e.expiresAt, risk: e.risk.level, reversibility: e.risk.reversibility, requestedBy: e.requestedBy, requesterVerifiedBy: requesterVerificationOf(e), createdAt: e.createdAt };
 }
 
 /**
@@ -147,6 +150,7 @@ export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
       nonce: b.nonce,
       revision: b.revision,
       requestedBy: b.requestedBy,
+      requesterVerifiedBy: b.requesterVerifiedBy,
       createdAt: b.createdAt,
       expiresAt: b.expiresAt,
       risk: b.risk,

@@ -9,6 +9,7 @@ import { undoEndingCode, undoPlanFor, undoRequestOf, type UndoPlan } from "../hi
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import type { QuestionEntry, RecordedToolCall } from "../store/journal.js";
 import { askedOf } from "../hitl/input-request.js";
+import { verifyRequester } from "../hitl/requester.js";
 import type { ChatDecision } from "../hitl/text-decision.js";
 import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
 
@@ -40,19 +41,22 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     // Open mode: a chat client sends no requester; the configured default (self-declared) stands in for it.
     const input = runInput(state, caller, caller ? undefined : deps.config.defaultRequester);
     if (!input.ok) return endRunInJournal(deps, gate, state, "INVALID_INPUT", input.problem);
+    const requester = verifyRequester(gate.threadId, input.value, caller, deps.publicKeys);
+    if (!requester.ok) return endRunInJournal(deps, gate, state, "INVALID_INPUT", requester.problem);
     // The conversation starts from the request alone: chat input's other messages never reach the model.
     if (state.messages.length > 0) reset = [new RemoveMessage({ id: REMOVE_ALL_MESSAGES })];
     // `undo thread <id>`: an undo thread, registered with the verified action it restores.
     const undoOf = undoRequestOf(input.value.request);
     undo = undoOf === undefined ? undefined : await undoPlanFor(deps.journal, undoOf, undefined, deps.policy);
-    // The requester's verification comes from the run's auth context, never from input or state: a
-    // token-authenticated caller is the requester (runInput refuses another name); anyone else named themselves.
+    // The requester's verification comes from the run's auth context or a requester signature checked
+    // against the key registry, never from a claim in input or state: a token-authenticated caller is the
+    // requester (runInput refuses another name); a valid signature verifies the name signed; anyone else named themselves.
     await ensureThread(
       deps,
       gate,
       { ...state, ...input.value },
       undo?.ok ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: undo.scope } : undefined,
-      caller ? "authentication" : "self_declared",
+      requester.verifiedBy,
     );
     if (undo && !undo.ok) return endRunInJournal(deps, gate, state, undoEndingCode(undo.code), undo.reason);
   }
@@ -131,7 +135,7 @@ export function replyText(reply: Pick<BaseMessage, "content">): string {
   return typeof reply.content === "string" ? reply.content : JSON.stringify(reply.content ?? "");
 }
 
-export type RunInput = { ok: true; value: { request: string; requestedBy: string; scope?: State["scope"] } } | { ok: false; problem: string };
+export type RunInput = { ok: true; value: { request: string; requestedBy: string; scope?: State["scope"]; requesterSignature?: string } } | { ok: false; problem: string };
 
 /**
  * The request a run starts with, from `request` or (chat mode) the last human message; the requester:
@@ -139,7 +143,7 @@ export type RunInput = { ok: true; value: { request: string; requestedBy: string
  * (open mode) the configured default requester.
  * Pure; never throws on any input shape.
  */
-export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" | "messages">, authenticatedCaller: string | undefined, defaultRequester?: string): RunInput {
+export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" | "messages"> & { requesterSignature?: unknown }, authenticatedCaller: string | undefined, defaultRequester?: string): RunInput {
   const messages: unknown[] = Array.isArray(state.messages) ? state.messages : [];
   const unreadable = messages
     .map((m) => (m as BaseMessage | undefined)?.additional_kwargs?.[UNREADABLE_MESSAGE_KEY] as { field?: unknown; message?: unknown } | undefined)
@@ -172,7 +176,12 @@ export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" 
         'input field "requestedBy" is required, and a chat client sends only {"messages"}: set ACTION_ENVELOPE_DEFAULT_REQUESTER=<requester id> on this open server (recorded as self-declared), or require API tokens (ACTION_ENVELOPE_API_TOKENS; the requester is then the caller), or send {"request": "…", "requestedBy": "…"}',
     };
   }
-  const parsed = RequestInputSchema.safeParse({ request, requestedBy, ...(state.scope !== undefined && state.scope !== null ? { scope: state.scope } : {}) });
+  const parsed = RequestInputSchema.safeParse({
+    request,
+    requestedBy,
+    ...(state.scope !== undefined && state.scope !== null ? { scope: state.scope } : {}),
+    ...(state.requesterSignature !== undefined && state.requesterSignature !== null ? { requesterSignature: state.requesterSignature } : {}),
+  });
   if (parsed.success) return { ok: true, value: parsed.data };
   const issue = parsed.error.issues[0]!;
   const field = issue.path.map(String).join(".") || "input";

@@ -10,7 +10,7 @@ import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 import { deletedLabelOf } from "../envelope/deleted.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";
-import type { Envelope } from "../envelope/envelope.js";
+import { requesterVerificationOf, type Envelope } from "../envelope/envelope.js";
 
 /**
  * The final record, derived from the journal alone: a closed action's outcome, or a verified one's
@@ -55,7 +55,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
       if (a) action = a;
       view = viewAt(closed, action);
       const { decision: _d, ...own } = view.evidence;
-      return [runEndedEntry(evidenceOf(view), { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, ...(action && !action.set ? { evidence: own } : {}), ...(denied ? { denied } : {}) })];
+      return [runEndedEntry(evidenceOf(view), { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, requesterVerifiedBy: requesterVerificationOf(thread), ...(action && !action.set ? { evidence: own } : {}), ...(denied ? { denied } : {}) })];
     },
   });
   view ??= viewAt(closedThread?.closed ?? closing, action);

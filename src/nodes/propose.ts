@@ -4,8 +4,21 @@ import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
 import { ChangeSetArgsSchema, ProposalArgsSchema, RequestInputArgsSchema, objectIdOf } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
-import { argumentsSha256, boundaryRefusedEntry } from "../hitl/audit-records.js";
+import { argumentsSha256, boundaryRefusedEntry, journalGuardEntry } from "../hitl/audit-records.js";
+import { DecisionNotAcceptedError } from "../errors.js";
 import { endRunInJournal, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+
+/**
+ * The model's recorded reply fails its seal (edited in the data directory, or recorded without one):
+ * audited as tamper_detected and refused INTEGRITY_CHECK_FAILED, as the journal gate refuses an edited
+ * row; none of its calls is acted on.
+ */
+async function refuseUnsealedReply(deps: Deps, threadId: string, requestedBy: string): Promise<never> {
+  const reason = `the model's recorded reply on thread ${threadId} (its tool calls) does not verify against its seal: it was changed outside this program, or recorded without a seal. Nothing was proposed.`;
+  const at = deps.clock().toISOString();
+  await deps.audit.append(journalGuardEntry("tamper_detected", { threadId, action: undefined, requestedBy, discriminator: `model-reply:${at}`, at, code: "INTEGRITY_CHECK_FAILED", reason }));
+  throw new DecisionNotAcceptedError(threadId, "INTEGRITY_CHECK_FAILED", reason);
+}
 
 /** Tools the model is offered besides the read tools; anything else it calls is refused at the boundary. */
 const PROPOSAL_TOOL_NAMES = ["propose_change", "propose_change_set", "request_input"];
@@ -27,7 +40,9 @@ export async function propose(state: State, config: LangGraphRunnableConfig): Pr
   if (refused) return refused;
   // The model's calls as the agent node recorded them in the journal when the model answered, never
   // state's messages: a rewritten or forked state cannot put a proposal in the model's mouth.
-  const calls = (await deps.journal.getThreadTurns(gate.threadId))?.lastToolCalls ?? [];
+  const turns = await deps.journal.getThreadTurns(gate.threadId);
+  if (turns && !turns.lastReplySealValid) await refuseUnsealedReply(deps, gate.threadId, gate.thread?.requestedBy ?? "");
+  const calls = turns?.lastToolCalls ?? [];
   const refusals: string[] = [];
   let accepted: Update["proposal"] = null;
   const replies: ToolMessage[] = [];

@@ -18,7 +18,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { preparedOnce, SqliteConnection } from "./statements.js";
 import { createHash } from "node:crypto";
-import { canonicalJson, sha256Json, type VerifiedBy } from "../envelope/index.js";
+import { canonicalJson, sha256Json, type RequesterVerification, type VerifiedBy } from "../envelope/index.js";
 
 export const AUDIT_EVENTS = [
   "proposal_denied",
@@ -107,6 +107,8 @@ export interface AuditEntry {
    * thread started, so a case record never takes it from graph state (which new run input rewrites).
    */
   request?: string;
+  /** approval_requested and the closing record: how the requester was established, as the journal's thread record says. */
+  requesterVerifiedBy?: RequesterVerification;
   /** decision_accepted: the decision's message as recorded (a rejection's feedback, a partial approval's note). */
   message?: string;
 }
@@ -130,6 +132,8 @@ export type AppendResult = { appended: true; record: AuditRecord } | { appended:
 export interface AuditThreadSummary {
   threadId: string;
   requestedBy: string;
+  /** From the thread's approval or closing record; null when no record says it. */
+  requesterVerifiedBy: RequesterVerification | null;
   records: number;
   firstAt: string;
   lastAt: string;
@@ -451,6 +455,7 @@ export function summariseThreads(records: AuditRecord[]): AuditThreadSummary[] {
     const s = byThread.get(r.threadId) ?? {
       threadId: r.threadId,
       requestedBy: r.requestedBy,
+      requesterVerifiedBy: null,
       records: 0,
       firstAt: r.at,
       lastAt: r.at,
@@ -461,6 +466,7 @@ export function summariseThreads(records: AuditRecord[]): AuditThreadSummary[] {
     };
     s.records += 1;
     s.lastAt = r.at;
+    if (r.requesterVerifiedBy) s.requesterVerifiedBy = r.requesterVerifiedBy;
     s.lastEvent = r.event;
     if (r.outcome) {
       s.outcome = r.outcome.outcome;

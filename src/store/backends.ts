@@ -8,9 +8,11 @@ import type { AppConfig } from "../config/env.js";
 import { SqliteJournal, type Journal } from "./journal.js";
 import { SqliteAuditLog, adoptAuditFile, type AuditLog } from "./audit.js";
 import { loadJournalKey } from "./journal-key.js";
+import { checkWriteAnchor } from "./write-anchor.js";
 
 export async function createJournal(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<Journal> {
   const key = loadJournalKey(config);
+  checkWriteAnchor(config);
   // The PostgreSQL stores (and the pg driver) are loaded only when DATABASE_URL names a database.
   if (config.database) return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key, opts);
   const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key, opts);

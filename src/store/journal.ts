@@ -42,6 +42,8 @@ export interface ExecutionEntry extends ExecutionIntent {
    * changed outside this program, or one made before entries were sealed: neither is re-sent.
    */
   sealValid: boolean;
+  /** Whether the row carries a seal at all: false for a row written before entries were sealed (or its seal removed). */
+  sealPresent: boolean;
 }
 
 /** A waiting approval an older version indexed in its `approvals` table, with no action row (src/hitl/legacy-approvals.ts adopts it). */
@@ -92,6 +94,12 @@ export interface ThreadTurns {
    * reads them from here, never from graph state's messages (which a state rewrite could change).
    */
   lastToolCalls: RecordedToolCall[] | null;
+  /**
+   * Whether the recorded reply (text and tool calls) carries a seal under the journal key that holds for
+   * this thread; true before any reply. False for a reply edited outside this program, or one recorded
+   * without a seal: propose then acts on none of its calls.
+   */
+  lastReplySealValid: boolean;
 }
 
 /** One tool call of a model reply, as the journal keeps it. */
@@ -638,7 +646,8 @@ export class SqliteJournal implements Journal {
   }
 
   async noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void> {
-    this.conn.write(() => this.sql("UPDATE threads SET last_reply = ?, last_tool_calls = ? WHERE thread_id = ?").run(text.slice(0, MAX_REPLY_CHARS), JSON.stringify(toolCalls), threadId));
+    const reply = text.slice(0, MAX_REPLY_CHARS);
+    this.conn.write(() => this.sql("UPDATE threads SET last_reply = ?, last_tool_calls = ? WHERE thread_id = ?").run(reply, sealedToolCalls(this.key, threadId, reply, toolCalls), threadId));
   }
 
   async noteInvalidProposal(threadId: string): Promise<number> {
@@ -652,7 +661,7 @@ export class SqliteJournal implements Journal {
 
   async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
     const row = this.sql("SELECT agent_steps, invalid_proposals, last_reply, last_tool_calls FROM threads WHERE thread_id = ?").get(threadId) as ThreadTurnsRow | undefined;
-    return row ? toThreadTurns(row) : undefined;
+    return row ? toThreadTurns(row, this.key, threadId) : undefined;
   }
 
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {
@@ -764,6 +773,7 @@ export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {
     ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
     ...(r.ack_at !== null ? { acknowledgedAt: r.ack_at } : {}),
     sealValid: parsed && sealHolds(key, executionSealContent(entry, r.sent_at), r.mac ?? null),
+    sealPresent: r.mac !== null && r.mac !== undefined,
   };
 }
 
@@ -812,19 +822,41 @@ export interface ThreadTurnsRow {
   last_tool_calls: string | null;
 }
 
-export function toThreadTurns(r: ThreadTurnsRow): ThreadTurns {
-  return { agentSteps: Number(r.agent_steps ?? 0), invalidProposals: Number(r.invalid_proposals ?? 0), lastReply: r.last_reply ?? null, lastToolCalls: toolCallsOf(r.last_tool_calls) };
+export function toThreadTurns(r: ThreadTurnsRow, key: Buffer, threadId: string): ThreadTurns {
+  const lastReply = r.last_reply ?? null;
+  const recorded = toolCallsOf(r.last_tool_calls);
+  const lastReplySealValid = recorded === null || (recorded.calls !== null && sealHolds(key, replySealContent(threadId, lastReply ?? "", recorded.calls), recorded.mac));
+  return {
+    agentSteps: Number(r.agent_steps ?? 0),
+    invalidProposals: Number(r.invalid_proposals ?? 0),
+    lastReply,
+    lastToolCalls: recorded === null ? null : lastReplySealValid ? recorded.calls : [],
+    lastReplySealValid,
+  };
 }
 
-/** The recorded calls, or null when none were recorded; a value that is not a list of calls reads as no calls. */
-function toolCallsOf(text: string | null): RecordedToolCall[] | null {
+/** What a model reply's seal covers: the thread, the reply's text as kept, and its tool calls. */
+function replySealContent(threadId: string, reply: string, calls: unknown[]): Record<string, unknown> {
+  return { kind: "model-reply", threadId, reply, toolCalls: calls };
+}
+
+/** The `last_tool_calls` column's value: the calls with their seal (HMAC under the journal key, bound to the thread and reply text). */
+export function sealedToolCalls(key: Buffer, threadId: string, reply: string, calls: RecordedToolCall[]): string {
+  const plain = JSON.parse(JSON.stringify(calls)) as unknown[];
+  return JSON.stringify({ calls: plain, mac: sealOf(key, replySealContent(threadId, reply, plain)) });
+}
+
+/** The recorded calls and their seal; null when no reply was recorded; calls null when the value is not sealed calls. */
+function toolCallsOf(text: string | null): { calls: RecordedToolCall[] | null; mac: string | null } | null {
   if (text === null || text === undefined) return null;
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    return [];
+    return { calls: null, mac: null };
   }
-  if (!Array.isArray(parsed)) return [];
-  return parsed.filter((c): c is RecordedToolCall => typeof c === "object" && c !== null && typeof c.id === "string" && typeof c.name === "string");
+  const { calls, mac } = (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? parsed : {}) as { calls?: unknown; mac?: unknown };
+  if (!Array.isArray(calls) || typeof mac !== "string") return { calls: null, mac: null };
+  const wellFormed = calls.every((c) => typeof c === "object" && c !== null && typeof c.id === "string" && typeof c.name === "string");
+  return { calls: wellFormed ? (calls as RecordedToolCall[]) : null, mac };
 }

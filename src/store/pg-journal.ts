@@ -18,7 +18,7 @@ import { LEGACY_APPROVALS_SQL, sealExecution, toClaim, toExecution, toLease, toL
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
-import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
+import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, sealedToolCalls, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
 import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
 import { appendWithin } from "./pg-audit.js";
 import type { AuditEntry } from "./audit.js";
@@ -328,7 +328,7 @@ export class PostgresJournal implements Journal {
   async noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void> {
     await this.run(`recording the model's reply on thread ${threadId}`, `UPDATE ${this.s}.threads SET last_reply = $1, last_tool_calls = $2 WHERE thread_id = $3`, [
       text.slice(0, MAX_REPLY_CHARS),
-      JSON.stringify(toolCalls),
+      sealedToolCalls(this.key, threadId, text.slice(0, MAX_REPLY_CHARS), toolCalls),
       threadId,
     ]);
   }
@@ -349,7 +349,7 @@ export class PostgresJournal implements Journal {
 
   async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
     const rows = await query<ThreadTurnsRow>(this.pool, this.db, `reading the turns of thread ${threadId}`, `SELECT agent_steps, invalid_proposals, last_reply, last_tool_calls FROM ${this.s}.threads WHERE thread_id = $1`, [threadId]);
-    return rows[0] ? toThreadTurns(rows[0]) : undefined;
+    return rows[0] ? toThreadTurns(rows[0], this.key, threadId) : undefined;
   }
 
   async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {

@@ -15,6 +15,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { AppConfig } from "../config/env.js";
 import { ConfigError } from "../errors.js";
+import { OTHERS_WRITABLE, refuseLooseMode } from "../config/file-mode.js";
 
 const HASH = /^(?:[a-z0-9]+:)?[0-9a-f]{16,128}$/;
 
@@ -121,4 +122,14 @@ export function writeAnchorOf(config: Pick<AppConfig, "writeAnchorPath" | "dataD
     throw new ConfigError("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", `points to ${file}, inside the data directory ${config.dataDir}; keep the anchor beside the journal key, where a writer of the data directory cannot reach it`);
   }
   return new WriteAnchor(file);
+}
+
+/**
+ * Checked at start, like the journal key: the anchor refused inside the data directory, and an anchor
+ * file others may write refused with the chmod that fixes it (whoever can rewrite it can remove the line
+ * that stops a second send). A missing file is fine: the first write creates it 0600.
+ */
+export function checkWriteAnchor(config: Pick<AppConfig, "writeAnchorPath" | "dataDir">): void {
+  const anchor = writeAnchorOf(config);
+  refuseLooseMode("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", anchor.file, OTHERS_WRITABLE, "whoever can rewrite the write anchor can remove the line that stops a write being sent twice");
 }
