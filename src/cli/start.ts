@@ -16,11 +16,13 @@ import { exitCodeForOutcome } from "./exit-codes.js";
 import { approveDecision, editDecision, rejectDecision, setDecisions } from "./decisions.js";
 import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
-import { startInbox, type RunningInbox } from "../inbox/server.js";
-import { loadInboxUsers } from "../inbox/users.js";
+import { startInbox, type RunningInbox, type SignInEvent } from "../inbox/server.js";
+import { loadInboxUsers, parseInboxUsers } from "../inbox/users.js";
 import { renderDoctor, runDoctor } from "./doctor-command.js";
 
 export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
+/** The approver the default policy names for the offline demo (policy/default.json, task-approvers). */
+const DEMO_APPROVER = "demo-approver";
 
 export interface MainJobOptions {
   request: string | undefined;
@@ -83,10 +85,19 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     printer.line(esc`data:    ${config.dataDir}`);
     printer.line(esc`request: "${request}" (requested by ${opts.requestedBy})`);
     if (opts.inbox) {
-      if (config.inboxUsersPath) {
-        const users = loadInboxUsers(config.inboxUsersPath);
-        inbox = await startInbox({ app, users, port: 0 });
-        printer.line(esc`web inbox: ${inbox.url}/ (${users.ids().length} approver account(s); Ctrl-C stops it)`);
+      // The offline demo (the embedded emulator) needs no users file: its approver signs in by a one-time link.
+      const demo = deps.emulator !== undefined;
+      if (config.inboxUsersPath || demo) {
+        const users = config.inboxUsersPath ? loadInboxUsers(config.inboxUsersPath) : parseInboxUsers('{"users":[]}', "no users file");
+        const onSignIn = (e: SignInEvent) => printer.line(esc`web inbox: ${e.user} signed in (${e.how}) from ${e.address} at ${e.at}`);
+        inbox = await startInbox({ app, users, port: 0, onSignIn });
+        const accounts = users.ids().length;
+        printer.line(esc`web inbox: ${inbox.url}/ (${accounts > 0 ? `${accounts} approver account(s)` : "no password accounts"}; Ctrl-C stops it)`);
+        if (demo) {
+          const link = inbox.signInLink(DEMO_APPROVER);
+          printer.line(esc`web inbox: sign in as ${DEMO_APPROVER}, the offline demo's approver, with this one-time link (this computer only, once, until ${link.expiresAt}):`);
+          printer.line(esc`  ${link.url}`);
+        }
       } else {
         printer.line(
           "web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS, a JSON file of approver credentials:" +

@@ -29,7 +29,7 @@ import { lateResumeEntry } from "../api/late-resume.js";
 import { inboxPage, layout, listFragment, signInPage } from "./pages.js";
 import { boundOf, entitlementOf, inboxFor, type NotApprovable, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
 import { answerJsonSchema, type InputField } from "../hitl/structured-input.js";
-import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, sameToken, token, type Session } from "./security.js";
+import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, SignInLinks, isLoopbackAddress, sameToken, token, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import { tarArchive } from "./tar.js";
 import type { InboxUsers } from "./users.js";
@@ -46,10 +46,29 @@ export interface InboxOptions {
   pollMs?: number;
   /** Path prefix every link and form uses ("" on its own port; "/inbox" when mounted next to the LangGraph API). */
   basePath?: string;
+  /**
+   * One-time sign-in links this inbox honours (GET /login/once/:token), from this computer only.
+   * Without it (the inbox mounted on the API server) there are none.
+   */
+  signInLinks?: SignInLinks;
+  /** Told of every sign-in, by password or by link: the line `npm start -- --inbox` prints. */
+  onSignIn?: (event: SignInEvent) => void;
+}
+
+export interface SignInEvent {
+  user: string;
+  how: "password" | "one-time link";
+  address: string;
+  at: string;
 }
 
 export interface RunningInbox {
   url: string;
+  /**
+   * A one-time sign-in link for this approver, good for one sign-in from this computer within its
+   * lifetime; only for an inbox listening on a loopback address.
+   */
+  signInLink(user: string): { url: string; expiresAt: string };
   close(): Promise<void>;
 }
 
@@ -135,12 +154,28 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       return loginForm(c, 401, "Unknown approver id or wrong password.");
     }
     perUser.succeed([user]);
-    const old = getCookie(c, SESSION_COOKIE);
-    sessions.end(old);
+    return signIn(c, who, "password", address);
+  });
+
+  /** A new session for this approver (a fresh id, the old one ended: no fixation), told to onSignIn. */
+  const signIn = (c: Context<Env>, who: string, how: SignInEvent["how"], address: string) => {
+    sessions.end(getCookie(c, SESSION_COOKIE));
     const s = sessions.create(who);
     setCookie(c, SESSION_COOKIE, s.id, { httpOnly: true, secure: true, sameSite: "Strict", path: "/" });
     deleteCookie(c, LOGIN_COOKIE, { path: "/", secure: true });
+    opts.onSignIn?.({ user: who, how, address, at: app.deps.clock().toISOString() });
     return c.redirect(`${base}/`, 303);
+  };
+
+  // A one-time link (printed by `npm start -- --inbox`): from this computer only, and once.
+  web.get("/login/once/:token", (c) => {
+    const address = c.env?.incoming?.socket?.remoteAddress;
+    if (!opts.signInLinks || !isLoopbackAddress(address)) return loginForm(c, 403, "A one-time sign-in link works only on the computer that printed it; sign in with your approver id and password.");
+    const bad = crossSite(c);
+    if (bad) return loginForm(c, 403, `Refused: ${bad}.`);
+    const who = opts.signInLinks.redeem(c.req.param("token").slice(0, 128));
+    if (!who) return loginForm(c, 401, "This sign-in link was used already or has expired. Each link signs in once; start the job again for a new one, or sign in with a password.");
+    return signIn(c, who, "one-time link", address ?? "unknown");
   });
 
   // ── everything else needs a session; changes need its CSRF token too ─────────────────────────────
@@ -814,15 +849,25 @@ function outcomeSection(view: ThreadView, history: SetHistory = {}): Html {
 export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   const host = opts.host ?? "127.0.0.1";
   let hosts = new Set<string>();
-  const web = createInboxApp(opts, (h) => hosts.has(h));
+  const loopback = host === "localhost" || isLoopbackAddress(host);
+  // Links only where the inbox listens on this computer's loopback address; never on an open one.
+  const { signInLinks: given, ...rest } = opts;
+  const links = loopback ? (given ?? new SignInLinks()) : undefined;
+  const web = createInboxApp({ ...rest, ...(links ? { signInLinks: links } : {}) }, (h) => hosts.has(h));
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: web.fetch, port: opts.port ?? 0, hostname: host }, () => resolve(s as Server)) as Server;
     s.once("error", reject);
   });
   const port = (server.address() as AddressInfo).port;
   hosts = new Set([`${host}:${port}`, `127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
   return {
-    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    url,
+    signInLink(user) {
+      if (!links) throw new Error(`one-time sign-in links are only for an inbox on this computer's loopback address, not ${host}`);
+      const { token: t, expiresAt } = links.issue(user);
+      return { url: `${url}/login/once/${t}`, expiresAt: new Date(expiresAt).toISOString() };
+    },
     close: () =>
       new Promise<void>((resolve) => {
         // A request still being answered (a decision whose run has just ended: `npm start --inbox` sees
