@@ -195,6 +195,20 @@ async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
   return answers;
 }
 
+/**
+ * Who decides: typed at the prompt. No id is invented: the answer is filled in only from
+ * ACTION_ENVELOPE_DEFAULT_APPROVER, and the prompt says so.
+ */
+function askApprover(): Promise<string> {
+  const configured = loadConfig().defaultApprover;
+  return input({
+    message: configured ? "Your approver id (default from ACTION_ENVELOPE_DEFAULT_APPROVER)" : "Your approver id",
+    ...(configured ? { default: configured } : {}),
+    required: true,
+    validate: withinCap("approver id", LIMITS.id),
+  });
+}
+
 async function ask(view: ThreadView): Promise<ResumeValue> {
   const a = view.approval!;
   if (a.changeSet) return askSet(view);
@@ -206,11 +220,11 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
       { name: "edit a field (creates a new revision to approve)", value: "edit" as const },
     ],
   });
-  const as = await input({ message: "Your approver id", default: "demo-approver", validate: withinCap("approver id", LIMITS.id) });
+  const as = await askApprover();
   switch (choice) {
     case "approve":
-      // The approver confirms the hash they were shown; it is sent as typed, not copied from the thread.
-      return approveDecision(view, { as, hash: await input({ message: "Envelope hash as shown on the card", default: a.envelopeHash, validate: withinCap("hash", LIMITS.hash) }) });
+      // Bound to the hash of the card printed above: a newer revision refuses it (HASH_MISMATCH).
+      return approveDecision(view, { as, hash: a.envelopeHash });
     case "reject":
       return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
     case "edit": {
@@ -228,7 +242,7 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
 /**
  * A change set at the prompt: approve or reject the whole set, or go through its actions approving or
  * rejecting each; the per-action answers become the flags `decide` takes and are built by the same
- * `setDecisions` (one decision per action, bound to the set hash the person confirms). Editing an
+ * `setDecisions` (one decision per action, bound to the set hash of the card shown). Editing an
  * action is left to `decide --edit`, and the prompt says so.
  */
 async function askSet(view: ThreadView): Promise<ResumeValue> {
@@ -243,12 +257,12 @@ async function askSet(view: ThreadView): Promise<ResumeValue> {
       { name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`, value: "each" as const },
     ],
   });
-  const as = await input({ message: "Your approver id", default: "demo-approver", validate: withinCap("approver id", LIMITS.id) });
-  // As for a single envelope, the approver confirms the set hash they were shown; it is sent as typed.
-  const setHash = () => input({ message: 'Set hash as shown on the card ("Set hash:")', default: cs.setHash, validate: withinCap("hash", LIMITS.hash) });
+  const as = await askApprover();
+  // As for a single envelope, bound to the set hash of the card printed above.
+  const setHash = cs.setHash;
   switch (choice) {
     case "approve":
-      return approveDecision(view, { as, hash: await setHash() });
+      return approveDecision(view, { as, hash: setHash });
     case "reject":
       return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
     case "each": {
@@ -271,7 +285,7 @@ async function askSet(view: ThreadView): Promise<ResumeValue> {
         const reason = await input({ message: esc`Reason for rejecting ${x.actionId} (optional)`, validate: withinCap("reason", LIMITS.reason) });
         reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
       }
-      return setDecisions(view, { as, hash: await setHash(), ...(approve.length ? { approve: [approve.join(",")] } : {}), ...(reject.length ? { reject } : {}) });
+      return setDecisions(view, { as, hash: setHash, ...(approve.length ? { approve: [approve.join(",")] } : {}), ...(reject.length ? { reject } : {}) });
     }
     default: {
       const never: never = choice;
