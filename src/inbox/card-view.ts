@@ -234,21 +234,65 @@ export function revisionSection(current: ActionRow, previous: ActionRow | undefi
   if (e.revision <= 1 || !previous) return html``;
   const d = previous.progress.decision;
   const p = previous.envelope;
+  const rows = changedFieldRows(previous, current, (f) => html`<th scope="row">${f}</th>`);
+  return html`<section class="revision-history" aria-label="What changed since revision ${String(p.revision)}" data-previous="${previous.envelopeHash}">
+    ${replacedHeading(e.revision, p.revision, d)}
+    ${rows.length
+      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th><th scope="col">Revision ${String(p.revision)} asked for</th><th scope="col">Revision ${String(e.revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<p>The requested values are the same as revision ${String(p.revision)}'s.</p>`}
+  </section>`;
+}
+
+/**
+ * A change set's revision: what the previous revision's decision was (by whom, its feedback and each
+ * action's), each field an action now asks for differently (action by action, previous → now), and
+ * the actions the previous revision had that this one no longer has. From the journal's rows only.
+ */
+export function setRevisionSection(members: ActionRow[], previousMembers: ActionRow[]): Html {
+  const revision = members[0]?.envelope.revision ?? 1;
+  if (revision <= 1 || previousMembers.length === 0) return html``;
+  const prevRevision = previousMembers[0]!.envelope.revision;
+  const d = previousMembers.find((m) => m.progress.decision)?.progress.decision;
+  const idOf = (r: ActionRow) => r.set?.actionId ?? "";
+  const before = new Map(previousMembers.map((m) => [idOf(m), m] as const));
+  const perAction = new Map((d?.setPlan?.perAction ?? []).map((x) => [x.actionId, x] as const));
+  const rows = members.flatMap((m) => {
+    const was = before.get(idOf(m));
+    if (!was) return [html`<tr><th scope="row">${idOf(m)}</th><td colspan="3">new in revision ${String(revision)}</td></tr>`];
+    return changedFieldRows(was, m, (f) => html`<th scope="row">${idOf(m)}</th><td data-label="Field">${f}</td>`);
+  });
+  const dropped = previousMembers.filter((m) => !members.some((x) => idOf(x) === idOf(m)));
+  const droppedItems = dropped.map((m) => {
+    const why = perAction.get(idOf(m));
+    return html`<li data-action-id="${idOf(m)}">${idOf(m)} (${m.envelope.operation} ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is no longer in the set${why?.type === "reject" ? html`: rejected${why.message ? html` — <q>${text(why.message)}</q>` : ""}` : ""}</li>`;
+  });
+  return html`<section class="revision-history set-revision" aria-label="What changed since revision ${String(prevRevision)}" data-previous="${previousMembers[0]!.set?.setHash ?? ""}">
+    ${replacedHeading(revision, prevRevision, d)}
+    ${droppedItems.length ? html`<ul class="dropped">${droppedItems}</ul>` : ""}
+    ${rows.length
+      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Action</th><th scope="col">Field</th><th scope="col">Revision ${String(prevRevision)} asked for</th><th scope="col">Revision ${String(revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<p>The actions still in the set ask for the same values as in revision ${String(prevRevision)}.</p>`}
+  </section>`;
+}
+
+/** "Revision 2 replaces revision 1, which rejected by alice", and the decision's feedback. */
+function replacedHeading(revision: number, prevRevision: number, d: ActionRow["progress"]["decision"]): Html {
+  const what = d ? (d.type === "reject" ? "rejected" : d.type === "edit" ? "edited" : d.type === "expire" ? "expired" : `${d.type}d`) : "replaced";
+  return html`<h3>Revision ${String(revision)} replaces revision ${String(prevRevision)}, which ${d ? html`${what} by ${text(d.approverId)}` : "was replaced"}</h3>
+    ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}`;
+}
+
+/** One row per field whose requested value differs between two revisions of an action, previous → now highlighted. */
+function changedFieldRows(previous: ActionRow, current: ActionRow, head: (field: string) => Html): Html[] {
+  const p = previous.envelope;
+  const e = current.envelope;
   const fields = [...new Set([...Object.keys(p.params), ...Object.keys(e.params)])];
-  const rows = fields
+  return fields
     .filter((f) => JSON.stringify(p.params[f]) !== JSON.stringify(e.params[f]))
     .map((f) => {
       const was = f in p.params ? display(p.params[f], `${f} (revision ${p.revision})`).text : "(not changed by it)";
       const now = f in e.params ? display(e.params[f], `${f} (revision ${e.revision})`).text : "(no longer changed)";
       const dp = diffPair(was, now);
-      return html`<tr><th scope="row">${f}</th><td data-label="Revision ${String(p.revision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(e.revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
+      return html`<tr>${head(f)}<td data-label="Revision ${String(p.revision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(e.revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
     });
-  const what = d ? (d.type === "reject" ? "rejected" : d.type === "edit" ? "edited" : d.type === "expire" ? "expired" : `${d.type}d`) : "replaced";
-  return html`<section class="revision-history" aria-label="What changed since revision ${String(p.revision)}" data-previous="${previous.envelopeHash}">
-    <h3>Revision ${String(e.revision)} replaces revision ${String(p.revision)}, which ${d ? html`${what} by ${text(d.approverId)}` : "was replaced"}</h3>
-    ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}
-    ${rows.length
-      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th><th scope="col">Revision ${String(p.revision)} asked for</th><th scope="col">Revision ${String(e.revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
-      : html`<p>The requested values are the same as revision ${String(p.revision)}'s.</p>`}
-  </section>`;
 }

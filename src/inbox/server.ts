@@ -19,7 +19,7 @@ import { OPERATIONS } from "../envelope/operations.js";
 import { partialApprovalForecast } from "../envelope/change-set.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
-import { cardSection, revisionSection, setOutcomeTable, setSection } from "./card-view.js";
+import { cardSection, revisionSection, setOutcomeTable, setRevisionSection, setSection } from "./card-view.js";
 import { membersOf } from "../hitl/journal-gate.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { answerAsSignedIn, submitAsSignedIn, StaleCardError } from "./driver.js";
@@ -250,9 +250,12 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}" role="alert">${notice.message}</p>` : "";
     let body: Html;
     if (view.status === "awaiting_approval" && action && boundOf(action).hash === view.approval?.envelopeHash) {
-      const prevHash = members ? undefined : action.envelope.previousEnvelopeHash;
+      const prevHash = action.envelope.previousEnvelopeHash;
       const previous = prevHash ? await app.deps.journal.getAction(prevHash) : undefined;
-      const history = members ? html`` : revisionSection(action, previous?.macValid ? previous : undefined);
+      const trusted = previous?.macValid ? previous : undefined;
+      const history = members
+        ? setRevisionSection(members, trusted?.set ? (await membersOf(app.deps, trusted)).filter((m) => m.macValid) : [])
+        : revisionSection(action, trusted);
       body = html`${banner}${history}${cards(action)}${members ? setDecisionForms(app, action, members, s, view, base) : decisionForms(app, action, s, view, base)}`;
     } else if (view.status === "awaiting_input" && view.input) {
       body = html`${banner}${await questionSection(app, view, s, base)}`;
