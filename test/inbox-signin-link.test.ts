@@ -82,6 +82,7 @@ describe.skipIf(!!noBrowserReason)("npm start -- --inbox on the offline demo", (
 
       // The signed-in approver decides in the 1280 px window: the job ends VERIFIED with one write.
       await page.goto(`${base}/t/${threadId}`);
+      await page.screenshot({ path: screenshotPath("signin-link-card-1280"), fullPage: true });
       await page.getByRole("button", { name: "Approve exactly this envelope" }).click();
       expect(await exited).toBe(0);
       expect(out).toContain("VERIFIED");
