@@ -141,6 +141,10 @@ describe("one-time sign-in links over HTTP", () => {
     const list = await fetch(`${inbox.url}/`, { headers: { cookie: cookie!.split(";")[0]!, accept: "text/html" }, redirect: "manual" });
     expect(list.status).toBe(200);
     expect(await list.text()).toContain("alice");
+    // One audit record: the sign-in by link (the refused, expired link signed no one in).
+    const audited = (await app!.deps.audit.records()).filter((r) => r.event.startsWith("inbox_sign"));
+    expect(audited).toHaveLength(1);
+    expect(audited[0]).toMatchObject({ event: "inbox_signed_in", approver: { id: "alice" }, received: { method: "one-time link" } });
   });
 
   const external = Object.values(os.networkInterfaces())

@@ -4,6 +4,7 @@
  * through the shared decision path as the signed-in, authenticated approver (src/inbox/driver.ts).
  */
 import fs from "node:fs";
+import { createHash, randomUUID } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
@@ -32,6 +33,7 @@ import { answerJsonSchema, type InputField } from "../hitl/structured-input.js";
 import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, SignInLinks, isLoopbackAddress, sameToken, token, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import { tarArchive } from "./tar.js";
+import type { AuditEntry } from "../store/audit.js";
 import type { InboxUsers } from "./users.js";
 
 /** How long closing the inbox waits for requests still being answered. */
@@ -151,6 +153,8 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       perUser.fail([user]);
       perAddress.fail([address]);
       if (addressWait > 0) return tooMany(Math.max(addressWait, perAddress.retryAfter([address])));
+      // Audited only below the address's limit, so guessing cannot flood the log; the refusal stands if the log fails.
+      await app.deps.audit.append(signInEntry(null, user, "password", address, app.deps.clock().toISOString())).catch(() => undefined);
       return loginForm(c, 401, "Unknown approver id or wrong password.");
     }
     perUser.succeed([user]);
@@ -158,7 +162,9 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
   });
 
   /** A new session for this approver (a fresh id, the old one ended: no fixation), told to onSignIn. */
-  const signIn = (c: Context<Env>, who: string, how: SignInEvent["how"], address: string) => {
+  const signIn = async (c: Context<Env>, who: string, how: SignInEvent["how"], address: string) => {
+    // Audited before the session exists: a sign-in the audit log cannot record does not happen.
+    await app.deps.audit.append(signInEntry(who, who, how, address, app.deps.clock().toISOString()));
     sessions.end(getCookie(c, SESSION_COOKIE));
     const s = sessions.create(who);
     setCookie(c, SESSION_COOKIE, s.id, { httpOnly: true, secure: true, sameSite: "Strict", path: "/" });
@@ -168,7 +174,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
   };
 
   // A one-time link (printed by `npm start -- --inbox`): from this computer only, and once.
-  web.get("/login/once/:token", (c) => {
+  web.get("/login/once/:token", async (c) => {
     const address = c.env?.incoming?.socket?.remoteAddress;
     if (!opts.signInLinks || !isLoopbackAddress(address)) return loginForm(c, 403, "A one-time sign-in link works only on the computer that printed it; sign in with your approver id and password.");
     const bad = crossSite(c);
@@ -613,6 +619,30 @@ function invisibleWarning(params: Record<string, unknown>): Html | string {
   return names.length === 0
     ? ""
     : html`<p class="warning" role="alert">${names.join(", ")} ${names.length === 1 ? "holds" : "hold"} characters that cannot be seen, shown below as ⟨U+XXXX⟩ markers. An edit never keeps them: delete each marker before submitting (this drops the character).</p>`;
+}
+
+/**
+ * The audit record of a sign-in to the inbox: `inbox_signed_in` when `who` signed in, else
+ * `inbox_sign_in_refused` for the id as typed. No thread; each record is its own (a random discriminator).
+ */
+export function signInEntry(who: string | null, typed: string, how: SignInEvent["how"], address: string, at: string): AuditEntry {
+  const digest = createHash("sha256").update(`${at}\n${typed}\n${address}\n${randomUUID()}`).digest("hex").slice(0, 16);
+  return {
+    threadId: "",
+    revision: 0,
+    event: who ? "inbox_signed_in" : "inbox_sign_in_refused",
+    discriminator: `${how}:${digest}`,
+    at,
+    requestedBy: "",
+    risk: null,
+    what: { operation: "", taskId: null, params: null, envelopeHash: null, envelope: null },
+    approver: who ? { id: who, verifiedBy: "authentication", decision: null, decidedAt: null } : null,
+    override: null,
+    policy: { id: "", version: "" },
+    refusal: who ? null : { code: "SIGN_IN_REFUSED", reason: "unknown approver id or wrong password" },
+    outcome: null,
+    received: { method: how, address, ...(who ? {} : { user: typed }) },
+  };
 }
 
 /** The audit record of an edit the inbox refused for characters that cannot be seen (nothing was sent to the graph). */
