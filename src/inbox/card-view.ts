@@ -12,6 +12,7 @@ import { deletedLabelOf } from "../envelope/deleted.js";
 import { personNote } from "../envelope/people.js";
 import { requesterVerificationOf, requesterVerificationText } from "../envelope/envelope.js";
 import type { ActionRow } from "../store/action-machine.js";
+import { fieldChanges, type RevisionChange, type RevisionHistory } from "../hitl/thread-view.js";
 import type { SetActionOutcome } from "../app/threads.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
 
@@ -225,21 +226,18 @@ export function setOutcomeTable(actions: SetActionOutcome[]): Html {
 }
 
 /**
- * What a revision replaced and why: the previous revision's decision (who rejected or edited it, with
- * their feedback) and each field whose requested value differs from the previous revision's, as
- * previous → now with the changed characters highlighted. From the journal's rows only.
+ * What a revision replaced and why (the projection's RevisionHistory, src/hitl/thread-view.ts): the
+ * previous revision's decision (who rejected or edited it, with their feedback) and each field whose
+ * requested value differs from the previous revision's, as previous → now with the changed characters highlighted.
  */
-export function revisionSection(current: ActionRow, previous: ActionRow | undefined): Html {
-  const e = current.envelope;
-  if (e.revision <= 1 || !previous) return html``;
-  const d = previous.progress.decision;
-  const p = previous.envelope;
-  const rows = changedFieldRows(previous, current, (f) => html`<th scope="row">${f}</th>`);
-  return html`<section class="revision-history" aria-label="What changed since revision ${String(p.revision)}" data-previous="${previous.envelopeHash}">
-    ${replacedHeading(e.revision, p.revision, d)}
+export function revisionSection(h: RevisionHistory | undefined): Html {
+  if (!h) return html``;
+  const rows = changedFieldRows(h.previousRevision, h.revision, h.changes, (f) => html`<th scope="row">${f}</th>`);
+  return html`<section class="revision-history" aria-label="What changed since revision ${String(h.previousRevision)}" data-previous="${h.previousEnvelopeHash}">
+    ${replacedHeading(h.revision, h.previousRevision, h.decision)}
     ${rows.length
-      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th><th scope="col">Revision ${String(p.revision)} asked for</th><th scope="col">Revision ${String(e.revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
-      : html`<p>The requested values are the same as revision ${String(p.revision)}'s.</p>`}
+      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th><th scope="col">Revision ${String(h.previousRevision)} asked for</th><th scope="col">Revision ${String(h.revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<p>The requested values are the same as revision ${String(h.previousRevision)}'s.</p>`}
   </section>`;
 }
 
@@ -252,14 +250,16 @@ export function setRevisionSection(members: ActionRow[], previousMembers: Action
   const revision = members[0]?.envelope.revision ?? 1;
   if (revision <= 1 || previousMembers.length === 0) return html``;
   const prevRevision = previousMembers[0]!.envelope.revision;
-  const d = previousMembers.find((m) => m.progress.decision)?.progress.decision;
+  const made = previousMembers.find((m) => m.progress.decision)?.progress.decision;
+  const d = made ? { type: made.type, by: made.approverId, message: made.message ?? null } : null;
   const idOf = (r: ActionRow) => r.set?.actionId ?? "";
   const before = new Map(previousMembers.map((m) => [idOf(m), m] as const));
-  const perAction = new Map((d?.setPlan?.perAction ?? []).map((x) => [x.actionId, x] as const));
+  const perAction = new Map((made?.setPlan?.perAction ?? []).map((x) => [x.actionId, x] as const));
   const rows = members.flatMap((m) => {
     const was = before.get(idOf(m));
     if (!was) return [html`<tr><th scope="row">${idOf(m)}</th><td colspan="3">new in revision ${String(revision)}</td></tr>`];
-    return changedFieldRows(was, m, (f) => html`<th scope="row">${idOf(m)}</th><td data-label="Field">${f}</td>`);
+    const changes = fieldChanges(was.envelope.params, m.envelope.params);
+    return changedFieldRows(was.envelope.revision, revision, changes, (f) => html`<th scope="row">${idOf(m)}</th><td data-label="Field">${f}</td>`);
   });
   const dropped = previousMembers.filter((m) => !members.some((x) => idOf(x) === idOf(m)));
   const droppedItems = dropped.map((m) => {
@@ -276,23 +276,18 @@ export function setRevisionSection(members: ActionRow[], previousMembers: Action
 }
 
 /** "Revision 2 replaces revision 1, which rejected by alice", and the decision's feedback. */
-function replacedHeading(revision: number, prevRevision: number, d: ActionRow["progress"]["decision"]): Html {
+function replacedHeading(revision: number, prevRevision: number, d: RevisionHistory["decision"]): Html {
   const what = d ? (d.type === "reject" ? "rejected" : d.type === "edit" ? "edited" : d.type === "expire" ? "expired" : `${d.type}d`) : "replaced";
-  return html`<h3>Revision ${String(revision)} replaces revision ${String(prevRevision)}, which ${d ? html`${what} by ${text(d.approverId)}` : "was replaced"}</h3>
+  return html`<h3>Revision ${String(revision)} replaces revision ${String(prevRevision)}, which ${d ? html`${what} by ${text(d.by)}` : "was replaced"}</h3>
     ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}`;
 }
 
 /** One row per field whose requested value differs between two revisions of an action, previous → now highlighted. */
-function changedFieldRows(previous: ActionRow, current: ActionRow, head: (field: string) => Html): Html[] {
-  const p = previous.envelope;
-  const e = current.envelope;
-  const fields = [...new Set([...Object.keys(p.params), ...Object.keys(e.params)])];
-  return fields
-    .filter((f) => JSON.stringify(p.params[f]) !== JSON.stringify(e.params[f]))
-    .map((f) => {
-      const was = f in p.params ? display(p.params[f], `${f} (revision ${p.revision})`).text : "(not changed by it)";
-      const now = f in e.params ? display(e.params[f], `${f} (revision ${e.revision})`).text : "(no longer changed)";
-      const dp = diffPair(was, now);
-      return html`<tr>${head(f)}<td data-label="Revision ${String(p.revision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(e.revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
-    });
+function changedFieldRows(prevRevision: number, revision: number, changes: RevisionChange[], head: (field: string) => Html): Html[] {
+  return changes.map((c) => {
+    const was = "was" in c ? display(c.was, `${c.field} (revision ${prevRevision})`).text : "(not changed by it)";
+    const now = "now" in c ? display(c.now, `${c.field} (revision ${revision})`).text : "(no longer changed)";
+    const dp = diffPair(was, now);
+    return html`<tr>${head(c.field)}<td data-label="Revision ${String(prevRevision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
+  });
 }

@@ -256,12 +256,12 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}" role="alert">${notice.message}</p>` : "";
     let body: Html;
     if (view.status === "awaiting_approval" && action && boundOf(action).hash === view.approval?.envelopeHash) {
-      const prevHash = action.envelope.previousEnvelopeHash;
+      // A single action's history is the projection's (the same the CLI's show prints); a set's is built from its members.
+      const prevHash = members ? action.envelope.previousEnvelopeHash : undefined;
       const previous = prevHash ? await app.deps.journal.getAction(prevHash) : undefined;
-      const trusted = previous?.macValid ? previous : undefined;
       const history = members
-        ? setRevisionSection(members, trusted?.set ? (await membersOf(app.deps, trusted)).filter((m) => m.macValid) : [])
-        : revisionSection(action, trusted);
+        ? setRevisionSection(members, previous?.macValid && previous.set ? (await membersOf(app.deps, previous)).filter((m) => m.macValid) : [])
+        : revisionSection(view.revisionHistory);
       body = html`${banner}${history}${cards(action)}${members ? setDecisionForms(app, action, members, s, view, base) : decisionForms(app, action, s, view, base)}`;
     } else if (view.status === "awaiting_input" && view.input) {
       body = html`${banner}${await questionSection(app, view, s, base)}`;
