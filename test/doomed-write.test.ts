@@ -46,7 +46,8 @@ describe("a write the portal has already refused is not put before an approver",
 
   it("a deadline the task's read refuses (action.changeDeadline=false): NOT_PERMITTED before any approval; the portal refuses it too", async () => {
     // The emulator's rights fixture, over the seed: task 4 stays editable, its deadline does not.
-    const denied = await fetch(`${portal.emulator.baseUrl}/_emulator/tasks/4/rights`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ deny: ["changeDeadline"] }) });
+    const rights = `${portal.emulator.baseUrl}/_emulator/tasks/4/rights`;
+    const denied = await fetch(rights, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ deny: ["changeDeadline"] }) });
     expect(denied.status).toBe(200);
     const read = await portal.rest("tasks.task.get", { taskId: 4 });
     expect(read.body.result.task.action).toMatchObject({ edit: true, changeDeadline: false });

@@ -194,7 +194,8 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered"
         ? approvalRequestFrom(action, action.set ? { members: await membersOf(app.deps, action), partialExecution: app.deps.policy.partialExecution } : {})
         : fromCheckpoint;
-    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values, ...(revisionHistory ? { revisionHistory } : {}) };
+    const history = revisionHistory ? { revisionHistory } : {};
+    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values, ...history };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
   const ahead = checkpointAhead(thread, action);

@@ -222,12 +222,14 @@ export function revisionLines(h: ThreadView["revisionHistory"]): string[] {
   const d = h.decision;
   const what = d ? ({ reject: "rejected", edit: "edited", expire: "expired" } as Record<string, string>)[d.type] ?? `${d.type}d` : "";
   const shown = (v: unknown) => escapeForTerminal(JSON.stringify(v) ?? "");
+  const change = (c: (typeof h.changes)[number]) =>
+    esc`    ${c.field}: ` + `${"was" in c ? shown(c.was) : "(not changed by it)"} → ${"now" in c ? shown(c.now) : "(no longer changed)"}`;
   return [
     "",
     esc`Revision ${h.revision} replaces revision ${h.previousRevision} (${h.previousEnvelopeHash})` + (d ? esc`, which was ${what} by ${d.by}` : ""),
     ...(d?.message ? [esc`  Feedback: ${d.message}`] : []),
     ...(h.changes.length
-      ? [esc`  Changed since revision ${h.previousRevision}:`, ...h.changes.map((c) => esc`    ${c.field}: ` + `${"was" in c ? shown(c.was) : "(not changed by it)"} → ${"now" in c ? shown(c.now) : "(no longer changed)"}`)]
+      ? [esc`  Changed since revision ${h.previousRevision}:`, ...h.changes.map(change)]
       : [esc`  The requested values are the same as revision ${h.previousRevision}'s.`]),
   ];
 }

@@ -76,7 +76,9 @@ export async function readBaseline(tools: Deps["tools"], a: { operation: Operati
   const denied = target === "task" && effect === "update" ? deniedFieldRights(res.ok ? res.body : null, Object.keys(a.fields)) : [];
   if (denied.length > 0) {
     const which = denied.map((d) => `${d.field} needs action.${d.right}, which is false`).join("; ");
-    return { ok: false, code: "NOT_PERMITTED", reason: `the portal reports that the acting user may not change this on task ${a.taskId}: ${which}; the write would be refused, so no approval is asked` };
+    const reason = `the portal reports that the acting user may not change this on task ${a.taskId}: ${which}; `
+      + "the write would be refused, so no approval is asked";
+    return { ok: false, code: "NOT_PERMITTED", reason };
   }
   return { ok: true, object };
 }

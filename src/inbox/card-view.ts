@@ -233,10 +233,12 @@ export function setOutcomeTable(actions: SetActionOutcome[]): Html {
 export function revisionSection(h: RevisionHistory | undefined): Html {
   if (!h) return html``;
   const rows = changedFieldRows(h.previousRevision, h.revision, h.changes, (f) => html`<th scope="row">${f}</th>`);
-  return html`<section class="revision-history" aria-label="What changed since revision ${String(h.previousRevision)}" data-previous="${h.previousEnvelopeHash}">
+  const label = `What changed since revision ${h.previousRevision}`;
+  const columns = html`<th scope="col">Revision ${String(h.previousRevision)} asked for</th><th scope="col">Revision ${String(h.revision)} asks for</th>`;
+  return html`<section class="revision-history" aria-label="${label}" data-previous="${h.previousEnvelopeHash}">
     ${replacedHeading(h.revision, h.previousRevision, h.decision)}
     ${rows.length
-      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th><th scope="col">Revision ${String(h.previousRevision)} asked for</th><th scope="col">Revision ${String(h.revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
+      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th>${columns}</tr></thead><tbody>${rows}</tbody></table>`
       : html`<p>The requested values are the same as revision ${String(h.previousRevision)}'s.</p>`}
   </section>`;
 }
@@ -288,6 +290,7 @@ function changedFieldRows(prevRevision: number, revision: number, changes: Revis
     const was = "was" in c ? display(c.was, `${c.field} (revision ${prevRevision})`).text : "(not changed by it)";
     const now = "now" in c ? display(c.now, `${c.field} (revision ${revision})`).text : "(no longer changed)";
     const dp = diffPair(was, now);
-    return html`<tr>${head(c.field)}<td data-label="Revision ${String(prevRevision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
+    const before = html`<td data-label="Revision ${String(prevRevision)}"><pre class="value previous">${dp.before}</pre></td>`;
+    return html`<tr>${head(c.field)}${before}<td data-label="Revision ${String(revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
   });
 }
