@@ -1,7 +1,8 @@
 /**
  * The CLI's wording in an approver's first hour (issue 27): a refused decision prints the refusal
  * first, not the whole card again; `undo` does not present the code's proposal as the model's words;
- * `show` of a thread the LangGraph API server keeps says where it lives and the command for it.
+ * `show` of a thread the LangGraph API server keeps says where it lives and the command for it; `show`
+ * of a revision prints the rejection's feedback and each field changed since the previous revision.
  * Each command its own process over a real emulator (HTTP) and SQLite stores; writes counted.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -10,6 +11,7 @@ import { openApp, startRun, submitDecision, type App } from "../src/app/threads.
 import { useDeps } from "../src/runtime/deps.js";
 import { envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import { titleScript } from "./support/inbox.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -27,6 +29,36 @@ afterEach(async () => {
 });
 
 describe("the CLI in the first hour", () => {
+  it("show of a revision made from a rejection prints the feedback and the per-field diff; show --json carries the same", async () => {
+    await app.close();
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(titleScript({ 1: "Hiring plan" })) });
+    const first = await startRun(app, { request: "rename task 1 to the proposed title", requestedBy: "demo-user" });
+    const a = first.approval!;
+    const revised = await submitDecision(app, first.threadId, {
+      decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, message: 'use "Hiring plan 2027" instead', approver: { id: "alice" } }],
+    });
+    expect(revised.approval?.revision).toBe(2);
+    const env = envFor(portal, dataDir);
+    const shown = await runCli(["show", first.threadId], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`Revision 2 replaces revision 1 (${a.envelopeHash}), which was rejected by alice`);
+    expect(shown.stdout).toContain('  Feedback: use "Hiring plan 2027" instead');
+    expect(shown.stdout).toContain('    TITLE: "Hiring plan" → "Hiring plan 2027"');
+    const json = await runCli(["show", first.threadId, "--json"], env);
+    expect(json.code, json.stderr).toBe(0);
+    expect(JSON.parse(json.stdout).revisionHistory).toEqual({
+      revision: 2,
+      previousRevision: 1,
+      previousEnvelopeHash: a.envelopeHash,
+      decision: { type: "reject", by: "alice", message: 'use "Hiring plan 2027" instead' },
+      changes: [{ field: "TITLE", was: "Hiring plan", now: "Hiring plan 2027" }],
+    });
+    // A first revision has none.
+    const other = await startRun(app, { request: "rename task 4 to the proposed title", requestedBy: "demo-user" });
+    expect(JSON.parse((await runCli(["show", other.threadId, "--json"], env)).stdout).revisionHistory).toBeUndefined();
+    expect(await portal.writes()).toEqual([]);
+  });
+
   it("a refused approve prints REFUSED with its reason first and no second copy of the card; nothing is written", async () => {
     const waiting = await startRun(app, { request: "rename task 4 to First hour", requestedBy: "demo-user" });
     expect(waiting.status).toBe("awaiting_approval");

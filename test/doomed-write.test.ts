@@ -44,6 +44,25 @@ describe("a write the portal has already refused is not put before an approver",
     expect(await portal.writes()).toHaveLength(0);
   });
 
+  it("a deadline the task's read refuses (action.changeDeadline=false): NOT_PERMITTED before any approval; the portal refuses it too", async () => {
+    // The emulator's rights fixture, over the seed: task 4 stays editable, its deadline does not.
+    const rights = `${portal.emulator.baseUrl}/_emulator/tasks/4/rights`;
+    const denied = await fetch(rights, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ deny: ["changeDeadline"] }) });
+    expect(denied.status).toBe(200);
+    const read = await portal.rest("tasks.task.get", { taskId: 4 });
+    expect(read.body.result.task.action).toMatchObject({ edit: true, changeDeadline: false });
+    const view = await run("move task 4's deadline", readThenPropose(4, { DEADLINE: "2027-03-01T12:00:00+03:00" }));
+    expect(view.approval).toBeUndefined();
+    expect(view.state?.outcome).toBe("NOT_EXECUTED");
+    expect(view.state?.reasonCode).toBe("NOT_PERMITTED");
+    expect(view.state?.reason).toContain("DEADLINE needs action.changeDeadline, which is false");
+    expect((await pendingPage(app!, {})).total).toBe(0);
+    expect(await portal.writes()).toHaveLength(0);
+    // What the read said is what the portal does: a direct deadline write is refused, a title write is not.
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { DEADLINE: "2027-03-01T12:00:00" } })).status).toBe(400);
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Still editable" } })).status).toBe(200);
+  });
+
   it("a task that does not exist: NOT_EXECUTED TARGET_NOT_FOUND before any approval, no write", async () => {
     const view = await run("rename task 99 to Something", readThenPropose(99, { TITLE: "Something" }));
     expect(view.approval).toBeUndefined();

@@ -9,6 +9,7 @@ import { MemorySaver } from "@langchain/langgraph";
 import { openApp, startRun, viewThread } from "../src/app/threads.js";
 import { useDeps } from "../src/runtime/deps.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
+import { envFor, parseJsonOutput, runCli } from "./support/harness.js";
 
 let w: InboxWorld;
 
@@ -103,6 +104,28 @@ describe("inbox over HTTP", () => {
     expect(home.status).toBe(200);
     expect(home.headers.get("content-security-policy")).toContain("script-src 'self'");
     expect(await home.text()).toContain("Signed in as <strong>alice</strong>");
+  });
+
+  it("audits each sign-in and each wrong password: the audit CLI lists them, the chain stays intact", async () => {
+    const c = new Client(w.inbox.url);
+    expect((await c.signIn("alice", "audited-wrong-password")).status).toBe(401);
+    expect((await c.signIn("alice")).status).toBe(303);
+    const records = (await w.app.deps.audit.records()).filter((r) => r.event === "inbox_signed_in" || r.event === "inbox_sign_in_refused");
+    const refused = records.filter((r) => r.event === "inbox_sign_in_refused" && (r.received as { user: string }).user === "alice");
+    expect(refused.at(-1)).toMatchObject({ approver: null, refusal: { code: "SIGN_IN_REFUSED" }, received: { method: "password", user: "alice" } });
+    expect(JSON.stringify(refused)).not.toContain("audited-wrong-password");
+    const signedIn = records.filter((r) => r.event === "inbox_signed_in");
+    expect(signedIn.at(-1)).toMatchObject({ approver: { id: "alice", verifiedBy: "authentication" }, refusal: null, received: { method: "password" } });
+    expect((signedIn.at(-1)!.received as { address: string }).address).toMatch(/127\.0\.0\.1/);
+    // The audit CLI, a separate process on the same data directory, sees them.
+    const env = envFor(w.portal, w.dataDir);
+    const list = await runCli(["audit", "list", "--json"], env);
+    expect(list.code, list.stderr).toBe(0);
+    const { threads } = parseJsonOutput(list.stdout) as { threads: Array<{ threadId: string; lastEvent: string }> };
+    expect(threads.find((t) => t.threadId === "")?.lastEvent).toBe("inbox_signed_in");
+    const verify = await runCli(["audit", "verify"], env);
+    expect(verify.code, verify.stderr).toBe(0);
+    expect(verify.stdout).toContain("audit chain intact");
   });
 
   it("refuses a sign-in form without its token (login CSRF)", async () => {
@@ -381,6 +404,10 @@ describe("inbox over HTTP", () => {
     }
     expect(last).toBe(429);
     expect(attempts).toBeLessThanOrEqual(21);
+    // Only failures under the limit are audited: the guessing cannot flood the log.
+    const audited = async () =>
+      (await w.app.deps.audit.records()).filter((r) => r.event === "inbox_sign_in_refused" && /^nobody-/.test((r.received as { user: string }).user)).length;
+    expect(await audited()).toBe(attempts - 1);
     // Guessing goes on being refused from this address, for ids with and without failures of their own.
     const wrong = await c.signIn("alice", "not-alice-password");
     expect(wrong.status).toBe(429);
@@ -400,6 +427,7 @@ describe("inbox over HTTP", () => {
     expect((await new Client(w.inbox.url).signIn("bob")).status).toBe(429);
     // And a success does not reset the address: the next wrong password is still 429.
     expect((await c.signIn("mallory", "guess")).status).toBe(429);
+    expect(await audited()).toBe(attempts - 1);
   });
 
 });

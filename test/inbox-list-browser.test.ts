@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { openApp, startRun, submitDecision } from "../src/app/threads.js";
+import { setDecisions } from "../src/cli/decisions.js";
 import { useDeps } from "../src/runtime/deps.js";
 import { launchBrowser, noBrowserReason, screenshotPath } from "./support/browser.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
@@ -162,7 +163,13 @@ describe.skipIf(!!noBrowserReason)("the notice after a decision follows the outc
 });
 
 const PER_ACTION = `set status of task 4 to awaiting control, rename task 2 to Release notes 2027 and comment on task 4: ${SET_COMMENT}`;
+const REVISED = "rename task 1 to Q4 vendor report, rename task 3 to Invoice rounding 2027 and comment on task 1: ready";
 const SETS: Record<string, SetAction[]> = {
+  [REVISED]: [
+    { operation: "update_task", taskId: 1, fields: { TITLE: "Q4 vendor report" } },
+    { operation: "update_task", taskId: 3, fields: { TITLE: "Invoice rounding 2027" } },
+    { operation: "add_task_comment", taskId: 1, fields: { POST_MESSAGE: "ready" } },
+  ],
   [PER_ACTION]: [
     { operation: "update_task", taskId: 4, fields: { STATUS: "4" } },
     { operation: "update_task", taskId: 2, fields: { TITLE: "Release notes 2027" } },
@@ -235,4 +242,31 @@ describe.skipIf(!!noBrowserReason)("a change set's page, in Chromium", () => {
     expect((await w.writesOn(4)).map((x) => x.method)).toEqual(["tasks.task.update", "task.commentitem.add"]);
     await context.close();
   }, 240_000);
+
+  it("a revision of the set says what replaced what: who decided, the rejected action with its reason, each edited field old → new", async () => {
+    const view = await w.propose(REVISED);
+    expect(view.status).toBe("awaiting_approval");
+    const cs = view.approval!.changeSet!;
+    // alice approves a1, edits a2's title and rejects a3 with a reason: revision 2 is hers to wait on.
+    const next = await submitDecision(w.app, view.threadId, setDecisions(view, { as: "alice", hash: cs.setHash, approve: ["a1"], edit: ["a2"], set: ["a2.TITLE=Invoice rounding 2028"], reject: ["a3=not this week"] }));
+    expect(next.approval?.revision).toBe(2);
+    for (const width of WIDTHS) {
+      const { context, page } = await signedIn(browser, w.inbox.url, "bob", width);
+      await page.goto(`${w.inbox.url}/t/${view.threadId}`);
+      const history = page.locator("section.set-revision");
+      expect(await history.locator("h3").textContent()).toContain("Revision 2 replaces revision 1, which edited by alice");
+      expect(await history.locator('ul.dropped li[data-action-id="a3"]').textContent()).toContain("a3 (add_task_comment task 1) is no longer in the set: rejected — not this week");
+      expect(await history.locator('ul.dropped li[data-action-id="a3"] q').textContent()).toBe("not this week");
+      const rows = history.locator("table.revision-diff tbody tr");
+      expect(await rows.count()).toBe(1);
+      expect((await rows.first().locator("th").textContent())!.trim()).toBe("a2");
+      expect(await rows.first().locator("td[data-label=Field]").textContent()).toBe("TITLE");
+      expect(await rows.first().locator("pre.previous").textContent()).toBe('"Invoice rounding 2027"');
+      expect(await rows.first().locator("pre.current").textContent()).toBe('"Invoice rounding 2028"');
+      expect(await rows.first().locator("pre.current ins.changed").textContent()).toBe("8");
+      await page.screenshot({ path: screenshotPath(`set-revision-${width}`), fullPage: true });
+      await context.close();
+    }
+    expect(await w.writesOn(1, 3)).toEqual([]);
+  }, 180_000);
 });

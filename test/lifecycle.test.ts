@@ -419,7 +419,11 @@ describe("CLI", () => {
     const env = envFor(portal, dataDir, { ACTION_ENVELOPE_TTL_SECONDS: "1", ACTION_ENVELOPE_POLICY: policyWithout("escalationGroup") });
     const run1 = parseJsonOutput((await runCli(["run", "rename task 4 to One", "--json"], env)).stdout);
     const run2 = parseJsonOutput((await runCli(["run", "rename task 4 to Two", "--json"], env)).stdout);
-    const cancelled = await runCli(["cancel", run1.threadId, "--reason", "duplicate", "--json"], env);
+    // No invented canceller: without --as (and no ACTION_ENVELOPE_DEFAULT_APPROVER) nothing is sent (the cancel below still ends it).
+    const nobody = await runCli(["cancel", run1.threadId, "--reason", "duplicate", "--json"], { ...env, ACTION_ENVELOPE_DEFAULT_APPROVER: "" });
+    expect(nobody.code).not.toBe(0);
+    expect(nobody.stderr).toContain("cancel needs who cancels: name it with --as <id>");
+    const cancelled = await runCli(["cancel", run1.threadId, "--reason", "duplicate", "--as", "demo-user", "--json"], env);
     expect(cancelled.code, cancelled.stderr).toBe(0);
     expect(parseJsonOutput(cancelled.stdout).reasonCode).toBe("CANCELLED");
     await new Promise((r) => setTimeout(r, 1200));
@@ -430,5 +434,5 @@ describe("CLI", () => {
     expect(late.code).toBe(2);
     expect(parseJsonOutput(late.stdout).refused.code).toBe("THREAD_ENDED");
     expect(await portal.writes()).toHaveLength(0);
-  });
+  }, 120_000);
 });

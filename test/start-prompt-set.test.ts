@@ -4,7 +4,8 @@
  * appear (test/support/pty.ts). The offline model turns "set status of task 4 to awaiting control;
  * comment on it: Ready for review" into a set (a1 the status, a2 the comment). Per action at the
  * prompt: a1 approved, a2 rejected with a reason, sent as `decide` sends it → exactly the a1 write; the
- * whole set approved → both writes; a set hash typed wrong → refused, asked again, Ctrl-C leaves it waiting.
+ * whole set approved → both writes, bound to the set hash on the card (no prompt confirms a prefilled
+ * hash); the approver id is never filled in unless ACTION_ENVELOPE_DEFAULT_APPROVER names one.
  * Without a terminal the job still only prints the card with `approve` and `decide` and writes nothing.
  * The emulator runs over HTTP in the test process; writes are counted in its call log.
  */
@@ -37,11 +38,12 @@ describe.runIf(hasScript())("the start prompt for a change set, at a terminal", 
         { when: /Action 1 of 2, a1: update_task task 4 \(STATUS\)[\s\S]*reject a1/, keys: KEY.enter },
         { when: /Action 2 of 2, a2: add_task_comment task 4 \(POST_MESSAGE\)[\s\S]*reject a2/, keys: KEY.down + KEY.enter },
         { when: /Reason for rejecting a2/, keys: "not before the numbers are in" + KEY.enter },
-        { when: /Set hash as shown on the card/, keys: KEY.enter },
       ],
       timeoutMs: 120_000,
     });
-    expect(r.stepsSent, r.text).toBe(6);
+    expect(r.stepsSent, r.text).toBe(5);
+    // The decision is bound to the set hash on the card; no prompt asks to confirm a prefilled one.
+    expect(r.text).not.toMatch(/hash as shown/i);
     expect(r.code, r.text).toBe(0);
     // The whole-set choices are there too, and the prompt says where an edit is made.
     expect(r.text).toContain("approve the whole set (every action)");
@@ -72,43 +74,55 @@ describe.runIf(hasScript())("the start prompt for a change set, at a terminal", 
       env: { ...process.env, NO_COLOR: "1", ...env },
       steps: [
         { when: /Decision for change set[\s\S]*approve the whole set/, keys: KEY.enter },
-        { when: /Your approver id/, keys: KEY.enter },
-        { when: /Set hash as shown on the card/, keys: KEY.enter },
+        { when: /Your approver id/, keys: "bob" + KEY.enter },
       ],
       timeoutMs: 120_000,
     });
-    expect(r.stepsSent, r.text).toBe(3);
+    expect(r.stepsSent, r.text).toBe(2);
     expect(r.code, r.text).toBe(0);
     expect(r.text).not.toMatch(/Action 1 of 2/);
     expect(r.text).toMatch(/OUTCOME VERIFIED/);
     expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add"]);
   }, 150_000);
 
-  it("a set hash typed differently is sent as typed and refused: nothing written, the set still waits", async () => {
+  it("the approver id is asked with nothing filled in: Enter alone is not taken; Ctrl-C leaves the set waiting, nothing sent", async () => {
     const r = await runInPty(`node ${CLI} start '${REQUEST}'`, {
       cwd: ROOT,
-      env: { ...process.env, NO_COLOR: "1", ...env },
+      env: { ...process.env, NO_COLOR: "1", ...env, ACTION_ENVELOPE_DEFAULT_APPROVER: "" },
       steps: [
-        { when: /Decision for change set[\s\S]*decide each action/, keys: KEY.down + KEY.down + KEY.enter },
+        { when: /Decision for change set[\s\S]*approve the whole set/, keys: KEY.enter },
         { when: /Your approver id/, keys: KEY.enter },
-        { when: /Action 1 of 2, a1[\s\S]*reject a1/, keys: KEY.enter },
-        { when: /Action 2 of 2, a2[\s\S]*reject a2/, keys: KEY.enter },
-        // Typing replaces the default.
-        { when: /Set hash as shown on the card/, keys: "sha256:" + "0".repeat(64) + KEY.enter },
-        // Refused, the same set is asked about again: stop there (Ctrl-C).
-        { when: /Decision for change set/, keys: "\u0003" },
+        // Still asked (no invented default): stop there.
+        { when: /You must provide a value/, keys: "\u0003" },
       ],
       timeoutMs: 120_000,
     });
-    expect(r.stepsSent, r.text).toBe(6);
-    // Sent per action (the refusal names the action it was checked at), refused, asked again; Ctrl-C there leaves it waiting.
-    expect(r.text).toMatch(/Last decision refused: HASH_MISMATCH — a1: expected envelopeHash sha256:[0-9a-f]{64} \(revision 1\); the decision names sha256:0{64}/);
+    expect(r.stepsSent, r.text).toBe(3);
+    expect(r.text).not.toMatch(/Your approver id \(/);
+    expect(r.text).toMatch(/You must provide a value/);
     expect(r.text).toMatch(/Stopped at the prompt; nothing was sent\. The thread \S+ keeps waiting/);
     expect(r.code, r.text).toBe(0);
     expect(await portal.writes()).toEqual([]);
     const pending = parseJsonOutput((await runCli(["pending", "--json"], env)).stdout);
     expect(pending.pending).toHaveLength(1);
-    expect(pending.pending[0].changeSet.actions.map((x: { actionId: string }) => x.actionId)).toEqual(["a1", "a2"]);
+  }, 150_000);
+
+  it("with ACTION_ENVELOPE_DEFAULT_APPROVER the prompt offers that id and says where it comes from; Enter decides as it", async () => {
+    const r = await runInPty(`node ${CLI} start '${REQUEST}'`, {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env, ACTION_ENVELOPE_DEFAULT_APPROVER: "carol" },
+      steps: [
+        { when: /Decision for change set[\s\S]*approve the whole set/, keys: KEY.enter },
+        { when: /Your approver id \(default from ACTION_ENVELOPE_DEFAULT_APPROVER\)/, keys: KEY.enter },
+      ],
+      timeoutMs: 120_000,
+    });
+    expect(r.stepsSent, r.text).toBe(2);
+    expect(r.code, r.text).toBe(0);
+    expect(r.text).toMatch(/OUTCOME VERIFIED/);
+    const thread = /thread: (\S+)/.exec(r.text)?.[1];
+    const shown = parseJsonOutput((await runCli(["show", thread!, "--json"], env)).stdout);
+    expect(shown).toMatchObject({ decision: { type: "approve", approverId: "carol" } });
   }, 150_000);
 });
 

@@ -18,7 +18,7 @@ import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
 import { refusalsRecorded } from "../evidence/bundle.js";
 import { membersOf } from "../hitl/journal-gate.js";
-import { actionOutcomeOf, flatView, viewOf } from "../hitl/thread-view.js";
+import { actionOutcomeOf, flatView, viewOf, type RevisionHistory } from "../hitl/thread-view.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { listPending } from "./pending.js";
@@ -64,6 +64,8 @@ export interface ThreadView {
   state?: State;
   /** For a finished change set: how each action ended, in the set's order (the journal's rows). */
   changeSetOutcome?: ChangeSetOutcome;
+  /** While a single action's revision 2 or later waits: what it replaced (the projection's, src/hitl/thread-view.ts). */
+  revisionHistory?: RevisionHistory;
 }
 
 /** One action of a finished change set. */
@@ -172,7 +174,7 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
   const checkpointValues = snapshot.values as State | undefined;
   if (!checkpointValues || Object.keys(checkpointValues).length === 0) return { threadId, status: "not_found" };
-  const { values, thread, action, question } = await overlayJournal(app, threadId, checkpointValues);
+  const { values, thread, action, question, revisionHistory } = await overlayJournal(app, threadId, checkpointValues);
   const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
   const first = pending[0];
   const behind = first ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action) : undefined;
@@ -195,7 +197,8 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered"
         ? approvalRequestFrom(action, action.set ? { members: await membersOf(app.deps, action), partialExecution: app.deps.policy.partialExecution } : {})
         : fromCheckpoint;
-    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values };
+    const history = revisionHistory ? { revisionHistory } : {};
+    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values, ...history };
   }
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
   const ahead = checkpointAhead(thread, action);
@@ -363,14 +366,17 @@ async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: 
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
   if (!thread && !action) return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };
-  const [entry, records, question, turns] = await Promise.all([
+  const previousHash = action?.envelope.previousEnvelopeHash;
+  const [entry, records, question, turns, previous] = await Promise.all([
     action ? journal.findExecution(action.envelopeHash) : undefined,
     app.deps.audit.records({ threadId, events: REFUSAL_EVENTS }),
     journal.getQuestion(threadId),
     thread ? journal.getThreadTurns(threadId) : undefined,
+    previousHash ? journal.getAction(previousHash) : undefined,
   ]);
   // Refused decisions and answers as the audit log recorded them; never state's list, which any client can write.
   const refusals = refusalsRecorded(records);
+  const journalView = viewOf({ thread, action, execution: entry, previous: previous?.macValid ? previous : undefined });
   // Everything else is the thread view of the journal's rows; the ending is the journal's, or none while
   // the journal has not closed the thread: an outcome written into state is never shown as one.
   const values: State = {
@@ -378,9 +384,9 @@ async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: 
     refusals,
     ...(turns ? { agentSteps: turns.agentSteps, invalidProposals: turns.invalidProposals } : {}),
     inputRequest: openAsked(question),
-    ...flatView(viewOf({ thread, action, execution: entry })),
+    ...flatView(journalView),
   };
-  return { values, thread, action, question };
+  return { values, thread, action, question, revisionHistory: journalView.revisionHistory };
 }
 
 async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T>): Promise<T> {

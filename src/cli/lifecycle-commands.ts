@@ -75,17 +75,25 @@ export function lifecycleCommands(): Command[] {
     .description("Cancel a waiting approval: the nonce is voided and later decisions are refused")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--reason <text>", "why it is cancelled", cap("--reason", LIMITS.reason))
-    .option("--as <id>", "who cancels", cap("--as", LIMITS.id), "demo-user")
+    .option("--as <id>", "who cancels: the requester or an approver (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
-    .action(async (thread: string, opts: { reason: string; as: string; json?: boolean; api?: string }) => {
+    .action(async (thread: string, opts: { reason: string; as?: string; json?: boolean; api?: string }) => {
+      // No identity is invented: without --as only a configured default names who cancels, and it is said first.
+      if (opts.as === undefined) {
+        const configured = loadConfig().defaultApprover;
+        if (!configured) throw new UsageError("cancel needs who cancels: name it with --as <id> (the requester or an approver), or set ACTION_ENVELOPE_DEFAULT_APPROVER=<id>");
+        opts.as = configured;
+        process.stderr.write(esc`cancelling as ${configured}, from ACTION_ENVELOPE_DEFAULT_APPROVER (self-declared unless signed)` + "\n");
+      }
+      const by = { id: opts.as };
       const api = await apiOf(opts.api);
       const { submitDecision, viewThread } = await import("../app/threads.js");
       if (api) {
         // On a server with tokens, --as must be the token's identity (the graph refuses anyone else).
         const build = (view: ThreadView): ResumeValue => {
           if (view.status !== "awaiting_approval") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `nothing to cancel: the thread is ${view.status}`);
-          return { decisions: [{ type: "cancel", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, by: { id: opts.as }, reason: opts.reason }] };
+          return { decisions: [{ type: "cancel", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, by, reason: opts.reason }] };
         };
         const succeeded = (view: ThreadView) => view.state?.reasonCode === "CANCELLED";
         return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover: true, build, succeeded }));
@@ -95,8 +103,8 @@ export function lifecycleCommands(): Command[] {
         const before = await viewThread(app, thread);
         const resume =
           before.status === "awaiting_approval"
-            ? { decisions: [{ type: "cancel", envelopeHash: before.approval!.envelopeHash, nonce: before.approval!.nonce, by: { id: opts.as }, reason: opts.reason }] }
-            : { cancel: { by: { id: opts.as }, reason: opts.reason } };
+            ? { decisions: [{ type: "cancel", envelopeHash: before.approval!.envelopeHash, nonce: before.approval!.nonce, by, reason: opts.reason }] }
+            : { cancel: { by, reason: opts.reason } };
         const after = await submitDecision(app, thread, resume, printer.onStep);
         show(printer, after);
         return after.state?.reasonCode === "CANCELLED" ? 0 : 2;

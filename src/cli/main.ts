@@ -135,7 +135,7 @@ export function buildProgram(): Command {
     .argument("[request]", "what to change", cap("request", LIMITS.request))
     .option("--as <user>", "requester id", cap("--as", LIMITS.id), "demo-user")
     .option("--no-prompt", "never ask at the terminal; print the approve command instead")
-    .option("--inbox", "also serve the web approval inbox on a free localhost port and decide there (needs ACTION_ENVELOPE_INBOX_USERS)")
+    .option("--inbox", "also serve the web approval inbox on a free localhost port and decide there (needs ACTION_ENVELOPE_INBOX_USERS; the offline demo prints a one-time sign-in link instead)")
     .action(async (request: string | undefined, opts: { as: string; prompt: boolean; inbox?: boolean }) => {
       const { runMainJob } = await import("./start.js");
       process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: opts.prompt, inbox: Boolean(opts.inbox) });

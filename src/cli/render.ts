@@ -126,6 +126,7 @@ export class Printer {
     this.line(this.paint("bold", a.changeSet ? `──────── approval card: change set of ${a.changeSet.actions.length} actions ────────` : "──────── approval card ────────"));
     // The card was escaped line by line when it was rendered; printed again, nothing in it may act on the terminal.
     this.line(escapeRendered(fullCard(view)));
+    for (const l of revisionLines(view.revisionHistory)) this.line(l);
     if (a.lastRefusal) this.line(this.paint("red", esc`Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`));
     this.line(this.paint("bold", "───────────────────────────────"));
   }
@@ -213,6 +214,27 @@ export function fullCard(view: ThreadView): string {
   return [first, ...a.actionRequests.slice(1).map((r) => r.description)].join("\n\n");
 }
 
+/**
+ * What a waiting revision replaced (the projection's RevisionHistory, as the inbox shows it): the previous
+ * revision's decision and feedback, then each field asked for differently, previous → now.
+ */
+export function revisionLines(h: ThreadView["revisionHistory"]): string[] {
+  if (!h) return [];
+  const d = h.decision;
+  const what = d ? ({ reject: "rejected", edit: "edited", expire: "expired" } as Record<string, string>)[d.type] ?? `${d.type}d` : "";
+  const shown = (v: unknown) => escapeForTerminal(JSON.stringify(v) ?? "");
+  const change = (c: (typeof h.changes)[number]) =>
+    esc`    ${c.field}: ` + `${"was" in c ? shown(c.was) : "(not changed by it)"} → ${"now" in c ? shown(c.now) : "(no longer changed)"}`;
+  return [
+    "",
+    esc`Revision ${h.revision} replaces revision ${h.previousRevision} (${h.previousEnvelopeHash})` + (d ? esc`, which was ${what} by ${d.by}` : ""),
+    ...(d?.message ? [esc`  Feedback: ${d.message}`] : []),
+    ...(h.changes.length
+      ? [esc`  Changed since revision ${h.previousRevision}:`, ...h.changes.map(change)]
+      : [esc`  The requested values are the same as revision ${h.previousRevision}'s.`]),
+  ];
+}
+
 /** The per-action outcome table of a finished change set, one line per action (columns as the chat report's). */
 export function outcomeTableLines(actions: NonNullable<ThreadView["changeSetOutcome"]>["actions"]): string[] {
   const rows = actions.map((o) => [o.actionId, o.operation, listedObject(o.operation, undefined, o.taskId), o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"].map((c) => escapeForTerminal(c)));
@@ -260,6 +282,8 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
       card: fullCard(view),
       // A change set: the sealed set and every action's envelope (the hash and nonce above are the set's).
       ...(view.approval.changeSet ? { changeSet: view.approval.changeSet } : {}),
+      // Revision 2 or later of a single action: what it replaced (decision, feedback, per-field changes).
+      ...(view.revisionHistory ? { revisionHistory: view.revisionHistory } : {}),
       // A change set's refusals are recorded on the row of the action it is at, so any of its actions' hashes is this approval's.
       ...(last && (last.envelopeHash === view.approval.envelopeHash || view.approval.changeSet?.actions.some((x) => x.envelopeHash === last.envelopeHash)) ? { refused: { code: last.code, reason: last.reason } } : {}),
     };

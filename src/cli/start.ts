@@ -16,11 +16,13 @@ import { exitCodeForOutcome } from "./exit-codes.js";
 import { approveDecision, editDecision, rejectDecision, setDecisions } from "./decisions.js";
 import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
-import { startInbox, type RunningInbox } from "../inbox/server.js";
-import { loadInboxUsers } from "../inbox/users.js";
+import { startInbox, type RunningInbox, type SignInEvent } from "../inbox/server.js";
+import { loadInboxUsers, parseInboxUsers } from "../inbox/users.js";
 import { renderDoctor, runDoctor } from "./doctor-command.js";
 
 export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
+/** The approver the default policy names for the offline demo (policy/default.json, task-approvers). */
+const DEMO_APPROVER = "demo-approver";
 
 export interface MainJobOptions {
   request: string | undefined;
@@ -83,10 +85,19 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
     printer.line(esc`data:    ${config.dataDir}`);
     printer.line(esc`request: "${request}" (requested by ${opts.requestedBy})`);
     if (opts.inbox) {
-      if (config.inboxUsersPath) {
-        const users = loadInboxUsers(config.inboxUsersPath);
-        inbox = await startInbox({ app, users, port: 0 });
-        printer.line(esc`web inbox: ${inbox.url}/ (${users.ids().length} approver account(s); Ctrl-C stops it)`);
+      // The offline demo (the embedded emulator) needs no users file: its approver signs in by a one-time link.
+      const demo = deps.emulator !== undefined;
+      if (config.inboxUsersPath || demo) {
+        const users = config.inboxUsersPath ? loadInboxUsers(config.inboxUsersPath) : parseInboxUsers('{"users":[]}', "no users file");
+        const onSignIn = (e: SignInEvent) => printer.line(esc`web inbox: ${e.user} signed in (${e.how}) from ${e.address} at ${e.at}`);
+        inbox = await startInbox({ app, users, port: 0, onSignIn });
+        const accounts = users.ids().length;
+        printer.line(esc`web inbox: ${inbox.url}/ (${accounts > 0 ? `${accounts} approver account(s)` : "no password accounts"}; Ctrl-C stops it)`);
+        if (demo) {
+          const link = inbox.signInLink(DEMO_APPROVER);
+          printer.line(esc`web inbox: sign in as ${DEMO_APPROVER}, the offline demo's approver, with this one-time link (this computer only, once, until ${link.expiresAt}):`);
+          printer.line(esc`  ${link.url}`);
+        }
       } else {
         printer.line(
           "web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS, a JSON file of approver credentials:" +
@@ -184,6 +195,20 @@ async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
   return answers;
 }
 
+/**
+ * Who decides: typed at the prompt. No id is invented: the answer is filled in only from
+ * ACTION_ENVELOPE_DEFAULT_APPROVER, and the prompt says so.
+ */
+function askApprover(): Promise<string> {
+  const configured = loadConfig().defaultApprover;
+  return input({
+    message: configured ? "Your approver id (default from ACTION_ENVELOPE_DEFAULT_APPROVER)" : "Your approver id",
+    ...(configured ? { default: configured } : {}),
+    required: true,
+    validate: withinCap("approver id", LIMITS.id),
+  });
+}
+
 async function ask(view: ThreadView): Promise<ResumeValue> {
   const a = view.approval!;
   if (a.changeSet) return askSet(view);
@@ -195,11 +220,11 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
       { name: "edit a field (creates a new revision to approve)", value: "edit" as const },
     ],
   });
-  const as = await input({ message: "Your approver id", default: "demo-approver", validate: withinCap("approver id", LIMITS.id) });
+  const as = await askApprover();
   switch (choice) {
     case "approve":
-      // The approver confirms the hash they were shown; it is sent as typed, not copied from the thread.
-      return approveDecision(view, { as, hash: await input({ message: "Envelope hash as shown on the card", default: a.envelopeHash, validate: withinCap("hash", LIMITS.hash) }) });
+      // Bound to the hash of the card printed above: a newer revision refuses it (HASH_MISMATCH).
+      return approveDecision(view, { as, hash: a.envelopeHash });
     case "reject":
       return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
     case "edit": {
@@ -217,7 +242,7 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
 /**
  * A change set at the prompt: approve or reject the whole set, or go through its actions approving or
  * rejecting each; the per-action answers become the flags `decide` takes and are built by the same
- * `setDecisions` (one decision per action, bound to the set hash the person confirms). Editing an
+ * `setDecisions` (one decision per action, bound to the set hash of the card shown). Editing an
  * action is left to `decide --edit`, and the prompt says so.
  */
 async function askSet(view: ThreadView): Promise<ResumeValue> {
@@ -232,12 +257,12 @@ async function askSet(view: ThreadView): Promise<ResumeValue> {
       { name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`, value: "each" as const },
     ],
   });
-  const as = await input({ message: "Your approver id", default: "demo-approver", validate: withinCap("approver id", LIMITS.id) });
-  // As for a single envelope, the approver confirms the set hash they were shown; it is sent as typed.
-  const setHash = () => input({ message: 'Set hash as shown on the card ("Set hash:")', default: cs.setHash, validate: withinCap("hash", LIMITS.hash) });
+  const as = await askApprover();
+  // As for a single envelope, bound to the set hash of the card printed above.
+  const setHash = cs.setHash;
   switch (choice) {
     case "approve":
-      return approveDecision(view, { as, hash: await setHash() });
+      return approveDecision(view, { as, hash: setHash });
     case "reject":
       return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
     case "each": {
@@ -260,7 +285,7 @@ async function askSet(view: ThreadView): Promise<ResumeValue> {
         const reason = await input({ message: esc`Reason for rejecting ${x.actionId} (optional)`, validate: withinCap("reason", LIMITS.reason) });
         reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
       }
-      return setDecisions(view, { as, hash: await setHash(), ...(approve.length ? { approve: [approve.join(",")] } : {}), ...(reject.length ? { reject } : {}) });
+      return setDecisions(view, { as, hash: setHash, ...(approve.length ? { approve: [approve.join(",")] } : {}), ...(reject.length ? { reject } : {}) });
     }
     default: {
       const never: never = choice;

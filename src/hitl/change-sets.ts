@@ -26,7 +26,7 @@ import {
 import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
 import type { DecisionRecord, ReasonCode } from "./records.js";
-import { canEditFrom, rawOf, readObject } from "./reads.js";
+import { canEditFrom, deniedFieldRights, rawOf, readObject } from "./reads.js";
 import { TARGETS } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
@@ -73,6 +73,14 @@ export async function readBaseline(tools: Deps["tools"], a: { operation: Operati
   // The task answer carries the acting user's rights: a write it already refuses is not put in front of an approver.
   if (target === "task" && effect === "update" && canEditFrom(res.ok ? res.body : null) === false) {
     return { ok: false, code: "NOT_PERMITTED", reason: `the portal reports that the acting user may not edit task ${a.taskId} (action.edit=false); the write would be refused, so no approval is asked` };
+  }
+  // A field guarded by a narrower right (DEADLINE by changeDeadline, …) that the same answer reports as false.
+  const denied = target === "task" && effect === "update" ? deniedFieldRights(res.ok ? res.body : null, Object.keys(a.fields)) : [];
+  if (denied.length > 0) {
+    const which = denied.map((d) => `${d.field} needs action.${d.right}, which is false`).join("; ");
+    const reason = `the portal reports that the acting user may not change this on task ${a.taskId}: ${which}; `
+      + "the write would be refused, so no approval is asked";
+    return { ok: false, code: "NOT_PERMITTED", reason };
   }
   return { ok: true, object };
 }

@@ -29,6 +29,26 @@ export function canEditFrom(body: unknown): boolean | null {
 }
 
 /**
+ * Task fields a right narrower than `action.edit` guards, as the portal names it in the task's `action`
+ * map: a deadline needs changeDeadline, the planned dates edit.plan, the creator edit.originator.
+ */
+export const FIELD_RIGHTS: Readonly<Record<string, string>> = {
+  DEADLINE: "changeDeadline",
+  START_DATE_PLAN: "edit.plan",
+  END_DATE_PLAN: "edit.plan",
+  CREATED_BY: "edit.originator",
+};
+
+/** The fields of `fields` whose right the task answer reports as false, each with that right's name. */
+export function deniedFieldRights(body: unknown, fields: readonly string[]): Array<{ field: string; right: string }> {
+  const action = (body as { result?: { task?: { action?: Record<string, unknown> } } } | null)?.result?.task?.action;
+  return fields.flatMap((f) => {
+    const right = FIELD_RIGHTS[f];
+    return right && action?.[right] === false ? [{ field: f, right }] : [];
+  });
+}
+
+/**
  * Reads an action's object by code with the read tool its kind names (a task, or a deal) and returns
  * it as the envelope core sees it: the object itself when the answer is about it, else null.
  */

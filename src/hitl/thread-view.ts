@@ -29,6 +29,24 @@ export interface JournalRows {
   action?: ActionRow | undefined;
   /** The action's write-ahead entry, when a write was recorded. */
   execution?: ExecutionEntry | undefined;
+  /** The revision the action's envelope replaces (its previousEnvelopeHash), when its row passed its seal. */
+  previous?: ActionRow | undefined;
+}
+
+/** One field whose requested value differs between two revisions; absent `was` / `now`: not changed by that revision. */
+export interface RevisionChange {
+  field: string;
+  was?: unknown;
+  now?: unknown;
+}
+
+/** What a revision replaced and why: the previous revision's decision (with its feedback) and each field asked for differently. */
+export interface RevisionHistory {
+  revision: number;
+  previousRevision: number;
+  previousEnvelopeHash: string;
+  decision: { type: string; by: string; message: string | null } | null;
+  changes: RevisionChange[];
 }
 
 /** What an approver was shown: the registered envelope and its card. */
@@ -64,10 +82,13 @@ export interface ThreadJournalView {
   registered?: RegisteredView;
   evidence: EvidenceView;
   ending: EndingView;
+  /** A single action's revision 2 or later: what it replaced (a change set's is built from its members). */
+  revisionHistory?: RevisionHistory;
 }
 
 /** The thread as its journal rows say it is. */
-export function viewOf({ thread, action, execution }: JournalRows): ThreadJournalView {
+export function viewOf({ thread, action, execution, previous }: JournalRows): ThreadJournalView {
+  const history = action && !action.set && previous ? revisionHistoryOf(action, previous) : undefined;
   const closed = thread?.closed ?? action?.progress.closed;
   return {
     ...(thread ? { request: { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } } : {}),
@@ -84,6 +105,28 @@ export function viewOf({ thread, action, execution }: JournalRows): ThreadJourna
     ending: closed
       ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at }
       : { outcome: null, reasonCode: null, reason: null, finishedAt: null },
+    ...(history ? { revisionHistory: history } : {}),
+  };
+}
+
+/** The fields whose requested value differs between two revisions' params, in the order they appear. */
+export function fieldChanges(was: Record<string, unknown>, now: Record<string, unknown>): RevisionChange[] {
+  return [...new Set([...Object.keys(was), ...Object.keys(now)])]
+    .filter((f) => JSON.stringify(was[f]) !== JSON.stringify(now[f]))
+    .map((f) => ({ field: f, ...(f in was ? { was: was[f] } : {}), ...(f in now ? { now: now[f] } : {}) }));
+}
+
+/** What `current` replaced: undefined for a first revision or a previous row that is not the one it names. */
+export function revisionHistoryOf(current: ActionRow, previous: ActionRow): RevisionHistory | undefined {
+  const e = current.envelope;
+  if (e.revision <= 1 || e.previousEnvelopeHash !== previous.envelopeHash) return undefined;
+  const d = previous.progress.decision;
+  return {
+    revision: e.revision,
+    previousRevision: previous.envelope.revision,
+    previousEnvelopeHash: previous.envelopeHash,
+    decision: d ? { type: d.type, by: d.approverId, message: d.message ?? null } : null,
+    changes: fieldChanges(previous.envelope.params, e.params),
   };
 }
 

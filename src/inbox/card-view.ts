@@ -12,6 +12,7 @@ import { deletedLabelOf } from "../envelope/deleted.js";
 import { personNote } from "../envelope/people.js";
 import { requesterVerificationOf, requesterVerificationText } from "../envelope/envelope.js";
 import type { ActionRow } from "../store/action-machine.js";
+import { fieldChanges, type RevisionChange, type RevisionHistory } from "../hitl/thread-view.js";
 import type { SetActionOutcome } from "../app/threads.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
 
@@ -225,30 +226,71 @@ export function setOutcomeTable(actions: SetActionOutcome[]): Html {
 }
 
 /**
- * What a revision replaced and why: the previous revision's decision (who rejected or edited it, with
- * their feedback) and each field whose requested value differs from the previous revision's, as
- * previous → now with the changed characters highlighted. From the journal's rows only.
+ * What a revision replaced and why (the projection's RevisionHistory, src/hitl/thread-view.ts): the
+ * previous revision's decision (who rejected or edited it, with their feedback) and each field whose
+ * requested value differs from the previous revision's, as previous → now with the changed characters highlighted.
  */
-export function revisionSection(current: ActionRow, previous: ActionRow | undefined): Html {
-  const e = current.envelope;
-  if (e.revision <= 1 || !previous) return html``;
-  const d = previous.progress.decision;
-  const p = previous.envelope;
-  const fields = [...new Set([...Object.keys(p.params), ...Object.keys(e.params)])];
-  const rows = fields
-    .filter((f) => JSON.stringify(p.params[f]) !== JSON.stringify(e.params[f]))
-    .map((f) => {
-      const was = f in p.params ? display(p.params[f], `${f} (revision ${p.revision})`).text : "(not changed by it)";
-      const now = f in e.params ? display(e.params[f], `${f} (revision ${e.revision})`).text : "(no longer changed)";
-      const dp = diffPair(was, now);
-      return html`<tr><th scope="row">${f}</th><td data-label="Revision ${String(p.revision)}"><pre class="value previous">${dp.before}</pre></td><td data-label="Revision ${String(e.revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
-    });
-  const what = d ? (d.type === "reject" ? "rejected" : d.type === "edit" ? "edited" : d.type === "expire" ? "expired" : `${d.type}d`) : "replaced";
-  return html`<section class="revision-history" aria-label="What changed since revision ${String(p.revision)}" data-previous="${previous.envelopeHash}">
-    <h3>Revision ${String(e.revision)} replaces revision ${String(p.revision)}, which ${d ? html`${what} by ${text(d.approverId)}` : "was replaced"}</h3>
-    ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}
+export function revisionSection(h: RevisionHistory | undefined): Html {
+  if (!h) return html``;
+  const rows = changedFieldRows(h.previousRevision, h.revision, h.changes, (f) => html`<th scope="row">${f}</th>`);
+  const label = `What changed since revision ${h.previousRevision}`;
+  const columns = html`<th scope="col">Revision ${String(h.previousRevision)} asked for</th><th scope="col">Revision ${String(h.revision)} asks for</th>`;
+  return html`<section class="revision-history" aria-label="${label}" data-previous="${h.previousEnvelopeHash}">
+    ${replacedHeading(h.revision, h.previousRevision, h.decision)}
     ${rows.length
-      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th><th scope="col">Revision ${String(p.revision)} asked for</th><th scope="col">Revision ${String(e.revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
-      : html`<p>The requested values are the same as revision ${String(p.revision)}'s.</p>`}
+      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th>${columns}</tr></thead><tbody>${rows}</tbody></table>`
+      : html`<p>The requested values are the same as revision ${String(h.previousRevision)}'s.</p>`}
   </section>`;
+}
+
+/**
+ * A change set's revision: what the previous revision's decision was (by whom, its feedback and each
+ * action's), each field an action now asks for differently (action by action, previous → now), and
+ * the actions the previous revision had that this one no longer has. From the journal's rows only.
+ */
+export function setRevisionSection(members: ActionRow[], previousMembers: ActionRow[]): Html {
+  const revision = members[0]?.envelope.revision ?? 1;
+  if (revision <= 1 || previousMembers.length === 0) return html``;
+  const prevRevision = previousMembers[0]!.envelope.revision;
+  const made = previousMembers.find((m) => m.progress.decision)?.progress.decision;
+  const d = made ? { type: made.type, by: made.approverId, message: made.message ?? null } : null;
+  const idOf = (r: ActionRow) => r.set?.actionId ?? "";
+  const before = new Map(previousMembers.map((m) => [idOf(m), m] as const));
+  const perAction = new Map((made?.setPlan?.perAction ?? []).map((x) => [x.actionId, x] as const));
+  const rows = members.flatMap((m) => {
+    const was = before.get(idOf(m));
+    if (!was) return [html`<tr><th scope="row">${idOf(m)}</th><td colspan="3">new in revision ${String(revision)}</td></tr>`];
+    const changes = fieldChanges(was.envelope.params, m.envelope.params);
+    return changedFieldRows(was.envelope.revision, revision, changes, (f) => html`<th scope="row">${idOf(m)}</th><td data-label="Field">${f}</td>`);
+  });
+  const dropped = previousMembers.filter((m) => !members.some((x) => idOf(x) === idOf(m)));
+  const droppedItems = dropped.map((m) => {
+    const why = perAction.get(idOf(m));
+    return html`<li data-action-id="${idOf(m)}">${idOf(m)} (${m.envelope.operation} ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is no longer in the set${why?.type === "reject" ? html`: rejected${why.message ? html` — <q>${text(why.message)}</q>` : ""}` : ""}</li>`;
+  });
+  return html`<section class="revision-history set-revision" aria-label="What changed since revision ${String(prevRevision)}" data-previous="${previousMembers[0]!.set?.setHash ?? ""}">
+    ${replacedHeading(revision, prevRevision, d)}
+    ${droppedItems.length ? html`<ul class="dropped">${droppedItems}</ul>` : ""}
+    ${rows.length
+      ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Action</th><th scope="col">Field</th><th scope="col">Revision ${String(prevRevision)} asked for</th><th scope="col">Revision ${String(revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<p>The actions still in the set ask for the same values as in revision ${String(prevRevision)}.</p>`}
+  </section>`;
+}
+
+/** "Revision 2 replaces revision 1, which rejected by alice", and the decision's feedback. */
+function replacedHeading(revision: number, prevRevision: number, d: RevisionHistory["decision"]): Html {
+  const what = d ? (d.type === "reject" ? "rejected" : d.type === "edit" ? "edited" : d.type === "expire" ? "expired" : `${d.type}d`) : "replaced";
+  return html`<h3>Revision ${String(revision)} replaces revision ${String(prevRevision)}, which ${d ? html`${what} by ${text(d.by)}` : "was replaced"}</h3>
+    ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}`;
+}
+
+/** One row per field whose requested value differs between two revisions of an action, previous → now highlighted. */
+function changedFieldRows(prevRevision: number, revision: number, changes: RevisionChange[], head: (field: string) => Html): Html[] {
+  return changes.map((c) => {
+    const was = "was" in c ? display(c.was, `${c.field} (revision ${prevRevision})`).text : "(not changed by it)";
+    const now = "now" in c ? display(c.now, `${c.field} (revision ${revision})`).text : "(no longer changed)";
+    const dp = diffPair(was, now);
+    const before = html`<td data-label="Revision ${String(prevRevision)}"><pre class="value previous">${dp.before}</pre></td>`;
+    return html`<tr>${head(c.field)}${before}<td data-label="Revision ${String(revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
+  });
 }

@@ -13,7 +13,7 @@
  *   shares one address, and anyone's wrong guesses must not lock everyone out. A success clears only
  *   its id's count, so one valid account cannot reset an address's budget.
  */
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 
 export const SESSION_COOKIE = "__Host-ae-inbox";
 export const LOGIN_COOKIE = "__Host-ae-login";
@@ -108,4 +108,41 @@ export class SignInLimiter {
   succeed(keys: string[]): void {
     for (const k of keys) this.failures.delete(k);
   }
+}
+
+/**
+ * One-time sign-in links (`npm start -- --inbox` on the offline demo): a random token naming one
+ * approver, good for one sign-in within its lifetime. Only the token's SHA-256 is kept, so the map
+ * cannot be read back into links; a redeemed or expired token is gone.
+ */
+export class SignInLinks {
+  private readonly byDigest = new Map<string, { user: string; expiresAt: number }>();
+  constructor(
+    private readonly ttlMs = 10 * 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  issue(user: string): { token: string; expiresAt: number } {
+    const t = token();
+    const expiresAt = this.now() + this.ttlMs;
+    this.byDigest.set(digest(t), { user, expiresAt });
+    return { token: t, expiresAt };
+  }
+
+  /** The approver the token names, once: the token is spent whether or not it has expired. */
+  redeem(t: string): string | undefined {
+    const key = digest(t);
+    const entry = this.byDigest.get(key);
+    this.byDigest.delete(key);
+    return entry && this.now() <= entry.expiresAt ? entry.user : undefined;
+  }
+}
+
+const digest = (t: string) => createHash("sha256").update(t).digest("hex");
+
+/** A peer address on this computer: 127.0.0.0/8, ::1, or either mapped into IPv6. */
+export function isLoopbackAddress(address: string | undefined): boolean {
+  if (!address) return false;
+  const v4 = address.startsWith("::ffff:") ? address.slice(7) : address;
+  return address === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
 }

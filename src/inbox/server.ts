@@ -4,6 +4,7 @@
  * through the shared decision path as the signed-in, authenticated approver (src/inbox/driver.ts).
  */
 import fs from "node:fs";
+import { createHash, randomUUID } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
@@ -19,7 +20,7 @@ import { OPERATIONS } from "../envelope/operations.js";
 import { partialApprovalForecast } from "../envelope/change-set.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
-import { cardSection, revisionSection, setOutcomeTable, setSection } from "./card-view.js";
+import { cardSection, revisionSection, setOutcomeTable, setRevisionSection, setSection } from "./card-view.js";
 import { membersOf } from "../hitl/journal-gate.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { answerAsSignedIn, submitAsSignedIn, StaleCardError } from "./driver.js";
@@ -29,9 +30,10 @@ import { lateResumeEntry } from "../api/late-resume.js";
 import { inboxPage, layout, listFragment, signInPage } from "./pages.js";
 import { boundOf, entitlementOf, inboxFor, type NotApprovable, mayAnswer, maySeeRun, questionsFor, versionOf, waitingAction } from "./queue.js";
 import { answerJsonSchema, type InputField } from "../hitl/structured-input.js";
-import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, sameToken, token, type Session } from "./security.js";
+import { LOGIN_COOKIE, SESSION_COOKIE, Sessions, SignInLimiter, SignInLinks, isLoopbackAddress, sameToken, token, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import { tarArchive } from "./tar.js";
+import type { AuditEntry } from "../store/audit.js";
 import type { InboxUsers } from "./users.js";
 
 /** How long closing the inbox waits for requests still being answered. */
@@ -46,10 +48,29 @@ export interface InboxOptions {
   pollMs?: number;
   /** Path prefix every link and form uses ("" on its own port; "/inbox" when mounted next to the LangGraph API). */
   basePath?: string;
+  /**
+   * One-time sign-in links this inbox honours (GET /login/once/:token), from this computer only.
+   * Without it (the inbox mounted on the API server) there are none.
+   */
+  signInLinks?: SignInLinks;
+  /** Told of every sign-in, by password or by link: the line `npm start -- --inbox` prints. */
+  onSignIn?: (event: SignInEvent) => void;
+}
+
+export interface SignInEvent {
+  user: string;
+  how: "password" | "one-time link";
+  address: string;
+  at: string;
 }
 
 export interface RunningInbox {
   url: string;
+  /**
+   * A one-time sign-in link for this approver, good for one sign-in from this computer within its
+   * lifetime; only for an inbox listening on a loopback address.
+   */
+  signInLink(user: string): { url: string; expiresAt: string };
   close(): Promise<void>;
 }
 
@@ -132,15 +153,35 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       perUser.fail([user]);
       perAddress.fail([address]);
       if (addressWait > 0) return tooMany(Math.max(addressWait, perAddress.retryAfter([address])));
+      // Audited only below the address's limit, so guessing cannot flood the log; the refusal stands if the log fails.
+      await app.deps.audit.append(signInEntry(null, user, "password", address, app.deps.clock().toISOString())).catch(() => undefined);
       return loginForm(c, 401, "Unknown approver id or wrong password.");
     }
     perUser.succeed([user]);
-    const old = getCookie(c, SESSION_COOKIE);
-    sessions.end(old);
+    return signIn(c, who, "password", address);
+  });
+
+  /** A new session for this approver (a fresh id, the old one ended: no fixation), told to onSignIn. */
+  const signIn = async (c: Context<Env>, who: string, how: SignInEvent["how"], address: string) => {
+    // Audited before the session exists: a sign-in the audit log cannot record does not happen.
+    await app.deps.audit.append(signInEntry(who, who, how, address, app.deps.clock().toISOString()));
+    sessions.end(getCookie(c, SESSION_COOKIE));
     const s = sessions.create(who);
     setCookie(c, SESSION_COOKIE, s.id, { httpOnly: true, secure: true, sameSite: "Strict", path: "/" });
     deleteCookie(c, LOGIN_COOKIE, { path: "/", secure: true });
+    opts.onSignIn?.({ user: who, how, address, at: app.deps.clock().toISOString() });
     return c.redirect(`${base}/`, 303);
+  };
+
+  // A one-time link (printed by `npm start -- --inbox`): from this computer only, and once.
+  web.get("/login/once/:token", async (c) => {
+    const address = c.env?.incoming?.socket?.remoteAddress;
+    if (!opts.signInLinks || !isLoopbackAddress(address)) return loginForm(c, 403, "A one-time sign-in link works only on the computer that printed it; sign in with your approver id and password.");
+    const bad = crossSite(c);
+    if (bad) return loginForm(c, 403, `Refused: ${bad}.`);
+    const who = opts.signInLinks.redeem(c.req.param("token").slice(0, 128));
+    if (!who) return loginForm(c, 401, "This sign-in link was used already or has expired. Each link signs in once; start the job again for a new one, or sign in with a password.");
+    return signIn(c, who, "one-time link", address ?? "unknown");
   });
 
   // ── everything else needs a session; changes need its CSRF token too ─────────────────────────────
@@ -215,9 +256,12 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}" role="alert">${notice.message}</p>` : "";
     let body: Html;
     if (view.status === "awaiting_approval" && action && boundOf(action).hash === view.approval?.envelopeHash) {
-      const prevHash = members ? undefined : action.envelope.previousEnvelopeHash;
+      // A single action's history is the projection's (the same the CLI's show prints); a set's is built from its members.
+      const prevHash = members ? action.envelope.previousEnvelopeHash : undefined;
       const previous = prevHash ? await app.deps.journal.getAction(prevHash) : undefined;
-      const history = members ? html`` : revisionSection(action, previous?.macValid ? previous : undefined);
+      const history = members
+        ? setRevisionSection(members, previous?.macValid && previous.set ? (await membersOf(app.deps, previous)).filter((m) => m.macValid) : [])
+        : revisionSection(view.revisionHistory);
       body = html`${banner}${history}${cards(action)}${members ? setDecisionForms(app, action, members, s, view, base) : decisionForms(app, action, s, view, base)}`;
     } else if (view.status === "awaiting_input" && view.input) {
       body = html`${banner}${await questionSection(app, view, s, base)}`;
@@ -577,6 +621,30 @@ function invisibleWarning(params: Record<string, unknown>): Html | string {
     : html`<p class="warning" role="alert">${names.join(", ")} ${names.length === 1 ? "holds" : "hold"} characters that cannot be seen, shown below as ⟨U+XXXX⟩ markers. An edit never keeps them: delete each marker before submitting (this drops the character).</p>`;
 }
 
+/**
+ * The audit record of a sign-in to the inbox: `inbox_signed_in` when `who` signed in, else
+ * `inbox_sign_in_refused` for the id as typed. No thread; each record is its own (a random discriminator).
+ */
+export function signInEntry(who: string | null, typed: string, how: SignInEvent["how"], address: string, at: string): AuditEntry {
+  const digest = createHash("sha256").update(`${at}\n${typed}\n${address}\n${randomUUID()}`).digest("hex").slice(0, 16);
+  return {
+    threadId: "",
+    revision: 0,
+    event: who ? "inbox_signed_in" : "inbox_sign_in_refused",
+    discriminator: `${how}:${digest}`,
+    at,
+    requestedBy: "",
+    risk: null,
+    what: { operation: "", taskId: null, params: null, envelopeHash: null, envelope: null },
+    approver: who ? { id: who, verifiedBy: "authentication", decision: null, decidedAt: null } : null,
+    override: null,
+    policy: { id: "", version: "" },
+    refusal: who ? null : { code: "SIGN_IN_REFUSED", reason: "unknown approver id or wrong password" },
+    outcome: null,
+    received: { method: how, address, ...(who ? {} : { user: typed }) },
+  };
+}
+
 /** The audit record of an edit the inbox refused for characters that cannot be seen (nothing was sent to the graph). */
 async function auditUnsafeEdit(app: App, threadId: string, action: ActionRow | undefined, reason: string, fields: Record<string, unknown>): Promise<void> {
   const thread = await app.deps.journal.getThread(threadId);
@@ -814,15 +882,25 @@ function outcomeSection(view: ThreadView, history: SetHistory = {}): Html {
 export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   const host = opts.host ?? "127.0.0.1";
   let hosts = new Set<string>();
-  const web = createInboxApp(opts, (h) => hosts.has(h));
+  const loopback = host === "localhost" || isLoopbackAddress(host);
+  // Links only where the inbox listens on this computer's loopback address; never on an open one.
+  const { signInLinks: given, ...rest } = opts;
+  const links = loopback ? (given ?? new SignInLinks()) : undefined;
+  const web = createInboxApp({ ...rest, ...(links ? { signInLinks: links } : {}) }, (h) => hosts.has(h));
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: web.fetch, port: opts.port ?? 0, hostname: host }, () => resolve(s as Server)) as Server;
     s.once("error", reject);
   });
   const port = (server.address() as AddressInfo).port;
   hosts = new Set([`${host}:${port}`, `127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
   return {
-    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    url,
+    signInLink(user) {
+      if (!links) throw new Error(`one-time sign-in links are only for an inbox on this computer's loopback address, not ${host}`);
+      const { token: t, expiresAt } = links.issue(user);
+      return { url: `${url}/login/once/${t}`, expiresAt: new Date(expiresAt).toISOString() };
+    },
     close: () =>
       new Promise<void>((resolve) => {
         // A request still being answered (a decision whose run has just ended: `npm start --inbox` sees

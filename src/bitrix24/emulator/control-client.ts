@@ -35,6 +35,11 @@ export class EmulatorControl {
     await this.send("DELETE", "/faults");
   }
 
+  /** Refuses these narrower rights of a task to every user (`[]` restores them). */
+  async denyTaskRights(taskId: number, deny: string[]): Promise<void> {
+    await this.send("POST", `/tasks/${taskId}/rights`, { deny });
+  }
+
   async reset(): Promise<void> {
     await this.send("POST", "/reset");
   }

@@ -3,6 +3,8 @@ import { FaultSpecSchema, type FaultRegistry } from "./faults.js";
 import { jsonResponse } from "./respond.js";
 import type { Store } from "./store.js";
 
+const DENIABLE_RIGHTS = ["changeDeadline", "edit.plan", "edit.originator"];
+
 const controlError = (code: string, description: string, status = 400) =>
   jsonResponse({ error: code, error_description: description }, status);
 
@@ -38,6 +40,21 @@ export function createControlRoutes(store: Store, faults: FaultRegistry): Hono {
   app.delete("/faults", (c) => {
     faults.clear(c.req.query("method")?.toLowerCase());
     return jsonResponse({ cleared: true });
+  });
+
+  // A task's narrower rights (changeDeadline, edit.plan, edit.originator) refused to every user, over
+  // the seed: {"deny":["changeDeadline"]}; {"deny":[]} restores them. /reset drops it with the rest.
+  app.post("/tasks/:id/rights", async (c) => {
+    const task = store.getTask(Number(c.req.param("id")));
+    if (!task) return controlError("NOT_FOUND", `no task ${c.req.param("id")}`, 404);
+    const body = (await c.req.json().catch(() => null)) as { deny?: unknown } | null;
+    const deny = body?.deny;
+    if (!Array.isArray(deny) || !deny.every((r) => typeof r === "string" && DENIABLE_RIGHTS.includes(r))) {
+      return controlError("INVALID_RIGHTS", `expected a JSON body like {"deny":["changeDeadline"]}, each one of ${DENIABLE_RIGHTS.join(", ")}`);
+    }
+    const { deniedRights: _old, ...rest } = task;
+    store.putTask(deny.length > 0 ? { ...rest, deniedRights: deny as string[] } : rest);
+    return jsonResponse({ taskId: task.id, denied: deny });
   });
 
   app.post("/reset", () => {

@@ -66,7 +66,7 @@ function actionMap(task: TaskRecord, userId: number): Record<string, boolean> {
   const edit = canEdit(task, userId);
   const s = task.status;
   const isCreator = task.createdBy === userId;
-  return {
+  const rights: Record<string, boolean> = {
     accept: false,
     decline: false,
     complete: edit && s !== 5 && s !== 4,
@@ -95,6 +95,13 @@ function actionMap(task: TaskRecord, userId: number): Record<string, boolean> {
     "favorite.add": true,
     "favorite.delete": false,
   };
+  for (const r of task.deniedRights ?? []) if (r in rights) rights[r] = false;
+  return rights;
+}
+
+/** Whether `changes` touch a field whose narrower right the task denies (of the fields the emulator stores, only the deadline has one). */
+export function deniedChange(task: TaskRecord, changes: { deadline?: unknown }): boolean {
+  return changes.deadline !== undefined && (task.deniedRights ?? []).includes("changeDeadline");
 }
 
 function groupObject(store: Store, groupId: number): Record<string, unknown> | [] {

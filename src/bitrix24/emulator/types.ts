@@ -187,6 +187,11 @@ export interface TaskRecord {
   accomplices: number[];
   readableBy: number[] | null;
   editableBy: number[] | null;
+  /**
+   * Rights in the task's `action` map refused to every user whatever editableBy says (changeDeadline,
+   * edit.plan, edit.originator), set by `POST /_emulator/tasks/{id}/rights`; never in the seed. Absent: none.
+   */
+  deniedRights?: string[];
   /** Comments on the task (COMMENTS_COUNT, printed as null while there are none); absent = 0. */
   commentsCount?: number;
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { errors, RestError } from "../errors.js";
-import { canEdit, canRead, renderTask } from "../shapes.js";
+import { canEdit, canRead, deniedChange, renderTask } from "../shapes.js";
 import type { TaskRecord } from "../types.js";
 import { requireTaskId, type MethodContext, type MethodHandler, type Params } from "./context.js";
 import { selectParam } from "./select.js";
@@ -28,6 +28,7 @@ export const updateTask: MethodHandler = (params, ctx) => {
   // The portal does not tell "missing" from "forbidden" here: both are the same access error.
   if (!task || !canEdit(task, ctx.userId)) throw errors.actionNotAllowed();
   const changes = parseTaskFields(ctx.store, fields);
+  if (deniedChange(task, changes)) throw errors.actionNotAllowed();
   const updated = applyTaskChanges(ctx.store, task, changes, ctx.userId, ctx.nowSec);
   return single(ctx, updated);
 };
