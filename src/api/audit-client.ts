@@ -6,7 +6,7 @@
 import type { AuditThreadSummary, ChainVerification } from "../store/audit.js";
 import type { CaseRecord, EvidenceObject } from "../evidence/bundle.js";
 import type { QuestionEntry } from "../store/journal.js";
-import type { ApiTarget } from "./cli-api.js";
+import type { ApiTarget } from "./target.js";
 import { UsageError } from "../errors.js";
 
 /** The server answered with an error: 401 (no or unknown token), 403 (not yours / role), 5xx. */

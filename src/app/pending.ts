@@ -5,11 +5,12 @@
 import { allowedApprovers, requesterVerificationOf, type Envelope, type RequesterVerification } from "../envelope/index.js";
 import { UsageError } from "../errors.js";
 import type { ActionRow } from "../store/action-machine.js";
-import type { ReadApp } from "./threads.js";
-import type { StoresApp } from "./stores-app.js";
+import type { StoreDeps } from "../runtime/deps.js";
 
-/** A full or read-only app (graph open), or the stores alone (graph opened on first need). */
-export type PendingSource = ReadApp | StoresApp;
+/** What listing pending approvals reads: the stores alone. An App, a ReadApp and a StoresApp each are one. */
+export interface PendingSource {
+  deps: StoreDeps;
+}
 
 /** What an approval's action acts on: a task (id 0 for a new one) or a deal. */
 export type PendingObject = Envelope["object"];

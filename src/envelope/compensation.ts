@@ -13,7 +13,7 @@ import { extractOf } from "./compare.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
 import type { Envelope } from "./envelope.js";
 import type { Policy } from "./policy.js";
-import { COMMENT_COMPARED_FIELDS, DELETE_SUBJECTS } from "./deleted.js";
+import { COMMENT_COMPARED_FIELDS, DELETE_SUBJECTS } from "./delete-subjects.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 
 export type CompensationPlan =

@@ -12,7 +12,7 @@ import { normaliseId, UPPER_SNAKE } from "./fields.js";
 import { LEVELS, REVERSIBILITY, requesterNotVerified, type Policy } from "./policy.js";
 import { checkProposal } from "./scope.js";
 import { OPERATION_NAMES, OPERATIONS, REQUIRED_ON_DELETE, type OperationName } from "./operations.js";
-import { COMMENT_COMPARED_FIELDS, deletedIdOf, deleteSubjectOf } from "./deleted.js";
+import { COMMENT_COMPARED_FIELDS, deletedIdOf, deleteSubjectOf } from "./delete-subjects.js";
 import { TARGETS, TARGET_TYPES } from "./targets.js";
 
 export const ENVELOPE_SCHEMA_ID = "action-envelope/1";

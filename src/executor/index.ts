@@ -15,15 +15,7 @@ import { evidenceForState, viewOf, type EndingView, type EvidenceView } from "..
 import { preRead } from "./pre-read.js";
 import { reconcileWrite, write } from "./write.js";
 import { verify } from "./verify.js";
-
-/** What every phase function runs with. */
-export interface PhaseContext {
-  deps: Deps;
-  /** For a change set: its actions in set order, as the phases left them. */
-  members?: ActionRow[];
-  /** The current action's write-ahead entry once a phase has recorded or found it (for the view; never to decide). */
-  execution?: ExecutionEntry;
-}
+import type { PhaseContext } from "./phase-context.js";
 
 /**
  * One phase of an approved action: its only durable act is one journal transition (or the close that

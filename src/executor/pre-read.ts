@@ -9,7 +9,7 @@ import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
 import { refuseTampered, rollbackOf } from "./write.js";
-import type { PhaseContext } from "./index.js";
+import type { PhaseContext } from "./phase-context.js";
 
 /**
  * Phase `decided` (approved): a fresh read right before the write, of the target the journal

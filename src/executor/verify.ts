@@ -5,7 +5,7 @@ import { readDeleted } from "../hitl/delete-reads.js";
 import type { PreReadRecord, VerificationRecord } from "../hitl/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
-import type { PhaseContext } from "./index.js";
+import type { PhaseContext } from "./phase-context.js";
 import { rowAfter } from "../hitl/journal-gate.js";
 
 /**

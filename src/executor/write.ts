@@ -11,7 +11,7 @@ import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
 import { invocationOf, operationOf, protocolOf, type StoredArgs } from "../hitl/thread-view.js";
 import { journalGuardEntry } from "../hitl/audit-records.js";
 import { writeAnchorOf } from "../store/write-anchor.js";
-import type { PhaseContext } from "./index.js";
+import type { PhaseContext } from "./phase-context.js";
 
 /**
  * Phase `pre_read` (MATCH): the only code holding the write handle. The arguments are the journal's

@@ -13,8 +13,8 @@ import { hashChangeSet, hashEnvelope, memberProblems, type RequesterVerification
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord, type TransitionResult } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
-import { acknowledgementMirror, preReadMirror, verificationMirror, type Outcome, type ReasonCode, type RequestScope } from "./records.js";
-import { deriveScope } from "./scope.js";
+import { acknowledgementMirror, preReadMirror, verificationMirror, type Outcome, type ReasonCode } from "./records.js";
+import { deriveScope, isRequestScope } from "./scope.js";
 import { journalGuardEntry, jsonSafe } from "./audit-records.js";
 import { mirrorsRegistered, sameJson } from "./thread-view.js";
 import { DecisionNotAcceptedError } from "../errors.js";
@@ -141,15 +141,6 @@ export async function ensureThread(
   });
   gate.thread = thread;
   return thread;
-}
-
-/** A scope as the input schema describes it; anything else (input that failed validation) is not used. */
-export function isRequestScope(v: unknown): v is RequestScope {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
-  const { taskIds, dealIds, fields } = v as { taskIds?: unknown; dealIds?: unknown; fields?: unknown };
-  const listOf = (xs: unknown, ok: (x: unknown) => boolean) => xs === undefined || (Array.isArray(xs) && xs.every(ok));
-  const ids = (x: unknown) => Number.isSafeInteger(x) && (x as number) > 0;
-  return listOf(taskIds, ids) && listOf(dealIds, ids) && listOf(fields, (x) => typeof x === "string");
 }
 
 /**

@@ -8,8 +8,7 @@
 import type { AppConfig } from "../config/env.js";
 import { hashEnvelope, renderCard, type Envelope } from "../envelope/index.js";
 import type { Journal } from "../store/journal.js";
-import { isRequestScope } from "./journal-gate.js";
-import { deriveScope } from "./scope.js";
+import { deriveScope, isRequestScope } from "./scope.js";
 
 export async function adoptLegacyApprovals(config: AppConfig, journal: Journal): Promise<void> {
   const rows = await journal.legacyApprovals();

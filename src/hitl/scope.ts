@@ -48,3 +48,12 @@ export function deriveScope(request: string, given?: RequestScope): RequestScope
   if (fields.length) scope.fields = [...new Set(fields)];
   return scope;
 }
+
+/** A scope as the input schema describes it; anything else (input that failed validation) is not used. */
+export function isRequestScope(v: unknown): v is RequestScope {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const { taskIds, dealIds, fields } = v as { taskIds?: unknown; dealIds?: unknown; fields?: unknown };
+  const listOf = (xs: unknown, ok: (x: unknown) => boolean) => xs === undefined || (Array.isArray(xs) && xs.every(ok));
+  const ids = (x: unknown) => Number.isSafeInteger(x) && (x as number) > 0;
+  return listOf(taskIds, ids) && listOf(dealIds, ids) && listOf(fields, (x) => typeof x === "string");
+}
