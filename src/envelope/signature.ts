@@ -30,9 +30,7 @@ export function signingBytes(payload: SignedDecisionPayload): Buffer {
 
 /** Base64 Ed25519 signature over the canonical payload. For the approver's side (CLI), never the runtime. */
 export function signDecision(payload: SignedDecisionPayload, privateKeyPem: string): string {
-  const key = createPrivateKey(privateKeyPem);
-  if (key.asymmetricKeyType !== "ed25519") throw new KeyRegistryError("an Ed25519 private key", `a ${key.asymmetricKeyType} key`);
-  return sign(null, signingBytes(payload), key).toString("base64");
+  return signCanonical(signingBytes(payload), privateKeyPem);
 }
 
 /** True only for a well-formed Ed25519 signature by this key over exactly this payload. Never throws. */
@@ -60,9 +58,13 @@ export function requestSigningBytes(payload: SignedRequestPayload): Buffer {
 
 /** Base64 Ed25519 signature over the canonical request. For the requester's side (CLI), never the runtime. */
 export function signRequest(payload: SignedRequestPayload, privateKeyPem: string): string {
+  return signCanonical(requestSigningBytes(payload), privateKeyPem);
+}
+
+function signCanonical(bytes: Buffer, privateKeyPem: string): string {
   const key = createPrivateKey(privateKeyPem);
   if (key.asymmetricKeyType !== "ed25519") throw new KeyRegistryError("an Ed25519 private key", `a ${key.asymmetricKeyType} key`);
-  return sign(null, requestSigningBytes(payload), key).toString("base64");
+  return sign(null, bytes, key).toString("base64");
 }
 
 /** True only for a well-formed Ed25519 signature by this key over exactly this request. Never throws. */
