@@ -274,7 +274,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     model,
     dataDir: path.resolve(cwd, e.ACTION_ENVELOPE_DATA_DIR ?? ".data"),
     ...(e.DATABASE_URL
-      ? { database: { url: e.DATABASE_URL, schema: e.ACTION_ENVELOPE_DB_SCHEMA ?? "public", label: databaseLabel(e.DATABASE_URL), poolSize: e.ACTION_ENVELOPE_PG_POOL ?? DEFAULT_PG_POOL } }
+      ? {
+          database: {
+            url: e.DATABASE_URL,
+            schema: e.ACTION_ENVELOPE_DB_SCHEMA ?? "public",
+            label: databaseLabel(e.DATABASE_URL),
+            poolSize: e.ACTION_ENVELOPE_PG_POOL ?? DEFAULT_PG_POOL,
+          },
+        }
       : {}),
     ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),

@@ -73,7 +73,7 @@ export class PostgresAuditLog implements AuditLog {
     this.s = quoteIdent(db.schema);
   }
 
-  /** On a pool of its own, or (`pool`) on the journal's, so the journal's transitions append to the same chain. */
+  /** On its own share of the process's connections (openPools), or (`pool`) on the journal's, so the journal's transitions append to the same chain. */
   static async open(db: DatabaseConfig, opts: { clock?: () => Date } = {}, pool?: pg.Pool): Promise<PostgresAuditLog> {
     if (pool) return new PostgresAuditLog(pool, db, opts.clock ?? (() => new Date()));
     const own = openPools(db);
