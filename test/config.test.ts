@@ -86,6 +86,12 @@ describe("loadConfig", () => {
     expect(c.limits).toEqual({ maxAgentSteps: 4, maxInvalidProposals: 1, maxRefusedDecisions: 2, maxRevisions: 1 });
   });
 
+  it("a PostgreSQL database gets the per-process connection budget: ACTION_ENVELOPE_PG_POOL, else 10", () => {
+    const url = "postgres://app:secret@db.internal:5432/ae";
+    expect(loadConfig({ DATABASE_URL: url }, "/x").database).toEqual({ url, schema: "public", label: "postgres://app@db.internal:5432/ae", poolSize: 10 });
+    expect(loadConfig({ DATABASE_URL: url, ACTION_ENVELOPE_PG_POOL: "4" }, "/x").database?.poolSize).toBe(4);
+  });
+
   // Each bad value names its variable and says what it must look like.
   const cases: Array<[Record<string, string>, string, RegExp]> = [
     [{ BITRIX24_WEBHOOK_URL: "acme.bitrix24.com/rest/1/abc" }, "BITRIX24_WEBHOOK_URL", /must be a URL like https:\/\/your\.bitrix24\.com\/rest\/1\/abcdef123456\//],
@@ -109,6 +115,10 @@ describe("loadConfig", () => {
     [{ ACTION_ENVELOPE_MAX_INVALID_PROPOSALS: "two" }, "ACTION_ENVELOPE_MAX_INVALID_PROPOSALS", /must be a whole number/],
     [{ ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "-5" }, "ACTION_ENVELOPE_MAX_REFUSED_DECISIONS", /must be a whole number/],
     [{ ACTION_ENVELOPE_MAX_REVISIONS: "0" }, "ACTION_ENVELOPE_MAX_REVISIONS", /must be greater than 0/],
+    [{ DATABASE_URL: "postgres://u@db/x", ACTION_ENVELOPE_PG_POOL: "0" }, "ACTION_ENVELOPE_PG_POOL", /must be greater than 0/],
+    [{ DATABASE_URL: "postgres://u@db/x", ACTION_ENVELOPE_PG_POOL: "abc" }, "ACTION_ENVELOPE_PG_POOL", /must be a whole number/],
+    [{ DATABASE_URL: "postgres://u@db/x", ACTION_ENVELOPE_PG_POOL: "1" }, "ACTION_ENVELOPE_PG_POOL", /must be at least 2 \(one connection for queries, one for thread locks\)/],
+    [{ ACTION_ENVELOPE_PG_POOL: "10" }, "ACTION_ENVELOPE_PG_POOL", /only applies with DATABASE_URL; set that too or remove it/],
   ];
   it.each(cases)("%j stops with %s and its expected shape", (env, variable, shape) => {
     const e = configError(env);

@@ -78,6 +78,7 @@ describe("DATABASE_URL", () => {
       url: "postgresql://app:s3cr%40t@db.internal:6543/envelopes?sslmode=require",
       schema: "public",
       label: "postgresql://app@db.internal:6543/envelopes",
+      poolSize: 10,
     });
     expect(loadConfig({ DATABASE_URL: "postgres://db/x", ACTION_ENVELOPE_DB_SCHEMA: "team_a" }, "/x").database?.schema).toBe("team_a");
     expect(loadConfig({ DATABASE_URL: "" }, "/x").database).toBeUndefined();

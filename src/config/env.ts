@@ -14,6 +14,10 @@ const ROLES = [
 ] as const;
 export type ToolRoleName = (typeof ROLES)[number];
 
+/** Connections one process opens to PostgreSQL when ACTION_ENVELOPE_PG_POOL is unset. */
+export const DEFAULT_PG_POOL = 10;
+export const MIN_PG_POOL = 2;
+
 // Messages leave out the variable's name: ConfigError puts it in front of every message.
 const positiveInt = () =>
   z
@@ -92,6 +96,10 @@ const EnvSchema = z.object({
   GROQ_BASE_URL: httpUrl("must be a URL such as https://api.groq.com").optional(),
   ACTION_ENVELOPE_DATA_DIR: z.string().min(1).optional(),
   DATABASE_URL: databaseUrl.optional(),
+  // At least 2: one connection for queries and one for thread locks (src/store/postgres.ts, openPools).
+  ACTION_ENVELOPE_PG_POOL: positiveInt()
+    .refine((n) => n >= MIN_PG_POOL, `must be at least ${MIN_PG_POOL} (one connection for queries, one for thread locks)`)
+    .optional(),
   ACTION_ENVELOPE_DB_SCHEMA: z
     .string()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be a lower-case SQL identifier (letters, digits, _), e.g. action_envelope")
@@ -178,6 +186,11 @@ export interface AppConfig {
 
 export interface DatabaseConfig {
   url: string;
+  /**
+   * The most connections this process opens to the database (ACTION_ENVELOPE_PG_POOL), shared by the
+   * journal, the audit log, the checkpointer and thread locks. Unset: DEFAULT_PG_POOL.
+   */
+  poolSize?: number;
   /** Every table (ours and the checkpointer's) lives in this schema; several deployments can share a database. */
   schema: string;
   /** postgres://user@host:port/database, for messages; never the password. */
@@ -246,6 +259,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   if (e.ACTION_ENVELOPE_DB_SCHEMA && !e.DATABASE_URL) {
     throw new ConfigError("ACTION_ENVELOPE_DB_SCHEMA", "only applies with DATABASE_URL; set that too or remove it");
   }
+  if (e.ACTION_ENVELOPE_PG_POOL && !e.DATABASE_URL) {
+    throw new ConfigError("ACTION_ENVELOPE_PG_POOL", "only applies with DATABASE_URL; set that too or remove it");
+  }
   if (e.BITRIX24_MCP_TOOLS && !e.BITRIX24_MCP_URL) {
     throw new ConfigError("BITRIX24_MCP_TOOLS", "only applies with BITRIX24_MCP_URL; set that too or remove it");
   }
@@ -258,7 +274,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     model,
     dataDir: path.resolve(cwd, e.ACTION_ENVELOPE_DATA_DIR ?? ".data"),
     ...(e.DATABASE_URL
-      ? { database: { url: e.DATABASE_URL, schema: e.ACTION_ENVELOPE_DB_SCHEMA ?? "public", label: databaseLabel(e.DATABASE_URL) } }
+      ? {
+          database: {
+            url: e.DATABASE_URL,
+            schema: e.ACTION_ENVELOPE_DB_SCHEMA ?? "public",
+            label: databaseLabel(e.DATABASE_URL),
+            poolSize: e.ACTION_ENVELOPE_PG_POOL ?? DEFAULT_PG_POOL,
+          },
+        }
       : {}),
     ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
     ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),

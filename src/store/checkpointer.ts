@@ -11,15 +11,24 @@ import Database from "better-sqlite3";
 import { preparedOnce } from "./statements.js";
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type { AppConfig, DatabaseConfig } from "../config/env.js";
-import { createPool, storeError } from "./postgres.js";
+import { openPools, storeError, type PoolLease } from "./postgres.js";
 
 /**
  * PostgresSaver whose connection failures say which server is gone (StoreUnavailableError) instead
  * of surfacing as a bare "Connection terminated unexpectedly" from deep inside a graph step.
  */
 class AppPostgresSaver extends PostgresSaver {
-  constructor(private readonly db: DatabaseConfig) {
-    super(createPool(db, { name: "checkpoints" }), undefined, { schema: db.schema });
+  /** On the process's query pool (openPools), shared with the journal and the audit log. */
+  constructor(
+    private readonly db: DatabaseConfig,
+    private readonly lease: PoolLease = openPools(db),
+  ) {
+    super(lease.pool, undefined, { schema: db.schema });
+  }
+
+  /** Gives this saver's share of the process's connections back; the pool ends with its last user. */
+  override async end(): Promise<void> {
+    await this.lease.close();
   }
 
   /**

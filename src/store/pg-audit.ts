@@ -24,7 +24,7 @@ import {
   type ChainVerification,
   type RecordFilter,
 } from "./audit.js";
-import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent } from "./postgres.js";
+import { inTransaction, lockKey, openPools, prepareDatabase, query, quoteIdent, type PoolLease } from "./postgres.js";
 
 
 /** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
@@ -67,21 +67,21 @@ export class PostgresAuditLog implements AuditLog {
     private readonly pool: pg.Pool,
     private readonly db: DatabaseConfig,
     private readonly clock: () => Date,
-    /** False on the journal's pool, which the journal ends. */
-    private readonly owned: boolean,
+    /** Set when the log holds its own share of the process's connections; unset on the journal's pool, which the journal gives back. */
+    private readonly lease?: PoolLease,
   ) {
     this.s = quoteIdent(db.schema);
   }
 
-  /** On a pool of its own, or (`pool`) on the journal's, so the journal's transitions append to the same chain. */
+  /** On its own share of the process's connections (openPools), or (`pool`) on the journal's, so the journal's transitions append to the same chain. */
   static async open(db: DatabaseConfig, opts: { clock?: () => Date } = {}, pool?: pg.Pool): Promise<PostgresAuditLog> {
-    if (pool) return new PostgresAuditLog(pool, db, opts.clock ?? (() => new Date()), false);
-    const own = createPool(db, { name: "audit", asyncCommit: true });
+    if (pool) return new PostgresAuditLog(pool, db, opts.clock ?? (() => new Date()));
+    const own = openPools(db);
     await prepareDatabase(own, db).catch(async (e: unknown) => {
-      await own.end().catch(() => {});
+      await own.close();
       throw e;
     });
-    return new PostgresAuditLog(own, db, opts.clock ?? (() => new Date()), true);
+    return new PostgresAuditLog(own.pool, db, opts.clock ?? (() => new Date()), own);
   }
 
   async append(entry: AuditEntry): Promise<AppendResult> {
@@ -112,7 +112,7 @@ export class PostgresAuditLog implements AuditLog {
   }
 
   async close(): Promise<void> {
-    if (this.owned) await this.pool.end().catch(() => {});
+    await this.lease?.close();
   }
 }
 

@@ -19,7 +19,7 @@ import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, Regis
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, sealedToolCalls, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
-import { createPool, inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError } from "./postgres.js";
+import { inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError, openPools, type PoolLease } from "./postgres.js";
 import { appendWithin } from "./pg-audit.js";
 import type { AuditEntry } from "./audit.js";
 import type { CommitCount } from "./statements.js";
@@ -31,17 +31,19 @@ export class PostgresJournal implements Journal {
 
   readonly commits: CommitCount = { total: 0, durable: 0 };
 
+  /** Shared with the audit log (src/store/backends.ts), so a transition and its records commit together. */
+  readonly pool: pg.Pool;
+
   private constructor(
-    /** Shared with the audit log (src/store/backends.ts), so a transition and its records commit together. */
-    readonly pool: pg.Pool,
-    /** Lock connections come from their own pool so a long run cannot starve ordinary queries. */
-    private readonly lockPool: pg.Pool,
+    /** The process's connections (openPools): queries on `pool`, thread locks on lock connections beside it. */
+    readonly pools: PoolLease,
     private readonly db: DatabaseConfig,
     /** MAC key for registered rows (src/store/journal-key.ts). */
     private readonly key: Buffer,
     private readonly clock: () => Date,
   ) {
     this.s = quoteIdent(db.schema);
+    this.pool = pools.pool;
   }
 
   /** One counted transaction; `durable` ones commit with synchronous_commit = on. */
@@ -65,12 +67,12 @@ export class PostgresJournal implements Journal {
 
   /** Connects, applies pending migrations and returns a journal; fails with StoreUnavailableError when the server is not there. */
   static async open(db: DatabaseConfig, key: Buffer, opts: { clock?: () => Date } = {}): Promise<PostgresJournal> {
-    const pool = createPool(db, { name: "journal", asyncCommit: true });
-    await prepareDatabase(pool, db).catch(async (e: unknown) => {
-      await pool.end().catch(() => {});
+    const pools = openPools(db);
+    await prepareDatabase(pools, db).catch(async (e: unknown) => {
+      await pools.close();
       throw e;
     });
-    return new PostgresJournal(pool, createPool(db, { name: "locks", max: 20 }), db, key, opts.clock ?? (() => new Date()));
+    return new PostgresJournal(pools, db, key, opts.clock ?? (() => new Date()));
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
@@ -474,7 +476,7 @@ export class PostgresJournal implements Journal {
     const key = lockKey(this.db, `thread:${threadId}`);
     let client: pg.PoolClient;
     try {
-      client = await this.lockPool.connect();
+      client = await this.pools.locks.connect();
     } catch (e) {
       throw storeError(this.db, `locking thread ${threadId}`, e);
     }
@@ -484,10 +486,10 @@ export class PostgresJournal implements Journal {
         this.held.set(id, client);
         return true;
       }
-      client.release();
+      this.pools.locks.release(client);
       return false;
     } catch (e) {
-      client.release(e as Error);
+      this.pools.locks.release(client, e as Error);
       throw storeError(this.db, `locking thread ${threadId}`, e);
     }
   }
@@ -501,16 +503,16 @@ export class PostgresJournal implements Journal {
     const key = lockKey(this.db, `thread:${threadId}`);
     try {
       await client.query(`SELECT pg_advisory_unlock(${key.sql})`, key.values);
-      client.release();
+      this.pools.locks.release(client);
     } catch (e) {
       // Destroying the connection ends the session, which releases every lock it held.
-      client.release(e as Error);
+      this.pools.locks.release(client, e as Error);
     }
   }
 
   async close(): Promise<void> {
-    for (const client of this.held.values()) client.release(true);
+    for (const client of this.held.values()) this.pools.locks.release(client, true);
     this.held.clear();
-    await Promise.allSettled([this.pool.end(), this.lockPool.end()]);
+    await this.pools.close();
   }
 }

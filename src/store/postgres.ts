@@ -1,10 +1,10 @@
 /**
- * PostgreSQL plumbing shared by the journal, the audit log and the checkpointer: one pool per
- * process, errors that name the server (never the password), transactions, and versioned
+ * PostgreSQL plumbing shared by the journal, the audit log and the checkpointer: one connection
+ * budget per process (openPools), errors that name the server (never the password), transactions, and versioned
  * migrations that are safe when several processes start at the same moment.
  */
 import pg from "pg";
-import type { DatabaseConfig } from "../config/env.js";
+import { DEFAULT_PG_POOL, type DatabaseConfig } from "../config/env.js";
 
 /**
  * The shared database cannot be reached or went away mid-operation. Whatever was being recorded
@@ -71,6 +71,102 @@ export function createPool(db: DatabaseConfig, opts: { max?: number; name: strin
   // the client, where nobody listens; the failed query already rejects, so the event only needs a home.
   pool.on("connect", (client) => client.on("error", () => {}));
   return pool;
+}
+
+/**
+ * Connections for session-level advisory locks (thread locks, the migration lock). Such a lock lives
+ * on its connection for as long as it is held, across awaits, so these connections cannot come from
+ * the query pool: with every query connection holding a thread lock, the runs under those locks would
+ * wait for a query connection that none of them gives back. A caller waits for a free lock connection
+ * as long as it takes (a holder lets go when its run ends), then connects within the pool's timeout;
+ * pg.Pool's own queue would give up after connectionTimeoutMillis and report the server unavailable.
+ */
+export class LockConnections {
+  private free: number;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly size: number,
+  ) {
+    this.free = size;
+  }
+
+  async connect(): Promise<pg.PoolClient> {
+    if (this.free > 0) this.free -= 1;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await this.pool.connect();
+    } catch (e) {
+      this.handOn();
+      throw e;
+    }
+  }
+
+  /** `destroy` (an error or true) closes the connection, which ends its session and every lock it held. */
+  release(client: pg.PoolClient, destroy?: Error | boolean): void {
+    client.release(destroy);
+    this.handOn();
+  }
+
+  private handOn(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free += 1;
+  }
+}
+
+/** What a store holds of the process's connections; `close` gives its share back (the last one ends the pools). */
+export interface PoolLease {
+  readonly pool: pg.Pool;
+  readonly locks: LockConnections;
+  close(): Promise<void>;
+}
+
+/** One budget's split: half (rounded down, at least 1) for lock connections, the rest for queries. */
+export function splitBudget(budget: number): { queries: number; locks: number } {
+  const locks = Math.max(1, Math.floor(budget / 2));
+  return { queries: budget - locks, locks };
+}
+
+const processPools = new Map<string, { pool: pg.Pool; locks: LockConnections; users: number }>();
+
+/**
+ * The process's connections to one database: the journal, the audit log and the checkpointer share
+ * one query pool, and thread locks use a lock pool beside it; together they never open more than
+ * `db.poolSize` connections (ACTION_ENVELOPE_PG_POOL). Nothing here holds a query connection while
+ * waiting for another query connection: a transaction uses only its own connection, and the
+ * migration, which holds the migration lock while the checkpointer's setup takes a query connection,
+ * holds that lock on a lock connection. So the smallest budget (1 + 1) cannot deadlock.
+ *
+ * The query pool commits with synchronous_commit = off, checkpoints included: WAL is flushed in
+ * order, so the journal's durable commits (inTransaction's `durable`) also flush every checkpoint
+ * committed before them, and a checkpoint lost with the server's machine is one the journal (the
+ * authority) never relied on.
+ */
+export function openPools(db: DatabaseConfig): PoolLease {
+  let shared = processPools.get(db.url);
+  if (!shared) {
+    const split = splitBudget(db.poolSize ?? DEFAULT_PG_POOL);
+    const pool = createPool(db, { name: "queries", max: split.queries, asyncCommit: true });
+    shared = { pool, locks: new LockConnections(createPool(db, { name: "locks", max: split.locks }), split.locks), users: 0 };
+    processPools.set(db.url, shared);
+  }
+  shared.users += 1;
+  const mine = shared;
+  let closed = false;
+  return {
+    pool: mine.pool,
+    locks: mine.locks,
+    async close() {
+      if (closed) return;
+      closed = true;
+      mine.users -= 1;
+      if (mine.users > 0) return;
+      if (processPools.get(db.url) === mine) processPools.delete(db.url);
+      await Promise.allSettled([mine.pool.end(), mine.locks.pool.end()]);
+    },
+  };
 }
 
 export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
@@ -294,11 +390,11 @@ const prepared = new Map<string, Promise<void>>();
  * lock so that processes starting together take turns instead of racing on CREATE TABLE. Runs once
  * per process and database; later calls wait for the first.
  */
-export function prepareDatabase(pool: pg.Pool, db: DatabaseConfig): Promise<void> {
+export function prepareDatabase(pools: PoolLease, db: DatabaseConfig): Promise<void> {
   const id = `${db.url}\n${db.schema}`;
   let done = prepared.get(id);
   if (!done) {
-    done = migrate(pool, db).catch((e: unknown) => {
+    done = migrate(pools, db).catch((e: unknown) => {
       prepared.delete(id);
       throw e;
     });
@@ -307,11 +403,12 @@ export function prepareDatabase(pool: pg.Pool, db: DatabaseConfig): Promise<void
   return done;
 }
 
-async function migrate(pool: pg.Pool, db: DatabaseConfig): Promise<void> {
+async function migrate(pools: PoolLease, db: DatabaseConfig): Promise<void> {
   const s = quoteIdent(db.schema);
   let client: pg.PoolClient;
   try {
-    client = await pool.connect();
+    // A lock connection: the migration lock is held while the checkpointer's setup below takes a query connection.
+    client = await pools.locks.connect();
   } catch (e) {
     throw storeError(db, "connecting", e);
   }
@@ -350,7 +447,7 @@ async function migrate(pool: pg.Pool, db: DatabaseConfig): Promise<void> {
       // safe for concurrent starts too (its CREATE TABLE IF NOT EXISTS alone is not). Loaded here, not
       // with this module: it brings LangChain core, which `pending` never needs otherwise.
       const { PostgresSaver } = await import("@langchain/langgraph-checkpoint-postgres");
-      await new PostgresSaver(pool, undefined, { schema: db.schema }).setup();
+      await new PostgresSaver(pools.pool, undefined, { schema: db.schema }).setup();
     } finally {
       await client.query(`SELECT pg_advisory_unlock(${key.sql})`, key.values).catch(() => {});
     }
@@ -358,6 +455,6 @@ async function migrate(pool: pg.Pool, db: DatabaseConfig): Promise<void> {
     if (isUnavailable(e)) broken = e as Error;
     throw storeError(db, "preparing the schema", e);
   } finally {
-    client.release(broken);
+    pools.locks.release(client, broken);
   }
 }
