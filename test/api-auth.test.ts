@@ -10,8 +10,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { spawn } from "node:child_process";
-import { DEFAULT_POLICY, ROOT, TSX, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { DEV_SERVER, isolatedConfig, startDevServer, type RunningDevServer } from "./support/dev-server.js";
+import { DEFAULT_POLICY, ROOT, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { DEV_SERVER_ARGS, isolatedConfig, startDevServer, type RunningDevServer } from "./support/dev-server.js";
 import { newApiToken, parseApiTokens, principalFor, sha256Hex, type ApiRole } from "../src/auth/tokens.js";
 import { classifyRun } from "../src/auth/rules.js";
 import { authenticatedIdentity } from "../src/auth/identity.js";
@@ -198,7 +198,7 @@ describe("identity inside the graph", () => {
 async function devServerExit(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   const project = isolatedConfig();
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "ACTION_ENVELOPE_API_TOKENS"));
-  const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+  const child = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], {
     cwd: ROOT,
     env: { ...inherited, ACTION_ENVELOPE_DATA_DIR: tempDir(), MODEL: "offline", NO_COLOR: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -16,8 +16,8 @@ import path from "node:path";
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
-import { ROOT, TSX, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { DEV_SERVER, isolatedConfig } from "./support/dev-server.js";
+import { ROOT, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { DEV_SERVER_ARGS, isolatedConfig } from "./support/dev-server.js";
 import { waitForExit } from "./support/processes.js";
 import { newApiToken } from "../src/auth/tokens.js";
 
@@ -32,7 +32,7 @@ interface Server {
 
 /** The dev server on a given isolated config, so a restart finds the same `.langgraph_api` files. */
 async function startOn(project: { file: string }, env: Record<string, string>): Promise<Server> {
-  const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], { cwd: ROOT, env: { ...process.env, ...env, LANGGRAPH_CLI_NO_ANALYTICS: "1", NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], { cwd: ROOT, env: { ...process.env, ...env, LANGGRAPH_CLI_NO_ANALYTICS: "1", NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));

@@ -21,8 +21,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import type { Envelope } from "../src/envelope/index.js";
-import { ROOT, TSX, envFor, startPortal, tempDir, until, type Portal } from "./support/harness.js";
-import { DEV_SERVER, isolatedConfig } from "./support/dev-server.js";
+import { ROOT, envFor, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import { DEV_SERVER_ARGS, isolatedConfig } from "./support/dev-server.js";
 import { descendants, killAll, waitForExit } from "./support/processes.js";
 import {
   approveValue,
@@ -82,7 +82,7 @@ beforeAll(async () => {
     p.operations.update_task.fields.DEADLINE.ttlSeconds = DEADLINE_TTL_SECONDS;
   });
   const project = isolatedConfigWithoutAuth();
-  server = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+  server = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], {
     cwd: ROOT,
     env: {
       ...process.env,

@@ -5,10 +5,17 @@
 import fs from "node:fs";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
-import { ROOT, TSX, tempDir } from "./harness.js";
+import { ROOT, tempDir } from "./harness.js";
 import { waitForExit } from "./processes.js";
 
 export const DEV_SERVER = path.join(ROOT, "src/cli/dev-server.ts");
+/**
+ * How tests run src/cli/dev-server.ts: on node with tsx's loader, not under the tsx command. A SIGINT
+ * to the tsx command is relayed to its child, and where the child does not acknowledge it within 30 ms
+ * (a loaded machine) tsx SIGKILLs it: the server then never flushes `.langgraph_api/` and its process
+ * group outlives the test.
+ */
+export const DEV_SERVER_ARGS = ["--import", "tsx", DEV_SERVER] as const;
 
 const absoluteSpec = (spec: string) => {
   const [file, symbol] = spec.split(":");
@@ -49,7 +56,7 @@ export interface RunningDevServer {
 /** Starts src/cli/dev-server.ts with `env` added to this process's environment; resolves once it prints the API URL. */
 export async function startDevServer(env: Record<string, string>, opts: { readyTimeoutMs?: number } = {}): Promise<RunningDevServer> {
   const project = isolatedConfig();
-  const child = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+  const child = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], {
     cwd: ROOT,
     env: { ...process.env, ...env, NO_COLOR: "1" },
     stdio: ["ignore", "pipe", "pipe"],
