@@ -8,10 +8,10 @@
 import readline from "node:readline";
 import { spawn } from "node:child_process";
 import pg from "pg";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MIN_PG_POOL } from "../src/config/env.js";
 import { startRun } from "../src/app/threads.js";
-import { approvalOf, ROOT, TSX, envFor, killGroup, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { approvalOf, ROOT, TSX, eachTestPortal, envFor, killGroup, openTestApp, type Portal } from "./support/harness.js";
 import { NO_POSTGRES, TEST_DATABASE_URL, usingPostgres } from "./support/postgres.js";
 
 if (!usingPostgres) console.info(`test/postgres-pool-budget.test.ts: ${NO_POSTGRES}`);
@@ -23,14 +23,7 @@ const THREADS = TASKS.length;
 describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process", () => {
   let portal: Portal;
   let dataDir: string;
-
-  beforeEach(async () => {
-    portal = await startPortal();
-    dataDir = tempDir();
-  });
-  afterEach(async () => {
-    await portal.emulator.close();
-  });
+  eachTestPortal((f) => ({ portal, dataDir } = f));
 
   it(`${THREADS} concurrent resumes in one process at ACTION_ENVELOPE_PG_POOL=${MIN_PG_POOL}: all finish, never more than ${MIN_PG_POOL} connections`, async () => {
     const budget = String(MIN_PG_POOL);
