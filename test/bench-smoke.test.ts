@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BARE_CHECKPOINTS, approvalOf, openBareGraph, openBenchApp, timedDecision, waitingRun, type BenchApp, type BareGraph } from "../bench/support/app.js";
 import { FIRST_BENCH_TASK, benchSeed } from "../bench/support/portal.js";
 import { diff, installCommitCounter, total, type Counts } from "../bench/support/sqlite-commits.js";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { tempDir } from "./support/harness.js";
 
 const counter = installCommitCounter();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { Bitrix24Client, Bitrix24Error, redactWebhook, type Bitrix24ClientOptions } from "../src/bitrix24/client.js";
 import type { Bitrix24ErrorKind } from "../src/bitrix24/errors.js";
 

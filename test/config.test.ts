@@ -13,7 +13,7 @@ import { loadPolicyFile, loadPublicKeys } from "../src/runtime/deps.js";
 import { loadApiTokens, newApiToken } from "../src/auth/tokens.js";
 import { loadJournalKey } from "../src/store/journal-key.js";
 import { generateApproverKeyPair } from "../src/envelope/index.js";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { ROOT, TSX, parseJsonOutput, runCli, tempDir } from "./support/harness.js";
 import { freePort, withBoundHost } from "../src/cli/dev-server.js";
 import { startFakeGroq, type ChatCompletionRequest, type RunningFakeGroq } from "./support/fake-groq-server.js";

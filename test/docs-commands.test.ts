@@ -23,7 +23,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { defaultSeed } from "../src/bitrix24/emulator/seed.js";
+import { defaultSeed } from "../src/offline-demo/emulator/seed.js";
 import { CLI, ROOT } from "./support/harness.js";
 
 interface DocCommand {

@@ -4,7 +4,7 @@
  * and the shared write machinery (faults, call log, Idempotency-Key replay) on every new write.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { EmulatorControl, startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { EmulatorControl, startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 
 let emu: RunningEmulator;
 let control: EmulatorControl;

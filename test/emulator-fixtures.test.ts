@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 
 // Compares the emulator's answers with response bodies recorded from real portals / the official docs
 // (test/fixtures/bitrix24/README.md). The emulator may return a subset of a fixture's keys, but every key it

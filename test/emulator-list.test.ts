@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultSeed, startEmulator, type EmulatorSeed, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { defaultSeed, startEmulator, type EmulatorSeed, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 
 let emu: RunningEmulator;
 let big: RunningEmulator;

@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   defaultSeed, EmulatorControl, loadSeedFile, SeedError, startEmulator, type RunningEmulator,
-} from "../src/bitrix24/emulator/index.js";
-import { leak } from "../src/bitrix24/emulator/rate-limit.js";
+} from "../src/offline-demo/emulator/index.js";
+import { leak } from "../src/offline-demo/emulator/rate-limit.js";
 
 let dir: string;
 const started: RunningEmulator[] = [];

@@ -4,7 +4,7 @@
  * as INVARIANT_VIOLATION. No client code in between: plain fetch, as the portal sees it.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import {
   compareBaseline,
   createEnvelope,

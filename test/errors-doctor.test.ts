@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { generateApproverKeyPair } from "../src/envelope/index.js";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { renderDoctor, runDoctor, type DoctorCheck } from "../src/cli/doctor-command.js";
 import { ROOT, runCli, tempDir } from "./support/harness.js";
 

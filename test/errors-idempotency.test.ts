@@ -5,7 +5,7 @@
  * whether an answer was a replay. Without a key nothing changes (REST 2 behaviour).
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { Bitrix24Client, Bitrix24Error } from "../src/bitrix24/client.js";
 
 let emu: RunningEmulator;

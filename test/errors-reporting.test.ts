@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { ChatGroq } from "@langchain/groq";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { startRun, type App } from "../src/app/threads.js";
 import { describeUnexpected } from "../src/cli/main.js";

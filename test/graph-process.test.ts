@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { submitDecision, type ThreadView } from "../src/app/threads.js";
-import { startEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator } from "../src/offline-demo/emulator/index.js";
 import {
   RESUME_PROCESS,
   ROOT,

@@ -177,6 +177,9 @@ const ROOMS = [...new Set(files.map((file) => roomOf(rel(file))))];
 const except = (...keep: string[]): string[] => ROOMS.filter((room) => !keep.includes(room));
 /** The surfaces: the CLI, the HTTP API and the inbox. */
 const SURFACES = ["cli", "api", "inbox"];
+/** The offline demo (the Bitrix24 emulator and the offline model) and the one production file that picks it as the default. */
+const OFFLINE_DEMO = "offline-demo";
+const OFFLINE_DOOR = "src/runtime/offline-default.ts";
 /** LangGraph and LangChain, I/O modules of Node, database drivers, servers and the MCP SDK. */
 const NODE_IO = ["fs", "fs/promises", "net", "http", "https", "http2", "tls", "dgram", "child_process", "worker_threads"];
 const RUNTIME_PACKAGES = new RegExp(`^(@langchain/|@modelcontextprotocol/|@hono/|hono$|pg$|better-sqlite3$|(node:)?(${NODE_IO.join("|")})$)`);
@@ -212,6 +215,14 @@ describe("the import graph of src/", () => {
     expect(importsInto(["hitl"], ["nodes", "executor", "auth", "app", ...SURFACES])).toEqual([]);
     expect(importsInto(["executor"], ["graph", "nodes", "app", ...SURFACES])).toEqual([]);
     expect(packagesOf(["executor"], /^@langchain\//)).toEqual([]);
+  });
+
+  it("keeps the offline demo apart: only runtime/offline-default.ts enters it, and it imports no production room", () => {
+    expect(ROOMS).toContain("offline-demo");
+    const entries = edges.filter((edge) => roomOf(edge.to) === OFFLINE_DEMO && roomOf(edge.from) !== OFFLINE_DEMO);
+    expect(entries.filter((edge) => edge.from !== OFFLINE_DOOR).map((edge) => `${edge.from} → ${edge.to}`)).toEqual([]);
+    expect(entries.map((edge) => edge.from)).toContain(OFFLINE_DOOR);
+    expect(importsInto([OFFLINE_DEMO], except(OFFLINE_DEMO))).toEqual([]);
   });
 
   it("lets only the surfaces import the surfaces (graph/ not yet: graph.ts imports api/guard.ts)", () => {

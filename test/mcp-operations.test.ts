@@ -4,7 +4,7 @@
  * roles go through writeHandle.call only, exactly one tools/call each, with the Idempotency-Key forwarded.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { EmulatorControl, startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { EmulatorControl, startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { createBitrix24Tools, READ_METHODS, READ_ROLES, WRITE_ROLES, type Bitrix24Tools, type McpCallResult, type WriteRole } from "../src/tools/bitrix24-tools.js";
 
 const CODE = "mcp-operations-secret-code";

@@ -10,7 +10,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
-import { startEmulator, type RunningEmulator } from "../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { createBitrix24Tools, McpToolError, type Bitrix24Tools, type McpCallResult } from "../src/tools/bitrix24-tools.js";
 import { readMcpServerEnv } from "../src/tools/mcp-stdio.js";
 

@@ -5,7 +5,7 @@ import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage } from "@langchain
 import { ChatGroq } from "@langchain/groq";
 import { createChatModel, GROQ_DEFAULT_BASE_URL, ModelConfigError } from "../src/models/factory.js";
 import { describeModelError } from "../src/models/model-errors.js";
-import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../src/models/offline-model.js";
+import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../src/offline-demo/models/model.js";
 import {
   CHAT_COMPLETIONS_PATH,
   groqErrors,

@@ -12,8 +12,8 @@ import {
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
-import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../src/models/offline-model.js";
-import { parseFeedbackValue, parseRequest, planRequest, splitClauses } from "../src/models/offline-intent.js";
+import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../src/offline-demo/models/model.js";
+import { parseFeedbackValue, parseRequest, planRequest, splitClauses } from "../src/offline-demo/models/intent.js";
 
 // A small portal whose answers have the shape of Bitrix24 tasks.task.* bodies (camelCase, string scalars).
 const TIME = {
@@ -755,7 +755,7 @@ describe("offline multi-clause parsing", () => {
 
 describe("offline model: deals (update_deal)", () => {
   it("parses the deal phrasings into a field and a value, and refuses a bad value naming it", async () => {
-    const { parseDealRequest } = await import("../src/models/offline-intent.js");
+    const { parseDealRequest } = await import("../src/offline-demo/models/intent.js");
     expect(parseDealRequest("move deal 3 to WON")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "WON" } });
     expect(parseDealRequest("set the stage of deal 3 to final invoice")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "FINAL_INVOICE" } });
     expect(parseDealRequest("set the amount of deal 3 to 51 000.50 RUB")).toEqual({ ok: true, intent: { dealId: 3, field: "OPPORTUNITY", value: "51000.50" } });
@@ -766,7 +766,7 @@ describe("offline model: deals (update_deal)", () => {
   });
 
   it("reads the deal with get_deal, then proposes update_deal naming it by dealId", async () => {
-    const { decideNextStep } = await import("../src/models/offline-decision.js");
+    const { decideNextStep } = await import("../src/offline-demo/models/decision.js");
     const { AIMessage, HumanMessage, ToolMessage } = await import("@langchain/core/messages");
     const bound = ["get_task_by_id", "get_deal", "propose_change", "propose_change_set", "request_input"];
     const first = decideNextStep([new HumanMessage("move deal 3 to WON")], bound);

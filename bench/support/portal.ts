@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { defaultSeed, EmulatorControl, type EmulatorSeed } from "../../src/bitrix24/emulator/index.js";
+import { defaultSeed, EmulatorControl, type EmulatorSeed } from "../../src/offline-demo/emulator/index.js";
 import { ROOT, TSX } from "./common.js";
 
 export const FIRST_BENCH_TASK = 1001;

@@ -366,7 +366,7 @@ export function buildProgram(): Command {
     .option("--burst <n>", "leaky bucket size", "50")
     .option("--state <file>", "persist portal state in this SQLite file")
     .action(async (opts: { port: string; seed?: string; rate: string; burst: string; state?: string }) => {
-      const { startEmulator, loadSeedFile } = await import("../bitrix24/emulator/index.js");
+      const { startEmulator, loadSeedFile } = await (await import("../runtime/offline-default.js")).loadEmulator();
       const emu = await startEmulator({
         port: Number(opts.port),
         rate: Number(opts.rate),

@@ -1,6 +1,6 @@
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { ChatGroq } from "@langchain/groq";
-import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "./offline-model.js";
+import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../runtime/offline-default.js";
 
 export interface ModelConfig {
   /** "offline" or "groq/<model id>", e.g. "groq/llama-3.3-70b-versatile". */

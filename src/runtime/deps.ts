@@ -15,7 +15,7 @@ import type { Journal } from "../store/journal.js";
 import type { AuditLog } from "../store/audit.js";
 import { openStores } from "../store/backends.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
-import type { RunningEmulator } from "../bitrix24/emulator/index.js";
+import type { RunningEmulator } from "./offline-default.js";
 import { ConfigError } from "../errors.js";
 import { WORLD_WRITABLE, refuseLooseMode } from "../config/file-mode.js";
 
@@ -144,7 +144,7 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
   // Loaded here, not with this module: the nodes import it, and `show` / `pending` load the nodes
   // (to read a thread's state) without ever starting the portal, the MCP server or a model.
   const [{ startEmulator }, { createBitrix24Tools }, { createChatModel }] = await Promise.all([
-    import("../bitrix24/emulator/index.js"),
+    import("./offline-default.js").then((door) => door.loadEmulator()),
     import("../tools/bitrix24-tools.js"),
     import("../models/factory.js"),
   ]);

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach } from "vitest";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import { startEmulator, type RunningEmulator } from "../../src/bitrix24/emulator/index.js";
+import { startEmulator, type RunningEmulator } from "../../src/offline-demo/emulator/index.js";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
 import { openApp, startRun, type App, type ThreadView } from "../../src/app/threads.js";

@@ -19,7 +19,7 @@ import {
   feedbackMessage,
   type PlannedAction,
   type RequestPlan,
-} from "./offline-intent.js";
+} from "./intent.js";
 
 export const OFFLINE_TOOL_NAMES = {
   getTask: "get_task_by_id",

@@ -9,7 +9,7 @@ import { AIMessage, type AIMessageChunk, type BaseMessage } from "@langchain/cor
 import type { ChatResult } from "@langchain/core/outputs";
 import type { Runnable } from "@langchain/core/runnables";
 import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
-import { decideNextStep } from "./offline-decision.js";
+import { decideNextStep } from "./decision.js";
 
 export const OFFLINE_MODEL_LABEL = "offline (deterministic, no LLM)";
 
@@ -20,7 +20,7 @@ export type OfflineTaskModelCallOptions = BaseChatModelCallOptions & {
 
 /**
  * A deterministic stand-in for an LLM that drives the task-change agent without a network:
- * it reads the request, calls the read tools, then proposes the change (see offline-intent.ts
+ * it reads the request, calls the read tools, then proposes the change (see intent.ts
  * for the phrasings it understands). It is a real `BaseChatModel`, so the graph binds tools
  * and invokes it exactly as it does ChatGroq.
  */

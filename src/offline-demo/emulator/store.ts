@@ -250,7 +250,7 @@ export class Store {
     this.db.exec("DELETE FROM calls");
   }
 
-  /** A kept REST 3.0 idempotent answer (src/bitrix24/emulator/idempotency.ts), shared by every process on this file. */
+  /** A kept REST 3.0 idempotent answer (src/offline-demo/emulator/idempotency.ts), shared by every process on this file. */
   getIdempotent(key: string): KeptAnswer | undefined {
     const r = this.db.prepare("SELECT method, body_sha256, status, body, content_type, at FROM idempotency_keys WHERE key = ?").get(key) as
       | { method: string; body_sha256: string; status: number; body: string; content_type: string; at: number }
