@@ -5,7 +5,14 @@ import { createHash, randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { getCookie, setCookie, deleteCookie } from "hono/cookie";
 import { signInPage } from "./pages.js";
-import { LOGIN_COOKIE, SESSION_COOKIE, SignInLimiter, isLoopbackAddress, sameToken, token } from "./security.js";
+import {
+  LOGIN_COOKIE,
+  SESSION_COOKIE,
+  SignInLimiter,
+  isLoopbackAddress,
+  sameToken,
+  token,
+} from "./security.js";
 import type { AuditEntry } from "../store/audit.js";
 import type { Env, RouteContext, SignInEvent } from "./routes-context.js";
 

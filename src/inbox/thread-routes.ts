@@ -12,8 +12,22 @@ import { html, text, type Html } from "./html.js";
 import { layout } from "./pages.js";
 import { boundOf, entitlementOf, mayAnswer, maySeeRun, waitingAction } from "./queue.js";
 import { MAX_FIELD, type Env, type RouteContext } from "./routes-context.js";
-import { auditUnsafeEdit, editedActionOf, editedFields, invisibleInEdit, readPerActionForm, type PerActionForm } from "./decision-form.js";
-import { decisionForms, outcomeSection, perActionControls, questionSection, setDecisionForms, setHistoryOf } from "./thread-sections.js";
+import {
+  auditUnsafeEdit,
+  editedActionOf,
+  editedFields,
+  invisibleInEdit,
+  readPerActionForm,
+  type PerActionForm,
+} from "./decision-form.js";
+import {
+  decisionForms,
+  outcomeSection,
+  perActionControls,
+  questionSection,
+  setDecisionForms,
+  setHistoryOf,
+} from "./thread-sections.js";
 
 /** A thread's page (its card while waiting, its outcome after) and the decision and answer forms it posts. */
 export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
