@@ -13,7 +13,9 @@ import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
 import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../src/offline-demo/models/model.js";
-import { parseFeedbackValue, parseRequest, planRequest, splitClauses } from "../src/offline-demo/models/intent.js";
+import { parseFeedbackValue } from "../src/offline-demo/models/feedback.js";
+import { parseRequest } from "../src/offline-demo/models/intent.js";
+import { planRequest, splitClauses } from "../src/offline-demo/models/plan.js";
 
 // A small portal whose answers have the shape of Bitrix24 tasks.task.* bodies (camelCase, string scalars).
 const TIME = {
@@ -755,7 +757,7 @@ describe("offline multi-clause parsing", () => {
 
 describe("offline model: deals (update_deal)", () => {
   it("parses the deal phrasings into a field and a value, and refuses a bad value naming it", async () => {
-    const { parseDealRequest } = await import("../src/offline-demo/models/intent.js");
+    const { parseDealRequest } = await import("../src/offline-demo/models/deal-request.js");
     expect(parseDealRequest("move deal 3 to WON")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "WON" } });
     expect(parseDealRequest("set the stage of deal 3 to final invoice")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "FINAL_INVOICE" } });
     expect(parseDealRequest("set the amount of deal 3 to 51 000.50 RUB")).toEqual({ ok: true, intent: { dealId: 3, field: "OPPORTUNITY", value: "51000.50" } });

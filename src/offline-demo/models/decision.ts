@@ -4,22 +4,12 @@
  * (a resumed thread, a retried node) gives the same answer and the same tool call ids.
  */
 import type { BaseMessage } from "@langchain/core/messages";
-import {
-  type ChangeIntent,
-  type TaskField,
-  TASK_FIELD_KEYS,
-  SUPPORTED_PHRASINGS,
-  describeValue,
-  operationFor,
-  normaliseValue,
-  parseFeedbackValue,
-  planRequest,
-  parseDealRequest,
-  parseNewTaskRequest,
-  feedbackMessage,
-  type PlannedAction,
-  type RequestPlan,
-} from "./intent.js";
+import { describeValue, normaliseValue, operationFor, TASK_FIELD_KEYS, type TaskField } from "./fields.js";
+import { feedbackMessage, parseFeedbackValue } from "./feedback.js";
+import { parseDealRequest } from "./deal-request.js";
+import { SUPPORTED_PHRASINGS, type ChangeIntent } from "./intent.js";
+import { parseNewTaskRequest } from "./new-task-request.js";
+import { planRequest, type PlannedAction, type RequestPlan } from "./plan.js";
 
 export const OFFLINE_TOOL_NAMES = {
   getTask: "get_task_by_id",
@@ -33,11 +23,19 @@ export const OFFLINE_TOOL_NAMES = {
 
 type ToolRole = keyof typeof OFFLINE_TOOL_NAMES;
 
-export type OfflineDecision =
-  | { kind: "tool"; text: string; call: { id: string; name: string; args: Record<string, unknown> } }
-  | { kind: "text"; text: string };
+import { describeAction, describeCount, describeReads, distinctTaskIds, isActionableRequest, OFFLINE_PREFIX, text, unreadTask, type OfflineDecision } from "./replies.js";
+import {
+  clip,
+  isErrorToolMessage,
+  isRecord,
+  isReviewerFeedback,
+  readToolOutcome,
+  toolCallsOf,
+  type TaskRecord,
+  type ToolOutcome,
+} from "./tool-messages.js";
 
-export const OFFLINE_PREFIX = "[offline model]";
+export { OFFLINE_PREFIX, type OfflineDecision } from "./replies.js";
 
 interface RecordedCall {
   role: ToolRole | undefined;
@@ -45,16 +43,7 @@ interface RecordedCall {
   args: Record<string, unknown>;
 }
 
-type TaskRecord = Record<string, unknown>;
-
 type MultiPlan = Extract<RequestPlan, { kind: "multi" }>;
-
-type ToolOutcome =
-  | { kind: "task"; task: TaskRecord }
-  | { kind: "tasks"; tasks: TaskRecord[] }
-  | { kind: "empty" }
-  | { kind: "error"; reason: string }
-  | { kind: "other"; body: unknown };
 
 /**
  * Decides the next step.
@@ -480,114 +469,4 @@ class Conversation {
   private hasTaskRead(taskId: number, requestIndex: number): boolean {
     return this.lastTaskRead(taskId, requestIndex) !== undefined;
   }
-}
-
-/** A request the conversation may move on to: one supported change, or a plan of several. */
-function isActionableRequest(body: string): boolean {
-  const plan = planRequest(body);
-  return plan.kind === "multi" || (plan.kind === "single" && plan.parsed.ok);
-}
-
-function distinctTaskIds(actions: readonly PlannedAction[]): number[] {
-  return [...new Set(actions.map((a) => a.taskId))];
-}
-
-function describeCount(n: number): string {
-  return n === 1 ? "1 change" : `${n} changes`;
-}
-
-function fieldEntries(action: PlannedAction): Array<[TaskField, string]> {
-  return Object.entries(action.fields) as Array<[TaskField, string]>;
-}
-
-/** `set STATUS to "4" (awaiting control) and RESPONSIBLE_ID to "5" on task 4`, or `comment on task 4: "..."`. */
-function describeAction(action: PlannedAction): string {
-  if (action.operation === "add_task_comment") {
-    return `comment on task ${action.taskId}: ${describeValue("POST_MESSAGE", action.fields.POST_MESSAGE)}`;
-  }
-  const parts = fieldEntries(action).map(([f, v]) => `${f} to ${describeValue(f, v)}`);
-  const listed = parts.length <= 1 ? parts.join("") : `${parts.slice(0, -1).join(", ")} and ${parts.at(-1)}`;
-  return `set ${listed} on task ${action.taskId}`;
-}
-
-/** What was read for each task: its title and the current values of the fields that change. */
-function describeReads(actions: readonly PlannedAction[], tasks: ReadonlyMap<number, TaskRecord | undefined>): string {
-  return distinctTaskIds(actions)
-    .map((id) => {
-      const task = tasks.get(id);
-      if (task === undefined) return `task ${id} (not read)`;
-      const changed = [...new Set(actions.filter((a) => a.taskId === id && a.operation === "update_task").flatMap((a) => fieldEntries(a).map(([f]) => f)))];
-      const current = changed.map((f) => `current ${f} ${describeValue(f, task[TASK_FIELD_KEYS[f]])}`);
-      return [`task ${id} ${describeValue("TITLE", task.title)}`, ...current].join(", ");
-    })
-    .join("; ");
-}
-
-/** Why a get_task_by_id answer gives no task to propose `what` for: a failed read, none found, or no task in it. */
-function unreadTask(outcome: ToolOutcome, taskId: number, what: string): OfflineDecision {
-  if (outcome.kind === "error") return text(`I cannot propose ${what}: reading task ${taskId} failed: ${outcome.reason}`);
-  if (outcome.kind === "empty") return text(`I cannot propose ${what}: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`);
-  return text(`I cannot propose ${what}: the answer for task ${taskId} contains no task.`);
-}
-
-function text(body: string): OfflineDecision {
-  return { kind: "text", text: `${OFFLINE_PREFIX} ${body}` };
-}
-
-function toolCallsOf(m: BaseMessage): Array<{ id?: string; name: string; args: Record<string, unknown> }> {
-  if (m.type !== "ai") return [];
-  const calls = (m as { tool_calls?: Array<{ id?: string; name: string; args: unknown }> }).tool_calls ?? [];
-  return calls.map((c) => ({ id: c.id, name: c.name, args: isRecord(c.args) ? c.args : {} }));
-}
-
-function isReviewerFeedback(body: string): boolean {
-  return /\brejected the (?:proposal|change set)\b/i.test(body);
-}
-
-function isErrorToolMessage(m: BaseMessage): boolean {
-  return (m as { status?: unknown }).status === "error";
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function clip(s: string, max = 400): string {
-  const one = s.replace(/\s+/g, " ").trim();
-  return one.length > max ? `${one.slice(0, max)}…` : one;
-}
-
-/**
- * Reads a tool result: a Bitrix24 body (`{"result":{"task":{...}}}`, `{"result":{"tasks":[...]}}`,
- * `{"result":[]}`), an MCP error body (`{"error":{kind,description,...}}`), a Bitrix24 error body
- * (`{"error":"...","error_description":"..."}`) or plain error text from a ToolNode.
- */
-function readToolOutcome(m: BaseMessage): ToolOutcome {
-  const raw = m.text;
-  let body: unknown;
-  try {
-    body = JSON.parse(raw);
-  } catch {
-    return isErrorToolMessage(m) || /^\s*error\b/i.test(raw)
-      ? { kind: "error", reason: clip(raw) }
-      : { kind: "other", body: raw };
-  }
-  if (isRecord(body) && body.error !== undefined) return { kind: "error", reason: describeError(body) };
-  if (isErrorToolMessage(m)) return { kind: "error", reason: clip(raw) };
-  if (!isRecord(body)) return { kind: "other", body };
-  const result = body.result;
-  if (Array.isArray(result) && result.length === 0) return { kind: "empty" };
-  if (isRecord(result) && isRecord(result.task)) return { kind: "task", task: result.task };
-  if (isRecord(result) && Array.isArray(result.tasks)) return { kind: "tasks", tasks: result.tasks.filter(isRecord) };
-  return { kind: "other", body };
-}
-
-function describeError(body: Record<string, unknown>): string {
-  const e = body.error;
-  if (isRecord(e)) {
-    const parts = [e.kind, e.code, e.description ?? e.message].filter((p) => p !== undefined && p !== null && p !== "");
-    return clip(parts.map(String).join(": ") || JSON.stringify(e));
-  }
-  const description = body.error_description;
-  return clip(typeof description === "string" && description !== "" ? `${String(e)}: ${description}` : String(e));
 }

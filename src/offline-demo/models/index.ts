@@ -1,17 +1,14 @@
 /** The offline model: a deterministic stand-in for an LLM that understands a fixed list of phrasings. */
 export { OfflineTaskModel, OFFLINE_MODEL_LABEL, type OfflineTaskModelCallOptions } from "./model.js";
 export { decideNextStep, OFFLINE_TOOL_NAMES, OFFLINE_PREFIX, type OfflineDecision } from "./decision.js";
+export { parseRequest, SUPPORTED_PHRASINGS, type ChangeIntent, type TaskTarget } from "./intent.js";
+export { parseFeedbackValue } from "./feedback.js";
+export type { TaskField } from "./fields.js";
 export {
-  parseRequest,
-  parseFeedbackValue,
   planRequest,
   splitClauses,
-  SUPPORTED_PHRASINGS,
   MAX_CHANGE_SET_ACTIONS,
   type PlannedAction,
   type PlannedClause,
   type RequestPlan,
-  type ChangeIntent,
-  type TaskField,
-  type TaskTarget,
-} from "./intent.js";
+} from "./plan.js";
