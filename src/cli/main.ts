@@ -8,7 +8,6 @@
  * inside its action, so `--help` loads none of it (docs/operations.md: Performance; bench/cli-startup.ts).
  */
 import { randomUUID } from "node:crypto";
-import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig, loadDotEnv } from "../config/env.js";
 import { withApp, withReadOnlyApp, withStores } from "./session.js";
@@ -23,6 +22,7 @@ import { workerCommand } from "./worker-command.js";
 import { apiTokenCommand } from "./api-token-command.js";
 import { lifecycleCommands } from "./lifecycle-commands.js";
 import { keygenCommand } from "./keygen-command.js";
+import { emulatorCommand, mcpCommand } from "./portal-commands.js";
 import { inboxCommands } from "../inbox/command.js";
 import { cap, capEach, capped, LIMITS } from "./limits.js";
 import { EXIT_OK, EXIT_OUTCOME, EXIT_USAGE, exitCodeForView } from "./exit-codes.js";
@@ -357,39 +357,9 @@ export function buildProgram(): Command {
       });
     });
 
-  program
-    .command("emulator")
-    .description("Serve a local Bitrix24-compatible REST emulator")
-    .option("--port <n>", "port (0 = free port)", "0")
-    .option("--seed <file>", "seed JSON with users and tasks")
-    .option("--rate <n>", "leaky bucket drain per second (0 disables)", "2")
-    .option("--burst <n>", "leaky bucket size", "50")
-    .option("--state <file>", "persist portal state in this SQLite file")
-    .action(async (opts: { port: string; seed?: string; rate: string; burst: string; state?: string }) => {
-      const { startEmulator, loadSeedFile } = await (await import("../runtime/offline-default.js")).loadEmulator();
-      const emu = await startEmulator({
-        port: Number(opts.port),
-        rate: Number(opts.rate),
-        burst: Number(opts.burst),
-        ...(opts.seed ? { seed: loadSeedFile(opts.seed) } : {}),
-        ...(opts.state ? { statePath: path.resolve(opts.state) } : {}),
-      });
-      process.stdout.write(esc`webhook: ${emu.webhookUrl}\n`);
-      await waitForSignal();
-      await emu.close();
-    });
-
-  program
-    .command("mcp")
-    .description("Serve the Bitrix24 MCP tools (stdio by default) against BITRIX24_WEBHOOK_URL")
-    .option("--http", "serve Streamable HTTP on 127.0.0.1 instead of stdio")
-    .option("--port <n>", "HTTP port (0 = free port)", "0")
-    .action(async (opts: { http?: boolean; port: string }) => {
-      const { runMcpServerCli } = await import("../tools/mcp-server.js");
-      const config = loadConfig();
-      if (!config.webhookUrl) throw new ConfigError("BITRIX24_WEBHOOK_URL", "is required for the MCP server (e.g. from `npm run cli -- emulator`)");
-      await runMcpServerCli({ http: Boolean(opts.http), port: Number(opts.port), webhookUrl: config.webhookUrl, timeoutMs: config.bitrix24.timeoutMs, rate: config.bitrix24.rate, burst: config.bitrix24.burst });
-    });
+  // As `program.command()` would: the parent's help-after-error and exit override carry over.
+  program.addCommand(emulatorCommand().copyInheritedSettings(program));
+  program.addCommand(mcpCommand().copyInheritedSettings(program));
 
   program.addCommand(keygenCommand());
 
@@ -436,13 +406,6 @@ export function describeUnexpected(err: Error, debug: boolean): string {
     return `Bitrix24 ${err.kind}: ${escapeForTerminal(err.description)}${fix}`;
   }
   return `${escapeForTerminal(err.name && err.name !== "Error" ? head : err.message)}  (run again with --debug for the stack trace)`;
-}
-
-function waitForSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    process.once("SIGINT", () => resolve());
-    process.once("SIGTERM", () => resolve());
-  });
 }
 
 export async function main(argv: string[]): Promise<number> {
