@@ -41,7 +41,7 @@ export const AUDIT_EVENTS = [
  *   answer as received in `received`, the question's tool call and the count so far in `discriminator`.
  * - request_refused: the API server refused a request before any handler ran (a route it does not
  *   serve, src/auth/routes.ts): method, path and caller in `received`; the thread when the path names one.
- * - inbox_signed_in: an approver signed in to the web inbox (src/inbox/server.ts): the approver's id in
+ * - inbox_signed_in: an approver signed in to the web inbox (src/inbox/sign-in-routes.ts): the approver's id in
  *   `approver`, the method ("password" or "one-time link") and remote address in `received`; no thread.
  * - inbox_sign_in_refused: a wrong password or unknown approver id at the inbox's sign-in form, with the
  *   id as typed and the address in `received`; only failures the rate limit still counts are written (a
