@@ -140,8 +140,6 @@ function bundleCli() {
   const esbuild = loadEsbuild("the CLI");
   if (!esbuild) return 1;
   const outdir = path.join(ROOT, path.dirname(CLI_BUNDLE));
-  // Chunk names change with their content: clear the last build's so none is left behind.
-  fs.rmSync(outdir, { recursive: true, force: true });
   const r = esbuild.buildSync({
     entryPoints: { [path.basename(CLI_BUNDLE, ".js")]: path.join(ROOT, "dist/cli/main.js") },
     outdir,
@@ -153,8 +151,24 @@ function bundleCli() {
     logLevel: "error",
     external: ["better-sqlite3", "pg-native", "playwright-core", "@langchain/langgraph-api", "@langchain/langgraph-cli", "esbuild", "tsx", "vite", "vitest"],
     banner: { js: REQUIRE_BANNER },
+    metafile: true,
+    absWorkingDir: ROOT,
   });
-  return r.errors.length === 0 ? 0 : 1;
+  if (r.errors.length > 0) return 1;
+  pruneChunks(outdir, new Set(Object.keys(r.metafile.outputs).map((f) => path.resolve(ROOT, f))));
+  return 0;
+}
+
+/**
+ * Chunk names change with their content. A process started from the previous build (a worker, a
+ * waiting `start`) may still import its chunks lazily, so they stay for a day; older ones go.
+ */
+function pruneChunks(outdir, current) {
+  const dayAgo = Date.now() - 86_400_000;
+  for (const name of fs.readdirSync(outdir)) {
+    const file = path.join(outdir, name);
+    if (!current.has(file) && fs.statSync(file).mtimeMs < dayAgo) fs.rmSync(file, { force: true });
+  }
 }
 
 process.exitCode = build();
