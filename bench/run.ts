@@ -23,6 +23,7 @@ const BENCHMARKS: Record<string, string> = {
   "object-lease": "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",
   "cli-startup": "CLI processes compiled vs tsx: --help, npm start to the card, pending/show/approve among 10,000 waiting",
   "mcp-start": "the stdio MCP server's start, module tree vs one bundled file: ready time and CPU",
+  "cli-bundle": "CPU of one CLI process, module tree vs bundle: --help, pending --json, audit list, show, approve",
 };
 
 async function main(): Promise<number> {

@@ -19,7 +19,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
-import { distProblem, MCP_BUNDLE, ROOT, STAMP } from "./dist-check.mjs";
+import { CLI_BUNDLE, distProblem, MCP_BUNDLE, ROOT, STAMP } from "./dist-check.mjs";
 
 const args = process.argv.slice(2);
 const ifStale = args.includes("--if-stale");
@@ -84,6 +84,8 @@ function build() {
     }
     const bundled = bundleMcpServer();
     if (bundled !== 0) return bundled;
+    const cli = bundleCli();
+    if (cli !== 0) return cli;
     fs.renameSync(STARTED, STAMP);
     return 0;
   } finally {
@@ -98,13 +100,8 @@ function build() {
  * the same server unbundled; src/tools/bitrix24-tools.ts spawns the bundle when it is there.
  */
 function bundleMcpServer() {
-  let esbuild;
-  try {
-    esbuild = createRequire(import.meta.url)("esbuild");
-  } catch {
-    process.stderr.write("cannot bundle the MCP server: esbuild is not installed (run npm ci)\n");
-    return 1;
-  }
+  const esbuild = loadEsbuild("the MCP server");
+  if (!esbuild) return 1;
   const r = esbuild.buildSync({
     entryPoints: [path.join(ROOT, "dist/tools/mcp-stdio.js")],
     outfile: path.join(ROOT, MCP_BUNDLE),
@@ -113,10 +110,65 @@ function bundleMcpServer() {
     format: "esm",
     target: "node20",
     logLevel: "error",
-    // CommonJS dependencies inside an ES module bundle call require(); give them node's.
-    banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+    banner: { js: REQUIRE_BANNER },
   });
   return r.errors.length === 0 ? 0 : 1;
+}
+
+/** CommonJS dependencies inside an ES module bundle call require(); give them node's. */
+const REQUIRE_BANNER = "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);";
+
+function loadEsbuild(what) {
+  try {
+    return createRequire(import.meta.url)("esbuild");
+  } catch {
+    process.stderr.write(`cannot bundle ${what}: esbuild is not installed (run npm ci)\n`);
+    return undefined;
+  }
+}
+
+/**
+ * The test suite starts hundreds of CLI processes, and each spent most of its CPU resolving and
+ * reading the module tree tsc wrote (LangGraph, @langchain/core, the MCP SDK: some 750 files for a
+ * decision). Bundled from the same dist/cli/main.js, with splitting, each command's dynamic import()
+ * stays a chunk of its own, so `pending` still loads no graph and `--help` no store: the same modules
+ * load, from a few large files (`npm run bench -- cli-startup`). bin/action-envelope.mjs runs it when
+ * it belongs to the current build (scripts/dist-check.mjs, freshCliBundle). Left outside: native
+ * addons, packages resolved or spawned by path at run time, and development tools.
+ */
+function bundleCli() {
+  const esbuild = loadEsbuild("the CLI");
+  if (!esbuild) return 1;
+  const outdir = path.join(ROOT, path.dirname(CLI_BUNDLE));
+  const r = esbuild.buildSync({
+    entryPoints: { [path.basename(CLI_BUNDLE, ".js")]: path.join(ROOT, "dist/cli/main.js") },
+    outdir,
+    bundle: true,
+    splitting: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    logLevel: "error",
+    external: ["better-sqlite3", "pg-native", "playwright-core", "@langchain/langgraph-api", "@langchain/langgraph-cli", "esbuild", "tsx", "vite", "vitest"],
+    banner: { js: REQUIRE_BANNER },
+    metafile: true,
+    absWorkingDir: ROOT,
+  });
+  if (r.errors.length > 0) return 1;
+  pruneChunks(outdir, new Set(Object.keys(r.metafile.outputs).map((f) => path.resolve(ROOT, f))));
+  return 0;
+}
+
+/**
+ * Chunk names change with their content. A process started from the previous build (a worker, a
+ * waiting `start`) may still import its chunks lazily, so they stay for a day; older ones go.
+ */
+function pruneChunks(outdir, current) {
+  const dayAgo = Date.now() - 86_400_000;
+  for (const name of fs.readdirSync(outdir)) {
+    const file = path.join(outdir, name);
+    if (!current.has(file) && fs.statSync(file).mtimeMs < dayAgo) fs.rmSync(file, { force: true });
+  }
 }
 
 process.exitCode = build();

@@ -50,7 +50,7 @@ async function serve(script: FakeGroqOptions["script"], apiKey?: string): Promis
   return fake;
 }
 
-function groqModel(baseUrl: string, extra: { groqApiKey?: string; maxRetries?: number } = {}) {
+async function groqModel(baseUrl: string, extra: { groqApiKey?: string; maxRetries?: number } = {}) {
   return createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: KEY, groqBaseUrl: baseUrl, ...extra });
 }
 
@@ -61,50 +61,45 @@ afterEach(async () => {
 });
 
 describe("createChatModel", () => {
-  it("builds the offline model", () => {
-    const created = createChatModel({ model: "offline" });
+  it("builds the offline model", async () => {
+    const created = await createChatModel({ model: "offline" });
     expect(created.model).toBeInstanceOf(OfflineTaskModel);
     expect(created).toMatchObject({ label: OFFLINE_MODEL_LABEL, provider: "offline" });
   });
 
-  it("builds ChatGroq for groq/<id> with temperature 0", () => {
-    const created = createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: KEY });
+  it("builds ChatGroq for groq/<id> with temperature 0", async () => {
+    const created = await createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: KEY });
     expect(created.model).toBeInstanceOf(ChatGroq);
     expect(created).toMatchObject({ label: `groq/${MODEL_ID}`, provider: "groq" });
     expect((created.model as ChatGroq).model).toBe(MODEL_ID);
     expect((created.model as ChatGroq).temperature).toBe(0);
-    expect(createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: KEY, groqBaseUrl: `${GROQ_DEFAULT_BASE_URL}/` }).label).toBe(
+    expect((await createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: KEY, groqBaseUrl: `${GROQ_DEFAULT_BASE_URL}/` })).label).toBe(
       `groq/${MODEL_ID}`,
     );
   });
 
-  it("refuses groq without a key, even when GROQ_API_KEY is in the environment", () => {
+  it("refuses groq without a key, even when GROQ_API_KEY is in the environment", async () => {
     vi.stubEnv("GROQ_API_KEY", "gsk_from_env");
     const attempt = () => createChatModel({ model: `groq/${MODEL_ID}` });
-    expect(attempt).toThrow(ModelConfigError);
-    expect(attempt).toThrow(`GROQ_API_KEY is required for MODEL=groq/${MODEL_ID}`);
-    expect(() => createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: "  " })).toThrow(ModelConfigError);
+    await expect(attempt()).rejects.toThrow(ModelConfigError);
+    await expect(attempt()).rejects.toThrow(`GROQ_API_KEY is required for MODEL=groq/${MODEL_ID}`);
+    await expect(createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: "  " })).rejects.toThrow(ModelConfigError);
   });
 
-  it("refuses model names it does not know, saying what it expected", () => {
-    const bad = (model: string) => () => createChatModel({ model: model as `groq/${string}` });
-    expect(bad("openai/gpt-4o")).toThrow(ModelConfigError);
-    expect(bad("openai/gpt-4o")).toThrow('MODEL must be "offline" or "groq/<model id>"');
-    expect(bad("openai/gpt-4o")).toThrow('got "openai/gpt-4o"');
-    expect(bad("groq/")).toThrow("names no Groq model id");
-    try {
-      bad("")();
-      expect.unreachable();
-    } catch (e) {
-      expect((e as Error).name).toBe("ModelConfigError");
-    }
+  it("refuses model names it does not know, saying what it expected", async () => {
+    const bad = (model: string) => createChatModel({ model: model as `groq/${string}` });
+    await expect(bad("openai/gpt-4o")).rejects.toThrow(ModelConfigError);
+    await expect(bad("openai/gpt-4o")).rejects.toThrow('MODEL must be "offline" or "groq/<model id>"');
+    await expect(bad("openai/gpt-4o")).rejects.toThrow('got "openai/gpt-4o"');
+    await expect(bad("groq/")).rejects.toThrow("names no Groq model id");
+    await expect(bad("")).rejects.toMatchObject({ name: "ModelConfigError" });
   });
 });
 
 describe("ChatGroq from the factory against a fake Groq server", () => {
   it("sends the bound tools' JSON schemas and the key, and parses the tool call", async () => {
     const server = await serve(() => ({ toolCalls: [{ name: "get_task_by_id", args: { taskId: 4 } }] }));
-    const { model, label } = groqModel(server.baseUrl);
+    const { model, label } = await groqModel(server.baseUrl);
     expect(label).toBe(`groq/${MODEL_ID} via ${server.baseUrl}`);
 
     const ai = await model.bindTools!(TOOLS).invoke([new HumanMessage("rename task 4 to X")]);
@@ -141,7 +136,7 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
         ? { toolCalls: [{ name: "get_task_by_id", args: { taskId: 4 }, id: "call_abc" }] }
         : { toolCalls: [{ name: "propose_change", args: { taskId: 4, fields: { TITLE: "X" }, rationale: "asked" } }] },
     );
-    const bound = groqModel(server.baseUrl).model.bindTools!(TOOLS);
+    const bound = (await groqModel(server.baseUrl)).model.bindTools!(TOOLS);
     const history = [new HumanMessage("rename task 4 to X")];
     const first = (await bound.invoke(history)) as AIMessage;
     const second = await bound.invoke([...history, first, new ToolMessage({ tool_call_id: "call_abc", content: TASK_BODY })]);
@@ -159,7 +154,7 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
     const server = await serve(() => ({
       toolCalls: [{ name: "list_tasks", args: { filter: { "%TITLE": "Q3 report" } } }],
     }));
-    const stream = await groqModel(server.baseUrl).model.bindTools!(TOOLS).stream([new HumanMessage("rename the Q3 report task to X")]);
+    const stream = await (await groqModel(server.baseUrl)).model.bindTools!(TOOLS).stream([new HumanMessage("rename the Q3 report task to X")]);
     let merged: AIMessageChunk | undefined;
     let chunks = 0;
     for await (const chunk of stream) {
@@ -176,7 +171,7 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
 
   it("returns plain text answers, streamed and not", async () => {
     const server = await serve(() => ({ content: "I cannot change task 7: it is not accessible." }));
-    const { model } = groqModel(server.baseUrl);
+    const { model } = await groqModel(server.baseUrl);
     const ai = await model.invoke([new HumanMessage("rename task 7 to X")]);
     expect(ai.content).toBe("I cannot change task 7: it is not accessible.");
     expect(ai.tool_calls ?? []).toEqual([]);
@@ -187,7 +182,7 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
 
   it("surfaces a rejected key as groq-sdk's AuthenticationError with status 401, without retrying", async () => {
     const server = await serve(() => ({ content: "never sent" }), "gsk_the_right_key");
-    const { model } = groqModel(server.baseUrl, { maxRetries: 3 });
+    const { model } = await groqModel(server.baseUrl, { maxRetries: 3 });
     const error = await model.bindTools!(TOOLS).invoke([new HumanMessage("hi")]).then(
       () => undefined,
       (e: unknown) => e,
@@ -202,7 +197,7 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
 
   it("surfaces a 401 from a streaming call", async () => {
     const server = await serve(() => groqErrors.invalidApiKey());
-    const { model } = groqModel(server.baseUrl);
+    const { model } = await groqModel(server.baseUrl);
     const consume = async () => {
       for await (const _chunk of await model.stream([new HumanMessage("hi")])) void _chunk;
     };
@@ -211,7 +206,7 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
 
   it("surfaces Groq's rate-limit answer as RateLimitError with status 429; LangChain does not retry it", async () => {
     const server = await serve(() => groqErrors.rateLimited(MODEL_ID, 7));
-    const { model } = groqModel(server.baseUrl, { maxRetries: 2 });
+    const { model } = await groqModel(server.baseUrl, { maxRetries: 2 });
     const error = await model.invoke([new HumanMessage("hi")]).then(
       () => undefined,
       (e: unknown) => e,
@@ -235,7 +230,7 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
         ? { status: 429, headers: { "retry-after": "0" }, error: { message: "Too many requests", type: "requests", code: "rate_limit_exceeded" } }
         : { content: "ok" },
     );
-    const ai = await groqModel(server.baseUrl, { maxRetries: 1 }).model.invoke([new HumanMessage("hi")]);
+    const ai = await (await groqModel(server.baseUrl, { maxRetries: 1 })).model.invoke([new HumanMessage("hi")]);
     expect(ai.content).toBe("ok");
     expect(server.requests).toHaveLength(2);
   });

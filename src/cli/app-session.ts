@@ -19,23 +19,29 @@ export interface InspectSession {
 }
 
 export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T>, config: AppConfig = loadConfig()): Promise<T> {
-  // Loaded when a command opens a session, not when the CLI starts (docs/operations.md: Performance).
-  const [{ threadFromCheckpoints }, { createAuditLog }, { closeCheckpointer, createCheckpointer }] = await Promise.all([
+  // Loaded when a command opens a session, not when the CLI starts (docs/operations.md: Performance);
+  // the checkpointer (LangGraph's savers, @langchain/core) only when a thread is read: `audit list`
+  // and `audit verify` read the audit log alone.
+  const [{ threadFromCheckpoints }, { createAuditLog }] = await Promise.all([
     import("../evidence/case-source.js"),
     import("../store/backends.js"),
-    import("../store/checkpointer.js"),
   ]);
   // The same storage the runs used: files under the data directory, or the DATABASE_URL database.
   const audit = await createAuditLog(config);
   const checkpointsFile = path.join(config.dataDir, "checkpoints.sqlite");
   let saver: BaseCheckpointSaver | undefined;
+  let closeSaver: ((saver: BaseCheckpointSaver) => Promise<void>) | undefined;
   const session: InspectSession = {
     config,
     audit,
     async thread(threadId) {
       // Never create a checkpoint file just by looking.
       if (!config.database && !fs.existsSync(checkpointsFile)) return { status: "not_found" };
-      saver ??= createCheckpointer(config);
+      if (!saver) {
+        const { closeCheckpointer, createCheckpointer } = await import("../store/checkpointer.js");
+        saver = createCheckpointer(config);
+        closeSaver = closeCheckpointer;
+      }
       return threadFromCheckpoints(saver, threadId);
     },
   };
@@ -43,6 +49,6 @@ export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T
     return await fn(session);
   } finally {
     await audit.close();
-    if (saver) await closeCheckpointer(saver);
+    if (saver) await closeSaver!(saver);
   }
 }

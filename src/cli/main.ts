@@ -447,7 +447,7 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-const isEntry = process.argv[1] && /(?:cli[\\/]main\.[jt]s|action-envelope(?:\.mjs)?)$/.test(process.argv[1]);
+const isEntry = process.argv[1] && /(?:cli(?:-bundle)?[\\/]main\.[jt]s|action-envelope(?:\.mjs)?)$/.test(process.argv[1]);
 if (isEntry) {
   // A reader that went away (`| head`) is not an error of ours: the rest of the output is dropped and
   // the command finishes normally (closing the MCP child and the stores) instead of dying on EPIPE.

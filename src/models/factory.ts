@@ -1,5 +1,4 @@
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import { ChatGroq } from "@langchain/groq";
 import { OFFLINE_MODEL_LABEL, OfflineTaskModel } from "../runtime/offline-default.js";
 
 export interface ModelConfig {
@@ -34,8 +33,10 @@ export class ModelConfigError extends Error {
  * Builds the agent's chat model from configuration that has already been read from the
  * environment. Nothing here reads process.env: the base URL and key are always passed to
  * ChatGroq explicitly, so groq-sdk's own GROQ_BASE_URL / GROQ_API_KEY fallbacks never apply.
+ * Groq's client is imported only for a Groq model: the offline model's processes (every CLI
+ * decision of the demo and the tests) do not load it.
  */
-export function createChatModel(cfg: ModelConfig): CreatedChatModel {
+export async function createChatModel(cfg: ModelConfig): Promise<CreatedChatModel> {
   const name = String(cfg.model ?? "");
   if (name === "offline") return { model: new OfflineTaskModel(), label: OFFLINE_MODEL_LABEL, provider: "offline" };
   if (!name.startsWith("groq/")) {
@@ -46,6 +47,7 @@ export function createChatModel(cfg: ModelConfig): CreatedChatModel {
   const apiKey = cfg.groqApiKey?.trim();
   if (!apiKey) throw new ModelConfigError(`GROQ_API_KEY is required for MODEL=${name}, but no key was given`);
   const baseUrl = (cfg.groqBaseUrl?.trim() || GROQ_DEFAULT_BASE_URL).replace(/\/+$/, "");
+  const { ChatGroq } = await import("@langchain/groq");
   const model = new ChatGroq({
     model: id,
     apiKey,

@@ -172,10 +172,10 @@ export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps
     await tools.close();
     await emulator?.close();
   };
-  let built: ReturnType<typeof createChatModel> | undefined;
+  let built: Awaited<ReturnType<typeof createChatModel>> | undefined;
   let stores: StoreDeps;
   try {
-    built = overrides.model ? undefined : createChatModel(config.model);
+    built = overrides.model ? undefined : await createChatModel(config.model);
     stores = await createStoreDeps(config, overrides.clock ? { clock: overrides.clock } : {});
   } catch (e) {
     await closePortal();

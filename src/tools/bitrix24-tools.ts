@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import path from "node:path";
 import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
 import { ToolMessage } from "@langchain/core/messages";
 import { MultiServerMCPClient } from "@langchain/mcp-adapters";
@@ -158,10 +159,14 @@ const builtServer = process.env["ACTION_ENVELOPE_MCP_SERVER_JS"];
 const compiled = import.meta.url.endsWith(".js") || Boolean(builtServer);
 const stdioEntry = builtServer || (import.meta.url.endsWith(".js") ? compiledServer() : fileURLToPath(new URL("./mcp-stdio.ts", import.meta.url)));
 
-/** The bundled server (scripts/build.mjs) where the build made it: it starts on about half the CPU. */
+/**
+ * The bundled server (scripts/build.mjs) where the build made it: it starts on about half the CPU.
+ * Named from the repository root, not from this file, which may run from dist/tools/ or inside the
+ * bundled CLI's chunks (dist/cli-bundle/).
+ */
 function compiledServer(): string {
-  const bundle = fileURLToPath(new URL("./mcp-stdio.bundle.js", import.meta.url));
-  return existsSync(bundle) ? bundle : fileURLToPath(new URL("./mcp-stdio.js", import.meta.url));
+  const bundle = path.join(repoRoot, "dist/tools/mcp-stdio.bundle.js");
+  return existsSync(bundle) ? bundle : path.join(repoRoot, "dist/tools/mcp-stdio.js");
 }
 
 /**

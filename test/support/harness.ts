@@ -22,10 +22,11 @@ import { adminQuery, databaseEnv, schemaFor, usingPostgres } from "./postgres.js
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
 /**
- * The compiled CLI, as `npm run cli` and the installed command run it. test/support/build-dist.ts
- * (vitest globalSetup) rebuilds dist/ before any test when src/ is newer, so this is never stale.
+ * The compiled CLI as `npm run cli` and the installed command run it: bundled (scripts/build.mjs).
+ * test/support/build-dist.ts (vitest globalSetup) rebuilds dist/ and the bundle before any test when
+ * src/ is newer, so this is never stale.
  */
-export const CLI = path.join(ROOT, "dist/cli/main.js");
+export const CLI = path.join(ROOT, "dist/cli-bundle/main.js");
 
 /** The emulator's methods that change the portal: what "one write" is counted against. */
 export const WRITE_METHODS: ReadonlySet<string> = new Set(["tasks.task.update", "tasks.task.add", "tasks.task.delete", "task.commentitem.add", "task.commentitem.update", "task.commentitem.delete", "crm.deal.update", "batch"]);
