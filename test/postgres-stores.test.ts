@@ -215,8 +215,8 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     expect(plans[4]![1]).toMatch(/actions_waiting_object_keyset/);
     expect(plans[5]![1]).toMatch(/actions_waiting_object_keyset/);
     // The cursor is a range of the index, not a filter over the rows before it.
-    expect(plans[1]![1]).toMatch(/Index Cond: \(ROW\(\(registered_at\)::text, \(envelope_hash\)::text\) > ROW/);
-    expect(plans[9]![1]).toMatch(/Index Cond: \(ROW\(\(registered_at\)::text, \(envelope_hash\)::text\) > ROW/);
+    for (const i of [1, 3, 5, 7, 9]) expect(plans[i]![1]).toMatch(/Index Cond: .*ROW\(\(registered_at\)::text, \(envelope_hash\)::text\) > ROW/);
+    expect(plans[8]![1]).toMatch(/Index Cond: .*\(registered_at\)::text < /);
     expect(plans[10]![1]).toMatch(/actions_waiting_requester_keyset/);
     expect(plans[11]![1]).toMatch(/actions_waiting_object_keyset/);
     // Migration 12 replaced migration 6's indexes.

@@ -56,6 +56,8 @@ export interface Dialect {
   inList(args: unknown[], expr: string, values: string[], negate: boolean): string;
   /** An object id as the field compares it (SQLite: a number; PostgreSQL #>>: text). */
   objectId(id: number): unknown;
+  /** What follows the table's name: SQLite is told which index to read (below). */
+  indexFor(f: RegisteredFilter): string;
 }
 
 export const SQLITE: Dialect = {
@@ -68,6 +70,10 @@ export const SQLITE: Dialect = {
     return `${expr} ${negate ? "NOT IN" : "IN"} (${values.map(() => "?").join(", ")})`;
   },
   objectId: (id) => id,
+  // Every waiting-rows index holds every waiting row, and SQLite's planner takes the one with the fewest
+  // columns for an unfiltered count or --mine; only the keyset index carries the fields they read, so
+  // named it answers them from the index (~0.1 s at 100,000 rows) instead of from each row's JSON (~2 s).
+  indexFor: (f) => (f.requestedBy === undefined && f.object === undefined ? " INDEXED BY actions_waiting_keyset" : ""),
 };
 
 export const POSTGRES: Dialect = {
@@ -79,6 +85,7 @@ export const POSTGRES: Dialect = {
     return negate ? `NOT (${expr} = ANY($${args.length}::text[]))` : `${expr} = ANY($${args.length}::text[])`;
   },
   objectId: (id) => String(id),
+  indexFor: () => "",
 };
 
 /** The WHERE clause of waiting rows matching `f` (its values appended to `args`). */
@@ -108,7 +115,7 @@ export function pageSql(d: Dialect, table: string, f: RegisteredPageFilter): { t
   const [at, hash] = [d.col("registered_at"), d.col("envelope_hash")];
   if (f.after) where += ` AND (${at}, ${hash}) > (${d.bind(args, f.after.registeredAt)}, ${d.bind(args, f.after.envelopeHash)})`;
   const limit = d.bind(args, f.limit);
-  return { text: `SELECT ${LISTED_COLUMNS} FROM ${table} WHERE ${where} ORDER BY ${at}, ${hash} LIMIT ${limit}`, args };
+  return { text: `SELECT ${LISTED_COLUMNS} FROM ${table}${d.indexFor(f)} WHERE ${where} ORDER BY ${at}, ${hash} LIMIT ${limit}`, args };
 }
 
 /** How many approvals match `f`: a change set's rows count once. */
@@ -117,7 +124,7 @@ export function countSql(d: Dialect, table: string, f: RegisteredFilter): { text
   const where = whereOf(d, f, args);
   // Rows of no set, plus one per set: only set hashes are kept to tell them apart, not every row's.
   const set = d.field("setHash");
-  return { text: `SELECT COUNT(*) - COUNT(${set}) + COUNT(DISTINCT ${set}) AS n FROM ${table} WHERE ${where}`, args };
+  return { text: `SELECT COUNT(*) - COUNT(${set}) + COUNT(DISTINCT ${set}) AS n FROM ${table}${d.indexFor(f)} WHERE ${where}`, args };
 }
 
 /**
