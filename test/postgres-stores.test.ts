@@ -255,6 +255,30 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     }
   });
 
+  it("audited threads page by the seq of their first record; records and threads added between pages are neither skipped nor repeated", async () => {
+    const config = freshConfig();
+    const log = await PostgresAuditLog.open(config);
+    try {
+      let i = 0;
+      for (const t of ["t1", "t2", "t1", "t3", "t2", "t4", "t5"]) await log.append(entry(t, i++));
+      const seen: string[] = [];
+      let after: number | undefined;
+      for (let page = 0; page < 10; page++) {
+        const p = await log.threadPage({ ...(after !== undefined ? { after } : {}), limit: 2 });
+        seen.push(...p.threads.map((t) => t.threadId));
+        if (page === 0) for (const t of ["t1", "t4", "t6"]) await log.append(entry(t, i++));
+        if (p.next === null) break;
+        after = p.next;
+      }
+      expect(seen).toEqual(["t1", "t2", "t3", "t4", "t5", "t6"]);
+      const all = await log.threadPage({ limit: 100 });
+      expect(all.threads.map((t) => [t.threadId, t.records])).toEqual([["t1", 3], ["t2", 2], ["t3", 1], ["t4", 2], ["t5", 1], ["t6", 1]]);
+      expect(all.next).toBeNull();
+    } finally {
+      await log.close();
+    }
+  });
+
   it("the audit chain stays linear with eight writers appending at once, and records are append-only", async () => {
     const config = freshConfig();
     const logs = await Promise.all(Array.from({ length: 8 }, () => PostgresAuditLog.open(config)));
