@@ -87,6 +87,8 @@ describe("pending", () => {
 
   it("the CLI: filters, paging, --mine needs --as, and a bad duration is a usage error", async () => {
     const a = await wait("rename task 4 to One", "demo-user");
+    // Listed oldest first; rows registered at one instant are ordered by hash.
+    now = new Date(now.getTime() + 1_000);
     const b = await wait("rename task 5 to Two", "demo-user");
     await app!.close();
     app = undefined;
@@ -98,7 +100,13 @@ describe("pending", () => {
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain(a.threadId);
     expect(text.stdout).not.toContain(b.threadId);
-    expect(text.stdout).toContain("(1–1 of 2; --offset 1 for more)");
+    const more = /\(1 shown of 2; --cursor (\S+) for more\)/.exec(text.stdout);
+    expect(more, text.stdout).not.toBeNull();
+    const rest = await runCli(["pending", "--limit", "1", "--mine", "--as", "demo-approver", "--cursor", more![1]!], env);
+    expect(rest.code, rest.stderr).toBe(0);
+    expect(rest.stdout).toContain(b.threadId);
+    expect(rest.stdout).not.toContain(a.threadId);
+    expect(rest.stdout).toContain("(1 shown of 2; no more)");
     const noAs = await runCli(["pending", "--mine"], env);
     expect(noAs.code).toBe(1);
     expect(noAs.stderr).toContain("--mine needs --as");

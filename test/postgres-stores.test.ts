@@ -161,11 +161,12 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     }
   });
 
-  it("waiting approvals, oldest first and filtered by requester or task, are read through the journal's indexes, not by parsing every row", async () => {
+  it("at 100,000 waiting rows every listing page (first, after a cursor, by requester, object, --mine, age) is read through a waiting-rows index, with sequential scans allowed", async () => {
     const config = freshConfig();
     const j = await PostgresJournal.open(config, TEST_JOURNAL_KEY);
-    // The statements listRegistered really sends, so a change to its SQL that stops matching the
-    // indexes of migration 6 fails here rather than at 100,000 rows (bench/README.md, pending-scale-pg).
+    const s = `"${config.schema}"`;
+    // The statements listRegistered and countRegistered really send, so a change to their SQL that stops
+    // matching migration 12's indexes fails here rather than in production.
     const sent: Array<{ text: string; values: unknown[] }> = [];
     const pool = (j as unknown as { pool: pg.Pool }).pool;
     const original = pool.query.bind(pool) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
@@ -173,35 +174,55 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       if (text.includes("phase = 'registered'")) sent.push({ text, values: values ?? [] });
       return original(text, values);
     };
+    const N = 100_000;
     try {
-      await j.listRegistered({ limit: 100, offset: 0 });
-      await j.listRegistered({ requestedBy: "alice", limit: 100, offset: 0 });
-      await j.listRegistered({ objectId: 4, limit: 100, offset: 0 });
+      // Half the rows wait; the rest are closed history, as in a journal that has run a while.
+      await sql(`
+        INSERT INTO ${s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+        SELECT 'sha256:' || lpad(i::text, 64, '0'), 't' || i, 1,
+          json_build_object('envelope', json_build_object('requestedBy', 'u' || (i % 100),
+            'operation', CASE WHEN i % 3 = 0 THEN 'update_deal' ELSE 'update_task' END,
+            'object', json_build_object('type', CASE WHEN i % 3 = 0 THEN 'deal' ELSE 'task' END, 'id', i % 1000)),
+            'escalatedTo', CASE WHEN i % 10 = 0 THEN 'task-leads' ELSE NULL END)::text,
+          'x', CASE WHEN i % 2 = 0 THEN 'registered' ELSE 'closed' END, '{}',
+          to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+        FROM generate_series(1, ${2 * N}) AS i`);
+      await sql(`ANALYZE ${s}.actions`);
+      const after = { registeredAt: "2026-01-01T12:00:00.000Z", envelopeHash: `sha256:${"0".repeat(59)}43200` };
+      const mine = { operations: ["update_deal"], exclude: true, groups: ["task-approvers", "task-leads"] };
+      const filters = [{}, { requestedBy: "u8" }, { object: { type: "task", id: 8 } }, { decidable: mine }, { registeredBefore: "2026-01-02T00:00:00.000Z" }];
+      for (const f of filters) {
+        expect((await j.listRegistered({ ...f, limit: 100 })).length).toBeGreaterThan(0);
+        await j.listRegistered({ ...f, after, limit: 100 });
+      }
+      await j.countRegistered({ requestedBy: "u8" });
+      await j.countRegistered({ object: { type: "task", id: 8 } });
+      expect(await j.countRegistered({})).toBe(N);
     } finally {
       await j.close();
     }
-    expect(sent).toHaveLength(6); // a count and a page each
-    const c = new pg.Client({ connectionString: db.url });
-    await c.connect();
-    const plans: string[] = [];
-    try {
-      await c.query("BEGIN");
-      // On an empty table a scan is as cheap as anything; forbid it to see which index matches.
-      await c.query("SET LOCAL enable_seqscan = off");
-      for (const q of sent) plans.push((await c.query<{ "QUERY PLAN": string }>(`EXPLAIN ${q.text}`, q.values)).rows.map((r) => r["QUERY PLAN"]).join("\n"));
-      await c.query("ROLLBACK");
-    } finally {
-      await c.end();
+    expect(sent).toHaveLength(13);
+    const plans: Array<[string, string]> = [];
+    for (const q of sent) plans.push([q.text, (await sql<{ "QUERY PLAN": string }>(`EXPLAIN ${q.text}`, q.values)).map((r) => r["QUERY PLAN"]).join("\n")]);
+    if (process.env["SHOW_PLANS"]) for (const [text, plan] of plans) console.log(`${text}\n  ${plan.replaceAll("\n", "\n  ")}`);
+    // Pages and the filtered counts: an index of waiting rows, never the table read whole.
+    for (const [text, plan] of plans.slice(0, 12)) {
+      expect(plan, text).not.toMatch(/Seq Scan/);
+      expect(plan, text).toMatch(/actions_waiting_(keyset|requester_keyset|object_keyset)/);
     }
-    for (const p of plans) expect(p).not.toMatch(/Seq Scan/);
-    // Unfiltered, any of the three partial indexes holds exactly the waiting rows.
-    expect(plans[0]).toMatch(/actions_waiting/);
-    expect(plans[1]).toMatch(/actions_waiting/);
-    expect(plans[2]).toMatch(/actions_waiting_requester/);
-    expect(plans[3]).toMatch(/actions_waiting_requester/);
-    expect(plans[4]).toMatch(/actions_waiting_task/);
-    expect(plans[5]).toMatch(/actions_waiting_task/);
-  });
+    expect(plans[2]![1]).toMatch(/actions_waiting_requester_keyset/);
+    expect(plans[3]![1]).toMatch(/actions_waiting_requester_keyset/);
+    expect(plans[4]![1]).toMatch(/actions_waiting_object_keyset/);
+    expect(plans[5]![1]).toMatch(/actions_waiting_object_keyset/);
+    // The cursor is a range of the index, not a filter over the rows before it.
+    for (const i of [1, 3, 5, 7, 9]) expect(plans[i]![1]).toMatch(/Index Cond: .*ROW\(\(registered_at\)::text, \(envelope_hash\)::text\) > ROW/);
+    expect(plans[8]![1]).toMatch(/Index Cond: .*\(registered_at\)::text < /);
+    expect(plans[10]![1]).toMatch(/actions_waiting_requester_keyset/);
+    expect(plans[11]![1]).toMatch(/actions_waiting_object_keyset/);
+    // Migration 12 replaced migration 6's indexes.
+    const indexes = (await sql<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'actions_waiting%' ORDER BY indexname", [config.schema])).map((r) => r.indexname);
+    expect(indexes).toEqual(["actions_waiting_keyset", "actions_waiting_object_keyset", "actions_waiting_requester_keyset"]);
+  }, 120_000);
 
   it("a thread lock is held by one owner at a time and ends with its connection", async () => {
     const config = freshConfig();
@@ -231,6 +252,30 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it("audited threads page by the seq of their first record; records and threads added between pages are neither skipped nor repeated", async () => {
+    const config = freshConfig();
+    const log = await PostgresAuditLog.open(config);
+    try {
+      let i = 0;
+      for (const t of ["t1", "t2", "t1", "t3", "t2", "t4", "t5"]) await log.append(entry(t, i++));
+      const seen: string[] = [];
+      let after: number | undefined;
+      for (let page = 0; page < 10; page++) {
+        const p = await log.threadPage({ ...(after !== undefined ? { after } : {}), limit: 2 });
+        seen.push(...p.threads.map((t) => t.threadId));
+        if (page === 0) for (const t of ["t1", "t4", "t6"]) await log.append(entry(t, i++));
+        if (p.next === null) break;
+        after = p.next;
+      }
+      expect(seen).toEqual(["t1", "t2", "t3", "t4", "t5", "t6"]);
+      const all = await log.threadPage({ limit: 100 });
+      expect(all.threads.map((t) => [t.threadId, t.records])).toEqual([["t1", 3], ["t2", 2], ["t3", 1], ["t4", 2], ["t5", 1], ["t6", 1]]);
+      expect(all.next).toBeNull();
+    } finally {
+      await log.close();
     }
   });
 

@@ -47,7 +47,17 @@ async function getJson<T>(target: ApiTarget, pathAndQuery: string): Promise<T> {
 }
 
 export const apiAudit = {
-  threads: async (target: ApiTarget) => (await getJson<{ threads: AuditThreadSummary[] }>(target, "/audit/threads")).threads,
+  /** Every thread, page after page (a server whose routes predate paging answers with all of them and no `next`). */
+  threads: async (target: ApiTarget) => {
+    const all: AuditThreadSummary[] = [];
+    let cursor: string | null | undefined;
+    do {
+      const page = await getJson<{ threads: AuditThreadSummary[]; next?: string | null }>(target, `/audit/threads${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""}`);
+      all.push(...page.threads);
+      cursor = page.next;
+    } while (cursor);
+    return all;
+  },
   /** `question`: the journal's question row (null: none); absent from a server whose routes predate it. */
   caseOf: (target: ApiTarget, threadId: string) => getJson<{ caseRecord: CaseRecord; evidence: EvidenceObject[]; question?: QuestionEntry | null }>(target, `/audit/threads/${encodeURIComponent(threadId)}`),
   verify: (target: ApiTarget, head?: string) => getJson<ChainVerification>(target, `/audit/verify${head !== undefined ? `?head=${encodeURIComponent(head)}` : ""}`),

@@ -5,7 +5,7 @@
  * (src/cli/app-session.ts caseOf, the audit log's threads() and verify()); the CLI renders them with
  * the same renderers.
  *
- *   GET /audit/threads            {threads: AuditThreadSummary[]}       audit list
+ *   GET /audit/threads[?limit=N&cursor=C]  {threads, next}           audit list (a page; next: cursor or null)
  *   GET /audit/threads/{thread}   {caseRecord, evidence, question}      audit show / export; --api views
  *   GET /audit/verify[?head=HASH] ChainVerification                     audit verify
  *
@@ -74,6 +74,20 @@ async function owns(viewer: Extract<Viewer, { sees: "own" }>, threadId: string):
   }
 }
 
+/** Threads per page of GET /audit/threads: `limit` asks for fewer or more, up to MAX_THREADS_PAGE. */
+export const THREADS_PAGE = 100;
+export const MAX_THREADS_PAGE = 1000;
+
+/** `?limit=N&cursor=C` of GET /audit/threads: C is the `next` of the page before (a record's seq). */
+function pagingOf(limit: string | undefined, cursor: string | undefined): { limit: number; after?: number } | { error: string } {
+  const n = limit === undefined ? THREADS_PAGE : Number(limit);
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_THREADS_PAGE) return { error: `limit is a whole number from 1 to ${MAX_THREADS_PAGE}; got "${String(limit).slice(0, 40)}"` };
+  if (cursor === undefined) return { limit: n };
+  const after = Number(cursor);
+  if (!/^\d{1,15}$/.test(cursor) || !Number.isSafeInteger(after)) return { error: `cursor is the "next" of the page before (a number); got "${cursor.slice(0, 40)}"` };
+  return { limit: n, after };
+}
+
 export interface AuditSource {
   audit: AuditLog;
   checkpointer: BaseCheckpointSaver;
@@ -106,13 +120,16 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
     const viewer = context(c);
     if ("refused" in viewer) return refuse(c, "audit list", viewer.refused);
     try {
+      const paging = pagingOf(c.req.query("limit"), c.req.query("cursor"));
+      if ("error" in paging) return c.json({ error: "BadRequest", message: paging.error }, 400);
       const { audit } = await get();
-      let threads = await audit.threads();
+      const page = await audit.threadPage(paging);
+      let threads = page.threads;
       if (viewer.sees === "own") {
         const mine = await Promise.all(threads.map((t) => owns(viewer, t.threadId)));
         threads = threads.filter((_, i) => mine[i]);
       }
-      return c.json({ threads });
+      return c.json({ threads, next: page.next === null ? null : String(page.next) });
     } catch (e) {
       return damaged(c, e);
     }

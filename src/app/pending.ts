@@ -2,9 +2,10 @@
  * Waiting approvals from the journal's index of registered actions: what `pending` lists. Nothing
  * here loads the graph or a checkpoint.
  */
-import { allowedApprovers, requesterVerificationOf, type Envelope, type RequesterVerification } from "../envelope/index.js";
+import { allowedApprovers, requesterVerificationOf, type Envelope, type Policy, type RequesterVerification } from "../envelope/index.js";
 import { UsageError } from "../errors.js";
 import type { ActionRow } from "../store/action-machine.js";
+import { keyBefore, registeredRows, type RegisteredFilter, type RegisteredKey } from "../store/waiting-list.js";
 import type { StoreDeps } from "../runtime/deps.js";
 
 /** What listing pending approvals reads: the stores alone. An App, a ReadApp and a StoresApp each are one. */
@@ -60,123 +61,201 @@ export interface PendingQuery {
   /** Only approvals waiting longer than this many milliseconds. */
   olderThanMs?: number;
   limit?: number;
+  /** Approvals to pass over before the page (read through, in order); `cursor` is the way to page. */
   offset?: number;
+  /** Where the page starts: the `next` of the page before it. */
+  cursor?: string;
 }
 
 export interface PendingPage {
   /**
-   * Matches before paging (a change set counts once; a row that fails its seal counts as one). Exact
-   * whenever the listing read every matching row; past EXACT_TOTAL_ROWS matching rows only the rows up
-   * to the page are read, and a change set lying wholly beyond the page counts once per action (with an
-   * object filter, so does a row beyond the page about another kind of object with the same id).
+   * Matching approvals, counted in SQL (a change set once; a row that fails its seal as one). With
+   * `decidableBy`, a change set counts when the approver may decide one of its operations; the page lists
+   * it only when they may decide all of them.
    */
   total: number;
   offset: number;
   pending: PendingApproval[];
-  /** Registered rows whose seal does not verify: listed by id only, never as approvals. */
+  /**
+   * Registered rows whose seal does not verify, met in this page's stretch of the order (from its
+   * cursor up to its last approval): listed by id only, never as approvals, and never moving a page.
+   */
   damaged: Array<{ threadId: string; envelopeHash: string }>;
+  /** The cursor of the next page (`--cursor`), or null when nothing follows. */
+  next: string | null;
 }
+
+/**
+ * A page being listed: the total, then the approvals one at a time as they are read (so a caller can
+ * write each out and keep none), then the damaged rows met and the next cursor.
+ */
+export interface PendingListing {
+  total: number;
+  offset: number;
+  approvals: AsyncGenerator<PendingApproval, void>;
+  /** Valid once `approvals` is done. */
+  end(): { damaged: PendingPage["damaged"]; next: string | null };
+}
+
+/** Rows read per query while a page is filled. */
+const CHUNK_ROWS = 256;
 
 /**
  * Waiting approvals, oldest first, from the journal's index of registered actions alone: each row's
  * integrity is its own HMAC, so no checkpoint is loaded (a thread whose run stopped between
- * registering and pausing is listed too; `approve` then says to `recover` it).
+ * registering and pausing is listed too; `approve` then says to `recover` it). Pages by a keyset cursor
+ * over (registered_at, envelope hash): rows arriving between pages come after the cursor, so none is
+ * skipped or listed twice; memory holds one chunk of rows, whatever the number listed.
  */
-export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Promise<PendingPage> {
+export async function pendingListing(app: PendingSource, q: PendingQuery = {}): Promise<PendingListing> {
   const now = app.deps.clock().getTime();
   const limit = q.limit ?? 100;
   const offset = q.offset ?? 0;
-  if (q.taskId !== undefined && q.dealId !== undefined) throw new UsageError("list approvals about one object: a task or a deal, not both");
-  const object: PendingObject | undefined = q.taskId !== undefined ? { type: "task", id: q.taskId } : q.dealId !== undefined ? { type: "deal", id: q.dealId } : undefined;
-  const filter = {
-    ...(q.requestedBy !== undefined ? { requestedBy: q.requestedBy } : {}),
-    // The journal's index filters by the object's id, whatever its kind; the kind is checked on each row read.
-    ...(object !== undefined ? { objectId: object.id } : {}),
-    ...(q.olderThanMs !== undefined ? { registeredBefore: new Date(now - q.olderThanMs).toISOString() } : {}),
-  };
-  // Entitlement is policy, not SQL: with --mine every match is read and the page cut afterwards.
-  const paged = q.decidableBy === undefined;
-  const rowTotal = (await app.deps.journal.listRegistered({ ...filter, limit: 0, offset: 0 })).total;
-  // A change set's rows are listed as one approval, so the rows to read for a page are not known in
-  // advance: read them in order until the page is full (or all of them, up to EXACT_TOTAL_ROWS, for an exact total).
-  const readAll = !paged || rowTotal <= EXACT_TOTAL_ROWS;
-  const wanted = offset + limit;
+  const filter = filterOf(app, q, now);
+  const after = q.cursor !== undefined ? cursorKey(q.cursor) : undefined;
+  const total = await app.deps.journal.countRegistered(filter);
+  const journal = app.deps.journal;
   const damaged: PendingPage["damaged"] = [];
+  let next: string | null = null;
   const noteDamaged = (threadId: string, envelopeHash: string) => void (damaged.some((d) => d.envelopeHash === envelopeHash) || damaged.push({ threadId, envelopeHash }));
-  const all: PendingApproval[] = [];
-  const seenSets = new Set<string>();
-  /** Hashes of the matching rows accounted for (read, or fetched as a member of a listed set). */
-  const counted = new Set<string>();
-  /** A row the index's filter returns (by the object's id, not its kind): what `rowTotal` counted. */
-  const inFilter = (r: ActionRow) =>
-    r.phase === "registered" &&
-    (q.requestedBy === undefined || r.envelope.requestedBy === q.requestedBy) &&
-    (object === undefined || r.envelope.object.id === object.id) &&
-    (filter.registeredBefore === undefined || r.registeredAt < filter.registeredBefore);
-  /** The object asked for, of its kind: a deal (or a new task, id 0) with a task's number is not that task. */
-  const about = (o: PendingObject) => object === undefined || (o.type === object.type && o.id === object.id);
-  let read = 0;
-  while (read < rowTotal && (readAll || all.length < wanted)) {
-    const chunk = readAll ? Math.max(rowTotal - read, 1) : Math.max(wanted - all.length, 1) + 16;
-    const { rows } = await app.deps.journal.listRegistered({ ...filter, limit: chunk, offset: read });
-    if (rows.length === 0) break;
-    read += rows.length;
-    for (const a of rows) {
-      counted.add(a.envelopeHash);
-      if (!a.macValid) {
-        noteDamaged(a.threadId, a.envelopeHash);
+
+  async function* approvals(): AsyncGenerator<PendingApproval, void> {
+    let passed = 0;
+    let listed = 0;
+    for await (const a of registeredRows((f) => journal.listRegistered(f), { ...filter, ...(after ? { after } : {}) }, CHUNK_ROWS)) {
+      const skipping = passed < offset;
+      const approval = await approvalAt(app, a, filter, q.decidableBy, now, skipping ? () => undefined : noteDamaged);
+      if (!approval) continue;
+      if (skipping) {
+        passed += 1;
         continue;
       }
-      if (a.set) {
-        // Listed once, at its first row; every member is read (a filter may have matched only some).
-        if (seenSets.has(a.set.setHash)) continue;
-        seenSets.add(a.set.setHash);
-        const members = await Promise.all(a.set.set.actions.map(async (x) => (x.envelopeHash === a.envelopeHash ? a : await app.deps.journal.getAction(x.envelopeHash))));
-        for (const m of members) if (m && inFilter(m)) counted.add(m.envelopeHash);
-        // A set is about an object when any of its actions is (the row read may be about another kind with the same id).
-        if (!members.some((m) => m && inFilter(m) && about(m.envelope.object))) continue;
-        const broken = a.set.set.actions.filter((x, i) => !members[i]?.macValid);
-        if (broken.length > 0) {
-          // A set with a member missing or failing its seal cannot be approved (INTEGRITY_CHECK_FAILED): those rows are named, the set not listed.
-          for (const x of broken) noteDamaged(a.threadId, x.envelopeHash);
-          continue;
-        }
-        if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy, a.set.set.actions.map((x) => x.operation))) continue;
-        all.push(setApproval(a, members as ActionRow[], now));
-        continue;
+      yield approval;
+      listed += 1;
+      if (listed >= limit) {
+        const at = keyOf(a);
+        next = (await journal.listRegistered({ ...filter, after: at, limit: 1 })).length > 0 ? cursorOf(at) : null;
+        return;
       }
-      if (!about(a.envelope.object)) continue;
-      if (q.decidableBy !== undefined && !mayDecide(app, a, q.decidableBy)) continue;
-      all.push({
-        threadId: a.threadId,
-        envelopeHash: a.envelopeHash,
-        revision: a.revision,
-        requestedBy: a.envelope.requestedBy,
-        requesterVerifiedBy: requesterVerificationOf(a.envelope),
-        taskId: a.envelope.object.id,
-        object: { ...a.envelope.object },
-        operation: a.envelope.operation,
-        fields: Object.keys(a.envelope.params),
-        risk: a.envelope.risk.level,
-        escalatedTo: a.escalatedTo,
-        createdAt: a.envelope.createdAt,
-        expiresAt: a.envelope.expiresAt,
-        expired: Date.parse(a.envelope.expiresAt) <= now,
-      });
     }
   }
-  // Paged: the approvals and damaged rows met, plus each matching row not read (beyond the page).
-  const total = paged ? all.length + damaged.length + Math.max(0, rowTotal - counted.size) : all.length;
-  return { total, offset, pending: all.slice(offset, offset + limit), damaged };
+  return { total, offset, approvals: approvals(), end: () => ({ damaged, next }) };
+}
+
+/** One page of waiting approvals, collected (`pendingListing` streams them). */
+export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Promise<PendingPage> {
+  const listing = await pendingListing(app, q);
+  const pending: PendingApproval[] = [];
+  for await (const p of listing.approvals) pending.push(p);
+  return { total: listing.total, offset: listing.offset, pending, ...listing.end() };
 }
 
 /** Every waiting approval (no paging), as `pendingPage` lists them. */
-export async function listPending(app: PendingSource, q: Omit<PendingQuery, "limit" | "offset"> = {}): Promise<PendingApproval[]> {
+export async function listPending(app: PendingSource, q: Omit<PendingQuery, "limit" | "offset" | "cursor"> = {}): Promise<PendingApproval[]> {
   return (await pendingPage(app, { ...q, limit: Number.MAX_SAFE_INTEGER, offset: 0 })).pending;
 }
 
-/** Rows of matching approvals read before the total is only counted (the page still lists correctly beyond it). */
-export const EXACT_TOTAL_ROWS = 1_000;
+/** The query as SQL filters it: requester, object, age and, for `decidableBy`, operations and escalation groups. */
+function filterOf(app: PendingSource, q: PendingQuery, now: number): RegisteredFilter {
+  if (q.taskId !== undefined && q.dealId !== undefined) throw new UsageError("list approvals about one object: a task or a deal, not both");
+  const object = q.taskId !== undefined ? { type: "task", id: q.taskId } : q.dealId !== undefined ? { type: "deal", id: q.dealId } : undefined;
+  return {
+    ...(q.requestedBy !== undefined ? { requestedBy: q.requestedBy } : {}),
+    ...(object !== undefined ? { object } : {}),
+    ...(q.olderThanMs !== undefined ? { registeredBefore: new Date(now - q.olderThanMs).toISOString() } : {}),
+    ...(q.decidableBy !== undefined ? { decidable: decidableIn(app.deps.policy, q.decidableBy) } : {}),
+  };
+}
+
+/**
+ * The approver's entitlement as SQL can test it: the operations the policy names that they may decide
+ * (or, when its default approvers include them, those it names that they may not: every other
+ * operation falls to the default), and the escalation groups they belong to.
+ */
+export function decidableIn(policy: Policy, approverId: string): NonNullable<RegisteredFilter["decidable"]> {
+  const named = Object.keys(policy.operations);
+  const d = policy.approvers;
+  const byDefault = d.approverIds.includes(approverId) || d.approverGroups.some((g) => (d.groups[g] ?? []).includes(approverId));
+  const operations = named.filter((op) => allowedApprovers(policy, op).has(approverId) !== byDefault);
+  const groups = Object.entries(policy.approvers.groups).filter(([, members]) => members.includes(approverId)).map(([g]) => g);
+  return { operations, exclude: byDefault, groups };
+}
+
+/** Whether a checked row matches the filter: the same test SQL made on the unchecked row. */
+function matches(r: ActionRow, f: RegisteredFilter): boolean {
+  const e = r.envelope;
+  return (
+    r.phase === "registered" &&
+    (f.requestedBy === undefined || e.requestedBy === f.requestedBy) &&
+    (f.object === undefined || (e.object.type === f.object.type && e.object.id === f.object.id)) &&
+    (f.registeredBefore === undefined || r.registeredAt < f.registeredBefore) &&
+    (f.decidable === undefined ||
+      (f.decidable.operations.includes(e.operation) !== f.decidable.exclude && (r.escalatedTo === null || f.decidable.groups.includes(r.escalatedTo))))
+  );
+}
+
+/**
+ * The approval listed at row `a`, or undefined: a damaged row (noted), a change set listed at another
+ * of its rows, or one the approver may not decide. A change set is listed once, at the first of its
+ * rows (in listing order) the filter matches, so it never appears on two pages.
+ */
+async function approvalAt(
+  app: PendingSource,
+  a: ActionRow,
+  filter: RegisteredFilter,
+  decidableBy: string | undefined,
+  now: number,
+  noteDamaged: (threadId: string, envelopeHash: string) => void,
+): Promise<PendingApproval | undefined> {
+  if (!a.macValid) return void noteDamaged(a.threadId, a.envelopeHash);
+  if (a.set) {
+    const members = await Promise.all(a.set.set.actions.map(async (x) => (x.envelopeHash === a.envelopeHash ? a : await app.deps.journal.getAction(x.envelopeHash))));
+    const first = members.filter((m): m is ActionRow => m !== undefined && m.macValid && matches(m, filter)).reduce((x, m) => (keyBefore(keyOf(m), keyOf(x)) ? m : x), a);
+    if (first !== a) return undefined;
+    const broken = a.set.set.actions.filter((x, i) => !members[i]?.macValid);
+    if (broken.length > 0) {
+      // A set with a member missing or failing its seal cannot be approved (INTEGRITY_CHECK_FAILED): those rows are named, the set not listed.
+      for (const x of broken) noteDamaged(a.threadId, x.envelopeHash);
+      return undefined;
+    }
+    if (decidableBy !== undefined && !mayDecide(app, a, decidableBy, a.set.set.actions.map((x) => x.operation))) return undefined;
+    return setApproval(a, members as ActionRow[], now);
+  }
+  if (decidableBy !== undefined && !mayDecide(app, a, decidableBy)) return undefined;
+  return {
+    threadId: a.threadId,
+    envelopeHash: a.envelopeHash,
+    revision: a.revision,
+    requestedBy: a.envelope.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(a.envelope),
+    taskId: a.envelope.object.id,
+    object: { ...a.envelope.object },
+    operation: a.envelope.operation,
+    fields: Object.keys(a.envelope.params),
+    risk: a.envelope.risk.level,
+    escalatedTo: a.escalatedTo,
+    createdAt: a.envelope.createdAt,
+    expiresAt: a.envelope.expiresAt,
+    expired: Date.parse(a.envelope.expiresAt) <= now,
+  };
+}
+
+const keyOf = (r: ActionRow): RegisteredKey => ({ registeredAt: r.registeredAt, envelopeHash: r.envelopeHash });
+
+/** A page's cursor: the key of its last row, opaque to the caller (base64url of JSON). */
+export function cursorOf(k: RegisteredKey): string {
+  return Buffer.from(JSON.stringify([k.registeredAt, k.envelopeHash])).toString("base64url");
+}
+
+function cursorKey(cursor: string): RegisteredKey {
+  try {
+    const v = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown;
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === "string" && typeof v[1] === "string") return { registeredAt: v[0], envelopeHash: v[1] };
+  } catch {
+    // Reported below.
+  }
+  throw new UsageError(`expected a cursor as a page printed it (its "next"); got "${cursor.slice(0, 40)}"`);
+}
 
 /** A change set's rows (in set order) as one waiting approval, bound to the set's hash. */
 function setApproval(first: ActionRow, members: ActionRow[], now: number): PendingApproval {

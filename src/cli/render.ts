@@ -199,6 +199,11 @@ export class Printer {
   emitJson(value: unknown): void {
     this.out.write(`${stringifyJsonSafe(value)}\n`);
   }
+
+  /** Raw text as given: a JSON document written in parts, each part already made by `stringifyJsonSafe`. */
+  write(text: string): void {
+    this.out.write(text);
+  }
 }
 
 /**

@@ -12,6 +12,7 @@ import { changeLines, objectTitle, type ChangeLine } from "./summary.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { membersOf } from "../hitl/journal-gate.js";
+import { registeredRows } from "../store/waiting-list.js";
 
 /** One action of a change set as the list shows it. */
 export interface InboxSetAction {
@@ -127,11 +128,11 @@ export async function waitingAction(app: App, threadId: string): Promise<ActionR
 }
 
 export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
-  const { rows } = await app.deps.journal.listRegistered({ limit: Number.MAX_SAFE_INTEGER, offset: 0 });
+  const journal = app.deps.journal;
   const items: InboxItem[] = [];
   // A change set has one waiting row per action; the set is listed once, from the row it is at.
   const listed = new Set<string>();
-  for (const row of rows) {
+  for await (const row of registeredRows((f) => journal.listRegistered(f))) {
     if (listed.has(row.threadId)) continue;
     const action = await waitingAction(app, row.threadId);
     if (!action || action.envelopeHash !== row.envelopeHash) continue;

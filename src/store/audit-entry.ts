@@ -159,9 +159,29 @@ export interface AuditLog {
   /** The records in chain order: all, or a thread's, or (with `events`) a thread's of those kinds only. */
   records(filter?: RecordFilter): Promise<AuditRecord[]>;
   threads(): Promise<AuditThreadSummary[]>;
+  /**
+   * Threads in the order of their first record, a page at a time: those whose first record comes after
+   * seq `after`, at most `limit`. `next` is the first seq of the page's last thread when more follow.
+   * Reads the records after the cursor until the page is full, then the page's threads' records only.
+   */
+  threadPage(opts: { after?: number; limit: number }): Promise<ThreadPage>;
   verify(opts?: { head?: string }): Promise<ChainVerification>;
   close(): Promise<void>;
 }
+
+export interface ThreadPage {
+  threads: AuditThreadSummary[];
+  next: number | null;
+}
+
+/**
+ * The first records of threads, in seq order after a cursor: walks the primary key from the cursor and
+ * keeps a record only when its thread has none before it (the (thread_id, seq) index answers that).
+ */
+export const FIRST_RECORDS_SQL = (table: string, p: (n: number) => string) =>
+  `SELECT seq, thread_id FROM ${table} a WHERE seq > ${p(1)}
+     AND NOT EXISTS (SELECT 1 FROM ${table} b WHERE b.thread_id = a.thread_id AND b.seq < a.seq)
+   ORDER BY seq LIMIT ${p(2)}`;
 
 /** The previous hash of the first record. */
 export const GENESIS_HASH = `sha256:${"0".repeat(64)}`;

@@ -29,6 +29,8 @@ import {
   type AuditThreadSummary,
   type ChainVerification,
   type RecordFilter,
+  type ThreadPage,
+  FIRST_RECORDS_SQL,
 } from "./audit-entry.js";
 import { recordHashOfText, summariseThreads, toRecord, verifyRows } from "./audit-chain.js";
 
@@ -160,6 +162,22 @@ export class SqliteAuditLog implements AuditLog {
 
   async threads(): Promise<AuditThreadSummary[]> {
     return summariseThreads(await this.records());
+  }
+
+  async threadPage({ after = 0, limit }: { after?: number; limit: number }): Promise<ThreadPage> {
+    const firsts = this.sql(FIRST_RECORDS_SQL("audit_records", () => "?")).all(after, limit + 1) as Array<{
+      seq: number;
+      thread_id: string;
+    }>;
+    const page = firsts.slice(0, limit);
+    const ids = page.map((f) => f.thread_id);
+    const rows =
+      ids.length === 0
+        ? []
+        : (this.sql(`SELECT * FROM audit_records WHERE thread_id IN (${ids.map(() => "?").join(", ")}) ORDER BY seq`).all(
+            ...ids,
+          ) as AuditRow[]);
+    return { threads: summariseThreads(rows.map(toRecord)), next: firsts.length > limit ? page.at(-1)!.seq : null };
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {

@@ -12,6 +12,7 @@ import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, Regis
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
 import { sealHolds, sealOf } from "./journal-key.js";
+import { countSql, pageSql, SQLITE, waitingIndexes, type RegisteredFilter, type RegisteredPageFilter } from "./waiting-list.js";
 
 export interface DecisionClaim {
   threadId: string;
@@ -52,15 +53,7 @@ export interface LegacyApproval {
   threadId: string;
 }
 
-export interface RegisteredFilter {
-  requestedBy?: string;
-  /** Only rows whose envelope's object has this id, whatever its kind (the caller checks the kind). */
-  objectId?: number;
-  /** Only approvals registered before this instant (ISO). */
-  registeredBefore?: string;
-  limit: number;
-  offset: number;
-}
+export type { RegisteredFilter, RegisteredKey, RegisteredPageFilter } from "./waiting-list.js";
 
 /** A structured question the graph asked (ask_input), indexed so interfaces list it without loading checkpoints. */
 export interface QuestionEntry {
@@ -185,10 +178,13 @@ export interface Journal {
    */
   moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>, records?: (row: ActionRow) => AuditEntry[]): Promise<TransitionResult>;
   /**
-   * Waiting approvals straight from the index of registered actions, oldest first, each row's seal
-   * checked (`macValid`); no checkpoint is loaded. `total` counts every match before paging.
+   * Waiting rows straight from the index of registered actions, in listing order (registered_at, then
+   * envelope hash), from just after `filter.after`, at most `filter.limit`; each row's seal checked
+   * (`macValid`); no checkpoint is loaded.
    */
-  listRegistered(filter: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }>;
+  listRegistered(filter: RegisteredPageFilter): Promise<ActionRow[]>;
+  /** How many waiting approvals match `filter` (a change set's rows count once), counted in SQL. */
+  countRegistered(filter: RegisteredFilter): Promise<number>;
   /**
    * Approvals an older version indexed as pending in its `approvals` table that have no action row;
    * null once the table is retired (or on a journal that never had one). Read once, when the stores open.
@@ -385,6 +381,8 @@ export class SqliteJournal implements Journal {
     this.commits = this.conn.commits;
     this.clock = opts.clock ?? (() => new Date());
     this.db.exec(SCHEMA);
+    // The listing's indexes; a journal made before them gains them here (built once, on this open).
+    for (const sql of waitingIndexes(SQLITE, "actions")) this.db.exec(sql);
     prepareAuditTable(this.db);
     // A journal made before these columns gains them (existing rows: the column's default).
     for (const [table, added] of ADDED_COLUMNS) {
@@ -561,25 +559,14 @@ export class SqliteJournal implements Journal {
     for (const r of records) appendIn(this.sql, r, this.clock());
   }
 
-  async listRegistered(f: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }> {
-    const where = ["phase = 'registered'"];
-    const args: unknown[] = [];
-    if (f.requestedBy !== undefined) {
-      where.push("json_extract(registered_json, '$.envelope.requestedBy') = ?");
-      args.push(f.requestedBy);
-    }
-    if (f.objectId !== undefined) {
-      where.push("json_extract(registered_json, '$.envelope.object.id') = ?");
-      args.push(f.objectId);
-    }
-    if (f.registeredBefore !== undefined) {
-      where.push("registered_at < ?");
-      args.push(f.registeredBefore);
-    }
-    const w = where.join(" AND ");
-    const total = (this.sql(`SELECT COUNT(*) AS n FROM actions WHERE ${w}`).get(...args) as { n: number }).n;
-    const rows = this.sql(`SELECT * FROM actions WHERE ${w} ORDER BY registered_at, rowid LIMIT ? OFFSET ?`).all(...args, f.limit, f.offset) as ActionDbRow[];
-    return { total, rows: rows.map((r) => toActionRow(r, this.key)) };
+  async listRegistered(f: RegisteredPageFilter): Promise<ActionRow[]> {
+    const q = pageSql(SQLITE, "actions", f);
+    return (this.sql(q.text).all(...q.args) as ActionDbRow[]).map((r) => toActionRow(r, this.key));
+  }
+
+  async countRegistered(f: RegisteredFilter): Promise<number> {
+    const q = countSql(SQLITE, "actions", f);
+    return (this.sql(q.text).get(...q.args) as { n: number }).n;
   }
 
   private hasLegacyApprovals(): boolean {

@@ -23,6 +23,8 @@ import {
   type AuditThreadSummary,
   type ChainVerification,
   type RecordFilter,
+  type ThreadPage,
+  FIRST_RECORDS_SQL,
 } from "./audit.js";
 import { inTransaction, lockKey, openPools, prepareDatabase, query, quoteIdent, type PoolLease } from "./postgres.js";
 
@@ -104,6 +106,14 @@ export class PostgresAuditLog implements AuditLog {
 
   async threads(): Promise<AuditThreadSummary[]> {
     return summariseThreads(await this.records());
+  }
+
+  async threadPage({ after = 0, limit }: { after?: number; limit: number }): Promise<ThreadPage> {
+    const firsts = await query<{ seq: string; thread_id: string }>(this.pool, this.db, "listing audited threads", FIRST_RECORDS_SQL(`${this.s}.audit_records`, (n) => `$${n}`), [after, limit + 1]);
+    const page = firsts.slice(0, limit);
+    const ids = page.map((f) => f.thread_id);
+    const rows = ids.length === 0 ? [] : await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = ANY($1) ORDER BY seq`, [ids]);
+    return { threads: summariseThreads(rows.map(normalise).map(toRecord)), next: firsts.length > limit ? Number(page.at(-1)!.seq) : null };
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {

@@ -18,7 +18,8 @@ import { LEGACY_APPROVALS_SQL, sealExecution, toClaim, toExecution, toLease, toL
 import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
 import { currentFrom, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
-import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, sealedToolCalls, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow, type RegisteredFilter } from "./journal.js";
+import { MAX_REPLY_CHARS, OPEN_PHASES_SQL, sealedToolCalls, toQuestion, toThreadTurns, type RecordedToolCall, type ThreadTurns, type ThreadTurnsRow, type DecideResult, type QuestionEntry, type QuestionRow } from "./journal.js";
+import { countSql, pageSql, POSTGRES, type RegisteredFilter, type RegisteredPageFilter } from "./waiting-list.js";
 import { inTransaction, lockKey, prepareDatabase, query, quoteIdent, storeError, openPools, type PoolLease } from "./postgres.js";
 import { appendWithin } from "./pg-audit.js";
 import type { AuditEntry } from "./audit.js";
@@ -277,31 +278,16 @@ export class PostgresJournal implements Journal {
     });
   }
 
-  async listRegistered(f: RegisteredFilter): Promise<{ total: number; rows: ActionRow[] }> {
-    const where = ["phase = 'registered'"];
-    const args: unknown[] = [];
-    if (f.requestedBy !== undefined) {
-      args.push(f.requestedBy);
-      where.push(`(registered_json::jsonb #>> '{envelope,requestedBy}') = $${args.length}`);
-    }
-    if (f.objectId !== undefined) {
-      args.push(String(f.objectId));
-      where.push(`(registered_json::jsonb #>> '{envelope,object,id}') = $${args.length}`);
-    }
-    if (f.registeredBefore !== undefined) {
-      args.push(f.registeredBefore);
-      where.push(`registered_at < $${args.length}`);
-    }
-    const w = where.join(" AND ");
-    const counted = await query<{ n: string }>(this.pool, this.db, "counting waiting approvals", `SELECT COUNT(*) AS n FROM ${this.s}.actions WHERE ${w}`, args);
-    const rows = await query<ActionDbRow>(
-      this.pool,
-      this.db,
-      "listing waiting approvals",
-      `SELECT * FROM ${this.s}.actions WHERE ${w} ORDER BY registered_at, id LIMIT $${args.length + 1} OFFSET $${args.length + 2}`,
-      [...args, f.limit, f.offset],
-    );
-    return { total: Number(counted[0]?.n ?? 0), rows: rows.map((r) => toActionRow(r, this.key)) };
+  async listRegistered(f: RegisteredPageFilter): Promise<ActionRow[]> {
+    const q = pageSql(POSTGRES, `${this.s}.actions`, f);
+    const rows = await query<ActionDbRow>(this.pool, this.db, "listing waiting approvals", q.text, q.args);
+    return rows.map((r) => toActionRow(r, this.key));
+  }
+
+  async countRegistered(f: RegisteredFilter): Promise<number> {
+    const q = countSql(POSTGRES, `${this.s}.actions`, f);
+    const rows = await query<{ n: string }>(this.pool, this.db, "counting waiting approvals", q.text, q.args);
+    return Number(rows[0]?.n ?? 0);
   }
 
   private async hasLegacyApprovals(): Promise<boolean> {

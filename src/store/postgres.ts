@@ -376,6 +376,25 @@ export const MIGRATIONS: Migration[] = [
     name: "journal: write-ahead entries sealed with an HMAC like registered rows, so an edited entry (its protocol, its arguments) is refused",
     sql: (s) => `ALTER TABLE ${s}.executions ADD COLUMN mac TEXT;`,
   },
+  {
+    version: 12,
+    name: "journal: keyset indexes for listing waiting approvals (registered_at, envelope hash) by requester, object and decider",
+    // The listing pages by (registered_at, envelope_hash) after a cursor instead of an offset
+    // (src/store/waiting-list.ts, whose expressions these are exactly), and these replace migration 6's,
+    // which ordered by the serial id.
+    sql: (s) => `
+      CREATE INDEX actions_waiting_keyset ON ${s}.actions ((registered_at COLLATE "C"), (envelope_hash COLLATE "C"),
+        (registered_json::jsonb #>> '{envelope,operation}'), (registered_json::jsonb #>> '{escalatedTo}'),
+        (registered_json::jsonb #>> '{set,setHash}')) WHERE phase = 'registered';
+      CREATE INDEX actions_waiting_requester_keyset ON ${s}.actions ((registered_json::jsonb #>> '{envelope,requestedBy}'),
+        (registered_at COLLATE "C"), (envelope_hash COLLATE "C")) WHERE phase = 'registered';
+      CREATE INDEX actions_waiting_object_keyset ON ${s}.actions ((registered_json::jsonb #>> '{envelope,object,id}'),
+        (registered_json::jsonb #>> '{envelope,object,type}'), (registered_at COLLATE "C"), (envelope_hash COLLATE "C"))
+        WHERE phase = 'registered';
+      DROP INDEX IF EXISTS ${s}.actions_waiting;
+      DROP INDEX IF EXISTS ${s}.actions_waiting_requester;
+      DROP INDEX IF EXISTS ${s}.actions_waiting_task;`,
+  },
 ];
 
 /** A 64-bit advisory-lock key for a purpose within a schema (advisory locks are database-wide). */
