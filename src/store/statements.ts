@@ -52,25 +52,24 @@ export class SqliteConnection {
   async writeDurable<T>(fn: () => T): Promise<T> {
     const result = this.write(fn);
     this.commits.durable += 1;
-    if (!this.db.memory) await syncFile(`${this.db.name}-wal`);
+    if (!this.db.memory) await promisify(fs.fsync)(this.walFd());
     return result;
   }
 
+  /**
+   * The WAL file, opened once: it stays in place while this connection is open (a checkpoint that
+   * restarts it syncs the database file first and writes the same file again), so an fsync of it
+   * after a commit flushes that commit's frames.
+   */
+  private wal: number | undefined;
+  private walFd(): number {
+    return (this.wal ??= fs.openSync(`${this.db.name}-wal`, "r"));
+  }
+
   close(): void {
+    if (this.wal !== undefined) fs.closeSync(this.wal);
+    this.wal = undefined;
     if (this.db.open) this.db.close();
   }
 }
 
-/**
- * fsync of a file by path, off the event loop. The WAL file a commit went to stays in place while the
- * connection is open (a checkpoint that restarts it syncs the database file first), so syncing it by
- * path after the commit flushes that commit's frames.
- */
-async function syncFile(file: string): Promise<void> {
-  const fd = await promisify(fs.open)(file, "r");
-  try {
-    await promisify(fs.fsync)(fd);
-  } finally {
-    await promisify(fs.close)(fd);
-  }
-}
