@@ -110,9 +110,10 @@ describe("counting two approved actions, ours and the bare graph's", () => {
       expectWellFormed(timed.commits);
       expect(Object.keys(timed.commits)).not.toContain(BARE_CHECKPOINTS);
       const ours = total(timed.commits, (f) => f !== ":memory:");
-      // The decision and the outcome are recorded: at least one commit each, and at least one durable.
+      // The decision and the outcome are recorded: at least one commit each, and at least one made
+      // durable (fsynced by SQLite at commit, or by an explicit fsync of its file after it).
       expect(ours.commits).toBeGreaterThanOrEqual(2);
-      expect(ours.durableCommits).toBeGreaterThanOrEqual(1);
+      expect(ours.durableCommits + ours.syncCalls).toBeGreaterThanOrEqual(1);
 
       const id = `bare-smoke-${i}`;
       await bare.start(id, FIRST_BENCH_TASK + 2 + i);

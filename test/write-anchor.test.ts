@@ -19,11 +19,11 @@ afterEach(() => {
 });
 
 describe("write anchor", () => {
-  it("sees lines another process appended since its last check, and only whole lines", () => {
+  it("sees lines another process appended since its last check, and only whole lines", async () => {
     const file = anchorFile();
     const anchor = new WriteAnchor(file);
     expect(anchor.has(h(1))).toBe(false);
-    anchor.record(h(1), "2026-12-02T10:00:00.000Z");
+    await anchor.record(h(1), "2026-12-02T10:00:00.000Z");
     expect(anchor.has(h(1))).toBe(true);
     // Another process's append, written in two parts: half a line is not yet an entry.
     const line = `${h(2)} 2026-12-02T10:00:01.000Z\n`;
@@ -35,11 +35,11 @@ describe("write anchor", () => {
     expect(new WriteAnchor(file).has(h(2))).toBe(true);
   });
 
-  it("reads the file again when it is replaced, truncated or rewritten in place", () => {
+  it("reads the file again when it is replaced, truncated or rewritten in place", async () => {
     const file = anchorFile();
     const anchor = new WriteAnchor(file);
-    anchor.record(h(1), "2026-12-02T10:00:00.000Z");
-    anchor.record(h(2), "2026-12-02T10:00:00.000Z");
+    await anchor.record(h(1), "2026-12-02T10:00:00.000Z");
+    await anchor.record(h(2), "2026-12-02T10:00:00.000Z");
     expect(anchor.has(h(2))).toBe(true);
     // Same size, other content: the mtime moves, so the whole file is read again.
     const text = fs.readFileSync(file, "utf8").replace(h(2), h(3));
@@ -54,11 +54,11 @@ describe("write anchor", () => {
     expect(anchor.has(h(3))).toBe(false);
   });
 
-  it("records an envelope once, however often its write is re-sent", () => {
+  it("records an envelope once, however often its write is re-sent", async () => {
     const file = anchorFile();
     const anchor = new WriteAnchor(file);
-    anchor.record(h(7), "2026-12-02T10:00:00.000Z");
-    anchor.record(h(7), "2026-12-02T10:00:00.000Z");
+    await anchor.record(h(7), "2026-12-02T10:00:00.000Z");
+    await anchor.record(h(7), "2026-12-02T10:00:00.000Z");
     expect(fs.readFileSync(file, "utf8").trim().split("\n")).toHaveLength(1);
     expect(() => anchor.record("not-a-hash", "x")).toThrow(/not an envelope hash/);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
@@ -111,7 +111,7 @@ describe("write anchor", () => {
     const dataDir = path.join(path.dirname(path.dirname(file)), "data");
     const config = { dataDir, writeAnchorPath: file };
     expect(() => checkWriteAnchor(config)).not.toThrow();
-    new WriteAnchor(file).record(h(1), "2026-12-02T10:00:00.000Z");
+    await new WriteAnchor(file).record(h(1), "2026-12-02T10:00:00.000Z");
     expect(() => checkWriteAnchor(config)).not.toThrow();
     fs.chmodSync(file, 0o620);
     expect(() => checkWriteAnchor(config)).toThrow(

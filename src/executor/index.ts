@@ -37,6 +37,8 @@ export type PhaseEvent = { event: "action_envelope_phase"; step: Step; envelopeH
 export interface CarriedOut {
   row: ActionRow | undefined;
   execution: ExecutionEntry | undefined;
+  /** For a change set: every action of it as the executor left them, in the set's order. */
+  members?: ActionRow[];
 }
 
 /** Runs the thread's approved action(s) from wherever the journal says they are (`first`, read at entry). */
@@ -63,7 +65,7 @@ export async function carryOutApproved(deps: Deps, first: ActionRow | undefined,
       action = next;
     }
   }
-  return { row: action, execution: ctx.execution };
+  return { row: action, execution: ctx.execution, ...(ctx.members ? { members: ctx.members } : {}) };
 }
 
 function eventOf(step: Step, row: ActionRow, execution: ExecutionEntry | undefined): PhaseEvent {

@@ -64,7 +64,7 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   ctx.execution = { envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded, sentAt, sealValid: true, sealPresent: true };
   // The anchor is advanced before the request leaves; if it cannot be, nothing leaves (the entry stays
   // without an answer, which recovery treats as a call that may have been sent).
-  writeAnchorOf(deps.config).record(envelopeHash, sentAt);
+  await writeAnchorOf(deps.config).record(envelopeHash, sentAt);
   const spec = OPERATIONS[operation];
   const res = await deps.tools.writeHandle.call(spec.writeRole, args, protocol === "rest2" ? {} : { idempotencyKey });
   const at = deps.clock().toISOString();
@@ -192,7 +192,7 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
   if (unusable) return missing(unusable.code === "APPROVAL_EXPIRED" ? `${unusable.reason}; a re-send now could be a first application after it` : unusable.reason);
   // Rebuilt from the sealed envelope (the entry was checked against it): never the entry's stored arguments.
   const sealed = sealedCall(action);
-  writeAnchorOf(deps.config).record(action.envelopeHash, entry.sentAt);
+  await writeAnchorOf(deps.config).record(action.envelopeHash, entry.sentAt);
   const res = await deps.tools.writeHandle.call(OPERATIONS[sealed.operation].writeRole, sealed.args, { idempotencyKey: sealed.idempotencyKey });
   const at = deps.clock().toISOString();
   return { ...acknowledgementOf(res, protocol, at), resent: { at: now.toISOString(), firstSentAt: entry.sentAt } };

@@ -6,9 +6,10 @@
  *   agent → check_input | ask_input   (a question is open in the journal: chat sent meanwhile is a candidate answer; no model call)
  *   agent → check_decision      (an approval waits: a chat message sent meanwhile is a candidate decision; no model call)
  *   agent → build_envelope      (an undo thread: the proposal is built by code from the journal, no model call)
- *   agent → propose → build_envelope → await_approval ⇄ check_decision → carry_out → finish
+ *   agent → propose → build_envelope → await_approval ⇄ check_decision → carry_out → END
  *   carry_out: pre-read → bound write → verify, each action of a change set in turn, as one node driven
- *              by the journal's phase table (src/executor); no router or state channel picks its steps
+ *              by the journal's phase table (src/executor); no router or state channel picks its steps;
+ *              it then does finish's work itself (the close and the final record) and ends the run
  *   build_envelope → carry_out   (a change set approved in part, where the policy lets the approved part run at once)
  *   check_decision → build_envelope (edit, escalation) | agent (reject with feedback, revision allowed)
  *   any journal-checked node → resync → wherever the journal says the thread is (a node driven out of
@@ -48,7 +49,7 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addNode("build_envelope", buildEnvelope)
   .addNode("await_approval", awaitApproval)
   .addNode("check_decision", checkDecision)
-  .addNode("carry_out", carryOut, { ends: ["finish", "resync"], metadata: { phases: "pre-read → bound write → verify (src/executor; one node, no pause between phases)" } })
+  .addNode("carry_out", carryOut, { ends: ["finish", "resync", END], metadata: { phases: "pre-read → bound write → verify (src/executor; one node, no pause between phases)" } })
   .addNode("finish", finish)
   .addNode("resync", resync)
   .addEdge(START, "agent")

@@ -4,7 +4,8 @@ import type { State, Update } from "../graph/state.js";
 import { getDeps, type Deps } from "../runtime/deps.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
-import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed, rowAfter } from "../hitl/journal-gate.js";
+import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed, rowAfter, type Gate } from "../hitl/journal-gate.js";
+import type { ExecutionEntry } from "../store/journal.js";
 import { actionOutcomeOf, evidenceChangedFrom, flatView, registeredFor, viewOf, type ThreadJournalView } from "../hitl/thread-view.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
@@ -25,6 +26,15 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   const refused = await refuseUnlessAllowed(deps, gate, "finish", state);
   if (refused) return refused;
   await noteStateDrift(deps, gate, "finish", state);
+  return finishFromJournal(deps, gate, state);
+}
+
+/**
+ * `finish`'s work once its gate has let it through (the journal's next step is `finish`): also run by
+ * `carry_out` right after the executor, with the rows the executor left (`gate`) and the action's
+ * write-ahead entry when it read one (`execution`, otherwise read here).
+ */
+export async function finishFromJournal(deps: Deps, gate: Gate, state: State, known: { execution?: ExecutionEntry } = {}): Promise<Update> {
   const thread = await ensureThread(deps, gate, state);
   const finishedAt = deps.clock().toISOString();
   let action = gate.action;
@@ -41,7 +51,7 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
   else if (action) closing = action.progress.closed ?? closingOf(action, finishedAt);
   else closing = await noProposalClosing(deps, gate.threadId, finishedAt);
 
-  const execution = action ? await deps.journal.findExecution(action.envelopeHash) : undefined;
+  const execution = action ? (known.execution?.envelopeHash === action.envelopeHash ? known.execution : await deps.journal.findExecution(action.envelopeHash)) : undefined;
   const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId, events: ["proposal_denied"] })).at(-1);
   const viewAt = (closed: ClosedRecord, a: ActionRow | undefined) => viewOf({ thread: { ...thread, closed }, action: a, execution });
   // No action: nothing of an envelope in state is reported (any client can write state).

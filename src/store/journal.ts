@@ -397,7 +397,7 @@ export class SqliteJournal implements Journal {
   }
 
   async beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult> {
-    return this.conn.write((): BeginWriteResult => {
+    return this.conn.writeDurable((): BeginWriteResult => {
       const now = Date.now();
       const holder = this.leaseOn(lease.objectKey);
       if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
@@ -412,7 +412,7 @@ export class SqliteJournal implements Journal {
         .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt, sealExecution(this.key, intent, sentAt));
       this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
       return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
-    }, true);
+    });
   }
 
   async recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult> {
@@ -458,7 +458,7 @@ export class SqliteJournal implements Journal {
 
   async closeThread(threadId: string, closed: ClosedRecord, run: RunClose = {}): Promise<ThreadRecord | undefined> {
     // Durable: this commit is what the outcome is reported from.
-    this.conn.write(() => {
+    await this.conn.writeDurable(() => {
       let action: ActionRow | undefined;
       if (run.action) {
         const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as ActionDbRow | undefined;
@@ -472,7 +472,7 @@ export class SqliteJournal implements Journal {
       this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(JSON.stringify(action?.progress.closed ?? closed), threadId);
       const stands = JSON.parse((this.sql("SELECT closed_json FROM threads WHERE thread_id = ?").get(threadId) as { closed_json: string } | undefined)?.closed_json ?? "null") as ClosedRecord | null;
       if (stands && run.records) this.append(run.records(stands, action));
-    }, true);
+    });
     return this.getThread(threadId);
   }
 

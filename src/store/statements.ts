@@ -1,3 +1,5 @@
+import fs from "node:fs";
+import { promisify } from "node:util";
 import Database from "better-sqlite3";
 
 /**
@@ -22,8 +24,10 @@ export interface CommitCount {
 /**
  * One SQLite connection shared by the journal and the audit log, in WAL mode with synchronous=NORMAL:
  * a commit survives a killed process at once and reaches the disk at the next fsync. `write` runs one
- * IMMEDIATE transaction; a durable one runs with synchronous=FULL, whose fsync of the WAL also makes
- * every earlier commit on the file durable (docs/durability.md says which transitions are durable).
+ * IMMEDIATE transaction. `writeDurable` runs one and returns only once its WAL file is fsynced, which
+ * also makes every earlier commit on the file durable (docs/durability.md says which transitions are
+ * durable). The fsync runs on libuv's thread pool, not inside the commit as synchronous=FULL would, so
+ * the event loop (other threads' steps) keeps running while the disk flushes.
  */
 export class SqliteConnection {
   readonly db: Database.Database;
@@ -38,19 +42,34 @@ export class SqliteConnection {
     this.sql = preparedOnce(this.db);
   }
 
-  write<T>(fn: () => T, durable = false): T {
-    if (durable) this.db.pragma("synchronous = FULL");
-    try {
-      const result = this.db.transaction(fn).immediate();
-      this.commits.total += 1;
-      if (durable) this.commits.durable += 1;
-      return result;
-    } finally {
-      if (durable) this.db.pragma("synchronous = NORMAL");
-    }
+  write<T>(fn: () => T): T {
+    const result = this.db.transaction(fn).immediate();
+    this.commits.total += 1;
+    return result;
+  }
+
+  /** One transaction, on disk when the promise settles: committed, then its WAL file fsynced. */
+  async writeDurable<T>(fn: () => T): Promise<T> {
+    const result = this.write(fn);
+    this.commits.durable += 1;
+    if (!this.db.memory) await promisify(fs.fsync)(this.walFd());
+    return result;
+  }
+
+  /**
+   * The WAL file, opened once: it stays in place while this connection is open (a checkpoint that
+   * restarts it syncs the database file first and writes the same file again), so an fsync of it
+   * after a commit flushes that commit's frames.
+   */
+  private wal: number | undefined;
+  private walFd(): number {
+    return (this.wal ??= fs.openSync(`${this.db.name}-wal`, "r"));
   }
 
   close(): void {
+    if (this.wal !== undefined) fs.closeSync(this.wal);
+    this.wal = undefined;
     if (this.db.open) this.db.close();
   }
 }
+

@@ -13,6 +13,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { promisify } from "node:util";
 import type { AppConfig } from "../config/env.js";
 import { ConfigError } from "../errors.js";
 import { OTHERS_WRITABLE, refuseLooseMode } from "../config/file-mode.js";
@@ -83,22 +84,30 @@ export class WriteAnchor {
     return new ConfigError("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", `cannot read the write anchor ${this.file}: ${(e as Error).message}; nothing is sent without it`);
   }
 
-  /** Records, durably, that the write-ahead entry for this envelope is in the journal. Throws when it cannot: the write is then not sent. */
-  record(envelopeHash: string, sentAt: string): void {
+  /**
+   * Records, durably, that the write-ahead entry for this envelope is in the journal: the line is
+   * appended at once and the promise settles once it is fsynced (on libuv's thread pool, so other
+   * threads' steps go on meanwhile). Throws or rejects when it cannot: the write is then not sent.
+   */
+  record(envelopeHash: string, sentAt: string): Promise<void> {
     if (!HASH.test(envelopeHash)) throw new Error(`not an envelope hash: ${JSON.stringify(envelopeHash)}`);
     // A re-send of a recorded write adds no second line: the first one already names the envelope.
-    if (this.has(envelopeHash)) return;
+    if (this.has(envelopeHash)) return Promise.resolve();
     const dir = path.dirname(this.file);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const created = !fs.existsSync(this.file);
     const fd = fs.openSync(this.file, "a", 0o600);
     try {
       fs.writeSync(fd, `${envelopeHash} ${sentAt}\n`);
-      fs.fsyncSync(fd);
-    } finally {
+    } catch (e) {
       fs.closeSync(fd);
+      throw e;
     }
-    if (created) syncDir(dir);
+    return promisify(fs.fsync)(fd)
+      .finally(() => fs.closeSync(fd))
+      .then(() => {
+        if (created) syncDir(dir);
+      });
   }
 }
 

@@ -22,7 +22,7 @@ const anchor = new WriteAnchor(file);
 let missedOwn = 0;
 for (let n = 0; n < Number(count); n++) {
   const h = hashOf(id, n);
-  anchor.record(h, new Date().toISOString());
+  await anchor.record(h, new Date().toISOString());
   if (!anchor.has(h)) missedOwn++;
 }
 const endedAt = Date.now();
