@@ -2,7 +2,8 @@ import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
-import { getDeps, type Deps } from "../runtime/deps.js";
+import type { Deps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { approverNotAllowed, DecisionSchema, partialApprovalForecast, escalationApprovers, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { DecisionRecord, Refusal } from "../hitl/records.js";
@@ -30,7 +31,7 @@ import { decisionFromClient, howToDecide } from "../hitl/text-decision.js";
  * count toward the budget. A decision that merely names an entitled approver counts for nothing.
  */
 export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "check_decision", state);
   if (refused) return { ...refused, pendingDecision: null };
