@@ -11,7 +11,7 @@ import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { compileGraph, type CompileOptions } from "../graph/graph.js";
 import type { State } from "../graph/state.js";
 import type { ApprovalRequest, InputRequest, InterruptPayload } from "../hitl/contract.js";
-import type { RequestScope } from "../hitl/records.js";
+import type { RequestScope } from "../envelope/records.js";
 import type { Deps, StoreDeps } from "../runtime/deps.js";
 import { depsConfigurable } from "../runtime/run-deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";

@@ -10,7 +10,7 @@ import { decisionOf, viewOf } from "../hitl/thread-view.js";
 import { baselineKeyOf, buildChangeSet, noChangeOf, readBaseline, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ThreadRecord } from "../store/action-machine.js";
-import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
+import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
 import { isDeletePart, readUndoPart, undoEndingCode, undoPlanFor, type UndoPart } from "../hitl/compensation.js";
 
 /**

@@ -6,7 +6,7 @@ import type { Deps } from "../runtime/deps.js";
 import { depsOf } from "../runtime/run-deps.js";
 import { approverNotAllowed, DecisionSchema, partialApprovalForecast, escalationApprovers, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
-import type { DecisionRecord, Refusal } from "../hitl/records.js";
+import type { DecisionRecord, Refusal } from "../envelope/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
 import type { AuditEntry } from "../store/audit.js";
 import { DecisionNotAcceptedError } from "../errors.js";
