@@ -196,21 +196,21 @@ export function judgeSystemDecision(a: Answered, d: SystemDecisionSent, judge: J
   return { record, ...(escalate ? { escalateTo: group! } : {}), notEscalated };
 }
 
-/** A change set's approval as the journal holds it: the set, its hash, and each member's envelope in the set's order. */
+/** A change set's approval as the journal holds it: the set, its hash, each member's envelope in order. */
 export interface SetAnswered {
   set: ChangeSet;
   setHash: string;
   members: Array<{ actionId: string; envelope: Envelope }>;
 }
 
-/** The next revision of a change set decided in part: the kept actions, each action's choice, whether it runs at once. */
+/** The next revision of a change set decided in part: kept actions, each choice, whether it runs at once. */
 export interface SetPlanDraft {
   actions: Array<{ actionId: string; operation: OperationName; taskId: number; fields: Record<string, unknown>; names?: NameResolution[] }>;
   perAction: Array<{ actionId: string; type: "approve" | "reject" | "edit"; message?: string }>;
   runWithoutReapproval: boolean;
 }
 
-/** An accepted decision on a change set: all approved, all rejected (with any feedback), or decided in part (an edit). */
+/** An accepted decision on a change set: all approved, all rejected (with feedback), or in part (an edit). */
 export interface SetJudgement {
   type: "approve" | "reject" | "edit";
   record: DecisionRecord;

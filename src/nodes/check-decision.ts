@@ -260,7 +260,7 @@ async function decide(deps: Deps, action: ActionRow, decision: NonNullable<Actio
   return { update: { needsResync: true, pendingDecision: null } };
 }
 
-/** Cancel and expiry (judged by judgeSystemDecision, src/envelope/decision-judgement.ts); both consume the nonce. */
+/** Cancel and expiry (judged in src/envelope/decision-judgement.ts); both consume the nonce. */
 async function systemDecision(
   deps: Deps,
   state: State,

@@ -28,12 +28,13 @@ class DepsHandle {
   }
 }
 
-/** A node ran without dependencies from this process in its config: a run started outside src/app/ or the API guard. */
+/** A node ran without this process's deps in its config: a run started outside src/app/ or the API guard. */
 export class MissingDepsError extends Error {
   constructor(arrived: unknown) {
     super(
-      `expected this process's dependencies in config.configurable.${DEPS_KEY} (set by src/app/threads.ts or the API ` +
-        `run guard); arrived ${arrived === undefined ? "nothing" : `a ${typeof arrived} from outside this process`}`,
+      `expected this process's dependencies in config.configurable.${DEPS_KEY} ` +
+        `(set by src/app/threads.ts or the API run guard); arrived ` +
+        (arrived === undefined ? "nothing" : `a ${typeof arrived} from outside this process`),
     );
     this.name = "MissingDepsError";
   }
