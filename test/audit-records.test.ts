@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { createEnvelope, defaultPolicy, exampleTask, hashEnvelope, sha256Json } from "../src/envelope/index.js";
 import { decisionAcceptedEntry, decisionRefusedEntry, jsonSafe } from "../src/hitl/audit-records.js";
-import type { DecisionRecord } from "../src/hitl/records.js";
+import type { DecisionRecord } from "../src/envelope/records.js";
 
 const envelope = createEnvelope({
   portal: "127.0.0.1:1",

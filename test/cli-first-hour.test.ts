@@ -8,7 +8,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
 import { openApp, startRun, submitDecision, type App } from "../src/app/threads.js";
-import { useDeps } from "../src/runtime/deps.js";
 import { envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 import { titleScript } from "./support/inbox.js";
@@ -91,7 +90,6 @@ describe("the CLI in the first hour", () => {
   it("show of a thread the API server keeps names where it lives and the command for it, not `no thread`", async () => {
     // Same journal, another checkpointer: what this data directory sees of a run the LangGraph API server keeps.
     const elsewhere = await startRun(openApp(app.deps, { checkpointer: new MemorySaver() }), { request: "rename task 4 to First hour", requestedBy: "demo-user" });
-    useDeps(app.deps);
     expect(elsewhere.status).toBe("awaiting_approval");
     const r = await runCli(["show", elsewhere.threadId], envFor(portal, dataDir));
     expect(r.code).toBe(1);

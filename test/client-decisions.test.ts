@@ -96,7 +96,7 @@ describe("npm run dev and ACTION_ENVELOPE_API_ORIGINS", () => {
     fs.writeFileSync(file, JSON.stringify(config));
     return file;
   };
-  const base = { graphs: { g: "./src/graph/graph.ts:graph" }, http: { app: "./src/inbox/mount.ts:app", cors: { allow_origins: ["https://smith.langchain.com"], expose_headers: ["content-location"] } } };
+  const base = { graphs: { g: "./src/api/served-graph.ts:graph" }, http: { app: "./src/inbox/mount.ts:app", cors: { allow_origins: ["https://smith.langchain.com"], expose_headers: ["content-location"] } } };
 
   it("starts from langgraph.json itself when no origin is listed, or every listed one is in http.cors already", () => {
     const file = project(base);

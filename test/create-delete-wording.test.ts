@@ -10,10 +10,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
 import { buildCase } from "../src/evidence/bundle.js";
-import { outcomeFlags } from "../src/evidence/flags.js";
+import { outcomeFlags } from "../src/envelope/outcome-flags.js";
 import { renderCase } from "../src/evidence/render.js";
 import { cardSection } from "../src/inbox/card-view.js";
-import type { VerificationRecord } from "../src/hitl/records.js";
+import type { VerificationRecord } from "../src/envelope/records.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 

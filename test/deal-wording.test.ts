@@ -8,7 +8,7 @@ import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { buildCase } from "../src/evidence/bundle.js";
-import { outcomeFlags, type FlagInputs } from "../src/evidence/flags.js";
+import { outcomeFlags, type FlagInputs } from "../src/envelope/outcome-flags.js";
 import { renderCase } from "../src/evidence/render.js";
 import { RequestScopeSchema } from "../src/graph/state.js";
 import { inboxPage } from "../src/inbox/pages.js";

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
 import { sha256Json } from "../src/envelope/index.js";
-import { RAW_IN_JOURNAL } from "../src/hitl/records.js";
+import { RAW_IN_JOURNAL } from "../src/envelope/records.js";
 import { buildCase, type RunStatus } from "../src/evidence/bundle.js";
 import { exportBundle } from "../src/evidence/export.js";
 import { caseOf, threadFromCheckpoints } from "../src/evidence/case-source.js";

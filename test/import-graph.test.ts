@@ -225,8 +225,18 @@ describe("the import graph of src/", () => {
     expect(importsInto([OFFLINE_DEMO], except(OFFLINE_DEMO))).toEqual([]);
   });
 
-  it("lets only the surfaces import the surfaces (graph/ not yet: graph.ts imports api/guard.ts)", () => {
-    expect(importsInto(except("graph", ...SURFACES), SURFACES)).toEqual([]);
-    expect(importsInto(["inbox"], ["cli"])).toEqual([]);
+  it("lets only the surfaces import the surfaces; the HTTP API never reaches into the CLI (the CLI prints)", () => {
+    expect(importsInto(except(...SURFACES), SURFACES)).toEqual([]);
+    expect(importsInto(["inbox", "api"], ["cli"])).toEqual([]);
+  });
+
+  it("keeps the records of an action's life and its outcome flags in the core: store/ and hitl/ import neither hitl/ records nor evidence/", () => {
+    expect(importsInto(["store"], ["hitl", "evidence"])).toEqual([]);
+    expect(importsInto(["hitl"], ["evidence"])).toEqual([]);
+  });
+
+  it("builds the API server's deps in one place, for the modules the server loads itself; nodes get theirs from the run's config", () => {
+    const builders = edges.filter((edge) => edge.to === "src/runtime/server-deps.ts").map((edge) => edge.from);
+    expect([...new Set(builders)].sort()).toEqual(["src/api/served-graph.ts", "src/auth/auth.ts", "src/inbox/mount.ts"]);
   });
 });

@@ -7,7 +7,6 @@ import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
 import { openApp, startRun, viewThread } from "../src/app/threads.js";
-import { useDeps } from "../src/runtime/deps.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
 import { envFor, parseJsonOutput, runCli } from "./support/harness.js";
 
@@ -59,7 +58,6 @@ describe("inbox over HTTP", () => {
     // Same journal, another checkpointer: what the standalone inbox sees of a thread the LangGraph API server runs.
     const elsewhere = openApp(w.app.deps, { checkpointer: new MemorySaver() });
     const view = await startRun(elsewhere, { request: "rename task 5 to the proposed title", requestedBy: "demo-user" });
-    useDeps(w.app.deps);
     expect(view.status).toBe("awaiting_approval");
     const c = new Client(w.inbox.url);
     await c.signIn("alice");

@@ -9,7 +9,6 @@ import { MemorySaver } from "@langchain/langgraph";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { openApp, startRun, submitDecision } from "../src/app/threads.js";
 import { setDecisions } from "../src/cli/decisions.js";
-import { useDeps } from "../src/runtime/deps.js";
 import { launchBrowser, noBrowserReason, screenshotPath } from "./support/browser.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
 import { SET_COMMENT, startSetWorld, type SetAction, type SetWorld } from "./support/inbox-sets.js";
@@ -52,7 +51,6 @@ describe.skipIf(!!noBrowserReason)("the inbox list and a revision's page, in Chr
     });
     // A run the LangGraph API server keeps (same journal, another checkpointer): decided there.
     const elsewhere = await startRun(openApp(w.app.deps, { checkpointer: new MemorySaver() }), { request: "rename task 3 to the proposed title", requestedBy: "demo-user" });
-    useDeps(w.app.deps);
     expect(elsewhere.status).toBe("awaiting_approval");
 
     for (const width of WIDTHS) {

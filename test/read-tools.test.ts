@@ -8,6 +8,7 @@ import { afterEach, beforeEach, expect, it } from "vitest";
 import type { App } from "../src/app/threads.js";
 import type { State } from "../src/graph/state.js";
 import { readTools } from "../src/nodes/read-tools.js";
+import { depsConfigurable } from "../src/runtime/run-deps.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
 
@@ -25,7 +26,7 @@ afterEach(async () => {
 it("a call to a tool that was not offered is refused and audited, and nothing of that turn runs", async () => {
   const turn = new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 }), call("update_task", { taskId: 4, fields: { TITLE: "x" } })] });
   const before = (await portal.calls()).length;
-  const out = await readTools({ messages: [turn], agentSteps: 1, requestedBy: "demo-user", proposal: null } as unknown as State, { configurable: { thread_id: "read-tools-1" } });
+  const out = await readTools({ messages: [turn], agentSteps: 1, requestedBy: "demo-user", proposal: null } as unknown as State, { configurable: { thread_id: "read-tools-1", ...depsConfigurable(app.deps) } });
   const replies = (out.messages ?? []) as Array<{ status?: string; content: unknown; name?: string }>;
   expect(replies.map((m) => [m.name, m.status])).toEqual([
     ["update_task", "error"],
@@ -39,7 +40,7 @@ it("a call to a tool that was not offered is refused and audited, and nothing of
 
 it("offered read tools run as before", async () => {
   const turn = new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-  const out = await readTools({ messages: [turn] } as unknown as State, { configurable: { thread_id: "read-tools-2" } });
+  const out = await readTools({ messages: [turn] } as unknown as State, { configurable: { thread_id: "read-tools-2", ...depsConfigurable(app.deps) } });
   const replies = (out.messages ?? []) as Array<{ status?: string; content: unknown }>;
   expect(replies).toHaveLength(1);
   expect(replies[0]!.status).not.toBe("error");

@@ -21,6 +21,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import type { Envelope } from "../src/envelope/index.js";
+import { DEPS_KEY } from "../src/runtime/run-deps.js";
 import { ROOT, envFor, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 import { DEV_SERVER_ARGS, isolatedConfig } from "./support/dev-server.js";
 import { descendants, killAll, waitForExit } from "./support/processes.js";
@@ -472,6 +473,38 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     await run(threadId, { command: { resume: signed(p, "bob") } });
     expect.soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
     await expectOnlyRegisteredWrite(mark, p);
+  });
+
+  it("run config is the client's: dependencies sent in config.configurable (a lax policy, another journal and portal) are not the run's", async () => {
+    // What a client could try to hand the nodes in place of the server's own: no signatures, a journal,
+    // keys and portal client of its choosing. The server's run guard puts its own under this key.
+    const config = {
+      configurable: {
+        [DEPS_KEY]: {
+          policy: { requireSignature: false, approverGroups: { anyone: ["mallory"] } },
+          journal: { getThread: null, currentAction: null },
+          publicKeys: {},
+          tools: { readTools: [], writeTools: [] },
+          portal: "attacker.example",
+          config: { dataDir: "/nonexistent" },
+        },
+      },
+    };
+    const t = await client.threads.create();
+    await run(t.thread_id, { input: { request: "rename task 4 to Row deps title", requestedBy: "demo-user" }, config });
+    const p = await payloadOf(t.thread_id);
+    expect(p?.kind, "the run went to an approval on the server's own dependencies").toBe("approval");
+    expect(p!.envelope.portal).not.toBe("attacker.example");
+    expect(events(await readAudit(dataDir, t.thread_id), "approval_requested")).toHaveLength(1);
+
+    // The server's policy (signatures required) decides, not the one in the run config.
+    const mark = await writeMark(portal);
+    await run(t.thread_id, { command: { resume: approveValue(p!, "bob") }, config });
+    expect.soft((await payloadOf(t.thread_id))?.lastRefusal?.code).toBe("SIGNATURE_REQUIRED");
+    expect.soft(await writesSince(portal, mark)).toEqual([]);
+    await run(t.thread_id, { command: { resume: signed(p!, "bob") }, config });
+    expect.soft((await valuesOf(t.thread_id))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p!);
   });
 });
 

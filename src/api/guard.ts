@@ -1,14 +1,18 @@
 /**
- * The graph as the LangGraph API server runs it (src/graph/graph.ts exports it wrapped): before a run
+ * The graph as the LangGraph API server runs it (src/api/served-graph.ts applies this): before a run
  * with `command.resume` starts, a resume to a thread that is not waiting is refused visibly
  * (src/api/late-resume.ts), and a decision without an approver gets the authenticated caller
  * (src/api/resume-identity.ts). Run input that is not an object fails with INVALID_INPUT; other
- * input passes through unchanged (the agent node validates it). The CLI and tests that compile the
- * builder themselves do not go through this; they decide through src/app/.
+ * input passes through unchanged (the agent node validates it). Every run gets the server's
+ * dependencies in its config (src/runtime/run-deps.ts) in place of anything the client sent under
+ * that key. The CLI and tests that compile the builder themselves do not go through this; they decide
+ * through src/app/.
  */
 import { Command, isCommand, type CompiledStateGraph } from "@langchain/langgraph";
 import { refuseLateResume } from "./late-resume.js";
 import { withAuthenticatedApprover } from "./resume-identity.js";
+import type { Deps } from "../runtime/deps.js";
+import { depsConfigurable } from "../runtime/run-deps.js";
 
 type RunOptions = { configurable?: Record<string, unknown> } | undefined;
 type Served = { stream: (...a: any[]) => any; streamEvents: (...a: any[]) => any; getState: CompiledStateGraph<any, any, any>["getState"] };
@@ -18,7 +22,7 @@ export class InvalidRunInputError extends Error {
   override readonly name = "InvalidInput";
 }
 
-async function admit(graph: Served, input: unknown, options: RunOptions): Promise<unknown> {
+async function admit(graph: Served, input: unknown, options: RunOptions, deps: Deps): Promise<unknown> {
   // LangGraph would fail such input with an InvalidUpdateError about node "__start__"; say what is expected instead.
   if (input !== null && input !== undefined && !isCommand(input) && (typeof input !== "object" || Array.isArray(input))) {
     throw new InvalidRunInputError(
@@ -26,22 +30,28 @@ async function admit(graph: Served, input: unknown, options: RunOptions): Promis
     );
   }
   if (!isCommand(input) || input.resume === undefined) return input;
-  await refuseLateResume(graph, input, options);
+  await refuseLateResume(graph, input, options, deps);
   const resume = withAuthenticatedApprover(input.resume, options?.configurable);
   return resume === input.resume ? input : new Command({ resume });
 }
 
-export function guardApiRuns<G extends Served>(graph: G): G {
+/** The run's options with the server's dependencies; a client's value under the same key is replaced. */
+function withServerDeps(options: RunOptions, deps: Deps): RunOptions & {} {
+  return { ...options, configurable: { ...options?.configurable, ...depsConfigurable(deps) } };
+}
+
+export function guardApiRuns<G extends Served>(graph: G, serverDeps: () => Promise<Deps>): G {
   const stream = graph.stream.bind(graph);
   const streamEvents = graph.streamEvents.bind(graph);
-  graph.stream = async (input: unknown, options?: RunOptions, ...rest: unknown[]) => stream(await admit(graph, input, options), options, ...rest);
-  graph.streamEvents = (input: unknown, options?: RunOptions, ...rest: unknown[]) => {
-    const plain = input === null || input === undefined || (typeof input === "object" && !Array.isArray(input) && !isCommand(input));
-    if (plain || (isCommand(input) && input.resume === undefined)) return streamEvents(input, options, ...rest);
-    return (async function* () {
-      const admitted = await admit(graph, input, options);
-      yield* (await streamEvents(admitted, options, ...rest)) as AsyncIterable<unknown>;
-    })();
+  graph.stream = async (input: unknown, options?: RunOptions, ...rest: unknown[]) => {
+    const deps = await serverDeps();
+    return stream(await admit(graph, input, options, deps), withServerDeps(options, deps), ...rest);
   };
+  graph.streamEvents = (input: unknown, options?: RunOptions, ...rest: unknown[]) =>
+    (async function* () {
+      const deps = await serverDeps();
+      const admitted = await admit(graph, input, options, deps);
+      yield* (await streamEvents(admitted, withServerDeps(options, deps), ...rest)) as AsyncIterable<unknown>;
+    })();
   return graph;
 }

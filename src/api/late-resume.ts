@@ -9,13 +9,13 @@
  * Two ways in:
  * - `refuseLateResume`, called by src/api/guard.ts around the graph the API server serves, when the
  *   run starts (after the server accepted it);
- * - `lateResumeRefusal(threadId, kwargs)` is the journal-only check for the server's
+ * - `lateResumeRefusal(threadId, kwargs, deps)` is the journal-only check for the server's
  *   `threads:create_run` authorization event, to refuse with HTTP 409 before a run is even created
  *   (src/auth/rules.ts would call it; see the report of issue 13).
  */
 import { createHash } from "node:crypto";
 import { isCommand, type CompiledStateGraph } from "@langchain/langgraph";
-import { getDeps, type Deps } from "../runtime/deps.js";
+import type { Deps } from "../runtime/deps.js";
 import { jsonSafe } from "../hitl/audit-records.js";
 import { boundedForEvidence, checkBounds } from "../hitl/bounds.js";
 import type { AuditEntry } from "../store/audit.js";
@@ -85,11 +85,10 @@ export function classifyLateResume(thread: ThreadRecord | undefined, waiting: bo
  * `command.resume` for a thread the journal has closed is refused. (Whether a not-yet-ended thread
  * is waiting is known only from its checkpoint, which `guardLateResumes` checks when the run starts.)
  */
-export async function lateResumeRefusal(threadId: string | undefined, kwargs: Record<string, unknown>, deps?: Pick<Deps, "journal">): Promise<LateResume | null> {
+export async function lateResumeRefusal(threadId: string | undefined, kwargs: Record<string, unknown>, deps: Pick<Deps, "journal">): Promise<LateResume | null> {
   const command = kwargs["command"] as { resume?: unknown } | null | undefined;
   if (!threadId || !command || typeof command !== "object" || command.resume === undefined) return null;
-  const d = deps ?? (await getDeps());
-  const thread = await d.journal.getThread(threadId);
+  const thread = await deps.journal.getThread(threadId);
   return thread?.closed ? classifyLateResume(thread, false) : null;
 }
 
@@ -131,7 +130,7 @@ export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefin
  * no task left to run. Anything that would run a node (a pending interrupt, a task left by a state
  * update, a fork of a waiting checkpoint) passes: the nodes' journal checks decide those.
  */
-export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, any>, "getState">, input: unknown, options: { configurable?: Record<string, unknown> } | undefined, depsIn?: Deps): Promise<void> {
+export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, any>, "getState">, input: unknown, options: { configurable?: Record<string, unknown> } | undefined, deps: Deps): Promise<void> {
   if (!isCommand(input) || input.resume === undefined) return;
   const configurable = options?.configurable ?? {};
   const threadId = configurable["thread_id"];
@@ -141,7 +140,6 @@ export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, 
   const snapshot = await graph.getState({ configurable: addressed });
   const waiting = snapshot.next.length > 0 || snapshot.tasks.some((t) => (t.interrupts?.length ?? 0) > 0);
   if (waiting && input.resume !== null) return;
-  const deps = depsIn ?? (await getDeps());
   if (waiting) {
     // LangGraph writes no resume value for null: the pending node would just ask again, and the run
     // would end "success" with nothing said or recorded.

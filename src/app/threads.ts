@@ -11,8 +11,9 @@ import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { compileGraph, type CompileOptions } from "../graph/graph.js";
 import type { State } from "../graph/state.js";
 import type { ApprovalRequest, InputRequest, InterruptPayload } from "../hitl/contract.js";
-import type { RequestScope } from "../hitl/records.js";
-import { type Deps, type StoreDeps, useDeps } from "../runtime/deps.js";
+import type { RequestScope } from "../envelope/records.js";
+import type { Deps, StoreDeps } from "../runtime/deps.js";
+import { depsConfigurable } from "../runtime/run-deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
@@ -90,7 +91,7 @@ export interface ChangeSetOutcome {
 
 type OpenOptions = Omit<CompileOptions, "checkpointer"> & { checkpointer?: BaseCheckpointSaver };
 
-/** The graph over the checkpoints, for reading only: no deps are installed, so no node can run against them. */
+/** The graph over the checkpoints, for reading only: its runs carry no deps, so no node can run against them. */
 export function openReadApp(deps: StoreDeps, opts: OpenOptions = {}): ReadApp {
   const checkpointer = opts.checkpointer ?? createCheckpointer(deps.config);
   const graph = compileGraph({ ...opts, checkpointer });
@@ -105,17 +106,10 @@ export function openReadApp(deps: StoreDeps, opts: OpenOptions = {}): ReadApp {
   };
 }
 
+/** The graph with these deps bound to every run it starts (src/runtime/run-deps.ts). */
 export function openApp(deps: Deps, opts: OpenOptions = {}): App {
-  useDeps(deps);
   const read = openReadApp(deps, opts);
-  return {
-    ...read,
-    deps,
-    async close() {
-      await read.close();
-      useDeps(undefined);
-    },
-  };
+  return { ...read, deps, graph: read.graph.withConfig({ configurable: depsConfigurable(deps) }) };
 }
 
 /**

@@ -22,7 +22,7 @@ import { Auth, HTTPException, type AuthFilters } from "@langchain/langgraph-sdk/
 import { loadConfig } from "../config/env.js";
 import { authorize, dropHeadCheckpoint, namedCheckpointId, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
 import { loadApiTokens, principalFor, type ApiTokenTable } from "./tokens.js";
-import { getDeps } from "../runtime/deps.js";
+import { serverDeps } from "../runtime/server-deps.js";
 import { nextFromJournal } from "../store/action-machine.js";
 import type { ChatDecision } from "../hitl/text-decision.js";
 import { browserOriginProblem, originPolicyFromEnvironment, type OriginPolicy } from "./origin.js";
@@ -46,7 +46,7 @@ async function admitRoute<U extends { identity: string }>(request: Request, path
   if (!refused) return user;
   const message = `refused ${request.method} ${pathname}: ${refused.reason}`;
   try {
-    const deps = await getDeps();
+    const deps = await serverDeps();
     await deps.audit.append(refusedRouteEntry(request.method, pathname, refused.route, refused.reason, user.identity, deps.clock().toISOString()));
   } catch (e) {
     console.error(`action-envelope: could not audit a refused request (${(e as Error).message}): ${message}`);
@@ -139,7 +139,7 @@ function presentedToken(request: Request): string {
  * checkpointer on that very object when it first runs or reads it), or undefined when unknown.
  */
 async function servedHead(threadId: string): Promise<string | undefined> {
-  const { graph } = await import("../graph/graph.js");
+  const { apiGraph: graph } = await import("../graph/graph.js");
   if (!graph.checkpointer) return undefined;
   const snapshot = await graph.getState({ configurable: { thread_id: threadId } });
   const id = snapshot.config?.configurable?.["checkpoint_id"];
@@ -165,7 +165,7 @@ function chatFromApprover(kwargs: Record<string, unknown>, user: ApiUser): strin
 
 /** Whether the journal says this thread waits for an approval (its next step is await_approval). */
 async function approvalWaits(threadId: string): Promise<boolean> {
-  const deps = await getDeps();
+  const deps = await serverDeps();
   return nextFromJournal(await deps.journal.getThread(threadId), await deps.journal.currentAction(threadId)) === "await_approval";
 }
 

@@ -1,8 +1,8 @@
 /**
  * `npm run dev`: the LangGraph API server (and LangGraph Studio's backend) for the graphs in
  * langgraph.json, through `langgraphjs dev`, on a free port of 127.0.0.1 with analytics and tracing
- * off. The graph's nodes build their dependencies from the environment inside the server process
- * (src/runtime/deps.ts), so the same variables as for the CLI apply; they are checked here first so
+ * off. The graph's nodes get dependencies built from the environment inside the server process
+ * (src/runtime/server-deps.ts), so the same variables as for the CLI apply; they are checked here first so
  * a bad setting stops before the server's slow start rather than inside the first run.
  *
  * Stopping: Ctrl-C (or SIGTERM) is forwarded as SIGINT to the top `langgraphjs` process only. That

@@ -31,7 +31,7 @@ async function apiOf(flag: string | undefined) {
   return flag || configured.url ? (await import("../api/cli-api.js")).apiTarget(flag, configured) : undefined;
 }
 
-const runApiCommand = async (...args: Parameters<typeof import("../api/cli-api.js").runApiCommand>) => (await import("../api/cli-api.js")).runApiCommand(...args);
+const runApiCommand = async (...args: Parameters<typeof import("./api-command.js").runApiCommand>) => (await import("./api-command.js")).runApiCommand(...args);
 
 export function parseAnswers(pairs: string[]): Record<string, string> {
   const answers: Record<string, string> = {};

@@ -87,7 +87,7 @@ const apiOf = async (flag: string | undefined) => {
   // The API client (the LangGraph SDK) is loaded only when an API server is named.
   return flag || configured.url ? (await import("../api/cli-api.js")).apiTarget(flag, configured) : undefined;
 };
-const runApiCommand = async (...args: Parameters<typeof import("../api/cli-api.js").runApiCommand>) => (await import("../api/cli-api.js")).runApiCommand(...args);
+const runApiCommand = async (...args: Parameters<typeof import("./api-command.js").runApiCommand>) => (await import("./api-command.js")).runApiCommand(...args);
 /** The decision builders (envelope core, signatures), loaded by the decision commands only. */
 const decisions = () => import("./decisions.js");
 type DecisionBuilder = "approveDecision" | "rejectDecision" | "editDecision";

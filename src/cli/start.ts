@@ -9,7 +9,7 @@ import { select, input } from "@inquirer/prompts";
 import { loadConfig } from "../config/env.js";
 import { createDeps } from "../runtime/deps.js";
 import { openApp, startRun, submitDecision, viewThread, type App, type ThreadView } from "../app/threads.js";
-import type { RequestScope } from "../hitl/records.js";
+import type { RequestScope } from "../envelope/records.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { Printer } from "./render.js";
 import { exitCodeForOutcome } from "./exit-codes.js";

@@ -7,10 +7,10 @@
  */
 import type { State } from "../graph/state.js";
 import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
-import { outcomeFlags, type FlagInputs } from "./flags.js";
+import { outcomeFlags, type FlagInputs } from "../envelope/outcome-flags.js";
 import { NORMALISATION_RULES, type NormalisationRule, type RequesterVerification } from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
-import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, Refusal } from "../hitl/records.js";
+import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, Refusal } from "../envelope/records.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";

@@ -2,7 +2,7 @@ import type { Deps } from "../runtime/deps.js";
 import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyDeleted, verifyOutcome, type Acknowledgement, type Envelope } from "../envelope/index.js";
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import { readDeleted } from "../hitl/delete-reads.js";
-import type { PreReadRecord, VerificationRecord } from "../hitl/records.js";
+import type { PreReadRecord, VerificationRecord } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { PhaseContext } from "./phase-context.js";

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Deps } from "../runtime/deps.js";
-import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../hitl/records.js";
+import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../envelope/records.js";
 import type { McpCallResult } from "../tools/bitrix24-tools.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";

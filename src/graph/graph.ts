@@ -38,7 +38,6 @@ import { checkDecision } from "../nodes/check-decision.js";
 import { carryOut } from "../nodes/carry-out.js";
 import { finish } from "../nodes/finish.js";
 import { resync } from "../nodes/resync.js";
-import { guardApiRuns } from "../api/guard.js";
 
 export const builder = new StateGraph({ state: AgentState, input: AgentInput, output: AgentOutput })
   .addNode("agent", agent)
@@ -82,9 +81,8 @@ export function compileGraph(opts: CompileOptions) {
 }
 
 /**
- * For the LangGraph API server, which brings its own checkpointer. A resume sent to a thread that is
- * not waiting fails its run visibly (THREAD_ENDED / NOT_WAITING, audited) instead of the silent
- * success LangGraph gives a resume with nothing to resume; a decision without an approver gets the
- * authenticated caller (src/api/guard.ts).
+ * The one instance the LangGraph API server runs, with the checkpointer the server brings (it sets
+ * it on this object). langgraph.json names it through src/api/served-graph.ts, which guards its runs
+ * and gives them the server's dependencies; auth reads the served threads' checkpoints through it.
  */
-export const graph = guardApiRuns(builder.compile({ name: "bitrix24_task_agent" }));
+export const apiGraph = builder.compile({ name: "bitrix24_task_agent" });

@@ -31,8 +31,8 @@ import type {
   Refusal,
   RequestScope,
   VerificationRecord,
-} from "../hitl/records.js";
-import { acknowledgementMirror, preReadMirror, verificationMirror } from "../hitl/records.js";
+} from "../envelope/records.js";
+import { acknowledgementMirror, preReadMirror, verificationMirror } from "../envelope/records.js";
 import type { InputRequestRecord } from "../hitl/structured-input.js";
 import type { JournalNext } from "../store/action-machine.js";
 

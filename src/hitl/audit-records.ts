@@ -5,8 +5,8 @@
 import { checkProposal, requesterVerificationOf, sha256Json, type Envelope, type JsonValue, type NameResolution, type Policy, type RequesterVerification } from "../envelope/index.js";
 import type { State } from "../graph/state.js";
 import type { AuditEntry } from "../store/audit.js";
-import { outcomeFlags } from "../evidence/flags.js";
-import type { AcknowledgementRecord, DecisionRecord, InvocationRecord, PreReadRecord, ProposalRecord, Refusal, VerificationRecord } from "./records.js";
+import { outcomeFlags } from "../envelope/outcome-flags.js";
+import type { AcknowledgementRecord, DecisionRecord, InvocationRecord, PreReadRecord, ProposalRecord, Refusal, VerificationRecord } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import { viewOf } from "./thread-view.js";

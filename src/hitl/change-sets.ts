@@ -25,7 +25,7 @@ import {
 } from "../envelope/index.js";
 import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
-import type { DecisionRecord, ReasonCode } from "./records.js";
+import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
 import { canEditFrom, deniedFieldRights, rawOf, readObject } from "./reads.js";
 import { TARGETS } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";

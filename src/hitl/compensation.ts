@@ -11,7 +11,7 @@ import type { Policy } from "../envelope/policy.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { Journal } from "../store/journal.js";
-import type { ProposalRecord, ReasonCode } from "./records.js";
+import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
 import { rawOf, readObject } from "./reads.js";
 import { readDeleted } from "./delete-reads.js";
 import type { McpCallResult, ReadRole } from "../tools/bitrix24-tools.js";

@@ -13,7 +13,7 @@ import { hashChangeSet, hashEnvelope, memberProblems, type RequesterVerification
 import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord, type TransitionResult } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
-import { acknowledgementMirror, preReadMirror, verificationMirror, type Outcome, type ReasonCode } from "./records.js";
+import { acknowledgementMirror, preReadMirror, verificationMirror, type Outcome, type ReasonCode } from "../envelope/records.js";
 import { deriveScope, isRequestScope } from "./scope.js";
 import { journalGuardEntry, jsonSafe } from "./audit-records.js";
 import { mirrorsRegistered, sameJson } from "./thread-view.js";

@@ -6,7 +6,7 @@
  */
 import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type ObjectLease } from "../store/action-machine.js";
-import type { LeaseRecord } from "./records.js";
+import type { LeaseRecord } from "../envelope/records.js";
 import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 
 export type HoldResult = { held: true; record: LeaseRecord } | { held: false; holder: ObjectLease; record: LeaseRecord };

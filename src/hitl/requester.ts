@@ -8,7 +8,7 @@
  */
 import type { KeyObject } from "node:crypto";
 import { verifyRequestSignature, type RequesterVerification } from "../envelope/index.js";
-import type { RequestScope } from "./records.js";
+import type { RequestScope } from "../envelope/records.js";
 
 export interface RequestToVerify {
   request: string;

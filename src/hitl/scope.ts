@@ -2,7 +2,7 @@
  * Scope of a request: which tasks and fields it is about. Taken from the caller when given, otherwise
  * derived by code from the request text. The model's proposal never widens it.
  */
-import type { RequestScope } from "./records.js";
+import type { RequestScope } from "../envelope/records.js";
 
 const FIELD_WORDS: Array<[RegExp, string]> = [
   [/\b(rename|title|name)\b/i, "TITLE"],

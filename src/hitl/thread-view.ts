@@ -21,7 +21,7 @@ import {
   type RequestScope,
   type VerificationRecord,
   type WriteProtocol,
-} from "./records.js";
+} from "../envelope/records.js";
 
 /** The journal rows a view is built from; any may be missing (a thread not yet registered, no action, nothing sent). */
 export interface JournalRows {

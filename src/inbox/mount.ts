@@ -23,7 +23,7 @@ import path from "node:path";
 import { Hono } from "hono";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig } from "../config/env.js";
-import { getDeps } from "../runtime/deps.js";
+import { serverDeps } from "../runtime/server-deps.js";
 import { openApp, type App } from "../app/threads.js";
 import { createInboxApp } from "./server.js";
 import { loadInboxUsers } from "./users.js";
@@ -59,7 +59,7 @@ async function build(): Promise<Inbox> {
     };
   }
   const users = loadInboxUsers(config.inboxUsersPath);
-  const app = openApp(await getDeps(), { checkpointer: await apiCheckpointer() });
+  const app = openApp(await serverDeps(), { checkpointer: await apiCheckpointer() });
   const web = createInboxApp({ app, users, basePath: INBOX_PREFIX }, (host) => LOOPBACK_HOST.test(host));
   return { fetch: (req, env) => web.fetch(req, env as never), app };
 }

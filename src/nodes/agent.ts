@@ -2,7 +2,7 @@ import { AIMessage, HumanMessage, RemoveMessage, isAIMessage, isHumanMessage, ty
 import { REMOVE_ALL_MESSAGES, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State, type Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
-import { getDeps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { agentPrompt } from "../prompts.js";
 import { proposeChangeSetTool, proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
 import { undoEndingCode, undoPlanFor, undoRequestOf, type UndoPlan } from "../hitl/compensation.js";
@@ -27,7 +27,7 @@ export { MAX_REQUEST_CHARS } from "../graph/state.js";
  * that request alone, never the other messages of the input.
  */
 export async function agent(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   // A chat message sent while an approval waits goes to check_decision as a candidate decision.
   const chat = gate.thread && gate.next === "await_approval" ? chatDecisionOf(state) : undefined;

@@ -1,7 +1,7 @@
 import { interrupt, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
-import { getDeps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { admitResume } from "../hitl/bounds.js";
@@ -12,7 +12,7 @@ import { admitResume } from "../hitl/bounds.js";
  * says nothing is waiting, records that once, keyed). The payload is the journal's registered action.
  */
 export async function awaitApproval(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "await_approval", state);
   if (refused) return refused;

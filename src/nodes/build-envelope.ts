@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { checkProposal, createEnvelope, hashEnvelope, renderCard, requesterNotVerified, requesterVerificationOf, userIdsOnCard } from "../envelope/index.js";
 import { lookupNames } from "../hitl/people.js";
 import { approvalRequestedEntry, decisionAcceptedEntry, proposalDeniedEntry } from "../hitl/audit-records.js";
@@ -10,7 +10,7 @@ import { decisionOf, viewOf } from "../hitl/thread-view.js";
 import { baselineKeyOf, buildChangeSet, noChangeOf, readBaseline, withActionIds, type PlannedAction } from "../hitl/change-sets.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ThreadRecord } from "../store/action-machine.js";
-import type { ProposalRecord, ReasonCode } from "../hitl/records.js";
+import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
 import { isDeletePart, readUndoPart, undoEndingCode, undoPlanFor, type UndoPart } from "../hitl/compensation.js";
 
 /**
@@ -21,7 +21,7 @@ import { isDeletePart, readUndoPart, undoEndingCode, undoPlanFor, type UndoPart 
  * against the journal's scope like any proposal.
  */
 export async function buildEnvelope(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "build_envelope", state);
   if (refused) return refused;

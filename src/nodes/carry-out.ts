@@ -1,6 +1,6 @@
 import { Command, END, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { evidenceForState, viewOf } from "../hitl/thread-view.js";
 import { nextFromJournal } from "../store/action-machine.js";
@@ -15,7 +15,7 @@ import { finishFromJournal } from "./finish.js";
  * and the run resumes where the journal says.
  */
 export async function carryOut(state: State, config: LangGraphRunnableConfig): Promise<Command> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "carry_out", state);
   if (refused) return new Command({ update: refused, goto: "resync" });

@@ -2,19 +2,34 @@ import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
-import { getDeps, type Deps } from "../runtime/deps.js";
-import { approverNotAllowed, DecisionSchema, partialApprovalForecast, escalationApprovers, subjectOfSet, typedNamesIn, validateDecision, validateDecisionFor, type DecisionContext, type NameResolution } from "../envelope/index.js";
+import type { Deps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
+import { DecisionSchema, typedNamesIn, validateDecision, type NameResolution } from "../envelope/index.js";
+import {
+  acceptedRecord,
+  claimedApprover,
+  decisionContext,
+  entitlementProblem,
+  identitiesShown,
+  judgeSetDecisions,
+  judgeSystemDecision,
+  refusalOf,
+  setEntitlementProblem,
+  setShapeProblem,
+  type Answered,
+  type DecisionRefusal,
+  type Judge,
+} from "../envelope/decision-judgement.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
-import type { DecisionRecord, Refusal } from "../hitl/records.js";
+import type { Refusal } from "../envelope/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
 import type { AuditEntry } from "../store/audit.js";
 import { DecisionNotAcceptedError } from "../errors.js";
-import type { ActionProgress, ActionRow, SetPlan } from "../store/action-machine.js";
+import type { ActionProgress, ActionRow } from "../store/action-machine.js";
 import { closeAction, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { registeredFor, viewOf } from "../hitl/thread-view.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { resolveNames } from "../hitl/people.js";
-import { identityEstablished } from "../envelope/decision.js";
 import { decisionFromClient, howToDecide } from "../hitl/text-decision.js";
 
 /**
@@ -30,7 +45,7 @@ import { decisionFromClient, howToDecide } from "../hitl/text-decision.js";
  * count toward the budget. A decision that merely names an entitled approver counts for nothing.
  */
 export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "check_decision", state);
   if (refused) return { ...refused, pendingDecision: null };
@@ -68,6 +83,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     }
     return { ...base, messages: [answer(undefined)] };
   };
+  const refuseWith = ({ refused: r }: DecisionRefusal) => refuse(r.code, r.reason, r.counted);
   // What a decision for this pause names: a change set's hash and nonce, or the envelope's.
   const bound = action.set && gate.members ? { hash: action.set.setHash, nonce: action.set.set.nonce } : { hash: envelopeHash, nonce: envelope.nonce };
 
@@ -89,9 +105,9 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   // envelope is refused as that, whoever sent it), but nothing a non-entitled caller sends counts
   // toward the refusal budget or can end the approval (not even a claim that it expired, which is
   // judged by this server's clock anyway).
-  const claimedId = (candidate as { approver?: { id?: unknown } } | null)?.approver?.id;
-  const type = (candidate as { type?: unknown } | null)?.type;
-  const notEntitled = typeof claimedId === "string" && claimedId !== "" ? entitlementProblem(deps, action, claimedId, type, authUser) : 'a decision names its approver as {"approver": {"id": "…"}}';
+  const judge = judgeOf(deps, authUser, now);
+  const answered = answeredBy(action);
+  const notEntitled = entitlementProblem(answered, judge, claimedApprover(candidate), (candidate as { type?: unknown } | null)?.type);
   // A person named in an edit is looked up by code (user.get), only for a well-formed edit of this
   // very envelope from someone entitled to decide it; validateDecision then takes the id it resolved to
   // (exactly one active user) or refuses the edit, naming what was searched and the candidates.
@@ -100,33 +116,12 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     const typed = typedNamesIn(parsed.data.editedAction.args.fields);
     if (typed.length > 0) people = await resolveNames(deps.tools, typed);
   }
-  const result = validateDecision(envelope, candidate, decisionContext(deps, action, envelopeHash, now, authUser, people));
-  if (!result.ok) {
-    // Malformed in shape, or bound to another envelope: said as that. Anything else from a caller
-    // who may not decide is, first of all, not theirs to decide.
-    if (notEntitled && !BINDING_CODES.has(result.code) && DecisionSchema.safeParse(candidate).success) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
-    // Counted only when the claimed approver is who they say (an expiry is judged by this server's clock, whoever noticed it).
-    const verified = identityEstablished(candidate, { policy: deps.policy, publicKeys: deps.publicKeys, threadId: action.threadId, authenticatedUser: authUser });
-    return refuse(result.code, result.reason, notEntitled === null && (verified || result.code === "EXPIRED"));
-  }
+  const result = validateDecision(envelope, candidate, decisionContext(answered, envelopeHash, judge, people));
+  if (!result.ok) return refuseWith(refusalOf(result, parsed.success, notEntitled, () => identitiesShown([candidate], answered, judge)));
   if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
 
   const d = result.decision;
-  // Signed: the time the signature covers; otherwise this server's time (validateDecision decides which).
-  const decidedAt = result.decidedAt;
-  const record: DecisionRecord = {
-    type: d.type,
-    envelopeHash,
-    nonce: envelope.nonce,
-    revision: envelope.revision,
-    approverId: result.identity.approverId,
-    verifiedBy: result.identity.verifiedBy,
-    decidedAt,
-    acceptedAt: now.toISOString(),
-    ...(d.type === "reject" && d.message ? { message: d.message } : {}),
-    ...(result.override ? { override: result.override } : {}),
-    raw,
-  };
+  const record = acceptedRecord(answered, result, judge, raw);
   const revise = d.type === "reject" && !!d.message && action.revision <= deps.config.limits.maxRevisions;
   const journalDecision: NonNullable<ActionProgress["decision"]> = {
     ...record,
@@ -165,22 +160,18 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
 
 type Refuse = (code: string, reason: string, counted: boolean) => Promise<Update>;
 
-/** What a decision is validated against: the journal's row (its scope, earlier revisions), this server's clock and keys. */
-function decisionContext(deps: Deps, action: ActionRow, envelopeHash: string, now: Date, authUser: string | undefined, people: NameResolution[]): DecisionContext {
-  return {
-    now,
-    policy: deps.policy,
-    threadId: action.threadId,
-    envelopeHash,
-    // The action is `registered` (the gate checked), so its nonce has not been spent.
-    nonceConsumed: false,
-    supersededHashes: action.supersededHashes,
-    publicKeys: deps.publicKeys,
-    scope: action.scope,
-    ...(authUser ? { authenticatedUser: authUser } : {}),
-    people,
-  };
-}
+/** This server's side of a decision: its policy, keys and clock, and the authenticated caller. */
+const judgeOf = (deps: Deps, authUser: string | undefined, now = deps.clock()): Judge => ({ policy: deps.policy, publicKeys: deps.publicKeys, now, authUser });
+
+/** The registered approval a decision answers, from the journal's row. */
+const answeredBy = (action: ActionRow): Answered => ({
+  threadId: action.threadId,
+  envelope: action.envelope,
+  envelopeHash: action.envelopeHash,
+  supersededHashes: action.supersededHashes,
+  scope: action.scope,
+  escalatedTo: action.escalatedTo,
+});
 
 /**
  * A decision on a change set: one for the whole set (approve or reject; cancel and expire too), or one
@@ -201,33 +192,19 @@ async function setDecision(
   raw: unknown,
   refuse: Refuse,
 ): Promise<Update> {
-  const m = action.set!;
-  const set = m.set;
-  const setHash = m.setHash;
+  const { set, setHash } = action.set!;
   const now = deps.clock();
   // The set as one approval: its hash and nonce, its earliest expiry, every operation it covers.
   const asOne: ActionRow = { ...action, envelopeHash: setHash, revision: set.revision, envelope: { ...action.envelope, nonce: set.nonce, expiresAt: set.expiresAt, revision: set.revision } };
-  const operations = [...new Set(members.map((x) => x.envelope.operation))];
-  const first = decisions[0];
-  const system = decisions.length === 1 ? SystemDecisionSchema.safeParse(first) : undefined;
+  const system = decisions.length === 1 ? SystemDecisionSchema.safeParse(decisions[0]) : undefined;
   if (system?.success) return systemDecision(deps, state, asOne, system.data, authUser, raw, refuse, members);
 
-  const approverIds = decisions.map((d) => (d as { approver?: { id?: unknown } } | null)?.approver?.id);
-  const claimedId = approverIds[0];
-  if (approverIds.some((id) => id !== claimedId)) return refuse("MALFORMED", `every decision of one change set comes from one approver; got ${approverIds.map((id) => JSON.stringify(id)).join(", ")}`, false);
-  const types = decisions.map((d) => (d as { type?: unknown } | null)?.type);
-  const notEntitled = typeof claimedId === "string" && claimedId !== "" ? entitlementProblem(deps, action, claimedId, types.includes("approve") ? "approve" : types[0], authUser, operations) : 'a decision names its approver as {"approver": {"id": "…"}}';
-
-  const ids = decisions.map((d) => (d as { actionId?: unknown } | null)?.actionId);
-  const setIds = set.actions.map((a) => a.actionId);
-  if (decisions.length > 1 || ids[0] !== undefined) {
-    const named = ids.filter((id): id is string => typeof id === "string");
-    const complete = named.length === decisions.length && new Set(named).size === named.length && named.length === setIds.length && setIds.every((id) => named.includes(id));
-    if (!complete) {
-      return refuse("MALFORMED", `decide a change set as a whole (one decision without actionId) or every action by its id, each once (${setIds.join(", ")}); got ${ids.map((id) => (id === undefined ? "(no actionId)" : JSON.stringify(id))).join(", ")}`, false);
-    }
-  }
-
+  const judge = judgeOf(deps, authUser, now);
+  const answered = answeredBy(action);
+  const s = { set, setHash, members: members.map((x) => ({ actionId: x.set!.actionId, envelope: x.envelope })) };
+  const malformed = setShapeProblem(decisions, set.actions.map((x) => x.actionId));
+  if (malformed) return refuse(malformed.refused.code, malformed.refused.reason, malformed.refused.counted);
+  const notEntitled = setEntitlementProblem(answered, s, judge, decisions);
   // Names typed in edits (RESPONSIBLE_ID "Bob Smith"), looked up only for an entitled approver's edits of this very set.
   let people: NameResolution[] = [];
   if (notEntitled === null) {
@@ -237,68 +214,10 @@ async function setDecision(
     });
     if (typed.length > 0) people = await resolveNames(deps.tools, typed);
   }
-  const subject = subjectOfSet(set, members.map((x) => x.envelope));
-  const ctx = decisionContext(deps, action, setHash, now, authUser, people);
-  const results: Array<Extract<ReturnType<typeof validateDecisionFor>, { ok: true }>> = [];
-  // As for one envelope: only an established identity's refusals count (every decision of the set from
-  // it). Judged only for a refusal: it verifies the signatures again, which an accepted set need not.
-  const verified = () => decisions.every((d) => identityEstablished(d, { policy: deps.policy, publicKeys: deps.publicKeys, threadId: action.threadId, authenticatedUser: authUser }));
-  for (const d of decisions) {
-    const r = validateDecisionFor(subject, d, ctx);
-    if (!r.ok) {
-      if (notEntitled && !BINDING_CODES.has(r.code) && DecisionSchema.safeParse(d).success) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
-      const which = (d as { actionId?: unknown } | null)?.actionId;
-      return refuse(r.code, `${typeof which === "string" ? `${which}: ` : ""}${r.reason}`, notEntitled === null && (r.code === "EXPIRED" || verified()));
-    }
-    results.push(r);
-  }
-  if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
-
-  const head = results[0]!;
-  const perAction = results.map((r, i) => ({
-    actionId: r.decision.actionId ?? set.actions[i]!.actionId,
-    type: r.decision.type,
-    ...(r.decision.type === "reject" && r.decision.message ? { message: r.decision.message } : {}),
-  }));
-  const whole = results.length === 1 && head.decision.actionId === undefined;
-  const allOf = (t: string) => results.every((r) => r.decision.type === t);
-  // Signed: the time the (first) signature covers; otherwise this server's time. Never an unsigned claim.
-  const decidedAt = head.decidedAt;
-  const messages = results.map((r) => (r.decision.type === "reject" && r.decision.message ? `${r.decision.actionId ? `${r.decision.actionId}: ` : ""}${r.decision.message}` : "")).filter(Boolean);
-  const type = allOf("approve") ? "approve" : allOf("reject") ? "reject" : "edit";
-  const record: DecisionRecord = {
-    type,
-    envelopeHash: setHash,
-    nonce: set.nonce,
-    revision: set.revision,
-    approverId: head.identity.approverId,
-    verifiedBy: head.identity.verifiedBy,
-    decidedAt,
-    acceptedAt: now.toISOString(),
-    ...(whole ? {} : { message: `decided action by action: ${perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}${messages.length ? `; ${messages.join("; ")}` : ""}` }),
-    ...(whole && messages.length ? { message: messages.join("; ") } : {}),
-    ...(head.override ? { override: head.override } : {}),
-    raw,
-  };
+  const judged = judgeSetDecisions(answered, s, decisions, judge, notEntitled, people, raw);
+  if ("refused" in judged) return refuse(judged.refused.code, judged.refused.reason, judged.refused.counted);
+  const { type, record, messages, setPlan } = judged;
   const revise = type === "reject" && messages.length > 0 && action.revision <= deps.config.limits.maxRevisions;
-  let setPlan: SetPlan | undefined;
-  if (type === "edit") {
-    const kept = results.flatMap((r, i) => {
-      const member = members[i]!;
-      const id = r.decision.actionId ?? member.set!.actionId;
-      const own = members.find((x) => x.set?.actionId === id)!;
-      if (r.decision.type === "approve") return [{ actionId: id, operation: own.envelope.operation, taskId: own.envelope.object.id, fields: own.envelope.params }];
-      if (r.decision.type === "edit") return [{ actionId: id, operation: own.envelope.operation, taskId: r.edit!.proposal.taskId, fields: r.edit!.proposal.fields, ...(people.length ? { names: people } : {}) }];
-      return [];
-    });
-    // Keep the set's order whatever order the decisions came in.
-    kept.sort((a, b) => setIds.indexOf(a.actionId) - setIds.indexOf(b.actionId));
-    // Removing rejected actions is not an edit: the kept approvals stand and run at once unless an edit,
-    // a dependency on a rejected action (chain rule) or the policy says otherwise (partialApprovalForecast).
-    const byId = Object.fromEntries(perAction.map((p) => [p.actionId, p.type]));
-    const forecast = partialApprovalForecast(members.map((x) => ({ actionId: x.set!.actionId, envelope: x.envelope })), byId, deps.policy.partialExecution);
-    setPlan = { actions: kept, perAction, runWithoutReapproval: forecast.runsAtOnce };
-  }
   const journalDecision: NonNullable<ActionProgress["decision"]> = { ...record, ...(type === "reject" ? { revise } : {}), ...(setPlan ? { setPlan } : {}) };
   const decided = await decide(deps, asOne, journalDecision, [decisionAcceptedEntry(action.envelope, setHash, record, people)], members);
   if ("update" in decided) return decided.update;
@@ -308,28 +227,6 @@ async function setDecision(
     return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`)] };
   }
   return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "REJECTED_BY_HUMAN", `change set rejected by ${record.approverId}${messages.length ? `: ${messages.join("; ")}` : " (no message)"}`)) };
-}
-
-/** Refusals about which envelope a decision answers; reported as such whoever sent the decision. */
-const BINDING_CODES: ReadonlySet<string> = new Set(["HASH_MISMATCH", "STALE_REVISION", "NONCE_MISMATCH"]);
-
-/**
- * Whether this caller may decide this approval at all. Returns why not, or null. Escalation limits
- * approving to the group's members; an authenticated caller may only speak for themselves.
- */
-function entitlementProblem(deps: Deps, action: ActionRow, approverId: string, type: unknown, authUser: string | undefined, operations: string[] = [action.envelope.operation]): string | null {
-  if (authUser !== undefined && authUser !== approverId) {
-    return `the request is authenticated as ${authUser}, but the decision names approver ${approverId}`;
-  }
-  const notAllowed = approverNotAllowed(deps.policy, approverId, operations);
-  if (notAllowed) return notAllowed;
-  if (action.escalatedTo && type === "approve") {
-    const members = deps.policy.approvers.groups[action.escalatedTo] ?? [];
-    if (!members.includes(approverId)) {
-      return `this approval was escalated to group ${action.escalatedTo} (${members.join(", ") || "no members"}); ${approverId} is not in it`;
-    }
-  }
-  return null;
 }
 
 /**
@@ -363,13 +260,7 @@ async function decide(deps: Deps, action: ActionRow, decision: NonNullable<Actio
   return { update: { needsResync: true, pendingDecision: null } };
 }
 
-/**
- * Cancel and expiry: decisions made by the requester or the system rather than an approver, bound to
- * the envelope like any other. A cancel comes from the requester or an approver (never anyone else),
- * and is refused from an unauthenticated caller when the policy requires signatures or does not
- * accept self-declared ids; an expiry is honoured only when this
- * server's clock says the approval has expired. Both consume the nonce.
- */
+/** Cancel and expiry (judged in src/envelope/decision-judgement.ts); both consume the nonce. */
 async function systemDecision(
   deps: Deps,
   state: State,
@@ -377,70 +268,21 @@ async function systemDecision(
   d: SystemDecision,
   authUser: string | undefined,
   raw: unknown,
-  refuse: (code: string, reason: string, counted: boolean) => Promise<Update>,
+  refuse: Refuse,
   members?: ActionRow[],
 ): Promise<Update> {
-  const envelope = action.envelope;
-  const envelopeHash = action.envelopeHash;
-  const now = deps.clock();
+  const { envelope, envelopeHash } = action;
   // Every operation the approval covers: for a change set, each of its actions'.
   const operations = members ? members.map((m) => m.envelope.operation) : [envelope.operation];
-  // Who ends it is recorded as verified by authentication when a caller is authenticated, so it must be that caller.
-  if (authUser !== undefined && authUser !== d.by.id) return refuse("APPROVER_NOT_ALLOWED", `the request is authenticated as ${authUser}, but the ${d.type} names ${d.by.id}`, false);
-  if (d.type === "cancel") {
-    // An approver of the whole approval (as for an approval), or the requester.
-    const notAllowed = d.by.id === envelope.requestedBy ? undefined : approverNotAllowed(deps.policy, d.by.id, operations);
-    if (notAllowed) {
-      return refuse("APPROVER_NOT_ALLOWED", `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may (${notAllowed})`, false);
-    }
-    // A cancel carries no signature: unless the policy accepts self-declared ids, it must come from an
-    // authenticated caller. Refused without counting: the id it names is only a claim.
-    if (deps.policy.requireSignature && authUser === undefined) {
-      return refuse("SIGNATURE_REQUIRED", `policy ${deps.policy.id}@${deps.policy.version} requires signed decisions; an unsigned cancel is refused (cancel from an authenticated connection)`, false);
-    }
-    if (!deps.policy.approvers.allowUnauthenticated && authUser === undefined) {
-      return refuse("SIGNATURE_REQUIRED", `policy ${deps.policy.id}@${deps.policy.version} does not accept self-declared ids; an unauthenticated cancel naming ${d.by.id} is refused (cancel from an authenticated connection)`, false);
-    }
-  }
-  if (d.envelopeHash !== envelopeHash) {
-    const stale = action.supersededHashes.includes(d.envelopeHash);
-    return refuse(stale ? "STALE_REVISION" : "HASH_MISMATCH", `expected envelopeHash ${envelopeHash}; the ${d.type} names ${d.envelopeHash}`, d.type === "cancel");
-  }
-  if (d.nonce !== envelope.nonce) return refuse("NONCE_MISMATCH", `expected the nonce of revision ${envelope.revision}; the ${d.type} carries another`, d.type === "cancel");
-  if (d.type === "expire" && now.getTime() < Date.parse(envelope.expiresAt)) {
-    return refuse("NOT_EXPIRED", `the approval is open until ${envelope.expiresAt}; it is now ${now.toISOString()}`, false);
-  }
-  const group = deps.policy.escalationGroup;
-  const escalatable = d.type === "expire" && !!group && !action.escalatedTo;
-  // Escalated only to a group with someone in it who may decide every operation here.
-  const escalate = escalatable && escalationApprovers(deps.policy, group!, operations).length > 0;
-  const notEscalated = escalatable && !escalate ? `; not escalated to ${group}: none of its members may decide ${[...new Set(operations)].join(", ")} under policy ${deps.policy.id}@${deps.policy.version}` : "";
-  const record: DecisionRecord = {
-    type: d.type,
-    envelopeHash,
-    nonce: envelope.nonce,
-    revision: envelope.revision,
-    approverId: d.by.id,
-    verifiedBy: authUser !== undefined ? "authentication" : "self_declared",
-    decidedAt: now.toISOString(),
-    acceptedAt: now.toISOString(),
-    ...(d.type === "cancel" ? { message: d.reason } : {}),
-    raw,
-  };
-  const decided = await decide(deps, action, { ...record, ...(escalate ? { escalateTo: group! } : {}) }, [decisionAcceptedEntry(envelope, envelopeHash, record)], members);
+  const judged = judgeSystemDecision(answeredBy(action), d, judgeOf(deps, authUser), operations, raw);
+  if ("refused" in judged) return refuse(judged.refused.code, judged.refused.reason, judged.refused.counted);
+  const { record, escalateTo, notEscalated } = judged;
+  const decided = await decide(deps, action, { ...record, ...(escalateTo ? { escalateTo } : {}) }, [decisionAcceptedEntry(envelope, envelopeHash, record)], members);
   if ("update" in decided) return decided.update;
   const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
   if (d.type === "cancel") return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`)) };
-  if (escalate) return { ...base, escalatedTo: group! };
-  return {
-    ...base,
-    ...(await closeAction(
-      deps,
-      decided.row,
-      "NOT_EXECUTED",
-      "APPROVAL_EXPIRED",
-      `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${action.escalatedTo ? ` after escalation to ${action.escalatedTo}` : ""}${notEscalated}`,
-    )),
-    rejections: state.rejections,
-  };
+  if (escalateTo) return { ...base, escalatedTo: escalateTo };
+  const after = action.escalatedTo ? ` after escalation to ${action.escalatedTo}` : "";
+  const reason = `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${after}${notEscalated}`;
+  return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)), rejections: state.rejections };
 }

@@ -1,7 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { answersFromChat, chatMessageText, validateAnswers, type InputRequestRecord } from "../hitl/structured-input.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { answerRefusedEntry } from "../hitl/audit-records.js";
@@ -16,7 +16,7 @@ import { boundedForEvidence } from "../hitl/bounds.js";
  * task id becomes part of the request's scope in the journal, because a human gave it, not the model.
  */
 export async function checkInput(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "check_input", state);
   if (refused) return { ...refused, pendingDecision: null };

@@ -1,7 +1,8 @@
 import { AIMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps, type Deps } from "../runtime/deps.js";
+import type { Deps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed, rowAfter, type Gate } from "../hitl/journal-gate.js";
@@ -21,7 +22,7 @@ import { requesterVerificationOf, type Envelope } from "../envelope/envelope.js"
  * elsewhere (a goto, a waiting approval), it refuses and the run resumes where the journal says.
  */
 export async function finish(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "finish", state);
   if (refused) return refused;

@@ -1,7 +1,8 @@
 import { ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps, type Deps } from "../runtime/deps.js";
+import type { Deps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { ChangeSetArgsSchema, ProposalArgsSchema, RequestInputArgsSchema, objectIdOf } from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
 import { argumentsSha256, boundaryRefusedEntry, journalGuardEntry } from "../hitl/audit-records.js";
@@ -31,7 +32,7 @@ const PROPOSAL_TOOL_NAMES = ["propose_change", "propose_change_set", "request_in
  * that then ends without a proposal ends WRITE_ATTEMPT_REFUSED rather than with the model's own words.
  */
 export async function propose(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   // Only where the journal lets the model propose (no action yet, or a rejection sent back for
   // revision): a tool call written into state while an approval waits, or after a write was sent,
   // must not record a question or end the run.

@@ -2,7 +2,7 @@ import { AIMessage, ToolMessage, isAIMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { auditBoundaryRefusal } from "./propose.js";
 
 /**
@@ -12,7 +12,7 @@ import { auditBoundaryRefusal } from "./propose.js";
  * and one that was not is refused as a boundary event (audited) instead of being run.
  */
 export async function readTools(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const offered = new Set(deps.tools.readTools.map((t) => t.name));
   const last = state.messages.at(-1);
   const calls = last && isAIMessage(last) ? ((last as AIMessage).tool_calls ?? []) : [];

@@ -1,6 +1,6 @@
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { getDeps } from "../runtime/deps.js";
+import { depsOf } from "../runtime/run-deps.js";
 import { openGate } from "../hitl/journal-gate.js";
 import { viewOf } from "../hitl/thread-view.js";
 import { openAsked } from "../hitl/input-request.js";
@@ -12,7 +12,7 @@ import { openAsked } from "../hitl/input-request.js";
  * nothing else.
  */
 export async function resync(state: State, config: LangGraphRunnableConfig): Promise<Update> {
-  const deps = await getDeps();
+  const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const view = viewOf({ thread: gate.thread, action: gate.action });
   // The open question, as the journal recorded it, or none (a question written into state goes).

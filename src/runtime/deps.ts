@@ -1,14 +1,15 @@
 /**
  * Everything the nodes need that is not graph state: the MCP tools, the model, the journal, policy,
- * approver keys and the clock. Built once per process from config; tests and the CLI install their
- * own with `useDeps`, and the LangGraph API server gets the default built from the environment.
+ * approver keys and the clock. Built from config by whoever starts runs: the CLI and tests open an app
+ * with their own (src/app/threads.ts), the LangGraph API server builds one per process
+ * (src/runtime/server-deps.ts); nodes read them from their run's config (src/runtime/run-deps.ts).
  */
 import fs from "node:fs";
 import { createHash } from "node:crypto";
 import path from "node:path";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { KeyObject } from "node:crypto";
-import { loadConfig, type AppConfig } from "../config/env.js";
+import type { AppConfig } from "../config/env.js";
 import { defaultPolicy, parsePolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
 import { parsePolicyText } from "../envelope/policy.js";
 import type { Journal } from "../store/journal.js";
@@ -35,20 +36,6 @@ export interface Deps {
   /** The embedded emulator, when no portal was configured. */
   emulator?: RunningEmulator;
   close(): Promise<void>;
-}
-
-let installed: Deps | undefined;
-let building: Promise<Deps> | undefined;
-
-export function useDeps(deps: Deps | undefined): void {
-  installed = deps;
-  building = undefined;
-}
-
-export async function getDeps(): Promise<Deps> {
-  if (installed) return installed;
-  building ??= createDeps(loadConfig()).then((d) => (installed = d));
-  return building;
 }
 
 /** A stable host-like name for the embedded emulator's portal, derived from its state file. */

@@ -12,7 +12,7 @@
  * `closed` and `superseded` are final: no claim, pre-read or write can follow on any copy, fork or
  * replay of any checkpoint.
  */
-import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../hitl/records.js";
+import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../envelope/records.js";
 import type { ChangeSet, Envelope, NameResolution, OperationName, PeopleLookup, RequesterVerification } from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
 import { createHash } from "node:crypto";

@@ -3,6 +3,7 @@
  * backends (SQLite in audit.ts, PostgreSQL in pg-audit.ts) implement.
  */
 import type { RequesterVerification, VerifiedBy } from "../envelope/index.js";
+import type { OutcomeFlags } from "../envelope/outcome-flags.js";
 
 export const AUDIT_EVENTS = [
   "proposal_denied",
@@ -52,12 +53,7 @@ export type AuditEvent = (typeof AUDIT_EVENTS)[number];
 /** How the approver's identity was established; "unverified" for a decision refused before that was known. */
 export type IdentityCheck = VerifiedBy | "unverified";
 
-export interface OutcomeFlags {
-  sideEffectAttempted: boolean;
-  sideEffectVerified: boolean;
-  causalClaimAllowed: boolean;
-  duplicateClaimAllowed: boolean;
-}
+export type { OutcomeFlags };
 
 /** What a caller appends. The six fields the approval path demands are requestedBy, risk, what, approver, at and override. */
 export interface AuditEntry {

@@ -1,9 +1,10 @@
 /**
- * Evidence records kept in graph state. Each is a separate object with its own timestamp so that
- * "what was shown", "what was approved", "what was sent", "what the target said" and "what state
- * resulted" can be answered independently after the fact.
+ * The records of an action's life, kept in the journal and mirrored in graph state: the proposal, the
+ * decision, the pre-read, the write, the verification, and the codes an action ends with. Each is a
+ * separate object with its own timestamp so that "what was shown", "what was approved", "what was
+ * sent", "what the target said" and "what state resulted" can be answered independently afterwards.
  */
-import type { CreatedObject, FieldCheck, MovedField, ObjectIdentity, OperationName, OperationSpec } from "../envelope/index.js";
+import type { CreatedObject, FieldCheck, MovedField, ObjectIdentity, OperationName, OperationSpec } from "./index.js";
 
 export interface RequestScope {
   taskIds?: number[];

@@ -3,11 +3,18 @@
  * reason it is allowed or not. They are derived from the separate evidence objects, never from the
  * outcome word alone, because the same outcome can rest on very different evidence.
  */
-import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, VerificationRecord } from "../hitl/records.js";
-import type { OutcomeFlags } from "../store/audit.js";
-import { deletedLabelOf } from "../envelope/deleted.js";
-import { objectNamed, operationSpec } from "../envelope/operations.js";
-import type { TargetType } from "../envelope/targets.js";
+import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, VerificationRecord } from "./records.js";
+import { deletedLabelOf } from "./deleted.js";
+import { objectNamed, operationSpec } from "./operations.js";
+import type { TargetType } from "./targets.js";
+
+/** The four claims, as the closing audit record keeps them. */
+export interface OutcomeFlags {
+  sideEffectAttempted: boolean;
+  sideEffectVerified: boolean;
+  causalClaimAllowed: boolean;
+  duplicateClaimAllowed: boolean;
+}
 
 export interface FlagInputs {
   preRead: PreReadRecord | null;
