@@ -233,8 +233,15 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
       const action: RegisteredAction = { ...t.action, envelopeHash, threadId, envelope, card };
       const sa = sealAction(key, action);
       const st = sealThread(key, { threadId, request: t.request, requestedBy, scope: t.scope, createdAt: envelope.createdAt });
-      th.id.push(threadId), th.json.push(st.json), th.mac.push(st.mac), th.at.push(envelope.createdAt);
-      ac.hash.push(envelopeHash), ac.thread.push(threadId), ac.json.push(sa.json), ac.mac.push(sa.mac), ac.at.push(envelope.createdAt);
+      th.id.push(threadId);
+      th.json.push(st.json);
+      th.mac.push(st.mac);
+      th.at.push(envelope.createdAt);
+      ac.hash.push(envelopeHash);
+      ac.thread.push(threadId);
+      ac.json.push(sa.json);
+      ac.mac.push(sa.mac);
+      ac.at.push(envelope.createdAt);
     }
     sealMs += performance.now() - s0;
     const c = await db.connect();

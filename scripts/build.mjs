@@ -41,8 +41,10 @@ function lock() {
       try {
         const pid = Number(fs.readFileSync(path.join(LOCK, "pid"), "utf8"));
         if (!alive(pid) || Date.now() - fs.statSync(LOCK).mtimeMs > 180_000) fs.rmSync(LOCK, { recursive: true, force: true });
-      } catch {}
-      if (Date.now() > deadline) throw new Error(`another build holds ${LOCK}; remove it if no build is running`);
+      } catch {
+        // The holder removed the lock meanwhile: try again.
+      }
+      if (Date.now() > deadline) throw new Error(`another build holds ${LOCK}; remove it if no build is running`); // eslint-disable-line preserve-caught-error -- no error is being wrapped here
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
     }
   }

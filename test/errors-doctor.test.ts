@@ -103,11 +103,11 @@ describe("doctor", () => {
     emu = await startEmulator({ port: 0, rate: 0 });
     const ok = await runCli(["doctor", "--task", "4"], envWith(emu.webhookUrl));
     expect(ok.code).toBe(0);
-    expect(ok.stdout).toMatch(/^PASS  portal\/reachable/m);
+    expect(ok.stdout).toMatch(/^PASS {2}portal\/reachable/m);
     expect(ok.stdout).toMatch(/all checks passed/);
     const bad = await runCli(["doctor"], envWith(emu.webhookUrl.replace("emulator-secret-code", "nope")));
     expect(bad.code).toBe(2);
-    expect(bad.stdout).toMatch(/^FAIL  portal\/reachable .* — fix: /m);
+    expect(bad.stdout).toMatch(/^FAIL {2}portal\/reachable .* — fix: /m);
     expect(bad.stderr).not.toMatch(/\n\s+at /);
   }, 60_000);
 });
@@ -121,7 +121,7 @@ describe("doctor and deals (update_deal)", () => {
     expect(failed(checks)).toEqual([]);
     const cli = await runCli(["doctor", "--task", "4"], envWith(emu.webhookUrl));
     expect(cli.code).toBe(0);
-    expect(cli.stdout).toMatch(/^WARN  portal\/\S+ .*update_deal.* — fix: .*\(crm\)/m);
+    expect(cli.stdout).toMatch(/^WARN {2}portal\/\S+ .*update_deal.* — fix: .*\(crm\)/m);
   }, 60_000);
 
   it("a webhook with crm: no deal warning; the policy line lists update_deal's approvers next to update_task's", async () => {

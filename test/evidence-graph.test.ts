@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
-import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision, viewThread, type App } from "../src/app/threads.js";
 import { sha256Json } from "../src/envelope/index.js";
 import { RAW_IN_JOURNAL } from "../src/envelope/records.js";
 import { buildCase, type RunStatus } from "../src/evidence/bundle.js";

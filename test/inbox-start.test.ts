@@ -8,7 +8,7 @@ import path from "node:path";
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
-import { CLI, ROOT, TSX, envFor, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { CLI, ROOT, envFor, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 
 let portal: Portal;
 beforeAll(async () => {

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listPending, pendingPage, startRun, type App } from "../src/app/threads.js";
 import { envFor, journalSql, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
-import { adminQuery, schemaFor, usingPostgres } from "./support/postgres.js";
+import { usingPostgres } from "./support/postgres.js";
 
 let portal: Portal;
 let dataDir: string;

@@ -106,7 +106,6 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
         );
         const winners = results.filter((r) => r.claimed);
         expect(winners).toHaveLength(1);
-        const winner = journals[results.findIndex((r) => r.claimed)]!;
         const stored = await claimOf(config, nonce);
         for (const r of results) if (!r.claimed && "existing" in r) expect(r.existing).toEqual(stored);
       }

@@ -15,6 +15,8 @@ import type { Deps } from "../runtime/deps.js";
 import { depsConfigurable } from "../runtime/run-deps.js";
 
 type RunOptions = { configurable?: Record<string, unknown> } | undefined;
+// The compiled graph's own signatures are generic over its state; the guard only forwards their arguments.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Served = { stream: (...a: any[]) => any; streamEvents: (...a: any[]) => any; getState: CompiledStateGraph<any, any, any>["getState"] };
 
 /** The run failed before any node because its input is not an object; the API reports `{error: name, message}`. */

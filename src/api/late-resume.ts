@@ -130,6 +130,7 @@ export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefin
  * no task left to run. Anything that would run a node (a pending interrupt, a task left by a state
  * update, a fork of a waiting checkpoint) passes: the nodes' journal checks decide those.
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any compiled graph's getState
 export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, any>, "getState">, input: unknown, options: { configurable?: Record<string, unknown> } | undefined, deps: Deps): Promise<void> {
   if (!isCommand(input) || input.resume === undefined) return;
   const configurable = options?.configurable ?? {};

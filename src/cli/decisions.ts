@@ -9,7 +9,6 @@ import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/threads.js";
 import { UsageError } from "../errors.js";
 import { ENUM_LABELS, enumCodeOf } from "../envelope/fields.js";
-import { esc } from "../text/escape.js";
 import { PRIVATE } from "../config/file-mode.js";
 
 interface Common {

@@ -11,7 +11,7 @@
  * fresh read that shows the object gone counts, and only with the target's OK is it VERIFIED.
  */
 import { fingerprint } from "./canonical.js";
-import { MAY_STILL_LAND, describeAck, describeMoves, extractTask, has, notYetApplied, outcomeUnknown, show, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
+import { MAY_STILL_LAND, describeAck, describeMoves, extractTask, has, notYetApplied, outcomeUnknown, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
 import { extractComments } from "./created.js";
 import { normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";

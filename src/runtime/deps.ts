@@ -10,7 +10,7 @@ import path from "node:path";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { KeyObject } from "node:crypto";
 import type { AppConfig } from "../config/env.js";
-import { defaultPolicy, parsePolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
+import { defaultPolicy, parsePublicKeyLines, type Policy } from "../envelope/index.js";
 import { parsePolicyText } from "../envelope/policy.js";
 import type { Journal } from "../store/journal.js";
 import type { AuditLog } from "../store/audit.js";

@@ -112,6 +112,7 @@ export class PostgresJournal implements Journal {
     } catch (e) {
       if (e !== raced) throw e;
       const holder = await this.getObjectLease(lease.objectKey);
+      // eslint-disable-next-line preserve-caught-error -- `raced` is this function's own signal, not a cause
       if (!holder) throw new Error(`the lease on ${lease.objectKey} was taken and released while beginning the write for ${intent.envelopeHash}; nothing was sent`);
       return { begun: false, leaseHolder: holder };
     }
