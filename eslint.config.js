@@ -17,7 +17,12 @@ export default tseslint.config(
       // `_name` marks what a destructuring leaves out or a signature must accept.
       "@typescript-eslint/no-unused-vars": [
         "error",
-        { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrorsIgnorePattern: "^_", ignoreRestSiblings: true },
+        {
+          argsIgnorePattern: "^_",
+          varsIgnorePattern: "^_",
+          caughtErrorsIgnorePattern: "^_",
+          ignoreRestSiblings: true,
+        },
       ],
       // Terminal and card text is escaped by matching control characters on purpose (src/text/).
       "no-control-regex": "off",

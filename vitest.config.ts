@@ -16,6 +16,9 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    reporters: ["default", ["json", { outputFile: process.env["VITEST_JSON"] || "test-results/vitest.json" }]],
+    reporters: [
+      "default",
+      ["json", { outputFile: process.env["VITEST_JSON"] || "test-results/vitest.json" }],
+    ],
   },
 });

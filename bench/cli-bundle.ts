@@ -35,10 +35,23 @@ interface Sample {
 
 function timed(variant: Variant, args: string[], env: Record<string, string>): Promise<Sample> {
   const timeFile = path.join(tempDir("ae-bench-time-"), "time.txt");
-  const argv = [TIME, "-o", timeFile, "-f", "%U %S", process.execPath, path.join(ROOT, VARIANTS[variant]), ...args];
+  const argv = [
+    TIME,
+    "-o",
+    timeFile,
+    "-f",
+    "%U %S",
+    process.execPath,
+    path.join(ROOT, VARIANTS[variant]),
+    ...args,
+  ];
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(argv[0]!, argv.slice(1), {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -47,25 +60,44 @@ function timed(variant: Variant, args: string[], env: Record<string, string>): P
     child.on("close", (code) => {
       const [user, sys] = fs.readFileSync(timeFile, "utf8").trim().split("\n").at(-1)!.split(" ").map(Number);
       fs.rmSync(path.dirname(timeFile), { recursive: true, force: true });
-      resolve({ wallMs: round(performance.now() - t0), cpuMs: round((user! + sys!) * 1000), exitCode: code, stdout, stderr });
+      resolve({
+        wallMs: round(performance.now() - t0),
+        cpuMs: round((user! + sys!) * 1000),
+        exitCode: code,
+        stdout,
+        stderr,
+      });
     });
   });
 }
 
 /** A data directory where `start --no-prompt` left one approval waiting: its approve arguments. */
-async function waiting(dir: string, env: Record<string, string>): Promise<{ env: Record<string, string>; thread: string; hash: string }> {
+async function waiting(
+  dir: string,
+  env: Record<string, string>,
+): Promise<{ env: Record<string, string>; thread: string; hash: string }> {
   const dataDir = fs.mkdtempSync(path.join(dir, "data-"));
-  const own = { ...env, ACTION_ENVELOPE_DATA_DIR: dataDir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.journal.key` };
+  const own = {
+    ...env,
+    ACTION_ENVELOPE_DATA_DIR: dataDir,
+    ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.journal.key`,
+  };
   const r = await timed("bundle", ["start", "--no-prompt"], own);
   const m = /approve (\S+) --hash (\S+)/.exec(r.stdout);
-  if (r.exitCode !== 0 || !m) throw new Error(`start left no approval (exit ${r.exitCode}):\n${r.stdout.slice(-1000)}${r.stderr.slice(-1000)}`);
+  if (r.exitCode !== 0 || !m)
+    throw new Error(
+      `start left no approval (exit ${r.exitCode}):\n${r.stdout.slice(-1000)}${r.stderr.slice(-1000)}`,
+    );
   return { env: own, thread: m[1]!, hash: m[2]! };
 }
 
 async function main(): Promise<void> {
   const startedAt = new Date();
   if (!fs.existsSync(TIME)) throw new Error(`${TIME} is needed to measure a process's CPU`);
-  const built = spawnSync(process.execPath, [path.join(ROOT, "scripts/build.mjs"), "--if-stale", "--quiet"], { cwd: ROOT, stdio: "inherit" });
+  const built = spawnSync(process.execPath, [path.join(ROOT, "scripts/build.mjs"), "--if-stale", "--quiet"], {
+    cwd: ROOT,
+    stdio: "inherit",
+  });
   if (built.status !== 0) throw new Error("npm run build failed");
   const dir = tempDir("ae-bench-cli-bundle-");
   // The embedded emulator (no BITRIX24_WEBHOOK_URL), no rate limit; the offline model.
@@ -80,7 +112,8 @@ async function main(): Promise<void> {
       approve: async (v) => {
         const w = await waiting(dir, base);
         const r = await timed(v, ["approve", w.thread, "--hash", w.hash, "--as", "demo-approver"], w.env);
-        if (!/OUTCOME VERIFIED/.test(r.stdout)) throw new Error(`approve did not end VERIFIED:\n${r.stdout.slice(-1500)}${r.stderr.slice(-1500)}`);
+        if (!/OUTCOME VERIFIED/.test(r.stdout))
+          throw new Error(`approve did not end VERIFIED:\n${r.stdout.slice(-1500)}${r.stderr.slice(-1500)}`);
         return r;
       },
     };
@@ -91,12 +124,19 @@ async function main(): Promise<void> {
       for (let i = 0; i < SAMPLES; i++) {
         for (const v of (i % 2 ? ["bundle", "modules"] : ["modules", "bundle"]) as Variant[]) {
           const s = await run(v);
-          if (s.exitCode !== 0) throw new Error(`${name} (${v}) exited ${s.exitCode}: ${s.stderr.slice(-1500)}`);
+          if (s.exitCode !== 0)
+            throw new Error(`${name} (${v}) exited ${s.exitCode}: ${s.stderr.slice(-1500)}`);
           raw[v].push({ wallMs: s.wallMs, cpuMs: s.cpuMs });
         }
       }
-      const cpu = { modules: summary(raw.modules.map((s) => s.cpuMs)), bundle: summary(raw.bundle.map((s) => s.cpuMs)) };
-      const wall = { modules: summary(raw.modules.map((s) => s.wallMs)), bundle: summary(raw.bundle.map((s) => s.wallMs)) };
+      const cpu = {
+        modules: summary(raw.modules.map((s) => s.cpuMs)),
+        bundle: summary(raw.bundle.map((s) => s.cpuMs)),
+      };
+      const wall = {
+        modules: summary(raw.modules.map((s) => s.wallMs)),
+        bundle: summary(raw.bundle.map((s) => s.wallMs)),
+      };
       const ratio = round(cpu.bundle.median / cpu.modules.median, 3);
       results[name] = { cpuMs: cpu, wallMs: wall, bundleOverModulesCpu: ratio, raw };
       table.push({ command: name, modulesCpuMs: cpu.modules.median, bundleCpuMs: cpu.bundle.median, ratio });
@@ -108,7 +148,8 @@ async function main(): Promise<void> {
         setup: {
           modules: "node dist/cli/main.js ARGS",
           bundle: "node dist/cli-bundle/main.js ARGS (what bin/action-envelope.mjs runs)",
-          portal: "embedded emulator (no BITRIX24_WEBHOOK_URL), rate 0; MODEL=offline; one approval waiting (approve: a fresh data directory per sample)",
+          portal:
+            "embedded emulator (no BITRIX24_WEBHOOK_URL), rate 0; MODEL=offline; one approval waiting (approve: a fresh data directory per sample)",
           timing: "/usr/bin/time -f '%U %S' around each process (children included); median of the samples",
           samples: SAMPLES,
         },

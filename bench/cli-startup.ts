@@ -31,7 +31,17 @@ import { openApp } from "../src/app/threads.js";
 import { startEmulator } from "../src/offline-demo/emulator/index.js";
 import { Store } from "../src/offline-demo/emulator/store.js";
 import { ScriptedChatModel } from "../test/support/scripted-model.js";
-import { intArg, pool, removeScratch, ROOT, round, summary, tempDir, TSX, writeResult } from "./support/common.js";
+import {
+  intArg,
+  pool,
+  removeScratch,
+  ROOT,
+  round,
+  summary,
+  tempDir,
+  TSX,
+  writeResult,
+} from "./support/common.js";
 import { benchSeed, FIRST_BENCH_TASK } from "./support/portal.js";
 import { proposeFromRequest, waitingRun } from "./support/app.js";
 
@@ -62,13 +72,21 @@ interface Sample {
   rebuilt?: boolean;
 }
 
-function timed(argv: string[], env: Record<string, string>, marker?: RegExp): Promise<Sample & { stdout: string; stderr: string }> {
+function timed(
+  argv: string[],
+  env: Record<string, string>,
+  marker?: RegExp,
+): Promise<Sample & { stdout: string; stderr: string }> {
   const timeFile = path.join(tempDir("ae-bench-time-"), "time.txt");
   const [cmd, ...rest] = fs.existsSync(TIME) ? [TIME, "-o", timeFile, "-f", "%e %U %S %M", ...argv] : argv;
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     let markerMs: number | undefined;
-    const child = spawn(cmd!, rest, { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(cmd!, rest, {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => {
@@ -82,14 +100,30 @@ function timed(argv: string[], env: Record<string, string>, marker?: RegExp): Pr
       let cpuMs: number | null = null;
       let maxRssKb: number | null = null;
       try {
-        const [, user, sys, rss] = fs.readFileSync(timeFile, "utf8").trim().split("\n").at(-1)!.split(" ").map(Number);
+        const [, user, sys, rss] = fs
+          .readFileSync(timeFile, "utf8")
+          .trim()
+          .split("\n")
+          .at(-1)!
+          .split(" ")
+          .map(Number);
         cpuMs = round((user! + sys!) * 1000);
         maxRssKb = rss!;
       } catch {
         // no /usr/bin/time: wall time only
       }
       fs.rmSync(path.dirname(timeFile), { recursive: true, force: true });
-      resolve({ variant: "compiled", command: argv.join(" "), wallMs: round(wallMs), cpuMs, maxRssKb, ...(markerMs !== undefined ? { markerMs: round(markerMs) } : {}), exitCode: code, stdout, stderr });
+      resolve({
+        variant: "compiled",
+        command: argv.join(" "),
+        wallMs: round(wallMs),
+        cpuMs,
+        maxRssKb,
+        ...(markerMs !== undefined ? { markerMs: round(markerMs) } : {}),
+        exitCode: code,
+        stdout,
+        stderr,
+      });
     });
   });
 }
@@ -99,25 +133,38 @@ async function cli(variant: Variant, args: string[], env: Record<string, string>
   const argv = variant === "compiled" ? [process.execPath, BIN, ...args] : [TSX, SRC_CLI, ...args];
   let r = await timed(argv, env);
   let rebuilt = false;
-  for (let tries = 0; variant === "compiled" && r.exitCode === 1 && /dist\/ (?:is older|has not been built)/.test(r.stderr); tries++) {
+  for (
+    let tries = 0;
+    variant === "compiled" && r.exitCode === 1 && /dist\/ (?:is older|has not been built)/.test(r.stderr);
+    tries++
+  ) {
     // Others edit src/ while this runs; the bin refuses stale code, so rebuild and measure again.
     if (tries === 5) throw new Error(`dist/ stayed stale through 5 rebuilds: ${r.stderr}`);
     build();
     rebuilt = true;
     r = await timed(argv, env);
   }
-  return { ...r, variant, command: `${variant === "compiled" ? "node bin/action-envelope.mjs" : "tsx src/cli/main.ts"} ${args.join(" ")}`, ...(rebuilt ? { rebuilt } : {}) };
+  return {
+    ...r,
+    variant,
+    command: `${variant === "compiled" ? "node bin/action-envelope.mjs" : "tsx src/cli/main.ts"} ${args.join(" ")}`,
+    ...(rebuilt ? { rebuilt } : {}),
+  };
 }
 
 /** An npm script; a compiled sample that had to rebuild dist/ first (others edit src/) is run again. */
 async function npmTimed(variant: Variant, argv: string[], env: Record<string, string>, marker?: RegExp) {
   let r = await timed(argv, env, marker);
-  if (variant === "compiled" && /building dist\//.test(r.stderr)) r = { ...(await timed(argv, env, marker)), rebuilt: true };
+  if (variant === "compiled" && /building dist\//.test(r.stderr))
+    r = { ...(await timed(argv, env, marker)), rebuilt: true };
   return { ...r, variant };
 }
 
 function build(): void {
-  const r = spawnSync(process.execPath, [path.join(ROOT, "scripts/build.mjs"), "--if-stale", "--quiet"], { cwd: ROOT, stdio: "inherit" });
+  const r = spawnSync(process.execPath, [path.join(ROOT, "scripts/build.mjs"), "--if-stale", "--quiet"], {
+    cwd: ROOT,
+    stdio: "inherit",
+  });
   if (r.status !== 0) throw new Error("npm run build failed");
 }
 
@@ -130,7 +177,11 @@ function jsonOf(stdout: string): any {
 const strip = ({ stdout: _o, stderr: _e, ...s }: Sample & { stdout?: string; stderr?: string }): Sample => s;
 
 /** Both variants, alternating which goes first, `n` times each. */
-async function pairs(n: number, run: (variant: Variant, i: number) => Promise<Sample & { stdout: string; stderr: string }>, check: (s: Sample & { stdout: string; stderr: string }) => void) {
+async function pairs(
+  n: number,
+  run: (variant: Variant, i: number) => Promise<Sample & { stdout: string; stderr: string }>,
+  check: (s: Sample & { stdout: string; stderr: string }) => void,
+) {
   const out: Record<Variant, Sample[]> = { compiled: [], tsx: [] };
   for (let i = 0; i < n; i++) {
     const order: Variant[] = i % 2 ? ["tsx", "compiled"] : ["compiled", "tsx"];
@@ -158,7 +209,12 @@ async function prepare(dataDir: string, env: Record<string, string>): Promise<nu
   }
   fs.mkdirSync(dataDir, { recursive: true });
   // The embedded emulator keeps its seed from the first start: give it COUNT copies of task 4 first.
-  const seeded = await startEmulator({ port: 0, rate: 0, statePath: path.join(dataDir, "emulator.sqlite"), seed: benchSeed(COUNT + 10) });
+  const seeded = await startEmulator({
+    port: 0,
+    rate: 0,
+    statePath: path.join(dataDir, "emulator.sqlite"),
+    seed: benchSeed(COUNT + 10),
+  });
   await seeded.close();
   // Creation only: the embedded emulator this process starts keeps the portal's 2 req/s bucket, which
   // would make 10,000 baseline reads take 80 minutes. Lifted here, in this process; the CLI processes
@@ -167,7 +223,12 @@ async function prepare(dataDir: string, env: Record<string, string>): Promise<nu
   Store.prototype.takeRateToken = () => true;
   const { BITRIX24_WEBHOOK_URL: _unset, ...processEnv } = process.env;
   const config = loadConfig({ ...processEnv, ...env } as NodeJS.ProcessEnv, ROOT);
-  const app = openApp(await createDeps(config, { model: new ScriptedChatModel(proposeFromRequest), modelLabel: "scripted (bench)" }));
+  const app = openApp(
+    await createDeps(config, {
+      model: new ScriptedChatModel(proposeFromRequest),
+      modelLabel: "scripted (bench)",
+    }),
+  );
   const t0 = performance.now();
   let done = 0;
   try {
@@ -177,7 +238,8 @@ async function prepare(dataDir: string, env: Record<string, string>): Promise<nu
       async (t) => {
         await waitingRun(app, t);
         done += 1;
-        if (done % 1000 === 0) console.log(`  ${done} waiting (${round(done / ((performance.now() - t0) / 1000))} runs/s)`);
+        if (done % 1000 === 0)
+          console.log(`  ${done} waiting (${round(done / ((performance.now() - t0) / 1000))} runs/s)`);
       },
     );
   } finally {
@@ -203,9 +265,11 @@ async function main(): Promise<void> {
     BITRIX24_WEBHOOK_URL: "",
   };
   try {
-    const expectExit0 = (what: string) => (s: { exitCode: number | null; stderr: string; command: string }) => {
-      if (s.exitCode !== 0) throw new Error(`${what}: ${s.command} exited ${s.exitCode}: ${s.stderr.slice(-1500)}`);
-    };
+    const expectExit0 =
+      (what: string) => (s: { exitCode: number | null; stderr: string; command: string }) => {
+        if (s.exitCode !== 0)
+          throw new Error(`${what}: ${s.command} exited ${s.exitCode}: ${s.stderr.slice(-1500)}`);
+      };
 
     console.log(`creating ${COUNT} waiting approvals in ${dataDir}`);
     const createSeconds = await prepare(dataDir, env);
@@ -214,7 +278,8 @@ async function main(): Promise<void> {
     const help = await pairs(HELP_SAMPLES, (v) => cli(v, ["--help"], env), expectExit0("--help"));
     const npmHelp = await pairs(
       Math.min(HELP_SAMPLES, 5),
-      (v) => npmTimed(v, ["npm", "run", "--silent", v === "compiled" ? "cli" : "cli:dev", "--", "--help"], env),
+      (v) =>
+        npmTimed(v, ["npm", "run", "--silent", v === "compiled" ? "cli" : "cli:dev", "--", "--help"], env),
       expectExit0("npm run cli -- --help"),
     );
 
@@ -225,8 +290,17 @@ async function main(): Promise<void> {
       async (v, i) => {
         const fresh = path.join(dir, `start-${v}-${i}`);
         // A fresh data directory per sample (a second sample would find task 4 leased by the first's approval).
-        const startEnv = { ...env, ACTION_ENVELOPE_DATA_DIR: fresh, ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${fresh}.journal.key` };
-        return npmTimed(v, ["npm", "run", "--silent", v === "compiled" ? "start" : "start:dev"], startEnv, cardLine);
+        const startEnv = {
+          ...env,
+          ACTION_ENVELOPE_DATA_DIR: fresh,
+          ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${fresh}.journal.key`,
+        };
+        return npmTimed(
+          v,
+          ["npm", "run", "--silent", v === "compiled" ? "start" : "start:dev"],
+          startEnv,
+          cardLine,
+        );
       },
       (s) => {
         expectExit0("npm start")(s);
@@ -237,24 +311,34 @@ async function main(): Promise<void> {
     console.log(`pending --json, ${SAMPLES} each`);
     let listed: Array<{ threadId: string; envelopeHash: string }> = [];
     let total = 0;
-    const pending = await pairs(SAMPLES, (v) => cli(v, ["pending", "--json"], env), (s) => {
-      expectExit0("pending --json")(s);
-      const page = jsonOf(s.stdout);
-      listed = page.pending;
-      total = page.total;
-    });
+    const pending = await pairs(
+      SAMPLES,
+      (v) => cli(v, ["pending", "--json"], env),
+      (s) => {
+        expectExit0("pending --json")(s);
+        const page = jsonOf(s.stdout);
+        listed = page.pending;
+        total = page.total;
+      },
+    );
     // Each run approves 2 × SAMPLES of them, so a reused data directory holds a few fewer every time.
-    if (total < COUNT * 0.99) throw new Error(`pending --json reports ${total} waiting, expected about ${COUNT}`);
+    if (total < COUNT * 0.99)
+      throw new Error(`pending --json reports ${total} waiting, expected about ${COUNT}`);
     // Every page of 100 is the same size; `show` and `approve` take threads from all over the list.
     const all = await cli("compiled", ["pending", "--json", "--limit", String(total), "--offset", "0"], env);
     listed = jsonOf(all.stdout).pending;
     const picks = [...listed].sort(() => Math.random() - 0.5).slice(0, 2 * SAMPLES);
 
     console.log(`show THREAD, ${SAMPLES} each`);
-    const show = await pairs(SAMPLES, (v, i) => cli(v, ["show", picks[i]!.threadId], env), (s) => {
-      expectExit0("show")(s);
-      if (!/Approve exactly this envelope/.test(s.stdout)) throw new Error(`show printed no card:\n${s.stdout.slice(-1500)}`);
-    });
+    const show = await pairs(
+      SAMPLES,
+      (v, i) => cli(v, ["show", picks[i]!.threadId], env),
+      (s) => {
+        expectExit0("show")(s);
+        if (!/Approve exactly this envelope/.test(s.stdout))
+          throw new Error(`show printed no card:\n${s.stdout.slice(-1500)}`);
+      },
+    );
 
     console.log(`approve THREAD, ${SAMPLES} each (a different thread each time)`);
     let k = 0;
@@ -263,7 +347,11 @@ async function main(): Promise<void> {
       SAMPLES,
       (v) => {
         const p = picks[k++]!;
-        return cli(v, ["approve", p.threadId, "--hash", p.envelopeHash, "--as", "demo-approver", "--json"], env);
+        return cli(
+          v,
+          ["approve", p.threadId, "--hash", p.envelopeHash, "--as", "demo-approver", "--json"],
+          env,
+        );
       },
       (s) => {
         expectExit0("approve")(s);
@@ -286,22 +374,35 @@ async function main(): Promise<void> {
       approve: ratio(approve),
       approveCpu: ratio(approve, "cpuMs"),
     };
-    const table = Object.entries(results).map(([name, r]) => ({ measure: name, compiledMedianMs: r.compiled.median, tsxMedianMs: r.tsx.median, ratio: r.ratioMedian }));
+    const table = Object.entries(results).map(([name, r]) => ({
+      measure: name,
+      compiledMedianMs: r.compiled.median,
+      tsxMedianMs: r.tsx.median,
+      ratio: r.ratioMedian,
+    }));
     console.table(table);
     writeResult(
       "cli-startup",
       {
         setup: {
-          compiled: "node bin/action-envelope.mjs ARGS (dist/ built by scripts/build.mjs before the run; the bin's freshness check included)",
+          compiled:
+            "node bin/action-envelope.mjs ARGS (dist/ built by scripts/build.mjs before the run; the bin's freshness check included)",
           tsx: "node_modules/.bin/tsx src/cli/main.ts ARGS",
           npm: "npm run --silent cli -- --help vs npm run --silent cli:dev -- --help; npm start --silent vs npm run start:dev --silent",
-          portal: "embedded emulator (no BITRIX24_WEBHOOK_URL), state file in the data directory, rate 0, no latency; MODEL=offline",
+          portal:
+            "embedded emulator (no BITRIX24_WEBHOOK_URL), state file in the data directory, rate 0, no latency; MODEL=offline",
           waiting: `${COUNT} waiting approvals created in process (scripted model, ${CONCURRENCY} at a time) before pending/show/approve`,
-          timing: "/usr/bin/time -f '%e %U %S %M' around each process; wall from spawn to exit in this process; npm start's markerMs = until stdout showed 'Approve exactly this envelope'",
+          timing:
+            "/usr/bin/time -f '%e %U %S %M' around each process; wall from spawn to exit in this process; npm start's markerMs = until stdout showed 'Approve exactly this envelope'",
           samples: SAMPLES,
           helpSamples: HELP_SAMPLES,
         },
-        results: { ...results, waiting: total, createSeconds: round(createSeconds), approveOutcomes: outcomes },
+        results: {
+          ...results,
+          waiting: total,
+          createSeconds: round(createSeconds),
+          approveOutcomes: outcomes,
+        },
         raw: { help, npmHelp, npmStart, pending, show, approve },
       },
       startedAt,

@@ -18,9 +18,28 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import Database from "better-sqlite3";
 import { submitDecision } from "../src/app/threads.js";
-import { flag, intArg, pool, round, strArg, summary, tempDir, writeResult, removeScratch } from "./support/common.js";
+import {
+  flag,
+  intArg,
+  pool,
+  round,
+  strArg,
+  summary,
+  tempDir,
+  writeResult,
+  removeScratch,
+} from "./support/common.js";
 import { FIRST_BENCH_TASK, startBenchPortal } from "./support/portal.js";
-import { BARE_CHECKPOINTS, approvalOf, breakdown, openBareGraph, openBenchApp, timedDecision, waitingRun, type TimedDecision } from "./support/app.js";
+import {
+  BARE_CHECKPOINTS,
+  approvalOf,
+  breakdown,
+  openBareGraph,
+  openBenchApp,
+  timedDecision,
+  waitingRun,
+  type TimedDecision,
+} from "./support/app.js";
 import { diff, total, type Counts, type FileCounts } from "./support/sqlite-commits.js";
 
 const QUICK = flag("quick");
@@ -65,7 +84,10 @@ async function main(): Promise<void> {
       const runOurs = async () => {
         const view = await waitingRun(bench.app, task());
         const timed = await timedDecision(bench, view.threadId, approvalOf(view));
-        if (timed.view.state?.outcome !== "VERIFIED") throw new Error(`expected VERIFIED, got ${timed.view.status} ${timed.view.state?.outcome}/${timed.view.state?.reasonCode}: ${timed.view.state?.reason} ${JSON.stringify(timed.view.state?.refusals)}`);
+        if (timed.view.state?.outcome !== "VERIFIED")
+          throw new Error(
+            `expected VERIFIED, got ${timed.view.status} ${timed.view.state?.outcome}/${timed.view.state?.reasonCode}: ${timed.view.state?.reason} ${JSON.stringify(timed.view.state?.refusals)}`,
+          );
         if (i >= WARMUP) seqOurs.push(timed);
       };
       if (i % 2 === 0) {
@@ -79,9 +101,22 @@ async function main(): Promise<void> {
     bench.probe.enabled = false;
 
     // --- N waiting threads resumed at once ------------------------------------------------------------
-    const rounds: Array<{ round: number; variant: "bare" | "ours"; wallMs: number; actionsPerSecond: number; cpuMsPerAction: number; eventLoopBusy: number; commitsPerAction: number; fsyncLevelPerAction: number }> = [];
+    const rounds: Array<{
+      round: number;
+      variant: "bare" | "ours";
+      wallMs: number;
+      actionsPerSecond: number;
+      cpuMsPerAction: number;
+      eventLoopBusy: number;
+      commitsPerAction: number;
+      fsyncLevelPerAction: number;
+    }> = [];
     const conMs: Record<"bare" | "ours", number[]> = { bare: [], ours: [] };
-    const batch = async (r: number, variant: "bare" | "ours", resumeAll: () => Promise<Array<Promise<unknown>>>) => {
+    const batch = async (
+      r: number,
+      variant: "bare" | "ours",
+      resumeAll: () => Promise<Array<Promise<unknown>>>,
+    ) => {
       const k0 = bench.commits.snapshot();
       const c0 = process.cpuUsage();
       const e0 = performance.eventLoopUtilization();
@@ -106,13 +141,20 @@ async function main(): Promise<void> {
     for (let r = 0; r < ROUNDS; r++) {
       const ids = Array.from({ length: THREADS }, (_, k) => `bare-con-${r}-${k}`);
       await pool(ids, 10, (id) => bare.start(id, task()));
-      const views = await pool(Array.from({ length: THREADS }, () => task()), 10, (t) => waitingRun(bench.app, t));
+      const views = await pool(
+        Array.from({ length: THREADS }, () => task()),
+        10,
+        (t) => waitingRun(bench.app, t),
+      );
       const roundBare = () => batch(r, "bare", async () => ids.map((id) => bare.resume(id)));
       const roundOurs = () =>
         batch(r, "ours", async () =>
           views.map(async (v) => {
             const done = await submitDecision(bench.app, v.threadId, approvalOf(v));
-            if (done.state?.outcome !== "VERIFIED") throw new Error(`expected VERIFIED, got ${done.state?.outcome}/${done.state?.reasonCode}: ${done.state?.reason}`);
+            if (done.state?.outcome !== "VERIFIED")
+              throw new Error(
+                `expected VERIFIED, got ${done.state?.outcome}/${done.state?.reasonCode}: ${done.state?.reason}`,
+              );
           }),
         );
       if (r % 2 === 0) {
@@ -131,37 +173,118 @@ async function main(): Promise<void> {
     const cpuOurs = summary(seqOurs.map((s) => s.cpuMs));
     const perAction = (samples: Counts[], pick: (file: string) => boolean) => {
       const totals = samples.map((c) => total(c, pick));
-      return { commits: summary(totals.map((t) => t.commits)), durableCommits: summary(totals.map((t) => t.durableCommits)), syncCalls: summary(totals.map((t) => t.syncCalls)), fsyncLevel: summary(totals.map((t) => t.durableCommits + t.syncCalls)) };
+      return {
+        commits: summary(totals.map((t) => t.commits)),
+        durableCommits: summary(totals.map((t) => t.durableCommits)),
+        syncCalls: summary(totals.map((t) => t.syncCalls)),
+        fsyncLevel: summary(totals.map((t) => t.durableCommits + t.syncCalls)),
+      };
     };
-    const commitsBare = perAction(seqBare.map((s) => s.commits), isBare);
-    const commitsOurs = perAction(seqOurs.map((s) => s.commits), isOurs);
-    const aps = (v: "bare" | "ours") => summary(rounds.filter((x) => x.variant === v).map((x) => x.actionsPerSecond)).median;
-    const conCommits = (v: "bare" | "ours", k: "commitsPerAction" | "fsyncLevelPerAction") => summary(rounds.filter((x) => x.variant === v).map((x) => x[k])).median;
+    const commitsBare = perAction(
+      seqBare.map((s) => s.commits),
+      isBare,
+    );
+    const commitsOurs = perAction(
+      seqOurs.map((s) => s.commits),
+      isOurs,
+    );
+    const aps = (v: "bare" | "ours") =>
+      summary(rounds.filter((x) => x.variant === v).map((x) => x.actionsPerSecond)).median;
+    const conCommits = (v: "bare" | "ours", k: "commitsPerAction" | "fsyncLevelPerAction") =>
+      summary(rounds.filter((x) => x.variant === v).map((x) => x[k])).median;
     const apsBare = aps("bare");
     const apsOurs = aps("ours");
     const figures = [
-      { figure: "resume → VERIFIED, 1 thread, median ms", ours: latOurs.median, bare: latBare.median, ratio: round(latOurs.median / latBare.median), target: "≤ 1.5×", met: latOurs.median / latBare.median <= 1.5 },
-      { figure: "resume → VERIFIED, 1 thread, p95 ms", ours: latOurs.p95, bare: latBare.p95, ratio: round(latOurs.p95 / latBare.p95), target: "", met: null },
-      { figure: "CPU per action, 1 thread, median ms", ours: cpuOurs.median, bare: cpuBare.median, ratio: round(cpuOurs.median / cpuBare.median), target: "≤ 2×", met: cpuOurs.median / cpuBare.median <= 2 },
-      { figure: `throughput, ${THREADS} concurrent resumes, actions/s (median of ${ROUNDS} rounds)`, ours: apsOurs, bare: apsBare, ratio: round(apsOurs / apsBare), target: "≥ 0.6×", met: apsOurs / apsBare >= 0.6 },
-      { figure: "actions/s per process ÷ one portal's limit (2 req/s = 0.67 actions/s)", ours: round(apsOurs / PORTAL_ACTIONS_PER_SECOND, 1), bare: round(apsBare / PORTAL_ACTIONS_PER_SECOND, 1), ratio: round(apsOurs / apsBare), target: "ours ≥ 50", met: apsOurs / PORTAL_ACTIONS_PER_SECOND >= 50 },
-      { figure: "SQLite commits per action, 1 thread (median)", ours: commitsOurs.commits.median, bare: commitsBare.commits.median, ratio: round(commitsOurs.commits.median / commitsBare.commits.median), target: "shown", met: null },
-      { figure: "fsync-level commits per action, 1 thread (median; SQLite commits that fsync + fsync calls outside SQLite)", ours: `${commitsOurs.fsyncLevel.median} (${commitsOurs.durableCommits.median} + ${commitsOurs.syncCalls.median})`, bare: `${commitsBare.fsyncLevel.median} (${commitsBare.durableCommits.median} + ${commitsBare.syncCalls.median})`, ratio: null, target: "ours ≤ 2", met: commitsOurs.fsyncLevel.median <= 2 },
-      { figure: `commits / fsync-level commits per action, ${THREADS} concurrent (median of rounds)`, ours: `${conCommits("ours", "commitsPerAction")} / ${conCommits("ours", "fsyncLevelPerAction")}`, bare: `${conCommits("bare", "commitsPerAction")} / ${conCommits("bare", "fsyncLevelPerAction")}`, ratio: null, target: "", met: null },
+      {
+        figure: "resume → VERIFIED, 1 thread, median ms",
+        ours: latOurs.median,
+        bare: latBare.median,
+        ratio: round(latOurs.median / latBare.median),
+        target: "≤ 1.5×",
+        met: latOurs.median / latBare.median <= 1.5,
+      },
+      {
+        figure: "resume → VERIFIED, 1 thread, p95 ms",
+        ours: latOurs.p95,
+        bare: latBare.p95,
+        ratio: round(latOurs.p95 / latBare.p95),
+        target: "",
+        met: null,
+      },
+      {
+        figure: "CPU per action, 1 thread, median ms",
+        ours: cpuOurs.median,
+        bare: cpuBare.median,
+        ratio: round(cpuOurs.median / cpuBare.median),
+        target: "≤ 2×",
+        met: cpuOurs.median / cpuBare.median <= 2,
+      },
+      {
+        figure: `throughput, ${THREADS} concurrent resumes, actions/s (median of ${ROUNDS} rounds)`,
+        ours: apsOurs,
+        bare: apsBare,
+        ratio: round(apsOurs / apsBare),
+        target: "≥ 0.6×",
+        met: apsOurs / apsBare >= 0.6,
+      },
+      {
+        figure: "actions/s per process ÷ one portal's limit (2 req/s = 0.67 actions/s)",
+        ours: round(apsOurs / PORTAL_ACTIONS_PER_SECOND, 1),
+        bare: round(apsBare / PORTAL_ACTIONS_PER_SECOND, 1),
+        ratio: round(apsOurs / apsBare),
+        target: "ours ≥ 50",
+        met: apsOurs / PORTAL_ACTIONS_PER_SECOND >= 50,
+      },
+      {
+        figure: "SQLite commits per action, 1 thread (median)",
+        ours: commitsOurs.commits.median,
+        bare: commitsBare.commits.median,
+        ratio: round(commitsOurs.commits.median / commitsBare.commits.median),
+        target: "shown",
+        met: null,
+      },
+      {
+        figure:
+          "fsync-level commits per action, 1 thread (median; SQLite commits that fsync + fsync calls outside SQLite)",
+        ours: `${commitsOurs.fsyncLevel.median} (${commitsOurs.durableCommits.median} + ${commitsOurs.syncCalls.median})`,
+        bare: `${commitsBare.fsyncLevel.median} (${commitsBare.durableCommits.median} + ${commitsBare.syncCalls.median})`,
+        ratio: null,
+        target: "ours ≤ 2",
+        met: commitsOurs.fsyncLevel.median <= 2,
+      },
+      {
+        figure: `commits / fsync-level commits per action, ${THREADS} concurrent (median of rounds)`,
+        ours: `${conCommits("ours", "commitsPerAction")} / ${conCommits("ours", "fsyncLevelPerAction")}`,
+        bare: `${conCommits("bare", "commitsPerAction")} / ${conCommits("bare", "fsyncLevelPerAction")}`,
+        ratio: null,
+        target: "",
+        met: null,
+      },
     ];
-    const files = perFile(seqOurs.map((s) => s.commits), seqBare.map((s) => s.commits));
+    const files = perFile(
+      seqOurs.map((s) => s.commits),
+      seqBare.map((s) => s.commits),
+    );
     const bd = breakdown(seqOurs);
     const oneCommit = durableCommitMs(`${dir}/data`);
 
-    console.log("control overhead: ours vs bare LangGraph making the same three calls; emulator without latency or rate limit");
+    console.log(
+      "control overhead: ours vs bare LangGraph making the same three calls; emulator without latency or rate limit",
+    );
     console.table(figures.map(({ met, ...f }) => ({ ...f, met: met === null ? "" : met ? "yes" : "NO" })));
-    console.log("per action, 1 thread, per file (mean): commits, those that fsync, fsync calls outside SQLite, settings at commit");
+    console.log(
+      "per action, 1 thread, per file (mean): commits, those that fsync, fsync calls outside SQLite, settings at commit",
+    );
     console.table(files);
     console.table(rounds);
-    console.log("ours, 1 thread: mean ms per segment (a node's segment also holds the previous step's checkpoint write)");
+    console.log(
+      "ours, 1 thread: mean ms per segment (a node's segment also holds the previous step's checkpoint write)",
+    );
     console.table(bd.rows.map(({ callsPerAction: _c, ...rest }) => rest));
     console.log("ours totals (mean ms per action)", bd.totals);
-    console.log(`one fsync-level commit on this disk (WAL, synchronous=FULL, one row): median ${oneCommit.medianMs} ms, p95 ${oneCommit.p95Ms} ms`);
+    console.log(
+      `one fsync-level commit on this disk (WAL, synchronous=FULL, one row): median ${oneCommit.medianMs} ms, p95 ${oneCommit.p95Ms} ms`,
+    );
 
     writeResult(
       "control-overhead",
@@ -169,9 +292,11 @@ async function main(): Promise<void> {
         setup: {
           emulator: { process: portal.command, rate: 0, latencyMs: 0 },
           mcp: "our MCP server over stdio (one client, shared by both variants)",
-          checkpointers: "ours: the app's own (createCheckpointer); bare: SqliteSaver on bare-checkpoints.sqlite; durability sync for both",
+          checkpointers:
+            "ours: the app's own (createCheckpointer); bare: SqliteSaver on bare-checkpoints.sqlite; durability sync for both",
           model: "scripted, not measured (the run is already waiting when timing starts)",
-          counting: "commits per SQLite connection at the better-sqlite3 level with the connection's synchronous and journal_mode read at each commit , plus fsync calls outside SQLite from this process (bench/support/sqlite-commits.ts); WAL checkpoints, WAL-header and directory syncs, and PostgreSQL are not counted",
+          counting:
+            "commits per SQLite connection at the better-sqlite3 level with the connection's synchronous and journal_mode read at each commit , plus fsync calls outside SQLite from this process (bench/support/sqlite-commits.ts); WAL checkpoints, WAL-header and directory syncs, and PostgreSQL are not counted",
           quick: QUICK,
           samples: SAMPLES,
           warmup: WARMUP,
@@ -198,7 +323,16 @@ async function main(): Promise<void> {
           bare1ThreadCpuMs: seqBare.map((s) => round(s.cpuMs, 3)),
           ours1ThreadCommits: seqOurs.map((s) => compact(s.commits)),
           bare1ThreadCommits: seqBare.map((s) => compact(s.commits)),
-          ours1ThreadSegments: seqOurs.map((s) => s.segments.map((g) => ({ name: g.name, ms: round(g.ms, 3), journal: round(g.journal, 3), audit: round(g.audit, 3), mcp: round(g.mcp, 3), sqlite: Object.fromEntries(Object.entries(g.sqlite).map(([f, v]) => [f, round(v, 3)])) }))),
+          ours1ThreadSegments: seqOurs.map((s) =>
+            s.segments.map((g) => ({
+              name: g.name,
+              ms: round(g.ms, 3),
+              journal: round(g.journal, 3),
+              audit: round(g.audit, 3),
+              mcp: round(g.mcp, 3),
+              sqlite: Object.fromEntries(Object.entries(g.sqlite).map(([f, v]) => [f, round(v, 3)])),
+            })),
+          ),
           oursConcurrentMs: conMs.ours.map((x) => round(x, 3)),
           bareConcurrentMs: conMs.bare.map((x) => round(x, 3)),
           oneDurableCommitMs: oneCommit.samples,
@@ -217,13 +351,30 @@ async function main(): Promise<void> {
 
 /** Mean commits per action of each file, with the settings they committed under. */
 function perFile(ours: Counts[], bare: Counts[]) {
-  const rows: Array<{ variant: string; file: string; commits: number; fsyncLevel: number; syncCalls: number; settings: string }> = [];
-  for (const [variant, samples, pick] of [["ours", ours, isOurs], ["bare", bare, isBare]] as const) {
+  const rows: Array<{
+    variant: string;
+    file: string;
+    commits: number;
+    fsyncLevel: number;
+    syncCalls: number;
+    settings: string;
+  }> = [];
+  for (const [variant, samples, pick] of [
+    ["ours", ours, isOurs],
+    ["bare", bare, isBare],
+  ] as const) {
     const sum: Record<string, FileCounts> = {};
     for (const c of samples) {
       for (const [file, f] of Object.entries(c)) {
         if (!pick(file)) continue;
-        const s = (sum[file] ??= { commits: 0, durableCommits: 0, syncCalls: 0, settings: {}, statements: 0, ms: 0 });
+        const s = (sum[file] ??= {
+          commits: 0,
+          durableCommits: 0,
+          syncCalls: 0,
+          settings: {},
+          statements: 0,
+          ms: 0,
+        });
         s.commits += f.commits;
         s.durableCommits += f.durableCommits;
         s.syncCalls += f.syncCalls;
@@ -238,7 +389,9 @@ function perFile(ours: Counts[], bare: Counts[]) {
         commits: round(s.commits / n),
         fsyncLevel: round(s.durableCommits / n),
         syncCalls: round(s.syncCalls / n),
-        settings: Object.entries(s.settings).map(([k, v]) => `${k} ${round(v / n)}`).join(", "),
+        settings: Object.entries(s.settings)
+          .map(([k, v]) => `${k} ${round(v / n)}`)
+          .join(", "),
       });
     }
   }
@@ -246,7 +399,14 @@ function perFile(ours: Counts[], bare: Counts[]) {
 }
 
 function compact(c: Counts) {
-  return Object.fromEntries(Object.entries(c).filter(([, f]) => f.commits > 0 || f.syncCalls > 0).map(([file, f]) => [file, { commits: f.commits, durable: f.durableCommits, syncCalls: f.syncCalls, settings: f.settings }]));
+  return Object.fromEntries(
+    Object.entries(c)
+      .filter(([, f]) => f.commits > 0 || f.syncCalls > 0)
+      .map(([file, f]) => [
+        file,
+        { commits: f.commits, durable: f.durableCommits, syncCalls: f.syncCalls, settings: f.settings },
+      ]),
+  );
 }
 
 /** What one fsync-level write costs on this disk: a one-row transaction in WAL mode with synchronous=FULL. */
@@ -263,7 +423,11 @@ function durableCommitMs(dir: string) {
       insert.run("x".repeat(700));
       if (i >= 20) samples.push(performance.now() - t0);
     }
-    return { medianMs: round(summary(samples).median, 3), p95Ms: round(summary(samples).p95, 3), samples: samples.map((x) => round(x, 3)) };
+    return {
+      medianMs: round(summary(samples).median, 3),
+      p95Ms: round(summary(samples).p95, 3),
+      samples: samples.map((x) => round(x, 3)),
+    };
   } finally {
     db.close();
   }

@@ -25,7 +25,10 @@ function argValue(name: string): string | undefined {
 
 /** langgraph.json of `root` with absolute graph and auth paths, in a scratch directory (the server keeps state beside it). */
 function isolatedConfig(root: string): { dir: string; file: string } {
-  const repo = JSON.parse(fs.readFileSync(path.join(root, "langgraph.json"), "utf8")) as { graphs: Record<string, string>; auth?: { path: string } };
+  const repo = JSON.parse(fs.readFileSync(path.join(root, "langgraph.json"), "utf8")) as {
+    graphs: Record<string, string>;
+    auth?: { path: string };
+  };
   const abs = (spec: string) => {
     const [file, symbol] = spec.split(":");
     return `${path.resolve(root, file!)}:${symbol}`;
@@ -34,18 +37,38 @@ function isolatedConfig(root: string): { dir: string; file: string } {
   fs.symlinkSync(path.join(root, "node_modules"), path.join(dir, "node_modules"), "dir");
   const graphs = Object.fromEntries(Object.entries(repo.graphs).map(([id, spec]) => [id, abs(spec)]));
   const file = path.join(dir, "langgraph.json");
-  fs.writeFileSync(file, JSON.stringify({ ...repo, graphs, ...(repo.auth ? { auth: { ...repo.auth, path: abs(repo.auth.path) } } : {}) }, null, 2));
+  fs.writeFileSync(
+    file,
+    JSON.stringify(
+      { ...repo, graphs, ...(repo.auth ? { auth: { ...repo.auth, path: abs(repo.auth.path) } } : {}) },
+      null,
+      2,
+    ),
+  );
   return { dir, file };
 }
 
-async function startServer(root: string, dataDir: string): Promise<{ apiUrl: string; child: ChildProcess; startupMs: number }> {
+async function startServer(
+  root: string,
+  dataDir: string,
+): Promise<{ apiUrl: string; child: ChildProcess; startupMs: number }> {
   const { file } = isolatedConfig(root);
   const started = performance.now();
-  const child = spawn(path.join(root, "node_modules/.bin/tsx"), [path.join(root, "src/cli/dev-server.ts"), "--config", file, "--no-reload"], {
-    cwd: root,
-    env: { ...process.env, MODEL: "offline", ACTION_ENVELOPE_DATA_DIR: dataDir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.journal.key`, NO_COLOR: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    path.join(root, "node_modules/.bin/tsx"),
+    [path.join(root, "src/cli/dev-server.ts"), "--config", file, "--no-reload"],
+    {
+      cwd: root,
+      env: {
+        ...process.env,
+        MODEL: "offline",
+        ACTION_ENVELOPE_DATA_DIR: dataDir,
+        ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.journal.key`,
+        NO_COLOR: "1",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));
@@ -75,12 +98,19 @@ async function stop(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-async function timed(client: Client): Promise<{ ms: number; ok: boolean; error?: string; inputRequired?: unknown; inputFields?: string[] }> {
+async function timed(
+  client: Client,
+): Promise<{ ms: number; ok: boolean; error?: string; inputRequired?: unknown; inputFields?: string[] }> {
   const t0 = performance.now();
   try {
     const s = await client.assistants.getSchemas(GRAPH_ID);
     const input = s.input_schema as { required?: unknown; properties?: Record<string, unknown> } | undefined;
-    return { ms: performance.now() - t0, ok: true, inputRequired: input?.required ?? null, inputFields: Object.keys(input?.properties ?? {}) };
+    return {
+      ms: performance.now() - t0,
+      ok: true,
+      inputRequired: input?.required ?? null,
+      inputFields: Object.keys(input?.properties ?? {}),
+    };
   } catch (e) {
     return { ms: performance.now() - t0, ok: false, error: String((e as Error).message ?? e).slice(0, 300) };
   }
@@ -100,7 +130,9 @@ async function main(): Promise<void> {
       const client = new Client({ apiUrl, defaultHeaders: {}, callerOptions: { maxRetries: 0 } });
       const first = await timed(client);
       cold.push({ ...first, startupMs: round(startupMs) });
-      console.log(`server ${i + 1}/${servers}: first getSchemas ${round(first.ms)} ms ${first.ok ? "ok" : `FAILED ${first.error}`} (server start ${round(startupMs / 1000, 1)} s)`);
+      console.log(
+        `server ${i + 1}/${servers}: first getSchemas ${round(first.ms)} ms ${first.ok ? "ok" : `FAILED ${first.error}`} (server start ${round(startupMs / 1000, 1)} s)`,
+      );
       for (let j = 0; j < warm; j++) {
         const r = await timed(client);
         if (r.ok) warmSamples.push(r.ms);
@@ -110,7 +142,9 @@ async function main(): Promise<void> {
     }
   }
   const coldMs = cold.filter((c) => c.ok).map((c) => c.ms);
-  console.log(`first call per server: ${JSON.stringify(summary(coldMs))} ms; failures ${cold.filter((c) => !c.ok).length}`);
+  console.log(
+    `first call per server: ${JSON.stringify(summary(coldMs))} ms; failures ${cold.filter((c) => !c.ok).length}`,
+  );
   console.log(`later calls: ${JSON.stringify(summary(warmSamples))} ms`);
   writeResult(
     "get-schemas",

@@ -60,17 +60,31 @@ async function main(): Promise<void> {
       samples[variant].push(s);
     }
   }
-  if (tools.size !== 1) throw new Error(`the two builds list different tool counts: ${[...tools].join(", ")}`);
+  if (tools.size !== 1)
+    throw new Error(`the two builds list different tool counts: ${[...tools].join(", ")}`);
   const of = (v: Variant) => ({
     readyMs: summary(samples[v].map((s) => s.wallMs)),
     cpuMs: summary(samples[v].map((s) => s.cpuMs)),
   });
-  const ratio = (key: "wallMs" | "cpuMs") => round(median(samples.bundle.map((s) => s[key])) / median(samples.modules.map((s) => s[key])));
-  const result = { samples: SAMPLES, tools: [...tools][0], modules: of("modules"), bundle: of("bundle"), bundleOverModules: { readyMs: ratio("wallMs"), cpuMs: ratio("cpuMs") } };
+  const ratio = (key: "wallMs" | "cpuMs") =>
+    round(median(samples.bundle.map((s) => s[key])) / median(samples.modules.map((s) => s[key])));
+  const result = {
+    samples: SAMPLES,
+    tools: [...tools][0],
+    modules: of("modules"),
+    bundle: of("bundle"),
+    bundleOverModules: { readyMs: ratio("wallMs"), cpuMs: ratio("cpuMs") },
+  };
   const file = writeResult("mcp-start", result, startedAt);
-  console.log(`modules: ready ${round(result.modules.readyMs.median)} ms, CPU ${round(result.modules.cpuMs.median)} ms (median of ${SAMPLES})`);
-  console.log(`bundle:  ready ${round(result.bundle.readyMs.median)} ms, CPU ${round(result.bundle.cpuMs.median)} ms`);
-  console.log(`bundle / modules: ready ${result.bundleOverModules.readyMs}×, CPU ${result.bundleOverModules.cpuMs}×  → ${file}`);
+  console.log(
+    `modules: ready ${round(result.modules.readyMs.median)} ms, CPU ${round(result.modules.cpuMs.median)} ms (median of ${SAMPLES})`,
+  );
+  console.log(
+    `bundle:  ready ${round(result.bundle.readyMs.median)} ms, CPU ${round(result.bundle.cpuMs.median)} ms`,
+  );
+  console.log(
+    `bundle / modules: ready ${result.bundleOverModules.readyMs}×, CPU ${result.bundleOverModules.cpuMs}×  → ${file}`,
+  );
 }
 
 main().catch((err) => {

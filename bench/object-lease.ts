@@ -26,7 +26,8 @@ async function main(): Promise<void> {
   const portal = await startBenchPortal({ dir, tasks: WARMUP + SAMPLES + CONTENDERS + 2, rate: 0 });
   const bench = await openBenchApp({ webhookUrl: portal.webhookUrl, dataDir: `${dir}/data`, rate: 0 });
   let nextTask = FIRST_BENCH_TASK;
-  const applied = async () => (await portal.control.calls({ method: "tasks.task.update" })).filter((c) => c.status === 200).length;
+  const applied = async () =>
+    (await portal.control.calls({ method: "tasks.task.update" })).filter((c) => c.status === 200).length;
   try {
     // (1) uncontended
     const totals: number[] = [];
@@ -35,9 +36,12 @@ async function main(): Promise<void> {
     for (let i = 0; i < WARMUP + SAMPLES; i++) {
       const view = await waitingRun(bench.app, nextTask++);
       const t = await timedDecision(bench, view.threadId, approvalOf(view));
-      if (t.view.state?.outcome !== "VERIFIED") throw new Error(`expected VERIFIED, got ${t.view.state?.outcome}: ${t.view.state?.reason}`);
+      if (t.view.state?.outcome !== "VERIFIED")
+        throw new Error(`expected VERIFIED, got ${t.view.state?.outcome}: ${t.view.state?.reason}`);
       if (i < WARMUP) continue;
-      const spans = bench.probe.spans.filter((s) => s.category === "journal" && s.name === "acquireObjectLease");
+      const spans = bench.probe.spans.filter(
+        (s) => s.category === "journal" && s.name === "acquireObjectLease",
+      );
       totals.push(t.totalMs);
       leaseMs.push(spans.reduce((a, s) => a + (s.end - s.start), 0));
       leaseCalls.push(spans.length);
@@ -52,18 +56,23 @@ async function main(): Promise<void> {
     for (let i = 0; i < CONTENDERS; i++) spread.push(await waitingRun(bench.app, nextTask++));
     const writesBefore = await applied();
     const t0 = performance.now();
-    const spreadViews = await Promise.all(spread.map((v) => submitDecision(bench.app, v.threadId, approvalOf(v))));
+    const spreadViews = await Promise.all(
+      spread.map((v) => submitDecision(bench.app, v.threadId, approvalOf(v))),
+    );
     const spreadMs = performance.now() - t0;
     const writesSpread = (await applied()) - writesBefore;
     const t1 = performance.now();
-    const sameViews = await Promise.all(same.map((v) => submitDecision(bench.app, v.threadId, approvalOf(v))));
+    const sameViews = await Promise.all(
+      same.map((v) => submitDecision(bench.app, v.threadId, approvalOf(v))),
+    );
     const sameMs = performance.now() - t1;
     const writesSame = (await applied()) - writesBefore - writesSpread;
-    const outcomes = (views: typeof sameViews) => views.reduce<Record<string, number>>((acc, v) => {
-      const k = `${v.state?.outcome}/${v.state?.reasonCode}`;
-      acc[k] = (acc[k] ?? 0) + 1;
-      return acc;
-    }, {});
+    const outcomes = (views: typeof sameViews) =>
+      views.reduce<Record<string, number>>((acc, v) => {
+        const k = `${v.state?.outcome}/${v.state?.reasonCode}`;
+        acc[k] = (acc[k] ?? 0) + 1;
+        return acc;
+      }, {});
 
     const perAction = summary(totals);
     const lease = summary(leaseMs);

@@ -44,10 +44,27 @@ import { loadConfig } from "../src/config/env.js";
 import { createDeps } from "../src/runtime/deps.js";
 import { openApp } from "../src/app/threads.js";
 import { hashEnvelope, renderCard, type Envelope } from "../src/envelope/index.js";
-import { sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type ThreadDbRow } from "../src/store/action-rows.js";
+import {
+  sealAction,
+  sealThread,
+  toActionRow,
+  toThreadRecord,
+  type ActionDbRow,
+  type ThreadDbRow,
+} from "../src/store/action-rows.js";
 import { emptyProgress, type RegisteredAction } from "../src/store/action-machine.js";
 import { ScriptedChatModel } from "../test/support/scripted-model.js";
-import { flag, intArg, pool, removeScratch, ROOT, round, sleep, tempDir, writeResult } from "./support/common.js";
+import {
+  flag,
+  intArg,
+  pool,
+  removeScratch,
+  ROOT,
+  round,
+  sleep,
+  tempDir,
+  writeResult,
+} from "./support/common.js";
 import { FIRST_BENCH_TASK, startBenchPortal, stopGroup } from "./support/portal.js";
 import { proposeFromRequest, waitingRun } from "./support/app.js";
 
@@ -70,7 +87,8 @@ const TIME = "/usr/bin/time";
 const CLI = path.join(ROOT, "dist/cli/main.js");
 
 const DATABASE_URL = process.env.DATABASE_URL;
-if (!DATABASE_URL) throw new Error("pending-scale-pg needs DATABASE_URL (a PostgreSQL it may create and drop schemas in)");
+if (!DATABASE_URL)
+  throw new Error("pending-scale-pg needs DATABASE_URL (a PostgreSQL it may create and drop schemas in)");
 if (REAL > TOTAL) throw new Error("--real must not exceed --total");
 
 interface Spawned {
@@ -91,7 +109,11 @@ function cli(label: string, args: string[], env: Record<string, string>): Promis
   const [cmd, ...rest] = withTime ? [TIME, "-v", ...argv] : argv;
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(cmd!, rest, { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(cmd!, rest, {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -121,11 +143,22 @@ function cli(label: string, args: string[], env: Record<string, string>): Promis
 
 function jsonOf(s: Spawned): any {
   const start = s.stdout.indexOf("{");
-  if (start < 0) throw new Error(`${s.label}: no JSON in output (exit ${s.exitCode}):\n${s.stdout.slice(0, 1500)}\n${s.stderr.slice(-1500)}`);
+  if (start < 0)
+    throw new Error(
+      `${s.label}: no JSON in output (exit ${s.exitCode}):\n${s.stdout.slice(0, 1500)}\n${s.stderr.slice(-1500)}`,
+    );
   return JSON.parse(s.stdout.slice(start));
 }
 
-const brief = (s: Spawned) => ({ label: s.label, command: s.command, wallMs: s.wallMs, cpuMs: s.cpuMs, maxRssKb: s.maxRssKb, exitCode: s.exitCode, stdoutBytes: s.stdout.length });
+const brief = (s: Spawned) => ({
+  label: s.label,
+  command: s.command,
+  wallMs: s.wallMs,
+  cpuMs: s.cpuMs,
+  maxRssKb: s.maxRssKb,
+  exitCode: s.exitCode,
+  stdoutBytes: s.stdout.length,
+});
 
 const JOURNAL_TABLES = ["threads", "actions", "decision_claims", "executions", "questions", "object_leases"];
 const CHECKPOINT_TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"];
@@ -133,20 +166,43 @@ const AUDIT_TABLES = ["audit_records"];
 
 async function sizes(client: pg.Pool, schema: string) {
   const rows = (
-    await client.query<{ name: string; total: string; heap: string; indexes: string; toast: string; n: string }>(
+    await client.query<{
+      name: string;
+      total: string;
+      heap: string;
+      indexes: string;
+      toast: string;
+      n: string;
+    }>(
       `SELECT c.relname AS name, pg_total_relation_size(c.oid) AS total, pg_relation_size(c.oid) AS heap,
               pg_indexes_size(c.oid) AS indexes, COALESCE(pg_total_relation_size(c.reltoastrelid), 0) AS toast, c.reltuples AS n
        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.relname`,
       [schema],
     )
   ).rows;
-  const tables: Record<string, { total: number; heap: number; indexes: number; toast: number; rows: number }> = {};
+  const tables: Record<
+    string,
+    { total: number; heap: number; indexes: number; toast: number; rows: number }
+  > = {};
   for (const r of rows) {
-    const count = await client.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(r.name)}`);
-    tables[r.name] = { total: Number(r.total), heap: Number(r.heap), indexes: Number(r.indexes), toast: Number(r.toast), rows: Number(count.rows[0]!.n) };
+    const count = await client.query<{ n: string }>(
+      `SELECT COUNT(*) AS n FROM ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(r.name)}`,
+    );
+    tables[r.name] = {
+      total: Number(r.total),
+      heap: Number(r.heap),
+      indexes: Number(r.indexes),
+      toast: Number(r.toast),
+      rows: Number(count.rows[0]!.n),
+    };
   }
   const sum = (names: string[]) => names.reduce((a, n) => a + (tables[n]?.total ?? 0), 0);
-  return { tables, journal: sum(JOURNAL_TABLES), checkpoints: sum(CHECKPOINT_TABLES), audit: sum(AUDIT_TABLES) };
+  return {
+    tables,
+    journal: sum(JOURNAL_TABLES),
+    checkpoints: sum(CHECKPOINT_TABLES),
+    audit: sum(AUDIT_TABLES),
+  };
 }
 
 async function explain(client: pg.Pool, sql: string, values: unknown[] = []): Promise<string[]> {
@@ -173,8 +229,18 @@ async function templates(db: pg.Pool, schema: string, key: Buffer): Promise<Temp
   ).rows;
   return rows.map((r) => {
     const row = toActionRow(r, key);
-    const thread = toThreadRecord({ thread_id: r.thread_id, record_json: r.t_record_json, mac: r.t_mac, closed_json: null, created_at: r.t_created_at } as ThreadDbRow, key);
-    if (!row.macValid || !thread.macValid) throw new Error(`real row ${r.envelope_hash} does not verify with the journal key`);
+    const thread = toThreadRecord(
+      {
+        thread_id: r.thread_id,
+        record_json: r.t_record_json,
+        mac: r.t_mac,
+        closed_json: null,
+        created_at: r.t_created_at,
+      } as ThreadDbRow,
+      key,
+    );
+    if (!row.macValid || !thread.macValid)
+      throw new Error(`real row ${r.envelope_hash} does not verify with the journal key`);
     const action: RegisteredAction = {
       envelopeHash: row.envelopeHash,
       threadId: row.threadId,
@@ -188,7 +254,12 @@ async function templates(db: pg.Pool, schema: string, key: Buffer): Promise<Temp
       editedBy: row.editedBy,
       ...(row.people ? { people: row.people } : {}),
     };
-    const again = renderCard(row.envelope, row.envelopeHash, "text", row.people ? { people: row.people.names } : {}).text;
+    const again = renderCard(
+      row.envelope,
+      row.envelopeHash,
+      "text",
+      row.people ? { people: row.people.names } : {},
+    ).text;
     return {
       action,
       request: thread.request,
@@ -201,7 +272,13 @@ async function templates(db: pg.Pool, schema: string, key: Buffer): Promise<Temp
 }
 
 /** Index-only replicas in batches: thread and action rows, each sealed with the journal key. */
-async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Template[], count: number): Promise<{ seconds: number; sealSeconds: number }> {
+async function replicate(
+  db: pg.Pool,
+  schema: string,
+  key: Buffer,
+  from: Template[],
+  count: number,
+): Promise<{ seconds: number; sealSeconds: number }> {
   const s = pg.escapeIdentifier(schema);
   const oldest = Math.min(...from.map((t) => t.createdAtMs));
   const t0 = performance.now();
@@ -210,7 +287,13 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
   for (let start = 0; start < count; start += BATCH) {
     const n = Math.min(BATCH, count - start);
     const th = { id: [] as string[], json: [] as string[], mac: [] as string[], at: [] as string[] };
-    const ac = { hash: [] as string[], thread: [] as string[], json: [] as string[], mac: [] as string[], at: [] as string[] };
+    const ac = {
+      hash: [] as string[],
+      thread: [] as string[],
+      json: [] as string[],
+      mac: [] as string[],
+      at: [] as string[],
+    };
     const s0 = performance.now();
     for (let i = 0; i < n; i++) {
       const k = start + i;
@@ -229,10 +312,21 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
         nonce: randomBytes(16).toString("hex"),
       };
       const envelopeHash = hashEnvelope(envelope);
-      const card = renderCard(envelope, envelopeHash, "text", t.action.people ? { people: t.action.people.names } : {}).text;
+      const card = renderCard(
+        envelope,
+        envelopeHash,
+        "text",
+        t.action.people ? { people: t.action.people.names } : {},
+      ).text;
       const action: RegisteredAction = { ...t.action, envelopeHash, threadId, envelope, card };
       const sa = sealAction(key, action);
-      const st = sealThread(key, { threadId, request: t.request, requestedBy, scope: t.scope, createdAt: envelope.createdAt });
+      const st = sealThread(key, {
+        threadId,
+        request: t.request,
+        requestedBy,
+        scope: t.scope,
+        createdAt: envelope.createdAt,
+      });
       th.id.push(threadId);
       th.json.push(st.json);
       th.mac.push(st.mac);
@@ -247,7 +341,10 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
     const c = await db.connect();
     try {
       await c.query("BEGIN");
-      await c.query(`INSERT INTO ${s}.threads (thread_id, record_json, mac, created_at) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])`, [th.id, th.json, th.mac, th.at]);
+      await c.query(
+        `INSERT INTO ${s}.threads (thread_id, record_json, mac, created_at) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])`,
+        [th.id, th.json, th.mac, th.at],
+      );
       await c.query(
         `INSERT INTO ${s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
          SELECT h, t, 1, j, m, 'registered', $5, a FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[]) AS x(h, t, j, m, a)`,
@@ -260,20 +357,35 @@ async function replicate(db: pg.Pool, schema: string, key: Buffer, from: Templat
     } finally {
       c.release();
     }
-    if ((start + n) % 10_000 === 0) console.log(`  ${start + n} replicas (${round((start + n) / ((performance.now() - t0) / 1000))} rows/s)`);
+    if ((start + n) % 10_000 === 0)
+      console.log(
+        `  ${start + n} replicas (${round((start + n) / ((performance.now() - t0) / 1000))} rows/s)`,
+      );
   }
   return { seconds: round((performance.now() - t0) / 1000), sealSeconds: round(sealMs / 1000) };
 }
 
 interface WorkerProc {
   child: ChildProcess;
-  rounds: Array<{ at: string; seenAtMs: number; roundMs: number | null; swept: number; recovered: number; error?: string }>;
+  rounds: Array<{
+    at: string;
+    seenAtMs: number;
+    roundMs: number | null;
+    swept: number;
+    recovered: number;
+    error?: string;
+  }>;
   stderr: string;
 }
 
 function startWorker(env: Record<string, string>, t0: number): WorkerProc {
   // Its own process group, so it (and its MCP server child) can be stopped together by its own id.
-  const child = spawn("node", [CLI, "worker", "--json", "--interval", "5"], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const child = spawn("node", [CLI, "worker", "--json", "--interval", "5"], {
+    cwd: ROOT,
+    env: { ...process.env, NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   const w: WorkerProc = { child, rounds: [], stderr: "" };
   let buf = "";
   // `worker --json` prints each round as one pretty-printed object: it ends at a "}" line of its own.
@@ -284,10 +396,29 @@ function startWorker(env: Record<string, string>, t0: number): WorkerProc {
       buf = buf.slice(i + 3);
       const seen = Date.now();
       try {
-        const r = JSON.parse(text.slice(text.indexOf("{"))) as { at: string; swept: unknown[]; recovered: unknown[]; error?: string };
-        w.rounds.push({ at: r.at, seenAtMs: round(performance.now() - t0), roundMs: seen - Date.parse(r.at), swept: r.swept.length, recovered: r.recovered.length, ...(r.error ? { error: r.error } : {}) });
+        const r = JSON.parse(text.slice(text.indexOf("{"))) as {
+          at: string;
+          swept: unknown[];
+          recovered: unknown[];
+          error?: string;
+        };
+        w.rounds.push({
+          at: r.at,
+          seenAtMs: round(performance.now() - t0),
+          roundMs: seen - Date.parse(r.at),
+          swept: r.swept.length,
+          recovered: r.recovered.length,
+          ...(r.error ? { error: r.error } : {}),
+        });
       } catch (e) {
-        w.rounds.push({ at: "", seenAtMs: round(performance.now() - t0), roundMs: null, swept: 0, recovered: 0, error: `unparsed output: ${(e as Error).message}` });
+        w.rounds.push({
+          at: "",
+          seenAtMs: round(performance.now() - t0),
+          roundMs: null,
+          swept: 0,
+          recovered: 0,
+          error: `unparsed output: ${(e as Error).message}`,
+        });
       }
     }
   });
@@ -321,7 +452,9 @@ async function main(): Promise<void> {
   const measure = async (label: string, args: string[], e = env) => {
     const r = await cli(label, args, e);
     runs.push(r);
-    console.log(`${label}: ${r.wallMs} ms wall, ${r.cpuMs} ms CPU, ${r.maxRssKb} KB peak RSS, exit ${r.exitCode}`);
+    console.log(
+      `${label}: ${r.wallMs} ms wall, ${r.cpuMs} ms CPU, ${r.maxRssKb} KB peak RSS, exit ${r.exitCode}`,
+    );
     return r;
   };
   const workers: WorkerProc[] = [];
@@ -331,11 +464,15 @@ async function main(): Promise<void> {
     const emptyEnv = { ...env, ACTION_ENVELOPE_DB_SCHEMA: emptySchema };
     await cli("warm-up (creates the empty schema)", ["pending", "--json"], emptyEnv);
     for (let r = 0; r < REPEAT; r++) await measure("empty: pending --json", ["pending", "--json"], emptyEnv);
-    for (let r = 0; r < REPEAT; r++) await measure("empty: worker --once", ["worker", "--once", "--json"], emptyEnv);
+    for (let r = 0; r < REPEAT; r++)
+      await measure("empty: worker --once", ["worker", "--once", "--json"], emptyEnv);
 
     // Real waiting runs through the graph.
     const config = loadConfig(env, ROOT);
-    const deps = await createDeps(config, { model: new ScriptedChatModel(proposeFromRequest), modelLabel: "scripted (bench)" });
+    const deps = await createDeps(config, {
+      model: new ScriptedChatModel(proposeFromRequest),
+      modelLabel: "scripted (bench)",
+    });
     const app = openApp(deps);
     const t0 = performance.now();
     const realThreads: string[] = [];
@@ -349,19 +486,35 @@ async function main(): Promise<void> {
     );
     const createSeconds = (performance.now() - t0) / 1000;
     await app.close();
-    console.log(`${REAL} real waiting runs in ${round(createSeconds)} s (${round(REAL / createSeconds)} runs/s)`);
+    console.log(
+      `${REAL} real waiting runs in ${round(createSeconds)} s (${round(REAL / createSeconds)} runs/s)`,
+    );
     await admin.query(`VACUUM ANALYZE`);
     const sizesReal = await sizes(admin, schema);
-    result.real = { runs: REAL, createSeconds: round(createSeconds), runsPerSecond: round(REAL / createSeconds), sizes: sizesReal };
+    result.real = {
+      runs: REAL,
+      createSeconds: round(createSeconds),
+      runsPerSecond: round(REAL / createSeconds),
+      sizes: sizesReal,
+    };
 
-    const allReal = await measure(`${REAL} real: pending --json --limit ${TOTAL}`, ["pending", "--json", "--limit", String(TOTAL)]);
-    if (jsonOf(allReal).total !== REAL) throw new Error(`expected ${REAL} waiting, pending says ${jsonOf(allReal).total}`);
+    const allReal = await measure(`${REAL} real: pending --json --limit ${TOTAL}`, [
+      "pending",
+      "--json",
+      "--limit",
+      String(TOTAL),
+    ]);
+    if (jsonOf(allReal).total !== REAL)
+      throw new Error(`expected ${REAL} waiting, pending says ${jsonOf(allReal).total}`);
     await measure(`${REAL} real: worker --once`, ["worker", "--once", "--json"]);
 
     // Index-only replicas up to TOTAL.
     const tpl = await templates(admin, schema, key);
     const cardMismatch = tpl.filter((t) => !t.cardMatches).length;
-    if (cardMismatch) throw new Error(`${cardMismatch} real cards do not re-render identically; replicas' cards would differ from what build_envelope makes`);
+    if (cardMismatch)
+      throw new Error(
+        `${cardMismatch} real cards do not re-render identically; replicas' cards would differ from what build_envelope makes`,
+      );
     console.log(`replicating ${TOTAL - REAL} index-only rows from ${tpl.length} real ones`);
     const rep = await replicate(admin, schema, key, tpl, TOTAL - REAL);
     const v0 = performance.now();
@@ -370,15 +523,30 @@ async function main(): Promise<void> {
     const sizesTotal = await sizes(admin, schema);
     // What building the listing indexes costs on a table that already holds TOTAL rows (migration 6
     // applied to an existing deployment): the same definitions under other names, timed, dropped.
-    const defs = (await admin.query<{ indexname: string; indexdef: string }>(`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'actions_waiting%'`, [schema])).rows;
+    const defs = (
+      await admin.query<{ indexname: string; indexdef: string }>(
+        `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'actions_waiting%'`,
+        [schema],
+      )
+    ).rows;
     const indexBuild: Record<string, number> = {};
     for (const d of defs) {
       const i0 = performance.now();
       await admin.query(d.indexdef.replace(`INDEX ${d.indexname} ON`, `INDEX ${d.indexname}_probe ON`));
       indexBuild[d.indexname] = round(performance.now() - i0);
-      await admin.query(`DROP INDEX ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(`${d.indexname}_probe`)}`);
+      await admin.query(
+        `DROP INDEX ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(`${d.indexname}_probe`)}`,
+      );
     }
-    result.replicas = { rows: TOTAL - REAL, insertSeconds: rep.seconds, hashRenderSealSeconds: rep.sealSeconds, vacuumAnalyzeSeconds: vacuumSeconds, listingIndexBuildMs: indexBuild, requesters: REQUESTERS, createdAtSpreadHours: SPREAD_MS / 3600_000 };
+    result.replicas = {
+      rows: TOTAL - REAL,
+      insertSeconds: rep.seconds,
+      hashRenderSealSeconds: rep.sealSeconds,
+      vacuumAnalyzeSeconds: vacuumSeconds,
+      listingIndexBuildMs: indexBuild,
+      requesters: REQUESTERS,
+      createdAtSpreadHours: SPREAD_MS / 3600_000,
+    };
     result.total = { waiting: TOTAL, sizes: sizesTotal };
 
     // The listing, all of it and filtered.
@@ -392,7 +560,10 @@ async function main(): Promise<void> {
       [`pending --json --limit ${TOTAL}`, ["pending", "--json", "--limit", String(TOTAL)]],
       [`pending --json --offset ${TOTAL - 100}`, ["pending", "--json", "--offset", String(TOTAL - 100)]],
       [`pending --json --object ${task}`, ["pending", "--json", "--object", task]],
-      ["pending --json --requested-by bench-user-07", ["pending", "--json", "--requested-by", "bench-user-07"]],
+      [
+        "pending --json --requested-by bench-user-07",
+        ["pending", "--json", "--requested-by", "bench-user-07"],
+      ],
       ["pending --json --older-than 5h", ["pending", "--json", "--older-than", "5h"]],
       ["pending --json --mine --as demo-approver", ["pending", "--json", "--mine", "--as", "demo-approver"]],
     ];
@@ -401,37 +572,87 @@ async function main(): Promise<void> {
       const samples: Spawned[] = [];
       for (let r = 0; r < REPEAT; r++) samples.push(await measure(`${TOTAL}: ${label}`, args));
       const page = jsonOf(samples[0]!);
-      if (samples.some((x) => x.exitCode !== 0)) throw new Error(`${label} failed: ${samples[0]!.stderr.slice(-1500)}`);
-      listed.push({ label, total: page.total, listed: page.pending.length, damaged: page.damaged.length, samples: samples.map(brief) });
+      if (samples.some((x) => x.exitCode !== 0))
+        throw new Error(`${label} failed: ${samples[0]!.stderr.slice(-1500)}`);
+      listed.push({
+        label,
+        total: page.total,
+        listed: page.pending.length,
+        damaged: page.damaged.length,
+        samples: samples.map(brief),
+      });
     }
     const all = listed[1]!;
-    if (all.total !== TOTAL || all.listed !== TOTAL || all.damaged !== 0) throw new Error(`expected ${TOTAL} listed, none damaged; got ${JSON.stringify(all)}`);
+    if (all.total !== TOTAL || all.listed !== TOTAL || all.damaged !== 0)
+      throw new Error(`expected ${TOTAL} listed, none damaged; got ${JSON.stringify(all)}`);
     result.listing = listed;
 
     // The queries behind them, as PostgreSQL runs them at this size.
     const s = pg.escapeIdentifier(schema);
     result.plans = {
       count: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered'`),
-      firstPage: await explain(admin, `SELECT * FROM ${s}.actions WHERE phase = 'registered' ORDER BY registered_at, id LIMIT 100 OFFSET 0`),
-      byRequester: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,requestedBy}') = $1`, ["bench-user-07"]),
-      byTask: await explain(admin, `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,object,id}') = $1`, [task]),
-      openThreads: await explain(admin, `SELECT thread_id, MIN(id) AS first FROM ${s}.actions WHERE phase IN ('registered','decided','pre_read','intent','acknowledged','verified') GROUP BY thread_id ORDER BY first`),
+      firstPage: await explain(
+        admin,
+        `SELECT * FROM ${s}.actions WHERE phase = 'registered' ORDER BY registered_at, id LIMIT 100 OFFSET 0`,
+      ),
+      byRequester: await explain(
+        admin,
+        `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,requestedBy}') = $1`,
+        ["bench-user-07"],
+      ),
+      byTask: await explain(
+        admin,
+        `SELECT COUNT(*) AS n FROM ${s}.actions WHERE phase = 'registered' AND (registered_json::jsonb #>> '{envelope,object,id}') = $1`,
+        [task],
+      ),
+      openThreads: await explain(
+        admin,
+        `SELECT thread_id, MIN(id) AS first FROM ${s}.actions WHERE phase IN ('registered','decided','pre_read','intent','acknowledged','verified') GROUP BY thread_id ORDER BY first`,
+      ),
     };
 
     // show / approve one real run among TOTAL, each a fresh process; then a worker round.
     const picks = realPick.rows.slice(0, REPEAT + BUSY_SAMPLES);
     const act = async (phase: string, pick: { thread_id: string; envelope_hash: string }) => {
-      const show = await measure(`${phase}: show ${pick.thread_id} --json`, ["show", pick.thread_id, "--json"]);
+      const show = await measure(`${phase}: show ${pick.thread_id} --json`, [
+        "show",
+        pick.thread_id,
+        "--json",
+      ]);
       if (jsonOf(show).status !== "awaiting_approval") throw new Error(`show: ${show.stdout.slice(0, 500)}`);
-      const approve = await measure(`${phase}: approve --json`, ["approve", pick.thread_id, "--hash", pick.envelope_hash, "--as", "demo-approver", "--json"]);
+      const approve = await measure(`${phase}: approve --json`, [
+        "approve",
+        pick.thread_id,
+        "--hash",
+        pick.envelope_hash,
+        "--as",
+        "demo-approver",
+        "--json",
+      ]);
       const outcome = `${jsonOf(approve).outcome ?? jsonOf(approve).state?.outcome}`;
-      if (approve.exitCode !== 0) throw new Error(`approve exited ${approve.exitCode} (${outcome}): ${approve.stdout.slice(-1000)} ${approve.stderr.slice(-1000)}`);
+      if (approve.exitCode !== 0)
+        throw new Error(
+          `approve exited ${approve.exitCode} (${outcome}): ${approve.stdout.slice(-1000)} ${approve.stderr.slice(-1000)}`,
+        );
       return { thread: pick.thread_id, show: brief(show), approve: brief(approve), outcome };
     };
     const quiet = [];
     for (const p of picks.slice(0, REPEAT)) quiet.push(await act(`${TOTAL}, no worker`, p));
     const onceRound = await measure(`${TOTAL}: worker --once`, ["worker", "--once", "--json"]);
-    result.noWorkers = { decisions: quiet, workerOnce: { ...brief(onceRound), round: (() => { try { const r = jsonOf(onceRound); return { swept: r.swept.length, recovered: r.recovered.length, error: r.error ?? null }; } catch { return null; } })() } };
+    result.noWorkers = {
+      decisions: quiet,
+      workerOnce: {
+        ...brief(onceRound),
+        round: (() => {
+          try {
+            const r = jsonOf(onceRound);
+            return { swept: r.swept.length, recovered: r.recovered.length, error: r.error ?? null };
+          } catch {
+            return null;
+          }
+        })(),
+      },
+    };
 
     // --workers worker processes sweeping while we decide.
     const wt0 = performance.now();
@@ -457,13 +678,20 @@ async function main(): Promise<void> {
     const busyList = [];
     for (const p of picks.slice(REPEAT, REPEAT + BUSY_SAMPLES)) {
       busy.push(await during(`decide ${p.thread_id}`, () => act(`${TOTAL}, ${WORKERS} workers`, p)));
-      busyList.push(brief(await during("pending", () => measure(`${TOTAL}, ${WORKERS} workers: pending --json`, ["pending", "--json"]))));
+      busyList.push(
+        brief(
+          await during("pending", () =>
+            measure(`${TOTAL}, ${WORKERS} workers: pending --json`, ["pending", "--json"]),
+          ),
+        ),
+      );
     }
     // Wait until every worker has reported a round that ended after the last sample (bounded), so
     // each sample's overlap with rounds can be computed from the rounds' start and end.
     const lastEnd = spans.at(-1)!.endMs;
     const more = performance.now() + 300_000;
-    while (workers.some((w) => !w.rounds.some((r) => r.seenAtMs >= lastEnd)) && performance.now() < more) await sleep(1000);
+    while (workers.some((w) => !w.rounds.some((r) => r.seenAtMs >= lastEnd)) && performance.now() < more)
+      await sleep(1000);
     const inRound = spans.map((sp) => {
       const shares = workers.map((w) => {
         let covered = 0;
@@ -475,10 +703,18 @@ async function main(): Promise<void> {
         }
         return covered / (sp.endMs - sp.startMs);
       });
-      return { ...sp, workersInRound: round(shares.reduce((a, b) => a + b, 0), 2) };
+      return {
+        ...sp,
+        workersInRound: round(
+          shares.reduce((a, b) => a + b, 0),
+          2,
+        ),
+      };
     });
     console.log("samples and the number of workers mid-round during each (average)", inRound);
-    const cpu = await admin.query<{ n: string }>(`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name LIKE 'action-envelope:%'`);
+    const cpu = await admin.query<{ n: string }>(
+      `SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name LIKE 'action-envelope:%'`,
+    );
     result.withWorkers = {
       workers: WORKERS,
       interval: 5,
@@ -494,7 +730,10 @@ async function main(): Promise<void> {
     await Promise.all(workers.map((w) => stopGroup(w.child)));
     await portal.close();
     if (!flag("keep-schema")) {
-      for (const sc of [schema, emptySchema]) await admin.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(sc)} CASCADE`).catch((e: unknown) => console.error(`dropping ${sc}: ${(e as Error).message}`));
+      for (const sc of [schema, emptySchema])
+        await admin
+          .query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(sc)} CASCADE`)
+          .catch((e: unknown) => console.error(`dropping ${sc}: ${(e as Error).message}`));
     }
     await admin.end();
     removeScratch(dir);
@@ -510,22 +749,25 @@ async function main(): Promise<void> {
           replicas: `${TOTAL - REAL} index-only rows (threads, actions): a real run's registered action with new thread id, envelope id, nonce, requester (bench-user-00..99) and createdAt (spread over the ${SPREAD_MS / 3600_000} h before the real runs), hashed (hashEnvelope), card re-rendered (renderCard), sealed (sealAction/sealThread) with the journal key; no checkpoints, no audit records`,
           ttlSeconds: `${TTL_SECONDS} (ACTION_ENVELOPE_TTL_SECONDS), so nothing expires during the run`,
         },
-        commands: "node dist/cli/main.js ARGS (the compiled CLI npm run cli runs, without npm's own start) under /usr/bin/time -v, one process each",
+        commands:
+          "node dist/cli/main.js ARGS (the compiled CLI npm run cli runs, without npm's own start) under /usr/bin/time -v, one process each",
         workers: `${WORKERS} × node dist/cli/main.js worker --json --interval 5`,
         total: TOTAL,
         real: REAL,
         repeat: REPEAT,
         busySamples: BUSY_SAMPLES,
       },
-      postgres: (await (async () => {
+      postgres: await (async () => {
         const p = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
         try {
-          const v = await p.query<{ v: string; fsync: string; sb: string }>(`SELECT version() AS v, current_setting('fsync') AS fsync, current_setting('shared_buffers') AS sb`);
+          const v = await p.query<{ v: string; fsync: string; sb: string }>(
+            `SELECT version() AS v, current_setting('fsync') AS fsync, current_setting('shared_buffers') AS sb`,
+          );
           return v.rows[0];
         } finally {
           await p.end();
         }
-      })()),
+      })(),
       results: result,
       processes: runs.map(brief),
     },

@@ -19,7 +19,7 @@ import { openBenchApp, waitingRun } from "./support/app.js";
 
 const STAGES = (() => {
   const i = process.argv.indexOf("--stages");
-  const text = i >= 0 ? process.argv[i + 1] ?? "" : "1000,10000";
+  const text = i >= 0 ? (process.argv[i + 1] ?? "") : "1000,10000";
   const xs = text.split(",").map(Number);
   if (xs.some((x) => !Number.isSafeInteger(x) || x <= 0) || xs.some((x, k) => k > 0 && x <= xs[k - 1]!)) {
     throw new Error(`--stages expects increasing positive integers like 1000,10000; got "${text}"`);
@@ -47,7 +47,11 @@ function npmCli(args: string[], env: Record<string, string>): Promise<Spawned> {
   const [cmd, ...rest] = withTime ? [TIME, "-v", ...argv] : argv;
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(cmd!, rest, { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(cmd!, rest, {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -56,7 +60,14 @@ function npmCli(args: string[], env: Record<string, string>): Promise<Spawned> {
     child.on("close", (code) => {
       const wallMs = performance.now() - t0;
       const rss = /Maximum resident set size \(kbytes\): (\d+)/.exec(stderr);
-      resolve({ command: argv.join(" "), wallMs, exitCode: code, maxRssKb: rss ? Number(rss[1]) : null, stdout, stderr });
+      resolve({
+        command: argv.join(" "),
+        wallMs,
+        exitCode: code,
+        maxRssKb: rss ? Number(rss[1]) : null,
+        stdout,
+        stderr,
+      });
     });
   });
 }
@@ -79,9 +90,23 @@ function filesOf(dataDir: string): Record<string, number> {
 function checkpointStats(dataDir: string) {
   const db = new Database(path.join(dataDir, "checkpoints.sqlite"), { readonly: true });
   try {
-    const c = db.prepare("select count(*) n, count(distinct thread_id) threads, avg(length(checkpoint)) avgCheckpoint, avg(length(metadata)) avgMetadata from checkpoints").get() as Record<string, number>;
-    const w = db.prepare("select count(*) n, avg(length(value)) avgValue from writes").get() as Record<string, number>;
-    return { checkpointRows: c.n, threads: c.threads, avgCheckpointBytes: round(c.avgCheckpoint ?? 0), avgMetadataBytes: round(c.avgMetadata ?? 0), writeRows: w.n, avgWriteBytes: round(w.avgValue ?? 0) };
+    const c = db
+      .prepare(
+        "select count(*) n, count(distinct thread_id) threads, avg(length(checkpoint)) avgCheckpoint, avg(length(metadata)) avgMetadata from checkpoints",
+      )
+      .get() as Record<string, number>;
+    const w = db.prepare("select count(*) n, avg(length(value)) avgValue from writes").get() as Record<
+      string,
+      number
+    >;
+    return {
+      checkpointRows: c.n,
+      threads: c.threads,
+      avgCheckpointBytes: round(c.avgCheckpoint ?? 0),
+      avgMetadataBytes: round(c.avgMetadata ?? 0),
+      writeRows: w.n,
+      avgWriteBytes: round(w.avgValue ?? 0),
+    };
   } finally {
     db.close();
   }
@@ -93,7 +118,12 @@ async function main(): Promise<void> {
   const dataDir = path.join(dir, "data");
   const maxN = STAGES.at(-1)!;
   const portal: BenchPortal = await startBenchPortal({ dir, tasks: maxN + 10, rate: 0 });
-  const env = { ACTION_ENVELOPE_DATA_DIR: dataDir, BITRIX24_WEBHOOK_URL: portal.webhookUrl, MODEL: "offline", BITRIX24_RATE: "0" };
+  const env = {
+    ACTION_ENVELOPE_DATA_DIR: dataDir,
+    BITRIX24_WEBHOOK_URL: portal.webhookUrl,
+    MODEL: "offline",
+    BITRIX24_RATE: "0",
+  };
   const stages: Record<string, unknown>[] = [];
   const skipped: Array<{ stage: number; reason: string }> = [];
   const raw: Record<string, unknown> = {};
@@ -107,9 +137,16 @@ async function main(): Promise<void> {
     // The fixed cost of the command: the same listing on an empty data directory.
     const emptyDir = path.join(dir, "empty");
     const emptyRuns: Spawned[] = [];
-    for (let r = 0; r < REPEAT; r++) emptyRuns.push(await npmCli(["pending", "--json"], { ...env, ACTION_ENVELOPE_DATA_DIR: emptyDir }));
-    const empty = { wallMs: emptyRuns.map((x) => round(x.wallMs)), maxRssKb: emptyRuns.map((x) => x.maxRssKb), listed: jsonOf(emptyRuns[0]!.stdout).pending.length };
-    console.log(`empty data directory: pending --json ${empty.wallMs.join(", ")} ms, max RSS ${empty.maxRssKb.join(", ")} KB`);
+    for (let r = 0; r < REPEAT; r++)
+      emptyRuns.push(await npmCli(["pending", "--json"], { ...env, ACTION_ENVELOPE_DATA_DIR: emptyDir }));
+    const empty = {
+      wallMs: emptyRuns.map((x) => round(x.wallMs)),
+      maxRssKb: emptyRuns.map((x) => x.maxRssKb),
+      listed: jsonOf(emptyRuns[0]!.stdout).pending.length,
+    };
+    console.log(
+      `empty data directory: pending --json ${empty.wallMs.join(", ")} ms, max RSS ${empty.maxRssKb.join(", ")} KB`,
+    );
 
     for (const target of STAGES) {
       const toCreate = target - pendingNow;
@@ -127,7 +164,10 @@ async function main(): Promise<void> {
       await pool(tasks, CONCURRENCY, async (t) => {
         await waitingRun(bench.app, t);
         done += 1;
-        if (done % 1000 === 0) console.log(`  ${pendingNow + done} waiting (${round(done / ((performance.now() - t0) / 1000))} runs/s)`);
+        if (done % 1000 === 0)
+          console.log(
+            `  ${pendingNow + done} waiting (${round(done / ((performance.now() - t0) / 1000))} runs/s)`,
+          );
       });
       const createSeconds = (performance.now() - t0) / 1000;
       lastRate = toCreate / createSeconds;
@@ -142,29 +182,40 @@ async function main(): Promise<void> {
       const listRuns: Spawned[] = [];
       for (let r = 0; r < REPEAT; r++) {
         const run = await npmCli(["pending", "--json"], env);
-        if (run.exitCode !== 0) throw new Error(`pending --json exited ${run.exitCode}: ${run.stderr.slice(-2000)}`);
+        if (run.exitCode !== 0)
+          throw new Error(`pending --json exited ${run.exitCode}: ${run.stderr.slice(-2000)}`);
         listRuns.push(run);
       }
       const listed = jsonOf(listRuns[0]!.stdout).pending as Array<{ threadId: string; envelopeHash: string }>;
-      if (listed.length !== pendingNow) throw new Error(`pending --json listed ${listed.length}, expected ${pendingNow}`);
+      if (listed.length !== pendingNow)
+        throw new Error(`pending --json listed ${listed.length}, expected ${pendingNow}`);
 
       // Approve REPEAT different waiting threads picked at random, each by a fresh CLI process.
       const approves: Spawned[] = [];
       const outcomes: string[] = [];
       const picks = new Set<number>();
-      while (picks.size < Math.min(REPEAT, listed.length)) picks.add(Math.floor(Math.random() * listed.length));
+      while (picks.size < Math.min(REPEAT, listed.length))
+        picks.add(Math.floor(Math.random() * listed.length));
       for (const k of picks) {
         const pick = listed[k]!;
-        const approve = await npmCli(["approve", pick.threadId, "--hash", pick.envelopeHash, "--as", "demo-approver", "--json"], env);
+        const approve = await npmCli(
+          ["approve", pick.threadId, "--hash", pick.envelopeHash, "--as", "demo-approver", "--json"],
+          env,
+        );
         const approved = jsonOf(approve.stdout);
         const outcome = `${approved.outcome}`;
-        if (approve.exitCode !== 0) throw new Error(`approve exited ${approve.exitCode} (${outcome}): ${approve.stdout.slice(-1500)} ${approve.stderr.slice(-1500)}`);
+        if (approve.exitCode !== 0)
+          throw new Error(
+            `approve exited ${approve.exitCode} (${outcome}): ${approve.stdout.slice(-1500)} ${approve.stderr.slice(-1500)}`,
+          );
         approves.push(approve);
         outcomes.push(outcome);
         pendingNow -= 1;
       }
 
-      const marginal = prevBytes ? round((totalBytes - prevBytes.total) / (listed.length - prevBytes.pending)) : null;
+      const marginal = prevBytes
+        ? round((totalBytes - prevBytes.total) / (listed.length - prevBytes.pending))
+        : null;
       prevBytes = { total: totalBytes, pending: listed.length };
       const row = {
         waiting: listed.length,
@@ -181,7 +232,10 @@ async function main(): Promise<void> {
         approveOutcome: outcomes,
       };
       stages.push({ ...row, files, checkpoints: cp });
-      raw[`stage${target}`] = { pendingStderrTail: listRuns[0]!.stderr.slice(-1500), approveStdoutTail: approves.map((x) => x.stdout.slice(-600)) };
+      raw[`stage${target}`] = {
+        pendingStderrTail: listRuns[0]!.stderr.slice(-1500),
+        approveStdoutTail: approves.map((x) => x.stdout.slice(-600)),
+      };
       console.table([row]);
       console.log("files (bytes)", files, "checkpoint rows", cp);
     }
@@ -195,9 +249,13 @@ async function main(): Promise<void> {
         setup: {
           emulator: { process: portal.command, rate: 0 },
           creation: `in process: startRun with a scripted model proposing at once (1 baseline read each), ${CONCURRENCY} at a time`,
-          listing: "npm run cli -- pending --json (a new process: the compiled dist/ since issue 16, tsx before; createDeps with the MCP server, listPending confirming each row against its checkpoint)",
-          approving: "npm run cli -- approve <thread> --hash <hash> --as demo-approver --json, for --repeat threads picked at random, one process each",
-          memory: fs.existsSync(TIME) ? "/usr/bin/time -v, Maximum resident set size: the largest single process in the npm → tsx → node tree" : "not measured: /usr/bin/time not found",
+          listing:
+            "npm run cli -- pending --json (a new process: the compiled dist/ since issue 16, tsx before; createDeps with the MCP server, listPending confirming each row against its checkpoint)",
+          approving:
+            "npm run cli -- approve <thread> --hash <hash> --as demo-approver --json, for --repeat threads picked at random, one process each",
+          memory: fs.existsSync(TIME)
+            ? "/usr/bin/time -v, Maximum resident set size: the largest single process in the npm → tsx → node tree"
+            : "not measured: /usr/bin/time not found",
           stages: STAGES,
           budgetSeconds: BUDGET_SECONDS,
           repeat: REPEAT,

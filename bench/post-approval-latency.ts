@@ -13,9 +13,27 @@
  * --quick is --samples 10 --warmup 2 and writes bench/results/post-approval-latency.quick.json.
  */
 import { performance } from "node:perf_hooks";
-import { flag, intArg, pool, round, strArg, summary, tempDir, writeResult, removeScratch } from "./support/common.js";
+import {
+  flag,
+  intArg,
+  pool,
+  round,
+  strArg,
+  summary,
+  tempDir,
+  writeResult,
+  removeScratch,
+} from "./support/common.js";
 import { FIRST_BENCH_TASK, startBenchPortal } from "./support/portal.js";
-import { approvalOf, breakdown, openBareGraph, openBenchApp, timedDecision, waitingRun, type TimedDecision } from "./support/app.js";
+import {
+  approvalOf,
+  breakdown,
+  openBareGraph,
+  openBenchApp,
+  timedDecision,
+  waitingRun,
+  type TimedDecision,
+} from "./support/app.js";
 
 const QUICK = flag("quick");
 const SAMPLES = intArg("samples", QUICK ? 10 : 30);
@@ -34,7 +52,11 @@ async function main(): Promise<void> {
   const tools = bench.app.deps.tools;
   try {
     // Runs wait for approval before the latency is armed: only what follows the resume is measured.
-    const views = await pool(Array.from({ length: total }, (_, i) => FIRST_BENCH_TASK + i), 10, (t) => waitingRun(bench.app, t));
+    const views = await pool(
+      Array.from({ length: total }, (_, i) => FIRST_BENCH_TASK + i),
+      10,
+      (t) => waitingRun(bench.app, t),
+    );
     const bareIds = Array.from({ length: total }, (_, i) => `bare-${i}`);
     await pool(bareIds, 10, (id, i) => bare.start(id, FIRST_BENCH_TASK + total + i));
     for (const method of ["tasks.task.get", "tasks.task.update"]) {
@@ -48,7 +70,10 @@ async function main(): Promise<void> {
       const runOurs = async () => {
         const v = views[i]!;
         const timed = await timedDecision(bench, v.threadId, approvalOf(v));
-        if (timed.view.state?.outcome !== "VERIFIED") throw new Error(`expected VERIFIED, got ${timed.view.status} ${timed.view.state?.outcome}/${timed.view.state?.reasonCode}: ${timed.view.state?.reason}`);
+        if (timed.view.state?.outcome !== "VERIFIED")
+          throw new Error(
+            `expected VERIFIED, got ${timed.view.status} ${timed.view.state?.outcome}/${timed.view.state?.reasonCode}: ${timed.view.state?.reason}`,
+          );
         if (i >= WARMUP) ours.push(timed);
       };
       const runBare = async () => {
@@ -60,8 +85,14 @@ async function main(): Promise<void> {
         const taskId = FIRST_BENCH_TASK + 2 * total + i;
         const t0 = performance.now();
         for (const step of ["read", "write", "read"] as const) {
-          const r = step === "read" ? await tools.read("getTask", { taskId }) : await tools.writeHandle.updateTask(taskId, { TITLE: `BENCH-${taskId} - CALLS` });
-          if (!r.ok) throw new Error(`the three calls alone: ${step} of task ${taskId} failed: ${JSON.stringify(r).slice(0, 300)}`);
+          const r =
+            step === "read"
+              ? await tools.read("getTask", { taskId })
+              : await tools.writeHandle.updateTask(taskId, { TITLE: `BENCH-${taskId} - CALLS` });
+          if (!r.ok)
+            throw new Error(
+              `the three calls alone: ${step} of task ${taskId} failed: ${JSON.stringify(r).slice(0, 300)}`,
+            );
         }
         if (i >= WARMUP) callsMs.push(performance.now() - t0);
       };
@@ -78,9 +109,30 @@ async function main(): Promise<void> {
     const floor = ROUND_TRIPS * LATENCY;
     const bd = breakdown(ours);
     const figures = [
-      { figure: `post-approval latency at ${LATENCY} ms per call, median ms (bare = the three calls alone)`, ours: s.median, bare: c.median, ratio: round(s.median / c.median), target: "≤ 1.2×", met: s.median / c.median <= 1.2 },
-      { figure: `post-approval latency at ${LATENCY} ms per call, p95 ms (bare = the three calls alone)`, ours: s.p95, bare: c.p95, ratio: round(s.p95 / c.p95), target: "", met: null },
-      { figure: `… against the bare LangGraph graph making the three calls, median ms`, ours: s.median, bare: b.median, ratio: round(s.median / b.median), target: "", met: null },
+      {
+        figure: `post-approval latency at ${LATENCY} ms per call, median ms (bare = the three calls alone)`,
+        ours: s.median,
+        bare: c.median,
+        ratio: round(s.median / c.median),
+        target: "≤ 1.2×",
+        met: s.median / c.median <= 1.2,
+      },
+      {
+        figure: `post-approval latency at ${LATENCY} ms per call, p95 ms (bare = the three calls alone)`,
+        ours: s.p95,
+        bare: c.p95,
+        ratio: round(s.p95 / c.p95),
+        target: "",
+        met: null,
+      },
+      {
+        figure: `… against the bare LangGraph graph making the three calls, median ms`,
+        ours: s.median,
+        bare: b.median,
+        ratio: round(s.median / b.median),
+        target: "",
+        met: null,
+      },
     ];
     const rest = {
       nominalFloorMs: floor,
@@ -92,7 +144,9 @@ async function main(): Promise<void> {
       auditMs: bd.totals.audit,
       otherMs: bd.totals.other,
     };
-    console.log(`post-approval latency, emulator latency ${LATENCY} ms on tasks.task.get and tasks.task.update (nominal floor ${floor} ms)`);
+    console.log(
+      `post-approval latency, emulator latency ${LATENCY} ms on tasks.task.get and tasks.task.update (nominal floor ${floor} ms)`,
+    );
     console.table(figures.map(({ met, ...f }) => ({ ...f, met: met === null ? "" : met ? "yes" : "NO" })));
     console.log("ours: mean ms per segment");
     console.table(bd.rows.map(({ callsPerAction: _c, ...r }) => r));
@@ -102,18 +156,42 @@ async function main(): Promise<void> {
       "post-approval-latency",
       {
         setup: {
-          emulator: { process: portal.command, rate: 0, fault: { methods: ["tasks.task.get", "tasks.task.update"], kind: "latency", ms: LATENCY, times: 0 } },
+          emulator: {
+            process: portal.command,
+            rate: 0,
+            fault: {
+              methods: ["tasks.task.get", "tasks.task.update"],
+              kind: "latency",
+              ms: LATENCY,
+              times: 0,
+            },
+          },
           quick: QUICK,
           samples: SAMPLES,
           warmup: WARMUP,
           note: "runs were waiting for approval before the latency was armed; ours, the three calls alone and the bare graph rotate sample by sample",
         },
-        results: { figures, ours: s, threeCallsAlone: c, bareGraph: b, breakdownOurs: bd, beyondThreeCalls: rest },
+        results: {
+          figures,
+          ours: s,
+          threeCallsAlone: c,
+          bareGraph: b,
+          breakdownOurs: bd,
+          beyondThreeCalls: rest,
+        },
         raw: {
           oursMs: ours.map((o) => round(o.totalMs, 3)),
           threeCallsAloneMs: callsMs.map((x) => round(x, 3)),
           bareMs: bareMs.map((x) => round(x, 3)),
-          oursSegments: ours.map((o) => o.segments.map((g) => ({ name: g.name, ms: round(g.ms, 3), journal: round(g.journal, 3), audit: round(g.audit, 3), mcp: round(g.mcp, 3) }))),
+          oursSegments: ours.map((o) =>
+            o.segments.map((g) => ({
+              name: g.name,
+              ms: round(g.ms, 3),
+              journal: round(g.journal, 3),
+              audit: round(g.audit, 3),
+              mcp: round(g.mcp, 3),
+            })),
+          ),
           emulatorCallsDuringRun: calls.length,
         },
       },

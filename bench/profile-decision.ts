@@ -22,7 +22,10 @@ const OUT = outIdx > 0 ? process.argv[outIdx + 1]! : "/tmp/decision.cpuprofile";
 const sqlTimes = new Map<string, { n: number; ms: number }>();
 function timeStatements(): void {
   const probe = new Database(":memory:");
-  const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as { run: (...a: unknown[]) => unknown; source: string };
+  const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as {
+    run: (...a: unknown[]) => unknown;
+    source: string;
+  };
   probe.close();
   const run = proto.run;
   proto.run = function (this: { source: string }, ...args: unknown[]) {
@@ -52,7 +55,16 @@ function timeNodes(graph: { stream: (input: never, config: never) => unknown }):
   const handler = {
     name: "node-timer",
     // A node's own run carries its name and metadata.langgraph_node; its routers and writers do not both.
-    handleChainStart: (_c: unknown, _i: unknown, runId: string, _p?: string, _t?: string[], meta?: Record<string, unknown>, _rt?: string, name?: string) => {
+    handleChainStart: (
+      _c: unknown,
+      _i: unknown,
+      runId: string,
+      _p?: string,
+      _t?: string[],
+      meta?: Record<string, unknown>,
+      _rt?: string,
+      name?: string,
+    ) => {
       if (!name || meta?.["langgraph_node"] !== name) return;
       running.set(runId, name);
       nodeEvents.push([`${name}>`, performance.now()]);
@@ -60,23 +72,35 @@ function timeNodes(graph: { stream: (input: never, config: never) => unknown }):
     handleChainEnd: (_o: unknown, runId: string) => ended(runId),
     handleChainError: (_e: unknown, runId: string) => ended(runId),
   };
-  graph.stream = ((input: never, config: Record<string, unknown>) => stream(input, { ...config, callbacks: [handler] } as never)) as typeof graph.stream;
+  graph.stream = ((input: never, config: Record<string, unknown>) =>
+    stream(input, { ...config, callbacks: [handler] } as never)) as typeof graph.stream;
 }
 
 /** Mean ms per decision of each node body and of each stretch between them (what is not a node). */
-function nodeTable(decisions: Array<Array<[string, number]>>): Array<{ part: string; msPerDecision: number }> {
+function nodeTable(
+  decisions: Array<Array<[string, number]>>,
+): Array<{ part: string; msPerDecision: number }> {
   const sums = new Map<string, number>();
   for (const ev of decisions) {
     for (let i = 1; i < ev.length; i++) {
       const [a, ta] = ev[i - 1]!;
       const [b, tb] = ev[i]!;
-      const part = a.endsWith(">") && b === `<${a.slice(0, -1)}` ? `node ${a.slice(0, -1)}` : `between ${a} and ${b}`;
+      const part =
+        a.endsWith(">") && b === `<${a.slice(0, -1)}` ? `node ${a.slice(0, -1)}` : `between ${a} and ${b}`;
       sums.set(part, (sums.get(part) ?? 0) + tb - ta);
     }
   }
   const rows = [...sums].map(([part, ms]) => ({ part, msPerDecision: +(ms / decisions.length).toFixed(2) }));
-  const total = (re: RegExp) => +rows.filter((r) => re.test(r.part)).reduce((x, r) => x + r.msPerDecision, 0).toFixed(2);
-  return [...rows, { part: "all node bodies", msPerDecision: total(/^node /) }, { part: "all between", msPerDecision: total(/^between /) }];
+  const total = (re: RegExp) =>
+    +rows
+      .filter((r) => re.test(r.part))
+      .reduce((x, r) => x + r.msPerDecision, 0)
+      .toFixed(2);
+  return [
+    ...rows,
+    { part: "all node bodies", msPerDecision: total(/^node /) },
+    { part: "all between", msPerDecision: total(/^between /) },
+  ];
 }
 
 async function main(): Promise<void> {
@@ -117,10 +141,17 @@ async function main(): Promise<void> {
     }
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(c0);
-    console.log(`${SAMPLES} decisions in ${ms.toFixed(0)} ms (${(ms / SAMPLES).toFixed(1)} ms each, CPU ${((cpu.user + cpu.system) / 1000 / SAMPLES).toFixed(1)} ms each: user ${(cpu.user / 1000 / SAMPLES).toFixed(1)}, system ${(cpu.system / 1000 / SAMPLES).toFixed(1)})`);
+    console.log(
+      `${SAMPLES} decisions in ${ms.toFixed(0)} ms (${(ms / SAMPLES).toFixed(1)} ms each, CPU ${((cpu.user + cpu.system) / 1000 / SAMPLES).toFixed(1)} ms each: user ${(cpu.user / 1000 / SAMPLES).toFixed(1)}, system ${(cpu.system / 1000 / SAMPLES).toFixed(1)})`,
+    );
     if (nodes) console.table(nodeTable(perDecision));
     if (sqlTimes.size > 0) {
-      const rows = [...sqlTimes].map(([sql, e]) => ({ sql, perDecision: +(e.n / SAMPLES).toFixed(2), msPerDecision: +(e.ms / SAMPLES).toFixed(3), msEach: +(e.ms / e.n).toFixed(3) }));
+      const rows = [...sqlTimes].map(([sql, e]) => ({
+        sql,
+        perDecision: +(e.n / SAMPLES).toFixed(2),
+        msPerDecision: +(e.ms / SAMPLES).toFixed(3),
+        msEach: +(e.ms / e.n).toFixed(3),
+      }));
       console.table(rows.sort((a, b) => b.msPerDecision - a.msPerDecision).slice(0, 25));
     }
     if (profiling) {
@@ -136,4 +167,10 @@ async function main(): Promise<void> {
     else removeScratch(dir);
   }
 }
-main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1); });
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -13,7 +13,18 @@
  */
 import { performance } from "node:perf_hooks";
 import { submitDecision } from "../src/app/threads.js";
-import { flag, intArg, numArg, pool, round, sleep, summary, tempDir, writeResult, removeScratch } from "./support/common.js";
+import {
+  flag,
+  intArg,
+  numArg,
+  pool,
+  round,
+  sleep,
+  summary,
+  tempDir,
+  writeResult,
+  removeScratch,
+} from "./support/common.js";
 import { FIRST_BENCH_TASK, startBenchPortal } from "./support/portal.js";
 import { approvalOf, openBenchApp, waitingRun } from "./support/app.js";
 
@@ -27,12 +38,21 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const dir = tempDir("ae-bench-rate-");
   const portal = await startBenchPortal({ dir, tasks: ACTIONS, rate: RATE, burst: BURST });
-  const bench = await openBenchApp({ webhookUrl: portal.webhookUrl, dataDir: `${dir}/data`, rate: RATE, burst: BURST });
+  const bench = await openBenchApp({
+    webhookUrl: portal.webhookUrl,
+    dataDir: `${dir}/data`,
+    rate: RATE,
+    burst: BURST,
+  });
   bench.probe.enabled = false;
   try {
     // Creating the waiting runs reads each task once, through the same buckets, paced by the client.
     const c0 = performance.now();
-    const views = await pool(Array.from({ length: ACTIONS }, (_, i) => FIRST_BENCH_TASK + i), 20, (t) => waitingRun(bench.app, t));
+    const views = await pool(
+      Array.from({ length: ACTIONS }, (_, i) => FIRST_BENCH_TASK + i),
+      20,
+      (t) => waitingRun(bench.app, t),
+    );
     const createSeconds = (performance.now() - c0) / 1000;
     // Start the measured phase with both buckets empty, as the theoretical minimum assumes.
     await sleep((BURST / RATE) * 1000 + 1000);
@@ -42,10 +62,12 @@ async function main(): Promise<void> {
 
     const wallStart = Date.now();
     const t0 = performance.now();
-    const outcomes = await Promise.all(views.map(async (v) => {
-      const done = await submitDecision(bench.app, v.threadId, approvalOf(v));
-      return { outcome: `${done.state?.outcome}/${done.state?.reasonCode}`, ms: performance.now() - t0 };
-    }));
+    const outcomes = await Promise.all(
+      views.map(async (v) => {
+        const done = await submitDecision(bench.app, v.threadId, approvalOf(v));
+        return { outcome: `${done.state?.outcome}/${done.state?.reasonCode}`, ms: performance.now() - t0 };
+      }),
+    );
     const seconds = (performance.now() - t0) / 1000;
     const wallEnd = Date.now();
 
@@ -63,10 +85,16 @@ async function main(): Promise<void> {
     const spanSeconds = (Math.max(...times) - Math.min(...times)) / 1000;
     // The part of the total the bucket does not explain: local work before the first request is sent
     // (lock, pending re-check, decision checks for all threads) and after the last one is answered.
-    const outsideBucket = { beforeFirstRequestSeconds: round((Math.min(...times) - wallStart) / 1000), afterLastRequestSeconds: round((wallEnd - Math.max(...times)) / 1000) };
+    const outsideBucket = {
+      beforeFirstRequestSeconds: round((Math.min(...times) - wallStart) / 1000),
+      afterLastRequestSeconds: round((wallEnd - Math.max(...times)) / 1000),
+    };
     // Steady state: requests after the free burst, over the time they took.
     const steady = calls.slice(clientCapacity);
-    const steadyRate = steady.length > 1 ? (steady.length - 1) / ((Date.parse(steady.at(-1)!.time) - Date.parse(steady[0]!.time)) / 1000) : NaN;
+    const steadyRate =
+      steady.length > 1
+        ? (steady.length - 1) / ((Date.parse(steady.at(-1)!.time) - Date.parse(steady[0]!.time)) / 1000)
+        : NaN;
 
     const table = [
       {
@@ -83,11 +111,21 @@ async function main(): Promise<void> {
         queryLimitExceeded: limited.length,
       },
     ];
-    console.log(`rate-limit saturation${FULL ? " (full: the portal's real 2 req/s)" : ` (scaled: drain ${RATE} req/s instead of 2; burst ${BURST} unchanged)`}`);
+    console.log(
+      `rate-limit saturation${FULL ? " (full: the portal's real 2 req/s)" : ` (scaled: drain ${RATE} req/s instead of 2; burst ${BURST} unchanged)`}`,
+    );
     console.table(table);
-    console.log("outcomes", byOutcome, "calls by method", byMethod, `first-to-last request ${round(spanSeconds)} s (before the first ${outsideBucket.beforeFirstRequestSeconds} s, after the last ${outsideBucket.afterLastRequestSeconds} s); creating the waiting runs took ${round(createSeconds)} s (${createdWith503} answers 503 then)`);
+    console.log(
+      "outcomes",
+      byOutcome,
+      "calls by method",
+      byMethod,
+      `first-to-last request ${round(spanSeconds)} s (before the first ${outsideBucket.beforeFirstRequestSeconds} s, after the last ${outsideBucket.afterLastRequestSeconds} s); creating the waiting runs took ${round(createSeconds)} s (${createdWith503} answers 503 then)`,
+    );
     const perAction = summary(outcomes.map((o) => o.ms / 1000));
-    console.log(`per action, resume to end (s): median ${perAction.median}, p95 ${perAction.p95}, max ${perAction.max}`);
+    console.log(
+      `per action, resume to end (s): median ${perAction.median}, p95 ${perAction.p95}, max ${perAction.max}`,
+    );
 
     writeResult(
       "rate-limit",
@@ -96,12 +134,23 @@ async function main(): Promise<void> {
           emulator: { process: portal.command, rate: RATE, burst: BURST },
           client: { rate: RATE, burst: BURST, headroom: BURST - clientCapacity, capacity: clientCapacity },
           scaled: !FULL,
-          scaling: FULL ? "none: the portal's default bucket" : `drain rate ${RATE} req/s instead of 2 (x${RATE / 2}); burst ${BURST}; all times scale by 2/${RATE}`,
+          scaling: FULL
+            ? "none: the portal's default bucket"
+            : `drain rate ${RATE} req/s instead of 2 (x${RATE / 2}); burst ${BURST}; all times scale by 2/${RATE}`,
           actions: ACTIONS,
           requestsPerAction: PER_ACTION,
           theory: `portal minimum = (requests - burst) / rate = (${requests} - ${BURST}) / ${RATE}; client minimum = (requests - (burst - 10% headroom)) / rate = (${requests} - ${clientCapacity}) / ${RATE}`,
         },
-        results: { table, outcomes: byOutcome, callsByMethod: byMethod, firstToLastRequestSeconds: round(spanSeconds), ...outsideBucket, perActionSeconds: perAction, createSeconds: round(createSeconds), queryLimitExceededWhileCreating: createdWith503 },
+        results: {
+          table,
+          outcomes: byOutcome,
+          callsByMethod: byMethod,
+          firstToLastRequestSeconds: round(spanSeconds),
+          ...outsideBucket,
+          perActionSeconds: perAction,
+          createSeconds: round(createSeconds),
+          queryLimitExceededWhileCreating: createdWith503,
+        },
         raw: {
           perActionMs: outcomes.map((o) => round(o.ms)),
           calls: calls.map((c) => ({ seq: c.seq, time: c.time, method: c.method, status: c.status })),

@@ -14,16 +14,22 @@ import { ROOT, TSX } from "./support/common.js";
 
 const BENCHMARKS: Record<string, string> = {
   "envelope-core": "canonicalise + hash, compare, verify, card: per-operation cost of the pure core",
-  "control-overhead": "ours from interrupt to VERIFIED vs a bare LangGraph graph making the same three calls: latency, CPU, throughput at 50, commits and fsyncs",
+  "control-overhead":
+    "ours from interrupt to VERIFIED vs a bare LangGraph graph making the same three calls: latency, CPU, throughput at 50, commits and fsyncs",
   "post-approval-latency": "resume to outcome with 50 ms emulator latency vs the same three calls alone",
-  "rate-limit": "200 approved actions against the portal's leaky bucket (scaled to 20 req/s; --full for 2 req/s)",
+  "rate-limit":
+    "200 approved actions against the portal's leaky bucket (scaled to 20 req/s; --full for 2 req/s)",
   "pending-scale": "1,000 and 10,000 waiting approvals: bytes, pending --json time and memory, approve one",
-  "pending-scale-pg": "100,000 waiting approvals in PostgreSQL (real runs + sealed index-only replicas), 4 workers: bytes, pending, show, approve",
+  "pending-scale-pg":
+    "100,000 waiting approvals in PostgreSQL (real runs + sealed index-only replicas), 4 workers: bytes, pending, show, approve",
   "get-schemas": "client.assistants.getSchemas on fresh npm run dev servers: first call and later calls",
-  "object-lease": "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",
-  "cli-startup": "CLI processes compiled vs tsx: --help, npm start to the card, pending/show/approve among 10,000 waiting",
+  "object-lease":
+    "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",
+  "cli-startup":
+    "CLI processes compiled vs tsx: --help, npm start to the card, pending/show/approve among 10,000 waiting",
   "mcp-start": "the stdio MCP server's start, module tree vs one bundled file: ready time and CPU",
-  "cli-bundle": "CPU of one CLI process, module tree vs bundle: --help, pending --json, audit list, show, approve",
+  "cli-bundle":
+    "CPU of one CLI process, module tree vs bundle: --help, pending --json, audit list, show, approve",
 };
 
 async function main(): Promise<number> {
@@ -32,11 +38,17 @@ async function main(): Promise<number> {
     for (const [name, what] of Object.entries(BENCHMARKS)) console.log(`${name.padEnd(24)} ${what}`);
     return 0;
   }
-  const names = args.filter((a, i) => !a.startsWith("--") && !(i > 0 && args[i - 1]!.startsWith("--") && !(args[i - 1]! in FLAGS_WITHOUT_VALUE)));
+  const names = args.filter(
+    (a, i) =>
+      !a.startsWith("--") &&
+      !(i > 0 && args[i - 1]!.startsWith("--") && !(args[i - 1]! in FLAGS_WITHOUT_VALUE)),
+  );
   const flags = args.filter((a) => !names.includes(a));
   const unknown = names.filter((n) => !(n in BENCHMARKS));
   if (unknown.length) {
-    console.error(`unknown benchmark ${unknown.join(", ")}; expected one of: ${Object.keys(BENCHMARKS).join(", ")}`);
+    console.error(
+      `unknown benchmark ${unknown.join(", ")}; expected one of: ${Object.keys(BENCHMARKS).join(", ")}`,
+    );
     return 1;
   }
   const selected = names.length ? names : Object.keys(BENCHMARKS);
@@ -61,6 +73,12 @@ async function main(): Promise<number> {
 }
 
 /** Flags that take no value, so the word after them is a benchmark name. */
-const FLAGS_WITHOUT_VALUE: Record<string, true> = { "--full": true, "--keep": true, "--list": true, "--help": true, "--quick": true };
+const FLAGS_WITHOUT_VALUE: Record<string, true> = {
+  "--full": true,
+  "--keep": true,
+  "--list": true,
+  "--help": true,
+  "--quick": true,
+};
 
 main().then((code) => (process.exitCode = code));

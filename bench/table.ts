@@ -28,11 +28,16 @@ interface Result {
 }
 
 const suffix = flag("quick") ? ".quick" : "";
-const rows: string[] = ["| figure | ours | bare | ratio | target (issue 25) | met | command | date (UTC) | machine, load at start → end | commit |", "|---|---|---|---|---|---|---|---|---|---|"];
+const rows: string[] = [
+  "| figure | ours | bare | ratio | target (issue 25) | met | command | date (UTC) | machine, load at start → end | commit |",
+  "|---|---|---|---|---|---|---|---|---|---|",
+];
 for (const name of ["control-overhead", "post-approval-latency"]) {
   const file = path.join(RESULTS_DIR, `${name}${suffix}.json`);
   if (!fs.existsSync(file)) {
-    console.error(`no ${path.relative(process.cwd(), file)}: run \`npm run bench -- ${name}${suffix ? " --quick" : ""}\` first`);
+    console.error(
+      `no ${path.relative(process.cwd(), file)}: run \`npm run bench -- ${name}${suffix ? " --quick" : ""}\` first`,
+    );
     process.exitCode = 1;
     continue;
   }
@@ -43,7 +48,9 @@ for (const name of ["control-overhead", "post-approval-latency"]) {
   for (const f of r.results.figures) {
     const met = f.met === null ? "" : f.met ? "yes" : "**no**";
     const ratio = f.ratio === null ? "" : `${f.ratio}×`;
-    rows.push(`| ${f.figure} | ${f.ours} | ${f.bare} | ${ratio} | ${f.target} | ${met} | \`${r.command}\` | ${when} | ${machine} | ${commit} |`);
+    rows.push(
+      `| ${f.figure} | ${f.ours} | ${f.bare} | ${ratio} | ${f.target} | ${met} | \`${r.command}\` | ${when} | ${machine} | ${commit} |`,
+    );
   }
 }
 console.log(rows.join("\n"));

@@ -9,7 +9,9 @@ import { distProblem, freshCliBundle } from "../scripts/dist-check.mjs";
 
 const problem = distProblem();
 if (problem) {
-  process.stderr.write(`action-envelope: ${problem}; run \`npm run build\` (or \`npm run cli:dev -- …\` to run src/ through tsx)\n`);
+  process.stderr.write(
+    `action-envelope: ${problem}; run \`npm run build\` (or \`npm run cli:dev -- …\` to run src/ through tsx)\n`,
+  );
   process.exit(1);
 }
 const bundle = freshCliBundle();

@@ -40,11 +40,13 @@ function lock() {
       // A lock whose build process is gone (Ctrl-C, a crash), or older than three minutes, is stale.
       try {
         const pid = Number(fs.readFileSync(path.join(LOCK, "pid"), "utf8"));
-        if (!alive(pid) || Date.now() - fs.statSync(LOCK).mtimeMs > 180_000) fs.rmSync(LOCK, { recursive: true, force: true });
+        if (!alive(pid) || Date.now() - fs.statSync(LOCK).mtimeMs > 180_000)
+          fs.rmSync(LOCK, { recursive: true, force: true });
       } catch {
         // The holder removed the lock meanwhile: try again.
       }
-      if (Date.now() > deadline) throw new Error(`another build holds ${LOCK}; remove it if no build is running`); // eslint-disable-line preserve-caught-error -- no error is being wrapped here
+      if (Date.now() > deadline)
+        throw new Error(`another build holds ${LOCK}; remove it if no build is running`); // eslint-disable-line preserve-caught-error -- no error is being wrapped here
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
     }
   }
@@ -71,10 +73,15 @@ function build() {
     fs.writeFileSync(STARTED, `${new Date().toISOString()}\n`);
     const tsc = fileURLToPath(new URL("../node_modules/typescript/bin/tsc", import.meta.url));
     if (!fs.existsSync(tsc)) {
-      process.stderr.write("cannot build dist/: typescript is not installed (run npm ci, without --omit=dev)\n");
+      process.stderr.write(
+        "cannot build dist/: typescript is not installed (run npm ci, without --omit=dev)\n",
+      );
       return 1;
     }
-    const r = spawnSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { cwd: ROOT, stdio: "inherit" });
+    const r = spawnSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], {
+      cwd: ROOT,
+      stdio: "inherit",
+    });
     // tsc exits 2 when it reported type errors but wrote every file. `npm run build` (and `npm ci`)
     // fail on them; --if-stale (npm start, npm run cli, the test suite) goes on with what was written,
     // as tsx did, saying so, so a type error in work in progress does not stop every command.
@@ -118,7 +125,8 @@ function bundleMcpServer() {
 }
 
 /** CommonJS dependencies inside an ES module bundle call require(); give them node's. */
-const REQUIRE_BANNER = "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);";
+const REQUIRE_BANNER =
+  "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);";
 
 function loadEsbuild(what) {
   try {
@@ -151,7 +159,17 @@ function bundleCli() {
     format: "esm",
     target: "node20",
     logLevel: "error",
-    external: ["better-sqlite3", "pg-native", "playwright-core", "@langchain/langgraph-api", "@langchain/langgraph-cli", "esbuild", "tsx", "vite", "vitest"],
+    external: [
+      "better-sqlite3",
+      "pg-native",
+      "playwright-core",
+      "@langchain/langgraph-api",
+      "@langchain/langgraph-cli",
+      "esbuild",
+      "tsx",
+      "vite",
+      "vitest",
+    ],
     banner: { js: REQUIRE_BANNER },
     metafile: true,
     absWorkingDir: ROOT,

@@ -32,7 +32,8 @@ function newest(dir, best) {
 /** null when dist/ is usable; otherwise one line saying what is wrong (without the fix). */
 export function distProblem() {
   const src = path.join(ROOT, "src");
-  if (!fs.existsSync(src)) return fs.existsSync(path.join(ROOT, "dist", "cli", "main.js")) ? null : "dist/ is missing";
+  if (!fs.existsSync(src))
+    return fs.existsSync(path.join(ROOT, "dist", "cli", "main.js")) ? null : "dist/ is missing";
   let stamp;
   try {
     stamp = fs.statSync(STAMP).mtimeMs;

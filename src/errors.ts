@@ -26,7 +26,8 @@ export class UsageError extends Error {
 export class DecisionNotAcceptedError extends Error {
   constructor(
     readonly threadId: string,
-    readonly code: "THREAD_ENDED" | "IN_PROGRESS" | "NO_SUCH_THREAD" | "NOT_AWAITING_APPROVAL" | "INTEGRITY_CHECK_FAILED",
+    readonly code:
+      "THREAD_ENDED" | "IN_PROGRESS" | "NO_SUCH_THREAD" | "NOT_AWAITING_APPROVAL" | "INTEGRITY_CHECK_FAILED",
     readonly detail: string,
   ) {
     super(`thread ${threadId}: ${detail}`);

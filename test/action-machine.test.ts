@@ -7,7 +7,20 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { canMove, emptyProgress, isFinal, leaseIsFree, nextFromJournal, PHASES, releasesLease, stepOf, TRANSITIONS, type ActionRow, type Phase, type ThreadRecord } from "../src/store/action-machine.js";
+import {
+  canMove,
+  emptyProgress,
+  isFinal,
+  leaseIsFree,
+  nextFromJournal,
+  PHASES,
+  releasesLease,
+  stepOf,
+  TRANSITIONS,
+  type ActionRow,
+  type Phase,
+  type ThreadRecord,
+} from "../src/store/action-machine.js";
 import { allowedAt } from "../src/hitl/journal-gate.js";
 import * as routes from "../src/graph/routes.js";
 import { builder, compileGraph } from "../src/graph/graph.js";
@@ -59,7 +72,11 @@ describe("transitions", () => {
 
 const decisions = [undefined, "approve", "reject", "edit", "cancel", "expire"] as const;
 
-function row(phase: Phase, decision: (typeof decisions)[number], flags: { revise: boolean; escalate: boolean }): ActionRow {
+function row(
+  phase: Phase,
+  decision: (typeof decisions)[number],
+  flags: { revise: boolean; escalate: boolean },
+): ActionRow {
   const progress = emptyProgress();
   if (decision) {
     progress.decision = {
@@ -91,7 +108,10 @@ describe("where the journal says a thread is, and who may act there", () => {
         fc.boolean(),
         (phase, decision, revise, escalate, hasAction, threadClosed) => {
           const thread = { closed: threadClosed ? { outcome: "NOT_EXECUTED" } : null } as ThreadRecord;
-          const next = nextFromJournal(thread, hasAction ? row(phase, decision, { revise, escalate }) : undefined);
+          const next = nextFromJournal(
+            thread,
+            hasAction ? row(phase, decision, { revise, escalate }) : undefined,
+          );
           const target = next ?? "agent";
           expect(allowedAt(next)).toContain(target);
         },
@@ -104,37 +124,67 @@ describe("where the journal says a thread is, and who may act there", () => {
       for (const d of decisions) {
         const next = nextFromJournal(undefined, row(phase, d, { revise: true, escalate: true }));
         const mayCarryOut = allowedAt(next).includes("carry_out");
-        expect(mayCarryOut, `${phase}/${d}`).toBe((phase === "decided" && d === "approve") || phase === "pre_read" || phase === "intent" || phase === "acknowledged");
+        expect(mayCarryOut, `${phase}/${d}`).toBe(
+          (phase === "decided" && d === "approve") ||
+            phase === "pre_read" ||
+            phase === "intent" ||
+            phase === "acknowledged",
+        );
       }
     }
-    expect(allowedAt(nextFromJournal({ closed: { outcome: "VERIFIED" } } as ThreadRecord, row("pre_read", "approve", { revise: false, escalate: false })))).toEqual(["finish"]);
+    expect(
+      allowedAt(
+        nextFromJournal(
+          { closed: { outcome: "VERIFIED" } } as ThreadRecord,
+          row("pre_read", "approve", { revise: false, escalate: false }),
+        ),
+      ),
+    ).toEqual(["finish"]);
   });
 
   it("a waiting approval can be acted on only by the pause and the decision check", () => {
-    expect(allowedAt(nextFromJournal(undefined, row("registered", undefined, { revise: false, escalate: false })))).toEqual(["await_approval", "check_decision"]);
+    expect(
+      allowedAt(nextFromJournal(undefined, row("registered", undefined, { revise: false, escalate: false }))),
+    ).toEqual(["await_approval", "check_decision"]);
   });
 });
 
 describe("the order of the steps after an approval is written once: the phase table (stepOf)", () => {
   it("each open phase of an approved action has exactly one step, and `intent` is reconciled before it is verified", () => {
     const steps = PHASES.map((p) => [p, stepOf(row(p, "approve", { revise: false, escalate: false }))]);
-    expect(Object.fromEntries(steps)).toEqual({ registered: null, decided: "pre_read", pre_read: "write", intent: "reconcile", acknowledged: "verify", verified: null, closed: null, superseded: null });
-    for (const d of decisions.filter((x) => x !== "approve")) expect(stepOf(row("decided", d, { revise: true, escalate: true })), String(d)).toBeNull();
+    expect(Object.fromEntries(steps)).toEqual({
+      registered: null,
+      decided: "pre_read",
+      pre_read: "write",
+      intent: "reconcile",
+      acknowledged: "verify",
+      verified: null,
+      closed: null,
+      superseded: null,
+    });
+    for (const d of decisions.filter((x) => x !== "approve"))
+      expect(stepOf(row("decided", d, { revise: true, escalate: true })), String(d)).toBeNull();
   });
 
   it("the graph has no node, edge or router for a post-approval step: one executor node, and no pause can fall between its phases", () => {
     const nodes = Object.keys(builder.nodes);
-    for (const step of ["pre_read", "execute", "write", "reconcile", "verify"]) expect(nodes, step).not.toContain(step);
+    for (const step of ["pre_read", "execute", "write", "reconcile", "verify"])
+      expect(nodes, step).not.toContain(step);
     expect(nodes).toContain("carry_out");
     const drawn = compileGraph({ checkpointer: new MemorySaver() }).getGraph();
-    for (const e of drawn.edges) for (const end of [e.source, e.target]) expect(["pre_read", "execute", "verify"]).not.toContain(end);
+    for (const e of drawn.edges)
+      for (const end of [e.source, e.target]) expect(["pre_read", "execute", "verify"]).not.toContain(end);
     // The drawing (Studio) still names the phases the node runs.
     expect(drawn.nodes["carry_out"]?.metadata?.["phases"]).toMatch(/pre-read → bound write → verify/);
     // No router may choose a post-approval step: none exists, and none returns one.
-    for (const name of ["afterPreRead", "afterExecute", "afterVerify"]) expect(Object.keys(routes), name).not.toContain(name);
+    for (const name of ["afterPreRead", "afterExecute", "afterVerify"])
+      expect(Object.keys(routes), name).not.toContain(name);
     // A pause between the phases cannot be asked for: LangGraph refuses to compile an interrupt at a node that does not exist.
     for (const node of ["pre_read", "execute", "verify"]) {
-      expect(() => compileGraph({ checkpointer: new MemorySaver(), interruptBefore: [node as never] }), node).toThrow(/not present/);
+      expect(
+        () => compileGraph({ checkpointer: new MemorySaver(), interruptBefore: [node as never] }),
+        node,
+      ).toThrow(/not present/);
     }
   });
 
@@ -155,8 +205,18 @@ describe("the order of the steps after an approval is written once: the phase ta
       if (rel === path.join("store", "action-machine.ts")) continue;
       const text = readFileSync(f, "utf8");
       // A switch on a phase that returns a step or node name, or a route/goto to one.
-      if (/case "(decided|pre_read|intent|acknowledged)":\s*(\/\/[^\n]*\s*)*return "(pre_read|write|reconcile|verify|execute)"/.test(text)) offenders.push(`${rel}: maps a phase to a step`);
-      if (/goto:\s*"(pre_read|execute|verify)"|return "(pre_read|execute|verify)"|addNode\("(pre_read|execute|verify)"/.test(text)) offenders.push(`${rel}: chooses a post-approval step`);
+      if (
+        /case "(decided|pre_read|intent|acknowledged)":\s*(\/\/[^\n]*\s*)*return "(pre_read|write|reconcile|verify|execute)"/.test(
+          text,
+        )
+      )
+        offenders.push(`${rel}: maps a phase to a step`);
+      if (
+        /goto:\s*"(pre_read|execute|verify)"|return "(pre_read|execute|verify)"|addNode\("(pre_read|execute|verify)"/.test(
+          text,
+        )
+      )
+        offenders.push(`${rel}: chooses a post-approval step`);
     }
     expect(offenders).toEqual([]);
   });
@@ -173,17 +233,28 @@ describe("object leases (leaseIsFree, releasesLease)", () => {
 
   it("another action can take an object only when nobody holds it or the holder's lease ran out; the holder can always renew", () => {
     fc.assert(
-      fc.property(fc.option(lease, { nil: undefined }), fc.constantFrom("sha256:a", "sha256:b"), fc.integer({ min: 0, max: 2_000 }), (holder, owner, now) => {
-        const free = leaseIsFree(holder, owner, now);
-        if (!holder || holder.owner === owner) expect(free).toBe(true);
-        else expect(free).toBe(holder.expiresAt <= now);
-      }),
+      fc.property(
+        fc.option(lease, { nil: undefined }),
+        fc.constantFrom("sha256:a", "sha256:b"),
+        fc.integer({ min: 0, max: 2_000 }),
+        (holder, owner, now) => {
+          const free = leaseIsFree(holder, owner, now);
+          if (!holder || holder.owner === owner) expect(free).toBe(true);
+          else expect(free).toBe(holder.expiresAt <= now);
+        },
+      ),
     );
   });
 
   it("only an ending move releases, and never while a sent write is unanswered and not seen applied (it may still land)", () => {
     const ack = fc.constantFrom(undefined, "OK", "ERROR", "MISSING");
-    const verdict = fc.constantFrom(undefined, "VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE");
+    const verdict = fc.constantFrom(
+      undefined,
+      "VERIFIED",
+      "VERIFICATION_FAILED",
+      "INVARIANT_VIOLATION",
+      "INCONCLUSIVE",
+    );
     fc.assert(
       fc.property(fc.constantFrom(...PHASES), fc.constantFrom(...PHASES), ack, verdict, (from, to, a, v) => {
         const progress = {

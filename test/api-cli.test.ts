@@ -23,7 +23,11 @@ const tokens: Record<string, string> = {};
 
 beforeAll(async () => {
   const tokenFile = path.join(tempDir("ae-api-cli-tokens-"), "api-tokens.json");
-  const entries = Object.entries({ dave: ["requester"], erin: ["requester"], alice: ["approver"] } as const).map(([identity, roles]) => {
+  const entries = Object.entries({
+    dave: ["requester"],
+    erin: ["requester"],
+    alice: ["approver"],
+  } as const).map(([identity, roles]) => {
     const made = newApiToken(identity, [...roles]);
     tokens[identity] = made.token;
     return made.entry;
@@ -40,7 +44,12 @@ afterAll(async () => {
 }, 90_000);
 
 /** The CLI as an approver on another machine: its own empty data directory, the server's URL and alice's token. */
-const cliEnv = (extra: Record<string, string> = {}) => ({ ACTION_ENVELOPE_DATA_DIR: tempDir("ae-api-cli-local-"), MODEL: "offline", LANGGRAPH_API_TOKEN: tokens["alice"]!, ...extra });
+const cliEnv = (extra: Record<string, string> = {}) => ({
+  ACTION_ENVELOPE_DATA_DIR: tempDir("ae-api-cli-local-"),
+  MODEL: "offline",
+  LANGGRAPH_API_TOKEN: tokens["alice"]!,
+  ...extra,
+});
 
 describe("the CLI's --api mode", () => {
   it("rejects a URL that is not http(s)", () => {
@@ -50,15 +59,29 @@ describe("the CLI's --api mode", () => {
   });
 
   it("a thread started over the API is pending, shown and approved from the terminal: one write, VERIFIED, approver from the token", async () => {
-    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
+    const dave = new Client({
+      apiUrl: server.apiUrl,
+      apiKey: null,
+      defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` },
+      callerOptions: { maxRetries: 0 },
+    });
     const thread = await dave.threads.create();
     await dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to X" } });
 
     const pending = await runCli(["pending", "--api", server.apiUrl, "--json"], cliEnv());
     expect(pending.code, pending.stderr).toBe(0);
-    const rows = (parseJsonOutput(pending.stdout) as { pending: Array<{ threadId: string; envelopeHash: string; requestedBy: string }> }).pending;
+    const rows = (
+      parseJsonOutput(pending.stdout) as {
+        pending: Array<{ threadId: string; envelopeHash: string; requestedBy: string }>;
+      }
+    ).pending;
     const row = rows.find((r) => r.threadId === thread.thread_id);
-    expect(row, pending.stdout).toMatchObject({ requestedBy: "dave", envelopeHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), object: { type: "task", id: 4 }, operation: "update_task" });
+    expect(row, pending.stdout).toMatchObject({
+      requestedBy: "dave",
+      envelopeHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+      object: { type: "task", id: 4 },
+      operation: "update_task",
+    });
 
     const show = await runCli(["show", thread.thread_id, "--api", server.apiUrl], cliEnv());
     expect(show.code, show.stderr).toBe(0);
@@ -67,16 +90,27 @@ describe("the CLI's --api mode", () => {
     expect(show.stdout).toContain(`--api ${server.apiUrl}`);
 
     // The token is read from the environment; the CLI names no approver and the server fills in alice.
-    const approve = await runCli(["approve", thread.thread_id, "--hash", row!.envelopeHash, "--api", server.apiUrl, "--json"], cliEnv());
+    const approve = await runCli(
+      ["approve", thread.thread_id, "--hash", row!.envelopeHash, "--api", server.apiUrl, "--json"],
+      cliEnv(),
+    );
     expect(approve.code, approve.stdout + approve.stderr).toBe(0);
-    expect(parseJsonOutput(approve.stdout)).toMatchObject({ threadId: thread.thread_id, status: "finished", outcome: "VERIFIED", decision: { approverId: "alice", verifiedBy: "authentication" } });
+    expect(parseJsonOutput(approve.stdout)).toMatchObject({
+      threadId: thread.thread_id,
+      status: "finished",
+      outcome: "VERIFIED",
+      decision: { approverId: "alice", verifiedBy: "authentication" },
+    });
     const writes = await portal.writes();
     expect(writes).toHaveLength(1);
     expect(Number(writes[0]!.params["taskId"])).toBe(4);
     expect(writes[0]!.params["fields"]).toEqual({ TITLE: "X" });
 
     // Approving again: the server refuses the late resume and the CLI says so (exit 2); nothing more is written.
-    const again = await runCli(["approve", thread.thread_id, "--hash", row!.envelopeHash, "--api", server.apiUrl], cliEnv());
+    const again = await runCli(
+      ["approve", thread.thread_id, "--hash", row!.envelopeHash, "--api", server.apiUrl],
+      cliEnv(),
+    );
     expect(again.code).toBe(2);
     expect(again.stdout).toMatch(/Refused THREAD_ENDED: this thread ended at .* with VERIFIED/);
     expect(await portal.writes()).toHaveLength(1);
@@ -84,15 +118,34 @@ describe("the CLI's --api mode", () => {
 
   it("the reverse: run --api from the terminal (requester from the token), approved over the API by pasting exampleResume: one more write, VERIFIED", async () => {
     const before = (await portal.writes()).length;
-    const started = await runCli(["run", "rename task 4 to Z", "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
+    const started = await runCli(
+      ["run", "rename task 4 to Z", "--api", server.apiUrl, "--json"],
+      cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }),
+    );
     expect(started.code, started.stdout + started.stderr).toBe(0);
-    const view = parseJsonOutput(started.stdout) as { threadId: string; status: string; envelopeHash: string; envelope: { requestedBy: string; params: Record<string, unknown> } };
-    expect(view).toMatchObject({ status: "awaiting_approval", envelope: { requestedBy: "dave", params: { TITLE: "Z" } } });
+    const view = parseJsonOutput(started.stdout) as {
+      threadId: string;
+      status: string;
+      envelopeHash: string;
+      envelope: { requestedBy: string; params: Record<string, unknown> };
+    };
+    expect(view).toMatchObject({
+      status: "awaiting_approval",
+      envelope: { requestedBy: "dave", params: { TITLE: "Z" } },
+    });
 
-    const alice = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` }, callerOptions: { maxRetries: 0 } });
-    const payload = (await alice.threads.getState(view.threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { envelopeHash: string; exampleResume: unknown };
+    const alice = new Client({
+      apiUrl: server.apiUrl,
+      apiKey: null,
+      defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` },
+      callerOptions: { maxRetries: 0 },
+    });
+    const payload = (await alice.threads.getState(view.threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]!
+      .value as { envelopeHash: string; exampleResume: unknown };
     expect(payload.envelopeHash).toBe(view.envelopeHash);
-    const final = (await alice.runs.wait(view.threadId, GRAPH_ID, { command: { resume: payload.exampleResume } })) as Record<string, unknown>;
+    const final = (await alice.runs.wait(view.threadId, GRAPH_ID, {
+      command: { resume: payload.exampleResume },
+    })) as Record<string, unknown>;
     expect(final["outcome"]).toBe("VERIFIED");
     const writes = await portal.writes();
     expect(writes).toHaveLength(before + 1);
@@ -100,64 +153,147 @@ describe("the CLI's --api mode", () => {
   });
 
   it("answer, edit and cancel from the terminal over the API: the question answered, a new revision from the edit, then cancelled; no write", async () => {
-    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
+    const dave = new Client({
+      apiUrl: server.apiUrl,
+      apiKey: null,
+      defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` },
+      callerOptions: { maxRetries: 0 },
+    });
     const thread = await dave.threads.create();
     const writesBefore = (await portal.writes()).length;
-    await dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename the task to ANSWERED OVER THE API" } });
+    await dave.runs.wait(thread.thread_id, GRAPH_ID, {
+      input: { request: "rename the task to ANSWERED OVER THE API" },
+    });
 
     // The question goes to the requester (dave): only he may continue his own thread.
-    const answered = await runCli(["answer", thread.thread_id, "--set", "taskId=4", "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
+    const answered = await runCli(
+      ["answer", thread.thread_id, "--set", "taskId=4", "--api", server.apiUrl, "--json"],
+      cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }),
+    );
     expect(answered.code, answered.stderr + answered.stdout).toBe(0);
     const waiting = parseJsonOutput(answered.stdout);
-    expect(waiting).toMatchObject({ status: "awaiting_approval", envelope: { object: { id: 4 }, params: { TITLE: "ANSWERED OVER THE API" } } });
+    expect(waiting).toMatchObject({
+      status: "awaiting_approval",
+      envelope: { object: { id: 4 }, params: { TITLE: "ANSWERED OVER THE API" } },
+    });
 
-    const edited = await runCli(["edit", thread.thread_id, "--set", "TITLE=EDITED OVER THE API", "--api", server.apiUrl, "--json"], cliEnv());
+    const edited = await runCli(
+      ["edit", thread.thread_id, "--set", "TITLE=EDITED OVER THE API", "--api", server.apiUrl, "--json"],
+      cliEnv(),
+    );
     expect(edited.code, edited.stderr + edited.stdout).toBe(0);
     const revised = parseJsonOutput(edited.stdout);
-    expect(revised).toMatchObject({ status: "awaiting_approval", envelope: { revision: 2, params: { TITLE: "EDITED OVER THE API" } } });
+    expect(revised).toMatchObject({
+      status: "awaiting_approval",
+      envelope: { revision: 2, params: { TITLE: "EDITED OVER THE API" } },
+    });
     expect(revised.envelopeHash).not.toBe(waiting.envelopeHash);
 
-    const cancelled = await runCli(["cancel", thread.thread_id, "--reason", "not needed", "--as", "alice", "--api", server.apiUrl, "--json"], cliEnv());
+    const cancelled = await runCli(
+      [
+        "cancel",
+        thread.thread_id,
+        "--reason",
+        "not needed",
+        "--as",
+        "alice",
+        "--api",
+        server.apiUrl,
+        "--json",
+      ],
+      cliEnv(),
+    );
     expect(cancelled.code, cancelled.stderr + cancelled.stdout).toBe(0);
-    expect(parseJsonOutput(cancelled.stdout)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "CANCELLED" });
+    expect(parseJsonOutput(cancelled.stdout)).toMatchObject({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "CANCELLED",
+    });
     expect((await portal.writes()).length).toBe(writesBefore);
   });
 
   it("undo over the API: `undo --api` proposes restoring a verified change (built by the server from its journal, no model), approved from the terminal; Studio's chat asks the same with `undo thread <id>`", async () => {
-    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
-    const alice = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` }, callerOptions: { maxRetries: 0 } });
+    const dave = new Client({
+      apiUrl: server.apiUrl,
+      apiKey: null,
+      defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` },
+      callerOptions: { maxRetries: 0 },
+    });
+    const alice = new Client({
+      apiUrl: server.apiUrl,
+      apiKey: null,
+      defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` },
+      callerOptions: { maxRetries: 0 },
+    });
     const before = (await portal.task(4))["title"];
     const thread = await dave.threads.create();
-    await dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to UNDONE OVER THE API" } });
-    const payload = (await alice.threads.getState(thread.thread_id)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { exampleResume: unknown };
-    expect(((await alice.runs.wait(thread.thread_id, GRAPH_ID, { command: { resume: payload.exampleResume } })) as Record<string, unknown>)["outcome"]).toBe("VERIFIED");
+    await dave.runs.wait(thread.thread_id, GRAPH_ID, {
+      input: { request: "rename task 4 to UNDONE OVER THE API" },
+    });
+    const payload = (await alice.threads.getState(thread.thread_id)).tasks.flatMap(
+      (t) => t.interrupts ?? [],
+    )[0]!.value as { exampleResume: unknown };
+    expect(
+      (
+        (await alice.runs.wait(thread.thread_id, GRAPH_ID, {
+          command: { resume: payload.exampleResume },
+        })) as Record<string, unknown>
+      )["outcome"],
+    ).toBe("VERIFIED");
     const writes = (await portal.writes()).length;
 
-    const undo = await runCli(["undo", thread.thread_id, "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
+    const undo = await runCli(
+      ["undo", thread.thread_id, "--api", server.apiUrl, "--json"],
+      cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }),
+    );
     expect(undo.code, undo.stdout + undo.stderr).toBe(0);
-    const waiting = parseJsonOutput(undo.stdout) as { threadId: string; status: string; envelopeHash: string; card: string; envelope: { requestedBy: string; params: Record<string, unknown> } };
-    expect(waiting).toMatchObject({ status: "awaiting_approval", envelope: { requestedBy: "dave", params: { TITLE: before } } });
+    const waiting = parseJsonOutput(undo.stdout) as {
+      threadId: string;
+      status: string;
+      envelopeHash: string;
+      card: string;
+      envelope: { requestedBy: string; params: Record<string, unknown> };
+    };
+    expect(waiting).toMatchObject({
+      status: "awaiting_approval",
+      envelope: { requestedBy: "dave", params: { TITLE: before } },
+    });
     expect(waiting.card).toContain(`UNDO of thread ${thread.thread_id}`);
     expect((await portal.writes()).length).toBe(writes);
 
     // The same request typed in Studio's chat: another undo proposal of the same change, waiting too.
     const chat = await dave.threads.create();
-    await dave.runs.wait(chat.thread_id, GRAPH_ID, { input: { messages: [{ role: "user", content: `undo thread ${thread.thread_id}` }] } });
-    const chatPayload = (await dave.threads.getState(chat.thread_id)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { envelope: { params: Record<string, unknown> } };
+    await dave.runs.wait(chat.thread_id, GRAPH_ID, {
+      input: { messages: [{ role: "user", content: `undo thread ${thread.thread_id}` }] },
+    });
+    const chatPayload = (await dave.threads.getState(chat.thread_id)).tasks.flatMap(
+      (t) => t.interrupts ?? [],
+    )[0]!.value as { envelope: { params: Record<string, unknown> } };
     expect(chatPayload.envelope.params).toEqual({ TITLE: before });
 
-    const approved = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--api", server.apiUrl, "--json"], cliEnv());
+    const approved = await runCli(
+      ["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--api", server.apiUrl, "--json"],
+      cliEnv(),
+    );
     expect(parseJsonOutput(approved.stdout)).toMatchObject({ outcome: "VERIFIED" });
     expect((await portal.task(4))["title"]).toBe(before);
     expect((await portal.writes()).length).toBe(writes + 1);
     // Undoing a thread that is not a verified change ends NOT_UNDOABLE on the server, no model call, no write.
-    const bad = await runCli(["undo", chat.thread_id, "--api", server.apiUrl, "--json"], cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }));
-    expect(parseJsonOutput(bad.stdout)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "NOT_UNDOABLE" });
+    const bad = await runCli(
+      ["undo", chat.thread_id, "--api", server.apiUrl, "--json"],
+      cliEnv({ LANGGRAPH_API_TOKEN: tokens["dave"]! }),
+    );
+    expect(parseJsonOutput(bad.stdout)).toMatchObject({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "NOT_UNDOABLE",
+    });
     expect((await portal.writes()).length).toBe(writes + 1);
   });
 
   it("LANGGRAPH_API_URL selects the server too; without a token the server's 401 is reported", async () => {
-    const r = await runCli(["pending"], cliEnv({ LANGGRAPH_API_URL: server.apiUrl, LANGGRAPH_API_TOKEN: "" }));
+    const r = await runCli(
+      ["pending"],
+      cliEnv({ LANGGRAPH_API_URL: server.apiUrl, LANGGRAPH_API_TOKEN: "" }),
+    );
     expect(r.code).not.toBe(0);
     expect(r.stdout + r.stderr).toMatch(/401|Authorization/);
   });
@@ -168,26 +304,48 @@ describe("audit --api: the server's audit log over HTTP, read-only", () => {
 
   beforeAll(async () => {
     // A thread started over the API by dave and approved over the API by alice.
-    const dave = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` }, callerOptions: { maxRetries: 0 } });
-    const alice = new Client({ apiUrl: server.apiUrl, apiKey: null, defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` }, callerOptions: { maxRetries: 0 } });
+    const dave = new Client({
+      apiUrl: server.apiUrl,
+      apiKey: null,
+      defaultHeaders: { Authorization: `Bearer ${tokens["dave"]}` },
+      callerOptions: { maxRetries: 0 },
+    });
+    const alice = new Client({
+      apiUrl: server.apiUrl,
+      apiKey: null,
+      defaultHeaders: { Authorization: `Bearer ${tokens["alice"]}` },
+      callerOptions: { maxRetries: 0 },
+    });
     const thread = await dave.threads.create();
     threadId = thread.thread_id;
     await dave.runs.wait(threadId, GRAPH_ID, { input: { request: "rename task 4 to AUDITED OVER THE API" } });
-    const payload = (await alice.threads.getState(threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]!.value as { exampleResume: unknown };
-    const final = (await alice.runs.wait(threadId, GRAPH_ID, { command: { resume: payload.exampleResume } })) as Record<string, unknown>;
+    const payload = (await alice.threads.getState(threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]!
+      .value as { exampleResume: unknown };
+    const final = (await alice.runs.wait(threadId, GRAPH_ID, {
+      command: { resume: payload.exampleResume },
+    })) as Record<string, unknown>;
     expect(final["outcome"]).toBe("VERIFIED");
   }, 120_000);
 
   /** The local audit commands on the server's own data directory: what --api must print too. */
-  const local = (args: string[]) => runCli(["audit", ...args], { ...cliEnv(), ACTION_ENVELOPE_DATA_DIR: dataDir, LANGGRAPH_API_URL: "" });
+  const local = (args: string[]) =>
+    runCli(["audit", ...args], { ...cliEnv(), ACTION_ENVELOPE_DATA_DIR: dataDir, LANGGRAPH_API_URL: "" });
 
   it("an approver lists and shows the thread's records; list and verify print exactly what the local commands print on the server's data directory", async () => {
     const list = await runCli(["audit", "list", "--api", server.apiUrl, "--json"], cliEnv());
     expect(list.code, list.stderr).toBe(0);
     const threads = (JSON.parse(list.stdout) as { threads: Array<Record<string, unknown>> }).threads;
-    expect(threads.find((t) => t["threadId"] === threadId)).toMatchObject({ requestedBy: "dave", lastEvent: "execution_outcome", outcome: "VERIFIED", reasonCode: "VERIFIED" });
+    expect(threads.find((t) => t["threadId"] === threadId)).toMatchObject({
+      requestedBy: "dave",
+      lastEvent: "execution_outcome",
+      outcome: "VERIFIED",
+      reasonCode: "VERIFIED",
+    });
     for (const args of [["list"], ["list", "--json"], ["verify"], ["verify", "--json"]]) {
-      const [remote, here] = await Promise.all([runCli(["audit", ...args, "--api", server.apiUrl], cliEnv()), local(args)]);
+      const [remote, here] = await Promise.all([
+        runCli(["audit", ...args, "--api", server.apiUrl], cliEnv()),
+        local(args),
+      ]);
       expect(remote.code, remote.stderr).toBe(0);
       expect(remote.stdout, args.join(" ")).toBe(here.stdout);
     }
@@ -197,10 +355,26 @@ describe("audit --api: the server's audit log over HTTP, read-only", () => {
     expect(show.stdout).toContain(`CASE RECORD  thread ${threadId}  (finished)`);
     expect(show.stdout).toContain("Requested by:  dave");
     expect(show.stdout).toMatch(/Decided by: +alice — approve \(authentication\)/);
-    for (const name of ["approval-request-r1", "decision-r1-accepted-approve", "pre-read", "invocation", "acknowledgement", "post-write-read", "outcome"]) expect(show.stdout).toContain(`-${name}]`);
+    for (const name of [
+      "approval-request-r1",
+      "decision-r1-accepted-approve",
+      "pre-read",
+      "invocation",
+      "acknowledgement",
+      "post-write-read",
+      "outcome",
+    ])
+      expect(show.stdout).toContain(`-${name}]`);
     const json = await runCli(["audit", "show", threadId, "--api", server.apiUrl, "--json"], cliEnv());
-    const { caseRecord } = JSON.parse(json.stdout) as { caseRecord: { firstPage: Record<string, unknown>; auditChain: { intact: boolean } } };
-    expect(caseRecord.firstPage).toMatchObject({ status: "finished", requestedBy: "dave", decidedBy: { id: "alice", verifiedBy: "authentication" }, outcome: { outcome: "VERIFIED" } });
+    const { caseRecord } = JSON.parse(json.stdout) as {
+      caseRecord: { firstPage: Record<string, unknown>; auditChain: { intact: boolean } };
+    };
+    expect(caseRecord.firstPage).toMatchObject({
+      status: "finished",
+      requestedBy: "dave",
+      decidedBy: { id: "alice", verifiedBy: "authentication" },
+      outcome: { outcome: "VERIFIED" },
+    });
     expect(caseRecord.auditChain.intact).toBe(true);
   });
 
@@ -213,7 +387,9 @@ describe("audit --api: the server's audit log over HTTP, read-only", () => {
     expect(files).toContain("01-approval-request-r1.card.txt");
     const check = spawnSync("sha256sum", ["-c", "SHA256SUMS"], { cwd: out, encoding: "utf8" });
     expect(check.status, check.stdout + check.stderr).toBe(0);
-    expect(JSON.parse(fs.readFileSync(path.join(out, "case-record.json"), "utf8")).firstPage.threadId).toBe(threadId);
+    expect(JSON.parse(fs.readFileSync(path.join(out, "case-record.json"), "utf8")).firstPage.threadId).toBe(
+      threadId,
+    );
   });
 
   it("a requester reads the audit of their own threads only; verify needs approver or admin; no token is 401", async () => {
@@ -222,28 +398,52 @@ describe("audit --api: the server's audit log over HTTP, read-only", () => {
     const mine = await runCli(["audit", "show", threadId, "--api", server.apiUrl], asDave);
     expect(mine.code, mine.stderr).toBe(0);
     expect(mine.stdout).toContain(`CASE RECORD  thread ${threadId}`);
-    const daveList = JSON.parse((await runCli(["audit", "list", "--api", server.apiUrl, "--json"], asDave)).stdout) as { threads: Array<{ threadId: string; requestedBy: string }> };
+    const daveList = JSON.parse(
+      (await runCli(["audit", "list", "--api", server.apiUrl, "--json"], asDave)).stdout,
+    ) as { threads: Array<{ threadId: string; requestedBy: string }> };
     expect(daveList.threads.map((t) => t.threadId)).toContain(threadId);
     expect(daveList.threads.every((t) => t.requestedBy === "dave")).toBe(true);
 
     const theirs = await runCli(["audit", "show", threadId, "--api", server.apiUrl], asErin);
     expect(theirs.code).toBe(2);
-    expect(theirs.stderr).toMatch(/refused: 403 .*refused audit show .*erin \(requester\) may read the audit of their own threads only/);
+    expect(theirs.stderr).toMatch(
+      /refused: 403 .*refused audit show .*erin \(requester\) may read the audit of their own threads only/,
+    );
     expect(theirs.stdout).toBe("");
-    const exported = await runCli(["audit", "export", threadId, "--out", path.join(tempDir("ae-api-audit-erin-"), "b"), "--api", server.apiUrl], asErin);
+    const exported = await runCli(
+      [
+        "audit",
+        "export",
+        threadId,
+        "--out",
+        path.join(tempDir("ae-api-audit-erin-"), "b"),
+        "--api",
+        server.apiUrl,
+      ],
+      asErin,
+    );
     expect(exported.code).toBe(2);
-    const erinList = JSON.parse((await runCli(["audit", "list", "--api", server.apiUrl, "--json"], asErin)).stdout) as { threads: Array<{ threadId: string }> };
+    const erinList = JSON.parse(
+      (await runCli(["audit", "list", "--api", server.apiUrl, "--json"], asErin)).stdout,
+    ) as { threads: Array<{ threadId: string }> };
     expect(erinList.threads).toEqual([]);
     const verify = await runCli(["audit", "verify", "--api", server.apiUrl], asErin);
     expect(verify.code).toBe(2);
     expect(verify.stderr).toMatch(/403 .*refused audit verify: erin \(requester\)/);
 
-    const anonymous = await runCli(["audit", "list", "--api", server.apiUrl], cliEnv({ LANGGRAPH_API_TOKEN: "" }));
+    const anonymous = await runCli(
+      ["audit", "list", "--api", server.apiUrl],
+      cliEnv({ LANGGRAPH_API_TOKEN: "" }),
+    );
     expect(anonymous.code).toBe(2);
     expect(anonymous.stderr).toMatch(/401 .*missing Authorization: Bearer/);
     for (const route of ["/audit/threads", `/audit/threads/${threadId}`, "/audit/verify"]) {
       expect((await fetch(`${server.apiUrl}${route}`)).status, route).toBe(401);
-      expect((await fetch(`${server.apiUrl}${route}`, { headers: { Authorization: "Bearer not-a-token" } })).status, route).toBe(401);
+      expect(
+        (await fetch(`${server.apiUrl}${route}`, { headers: { Authorization: "Bearer not-a-token" } }))
+          .status,
+        route,
+      ).toBe(401);
     }
   });
 });

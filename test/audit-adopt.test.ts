@@ -29,9 +29,20 @@ const entry = (threadId: string, event: AuditEntry["event"]): AuditEntry => ({
 });
 
 /** An old-layout data directory: the chain in `audit.sqlite`, written as the old log wrote it (its own file, its own table). */
-async function oldLayout(): Promise<{ dataDir: string; config: ReturnType<typeof loadConfig>; head: string }> {
+async function oldLayout(): Promise<{
+  dataDir: string;
+  config: ReturnType<typeof loadConfig>;
+  head: string;
+}> {
   const dataDir = tempDir("ae-adopt-");
-  const config = loadConfig({ ACTION_ENVELOPE_DATA_DIR: dataDir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.journal.key`, MODEL: "offline" }, ROOT);
+  const config = loadConfig(
+    {
+      ACTION_ENVELOPE_DATA_DIR: dataDir,
+      ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.journal.key`,
+      MODEL: "offline",
+    },
+    ROOT,
+  );
   const { SqliteAuditLog } = await import("../src/store/audit.js");
   const old = new SqliteAuditLog(path.join(dataDir, "audit.sqlite"));
   await old.append(entry("t1", "approval_requested"));
@@ -46,7 +57,11 @@ describe("adopting an old audit file into the journal", () => {
     const { dataDir, config, head } = await oldLayout();
     const { journal, audit } = await openStores(config);
     try {
-      expect(await audit.verify({ head })).toEqual({ intact: true, records: 3, head: { seq: 3, hash: head } });
+      expect(await audit.verify({ head })).toEqual({
+        intact: true,
+        records: 3,
+        head: { seq: 3, hash: head },
+      });
       expect(fs.existsSync(path.join(dataDir, "audit.sqlite"))).toBe(false);
       expect(fs.existsSync(path.join(dataDir, "audit.sqlite.adopted"))).toBe(true);
       const next = await audit.append(entry("t2", "approval_requested"));
@@ -72,12 +87,20 @@ describe("adopting an old audit file into the journal", () => {
     await other.close();
     const refused = await openStores(config).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(AuditLogError);
-    expect((refused as Error).message).toMatch(new RegExp(`expected record seq 1 with hash sha256:[0-9a-f]{64}, found seq 1 with hash sha256:`));
+    expect((refused as Error).message).toMatch(
+      new RegExp(`expected record seq 1 with hash sha256:[0-9a-f]{64}, found seq 1 with hash sha256:`),
+    );
     expect((refused as Error).message).not.toContain(head);
     // The old file is left where it was, unchanged.
     const old = new Database(path.join(dataDir, "audit.sqlite"), { readonly: true });
     try {
-      expect((old.prepare("SELECT record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as { record_hash: string }).record_hash).toBe(head);
+      expect(
+        (
+          old.prepare("SELECT record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as {
+            record_hash: string;
+          }
+        ).record_hash,
+      ).toBe(head);
     } finally {
       old.close();
     }

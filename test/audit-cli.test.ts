@@ -45,15 +45,43 @@ beforeAll(async () => {
   threadId = waiting.threadId;
 
   // Self-declared, the override is refused; signed with carol's key, it is accepted.
-  const unsigned = await runCli(["approve", threadId, "--hash", waiting.envelopeHash, "--as", "carol", "--override", `separation_of_duties=${REASON}`, "--json"], env);
+  const unsigned = await runCli(
+    [
+      "approve",
+      threadId,
+      "--hash",
+      waiting.envelopeHash,
+      "--as",
+      "carol",
+      "--override",
+      `separation_of_duties=${REASON}`,
+      "--json",
+    ],
+    env,
+  );
   expect(unsigned.code).toBe(2);
   expect(parseJsonOutput(unsigned.stdout).refused.code).toBe("OVERRIDE_NOT_ALLOWED");
   const signed = await runCli(
-    ["approve", threadId, "--hash", waiting.envelopeHash, "--as", "carol", "--key", path.join(keysDir, "carol.key"), "--override", `separation_of_duties=${REASON}`, "--json"],
+    [
+      "approve",
+      threadId,
+      "--hash",
+      waiting.envelopeHash,
+      "--as",
+      "carol",
+      "--key",
+      path.join(keysDir, "carol.key"),
+      "--override",
+      `separation_of_duties=${REASON}`,
+      "--json",
+    ],
     env,
   );
   expect(signed.code).toBe(0);
-  expect(parseJsonOutput(signed.stdout)).toMatchObject({ outcome: "VERIFIED", decision: { approverId: "carol", verifiedBy: "signature" } });
+  expect(parseJsonOutput(signed.stdout)).toMatchObject({
+    outcome: "VERIFIED",
+    decision: { approverId: "carol", verifiedBy: "signature" },
+  });
 }, 120_000);
 
 afterAll(async () => {
@@ -65,7 +93,14 @@ describe("audit CLI", () => {
     const list = await runCli(["audit", "list", "--json"], env);
     expect(list.code).toBe(0);
     expect(JSON.parse(list.stdout).threads).toEqual([
-      expect.objectContaining({ threadId, requestedBy: "carol", records: 4, lastEvent: "execution_outcome", outcome: "VERIFIED", overrides: 1 }),
+      expect.objectContaining({
+        threadId,
+        requestedBy: "carol",
+        records: 4,
+        lastEvent: "execution_outcome",
+        outcome: "VERIFIED",
+        overrides: 1,
+      }),
     ]);
     const verify = await runCli(["audit", "verify"], env);
     expect(verify.code).toBe(0);
@@ -83,7 +118,16 @@ describe("audit CLI", () => {
     expect(at("OVERRIDES:     1 POLICY GATE OVERRIDDEN")).toBeLessThan(at("Requested by:  carol"));
     expect(at(`separation_of_duties passed by carol (signature)`)).toBeLessThan(at("Requested by:"));
     expect(out).toContain(`reason: ${REASON}`);
-    const order = ["approval-request-r1", "decision-r1-refused-OVERRIDE_NOT_ALLOWED", "decision-r1-accepted-approve", "pre-read", "invocation", "acknowledgement", "post-write-read", "outcome"];
+    const order = [
+      "approval-request-r1",
+      "decision-r1-refused-OVERRIDE_NOT_ALLOWED",
+      "decision-r1-accepted-approve",
+      "pre-read",
+      "invocation",
+      "acknowledgement",
+      "post-write-read",
+      "outcome",
+    ];
     const positions = order.map((name) => at(`-${name}]`));
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
     expect(out).toContain("causalClaimAllowed=true");
@@ -105,11 +149,34 @@ describe("audit CLI", () => {
 
     const caseRecord = JSON.parse(fs.readFileSync(path.join(out, "case-record.json"), "utf8"));
     expect(Object.keys(caseRecord.firstPage)[0]).toBe("overrides");
-    expect(caseRecord.firstPage.overrides).toEqual([expect.objectContaining({ gate: "separation_of_duties", by: "carol", reason: REASON, verifiedBy: "signature" })]);
-    expect(caseRecord.firstPage).toMatchObject({ requestedBy: "carol", decidedBy: { id: "carol", verifiedBy: "signature" }, outcome: { outcome: "VERIFIED" } });
+    expect(caseRecord.firstPage.overrides).toEqual([
+      expect.objectContaining({
+        gate: "separation_of_duties",
+        by: "carol",
+        reason: REASON,
+        verifiedBy: "signature",
+      }),
+    ]);
+    expect(caseRecord.firstPage).toMatchObject({
+      requestedBy: "carol",
+      decidedBy: { id: "carol", verifiedBy: "signature" },
+      outcome: { outcome: "VERIFIED" },
+    });
     expect(caseRecord.auditChain).toMatchObject({ intact: true, recordsInLog: 4 });
-    const invocation = JSON.parse(fs.readFileSync(path.join(out, files.find((f) => f.endsWith("-invocation.json"))!), "utf8"));
-    expect(invocation.data).toMatchObject({ tool: "update_task", args: { taskId: 4, fields: { TITLE: "LAB-AGENT-EXEC-002 - OVERRIDE AUDITED" } }, idempotencyKey: expect.any(String) });
+    const invocation = JSON.parse(
+      fs.readFileSync(
+        path.join(
+          out,
+          files.find((f) => f.endsWith("-invocation.json"))!,
+        ),
+        "utf8",
+      ),
+    );
+    expect(invocation.data).toMatchObject({
+      tool: "update_task",
+      args: { taskId: 4, fields: { TITLE: "LAB-AGENT-EXEC-002 - OVERRIDE AUDITED" } },
+      idempotencyKey: expect.any(String),
+    });
 
     fs.appendFileSync(path.join(out, "case-record.json"), " ");
     const broken = await sha256sumCheck(out);
@@ -123,7 +190,10 @@ describe("audit CLI", () => {
     expect((await runCli(["audit", "export", threadId, "--out", out], env)).code).toBe(0);
     const files = [
       ...fs.readdirSync(out).map((f) => path.join(out, f)),
-      ...fs.readdirSync(dataDir).filter((f) => f.startsWith("journal.sqlite")).map((f) => path.join(dataDir, f)),
+      ...fs
+        .readdirSync(dataDir)
+        .filter((f) => f.startsWith("journal.sqlite"))
+        .map((f) => path.join(dataDir, f)),
     ];
     expect(files.some((f) => f.endsWith("journal.sqlite"))).toBe(true);
     for (const file of files) {
@@ -132,7 +202,9 @@ describe("audit CLI", () => {
       expect(bytes.includes(GROQ_KEY), file).toBe(false);
     }
     // The grep can find what is there: the portal host is recorded, only the code is not.
-    expect(fs.readFileSync(path.join(out, "case-record.json"), "utf8")).toContain(new URL(portal.emulator.webhookUrl).host);
+    expect(fs.readFileSync(path.join(out, "case-record.json"), "utf8")).toContain(
+      new URL(portal.emulator.webhookUrl).host,
+    );
   });
 
   it("refuses an unknown thread and a non-empty output directory with exit 1", async () => {

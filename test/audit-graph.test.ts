@@ -8,8 +8,22 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { recoverThread, startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
-import { DecisionSchema, generateApproverKeyPair, hashEnvelope, signDecision, signedPayloadOf, type Envelope } from "../src/envelope/index.js";
+import {
+  recoverThread,
+  startRun,
+  submitDecision,
+  viewThread,
+  type App,
+  type ThreadView,
+} from "../src/app/threads.js";
+import {
+  DecisionSchema,
+  generateApproverKeyPair,
+  hashEnvelope,
+  signDecision,
+  signedPayloadOf,
+  type Envelope,
+} from "../src/envelope/index.js";
 import { buildCase } from "../src/evidence/bundle.js";
 import { renderCase } from "../src/evidence/render.js";
 import type { AuditRecord } from "../src/store/audit.js";
@@ -34,27 +48,58 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
-async function waiting(opts: { requestedBy?: string; fields?: Record<string, unknown>; env?: Record<string, string>; compile?: { interruptBefore: Array<"carry_out"> } } = {}) {
+async function waiting(
+  opts: {
+    requestedBy?: string;
+    fields?: Record<string, unknown>;
+    env?: Record<string, string>;
+    compile?: { interruptBefore: Array<"carry_out"> };
+  } = {},
+) {
   const model = new ScriptedChatModel(readThenPropose(4, opts.fields ?? { TITLE: NEW_TITLE }));
-  app = await openTestApp(portal, dataDir, { model, ...(opts.env ? { env: opts.env } : {}), ...(opts.compile ? { compile: opts.compile } : {}) });
+  app = await openTestApp(portal, dataDir, {
+    model,
+    ...(opts.env ? { env: opts.env } : {}),
+    ...(opts.compile ? { compile: opts.compile } : {}),
+  });
   const view = await startRun(app, { request: REQUEST, requestedBy: opts.requestedBy ?? "demo-user" });
   return { app, view };
 }
 
-function decision(view: ThreadView, type: "approve" | "reject", approverId: string, extra: Record<string, unknown> = {}) {
+function decision(
+  view: ThreadView,
+  type: "approve" | "reject",
+  approverId: string,
+  extra: Record<string, unknown> = {},
+) {
   const a = view.approval!;
-  return { decisions: [{ type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approverId }, ...extra }] };
+  return {
+    decisions: [
+      { type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approverId }, ...extra },
+    ],
+  };
 }
 
 /** The six fields the approval path demands, as one object, so every test checks the same thing. */
 function sixFields(r: AuditRecord) {
-  for (const key of ["requestedBy", "risk", "what", "approver", "at", "override"] as const) expect(r).toHaveProperty(key);
+  for (const key of ["requestedBy", "risk", "what", "approver", "at", "override"] as const)
+    expect(r).toHaveProperty(key);
   expect(Number.isNaN(Date.parse(r.at))).toBe(false);
   if (r.what.envelope) expect(hashEnvelope(r.what.envelope as Envelope)).toBe(r.what.envelopeHash);
-  return { requestedBy: r.requestedBy, risk: r.risk, envelopeHash: r.what.envelopeHash, approver: r.approver, override: r.override };
+  return {
+    requestedBy: r.requestedBy,
+    risk: r.risk,
+    envelopeHash: r.what.envelopeHash,
+    approver: r.approver,
+    override: r.override,
+  };
 }
 
-const events = (records: AuditRecord[]) => records.map((r) => `${r.event}:${r.revision}${r.discriminator && !r.discriminator.startsWith("sha256:") ? `:${r.discriminator}` : ""}`);
+const events = (records: AuditRecord[]) =>
+  records.map(
+    (r) =>
+      `${r.event}:${r.revision}${r.discriminator && !r.discriminator.startsWith("sha256:") ? `:${r.discriminator}` : ""}`,
+  );
 
 describe("audit records written by the graph", () => {
   it("approved: the accepted decision and the execution outcome carry the six fields; the chain verifies", async () => {
@@ -71,7 +116,12 @@ describe("audit records written by the graph", () => {
       requestedBy: "demo-user",
       risk: { level: "medium", reversibility: "reversible" },
       envelopeHash: a.envelopeHash,
-      approver: { id: "alice", verifiedBy: "self_declared", decision: "approve", decidedAt: expect.any(String) },
+      approver: {
+        id: "alice",
+        verifiedBy: "self_declared",
+        decision: "approve",
+        decidedAt: expect.any(String),
+      },
       override: null,
     });
     expect(accepted.policy).toEqual({ id: "default", version: a.envelope.policy.version });
@@ -81,14 +131,23 @@ describe("audit records written by the graph", () => {
     expect(outcome.outcome).toMatchObject({
       outcome: "VERIFIED",
       reasonCode: "VERIFIED",
-      flags: { sideEffectAttempted: true, sideEffectVerified: true, causalClaimAllowed: true, duplicateClaimAllowed: true },
+      flags: {
+        sideEffectAttempted: true,
+        sideEffectVerified: true,
+        causalClaimAllowed: true,
+        duplicateClaimAllowed: true,
+      },
     });
     expect(await app.deps.audit.verify()).toMatchObject({ intact: true, records: 3 });
   });
 
   it("rejected: the rejection is an accepted decision of type reject, and the run's end says REJECTED_BY_HUMAN", async () => {
     const { app, view } = await waiting();
-    const done = await submitDecision(app, view.threadId, decision(view, "reject", "bob", { message: "wrong task" }));
+    const done = await submitDecision(
+      app,
+      view.threadId,
+      decision(view, "reject", "bob", { message: "wrong task" }),
+    );
     expect(done.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
     const records = await app.deps.audit.records({ threadId: view.threadId });
     expect(events(records)).toEqual(["approval_requested:1", "decision_accepted:1", "run_ended:1"]);
@@ -99,7 +158,11 @@ describe("audit records written by the graph", () => {
       approver: { id: "bob", verifiedBy: "self_declared", decision: "reject", decidedAt: expect.any(String) },
       override: null,
     });
-    expect(records[2]!.outcome).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN", flags: { sideEffectAttempted: false } });
+    expect(records[2]!.outcome).toMatchObject({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "REJECTED_BY_HUMAN",
+      flags: { sideEffectAttempted: false },
+    });
     expect(await portal.writes()).toHaveLength(0);
   });
 
@@ -131,7 +194,9 @@ describe("audit records written by the graph", () => {
     const { app, view } = await waiting();
     const after = await submitDecision(app, view.threadId, decision(view, "approve", "\ud800mallory"));
     expect(after.status).toBe("awaiting_approval");
-    const refused = (await app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_refused")!;
+    const refused = (await app.deps.audit.records({ threadId: view.threadId })).find(
+      (r) => r.event === "decision_refused",
+    )!;
     expect(refused.refusal?.code).toBe("APPROVER_NOT_ALLOWED");
     expect(refused.approver?.id).toBe("\ufffdmallory");
     expect(await app.deps.audit.verify()).toMatchObject({ intact: true });
@@ -141,7 +206,10 @@ describe("audit records written by the graph", () => {
     const keysDir = tempDir("ae-keys-");
     const carol = generateApproverKeyPair("carol");
     fs.writeFileSync(path.join(keysDir, "carol.pub"), `${carol.publicKeyLine}\n`);
-    const { app, view } = await waiting({ requestedBy: "carol", env: { ACTION_ENVELOPE_APPROVER_KEYS: keysDir } });
+    const { app, view } = await waiting({
+      requestedBy: "carol",
+      env: { ACTION_ENVELOPE_APPROVER_KEYS: keysDir },
+    });
     const a = view.approval!;
     const reason = "on-call lead, approver pool unreachable during the incident";
     const item = DecisionSchema.parse({
@@ -152,7 +220,10 @@ describe("audit records written by the graph", () => {
       decidedAt: new Date().toISOString(),
       override: { gate: "separation_of_duties", reason },
     });
-    const signed = { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), carol.privateKeyPem) };
+    const signed = {
+      ...item,
+      signature: signDecision(signedPayloadOf(item, view.threadId), carol.privateKeyPem),
+    };
     const done = await submitDecision(app, view.threadId, { decisions: [signed] });
     expect(done.state?.outcome).toBe("VERIFIED");
 
@@ -165,7 +236,11 @@ describe("audit records written by the graph", () => {
       approver: { id: "carol", verifiedBy: "signature", decision: "approve", decidedAt: item.decidedAt },
       override: { gate: "separation_of_duties", by: "carol", reason },
     });
-    expect(records.find((r) => r.event === "execution_outcome")?.override).toEqual({ gate: "separation_of_duties", by: "carol", reason });
+    expect(records.find((r) => r.event === "execution_outcome")?.override).toEqual({
+      gate: "separation_of_duties",
+      by: "carol",
+      reason,
+    });
 
     const { caseRecord, evidence } = buildCase({
       threadId: view.threadId,
@@ -177,7 +252,15 @@ describe("audit records written by the graph", () => {
     expect(Object.keys(caseRecord)[1]).toBe("firstPage");
     expect(Object.keys(caseRecord.firstPage)[0]).toBe("overrides");
     expect(caseRecord.firstPage.overrides).toEqual([
-      { gate: "separation_of_duties", by: "carol", reason, verifiedBy: "signature", revision: 1, envelopeHash: a.envelopeHash, at: accepted.at },
+      {
+        gate: "separation_of_duties",
+        by: "carol",
+        reason,
+        verifiedBy: "signature",
+        revision: 1,
+        envelopeHash: a.envelopeHash,
+        at: accepted.at,
+      },
     ]);
     const text = renderCase(caseRecord, evidence);
     expect(text.indexOf("separation_of_duties passed by carol (signature)")).toBeGreaterThan(-1);
@@ -186,10 +269,20 @@ describe("audit records written by the graph", () => {
 
   it("an override from a self-declared identity is refused, and the refusal is recorded with no override applied", async () => {
     const { app, view } = await waiting({ requestedBy: "carol" });
-    await submitDecision(app, view.threadId, decision(view, "approve", "carol", { override: { gate: "separation_of_duties", reason: "trust me" } }));
-    const refused = (await app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_refused")!;
+    await submitDecision(
+      app,
+      view.threadId,
+      decision(view, "approve", "carol", { override: { gate: "separation_of_duties", reason: "trust me" } }),
+    );
+    const refused = (await app.deps.audit.records({ threadId: view.threadId })).find(
+      (r) => r.event === "decision_refused",
+    )!;
     expect(refused.refusal?.code).toBe("OVERRIDE_NOT_ALLOWED");
-    expect(sixFields(refused)).toMatchObject({ requestedBy: "carol", approver: { id: "carol", verifiedBy: "unverified" }, override: null });
+    expect(sixFields(refused)).toMatchObject({
+      requestedBy: "carol",
+      approver: { id: "carol", verifiedBy: "unverified" },
+      override: null,
+    });
   });
 
   it("a proposal the policy denies is recorded as proposal_denied and never as an approval request", async () => {
@@ -200,7 +293,13 @@ describe("audit records written by the graph", () => {
     const records = await app.deps.audit.records({ threadId: view.threadId });
     expect(events(records)).toEqual(["proposal_denied:1", "run_ended:0"]);
     expect(records[0]!.refusal?.code).toBe("DENIED_FIELD");
-    expect(sixFields(records[0]!)).toEqual({ requestedBy: "demo-user", risk: { level: "medium", reversibility: "reversible" }, envelopeHash: null, approver: null, override: null });
+    expect(sixFields(records[0]!)).toEqual({
+      requestedBy: "demo-user",
+      risk: { level: "medium", reversibility: "reversible" },
+      envelopeHash: null,
+      approver: null,
+      override: null,
+    });
     expect(records[0]!.what).toMatchObject({ taskId: 4, params: { CREATED_BY: "7" } });
   });
 
@@ -208,7 +307,18 @@ describe("audit records written by the graph", () => {
     const { app, view } = await waiting();
     const a = view.approval!;
     const edited = await submitDecision(app, view.threadId, {
-      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, editedAction: { name: "update_task", args: { taskId: 4, fields: { TITLE: `${NEW_TITLE} (edited)` } } } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "bob" },
+          editedAction: {
+            name: "update_task",
+            args: { taskId: 4, fields: { TITLE: `${NEW_TITLE} (edited)` } },
+          },
+        },
+      ],
     });
     expect(edited.approval?.revision).toBe(2);
     const done = await submitDecision(app, view.threadId, decision(edited, "approve", "alice"));
@@ -216,9 +326,21 @@ describe("audit records written by the graph", () => {
     expect(done.state?.decision?.type).toBe("approve");
 
     const records = await app.deps.audit.records({ threadId: view.threadId });
-    expect(events(records)).toEqual(["approval_requested:1", "decision_accepted:1", "approval_requested:2", "decision_accepted:2", "execution_outcome:2"]);
+    expect(events(records)).toEqual([
+      "approval_requested:1",
+      "decision_accepted:1",
+      "approval_requested:2",
+      "decision_accepted:2",
+      "execution_outcome:2",
+    ]);
     expect(records[1]!.approver).toMatchObject({ id: "bob", decision: "edit" });
-    const { evidence } = buildCase({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() });
+    const { evidence } = buildCase({
+      threadId: view.threadId,
+      status: "finished",
+      state: done.state,
+      records,
+      chain: await app.deps.audit.verify(),
+    });
     expect(evidence.map((e) => e.name)).toEqual([
       "01-approval-request-r1",
       "02-decision-r1-accepted-edit",
@@ -244,7 +366,10 @@ describe("crash and resume", () => {
     app = undefined;
 
     let now = new Date();
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })), clock: () => now });
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })),
+      clock: () => now,
+    });
     const done = await recoverThread(app, threadId);
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
@@ -270,18 +395,33 @@ describe("crash and resume", () => {
     expect(replayed.finishedAt).not.toBe(now.toISOString());
     const again = await app.deps.audit.records({ threadId });
     expect(again.slice(0, after.length)).toEqual(after);
-    expect(events(again.slice(after.length))).toEqual([expect.stringMatching(/^transition_refused:1:carry_out:/)]);
+    expect(events(again.slice(after.length))).toEqual([
+      expect.stringMatching(/^transition_refused:1:carry_out:/),
+    ]);
     expect(await app.deps.audit.verify()).toMatchObject({ intact: true, records: 4 });
     expect((await viewThread(app, threadId)).status).toBe("finished");
 
     // The key is a UNIQUE constraint, not a convention: the database itself refuses a second row.
     const db = new Database(path.join(dataDir, "journal.sqlite"));
     try {
-      const row = db.prepare("SELECT * FROM audit_records WHERE thread_id = ? AND event = 'execution_outcome'").get(threadId) as Record<string, unknown>;
+      const row = db
+        .prepare("SELECT * FROM audit_records WHERE thread_id = ? AND event = 'execution_outcome'")
+        .get(threadId) as Record<string, unknown>;
       expect(() =>
         db
-          .prepare("INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (1000, ?, ?, ?, ?, ?, ?, ?, ?)")
-          .run(row["thread_id"], row["revision"], row["event"], row["discriminator"], row["recorded_at"], row["record_json"], row["prev_hash"], row["record_hash"]),
+          .prepare(
+            "INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (1000, ?, ?, ?, ?, ?, ?, ?, ?)",
+          )
+          .run(
+            row["thread_id"],
+            row["revision"],
+            row["event"],
+            row["discriminator"],
+            row["recorded_at"],
+            row["record_json"],
+            row["prev_hash"],
+            row["record_hash"],
+          ),
       ).toThrow(/UNIQUE constraint failed/);
     } finally {
       db.close();
@@ -296,8 +436,19 @@ describe("evidence flags", () => {
     const done = await submitDecision(app, view.threadId, decision(view, "approve", "alice"));
     expect(done.state?.acknowledgement?.status).toBe("MISSING");
     const records = await app.deps.audit.records({ threadId: view.threadId });
-    const { caseRecord, evidence } = buildCase({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() });
-    const expected = { sideEffectAttempted: true, sideEffectVerified: false, causalClaimAllowed: false, duplicateClaimAllowed: false };
+    const { caseRecord, evidence } = buildCase({
+      threadId: view.threadId,
+      status: "finished",
+      state: done.state,
+      records,
+      chain: await app.deps.audit.verify(),
+    });
+    const expected = {
+      sideEffectAttempted: true,
+      sideEffectVerified: false,
+      causalClaimAllowed: false,
+      duplicateClaimAllowed: false,
+    };
     expect(caseRecord.firstPage.flags).toEqual(expected);
     expect(records.at(-1)!.outcome?.flags).toEqual(expected);
     expect(evidence.find((e) => e.kind === "outcome")!.data).toMatchObject(expected);
@@ -316,7 +467,12 @@ describe("evidence flags", () => {
       records: await app.deps.audit.records({ threadId: view.threadId }),
       chain: await app.deps.audit.verify(),
     });
-    expect(caseRecord.firstPage.flags).toEqual({ sideEffectAttempted: false, sideEffectVerified: false, causalClaimAllowed: false, duplicateClaimAllowed: true });
+    expect(caseRecord.firstPage.flags).toEqual({
+      sideEffectAttempted: false,
+      sideEffectVerified: false,
+      causalClaimAllowed: false,
+      duplicateClaimAllowed: true,
+    });
     expect(evidence.map((e) => e.kind)).toEqual(["approval_request", "decision", "pre_read", "outcome"]);
     expect(await portal.writes()).toHaveLength(0);
   });

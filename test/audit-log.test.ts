@@ -8,7 +8,13 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { canonicalJson } from "../src/envelope/index.js";
-import { GENESIS_HASH, SqliteAuditLog, recordHash, recordHashOfText, type AuditEntry } from "../src/store/audit.js";
+import {
+  GENESIS_HASH,
+  SqliteAuditLog,
+  recordHash,
+  recordHashOfText,
+  type AuditEntry,
+} from "../src/store/audit.js";
 import { ROOT, TSX, tempDir } from "./support/harness.js";
 
 const logs: SqliteAuditLog[] = [];
@@ -42,7 +48,9 @@ function entry(threadId: string, event: AuditEntry["event"], discriminator = "",
 
 describe("audit log", () => {
   it("recordHashOfText over a record's canonical text is recordHash of the record (property)", () => {
-    const json = fc.jsonValue({ maxDepth: 3 }).filter((v) => v !== null && typeof v === "object" && !Array.isArray(v));
+    const json = fc
+      .jsonValue({ maxDepth: 3 })
+      .filter((v) => v !== null && typeof v === "object" && !Array.isArray(v));
     fc.assert(
       fc.property(json, fc.string(), (record, prevHash) => {
         const r = record as unknown as Parameters<typeof recordHash>[0];
@@ -65,14 +73,20 @@ describe("audit log", () => {
     const { prevHash, hash, ...body } = b.record;
     expect(recordHash(body, prevHash)).toBe(hash);
     expect(await log.verify()).toEqual({ intact: true, records: 3, head: { seq: 3, hash: c.record.hash } });
-    expect((await log.records({ threadId: "t1" })).map((r) => r.event)).toEqual(["approval_requested", "decision_accepted"]);
+    expect((await log.records({ threadId: "t1" })).map((r) => r.event)).toEqual([
+      "approval_requested",
+      "decision_accepted",
+    ]);
   });
 
   it("appends at most once per (thread, revision, event, discriminator), and the UNIQUE key holds against a raw insert", async () => {
     const file = path.join(tempDir(), "audit.sqlite");
     const log = open(file);
     const first = await log.append(entry("t1", "decision_refused", "1"));
-    const again = await log.append({ ...entry("t1", "decision_refused", "1"), at: "2030-01-01T00:00:00.000Z" });
+    const again = await log.append({
+      ...entry("t1", "decision_refused", "1"),
+      at: "2030-01-01T00:00:00.000Z",
+    });
     expect(again.appended).toBe(false);
     expect(again.record).toEqual(first.record);
     // Another refusal of the same revision has its own discriminator and is a new record.
@@ -83,7 +97,9 @@ describe("audit log", () => {
     try {
       expect(() =>
         db
-          .prepare("INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (99, 't1', 1, 'decision_refused', '1', 'x', '{}', 'x', 'x')")
+          .prepare(
+            "INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (99, 't1', 1, 'decision_refused', '1', 'x', '{}', 'x', 'x')",
+          )
           .run(),
       ).toThrow(/UNIQUE constraint failed/);
     } finally {

@@ -3,7 +3,13 @@
  * approving, what a refused decision is recorded as, and values the canonical form would refuse.
  */
 import { describe, expect, it } from "vitest";
-import { createEnvelope, defaultPolicy, exampleTask, hashEnvelope, sha256Json } from "../src/envelope/index.js";
+import {
+  createEnvelope,
+  defaultPolicy,
+  exampleTask,
+  hashEnvelope,
+  sha256Json,
+} from "../src/envelope/index.js";
 import { decisionAcceptedEntry, decisionRefusedEntry, jsonSafe } from "../src/hitl/audit-records.js";
 import type { DecisionRecord } from "../src/envelope/records.js";
 
@@ -21,7 +27,17 @@ const hash = hashEnvelope(envelope);
 
 function closing(type: string): DecisionRecord {
   // The lifecycle decisions (cancel, expire) arrive through the same record type.
-  return { type, envelopeHash: hash, nonce: envelope.nonce, revision: 1, approverId: "system", verifiedBy: "self_declared", decidedAt: "2026-01-01T00:00:00.000Z", acceptedAt: "2026-01-01T00:00:00.000Z", raw: null } as unknown as DecisionRecord;
+  return {
+    type,
+    envelopeHash: hash,
+    nonce: envelope.nonce,
+    revision: 1,
+    approverId: "system",
+    verifiedBy: "self_declared",
+    decidedAt: "2026-01-01T00:00:00.000Z",
+    acceptedAt: "2026-01-01T00:00:00.000Z",
+    raw: null,
+  } as unknown as DecisionRecord;
 }
 
 describe("audit entry builders", () => {
@@ -32,8 +48,21 @@ describe("audit entry builders", () => {
   });
 
   it("records a refused decision's claimed approver as unverified, whatever shape the resume value had", () => {
-    const refusal = (raw: unknown) => ({ code: "MALFORMED", reason: "r", at: "2026-01-01T00:00:00.000Z", envelopeHash: hash, raw });
-    expect(decisionRefusedEntry(envelope, hash, refusal({ decisions: [{ approver: { id: "eve" }, type: "approve" }] }), 1).approver).toEqual({
+    const refusal = (raw: unknown) => ({
+      code: "MALFORMED",
+      reason: "r",
+      at: "2026-01-01T00:00:00.000Z",
+      envelopeHash: hash,
+      raw,
+    });
+    expect(
+      decisionRefusedEntry(
+        envelope,
+        hash,
+        refusal({ decisions: [{ approver: { id: "eve" }, type: "approve" }] }),
+        1,
+      ).approver,
+    ).toEqual({
       id: "eve",
       verifiedBy: "unverified",
       decision: "approve",
@@ -46,7 +75,12 @@ describe("audit entry builders", () => {
   });
 
   it("makes any value hashable: unpaired surrogates become U+FFFD, non-JSON values their JSON form", () => {
-    const safe = jsonSafe({ id: "\ud800a", when: new Date("2026-01-01T00:00:00Z"), gone: undefined, list: ["\udc00"] });
+    const safe = jsonSafe({
+      id: "\ud800a",
+      when: new Date("2026-01-01T00:00:00Z"),
+      gone: undefined,
+      list: ["\udc00"],
+    });
     expect(safe).toEqual({ id: "\ufffda", when: "2026-01-01T00:00:00.000Z", list: ["\ufffd"] });
     expect(() => sha256Json(safe)).not.toThrow();
     expect(jsonSafe(undefined)).toBeNull();

@@ -15,7 +15,10 @@ import { ANONYMOUS } from "../src/auth/auth.js";
 import { tempDir } from "./support/harness.js";
 
 function serve(auth: unknown, store?: unknown) {
-  const routes = createAuditRoutes(async () => ({ audit: new SqliteAuditLog(path.join(tempDir("ae-audit-routes-"), "audit.sqlite")), checkpointer: new MemorySaver() }));
+  const routes = createAuditRoutes(async () => ({
+    audit: new SqliteAuditLog(path.join(tempDir("ae-audit-routes-"), "audit.sqlite")),
+    checkpointer: new MemorySaver(),
+  }));
   const app = new Hono();
   app.use(async (c, next) => {
     const vars = c as unknown as { set(k: string, v: unknown): void };
@@ -43,7 +46,10 @@ describe("/audit routes: who sees what", () => {
   it("open development mode: the anonymous user reads everything", async () => {
     const get = serve({ user: { ...ANONYMOUS }, scopes: ANONYMOUS.permissions });
     expect(await get("/audit/threads")).toEqual({ status: 200, body: { threads: [], next: null } });
-    expect(await get("/audit/verify")).toEqual({ status: 200, body: { intact: true, records: 0, head: null } });
+    expect(await get("/audit/verify")).toEqual({
+      status: 200,
+      body: { intact: true, records: 0, head: null },
+    });
     const missing = await get("/audit/threads/t1");
     expect(missing.status).toBe(404);
     expect(String(missing.body["message"])).toContain("no audit records and no checkpoints for thread t1");
@@ -56,18 +62,28 @@ describe("/audit routes: who sees what", () => {
     ]) {
       const r = await serve({ user, scopes: user.permissions })("/audit/threads");
       expect(r.status).toBe(403);
-      expect(String(r.body["message"])).toContain(`${user.identity} holds none of the roles requester, approver, admin`);
+      expect(String(r.body["message"])).toContain(
+        `${user.identity} holds none of the roles requester, approver, admin`,
+      );
     }
   });
 
   it("a requester: a thread the server's store does not give them is refused, existing or not; verify needs approver or admin", async () => {
     const user = { identity: "dave", permissions: ["role:requester"], is_authenticated: true };
-    const store = { threads: { get: async () => { throw new Error("Thread with ID t1 not found"); } } };
+    const store = {
+      threads: {
+        get: async () => {
+          throw new Error("Thread with ID t1 not found");
+        },
+      },
+    };
     const get = serve({ user, scopes: user.permissions }, store);
     expect(await get("/audit/threads")).toEqual({ status: 200, body: { threads: [], next: null } });
     const show = await get("/audit/threads/t1");
     expect(show.status).toBe(403);
-    expect(String(show.body["message"])).toContain("dave (requester) may read the audit of their own threads only, and thread t1 is not one of them");
+    expect(String(show.body["message"])).toContain(
+      "dave (requester) may read the audit of their own threads only, and thread t1 is not one of them",
+    );
     expect((await get("/audit/verify")).status).toBe(403);
   });
 });
@@ -81,7 +97,13 @@ function entry(threadId: string, i: number): AuditEntry {
     at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
     requestedBy: "demo-user",
     risk: null,
-    what: { operation: "update_task", taskId: 4, params: { TITLE: `t${i}` }, envelopeHash: null, envelope: null },
+    what: {
+      operation: "update_task",
+      taskId: 4,
+      params: { TITLE: `t${i}` },
+      envelopeHash: null,
+      envelope: null,
+    },
     approver: null,
     override: null,
     policy: { id: "default", version: "1" },
@@ -98,13 +120,26 @@ describe("/audit/threads pages by cursor", () => {
     for (const t of ["t1", "t2", "t1", "t3", "t2", "t4", "t5"]) await audit.append(entry(t, i++));
     const app = new Hono();
     app.use(async (c, next) => {
-      (c as unknown as { set(k: string, v: unknown): void }).set("auth", { user: { ...ANONYMOUS }, scopes: ANONYMOUS.permissions });
+      (c as unknown as { set(k: string, v: unknown): void }).set("auth", {
+        user: { ...ANONYMOUS },
+        scopes: ANONYMOUS.permissions,
+      });
       await next();
     });
-    app.route("/", createAuditRoutes(async () => ({ audit, checkpointer: new MemorySaver() })));
+    app.route(
+      "/",
+      createAuditRoutes(async () => ({ audit, checkpointer: new MemorySaver() })),
+    );
     const get = async (route: string) => {
       const res = await app.request(route);
-      return { status: res.status, body: (await res.json()) as { threads?: Array<{ threadId: string; records: number }>; next?: string | null; message?: string } };
+      return {
+        status: res.status,
+        body: (await res.json()) as {
+          threads?: Array<{ threadId: string; records: number }>;
+          next?: string | null;
+          message?: string;
+        },
+      };
     };
     try {
       const seen: string[] = [];
@@ -125,7 +160,14 @@ describe("/audit/threads pages by cursor", () => {
       expect(seen).toEqual(["t1", "t2", "t3", "t4", "t5", "t6"]);
       // Each summary counts the thread's records, wherever they lie.
       const all = await get("/audit/threads?limit=1000");
-      expect(all.body.threads!.map((t) => [t.threadId, t.records])).toEqual([["t1", 3], ["t2", 2], ["t3", 1], ["t4", 2], ["t5", 1], ["t6", 1]]);
+      expect(all.body.threads!.map((t) => [t.threadId, t.records])).toEqual([
+        ["t1", 3],
+        ["t2", 2],
+        ["t3", 1],
+        ["t4", 2],
+        ["t5", 1],
+        ["t6", 1],
+      ]);
       expect(all.body.next).toBeNull();
       expect((await get("/audit/threads?limit=0")).status).toBe(400);
       expect((await get("/audit/threads?limit=1001")).status).toBe(400);
@@ -140,9 +182,15 @@ describe("/audit/threads pages by cursor", () => {
     new SqliteAuditLog(file).close();
     const db = new Database(file);
     try {
-      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${FIRST_RECORDS_SQL("audit_records", () => "?")}`).all(10, 100) as Array<{ detail: string }>).map((r) => r.detail);
+      const plan = (
+        db
+          .prepare(`EXPLAIN QUERY PLAN ${FIRST_RECORDS_SQL("audit_records", () => "?")}`)
+          .all(10, 100) as Array<{ detail: string }>
+      ).map((r) => r.detail);
       expect(plan.join("\n")).toMatch(/SEARCH a USING INTEGER PRIMARY KEY \(rowid>\?\)/);
-      expect(plan.join("\n")).toMatch(/SEARCH b USING COVERING INDEX audit_records_thread \(thread_id=\? AND seq<\?\)/);
+      expect(plan.join("\n")).toMatch(
+        /SEARCH b USING COVERING INDEX audit_records_thread \(thread_id=\? AND seq<\?\)/,
+      );
       expect(plan.join("\n")).not.toContain("TEMP B-TREE");
     } finally {
       db.close();

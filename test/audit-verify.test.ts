@@ -19,14 +19,22 @@ let records: AuditRecord[];
 beforeAll(async () => {
   portal = await startPortal();
   const dataDir = tempDir("ae-audit-src-");
-  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: "LAB-AGENT-EXEC-002 - CHAIN" })) });
+  const app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: "LAB-AGENT-EXEC-002 - CHAIN" })),
+  });
   try {
     for (const type of ["approve", "reject"] as const) {
-      const view = await startRun(app, { request: "rename task 4 to LAB-AGENT-EXEC-002 - CHAIN", requestedBy: "demo-user" });
+      const view = await startRun(app, {
+        request: "rename task 4 to LAB-AGENT-EXEC-002 - CHAIN",
+        requestedBy: "demo-user",
+      });
       const a = view.approval!;
-      await submitDecision(app, view.threadId, { decisions: [{ type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+      await submitDecision(app, view.threadId, {
+        decisions: [{ type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }],
+      });
       // A person renames the task back, so the second run's proposal still changes something (else NO_CHANGE).
-      if (type === "approve") await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "RENAMED BACK BY A PERSON" } });
+      if (type === "approve")
+        await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "RENAMED BACK BY A PERSON" } });
     }
     records = await app.deps.audit.records();
   } finally {
@@ -93,11 +101,16 @@ describe("audit verify", () => {
   it("detects an edited field and names the record: exit 2 from the CLI", async () => {
     const dir = tampered((db) => {
       const changed = db
-        .prepare("UPDATE audit_records SET record_json = replace(record_json, '\"id\":\"alice\"', '\"id\":\"mallory\"') WHERE seq = 2")
+        .prepare(
+          'UPDATE audit_records SET record_json = replace(record_json, \'"id":"alice"\', \'"id":"mallory"\') WHERE seq = 2',
+        )
         .run();
       expect(changed.changes).toBe(1);
     });
-    expect(await verify(dir)).toMatchObject({ intact: false, problem: { kind: "edited", seq: 2, event: "decision_accepted" } });
+    expect(await verify(dir)).toMatchObject({
+      intact: false,
+      problem: { kind: "edited", seq: 2, event: "decision_accepted" },
+    });
     const cli = await runCli(["audit", "verify"], { ACTION_ENVELOPE_DATA_DIR: dir });
     expect(cli.code).toBe(2);
     expect(cli.stdout).toContain("AUDIT CHAIN BROKEN: record seq 2 edited");
@@ -110,7 +123,10 @@ describe("audit verify", () => {
     const dir = tampered((db) => {
       const r = records[1]!;
       const forged = { ...bodyOf(r), approver: { ...r.approver!, id: "mallory" } };
-      db.prepare("UPDATE audit_records SET record_json = ?, record_hash = ? WHERE seq = 2").run(JSON.stringify(forged), recordHash(forged, r.prevHash));
+      db.prepare("UPDATE audit_records SET record_json = ?, record_hash = ? WHERE seq = 2").run(
+        JSON.stringify(forged),
+        recordHash(forged, r.prevHash),
+      );
     });
     expect(await verify(dir)).toMatchObject({ intact: false, problem: { kind: "edited", seq: 2 } });
   });
@@ -134,12 +150,29 @@ describe("audit verify", () => {
       db.prepare("UPDATE audit_records SET seq = seq + 1000 WHERE seq >= 3").run();
       db.prepare("UPDATE audit_records SET seq = seq - 999 WHERE seq >= 1000").run();
       const r = records[1]!;
-      const forged = { ...bodyOf(r), seq: 3, discriminator: "forged", approver: { ...r.approver!, id: "mallory" } };
+      const forged = {
+        ...bodyOf(r),
+        seq: 3,
+        discriminator: "forged",
+        approver: { ...r.approver!, id: "mallory" },
+      };
       db.prepare(
         "INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (3, ?, ?, ?, ?, ?, ?, ?, ?)",
-      ).run(forged.threadId, forged.revision, forged.event, forged.discriminator, forged.recordedAt, JSON.stringify(forged), r.hash, recordHash(forged, r.hash));
+      ).run(
+        forged.threadId,
+        forged.revision,
+        forged.event,
+        forged.discriminator,
+        forged.recordedAt,
+        JSON.stringify(forged),
+        r.hash,
+        recordHash(forged, r.hash),
+      );
     });
-    expect(await verify(dir)).toMatchObject({ intact: false, problem: { kind: "inserted", seq: 3, event: "decision_accepted" } });
+    expect(await verify(dir)).toMatchObject({
+      intact: false,
+      problem: { kind: "inserted", seq: 3, event: "decision_accepted" },
+    });
   });
 
   it("detects a crudely inserted record (no valid hash) as inserted", async () => {

@@ -7,7 +7,16 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BARE_CHECKPOINTS, approvalOf, openBareGraph, openBenchApp, timedDecision, waitingRun, type BenchApp, type BareGraph } from "../bench/support/app.js";
+import {
+  BARE_CHECKPOINTS,
+  approvalOf,
+  openBareGraph,
+  openBenchApp,
+  timedDecision,
+  waitingRun,
+  type BenchApp,
+  type BareGraph,
+} from "../bench/support/app.js";
 import { FIRST_BENCH_TASK, benchSeed } from "../bench/support/portal.js";
 import { diff, installCommitCounter, total, type Counts } from "../bench/support/sqlite-commits.js";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
@@ -19,7 +28,16 @@ const counter = installCommitCounter();
 function counted(file: string, fn: () => void) {
   const before = counter.snapshot();
   fn();
-  return diff(counter.snapshot(), before)[file] ?? { commits: 0, durableCommits: 0, syncCalls: 0, settings: {}, statements: 0, ms: 0 };
+  return (
+    diff(counter.snapshot(), before)[file] ?? {
+      commits: 0,
+      durableCommits: 0,
+      syncCalls: 0,
+      settings: {},
+      statements: 0,
+      ms: 0,
+    }
+  );
 }
 
 describe("the commit counter", () => {
@@ -32,7 +50,11 @@ describe("the commit counter", () => {
       const insert = db.prepare("INSERT INTO t (v) VALUES (?)");
       db.pragma("synchronous = FULL");
 
-      expect(counted("known.sqlite", () => insert.run("a"))).toMatchObject({ commits: 1, durableCommits: 1, settings: { "wal/FULL": 1 } });
+      expect(counted("known.sqlite", () => insert.run("a"))).toMatchObject({
+        commits: 1,
+        durableCommits: 1,
+        settings: { "wal/FULL": 1 },
+      });
       const two = db.transaction(() => {
         insert.run("b");
         insert.run("c");
@@ -53,9 +75,17 @@ describe("the commit counter", () => {
       expect(nothing.statements).toBe(8);
       // The setting is read at each commit: a store may switch it per transaction.
       db.pragma("synchronous = NORMAL");
-      expect(counted("known.sqlite", () => insert.run("d"))).toMatchObject({ commits: 1, durableCommits: 0, settings: { "wal/NORMAL": 1 } });
+      expect(counted("known.sqlite", () => insert.run("d"))).toMatchObject({
+        commits: 1,
+        durableCommits: 0,
+        settings: { "wal/NORMAL": 1 },
+      });
       db.pragma("journal_mode = DELETE");
-      expect(counted("known.sqlite", () => insert.run("e"))).toMatchObject({ commits: 1, durableCommits: 1, settings: { "delete/NORMAL": 1 } });
+      expect(counted("known.sqlite", () => insert.run("e"))).toMatchObject({
+        commits: 1,
+        durableCommits: 1,
+        settings: { "delete/NORMAL": 1 },
+      });
       // An fsync outside SQLite counts against the file it syncs.
       const other = path.join(dir, "other.txt");
       fs.writeFileSync(other, "x");
@@ -96,8 +126,12 @@ describe("counting two approved actions, ours and the bare graph's", () => {
   function expectWellFormed(counts: Counts): void {
     for (const [file, f] of Object.entries(counts)) {
       expect(f.durableCommits, file).toBeLessThanOrEqual(f.commits);
-      expect(Object.values(f.settings).reduce((a, b) => a + b, 0), file).toBe(f.commits);
-      for (const setting of Object.keys(f.settings)) expect(setting).toMatch(/^(wal|delete|truncate|persist|memory|off)\/(OFF|NORMAL|FULL|EXTRA)$/);
+      expect(
+        Object.values(f.settings).reduce((a, b) => a + b, 0),
+        file,
+      ).toBe(f.commits);
+      for (const setting of Object.keys(f.settings))
+        expect(setting).toMatch(/^(wal|delete|truncate|persist|memory|off)\/(OFF|NORMAL|FULL|EXTRA)$/);
       expect(f.statements, file).toBeGreaterThanOrEqual(f.commits);
     }
   }

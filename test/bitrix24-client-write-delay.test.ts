@@ -17,7 +17,13 @@ afterEach(async () => {
 
 describe("write delay bound", () => {
   it("refuses a write that would wait past maxWriteDelayMs, with nothing sent", async () => {
-    const client = new Bitrix24Client({ webhookUrl: portal.emulator.webhookUrl, rate: 0.5, burst: 2, headroom: 0, maxWriteDelayMs: 200 });
+    const client = new Bitrix24Client({
+      webhookUrl: portal.emulator.webhookUrl,
+      rate: 0.5,
+      burst: 2,
+      headroom: 0,
+      maxWriteDelayMs: 200,
+    });
     await client.getTask(4);
     await client.getTask(4); // the bucket is now full: the next slot is 2 s away
     const err = await client.updateTask(4, { TITLE: "late" }).catch((e) => e);
@@ -29,7 +35,13 @@ describe("write delay bound", () => {
   });
 
   it("sends a write whose wait fits the bound", async () => {
-    const client = new Bitrix24Client({ webhookUrl: portal.emulator.webhookUrl, rate: 10, burst: 2, headroom: 0, maxWriteDelayMs: 2000 });
+    const client = new Bitrix24Client({
+      webhookUrl: portal.emulator.webhookUrl,
+      rate: 10,
+      burst: 2,
+      headroom: 0,
+      maxWriteDelayMs: 2000,
+    });
     await client.getTask(4);
     await client.getTask(4);
     await client.updateTask(4, { TITLE: "in time" });

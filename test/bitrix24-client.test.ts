@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import { Bitrix24Client, Bitrix24Error, redactWebhook, type Bitrix24ClientOptions } from "../src/bitrix24/client.js";
+import {
+  Bitrix24Client,
+  Bitrix24Error,
+  redactWebhook,
+  type Bitrix24ClientOptions,
+} from "../src/bitrix24/client.js";
 import type { Bitrix24ErrorKind } from "../src/bitrix24/errors.js";
 
 const CODE = "client-test-secret-code";
@@ -12,7 +17,12 @@ interface CallRow {
   status: number;
 }
 
-async function control(emu: RunningEmulator, path: string, method: "GET" | "POST" | "DELETE", body?: unknown): Promise<unknown> {
+async function control(
+  emu: RunningEmulator,
+  path: string,
+  method: "GET" | "POST" | "DELETE",
+  body?: unknown,
+): Promise<unknown> {
   const res = await fetch(`${emu.baseUrl}${path}`, {
     method,
     headers: body === undefined ? {} : { "content-type": "application/json" },
@@ -22,7 +32,8 @@ async function control(emu: RunningEmulator, path: string, method: "GET" | "POST
   return res.json();
 }
 
-const arm = (emu: RunningEmulator, fault: Record<string, unknown>) => control(emu, "/_emulator/faults", "POST", fault);
+const arm = (emu: RunningEmulator, fault: Record<string, unknown>) =>
+  control(emu, "/_emulator/faults", "POST", fault);
 const calls = async (emu: RunningEmulator, method?: string) => {
   const all = ((await control(emu, "/_emulator/calls", "GET")) as { calls: CallRow[] }).calls;
   return method ? all.filter((c) => c.method === method) : all;
@@ -32,7 +43,9 @@ const calls = async (emu: RunningEmulator, method?: string) => {
 async function expectKind(promise: Promise<unknown>, kind: Bitrix24ErrorKind): Promise<Bitrix24Error> {
   const err = await promise.then(
     (value) => {
-      throw new Error(`expected a Bitrix24Error of kind ${kind}, got success: ${JSON.stringify(value).slice(0, 200)}`);
+      throw new Error(
+        `expected a Bitrix24Error of kind ${kind}, got success: ${JSON.stringify(value).slice(0, 200)}`,
+      );
     },
     (e: unknown) => e,
   );
@@ -151,7 +164,10 @@ describe("Bitrix24Client against the emulator", () => {
 
     it("invalid_request: wrong task id, code 100 for empty fields, unknown method", async () => {
       const client = make();
-      const wrongId = await expectKind(client.call("tasks.task.get", { taskId: 0 }, "read"), "invalid_request");
+      const wrongId = await expectKind(
+        client.call("tasks.task.get", { taskId: 0 }, "read"),
+        "invalid_request",
+      );
       expect(wrongId.code).toBe("0");
       expect(wrongId.description).toMatch(/wrong task id/);
       const empty = await expectKind(client.updateTask(4, {}), "invalid_request");
@@ -175,14 +191,28 @@ describe("Bitrix24Client against the emulator", () => {
     });
 
     it("rate_limited: 503 QUERY_LIMIT_EXCEEDED on a read is retried a bounded number of times", async () => {
-      await arm(emu, { method: "tasks.task.get", kind: "error", status: 503, error: "QUERY_LIMIT_EXCEEDED", description: "Too many requests", times: 0 });
+      await arm(emu, {
+        method: "tasks.task.get",
+        kind: "error",
+        status: 503,
+        error: "QUERY_LIMIT_EXCEEDED",
+        description: "Too many requests",
+        times: 0,
+      });
       const err = await expectKind(make({ maxReadRetries: 2 }).getTask(4), "rate_limited");
       expect(err.httpStatus).toBe(503);
       expect(await calls(emu, "tasks.task.get")).toHaveLength(3);
     });
 
     it("rate_limited on a write: not applied by the portal, so it is retried and applied once", async () => {
-      await arm(emu, { method: "tasks.task.update", kind: "error", status: 503, error: "QUERY_LIMIT_EXCEEDED", description: "Too many requests", times: 1 });
+      await arm(emu, {
+        method: "tasks.task.update",
+        kind: "error",
+        status: 503,
+        error: "QUERY_LIMIT_EXCEEDED",
+        description: "Too many requests",
+        times: 1,
+      });
       const client = make();
       const body = await client.updateTask(4, { TITLE: "After one 503" });
       expect(body.result.task.title).toBe("After one 503");
@@ -196,7 +226,14 @@ describe("Bitrix24Client against the emulator", () => {
       // A 500/502/504 may come while the portal is carrying the write out (or after it did): it is not
       // a refusal, so the outcome is unknown, as for a lost answer.
       for (const status of [500, 502, 504]) {
-        await arm(emu, { method: "tasks.task.update", kind: "error", status, error: "INTERNAL_SERVER_ERROR", description: "boom", times: 1 });
+        await arm(emu, {
+          method: "tasks.task.update",
+          kind: "error",
+          status,
+          error: "INTERNAL_SERVER_ERROR",
+          description: "boom",
+          times: 1,
+        });
         const err = await expectKind(make().updateTask(4, { TITLE: "x" }), "target_rejected");
         expect(err.httpStatus).toBe(status);
         expect(err.outcomeUnknown).toBe(true);
@@ -206,20 +243,41 @@ describe("Bitrix24Client against the emulator", () => {
     });
 
     it("a 503 OVERLOAD_LIMIT on a write: the portal did not run it, so the outcome is known", async () => {
-      await arm(emu, { method: "tasks.task.update", kind: "error", status: 503, error: "OVERLOAD_LIMIT", description: "REST API is blocked due to overload.", times: 1 });
+      await arm(emu, {
+        method: "tasks.task.update",
+        kind: "error",
+        status: 503,
+        error: "OVERLOAD_LIMIT",
+        description: "REST API is blocked due to overload.",
+        times: 1,
+      });
       const err = await expectKind(make().updateTask(4, { TITLE: "x" }), "target_rejected");
       expect(err.outcomeUnknown).toBe(false);
       expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
     });
 
     it("a 5xx on a read leaves no outcome open: a read changes nothing", async () => {
-      await arm(emu, { method: "tasks.task.get", kind: "error", status: 500, error: "INTERNAL_SERVER_ERROR", description: "boom", times: 0 });
+      await arm(emu, {
+        method: "tasks.task.get",
+        kind: "error",
+        status: 500,
+        error: "INTERNAL_SERVER_ERROR",
+        description: "boom",
+        times: 0,
+      });
       const err = await expectKind(make({ maxReadRetries: 0 }).getTask(4), "target_rejected");
       expect(err.outcomeUnknown).toBe(false);
     });
 
     it("target_rejected: a 5xx on a read is retried, then reported", async () => {
-      await arm(emu, { method: "tasks.task.get", kind: "error", status: 502, error: "BAD_GATEWAY", description: "upstream", times: 0 });
+      await arm(emu, {
+        method: "tasks.task.get",
+        kind: "error",
+        status: 502,
+        error: "BAD_GATEWAY",
+        description: "upstream",
+        times: 0,
+      });
       await expectKind(make({ maxReadRetries: 1 }).getTask(4), "target_rejected");
       expect(await calls(emu, "tasks.task.get")).toHaveLength(2);
     });
@@ -228,7 +286,10 @@ describe("Bitrix24Client against the emulator", () => {
       const dead = await startEmulator({ port: 0, code: CODE });
       const url = dead.webhookUrl;
       await dead.close();
-      const err = await expectKind(new Bitrix24Client({ webhookUrl: url, rate: 0, maxReadRetries: 0 }).getTask(4), "transport_timeout");
+      const err = await expectKind(
+        new Bitrix24Client({ webhookUrl: url, rate: 0, maxReadRetries: 0 }).getTask(4),
+        "transport_timeout",
+      );
       expect(err.outcomeUnknown).toBe(false);
     });
 
@@ -259,7 +320,10 @@ describe("Bitrix24Client against the emulator", () => {
     it("latency beyond timeoutMs: transport_timeout on a read, retried", async () => {
       // Generous margins: on a loaded machine a 300 ms budget can expire on the healthy retry too.
       await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 3_000, times: 1 });
-      const err = await expectKind(make({ timeoutMs: 1_500, maxReadRetries: 0 }).getTask(4), "transport_timeout");
+      const err = await expectKind(
+        make({ timeoutMs: 1_500, maxReadRetries: 0 }).getTask(4),
+        "transport_timeout",
+      );
       expect(err.outcomeUnknown).toBe(true);
       // The same slow answer with one retry allowed: the second attempt is not delayed.
       await arm(emu, { method: "tasks.task.get", kind: "latency", ms: 3_000, times: 1 });
@@ -267,18 +331,29 @@ describe("Bitrix24Client against the emulator", () => {
       expect(body.result.task.id).toBe("4");
       // The emulator logs a delayed call when it finally answers; wait for both, so they cannot land in
       // the next test's call log.
-      for (let i = 0; i < 100 && (await calls(emu, "tasks.task.get")).length < 3; i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 100 && (await calls(emu, "tasks.task.get")).length < 3; i++)
+        await new Promise((r) => setTimeout(r, 50));
       expect(await calls(emu, "tasks.task.get")).toHaveLength(3);
     });
 
     it("error: an armed error answer is classified like a real one", async () => {
-      await arm(emu, { method: "tasks.task.get", kind: "error", status: 403, error: "insufficient_scope", description: "The request requires higher privileges than provided by the webhook token" });
+      await arm(emu, {
+        method: "tasks.task.get",
+        kind: "error",
+        status: 403,
+        error: "insufficient_scope",
+        description: "The request requires higher privileges than provided by the webhook token",
+      });
       const err = await expectKind(make().getTask(4), "auth");
       expect(err.code).toBe("insufficient_scope");
     });
 
     it("error: a numeric error code is compared as a string", async () => {
-      await arm(emu, { method: "tasks.task.history.list", kind: "malformed", body: JSON.stringify({ error: 0, error_description: "Access denied. (internal error)" }) });
+      await arm(emu, {
+        method: "tasks.task.history.list",
+        kind: "malformed",
+        body: JSON.stringify({ error: 0, error_description: "Access denied. (internal error)" }),
+      });
       const err = await expectKind(make().getTaskHistory(4), "access_denied");
       expect(err.code).toBe("0");
     });
@@ -286,7 +361,10 @@ describe("Bitrix24Client against the emulator", () => {
     it("apply_then_timeout: outcome unknown, exactly one update call, the change did land", async () => {
       await arm(emu, { method: "tasks.task.update", kind: "apply_then_timeout" });
       const client = make({ timeoutMs: 400 });
-      const err = await expectKind(client.updateTask(4, { TITLE: "Applied but unanswered" }), "transport_timeout");
+      const err = await expectKind(
+        client.updateTask(4, { TITLE: "Applied but unanswered" }),
+        "transport_timeout",
+      );
       expect(err.outcomeUnknown).toBe(true);
       expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
       expect((await client.getTask(4)).result.task.title).toBe("Applied but unanswered");
@@ -316,7 +394,8 @@ describe("Bitrix24Client against the emulator", () => {
         const client = new Bitrix24Client({ webhookUrl: other.webhookUrl, rate: 0, timeoutMs: 30_000 });
         const pending = client.updateTask(4, { TITLE: "dropped" });
         // Wait until the emulator has logged the call, then make it drop the connection.
-        for (let i = 0; i < 100 && (await calls(other, "tasks.task.update")).length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+        for (let i = 0; i < 100 && (await calls(other, "tasks.task.update")).length === 0; i++)
+          await new Promise((r) => setTimeout(r, 20));
         const closing = other.close();
         const err = await expectKind(pending, "transport_timeout");
         expect(err.outcomeUnknown).toBe(true);
@@ -347,7 +426,9 @@ describe("Bitrix24Client against the emulator", () => {
     it("malformed on a write: reported as malformed_response, not retried", async () => {
       await arm(emu, { method: "tasks.task.update", kind: "malformed" });
       // A 200 that cannot be read says nothing about whether the write was carried out.
-      expect((await expectKind(make().updateTask(4, { TITLE: "x" }), "malformed_response")).outcomeUnknown).toBe(true);
+      expect(
+        (await expectKind(make().updateTask(4, { TITLE: "x" }), "malformed_response")).outcomeUnknown,
+      ).toBe(true);
       expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
     });
   });
@@ -368,7 +449,9 @@ describe("rate limiting against the emulator's leaky bucket", () => {
   it("without the client bucket, a burst gets 503 QUERY_LIMIT_EXCEEDED", async () => {
     const client = new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0, maxReadRetries: 0 });
     const results = await Promise.allSettled(Array.from({ length: 40 }, () => client.getTask(4)));
-    const limited = results.filter((r) => r.status === "rejected" && (r.reason as Bitrix24Error).kind === "rate_limited");
+    const limited = results.filter(
+      (r) => r.status === "rejected" && (r.reason as Bitrix24Error).kind === "rate_limited",
+    );
     expect(limited.length).toBeGreaterThan(0);
     expect((await calls(emu)).filter((c) => c.status === 503).length).toBe(limited.length);
   });
@@ -385,14 +468,20 @@ describe("rate limiting against the emulator's leaky bucket", () => {
 
 describe("redactWebhook and configuration", () => {
   it("masks the code of a webhook URL", () => {
-    expect(redactWebhook("https://example.bitrix24.com/rest/1/abc123secret/")).toBe("https://example.bitrix24.com/rest/1/***/");
-    expect(redactWebhook("http://127.0.0.1:4100/rest/17/abc123secret")).toBe("http://127.0.0.1:4100/rest/17/***/");
+    expect(redactWebhook("https://example.bitrix24.com/rest/1/abc123secret/")).toBe(
+      "https://example.bitrix24.com/rest/1/***/",
+    );
+    expect(redactWebhook("http://127.0.0.1:4100/rest/17/abc123secret")).toBe(
+      "http://127.0.0.1:4100/rest/17/***/",
+    );
     expect(redactWebhook("http://127.0.0.1:4100/something/else")).toBe("http://127.0.0.1:4100/***");
     expect(redactWebhook("not a url abc123secret")).toBe("***");
   });
 
   it("rejects a URL that is not a webhook, without echoing the code", () => {
-    expect(() => new Bitrix24Client({ webhookUrl: "https://example.com/rest/abc123secret/" })).toThrow(/expected webhookUrl/);
+    expect(() => new Bitrix24Client({ webhookUrl: "https://example.com/rest/abc123secret/" })).toThrow(
+      /expected webhookUrl/,
+    );
     try {
       new Bitrix24Client({ webhookUrl: "ftp://example.com/rest/1/abc123secret/" });
       throw new Error("expected a throw");

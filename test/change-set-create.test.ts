@@ -12,7 +12,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
 import { listPending } from "../src/app/pending.js";
-import { outcomeTable, setCardHeader, ChangeSetSchema, type ActionOutcome } from "../src/envelope/change-set.js";
+import {
+  outcomeTable,
+  setCardHeader,
+  ChangeSetSchema,
+  type ActionOutcome,
+} from "../src/envelope/change-set.js";
 import { Printer, outcomeTableLines, pendingLine } from "../src/cli/render.js";
 import { setOutcomeFromMessages } from "../src/api/cli-api.js";
 import type { PendingApproval } from "../src/app/pending.js";
@@ -38,8 +43,15 @@ function proposeSet(actions: Action[]): Script {
     const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
     if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
     const ids = [...new Set(actions.flatMap((a) => (a.taskId ? [a.taskId] : [])))];
-    if (!tools.includes("get_task_by_id") && ids.length) return new AIMessage({ content: "", tool_calls: ids.map((taskId) => call("get_task_by_id", { taskId })) });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })] });
+    if (!tools.includes("get_task_by_id") && ids.length)
+      return new AIMessage({
+        content: "",
+        tool_calls: ids.map((taskId) => call("get_task_by_id", { taskId })),
+      });
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
+    });
   };
 }
 
@@ -56,7 +68,11 @@ afterEach(async () => {
 
 function approveAll(view: ThreadView) {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+    ],
+  };
 }
 
 const writeMethods = async () => (await portal.writes()).map((w) => w.method);
@@ -67,7 +83,12 @@ describe("a change set with a create (add_task)", () => {
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     const a = view.approval!;
-    expect(a.changeSet!.actions.map((x) => [x.actionId, x.envelope.operation, x.envelope.object.id])).toEqual([["a1", "update_task", 4], ["a2", "add_task", 0]]);
+    expect(a.changeSet!.actions.map((x) => [x.actionId, x.envelope.operation, x.envelope.object.id])).toEqual(
+      [
+        ["a1", "update_task", 4],
+        ["a2", "add_task", 0],
+      ],
+    );
     const card = view.state!.card!;
     expect(card).toContain("CHANGE SET — approval requested for 2 actions");
     expect(card).toMatch(/2\. a2: add_task \(tasks\.task\.add\) on a new task/);
@@ -80,7 +101,9 @@ describe("a change set with a create (add_task)", () => {
     expect((await portal.task(4))["title"]).toBe("CS-1 renamed");
     const added = (await portal.calls("tasks.task.add"))[0]!;
     expect(added.params).toMatchObject({ fields: { TITLE, RESPONSIBLE_ID: "5" } });
-    const table = done.state!.messages.map((m) => String(m.content)).find((t) => t.startsWith("Change set, action by action"));
+    const table = done
+      .state!.messages.map((m) => String(m.content))
+      .find((t) => t.startsWith("Change set, action by action"));
     expect(table).toMatch(/a1 +update_task +task 4 +VERIFIED/);
     // The set's outcome table names a create by the task it made ("new task N"), never "task 0".
     expect(table).toMatch(/a2 +add_task +new task \d+ +VERIFIED/);
@@ -104,7 +127,9 @@ describe("a change set with a create (add_task)", () => {
     expect(pendingLine(listed)).not.toMatch(/task 0\b/);
     expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");
     const shown = await viewThread(app, view.threadId);
-    expect(outcomeTableLines(shown.changeSetOutcome!.actions).join("\n")).toMatch(/a2 +add_task +a new task +VERIFIED/);
+    expect(outcomeTableLines(shown.changeSetOutcome!.actions).join("\n")).toMatch(
+      /a2 +add_task +a new task +VERIFIED/,
+    );
     const undo = await startUndo(app, view.threadId, "demo-user");
     expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
     expect(undo.approval!.envelope.params).toEqual({ TITLE: original });
@@ -124,7 +149,10 @@ describe("a change set with a create (add_task)", () => {
     delete policy.operations.delete_task.reason;
     const file = path.join(dataDir, "policy.json");
     fs.writeFileSync(file, JSON.stringify(policy));
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(SET)), env: { ACTION_ENVELOPE_POLICY: file } });
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(proposeSet(SET)),
+      env: { ACTION_ENVELOPE_POLICY: file },
+    });
     const original = (await portal.task(4))["title"];
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");
@@ -132,11 +160,21 @@ describe("a change set with a create (add_task)", () => {
     const createdId = Number((a2!.progress.verification!.created as { id: string }).id);
     const undo = await startUndo(app, view.threadId, "demo-user");
     expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
-    expect(undo.approval!.changeSet!.actions.map((x) => [x.envelope.operation, x.envelope.object.id])).toEqual([["update_task", 4], ["delete_task", createdId]]);
+    expect(
+      undo.approval!.changeSet!.actions.map((x) => [x.envelope.operation, x.envelope.object.id]),
+    ).toEqual([
+      ["update_task", 4],
+      ["delete_task", createdId],
+    ]);
     const restored = await submitDecision(app, undo.threadId, approveAll(undo));
     expect(restored.state!.outcome, restored.state!.reason ?? "").toBe("VERIFIED");
     expect((await portal.task(4))["title"]).toBe(original);
-    expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.add", "tasks.task.update", "tasks.task.delete"]);
+    expect(await writeMethods()).toEqual([
+      "tasks.task.update",
+      "tasks.task.add",
+      "tasks.task.update",
+      "tasks.task.delete",
+    ]);
   });
 
   it("two creates in one set: each pre-read, written once and verified on its own (two new tasks)", async () => {
@@ -145,7 +183,10 @@ describe("a change set with a create (add_task)", () => {
       { operation: "add_task", fields: { TITLE: "CS second new task", RESPONSIBLE_ID: "5" } },
     ];
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(two)) });
-    const view = await startRun(app, { request: 'create a task "CS first new task" for user 5 and a task "CS second new task" for user 5', requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: 'create a task "CS first new task" for user 5 and a task "CS second new task" for user 5',
+      requestedBy: "demo-user",
+    });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     const done = await submitDecision(app, view.threadId, approveAll(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
@@ -156,11 +197,18 @@ describe("a change set with a create (add_task)", () => {
       ids.push(Number((row!.progress.verification!.created as { id: string }).id));
     }
     expect(new Set(ids).size).toBe(2);
-    expect([(await portal.task(ids[0]!))["title"], (await portal.task(ids[1]!))["title"]]).toEqual(["CS first new task", "CS second new task"]);
+    expect([(await portal.task(ids[0]!))["title"], (await portal.task(ids[1]!))["title"]]).toEqual([
+      "CS first new task",
+      "CS second new task",
+    ]);
   });
 
   it("is refused before the card when add_task names a task id (a create names no object); nothing written, no crash", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet([SET[0]!, { operation: "add_task", taskId: 4, fields: { TITLE, RESPONSIBLE_ID: "5" } }])) });
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(
+        proposeSet([SET[0]!, { operation: "add_task", taskId: 4, fields: { TITLE, RESPONSIBLE_ID: "5" } }]),
+      ),
+    });
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect(view.status).not.toBe("awaiting_approval");
     expect(await portal.writes()).toHaveLength(0);
@@ -168,13 +216,28 @@ describe("a change set with a create (add_task)", () => {
 });
 
 describe("a change set's wording for a create", () => {
-  const base = { actionId: "a2", envelopeHash: "sha256:" + "0".repeat(64), operation: "add_task", outcome: "VERIFIED", reasonCode: "VERIFIED", reason: "ok", sent: true };
+  const base = {
+    actionId: "a2",
+    envelopeHash: "sha256:" + "0".repeat(64),
+    operation: "add_task",
+    outcome: "VERIFIED",
+    reasonCode: "VERIFIED",
+    reason: "ok",
+    sent: true,
+  };
 
   it("outcome table: 'new task N' with the created id, 'a new task' without it; other rows unchanged", () => {
     const rows: ActionOutcome[] = [
       { ...base, actionId: "a1", operation: "update_task", taskId: 4 },
       { ...base, taskId: 0, createdId: 17 },
-      { ...base, actionId: "a3", taskId: 0, outcome: "NOT_EXECUTED", reasonCode: "CHAIN_STOPPED", sent: false },
+      {
+        ...base,
+        actionId: "a3",
+        taskId: 0,
+        outcome: "NOT_EXECUTED",
+        reasonCode: "CHAIN_STOPPED",
+        sent: false,
+      },
     ];
     const t = outcomeTable(rows);
     expect(t).toMatch(/a1 +update_task +task 4 +VERIFIED/);
@@ -184,7 +247,13 @@ describe("a change set's wording for a create", () => {
   });
 
   it("the set schema takes id 0 exactly for a create", () => {
-    const action = (operation: string, id: number) => ({ actionId: "a1", envelopeHash: "sha256:" + "1".repeat(64), operation, object: { type: "task", id }, reversibility: "reversible_external" });
+    const action = (operation: string, id: number) => ({
+      actionId: "a1",
+      envelopeHash: "sha256:" + "1".repeat(64),
+      operation,
+      object: { type: "task", id },
+      reversibility: "reversible_external",
+    });
     const set = (actions: unknown[]) => ({
       schema: "action-envelope-set/1",
       setId: "s",
@@ -198,10 +267,20 @@ describe("a change set's wording for a create", () => {
       expiresAt: "2026-12-01T01:00:00Z",
       nonce: "0".repeat(32),
     });
-    const second = (operation: string, id: number) => ({ ...action(operation, id), actionId: "a2", envelopeHash: "sha256:" + "2".repeat(64) });
-    expect(ChangeSetSchema.safeParse(set([action("update_task", 4), second("add_task", 0)])).success).toBe(true);
-    expect(ChangeSetSchema.safeParse(set([action("update_task", 0), second("add_task", 0)])).success).toBe(false);
-    expect(ChangeSetSchema.safeParse(set([action("update_task", 4), second("add_task", 5)])).success).toBe(false);
+    const second = (operation: string, id: number) => ({
+      ...action(operation, id),
+      actionId: "a2",
+      envelopeHash: "sha256:" + "2".repeat(64),
+    });
+    expect(ChangeSetSchema.safeParse(set([action("update_task", 4), second("add_task", 0)])).success).toBe(
+      true,
+    );
+    expect(ChangeSetSchema.safeParse(set([action("update_task", 0), second("add_task", 0)])).success).toBe(
+      false,
+    );
+    expect(ChangeSetSchema.safeParse(set([action("update_task", 4), second("add_task", 5)])).success).toBe(
+      false,
+    );
     const parsed = ChangeSetSchema.parse(set([action("update_task", 4), second("add_task", 0)]));
     const header = setCardHeader(parsed, "sha256:" + "3".repeat(64));
     expect(header).toContain("a2: add_task (tasks.task.add) on a new task");
@@ -221,34 +300,85 @@ describe("a change set's wording for a create", () => {
   });
 
   it("pending: a single add_task and a set's add_task are 'a new task'; updates keep 'task 4' / 'deal 3'", () => {
-    const single = pendingLine(listing({ taskId: 0, object: { type: "task", id: 0 }, operation: "add_task", fields: ["TITLE", "RESPONSIBLE_ID"] }));
+    const single = pendingLine(
+      listing({
+        taskId: 0,
+        object: { type: "task", id: 0 },
+        operation: "add_task",
+        fields: ["TITLE", "RESPONSIBLE_ID"],
+      }),
+    );
     expect(single).toContain("add_task a new task TITLE,RESPONSIBLE_ID");
     expect(single).not.toMatch(/task 0\b/);
-    expect(pendingLine(listing({ taskId: 4, operation: "update_task", fields: ["TITLE"] }))).toContain("  task 4 TITLE  ");
-    expect(pendingLine(listing({ taskId: 3, object: { type: "deal", id: 3 }, operation: "update_deal", fields: ["STAGE_ID"] }))).toContain("update_deal deal 3 STAGE_ID");
+    expect(pendingLine(listing({ taskId: 4, operation: "update_task", fields: ["TITLE"] }))).toContain(
+      "  task 4 TITLE  ",
+    );
+    expect(
+      pendingLine(
+        listing({
+          taskId: 3,
+          object: { type: "deal", id: 3 },
+          operation: "update_deal",
+          fields: ["STAGE_ID"],
+        }),
+      ),
+    ).toContain("update_deal deal 3 STAGE_ID");
     const set = pendingLine(
       listing({
         changeSet: {
           setHash: "sha256:" + "4".repeat(64),
           actions: [
-            { actionId: "a1", envelopeHash: "sha256:" + "5".repeat(64), operation: "update_task", taskId: 4, object: { type: "task", id: 4 }, fields: ["TITLE"] },
-            { actionId: "a2", envelopeHash: "sha256:" + "6".repeat(64), operation: "add_task", taskId: 0, object: { type: "task", id: 0 }, fields: ["TITLE", "RESPONSIBLE_ID"] },
+            {
+              actionId: "a1",
+              envelopeHash: "sha256:" + "5".repeat(64),
+              operation: "update_task",
+              taskId: 4,
+              object: { type: "task", id: 4 },
+              fields: ["TITLE"],
+            },
+            {
+              actionId: "a2",
+              envelopeHash: "sha256:" + "6".repeat(64),
+              operation: "add_task",
+              taskId: 0,
+              object: { type: "task", id: 0 },
+              fields: ["TITLE", "RESPONSIBLE_ID"],
+            },
           ],
         },
       }),
     );
-    expect(set).toContain("change set of 2 actions: a1 update_task task 4 TITLE; a2 add_task a new task TITLE,RESPONSIBLE_ID");
+    expect(set).toContain(
+      "change set of 2 actions: a1 update_task task 4 TITLE; a2 add_task a new task TITLE,RESPONSIBLE_ID",
+    );
   });
 
   it("the CLI's outcome table and the proposal's progress line name a create 'a new task'", () => {
     const lines = outcomeTableLines([
-      { actionId: "a1", operation: "update_task", taskId: 4, outcome: "VERIFIED", reasonCode: "VERIFIED", sent: true },
-      { actionId: "a2", operation: "add_task", taskId: 0, outcome: "VERIFIED", reasonCode: "VERIFIED", sent: true },
+      {
+        actionId: "a1",
+        operation: "update_task",
+        taskId: 4,
+        outcome: "VERIFIED",
+        reasonCode: "VERIFIED",
+        sent: true,
+      },
+      {
+        actionId: "a2",
+        operation: "add_task",
+        taskId: 0,
+        outcome: "VERIFIED",
+        reasonCode: "VERIFIED",
+        sent: true,
+      },
     ]);
     expect(lines[1]).toMatch(/^a1 +update_task +task 4 +VERIFIED/);
     expect(lines[2]).toMatch(/^a2 +add_task +a new task +VERIFIED/);
     let out = "";
-    const printer = new Printer({ write: (t: string) => ((out += t), true), isTTY: false } as unknown as NodeJS.WriteStream);
+    const printer = new Printer({
+      write: (t: string) => ((out += t), true),
+      isTTY: false,
+    } as unknown as NodeJS.WriteStream);
     printer.onStep("propose", {
       proposal: {
         operation: "update_task",
@@ -262,7 +392,9 @@ describe("a change set's wording for a create", () => {
         source: "model",
       },
     } as never);
-    expect(out).toContain('change set of 2 actions: update_task task 4 {"TITLE":"x"}; add_task a new task {"TITLE":"y","RESPONSIBLE_ID":"5"}');
+    expect(out).toContain(
+      'change set of 2 actions: update_task task 4 {"TITLE":"x"}; add_task a new task {"TITLE":"y","RESPONSIBLE_ID":"5"}',
+    );
     expect(out).not.toMatch(/task 0\b/);
   });
 

@@ -27,10 +27,27 @@ type Action = { operation: string; taskId: number; fields: Record<string, unknow
 /** Reads every task named, then proposes the change set. */
 function proposeSet(actions: Action[]): Script {
   return (messages) => {
-    const read = new Set(messages.filter((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id").length ? actions.map((a) => a.taskId) : []);
-    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-    if (read.size === 0) return new AIMessage({ content: "", tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) => call("get_task_by_id", { taskId })) });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })] });
+    const read = new Set(
+      messages.filter((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id")
+        .length
+        ? actions.map((a) => a.taskId)
+        : [],
+    );
+    if (
+      messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set")
+    )
+      return new AIMessage("Proposed; waiting for the human.");
+    if (read.size === 0)
+      return new AIMessage({
+        content: "",
+        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
+          call("get_task_by_id", { taskId }),
+        ),
+      });
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
+    });
   };
 }
 
@@ -55,17 +72,29 @@ async function open(actions: Action[], env: Record<string, string> = {}): Promis
 
 function approveAll(view: ThreadView, approver = "demo-approver") {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } },
+    ],
+  };
 }
 
-function perAction(view: ThreadView, types: Record<string, "approve" | "reject" | { edit: Record<string, unknown> }>, approver = "alice") {
+function perAction(
+  view: ThreadView,
+  types: Record<string, "approve" | "reject" | { edit: Record<string, unknown> }>,
+  approver = "alice",
+) {
   const a = view.approval!;
   return {
     decisions: Object.entries(types).map(([actionId, t]) => {
       const base = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver }, actionId };
       if (typeof t === "string") return { type: t, ...base };
       const env = a.changeSet!.actions.find((x) => x.actionId === actionId)!.envelope;
-      return { type: "edit", ...base, editedAction: { name: env.operation, args: { taskId: env.object.id, fields: t.edit } } };
+      return {
+        type: "edit",
+        ...base,
+        editedAction: { name: env.operation, args: { taskId: env.object.id, fields: t.edit } },
+      };
     }),
   };
 }
@@ -84,7 +113,10 @@ describe("a change set", () => {
     await open(REVIEW_SET);
     const view = await waiting();
     const a = view.approval!;
-    expect(a.changeSet!.actions.map((x) => [x.actionId, x.envelope.operation])).toEqual([["a1", "update_task"], ["a2", "add_task_comment"]]);
+    expect(a.changeSet!.actions.map((x) => [x.actionId, x.envelope.operation])).toEqual([
+      ["a1", "update_task"],
+      ["a2", "add_task_comment"],
+    ]);
     expect(a.actionRequests.map((r) => r.name)).toEqual(["update_task", "add_task_comment"]);
     expect(a.envelopeHash).toBe(a.changeSet!.setHash);
     // The chain is as risky as its riskiest action (RESPONSIBLE_ID: high, reversible_external).
@@ -100,17 +132,55 @@ describe("a change set", () => {
     expect(await writeMethods()).toEqual(["tasks.task.update", "task.commentitem.add"]);
     const task = await portal.task(4);
     expect([task["status"], task["responsibleId"]]).toEqual(["4", "5"]);
-    const table = done.state!.messages.map((m) => String(m.content)).find((t) => t.startsWith("Change set, action by action"));
+    const table = done
+      .state!.messages.map((m) => String(m.content))
+      .find((t) => t.startsWith("Change set, action by action"));
     expect(table).toMatch(/a1 +update_task +task 4 +VERIFIED/);
     expect(table).toMatch(/a2 +add_task_comment +task 4 +VERIFIED/);
     // Each action's own evidence is in the hash-chained log and in the case record, not only the last one's.
     const records = await app.deps.audit.records({ threadId: view.threadId });
-    expect(records.filter((r) => r.event === "action_ended").map((r) => [(r.received as { actionId: string }).actionId, r.outcome!.outcome, r.outcome!.flags.sideEffectVerified])).toEqual([["a1", "VERIFIED", true], ["a2", "VERIFIED", true]]);
-    const evidence = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() }).map((e) => e.name.replace(/^\d+-/, ""));
-    expect(evidence).toEqual(expect.arrayContaining(["a1-pre-read", "a1-invocation", "a1-acknowledgement", "a1-post-write-read", "a1-outcome", "a2-pre-read", "a2-invocation", "a2-post-write-read", "a2-outcome", "outcome"]));
+    expect(
+      records
+        .filter((r) => r.event === "action_ended")
+        .map((r) => [
+          (r.received as { actionId: string }).actionId,
+          r.outcome!.outcome,
+          r.outcome!.flags.sideEffectVerified,
+        ]),
+    ).toEqual([
+      ["a1", "VERIFIED", true],
+      ["a2", "VERIFIED", true],
+    ]);
+    const evidence = buildEvidence({
+      threadId: view.threadId,
+      status: "finished",
+      state: done.state,
+      records,
+      chain: await app.deps.audit.verify(),
+    }).map((e) => e.name.replace(/^\d+-/, ""));
+    expect(evidence).toEqual(
+      expect.arrayContaining([
+        "a1-pre-read",
+        "a1-invocation",
+        "a1-acknowledgement",
+        "a1-post-write-read",
+        "a1-outcome",
+        "a2-pre-read",
+        "a2-invocation",
+        "a2-post-write-read",
+        "a2-outcome",
+        "outcome",
+      ]),
+    );
     expect(evidence).not.toContain("pre-read");
     // Why the set's flags hold is explained from the records alone (no state given).
-    const page = buildCase({ threadId: view.threadId, status: "finished", state: undefined, records, chain: await app.deps.audit.verify() }).caseRecord.firstPage;
+    const page = buildCase({
+      threadId: view.threadId,
+      status: "finished",
+      state: undefined,
+      records,
+      chain: await app.deps.audit.verify(),
+    }).caseRecord.firstPage;
     expect(page.flags).toEqual(records.find((r) => r.event === "execution_outcome")!.outcome!.flags);
     expect(page.flagReasons?.sideEffectVerified).toMatch(/\S/);
   });
@@ -121,20 +191,32 @@ describe("a change set", () => {
       { operation: "update_task", taskId: 5, fields: { TITLE: "CS-2 renamed" } },
       { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: COMMENT } },
     ]);
-    const view = await waiting(`rename task 4 to CS-1 renamed, rename task 5 to CS-2 renamed and comment on task 4: ${COMMENT}`);
+    const view = await waiting(
+      `rename task 4 to CS-1 renamed, rename task 5 to CS-2 renamed and comment on task 4: ${COMMENT}`,
+    );
     // Someone changes task 5 after the card was shown.
-    expect((await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: "2" } })).status).toBe(200);
+    expect((await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: "2" } })).status).toBe(
+      200,
+    );
     const before = (await portal.writes()).length;
     const done = await submitDecision(app, view.threadId, approveAll(view));
     expect(done.state!.outcome).toBe("PARTIALLY_EXECUTED");
     expect(done.state!.reasonCode).toBe("STALE_STATE");
-    expect(done.state!.reason).toMatch(/a1 VERIFIED \(VERIFIED\); a2 NOT_EXECUTED \(STALE_STATE\); a3 NOT_EXECUTED \(CHAIN_STOPPED\)/);
+    expect(done.state!.reason).toMatch(
+      /a1 VERIFIED \(VERIFIED\); a2 NOT_EXECUTED \(STALE_STATE\); a3 NOT_EXECUTED \(CHAIN_STOPPED\)/,
+    );
     expect((await portal.writes()).slice(before).map((w) => w.method)).toEqual(["tasks.task.update"]);
     expect((await portal.task(4))["title"]).toBe("CS-1 renamed");
     expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
     {
       const records = await app.deps.audit.records({ threadId: view.threadId });
-      const page = buildCase({ threadId: view.threadId, status: "finished", state: undefined, records, chain: await app.deps.audit.verify() }).caseRecord.firstPage;
+      const page = buildCase({
+        threadId: view.threadId,
+        status: "finished",
+        state: undefined,
+        records,
+        chain: await app.deps.audit.verify(),
+      }).caseRecord.firstPage;
       expect(page.outcome).toMatchObject({ outcome: "PARTIALLY_EXECUTED", reasonCode: "STALE_STATE" });
       expect(page.flagReasons).not.toBeNull();
     }
@@ -147,7 +229,9 @@ describe("a change set", () => {
     policy.version = "test-irreversible-comment";
     const file = path.join(dataDir, "policy.json");
     fs.writeFileSync(file, JSON.stringify(policy));
-    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!], { ACTION_ENVELOPE_POLICY: file });
+    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!], {
+      ACTION_ENVELOPE_POLICY: file,
+    });
     const view = await waiting(`set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`);
     expect(view.approval!.changeSet!.set.risk.reversibility).toBe("irreversible");
     await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
@@ -165,14 +249,23 @@ describe("a change set", () => {
     policy.version = "test-comment-leads";
     const file = path.join(dataDir, "policy.json");
     fs.writeFileSync(file, JSON.stringify(policy));
-    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!], { ACTION_ENVELOPE_POLICY: file });
+    await open([{ operation: "update_task", taskId: 4, fields: { STATUS: "4" } }, REVIEW_SET[1]!], {
+      ACTION_ENVELOPE_POLICY: file,
+    });
     const view = await waiting(`set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`);
     const a = view.approval!;
-    const cancel = (id: string) => ({ decisions: [{ type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id }, reason: "not needed" }] });
+    const cancel = (id: string) => ({
+      decisions: [
+        { type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id }, reason: "not needed" },
+      ],
+    });
     // bob may decide update_task (task-approvers) but not add_task_comment (task-leads only).
     const refused = await submitDecision(app, view.threadId, cancel("bob"));
     expect(refused.status).toBe("awaiting_approval");
-    expect(refused.approval!.lastRefusal).toMatchObject({ code: "APPROVER_NOT_ALLOWED", reason: expect.stringContaining("add_task_comment") });
+    expect(refused.approval!.lastRefusal).toMatchObject({
+      code: "APPROVER_NOT_ALLOWED",
+      reason: expect.stringContaining("add_task_comment"),
+    });
     // The requester may cancel their own request.
     const done = await submitDecision(app, view.threadId, cancel("demo-user"));
     expect(done.state!.reasonCode).toBe("CANCELLED");
@@ -207,18 +300,33 @@ describe("a change set", () => {
   it("an edit of any action is a new revision of the whole set: the earlier set hash is refused STALE_REVISION", async () => {
     await open(REVIEW_SET);
     const view = await waiting();
-    const edited = await submitDecision(app, view.threadId, perAction(view, { a1: "approve", a2: { edit: { POST_MESSAGE: "Shorter." } } }));
+    const edited = await submitDecision(
+      app,
+      view.threadId,
+      perAction(view, { a1: "approve", a2: { edit: { POST_MESSAGE: "Shorter." } } }),
+    );
     expect(edited.status).toBe("awaiting_approval");
     expect(edited.approval!.changeSet!.set.revision).toBe(2);
     expect(edited.approval!.changeSet!.set.previousSetHash).toBe(view.approval!.envelopeHash);
     expect(edited.approval!.envelopeHash).not.toBe(view.approval!.envelopeHash);
     // Approving the set as first shown is refused: the edit voided every approval of it.
-    const stale = await submitDecision(app, view.threadId, { decisions: [{ type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: edited.approval!.nonce, approver: { id: "bob" } }] });
+    const stale = await submitDecision(app, view.threadId, {
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: view.approval!.envelopeHash,
+          nonce: edited.approval!.nonce,
+          approver: { id: "bob" },
+        },
+      ],
+    });
     expect(stale.approval!.lastRefusal?.code).toBe("STALE_REVISION");
     expect(await portal.writes()).toHaveLength(0);
     const done = await submitDecision(app, view.threadId, approveAll(edited, "bob"));
     expect(done.state!.outcome).toBe("VERIFIED");
-    const comments = (await portal.rest("task.commentitem.getlist", { TASKID: 4 })).body.result as Array<{ POST_MESSAGE: string }>;
+    const comments = (await portal.rest("task.commentitem.getlist", { TASKID: 4 })).body.result as Array<{
+      POST_MESSAGE: string;
+    }>;
     expect(comments.at(-1)!.POST_MESSAGE).toBe("Shorter.");
   });
 
@@ -226,17 +334,47 @@ describe("a change set", () => {
     await open(REVIEW_SET);
     const view = await waiting();
     const a = view.approval!;
-    const d = (extra: Record<string, unknown>) => ({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, ...extra });
-    for (const decisions of [[d({}), d({})], [d({ actionId: "a1" })], [d({ actionId: "a1" }), d({ actionId: "a1" })], [d({ actionId: "a1" }), d({ actionId: "a9" })]]) {
+    const d = (extra: Record<string, unknown>) => ({
+      type: "approve",
+      envelopeHash: a.envelopeHash,
+      nonce: a.nonce,
+      approver: { id: "alice" },
+      ...extra,
+    });
+    for (const decisions of [
+      [d({}), d({})],
+      [d({ actionId: "a1" })],
+      [d({ actionId: "a1" }), d({ actionId: "a1" })],
+      [d({ actionId: "a1" }), d({ actionId: "a9" })],
+    ]) {
       const r = await submitDecision(app, view.threadId, { decisions });
       expect(r.status).toBe("awaiting_approval");
       expect(r.approval!.lastRefusal?.code).toBe("MALFORMED");
     }
-    const wholeEdit = await submitDecision(app, view.threadId, { decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "update_task", args: { taskId: 4, fields: { STATUS: "3" } } } }] });
+    const wholeEdit = await submitDecision(app, view.threadId, {
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+          editedAction: { name: "update_task", args: { taskId: 4, fields: { STATUS: "3" } } },
+        },
+      ],
+    });
     expect(wholeEdit.approval!.lastRefusal).toMatchObject({ code: "MALFORMED" });
     expect(wholeEdit.approval!.lastRefusal!.reason).toContain("names the action");
     // A decision bound to one action's own envelope hash is not an approval of the set.
-    const ownHash = await submitDecision(app, view.threadId, { decisions: [{ type: "approve", envelopeHash: a.changeSet!.actions[0]!.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+    const ownHash = await submitDecision(app, view.threadId, {
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: a.changeSet!.actions[0]!.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+        },
+      ],
+    });
     expect(ownHash.approval!.lastRefusal?.code).toBe("HASH_MISMATCH");
     expect(await portal.writes()).toHaveLength(0);
   });
@@ -245,7 +383,11 @@ describe("a change set", () => {
     await open(REVIEW_SET);
     const view = await waiting();
     const a = view.approval!;
-    const done = await submitDecision(app, view.threadId, { decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [
+        { type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } },
+      ],
+    });
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("REJECTED_BY_HUMAN");
     expect(await portal.writes()).toHaveLength(0);
@@ -266,9 +408,14 @@ describe("a change set", () => {
     expect(done.state!.outcome).toBe("VERIFIED");
     const undo = await startUndo(app, done.threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
-    expect(undo.approval!.envelope.params).toEqual({ STATUS: original["status"], RESPONSIBLE_ID: original["responsibleId"] });
+    expect(undo.approval!.envelope.params).toEqual({
+      STATUS: original["status"],
+      RESPONSIBLE_ID: original["responsibleId"],
+    });
     expect(undo.state!.card).toContain("Not undone: a2 (add_task_comment on task 4)");
-    expect(undo.state!.card).toMatch(/deleting it \(delete_task_comment\) is denied by policy default@test-no-comment-delete: comments stay/);
+    expect(undo.state!.card).toMatch(
+      /deleting it \(delete_task_comment\) is denied by policy default@test-no-comment-delete: comments stay/,
+    );
     expect(await writeMethods()).toEqual(["tasks.task.update", "task.commentitem.add"]);
     const restored = await submitDecision(app, undo.threadId, approveAll(undo));
     expect(restored.state!.outcome).toBe("VERIFIED");
@@ -286,7 +433,10 @@ describe("a change set", () => {
     const view = await waiting("rename task 4 to CS-1 renamed and rename task 5 to CS-2 renamed");
     expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");
     const undo = await startUndo(app, view.threadId, "demo-user");
-    expect(undo.approval!.changeSet!.actions.map((a) => [a.envelope.object.id, a.envelope.params])).toEqual([[4, { TITLE: titles[0] }], [5, { TITLE: titles[1] }]]);
+    expect(undo.approval!.changeSet!.actions.map((a) => [a.envelope.object.id, a.envelope.params])).toEqual([
+      [4, { TITLE: titles[0] }],
+      [5, { TITLE: titles[1] }],
+    ]);
     expect(undo.state!.card).toContain(`UNDO of thread ${view.threadId}`);
     const restored = await submitDecision(app, undo.threadId, approveAll(undo));
     expect(restored.state!.outcome).toBe("VERIFIED");
@@ -297,7 +447,9 @@ describe("a change set", () => {
     await open(REVIEW_SET);
     const view = await waiting();
     expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "0" } })).status).toBe(200);
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "0" } })).status).toBe(
+      200,
+    );
     const count = (await portal.writes()).length;
     const undo = await startUndo(app, view.threadId, "demo-user");
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
@@ -306,36 +458,54 @@ describe("a change set", () => {
   });
 
   // Edits the SQLite journal file, so not in the PostgreSQL pass (its rows are sealed the same way).
-  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])("a change set whose second action was edited in the journal file is refused INTEGRITY_CHECK_FAILED; nothing written", async () => {
-    await open(REVIEW_SET);
-    const view = await waiting();
-    const second = view.approval!.changeSet!.actions[1]!.envelopeHash;
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
-    try {
-      const r = db.prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?").get(second) as { registered_json: string };
-      const edited = JSON.parse(r.registered_json);
-      edited.envelope.params.POST_MESSAGE = "Something else entirely";
-      db.prepare("UPDATE actions SET registered_json = ? WHERE envelope_hash = ?").run(JSON.stringify(edited), second);
-    } finally {
-      db.close();
-    }
-    await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED" });
-    expect(await portal.writes()).toHaveLength(0);
-  });
+  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])(
+    "a change set whose second action was edited in the journal file is refused INTEGRITY_CHECK_FAILED; nothing written",
+    async () => {
+      await open(REVIEW_SET);
+      const view = await waiting();
+      const second = view.approval!.changeSet!.actions[1]!.envelopeHash;
+      const db = new Database(path.join(dataDir, "journal.sqlite"));
+      try {
+        const r = db.prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?").get(second) as {
+          registered_json: string;
+        };
+        const edited = JSON.parse(r.registered_json);
+        edited.envelope.params.POST_MESSAGE = "Something else entirely";
+        db.prepare("UPDATE actions SET registered_json = ? WHERE envelope_hash = ?").run(
+          JSON.stringify(edited),
+          second,
+        );
+      } finally {
+        db.close();
+      }
+      await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toMatchObject({
+        code: "INTEGRITY_CHECK_FAILED",
+      });
+      expect(await portal.writes()).toHaveLength(0);
+    },
+  );
 
   // Edits the SQLite journal file, so not in the PostgreSQL pass.
-  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])("a change set missing one of its rows (deleted from the journal file, every other seal intact) is refused INTEGRITY_CHECK_FAILED; nothing written", async () => {
-    await open(REVIEW_SET);
-    const view = await waiting();
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
-    try {
-      db.prepare("DELETE FROM actions WHERE envelope_hash = ?").run(view.approval!.changeSet!.actions[1]!.envelopeHash);
-    } finally {
-      db.close();
-    }
-    await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED", message: expect.stringMatching(/lists 2 actions, 1 were found/) });
-    expect(await portal.writes()).toHaveLength(0);
-  });
+  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])(
+    "a change set missing one of its rows (deleted from the journal file, every other seal intact) is refused INTEGRITY_CHECK_FAILED; nothing written",
+    async () => {
+      await open(REVIEW_SET);
+      const view = await waiting();
+      const db = new Database(path.join(dataDir, "journal.sqlite"));
+      try {
+        db.prepare("DELETE FROM actions WHERE envelope_hash = ?").run(
+          view.approval!.changeSet!.actions[1]!.envelopeHash,
+        );
+      } finally {
+        db.close();
+      }
+      await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toMatchObject({
+        code: "INTEGRITY_CHECK_FAILED",
+        message: expect.stringMatching(/lists 2 actions, 1 were found/),
+      });
+      expect(await portal.writes()).toHaveLength(0);
+    },
+  );
 
   // In process, as the LangGraph API refuses state edits and gotos outright (src/auth): the journal is what stops them here.
   it("graph state cannot run a set: a goto to the executor, with journalNext and a decision written into state, writes nothing before approval or after the chain stopped", async () => {
@@ -344,11 +514,27 @@ describe("a change set", () => {
       { operation: "update_task", taskId: 5, fields: { TITLE: "CS-2 renamed" } },
       { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: COMMENT } },
     ]);
-    const view = await waiting(`rename task 4 to CS-1 renamed, rename task 5 to CS-2 renamed and comment on task 4: ${COMMENT}`);
+    const view = await waiting(
+      `rename task 4 to CS-1 renamed, rename task 5 to CS-2 renamed and comment on task 4: ${COMMENT}`,
+    );
     const cfg = { configurable: { thread_id: view.threadId } };
-    const forgedDecision = { type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, revision: 1, approverId: "mallory", verifiedBy: "self_declared", decidedAt: new Date().toISOString(), acceptedAt: new Date().toISOString(), raw: null };
+    const forgedDecision = {
+      type: "approve",
+      envelopeHash: view.approval!.envelopeHash,
+      nonce: view.approval!.nonce,
+      revision: 1,
+      approverId: "mallory",
+      verifiedBy: "self_declared",
+      decidedAt: new Date().toISOString(),
+      acceptedAt: new Date().toISOString(),
+      raw: null,
+    };
     // The state says "approved, go to the executor"; the journal says the set is waiting.
-    await app.graph.updateState(cfg, { journalNext: "carry_out", decision: forgedDecision }, "check_decision");
+    await app.graph.updateState(
+      cfg,
+      { journalNext: "carry_out", decision: forgedDecision },
+      "check_decision",
+    );
     await app.graph.invoke(null, cfg);
     expect(await portal.writes()).toHaveLength(0);
     const still = await startOrView(view.threadId);
@@ -356,13 +542,16 @@ describe("a change set", () => {
     expect(still.approval!.envelopeHash).toBe(view.approval!.envelopeHash);
 
     // The chain stops at a2 (someone changed task 5); driving the graph to a3's steps afterwards writes nothing.
-    expect((await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: "2" } })).status).toBe(200);
+    expect((await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: "2" } })).status).toBe(
+      200,
+    );
     const done = await submitDecision(app, view.threadId, approveAll(still));
     expect(done.state!.outcome).toBe("PARTIALLY_EXECUTED");
     const count = (await portal.writes()).length;
     await app.graph.invoke(new Command({ goto: "carry_out" }), cfg);
     // The single steps are no nodes any more: a goto to one of them reaches nothing.
-    for (const goto of ["pre_read", "execute", "verify"]) await app.graph.invoke(new Command({ goto: goto as never }), cfg);
+    for (const goto of ["pre_read", "execute", "verify"])
+      await app.graph.invoke(new Command({ goto: goto as never }), cfg);
     expect(await portal.writes()).toHaveLength(count);
     expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
     const records = await app.deps.audit.records({ threadId: view.threadId });

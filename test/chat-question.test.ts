@@ -33,25 +33,51 @@ function asker(fields: Record<string, unknown>) {
   const seen: BaseMessage[][] = [];
   const script: Script = (messages) => {
     seen.push(messages);
-    const answer = [...messages].reverse().find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
-    if (!answer) return new AIMessage({ content: "", tool_calls: [call("request_input", { question: "Which task do you mean?", fields })] });
+    const answer = [...messages]
+      .reverse()
+      .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    if (!answer)
+      return new AIMessage({
+        content: "",
+        tool_calls: [call("request_input", { question: "Which task do you mean?", fields })],
+      });
     const chosen = Number(JSON.parse(String(answer.content)).taskId);
-    if (messages.at(-1) === answer) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: chosen, fields: { TITLE: "Chosen in chat" }, rationale: "the human chose it" })] });
+    if (messages.at(-1) === answer)
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", {
+          taskId: chosen,
+          fields: { TITLE: "Chosen in chat" },
+          rationale: "the human chose it",
+        }),
+      ],
+    });
   };
   return { script, seen };
 }
 
 const ONE_FIELD = { taskId: { type: "number", description: "Bitrix24 task id" } };
-const TWO_FIELDS = { taskId: { type: "number", description: "Bitrix24 task id" }, note: { type: "string", description: "why" } };
+const TWO_FIELDS = {
+  taskId: { type: "number", description: "Bitrix24 task id" },
+  note: { type: "string", description: "why" },
+};
 
 async function asked(fields: Record<string, unknown>) {
   const model = asker(fields);
   app = await openTestApp(portal, tempDir(), { model: new ScriptedChatModel(model.script) });
-  const view = await startRun(app, { request: "rename the lab task to Chosen in chat", requestedBy: "demo-user" });
+  const view = await startRun(app, {
+    request: "rename the lab task to Chosen in chat",
+    requestedBy: "demo-user",
+  });
   expect(view.status).toBe("awaiting_input");
   expect(model.seen).toHaveLength(1);
-  return { model, threadId: view.threadId, config: { configurable: { thread_id: view.threadId }, durability: "sync" as const } };
+  return {
+    model,
+    threadId: view.threadId,
+    config: { configurable: { thread_id: view.threadId }, durability: "sync" as const },
+  };
 }
 
 const chat = (content: string) => ({ messages: [{ role: "user", content }] });
@@ -67,7 +93,9 @@ describe("a chat message sent as new run input while a question waits (what Stud
     // Two model calls after the answer (read, propose); the chat message itself was never shown as a message.
     expect(model.seen).toHaveLength(3);
     for (const conversation of model.seen.slice(1)) {
-      expect(conversation.filter((m) => m.getType() === "human").map((m) => m.text)).toEqual(["rename the lab task to Chosen in chat"]);
+      expect(conversation.filter((m) => m.getType() === "human").map((m) => m.text)).toEqual([
+        "rename the lab task to Chosen in chat",
+      ]);
       const tool = conversation.find((m) => m.getType() === "tool");
       expect(tool?.text).toBe(JSON.stringify({ taskId: 4 }));
     }
@@ -83,9 +111,15 @@ describe("a chat message sent as new run input while a question waits (what Stud
     expect(model.seen).toHaveLength(1);
     expect(seenText(model.seen)).not.toContain("the fourth one, please");
     expect(view.status).toBe("awaiting_input");
-    expect(view.input).toMatchObject({ question: "Which task do you mean?", askedAt: before.input!.askedAt, exampleResume: { answers: { taskId: 0 } } });
+    expect(view.input).toMatchObject({
+      question: "Which task do you mean?",
+      askedAt: before.input!.askedAt,
+      exampleResume: { answers: { taskId: 0 } },
+    });
     expect(view.input?.lastRefusal?.code).toBe("INVALID_ANSWER");
-    expect(view.input?.lastRefusal?.reason).toMatch(/the chat message "the fourth one, please" is not a valid answer to the waiting question "Which task do you mean\?": it expects taskId: a number \(Bitrix24 task id\)/);
+    expect(view.input?.lastRefusal?.reason).toMatch(
+      /the chat message "the fourth one, please" is not a valid answer to the waiting question "Which task do you mean\?": it expects taskId: a number \(Bitrix24 task id\)/,
+    );
     expect(view.input?.lastRefusal?.reason).toContain('{"answers":{"taskId":0}}');
     expect(view.state?.messages.some((m) => m.text === "the fourth one, please")).toBe(false);
 
@@ -100,14 +134,19 @@ describe("a chat message sent as new run input while a question waits (what Stud
     const view = await viewThread(app!, threadId);
     expect(model.seen).toHaveLength(1);
     expect(view.status).toBe("awaiting_input");
-    expect(view.input?.lastRefusal?.reason).toMatch(/has 2 fields \(taskId: a number \(Bitrix24 task id\); note: text \(why\)\), and a chat message can answer only a question with one\. Answer it \(resume\) with \{"answers":\{"taskId":0,"note":"…"\}\}/);
+    expect(view.input?.lastRefusal?.reason).toMatch(
+      /has 2 fields \(taskId: a number \(Bitrix24 task id\); note: text \(why\)\), and a chat message can answer only a question with one\. Answer it \(resume\) with \{"answers":\{"taskId":0,"note":"…"\}\}/,
+    );
   });
 });
 
 describe("a chat message folded into command.resume (the SDK's run.start on an interrupted thread) or a plain string resume", () => {
   it("{messages: [...]} as the resume value answers a single-field question when it validates, and is refused otherwise", async () => {
     const { model, threadId, config } = await asked(ONE_FIELD);
-    await app!.graph.invoke(new Command({ resume: { messages: [{ type: "human", content: "four" }] } }), config);
+    await app!.graph.invoke(
+      new Command({ resume: { messages: [{ type: "human", content: "four" }] } }),
+      config,
+    );
     let view = await viewThread(app!, threadId);
     expect(view.status).toBe("awaiting_input");
     expect(view.input?.lastRefusal?.reason).toMatch(/the chat message "four" is not a valid answer/);
@@ -123,14 +162,39 @@ describe("a chat message folded into command.resume (the SDK's run.start on an i
 describe("reading chat messages (pure)", () => {
   it("takes the last human message's text from every shape a client sends; other values are not chat", () => {
     expect(chatMessageText("4")).toBe("4");
-    expect(chatMessageText({ messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }] })).toBe("a");
-    expect(chatMessageText({ messages: [{ type: "human", content: [{ type: "text", text: "4" }] }] })).toBe("4");
-    expect(chatMessageText({ messages: [{ lc: 1, type: "constructor", id: ["langchain_core", "messages", "HumanMessage"], kwargs: { content: "7" } }] })).toBe("7");
+    expect(
+      chatMessageText({
+        messages: [
+          { role: "user", content: "a" },
+          { role: "assistant", content: "b" },
+        ],
+      }),
+    ).toBe("a");
+    expect(chatMessageText({ messages: [{ type: "human", content: [{ type: "text", text: "4" }] }] })).toBe(
+      "4",
+    );
+    expect(
+      chatMessageText({
+        messages: [
+          {
+            lc: 1,
+            type: "constructor",
+            id: ["langchain_core", "messages", "HumanMessage"],
+            kwargs: { content: "7" },
+          },
+        ],
+      }),
+    ).toBe("7");
     expect(chatMessageText({ messages: [{ role: "assistant", content: "b" }] })).toBe("");
     expect(chatMessageText({ answers: { taskId: 4 } })).toBeUndefined();
     expect(chatMessageText({ decisions: [] })).toBeUndefined();
-    expect(answersFromChat("Q?", { status: { type: "enum", choices: ["open", "done"] } }, " done ")).toEqual({ ok: true, answers: { status: "done" } });
-    expect(answersFromChat("Q?", { status: { type: "enum", choices: ["open", "done"] } }, "closed")).toMatchObject({ ok: false, reason: expect.stringContaining('status: one of "open", "done"') });
+    expect(answersFromChat("Q?", { status: { type: "enum", choices: ["open", "done"] } }, " done ")).toEqual({
+      ok: true,
+      answers: { status: "done" },
+    });
+    expect(
+      answersFromChat("Q?", { status: { type: "enum", choices: ["open", "done"] } }, "closed"),
+    ).toMatchObject({ ok: false, reason: expect.stringContaining('status: one of "open", "done"') });
   });
 });
 
@@ -139,12 +203,18 @@ describe("the budget of invalid answers to a question", () => {
     const { model, threadId, config } = await asked(ONE_FIELD);
     // The checkpoint at the question, before any answer: its state holds no refusals.
     const atQuestion = (await app!.graph.getState(config)).config;
-    const bad = (from: typeof config | typeof atQuestion) => app!.graph.invoke(new Command({ resume: { answers: { taskId: "the fourth" } } }), { ...from, durability: "sync" as const });
+    const bad = (from: typeof config | typeof atQuestion) =>
+      app!.graph.invoke(new Command({ resume: { answers: { taskId: "the fourth" } } }), {
+        ...from,
+        durability: "sync" as const,
+      });
     for (let i = 0; i < 4; i++) {
       await bad(config);
       // Each refusal shows in the view (from its audit record), so a caller can tell this answer was refused.
       const view = await viewThread(app!, threadId);
-      expect(view.state?.refusals.map((r) => r.code)).toEqual(Array.from({ length: i + 1 }, () => "INVALID_ANSWER"));
+      expect(view.state?.refusals.map((r) => r.code)).toEqual(
+        Array.from({ length: i + 1 }, () => "INVALID_ANSWER"),
+      );
       expect(view.input?.lastRefusal?.code).toBe("INVALID_ANSWER");
     }
     expect((await viewThread(app!, threadId)).status).toBe("awaiting_input");
@@ -163,18 +233,37 @@ describe("the budget of invalid answers to a question", () => {
 
 describe("a pause at a question the journal no longer holds open", () => {
   it("a second question under an already answered tool call id (a provider that reuses ids) does not loop: recover drops it and the run goes on to an approval", async () => {
-    const ask = { name: "request_input", args: { question: "Which task do you mean?", fields: ONE_FIELD }, id: "same-id", type: "tool_call" as const };
+    const ask = {
+      name: "request_input",
+      args: { question: "Which task do you mean?", fields: ONE_FIELD },
+      id: "same-id",
+      type: "tool_call" as const,
+    };
     const script: Script = (messages) => {
       const tools = messages.filter((m) => m.getType() === "tool");
       const last = messages.at(-1);
       if (tools.length === 0) return new AIMessage({ content: "", tool_calls: [ask] });
       // Answered once: the model asks again, reusing the id.
-      if (tools.length === 1 && last?.getType() === "tool") return new AIMessage({ content: "", tool_calls: [ask] });
-      if (!tools.some((m) => (m as { name?: string }).name === "get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: "Chosen in chat" }, rationale: "the human chose it" })] });
+      if (tools.length === 1 && last?.getType() === "tool")
+        return new AIMessage({ content: "", tool_calls: [ask] });
+      if (!tools.some((m) => (m as { name?: string }).name === "get_task_by_id"))
+        return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            taskId: 4,
+            fields: { TITLE: "Chosen in chat" },
+            rationale: "the human chose it",
+          }),
+        ],
+      });
     };
     app = await openTestApp(portal, tempDir(), { model: new ScriptedChatModel(script) });
-    const first = await startRun(app, { request: "rename the lab task to Chosen in chat", requestedBy: "demo-user" });
+    const first = await startRun(app, {
+      request: "rename the lab task to Chosen in chat",
+      requestedBy: "demo-user",
+    });
     expect(first.status).toBe("awaiting_input");
     // The answer closes the question; the second ask (same id) is not a question the journal holds open.
     const second = await submitDecision(app, first.threadId, { answers: { taskId: 4 } });
@@ -183,7 +272,11 @@ describe("a pause at a question the journal no longer holds open", () => {
     const recovered = await recoverThread(app, first.threadId);
     expect(recovered.status).toBe("awaiting_approval");
     expect(recovered.approval?.envelope.object.id).toBe(4);
-    expect((await app.deps.audit.records({ threadId: first.threadId })).filter((r) => r.event === "answer_refused")).toEqual([]);
+    expect(
+      (await app.deps.audit.records({ threadId: first.threadId })).filter(
+        (r) => r.event === "answer_refused",
+      ),
+    ).toEqual([]);
     expect(await portal.writes()).toHaveLength(0);
   });
 });

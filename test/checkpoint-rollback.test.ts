@@ -8,7 +8,18 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ThreadView } from "../src/app/threads.js";
-import { eachTestPortal, envFor, journalHasRows, killedWhen, parseJsonOutput, recordPendingRename, runCli, tempDir, until, type Portal } from "./support/harness.js";
+import {
+  eachTestPortal,
+  envFor,
+  journalHasRows,
+  killedWhen,
+  parseJsonOutput,
+  recordPendingRename,
+  runCli,
+  tempDir,
+  until,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "Rolled back checkpoint";
@@ -22,7 +33,8 @@ const CHECKPOINT_FILES = ["checkpoints.sqlite", "checkpoints.sqlite-wal", "check
 
 function backupCheckpoints(): string {
   const dir = tempDir("ae-cp-backup-");
-  for (const f of CHECKPOINT_FILES) if (fs.existsSync(path.join(dataDir, f))) fs.copyFileSync(path.join(dataDir, f), path.join(dir, f));
+  for (const f of CHECKPOINT_FILES)
+    if (fs.existsSync(path.join(dataDir, f))) fs.copyFileSync(path.join(dataDir, f), path.join(dir, f));
   return dir;
 }
 
@@ -34,20 +46,31 @@ function restoreCheckpoints(from: string): void {
 }
 
 async function waiting(): Promise<ThreadView> {
-  return recordPendingRename(portal, dataDir, NEW_TITLE, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })) });
+  return recordPendingRename(portal, dataDir, NEW_TITLE, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })),
+  });
 }
 
 describe("a checkpoint file rolled back behind the journal", () => {
   it("after VERIFIED: show reports the journal's finished outcome, a second approval is refused THREAD_ENDED, recover has nothing to do, nothing is pending; one write", async () => {
     const view = await waiting();
     const backup = backupCheckpoints();
-    const ok = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env());
+    const ok = await runCli(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+    );
     expect(parseJsonOutput(ok.stdout).outcome).toBe("VERIFIED");
     restoreCheckpoints(backup);
 
     const show = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
-    expect({ status: show.status, outcome: show.outcome }).toEqual({ status: "finished", outcome: "VERIFIED" });
-    const again = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env());
+    expect({ status: show.status, outcome: show.outcome }).toEqual({
+      status: "finished",
+      outcome: "VERIFIED",
+    });
+    const again = await runCli(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+    );
     expect(again.code).toBe(2);
     expect(parseJsonOutput(again.stdout).refused.code).toBe("THREAD_ENDED");
     const rec = await runCli(["recover", view.threadId], env());
@@ -61,22 +84,40 @@ describe("a checkpoint file rolled back behind the journal", () => {
     const view = await waiting();
     const backup = backupCheckpoints();
     await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
-    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), "the write-ahead entry", () => journalHasRows(dataDir, "executions"), { graceMs: 300 });
+    await killedWhen(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+      "the write-ahead entry",
+      () => journalHasRows(dataDir, "executions"),
+      { graceMs: 300 },
+    );
     await until("the held write to land", async () => (await portal.writes()).length === 1);
     restoreCheckpoints(backup);
 
     // The checkpoint says "waiting for approval"; the journal says the write was sent.
     const show = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
-    expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["carry_out"] });
+    expect({ status: show.status, next: show.next }).toEqual({
+      status: "interrupted_run",
+      next: ["carry_out"],
+    });
     expect(parseJsonOutput((await runCli(["pending", "--json"], env())).stdout).pending).toEqual([]);
 
     const round = parseJsonOutput((await runCli(["worker", "--once", "--json"], env())).stdout);
-    expect(round.recovered).toEqual([{ threadId: view.threadId, result: "recovered", detail: "INCONCLUSIVE / INCONCLUSIVE" }]);
+    expect(round.recovered).toEqual([
+      { threadId: view.threadId, result: "recovered", detail: "INCONCLUSIVE / INCONCLUSIVE" },
+    ]);
     expect(await portal.writes()).toHaveLength(1);
     const after = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
-    expect({ status: after.status, outcome: after.outcome, ack: after.acknowledgement.status }).toEqual({ status: "finished", outcome: "INCONCLUSIVE", ack: "MISSING" });
+    expect({ status: after.status, outcome: after.outcome, ack: after.acknowledgement.status }).toEqual({
+      status: "finished",
+      outcome: "INCONCLUSIVE",
+      ack: "MISSING",
+    });
     // Ended now: the same approval again is refused, nothing sent.
-    const again = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env());
+    const again = await runCli(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+    );
     expect(again.code).toBe(2);
     expect(parseJsonOutput(again.stdout).refused.code).toBe("THREAD_ENDED");
     expect(await portal.writes()).toHaveLength(1);
@@ -90,12 +131,20 @@ describe("a checkpoint file rolled back behind the journal", () => {
     const backup = backupCheckpoints();
     // Hold the pre-read so the kill lands after the decision was claimed and before any write.
     await portal.fault({ method: "tasks.task.get", kind: "latency", ms: 4000, times: 1 });
-    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), "the decision to be claimed in the journal", () => journalHasRows(dataDir, "decision_claims"));
+    await killedWhen(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+      "the decision to be claimed in the journal",
+      () => journalHasRows(dataDir, "decision_claims"),
+    );
     restoreCheckpoints(backup);
     expect(await portal.writes()).toHaveLength(0);
 
     const show = parseJsonOutput((await runCli(["show", view.threadId, "--json"], env())).stdout);
-    expect({ status: show.status, next: show.next }).toEqual({ status: "interrupted_run", next: ["carry_out"] });
+    expect({ status: show.status, next: show.next }).toEqual({
+      status: "interrupted_run",
+      next: ["carry_out"],
+    });
     const rec = await runCli(["recover", view.threadId, "--json"], env());
     expect(rec.code, rec.stderr).toBe(0);
     expect(parseJsonOutput(rec.stdout).outcome).toBe("VERIFIED");

@@ -21,7 +21,13 @@ class CountingSaver extends GroupCommitSqliteSaver {
   }
 }
 
-const cfg = (thread: string, checkpointId?: string) => ({ configurable: { thread_id: thread, checkpoint_ns: "", ...(checkpointId ? { checkpoint_id: checkpointId } : {}) } });
+const cfg = (thread: string, checkpointId?: string) => ({
+  configurable: {
+    thread_id: thread,
+    checkpoint_ns: "",
+    ...(checkpointId ? { checkpoint_id: checkpointId } : {}),
+  },
+});
 const checkpoint = () => ({ ...emptyCheckpoint(), id: uuid6(-1) });
 
 describe("group-commit SQLite checkpointer", () => {
@@ -35,7 +41,9 @@ describe("group-commit SQLite checkpointer", () => {
       // Not yet: the row is written when the event loop turns (put has created the tables already).
       expect(other.prepare("SELECT COUNT(*) AS n FROM checkpoints").get()).toEqual({ n: 0 });
       await pending;
-      expect(other.prepare("SELECT checkpoint_id FROM checkpoints WHERE thread_id = 't1'").get()).toEqual({ checkpoint_id: cp.id });
+      expect(other.prepare("SELECT checkpoint_id FROM checkpoints WHERE thread_id = 't1'").get()).toEqual({
+        checkpoint_id: cp.id,
+      });
       expect(saver.commits).toBe(1);
     } finally {
       other.close();
@@ -59,9 +67,13 @@ describe("group-commit SQLite checkpointer", () => {
     const saver = new CountingSaver(path.join(tempDir(), "cp.sqlite"));
     try {
       const cps = Array.from({ length: 20 }, () => checkpoint());
-      await Promise.all(cps.map((cp, i) => saver.put(cfg(`t${i}`), cp, { source: "loop", step: 0, parents: {} }, {})));
+      await Promise.all(
+        cps.map((cp, i) => saver.put(cfg(`t${i}`), cp, { source: "loop", step: 0, parents: {} }, {})),
+      );
       expect(saver.commits).toBe(1);
-      await Promise.all(cps.map((cp, i) => saver.putWrites(cfg(`t${i}`, cp.id), [["answer", { n: i }]], `task-${i}`)));
+      await Promise.all(
+        cps.map((cp, i) => saver.putWrites(cfg(`t${i}`, cp.id), [["answer", { n: i }]], `task-${i}`)),
+      );
       expect(saver.commits).toBe(2);
       for (let i = 0; i < cps.length; i++) {
         const t = await saver.getTuple(cfg(`t${i}`));
@@ -69,7 +81,8 @@ describe("group-commit SQLite checkpointer", () => {
         expect(t?.pendingWrites).toEqual([[`task-${i}`, "answer", { n: i }]]);
       }
       // One after another (awaited in turn): one commit each, as before.
-      for (let i = 0; i < 3; i++) await saver.put(cfg(`s${i}`), checkpoint(), { source: "loop", step: 0, parents: {} }, {});
+      for (let i = 0; i < 3; i++)
+        await saver.put(cfg(`s${i}`), checkpoint(), { source: "loop", step: 0, parents: {} }, {});
       expect(saver.commits).toBe(5);
     } finally {
       saver.db.close();
@@ -83,7 +96,9 @@ describe("group-commit SQLite checkpointer", () => {
     try {
       const started = Date.now();
       await Promise.all(
-        Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).put(cfg(`x${i}`), checkpoint(), { source: "loop", step: 0, parents: {} }, {})),
+        Array.from({ length: 30 }, (_, i) =>
+          (i % 2 ? a : b).put(cfg(`x${i}`), checkpoint(), { source: "loop", step: 0, parents: {} }, {}),
+        ),
       );
       // A deadlock would have waited out the 10 s busy timeout and failed.
       expect(Date.now() - started).toBeLessThan(5000);
@@ -96,7 +111,10 @@ describe("group-commit SQLite checkpointer", () => {
 
   it("a graph interrupted with durability sync resumes from another saver on the same file (what a second process sees)", async () => {
     const file = path.join(tempDir(), "cp.sqlite");
-    const State = Annotation.Root({ asked: Annotation<string | null>(), answer: Annotation<string | null>() });
+    const State = Annotation.Root({
+      asked: Annotation<string | null>(),
+      answer: Annotation<string | null>(),
+    });
     const build = (saver: GroupCommitSqliteSaver) =>
       new StateGraph(State)
         .addNode("ask", () => ({ answer: interrupt({ q: "?" }) as string }))

@@ -19,7 +19,9 @@ let app: App;
 beforeEach(async () => {
   portal = await startPortal();
   dataDir = tempDir();
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: "First hour" })) });
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: "First hour" })),
+  });
 });
 
 afterEach(async () => {
@@ -30,17 +32,32 @@ afterEach(async () => {
 describe("the CLI in the first hour", () => {
   it("show of a revision made from a rejection prints the feedback and the per-field diff; show --json carries the same", async () => {
     await app.close();
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(titleScript({ 1: "Hiring plan" })) });
-    const first = await startRun(app, { request: "rename task 1 to the proposed title", requestedBy: "demo-user" });
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(titleScript({ 1: "Hiring plan" })),
+    });
+    const first = await startRun(app, {
+      request: "rename task 1 to the proposed title",
+      requestedBy: "demo-user",
+    });
     const a = first.approval!;
     const revised = await submitDecision(app, first.threadId, {
-      decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, message: 'use "Hiring plan 2027" instead', approver: { id: "alice" } }],
+      decisions: [
+        {
+          type: "reject",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          message: 'use "Hiring plan 2027" instead',
+          approver: { id: "alice" },
+        },
+      ],
     });
     expect(revised.approval?.revision).toBe(2);
     const env = envFor(portal, dataDir);
     const shown = await runCli(["show", first.threadId], env);
     expect(shown.code, shown.stderr).toBe(0);
-    expect(shown.stdout).toContain(`Revision 2 replaces revision 1 (${a.envelopeHash}), which was rejected by alice`);
+    expect(shown.stdout).toContain(
+      `Revision 2 replaces revision 1 (${a.envelopeHash}), which was rejected by alice`,
+    );
     expect(shown.stdout).toContain('  Feedback: use "Hiring plan 2027" instead');
     expect(shown.stdout).toContain('    TITLE: "Hiring plan" → "Hiring plan 2027"');
     const json = await runCli(["show", first.threadId, "--json"], env);
@@ -53,8 +70,13 @@ describe("the CLI in the first hour", () => {
       changes: [{ field: "TITLE", was: "Hiring plan", now: "Hiring plan 2027" }],
     });
     // A first revision has none.
-    const other = await startRun(app, { request: "rename task 4 to the proposed title", requestedBy: "demo-user" });
-    expect(JSON.parse((await runCli(["show", other.threadId, "--json"], env)).stdout).revisionHistory).toBeUndefined();
+    const other = await startRun(app, {
+      request: "rename task 4 to the proposed title",
+      requestedBy: "demo-user",
+    });
+    expect(
+      JSON.parse((await runCli(["show", other.threadId, "--json"], env)).stdout).revisionHistory,
+    ).toBeUndefined();
     expect(await portal.writes()).toEqual([]);
   });
 
@@ -62,15 +84,23 @@ describe("the CLI in the first hour", () => {
     const waiting = await startRun(app, { request: "rename task 4 to First hour", requestedBy: "demo-user" });
     expect(waiting.status).toBe("awaiting_approval");
     const wrong = `sha256:${"0".repeat(64)}`;
-    const r = await runCli(["approve", waiting.threadId, "--hash", wrong, "--as", "demo-approver"], envFor(portal, dataDir));
+    const r = await runCli(
+      ["approve", waiting.threadId, "--hash", wrong, "--as", "demo-approver"],
+      envFor(portal, dataDir),
+    );
     expect(r.code, r.stderr).toBe(2);
     const lines = r.stdout.split("\n").filter((l) => l.trim() !== "");
     const refusedAt = lines.findIndex((l) => l.startsWith("REFUSED HASH_MISMATCH: "));
     expect(refusedAt, r.stdout).toBeGreaterThanOrEqual(0);
     // Only progress lines come before it; the card is not printed again.
-    expect(lines.slice(0, refusedAt).every((l) => l.startsWith("▸ ")), r.stdout).toBe(true);
+    expect(
+      lines.slice(0, refusedAt).every((l) => l.startsWith("▸ ")),
+      r.stdout,
+    ).toBe(true);
     expect(r.stdout).not.toContain("approval card");
-    expect(lines[refusedAt + 1]).toBe(`Nothing was applied. The approval still waits, unchanged (revision 1); see its card with: npm run cli -- show ${waiting.threadId}`);
+    expect(lines[refusedAt + 1]).toBe(
+      `Nothing was applied. The approval still waits, unchanged (revision 1); see its card with: npm run cli -- show ${waiting.threadId}`,
+    );
     expect(r.stdout).toContain(`approve ${waiting.threadId} --hash ${waiting.approval!.envelopeHash}`);
     expect(await portal.writes()).toEqual([]);
   });
@@ -78,7 +108,11 @@ describe("the CLI in the first hour", () => {
   it("undo's progress says the code proposed it, never `model says`", async () => {
     const waiting = await startRun(app, { request: "rename task 4 to First hour", requestedBy: "demo-user" });
     const a = waiting.approval!;
-    const done = await submitDecision(app, waiting.threadId, { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] });
+    const done = await submitDecision(app, waiting.threadId, {
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+      ],
+    });
     expect(done.state!.outcome).toBe("VERIFIED");
     const r = await runCli(["undo", done.threadId, "--as", "demo-user"], envFor(portal, dataDir));
     expect(r.code, r.stderr).toBe(0);
@@ -89,7 +123,10 @@ describe("the CLI in the first hour", () => {
 
   it("show of a thread the API server keeps names where it lives and the command for it, not `no thread`", async () => {
     // Same journal, another checkpointer: what this data directory sees of a run the LangGraph API server keeps.
-    const elsewhere = await startRun(openApp(app.deps, { checkpointer: new MemorySaver() }), { request: "rename task 4 to First hour", requestedBy: "demo-user" });
+    const elsewhere = await startRun(openApp(app.deps, { checkpointer: new MemorySaver() }), {
+      request: "rename task 4 to First hour",
+      requestedBy: "demo-user",
+    });
     expect(elsewhere.status).toBe("awaiting_approval");
     const r = await runCli(["show", elsewhere.threadId], envFor(portal, dataDir));
     expect(r.code).toBe(1);

@@ -9,7 +9,16 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { envFor, parseJsonOutput, ROOT, runCli, startPortal, tempDir, type CliResult, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  parseJsonOutput,
+  ROOT,
+  runCli,
+  startPortal,
+  tempDir,
+  type CliResult,
+  type Portal,
+} from "./support/harness.js";
 import { containingRepository, defaultKeyDir } from "../src/cli/keygen-command.js";
 
 const ATTACK = "\u001b[2J\u001b]8;;https://evil.example\u0007click\u001b]8;;\u0007\u202eexe.txt";
@@ -29,14 +38,20 @@ let envelopeHash: string;
 const outputs: Record<string, CliResult> = {};
 
 function expectTerminalSafe(name: string, r: CliResult): void {
-  for (const [stream, text] of [["stdout", r.stdout], ["stderr", r.stderr]] as const) {
+  for (const [stream, text] of [
+    ["stdout", r.stdout],
+    ["stderr", r.stderr],
+  ] as const) {
     const bytes = Buffer.from(text, "utf8");
     expect(bytes.includes(0x1b), `${name} ${stream} has ESC`).toBe(false);
     expect(bytes.includes(0x07), `${name} ${stream} has BEL`).toBe(false);
     expect(bytes.includes(Buffer.from("\u202e", "utf8")), `${name} ${stream} has RLO`).toBe(false);
     expect(RAW.exec(text)?.[0], `${name} ${stream} has a raw control or bidi character`).toBeUndefined();
     // The line feed inside a single-line field never starts a line of its own.
-    expect(text.split("\n").filter((l) => l.startsWith("FAKE")), `${name} ${stream} has a faked line`).toEqual([]);
+    expect(
+      text.split("\n").filter((l) => l.startsWith("FAKE")),
+      `${name} ${stream} has a faked line`,
+    ).toEqual([]);
   }
 }
 
@@ -61,7 +76,14 @@ beforeAll(async () => {
   // The JSON is the same data: the requester id comes back byte for byte.
   expect(row.requestedBy).toBe(REQUESTER);
 
-  const refused = await cli("approve (refused)", ["approve", threadId, "--hash", envelopeHash, "--as", MALLORY]);
+  const refused = await cli("approve (refused)", [
+    "approve",
+    threadId,
+    "--hash",
+    envelopeHash,
+    "--as",
+    MALLORY,
+  ]);
   expect(refused.code, refused.stderr).toBe(2);
   await cli("pending", ["pending"]);
   await cli("show (waiting)", ["show", threadId]);
@@ -69,7 +91,14 @@ beforeAll(async () => {
   await cli("audit list (waiting)", ["audit", "list"]);
   await cli("audit show (waiting)", ["audit", "show", threadId]);
 
-  const approved = await cli("approve", ["approve", threadId, "--hash", envelopeHash, "--as", "demo-approver"]);
+  const approved = await cli("approve", [
+    "approve",
+    threadId,
+    "--hash",
+    envelopeHash,
+    "--as",
+    "demo-approver",
+  ]);
   expect(approved.code, approved.stdout + approved.stderr).toBe(0);
   await cli("show (finished)", ["show", threadId]);
   await cli("audit list", ["audit", "list"]);
@@ -91,23 +120,31 @@ describe("terminal output from data", () => {
 
   it("run shows the model's rationale (which quotes the title) and the requester with markers", () => {
     const out = outputs["run"]!.stdout;
-    expect(out).toMatch(/▸ proposal task 4: .* — .*Q4 ⟨U\+001B⟩\[2J⟨U\+001B⟩\]8;;https:\/\/evil\.example⟨U\+0007⟩click⟨U\+001B⟩\]8;;⟨U\+0007⟩⟨U\+202E⟩exe\.txt⟨U\+000A⟩FAKE: VERIFIED/);
+    expect(out).toMatch(
+      /▸ proposal task 4: .* — .*Q4 ⟨U\+001B⟩\[2J⟨U\+001B⟩\]8;;https:\/\/evil\.example⟨U\+0007⟩click⟨U\+001B⟩\]8;;⟨U\+0007⟩⟨U\+202E⟩exe\.txt⟨U\+000A⟩FAKE: VERIFIED/,
+    );
     expect(out).toContain("Requested by: req⟨U+001B⟩[2J");
     expect(out).toContain("⟨U+000A⟩FAKE: VERIFIED (self-declared) (thread");
   });
 
   it("a refusal that quotes the approver id shows it escaped, when it happens and afterwards", () => {
-    const marked = "mallory⟨U+001B⟩[2J⟨U+001B⟩]8;;https://evil.example⟨U+0007⟩click⟨U+001B⟩]8;;⟨U+0007⟩⟨U+202E⟩exe.txt";
+    const marked =
+      "mallory⟨U+001B⟩[2J⟨U+001B⟩]8;;https://evil.example⟨U+0007⟩click⟨U+001B⟩]8;;⟨U+0007⟩⟨U+202E⟩exe.txt";
     expect(outputs["approve (refused)"]!.stdout).toContain(marked);
     expect(outputs["show (waiting)"]!.stdout).toContain(marked);
     expect(outputs["audit show (waiting)"]!.stdout).toContain(marked);
   });
 
   it("pending, audit list and audit show show the requester on one line, with markers", () => {
-    const requester = "req⟨U+001B⟩[2J⟨U+001B⟩]8;;https://evil.example⟨U+0007⟩click⟨U+001B⟩]8;;⟨U+0007⟩⟨U+202E⟩exe.txt⟨U+000A⟩FAKE: VERIFIED";
-    expect(outputs["pending"]!.stdout).toContain(`${threadId}  rev 1  task 4 TITLE  medium  by ${requester} (self-declared)  created`);
+    const requester =
+      "req⟨U+001B⟩[2J⟨U+001B⟩]8;;https://evil.example⟨U+0007⟩click⟨U+001B⟩]8;;⟨U+0007⟩⟨U+202E⟩exe.txt⟨U+000A⟩FAKE: VERIFIED";
+    expect(outputs["pending"]!.stdout).toContain(
+      `${threadId}  rev 1  task 4 TITLE  medium  by ${requester} (self-declared)  created`,
+    );
     expect(outputs["audit list"]!.stdout).toContain(`${threadId}  by ${requester} (self-declared)  `);
-    expect(outputs["audit show"]!.stdout).toContain(`Requested by:  ${requester} (self-declared) — "rename task 4 to Q4 report"`);
+    expect(outputs["audit show"]!.stdout).toContain(
+      `Requested by:  ${requester} (self-declared) — "rename task 4 to Q4 report"`,
+    );
   });
 
   it("show of a finished run and audit show escape the written arguments and the card as shown", () => {
@@ -145,8 +182,18 @@ describe("size caps at the command line", () => {
       { args: ["run", "rename task 4 to X", "--as", long(129)], name: "--as", length: 129, cap: 128 },
       { args: ["show", long(129)], name: "thread", length: 129, cap: 128 },
       { args: ["approve", "t1", "--hash", long(101)], name: "--hash", length: 101, cap: 100 },
-      { args: ["approve", "t1", "--hash", "sha256:x", "--as", long(200)], name: "--as", length: 200, cap: 128 },
-      { args: ["edit", "t1", "--set", "TITLE=ok", "--set", `TITLE=${long(10_000)}`], name: "--set", length: 10_006, cap: 10_000 },
+      {
+        args: ["approve", "t1", "--hash", "sha256:x", "--as", long(200)],
+        name: "--as",
+        length: 200,
+        cap: 128,
+      },
+      {
+        args: ["edit", "t1", "--set", "TITLE=ok", "--set", `TITLE=${long(10_000)}`],
+        name: "--set",
+        length: 10_006,
+        cap: 10_000,
+      },
       { args: ["reject", "t1", "--reason", long(4_001)], name: "--reason", length: 4_001, cap: 4_000 },
       { args: ["cancel", "t1", "--reason", "r", "--as", long(129)], name: "--as", length: 129, cap: 128 },
       { args: ["keygen", "--approver", long(129)], name: "--approver", length: 129, cap: 128 },
@@ -155,7 +202,9 @@ describe("size caps at the command line", () => {
     results.forEach((r, i) => {
       const c = cases[i]!;
       expect(r.code, `${c.args.join(" ").slice(0, 40)}: ${r.stderr}`).toBe(1);
-      expect(r.stderr).toContain(`${c.name} is too long: ${c.length.toLocaleString("en")} characters received, the limit is ${c.cap.toLocaleString("en")}`);
+      expect(r.stderr).toContain(
+        `${c.name} is too long: ${c.length.toLocaleString("en")} characters received, the limit is ${c.cap.toLocaleString("en")}`,
+      );
       // The value itself is not echoed.
       expect(r.stderr.length).toBeLessThan(300);
       expectTerminalSafe(c.name, r);
@@ -186,18 +235,26 @@ describe("keygen", () => {
 
   it("honours an absolute XDG_CONFIG_HOME", async () => {
     const xdg = tempDir("ae-xdg-");
-    const r = await runCli(["keygen", "--approver", "bob"], { HOME: tempDir("ae-home-"), XDG_CONFIG_HOME: xdg });
+    const r = await runCli(["keygen", "--approver", "bob"], {
+      HOME: tempDir("ae-home-"),
+      XDG_CONFIG_HOME: xdg,
+    });
     expect(r.code, r.stderr).toBe(0);
     expect(modeOf(path.join(xdg, "action-envelope", "keys"))).toBe(0o700);
     expect(modeOf(path.join(xdg, "action-envelope", "keys", "bob.key"))).toBe(0o600);
-    expect(defaultKeyDir({ XDG_CONFIG_HOME: "relative/dir" }, "/home/x")).toBe("/home/x/.config/action-envelope/keys");
+    expect(defaultKeyDir({ XDG_CONFIG_HOME: "relative/dir" }, "/home/x")).toBe(
+      "/home/x/.config/action-envelope/keys",
+    );
   }, 60_000);
 
   it("refuses a default location inside the repository; writes there only with an explicit --out, with a warning", async () => {
     fs.mkdirSync(path.join(ROOT, "test-results"), { recursive: true });
     const scratch = fs.mkdtempSync(path.join(ROOT, "test-results", "keygen-"));
     try {
-      const refused = await runCli(["keygen", "--approver", "carol"], { HOME: tempDir("ae-home-"), XDG_CONFIG_HOME: scratch });
+      const refused = await runCli(["keygen", "--approver", "carol"], {
+        HOME: tempDir("ae-home-"),
+        XDG_CONFIG_HOME: scratch,
+      });
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain("refusing to write a private key");
       expect(refused.stderr).toContain("inside the repository working tree");

@@ -50,15 +50,29 @@ function documentedCommand(): Record<string, string> {
   expect(blocks).toHaveLength(1);
   const words = blocks[0]!.split(/\s+/);
   expect(words.slice(-3)).toEqual(["npm", "run", "dev"]);
-  expect((JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts["dev"]).toBe("tsx src/cli/dev-server.ts");
+  expect(
+    (
+      JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
+        scripts: Record<string, string>;
+      }
+    ).scripts["dev"],
+  ).toBe("tsx src/cli/dev-server.ts");
   return Object.fromEntries(words.slice(0, -3).map((w) => w.split("=") as [string, string]));
 }
 
 beforeAll(async () => {
   const documented = documentedCommand();
-  expect(documented).toEqual({ ACTION_ENVELOPE_API_ORIGINS: CHAT_UI, ACTION_ENVELOPE_DEFAULT_REQUESTER: "demo-user" });
+  expect(documented).toEqual({
+    ACTION_ENVELOPE_API_ORIGINS: CHAT_UI,
+    ACTION_ENVELOPE_DEFAULT_REQUESTER: "demo-user",
+  });
   portal = await startPortal();
-  server = await startDevServer(envFor(portal, tempDir("ae-clients-"), { ...documented, ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: MAX_REFUSED }));
+  server = await startDevServer(
+    envFor(portal, tempDir("ae-clients-"), {
+      ...documented,
+      ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: MAX_REFUSED,
+    }),
+  );
   // agent-chat-ui src/providers/Stream.tsx: `apiKey: apiKey ?? undefined` (no key in open mode).
   client = new Client({ apiUrl: server.apiUrl, apiKey: null, callerOptions: { maxRetries: 0 } });
 }, 180_000);
@@ -69,13 +83,26 @@ afterAll(async () => {
 }, 90_000);
 
 /** A raw request, so that Origin is exactly what the browser sends. */
-function send(method: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
+function send(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
   const url = new URL(path, server.apiUrl);
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method, headers: { host: url.host, ...headers } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
-    });
+    const req = http.request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method,
+        headers: { host: url.host, ...headers },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+      },
+    );
     req.on("error", reject);
     req.end();
   });
@@ -91,7 +118,11 @@ function send(method: string, path: string, headers: Record<string, string>): Pr
  *   `let checkpoint = submitOptions?.checkpoint ?? (includeImplicitBranch ? branchContext.threadHead?.checkpoint : void 0) ?? void 0;`
  * The stream is read to its end.
  */
-async function submit(threadId: string, values: Record<string, unknown>, opts: { command?: { resume: unknown }; head?: boolean } = {}): Promise<Array<{ event: string; data: unknown }>> {
+async function submit(
+  threadId: string,
+  values: Record<string, unknown>,
+  opts: { command?: { resume: unknown }; head?: boolean } = {},
+): Promise<Array<{ event: string; data: unknown }>> {
   let checkpoint: Omit<Checkpoint, "thread_id"> | undefined;
   if (opts.head) {
     const head = { ...(await client.threads.getState(threadId)).checkpoint } as Partial<Checkpoint>;
@@ -127,13 +158,23 @@ type Msg = { type: string; id?: string; tool_calls?: Array<{ id?: string; name: 
  *   `{ type: "tool", tool_call_id: tc.id ?? "", id: `${DO_NOT_RENDER_ID_PREFIX}${uuidv4()}`, name: tc.name, content: "Successfully handled tool call." }`.
  */
 async function human(threadId: string | undefined, text: string): Promise<Record<string, unknown>> {
-  const shown = threadId ? (((await client.threads.getState(threadId)).values as { messages?: Msg[] }).messages ?? []) : [];
+  const shown = threadId
+    ? (((await client.threads.getState(threadId)).values as { messages?: Msg[] }).messages ?? [])
+    : [];
   const toolMessages = shown.flatMap((m, i) =>
     m.type !== "ai" || !m.tool_calls?.length || shown[i + 1]?.type === "tool"
       ? []
-      : m.tool_calls.map((tc) => ({ type: "tool", tool_call_id: tc.id ?? "", id: `do-not-render-${randomUUID()}`, name: tc.name, content: "Successfully handled tool call." })),
+      : m.tool_calls.map((tc) => ({
+          type: "tool",
+          tool_call_id: tc.id ?? "",
+          id: `do-not-render-${randomUUID()}`,
+          name: tc.name,
+          content: "Successfully handled tool call.",
+        })),
   );
-  return { messages: [...toolMessages, { id: randomUUID(), type: "human", content: [{ type: "text", text }] }] };
+  return {
+    messages: [...toolMessages, { id: randomUUID(), type: "human", content: [{ type: "text", text }] }],
+  };
 }
 
 async function waiting(threadId: string): Promise<ApprovalPayload> {
@@ -145,16 +186,25 @@ async function waiting(threadId: string): Promise<ApprovalPayload> {
 }
 
 async function lastAiText(threadId: string): Promise<string> {
-  const messages = ((await client.threads.getState(threadId)).values as { messages: Array<{ type: string; content: unknown }> }).messages;
+  const messages = (
+    (await client.threads.getState(threadId)).values as {
+      messages: Array<{ type: string; content: unknown }>;
+    }
+  ).messages;
   const ai = messages.filter((m) => m.type === "ai").at(-1);
   return typeof ai?.content === "string" ? ai.content : JSON.stringify(ai?.content);
 }
 
-const filled = (p: ApprovalPayload) => JSON.stringify({ decisions: [{ ...p.exampleResume.decisions[0], approver: { id: "demo-approver" } }] });
+const filled = (p: ApprovalPayload) =>
+  JSON.stringify({ decisions: [{ ...p.exampleResume.decisions[0], approver: { id: "demo-approver" } }] });
 
 describe("one setting opens the server to the chat UI's origin", () => {
   it("the CORS preflight and the response name the origin listed in ACTION_ENVELOPE_API_ORIGINS", async () => {
-    const pre = await send("OPTIONS", "/threads/search", { origin: CHAT_UI, "access-control-request-method": "POST", "access-control-request-headers": "content-type,x-api-key" });
+    const pre = await send("OPTIONS", "/threads/search", {
+      origin: CHAT_UI,
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "content-type,x-api-key",
+    });
     expect(pre.status).toBe(204);
     expect(pre.headers["access-control-allow-origin"]).toBe(CHAT_UI);
     expect(String(pre.headers["access-control-allow-headers"]).toLowerCase()).toContain("x-api-key");
@@ -165,7 +215,9 @@ describe("one setting opens the server to the chat UI's origin", () => {
     const other = await send("GET", `/threads/${randomUUID()}`, { origin: "http://localhost:3001" });
     expect(other.status).toBe(403);
     expect(other.headers["access-control-allow-origin"]).toBeUndefined();
-    expect(server.output()).toContain(`browser origins (ACTION_ENVELOPE_API_ORIGINS, CORS and origin check): ${CHAT_UI}`);
+    expect(server.output()).toContain(
+      `browser origins (ACTION_ENVELOPE_API_ORIGINS, CORS and origin check): ${CHAT_UI}`,
+    );
   });
 });
 
@@ -178,13 +230,24 @@ describe("agent-chat-ui: request, card, buttons, pasted decision", () => {
     threadId = (await client.threads.create()).thread_id;
     await submit(threadId, await human(undefined, "rename task 4 to Quarterly plan"));
     card = await waiting(threadId);
-    expect(((await client.threads.getState(threadId)).values as { requestedBy: string }).requestedBy).toBe("demo-user");
+    expect(((await client.threads.getState(threadId)).values as { requestedBy: string }).requestedBy).toBe(
+      "demo-user",
+    );
     // agent-chat-ui src/lib/agent-inbox-interrupt.ts isAgentInboxInterruptSchema reads, after the SDK's
     // normaliser has aliased actionRequests/allowedDecisions to snake_case:
     //   `"action_name" in config && typeof config.action_name === "string" && "allowed_decisions" in config && Array.isArray(config.allowed_decisions)`
     //   and each action request `"name" in request && typeof request.name === "string" && "args" in request && request.args !== null && typeof request.args === "object"`.
-    expect(card.reviewConfigs).toEqual([{ actionName: "update_task", action_name: "update_task", allowedDecisions: ["approve", "edit", "reject"] }]);
-    expect(card.actionRequests[0]).toMatchObject({ name: "update_task", args: { taskId: 4, fields: { TITLE: "Quarterly plan" } } });
+    expect(card.reviewConfigs).toEqual([
+      {
+        actionName: "update_task",
+        action_name: "update_task",
+        allowedDecisions: ["approve", "edit", "reject"],
+      },
+    ]);
+    expect(card.actionRequests[0]).toMatchObject({
+      name: "update_task",
+      args: { taskId: 4, fields: { TITLE: "Quarterly plan" } },
+    });
     expect(card.description).toContain(card.envelopeHash);
     expect(card.description).toContain(card.nonce);
     expect(card.description).toContain(card.actionRequests[0]!.description);
@@ -193,14 +256,17 @@ describe("agent-chat-ui: request, card, buttons, pasted decision", () => {
     expect(card.description).toMatch(/identities on this server are self-declared/);
   });
 
-  it("each button (Approve, Reject, Edit) and a typed \"approve\" is refused as an AI message naming what to send; the approval waits, nothing counted or written", async () => {
+  it('each button (Approve, Reject, Edit) and a typed "approve" is refused as an AI message naming what to send; the approval waits, nothing counted or written', async () => {
     // agent-chat-ui src/components/thread/agent-inbox/hooks/use-interrupted-actions.tsx resumeRun:
     //   `thread.submit({}, { command: { resume: { decisions } } })`, with decisions from utils.ts buildDecisionFromState:
     //   `{ decision: { type: "approve" } }`, `{ decision: { type: "reject", message } }`, `{ type: "edit", edited_action: selectedDecision.edited_action }`.
     const buttons: Array<Record<string, unknown>> = [
       { type: "approve" },
       { type: "reject", message: "not now" },
-      { type: "edit", edited_action: { name: "update_task", args: { taskId: 4, fields: { TITLE: "Other plan" } } } },
+      {
+        type: "edit",
+        edited_action: { name: "update_task", args: { taskId: 4, fields: { TITLE: "Other plan" } } },
+      },
     ];
     for (const decision of buttons) {
       await submit(threadId, {}, { command: { resume: { decisions: [decision] } }, head: true });
@@ -214,14 +280,22 @@ describe("agent-chat-ui: request, card, buttons, pasted decision", () => {
     }
     await submit(threadId, await human(threadId, "approve"), { head: true });
     await waiting(threadId);
-    expect(await lastAiText(threadId)).toMatch(/^Decision refused \(MALFORMED\): the message "approve" is not a decision: a decision names the envelope's hash and nonce\..*To decide, send this as a chat message/s);
+    expect(await lastAiText(threadId)).toMatch(
+      /^Decision refused \(MALFORMED\): the message "approve" is not a decision: a decision names the envelope's hash and nonce\..*To decide, send this as a chat message/s,
+    );
     expect(await portal.writes()).toEqual([]);
   });
 
   it("a run naming an older checkpoint than the head is still refused as a fork", async () => {
     const history = await client.threads.getHistory(threadId, { limit: 50 });
     const older = history.at(-1)!.checkpoint;
-    await expect(client.runs.wait(threadId, GRAPH_ID, { input: {}, command: { resume: { decisions: [{ type: "approve" }] } }, checkpoint: { checkpoint_id: older.checkpoint_id!, checkpoint_ns: "", checkpoint_map: {} } })).rejects.toThrow(/fork or replay/);
+    await expect(
+      client.runs.wait(threadId, GRAPH_ID, {
+        input: {},
+        command: { resume: { decisions: [{ type: "approve" }] } },
+        checkpoint: { checkpoint_id: older.checkpoint_id!, checkpoint_ns: "", checkpoint_map: {} },
+      }),
+    ).rejects.toThrow(/fork or replay/);
     await waiting(threadId);
   });
 
@@ -257,12 +331,22 @@ describe("Agent Inbox: the thread's interrupt, its buttons, its response box", (
     // `Object.values(thread.interrupts)`, `interrupt[0]?.value` that is not the middleware's snake_case
     // `action_requests` is taken when `"action_request" in value && "config" in value`.
     const thread = await client.threads.get(threadId);
-    const values = Object.values(thread.interrupts ?? {}).map((list) => (list as Array<{ value?: ApprovalPayload }>)[0]?.value);
+    const values = Object.values(thread.interrupts ?? {}).map(
+      (list) => (list as Array<{ value?: ApprovalPayload }>)[0]?.value,
+    );
     expect(values).toHaveLength(1);
     const value = values[0]!;
     expect("action_requests" in value).toBe(false);
-    expect(value.action_request).toEqual({ action: "update_task", args: { taskId: 4, fields: { TITLE: "Inbox plan" } } });
-    expect(value.config).toEqual({ allow_ignore: false, allow_respond: true, allow_edit: false, allow_accept: false });
+    expect(value.action_request).toEqual({
+      action: "update_task",
+      args: { taskId: 4, fields: { TITLE: "Inbox plan" } },
+    });
+    expect(value.config).toEqual({
+      allow_ignore: false,
+      allow_respond: true,
+      allow_edit: false,
+      allow_accept: false,
+    });
     expect(value.description).toContain(`**Hash:** \`${card.envelopeHash}\``);
     expect(value.description).toContain(`**Nonce:** \`${card.nonce}\``);
   });
@@ -270,11 +354,17 @@ describe("Agent Inbox: the thread's interrupt, its buttons, its response box", (
   it("accept, ignore and edit carry no hash: each refused as an AI message, the approval waits, nothing written", async () => {
     // agent-inbox HumanResponse values: `{ type: "accept", args: null }`, `{ type: "ignore", args: null }`, `{ type: "edit", args: ActionRequest }`.
     const before = (await portal.writes()).length;
-    for (const response of [{ type: "accept", args: null }, { type: "ignore", args: null }, { type: "edit", args: { action: "update_task", args: { taskId: 4, fields: { TITLE: "X" } } } }]) {
+    for (const response of [
+      { type: "accept", args: null },
+      { type: "ignore", args: null },
+      { type: "edit", args: { action: "update_task", args: { taskId: 4, fields: { TITLE: "X" } } } },
+    ]) {
       await respond([response]);
       const again = await waiting(threadId);
       expect(again.lastRefusal?.code).toBe("MALFORMED");
-      expect(await lastAiText(threadId)).toContain(`Agent Inbox's "${response.type}" carries no envelope hash or nonce`);
+      expect(await lastAiText(threadId)).toContain(
+        `Agent Inbox's "${response.type}" carries no envelope hash or nonce`,
+      );
     }
     expect((await portal.writes()).length).toBe(before);
   });
@@ -282,7 +372,9 @@ describe("Agent Inbox: the thread's interrupt, its buttons, its response box", (
   it("the card's decision typed into the response box is the decision: VERIFIED, exactly one write", async () => {
     const before = (await portal.writes()).length;
     await respond([{ type: "response", args: filled(card) }]);
-    expect(((await client.threads.getState(threadId)).values as { outcome?: string }).outcome).toBe("VERIFIED");
+    expect(((await client.threads.getState(threadId)).values as { outcome?: string }).outcome).toBe(
+      "VERIFIED",
+    );
     const writes = await portal.writes();
     expect(writes.length - before).toBe(1);
     expect(writes.at(-1)!.params["fields"]).toEqual({ TITLE: "Inbox plan" });

@@ -9,7 +9,17 @@
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recoverThread, startRun, submitDecision, type App } from "../src/app/threads.js";
-import { ROOT, approvalOf, envFor, killGroup, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  ROOT,
+  approvalOf,
+  envFor,
+  killGroup,
+  openTestApp,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import type { Boundary } from "./support/crash-process.js";
 
 const CRASH_PROCESS = path.join(ROOT, "test/support/crash-process.ts");
@@ -37,9 +47,15 @@ afterAll(async () => {
 
 /** The portal's task.update calls for one title: sent, and carried out (a replay is answered from the kept answer). */
 async function sendsOf(title: string) {
-  const calls = (await portal.calls("tasks.task.update")) as Array<{ params: { fields?: { TITLE?: string } }; fault?: string }>;
+  const calls = (await portal.calls("tasks.task.update")) as Array<{
+    params: { fields?: { TITLE?: string } };
+    fault?: string;
+  }>;
   const sent = calls.filter((c) => c.params.fields?.TITLE === title);
-  return { sent: sent.length, applied: sent.filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict").length };
+  return {
+    sent: sent.length,
+    applied: sent.filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict").length,
+  };
 }
 
 const CASES: Array<[Boundary, "on" | "off"]> = [
@@ -54,46 +70,62 @@ const CASES: Array<[Boundary, "on" | "off"]> = [
 ];
 
 describe("SIGKILL at every post-approval boundary", () => {
-  it.each(CASES)("killed after %s (idempotent writes %s): recovered with no second send and no false outcome", async (boundary, idempotency) => {
-    const title = `CRASH ${boundary.toUpperCase()} ${idempotency.toUpperCase()}`;
-    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
-    expect(view.status).toBe("awaiting_approval");
+  it.each(CASES)(
+    "killed after %s (idempotent writes %s): recovered with no second send and no false outcome",
+    async (boundary, idempotency) => {
+      const title = `CRASH ${boundary.toUpperCase()} ${idempotency.toUpperCase()}`;
+      const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
+      expect(view.status).toBe("awaiting_approval");
 
-    let pid = 0;
-    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: idempotency, ...LEASE });
-    const killed = await runCli([view.threadId, JSON.stringify(approvalOf(view)), boundary], env, { script: CRASH_PROCESS, onSpawn: (p) => (pid = p) });
-    killGroup(pid);
-    // tsx runs the script in a child node and exits 137 (128 + SIGKILL) when that child is killed.
-    expect(killed.signal === "SIGKILL" || killed.code === 137, `exit ${killed.code} ${killed.signal}\n${killed.stdout}\n${killed.stderr}`).toBe(true);
-    const before = await sendsOf(title);
-    // Killed before the send: nothing left; from `sent` on: the one write the dead process made.
-    expect(before.sent).toBe(["decided", "pre_read", "intent"].includes(boundary) ? 0 : 1);
+      let pid = 0;
+      const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: idempotency, ...LEASE });
+      const killed = await runCli([view.threadId, JSON.stringify(approvalOf(view)), boundary], env, {
+        script: CRASH_PROCESS,
+        onSpawn: (p) => (pid = p),
+      });
+      killGroup(pid);
+      // tsx runs the script in a child node and exits 137 (128 + SIGKILL) when that child is killed.
+      expect(
+        killed.signal === "SIGKILL" || killed.code === 137,
+        `exit ${killed.code} ${killed.signal}\n${killed.stdout}\n${killed.stderr}`,
+      ).toBe(true);
+      const before = await sendsOf(title);
+      // Killed before the send: nothing left; from `sent` on: the one write the dead process made.
+      expect(before.sent).toBe(["decided", "pre_read", "intent"].includes(boundary) ? 0 : 1);
 
-    const done = await recoverThread(app, view.threadId);
-    expect(done.status).toBe("finished");
-    const after = await sendsOf(title);
-    const shown = (await portal.task(4)).title === title;
-    expect(after.applied).toBe(shown ? 1 : 0);
-    // A plain REST 2 call is sent at most once, ever; a keyed one may be re-sent (a replay), never applied twice.
-    if (idempotency === "off") expect(after.sent).toBeLessThanOrEqual(1);
-    else expect(after.sent - after.applied).toBeLessThanOrEqual(1);
-    const said = `${done.state?.outcome} (${done.state?.reasonCode}): ${done.state?.reason}; ack ${JSON.stringify(done.state?.acknowledgement)}`;
-    // No false outcome: VERIFIED only when the portal shows the change; a change shown is VERIFIED, or
-    // INCONCLUSIVE when a plain REST 2 call's answer was lost (it is not proven this write made it).
-    if (done.state?.outcome === "VERIFIED") expect(shown, said).toBe(true);
-    if (shown) expect(["VERIFIED", "INCONCLUSIVE"], said).toContain(done.state?.outcome);
-    // Where nothing was lost that a re-send (with its key) cannot recover, the run ends VERIFIED.
-    if (!(idempotency === "off" && (boundary === "intent" || boundary === "sent"))) expect(done.state?.outcome, said).toBe("VERIFIED");
-  }, 120_000);
+      const done = await recoverThread(app, view.threadId);
+      expect(done.status).toBe("finished");
+      const after = await sendsOf(title);
+      const shown = (await portal.task(4)).title === title;
+      expect(after.applied).toBe(shown ? 1 : 0);
+      // A plain REST 2 call is sent at most once, ever; a keyed one may be re-sent (a replay), never applied twice.
+      if (idempotency === "off") expect(after.sent).toBeLessThanOrEqual(1);
+      else expect(after.sent - after.applied).toBeLessThanOrEqual(1);
+      const said = `${done.state?.outcome} (${done.state?.reasonCode}): ${done.state?.reason}; ack ${JSON.stringify(done.state?.acknowledgement)}`;
+      // No false outcome: VERIFIED only when the portal shows the change; a change shown is VERIFIED, or
+      // INCONCLUSIVE when a plain REST 2 call's answer was lost (it is not proven this write made it).
+      if (done.state?.outcome === "VERIFIED") expect(shown, said).toBe(true);
+      if (shown) expect(["VERIFIED", "INCONCLUSIVE"], said).toContain(done.state?.outcome);
+      // Where nothing was lost that a re-send (with its key) cannot recover, the run ends VERIFIED.
+      if (!(idempotency === "off" && (boundary === "intent" || boundary === "sent")))
+        expect(done.state?.outcome, said).toBe("VERIFIED");
+    },
+    120_000,
+  );
 
   it("one approved action makes at most two durable commits (the write-ahead and the close)", async () => {
-    const view = await startRun(app, { request: "rename task 4 to COUNTED COMMITS", requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: "rename task 4 to COUNTED COMMITS",
+      requestedBy: "demo-user",
+    });
     const commits = app.deps.journal.commits;
     const start = { ...commits };
     const done = await submitDecision(app, view.threadId, approvalOf(view));
     expect(done.state?.outcome).toBe("VERIFIED");
     const used = { total: commits.total - start.total, durable: commits.durable - start.durable };
-    console.log(`journal commits per approved action (${process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"] ? "PostgreSQL" : "SQLite"}): ${used.total}, of which durable: ${used.durable}`);
+    console.log(
+      `journal commits per approved action (${process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"] ? "PostgreSQL" : "SQLite"}): ${used.total}, of which durable: ${used.durable}`,
+    );
     expect(used.durable).toBe(2);
     expect(used.total).toBeGreaterThan(used.durable);
   }, 120_000);

@@ -35,27 +35,71 @@ afterEach(async () => {
 
 function approve(view: ThreadView): { decisions: unknown[] } {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+    ],
+  };
 }
 
 async function caseText(done: ThreadView): Promise<string> {
   const records = await app.deps.audit.records({ threadId: done.threadId });
-  const { caseRecord, evidence } = buildCase({ threadId: done.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() });
+  const { caseRecord, evidence } = buildCase({
+    threadId: done.threadId,
+    status: "finished",
+    state: done.state,
+    records,
+    chain: await app.deps.audit.verify(),
+  });
   return renderCase(caseRecord, evidence);
 }
 
 const said = (view: ThreadView) => view.state!.messages.map((m) => String(m.content));
 
 describe("outcome flags of a delete", () => {
-  const verification: VerificationRecord = { verdict: "VERIFIED", reason: "gone", fields: [], raw: null, at: "2026-01-01T00:00:00.000Z" };
-  const invocation = { tool: "delete_task_comment" as const, args: { taskId: 4, commentId: 5 }, idempotencyKey: "k", envelopeHash: "h", sentAt: "2026-01-01T00:00:00.000Z" };
-  const inputs = { preRead: null, invocation, acknowledgement: { status: "OK" } as never, verification, outcome: "VERIFIED" as const, reasonCode: "VERIFIED" as never };
+  const verification: VerificationRecord = {
+    verdict: "VERIFIED",
+    reason: "gone",
+    fields: [],
+    raw: null,
+    at: "2026-01-01T00:00:00.000Z",
+  };
+  const invocation = {
+    tool: "delete_task_comment" as const,
+    args: { taskId: 4, commentId: 5 },
+    idempotencyKey: "k",
+    envelopeHash: "h",
+    sentAt: "2026-01-01T00:00:00.000Z",
+  };
+  const inputs = {
+    preRead: null,
+    invocation,
+    acknowledgement: { status: "OK" } as never,
+    verification,
+    outcome: "VERIFIED" as const,
+    reasonCode: "VERIFIED" as never,
+  };
 
   it("say the fresh read shows the comment gone, not the approved values (a delete approves none)", () => {
-    const { because } = outcomeFlags({ ...inputs, envelope: { operation: "delete_task_comment", object: { type: "task", id: 4 }, params: { COMMENT_ID: 5 } } });
-    expect(because.sideEffectVerified).toBe("the post-write read at 2026-01-01T00:00:00.000Z shows comment 5 of task 4 gone");
-    expect(because.causalClaimAllowed).toBe("the target acknowledged the delete and a fresh read shows comment 5 of task 4 gone");
-    const task = outcomeFlags({ ...inputs, invocation: { ...invocation, tool: "delete_task" as const, args: { taskId: 9 } }, envelope: { operation: "delete_task", object: { type: "task", id: 9 }, params: {} } });
+    const { because } = outcomeFlags({
+      ...inputs,
+      envelope: {
+        operation: "delete_task_comment",
+        object: { type: "task", id: 4 },
+        params: { COMMENT_ID: 5 },
+      },
+    });
+    expect(because.sideEffectVerified).toBe(
+      "the post-write read at 2026-01-01T00:00:00.000Z shows comment 5 of task 4 gone",
+    );
+    expect(because.causalClaimAllowed).toBe(
+      "the target acknowledged the delete and a fresh read shows comment 5 of task 4 gone",
+    );
+    const task = outcomeFlags({
+      ...inputs,
+      invocation: { ...invocation, tool: "delete_task" as const, args: { taskId: 9 } },
+      envelope: { operation: "delete_task", object: { type: "task", id: 9 }, params: {} },
+    });
     expect(task.because.sideEffectVerified).toContain("shows task 9 gone");
     expect(task.because.causalClaimAllowed).not.toContain("approved values");
   });
@@ -65,27 +109,53 @@ describe("outcome flags of a delete", () => {
       ...inputs,
       verification: { ...verification, verdict: "VERIFICATION_FAILED", reason: "still there" },
       outcome: "VERIFICATION_FAILED" as never,
-      envelope: { operation: "delete_task_comment", object: { type: "task", id: 4 }, params: { COMMENT_ID: 5 } },
+      envelope: {
+        operation: "delete_task_comment",
+        object: { type: "task", id: 4 },
+        params: { COMMENT_ID: 5 },
+      },
     });
     expect(failed.flags.causalClaimAllowed).toBe(false);
-    expect(failed.because.causalClaimAllowed).toBe("the target acknowledged the delete but a fresh read still shows comment 5 of task 4; it was not applied, or the object was made again afterwards");
+    expect(failed.because.causalClaimAllowed).toBe(
+      "the target acknowledged the delete but a fresh read still shows comment 5 of task 4; it was not applied, or the object was made again afterwards",
+    );
   });
 
   it("keep the update wording for an update", () => {
-    const { because } = outcomeFlags({ ...inputs, envelope: { operation: "update_task", object: { type: "task", id: 4 }, params: { TITLE: "x" } } });
-    expect(because.sideEffectVerified).toBe("the post-write read at 2026-01-01T00:00:00.000Z shows the approved values");
-    expect(because.causalClaimAllowed).toBe("the target acknowledged the write and a fresh read shows exactly the approved values");
+    const { because } = outcomeFlags({
+      ...inputs,
+      envelope: { operation: "update_task", object: { type: "task", id: 4 }, params: { TITLE: "x" } },
+    });
+    expect(because.sideEffectVerified).toBe(
+      "the post-write read at 2026-01-01T00:00:00.000Z shows the approved values",
+    );
+    expect(because.causalClaimAllowed).toBe(
+      "the target acknowledged the write and a fresh read shows exactly the approved values",
+    );
   });
 });
 
 describe("a new task (add_task) in words", () => {
   it("is named as a new task on the inbox card, in the chat report and in the case record, and by its created id once known", async () => {
     const model = new ScriptedChatModel((messages) => {
-      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields: { TITLE, RESPONSIBLE_ID: "5" }, rationale: "requested by the user" })] });
+      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change"))
+        return new AIMessage("Proposed; waiting for the human.");
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            operation: "add_task",
+            fields: { TITLE, RESPONSIBLE_ID: "5" },
+            rationale: "requested by the user",
+          }),
+        ],
+      });
     });
     app = await openTestApp(portal, dataDir, { model });
-    const view = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: `create a task "${TITLE}" for user 5`,
+      requestedBy: "demo-user",
+    });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
 
     // The inbox card: a new task, created; never "task 0" or a "new object" to be "posted".
@@ -103,28 +173,51 @@ describe("a new task (add_task) in words", () => {
 
     // The chat report: what was proposed and sent, with the created task's id; no task 0 or undefined.
     const chat = said(done);
-    expect(chat.some((m) => m.startsWith(`Proposed: add_task making a new task with {"TITLE":"${TITLE}","RESPONSIBLE_ID":"5"}`))).toBe(true);
-    expect(chat).toContain(`Sent add_task once for a new task (created: task ${id}) with {"TITLE":"${TITLE}","RESPONSIBLE_ID":"5"}; the target answered OK.`);
+    expect(
+      chat.some((m) =>
+        m.startsWith(`Proposed: add_task making a new task with {"TITLE":"${TITLE}","RESPONSIBLE_ID":"5"}`),
+      ),
+    ).toBe(true);
+    expect(chat).toContain(
+      `Sent add_task once for a new task (created: task ${id}) with {"TITLE":"${TITLE}","RESPONSIBLE_ID":"5"}; the target answered OK.`,
+    );
     expect(chat.join("\n")).not.toMatch(/task (0|undefined)\b/);
 
     // The verification's identity is the created task's, and the case record says so.
-    expect(done.state!.verification!.identity).toEqual({ expected: Number(id), answered: id, status: "MATCH" });
+    expect(done.state!.verification!.identity).toEqual({
+      expected: Number(id),
+      answered: id,
+      status: "MATCH",
+    });
     const text = await caseText(done);
     expect(text).toContain(`identity: MATCH (created task ${id}, answer names "${id}")`);
     expect(text).not.toContain("expected task 0");
     // A create overwrites nothing: the writer window says so instead of naming the new task's fields.
     const records = await app.deps.audit.records({ threadId: done.threadId });
-    const { evidence } = buildCase({ threadId: done.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() });
-    const window = evidence.find((e) => e.kind === "post_write_read")!.data["concurrentWriterWindow"] as { fieldsOverwritten: string[]; statement: string };
+    const { evidence } = buildCase({
+      threadId: done.threadId,
+      status: "finished",
+      state: done.state,
+      records,
+      chain: await app.deps.audit.verify(),
+    });
+    const window = evidence.find((e) => e.kind === "post_write_read")!.data["concurrentWriterWindow"] as {
+      fieldsOverwritten: string[];
+      statement: string;
+    };
     expect(window.fieldsOverwritten).toEqual([]);
-    expect(window.statement).toMatch(/^A create writes no existing object, so nothing anyone else changed can be overwritten/);
+    expect(window.statement).toMatch(
+      /^A create writes no existing object, so nothing anyone else changed can be overwritten/,
+    );
     expect(text).not.toMatch(/TITLE would have been overwritten/);
   });
 });
 
 describe("an undo's delete of a posted comment (delete_task_comment) in words", () => {
   it("names the comment, not a task with the comment's id, and says the fresh read shows it gone", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")) });
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")),
+    });
     const waiting = await startRun(app, { request: `comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
     const posted = await submitDecision(app, waiting.threadId, approve(waiting));
     expect(posted.state!.outcome, posted.state!.reason ?? "").toBe("VERIFIED");
@@ -135,14 +228,28 @@ describe("an undo's delete of a posted comment (delete_task_comment) in words", 
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
 
     const chat = said(done);
-    expect(chat.some((m) => m.startsWith(`Proposed: delete_task_comment removing comment ${commentId} of task 4 with {"COMMENT_ID":${commentId}}`))).toBe(true);
+    expect(
+      chat.some((m) =>
+        m.startsWith(
+          `Proposed: delete_task_comment removing comment ${commentId} of task 4 with {"COMMENT_ID":${commentId}}`,
+        ),
+      ),
+    ).toBe(true);
 
     const text = await caseText(done);
-    expect(text).toContain(`identity: MATCH (expected comment ${commentId} of task 4, answer names "${commentId}")`);
+    expect(text).toContain(
+      `identity: MATCH (expected comment ${commentId} of task 4, answer names "${commentId}")`,
+    );
     expect(text).toContain(`identity: UNKNOWN (expected comment ${commentId} of task 4, answer names none)`);
     expect(text).not.toContain(`expected task ${commentId}`);
-    expect(text).toMatch(new RegExp(`sideEffectVerified +true +the post-write read at \\S+ shows comment ${commentId} of task 4 gone`));
-    expect(text).toContain(`causalClaimAllowed=true — the target acknowledged the delete and a fresh read shows comment ${commentId} of task 4 gone`);
+    expect(text).toMatch(
+      new RegExp(
+        `sideEffectVerified +true +the post-write read at \\S+ shows comment ${commentId} of task 4 gone`,
+      ),
+    );
+    expect(text).toContain(
+      `causalClaimAllowed=true — the target acknowledged the delete and a fresh read shows comment ${commentId} of task 4 gone`,
+    );
     expect(text).not.toContain("approved values");
   });
 });

@@ -17,7 +17,16 @@ import fs from "node:fs";
 import path from "node:path";
 import { startInbox } from "../src/inbox/server.js";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, objectLeaseOf, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  objectLeaseOf,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
 
 const FIRST = "LEASE-CREATE first report";
@@ -42,10 +51,20 @@ afterEach(async () => {
 /** Proposes add_task with the title the request quotes, for user 5. */
 const proposeQuoted = () =>
   new ScriptedChatModel((messages) => {
-    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
+    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change"))
+      return new AIMessage("Proposed; waiting for the human.");
     const request = messages.find((m) => m.getType() === "human");
     const title = /"([^"]+)"/.exec(String(request?.content ?? ""))?.[1] ?? "untitled";
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields: { TITLE: title, RESPONSIBLE_ID: "5" }, rationale: "requested by the user" })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", {
+          operation: "add_task",
+          fields: { TITLE: title, RESPONSIBLE_ID: "5" },
+          rationale: "requested by the user",
+        }),
+      ],
+    });
   });
 
 async function open(env: Record<string, string> = {}): Promise<App> {
@@ -54,28 +73,60 @@ async function open(env: Record<string, string> = {}): Promise<App> {
 }
 
 async function waitingCreate(title: string): Promise<ThreadView> {
-  const view = await startRun(app!, { request: `create a task "${title}" for user 5`, requestedBy: "demo-user" });
+  const view = await startRun(app!, {
+    request: `create a task "${title}" for user 5`,
+    requestedBy: "demo-user",
+  });
   expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
-  expect(view.approval!.envelope).toMatchObject({ operation: "add_task", object: { type: "task", id: 0 }, params: { TITLE: title } });
+  expect(view.approval!.envelope).toMatchObject({
+    operation: "add_task",
+    object: { type: "task", id: 0 },
+    params: { TITLE: title },
+  });
   return view;
 }
 
 function approve(view: ThreadView): { decisions: unknown[] } {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+    ],
+  };
 }
 
 function edit(view: ThreadView, args: Record<string, unknown>): { decisions: unknown[] } {
   const a = view.approval!;
-  return { decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "add_task", args } }] };
+  return {
+    decisions: [
+      {
+        type: "edit",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        approver: { id: "alice" },
+        editedAction: { name: "add_task", args },
+      },
+    ],
+  };
 }
 
-const titled = async (title: string) => ((await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{ id: string; title: string }>).filter((t) => t.title === title);
-const adds = async () => (await portal.writes()).map((w) => ((w.params["fields"] as Record<string, unknown>) ?? {})["TITLE"]);
+const titled = async (title: string) =>
+  (
+    (await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{
+      id: string;
+      title: string;
+    }>
+  ).filter((t) => t.title === title);
+const adds = async () =>
+  (await portal.writes()).map((w) => ((w.params["fields"] as Record<string, unknown>) ?? {})["TITLE"]);
 
 describe("the object lease of a create is keyed on its title", () => {
   it("after a create whose answer was lost (lease kept), a create with another title proceeds and is VERIFIED; one with the same title ends TARGET_BUSY naming that title, nothing sent", async () => {
-    await open({ BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500", ACTION_ENVELOPE_OBJECT_WAIT_MS: "300" });
+    await open({
+      BITRIX24_IDEMPOTENCY: "off",
+      BITRIX24_TIMEOUT_MS: "1500",
+      ACTION_ENVELOPE_OBJECT_WAIT_MS: "300",
+    });
     const first = await waitingCreate(FIRST);
     const other = await waitingCreate(OTHER);
     const same = await waitingCreate(FIRST);
@@ -83,7 +134,9 @@ describe("the object lease of a create is keyed on its title", () => {
     const lost = await submitDecision(app!, first.threadId, approve(first));
     expect(lost.state!.outcome, lost.state!.reason ?? "").toBe("INCONCLUSIVE");
     // Kept until it runs out: the lost write may still be listed late.
-    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
+    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(
+      first.approval!.envelopeHash,
+    );
 
     const proceeded = await submitDecision(app!, other.threadId, approve(other));
     expect(proceeded.state!.outcome, proceeded.state!.reason ?? "").toBe("VERIFIED");
@@ -118,7 +171,9 @@ describe("the object lease of a create is keyed on its title", () => {
       if (Date.now() > deadline) throw new Error("the first create never reached intent");
       await new Promise((r) => setTimeout(r, 20));
     }
-    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(first.approval!.envelopeHash);
+    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(
+      first.approval!.envelopeHash,
+    );
     const otherDone = await submitDecision(app!, other.threadId, approve(other));
     expect(otherDone.state!.outcome, otherDone.state!.reason ?? "").toBe("VERIFIED");
     expect((await firstDone).state!.outcome).toBe("VERIFIED");
@@ -132,16 +187,32 @@ describe("an edit of a create names no object", () => {
     const view = await waitingCreate(FIRST);
     expect(view.approval!.actionRequests[0].args).toEqual({ fields: { TITLE: FIRST, RESPONSIBLE_ID: "5" } });
 
-    const existing = await submitDecision(app!, view.threadId, edit(view, { taskId: 7, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }));
-    expect(existing.approval!.lastRefusal, JSON.stringify(existing.state?.reason ?? existing.status)).toMatchObject({ code: "OUT_OF_SCOPE" });
+    const existing = await submitDecision(
+      app!,
+      view.threadId,
+      edit(view, { taskId: 7, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }),
+    );
+    expect(
+      existing.approval!.lastRefusal,
+      JSON.stringify(existing.state?.reason ?? existing.status),
+    ).toMatchObject({ code: "OUT_OF_SCOPE" });
     expect(existing.approval!.lastRefusal?.reason).toContain("names task 7");
     expect(existing.approval!.envelope.revision).toBe(1);
 
     // Exactly the args the approval showed, with the title changed.
-    const edited = await submitDecision(app!, view.threadId, edit(view, { fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }));
+    const edited = await submitDecision(
+      app!,
+      view.threadId,
+      edit(view, { fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }),
+    );
     expect(edited.status, edited.approval?.lastRefusal?.reason ?? "").toBe("awaiting_approval");
     expect(edited.approval!.lastRefusal ?? null).toBeNull();
-    expect(edited.approval!.envelope).toMatchObject({ revision: 2, operation: "add_task", object: { type: "task", id: 0 }, params: { TITLE: EDITED, RESPONSIBLE_ID: "5" } });
+    expect(edited.approval!.envelope).toMatchObject({
+      revision: 2,
+      operation: "add_task",
+      object: { type: "task", id: 0 },
+      params: { TITLE: EDITED, RESPONSIBLE_ID: "5" },
+    });
     expect(await portal.writes()).toHaveLength(0);
 
     const done = await submitDecision(app!, view.threadId, approve(edited));
@@ -154,7 +225,11 @@ describe("an edit of a create names no object", () => {
   it("taskId 0 (as the inbox sends it) is read as the new task too", async () => {
     await open();
     const view = await waitingCreate(FIRST);
-    const edited = await submitDecision(app!, view.threadId, edit(view, { taskId: 0, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }));
+    const edited = await submitDecision(
+      app!,
+      view.threadId,
+      edit(view, { taskId: 0, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }),
+    );
     expect(edited.approval!.lastRefusal ?? null).toBeNull();
     expect(edited.approval!.envelope).toMatchObject({ revision: 2, params: { TITLE: EDITED } });
     expect(await portal.writes()).toHaveLength(0);
@@ -166,11 +241,21 @@ describe("an edit of a create names no object", () => {
     await app!.close();
     app = undefined;
     const env = envFor(portal, dataDir);
-    const editRun = await runCli(["edit", view.threadId, "--set", `TITLE=${EDITED}`, "--as", "alice", "--json"], env);
+    const editRun = await runCli(
+      ["edit", view.threadId, "--set", `TITLE=${EDITED}`, "--as", "alice", "--json"],
+      env,
+    );
     expect(editRun.code, editRun.stdout + editRun.stderr).toBe(0);
     const edited = parseJsonOutput(editRun.stdout);
-    expect(edited).toMatchObject({ status: "awaiting_approval", revision: 2, envelope: { operation: "add_task", params: { TITLE: EDITED, RESPONSIBLE_ID: "5" } } });
-    const approved = await runCli(["approve", view.threadId, "--hash", edited.envelopeHash, "--as", "bob", "--json"], env);
+    expect(edited).toMatchObject({
+      status: "awaiting_approval",
+      revision: 2,
+      envelope: { operation: "add_task", params: { TITLE: EDITED, RESPONSIBLE_ID: "5" } },
+    });
+    const approved = await runCli(
+      ["approve", view.threadId, "--hash", edited.envelopeHash, "--as", "bob", "--json"],
+      env,
+    );
     expect(approved.code, approved.stdout + approved.stderr).toBe(0);
     expect(parseJsonOutput(approved.stdout).outcome).toBe("VERIFIED");
     expect(await adds()).toEqual([EDITED]);
@@ -179,16 +264,27 @@ describe("an edit of a create names no object", () => {
 
   it("through the web inbox: the edit form of an add_task makes revision 2 with the edited title; nothing is written", async () => {
     const usersFile = path.join(dataDir, "inbox-users.json");
-    fs.writeFileSync(usersFile, JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }));
+    fs.writeFileSync(
+      usersFile,
+      JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }),
+    );
     await open({ ACTION_ENVELOPE_INBOX_USERS: usersFile });
     const view = await waitingCreate(FIRST);
-    const inbox = await startInbox({ app: app!, users: loadInboxUsers(app!.deps.config.inboxUsersPath), pollMs: 200 });
+    const inbox = await startInbox({
+      app: app!,
+      users: loadInboxUsers(app!.deps.config.inboxUsersPath),
+      pollMs: 200,
+    });
     try {
       const cookies = new Map<string, string>();
       const req = async (p: string, form?: Record<string, string>) => {
         const res = await fetch(inbox.url + p, {
           method: form ? "POST" : "GET",
-          headers: { cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "), accept: "text/html", ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: inbox.url } : {}) },
+          headers: {
+            cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+            accept: "text/html",
+            ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: inbox.url } : {}),
+          },
           body: form ? new URLSearchParams(form).toString() : undefined,
           redirect: "manual",
         });
@@ -199,7 +295,15 @@ describe("an edit of a create names no object", () => {
         return res;
       };
       const login = await (await req("/login")).text();
-      expect((await req("/login", { csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!, user: "alice", password: "alice-password-1" })).status).toBe(303);
+      expect(
+        (
+          await req("/login", {
+            csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
+            user: "alice",
+            password: "alice-password-1",
+          })
+        ).status,
+      ).toBe(303);
       const card = await (await req(`/t/${view.threadId}`)).text();
       const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(card)![1]!;
       const res = await req(`/t/${view.threadId}/decide`, {
@@ -214,7 +318,12 @@ describe("an edit of a create names no object", () => {
       expect(res.status, page.slice(0, 2000)).toBe(200);
       const now = await viewThread(app!, view.threadId);
       expect(now.approval!.lastRefusal ?? null).toBeNull();
-      expect(now.approval!.envelope).toMatchObject({ revision: 2, operation: "add_task", params: { TITLE: EDITED, RESPONSIBLE_ID: "5" }, editedBy: "alice" });
+      expect(now.approval!.envelope).toMatchObject({
+        revision: 2,
+        operation: "add_task",
+        params: { TITLE: EDITED, RESPONSIBLE_ID: "5" },
+        editedBy: "alice",
+      });
       expect(await portal.writes()).toHaveLength(0);
     } finally {
       await inbox.close();

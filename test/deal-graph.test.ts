@@ -6,7 +6,14 @@
  */
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, sweepExpired, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import {
+  startRun,
+  submitDecision,
+  sweepExpired,
+  viewThread,
+  type App,
+  type ThreadView,
+} from "../src/app/threads.js";
 import { escalationApprovers } from "../src/envelope/index.js";
 import { startUndo } from "../src/app/undo.js";
 import { buildCase } from "../src/evidence/bundle.js";
@@ -29,16 +36,31 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
-async function open(dealId: number, fields: Record<string, unknown>, env: Record<string, string> = {}): Promise<void> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readDealThenPropose(dealId, fields)), env });
+async function open(
+  dealId: number,
+  fields: Record<string, unknown>,
+  env: Record<string, string> = {},
+): Promise<void> {
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readDealThenPropose(dealId, fields)),
+    env,
+  });
 }
 
-const deal = async (id: number) => (await portal.rest("crm.deal.get", { id })).body.result as Record<string, string>;
-const dealWrites = async () => (await portal.calls("crm.deal.update")).filter((c) => c.status === 200 || c.status === 400 || c.status === 0);
+const deal = async (id: number) =>
+  (await portal.rest("crm.deal.get", { id })).body.result as Record<string, string>;
+const dealWrites = async () =>
+  (await portal.calls("crm.deal.update")).filter(
+    (c) => c.status === 200 || c.status === 400 || c.status === 0,
+  );
 
 function approve(view: ThreadView, approver = "demo-approver") {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } },
+    ],
+  };
 }
 
 async function waiting(request: string): Promise<ThreadView> {
@@ -64,16 +86,27 @@ describe("a deal update", () => {
     const done = await submitDecision(app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     expect((await portal.writes()).map((w) => w.method)).toEqual(["crm.deal.update"]);
-    expect(done.state!.invocation).toMatchObject({ tool: "update_deal", args: { dealId: 3, fields: { STAGE_ID: "WON" } } });
+    expect(done.state!.invocation).toMatchObject({
+      tool: "update_deal",
+      args: { dealId: 3, fields: { STAGE_ID: "WON" } },
+    });
     const after = await deal(3);
     expect([after["STAGE_ID"], after["STAGE_SEMANTIC_ID"], after["CLOSED"]]).toEqual(["WON", "S", "Y"]);
     // The answer is tied to deal 3 by its own id key (a deal answers "ID", a task "id").
     expect(done.state!.preRead!.identity).toEqual({ expected: 3, answered: "3", status: "MATCH" });
     expect(done.state!.verification!.identity).toEqual({ expected: 3, answered: "3", status: "MATCH" });
     const records = await app.deps.audit.records({ threadId: view.threadId });
-    const { caseRecord, evidence } = buildCase({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app.deps.audit.verify() });
+    const { caseRecord, evidence } = buildCase({
+      threadId: view.threadId,
+      status: "finished",
+      state: done.state,
+      records,
+      chain: await app.deps.audit.verify(),
+    });
     expect(renderCase(caseRecord, evidence)).toContain('identity: MATCH (expected deal 3, answer names "3")');
-    const automatic = done.state!.verification!.fields.filter((f) => f.status === "automatic").map((f) => f.field);
+    const automatic = done
+      .state!.verification!.fields.filter((f) => f.status === "automatic")
+      .map((f) => f.field);
     expect(automatic).toEqual(expect.arrayContaining(["DATE_MODIFY", "STAGE_SEMANTIC_ID", "CLOSED"]));
   });
 
@@ -82,7 +115,11 @@ describe("a deal update", () => {
     const busy = await waiting("move deal 3 to WON");
     const e = busy.approval!.envelope;
     // Another approved action holds deal 3 from its pre-read to its verification.
-    const held = await app.deps.journal.acquireObjectLease(objectKeyOf(e), { envelopeHash: "f".repeat(64), threadId: "other-thread" }, 60_000);
+    const held = await app.deps.journal.acquireObjectLease(
+      objectKeyOf(e),
+      { envelopeHash: "f".repeat(64), threadId: "other-thread" },
+      60_000,
+    );
     expect(held.acquired).toBe(true);
     const stopped = await submitDecision(app, busy.threadId, approve(busy));
     expect(stopped.state!.reasonCode).toBe("TARGET_BUSY");
@@ -90,14 +127,22 @@ describe("a deal update", () => {
     expect(await dealWrites()).toHaveLength(0);
 
     const records = await app.deps.audit.records({ threadId: busy.threadId });
-    const { caseRecord, evidence } = buildCase({ threadId: busy.threadId, status: "finished", state: stopped.state, records, chain: await app.deps.audit.verify() });
+    const { caseRecord, evidence } = buildCase({
+      threadId: busy.threadId,
+      status: "finished",
+      state: stopped.state,
+      records,
+      chain: await app.deps.audit.verify(),
+    });
     expect(renderCase(caseRecord, evidence)).toMatch(/What: +update_deal deal 3 \{"STAGE_ID":"WON"\}/);
   });
 
   it("is not written when the deal changed after the card was shown: STALE_STATE naming the field, no write", async () => {
     await open(3, { STAGE_ID: "WON" });
     const view = await waiting("move deal 3 to WON");
-    expect((await portal.rest("crm.deal.update", { id: 3, fields: { OPPORTUNITY: "60000.00" } })).status).toBe(200);
+    expect(
+      (await portal.rest("crm.deal.update", { id: 3, fields: { OPPORTUNITY: "60000.00" } })).status,
+    ).toBe(200);
     const before = (await portal.writes()).length;
     const done = await submitDecision(app, view.threadId, approve(view));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
@@ -106,13 +151,17 @@ describe("a deal update", () => {
     expect((await portal.writes()).length).toBe(before);
   });
 
-  it("an amount compares as an amount: 48500.5 proposed as \"51000\" and read back as \"51000.00\" is VERIFIED", async () => {
+  it('an amount compares as an amount: 48500.5 proposed as "51000" and read back as "51000.00" is VERIFIED', async () => {
     await open(3, { OPPORTUNITY: "51000" });
     const view = await waiting("set the amount of deal 3 to 51000");
     const done = await submitDecision(app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     expect((await deal(3))["OPPORTUNITY"]).toBe("51000.00");
-    expect(done.state!.verification!.fields.find((f) => f.field === "OPPORTUNITY")).toMatchObject({ status: "applied", normalised: true, rule: { id: "money-equal" } });
+    expect(done.state!.verification!.fields.find((f) => f.field === "OPPORTUNITY")).toMatchObject({
+      status: "applied",
+      normalised: true,
+      rule: { id: "money-equal" },
+    });
   });
 
   it("acknowledged without being applied: VERIFICATION_FAILED; applied with the answer lost (REST 2): INCONCLUSIVE; one send each", async () => {
@@ -147,7 +196,11 @@ describe("a deal update", () => {
     expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
     const undo = await startUndo(app, view.threadId, "demo-user");
     expect(undo.status, `${undo.state?.reasonCode}: ${undo.state?.reason}`).toBe("awaiting_approval");
-    expect(undo.approval!.envelope).toMatchObject({ operation: "update_deal", object: { type: "deal", id: 3 }, params: { STAGE_ID: "EXECUTING" } });
+    expect(undo.approval!.envelope).toMatchObject({
+      operation: "update_deal",
+      object: { type: "deal", id: 3 },
+      params: { STAGE_ID: "EXECUTING" },
+    });
     const restored = await submitDecision(app, undo.threadId, approve(undo));
     expect(restored.state!.outcome, restored.state!.reason ?? "").toBe("VERIFIED");
     expect((await deal(3))["STAGE_ID"]).toBe("EXECUTING");
@@ -158,35 +211,61 @@ describe("a deal update", () => {
     const view = await waiting("move deal 3 to WON");
     const a = view.approval!;
     const edit = (args: Record<string, unknown>, approver: string, on = a) => ({
-      decisions: [{ type: "edit", envelopeHash: on.envelopeHash, nonce: on.nonce, approver: { id: approver }, editedAction: { name: "update_deal", args } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: on.envelopeHash,
+          nonce: on.nonce,
+          approver: { id: approver },
+          editedAction: { name: "update_deal", args },
+        },
+      ],
     });
-    const wrongKind = await submitDecision(app, view.threadId, edit({ taskId: 3, fields: { STAGE_ID: "LOSE" } }, "alice"));
+    const wrongKind = await submitDecision(
+      app,
+      view.threadId,
+      edit({ taskId: 3, fields: { STAGE_ID: "LOSE" } }, "alice"),
+    );
     expect(wrongKind.approval!.lastRefusal?.code).toBe("OUT_OF_SCOPE");
-    const edited = await submitDecision(app, view.threadId, edit({ dealId: 3, fields: { STAGE_ID: "FINAL_INVOICE" } }, "alice"));
+    const edited = await submitDecision(
+      app,
+      view.threadId,
+      edit({ dealId: 3, fields: { STAGE_ID: "FINAL_INVOICE" } }, "alice"),
+    );
     expect(edited.approval!.envelope).toMatchObject({ revision: 2, params: { STAGE_ID: "FINAL_INVOICE" } });
     expect(await portal.writes()).toHaveLength(0);
 
     await app.close();
     await open(3, { STAGE_ID: "WON" });
-    const wrongScope = await startRun(app, { request: "rename task 4 to Something", requestedBy: "demo-user" });
+    const wrongScope = await startRun(app, {
+      request: "rename task 4 to Something",
+      requestedBy: "demo-user",
+    });
     expect(wrongScope.state!.reasonCode).toBe("DENIED_BY_POLICY");
     expect(wrongScope.state!.reason).toContain("deal 3 is outside the request's scope");
   });
 
   it("an expired deal approval is not escalated to a group none of whose members may approve deals: it ends APPROVAL_EXPIRED saying so", async () => {
     let now = new Date();
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readDealThenPropose(3, { STAGE_ID: "WON" })), clock: () => now });
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(readDealThenPropose(3, { STAGE_ID: "WON" })),
+      clock: () => now,
+    });
     // The default policy escalates to task-leads (carol), and only deal-approvers may decide update_deal.
     expect(app.deps.policy.escalationGroup).toBe("task-leads");
     expect(escalationApprovers(app.deps.policy, "task-leads", ["update_deal"])).toEqual([]);
     expect(escalationApprovers(app.deps.policy, "task-leads", ["update_task"])).toEqual(["carol"]);
     const view = await waiting("move deal 3 to WON");
     now = new Date(Date.parse(view.approval!.expiresAt) + 1_000);
-    expect(await sweepExpired(app)).toEqual([expect.objectContaining({ threadId: view.threadId, result: "expired" })]);
+    expect(await sweepExpired(app)).toEqual([
+      expect.objectContaining({ threadId: view.threadId, result: "expired" }),
+    ]);
     const ended = await viewThread(app, view.threadId);
     expect(ended.status).toBe("finished");
     expect(ended.state!.reasonCode).toBe("APPROVAL_EXPIRED");
-    expect(ended.state!.reason).toContain("not escalated to task-leads: none of its members may decide update_deal");
+    expect(ended.state!.reason).toContain(
+      "not escalated to task-leads: none of its members may decide update_deal",
+    );
     expect(ended.state!.escalatedTo ?? null).toBeNull();
     expect(await dealWrites()).toHaveLength(0);
   });
@@ -194,9 +273,29 @@ describe("a deal update", () => {
   it("a deal a person names in answer to a question narrows the scope: the model's proposal for another deal is refused", async () => {
     const asksThenStrays: Script = (messages) => {
       const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
-      if (!tools.includes("request_input")) return new AIMessage({ content: "", tool_calls: [call("request_input", { question: "Which deal do you mean?", fields: { dealId: { type: "number", description: "Bitrix24 deal id" } } })] });
-      if (!tools.includes("get_deal")) return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId: 7 })] });
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_deal", dealId: 7, fields: { STAGE_ID: "WON" }, rationale: "the big one" })] });
+      if (!tools.includes("request_input"))
+        return new AIMessage({
+          content: "",
+          tool_calls: [
+            call("request_input", {
+              question: "Which deal do you mean?",
+              fields: { dealId: { type: "number", description: "Bitrix24 deal id" } },
+            }),
+          ],
+        });
+      if (!tools.includes("get_deal"))
+        return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId: 7 })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            operation: "update_deal",
+            dealId: 7,
+            fields: { STAGE_ID: "WON" },
+            rationale: "the big one",
+          }),
+        ],
+      });
     };
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(asksThenStrays) });
     const asked = await startRun(app, { request: "move the big deal to WON", requestedBy: "demo-user" });
@@ -212,16 +311,32 @@ describe("a deal update", () => {
   it("a request about a deal cannot reach a task: a model proposing task 4's title for 'rename deal 3 …' is refused, nothing written", async () => {
     const taskInstead: Script = (messages) => {
       const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
-      if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_task", taskId: 4, fields: { TITLE: "Quarterly renewal" }, rationale: "requested by the user" })] });
+      if (!tools.includes("get_task_by_id"))
+        return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            operation: "update_task",
+            taskId: 4,
+            fields: { TITLE: "Quarterly renewal" },
+            rationale: "requested by the user",
+          }),
+        ],
+      });
     };
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(taskInstead) });
     const title = async () => (await portal.rest("tasks.task.get", { taskId: 4 })).body.result.task.title;
     const before = await title();
-    const run = await startRun(app, { request: "rename deal 3 to Quarterly renewal", requestedBy: "demo-user" });
+    const run = await startRun(app, {
+      request: "rename deal 3 to Quarterly renewal",
+      requestedBy: "demo-user",
+    });
     expect(run.status).toBe("finished");
     expect(run.state!.outcome).toBe("NOT_EXECUTED");
-    expect(run.state!.reason).toContain("task 4 is outside the request's scope (it names deals 3 and no task)");
+    expect(run.state!.reason).toContain(
+      "task 4 is outside the request's scope (it names deals 3 and no task)",
+    );
     expect(await portal.writes()).toEqual([]);
     expect(await title()).toBe(before);
   });

@@ -30,20 +30,32 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
-async function waiting(request: string, script: Script, env: Record<string, string> = {}): Promise<ThreadView> {
+async function waiting(
+  request: string,
+  script: Script,
+  env: Record<string, string> = {},
+): Promise<ThreadView> {
   app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script), env });
   return startRun(app, { request, requestedBy: "demo-user" });
 }
 
 async function caseOf(view: ThreadView, done: ThreadView) {
   const records = await app!.deps.audit.records({ threadId: view.threadId });
-  const { caseRecord, evidence } = buildCase({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app!.deps.audit.verify() });
+  const { caseRecord, evidence } = buildCase({
+    threadId: view.threadId,
+    status: "finished",
+    state: done.state,
+    records,
+    chain: await app!.deps.audit.verify(),
+  });
   return { caseRecord, evidence, text: renderCase(caseRecord, evidence) };
 }
 
 describe("a deal's evidence names the deal", () => {
   it("acknowledged without being applied: the causal flag's reason says deal 3 does not hold the write, not the task", async () => {
-    const view = await waiting("move deal 3 to WON", readDealThenPropose(3, { STAGE_ID: "WON" }), { BITRIX24_IDEMPOTENCY: "off" });
+    const view = await waiting("move deal 3 to WON", readDealThenPropose(3, { STAGE_ID: "WON" }), {
+      BITRIX24_IDEMPOTENCY: "off",
+    });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     await portal.fault({ method: "crm.deal.update", kind: "ack_without_apply", times: 1 });
     const done = await submitDecision(app!, view.threadId, approve(view));
@@ -52,7 +64,9 @@ describe("a deal's evidence names the deal", () => {
     const { caseRecord, text } = await caseOf(view, done);
     const why = caseRecord.firstPage.flagReasons!.causalClaimAllowed;
     expect(caseRecord.firstPage.flags!.causalClaimAllowed).toBe(false);
-    expect(why).toBe("the target acknowledged the write but deal 3 does not hold it; it was not applied or was overwritten afterwards");
+    expect(why).toBe(
+      "the target acknowledged the write but deal 3 does not hold it; it was not applied or was overwritten afterwards",
+    );
     expect(text).toContain("but deal 3 does not hold it");
     expect(text).not.toMatch(/\bthe task\b/);
   });
@@ -68,7 +82,9 @@ describe("a deal's evidence names the deal", () => {
     const w = post.data["concurrentWriterWindow"] as { statement: string; fieldsOverwritten: string[] };
     expect(w.fieldsOverwritten).toEqual(["STAGE_ID"]);
     expect(w.statement).toMatch(/no conditional write/);
-    expect(w.statement).toContain("Bitrix24 offers no conditional write (crm.deal.update takes no version or If-Match)");
+    expect(w.statement).toContain(
+      "Bitrix24 offers no conditional write (crm.deal.update takes no version or If-Match)",
+    );
     expect(w.statement).not.toContain("tasks.task.update");
     const outcome = evidence.find((e) => e.kind === "outcome")!;
     expect((outcome.data["concurrentWriterWindow"] as { statement: string }).statement).toBe(w.statement);
@@ -79,7 +95,11 @@ describe("a deal's evidence names the deal", () => {
     let turn = 0;
     const script: Script = () => {
       turn += 1;
-      if (turn === 1) return new AIMessage({ content: "", tool_calls: [call("update_deal", { dealId: 3, fields: { STAGE_ID: "WON" } })] });
+      if (turn === 1)
+        return new AIMessage({
+          content: "",
+          tool_calls: [call("update_deal", { dealId: 3, fields: { STAGE_ID: "WON" } })],
+        });
       return new AIMessage("I could not make the change.");
     };
     const view = await waiting("move deal 3 to WON", script);
@@ -90,14 +110,26 @@ describe("a deal's evidence names the deal", () => {
     const records = await app!.deps.audit.records({ threadId: view.threadId });
     const boundary = records.filter((r) => r.event === "boundary_refused");
     expect(boundary).toHaveLength(1);
-    expect(boundary[0]!.what).toMatchObject({ operation: "update_deal", taskId: 3, params: null, envelopeHash: null });
+    expect(boundary[0]!.what).toMatchObject({
+      operation: "update_deal",
+      taskId: 3,
+      params: null,
+      envelopeHash: null,
+    });
     expect(boundary[0]!.received).toMatchObject({ tool: "update_deal" });
     expect((await app!.deps.audit.verify()).intact).toBe(true);
   });
 });
 
 describe("the flag reasons by object kind", () => {
-  const base: FlagInputs = { preRead: null, invocation: null, acknowledgement: null, verification: null, outcome: null, reasonCode: null };
+  const base: FlagInputs = {
+    preRead: null,
+    invocation: null,
+    acknowledgement: null,
+    verification: null,
+    outcome: null,
+    reasonCode: null,
+  };
   const deal = { operation: "update_deal", object: { type: "deal" as const, id: 3 } };
   const task = { operation: "update_task", object: { type: "task" as const, id: 4 } };
   const preReadUnknown = { ...base, preRead: { verdict: "UNKNOWN" } } as unknown as FlagInputs;
@@ -107,19 +139,25 @@ describe("the flag reasons by object kind", () => {
     expect(outcomeFlags({ ...preReadUnknown, envelope: deal }).because.causalClaimAllowed).toBe(
       "the pre-read could not tell whether deal 3 changed; the block may be a changed deal, an unexpected answer shape or missing data",
     );
-    expect(outcomeFlags({ ...inconclusive, envelope: deal }).because.causalClaimAllowed).toBe("verification was inconclusive; deal 3's state cannot be tied to the write");
+    expect(outcomeFlags({ ...inconclusive, envelope: deal }).because.causalClaimAllowed).toBe(
+      "verification was inconclusive; deal 3's state cannot be tied to the write",
+    );
     for (const envelope of [task, null, undefined]) {
       expect(outcomeFlags({ ...preReadUnknown, envelope }).because.causalClaimAllowed).toBe(
         "the pre-read could not tell whether the task changed; the block may be a changed task, an unexpected answer shape or missing data",
       );
-      expect(outcomeFlags({ ...inconclusive, envelope }).because.causalClaimAllowed).toBe("verification was inconclusive; the task's state cannot be tied to the write");
+      expect(outcomeFlags({ ...inconclusive, envelope }).because.causalClaimAllowed).toBe(
+        "verification was inconclusive; the task's state cannot be tied to the write",
+      );
     }
   });
 });
 
 describe("texts that named only tasks mention deals", () => {
   it("the inbox filter's placeholder names deals", () => {
-    expect(inboxPage("alice", "csrf", [])).toMatch(/id="filter-text" type="search" placeholder="[^"]*\bdeal\b[^"]*"/);
+    expect(inboxPage("alice", "csrf", [])).toMatch(
+      /id="filter-text" type="search" placeholder="[^"]*\bdeal\b[^"]*"/,
+    );
   });
 
   it("the request scope's descriptions say tasks or deals", () => {

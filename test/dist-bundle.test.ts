@@ -7,7 +7,16 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { CLI, eachTestPortal, envFor, recordPendingRename, ROOT, runCli, tempDir, type Portal } from "./support/harness.js";
+import {
+  CLI,
+  eachTestPortal,
+  envFor,
+  recordPendingRename,
+  ROOT,
+  runCli,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 
 const MODULES = path.join(ROOT, "dist/cli/main.js");
 
@@ -20,9 +29,21 @@ describe("the bundled CLI", () => {
     const view = await recordPendingRename(portal, dataDir, "Bundled");
     const env = envFor(portal, dataDir);
     expect(CLI).not.toBe(MODULES);
-    for (const args of [["--help"], ["pending", "--json"], ["show", view.threadId], ["show", view.threadId, "--json"], ["audit", "list"], ["show", "no-such-thread"]]) {
+    for (const args of [
+      ["--help"],
+      ["pending", "--json"],
+      ["show", view.threadId],
+      ["show", view.threadId, "--json"],
+      ["audit", "list"],
+      ["show", "no-such-thread"],
+    ]) {
       const [tree, bundle] = await Promise.all([runCli(args, env, { script: MODULES }), runCli(args, env)]);
-      expect({ args, code: bundle.code, stdout: bundle.stdout, stderr: bundle.stderr }).toEqual({ args, code: tree.code, stdout: tree.stdout, stderr: tree.stderr });
+      expect({ args, code: bundle.code, stdout: bundle.stdout, stderr: bundle.stderr }).toEqual({
+        args,
+        code: tree.code,
+        stdout: tree.stdout,
+        stderr: tree.stderr,
+      });
     }
     // Not empty answers compared with each other: the card and the listing are there.
     const show = await runCli(["show", view.threadId], env);
@@ -44,7 +65,10 @@ describe("dist-check and the bundled CLI", () => {
     const at = (file: string, seconds: number) => fs.utimesSync(path.join(root, file), seconds, seconds);
     at("src/a.ts", 1_000);
     at("dist/.build-stamp", 2_000);
-    const check = (await import(pathToFileURL(path.join(root, "scripts/dist-check.mjs")).href)) as { distProblem(): string | null; freshCliBundle(): string | null };
+    const check = (await import(pathToFileURL(path.join(root, "scripts/dist-check.mjs")).href)) as {
+      distProblem(): string | null;
+      freshCliBundle(): string | null;
+    };
     return { root, at, check };
   }
 

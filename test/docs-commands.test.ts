@@ -56,7 +56,11 @@ function shellBlocks(markdown: string): ShellBlock[] {
       let prev = i - 1;
       while (prev >= 0 && lines[prev]!.trim() === "") prev--;
       const marker = prev >= 0 ? /^<!-- not-run: (.*?) -->$/.exec(lines[prev]!.trim()) : null;
-      blocks.push({ line: i + 1, ...(marker ? { notRun: marker[1]!.trim() } : {}), commands: commandsOf(body, i + 2) });
+      blocks.push({
+        line: i + 1,
+        ...(marker ? { notRun: marker[1]!.trim() } : {}),
+        commands: commandsOf(body, i + 2),
+      });
     }
     i = end;
   }
@@ -90,12 +94,31 @@ function parseExpectation(raw: string): { expect: string; exitCode: number } {
   return { expect: (exit ? raw.slice(0, exit.index) : raw).trim(), exitCode: exit ? Number(exit[1]) : 0 };
 }
 
-const DOCS = ["README.md", ...fs.readdirSync(path.join(ROOT, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)];
+const DOCS = [
+  "README.md",
+  ...fs
+    .readdirSync(path.join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .sort()
+    .map((f) => `docs/${f}`),
+];
 
 /** GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens. */
 function anchorsOf(markdown: string): Set<string> {
-  const headings = markdown.replace(/```[\s\S]*?```/g, "").split("\n").filter((l) => /^#{1,6} /.test(l));
-  return new Set(headings.map((h) => h.replace(/^#+ /, "").trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-")));
+  const headings = markdown
+    .replace(/```[\s\S]*?```/g, "")
+    .split("\n")
+    .filter((l) => /^#{1,6} /.test(l));
+  return new Set(
+    headings.map((h) =>
+      h
+        .replace(/^#+ /, "")
+        .trim()
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+        .replace(/\s/g, "-"),
+    ),
+  );
 }
 
 const squash = (s: string) => s.replace(/\s+/g, " ");
@@ -125,7 +148,7 @@ function freshPlace(): { work: string; env: Record<string, string> } {
       'while [ $# -gt 0 ]; do case "$1" in -s|--silent) silent=1 ;; --) args+=("$@"); break ;; *) args+=("$1") ;; esac; shift; done',
       'set -- "${args[@]}"',
       'case "$1" in',
-      '  start) script=start; shift; pre=(start) ;;',
+      "  start) script=start; shift; pre=(start) ;;",
       '  run) [ "$2" = cli ] || { echo "docs test: npm $* is not available here" >&2; exit 127; }; script=cli; shift 2; pre=() ;;',
       '  *) echo "docs test: npm $* is not available here" >&2; exit 127 ;;',
       "esac",
@@ -136,7 +159,9 @@ function freshPlace(): { work: string; env: Record<string, string> } {
     ].join("\n"),
     { mode: 0o755 },
   );
-  fs.writeFileSync(path.join(bin, "action-envelope"), `#!/bin/sh\nexec ${node} ${cli} "$@"\n`, { mode: 0o755 });
+  fs.writeFileSync(path.join(bin, "action-envelope"), `#!/bin/sh\nexec ${node} ${cli} "$@"\n`, {
+    mode: 0o755,
+  });
   const env = {
     PATH: `${bin}:${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`,
     HOME: home,
@@ -147,9 +172,19 @@ function freshPlace(): { work: string; env: Record<string, string> } {
   return { work, env };
 }
 
-function runShell(command: string, cwd: string, env: Record<string, string>, ms = 60_000): Promise<{ code: number; output: string }> {
+function runShell(
+  command: string,
+  cwd: string,
+  env: Record<string, string>,
+  ms = 60_000,
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn("bash", ["-o", "pipefail", "-c", command], { cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    const child = spawn("bash", ["-o", "pipefail", "-c", command], {
+      cwd,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
     let output = "";
     child.stdout.on("data", (d) => (output += d));
     child.stderr.on("data", (d) => (output += d));
@@ -172,7 +207,10 @@ function runShell(command: string, cwd: string, env: Record<string, string>, ms 
 const APPROVE_LINE = /approve (\S+) --hash (sha256:[0-9a-f]{64})/g;
 
 describe("documentation commands", () => {
-  const parsed = DOCS.map((doc) => ({ doc, blocks: shellBlocks(fs.readFileSync(path.join(ROOT, doc), "utf8")) }));
+  const parsed = DOCS.map((doc) => ({
+    doc,
+    blocks: shellBlocks(fs.readFileSync(path.join(ROOT, doc), "utf8")),
+  }));
 
   it("README stays a front page: at most 250 lines, linking every document in docs/", () => {
     const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
@@ -187,17 +225,28 @@ describe("documentation commands", () => {
       const lines = readme.split("\n");
       const at = lines.findIndex((l) => l.startsWith(`| ${first} |`));
       const body: string[] = [];
-      for (let i = at + 2; at >= 0 && i < lines.length && lines[i]!.startsWith("|"); i++) body.push(lines[i]!);
-      return body.map((l) => l.split("|").slice(1, -1).map((c) => c.trim()));
+      for (let i = at + 2; at >= 0 && i < lines.length && lines[i]!.startsWith("|"); i++)
+        body.push(lines[i]!);
+      return body.map((l) =>
+        l
+          .split("|")
+          .slice(1, -1)
+          .map((c) => c.trim()),
+      );
     };
     const seed = defaultSeed();
-    const name = (id: number) => { const u = seed.users.find((x) => x.id === id)!; return `${id} ${u.name} ${u.lastName}`; };
-    expect(rows("task").map((r) => [Number(r[0]), r[1], r[2], r[3]!.split(" ")[0], r[4]!.split(" ")[0]])).toEqual(
+    const name = (id: number) => {
+      const u = seed.users.find((x) => x.id === id)!;
+      return `${id} ${u.name} ${u.lastName}`;
+    };
+    expect(
+      rows("task").map((r) => [Number(r[0]), r[1], r[2], r[3]!.split(" ")[0], r[4]!.split(" ")[0]]),
+    ).toEqual(
       seed.tasks!.map((s) => [s.id, s.title, name(s.responsibleId), String(s.priority), String(s.status)]),
     );
-    expect(rows("deal").map((r) => [Number(r[0]), r[1], r[2], Number(r[3]!.replace(/,/g, "")), r[4]])).toEqual(
-      seed.deals!.map((d) => [d.id, d.title, d.stageId, d.opportunity, name(d.assignedById)]),
-    );
+    expect(
+      rows("deal").map((r) => [Number(r[0]), r[1], r[2], Number(r[3]!.replace(/,/g, "")), r[4]]),
+    ).toEqual(seed.deals!.map((d) => [d.id, d.title, d.stageId, d.opportunity, name(d.assignedById)]));
   });
 
   it("every relative link and anchor in README.md and docs/ points at something that exists", () => {
@@ -208,16 +257,24 @@ describe("documentation commands", () => {
         const target = m[1]!;
         if (/^[a-z]+:/.test(target)) continue;
         const [file, anchor] = target.split("#") as [string, string | undefined];
-        const resolved = file === "" ? path.join(ROOT, doc) : path.resolve(path.dirname(path.join(ROOT, doc)), file);
+        const resolved =
+          file === "" ? path.join(ROOT, doc) : path.resolve(path.dirname(path.join(ROOT, doc)), file);
         if (!fs.existsSync(resolved)) broken.push(`${doc}: ${target} (no such file)`);
-        else if (anchor !== undefined && resolved.endsWith(".md") && !anchorsOf(fs.readFileSync(resolved, "utf8")).has(anchor)) broken.push(`${doc}: ${target} (no such heading)`);
+        else if (
+          anchor !== undefined &&
+          resolved.endsWith(".md") &&
+          !anchorsOf(fs.readFileSync(resolved, "utf8")).has(anchor)
+        )
+          broken.push(`${doc}: ${target} (no such heading)`);
       }
     }
     expect(broken).toEqual([]);
   });
 
   it("every block that does not run says why, and they stay few", () => {
-    const skipped = parsed.flatMap(({ doc, blocks }) => blocks.filter((b) => b.notRun !== undefined).map((b) => ({ doc, line: b.line, why: b.notRun! })));
+    const skipped = parsed.flatMap(({ doc, blocks }) =>
+      blocks.filter((b) => b.notRun !== undefined).map((b) => ({ doc, line: b.line, why: b.notRun! })),
+    );
     for (const s of skipped) expect(s.why.length, `${s.doc}:${s.line}`).toBeGreaterThan(10);
     expect(skipped.length).toBeLessThanOrEqual(12);
     const runnable = parsed.flatMap(({ blocks }) => blocks.filter((b) => b.notRun === undefined));
@@ -227,23 +284,29 @@ describe("documentation commands", () => {
   for (const { doc, blocks } of parsed) {
     const commands = blocks.filter((b) => b.notRun === undefined).flatMap((b) => b.commands);
     if (commands.length === 0) continue;
-    it.concurrent(`${doc}: ${commands.length} commands reach what the text says`, async () => {
-      const { work, env } = freshPlace();
-      let thread: string | undefined;
-      let hash: string | undefined;
-      for (const c of commands) {
-        const where = `${doc}:${c.line}: ${c.text}`;
-        const text = c.text.replace(/<thread>|<set hash>|<hash>/g, (p) => {
-          const value = p === "<thread>" ? thread : hash;
-          if (value === undefined) throw new Error(`${where}: ${p} before any command printed an approve line`);
-          return value;
-        });
-        const { code, output } = await runShell(text, work, env);
-        expect(code, `${where}\n${output}`).toBe(c.exitCode);
-        if (c.expect !== undefined) expect(squash(output), `${where}\n${output}`).toContain(squash(c.expect));
-        for (const m of output.matchAll(APPROVE_LINE)) [thread, hash] = [m[1], m[2]];
-      }
-    // The README's commands take about half a minute of CPU; the bound leaves room for a loaded machine.
-    }, 600_000);
+    it.concurrent(
+      `${doc}: ${commands.length} commands reach what the text says`,
+      async () => {
+        const { work, env } = freshPlace();
+        let thread: string | undefined;
+        let hash: string | undefined;
+        for (const c of commands) {
+          const where = `${doc}:${c.line}: ${c.text}`;
+          const text = c.text.replace(/<thread>|<set hash>|<hash>/g, (p) => {
+            const value = p === "<thread>" ? thread : hash;
+            if (value === undefined)
+              throw new Error(`${where}: ${p} before any command printed an approve line`);
+            return value;
+          });
+          const { code, output } = await runShell(text, work, env);
+          expect(code, `${where}\n${output}`).toBe(c.exitCode);
+          if (c.expect !== undefined)
+            expect(squash(output), `${where}\n${output}`).toContain(squash(c.expect));
+          for (const m of output.matchAll(APPROVE_LINE)) [thread, hash] = [m[1], m[2]];
+        }
+        // The README's commands take about half a minute of CPU; the bound leaves room for a loaded machine.
+      },
+      600_000,
+    );
   }
 });

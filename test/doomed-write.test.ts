@@ -8,7 +8,15 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { pendingPage, startRun, type App } from "../src/app/threads.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 let portal: Portal;
@@ -47,11 +55,18 @@ describe("a write the portal has already refused is not put before an approver",
   it("a deadline the task's read refuses (action.changeDeadline=false): NOT_PERMITTED before any approval; the portal refuses it too", async () => {
     // The emulator's rights fixture, over the seed: task 4 stays editable, its deadline does not.
     const rights = `${portal.emulator.baseUrl}/_emulator/tasks/4/rights`;
-    const denied = await fetch(rights, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ deny: ["changeDeadline"] }) });
+    const denied = await fetch(rights, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ deny: ["changeDeadline"] }),
+    });
     expect(denied.status).toBe(200);
     const read = await portal.rest("tasks.task.get", { taskId: 4 });
     expect(read.body.result.task.action).toMatchObject({ edit: true, changeDeadline: false });
-    const view = await run("move task 4's deadline", readThenPropose(4, { DEADLINE: "2027-03-01T12:00:00+03:00" }));
+    const view = await run(
+      "move task 4's deadline",
+      readThenPropose(4, { DEADLINE: "2027-03-01T12:00:00+03:00" }),
+    );
     expect(view.approval).toBeUndefined();
     expect(view.state?.outcome).toBe("NOT_EXECUTED");
     expect(view.state?.reasonCode).toBe("NOT_PERMITTED");
@@ -59,8 +74,13 @@ describe("a write the portal has already refused is not put before an approver",
     expect((await pendingPage(app!, {})).total).toBe(0);
     expect(await portal.writes()).toHaveLength(0);
     // What the read said is what the portal does: a direct deadline write is refused, a title write is not.
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { DEADLINE: "2027-03-01T12:00:00" } })).status).toBe(400);
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Still editable" } })).status).toBe(200);
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 4, fields: { DEADLINE: "2027-03-01T12:00:00" } }))
+        .status,
+    ).toBe(400);
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Still editable" } })).status,
+    ).toBe(200);
   });
 
   it("a task that does not exist: NOT_EXECUTED TARGET_NOT_FOUND before any approval, no write", async () => {
@@ -80,8 +100,15 @@ describe("a write the portal has already refused is not put before an approver",
     const script: Script = (messages) => {
       const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
       if (tools.includes("propose_change_set")) return new AIMessage("Proposed.");
-      if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 }), call("get_task_by_id", { taskId: 6 })] });
-      return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })] });
+      if (!tools.includes("get_task_by_id"))
+        return new AIMessage({
+          content: "",
+          tool_calls: [call("get_task_by_id", { taskId: 4 }), call("get_task_by_id", { taskId: 6 })],
+        });
+      return new AIMessage({
+        content: "",
+        tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
+      });
     };
     const view = await run("rename tasks 4 and 6", script);
     expect(view.approval).toBeUndefined();
@@ -90,7 +117,7 @@ describe("a write the portal has already refused is not put before an approver",
     expect(await portal.writes()).toHaveLength(0);
   });
 
-  it("from the CLI: `run \"rename task 6 …\"` prints the reason and exits 2; nothing pending; audited", async () => {
+  it('from the CLI: `run "rename task 6 …"` prints the reason and exits 2; nothing pending; audited', async () => {
     const env = envFor(portal, dataDir);
     const r = await runCli(["run", "rename task 6 to Something", "--as", "demo-user", "--json"], env);
     expect(r.code, r.stderr).toBe(2);

@@ -34,7 +34,13 @@ describe("batch", () => {
     });
     expect(status).toBe(200);
     const r = body.result;
-    expect(Object.keys(r).sort()).toEqual(["result", "result_error", "result_next", "result_time", "result_total"]);
+    expect(Object.keys(r).sort()).toEqual([
+      "result",
+      "result_error",
+      "result_next",
+      "result_time",
+      "result_total",
+    ]);
     expect(r.result.get_task.task.title).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
     expect(r.result.upd.task.title).toBe("Batched");
     expect(r.result.list.tasks.map((t: any) => t.id)).toEqual(["4"]);
@@ -48,7 +54,11 @@ describe("batch", () => {
     expect(body.time).toHaveProperty("date_start");
     const calls = await control.calls();
     expect(calls.filter((c) => c.viaBatch).map((c) => c.method)).toEqual([
-      "tasks.task.get", "tasks.task.update", "tasks.task.get", "tasks.task.list", "tasks.task.fly",
+      "tasks.task.get",
+      "tasks.task.update",
+      "tasks.task.get",
+      "tasks.task.list",
+      "tasks.task.fly",
     ]);
     expect(calls.at(-1)).toMatchObject({ method: "batch", status: 200 });
   });
@@ -56,7 +66,10 @@ describe("batch", () => {
   it("halt stops at the first error", async () => {
     const { body } = await batch({
       halt: 1,
-      cmd: { a: "tasks.task.update?taskId=6&fields[TITLE]=x", b: "tasks.task.update?taskId=4&fields[TITLE]=Never" },
+      cmd: {
+        a: "tasks.task.update?taskId=6&fields[TITLE]=x",
+        b: "tasks.task.update?taskId=4&fields[TITLE]=Never",
+      },
     });
     expect(body.result.result).toEqual([]);
     expect(Object.keys(body.result.result_error)).toEqual(["a"]);
@@ -66,7 +79,10 @@ describe("batch", () => {
 
   it("takes a list of commands and refers to earlier results with $result[key][path]", async () => {
     const { body } = await batch({
-      cmd: ["tasks.task.get?taskId=8&select[]=TITLE", "tasks.task.update?taskId=4&fields[TITLE]=$result[0][task][title]"],
+      cmd: [
+        "tasks.task.get?taskId=8&select[]=TITLE",
+        "tasks.task.update?taskId=4&fields[TITLE]=$result[0][task][title]",
+      ],
     });
     expect(Array.isArray(body.result.result)).toBe(true);
     expect(body.result.result[1].task.title).toBe("LAB-AGENT-EXEC-003 - DEFERRED FOLLOW-UP");

@@ -18,7 +18,8 @@ const json = async (method: string, params: Record<string, unknown> = {}) => {
   const r = await call(method, params);
   return { status: r.status, body: JSON.parse(r.text) as any };
 };
-const title = async (taskId = 4) => (await json("tasks.task.get", { taskId })).body.result.task.title as string;
+const title = async (taskId = 4) =>
+  (await json("tasks.task.get", { taskId })).body.result.task.title as string;
 
 /** Sends a call that the emulator will hold open; aborts it once the call shows up in the log. */
 async function callUntilLogged(method: string, params: Record<string, unknown>) {
@@ -45,7 +46,13 @@ beforeEach(() => control.reset());
 
 describe("faults", () => {
   it("error: answers the given status/error once, applies nothing, then behaves normally", async () => {
-    const armed = await control.armFault({ method: "tasks.task.update", kind: "error", status: 500, error: "INTERNAL_SERVER_ERROR", description: "boom" });
+    const armed = await control.armFault({
+      method: "tasks.task.update",
+      kind: "error",
+      status: 500,
+      error: "INTERNAL_SERVER_ERROR",
+      description: "boom",
+    });
     expect(armed).toMatchObject({ method: "tasks.task.update", kind: "error", times: 1 });
     const r = await json("tasks.task.update", { taskId: 4, fields: { TITLE: "A" } });
     expect(r.status).toBe(500);
@@ -53,11 +60,21 @@ describe("faults", () => {
     expect(await title()).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
     expect((await json("tasks.task.update", { taskId: 4, fields: { TITLE: "B" } })).status).toBe(200);
     const calls = await control.calls({ method: "tasks.task.update" });
-    expect(calls.map((c) => [c.status, c.fault])).toEqual([[500, "error"], [200, undefined]]);
+    expect(calls.map((c) => [c.status, c.fault])).toEqual([
+      [500, "error"],
+      [200, undefined],
+    ]);
   });
 
   it("matches the method case-insensitively and fires N times", async () => {
-    await control.armFault({ method: "TASKS.TASK.GET", kind: "error", status: 503, error: "QUERY_LIMIT_EXCEEDED", description: "Too many requests", times: 2 });
+    await control.armFault({
+      method: "TASKS.TASK.GET",
+      kind: "error",
+      status: 503,
+      error: "QUERY_LIMIT_EXCEEDED",
+      description: "Too many requests",
+      times: 2,
+    });
     expect((await json("tasks.task.get", { taskId: 4 })).status).toBe(503);
     expect((await json("Tasks.Task.Get", { taskId: 4 })).status).toBe(503);
     expect((await json("tasks.task.get", { taskId: 4 })).status).toBe(200);
@@ -88,7 +105,9 @@ describe("faults", () => {
 
   it("apply_then_timeout: applies the change and never answers", async () => {
     await control.armFault({ method: "tasks.task.update", kind: "apply_then_timeout" });
-    expect(await callUntilLogged("tasks.task.update", { taskId: 4, fields: { TITLE: "Applied" } })).toBe("AbortError");
+    expect(await callUntilLogged("tasks.task.update", { taskId: 4, fields: { TITLE: "Applied" } })).toBe(
+      "AbortError",
+    );
     expect(await title()).toBe("Applied");
     const [logged] = await control.calls({ method: "tasks.task.update" });
     expect(logged).toMatchObject({ status: 0, fault: "apply_then_timeout" });
@@ -96,12 +115,20 @@ describe("faults", () => {
 
   it("timeout_without_apply: never answers and changes nothing", async () => {
     await control.armFault({ method: "tasks.task.update", kind: "timeout_without_apply" });
-    expect(await callUntilLogged("tasks.task.update", { taskId: 4, fields: { TITLE: "Lost" } })).toBe("AbortError");
+    expect(await callUntilLogged("tasks.task.update", { taskId: 4, fields: { TITLE: "Lost" } })).toBe(
+      "AbortError",
+    );
     expect(await title()).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
   });
 
   it("side_effect: applies the call and also changes another field as user 1, with a history row", async () => {
-    await control.armFault({ method: "tasks.task.update", kind: "side_effect", field: "PRIORITY", value: "2", userId: 1 });
+    await control.armFault({
+      method: "tasks.task.update",
+      kind: "side_effect",
+      field: "PRIORITY",
+      value: "2",
+      userId: 1,
+    });
     const r = await json("tasks.task.update", { taskId: 4, fields: { TITLE: "With automation" } });
     expect(r.status).toBe(200);
     expect(r.body.result.task.priority).toBe("1");
@@ -119,7 +146,12 @@ describe("faults", () => {
     expect(() => JSON.parse(r.text)).toThrow();
     expect(await title()).toBe("Garbled");
 
-    await control.armFault({ method: "tasks.task.update", kind: "malformed", body: '{"result":{"unexpected":true}}', apply: false });
+    await control.armFault({
+      method: "tasks.task.update",
+      kind: "malformed",
+      body: '{"result":{"unexpected":true}}',
+      apply: false,
+    });
     const r2 = await call("tasks.task.update", { taskId: 4, fields: { TITLE: "Not applied" } });
     expect(JSON.parse(r2.text)).toEqual({ result: { unexpected: true } });
     expect(await title()).toBe("Garbled");
@@ -145,7 +177,8 @@ describe("close", () => {
       () => "answered",
       () => "connection closed",
     );
-    for (let i = 0; i < 200 && (await ctl.calls()).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 200 && (await ctl.calls()).length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
     await own.close();
     expect(await pending).toBe("connection closed");
   });

@@ -30,7 +30,8 @@ function compatible(fixtureValue: unknown, ours: unknown): boolean {
   const o = kindOf(ours);
   if (f === o) return true;
   if (f === "null" || o === "null") return true; // nullable fields: the other samples below pin their format
-  if (f === "array" && o === "object" && Array.isArray(fixtureValue) && fixtureValue.length === 0) return true;
+  if (f === "array" && o === "object" && Array.isArray(fixtureValue) && fixtureValue.length === 0)
+    return true;
   if (o === "array" && f === "object" && Array.isArray(ours) && ours.length === 0) return true;
   // A free-text field may happen to hold only digits.
   return f === "string" && o === "numeric-string";
@@ -45,8 +46,12 @@ function diffShape(fix: any, ours: any, path: string, problems: string[], deep =
       continue;
     }
     const f = fix[key];
-    if (!compatible(f, value)) problems.push(`${p}: recorded ${kindOf(f)} (${JSON.stringify(f)}), emulator ${kindOf(value)} (${JSON.stringify(value)})`);
-    if (deep && kindOf(f) === "object" && kindOf(value) === "object" && !/Data$/.test(key)) diffShape(f, value, p, problems);
+    if (!compatible(f, value))
+      problems.push(
+        `${p}: recorded ${kindOf(f)} (${JSON.stringify(f)}), emulator ${kindOf(value)} (${JSON.stringify(value)})`,
+      );
+    if (deep && kindOf(f) === "object" && kindOf(value) === "object" && !/Data$/.test(key))
+      diffShape(f, value, p, problems);
   }
 }
 
@@ -54,8 +59,10 @@ function diffShape(fix: any, ours: any, path: string, problems: string[], deep =
 function checkFormats(task: Record<string, unknown>, problems: string[]): void {
   for (const [key, value] of Object.entries(task)) {
     if (value === null) continue;
-    if (/Date$|^deadline$/.test(key) && kindOf(value) !== "date") problems.push(`${key}: expected an ISO date with offset, got ${JSON.stringify(value)}`);
-    if (/^(id|.+Id|.+By)$/.test(key) && key !== "siteId" && kindOf(value) !== "numeric-string") problems.push(`${key}: expected a numeric string, got ${JSON.stringify(value)}`);
+    if (/Date$|^deadline$/.test(key) && kindOf(value) !== "date")
+      problems.push(`${key}: expected an ISO date with offset, got ${JSON.stringify(value)}`);
+    if (/^(id|.+Id|.+By)$/.test(key) && key !== "siteId" && kindOf(value) !== "numeric-string")
+      problems.push(`${key}: expected a numeric string, got ${JSON.stringify(value)}`);
   }
 }
 
@@ -75,7 +82,8 @@ async function call(method: string, params: Record<string, unknown> = {}) {
   });
   return { status: res.status, text: await res.text() };
 }
-const body = async (method: string, params: Record<string, unknown> = {}) => JSON.parse((await call(method, params)).text);
+const body = async (method: string, params: Record<string, unknown> = {}) =>
+  JSON.parse((await call(method, params)).text);
 
 beforeAll(async () => {
   emu = await startEmulator({ rate: 0 });
@@ -85,8 +93,25 @@ beforeAll(async () => {
 afterAll(() => emu.close());
 
 const READABLE = [1, 2, 3, 4, 5, 6, 8];
-const ESSENTIAL_TASK_KEYS = ["id", "title", "description", "status", "priority", "responsibleId", "createdBy", "createdDate",
-  "changedBy", "changedDate", "deadline", "groupId", "auditors", "accomplices", "group", "creator", "responsible"];
+const ESSENTIAL_TASK_KEYS = [
+  "id",
+  "title",
+  "description",
+  "status",
+  "priority",
+  "responsibleId",
+  "createdBy",
+  "createdDate",
+  "changedBy",
+  "changedDate",
+  "deadline",
+  "groupId",
+  "auditors",
+  "accomplices",
+  "group",
+  "creator",
+  "responsible",
+];
 
 describe("answers match recorded Bitrix24 bodies", () => {
   it("tasks.task.get: every key and value format matches the recorded body; essential keys present", async () => {
@@ -97,8 +122,11 @@ describe("answers match recorded Bitrix24 bodies", () => {
       expect(Object.keys(ours).sort()).toEqual(["result", "time"]);
       diffShape(recorded.result.task, ours.result.task, `get(${taskId})`, problems);
       checkFormats(ours.result.task, problems);
-      for (const k of [...ESSENTIAL_TASK_KEYS, "action", "checklist"]) if (!(k in ours.result.task)) problems.push(`get(${taskId}) lacks ${k}`);
-      expect(Object.keys(ours.result.task.action).sort()).toEqual(Object.keys(recorded.result.task.action).sort());
+      for (const k of [...ESSENTIAL_TASK_KEYS, "action", "checklist"])
+        if (!(k in ours.result.task)) problems.push(`get(${taskId}) lacks ${k}`);
+      expect(Object.keys(ours.result.task.action).sort()).toEqual(
+        Object.keys(recorded.result.task.action).sort(),
+      );
       diffShape(recorded.time, ours.time, "time", problems);
       expect(Object.keys(ours.time).sort()).toEqual(Object.keys(recorded.time).sort());
     }
@@ -107,7 +135,10 @@ describe("answers match recorded Bitrix24 bodies", () => {
 
   it("tasks.task.update: same shape as the recorded update answer", async () => {
     const recorded = fixture("tasks.task.update.json");
-    const ours = await body("tasks.task.update", { taskId: 4, fields: { TITLE: "Another task title", PRIORITY: "1" } });
+    const ours = await body("tasks.task.update", {
+      taskId: 4,
+      fields: { TITLE: "Another task title", PRIORITY: "1" },
+    });
     const problems: string[] = [];
     // The recorded update lacks sprintId/backlogId/action.take that its get twin has; compare with their union.
     const union = deepMerge(fixture("tasks.task.get.json").result.task, recorded.result.task);
@@ -127,16 +158,23 @@ describe("answers match recorded Bitrix24 bodies", () => {
     for (const item of ours.result.tasks) {
       diffShape(recorded, item, `list(${item.id})`, problems);
       checkFormats(item, problems);
-      for (const k of [...ESSENTIAL_TASK_KEYS, "subStatus"]) if (!(k in item)) problems.push(`list(${item.id}) lacks ${k}`);
+      for (const k of [...ESSENTIAL_TASK_KEYS, "subStatus"])
+        if (!(k in item)) problems.push(`list(${item.id}) lacks ${k}`);
     }
-    const narrowed = await body("tasks.task.list", { select: ["ID", "TITLE", "DEADLINE", "RESPONSIBLE_ID", "AUDITORS"] });
-    for (const item of narrowed.result.tasks) diffShape(docs.result.tasks[0], item, `narrow(${item.id})`, problems, false);
+    const narrowed = await body("tasks.task.list", {
+      select: ["ID", "TITLE", "DEADLINE", "RESPONSIBLE_ID", "AUDITORS"],
+    });
+    for (const item of narrowed.result.tasks)
+      diffShape(docs.result.tasks[0], item, `narrow(${item.id})`, problems, false);
     expect(problems).toEqual([]);
   });
 
   it("tasks.task.history.list: rows have numeric ids, field, value.from/to and the recorded user object", async () => {
     const recorded = fixture("tasks.task.history.list.json").result.list;
-    await call("tasks.task.update", { taskId: 4, fields: { TITLE: "History sample", DEADLINE: "2027-01-15" } });
+    await call("tasks.task.update", {
+      taskId: 4,
+      fields: { TITLE: "History sample", DEADLINE: "2027-01-15" },
+    });
     const ours = await body("tasks.task.history.list", { taskId: 4 });
     const problems: string[] = [];
     for (const row of ours.result.list) {
@@ -164,11 +202,17 @@ describe("answers match recorded Bitrix24 bodies", () => {
     ];
     for (const [name, pending, status] of cases) {
       const r = await pending;
-      expect({ name, status: r.status, body: JSON.parse(r.text) }).toEqual({ name, status, body: errors[name] });
+      expect({ name, status: r.status, body: JSON.parse(r.text) }).toEqual({
+        name,
+        status,
+        body: errors[name],
+      });
     }
     const bad = await fetch(emu.baseUrl + "/rest/1/wrong-code/tasks.task.get?taskId=4");
     expect([bad.status, await bad.json()]).toEqual([401, errors.invalidCredentials]);
     // `<br>` travels as \u003Cbr\u003E, like PHP's JSON_HEX_TAG output in the docs.
-    expect((await call("tasks.task.update", { taskId: 4, fields: { STATUS: 42 } })).text).toContain("Invalid status\\u003Cbr\\u003E");
+    expect((await call("tasks.task.update", { taskId: 4, fields: { STATUS: 42 } })).text).toContain(
+      "Invalid status\\u003Cbr\\u003E",
+    );
   });
 });

@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultSeed, startEmulator, type EmulatorSeed, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
+import {
+  defaultSeed,
+  startEmulator,
+  type EmulatorSeed,
+  type RunningEmulator,
+} from "../src/offline-demo/emulator/index.js";
 
 let emu: RunningEmulator;
 let big: RunningEmulator;
@@ -71,7 +76,8 @@ describe("tasks.task.list", () => {
   });
 
   it("filters on ID, TITLE, STATUS and RESPONSIBLE_ID with !, %, <, <=, >, >=", async () => {
-    const f = async (filter: Record<string, unknown>) => ids((await list(big, { filter, order: { ID: "asc" } })).body);
+    const f = async (filter: Record<string, unknown>) =>
+      ids((await list(big, { filter, order: { ID: "asc" } })).body);
     expect(await f({ ID: 7 })).toEqual([7]);
     expect(await f({ ID: [3, 5, 400] })).toEqual([3, 5]);
     expect(await f({ "<ID": 4 })).toEqual([1, 2, 3]);
@@ -96,7 +102,9 @@ describe("tasks.task.list", () => {
   });
 
   it("orders by allowed keys and rejects unknown sort keys", async () => {
-    const byTitle = (await list(emu, { order: { TITLE: "asc" }, select: ["ID", "TITLE"] })).body.result.tasks.map((t: any) => t.title);
+    const byTitle = (
+      await list(emu, { order: { TITLE: "asc" }, select: ["ID", "TITLE"] })
+    ).body.result.tasks.map((t: any) => t.title);
     expect(byTitle).toEqual([...byTitle].sort((a: string, b: string) => a.localeCompare(b)));
     const byDeadline = ids((await list(emu, { order: { DEADLINE: "desc" } })).body);
     expect(byDeadline[0]).toBe(8);
@@ -108,7 +116,14 @@ describe("tasks.task.list", () => {
 
   it("narrows items to select (plus id, group, subStatus)", async () => {
     const { body } = await list(emu, { select: ["TITLE", "RESPONSIBLE_ID"], filter: { ID: 4 } });
-    expect(Object.keys(body.result.tasks[0]).sort()).toEqual(["group", "id", "responsible", "responsibleId", "subStatus", "title"]);
+    expect(Object.keys(body.result.tasks[0]).sort()).toEqual([
+      "group",
+      "id",
+      "responsible",
+      "responsibleId",
+      "subStatus",
+      "title",
+    ]);
   });
 });
 
@@ -123,9 +138,23 @@ describe("tasks.task.add, history filters, user.current", () => {
   }
 
   it("adds a task with the next id, NEW history row, and the full task in the answer", async () => {
-    const r = await call("tasks.task.add", { fields: { TITLE: "Created by test", RESPONSIBLE_ID: 3, DEADLINE: "2027-01-10T12:00:00", AUDITORS: ["4"] } });
+    const r = await call("tasks.task.add", {
+      fields: {
+        TITLE: "Created by test",
+        RESPONSIBLE_ID: 3,
+        DEADLINE: "2027-01-10T12:00:00",
+        AUDITORS: ["4"],
+      },
+    });
     expect(r.status).toBe(200);
-    expect(r.body.result.task).toMatchObject({ id: "9", title: "Created by test", responsibleId: "3", createdBy: "1", status: "2", auditors: ["4"] });
+    expect(r.body.result.task).toMatchObject({
+      id: "9",
+      title: "Created by test",
+      responsibleId: "3",
+      createdBy: "1",
+      status: "2",
+      auditors: ["4"],
+    });
     expect(r.body.result.task.deadline).toBe("2027-01-10T12:00:00+03:00");
     expect(r.body.result.task.action.edit).toBe(true);
     const history = (await call("tasks.task.history.list", { taskId: 9 })).body.result.list;
@@ -139,9 +168,11 @@ describe("tasks.task.add, history filters, user.current", () => {
 
   it("filters and orders history, hides unreadable tasks, lists nothing for missing ones", async () => {
     await call("tasks.task.update", { taskId: 1, fields: { TITLE: "Q4 vendor report v2", PRIORITY: 2 } });
-    const onlyTitle = (await call("tasks.task.history.list", { taskId: 1, filter: { FIELD: "TITLE" } })).body.result.list;
+    const onlyTitle = (await call("tasks.task.history.list", { taskId: 1, filter: { FIELD: "TITLE" } })).body
+      .result.list;
     expect(onlyTitle.map((h: any) => h.field)).toEqual(["TITLE"]);
-    const desc = (await call("tasks.task.history.list", { taskId: 1, order: { ID: "desc" } })).body.result.list;
+    const desc = (await call("tasks.task.history.list", { taskId: 1, order: { ID: "desc" } })).body.result
+      .list;
     expect(desc.at(-1).field).toBe("NEW");
     expect((await call("tasks.task.history.list", { taskId: 999 })).body.result.list).toEqual([]);
     const hidden = await call("tasks.task.history.list", { taskId: 7 });

@@ -22,7 +22,10 @@ describe("routing and parameters", () => {
       expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
       expect(((await res.json()) as any).result.task.id).toBe("4");
     }
-    const post = await fetch(`${emu.webhookUrl}tasks.task.get.json`, { method: "POST", body: new URLSearchParams({ taskId: "4" }) });
+    const post = await fetch(`${emu.webhookUrl}tasks.task.get.json`, {
+      method: "POST",
+      body: new URLSearchParams({ taskId: "4" }),
+    });
     expect(post.status).toBe(200);
     expect((await control.calls()).every((c) => c.method === "tasks.task.get")).toBe(true);
   });
@@ -37,7 +40,10 @@ describe("routing and parameters", () => {
     const task = ((await res.json()) as any).result.task;
     expect(task.title).toBe("From a form");
     expect(task.auditors).toEqual(["2", "3"]);
-    expect((await lastCall()).params).toEqual({ taskId: "4", fields: { TITLE: "From a form", AUDITORS: ["2", "3"] } });
+    expect((await lastCall()).params).toEqual({
+      taskId: "4",
+      fields: { TITLE: "From a form", AUDITORS: ["2", "3"] },
+    });
 
     const q = await fetch(`${emu.webhookUrl}tasks.task.get?taskId=4&select[]=ID&select[]=TITLE`);
     expect(Object.keys(((await q.json()) as any).result.task)).toContain("title");
@@ -48,7 +54,9 @@ describe("routing and parameters", () => {
     form.append("taskId", "4");
     form.append("select[]", "TITLE");
     const res = await fetch(`${emu.webhookUrl}tasks.task.get`, { method: "POST", body: form });
-    expect(Object.keys(((await res.json()) as any).result.task)).toEqual(expect.arrayContaining(["id", "title"]));
+    expect(Object.keys(((await res.json()) as any).result.task)).toEqual(
+      expect.arrayContaining(["id", "title"]),
+    );
     expect((await lastCall()).params).toEqual({ taskId: "4", select: ["TITLE"] });
   });
 
@@ -87,10 +95,16 @@ describe("routing and parameters", () => {
   });
 
   it("answers 401 INVALID_CREDENTIALS for a wrong code or user, and logs it", async () => {
-    for (const url of [`${emu.baseUrl}/rest/1/wrong/tasks.task.get`, `${emu.baseUrl}/rest/2/emulator-secret-code/tasks.task.get`]) {
+    for (const url of [
+      `${emu.baseUrl}/rest/1/wrong/tasks.task.get`,
+      `${emu.baseUrl}/rest/2/emulator-secret-code/tasks.task.get`,
+    ]) {
       const res = await fetch(`${url}?taskId=4`);
       expect(res.status).toBe(401);
-      expect(await res.json()).toEqual({ error: "INVALID_CREDENTIALS", error_description: "Invalid request credentials" });
+      expect(await res.json()).toEqual({
+        error: "INVALID_CREDENTIALS",
+        error_description: "Invalid request credentials",
+      });
     }
     expect((await control.calls()).map((c) => c.status)).toEqual([401, 401]);
   });
@@ -99,7 +113,10 @@ describe("routing and parameters", () => {
     for (const path of ["tasks.task.complete", "crm.lead.get", ""]) {
       const res = await fetch(`${emu.webhookUrl}${path}`, { method: "POST" });
       expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ error: "ERROR_METHOD_NOT_FOUND", error_description: "Method not found!" });
+      expect(await res.json()).toEqual({
+        error: "ERROR_METHOD_NOT_FOUND",
+        error_description: "Method not found!",
+      });
     }
   });
 
@@ -122,20 +139,28 @@ describe("routing and parameters", () => {
       ["tasks.task.update", JSON.stringify({ taskId: 4, fields: "TITLE=x" })],
       ["tasks.task.update", JSON.stringify({ taskId: 4, fields: [1, 2] })],
       ["tasks.task.update", JSON.stringify({ taskId: { $gt: 1 }, fields: { TITLE: "x" } })],
-      ["tasks.task.update", JSON.stringify({ taskId: 4, fields: { TITLE: { nested: true }, AUDITORS: "abc", GROUP_ID: 99 } })],
+      [
+        "tasks.task.update",
+        JSON.stringify({ taskId: 4, fields: { TITLE: { nested: true }, AUDITORS: "abc", GROUP_ID: 99 } }),
+      ],
       ["tasks.task.list", JSON.stringify({ filter: "ID=1", order: [], start: "abc", select: { a: 1 } })],
-      ["tasks.task.list", JSON.stringify({ filter: { ">DEADLINE": "not a date", "ID": [] } })],
+      ["tasks.task.list", JSON.stringify({ filter: { ">DEADLINE": "not a date", ID: [] } })],
       ["batch", JSON.stringify({ cmd: "tasks.task.get" })],
       ["batch", JSON.stringify({ cmd: { a: 12, b: null } })],
       ["tasks.task.history.list", JSON.stringify({ taskId: [4] })],
     ];
     for (const [method, body] of bodies) {
-      const res = await fetch(`${emu.webhookUrl}${method}`, { method: "POST", headers: { "content-type": "application/json" }, body });
+      const res = await fetch(`${emu.webhookUrl}${method}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
       expect(res.status).toBeLessThan(500);
       const json = (await res.json()) as any;
       expect("result" in json || ("error" in json && "error_description" in json)).toBe(true);
     }
-    const task = ((await (await fetch(`${emu.webhookUrl}tasks.task.get?taskId=4`)).json()) as any).result.task;
+    const task = ((await (await fetch(`${emu.webhookUrl}tasks.task.get?taskId=4`)).json()) as any).result
+      .task;
     expect(task.title).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
     expect(task.groupId).toBe("3");
   });

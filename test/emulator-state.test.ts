@@ -4,7 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
-  defaultSeed, EmulatorControl, loadSeedFile, SeedError, startEmulator, type RunningEmulator,
+  defaultSeed,
+  EmulatorControl,
+  loadSeedFile,
+  SeedError,
+  startEmulator,
+  type RunningEmulator,
 } from "../src/offline-demo/emulator/index.js";
 import { leak } from "../src/offline-demo/emulator/rate-limit.js";
 
@@ -19,10 +24,15 @@ async function start(opts: Parameters<typeof startEmulator>[0]) {
 }
 async function call(emu: RunningEmulator | string, method: string, params: Record<string, unknown> = {}) {
   const base = typeof emu === "string" ? emu : emu.webhookUrl;
-  const res = await fetch(base + method, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(params) });
+  const res = await fetch(base + method, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(params),
+  });
   return { status: res.status, body: (await res.json()) as any };
 }
-const title = async (emu: RunningEmulator | string, taskId = 4) => (await call(emu, "tasks.task.get", { taskId })).body.result.task.title;
+const title = async (emu: RunningEmulator | string, taskId = 4) =>
+  (await call(emu, "tasks.task.get", { taskId })).body.result.task.title;
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "emulator-state-"));
@@ -126,10 +136,13 @@ describe("state", () => {
     const targets = [local.webhookUrl, remote];
     const N = 30;
     const results = await Promise.all(
-      Array.from({ length: N }, (_, i) => call(targets[i % 2]!, "tasks.task.update", { taskId: 4, fields: { TITLE: `t${i}` } })),
+      Array.from({ length: N }, (_, i) =>
+        call(targets[i % 2]!, "tasks.task.update", { taskId: 4, fields: { TITLE: `t${i}` } }),
+      ),
     );
     expect(results.every((r) => r.status === 200)).toBe(true);
-    const rows = (await call(local, "tasks.task.history.list", { taskId: 4, filter: { FIELD: "TITLE" } })).body.result.list;
+    const rows = (await call(local, "tasks.task.history.list", { taskId: 4, filter: { FIELD: "TITLE" } }))
+      .body.result.list;
     expect(rows).toHaveLength(N);
     // Each write saw the one before it: the chain from -> to is unbroken.
     for (let i = 1; i < rows.length; i++) expect(rows[i].value.from).toBe(rows[i - 1].value.to);
@@ -170,6 +183,8 @@ function spawnEmulator(statePath: string): Promise<string> {
       const m = /webhook: (\S+)/.exec(out);
       if (m) resolve(m[1]!);
     });
-    child.once("exit", (code) => reject(new Error(`emulator process exited with ${code} before printing its webhook`)));
+    child.once("exit", (code) =>
+      reject(new Error(`emulator process exited with ${code} before printing its webhook`)),
+    );
   });
 }

@@ -44,7 +44,16 @@ describe("tasks.task.get", () => {
     expect(task.changedDate).toMatch(/^2026-11-/);
     expect(task.action.edit).toBe(true);
     expect(Object.keys(body.time).sort()).toEqual(
-      ["date_finish", "date_start", "duration", "finish", "operating", "operating_reset_at", "processing", "start"].sort(),
+      [
+        "date_finish",
+        "date_start",
+        "duration",
+        "finish",
+        "operating",
+        "operating_reset_at",
+        "processing",
+        "start",
+      ].sort(),
     );
   });
 
@@ -119,7 +128,10 @@ describe("tasks.task.update", () => {
     for (const params of [{ taskId: 4 }, { taskId: 4, fields: {} }]) {
       const r = await call("tasks.task.update", params);
       expect(r.status).toBe(400);
-      expect(r.body).toEqual({ error: "100", error_description: "Could not find value for parameter {fields} (internal error)" });
+      expect(r.body).toEqual({
+        error: "100",
+        error_description: "Could not find value for parameter {fields} (internal error)",
+      });
     }
   });
 
@@ -127,9 +139,14 @@ describe("tasks.task.update", () => {
     for (const taskId of [6, 7, 999]) {
       const r = await call("tasks.task.update", { taskId, fields: { TITLE: "nope" } });
       expect(r.status).toBe(400);
-      expect(r.body).toEqual({ error: "0", error_description: "Action on the task is not allowed (internal error)" });
+      expect(r.body).toEqual({
+        error: "0",
+        error_description: "Action on the task is not allowed (internal error)",
+      });
     }
-    expect((await call("tasks.task.get", { taskId: 6 })).body.result.task.title).toBe("Payroll reconciliation for November");
+    expect((await call("tasks.task.get", { taskId: 6 })).body.result.task.title).toBe(
+      "Payroll reconciliation for November",
+    );
   });
 
   it("answers ERROR_CORE with <br>-terminated lines for invalid values and applies nothing", async () => {
@@ -156,7 +173,9 @@ describe("tasks.task.update", () => {
     expect(r.status).toBe(400);
     expect(r.body.error).toBe("ERROR_ARGUMENT");
     expect(r.body.error_description).toContain("title");
-    expect((await call("tasks.task.get", { taskId: 4 })).body.result.task.title).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
+    expect((await call("tasks.task.get", { taskId: 4 })).body.result.task.title).toBe(
+      "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+    );
   });
 
   it("records status side fields", async () => {

@@ -33,12 +33,20 @@ function shuffleKeys(value: unknown, order: number[]): unknown {
   if (Array.isArray(value)) return value.map((v) => shuffleKeys(v, order));
   if (value && typeof value === "object") {
     const keys = Object.keys(value);
-    const shuffled = keys.map((k, i) => ({ k, r: order[i % order.length]! + i * 0.0001 })).sort((a, b) => a.r - b.r).map((x) => x.k);
+    const shuffled = keys
+      .map((k, i) => ({ k, r: order[i % order.length]! + i * 0.0001 }))
+      .sort((a, b) => a.r - b.r)
+      .map((x) => x.k);
     const out: Record<string, unknown> = {};
     // defineProperty, not assignment: fast-check generates "__proto__" keys, which `out[k] =` would
     // turn into a prototype change and silently drop from the object.
     for (const k of shuffled) {
-      Object.defineProperty(out, k, { value: shuffleKeys((value as Record<string, unknown>)[k], order), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, k, {
+        value: shuffleKeys((value as Record<string, unknown>)[k], order),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return out;
   }
@@ -47,10 +55,13 @@ function shuffleKeys(value: unknown, order: number[]): unknown {
 
 /** Every leaf of a JSON value, as a path. */
 function leafPaths(value: unknown, path: (string | number)[] = []): (string | number)[][] {
-  if (Array.isArray(value)) return value.length ? value.flatMap((v, i) => leafPaths(v, [...path, i])) : [path];
+  if (Array.isArray(value))
+    return value.length ? value.flatMap((v, i) => leafPaths(v, [...path, i])) : [path];
   if (value && typeof value === "object") {
     const keys = Object.keys(value);
-    return keys.length ? keys.flatMap((k) => leafPaths((value as Record<string, unknown>)[k], [...path, k])) : [path];
+    return keys.length
+      ? keys.flatMap((k) => leafPaths((value as Record<string, unknown>)[k], [...path, k]))
+      : [path];
   }
   return [path];
 }
@@ -113,19 +124,25 @@ describe("envelope hash", () => {
   it("property: key order does not change the hash", () => {
     const e = envelope();
     fc.assert(
-      fc.property(fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 1, maxLength: 40 }), (order) => {
-        expect(hashEnvelope(shuffleKeys(e, order) as Envelope)).toBe(hashEnvelope(e));
-      }),
+      fc.property(
+        fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 1, maxLength: 40 }),
+        (order) => {
+          expect(hashEnvelope(shuffleKeys(e, order) as Envelope)).toBe(hashEnvelope(e));
+        },
+      ),
     );
   });
 
   it("property: whitespace of the JSON text does not change the hash", () => {
     const e = envelope();
     fc.assert(
-      fc.property(fc.oneof(fc.integer({ min: 0, max: 10 }), fc.constantFrom("\t", " \n ", "\r\n")), (indent) => {
-        const text = JSON.stringify(e, null, indent);
-        expect(hashEnvelope(JSON.parse(text))).toBe(hashEnvelope(e));
-      }),
+      fc.property(
+        fc.oneof(fc.integer({ min: 0, max: 10 }), fc.constantFrom("\t", " \n ", "\r\n")),
+        (indent) => {
+          const text = JSON.stringify(e, null, indent);
+          expect(hashEnvelope(JSON.parse(text))).toBe(hashEnvelope(e));
+        },
+      ),
     );
   });
 
@@ -133,7 +150,9 @@ describe("envelope hash", () => {
     const e = envelope();
     expect(e.requesterVerifiedBy).toBe("authentication");
     const hashes = new Set(
-      (["authentication", "inbox_session", "signature", "self_declared"] as const).map((v) => hashEnvelope(EnvelopeSchema.parse({ ...e, requesterVerifiedBy: v }))),
+      (["authentication", "inbox_session", "signature", "self_declared"] as const).map((v) =>
+        hashEnvelope(EnvelopeSchema.parse({ ...e, requesterVerifiedBy: v })),
+      ),
     );
     expect(hashes.size).toBe(4);
     const { requesterVerifiedBy: _v, ...without } = e;
@@ -146,7 +165,13 @@ describe("envelope hash", () => {
     const text = JSON.stringify(e);
     fc.assert(
       fc.property(
-        fc.constantFrom((n: number) => `${n}.0`, (n: number) => `${n}e0`, (n: number) => `${n * 10}E-1`, (n: number) => `${n}.000`, (n: number) => `${n * 100}e-2`),
+        fc.constantFrom(
+          (n: number) => `${n}.0`,
+          (n: number) => `${n}e0`,
+          (n: number) => `${n * 10}E-1`,
+          (n: number) => `${n}.000`,
+          (n: number) => `${n * 100}e-2`,
+        ),
         (spell) => {
           const respelled = text
             .replace('"revision":1', `"revision":${spell(1)}`)
@@ -162,10 +187,14 @@ describe("envelope hash", () => {
 
   it("property: any JSON value hashes the same after key shuffling and reformatting", () => {
     fc.assert(
-      fc.property(fc.jsonValue({ maxDepth: 4 }), fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 1, maxLength: 10 }), (v, order) => {
-        const reformatted = JSON.parse(JSON.stringify(shuffleKeys(v, order), null, 2));
-        expect(canonicalJson(reformatted)).toBe(canonicalJson(v));
-      }),
+      fc.property(
+        fc.jsonValue({ maxDepth: 4 }),
+        fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 1, maxLength: 10 }),
+        (v, order) => {
+          const reformatted = JSON.parse(JSON.stringify(shuffleKeys(v, order), null, 2));
+          expect(canonicalJson(reformatted)).toBe(canonicalJson(v));
+        },
+      ),
     );
   });
 
@@ -190,7 +219,16 @@ describe("envelope hash", () => {
     const base = hashEnvelope(e);
     for (const path of leafPaths(e)) {
       const old = path.reduce<unknown>((n, p) => (n as Record<string | number, unknown>)[p], e);
-      const changed = typeof old === "string" ? `${old}x` : typeof old === "number" ? old + 1 : typeof old === "boolean" ? !old : old === null ? 0 : "x";
+      const changed =
+        typeof old === "string"
+          ? `${old}x`
+          : typeof old === "number"
+            ? old + 1
+            : typeof old === "boolean"
+              ? !old
+              : old === null
+                ? 0
+                : "x";
       expect(hashEnvelope(setAt(e, path, changed) as Envelope), path.join(".")).not.toBe(base);
     }
   });

@@ -13,15 +13,22 @@ import {
 
 function envelope(params: Record<string, unknown>, task = exampleTask()): Envelope {
   return createEnvelope({
-    portal: "127.0.0.1:43210", taskId: 4, params, task, requestedBy: "demo-user",
-    runContext: { threadId: "thread-1", runId: "run-1" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
+    portal: "127.0.0.1:43210",
+    taskId: 4,
+    params,
+    task,
+    requestedBy: "demo-user",
+    runContext: { threadId: "thread-1", runId: "run-1" },
+    policy: defaultPolicy(),
+    now: new Date("2026-11-30T10:00:00Z"),
   });
 }
 const card = (e: Envelope, format: "text" | "markdown" = "text") => renderCard(e, hashEnvelope(e), format);
 
 /** Characters that must never reach the approver's screen raw. */
-// eslint-disable-next-line no-misleading-character-class -- variation selectors are matched one by one on purpose
-const DANGEROUS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u00a0\u00ad\u061c\u115f\u1160\u180e\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0]|[\ud800-\udfff]/u;
+const DANGEROUS =
+  // eslint-disable-next-line no-misleading-character-class -- variation selectors are matched one by one on purpose
+  /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u00a0\u00ad\u061c\u115f\u1160\u180e\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0]|[\ud800-\udfff]/u;
 
 describe("renderCard", () => {
   it("shows target, object, operation, baseline → requested, invariants, risk, reversibility, expiry and hash", () => {
@@ -30,13 +37,29 @@ describe("renderCard", () => {
       const { text, warnings } = card(e, format);
       expect(warnings).toEqual([]);
       for (const needle of [
-        "bitrix24 portal 127.0.0.1:43210", "task 4", "update_task", '"LAB-AGENT-EXEC-002 - BOUND ACTION TEST"', '"Renamed"',
-        '"2026-12-15T18:00:00+03:00"', '"2026-12-20T18:00:00+03:00"', "medium", "[reversible]", e.expiresAt, hashEnvelope(e), e.nonce,
-        "demo-user", "default@2026-12-02.1", 'AUDITORS', '["2", "6"]', "PARENT_ID", "CHANGED_DATE",
-      ]) expect(text, `${format}: ${needle}`).toContain(needle);
+        "bitrix24 portal 127.0.0.1:43210",
+        "task 4",
+        "update_task",
+        '"LAB-AGENT-EXEC-002 - BOUND ACTION TEST"',
+        '"Renamed"',
+        '"2026-12-15T18:00:00+03:00"',
+        '"2026-12-20T18:00:00+03:00"',
+        "medium",
+        "[reversible]",
+        e.expiresAt,
+        hashEnvelope(e),
+        e.nonce,
+        "demo-user",
+        "default@2026-12-02.1",
+        "AUDITORS",
+        '["2", "6"]',
+        "PARENT_ID",
+        "CHANGED_DATE",
+      ])
+        expect(text, `${format}: ${needle}`).toContain(needle);
     }
     const text = card(e).text;
-    expect(text.indexOf("before:    \"LAB-AGENT")).toBeLessThan(text.indexOf('requested: "Renamed"'));
+    expect(text.indexOf('before:    "LAB-AGENT')).toBeLessThan(text.indexOf('requested: "Renamed"'));
     expect(text).toMatch(/MUST STAY UNCHANGED \(9 fields/);
   });
 
@@ -44,21 +67,39 @@ describe("renderCard", () => {
     const e = envelope({ TITLE: "Renamed" });
     const cases = [
       [{ ...e, requesterVerifiedBy: "self_declared" }, "Requested by: demo-user (self-declared) (thread"],
-      [{ ...e, requesterVerifiedBy: "authentication" }, "Requested by: demo-user (verified: API token) (thread"],
-      [{ ...e, requesterVerifiedBy: "inbox_session" }, "Requested by: demo-user (verified: inbox session) (thread"],
+      [
+        { ...e, requesterVerifiedBy: "authentication" },
+        "Requested by: demo-user (verified: API token) (thread",
+      ],
+      [
+        { ...e, requesterVerifiedBy: "inbox_session" },
+        "Requested by: demo-user (verified: inbox session) (thread",
+      ],
       [{ ...e, requesterVerifiedBy: "signature" }, "Requested by: demo-user (verified: signature) (thread"],
       // An envelope built before the field existed claims no verification.
-      [(({ requesterVerifiedBy: _v, ...rest }) => rest)(e), "Requested by: demo-user (self-declared) (thread"],
+      [
+        (({ requesterVerifiedBy: _v, ...rest }) => rest)(e),
+        "Requested by: demo-user (self-declared) (thread",
+      ],
     ] as const;
     for (const [x, line] of cases) {
-      for (const format of ["text", "markdown"] as const) expect(card(x as Envelope, format).text).toContain(line);
+      for (const format of ["text", "markdown"] as const)
+        expect(card(x as Envelope, format).text).toContain(line);
     }
   });
 
   it("renders a 100 KB parameter whole, in text and markdown, without ellipsis", () => {
-    const line = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore. ";
-    const single = line.repeat(Math.ceil(102_400 / line.length)).slice(0, 102_400).trimEnd() + ".";
-    const multi = Array.from({ length: 1024 }, (_, i) => `${String(i).padStart(4, "0")} ${"x".repeat(95)}`).join("\n");
+    const line =
+      "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore. ";
+    const single =
+      line
+        .repeat(Math.ceil(102_400 / line.length))
+        .slice(0, 102_400)
+        .trimEnd() + ".";
+    const multi = Array.from(
+      { length: 1024 },
+      (_, i) => `${String(i).padStart(4, "0")} ${"x".repeat(95)}`,
+    ).join("\n");
     expect(single.length).toBeGreaterThanOrEqual(102_000);
     expect(multi.length).toBeGreaterThanOrEqual(100 * 1024);
     for (const value of [single, multi]) {
@@ -69,7 +110,12 @@ describe("renderCard", () => {
         expect(text).toContain(`"${value}"`);
         expect(md).toContain(`"${value}"`);
       } else {
-        expect(text).toContain(value.split("\n").map((l) => `      │${l}`).join("\n"));
+        expect(text).toContain(
+          value
+            .split("\n")
+            .map((l) => `      │${l}`)
+            .join("\n"),
+        );
         expect(md).toContain(value);
         expect(text).toContain(`requested: 1024 lines, ${value.length} characters:`);
       }
@@ -84,7 +130,9 @@ describe("renderCard", () => {
       const { text, warnings } = card(e, format);
       expect(text).not.toContain("\u202E");
       expect(text).toContain("Invoice ⟨U+202E⟩txt.exe");
-      expect(warnings).toEqual(["TITLE (requested): contains ⟨U+202E⟩ RIGHT-TO-LEFT OVERRIDE (bidi control)"]);
+      expect(warnings).toEqual([
+        "TITLE (requested): contains ⟨U+202E⟩ RIGHT-TO-LEFT OVERRIDE (bidi control)",
+      ]);
       expect(text).toContain("⚠ TITLE (requested): contains ⟨U+202E⟩ RIGHT-TO-LEFT OVERRIDE (bidi control)");
     }
   });
@@ -130,7 +178,9 @@ describe("renderCard", () => {
     const text = card(e).text;
     expect(text).toContain("⟨U+27E8⟩U+202E⟩ text");
     expect(text).toContain("      │Risk:         low; reversible");
-    expect(text.split("\n").filter((l) => l.startsWith("Risk:"))).toEqual(["Risk:         medium; reversible: another update can restore the previous values [reversible]"]);
+    expect(text.split("\n").filter((l) => l.startsWith("Risk:"))).toEqual([
+      "Risk:         medium; reversible: another update can restore the previous values [reversible]",
+    ]);
   });
 
   it("a value cannot close the markdown code fence it is shown in", () => {
@@ -146,7 +196,10 @@ describe("renderCard", () => {
     expect(r.warnings.join()).toMatch(/UNINSPECTABLE — contains an unpaired surrogate U\+D800/);
     // Through the card: an envelope from a checkpoint whose baseline holds a broken string.
     const e = envelope({ TITLE: "x" });
-    const broken = { ...e, baseline: { ...e.baseline, values: { ...e.baseline.values, DESCRIPTION: "half \uDC00 pair" } } };
+    const broken = {
+      ...e,
+      baseline: { ...e.baseline, values: { ...e.baseline.values, DESCRIPTION: "half \uDC00 pair" } },
+    };
     expect(() => hashEnvelope(broken)).toThrow(/unpaired surrogate/);
     const { text, warnings } = renderCard(broken, hashEnvelope(e), "text");
     expect(text).toContain('"half ⟨U+DC00⟩ pair"  [UNINSPECTABLE]');
@@ -167,7 +220,7 @@ describe("renderCard", () => {
     expect(renderValue("5", "x").lines[0]).toBe('"5"');
     expect(renderValue(5, "x").lines[0]).toBe("5");
     expect(renderValue(null, "x").lines[0]).toBe("null");
-    expect(renderValue(["a\", \"b"], "x").lines[0]).toBe('["a\\", \\"b"]');
+    expect(renderValue(['a", "b'], "x").lines[0]).toBe('["a\\", \\"b"]');
     expect(renderValue({ b: 1, a: "x\ny" }, "x").lines[0]).toBe('{"a": "x⟨U+000A⟩y", "b": 1}');
   });
 
@@ -184,7 +237,11 @@ describe("renderCard", () => {
   });
 
   it("property: the card contains every parameter value in full (escaped) and nothing dangerous raw", () => {
-    const text = fc.string({ unit: "binary", maxLength: 2000 }).filter((s) => !/[\uD800-\uDFFF]/.test(s) || /^(?:[^\uD800-\uDFFF]|[\uD800-\uDBFF][\uDC00-\uDFFF])*$/.test(s));
+    const text = fc
+      .string({ unit: "binary", maxLength: 2000 })
+      .filter(
+        (s) => !/[\uD800-\uDFFF]/.test(s) || /^(?:[^\uD800-\uDFFF]|[\uD800-\uDBFF][\uDC00-\uDFFF])*$/.test(s),
+      );
     const title = fc.string({ unit: "grapheme", minLength: 1, maxLength: 60 });
     fc.assert(
       fc.property(text, title, (description, t) => {

@@ -11,10 +11,20 @@ import {
   type ReadResult,
 } from "../src/envelope/index.js";
 
-function envelope(params: Record<string, unknown> = { TITLE: "Renamed", PRIORITY: "2" }, task = exampleTask()): Envelope {
+function envelope(
+  params: Record<string, unknown> = { TITLE: "Renamed", PRIORITY: "2" },
+  task = exampleTask(),
+): Envelope {
   return createEnvelope({
-    portal: "127.0.0.1:43210", taskId: 4, params, task, requestedBy: "demo-user", requesterVerifiedBy: "authentication",
-    runContext: { threadId: "t" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
+    portal: "127.0.0.1:43210",
+    taskId: 4,
+    params,
+    task,
+    requestedBy: "demo-user",
+    requesterVerifiedBy: "authentication",
+    runContext: { threadId: "t" },
+    policy: defaultPolicy(),
+    now: new Date("2026-11-30T10:00:00Z"),
   });
 }
 const ok = (body: unknown): ReadResult => ({ status: "ok", body });
@@ -72,7 +82,11 @@ describe("compareBaseline", () => {
   it("MATCH when every compared field equals the baseline", () => {
     const r = compareBaseline(e, read());
     expect(r.verdict).toBe("MATCH");
-    expect(r.fields.filter((f) => f.role === "compared").map((f) => [f.field, f.status])).toEqual([["TITLE", "match"], ["PRIORITY", "match"], ["CHANGED_DATE", "match"]]);
+    expect(r.fields.filter((f) => f.role === "compared").map((f) => [f.field, f.status])).toEqual([
+      ["TITLE", "match"],
+      ["PRIORITY", "match"],
+      ["CHANGED_DATE", "match"],
+    ]);
     expect(r.fields.filter((f) => f.role === "invariant").every((f) => f.status === "match")).toBe(true);
     expect(r.moved).toEqual([]);
     expect(r.identity).toMatchObject({ expected: 4, status: "MATCH" });
@@ -84,10 +98,19 @@ describe("compareBaseline", () => {
   });
 
   it("MISMATCH when the target changed since the envelope, naming field, expected and actual", () => {
-    const r = compareBaseline(e, read({ title: "Someone else's title", changedDate: "2026-11-30T12:00:00+03:00" }));
+    const r = compareBaseline(
+      e,
+      read({ title: "Someone else's title", changedDate: "2026-11-30T12:00:00+03:00" }),
+    );
     expect(r.verdict).toBe("MISMATCH");
-    expect(r.fields.find((f) => f.field === "TITLE")).toMatchObject({ expected: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST", actual: "Someone else's title", status: "mismatch" });
-    expect(r.reason).toMatch(/TITLE was "LAB-AGENT-EXEC-002 - BOUND ACTION TEST", now "Someone else's title"/);
+    expect(r.fields.find((f) => f.field === "TITLE")).toMatchObject({
+      expected: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+      actual: "Someone else's title",
+      status: "mismatch",
+    });
+    expect(r.reason).toMatch(
+      /TITLE was "LAB-AGENT-EXEC-002 - BOUND ACTION TEST", now "Someone else's title"/,
+    );
     expect(r.reason).toMatch(/changed since 2026-11-25T14:30:05\+03:00/);
   });
 
@@ -96,7 +119,9 @@ describe("compareBaseline", () => {
   });
 
   it("trailing whitespace is not normalised away", () => {
-    expect(compareBaseline(e, read({ title: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST " })).verdict).toBe("MISMATCH");
+    expect(compareBaseline(e, read({ title: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST " })).verdict).toBe(
+      "MISMATCH",
+    );
   });
 
   it("a missing key is UNKNOWN, a null is a value", () => {
@@ -104,7 +129,10 @@ describe("compareBaseline", () => {
     delete task["priority"];
     const r = compareBaseline(e, ok(taskBody(task)));
     expect(r.verdict).toBe("UNKNOWN");
-    expect(r.fields.find((f) => f.field === "PRIORITY")).toMatchObject({ status: "unknown", note: 'the answer has no "priority"' });
+    expect(r.fields.find((f) => f.field === "PRIORITY")).toMatchObject({
+      status: "unknown",
+      note: 'the answer has no "priority"',
+    });
     expect(r.fields.find((f) => f.field === "PRIORITY")).not.toHaveProperty("actual");
     expect(compareBaseline(e, read({ priority: null })).verdict).toBe("MISMATCH");
   });
@@ -125,7 +153,11 @@ describe("compareBaseline", () => {
     ["result []", { result: [] }, /task 4 not found or not accessible/],
     ["result a string", { result: "ok" }, /"result" is not an object/],
     ["result without task", { result: { tasks: [] } }, /"result.task" is not an object/],
-    ["task without id", { result: { task: { title: "x", priority: "1", changedDate: "2026-11-25T14:30:05+03:00" } } }, /has no id/],
+    [
+      "task without id",
+      { result: { task: { title: "x", priority: "1", changedDate: "2026-11-25T14:30:05+03:00" } } },
+      /has no id/,
+    ],
   ];
   it("an answer about another task is a definite identity MISMATCH, not UNKNOWN", () => {
     const r = compareBaseline(e, ok(taskBody(exampleTask({ id: "7" }))));
@@ -146,32 +178,66 @@ describe("compareBaseline", () => {
   });
 
   it("ERROR when the read failed", () => {
-    const r = compareBaseline(e, { status: "failed", error: { kind: "transport_timeout", description: "no answer in 10000 ms" } });
+    const r = compareBaseline(e, {
+      status: "failed",
+      error: { kind: "transport_timeout", description: "no answer in 10000 ms" },
+    });
     expect(r.verdict).toBe("ERROR");
     expect(r.reason).toMatch(/transport_timeout.*no answer/);
   });
 
   it("property: MATCH iff every compared field equals its baseline after normalisation", () => {
-    const e2 = envelope({ TITLE: "x", PRIORITY: "2", RESPONSIBLE_ID: 7, AUDITORS: ["1"], DEADLINE: "2026-12-31T10:00:00+03:00" });
-    const titleGen = fc.constantFrom("LAB-AGENT-EXEC-002 - BOUND ACTION TEST", "LAB-AGENT-EXEC-002 - BOUND ACTION TEST ", "lab-agent-exec-002 - bound action test", "other");
+    const e2 = envelope({
+      TITLE: "x",
+      PRIORITY: "2",
+      RESPONSIBLE_ID: 7,
+      AUDITORS: ["1"],
+      DEADLINE: "2026-12-31T10:00:00+03:00",
+    });
+    const titleGen = fc.constantFrom(
+      "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+      "LAB-AGENT-EXEC-002 - BOUND ACTION TEST ",
+      "lab-agent-exec-002 - bound action test",
+      "other",
+    );
     const prioGen = fc.constantFrom<unknown>("1", 1, "2", 2, "01", null);
     const respGen = fc.constantFrom<unknown>("5", 5, "6", "05");
     const auditGen = fc.constantFrom<unknown>(["2", "6"], [6, 2], ["2"], ["2", "6", "7"], []);
-    const deadlineGen = fc.constantFrom<unknown>("2026-12-15T18:00:00+03:00", "2026-12-15T15:00:00Z", "2026-12-15T18:00:00+00:00", "2026-12-15T18:00:00");
-    const markerGen = fc.constantFrom<unknown>("2026-11-25T14:30:05+03:00", "2026-11-25T11:30:05+00:00", "2026-11-25T14:30:06+03:00");
+    const deadlineGen = fc.constantFrom<unknown>(
+      "2026-12-15T18:00:00+03:00",
+      "2026-12-15T15:00:00Z",
+      "2026-12-15T18:00:00+00:00",
+      "2026-12-15T18:00:00",
+    );
+    const markerGen = fc.constantFrom<unknown>(
+      "2026-11-25T14:30:05+03:00",
+      "2026-11-25T11:30:05+00:00",
+      "2026-11-25T14:30:06+03:00",
+    );
     fc.assert(
-      fc.property(titleGen, prioGen, respGen, auditGen, deadlineGen, markerGen, (title, priority, responsibleId, auditors, deadline, changedDate) => {
-        const r = compareBaseline(e2, read({ title, priority, responsibleId, auditors, deadline, changedDate }));
-        // Independent oracle, written from NORMALISATION.md rather than from the code.
-        const expectEqual =
-          title === "LAB-AGENT-EXEC-002 - BOUND ACTION TEST" &&
-          (priority === "1" || priority === 1) &&
-          (responsibleId === "5" || responsibleId === 5) &&
-          JSON.stringify([...(auditors as unknown[])].map(String).sort()) === '["2","6"]' &&
-          (deadline === "2026-12-15T18:00:00+03:00" || deadline === "2026-12-15T15:00:00Z") &&
-          changedDate !== "2026-11-25T14:30:06+03:00";
-        expect(r.verdict).toBe(expectEqual ? "MATCH" : "MISMATCH");
-      }),
+      fc.property(
+        titleGen,
+        prioGen,
+        respGen,
+        auditGen,
+        deadlineGen,
+        markerGen,
+        (title, priority, responsibleId, auditors, deadline, changedDate) => {
+          const r = compareBaseline(
+            e2,
+            read({ title, priority, responsibleId, auditors, deadline, changedDate }),
+          );
+          // Independent oracle, written from NORMALISATION.md rather than from the code.
+          const expectEqual =
+            title === "LAB-AGENT-EXEC-002 - BOUND ACTION TEST" &&
+            (priority === "1" || priority === 1) &&
+            (responsibleId === "5" || responsibleId === 5) &&
+            JSON.stringify([...(auditors as unknown[])].map(String).sort()) === '["2","6"]' &&
+            (deadline === "2026-12-15T18:00:00+03:00" || deadline === "2026-12-15T15:00:00Z") &&
+            changedDate !== "2026-11-25T14:30:06+03:00";
+          expect(r.verdict).toBe(expectEqual ? "MATCH" : "MISMATCH");
+        },
+      ),
       { numRuns: 400 },
     );
   });

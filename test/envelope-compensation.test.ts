@@ -12,10 +12,21 @@ const NOW = new Date("2026-11-30T10:00:00Z");
 const before = exampleTask();
 
 function envelopeFor(params: Record<string, unknown>) {
-  return createEnvelope({ portal: "127.0.0.1:43210", taskId: 4, params, task: before, requestedBy: "demo-user", runContext: { threadId: "t" }, policy: defaultPolicy(), now: NOW });
+  return createEnvelope({
+    portal: "127.0.0.1:43210",
+    taskId: 4,
+    params,
+    task: before,
+    requestedBy: "demo-user",
+    runContext: { threadId: "t" },
+    policy: defaultPolicy(),
+    now: NOW,
+  });
 }
 
-const title = fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.trim() === s && s !== before["title"]);
+const title = fc
+  .string({ minLength: 1, maxLength: 40 })
+  .filter((s) => s.trim() === s && s !== before["title"]);
 
 describe("compensationOf", () => {
   it("restores each written field to its recorded before-value, and keeps what was written", () => {
@@ -71,7 +82,9 @@ describe("changedSinceWrite", () => {
     const e = envelopeFor({ TITLE: "ours" });
     const plan = compensationOf(e, taskBody({ ...before, title: "ours" }));
     if (!plan.ok) throw new Error(plan.reason);
-    expect(changedSinceWrite(plan, { ...before, title: "theirs" })).toEqual([{ field: "TITLE", ours: "ours", now: "theirs" }]);
+    expect(changedSinceWrite(plan, { ...before, title: "theirs" })).toEqual([
+      { field: "TITLE", ours: "ours", now: "theirs" },
+    ]);
   });
 
   it("the object's change marker is flagged as such and named first, whatever order the keys come in", () => {
@@ -79,7 +92,11 @@ describe("changedSinceWrite", () => {
     const after = { ...before, title: "ours" };
     const plan = compensationOf(e, taskBody(after));
     if (!plan.ok) throw new Error(plan.reason);
-    const changed = changedSinceWrite(plan, { ...after, description: "edited", changedDate: "2026-11-30T12:00:00+03:00" });
+    const changed = changedSinceWrite(plan, {
+      ...after,
+      description: "edited",
+      changedDate: "2026-11-30T12:00:00+03:00",
+    });
     expect(changed.map((c) => [c.field, c.marker ?? false])).toEqual([
       ["CHANGED_DATE", true],
       ["DESCRIPTION", false],

@@ -71,7 +71,17 @@ describe("createEnvelope", () => {
       expiresAt: "2026-11-30T11:00:00.000Z",
     });
     expect(e.comparedFields).toEqual(["TITLE", "DEADLINE", CHANGE_MARKER_FIELD]);
-    expect(e.invariantFields).toEqual(["DESCRIPTION", "PRIORITY", "STATUS", "RESPONSIBLE_ID", "CREATED_BY", "GROUP_ID", "AUDITORS", "ACCOMPLICES", "PARENT_ID"]);
+    expect(e.invariantFields).toEqual([
+      "DESCRIPTION",
+      "PRIORITY",
+      "STATUS",
+      "RESPONSIBLE_ID",
+      "CREATED_BY",
+      "GROUP_ID",
+      "AUDITORS",
+      "ACCOMPLICES",
+      "PARENT_ID",
+    ]);
     expect(e.automaticFields).toContain("CHANGED_DATE");
     expect(e.automaticFields).toContain("CHANGED_BY");
     expect(e.baseline.values).toMatchObject({
@@ -89,8 +99,11 @@ describe("createEnvelope", () => {
   it("fingerprints every other task key and keeps none of the kept ones twice", () => {
     const e = createEnvelope(input());
     const keys = Object.keys(e.baseline.fingerprints);
-    expect(keys).toEqual(expect.arrayContaining(["responsible", "outlookVersion", "timeEstimate", "action", "changedBy"]));
-    for (const kept of ["id", "title", "changedDate", "responsibleId", "auditors"]) expect(keys).not.toContain(kept);
+    expect(keys).toEqual(
+      expect.arrayContaining(["responsible", "outlookVersion", "timeEstimate", "action", "changedBy"]),
+    );
+    for (const kept of ["id", "title", "changedDate", "responsibleId", "auditors"])
+      expect(keys).not.toContain(kept);
   });
 
   it("adds consequential fields of the written fields to the automatic ones (RESPONSIBLE_ID -> RESPONSIBLE)", () => {
@@ -103,19 +116,33 @@ describe("createEnvelope", () => {
 
   it("records how the requester was established (self-declared unless the caller says otherwise); the default policy refuses a self-declared requester a high-risk envelope", () => {
     expect(createEnvelope(input()).requesterVerifiedBy).toBe("self_declared");
-    expect(createEnvelope(input({ requesterVerifiedBy: "inbox_session" })).requesterVerifiedBy).toBe("inbox_session");
+    expect(createEnvelope(input({ requesterVerifiedBy: "inbox_session" })).requesterVerifiedBy).toBe(
+      "inbox_session",
+    );
     const err = thrown(() => createEnvelope(input({ params: { RESPONSIBLE_ID: 3 } })));
     expect(err.code).toBe("PROPOSAL_DENIED");
-    expect(err.message).toMatch(/REQUESTER_NOT_VERIFIED: the requester demo-user is self-declared .* at or above high risk; this change is high/);
+    expect(err.message).toMatch(
+      /REQUESTER_NOT_VERIFIED: the requester demo-user is self-declared .* at or above high risk; this change is high/,
+    );
     for (const v of ["authentication", "inbox_session", "signature"] as const) {
-      expect(createEnvelope(input({ params: { RESPONSIBLE_ID: 3 }, requesterVerifiedBy: v })).risk.level).toBe("high");
+      expect(
+        createEnvelope(input({ params: { RESPONSIBLE_ID: 3 }, requesterVerifiedBy: v })).risk.level,
+      ).toBe("high");
     }
     // Turned off in the policy, a self-declared requester may ask for it.
-    expect(createEnvelope(input({ params: { RESPONSIBLE_ID: 3 }, policy: { ...defaultPolicy(), requireVerifiedRequesterAtOrAbove: null } })).risk.level).toBe("high");
+    expect(
+      createEnvelope(
+        input({
+          params: { RESPONSIBLE_ID: 3 },
+          policy: { ...defaultPolicy(), requireVerifiedRequesterAtOrAbove: null },
+        }),
+      ).risk.level,
+    ).toBe("high");
   });
 
   it("makes a fresh 128-bit nonce and id each time unless given", () => {
-    const a = createEnvelope(input()), b = createEnvelope(input());
+    const a = createEnvelope(input()),
+      b = createEnvelope(input());
     expect(a.nonce).not.toBe(b.nonce);
     expect(a.envelopeId).not.toBe(b.envelopeId);
     expect(hashEnvelope(a)).not.toBe(hashEnvelope(b));
@@ -141,7 +168,9 @@ describe("createEnvelope", () => {
 
   it("refuses to build an envelope for a proposal the policy denies", () => {
     expect(thrown(() => createEnvelope(input({ params: { CREATED_BY: 2 } }))).code).toBe("PROPOSAL_DENIED");
-    expect(thrown(() => createEnvelope(input({ params: { STATUS: "9" } }))).message).toMatch(/INVALID_VALUE: STATUS must be one of/);
+    expect(thrown(() => createEnvelope(input({ params: { STATUS: "9" } }))).message).toMatch(
+      /INVALID_VALUE: STATUS must be one of/,
+    );
     expect(thrown(() => createEnvelope(input({ params: {} }))).code).toBe("PROPOSAL_DENIED");
   });
 
@@ -155,20 +184,34 @@ describe("createEnvelope", () => {
   it("ties revisions together: revision 2 needs the previous hash, revision 1 has none", () => {
     const first = createEnvelope(input());
     const prev = hashEnvelope(first);
-    const second = createEnvelope(input({ revision: 2, previousEnvelopeHash: prev, envelopeId: first.envelopeId }));
+    const second = createEnvelope(
+      input({ revision: 2, previousEnvelopeHash: prev, envelopeId: first.envelopeId }),
+    );
     expect(second.previousEnvelopeHash).toBe(prev);
-    expect(thrown(() => createEnvelope(input({ revision: 2 }))).message).toMatch(/previousEnvelopeHash is required/);
-    expect(thrown(() => createEnvelope(input({ previousEnvelopeHash: prev }))).message).toMatch(/previousEnvelopeHash/);
+    expect(thrown(() => createEnvelope(input({ revision: 2 }))).message).toMatch(
+      /previousEnvelopeHash is required/,
+    );
+    expect(thrown(() => createEnvelope(input({ previousEnvelopeHash: prev }))).message).toMatch(
+      /previousEnvelopeHash/,
+    );
   });
 
   it("parseEnvelope refuses an envelope whose parts disagree", () => {
     const e = createEnvelope(input());
-    expect(() => parseEnvelope({ ...e, comparedFields: ["TITLE"] })).toThrow(/comparedFields must be the params fields plus CHANGED_DATE/);
-    expect(() => parseEnvelope({ ...e, invariantFields: [...e.invariantFields, "TITLE"] })).toThrow(/TITLE is written/);
-    expect(() => parseEnvelope({ ...e, expiresAt: e.createdAt })).toThrow(/expiresAt must be after createdAt/);
+    expect(() => parseEnvelope({ ...e, comparedFields: ["TITLE"] })).toThrow(
+      /comparedFields must be the params fields plus CHANGED_DATE/,
+    );
+    expect(() => parseEnvelope({ ...e, invariantFields: [...e.invariantFields, "TITLE"] })).toThrow(
+      /TITLE is written/,
+    );
+    expect(() => parseEnvelope({ ...e, expiresAt: e.createdAt })).toThrow(
+      /expiresAt must be after createdAt/,
+    );
     expect(() => parseEnvelope({ ...e, nonce: "short" })).toThrow(/128 bits/);
     expect(() => parseEnvelope({ ...e, params: { title: "x" } })).toThrow(EnvelopeError);
-    expect(() => parseEnvelope({ ...e, baseline: { ...e.baseline, values: {} } })).toThrow(/baseline has no value for TITLE/);
+    expect(() => parseEnvelope({ ...e, baseline: { ...e.baseline, values: {} } })).toThrow(
+      /baseline has no value for TITLE/,
+    );
     expect(() => parseEnvelope({ ...e, extra: 1 })).toThrow(/extra/);
     expect(parseEnvelope(JSON.parse(JSON.stringify(e)))).toEqual(e);
   });

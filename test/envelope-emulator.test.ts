@@ -26,13 +26,18 @@ beforeEach(async () => {
 });
 
 async function call(method: string, params: unknown): Promise<{ status: number; text: string }> {
-  const res = await fetch(`${emu.webhookUrl}${method}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(params) });
+  const res = await fetch(`${emu.webhookUrl}${method}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(params),
+  });
   return { status: res.status, text: await res.text() };
 }
 
 async function read(taskId: number): Promise<ReadResult> {
   const { status, text } = await call("tasks.task.get", { taskId });
-  if (status !== 200) return { status: "failed", error: { kind: "http", code: String(status), description: text } };
+  if (status !== 200)
+    return { status: "failed", error: { kind: "http", code: String(status), description: text } };
   try {
     return { status: "ok", body: JSON.parse(text) };
   } catch {
@@ -42,7 +47,8 @@ async function read(taskId: number): Promise<ReadResult> {
 
 async function write(taskId: number, fields: Record<string, unknown>): Promise<Acknowledgement> {
   const { status, text } = await call("tasks.task.update", { taskId, fields });
-  if (status !== 200) return { status: "ERROR", error: { kind: "target_rejected", code: String(status), description: text } };
+  if (status !== 200)
+    return { status: "ERROR", error: { kind: "target_rejected", code: String(status), description: text } };
   return { status: "OK", body: JSON.parse(text) };
 }
 
@@ -51,13 +57,24 @@ async function envelopeFor(taskId: number, params: Record<string, unknown>) {
   if (r.status !== "ok") throw new Error("baseline read failed");
   const task = (r.body as { result: { task: Record<string, unknown> } }).result.task;
   return createEnvelope({
-    portal: new URL(emu.baseUrl).host, taskId, params, task, requestedBy: "demo-user", requesterVerifiedBy: "authentication",
-    runContext: { threadId: "emulator-test" }, policy: defaultPolicy(), now: new Date(),
+    portal: new URL(emu.baseUrl).host,
+    taskId,
+    params,
+    task,
+    requestedBy: "demo-user",
+    requesterVerifiedBy: "authentication",
+    runContext: { threadId: "emulator-test" },
+    policy: defaultPolicy(),
+    now: new Date(),
   });
 }
 
 async function arm(fault: Record<string, unknown>) {
-  const res = await fetch(`${emu.baseUrl}/_emulator/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(fault) });
+  const res = await fetch(`${emu.baseUrl}/_emulator/faults`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(fault),
+  });
   expect(res.status).toBe(200);
 }
 
@@ -93,7 +110,11 @@ describe("envelope core against the emulator", () => {
     const ack = await write(4, params);
     const v = verifyOutcome(e, ack, await read(4));
     expect(v.verdict).toBe("INVARIANT_VIOLATION");
-    expect(v.fields.find((f) => f.field === "PRIORITY")).toMatchObject({ status: "violated", expected: "1", actual: "2" });
+    expect(v.fields.find((f) => f.field === "PRIORITY")).toMatchObject({
+      status: "violated",
+      expected: "1",
+      actual: "2",
+    });
   });
 
   it("an acknowledgement without the change applied is VERIFICATION_FAILED, not VERIFIED", async () => {
@@ -127,6 +148,9 @@ describe("envelope core against the emulator", () => {
     const e = await envelopeFor(4, { TITLE: "Renamed" });
     const hidden = await read(7);
     expect(hidden).toMatchObject({ status: "ok", body: { result: [] } });
-    expect(compareBaseline({ ...e, object: { type: "task", id: 7 } }, hidden)).toMatchObject({ verdict: "UNKNOWN", reason: expect.stringMatching(/not found or not accessible/) });
+    expect(compareBaseline({ ...e, object: { type: "task", id: 7 } }, hidden)).toMatchObject({
+      verdict: "UNKNOWN",
+      reason: expect.stringMatching(/not found or not accessible/),
+    });
   });
 });

@@ -13,7 +13,11 @@ import {
 } from "../src/envelope/index.js";
 import defaultJson from "../policy/default.json" with { type: "json" };
 
-const update = (fields: Record<string, unknown>, taskId = 4): Proposal => ({ operation: "update_task", taskId, fields });
+const update = (fields: Record<string, unknown>, taskId = 4): Proposal => ({
+  operation: "update_task",
+  taskId,
+  fields,
+});
 
 function refusal(policy: Policy, scope: Parameters<typeof checkProposal>[1], p: Proposal) {
   const r = checkProposal(policy, scope, p);
@@ -27,8 +31,26 @@ describe("policy file", () => {
     expect(p.id).toBe("default");
     expect(p.version).toMatch(/^\d{4}-\d{2}-\d{2}\.\d+$/);
     const op = p.operations["update_task"]!;
-    expect(op).toMatchObject({ allowed: true, requiresApproval: true, ttlSeconds: 3600, reversibility: "reversible", level: "medium" });
-    expect(Object.keys(op.fields)).toEqual(expect.arrayContaining(["TITLE", "DESCRIPTION", "DEADLINE", "PRIORITY", "STATUS", "RESPONSIBLE_ID", "GROUP_ID", "AUDITORS", "ACCOMPLICES"]));
+    expect(op).toMatchObject({
+      allowed: true,
+      requiresApproval: true,
+      ttlSeconds: 3600,
+      reversibility: "reversible",
+      level: "medium",
+    });
+    expect(Object.keys(op.fields)).toEqual(
+      expect.arrayContaining([
+        "TITLE",
+        "DESCRIPTION",
+        "DEADLINE",
+        "PRIORITY",
+        "STATUS",
+        "RESPONSIBLE_ID",
+        "GROUP_ID",
+        "AUDITORS",
+        "ACCOMPLICES",
+      ]),
+    );
     expect(p.operations["delete_task"]!.allowed).toBe(false);
     // A new task needs an approval like any change; it is never deleted by the agent.
     expect(p.operations["add_task"]).toMatchObject({ allowed: true, requiresApproval: true });
@@ -50,9 +72,19 @@ describe("policy file", () => {
 
   it("fills defaults for optional sections", () => {
     const minimal = {
-      id: "m", version: "1",
-      operations: { update_task: { allowed: true, reversibility: "reversible", level: "low", requiresApproval: true, ttlSeconds: 60 } },
-      watchedFields: [], automaticFields: ["CHANGED_DATE"],
+      id: "m",
+      version: "1",
+      operations: {
+        update_task: {
+          allowed: true,
+          reversibility: "reversible",
+          level: "low",
+          requiresApproval: true,
+          ttlSeconds: 60,
+        },
+      },
+      watchedFields: [],
+      automaticFields: ["CHANGED_DATE"],
       approvers: { allowUnauthenticated: false },
     };
     const p = parsePolicy(minimal);
@@ -63,22 +95,70 @@ describe("policy file", () => {
   });
 
   const broken: Array<[string, (j: any) => void, RegExp]> = [
-    ["an unknown field", (j) => (j.operations.update_task.fields.UF_WHATEVER = { allowed: true }), /UF_WHATEVER is not a known field of update_task/],
-    ["a read-only field allowed", (j) => (j.operations.update_task.fields.CHANGED_DATE = { allowed: true }), /CHANGED_DATE is read-only/],
-    ["an override of a non-overridable gate", (j) => (j.overrides.expiry = { role: "override-officer" }), /gate expiry can never be overridden/],
-    ["an override of an unknown gate", (j) => (j.overrides.speed = { role: "override-officer" }), /unknown gate speed/],
-    ["an override role that is not defined", (j) => (j.overrides.separation_of_duties.role = "nobody"), /role nobody is not defined/],
-    ["an approver group that is not defined", (j) => j.approvers.approverGroups.push("ghosts"), /group ghosts is not defined/],
-    ["an unknown level", (j) => (j.operations.update_task.level = "extreme"), /operations\.update_task\.level/],
+    [
+      "an unknown field",
+      (j) => (j.operations.update_task.fields.UF_WHATEVER = { allowed: true }),
+      /UF_WHATEVER is not a known field of update_task/,
+    ],
+    [
+      "a read-only field allowed",
+      (j) => (j.operations.update_task.fields.CHANGED_DATE = { allowed: true }),
+      /CHANGED_DATE is read-only/,
+    ],
+    [
+      "an override of a non-overridable gate",
+      (j) => (j.overrides.expiry = { role: "override-officer" }),
+      /gate expiry can never be overridden/,
+    ],
+    [
+      "an override of an unknown gate",
+      (j) => (j.overrides.speed = { role: "override-officer" }),
+      /unknown gate speed/,
+    ],
+    [
+      "an override role that is not defined",
+      (j) => (j.overrides.separation_of_duties.role = "nobody"),
+      /role nobody is not defined/,
+    ],
+    [
+      "an approver group that is not defined",
+      (j) => j.approvers.approverGroups.push("ghosts"),
+      /group ghosts is not defined/,
+    ],
+    [
+      "an unknown level",
+      (j) => (j.operations.update_task.level = "extreme"),
+      /operations\.update_task\.level/,
+    ],
     ["an unknown reversibility", (j) => (j.operations.update_task.reversibility = "maybe"), /reversibility/],
     ["a TTL of zero", (j) => (j.operations.update_task.ttlSeconds = 0), /ttlSeconds/],
     ["an unknown key (typo)", (j) => (j.requireSignatures = true), /requireSignatures/],
-    ["allowedValues outside the enum", (j) => (j.operations.update_task.fields.STATUS.allowedValues = ["9"]), /not values of STATUS: 9/],
+    [
+      "allowedValues outside the enum",
+      (j) => (j.operations.update_task.fields.STATUS.allowedValues = ["9"]),
+      /not values of STATUS: 9/,
+    ],
     ["a lower-case field", (j) => (j.operations.update_task.fields.title = { allowed: true }), /UPPER_SNAKE/],
-    ["a watched field that is also automatic", (j) => j.automaticFields.push("TITLE"), /TITLE is both watched and automatic/],
-    ["an escalation group that is not defined", (j) => (j.escalationGroup = "nobody"), /group nobody is not defined/],
-    ["a deal operation without its own watched fields", (j) => delete j.operations.update_deal.watchedFields, /update_deal acts on a deal, so it needs its own watchedFields/],
-    ["a deal operation without its own automatic fields", (j) => delete j.operations.update_deal.automaticFields, /update_deal acts on a deal, so it needs its own automaticFields/],
+    [
+      "a watched field that is also automatic",
+      (j) => j.automaticFields.push("TITLE"),
+      /TITLE is both watched and automatic/,
+    ],
+    [
+      "an escalation group that is not defined",
+      (j) => (j.escalationGroup = "nobody"),
+      /group nobody is not defined/,
+    ],
+    [
+      "a deal operation without its own watched fields",
+      (j) => delete j.operations.update_deal.watchedFields,
+      /update_deal acts on a deal, so it needs its own watchedFields/,
+    ],
+    [
+      "a deal operation without its own automatic fields",
+      (j) => delete j.operations.update_deal.automaticFields,
+      /update_deal acts on a deal, so it needs its own automaticFields/,
+    ],
   ];
   it("a deal operation the policy denies needs no field lists of its own", () => {
     const j = structuredClone(defaultJson) as any;
@@ -101,13 +181,19 @@ describe("checkProposal", () => {
 
   it("allows an in-scope update and derives risk, approval and TTL from the policy", () => {
     expect(checkProposal(policy, { taskIds: [4], fields: ["TITLE"] }, update({ TITLE: "Renamed" }))).toEqual({
-      allowed: true, risk: { reversibility: "reversible", level: "medium" }, requiresApproval: true, ttlSeconds: 3600,
+      allowed: true,
+      risk: { reversibility: "reversible", level: "medium" },
+      requiresApproval: true,
+      ttlSeconds: 3600,
     });
   });
 
   it("takes the highest level and reversibility and the shortest TTL over the fields", () => {
     expect(checkProposal(policy, {}, update({ PRIORITY: "2", RESPONSIBLE_ID: 3 }))).toEqual({
-      allowed: true, risk: { reversibility: "reversible_external", level: "high" }, requiresApproval: true, ttlSeconds: 1800,
+      allowed: true,
+      risk: { reversibility: "reversible_external", level: "high" },
+      requiresApproval: true,
+      ttlSeconds: 1800,
     });
   });
 
@@ -118,19 +204,33 @@ describe("checkProposal", () => {
   });
 
   it("refuses another field as OUT_OF_SCOPE, naming it", () => {
-    const r = refusal(policy, { taskIds: [4], fields: ["DEADLINE"] }, update({ DEADLINE: "2026-12-20T18:00:00+03:00", RESPONSIBLE_ID: 1 }));
+    const r = refusal(
+      policy,
+      { taskIds: [4], fields: ["DEADLINE"] },
+      update({ DEADLINE: "2026-12-20T18:00:00+03:00", RESPONSIBLE_ID: 1 }),
+    );
     expect(r.code).toBe("OUT_OF_SCOPE");
     expect(r.reasons.join()).toMatch(/field RESPONSIBLE_ID outside the request's scope \(DEADLINE\)/);
   });
 
   it("refuses another operation: OUT_OF_SCOPE when the scope names operations, DENIED_OPERATION by policy", () => {
-    const scoped = refusal(policy, { taskIds: [4], operations: ["update_task"] }, { operation: "delete_task", taskId: 4, fields: { ID: 4 } });
+    const scoped = refusal(
+      policy,
+      { taskIds: [4], operations: ["update_task"] },
+      { operation: "delete_task", taskId: 4, fields: { ID: 4 } },
+    );
     expect(scoped.code).toBe("OUT_OF_SCOPE");
     expect(scoped.reasons.join()).toMatch(/operation delete_task is outside/);
     expect(scoped.reasons.join()).toMatch(/delete_task is denied by policy default@.*cannot be undone/);
-    const r = refusal(policy, { taskIds: [4] }, { operation: "delete_task", taskId: 4, fields: { TITLE: "x" } });
+    const r = refusal(
+      policy,
+      { taskIds: [4] },
+      { operation: "delete_task", taskId: 4, fields: { TITLE: "x" } },
+    );
     expect(r.code).toBe("DENIED_OPERATION");
-    expect(refusal(policy, {}, { operation: "archive_task", taskId: 4, fields: { TITLE: "x" } }).reasons.join()).toMatch(/archive_task is not in policy/);
+    expect(
+      refusal(policy, {}, { operation: "archive_task", taskId: 4, fields: { TITLE: "x" } }).reasons.join(),
+    ).toMatch(/archive_task is not in policy/);
   });
 
   it("an empty scope list allows nothing; an absent one does not restrict", () => {
@@ -140,16 +240,28 @@ describe("checkProposal", () => {
   });
 
   it("refuses denied and unknown fields as DENIED_FIELD with the reason", () => {
-    expect(refusal(policy, {}, update({ CREATED_BY: 2 })).reasons.join()).toMatch(/CREATED_BY is denied by policy default@.*: the creator/);
-    expect(refusal(policy, {}, update({ UF_CRM_TASK: ["C_1"] })).reasons.join()).toMatch(/UF_CRM_TASK has no rule .* so it is denied/);
-    expect(refusal(policy, {}, update({ title: "x" })).reasons.join()).toMatch(/"title" is not an UPPER_SNAKE/);
+    expect(refusal(policy, {}, update({ CREATED_BY: 2 })).reasons.join()).toMatch(
+      /CREATED_BY is denied by policy default@.*: the creator/,
+    );
+    expect(refusal(policy, {}, update({ UF_CRM_TASK: ["C_1"] })).reasons.join()).toMatch(
+      /UF_CRM_TASK has no rule .* so it is denied/,
+    );
+    expect(refusal(policy, {}, update({ title: "x" })).reasons.join()).toMatch(
+      /"title" is not an UPPER_SNAKE/,
+    );
     expect(refusal(policy, {}, update({ TITLE: "ok", CREATED_BY: 2 })).code).toBe("DENIED_FIELD");
   });
 
   const badValues: Array<[Record<string, unknown>, RegExp]> = [
-    [{ STATUS: "8" }, /STATUS must be one of "1" \(new\), "2" \(waiting\), "3" \(in progress\), "4" \(awaiting control\), "5" \(completed\), "6" \(deferred\), "7" \(declined\) \(a code, or its name in an edit\), got "8"/],
+    [
+      { STATUS: "8" },
+      /STATUS must be one of "1" \(new\), "2" \(waiting\), "3" \(in progress\), "4" \(awaiting control\), "5" \(completed\), "6" \(deferred\), "7" \(declined\) \(a code, or its name in an edit\), got "8"/,
+    ],
     [{ STATUS: "in progress" }, /STATUS must be one of/],
-    [{ PRIORITY: 3 }, /PRIORITY must be one of "0" \(low\), "1" \(medium\), "2" \(high\) \(a code, or its name in an edit\), got 3/],
+    [
+      { PRIORITY: 3 },
+      /PRIORITY must be one of "0" \(low\), "1" \(medium\), "2" \(high\) \(a code, or its name in an edit\), got 3/,
+    ],
     [{ PRIORITY: "01" }, /PRIORITY must be one of/],
     [{ DEADLINE: "tomorrow" }, /DEADLINE must be an ISO 8601 date-time with offset/],
     [{ DEADLINE: "2026-12-20T18:00:00" }, /DEADLINE must be an ISO 8601 date-time with offset/],
@@ -167,7 +279,10 @@ describe("checkProposal", () => {
     [{ AUDITORS: "2,6" }, /AUDITORS must be an array of ids, got string/],
     [{ AUDITORS: ["2", "2"] }, /AUDITORS lists id 2 twice/],
     [{ AUDITORS: ["2", "x"] }, /AUDITORS\[1\] must be an id/],
-    [{ ACCOMPLICES: Array.from({ length: 51 }, (_, i) => i + 1) }, /ACCOMPLICES must list at most 50 ids, got 51/],
+    [
+      { ACCOMPLICES: Array.from({ length: 51 }, (_, i) => i + 1) },
+      /ACCOMPLICES must list at most 50 ids, got 51/,
+    ],
     [{ GROUP_ID: -1 }, /GROUP_ID must be an id \(integer ≥ 0/],
     [{}, /fields is empty/],
   ];
@@ -179,11 +294,22 @@ describe("checkProposal", () => {
 
   it("accepts the value spellings Bitrix24 accepts", () => {
     for (const fields of [
-      { STATUS: 3 }, { STATUS: "5" }, { PRIORITY: 0 }, { PRIORITY: "2" }, { GROUP_ID: 0 }, { GROUP_ID: "3" },
-      { DEADLINE: "2026-12-20T18:00:00Z" }, { DEADLINE: "2026-12-20T18:00:00-05:30" }, { AUDITORS: [] }, { AUDITORS: [2, "6"] },
-      { TITLE: "x".repeat(255) }, { DESCRIPTION: "" },
+      { STATUS: 3 },
+      { STATUS: "5" },
+      { PRIORITY: 0 },
+      { PRIORITY: "2" },
+      { GROUP_ID: 0 },
+      { GROUP_ID: "3" },
+      { DEADLINE: "2026-12-20T18:00:00Z" },
+      { DEADLINE: "2026-12-20T18:00:00-05:30" },
+      { AUDITORS: [] },
+      { AUDITORS: [2, "6"] },
+      { TITLE: "x".repeat(255) },
+      { DESCRIPTION: "" },
     ]) {
-      expect(checkProposal(policy, {}, update(fields)), JSON.stringify(fields)).toMatchObject({ allowed: true });
+      expect(checkProposal(policy, {}, update(fields)), JSON.stringify(fields)).toMatchObject({
+        allowed: true,
+      });
     }
   });
 
@@ -191,7 +317,9 @@ describe("checkProposal", () => {
     const j = structuredClone(defaultJson) as any;
     j.operations.update_task.fields.STATUS.allowedValues = ["2", "3"];
     const narrow = parsePolicy(j);
-    expect(refusal(narrow, {}, update({ STATUS: "5" })).reasons.join()).toMatch(/STATUS must be one of "2" \(waiting\), "3" \(in progress\) \(a code, or its name in an edit\), got "5"/);
+    expect(refusal(narrow, {}, update({ STATUS: "5" })).reasons.join()).toMatch(
+      /STATUS must be one of "2" \(waiting\), "3" \(in progress\) \(a code, or its name in an edit\), got "5"/,
+    );
   });
 
   it("lists every problem but leads with the most fundamental", () => {
@@ -203,13 +331,28 @@ describe("checkProposal", () => {
   });
 
   it("property: a field outside the scope is always refused before approval, whatever its value", () => {
-    const allowed = ["TITLE", "DESCRIPTION", "DEADLINE", "PRIORITY", "STATUS", "RESPONSIBLE_ID", "GROUP_ID", "AUDITORS", "ACCOMPLICES"];
+    const allowed = [
+      "TITLE",
+      "DESCRIPTION",
+      "DEADLINE",
+      "PRIORITY",
+      "STATUS",
+      "RESPONSIBLE_ID",
+      "GROUP_ID",
+      "AUDITORS",
+      "ACCOMPLICES",
+    ];
     fc.assert(
-      fc.property(fc.subarray(allowed, { minLength: 1 }), fc.constantFrom(...allowed), fc.jsonValue({ maxDepth: 1 }), (scopeFields, field, value) => {
-        fc.pre(!scopeFields.includes(field));
-        const r = checkProposal(policy, { taskIds: [4], fields: scopeFields }, update({ [field]: value }));
-        expect(r).toMatchObject({ allowed: false, code: "OUT_OF_SCOPE" });
-      }),
+      fc.property(
+        fc.subarray(allowed, { minLength: 1 }),
+        fc.constantFrom(...allowed),
+        fc.jsonValue({ maxDepth: 1 }),
+        (scopeFields, field, value) => {
+          fc.pre(!scopeFields.includes(field));
+          const r = checkProposal(policy, { taskIds: [4], fields: scopeFields }, update({ [field]: value }));
+          expect(r).toMatchObject({ allowed: false, code: "OUT_OF_SCOPE" });
+        },
+      ),
     );
   });
 });
@@ -218,12 +361,24 @@ describe("chain rule", () => {
   const policy = defaultPolicy();
 
   it("a plan is as risky as its riskiest action and expires with the shortest TTL", () => {
-    const r = checkPlan(policy, {}, [update({ TITLE: "a" }), update({ RESPONSIBLE_ID: 2 }, 5), update({ PRIORITY: "0" }, 6)]);
-    expect(r).toEqual({ allowed: true, risk: { reversibility: "reversible_external", level: "high" }, requiresApproval: true, ttlSeconds: 1800 });
+    const r = checkPlan(policy, {}, [
+      update({ TITLE: "a" }),
+      update({ RESPONSIBLE_ID: 2 }, 5),
+      update({ PRIORITY: "0" }, 6),
+    ]);
+    expect(r).toEqual({
+      allowed: true,
+      risk: { reversibility: "reversible_external", level: "high" },
+      requiresApproval: true,
+      ttlSeconds: 1800,
+    });
   });
 
   it("one refused action refuses the plan, naming which", () => {
-    const r = checkPlan(policy, {}, [update({ TITLE: "a" }), { operation: "delete_task", taskId: 4, fields: { TITLE: "x" } }]);
+    const r = checkPlan(policy, {}, [
+      update({ TITLE: "a" }),
+      { operation: "delete_task", taskId: 4, fields: { TITLE: "x" } },
+    ]);
     expect(r).toMatchObject({ allowed: false, code: "DENIED_OPERATION", index: 1 });
     expect(!r.allowed && r.reasons[0]).toMatch(/^action 2: /);
     expect(checkPlan(policy, {}, [])).toMatchObject({ allowed: false });
@@ -237,15 +392,30 @@ describe("chain rule", () => {
     expect(added).toMatchObject({ valid: false, added: ["sha256:" + "c".repeat(64)] });
     expect(!added.valid && added.reason).toMatch(/added after approval/);
     expect(checkPlanApproval(approved, [actions[0]!])).toMatchObject({ valid: false, removed: [actions[1]] });
-    expect(checkPlanApproval(approved, [...actions].reverse())).toMatchObject({ valid: false, reason: expect.stringMatching(/reordered/) });
-    expect(checkPlanApproval({ ...approved, actionHashes: [actions[0]!] }, [actions[0]!])).toMatchObject({ valid: false });
+    expect(checkPlanApproval(approved, [...actions].reverse())).toMatchObject({
+      valid: false,
+      reason: expect.stringMatching(/reordered/),
+    });
+    expect(checkPlanApproval({ ...approved, actionHashes: [actions[0]!] }, [actions[0]!])).toMatchObject({
+      valid: false,
+    });
   });
 
   it("property: a plan's class is never lower than any of its actions'", () => {
-    const fieldsGen = fc.constantFrom<Record<string, unknown>>({ TITLE: "a" }, { RESPONSIBLE_ID: 3 }, { PRIORITY: "0" }, { AUDITORS: ["1"] }, { STATUS: "3" });
+    const fieldsGen = fc.constantFrom<Record<string, unknown>>(
+      { TITLE: "a" },
+      { RESPONSIBLE_ID: 3 },
+      { PRIORITY: "0" },
+      { AUDITORS: ["1"] },
+      { STATUS: "3" },
+    );
     fc.assert(
       fc.property(fc.array(fieldsGen, { minLength: 1, maxLength: 6 }), (list) => {
-        const plan = checkPlan(policy, {}, list.map((f) => update(f)));
+        const plan = checkPlan(
+          policy,
+          {},
+          list.map((f) => update(f)),
+        );
         if (!plan.allowed) throw new Error("plan refused");
         for (const f of list) {
           const one = checkProposal(policy, {}, update(f));
@@ -253,7 +423,9 @@ describe("chain rule", () => {
           const order = ["low", "medium", "high", "critical"];
           const rev = ["read_only", "reversible", "reversible_external", "irreversible"];
           expect(order.indexOf(plan.risk.level)).toBeGreaterThanOrEqual(order.indexOf(one.risk.level));
-          expect(rev.indexOf(plan.risk.reversibility)).toBeGreaterThanOrEqual(rev.indexOf(one.risk.reversibility));
+          expect(rev.indexOf(plan.risk.reversibility)).toBeGreaterThanOrEqual(
+            rev.indexOf(one.risk.reversibility),
+          );
         }
       }),
     );

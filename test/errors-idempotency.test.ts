@@ -16,14 +16,22 @@ afterEach(async () => {
   await emu.close();
 });
 
-const make = (timeoutMs = 5_000) => new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0, retryBaseMs: 10, timeoutMs });
+const make = (timeoutMs = 5_000) =>
+  new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0, retryBaseMs: 10, timeoutMs });
 const arm = (spec: Record<string, unknown>) =>
-  fetch(`${emu.baseUrl}/_emulator/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(spec) });
+  fetch(`${emu.baseUrl}/_emulator/faults`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(spec),
+  });
 async function updates(): Promise<Array<{ status: number; fault?: string }>> {
-  const body = (await (await fetch(`${emu.baseUrl}/_emulator/calls`)).json()) as { calls: Array<{ method: string; status: number; fault?: string }> };
+  const body = (await (await fetch(`${emu.baseUrl}/_emulator/calls`)).json()) as {
+    calls: Array<{ method: string; status: number; fault?: string }>;
+  };
   return body.calls.filter((c) => c.method === "tasks.task.update");
 }
-const history = async (client: Bitrix24Client) => ((await client.getTaskHistory(4)).result as { list: unknown[] }).list.length;
+const history = async (client: Bitrix24Client) =>
+  ((await client.getTaskHistory(4)).result as { list: unknown[] }).list.length;
 
 describe("Idempotency-Key on writes", () => {
   it("the same key and body: the first answer again, marked replayed, the task changed once", async () => {
@@ -41,15 +49,28 @@ describe("Idempotency-Key on writes", () => {
   it("the same key with another body is a hard error (422), and nothing is applied", async () => {
     const client = make();
     await client.updateTask(4, { TITLE: "First body" }, { idempotencyKey: "k-2" });
-    const err = await client.updateTask(4, { TITLE: "Second body" }, { idempotencyKey: "k-2" }).then(() => undefined, (e: unknown) => e);
+    const err = await client.updateTask(4, { TITLE: "Second body" }, { idempotencyKey: "k-2" }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(Bitrix24Error);
-    expect(err).toMatchObject({ kind: "invalid_request", httpStatus: 422, code: "IDEMPOTENCY_KEY_REUSED", outcomeUnknown: false });
+    expect(err).toMatchObject({
+      kind: "invalid_request",
+      httpStatus: 422,
+      code: "IDEMPOTENCY_KEY_REUSED",
+      outcomeUnknown: false,
+    });
     expect((await client.getTask(4)).result.task.title).toBe("First body");
   });
 
   it("an answer lost after the write was applied: re-sending the key gets the first answer back, one applied write", async () => {
     await arm({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    const lost = await make(800).updateTask(4, { TITLE: "Lost answer" }, { idempotencyKey: "k-3" }).then(() => undefined, (e: unknown) => e as Bitrix24Error);
+    const lost = await make(800)
+      .updateTask(4, { TITLE: "Lost answer" }, { idempotencyKey: "k-3" })
+      .then(
+        () => undefined,
+        (e: unknown) => e as Bitrix24Error,
+      );
     expect(lost?.kind).toBe("transport_timeout");
     expect(lost?.outcomeUnknown).toBe(true);
     const client = make();
@@ -80,7 +101,9 @@ describe("through our MCP server (the write handle execute holds)", () => {
       expect(first.ok && first.replayed).toBeFalsy();
       expect(again).toMatchObject({ ok: true, replayed: true });
       expect(again.ok && again.body).toEqual(first.ok && first.body);
-      const applied = (await portal.writes()).filter((c) => (c as { fault?: string }).fault !== "idempotent_replay");
+      const applied = (await portal.writes()).filter(
+        (c) => (c as { fault?: string }).fault !== "idempotent_replay",
+      );
       expect(applied).toHaveLength(1);
       // Without a key the tool is called exactly as before.
       expect(await w.updateTask(4, { TITLE: "Via MCP, no key" })).toMatchObject({ ok: true });

@@ -22,29 +22,56 @@ afterEach(async () => {
 
 describe("OPERATION_TIME_LIMIT", () => {
   it("a read: kind operation_time_limit with operatingResetAt, one call, not retried", async () => {
-    const client = new Bitrix24Client({ webhookUrl: portal.emulator.webhookUrl, rate: 0, retryBaseMs: 10, maxReadRetries: 3 });
-    await portal.fault({ method: "tasks.task.get", kind: "operation_time_limit", resetInSeconds: 300, times: 1 });
+    const client = new Bitrix24Client({
+      webhookUrl: portal.emulator.webhookUrl,
+      rate: 0,
+      retryBaseMs: 10,
+      maxReadRetries: 3,
+    });
+    await portal.fault({
+      method: "tasks.task.get",
+      kind: "operation_time_limit",
+      resetInSeconds: 300,
+      times: 1,
+    });
     const before = Math.floor(Date.now() / 1000);
-    const err = await client.getTask(4).then(() => undefined, (e: unknown) => e);
+    const err = await client.getTask(4).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(Bitrix24Error);
     const e = err as Bitrix24Error;
-    expect(e).toMatchObject({ kind: "operation_time_limit", httpStatus: 429, code: "OPERATION_TIME_LIMIT", outcomeUnknown: false });
+    expect(e).toMatchObject({
+      kind: "operation_time_limit",
+      httpStatus: 429,
+      code: "OPERATION_TIME_LIMIT",
+      outcomeUnknown: false,
+    });
     expect(e.operatingResetAt).toBeGreaterThanOrEqual(before + 299);
-    expect(e.description).toMatch(/per-method time limit blocks tasks\.task\.get until \d{4}-\d{2}-\d{2}T.*; not retried/);
+    expect(e.description).toMatch(
+      /per-method time limit blocks tasks\.task\.get until \d{4}-\d{2}-\d{2}T.*; not retried/,
+    );
     expect(e.toData()).toMatchObject({ kind: "operation_time_limit", operatingResetAt: e.operatingResetAt });
     expect(await portal.calls("tasks.task.get")).toHaveLength(1);
   });
 
   it("a write: sent once, never retried; the run ends REJECTED_BY_TARGET with the kind in the acknowledgement", async () => {
-    app = await openTestApp(portal, tempDir(), { model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Time limited" })) });
+    app = await openTestApp(portal, tempDir(), {
+      model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Time limited" })),
+    });
     const view = await startRun(app, { request: "rename task 4 to Time limited", requestedBy: "demo-user" });
     await portal.fault({ method: "tasks.task.update", kind: "operation_time_limit", times: 0 });
     const a = view.approval!;
     const done = await submitDecision(app, view.threadId, {
-      decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }],
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+      ],
     });
     expect(await portal.writes()).toHaveLength(1);
-    expect(done.state?.acknowledgement).toMatchObject({ status: "ERROR", error: { kind: "operation_time_limit", code: "OPERATION_TIME_LIMIT" } });
+    expect(done.state?.acknowledgement).toMatchObject({
+      status: "ERROR",
+      error: { kind: "operation_time_limit", code: "OPERATION_TIME_LIMIT" },
+    });
     expect(done.state?.outcome).toBe("REJECTED_BY_TARGET");
     expect(done.state?.reason).toMatch(/OPERATION_TIME_LIMIT/);
   });

@@ -22,8 +22,14 @@ import {
 
 function envelope(params: Record<string, unknown> = { TITLE: "Renamed" }, task = exampleTask()): Envelope {
   return createEnvelope({
-    portal: "127.0.0.1:43210", taskId: 4, params, task, requestedBy: "demo-user",
-    runContext: { threadId: "t" }, policy: defaultPolicy(), now: new Date("2026-11-30T10:00:00Z"),
+    portal: "127.0.0.1:43210",
+    taskId: 4,
+    params,
+    task,
+    requestedBy: "demo-user",
+    runContext: { threadId: "t" },
+    policy: defaultPolicy(),
+    now: new Date("2026-11-30T10:00:00Z"),
   });
 }
 const ok = (body: unknown): ReadResult => ({ status: "ok", body });
@@ -34,9 +40,14 @@ const ruleIds = NORMALISATION_RULES.map((r) => r.id);
 describe("compareValues names the rule that decided", () => {
   const fields = ["TITLE", "DEADLINE", "STATUS", "RESPONSIBLE_ID", "AUDITORS", "TASK_CONTROL", "UF_CRM_TASK"];
   const value = fc.oneof(
-    fc.constant(null), fc.integer({ min: 0, max: 20 }), fc.integer({ min: 0, max: 20 }).map(String), fc.string({ maxLength: 4 }),
+    fc.constant(null),
+    fc.integer({ min: 0, max: 20 }),
+    fc.integer({ min: 0, max: 20 }).map(String),
+    fc.string({ maxLength: 4 }),
     fc.constantFrom("2026-12-15T18:00:00+03:00", "2026-12-15T15:00:00Z", "2026-12-15T18:00:00"),
-    fc.array(fc.oneof(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }).map(String)), { maxLength: 3 }),
+    fc.array(fc.oneof(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }).map(String)), {
+      maxLength: 3,
+    }),
   );
 
   it("agrees with valuesEqual, names a rule from the table, and is `normalised` only for equal values that are not byte-identical", () => {
@@ -69,8 +80,12 @@ describe("compareValues names the rule that decided", () => {
 describe("compareBaseline: every moved field with before and now", () => {
   const e = envelope();
   const invariants: Array<[string, string, unknown]> = [
-    ["STATUS", "status", "5"], ["PRIORITY", "priority", "2"], ["RESPONSIBLE_ID", "responsibleId", "7"],
-    ["DEADLINE", "deadline", "2027-01-01T10:00:00+03:00"], ["AUDITORS", "auditors", ["9"]], ["GROUP_ID", "groupId", "8"],
+    ["STATUS", "status", "5"],
+    ["PRIORITY", "priority", "2"],
+    ["RESPONSIBLE_ID", "responsibleId", "7"],
+    ["DEADLINE", "deadline", "2027-01-01T10:00:00+03:00"],
+    ["AUDITORS", "auditors", ["9"]],
+    ["GROUP_ID", "groupId", "8"],
   ];
 
   it("names exactly the invariant fields that moved (and the change marker), each with the baseline and the value now; verdict MISMATCH", () => {
@@ -80,12 +95,17 @@ describe("compareBaseline: every moved field with before and now", () => {
         if (markerMoved) over["changedDate"] = "2026-11-30T12:00:00+03:00";
         const r = compareBaseline(e, read(over));
         expect(r.verdict).toBe("MISMATCH");
-        const expected = changed.map(([f]) => f).concat(markerMoved ? ["CHANGED_DATE"] : []).sort();
+        const expected = changed
+          .map(([f]) => f)
+          .concat(markerMoved ? ["CHANGED_DATE"] : [])
+          .sort();
         expect(r.moved.map((m) => m.field).sort()).toEqual(expected);
         for (const [field, , now] of changed) {
           const m = r.moved.find((x) => x.field === field)!;
           expect(m).toMatchObject({ role: "invariant", before: e.baseline.values[field], now });
-          expect(r.reason).toContain(`${field} was ${JSON.stringify(e.baseline.values[field])}, now ${JSON.stringify(now)}`);
+          expect(r.reason).toContain(
+            `${field} was ${JSON.stringify(e.baseline.values[field])}, now ${JSON.stringify(now)}`,
+          );
           expect(ruleIds).toContain(m.rule!.id);
         }
       }),
@@ -96,15 +116,30 @@ describe("compareBaseline: every moved field with before and now", () => {
   it("a field kept only as a fingerprint is named with its fingerprint as before", () => {
     const r = compareBaseline(e, read({ changedDate: "2026-11-30T12:00:00+03:00", mark: "P" }));
     expect(r.verdict).toBe("MISMATCH");
-    expect(r.moved.find((m) => m.field === "MARK")).toEqual({ field: "MARK", taskKey: "mark", role: "other", beforeFingerprint: fingerprint(null), now: "P" });
+    expect(r.moved.find((m) => m.field === "MARK")).toEqual({
+      field: "MARK",
+      taskKey: "mark",
+      role: "other",
+      beforeFingerprint: fingerprint(null),
+      now: "P",
+    });
     expect(r.reason).toMatch(/MARK was \(fingerprint [0-9a-f]{16}; value not kept\), now "P"/);
   });
 
   it("records each field's rule, and `normalised` when it matched only under the rule", () => {
     const r = compareBaseline(e, read({ changedDate: "2026-11-25T11:30:05Z", status: 2 }));
     expect(r.verdict).toBe("MATCH");
-    expect(r.fields.find((f) => f.field === "CHANGED_DATE")).toMatchObject({ status: "match", rule: { id: "datetime-instant-equal" }, normalised: true });
-    expect(r.fields.find((f) => f.field === "STATUS")).toMatchObject({ role: "invariant", status: "match", rule: { id: "numeric-string-equal" }, normalised: true });
+    expect(r.fields.find((f) => f.field === "CHANGED_DATE")).toMatchObject({
+      status: "match",
+      rule: { id: "datetime-instant-equal" },
+      normalised: true,
+    });
+    expect(r.fields.find((f) => f.field === "STATUS")).toMatchObject({
+      role: "invariant",
+      status: "match",
+      rule: { id: "numeric-string-equal" },
+      normalised: true,
+    });
     expect(r.fields.find((f) => f.field === "TITLE")).toMatchObject({ rule: { id: "string-exact" } });
     expect(r.fields.find((f) => f.field === "TITLE")!.normalised).toBeUndefined();
   });
@@ -125,13 +160,32 @@ describe("verifyOutcome: moved fields and identity", () => {
   const e = envelope();
 
   it("lists the written field (before → now) and every automatic or unexpected change, fingerprinted ones with their fingerprint", () => {
-    const r = verifyOutcome(e, ack, read({ title: "Renamed", changedDate: "2026-11-30T12:00:00+03:00", mark: "P" }));
+    const r = verifyOutcome(
+      e,
+      ack,
+      read({ title: "Renamed", changedDate: "2026-11-30T12:00:00+03:00", mark: "P" }),
+    );
     expect(r.verdict).toBe("INVARIANT_VIOLATION");
     expect(r.identity.status).toBe("MATCH");
-    expect(r.moved.find((m) => m.field === "TITLE")).toMatchObject({ role: "requested", before: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST", now: "Renamed", rule: { id: "string-exact" } });
-    expect(r.moved.find((m) => m.field === "CHANGED_DATE")).toMatchObject({ role: "automatic", before: "2026-11-25T14:30:05+03:00" });
-    expect(r.moved.find((m) => m.field === "MARK")).toMatchObject({ role: "other", beforeFingerprint: fingerprint(null), now: "P" });
-    expect(r.fields.find((f) => f.field === "MARK")).toMatchObject({ status: "unexpected", baselineFingerprint: fingerprint(null) });
+    expect(r.moved.find((m) => m.field === "TITLE")).toMatchObject({
+      role: "requested",
+      before: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+      now: "Renamed",
+      rule: { id: "string-exact" },
+    });
+    expect(r.moved.find((m) => m.field === "CHANGED_DATE")).toMatchObject({
+      role: "automatic",
+      before: "2026-11-25T14:30:05+03:00",
+    });
+    expect(r.moved.find((m) => m.field === "MARK")).toMatchObject({
+      role: "other",
+      beforeFingerprint: fingerprint(null),
+      now: "P",
+    });
+    expect(r.fields.find((f) => f.field === "MARK")).toMatchObject({
+      status: "unexpected",
+      baselineFingerprint: fingerprint(null),
+    });
   });
 
   it("an answer about another task is INCONCLUSIVE with the identity recorded as MISMATCH", () => {
@@ -142,7 +196,10 @@ describe("verifyOutcome: moved fields and identity", () => {
   });
 
   it("a failed read has no identity (UNKNOWN), never MISMATCH", () => {
-    const r = verifyOutcome(e, ack, { status: "failed", error: { kind: "transport_timeout", description: "no answer" } });
+    const r = verifyOutcome(e, ack, {
+      status: "failed",
+      error: { kind: "transport_timeout", description: "no answer" },
+    });
     expect(r.identity.status).toBe("UNKNOWN");
     expect(compareBaseline(e, read({ id: [] })).identity.status).toBe("UNKNOWN");
   });
@@ -151,8 +208,12 @@ describe("verifyOutcome: moved fields and identity", () => {
 describe("noChangeReason (NO_CHANGE before approval)", () => {
   it("a proposal whose every requested value equals the current one changes nothing, under the same rules as verification", () => {
     const task = exampleTask();
-    expect(noChangeReason({ PRIORITY: 1 }, task)).toBe('the proposal changes nothing: PRIORITY is already "1" (requested 1, equal under numeric-string-equal)');
-    expect(noChangeReason({ DEADLINE: "2026-12-15T15:00:00Z", STATUS: "2" }, task)).toMatch(/DEADLINE is already .*datetime-instant-equal.*; STATUS is already "2"$/);
+    expect(noChangeReason({ PRIORITY: 1 }, task)).toBe(
+      'the proposal changes nothing: PRIORITY is already "1" (requested 1, equal under numeric-string-equal)',
+    );
+    expect(noChangeReason({ DEADLINE: "2026-12-15T15:00:00Z", STATUS: "2" }, task)).toMatch(
+      /DEADLINE is already .*datetime-instant-equal.*; STATUS is already "2"$/,
+    );
     expect(noChangeReason({ TITLE: `${String(task["title"])} ` }, task)).toBeUndefined();
     expect(noChangeReason({ PRIORITY: "1", TITLE: "New" }, task)).toBeUndefined();
     expect(noChangeReason({ UF_CRM_TASK: ["x"] }, task)).toBeUndefined();

@@ -42,7 +42,13 @@ async function exported(threadId: string) {
   const view = await viewThread(app!, threadId);
   const records = await app!.deps.audit.records({ threadId });
   const chain = await app!.deps.audit.verify();
-  const { caseRecord, evidence } = buildCase({ threadId, status: view.status as RunStatus, state: view.state, records, chain });
+  const { caseRecord, evidence } = buildCase({
+    threadId,
+    status: view.status as RunStatus,
+    state: view.state,
+    records,
+    chain,
+  });
   const dir = path.join(tempDir("ae-bundle-"), "bundle");
   exportBundle(dir, caseRecord, evidence);
   const files = fs.readdirSync(dir);
@@ -56,7 +62,10 @@ async function exported(threadId: string) {
 
 describe("A1: every comparison names its normalisation rule", () => {
   it("a deadline approved in Z and read back in +03:00 is recorded as applied under datetime-instant-equal, and the bundle carries the rule table", async () => {
-    const view = await waiting("set the deadline of task 4 to 2026-12-20T15:00:00Z", readThenPropose(4, { DEADLINE: "2026-12-20T15:00:00Z" }));
+    const view = await waiting(
+      "set the deadline of task 4 to 2026-12-20T15:00:00Z",
+      readThenPropose(4, { DEADLINE: "2026-12-20T15:00:00Z" }),
+    );
     const done = await submitDecision(app!, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
@@ -73,20 +82,41 @@ describe("A1: every comparison names its normalisation rule", () => {
     });
     // Every field the verification compared names its rule, and every rule named is in the bundle's table.
     const table = b.read("case-record").normalisationRules.map((r: any) => r.id);
-    expect(table).toEqual(expect.arrayContaining(["null-only-null", "numeric-string-equal", "datetime-instant-equal", "id-set-equal", "string-exact", "canonical-json-equal"]));
+    expect(table).toEqual(
+      expect.arrayContaining([
+        "null-only-null",
+        "numeric-string-equal",
+        "datetime-instant-equal",
+        "id-set-equal",
+        "string-exact",
+        "canonical-json-equal",
+      ]),
+    );
     const pre = b.read("pre-read").data;
-    for (const f of [...pre.fields, ...post.fields.filter((x: any) => x.role !== "other" && x.role !== "automatic")]) {
+    for (const f of [
+      ...pre.fields,
+      ...post.fields.filter((x: any) => x.role !== "other" && x.role !== "automatic"),
+    ]) {
       if (f.status === "unknown") continue;
       expect(table).toContain(f.rule.id);
     }
-    expect(pre.fields.find((f: any) => f.field === "STATUS")).toMatchObject({ role: "invariant", status: "match", rule: { id: "numeric-string-equal" } });
-    expect(b.text).toMatch(/DEADLINE: applied .* rule datetime-instant-equal \(matched only under this rule\)/);
+    expect(pre.fields.find((f: any) => f.field === "STATUS")).toMatchObject({
+      role: "invariant",
+      status: "match",
+      rule: { id: "numeric-string-equal" },
+    });
+    expect(b.text).toMatch(
+      /DEADLINE: applied .* rule datetime-instant-equal \(matched only under this rule\)/,
+    );
   });
 });
 
 describe("A2: every moved field is named with before and now", () => {
   it("a STATUS changed in Bitrix24 after approval is named as the moved field, with its baseline and current value; nothing is written", async () => {
-    const view = await waiting("rename task 4 to Evidence names STATUS", readThenPropose(4, { TITLE: "Evidence names STATUS" }));
+    const view = await waiting(
+      "rename task 4 to Evidence names STATUS",
+      readThenPropose(4, { TITLE: "Evidence names STATUS" }),
+    );
     const before = view.approval!.envelope.baseline.values["STATUS"];
     // Someone edits the task in Bitrix24 between the approval request and the write.
     const foreign = await portal.rest("tasks.task.update", { taskId: 4, fields: { STATUS: "5" } });
@@ -103,7 +133,12 @@ describe("A2: every moved field is named with before and now", () => {
     const pre = b.read("pre-read").data;
     expect(pre.verdict).toBe("MISMATCH");
     const status = pre.moved.find((m: any) => m.field === "STATUS");
-    expect(status).toMatchObject({ role: "invariant", before, now: "5", rule: { id: "numeric-string-equal" } });
+    expect(status).toMatchObject({
+      role: "invariant",
+      before,
+      now: "5",
+      rule: { id: "numeric-string-equal" },
+    });
     expect(pre.reason).toMatch(new RegExp(`STATUS was ${JSON.stringify(before)}, now "5"`));
     expect(done.state?.reason).toContain("STATUS was");
     expect(b.text).toMatch(/moved since the baseline: \d+ fields?/);
@@ -113,9 +148,17 @@ describe("A2: every moved field is named with before and now", () => {
 
 describe("A3: an answer about another object is an identity MISMATCH", () => {
   it("a pre-read answered with task 5's body ends IDENTITY_MISMATCH, recorded as identity MISMATCH, with no write", async () => {
-    const view = await waiting("rename task 4 to Identity checked", readThenPropose(4, { TITLE: "Identity checked" }));
+    const view = await waiting(
+      "rename task 4 to Identity checked",
+      readThenPropose(4, { TITLE: "Identity checked" }),
+    );
     const other = await portal.rest("tasks.task.get", { taskId: 5 });
-    await portal.fault({ method: "tasks.task.get", kind: "malformed", body: JSON.stringify(other.body), times: 1 });
+    await portal.fault({
+      method: "tasks.task.get",
+      kind: "malformed",
+      body: JSON.stringify(other.body),
+      times: 1,
+    });
     const done = await submitDecision(app!, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
     expect(done.state?.reasonCode).toBe("IDENTITY_MISMATCH");
@@ -126,8 +169,12 @@ describe("A3: an answer about another object is an identity MISMATCH", () => {
     expect(pre.verdict).toBe("MISMATCH");
     expect(pre.identity).toEqual({ expected: 4, answered: "5", status: "MISMATCH" });
     expect(pre.reason).toMatch(/identity mismatch: the answer is about task string "5", not task 4/);
-    expect(b.read("outcome").data).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "IDENTITY_MISMATCH", sideEffectAttempted: false });
-    expect(b.text).toContain("identity: MISMATCH (expected task 4, answer names \"5\")");
+    expect(b.read("outcome").data).toMatchObject({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "IDENTITY_MISMATCH",
+      sideEffectAttempted: false,
+    });
+    expect(b.text).toContain('identity: MISMATCH (expected task 4, answer names "5")');
   });
 });
 
@@ -137,17 +184,25 @@ describe("A4: a tool the model was not offered is a boundary event", () => {
     let turn = 0;
     const script: Script = () => {
       turn += 1;
-      if (turn === 1) return new AIMessage({ content: "", tool_calls: [call("update_task", args), call("tasks.task.delete", { taskId: 4 })] });
+      if (turn === 1)
+        return new AIMessage({
+          content: "",
+          tool_calls: [call("update_task", args), call("tasks.task.delete", { taskId: 4 })],
+        });
       return new AIMessage("I could not make the change, sorry.");
     };
     const view = await waiting("rename task 4 to pwned", script);
     expect(view.status).toBe("finished");
     expect(view.state?.outcome).toBe("NOT_EXECUTED");
     expect(view.state?.reasonCode).toBe("WRITE_ATTEMPT_REFUSED");
-    expect(view.state?.reason).toMatch(/update_task \(arguments sha256:[0-9a-f]{64}\).*write attempt was refused/);
+    expect(view.state?.reason).toMatch(
+      /update_task \(arguments sha256:[0-9a-f]{64}\).*write attempt was refused/,
+    );
     expect(view.state?.reason).not.toContain("sorry");
     expect(await portal.writes()).toHaveLength(0);
-    expect((await portal.calls()).filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list")).toHaveLength(0);
+    expect(
+      (await portal.calls()).filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list"),
+    ).toHaveLength(0);
 
     const b = await exported(view.threadId);
     const boundary = b.records.filter((r) => r.event === "boundary_refused");
@@ -155,25 +210,41 @@ describe("A4: a tool the model was not offered is a boundary event", () => {
     expect(boundary[0]).toMatchObject({
       revision: 0,
       refusal: { code: "TOOL_NOT_OFFERED" },
-      received: { tool: "update_task", argumentsSha256: sha256Json(args), offered: expect.arrayContaining(["get_task_by_id", "propose_change"]) },
+      received: {
+        tool: "update_task",
+        argumentsSha256: sha256Json(args),
+        offered: expect.arrayContaining(["get_task_by_id", "propose_change"]),
+      },
       at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
     });
     // The audit keeps the hash, never the model's arguments.
     expect(JSON.stringify(boundary)).not.toContain("pwned");
     const event = b.read("boundary-refused-update_task");
-    expect(event).toMatchObject({ kind: "boundary_event", data: { tool: "update_task", argumentsSha256: sha256Json(args) } });
-    expect(b.read("outcome").data).toMatchObject({ reasonCode: "WRITE_ATTEMPT_REFUSED", sideEffectAttempted: false });
+    expect(event).toMatchObject({
+      kind: "boundary_event",
+      data: { tool: "update_task", argumentsSha256: sha256Json(args) },
+    });
+    expect(b.read("outcome").data).toMatchObject({
+      reasonCode: "WRITE_ATTEMPT_REFUSED",
+      sideEffectAttempted: false,
+    });
     expect((await app!.deps.audit.verify()).intact).toBe(true);
   });
 });
 
 describe("A4: a model that keeps trying", () => {
   it("each attempt is its own boundary event; the run ends INVALID_PROPOSAL and the reason says write attempts were refused", async () => {
-    const script: Script = () => new AIMessage({ content: "", tool_calls: [call("bitrix24_update_task", { taskId: 4, fields: { TITLE: "again" } })] });
+    const script: Script = () =>
+      new AIMessage({
+        content: "",
+        tool_calls: [call("bitrix24_update_task", { taskId: 4, fields: { TITLE: "again" } })],
+      });
     const view = await waiting("rename task 4 to again", script);
     expect(view.state?.outcome).toBe("NOT_EXECUTED");
     expect(view.state?.reasonCode).toBe("INVALID_PROPOSAL");
-    expect(view.state?.reason).toMatch(/bitrix24_update_task \(arguments sha256:[0-9a-f]{64}\), which it was not offered; the write attempt was refused/);
+    expect(view.state?.reason).toMatch(
+      /bitrix24_update_task \(arguments sha256:[0-9a-f]{64}\), which it was not offered; the write attempt was refused/,
+    );
     const records = await app!.deps.audit.records({ threadId: view.threadId });
     const boundary = records.filter((r) => r.event === "boundary_refused");
     expect(boundary.length).toBe(app!.deps.config.limits.maxInvalidProposals + 1);
@@ -184,7 +255,10 @@ describe("A4: a model that keeps trying", () => {
 
 describe("A5: the concurrent-writer window is stated, not hidden behind VERIFIED", () => {
   it("a VERIFIED run's post-write read names the pre-read → write window and that Bitrix24 has no conditional write", async () => {
-    const view = await waiting("rename task 4 to Window stated", readThenPropose(4, { TITLE: "Window stated" }));
+    const view = await waiting(
+      "rename task 4 to Window stated",
+      readThenPropose(4, { TITLE: "Window stated" }),
+    );
     const done = await submitDecision(app!, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
@@ -192,7 +266,11 @@ describe("A5: the concurrent-writer window is stated, not hidden behind VERIFIED
     const b = await exported(view.threadId);
     const post = b.read("post-write-read");
     const w = post.data.concurrentWriterWindow;
-    expect(w).toMatchObject({ preReadAt: done.state!.preRead!.at, writeSentAt: done.state!.invocation!.sentAt, fieldsOverwritten: ["TITLE"] });
+    expect(w).toMatchObject({
+      preReadAt: done.state!.preRead!.at,
+      writeSentAt: done.state!.invocation!.sentAt,
+      fieldsOverwritten: ["TITLE"],
+    });
     expect(w.uncoveredMs).toBeGreaterThanOrEqual(0);
     expect(w.statement).toMatch(/no conditional write/);
     expect(post.summary).toMatch(/^VERIFIED: .*not covered: Bitrix24 offers no conditional write/);
@@ -203,7 +281,10 @@ describe("A5: the concurrent-writer window is stated, not hidden behind VERIFIED
 
 describe("raw answers live in the journal and the audit log, not in graph state", () => {
   it("state keeps the verdicts without the target's answers; the bundle's raw answers come from the hash-chained record, and a rewritten checkpoint cannot change them", async () => {
-    const view = await waiting("rename task 4 to Raw kept apart", readThenPropose(4, { TITLE: "Raw kept apart" }));
+    const view = await waiting(
+      "rename task 4 to Raw kept apart",
+      readThenPropose(4, { TITLE: "Raw kept apart" }),
+    );
     const done = await submitDecision(app!, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
@@ -212,9 +293,12 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     const raw = (await app!.graph.getState(config)).values as any;
     expect(raw.preRead.verdict).toBe("MATCH");
     expect(raw.verification.verdict).toBe("VERIFIED");
-    for (const kept of [raw.preRead.raw, raw.verification.raw, raw.acknowledgement.body]) expect(kept).toBe(RAW_IN_JOURNAL);
+    for (const kept of [raw.preRead.raw, raw.verification.raw, raw.acknowledgement.body])
+      expect(kept).toBe(RAW_IN_JOURNAL);
     // The record that ended the run carries the journal's copy, answers included.
-    const ending = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "execution_outcome")!;
+    const ending = (await app!.deps.audit.records({ threadId: view.threadId })).find(
+      (r) => r.event === "execution_outcome",
+    )!;
     expect((ending.received as any).verification.raw.result.task.title).toBe("Raw kept apart");
 
     // A client rewrites the evidence channels (the API's updateState): the reducer keeps no answer from it,
@@ -232,12 +316,19 @@ describe("raw answers live in the journal and the audit log, not in graph state"
   });
 
   it("each step writes only the mirror channels that changed, none with a raw answer; a mirror a client rewrote is written back from the journal", async () => {
-    const view = await waiting("rename task 4 to Written once", readThenPropose(4, { TITLE: "Written once" }));
+    const view = await waiting(
+      "rename task 4 to Written once",
+      readThenPropose(4, { TITLE: "Written once" }),
+    );
     const config = { configurable: { thread_id: view.threadId } };
     // A client rewrites the envelope and card mirrors while the approval waits (the API's updateState),
     // and the run is driven back to its interrupt.
     const before = (await app!.graph.getState(config)).values as any;
-    await app!.graph.updateState(config, { envelope: { ...before.envelope, params: { TITLE: "FORGED" } }, card: "FORGED CARD" }, "build_envelope");
+    await app!.graph.updateState(
+      config,
+      { envelope: { ...before.envelope, params: { TITLE: "FORGED" } }, card: "FORGED CARD" },
+      "build_envelope",
+    );
     await app!.graph.invoke(null, config);
     const again = await viewThread(app!, view.threadId);
     expect(again.status).toBe("awaiting_approval");
@@ -248,11 +339,16 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     // Every write of every step, as the checkpointer holds them (a checkpoint's pending writes are
     // those of the step that ran from it).
     const writes: Array<{ channel: string; value: any }> = [];
-    for await (const t of app!.checkpointer.list(config)) for (const [, channel, value] of t.pendingWrites ?? []) writes.push({ channel, value });
+    for await (const t of app!.checkpointer.list(config))
+      for (const [, channel, value] of t.pendingWrites ?? []) writes.push({ channel, value });
     const of = (channel: string) => writes.filter((w) => w.channel === channel).map((w) => w.value);
     // build_envelope wrote the envelope and card, the client its forgeries, and the first node that
     // saw them wrote the journal's copy back; none of the other steps rewrote them.
-    expect(of("envelope").map((e) => e.params.TITLE).sort()).toEqual(["FORGED", "Written once", "Written once"]);
+    expect(
+      of("envelope")
+        .map((e) => e.params.TITLE)
+        .sort(),
+    ).toEqual(["FORGED", "Written once", "Written once"]);
     expect(of("card").filter((c) => c === "FORGED CARD")).toHaveLength(1);
     expect(of("card")).toHaveLength(3);
     const after = (await app!.graph.getState(config)).values as any;
@@ -265,16 +361,30 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     }
     expect(of("acknowledgement")).toHaveLength(1);
     expect(of("acknowledgement")[0].body).toBe(RAW_IN_JOURNAL);
-    expect((await app!.deps.audit.records({ threadId: view.threadId })).some((r) => r.event === "tamper_detected")).toBe(true);
+    expect(
+      (await app!.deps.audit.records({ threadId: view.threadId })).some((r) => r.event === "tamper_detected"),
+    ).toBe(true);
   });
 });
 
-
 describe("the case record reports what the audit log holds, not a rewritten checkpoint", () => {
   it("a rejected thread whose state is rewritten to VERIFIED by bob (signature) is still NOT_EXECUTED, rejected by its approver, in the case record and its outcome evidence", async () => {
-    const view = await waiting("rename task 4 to Never written", readThenPropose(4, { TITLE: "Never written" }));
+    const view = await waiting(
+      "rename task 4 to Never written",
+      readThenPropose(4, { TITLE: "Never written" }),
+    );
     const a = view.approval!;
-    const done = await submitDecision(app!, view.threadId, { decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, message: "not now" }] });
+    const done = await submitDecision(app!, view.threadId, {
+      decisions: [
+        {
+          type: "reject",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+          message: "not now",
+        },
+      ],
+    });
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
     expect(await portal.writes()).toEqual([]);
     const config = { configurable: { thread_id: view.threadId } };
@@ -288,7 +398,10 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     });
     expect(((await app!.graph.getState(config)).values as any).outcome).toBe("VERIFIED");
 
-    const found = await caseOf({ audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) }, view.threadId);
+    const found = await caseOf(
+      { audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) },
+      view.threadId,
+    );
     const page = found!.caseRecord.firstPage;
     expect(page.outcome).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN" });
     expect(page.decidedBy).toMatchObject({ id: "alice", decision: "reject" });
@@ -309,12 +422,25 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     const config = { configurable: { thread_id: view.threadId } };
     // While the approval waits, as build_envelope (the run then still pauses there); after the end, as the last node.
     const forge = (asNode?: string) =>
-      app!.graph.updateState(config, {
-        request: "FORGED REQUEST: delete every task",
-        refusals: Array.from({ length: 3 }, (_, i) => ({ code: "HASH_MISMATCH", reason: "FORGED", at: `2026-01-0${i + 1}T00:00:00.000Z`, envelopeHash: a.envelopeHash, raw: null })),
-      }, asNode);
+      app!.graph.updateState(
+        config,
+        {
+          request: "FORGED REQUEST: delete every task",
+          refusals: Array.from({ length: 3 }, (_, i) => ({
+            code: "HASH_MISMATCH",
+            reason: "FORGED",
+            at: `2026-01-0${i + 1}T00:00:00.000Z`,
+            envelopeHash: a.envelopeHash,
+            raw: null,
+          })),
+        },
+        asNode,
+      );
     const page = async () => {
-      const found = await caseOf({ audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) }, view.threadId);
+      const found = await caseOf(
+        { audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) },
+        view.threadId,
+      );
       return found!.caseRecord.firstPage;
     };
     // Waiting: the approval record carries the request. The run is then driven back to its interrupt.
@@ -325,10 +451,28 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     expect((await viewThread(app!, view.threadId)).status).toBe("awaiting_approval");
 
     // One real refusal (a wrong hash), then the approval.
-    const wrong = await submitDecision(app!, view.threadId, { decisions: [{ type: "approve", envelopeHash: `sha256:${"0".repeat(64)}`, nonce: a.nonce, approver: { id: "demo-approver" } }] });
+    const wrong = await submitDecision(app!, view.threadId, {
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: `sha256:${"0".repeat(64)}`,
+          nonce: a.nonce,
+          approver: { id: "demo-approver" },
+        },
+      ],
+    });
     expect(wrong.status).toBe("awaiting_approval");
     const again = wrong.approval!;
-    const done = await submitDecision(app!, view.threadId, { decisions: [{ type: "approve", envelopeHash: again.envelopeHash, nonce: again.nonce, approver: { id: "demo-approver" } }] });
+    const done = await submitDecision(app!, view.threadId, {
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: again.envelopeHash,
+          nonce: again.nonce,
+          approver: { id: "demo-approver" },
+        },
+      ],
+    });
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
 
@@ -336,25 +480,52 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     const after = await page();
     expect(after.request).toBe("rename task 4 to Kept");
     expect(after.refusedDecisions).toBe(1);
-    const closing = (await app!.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "execution_outcome")!;
+    const closing = (await app!.deps.audit.records({ threadId: view.threadId })).find(
+      (r) => r.event === "execution_outcome",
+    )!;
     expect(closing.request).toBe("rename task 4 to Kept");
     expect(JSON.stringify(after)).not.toContain("FORGED");
   });
 
   it("a waiting thread whose state is rewritten to a decision, a write and VERIFIED shows none of them: no outcome, no decider, no invocation", async () => {
-    const view = await waiting("rename task 4 to Still waiting", readThenPropose(4, { TITLE: "Still waiting" }));
+    const view = await waiting(
+      "rename task 4 to Still waiting",
+      readThenPropose(4, { TITLE: "Still waiting" }),
+    );
     const a = view.approval!;
     const config = { configurable: { thread_id: view.threadId } };
     const at = "2026-01-01T00:00:00.000Z";
-    await app!.graph.updateState(config, {
-      outcome: "VERIFIED",
-      reasonCode: "VERIFIED",
-      reason: "FORGED",
-      finishedAt: at,
-      decision: { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, approverId: "bob", verifiedBy: "signature", decidedAt: at, acceptedAt: at, raw: null },
-      invocation: { tool: "tasks.task.update", args: { taskId: 4, fields: { TITLE: "FORGED" } }, idempotencyKey: "FORGED", sentAt: at },
-    }, "build_envelope");
-    const found = await caseOf({ audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) }, view.threadId);
+    await app!.graph.updateState(
+      config,
+      {
+        outcome: "VERIFIED",
+        reasonCode: "VERIFIED",
+        reason: "FORGED",
+        finishedAt: at,
+        decision: {
+          type: "approve",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          revision: 1,
+          approverId: "bob",
+          verifiedBy: "signature",
+          decidedAt: at,
+          acceptedAt: at,
+          raw: null,
+        },
+        invocation: {
+          tool: "tasks.task.update",
+          args: { taskId: 4, fields: { TITLE: "FORGED" } },
+          idempotencyKey: "FORGED",
+          sentAt: at,
+        },
+      },
+      "build_envelope",
+    );
+    const found = await caseOf(
+      { audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) },
+      view.threadId,
+    );
     const page = found!.caseRecord.firstPage;
     expect(page.outcome).toBeNull();
     expect(page.decidedBy).toBeNull();

@@ -32,14 +32,20 @@ eachTestPortal((f) => ({ portal, dataDir } = f));
 
 /** Runs to the interrupt in this process, then closes everything so only the files remain. */
 const recordPending = (env: Record<string, string> = {}): Promise<ThreadView> =>
-  recordPendingRename(portal, dataDir, NEW_TITLE, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })), env });
+  recordPendingRename(portal, dataDir, NEW_TITLE, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })),
+    env,
+  });
 
 const env = (extra: Record<string, string> = {}) => envFor(portal, dataDir, extra);
 
 describe("resume by a new process", () => {
   it("approve → VERIFIED, one write equal to the envelope's params", async () => {
     const view = await recordPending();
-    const r = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env());
+    const r = await runCli(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+    );
     expect(r.code, r.stderr).toBe(0);
     const out = parseJsonOutput(r.stdout);
     expect(out.outcome).toBe("VERIFIED");
@@ -59,7 +65,10 @@ describe("resume by a new process", () => {
 
   it("edit → a new revision waiting, no write", async () => {
     const view = await recordPending();
-    const r = await runCli(["edit", view.threadId, "--set", "TITLE=Edited in another process", "--json"], env());
+    const r = await runCli(
+      ["edit", view.threadId, "--set", "TITLE=Edited in another process", "--json"],
+      env(),
+    );
     expect(r.code, r.stderr).toBe(0);
     const out = parseJsonOutput(r.stdout);
     expect(out.status).toBe("awaiting_approval");
@@ -81,7 +90,16 @@ describe("resume by a new process", () => {
 
   it("wrong nonce → refused, no write", async () => {
     const view = await recordPending();
-    const resume = { decisions: [{ type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: "f".repeat(32), approver: { id: "alice" } }] };
+    const resume = {
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: view.approval!.envelopeHash,
+          nonce: "f".repeat(32),
+          approver: { id: "alice" },
+        },
+      ],
+    };
     const r = await runCli([view.threadId, JSON.stringify(resume)], env(), { script: RESUME_PROCESS });
     const out = parseJsonOutput(r.stdout);
     expect(out.refused.code).toBe("NONCE_MISMATCH");
@@ -90,8 +108,14 @@ describe("resume by a new process", () => {
 
   it("expired → APPROVAL_EXPIRED, no write", async () => {
     const view = await recordPending({ ACTION_ENVELOPE_TTL_SECONDS: "1" });
-    await until("the envelope to expire", async () => Date.now() > Date.parse(view.approval!.expiresAt) + 100);
-    const r = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env());
+    await until(
+      "the envelope to expire",
+      async () => Date.now() > Date.parse(view.approval!.expiresAt) + 100,
+    );
+    const r = await runCli(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+    );
     expect(r.code).toBe(2);
     expect(parseJsonOutput(r.stdout).reasonCode).toBe("APPROVAL_EXPIRED");
     expect(await portal.writes()).toHaveLength(0);
@@ -113,7 +137,13 @@ describe("crashes and races", () => {
     const view = await recordPending();
     // Hold the write in the emulator so the kill lands after the request left but before any answer.
     await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
-    const killed = await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], env(), "the write-ahead entry", () => journalHasRows(dataDir, "executions"), { graceMs: 300 });
+    const killed = await killedWhen(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      env(),
+      "the write-ahead entry",
+      () => journalHasRows(dataDir, "executions"),
+      { graceMs: 300 },
+    );
     expect(killed.signal ?? killed.code).toBeTruthy();
     // The request was already on the wire: the emulator applies it when the latency ends.
     await until("the held write to land", async () => (await portal.writes()).length === 1);
@@ -130,7 +160,12 @@ describe("crashes and races", () => {
   it("a write that was sent and never answered is INCONCLUSIVE on recovery (it may still land), never re-sent", async () => {
     const view = await recordPending();
     await portal.fault({ method: "tasks.task.update", kind: "timeout_without_apply", times: 1 });
-    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash], env({ BITRIX24_TIMEOUT_MS: "30000" }), "the write to reach the portal", async () => (await portal.calls()).some((c) => c.method === "tasks.task.update"));
+    await killedWhen(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash],
+      env({ BITRIX24_TIMEOUT_MS: "30000" }),
+      "the write to reach the portal",
+      async () => (await portal.calls()).some((c) => c.method === "tasks.task.update"),
+    );
     const r = await runCli(["recover", view.threadId, "--json"], env());
     const out = parseJsonOutput(r.stdout);
     // The emulator's timeout_without_apply never applies the write, but nothing the client saw says so:
@@ -165,9 +200,20 @@ describe.skipIf(usingPostgres)("checkpoint recorded by an earlier build", () => 
     const emulator = await startEmulator({ port: meta.port, rate: 0 });
     const fixturePortal: Portal = { ...portal, emulator };
     const { openTestApp: open } = await import("./support/harness.js");
-    const app = await open(fixturePortal, dataDir, { clock: () => new Date(Date.parse(meta.createdAt) + 60_000) });
+    const app = await open(fixturePortal, dataDir, {
+      clock: () => new Date(Date.parse(meta.createdAt) + 60_000),
+    });
     try {
-      const resume = { decisions: [{ type: "approve", envelopeHash: meta.envelopeHash, nonce: meta.nonce, approver: { id: "demo-approver" } }] };
+      const resume = {
+        decisions: [
+          {
+            type: "approve",
+            envelopeHash: meta.envelopeHash,
+            nonce: meta.nonce,
+            approver: { id: "demo-approver" },
+          },
+        ],
+      };
       const done = await submitDecision(app, meta.threadId, resume);
       expect(done.state?.outcome).toBe("VERIFIED");
       const calls = await (await fetch(`${emulator.baseUrl}/_emulator/calls`)).json();

@@ -5,7 +5,14 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph";
-import { recoverThread, startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import {
+  recoverThread,
+  startRun,
+  submitDecision,
+  viewThread,
+  type App,
+  type ThreadView,
+} from "../src/app/threads.js";
 import { hashEnvelope } from "../src/envelope/index.js";
 import { DecisionNotAcceptedError } from "../src/errors.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
@@ -31,7 +38,10 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
-async function open(script: Script = readThenPropose(4, { TITLE: NEW_TITLE }), extra: Parameters<typeof openTestApp>[2] = {}) {
+async function open(
+  script: Script = readThenPropose(4, { TITLE: NEW_TITLE }),
+  extra: Parameters<typeof openTestApp>[2] = {},
+) {
   const model = new ScriptedChatModel(script);
   app = await openTestApp(portal, dataDir, { model, clock: () => now, ...extra });
   return { app, model };
@@ -39,7 +49,17 @@ async function open(script: Script = readThenPropose(4, { TITLE: NEW_TITLE }), e
 
 function approval(view: ThreadView, overrides: Record<string, unknown> = {}) {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, ...overrides }] };
+  return {
+    decisions: [
+      {
+        type: "approve",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        approver: { id: "demo-approver" },
+        ...overrides,
+      },
+    ],
+  };
 }
 
 async function waiting(request = REQUEST, script?: Script, extra?: Parameters<typeof openTestApp>[2]) {
@@ -54,7 +74,10 @@ describe("positive path", () => {
     expect(view.status).toBe("awaiting_approval");
     expect(await portal.writes()).toHaveLength(0);
     const a = view.approval!;
-    expect(a.actionRequests[0]).toMatchObject({ name: "update_task", args: { taskId: 4, fields: { TITLE: NEW_TITLE } } });
+    expect(a.actionRequests[0]).toMatchObject({
+      name: "update_task",
+      args: { taskId: 4, fields: { TITLE: NEW_TITLE } },
+    });
     expect(a.reviewConfigs[0].allowedDecisions).toEqual(["approve", "edit", "reject"]);
     expect(a.envelopeHash).toBe(hashEnvelope(a.envelope));
     expect(a.actionRequests[0].description).toContain(NEW_TITLE);
@@ -92,7 +115,11 @@ describe("before approval", () => {
   });
 
   it("refuses a write-shaped tool call from the model without any call to Bitrix24", async () => {
-    const script: Script = () => new AIMessage({ content: "", tool_calls: [call("update_task", { taskId: 4, fields: { TITLE: "pwned" } })] });
+    const script: Script = () =>
+      new AIMessage({
+        content: "",
+        tool_calls: [call("update_task", { taskId: 4, fields: { TITLE: "pwned" } })],
+      });
     const { view } = await waiting(REQUEST, script);
     expect(view.status).toBe("finished");
     expect(view.state?.outcome).toBe("NOT_EXECUTED");
@@ -105,12 +132,21 @@ describe("before approval", () => {
     let turn = 0;
     const script: Script = () => {
       turn += 1;
-      if (turn === 1) return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: "four", fields: {}, rationale: "" })] });
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: NEW_TITLE }, rationale: "fixed" })] });
+      if (turn === 1)
+        return new AIMessage({
+          content: "",
+          tool_calls: [call("propose_change", { taskId: "four", fields: {}, rationale: "" })],
+        });
+      return new AIMessage({
+        content: "",
+        tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: NEW_TITLE }, rationale: "fixed" })],
+      });
     };
     const { view } = await waiting(REQUEST, script);
     expect(view.status).toBe("awaiting_approval");
-    const errors = view.state!.messages.filter((m) => m.getType() === "tool" && (m as { status?: string }).status === "error");
+    const errors = view.state!.messages.filter(
+      (m) => m.getType() === "tool" && (m as { status?: string }).status === "error",
+    );
     expect(errors).toHaveLength(1);
     expect(String(errors[0]!.content)).toContain("taskId");
   });
@@ -147,7 +183,11 @@ describe("decision validation", () => {
 
   it("refuses a wrong hash and a wrong nonce with their own codes", async () => {
     const { app, view } = await waiting();
-    const wrongHash = await submitDecision(app, view.threadId, approval(view, { envelopeHash: `sha256:${"0".repeat(64)}` }));
+    const wrongHash = await submitDecision(
+      app,
+      view.threadId,
+      approval(view, { envelopeHash: `sha256:${"0".repeat(64)}` }),
+    );
     expect(wrongHash.state?.refusals.at(-1)?.code).toBe("HASH_MISMATCH");
     const wrongNonce = await submitDecision(app, view.threadId, approval(view, { nonce: "0".repeat(32) }));
     expect(wrongNonce.state?.refusals.at(-1)?.code).toBe("NONCE_MISMATCH");
@@ -179,7 +219,15 @@ describe("decision validation", () => {
     const { app, view } = await waiting();
     const a = view.approval!;
     const done = await submitDecision(app, view.threadId, {
-      decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, message: "not this week" }],
+      decisions: [
+        {
+          type: "reject",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+          message: "not this week",
+        },
+      ],
     });
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
     expect(done.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
@@ -223,8 +271,12 @@ describe("decision validation", () => {
   it("refuses a decision for a thread that has ended and writes nothing more", async () => {
     const { app, view } = await waiting();
     await submitDecision(app, view.threadId, approval(view));
-    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(DecisionNotAcceptedError);
-    await expect(submitDecision(app, "no-such-thread", approval(view))).rejects.toMatchObject({ code: "NO_SUCH_THREAD" });
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(
+      DecisionNotAcceptedError,
+    );
+    await expect(submitDecision(app, "no-such-thread", approval(view))).rejects.toMatchObject({
+      code: "NO_SUCH_THREAD",
+    });
     expect(await portal.writes()).toHaveLength(1);
   });
 
@@ -249,8 +301,12 @@ describe("decision validation", () => {
     expect(forked.values.outcome).toBe("VERIFIED");
     expect(forked.next).toEqual([]);
     expect(await portal.writes()).toHaveLength(1);
-    const refusals = (await app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "transition_refused");
-    expect(refusals.map((r) => r.refusal?.reason)).toEqual([expect.stringContaining("await_approval was reached, but action")]);
+    const refusals = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+      (r) => r.event === "transition_refused",
+    );
+    expect(refusals.map((r) => r.refusal?.reason)).toEqual([
+      expect.stringContaining("await_approval was reached, but action"),
+    ]);
   });
 });
 
@@ -261,8 +317,26 @@ describe("crash between consuming the nonce and checkpointing", () => {
     const decidedAt = new Date().toISOString();
     const claimed = await app.deps.journal.decideAction(
       a.envelopeHash,
-      { threadId: view.threadId, envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, decisionType: "approve", approverId, decidedAt },
-      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, revision: 1, approverId, verifiedBy: "self_declared", decidedAt, acceptedAt: decidedAt, raw: null },
+      {
+        threadId: view.threadId,
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        revision: 1,
+        decisionType: "approve",
+        approverId,
+        decidedAt,
+      },
+      {
+        type: "approve",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        revision: 1,
+        approverId,
+        verifiedBy: "self_declared",
+        decidedAt,
+        acceptedAt: decidedAt,
+        raw: null,
+      },
     );
     expect(claimed.claimed).toBe(true);
   }
@@ -270,7 +344,11 @@ describe("crash between consuming the nonce and checkpointing", () => {
   it("the approver deciding again continues the accepted approval and executes once", async () => {
     const { app, view } = await waiting();
     await decidedThenCrashed(app, view, "demo-approver");
-    const done = await submitDecision(app, view.threadId, approval(view, { decidedAt: new Date().toISOString() }));
+    const done = await submitDecision(
+      app,
+      view.threadId,
+      approval(view, { decidedAt: new Date().toISOString() }),
+    );
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(done.state?.decision?.approverId).toBe("demo-approver");
     expect(await portal.writes()).toHaveLength(1);
@@ -279,7 +357,17 @@ describe("crash between consuming the nonce and checkpointing", () => {
   it("a later, different decision does not replace the one the journal accepted first", async () => {
     const { app, view } = await waiting();
     await decidedThenCrashed(app, view, "alice");
-    const done = await submitDecision(app, view.threadId, { decisions: [{ type: "reject", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, approver: { id: "demo-approver" }, message: "no" }] });
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [
+        {
+          type: "reject",
+          envelopeHash: view.approval!.envelopeHash,
+          nonce: view.approval!.nonce,
+          approver: { id: "demo-approver" },
+          message: "no",
+        },
+      ],
+    });
     // alice's approval was accepted (and recorded) before the crash; it is what runs, once.
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(done.state?.decision).toMatchObject({ type: "approve", approverId: "alice" });
@@ -290,7 +378,10 @@ describe("crash between consuming the nonce and checkpointing", () => {
 describe("pre-read verdicts", () => {
   it("STALE_STATE when the task changed between approval and execution", async () => {
     const { app, view } = await waiting();
-    const human = await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Changed by a person" } });
+    const human = await portal.rest("tasks.task.update", {
+      taskId: 4,
+      fields: { TITLE: "Changed by a person" },
+    });
     expect(human.status).toBe(200);
     const done = await submitDecision(app, view.threadId, approval(view));
     expect(done.state?.reasonCode).toBe("STALE_STATE");
@@ -311,7 +402,14 @@ describe("pre-read verdicts", () => {
 
   it("PRECHECK_ERROR when the read fails", async () => {
     const { app, view } = await waiting();
-    await portal.fault({ method: "tasks.task.get", kind: "error", status: 400, error: "ERROR_CORE", description: "Internal problem", times: 0 });
+    await portal.fault({
+      method: "tasks.task.get",
+      kind: "error",
+      status: 400,
+      error: "ERROR_CORE",
+      description: "Internal problem",
+      times: 0,
+    });
     const done = await submitDecision(app, view.threadId, approval(view));
     expect(done.state?.reasonCode).toBe("PRECHECK_ERROR");
     expect(done.state?.preRead?.verdict).toBe("ERROR");
@@ -330,18 +428,53 @@ describe("pre-read verdicts", () => {
 
 describe("execution and verification", () => {
   const cases: Array<[string, Record<string, unknown>, string, string, string]> = [
-    ["target rejection", { kind: "error", status: 400, error: "ERROR_CORE", description: "Task title is not specified<br>" }, "REJECTED_BY_TARGET", "ERROR", "VERIFICATION_FAILED"],
+    [
+      "target rejection",
+      { kind: "error", status: 400, error: "ERROR_CORE", description: "Task title is not specified<br>" },
+      "REJECTED_BY_TARGET",
+      "ERROR",
+      "VERIFICATION_FAILED",
+    ],
     ["ack without apply", { kind: "ack_without_apply" }, "VERIFICATION_FAILED", "OK", "VERIFICATION_FAILED"],
-    ["side effect on another field", { kind: "side_effect", field: "PRIORITY", value: "2" }, "INVARIANT_VIOLATION", "OK", "INVARIANT_VIOLATION"],
+    [
+      "side effect on another field",
+      { kind: "side_effect", field: "PRIORITY", value: "2" },
+      "INVARIANT_VIOLATION",
+      "OK",
+      "INVARIANT_VIOLATION",
+    ],
     ["applied, then no answer", { kind: "apply_then_timeout" }, "INCONCLUSIVE", "MISSING", "INCONCLUSIVE"],
     // The emulator never applies it, but the client cannot know that: with no answer the write may
     // still land after the fresh read, so "not applied" would be a guess. A timeout is neither success
     // nor failure: INCONCLUSIVE (the reason says it may still land).
-    ["no answer, not applied (yet)", { kind: "timeout_without_apply" }, "INCONCLUSIVE", "MISSING", "INCONCLUSIVE"],
+    [
+      "no answer, not applied (yet)",
+      { kind: "timeout_without_apply" },
+      "INCONCLUSIVE",
+      "MISSING",
+      "INCONCLUSIVE",
+    ],
     // A 5xx to a write may come while the portal is carrying it out: outcome unknown, like a lost answer.
-    ["HTTP 500 to the write", { kind: "error", status: 500, error: "INTERNAL_SERVER_ERROR", description: "Internal server error" }, "INCONCLUSIVE", "MISSING", "INCONCLUSIVE"],
+    [
+      "HTTP 500 to the write",
+      { kind: "error", status: 500, error: "INTERNAL_SERVER_ERROR", description: "Internal server error" },
+      "INCONCLUSIVE",
+      "MISSING",
+      "INCONCLUSIVE",
+    ],
     // OVERLOAD_LIMIT: the portal blocked the REST API and did not run the call; a refusal, outcome known.
-    ["HTTP 503 OVERLOAD_LIMIT", { kind: "error", status: 503, error: "OVERLOAD_LIMIT", description: "REST API is blocked due to overload." }, "REJECTED_BY_TARGET", "ERROR", "VERIFICATION_FAILED"],
+    [
+      "HTTP 503 OVERLOAD_LIMIT",
+      {
+        kind: "error",
+        status: 503,
+        error: "OVERLOAD_LIMIT",
+        description: "REST API is blocked due to overload.",
+      },
+      "REJECTED_BY_TARGET",
+      "ERROR",
+      "VERIFICATION_FAILED",
+    ],
   ];
   it.each(cases)("%s → %s with exactly one write attempt", async (_name, fault, outcome, ack, verdict) => {
     const { app, view } = await waiting();
@@ -358,36 +491,56 @@ describe("tampering with the checkpoint after approval", () => {
   const tampers: Array<[string, (e: any) => any]> = [
     ["params", (e) => ({ ...e, params: { TITLE: "Something else entirely" } })],
     ["target id", (e) => ({ ...e, object: { ...e.object, id: 5 } })],
-    ["baseline", (e) => ({ ...e, baseline: { ...e.baseline, values: { ...e.baseline.values, TITLE: "forged" } } })],
+    [
+      "baseline",
+      (e) => ({ ...e, baseline: { ...e.baseline, values: { ...e.baseline.values, TITLE: "forged" } } }),
+    ],
   ];
-  it.each(tampers)("edited %s → ignored: exactly the approved call is written, and the edit is recorded as tampering", async (_name, tamper) => {
-    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["carry_out"] } });
-    const approved = view.approval!.envelope;
-    const paused = await submitDecision(app, view.threadId, approval(view));
-    expect(paused.status).toBe("interrupted_run");
-    const forged = tamper(paused.state!.envelope);
-    // An attacker with checkpoint access would update the stored hash too; the journal still holds the approved one.
-    await app.graph.updateState({ configurable: { thread_id: view.threadId } }, { envelope: forged, envelopeHash: hashEnvelope(forged) });
-    const done = await recoverThread(app, view.threadId);
-    expect(done.state?.outcome).toBe("VERIFIED");
-    const writes = await portal.writes();
-    expect(writes.map((w) => w.params)).toEqual([{ taskId: approved.object.id, fields: approved.params }]);
-    const tamper_ = (await app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "tamper_detected");
-    expect(tamper_.length).toBeGreaterThan(0);
-    expect(tamper_[0]!.refusal?.reason).toContain(hashEnvelope(forged));
-  });
+  it.each(tampers)(
+    "edited %s → ignored: exactly the approved call is written, and the edit is recorded as tampering",
+    async (_name, tamper) => {
+      const { app, view } = await waiting(REQUEST, undefined, {
+        compile: { interruptBefore: ["carry_out"] },
+      });
+      const approved = view.approval!.envelope;
+      const paused = await submitDecision(app, view.threadId, approval(view));
+      expect(paused.status).toBe("interrupted_run");
+      const forged = tamper(paused.state!.envelope);
+      // An attacker with checkpoint access would update the stored hash too; the journal still holds the approved one.
+      await app.graph.updateState(
+        { configurable: { thread_id: view.threadId } },
+        { envelope: forged, envelopeHash: hashEnvelope(forged) },
+      );
+      const done = await recoverThread(app, view.threadId);
+      expect(done.state?.outcome).toBe("VERIFIED");
+      const writes = await portal.writes();
+      expect(writes.map((w) => w.params)).toEqual([{ taskId: approved.object.id, fields: approved.params }]);
+      const tamper_ = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+        (r) => r.event === "tamper_detected",
+      );
+      expect(tamper_.length).toBeGreaterThan(0);
+      expect(tamper_[0]!.refusal?.reason).toContain(hashEnvelope(forged));
+    },
+  );
 });
 
 describe("what Studio sees of the steps after the approval", () => {
   it("each phase streams a custom event: the pre-read verdict, the write sent, the acknowledgement, the verification", async () => {
     const { app, view } = await waiting();
     const events: any[] = [];
-    const stream = await app.graph.stream(new Command({ resume: { [view.interruptId!]: approval(view) } }), { configurable: { thread_id: view.threadId }, streamMode: "custom" });
+    const stream = await app.graph.stream(new Command({ resume: { [view.interruptId!]: approval(view) } }), {
+      configurable: { thread_id: view.threadId },
+      streamMode: "custom",
+    });
     for await (const e of stream) events.push(e);
     expect(events.map((e) => e.step)).toEqual(["pre_read", "write", "verify"]);
-    for (const e of events) expect(e).toMatchObject({ event: "action_envelope_phase", envelopeHash: view.approval!.envelopeHash });
+    for (const e of events)
+      expect(e).toMatchObject({ event: "action_envelope_phase", envelopeHash: view.approval!.envelopeHash });
     expect(events[0].preRead).toMatchObject({ verdict: "MATCH" });
-    expect(events[1].invocation).toMatchObject({ tool: "update_task", args: { taskId: 4, fields: { TITLE: NEW_TITLE } } });
+    expect(events[1].invocation).toMatchObject({
+      tool: "update_task",
+      args: { taskId: 4, fields: { TITLE: NEW_TITLE } },
+    });
     expect(events[1].acknowledgement).toMatchObject({ status: "OK" });
     expect(events[2].verification).toMatchObject({ verdict: "VERIFIED" });
     // Raw answers stay in the journal.
@@ -412,14 +565,21 @@ describe("recovery", () => {
       }
       return moveAction(hash, to, patch);
     };
-    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/stopped before the verification/);
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(
+      /stopped before the verification/,
+    );
     expect((await journal.currentAction(view.threadId))?.phase).toBe("acknowledged");
     expect(await portal.writes()).toHaveLength(1);
     const stopped = await viewThread(app, view.threadId);
-    expect({ status: stopped.status, next: stopped.next }).toEqual({ status: "interrupted_run", next: ["carry_out"] });
+    expect({ status: stopped.status, next: stopped.next }).toEqual({
+      status: "interrupted_run",
+      next: ["carry_out"],
+    });
     const done = await recoverThread(app, view.threadId);
     expect(done.state?.outcome).toBe("VERIFIED");
     expect(await portal.writes()).toHaveLength(1);
-    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toMatchObject({ code: "THREAD_ENDED" });
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toMatchObject({
+      code: "THREAD_ENDED",
+    });
   });
 });

@@ -8,22 +8,37 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App } from "../src/app/threads.js";
 import { MCP_TOOL_NAMES } from "../src/tools/mcp-server.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { CHAT_COMPLETIONS_PATH, startFakeGroq, type ChatCompletionRequest, type RunningFakeGroq } from "./support/fake-groq-server.js";
+import {
+  CHAT_COMPLETIONS_PATH,
+  startFakeGroq,
+  type ChatCompletionRequest,
+  type RunningFakeGroq,
+} from "./support/fake-groq-server.js";
 
 const MODEL_ID = "llama-3.3-70b-versatile";
 const KEY = "test-key";
 const READ_TOOLS = [
-  MCP_TOOL_NAMES.getTask, MCP_TOOL_NAMES.listTasks, MCP_TOOL_NAMES.getHistory, MCP_TOOL_NAMES.getUsers,
-  MCP_TOOL_NAMES.getDeal, MCP_TOOL_NAMES.listDeals, MCP_TOOL_NAMES.listTaskComments, MCP_TOOL_NAMES.getTaskComment,
+  MCP_TOOL_NAMES.getTask,
+  MCP_TOOL_NAMES.listTasks,
+  MCP_TOOL_NAMES.getHistory,
+  MCP_TOOL_NAMES.getUsers,
+  MCP_TOOL_NAMES.getDeal,
+  MCP_TOOL_NAMES.listDeals,
+  MCP_TOOL_NAMES.listTaskComments,
+  MCP_TOOL_NAMES.getTaskComment,
 ];
 /** Tools the agent may call that only record a proposal or a question for a human. */
 const NON_EXECUTING = ["propose_change", "propose_change_set", "request_input"];
 
 const toolReply = (body: ChatCompletionRequest, name: string) => {
   const callIds = new Set(
-    body.messages.flatMap((m) => (m.tool_calls ?? []).filter((c) => c.function.name === name).map((c) => c.id)),
+    body.messages.flatMap((m) =>
+      (m.tool_calls ?? []).filter((c) => c.function.name === name).map((c) => c.id),
+    ),
   );
-  return body.messages.find((m) => m.role === "tool" && m.tool_call_id !== undefined && callIds.has(m.tool_call_id));
+  return body.messages.find(
+    (m) => m.role === "tool" && m.tool_call_id !== undefined && callIds.has(m.tool_call_id),
+  );
 };
 
 /** A well-behaved model: read the task, then propose the rename the user asked for. */
@@ -31,7 +46,14 @@ function readThenPropose(body: ChatCompletionRequest) {
   if (toolReply(body, "propose_change")) return { content: "Proposed the rename; waiting for approval." };
   const read = toolReply(body, "get_task_by_id");
   if (!read) return { toolCalls: [{ name: "get_task_by_id", args: { taskId: 4 } }] };
-  return { toolCalls: [{ name: "propose_change", args: { taskId: 4, fields: { TITLE: "X" }, rationale: "the user asked for this title" } }] };
+  return {
+    toolCalls: [
+      {
+        name: "propose_change",
+        args: { taskId: 4, fields: { TITLE: "X" }, rationale: "the user asked for this title" },
+      },
+    ],
+  };
 }
 
 describe("the graph with ChatGroq over Groq's HTTP protocol", () => {
@@ -61,7 +83,9 @@ describe("the graph with ChatGroq over Groq's HTTP protocol", () => {
     expect(await portal.writes()).toEqual([]);
 
     const done = await submitDecision(app!, view.threadId, {
-      decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }],
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+      ],
     });
     expect(done.status).toBe("finished");
     expect(done.state?.outcome).toBe("VERIFIED");
@@ -96,7 +120,9 @@ describe("the graph with ChatGroq over Groq's HTTP protocol", () => {
           : { toolCalls: [{ name: "update_task", args: { taskId: 4, fields: { TITLE: "Y" } } }] },
     });
     await app?.close();
-    app = await openTestApp(portal, tempDir(), { env: { MODEL: `groq/${MODEL_ID}`, GROQ_API_KEY: KEY, GROQ_BASE_URL: groq.baseUrl } });
+    app = await openTestApp(portal, tempDir(), {
+      env: { MODEL: `groq/${MODEL_ID}`, GROQ_API_KEY: KEY, GROQ_BASE_URL: groq.baseUrl },
+    });
 
     const view = await startRun(app, { request: "rename task 4 to Y", requestedBy: "demo-user" });
     expect(view.status).toBe("finished");

@@ -13,7 +13,17 @@ import { startEmulator } from "../src/offline-demo/emulator/index.js";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
 import { idempotentWrites } from "../src/executor/write.js";
-import { eachTestPortal, envFor, journalSql, killedWhen, parseJsonOutput, recordPendingRename, runCli, tempDir, type Portal } from "./support/harness.js";
+import {
+  eachTestPortal,
+  envFor,
+  journalSql,
+  killedWhen,
+  parseJsonOutput,
+  recordPendingRename,
+  runCli,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -22,13 +32,25 @@ eachTestPortal((f) => ({ portal, dataDir } = f));
 type Call = { method: string; status: number; fault?: string; params: Record<string, unknown> };
 const updates = async () => (await portal.calls("tasks.task.update")) as Call[];
 /** Calls the portal carried out (a replay is answered from the kept answer, not carried out again). */
-const applied = async () => (await updates()).filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict" && c.fault !== "timeout_without_apply");
+const applied = async () =>
+  (await updates()).filter(
+    (c) =>
+      c.fault !== "idempotent_replay" &&
+      c.fault !== "idempotency_conflict" &&
+      c.fault !== "timeout_without_apply",
+  );
 
-const pending = (title: string, env: Record<string, string>): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { env });
+const pending = (title: string, env: Record<string, string>): Promise<ThreadView> =>
+  recordPendingRename(portal, dataDir, title, { env });
 
 /** Approves in a child process and SIGKILLs it once the write has reached the portal (its answer is held). */
 async function approveAndKill(view: ThreadView, env: Record<string, string>): Promise<void> {
-  const killed = await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, "the write to reach the portal", async () => (await updates()).length > 0);
+  const killed = await killedWhen(
+    ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+    { ...env, BITRIX24_TIMEOUT_MS: "30000" },
+    "the write to reach the portal",
+    async () => (await updates()).length > 0,
+  );
   expect(killed.signal ?? killed.code).toBeTruthy();
 }
 
@@ -57,11 +79,19 @@ describe("idempotent writes and crash recovery", () => {
     expect(calls[1]!.params).toEqual(calls[0]!.params);
     expect(await applied()).toHaveLength(1);
     expect((await portal.task(4)).title).toBe("IDEMPOTENT AFTER KILL");
-    const history = (await portal.rest("tasks.task.history.list", { taskId: 4 })).body.result.list as Array<{ field: string; value: { to: string } }>;
-    expect(history.filter((h) => h.field === "TITLE" && h.value.to === "IDEMPOTENT AFTER KILL")).toHaveLength(1);
+    const history = (await portal.rest("tasks.task.history.list", { taskId: 4 })).body.result.list as Array<{
+      field: string;
+      value: { to: string };
+    }>;
+    expect(history.filter((h) => h.field === "TITLE" && h.value.to === "IDEMPOTENT AFTER KILL")).toHaveLength(
+      1,
+    );
 
     // The key sent is the one the journal recorded before sending, derived from the envelope hash.
-    const key = createHash("sha256").update(`${view.approval!.envelopeHash}\n${view.approval!.nonce}`).digest("hex").slice(0, 32);
+    const key = createHash("sha256")
+      .update(`${view.approval!.envelopeHash}\n${view.approval!.nonce}`)
+      .digest("hex")
+      .slice(0, 32);
     expect(out.invocation.idempotencyKey).toBe(key);
 
     // Nothing is left for the worker, and nothing more is sent.
@@ -85,11 +115,21 @@ describe("idempotent writes and crash recovery", () => {
   });
 
   it("a call sent with a key is not re-sent by a process where idempotency is off", async () => {
-    const view = await pending("KEY SENT, RECOVERY OFF", envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" }));
+    const view = await pending(
+      "KEY SENT, RECOVERY OFF",
+      envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" }),
+    );
     await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
     await approveAndKill(view, envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" }));
 
-    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "off" }))).stdout);
+    const out = parseJsonOutput(
+      (
+        await runCli(
+          ["recover", view.threadId, "--json"],
+          envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "off" }),
+        )
+      ).stdout,
+    );
     expect(out.outcome).toBe("INCONCLUSIVE");
     expect(out.acknowledgement.reason).toMatch(/idempotent writes are off/);
     expect(await updates()).toHaveLength(1);
@@ -101,7 +141,10 @@ describe("idempotent writes and crash recovery", () => {
     await portal.fault({ method: "tasks.task.update", kind: "timeout_without_apply", times: 1 });
     await approveAndKill(view, env);
     // Someone else uses the same key with another body before recovery.
-    const key = createHash("sha256").update(`${view.approval!.envelopeHash}\n${view.approval!.nonce}`).digest("hex").slice(0, 32);
+    const key = createHash("sha256")
+      .update(`${view.approval!.envelopeHash}\n${view.approval!.nonce}`)
+      .digest("hex")
+      .slice(0, 32);
     const other = await fetch(`${portal.emulator.webhookUrl}tasks.task.update`, {
       method: "POST",
       headers: { "content-type": "application/json", "idempotency-key": key },
@@ -125,37 +168,54 @@ describe("idempotent writes and crash recovery", () => {
     ["another task id", (a) => ({ ...a, taskId: 5 })],
     ["another operation", (a) => ({ ...a, operation: "add_task", fields: { TITLE: "FORGED NEW TASK" } })],
     // Issue 26 rows 5b and 5c: an operation on another kind of object, and one the policy denies.
-    ["update_deal on deal 1", (a) => ({ operation: "update_deal", id: 1, fields: { STAGE_ID: "WON" }, protocol: a["protocol"] })],
+    [
+      "update_deal on deal 1",
+      (a) => ({ operation: "update_deal", id: 1, fields: { STAGE_ID: "WON" }, protocol: a["protocol"] }),
+    ],
     ["delete_task of task 9", (a) => ({ operation: "delete_task", taskId: 9, protocol: a["protocol"] })],
   ];
-  it.each(rewrites)("a write-ahead entry rewritten to %s before recovery: nothing is re-sent, the refusal is audited, the action closes INCONCLUSIVE (ENVELOPE_TAMPERED)", async (_name, rewrite) => {
-    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
-    const view = await pending("SEALED, NOT THE ROW", env);
-    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    await approveAndKill(view, env);
-    const task5 = (await portal.task(5)).title;
-    const writesBefore = (await portal.writes()).length;
-    expect(writesBefore).toBe(1);
+  it.each(rewrites)(
+    "a write-ahead entry rewritten to %s before recovery: nothing is re-sent, the refusal is audited, the action closes INCONCLUSIVE (ENVELOPE_TAMPERED)",
+    async (_name, rewrite) => {
+      const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
+      const view = await pending("SEALED, NOT THE ROW", env);
+      await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+      await approveAndKill(view, env);
+      const task5 = (await portal.task(5)).title;
+      const writesBefore = (await portal.writes()).length;
+      expect(writesBefore).toBe(1);
 
-    const [row] = await journalSql(dataDir, "SELECT args_json, ack_json FROM T.executions WHERE envelope_hash = ?", [view.approval!.envelopeHash]);
-    expect(row!["ack_json"]).toBeNull();
-    await journalSql(dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [JSON.stringify(rewrite(JSON.parse(row!["args_json"] as string))), view.approval!.envelopeHash]);
+      const [row] = await journalSql(
+        dataDir,
+        "SELECT args_json, ack_json FROM T.executions WHERE envelope_hash = ?",
+        [view.approval!.envelopeHash],
+      );
+      expect(row!["ack_json"]).toBeNull();
+      await journalSql(dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [
+        JSON.stringify(rewrite(JSON.parse(row!["args_json"] as string))),
+        view.approval!.envelopeHash,
+      ]);
 
-    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
-    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ENVELOPE_TAMPERED" });
-    expect(out.reason).toMatch(/write-ahead entry .* was changed outside this program/);
-    expect(out.acknowledgement.status).toBe("MISSING");
-    // Nothing sent: not to the other object, not the sealed call either.
-    expect(await portal.writes()).toHaveLength(writesBefore);
-    expect(await portal.calls("tasks.task.add")).toHaveLength(0);
-    expect((await portal.task(5)).title).toBe(task5);
-    const audit = parseJsonOutput((await runCli(["audit", "show", view.threadId, "--json"], env)).stdout);
-    expect(JSON.stringify(audit)).toContain("ENVELOPE_TAMPERED");
-    expect(JSON.stringify(audit)).toContain("tamper_detected");
-  });
+      const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
+      expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+        outcome: "INCONCLUSIVE",
+        reasonCode: "ENVELOPE_TAMPERED",
+      });
+      expect(out.reason).toMatch(/write-ahead entry .* was changed outside this program/);
+      expect(out.acknowledgement.status).toBe("MISSING");
+      // Nothing sent: not to the other object, not the sealed call either.
+      expect(await portal.writes()).toHaveLength(writesBefore);
+      expect(await portal.calls("tasks.task.add")).toHaveLength(0);
+      expect((await portal.task(5)).title).toBe(task5);
+      const audit = parseJsonOutput((await runCli(["audit", "show", view.threadId, "--json"], env)).stdout);
+      expect(JSON.stringify(audit)).toContain("ENVELOPE_TAMPERED");
+      expect(JSON.stringify(audit)).toContain("tamper_detected");
+    },
+  );
 
   it("BITRIX24_IDEMPOTENCY accepts auto, on, off (default auto) and names itself otherwise", () => {
-    const on = (env: Record<string, string>, embedded: boolean) => idempotentWrites({ config: loadConfig(env, "/x"), ...(embedded ? { emulator: {} as never } : {}) });
+    const on = (env: Record<string, string>, embedded: boolean) =>
+      idempotentWrites({ config: loadConfig(env, "/x"), ...(embedded ? { emulator: {} as never } : {}) });
     expect(on({}, true)).toBe(true); // auto: the embedded emulator implements it
     expect(on({}, false)).toBe(false); // auto: a real portal is plain REST 2 unless told otherwise
     expect(on({ BITRIX24_IDEMPOTENCY: "on" }, false)).toBe(true);
@@ -173,7 +233,11 @@ describe("idempotent writes and crash recovery", () => {
   it("the emulator keeps an idempotent answer in its state file: a restarted portal still replays it instead of applying again", async () => {
     const statePath = path.join(tempDir(), "portal.sqlite");
     const send = (url: string) =>
-      fetch(`${url}tasks.task.update`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": "restart-key" }, body: JSON.stringify({ taskId: 4, fields: { TITLE: "ONCE ACROSS RESTART" } }) });
+      fetch(`${url}tasks.task.update`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "idempotency-key": "restart-key" },
+        body: JSON.stringify({ taskId: 4, fields: { TITLE: "ONCE ACROSS RESTART" } }),
+      });
     const first = await startEmulator({ port: 0, rate: 0, statePath });
     expect((await send(first.webhookUrl)).headers.get("idempotent-replayed")).toBeNull();
     await first.close();
@@ -182,8 +246,14 @@ describe("idempotent writes and crash recovery", () => {
       const again = await send(second.webhookUrl);
       expect(again.status).toBe(200);
       expect(again.headers.get("idempotent-replayed")).toBe("true");
-      const history = await fetch(`${second.webhookUrl}tasks.task.history.list`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ taskId: 4 }) });
-      const list = ((await history.json()) as { result: { list: Array<{ field: string; value: { to: string } }> } }).result.list;
+      const history = await fetch(`${second.webhookUrl}tasks.task.history.list`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ taskId: 4 }),
+      });
+      const list = (
+        (await history.json()) as { result: { list: Array<{ field: string; value: { to: string } }> } }
+      ).result.list;
       expect(list.filter((h) => h.field === "TITLE" && h.value.to === "ONCE ACROSS RESTART")).toHaveLength(1);
     } finally {
       await second.close();

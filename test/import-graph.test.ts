@@ -49,21 +49,33 @@ function edgesOf(file: string): { edges: Edge[]; packages: string[] } {
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
       const clause = node.importClause;
-      const typeOnly = clause !== undefined && (clause.isTypeOnly || allTypeOnly(clause.namedBindings, clause.name));
+      const typeOnly =
+        clause !== undefined && (clause.isTypeOnly || allTypeOnly(clause.namedBindings, clause.name));
       add(node.moduleSpecifier.text, typeOnly, false);
-    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+    } else if (
+      ts.isExportDeclaration(node) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
       const typeOnly =
         node.isTypeOnly ||
-        (node.exportClause !== undefined && ts.isNamedExports(node.exportClause) &&
-          node.exportClause.elements.length > 0 && node.exportClause.elements.every((e) => e.isTypeOnly));
+        (node.exportClause !== undefined &&
+          ts.isNamedExports(node.exportClause) &&
+          node.exportClause.elements.length > 0 &&
+          node.exportClause.elements.every((e) => e.isTypeOnly));
       add(node.moduleSpecifier.text, typeOnly, false);
     } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
       const expr = node.moduleReference.expression;
       if (ts.isStringLiteral(expr)) add(expr.text, node.isTypeOnly, false);
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       const [arg] = node.arguments;
-      if (arg && (ts.isStringLiteral(arg) || ts.isNoSubstitutionTemplateLiteral(arg))) add(arg.text, false, true);
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+      if (arg && (ts.isStringLiteral(arg) || ts.isNoSubstitutionTemplateLiteral(arg)))
+        add(arg.text, false, true);
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
       add(node.argument.literal.text, true, false);
     }
     ts.forEachChild(node, visit);
@@ -72,7 +84,10 @@ function edgesOf(file: string): { edges: Edge[]; packages: string[] } {
   return { edges, packages };
 }
 
-function allTypeOnly(bindings: ts.NamedImportBindings | undefined, defaultName: ts.Identifier | undefined): boolean {
+function allTypeOnly(
+  bindings: ts.NamedImportBindings | undefined,
+  defaultName: ts.Identifier | undefined,
+): boolean {
   if (defaultName || !bindings || !ts.isNamedImports(bindings)) return false;
   return bindings.elements.length > 0 && bindings.elements.every((element) => element.isTypeOnly);
 }
@@ -163,14 +178,18 @@ const inRooms = (file: string, rooms: readonly string[]): boolean => rooms.inclu
 function importsInto(rooms: readonly string[], forbidden: readonly string[]): string[] {
   return edges
     .filter((edge) => inRooms(edge.from, rooms) && inRooms(edge.to, forbidden))
-    .map((edge) => `${edge.from} → ${edge.to}${edge.dynamic ? " (dynamic)" : edge.typeOnly ? " (type)" : ""}`);
+    .map(
+      (edge) => `${edge.from} → ${edge.to}${edge.dynamic ? " (dynamic)" : edge.typeOnly ? " (type)" : ""}`,
+    );
 }
 
 /** The packages `rooms` import that match `forbidden`, as "file → package" lines. */
 function packagesOf(rooms: readonly string[], forbidden: RegExp): string[] {
   return parsed
     .filter((entry) => inRooms(entry.file, rooms))
-    .flatMap((entry) => entry.packages.filter((name) => forbidden.test(name)).map((name) => `${entry.file} → ${name}`));
+    .flatMap((entry) =>
+      entry.packages.filter((name) => forbidden.test(name)).map((name) => `${entry.file} → ${name}`),
+    );
 }
 
 const ROOMS = [...new Set(files.map((file) => roomOf(rel(file))))];
@@ -181,8 +200,21 @@ const SURFACES = ["cli", "api", "inbox"];
 const OFFLINE_DEMO = "offline-demo";
 const OFFLINE_DOOR = "src/runtime/offline-default.ts";
 /** LangGraph and LangChain, I/O modules of Node, database drivers, servers and the MCP SDK. */
-const NODE_IO = ["fs", "fs/promises", "net", "http", "https", "http2", "tls", "dgram", "child_process", "worker_threads"];
-const RUNTIME_PACKAGES = new RegExp(`^(@langchain/|@modelcontextprotocol/|@hono/|hono$|pg$|better-sqlite3$|(node:)?(${NODE_IO.join("|")})$)`);
+const NODE_IO = [
+  "fs",
+  "fs/promises",
+  "net",
+  "http",
+  "https",
+  "http2",
+  "tls",
+  "dgram",
+  "child_process",
+  "worker_threads",
+];
+const RUNTIME_PACKAGES = new RegExp(
+  `^(@langchain/|@modelcontextprotocol/|@hono/|hono$|pg$|better-sqlite3$|(node:)?(${NODE_IO.join("|")})$)`,
+);
 
 describe("the import graph of src/", () => {
   it("reads every file and finds its imports", () => {
@@ -208,7 +240,12 @@ describe("the import graph of src/", () => {
   });
 
   it("keeps the journal (store/) below the gate, executor, graph, portal tools and surfaces", () => {
-    expect(importsInto(["store"], ["graph", "nodes", "executor", "runtime", "tools", "evidence", "auth", "app", ...SURFACES])).toEqual([]);
+    expect(
+      importsInto(
+        ["store"],
+        ["graph", "nodes", "executor", "runtime", "tools", "evidence", "auth", "app", ...SURFACES],
+      ),
+    ).toEqual([]);
   });
 
   it("keeps hitl/ and executor/ below the nodes, the app and the surfaces; the executor uses no LangGraph", () => {
@@ -219,8 +256,12 @@ describe("the import graph of src/", () => {
 
   it("keeps the offline demo apart: only runtime/offline-default.ts enters it, and it imports no production room", () => {
     expect(ROOMS).toContain("offline-demo");
-    const entries = edges.filter((edge) => roomOf(edge.to) === OFFLINE_DEMO && roomOf(edge.from) !== OFFLINE_DEMO);
-    expect(entries.filter((edge) => edge.from !== OFFLINE_DOOR).map((edge) => `${edge.from} → ${edge.to}`)).toEqual([]);
+    const entries = edges.filter(
+      (edge) => roomOf(edge.to) === OFFLINE_DEMO && roomOf(edge.from) !== OFFLINE_DEMO,
+    );
+    expect(
+      entries.filter((edge) => edge.from !== OFFLINE_DOOR).map((edge) => `${edge.from} → ${edge.to}`),
+    ).toEqual([]);
     expect(entries.map((edge) => edge.from)).toContain(OFFLINE_DOOR);
     expect(importsInto([OFFLINE_DEMO], except(OFFLINE_DEMO))).toEqual([]);
   });
@@ -236,7 +277,13 @@ describe("the import graph of src/", () => {
   });
 
   it("builds the API server's deps in one place, for the modules the server loads itself; nodes get theirs from the run's config", () => {
-    const builders = edges.filter((edge) => edge.to === "src/runtime/server-deps.ts").map((edge) => edge.from);
-    expect([...new Set(builders)].sort()).toEqual(["src/api/served-graph.ts", "src/auth/auth.ts", "src/inbox/mount.ts"]);
+    const builders = edges
+      .filter((edge) => edge.to === "src/runtime/server-deps.ts")
+      .map((edge) => edge.from);
+    expect([...new Set(builders)].sort()).toEqual([
+      "src/api/served-graph.ts",
+      "src/auth/auth.ts",
+      "src/inbox/mount.ts",
+    ]);
   });
 });

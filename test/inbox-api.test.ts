@@ -20,7 +20,11 @@ let server: RunningDevServer;
 class Browserless {
   cookies = new Map<string, string>();
   constructor(readonly origin: string) {}
-  async req(p: string, form?: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  async req(
+    p: string,
+    form?: Record<string, string>,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
     const res = await fetch(this.origin + p, {
       method: form ? "POST" : "GET",
       headers: {
@@ -47,7 +51,10 @@ describe("web inbox mounted in the LangGraph API server under /inbox", () => {
     portal = await startPortal();
     const dataDir = tempDir("ae-inbox-api-");
     const usersFile = path.join(dataDir, "inbox-users.json");
-    fs.writeFileSync(usersFile, JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }));
+    fs.writeFileSync(
+      usersFile,
+      JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }),
+    );
     server = await startDevServer(envFor(portal, dataDir, { ACTION_ENVELOPE_INBOX_USERS: usersFile }));
   }, 180_000);
   afterAll(async () => {
@@ -58,8 +65,13 @@ describe("web inbox mounted in the LangGraph API server under /inbox", () => {
   it("lists a thread started over the API, keeps the sign-in and CSRF rules, and an approval there executes it once", async () => {
     const client = new Client({ apiUrl: server.apiUrl });
     const thread = await client.threads.create();
-    await client.runs.wait(thread.thread_id, GRAPH_ID, { input: { request: "rename task 4 to Approved under /inbox", requestedBy: "demo-user" } });
-    const payload = (await client.threads.getState(thread.thread_id)).tasks[0]!.interrupts[0]!.value as { envelopeHash: string; nonce: string };
+    await client.runs.wait(thread.thread_id, GRAPH_ID, {
+      input: { request: "rename task 4 to Approved under /inbox", requestedBy: "demo-user" },
+    });
+    const payload = (await client.threads.getState(thread.thread_id)).tasks[0]!.interrupts[0]!.value as {
+      envelopeHash: string;
+      nonce: string;
+    };
 
     const b = new Browserless(server.apiUrl);
     const home = await b.req("/inbox/");
@@ -70,8 +82,14 @@ describe("web inbox mounted in the LangGraph API server under /inbox", () => {
     expect(login).toContain('href="/inbox/static/inbox.css"');
     expect((await b.req("/inbox/static/inbox.js")).status).toBe(200);
     const loginCsrf = /name="csrf" value="([^"]+)"/.exec(login)![1]!;
-    expect((await b.req("/inbox/login", { csrf: loginCsrf, user: "alice", password: "wrong-password" })).status).toBe(401);
-    const signedIn = await b.req("/inbox/login", { csrf: /name="csrf" value="([^"]+)"/.exec(await (await b.req("/inbox/login")).text())![1]!, user: "alice", password: "alice-password-1" });
+    expect(
+      (await b.req("/inbox/login", { csrf: loginCsrf, user: "alice", password: "wrong-password" })).status,
+    ).toBe(401);
+    const signedIn = await b.req("/inbox/login", {
+      csrf: /name="csrf" value="([^"]+)"/.exec(await (await b.req("/inbox/login")).text())![1]!,
+      user: "alice",
+      password: "alice-password-1",
+    });
     expect(signedIn.status).toBe(303);
     expect(signedIn.headers.get("location")).toBe("/inbox/");
 
@@ -84,14 +102,27 @@ describe("web inbox mounted in the LangGraph API server under /inbox", () => {
     const form = { action: "approve", envelopeHash: payload.envelopeHash, nonce: payload.nonce };
     // Without the CSRF token, or from another site: refused, nothing written.
     expect((await b.req(`/inbox/t/${thread.thread_id}/decide`, form)).status).toBe(403);
-    expect((await b.req(`/inbox/t/${thread.thread_id}/decide`, { ...form, csrf }, { origin: "https://evil.example" })).status).toBe(403);
+    expect(
+      (
+        await b.req(
+          `/inbox/t/${thread.thread_id}/decide`,
+          { ...form, csrf },
+          { origin: "https://evil.example" },
+        )
+      ).status,
+    ).toBe(403);
     // Another host name (DNS rebinding): refused.
     const rebound = await new Promise<number>((resolve, reject) => {
       const u = new URL(`${server.apiUrl}/inbox/login`);
-      http.get({ host: u.hostname, port: u.port, path: u.pathname, headers: { host: "evil.example" } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      }).on("error", reject);
+      http
+        .get(
+          { host: u.hostname, port: u.port, path: u.pathname, headers: { host: "evil.example" } },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        )
+        .on("error", reject);
     });
     expect(rebound).toBe(421);
     expect(await portal.writes()).toHaveLength(0);
@@ -99,9 +130,14 @@ describe("web inbox mounted in the LangGraph API server under /inbox", () => {
     const decided = await b.req(`/inbox/t/${thread.thread_id}/decide`, { ...form, csrf });
     expect(decided.status).toBe(200);
     expect(await decided.text()).toContain("VERIFIED");
-    expect((await portal.writes()).map((w) => w.params)).toEqual([{ taskId: 4, fields: { TITLE: "Approved under /inbox" } }]);
+    expect((await portal.writes()).map((w) => w.params)).toEqual([
+      { taskId: 4, fields: { TITLE: "Approved under /inbox" } },
+    ]);
     // The API sees the outcome in the thread's state (same checkpointer).
-    const done = (await client.threads.getState(thread.thread_id)).values as { outcome?: string; decision?: { approverId: string; verifiedBy: string } };
+    const done = (await client.threads.getState(thread.thread_id)).values as {
+      outcome?: string;
+      decision?: { approverId: string; verifiedBy: string };
+    };
     expect(done.outcome).toBe("VERIFIED");
     expect(done.decision).toMatchObject({ approverId: "alice", verifiedBy: "authentication" });
     // The API's own routes are unaffected.

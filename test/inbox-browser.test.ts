@@ -18,12 +18,20 @@ import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js"
 if (noBrowserReason) console.warn(`inbox browser tests skipped: ${noBrowserReason}`);
 
 // Seed tasks 1-5 and 8 are readable and writable by the webhook user (6 and 7 are restricted).
-const TITLES = { 4: "Quarterly plan", 5: "Budget\u202E7202\u200B plan", 1: "Hiring plan", 2: "Release notes", 8: "Vendor audit", 3: "Office move" };
+const TITLES = {
+  4: "Quarterly plan",
+  5: "Budget\u202E7202\u200B plan",
+  1: "Hiring plan",
+  2: "Release notes",
+  8: "Vendor audit",
+  3: "Office move",
+};
 
 let w: InboxWorld;
 let browser: Browser;
 
-const writesFor = async (taskId: number) => (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === taskId);
+const writesFor = async (taskId: number) =>
+  (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === taskId);
 
 async function signedIn(user: string): Promise<{ context: BrowserContext; page: Page }> {
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
@@ -63,7 +71,9 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     await page.waitForURL(`**/t/${view.threadId}`);
     expect(await page.locator("code.hash").textContent()).toBe(view.approval!.envelopeHash);
     expect(await page.locator("td pre.after ins.changed").textContent()).toBe("Quarterly plan");
-    expect(await page.locator("td pre.before del.changed").textContent()).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
+    expect(await page.locator("td pre.before del.changed").textContent()).toBe(
+      "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+    );
     await page.screenshot({ path: screenshotPath("card"), fullPage: true });
 
     // Keyboard-operable: focus the button and press Enter.
@@ -79,9 +89,13 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
 
     await page.getByRole("link", { name: "Evidence" }).click();
     expect(await page.locator(".outcome").textContent()).toContain("VERIFIED");
-    for (const stage of ["shown", "approved", "invoked", "acknowledged", "observed"]) expect(await page.locator("table.evidence").textContent()).toContain(stage);
+    for (const stage of ["shown", "approved", "invoked", "acknowledged", "observed"])
+      expect(await page.locator("table.evidence").textContent()).toContain(stage);
     await page.screenshot({ path: screenshotPath("evidence"), fullPage: true });
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: /Download the evidence bundle/ }).click()]);
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("link", { name: /Download the evidence bundle/ }).click(),
+    ]);
     const tar = fs.readFileSync((await download.path())!);
     expect(tar.subarray(257, 262).toString()).toBe("ustar");
     expect(tar.toString("latin1")).toContain("SHA256SUMS");
@@ -127,7 +141,9 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     await alice.page.getByRole("button", { name: "Approve exactly this envelope" }).click();
     await alice.page.locator(".outcome").first().waitFor();
     expect(await alice.page.locator("h1").textContent()).toContain("VERIFIED");
-    expect((await writesFor(8)).map((x) => x.params)).toEqual([{ taskId: 8, fields: { TITLE: "Vendor audit (edited)" } }]);
+    expect((await writesFor(8)).map((x) => x.params)).toEqual([
+      { taskId: 8, fields: { TITLE: "Vendor audit (edited)" } },
+    ]);
     await alice.context.close();
   });
 
@@ -138,14 +154,24 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     const a = view.approval!;
     // Meanwhile, from the CLI's path: an edit by bob makes revision 2.
     const revised = await submitDecision(w.app, view.threadId, {
-      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, editedAction: { name: "update_task", args: { taskId: 2, fields: { TITLE: "Release notes v2" } } } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "bob" },
+          editedAction: { name: "update_task", args: { taskId: 2, fields: { TITLE: "Release notes v2" } } },
+        },
+      ],
     });
     expect(revised.approval!.revision).toBe(2);
     // The open tab learns of it over server-sent events.
     await page.locator("#changed-banner").waitFor();
     await page.getByRole("button", { name: "Approve exactly this envelope" }).click();
     await page.locator("p.refusal").first().waitFor();
-    expect(await page.locator("p.refusal").first().textContent()).toContain("the card changed since this page was loaded");
+    expect(await page.locator("p.refusal").first().textContent()).toContain(
+      "the card changed since this page was loaded",
+    );
     expect(await page.locator("code.hash").textContent()).toBe(revised.approval!.envelopeHash);
     expect(await page.locator("td pre.after").textContent()).toContain("Release notes v2");
     await page.screenshot({ path: screenshotPath("stale-refused"), fullPage: true });
@@ -225,7 +251,9 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     await page.getByLabel(/note/).fill("the planning one");
     await page.getByRole("button", { name: "Send the answer" }).click();
     await page.locator("p.refusal").first().waitFor();
-    expect(await page.locator("p.refusal").first().textContent()).toContain("Your answer was refused (INVALID_ANSWER): taskId");
+    expect(await page.locator("p.refusal").first().textContent()).toContain(
+      "Your answer was refused (INVALID_ANSWER): taskId",
+    );
     expect((await viewThread(w.app, asked.threadId)).status).toBe("awaiting_input");
     await page.screenshot({ path: screenshotPath("question-refused"), fullPage: true });
 
@@ -237,7 +265,9 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium", () => {
     expect(await page.locator("h2#card-title").textContent()).toContain("task 8");
     expect((await writesFor(8)).length).toBe(before);
     await page.getByRole("link", { name: "← Inbox" }).click();
-    await expect.poll(() => page.locator(`li.item[data-kind="question"][data-thread="${asked.threadId}"]`).count()).toBe(0);
+    await expect
+      .poll(() => page.locator(`li.item[data-kind="question"][data-thread="${asked.threadId}"]`).count())
+      .toBe(0);
     await context.close();
 
     const alice = await signedIn("alice");
@@ -262,7 +292,10 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium, policy requiring sign
     fs.writeFileSync(path.join(dir, "keys.pub"), `${pair.publicKeyLine}\n`);
     const policy = { ...defaultPolicy(), requireSignature: true };
     fs.writeFileSync(path.join(dir, "policy.json"), JSON.stringify(policy));
-    sw = await startInboxWorld(TITLES, { ACTION_ENVELOPE_POLICY: path.join(dir, "policy.json"), ACTION_ENVELOPE_APPROVER_KEYS: path.join(dir, "keys.pub") });
+    sw = await startInboxWorld(TITLES, {
+      ACTION_ENVELOPE_POLICY: path.join(dir, "policy.json"),
+      ACTION_ENVELOPE_APPROVER_KEYS: path.join(dir, "keys.pub"),
+    });
     signingBrowser = await launchBrowser();
     browser = signingBrowser;
   });
@@ -278,7 +311,9 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium, policy requiring sign
     await cardOf(page, view);
     // Unsigned: the page refuses to send it.
     await page.getByRole("button", { name: "Approve exactly this envelope" }).click();
-    await expect.poll(() => page.locator("#key-status").textContent()).toContain("Import your signing key first");
+    await expect
+      .poll(() => page.locator("#key-status").textContent())
+      .toContain("Import your signing key first");
     expect(await writesFor(4)).toHaveLength(0);
     const sent: string[] = [];
     page.on("request", (r) => sent.push(r.postData() ?? ""));
@@ -288,11 +323,19 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium, policy requiring sign
     await page.locator(".outcome").first().waitFor();
     expect(await page.locator("h1").textContent()).toContain("VERIFIED");
     const after = await viewThread(sw.app, view.threadId);
-    expect(after.state?.decision).toMatchObject({ type: "approve", approverId: "alice", verifiedBy: "signature" });
+    expect(after.state?.decision).toMatchObject({
+      type: "approve",
+      approverId: "alice",
+      verifiedBy: "signature",
+    });
     expect(await writesFor(4)).toHaveLength(1);
     // The private key never left the browser.
     const pem = fs.readFileSync(keyFile, "utf8").replace(/-----[^-]+-----|\s/g, "");
-    expect(sent.some((body) => body.includes(pem.slice(20, 60)) || decodeURIComponent(body).includes(pem.slice(20, 60)))).toBe(false);
+    expect(
+      sent.some(
+        (body) => body.includes(pem.slice(20, 60)) || decodeURIComponent(body).includes(pem.slice(20, 60)),
+      ),
+    ).toBe(false);
     await context.close();
   });
 });

@@ -14,7 +14,12 @@ import { viewThread, type ThreadView } from "../src/app/threads.js";
 import { defaultPolicy, generateApproverKeyPair } from "../src/envelope/index.js";
 import { launchBrowser, noBrowserReason, screenshotPath } from "./support/browser.js";
 import { PASSWORDS } from "./support/inbox.js";
-import { SET_COMMENT as COMMENT, startSetWorld, type SetAction, type SetWorld } from "./support/inbox-sets.js";
+import {
+  SET_COMMENT as COMMENT,
+  startSetWorld,
+  type SetAction,
+  type SetWorld,
+} from "./support/inbox-sets.js";
 
 if (noBrowserReason) console.warn(`inbox change-set browser tests skipped: ${noBrowserReason}`);
 
@@ -31,7 +36,11 @@ const SETS: Record<string, SetAction[]> = {
   ],
 };
 
-async function signedIn(browser: Browser, w: SetWorld, user: string): Promise<{ context: BrowserContext; page: Page }> {
+async function signedIn(
+  browser: Browser,
+  w: SetWorld,
+  user: string,
+): Promise<{ context: BrowserContext; page: Page }> {
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
   const page = await context.newPage();
   await page.goto(`${w.inbox.url}/login`);
@@ -81,16 +90,26 @@ describe.skipIf(!!noBrowserReason)("change sets in the web inbox, in Chromium", 
     await item.locator("a").click();
     await page.waitForURL(`**/t/${view.threadId}`);
     expect(await page.locator("code.hash").textContent()).toBe(cs.setHash);
-    expect(await page.locator(".chain-rule").textContent()).toContain("stops at the first action that is not VERIFIED");
+    expect(await page.locator(".chain-rule").textContent()).toContain(
+      "stops at the first action that is not VERIFIED",
+    );
     expect(await page.locator("section.card.set-action").count()).toBe(2);
-    expect(await page.locator('section.card[data-action-id="a1"] td pre.after ins.changed').textContent()).toContain("2027");
-    expect(await page.locator('section.card[data-action-id="a2"] td pre.after').textContent()).toBe(`"${COMMENT}"`);
+    expect(
+      await page.locator('section.card[data-action-id="a1"] td pre.after ins.changed').textContent(),
+    ).toContain("2027");
+    expect(await page.locator('section.card[data-action-id="a2"] td pre.after').textContent()).toBe(
+      `"${COMMENT}"`,
+    );
     await page.screenshot({ path: screenshotPath("set-card"), fullPage: true });
     await page.getByRole("button", { name: "Approve the whole set (2 actions, in this order)" }).click();
     await page.locator(".outcome").first().waitFor();
     expect(await page.locator("h1").textContent()).toContain("VERIFIED");
-    expect(await page.locator('table.set-outcomes tr[data-action-id="a1"]').textContent()).toContain("VERIFIED");
-    expect(await page.locator('table.set-outcomes tr[data-action-id="a2"]').textContent()).toContain("VERIFIED");
+    expect(await page.locator('table.set-outcomes tr[data-action-id="a1"]').textContent()).toContain(
+      "VERIFIED",
+    );
+    expect(await page.locator('table.set-outcomes tr[data-action-id="a2"]').textContent()).toContain(
+      "VERIFIED",
+    );
     await page.screenshot({ path: screenshotPath("set-verified"), fullPage: true });
     expect((await w.writesOn(2)).map((x) => x.method)).toEqual(["tasks.task.update", "task.commentitem.add"]);
     await context.close();
@@ -111,38 +130,50 @@ describe.skipIf(!!noBrowserReason)("change sets in the web inbox, in Chromium", 
   });
 });
 
-describe.skipIf(!!noBrowserReason)("change sets in the web inbox, in Chromium, policy requiring signatures", () => {
-  let w: SetWorld;
-  let browser: Browser;
-  let keyFile: string;
-  beforeAll(async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ae-inbox-set-keys-"));
-    const pair = generateApproverKeyPair("alice");
-    keyFile = path.join(dir, "alice.key");
-    fs.writeFileSync(keyFile, pair.privateKeyPem, { mode: 0o600 });
-    fs.writeFileSync(path.join(dir, "keys.pub"), `${pair.publicKeyLine}\n`);
-    fs.writeFileSync(path.join(dir, "policy.json"), JSON.stringify({ ...defaultPolicy(), requireSignature: true }));
-    w = await startSetWorld(SETS, { ACTION_ENVELOPE_POLICY: path.join(dir, "policy.json"), ACTION_ENVELOPE_APPROVER_KEYS: path.join(dir, "keys.pub") });
-    browser = await launchBrowser();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await w?.close();
-  });
+describe.skipIf(!!noBrowserReason)(
+  "change sets in the web inbox, in Chromium, policy requiring signatures",
+  () => {
+    let w: SetWorld;
+    let browser: Browser;
+    let keyFile: string;
+    beforeAll(async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ae-inbox-set-keys-"));
+      const pair = generateApproverKeyPair("alice");
+      keyFile = path.join(dir, "alice.key");
+      fs.writeFileSync(keyFile, pair.privateKeyPem, { mode: 0o600 });
+      fs.writeFileSync(path.join(dir, "keys.pub"), `${pair.publicKeyLine}\n`);
+      fs.writeFileSync(
+        path.join(dir, "policy.json"),
+        JSON.stringify({ ...defaultPolicy(), requireSignature: true }),
+      );
+      w = await startSetWorld(SETS, {
+        ACTION_ENVELOPE_POLICY: path.join(dir, "policy.json"),
+        ACTION_ENVELOPE_APPROVER_KEYS: path.join(dir, "keys.pub"),
+      });
+      browser = await launchBrowser();
+    });
+    afterAll(async () => {
+      await browser?.close();
+      await w?.close();
+    });
 
-  it("signs each per-action decision in the browser (set hash, nonce, actionId); the runtime verifies every signature", async () => {
-    const view = await waiting(w, PER_ACTION);
-    const { context, page } = await signedIn(browser, w, "alice");
-    await page.goto(`${w.inbox.url}/t/${view.threadId}`);
-    await page.locator("#key-file").setInputFiles(keyFile);
-    await expect.poll(() => page.locator("#key-status").textContent()).toContain("Key imported");
-    await approveFirstRejectSecond(page);
-    expect(await page.locator("h1").textContent()).toContain("VERIFIED");
-    const after = await viewThread(w.app, view.threadId);
-    expect(after.state?.decision).toMatchObject({ approverId: "alice", verifiedBy: "signature" });
-    const first = await w.app.deps.journal.getAction(view.approval!.changeSet!.actions[0]!.envelopeHash);
-    expect(first!.progress.decision).toMatchObject({ envelopeHash: view.approval!.changeSet!.setHash, verifiedBy: "signature" });
-    expect((await w.writesOn(4)).map((x) => x.method)).toEqual(["tasks.task.update"]);
-    await context.close();
-  });
-});
+    it("signs each per-action decision in the browser (set hash, nonce, actionId); the runtime verifies every signature", async () => {
+      const view = await waiting(w, PER_ACTION);
+      const { context, page } = await signedIn(browser, w, "alice");
+      await page.goto(`${w.inbox.url}/t/${view.threadId}`);
+      await page.locator("#key-file").setInputFiles(keyFile);
+      await expect.poll(() => page.locator("#key-status").textContent()).toContain("Key imported");
+      await approveFirstRejectSecond(page);
+      expect(await page.locator("h1").textContent()).toContain("VERIFIED");
+      const after = await viewThread(w.app, view.threadId);
+      expect(after.state?.decision).toMatchObject({ approverId: "alice", verifiedBy: "signature" });
+      const first = await w.app.deps.journal.getAction(view.approval!.changeSet!.actions[0]!.envelopeHash);
+      expect(first!.progress.decision).toMatchObject({
+        envelopeHash: view.approval!.changeSet!.setHash,
+        verifiedBy: "signature",
+      });
+      expect((await w.writesOn(4)).map((x) => x.method)).toEqual(["tasks.task.update"]);
+      await context.close();
+    });
+  },
+);

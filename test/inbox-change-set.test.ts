@@ -9,7 +9,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { viewThread, type ThreadView } from "../src/app/threads.js";
 import { PASSWORDS } from "./support/inbox.js";
-import { SET_COMMENT as COMMENT, startSetWorld, type SetAction, type SetWorld } from "./support/inbox-sets.js";
+import {
+  SET_COMMENT as COMMENT,
+  startSetWorld,
+  type SetAction,
+  type SetWorld,
+} from "./support/inbox-sets.js";
 
 /** Each request (by its text) and the change set the model proposes for it. */
 const SETS: Record<string, SetAction[]> = {
@@ -40,7 +45,10 @@ const REQUESTS = Object.keys(SETS);
 class Client {
   cookies = new Map<string, string>();
   constructor(readonly base: string) {}
-  async req(p: string, init: RequestInit & { form?: Array<[string, string]> | Record<string, string> } = {}): Promise<Response> {
+  async req(
+    p: string,
+    init: RequestInit & { form?: Array<[string, string]> | Record<string, string> } = {},
+  ): Promise<Response> {
     const headers = new Headers(init.headers);
     headers.set("cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
     if (!headers.has("accept")) headers.set("accept", "text/html");
@@ -62,7 +70,9 @@ class Client {
   async signIn(user: string): Promise<void> {
     const page = await (await this.req("/login")).text();
     const csrf = /name="csrf" value="([^"]+)"/.exec(page)![1]!;
-    expect((await this.req("/login", { method: "POST", form: { csrf, user, password: PASSWORDS[user]! } })).status).toBe(303);
+    expect(
+      (await this.req("/login", { method: "POST", form: { csrf, user, password: PASSWORDS[user]! } })).status,
+    ).toBe(303);
   }
   async csrf(): Promise<string> {
     return /name="csrf" value="([^"]+)"/.exec(await (await this.req("/")).text())![1]!;
@@ -100,19 +110,31 @@ describe("a change set in the inbox over HTTP", () => {
     expect(list).toContain(`data-hash="${cs.setHash}"`);
     expect(list).not.toContain(`data-hash="${a1!.envelopeHash}"`);
     expect(list).toContain("change set of 2 actions, in order");
-    expect(list).toMatch(/<li data-action-id="a1"><strong>a1<\/strong> update_task · task 4 «[^<]+»<ul class="changes-short"><li><span class="field">STATUS<\/span>: <span class="old">[^<]+<\/span> → <span class="new">awaiting control \(4\)<\/span>/);
-    expect(list).toMatch(/<li data-action-id="a2"><strong>a2<\/strong> add_task_comment · task 4 «[^<]+»<ul class="changes-short"><li><span class="field">POST_MESSAGE<\/span>: <span class="old">new<\/span>/);
+    expect(list).toMatch(
+      /<li data-action-id="a1"><strong>a1<\/strong> update_task · task 4 «[^<]+»<ul class="changes-short"><li><span class="field">STATUS<\/span>: <span class="old">[^<]+<\/span> → <span class="new">awaiting control \(4\)<\/span>/,
+    );
+    expect(list).toMatch(
+      /<li data-action-id="a2"><strong>a2<\/strong> add_task_comment · task 4 «[^<]+»<ul class="changes-short"><li><span class="field">POST_MESSAGE<\/span>: <span class="old">new<\/span>/,
+    );
     expect(list).toMatch(new RegExp(`data-risk="${cs.set.risk.level}" data-thread="${view.threadId}"`));
 
     const page = await (await alice.req(`/t/${view.threadId}`)).text();
     expect(page).toContain(`<code class="hash">${cs.setHash}</code>`);
     expect(page).toContain("Change set of 2 actions · revision 1");
-    expect(page).toContain("the set stops at the first action that is not VERIFIED, and the actions after it are not run");
-    expect(page).toContain(`<span class="risk risk-${cs.set.risk.level}">${cs.set.risk.level}</span> · ${cs.set.risk.reversibility}`);
+    expect(page).toContain(
+      "the set stops at the first action that is not VERIFIED, and the actions after it are not run",
+    );
+    expect(page).toContain(
+      `<span class="risk risk-${cs.set.risk.level}">${cs.set.risk.level}</span> · ${cs.set.risk.reversibility}`,
+    );
     expect(page).toContain(`datetime="${cs.set.expiresAt}"`);
     // Every action's card, in order: the update's change, the comment as a new comment, what must stay.
-    expect(page).toMatch(/<section class="card set-action[^"]*"[^>]*data-envelope-hash="[^"]+" data-action-id="a1">/);
-    expect(page).toMatch(/<section class="card set-action[^"]*"[^>]*data-envelope-hash="[^"]+" data-action-id="a2">/);
+    expect(page).toMatch(
+      /<section class="card set-action[^"]*"[^>]*data-envelope-hash="[^"]+" data-action-id="a1">/,
+    );
+    expect(page).toMatch(
+      /<section class="card set-action[^"]*"[^>]*data-envelope-hash="[^"]+" data-action-id="a2">/,
+    );
     expect(page.indexOf('data-action-id="a1">')).toBeLessThan(page.indexOf('data-action-id="a2">'));
     expect(page).toContain("1 of 2 · a1</span> update_task on task 4");
     expect(page).toContain("2 of 2 · a2</span> add_task_comment on task 4");
@@ -120,13 +142,21 @@ describe("a change set in the inbox over HTTP", () => {
     expect(page).toContain("<em>new comment</em>");
     expect(page).toContain(COMMENT);
     // What must stay unchanged is folded by default on a set's cards.
-    expect(page.match(/<details class="invariants"><summary>Must stay unchanged \(\d+ fields\)<\/summary>/g)).toHaveLength(2);
+    expect(
+      page.match(/<details class="invariants"><summary>Must stay unchanged \(\d+ fields\)<\/summary>/g),
+    ).toHaveLength(2);
     // a1 changes STATUS of task 4, which a2 (on the same task) must find unchanged: a2 expects what a1 wrote.
-    expect(page).toMatch(/<tr class="expects" data-expects="a1"><th scope="row">STATUS<\/th><td><pre class="value">&quot;4&quot;<\/pre>.*?expects what a1 wrote/s);
+    expect(page).toMatch(
+      /<tr class="expects" data-expects="a1"><th scope="row">STATUS<\/th><td><pre class="value">&quot;4&quot;<\/pre>.*?expects what a1 wrote/s,
+    );
     expect(page).toContain("Expects what a1 wrote: STATUS must hold the value written earlier in this set.");
     // Each action's decision control is beside its card, in the per-action form by its form attribute.
-    expect(page).toMatch(/data-action-id="a1">\s*<h2 id="card-title-a1">[\s\S]*?<\/h2>\s*<aside class="action-control" aria-label="Your decision on a1"><fieldset class="per-action" form="per-action-form" data-action-id="a1"/);
-    expect(page).toContain('<input type="radio" form="per-action-form" id="decision-a2-reject" name="decision.a2" value="reject" required>');
+    expect(page).toMatch(
+      /data-action-id="a1">\s*<h2 id="card-title-a1">[\s\S]*?<\/h2>\s*<aside class="action-control" aria-label="Your decision on a1"><fieldset class="per-action" form="per-action-form" data-action-id="a1"/,
+    );
+    expect(page).toContain(
+      '<input type="radio" form="per-action-form" id="decision-a2-reject" name="decision.a2" value="reject" required>',
+    );
     // Every form names the set's hash and nonce, never an action's own.
     const hashes = [...page.matchAll(/name="envelopeHash" value="([^"]+)"/g)].map((m) => m[1]);
     const nonces = [...page.matchAll(/name="nonce" value="([^"]+)"/g)].map((m) => m[1]);
@@ -146,15 +176,41 @@ describe("a change set in the inbox over HTTP", () => {
     const alice = new Client(w.inbox.url);
     await alice.signIn("alice");
     const csrf = await alice.csrf();
-    const bound: Array<[string, string]> = [["csrf", csrf], ["envelopeHash", cs.setHash], ["nonce", cs.set.nonce], ["action", "per-action"]];
-    const post = (extra: Array<[string, string]>) => alice.req(`/t/${view.threadId}/decide`, { method: "POST", form: [...bound, ...extra] });
+    const bound: Array<[string, string]> = [
+      ["csrf", csrf],
+      ["envelopeHash", cs.setHash],
+      ["nonce", cs.set.nonce],
+      ["action", "per-action"],
+    ];
+    const post = (extra: Array<[string, string]>) =>
+      alice.req(`/t/${view.threadId}/decide`, { method: "POST", form: [...bound, ...extra] });
     const refusalsBefore = (await w.app.deps.journal.currentAction(view.threadId))!.progress.refusalsSeen;
 
     const cases: Array<[Array<[string, string]>, string]> = [
       [[["decision.a1", "approve"]], "no decision for a2"],
-      [[["decision.a1", "approve"], ["decision.a1", "reject"], ["decision.a2", "approve"]], "a1 named more than once"],
-      [[["decision.a1", "approve"], ["decision.a2", "approve"], ["decision.a9", "reject"]], "the change set has no action a9"],
-      [[["decision.a1", "approve"], ["decision.a2", "maybe"]], "a2: choose approve, reject or edit"],
+      [
+        [
+          ["decision.a1", "approve"],
+          ["decision.a1", "reject"],
+          ["decision.a2", "approve"],
+        ],
+        "a1 named more than once",
+      ],
+      [
+        [
+          ["decision.a1", "approve"],
+          ["decision.a2", "approve"],
+          ["decision.a9", "reject"],
+        ],
+        "the change set has no action a9",
+      ],
+      [
+        [
+          ["decision.a1", "approve"],
+          ["decision.a2", "maybe"],
+        ],
+        "a2: choose approve, reject or edit",
+      ],
       [[], "no decision for a1, a2"],
     ];
     for (const [extra, reason] of cases) {
@@ -167,7 +223,9 @@ describe("a change set in the inbox over HTTP", () => {
       expect(text).toContain(`<code class="hash">${cs.setHash}</code>`);
     }
     // Nothing reached the graph: no refusal recorded, still waiting, nothing written.
-    expect((await w.app.deps.journal.currentAction(view.threadId))!.progress.refusalsSeen).toBe(refusalsBefore);
+    expect((await w.app.deps.journal.currentAction(view.threadId))!.progress.refusalsSeen).toBe(
+      refusalsBefore,
+    );
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
     expect(await writesOn(4)).toHaveLength(0);
 
@@ -175,11 +233,19 @@ describe("a change set in the inbox over HTTP", () => {
     // update (reversible) to run at once; rejecting the update leaves a comment on the same task, which
     // depends on it and comes back for a fresh approval that alice may give herself.
     const form = await (await alice.req(`/t/${view.threadId}`)).text();
-    expect(form).toContain("If you reject a2 and approve the others: a1 runs at once on this approval; a2 is not run (REJECTED).");
-    expect(form).toMatch(/If you reject a1 and approve the others: a2 will NOT run on this decision: a2 depends on rejected a1 \(both change task 4;[^<]*\)\. a2 comes back as a new revision to be approved by any approver of these actions, you included/);
+    expect(form).toContain(
+      "If you reject a2 and approve the others: a1 runs at once on this approval; a2 is not run (REJECTED).",
+    );
+    expect(form).toMatch(
+      /If you reject a1 and approve the others: a2 will NOT run on this decision: a2 depends on rejected a1 \(both change task 4;[^<]*\)\. a2 comes back as a new revision to be approved by any approver of these actions, you included/,
+    );
 
     // One approved, one rejected (listed out of order: matched by id), one submission.
-    const res = await post([["decision.a2", "reject"], ["message.a2", "no comment needed"], ["decision.a1", "approve"]]);
+    const res = await post([
+      ["decision.a2", "reject"],
+      ["message.a2", "no comment needed"],
+      ["decision.a1", "approve"],
+    ]);
     expect(res.status).toBe(200);
     const page = await res.text();
     expect(page).toContain("Your per-action decision was accepted.");
@@ -194,7 +260,12 @@ describe("a change set in the inbox over HTTP", () => {
     // The journal holds one decision by alice, per action, bound to the set.
     const rows = await Promise.all(cs.actions.map((a) => w.app.deps.journal.getAction(a.envelopeHash)));
     const d = rows[0]!.progress.decision!;
-    expect(d).toMatchObject({ envelopeHash: cs.setHash, nonce: cs.set.nonce, approverId: "alice", verifiedBy: "authentication" });
+    expect(d).toMatchObject({
+      envelopeHash: cs.setHash,
+      nonce: cs.set.nonce,
+      approverId: "alice",
+      verifiedBy: "authentication",
+    });
     expect(d.setPlan!.perAction).toEqual([
       { actionId: "a1", type: "approve" },
       { actionId: "a2", type: "reject", message: "no comment needed" },
@@ -208,42 +279,79 @@ describe("a change set in the inbox over HTTP", () => {
     await bob.signIn("bob");
     const csrf = await bob.csrf();
     // An action's own hash is not the set's: refused as a stale card, nothing sent.
-    const own = await bob.req(`/t/${view.threadId}/decide`, { method: "POST", form: { csrf, action: "approve", envelopeHash: cs.actions[0]!.envelopeHash, nonce: cs.actions[0]!.envelope.nonce } });
+    const own = await bob.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: {
+        csrf,
+        action: "approve",
+        envelopeHash: cs.actions[0]!.envelopeHash,
+        nonce: cs.actions[0]!.envelope.nonce,
+      },
+    });
     expect(own.status).toBe(409);
     expect(await writesOn(2)).toHaveLength(0);
 
-    const res = await bob.req(`/t/${view.threadId}/decide`, { method: "POST", form: { csrf, action: "approve", envelopeHash: cs.setHash, nonce: cs.set.nonce } });
+    const res = await bob.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: { csrf, action: "approve", envelopeHash: cs.setHash, nonce: cs.set.nonce },
+    });
     expect(res.status).toBe(200);
     const page = await res.text();
     expect(page).toContain("Your approve of the whole set was accepted.");
     expect(page).toContain('<h1>Finished: <span class="outcome">VERIFIED</span></h1>');
     expect(page).toContain("Change set of 2 actions: how each ended");
-    expect(page).toMatch(/<tr data-action-id="a1"><th scope="row">a1<\/th><td[^>]*>update_task<\/td><td[^>]*>task 2<\/td>\s*<td[^>]*><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/);
-    expect(page).toMatch(/<tr data-action-id="a2"><th scope="row">a2<\/th><td[^>]*>add_task_comment<\/td><td[^>]*>task 2<\/td>\s*<td[^>]*><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/);
+    expect(page).toMatch(
+      /<tr data-action-id="a1"><th scope="row">a1<\/th><td[^>]*>update_task<\/td><td[^>]*>task 2<\/td>\s*<td[^>]*><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/,
+    );
+    expect(page).toMatch(
+      /<tr data-action-id="a2"><th scope="row">a2<\/th><td[^>]*>add_task_comment<\/td><td[^>]*>task 2<\/td>\s*<td[^>]*><span class="outcome outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/,
+    );
     expect((await writesOn(2)).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add"]);
     const after = await viewThread(w.app, view.threadId);
-    expect(after.state?.decision).toMatchObject({ type: "approve", approverId: "bob", envelopeHash: cs.setHash, verifiedBy: "authentication" });
+    expect(after.state?.decision).toMatchObject({
+      type: "approve",
+      approverId: "bob",
+      envelopeHash: cs.setHash,
+      verifiedBy: "authentication",
+    });
   });
 
   it("shows PARTIALLY_EXECUTED as such, with each action's outcome and reason code", async () => {
     const view = await waitingSet(REQUESTS[2]!);
     const cs = view.approval!.changeSet!;
     // Someone changes task 3 after the card was shown: a2's pre-read differs, the chain stops there.
-    expect((await w.portal.rest("tasks.task.update", { taskId: 3, fields: { PRIORITY: "2" } })).status).toBe(200);
+    expect((await w.portal.rest("tasks.task.update", { taskId: 3, fields: { PRIORITY: "2" } })).status).toBe(
+      200,
+    );
     const alice = new Client(w.inbox.url);
     await alice.signIn("alice");
     const csrf = await alice.csrf();
-    const res = await alice.req(`/t/${view.threadId}/decide`, { method: "POST", form: { csrf, action: "approve", envelopeHash: cs.setHash, nonce: cs.set.nonce } });
+    const res = await alice.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: { csrf, action: "approve", envelopeHash: cs.setHash, nonce: cs.set.nonce },
+    });
     expect(res.status).toBe(200);
     await res.text();
     const page = await (await alice.req(`/t/${view.threadId}`)).text();
     expect(page).toContain('<h1>Finished: <span class="outcome">PARTIALLY_EXECUTED</span></h1>');
     expect(page).toContain("Partially executed:");
-    expect(page).toMatch(/data-action-id="a1">.*?outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/s);
-    expect(page).toMatch(/data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>STALE_STATE<\/td>/s);
-    expect(page).toMatch(/data-action-id="a3">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CHAIN_STOPPED<\/td>/s);
-    const ours = (await writesOn(1, 3)).filter((w) => w.method !== "tasks.task.update" || (w.params as { fields?: { PRIORITY?: unknown } }).fields?.PRIORITY === undefined);
-    expect(ours.map((w) => [w.method, (w.params as { taskId?: number }).taskId])).toEqual([["tasks.task.update", 1]]);
+    expect(page).toMatch(
+      /data-action-id="a1">.*?outcome-VERIFIED">VERIFIED<\/span><\/td><td[^>]*>VERIFIED<\/td>/s,
+    );
+    expect(page).toMatch(
+      /data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>STALE_STATE<\/td>/s,
+    );
+    expect(page).toMatch(
+      /data-action-id="a3">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CHAIN_STOPPED<\/td>/s,
+    );
+    const ours = (await writesOn(1, 3)).filter(
+      (w) =>
+        w.method !== "tasks.task.update" ||
+        (w.params as { fields?: { PRIORITY?: unknown } }).fields?.PRIORITY === undefined,
+    );
+    expect(ours.map((w) => [w.method, (w.params as { taskId?: number }).taskId])).toEqual([
+      ["tasks.task.update", 1],
+    ]);
     expect(await w.portal.calls("task.commentitem.add")).toHaveLength(1); // the earlier whole-set approval's comment on task 2 only
   });
 
@@ -253,7 +361,9 @@ describe("a change set in the inbox over HTTP", () => {
     const requester = new Client(w.inbox.url);
     await requester.signIn("demo-user");
     const list = await (await requester.req("/")).text();
-    expect(list).toMatch(new RegExp(`data-thread="${view.threadId}" data-hash="${cs.setHash}" data-kind="set"`));
+    expect(list).toMatch(
+      new RegExp(`data-thread="${view.threadId}" data-hash="${cs.setHash}" data-kind="set"`),
+    );
     expect(list).toContain("you may cancel it");
     const page = await (await requester.req(`/t/${view.threadId}`)).text();
     expect(page).not.toContain("Approve the whole set (2 actions");
@@ -261,14 +371,31 @@ describe("a change set in the inbox over HTTP", () => {
     expect(page).not.toContain("Decide action by action");
     const csrf = await requester.csrf();
     // The requester may not approve, not even action by action.
-    const approve = await requester.req(`/t/${view.threadId}/decide`, { method: "POST", form: [["csrf", csrf], ["envelopeHash", cs.setHash], ["nonce", cs.set.nonce], ["action", "per-action"], ["decision.a1", "approve"], ["decision.a2", "approve"]] });
+    const approve = await requester.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: [
+        ["csrf", csrf],
+        ["envelopeHash", cs.setHash],
+        ["nonce", cs.set.nonce],
+        ["action", "per-action"],
+        ["decision.a1", "approve"],
+        ["decision.a2", "approve"],
+      ],
+    });
     expect(approve.status).toBe(403);
-    const res = await requester.req(`/t/${view.threadId}/decide`, { method: "POST", form: { csrf, action: "cancel", envelopeHash: cs.setHash, nonce: cs.set.nonce, reason: "not needed" } });
+    const res = await requester.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: { csrf, action: "cancel", envelopeHash: cs.setHash, nonce: cs.set.nonce, reason: "not needed" },
+    });
     expect(res.status).toBe(200);
     const done = await res.text();
     expect(done).toContain('<span class="outcome">NOT_EXECUTED</span>');
-    expect(done).toMatch(/data-action-id="a1">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CANCELLED<\/td>/s);
-    expect(done).toMatch(/data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CANCELLED<\/td>/s);
+    expect(done).toMatch(
+      /data-action-id="a1">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CANCELLED<\/td>/s,
+    );
+    expect(done).toMatch(
+      /data-action-id="a2">.*?outcome-NOT_EXECUTED">NOT_EXECUTED<\/span><\/td><td[^>]*>CANCELLED<\/td>/s,
+    );
     expect((await viewThread(w.app, view.threadId)).state?.reasonCode).toBe("CANCELLED");
     expect(await writesOn(5)).toHaveLength(0);
   });
@@ -294,7 +421,9 @@ describe("a change set in the inbox over HTTP", () => {
     expect(res.status).toBe(200);
     const page = await res.text();
     // bob wrote revision 2 by his edit: he is told it waits for another approver, and is offered no Approve.
-    expect(page).toContain("Your per-action decision was accepted. A new revision (2) now waits for a fresh approval by another approver.");
+    expect(page).toContain(
+      "Your per-action decision was accepted. A new revision (2) now waits for a fresh approval by another approver.",
+    );
     expect(page).toContain("<strong>Waiting for another approver.</strong> You edited this change set");
     expect(page).not.toContain(`<button type="submit" class="approve">Approve the whole set`);
     expect(page).toMatch(/id="decision-a1-approve" name="decision.a1" value="approve" required disabled>/);
@@ -307,7 +436,14 @@ describe("a change set in the inbox over HTTP", () => {
     // The same per-action form again, from a tab still showing revision 1: refused as stale, nothing sent.
     const stale = await bob.req(`/t/${view.threadId}/decide`, {
       method: "POST",
-      form: [["csrf", csrf], ["envelopeHash", cs.setHash], ["nonce", cs.set.nonce], ["action", "per-action"], ["decision.a1", "approve"], ["decision.a2", "approve"]],
+      form: [
+        ["csrf", csrf],
+        ["envelopeHash", cs.setHash],
+        ["nonce", cs.set.nonce],
+        ["action", "per-action"],
+        ["decision.a1", "approve"],
+        ["decision.a2", "approve"],
+      ],
     });
     expect(stale.status).toBe(409);
     expect(await stale.text()).toContain("the card changed since this page was loaded");

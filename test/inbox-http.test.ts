@@ -13,7 +13,12 @@ import { envFor, parseJsonOutput, runCli } from "./support/harness.js";
 let w: InboxWorld;
 
 beforeAll(async () => {
-  w = await startInboxWorld({ 4: "Quarterly plan", 5: "Budget 2027", 6: "Hiring plan", 8: "Budget\u202E7202\u200B plan" });
+  w = await startInboxWorld({
+    4: "Quarterly plan",
+    5: "Budget 2027",
+    6: "Hiring plan",
+    8: "Budget\u202E7202\u200B plan",
+  });
 });
 afterAll(async () => {
   await w?.close();
@@ -57,7 +62,10 @@ describe("inbox over HTTP", () => {
   it("an approval whose run lives in another checkpointer (e.g. the API server) shows the journal's card and offers no decision here", async () => {
     // Same journal, another checkpointer: what the standalone inbox sees of a thread the LangGraph API server runs.
     const elsewhere = openApp(w.app.deps, { checkpointer: new MemorySaver() });
-    const view = await startRun(elsewhere, { request: "rename task 5 to the proposed title", requestedBy: "demo-user" });
+    const view = await startRun(elsewhere, {
+      request: "rename task 5 to the proposed title",
+      requestedBy: "demo-user",
+    });
     expect(view.status).toBe("awaiting_approval");
     const c = new Client(w.inbox.url);
     await c.signIn("alice");
@@ -67,7 +75,15 @@ describe("inbox over HTTP", () => {
     expect(text).toContain("kept by another server");
     expect(text).toContain(view.approval!.envelopeHash);
     expect(text).not.toContain('value="approve"');
-    const post = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, csrf: await c.csrf() } });
+    const post = await c.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: {
+        action: "approve",
+        envelopeHash: view.approval!.envelopeHash,
+        nonce: view.approval!.nonce,
+        csrf: await c.csrf(),
+      },
+    });
     expect(post.status).not.toBe(200);
     expect(await w.portal.writes()).toHaveLength(0);
   });
@@ -81,7 +97,10 @@ describe("inbox over HTTP", () => {
     expect((await c.req("/events", { headers: { accept: "text/event-stream" } })).status).toBe(401);
     expect((await c.req(`/t/${view.threadId}`, { headers: { accept: "*/*" } })).status).toBe(401);
     const a = view.approval!;
-    const post = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf: "x" } });
+    const post = await c.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf: "x" },
+    });
     expect(post.status).toBe(401);
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
     expect(await w.portal.writes()).toHaveLength(0);
@@ -108,18 +127,32 @@ describe("inbox over HTTP", () => {
     const c = new Client(w.inbox.url);
     expect((await c.signIn("alice", "audited-wrong-password")).status).toBe(401);
     expect((await c.signIn("alice")).status).toBe(303);
-    const records = (await w.app.deps.audit.records()).filter((r) => r.event === "inbox_signed_in" || r.event === "inbox_sign_in_refused");
-    const refused = records.filter((r) => r.event === "inbox_sign_in_refused" && (r.received as { user: string }).user === "alice");
-    expect(refused.at(-1)).toMatchObject({ approver: null, refusal: { code: "SIGN_IN_REFUSED" }, received: { method: "password", user: "alice" } });
+    const records = (await w.app.deps.audit.records()).filter(
+      (r) => r.event === "inbox_signed_in" || r.event === "inbox_sign_in_refused",
+    );
+    const refused = records.filter(
+      (r) => r.event === "inbox_sign_in_refused" && (r.received as { user: string }).user === "alice",
+    );
+    expect(refused.at(-1)).toMatchObject({
+      approver: null,
+      refusal: { code: "SIGN_IN_REFUSED" },
+      received: { method: "password", user: "alice" },
+    });
     expect(JSON.stringify(refused)).not.toContain("audited-wrong-password");
     const signedIn = records.filter((r) => r.event === "inbox_signed_in");
-    expect(signedIn.at(-1)).toMatchObject({ approver: { id: "alice", verifiedBy: "authentication" }, refusal: null, received: { method: "password" } });
+    expect(signedIn.at(-1)).toMatchObject({
+      approver: { id: "alice", verifiedBy: "authentication" },
+      refusal: null,
+      received: { method: "password" },
+    });
     expect((signedIn.at(-1)!.received as { address: string }).address).toMatch(/127\.0\.0\.1/);
     // The audit CLI, a separate process on the same data directory, sees them.
     const env = envFor(w.portal, w.dataDir);
     const list = await runCli(["audit", "list", "--json"], env);
     expect(list.code, list.stderr).toBe(0);
-    const { threads } = parseJsonOutput(list.stdout) as { threads: Array<{ threadId: string; lastEvent: string }> };
+    const { threads } = parseJsonOutput(list.stdout) as {
+      threads: Array<{ threadId: string; lastEvent: string }>;
+    };
     expect(threads.find((t) => t.threadId === "")?.lastEvent).toBe("inbox_signed_in");
     const verify = await runCli(["audit", "verify"], env);
     expect(verify.code, verify.stderr).toBe(0);
@@ -129,7 +162,10 @@ describe("inbox over HTTP", () => {
   it("refuses a sign-in form without its token (login CSRF)", async () => {
     const c = new Client(w.inbox.url);
     await c.req("/login");
-    const res = await c.req("/login", { method: "POST", form: { user: "alice", password: PASSWORDS["alice"]! } });
+    const res = await c.req("/login", {
+      method: "POST",
+      form: { user: "alice", password: PASSWORDS["alice"]! },
+    });
     expect(res.status).toBe(403);
     expect(c.cookies.has("__Host-ae-inbox")).toBe(false);
   });
@@ -144,17 +180,43 @@ describe("inbox over HTTP", () => {
     const path = `/t/${view.threadId}/decide`;
     expect((await c.req(path, { method: "POST", form })).status).toBe(403);
     expect((await c.req(path, { method: "POST", form: { ...form, csrf: `${csrf}x` } })).status).toBe(403);
-    expect((await c.req(path, { method: "POST", form: { ...form, csrf }, headers: { origin: "https://evil.example" } })).status).toBe(403);
-    expect((await c.req(path, { method: "POST", form: { ...form, csrf }, headers: { "sec-fetch-site": "cross-site" } })).status).toBe(403);
+    expect(
+      (
+        await c.req(path, {
+          method: "POST",
+          form: { ...form, csrf },
+          headers: { origin: "https://evil.example" },
+        })
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await c.req(path, {
+          method: "POST",
+          form: { ...form, csrf },
+          headers: { "sec-fetch-site": "cross-site" },
+        })
+      ).status,
+    ).toBe(403);
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
-    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 5)).toHaveLength(0);
+    expect(
+      (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 5),
+    ).toHaveLength(0);
 
-    const ok = await c.req(path, { method: "POST", form: { ...form, csrf }, headers: { origin: w.inbox.url } });
+    const ok = await c.req(path, {
+      method: "POST",
+      form: { ...form, csrf },
+      headers: { origin: w.inbox.url },
+    });
     expect(ok.status).toBe(200);
     expect(await ok.text()).toContain("VERIFIED");
     const after = await viewThread(w.app, view.threadId);
     expect(after.state?.outcome).toBe("VERIFIED");
-    expect(after.state?.decision).toMatchObject({ type: "approve", approverId: "alice", verifiedBy: "authentication" });
+    expect(after.state?.decision).toMatchObject({
+      type: "approve",
+      approverId: "alice",
+      verifiedBy: "authentication",
+    });
     const writes = (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 5);
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params).toEqual({ taskId: 5, fields: { TITLE: "Budget 2027" } });
@@ -172,12 +234,19 @@ describe("inbox over HTTP", () => {
     expect(list).toContain(`data-thread="${view.threadId}"`);
     expect(list).toContain("you may cancel it");
     // The list says how the requester was established, as the card does.
-    expect(list).toContain('requested by demo-user <small class="requester-verification">(self-declared)</small>');
+    expect(list).toContain(
+      'requested by demo-user <small class="requester-verification">(self-declared)</small>',
+    );
     const csrf = await requester.csrf();
-    const res = await requester.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf } });
+    const res = await requester.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: { action: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf },
+    });
     expect(res.status).toBe(403);
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
-    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 1)).toHaveLength(0);
+    expect(
+      (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 1),
+    ).toHaveLength(0);
   });
 
   it("lets the requester cancel their own request, as the authenticated requester, with no write", async () => {
@@ -186,13 +255,24 @@ describe("inbox over HTTP", () => {
     const c = new Client(w.inbox.url);
     await c.signIn("demo-user");
     const csrf = await c.csrf();
-    const res = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, reason: "no longer needed", csrf } });
+    const res = await c.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: {
+        action: "cancel",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        reason: "no longer needed",
+        csrf,
+      },
+    });
     expect(res.status).toBe(200);
     expect(await res.text()).toContain("NOT_EXECUTED");
     const after = await viewThread(w.app, view.threadId);
     expect(after.state?.reasonCode).toBe("CANCELLED");
     expect(after.state?.decision).toMatchObject({ type: "cancel", approverId: "demo-user" });
-    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 3)).toHaveLength(0);
+    expect(
+      (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 3),
+    ).toHaveLength(0);
   });
 
   it("records an unsigned decision at this server's time, not at the decidedAt the form sent", async () => {
@@ -202,7 +282,16 @@ describe("inbox over HTTP", () => {
     await c.signIn("alice");
     const csrf = await c.csrf();
     const before = Date.now();
-    const res = await c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, decidedAt: "2020-01-01T00:00:00.000Z", csrf } });
+    const res = await c.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: {
+        action: "reject",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        decidedAt: "2020-01-01T00:00:00.000Z",
+        csrf,
+      },
+    });
     expect(res.status).toBe(200);
     const after = await viewThread(w.app, view.threadId);
     expect(after.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
@@ -210,9 +299,13 @@ describe("inbox over HTTP", () => {
     expect(after.state?.decision?.decidedAt).not.toBe("2020-01-01T00:00:00.000Z");
     expect(decidedAt).toBeGreaterThanOrEqual(before - 1000);
     expect(decidedAt).toBeLessThanOrEqual(Date.now() + 1000);
-    const accepted = (await w.app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_accepted") as { approver?: { decidedAt?: string } } | undefined;
+    const accepted = (await w.app.deps.audit.records({ threadId: view.threadId })).find(
+      (r) => r.event === "decision_accepted",
+    ) as { approver?: { decidedAt?: string } } | undefined;
     expect(accepted?.approver?.decidedAt).toBe(after.state!.decision!.decidedAt);
-    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 2)).toHaveLength(0);
+    expect(
+      (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 2),
+    ).toHaveLength(0);
   });
 
   it("row 8: no raw bidi or zero-width character on any page, the edit form included; an edit never keeps one silently", async () => {
@@ -227,20 +320,35 @@ describe("inbox over HTTP", () => {
     const page = await (await c.req(`/t/${view.threadId}`)).text();
     expect(page).not.toMatch(unsafe);
     // The edit form's textarea shows the value with markers, and a warning says what submitting does.
-    expect(page).toMatch(/<textarea id="edit-TITLE" name="field\.TITLE" rows="2">Budget⟨U\+202E⟩7202⟨U\+200B⟩ plan<\/textarea>/);
-    expect(page).toMatch(/<p class="warning" role="alert">TITLE holds characters that cannot be seen, shown below as ⟨U\+XXXX⟩ markers/);
+    expect(page).toMatch(
+      /<textarea id="edit-TITLE" name="field\.TITLE" rows="2">Budget⟨U\+202E⟩7202⟨U\+200B⟩ plan<\/textarea>/,
+    );
+    expect(page).toMatch(
+      /<p class="warning" role="alert">TITLE holds characters that cannot be seen, shown below as ⟨U\+XXXX⟩ markers/,
+    );
 
     const csrf = await c.csrf();
-    const edit = (TITLE: string) => c.req(`/t/${view.threadId}/decide`, { method: "POST", form: { action: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf, "field.TITLE": TITLE } });
+    const edit = (TITLE: string) =>
+      c.req(`/t/${view.threadId}/decide`, {
+        method: "POST",
+        form: { action: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, csrf, "field.TITLE": TITLE },
+      });
     // Submitted as shown (markers left in), or with an invisible character typed in: refused, audited, nothing sent.
-    for (const [title, named] of [["Budget⟨U+202E⟩7202⟨U+200B⟩ plan", "⟨U+202E⟩ ⟨U+200B⟩"], ["Budget\u200B 2028", "⟨U+200B⟩"]] as const) {
+    for (const [title, named] of [
+      ["Budget⟨U+202E⟩7202⟨U+200B⟩ plan", "⟨U+202E⟩ ⟨U+200B⟩"],
+      ["Budget\u200B 2028", "⟨U+200B⟩"],
+    ] as const) {
       const res = await edit(title);
       expect(res.status).toBe(422);
       const body = await res.text();
       expect(body).not.toMatch(unsafe);
-      expect(body).toContain(`TITLE (${named}): a character that cannot be seen is shown as a ⟨U+XXXX⟩ marker, and an edit never keeps one. Delete each marker`);
+      expect(body).toContain(
+        `TITLE (${named}): a character that cannot be seen is shown as a ⟨U+XXXX⟩ marker, and an edit never keeps one. Delete each marker`,
+      );
     }
-    const refusals = (await w.app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "decision_refused");
+    const refusals = (await w.app.deps.audit.records({ threadId: view.threadId })).filter(
+      (r) => r.event === "decision_refused",
+    );
     expect(refusals.map((r) => r.refusal?.code)).toEqual(["INVISIBLE_CHARACTERS", "INVISIBLE_CHARACTERS"]);
     const waiting = await viewThread(w.app, view.threadId);
     expect(waiting.status).toBe("awaiting_approval");
@@ -251,7 +359,9 @@ describe("inbox over HTTP", () => {
     const revised = await viewThread(w.app, view.threadId);
     expect(revised.approval!.revision).toBe(2);
     expect(revised.approval!.envelope.params).toEqual({ TITLE: "Budget7202 plan" });
-    expect((await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 8)).toHaveLength(0);
+    expect(
+      (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 8),
+    ).toHaveLength(0);
   });
 
   it("ends the live event stream when its session ends (sign-out)", async () => {
@@ -321,24 +431,53 @@ describe("inbox over HTTP", () => {
     await mallory.signIn("mallory");
     expect(await (await mallory.req("/")).text()).not.toContain(asked.threadId);
     const mcsrf = await mallory.csrf();
-    expect((await mallory.req(path, { method: "POST", form: { csrf: mcsrf, askedAt, "answer.taskId": "4", "answer.note": "x" } })).status).toBe(403);
+    expect(
+      (
+        await mallory.req(path, {
+          method: "POST",
+          form: { csrf: mcsrf, askedAt, "answer.taskId": "4", "answer.note": "x" },
+        })
+      ).status,
+    ).toBe(403);
     // Without the CSRF token: refused before anything is read.
-    expect((await requester.req(path, { method: "POST", form: { askedAt, "answer.taskId": "4", "answer.note": "x" } })).status).toBe(403);
+    expect(
+      (
+        await requester.req(path, {
+          method: "POST",
+          form: { askedAt, "answer.taskId": "4", "answer.note": "x" },
+        })
+      ).status,
+    ).toBe(403);
 
-    const bad = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "9", "answer.note": "x" } });
+    const bad = await requester.req(path, {
+      method: "POST",
+      form: { csrf, askedAt, "answer.taskId": "9", "answer.note": "x" },
+    });
     expect(bad.status).toBe(422);
     const badText = await bad.text();
     expect(badText).toContain("Your answer was refused (INVALID_ANSWER)");
-    expect(badText).toContain("taskId: Invalid option: expected one of &quot;1&quot;|&quot;4&quot;|&quot;8&quot;");
+    expect(badText).toContain(
+      "taskId: Invalid option: expected one of &quot;1&quot;|&quot;4&quot;|&quot;8&quot;",
+    );
     expect((await viewThread(w.app, asked.threadId)).status).toBe("awaiting_input");
     expect((await w.app.deps.journal.getQuestion(asked.threadId))?.status).toBe("open");
     // A second invalid answer is refused as plainly as the first (each is its own audit record).
-    const bad2 = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "2", "answer.note": "x" } });
+    const bad2 = await requester.req(path, {
+      method: "POST",
+      form: { csrf, askedAt, "answer.taskId": "2", "answer.note": "x" },
+    });
     expect(bad2.status).toBe(422);
     expect(await bad2.text()).toContain("Your answer was refused (INVALID_ANSWER)");
-    expect((await w.app.deps.audit.records({ threadId: asked.threadId })).filter((r) => r.event === "answer_refused")).toHaveLength(2);
+    expect(
+      (await w.app.deps.audit.records({ threadId: asked.threadId })).filter(
+        (r) => r.event === "answer_refused",
+      ),
+    ).toHaveLength(2);
 
-    const good = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "8", "answer.note": "the vendor one" } });
+    const good = await requester.req(path, {
+      method: "POST",
+      form: { csrf, askedAt, "answer.taskId": "8", "answer.note": "the vendor one" },
+    });
     expect(good.status).toBe(200);
     const goodText = await good.text();
     expect(goodText).toContain("Your answer was accepted");
@@ -347,14 +486,19 @@ describe("inbox over HTTP", () => {
     expect(after.approval?.envelope.object.id).toBe(8);
     expect(goodText).toContain(`data-envelope-hash="${after.approval!.envelopeHash}"`);
     expect((await w.app.deps.journal.getQuestion(asked.threadId))?.status).toBe("answered");
-    expect((await w.app.deps.journal.listOpenQuestions()).map((q) => q.threadId)).not.toContain(asked.threadId);
+    expect((await w.app.deps.journal.listOpenQuestions()).map((q) => q.threadId)).not.toContain(
+      asked.threadId,
+    );
     const alice = new Client(w.inbox.url);
     await alice.signIn("alice");
     const aliceList = await (await alice.req("/")).text();
     expect(aliceList).toContain(`data-hash="${after.approval!.envelopeHash}"`);
     expect(aliceList).not.toMatch(new RegExp(`data-kind="question"[^>]*data-thread="${asked.threadId}"`));
     // A second answer to the question that is gone is refused as stale; nothing is sent.
-    const late = await requester.req(path, { method: "POST", form: { csrf, askedAt, "answer.taskId": "1", "answer.note": "late" } });
+    const late = await requester.req(path, {
+      method: "POST",
+      form: { csrf, askedAt, "answer.taskId": "1", "answer.note": "late" },
+    });
     expect(late.status).toBe(409);
     expect((await w.portal.writes()).length).toBe(writesBefore);
   });
@@ -363,7 +507,11 @@ describe("inbox over HTTP", () => {
     const view = await w.run(2);
     const mallory = new Client(w.inbox.url);
     await mallory.signIn("mallory");
-    for (const p of [`/t/${view.threadId}`, `/t/${view.threadId}/evidence`, `/t/${view.threadId}/evidence.tar`]) {
+    for (const p of [
+      `/t/${view.threadId}`,
+      `/t/${view.threadId}/evidence`,
+      `/t/${view.threadId}/evidence.tar`,
+    ]) {
       const res = await mallory.req(p);
       expect(res.status, p).toBe(403);
       expect(await res.text()).not.toContain(view.approval!.envelopeHash);
@@ -404,7 +552,9 @@ describe("inbox over HTTP", () => {
     expect(attempts).toBeLessThanOrEqual(21);
     // Only failures under the limit are audited: the guessing cannot flood the log.
     const audited = async () =>
-      (await w.app.deps.audit.records()).filter((r) => r.event === "inbox_sign_in_refused" && /^nobody-/.test((r.received as { user: string }).user)).length;
+      (await w.app.deps.audit.records()).filter(
+        (r) => r.event === "inbox_sign_in_refused" && /^nobody-/.test((r.received as { user: string }).user),
+      ).length;
     expect(await audited()).toBe(attempts - 1);
     // Guessing goes on being refused from this address, for ids with and without failures of their own.
     const wrong = await c.signIn("alice", "not-alice-password");
@@ -427,5 +577,4 @@ describe("inbox over HTTP", () => {
     expect((await c.signIn("mallory", "guess")).status).toBe(429);
     expect(await audited()).toBe(attempts - 1);
   });
-
 });

@@ -15,10 +15,21 @@ import { SET_COMMENT, startSetWorld, type SetAction, type SetWorld } from "./sup
 
 if (noBrowserReason) console.warn(`inbox list browser tests skipped: ${noBrowserReason}`);
 
-const TITLES = { 4: "Quarterly plan", 1: "Hiring plan", 8: "Vendor audit", 2: "Release notes", 3: "Office move" };
+const TITLES = {
+  4: "Quarterly plan",
+  1: "Hiring plan",
+  8: "Vendor audit",
+  2: "Release notes",
+  3: "Office move",
+};
 const WIDTHS = [1280, 390] as const;
 
-async function signedIn(browser: Browser, url: string, user: string, width: number): Promise<{ context: BrowserContext; page: Page }> {
+async function signedIn(
+  browser: Browser,
+  url: string,
+  user: string,
+  width: number,
+): Promise<{ context: BrowserContext; page: Page }> {
   const context = await browser.newContext({ viewport: { width, height: 900 } });
   const page = await context.newPage();
   await page.goto(`${url}/login`);
@@ -47,10 +58,21 @@ describe.skipIf(!!noBrowserReason)("the inbox list and a revision's page, in Chr
     const a = edited.approval!;
     // bob edits task 8's proposal: revision 2 is his, so he waits for another approver on it.
     await submitDecision(w.app, edited.threadId, {
-      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, editedAction: { name: "update_task", args: { taskId: 8, fields: { TITLE: "Vendor audit (bob)" } } } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "bob" },
+          editedAction: { name: "update_task", args: { taskId: 8, fields: { TITLE: "Vendor audit (bob)" } } },
+        },
+      ],
     });
     // A run the LangGraph API server keeps (same journal, another checkpointer): decided there.
-    const elsewhere = await startRun(openApp(w.app.deps, { checkpointer: new MemorySaver() }), { request: "rename task 3 to the proposed title", requestedBy: "demo-user" });
+    const elsewhere = await startRun(openApp(w.app.deps, { checkpointer: new MemorySaver() }), {
+      request: "rename task 3 to the proposed title",
+      requestedBy: "demo-user",
+    });
     expect(elsewhere.status).toBe("awaiting_approval");
 
     for (const width of WIDTHS) {
@@ -69,11 +91,17 @@ describe.skipIf(!!noBrowserReason)("the inbox list and a revision's page, in Chr
       expect(mine).toContain("waiting for another approver");
       expect(mine).toContain("you edited this");
       expect(await row(edited.threadId).textContent()).toContain("Vendor audit (bob)");
-      expect(await row(elsewhere.threadId).locator(".tags").textContent()).toContain("decide on the API server");
+      expect(await row(elsewhere.threadId).locator(".tags").textContent()).toContain(
+        "decide on the API server",
+      );
       // Soonest expiry first: the edit gave task 8's revision a fresh expiry, so it comes after task 4's.
-      const expiries = await page.locator("li.item").evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset["expiresAt"]!));
+      const expiries = await page
+        .locator("li.item")
+        .evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset["expiresAt"]!));
       expect(expiries).toEqual([...expiries].sort((x, y) => Date.parse(x) - Date.parse(y)));
-      const order = await page.locator("li.item").evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset["thread"]!));
+      const order = await page
+        .locator("li.item")
+        .evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset["thread"]!));
       expect(order.indexOf(edited.threadId)).toBeGreaterThan(order.indexOf(first.threadId));
       // No two rows read the same.
       const rows = await page.locator("li.item").allTextContents();
@@ -88,7 +116,9 @@ describe.skipIf(!!noBrowserReason)("the inbox list and a revision's page, in Chr
       expect(await page.getByRole("button", { name: "Approve exactly this envelope" }).count()).toBe(0);
       // The revision says what it replaced: bob's edit, and the title as revision 1 asked and as now.
       const history = page.locator("section.revision-history");
-      expect(await history.locator("h3").textContent()).toContain("Revision 2 replaces revision 1, which edited by bob");
+      expect(await history.locator("h3").textContent()).toContain(
+        "Revision 2 replaces revision 1, which edited by bob",
+      );
       expect(await history.locator("td pre.previous").textContent()).toBe('"Vendor audit"');
       expect(await history.locator("td pre.current ins.changed").textContent()).toBe(" (bob)");
       await page.screenshot({ path: screenshotPath(`edited-revision-${width}`), fullPage: true });
@@ -109,13 +139,18 @@ describe.skipIf(!!noBrowserReason)("the inbox list and a revision's page, in Chr
       }
       const history = page.locator("section.revision-history");
       expect(await history.locator("h3").textContent()).toContain("which rejected by alice");
-      expect(await history.locator("p.feedback").textContent()).toBe('Feedback: use "Hiring plan 2027" instead');
+      expect(await history.locator("p.feedback").textContent()).toBe(
+        'Feedback: use "Hiring plan 2027" instead',
+      );
       expect(await history.locator("td pre.previous").textContent()).toBe('"Hiring plan"');
       expect(await history.locator("td pre.current ins.changed").textContent()).toBe(" 2027");
       // alice rejected, she did not write revision 2: she may approve it.
       expect(await page.getByRole("button", { name: "Approve exactly this envelope" }).count()).toBe(1);
       // The before/requested labels stay on a narrow screen (the header row is hidden there).
-      const label = await page.locator("table.changes:not(.revision-diff) td[data-label=Before]").first().evaluate((el) => getComputedStyle(el, "::before").content);
+      const label = await page
+        .locator("table.changes:not(.revision-diff) td[data-label=Before]")
+        .first()
+        .evaluate((el) => getComputedStyle(el, "::before").content);
       expect(label).toBe(width === 390 ? '"Before"' : "none");
       await page.screenshot({ path: screenshotPath(`rejected-revision-${width}`), fullPage: true });
       // The evidence names the stage by what happened: revision 1 was rejected, nothing approved yet.
@@ -144,7 +179,10 @@ describe.skipIf(!!noBrowserReason)("the notice after a decision follows the outc
   it("an approval whose run ends NOT_EXECUTED is not announced as a green success", async () => {
     const view = await w.run(2);
     // The task changes after the card was made: the pre-read finds it stale and nothing is written.
-    expect((await w.portal.rest("tasks.task.update", { taskId: 2, fields: { TITLE: "Changed meanwhile" } })).status).toBe(200);
+    expect(
+      (await w.portal.rest("tasks.task.update", { taskId: 2, fields: { TITLE: "Changed meanwhile" } }))
+        .status,
+    ).toBe(200);
     const before = (await w.portal.writes()).length;
     const { context, page } = await signedIn(browser, w.inbox.url, "alice", 1280);
     await page.goto(`${w.inbox.url}/t/${view.threadId}`);
@@ -152,7 +190,9 @@ describe.skipIf(!!noBrowserReason)("the notice after a decision follows the outc
     await page.locator(".outcome").first().waitFor();
     expect(await page.locator("h1").textContent()).toContain("NOT_EXECUTED");
     const notice = page.locator("p.notice.warn");
-    expect(await notice.textContent()).toMatch(/^Your approve was recorded, but the run ended NOT_EXECUTED \(STALE_STATE\)/);
+    expect(await notice.textContent()).toMatch(
+      /^Your approve was recorded, but the run ended NOT_EXECUTED \(STALE_STATE\)/,
+    );
     expect(await page.locator("text=was accepted").count()).toBe(0);
     await page.screenshot({ path: screenshotPath("not-executed-notice-1280"), fullPage: true });
     expect((await w.portal.writes()).length).toBe(before);
@@ -161,7 +201,8 @@ describe.skipIf(!!noBrowserReason)("the notice after a decision follows the outc
 });
 
 const PER_ACTION = `set status of task 4 to awaiting control, rename task 2 to Release notes 2027 and comment on task 4: ${SET_COMMENT}`;
-const REVISED = "rename task 1 to Q4 vendor report, rename task 3 to Invoice rounding 2027 and comment on task 1: ready";
+const REVISED =
+  "rename task 1 to Q4 vendor report, rename task 3 to Invoice rounding 2027 and comment on task 1: ready";
 const SETS: Record<string, SetAction[]> = {
   [REVISED]: [
     { operation: "update_task", taskId: 1, fields: { TITLE: "Q4 vendor report" } },
@@ -205,7 +246,9 @@ describe.skipIf(!!noBrowserReason)("a change set's page, in Chromium", () => {
         // Folded by default.
         expect(await card.locator("details.invariants").getAttribute("open")).toBeNull();
       }
-      expect(await page.locator('section.card[data-action-id="a3"] .expects-summary').textContent()).toContain("Expects what a1 wrote: STATUS");
+      expect(
+        await page.locator('section.card[data-action-id="a3"] .expects-summary').textContent(),
+      ).toContain("Expects what a1 wrote: STATUS");
       await page.screenshot({ path: screenshotPath(`set-page-${width}`), fullPage: true });
       if (width === 1280) {
         const height = await page.evaluate(() => document.documentElement.scrollHeight);
@@ -223,7 +266,9 @@ describe.skipIf(!!noBrowserReason)("a change set's page, in Chromium", () => {
     // a3 posts a comment (reversible_external), which the default policy does not run after a partial
     // approval: a1 and a3 come back as revision 2, which alice may approve (rejecting is not an edit).
     await page.locator(".notice").waitFor();
-    expect(await page.locator(".notice").textContent()).toContain("A new revision (2) now waits for a fresh approval.");
+    expect(await page.locator(".notice").textContent()).toContain(
+      "A new revision (2) now waits for a fresh approval.",
+    );
     await page.getByRole("button", { name: /Approve the whole set/ }).click();
     await page.locator(".outcome").first().waitFor();
     expect(await page.locator("h1").textContent()).toContain("VERIFIED");
@@ -246,15 +291,32 @@ describe.skipIf(!!noBrowserReason)("a change set's page, in Chromium", () => {
     expect(view.status).toBe("awaiting_approval");
     const cs = view.approval!.changeSet!;
     // alice approves a1, edits a2's title and rejects a3 with a reason: revision 2 is hers to wait on.
-    const next = await submitDecision(w.app, view.threadId, setDecisions(view, { as: "alice", hash: cs.setHash, approve: ["a1"], edit: ["a2"], set: ["a2.TITLE=Invoice rounding 2028"], reject: ["a3=not this week"] }));
+    const next = await submitDecision(
+      w.app,
+      view.threadId,
+      setDecisions(view, {
+        as: "alice",
+        hash: cs.setHash,
+        approve: ["a1"],
+        edit: ["a2"],
+        set: ["a2.TITLE=Invoice rounding 2028"],
+        reject: ["a3=not this week"],
+      }),
+    );
     expect(next.approval?.revision).toBe(2);
     for (const width of WIDTHS) {
       const { context, page } = await signedIn(browser, w.inbox.url, "bob", width);
       await page.goto(`${w.inbox.url}/t/${view.threadId}`);
       const history = page.locator("section.set-revision");
-      expect(await history.locator("h3").textContent()).toContain("Revision 2 replaces revision 1, which edited by alice");
-      expect(await history.locator('ul.dropped li[data-action-id="a3"]').textContent()).toContain("a3 (add_task_comment task 1) is no longer in the set: rejected — not this week");
-      expect(await history.locator('ul.dropped li[data-action-id="a3"] q').textContent()).toBe("not this week");
+      expect(await history.locator("h3").textContent()).toContain(
+        "Revision 2 replaces revision 1, which edited by alice",
+      );
+      expect(await history.locator('ul.dropped li[data-action-id="a3"]').textContent()).toContain(
+        "a3 (add_task_comment task 1) is no longer in the set: rejected — not this week",
+      );
+      expect(await history.locator('ul.dropped li[data-action-id="a3"] q').textContent()).toBe(
+        "not this week",
+      );
       const rows = history.locator("table.revision-diff tbody tr");
       expect(await rows.count()).toBe(1);
       expect((await rows.first().locator("th").textContent())!.trim()).toBe("a2");

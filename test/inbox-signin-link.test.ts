@@ -26,7 +26,8 @@ if (noBrowserReason) console.warn(`inbox sign-in link browser test skipped: ${no
 function unconfigured(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) {
-    if (/^(BITRIX24_|ACTION_ENVELOPE_|GROQ_|MODEL$|DATABASE_URL$|NO_COLOR$|LANGSMITH_|LANGCHAIN_)/.test(k)) delete env[k];
+    if (/^(BITRIX24_|ACTION_ENVELOPE_|GROQ_|MODEL$|DATABASE_URL$|NO_COLOR$|LANGSMITH_|LANGCHAIN_)/.test(k))
+      delete env[k];
   }
   return { ...env, NO_COLOR: "1", ...extra };
 }
@@ -48,12 +49,18 @@ describe.skipIf(!!noBrowserReason)("npm start -- --inbox on the offline demo", (
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     const browser = await launchBrowser();
     try {
-      await expect.poll(() => out, { timeout: 90_000, interval: 100 }).toMatch(/Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /);
+      await expect
+        .poll(() => out, { timeout: 90_000, interval: 100 })
+        .toMatch(/Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /);
       expect(out).toMatch(/web inbox: http:\/\/127\.0\.0\.1:\d+\/ \(no password accounts;/);
-      expect(out).toContain("sign in as demo-approver, the offline demo's approver, with this one-time link (this computer only, once, until ");
+      expect(out).toContain(
+        "sign in as demo-approver, the offline demo's approver, with this one-time link (this computer only, once, until ",
+      );
       const link = /^\s+(http:\/\/127\.0\.0\.1:\d+\/login\/once\/[A-Za-z0-9_-]{43})$/m.exec(out)?.[1];
       expect(link, out).toBeDefined();
-      const [, base, threadId] = /Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /.exec(out)!;
+      const [, base, threadId] = /Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /.exec(
+        out,
+      )!;
 
       // 1280 px: the link signs in as demo-approver and lands on the list, where the approval waits.
       const wide = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -63,14 +70,18 @@ describe.skipIf(!!noBrowserReason)("npm start -- --inbox on the offline demo", (
       expect(await page.locator("header").textContent()).toContain("demo-approver");
       await page.locator(`li.item[data-thread="${threadId}"]`).waitFor();
       await page.screenshot({ path: screenshotPath("signin-link-list-1280"), fullPage: true });
-      expect(out).toMatch(/web inbox: demo-approver signed in \(one-time link\) from (::ffff:)?127\.0\.0\.1 at \d{4}-/);
+      expect(out).toMatch(
+        /web inbox: demo-approver signed in \(one-time link\) from (::ffff:)?127\.0\.0\.1 at \d{4}-/,
+      );
 
       // 390 px, another browser context: the same link again is refused; no session, no second sign-in.
       const narrow = await browser.newContext({ viewport: { width: 390, height: 900 } });
       const again = await narrow.newPage();
       const second = await again.goto(link!);
       expect(second?.status()).toBe(401);
-      expect(await again.locator("p.refusal").textContent()).toContain("This sign-in link was used already or has expired");
+      expect(await again.locator("p.refusal").textContent()).toContain(
+        "This sign-in link was used already or has expired",
+      );
       expect(await again.getByLabel("Approver id").count()).toBe(1);
       await again.screenshot({ path: screenshotPath("signin-link-used-390"), fullPage: true });
       expect((await narrow.cookies()).map((c) => c.name)).not.toContain("__Host-ae-inbox");
@@ -96,7 +107,9 @@ describe.skipIf(!!noBrowserReason)("npm start -- --inbox on the offline demo", (
     }
     const portal = await startPortal({ statePath: path.join(dataDir, "emulator.sqlite") });
     try {
-      expect((await portal.writes()).map((w) => w.params)).toEqual([{ taskId: 4, fields: { TITLE: "Signed in by link" } }]);
+      expect((await portal.writes()).map((w) => w.params)).toEqual([
+        { taskId: 4, fields: { TITLE: "Signed in by link" } },
+      ]);
     } finally {
       await portal.emulator.close();
     }
@@ -138,38 +151,52 @@ describe("one-time sign-in links over HTTP", () => {
     expect(ok.status).toBe(303);
     const cookie = ok.headers.getSetCookie().find((c) => c.startsWith("__Host-ae-inbox="));
     expect(cookie).toBeDefined();
-    const list = await fetch(`${inbox.url}/`, { headers: { cookie: cookie!.split(";")[0]!, accept: "text/html" }, redirect: "manual" });
+    const list = await fetch(`${inbox.url}/`, {
+      headers: { cookie: cookie!.split(";")[0]!, accept: "text/html" },
+      redirect: "manual",
+    });
     expect(list.status).toBe(200);
     expect(await list.text()).toContain("alice");
     // One audit record: the sign-in by link (the refused, expired link signed no one in).
     const audited = (await app!.deps.audit.records()).filter((r) => r.event.startsWith("inbox_sign"));
     expect(audited).toHaveLength(1);
-    expect(audited[0]).toMatchObject({ event: "inbox_signed_in", approver: { id: "alice" }, received: { method: "one-time link" } });
+    expect(audited[0]).toMatchObject({
+      event: "inbox_signed_in",
+      approver: { id: "alice" },
+      received: { method: "one-time link" },
+    });
   });
 
   const external = Object.values(os.networkInterfaces())
     .flat()
     .find((a) => a && !a.internal && a.family === "IPv4")?.address;
 
-  it.runIf(external)("a link never signs in from another address, and an inbox on a non-loopback address issues none", async () => {
-    const a = await openApp();
-    const links = new SignInLinks();
-    const { token } = links.issue("alice");
-    // The inbox's app on every interface, reached over this computer's non-loopback address.
-    const web = createInboxApp({ app: a, users: NO_USERS, signInLinks: links }, () => true);
-    const server = await new Promise<Server>((resolve) => {
-      const s = serve({ fetch: web.fetch, port: 0, hostname: "0.0.0.0" }, () => resolve(s as Server)) as Server;
-    });
-    closers.push(() => new Promise((resolve) => server.close(() => resolve())));
-    const port = (server.address() as AddressInfo).port;
-    const remote = await fetch(`http://${external}:${port}/login/once/${token}`, { redirect: "manual" });
-    expect(remote.status).toBe(403);
-    expect(await remote.text()).toContain("works only on the computer that printed it");
-    // Refused before it was read: the same link still signs in from loopback.
-    expect((await fetch(`http://127.0.0.1:${port}/login/once/${token}`, { redirect: "manual" })).status).toBe(303);
+  it.runIf(external)(
+    "a link never signs in from another address, and an inbox on a non-loopback address issues none",
+    async () => {
+      const a = await openApp();
+      const links = new SignInLinks();
+      const { token } = links.issue("alice");
+      // The inbox's app on every interface, reached over this computer's non-loopback address.
+      const web = createInboxApp({ app: a, users: NO_USERS, signInLinks: links }, () => true);
+      const server = await new Promise<Server>((resolve) => {
+        const s = serve({ fetch: web.fetch, port: 0, hostname: "0.0.0.0" }, () =>
+          resolve(s as Server),
+        ) as Server;
+      });
+      closers.push(() => new Promise((resolve) => server.close(() => resolve())));
+      const port = (server.address() as AddressInfo).port;
+      const remote = await fetch(`http://${external}:${port}/login/once/${token}`, { redirect: "manual" });
+      expect(remote.status).toBe(403);
+      expect(await remote.text()).toContain("works only on the computer that printed it");
+      // Refused before it was read: the same link still signs in from loopback.
+      expect(
+        (await fetch(`http://127.0.0.1:${port}/login/once/${token}`, { redirect: "manual" })).status,
+      ).toBe(303);
 
-    const open = await startInbox({ app: a, users: NO_USERS, port: 0, host: "0.0.0.0" });
-    closers.push(() => open.close());
-    expect(() => open.signInLink("alice")).toThrow(/only for an inbox on this computer's loopback address/);
-  });
+      const open = await startInbox({ app: a, users: NO_USERS, port: 0, host: "0.0.0.0" });
+      closers.push(() => open.close());
+      expect(() => open.signInLink("alice")).toThrow(/only for an inbox on this computer's loopback address/);
+    },
+  );
 });

@@ -22,26 +22,45 @@ describe("npm start -- --inbox", () => {
   it("serves the inbox on a free port, prints its URL, and an approval there ends the job VERIFIED with one write", async () => {
     const dataDir = tempDir("ae-start-inbox-");
     const usersFile = path.join(dataDir, "inbox-users.json");
-    fs.writeFileSync(usersFile, JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }));
-    const child = spawn(process.execPath, [CLI, "start", "rename task 4 to Started with an inbox", "--inbox"], {
-      cwd: ROOT,
-      env: { ...process.env, NO_COLOR: "1", ...envFor(portal, dataDir, { ACTION_ENVELOPE_INBOX_USERS: usersFile }) },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    fs.writeFileSync(
+      usersFile,
+      JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }),
+    );
+    const child = spawn(
+      process.execPath,
+      [CLI, "start", "rename task 4 to Started with an inbox", "--inbox"],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          NO_COLOR: "1",
+          ...envFor(portal, dataDir, { ACTION_ENVELOPE_INBOX_USERS: usersFile }),
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     let err = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (err += d));
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     try {
-      await expect.poll(() => out, { timeout: 60_000, interval: 100 }).toMatch(/Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /);
+      await expect
+        .poll(() => out, { timeout: 60_000, interval: 100 })
+        .toMatch(/Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /);
       expect(out).toMatch(/web inbox: http:\/\/127\.0\.0\.1:\d+\/ \(1 approver account\(s\)/);
-      const [, base, threadId] = /Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /.exec(out)!;
+      const [, base, threadId] = /Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /.exec(
+        out,
+      )!;
       const cookies = new Map<string, string>();
       const req = async (p: string, form?: Record<string, string>) => {
         const res = await fetch(base + p, {
           method: form ? "POST" : "GET",
-          headers: { cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "), accept: "text/html", ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: base! } : {}) },
+          headers: {
+            cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+            accept: "text/html",
+            ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: base! } : {}),
+          },
           body: form ? new URLSearchParams(form).toString() : undefined,
           redirect: "manual",
         });
@@ -52,15 +71,30 @@ describe("npm start -- --inbox", () => {
         return res;
       };
       const login = await (await req("/login")).text();
-      expect((await req("/login", { csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!, user: "alice", password: "alice-password-1" })).status).toBe(303);
+      expect(
+        (
+          await req("/login", {
+            csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
+            user: "alice",
+            password: "alice-password-1",
+          })
+        ).status,
+      ).toBe(303);
       const card = await (await req(`/t/${threadId}`)).text();
       const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(card)![1]!;
       expect(await portal.writes()).toHaveLength(0);
-      const decided = await req(`/t/${threadId}/decide`, { csrf: field("csrf"), action: "approve", envelopeHash: field("envelopeHash"), nonce: field("nonce") });
+      const decided = await req(`/t/${threadId}/decide`, {
+        csrf: field("csrf"),
+        action: "approve",
+        envelopeHash: field("envelopeHash"),
+        nonce: field("nonce"),
+      });
       expect(decided.status).toBe(200);
       expect(await exited).toBe(0);
       expect(out).toContain("VERIFIED");
-      expect((await portal.writes()).map((w) => w.params)).toEqual([{ taskId: 4, fields: { TITLE: "Started with an inbox" } }]);
+      expect((await portal.writes()).map((w) => w.params)).toEqual([
+        { taskId: 4, fields: { TITLE: "Started with an inbox" } },
+      ]);
     } finally {
       if (child.exitCode === null) child.kill("SIGINT");
       await exited;
@@ -69,7 +103,10 @@ describe("npm start -- --inbox", () => {
   });
 
   it("without ACTION_ENVELOPE_INBOX_USERS says how to enable it and runs as before", async () => {
-    const r = await runCli(["start", "rename task 5 to No inbox", "--inbox"], envFor(portal, tempDir("ae-start-noinbox-"), { ACTION_ENVELOPE_INBOX_USERS: "" }));
+    const r = await runCli(
+      ["start", "rename task 5 to No inbox", "--inbox"],
+      envFor(portal, tempDir("ae-start-noinbox-"), { ACTION_ENVELOPE_INBOX_USERS: "" }),
+    );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS");
     expect(r.stdout).toContain("npm run cli -- inbox-user --id <approver> --file inbox-users.json");
@@ -82,13 +119,19 @@ describe("inbox-user --file", () => {
     const dir = tempDir("ae-inbox-user-");
     const file = path.join(dir, "users.json");
     const env = { ACTION_ENVELOPE_DATA_DIR: dir };
-    const made = await runCli(["inbox-user", "--id", "alice", "--file", file], env, { input: "alice-password-1\n" });
+    const made = await runCli(["inbox-user", "--id", "alice", "--file", file], env, {
+      input: "alice-password-1\n",
+    });
     expect(made.code, made.stderr).toBe(0);
     expect(made.stdout).toContain(`created alice in a new ${file} (1 account(s))`);
     expect((fs.statSync(file).mode & 0o777).toString(8)).toBe("600");
-    const added = await runCli(["inbox-user", "--id", "bob", "--file", file], env, { input: "bob-password-22\n" });
+    const added = await runCli(["inbox-user", "--id", "bob", "--file", file], env, {
+      input: "bob-password-22\n",
+    });
     expect(added.stdout).toContain(`added bob in ${file} (2 account(s))`);
-    const again = await runCli(["inbox-user", "--id", "alice", "--file", file], env, { input: "alice-password-new\n" });
+    const again = await runCli(["inbox-user", "--id", "alice", "--file", file], env, {
+      input: "alice-password-new\n",
+    });
     expect(again.stdout).toContain(`replaced the entry of alice in ${file} (2 account(s))`);
     const users = loadInboxUsers(file);
     expect(users.ids().sort()).toEqual(["alice", "bob"]);
@@ -98,7 +141,9 @@ describe("inbox-user --file", () => {
     // Not a users file: refused, and left as it was.
     const other = path.join(dir, "other.json");
     fs.writeFileSync(other, '{"not":"users"}');
-    const refused = await runCli(["inbox-user", "--id", "carol", "--file", other], env, { input: "carol-password-3\n" });
+    const refused = await runCli(["inbox-user", "--id", "carol", "--file", other], env, {
+      input: "carol-password-3\n",
+    });
     expect(refused.code).not.toBe(0);
     expect(fs.readFileSync(other, "utf8")).toBe('{"not":"users"}');
   });

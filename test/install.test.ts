@@ -14,7 +14,11 @@ describe("a clean install", () => {
   // warnings, without installing anything (run on a copy of the manifest and lockfile).
   it("resolves the lockfile with no warning", async () => {
     for (const f of ["package.json", "package-lock.json"]) copyFileSync(f, join(dir, f));
-    const { stdout, stderr } = await run("npm", ["ci", "--dry-run", "--ignore-scripts", "--no-audit", "--no-fund"], { cwd: dir });
+    const { stdout, stderr } = await run(
+      "npm",
+      ["ci", "--dry-run", "--ignore-scripts", "--no-audit", "--no-fund"],
+      { cwd: dir },
+    );
     expect(`${stdout}\n${stderr}`).not.toMatch(/npm warn|ERESOLVE/i);
   });
 });

@@ -11,7 +11,16 @@ import { startRun, submitDecision, viewThread, type App, type ThreadView } from 
 import { loadConfig } from "../src/config/env.js";
 import { loadJournalKey } from "../src/store/journal-key.js";
 import { ConfigError } from "../src/errors.js";
-import { approvalOf as approve, envFor, openTestApp, ROOT, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  approvalOf as approve,
+  envFor,
+  openTestApp,
+  ROOT,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const TITLE = "SEALED TITLE";
@@ -43,20 +52,29 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     const view = await waiting();
     const db = new Database(path.join(dataDir, "journal.sqlite"));
     try {
-      const r = db.prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?").get(view.approval!.envelopeHash) as { registered_json: string };
+      const r = db
+        .prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?")
+        .get(view.approval!.envelopeHash) as { registered_json: string };
       const edited = JSON.parse(r.registered_json);
       edited.envelope.params.TITLE = "EDITED IN THE DATA DIRECTORY";
       edited.card = edited.card.replace(TITLE, "EDITED IN THE DATA DIRECTORY");
-      db.prepare("UPDATE actions SET registered_json = ? WHERE envelope_hash = ?").run(JSON.stringify(edited), view.approval!.envelopeHash);
+      db.prepare("UPDATE actions SET registered_json = ? WHERE envelope_hash = ?").run(
+        JSON.stringify(edited),
+        view.approval!.envelopeHash,
+      );
     } finally {
       db.close();
     }
     // Refused, audited, and nothing changed: the approval is not closed by a process that cannot tell
     // an edited row from a wrong key; it can simply never be executed as edited.
-    await expect(submitDecision(app!, view.threadId, approve(view))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED" });
+    await expect(submitDecision(app!, view.threadId, approve(view))).rejects.toMatchObject({
+      code: "INTEGRITY_CHECK_FAILED",
+    });
     expect(await portal.writes()).toHaveLength(0);
     const records = await app!.deps.audit.records({ threadId: view.threadId });
-    expect(records.filter((x) => x.event === "tamper_detected").map((x) => x.refusal?.reason)).toContainEqual(expect.stringContaining("does not verify against its MAC"));
+    expect(records.filter((x) => x.event === "tamper_detected").map((x) => x.refusal?.reason)).toContainEqual(
+      expect.stringContaining("does not verify against its MAC"),
+    );
     expect(records.map((x) => x.event)).not.toContain("decision_accepted");
     const still = await viewThread(app!, view.threadId);
     expect(still.status).toBe("awaiting_approval");
@@ -70,12 +88,20 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     const db = new Database(path.join(dataDir, "journal.sqlite"));
     try {
       // Move the first thread's sealed row (and its MAC) under the second thread: the seal covers the thread id.
-      const r = db.prepare("SELECT registered_json, mac FROM actions WHERE envelope_hash = ?").get(first.approval!.envelopeHash) as { registered_json: string; mac: string };
-      db.prepare("UPDATE actions SET registered_json = ?, mac = ? WHERE envelope_hash = ?").run(r.registered_json, r.mac, second.approval!.envelopeHash);
+      const r = db
+        .prepare("SELECT registered_json, mac FROM actions WHERE envelope_hash = ?")
+        .get(first.approval!.envelopeHash) as { registered_json: string; mac: string };
+      db.prepare("UPDATE actions SET registered_json = ?, mac = ? WHERE envelope_hash = ?").run(
+        r.registered_json,
+        r.mac,
+        second.approval!.envelopeHash,
+      );
     } finally {
       db.close();
     }
-    await expect(submitDecision(app!, second.threadId, approve(second))).rejects.toMatchObject({ code: "INTEGRITY_CHECK_FAILED" });
+    await expect(submitDecision(app!, second.threadId, approve(second))).rejects.toMatchObject({
+      code: "INTEGRITY_CHECK_FAILED",
+    });
     expect(await portal.writes()).toHaveLength(0);
   });
 });
@@ -84,7 +110,10 @@ describe("the journal key", () => {
   it("is created on first use outside the data directory, mode 0600, with a message naming it; the same key is read back", () => {
     const dir = tempDir("ae-key-");
     const file = path.join(dir, "nested", "journal.key");
-    const config = loadConfig({ ACTION_ENVELOPE_DATA_DIR: path.join(dir, "data"), ACTION_ENVELOPE_JOURNAL_KEY_FILE: file }, ROOT);
+    const config = loadConfig(
+      { ACTION_ENVELOPE_DATA_DIR: path.join(dir, "data"), ACTION_ENVELOPE_JOURNAL_KEY_FILE: file },
+      ROOT,
+    );
     const said: string[] = [];
     const key = loadJournalKey(config, (l) => said.push(l));
     expect(key.length).toBe(32);
@@ -96,29 +125,48 @@ describe("the journal key", () => {
 
   it("is refused inside the data directory, and a short or malformed key is refused with the variable's name", () => {
     const dir = tempDir("ae-key-");
-    const inside = loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: path.join(dir, "journal.key") }, ROOT);
+    const inside = loadConfig(
+      { ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: path.join(dir, "journal.key") },
+      ROOT,
+    );
     expect(() => loadJournalKey(inside, () => {})).toThrow(ConfigError);
     expect(() => loadJournalKey(inside, () => {})).toThrow(/inside the data directory/);
     expect(fs.existsSync(path.join(dir, "journal.key"))).toBe(false);
-    expect(() => loadConfig({ ACTION_ENVELOPE_JOURNAL_KEY: "c2hvcnQ=" }, ROOT)).toThrow(/ACTION_ENVELOPE_JOURNAL_KEY must be at least 32 bytes/);
+    expect(() => loadConfig({ ACTION_ENVELOPE_JOURNAL_KEY: "c2hvcnQ=" }, ROOT)).toThrow(
+      /ACTION_ENVELOPE_JOURNAL_KEY must be at least 32 bytes/,
+    );
     const short = path.join(dir, "..", `${path.basename(dir)}-short.key`);
     fs.writeFileSync(short, "c2hvcnQ=\n");
-    expect(() => loadJournalKey(loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: short }, ROOT), () => {})).toThrow(/at least 32 bytes/);
+    expect(() =>
+      loadJournalKey(
+        loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: short }, ROOT),
+        () => {},
+      ),
+    ).toThrow(/at least 32 bytes/);
   });
 
-  it.skipIf(!sqlite)("a process with another key cannot use approvals sealed under the first: refused, never executed, and the approval is left for the right key", async () => {
-    const view = await waiting();
-    await app!.close();
-    app = undefined;
-    const other = envFor(portal, dataDir, { ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.other.key` });
-    const r = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"], other);
-    expect(r.stderr).toContain(`${dataDir}.other.key`); // the new key's creation is announced
-    expect(r.code).toBe(2);
-    expect(r.stdout + r.stderr).toContain("INTEGRITY_CHECK_FAILED");
-    expect(await portal.writes()).toHaveLength(0);
-    // The process with the right key still can.
-    const ok = await runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"], envFor(portal, dataDir));
-    expect(ok.code, ok.stderr).toBe(0);
-    expect(await portal.writes()).toHaveLength(1);
-  });
+  it.skipIf(!sqlite)(
+    "a process with another key cannot use approvals sealed under the first: refused, never executed, and the approval is left for the right key",
+    async () => {
+      const view = await waiting();
+      await app!.close();
+      app = undefined;
+      const other = envFor(portal, dataDir, { ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.other.key` });
+      const r = await runCli(
+        ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"],
+        other,
+      );
+      expect(r.stderr).toContain(`${dataDir}.other.key`); // the new key's creation is announced
+      expect(r.code).toBe(2);
+      expect(r.stdout + r.stderr).toContain("INTEGRITY_CHECK_FAILED");
+      expect(await portal.writes()).toHaveLength(0);
+      // The process with the right key still can.
+      const ok = await runCli(
+        ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"],
+        envFor(portal, dataDir),
+      );
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(await portal.writes()).toHaveLength(1);
+    },
+  );
 });

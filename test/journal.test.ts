@@ -34,7 +34,10 @@ describe("SqliteJournal", () => {
     await a.registerAction(action, action.envelope.createdAt);
     const alice = approvalOf(action, "alice");
     const bob = approvalOf(action, "bob");
-    const [x, y] = await Promise.all([a.decideAction(action.envelopeHash, alice.claim, alice.decision), b.decideAction(action.envelopeHash, bob.claim, bob.decision)]);
+    const [x, y] = await Promise.all([
+      a.decideAction(action.envelopeHash, alice.claim, alice.decision),
+      b.decideAction(action.envelopeHash, bob.claim, bob.decision),
+    ]);
     expect([x.claimed, y.claimed].sort()).toEqual([false, true]);
     const loser = x.claimed ? y : x;
     const winner = x.claimed ? "alice" : "bob";
@@ -46,10 +49,18 @@ describe("SqliteJournal", () => {
     const { a, b } = pair();
     const action = testAction("t1", "sha256:e");
     await readyToWrite(a, action);
-    const intent = { envelopeHash: "sha256:e", threadId: "t1", idempotencyKey: "k1", args: { taskId: 4, fields: { TITLE: "x" } } };
+    const intent = {
+      envelopeHash: "sha256:e",
+      threadId: "t1",
+      idempotencyKey: "k1",
+      args: { taskId: 4, fields: { TITLE: "x" } },
+    };
     expect((await a.beginWrite(intent, "2026-11-30T00:00:00Z", leaseFor(action))).begun).toBe(true);
     const second = await b.beginWrite(intent, "2026-11-30T00:00:01Z", leaseFor(action));
-    expect(second).toMatchObject({ begun: false, existing: { envelopeHash: "sha256:e", sentAt: "2026-11-30T00:00:00Z" } });
+    expect(second).toMatchObject({
+      begun: false,
+      existing: { envelopeHash: "sha256:e", sentAt: "2026-11-30T00:00:00Z" },
+    });
     await a.recordAcknowledgement("sha256:e", { status: "OK" }, "2026-11-30T00:00:02Z");
     expect((await b.findExecution("sha256:e"))?.acknowledgement).toEqual({ status: "OK" });
   });
@@ -65,7 +76,14 @@ describe("SqliteJournal", () => {
   it("a lease left by a killed process that nobody reaped yet (a zombie) is taken over", async () => {
     const { file, b } = pair();
     // A parent that forks a child which exits at once and is never waited for: the child stays a zombie.
-    const parent = spawn("python3", ["-c", "import os,time,sys\npid=os.fork()\nif pid==0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(30)"], { stdio: ["ignore", "pipe", "inherit"] });
+    const parent = spawn(
+      "python3",
+      [
+        "-c",
+        "import os,time,sys\npid=os.fork()\nif pid==0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(30)",
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
     try {
       let out = "";
       parent.stdout.on("data", (d) => (out += d));
@@ -75,7 +93,12 @@ describe("SqliteJournal", () => {
         return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
       });
       const db = new Database(file);
-      db.prepare("INSERT INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)").run("t1", "dead-owner", zombie, Date.now() + 60_000);
+      db.prepare("INSERT INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)").run(
+        "t1",
+        "dead-owner",
+        zombie,
+        Date.now() + 60_000,
+      );
       db.close();
       expect(await b.acquireThreadLock("t1", "owner-b", 60_000)).toBe(true);
     } finally {
@@ -97,9 +120,24 @@ describe("a journal made before questions counted invalid answers", () => {
       expect(await j.noteInvalidAnswer("t1", "taskId: expected a number")).toBe(1);
       expect(await j.noteInvalidAnswer("t1", "taskId: must be positive")).toBe(2);
       // The same question recorded again (a re-run of ask_input) keeps its count and last refusal; another one starts at 0.
-      await j.recordQuestion({ threadId: "t1", toolCallId: "call-1", question: "Which task?", fields: { taskId: { type: "number" } }, askedAt: "2026-12-01T10:00:00.000Z" });
-      expect(await j.getQuestion("t1")).toMatchObject({ invalidAnswers: 2, lastRefusal: "taskId: must be positive" });
-      await j.recordQuestion({ threadId: "t1", toolCallId: "call-2", question: "Which deal?", fields: { dealId: { type: "number" } }, askedAt: "2026-12-01T10:05:00.000Z" });
+      await j.recordQuestion({
+        threadId: "t1",
+        toolCallId: "call-1",
+        question: "Which task?",
+        fields: { taskId: { type: "number" } },
+        askedAt: "2026-12-01T10:00:00.000Z",
+      });
+      expect(await j.getQuestion("t1")).toMatchObject({
+        invalidAnswers: 2,
+        lastRefusal: "taskId: must be positive",
+      });
+      await j.recordQuestion({
+        threadId: "t1",
+        toolCallId: "call-2",
+        question: "Which deal?",
+        fields: { dealId: { type: "number" } },
+        askedAt: "2026-12-01T10:05:00.000Z",
+      });
       expect(await j.getQuestion("t1")).toMatchObject({ invalidAnswers: 0, lastRefusal: null });
       await j.closeQuestion("t1", "answered", "2026-12-01T10:06:00.000Z");
       expect(await j.noteInvalidAnswer("t1", "late")).toBe(0);

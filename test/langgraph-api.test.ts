@@ -58,7 +58,10 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
     server.stdout!.on("data", (d) => (stdout += d));
     server.stderr!.on("data", (d) => (stderr += d));
     apiUrl = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`dev server not ready in 150 s\n${stdout}\n${stderr}`)), 150_000);
+      const timer = setTimeout(
+        () => reject(new Error(`dev server not ready in 150 s\n${stdout}\n${stderr}`)),
+        150_000,
+      );
       const check = () => {
         const m = /API:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
         if (m) {
@@ -131,12 +134,28 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
     expect(again.lastRefusal?.code).toBe("MALFORMED");
     expect(await portal.writes()).toEqual([]);
 
-    const approval = { decisions: [{ type: "approve", envelopeHash: payload.envelopeHash, nonce: payload.nonce, approver: { id: "demo-approver" } }] };
-    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: approval } })) as Record<string, unknown>;
+    const approval = {
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: payload.envelopeHash,
+          nonce: payload.nonce,
+          approver: { id: "demo-approver" },
+        },
+      ],
+    };
+    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: approval } })) as Record<
+      string,
+      unknown
+    >;
     expect(final["outcome"]).toBe("VERIFIED");
     const done = await client.threads.getState(threadId);
     expect(done.next).toEqual([]);
-    expect(done.values).toMatchObject({ outcome: "VERIFIED", reasonCode: "VERIFIED", envelopeHash: payload.envelopeHash });
+    expect(done.values).toMatchObject({
+      outcome: "VERIFIED",
+      reasonCode: "VERIFIED",
+      envelopeHash: payload.envelopeHash,
+    });
 
     const writes = await portal.writes();
     expect(writes).toHaveLength(1);
@@ -151,7 +170,9 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
     // The MCP server the graph spawned inside the API server is part of the tree now.
     const now = descendants(server.pid!);
     seenPids = [...new Set([...seenPids, ...now.map((p) => p.pid)])];
-    const mcpChildren = now.filter((p) => fs.readFileSync(`/proc/${p.pid}/cmdline`, "utf8").includes("mcp-stdio"));
+    const mcpChildren = now.filter((p) =>
+      fs.readFileSync(`/proc/${p.pid}/cmdline`, "utf8").includes("mcp-stdio"),
+    );
     expect(mcpChildren.length).toBeGreaterThan(0);
 
     server.kill("SIGINT");
@@ -160,7 +181,10 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
     expect(stillAlive(seenPids, [serverGroup!])).toEqual([]);
 
     // The graceful path flushed the threads to disk (it is debounced by 3 s otherwise).
-    const checkpoints = fs.readFileSync(path.join(project.dir, ".langgraph_api", ".langgraphjs_api.checkpointer.json"), "utf8");
+    const checkpoints = fs.readFileSync(
+      path.join(project.dir, ".langgraph_api", ".langgraphjs_api.checkpointer.json"),
+      "utf8",
+    );
     expect(checkpoints).toContain(threadId);
   }, 90_000);
 
@@ -177,7 +201,12 @@ describe("npm run dev stopped by Ctrl-C at a terminal", () => {
     // detached: its own process group, like the foreground job of a terminal.
     const npm = spawn("npm", ["run", "dev", "--", "--config", project.file, "--no-reload"], {
       cwd: ROOT,
-      env: { ...process.env, ...envFor(await startPortalOnce(), tempDir()), NO_COLOR: "1", npm_config_update_notifier: "false" },
+      env: {
+        ...process.env,
+        ...envFor(await startPortalOnce(), tempDir()),
+        NO_COLOR: "1",
+        npm_config_update_notifier: "false",
+      },
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });
@@ -212,9 +241,12 @@ describe("npm run dev stopped by Ctrl-C at a terminal", () => {
       expect(out).not.toContain("again: killing the server");
       expect(out).not.toContain("Force killing");
       // npm has exited; give the last of the group a moment to be reaped, then require it gone.
-      for (let i = 0; i < 50 && stillAlive(tree, [npm.pid!, serverGroup!]).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 50 && stillAlive(tree, [npm.pid!, serverGroup!]).length > 0; i++)
+        await new Promise((r) => setTimeout(r, 100));
       expect(stillAlive(tree, [npm.pid!, serverGroup!])).toEqual([]);
-      expect(fs.readFileSync(path.join(project.dir, ".langgraph_api", ".langgraphjs_ops.json"), "utf8")).toContain(thread.thread_id);
+      expect(
+        fs.readFileSync(path.join(project.dir, ".langgraph_api", ".langgraphjs_ops.json"), "utf8"),
+      ).toContain(thread.thread_id);
     } finally {
       if (npm.exitCode === null) npm.kill("SIGKILL");
       killAll(tree, serverGroup ? [serverGroup] : []);

@@ -7,8 +7,23 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { startRun, submitDecision, sweepExpired, type App, type ThreadView } from "../src/app/threads.js";
-import { DecisionSchema, defaultPolicy, generateApproverKeyPair, signDecision, signedPayloadOf } from "../src/envelope/index.js";
-import { envFor, journalSql, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  DecisionSchema,
+  defaultPolicy,
+  generateApproverKeyPair,
+  signDecision,
+  signedPayloadOf,
+} from "../src/envelope/index.js";
+import {
+  envFor,
+  journalSql,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 const REQUEST = "rename task 4 to Quarterly plan";
@@ -30,13 +45,21 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
-async function open(script: Script = readThenPropose(4, { TITLE: "Quarterly plan" }), env: Record<string, string> = {}) {
+async function open(
+  script: Script = readThenPropose(4, { TITLE: "Quarterly plan" }),
+  env: Record<string, string> = {},
+) {
   app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script), clock: () => now, env });
   return app;
 }
 
 /** The journal's claim of a nonce, as its table holds it (undefined when the nonce is unclaimed). */
-const claimOf = async (nonce: string) => (await journalSql(dataDir, "SELECT decision_type, decided_at FROM T.decision_claims WHERE nonce = ?", [nonce]))[0];
+const claimOf = async (nonce: string) =>
+  (
+    await journalSql(dataDir, "SELECT decision_type, decided_at FROM T.decision_claims WHERE nonce = ?", [
+      nonce,
+    ])
+  )[0];
 
 function policyWithout(field: "escalationGroup"): string {
   const p = defaultPolicy() as Record<string, unknown>;
@@ -57,7 +80,15 @@ function strictPolicy(requireSignature: boolean): string {
 }
 
 const approve = (view: ThreadView, approver = "demo-approver", extra: Record<string, unknown> = {}) => ({
-  decisions: [{ type: "approve", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, approver: { id: approver }, ...extra }],
+  decisions: [
+    {
+      type: "approve",
+      envelopeHash: view.approval!.envelopeHash,
+      nonce: view.approval!.nonce,
+      approver: { id: approver },
+      ...extra,
+    },
+  ],
 });
 
 function later(view: ThreadView, ms = 1000) {
@@ -104,7 +135,9 @@ describe("expiry and sweep", () => {
     expect(b.escalatedTo).toBe("task-leads");
 
     const stale = await submitDecision(app, first.threadId, approve(first));
-    expect(["STALE_REVISION", "NONCE_MISMATCH", "HASH_MISMATCH"]).toContain(stale.state?.refusals.at(-1)?.code);
+    expect(["STALE_REVISION", "NONCE_MISMATCH", "HASH_MISMATCH"]).toContain(
+      stale.state?.refusals.at(-1)?.code,
+    );
     const notLead = await submitDecision(app, first.threadId, approve(second, "alice"));
     expect(notLead.state?.refusals.at(-1)?.code).toBe("APPROVER_NOT_ALLOWED");
     expect(await portal.writes()).toHaveLength(1); // only the person's edit
@@ -132,7 +165,9 @@ describe("expiry and sweep", () => {
     const app = await open();
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = view.approval!;
-    const after = await submitDecision(app, view.threadId, { decisions: [{ type: "expire", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "mallory" } }] });
+    const after = await submitDecision(app, view.threadId, {
+      decisions: [{ type: "expire", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "mallory" } }],
+    });
     expect(after.status).toBe("awaiting_approval");
     expect(after.state?.refusals.at(-1)?.code).toBe("NOT_EXPIRED");
   });
@@ -144,24 +179,64 @@ describe("cancel and late decisions", () => {
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = view.approval!;
     const done = await submitDecision(app, view.threadId, {
-      decisions: [{ type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "demo-user" }, reason: "no longer needed" }],
+      decisions: [
+        {
+          type: "cancel",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          by: { id: "demo-user" },
+          reason: "no longer needed",
+        },
+      ],
     });
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
     expect(done.state?.reasonCode).toBe("CANCELLED");
     expect(done.state?.reason).toContain("no longer needed");
     expect((await claimOf(a.nonce))?.["decision_type"]).toBe("cancel");
-    await expect(submitDecision(app, view.threadId, approve(view))).rejects.toMatchObject({ code: "THREAD_ENDED" });
+    await expect(submitDecision(app, view.threadId, approve(view))).rejects.toMatchObject({
+      code: "THREAD_ENDED",
+    });
     expect(await portal.writes()).toHaveLength(0);
   });
 
   const endings: Array<[string, (app: App, v: ThreadView) => Promise<unknown>]> = [
     ["executed", (app, v) => submitDecision(app, v.threadId, approve(v))],
-    ["rejected", (app, v) => submitDecision(app, v.threadId, { decisions: [{ type: "reject", envelopeHash: v.approval!.envelopeHash, nonce: v.approval!.nonce, approver: { id: "bob" } }] })],
-    ["expired", async (app, v) => {
-      later(v);
-      return submitDecision(app, v.threadId, approve(v));
-    }],
-    ["cancelled", (app, v) => submitDecision(app, v.threadId, { decisions: [{ type: "cancel", envelopeHash: v.approval!.envelopeHash, nonce: v.approval!.nonce, by: { id: "demo-user" }, reason: "stop" }] })],
+    [
+      "rejected",
+      (app, v) =>
+        submitDecision(app, v.threadId, {
+          decisions: [
+            {
+              type: "reject",
+              envelopeHash: v.approval!.envelopeHash,
+              nonce: v.approval!.nonce,
+              approver: { id: "bob" },
+            },
+          ],
+        }),
+    ],
+    [
+      "expired",
+      async (app, v) => {
+        later(v);
+        return submitDecision(app, v.threadId, approve(v));
+      },
+    ],
+    [
+      "cancelled",
+      (app, v) =>
+        submitDecision(app, v.threadId, {
+          decisions: [
+            {
+              type: "cancel",
+              envelopeHash: v.approval!.envelopeHash,
+              nonce: v.approval!.nonce,
+              by: { id: "demo-user" },
+              reason: "stop",
+            },
+          ],
+        }),
+    ],
   ];
   it.each(endings)("a decision after the thread was %s is refused and writes nothing", async (_name, end) => {
     const app = await open();
@@ -169,7 +244,9 @@ describe("cancel and late decisions", () => {
     await end(app, view);
     const writesBefore = (await portal.writes()).length;
     now = new Date();
-    await expect(submitDecision(app, view.threadId, approve(view, "alice"))).rejects.toMatchObject({ code: "THREAD_ENDED" });
+    await expect(submitDecision(app, view.threadId, approve(view, "alice"))).rejects.toMatchObject({
+      code: "THREAD_ENDED",
+    });
     expect(await portal.writes()).toHaveLength(writesBefore);
   });
 });
@@ -180,7 +257,15 @@ describe("unverified decisions under a policy that refuses self-declared ids", (
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = view.approval!;
     const after = await submitDecision(app, view.threadId, {
-      decisions: [{ type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "demo-user" }, reason: "someone else's cancel" }],
+      decisions: [
+        {
+          type: "cancel",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          by: { id: "demo-user" },
+          reason: "someone else's cancel",
+        },
+      ],
     });
     expect(after.status).toBe("awaiting_approval");
     expect(after.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
@@ -192,43 +277,85 @@ describe("unverified decisions under a policy that refuses self-declared ids", (
   it.each([
     ["self-declared ids refused", false],
     ["signatures required", true],
-  ])("anonymous decisions that only name an entitled approver do not use up the refusal budget (%s)", async (_name, requireSignature) => {
-    const keysDir = tempDir("ae-keys-");
-    const key = generateApproverKeyPair("demo-approver");
-    fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
-    const app = await open(undefined, { ACTION_ENVELOPE_POLICY: strictPolicy(requireSignature), ACTION_ENVELOPE_APPROVER_KEYS: keysDir, ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "3" });
-    const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
-    const a = view.approval!;
-    // Unsigned, and signed with a key that is not demo-approver's: neither proves who sent it.
-    const forger = generateApproverKeyPair("demo-approver");
-    for (let i = 0; i < 3; i++) {
-      const unsigned = await submitDecision(app, view.threadId, approve(view));
-      expect(unsigned.status).toBe("awaiting_approval");
-      expect(unsigned.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
-      const item = DecisionSchema.parse({ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString() });
-      const forged = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), forger.privateKeyPem) }] });
-      expect(forged.status).toBe("awaiting_approval");
-      expect(forged.state?.refusals.at(-1)?.code).toBe("SIGNATURE_INVALID");
-    }
-    expect(await portal.writes()).toHaveLength(0);
-    // The real approver's signed approval is still accepted and runs the one write.
-    const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString() });
-    const done = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
-    expect(done.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(1);
-  });
+  ])(
+    "anonymous decisions that only name an entitled approver do not use up the refusal budget (%s)",
+    async (_name, requireSignature) => {
+      const keysDir = tempDir("ae-keys-");
+      const key = generateApproverKeyPair("demo-approver");
+      fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
+      const app = await open(undefined, {
+        ACTION_ENVELOPE_POLICY: strictPolicy(requireSignature),
+        ACTION_ENVELOPE_APPROVER_KEYS: keysDir,
+        ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "3",
+      });
+      const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+      const a = view.approval!;
+      // Unsigned, and signed with a key that is not demo-approver's: neither proves who sent it.
+      const forger = generateApproverKeyPair("demo-approver");
+      for (let i = 0; i < 3; i++) {
+        const unsigned = await submitDecision(app, view.threadId, approve(view));
+        expect(unsigned.status).toBe("awaiting_approval");
+        expect(unsigned.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
+        const item = DecisionSchema.parse({
+          type: "reject",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "demo-approver" },
+          decidedAt: new Date().toISOString(),
+        });
+        const forged = await submitDecision(app, view.threadId, {
+          decisions: [
+            { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), forger.privateKeyPem) },
+          ],
+        });
+        expect(forged.status).toBe("awaiting_approval");
+        expect(forged.state?.refusals.at(-1)?.code).toBe("SIGNATURE_INVALID");
+      }
+      expect(await portal.writes()).toHaveLength(0);
+      // The real approver's signed approval is still accepted and runs the one write.
+      const item = DecisionSchema.parse({
+        type: "approve",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        approver: { id: "demo-approver" },
+        decidedAt: new Date().toISOString(),
+      });
+      const done = await submitDecision(app, view.threadId, {
+        decisions: [
+          { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) },
+        ],
+      });
+      expect(done.state?.outcome).toBe("VERIFIED");
+      expect(await portal.writes()).toHaveLength(1);
+    },
+  );
 
   it("refusals of the verified approver still count: three bad signed decisions end the approval", async () => {
     const keysDir = tempDir("ae-keys-");
     const key = generateApproverKeyPair("demo-approver");
     fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
-    const app = await open(undefined, { ACTION_ENVELOPE_POLICY: strictPolicy(false), ACTION_ENVELOPE_APPROVER_KEYS: keysDir, ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "3" });
+    const app = await open(undefined, {
+      ACTION_ENVELOPE_POLICY: strictPolicy(false),
+      ACTION_ENVELOPE_APPROVER_KEYS: keysDir,
+      ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "3",
+    });
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = view.approval!;
     let last: ThreadView | undefined;
     for (let i = 0; i < 3; i++) {
-      const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString(), override: { gate: "not_a_gate", reason: "x" } });
-      last = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
+      const item = DecisionSchema.parse({
+        type: "approve",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        approver: { id: "demo-approver" },
+        decidedAt: new Date().toISOString(),
+        override: { gate: "not_a_gate", reason: "x" },
+      });
+      last = await submitDecision(app, view.threadId, {
+        decisions: [
+          { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) },
+        ],
+      });
     }
     expect(last?.state?.reasonCode).toBe("TOO_MANY_REFUSED_DECISIONS");
     expect(await portal.writes()).toHaveLength(0);
@@ -239,19 +366,35 @@ describe("the recorded decision time", () => {
   /** The decision time in every place it is recorded: graph state, the journal's claim, the audit's decision_accepted record. */
   async function recorded(app: App, view: ThreadView, after: ThreadView) {
     const claim = await claimOf(view.approval!.nonce);
-    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).find((r) => r.event === "decision_accepted") as { approver?: { decidedAt?: string } } | undefined;
-    return { state: after.state?.decision?.decidedAt, claim: claim?.["decided_at"], audit: accepted?.approver?.decidedAt };
+    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).find(
+      (r) => r.event === "decision_accepted",
+    ) as { approver?: { decidedAt?: string } } | undefined;
+    return {
+      state: after.state?.decision?.decidedAt,
+      claim: claim?.["decided_at"],
+      audit: accepted?.approver?.decidedAt,
+    };
   }
 
   it("an unsigned decision dated 2020-01-01 is recorded at this server's time (state, journal claim, audit), not at its claimed time", async () => {
     const app = await open();
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     now = new Date(now.getTime() + 60_000);
-    const after = await submitDecision(app, view.threadId, approve(view, "demo-approver", { decidedAt: "2020-01-01T00:00:00.000Z" }));
+    const after = await submitDecision(
+      app,
+      view.threadId,
+      approve(view, "demo-approver", { decidedAt: "2020-01-01T00:00:00.000Z" }),
+    );
     expect(after.state?.outcome).toBe("VERIFIED");
-    expect(await recorded(app, view, after)).toEqual({ state: now.toISOString(), claim: now.toISOString(), audit: now.toISOString() });
+    expect(await recorded(app, view, after)).toEqual({
+      state: now.toISOString(),
+      claim: now.toISOString(),
+      audit: now.toISOString(),
+    });
     // What the caller sent (its claimed date included) stays in the record as received, never as the decision time.
-    expect((after.state?.decision?.raw as { decisions: Array<{ decidedAt: string }> }).decisions[0]!.decidedAt).toBe("2020-01-01T00:00:00.000Z");
+    expect(
+      (after.state?.decision?.raw as { decisions: Array<{ decidedAt: string }> }).decisions[0]!.decidedAt,
+    ).toBe("2020-01-01T00:00:00.000Z");
     expect(await portal.writes()).toHaveLength(1);
   });
 
@@ -265,8 +408,18 @@ describe("the recorded decision time", () => {
     const signedAt = new Date(now.getTime() + 30_000).toISOString();
     now = new Date(now.getTime() + 60_000);
     const a = view.approval!;
-    const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: signedAt });
-    const after = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
+    const item = DecisionSchema.parse({
+      type: "approve",
+      envelopeHash: a.envelopeHash,
+      nonce: a.nonce,
+      approver: { id: "demo-approver" },
+      decidedAt: signedAt,
+    });
+    const after = await submitDecision(app, view.threadId, {
+      decisions: [
+        { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) },
+      ],
+    });
     expect(after.state?.decision?.verifiedBy).toBe("signature");
     expect(await recorded(app, view, after)).toEqual({ state: signedAt, claim: signedAt, audit: signedAt });
     expect(await portal.writes()).toHaveLength(1);
@@ -282,20 +435,37 @@ describe("signed decisions: strict time and encoding (issue 26 row 10)", () => {
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = view.approval!;
     const signedItem = (decidedAt: string) => {
-      const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt });
+      const item = DecisionSchema.parse({
+        type: "approve",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        approver: { id: "demo-approver" },
+        decidedAt,
+      });
       return { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) };
     };
-    const backdated = await submitDecision(app, view.threadId, { decisions: [signedItem("2020-01-01T00:00:00.000Z")] });
-    expect(backdated.state?.refusals.at(-1)).toMatchObject({ code: "MALFORMED", reason: expect.stringMatching(/^decidedAt 2020-01-01T00:00:00.000Z is before this approval was created/) });
+    const backdated = await submitDecision(app, view.threadId, {
+      decisions: [signedItem("2020-01-01T00:00:00.000Z")],
+    });
+    expect(backdated.state?.refusals.at(-1)).toMatchObject({
+      code: "MALFORMED",
+      reason: expect.stringMatching(
+        /^decidedAt 2020-01-01T00:00:00.000Z is before this approval was created/,
+      ),
+    });
 
     const good = signedItem(new Date(now.getTime() + 1000).toISOString());
     const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const reencoded = `${good.signature.slice(0, -3)}${alphabet[alphabet.indexOf(good.signature.at(-3)!) | 1]}==`;
     expect(Buffer.from(reencoded, "base64").equals(Buffer.from(good.signature, "base64"))).toBe(true);
-    const noncanonical = await submitDecision(app, view.threadId, { decisions: [{ ...good, signature: reencoded }] });
+    const noncanonical = await submitDecision(app, view.threadId, {
+      decisions: [{ ...good, signature: reencoded }],
+    });
     expect(noncanonical.state?.refusals.at(-1)?.code).toBe("SIGNATURE_INVALID");
     expect(noncanonical.status).toBe("awaiting_approval");
-    const refused = (await app.deps.audit.records({ threadId: view.threadId })).filter((r) => r.event === "decision_refused");
+    const refused = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+      (r) => r.event === "decision_refused",
+    );
     expect(refused.map((r) => r.refusal?.code)).toEqual(["MALFORMED", "SIGNATURE_INVALID"]);
     expect(await portal.writes()).toHaveLength(0);
 
@@ -308,15 +478,28 @@ describe("signed decisions: strict time and encoding (issue 26 row 10)", () => {
 describe("reject and revise", () => {
   /** Proposes "Quarterly plan"; after a rejection, proposes the value quoted in the feedback. */
   const reviser: Script = (messages: BaseMessage[]) => {
-    const feedback = [...messages].reverse().find((m) => m instanceof HumanMessage && String(m.content).includes("rejected"));
+    const feedback = [...messages]
+      .reverse()
+      .find((m) => m instanceof HumanMessage && String(m.content).includes("rejected"));
     const lastIsTool = messages.at(-1)?.getType() === "tool";
     const quoted = feedback ? /"([^"]+)"/.exec(String(feedback.content))?.[1] : undefined;
-    if (!messages.some((m) => m.getType() === "tool")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+    if (!messages.some((m) => m.getType() === "tool"))
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
     if (feedback && messages.at(-1) === feedback && quoted) {
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: quoted }, rationale: "revised after review" })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", { taskId: 4, fields: { TITLE: quoted }, rationale: "revised after review" }),
+        ],
+      });
     }
     if (lastIsTool && (messages.at(-1) as { name?: string }).name === "get_task_by_id") {
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: "Quarterly plan" }, rationale: "first try" })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", { taskId: 4, fields: { TITLE: "Quarterly plan" }, rationale: "first try" }),
+        ],
+      });
     }
     return new AIMessage("Nothing more to propose.");
   };
@@ -326,7 +509,15 @@ describe("reject and revise", () => {
     const first = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = first.approval!;
     const revised = await submitDecision(app, first.threadId, {
-      decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, message: 'use "Quarterly plan 2027" instead' }],
+      decisions: [
+        {
+          type: "reject",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "bob" },
+          message: 'use "Quarterly plan 2027" instead',
+        },
+      ],
     });
     expect(revised.status).toBe("awaiting_approval");
     const b = revised.approval!;
@@ -346,7 +537,15 @@ describe("reject and revise", () => {
     for (const title of ["Second", "Third"]) {
       const a = view.approval!;
       view = await submitDecision(app, view.threadId, {
-        decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, message: `use "${title}" instead` }],
+        decisions: [
+          {
+            type: "reject",
+            envelopeHash: a.envelopeHash,
+            nonce: a.nonce,
+            approver: { id: "bob" },
+            message: `use "${title}" instead`,
+          },
+        ],
       });
     }
     expect(view.state?.outcome).toBe("NOT_EXECUTED");
@@ -358,7 +557,9 @@ describe("reject and revise", () => {
     const app = await open(reviser);
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = view.approval!;
-    const done = await submitDecision(app, view.threadId, { decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" } }] });
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" } }],
+    });
     expect(done.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
   });
 });
@@ -369,7 +570,15 @@ describe("amend", () => {
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     const a = view.approval!;
     const after = await submitDecision(app, view.threadId, {
-      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "bob" }, editedAction: { name: "update_task", args: { taskId: 5, fields: { TITLE: "x" } } } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "bob" },
+          editedAction: { name: "update_task", args: { taskId: 5, fields: { TITLE: "x" } } },
+        },
+      ],
     });
     expect(after.status).toBe("awaiting_approval");
     expect(after.approval?.envelopeHash).toBe(a.envelopeHash);
@@ -380,24 +589,46 @@ describe("amend", () => {
 
 describe("structured input", () => {
   const asker: Script = (messages) => {
-    const answer = [...messages].reverse().find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    const answer = [...messages]
+      .reverse()
+      .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
     if (!answer) {
       return new AIMessage({
         content: "",
-        tool_calls: [call("request_input", { question: "Which task do you mean?", fields: { taskId: { type: "enum", description: "task id", choices: ["1", "4"] } } })],
+        tool_calls: [
+          call("request_input", {
+            question: "Which task do you mean?",
+            fields: { taskId: { type: "enum", description: "task id", choices: ["1", "4"] } },
+          }),
+        ],
       });
     }
     const chosen = Number(JSON.parse(String(answer.content)).taskId);
-    if (messages.at(-1) === answer) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: chosen, fields: { TITLE: "Renamed after a question" }, rationale: "the human chose it" })] });
+    if (messages.at(-1) === answer)
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", {
+          taskId: chosen,
+          fields: { TITLE: "Renamed after a question" },
+          rationale: "the human chose it",
+        }),
+      ],
+    });
   };
 
   it("asks instead of guessing, refuses an invalid answer, and a valid one leads to a normal approval", async () => {
     const app = await open(asker);
-    const asked = await startRun(app, { request: "rename the lab task to Renamed after a question", requestedBy: "demo-user" });
+    const asked = await startRun(app, {
+      request: "rename the lab task to Renamed after a question",
+      requestedBy: "demo-user",
+    });
     expect(asked.status).toBe("awaiting_input");
     expect(asked.input?.question).toBe("Which task do you mean?");
-    expect(asked.input?.answerSchema).toMatchObject({ properties: { taskId: { type: "string", enum: ["1", "4"] } } });
+    expect(asked.input?.answerSchema).toMatchObject({
+      properties: { taskId: { type: "string", enum: ["1", "4"] } },
+    });
 
     const bad = await submitDecision(app, asked.threadId, { answers: { taskId: "9" } });
     expect(bad.status).toBe("awaiting_input");
@@ -416,20 +647,31 @@ describe("structured input", () => {
 
 describe("CLI", () => {
   it("cancel, answer-less sweep and a late approval through separate processes", async () => {
-    const env = envFor(portal, dataDir, { ACTION_ENVELOPE_TTL_SECONDS: "1", ACTION_ENVELOPE_POLICY: policyWithout("escalationGroup") });
+    const env = envFor(portal, dataDir, {
+      ACTION_ENVELOPE_TTL_SECONDS: "1",
+      ACTION_ENVELOPE_POLICY: policyWithout("escalationGroup"),
+    });
     const run1 = parseJsonOutput((await runCli(["run", "rename task 4 to One", "--json"], env)).stdout);
     const run2 = parseJsonOutput((await runCli(["run", "rename task 4 to Two", "--json"], env)).stdout);
     // No invented canceller: without --as (and no ACTION_ENVELOPE_DEFAULT_APPROVER) nothing is sent (the cancel below still ends it).
-    const nobody = await runCli(["cancel", run1.threadId, "--reason", "duplicate", "--json"], { ...env, ACTION_ENVELOPE_DEFAULT_APPROVER: "" });
+    const nobody = await runCli(["cancel", run1.threadId, "--reason", "duplicate", "--json"], {
+      ...env,
+      ACTION_ENVELOPE_DEFAULT_APPROVER: "",
+    });
     expect(nobody.code).not.toBe(0);
     expect(nobody.stderr).toContain("cancel needs who cancels: name it with --as <id>");
-    const cancelled = await runCli(["cancel", run1.threadId, "--reason", "duplicate", "--as", "demo-user", "--json"], env);
+    const cancelled = await runCli(
+      ["cancel", run1.threadId, "--reason", "duplicate", "--as", "demo-user", "--json"],
+      env,
+    );
     expect(cancelled.code, cancelled.stderr).toBe(0);
     expect(parseJsonOutput(cancelled.stdout).reasonCode).toBe("CANCELLED");
     await new Promise((r) => setTimeout(r, 1200));
     const swept = await runCli(["sweep", "--json"], env);
     expect(swept.code, swept.stderr).toBe(0);
-    expect(parseJsonOutput(swept.stdout).results).toEqual([expect.objectContaining({ threadId: run2.threadId, result: "expired" })]);
+    expect(parseJsonOutput(swept.stdout).results).toEqual([
+      expect.objectContaining({ threadId: run2.threadId, result: "expired" }),
+    ]);
     const late = await runCli(["approve", run2.threadId, "--hash", run2.envelopeHash, "--json"], env);
     expect(late.code).toBe(2);
     expect(parseJsonOutput(late.stdout).refused.code).toBe("THREAD_ENDED");

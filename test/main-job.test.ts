@@ -8,7 +8,16 @@ import fs from "node:fs";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ROOT, envFor, parseJsonOutput, runCli, startPortal, tempDir, type CliResult, type Portal } from "./support/harness.js";
+import {
+  ROOT,
+  envFor,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type CliResult,
+  type Portal,
+} from "./support/harness.js";
 import { KEY, hasScript, runInPty } from "./support/pty.js";
 
 const DEMO_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
@@ -17,7 +26,8 @@ const DEMO_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 function unconfigured(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) {
-    if (/^(BITRIX24_|ACTION_ENVELOPE_|GROQ_|MODEL$|DATABASE_URL$|NO_COLOR$|LANGSMITH_|LANGCHAIN_)/.test(k)) delete env[k];
+    if (/^(BITRIX24_|ACTION_ENVELOPE_|GROQ_|MODEL$|DATABASE_URL$|NO_COLOR$|LANGSMITH_|LANGCHAIN_)/.test(k))
+      delete env[k];
   }
   return { ...env, npm_config_update_notifier: "false", ...extra };
 }
@@ -42,7 +52,10 @@ describe.runIf(hasScript())("npm start at a terminal", () => {
       cwd: ROOT,
       env: unconfigured({ ACTION_ENVELOPE_DATA_DIR: dataDir }),
       steps: [
-        { when: /Decision for envelope\s+sha256:[0-9a-f]{64}[\s\S]*approve exactly this envelope/, keys: KEY.enter },
+        {
+          when: /Decision for envelope\s+sha256:[0-9a-f]{64}[\s\S]*approve exactly this envelope/,
+          keys: KEY.enter,
+        },
         { when: /Your approver id/, keys: "demo-approver" + KEY.enter },
       ],
       timeoutMs: 120_000,
@@ -54,7 +67,15 @@ describe.runIf(hasScript())("npm start at a terminal", () => {
     expect(r.text).toContain("model:   offline");
     expect(r.text).toContain("embedded Bitrix24 emulator");
     expect(r.text).toMatch(/reject\s*\n.*edit a field/);
-    for (const step of ["calls get_task_by_id", "▸ proposal", "approval card", "▸ pre-read MATCH", "▸ write sent", "▸ acknowledgement OK", "▸ verification VERIFIED"]) {
+    for (const step of [
+      "calls get_task_by_id",
+      "▸ proposal",
+      "approval card",
+      "▸ pre-read MATCH",
+      "▸ write sent",
+      "▸ acknowledgement OK",
+      "▸ verification VERIFIED",
+    ]) {
       expect(r.text).toContain(step);
     }
     expect(r.text).toMatch(/OUTCOME VERIFIED \(VERIFIED\)/);
@@ -84,7 +105,9 @@ describe.runIf(hasScript())("npm start at a terminal", () => {
       expect(r.text).not.toContain("Decision for envelope");
       expect(printed).toContain("approval card");
       expect(printed).toContain(`requested: "${DEMO_TITLE}"`);
-      const command = /^\s*(npm run cli -- approve \S+ --hash sha256:[0-9a-f]{64} --as \S+)\s*$/m.exec(printed)?.[1];
+      const command = /^\s*(npm run cli -- approve \S+ --hash sha256:[0-9a-f]{64} --as \S+)\s*$/m.exec(
+        printed,
+      )?.[1];
       expect(command, printed).toBeDefined();
       expect(await portal.writes()).toEqual([]);
 
@@ -112,12 +135,17 @@ describe("two-process CLI: run, then approve from another process", () => {
     await portal.emulator.close();
   });
 
-  async function runToApproval(): Promise<{ threadId: string; envelopeHash: string; envelope: { params: Record<string, unknown> } }> {
+  async function runToApproval(): Promise<{
+    threadId: string;
+    envelopeHash: string;
+    envelope: { params: Record<string, unknown> };
+  }> {
     const r = await runCli(["run", "rename task 4 to X", "--no-prompt", "--json"], env);
     expect(r.code, r.stderr).toBe(0);
     const out = parseJsonOutput(r.stdout);
     expect(out).toMatchObject({ status: "awaiting_approval", envelope: { params: { TITLE: "X" } } });
-    for (const key of ["threadId", "envelopeHash", "nonce", "expiresAt", "card"]) expect(out[key], key).toBeTruthy();
+    for (const key of ["threadId", "envelopeHash", "nonce", "expiresAt", "card"])
+      expect(out[key], key).toBeTruthy();
     return out;
   }
 
@@ -126,7 +154,11 @@ describe("two-process CLI: run, then approve from another process", () => {
     const r = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--json"], env);
     expect(r.code, r.stderr).toBe(0);
     const out = parseJsonOutput(r.stdout);
-    expect(out).toMatchObject({ threadId: waiting.threadId, outcome: "VERIFIED", envelopeHash: waiting.envelopeHash });
+    expect(out).toMatchObject({
+      threadId: waiting.threadId,
+      outcome: "VERIFIED",
+      envelopeHash: waiting.envelopeHash,
+    });
     expect(out.reason).toBeTruthy();
     expect(out.preRead.verdict).toBe("MATCH");
     expect(out.acknowledgement.status).toBe("OK");
@@ -142,7 +174,11 @@ describe("two-process CLI: run, then approve from another process", () => {
     const r = await runCli(["approve", waiting.threadId, "--hash", wrong, "--json"], env);
     expect(r.code, r.stderr).toBe(2);
     const out = parseJsonOutput(r.stdout);
-    expect(out).toMatchObject({ status: "awaiting_approval", envelopeHash: waiting.envelopeHash, refused: { code: "HASH_MISMATCH" } });
+    expect(out).toMatchObject({
+      status: "awaiting_approval",
+      envelopeHash: waiting.envelopeHash,
+      refused: { code: "HASH_MISMATCH" },
+    });
     expect(await portal.writes()).toEqual([]);
 
     const shown = await runCli(["show", waiting.threadId, "--json"], env);
@@ -167,7 +203,10 @@ describe("two-process CLI: run, then approve from another process", () => {
 
   // A bad setting (exit 1 too) is covered in config.test.ts.
   it("usage errors exit 1 and say what to fix", async () => {
-    const missingThread = await runCli(["approve", "no-such-thread", "--hash", `sha256:${"0".repeat(64)}`], env);
+    const missingThread = await runCli(
+      ["approve", "no-such-thread", "--hash", `sha256:${"0".repeat(64)}`],
+      env,
+    );
     expect(missingThread.code, missingThread.stderr).toBe(1);
     expect(missingThread.stderr).toContain("no-such-thread");
     expect(missingThread.stderr).toContain("npm run cli -- pending");

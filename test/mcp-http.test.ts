@@ -7,7 +7,12 @@ import { createBitrix24Tools, type McpCallResult } from "../src/tools/bitrix24-t
 
 const CODE = "mcp-http-test-secret-code";
 
-async function control(emu: RunningEmulator, path: string, method: "GET" | "POST", body?: unknown): Promise<unknown> {
+async function control(
+  emu: RunningEmulator,
+  path: string,
+  method: "GET" | "POST",
+  body?: unknown,
+): Promise<unknown> {
   const res = await fetch(`${emu.baseUrl}${path}`, {
     method,
     headers: body === undefined ? {} : { "content-type": "application/json" },
@@ -17,7 +22,9 @@ async function control(emu: RunningEmulator, path: string, method: "GET" | "POST
   return res.json();
 }
 const updateCalls = async (emu: RunningEmulator) =>
-  ((await control(emu, "/_emulator/calls", "GET")) as { calls: Array<{ method: string }> }).calls.filter((c) => c.method === "tasks.task.update");
+  ((await control(emu, "/_emulator/calls", "GET")) as { calls: Array<{ method: string }> }).calls.filter(
+    (c) => c.method === "tasks.task.update",
+  );
 
 function ok(res: McpCallResult): any {
   if (!res.ok) throw new Error(`expected ok, got ${JSON.stringify(res.error)}`);
@@ -30,7 +37,10 @@ describe("MCP over Streamable HTTP, client in url mode", () => {
 
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, code: CODE, rate: 0 });
-    server = await serveHttp({ port: 0, client: new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0 }) });
+    server = await serveHttp({
+      port: 0,
+      client: new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0 }),
+    });
   });
   afterAll(async () => {
     await server?.close();
@@ -45,10 +55,21 @@ describe("MCP over Streamable HTTP, client in url mode", () => {
     const tools = await createBitrix24Tools({ mode: "url", url: server.url, toolNames: {} });
     try {
       expect(tools.readTools.map((t) => t.name).sort()).toEqual([
-        "get_deal", "get_task_by_id", "get_task_comment", "get_task_history", "get_users", "list_task_comments", "list_tasks", "search_deals",
+        "get_deal",
+        "get_task_by_id",
+        "get_task_comment",
+        "get_task_history",
+        "get_users",
+        "list_task_comments",
+        "list_tasks",
+        "search_deals",
       ]);
-      expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
-      expect(ok(await tools.writeHandle.updateTask(4, { TITLE: "Over HTTP" })).result.task.title).toBe("Over HTTP");
+      expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe(
+        "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+      );
+      expect(ok(await tools.writeHandle.updateTask(4, { TITLE: "Over HTTP" })).result.task.title).toBe(
+        "Over HTTP",
+      );
       expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe("Over HTTP");
       const missing = await tools.read("getTask", { taskId: 7 });
       expect(missing.ok).toBe(false);
@@ -60,16 +81,20 @@ describe("MCP over Streamable HTTP, client in url mode", () => {
   });
 
   it("refuses a mapping that points getTask at the update tool; no update reaches the portal", async () => {
-    await expect(createBitrix24Tools({ mode: "url", url: server.url, toolNames: { getTask: "update_task" } })).rejects.toThrow(
-      /getTask must name a read tool/,
-    );
+    await expect(
+      createBitrix24Tools({ mode: "url", url: server.url, toolNames: { getTask: "update_task" } }),
+    ).rejects.toThrow(/getTask must name a read tool/);
     // Swapping the names so the roles look distinct: the server's own hints and declared method still refuse it.
     await expect(
-      createBitrix24Tools({ mode: "url", url: server.url, toolNames: { getTask: "update_task", updateTask: "get_task_by_id" } }),
+      createBitrix24Tools({
+        mode: "url",
+        url: server.url,
+        toolNames: { getTask: "update_task", updateTask: "get_task_by_id" },
+      }),
     ).rejects.toThrow(/getTask/);
-    await expect(createBitrix24Tools({ mode: "url", url: server.url, toolNames: { listTasks: "no_such_tool" } })).rejects.toThrow(
-      /no such tool/,
-    );
+    await expect(
+      createBitrix24Tools({ mode: "url", url: server.url, toolNames: { listTasks: "no_such_tool" } }),
+    ).rejects.toThrow(/no such tool/);
     expect(await updateCalls(emu)).toHaveLength(0);
   });
 
@@ -80,7 +105,13 @@ describe("MCP over Streamable HTTP, client in url mode", () => {
     expect(other.status).toBe(404);
     const status = await new Promise<number>((resolve, reject) => {
       const req = request(
-        { host: "127.0.0.1", port: server.port, path: "/mcp", method: "POST", headers: { host: "attacker.example", "content-type": "application/json" } },
+        {
+          host: "127.0.0.1",
+          port: server.port,
+          path: "/mcp",
+          method: "POST",
+          headers: { host: "attacker.example", "content-type": "application/json" },
+        },
         (res) => {
           res.resume();
           resolve(res.statusCode ?? 0);
@@ -94,7 +125,13 @@ describe("MCP over Streamable HTTP, client in url mode", () => {
 
   it("runMcpServerCli --http serves the same tools and logs the portal without the code", async () => {
     const lines: string[] = [];
-    const handle = await runMcpServerCli({ http: true, port: 0, webhookUrl: emu.webhookUrl, rate: 0, log: (l) => lines.push(l) });
+    const handle = await runMcpServerCli({
+      http: true,
+      port: 0,
+      webhookUrl: emu.webhookUrl,
+      rate: 0,
+      log: (l) => lines.push(l),
+    });
     try {
       expect(handle.port).toBeGreaterThan(0);
       expect(lines.join("\n")).toContain(`http://127.0.0.1:${handle.port}/mcp`);

@@ -11,12 +11,24 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import { createBitrix24Tools, McpToolError, type Bitrix24Tools, type McpCallResult } from "../src/tools/bitrix24-tools.js";
+import {
+  createBitrix24Tools,
+  McpToolError,
+  type Bitrix24Tools,
+  type McpCallResult,
+} from "../src/tools/bitrix24-tools.js";
 import { readMcpServerEnv } from "../src/tools/mcp-stdio.js";
 
 const CODE = "mcp-test-secret-code";
 const READ_TOOL_NAMES = [
-  "get_deal", "get_task_by_id", "get_task_comment", "get_task_history", "get_users", "list_task_comments", "list_tasks", "search_deals",
+  "get_deal",
+  "get_task_by_id",
+  "get_task_comment",
+  "get_task_history",
+  "get_users",
+  "list_task_comments",
+  "list_tasks",
+  "search_deals",
 ];
 
 interface CallRow {
@@ -25,7 +37,12 @@ interface CallRow {
   status: number;
 }
 
-async function control(emu: RunningEmulator, path: string, method: "GET" | "POST", body?: unknown): Promise<unknown> {
+async function control(
+  emu: RunningEmulator,
+  path: string,
+  method: "GET" | "POST",
+  body?: unknown,
+): Promise<unknown> {
   const res = await fetch(`${emu.baseUrl}${path}`, {
     method,
     headers: body === undefined ? {} : { "content-type": "application/json" },
@@ -34,7 +51,8 @@ async function control(emu: RunningEmulator, path: string, method: "GET" | "POST
   if (!res.ok) throw new Error(`emulator control ${method} ${path}: HTTP ${res.status} ${await res.text()}`);
   return res.json();
 }
-const arm = (emu: RunningEmulator, fault: Record<string, unknown>) => control(emu, "/_emulator/faults", "POST", fault);
+const arm = (emu: RunningEmulator, fault: Record<string, unknown>) =>
+  control(emu, "/_emulator/faults", "POST", fault);
 const calls = async (emu: RunningEmulator, method?: string) => {
   const all = ((await control(emu, "/_emulator/calls", "GET")) as { calls: CallRow[] }).calls;
   return method ? all.filter((c) => c.method === method) : all;
@@ -73,11 +91,31 @@ describe("MCP over stdio against the emulator over HTTP", () => {
   it("readTools are exactly the read tools, all read-only by role and method", () => {
     expect(tools.readTools.map((t) => t.name).sort()).toEqual(READ_TOOL_NAMES);
     expect(tools.readTools.find((t) => t.name === "update_task")).toBeUndefined();
-    expect(tools.roles.updateTask).toEqual({ toolName: "update_task", method: "tasks.task.update", readOnly: false });
-    for (const role of ["getTask", "listTasks", "getHistory", "getUsers", "getDeal", "listDeals", "listTaskComments", "getTaskComment"] as const) {
+    expect(tools.roles.updateTask).toEqual({
+      toolName: "update_task",
+      method: "tasks.task.update",
+      readOnly: false,
+    });
+    for (const role of [
+      "getTask",
+      "listTasks",
+      "getHistory",
+      "getUsers",
+      "getDeal",
+      "listDeals",
+      "listTaskComments",
+      "getTaskComment",
+    ] as const) {
       expect(tools.roles[role].readOnly).toBe(true);
     }
-    for (const role of ["updateTask", "addTaskComment", "addTask", "updateDeal", "deleteTaskComment", "deleteTask"] as const) {
+    for (const role of [
+      "updateTask",
+      "addTaskComment",
+      "addTask",
+      "updateDeal",
+      "deleteTaskComment",
+      "deleteTask",
+    ] as const) {
       expect(tools.roles[role].readOnly).toBe(false);
       expect(tools.readTools.map((t) => t.name)).not.toContain(tools.roles[role].toolName);
     }
@@ -107,7 +145,12 @@ describe("MCP over stdio against the emulator over HTTP", () => {
     expect(typeof text).toBe("string");
     expect(JSON.parse(text as string).result.task.id).toBe("4");
     // As a ToolMessage (what the agent loop sees): the Bitrix24 JSON text, nothing else.
-    const message = (await tool.invoke({ name: "get_task_by_id", args: { taskId: 4 }, id: "call-1", type: "tool_call" })) as { content: unknown };
+    const message = (await tool.invoke({
+      name: "get_task_by_id",
+      args: { taskId: 4 },
+      id: "call-1",
+      type: "tool_call",
+    })) as { content: unknown };
     expect(typeof message.content).toBe("string");
     expect(JSON.parse(message.content as string).result).toEqual(JSON.parse(text as string).result);
     const failure = await tool.invoke({ taskId: 7 }).then(
@@ -136,26 +179,66 @@ describe("MCP over stdio against the emulator over HTTP", () => {
     const notFound = failed(await tools.read("getTask", { taskId: 7 }));
     expect(notFound.kind).toBe("not_found");
     const denied = failed(await tools.writeHandle.updateTask(6, { TITLE: "no rights" }));
-    expect(denied).toMatchObject({ kind: "access_denied", code: "0", httpStatus: 400, outcomeUnknown: false });
+    expect(denied).toMatchObject({
+      kind: "access_denied",
+      code: "0",
+      httpStatus: 400,
+      outcomeUnknown: false,
+    });
     const empty = failed(await tools.writeHandle.updateTask(4, {}));
     expect(empty).toMatchObject({ kind: "invalid_request", code: "100" });
   });
 
   it("faults through MCP: error, malformed and rate_limited keep their kind and evidence", async () => {
-    await arm(emu, { method: "tasks.task.get", kind: "error", status: 401, error: "NO_AUTH_FOUND", description: "Wrong authorization data" });
-    expect(failed(await tools.read("getTask", { taskId: 4 }))).toMatchObject({ kind: "auth", code: "NO_AUTH_FOUND", httpStatus: 401 });
+    await arm(emu, {
+      method: "tasks.task.get",
+      kind: "error",
+      status: 401,
+      error: "NO_AUTH_FOUND",
+      description: "Wrong authorization data",
+    });
+    expect(failed(await tools.read("getTask", { taskId: 4 }))).toMatchObject({
+      kind: "auth",
+      code: "NO_AUTH_FOUND",
+      httpStatus: 401,
+    });
 
     await arm(emu, { method: "tasks.task.get", kind: "malformed", body: "<html>gateway</html>" });
-    expect(failed(await tools.read("getTask", { taskId: 4 }))).toMatchObject({ kind: "malformed_response", rawBody: "<html>gateway</html>" });
+    expect(failed(await tools.read("getTask", { taskId: 4 }))).toMatchObject({
+      kind: "malformed_response",
+      rawBody: "<html>gateway</html>",
+    });
 
     // OVERLOAD_LIMIT: the portal blocked the REST API and did not run the call, so the outcome is known.
-    await arm(emu, { method: "tasks.task.update", kind: "error", status: 503, error: "OVERLOAD_LIMIT", description: "REST API is blocked due to overload.", times: 1 });
-    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "target_rejected", httpStatus: 503, outcomeUnknown: false });
+    await arm(emu, {
+      method: "tasks.task.update",
+      kind: "error",
+      status: 503,
+      error: "OVERLOAD_LIMIT",
+      description: "REST API is blocked due to overload.",
+      times: 1,
+    });
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({
+      kind: "target_rejected",
+      httpStatus: 503,
+      outcomeUnknown: false,
+    });
     expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
 
     // Any other 5xx to a write may come while the portal is carrying it out: outcome unknown.
-    await arm(emu, { method: "tasks.task.update", kind: "error", status: 502, error: "BAD_GATEWAY", description: "upstream", times: 1 });
-    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "target_rejected", httpStatus: 502, outcomeUnknown: true });
+    await arm(emu, {
+      method: "tasks.task.update",
+      kind: "error",
+      status: 502,
+      error: "BAD_GATEWAY",
+      description: "upstream",
+      times: 1,
+    });
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({
+      kind: "target_rejected",
+      httpStatus: 502,
+      outcomeUnknown: true,
+    });
     expect(await calls(emu, "tasks.task.update")).toHaveLength(2);
   });
 
@@ -169,7 +252,9 @@ describe("MCP over stdio against the emulator over HTTP", () => {
   it("ack_without_apply and side_effect are visible only on a fresh read", async () => {
     await arm(emu, { method: "tasks.task.update", kind: "ack_without_apply" });
     ok(await tools.writeHandle.updateTask(4, { TITLE: "Only acknowledged" }));
-    expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
+    expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe(
+      "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+    );
 
     await arm(emu, { method: "tasks.task.update", kind: "side_effect", field: "RESPONSIBLE_ID", value: "1" });
     ok(await tools.writeHandle.updateTask(4, { TITLE: "With side effect" }));
@@ -183,17 +268,23 @@ describe("MCP over stdio against the emulator over HTTP", () => {
     const crafted = failed(await tools.read("getTask", { taskId: 4, fields: { TITLE: "smuggled" } }));
     expect(crafted.kind).toBe("invalid_request");
     expect(failed(await tools.read("getTask", { taskId: -4 })).kind).toBe("invalid_request");
-    expect(failed(await tools.read("listTasks", { filter: { ID: 4 }, method: "tasks.task.update" })).kind).toBe("invalid_request");
+    expect(
+      failed(await tools.read("listTasks", { filter: { ID: 4 }, method: "tasks.task.update" })).kind,
+    ).toBe("invalid_request");
 
     // The role is checked at run time too, for callers that bypass the types.
-    expect(() => tools.read("updateTask" as never, { taskId: 4, fields: { TITLE: "smuggled" } })).toThrow(/expected one of/);
+    expect(() => tools.read("updateTask" as never, { taskId: 4, fields: { TITLE: "smuggled" } })).toThrow(
+      /expected one of/,
+    );
 
     // A model-facing read tool with crafted args fails as well.
     const getTool = tools.readTools.find((t) => t.name === "get_task_by_id")!;
     await expect(getTool.invoke({ taskId: 4, fields: { TITLE: "smuggled" } } as never)).rejects.toThrow();
 
     expect(await calls(emu, "tasks.task.update")).toHaveLength(0);
-    expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe("LAB-AGENT-EXEC-002 - BOUND ACTION TEST");
+    expect(ok(await tools.read("getTask", { taskId: 4 })).result.task.title).toBe(
+      "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+    );
   });
 });
 
@@ -202,18 +293,30 @@ describe("mcp-stdio entry", () => {
   const entry = fileURLToPath(new URL("../src/tools/mcp-stdio.ts", import.meta.url));
 
   it("reads its settings from the given environment", () => {
-    expect(readMcpServerEnv({ BITRIX24_WEBHOOK_URL: "http://127.0.0.1:1/rest/1/x/", BITRIX24_RATE: "5", BITRIX24_BURST: "250", BITRIX24_TIMEOUT_MS: "900" })).toEqual({
+    expect(
+      readMcpServerEnv({
+        BITRIX24_WEBHOOK_URL: "http://127.0.0.1:1/rest/1/x/",
+        BITRIX24_RATE: "5",
+        BITRIX24_BURST: "250",
+        BITRIX24_TIMEOUT_MS: "900",
+      }),
+    ).toEqual({
       webhookUrl: "http://127.0.0.1:1/rest/1/x/",
       rate: 5,
       burst: 250,
       timeoutMs: 900,
     });
     expect(() => readMcpServerEnv({})).toThrow(/BITRIX24_WEBHOOK_URL is required/);
-    expect(() => readMcpServerEnv({ BITRIX24_WEBHOOK_URL: "http://127.0.0.1:1/rest/1/x/", BITRIX24_TIMEOUT_MS: "soon" })).toThrow(/BITRIX24_TIMEOUT_MS/);
+    expect(() =>
+      readMcpServerEnv({ BITRIX24_WEBHOOK_URL: "http://127.0.0.1:1/rest/1/x/", BITRIX24_TIMEOUT_MS: "soon" }),
+    ).toThrow(/BITRIX24_TIMEOUT_MS/);
   });
 
   it("exits with a clear message when BITRIX24_WEBHOOK_URL is missing", async () => {
-    const child = spawn(tsx, [entry], { env: { PATH: process.env.PATH ?? "" }, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(tsx, [entry], {
+      env: { PATH: process.env.PATH ?? "" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     let stderr = "";
     child.stderr.on("data", (d) => (stderr += String(d)));
     const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
@@ -235,7 +338,11 @@ describe("the bundled MCP server", () => {
     try {
       const seen: Array<{ tools: unknown; task: unknown }> = [];
       for (const file of ["mcp-stdio.js", "mcp-stdio.bundle.js"]) {
-        const transport = new StdioClientTransport({ command: process.execPath, args: [dist(file)], env: { PATH: process.env.PATH ?? "", BITRIX24_WEBHOOK_URL: emu.webhookUrl } });
+        const transport = new StdioClientTransport({
+          command: process.execPath,
+          args: [dist(file)],
+          env: { PATH: process.env.PATH ?? "", BITRIX24_WEBHOOK_URL: emu.webhookUrl },
+        });
         const client = new Client({ name: "bundle-check", version: "1" });
         await client.connect(transport);
         try {
@@ -274,7 +381,9 @@ describe("an external MCP server's answers to a write", () => {
   let tools: Bitrix24Tools;
   /** What the next update_task call answers after it has (or has not) written. */
   let next: { apply: boolean; result: CallToolResult };
-  const text = (body: unknown): CallToolResult => ({ content: [{ type: "text", text: JSON.stringify(body) }] });
+  const text = (body: unknown): CallToolResult => ({
+    content: [{ type: "text", text: JSON.stringify(body) }],
+  });
 
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, code: CODE, rate: 0 });
@@ -282,25 +391,40 @@ describe("an external MCP server's answers to a write", () => {
     const build = () => {
       const s = new McpServer({ name: "terse-external", version: "0.0.1" });
       s.registerTool("get_task_by_id", { inputSchema: { taskId: z.number() } }, async (a) =>
-        a.taskId === 99 ? { isError: true, content: [{ type: "text", text: "Something went wrong" }] } : text(await client.getTask(a.taskId)),
+        a.taskId === 99
+          ? { isError: true, content: [{ type: "text", text: "Something went wrong" }] }
+          : text(await client.getTask(a.taskId)),
       );
       s.registerTool("list_tasks", { inputSchema: {} }, async () => text(await client.listTasks()));
-      s.registerTool("get_task_history", { inputSchema: { taskId: z.number() } }, async (a) => text(await client.getTaskHistory(a.taskId)));
-      s.registerTool("update_task", { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } }, async (a) => {
-        if (next.apply) await client.updateTask(a.taskId, a.fields);
-        return next.result;
-      });
+      s.registerTool("get_task_history", { inputSchema: { taskId: z.number() } }, async (a) =>
+        text(await client.getTaskHistory(a.taskId)),
+      );
+      s.registerTool(
+        "update_task",
+        { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } },
+        async (a) => {
+          if (next.apply) await client.updateTask(a.taskId, a.fields);
+          return next.result;
+        },
+      );
       return s;
     };
     http = createServer(async (req, res) => {
       const server = build();
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      const transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: undefined,
+        enableJsonResponse: true,
+      });
       res.on("close", () => void transport.close().then(() => server.close()));
       await server.connect(transport);
       await transport.handleRequest(req, res);
     });
     await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-    tools = await createBitrix24Tools({ mode: "url", url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, toolNames: {} });
+    tools = await createBitrix24Tools({
+      mode: "url",
+      url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
+      toolNames: {},
+    });
   });
   afterAll(async () => {
     await tools?.close();
@@ -315,7 +439,10 @@ describe("an external MCP server's answers to a write", () => {
   const title = async () => ok(await tools.read("getTask", { taskId: 4 })).result.task.title as string;
 
   it("a plain-text error to a write is outcome unknown (the write did land)", async () => {
-    next = { apply: true, result: { isError: true, content: [{ type: "text", text: "Something went wrong" }] } };
+    next = {
+      apply: true,
+      result: { isError: true, content: [{ type: "text", text: "Something went wrong" }] },
+    };
     const error = failed(await tools.writeHandle.updateTask(4, { TITLE: "Landed behind a plain error" }));
     expect(error).toMatchObject({ kind: "target_rejected", outcomeUnknown: true });
     expect(error.description).toMatch(/may or may not have been applied/);
@@ -324,27 +451,58 @@ describe("an external MCP server's answers to a write", () => {
   });
 
   it("a structured error without outcomeUnknown to a write is outcome unknown, unless its kind means the call was not run", async () => {
-    next = { apply: true, result: { isError: true, ...text({ error: { kind: "target_rejected", description: "HTTP 504 from the portal" } }) } };
-    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "Landed behind a 504" }))).toMatchObject({ kind: "target_rejected", outcomeUnknown: true });
+    next = {
+      apply: true,
+      result: {
+        isError: true,
+        ...text({ error: { kind: "target_rejected", description: "HTTP 504 from the portal" } }),
+      },
+    };
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "Landed behind a 504" }))).toMatchObject({
+      kind: "target_rejected",
+      outcomeUnknown: true,
+    });
     expect(await title()).toBe("Landed behind a 504");
 
-    next = { apply: false, result: { isError: true, ...text({ error: { kind: "access_denied", description: "Access denied" } }) } };
-    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "access_denied", outcomeUnknown: false });
+    next = {
+      apply: false,
+      result: { isError: true, ...text({ error: { kind: "access_denied", description: "Access denied" } }) },
+    };
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({
+      kind: "access_denied",
+      outcomeUnknown: false,
+    });
     // An explicit outcomeUnknown: false is taken at its word.
-    next = { apply: false, result: { isError: true, ...text({ error: { kind: "target_rejected", description: "refused", outcomeUnknown: false } }) } };
-    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({ kind: "target_rejected", outcomeUnknown: false });
+    next = {
+      apply: false,
+      result: {
+        isError: true,
+        ...text({ error: { kind: "target_rejected", description: "refused", outcomeUnknown: false } }),
+      },
+    };
+    expect(failed(await tools.writeHandle.updateTask(4, { TITLE: "x" }))).toMatchObject({
+      kind: "target_rejected",
+      outcomeUnknown: false,
+    });
     expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
   });
 
   it("a success whose text is not JSON, to a write, is outcome unknown (the write did land)", async () => {
     next = { apply: true, result: { content: [{ type: "text", text: "Task updated." }] } };
     const error = failed(await tools.writeHandle.updateTask(4, { TITLE: "Landed behind plain text" }));
-    expect(error).toMatchObject({ kind: "malformed_response", outcomeUnknown: true, rawBody: "Task updated." });
+    expect(error).toMatchObject({
+      kind: "malformed_response",
+      outcomeUnknown: true,
+      rawBody: "Task updated.",
+    });
     expect(await calls(emu, "tasks.task.update")).toHaveLength(1);
     expect(await title()).toBe("Landed behind plain text");
   });
 
   it("a plain-text error to a read is only a failed read (a read changes nothing)", async () => {
-    expect(failed(await tools.read("getTask", { taskId: 99 }))).toMatchObject({ kind: "target_rejected", outcomeUnknown: false });
+    expect(failed(await tools.read("getTask", { taskId: 99 }))).toMatchObject({
+      kind: "target_rejected",
+      outcomeUnknown: false,
+    });
   });
 });

@@ -25,7 +25,10 @@ const getTaskById = tool(async () => "", {
 const listTasks = tool(async () => "", {
   name: "list_tasks",
   description: "List Bitrix24 tasks.",
-  schema: z.object({ filter: z.record(z.string(), z.unknown()).optional(), start: z.number().int().optional() }),
+  schema: z.object({
+    filter: z.record(z.string(), z.unknown()).optional(),
+    start: z.number().int().optional(),
+  }),
 });
 const proposeChange = tool(async () => "", {
   name: "propose_change",
@@ -39,7 +42,15 @@ const proposeChange = tool(async () => "", {
 const TOOLS = [getTaskById, listTasks, proposeChange];
 
 const TASK_BODY = JSON.stringify({
-  result: { task: { id: "4", title: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST", responsibleId: "5", priority: "1", status: "2" } },
+  result: {
+    task: {
+      id: "4",
+      title: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
+      responsibleId: "5",
+      priority: "1",
+      status: "2",
+    },
+  },
   time: { start: 1767225600.1, finish: 1767225600.2, duration: 0.1 },
 });
 
@@ -73,9 +84,15 @@ describe("createChatModel", () => {
     expect(created).toMatchObject({ label: `groq/${MODEL_ID}`, provider: "groq" });
     expect((created.model as ChatGroq).model).toBe(MODEL_ID);
     expect((created.model as ChatGroq).temperature).toBe(0);
-    expect((await createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: KEY, groqBaseUrl: `${GROQ_DEFAULT_BASE_URL}/` })).label).toBe(
-      `groq/${MODEL_ID}`,
-    );
+    expect(
+      (
+        await createChatModel({
+          model: `groq/${MODEL_ID}`,
+          groqApiKey: KEY,
+          groqBaseUrl: `${GROQ_DEFAULT_BASE_URL}/`,
+        })
+      ).label,
+    ).toBe(`groq/${MODEL_ID}`);
   });
 
   it("refuses groq without a key, even when GROQ_API_KEY is in the environment", async () => {
@@ -83,7 +100,9 @@ describe("createChatModel", () => {
     const attempt = () => createChatModel({ model: `groq/${MODEL_ID}` });
     await expect(attempt()).rejects.toThrow(ModelConfigError);
     await expect(attempt()).rejects.toThrow(`GROQ_API_KEY is required for MODEL=groq/${MODEL_ID}`);
-    await expect(createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: "  " })).rejects.toThrow(ModelConfigError);
+    await expect(createChatModel({ model: `groq/${MODEL_ID}`, groqApiKey: "  " })).rejects.toThrow(
+      ModelConfigError,
+    );
   });
 
   it("refuses model names it does not know, saying what it expected", async () => {
@@ -103,14 +122,21 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
     expect(label).toBe(`groq/${MODEL_ID} via ${server.baseUrl}`);
 
     const ai = await model.bindTools!(TOOLS).invoke([new HumanMessage("rename task 4 to X")]);
-    expect(ai.tool_calls).toEqual([{ id: "call_1_1", name: "get_task_by_id", args: { taskId: 4 }, type: "tool_call" }]);
+    expect(ai.tool_calls).toEqual([
+      { id: "call_1_1", name: "get_task_by_id", args: { taskId: 4 }, type: "tool_call" },
+    ]);
 
     expect(server.requests).toHaveLength(1);
     const req = server.requests[0]!;
     expect(req.method).toBe("POST");
     expect(req.path).toBe(CHAT_COMPLETIONS_PATH);
     expect(req.headers.authorization).toBe(`Bearer ${KEY}`);
-    expect(req.body).toMatchObject({ model: MODEL_ID, temperature: 0, stream: false, messages: [{ role: "user", content: "rename task 4 to X" }] });
+    expect(req.body).toMatchObject({
+      model: MODEL_ID,
+      temperature: 0,
+      stream: false,
+      messages: [{ role: "user", content: "rename task 4 to X" }],
+    });
     const sent = req.body?.tools ?? [];
     expect(sent.map((t) => [t.type, t.function.name])).toEqual([
       ["function", "get_task_by_id"],
@@ -134,13 +160,24 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
     const server = await serve((_body, index) =>
       index === 0
         ? { toolCalls: [{ name: "get_task_by_id", args: { taskId: 4 }, id: "call_abc" }] }
-        : { toolCalls: [{ name: "propose_change", args: { taskId: 4, fields: { TITLE: "X" }, rationale: "asked" } }] },
+        : {
+            toolCalls: [
+              { name: "propose_change", args: { taskId: 4, fields: { TITLE: "X" }, rationale: "asked" } },
+            ],
+          },
     );
     const bound = (await groqModel(server.baseUrl)).model.bindTools!(TOOLS);
     const history = [new HumanMessage("rename task 4 to X")];
     const first = (await bound.invoke(history)) as AIMessage;
-    const second = await bound.invoke([...history, first, new ToolMessage({ tool_call_id: "call_abc", content: TASK_BODY })]);
-    expect(second.tool_calls?.[0]).toMatchObject({ name: "propose_change", args: { taskId: 4, fields: { TITLE: "X" }, rationale: "asked" } });
+    const second = await bound.invoke([
+      ...history,
+      first,
+      new ToolMessage({ tool_call_id: "call_abc", content: TASK_BODY }),
+    ]);
+    expect(second.tool_calls?.[0]).toMatchObject({
+      name: "propose_change",
+      args: { taskId: 4, fields: { TITLE: "X" }, rationale: "asked" },
+    });
 
     const messages = server.requests[1]?.body?.messages ?? [];
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
@@ -154,7 +191,9 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
     const server = await serve(() => ({
       toolCalls: [{ name: "list_tasks", args: { filter: { "%TITLE": "Q3 report" } } }],
     }));
-    const stream = await (await groqModel(server.baseUrl)).model.bindTools!(TOOLS).stream([new HumanMessage("rename the Q3 report task to X")]);
+    const stream = await (
+      await groqModel(server.baseUrl)
+    ).model.bindTools!(TOOLS).stream([new HumanMessage("rename the Q3 report task to X")]);
     let merged: AIMessageChunk | undefined;
     let chunks = 0;
     for await (const chunk of stream) {
@@ -166,7 +205,11 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
       { id: "call_1_1", name: "list_tasks", args: { filter: { "%TITLE": "Q3 report" } }, type: "tool_call" },
     ]);
     expect(server.requests[0]?.body).toMatchObject({ stream: true, model: MODEL_ID });
-    expect(server.requests[0]?.body?.tools?.map((t) => t.function.name)).toEqual(["get_task_by_id", "list_tasks", "propose_change"]);
+    expect(server.requests[0]?.body?.tools?.map((t) => t.function.name)).toEqual([
+      "get_task_by_id",
+      "list_tasks",
+      "propose_change",
+    ]);
   });
 
   it("returns plain text answers, streamed and not", async () => {
@@ -176,22 +219,30 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
     expect(ai.content).toBe("I cannot change task 7: it is not accessible.");
     expect(ai.tool_calls ?? []).toEqual([]);
     let text = "";
-    for await (const chunk of await model.stream([new HumanMessage("rename task 7 to X")])) text += chunk.text;
+    for await (const chunk of await model.stream([new HumanMessage("rename task 7 to X")]))
+      text += chunk.text;
     expect(text).toBe("I cannot change task 7: it is not accessible.");
   });
 
   it("surfaces a rejected key as groq-sdk's AuthenticationError with status 401, without retrying", async () => {
     const server = await serve(() => ({ content: "never sent" }), "gsk_the_right_key");
     const { model } = await groqModel(server.baseUrl, { maxRetries: 3 });
-    const error = await model.bindTools!(TOOLS).invoke([new HumanMessage("hi")]).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const error = await model.bindTools!(TOOLS)
+      .invoke([new HumanMessage("hi")])
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).constructor.name).toBe("AuthenticationError");
     expect(error).toMatchObject({ status: 401 });
     expect((error as Error).message).toContain("invalid_api_key");
-    expect(describeModelError(error)).toEqual({ kind: "auth", status: 401, code: "invalid_api_key", message: "Invalid API Key" });
+    expect(describeModelError(error)).toEqual({
+      kind: "auth",
+      status: 401,
+      code: "invalid_api_key",
+      message: "Invalid API Key",
+    });
     expect(server.requests).toHaveLength(1);
   });
 
@@ -227,10 +278,16 @@ describe("ChatGroq from the factory against a fake Groq server", () => {
   it("retries a 429 that carries a short retry-after hint when maxRetries allows", async () => {
     const server = await serve((_body, index) =>
       index === 0
-        ? { status: 429, headers: { "retry-after": "0" }, error: { message: "Too many requests", type: "requests", code: "rate_limit_exceeded" } }
+        ? {
+            status: 429,
+            headers: { "retry-after": "0" },
+            error: { message: "Too many requests", type: "requests", code: "rate_limit_exceeded" },
+          }
         : { content: "ok" },
     );
-    const ai = await (await groqModel(server.baseUrl, { maxRetries: 1 })).model.invoke([new HumanMessage("hi")]);
+    const ai = await (
+      await groqModel(server.baseUrl, { maxRetries: 1 })
+    ).model.invoke([new HumanMessage("hi")]);
     expect(ai.content).toBe("ok");
     expect(server.requests).toHaveLength(2);
   });
@@ -246,13 +303,20 @@ describe("the fake Groq server", () => {
     const res = await fetch(`${server.baseUrl}/v1/chat/completions`, { method: "POST", body: "{}" });
     expect(res.status).toBe(404);
     expect(await res.json()).toEqual({
-      error: { message: expect.stringContaining("Unknown request URL: POST /v1/chat/completions"), type: "invalid_request_error", code: "unknown_url" },
+      error: {
+        message: expect.stringContaining("Unknown request URL: POST /v1/chat/completions"),
+        type: "invalid_request_error",
+        code: "unknown_url",
+      },
     });
     expect(server.requests.map((r) => r.path)).toEqual(["/v1/chat/completions"]);
   });
 
   it("answers a non-JSON body with 400", async () => {
-    const res = await fetch(`${server.baseUrl}${CHAT_COMPLETIONS_PATH}`, { method: "POST", body: "not json" });
+    const res = await fetch(`${server.baseUrl}${CHAT_COMPLETIONS_PATH}`, {
+      method: "POST",
+      body: "not json",
+    });
     expect(res.status).toBe(400);
     expect(server.requests[0]?.rawBody).toBe("not json");
   });

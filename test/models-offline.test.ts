@@ -63,7 +63,13 @@ const getTaskById = tool(
     if (taskId === 500) {
       // What the MCP adapter raises for an isError result; ToolNode turns it into an error ToolMessage.
       throw new Error(
-        JSON.stringify({ error: { kind: "transport_timeout", description: "no answer within 10000 ms", outcomeUnknown: false } }),
+        JSON.stringify({
+          error: {
+            kind: "transport_timeout",
+            description: "no answer within 10000 ms",
+            outcomeUnknown: false,
+          },
+        }),
       );
     }
     const t = PORTAL[String(taskId)];
@@ -87,7 +93,10 @@ const listTasks = tool(
     name: "list_tasks",
     description: "List Bitrix24 tasks (tasks.task.list).",
     schema: z.object({
-      filter: z.record(z.string(), z.unknown()).optional().describe('Bitrix24 filter, e.g. {"%TITLE":"report"}'),
+      filter: z
+        .record(z.string(), z.unknown())
+        .optional()
+        .describe('Bitrix24 filter, e.g. {"%TITLE":"report"}'),
       start: z.number().int().optional(),
     }),
   },
@@ -95,7 +104,21 @@ const listTasks = tool(
 
 const getTaskHistory = tool(
   async ({ taskId }: { taskId: number }) =>
-    JSON.stringify({ result: { list: [{ id: "1", createdDate: "2026-01-10T09:00:00+03:00", field: "TITLE", value: { from: "a", to: "b" }, user: { id: "1" }, taskId: String(taskId) }] }, time: TIME }),
+    JSON.stringify({
+      result: {
+        list: [
+          {
+            id: "1",
+            createdDate: "2026-01-10T09:00:00+03:00",
+            field: "TITLE",
+            value: { from: "a", to: "b" },
+            user: { id: "1" },
+            taskId: String(taskId),
+          },
+        ],
+      },
+      time: TIME,
+    }),
   {
     name: "get_task_history",
     description: "History of one task (tasks.task.history.list).",
@@ -109,7 +132,10 @@ const proposeChange = tool(async () => "intercepted by the graph", {
   description: "Propose a change to one task for human approval.",
   schema: z.object({
     taskId: z.number().int().positive(),
-    fields: z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), z.union([z.string(), z.number(), z.array(z.string())])),
+    fields: z.record(
+      z.string().regex(/^[A-Z][A-Z0-9_]*$/),
+      z.union([z.string(), z.number(), z.array(z.string())]),
+    ),
     rationale: z.string(),
   }),
 });
@@ -208,8 +234,16 @@ describe("OfflineTaskModel: request phrasings", () => {
     ['Change the title of task 4 to "Q3 report: final"', { TITLE: "Q3 report: final" }, "LAB-AGENT-EXEC-002"],
     ['rename task #4 to Report "final" draft', { TITLE: 'Report "final" draft' }, "LAB-AGENT-EXEC-002"],
     ["rename task 4 to “Curly quoted”", { TITLE: "Curly quoted" }, "LAB-AGENT-EXEC-002"],
-    ["Please set the description of task 4 to Steps:\n1. build\n2. ship", { DESCRIPTION: "Steps:\n1. build\n2. ship" }, "Description of LAB"],
-    ["set deadline of task 4 to 2026-07-01T18:00:00+03:00", { DEADLINE: "2026-07-01T18:00:00+03:00" }, "2026-06-30T18:00:00+03:00"],
+    [
+      "Please set the description of task 4 to Steps:\n1. build\n2. ship",
+      { DESCRIPTION: "Steps:\n1. build\n2. ship" },
+      "Description of LAB",
+    ],
+    [
+      "set deadline of task 4 to 2026-07-01T18:00:00+03:00",
+      { DEADLINE: "2026-07-01T18:00:00+03:00" },
+      "2026-06-30T18:00:00+03:00",
+    ],
     ["Set the deadline of task 4 to 2026-07-15", { DEADLINE: "2026-07-15" }, "2026-06-30T18:00:00+03:00"],
     ["set priority of task 4 to high", { PRIORITY: "2" }, '"1" (medium)'],
     ["set priority of task 4 to Low", { PRIORITY: "0" }, '"1" (medium)'],
@@ -257,7 +291,10 @@ describe("OfflineTaskModel: request phrasings", () => {
   });
 
   it("ignores a leading system prompt", async () => {
-    const run = await drive([new SystemMessage("You propose changes to Bitrix24 tasks."), new HumanMessage("rename task 4 to X")]);
+    const run = await drive([
+      new SystemMessage("You propose changes to Bitrix24 tasks."),
+      new HumanMessage("rename task 4 to X"),
+    ]);
     expect(names(run.calls)).toEqual(["get_task_by_id", "propose_change"]);
   });
 });
@@ -267,7 +304,9 @@ describe("OfflineTaskModel: tool results", () => {
     const run = await drive([new HumanMessage("rename task 7 to Secret")]);
     expect(names(run.calls)).toEqual(["get_task_by_id"]);
     expect(run.last.tool_calls ?? []).toEqual([]);
-    expect(run.last.text).toContain('task 7 was not found or is not accessible (get_task_by_id returned "result": [])');
+    expect(run.last.text).toContain(
+      'task 7 was not found or is not accessible (get_task_by_id returned "result": [])',
+    );
   });
 
   it("stops with the reason when reading the task fails", async () => {
@@ -282,7 +321,10 @@ describe("OfflineTaskModel: tool results", () => {
   it("reads a Bitrix24 error body as a failure, not as a task", async () => {
     const messages: BaseMessage[] = [
       new HumanMessage("rename task 4 to X"),
-      new AIMessage({ content: "", tool_calls: [{ id: "offline_call_1", name: "get_task_by_id", args: { taskId: 4 } }] }),
+      new AIMessage({
+        content: "",
+        tool_calls: [{ id: "offline_call_1", name: "get_task_by_id", args: { taskId: 4 } }],
+      }),
       new ToolMessage({
         tool_call_id: "offline_call_1",
         content: JSON.stringify({ error: "QUERY_LIMIT_EXCEEDED", error_description: "Too many requests" }),
@@ -306,9 +348,11 @@ describe("OfflineTaskModel: tool results", () => {
     const refused = new ToolMessage({
       tool_call_id: proposal?.id ?? "",
       status: "error",
-      content: "Invalid proposal: PRIORITY must be one of 0, 1, 2 (got \"9\").",
+      content: 'Invalid proposal: PRIORITY must be one of 0, 1, 2 (got "9").',
     });
-    const ai = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...run.messages, refused])) as AIMessage;
+    const ai = (await new OfflineTaskModel()
+      .bindTools(ALL_TOOLS)
+      .invoke([...run.messages, refused])) as AIMessage;
     expect(ai.tool_calls ?? []).toEqual([]);
     expect(ai.text).toContain("was refused: Invalid proposal: PRIORITY must be one of 0, 1, 2");
     expect(ai.text).toContain("I will not retry");
@@ -316,15 +360,23 @@ describe("OfflineTaskModel: tool results", () => {
 });
 
 describe("OfflineTaskModel: reviewer feedback", () => {
-  async function proposedThenRejected(request: string, feedback: string, answerProposal: boolean): Promise<AIMessage> {
+  async function proposedThenRejected(
+    request: string,
+    feedback: string,
+    answerProposal: boolean,
+  ): Promise<AIMessage> {
     const run = await drive([new HumanMessage(request)]);
     const proposal = run.calls.at(-1);
     expect(proposal?.name).toBe("propose_change");
     const extra: BaseMessage[] = answerProposal
       ? [new ToolMessage({ tool_call_id: proposal?.id ?? "", content: "Rejected by the reviewer." })]
       : [];
-    const human = new HumanMessage(`The reviewer rejected the proposal: ${feedback}. Propose a revised change or stop.`);
-    return (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...run.messages, ...extra, human])) as AIMessage;
+    const human = new HumanMessage(
+      `The reviewer rejected the proposal: ${feedback}. Propose a revised change or stop.`,
+    );
+    return (await new OfflineTaskModel()
+      .bindTools(ALL_TOOLS)
+      .invoke([...run.messages, ...extra, human])) as AIMessage;
   }
 
   it.each([
@@ -338,7 +390,11 @@ describe("OfflineTaskModel: reviewer feedback", () => {
       {
         id: "offline_call_3",
         name: "propose_change",
-        args: { taskId: 4, fields: { TITLE: title }, rationale: expect.stringContaining("Revised after reviewer feedback") },
+        args: {
+          taskId: 4,
+          fields: { TITLE: title },
+          rationale: expect.stringContaining("Revised after reviewer feedback"),
+        },
         type: "tool_call",
       },
     ]);
@@ -371,7 +427,14 @@ describe("OfflineTaskModel: finding the task by title", () => {
     expect(run.calls.map((c) => [c.name, c.args])).toEqual([
       ["list_tasks", { filter: { "%TITLE": "Q3 report" } }],
       ["get_task_by_id", { taskId: 12 }],
-      ["propose_change", { taskId: 12, fields: { TITLE: "Q3 report (final)" }, rationale: expect.stringContaining("Q3 report for the board") }],
+      [
+        "propose_change",
+        {
+          taskId: 12,
+          fields: { TITLE: "Q3 report (final)" },
+          rationale: expect.stringContaining("Q3 report for the board"),
+        },
+      ],
     ]);
     expect(String(run.calls[2]?.args.rationale)).toContain('title containing "Q3 report"');
   });
@@ -392,11 +455,17 @@ describe("OfflineTaskModel: finding the task by title", () => {
     });
     expect(requestInput.schema.safeParse(ask?.args).success).toBe(true);
 
-    const answered = [...run.messages, new ToolMessage({ tool_call_id: ask?.id ?? "", content: JSON.stringify({ taskId: "13" }) })];
+    const answered = [
+      ...run.messages,
+      new ToolMessage({ tool_call_id: ask?.id ?? "", content: JSON.stringify({ taskId: "13" }) }),
+    ];
     const rest = await drive(answered);
     expect(rest.calls.map((c) => [c.name, c.args])).toEqual([
       ["get_task_by_id", { taskId: 13 }],
-      ["propose_change", { taskId: 13, fields: { PRIORITY: "0" }, rationale: expect.stringContaining('"1" (medium)') }],
+      [
+        "propose_change",
+        { taskId: 13, fields: { PRIORITY: "0" }, rationale: expect.stringContaining('"1" (medium)') },
+      ],
     ]);
   });
 
@@ -411,7 +480,10 @@ describe("OfflineTaskModel: finding the task by title", () => {
         },
       ],
     ]);
-    const answered = [...run.messages, new ToolMessage({ tool_call_id: run.calls[0]?.id ?? "", content: '{"taskId":4}' })];
+    const answered = [
+      ...run.messages,
+      new ToolMessage({ tool_call_id: run.calls[0]?.id ?? "", content: '{"taskId":4}' }),
+    ];
     const rest = await drive(answered);
     expect(names(rest.calls)).toEqual(["get_task_by_id", "propose_change"]);
     expect(rest.calls[1]?.args).toMatchObject({ taskId: 4, fields: { TITLE: "Launch plan" } });
@@ -431,7 +503,9 @@ describe("OfflineTaskModel: as a chat model", () => {
   });
 
   it("calls only tools that were bound, and says what is missing", async () => {
-    const onlyPropose = await new OfflineTaskModel().bindTools([proposeChange]).invoke([new HumanMessage("rename task 4 to X")]);
+    const onlyPropose = await new OfflineTaskModel()
+      .bindTools([proposeChange])
+      .invoke([new HumanMessage("rename task 4 to X")]);
     expect(onlyPropose.tool_calls ?? []).toEqual([]);
     expect(onlyPropose.text).toContain("no get_task_by_id tool is bound");
 
@@ -443,14 +517,23 @@ describe("OfflineTaskModel: as a chat model", () => {
     expect(names(run.calls)).toEqual(["get_task_by_id"]);
     expect(run.last.text).toContain("no propose_change tool is bound");
 
-    const noList = await drive([new HumanMessage("rename the Q3 report task to X")], [getTaskById, proposeChange]);
+    const noList = await drive(
+      [new HumanMessage("rename the Q3 report task to X")],
+      [getTaskById, proposeChange],
+    );
     expect(noList.calls).toEqual([]);
     expect(noList.last.text).toContain("no list_tasks tool is bound");
   });
 
   it("uses server-prefixed tool names from the MCP adapter", async () => {
-    const prefixed = tool(async () => "", { name: "tasks__get_task_by_id", description: "d", schema: z.object({ taskId: z.number() }) });
-    const ai = await new OfflineTaskModel().bindTools([prefixed, proposeChange]).invoke([new HumanMessage("rename task 4 to X")]);
+    const prefixed = tool(async () => "", {
+      name: "tasks__get_task_by_id",
+      description: "d",
+      schema: z.object({ taskId: z.number() }),
+    });
+    const ai = await new OfflineTaskModel()
+      .bindTools([prefixed, proposeChange])
+      .invoke([new HumanMessage("rename task 4 to X")]);
     expect(ai.tool_calls?.map((c) => c.name)).toEqual(["tasks__get_task_by_id"]);
   });
 
@@ -466,7 +549,9 @@ describe("OfflineTaskModel: as a chat model", () => {
     const stream = await bound.stream([new HumanMessage("rename task 4 to X")]);
     let merged;
     for await (const chunk of stream) merged = merged === undefined ? chunk : merged.concat(chunk);
-    expect(merged?.tool_calls).toEqual([{ id: "offline_call_1", name: "get_task_by_id", args: { taskId: 4 }, type: "tool_call" }]);
+    expect(merged?.tool_calls).toEqual([
+      { id: "offline_call_1", name: "get_task_by_id", args: { taskId: 4 }, type: "tool_call" },
+    ]);
   });
 
   it("drives a LangGraph agent loop to the proposal", async () => {
@@ -487,7 +572,10 @@ describe("OfflineTaskModel: as a chat model", () => {
       .compile();
     const result = await graph.invoke({ messages: [new HumanMessage("assign task 4 to user 7")] });
     const last = result.messages.at(-1) as AIMessage;
-    expect(last.tool_calls?.[0]).toMatchObject({ name: "propose_change", args: { taskId: 4, fields: { RESPONSIBLE_ID: "7" } } });
+    expect(last.tool_calls?.[0]).toMatchObject({
+      name: "propose_change",
+      args: { taskId: 4, fields: { RESPONSIBLE_ID: "7" } },
+    });
     expect(result.messages.map((m) => m.type)).toEqual(["human", "ai", "tool", "ai"]);
   });
 });
@@ -509,7 +597,10 @@ describe("offline request and feedback parsing", () => {
       const p = parseRequest(s);
       return p.ok ? p.intent.target : undefined;
     };
-    expect(target("rename the move to cloud task to Cloud move")).toEqual({ kind: "title", fragment: "move to cloud" });
+    expect(target("rename the move to cloud task to Cloud move")).toEqual({
+      kind: "title",
+      fragment: "move to cloud",
+    });
     expect(target('rename task titled "Q3 report" to X')).toEqual({ kind: "title", fragment: "Q3 report" });
     expect(target("rename task number 15 to X")).toEqual({ kind: "id", taskId: 15 });
     expect(target("rename task to X")).toEqual({ kind: "unspecified" });
@@ -525,7 +616,8 @@ describe("offline request and feedback parsing", () => {
 });
 
 describe("OfflineTaskModel: several changes in one request", () => {
-  const REQUEST = "set status of task 4 to awaiting control; assign task 4 to user 5; comment on task 4: Ready for review, please check";
+  const REQUEST =
+    "set status of task 4 to awaiting control; assign task 4 to user 5; comment on task 4: Ready for review, please check";
 
   it("reads the task once, then proposes one change set in request order, merging the consecutive updates", async () => {
     const run = await drive([new HumanMessage(REQUEST)]);
@@ -537,7 +629,11 @@ describe("OfflineTaskModel: several changes in one request", () => {
         args: {
           actions: [
             { operation: "update_task", taskId: 4, fields: { STATUS: "4", RESPONSIBLE_ID: "5" } },
-            { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: "Ready for review, please check" } },
+            {
+              operation: "add_task_comment",
+              taskId: 4,
+              fields: { POST_MESSAGE: "Ready for review, please check" },
+            },
           ],
           rationale: expect.any(String),
         },
@@ -549,7 +645,9 @@ describe("OfflineTaskModel: several changes in one request", () => {
     expect(proposeChangeSet.schema.safeParse(args).success).toBe(true);
     const rationale = String(args?.rationale);
     expect(rationale).toContain("2 changes in one request, to run in this order");
-    expect(rationale).toContain('1. set STATUS to "4" (awaiting control) and RESPONSIBLE_ID to "5" on task 4');
+    expect(rationale).toContain(
+      '1. set STATUS to "4" (awaiting control) and RESPONSIBLE_ID to "5" on task 4',
+    );
     expect(rationale).toContain('2. comment on task 4: "Ready for review, please check"');
     expect(rationale).toContain('Read with get_task_by_id: task 4 "LAB-AGENT-EXEC-002 - BOUND ACTION TEST"');
     expect(rationale).toContain('current STATUS "2" (waiting), current RESPONSIBLE_ID "5"');
@@ -558,7 +656,9 @@ describe("OfflineTaskModel: several changes in one request", () => {
 
   it("reads every distinct task once, one call per turn, in the order the tasks first appear", async () => {
     const run = await drive([
-      new HumanMessage("set priority of task 12 to low, then set status of task 4 to completed and then comment on task 12: Handed over"),
+      new HumanMessage(
+        "set priority of task 12 to low, then set status of task 4 to completed and then comment on task 12: Handed over",
+      ),
     ]);
     expect(run.calls.map((c) => [c.name, c.args])).toEqual([
       ["get_task_by_id", { taskId: 12 }],
@@ -571,15 +671,23 @@ describe("OfflineTaskModel: several changes in one request", () => {
             { operation: "update_task", taskId: 4, fields: { STATUS: "5" } },
             { operation: "add_task_comment", taskId: 12, fields: { POST_MESSAGE: "Handed over" } },
           ],
-          rationale: expect.stringContaining('task 12 "Q3 report for the board", current PRIORITY "2" (high); task 4 "LAB-AGENT-EXEC-002'),
+          rationale: expect.stringContaining(
+            'task 12 "Q3 report for the board", current PRIORITY "2" (high); task 4 "LAB-AGENT-EXEC-002',
+          ),
         },
       ],
     ]);
-    expect(run.messages.filter((m) => m.type === "ai").every((m) => ((m as AIMessage).tool_calls ?? []).length === 1)).toBe(true);
+    expect(
+      run.messages
+        .filter((m) => m.type === "ai")
+        .every((m) => ((m as AIMessage).tool_calls ?? []).length === 1),
+    ).toBe(true);
   });
 
   it('resolves "it" / "the task" to the previous clause\'s task', async () => {
-    const run = await drive([new HumanMessage("set status of task 4 to awaiting control and then comment on it: Ready")]);
+    const run = await drive([
+      new HumanMessage("set status of task 4 to awaiting control and then comment on it: Ready"),
+    ]);
     expect(run.calls.map((c) => [c.name, c.args])).toEqual([
       ["get_task_by_id", { taskId: 4 }],
       [
@@ -599,7 +707,14 @@ describe("OfflineTaskModel: several changes in one request", () => {
     const run = await drive([new HumanMessage("set status of task 4 to in progress; assign it to user 7")]);
     expect(run.calls.map((c) => [c.name, c.args])).toEqual([
       ["get_task_by_id", { taskId: 4 }],
-      ["propose_change", { taskId: 4, fields: { STATUS: "3", RESPONSIBLE_ID: "7" }, rationale: expect.stringContaining("merged into one write") }],
+      [
+        "propose_change",
+        {
+          taskId: 4,
+          fields: { STATUS: "3", RESPONSIBLE_ID: "7" },
+          rationale: expect.stringContaining("merged into one write"),
+        },
+      ],
     ]);
     expect(proposeChange.schema.safeParse(run.calls[1]?.args).success).toBe(true);
   });
@@ -607,7 +722,10 @@ describe("OfflineTaskModel: several changes in one request", () => {
   it("leaves a single-clause request exactly as before, even with a separator inside its text", async () => {
     for (const [request, fields] of [
       ["set priority of task 4 to high", { PRIORITY: "2" }],
-      ["set description of task 4 to build; ship and then celebrate", { DESCRIPTION: "build; ship and then celebrate" }],
+      [
+        "set description of task 4 to build; ship and then celebrate",
+        { DESCRIPTION: "build; ship and then celebrate" },
+      ],
       ['comment on task 4: "Done; set up the demo next"', { POST_MESSAGE: "Done; set up the demo next" }],
     ] as const) {
       const run = await drive([new HumanMessage(request)]);
@@ -626,10 +744,19 @@ describe("OfflineTaskModel: several changes in one request", () => {
 
   it("refuses tasks named by title, a first clause without a task id, unknown clauses, a field set twice and too many actions", async () => {
     const cases: Array<[string, string]> = [
-      ["set status of task 4 to completed; rename the Q3 report task to Done", 'Clause 2 ("rename the Q3 report task to Done") names its task by title ("Q3 report"). A request with several changes must name each task by id'],
+      [
+        "set status of task 4 to completed; rename the Q3 report task to Done",
+        'Clause 2 ("rename the Q3 report task to Done") names its task by title ("Q3 report"). A request with several changes must name each task by id',
+      ],
       ["rename it to X; comment on it: done", 'Clause 1 ("rename it to X") does not name a task by id'],
-      ["set status of task 4 to completed; set the mood of task 4 to happy", 'I did not recognise clause 2 ("set the mood of task 4 to happy") as a supported change'],
-      ["set status of task 4 to completed; set status of it to deferred", "Clauses 1 and 2 both set STATUS of task 4"],
+      [
+        "set status of task 4 to completed; set the mood of task 4 to happy",
+        'I did not recognise clause 2 ("set the mood of task 4 to happy") as a supported change',
+      ],
+      [
+        "set status of task 4 to completed; set status of it to deferred",
+        "Clauses 1 and 2 both set STATUS of task 4",
+      ],
       [
         "comment on task 4: a; comment on it: b; comment on it: c; comment on it: d; comment on it: e; comment on it: f",
         "asks for 6 separate changes; one change set holds at most 5",
@@ -643,12 +770,16 @@ describe("OfflineTaskModel: several changes in one request", () => {
   });
 
   it("stops when a task of the set cannot be read", async () => {
-    const run = await drive([new HumanMessage("set status of task 4 to completed; set status of task 7 to completed")]);
+    const run = await drive([
+      new HumanMessage("set status of task 4 to completed; set status of task 7 to completed"),
+    ]);
     expect(run.calls.map((c) => [c.name, c.args])).toEqual([
       ["get_task_by_id", { taskId: 4 }],
       ["get_task_by_id", { taskId: 7 }],
     ]);
-    expect(run.last.text).toContain("I cannot propose these changes: task 7 was not found or is not accessible");
+    expect(run.last.text).toContain(
+      "I cannot propose these changes: task 7 was not found or is not accessible",
+    );
   });
 
   it("says so when propose_change_set is not bound", async () => {
@@ -662,8 +793,12 @@ describe("OfflineTaskModel: several changes in one request", () => {
       const run = await drive([new HumanMessage(REQUEST)]);
       const set = run.calls.at(-1);
       expect(set?.name).toBe("propose_change_set");
-      const human = new HumanMessage(`The reviewer rejected the proposal: ${feedback}. Propose a revised change or stop.`);
-      const ai = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...run.messages, human])) as AIMessage;
+      const human = new HumanMessage(
+        `The reviewer rejected the proposal: ${feedback}. Propose a revised change or stop.`,
+      );
+      const ai = (await new OfflineTaskModel()
+        .bindTools(ALL_TOOLS)
+        .invoke([...run.messages, human])) as AIMessage;
       expect(ai.tool_calls ?? []).toEqual([]);
       expect(ai.text).toContain(`The reviewer rejected the change set of 2 actions ("${feedback}")`);
       expect(ai.text).toContain("I do not revise change sets");
@@ -671,21 +806,38 @@ describe("OfflineTaskModel: several changes in one request", () => {
   });
 
   it("stops after a rejected merged proposal, and keeps revising single proposals", async () => {
-    const merged = await drive([new HumanMessage("set status of task 4 to in progress; assign it to user 7")]);
-    const human = new HumanMessage('The reviewer rejected the proposal: use "user 9" instead. Propose a revised change or stop.');
-    const ai = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...merged.messages, human])) as AIMessage;
+    const merged = await drive([
+      new HumanMessage("set status of task 4 to in progress; assign it to user 7"),
+    ]);
+    const human = new HumanMessage(
+      'The reviewer rejected the proposal: use "user 9" instead. Propose a revised change or stop.',
+    );
+    const ai = (await new OfflineTaskModel()
+      .bindTools(ALL_TOOLS)
+      .invoke([...merged.messages, human])) as AIMessage;
     expect(ai.tool_calls ?? []).toEqual([]);
     expect(ai.text).toContain("combined several changes from one request (STATUS, RESPONSIBLE_ID)");
 
     const single = await drive([new HumanMessage("assign task 4 to user 7")]);
-    const revised = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...single.messages, human])) as AIMessage;
-    expect(revised.tool_calls?.[0]).toMatchObject({ name: "propose_change", args: { taskId: 4, fields: { RESPONSIBLE_ID: "9" } } });
+    const revised = (await new OfflineTaskModel()
+      .bindTools(ALL_TOOLS)
+      .invoke([...single.messages, human])) as AIMessage;
+    expect(revised.tool_calls?.[0]).toMatchObject({
+      name: "propose_change",
+      args: { taskId: 4, fields: { RESPONSIBLE_ID: "9" } },
+    });
   });
 
   it("reports a refused change set without retrying", async () => {
     const run = await drive([new HumanMessage(REQUEST)]);
-    const refused = new ToolMessage({ tool_call_id: run.calls.at(-1)?.id ?? "", status: "error", content: "Error: invalid change set: actions: too many" });
-    const ai = (await new OfflineTaskModel().bindTools(ALL_TOOLS).invoke([...run.messages, refused])) as AIMessage;
+    const refused = new ToolMessage({
+      tool_call_id: run.calls.at(-1)?.id ?? "",
+      status: "error",
+      content: "Error: invalid change set: actions: too many",
+    });
+    const ai = (await new OfflineTaskModel()
+      .bindTools(ALL_TOOLS)
+      .invoke([...run.messages, refused])) as AIMessage;
     expect(ai.tool_calls ?? []).toEqual([]);
     expect(ai.text).toContain("The change set of 2 actions was refused: Error: invalid change set");
   });
@@ -697,29 +849,31 @@ describe("offline multi-clause parsing", () => {
       "set status of task 4 to completed",
       "assign task 4 to user 5",
     ]);
-    expect(splitClauses("rename task 4 to A, then set priority of it to high, and then comment on it: ok")).toEqual([
-      "rename task 4 to A",
-      "set priority of it to high",
-      "comment on it: ok",
-    ]);
-    expect(splitClauses("set status of task 4 to done and then please assign it to user 2; then comment on it: x")).toEqual([
-      "set status of task 4 to done",
-      "assign it to user 2",
-      "comment on it: x",
-    ]);
+    expect(
+      splitClauses("rename task 4 to A, then set priority of it to high, and then comment on it: ok"),
+    ).toEqual(["rename task 4 to A", "set priority of it to high", "comment on it: ok"]);
+    expect(
+      splitClauses("set status of task 4 to done and then please assign it to user 2; then comment on it: x"),
+    ).toEqual(["set status of task 4 to done", "assign it to user 2", "comment on it: x"]);
   });
 
   it("keeps separators inside double quotes or not followed by a clause verb", () => {
-    expect(splitClauses('rename task 4 to "Build; set up CI"')).toEqual(['rename task 4 to "Build; set up CI"']);
-    expect(splitClauses("comment on task 4: done, then we ship; thanks")).toEqual(["comment on task 4: done, then we ship; thanks"]);
-    expect(splitClauses('comment on task 4: “Plan; then set targets”; assign it to user 3')).toEqual([
+    expect(splitClauses('rename task 4 to "Build; set up CI"')).toEqual([
+      'rename task 4 to "Build; set up CI"',
+    ]);
+    expect(splitClauses("comment on task 4: done, then we ship; thanks")).toEqual([
+      "comment on task 4: done, then we ship; thanks",
+    ]);
+    expect(splitClauses("comment on task 4: “Plan; then set targets”; assign it to user 3")).toEqual([
       "comment on task 4: “Plan; then set targets”",
       "assign it to user 3",
     ]);
   });
 
   it('resolves "it", "the task" and "the same task" to the previous clause\'s task', () => {
-    const plan = planRequest("set status of task 4 to completed; comment on task 12: moved; assign the task to user 3; set priority of the same task to low; comment on it: done");
+    const plan = planRequest(
+      "set status of task 4 to completed; comment on task 12: moved; assign the task to user 3; set priority of the same task to low; comment on it: done",
+    );
     expect(plan.kind).toBe("multi");
     if (plan.kind !== "multi") return;
     expect(plan.clauses.map((c) => [c.index, c.taskId, c.refersBack])).toEqual([
@@ -732,13 +886,20 @@ describe("offline multi-clause parsing", () => {
     expect(plan.actions).toEqual([
       { operation: "update_task", taskId: 4, fields: { STATUS: "5" }, clauses: [1] },
       { operation: "add_task_comment", taskId: 12, fields: { POST_MESSAGE: "moved" }, clauses: [2] },
-      { operation: "update_task", taskId: 12, fields: { RESPONSIBLE_ID: "3", PRIORITY: "0" }, clauses: [3, 4] },
+      {
+        operation: "update_task",
+        taskId: 12,
+        fields: { RESPONSIBLE_ID: "3", PRIORITY: "0" },
+        clauses: [3, 4],
+      },
       { operation: "add_task_comment", taskId: 12, fields: { POST_MESSAGE: "done" }, clauses: [5] },
     ]);
   });
 
   it("merges only consecutive updates of the same task", () => {
-    const plan = planRequest("set status of task 4 to in progress; comment on it: started; set status of it to completed; set priority of task 5 to high");
+    const plan = planRequest(
+      "set status of task 4 to in progress; comment on it: started; set status of it to completed; set priority of task 5 to high",
+    );
     expect(plan.kind === "multi" && plan.actions.map((a) => [a.operation, a.taskId, a.fields])).toEqual([
       ["update_task", 4, { STATUS: "3" }],
       ["add_task_comment", 4, { POST_MESSAGE: "started" }],
@@ -748,7 +909,12 @@ describe("offline multi-clause parsing", () => {
   });
 
   it("gives a one-clause request to parseRequest unchanged", () => {
-    for (const request of ["rename task 4 to X", "rename it to X", "set description of task 4 to a; b", "comment on task 4: fine, then done"]) {
+    for (const request of [
+      "rename task 4 to X",
+      "rename it to X",
+      "set description of task 4 to a; b",
+      "comment on task 4: fine, then done",
+    ]) {
       expect(planRequest(request)).toEqual({ kind: "single", parsed: parseRequest(request) });
     }
     expect(parseRequest("comment on it: x")).toEqual({ ok: false, kind: "unsupported" });
@@ -758,12 +924,27 @@ describe("offline multi-clause parsing", () => {
 describe("offline model: deals (update_deal)", () => {
   it("parses the deal phrasings into a field and a value, and refuses a bad value naming it", async () => {
     const { parseDealRequest } = await import("../src/offline-demo/models/deal-request.js");
-    expect(parseDealRequest("move deal 3 to WON")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "WON" } });
-    expect(parseDealRequest("set the stage of deal 3 to final invoice")).toEqual({ ok: true, intent: { dealId: 3, field: "STAGE_ID", value: "FINAL_INVOICE" } });
-    expect(parseDealRequest("set the amount of deal 3 to 51 000.50 RUB")).toEqual({ ok: true, intent: { dealId: 3, field: "OPPORTUNITY", value: "51000.50" } });
-    expect(parseDealRequest("assign deal 2 to user 5")).toEqual({ ok: true, intent: { dealId: 2, field: "ASSIGNED_BY_ID", value: "5" } });
+    expect(parseDealRequest("move deal 3 to WON")).toEqual({
+      ok: true,
+      intent: { dealId: 3, field: "STAGE_ID", value: "WON" },
+    });
+    expect(parseDealRequest("set the stage of deal 3 to final invoice")).toEqual({
+      ok: true,
+      intent: { dealId: 3, field: "STAGE_ID", value: "FINAL_INVOICE" },
+    });
+    expect(parseDealRequest("set the amount of deal 3 to 51 000.50 RUB")).toEqual({
+      ok: true,
+      intent: { dealId: 3, field: "OPPORTUNITY", value: "51000.50" },
+    });
+    expect(parseDealRequest("assign deal 2 to user 5")).toEqual({
+      ok: true,
+      intent: { dealId: 2, field: "ASSIGNED_BY_ID", value: "5" },
+    });
     expect(parseDealRequest("move deal 3 to somewhere")).toMatchObject({ ok: false, field: "STAGE_ID" });
-    expect(parseDealRequest("set the amount of deal 3 to lots")).toMatchObject({ ok: false, field: "OPPORTUNITY" });
+    expect(parseDealRequest("set the amount of deal 3 to lots")).toMatchObject({
+      ok: false,
+      field: "OPPORTUNITY",
+    });
     expect(parseDealRequest("rename task 4 to X")).toBeUndefined();
   });
 
@@ -774,9 +955,28 @@ describe("offline model: deals (update_deal)", () => {
     const first = decideNextStep([new HumanMessage("move deal 3 to WON")], bound);
     expect(first).toMatchObject({ kind: "tool", call: { name: "get_deal", args: { dealId: 3 } } });
     const call = (first as { call: { id: string; name: string; args: Record<string, unknown> } }).call;
-    const read = new ToolMessage({ tool_call_id: call.id, name: "get_deal", content: JSON.stringify({ result: { ID: "3", STAGE_ID: "EXECUTING" } }) });
-    const second = decideNextStep([new HumanMessage("move deal 3 to WON"), new AIMessage({ content: "", tool_calls: [{ ...call, type: "tool_call" }] }), read], bound);
-    expect(second).toMatchObject({ kind: "tool", call: { name: "propose_change", args: { operation: "update_deal", dealId: 3, fields: { STAGE_ID: "WON" } } } });
-    expect((second as unknown as { call: { args: { rationale: string } } }).call.args.rationale).toContain('"EXECUTING"');
+    const read = new ToolMessage({
+      tool_call_id: call.id,
+      name: "get_deal",
+      content: JSON.stringify({ result: { ID: "3", STAGE_ID: "EXECUTING" } }),
+    });
+    const second = decideNextStep(
+      [
+        new HumanMessage("move deal 3 to WON"),
+        new AIMessage({ content: "", tool_calls: [{ ...call, type: "tool_call" }] }),
+        read,
+      ],
+      bound,
+    );
+    expect(second).toMatchObject({
+      kind: "tool",
+      call: {
+        name: "propose_change",
+        args: { operation: "update_deal", dealId: 3, fields: { STAGE_ID: "WON" } },
+      },
+    });
+    expect((second as unknown as { call: { args: { rationale: string } } }).call.args.rationale).toContain(
+      '"EXECUTING"',
+    );
   });
 });

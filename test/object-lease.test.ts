@@ -12,7 +12,18 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { submitDecision, type ThreadView } from "../src/app/threads.js";
 import type { App } from "../src/app/threads.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
-import { envFor, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, objectLeaseOf, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  openTestApp,
+  parseJsonOutput,
+  recordPendingRename,
+  runCli,
+  startPortal,
+  tempDir,
+  until,
+  objectLeaseOf,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const FIRST = "LEASE-FIRST approved title";
@@ -33,7 +44,10 @@ afterEach(async () => {
 });
 
 async function open(env: Record<string, string> = {}, title = FIRST): Promise<App> {
-  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })), env });
+  const app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })),
+    env,
+  });
   apps.push(app);
   // Starts its MCP server now (a read), so the run below reaches its pre-read while the first write is in flight.
   expect((await app.deps.tools.read("getTask", { taskId: 4 })).ok).toBe(true);
@@ -41,19 +55,34 @@ async function open(env: Record<string, string> = {}, title = FIRST): Promise<Ap
 }
 
 /** A waiting approval to rename task 4, recorded by its own app (closed again, only the stores remain). */
-const pending = (title: string): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })) });
+const pending = (title: string): Promise<ThreadView> =>
+  recordPendingRename(portal, dataDir, title, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })),
+  });
 
 function approval(view: ThreadView) {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+    ],
+  };
 }
 
 /** Approves `first` in a CLI process and returns once its write has been sent (journal at intent). */
 async function firstWriteInFlight(app: App, first: ThreadView, holdMs: number) {
   await portal.fault({ method: "tasks.task.update", kind: "latency", ms: holdMs, times: 1 });
   // A timeout longer than the hold: the first write is answered, not lost.
-  const done = runCli(["approve", first.threadId, "--hash", first.approval!.envelopeHash, "--json"], envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: String(holdMs + 8000) }));
-  await until("the first action's write to be in flight", async () => (await app.deps.journal.getAction(first.approval!.envelopeHash))?.phase === "intent", 600, 25);
+  const done = runCli(
+    ["approve", first.threadId, "--hash", first.approval!.envelopeHash, "--json"],
+    envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: String(holdMs + 8000) }),
+  );
+  await until(
+    "the first action's write to be in flight",
+    async () => (await app.deps.journal.getAction(first.approval!.envelopeHash))?.phase === "intent",
+    600,
+    25,
+  );
   // Wrapped: an async function returning the bare promise would make the caller wait for the whole run.
   return { done };
 }
@@ -106,7 +135,9 @@ describe("object lease: two approved actions on one task", () => {
     expect(await portal.writes()).toHaveLength(1);
     expect((await portal.task(4))["title"]).toBe(FIRST);
     // The busy one's approval is used up: approving it again is refused, not a second chance to overwrite.
-    const again = await submitDecision(app, second.threadId, approval(second)).catch((e: Error & { code?: string }) => e);
+    const again = await submitDecision(app, second.threadId, approval(second)).catch(
+      (e: Error & { code?: string }) => e,
+    );
     expect((again as { code?: string }).code).toBe("THREAD_ENDED");
     expect(await portal.writes()).toHaveLength(1);
   });
@@ -118,7 +149,10 @@ describe("object lease after a write whose answer was lost", () => {
     const second = await pending(SECOND);
     // The emulator holds the first write 2.5 s and applies it then; the client gives up after 1 s.
     await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
-    const firstResult = await runCli(["approve", first.threadId, "--hash", first.approval!.envelopeHash, "--json"], envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: "1000" }));
+    const firstResult = await runCli(
+      ["approve", first.threadId, "--hash", first.approval!.envelopeHash, "--json"],
+      envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: "1000" }),
+    );
     const firstView = parseJsonOutput(firstResult.stdout);
     expect(firstView.outcome).not.toBe("VERIFIED");
     const app = await open({ ACTION_ENVELOPE_OBJECT_WAIT_MS: "300" });
@@ -157,20 +191,42 @@ describe("object lease in the journal", () => {
     expect(renewed.expiresAt).toBeGreaterThan(before.expiresAt);
 
     // The move that ends A releases its lease in the same transaction.
-    expect((await journal.moveAction(A.envelopeHash, "closed", { closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: new Date().toISOString() } })).ok).toBe(true);
+    expect(
+      (
+        await journal.moveAction(A.envelopeHash, "closed", {
+          closed: {
+            outcome: "NOT_EXECUTED",
+            reasonCode: "CANCELLED",
+            reason: "test",
+            at: new Date().toISOString(),
+          },
+        })
+      ).ok,
+    ).toBe(true);
     expect(await objectLeaseOf(dataDir, key)).toBeUndefined();
     expect((await journal.acquireObjectLease(key, B, 60_000)).acquired).toBe(true);
 
     // Beginning a write is one transaction: with the lease held by another action, or with the action
     // not at pre_read, nothing of it is committed (no write-ahead entry, no lease, no move).
-    const intent = (h: string, t: string) => ({ envelopeHash: h, threadId: t, idempotencyKey: `k-${h.slice(7, 20)}`, args: { taskId: 4, fields: {} } });
-    const blocked = await journal.beginWrite(intent(A.envelopeHash, A.threadId), new Date().toISOString(), { objectKey: key, holdMs: 60_000 });
+    const intent = (h: string, t: string) => ({
+      envelopeHash: h,
+      threadId: t,
+      idempotencyKey: `k-${h.slice(7, 20)}`,
+      args: { taskId: 4, fields: {} },
+    });
+    const blocked = await journal.beginWrite(intent(A.envelopeHash, A.threadId), new Date().toISOString(), {
+      objectKey: key,
+      holdMs: 60_000,
+    });
     expect("leaseHolder" in blocked && blocked.leaseHolder.owner).toBe(B.envelopeHash);
     expect(await journal.findExecution(A.envelopeHash)).toBeUndefined();
     // B renews for 1 ms only, and that runs out.
     expect((await journal.acquireObjectLease(key, B, 1)).acquired).toBe(true);
     await new Promise((r) => setTimeout(r, 10));
-    const notReady = await journal.beginWrite(intent(B.envelopeHash, B.threadId), new Date().toISOString(), { objectKey: key, holdMs: 60_000 });
+    const notReady = await journal.beginWrite(intent(B.envelopeHash, B.threadId), new Date().toISOString(), {
+      objectKey: key,
+      holdMs: 60_000,
+    });
     expect("refused" in notReady && notReady.refused).toContain("registered");
     expect(await journal.findExecution(B.envelopeHash)).toBeUndefined();
     expect((await journal.getAction(B.envelopeHash))!.phase).toBe("registered");

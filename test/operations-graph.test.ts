@@ -27,12 +27,19 @@ afterEach(async () => {
 });
 
 async function open(text = TEXT, env: Record<string, string> = {}): Promise<void> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: text }, "add_task_comment")), env });
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: text }, "add_task_comment")),
+    env,
+  });
 }
 
 function approve(view: ThreadView): { decisions: unknown[] } {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+    ],
+  };
 }
 
 async function comments(taskId = 4): Promise<Array<{ ID: string; POST_MESSAGE: string }>> {
@@ -68,7 +75,10 @@ describe("a comment on a task", () => {
     const created = done.state!.verification!.created as { id: string; via: string };
     expect(created.via).toBe("acknowledgement");
     expect(after.find((c) => c.ID === created.id)?.POST_MESSAGE).toBe(TEXT);
-    expect(done.state!.invocation).toMatchObject({ tool: "add_task_comment", args: { taskId: 4, fields: { POST_MESSAGE: TEXT } } });
+    expect(done.state!.invocation).toMatchObject({
+      tool: "add_task_comment",
+      args: { taskId: 4, fields: { POST_MESSAGE: TEXT } },
+    });
     // The task's own fields were not written.
     expect(await portal.calls("tasks.task.update")).toHaveLength(0);
   });
@@ -76,7 +86,10 @@ describe("a comment on a task", () => {
   it("is not posted when the task changed after the card was shown: STALE_STATE, no write", async () => {
     await open();
     const waiting = await waitingComment();
-    const person = await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Renamed by a person meanwhile" } });
+    const person = await portal.rest("tasks.task.update", {
+      taskId: 4,
+      fields: { TITLE: "Renamed by a person meanwhile" },
+    });
     expect(person.status).toBe(200);
     const done = await submitDecision(app, waiting.threadId, approve(waiting));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
@@ -113,7 +126,9 @@ describe("a comment on a task", () => {
 
   it("an earlier comment with the same text is not taken for ours when the answer is lost and nothing was applied", async () => {
     await open(TEXT, { BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
-    expect((await portal.rest("task.commentitem.add", { TASKID: 4, FIELDS: { POST_MESSAGE: TEXT } })).status).toBe(200);
+    expect(
+      (await portal.rest("task.commentitem.add", { TASKID: 4, FIELDS: { POST_MESSAGE: TEXT } })).status,
+    ).toBe(200);
     const waiting = await waitingComment();
     await portal.fault({ method: "task.commentitem.add", kind: "timeout_without_apply", times: 1 });
     const done = await submitDecision(app, waiting.threadId, approve(waiting));
@@ -127,13 +142,32 @@ describe("a comment on a task", () => {
     const waiting = await waitingComment();
     const a = waiting.approval!;
     const edited = await submitDecision(app, waiting.threadId, {
-      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "add_task_comment", args: { taskId: 4, fields: { POST_MESSAGE: "Shorter: in review." } } } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+          editedAction: {
+            name: "add_task_comment",
+            args: { taskId: 4, fields: { POST_MESSAGE: "Shorter: in review." } },
+          },
+        },
+      ],
     });
     expect(edited.status).toBe("awaiting_approval");
     expect(edited.approval!.envelope.revision).toBe(2);
     expect(edited.approval!.envelope.operation).toBe("add_task_comment");
     const sneaky = await submitDecision(app, waiting.threadId, {
-      decisions: [{ type: "edit", envelopeHash: edited.approval!.envelopeHash, nonce: edited.approval!.nonce, approver: { id: "bob" }, editedAction: { name: "update_task", args: { taskId: 4, fields: { TITLE: "x" } } } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: edited.approval!.envelopeHash,
+          nonce: edited.approval!.nonce,
+          approver: { id: "bob" },
+          editedAction: { name: "update_task", args: { taskId: 4, fields: { TITLE: "x" } } },
+        },
+      ],
     });
     expect(sneaky.status).toBe("awaiting_approval");
     expect(sneaky.approval!.lastRefusal?.code).toBe("OUT_OF_SCOPE");
@@ -151,7 +185,10 @@ describe("a comment on a task", () => {
     const undo = await startUndo(app, done.threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
     const created = done.state!.verification!.created as { id: string };
-    expect([undo.approval!.envelope.operation, undo.approval!.envelope.params]).toEqual(["delete_task_comment", { COMMENT_ID: Number(created.id) }]);
+    expect([undo.approval!.envelope.operation, undo.approval!.envelope.params]).toEqual([
+      "delete_task_comment",
+      { COMMENT_ID: Number(created.id) },
+    ]);
     expect(await portal.writes()).toHaveLength(1);
   });
 });
@@ -160,14 +197,38 @@ describe("a new task (add_task)", () => {
   const TITLE = "Prepare the Q4 report";
   const proposeNew = (fields: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
     new ScriptedChatModel((messages) => {
-      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields, rationale: "requested by the user", ...extra })] });
+      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change"))
+        return new AIMessage("Proposed; waiting for the human.");
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            operation: "add_task",
+            fields,
+            rationale: "requested by the user",
+            ...extra,
+          }),
+        ],
+      });
     });
-  const titled = async (title: string) => ((await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{ id: string; title: string; responsibleId: string }>).filter((t) => t.title === title);
+  const titled = async (title: string) =>
+    (
+      (await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{
+        id: string;
+        title: string;
+        responsibleId: string;
+      }>
+    ).filter((t) => t.title === title);
 
-  async function waitingNew(env: Record<string, string> = {}, fields: Record<string, unknown> = { TITLE, RESPONSIBLE_ID: "5" }): Promise<ThreadView> {
+  async function waitingNew(
+    env: Record<string, string> = {},
+    fields: Record<string, unknown> = { TITLE, RESPONSIBLE_ID: "5" },
+  ): Promise<ThreadView> {
     app = await openTestApp(portal, dataDir, { model: proposeNew(fields), env });
-    const view = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: `create a task "${TITLE}" for user 5`,
+      requestedBy: "demo-user",
+    });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     return view;
   }
@@ -175,7 +236,12 @@ describe("a new task (add_task)", () => {
   it("is shown as a new task with exactly its values, created once after approval, read back and VERIFIED", async () => {
     const view = await waitingNew();
     const e = view.approval!.envelope;
-    expect([e.operation, e.object, e.comparedFields, e.invariantFields]).toEqual(["add_task", { type: "task", id: 0 }, [], []]);
+    expect([e.operation, e.object, e.comparedFields, e.invariantFields]).toEqual([
+      "add_task",
+      { type: "task", id: 0 },
+      [],
+      [],
+    ]);
     expect(view.approval!.actionRequests[0].args).toEqual({ fields: { TITLE, RESPONSIBLE_ID: "5" } });
     expect(view.state!.card).toContain("Object:       a new task (made by this write; it has no id yet)");
     expect(view.state!.card).toContain("NEW TASK (2 fields");
@@ -184,9 +250,18 @@ describe("a new task (add_task)", () => {
     expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add"]);
     const made = await titled(TITLE);
     expect(made).toHaveLength(1);
-    expect(done.state!.verification!.created).toMatchObject({ type: "task", id: made[0]!.id, via: "acknowledgement" });
-    expect(done.state!.invocation).toMatchObject({ tool: "add_task", args: { fields: { TITLE, RESPONSIBLE_ID: "5" } } });
-    await expect(startUndo(app, done.threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*created a new task/);
+    expect(done.state!.verification!.created).toMatchObject({
+      type: "task",
+      id: made[0]!.id,
+      via: "acknowledgement",
+    });
+    expect(done.state!.invocation).toMatchObject({
+      tool: "add_task",
+      args: { fields: { TITLE, RESPONSIBLE_ID: "5" } },
+    });
+    await expect(startUndo(app, done.threadId, "demo-user")).rejects.toThrow(
+      /NOT_UNDOABLE: .*created a new task/,
+    );
   });
 
   it("acknowledged without being created: VERIFICATION_FAILED, one send, no task", async () => {
@@ -213,12 +288,20 @@ describe("a new task (add_task)", () => {
 
   it("is refused before any card without a responsible user, or when it names an existing task", async () => {
     app = await openTestApp(portal, dataDir, { model: proposeNew({ TITLE }) });
-    const noOwner = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    const noOwner = await startRun(app, {
+      request: `create a task "${TITLE}" for user 5`,
+      requestedBy: "demo-user",
+    });
     expect(noOwner.state!.reasonCode).toBe("DENIED_BY_POLICY");
     expect(noOwner.state!.reason).toContain("add_task needs RESPONSIBLE_ID");
     await app.close();
-    app = await openTestApp(portal, dataDir, { model: proposeNew({ TITLE, RESPONSIBLE_ID: "5" }, { taskId: 4 }) });
-    const named = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    app = await openTestApp(portal, dataDir, {
+      model: proposeNew({ TITLE, RESPONSIBLE_ID: "5" }, { taskId: 4 }),
+    });
+    const named = await startRun(app, {
+      request: `create a task "${TITLE}" for user 5`,
+      requestedBy: "demo-user",
+    });
     expect(named.status).toBe("finished");
     expect(named.state!.outcome).toBe("NOT_EXECUTED");
     expect(await portal.writes()).toHaveLength(0);

@@ -25,14 +25,37 @@ function proposeSet(actions: Action[]): Script {
   return (messages) => {
     const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
     if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-    if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) => call("get_task_by_id", { taskId })) });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })] });
+    if (!tools.includes("get_task_by_id"))
+      return new AIMessage({
+        content: "",
+        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
+          call("get_task_by_id", { taskId }),
+        ),
+      });
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
+    });
   };
 }
 
-function perAction(view: ThreadView, types: Record<string, "approve" | "reject">, approver = "alice", reason = "not this one") {
+function perAction(
+  view: ThreadView,
+  types: Record<string, "approve" | "reject">,
+  approver = "alice",
+  reason = "not this one",
+) {
   const a = view.approval!;
-  return { decisions: Object.entries(types).map(([actionId, type]) => ({ type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver }, actionId, ...(type === "reject" ? { message: reason } : {}) })) };
+  return {
+    decisions: Object.entries(types).map(([actionId, type]) => ({
+      type,
+      envelopeHash: a.envelopeHash,
+      nonce: a.nonce,
+      approver: { id: approver },
+      actionId,
+      ...(type === "reject" ? { message: reason } : {}),
+    })),
+  };
 }
 
 beforeEach(async () => {
@@ -63,9 +86,17 @@ describe("partial approvals are not edits", () => {
     ]);
     const cs = view.approval!.changeSet!;
     expect(cs.partialExecution).toEqual(["reversible"]);
-    const forecast = partialApprovalForecast(cs.actions, { a1: "approve", a2: "reject", a3: "approve" }, cs.partialExecution!);
+    const forecast = partialApprovalForecast(
+      cs.actions,
+      { a1: "approve", a2: "reject", a3: "approve" },
+      cs.partialExecution!,
+    );
     expect(forecast).toMatchObject({ runsAtOnce: true, kept: ["a1", "a3"], rejected: ["a2"] });
-    const done = await submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject", a3: "approve" }, "alice", "leave task 5 alone"));
+    const done = await submitDecision(
+      app!,
+      view.threadId,
+      perAction(view, { a1: "approve", a2: "reject", a3: "approve" }, "alice", "leave task 5 alone"),
+    );
     expect(done.state!.outcome).toBe("VERIFIED");
     expect(done.state!.envelope!.editedBy).toBeUndefined();
     expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.update"]);
@@ -77,8 +108,18 @@ describe("partial approvals are not edits", () => {
     expect(done.changeSetOutcome!.actions[1]!.reason).toContain("leave task 5 alone");
     // The evidence names it a per-action decision, not an edit.
     const records = await app!.deps.audit.records({ threadId: view.threadId });
-    const summaries = buildEvidence({ threadId: view.threadId, status: "finished", state: done.state, records, chain: await app!.deps.audit.verify() }).filter((e) => e.kind === "decision").map((e) => e.summary);
-    expect(summaries.join("\n")).toContain("per-action decision (a1 approve, a2 reject, a3 approve) accepted from alice");
+    const summaries = buildEvidence({
+      threadId: view.threadId,
+      status: "finished",
+      state: done.state,
+      records,
+      chain: await app!.deps.audit.verify(),
+    })
+      .filter((e) => e.kind === "decision")
+      .map((e) => e.summary);
+    expect(summaries.join("\n")).toContain(
+      "per-action decision (a1 approve, a2 reject, a3 approve) accepted from alice",
+    );
     expect(summaries.join("\n")).not.toMatch(/edit accepted/);
   });
 
@@ -90,9 +131,13 @@ describe("partial approvals are not edits", () => {
     ]);
     // The store refuses the run-at-once revision's decision_accepted record (revision 2 only).
     const db = new Database(path.join(dataDir, "journal.sqlite"));
-    db.exec("CREATE TRIGGER refuse_accept BEFORE INSERT ON audit_records WHEN NEW.event = 'decision_accepted' AND NEW.revision = 2 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+    db.exec(
+      "CREATE TRIGGER refuse_accept BEFORE INSERT ON audit_records WHEN NEW.event = 'decision_accepted' AND NEW.revision = 2 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    );
     db.close();
-    await expect(submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject", a3: "approve" }))).rejects.toThrow(/refused by the test/);
+    await expect(
+      submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject", a3: "approve" })),
+    ).rejects.toThrow(/refused by the test/);
     const current = await app!.deps.journal.currentAction(view.threadId);
     expect(current?.revision).toBe(2);
     expect(current?.phase).toBe("registered");
@@ -108,7 +153,11 @@ describe("partial approvals are not edits", () => {
       { operation: "update_task", taskId: 4, fields: { TITLE: "Renamed after the priority" } },
     ]);
     const cs = view.approval!.changeSet!;
-    const forecast = partialApprovalForecast(cs.actions, { a1: "reject", a2: "approve" }, cs.partialExecution!);
+    const forecast = partialApprovalForecast(
+      cs.actions,
+      { a1: "reject", a2: "approve" },
+      cs.partialExecution!,
+    );
     expect(forecast.runsAtOnce).toBe(false);
     expect(forecast.summary).toContain("a2 depends on rejected a1");
     expect(forecast.summary).toContain("you included");
@@ -119,7 +168,11 @@ describe("partial approvals are not edits", () => {
     expect(again.approval!.description).not.toContain("Edited by");
     // Not an edit: alice, who decided the set, may approve what is left (no SELF_APPROVAL).
     const a = again.approval!;
-    const done = await submitDecision(app!, view.threadId, { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } }] });
+    const done = await submitDecision(app!, view.threadId, {
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } },
+      ],
+    });
     expect(done.approval?.lastRefusal).toBeUndefined();
     expect(done.state!.outcome).toBe("VERIFIED");
     expect(await writeMethods()).toEqual(["tasks.task.update"]);

@@ -13,14 +13,26 @@ import { startRun, type ThreadView } from "../src/app/threads.js";
 import { inboxFor } from "../src/inbox/queue.js";
 import { listFragment } from "../src/inbox/pages.js";
 import { cardSection } from "../src/inbox/card-view.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
 /** Reads tasks 4 and 3, then proposes a set: a1 task 4's status, a2 a comment on task 3. */
 const twoTasks: Script = (messages) => {
   const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
   if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-  if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 }), call("get_task_by_id", { taskId: 3 })] });
+  if (!tools.includes("get_task_by_id"))
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("get_task_by_id", { taskId: 4 }), call("get_task_by_id", { taskId: 3 })],
+    });
   return new AIMessage({
     content: "",
     tool_calls: [
@@ -49,13 +61,19 @@ beforeAll(async () => {
   const offline = await openTestApp(portal, dataDir);
   try {
     deal = await startRun(offline, { request: "move deal 3 to WON", requestedBy: "demo-user" });
-    task = await startRun(offline, { request: "rename task 3 to Listed by its task", requestedBy: "demo-user" });
+    task = await startRun(offline, {
+      request: "rename task 3 to Listed by its task",
+      requestedBy: "demo-user",
+    });
   } finally {
     await offline.close();
   }
   const scripted = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(twoTasks) });
   try {
-    set = await startRun(scripted, { request: "set status of task 4 to awaiting control and comment on task 3: Ready for review", requestedBy: "demo-user" });
+    set = await startRun(scripted, {
+      request: "set status of task 4 to awaiting control and comment on task 3: Ready for review",
+      requestedBy: "demo-user",
+    });
   } finally {
     await scripted.close();
   }
@@ -76,7 +94,11 @@ async function listed(...flags: string[]): Promise<{ total: number; threads: str
   const r = await runCli(["pending", "--json", ...flags], env);
   expect(r.code, `${flags.join(" ")}: ${r.stderr}`).toBe(0);
   const page = parseJsonOutput(r.stdout);
-  return { total: page.total, threads: page.pending.map((p: { threadId: string }) => p.threadId), pending: page.pending };
+  return {
+    total: page.total,
+    threads: page.pending.map((p: { threadId: string }) => p.threadId),
+    pending: page.pending,
+  };
 }
 
 describe("pending by object", () => {
@@ -84,15 +106,37 @@ describe("pending by object", () => {
     const all = await listed();
     expect(all.threads).toEqual([deal.threadId, task.threadId, set.threadId]);
     // Fields added, none renamed: taskId stays the object's id, object adds its kind, operation the single proposal's.
-    expect(all.pending[0]).toMatchObject({ taskId: 3, object: { type: "deal", id: 3 }, operation: "update_deal", fields: ["STAGE_ID"] });
-    expect(all.pending[1]).toMatchObject({ taskId: 3, object: { type: "task", id: 3 }, operation: "update_task", fields: ["TITLE"] });
+    expect(all.pending[0]).toMatchObject({
+      taskId: 3,
+      object: { type: "deal", id: 3 },
+      operation: "update_deal",
+      fields: ["STAGE_ID"],
+    });
+    expect(all.pending[1]).toMatchObject({
+      taskId: 3,
+      object: { type: "task", id: 3 },
+      operation: "update_task",
+      fields: ["TITLE"],
+    });
     expect(all.pending[2]).toMatchObject({
       taskId: 4,
       object: { type: "task", id: 4 },
       changeSet: {
         actions: [
-          { actionId: "a1", operation: "update_task", taskId: 4, object: { type: "task", id: 4 }, fields: ["STATUS"] },
-          { actionId: "a2", operation: "add_task_comment", taskId: 3, object: { type: "task", id: 3 }, fields: ["POST_MESSAGE"] },
+          {
+            actionId: "a1",
+            operation: "update_task",
+            taskId: 4,
+            object: { type: "task", id: 4 },
+            fields: ["STATUS"],
+          },
+          {
+            actionId: "a2",
+            operation: "add_task_comment",
+            taskId: 3,
+            object: { type: "task", id: 3 },
+            fields: ["POST_MESSAGE"],
+          },
         ],
       },
     });
@@ -107,7 +151,10 @@ describe("pending by object", () => {
     expect(await listed("--deal", "4")).toMatchObject({ total: 0, threads: [] });
     // Paged within the filter.
     expect(await listed("--task", "3", "--limit", "1")).toMatchObject({ total: 2, threads: [task.threadId] });
-    expect(await listed("--task", "3", "--limit", "1", "--offset", "1")).toMatchObject({ total: 2, threads: [set.threadId] });
+    expect(await listed("--task", "3", "--limit", "1", "--offset", "1")).toMatchObject({
+      total: 2,
+      threads: [set.threadId],
+    });
 
     // The human listing names the kind: the deal as a deal (with its operation), a task update as before.
     const human = await runCli(["pending", "--deal", "3"], env);
@@ -117,19 +164,27 @@ describe("pending by object", () => {
     expect(lines[0]).toContain(`${deal.threadId}  rev 1  update_deal deal 3 STAGE_ID  high`);
     const byTask = await runCli(["pending", "--task", "3"], env);
     expect(byTask.stdout).toContain(`${task.threadId}  rev 1  task 3 TITLE  `);
-    expect(byTask.stdout).toContain(`${set.threadId}  rev 1  change set of 2 actions: a1 update_task task 4 STATUS; a2 add_task_comment task 3 POST_MESSAGE`);
+    expect(byTask.stdout).toContain(
+      `${set.threadId}  rev 1  change set of 2 actions: a1 update_task task 4 STATUS; a2 add_task_comment task 3 POST_MESSAGE`,
+    );
     expect(byTask.stdout).not.toContain(deal.threadId);
     expect(await portal.writes()).toEqual([]);
   });
 
   it("refuses two object flags at once, a non-positive id, and an object flag with --api (exit 1, nothing listed)", async () => {
     const refusals: Array<[string[], RegExp]> = [
-      [["--object", "3", "--deal", "3"], /--object and --deal each name the one object .*--deal N for a deal/],
+      [
+        ["--object", "3", "--deal", "3"],
+        /--object and --deal each name the one object .*--deal N for a deal/,
+      ],
       [["--task", "3", "--deal", "4"], /--task and --deal each name the one object/],
       [["--task", "3", "--object", "3"], /--task and --object each name the one object/],
       [["--deal", "0"], /expected a positive deal id, got "0"/],
       [["--deal", "x3"], /expected a positive deal id/],
-      [["--deal", "3", "--api", "http://127.0.0.1:9"], /--deal filters the local listing; pending --api lists every waiting approval/],
+      [
+        ["--deal", "3", "--api", "http://127.0.0.1:9"],
+        /--deal filters the local listing; pending --api lists every waiting approval/,
+      ],
     ];
     for (const [flags, message] of refusals) {
       const r = await runCli(["pending", "--json", ...flags], env);
@@ -150,10 +205,16 @@ describe("the web inbox names a deal as a deal", () => {
       const items = await inboxFor(app, "bob");
       const list = String(listFragment(items));
       // Each row names its object with the title as read, then each change as old → new.
-      expect(list).toMatch(/deal 3 «[^»]+» <small>· update_deal<\/small><\/span><ul class="changes-short"><li><span class="field">STAGE_ID<\/span>/);
+      expect(list).toMatch(
+        /deal 3 «[^»]+» <small>· update_deal<\/small><\/span><ul class="changes-short"><li><span class="field">STAGE_ID<\/span>/,
+      );
       expect(list).not.toMatch(/task 3 «[^»]+» <small>· update_deal/);
-      expect(list).toMatch(/task 3 «[^»]+» <small>· update_task<\/small><\/span><ul class="changes-short"><li><span class="field">TITLE<\/span>/);
-      expect(list).toMatch(/<strong>a1<\/strong> update_task · task 4 «[^»]+»<ul class="changes-short"><li><span class="field">STATUS<\/span>.*<strong>a2<\/strong> add_task_comment · task 3 «/s);
+      expect(list).toMatch(
+        /task 3 «[^»]+» <small>· update_task<\/small><\/span><ul class="changes-short"><li><span class="field">TITLE<\/span>/,
+      );
+      expect(list).toMatch(
+        /<strong>a1<\/strong> update_task · task 4 «[^»]+»<ul class="changes-short"><li><span class="field">STATUS<\/span>.*<strong>a2<\/strong> add_task_comment · task 3 «/s,
+      );
       const row = (await app.deps.journal.currentAction(deal.threadId))!;
       const card = String(cardSection(row));
       expect(card).toContain("Changes: value read from the deal when the envelope was made");

@@ -28,7 +28,11 @@ let now = new Date(T0);
 
 beforeEach(async () => {
   dataDir = tempDir();
-  env = { ACTION_ENVELOPE_DATA_DIR: dataDir, MODEL: "offline", ...(usingPostgres ? databaseEnv(dataDir) : {}) };
+  env = {
+    ACTION_ENVELOPE_DATA_DIR: dataDir,
+    MODEL: "offline",
+    ...(usingPostgres ? databaseEnv(dataDir) : {}),
+  };
   now = new Date(T0 + 86_400_000);
   deps = await createStoreDeps(loadConfig(env), { clock: () => now });
 });
@@ -50,11 +54,23 @@ async function register(name: string, second: number, r: Row = {}): Promise<Regi
   const base = testAction(`thread-${name}`, hash, { nonce: `n-${name}` });
   const a: RegisteredAction = {
     ...base,
-    envelope: { ...base.envelope, requestedBy: r.requestedBy ?? "demo-user", operation: r.operation ?? "update_task", object: r.object ?? { type: "task", id: 4 }, risk: { level: "medium", reversibility: "reversible" } } as never,
+    envelope: {
+      ...base.envelope,
+      requestedBy: r.requestedBy ?? "demo-user",
+      operation: r.operation ?? "update_task",
+      object: r.object ?? { type: "task", id: 4 },
+      risk: { level: "medium", reversibility: "reversible" },
+    } as never,
     escalatedTo: r.escalatedTo ?? null,
   };
   const at = new Date(T0 + second * 1000).toISOString();
-  await deps!.journal.registerThread({ threadId: a.threadId, request: "test", requestedBy: a.envelope.requestedBy, scope: {}, createdAt: at });
+  await deps!.journal.registerThread({
+    threadId: a.threadId,
+    request: "test",
+    requestedBy: a.envelope.requestedBy,
+    scope: {},
+    createdAt: at,
+  });
   await deps!.journal.registerAction(a, at);
   return a;
 }
@@ -65,7 +81,12 @@ async function allPages(q: PendingQuery, between: (page: number) => Promise<void
   let cursor: string | undefined;
   for (let i = 0; i < 50; i++) {
     const p = await pendingPage({ deps: deps! }, { ...q, ...(cursor !== undefined ? { cursor } : {}) });
-    pages.push({ threads: p.pending.map((x) => x.threadId), damaged: p.damaged.map((d) => d.threadId), next: p.next, total: p.total });
+    pages.push({
+      threads: p.pending.map((x) => x.threadId),
+      damaged: p.damaged.map((d) => d.threadId),
+      next: p.next,
+      total: p.total,
+    });
     if (p.next === null) return pages;
     cursor = p.next;
     await between(i);
@@ -89,7 +110,21 @@ describe("pending by keyset", () => {
       if (i === 0) await register("zz-same-instant-as-page-one", 2);
     });
     const listed = pages.flatMap((p) => p.threads);
-    const expected = ["r0", "r1", "r2", "zz-same-instant-as-page-one", "r3", "r4", "r5", "r6", "tie-a", "tie-b", "late0", "late1", "late2"].map((n) => `thread-${n}`);
+    const expected = [
+      "r0",
+      "r1",
+      "r2",
+      "zz-same-instant-as-page-one",
+      "r3",
+      "r4",
+      "r5",
+      "r6",
+      "tie-a",
+      "tie-b",
+      "late0",
+      "late1",
+      "late2",
+    ].map((n) => `thread-${n}`);
     expect(listed).toEqual(expected);
     expect(new Set(listed).size).toBe(listed.length);
     expect(pages.slice(0, -1).every((p) => p.threads.length === 3)).toBe(true);
@@ -101,8 +136,17 @@ describe("pending by keyset", () => {
     const rows = [];
     for (const [i, n] of names.entries()) rows.push(await register(n, i));
     const before = await allPages({ limit: 2 });
-    expect(before.map((p) => p.threads)).toEqual([["thread-a", "thread-b"], ["thread-c", "thread-d"], ["thread-e", "thread-f"]]);
-    expect(await journalSql(dataDir, "UPDATE T.actions SET mac = ? WHERE envelope_hash = ?", ["0".repeat(64), rows[2]!.envelopeHash])).toBeDefined();
+    expect(before.map((p) => p.threads)).toEqual([
+      ["thread-a", "thread-b"],
+      ["thread-c", "thread-d"],
+      ["thread-e", "thread-f"],
+    ]);
+    expect(
+      await journalSql(dataDir, "UPDATE T.actions SET mac = ? WHERE envelope_hash = ?", [
+        "0".repeat(64),
+        rows[2]!.envelopeHash,
+      ]),
+    ).toBeDefined();
     const after = await allPages({ limit: 2 });
     // The first page and its cursor are unchanged; c is named where it lies, and d, e, f follow it.
     expect(after[0]).toEqual(before[0]);
@@ -119,26 +163,46 @@ describe("pending by keyset", () => {
     await register("task", 1);
     await register("deal", 2, { operation: "update_deal", object: { type: "deal", id: 3 } });
     await register("leads", 3, { escalatedTo: "task-leads" });
-    await register("deal-esc", 4, { operation: "update_deal", object: { type: "deal", id: 5 }, escalatedTo: "deal-approvers" });
+    await register("deal-esc", 4, {
+      operation: "update_deal",
+      object: { type: "deal", id: 5 },
+      escalatedTo: "deal-approvers",
+    });
     await register("delete", 5, { operation: "delete_task" });
     const sqlRows = async (approver: string) =>
-      (await deps!.journal.listRegistered({ decidable: decidableIn(deps!.policy, approver), limit: 100 })).map((r) => r.threadId);
+      (
+        await deps!.journal.listRegistered({ decidable: decidableIn(deps!.policy, approver), limit: 100 })
+      ).map((r) => r.threadId);
     const listed = async (approver: string) => {
       const p = await pendingPage({ deps: deps! }, { decidableBy: approver });
       return { threads: p.pending.map((x) => x.threadId), total: p.total };
     };
     // carol approves tasks (task-approvers, the default) and leads task-leads; she is no deal approver.
     expect(await sqlRows("carol")).toEqual(["thread-task", "thread-leads", "thread-delete"]);
-    expect(await listed("carol")).toEqual({ threads: ["thread-task", "thread-leads", "thread-delete"], total: 3 });
+    expect(await listed("carol")).toEqual({
+      threads: ["thread-task", "thread-leads", "thread-delete"],
+      total: 3,
+    });
     // alice approves tasks and deals, and is in deal-approvers but not task-leads.
-    expect(await sqlRows("alice")).toEqual(["thread-task", "thread-deal", "thread-deal-esc", "thread-delete"]);
-    expect(await listed("alice")).toEqual({ threads: ["thread-task", "thread-deal", "thread-deal-esc", "thread-delete"], total: 4 });
+    expect(await sqlRows("alice")).toEqual([
+      "thread-task",
+      "thread-deal",
+      "thread-deal-esc",
+      "thread-delete",
+    ]);
+    expect(await listed("alice")).toEqual({
+      threads: ["thread-task", "thread-deal", "thread-deal-esc", "thread-delete"],
+      total: 4,
+    });
     // Nobody's approver: the query itself returns nothing, with five rows waiting.
     expect(await sqlRows("mallory")).toEqual([]);
     expect(await listed("mallory")).toEqual({ threads: [], total: 0 });
     // Paged by cursor within the filter.
     const pages = await allPages({ decidableBy: "alice", limit: 3 });
-    expect(pages.map((p) => p.threads)).toEqual([["thread-task", "thread-deal", "thread-deal-esc"], ["thread-delete"]]);
+    expect(pages.map((p) => p.threads)).toEqual([
+      ["thread-task", "thread-deal", "thread-deal-esc"],
+      ["thread-delete"],
+    ]);
   });
 
   it("the CLI prints the next cursor (--json and text), --cursor continues, --offset still passes over, a bad cursor is a usage error", async () => {
@@ -158,10 +222,14 @@ describe("pending by keyset", () => {
     expect(text.stdout).not.toContain("thread-c1");
     const more = /\(2 shown of 5; --cursor (\S+) for more\)/.exec(text.stdout);
     expect(more, text.stdout).not.toBeNull();
-    const last = parseJsonOutput((await runCli(["pending", "--json", "--limit", "2", "--cursor", more![1]!], env)).stdout);
+    const last = parseJsonOutput(
+      (await runCli(["pending", "--json", "--limit", "2", "--cursor", more![1]!], env)).stdout,
+    );
     expect(last.pending.map((p: { threadId: string }) => p.threadId)).toEqual(["thread-c4"]);
     expect(last.next).toBeNull();
-    const offset = parseJsonOutput((await runCli(["pending", "--json", "--limit", "2", "--offset", "3"], env)).stdout);
+    const offset = parseJsonOutput(
+      (await runCli(["pending", "--json", "--limit", "2", "--offset", "3"], env)).stdout,
+    );
     expect(offset.pending.map((p: { threadId: string }) => p.threadId)).toEqual(["thread-c3", "thread-c4"]);
     const bad = await runCli(["pending", "--cursor", "not-a-cursor"], env);
     expect(bad.code).toBe(1);
@@ -197,27 +265,51 @@ describe.skipIf(usingPostgres)("the listing's SQL at 100,000 waiting rows (SQLit
     try {
       db.exec("DROP INDEX actions_waiting_keyset");
       new SqliteJournal(file, Buffer.alloc(32)).close();
-      expect(db.prepare("SELECT COUNT(*) AS n FROM actions WHERE phase = 'registered'").get()).toEqual({ n: N });
+      expect(db.prepare("SELECT COUNT(*) AS n FROM actions WHERE phase = 'registered'").get()).toEqual({
+        n: N,
+      });
       const mine = decidableIn(loadConfigPolicy(), "carol");
-      const after = { registeredAt: "2026-01-01T12:00:00.000Z", envelopeHash: `sha256:${"0".repeat(60)}5000` };
-      const filters: RegisteredFilter[] = [{}, { requestedBy: "u7" }, { object: { type: "task", id: 7 } }, { decidable: mine }, { registeredBefore: "2026-01-02T00:00:00.000Z" }];
+      const after = {
+        registeredAt: "2026-01-01T12:00:00.000Z",
+        envelopeHash: `sha256:${"0".repeat(60)}5000`,
+      };
+      const filters: RegisteredFilter[] = [
+        {},
+        { requestedBy: "u7" },
+        { object: { type: "task", id: 7 } },
+        { decidable: mine },
+        { registeredBefore: "2026-01-02T00:00:00.000Z" },
+      ];
       const plans: Array<[string, string]> = [];
       for (const f of filters) {
-        for (const q of [pageSql(SQLITE, "actions", { ...f, limit: 100 }), pageSql(SQLITE, "actions", { ...f, after, limit: 100 }), countSql(SQLITE, "actions", f)]) {
-          const plan = (db.prepare(`EXPLAIN QUERY PLAN ${q.text}`).all(...q.args) as Array<{ detail: string }>).map((r) => r.detail).join("\n");
+        for (const q of [
+          pageSql(SQLITE, "actions", { ...f, limit: 100 }),
+          pageSql(SQLITE, "actions", { ...f, after, limit: 100 }),
+          countSql(SQLITE, "actions", f),
+        ]) {
+          const plan = (
+            db.prepare(`EXPLAIN QUERY PLAN ${q.text}`).all(...q.args) as Array<{ detail: string }>
+          )
+            .map((r) => r.detail)
+            .join("\n");
           plans.push([q.text, plan]);
         }
       }
-      if (process.env["SHOW_PLANS"]) for (const [text, plan] of plans) console.log(`${text}\n  ${plan.replaceAll("\n", "\n  ")}`);
+      if (process.env["SHOW_PLANS"])
+        for (const [text, plan] of plans) console.log(`${text}\n  ${plan.replaceAll("\n", "\n  ")}`);
       for (const [text, plan] of plans) {
-        expect(plan, text).toMatch(/USING (COVERING )?INDEX actions_waiting_(keyset|requester_keyset|object_keyset)/);
+        expect(plan, text).toMatch(
+          /USING (COVERING )?INDEX actions_waiting_(keyset|requester_keyset|object_keyset)/,
+        );
         expect(plan, text).not.toMatch(/SCAN actions$|SCAN actions\n/m);
         expect(plan, text).not.toContain("TEMP B-TREE FOR ORDER BY");
       }
       // The filters use their own index, and the cursor is a range of it.
       expect(plans[3]![1]).toMatch(/SEARCH actions USING INDEX actions_waiting_requester_keyset/);
       expect(plans[6]![1]).toMatch(/SEARCH actions USING INDEX actions_waiting_object_keyset/);
-      expect(plans[1]![1]).toMatch(/SEARCH actions USING INDEX actions_waiting_keyset \(\(registered_at,envelope_hash\)>\(\?,\?\)\)/);
+      expect(plans[1]![1]).toMatch(
+        /SEARCH actions USING INDEX actions_waiting_keyset \(\(registered_at,envelope_hash\)>\(\?,\?\)\)/,
+      );
     } finally {
       db.close();
     }

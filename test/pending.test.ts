@@ -8,7 +8,16 @@ import Database from "better-sqlite3";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listPending, pendingPage, startRun, type App } from "../src/app/threads.js";
-import { envFor, journalSql, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  journalSql,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
 import { usingPostgres } from "./support/postgres.js";
 
@@ -24,15 +33,22 @@ const proposeForRequestedTask = (messages: BaseMessage[]) => {
   const title = /to (.+)$/.exec(request)?.[1] ?? "X";
   const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
   if (tools.includes("propose_change")) return new AIMessage("Proposed.");
-  if (!tools.includes("get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
-  return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields: { TITLE: title }, rationale: "asked" })] });
+  if (!tools.includes("get_task_by_id"))
+    return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
+  return new AIMessage({
+    content: "",
+    tool_calls: [call("propose_change", { taskId, fields: { TITLE: title }, rationale: "asked" })],
+  });
 };
 
 beforeEach(async () => {
   portal = await startPortal();
   dataDir = tempDir();
   now = new Date();
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeForRequestedTask), clock: () => now });
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(proposeForRequestedTask),
+    clock: () => now,
+  });
 });
 afterEach(async () => {
   await app?.close();
@@ -57,12 +73,26 @@ describe("pending", () => {
     const all = await pendingPage(app!);
     expect(all.total).toBe(3);
     expect(all.pending.map((p) => p.threadId)).toEqual([a.threadId, b.threadId, c.threadId]);
-    expect(all.pending[0]).toMatchObject({ envelopeHash: a.approval!.envelopeHash, taskId: 4, fields: ["TITLE"], requestedBy: "demo-user", revision: 1, expired: false });
+    expect(all.pending[0]).toMatchObject({
+      envelopeHash: a.approval!.envelopeHash,
+      taskId: 4,
+      fields: ["TITLE"],
+      requestedBy: "demo-user",
+      revision: 1,
+      expired: false,
+    });
     expect(all.damaged).toEqual([]);
 
-    expect((await pendingPage(app!, { requestedBy: "alice" })).pending.map((p) => p.threadId)).toEqual([b.threadId]);
-    expect((await pendingPage(app!, { taskId: 4 })).pending.map((p) => p.threadId)).toEqual([a.threadId, c.threadId]);
-    expect((await pendingPage(app!, { olderThanMs: 90_000 })).pending.map((p) => p.threadId)).toEqual([a.threadId]);
+    expect((await pendingPage(app!, { requestedBy: "alice" })).pending.map((p) => p.threadId)).toEqual([
+      b.threadId,
+    ]);
+    expect((await pendingPage(app!, { taskId: 4 })).pending.map((p) => p.threadId)).toEqual([
+      a.threadId,
+      c.threadId,
+    ]);
+    expect((await pendingPage(app!, { olderThanMs: 90_000 })).pending.map((p) => p.threadId)).toEqual([
+      a.threadId,
+    ]);
     const page2 = await pendingPage(app!, { limit: 2, offset: 2 });
     expect(page2).toMatchObject({ total: 3, offset: 2 });
     expect(page2.pending.map((p) => p.threadId)).toEqual([c.threadId]);
@@ -71,19 +101,25 @@ describe("pending", () => {
     expect(await listPending(app!)).toHaveLength(3);
   });
 
-  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])("a row whose seal fails is named as damaged, never listed as an approval", async () => {
-    const a = await wait("rename task 4 to Sealed", "demo-user");
-    const b = await wait("rename task 5 to Edited later", "demo-user");
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
-    try {
-      db.prepare("UPDATE actions SET mac = ? WHERE envelope_hash = ?").run("0".repeat(64), b.approval!.envelopeHash);
-    } finally {
-      db.close();
-    }
-    const page = await pendingPage(app!);
-    expect(page.pending.map((p) => p.threadId)).toEqual([a.threadId]);
-    expect(page.damaged).toEqual([{ threadId: b.threadId, envelopeHash: b.approval!.envelopeHash }]);
-  });
+  it.skipIf(!!process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"])(
+    "a row whose seal fails is named as damaged, never listed as an approval",
+    async () => {
+      const a = await wait("rename task 4 to Sealed", "demo-user");
+      const b = await wait("rename task 5 to Edited later", "demo-user");
+      const db = new Database(path.join(dataDir, "journal.sqlite"));
+      try {
+        db.prepare("UPDATE actions SET mac = ? WHERE envelope_hash = ?").run(
+          "0".repeat(64),
+          b.approval!.envelopeHash,
+        );
+      } finally {
+        db.close();
+      }
+      const page = await pendingPage(app!);
+      expect(page.pending.map((p) => p.threadId)).toEqual([a.threadId]);
+      expect(page.damaged).toEqual([{ threadId: b.threadId, envelopeHash: b.approval!.envelopeHash }]);
+    },
+  );
 
   it("the CLI: filters, paging, --mine needs --as, and a bad duration is a usage error", async () => {
     const a = await wait("rename task 4 to One", "demo-user");
@@ -102,7 +138,10 @@ describe("pending", () => {
     expect(text.stdout).not.toContain(b.threadId);
     const more = /\(1 shown of 2; --cursor (\S+) for more\)/.exec(text.stdout);
     expect(more, text.stdout).not.toBeNull();
-    const rest = await runCli(["pending", "--limit", "1", "--mine", "--as", "demo-approver", "--cursor", more![1]!], env);
+    const rest = await runCli(
+      ["pending", "--limit", "1", "--mine", "--as", "demo-approver", "--cursor", more![1]!],
+      env,
+    );
     expect(rest.code, rest.stderr).toBe(0);
     expect(rest.stdout).toContain(b.threadId);
     expect(rest.stdout).not.toContain(a.threadId);
@@ -122,12 +161,27 @@ describe("pending", () => {
     app = undefined;
     // What an older version left: a's approval only in its approvals table (no action row), and a row
     // for b under a hash b's checkpoint does not hash to (an edited checkpoint or index).
-    expect(await journalSql(dataDir, "DELETE FROM T.actions WHERE envelope_hash = ? RETURNING envelope_hash", [a.approval!.envelopeHash])).toHaveLength(1);
+    expect(
+      await journalSql(dataDir, "DELETE FROM T.actions WHERE envelope_hash = ? RETURNING envelope_hash", [
+        a.approval!.envelopeHash,
+      ]),
+    ).toHaveLength(1);
     // PostgreSQL's first migration creates that table (this version's first open renamed it); SQLite's older schema did.
     if (usingPostgres) await journalSql(dataDir, "ALTER TABLE T.approvals_adopted RENAME TO approvals");
-    else await journalSql(dataDir, "CREATE TABLE T.approvals (envelope_hash TEXT PRIMARY KEY, thread_id TEXT NOT NULL, revision INTEGER NOT NULL, requested_by TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT NOT NULL, status TEXT NOT NULL)");
-    for (const [hash, threadId] of [[a.approval!.envelopeHash, a.threadId], [`sha256:${"0".repeat(64)}`, b.threadId]]) {
-      await journalSql(dataDir, "INSERT INTO T.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status) VALUES (?, ?, 1, 'demo-user', ?, ?, 'pending')", [hash, threadId, a.approval!.envelope.createdAt, a.approval!.envelope.expiresAt]);
+    else
+      await journalSql(
+        dataDir,
+        "CREATE TABLE T.approvals (envelope_hash TEXT PRIMARY KEY, thread_id TEXT NOT NULL, revision INTEGER NOT NULL, requested_by TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT NOT NULL, status TEXT NOT NULL)",
+      );
+    for (const [hash, threadId] of [
+      [a.approval!.envelopeHash, a.threadId],
+      [`sha256:${"0".repeat(64)}`, b.threadId],
+    ]) {
+      await journalSql(
+        dataDir,
+        "INSERT INTO T.approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status) VALUES (?, ?, 1, 'demo-user', ?, ?, 'pending')",
+        [hash, threadId, a.approval!.envelope.createdAt, a.approval!.envelope.expiresAt],
+      );
     }
     const env = envFor(portal, dataDir);
     const out = await runCli(["pending", "--json"], env);
@@ -135,14 +189,28 @@ describe("pending", () => {
     const page = parseJsonOutput(out.stdout);
     expect(page).toMatchObject({ total: 2, damaged: [] });
     // Both were registered at the same instant of the test's clock: the order between them is not the point.
-    expect(page.pending.map((p: { threadId: string; envelopeHash: string }) => [p.threadId, p.envelopeHash]).sort()).toEqual(
-      [[a.threadId, a.approval!.envelopeHash], [b.threadId, b.approval!.envelopeHash]].sort(),
+    expect(
+      page.pending
+        .map((p: { threadId: string; envelopeHash: string }) => [p.threadId, p.envelopeHash])
+        .sort(),
+    ).toEqual(
+      [
+        [a.threadId, a.approval!.envelopeHash],
+        [b.threadId, b.approval!.envelopeHash],
+      ].sort(),
     );
-    expect(page.pending.find((p: { threadId: string }) => p.threadId === a.threadId)).toMatchObject({ taskId: 4, fields: ["TITLE"] });
+    expect(page.pending.find((p: { threadId: string }) => p.threadId === a.threadId)).toMatchObject({
+      taskId: 4,
+      fields: ["TITLE"],
+    });
     // Adopted once: the table is renamed out of the way, and the row that did not match adopted nothing.
     expect(await journalSql(dataDir, "SELECT envelope_hash FROM T.approvals")).toEqual([]);
     expect(await journalSql(dataDir, "SELECT envelope_hash FROM T.approvals_adopted")).toHaveLength(2);
-    expect((await journalSql(dataDir, "SELECT envelope_hash FROM T.actions WHERE thread_id = ?", [b.threadId])).map((r) => r["envelope_hash"])).toEqual([b.approval!.envelopeHash]);
+    expect(
+      (
+        await journalSql(dataDir, "SELECT envelope_hash FROM T.actions WHERE thread_id = ?", [b.threadId])
+      ).map((r) => r["envelope_hash"]),
+    ).toEqual([b.approval!.envelopeHash]);
     const approved = await runCli(["approve", a.threadId, "--hash", a.approval!.envelopeHash, "--json"], env);
     expect(approved.code, approved.stderr).toBe(0);
     expect(parseJsonOutput(approved.stdout)).toMatchObject({ outcome: "VERIFIED" });
@@ -157,7 +225,9 @@ describe("pending", () => {
     const env = envFor(portal, dataDir, { BITRIX24_MCP_URL: "http://127.0.0.1:9/mcp" });
     const listed = await runCli(["pending", "--json"], env);
     expect(listed.code, listed.stderr).toBe(0);
-    expect(parseJsonOutput(listed.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([a.threadId]);
+    expect(parseJsonOutput(listed.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([
+      a.threadId,
+    ]);
     const shown = await runCli(["show", a.threadId], env);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(`--hash ${a.approval!.envelopeHash}`);

@@ -68,7 +68,9 @@ describe("policy format", () => {
     fs.writeFileSync(path.join(dir, "bad.json"), BAD);
     const bad = await runCli(["policy", "check", path.join(dir, "bad.json")], {});
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/bad\.json:8:57: operations\.update_task\.fields\.TITLE: Unrecognized key: "colour"/);
+    expect(bad.stderr).toMatch(
+      /bad\.json:8:57: operations\.update_task\.fields\.TITLE: Unrecognized key: "colour"/,
+    );
     const good = await runCli(["policy", "check", path.join(ROOT, "policy/default.json")], {});
     expect(good.code, good.stderr).toBe(0);
     expect(good.stdout).toMatch(/update_task: allowed, medium risk/);

@@ -11,7 +11,16 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { MIN_PG_POOL } from "../src/config/env.js";
 import { startRun } from "../src/app/threads.js";
-import { approvalOf, ROOT, TSX, eachTestPortal, envFor, killGroup, openTestApp, type Portal } from "./support/harness.js";
+import {
+  approvalOf,
+  ROOT,
+  TSX,
+  eachTestPortal,
+  envFor,
+  killGroup,
+  openTestApp,
+  type Portal,
+} from "./support/harness.js";
 import { NO_POSTGRES, TEST_DATABASE_URL, usingPostgres } from "./support/postgres.js";
 
 if (!usingPostgres) console.info(`test/postgres-pool-budget.test.ts: ${NO_POSTGRES}`);
@@ -31,7 +40,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
     const views = [];
     try {
       for (const task of TASKS) {
-        const view = await startRun(app, { request: `rename task ${task} to BUDGET ${task}`, requestedBy: "demo-user" });
+        const view = await startRun(app, {
+          request: `rename task ${task} to BUDGET ${task}`,
+          requestedBy: "demo-user",
+        });
         expect(view.status, `task ${task}`).toBe("awaiting_approval");
         views.push(view);
       }
@@ -40,10 +52,22 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
     }
 
     const env = envFor(portal, dataDir, { ACTION_ENVELOPE_PG_POOL: budget });
-    const child = spawn(TSX, [`${ROOT}/test/support/resume-worker.ts`], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
+    const child = spawn(TSX, [`${ROOT}/test/support/resume-worker.ts`], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: true,
+    });
     let stderr = "";
     child.stderr.on("data", (d) => (stderr += d));
-    const replies: Array<{ ready?: boolean; pid?: number; armed?: number; id?: number; view?: { outcome?: string }; error?: string }> = [];
+    const replies: Array<{
+      ready?: boolean;
+      pid?: number;
+      armed?: number;
+      id?: number;
+      view?: { outcome?: string };
+      error?: string;
+    }> = [];
     let wake = () => {};
     readline.createInterface({ input: child.stdout }).on("line", (l) => {
       if (l.startsWith("{")) replies.push(JSON.parse(l));
@@ -54,7 +78,8 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
       const deadline = Date.now() + 120_000;
       while (!ok()) {
         if (child.exitCode !== null) throw new Error(`${what}: the worker ended; stderr:\n${stderr}`);
-        if (Date.now() > deadline) throw new Error(`${what}: gave up; replies ${JSON.stringify(replies)}; stderr:\n${stderr}`);
+        if (Date.now() > deadline)
+          throw new Error(`${what}: gave up; replies ${JSON.stringify(replies)}; stderr:\n${stderr}`);
         await new Promise<void>((r) => {
           wake = r;
           setTimeout(r, 200);
@@ -63,7 +88,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
     };
 
     // The probe's own connection is named apart, so it never counts as the worker's.
-    const probe = new pg.Client({ connectionString: TEST_DATABASE_URL, application_name: "pool-budget-probe" });
+    const probe = new pg.Client({
+      connectionString: TEST_DATABASE_URL,
+      application_name: "pool-budget-probe",
+    });
     await probe.connect();
     let most = 0;
     let sampling = true;
@@ -72,12 +100,18 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
       const pid = replies.find((r) => r.ready)!.pid!;
       const sampler = (async () => {
         while (sampling) {
-          const r = await probe.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name LIKE $1", [`action-envelope:%:${pid}`]);
+          const r = await probe.query<{ n: string }>(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name LIKE $1",
+            [`action-envelope:%:${pid}`],
+          );
           most = Math.max(most, Number(r.rows[0]!.n));
           await new Promise((res) => setTimeout(res, 10));
         }
       })();
-      for (const [i, v] of views.entries()) child.stdin.write(`${JSON.stringify({ op: "arm", id: i, threadId: v.threadId, resume: approvalOf(v) })}\n`);
+      for (const [i, v] of views.entries())
+        child.stdin.write(
+          `${JSON.stringify({ op: "arm", id: i, threadId: v.threadId, resume: approvalOf(v) })}\n`,
+        );
       await waitFor("armed", () => replies.filter((r) => r.armed !== undefined).length === THREADS);
       for (let i = 0; i < THREADS; i++) child.stdin.write(`${JSON.stringify({ op: "go", id: i })}\n`);
       await waitFor("results", () => replies.filter((r) => r.id !== undefined).length === THREADS);
@@ -85,9 +119,17 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
       await sampler;
 
       const results = replies.filter((r) => r.id !== undefined);
-      expect(results.map((r) => r.view?.outcome ?? r.error)).toEqual(Array.from({ length: THREADS }, () => "VERIFIED"));
-      expect((await portal.writes()).filter((w) => String((w.params["fields"] as Record<string, unknown>)?.["TITLE"]).startsWith("BUDGET"))).toHaveLength(THREADS);
-      console.info(`test/postgres-pool-budget.test.ts: at most ${most} connections open from the worker (budget ${budget})`);
+      expect(results.map((r) => r.view?.outcome ?? r.error)).toEqual(
+        Array.from({ length: THREADS }, () => "VERIFIED"),
+      );
+      expect(
+        (await portal.writes()).filter((w) =>
+          String((w.params["fields"] as Record<string, unknown>)?.["TITLE"]).startsWith("BUDGET"),
+        ),
+      ).toHaveLength(THREADS);
+      console.info(
+        `test/postgres-pool-budget.test.ts: at most ${most} connections open from the worker (budget ${budget})`,
+      );
       expect(most).toBeGreaterThan(0);
       expect(most).toBeLessThanOrEqual(MIN_PG_POOL);
     } finally {

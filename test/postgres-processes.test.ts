@@ -14,8 +14,29 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
 import { startRun, viewThread, type ThreadView } from "../src/app/threads.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
-import { approvalOf as approve, CLI, ROOT, TSX, envFor, killGroup, openTestApp, parseJsonOutput, recordPendingRename, runCli, startPortal, tempDir, until, type Portal } from "./support/harness.js";
-import { NO_POSTGRES, createTestDatabase, executionRecorded, schemaFor, usingPostgres } from "./support/postgres.js";
+import {
+  approvalOf as approve,
+  CLI,
+  ROOT,
+  TSX,
+  envFor,
+  killGroup,
+  openTestApp,
+  parseJsonOutput,
+  recordPendingRename,
+  runCli,
+  startPortal,
+  tempDir,
+  until,
+  type Portal,
+} from "./support/harness.js";
+import {
+  NO_POSTGRES,
+  createTestDatabase,
+  executionRecorded,
+  schemaFor,
+  usingPostgres,
+} from "./support/postgres.js";
 
 if (!usingPostgres) console.info(`test/postgres-processes.test.ts: ${NO_POSTGRES}`);
 
@@ -41,7 +62,12 @@ class Spawned {
   private waiters: Array<() => void> = [];
 
   constructor(script: string, args: string[], env: Record<string, string>) {
-    this.child = spawn(script.endsWith(".ts") ? TSX : process.execPath, [script, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1", ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
+    this.child = spawn(script.endsWith(".ts") ? TSX : process.execPath, [script, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: true,
+    });
     readline.createInterface({ input: this.child.stdout }).on("line", (l) => {
       this.lines.push(l);
       for (const w of this.waiters.splice(0)) w();
@@ -53,13 +79,19 @@ class Spawned {
   /** Resolves with the first line (from `from` on) that satisfies `match`. */
   async line<T>(what: string, match: (line: string) => T | undefined, from = 0, ms = 120_000): Promise<T> {
     const deadline = Date.now() + ms;
-    for (let i = from; ; ) {
+    for (let i = from; ;) {
       for (; i < this.lines.length; i++) {
         const hit = match(this.lines[i]!);
         if (hit !== undefined) return hit;
       }
-      if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`${what}: process ended (${this.child.exitCode ?? this.child.signalCode}); stderr:\n${this.stderr}`);
-      if (Date.now() > deadline) throw new Error(`${what}: gave up; output so far:\n${this.lines.join("\n")}\nstderr:\n${this.stderr}`);
+      if (this.child.exitCode !== null || this.child.signalCode !== null)
+        throw new Error(
+          `${what}: process ended (${this.child.exitCode ?? this.child.signalCode}); stderr:\n${this.stderr}`,
+        );
+      if (Date.now() > deadline)
+        throw new Error(
+          `${what}: gave up; output so far:\n${this.lines.join("\n")}\nstderr:\n${this.stderr}`,
+        );
       await new Promise<void>((r) => {
         this.waiters.push(r);
         setTimeout(r, 500);
@@ -115,7 +147,8 @@ class ResumeWorker extends Spawned {
   }
 }
 
-const titleOf = (w: { params: Record<string, unknown> }) => (w.params["fields"] as Record<string, unknown> | undefined)?.["TITLE"];
+const titleOf = (w: { params: Record<string, unknown> }) =>
+  (w.params["fields"] as Record<string, unknown> | undefined)?.["TITLE"];
 
 describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one database", () => {
   let portal: Portal;
@@ -137,7 +170,8 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
     await portal.emulator.close();
   });
 
-  const pendingRun = (title: string, extraEnv: Record<string, string> = {}): Promise<ThreadView> => recordPendingRename(portal, dataDir, title, { env: extraEnv });
+  const pendingRun = (title: string, extraEnv: Record<string, string> = {}): Promise<ThreadView> =>
+    recordPendingRename(portal, dataDir, title, { env: extraEnv });
 
   async function auditOf(e: Record<string, string>) {
     return PostgresAuditLog.open(loadConfig(e).database!);
@@ -161,7 +195,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
         const results = await Promise.all(workers.map((w) => w.result(round)));
 
         const winners = results.filter((r) => r.view);
-        expect(winners, `round ${round}: ${results.map((r) => (r.view ? `finished ${r.view.outcome}` : `refused ${r.code}`)).join(", ")}`).toHaveLength(1);
+        expect(
+          winners,
+          `round ${round}: ${results.map((r) => (r.view ? `finished ${r.view.outcome}` : `refused ${r.code}`)).join(", ")}`,
+        ).toHaveLength(1);
         expect(winners[0]!.view!.outcome).toBe("VERIFIED");
         const losers = results.filter((r) => r.error !== undefined);
         expect(losers).toHaveLength(PROCESSES - 1);
@@ -171,7 +208,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
           refusalCodes.set(l.code!, (refusalCodes.get(l.code!) ?? 0) + 1);
         }
         const writes = await portal.writes();
-        expect(writes.filter((w) => titleOf(w) === title), `round ${round}`).toHaveLength(1);
+        expect(
+          writes.filter((w) => titleOf(w) === title),
+          `round ${round}`,
+        ).toHaveLength(1);
         expect(writes).toHaveLength(round);
       }
     } finally {
@@ -186,8 +226,14 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
       expect(verified.intact, JSON.stringify(verified)).toBe(true);
       for (const threadId of threads) {
         const events = (await audit.records({ threadId })).map((r) => r.event);
-        expect(events.filter((e) => e === "decision_accepted"), threadId).toHaveLength(1);
-        expect(events.filter((e) => e === "execution_outcome"), threadId).toHaveLength(1);
+        expect(
+          events.filter((e) => e === "decision_accepted"),
+          threadId,
+        ).toHaveLength(1);
+        expect(
+          events.filter((e) => e === "execution_outcome"),
+          threadId,
+        ).toHaveLength(1);
       }
     } finally {
       await audit.close();
@@ -212,9 +258,23 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
     // Two workers, each with a data directory of its own (as on other hosts), sharing only the database.
     const schema = { ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir) };
     // Other hosts: their own data directories, the shared database, and the same journal key (as every process sharing a journal must).
-    const workers = [tempDir(), tempDir()].map((dir) => new Spawned(CLI, ["worker", "--interval", "0.3"], envFor(portal, dir, { ...schema, ACTION_ENVELOPE_JOURNAL_KEY_FILE: env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]! })));
+    const workers = [tempDir(), tempDir()].map(
+      (dir) =>
+        new Spawned(
+          CLI,
+          ["worker", "--interval", "0.3"],
+          envFor(portal, dir, {
+            ...schema,
+            ACTION_ENVELOPE_JOURNAL_KEY_FILE: env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]!,
+          }),
+        ),
+    );
     started.push(...workers);
-    const recovered = await Promise.race(workers.map((w) => w.line("the recovery", (l) => (l.includes(`recovered ${view.threadId}`) ? l : undefined))));
+    const recovered = await Promise.race(
+      workers.map((w) =>
+        w.line("the recovery", (l) => (l.includes(`recovered ${view.threadId}`) ? l : undefined)),
+      ),
+    );
     expect(recovered).toMatch(/INCONCLUSIVE/);
     // Let both run a few more rounds: neither may touch the finished thread again.
     await new Promise((r) => setTimeout(r, 1500));
@@ -237,7 +297,9 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
     const audit = await auditOf(env);
     try {
       expect((await audit.verify()).intact).toBe(true);
-      expect((await audit.records({ threadId: view.threadId })).filter((r) => r.event === "execution_outcome")).toHaveLength(1);
+      expect(
+        (await audit.records({ threadId: view.threadId })).filter((r) => r.event === "execution_outcome"),
+      ).toHaveLength(1);
     } finally {
       await audit.close();
     }
@@ -246,7 +308,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
   it("a pending approval created by one process is approved through another process on another connection", async () => {
     const title = "APPROVED ELSEWHERE";
     const otherDir = tempDir();
-    const elsewhere = envFor(portal, otherDir, { ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir), ACTION_ENVELOPE_JOURNAL_KEY_FILE: env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]! });
+    const elsewhere = envFor(portal, otherDir, {
+      ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir),
+      ACTION_ENVELOPE_JOURNAL_KEY_FILE: env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]!,
+    });
 
     const run = await runCli(["run", `rename task 4 to ${title}`, "--json", "--no-prompt"], env);
     expect(run.code, run.stderr).toBe(0);
@@ -254,9 +319,14 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
     expect(waiting.status).toBe("awaiting_approval");
 
     const listed = await runCli(["pending", "--json"], elsewhere);
-    expect(parseJsonOutput(listed.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([waiting.threadId]);
+    expect(parseJsonOutput(listed.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([
+      waiting.threadId,
+    ]);
 
-    const approved = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--json"], elsewhere);
+    const approved = await runCli(
+      ["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--json"],
+      elsewhere,
+    );
     expect(approved.code, approved.stderr).toBe(0);
     const out = parseJsonOutput(approved.stdout);
     expect(out.outcome).toBe("VERIFIED");
@@ -266,7 +336,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
 
     // Nothing but the database connects the two processes: neither data directory holds any state file.
     for (const dir of [dataDir, otherDir]) {
-      expect(fs.readdirSync(dir).filter((f) => /^(journal|checkpoints|audit)\.sqlite/.test(f)), dir).toEqual([]);
+      expect(
+        fs.readdirSync(dir).filter((f) => /^(journal|checkpoints|audit)\.sqlite/.test(f)),
+        dir,
+      ).toEqual([]);
     }
     const again = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--json"], env);
     expect(again.code).toBe(2);
@@ -277,7 +350,9 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
     let records: number;
     try {
       const events = (await audit.records({ threadId: waiting.threadId })).map((r) => r.event);
-      expect(events).toEqual(expect.arrayContaining(["approval_requested", "decision_accepted", "execution_outcome"]));
+      expect(events).toEqual(
+        expect.arrayContaining(["approval_requested", "decision_accepted", "execution_outcome"]),
+      );
       const verified = await audit.verify();
       expect(verified.intact).toBe(true);
       records = verified.records;
@@ -285,7 +360,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
       await audit.close();
     }
     // The audit commands read the same database, from a third data directory.
-    const checked = await runCli(["audit", "verify", "--json"], envFor(portal, tempDir(), { ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir) }));
+    const checked = await runCli(
+      ["audit", "verify", "--json"],
+      envFor(portal, tempDir(), { ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir) }),
+    );
     expect(checked.code, checked.stderr).toBe(0);
     expect(parseJsonOutput(checked.stdout)).toMatchObject({ intact: true, records });
   }, 180_000);
@@ -301,7 +379,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
       const view = await pendingRun("AFTER THE OUTAGE", dbEnv);
       // Stall the pre-read, which runs after the decision was recorded and before the write-ahead entry.
       await portal.fault({ method: "tasks.task.get", kind: "latency", ms: 8000, times: 1 });
-      const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...e, BITRIX24_TIMEOUT_MS: "30000" });
+      const approving = runCli(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], {
+        ...e,
+        BITRIX24_TIMEOUT_MS: "30000",
+      });
       // Wait until the decision is fully recorded (claim, audit record, checkpoint) and the pre-read is under way.
       const watcher = await openTestApp(portal, dataDir, { env: dbEnv });
       try {
@@ -317,7 +398,9 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
       await db.bringBack();
 
       expect(failed.code).toBe(2);
-      expect(failed.stderr).toMatch(/StoreUnavailableError: the database postgres:\/\/postgres@127\.0\.0\.1:\d+\/ae_outage_\w+ is unavailable while/);
+      expect(failed.stderr).toMatch(
+        /StoreUnavailableError: the database postgres:\/\/postgres@127\.0\.0\.1:\d+\/ae_outage_\w+ is unavailable while/,
+      );
       expect(failed.stderr + failed.stdout).not.toContain("hunter2");
       expect(await portal.writes()).toHaveLength(0);
 

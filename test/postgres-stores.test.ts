@@ -27,12 +27,17 @@ let schemaSeq = 0;
 /** A fresh schema in this file's database: every test starts from an empty store. */
 function freshConfig(): DatabaseConfig {
   schemaSeq += 1;
-  return loadConfig({ DATABASE_URL: db.url, ACTION_ENVELOPE_DB_SCHEMA: `s${schemaSeq}_${Date.now() % 100000}` }).database!;
+  return loadConfig({
+    DATABASE_URL: db.url,
+    ACTION_ENVELOPE_DB_SCHEMA: `s${schemaSeq}_${Date.now() % 100000}`,
+  }).database!;
 }
 
 /** The claim of a nonce in the schema of `config`, as the journal's table holds it. */
 async function claimOf(config: DatabaseConfig, nonce: string) {
-  const [row] = await sql<ClaimRow>(`SELECT * FROM "${config.schema}".decision_claims WHERE nonce = $1`, [nonce]);
+  const [row] = await sql<ClaimRow>(`SELECT * FROM "${config.schema}".decision_claims WHERE nonce = $1`, [
+    nonce,
+  ]);
   return row ? toClaim(row) : undefined;
 }
 
@@ -55,7 +60,13 @@ function entry(threadId: string, i: number): AuditEntry {
     at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
     requestedBy: "demo-user",
     risk: null,
-    what: { operation: "update_task", taskId: 4, params: { TITLE: `t${i}` }, envelopeHash: null, envelope: null },
+    what: {
+      operation: "update_task",
+      taskId: 4,
+      params: { TITLE: `t${i}` },
+      envelopeHash: null,
+      envelope: null,
+    },
     approver: null,
     override: null,
     policy: { id: "default", version: "1" },
@@ -76,23 +87,34 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     const config = freshConfig();
     // Separate processes would each have their own once-per-process cache; a distinct URL spelling per
     // opener defeats it here, so every opener really runs the migration path against the server.
-    const openers = Array.from({ length: 6 }, (_, i) => PostgresJournal.open({ ...config, url: `${config.url}?application_name=m${i}` }, TEST_JOURNAL_KEY));
+    const openers = Array.from({ length: 6 }, (_, i) =>
+      PostgresJournal.open({ ...config, url: `${config.url}?application_name=m${i}` }, TEST_JOURNAL_KEY),
+    );
     const journals = await Promise.all(openers);
     await Promise.all(journals.map((j) => j.close()));
-    const applied = await sql<{ version: number }>(`SELECT version FROM ${config.schema}.schema_migrations ORDER BY version`);
+    const applied = await sql<{ version: number }>(
+      `SELECT version FROM ${config.schema}.schema_migrations ORDER BY version`,
+    );
     expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
     const checkpointTables = await sql<{ v: number }>(`SELECT v FROM ${config.schema}.checkpoint_migrations`);
     expect(checkpointTables.length).toBeGreaterThan(0);
 
-    await sql(`INSERT INTO ${config.schema}.schema_migrations (version, name) VALUES (999, 'from the future')`);
-    const err = await PostgresJournal.open({ ...config, url: `${config.url}?application_name=late` }, TEST_JOURNAL_KEY).catch((e: Error) => e);
+    await sql(
+      `INSERT INTO ${config.schema}.schema_migrations (version, name) VALUES (999, 'from the future')`,
+    );
+    const err = await PostgresJournal.open(
+      { ...config, url: `${config.url}?application_name=late` },
+      TEST_JOURNAL_KEY,
+    ).catch((e: Error) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toMatch(/at migration 999, newer than this program knows/);
   });
 
   it("eight connections claiming one nonce at once: exactly one claim, the others see the winner", async () => {
     const config = freshConfig();
-    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config, TEST_JOURNAL_KEY)));
+    const journals = await Promise.all(
+      Array.from({ length: 8 }, () => PostgresJournal.open(config, TEST_JOURNAL_KEY)),
+    );
     try {
       for (let round = 0; round < 10; round++) {
         const nonce = `nonce-${round}`;
@@ -123,12 +145,21 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
 
   it("write-ahead entries: one intent per envelope under concurrency; the acknowledgement is recorded once", async () => {
     const config = freshConfig();
-    const journals = await Promise.all(Array.from({ length: 8 }, () => PostgresJournal.open(config, TEST_JOURNAL_KEY)));
+    const journals = await Promise.all(
+      Array.from({ length: 8 }, () => PostgresJournal.open(config, TEST_JOURNAL_KEY)),
+    );
     try {
       const action = testAction("t1", "sha256:e1");
       await readyToWrite(journals[0]!, action);
-      const intent = (i: number) => ({ envelopeHash: "sha256:e1", threadId: "t1", idempotencyKey: "k1", args: { taskId: 4, fields: { TITLE: `from ${i}` } } });
-      const results = await Promise.all(journals.map((j, i) => j.beginWrite(intent(i), new Date().toISOString(), leaseFor(action))));
+      const intent = (i: number) => ({
+        envelopeHash: "sha256:e1",
+        threadId: "t1",
+        idempotencyKey: "k1",
+        args: { taskId: 4, fields: { TITLE: `from ${i}` } },
+      });
+      const results = await Promise.all(
+        journals.map((j, i) => j.beginWrite(intent(i), new Date().toISOString(), leaseFor(action))),
+      );
       expect(results.filter((r) => r.begun)).toHaveLength(1);
       const stored = await journals[0]!.findExecution("sha256:e1");
       expect(stored?.acknowledgement).toBeUndefined();
@@ -146,15 +177,28 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     const j = await PostgresJournal.open(config, TEST_JOURNAL_KEY);
     try {
       await j.registerAction(testAction("a", "h1"), "2026-01-01T00:00:01Z");
-      const rows: Array<[string, string, string, string]> = [["h1", "a", "2026-01-01T00:00:01Z", "pending"], ["h3", "c", "2026-01-01T00:00:03Z", "pending"], ["h2", "b", "2026-01-01T00:00:02Z", "pending"], ["h4", "d", "2026-01-01T00:00:00Z", "expired"]];
+      const rows: Array<[string, string, string, string]> = [
+        ["h1", "a", "2026-01-01T00:00:01Z", "pending"],
+        ["h3", "c", "2026-01-01T00:00:03Z", "pending"],
+        ["h2", "b", "2026-01-01T00:00:02Z", "pending"],
+        ["h4", "d", "2026-01-01T00:00:00Z", "expired"],
+      ];
       for (const [hash, thread, at, status] of rows) {
-        await sql(`INSERT INTO "${config.schema}".approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status) VALUES ($1, $2, 1, 'u', $3, $3, $4)`, [hash, thread, at, status]);
+        await sql(
+          `INSERT INTO "${config.schema}".approvals (envelope_hash, thread_id, revision, requested_by, created_at, expires_at, status) VALUES ($1, $2, 1, 'u', $3, $3, $4)`,
+          [hash, thread, at, status],
+        );
       }
-      expect(await j.legacyApprovals()).toEqual([{ envelopeHash: "h2", threadId: "b" }, { envelopeHash: "h3", threadId: "c" }]);
+      expect(await j.legacyApprovals()).toEqual([
+        { envelopeHash: "h2", threadId: "b" },
+        { envelopeHash: "h3", threadId: "c" },
+      ]);
       await j.retireLegacyApprovals();
       await j.retireLegacyApprovals();
       expect(await j.legacyApprovals()).toBeNull();
-      expect(await sql(`SELECT envelope_hash FROM "${config.schema}".approvals_adopted ORDER BY envelope_hash`)).toHaveLength(4);
+      expect(
+        await sql(`SELECT envelope_hash FROM "${config.schema}".approvals_adopted ORDER BY envelope_hash`),
+      ).toHaveLength(4);
     } finally {
       await j.close();
     }
@@ -187,9 +231,18 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
           to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
         FROM generate_series(1, ${2 * N}) AS i`);
       await sql(`ANALYZE ${s}.actions`);
-      const after = { registeredAt: "2026-01-01T12:00:00.000Z", envelopeHash: `sha256:${"0".repeat(59)}43200` };
+      const after = {
+        registeredAt: "2026-01-01T12:00:00.000Z",
+        envelopeHash: `sha256:${"0".repeat(59)}43200`,
+      };
       const mine = { operations: ["update_deal"], exclude: true, groups: ["task-approvers", "task-leads"] };
-      const filters = [{}, { requestedBy: "u8" }, { object: { type: "task", id: 8 } }, { decidable: mine }, { registeredBefore: "2026-01-02T00:00:00.000Z" }];
+      const filters = [
+        {},
+        { requestedBy: "u8" },
+        { object: { type: "task", id: 8 } },
+        { decidable: mine },
+        { registeredBefore: "2026-01-02T00:00:00.000Z" },
+      ];
       for (const f of filters) {
         expect((await j.listRegistered({ ...f, limit: 100 })).length).toBeGreaterThan(0);
         await j.listRegistered({ ...f, after, limit: 100 });
@@ -202,8 +255,15 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     }
     expect(sent).toHaveLength(13);
     const plans: Array<[string, string]> = [];
-    for (const q of sent) plans.push([q.text, (await sql<{ "QUERY PLAN": string }>(`EXPLAIN ${q.text}`, q.values)).map((r) => r["QUERY PLAN"]).join("\n")]);
-    if (process.env["SHOW_PLANS"]) for (const [text, plan] of plans) console.log(`${text}\n  ${plan.replaceAll("\n", "\n  ")}`);
+    for (const q of sent)
+      plans.push([
+        q.text,
+        (await sql<{ "QUERY PLAN": string }>(`EXPLAIN ${q.text}`, q.values))
+          .map((r) => r["QUERY PLAN"])
+          .join("\n"),
+      ]);
+    if (process.env["SHOW_PLANS"])
+      for (const [text, plan] of plans) console.log(`${text}\n  ${plan.replaceAll("\n", "\n  ")}`);
     // Pages and the filtered counts: an index of waiting rows, never the table read whole.
     for (const [text, plan] of plans.slice(0, 12)) {
       expect(plan, text).not.toMatch(/Seq Scan/);
@@ -214,18 +274,33 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     expect(plans[4]![1]).toMatch(/actions_waiting_object_keyset/);
     expect(plans[5]![1]).toMatch(/actions_waiting_object_keyset/);
     // The cursor is a range of the index, not a filter over the rows before it.
-    for (const i of [1, 3, 5, 7, 9]) expect(plans[i]![1]).toMatch(/Index Cond: .*ROW\(\(registered_at\)::text, \(envelope_hash\)::text\) > ROW/);
+    for (const i of [1, 3, 5, 7, 9])
+      expect(plans[i]![1]).toMatch(
+        /Index Cond: .*ROW\(\(registered_at\)::text, \(envelope_hash\)::text\) > ROW/,
+      );
     expect(plans[8]![1]).toMatch(/Index Cond: .*\(registered_at\)::text < /);
     expect(plans[10]![1]).toMatch(/actions_waiting_requester_keyset/);
     expect(plans[11]![1]).toMatch(/actions_waiting_object_keyset/);
     // Migration 12 replaced migration 6's indexes.
-    const indexes = (await sql<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'actions_waiting%' ORDER BY indexname", [config.schema])).map((r) => r.indexname);
-    expect(indexes).toEqual(["actions_waiting_keyset", "actions_waiting_object_keyset", "actions_waiting_requester_keyset"]);
+    const indexes = (
+      await sql<{ indexname: string }>(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'actions_waiting%' ORDER BY indexname",
+        [config.schema],
+      )
+    ).map((r) => r.indexname);
+    expect(indexes).toEqual([
+      "actions_waiting_keyset",
+      "actions_waiting_object_keyset",
+      "actions_waiting_requester_keyset",
+    ]);
   }, 120_000);
 
   it("a thread lock is held by one owner at a time and ends with its connection", async () => {
     const config = freshConfig();
-    const [a, b] = await Promise.all([PostgresJournal.open(config, TEST_JOURNAL_KEY), PostgresJournal.open(config, TEST_JOURNAL_KEY)]);
+    const [a, b] = await Promise.all([
+      PostgresJournal.open(config, TEST_JOURNAL_KEY),
+      PostgresJournal.open(config, TEST_JOURNAL_KEY),
+    ]);
     try {
       expect(await a.acquireThreadLock("t1", "owner-a", 1000)).toBe(true);
       expect(await b.acquireThreadLock("t1", "owner-b", 1000)).toBe(false);
@@ -271,7 +346,14 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       }
       expect(seen).toEqual(["t1", "t2", "t3", "t4", "t5", "t6"]);
       const all = await log.threadPage({ limit: 100 });
-      expect(all.threads.map((t) => [t.threadId, t.records])).toEqual([["t1", 3], ["t2", 2], ["t3", 1], ["t4", 2], ["t5", 1], ["t6", 1]]);
+      expect(all.threads.map((t) => [t.threadId, t.records])).toEqual([
+        ["t1", 3],
+        ["t2", 2],
+        ["t3", 1],
+        ["t4", 2],
+        ["t5", 1],
+        ["t6", 1],
+      ]);
       expect(all.next).toBeNull();
     } finally {
       await log.close();
@@ -282,9 +364,13 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     const config = freshConfig();
     const logs = await Promise.all(Array.from({ length: 8 }, () => PostgresAuditLog.open(config)));
     try {
-      await Promise.all(logs.map((log, w) => (async () => {
-        for (let i = 0; i < 25; i++) await log.append(entry(`thread-${w}`, i));
-      })()));
+      await Promise.all(
+        logs.map((log, w) =>
+          (async () => {
+            for (let i = 0; i < 25; i++) await log.append(entry(`thread-${w}`, i));
+          })(),
+        ),
+      );
       // A re-run of the same step gets the existing record back.
       const dup = await logs[3]!.append(entry("thread-5", 7));
       expect(dup.appended).toBe(false);
@@ -299,13 +385,19 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       const summary = (await logs[2]!.threads()).find((t) => t.threadId === "thread-4");
       expect(summary).toMatchObject({ records: 25, lastEvent: "decision_refused" });
 
-      await expect(sql(`UPDATE ${config.schema}.audit_records SET discriminator = 'x' WHERE seq = 1`)).rejects.toThrow(/append-only/);
-      await expect(sql(`DELETE FROM ${config.schema}.audit_records WHERE seq = 200`)).rejects.toThrow(/append-only/);
+      await expect(
+        sql(`UPDATE ${config.schema}.audit_records SET discriminator = 'x' WHERE seq = 1`),
+      ).rejects.toThrow(/append-only/);
+      await expect(sql(`DELETE FROM ${config.schema}.audit_records WHERE seq = 200`)).rejects.toThrow(
+        /append-only/,
+      );
       await expect(sql(`TRUNCATE ${config.schema}.audit_records`)).rejects.toThrow(/append-only/);
 
       // Someone who drops the guard and edits a record is caught by the chain.
       await sql(`ALTER TABLE ${config.schema}.audit_records DISABLE TRIGGER audit_records_no_change`);
-      await sql(`UPDATE ${config.schema}.audit_records SET record_json = replace(record_json, '"requestedBy":"demo-user"', '"requestedBy":"mallory"') WHERE seq = 50`);
+      await sql(
+        `UPDATE ${config.schema}.audit_records SET record_json = replace(record_json, '"requestedBy":"demo-user"', '"requestedBy":"mallory"') WHERE seq = 50`,
+      );
       const broken = await logs[0]!.verify();
       expect(broken.intact).toBe(false);
       if (!broken.intact) expect(broken.problem).toMatchObject({ kind: "edited", seq: 50 });
@@ -319,7 +411,10 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     const u = new URL(config.url);
     u.username ||= "postgres";
     u.password = "hunter2-secret";
-    const withPassword = loadConfig({ DATABASE_URL: u.toString(), ACTION_ENVELOPE_DB_SCHEMA: config.schema }).database!;
+    const withPassword = loadConfig({
+      DATABASE_URL: u.toString(),
+      ACTION_ENVELOPE_DB_SCHEMA: config.schema,
+    }).database!;
     expect(withPassword.label).not.toContain("hunter2");
     const j = await PostgresJournal.open(withPassword, TEST_JOURNAL_KEY);
     try {
@@ -342,7 +437,9 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       await j.close();
     }
 
-    const unreachable = loadConfig({ DATABASE_URL: "postgres://postgres:hunter2-secret@127.0.0.1:1/nowhere" }).database!;
+    const unreachable = loadConfig({
+      DATABASE_URL: "postgres://postgres:hunter2-secret@127.0.0.1:1/nowhere",
+    }).database!;
     const refused = await PostgresAuditLog.open(unreachable).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StoreUnavailableError);
     expect((refused as Error).message).toContain("127.0.0.1:1");

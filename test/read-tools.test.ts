@@ -24,9 +24,18 @@ afterEach(async () => {
 });
 
 it("a call to a tool that was not offered is refused and audited, and nothing of that turn runs", async () => {
-  const turn = new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 }), call("update_task", { taskId: 4, fields: { TITLE: "x" } })] });
+  const turn = new AIMessage({
+    content: "",
+    tool_calls: [
+      call("get_task_by_id", { taskId: 4 }),
+      call("update_task", { taskId: 4, fields: { TITLE: "x" } }),
+    ],
+  });
   const before = (await portal.calls()).length;
-  const out = await readTools({ messages: [turn], agentSteps: 1, requestedBy: "demo-user", proposal: null } as unknown as State, { configurable: { thread_id: "read-tools-1", ...depsConfigurable(app.deps) } });
+  const out = await readTools(
+    { messages: [turn], agentSteps: 1, requestedBy: "demo-user", proposal: null } as unknown as State,
+    { configurable: { thread_id: "read-tools-1", ...depsConfigurable(app.deps) } },
+  );
   const replies = (out.messages ?? []) as Array<{ status?: string; content: unknown; name?: string }>;
   expect(replies.map((m) => [m.name, m.status])).toEqual([
     ["update_task", "error"],
@@ -40,7 +49,9 @@ it("a call to a tool that was not offered is refused and audited, and nothing of
 
 it("offered read tools run as before", async () => {
   const turn = new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-  const out = await readTools({ messages: [turn] } as unknown as State, { configurable: { thread_id: "read-tools-2", ...depsConfigurable(app.deps) } });
+  const out = await readTools({ messages: [turn] } as unknown as State, {
+    configurable: { thread_id: "read-tools-2", ...depsConfigurable(app.deps) },
+  });
   const replies = (out.messages ?? []) as Array<{ status?: string; content: unknown }>;
   expect(replies).toHaveLength(1);
   expect(replies[0]!.status).not.toBe("error");

@@ -13,7 +13,16 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { App } from "../src/app/threads.js";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { generateApproverKeyPair, signRequest, type Envelope } from "../src/envelope/index.js";
-import { DEFAULT_POLICY, envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  DEFAULT_POLICY,
+  envFor,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose, type Script } from "./support/scripted-model.js";
 import { events, readAudit, writeMark, writesSince } from "./support/trust-boundary.js";
 
@@ -43,7 +52,9 @@ async function open(script: Script, opts: { interruptBefore?: string[] } = {}): 
     model: new ScriptedChatModel(script),
     env: REAL_DEFAULT,
     // "propose" is not in the compile option's type (src/graph/graph.ts) but LangGraph accepts any node.
-    ...(opts.interruptBefore ? { compile: { interruptBefore: opts.interruptBefore as unknown as Array<"carry_out"> } } : {}),
+    ...(opts.interruptBefore
+      ? { compile: { interruptBefore: opts.interruptBefore as unknown as Array<"carry_out"> } }
+      : {}),
   });
   return app;
 }
@@ -52,12 +63,18 @@ const cfg = (threadId: string, caller?: string) => ({
   configurable: {
     thread_id: threadId,
     // What the LangGraph API server puts into every run of a token-authenticated caller (src/auth/identity.ts).
-    ...(caller ? { langgraph_auth_user: { identity: caller, is_authenticated: true, permissions: ["role:requester"] } } : {}),
+    ...(caller
+      ? { langgraph_auth_user: { identity: caller, is_authenticated: true, permissions: ["role:requester"] } }
+      : {}),
   },
   durability: "sync" as const,
 });
 
-async function payloadOf(threadId: string): Promise<{ kind: string; envelope: Envelope; envelopeHash: string; nonce: string; card?: string } | undefined> {
+async function payloadOf(
+  threadId: string,
+): Promise<
+  { kind: string; envelope: Envelope; envelopeHash: string; nonce: string; card?: string } | undefined
+> {
   const s = await app!.graph.getState(cfg(threadId));
   return s.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as never;
 }
@@ -69,31 +86,52 @@ describe("a self-declared requester (CLI, in process, open server)", () => {
     const view = await startRun(app!, { request: "assign task 4 to user 7", requestedBy: "dave" });
     expect(view.status).toBe("finished");
     expect(view.state).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REQUESTER_NOT_VERIFIED" });
-    expect(view.state?.reason).toMatch(/the requester dave is self-declared .* requires a verified requester .* at or above high risk; this change is high/);
+    expect(view.state?.reason).toMatch(
+      /the requester dave is self-declared .* requires a verified requester .* at or above high risk; this change is high/,
+    );
     expect(view.interruptId).toBeUndefined();
     expect(await app!.deps.journal.currentAction(view.threadId)).toBeUndefined();
-    expect(await app!.deps.journal.getThread(view.threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "self_declared", macValid: true });
+    expect(await app!.deps.journal.getThread(view.threadId)).toMatchObject({
+      requestedBy: "dave",
+      requesterVerifiedBy: "self_declared",
+      macValid: true,
+    });
     const denied = events(await readAudit(dataDir, view.threadId), "proposal_denied");
-    expect(denied.map((r) => (r as { refusal?: { code: string } }).refusal?.code)).toEqual(["REQUESTER_NOT_VERIFIED"]);
+    expect(denied.map((r) => (r as { refusal?: { code: string } }).refusal?.code)).toEqual([
+      "REQUESTER_NOT_VERIFIED",
+    ]);
     expect(await writesSince(portal, mark)).toEqual([]);
   });
 
   it("a medium-risk change waits, its card says self-declared, and separation of duties says the name it compares is unverified", async () => {
     await open(RENAME);
     const mark = await writeMark(portal);
-    const view = await startRun(app!, { request: "rename task 4 to Requester verification", requestedBy: "bob" });
+    const view = await startRun(app!, {
+      request: "rename task 4 to Requester verification",
+      requestedBy: "bob",
+    });
     expect(view.status).toBe("awaiting_approval");
     const p = (await payloadOf(view.threadId))!;
     expect(p.envelope.requesterVerifiedBy).toBe("self_declared");
-    expect((await app!.deps.journal.currentAction(view.threadId))!.card).toContain("Requested by: bob (self-declared)");
-    const self = { decisions: [{ type: "approve", envelopeHash: p.envelopeHash, nonce: p.nonce, approver: { id: "bob" } }] };
+    expect((await app!.deps.journal.currentAction(view.threadId))!.card).toContain(
+      "Requested by: bob (self-declared)",
+    );
+    const self = {
+      decisions: [{ type: "approve", envelopeHash: p.envelopeHash, nonce: p.nonce, approver: { id: "bob" } }],
+    };
     const after = await submitDecision(app!, view.threadId, self);
     expect(after.status).toBe("awaiting_approval");
     const refusal = (await app!.deps.journal.currentAction(view.threadId))!.progress.lastRefusal;
     expect(refusal?.code).toBe("SELF_APPROVAL");
-    expect(refusal?.reason).toMatch(/bob requested this medium-risk change and may not approve it .*\(requester bob is self-declared: the comparison is with the name given, which nothing checked\)/);
+    expect(refusal?.reason).toMatch(
+      /bob requested this medium-risk change and may not approve it .*\(requester bob is self-declared: the comparison is with the name given, which nothing checked\)/,
+    );
     expect(await writesSince(portal, mark)).toEqual([]);
-    const other = { decisions: [{ type: "approve", envelopeHash: p.envelopeHash, nonce: p.nonce, approver: { id: "alice" } }] };
+    const other = {
+      decisions: [
+        { type: "approve", envelopeHash: p.envelopeHash, nonce: p.nonce, approver: { id: "alice" } },
+      ],
+    };
     const done = await submitDecision(app!, view.threadId, other);
     expect(done.state).toMatchObject({ outcome: "VERIFIED" });
     expect((await writesSince(portal, mark)).map((w) => w.method)).toEqual(["tasks.task.update"]);
@@ -101,7 +139,10 @@ describe("a self-declared requester (CLI, in process, open server)", () => {
 
   it("the CLI's run --as says why and exits 2; nothing is written", async () => {
     const mark = await writeMark(portal);
-    const r = await runCli(["run", "--as", "dave", "assign task 4 to user 7"], envFor(portal, dataDir, REAL_DEFAULT));
+    const r = await runCli(
+      ["run", "--as", "dave", "assign task 4 to user 7"],
+      envFor(portal, dataDir, REAL_DEFAULT),
+    );
     expect(r.code, r.stderr).toBe(2);
     expect(`${r.stdout}\n${r.stderr}`).toMatch(/REQUESTER_NOT_VERIFIED/);
     expect(`${r.stdout}\n${r.stderr}`).toMatch(/dave is self-declared/);
@@ -116,18 +157,32 @@ describe("a token-authenticated caller", () => {
     await app!.graph.invoke({ request: "assign task 4 to user 7" } as never, cfg(threadId, "dave"));
     const p = (await payloadOf(threadId))!;
     expect(p.kind).toBe("approval");
-    expect(p.envelope).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "authentication", risk: { level: "high" } });
-    expect((await app!.deps.journal.currentAction(threadId))!.card).toContain("Requested by: dave (verified: API token)");
-    expect(await app!.deps.journal.getThread(threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "authentication" });
+    expect(p.envelope).toMatchObject({
+      requestedBy: "dave",
+      requesterVerifiedBy: "authentication",
+      risk: { level: "high" },
+    });
+    expect((await app!.deps.journal.currentAction(threadId))!.card).toContain(
+      "Requested by: dave (verified: API token)",
+    );
+    expect(await app!.deps.journal.getThread(threadId)).toMatchObject({
+      requestedBy: "dave",
+      requesterVerifiedBy: "authentication",
+    });
   });
 
   it("a run naming another requester is refused REQUESTER_NOT_CALLER; nothing is registered or written", async () => {
     await open(ASSIGN);
     const mark = await writeMark(portal);
     const threadId = randomUUID();
-    const out = (await app!.graph.invoke({ request: "assign task 4 to user 7", requestedBy: "bob" } as never, cfg(threadId, "dave"))) as { outcome?: string; reasonCode?: string; reason?: string };
+    const out = (await app!.graph.invoke(
+      { request: "assign task 4 to user 7", requestedBy: "bob" } as never,
+      cfg(threadId, "dave"),
+    )) as { outcome?: string; reasonCode?: string; reason?: string };
     expect(out).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "INVALID_INPUT" });
-    expect(out.reason).toMatch(/^REQUESTER_NOT_CALLER: input field "requestedBy" is "bob", but the run is authenticated as dave/);
+    expect(out.reason).toMatch(
+      /^REQUESTER_NOT_CALLER: input field "requestedBy" is "bob", but the run is authenticated as dave/,
+    );
     expect(await app!.deps.journal.currentAction(threadId)).toBeUndefined();
     expect(await writesSince(portal, mark)).toEqual([]);
   });
@@ -138,16 +193,30 @@ describe("graph state cannot upgrade the requester", () => {
     await open(ASSIGN, { interruptBefore: ["propose"] });
     const mark = await writeMark(portal);
     const threadId = randomUUID();
-    await app!.graph.invoke({ request: "assign task 4 to user 7", requestedBy: "mallory" } as never, cfg(threadId));
+    await app!.graph.invoke(
+      { request: "assign task 4 to user 7", requestedBy: "mallory" } as never,
+      cfg(threadId),
+    );
     expect((await app!.graph.getState(cfg(threadId))).next).toEqual(["propose"]);
     // Whatever a caller of the graph can write: the requester channel (and a field the journal keeps, which state does not have).
-    await app!.graph.updateState(cfg(threadId), { requestedBy: "dave", requesterVerifiedBy: "authentication" } as never);
+    await app!.graph.updateState(cfg(threadId), {
+      requestedBy: "dave",
+      requesterVerifiedBy: "authentication",
+    } as never);
     // Continued by a token-authenticated caller: the thread was registered before, so its record stands.
     await app!.graph.invoke(null as never, cfg(threadId, "dave"));
-    const values = (await app!.graph.getState(cfg(threadId))).values as { outcome?: string; reasonCode?: string; reason?: string };
+    const values = (await app!.graph.getState(cfg(threadId))).values as {
+      outcome?: string;
+      reasonCode?: string;
+      reason?: string;
+    };
     expect(values).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REQUESTER_NOT_VERIFIED" });
     expect(values.reason).toMatch(/the requester mallory is self-declared/);
-    expect(await app!.deps.journal.getThread(threadId)).toMatchObject({ requestedBy: "mallory", requesterVerifiedBy: "self_declared", macValid: true });
+    expect(await app!.deps.journal.getThread(threadId)).toMatchObject({
+      requestedBy: "mallory",
+      requesterVerifiedBy: "self_declared",
+      macValid: true,
+    });
     expect(await writesSince(portal, mark)).toEqual([]);
   });
 });
@@ -160,7 +229,11 @@ describe("a signed request (run --key)", () => {
     fs.writeFileSync(keysFile, `${pair.publicKeyLine}\n`, { mode: 0o644 });
     const keyFile = path.join(dataDir, "dave.pem");
     fs.writeFileSync(keyFile, pair.privateKeyPem, { mode: 0o600 });
-    return { env: { ...REAL_DEFAULT, ACTION_ENVELOPE_APPROVER_KEYS: keysFile }, pem: pair.privateKeyPem, keyFile };
+    return {
+      env: { ...REAL_DEFAULT, ACTION_ENVELOPE_APPROVER_KEYS: keysFile },
+      pem: pair.privateKeyPem,
+      keyFile,
+    };
   }
   const REQUEST = "assign task 4 to user 7";
 
@@ -168,50 +241,113 @@ describe("a signed request (run --key)", () => {
     const keys = daveKeys();
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(ASSIGN), env: keys.env });
     const threadId = randomUUID();
-    const requesterSignature = signRequest({ kind: "request", threadId, request: REQUEST, requestedBy: "dave", scope: {} }, keys.pem);
-    const view = await startRun(app, { request: REQUEST, requestedBy: "dave", requesterSignature }, { threadId });
+    const requesterSignature = signRequest(
+      { kind: "request", threadId, request: REQUEST, requestedBy: "dave", scope: {} },
+      keys.pem,
+    );
+    const view = await startRun(
+      app,
+      { request: REQUEST, requestedBy: "dave", requesterSignature },
+      { threadId },
+    );
     expect(view.status, JSON.stringify(view.state)).toBe("awaiting_approval");
-    expect(await app.deps.journal.getThread(threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "signature", macValid: true });
-    expect(view.approval?.envelope).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "signature", risk: { level: "high" } });
-    expect((await app.deps.journal.currentAction(threadId))!.card).toContain("Requested by: dave (verified: signature)");
+    expect(await app.deps.journal.getThread(threadId)).toMatchObject({
+      requestedBy: "dave",
+      requesterVerifiedBy: "signature",
+      macValid: true,
+    });
+    expect(view.approval?.envelope).toMatchObject({
+      requestedBy: "dave",
+      requesterVerifiedBy: "signature",
+      risk: { level: "high" },
+    });
+    expect((await app.deps.journal.currentAction(threadId))!.card).toContain(
+      "Requested by: dave (verified: signature)",
+    );
   });
 
   it.each([
-    ["signed for another thread", (p: ReturnType<typeof daveKeys>, threadId: string) => signRequest({ kind: "request", threadId: `${threadId}x`, request: REQUEST, requestedBy: "dave", scope: {} }, p.pem)],
-    ["signed for another request", (p: ReturnType<typeof daveKeys>, threadId: string) => signRequest({ kind: "request", threadId, request: "rename task 4", requestedBy: "dave", scope: {} }, p.pem)],
-    ["signed by another key", (_p: ReturnType<typeof daveKeys>, threadId: string) => signRequest({ kind: "request", threadId, request: REQUEST, requestedBy: "dave", scope: {} }, generateApproverKeyPair("dave").privateKeyPem)],
+    [
+      "signed for another thread",
+      (p: ReturnType<typeof daveKeys>, threadId: string) =>
+        signRequest(
+          { kind: "request", threadId: `${threadId}x`, request: REQUEST, requestedBy: "dave", scope: {} },
+          p.pem,
+        ),
+    ],
+    [
+      "signed for another request",
+      (p: ReturnType<typeof daveKeys>, threadId: string) =>
+        signRequest(
+          { kind: "request", threadId, request: "rename task 4", requestedBy: "dave", scope: {} },
+          p.pem,
+        ),
+    ],
+    [
+      "signed by another key",
+      (_p: ReturnType<typeof daveKeys>, threadId: string) =>
+        signRequest(
+          { kind: "request", threadId, request: REQUEST, requestedBy: "dave", scope: {} },
+          generateApproverKeyPair("dave").privateKeyPem,
+        ),
+    ],
     ["not base64", () => "not a signature"],
-  ])("a signature %s is refused REQUESTER_SIGNATURE_INVALID: nothing is registered, read or written", async (_what, forge) => {
-    const keys = daveKeys();
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(ASSIGN), env: keys.env });
-    const mark = await writeMark(portal);
-    const threadId = randomUUID();
-    const view = await startRun(app, { request: REQUEST, requestedBy: "dave", requesterSignature: forge(keys, threadId) }, { threadId });
-    expect(view.state).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "INVALID_INPUT" });
-    expect(view.state?.reason).toMatch(/^REQUESTER_SIGNATURE_INVALID: the signature is not dave's canonical Ed25519 signature over this request/);
-    expect(await app.deps.journal.currentAction(threadId)).toBeUndefined();
-    expect(await writesSince(portal, mark)).toEqual([]);
-  });
+  ])(
+    "a signature %s is refused REQUESTER_SIGNATURE_INVALID: nothing is registered, read or written",
+    async (_what, forge) => {
+      const keys = daveKeys();
+      app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(ASSIGN), env: keys.env });
+      const mark = await writeMark(portal);
+      const threadId = randomUUID();
+      const view = await startRun(
+        app,
+        { request: REQUEST, requestedBy: "dave", requesterSignature: forge(keys, threadId) },
+        { threadId },
+      );
+      expect(view.state).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "INVALID_INPUT" });
+      expect(view.state?.reason).toMatch(
+        /^REQUESTER_SIGNATURE_INVALID: the signature is not dave's canonical Ed25519 signature over this request/,
+      );
+      expect(await app.deps.journal.currentAction(threadId)).toBeUndefined();
+      expect(await writesSince(portal, mark)).toEqual([]);
+    },
+  );
 
   it("a signed request from a requester with no registered key is refused, naming the key registry", async () => {
     const keys = daveKeys();
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(ASSIGN), env: keys.env });
     const threadId = randomUUID();
-    const requesterSignature = signRequest({ kind: "request", threadId, request: REQUEST, requestedBy: "erin", scope: {} }, keys.pem);
-    const view = await startRun(app, { request: REQUEST, requestedBy: "erin", requesterSignature }, { threadId });
-    expect(view.state?.reason).toMatch(/^REQUESTER_SIGNATURE_INVALID: the request is signed, but no key is registered for erin in ACTION_ENVELOPE_APPROVER_KEYS/);
+    const requesterSignature = signRequest(
+      { kind: "request", threadId, request: REQUEST, requestedBy: "erin", scope: {} },
+      keys.pem,
+    );
+    const view = await startRun(
+      app,
+      { request: REQUEST, requestedBy: "erin", requesterSignature },
+      { threadId },
+    );
+    expect(view.state?.reason).toMatch(
+      /^REQUESTER_SIGNATURE_INVALID: the request is signed, but no key is registered for erin in ACTION_ENVELOPE_APPROVER_KEYS/,
+    );
     expect(await app.deps.journal.currentAction(threadId)).toBeUndefined();
   });
 
   it("the CLI's run --as dave --key signs the request: the approval waits with the requester verified by signature", async () => {
     const keys = daveKeys();
     const mark = await writeMark(portal);
-    const r = await runCli(["run", "--as", "dave", "--key", keys.keyFile, "--json", REQUEST], envFor(portal, dataDir, keys.env));
+    const r = await runCli(
+      ["run", "--as", "dave", "--key", keys.keyFile, "--json", REQUEST],
+      envFor(portal, dataDir, keys.env),
+    );
     expect(r.code, r.stderr).toBe(0);
     const out = parseJsonOutput(r.stdout) as { threadId: string; status: string };
     expect(out.status).toBe("awaiting_approval");
     app = await openTestApp(portal, dataDir, { env: keys.env });
-    expect(await app.deps.journal.getThread(out.threadId)).toMatchObject({ requestedBy: "dave", requesterVerifiedBy: "signature", macValid: true });
+    expect(await app.deps.journal.getThread(out.threadId)).toMatchObject({
+      requestedBy: "dave",
+      requesterVerifiedBy: "signature",
+      macValid: true,
+    });
     expect(await writesSince(portal, mark)).toEqual([]);
     await app.close();
     app = undefined;
@@ -219,11 +355,19 @@ describe("a signed request (run --key)", () => {
     const env = envFor(portal, dataDir, keys.env);
     const pending = await runCli(["pending"], env);
     expect(pending.stdout).toMatch(new RegExp(`${out.threadId} .* by dave \\(verified: signature\\)`));
-    const pendingJson = parseJsonOutput((await runCli(["pending", "--json"], env)).stdout) as { pending: Array<{ threadId: string; requesterVerifiedBy: string }> };
-    expect(pendingJson.pending.find((p) => p.threadId === out.threadId)).toMatchObject({ requesterVerifiedBy: "signature" });
-    expect((await runCli(["audit", "list"], env)).stdout).toMatch(new RegExp(`${out.threadId}  by dave \\(verified: signature\\)`));
+    const pendingJson = parseJsonOutput((await runCli(["pending", "--json"], env)).stdout) as {
+      pending: Array<{ threadId: string; requesterVerifiedBy: string }>;
+    };
+    expect(pendingJson.pending.find((p) => p.threadId === out.threadId)).toMatchObject({
+      requesterVerifiedBy: "signature",
+    });
+    expect((await runCli(["audit", "list"], env)).stdout).toMatch(
+      new RegExp(`${out.threadId}  by dave \\(verified: signature\\)`),
+    );
     const show = await runCli(["audit", "show", out.threadId], env);
     expect(show.stdout).toContain("Requested by:  dave (verified: signature)");
-    expect(parseJsonOutput((await runCli(["audit", "show", out.threadId, "--json"], env)).stdout)).toMatchObject({ caseRecord: { firstPage: { requesterVerifiedBy: "signature" } } });
+    expect(
+      parseJsonOutput((await runCli(["audit", "show", out.threadId, "--json"], env)).stdout),
+    ).toMatchObject({ caseRecord: { firstPage: { requesterVerifiedBy: "signature" } } });
   });
 });

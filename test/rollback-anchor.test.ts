@@ -10,7 +10,18 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { startRun, submitDecision, type ThreadView } from "../src/app/threads.js";
-import { eachTestPortal, envFor, journalSql, killedWhen, openTestApp, parseJsonOutput, recordPendingRename, runCli, tempDir, type Portal } from "./support/harness.js";
+import {
+  eachTestPortal,
+  envFor,
+  journalSql,
+  killedWhen,
+  openTestApp,
+  parseJsonOutput,
+  recordPendingRename,
+  runCli,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { AIMessage } from "@langchain/core/messages";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 import { TEST_DATABASE_URL, schemaFor, usingPostgres } from "./support/postgres.js";
@@ -31,9 +42,22 @@ const commentWrites = async () => (await portal.writes()).filter((w) => w.method
 function snapshot(): () => void {
   if (usingPostgres) {
     const dump = path.join(tempDir("ae-dump-"), "journal.dump");
-    execFileSync(path.join(PG_BIN, "pg_dump"), ["-Fc", "-n", schemaFor(dataDir), "-f", dump, TEST_DATABASE_URL!]);
+    execFileSync(path.join(PG_BIN, "pg_dump"), [
+      "-Fc",
+      "-n",
+      schemaFor(dataDir),
+      "-f",
+      dump,
+      TEST_DATABASE_URL!,
+    ]);
     return () => {
-      execFileSync(path.join(PG_BIN, "pg_restore"), ["--clean", "--if-exists", "-d", TEST_DATABASE_URL!, dump]);
+      execFileSync(path.join(PG_BIN, "pg_restore"), [
+        "--clean",
+        "--if-exists",
+        "-d",
+        TEST_DATABASE_URL!,
+        dump,
+      ]);
     };
   }
   const copy = `${dataDir}.copy`;
@@ -46,7 +70,9 @@ function snapshot(): () => void {
 
 /** A comment on task 4 waiting for approval, recorded by an in-process app that is closed again. */
 async function waitingComment(): Promise<ThreadView> {
-  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")) });
+  const app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")),
+  });
   try {
     const view = await startRun(app, { request: `comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
     expect(view.status).toBe("awaiting_approval");
@@ -60,7 +86,11 @@ async function approveInProcess(view: ThreadView): Promise<void> {
   const app = await openTestApp(portal, dataDir);
   try {
     const a = view.approval!;
-    const done = await submitDecision(app, view.threadId, { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] });
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+      ],
+    });
     expect(done.state!.outcome).toBe("VERIFIED");
   } finally {
     await app.close();
@@ -80,16 +110,27 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     expect(await commentWrites()).toHaveLength(1);
     const hash = view.approval!.envelopeHash;
 
-    const [action] = await journalSql(dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [hash]);
+    const [action] = await journalSql(
+      dataDir,
+      "SELECT progress_json FROM T.actions WHERE envelope_hash = ?",
+      [hash],
+    );
     const progress = JSON.parse(action!["progress_json"] as string) as Record<string, unknown>;
     const { decision, preRead } = progress;
-    await journalSql(dataDir, "UPDATE T.actions SET phase = 'pre_read', progress_json = ? WHERE envelope_hash = ?", [JSON.stringify({ decision, preRead }), hash]);
+    await journalSql(
+      dataDir,
+      "UPDATE T.actions SET phase = 'pre_read', progress_json = ? WHERE envelope_hash = ?",
+      [JSON.stringify({ decision, preRead }), hash],
+    );
     await journalSql(dataDir, "UPDATE T.threads SET closed_json = NULL WHERE thread_id = ?", [view.threadId]);
     await journalSql(dataDir, "DELETE FROM T.executions WHERE envelope_hash = ?", [hash]);
 
     const r = await runCli(["recover", view.threadId, "--json"], env);
     const out = parseJsonOutput(r.stdout);
-    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ROLLBACK_DETECTED" });
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+      outcome: "INCONCLUSIVE",
+      reasonCode: "ROLLBACK_DETECTED",
+    });
     expect(out.reason).toMatch(/journal is behind its write anchor/);
     expect(out.reason).toMatch(/holds no such entry and has the action at pre_read/);
     expect(await commentWrites()).toHaveLength(1);
@@ -110,7 +151,10 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     putBack();
     const again = await runCli(args, env);
     const out = parseJsonOutput(again.stdout);
-    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ROLLBACK_DETECTED" });
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+      outcome: "INCONCLUSIVE",
+      reasonCode: "ROLLBACK_DETECTED",
+    });
     expect(out.reason).toMatch(/journal is behind its write anchor/);
     expect(await commentWrites()).toHaveLength(1);
     expect(await auditOf(view.threadId, env)).toContain("ROLLBACK_DETECTED");
@@ -126,7 +170,10 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     putBack();
     fs.rmSync(`${env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]}.anchor`);
     const out = parseJsonOutput((await runCli(args, env)).stdout);
-    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "NOT_EXECUTED", reasonCode: "ALREADY_EXECUTED" });
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "ALREADY_EXECUTED",
+    });
     expect(out.reason).toMatch(/already has a comment with the approved text/);
     expect(await commentWrites()).toHaveLength(1);
   });
@@ -135,18 +182,35 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "off" });
     const view = await recordPendingRename(portal, dataDir, "REST 2, FLIPPED", { env });
     await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, "the write to reach the portal", async () => (await portal.calls("tasks.task.update")).length > 0);
+    await killedWhen(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      { ...env, BITRIX24_TIMEOUT_MS: "30000" },
+      "the write to reach the portal",
+      async () => (await portal.calls("tasks.task.update")).length > 0,
+    );
     expect(await portal.writes()).toHaveLength(1);
 
     const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql(dataDir, "SELECT args_json, ack_json FROM T.executions WHERE envelope_hash = ?", [hash]);
+    const [row] = await journalSql(
+      dataDir,
+      "SELECT args_json, ack_json FROM T.executions WHERE envelope_hash = ?",
+      [hash],
+    );
     expect(row!["ack_json"]).toBeNull();
     const args = JSON.parse(row!["args_json"] as string) as Record<string, unknown>;
     expect(args["protocol"]).toBeUndefined();
-    await journalSql(dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [JSON.stringify({ ...args, protocol: "rest3-idempotency-key" }), hash]);
+    await journalSql(dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [
+      JSON.stringify({ ...args, protocol: "rest3-idempotency-key" }),
+      hash,
+    ]);
 
-    const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], { ...env, BITRIX24_IDEMPOTENCY: "on" })).stdout);
-    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ENVELOPE_TAMPERED" });
+    const out = parseJsonOutput(
+      (await runCli(["recover", view.threadId, "--json"], { ...env, BITRIX24_IDEMPOTENCY: "on" })).stdout,
+    );
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+      outcome: "INCONCLUSIVE",
+      reasonCode: "ENVELOPE_TAMPERED",
+    });
     expect(out.reason).toMatch(/seal under the journal key does not hold/);
     expect(await portal.writes()).toHaveLength(1);
     expect(await auditOf(view.threadId, env)).toContain("ENVELOPE_TAMPERED");
@@ -156,19 +220,33 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
     const view = await recordPendingRename(portal, dataDir, "LEGACY ROW", { env });
     await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    await killedWhen(["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"], { ...env, BITRIX24_TIMEOUT_MS: "30000" }, "the write to reach the portal", async () => (await portal.calls("tasks.task.update")).length > 0);
+    await killedWhen(
+      ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
+      { ...env, BITRIX24_TIMEOUT_MS: "30000" },
+      "the write to reach the portal",
+      async () => (await portal.calls("tasks.task.update")).length > 0,
+    );
     expect(await portal.writes()).toHaveLength(1);
 
     // The row as a version before the seal wrote it: the same call, no MAC. With its seal the Idempotency-Key call would be re-sent.
     const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql(dataDir, "SELECT mac, ack_json FROM T.executions WHERE envelope_hash = ?", [hash]);
+    const [row] = await journalSql(
+      dataDir,
+      "SELECT mac, ack_json FROM T.executions WHERE envelope_hash = ?",
+      [hash],
+    );
     expect(row!["ack_json"]).toBeNull();
     expect(row!["mac"]).not.toBeNull();
     await journalSql(dataDir, "UPDATE T.executions SET mac = NULL WHERE envelope_hash = ?", [hash]);
 
     const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
-    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "INCONCLUSIVE", reasonCode: "ENVELOPE_TAMPERED" });
-    expect(out.reason).toMatch(/write-ahead entry of action \S+ was changed outside this program \(expected a sealed write-ahead row, found an unsealed legacy row/);
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+      outcome: "INCONCLUSIVE",
+      reasonCode: "ENVELOPE_TAMPERED",
+    });
+    expect(out.reason).toMatch(
+      /write-ahead entry of action \S+ was changed outside this program \(expected a sealed write-ahead row, found an unsealed legacy row/,
+    );
     expect(out.reason).not.toMatch(/arguments|operation/);
     expect(await portal.writes()).toHaveLength(1);
     const audit = await auditOf(view.threadId, env);
@@ -180,13 +258,26 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     const env = envFor(portal, dataDir);
     const TITLE = "Created once: Q4 report";
     const model = new ScriptedChatModel((messages) => {
-      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields: { TITLE, RESPONSIBLE_ID: "5" }, rationale: "requested by the user" })] });
+      if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change"))
+        return new AIMessage("Proposed; waiting for the human.");
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            operation: "add_task",
+            fields: { TITLE, RESPONSIBLE_ID: "5" },
+            rationale: "requested by the user",
+          }),
+        ],
+      });
     });
     const app = await openTestApp(portal, dataDir, { model });
     let view: ThreadView;
     try {
-      view = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+      view = await startRun(app, {
+        request: `create a task "${TITLE}" for user 5`,
+        requestedBy: "demo-user",
+      });
       expect(view.status).toBe("awaiting_approval");
     } finally {
       await app.close();
@@ -197,7 +288,10 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     putBack();
     fs.rmSync(`${env["ACTION_ENVELOPE_JOURNAL_KEY_FILE"]}.anchor`);
     const out = parseJsonOutput((await runCli(args, env)).stdout);
-    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({ outcome: "NOT_EXECUTED", reasonCode: "ALREADY_EXECUTED" });
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "ALREADY_EXECUTED",
+    });
     expect((await portal.writes()).filter((w) => w.method === "tasks.task.add")).toHaveLength(1);
   });
 });

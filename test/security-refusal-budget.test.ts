@@ -9,7 +9,13 @@ import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App } from "../src/app/threads.js";
-import { DecisionSchema, defaultPolicy, generateApproverKeyPair, signDecision, signedPayloadOf } from "../src/envelope/index.js";
+import {
+  DecisionSchema,
+  defaultPolicy,
+  generateApproverKeyPair,
+  signDecision,
+  signedPayloadOf,
+} from "../src/envelope/index.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -20,9 +26,14 @@ const ACTIONS = [
 ];
 
 const proposeSet: Script = (messages) => {
-  if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-  if (!messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-  return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions: ACTIONS, rationale: "requested by the user" })] });
+  if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set"))
+    return new AIMessage("Proposed; waiting for the human.");
+  if (!messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id"))
+    return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+  return new AIMessage({
+    content: "",
+    tool_calls: [call("propose_change_set", { actions: ACTIONS, rationale: "requested by the user" })],
+  });
 };
 
 let portal: Portal;
@@ -51,33 +62,76 @@ describe("change set: unverified decisions under a policy that refuses self-decl
     fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(proposeSet),
-      env: { ACTION_ENVELOPE_POLICY: policyFile, ACTION_ENVELOPE_APPROVER_KEYS: keysDir, ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "2" },
+      env: {
+        ACTION_ENVELOPE_POLICY: policyFile,
+        ACTION_ENVELOPE_APPROVER_KEYS: keysDir,
+        ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "2",
+      },
     });
-    const view = await startRun(app, { request: `set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`, requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: `set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`,
+      requestedBy: "demo-user",
+    });
     expect(view.status).toBe("awaiting_approval");
     const a = view.approval!;
     expect(a.changeSet?.actions).toHaveLength(2);
     const forger = generateApproverKeyPair("demo-approver");
     const forged = (type: string, actionId?: string) => {
-      const item = DecisionSchema.parse({ type, envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString(), ...(actionId ? { actionId } : {}) });
+      const item = DecisionSchema.parse({
+        type,
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        approver: { id: "demo-approver" },
+        decidedAt: new Date().toISOString(),
+        ...(actionId ? { actionId } : {}),
+      });
       return { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), forger.privateKeyPem) };
     };
     for (let i = 0; i < 3; i++) {
-      const whole = await submitDecision(app, view.threadId, { decisions: [{ type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] });
+      const whole = await submitDecision(app, view.threadId, {
+        decisions: [
+          { type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+        ],
+      });
       expect(whole.status).toBe("awaiting_approval");
       expect(whole.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
-      const perAction = await submitDecision(app, view.threadId, { decisions: [forged("approve", "a1"), forged("reject", "a2")] });
+      const perAction = await submitDecision(app, view.threadId, {
+        decisions: [forged("approve", "a1"), forged("reject", "a2")],
+      });
       expect(perAction.status).toBe("awaiting_approval");
       expect(perAction.state?.refusals.at(-1)?.code).toBe("SIGNATURE_INVALID");
-      const cancel = await submitDecision(app, view.threadId, { decisions: [{ type: "cancel", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "demo-user" }, reason: "not mine to cancel" }] });
+      const cancel = await submitDecision(app, view.threadId, {
+        decisions: [
+          {
+            type: "cancel",
+            envelopeHash: a.envelopeHash,
+            nonce: a.nonce,
+            by: { id: "demo-user" },
+            reason: "not mine to cancel",
+          },
+        ],
+      });
       expect(cancel.status).toBe("awaiting_approval");
       expect(cancel.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
     }
     expect(await portal.writes()).toHaveLength(0);
 
-    const item = DecisionSchema.parse({ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" }, decidedAt: new Date().toISOString() });
-    const done = await submitDecision(app, view.threadId, { decisions: [{ ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) }] });
+    const item = DecisionSchema.parse({
+      type: "approve",
+      envelopeHash: a.envelopeHash,
+      nonce: a.nonce,
+      approver: { id: "demo-approver" },
+      decidedAt: new Date().toISOString(),
+    });
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [
+        { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) },
+      ],
+    });
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add"]);
+    expect((await portal.writes()).map((w) => w.method)).toEqual([
+      "tasks.task.update",
+      "task.commentitem.add",
+    ]);
   });
 });

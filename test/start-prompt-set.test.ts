@@ -10,7 +10,16 @@
  * The emulator runs over HTTP in the test process; writes are counted in its call log.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { CLI, ROOT, envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  CLI,
+  ROOT,
+  envFor,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { KEY, hasScript, runInPty } from "./support/pty.js";
 
 const REQUEST = "set status of task 4 to awaiting control; comment on it: Ready for review";
@@ -33,10 +42,16 @@ describe.runIf(hasScript())("the start prompt for a change set, at a terminal", 
       env: { ...process.env, NO_COLOR: "1", ...env },
       steps: [
         // Third choice: decide each action.
-        { when: /Decision for change set\s+sha256:[0-9a-f]{64}\s+\(revision 1, 2 actions: a1, a2\)[\s\S]*decide each action/, keys: KEY.down + KEY.down + KEY.enter },
+        {
+          when: /Decision for change set\s+sha256:[0-9a-f]{64}\s+\(revision 1, 2 actions: a1, a2\)[\s\S]*decide each action/,
+          keys: KEY.down + KEY.down + KEY.enter,
+        },
         { when: /Your approver id/, keys: "alice" + KEY.enter },
         { when: /Action 1 of 2, a1: update_task task 4 \(STATUS\)[\s\S]*reject a1/, keys: KEY.enter },
-        { when: /Action 2 of 2, a2: add_task_comment task 4 \(POST_MESSAGE\)[\s\S]*reject a2/, keys: KEY.down + KEY.enter },
+        {
+          when: /Action 2 of 2, a2: add_task_comment task 4 \(POST_MESSAGE\)[\s\S]*reject a2/,
+          keys: KEY.down + KEY.enter,
+        },
         { when: /Reason for rejecting a2/, keys: "not before the numbers are in" + KEY.enter },
       ],
       timeoutMs: 120_000,
@@ -61,7 +76,11 @@ describe.runIf(hasScript())("the start prompt for a change set, at a terminal", 
 
     // Recorded as a per-action decision by alice (a partial approval), not a whole-set approval.
     const shown = parseJsonOutput((await runCli(["show", thread!, "--json"], env)).stdout);
-    expect(shown).toMatchObject({ status: "finished", outcome: "VERIFIED", decision: { type: "approve", approverId: "alice" } });
+    expect(shown).toMatchObject({
+      status: "finished",
+      outcome: "VERIFIED",
+      decision: { type: "approve", approverId: "alice" },
+    });
     expect(shown.decision.message).toContain("partial approval");
     const audit = await runCli(["audit", "show", thread!], env);
     expect(audit.code, audit.stderr).toBe(0);
@@ -82,7 +101,10 @@ describe.runIf(hasScript())("the start prompt for a change set, at a terminal", 
     expect(r.code, r.text).toBe(0);
     expect(r.text).not.toMatch(/Action 1 of 2/);
     expect(r.text).toMatch(/OUTCOME VERIFIED/);
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add"]);
+    expect((await portal.writes()).map((w) => w.method)).toEqual([
+      "tasks.task.update",
+      "task.commentitem.add",
+    ]);
   }, 150_000);
 
   it("the approver id is asked with nothing filled in: Enter alone is not taken; Ctrl-C leaves the set waiting, nothing sent", async () => {
@@ -132,10 +154,15 @@ describe("the start job for a change set without a terminal", () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toContain("Decision for change set");
     expect(r.stdout).toContain("No terminal to ask at");
-    const decide = /^\s*npm run cli -- (decide \S+ --hash sha256:[0-9a-f]{64} --approve a1 --reject a2) --as demo-approver\s*$/m.exec(r.stdout)?.[1];
+    const decide =
+      /^\s*npm run cli -- (decide \S+ --hash sha256:[0-9a-f]{64} --approve a1 --reject a2) --as demo-approver\s*$/m.exec(
+        r.stdout,
+      )?.[1];
     expect(decide, r.stdout).toBeDefined();
     // The reject line names its approver too: no decision command defaults one.
-    expect(r.stdout).toMatch(/^or reject it with: npm run cli -- reject \S+ --as demo-approver --reason "\.\.\."$/m);
+    expect(r.stdout).toMatch(
+      /^or reject it with: npm run cli -- reject \S+ --as demo-approver --reason "\.\.\."$/m,
+    );
     expect(await portal.writes()).toEqual([]);
 
     const decided = await runCli([...decide!.split(" "), "--reason", "later", "--json"], env);

@@ -42,13 +42,24 @@ async function startSide(extra: Record<string, string> = {}): Promise<Side> {
   return { portal, dataDir, server };
 }
 
-async function auditOf(side: Side, threadId: string): Promise<Array<{ event: string; refusal: { code: string; reason: string } | null; approver: { id: string | null; verifiedBy: string } | null }>> {
+async function auditOf(
+  side: Side,
+  threadId: string,
+): Promise<
+  Array<{
+    event: string;
+    refusal: { code: string; reason: string } | null;
+    approver: { id: string | null; verifiedBy: string } | null;
+  }>
+> {
   const r = await runCli(["audit", "show", threadId, "--json"], envFor(side.portal, side.dataDir));
   expect(r.code, r.stderr).toBe(0);
   return (parseJsonOutput(r.stdout) as { caseRecord: { auditRecords: never[] } }).caseRecord.auditRecords;
 }
 
-const interruptOf = async (client: Client, threadId: string) => (await client.threads.getState(threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as ApprovalPayload | undefined;
+const interruptOf = async (client: Client, threadId: string) =>
+  (await client.threads.getState(threadId)).tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as
+    ApprovalPayload | undefined;
 
 let open: Side;
 let guarded: Side;
@@ -57,11 +68,13 @@ const tokens: Record<string, string> = {};
 beforeAll(async () => {
   const dir = tempDir("ae-studio-tokens-");
   const tokenFile = path.join(dir, "api-tokens.json");
-  const entries = Object.entries({ dave: ["requester"], alice: ["approver"] } as const).map(([identity, roles]) => {
-    const made = newApiToken(identity, [...roles]);
-    tokens[identity] = made.token;
-    return made.entry;
-  });
+  const entries = Object.entries({ dave: ["requester"], alice: ["approver"] } as const).map(
+    ([identity, roles]) => {
+      const made = newApiToken(identity, [...roles]);
+      tokens[identity] = made.token;
+      return made.entry;
+    },
+  );
   fs.writeFileSync(tokenFile, JSON.stringify({ tokens: entries }, null, 2));
   [open, guarded] = await Promise.all([startSide(), startSide({ ACTION_ENVELOPE_API_TOKENS: tokenFile })]);
 }, 180_000);
@@ -77,24 +90,61 @@ afterAll(async () => {
 describe("schemas (client.assistants.getSchemas)", () => {
   it("input: request required, requestedBy and scope typed and described, chat messages accepted; every state and output field described", async () => {
     const schemas = await clientFor(open.server.apiUrl).assistants.getSchemas(GRAPH_ID);
-    const input = schemas.input_schema as { required?: string[]; properties: Record<string, Record<string, any>> };
+    const input = schemas.input_schema as {
+      required?: string[];
+      properties: Record<string, Record<string, any>>;
+    };
     expect(input.required).toEqual(["request"]);
-    expect(Object.keys(input.properties).sort()).toEqual(["messages", "request", "requestedBy", "requesterSignature", "scope"]);
-    expect(input.properties["requesterSignature"]).toMatchObject({ type: "string", description: expect.stringMatching(/run --key/) });
-    expect(input.properties["request"]).toMatchObject({ type: "string", minLength: 1, maxLength: 4000, description: expect.stringMatching(/Required/) });
-    expect(input.properties["requestedBy"]).toMatchObject({ type: "string", description: expect.stringMatching(/unless the server authenticates/) });
-    expect(input.properties["scope"]).toMatchObject({ type: "object", description: expect.stringMatching(/Optional/) });
-    expect(input.properties["scope"]!["properties"]["taskIds"]).toMatchObject({ type: "array", items: { type: "integer" } });
-    expect(input.properties["messages"]).toMatchObject({ langgraph_type: "messages", description: expect.stringMatching(/last human message is the request/) });
+    expect(Object.keys(input.properties).sort()).toEqual([
+      "messages",
+      "request",
+      "requestedBy",
+      "requesterSignature",
+      "scope",
+    ]);
+    expect(input.properties["requesterSignature"]).toMatchObject({
+      type: "string",
+      description: expect.stringMatching(/run --key/),
+    });
+    expect(input.properties["request"]).toMatchObject({
+      type: "string",
+      minLength: 1,
+      maxLength: 4000,
+      description: expect.stringMatching(/Required/),
+    });
+    expect(input.properties["requestedBy"]).toMatchObject({
+      type: "string",
+      description: expect.stringMatching(/unless the server authenticates/),
+    });
+    expect(input.properties["scope"]).toMatchObject({
+      type: "object",
+      description: expect.stringMatching(/Optional/),
+    });
+    expect(input.properties["scope"]!["properties"]["taskIds"]).toMatchObject({
+      type: "array",
+      items: { type: "integer" },
+    });
+    expect(input.properties["messages"]).toMatchObject({
+      langgraph_type: "messages",
+      description: expect.stringMatching(/last human message is the request/),
+    });
 
     const state = schemas.state_schema as { properties: Record<string, { description?: string }> };
     expect(Object.keys(state.properties).length).toBeGreaterThanOrEqual(25);
-    const undescribed = Object.entries(state.properties).filter(([, p]) => !p.description).map(([k]) => k);
+    const undescribed = Object.entries(state.properties)
+      .filter(([, p]) => !p.description)
+      .map(([k]) => k);
     expect(undescribed).toEqual([]);
-    expect(state.properties["outcome"]).toMatchObject({ anyOf: expect.arrayContaining([{ type: "string", enum: expect.arrayContaining(["VERIFIED", "NOT_EXECUTED"]) }]) });
+    expect(state.properties["outcome"]).toMatchObject({
+      anyOf: expect.arrayContaining([
+        { type: "string", enum: expect.arrayContaining(["VERIFIED", "NOT_EXECUTED"]) },
+      ]),
+    });
 
     const output = schemas.output_schema as { properties: Record<string, { description?: string }> };
-    expect(Object.keys(output.properties)).toEqual(expect.arrayContaining(["outcome", "reasonCode", "reason", "envelopeHash", "verification", "messages"]));
+    expect(Object.keys(output.properties)).toEqual(
+      expect.arrayContaining(["outcome", "reasonCode", "reason", "envelopeHash", "verification", "messages"]),
+    );
     expect(Object.keys(output.properties)).not.toContain("pendingDecision");
     expect(Object.entries(output.properties).filter(([, p]) => !p.description)).toEqual([]);
   });
@@ -104,22 +154,53 @@ describe("input that does not validate ends the run at once: INVALID_INPUT namin
   const cases: Array<[string, Record<string, unknown>, RegExp]> = [
     ["empty input {}", {}, /input field "request" is required/],
     ["no request at all", { requestedBy: "demo-user" }, /input field "request" is required/],
-    ["request not a string", { request: 5, requestedBy: "demo-user" }, /input field "request" must be a string, not number/],
+    [
+      "request not a string",
+      { request: 5, requestedBy: "demo-user" },
+      /input field "request" must be a string, not number/,
+    ],
     ["blank request", { request: "   ", requestedBy: "demo-user" }, /input field "request" is required/],
-    ["no requestedBy (open server)", { request: "rename task 4 to X" }, /input field "requestedBy" is required/],
-    ["chat mode without requestedBy (open server)", { messages: [{ type: "human", content: "rename task 4 to X" }] }, /input field "requestedBy" is required/],
-    ["chat messages with no human message", { messages: [{ type: "ai", content: "hello" }], requestedBy: "demo-user" }, /input field "messages" has no human message/],
+    [
+      "no requestedBy (open server)",
+      { request: "rename task 4 to X" },
+      /input field "requestedBy" is required/,
+    ],
+    [
+      "chat mode without requestedBy (open server)",
+      { messages: [{ type: "human", content: "rename task 4 to X" }] },
+      /input field "requestedBy" is required/,
+    ],
+    [
+      "chat messages with no human message",
+      { messages: [{ type: "ai", content: "hello" }], requestedBy: "demo-user" },
+      /input field "messages" has no human message/,
+    ],
     ["empty chat messages", { messages: [], requestedBy: "demo-user" }, /input field "request" is required/],
-    ["an item that is not a chat message", { messages: [{}], requestedBy: "demo-user" }, /input field "messages\.0": not a chat message/],
-    ["scope with a non-numeric task id", { request: "rename task 4 to X", requestedBy: "demo-user", scope: { taskIds: ["four"] } }, /input field "scope\.taskIds\.0"/],
-    ["scope of the wrong type", { request: "rename task 4 to X", requestedBy: "demo-user", scope: "task 4" }, /input field "scope"/],
+    [
+      "an item that is not a chat message",
+      { messages: [{}], requestedBy: "demo-user" },
+      /input field "messages\.0": not a chat message/,
+    ],
+    [
+      "scope with a non-numeric task id",
+      { request: "rename task 4 to X", requestedBy: "demo-user", scope: { taskIds: ["four"] } },
+      /input field "scope\.taskIds\.0"/,
+    ],
+    [
+      "scope of the wrong type",
+      { request: "rename task 4 to X", requestedBy: "demo-user", scope: "task 4" },
+      /input field "scope"/,
+    ],
   ];
   for (const [name, input, message] of cases) {
     it(name, async () => {
       const client = clientFor(open.server.apiUrl);
       const before = (await open.portal.calls()).length;
       const thread = await client.threads.create();
-      const result = (await client.runs.wait(thread.thread_id, GRAPH_ID, { input })) as Record<string, unknown>;
+      const result = (await client.runs.wait(thread.thread_id, GRAPH_ID, { input })) as Record<
+        string,
+        unknown
+      >;
       expect(result["__error__"], JSON.stringify(result).slice(0, 2000)).toBeUndefined();
       const state = await client.threads.getState(thread.thread_id);
       const values = state.values as Record<string, any>;
@@ -128,7 +209,9 @@ describe("input that does not validate ends the run at once: INVALID_INPUT namin
       expect(state.next).toEqual([]);
       // No model turn (agentSteps counts them) and nothing read from or written to Bitrix24.
       expect((await open.portal.calls()).length).toBe(before);
-      const chat = (values["messages"] as Array<{ type: string; content: string }>).filter((m) => m.type === "ai");
+      const chat = (values["messages"] as Array<{ type: string; content: string }>).filter(
+        (m) => m.type === "ai",
+      );
       expect(chat.at(-1)?.content).toMatch(/^Outcome: NOT_EXECUTED \(INVALID_INPUT\)/);
     });
   }
@@ -139,7 +222,9 @@ it("input that is not an object fails the run with INVALID_INPUT (not LangGraph'
   const before = (await open.portal.calls()).length;
   for (const input of ["rename task 4 to X", 42]) {
     const thread = await client.threads.create();
-    await expect(client.runs.wait(thread.thread_id, GRAPH_ID, { input: input as never })).rejects.toThrow(/"error":"InvalidInput","message":"INVALID_INPUT: the run input must be an object/);
+    await expect(client.runs.wait(thread.thread_id, GRAPH_ID, { input: input as never })).rejects.toThrow(
+      /"error":"InvalidInput","message":"INVALID_INPUT: the run input must be an object/,
+    );
   }
   expect((await open.portal.calls()).length).toBe(before);
 });
@@ -152,7 +237,14 @@ describe("chat mode and the approval from Studio (open server)", () => {
     const client = clientFor(open.server.apiUrl);
     threadId = (await client.threads.create()).thread_id;
     const first = (await client.runs.wait(threadId, GRAPH_ID, {
-      input: { messages: [{ type: "human", content: "rename task 5 to Y" }, { type: "ai", content: "Which task?" }, { type: "human", content: "rename task 4 to X" }], requestedBy: "demo-user" },
+      input: {
+        messages: [
+          { type: "human", content: "rename task 5 to Y" },
+          { type: "ai", content: "Which task?" },
+          { type: "human", content: "rename task 4 to X" },
+        ],
+        requestedBy: "demo-user",
+      },
     })) as { __interrupt__?: Array<{ value: ApprovalPayload }> };
     payload = first.__interrupt__![0]!.value;
     expect(payload.kind).toBe("approval");
@@ -161,14 +253,27 @@ describe("chat mode and the approval from Studio (open server)", () => {
     const values = (await client.threads.getState(threadId)).values as Record<string, any>;
     expect(values["request"]).toBe("rename task 4 to X");
     // The model's conversation starts from the request alone: the other chat messages were dropped.
-    const humans = (values["messages"] as Array<{ type: string; content: string }>).filter((m) => m.type === "human");
+    const humans = (values["messages"] as Array<{ type: string; content: string }>).filter(
+      (m) => m.type === "human",
+    );
     expect(humans.map((m) => m.content)).toEqual(["rename task 4 to X"]);
   });
 
   it("exampleResume names the field to fill; pasted unfilled it is refused and the approval keeps waiting", async () => {
     const client = clientFor(open.server.apiUrl);
-    expect(payload.exampleResumeFill).toEqual([{ path: "decisions[0].approver.id", with: expect.stringMatching(/approver id/) }]);
-    expect(payload.exampleResume).toEqual({ decisions: [{ type: "approve", envelopeHash: payload.envelopeHash, nonce: payload.nonce, approver: { id: "FILL-IN-your-approver-id" } }] });
+    expect(payload.exampleResumeFill).toEqual([
+      { path: "decisions[0].approver.id", with: expect.stringMatching(/approver id/) },
+    ]);
+    expect(payload.exampleResume).toEqual({
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: payload.envelopeHash,
+          nonce: payload.nonce,
+          approver: { id: "FILL-IN-your-approver-id" },
+        },
+      ],
+    });
     await client.runs.wait(threadId, GRAPH_ID, { command: { resume: payload.exampleResume } });
     const again = await interruptOf(client, threadId);
     expect(again?.envelopeHash).toBe(payload.envelopeHash);
@@ -181,13 +286,25 @@ describe("chat mode and the approval from Studio (open server)", () => {
     const client = clientFor(open.server.apiUrl);
     const filled = structuredClone(payload.exampleResume);
     (filled.decisions[0]!["approver"] as { id: string }).id = "demo-approver";
-    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: filled } })) as Record<string, any>;
+    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: filled } })) as Record<
+      string,
+      any
+    >;
     expect(final["outcome"]).toBe("VERIFIED");
     const writes = await open.portal.writes();
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params["fields"]).toEqual({ TITLE: "X" });
-    const chat = (final["messages"] as Array<{ type: string; content: string }>).filter((m) => m.type === "ai" && /^(Proposed|Approved|Pre-read|Sent|Fresh read|Outcome)/.test(m.content));
-    expect(chat.map((m) => m.content.split(/[ :]/)[0])).toEqual(["Proposed", "Approved", "Pre-read", "Sent", "Fresh", "Outcome"]);
+    const chat = (final["messages"] as Array<{ type: string; content: string }>).filter(
+      (m) => m.type === "ai" && /^(Proposed|Approved|Pre-read|Sent|Fresh read|Outcome)/.test(m.content),
+    );
+    expect(chat.map((m) => m.content.split(/[ :]/)[0])).toEqual([
+      "Proposed",
+      "Approved",
+      "Pre-read",
+      "Sent",
+      "Fresh",
+      "Outcome",
+    ]);
     expect(chat.at(-1)!.content).toMatch(/^Outcome: VERIFIED \(VERIFIED\)/);
   });
 
@@ -206,7 +323,9 @@ describe("chat mode and the approval from Studio (open server)", () => {
     expect(after.values).toMatchObject({ outcome: "VERIFIED", reasonCode: "VERIFIED" });
     expect(after.checkpoint.checkpoint_id).toBe(before.checkpoint.checkpoint_id);
     expect(await open.portal.writes()).toHaveLength(1);
-    const refusals = (await auditOf(open, threadId)).filter((r) => r.event === "decision_refused" && r.refusal?.code === "THREAD_ENDED");
+    const refusals = (await auditOf(open, threadId)).filter(
+      (r) => r.event === "decision_refused" && r.refusal?.code === "THREAD_ENDED",
+    );
     expect(refusals).toHaveLength(1);
     expect(refusals[0]!.approver).toMatchObject({ id: "demo-approver", verifiedBy: "unverified" });
   });
@@ -214,7 +333,11 @@ describe("chat mode and the approval from Studio (open server)", () => {
   it("a resume to a thread that never asked anything is refused (NOT_WAITING)", async () => {
     const client = clientFor(open.server.apiUrl);
     const thread = await client.threads.create();
-    await expect(client.runs.wait(thread.thread_id, GRAPH_ID, { command: { resume: { decisions: [{ type: "approve" }] } } })).rejects.toThrow(/"error":"LateResumeRefused","message":"NOT_WAITING: /);
+    await expect(
+      client.runs.wait(thread.thread_id, GRAPH_ID, {
+        command: { resume: { decisions: [{ type: "approve" }] } },
+      }),
+    ).rejects.toThrow(/"error":"LateResumeRefused","message":"NOT_WAITING: /);
   });
 });
 
@@ -223,19 +346,31 @@ describe("with a token file: chat from the requester, exampleResume pasted as it
     const as = (who: string) => clientFor(guarded.server.apiUrl, { Authorization: `Bearer ${tokens[who]}` });
     const dave = as("dave");
     const thread = await dave.threads.create();
-    const first = (await dave.runs.wait(thread.thread_id, GRAPH_ID, { input: { messages: [{ type: "human", content: "rename task 4 to X" }] } })) as { __interrupt__?: Array<{ value: ApprovalPayload }> };
+    const first = (await dave.runs.wait(thread.thread_id, GRAPH_ID, {
+      input: { messages: [{ type: "human", content: "rename task 4 to X" }] },
+    })) as { __interrupt__?: Array<{ value: ApprovalPayload }> };
     const payload = first.__interrupt__![0]!.value;
-    expect(((await dave.threads.getState(thread.thread_id)).values as Record<string, unknown>)["requestedBy"]).toBe("dave");
+    expect(
+      ((await dave.threads.getState(thread.thread_id)).values as Record<string, unknown>)["requestedBy"],
+    ).toBe("dave");
     expect(payload.exampleResumeFill).toEqual([]);
-    expect(payload.exampleResume).toEqual({ decisions: [{ type: "approve", envelopeHash: payload.envelopeHash, nonce: payload.nonce }] });
+    expect(payload.exampleResume).toEqual({
+      decisions: [{ type: "approve", envelopeHash: payload.envelopeHash, nonce: payload.nonce }],
+    });
 
-    const final = (await as("alice").runs.wait(thread.thread_id, GRAPH_ID, { command: { resume: payload.exampleResume } })) as Record<string, any>;
+    const final = (await as("alice").runs.wait(thread.thread_id, GRAPH_ID, {
+      command: { resume: payload.exampleResume },
+    })) as Record<string, any>;
     expect(final["outcome"], JSON.stringify(final).slice(0, 2000)).toBe("VERIFIED");
     const writes = await guarded.portal.writes();
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params["fields"]).toEqual({ TITLE: "X" });
-    const accepted = (await auditOf(guarded, thread.thread_id)).filter((r) => r.event === "decision_accepted");
-    expect(accepted.map((r) => r.approver)).toEqual([expect.objectContaining({ id: "alice", verifiedBy: "authentication" })]);
+    const accepted = (await auditOf(guarded, thread.thread_id)).filter(
+      (r) => r.event === "decision_accepted",
+    );
+    expect(accepted.map((r) => r.approver)).toEqual([
+      expect.objectContaining({ id: "alice", verifiedBy: "authentication" }),
+    ]);
   });
 });
 
@@ -247,37 +382,61 @@ describe("chat while a structured question waits (open server): a chat message i
     exampleResume: { answers: Record<string, unknown> };
     lastRefusal?: { code: string; reason: string };
   }
-  const valuesOf = async (client: Client, threadId: string) => (await client.threads.getState(threadId)).values as { agentSteps: number; messages: Array<{ type: string; content: unknown }> };
-  const said = (values: { messages: Array<{ content: unknown }> }) => values.messages.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+  const valuesOf = async (client: Client, threadId: string) =>
+    (await client.threads.getState(threadId)).values as {
+      agentSteps: number;
+      messages: Array<{ type: string; content: unknown }>;
+    };
+  const said = (values: { messages: Array<{ content: unknown }> }) =>
+    values.messages.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
 
   async function askedOver(client: Client) {
     const threadId = (await client.threads.create()).thread_id;
-    await client.runs.wait(threadId, GRAPH_ID, { input: { messages: [{ type: "human", content: "rename the task to ANSWERED IN CHAT" }], requestedBy: "demo-user" } });
+    await client.runs.wait(threadId, GRAPH_ID, {
+      input: {
+        messages: [{ type: "human", content: "rename the task to ANSWERED IN CHAT" }],
+        requestedBy: "demo-user",
+      },
+    });
     const asked = (await interruptOf(client, threadId)) as unknown as InputPayload;
     expect(asked).toMatchObject({ kind: "input", exampleResume: { answers: { taskId: 0 } } });
     return { threadId, asked, steps: (await valuesOf(client, threadId)).agentSteps };
   }
 
-  it("Studio's chat (a new run with input {messages}): refused with the fields and exampleResume, the question waits, no model turn; then \"4\" answers it and the approval follows", async () => {
+  it('Studio\'s chat (a new run with input {messages}): refused with the fields and exampleResume, the question waits, no model turn; then "4" answers it and the approval follows', async () => {
     const client = clientFor(open.server.apiUrl);
     const { threadId, asked, steps } = await askedOver(client);
 
-    await client.runs.wait(threadId, GRAPH_ID, { input: { messages: [{ type: "human", content: "the fourth one" }] } });
+    await client.runs.wait(threadId, GRAPH_ID, {
+      input: { messages: [{ type: "human", content: "the fourth one" }] },
+    });
     const refused = (await interruptOf(client, threadId)) as unknown as InputPayload;
-    expect(refused).toMatchObject({ kind: "input", question: asked.question, askedAt: asked.askedAt, lastRefusal: { code: "INVALID_ANSWER" } });
-    expect(refused.lastRefusal!.reason).toMatch(/the chat message "the fourth one" is not a valid answer to the waiting question .* it expects taskId: a number .* \{"answers":\{"taskId":0\}\}/);
+    expect(refused).toMatchObject({
+      kind: "input",
+      question: asked.question,
+      askedAt: asked.askedAt,
+      lastRefusal: { code: "INVALID_ANSWER" },
+    });
+    expect(refused.lastRefusal!.reason).toMatch(
+      /the chat message "the fourth one" is not a valid answer to the waiting question .* it expects taskId: a number .* \{"answers":\{"taskId":0\}\}/,
+    );
     let values = await valuesOf(client, threadId);
     expect(values.agentSteps).toBe(steps);
     expect(said(values)).not.toContain("the fourth one");
 
     await client.runs.wait(threadId, GRAPH_ID, { input: { messages: [{ type: "human", content: "4" }] } });
     const approval = await interruptOf(client, threadId);
-    expect(approval).toMatchObject({ kind: "approval", envelope: { object: { id: 4 }, params: { TITLE: "ANSWERED IN CHAT" } } });
+    expect(approval).toMatchObject({
+      kind: "approval",
+      envelope: { object: { id: 4 }, params: { TITLE: "ANSWERED IN CHAT" } },
+    });
     values = await valuesOf(client, threadId);
     // The model went on from the answer (as the request_input tool result), never from the chat messages.
     expect(values.agentSteps).toBeGreaterThan(steps);
     expect(said(values)).toContain(JSON.stringify({ taskId: 4 }));
-    expect(values.messages.filter((m) => m.type === "human").map((m) => m.content)).toEqual(["rename the task to ANSWERED IN CHAT"]);
+    expect(values.messages.filter((m) => m.type === "human").map((m) => m.content)).toEqual([
+      "rename the task to ANSWERED IN CHAT",
+    ]);
   });
 
   it("the SDK's thread stream (run.start with {messages} on the interrupted thread, which the server folds into command.resume): the same rule", async () => {
@@ -286,10 +445,14 @@ describe("chat while a structured question waits (open server): a chat message i
     const send = async (content: string) => {
       const stream = client.threads.stream(threadId, { assistantId: GRAPH_ID });
       try {
-        const { run_id } = (await stream.run.start({ input: { messages: [{ type: "human", content }] } })) as { run_id: string };
+        const { run_id } = (await stream.run.start({
+          input: { messages: [{ type: "human", content }] },
+        })) as { run_id: string };
         const run = await client.runs.get(threadId, run_id);
         // The server turned the chat input into a resume: the interrupt was pending.
-        expect((run as unknown as { kwargs?: Record<string, unknown> }).kwargs?.["command"]).toMatchObject({ resume: { messages: [{ type: "human", content }] } });
+        expect((run as unknown as { kwargs?: Record<string, unknown> }).kwargs?.["command"]).toMatchObject({
+          resume: { messages: [{ type: "human", content }] },
+        });
         await client.runs.join(threadId, run_id);
       } finally {
         await stream.close();
@@ -298,12 +461,19 @@ describe("chat while a structured question waits (open server): a chat message i
 
     await send("four");
     const refused = (await interruptOf(client, threadId)) as unknown as InputPayload;
-    expect(refused).toMatchObject({ kind: "input", askedAt: asked.askedAt, lastRefusal: { code: "INVALID_ANSWER" } });
+    expect(refused).toMatchObject({
+      kind: "input",
+      askedAt: asked.askedAt,
+      lastRefusal: { code: "INVALID_ANSWER" },
+    });
     expect(refused.lastRefusal!.reason).toMatch(/the chat message "four" is not a valid answer/);
     expect((await valuesOf(client, threadId)).agentSteps).toBe(steps);
 
     await send("4");
-    expect(await interruptOf(client, threadId)).toMatchObject({ kind: "approval", envelope: { object: { id: 4 } } });
+    expect(await interruptOf(client, threadId)).toMatchObject({
+      kind: "approval",
+      envelope: { object: { id: 4 } },
+    });
     expect(said(await valuesOf(client, threadId))).not.toContain("four");
   });
 });

@@ -7,14 +7,22 @@ import { styleText } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeDisplay } from "../src/envelope/index.js";
-import { classify, esc, escapeForTerminal, escapeLines, escapeRendered, stringifyJsonSafe } from "../src/text/escape.js";
+import {
+  classify,
+  esc,
+  escapeForTerminal,
+  escapeLines,
+  escapeRendered,
+  stringifyJsonSafe,
+} from "../src/text/escape.js";
 import { guardLine } from "../src/cli/render.js";
 import { capped, LIMITS } from "../src/cli/limits.js";
 import { UsageError } from "../src/errors.js";
 
 /** What a terminal acts on or hides: C0/C1 controls, DEL, bidi controls, zero-width and other format characters. */
 const DANGEROUS = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/u;
-const DANGEROUS_EXCEPT_LF = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/u;
+const DANGEROUS_EXCEPT_LF =
+  /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/u;
 
 const ATTACKS = [
   "\u001b[2J", // clear screen (CSI)
@@ -22,9 +30,28 @@ const ATTACKS = [
   "\u001b]0;title\u0007", // OSC window title
   "\u0007", // BEL
   "\u202e", // RIGHT-TO-LEFT OVERRIDE
-  "\u2066", "\u2069", "\u200e", "\u200f", "\u061c",
-  "\r", "\b", "\u007f", "\u009b", "\u0085", "\n", "\t", "\u0000",
-  "\u200b", "\ufeff", "\u2028", "\u2029", "\u00a0", "⟨", "⟨U+001B⟩", "\ud800", "\udfff",
+  "\u2066",
+  "\u2069",
+  "\u200e",
+  "\u200f",
+  "\u061c",
+  "\r",
+  "\b",
+  "\u007f",
+  "\u009b",
+  "\u0085",
+  "\n",
+  "\t",
+  "\u0000",
+  "\u200b",
+  "\ufeff",
+  "\u2028",
+  "\u2029",
+  "\u00a0",
+  "⟨",
+  "⟨U+001B⟩",
+  "\ud800",
+  "\udfff",
 ];
 
 /** Strings mixing attack sequences with any code point, lone surrogates included. */
@@ -134,7 +161,10 @@ describe("guardLine (the printer's last check)", () => {
 
 describe("stringifyJsonSafe (--json output)", () => {
   it("is valid JSON of exactly the same data, with no raw control or bidi character (property)", () => {
-    const value = fc.jsonValue().chain((v) => fc.tuple(fc.constant(v), hostile)).map(([v, s]) => ({ v, s, [s]: [s, { s }] }));
+    const value = fc
+      .jsonValue()
+      .chain((v) => fc.tuple(fc.constant(v), hostile))
+      .map(([v, s]) => ({ v, s, [s]: [s, { s }] }));
     fc.assert(
       fc.property(value, (v) => {
         const out = stringifyJsonSafe(v);

@@ -47,7 +47,11 @@ interface ApprovalPayload extends Bound {
   envelope: Envelope;
   revision: number;
   expiresAt: string;
-  actionRequests: Array<{ name: string; args: { taskId: number; fields: Record<string, unknown> }; description: string }>;
+  actionRequests: Array<{
+    name: string;
+    args: { taskId: number; fields: Record<string, unknown> };
+    description: string;
+  }>;
   lastRefusal?: { code: string; reason: string };
   escalatedTo?: string;
 }
@@ -58,7 +62,10 @@ interface ApprovalPayload extends Bound {
  */
 function isolatedConfigWithoutAuth(): { dir: string; file: string } {
   const project = isolatedConfig();
-  const { auth: _auth, ...rest } = JSON.parse(fs.readFileSync(project.file, "utf8")) as Record<string, unknown>;
+  const { auth: _auth, ...rest } = JSON.parse(fs.readFileSync(project.file, "utf8")) as Record<
+    string,
+    unknown
+  >;
   fs.writeFileSync(project.file, JSON.stringify(rest, null, 2));
   return { dir: project.dir, file: project.file };
 }
@@ -87,7 +94,10 @@ beforeAll(async () => {
     cwd: ROOT,
     env: {
       ...process.env,
-      ...envFor(portal, dataDir, { ACTION_ENVELOPE_POLICY: policyFile, ACTION_ENVELOPE_APPROVER_KEYS: keys.dir }),
+      ...envFor(portal, dataDir, {
+        ACTION_ENVELOPE_POLICY: policyFile,
+        ACTION_ENVELOPE_APPROVER_KEYS: keys.dir,
+      }),
       NO_COLOR: "1",
     },
     stdio: ["ignore", "pipe", "pipe"],
@@ -95,7 +105,10 @@ beforeAll(async () => {
   server.stdout!.on("data", (d) => (stdout += d));
   server.stderr!.on("data", (d) => (stderr += d));
   const apiUrl = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`dev server not ready in 150 s\n${stdout}\n${stderr}`)), 150_000);
+    const timer = setTimeout(
+      () => reject(new Error(`dev server not ready in 150 s\n${stdout}\n${stderr}`)),
+      150_000,
+    );
     server!.stdout!.on("data", () => {
       const m = /API:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
       if (m) {
@@ -143,7 +156,10 @@ async function valuesOf(threadId: string): Promise<Record<string, any>> {
   return (await client.threads.getState(threadId)).values as Record<string, any>;
 }
 
-async function startThread(request: string, requestedBy = "demo-user"): Promise<{ threadId: string; p: ApprovalPayload }> {
+async function startThread(
+  request: string,
+  requestedBy = "demo-user",
+): Promise<{ threadId: string; p: ApprovalPayload }> {
   const t = await client.threads.create();
   await client.runs.wait(t.thread_id, GRAPH_ID, { input: { request, requestedBy } });
   const p = await payloadOf(t.thread_id);
@@ -152,7 +168,8 @@ async function startThread(request: string, requestedBy = "demo-user"): Promise<
 }
 
 /** A signed approval (or another decision) by `who` with their registered key. */
-const signed = (bound: Bound, who: string, opts: Parameters<typeof approveValue>[2] = {}) => approveValue(bound, who, { pem: keys.pem[who]!, ...opts });
+const signed = (bound: Bound, who: string, opts: Parameters<typeof approveValue>[2] = {}) =>
+  approveValue(bound, who, { pem: keys.pem[who]!, ...opts });
 
 /** The payload shows exactly what was registered when the approval was first asked for. */
 function expectRegistered(shown: ApprovalPayload | undefined, registered: ApprovalPayload): void {
@@ -166,7 +183,9 @@ function expectRegistered(shown: ApprovalPayload | undefined, registered: Approv
 /** Exactly one write since `mark`: the registered envelope's params for the registered task. */
 async function expectOnlyRegisteredWrite(mark: number, registered: ApprovalPayload): Promise<void> {
   const writes = await writesSince(portal, mark);
-  expect.soft(writes.map((w) => w.params)).toEqual([{ taskId: registered.envelope.object.id, fields: registered.envelope.params }]);
+  expect
+    .soft(writes.map((w) => w.params))
+    .toEqual([{ taskId: registered.envelope.object.id, fields: registered.envelope.params }]);
 }
 
 describe("issue 12 through the LangGraph API (auth off): the journal decides", () => {
@@ -179,13 +198,18 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
       riskLevel: "low",
       expiresInMs: 7 * 24 * 3600_000,
     });
-    await client.threads.updateState(threadId, { values: { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, asNode: "build_envelope" });
+    await client.threads.updateState(threadId, {
+      values: { envelope: forged.envelope, envelopeHash: forged.envelopeHash },
+      asNode: "build_envelope",
+    });
     // Whatever UI the approver uses looks at the thread now.
     await run(threadId, { input: null });
     expectRegistered(await payloadOf(threadId), p);
 
     // The requester (an approver herself) approves the swapped hash: low risk would let her past separation of duties.
-    await run(threadId, { command: { resume: signed({ ...p, envelopeHash: forged.envelopeHash }, "alice") } });
+    await run(threadId, {
+      command: { resume: signed({ ...p, envelopeHash: forged.envelopeHash }, "alice") },
+    });
     expect.soft(await writesSince(portal, mark)).toEqual([]);
     const after = await payloadOf(threadId);
     expectRegistered(after, p);
@@ -205,9 +229,14 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
   it("row 2: one run with command {update: {envelope, envelopeHash}, resume: <decision for that hash>} writes nothing; with the registered hash only the registered params are ever written", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row two title");
     const mark = await writeMark(portal);
-    const forged = await forgeEnvelope(portal, p.envelope, { params: { ...p.envelope.params, PRIORITY: "2" } });
+    const forged = await forgeEnvelope(portal, p.envelope, {
+      params: { ...p.envelope.params, PRIORITY: "2" },
+    });
     await run(threadId, {
-      command: { update: { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, resume: signed({ ...p, envelopeHash: forged.envelopeHash }, "bob") },
+      command: {
+        update: { envelope: forged.envelope, envelopeHash: forged.envelopeHash },
+        resume: signed({ ...p, envelopeHash: forged.envelopeHash }, "bob"),
+      },
     });
     expect.soft(await writesSince(portal, mark)).toEqual([]);
     const after = await payloadOf(threadId);
@@ -218,11 +247,17 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     expect.soft(events(audit, "tamper_detected").length).toBeGreaterThan(0);
 
     // The same update riding along a decision for the registered hash: PRIORITY is never written.
-    await run(threadId, { command: { update: { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, resume: signed(p, "bob") } });
+    await run(threadId, {
+      command: {
+        update: { envelope: forged.envelope, envelopeHash: forged.envelopeHash },
+        resume: signed(p, "bob"),
+      },
+    });
     const writes = await writesSince(portal, mark);
     expect.soft(writes.length).toBeLessThanOrEqual(1);
     for (const w of writes) expect.soft(w.params).toEqual({ taskId: 4, fields: p.envelope.params });
-    if ((await payloadOf(threadId)) !== undefined) await run(threadId, { command: { resume: signed(p, "bob") } });
+    if ((await payloadOf(threadId)) !== undefined)
+      await run(threadId, { command: { resume: signed(p, "bob") } });
     expect.soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
     await expectOnlyRegisteredWrite(mark, p);
   });
@@ -235,8 +270,14 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
 
     const mark = await writeMark(portal);
     const task5Before = (await portal.task(5))["title"];
-    const forged = await forgeEnvelope(portal, p.envelope, { taskId: 5, params: { TITLE: "Row three title" } });
-    await client.threads.updateState(threadId, { values: { envelope: forged.envelope, envelopeHash: forged.envelopeHash }, asNode: "build_envelope" });
+    const forged = await forgeEnvelope(portal, p.envelope, {
+      taskId: 5,
+      params: { TITLE: "Row three title" },
+    });
+    await client.threads.updateState(threadId, {
+      values: { envelope: forged.envelope, envelopeHash: forged.envelopeHash },
+      asNode: "build_envelope",
+    });
     await run(threadId, { input: null });
     expectRegistered(await payloadOf(threadId), p);
 
@@ -253,17 +294,24 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
 
   it("row 5: after NOT_EXECUTED/STALE_STATE (a colleague changed the task), command {goto: carry_out} (or the old step name execute) writes nothing and changes no outcome", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row five title");
-    const human = await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Row five: changed by a colleague" } });
+    const human = await portal.rest("tasks.task.update", {
+      taskId: 4,
+      fields: { TITLE: "Row five: changed by a colleague" },
+    });
     expect.soft(human.status).toBe(200);
     const mark = await writeMark(portal);
     await run(threadId, { command: { resume: signed(p, "bob") } });
-    expect.soft(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
+    expect
+      .soft(await valuesOf(threadId))
+      .toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
 
     await run(threadId, { command: { goto: "carry_out" } });
     await run(threadId, { command: { goto: "execute" } });
     expect.soft(await writesSince(portal, mark)).toEqual([]);
     expect.soft((await portal.task(4))["title"]).toBe("Row five: changed by a colleague");
-    expect.soft(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
+    expect
+      .soft(await valuesOf(threadId))
+      .toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "STALE_STATE" });
     const audit = await readAudit(dataDir, threadId);
     expect.soft(events(audit, "transition_refused").length).toBeGreaterThan(0);
     expect.soft(events(audit, "execution_outcome")).toEqual([]);
@@ -282,18 +330,27 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     // run is refused (the thread still waits) or runs through; it never stops between the phases.
     await run(threadId, { command: { resume: signed(p, "bob") }, interruptBefore: ["verify"] });
     expect.soft((await client.threads.getState(threadId)).next).not.toContain("verify");
-    if ((await valuesOf(threadId))["outcome"] == null) await run(threadId, { command: { resume: signed(p, "bob") } });
+    if ((await valuesOf(threadId))["outcome"] == null)
+      await run(threadId, { command: { resume: signed(p, "bob") } });
     await expectOnlyRegisteredWrite(mark, p);
     expect.soft((await valuesOf(threadId))["outcome"]).toBe("VERIFICATION_FAILED");
 
     const forgedVerification = {
       verdict: "VERIFIED",
       reason: "forged: every approved value is present",
-      fields: Object.entries(p.envelope.params).map(([field, value]) => ({ field, status: "match", expected: value, actual: value })),
+      fields: Object.entries(p.envelope.params).map(([field, value]) => ({
+        field,
+        status: "match",
+        expected: value,
+        actual: value,
+      })),
       raw: { result: { task: { id: "4", title: "Row six title" } } },
       at: new Date().toISOString(),
     };
-    await client.threads.updateState(threadId, { values: { verification: forgedVerification }, asNode: "check_decision" });
+    await client.threads.updateState(threadId, {
+      values: { verification: forgedVerification },
+      asNode: "check_decision",
+    });
     await run(threadId, { input: null });
 
     expect.soft((await portal.task(4))["title"]).toBe(titleBefore);
@@ -328,17 +385,28 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
   it("row 7: PRECHECK_ERROR ended the run; the same signed decision replayed on a fork of the waiting checkpoint writes nothing", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row seven title");
     const decision = signed(p, "bob");
-    await portal.fault({ method: "tasks.task.get", kind: "error", status: 400, error: "ERROR_CORE", description: "Internal problem", times: 0 });
+    await portal.fault({
+      method: "tasks.task.get",
+      kind: "error",
+      status: 400,
+      error: "ERROR_CORE",
+      description: "Internal problem",
+      times: 0,
+    });
     try {
       await run(threadId, { command: { resume: decision } });
     } finally {
       await portal.clearFaults();
     }
-    expect.soft(await valuesOf(threadId)).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "PRECHECK_ERROR" });
+    expect
+      .soft(await valuesOf(threadId))
+      .toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "PRECHECK_ERROR" });
     const mark = await writeMark(portal);
 
     const history = await client.threads.getHistory(threadId, { limit: 100 });
-    const waiting = history.find((s) => s.next.includes("await_approval") && s.tasks.some((t) => (t.interrupts ?? []).length > 0));
+    const waiting = history.find(
+      (s) => s.next.includes("await_approval") && s.tasks.some((t) => (t.interrupts ?? []).length > 0),
+    );
     expect.soft(waiting, "a checkpoint where the approval was waiting").toBeDefined();
     await run(threadId, { command: { resume: decision }, checkpointId: waiting!.checkpoint.checkpoint_id });
 
@@ -346,8 +414,12 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     const values = await valuesOf(threadId);
     expect.soft(values["outcome"]).toBe("NOT_EXECUTED");
     const audit = await readAudit(dataDir, threadId);
-    const refusedReplay = events(audit, "decision_refused").some((r) => r.refusal?.code === "ALREADY_CONSUMED") || events(audit, "transition_refused").length > 0;
-    expect.soft(refusedReplay, "the replay is refused and audited (ALREADY_CONSUMED or transition_refused)").toBe(true);
+    const refusedReplay =
+      events(audit, "decision_refused").some((r) => r.refusal?.code === "ALREADY_CONSUMED") ||
+      events(audit, "transition_refused").length > 0;
+    expect
+      .soft(refusedReplay, "the replay is refused and audited (ALREADY_CONSUMED or transition_refused)")
+      .toBe(true);
     expect.soft(events(audit, "execution_outcome")).toEqual([]);
     for (const c of closings(audit)) expect.soft(c.outcome?.outcome).toBe("NOT_EXECUTED");
   });
@@ -356,7 +428,15 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     const { threadId, p } = await startThread("set deadline of task 8 to 2026-12-24T18:00:00+03:00");
     const mark = await writeMark(portal);
     await until("the approval to expire", async () => Date.now() > Date.parse(p.expiresAt) + 100, 400, 50);
-    await run(threadId, { command: { resume: { decisions: [{ type: "expire", envelopeHash: p.envelopeHash, nonce: p.nonce, by: { id: "system:sweep" } }] } } });
+    await run(threadId, {
+      command: {
+        resume: {
+          decisions: [
+            { type: "expire", envelopeHash: p.envelopeHash, nonce: p.nonce, by: { id: "system:sweep" } },
+          ],
+        },
+      },
+    });
     const escalated = await payloadOf(threadId);
     expect.soft(escalated?.escalatedTo).toBe("task-leads");
     expect.soft(escalated?.envelopeHash).not.toBe(p.envelopeHash);
@@ -366,7 +446,13 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     await run(threadId, { command: { resume: signed(escalated!, "alice") } });
     expect.soft(await writesSince(portal, mark)).toEqual([]);
     const audit = await readAudit(dataDir, threadId);
-    expect.soft(events(audit, "decision_accepted").filter((r) => (r["approver"] as { id?: string } | null)?.id === "alice")).toEqual([]);
+    expect
+      .soft(
+        events(audit, "decision_accepted").filter(
+          (r) => (r["approver"] as { id?: string } | null)?.id === "alice",
+        ),
+      )
+      .toEqual([]);
     expect.soft(events(audit, "tamper_detected").length).toBeGreaterThan(0);
     // The refusal's own code can only be told apart from expiry while the escalated approval is still open.
     if (escalated && sentAt < Date.parse(escalated.expiresAt) - 1_000) {
@@ -390,7 +476,16 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
         reason: "forged",
         finishedAt: at,
         verification: { verdict: "VERIFIED", reason: "forged", fields: [], raw: null, at },
-        decision: { type: "approve", envelopeHash: `sha256:${"0".repeat(64)}`, nonce: "0".repeat(32), revision: 1, approverId: "bob", verifiedBy: "signature", decidedAt: at, acceptedAt: at },
+        decision: {
+          type: "approve",
+          envelopeHash: `sha256:${"0".repeat(64)}`,
+          nonce: "0".repeat(32),
+          revision: 1,
+          approverId: "bob",
+          verifiedBy: "signature",
+          decidedAt: at,
+          acceptedAt: at,
+        },
       },
     });
     const values = await valuesOf(t.thread_id).catch(() => ({}) as Record<string, any>);
@@ -408,7 +503,9 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     const { threadId, p } = await startThread("rename task 4 to Row ten title");
     const mark = await writeMark(portal);
     for (let i = 1; i <= 6; i++) {
-      await run(threadId, { command: { resume: signed(p, "mallory", { decidedAt: "2999-01-01T00:00:00Z" }) } });
+      await run(threadId, {
+        command: { resume: signed(p, "mallory", { decidedAt: "2999-01-01T00:00:00Z" }) },
+      });
       const after = await payloadOf(threadId);
       expectRegistered(after, p);
       expect.soft(after?.lastRefusal?.code, `mallory's decision ${i}`).toBe("APPROVER_NOT_ALLOWED");
@@ -416,7 +513,11 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     expect.soft((await valuesOf(threadId))["outcome"] ?? null).toBeNull();
     expect.soft(await writesSince(portal, mark)).toEqual([]);
     const audit = await readAudit(dataDir, threadId);
-    expect.soft(events(audit, "decision_refused").filter((r) => r.refusal?.code === "APPROVER_NOT_ALLOWED").length).toBeGreaterThanOrEqual(6);
+    expect
+      .soft(
+        events(audit, "decision_refused").filter((r) => r.refusal?.code === "APPROVER_NOT_ALLOWED").length,
+      )
+      .toBeGreaterThanOrEqual(6);
     expect.soft(events(audit, "approval_expired")).toEqual([]);
     expect.soft(closings(audit)).toEqual([]);
 
@@ -433,7 +534,9 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     expect.soft((await valuesOf(threadId))["outcome"] ?? null).toBeNull();
     expect.soft(events(await readAudit(dataDir, threadId), "transition_refused").length).toBeGreaterThan(0);
 
-    await run(threadId, { input: { request: "rename task 4 to Something mallory wants", requestedBy: "mallory" } });
+    await run(threadId, {
+      input: { request: "rename task 4 to Something mallory wants", requestedBy: "mallory" },
+    });
     expectRegistered(await payloadOf(threadId), p);
     expect.soft((await valuesOf(threadId))["outcome"] ?? null).toBeNull();
     expect.soft(await writesSince(portal, mark)).toEqual([]);
@@ -458,16 +561,22 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     const deepRun = `HTTP ${deepRes.status} ${(await deepRes.text()).slice(0, 300)}`;
     const afterDeep = await payloadOf(threadId); // throws (HTTP 500) when the thread became unreadable
     expectRegistered(afterDeep, p);
-    expect.soft(afterDeep?.lastRefusal?.code, `the run answered: ${String(deepRun).slice(0, 300)}`).toBe("MALFORMED");
+    expect
+      .soft(afterDeep?.lastRefusal?.code, `the run answered: ${String(deepRun).slice(0, 300)}`)
+      .toBe("MALFORMED");
 
     const big = signed(p, "bob");
     (big.decisions[0] as Record<string, unknown>)["approver"] = { id: `bob${"x".repeat(2 * 1024 * 1024)}` };
     const bigRun = await run(threadId, { command: { resume: big } });
     const afterBig = await payloadOf(threadId);
     expectRegistered(afterBig, p);
-    expect.soft(afterBig?.lastRefusal?.code, `the run answered: ${String(bigRun).slice(0, 300)}`).toBe("MALFORMED");
+    expect
+      .soft(afterBig?.lastRefusal?.code, `the run answered: ${String(bigRun).slice(0, 300)}`)
+      .toBe("MALFORMED");
     expect.soft(await writesSince(portal, mark)).toEqual([]);
-    const refused = events(await readAudit(dataDir, threadId), "decision_refused").map((r) => r.refusal?.code);
+    const refused = events(await readAudit(dataDir, threadId), "decision_refused").map(
+      (r) => r.refusal?.code,
+    );
     expect.soft(refused.filter((c) => c === "MALFORMED").length).toBeGreaterThanOrEqual(2);
 
     await run(threadId, { command: { resume: signed(p, "bob") } });
@@ -491,7 +600,10 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
       },
     };
     const t = await client.threads.create();
-    await run(t.thread_id, { input: { request: "rename task 4 to Row deps title", requestedBy: "demo-user" }, config });
+    await run(t.thread_id, {
+      input: { request: "rename task 4 to Row deps title", requestedBy: "demo-user" },
+      config,
+    });
     const p = await payloadOf(t.thread_id);
     expect(p?.kind, "the run went to an approval on the server's own dependencies").toBe("approval");
     expect(p!.envelope.portal).not.toBe("attacker.example");
@@ -507,4 +619,3 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     await expectOnlyRegisteredWrite(mark, p!);
   });
 });
-

@@ -12,7 +12,16 @@ import { startRun, submitDecision, type App, type ThreadView } from "../src/app/
 import { startUndo } from "../src/app/undo.js";
 import { cardSection, setSection } from "../src/inbox/card-view.js";
 import { writerWindow } from "../src/evidence/bundle.js";
-import { envFor, openTestApp, parseJsonOutput, ROOT, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  openTestApp,
+  parseJsonOutput,
+  ROOT,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 const TEXT = "Moved to review: please check the Q3 numbers before Friday.";
@@ -33,11 +42,17 @@ afterEach(async () => {
 
 function approve(view: ThreadView, approver = "demo-approver"): { decisions: unknown[] } {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } },
+    ],
+  };
 }
 
 /** The default policy with `change` applied, written where ACTION_ENVELOPE_POLICY can name it. */
-function policyFile(change: (p: { version: string; operations: Record<string, Record<string, unknown>> }) => void): string {
+function policyFile(
+  change: (p: { version: string; operations: Record<string, Record<string, unknown>> }) => void,
+): string {
   const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
   // These runs' requester is self-declared (in process): the requester rule is tested in requester-verification.test.ts.
   policy.requireVerifiedRequesterAtOrAbove = null;
@@ -56,8 +71,13 @@ async function comments(taskId = 4): Promise<Array<{ ID: string; POST_MESSAGE: s
 const deletes = async () => (await portal.calls("task.commentitem.delete")).length;
 
 /** A comment posted on task 4 by an approved run: VERIFIED, and the id it created. */
-async function postedComment(env: Record<string, string> = {}): Promise<{ threadId: string; commentId: string }> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")), env });
+async function postedComment(
+  env: Record<string, string> = {},
+): Promise<{ threadId: string; commentId: string }> {
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")),
+    env,
+  });
   const waiting = await startRun(app, { request: `comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
   expect(waiting.status).toBe("awaiting_approval");
   const done = await submitDecision(app, waiting.threadId, approve(waiting));
@@ -73,11 +93,17 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     const undo = await startUndo(app, threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
     const e = undo.approval!.envelope;
-    expect([e.operation, e.object, e.params]).toEqual(["delete_task_comment", { type: "task", id: 4 }, { COMMENT_ID: Number(commentId) }]);
+    expect([e.operation, e.object, e.params]).toEqual([
+      "delete_task_comment",
+      { type: "task", id: 4 },
+      { COMMENT_ID: Number(commentId) },
+    ]);
     expect(e.risk.reversibility).toBe("irreversible");
     expect(e.baseline.values).toMatchObject({ POST_MESSAGE: TEXT });
     const card = undo.state!.card!;
-    expect(card).toContain(`DELETE COMMENT ${commentId} of task 4 — cannot be undone (task.commentitem.delete)`);
+    expect(card).toContain(
+      `DELETE COMMENT ${commentId} of task 4 — cannot be undone (task.commentitem.delete)`,
+    );
     expect(card).toContain(TEXT);
     expect(card).toContain(`UNDO of thread ${threadId}`);
     // The web inbox shows the same delete, with the text it removes, and offers no "requested" value.
@@ -88,11 +114,25 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     // Proposing is not deleting: nothing is sent before the approval.
     expect(await deletes()).toBe(0);
     // agent-inbox is not offered an edit it would only see refused.
-    expect(undo.approval!.reviewConfigs).toEqual([{ actionName: "delete_task_comment", action_name: "delete_task_comment", allowedDecisions: ["approve", "reject"] }]);
+    expect(undo.approval!.reviewConfigs).toEqual([
+      {
+        actionName: "delete_task_comment",
+        action_name: "delete_task_comment",
+        allowedDecisions: ["approve", "reject"],
+      },
+    ]);
     // An edit cannot point the delete at another comment.
     const a = undo.approval!;
     const edited = await submitDecision(app, undo.threadId, {
-      decisions: [{ type: "edit", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" }, editedAction: { name: "delete_task_comment", args: { taskId: 4, fields: { COMMENT_ID: 1 } } } }],
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+          editedAction: { name: "delete_task_comment", args: { taskId: 4, fields: { COMMENT_ID: 1 } } },
+        },
+      ],
     });
     expect(edited.status).toBe("awaiting_approval");
     expect(edited.approval!.lastRefusal?.code).toBe("OUT_OF_SCOPE");
@@ -100,13 +140,21 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     const done = await submitDecision(app, undo.threadId, approve(edited));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     expect(await deletes()).toBe(1);
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add", "task.commentitem.delete"]);
+    expect((await portal.writes()).map((w) => w.method)).toEqual([
+      "task.commentitem.add",
+      "task.commentitem.delete",
+    ]);
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
-    expect(done.state!.invocation).toMatchObject({ tool: "delete_task_comment", args: { taskId: 4, commentId: Number(commentId) } });
+    expect(done.state!.invocation).toMatchObject({
+      tool: "delete_task_comment",
+      args: { taskId: 4, commentId: Number(commentId) },
+    });
     expect(done.state!.verification!.reason).toContain(`comment ${commentId} of task 4 is gone`);
     // The chat report names what was deleted (a delete sends no fields).
     const said = done.state!.messages.map((m) => String(m.content));
-    expect(said).toContain(`Sent delete_task_comment once for comment ${commentId} of task 4; the target answered OK.`);
+    expect(said).toContain(
+      `Sent delete_task_comment once for comment ${commentId} of task 4; the target answered OK.`,
+    );
     // The evidence says what a delete cannot see: nothing is overwritten, a late change goes with the object.
     const window = writerWindow(done.state!.preRead, done.state!.invocation, done.state!.acknowledgement)!;
     expect(window.fieldsOverwritten).toEqual([]);
@@ -115,7 +163,15 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
 
   it("is refused STALE_STATE when the comment was edited after our run posted it: nothing shown, nothing deleted", async () => {
     const { threadId, commentId } = await postedComment();
-    expect((await portal.rest("task.commentitem.update", { TASKID: 4, ITEMID: Number(commentId), FIELDS: { POST_MESSAGE: "Edited by a person" } })).status).toBe(200);
+    expect(
+      (
+        await portal.rest("task.commentitem.update", {
+          TASKID: 4,
+          ITEMID: Number(commentId),
+          FIELDS: { POST_MESSAGE: "Edited by a person" },
+        })
+      ).status,
+    ).toBe(200);
     const undo = await startUndo(app, threadId, "demo-user");
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
     expect(undo.state!.reasonCode).toBe("STALE_STATE");
@@ -127,7 +183,15 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     const { threadId, commentId } = await postedComment();
     const undo = await startUndo(app, threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
-    expect((await portal.rest("task.commentitem.update", { TASKID: 4, ITEMID: Number(commentId), FIELDS: { POST_MESSAGE: "Edited while waiting" } })).status).toBe(200);
+    expect(
+      (
+        await portal.rest("task.commentitem.update", {
+          TASKID: 4,
+          ITEMID: Number(commentId),
+          FIELDS: { POST_MESSAGE: "Edited while waiting" },
+        })
+      ).status,
+    ).toBe(200);
     const done = await submitDecision(app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("STALE_STATE");
@@ -139,7 +203,9 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
   it("already gone when approved: NOT_EXECUTED (NO_CHANGE), saying so, with nothing sent", async () => {
     const { threadId, commentId } = await postedComment();
     const undo = await startUndo(app, threadId, "demo-user");
-    expect((await portal.rest("task.commentitem.delete", { TASKID: 4, ITEMID: Number(commentId) })).status).toBe(200);
+    expect(
+      (await portal.rest("task.commentitem.delete", { TASKID: 4, ITEMID: Number(commentId) })).status,
+    ).toBe(200);
     const done = await submitDecision(app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("NO_CHANGE");
@@ -155,7 +221,9 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
       p.operations["delete_task_comment"]!["allowed"] = false;
     });
     const { threadId } = await postedComment({ ACTION_ENVELOPE_POLICY: file });
-    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task_comment created a new comment; deleting it \(delete_task_comment\) is denied by policy default@test-no-delete/);
+    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(
+      /NOT_UNDOABLE: .*add_task_comment created a new comment; deleting it \(delete_task_comment\) is denied by policy default@test-no-delete/,
+    );
     expect((await portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add"]);
   });
 
@@ -172,7 +240,10 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
   });
 
   it("applied but the answer lost (plain REST 2): INCONCLUSIVE, the comment gone, never sent twice", async () => {
-    const { threadId, commentId } = await postedComment({ BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    const { threadId, commentId } = await postedComment({
+      BITRIX24_IDEMPOTENCY: "off",
+      BITRIX24_TIMEOUT_MS: "1500",
+    });
     const undo = await startUndo(app, threadId, "demo-user");
     await portal.fault({ method: "task.commentitem.delete", kind: "apply_then_timeout", times: 1 });
     const done = await submitDecision(app, undo.threadId, approve(undo));
@@ -186,13 +257,28 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
 
 describe("undo of a created task (delete_task)", () => {
   const proposeNew: Script = (messages) => {
-    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change")) return new AIMessage("Proposed; waiting for the human.");
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "add_task", fields: { TITLE, RESPONSIBLE_ID: "5" }, rationale: "requested by the user" })] });
+    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change"))
+      return new AIMessage("Proposed; waiting for the human.");
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", {
+          operation: "add_task",
+          fields: { TITLE, RESPONSIBLE_ID: "5" },
+          rationale: "requested by the user",
+        }),
+      ],
+    });
   };
 
-  async function createdTask(env: Record<string, string> = {}): Promise<{ threadId: string; taskId: string }> {
+  async function createdTask(
+    env: Record<string, string> = {},
+  ): Promise<{ threadId: string; taskId: string }> {
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeNew), env });
-    const view = await startRun(app, { request: `create a task "${TITLE}" for user 5`, requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: `create a task "${TITLE}" for user 5`,
+      requestedBy: "demo-user",
+    });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     const done = await submitDecision(app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
@@ -208,7 +294,9 @@ describe("undo of a created task (delete_task)", () => {
 
   it("is NOT_UNDOABLE under the default policy, which denies delete_task, naming it; no write", async () => {
     const { threadId } = await createdTask();
-    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*add_task created a new task; deleting it \(delete_task\) is denied by policy default@2026-12-02\.1: deleting a task cannot be undone/);
+    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(
+      /NOT_UNDOABLE: .*add_task created a new task; deleting it \(delete_task\) is denied by policy default@2026-12-02\.1: deleting a task cannot be undone/,
+    );
     expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add"]);
   });
 
@@ -217,7 +305,11 @@ describe("undo of a created task (delete_task)", () => {
     const undo = await startUndo(app, threadId, "demo-user");
     expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
     const e = undo.approval!.envelope;
-    expect([e.operation, e.object, e.params]).toEqual(["delete_task", { type: "task", id: Number(taskId) }, {}]);
+    expect([e.operation, e.object, e.params]).toEqual([
+      "delete_task",
+      { type: "task", id: Number(taskId) },
+      {},
+    ]);
     expect(e.baseline.values).toMatchObject({ TITLE, RESPONSIBLE_ID: "5" });
     expect(undo.state!.card).toContain(`DELETE TASK ${taskId} — cannot be undone (tasks.task.delete)`);
     expect(undo.state!.card).toContain(TITLE);
@@ -229,7 +321,9 @@ describe("undo of a created task (delete_task)", () => {
 
   it("is refused STALE_STATE when the task was changed after our run created it; nothing deleted", async () => {
     const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
-    expect((await portal.rest("tasks.task.update", { taskId: Number(taskId), fields: { PRIORITY: "2" } })).status).toBe(200);
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: Number(taskId), fields: { PRIORITY: "2" } })).status,
+    ).toBe(200);
     const undo = await startUndo(app, threadId, "demo-user");
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
     expect(undo.state!.reasonCode).toBe("STALE_STATE");
@@ -240,16 +334,29 @@ describe("undo of a created task (delete_task)", () => {
     const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
     const undo = await startUndo(app, threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
-    expect((await portal.rest("task.commentitem.add", { TASKID: Number(taskId), FIELDS: { POST_MESSAGE: "I already started on it" } })).status).toBe(200);
+    expect(
+      (
+        await portal.rest("task.commentitem.add", {
+          TASKID: Number(taskId),
+          FIELDS: { POST_MESSAGE: "I already started on it" },
+        })
+      ).status,
+    ).toBe(200);
     const done = await submitDecision(app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("STALE_STATE");
     expect(await portal.calls("tasks.task.delete")).toHaveLength(0);
-    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(TITLE);
+    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(
+      TITLE,
+    );
   });
 
   it("deleted but the answer lost (plain REST 2): INCONCLUSIVE, the task gone, never sent twice", async () => {
-    const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete(), BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
+    const { threadId, taskId } = await createdTask({
+      ACTION_ENVELOPE_POLICY: allowTaskDelete(),
+      BITRIX24_IDEMPOTENCY: "off",
+      BITRIX24_TIMEOUT_MS: "1500",
+    });
     const undo = await startUndo(app, threadId, "demo-user");
     await portal.fault({ method: "tasks.task.delete", kind: "apply_then_timeout", times: 1 });
     const done = await submitDecision(app, undo.threadId, approve(undo));
@@ -266,7 +373,9 @@ describe("undo of a created task (delete_task)", () => {
     const done = await submitDecision(app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
     expect(await portal.calls("tasks.task.delete")).toHaveLength(1);
-    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(TITLE);
+    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(
+      TITLE,
+    );
   });
 });
 
@@ -276,15 +385,25 @@ describe("undo of a change set that updated a task and posted a comment", () => 
     { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: TEXT } },
   ];
   const proposeSet: Script = (messages) => {
-    if (messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-    if (!messages.some((m) => m.getType() === "tool")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions: SET, rationale: "requested by the user" })] });
+    if (
+      messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change_set")
+    )
+      return new AIMessage("Proposed; waiting for the human.");
+    if (!messages.some((m) => m.getType() === "tool"))
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("propose_change_set", { actions: SET, rationale: "requested by the user" })],
+    });
   };
 
   it("is one change set: the restore first, then the delete (irreversible last), one approval, each written once: VERIFIED", async () => {
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
     const original = await portal.task(4);
-    const view = await startRun(app, { request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`,
+      requestedBy: "demo-user",
+    });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     const done = await submitDecision(app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
@@ -292,21 +411,36 @@ describe("undo of a change set that updated a task and posted a comment", () => 
 
     const undo = await startUndo(app, view.threadId, "demo-user");
     expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
-    const actions = undo.approval!.changeSet!.actions.map((a) => [a.actionId, a.envelope.operation, a.envelope.params]);
+    const actions = undo.approval!.changeSet!.actions.map((a) => [
+      a.actionId,
+      a.envelope.operation,
+      a.envelope.params,
+    ]);
     expect(actions).toEqual([
       ["a1", "update_task", { STATUS: original["status"], RESPONSIBLE_ID: original["responsibleId"] }],
       ["a2", "delete_task_comment", { COMMENT_ID: Number(commentId) }],
     ]);
     expect(undo.approval!.changeSet!.set.risk.reversibility).toBe("irreversible");
-    expect(undo.state!.card).toContain("restores the values recorded before that set and deletes what it created");
+    expect(undo.state!.card).toContain(
+      "restores the values recorded before that set and deletes what it created",
+    );
     const head = (await app.deps.journal.currentAction(undo.threadId))!;
-    const members = await Promise.all(head.set!.set.actions.map(async (a) => (await app.deps.journal.getAction(a.envelopeHash))!));
-    expect(setSection(head, members).toString()).toContain(`Delete comment ${commentId} of task 4: cannot be undone`);
+    const members = await Promise.all(
+      head.set!.set.actions.map(async (a) => (await app.deps.journal.getAction(a.envelopeHash))!),
+    );
+    expect(setSection(head, members).toString()).toContain(
+      `Delete comment ${commentId} of task 4: cannot be undone`,
+    );
     expect(await portal.writes()).toHaveLength(2);
 
     const undone = await submitDecision(app, undo.threadId, approve(undo));
     expect(undone.state!.outcome, undone.state!.reason ?? "").toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add", "tasks.task.update", "task.commentitem.delete"]);
+    expect((await portal.writes()).map((w) => w.method)).toEqual([
+      "tasks.task.update",
+      "task.commentitem.add",
+      "tasks.task.update",
+      "task.commentitem.delete",
+    ]);
     const task = await portal.task(4);
     expect([task["status"], task["responsibleId"]]).toEqual([original["status"], original["responsibleId"]]);
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
@@ -314,25 +448,46 @@ describe("undo of a change set that updated a task and posted a comment", () => 
 
   it("decided per action, only the delete approved: shown again on its own (irreversible is not run without a second look), then deleted once", async () => {
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
-    const view = await startRun(app, { request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`,
+      requestedBy: "demo-user",
+    });
     expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
     const commentId = (await comments()).find((c) => c.POST_MESSAGE === TEXT)!.ID;
     const undo = await startUndo(app, view.threadId, "demo-user");
     const a = undo.approval!;
     const base = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } };
-    const again = await submitDecision(app, undo.threadId, { decisions: [{ type: "reject", actionId: "a1", message: "keep the new status", ...base }, { type: "approve", actionId: "a2", ...base }] });
+    const again = await submitDecision(app, undo.threadId, {
+      decisions: [
+        { type: "reject", actionId: "a1", message: "keep the new status", ...base },
+        { type: "approve", actionId: "a2", ...base },
+      ],
+    });
     expect(again.status, again.state?.reason ?? "").toBe("awaiting_approval");
-    expect([again.approval!.envelope.operation, again.approval!.envelope.params, again.approval!.envelope.revision]).toEqual(["delete_task_comment", { COMMENT_ID: Number(commentId) }, 2]);
+    expect([
+      again.approval!.envelope.operation,
+      again.approval!.envelope.params,
+      again.approval!.envelope.revision,
+    ]).toEqual(["delete_task_comment", { COMMENT_ID: Number(commentId) }, 2]);
     expect(await deletes()).toBe(0);
     // alice shaped this revision (she decided the set action by action), so another approver approves it.
     const done = await submitDecision(app, undo.threadId, approve(again, "bob"));
-    expect(done.state?.outcome, JSON.stringify(done.approval?.lastRefusal ?? done.state?.reason)).toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.update", "task.commentitem.add", "task.commentitem.delete"]);
+    expect(done.state?.outcome, JSON.stringify(done.approval?.lastRefusal ?? done.state?.reason)).toBe(
+      "VERIFIED",
+    );
+    expect((await portal.writes()).map((w) => w.method)).toEqual([
+      "tasks.task.update",
+      "task.commentitem.add",
+      "task.commentitem.delete",
+    ]);
   });
 
   it("stops at the restore when it is not verified: the delete is not sent (CHAIN_STOPPED)", async () => {
     app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
-    const view = await startRun(app, { request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+    const view = await startRun(app, {
+      request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`,
+      requestedBy: "demo-user",
+    });
     expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
     const undo = await startUndo(app, view.threadId, "demo-user");
     await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
@@ -355,7 +510,10 @@ describe("through the command line (compiled CLI, offline model, local stores)",
     expect(started.code, started.stderr).toBe(0);
     const run = parseJsonOutput(started.stdout);
     expect(run.envelope.operation).toBe("add_task_comment");
-    const posted = await runCli(["approve", run.threadId, "--hash", run.envelopeHash, "--as", "demo-approver", "--json"], env);
+    const posted = await runCli(
+      ["approve", run.threadId, "--hash", run.envelopeHash, "--as", "demo-approver", "--json"],
+      env,
+    );
     expect(posted.code, posted.stderr).toBe(0);
     expect(parseJsonOutput(posted.stdout).outcome).toBe("VERIFIED");
     const commentId = (await comments()).find((c) => c.POST_MESSAGE === TEXT)!.ID;
@@ -363,20 +521,32 @@ describe("through the command line (compiled CLI, offline model, local stores)",
     const proposed = await runCli(["undo", run.threadId, "--as", "demo-user", "--json"], env);
     expect(proposed.code, proposed.stderr).toBe(0);
     const undo = parseJsonOutput(proposed.stdout);
-    expect([undo.status, undo.envelope.operation, undo.envelope.params]).toEqual(["awaiting_approval", "delete_task_comment", { COMMENT_ID: Number(commentId) }]);
+    expect([undo.status, undo.envelope.operation, undo.envelope.params]).toEqual([
+      "awaiting_approval",
+      "delete_task_comment",
+      { COMMENT_ID: Number(commentId) },
+    ]);
     const shown = await runCli(["show", undo.threadId], env);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(`DELETE COMMENT ${commentId} of task 4`);
     expect(shown.stdout).toContain(TEXT);
     const pending = await runCli(["pending", "--json"], env);
     expect(pending.code, pending.stderr).toBe(0);
-    expect(parseJsonOutput(pending.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([undo.threadId]);
+    expect(parseJsonOutput(pending.stdout).pending.map((p: { threadId: string }) => p.threadId)).toEqual([
+      undo.threadId,
+    ]);
     expect(await deletes()).toBe(0);
 
-    const deleted = await runCli(["approve", undo.threadId, "--hash", undo.envelopeHash, "--as", "demo-approver"], env);
+    const deleted = await runCli(
+      ["approve", undo.threadId, "--hash", undo.envelopeHash, "--as", "demo-approver"],
+      env,
+    );
     expect(deleted.code, deleted.stderr).toBe(0);
     expect(deleted.stdout).toContain("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add", "task.commentitem.delete"]);
+    expect((await portal.writes()).map((w) => w.method)).toEqual([
+      "task.commentitem.add",
+      "task.commentitem.delete",
+    ]);
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
   });
 });
@@ -386,12 +556,22 @@ describe("a delete cannot be smuggled in through graph state", () => {
     // A comment our earlier run posted, which a delete could name.
     const { commentId } = await postedComment();
     await app.close();
-    const single = { operation: "delete_task_comment", taskId: 4, fields: { COMMENT_ID: Number(commentId) }, rationale: "forged", source: "model" };
+    const single = {
+      operation: "delete_task_comment",
+      taskId: 4,
+      fields: { COMMENT_ID: Number(commentId) },
+      rationale: "forged",
+      source: "model",
+    };
     const cases = [
       // The request's scope (TITLE of task 4) already keeps a COMMENT_ID out.
       { forged: single, scope: undefined, why: /OUT_OF_SCOPE: field COMMENT_ID/ },
       // Even with a scope that names COMMENT_ID, a delete is built only as an undo's.
-      { forged: single, scope: { taskIds: [4], fields: ["TITLE", "COMMENT_ID"] }, why: /proposed only by an undo/ },
+      {
+        forged: single,
+        scope: { taskIds: [4], fields: ["TITLE", "COMMENT_ID"] },
+        why: /proposed only by an undo/,
+      },
       // Nor inside a change set, next to a harmless rename.
       {
         scope: { taskIds: [4], fields: ["TITLE", "COMMENT_ID"] },
@@ -410,8 +590,15 @@ describe("a delete cannot be smuggled in through graph state", () => {
       },
     ];
     for (const { forged, scope, why } of cases) {
-      app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Harmless" })), compile: { interruptBefore: ["build_envelope"] } });
-      const paused = await startRun(app, { request: "rename task 4 to Harmless", requestedBy: "demo-user", ...(scope ? { scope } : {}) });
+      app = await openTestApp(portal, dataDir, {
+        model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Harmless" })),
+        compile: { interruptBefore: ["build_envelope"] },
+      });
+      const paused = await startRun(app, {
+        request: "rename task 4 to Harmless",
+        requestedBy: "demo-user",
+        ...(scope ? { scope } : {}),
+      });
       expect(paused.status).toBe("interrupted_run");
       expect(paused.next).toEqual(["build_envelope"]);
       // A client with API access rewrites the proposal the model made, then lets the run go on.

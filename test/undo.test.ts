@@ -8,7 +8,15 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
-import { envFor, openTestApp, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  envFor,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "UNDO-TEST renamed";
@@ -33,7 +41,11 @@ afterEach(async () => {
 
 function approval(view: ThreadView, approver = "demo-approver") {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: approver } },
+    ],
+  };
 }
 
 async function verifiedRename(): Promise<ThreadView> {
@@ -73,7 +85,14 @@ describe("undo of a verified change", () => {
   it("refused STALE_STATE when someone changed the task after our write (nothing proposed, nothing written)", async () => {
     const done = await verifiedRename();
     // A person edits another field in Bitrix24 afterwards: the change marker moves.
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { DESCRIPTION: "edited by a person afterwards" } })).status).toBe(200);
+    expect(
+      (
+        await portal.rest("tasks.task.update", {
+          taskId: 4,
+          fields: { DESCRIPTION: "edited by a person afterwards" },
+        })
+      ).status,
+    ).toBe(200);
     const undo = await startUndo(app, done.threadId, "demo-user");
     expect(undo.status).toBe("finished");
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
@@ -83,9 +102,13 @@ describe("undo of a verified change", () => {
     expect(undo.state!.card ?? null).toBeNull();
 
     // The same when the person changed the very field we wrote: it is named with ours and now.
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: originalTitle } })).status).toBe(200);
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: originalTitle } })).status,
+    ).toBe(200);
     const done2 = await verifiedRenameAgain();
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "a person's title" } })).status).toBe(200);
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "a person's title" } })).status,
+    ).toBe(200);
     const undo2 = await startUndo(app, done2.threadId, "demo-user");
     expect(undo2.state!.reasonCode).toBe("STALE_STATE");
     expect(undo2.state!.reason).toContain(`TITLE (we wrote "${NEW_TITLE}", now "a person's title")`);
@@ -96,19 +119,47 @@ describe("undo of a verified change", () => {
     const done = await verifiedRename();
     const undo = await startUndo(app, done.threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "changed while the undo waited" } })).status).toBe(200);
+    expect(
+      (
+        await portal.rest("tasks.task.update", {
+          taskId: 4,
+          fields: { TITLE: "changed while the undo waited" },
+        })
+      ).status,
+    ).toBe(200);
     const ended = await submitDecision(app, undo.threadId, approval(undo));
     expect(ended.state!.reasonCode).toBe("STALE_STATE");
     expect((await portal.task(4))["title"]).toBe("changed while the undo waited");
-    expect((await portal.writes()).filter((w) => (w.params["fields"] as Record<string, unknown>)["TITLE"] === originalTitle)).toHaveLength(0);
+    expect(
+      (await portal.writes()).filter(
+        (w) => (w.params["fields"] as Record<string, unknown>)["TITLE"] === originalTitle,
+      ),
+    ).toHaveLength(0);
   });
 
   it("only a VERIFIED change can be undone: a rejected one, an unknown thread and an undo still waiting are refused NOT_UNDOABLE / NO_SUCH_THREAD", async () => {
-    const waiting = await startRun(app, { request: `rename task 4 to ${NEW_TITLE}`, requestedBy: "demo-user" });
-    await expect(startUndo(app, waiting.threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: only a VERIFIED change can be undone/);
-    const rejected = await submitDecision(app, waiting.threadId, { decisions: [{ type: "reject", envelopeHash: waiting.approval!.envelopeHash, nonce: waiting.approval!.nonce, approver: { id: "demo-approver" }, message: "no" }] });
+    const waiting = await startRun(app, {
+      request: `rename task 4 to ${NEW_TITLE}`,
+      requestedBy: "demo-user",
+    });
+    await expect(startUndo(app, waiting.threadId, "demo-user")).rejects.toThrow(
+      /NOT_UNDOABLE: only a VERIFIED change can be undone/,
+    );
+    const rejected = await submitDecision(app, waiting.threadId, {
+      decisions: [
+        {
+          type: "reject",
+          envelopeHash: waiting.approval!.envelopeHash,
+          nonce: waiting.approval!.nonce,
+          approver: { id: "demo-approver" },
+          message: "no",
+        },
+      ],
+    });
     expect(rejected.state!.outcome).not.toBe("VERIFIED");
-    await expect(startUndo(app, waiting.threadId, "demo-user")).rejects.toThrow(/NOT_UNDOABLE: .*REJECTED_BY_HUMAN/);
+    await expect(startUndo(app, waiting.threadId, "demo-user")).rejects.toThrow(
+      /NOT_UNDOABLE: .*REJECTED_BY_HUMAN/,
+    );
     await expect(startUndo(app, "no-such-thread", "demo-user")).rejects.toThrow(/NO_SUCH_THREAD/);
     expect(await portal.writes()).toHaveLength(0);
   });
@@ -122,7 +173,10 @@ describe("undo of a verified change", () => {
     const waiting = parseJsonOutput(undo.stdout);
     expect(waiting.status).toBe("awaiting_approval");
     expect(waiting.envelope.params).toEqual({ TITLE: originalTitle });
-    const approved = await runCli(["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--json"], env);
+    const approved = await runCli(
+      ["approve", waiting.threadId, "--hash", waiting.envelopeHash, "--json"],
+      env,
+    );
     expect(parseJsonOutput(approved.stdout).outcome).toBe("VERIFIED");
     expect((await portal.task(4))["title"]).toBe(originalTitle);
     expect(await portal.writes()).toHaveLength(2);

@@ -65,25 +65,43 @@ describe("write anchor", () => {
   });
 
   it("is refused inside the data directory", () => {
-    expect(() => writeAnchorOf({ dataDir: "/srv/ae", writeAnchorPath: "/srv/ae/anchor" })).toThrow(/inside the data directory/);
-    expect(writeAnchorOf({ dataDir: "/srv/ae", writeAnchorPath: "/srv/keys/anchor" }).file).toBe("/srv/keys/anchor");
+    expect(() => writeAnchorOf({ dataDir: "/srv/ae", writeAnchorPath: "/srv/ae/anchor" })).toThrow(
+      /inside the data directory/,
+    );
+    expect(writeAnchorOf({ dataDir: "/srv/ae", writeAnchorPath: "/srv/keys/anchor" }).file).toBe(
+      "/srv/keys/anchor",
+    );
   });
 
   it("two processes appending at once: no line lost or torn, each always sees its own lines, and a fresh reader sees all", async () => {
     const file = anchorFile();
     const go = `${file}.go`;
     const COUNT = 400;
-    type Report = { recorded: number; missedOwn: number; sawOther: number; startedAt: number; endedAt: number };
+    type Report = {
+      recorded: number;
+      missedOwn: number;
+      sawOther: number;
+      startedAt: number;
+      endedAt: number;
+    };
     const ready: Array<Promise<void>> = [];
     const writer = (id: string) =>
       new Promise<Report>((resolve, reject) => {
-        const child = spawn(process.execPath, ["--import", "tsx", path.join("test", "support", "anchor-writer.ts"), file, go, id, String(COUNT)], { stdio: ["ignore", "pipe", "pipe"] });
+        const child = spawn(
+          process.execPath,
+          ["--import", "tsx", path.join("test", "support", "anchor-writer.ts"), file, go, id, String(COUNT)],
+          { stdio: ["ignore", "pipe", "pipe"] },
+        );
         let out = "";
         let err = "";
         child.stdout.on("data", (d: Buffer) => (out += d.toString()));
         ready.push(new Promise((r) => child.stdout.on("data", () => out.startsWith("ready\n") && r())));
         child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-        child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out.slice("ready\n".length).trim()) as Report) : reject(new Error(`writer ${id} exited ${code}: ${err}`))));
+        child.on("exit", (code) =>
+          code === 0
+            ? resolve(JSON.parse(out.slice("ready\n".length).trim()) as Report)
+            : reject(new Error(`writer ${id} exited ${code}: ${err}`)),
+        );
       });
     const both = Promise.all([writer("1"), writer("2")]);
     // Both children are up and spinning on the go file: then both append at once.
@@ -115,11 +133,19 @@ describe("write anchor", () => {
     expect(() => checkWriteAnchor(config)).not.toThrow();
     fs.chmodSync(file, 0o620);
     expect(() => checkWriteAnchor(config)).toThrow(
-      new RegExp(`ACTION_ENVELOPE_WRITE_ANCHOR_FILE.*${file} is writable by other users \\(mode 0620\\): whoever can rewrite the write anchor .*; fix: chmod 600 ${file}`),
+      new RegExp(
+        `ACTION_ENVELOPE_WRITE_ANCHOR_FILE.*${file} is writable by other users \\(mode 0620\\): whoever can rewrite the write anchor .*; fix: chmod 600 ${file}`,
+      ),
     );
     // At start: opening the journal (every command and the server do) stops there, before anything is read or sent.
-    const env = { ACTION_ENVELOPE_DATA_DIR: dataDir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: path.join(path.dirname(file), "journal.key"), ACTION_ENVELOPE_WRITE_ANCHOR_FILE: file };
-    await expect(createJournal(loadConfig(env, process.cwd()))).rejects.toThrow(/writable by other users .*fix: chmod 600/);
+    const env = {
+      ACTION_ENVELOPE_DATA_DIR: dataDir,
+      ACTION_ENVELOPE_JOURNAL_KEY_FILE: path.join(path.dirname(file), "journal.key"),
+      ACTION_ENVELOPE_WRITE_ANCHOR_FILE: file,
+    };
+    await expect(createJournal(loadConfig(env, process.cwd()))).rejects.toThrow(
+      /writable by other users .*fix: chmod 600/,
+    );
     fs.chmodSync(file, 0o600);
     const journal = await createJournal(loadConfig(env, process.cwd()));
     await journal.close();

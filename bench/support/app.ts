@@ -15,7 +15,14 @@ import { Annotation, Command, END, START, StateGraph, interrupt } from "@langcha
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
-import { RUN_DURABILITY, openApp, startRun, submitDecision, type App, type ThreadView } from "../../src/app/threads.js";
+import {
+  RUN_DURABILITY,
+  openApp,
+  startRun,
+  submitDecision,
+  type App,
+  type ThreadView,
+} from "../../src/app/threads.js";
 import type { Bitrix24Tools } from "../../src/tools/bitrix24-tools.js";
 import { ScriptedChatModel, call, type Script } from "../../test/support/scripted-model.js";
 import { ROOT } from "./common.js";
@@ -54,7 +61,8 @@ export class Probe {
     for (const s of this.spans) {
       const overlap = Math.min(s.end, to) - Math.max(s.start, from);
       if (overlap > 0) out[s.category] += overlap;
-      if (s.start >= from && s.start < to) out.calls[`${s.category}.${s.name}`] = (out.calls[`${s.category}.${s.name}`] ?? 0) + 1;
+      if (s.start >= from && s.start < to)
+        out.calls[`${s.category}.${s.name}`] = (out.calls[`${s.category}.${s.name}`] ?? 0) + 1;
     }
     return out;
   }
@@ -99,7 +107,12 @@ export const proposeFromRequest: Script = (messages: BaseMessage[]) => {
   const text = typeof human?.content === "string" ? human.content : "";
   const m = /task (\d+) to (.+)$/.exec(text);
   if (!m) throw new Error(`bench script expected "rename task N to TITLE", got ${JSON.stringify(text)}`);
-  return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId: Number(m[1]), fields: { TITLE: m[2]! }, rationale: "benchmark" })] });
+  return new AIMessage({
+    content: "",
+    tool_calls: [
+      call("propose_change", { taskId: Number(m[1]), fields: { TITLE: m[2]! }, rationale: "benchmark" }),
+    ],
+  });
 };
 
 export interface BenchApp {
@@ -110,7 +123,13 @@ export interface BenchApp {
   close(): Promise<void>;
 }
 
-export async function openBenchApp(opts: { webhookUrl: string; dataDir: string; rate: number; burst?: number; env?: Record<string, string> }): Promise<BenchApp> {
+export async function openBenchApp(opts: {
+  webhookUrl: string;
+  dataDir: string;
+  rate: number;
+  burst?: number;
+  env?: Record<string, string>;
+}): Promise<BenchApp> {
   const env: Record<string, string> = {
     BITRIX24_WEBHOOK_URL: opts.webhookUrl,
     ACTION_ENVELOPE_DATA_DIR: opts.dataDir,
@@ -125,7 +144,10 @@ export async function openBenchApp(opts: { webhookUrl: string; dataDir: string; 
   // Installed before any store opens, so every connection's statements are seen.
   const commits = installCommitCounter();
   const config = loadConfig(env, ROOT);
-  const deps = await createDeps(config, { model: new ScriptedChatModel(proposeFromRequest), modelLabel: "scripted (bench)" });
+  const deps = await createDeps(config, {
+    model: new ScriptedChatModel(proposeFromRequest),
+    modelLabel: "scripted (bench)",
+  });
   timeTools(deps.tools, probe);
   timeMethods(deps.journal, "journal", probe);
   const audit = (deps as unknown as Record<string, unknown>)["audit"];
@@ -142,7 +164,9 @@ export function requestFor(taskId: number): string {
 export async function waitingRun(app: App, taskId: number): Promise<ThreadView> {
   const view = await startRun(app, { request: requestFor(taskId), requestedBy: "bench-user" });
   if (view.status !== "awaiting_approval") {
-    throw new Error(`expected task ${taskId}'s run to wait for approval, got ${view.status} ${view.state?.outcome}/${view.state?.reasonCode}: ${view.state?.reason}`);
+    throw new Error(
+      `expected task ${taskId}'s run to wait for approval, got ${view.status} ${view.state?.outcome}/${view.state?.reasonCode}: ${view.state?.reason}`,
+    );
   }
   return view;
 }
@@ -175,11 +199,15 @@ export function openBareGraph(tools: Bitrix24Tools, dataDir: string): BareGraph 
   const checkpointer = SqliteSaver.fromConnString(path.join(dataDir, BARE_CHECKPOINTS));
   const read = async (taskId: number) => {
     const res = await tools.read("getTask", { taskId });
-    if (!res.ok) throw new Error(`bare graph: read of task ${taskId} failed: ${JSON.stringify(res).slice(0, 400)}`);
+    if (!res.ok)
+      throw new Error(`bare graph: read of task ${taskId} failed: ${JSON.stringify(res).slice(0, 400)}`);
     return {};
   };
   const ask = (s: typeof BareState.State) => {
-    const answer = interrupt({ action: "update_task", args: { taskId: s.taskId, fields: { TITLE: s.title } } }) as { approve: boolean };
+    const answer = interrupt({
+      action: "update_task",
+      args: { taskId: s.taskId, fields: { TITLE: s.title } },
+    }) as { approve: boolean };
     return { approved: answer.approve };
   };
   const write = async (s: typeof BareState.State) => {
@@ -200,15 +228,22 @@ export function openBareGraph(tools: Bitrix24Tools, dataDir: string): BareGraph 
     .compile({ checkpointer });
   // Same durability as our runs (RUN_DURABILITY): each step's checkpoint is committed before the next
   // step starts.
-  const config = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: RUN_DURABILITY });
+  const config = (threadId: string) => ({
+    configurable: { thread_id: threadId },
+    durability: RUN_DURABILITY,
+  });
   return {
     async start(threadId, taskId) {
-      await graph.invoke({ taskId, title: `BENCH-${taskId} - BARE`, approved: null, result: null }, config(threadId));
+      await graph.invoke(
+        { taskId, title: `BENCH-${taskId} - BARE`, approved: null, result: null },
+        config(threadId),
+      );
     },
     async resume(threadId) {
       const out = await graph.invoke(new Command({ resume: { approve: true } }), config(threadId));
       const result = out.result as { result?: { task?: unknown } } | null;
-      if (!result?.result?.task) throw new Error(`bare graph: the write did not succeed: ${JSON.stringify(out.result).slice(0, 300)}`);
+      if (!result?.result?.task)
+        throw new Error(`bare graph: the write did not succeed: ${JSON.stringify(out.result).slice(0, 300)}`);
       return out;
     },
     close() {
@@ -251,17 +286,27 @@ export interface TimedDecision {
  * node's segment runs from the previous update to its own, so it also holds the previous step's
  * checkpoint write.
  */
-export async function timedDecision(bench: BenchApp, threadId: string, resume: unknown): Promise<TimedDecision> {
+export async function timedDecision(
+  bench: BenchApp,
+  threadId: string,
+  resume: unknown,
+): Promise<TimedDecision> {
   bench.probe.clear();
   const marks: Array<{ name: string; at: number; counts: Counts }> = [];
   const counts0 = bench.commits.snapshot();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  const view = await submitDecision(bench.app, threadId, resume, (node) => marks.push({ name: node, at: performance.now(), counts: bench.commits.snapshot() }));
+  const view = await submitDecision(bench.app, threadId, resume, (node) =>
+    marks.push({ name: node, at: performance.now(), counts: bench.commits.snapshot() }),
+  );
   const t1 = performance.now();
   const cpu = process.cpuUsage(cpu0);
   const counts1 = bench.commits.snapshot();
-  const bounds = [{ name: "start", at: t0, counts: counts0 }, ...marks, { name: "end", at: t1, counts: counts1 }];
+  const bounds = [
+    { name: "start", at: t0, counts: counts0 },
+    ...marks,
+    { name: "end", at: t1, counts: counts1 },
+  ];
   const segments: Segment[] = [];
   for (let i = 1; i < bounds.length; i++) {
     const from = bounds[i - 1]!;
@@ -269,12 +314,29 @@ export async function timedDecision(bench: BenchApp, threadId: string, resume: u
     const name = i === bounds.length - 1 ? "end" : i === 1 ? `start+${to.name}` : to.name;
     const c = bench.probe.within(from.at, to.at);
     const ms = to.at - from.at;
-    const sqlite = Object.fromEntries(Object.entries(diff(to.counts, from.counts)).map(([file, f]) => [file, f.ms]));
+    const sqlite = Object.fromEntries(
+      Object.entries(diff(to.counts, from.counts)).map(([file, f]) => [file, f.ms]),
+    );
     // The journal's and the audit log's method times already hold their own SQLite time.
     const outside = sqlite[CHECKPOINTS] ?? 0;
-    segments.push({ name, ms, journal: c.journal, audit: c.audit, mcp: c.mcp, sqlite, other: ms - c.journal - c.audit - c.mcp - outside, calls: c.calls });
+    segments.push({
+      name,
+      ms,
+      journal: c.journal,
+      audit: c.audit,
+      mcp: c.mcp,
+      sqlite,
+      other: ms - c.journal - c.audit - c.mcp - outside,
+      calls: c.calls,
+    });
   }
-  return { totalMs: t1 - t0, cpuMs: (cpu.user + cpu.system) / 1000, view, segments, commits: diff(counts1, counts0) };
+  return {
+    totalMs: t1 - t0,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    view,
+    segments,
+    commits: diff(counts1, counts0),
+  };
 }
 
 /** Our checkpointer's file, as createCheckpointer names it. */
@@ -313,10 +375,18 @@ export function breakdown(samples: TimedDecision[]) {
       callsPerAction: Object.fromEntries(Object.entries(a.calls).map(([k, v]) => [k, r(v / n)])),
     };
   });
-  const sum = (k: "meanMs" | "checkpointer" | "journal" | "audit" | "mcp" | "other") => r(rows.reduce((s, x) => s + x[k], 0));
+  const sum = (k: "meanMs" | "checkpointer" | "journal" | "audit" | "mcp" | "other") =>
+    r(rows.reduce((s, x) => s + x[k], 0));
   return {
     note: "mean ms per action; checkpointer = time inside SQLite statements on checkpoints.sqlite; journal, audit = their methods' time (their SQLite included); mcp = tool calls",
     rows,
-    totals: { meanMs: sum("meanMs"), checkpointer: sum("checkpointer"), journal: sum("journal"), audit: sum("audit"), mcp: sum("mcp"), other: sum("other") },
+    totals: {
+      meanMs: sum("meanMs"),
+      checkpointer: sum("checkpointer"),
+      journal: sum("journal"),
+      audit: sum("audit"),
+      mcp: sum("mcp"),
+      other: sum("other"),
+    },
   };
 }

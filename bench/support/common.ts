@@ -45,10 +45,16 @@ export function machine() {
 }
 
 export function versions(): Record<string, string> {
-  const out: Record<string, string> = { node: process.version, v8: process.versions.v8, sqlite: sqliteVersion() };
+  const out: Record<string, string> = {
+    node: process.version,
+    v8: process.versions.v8,
+    sqlite: sqliteVersion(),
+  };
   for (const name of KEY_PACKAGES) {
     try {
-      const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string };
+      const pkg = JSON.parse(
+        fs.readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8"),
+      ) as { version: string };
       out[name] = pkg.version;
     } catch {
       out[name] = "not installed";
@@ -69,8 +75,13 @@ function sqliteVersion(): string {
 /** The commit measured, and which source files differed from it (others edit the tree while we run). */
 export function codeState(): { commit: string | null; dirty: string[] } {
   try {
-    const commit = execSync("git rev-parse HEAD", { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
-    const dirty = execSync("git status --porcelain -- src policy", { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] })
+    const commit = execSync("git rev-parse HEAD", { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] })
+      .toString()
+      .trim();
+    const dirty = execSync("git status --porcelain -- src policy", {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "ignore"],
+    })
       .toString()
       .split("\n")
       .filter(Boolean);
@@ -97,7 +108,8 @@ export function intArg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   if (i < 0) return fallback;
   const v = Number(process.argv[i + 1]);
-  if (!Number.isSafeInteger(v) || v <= 0) throw new Error(`--${name} expects a positive integer, got ${process.argv[i + 1]}`);
+  if (!Number.isSafeInteger(v) || v <= 0)
+    throw new Error(`--${name} expects a positive integer, got ${process.argv[i + 1]}`);
   return v;
 }
 
@@ -113,7 +125,8 @@ export function numArg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   if (i < 0) return fallback;
   const v = Number(process.argv[i + 1]);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} expects a positive number, got ${process.argv[i + 1]}`);
+  if (!Number.isFinite(v) || v <= 0)
+    throw new Error(`--${name} expects a positive number, got ${process.argv[i + 1]}`);
   return v;
 }
 
@@ -140,11 +153,23 @@ export function round(x: number, digits = 2): number {
 }
 
 export function summary(xs: number[]) {
-  return { n: xs.length, median: round(median(xs)), p95: round(p95(xs)), mean: round(mean(xs)), min: round(Math.min(...xs)), max: round(Math.max(...xs)) };
+  return {
+    n: xs.length,
+    median: round(median(xs)),
+    p95: round(p95(xs)),
+    mean: round(mean(xs)),
+    min: round(Math.min(...xs)),
+    max: round(Math.max(...xs)),
+  };
 }
 
 /** Writes bench/results/FILE.json (FILE defaults to the benchmark's name). */
-export function writeResult(name: string, body: Record<string, unknown>, startedAt: Date, file = name): string {
+export function writeResult(
+  name: string,
+  body: Record<string, unknown>,
+  startedAt: Date,
+  file = name,
+): string {
   fs.mkdirSync(RESULTS_DIR, { recursive: true });
   const out = path.join(RESULTS_DIR, `${file}.json`);
   const record = {
@@ -179,7 +204,11 @@ export function removeScratch(dir: string): void {
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Runs `fn` over `items` with at most `limit` in flight; results in input order. */
-export async function pool<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+export async function pool<T, R>(
+  items: T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {

@@ -32,15 +32,39 @@ export function benchSeed(count: number): EmulatorSeed {
   return seed;
 }
 
-export async function startBenchPortal(opts: { dir: string; tasks: number; rate: number; burst?: number }): Promise<BenchPortal> {
+export async function startBenchPortal(opts: {
+  dir: string;
+  tasks: number;
+  rate: number;
+  burst?: number;
+}): Promise<BenchPortal> {
   const seedPath = path.join(opts.dir, "bench-seed.json");
   fs.writeFileSync(seedPath, JSON.stringify(benchSeed(opts.tasks)));
-  const args = ["src/cli/main.ts", "emulator", "--port", "0", "--rate", String(opts.rate), "--burst", String(opts.burst ?? 50), "--seed", seedPath];
-  const child = spawn(TSX, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true, env: { ...process.env, NO_COLOR: "1" } });
+  const args = [
+    "src/cli/main.ts",
+    "emulator",
+    "--port",
+    "0",
+    "--rate",
+    String(opts.rate),
+    "--burst",
+    String(opts.burst ?? 50),
+    "--seed",
+    seedPath,
+  ];
+  const child = spawn(TSX, args, {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+    env: { ...process.env, NO_COLOR: "1" },
+  });
   const webhookUrl = await new Promise<string>((resolve, reject) => {
     let out = "";
     let err = "";
-    const timer = setTimeout(() => reject(new Error(`emulator did not start within 60 s; stderr: ${err}`)), 60_000);
+    const timer = setTimeout(
+      () => reject(new Error(`emulator did not start within 60 s; stderr: ${err}`)),
+      60_000,
+    );
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
       const m = /webhook: (\S+)/.exec(out);

@@ -84,7 +84,8 @@ export function diff(after: Counts, before: Counts): Counts {
   for (const [file, a] of Object.entries(after)) {
     const b = before[file];
     const settings: Record<string, number> = {};
-    for (const [k, v] of Object.entries(a.settings)) if (v - (b?.settings[k] ?? 0) > 0) settings[k] = v - (b?.settings[k] ?? 0);
+    for (const [k, v] of Object.entries(a.settings))
+      if (v - (b?.settings[k] ?? 0) > 0) settings[k] = v - (b?.settings[k] ?? 0);
     const d: FileCounts = {
       commits: a.commits - (b?.commits ?? 0),
       durableCommits: a.durableCommits - (b?.durableCommits ?? 0),
@@ -108,7 +109,8 @@ export function total(counts: Counts, pick: (file: string) => boolean = () => tr
     out.syncCalls += c.syncCalls;
     out.statements += c.statements;
     out.ms += c.ms;
-    for (const [k, v] of Object.entries(c.settings)) out.settings[`${file} ${k}`] = (out.settings[`${file} ${k}`] ?? 0) + v;
+    for (const [k, v] of Object.entries(c.settings))
+      out.settings[`${file} ${k}`] = (out.settings[`${file} ${k}`] ?? 0) + v;
   }
   return out;
 }
@@ -119,7 +121,12 @@ function install() {
   const scratch = new Database(":memory:");
   const proto = Object.getPrototypeOf(scratch.prepare("SELECT 1")) as Statement;
   scratch.close();
-  const originals: Originals = { run: proto.run, get: proto.get, all: proto.all, exec: Database.prototype.exec };
+  const originals: Originals = {
+    run: proto.run,
+    get: proto.get,
+    all: proto.all,
+    exec: Database.prototype.exec,
+  };
 
   const connection = (db: Db): Connection => {
     let c = connections.get(db);
@@ -137,7 +144,13 @@ function install() {
   };
 
   /** After a statement that returned normally: count it, and a commit if it ended a write transaction. */
-  const after = (db: Db, wasInTransaction: boolean, mayWrite: boolean, sql: string, startedAt: number): void => {
+  const after = (
+    db: Db,
+    wasInTransaction: boolean,
+    mayWrite: boolean,
+    sql: string,
+    startedAt: number,
+  ): void => {
     const c = connection(db);
     const f = (counts[c.file] ??= empty());
     f.statements += 1;
@@ -178,7 +191,14 @@ function install() {
   return { counts, connections, originals };
 }
 
-const empty = (): FileCounts => ({ commits: 0, durableCommits: 0, syncCalls: 0, settings: {}, statements: 0, ms: 0 });
+const empty = (): FileCounts => ({
+  commits: 0,
+  durableCommits: 0,
+  syncCalls: 0,
+  settings: {},
+  statements: 0,
+  ms: 0,
+});
 
 /** Wraps node:fs's sync calls (the module object every `import fs from "node:fs"` shares). */
 function countSyncs(counts: Counts): void {

@@ -24,7 +24,12 @@ async function getJson<T>(target: ApiTarget, pathAndQuery: string): Promise<T> {
   const url = `${target.url}${pathAndQuery}`;
   let res: Response;
   try {
-    res = await fetch(url, { headers: { Accept: "application/json", ...(target.token ? { Authorization: `Bearer ${target.token}` } : {}) } });
+    res = await fetch(url, {
+      headers: {
+        Accept: "application/json",
+        ...(target.token ? { Authorization: `Bearer ${target.token}` } : {}),
+      },
+    });
   } catch (e) {
     throw new UsageError(`cannot reach the LangGraph API server at ${target.url}: ${(e as Error).message}`);
   }
@@ -40,7 +45,10 @@ async function getJson<T>(target: ApiTarget, pathAndQuery: string): Promise<T> {
   }
   if (res.status === 404) {
     // A server without the /audit routes answers 404 for every path; a missing thread says so in JSON.
-    if (!/no audit records/.test(message)) throw new UsageError(`${target.url} does not serve the audit routes (GET ${pathAndQuery} answered 404); it needs this project's langgraph.json http.app (src/inbox/mount.ts)`);
+    if (!/no audit records/.test(message))
+      throw new UsageError(
+        `${target.url} does not serve the audit routes (GET ${pathAndQuery} answered 404); it needs this project's langgraph.json http.app (src/inbox/mount.ts)`,
+      );
     throw new UsageError(message);
   }
   throw new AuditApiError(res.status, `${res.status} from ${target.url}: ${message}`);
@@ -52,13 +60,24 @@ export const apiAudit = {
     const all: AuditThreadSummary[] = [];
     let cursor: string | null | undefined;
     do {
-      const page = await getJson<{ threads: AuditThreadSummary[]; next?: string | null }>(target, `/audit/threads${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""}`);
+      const page = await getJson<{ threads: AuditThreadSummary[]; next?: string | null }>(
+        target,
+        `/audit/threads${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""}`,
+      );
       all.push(...page.threads);
       cursor = page.next;
     } while (cursor);
     return all;
   },
   /** `question`: the journal's question row (null: none); absent from a server whose routes predate it. */
-  caseOf: (target: ApiTarget, threadId: string) => getJson<{ caseRecord: CaseRecord; evidence: EvidenceObject[]; question?: QuestionEntry | null }>(target, `/audit/threads/${encodeURIComponent(threadId)}`),
-  verify: (target: ApiTarget, head?: string) => getJson<ChainVerification>(target, `/audit/verify${head !== undefined ? `?head=${encodeURIComponent(head)}` : ""}`),
+  caseOf: (target: ApiTarget, threadId: string) =>
+    getJson<{ caseRecord: CaseRecord; evidence: EvidenceObject[]; question?: QuestionEntry | null }>(
+      target,
+      `/audit/threads/${encodeURIComponent(threadId)}`,
+    ),
+  verify: (target: ApiTarget, head?: string) =>
+    getJson<ChainVerification>(
+      target,
+      `/audit/verify${head !== undefined ? `?head=${encodeURIComponent(head)}` : ""}`,
+    ),
 };

@@ -45,20 +45,30 @@ interface AuthContext {
 }
 /** The part of the API server's storage these routes use (set on the context as LANGGRAPH_OPS by its server.mjs). */
 interface ThreadStore {
-  threads: { get(threadId: string, auth: AuthContext | undefined): Promise<{ metadata?: Record<string, unknown> }> };
+  threads: {
+    get(threadId: string, auth: AuthContext | undefined): Promise<{ metadata?: Record<string, unknown> }>;
+  };
 }
 
-type Viewer = { sees: "all" } | { sees: "own"; identity: string; store: ThreadStore; auth: AuthContext } | { refused: string };
+type Viewer =
+  | { sees: "all" }
+  | { sees: "own"; identity: string; store: ThreadStore; auth: AuthContext }
+  | { refused: string };
 
 /** Decides from the authenticated user alone; fails closed when the server loaded no auth module. */
 export function viewerOf(auth: AuthContext | undefined, store: ThreadStore | undefined): Viewer {
-  if (!auth?.user) return { refused: "the audit routes need the server's auth module (langgraph.json auth: ./src/auth/auth.ts:auth)" };
+  if (!auth?.user)
+    return {
+      refused:
+        "the audit routes need the server's auth module (langgraph.json auth: ./src/auth/auth.ts:auth)",
+    };
   const perms = auth.user.permissions ?? [];
   if (auth.user.is_authenticated !== true && perms.includes("unauthenticated")) return { sees: "all" };
   if (auth.user.is_authenticated !== true) return { refused: "not authenticated" };
   if (perms.includes("role:approver") || perms.includes("role:admin")) return { sees: "all" };
   if (perms.includes("role:requester")) {
-    if (!store) return { refused: "the server's thread store is not available to tell which threads are yours" };
+    if (!store)
+      return { refused: "the server's thread store is not available to tell which threads are yours" };
     return { sees: "own", identity: auth.user.identity, store, auth };
   }
   return { refused: `${auth.user.identity} holds none of the roles requester, approver, admin` };
@@ -79,12 +89,19 @@ export const THREADS_PAGE = 100;
 export const MAX_THREADS_PAGE = 1000;
 
 /** `?limit=N&cursor=C` of GET /audit/threads: C is the `next` of the page before (a record's seq). */
-function pagingOf(limit: string | undefined, cursor: string | undefined): { limit: number; after?: number } | { error: string } {
+function pagingOf(
+  limit: string | undefined,
+  cursor: string | undefined,
+): { limit: number; after?: number } | { error: string } {
   const n = limit === undefined ? THREADS_PAGE : Number(limit);
-  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_THREADS_PAGE) return { error: `limit is a whole number from 1 to ${MAX_THREADS_PAGE}; got "${String(limit).slice(0, 40)}"` };
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_THREADS_PAGE)
+    return {
+      error: `limit is a whole number from 1 to ${MAX_THREADS_PAGE}; got "${String(limit).slice(0, 40)}"`,
+    };
   if (cursor === undefined) return { limit: n };
   const after = Number(cursor);
-  if (!/^\d{1,15}$/.test(cursor) || !Number.isSafeInteger(after)) return { error: `cursor is the "next" of the page before (a number); got "${cursor.slice(0, 40)}"` };
+  if (!/^\d{1,15}$/.test(cursor) || !Number.isSafeInteger(after))
+    return { error: `cursor is the "next" of the page before (a number); got "${cursor.slice(0, 40)}"` };
   return { limit: n, after };
 }
 
@@ -101,16 +118,21 @@ export interface AuditSource {
  */
 export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
   let source: Promise<AuditSource> | undefined;
-  const get = () => (source ??= open().catch((e) => {
-    source = undefined;
-    throw e;
-  }));
+  const get = () =>
+    (source ??= open().catch((e) => {
+      source = undefined;
+      throw e;
+    }));
   const routes = new Hono();
   const context = (c: Context) => {
     const vars = c as unknown as { get(key: string): unknown };
-    return viewerOf(vars.get("auth") as AuthContext | undefined, vars.get("LANGGRAPH_OPS") as ThreadStore | undefined);
+    return viewerOf(
+      vars.get("auth") as AuthContext | undefined,
+      vars.get("LANGGRAPH_OPS") as ThreadStore | undefined,
+    );
   };
-  const refuse = (c: Context, what: string, why: string) => c.json({ error: "Forbidden", message: `refused ${what}: ${why}` }, 403);
+  const refuse = (c: Context, what: string, why: string) =>
+    c.json({ error: "Forbidden", message: `refused ${what}: ${why}` }, 403);
   const damaged = (c: Context, e: unknown) => {
     if (e instanceof AuditLogError) return c.json({ error: "AuditLogDamaged", message: e.message }, 500);
     throw e;
@@ -141,12 +163,26 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
     if ("refused" in viewer) return refuse(c, "audit show", viewer.refused);
     // The same answer whether the thread exists or not: a requester learns nothing about others' threads.
     if (viewer.sees === "own" && !(await owns(viewer, threadId))) {
-      return refuse(c, `audit show ${threadId}`, `${viewer.identity} (requester) may read the audit of their own threads only, and thread ${threadId} is not one of them`);
+      return refuse(
+        c,
+        `audit show ${threadId}`,
+        `${viewer.identity} (requester) may read the audit of their own threads only, and thread ${threadId} is not one of them`,
+      );
     }
     try {
       const { audit, checkpointer, journal } = await get();
-      const found = await caseOf({ audit, thread: (id) => threadFromCheckpoints(checkpointer, id) }, threadId);
-      if (!found) return c.json({ error: "NotFound", message: `no audit records and no checkpoints for thread ${threadId} on this server; see "audit list --api"` }, 404);
+      const found = await caseOf(
+        { audit, thread: (id) => threadFromCheckpoints(checkpointer, id) },
+        threadId,
+      );
+      if (!found)
+        return c.json(
+          {
+            error: "NotFound",
+            message: `no audit records and no checkpoints for thread ${threadId} on this server; see "audit list --api"`,
+          },
+          404,
+        );
       const question = journal ? { question: (await journal.getQuestion(threadId)) ?? null } : {};
       return c.json({ caseRecord: found.caseRecord, evidence: found.evidence, ...question });
     } catch (e) {
@@ -158,10 +194,18 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
     const viewer = context(c);
     if ("refused" in viewer) return refuse(c, "audit verify", viewer.refused);
     if (viewer.sees === "own") {
-      return refuse(c, "audit verify", `${viewer.identity} (requester): verifying the whole chain needs the role approver or admin (a problem it reports may name another requester's thread); the chain's state is in the case record of each of your threads (audit show)`);
+      return refuse(
+        c,
+        "audit verify",
+        `${viewer.identity} (requester): verifying the whole chain needs the role approver or admin (a problem it reports may name another requester's thread); the chain's state is in the case record of each of your threads (audit show)`,
+      );
     }
     const head = c.req.query("head");
-    if (head !== undefined && head.length > 100) return c.json({ error: "BadRequest", message: `head is at most 100 characters; got ${head.length}` }, 400);
+    if (head !== undefined && head.length > 100)
+      return c.json(
+        { error: "BadRequest", message: `head is at most 100 characters; got ${head.length}` },
+        400,
+      );
     try {
       const { audit } = await get();
       return c.json(await audit.verify(head !== undefined ? { head } : {}));

@@ -20,7 +20,12 @@ import type { PendingApproval } from "../app/threads.js";
 import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 import type { DecisionRecord } from "../envelope/records.js";
-import { evidenceRecordOf, isClosingRecord, refusalsRecorded, settlingDecisionOf } from "../evidence/bundle.js";
+import {
+  evidenceRecordOf,
+  isClosingRecord,
+  refusalsRecorded,
+  settlingDecisionOf,
+} from "../evidence/bundle.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";
@@ -59,7 +64,11 @@ export async function apiView(client: Client, threadId: string, target?: ApiTarg
 }
 
 /** The view, and why a question pause it reports as an interrupted run is not the journal's (then nothing may be sent to it). */
-export async function apiViewOf(client: Client, threadId: string, target?: ApiTarget): Promise<{ view: ThreadView; unheldQuestion?: string }> {
+export async function apiViewOf(
+  client: Client,
+  threadId: string,
+  target?: ApiTarget,
+): Promise<{ view: ThreadView; unheldQuestion?: string }> {
   let snapshot;
   try {
     snapshot = await client.threads.getState(threadId);
@@ -78,10 +87,22 @@ export async function apiViewOf(client: Client, threadId: string, target?: ApiTa
     if (closing) return { view: auditedView(threadId, snapshot, state, records) };
     const question = audit.question;
     if (question?.status !== "open") {
-      const why = question ? `the journal's question ${question.toolCallId} is ${question.status}` : "the journal holds no question for this thread";
-      return { view: { threadId, status: "interrupted_run", next: snapshot.next.length > 0 ? snapshot.next : ["agent"], state: base }, unheldQuestion: why };
+      const why = question
+        ? `the journal's question ${question.toolCallId} is ${question.status}`
+        : "the journal holds no question for this thread";
+      return {
+        view: {
+          threadId,
+          status: "interrupted_run",
+          next: snapshot.next.length > 0 ? snapshot.next : ["agent"],
+          state: base,
+        },
+        unheldQuestion: why,
+      };
     }
-    return { view: { threadId, status: "awaiting_input", input: inputRequestOfRow(question, threadId), state: base } };
+    return {
+      view: { threadId, status: "awaiting_input", input: inputRequestOfRow(question, threadId), state: base },
+    };
   }
   if (audit?.records.length) return { view: auditedView(threadId, snapshot, state, audit.records) };
   // No audit record to go by (see above): the server's graph state, as it reports it. A question pause
@@ -90,19 +111,28 @@ export async function apiViewOf(client: Client, threadId: string, target?: ApiTa
   const view = stateView(threadId, snapshot, state, payload);
   if (view) return { view };
   // A server without the audit routes: the table its run reported in the thread's messages.
-  const changeSetOutcome = audit === undefined ? setOutcomeFromMessages(threadId, state.messages as unknown) : setOutcomeOf(audit.records);
+  const changeSetOutcome =
+    audit === undefined
+      ? setOutcomeFromMessages(threadId, state.messages as unknown)
+      : setOutcomeOf(audit.records);
   return { view: { threadId, status: "finished", state, ...(changeSetOutcome ? { changeSetOutcome } : {}) } };
 }
 
 /** The view from graph state alone, except a finished thread (the caller adds its change set's outcome). */
-function stateView(threadId: string, snapshot: { next: string[] }, state: State, payload: InterruptPayload | undefined): ThreadView | undefined {
-  if (payload?.kind === "approval") return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, state };
-  if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state };
+function stateView(
+  threadId: string,
+  snapshot: { next: string[] },
+  state: State,
+  payload: InterruptPayload | undefined,
+): ThreadView | undefined {
+  if (payload?.kind === "approval")
+    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, state };
+  if (payload?.kind === "input")
+    return { threadId, status: "awaiting_input", input: payload as InputRequest, state };
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: snapshot.next, state };
   if (!state || Object.keys(state).length === 0) return { threadId, status: "not_found" };
   return undefined;
 }
-
 
 /**
  * The thread's audit records on the server, in chain order; undefined when the server does not serve
@@ -117,7 +147,10 @@ async function auditRecordsOf(target: ApiTarget, threadId: string): Promise<Audi
  * server's route does not report it) from GET /audit/threads/:id; undefined when the server does not
  * serve the audit routes, refuses them to this caller, or knows nothing of the thread.
  */
-async function auditOf(target: ApiTarget, threadId: string): Promise<{ records: AuditRecord[]; question: QuestionEntry | null | undefined } | undefined> {
+async function auditOf(
+  target: ApiTarget,
+  threadId: string,
+): Promise<{ records: AuditRecord[]; question: QuestionEntry | null | undefined } | undefined> {
   const { apiAudit, AuditApiError } = await import("./audit-client.js");
   try {
     const found = await apiAudit.caseOf(target, threadId);
@@ -129,33 +162,50 @@ async function auditOf(target: ApiTarget, threadId: string): Promise<{ records: 
 }
 
 /** Where the thread's audit records disagree with a waiting approval's payload, why; undefined when they agree. */
-export function approvalDisagreement(payload: ApprovalRequest, records: readonly AuditRecord[]): string | undefined {
+export function approvalDisagreement(
+  payload: ApprovalRequest,
+  records: readonly AuditRecord[],
+): string | undefined {
   const requested = records.filter((r) => r.event === "approval_requested");
   if (requested.length === 0) return "the audit log records no approval request for this thread";
   const latest = requested.at(-1)!;
   const revision = requested.filter((r) => r.revision === latest.revision);
   // A change set records one approval_requested per action (its own hash), each with the whole set's card.
-  const hashes = payload.changeSet ? payload.changeSet.actions.map((x) => x.envelopeHash) : [payload.envelopeHash];
+  const hashes = payload.changeSet
+    ? payload.changeSet.actions.map((x) => x.envelopeHash)
+    : [payload.envelopeHash];
   const recorded = hashes.map((h) => revision.find((r) => r.what.envelopeHash === h));
-  if (recorded.some((r) => r === undefined)) return `the approval's envelope hash ${hashes.join(", ")} is not the one the audit log recorded last (${revision.map((r) => r.what.envelopeHash).join(", ")}, revision ${latest.revision})`;
+  if (recorded.some((r) => r === undefined))
+    return `the approval's envelope hash ${hashes.join(", ")} is not the one the audit log recorded last (${revision.map((r) => r.what.envelopeHash).join(", ")}, revision ${latest.revision})`;
   const first = recorded[0]!;
-  if (first.shown?.card !== payload.actionRequests[0]?.description) return `the approval's card is not the card the audit log recorded for ${first.what.envelopeHash}`;
-  if (first.what.envelope !== undefined && first.what.envelope !== null && !isDeepStrictEqual(first.what.envelope, payload.envelope)) return `the approval's envelope is not the envelope the audit log recorded for ${first.what.envelopeHash}`;
-  if (first.shown && first.shown.expiresAt !== payload.expiresAt && !payload.changeSet) return `the approval's expiry ${payload.expiresAt} is not the recorded ${first.shown.expiresAt}`;
+  if (first.shown?.card !== payload.actionRequests[0]?.description)
+    return `the approval's card is not the card the audit log recorded for ${first.what.envelopeHash}`;
+  if (
+    first.what.envelope !== undefined &&
+    first.what.envelope !== null &&
+    !isDeepStrictEqual(first.what.envelope, payload.envelope)
+  )
+    return `the approval's envelope is not the envelope the audit log recorded for ${first.what.envelopeHash}`;
+  if (first.shown && first.shown.expiresAt !== payload.expiresAt && !payload.changeSet)
+    return `the approval's expiry ${payload.expiresAt} is not the recorded ${first.shown.expiresAt}`;
   return undefined;
 }
 
 /** The server's checkpoint shows an approval its audit log did not record: it is not shown. */
 export class UnrecordedApprovalError extends UsageError {
   constructor(threadId: string, why: string) {
-    super(`thread ${threadId}: the server's graph state shows an approval that its audit log does not hold (${why}); it is not shown or decided from here. See "audit show ${threadId} --api URL"`);
+    super(
+      `thread ${threadId}: the server's graph state shows an approval that its audit log does not hold (${why}); it is not shown or decided from here. See "audit show ${threadId} --api URL"`,
+    );
   }
 }
 
 /** The server's checkpoint is paused at a question its journal does not hold open: nothing is sent to it. */
 export class UnheldQuestionError extends UsageError {
   constructor(threadId: string, why: string) {
-    super(`thread ${threadId}: the server's graph state is paused at a question that its journal does not hold open (${why}); it is an interrupted run, not a question to answer, and nothing was sent. See "show ${threadId} --api URL"`);
+    super(
+      `thread ${threadId}: the server's graph state is paused at a question that its journal does not hold open (${why}); it is an interrupted run, not a question to answer, and nothing was sent. See "show ${threadId} --api URL"`,
+    );
   }
 }
 
@@ -164,11 +214,21 @@ export class UnheldQuestionError extends UsageError {
  * A closing record ends the thread whatever the checkpoint says; a checkpoint at the graph's end
  * without one is a run the server's journal has not closed.
  */
-export function auditedView(threadId: string, snapshot: { tasks: Array<{ interrupts?: Array<{ value?: unknown }> }>; next: string[] }, state: State, records: AuditRecord[]): ThreadView {
+export function auditedView(
+  threadId: string,
+  snapshot: { tasks: Array<{ interrupts?: Array<{ value?: unknown }> }>; next: string[] },
+  state: State,
+  records: AuditRecord[],
+): ThreadView {
   const closing = records.find(isClosingRecord);
   if (closing) {
     const changeSetOutcome = setOutcomeOf(records);
-    return { threadId, status: "finished", state: auditedState(state, records, closing), ...(changeSetOutcome ? { changeSetOutcome } : {}) };
+    return {
+      threadId,
+      status: "finished",
+      state: auditedState(state, records, closing),
+      ...(changeSetOutcome ? { changeSetOutcome } : {}),
+    };
   }
   const audited = auditedState(state, records, undefined);
   const payload = snapshot.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as InterruptPayload | undefined;
@@ -179,9 +239,15 @@ export function auditedView(threadId: string, snapshot: { tasks: Array<{ interru
   }
   // Reached only from a server whose audit route does not report the journal's question (apiViewOf
   // shows a question pause from that row otherwise): the checkpoint's payload is all there is.
-  if (payload?.kind === "input") return { threadId, status: "awaiting_input", input: payload as InputRequest, state: audited };
+  if (payload?.kind === "input")
+    return { threadId, status: "awaiting_input", input: payload as InputRequest, state: audited };
   // Paused before a node, or at the graph's end with no closing record: not finished by the journal's account.
-  return { threadId, status: "interrupted_run", next: snapshot.next.length > 0 ? snapshot.next : ["finish"], state: audited };
+  return {
+    threadId,
+    status: "interrupted_run",
+    next: snapshot.next.length > 0 ? snapshot.next : ["finish"],
+    state: audited,
+  };
 }
 
 /**
@@ -190,7 +256,11 @@ export function auditedView(threadId: string, snapshot: { tasks: Array<{ interru
  * from the last decision record, the refusals from decision_refused records. What the records do not
  * hold is left empty, never taken from state.
  */
-function auditedState(state: State, records: readonly AuditRecord[], closing: AuditRecord | undefined): State {
+function auditedState(
+  state: State,
+  records: readonly AuditRecord[],
+  closing: AuditRecord | undefined,
+): State {
   const lastDecision = settlingDecisionOf(records);
   const ev = (evidenceRecordOf(closing, records)?.received ?? {}) as Partial<ActionEvidence>;
   const lastWhat = [...records].reverse().find((r) => r.what.envelopeHash !== null);
@@ -245,7 +315,9 @@ function setOutcomeOf(records: readonly AuditRecord[]): ThreadView["changeSetOut
       sent: ev.invocation !== undefined && ev.invocation !== null,
     };
   });
-  return { actions: actions.sort((a, b) => a.actionId.localeCompare(b.actionId, undefined, { numeric: true })) };
+  return {
+    actions: actions.sort((a, b) => a.actionId.localeCompare(b.actionId, undefined, { numeric: true })),
+  };
 }
 
 const TABLE_HEAD = "Change set, action by action:\n";
@@ -260,7 +332,10 @@ export function setOutcomeFromMessages(threadId: string, messages: unknown): Thr
   const own = `action-envelope:${threadId}:set-outcomes`;
   const text = messages
     .map((m) => m as { id?: unknown; content?: unknown; kwargs?: { id?: unknown; content?: unknown } })
-    .filter((m) => (m.id ?? m.kwargs?.id) === own || String(m.content ?? m.kwargs?.content ?? "").startsWith(TABLE_HEAD))
+    .filter(
+      (m) =>
+        (m.id ?? m.kwargs?.id) === own || String(m.content ?? m.kwargs?.content ?? "").startsWith(TABLE_HEAD),
+    )
     .map((m) => String(m.content ?? m.kwargs?.content ?? ""))
     .at(-1);
   if (!text?.startsWith(TABLE_HEAD)) return undefined;
@@ -272,7 +347,9 @@ export function setOutcomeFromMessages(threadId: string, messages: unknown): Thr
     .flatMap(([actionId, operation, object, outcome, reasonCode, write]) => {
       // "task 4"; a create's row names no existing task ("a new task", or "new task 17" with the id it
       // made): its envelope's object id, 0 (src/envelope/change-set.ts outcomeTable).
-      const taskId = /^(?:a new task|new task \d+)$/.test(object ?? "") ? 0 : Number(/^task (\d+)$/.exec(object ?? "")?.[1]);
+      const taskId = /^(?:a new task|new task \d+)$/.test(object ?? "")
+        ? 0
+        : Number(/^task (\d+)$/.exec(object ?? "")?.[1]);
       if (!actionId || !operation || !outcome || !reasonCode || !Number.isInteger(taskId)) return [];
       return [{ actionId, operation, taskId, outcome, reasonCode, sent: write === "sent" }];
     });
@@ -291,10 +368,22 @@ export interface WithheldApproval {
  * is not the approval the log recorded last (envelope hash, card, envelope) is left out and named in
  * `withheld`; without audit routes, or for a thread without records, the payload is listed as it is.
  */
-export async function apiPending(client: Client, now = Date.now(), target?: ApiTarget, withheld: WithheldApproval[] = []): Promise<PendingApproval[]> {
+export async function apiPending(
+  client: Client,
+  now = Date.now(),
+  target?: ApiTarget,
+  withheld: WithheldApproval[] = [],
+): Promise<PendingApproval[]> {
   const out: PendingApproval[] = [];
   for (let offset = 0; ; offset += 100) {
-    const page = await client.threads.search({ status: "interrupted", metadata: { graph_id: GRAPH_ID }, limit: 100, offset, sortBy: "created_at", sortOrder: "asc" });
+    const page = await client.threads.search({
+      status: "interrupted",
+      metadata: { graph_id: GRAPH_ID },
+      limit: 100,
+      offset,
+      sortBy: "created_at",
+      sortOrder: "asc",
+    });
     for (const t of page) {
       const payload = Object.values(t.interrupts ?? {}).flat()[0]?.value as InterruptPayload | undefined;
       if (payload?.kind !== "approval") continue;
@@ -318,7 +407,9 @@ export async function apiPending(client: Client, now = Date.now(), target?: ApiT
         taskId: payload.envelope.object.id,
         object: { ...payload.envelope.object },
         operation: payload.envelope.operation,
-        fields: cs ? [...new Set(cs.actions.flatMap((x) => Object.keys(x.envelope.params)))] : Object.keys(payload.envelope.params),
+        fields: cs
+          ? [...new Set(cs.actions.flatMap((x) => Object.keys(x.envelope.params)))]
+          : Object.keys(payload.envelope.params),
         risk: cs ? cs.set.risk.level : payload.envelope.risk.level,
         createdAt: cs ? cs.set.createdAt : payload.envelope.createdAt,
         expiresAt: payload.expiresAt,
@@ -327,7 +418,14 @@ export async function apiPending(client: Client, now = Date.now(), target?: ApiT
           ? {
               changeSet: {
                 setHash: cs.setHash,
-                actions: cs.actions.map((x) => ({ actionId: x.actionId, envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, object: { ...x.envelope.object }, fields: Object.keys(x.envelope.params) })),
+                actions: cs.actions.map((x) => ({
+                  actionId: x.actionId,
+                  envelopeHash: x.envelopeHash,
+                  operation: x.envelope.operation,
+                  taskId: x.envelope.object.id,
+                  object: { ...x.envelope.object },
+                  fields: Object.keys(x.envelope.params),
+                })),
               },
             }
           : {}),
@@ -338,14 +436,24 @@ export async function apiPending(client: Client, now = Date.now(), target?: ApiT
 }
 
 /** Sends a decision and returns the thread as it is afterwards. A refused late resume comes back as the server's error. */
-export async function apiDecide(client: Client, threadId: string, resume: ResumeValue, target?: ApiTarget): Promise<ThreadView> {
+export async function apiDecide(
+  client: Client,
+  threadId: string,
+  resume: ResumeValue,
+  target?: ApiTarget,
+): Promise<ThreadView> {
   await client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
   return apiView(client, threadId, target);
 }
 
 /** Drops `approver` from decisions when the server will fill in the authenticated caller (a token, and no explicit --as). */
-export function forTokenServer(resume: ResumeValue, target: ApiTarget, explicitApprover: boolean): ResumeValue {
-  if (!target.token || explicitApprover || !Array.isArray((resume as { decisions?: unknown }).decisions)) return resume;
+export function forTokenServer(
+  resume: ResumeValue,
+  target: ApiTarget,
+  explicitApprover: boolean,
+): ResumeValue {
+  if (!target.token || explicitApprover || !Array.isArray((resume as { decisions?: unknown }).decisions))
+    return resume;
   return {
     decisions: resume.decisions.map((d) => {
       if (typeof d !== "object" || d === null || "signature" in d) return d;

@@ -16,8 +16,13 @@ import { depsConfigurable } from "../runtime/run-deps.js";
 
 type RunOptions = { configurable?: Record<string, unknown> } | undefined;
 // The compiled graph's own signatures are generic over its state; the guard only forwards their arguments.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Served = { stream: (...a: any[]) => any; streamEvents: (...a: any[]) => any; getState: CompiledStateGraph<any, any, any>["getState"] };
+/* eslint-disable @typescript-eslint/no-explicit-any */
+type Served = {
+  stream: (...a: any[]) => any;
+  streamEvents: (...a: any[]) => any;
+  getState: CompiledStateGraph<any, any, any>["getState"];
+};
+/* eslint-enable @typescript-eslint/no-explicit-any */
 
 /** The run failed before any node because its input is not an object; the API reports `{error: name, message}`. */
 export class InvalidRunInputError extends Error {
@@ -26,7 +31,12 @@ export class InvalidRunInputError extends Error {
 
 async function admit(graph: Served, input: unknown, options: RunOptions, deps: Deps): Promise<unknown> {
   // LangGraph would fail such input with an InvalidUpdateError about node "__start__"; say what is expected instead.
-  if (input !== null && input !== undefined && !isCommand(input) && (typeof input !== "object" || Array.isArray(input))) {
+  if (
+    input !== null &&
+    input !== undefined &&
+    !isCommand(input) &&
+    (typeof input !== "object" || Array.isArray(input))
+  ) {
     throw new InvalidRunInputError(
       `INVALID_INPUT: the run input must be an object, {"request": "…", "requestedBy": "…"} or Studio's {"messages": [...]}; got ${Array.isArray(input) ? "an array" : `a ${typeof input}`}`,
     );

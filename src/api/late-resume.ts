@@ -76,7 +76,7 @@ export function classifyLateResume(thread: ThreadRecord | undefined, waiting: bo
     code: "NOT_WAITING",
     reason: thread
       ? "this thread is not waiting for a decision or an answer (no approval or question is pending); the resume was not applied and changed nothing"
-      : "this thread has no request yet, so nothing is waiting for a decision; start it with input {\"request\": …}",
+      : 'this thread has no request yet, so nothing is waiting for a decision; start it with input {"request": …}',
   };
 }
 
@@ -85,7 +85,11 @@ export function classifyLateResume(thread: ThreadRecord | undefined, waiting: bo
  * `command.resume` for a thread the journal has closed is refused. (Whether a not-yet-ended thread
  * is waiting is known only from its checkpoint, which `guardLateResumes` checks when the run starts.)
  */
-export async function lateResumeRefusal(threadId: string | undefined, kwargs: Record<string, unknown>, deps: Pick<Deps, "journal">): Promise<LateResume | null> {
+export async function lateResumeRefusal(
+  threadId: string | undefined,
+  kwargs: Record<string, unknown>,
+  deps: Pick<Deps, "journal">,
+): Promise<LateResume | null> {
   const command = kwargs["command"] as { resume?: unknown } | null | undefined;
   if (!threadId || !command || typeof command !== "object" || command.resume === undefined) return null;
   const thread = await deps.journal.getThread(threadId);
@@ -93,12 +97,23 @@ export async function lateResumeRefusal(threadId: string | undefined, kwargs: Re
 }
 
 /** The audit record of a refused late (or missing) resume: one per received value and time. */
-export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefined, action: ActionRow | undefined, refusal: { code: string; reason: string }, received: unknown, at: string): AuditEntry {
+export function lateResumeEntry(
+  threadId: string,
+  thread: ThreadRecord | undefined,
+  action: ActionRow | undefined,
+  refusal: { code: string; reason: string },
+  received: unknown,
+  at: string,
+): AuditEntry {
   const bounds = checkBounds(received);
   const kept = boundedForEvidence(received, bounds);
   const e = action?.envelope;
-  const digest = createHash("sha256").update(`${at}\n${JSON.stringify(jsonSafe(kept))}`).digest("hex").slice(0, 16);
-  const claimed = (received as { decisions?: Array<{ type?: unknown; approver?: { id?: unknown } }> } | null)?.decisions?.[0];
+  const digest = createHash("sha256")
+    .update(`${at}\n${JSON.stringify(jsonSafe(kept))}`)
+    .digest("hex")
+    .slice(0, 16);
+  const claimed = (received as { decisions?: Array<{ type?: unknown; approver?: { id?: unknown } }> } | null)
+    ?.decisions?.[0];
   return jsonSafe({
     threadId,
     revision: action?.revision ?? 0,
@@ -108,7 +123,13 @@ export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefin
     requestedBy: e?.requestedBy ?? thread?.requestedBy ?? "",
     risk: e ? { level: e.risk.level, reversibility: e.risk.reversibility } : null,
     what: e
-      ? { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: action!.envelopeHash, envelope: e }
+      ? {
+          operation: e.operation,
+          taskId: e.object.id,
+          params: e.params,
+          envelopeHash: action!.envelopeHash,
+          envelope: e,
+        }
       : { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
     approver: {
       id: typeof claimed?.approver?.id === "string" ? claimed.approver.id : null,
@@ -130,30 +151,44 @@ export function lateResumeEntry(threadId: string, thread: ThreadRecord | undefin
  * no task left to run. Anything that would run a node (a pending interrupt, a task left by a state
  * update, a fork of a waiting checkpoint) passes: the nodes' journal checks decide those.
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any compiled graph's getState
-export async function refuseLateResume(graph: Pick<CompiledStateGraph<any, any, any>, "getState">, input: unknown, options: { configurable?: Record<string, unknown> } | undefined, deps: Deps): Promise<void> {
+export async function refuseLateResume(
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any compiled graph's getState
+  graph: Pick<CompiledStateGraph<any, any, any>, "getState">,
+  input: unknown,
+  options: { configurable?: Record<string, unknown> } | undefined,
+  deps: Deps,
+): Promise<void> {
   if (!isCommand(input) || input.resume === undefined) return;
   const configurable = options?.configurable ?? {};
   const threadId = configurable["thread_id"];
   if (typeof threadId !== "string" || threadId === "") return;
   const addressed: Record<string, unknown> = { thread_id: threadId };
-  for (const key of ["checkpoint_id", "checkpoint_ns"] as const) if (typeof configurable[key] === "string") addressed[key] = configurable[key];
+  for (const key of ["checkpoint_id", "checkpoint_ns"] as const)
+    if (typeof configurable[key] === "string") addressed[key] = configurable[key];
   const snapshot = await graph.getState({ configurable: addressed });
   const waiting = snapshot.next.length > 0 || snapshot.tasks.some((t) => (t.interrupts?.length ?? 0) > 0);
   if (waiting && input.resume !== null) return;
   if (waiting) {
     // LangGraph writes no resume value for null: the pending node would just ask again, and the run
     // would end "success" with nothing said or recorded.
-    const kinds = snapshot.tasks.flatMap((t) => (t.interrupts ?? []).map((i) => (i.value as { kind?: unknown } | undefined)?.kind));
-    const refusal = missingResume(kinds.includes("input") && !kinds.includes("approval") ? "input" : "approval");
+    const kinds = snapshot.tasks.flatMap((t) =>
+      (t.interrupts ?? []).map((i) => (i.value as { kind?: unknown } | undefined)?.kind),
+    );
+    const refusal = missingResume(
+      kinds.includes("input") && !kinds.includes("approval") ? "input" : "approval",
+    );
     const thread = await deps.journal.getThread(threadId);
     const action = await deps.journal.currentAction(threadId);
-    await deps.audit.append(lateResumeEntry(threadId, thread, action, refusal, null, deps.clock().toISOString()));
+    await deps.audit.append(
+      lateResumeEntry(threadId, thread, action, refusal, null, deps.clock().toISOString()),
+    );
     throw new ResumeMissingError(threadId, refusal.reason);
   }
   const thread = await deps.journal.getThread(threadId);
   const refusal = classifyLateResume(thread, waiting)!;
   const action = await deps.journal.currentAction(threadId);
-  await deps.audit.append(lateResumeEntry(threadId, thread, action, refusal, input.resume, deps.clock().toISOString()));
+  await deps.audit.append(
+    lateResumeEntry(threadId, thread, action, refusal, input.resume, deps.clock().toISOString()),
+  );
   throw new LateResumeRefusedError(threadId, refusal.code, refusal.reason);
 }

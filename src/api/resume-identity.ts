@@ -7,16 +7,38 @@
  */
 import { authenticatedIdentity } from "../auth/identity.js";
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Pure: the resume value with the authenticated caller as approver of decisions that name none. */
-export function withAuthenticatedApprover(resume: unknown, configurable: Record<string, unknown> | undefined): unknown {
+export function withAuthenticatedApprover(
+  resume: unknown,
+  configurable: Record<string, unknown> | undefined,
+): unknown {
   const caller = authenticatedIdentity(configurable);
   if (!caller || !isRecord(resume) || !Array.isArray(resume["decisions"])) return resume;
   const decisions = resume["decisions"] as unknown[];
-  if (!decisions.some((d) => isRecord(d) && d["approver"] === undefined && d["by"] === undefined && d["type"] !== "cancel" && d["type"] !== "expire")) return resume;
+  if (
+    !decisions.some(
+      (d) =>
+        isRecord(d) &&
+        d["approver"] === undefined &&
+        d["by"] === undefined &&
+        d["type"] !== "cancel" &&
+        d["type"] !== "expire",
+    )
+  )
+    return resume;
   return {
     ...resume,
-    decisions: decisions.map((d) => (isRecord(d) && d["approver"] === undefined && d["by"] === undefined && d["type"] !== "cancel" && d["type"] !== "expire" ? { ...d, approver: { id: caller } } : d)),
+    decisions: decisions.map((d) =>
+      isRecord(d) &&
+      d["approver"] === undefined &&
+      d["by"] === undefined &&
+      d["type"] !== "cancel" &&
+      d["type"] !== "expire"
+        ? { ...d, approver: { id: caller } }
+        : d,
+    ),
   };
 }

@@ -2,10 +2,21 @@
  * Waiting approvals from the journal's index of registered actions: what `pending` lists. Nothing
  * here loads the graph or a checkpoint.
  */
-import { allowedApprovers, requesterVerificationOf, type Envelope, type Policy, type RequesterVerification } from "../envelope/index.js";
+import {
+  allowedApprovers,
+  requesterVerificationOf,
+  type Envelope,
+  type Policy,
+  type RequesterVerification,
+} from "../envelope/index.js";
 import { UsageError } from "../errors.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { keyBefore, registeredRows, type RegisteredFilter, type RegisteredKey } from "../store/waiting-list.js";
+import {
+  keyBefore,
+  registeredRows,
+  type RegisteredFilter,
+  type RegisteredKey,
+} from "../store/waiting-list.js";
 import type { StoreDeps } from "../runtime/deps.js";
 
 /** What listing pending approvals reads: the stores alone. An App, a ReadApp and a StoresApp each are one. */
@@ -47,7 +58,17 @@ export interface PendingApproval {
    * in `envelopeHash`) and its actions in order, each with its own envelope hash, object (`taskId` is its
    * id, whatever its kind; `object` adds the kind) and field names.
    */
-  changeSet?: { setHash: string; actions: Array<{ actionId: string; envelopeHash: string; operation: string; taskId: number; object?: PendingObject; fields: string[] }> };
+  changeSet?: {
+    setHash: string;
+    actions: Array<{
+      actionId: string;
+      envelopeHash: string;
+      operation: string;
+      taskId: number;
+      object?: PendingObject;
+      fields: string[];
+    }>;
+  };
 }
 
 export interface PendingQuery {
@@ -117,14 +138,26 @@ export async function pendingListing(app: PendingSource, q: PendingQuery = {}): 
   const journal = app.deps.journal;
   const damaged: PendingPage["damaged"] = [];
   let next: string | null = null;
-  const noteDamaged = (threadId: string, envelopeHash: string) => void (damaged.some((d) => d.envelopeHash === envelopeHash) || damaged.push({ threadId, envelopeHash }));
+  const noteDamaged = (threadId: string, envelopeHash: string) =>
+    void (damaged.some((d) => d.envelopeHash === envelopeHash) || damaged.push({ threadId, envelopeHash }));
 
   async function* approvals(): AsyncGenerator<PendingApproval, void> {
     let passed = 0;
     let listed = 0;
-    for await (const a of registeredRows((f) => journal.listRegistered(f), { ...filter, ...(after ? { after } : {}) }, CHUNK_ROWS)) {
+    for await (const a of registeredRows(
+      (f) => journal.listRegistered(f),
+      { ...filter, ...(after ? { after } : {}) },
+      CHUNK_ROWS,
+    )) {
       const skipping = passed < offset;
-      const approval = await approvalAt(app, a, filter, q.decidableBy, now, skipping ? () => undefined : noteDamaged);
+      const approval = await approvalAt(
+        app,
+        a,
+        filter,
+        q.decidableBy,
+        now,
+        skipping ? () => undefined : noteDamaged,
+      );
       if (!approval) continue;
       if (skipping) {
         passed += 1;
@@ -134,7 +167,8 @@ export async function pendingListing(app: PendingSource, q: PendingQuery = {}): 
       listed += 1;
       if (listed >= limit) {
         const at = keyOf(a);
-        next = (await journal.listRegistered({ ...filter, after: at, limit: 1 })).length > 0 ? cursorOf(at) : null;
+        next =
+          (await journal.listRegistered({ ...filter, after: at, limit: 1 })).length > 0 ? cursorOf(at) : null;
         return;
       }
     }
@@ -151,14 +185,23 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
 }
 
 /** Every waiting approval (no paging), as `pendingPage` lists them. */
-export async function listPending(app: PendingSource, q: Omit<PendingQuery, "limit" | "offset" | "cursor"> = {}): Promise<PendingApproval[]> {
+export async function listPending(
+  app: PendingSource,
+  q: Omit<PendingQuery, "limit" | "offset" | "cursor"> = {},
+): Promise<PendingApproval[]> {
   return (await pendingPage(app, { ...q, limit: Number.MAX_SAFE_INTEGER, offset: 0 })).pending;
 }
 
 /** The query as SQL filters it: requester, object, age and, for `decidableBy`, operations and escalation groups. */
 function filterOf(app: PendingSource, q: PendingQuery, now: number): RegisteredFilter {
-  if (q.taskId !== undefined && q.dealId !== undefined) throw new UsageError("list approvals about one object: a task or a deal, not both");
-  const object = q.taskId !== undefined ? { type: "task", id: q.taskId } : q.dealId !== undefined ? { type: "deal", id: q.dealId } : undefined;
+  if (q.taskId !== undefined && q.dealId !== undefined)
+    throw new UsageError("list approvals about one object: a task or a deal, not both");
+  const object =
+    q.taskId !== undefined
+      ? { type: "task", id: q.taskId }
+      : q.dealId !== undefined
+        ? { type: "deal", id: q.dealId }
+        : undefined;
   return {
     ...(q.requestedBy !== undefined ? { requestedBy: q.requestedBy } : {}),
     ...(object !== undefined ? { object } : {}),
@@ -175,9 +218,13 @@ function filterOf(app: PendingSource, q: PendingQuery, now: number): RegisteredF
 export function decidableIn(policy: Policy, approverId: string): NonNullable<RegisteredFilter["decidable"]> {
   const named = Object.keys(policy.operations);
   const d = policy.approvers;
-  const byDefault = d.approverIds.includes(approverId) || d.approverGroups.some((g) => (d.groups[g] ?? []).includes(approverId));
+  const byDefault =
+    d.approverIds.includes(approverId) ||
+    d.approverGroups.some((g) => (d.groups[g] ?? []).includes(approverId));
   const operations = named.filter((op) => allowedApprovers(policy, op).has(approverId) !== byDefault);
-  const groups = Object.entries(policy.approvers.groups).filter(([, members]) => members.includes(approverId)).map(([g]) => g);
+  const groups = Object.entries(policy.approvers.groups)
+    .filter(([, members]) => members.includes(approverId))
+    .map(([g]) => g);
   return { operations, exclude: byDefault, groups };
 }
 
@@ -190,7 +237,8 @@ function matches(r: ActionRow, f: RegisteredFilter): boolean {
     (f.object === undefined || (e.object.type === f.object.type && e.object.id === f.object.id)) &&
     (f.registeredBefore === undefined || r.registeredAt < f.registeredBefore) &&
     (f.decidable === undefined ||
-      (f.decidable.operations.includes(e.operation) !== f.decidable.exclude && (r.escalatedTo === null || f.decidable.groups.includes(r.escalatedTo))))
+      (f.decidable.operations.includes(e.operation) !== f.decidable.exclude &&
+        (r.escalatedTo === null || f.decidable.groups.includes(r.escalatedTo))))
   );
 }
 
@@ -209,8 +257,14 @@ async function approvalAt(
 ): Promise<PendingApproval | undefined> {
   if (!a.macValid) return void noteDamaged(a.threadId, a.envelopeHash);
   if (a.set) {
-    const members = await Promise.all(a.set.set.actions.map(async (x) => (x.envelopeHash === a.envelopeHash ? a : await app.deps.journal.getAction(x.envelopeHash))));
-    const first = members.filter((m): m is ActionRow => m !== undefined && m.macValid && matches(m, filter)).reduce((x, m) => (keyBefore(keyOf(m), keyOf(x)) ? m : x), a);
+    const members = await Promise.all(
+      a.set.set.actions.map(async (x) =>
+        x.envelopeHash === a.envelopeHash ? a : await app.deps.journal.getAction(x.envelopeHash),
+      ),
+    );
+    const first = members
+      .filter((m): m is ActionRow => m !== undefined && m.macValid && matches(m, filter))
+      .reduce((x, m) => (keyBefore(keyOf(m), keyOf(x)) ? m : x), a);
     if (first !== a) return undefined;
     const broken = a.set.set.actions.filter((x, i) => !members[i]?.macValid);
     if (broken.length > 0) {
@@ -218,7 +272,16 @@ async function approvalAt(
       for (const x of broken) noteDamaged(a.threadId, x.envelopeHash);
       return undefined;
     }
-    if (decidableBy !== undefined && !mayDecide(app, a, decidableBy, a.set.set.actions.map((x) => x.operation))) return undefined;
+    if (
+      decidableBy !== undefined &&
+      !mayDecide(
+        app,
+        a,
+        decidableBy,
+        a.set.set.actions.map((x) => x.operation),
+      )
+    )
+      return undefined;
     return setApproval(a, members as ActionRow[], now);
   }
   if (decidableBy !== undefined && !mayDecide(app, a, decidableBy)) return undefined;
@@ -240,7 +303,10 @@ async function approvalAt(
   };
 }
 
-const keyOf = (r: ActionRow): RegisteredKey => ({ registeredAt: r.registeredAt, envelopeHash: r.envelopeHash });
+const keyOf = (r: ActionRow): RegisteredKey => ({
+  registeredAt: r.registeredAt,
+  envelopeHash: r.envelopeHash,
+});
 
 /** A page's cursor: the key of its last row, opaque to the caller (base64url of JSON). */
 export function cursorOf(k: RegisteredKey): string {
@@ -250,7 +316,8 @@ export function cursorOf(k: RegisteredKey): string {
 function cursorKey(cursor: string): RegisteredKey {
   try {
     const v = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown;
-    if (Array.isArray(v) && v.length === 2 && typeof v[0] === "string" && typeof v[1] === "string") return { registeredAt: v[0], envelopeHash: v[1] };
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === "string" && typeof v[1] === "string")
+      return { registeredAt: v[0], envelopeHash: v[1] };
   } catch {
     // Reported below.
   }
@@ -277,12 +344,26 @@ function setApproval(first: ActionRow, members: ActionRow[], now: number): Pendi
     expired: Date.parse(m.set.expiresAt) <= now,
     changeSet: {
       setHash: m.setHash,
-      actions: members.map((x) => ({ actionId: x.set?.actionId ?? "a?", envelopeHash: x.envelopeHash, operation: x.envelope.operation, taskId: x.envelope.object.id, object: { ...x.envelope.object }, fields: Object.keys(x.envelope.params) })),
+      actions: members.map((x) => ({
+        actionId: x.set?.actionId ?? "a?",
+        envelopeHash: x.envelopeHash,
+        operation: x.envelope.operation,
+        taskId: x.envelope.object.id,
+        object: { ...x.envelope.object },
+        fields: Object.keys(x.envelope.params),
+      })),
     },
   };
 }
 
-function mayDecide(app: PendingSource, a: { envelope: { operation: string }; escalatedTo: string | null }, approverId: string, operations: string[] = [a.envelope.operation]): boolean {
+function mayDecide(
+  app: PendingSource,
+  a: { envelope: { operation: string }; escalatedTo: string | null },
+  approverId: string,
+  operations: string[] = [a.envelope.operation],
+): boolean {
   if (operations.some((op) => !allowedApprovers(app.deps.policy, op).has(approverId))) return false;
-  return a.escalatedTo === null || (app.deps.policy.approvers.groups[a.escalatedTo] ?? []).includes(approverId);
+  return (
+    a.escalatedTo === null || (app.deps.policy.approvers.groups[a.escalatedTo] ?? []).includes(approverId)
+  );
 }

@@ -40,7 +40,13 @@ export interface App extends ReadApp {
   deps: Deps;
 }
 
-export { listPending, pendingPage, type PendingApproval, type PendingPage, type PendingQuery } from "./pending.js";
+export {
+  listPending,
+  pendingPage,
+  type PendingApproval,
+  type PendingPage,
+  type PendingQuery,
+} from "./pending.js";
 
 export interface RunInput {
   request: string;
@@ -50,7 +56,8 @@ export interface RunInput {
   requesterSignature?: string;
 }
 
-export type ThreadStatus = "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
+export type ThreadStatus =
+  "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
 
 export interface ThreadView {
   threadId: string;
@@ -121,7 +128,10 @@ export function openApp(deps: Deps, opts: OpenOptions = {}): App {
  */
 export const RUN_DURABILITY = "sync" as const;
 
-const runConfig = (threadId: string) => ({ configurable: { thread_id: threadId }, durability: RUN_DURABILITY });
+const runConfig = (threadId: string) => ({
+  configurable: { thread_id: threadId },
+  durability: RUN_DURABILITY,
+});
 
 /** One node's state update, as it happens; the CLI shows each step from these. */
 export type StepListener = (node: string, update: Partial<State>) => void;
@@ -130,7 +140,10 @@ export type StepListener = (node: string, update: Partial<State>) => void;
 type Driven = { paused: true } | { paused: false; values: State | undefined };
 
 async function drive(app: App, input: unknown, threadId: string, onStep?: StepListener): Promise<Driven> {
-  const stream = await app.graph.stream(input as never, { ...runConfig(threadId), streamMode: ["updates", "values"] as const });
+  const stream = await app.graph.stream(input as never, {
+    ...runConfig(threadId),
+    streamMode: ["updates", "values"] as const,
+  });
   let paused = false;
   let values: State | undefined;
   for await (const [mode, chunk] of stream as AsyncIterable<["updates" | "values", unknown]>) {
@@ -152,7 +165,8 @@ async function drive(app: App, input: unknown, threadId: string, onStep?: StepLi
  * journal as viewThread does, without loading the checkpoint again; anything else is read in full.
  */
 async function viewAfter(app: App, threadId: string, driven: Driven): Promise<ThreadView> {
-  if (driven.paused || !driven.values || Object.keys(driven.values).length === 0) return viewThread(app, threadId);
+  if (driven.paused || !driven.values || Object.keys(driven.values).length === 0)
+    return viewThread(app, threadId);
   const { values, thread, action } = await overlayJournal(app, threadId, driven.values);
   const ahead = checkpointAhead(thread, action);
   if (ahead) return { threadId, status: "interrupted_run", next: [ahead], state: values };
@@ -167,15 +181,28 @@ async function viewAfter(app: App, threadId: string, driven: Driven): Promise<Th
 export async function viewThread(app: ReadApp, threadId: string): Promise<ThreadView> {
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
   const checkpointValues = snapshot.values as State | undefined;
-  if (!checkpointValues || Object.keys(checkpointValues).length === 0) return { threadId, status: "not_found" };
-  const { values, thread, action, question, revisionHistory } = await overlayJournal(app, threadId, checkpointValues);
+  if (!checkpointValues || Object.keys(checkpointValues).length === 0)
+    return { threadId, status: "not_found" };
+  const { values, thread, action, question, revisionHistory } = await overlayJournal(
+    app,
+    threadId,
+    checkpointValues,
+  );
   const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
   const first = pending[0];
-  const behind = first ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action) : undefined;
+  const behind = first
+    ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action)
+    : undefined;
   if (behind) {
     if (behind === "finished") return finishedView(app, threadId, values, action);
     // The stale pause's id: recover resumes it (recoverThread).
-    return { threadId, status: "interrupted_run", next: [behind], ...(first!.id ? { interruptId: first!.id } : {}), state: values };
+    return {
+      threadId,
+      status: "interrupted_run",
+      next: [behind],
+      ...(first!.id ? { interruptId: first!.id } : {}),
+      state: values,
+    };
   }
   if (first) {
     const fromCheckpoint = first.value as InterruptPayload;
@@ -184,17 +211,46 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
       // The question is the journal's; a pause at a question the journal has not open was written
       // into the checkpoint: the thread is where the journal says, and recover resumes the pause
       // (check_input drops the question and the run goes there).
-      if (question?.status !== "open") return { threadId, status: "interrupted_run", next: [checkpointAhead(thread, action) ?? "agent"], ...id, state: values };
-      return { threadId, status: "awaiting_input", input: inputRequestOfRow(question, threadId), ...id, state: values };
+      if (question?.status !== "open")
+        return {
+          threadId,
+          status: "interrupted_run",
+          next: [checkpointAhead(thread, action) ?? "agent"],
+          ...id,
+          state: values,
+        };
+      return {
+        threadId,
+        status: "awaiting_input",
+        input: inputRequestOfRow(question, threadId),
+        ...id,
+        state: values,
+      };
     }
     const payload: InterruptPayload =
       fromCheckpoint.kind === "approval" && action && action.macValid && action.phase === "registered"
-        ? approvalRequestFrom(action, action.set ? { members: await membersOf(app.deps, action), partialExecution: app.deps.policy.partialExecution } : {})
+        ? approvalRequestFrom(
+            action,
+            action.set
+              ? {
+                  members: await membersOf(app.deps, action),
+                  partialExecution: app.deps.policy.partialExecution,
+                }
+              : {},
+          )
         : fromCheckpoint;
     const history = revisionHistory ? { revisionHistory } : {};
-    return { threadId, status: "awaiting_approval", approval: payload as ApprovalRequest, ...id, state: values, ...history };
+    return {
+      threadId,
+      status: "awaiting_approval",
+      approval: payload as ApprovalRequest,
+      ...id,
+      state: values,
+      ...history,
+    };
   }
-  if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
+  if (snapshot.next.length > 0)
+    return { threadId, status: "interrupted_run", next: [...snapshot.next], state: values };
   const ahead = checkpointAhead(thread, action);
   if (ahead) return { threadId, status: "interrupted_run", next: [ahead], state: values };
   return finishedView(app, threadId, values, action);
@@ -206,12 +262,20 @@ export async function viewThread(app: ReadApp, threadId: string): Promise<Thread
  * in the journal before its checkpoint. The thread is where the journal says; `recover` continues it
  * from there (through resync). Undefined for a thread the journal closed or does not know.
  */
-function checkpointAhead(thread: ThreadRecord | undefined, action: ActionRow | undefined): NonNullable<ReturnType<typeof nextFromJournal>> | "agent" | undefined {
+function checkpointAhead(
+  thread: ThreadRecord | undefined,
+  action: ActionRow | undefined,
+): NonNullable<ReturnType<typeof nextFromJournal>> | "agent" | undefined {
   if (!thread || thread.closed) return undefined;
   return nextFromJournal(thread, action) ?? "agent";
 }
 
-async function finishedView(app: ReadApp, threadId: string, values: State, action: ActionRow | undefined): Promise<ThreadView> {
+async function finishedView(
+  app: ReadApp,
+  threadId: string,
+  values: State,
+  action: ActionRow | undefined,
+): Promise<ThreadView> {
   const changeSetOutcome = action?.macValid ? await setOutcomeOf(app, action) : undefined;
   return { threadId, status: "finished", state: values, ...(changeSetOutcome ? { changeSetOutcome } : {}) };
 }
@@ -224,7 +288,12 @@ async function finishedView(app: ReadApp, threadId: string, values: State, actio
  * checkpoint and the journal agree that a decision is awaited (or the row fails its seal: the gate
  * refuses that one on resume).
  */
-async function checkpointBehind(app: ReadApp, threadId: string, payload: InterruptPayload | undefined, action: ActionRow | undefined): Promise<"finished" | NonNullable<ReturnType<typeof nextFromJournal>> | undefined> {
+async function checkpointBehind(
+  app: ReadApp,
+  threadId: string,
+  payload: InterruptPayload | undefined,
+  action: ActionRow | undefined,
+): Promise<"finished" | NonNullable<ReturnType<typeof nextFromJournal>> | undefined> {
   if (payload?.kind !== "approval" || !action?.macValid || action.phase === "registered") return undefined;
   const thread = await app.deps.journal.getThread(threadId);
   if (thread?.closed) return "finished";
@@ -240,7 +309,11 @@ async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetO
   const members = action.set ? await membersOf(app.deps, action) : [action];
   const actions: SetActionOutcome[] = [...rejected.rows];
   for (const m of members) {
-    const outcome = actionOutcomeOf(m, await app.deps.journal.findExecution(m.envelopeHash), m.set?.actionId ?? rejected.keptId);
+    const outcome = actionOutcomeOf(
+      m,
+      await app.deps.journal.findExecution(m.envelopeHash),
+      m.set?.actionId ?? rejected.keptId,
+    );
     if (!outcome) continue;
     const { createdId: _c, ...row } = outcome;
     actions.push(row);
@@ -251,7 +324,10 @@ async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetO
 }
 
 /** The actions rejected per action in earlier revisions of this thread's change set, from the journal's superseded rows. */
-async function rejectedInEarlierRevisions(app: ReadApp, action: ActionRow): Promise<{ rows: SetActionOutcome[]; keptId?: string; setHash?: string }> {
+async function rejectedInEarlierRevisions(
+  app: ReadApp,
+  action: ActionRow,
+): Promise<{ rows: SetActionOutcome[]; keptId?: string; setHash?: string }> {
   const rows: SetActionOutcome[] = [];
   let keptId: string | undefined;
   let setHash: string | undefined;
@@ -283,15 +359,26 @@ async function rejectedInEarlierRevisions(app: ReadApp, action: ActionRow): Prom
   return { rows, ...(keptId ? { keptId } : {}), ...(setHash ? { setHash } : {}) };
 }
 
-export async function startRun(app: App, input: RunInput, opts: { threadId?: string; onStep?: StepListener } = {}): Promise<ThreadView> {
+export async function startRun(
+  app: App,
+  input: RunInput,
+  opts: { threadId?: string; onStep?: StepListener } = {},
+): Promise<ThreadView> {
   const threadId = opts.threadId ?? randomUUID();
-  if (!input.request.trim()) throw new UsageError("the request is empty; say what should change, e.g. \"rename task 4 to X\"");
+  if (!input.request.trim())
+    throw new UsageError('the request is empty; say what should change, e.g. "rename task 4 to X"');
   const existing = await viewThread(app, threadId);
-  if (existing.status !== "not_found") throw new UsageError(`thread ${threadId} already exists (${existing.status})`);
+  if (existing.status !== "not_found")
+    throw new UsageError(`thread ${threadId} already exists (${existing.status})`);
   await withThreadLock(app, threadId, async () => {
     await drive(
       app,
-      { request: input.request, requestedBy: input.requestedBy, ...(input.scope ? { scope: input.scope } : {}), ...(input.requesterSignature ? { requesterSignature: input.requesterSignature } : {}) },
+      {
+        request: input.request,
+        requestedBy: input.requestedBy,
+        ...(input.scope ? { scope: input.scope } : {}),
+        ...(input.requesterSignature ? { requesterSignature: input.requesterSignature } : {}),
+      },
       threadId,
       opts.onStep,
     );
@@ -303,12 +390,23 @@ export async function startRun(app: App, input: RunInput, opts: { threadId?: str
  * Submits one resume value. Refuses, without touching the thread, when nothing is pending: an ended
  * thread never restarts because a late decision arrived.
  */
-export async function submitDecision(app: App, threadId: string, resume: unknown, onStep?: StepListener): Promise<ThreadView> {
+export async function submitDecision(
+  app: App,
+  threadId: string,
+  resume: unknown,
+  onStep?: StepListener,
+): Promise<ThreadView> {
   return withThreadLock(app, threadId, async () => {
     const journal = app.deps.journal;
-    const [thread, action, question] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId), journal.getQuestion(threadId)]);
+    const [thread, action, question] = await Promise.all([
+      journal.getThread(threadId),
+      journal.currentAction(threadId),
+      journal.getQuestion(threadId),
+    ]);
     // The journal says whether a decision is awaited; the checkpoint only whether a run is paused to take it.
-    const paused = (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some((t) => (t.interrupts ?? []).length > 0);
+    const paused = (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some(
+      (t) => (t.interrupts ?? []).length > 0,
+    );
     const refused = notWaiting(threadId, paused, thread, action, question);
     if (refused) throw refused;
     return viewAfter(app, threadId, await drive(app, new Command({ resume }), threadId, onStep));
@@ -322,15 +420,37 @@ export async function submitDecision(app: App, threadId: string, resume: unknown
  * (a crash right after the claim) still takes the decision: it is not applied (await_approval's gate
  * sees the journal has moved on), and the decision the journal accepted first runs, once.
  */
-function notWaiting(threadId: string, paused: boolean, thread: ThreadRecord | undefined, action: ActionRow | undefined, question: QuestionEntry | undefined): DecisionNotAcceptedError | undefined {
-  if (!thread) return new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
-  if (thread.closed) return new DecisionNotAcceptedError(threadId, "THREAD_ENDED", `the thread already ended ${thread.closed.outcome} / ${thread.closed.reasonCode}; the decision was not applied`);
-  if (paused && (question?.status === "open" || (action && action.phase !== "closed" && action.phase !== "superseded"))) return undefined;
-  return new DecisionNotAcceptedError(threadId, "NOT_AWAITING_APPROVAL", `the thread is not waiting for a decision (a run stopped before ${nextFromJournal(thread, action) ?? "agent"}); use "recover" to finish it`);
+function notWaiting(
+  threadId: string,
+  paused: boolean,
+  thread: ThreadRecord | undefined,
+  action: ActionRow | undefined,
+  question: QuestionEntry | undefined,
+): DecisionNotAcceptedError | undefined {
+  if (!thread)
+    return new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+  if (thread.closed)
+    return new DecisionNotAcceptedError(
+      threadId,
+      "THREAD_ENDED",
+      `the thread already ended ${thread.closed.outcome} / ${thread.closed.reasonCode}; the decision was not applied`,
+    );
+  if (
+    paused &&
+    (question?.status === "open" || (action && action.phase !== "closed" && action.phase !== "superseded"))
+  )
+    return undefined;
+  return new DecisionNotAcceptedError(
+    threadId,
+    "NOT_AWAITING_APPROVAL",
+    `the thread is not waiting for a decision (a run stopped before ${nextFromJournal(thread, action) ?? "agent"}); use "recover" to finish it`,
+  );
 }
 
 /** What `recover` resumes a checkpoint that is behind the journal with: never a decision (await_approval's gate stops it first). */
-const RESUME_FROM_JOURNAL = { recover: "the journal has moved past this approval; continue from where it says the thread is" };
+const RESUME_FROM_JOURNAL = {
+  recover: "the journal has moved past this approval; continue from where it says the thread is",
+};
 
 /** Continues a run that a crash stopped between nodes; the journal keeps it from writing twice. */
 export async function recoverThread(app: App, threadId: string, onStep?: StepListener): Promise<ThreadView> {
@@ -345,8 +465,14 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
     // run continues as is.
     // A checkpoint at the graph's end that the journal has not closed (checkpointAhead) has no step to
     // continue: the run is sent to resync, which goes where the journal says.
-    const atEnd = !view.interruptId && (await app.graph.getState({ configurable: { thread_id: threadId } })).next.length === 0;
-    const input = view.interruptId ? new Command({ resume: { [view.interruptId]: RESUME_FROM_JOURNAL } }) : atEnd ? new Command({ goto: "resync" }) : null;
+    const atEnd =
+      !view.interruptId &&
+      (await app.graph.getState({ configurable: { thread_id: threadId } })).next.length === 0;
+    const input = view.interruptId
+      ? new Command({ resume: { [view.interruptId]: RESUME_FROM_JOURNAL } })
+      : atEnd
+        ? new Command({ goto: "resync" })
+        : null;
     await drive(app, input, threadId, onStep);
     return viewThread(app, threadId);
   });
@@ -359,7 +485,8 @@ const REFUSAL_EVENTS = ["decision_refused", "answer_refused"] as const;
 async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State) {
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
-  if (!thread && !action) return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };
+  if (!thread && !action)
+    return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };
   const previousHash = action?.envelope.previousEnvelopeHash;
   const [entry, records, question, turns, previous] = await Promise.all([
     action ? journal.findExecution(action.envelopeHash) : undefined,
@@ -370,7 +497,12 @@ async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: 
   ]);
   // Refused decisions and answers as the audit log recorded them; never state's list, which any client can write.
   const refusals = refusalsRecorded(records);
-  const journalView = viewOf({ thread, action, execution: entry, previous: previous?.macValid ? previous : undefined });
+  const journalView = viewOf({
+    thread,
+    action,
+    execution: entry,
+    previous: previous?.macValid ? previous : undefined,
+  });
   // Everything else is the thread view of the journal's rows; the ending is the journal's, or none while
   // the journal has not closed the thread: an outcome written into state is never shown as one.
   const values: State = {
@@ -387,7 +519,11 @@ async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T
   const owner = `${process.pid}:${randomUUID()}`;
   const got = await app.deps.journal.acquireThreadLock(threadId, owner, 5 * 60_000);
   if (!got) {
-    throw new DecisionNotAcceptedError(threadId, "IN_PROGRESS", "another process is working on this thread right now; try again when it has finished");
+    throw new DecisionNotAcceptedError(
+      threadId,
+      "IN_PROGRESS",
+      "another process is working on this thread right now; try again when it has finished",
+    );
   }
   try {
     return await fn();
@@ -415,23 +551,52 @@ export async function sweepExpired(app: App, onStep?: StepListener): Promise<Swe
     const view = await viewThread(app, row.threadId);
     if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== row.envelopeHash) {
       // Waiting in the journal, but the run is not paused at this approval (a crash between steps): `recover` first.
-      results.push({ threadId: row.threadId, envelopeHash: row.envelopeHash, result: "skipped", detail: `thread is ${view.status}` });
+      results.push({
+        threadId: row.threadId,
+        envelopeHash: row.envelopeHash,
+        result: "skipped",
+        detail: `thread is ${view.status}`,
+      });
       continue;
     }
     try {
       const after = await submitDecision(
         app,
         row.threadId,
-        { decisions: [{ type: "expire", envelopeHash: row.envelopeHash, nonce: view.approval.nonce, by: { id: "system:sweep" } }] },
+        {
+          decisions: [
+            {
+              type: "expire",
+              envelopeHash: row.envelopeHash,
+              nonce: view.approval.nonce,
+              by: { id: "system:sweep" },
+            },
+          ],
+        },
         onStep,
       );
       results.push(
         after.status === "awaiting_approval"
-          ? { threadId: row.threadId, envelopeHash: row.envelopeHash, result: "escalated", detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}` }
-          : { threadId: row.threadId, envelopeHash: row.envelopeHash, result: "expired", detail: `${after.state?.outcome} / ${after.state?.reasonCode}` },
+          ? {
+              threadId: row.threadId,
+              envelopeHash: row.envelopeHash,
+              result: "escalated",
+              detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`,
+            }
+          : {
+              threadId: row.threadId,
+              envelopeHash: row.envelopeHash,
+              result: "expired",
+              detail: `${after.state?.outcome} / ${after.state?.reasonCode}`,
+            },
       );
     } catch (e) {
-      results.push({ threadId: row.threadId, envelopeHash: row.envelopeHash, result: "skipped", detail: (e as Error).message });
+      results.push({
+        threadId: row.threadId,
+        envelopeHash: row.envelopeHash,
+        result: "skipped",
+        detail: (e as Error).message,
+      });
     }
   }
   return results;

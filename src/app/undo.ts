@@ -10,9 +10,18 @@ import { UsageError } from "../errors.js";
 import { undoPlanFor, undoRequest } from "../hitl/compensation.js";
 import { startRun, type App, type StepListener, type ThreadView } from "./threads.js";
 
-export async function startUndo(app: App, threadId: string, requestedBy: string, opts: { onStep?: StepListener } = {}): Promise<ThreadView> {
+export async function startUndo(
+  app: App,
+  threadId: string,
+  requestedBy: string,
+  opts: { onStep?: StepListener } = {},
+): Promise<ThreadView> {
   // Checked first so the command line says why at once, without starting a thread that would only end NOT_UNDOABLE.
   const undo = await undoPlanFor(app.deps.journal, threadId, undefined, app.deps.policy);
   if (!undo.ok) throw new UsageError(`${undo.code}: ${undo.reason}`);
-  return startRun(app, { request: undoRequest(threadId), requestedBy }, opts.onStep ? { onStep: opts.onStep } : {});
+  return startRun(
+    app,
+    { request: undoRequest(threadId), requestedBy },
+    opts.onStep ? { onStep: opts.onStep } : {},
+  );
 }

@@ -20,7 +20,14 @@
  */
 import { Auth, HTTPException, type AuthFilters } from "@langchain/langgraph-sdk/auth";
 import { loadConfig } from "../config/env.js";
-import { authorize, dropHeadCheckpoint, namedCheckpointId, rolePermission, type ApiUser, type AuthMode } from "./rules.js";
+import {
+  authorize,
+  dropHeadCheckpoint,
+  namedCheckpointId,
+  rolePermission,
+  type ApiUser,
+  type AuthMode,
+} from "./rules.js";
 import { loadApiTokens, principalFor, type ApiTokenTable } from "./tokens.js";
 import { serverDeps } from "../runtime/server-deps.js";
 import { nextFromJournal } from "../store/action-machine.js";
@@ -31,7 +38,12 @@ import { refusedRoute, refusedRouteEntry } from "./routes.js";
 const CHALLENGE = { "WWW-Authenticate": 'Bearer realm="action-envelope"' };
 
 /** The open-mode user. It never reaches the graph: runs started in open mode carry no langgraph_auth_user (rules.ts). */
-export const ANONYMOUS = { identity: "anonymous", display_name: "anonymous", permissions: ["unauthenticated"], is_authenticated: false };
+export const ANONYMOUS = {
+  identity: "anonymous",
+  display_name: "anonymous",
+  permissions: ["unauthenticated"],
+  is_authenticated: false,
+};
 
 function unauthorized(message: string): HTTPException {
   return new HTTPException(401, { message, headers: CHALLENGE });
@@ -41,13 +53,27 @@ function unauthorized(message: string): HTTPException {
  * The caller, unless the request addresses a route that is not served (src/auth/routes.ts): then 403,
  * after a request_refused audit record naming the caller (the refusal stands if the audit log fails).
  */
-async function admitRoute<U extends { identity: string }>(request: Request, pathname: string, user: U, mode: AuthMode): Promise<U> {
+async function admitRoute<U extends { identity: string }>(
+  request: Request,
+  pathname: string,
+  user: U,
+  mode: AuthMode,
+): Promise<U> {
   const refused = refusedRoute(request.method, pathname, mode);
   if (!refused) return user;
   const message = `refused ${request.method} ${pathname}: ${refused.reason}`;
   try {
     const deps = await serverDeps();
-    await deps.audit.append(refusedRouteEntry(request.method, pathname, refused.route, refused.reason, user.identity, deps.clock().toISOString()));
+    await deps.audit.append(
+      refusedRouteEntry(
+        request.method,
+        pathname,
+        refused.route,
+        refused.reason,
+        user.identity,
+        deps.clock().toISOString(),
+      ),
+    );
   } catch (e) {
     console.error(`action-envelope: could not audit a refused request (${(e as Error).message}): ${message}`);
   }
@@ -66,10 +92,14 @@ export function createAuth(
       // The web inbox (below) makes its own cross-site and host checks, for its forms and its sign-in.
       if (!(pathname === "/inbox" || pathname.startsWith("/inbox/"))) {
         const problem = browserOriginProblem(request, origins);
-        if (problem) throw new HTTPException(403, { message: `refused ${request.method} ${pathname}: ${problem}` });
+        if (problem)
+          throw new HTTPException(403, { message: `refused ${request.method} ${pathname}: ${problem}` });
       }
       // POST /internal/truncate wipes threads and checkpoints and asks no authorization event.
-      if (pathname.startsWith("/internal/")) throw new HTTPException(403, { message: `refused ${request.method} ${pathname}: internal maintenance routes are not served` });
+      if (pathname.startsWith("/internal/"))
+        throw new HTTPException(403, {
+          message: `refused ${request.method} ${pathname}: internal maintenance routes are not served`,
+        });
       // The readiness probe of `npm run dev` (src/cli/dev-server.ts); /ok raises no authorization event.
       if (pathname === "/ok" && request.method === "GET") return { ...ANONYMOUS, permissions: [] };
       // The web inbox mounted next to the API (langgraph.json http.app, src/inbox/mount.ts) signs its
@@ -79,12 +109,17 @@ export function createAuth(
       if (!tokens) return admitRoute(request, pathname, ANONYMOUS, mode);
       const principal = principalFor(tokens, presentedToken(request));
       if (!principal) throw unauthorized("unknown API token");
-      return admitRoute(request, pathname, {
-        identity: principal.identity,
-        display_name: principal.identity,
-        permissions: principal.roles.map(rolePermission),
-        is_authenticated: true,
-      }, mode);
+      return admitRoute(
+        request,
+        pathname,
+        {
+          identity: principal.identity,
+          display_name: principal.identity,
+          permissions: principal.roles.map(rolePermission),
+          is_authenticated: true,
+        },
+        mode,
+      );
     })
     .on("*", ({ event, value, user }) => {
       const judge = () => {
@@ -92,7 +127,12 @@ export function createAuth(
         if (!verdict.allow) throw new HTTPException(verdict.status, { message: verdict.message });
         return verdict.filters;
       };
-      if (event === "threads:create_run" && isRecord(value) && isRecord(value["kwargs"]) && typeof value["thread_id"] === "string") {
+      if (
+        event === "threads:create_run" &&
+        isRecord(value) &&
+        isRecord(value["kwargs"]) &&
+        typeof value["thread_id"] === "string"
+      ) {
         const kwargs = value["kwargs"];
         const threadId = value["thread_id"];
         // useStream names the thread's current head checkpoint on every submit; that is not a fork.
@@ -113,7 +153,8 @@ export function createAuth(
     });
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * The API token a request presents: `Authorization: Bearer <token>`, or `x-api-key: <token>` (how the
@@ -125,12 +166,19 @@ function presentedToken(request: Request): string {
   let bearer: string | undefined;
   if (header) {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!m) throw unauthorized("the Authorization header must be: Bearer <API token> (or send the token as x-api-key)");
+    if (!m)
+      throw unauthorized(
+        "the Authorization header must be: Bearer <API token> (or send the token as x-api-key)",
+      );
     bearer = m[1]!;
   }
-  if (bearer && apiKey && bearer !== apiKey) throw unauthorized("Authorization: Bearer and x-api-key carry different tokens; send one");
+  if (bearer && apiKey && bearer !== apiKey)
+    throw unauthorized("Authorization: Bearer and x-api-key carry different tokens; send one");
   const token = bearer ?? apiKey;
-  if (!token) throw unauthorized("missing Authorization: Bearer <API token> (or x-api-key: <API token>); ACTION_ENVELOPE_API_TOKENS is set on this server");
+  if (!token)
+    throw unauthorized(
+      "missing Authorization: Bearer <API token> (or x-api-key: <API token>); ACTION_ENVELOPE_API_TOKENS is set on this server",
+    );
   return token;
 }
 
@@ -152,21 +200,37 @@ async function servedHead(threadId: string): Promise<string | undefined> {
  * the text of its last human message, or undefined when the run is anything else.
  */
 function chatFromApprover(kwargs: Record<string, unknown>, user: ApiUser): string | undefined {
-  if (!user.permissions.includes(rolePermission("approver")) || user.permissions.includes(rolePermission("requester"))) return undefined;
+  if (
+    !user.permissions.includes(rolePermission("approver")) ||
+    user.permissions.includes(rolePermission("requester"))
+  )
+    return undefined;
   if (kwargs["command"] !== undefined && kwargs["command"] !== null) return undefined;
   const input = kwargs["input"];
-  if (!isRecord(input) || !Array.isArray(input["messages"]) || Object.keys(input).some((k) => k !== "messages" && k !== "context")) return undefined;
+  if (
+    !isRecord(input) ||
+    !Array.isArray(input["messages"]) ||
+    Object.keys(input).some((k) => k !== "messages" && k !== "context")
+  )
+    return undefined;
   const last = input["messages"].at(-1) as { type?: unknown; role?: unknown; content?: unknown } | undefined;
   if (!last || !(last.type === "human" || last.role === "user" || last.role === "human")) return undefined;
   if (typeof last.content === "string") return last.content;
   if (!Array.isArray(last.content)) return undefined;
-  return last.content.map((p: { type?: unknown; text?: unknown }) => (p?.type === "text" && typeof p.text === "string" ? p.text : "")).join("");
+  return last.content
+    .map((p: { type?: unknown; text?: unknown }) =>
+      p?.type === "text" && typeof p.text === "string" ? p.text : "",
+    )
+    .join("");
 }
 
 /** Whether the journal says this thread waits for an approval (its next step is await_approval). */
 async function approvalWaits(threadId: string): Promise<boolean> {
   const deps = await serverDeps();
-  return nextFromJournal(await deps.journal.getThread(threadId), await deps.journal.currentAction(threadId)) === "await_approval";
+  return (
+    nextFromJournal(await deps.journal.getThread(threadId), await deps.journal.currentAction(threadId)) ===
+    "await_approval"
+  );
 }
 
 /** The run becomes a resume carrying the message's text, which check_decision reads as a decision (src/hitl/text-decision.ts). */

@@ -36,9 +36,15 @@ const listOf = (v: string | undefined): string[] =>
     .map((s) => s.trim())
     .filter(Boolean);
 
-export function originPolicyFromEnvironment(restrictHost: boolean, env: NodeJS.ProcessEnv = process.env): OriginPolicy {
+export function originPolicyFromEnvironment(
+  restrictHost: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+): OriginPolicy {
   return {
-    origins: new Set([STUDIO_ORIGIN, ...listOf(env["ACTION_ENVELOPE_API_ORIGINS"]).map((o) => o.replace(/\/+$/, ""))]),
+    origins: new Set([
+      STUDIO_ORIGIN,
+      ...listOf(env["ACTION_ENVELOPE_API_ORIGINS"]).map((o) => o.replace(/\/+$/, "")),
+    ]),
     hosts: new Set(listOf(env["ACTION_ENVELOPE_API_HOSTS"]).map((h) => h.toLowerCase())),
     restrictHost,
   };
@@ -74,10 +80,12 @@ export function browserOriginProblem(request: Request, policy: OriginPolicy): st
     } catch {
       own = false;
     }
-    if (!own) return `requests from origin ${JSON.stringify(origin)} are refused: only this server's own pages and LangGraph Studio (${STUDIO_ORIGIN}) may call this API from a browser`;
+    if (!own)
+      return `requests from origin ${JSON.stringify(origin)} are refused: only this server's own pages and LangGraph Studio (${STUDIO_ORIGIN}) may call this API from a browser`;
     return null;
   }
   const site = request.headers.get("sec-fetch-site");
-  if (site === "cross-site" || site === "same-site") return `a ${site} browser request without Origin is refused`;
+  if (site === "cross-site" || site === "same-site")
+    return `a ${site} browser request without Origin is refused`;
   return null;
 }

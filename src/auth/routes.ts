@@ -26,7 +26,8 @@ import type { AuditEntry } from "../store/audit.js";
  * - refusedWithTokens: 403 with a token file; in open development mode every caller is the same
  *   anonymous user, so a handler that keeps the first caller's authorization acts for the same user.
  */
-export type RouteCheck = { checked: string } | { open: string } | { refused: string } | { refusedWithTokens: string };
+export type RouteCheck =
+  { checked: string } | { open: string } | { refused: string } | { refusedWithTokens: string };
 
 export interface ApiRoute {
   /** HTTP method as the router registers it, or "*" for every method (refused routes only). */
@@ -87,7 +88,8 @@ export const API_ROUTES: readonly ApiRoute[] = [
   r("GET", "/threads/:thread_id/runs/:run_id/stream", ev("threads:read")),
   r("POST", "/threads/:thread_id/runs/:run_id/cancel", ev("threads:update")),
   r("GET", "/runs/:run_id/stream", {
-    refusedWithTokens: "joining a run by run id alone is not served: the server authorizes it without the thread, so the thread's owner is never checked; join it as GET /threads/{thread_id}/runs/{run_id}/stream",
+    refusedWithTokens:
+      "joining a run by run id alone is not served: the server authorizes it without the thread, so the thread's owner is never checked; join it as GET /threads/{thread_id}/runs/{run_id}/stream",
   }),
   // crons: not implemented by this server version; rules.ts refuses crons:* too
   r("POST", "/runs/crons", { refused: "scheduled runs are not offered" }),
@@ -133,11 +135,16 @@ const REFUSED = API_ROUTES.flatMap((x) =>
 );
 
 /** The refused route this request addresses in this mode ("tokens": a token file is set), or null. */
-export function refusedRoute(method: string, pathname: string, mode: "open" | "tokens"): { route: ApiRoute; reason: string } | null {
+export function refusedRoute(
+  method: string,
+  pathname: string,
+  mode: "open" | "tokens",
+): { route: ApiRoute; reason: string } | null {
   const m = method.toUpperCase();
   for (const x of REFUSED) {
     if (x.tokensOnly && mode !== "tokens") continue;
-    if ((x.method === "*" || x.method === m || (m === "HEAD" && x.method === "GET")) && x.re.test(pathname)) return { route: x, reason: x.why };
+    if ((x.method === "*" || x.method === m || (m === "HEAD" && x.method === "GET")) && x.re.test(pathname))
+      return { route: x, reason: x.why };
   }
   return null;
 }
@@ -149,8 +156,18 @@ export function threadOfPath(pathname: string): string {
 }
 
 /** The audit record of a request refused at the server's edge (a route that is not served). */
-export function refusedRouteEntry(method: string, pathname: string, route: ApiRoute, reason: string, caller: string, at: string): AuditEntry {
-  const digest = createHash("sha256").update(`${at}\n${caller}\n${method} ${pathname}\n${randomUUID()}`).digest("hex").slice(0, 16);
+export function refusedRouteEntry(
+  method: string,
+  pathname: string,
+  route: ApiRoute,
+  reason: string,
+  caller: string,
+  at: string,
+): AuditEntry {
+  const digest = createHash("sha256")
+    .update(`${at}\n${caller}\n${method} ${pathname}\n${randomUUID()}`)
+    .digest("hex")
+    .slice(0, 16);
   return {
     threadId: threadOfPath(pathname),
     revision: 0,

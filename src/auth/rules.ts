@@ -23,30 +23,43 @@ export interface ApiUser {
 }
 
 export type Verdict =
-  | { allow: true; filters?: Record<string, string> }
-  | { allow: false; status: 403; message: string };
+  { allow: true; filters?: Record<string, string> } | { allow: false; status: 403; message: string };
 
 export const rolePermission = (role: ApiRole) => `role:${role}`;
 
 function rolesOf(user: ApiUser): Set<ApiRole> {
   const roles = new Set<ApiRole>();
   for (const p of user.permissions) {
-    if (p === "role:requester" || p === "role:approver" || p === "role:admin") roles.add(p.slice(5) as ApiRole);
+    if (p === "role:requester" || p === "role:approver" || p === "role:admin")
+      roles.add(p.slice(5) as ApiRole);
   }
   return roles;
 }
 
-const refuse = (event: string, why: string): Verdict => ({ allow: false, status: 403, message: `refused ${event} for graph ${GRAPH_ID}: ${why}` });
-const allow = (filters?: Record<string, string>): Verdict => (filters ? { allow: true, filters } : { allow: true });
+const refuse = (event: string, why: string): Verdict => ({
+  allow: false,
+  status: 403,
+  message: `refused ${event} for graph ${GRAPH_ID}: ${why}`,
+});
+const allow = (filters?: Record<string, string>): Verdict =>
+  filters ? { allow: true, filters } : { allow: true };
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Configurable keys that select a checkpoint to run from (a fork or replay), or reach LangGraph internals. */
 function checkpointSelector(configurable: Record<string, unknown>): string | undefined {
   for (const [key, value] of Object.entries(configurable)) {
     if (value === undefined || value === null) continue;
     if (key === "checkpoint_ns" && value === "") continue;
-    if (key === "checkpoint_id" || key === "checkpoint_ns" || key === "checkpoint_map" || key === "thread_ts" || key.startsWith("__pregel")) return key;
+    if (
+      key === "checkpoint_id" ||
+      key === "checkpoint_ns" ||
+      key === "checkpoint_map" ||
+      key === "thread_ts" ||
+      key.startsWith("__pregel")
+    )
+      return key;
   }
   return undefined;
 }
@@ -56,7 +69,11 @@ function nonEmptyBreakpoints(v: unknown): boolean {
 }
 
 /** Keys the server stamps on every run's config.configurable from the authenticated user (langgraph-api dist/utils/run-auth.mjs). */
-const AUTH_USER_KEYS = ["langgraph_auth_user", "langgraph_auth_user_id", "langgraph_auth_permissions"] as const;
+const AUTH_USER_KEYS = [
+  "langgraph_auth_user",
+  "langgraph_auth_user_id",
+  "langgraph_auth_permissions",
+] as const;
 
 /**
  * Open mode: the anonymous user is not passed on to the graph. Nodes treat a langgraph_auth_user as
@@ -82,34 +99,52 @@ function forgetAnonymousUser(kwargs: Record<string, unknown>): void {
  * - no multitask_strategy interrupt/rollback (it cancels another caller's run; rollback deletes its checkpoints);
  * - input and command.resume not both (an empty input `{}` beside a resume counts as none).
  */
-export function classifyRun(kwargs: Record<string, unknown>, multitaskStrategy: unknown): { kind: "input" | "resume" | "continue" } | { refused: string } {
+export function classifyRun(
+  kwargs: Record<string, unknown>,
+  multitaskStrategy: unknown,
+): { kind: "input" | "resume" | "continue" } | { refused: string } {
   const command = kwargs["command"];
   if (command !== undefined && command !== null) {
     if (!isRecord(command)) return { refused: "command must be an object carrying only resume" };
     const other = Object.keys(command).filter((k) => k !== "resume" && command[k] !== undefined);
     if (other.length > 0) {
-      return { refused: `command.${other.join(", command.")} is not accepted from API clients; only command.resume (a decision or an answer) is. Graph state and routing are decided by the graph and its journal` };
+      return {
+        refused: `command.${other.join(", command.")} is not accepted from API clients; only command.resume (a decision or an answer) is. Graph state and routing are decided by the graph and its journal`,
+      };
     }
   }
   for (const key of ["interrupt_before", "interrupt_after"] as const) {
     if (nonEmptyBreakpoints(kwargs[key])) {
-      return { refused: `${key} is not accepted: a breakpoint stops the run where its state could then be edited; the graph stops only where it asks a human` };
+      return {
+        refused: `${key} is not accepted: a breakpoint stops the run where its state could then be edited; the graph stops only where it asks a human`,
+      };
     }
   }
   const config = kwargs["config"];
   const configurable = isRecord(config) && isRecord(config["configurable"]) ? config["configurable"] : {};
   const selector = checkpointSelector(configurable);
   if (selector) {
-    return { refused: `a run from a chosen checkpoint (${selector}; SDK checkpointId / checkpoint) is a fork or replay of earlier state and is not accepted; runs continue from the thread's latest checkpoint` };
+    return {
+      refused: `a run from a chosen checkpoint (${selector}; SDK checkpointId / checkpoint) is a fork or replay of earlier state and is not accepted; runs continue from the thread's latest checkpoint`,
+    };
   }
   if (multitaskStrategy === "interrupt" || multitaskStrategy === "rollback") {
-    return { refused: `multitask_strategy "${multitaskStrategy}" cancels the run in progress on this thread${multitaskStrategy === "rollback" ? " and deletes its checkpoints" : ""}; use "reject" or "enqueue"` };
+    return {
+      refused: `multitask_strategy "${multitaskStrategy}" cancels the run in progress on this thread${multitaskStrategy === "rollback" ? " and deletes its checkpoints" : ""}; use "reject" or "enqueue"`,
+    };
   }
   const hasResume = isRecord(command) && command["resume"] !== undefined;
   // agent-chat-ui resumes with submit({}, {command: {resume}}): an empty input beside a resume is no input.
   const input = kwargs["input"];
-  const hasInput = input !== undefined && input !== null && !(hasResume && isRecord(input) && Object.keys(input).length === 0);
-  if (hasResume && hasInput) return { refused: "a run carries either input (a new request) or command.resume (a decision or an answer), not both" };
+  const hasInput =
+    input !== undefined &&
+    input !== null &&
+    !(hasResume && isRecord(input) && Object.keys(input).length === 0);
+  if (hasResume && hasInput)
+    return {
+      refused:
+        "a run carries either input (a new request) or command.resume (a decision or an answer), not both",
+    };
   return { kind: hasResume ? "resume" : hasInput ? "input" : "continue" };
 }
 
@@ -119,13 +154,20 @@ export function classifyRun(kwargs: Record<string, unknown>, multitaskStrategy: 
  */
 export function namedCheckpointId(kwargs: Record<string, unknown>): string | undefined {
   const config = kwargs["config"];
-  const configurable = isRecord(config) && isRecord(config["configurable"]) ? config["configurable"] : undefined;
+  const configurable =
+    isRecord(config) && isRecord(config["configurable"]) ? config["configurable"] : undefined;
   if (!configurable || typeof configurable["checkpoint_id"] !== "string") return undefined;
   for (const [key, value] of Object.entries(configurable)) {
     if (value === undefined || value === null || key === "checkpoint_id") continue;
     if (key === "checkpoint_ns" && value === "") continue;
     if (key === "checkpoint_map" && isRecord(value) && Object.keys(value).length === 0) continue;
-    if (key === "checkpoint_ns" || key === "checkpoint_map" || key === "thread_ts" || key.startsWith("__pregel")) return undefined;
+    if (
+      key === "checkpoint_ns" ||
+      key === "checkpoint_map" ||
+      key === "thread_ts" ||
+      key.startsWith("__pregel")
+    )
+      return undefined;
   }
   return configurable["checkpoint_id"];
 }
@@ -175,9 +217,16 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
     case "threads:create": {
       // POST /threads/{id}/copy authorizes its new thread as threads:create with metadata.thread_id = the new id.
       if (isRecord(v["metadata"]) && v["metadata"]["thread_id"] !== undefined) {
-        return refuse(event, "copying a thread (POST /threads/{id}/copy; metadata.thread_id) is not accepted: a copy carries the original's checkpoints, and an approval must not be replayable on a copy");
+        return refuse(
+          event,
+          "copying a thread (POST /threads/{id}/copy; metadata.thread_id) is not accepted: a copy carries the original's checkpoints, and an approval must not be replayable on a copy",
+        );
       }
-      if (tokens && !has("requester")) return refuse(event, `creating threads needs the role requester; ${user.identity} holds ${[...roles].join(", ") || "none"}`);
+      if (tokens && !has("requester"))
+        return refuse(
+          event,
+          `creating threads needs the role requester; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+        );
       stampOwner();
       return tokens ? allow(ownerOnly) : allow();
     }
@@ -187,9 +236,16 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
       if (v["action"] === "interrupt") {
         if (!tokens || has("approver")) return allow();
         if (has("requester")) return allow(ownerOnly);
-        return refuse(event, `cancelling a run needs the role requester (own threads) or approver; ${user.identity} holds ${[...roles].join(", ") || "none"}`);
+        return refuse(
+          event,
+          `cancelling a run needs the role requester (own threads) or approver; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+        );
       }
-      if (v["action"] === "rollback") return refuse(event, "cancelling with rollback deletes the run's checkpoints; cancel with action interrupt");
+      if (v["action"] === "rollback")
+        return refuse(
+          event,
+          "cancelling with rollback deletes the run's checkpoints; cancel with action interrupt",
+        );
       return refuse(
         event,
         "graph state is not editable through the API (threads.updateState / POST /threads/{id}/state, supersteps, and the metadata patch PATCH /threads/{id}, which would move the owner mark); the graph's state mirrors its journal, which decides what is written",
@@ -197,7 +253,10 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
     }
 
     case "threads:delete":
-      return refuse(event, `deleting a thread or a run deletes checkpoints (a run's deletion rolls its thread back); threads are kept as the record of what was proposed and decided`);
+      return refuse(
+        event,
+        `deleting a thread or a run deletes checkpoints (a run's deletion rolls its thread back); threads are kept as the record of what was proposed and decided`,
+      );
 
     case "threads:create_run": {
       const kwargs = isRecord(v["kwargs"]) ? v["kwargs"] : {};
@@ -209,12 +268,19 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
         return allow();
       }
       if (run.kind === "input") {
-        if (!has("requester")) return refuse(event, `a run with input (a new request) needs the role requester; ${user.identity} holds ${[...roles].join(", ") || "none"}`);
+        if (!has("requester"))
+          return refuse(
+            event,
+            `a run with input (a new request) needs the role requester; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+          );
         const input = kwargs["input"];
         if (isRecord(input)) {
           if (input["requestedBy"] === undefined) input["requestedBy"] = user.identity;
           else if (input["requestedBy"] !== user.identity) {
-            return refuse(event, `REQUESTER_NOT_CALLER: input.requestedBy is ${JSON.stringify(input["requestedBy"])}, but the request is authenticated as ${user.identity}; the requester is the caller (leave requestedBy out)`);
+            return refuse(
+              event,
+              `REQUESTER_NOT_CALLER: input.requestedBy is ${JSON.stringify(input["requestedBy"])}, but the request is authenticated as ${user.identity}; the requester is the caller (leave requestedBy out)`,
+            );
           }
         }
         return allow(ownerOnly);
@@ -224,7 +290,10 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
       // continue (no input, no command): re-runs what is pending from the latest checkpoint.
       if (has("approver")) return allow();
       if (has("requester")) return allow(ownerOnly);
-      return refuse(event, `${run.kind === "resume" ? "command.resume" : "a run without input"} needs the role approver (any thread) or requester (own threads); ${user.identity} holds ${[...roles].join(", ") || "none"}`);
+      return refuse(
+        event,
+        `${run.kind === "resume" ? "command.resume" : "a run without input"} needs the role approver (any thread) or requester (own threads); ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+      );
     }
 
     case "assistants:read":
@@ -233,10 +302,14 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
     case "assistants:create":
     case "assistants:update":
     case "assistants:delete":
-      return refuse(event, "assistants are fixed by langgraph.json: an assistant's config is merged into every run it starts, so it could carry what a run may not");
+      return refuse(
+        event,
+        "assistants are fixed by langgraph.json: an assistant's config is merged into every run it starts, so it could carry what a run may not",
+      );
 
     default:
-      if (event.startsWith("crons:")) return refuse(event, "scheduled runs are not offered; a run is started by its requester");
+      if (event.startsWith("crons:"))
+        return refuse(event, "scheduled runs are not offered; a run is started by its requester");
       if (event.startsWith("store:")) return refuse(event, "the graph does not use the LangGraph store");
       return refuse(event, "not an operation this deployment allows");
   }

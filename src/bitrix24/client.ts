@@ -113,14 +113,21 @@ export class Bitrix24Client extends Bitrix24Transport {
    * repeat of the same key with the first answer (see wasReplayed) and refuses the key with another
    * body (HTTP 422, invalid_request); one that does not ignores the header (REST 2 behaviour).
    */
-  async updateTask(taskId: number, fields: Record<string, unknown>, opts: WriteOptions = {}): Promise<Bitrix24Response<TaskResult>> {
+  async updateTask(
+    taskId: number,
+    fields: Record<string, unknown>,
+    opts: WriteOptions = {},
+  ): Promise<Bitrix24Response<TaskResult>> {
     assertTaskId(taskId, "tasks.task.update");
     const body = await this.call("tasks.task.update", { taskId, fields }, "write", idempotencyHeaders(opts));
     return this.expectShape(body, TaskResultSchema, "tasks.task.update", "result.task");
   }
 
   /** tasks.task.add: `{fields}` -> the full new task, in tasks.task.get's shape. Exactly one attempt, like updateTask. */
-  async addTask(fields: Record<string, unknown>, opts: WriteOptions = {}): Promise<Bitrix24Response<TaskResult>> {
+  async addTask(
+    fields: Record<string, unknown>,
+    opts: WriteOptions = {},
+  ): Promise<Bitrix24Response<TaskResult>> {
     const body = await this.call("tasks.task.add", { fields }, "write", idempotencyHeaders(opts));
     return this.expectShape(body, TaskResultSchema, "tasks.task.add", "result.task");
   }
@@ -136,9 +143,18 @@ export class Bitrix24Client extends Bitrix24Transport {
    * task.commentitem.add. Its parameters are positional on the portal, so TASKID goes before FIELDS. `result` is the
    * new comment's id. Missing or unreadable task: access_denied ("Insufficient permissions to add a comment.").
    */
-  async addTaskComment(taskId: number, fields: TaskCommentFields, opts: WriteOptions = {}): Promise<Bitrix24Response<number | string>> {
+  async addTaskComment(
+    taskId: number,
+    fields: TaskCommentFields,
+    opts: WriteOptions = {},
+  ): Promise<Bitrix24Response<number | string>> {
     assertTaskId(taskId, "task.commentitem.add");
-    const body = await this.call("task.commentitem.add", { TASKID: taskId, FIELDS: fields }, "write", idempotencyHeaders(opts));
+    const body = await this.call(
+      "task.commentitem.add",
+      { TASKID: taskId, FIELDS: fields },
+      "write",
+      idempotencyHeaders(opts),
+    );
     return this.expectShape(body, NewCommentIdSchema, "task.commentitem.add", "result = the new comment id");
   }
 
@@ -147,11 +163,19 @@ export class Bitrix24Client extends Bitrix24Transport {
     assertTaskId(taskId, "task.commentitem.get");
     assertPositive(commentId, "commentId", "task.commentitem.get");
     const body = await this.call("task.commentitem.get", { TASKID: taskId, ITEMID: commentId }, "read");
-    return this.expectShape(body, TaskCommentSchema, "task.commentitem.get", "result {ID, AUTHOR_ID, POST_DATE, POST_MESSAGE}");
+    return this.expectShape(
+      body,
+      TaskCommentSchema,
+      "task.commentitem.get",
+      "result {ID, AUTHOR_ID, POST_DATE, POST_MESSAGE}",
+    );
   }
 
   /** task.commentitem.getlist (TASKID, ORDER, FILTER, in that order): every comment, newest first unless ordered. */
-  async listTaskComments(taskId: number, args: ListTaskCommentsArgs = {}): Promise<Bitrix24Response<TaskCommentList>> {
+  async listTaskComments(
+    taskId: number,
+    args: ListTaskCommentsArgs = {},
+  ): Promise<Bitrix24Response<TaskCommentList>> {
     assertTaskId(taskId, "task.commentitem.getlist");
     // ORDER is always sent: the parameters are positional, so a FILTER without it would be read as the order.
     const params: Record<string, unknown> = { TASKID: taskId, ORDER: args.order ?? {} };
@@ -161,10 +185,19 @@ export class Bitrix24Client extends Bitrix24Transport {
   }
 
   /** task.commentitem.delete (TASKID, ITEMID) -> `result: true`; refused (access_denied) for a missing comment too. */
-  async deleteTaskComment(taskId: number, commentId: number, opts: WriteOptions = {}): Promise<Bitrix24Response<true>> {
+  async deleteTaskComment(
+    taskId: number,
+    commentId: number,
+    opts: WriteOptions = {},
+  ): Promise<Bitrix24Response<true>> {
     assertTaskId(taskId, "task.commentitem.delete");
     assertPositive(commentId, "commentId", "task.commentitem.delete");
-    const body = await this.call("task.commentitem.delete", { TASKID: taskId, ITEMID: commentId }, "write", idempotencyHeaders(opts));
+    const body = await this.call(
+      "task.commentitem.delete",
+      { TASKID: taskId, ITEMID: commentId },
+      "write",
+      idempotencyHeaders(opts),
+    );
     return this.expectShape(body, TrueResultSchema, "task.commentitem.delete", "result = true");
   }
 
@@ -182,9 +215,18 @@ export class Bitrix24Client extends Bitrix24Transport {
   }
 
   /** crm.deal.update (scope crm): `{id, fields}` -> `result: true` (re-read to see the deal). Unknown fields are ignored by the portal. */
-  async updateDeal(dealId: number, fields: Record<string, unknown>, opts: WriteOptions = {}): Promise<Bitrix24Response<true>> {
+  async updateDeal(
+    dealId: number,
+    fields: Record<string, unknown>,
+    opts: WriteOptions = {},
+  ): Promise<Bitrix24Response<true>> {
     assertPositive(dealId, "dealId", "crm.deal.update");
-    const body = await this.call("crm.deal.update", { id: dealId, fields }, "write", idempotencyHeaders(opts));
+    const body = await this.call(
+      "crm.deal.update",
+      { id: dealId, fields },
+      "write",
+      idempotencyHeaders(opts),
+    );
     return this.expectShape(body, TrueResultSchema, "crm.deal.update", "result = true");
   }
 
@@ -211,7 +253,11 @@ function assertTaskId(taskId: number, method: string): void {
 
 function assertPositive(id: number, name: string, method: string): void {
   if (!Number.isSafeInteger(id) || id <= 0) {
-    throw new Bitrix24Error({ kind: "invalid_request", method, description: `expected ${name} to be a positive integer, got ${JSON.stringify(id)}` });
+    throw new Bitrix24Error({
+      kind: "invalid_request",
+      method,
+      description: `expected ${name} to be a positive integer, got ${JSON.stringify(id)}`,
+    });
   }
 }
 

@@ -65,7 +65,10 @@ export class Bitrix24Error extends Error {
 
   constructor(init: Bitrix24ErrorInit) {
     const where = init.method ? `${init.method}: ` : "";
-    const status = init.httpStatus !== undefined ? ` (HTTP ${init.httpStatus}${init.code !== undefined ? `, error "${init.code}"` : ""})` : "";
+    const status =
+      init.httpStatus !== undefined
+        ? ` (HTTP ${init.httpStatus}${init.code !== undefined ? `, error "${init.code}"` : ""})`
+        : "";
     super(`Bitrix24 ${init.kind}: ${where}${init.description}${status}`);
     this.name = "Bitrix24Error";
     this.kind = init.kind;
@@ -79,7 +82,11 @@ export class Bitrix24Error extends Error {
   }
 
   toData(): Bitrix24ErrorData {
-    const data: Bitrix24ErrorData = { kind: this.kind, description: this.description, outcomeUnknown: this.outcomeUnknown };
+    const data: Bitrix24ErrorData = {
+      kind: this.kind,
+      description: this.description,
+      outcomeUnknown: this.outcomeUnknown,
+    };
     if (this.code !== undefined) data.code = this.code;
     if (this.httpStatus !== undefined) data.httpStatus = this.httpStatus;
     if (this.rawBody !== undefined) data.rawBody = this.rawBody;
@@ -115,12 +122,17 @@ const AUTH_CODES = new Set(
  * its rate limit (503 QUERY_LIMIT_EXCEEDED), a method's time budget (429 OPERATION_TIME_LIMIT) and
  * the manual block of the REST API (503 OVERLOAD_LIMIT). Any other 5xx to a write leaves it open.
  */
-export const NOT_RUN_CODES: ReadonlySet<string> = new Set(["QUERY_LIMIT_EXCEEDED", "OPERATION_TIME_LIMIT", "OVERLOAD_LIMIT"]);
+export const NOT_RUN_CODES: ReadonlySet<string> = new Set([
+  "QUERY_LIMIT_EXCEEDED",
+  "OPERATION_TIME_LIMIT",
+  "OVERLOAD_LIMIT",
+]);
 
 // Task-level permission refusals: "Action on the task is not allowed", "Access denied. (internal error)"; CRM's
 // "Access denied"; tasks.task.delete's "No access to delete the task"; task.commentitem.add's "Insufficient
 // permissions to add a comment"; task.commentitem.delete's "Action is not allowed" (also for a missing comment).
-const ACCESS_DENIED_TEXT = /action on the task is not allowed|access denied|no access to delete the task|insufficient permissions to add a comment|4\/TE\/ACTION_NOT_ALLOWED/i;
+const ACCESS_DENIED_TEXT =
+  /action on the task is not allowed|access denied|no access to delete the task|insufficient permissions to add a comment|4\/TE\/ACTION_NOT_ALLOWED/i;
 // The object named does not exist: CRM's "Not found" (empty code) and task.commentitem.get's 512 error.
 const NOT_FOUND_TEXT = /^not found\.?$|ITEM_NOT_FOUND_OR_NOT_ACCESSIBLE/i;
 
@@ -144,7 +156,10 @@ export function classifyErrorAnswer(args: {
   if (upper === "OPERATION_TIME_LIMIT") {
     // Its own kind: the method is blocked for minutes, so it is never retried (a read would fail again,
     // and a write must not be sent late); the portal did not run the call.
-    const until = args.operatingResetAt !== undefined ? ` until ${new Date(args.operatingResetAt * 1000).toISOString()}` : " (the portal did not say until when)";
+    const until =
+      args.operatingResetAt !== undefined
+        ? ` until ${new Date(args.operatingResetAt * 1000).toISOString()}`
+        : " (the portal did not say until when)";
     const init: Bitrix24ErrorInit = {
       kind: "operation_time_limit",
       description: `${description || "Method is blocked due to operation time limit."} — Bitrix24's per-method time limit blocks ${args.method ?? "this method"}${until}; not retried, and the call was not carried out`,
@@ -174,11 +189,20 @@ export function classifyErrorAnswer(args: {
     // 5xx, and the odd 200/3xx that still carries an `error` field.
     kind = "target_rejected";
   }
-  const init: Bitrix24ErrorInit = { kind, description: description || `HTTP ${httpStatus} without a description`, httpStatus };
+  const init: Bitrix24ErrorInit = {
+    kind,
+    description: description || `HTTP ${httpStatus} without a description`,
+    httpStatus,
+  };
   // A 5xx may come from the portal (or a gateway before it) while the write is being, or has been,
   // carried out: a 502/504 says nothing about whether it was. Only codes that mean the portal refused
   // the call before running it keep the outcome known. A read changes nothing, so it is unaffected.
-  if (args.intent === "write" && kind === "target_rejected" && httpStatus >= 500 && !(upper !== undefined && NOT_RUN_CODES.has(upper))) {
+  if (
+    args.intent === "write" &&
+    kind === "target_rejected" &&
+    httpStatus >= 500 &&
+    !(upper !== undefined && NOT_RUN_CODES.has(upper))
+  ) {
     init.outcomeUnknown = true;
     init.description = `${init.description} — HTTP ${httpStatus} to a write: the portal may have carried it out before failing, so the write may or may not have been applied`;
   }

@@ -43,7 +43,15 @@ export interface Bitrix24ClientOptions {
   maxWriteDelayMs?: number;
 }
 
-const DEFAULTS = { rate: 2, burst: 50, timeoutMs: 20_000, maxReadRetries: 2, maxRateLimitRetries: 3, retryBaseMs: 500, maxWriteDelayMs: 60_000 };
+const DEFAULTS = {
+  rate: 2,
+  burst: 50,
+  timeoutMs: 20_000,
+  maxReadRetries: 2,
+  maxRateLimitRetries: 3,
+  retryBaseMs: 500,
+  maxWriteDelayMs: 60_000,
+};
 const MAX_BACKOFF_MS = 8_000;
 const METHOD_NAME = /^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$/i;
 const WEBHOOK_PATH = /^(.*\/rest\/\d+\/)([^/]+)\/?$/;
@@ -97,18 +105,31 @@ export class Bitrix24Transport {
     try {
       parsed = new URL(opts.webhookUrl);
     } catch {
-      throw new Error(`Bitrix24Client: expected webhookUrl like https://portal/rest/1/<code>/, got an unparsable URL (${redactWebhook(opts.webhookUrl)})`);
+      throw new Error(
+        `Bitrix24Client: expected webhookUrl like https://portal/rest/1/<code>/, got an unparsable URL (${redactWebhook(opts.webhookUrl)})`,
+      );
     }
     const match = WEBHOOK_PATH.exec(parsed.pathname);
-    if ((parsed.protocol !== "https:" && parsed.protocol !== "http:") || !match || parsed.search || parsed.hash) {
-      throw new Error(`Bitrix24Client: expected webhookUrl like https://portal/rest/1/<code>/, got ${redactWebhook(opts.webhookUrl)}`);
+    if (
+      (parsed.protocol !== "https:" && parsed.protocol !== "http:") ||
+      !match ||
+      parsed.search ||
+      parsed.hash
+    ) {
+      throw new Error(
+        `Bitrix24Client: expected webhookUrl like https://portal/rest/1/<code>/, got ${redactWebhook(opts.webhookUrl)}`,
+      );
     }
     this.secret = decodeURIComponent(match[2] ?? "");
     this.portal = parsed.host;
     this.baseUrl = `${parsed.protocol}//${parsed.host}${match[1]}${match[2]}/`;
     this.timeoutMs = positive(opts.timeoutMs, DEFAULTS.timeoutMs, "timeoutMs");
     this.maxReadRetries = nonNegativeInt(opts.maxReadRetries, DEFAULTS.maxReadRetries, "maxReadRetries");
-    this.maxRateLimitRetries = nonNegativeInt(opts.maxRateLimitRetries, DEFAULTS.maxRateLimitRetries, "maxRateLimitRetries");
+    this.maxRateLimitRetries = nonNegativeInt(
+      opts.maxRateLimitRetries,
+      DEFAULTS.maxRateLimitRetries,
+      "maxRateLimitRetries",
+    );
     this.retryBaseMs = nonNegative(opts.retryBaseMs, DEFAULTS.retryBaseMs, "retryBaseMs");
     this.maxWriteDelayMs = nonNegative(opts.maxWriteDelayMs, DEFAULTS.maxWriteDelayMs, "maxWriteDelayMs");
     const bucketOpts: ConstructorParameters<typeof LeakyBucket>[0] = {
@@ -124,9 +145,17 @@ export class Bitrix24Transport {
    * 5xx. A write retries only on QUERY_LIMIT_EXCEEDED, which the portal sends before doing anything;
    * a write whose outcome is unknown is never repeated here.
    */
-  async call(method: string, params: Record<string, unknown>, intent: CallIntent, headers: Record<string, string> = {}): Promise<Bitrix24Response> {
+  async call(
+    method: string,
+    params: Record<string, unknown>,
+    intent: CallIntent,
+    headers: Record<string, string> = {},
+  ): Promise<Bitrix24Response> {
     if (!METHOD_NAME.test(method)) {
-      throw new Bitrix24Error({ kind: "invalid_request", description: `expected a REST method name like tasks.task.get, got ${JSON.stringify(method)}` });
+      throw new Bitrix24Error({
+        kind: "invalid_request",
+        description: `expected a REST method name like tasks.task.get, got ${JSON.stringify(method)}`,
+      });
     }
     const writeDeadline = Date.now() + this.maxWriteDelayMs;
     for (let attempt = 0; ; attempt++) {
@@ -154,7 +183,8 @@ export class Bitrix24Transport {
   }
 
   private mayRetry(err: Bitrix24Error, intent: CallIntent, attempt: number): boolean {
-    const refusedByLimiter = err.kind === "rate_limited" && err.code?.toUpperCase() === "QUERY_LIMIT_EXCEEDED";
+    const refusedByLimiter =
+      err.kind === "rate_limited" && err.code?.toUpperCase() === "QUERY_LIMIT_EXCEEDED";
     if (intent === "write") return refusedByLimiter && attempt < this.maxRateLimitRetries;
     if (attempt >= this.maxReadRetries) return false;
     return (
@@ -164,7 +194,12 @@ export class Bitrix24Transport {
     );
   }
 
-  private async send(method: string, params: Record<string, unknown>, headers: Record<string, string> = {}, intent: CallIntent = "read"): Promise<Bitrix24Response> {
+  private async send(
+    method: string,
+    params: Record<string, unknown>,
+    headers: Record<string, string> = {},
+    intent: CallIntent = "read",
+  ): Promise<Bitrix24Response> {
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -263,11 +298,18 @@ export class Bitrix24Transport {
   }
 
   /** Validates `result` against the documented shape and hands back the untouched body. */
-  protected expectShape<S extends z.ZodType>(body: Bitrix24Response, schema: S, method: string, expected: string): Bitrix24Response<z.infer<S>> {
+  protected expectShape<S extends z.ZodType>(
+    body: Bitrix24Response,
+    schema: S,
+    method: string,
+    expected: string,
+  ): Bitrix24Response<z.infer<S>> {
     const check = schema.safeParse(body.result);
     if (!check.success) {
       const issue = check.error.issues[0];
-      const where = issue ? `${["result", ...issue.path.map(String)].join(".")}: ${issue.message}` : "shape mismatch";
+      const where = issue
+        ? `${["result", ...issue.path.map(String)].join(".")}: ${issue.message}`
+        : "shape mismatch";
       // Called after a 200: for a write the portal answered, but not in a shape that says what it did.
       const write = !isReadOnlyMethod(method);
       throw new Bitrix24Error({
@@ -347,26 +389,35 @@ function sleep(ms: number): Promise<void> {
 
 function positive(value: number | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`Bitrix24Client: expected ${name} > 0, got ${value}`);
+  if (!Number.isFinite(value) || value <= 0)
+    throw new Error(`Bitrix24Client: expected ${name} > 0, got ${value}`);
   return value;
 }
 
 function nonNegative(value: number | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
-  if (!Number.isFinite(value) || value < 0) throw new Error(`Bitrix24Client: expected ${name} >= 0, got ${value}`);
+  if (!Number.isFinite(value) || value < 0)
+    throw new Error(`Bitrix24Client: expected ${name} >= 0, got ${value}`);
   return value;
 }
 
 function nonNegativeInt(value: number | undefined, fallback: number, name: string): number {
   const n = nonNegative(value, fallback, name);
-  if (!Number.isInteger(n)) throw new Error(`Bitrix24Client: expected ${name} to be an integer, got ${value}`);
+  if (!Number.isInteger(n))
+    throw new Error(`Bitrix24Client: expected ${name} to be an integer, got ${value}`);
   return n;
 }
 
 /** Methods that only read (documented as such); used to word transport failures, never to allow a call. */
 function isReadOnlyMethod(method: string): boolean {
   const m = method.toLowerCase().replace(/\.json$/, "");
-  return /\.(get|list|getlist)$/.test(m) || m === "user.current" || m === "scope" || m === "methods" || m === "profile";
+  return (
+    /\.(get|list|getlist)$/.test(m) ||
+    m === "user.current" ||
+    m === "scope" ||
+    m === "methods" ||
+    m === "profile"
+  );
 }
 
 /** `time.operating_reset_at` (unix seconds) of an answer, when it carries one. */

@@ -48,7 +48,11 @@ export type ApiCommand =
  * (src/cli/exit-codes.ts): 0 waiting or VERIFIED, 1 usage, 2 any other outcome or a refused decision,
  * 3 PARTIALLY_EXECUTED.
  */
-export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: NodeJS.WriteStream = process.stdout): Promise<number> {
+export async function runApiCommand(
+  target: ApiTarget,
+  cmd: ApiCommand,
+  out: NodeJS.WriteStream = process.stdout,
+): Promise<number> {
   const printer = new Printer(out, cmd.json);
   const client = apiClient(target);
   const print = (view: ThreadView, refusedNow: boolean): number => {
@@ -58,7 +62,10 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       // Without a token the server cannot know who decides: the line names --as (no identity is invented).
       printer.howToDecide(view, esc` --api ${target.url}` + (target.token ? "" : " --as <approver-id>"));
     } else if (view.status === "awaiting_input") printer.question(view);
-    else if (view.status === "interrupted_run") printer.line(esc`The run stopped before ${view.next?.join(", ")}; the server's worker or a new run finishes it.`);
+    else if (view.status === "interrupted_run")
+      printer.line(
+        esc`The run stopped before ${view.next?.join(", ")}; the server's worker or a new run finishes it.`,
+      );
     else printer.outcome(view);
     return exitCodeForView(view, refusedNow);
   };
@@ -84,12 +91,18 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       }
       if (rows.length === 0) printer.line(esc`No approvals are waiting on ${target.url}.`);
       for (const r of rows) printer.line(pendingLine(r));
-      for (const w of withheld) printer.line(esc`Not listed: thread ${w.threadId}, whose graph state shows an approval its audit log does not hold: ${w.reason}`);
+      for (const w of withheld)
+        printer.line(
+          esc`Not listed: thread ${w.threadId}, whose graph state shows an approval its audit log does not hold: ${w.reason}`,
+        );
       return 0;
     }
     case "show": {
       const view = await apiView(client, cmd.threadId, target);
-      if (view.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}; list waiting ones with "pending --api ${target.url}"`);
+      if (view.status === "not_found")
+        throw new UsageError(
+          `no thread ${cmd.threadId} on ${target.url}; list waiting ones with "pending --api ${target.url}"`,
+        );
       return print(view, false);
     }
     case "decide": {
@@ -102,7 +115,9 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
       if (unheldQuestion) throw new UnheldQuestionError(cmd.threadId, unheldQuestion);
       // Nothing waiting: the server refuses the decision itself (THREAD_ENDED / NOT_WAITING), visibly.
       const waiting = before.status === "awaiting_approval" || before.status === "awaiting_input";
-      const resume = waiting ? forTokenServer(cmd.build(before), target, cmd.explicitApprover) : { decisions: [{ type: "approve" }] };
+      const resume = waiting
+        ? forTokenServer(cmd.build(before), target, cmd.explicitApprover)
+        : { decisions: [{ type: "approve" }] };
       let after: ThreadView;
       try {
         after = await apiDecide(client, cmd.threadId, resume, target);
@@ -110,7 +125,13 @@ export async function runApiCommand(target: ApiTarget, cmd: ApiCommand, out: Nod
         const message = String((e as Error).message ?? e);
         const refused = /"error":"LateResumeRefused","message":"([A-Z_]+): ((?:[^"\\]|\\.)*)"/.exec(message);
         if (!refused) throw e;
-        if (printer.json) printer.emitJson({ threadId: cmd.threadId, status: "refused", code: refused[1], reason: JSON.parse(`"${refused[2]}"`) });
+        if (printer.json)
+          printer.emitJson({
+            threadId: cmd.threadId,
+            status: "refused",
+            code: refused[1],
+            reason: JSON.parse(`"${refused[2]}"`),
+          });
         else printer.line(esc`Refused ${refused[1]}: ${JSON.parse(`"${refused[2]}"`) as string}`);
         return 2;
       }

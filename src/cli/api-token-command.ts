@@ -9,14 +9,18 @@ import { API_ROLES, newApiToken, type ApiRole } from "../auth/tokens.js";
 import { esc, stringifyJsonSafe } from "../text/escape.js";
 
 const role = (value: string, previous: ApiRole[] = []): ApiRole[] => {
-  if (!(API_ROLES as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${API_ROLES.join(", ")}, got "${value}"`);
+  if (!(API_ROLES as readonly string[]).includes(value))
+    throw new InvalidArgumentError(`expected one of ${API_ROLES.join(", ")}, got "${value}"`);
   return [...previous, value as ApiRole];
 };
 
 export function apiTokenCommand(): Command {
   return new Command("api-token")
     .description("Print a new LangGraph API token and its entry for the ACTION_ENVELOPE_API_TOKENS file")
-    .requiredOption("--identity <id>", "who the token authenticates, e.g. alice (approver ids must match the policy's)")
+    .requiredOption(
+      "--identity <id>",
+      "who the token authenticates, e.g. alice (approver ids must match the policy's)",
+    )
     .requiredOption("--role <role>", `role (repeatable): ${API_ROLES.join(", ")}`, role)
     .option("--json", "print {token, entry} as one JSON object")
     .action((opts: { identity: string; role: ApiRole[]; json?: boolean }) => {

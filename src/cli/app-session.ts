@@ -18,7 +18,10 @@ export interface InspectSession {
   thread(threadId: string): Promise<{ status: RunStatus; state?: State }>;
 }
 
-export async function withInspectSession<T>(fn: (s: InspectSession) => Promise<T>, config: AppConfig = loadConfig()): Promise<T> {
+export async function withInspectSession<T>(
+  fn: (s: InspectSession) => Promise<T>,
+  config: AppConfig = loadConfig(),
+): Promise<T> {
   // Loaded when a command opens a session, not when the CLI starts (docs/operations.md: Performance);
   // the checkpointer (LangGraph's savers, @langchain/core) only when a thread is read: `audit list`
   // and `audit verify` read the audit log alone.

@@ -40,7 +40,9 @@ async function reportingDamage(fn: () => Promise<number>): Promise<number> {
     if ((e as Error).name === "AuditApiError") {
       // 401 (token), 403 (not yours, or the role), or the server's error (a damaged record): as the server said it.
       const status = (e as Error & { status?: number }).status ?? 0;
-      process.stderr.write(`${status >= 500 ? "server error" : "refused"}: ${escapeForTerminal((e as Error).message)}\n`);
+      process.stderr.write(
+        `${status >= 500 ? "server error" : "refused"}: ${escapeForTerminal((e as Error).message)}\n`,
+      );
       return EXIT_BROKEN;
     }
     if (!(e instanceof AuditLogError)) throw e;
@@ -56,12 +58,21 @@ interface AuditReader {
   caseOf(threadId: string): Promise<{ intact: boolean; caseRecord: CaseRecord; evidence: EvidenceObject[] }>;
 }
 
-const API_OPTION = ["--api <url>", "read the audit of this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
+const API_OPTION = [
+  "--api <url>",
+  "read the audit of this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)",
+] as const;
 
-async function withReader(apiFlag: string | undefined, fn: (r: AuditReader) => Promise<number>): Promise<number> {
+async function withReader(
+  apiFlag: string | undefined,
+  fn: (r: AuditReader) => Promise<number>,
+): Promise<number> {
   const env = loadConfig().langgraphApi;
   // The SDK-backed API module is loaded only when a server is named (the local path stays light).
-  const target = apiFlag !== undefined || env.url ? (await import("../api/cli-api.js")).apiTarget(apiFlag, env) : undefined;
+  const target =
+    apiFlag !== undefined || env.url
+      ? (await import("../api/cli-api.js")).apiTarget(apiFlag, env)
+      : undefined;
   if (target) {
     const { apiAudit } = await import("../api/audit-client.js");
     return fn({
@@ -79,7 +90,10 @@ async function withReader(apiFlag: string | undefined, fn: (r: AuditReader) => P
       threads: () => s.audit.threads(),
       caseOf: async (threadId) => {
         const found = await caseOf(s, threadId);
-        if (!found) throw new UsageError(`no audit records and no checkpoints for thread ${threadId} in ${s.config.dataDir}; see "audit list"`);
+        if (!found)
+          throw new UsageError(
+            `no audit records and no checkpoints for thread ${threadId} in ${s.config.dataDir}; see "audit list"`,
+          );
         return { intact: found.chain.intact, caseRecord: found.caseRecord, evidence: found.evidence };
       },
     }),
@@ -94,24 +108,39 @@ export function auditCommand(): Command {
 
   audit
     .command("verify")
-    .description("Recompute the hash chain; exit 0 only when it is intact, else 2 naming the first bad record")
-    .option("--head <hash>", "a head hash recorded earlier; fails if no record has it (catches a rewritten or truncated tail)", cap("--head", LIMITS.hash))
+    .description(
+      "Recompute the hash chain; exit 0 only when it is intact, else 2 naming the first bad record",
+    )
+    .option(
+      "--head <hash>",
+      "a head hash recorded earlier; fails if no record has it (catches a rewritten or truncated tail)",
+      cap("--head", LIMITS.hash),
+    )
     .option("--json", "print JSON")
     .option(...API_OPTION)
     .action(async (opts: { head?: string; json?: boolean; api?: string }) => {
-      process.exitCode = await reportingDamage(() => withReader(opts.api, async (r) => {
-        const result = await r.verify(opts.head);
-        if (opts.json) writeJson(result);
-        else if (result.intact) {
-          write(`audit chain intact: ${result.records} record${result.records === 1 ? "" : "s"}` + (result.head ? esc`; head seq ${result.head.seq} ${result.head.hash}` : ""));
-          if (result.head) write("keep the head hash elsewhere and check it later with: audit verify --head <hash>");
-        } else {
-          const p = result.problem;
-          write(esc`AUDIT CHAIN BROKEN: record seq ${p.seq} ${p.kind}` + (p.threadId ? esc` (thread ${p.threadId}, ${p.event})` : ""));
-          write(esc`  ${p.detail}`);
-        }
-        return result.intact ? EXIT_OK : EXIT_BROKEN;
-      }));
+      process.exitCode = await reportingDamage(() =>
+        withReader(opts.api, async (r) => {
+          const result = await r.verify(opts.head);
+          if (opts.json) writeJson(result);
+          else if (result.intact) {
+            write(
+              `audit chain intact: ${result.records} record${result.records === 1 ? "" : "s"}` +
+                (result.head ? esc`; head seq ${result.head.seq} ${result.head.hash}` : ""),
+            );
+            if (result.head)
+              write("keep the head hash elsewhere and check it later with: audit verify --head <hash>");
+          } else {
+            const p = result.problem;
+            write(
+              esc`AUDIT CHAIN BROKEN: record seq ${p.seq} ${p.kind}` +
+                (p.threadId ? esc` (thread ${p.threadId}, ${p.event})` : ""),
+            );
+            write(esc`  ${p.detail}`);
+          }
+          return result.intact ? EXIT_OK : EXIT_BROKEN;
+        }),
+      );
     });
 
   audit
@@ -125,12 +154,13 @@ export function auditCommand(): Command {
           const threads = await r.threads();
           if (opts.json) writeJson({ threads });
           else if (threads.length === 0) write("The audit log has no records yet.");
-          else for (const t of threads) {
-            write(
-              esc`${t.threadId}  by ${t.requestedBy}${t.requesterVerifiedBy ? ` (${requesterVerificationText(t.requesterVerifiedBy)})` : ""}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
-                `  ${t.outcome ? esc`${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? esc`  OVERRIDES ${t.overrides}` : ""}`,
-            );
-          }
+          else
+            for (const t of threads) {
+              write(
+                esc`${t.threadId}  by ${t.requestedBy}${t.requesterVerifiedBy ? ` (${requesterVerificationText(t.requesterVerifiedBy)})` : ""}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
+                  `  ${t.outcome ? esc`${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? esc`  OVERRIDES ${t.overrides}` : ""}`,
+              );
+            }
           return EXIT_OK;
         }),
       );
@@ -138,7 +168,9 @@ export function auditCommand(): Command {
 
   audit
     .command("show")
-    .description("The whole chain of evidence for one run: first page (overrides on top), evidence objects, audit records")
+    .description(
+      "The whole chain of evidence for one run: first page (overrides on top), evidence objects, audit records",
+    )
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .option("--json", "print the case record and evidence objects as JSON")
     .option(...API_OPTION)
@@ -155,9 +187,15 @@ export function auditCommand(): Command {
 
   audit
     .command("export")
-    .description("Write the run's case record, evidence objects and SHA256SUMS (checked with sha256sum -c) to a new directory")
+    .description(
+      "Write the run's case record, evidence objects and SHA256SUMS (checked with sha256sum -c) to a new directory",
+    )
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
-    .requiredOption("--out <dir>", "a directory that does not exist yet or is empty", cap("--out", LIMITS.path))
+    .requiredOption(
+      "--out <dir>",
+      "a directory that does not exist yet or is empty",
+      cap("--out", LIMITS.path),
+    )
     .option(...API_OPTION)
     .action(async (thread: string, opts: { out: string; api?: string }) => {
       process.exitCode = await reportingDamage(() =>
@@ -166,7 +204,10 @@ export function auditCommand(): Command {
           const written = exportBundle(opts.out, caseRecord, evidence);
           write(esc`wrote ${written.files.length} files to ${written.dir}`);
           write(esc`check them with: (cd ${written.dir} && sha256sum -c SHA256SUMS)`);
-          if (!intact) write(esc`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`);
+          if (!intact)
+            write(
+              esc`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`,
+            );
           return intact ? EXIT_OK : EXIT_BROKEN;
         }),
       );

@@ -3,7 +3,13 @@
  * card); the CLI never fills it in from the thread, or the binding would prove nothing.
  */
 import fs from "node:fs";
-import { DecisionSchema, OPERATIONS, partialApprovalForecast, signDecision, signedPayloadOf } from "../envelope/index.js";
+import {
+  DecisionSchema,
+  OPERATIONS,
+  partialApprovalForecast,
+  signDecision,
+  signedPayloadOf,
+} from "../envelope/index.js";
 export { signRequest } from "../envelope/index.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/threads.js";
@@ -17,12 +23,19 @@ interface Common {
 }
 
 /** One decision item as sent: the approver and decidedAt added, signed over its own payload when a key is given. */
-function signedItem(view: ThreadView, decision: Record<string, unknown> & { type: string; envelopeHash: string; nonce: string }, opts: Common, decidedAt: string, pem?: string): Record<string, unknown> {
+function signedItem(
+  view: ThreadView,
+  decision: Record<string, unknown> & { type: string; envelopeHash: string; nonce: string },
+  opts: Common,
+  decidedAt: string,
+  pem?: string,
+): Record<string, unknown> {
   const item: Record<string, unknown> = { ...decision, approver: { id: opts.as }, decidedAt };
   if (pem !== undefined) {
     // Sign exactly what the runtime will verify: the parsed decision's canonical signed payload (with its actionId, if any).
     const parsed = DecisionSchema.safeParse(item);
-    if (!parsed.success) throw new UsageError(`cannot sign a malformed decision: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new UsageError(`cannot sign a malformed decision: ${parsed.error.issues[0]?.message}`);
     item["signature"] = signDecision(signedPayloadOf(parsed.data, view.threadId), pem);
   }
   return item;
@@ -39,34 +52,55 @@ export function readKey(opts: Pick<Common, "key">): string | undefined {
   }
   const mode = process.platform === "win32" ? 0 : fs.statSync(opts.key).mode & 0o777;
   if (mode & PRIVATE) {
-    throw new UsageError(`the private key file ${opts.key} is readable or writable by other users (mode ${mode.toString(8).padStart(4, "0")}): whoever can read it can sign as you; fix: chmod 600 ${opts.key}`);
+    throw new UsageError(
+      `the private key file ${opts.key} is readable or writable by other users (mode ${mode.toString(8).padStart(4, "0")}): whoever can read it can sign as you; fix: chmod 600 ${opts.key}`,
+    );
   }
   return pem;
 }
 
-function signed(view: ThreadView, decision: Record<string, unknown> & { type: string; envelopeHash: string; nonce: string }, opts: Common): ResumeValue {
+function signed(
+  view: ThreadView,
+  decision: Record<string, unknown> & { type: string; envelopeHash: string; nonce: string },
+  opts: Common,
+): ResumeValue {
   return { decisions: [signedItem(view, decision, opts, new Date().toISOString(), readKey(opts))] };
 }
 
 function parseOverride(value: string | undefined): { gate: string; reason: string } | undefined {
   if (!value) return undefined;
   const [gate, ...rest] = value.split("=");
-  if (!gate || rest.join("=").trim() === "") throw new UsageError(`--override must be gate=reason, got "${value}"`);
+  if (!gate || rest.join("=").trim() === "")
+    throw new UsageError(`--override must be gate=reason, got "${value}"`);
   return { gate, reason: rest.join("=") };
 }
 
-export function approveDecision(view: ThreadView, opts: Common & { hash: string; override?: string }): ResumeValue {
+export function approveDecision(
+  view: ThreadView,
+  opts: Common & { hash: string; override?: string },
+): ResumeValue {
   const a = view.approval!;
   const override = parseOverride(opts.override);
   const own = a.changeSet?.actions.find((x) => x.envelopeHash === opts.hash);
   // One action's hash (each action's section of the card shows one) never approves a set: refused here, before it uses up an attempt.
-  if (own) throw new UsageError(`${opts.hash} is the envelope hash of action ${own.actionId}; a change set is approved with its set hash (the card's "Set hash:" line), or decided action by action with decide`);
-  return signed(view, { type: "approve", envelopeHash: opts.hash, nonce: a.nonce, ...(override ? { override } : {}) }, opts);
+  if (own)
+    throw new UsageError(
+      `${opts.hash} is the envelope hash of action ${own.actionId}; a change set is approved with its set hash (the card's "Set hash:" line), or decided action by action with decide`,
+    );
+  return signed(
+    view,
+    { type: "approve", envelopeHash: opts.hash, nonce: a.nonce, ...(override ? { override } : {}) },
+    opts,
+  );
 }
 
 export function rejectDecision(view: ThreadView, opts: Common & { reason: string }): ResumeValue {
   const a = view.approval!;
-  return signed(view, { type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, message: opts.reason }, opts);
+  return signed(
+    view,
+    { type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, message: opts.reason },
+    opts,
+  );
 }
 
 export function editDecision(view: ThreadView, opts: Common & { set: string[] }): ResumeValue {
@@ -100,7 +134,10 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
  * An edit's action: the envelope's operation on its object (named by the operation's id argument), with
  * the edited fields; a create (add_task) names no object, so its args are {fields}, as the approval shows them.
  */
-function editedActionOf(e: { operation: keyof typeof OPERATIONS; object: { id: number } }, fields: Record<string, unknown>): { name: string; args: Record<string, unknown> } {
+function editedActionOf(
+  e: { operation: keyof typeof OPERATIONS; object: { id: number } },
+  fields: Record<string, unknown>,
+): { name: string; args: Record<string, unknown> } {
   if (OPERATIONS[e.operation].effect === "create") return { name: e.operation, args: { fields } };
   return { name: e.operation, args: { [OPERATIONS[e.operation].idArg]: e.object.id, fields } };
 }
@@ -116,7 +153,12 @@ function setField(fields: Record<string, unknown>, name: string, given: string):
 /** What `decide` was told, checked before anything is opened: every action named once, edits with their values. */
 export interface SetDecisionPlan {
   /** In the order given; sent in the set's order. */
-  byAction: Map<string, { type: "approve" } | { type: "reject"; message?: string } | { type: "edit"; set: Array<[field: string, value: string]> }>;
+  byAction: Map<
+    string,
+    | { type: "approve" }
+    | { type: "reject"; message?: string }
+    | { type: "edit"; set: Array<[field: string, value: string]> }
+  >;
 }
 
 export interface SetDecisionFlags {
@@ -133,7 +175,11 @@ const ACTION_ID = /^a[1-9][0-9]?$/;
 /** "a1,a3" or "a1" → ["a1", "a3"], each an action id. */
 function idsOf(flag: string, value: string): string[] {
   const ids = value.split(",").map((x) => x.trim());
-  for (const id of ids) if (!ACTION_ID.test(id)) throw new UsageError(`${flag} takes action ids as the card lists them (a1, a2, …; several as a1,a3), got "${id}"`);
+  for (const id of ids)
+    if (!ACTION_ID.test(id))
+      throw new UsageError(
+        `${flag} takes action ids as the card lists them (a1, a2, …; several as a1,a3), got "${id}"`,
+      );
   return ids;
 }
 
@@ -145,38 +191,61 @@ export function planSetDecisions(flags: SetDecisionFlags): SetDecisionPlan {
   const byAction: SetDecisionPlan["byAction"] = new Map();
   const name = (flag: string, id: string, entry: Parameters<SetDecisionPlan["byAction"]["set"]>[1]) => {
     const earlier = byAction.get(id);
-    if (earlier) throw new UsageError(`action ${id} is named twice (--${earlier.type} and ${flag}); name every action exactly once`);
+    if (earlier)
+      throw new UsageError(
+        `action ${id} is named twice (--${earlier.type} and ${flag}); name every action exactly once`,
+      );
     byAction.set(id, entry);
   };
-  for (const v of flags.approve ?? []) for (const id of idsOf("--approve", v)) name("--approve", id, { type: "approve" });
+  for (const v of flags.approve ?? [])
+    for (const id of idsOf("--approve", v)) name("--approve", id, { type: "approve" });
   for (const v of flags.reject ?? []) {
     // --reject a2="wrong person" gives that action its own reason; --reason is for the others.
     const eq = v.indexOf("=");
     if (eq >= 0) {
       const [id] = idsOf("--reject", v.slice(0, eq));
       const message = v.slice(eq + 1);
-      if (message.trim() === "") throw new UsageError(`--reject ${id}= needs a reason after the "=" (or leave out the "=")`);
+      if (message.trim() === "")
+        throw new UsageError(`--reject ${id}= needs a reason after the "=" (or leave out the "=")`);
       name("--reject", id!, { type: "reject", message });
-    } else for (const id of idsOf("--reject", v)) name("--reject", id, { type: "reject", ...(flags.reason !== undefined ? { message: flags.reason } : {}) });
+    } else
+      for (const id of idsOf("--reject", v))
+        name("--reject", id, {
+          type: "reject",
+          ...(flags.reason !== undefined ? { message: flags.reason } : {}),
+        });
   }
   const edits = new Map<string, Array<[string, string]>>();
-  for (const v of flags.edit ?? []) for (const id of idsOf("--edit", v)) {
-    const set: Array<[string, string]> = [];
-    edits.set(id, set);
-    name("--edit", id, { type: "edit", set });
-  }
+  for (const v of flags.edit ?? [])
+    for (const id of idsOf("--edit", v)) {
+      const set: Array<[string, string]> = [];
+      edits.set(id, set);
+      name("--edit", id, { type: "edit", set });
+    }
   for (const pair of flags.set ?? []) {
     const m = /^(a[1-9][0-9]?)\.([^=]+)=([\s\S]*)$/.exec(pair);
-    if (!m) throw new UsageError(`--set takes ACTION.FIELD=VALUE for a change set (e.g. --set a2.POST_MESSAGE="Shorter."), got "${pair}"`);
+    if (!m)
+      throw new UsageError(
+        `--set takes ACTION.FIELD=VALUE for a change set (e.g. --set a2.POST_MESSAGE="Shorter."), got "${pair}"`,
+      );
     const [, id, field, value] = m;
     const set = edits.get(id!);
-    if (!set) throw new UsageError(`--set ${id}.${field!.trim()}=… changes ${id}, which is not named with --edit; add --edit ${id}`);
+    if (!set)
+      throw new UsageError(
+        `--set ${id}.${field!.trim()}=… changes ${id}, which is not named with --edit; add --edit ${id}`,
+      );
     set.push([field!.trim(), value!]);
   }
-  for (const [id, set] of edits) if (set.length === 0) throw new UsageError(`--edit ${id} needs at least one --set ${id}.FIELD=VALUE`);
-  if (byAction.size === 0) throw new UsageError("name every action of the change set with --approve, --reject or --edit (e.g. --approve a1 --reject a2)");
-  if (flags.reason !== undefined && !(flags.reject ?? []).length) throw new UsageError("--reason is the reason for rejected actions; no action is named with --reject");
-  if (flags.override !== undefined && !(flags.approve ?? []).length) throw new UsageError("--override passes a gate for approved actions; no action is named with --approve");
+  for (const [id, set] of edits)
+    if (set.length === 0) throw new UsageError(`--edit ${id} needs at least one --set ${id}.FIELD=VALUE`);
+  if (byAction.size === 0)
+    throw new UsageError(
+      "name every action of the change set with --approve, --reject or --edit (e.g. --approve a1 --reject a2)",
+    );
+  if (flags.reason !== undefined && !(flags.reject ?? []).length)
+    throw new UsageError("--reason is the reason for rejected actions; no action is named with --reject");
+  if (flags.override !== undefined && !(flags.approve ?? []).length)
+    throw new UsageError("--override passes a gate for approved actions; no action is named with --approve");
   parseOverride(flags.override);
   return { byAction };
 }
@@ -185,43 +254,80 @@ export function planSetDecisions(flags: SetDecisionFlags): SetDecisionPlan {
  * One decision per action of the waiting change set, in the set's order, each bound to the set hash
  * the person typed (`--hash`) and the set's nonce, and each signed on its own with `--key`.
  */
-export function setDecisions(view: ThreadView, opts: Common & SetDecisionFlags & { hash: string }): ResumeValue {
+export function setDecisions(
+  view: ThreadView,
+  opts: Common & SetDecisionFlags & { hash: string },
+): ResumeValue {
   const plan = planSetDecisions(opts);
   const a = view.approval!;
   const cs = a.changeSet;
   if (!cs) {
-    throw new UsageError(`thread ${view.threadId} waits for a single envelope, not a change set: decide it with approve, reject or edit`);
+    throw new UsageError(
+      `thread ${view.threadId} waits for a single envelope, not a change set: decide it with approve, reject or edit`,
+    );
   }
   const ids = cs.actions.map((x) => x.actionId);
   const unknown = [...plan.byAction.keys()].filter((id) => !ids.includes(id));
-  if (unknown.length) throw new UsageError(`the change set has no action ${unknown.join(", ")} (its actions: ${ids.join(", ")})`);
+  if (unknown.length)
+    throw new UsageError(
+      `the change set has no action ${unknown.join(", ")} (its actions: ${ids.join(", ")})`,
+    );
   const missing = ids.filter((id) => !plan.byAction.has(id));
   if (missing.length) {
-    throw new UsageError(`every action of the change set must be named once with --approve, --reject or --edit; not named: ${missing.join(", ")} (its actions: ${ids.join(", ")})`);
+    throw new UsageError(
+      `every action of the change set must be named once with --approve, --reject or --edit; not named: ${missing.join(", ")} (its actions: ${ids.join(", ")})`,
+    );
   }
   const own = cs.actions.find((x) => x.envelopeHash === opts.hash);
   if (own) {
-    throw new UsageError(`${opts.hash} is the envelope hash of action ${own.actionId}; a change set is decided with its set hash (the card's "Set hash:" line), also for one action`);
+    throw new UsageError(
+      `${opts.hash} is the envelope hash of action ${own.actionId}; a change set is decided with its set hash (the card's "Set hash:" line), also for one action`,
+    );
   }
   const override = parseOverride(opts.override);
   const decidedAt = new Date().toISOString();
   const pem = readKey(opts);
   // Said before anything is sent: whether the approved actions run at once, and if not why and who approves next.
-  const forecast = partialApprovalForecast(cs.actions, Object.fromEntries([...plan.byAction].map(([id, d]) => [id, d.type])), cs.partialExecution ?? []);
-  if (forecast.summary) process.stderr.write(`${forecast.summary}${cs.partialExecution ? "" : " (the server did not say which classes its policy lets run after a partial approval)"}\n`);
+  const forecast = partialApprovalForecast(
+    cs.actions,
+    Object.fromEntries([...plan.byAction].map(([id, d]) => [id, d.type])),
+    cs.partialExecution ?? [],
+  );
+  if (forecast.summary)
+    process.stderr.write(
+      `${forecast.summary}${cs.partialExecution ? "" : " (the server did not say which classes its policy lets run after a partial approval)"}\n`,
+    );
   return {
     decisions: cs.actions.map(({ actionId, envelope }) => {
       const d = plan.byAction.get(actionId)!;
       const base = { envelopeHash: opts.hash, nonce: a.nonce, actionId };
       switch (d.type) {
         case "approve":
-          return signedItem(view, { type: "approve", ...base, ...(override ? { override } : {}) }, opts, decidedAt, pem);
+          return signedItem(
+            view,
+            { type: "approve", ...base, ...(override ? { override } : {}) },
+            opts,
+            decidedAt,
+            pem,
+          );
         case "reject":
-          return signedItem(view, { type: "reject", ...base, ...(d.message !== undefined ? { message: d.message } : {}) }, opts, decidedAt, pem);
+          return signedItem(
+            view,
+            { type: "reject", ...base, ...(d.message !== undefined ? { message: d.message } : {}) },
+            opts,
+            decidedAt,
+            pem,
+          );
         case "edit": {
           const fields: Record<string, unknown> = { ...envelope.params };
           for (const [field, value] of d.set) setField(fields, field, value);
-          return signedItem(view, { type: "edit", ...base, editedAction: editedActionOf(envelope, fields) }, opts, decidedAt, pem);
+          return signedItem(
+            view,
+            { type: "edit", ...base, editedAction: editedActionOf(envelope, fields) },
+            opts,
+            decidedAt,
+            pem,
+          );
         }
       }
     }),

@@ -75,7 +75,8 @@ export function studioLink(studioUrl: string, apiUrl: string): string {
 async function waitUntilReady(apiUrl: string, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`langgraphjs dev exited (${child.exitCode ?? child.signalCode}) before it was ready`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`langgraphjs dev exited (${child.exitCode ?? child.signalCode}) before it was ready`);
     try {
       const res = await fetch(`${apiUrl}/ok`, { signal: AbortSignal.timeout(2_000) });
       if (res.ok) return;
@@ -124,7 +125,10 @@ export function withBoundHost(env: NodeJS.ProcessEnv, host: string): NodeJS.Proc
   // The name as a Host header carries it (src/auth/origin.ts hostName): an IPv6 address in brackets.
   const name = lower.includes(":") && !lower.startsWith("[") ? `[${lower}]` : lower;
   if (WILDCARD_HOSTS.has(name) || LOOPBACK_HOSTS.has(name)) return env;
-  const listed = (env["ACTION_ENVELOPE_API_HOSTS"] ?? "").split(",").map((h) => h.trim()).filter(Boolean);
+  const listed = (env["ACTION_ENVELOPE_API_HOSTS"] ?? "")
+    .split(",")
+    .map((h) => h.trim())
+    .filter(Boolean);
   return listed.includes(name) ? env : { ...env, ACTION_ENVELOPE_API_HOSTS: [...listed, name].join(",") };
 }
 
@@ -147,22 +151,33 @@ export const DERIVED_CONFIG = ".langgraph.dev.json";
 export function serverConfig(configPath: string, env: NodeJS.ProcessEnv): string {
   const extra = listedOrigins(env);
   if (extra.length === 0) return configPath;
-  const config = JSON.parse(fs.readFileSync(configPath, "utf8")) as { http?: { cors?: { allow_origins?: string[]; allow_origin_regex?: string } } };
+  const config = JSON.parse(fs.readFileSync(configPath, "utf8")) as {
+    http?: { cors?: { allow_origins?: string[]; allow_origin_regex?: string } };
+  };
   const cors = config.http?.cors ?? {};
   if (cors.allow_origin_regex !== undefined) {
-    throw new UsageError(`${configPath} sets http.cors.allow_origin_regex, which takes the place of allow_origins; add the origins of ACTION_ENVELOPE_API_ORIGINS (${extra.join(", ")}) to that pattern, or remove it`);
+    throw new UsageError(
+      `${configPath} sets http.cors.allow_origin_regex, which takes the place of allow_origins; add the origins of ACTION_ENVELOPE_API_ORIGINS (${extra.join(", ")}) to that pattern, or remove it`,
+    );
   }
   const have = cors.allow_origins ?? [STUDIO_ORIGIN];
   const missing = extra.filter((o) => !have.includes(o));
   if (missing.length === 0) return configPath;
   const derived = path.join(path.dirname(configPath), DERIVED_CONFIG);
-  fs.writeFileSync(derived, `${JSON.stringify({ ...config, http: { ...config.http, cors: { ...cors, allow_origins: [...have, ...missing] } } }, null, 2)}\n`);
+  fs.writeFileSync(
+    derived,
+    `${JSON.stringify({ ...config, http: { ...config.http, cors: { ...cors, allow_origins: [...have, ...missing] } } }, null, 2)}\n`,
+  );
   return derived;
 }
 
-export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+export async function runDevServer(
+  opts: DevServerOptions,
+  out: NodeJS.WritableStream = process.stdout,
+): Promise<number> {
   const configPath = path.resolve(opts.config);
-  if (!fs.existsSync(configPath)) throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
+  if (!fs.existsSync(configPath))
+    throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
   const config = loadConfig();
   // The server reads these only at its first run; a bad file should stop us here, not fail that run.
   loadPolicyFile(config);
@@ -178,15 +193,42 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   const localUrl = WILDCARD_HOSTS.has(opts.host) ? `http://127.0.0.1:${port}` : apiUrl;
   const startedAt = Date.now();
 
-  const portal = config.webhookUrl ? new URL(config.webhookUrl).host : config.mcp.mode === "url" ? new URL(config.mcp.url).host : "embedded emulator (started with the first run)";
-  out.write(esc`Starting the LangGraph API server for ${path.relative(process.cwd(), configPath) || configPath} on ${apiUrl}\n`);
-  if (startConfig !== configPath) out.write(esc`  browser origins (ACTION_ENVELOPE_API_ORIGINS, CORS and origin check): ${listedOrigins(process.env).join(", ")} (server config ${path.relative(process.cwd(), startConfig) || startConfig})\n`);
-  out.write(esc`  model: ${config.model.model} (${config.model.chosenBecause}); portal: ${portal}; data: ${config.dataDir}\n`);
+  const portal = config.webhookUrl
+    ? new URL(config.webhookUrl).host
+    : config.mcp.mode === "url"
+      ? new URL(config.mcp.url).host
+      : "embedded emulator (started with the first run)";
+  out.write(
+    esc`Starting the LangGraph API server for ${path.relative(process.cwd(), configPath) || configPath} on ${apiUrl}\n`,
+  );
+  if (startConfig !== configPath)
+    out.write(
+      esc`  browser origins (ACTION_ENVELOPE_API_ORIGINS, CORS and origin check): ${listedOrigins(process.env).join(", ")} (server config ${path.relative(process.cwd(), startConfig) || startConfig})\n`,
+    );
+  out.write(
+    esc`  model: ${config.model.model} (${config.model.chosenBecause}); portal: ${portal}; data: ${config.dataDir}\n`,
+  );
 
   const child = spawn(
     LANGGRAPHJS,
-    ["dev", "--no-browser", "--port", String(port), "--host", opts.host, "--config", startConfig, "--studio-url", opts.studioUrl, ...(opts.reload ? [] : ["--no-reload"])],
-    { stdio: ["ignore", "inherit", "inherit"], env: withBoundHost(serverEnv(process.env), opts.host), detached: true },
+    [
+      "dev",
+      "--no-browser",
+      "--port",
+      String(port),
+      "--host",
+      opts.host,
+      "--config",
+      startConfig,
+      "--studio-url",
+      opts.studioUrl,
+      ...(opts.reload ? [] : ["--no-reload"]),
+    ],
+    {
+      stdio: ["ignore", "inherit", "inherit"],
+      env: withBoundHost(serverEnv(process.env), opts.host),
+      detached: true,
+    },
   );
   const pgid = child.pid!;
   const exited = new Promise<number>((resolve) => {
@@ -216,7 +258,12 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, () => stop(s));
 
   try {
-    await Promise.race([waitUntilReady(localUrl, child), exited.then((code) => Promise.reject(new Error(`langgraphjs dev exited with ${code} before it was ready`)))]);
+    await Promise.race([
+      waitUntilReady(localUrl, child),
+      exited.then((code) =>
+        Promise.reject(new Error(`langgraphjs dev exited with ${code} before it was ready`)),
+      ),
+    ]);
     if (!stopping) {
       out.write(
         `\nLangGraph API ready in ${((Date.now() - startedAt) / 1000).toFixed(1)} s\n` +
@@ -238,7 +285,10 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
   }
   const code = await exited;
   const clean = await drainGroup(pgid);
-  if (!clean) process.stderr.write(`warning: server processes were still running ${DRAIN_TIMEOUT_MS / 1000} s after it exited; killed them\n`);
+  if (!clean)
+    process.stderr.write(
+      `warning: server processes were still running ${DRAIN_TIMEOUT_MS / 1000} s after it exited; killed them\n`,
+    );
   // A stop we asked for is a clean end; the server ending by itself is not.
   if (failed) return 2;
   return stopping ? 0 : code || 2;
@@ -246,7 +296,8 @@ export async function runDevServer(opts: DevServerOptions, out: NodeJS.WritableS
 
 function buildProgram(): Command {
   const port = (value: string) => {
-    if (!/^\d+$/.test(value) || Number(value) > 65535) throw new InvalidArgumentError(`expected a port number, got "${value}"`);
+    if (!/^\d+$/.test(value) || Number(value) > 65535)
+      throw new InvalidArgumentError(`expected a port number, got "${value}"`);
     return Number(value);
   };
   return new Command("dev")
@@ -264,13 +315,27 @@ if (isEntry) {
   let code: number;
   try {
     const program = buildProgram().parse(process.argv.slice(2), { from: "user" });
-    const o = program.opts<{ port?: number; host: string; config: string; reload: boolean; studioUrl: string }>();
-    code = await runDevServer({ ...(o.port !== undefined ? { port: o.port } : {}), host: o.host, config: o.config, reload: o.reload, studioUrl: o.studioUrl });
+    const o = program.opts<{
+      port?: number;
+      host: string;
+      config: string;
+      reload: boolean;
+      studioUrl: string;
+    }>();
+    code = await runDevServer({
+      ...(o.port !== undefined ? { port: o.port } : {}),
+      host: o.host,
+      config: o.config,
+      reload: o.reload,
+      studioUrl: o.studioUrl,
+    });
   } catch (e) {
     const err = e as Error & { code?: string };
     if (err.code?.startsWith("commander.")) code = err.code === "commander.helpDisplayed" ? 0 : 1;
     else if (e instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${escapeForTerminal(err.message)}\n  (see .env.example for every setting)\n`);
+      process.stderr.write(
+        `configuration error: ${escapeForTerminal(err.message)}\n  (see .env.example for every setting)\n`,
+      );
       code = 1;
     } else if (e instanceof UsageError) {
       process.stderr.write(`error: ${escapeForTerminal(err.message)}\n`);

@@ -23,7 +23,11 @@ export function exitCodeForOutcome(outcome: string | null | undefined): number {
 }
 
 /** Exit code for a thread after a command: waiting cleanly or verified is success. */
-export function exitCodeForView(view: { status: string; state?: { outcome?: string | null } | undefined }, refusedNow: boolean): number {
-  if (view.status === "awaiting_approval" || view.status === "awaiting_input") return refusedNow ? EXIT_OUTCOME : EXIT_OK;
+export function exitCodeForView(
+  view: { status: string; state?: { outcome?: string | null } | undefined },
+  refusedNow: boolean,
+): number {
+  if (view.status === "awaiting_approval" || view.status === "awaiting_input")
+    return refusedNow ? EXIT_OUTCOME : EXIT_OK;
   return exitCodeForOutcome(view.state?.outcome);
 }

@@ -76,8 +76,14 @@ export interface KeygenResult {
 }
 
 /** Writes the key pair; throws UsageError on a refusal. `out` undefined means the default directory. */
-export function writeApproverKeys(approver: string, out: string | undefined, env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): KeygenResult {
-  if (!/^[\w.@-]+$/.test(approver)) throw new UsageError(`approver id may contain letters, digits, . _ @ -; got "${approver}"`);
+export function writeApproverKeys(
+  approver: string,
+  out: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): KeygenResult {
+  if (!/^[\w.@-]+$/.test(approver))
+    throw new UsageError(`approver id may contain letters, digits, . _ @ -; got "${approver}"`);
   const explicit = out !== undefined;
   const dir = explicit ? path.resolve(out) : defaultKeyDir(env);
   const repo = containingRepository(dir, cwd);
@@ -88,11 +94,13 @@ export function writeApproverKeys(approver: string, out: string | undefined, env
         `Set XDG_CONFIG_HOME (or HOME) to a directory outside it, or name a directory with --out if you really mean it.`,
     );
   }
-  if (repo) warning = esc`${dir} is inside the repository working tree ${repo}; a private key there can be committed or copied with the code (approver-keys/ and *.key are git-ignored in this project). Keep it with the approver only.`;
+  if (repo)
+    warning = esc`${dir} is inside the repository working tree ${repo}; a private key there can be committed or copied with the code (approver-keys/ and *.key are git-ignored in this project). Keep it with the approver only.`;
 
   const privatePath = path.join(dir, `${approver}.key`);
   const publicPath = path.join(dir, `${approver}.pub`);
-  if (fs.existsSync(privatePath)) throw new UsageError(`${privatePath} already exists; refusing to overwrite a private key`);
+  if (fs.existsSync(privatePath))
+    throw new UsageError(`${privatePath} already exists; refusing to overwrite a private key`);
   const existed = fs.existsSync(dir);
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   // A directory we create, or our own default one, is the approver's alone (umask cannot widen it).
@@ -103,7 +111,8 @@ export function writeApproverKeys(approver: string, out: string | undefined, env
     // "wx": never replace a file that appeared meanwhile; the mode applies from the first byte.
     fs.writeFileSync(privatePath, pair.privateKeyPem, { mode: 0o600, flag: "wx" });
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new UsageError(`${privatePath} already exists; refusing to overwrite a private key`);
+    if ((e as NodeJS.ErrnoException).code === "EEXIST")
+      throw new UsageError(`${privatePath} already exists; refusing to overwrite a private key`);
     throw e;
   }
   fs.chmodSync(privatePath, 0o600);
@@ -115,7 +124,11 @@ export function keygenCommand(): Command {
   return new Command("keygen")
     .description("Create an approver's Ed25519 key pair; the private key stays with the approver")
     .requiredOption("--approver <id>", "approver id", cap("--approver", LIMITS.id))
-    .option("--out <dir>", "where to write the key pair (default: $XDG_CONFIG_HOME/action-envelope/keys or ~/.config/action-envelope/keys)", cap("--out", LIMITS.path))
+    .option(
+      "--out <dir>",
+      "where to write the key pair (default: $XDG_CONFIG_HOME/action-envelope/keys or ~/.config/action-envelope/keys)",
+      cap("--out", LIMITS.path),
+    )
     .action((opts: { approver: string; out?: string }) => {
       const r = writeApproverKeys(opts.approver, opts.out);
       if (r.warning) process.stderr.write(`warning: ${r.warning}\n`);

@@ -14,7 +14,10 @@ import type { ResumeValue } from "../hitl/contract.js";
 import { exitCodeForView } from "./exit-codes.js";
 
 /** `--api URL` (or LANGGRAPH_API_URL): the command talks to that LangGraph API server. */
-const API_OPTION = ["--api <url>", "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)"] as const;
+const API_OPTION = [
+  "--api <url>",
+  "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)",
+] as const;
 
 function show(printer: Printer, view: ThreadView): void {
   if (printer.json) return printer.emitJson(threadJson(view));
@@ -31,7 +34,8 @@ async function apiOf(flag: string | undefined) {
   return flag || configured.url ? (await import("../api/cli-api.js")).apiTarget(flag, configured) : undefined;
 }
 
-const runApiCommand = async (...args: Parameters<typeof import("./api-command.js").runApiCommand>) => (await import("./api-command.js")).runApiCommand(...args);
+const runApiCommand = async (...args: Parameters<typeof import("./api-command.js").runApiCommand>) =>
+  (await import("./api-command.js")).runApiCommand(...args);
 
 export function parseAnswers(pairs: string[]): Record<string, string> {
   const answers: Record<string, string> = {};
@@ -55,15 +59,31 @@ export function lifecycleCommands(): Command[] {
       const { submitDecision, viewThread } = await import("../app/threads.js");
       if (api) {
         const build = (view: ThreadView) => {
-          if (view.status !== "awaiting_input") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `the thread is not waiting for an answer (status ${view.status})`);
+          if (view.status !== "awaiting_input")
+            throw new DecisionNotAcceptedError(
+              thread,
+              "NOT_AWAITING_APPROVAL",
+              `the thread is not waiting for an answer (status ${view.status})`,
+            );
           return { answers: parseAnswers(opts.set) } as unknown as ResumeValue;
         };
-        return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover: true, build }));
+        return void (process.exitCode = await runApiCommand(api, {
+          kind: "decide",
+          threadId: thread,
+          json: Boolean(opts.json),
+          explicitApprover: true,
+          build,
+        }));
       }
       const printer = new Printer(process.stdout, Boolean(opts.json));
       process.exitCode = await withApp(async (app) => {
         const before = await viewThread(app, thread);
-        if (before.status !== "awaiting_input") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `the thread is not waiting for an answer (status ${before.status})`);
+        if (before.status !== "awaiting_input")
+          throw new DecisionNotAcceptedError(
+            thread,
+            "NOT_AWAITING_APPROVAL",
+            `the thread is not waiting for an answer (status ${before.status})`,
+          );
         const after = await submitDecision(app, thread, { answers: parseAnswers(opts.set) }, printer.onStep);
         const refusedNow = (after.state?.refusals.length ?? 0) > (before.state?.refusals.length ?? 0);
         show(printer, after);
@@ -75,16 +95,26 @@ export function lifecycleCommands(): Command[] {
     .description("Cancel a waiting approval: the nonce is voided and later decisions are refused")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .requiredOption("--reason <text>", "why it is cancelled", cap("--reason", LIMITS.reason))
-    .option("--as <id>", "who cancels: the requester or an approver (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
+    .option(
+      "--as <id>",
+      "who cancels: the requester or an approver (or ACTION_ENVELOPE_DEFAULT_APPROVER)",
+      cap("--as", LIMITS.id),
+    )
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { reason: string; as?: string; json?: boolean; api?: string }) => {
       // No identity is invented: without --as only a configured default names who cancels, and it is said first.
       if (opts.as === undefined) {
         const configured = loadConfig().defaultApprover;
-        if (!configured) throw new UsageError("cancel needs who cancels: name it with --as <id> (the requester or an approver), or set ACTION_ENVELOPE_DEFAULT_APPROVER=<id>");
+        if (!configured)
+          throw new UsageError(
+            "cancel needs who cancels: name it with --as <id> (the requester or an approver), or set ACTION_ENVELOPE_DEFAULT_APPROVER=<id>",
+          );
         opts.as = configured;
-        process.stderr.write(esc`cancelling as ${configured}, from ACTION_ENVELOPE_DEFAULT_APPROVER (self-declared unless signed)` + "\n");
+        process.stderr.write(
+          esc`cancelling as ${configured}, from ACTION_ENVELOPE_DEFAULT_APPROVER (self-declared unless signed)` +
+            "\n",
+        );
       }
       const by = { id: opts.as };
       const api = await apiOf(opts.api);
@@ -92,18 +122,50 @@ export function lifecycleCommands(): Command[] {
       if (api) {
         // On a server with tokens, --as must be the token's identity (the graph refuses anyone else).
         const build = (view: ThreadView): ResumeValue => {
-          if (view.status !== "awaiting_approval") throw new DecisionNotAcceptedError(thread, "NOT_AWAITING_APPROVAL", `nothing to cancel: the thread is ${view.status}`);
-          return { decisions: [{ type: "cancel", envelopeHash: view.approval!.envelopeHash, nonce: view.approval!.nonce, by, reason: opts.reason }] };
+          if (view.status !== "awaiting_approval")
+            throw new DecisionNotAcceptedError(
+              thread,
+              "NOT_AWAITING_APPROVAL",
+              `nothing to cancel: the thread is ${view.status}`,
+            );
+          return {
+            decisions: [
+              {
+                type: "cancel",
+                envelopeHash: view.approval!.envelopeHash,
+                nonce: view.approval!.nonce,
+                by,
+                reason: opts.reason,
+              },
+            ],
+          };
         };
         const succeeded = (view: ThreadView) => view.state?.reasonCode === "CANCELLED";
-        return void (process.exitCode = await runApiCommand(api, { kind: "decide", threadId: thread, json: Boolean(opts.json), explicitApprover: true, build, succeeded }));
+        return void (process.exitCode = await runApiCommand(api, {
+          kind: "decide",
+          threadId: thread,
+          json: Boolean(opts.json),
+          explicitApprover: true,
+          build,
+          succeeded,
+        }));
       }
       const printer = new Printer(process.stdout, Boolean(opts.json));
       process.exitCode = await withApp(async (app) => {
         const before = await viewThread(app, thread);
         const resume =
           before.status === "awaiting_approval"
-            ? { decisions: [{ type: "cancel", envelopeHash: before.approval!.envelopeHash, nonce: before.approval!.nonce, by, reason: opts.reason }] }
+            ? {
+                decisions: [
+                  {
+                    type: "cancel",
+                    envelopeHash: before.approval!.envelopeHash,
+                    nonce: before.approval!.nonce,
+                    by,
+                    reason: opts.reason,
+                  },
+                ],
+              }
             : { cancel: { by, reason: opts.reason } };
         const after = await submitDecision(app, thread, resume, printer.onStep);
         show(printer, after);
@@ -118,7 +180,8 @@ export function lifecycleCommands(): Command[] {
     .option("--json", "print JSON")
     .action(async (opts: { watch?: boolean; interval: string; json?: boolean }) => {
       const interval = Number(opts.interval);
-      if (!Number.isFinite(interval) || interval <= 0) throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
+      if (!Number.isFinite(interval) || interval <= 0)
+        throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
       const { sweepExpired } = await import("../app/threads.js");
       const printer = new Printer(process.stdout, Boolean(opts.json));
       let stop = false;
@@ -130,7 +193,8 @@ export function lifecycleCommands(): Command[] {
         else if (results.length === 0) printer.line(`${new Date().toISOString()} nothing expired`);
         else for (const r of results) printer.line(esc`${r.threadId} ${r.result}: ${r.detail}`);
         if (!opts.watch) break;
-        for (let waited = 0; waited < interval * 1000 && !stop; waited += 200) await new Promise((r) => setTimeout(r, 200));
+        for (let waited = 0; waited < interval * 1000 && !stop; waited += 200)
+          await new Promise((r) => setTimeout(r, 200));
       } while (!stop);
     });
 

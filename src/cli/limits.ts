@@ -33,7 +33,10 @@ export function capped(name: string, value: string, cap: number): string {
   // UTF-16 length is at least the code-point count, so short values skip the count.
   if (value.length > cap) {
     const length = characters(value);
-    if (length > cap) throw new UsageError(`${name} is too long: ${length.toLocaleString("en")} characters received, the limit is ${cap.toLocaleString("en")}`);
+    if (length > cap)
+      throw new UsageError(
+        `${name} is too long: ${length.toLocaleString("en")} characters received, the limit is ${cap.toLocaleString("en")}`,
+      );
   }
   return value;
 }

@@ -18,7 +18,9 @@ export function emulatorCommand(): Command {
     .option("--burst <n>", "leaky bucket size", "50")
     .option("--state <file>", "persist portal state in this SQLite file")
     .action(async (opts: { port: string; seed?: string; rate: string; burst: string; state?: string }) => {
-      const { startEmulator, loadSeedFile } = await (await import("../runtime/offline-default.js")).loadEmulator();
+      const { startEmulator, loadSeedFile } = await (
+        await import("../runtime/offline-default.js")
+      ).loadEmulator();
       const emu = await startEmulator({
         port: Number(opts.port),
         rate: Number(opts.rate),
@@ -41,8 +43,19 @@ export function mcpCommand(): Command {
     .action(async (opts: { http?: boolean; port: string }) => {
       const { runMcpServerCli } = await import("../tools/mcp-server.js");
       const config = loadConfig();
-      if (!config.webhookUrl) throw new ConfigError("BITRIX24_WEBHOOK_URL", "is required for the MCP server (e.g. from `npm run cli -- emulator`)");
-      await runMcpServerCli({ http: Boolean(opts.http), port: Number(opts.port), webhookUrl: config.webhookUrl, timeoutMs: config.bitrix24.timeoutMs, rate: config.bitrix24.rate, burst: config.bitrix24.burst });
+      if (!config.webhookUrl)
+        throw new ConfigError(
+          "BITRIX24_WEBHOOK_URL",
+          "is required for the MCP server (e.g. from `npm run cli -- emulator`)",
+        );
+      await runMcpServerCli({
+        http: Boolean(opts.http),
+        port: Number(opts.port),
+        webhookUrl: config.webhookUrl,
+        timeoutMs: config.bitrix24.timeoutMs,
+        rate: config.bitrix24.rate,
+        burst: config.bitrix24.burst,
+      });
     });
 }
 

@@ -65,8 +65,10 @@ export class Printer {
     switch (node) {
       case "agent": {
         if (update.outcome) return this.step("agent", esc`${update.reasonCode}: ${update.reason}`);
-        const msg = update.messages?.at(-1) as { tool_calls?: Array<{ name: string; args: unknown }>; content?: unknown } | undefined;
-        for (const call of msg?.tool_calls ?? []) this.step("model", esc`calls ${call.name} ${JSON.stringify(call.args)}`);
+        const msg = update.messages?.at(-1) as
+          { tool_calls?: Array<{ name: string; args: unknown }>; content?: unknown } | undefined;
+        for (const call of msg?.tool_calls ?? [])
+          this.step("model", esc`calls ${call.name} ${JSON.stringify(call.args)}`);
         // An undo is proposed by code (with its proposal in the same update): not shown as the model's words.
         if (!msg?.tool_calls?.length && msg?.content) {
           const said = typeof msg.content === "string" ? msg.content : JSON.stringify(msg.content);
@@ -75,22 +77,34 @@ export class Printer {
         return;
       }
       case "read_tools":
-        for (const m of (update.messages ?? []) as Array<{ name?: string; content?: unknown; status?: string }>) {
+        for (const m of (update.messages ?? []) as Array<{
+          name?: string;
+          content?: unknown;
+          status?: string;
+        }>) {
           const text = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
-          this.step("read", esc`${m.name ?? "tool"}` + ` → ${m.status === "error" ? "error: " : ""}${text.length} bytes`);
+          this.step(
+            "read",
+            esc`${m.name ?? "tool"}` + ` → ${m.status === "error" ? "error: " : ""}${text.length} bytes`,
+          );
         }
         return;
       case "propose":
         if (update.proposal) {
           const p = update.proposal;
-          const what = p.actions && p.actions.length > 1 ? `change set of ${p.actions.length} actions: ${p.actions.map((a) => `${a.operation} ${objectNamed(a.operation, a.taskId)} ${JSON.stringify(a.fields)}`).join("; ")}` : p.operation === "add_task" ? `a new task (add_task): ${JSON.stringify(p.fields)}` : `${objectLabel(p.operation)} ${p.taskId}${p.operation && p.operation !== "update_task" ? ` (${p.operation})` : ""}: ${JSON.stringify(p.fields)}`;
+          const what =
+            p.actions && p.actions.length > 1
+              ? `change set of ${p.actions.length} actions: ${p.actions.map((a) => `${a.operation} ${objectNamed(a.operation, a.taskId)} ${JSON.stringify(a.fields)}`).join("; ")}`
+              : p.operation === "add_task"
+                ? `a new task (add_task): ${JSON.stringify(p.fields)}`
+                : `${objectLabel(p.operation)} ${p.taskId}${p.operation && p.operation !== "update_task" ? ` (${p.operation})` : ""}: ${JSON.stringify(p.fields)}`;
           this.step("proposal", esc`${what} — ${p.rationale}`);
-        }
-        else if (update.outcome) this.step("proposal", esc`${update.reasonCode}: ${update.reason}`);
+        } else if (update.outcome) this.step("proposal", esc`${update.reasonCode}: ${update.reason}`);
         else this.step("proposal", "refused, sent back to the model");
         return;
       case "build_envelope":
-        if (update.envelopeHash) this.step("envelope", esc`revision ${update.envelope?.revision} frozen, ${update.envelopeHash}`);
+        if (update.envelopeHash)
+          this.step("envelope", esc`revision ${update.envelope?.revision} frozen, ${update.envelopeHash}`);
         else this.step("policy", esc`${update.reasonCode}: ${update.reason}`);
         return;
       case "check_decision":
@@ -98,18 +112,31 @@ export class Printer {
           const r = update.refusals.at(-1)!;
           this.step("decision", this.paint("red", esc`refused ${r.code}: ${r.reason}`));
         } else if (update.decision) {
-          this.step("decision", esc`accepted ${update.decision.type} by ${update.decision.approverId} (${update.decision.verifiedBy})`);
+          this.step(
+            "decision",
+            esc`accepted ${update.decision.type} by ${update.decision.approverId} (${update.decision.verifiedBy})`,
+          );
         }
         return;
       case "carry_out":
         // The executor's phases, as it recorded them (it also streams each one as a custom event).
         if (update.preRead) this.step("pre-read", esc`${update.preRead.verdict} — ${update.preRead.reason}`);
-        if (update.invocation) this.step("write sent", esc`${update.invocation.tool} ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`);
+        if (update.invocation)
+          this.step(
+            "write sent",
+            esc`${update.invocation.tool} ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`,
+          );
         if (update.acknowledgement) {
           const a = update.acknowledgement;
-          this.step("acknowledgement", esc`${a.status}` + (a.error ? esc` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : "") + (a.reason ? esc` — ${a.reason}` : ""));
+          this.step(
+            "acknowledgement",
+            esc`${a.status}` +
+              (a.error ? esc` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : "") +
+              (a.reason ? esc` — ${a.reason}` : ""),
+          );
         }
-        if (update.verification) this.step("verification", esc`${update.verification.verdict} — ${update.verification.reason}`);
+        if (update.verification)
+          this.step("verification", esc`${update.verification.verdict} — ${update.verification.reason}`);
         if (update.outcome) this.step("outcome", esc`${update.reasonCode}: ${update.reason}`);
         return;
       case "finish":
@@ -123,11 +150,21 @@ export class Printer {
     const a = view.approval;
     if (!a) return;
     this.line();
-    this.line(this.paint("bold", a.changeSet ? `──────── approval card: change set of ${a.changeSet.actions.length} actions ────────` : "──────── approval card ────────"));
+    this.line(
+      this.paint(
+        "bold",
+        a.changeSet
+          ? `──────── approval card: change set of ${a.changeSet.actions.length} actions ────────`
+          : "──────── approval card ────────",
+      ),
+    );
     // The card was escaped line by line when it was rendered; printed again, nothing in it may act on the terminal.
     this.line(escapeRendered(fullCard(view)));
     for (const l of revisionLines(view.revisionHistory)) this.line(l);
-    if (a.lastRefusal) this.line(this.paint("red", esc`Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`));
+    if (a.lastRefusal)
+      this.line(
+        this.paint("red", esc`Last decision refused: ${a.lastRefusal.code} — ${a.lastRefusal.reason}`),
+      );
     this.line(this.paint("bold", "───────────────────────────────"));
   }
 
@@ -136,7 +173,9 @@ export class Printer {
     const a = view.approval!;
     const r = a.lastRefusal!;
     this.line(this.paint(["bold", "red"], esc`REFUSED ${r.code}: ${r.reason}`));
-    this.line(esc`Nothing was applied. The approval still waits, unchanged (revision ${a.revision}); see its card with: npm run cli -- show ${view.threadId}`);
+    this.line(
+      esc`Nothing was applied. The approval still waits, unchanged (revision ${a.revision}); see its card with: npm run cli -- show ${view.threadId}`,
+    );
   }
 
   /** The commands that decide the waiting approval; `suffix` is appended to each (e.g. ` --api URL`). */
@@ -150,10 +189,17 @@ export class Printer {
       return;
     }
     const ids = cs.actions.map((x) => x.actionId);
-    this.line(esc`Waiting for approval of a change set of ${ids.length} actions (${ids.join(", ")}), bound to its set hash. Approve the whole set with:`);
+    this.line(
+      esc`Waiting for approval of a change set of ${ids.length} actions (${ids.join(", ")}), bound to its set hash. Approve the whole set with:`,
+    );
     this.line(esc`  npm run cli -- approve ${view.threadId} --hash ${cs.setHash}` + suffix);
-    this.line(`or decide each action, naming every action once (--approve / --reject [--reason TEXT] / --edit aK --set aK.FIELD=VALUE), e.g.:`);
-    this.line(esc`  npm run cli -- decide ${view.threadId} --hash ${cs.setHash} --approve ${ids.slice(0, -1).join(",")} --reject ${ids.at(-1)}` + suffix);
+    this.line(
+      `or decide each action, naming every action once (--approve / --reject [--reason TEXT] / --edit aK --set aK.FIELD=VALUE), e.g.:`,
+    );
+    this.line(
+      esc`  npm run cli -- decide ${view.threadId} --hash ${cs.setHash} --approve ${ids.slice(0, -1).join(",")} --reject ${ids.at(-1)}` +
+        suffix,
+    );
   }
   question(view: ThreadView): void {
     const q = view.input;
@@ -161,37 +207,62 @@ export class Printer {
     this.line();
     this.line(this.paint("bold", "──────── question ────────"));
     this.line(escapeForTerminal(q.question));
-    const props = (q.answerSchema["properties"] ?? {}) as Record<string, { type?: string; enum?: string[]; description?: string }>;
+    const props = (q.answerSchema["properties"] ?? {}) as Record<
+      string,
+      { type?: string; enum?: string[]; description?: string }
+    >;
     for (const [name, p] of Object.entries(props)) {
       const kind = p.enum ? `one of: ${p.enum.map(escapeForTerminal).join(", ")}` : escapeForTerminal(p.type);
       this.line(esc`  ${name} (` + kind + `)` + (p.description ? esc` — ${p.description}` : ""));
     }
     if (q.lastRefusal) this.line(this.paint("red", esc`Last answer refused: ${q.lastRefusal.reason}`));
-    this.line(esc`Answer with: npm run cli -- answer ${view.threadId} ` + Object.keys(props).map((n) => esc`--set ${n}=<value>`).join(" "));
+    this.line(
+      esc`Answer with: npm run cli -- answer ${view.threadId} ` +
+        Object.keys(props)
+          .map((n) => esc`--set ${n}=<value>`)
+          .join(" "),
+    );
   }
 
   outcome(view: ThreadView): void {
     const s = view.state;
     if (!s?.outcome) return;
-    const colour: Style = s.outcome === "VERIFIED" ? "green" : s.outcome === "NOT_EXECUTED" ? "yellow" : "red";
+    const colour: Style =
+      s.outcome === "VERIFIED" ? "green" : s.outcome === "NOT_EXECUTED" ? "yellow" : "red";
     this.line();
     this.line(`${this.paint(["bold", colour], esc`OUTCOME ${s.outcome}`)}` + esc` (${s.reasonCode})`);
     this.line(esc`  reason: ${s.reason}`);
     if (s.preRead) this.line(esc`  pre-read: ${s.preRead.verdict} at ${s.preRead.at}`);
-    if (s.invocation) this.line(esc`  invocation: ${s.invocation.tool} ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`);
-    if (s.acknowledgement) this.line(esc`  acknowledgement: ${s.acknowledgement.status} at ${s.acknowledgement.at}`);
+    if (s.invocation)
+      this.line(
+        esc`  invocation: ${s.invocation.tool} ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`,
+      );
+    if (s.acknowledgement)
+      this.line(esc`  acknowledgement: ${s.acknowledgement.status} at ${s.acknowledgement.at}`);
     if (s.verification) {
       this.line(esc`  verification: ${s.verification.verdict} at ${s.verification.at}`);
-      for (const f of s.verification.fields) this.line(esc`    ${f.field}: ${f.status} (expected ${JSON.stringify(f.expected)}, actual ${JSON.stringify(f.actual)})`);
+      for (const f of s.verification.fields)
+        this.line(
+          esc`    ${f.field}: ${f.status} (expected ${JSON.stringify(f.expected)}, actual ${JSON.stringify(f.actual)})`,
+        );
     }
     // A partial approval of a change set ran without being shown again: say what was decided.
-    if (s.decision?.type === "approve" && s.decision.message) this.line(esc`  decision: approve by ${s.decision.approverId} — ${s.decision.message}`);
+    if (s.decision?.type === "approve" && s.decision.message)
+      this.line(esc`  decision: approve by ${s.decision.approverId} — ${s.decision.message}`);
     const cs = view.changeSetOutcome;
     if (cs) {
-      const at = cs.actions.find((x) => x.envelopeHash !== undefined && x.envelopeHash === s.envelopeHash)?.actionId;
-      this.line(esc`  change set ${cs.setHash ?? ""}`.replace(/ +$/, "") + `, action by action` + (at ? esc` (pre-read, write and verification above are ${at}'s)` : "") + `:`);
+      const at = cs.actions.find(
+        (x) => x.envelopeHash !== undefined && x.envelopeHash === s.envelopeHash,
+      )?.actionId;
+      this.line(
+        esc`  change set ${cs.setHash ?? ""}`.replace(/ +$/, "") +
+          `, action by action` +
+          (at ? esc` (pre-read, write and verification above are ${at}'s)` : "") +
+          `:`,
+      );
       for (const row of outcomeTableLines(cs.actions)) this.line(`    ${row}`);
-      for (const x of cs.actions) if (x.outcome !== "VERIFIED" && x.reason) this.line(esc`    ${x.actionId}: ${x.reason}`);
+      for (const x of cs.actions)
+        if (x.outcome !== "VERIFIED" && x.reason) this.line(esc`    ${x.actionId}: ${x.reason}`);
     }
   }
 
@@ -215,7 +286,11 @@ export function fullCard(view: ThreadView): string {
   const a = view.approval!;
   const first = a.actionRequests[0].description;
   const n = a.changeSet?.actions.length ?? 1;
-  if (n <= 1 || a.changeSet!.actions.every((x, i) => first.includes(`ACTION ${i + 1} of ${n}: ${x.actionId}`))) return first;
+  if (
+    n <= 1 ||
+    a.changeSet!.actions.every((x, i) => first.includes(`ACTION ${i + 1} of ${n}: ${x.actionId}`))
+  )
+    return first;
   return [first, ...a.actionRequests.slice(1).map((r) => r.description)].join("\n\n");
 }
 
@@ -226,13 +301,18 @@ export function fullCard(view: ThreadView): string {
 export function revisionLines(h: ThreadView["revisionHistory"]): string[] {
   if (!h) return [];
   const d = h.decision;
-  const what = d ? ({ reject: "rejected", edit: "edited", expire: "expired" } as Record<string, string>)[d.type] ?? `${d.type}d` : "";
+  const what = d
+    ? (({ reject: "rejected", edit: "edited", expire: "expired" } as Record<string, string>)[d.type] ??
+      `${d.type}d`)
+    : "";
   const shown = (v: unknown) => escapeForTerminal(JSON.stringify(v) ?? "");
   const change = (c: (typeof h.changes)[number]) =>
-    esc`    ${c.field}: ` + `${"was" in c ? shown(c.was) : "(not changed by it)"} → ${"now" in c ? shown(c.now) : "(no longer changed)"}`;
+    esc`    ${c.field}: ` +
+    `${"was" in c ? shown(c.was) : "(not changed by it)"} → ${"now" in c ? shown(c.now) : "(no longer changed)"}`;
   return [
     "",
-    esc`Revision ${h.revision} replaces revision ${h.previousRevision} (${h.previousEnvelopeHash})` + (d ? esc`, which was ${what} by ${d.by}` : ""),
+    esc`Revision ${h.revision} replaces revision ${h.previousRevision} (${h.previousEnvelopeHash})` +
+      (d ? esc`, which was ${what} by ${d.by}` : ""),
     ...(d?.message ? [esc`  Feedback: ${d.message}`] : []),
     ...(h.changes.length
       ? [esc`  Changed since revision ${h.previousRevision}:`, ...h.changes.map(change)]
@@ -242,10 +322,23 @@ export function revisionLines(h: ThreadView["revisionHistory"]): string[] {
 
 /** The per-action outcome table of a finished change set, one line per action (columns as the chat report's). */
 export function outcomeTableLines(actions: NonNullable<ThreadView["changeSetOutcome"]>["actions"]): string[] {
-  const rows = actions.map((o) => [o.actionId, o.operation, listedObject(o.operation, undefined, o.taskId), o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"].map((c) => escapeForTerminal(c)));
+  const rows = actions.map((o) =>
+    [
+      o.actionId,
+      o.operation,
+      listedObject(o.operation, undefined, o.taskId),
+      o.outcome,
+      o.reasonCode,
+      o.sent ? "sent" : "not sent",
+    ].map((c) => escapeForTerminal(c)),
+  );
   const head = ["action", "operation", "object", "outcome", "reason", "write"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
   return [line(head), ...rows.map(line)];
 }
 
@@ -257,8 +350,15 @@ export function pendingLine(r: PendingApproval): string {
   const cs = r.changeSet;
   // The object's kind from the listing, else from the operation; a single update_task keeps its short form ("task 4 TITLE").
   const what = cs
-    ? esc`change set of ${cs.actions.length} actions: ` + cs.actions.map((x) => esc`${x.actionId} ${x.operation} ${listedObject(x.operation, x.object?.type, x.taskId)} ${x.fields.join(",")}`).join("; ")
-    : (r.operation && r.operation !== "update_task" ? esc`${r.operation} ` : "") + esc`${listedObject(r.operation, r.object?.type, r.taskId)} ${(r.fields ?? []).join(",")}`;
+    ? esc`change set of ${cs.actions.length} actions: ` +
+      cs.actions
+        .map(
+          (x) =>
+            esc`${x.actionId} ${x.operation} ${listedObject(x.operation, x.object?.type, x.taskId)} ${x.fields.join(",")}`,
+        )
+        .join("; ")
+    : (r.operation && r.operation !== "update_task" ? esc`${r.operation} ` : "") +
+      esc`${listedObject(r.operation, r.object?.type, r.taskId)} ${(r.fields ?? []).join(",")}`;
   return (
     esc`${r.threadId}  rev ${r.revision}  ` +
     what +
@@ -272,7 +372,13 @@ export function pendingLine(r: PendingApproval): string {
 export function threadJson(view: ThreadView): Record<string, unknown> {
   const s = view.state;
   if (view.status === "awaiting_input" && view.input) {
-    return { threadId: view.threadId, status: "awaiting_input", question: view.input.question, answerSchema: view.input.answerSchema, ...(view.input.lastRefusal ? { refused: view.input.lastRefusal } : {}) };
+    return {
+      threadId: view.threadId,
+      status: "awaiting_input",
+      question: view.input.question,
+      answerSchema: view.input.answerSchema,
+      ...(view.input.lastRefusal ? { refused: view.input.lastRefusal } : {}),
+    };
   }
   if (view.status === "awaiting_approval" && view.approval) {
     const last = s?.refusals.at(-1);
@@ -290,7 +396,11 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
       // Revision 2 or later of a single action: what it replaced (decision, feedback, per-field changes).
       ...(view.revisionHistory ? { revisionHistory: view.revisionHistory } : {}),
       // A change set's refusals are recorded on the row of the action it is at, so any of its actions' hashes is this approval's.
-      ...(last && (last.envelopeHash === view.approval.envelopeHash || view.approval.changeSet?.actions.some((x) => x.envelopeHash === last.envelopeHash)) ? { refused: { code: last.code, reason: last.reason } } : {}),
+      ...(last &&
+      (last.envelopeHash === view.approval.envelopeHash ||
+        view.approval.changeSet?.actions.some((x) => x.envelopeHash === last.envelopeHash))
+        ? { refused: { code: last.code, reason: last.reason } }
+        : {}),
     };
   }
   return {
@@ -316,7 +426,11 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
  * The object of a listed action: "task 4" / "deal 3" (the listing's kind, else the operation's), or
  * "a new task" for a create, whose id (0) names nothing yet; "task ?" when the listing knows no id.
  */
-function listedObject(operation: string | undefined, type: string | undefined, id: number | undefined): string {
+function listedObject(
+  operation: string | undefined,
+  type: string | undefined,
+  id: number | undefined,
+): string {
   if (operationSpec(operation ?? "update_task")?.effect === "create") return objectNamed(operation!, id ?? 0);
   return `${type ?? objectLabel(operation)} ${id ?? "?"}`;
 }

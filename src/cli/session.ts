@@ -7,7 +7,11 @@ import type { App, ReadApp } from "../app/threads.js";
 import type { StoresApp } from "../app/stores-app.js";
 
 export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createDeps }, { openApp }] = await Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/threads.js")]);
+  const [{ loadConfig }, { createDeps }, { openApp }] = await Promise.all([
+    import("../config/env.js"),
+    import("../runtime/deps.js"),
+    import("../app/threads.js"),
+  ]);
   return using(openApp(await createDeps(loadConfig())), fn);
 }
 
@@ -17,7 +21,11 @@ export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
  * reads through it, so output, seal checks and refusals are those of withApp.
  */
 export async function withReadOnlyApp<T>(fn: (app: ReadApp) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/threads.js")]);
+  const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await Promise.all([
+    import("../config/env.js"),
+    import("../runtime/deps.js"),
+    import("../app/threads.js"),
+  ]);
   return using(openReadApp(await createStoreDeps(loadConfig())), fn);
 }
 
@@ -26,11 +34,18 @@ export async function withReadOnlyApp<T>(fn: (app: ReadApp) => Promise<T>): Prom
  * checkpointer are loaded only if a thread's state is needed after all (an approval an older version indexed).
  */
 export async function withStores<T>(fn: (app: StoresApp) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createStoreDeps }, { openStoresApp }] = await Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/stores-app.js")]);
+  const [{ loadConfig }, { createStoreDeps }, { openStoresApp }] = await Promise.all([
+    import("../config/env.js"),
+    import("../runtime/deps.js"),
+    import("../app/stores-app.js"),
+  ]);
   return using(openStoresApp(await createStoreDeps(loadConfig())), fn);
 }
 
-async function using<A extends { close(): Promise<void> }, T>(app: A, fn: (app: A) => Promise<T>): Promise<T> {
+async function using<A extends { close(): Promise<void> }, T>(
+  app: A,
+  fn: (app: A) => Promise<T>,
+): Promise<T> {
   try {
     return await fn(app);
   } finally {

@@ -72,42 +72,64 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
       process.stderr.write("Fix these and start again (`npm run cli -- doctor` shows every check).\n");
       return 1;
     }
-    printer.line(`checks:  ${checks.filter((c) => c.status === "pass").length} passed, ${checks.filter((c) => c.status === "warn").length} warning(s) (npm run cli -- doctor)`);
+    printer.line(
+      `checks:  ${checks.filter((c) => c.status === "pass").length} passed, ${checks.filter((c) => c.status === "warn").length} warning(s) (npm run cli -- doctor)`,
+    );
   }
   const deps = await createDeps(config);
   const app = openApp(deps);
   let inbox: RunningInbox | undefined;
   try {
     const request = opts.request ?? DEMO_REQUEST;
-    printer.line(printer.paint("bold", "action-envelope — the agent proposes, a human approves the exact change, code executes and verifies"));
+    printer.line(
+      printer.paint(
+        "bold",
+        "action-envelope — the agent proposes, a human approves the exact change, code executes and verifies",
+      ),
+    );
     printer.line(esc`model:   ${deps.modelLabel} (${config.model.chosenBecause})`);
-    printer.line(deps.emulator ? esc`portal:  embedded Bitrix24 emulator at ${deps.portal} (state in ${config.dataDir}/emulator.sqlite)` : esc`portal:  ${deps.portal}`);
+    printer.line(
+      deps.emulator
+        ? esc`portal:  embedded Bitrix24 emulator at ${deps.portal} (state in ${config.dataDir}/emulator.sqlite)`
+        : esc`portal:  ${deps.portal}`,
+    );
     printer.line(esc`data:    ${config.dataDir}`);
     printer.line(esc`request: "${request}" (requested by ${opts.requestedBy})`);
     if (opts.inbox) {
       // The offline demo (the embedded emulator) needs no users file: its approver signs in by a one-time link.
       const demo = deps.emulator !== undefined;
       if (config.inboxUsersPath || demo) {
-        const users = config.inboxUsersPath ? loadInboxUsers(config.inboxUsersPath) : parseInboxUsers('{"users":[]}', "no users file");
-        const onSignIn = (e: SignInEvent) => printer.line(esc`web inbox: ${e.user} signed in (${e.how}) from ${e.address} at ${e.at}`);
+        const users = config.inboxUsersPath
+          ? loadInboxUsers(config.inboxUsersPath)
+          : parseInboxUsers('{"users":[]}', "no users file");
+        const onSignIn = (e: SignInEvent) =>
+          printer.line(esc`web inbox: ${e.user} signed in (${e.how}) from ${e.address} at ${e.at}`);
         inbox = await startInbox({ app, users, port: 0, onSignIn });
         const accounts = users.ids().length;
-        printer.line(esc`web inbox: ${inbox.url}/ (${accounts > 0 ? `${accounts} approver account(s)` : "no password accounts"}; Ctrl-C stops it)`);
+        printer.line(
+          esc`web inbox: ${inbox.url}/ (${accounts > 0 ? `${accounts} approver account(s)` : "no password accounts"}; Ctrl-C stops it)`,
+        );
         if (demo) {
           const link = inbox.signInLink(DEMO_APPROVER);
-          printer.line(esc`web inbox: sign in as ${DEMO_APPROVER}, the offline demo's approver, with this one-time link (this computer only, once, until ${link.expiresAt}):`);
+          printer.line(
+            esc`web inbox: sign in as ${DEMO_APPROVER}, the offline demo's approver, with this one-time link (this computer only, once, until ${link.expiresAt}):`,
+          );
           printer.line(esc`  ${link.url}`);
         }
       } else {
         printer.line(
           "web inbox: not started. --inbox needs ACTION_ENVELOPE_INBOX_USERS, a JSON file of approver credentials:" +
-            ' run `npm run cli -- inbox-user --id <approver> --file inbox-users.json` (it creates the file or adds to it), and set ACTION_ENVELOPE_INBOX_USERS to that file.',
+            " run `npm run cli -- inbox-user --id <approver> --file inbox-users.json` (it creates the file or adds to it), and set ACTION_ENVELOPE_INBOX_USERS to that file.",
         );
       }
     }
     printer.line();
 
-    let view = await startRun(app, { request, requestedBy: opts.requestedBy, ...(opts.scope ? { scope: opts.scope } : {}) }, { onStep: printer.onStep });
+    let view = await startRun(
+      app,
+      { request, requestedBy: opts.requestedBy, ...(opts.scope ? { scope: opts.scope } : {}) },
+      { onStep: printer.onStep },
+    );
     // A prompt needs a person at both ends: keys from a terminal and the card on one (not a file or pipe).
     const interactive = opts.prompt && Boolean(process.stdin.isTTY && process.stdout.isTTY);
     while (view.status === "awaiting_approval" || view.status === "awaiting_input") {
@@ -115,9 +137,15 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
         // The web inbox decides; the terminal only waits (no second place to decide at the same time).
         if (view.status === "awaiting_input") printer.question(view);
         else printer.card(view);
-        printer.line(esc`Decide it in the web inbox: ${inbox.url}/t/${view.threadId} (sign in as an approver; Ctrl-C stops the inbox, and the thread keeps waiting)`);
+        printer.line(
+          esc`Decide it in the web inbox: ${inbox.url}/t/${view.threadId} (sign in as an approver; Ctrl-C stops the inbox, and the thread keeps waiting)`,
+        );
         const threadId = view.threadId;
-        const was = JSON.stringify([view.status, view.approval?.envelopeHash ?? null, view.input?.askedAt ?? null]);
+        const was = JSON.stringify([
+          view.status,
+          view.approval?.envelopeHash ?? null,
+          view.input?.askedAt ?? null,
+        ]);
         let stopped = false;
         const changed = (async () => {
           for (;;) {
@@ -127,13 +155,19 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
             // Between steps while the inbox's decision runs (it holds the thread's lock): not an
             // outcome yet. Only a run nobody drives any more (the lock is free) counts as stopped.
             if (now.status === "interrupted_run" && (await beingDriven(app, threadId))) continue;
-            if (JSON.stringify([now.status, now.approval?.envelopeHash ?? null, now.input?.askedAt ?? null]) !== was) return now;
+            if (
+              JSON.stringify([now.status, now.approval?.envelopeHash ?? null, now.input?.askedAt ?? null]) !==
+              was
+            )
+              return now;
           }
         })();
         if (await untilSignal(changed)) {
           stopped = true;
           await changed;
-          printer.line(esc`Stopped. The thread ${threadId} keeps waiting; \`npm run cli -- inbox\` or \`show ${threadId}\` picks it up.`);
+          printer.line(
+            esc`Stopped. The thread ${threadId} keeps waiting; \`npm run cli -- inbox\` or \`show ${threadId}\` picks it up.`,
+          );
           return 0;
         }
         view = await changed;
@@ -151,7 +185,9 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
       if (!interactive) {
         printer.line("No terminal to ask at, so the approval stays waiting (durably, in SQLite).");
         printer.howToDecide(view, " --as demo-approver");
-        printer.line(esc`or reject it with: npm run cli -- reject ${view.threadId} --as demo-approver --reason "..."`);
+        printer.line(
+          esc`or reject it with: npm run cli -- reject ${view.threadId} --as demo-approver --reason "..."`,
+        );
         return 0;
       }
       const resume = await untilCtrlC(ask(view));
@@ -180,17 +216,29 @@ async function untilCtrlC<T>(asked: Promise<T>): Promise<T | typeof STOPPED> {
 }
 
 function stoppedAt(printer: Printer, view: ThreadView): number {
-  printer.line(esc`Stopped at the prompt; nothing was sent. The thread ${view.threadId} keeps waiting: \`npm run cli -- show ${view.threadId}\` picks it up.`);
+  printer.line(
+    esc`Stopped at the prompt; nothing was sent. The thread ${view.threadId} keeps waiting: \`npm run cli -- show ${view.threadId}\` picks it up.`,
+  );
   return 0;
 }
 
 async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
-  const props = (view.input!.answerSchema["properties"] ?? {}) as Record<string, { type?: string; enum?: string[]; description?: string }>;
+  const props = (view.input!.answerSchema["properties"] ?? {}) as Record<
+    string,
+    { type?: string; enum?: string[]; description?: string }
+  >;
   const answers: Record<string, string> = {};
   for (const [name, p] of Object.entries(props)) {
     answers[name] = p.enum
-      ? await select({ message: esc`${p.description ?? name}`, choices: p.enum.map((v) => ({ name: esc`${v}`, value: v })) })
-      : await input({ message: esc`${p.description ?? name} (${p.type})`, required: true, validate: withinCap(name, LIMITS.setValue) });
+      ? await select({
+          message: esc`${p.description ?? name}`,
+          choices: p.enum.map((v) => ({ name: esc`${v}`, value: v })),
+        })
+      : await input({
+          message: esc`${p.description ?? name} (${p.type})`,
+          required: true,
+          validate: withinCap(name, LIMITS.setValue),
+        });
   }
   return answers;
 }
@@ -202,7 +250,9 @@ async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
 function askApprover(): Promise<string> {
   const configured = loadConfig().defaultApprover;
   return input({
-    message: configured ? "Your approver id (default from ACTION_ENVELOPE_DEFAULT_APPROVER)" : "Your approver id",
+    message: configured
+      ? "Your approver id (default from ACTION_ENVELOPE_DEFAULT_APPROVER)"
+      : "Your approver id",
     ...(configured ? { default: configured } : {}),
     required: true,
     validate: withinCap("approver id", LIMITS.id),
@@ -226,10 +276,25 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
       // Bound to the hash of the card printed above: a newer revision refuses it (HASH_MISMATCH).
       return approveDecision(view, { as, hash: a.envelopeHash });
     case "reject":
-      return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
+      return rejectDecision(view, {
+        as,
+        reason: await input({
+          message: "Reason",
+          required: true,
+          validate: withinCap("reason", LIMITS.reason),
+        }),
+      });
     case "edit": {
-      const field = await input({ message: "Field (UPPER_SNAKE, e.g. TITLE)", required: true, validate: withinCap("field", LIMITS.id) });
-      const value = await input({ message: esc`New value for ${field}`, required: true, validate: withinCap("value", LIMITS.setValue) });
+      const field = await input({
+        message: "Field (UPPER_SNAKE, e.g. TITLE)",
+        required: true,
+        validate: withinCap("field", LIMITS.id),
+      });
+      const value = await input({
+        message: esc`New value for ${field}`,
+        required: true,
+        validate: withinCap("value", LIMITS.setValue),
+      });
       return editDecision(view, { as, set: [`${field}=${value}`] });
     }
     default: {
@@ -254,7 +319,10 @@ async function askSet(view: ThreadView): Promise<ResumeValue> {
     choices: [
       { name: "approve the whole set (every action)", value: "approve" as const },
       { name: "reject the whole set", value: "reject" as const },
-      { name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`, value: "each" as const },
+      {
+        name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`,
+        value: "each" as const,
+      },
     ],
   });
   const as = await askApprover();
@@ -264,7 +332,14 @@ async function askSet(view: ThreadView): Promise<ResumeValue> {
     case "approve":
       return approveDecision(view, { as, hash: setHash });
     case "reject":
-      return rejectDecision(view, { as, reason: await input({ message: "Reason", required: true, validate: withinCap("reason", LIMITS.reason) }) });
+      return rejectDecision(view, {
+        as,
+        reason: await input({
+          message: "Reason",
+          required: true,
+          validate: withinCap("reason", LIMITS.reason),
+        }),
+      });
     case "each": {
       const approve: string[] = [];
       const reject: string[] = [];
@@ -282,10 +357,18 @@ async function askSet(view: ThreadView): Promise<ResumeValue> {
           approve.push(x.actionId);
           continue;
         }
-        const reason = await input({ message: esc`Reason for rejecting ${x.actionId} (optional)`, validate: withinCap("reason", LIMITS.reason) });
+        const reason = await input({
+          message: esc`Reason for rejecting ${x.actionId} (optional)`,
+          validate: withinCap("reason", LIMITS.reason),
+        });
         reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
       }
-      return setDecisions(view, { as, hash: setHash, ...(approve.length ? { approve: [approve.join(",")] } : {}), ...(reject.length ? { reject } : {}) });
+      return setDecisions(view, {
+        as,
+        hash: setHash,
+        ...(approve.length ? { approve: [approve.join(",")] } : {}),
+        ...(reject.length ? { reject } : {}),
+      });
     }
     default: {
       const never: never = choice;

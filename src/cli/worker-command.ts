@@ -47,7 +47,10 @@ export async function recoverInterrupted(app: App): Promise<RecoveryResult[]> {
       results.push({
         threadId,
         result: "recovered",
-        detail: after.status === "finished" ? `${after.state?.outcome} / ${after.state?.reasonCode}` : `now ${after.status}`,
+        detail:
+          after.status === "finished"
+            ? `${after.state?.outcome} / ${after.state?.reasonCode}`
+            : `now ${after.status}`,
       });
     } catch (e) {
       if (e instanceof DecisionNotAcceptedError && e.code === "IN_PROGRESS") {
@@ -82,13 +85,16 @@ function print(printer: Printer, round: WorkerRound): void {
 
 export function workerCommand(): Command {
   return new Command("worker")
-    .description("Serve a shared database: sweep expired approvals and finish runs a dead process left; run as many as you like")
+    .description(
+      "Serve a shared database: sweep expired approvals and finish runs a dead process left; run as many as you like",
+    )
     .option("--interval <seconds>", "seconds between rounds", "5")
     .option("--once", "one round, then exit")
     .option("--json", "one JSON object per round")
     .action(async (opts: { interval: string; once?: boolean; json?: boolean }) => {
       const interval = Number(opts.interval);
-      if (!Number.isFinite(interval) || interval <= 0) throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
+      if (!Number.isFinite(interval) || interval <= 0)
+        throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
       const printer = new Printer(process.stdout, Boolean(opts.json));
       // The runtime is loaded only when the command runs (docs/operations.md: Performance).
       const [{ loadConfig }, { createDeps }, { openApp }, { storageLabel }] = await Promise.all([
@@ -108,7 +114,10 @@ export function workerCommand(): Command {
       process.once("SIGINT", onSignal);
       process.once("SIGTERM", onSignal);
       try {
-        if (!opts.json) printer.line(esc`worker ${process.pid}: storage ${storageLabel(config)}; portal ${app.deps.portal}; every ${interval}s`);
+        if (!opts.json)
+          printer.line(
+            esc`worker ${process.pid}: storage ${storageLabel(config)}; portal ${app.deps.portal}; every ${interval}s`,
+          );
         let failed = false;
         do {
           const round = await workerRound(app);

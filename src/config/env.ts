@@ -9,8 +9,20 @@ import { z } from "zod";
 import { ConfigError } from "../errors.js";
 
 const ROLES = [
-  "getTask", "listTasks", "getHistory", "getUsers", "getDeal", "listDeals", "listTaskComments", "getTaskComment",
-  "updateTask", "addTaskComment", "addTask", "updateDeal", "deleteTaskComment", "deleteTask",
+  "getTask",
+  "listTasks",
+  "getHistory",
+  "getUsers",
+  "getDeal",
+  "listDeals",
+  "listTaskComments",
+  "getTaskComment",
+  "updateTask",
+  "addTaskComment",
+  "addTask",
+  "updateDeal",
+  "deleteTaskComment",
+  "deleteTask",
 ] as const;
 export type ToolRoleName = (typeof ROLES)[number];
 
@@ -50,11 +62,9 @@ const webhookUrl = httpUrl("must be a URL like https://your.bitrix24.com/rest/1/
   .transform((u) => (u.endsWith("/") ? u : `${u}/`));
 
 /** postgres:// or postgresql:// with a host; the messages never repeat the value, which may hold a password. */
-const databaseUrl = z
-  .string()
-  .refine((u) => /^postgres(ql)?:\/\/[^/]/.test(u) && hostOf(u) !== "", {
-    message: "must be a PostgreSQL URL like postgres://user:password@host:5432/database",
-  });
+const databaseUrl = z.string().refine((u) => /^postgres(ql)?:\/\/[^/]/.test(u) && hostOf(u) !== "", {
+  message: "must be a PostgreSQL URL like postgres://user:password@host:5432/database",
+});
 
 function hostOf(url: string): string {
   try {
@@ -66,26 +76,35 @@ function hostOf(url: string): string {
 
 const modelSetting = z
   .string()
-  .regex(/^(offline|groq\/[\w.:/-]+)$/, 'must be "offline" or "groq/<model-id>", e.g. groq/llama-3.3-70b-versatile');
+  .regex(
+    /^(offline|groq\/[\w.:/-]+)$/,
+    'must be "offline" or "groq/<model-id>", e.g. groq/llama-3.3-70b-versatile',
+  );
 
-const toolMapping = z
-  .string()
-  .transform((text, ctx) => {
-    const mapping: Partial<Record<ToolRoleName, string>> = {};
-    for (const pair of text.split(",").map((p) => p.trim()).filter(Boolean)) {
-      const [role, name] = pair.split("=").map((s) => s.trim());
-      if (!role || !name || !(ROLES as readonly string[]).includes(role)) {
-        ctx.addIssue({ code: "custom", message: `expected role=toolName pairs with roles ${ROLES.join(", ")}; got "${pair}"` });
-        return z.NEVER;
-      }
-      mapping[role as ToolRoleName] = name;
+const toolMapping = z.string().transform((text, ctx) => {
+  const mapping: Partial<Record<ToolRoleName, string>> = {};
+  for (const pair of text
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const [role, name] = pair.split("=").map((s) => s.trim());
+    if (!role || !name || !(ROLES as readonly string[]).includes(role)) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected role=toolName pairs with roles ${ROLES.join(", ")}; got "${pair}"`,
+      });
+      return z.NEVER;
     }
-    return mapping;
-  });
+    mapping[role as ToolRoleName] = name;
+  }
+  return mapping;
+});
 
 const EnvSchema = z.object({
   BITRIX24_WEBHOOK_URL: webhookUrl.optional(),
-  BITRIX24_MCP_URL: httpUrl("must be the http(s) URL of a Streamable HTTP MCP endpoint, e.g. http://127.0.0.1:3391/mcp").optional(),
+  BITRIX24_MCP_URL: httpUrl(
+    "must be the http(s) URL of a Streamable HTTP MCP endpoint, e.g. http://127.0.0.1:3391/mcp",
+  ).optional(),
   BITRIX24_MCP_TOOLS: toolMapping.optional(),
   BITRIX24_TIMEOUT_MS: positiveInt().optional(),
   BITRIX24_RATE: nonNegativeNumber().optional(),
@@ -98,18 +117,26 @@ const EnvSchema = z.object({
   DATABASE_URL: databaseUrl.optional(),
   // At least 2: one connection for queries and one for thread locks (src/store/postgres.ts, openPools).
   ACTION_ENVELOPE_PG_POOL: positiveInt()
-    .refine((n) => n >= MIN_PG_POOL, `must be at least ${MIN_PG_POOL} (one connection for queries, one for thread locks)`)
+    .refine(
+      (n) => n >= MIN_PG_POOL,
+      `must be at least ${MIN_PG_POOL} (one connection for queries, one for thread locks)`,
+    )
     .optional(),
   ACTION_ENVELOPE_DB_SCHEMA: z
     .string()
-    .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be a lower-case SQL identifier (letters, digits, _), e.g. action_envelope")
+    .regex(
+      /^[a-z_][a-z0-9_]{0,62}$/,
+      "must be a lower-case SQL identifier (letters, digits, _), e.g. action_envelope",
+    )
     .optional(),
   ACTION_ENVELOPE_POLICY: z.string().min(1).optional(),
   ACTION_ENVELOPE_APPROVER_KEYS: z.string().min(1).optional(),
   ACTION_ENVELOPE_API_TOKENS: z.string().min(1).optional(),
   ACTION_ENVELOPE_DEFAULT_REQUESTER: z.string().trim().min(1).max(128, "at most 128 characters").optional(),
   ACTION_ENVELOPE_DEFAULT_APPROVER: z.string().trim().min(1).max(128, "at most 128 characters").optional(),
-  LANGGRAPH_API_URL: httpUrl("must be the http(s) URL of a LangGraph API server, e.g. http://127.0.0.1:2024").optional(),
+  LANGGRAPH_API_URL: httpUrl(
+    "must be the http(s) URL of a LangGraph API server, e.g. http://127.0.0.1:2024",
+  ).optional(),
   LANGGRAPH_API_TOKEN: z.string().min(1).optional(),
   ACTION_ENVELOPE_INBOX_USERS: z.string().min(1).optional(),
   ACTION_ENVELOPE_TTL_SECONDS: positiveInt().optional(),
@@ -121,7 +148,10 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_OBJECT_WAIT_MS: positiveInt().optional(),
   ACTION_ENVELOPE_JOURNAL_KEY: z
     .string()
-    .refine((k) => Buffer.from(k, "base64").length >= 32 && /^[A-Za-z0-9+/]+={0,2}$/.test(k), "must be at least 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
+    .refine(
+      (k) => Buffer.from(k, "base64").length >= 32 && /^[A-Za-z0-9+/]+={0,2}$/.test(k),
+      "must be at least 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)",
+    )
     .optional(),
   ACTION_ENVELOPE_JOURNAL_KEY_FILE: z.string().min(1).optional(),
   ACTION_ENVELOPE_WRITE_ANCHOR_FILE: z.string().min(1).optional(),
@@ -141,7 +171,12 @@ export interface AppConfig {
      */
     idempotency?: "auto" | "on" | "off";
   };
-  model: { model: "offline" | `groq/${string}`; groqApiKey?: string; groqBaseUrl?: string; chosenBecause: string };
+  model: {
+    model: "offline" | `groq/${string}`;
+    groqApiKey?: string;
+    groqBaseUrl?: string;
+    chosenBecause: string;
+  };
   dataDir: string;
   /** Set by DATABASE_URL: checkpoints, journal and audit log live in PostgreSQL instead of files under dataDir. */
   database?: DatabaseConfig;
@@ -164,7 +199,12 @@ export interface AppConfig {
   /** The CLI's API mode (src/api/cli-api.ts): a LangGraph API server to talk to instead of the local stores, and its bearer token. */
   langgraphApi: { url?: string; token?: string };
   ttlSeconds?: number;
-  limits: { maxAgentSteps: number; maxInvalidProposals: number; maxRefusedDecisions: number; maxRevisions: number };
+  limits: {
+    maxAgentSteps: number;
+    maxInvalidProposals: number;
+    maxRefusedDecisions: number;
+    maxRevisions: number;
+  };
   /**
    * The per-object lease an approved action holds from its pre-read to its verification: how long one
    * lasts unless renewed (it must outlast a write's timeout), and how long a second action on the same
@@ -257,20 +297,34 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   if (e.GROQ_BASE_URL) model.groqBaseUrl = e.GROQ_BASE_URL;
 
   if (e.ACTION_ENVELOPE_DB_SCHEMA && !e.DATABASE_URL) {
-    throw new ConfigError("ACTION_ENVELOPE_DB_SCHEMA", "only applies with DATABASE_URL; set that too or remove it");
+    throw new ConfigError(
+      "ACTION_ENVELOPE_DB_SCHEMA",
+      "only applies with DATABASE_URL; set that too or remove it",
+    );
   }
   if (e.ACTION_ENVELOPE_PG_POOL && !e.DATABASE_URL) {
-    throw new ConfigError("ACTION_ENVELOPE_PG_POOL", "only applies with DATABASE_URL; set that too or remove it");
+    throw new ConfigError(
+      "ACTION_ENVELOPE_PG_POOL",
+      "only applies with DATABASE_URL; set that too or remove it",
+    );
   }
   if (e.BITRIX24_MCP_TOOLS && !e.BITRIX24_MCP_URL) {
-    throw new ConfigError("BITRIX24_MCP_TOOLS", "only applies with BITRIX24_MCP_URL; set that too or remove it");
+    throw new ConfigError(
+      "BITRIX24_MCP_TOOLS",
+      "only applies with BITRIX24_MCP_URL; set that too or remove it",
+    );
   }
   return {
     ...(e.BITRIX24_WEBHOOK_URL ? { webhookUrl: e.BITRIX24_WEBHOOK_URL } : {}),
     mcp: e.BITRIX24_MCP_URL
       ? { mode: "url", url: e.BITRIX24_MCP_URL, toolNames: e.BITRIX24_MCP_TOOLS ?? {} }
       : { mode: "stdio" },
-    bitrix24: { timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000, rate: e.BITRIX24_RATE ?? 2, burst: e.BITRIX24_BURST ?? 50, ...(e.BITRIX24_IDEMPOTENCY ? { idempotency: e.BITRIX24_IDEMPOTENCY } : {}) },
+    bitrix24: {
+      timeoutMs: e.BITRIX24_TIMEOUT_MS ?? 30_000,
+      rate: e.BITRIX24_RATE ?? 2,
+      burst: e.BITRIX24_BURST ?? 50,
+      ...(e.BITRIX24_IDEMPOTENCY ? { idempotency: e.BITRIX24_IDEMPOTENCY } : {}),
+    },
     model,
     dataDir: path.resolve(cwd, e.ACTION_ENVELOPE_DATA_DIR ?? ".data"),
     ...(e.DATABASE_URL
@@ -284,12 +338,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
         }
       : {}),
     ...(e.ACTION_ENVELOPE_POLICY ? { policyPath: path.resolve(cwd, e.ACTION_ENVELOPE_POLICY) } : {}),
-    ...(e.ACTION_ENVELOPE_APPROVER_KEYS ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) } : {}),
-    ...(e.ACTION_ENVELOPE_API_TOKENS ? { apiTokensPath: path.resolve(cwd, e.ACTION_ENVELOPE_API_TOKENS) } : {}),
+    ...(e.ACTION_ENVELOPE_APPROVER_KEYS
+      ? { approverKeysPath: path.resolve(cwd, e.ACTION_ENVELOPE_APPROVER_KEYS) }
+      : {}),
+    ...(e.ACTION_ENVELOPE_API_TOKENS
+      ? { apiTokensPath: path.resolve(cwd, e.ACTION_ENVELOPE_API_TOKENS) }
+      : {}),
     ...(e.ACTION_ENVELOPE_DEFAULT_REQUESTER ? { defaultRequester: e.ACTION_ENVELOPE_DEFAULT_REQUESTER } : {}),
     ...(e.ACTION_ENVELOPE_DEFAULT_APPROVER ? { defaultApprover: e.ACTION_ENVELOPE_DEFAULT_APPROVER } : {}),
-    ...(e.ACTION_ENVELOPE_INBOX_USERS ? { inboxUsersPath: path.resolve(cwd, e.ACTION_ENVELOPE_INBOX_USERS) } : {}),
-    langgraphApi: { ...(e.LANGGRAPH_API_URL ? { url: e.LANGGRAPH_API_URL } : {}), ...(e.LANGGRAPH_API_TOKEN ? { token: e.LANGGRAPH_API_TOKEN } : {}) },
+    ...(e.ACTION_ENVELOPE_INBOX_USERS
+      ? { inboxUsersPath: path.resolve(cwd, e.ACTION_ENVELOPE_INBOX_USERS) }
+      : {}),
+    langgraphApi: {
+      ...(e.LANGGRAPH_API_URL ? { url: e.LANGGRAPH_API_URL } : {}),
+      ...(e.LANGGRAPH_API_TOKEN ? { token: e.LANGGRAPH_API_TOKEN } : {}),
+    },
     ...(e.ACTION_ENVELOPE_TTL_SECONDS ? { ttlSeconds: e.ACTION_ENVELOPE_TTL_SECONDS } : {}),
     limits: {
       maxAgentSteps: e.ACTION_ENVELOPE_MAX_AGENT_STEPS ?? 12,
@@ -297,7 +360,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       maxRefusedDecisions: e.ACTION_ENVELOPE_MAX_REFUSED_DECISIONS ?? 5,
       maxRevisions: e.ACTION_ENVELOPE_MAX_REVISIONS ?? 3,
     },
-    objectLease: { holdMs: e.ACTION_ENVELOPE_OBJECT_LEASE_MS ?? 5 * 60_000, waitMs: e.ACTION_ENVELOPE_OBJECT_WAIT_MS ?? 60_000 },
+    objectLease: {
+      holdMs: e.ACTION_ENVELOPE_OBJECT_LEASE_MS ?? 5 * 60_000,
+      waitMs: e.ACTION_ENVELOPE_OBJECT_WAIT_MS ?? 60_000,
+    },
     journalKey: e.ACTION_ENVELOPE_JOURNAL_KEY
       ? { source: "env", key: Buffer.from(e.ACTION_ENVELOPE_JOURNAL_KEY, "base64") }
       : { source: "file", path: journalKeyPath(env, e.ACTION_ENVELOPE_JOURNAL_KEY_FILE, cwd) },

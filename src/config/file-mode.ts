@@ -24,7 +24,15 @@ export function refuseLooseMode(variable: string, file: string, mask: number, wh
     return; // a missing or unreadable file is reported by whoever reads it
   }
   if ((mode & mask) === 0) return;
-  const by = mask === PRIVATE ? "readable or writable by other users" : mask === OTHERS_WRITABLE ? "writable by other users" : "writable by every user";
+  const by =
+    mask === PRIVATE
+      ? "readable or writable by other users"
+      : mask === OTHERS_WRITABLE
+        ? "writable by other users"
+        : "writable by every user";
   const fix = mask === WORLD_WRITABLE ? "644" : "600";
-  throw new ConfigError(variable, `${file} is ${by} (mode ${mode.toString(8).padStart(4, "0")}): ${what}; fix: chmod ${fix} ${file}`);
+  throw new ConfigError(
+    variable,
+    `${file} is ${by} (mode ${mode.toString(8).padStart(4, "0")}): ${what}; fix: chmod ${fix} ${file}`,
+  );
 }

@@ -37,28 +37,44 @@ export const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
 function assertJsonData(value: unknown, path: string): void {
   switch (typeof value) {
     case "string":
-      if (hasLoneSurrogate(value)) throw new EnvelopeError("NOT_JSON", `well-formed Unicode at ${path} (RFC 8785 refuses unpaired surrogates)`, "a string with an unpaired surrogate");
+      if (hasLoneSurrogate(value))
+        throw new EnvelopeError(
+          "NOT_JSON",
+          `well-formed Unicode at ${path} (RFC 8785 refuses unpaired surrogates)`,
+          "a string with an unpaired surrogate",
+        );
       return;
     case "boolean":
       return;
     case "number":
-      if (!Number.isFinite(value)) throw new EnvelopeError("NOT_JSON", `a finite number at ${path}`, String(value));
+      if (!Number.isFinite(value))
+        throw new EnvelopeError("NOT_JSON", `a finite number at ${path}`, String(value));
       return;
     case "object": {
       if (value === null) return;
       if (Array.isArray(value)) {
         value.forEach((item, i) => {
-          if (item === undefined) throw new EnvelopeError("NOT_JSON", `a JSON value at ${path}[${i}]`, "undefined");
+          if (item === undefined)
+            throw new EnvelopeError("NOT_JSON", `a JSON value at ${path}[${i}]`, "undefined");
           assertJsonData(item, `${path}[${i}]`);
         });
         return;
       }
       const proto = Object.getPrototypeOf(value);
       if (proto !== Object.prototype && proto !== null) {
-        throw new EnvelopeError("NOT_JSON", `a plain object at ${path}`, `an instance of ${proto?.constructor?.name ?? "unknown"}`);
+        throw new EnvelopeError(
+          "NOT_JSON",
+          `a plain object at ${path}`,
+          `an instance of ${proto?.constructor?.name ?? "unknown"}`,
+        );
       }
       for (const [k, v] of Object.entries(value)) {
-        if (hasLoneSurrogate(k)) throw new EnvelopeError("NOT_JSON", `well-formed Unicode in the keys of ${path}`, "a key with an unpaired surrogate");
+        if (hasLoneSurrogate(k))
+          throw new EnvelopeError(
+            "NOT_JSON",
+            `well-formed Unicode in the keys of ${path}`,
+            "a key with an unpaired surrogate",
+          );
         if (v === undefined) continue;
         assertJsonData(v, `${path}.${k}`);
       }

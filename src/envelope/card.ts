@@ -6,7 +6,12 @@
  * be faked by text. A value that cannot be shown faithfully (an unpaired surrogate, which no UTF-8
  * channel can carry) is marked UNINSPECTABLE, and its escaped form is still shown.
  */
-import { hashEnvelope, requesterVerificationOf, requesterVerificationText, type Envelope } from "./envelope.js";
+import {
+  hashEnvelope,
+  requesterVerificationOf,
+  requesterVerificationText,
+  type Envelope,
+} from "./envelope.js";
 import { enumLabel } from "./fields.js";
 import { TARGETS } from "./targets.js";
 import { OPERATIONS } from "./operations.js";
@@ -19,16 +24,44 @@ export { marker };
 export type CardFormat = "text" | "markdown";
 
 const NAMES: Record<number, string> = {
-  0x0000: "NULL", 0x0009: "CHARACTER TABULATION", 0x000d: "CARRIAGE RETURN", 0x001b: "ESCAPE", 0x007f: "DELETE",
-  0x00a0: "NO-BREAK SPACE", 0x00ad: "SOFT HYPHEN", 0x034f: "COMBINING GRAPHEME JOINER", 0x061c: "ARABIC LETTER MARK",
-  0x115f: "HANGUL CHOSEONG FILLER", 0x1160: "HANGUL JUNGSEONG FILLER", 0x1680: "OGHAM SPACE MARK", 0x180e: "MONGOLIAN VOWEL SEPARATOR",
-  0x2007: "FIGURE SPACE", 0x200b: "ZERO WIDTH SPACE", 0x200c: "ZERO WIDTH NON-JOINER", 0x200d: "ZERO WIDTH JOINER",
-  0x200e: "LEFT-TO-RIGHT MARK", 0x200f: "RIGHT-TO-LEFT MARK", 0x2028: "LINE SEPARATOR", 0x2029: "PARAGRAPH SEPARATOR",
-  0x202a: "LEFT-TO-RIGHT EMBEDDING", 0x202b: "RIGHT-TO-LEFT EMBEDDING", 0x202c: "POP DIRECTIONAL FORMATTING",
-  0x202d: "LEFT-TO-RIGHT OVERRIDE", 0x202e: "RIGHT-TO-LEFT OVERRIDE", 0x202f: "NARROW NO-BREAK SPACE", 0x205f: "MEDIUM MATHEMATICAL SPACE",
-  0x2060: "WORD JOINER", 0x2066: "LEFT-TO-RIGHT ISOLATE", 0x2067: "RIGHT-TO-LEFT ISOLATE", 0x2068: "FIRST STRONG ISOLATE",
-  0x2069: "POP DIRECTIONAL ISOLATE", 0x2800: "BRAILLE PATTERN BLANK", 0x3000: "IDEOGRAPHIC SPACE", 0x3164: "HANGUL FILLER",
-  0xfeff: "ZERO WIDTH NO-BREAK SPACE", 0xffa0: "HALFWIDTH HANGUL FILLER",
+  0x0000: "NULL",
+  0x0009: "CHARACTER TABULATION",
+  0x000d: "CARRIAGE RETURN",
+  0x001b: "ESCAPE",
+  0x007f: "DELETE",
+  0x00a0: "NO-BREAK SPACE",
+  0x00ad: "SOFT HYPHEN",
+  0x034f: "COMBINING GRAPHEME JOINER",
+  0x061c: "ARABIC LETTER MARK",
+  0x115f: "HANGUL CHOSEONG FILLER",
+  0x1160: "HANGUL JUNGSEONG FILLER",
+  0x1680: "OGHAM SPACE MARK",
+  0x180e: "MONGOLIAN VOWEL SEPARATOR",
+  0x2007: "FIGURE SPACE",
+  0x200b: "ZERO WIDTH SPACE",
+  0x200c: "ZERO WIDTH NON-JOINER",
+  0x200d: "ZERO WIDTH JOINER",
+  0x200e: "LEFT-TO-RIGHT MARK",
+  0x200f: "RIGHT-TO-LEFT MARK",
+  0x2028: "LINE SEPARATOR",
+  0x2029: "PARAGRAPH SEPARATOR",
+  0x202a: "LEFT-TO-RIGHT EMBEDDING",
+  0x202b: "RIGHT-TO-LEFT EMBEDDING",
+  0x202c: "POP DIRECTIONAL FORMATTING",
+  0x202d: "LEFT-TO-RIGHT OVERRIDE",
+  0x202e: "RIGHT-TO-LEFT OVERRIDE",
+  0x202f: "NARROW NO-BREAK SPACE",
+  0x205f: "MEDIUM MATHEMATICAL SPACE",
+  0x2060: "WORD JOINER",
+  0x2066: "LEFT-TO-RIGHT ISOLATE",
+  0x2067: "RIGHT-TO-LEFT ISOLATE",
+  0x2068: "FIRST STRONG ISOLATE",
+  0x2069: "POP DIRECTIONAL ISOLATE",
+  0x2800: "BRAILLE PATTERN BLANK",
+  0x3000: "IDEOGRAPHIC SPACE",
+  0x3164: "HANGUL FILLER",
+  0xfeff: "ZERO WIDTH NO-BREAK SPACE",
+  0xffa0: "HALFWIDTH HANGUL FILLER",
 };
 
 /** Replaces the run of trailing U+0020 at the end of an (already escaped) line with markers. */
@@ -69,7 +102,13 @@ export function renderValue(value: unknown, label: string): RenderedValue {
   } else if (typeof value === "string") {
     const t = markTrailingSpaces(escapeLine(value, findings));
     trailing += t.count;
-    rendered = { lines: [`"${t.text}"`], block: false, warnings, uninspectable: false, length: [...value].length };
+    rendered = {
+      lines: [`"${t.text}"`],
+      block: false,
+      warnings,
+      uninspectable: false,
+      length: [...value].length,
+    };
   } else {
     const strings: string[] = [];
     const text = renderJson(value, findings, strings);
@@ -78,7 +117,8 @@ export function renderValue(value: unknown, label: string): RenderedValue {
   }
   for (const s of typeof value === "string" ? [value] : collectStrings(value)) {
     const mixed = mixedScriptWords(s);
-    if (mixed.length) warnings.push(`${label}: ${mixed.join("; ")} (look-alike letters from different scripts)`);
+    if (mixed.length)
+      warnings.push(`${label}: ${mixed.join("; ")} (look-alike letters from different scripts)`);
   }
   const counts = new Map<string, { kind: Finding["kind"]; n: number }>();
   for (const f of findings) {
@@ -90,12 +130,15 @@ export function renderValue(value: unknown, label: string): RenderedValue {
     const name = NAMES[cp] ? ` ${NAMES[cp]}` : "";
     if (kind === "unpaired surrogate") {
       rendered.uninspectable = true;
-      warnings.push(`${label}: UNINSPECTABLE — contains an unpaired surrogate ${marker(cp).slice(1, -1)}${n > 1 ? ` ×${n}` : ""}, which cannot be displayed or sent as UTF-8 faithfully; shown escaped`);
+      warnings.push(
+        `${label}: UNINSPECTABLE — contains an unpaired surrogate ${marker(cp).slice(1, -1)}${n > 1 ? ` ×${n}` : ""}, which cannot be displayed or sent as UTF-8 faithfully; shown escaped`,
+      );
     } else {
       warnings.push(`${label}: contains ${marker(cp)}${name} (${kind})${n > 1 ? ` ×${n}` : ""}`);
     }
   }
-  if (trailing) warnings.push(`${label}: ${trailing} trailing space${trailing > 1 ? "s" : ""}, shown as ${marker(0x20)}`);
+  if (trailing)
+    warnings.push(`${label}: ${trailing} trailing space${trailing > 1 ? "s" : ""}, shown as ${marker(0x20)}`);
   return rendered;
 }
 
@@ -103,13 +146,21 @@ function renderJson(value: unknown, findings: Finding[], strings: string[]): str
   if (value === null) return "null";
   if (typeof value === "string") {
     strings.push(value);
-    const body = markTrailingSpaces(escapeLine(value, findings).replace(/\\/g, "\\\\").replace(/"/g, '\\"')).text;
+    const body = markTrailingSpaces(
+      escapeLine(value, findings).replace(/\\/g, "\\\\").replace(/"/g, '\\"'),
+    ).text;
     return `"${body}"`;
   }
   if (typeof value === "number" || typeof value === "boolean") return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map((v) => renderJson(v, findings, strings)).join(", ")}]`;
   if (typeof value === "object") {
-    return `{${Object.keys(value as object).sort().map((k) => `${renderJson(k, findings, strings)}: ${renderJson((value as Record<string, unknown>)[k], findings, strings)}`).join(", ")}}`;
+    return `{${Object.keys(value as object)
+      .sort()
+      .map(
+        (k) =>
+          `${renderJson(k, findings, strings)}: ${renderJson((value as Record<string, unknown>)[k], findings, strings)}`,
+      )
+      .join(", ")}}`;
   }
   return `⟨not JSON: ${typeof value}⟩`;
 }
@@ -117,7 +168,8 @@ function renderJson(value: unknown, findings: Finding[], strings: string[]): str
 function collectStrings(value: unknown): string[] {
   if (typeof value === "string") return [value];
   if (Array.isArray(value)) return value.flatMap(collectStrings);
-  if (value && typeof value === "object") return Object.entries(value).flatMap(([k, v]) => [k, ...collectStrings(v)]);
+  if (value && typeof value === "object")
+    return Object.entries(value).flatMap(([k, v]) => [k, ...collectStrings(v)]);
   return [];
 }
 
@@ -128,8 +180,12 @@ function mixedScriptWords(s: string): string[] {
   const out: string[] = [];
   for (const word of s.match(/[\p{L}\p{M}]+/gu) ?? []) {
     if (!LATIN.test(word) || !LOOKALIKE.test(word)) continue;
-    const foreign = [...word].filter((c) => LOOKALIKE.test(c)).map((c) => `${c} ${marker(c.codePointAt(0)!)}`);
-    out.push(`word "${escapeLine(word, [])}" mixes Latin with ${foreign.slice(0, 5).join(", ")}${foreign.length > 5 ? ", …" : ""}`);
+    const foreign = [...word]
+      .filter((c) => LOOKALIKE.test(c))
+      .map((c) => `${c} ${marker(c.codePointAt(0)!)}`);
+    out.push(
+      `word "${escapeLine(word, [])}" mixes Latin with ${foreign.slice(0, 5).join(", ")}${foreign.length > 5 ? ", …" : ""}`,
+    );
   }
   return out;
 }
@@ -145,7 +201,8 @@ export function decodeDisplay(text: string): string {
 const REVERSIBILITY_TEXT: Record<Envelope["risk"]["reversibility"], string> = {
   read_only: "read only: changes nothing",
   reversible: "reversible: another update can restore the previous values",
-  reversible_external: "reversible in Bitrix24, but effects outside it (notifications to people) cannot be taken back",
+  reversible_external:
+    "reversible in Bitrix24, but effects outside it (notifications to people) cannot be taken back",
   irreversible: "irreversible: cannot be undone",
 };
 
@@ -161,15 +218,25 @@ export interface CardOptions {
  * Renders the card. `hash` is the hash the caller will bind approvals to; if it is not the envelope's
  * own hash the card says so in a warning, because approving it would fail or, worse, mean something else.
  */
-export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: CardOptions = {}): { text: string; warnings: string[] } {
+export function renderCard(
+  e: Envelope,
+  hash: string,
+  format: CardFormat,
+  opts: CardOptions = {},
+): { text: string; warnings: string[] } {
   const warnings: string[] = [];
   let actual: string;
   try {
     actual = hashEnvelope(e);
-    if (actual !== hash) warnings.push(`HASH MISMATCH: the card was asked to show ${hash}, but this envelope hashes to ${actual}`);
+    if (actual !== hash)
+      warnings.push(
+        `HASH MISMATCH: the card was asked to show ${hash}, but this envelope hashes to ${actual}`,
+      );
   } catch (err) {
     actual = `${hash} (cannot be recomputed)`;
-    warnings.push(`UNINSPECTABLE — the envelope cannot be canonicalised, so its hash cannot be checked: ${(err as Error).message}`);
+    warnings.push(
+      `UNINSPECTABLE — the envelope cannot be canonicalised, so its hash cannot be checked: ${(err as Error).message}`,
+    );
   }
   const meta = (label: string, v: string) => {
     const r = renderValue(v, label);
@@ -193,13 +260,23 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
     `Nonce:        ${e.nonce}`,
   ];
 
-  interface Item { label: string; title: string; value: unknown; field: string }
+  interface Item {
+    label: string;
+    title: string;
+    value: unknown;
+    field: string;
+  }
   const changes = Object.entries(e.params).map(([field, value]) => ({
     field,
     before: { label: `${field} (before)`, title: "before", value: e.baseline.values[field], field } as Item,
     after: { label: `${field} (requested)`, title: "requested", value, field } as Item,
   }));
-  const invariants: Item[] = e.invariantFields.map((f) => ({ label: `${f} (must stay)`, title: f, value: e.baseline.values[f], field: f }));
+  const invariants: Item[] = e.invariantFields.map((f) => ({
+    label: `${f} (must stay)`,
+    title: f,
+    value: e.baseline.values[f],
+    field: f,
+  }));
   // The documented name of an enum code (PRIORITY "2" → high) or a person's name (RESPONSIBLE_ID "5" →
   // Bob Smith) is shown next to the value, never instead of it. A person's name is portal data: escaped
   // like any value, and its invisible characters raise warnings too.
@@ -219,75 +296,150 @@ export function renderCard(e: Envelope, hash: string, format: CardFormat, opts: 
   const create = effect === "create" || effect === "create_child";
   // A delete writes nothing: what it removes is shown as it is now (every value the pre-read expects).
   const deleting = effect === "delete";
-  const deletedItems: Item[] = deleting ? [...e.comparedFields, ...e.invariantFields].map((f) => ({ label: `${f} (now)`, title: f, value: e.baseline.values[f], field: f })) : [];
+  const deletedItems: Item[] = deleting
+    ? [...e.comparedFields, ...e.invariantFields].map((f) => ({
+        label: `${f} (now)`,
+        title: f,
+        value: e.baseline.values[f],
+        field: f,
+      }))
+    : [];
   const rDeleted = deletedItems.map((i) => ({ item: i, r: renderedOf(i) }));
-  const deletedWhat = deleting ? (OPERATIONS[e.operation].deletes === "task_comment" ? `COMMENT ${String(e.params["COMMENT_ID"])} of task ${e.object.id}` : `TASK ${e.object.id}`) : "";
-  const rChanges = deleting ? [] : changes.map((c) => ({ field: c.field, before: create ? null : renderedOf(c.before), after: renderedOf(c.after) }));
+  const deletedWhat = deleting
+    ? OPERATIONS[e.operation].deletes === "task_comment"
+      ? `COMMENT ${String(e.params["COMMENT_ID"])} of task ${e.object.id}`
+      : `TASK ${e.object.id}`
+    : "";
+  const rChanges = deleting
+    ? []
+    : changes.map((c) => ({
+        field: c.field,
+        before: create ? null : renderedOf(c.before),
+        after: renderedOf(c.after),
+      }));
   const rInvariants = deleting ? [] : invariants.map((i) => ({ item: i, r: renderedOf(i) }));
   const CHANGE_MARKER_FIELD = TARGETS[e.object.type].changeMarker;
   const fingerprinted = Object.keys(e.baseline.fingerprints).length;
-  const footer = deleting ? [
-    `Checked just before the delete: every value above and ${fingerprinted} other key(s) (fingerprinted) must be exactly as shown (what our run created); any difference stops it, and if it is already gone nothing is sent.`,
-    `After the delete: a fresh read must show it gone. Nothing on it can be restored afterwards${OPERATIONS[e.operation].deletes === "task" ? " (its comments and history go with it)" : " (people may already have read it)"}.`,
-  ] : effect === "create" ? [
-    "Before the write: the tasks already carrying this title are listed, so the new one can be told apart from them.",
-    "After the write: the new task is read back and must hold every value above; a second new task with this title is reported as more than was approved.",
-  ] : [
-    `Checked just before the write: ${[...e.comparedFields, ...e.invariantFields].join(", ")} (${CHANGE_MARKER_FIELD} was ${renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0]}); any difference stops the write.`,
-    `May change by themselves: ${e.automaticFields.join(", ") || "none"}.`,
-    `Other ${e.object.type} fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
-  ];
+  const footer = deleting
+    ? [
+        `Checked just before the delete: every value above and ${fingerprinted} other key(s) (fingerprinted) must be exactly as shown (what our run created); any difference stops it, and if it is already gone nothing is sent.`,
+        `After the delete: a fresh read must show it gone. Nothing on it can be restored afterwards${OPERATIONS[e.operation].deletes === "task" ? " (its comments and history go with it)" : " (people may already have read it)"}.`,
+      ]
+    : effect === "create"
+      ? [
+          "Before the write: the tasks already carrying this title are listed, so the new one can be told apart from them.",
+          "After the write: the new task is read back and must hold every value above; a second new task with this title is reported as more than was approved.",
+        ]
+      : [
+          `Checked just before the write: ${[...e.comparedFields, ...e.invariantFields].join(", ")} (${CHANGE_MARKER_FIELD} was ${renderValue(e.baseline.values[CHANGE_MARKER_FIELD], CHANGE_MARKER_FIELD).lines[0]}); any difference stops the write.`,
+          `May change by themselves: ${e.automaticFields.join(", ") || "none"}.`,
+          `Other ${e.object.type} fields: ${fingerprinted} fingerprinted; any other change after the write is reported as unexpected.`,
+        ];
   const uninspectable = warnings.some((w) => w.includes("UNINSPECTABLE"));
 
   if (format === "text") {
     const out: string[] = ["ACTION ENVELOPE — approval requested", ...header, ""];
-    if (warnings.length) out.push(`WARNINGS (${warnings.length}) — look closely before approving:`, ...warnings.map((w) => `  ⚠ ${w}`), "");
+    if (warnings.length)
+      out.push(
+        `WARNINGS (${warnings.length}) — look closely before approving:`,
+        ...warnings.map((w) => `  ⚠ ${w}`),
+        "",
+      );
     if (deleting) {
-      out.push(`DELETE ${deletedWhat} — cannot be undone (${OPERATIONS[e.operation].method}); what is deleted, as read when this envelope was made:`);
+      out.push(
+        `DELETE ${deletedWhat} — cannot be undone (${OPERATIONS[e.operation].method}); what is deleted, as read when this envelope was made:`,
+      );
       for (const { item, r } of rDeleted) out.push(`  ${item.field}`, ...textValue("now:      ", r));
     } else if (create && effect === "create") {
-      out.push(`NEW ${e.object.type.toUpperCase()} (${changes.length} field${changes.length > 1 ? "s" : ""}, created with exactly these values; no existing object is written):`);
+      out.push(
+        `NEW ${e.object.type.toUpperCase()} (${changes.length} field${changes.length > 1 ? "s" : ""}, created with exactly these values; no existing object is written):`,
+      );
       for (const c of rChanges) out.push(`  ${c.field}`, ...textValue("value:    ", c.after));
     } else if (create) {
-      out.push(`NEW COMMENT on task ${e.object.id} (posted as the webhook's user; the task's own fields are not written):`);
+      out.push(
+        `NEW COMMENT on task ${e.object.id} (posted as the webhook's user; the task's own fields are not written):`,
+      );
       for (const c of rChanges) out.push(`  ${c.field}`, ...textValue("text:     ", c.after));
     } else {
-      out.push(`CHANGES (${changes.length} field${changes.length > 1 ? "s" : ""}: value read from the ${e.object.type} at envelope time → value to write):`);
+      out.push(
+        `CHANGES (${changes.length} field${changes.length > 1 ? "s" : ""}: value read from the ${e.object.type} at envelope time → value to write):`,
+      );
       for (const c of rChanges) {
         out.push(`  ${c.field}`);
         out.push(...textValue("before:   ", c.before!), ...textValue("requested:", c.after));
       }
     }
     if (!deleting) {
-      out.push("", `MUST STAY UNCHANGED (${invariants.length} field${invariants.length === 1 ? "" : "s"}, values at envelope time):`);
+      out.push(
+        "",
+        `MUST STAY UNCHANGED (${invariants.length} field${invariants.length === 1 ? "" : "s"}, values at envelope time):`,
+      );
       for (const { item, r } of rInvariants) out.push(...textValue(`${item.title}:`, r, "  "));
     }
     out.push("", ...footer);
-    if (uninspectable) out.push("", "Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.");
+    if (uninspectable)
+      out.push("", "Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.");
     return { text: out.join("\n"), warnings };
   }
 
-  const md: string[] = [`## Approval requested: ${e.operation} ${OPERATIONS[e.operation].effect === "create" ? `(a new ${e.object.type})` : `on ${e.object.type} ${e.object.id}`} (${e.targetSystem})`, ""];
+  const md: string[] = [
+    `## Approval requested: ${e.operation} ${OPERATIONS[e.operation].effect === "create" ? `(a new ${e.object.type})` : `on ${e.object.type} ${e.object.id}`} (${e.targetSystem})`,
+    "",
+  ];
   md.push(...fence(header.join("\n")), "");
   if (warnings.length) {
     md.push(`**⚠ Warnings (${warnings.length}) — look closely before approving:**`, "");
     md.push(...fence(warnings.map((w) => `⚠ ${w}`).join("\n")), "");
   }
   if (deleting) {
-    md.push(`### Delete ${deletedWhat.toLowerCase()} (cannot be undone)`, "", "What is deleted, as read when this envelope was made:", "");
-    for (const { item, r } of rDeleted) md.push(`- ${item.title}${lengthNote(r)}${nameNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
-  } else md.push(create ? (effect === "create" ? `### New ${e.object.type}` : `### New comment on task ${e.object.id}`) : `### Changes (${changes.length})`, "");
+    md.push(
+      `### Delete ${deletedWhat.toLowerCase()} (cannot be undone)`,
+      "",
+      "What is deleted, as read when this envelope was made:",
+      "",
+    );
+    for (const { item, r } of rDeleted)
+      md.push(`- ${item.title}${lengthNote(r)}${nameNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
+  } else
+    md.push(
+      create
+        ? effect === "create"
+          ? `### New ${e.object.type}`
+          : `### New comment on task ${e.object.id}`
+        : `### Changes (${changes.length})`,
+      "",
+    );
   for (const c of rChanges) {
     if (!c.before) {
-      md.push(`#### ${c.field}`, "", `Text${lengthNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
+      md.push(
+        `#### ${c.field}`,
+        "",
+        `Text${lengthNote(c.after)}:`,
+        "",
+        ...fence(c.after.lines.join("\n")),
+        "",
+      );
       continue;
     }
-    md.push(`#### ${c.field}`, "", `Before${lengthNote(c.before)}${nameNote(c.before)}:`, "", ...fence(c.before.lines.join("\n")), "", `Requested${lengthNote(c.after)}${nameNote(c.after)}:`, "", ...fence(c.after.lines.join("\n")), "");
+    md.push(
+      `#### ${c.field}`,
+      "",
+      `Before${lengthNote(c.before)}${nameNote(c.before)}:`,
+      "",
+      ...fence(c.before.lines.join("\n")),
+      "",
+      `Requested${lengthNote(c.after)}${nameNote(c.after)}:`,
+      "",
+      ...fence(c.after.lines.join("\n")),
+      "",
+    );
   }
   if (!deleting) md.push(`### Must stay unchanged (${invariants.length})`, "");
-  for (const { item, r } of rInvariants) md.push(`- ${item.title}${lengthNote(r)}${nameNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
+  for (const { item, r } of rInvariants)
+    md.push(`- ${item.title}${lengthNote(r)}${nameNote(r)}:`, "", ...fence(r.lines.join("\n")), "");
   md.push("### Checks", "", ...fence(footer.join("\n")));
-  if (uninspectable) md.push("", "**Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.**");
+  if (uninspectable)
+    md.push("", "**Some values are UNINSPECTABLE (see warnings): do not approve what you cannot see.**");
   return { text: md.join("\n"), warnings };
 }
 
@@ -300,8 +452,14 @@ function nameNote(r: RenderedValue & { name?: string }): string {
 }
 
 function textValue(label: string, r: RenderedValue & { name?: string }, indent = "    "): string[] {
-  if (!r.block) return [`${indent}${label} ${r.lines[0]}${r.name ? ` (${r.name})` : ""}${r.uninspectable ? "  [UNINSPECTABLE]" : ""}`];
-  return [`${indent}${label} ${r.lines.length} lines, ${r.length} characters${r.uninspectable ? "  [UNINSPECTABLE]" : ""}:`, ...r.lines.map((l) => `${indent}  │${l}`)];
+  if (!r.block)
+    return [
+      `${indent}${label} ${r.lines[0]}${r.name ? ` (${r.name})` : ""}${r.uninspectable ? "  [UNINSPECTABLE]" : ""}`,
+    ];
+  return [
+    `${indent}${label} ${r.lines.length} lines, ${r.length} characters${r.uninspectable ? "  [UNINSPECTABLE]" : ""}:`,
+    ...r.lines.map((l) => `${indent}  │${l}`),
+  ];
 }
 
 /** A fenced block whose fence is longer than any backtick run inside, so no value can close it early. */

@@ -18,8 +18,22 @@ import { z } from "zod";
 import { HASH_PATTERN, sha256Json } from "./canonical.js";
 import { EnvelopeError } from "./errors.js";
 import { formatIssues } from "./zod-issues.js";
-import { hashEnvelope, REQUESTER_VERIFICATIONS, requesterVerificationOf, requesterVerificationText, type Envelope, type RequesterVerification } from "./envelope.js";
-import { LEVELS, REVERSIBILITY, levelRank, reversibilityRank, type Reversibility, type RiskLevel } from "./policy.js";
+import {
+  hashEnvelope,
+  REQUESTER_VERIFICATIONS,
+  requesterVerificationOf,
+  requesterVerificationText,
+  type Envelope,
+  type RequesterVerification,
+} from "./envelope.js";
+import {
+  LEVELS,
+  REVERSIBILITY,
+  levelRank,
+  reversibilityRank,
+  type Reversibility,
+  type RiskLevel,
+} from "./policy.js";
 import { OPERATION_NAMES, OPERATIONS, objectNamed, operationSpec, type OperationName } from "./operations.js";
 
 export const CHANGE_SET_SCHEMA_ID = "action-envelope-set/1";
@@ -64,21 +78,35 @@ export const ChangeSetSchema = z
     nonce: z.string().regex(/^[0-9a-f]{32}$/),
   })
   .superRefine((s, ctx) => {
-    const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: "custom", path, message });
-    if ((s.revision > 1) !== (s.previousSetHash !== undefined)) issue(["previousSetHash"], "previousSetHash is required for revision > 1 and absent for revision 1");
+    const issue = (path: (string | number)[], message: string) =>
+      ctx.addIssue({ code: "custom", path, message });
+    if (s.revision > 1 !== (s.previousSetHash !== undefined))
+      issue(["previousSetHash"], "previousSetHash is required for revision > 1 and absent for revision 1");
     const ids = s.actions.map((a) => a.actionId);
     if (new Set(ids).size !== ids.length) issue(["actions"], `action ids must be unique: ${ids.join(", ")}`);
     const hashes = s.actions.map((a) => a.envelopeHash);
     if (new Set(hashes).size !== hashes.length) issue(["actions"], "the same envelope appears twice");
-    if (Date.parse(s.expiresAt) <= Date.parse(s.createdAt)) issue(["expiresAt"], "expiresAt must be after createdAt");
+    if (Date.parse(s.expiresAt) <= Date.parse(s.createdAt))
+      issue(["expiresAt"], "expiresAt must be after createdAt");
     // The envelope's rule (envelope.ts): id 0 exactly when the operation creates its object.
     s.actions.forEach((a, i) => {
       const creates = OPERATIONS[a.operation].effect === "create";
-      if (creates !== (a.object.id === 0)) issue(["actions", i, "object", "id"], creates ? `${a.operation} creates its object, so its id is 0` : "the object id is a positive integer");
+      if (creates !== (a.object.id === 0))
+        issue(
+          ["actions", i, "object", "id"],
+          creates
+            ? `${a.operation} creates its object, so its id is 0`
+            : "the object id is a positive integer",
+        );
     });
-    const chain = chainRisk(s.actions.map((a) => ({ reversibility: a.reversibility, level: "low" as RiskLevel })));
+    const chain = chainRisk(
+      s.actions.map((a) => ({ reversibility: a.reversibility, level: "low" as RiskLevel })),
+    );
     if (reversibilityRank(s.risk.reversibility) < reversibilityRank(chain.reversibility)) {
-      issue(["risk", "reversibility"], `the set is classed ${s.risk.reversibility}, below its riskiest action (${chain.reversibility})`);
+      issue(
+        ["risk", "reversibility"],
+        `the set is classed ${s.risk.reversibility}, below its riskiest action (${chain.reversibility})`,
+      );
     }
   });
 
@@ -90,16 +118,25 @@ export function hashChangeSet(s: ChangeSet): string {
 
 export function parseChangeSet(value: unknown): ChangeSet {
   const parsed = ChangeSetSchema.safeParse(value);
-  if (!parsed.success) throw new EnvelopeError("INVALID_ENVELOPE", "a change set matching ChangeSetSchema", formatIssues(parsed.error));
+  if (!parsed.success)
+    throw new EnvelopeError(
+      "INVALID_ENVELOPE",
+      "a change set matching ChangeSetSchema",
+      formatIssues(parsed.error),
+    );
   return parsed.data;
 }
 
 /** A chain is as risky as its riskiest step: the highest class and the highest level, each on its own. */
-export function chainRisk(risks: Array<{ reversibility: Reversibility; level: RiskLevel }>): { reversibility: Reversibility; level: RiskLevel } {
+export function chainRisk(risks: Array<{ reversibility: Reversibility; level: RiskLevel }>): {
+  reversibility: Reversibility;
+  level: RiskLevel;
+} {
   let reversibility: Reversibility = "read_only";
   let level: RiskLevel = "low";
   for (const r of risks) {
-    if (reversibilityRank(r.reversibility) > reversibilityRank(reversibility)) reversibility = r.reversibility;
+    if (reversibilityRank(r.reversibility) > reversibilityRank(reversibility))
+      reversibility = r.reversibility;
     if (levelRank(r.level) > levelRank(level)) level = r.level;
   }
   return { reversibility, level };
@@ -126,12 +163,24 @@ export function createChangeSet(input: CreateChangeSetInput): ChangeSet {
   const problems: string[] = [];
   const requesterVerifiedBy = input.requesterVerifiedBy ?? "self_declared";
   for (const { actionId, envelope } of input.actions) {
-    if (envelope.runContext.threadId !== input.threadId) problems.push(`${actionId} belongs to thread ${envelope.runContext.threadId}, not ${input.threadId}`);
-    if (envelope.requestedBy !== input.requestedBy) problems.push(`${actionId} was requested by ${envelope.requestedBy}, not ${input.requestedBy}`);
-    if (requesterVerificationOf(envelope) !== requesterVerifiedBy) problems.push(`${actionId}'s requester is ${requesterVerificationText(requesterVerificationOf(envelope))}, not ${requesterVerificationText(requesterVerifiedBy)}`);
+    if (envelope.runContext.threadId !== input.threadId)
+      problems.push(`${actionId} belongs to thread ${envelope.runContext.threadId}, not ${input.threadId}`);
+    if (envelope.requestedBy !== input.requestedBy)
+      problems.push(`${actionId} was requested by ${envelope.requestedBy}, not ${input.requestedBy}`);
+    if (requesterVerificationOf(envelope) !== requesterVerifiedBy)
+      problems.push(
+        `${actionId}'s requester is ${requesterVerificationText(requesterVerificationOf(envelope))}, not ${requesterVerificationText(requesterVerifiedBy)}`,
+      );
   }
-  if (problems.length) throw new EnvelopeError("INVALID_ENVELOPE", "actions of one thread and one requester", problems.join("; "));
-  const expiresAt = input.actions.map((a) => a.envelope.expiresAt).reduce((a, b) => (Date.parse(a) <= Date.parse(b) ? a : b));
+  if (problems.length)
+    throw new EnvelopeError(
+      "INVALID_ENVELOPE",
+      "actions of one thread and one requester",
+      problems.join("; "),
+    );
+  const expiresAt = input.actions
+    .map((a) => a.envelope.expiresAt)
+    .reduce((a, b) => (Date.parse(a) <= Date.parse(b) ? a : b));
   const revision = input.revision ?? 1;
   return parseChangeSet({
     schema: CHANGE_SET_SCHEMA_ID,
@@ -158,15 +207,24 @@ export function createChangeSet(input: CreateChangeSetInput): ChangeSet {
 }
 
 /** Problems with a set's members as read back (each must hash to what the set lists, in order). */
-export function memberProblems(set: ChangeSet, members: Array<{ envelopeHash: string; envelope: Envelope }>): string[] {
+export function memberProblems(
+  set: ChangeSet,
+  members: Array<{ envelopeHash: string; envelope: Envelope }>,
+): string[] {
   const out: string[] = [];
-  if (members.length !== set.actions.length) out.push(`the set lists ${set.actions.length} actions, ${members.length} were found`);
+  if (members.length !== set.actions.length)
+    out.push(`the set lists ${set.actions.length} actions, ${members.length} were found`);
   set.actions.forEach((a, i) => {
     const m = members[i];
     if (!m) return;
-    if (m.envelopeHash !== a.envelopeHash) out.push(`${a.actionId}: expected ${a.envelopeHash} in position ${i + 1}, found ${m.envelopeHash}`);
-    else if (hashEnvelope(m.envelope) !== a.envelopeHash) out.push(`${a.actionId}: its envelope does not hash to ${a.envelopeHash}`);
-    else if (requesterVerificationOf(m.envelope) !== requesterVerificationOf(set)) out.push(`${a.actionId}: its requester is ${requesterVerificationText(requesterVerificationOf(m.envelope))}, the set's ${requesterVerificationText(requesterVerificationOf(set))}`);
+    if (m.envelopeHash !== a.envelopeHash)
+      out.push(`${a.actionId}: expected ${a.envelopeHash} in position ${i + 1}, found ${m.envelopeHash}`);
+    else if (hashEnvelope(m.envelope) !== a.envelopeHash)
+      out.push(`${a.actionId}: its envelope does not hash to ${a.envelopeHash}`);
+    else if (requesterVerificationOf(m.envelope) !== requesterVerificationOf(set))
+      out.push(
+        `${a.actionId}: its requester is ${requesterVerificationText(requesterVerificationOf(m.envelope))}, the set's ${requesterVerificationText(requesterVerificationOf(set))}`,
+      );
   });
   return out;
 }
@@ -188,12 +246,26 @@ export interface ActionOutcome {
 }
 
 /** The set's outcome, derived from its actions' (chain rule): the first action that is not VERIFIED decides. */
-export function chainOutcome(outcomes: ActionOutcome[]): { outcome: string; reasonCode: string; reason: string } {
+export function chainOutcome(outcomes: ActionOutcome[]): {
+  outcome: string;
+  reasonCode: string;
+  reason: string;
+} {
   const table = outcomes.map((o) => `${o.actionId} ${o.outcome} (${o.reasonCode})`).join("; ");
   const stop = outcomes.find((o) => o.outcome !== "VERIFIED");
-  if (!stop) return { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: `all ${outcomes.length} actions verified: ${table}` };
+  if (!stop)
+    return {
+      outcome: "VERIFIED",
+      reasonCode: "VERIFIED",
+      reason: `all ${outcomes.length} actions verified: ${table}`,
+    };
   const written = outcomes.filter((o) => o.sent);
-  if (written.length === 0) return { outcome: stop.outcome, reasonCode: stop.reasonCode, reason: `${stop.actionId}: ${stop.reason}; nothing of the set was written: ${table}` };
+  if (written.length === 0)
+    return {
+      outcome: stop.outcome,
+      reasonCode: stop.reasonCode,
+      reason: `${stop.actionId}: ${stop.reason}; nothing of the set was written: ${table}`,
+    };
   // Something was written and the chain did not complete: neither "nothing happened" nor "verified".
   const verified = outcomes.filter((o) => o.outcome === "VERIFIED").map((o) => o.actionId);
   return {
@@ -205,10 +277,21 @@ export function chainOutcome(outcomes: ActionOutcome[]): { outcome: string; reas
 
 /** The set outcome as a table: one line per action, for the CLI, the chat report and the evidence. */
 export function outcomeTable(outcomes: ActionOutcome[]): string {
-  const rows = outcomes.map((o) => [o.actionId, o.operation, outcomeObject(o), o.outcome, o.reasonCode, o.sent ? "sent" : "not sent"]);
+  const rows = outcomes.map((o) => [
+    o.actionId,
+    o.operation,
+    outcomeObject(o),
+    o.outcome,
+    o.reasonCode,
+    o.sent ? "sent" : "not sent",
+  ]);
   const head = ["action", "operation", "object", "outcome", "reason", "write"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
   return [line(head), ...rows.map(line)].join("\n");
 }
 
@@ -217,14 +300,18 @@ export function outcomeTable(outcomes: ActionOutcome[]): string {
  * a create "new task 17" when the created id is known, else "a new task" (never "task 0").
  */
 function outcomeObject(o: ActionOutcome): string {
-  if (operationSpec(o.operation)?.effect === "create" && o.createdId !== undefined && o.createdId > 0) return `new ${OPERATIONS[o.operation as OperationName].target} ${o.createdId}`;
+  if (operationSpec(o.operation)?.effect === "create" && o.createdId !== undefined && o.createdId > 0)
+    return `new ${OPERATIONS[o.operation as OperationName].target} ${o.createdId}`;
   return objectNamed(o.operation, o.taskId);
 }
 
 /** The set's header for its card; each action's own card follows it. */
 export function setCardHeader(set: ChangeSet, setHash: string): string {
   const order = set.actions
-    .map((a, i) => `  ${i + 1}. ${a.actionId}: ${a.operation} (${OPERATIONS[a.operation].method}) on ${objectNamed(a.operation, a.object.id)} [${a.reversibility}] envelope ${a.envelopeHash}`)
+    .map(
+      (a, i) =>
+        `  ${i + 1}. ${a.actionId}: ${a.operation} (${OPERATIONS[a.operation].method}) on ${objectNamed(a.operation, a.object.id)} [${a.reversibility}] envelope ${a.envelopeHash}`,
+    )
     .join("\n");
   return [
     `CHANGE SET — approval requested for ${set.actions.length} actions, as one`,
@@ -266,19 +353,36 @@ export function partialApprovalForecast(
   choices: Readonly<Record<string, string>>,
   partialExecution: readonly string[],
 ): PartialForecast {
-  const kept = actions.filter((a) => choices[a.actionId] === "approve" || choices[a.actionId] === "edit").map((a) => a.actionId);
+  const kept = actions
+    .filter((a) => choices[a.actionId] === "approve" || choices[a.actionId] === "edit")
+    .map((a) => a.actionId);
   const rejected = actions.filter((a) => choices[a.actionId] === "reject").map((a) => a.actionId);
   const edited = actions.filter((a) => choices[a.actionId] === "edit").map((a) => a.actionId);
   const why: string[] = [];
   if (edited.length) why.push(`${edited.join(", ")} edited: an edit is a new revision for another approver`);
   actions.forEach((a, i) => {
     if (!kept.includes(a.actionId)) return;
-    const before = actions.slice(0, i).find((b) => rejected.includes(b.actionId) && b.envelope.object.type === a.envelope.object.type && b.envelope.object.id === a.envelope.object.id);
-    if (before) why.push(`${a.actionId} depends on rejected ${before.actionId} (both change ${a.envelope.object.type} ${a.envelope.object.id}; ${a.actionId} was shown expecting what ${before.actionId} writes)`);
-    else if (!partialExecution.includes(a.envelope.risk.reversibility)) why.push(`${a.actionId} is ${a.envelope.risk.reversibility}, which the policy's partialExecution does not let run after a partial approval`);
+    const before = actions
+      .slice(0, i)
+      .find(
+        (b) =>
+          rejected.includes(b.actionId) &&
+          b.envelope.object.type === a.envelope.object.type &&
+          b.envelope.object.id === a.envelope.object.id,
+      );
+    if (before)
+      why.push(
+        `${a.actionId} depends on rejected ${before.actionId} (both change ${a.envelope.object.type} ${a.envelope.object.id}; ${a.actionId} was shown expecting what ${before.actionId} writes)`,
+      );
+    else if (!partialExecution.includes(a.envelope.risk.reversibility))
+      why.push(
+        `${a.actionId} is ${a.envelope.risk.reversibility}, which the policy's partialExecution does not let run after a partial approval`,
+      );
   });
   const runsAtOnce = kept.length > 0 && rejected.length > 0 && why.length === 0;
-  const who = edited.length ? "another approver (not the editor)" : "any approver of these actions, you included";
+  const who = edited.length
+    ? "another approver (not the editor)"
+    : "any approver of these actions, you included";
   const summary =
     kept.length === 0 || rejected.length === 0
       ? ""

@@ -17,7 +17,16 @@ export type ReadResult =
 /** What the write call returned, if anything. */
 export type Acknowledgement =
   | { status: "OK"; body: unknown }
-  | { status: "ERROR"; error: { kind: string; code?: string; description: string; httpStatus?: number; outcomeUnknown?: boolean } }
+  | {
+      status: "ERROR";
+      error: {
+        kind: string;
+        code?: string;
+        description: string;
+        httpStatus?: number;
+        outcomeUnknown?: boolean;
+      };
+    }
   | { status: "MISSING"; reason: string };
 
 export type FieldStatus =
@@ -105,7 +114,11 @@ export type VerifyVerdict = "VERIFIED" | "VERIFICATION_FAILED" | "INVARIANT_VIOL
 
 type Extracted =
   | { ok: true; task: Record<string, unknown> }
-  | { ok: false; reason: string; /** Set when the answer is definitely about another object: the id it named. */ otherId?: unknown };
+  | {
+      ok: false;
+      reason: string;
+      /** Set when the answer is definitely about another object: the id it named. */ otherId?: unknown;
+    };
 
 /**
  * body.result.task, accepted only when it is an object whose id is the envelope's task. A string body
@@ -137,7 +150,14 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
   if (read.status === "failed") {
     return {
       verdict: "ERROR",
-      fields: e.comparedFields.map((f) => ({ field: f, taskKey: fieldToTaskKey(f), role: "compared", expected: e.baseline.values[f], status: "unknown", note: "read failed" })),
+      fields: e.comparedFields.map((f) => ({
+        field: f,
+        taskKey: fieldToTaskKey(f),
+        role: "compared",
+        expected: e.baseline.values[f],
+        status: "unknown",
+        note: "read failed",
+      })),
       reason: `the fresh read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}): ${read.error.description}`,
       moved: [],
       identity: noIdentity,
@@ -148,10 +168,21 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     const other = extracted.otherId !== undefined;
     return {
       verdict: other ? "MISMATCH" : "UNKNOWN",
-      fields: e.comparedFields.map((f) => ({ field: f, taskKey: fieldToTaskKey(f), role: "compared", expected: e.baseline.values[f], status: "unknown", note: extracted.reason })),
-      reason: other ? `identity mismatch: ${extracted.reason}; it says nothing about ${t.type} ${e.object.id}` : `cannot compare: ${extracted.reason}`,
+      fields: e.comparedFields.map((f) => ({
+        field: f,
+        taskKey: fieldToTaskKey(f),
+        role: "compared",
+        expected: e.baseline.values[f],
+        status: "unknown",
+        note: extracted.reason,
+      })),
+      reason: other
+        ? `identity mismatch: ${extracted.reason}; it says nothing about ${t.type} ${e.object.id}`
+        : `cannot compare: ${extracted.reason}`,
       moved: [],
-      identity: other ? { expected: e.object.id, answered: extracted.otherId, status: "MISMATCH" } : noIdentity,
+      identity: other
+        ? { expected: e.object.id, answered: extracted.otherId, status: "MISMATCH" }
+        : noIdentity,
     };
   }
   const task = extracted.task;
@@ -160,11 +191,27 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     const taskKey = fieldToTaskKey(field);
     const expected = e.baseline.values[field];
     if (!has(task, taskKey)) {
-      return { field, taskKey, role, expected, status: "unknown", note: `the answer has no "${taskKey}"${role === "invariant" ? " (an invariant the pre-read could not see; it does not decide the verdict)" : ""}` };
+      return {
+        field,
+        taskKey,
+        role,
+        expected,
+        status: "unknown",
+        note: `the answer has no "${taskKey}"${role === "invariant" ? " (an invariant the pre-read could not see; it does not decide the verdict)" : ""}`,
+      };
     }
     const actual = task[taskKey];
     const c = compareValues(field, expected, actual);
-    return { field, taskKey, role, expected, actual, status: c.equal ? "match" : "mismatch", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+    return {
+      field,
+      taskKey,
+      role,
+      expected,
+      actual,
+      status: c.equal ? "match" : "mismatch",
+      rule: normalisationRule(c.rule),
+      ...(c.normalised ? { normalised: true } : {}),
+    };
   };
   const fields: FieldCheck[] = [
     ...e.comparedFields.map((f) => check(f, "compared")),
@@ -177,7 +224,9 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
   const mismatched = fields.filter((f) => f.status === "mismatch");
   const unknown = fields.filter((f) => f.status === "unknown" && f.role === "compared");
   if (mismatched.length) {
-    const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD) ? ` (the ${t.type} was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})` : "";
+    const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD)
+      ? ` (the ${t.type} was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})`
+      : "";
     return {
       verdict: "MISMATCH",
       fields,
@@ -187,7 +236,13 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     };
   }
   if (unknown.length) {
-    return { verdict: "UNKNOWN", fields, reason: `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}`, moved, identity };
+    return {
+      verdict: "UNKNOWN",
+      fields,
+      reason: `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}`,
+      moved,
+      identity,
+    };
   }
   const others = moved.length ? `; other fields moved: ${describeMoves(moved)}` : "";
   return {
@@ -201,7 +256,14 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
 
 function movedOf(f: FieldCheck): MovedField {
   const before = f.role === "requested" ? f.baseline : f.expected;
-  return { field: f.field, taskKey: f.taskKey, role: f.role, before, now: f.actual, ...(f.rule ? { rule: f.rule } : {}) };
+  return {
+    field: f.field,
+    taskKey: f.taskKey,
+    role: f.role,
+    before,
+    now: f.actual,
+    ...(f.rule ? { rule: f.rule } : {}),
+  };
 }
 
 /** Keys the envelope kept only as fingerprints whose value is no longer the one read at envelope time. */
@@ -212,14 +274,23 @@ function fingerprintedMoves(e: Envelope, task: Record<string, unknown>): MovedFi
   const out: MovedField[] = [];
   for (const [taskKey, digest] of Object.entries(e.baseline.fingerprints)) {
     if (!has(task, taskKey) || fingerprint(task[taskKey]) === digest) continue;
-    out.push({ field: taskKeyToField(taskKey), taskKey, role: automaticKeys.has(taskKey) ? "automatic" : "other", beforeFingerprint: digest, now: task[taskKey] });
+    out.push({
+      field: taskKeyToField(taskKey),
+      taskKey,
+      role: automaticKeys.has(taskKey) ? "automatic" : "other",
+      beforeFingerprint: digest,
+      now: task[taskKey],
+    });
   }
   return out;
 }
 
 export function describeMoves(moved: MovedField[]): string {
   return moved
-    .map((m) => `${m.field} was ${m.beforeFingerprint !== undefined ? `(fingerprint ${m.beforeFingerprint}; value not kept)` : show(m.before)}, now ${show(m.now)}`)
+    .map(
+      (m) =>
+        `${m.field} was ${m.beforeFingerprint !== undefined ? `(fingerprint ${m.beforeFingerprint}; value not kept)` : show(m.before)}, now ${show(m.now)}`,
+    )
     .join("; ");
 }
 
@@ -237,7 +308,13 @@ export function describeMoves(moved: MovedField[]): string {
  *  - the same state but the acknowledgement is ERROR or MISSING → INCONCLUSIVE: the state matches, but
  *    whether the write we sent did it (or will still land, or was sent twice) is not proven.
  */
-export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResult, beforeWrite?: unknown, readAt?: string): VerifyResult {
+export function verifyOutcome(
+  e: Envelope,
+  ack: Acknowledgement,
+  read: ReadResult,
+  beforeWrite?: unknown,
+  readAt?: string,
+): VerifyResult {
   const t = TARGETS[e.object.type];
   const fieldToTaskKey = t.keyOf;
   const CHANGE_MARKER_FIELD = t.changeMarker;
@@ -262,7 +339,9 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
       fields: [],
       reason: `${other ? "identity mismatch" : "cannot verify"}: ${extracted.reason}; ${ackNote}`,
       moved: [],
-      identity: other ? { expected: e.object.id, answered: extracted.otherId, status: "MISMATCH" } : noIdentity,
+      identity: other
+        ? { expected: e.object.id, answered: extracted.otherId, status: "MISMATCH" }
+        : noIdentity,
     };
   }
   const task = extracted.task;
@@ -276,15 +355,37 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     const taskKey = fieldToTaskKey(field);
     const baseline = e.baseline.values[field];
     if (!has(task, taskKey)) {
-      fields.push({ field, taskKey, role: "requested", expected: approved, baseline, status: "unknown", note: `the answer has no "${taskKey}"` });
+      fields.push({
+        field,
+        taskKey,
+        role: "requested",
+        expected: approved,
+        baseline,
+        status: "unknown",
+        note: `the answer has no "${taskKey}"`,
+      });
       continue;
     }
     const actual = task[taskKey];
     const asApproved = compareValues(field, approved, actual);
     const asBaseline = compareValues(field, baseline, actual);
-    const status: FieldStatus = asApproved.equal ? "applied" : asBaseline.equal ? "not_applied" : "wrong_value";
+    const status: FieldStatus = asApproved.equal
+      ? "applied"
+      : asBaseline.equal
+        ? "not_applied"
+        : "wrong_value";
     const decided = status === "not_applied" ? asBaseline : asApproved;
-    const check: FieldCheck = { field, taskKey, role: "requested", expected: approved, actual, baseline, status, rule: normalisationRule(decided.rule), ...(decided.normalised ? { normalised: true } : {}) };
+    const check: FieldCheck = {
+      field,
+      taskKey,
+      role: "requested",
+      expected: approved,
+      actual,
+      baseline,
+      status,
+      rule: normalisationRule(decided.rule),
+      ...(decided.normalised ? { normalised: true } : {}),
+    };
     fields.push(check);
     if (!asBaseline.equal) moved.push(movedOf(check));
   }
@@ -292,12 +393,28 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     const taskKey = fieldToTaskKey(field);
     const expected = e.baseline.values[field];
     if (!has(task, taskKey)) {
-      fields.push({ field, taskKey, role: "invariant", expected, status: "unknown", note: `the answer has no "${taskKey}"` });
+      fields.push({
+        field,
+        taskKey,
+        role: "invariant",
+        expected,
+        status: "unknown",
+        note: `the answer has no "${taskKey}"`,
+      });
       continue;
     }
     const actual = task[taskKey];
     const c = compareValues(field, expected, actual);
-    const check: FieldCheck = { field, taskKey, role: "invariant", expected, actual, status: c.equal ? "unchanged" : "violated", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+    const check: FieldCheck = {
+      field,
+      taskKey,
+      role: "invariant",
+      expected,
+      actual,
+      status: c.equal ? "unchanged" : "violated",
+      rule: normalisationRule(c.rule),
+      ...(c.normalised ? { normalised: true } : {}),
+    };
     fields.push(check);
     if (!c.equal) moved.push(movedOf(check));
   }
@@ -310,8 +427,13 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     if (!c.equal) {
       const automatic = automaticKeys.has(markerKey);
       const check: FieldCheck = {
-        field: CHANGE_MARKER_FIELD, taskKey: markerKey, role: automatic ? "automatic" : "other",
-        expected: e.baseline.values[CHANGE_MARKER_FIELD], actual: task[markerKey], status: automatic ? "automatic" : "unexpected", rule: normalisationRule(c.rule),
+        field: CHANGE_MARKER_FIELD,
+        taskKey: markerKey,
+        role: automatic ? "automatic" : "other",
+        expected: e.baseline.values[CHANGE_MARKER_FIELD],
+        actual: task[markerKey],
+        status: automatic ? "automatic" : "unexpected",
+        rule: normalisationRule(c.rule),
       };
       fields.push(check);
       moved.push(movedOf(check));
@@ -321,12 +443,19 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
   // pre-read lets fields it does not compare move) and holds that same value now was not moved by us.
   const before = beforeWrite === undefined ? undefined : extractOf(t.type, beforeWrite, e.object.id);
   const seenBefore = (taskKey: string, now: unknown): boolean =>
-    before !== undefined && before.ok && has(before.task, taskKey) && fingerprint(before.task[taskKey]) === fingerprint(now);
+    before !== undefined &&
+    before.ok &&
+    has(before.task, taskKey) &&
+    fingerprint(before.task[taskKey]) === fingerprint(now);
   for (const m of fingerprintedMoves(e, task)) {
     const automatic = m.role === "automatic";
     const earlier = !automatic && seenBefore(m.taskKey, m.now);
     fields.push({
-      field: m.field, taskKey: m.taskKey, role: m.role, actual: m.now, baselineFingerprint: m.beforeFingerprint!,
+      field: m.field,
+      taskKey: m.taskKey,
+      role: m.role,
+      actual: m.now,
+      baselineFingerprint: m.beforeFingerprint!,
       status: automatic ? "automatic" : earlier ? "changed_before_write" : "unexpected",
       note: automatic
         ? "allowed to change by itself"
@@ -340,7 +469,13 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
   const violated = fields.filter((f) => f.status === "violated" || f.status === "unexpected");
   const failed = fields.filter((f) => f.status === "not_applied" || f.status === "wrong_value");
   const unknown = fields.filter((f) => f.status === "unknown");
-  const list = (fs: FieldCheck[]) => fs.map((f) => `${f.field}${f.role === "requested" ? ` (${f.status.replace("_", " ")}: approved ${show(f.expected)}, now ${show(f.actual)})` : f.actual !== undefined ? ` (now ${show(f.actual)}${f.expected !== undefined ? `, was ${show(f.expected)}` : ""})` : ""}`).join("; ");
+  const list = (fs: FieldCheck[]) =>
+    fs
+      .map(
+        (f) =>
+          `${f.field}${f.role === "requested" ? ` (${f.status.replace("_", " ")}: approved ${show(f.expected)}, now ${show(f.actual)})` : f.actual !== undefined ? ` (now ${show(f.actual)}${f.expected !== undefined ? `, was ${show(f.expected)}` : ""})` : ""}`,
+      )
+      .join("; ");
 
   if (violated.length) {
     return {
@@ -364,7 +499,8 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
         reason: `${notYetApplied(readAt)}: ${list(failed)}; ${ackNote}; ${MAY_STILL_LAND}`,
       };
     }
-    const allNotApplied = failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(requested).length;
+    const allNotApplied =
+      failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(requested).length;
     return {
       verdict: "VERIFICATION_FAILED",
       fields,
@@ -374,7 +510,13 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     };
   }
   if (unknown.length) {
-    return { verdict: "INCONCLUSIVE", fields, moved, identity, reason: `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}` };
+    return {
+      verdict: "INCONCLUSIVE",
+      fields,
+      moved,
+      identity,
+      reason: `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}`,
+    };
   }
   if (ack.status !== "OK") {
     return {
@@ -390,7 +532,21 @@ export function verifyOutcome(e: Envelope, ack: Acknowledgement, read: ReadResul
     fields,
     moved,
     identity,
-    reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${fields.some((f) => f.status === "automatic") ? `, automatic changes: ${fields.filter((f) => f.status === "automatic").map((f) => f.field).join(", ")}` : ""}${fields.some((f) => f.status === "changed_before_write") ? `; changed before the write (seen at the pre-read, not by this write): ${fields.filter((f) => f.status === "changed_before_write").map((f) => f.field).join(", ")}` : ""}`,
+    reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${
+      fields.some((f) => f.status === "automatic")
+        ? `, automatic changes: ${fields
+            .filter((f) => f.status === "automatic")
+            .map((f) => f.field)
+            .join(", ")}`
+        : ""
+    }${
+      fields.some((f) => f.status === "changed_before_write")
+        ? `; changed before the write (seen at the pre-read, not by this write): ${fields
+            .filter((f) => f.status === "changed_before_write")
+            .map((f) => f.field)
+            .join(", ")}`
+        : ""
+    }`,
   };
 }
 
@@ -404,7 +560,8 @@ export function outcomeUnknown(ack: Acknowledgement): boolean {
 }
 
 /** What an INCONCLUSIVE verdict of a write whose outcome is unknown adds: why it is not a failure. */
-export const MAY_STILL_LAND = "the write's outcome is unknown and it may still land, so this is neither success nor failure; read the object again later";
+export const MAY_STILL_LAND =
+  "the write's outcome is unknown and it may still land, so this is neither success nor failure; read the object again later";
 
 /** "not applied as of the read at <time>" (the time when the caller gave it). */
 export function notYetApplied(readAt: string | undefined, what = "the change"): string {
@@ -441,7 +598,11 @@ export function has(o: Record<string, unknown>, key: string): boolean {
  * run on the baseline read, before an envelope is built, so that a no-op is refused with NO_CHANGE
  * instead of being put in front of an approver.
  */
-export function noChangeReason(params: Record<string, unknown>, task: Record<string, unknown>, type: TargetType = "task"): string | undefined {
+export function noChangeReason(
+  params: Record<string, unknown>,
+  task: Record<string, unknown>,
+  type: TargetType = "task",
+): string | undefined {
   const fieldToTaskKey = TARGETS[type].keyOf;
   // (For updates only: a comment or another create always changes something.)
   const fields = Object.keys(params);
@@ -452,7 +613,9 @@ export function noChangeReason(params: Record<string, unknown>, task: Record<str
     if (!has(task, key)) return undefined;
     const c = compareValues(field, params[field], task[key]);
     if (!c.equal) return undefined;
-    same.push(`${field} is already ${show(task[key])}${c.normalised ? ` (requested ${show(params[field])}, equal under ${c.rule})` : ""}`);
+    same.push(
+      `${field} is already ${show(task[key])}${c.normalised ? ` (requested ${show(params[field])}, equal under ${c.rule})` : ""}`,
+    );
   }
   return `the proposal changes nothing: ${same.join("; ")}`;
 }

@@ -39,7 +39,11 @@ export type CompensationPlan =
  */
 export function compensationOf(e: Envelope, verifiedRead: unknown): CompensationPlan {
   if (e.risk.reversibility === "irreversible" || e.risk.reversibility === "read_only") {
-    return { ok: false, code: "NOT_REVERSIBLE", reason: `the change was classed ${e.risk.reversibility} by policy ${e.policy.id}; it cannot be undone by another update` };
+    return {
+      ok: false,
+      code: "NOT_REVERSIBLE",
+      reason: `the change was classed ${e.risk.reversibility} by policy ${e.policy.id}; it cannot be undone by another update`,
+    };
   }
   if (OPERATIONS[e.operation].effect !== "update") {
     // A create is not undone by another update: its undo is a delete of what it created, which
@@ -53,12 +57,24 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
   const fields: Record<string, unknown> = {};
   for (const f of Object.keys(e.params)) {
     if (!Object.prototype.hasOwnProperty.call(e.baseline.values, f)) {
-      return { ok: false, code: "NO_BEFORE_VALUE", reason: `the envelope kept no before-value of ${f} (only a fingerprint), so it cannot be restored` };
+      return {
+        ok: false,
+        code: "NO_BEFORE_VALUE",
+        reason: `the envelope kept no before-value of ${f} (only a fingerprint), so it cannot be restored`,
+      };
     }
     fields[f] = e.baseline.values[f];
   }
   const after = extractOf(e.object.type, verifiedRead, e.object.id);
-  return { ok: true, operation: e.operation, type: e.object.type, taskId: e.object.id, fields, wrote: { ...e.params }, afterWrite: after.ok ? after.task : null };
+  return {
+    ok: true,
+    operation: e.operation,
+    type: e.object.type,
+    taskId: e.object.id,
+    fields,
+    wrote: { ...e.params },
+    afterWrite: after.ok ? after.task : null,
+  };
 }
 
 export interface ChangedSinceWrite {
@@ -76,7 +92,10 @@ export interface ChangedSinceWrite {
  * our verification read (the change marker alone is not enough: it has one-second resolution, so a
  * change in the same second as our read would not move it). Empty means the undo may be proposed.
  */
-export function changedSinceWrite(plan: Extract<CompensationPlan, { ok: true }>, task: Record<string, unknown>): ChangedSinceWrite[] {
+export function changedSinceWrite(
+  plan: Extract<CompensationPlan, { ok: true }>,
+  task: Record<string, unknown>,
+): ChangedSinceWrite[] {
   const t = TARGETS[plan.type];
   const fieldToTaskKey = t.keyOf;
   const taskKeyToField = t.fieldOf;
@@ -90,12 +109,15 @@ export function changedSinceWrite(plan: Extract<CompensationPlan, { ok: true }>,
     if (!compareValues(field, value, now).equal) out.push({ field, ours: value, now });
   }
   if (plan.afterWrite) {
-    const keys = [...new Set([...Object.keys(plan.afterWrite), ...Object.keys(task)])].filter((k) => !named.has(k)).sort();
+    const keys = [...new Set([...Object.keys(plan.afterWrite), ...Object.keys(task)])]
+      .filter((k) => !named.has(k))
+      .sort();
     for (const key of keys) {
       const ours = plan.afterWrite[key];
       const now = task[key];
       const field = taskKeyToField(key);
-      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null)) out.push({ field, ours, now, ...(field === CHANGE_MARKER_FIELD ? { marker: true as const } : {}) });
+      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null))
+        out.push({ field, ours, now, ...(field === CHANGE_MARKER_FIELD ? { marker: true as const } : {}) });
     }
   }
   // The change marker first: it is what a person looks at to see that the task was edited.
@@ -144,7 +166,11 @@ export function deleteOperationFor(operation: OperationName): DeletePlan["operat
  * not proposed either). The object is the one the verification tied to this write (by the id the
  * target acknowledged), expected with the values that verification read.
  */
-export function deletionOf(e: Envelope, verification: { raw?: unknown; created?: { id: string | null; via: string; raw?: unknown } } | undefined, policy: Policy): DeletionPlan {
+export function deletionOf(
+  e: Envelope,
+  verification: { raw?: unknown; created?: { id: string | null; via: string; raw?: unknown } } | undefined,
+  policy: Policy,
+): DeletionPlan {
   const operation = deleteOperationFor(e.operation);
   if (!operation) throw new Error(`${e.operation} creates nothing`);
   const what = OPERATIONS[e.operation].creates === "task" ? "task" : "comment";
@@ -158,21 +184,54 @@ export function deletionOf(e: Envelope, verification: { raw?: unknown; created?:
     };
   }
   if (!rule.requiresApproval) {
-    return { ok: false, code: "DENIED_BY_POLICY", reason: `${e.operation} created a new ${what}; policy ${named} allows ${operation} without an approval, and an undo is never run without one` };
+    return {
+      ok: false,
+      code: "DENIED_BY_POLICY",
+      reason: `${e.operation} created a new ${what}; policy ${named} allows ${operation} without an approval, and an undo is never run without one`,
+    };
   }
   const created = verification?.created;
   const id = created?.via === "acknowledgement" ? normaliseId(created.id) : undefined;
-  if (id === undefined) return { ok: false, code: "NOT_TIED", reason: `the ${what} ${e.operation} created was not tied to this run's write by an acknowledged id, so it is not known which one to delete` };
+  if (id === undefined)
+    return {
+      ok: false,
+      code: "NOT_TIED",
+      reason: `the ${what} ${e.operation} created was not tied to this run's write by an acknowledged id, so it is not known which one to delete`,
+    };
   const item = listedItem(created?.raw, what === "comment" ? "ID" : "id", id);
   if (what === "comment") {
-    if (!item) return { ok: false, code: "NOT_TIED", reason: `comment ${id} is not in the comment list the verification read, so what it held is not known` };
+    if (!item)
+      return {
+        ok: false,
+        code: "NOT_TIED",
+        reason: `comment ${id} is not in the comment list the verification read, so what it held is not known`,
+      };
     const expected = Object.fromEntries(COMMENT_COMPARED_FIELDS.map((f) => [f, item[f]]));
-    return { ok: true, operation, type: "task", taskId: e.object.id, fields: { COMMENT_ID: Number(id) }, deletedId: id, expected, createdRead: item };
+    return {
+      ok: true,
+      operation,
+      type: "task",
+      taskId: e.object.id,
+      fields: { COMMENT_ID: Number(id) },
+      deletedId: id,
+      expected,
+      createdRead: item,
+    };
   }
   const expected: Record<string, unknown> = { ...e.params };
   const marker = TARGETS.task.changeMarker;
-  if (item && Object.prototype.hasOwnProperty.call(item, fieldToTaskKey(marker))) expected[marker] = item[fieldToTaskKey(marker)];
-  return { ok: true, operation, type: "task", taskId: Number(id), fields: {}, deletedId: id, expected, createdRead: item ?? null };
+  if (item && Object.prototype.hasOwnProperty.call(item, fieldToTaskKey(marker)))
+    expected[marker] = item[fieldToTaskKey(marker)];
+  return {
+    ok: true,
+    operation,
+    type: "task",
+    taskId: Number(id),
+    fields: {},
+    deletedId: id,
+    expected,
+    createdRead: item ?? null,
+  };
 }
 
 /**
@@ -190,11 +249,14 @@ export function changedSinceCreated(plan: DeletePlan, object: Record<string, unk
     if (!compareValues(field, ours, now).equal) out.push({ field, ours, now });
   }
   if (plan.createdRead) {
-    for (const key of Object.keys(plan.createdRead).filter((k) => !named.has(k) && Object.prototype.hasOwnProperty.call(object, k)).sort()) {
+    for (const key of Object.keys(plan.createdRead)
+      .filter((k) => !named.has(k) && Object.prototype.hasOwnProperty.call(object, k))
+      .sort()) {
       const ours = plan.createdRead[key];
       const now = object[key];
       const field = subject.fieldOf(key);
-      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null)) out.push({ field, ours, now, ...(field === subject.changeMarker ? { marker: true as const } : {}) });
+      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null))
+        out.push({ field, ours, now, ...(field === subject.changeMarker ? { marker: true as const } : {}) });
     }
   }
   return out;
@@ -211,6 +273,10 @@ function listedItem(raw: unknown, idKey: string, id: string): Record<string, unk
     }
   }
   const result = isRecord(value) ? value["result"] : undefined;
-  const rows = Array.isArray(result) ? result : isRecord(result) && Array.isArray(result["tasks"]) ? result["tasks"] : [];
+  const rows = Array.isArray(result)
+    ? result
+    : isRecord(result) && Array.isArray(result["tasks"])
+      ? result["tasks"]
+      : [];
   return rows.find((r): r is Record<string, unknown> => isRecord(r) && normaliseId(r[idKey]) === id);
 }

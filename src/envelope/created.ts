@@ -17,7 +17,19 @@ import type { Envelope } from "./envelope.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { isRecord } from "./targets.js";
-import { MAY_STILL_LAND, notYetApplied, outcomeUnknown, show, verifyOutcome, type Acknowledgement, type FieldCheck, type ObjectIdentity, type ReadResult, type VerifyResult, type VerifyVerdict } from "./compare.js";
+import {
+  MAY_STILL_LAND,
+  notYetApplied,
+  outcomeUnknown,
+  show,
+  verifyOutcome,
+  type Acknowledgement,
+  type FieldCheck,
+  type ObjectIdentity,
+  type ReadResult,
+  type VerifyResult,
+  type VerifyVerdict,
+} from "./compare.js";
 
 /** A comment as task.commentitem.getlist lists it (UPPER_SNAKE keys, ids as strings). */
 export interface CommentItem {
@@ -39,15 +51,24 @@ export function extractComments(body: unknown): CommentsExtracted {
       return { ok: false, reason: `the comment list is text, not JSON: ${describeReceived(body)}` };
     }
   }
-  if (!isRecord(value) || !("result" in value)) return { ok: false, reason: `the comment list answer has no "result": ${describeReceived(value)}` };
+  if (!isRecord(value) || !("result" in value))
+    return { ok: false, reason: `the comment list answer has no "result": ${describeReceived(value)}` };
   const result = value["result"];
-  if (!Array.isArray(result)) return { ok: false, reason: `"result" of the comment list is not an array: ${describeReceived(result)}` };
+  if (!Array.isArray(result))
+    return { ok: false, reason: `"result" of the comment list is not an array: ${describeReceived(result)}` };
   const comments: CommentItem[] = [];
   for (const [i, item] of result.entries()) {
-    if (!isRecord(item)) return { ok: false, reason: `comment ${i} is not an object: ${describeReceived(item)}` };
+    if (!isRecord(item))
+      return { ok: false, reason: `comment ${i} is not an object: ${describeReceived(item)}` };
     const id = normaliseId(item["ID"]);
-    if (id === undefined) return { ok: false, reason: `comment ${i} has no usable ID: ${describeReceived(item["ID"])}` };
-    comments.push({ id, authorId: normaliseId(item["AUTHOR_ID"]) ?? null, message: item["POST_MESSAGE"], postDate: item["POST_DATE"] });
+    if (id === undefined)
+      return { ok: false, reason: `comment ${i} has no usable ID: ${describeReceived(item["ID"])}` };
+    comments.push({
+      id,
+      authorId: normaliseId(item["AUTHOR_ID"]) ?? null,
+      message: item["POST_MESSAGE"],
+      postDate: item["POST_DATE"],
+    });
   }
   return { ok: true, comments };
 }
@@ -86,7 +107,12 @@ export interface CreatedObject {
 
 export type CreateVerifyResult = VerifyResult & { created: CreatedObject };
 
-const RANK: Record<VerifyVerdict, number> = { VERIFIED: 0, INCONCLUSIVE: 1, VERIFICATION_FAILED: 2, INVARIANT_VIOLATION: 3 };
+const RANK: Record<VerifyVerdict, number> = {
+  VERIFIED: 0,
+  INCONCLUSIVE: 1,
+  VERIFICATION_FAILED: 2,
+  INVARIANT_VIOLATION: 3,
+};
 
 /**
  * `taskRead` is the target after the write, `commentsRead` its comment list after the write,
@@ -116,68 +142,138 @@ export function verifyCreatedComment(
     ...(note ? { note } : {}),
     rule: normalisationRule("string-exact"),
   });
-  const combine = (verdict: VerifyVerdict, own: string, check: FieldCheck, created: CreatedObject): CreateVerifyResult => {
+  const combine = (
+    verdict: VerifyVerdict,
+    own: string,
+    check: FieldCheck,
+    created: CreatedObject,
+  ): CreateVerifyResult => {
     // The worse of the two verdicts stands: a moved watched field of the task outweighs a good comment.
     const worst = RANK[parent.verdict] > RANK[verdict] ? parent.verdict : verdict;
     const parentNote = parent.verdict === "VERIFIED" ? "" : `; the task itself: ${parent.reason}`;
-    return { ...parent, verdict: worst, fields: [check, ...parent.fields], reason: `${own}${parentNote}`, created };
+    return {
+      ...parent,
+      verdict: worst,
+      fields: [check, ...parent.fields],
+      reason: `${own}${parentNote}`,
+      created,
+    };
   };
 
   if (commentsRead.status === "failed") {
     const created: CreatedObject = { type: "task_comment", id: ackId ?? null, via, newWithText: [] };
-    return combine("INCONCLUSIVE", `the comment list could not be read (${commentsRead.error.kind}: ${commentsRead.error.description}), so the comment cannot be checked`, field("unknown", undefined, "comment list read failed"), created);
+    return combine(
+      "INCONCLUSIVE",
+      `the comment list could not be read (${commentsRead.error.kind}: ${commentsRead.error.description}), so the comment cannot be checked`,
+      field("unknown", undefined, "comment list read failed"),
+      created,
+    );
   }
   const listed = extractComments(commentsRead.body);
   if (!listed.ok) {
     const created: CreatedObject = { type: "task_comment", id: ackId ?? null, via, newWithText: [] };
-    return combine("INCONCLUSIVE", `cannot check the comment: ${listed.reason}`, field("unknown", undefined, listed.reason), created);
+    return combine(
+      "INCONCLUSIVE",
+      `cannot check the comment: ${listed.reason}`,
+      field("unknown", undefined, listed.reason),
+      created,
+    );
   }
   const withText = commentIdsWithText(listed.comments, approved);
-  const newWithText = sameTextBefore === undefined ? withText : withText.filter((id) => !sameTextBefore.includes(id));
+  const newWithText =
+    sameTextBefore === undefined ? withText : withText.filter((id) => !sameTextBefore.includes(id));
 
   if (ackId !== undefined) {
     const ours = listed.comments.find((c) => c.id === ackId);
     const created: CreatedObject = { type: "task_comment", id: ackId, via, newWithText };
     if (!ours) {
-      return combine("VERIFICATION_FAILED", `the target acknowledged comment ${ackId}, but task ${e.object.id} has no comment ${ackId}`, field("not_applied", undefined, `no comment ${ackId} on the task`), created);
+      return combine(
+        "VERIFICATION_FAILED",
+        `the target acknowledged comment ${ackId}, but task ${e.object.id} has no comment ${ackId}`,
+        field("not_applied", undefined, `no comment ${ackId} on the task`),
+        created,
+      );
     }
     const same = compareValues("POST_MESSAGE", approved, ours.message).equal;
     if (!same) {
-      return combine("VERIFICATION_FAILED", `comment ${ackId} does not carry the approved text: approved ${show(approved)}, now ${show(ours.message)}`, field("wrong_value", ours.message), created);
+      return combine(
+        "VERIFICATION_FAILED",
+        `comment ${ackId} does not carry the approved text: approved ${show(approved)}, now ${show(ours.message)}`,
+        field("wrong_value", ours.message),
+        created,
+      );
     }
     const others = newWithText.filter((id) => id !== ackId);
     if (others.length) {
-      return combine("INVARIANT_VIOLATION", `comment ${ackId} carries the approved text, but ${others.length} more comment(s) with the same text appeared since the pre-read (${others.join(", ")}): more was posted than was approved`, field("applied", ours.message), created);
+      return combine(
+        "INVARIANT_VIOLATION",
+        `comment ${ackId} carries the approved text, but ${others.length} more comment(s) with the same text appeared since the pre-read (${others.join(", ")}): more was posted than was approved`,
+        field("applied", ours.message),
+        created,
+      );
     }
-    return combine("VERIFIED", `comment ${ackId} on task ${e.object.id} carries the approved text, read back after the write`, field("applied", ours.message), created);
+    return combine(
+      "VERIFIED",
+      `comment ${ackId} on task ${e.object.id} carries the approved text, read back after the write`,
+      field("applied", ours.message),
+      created,
+    );
   }
 
   // No id from the target: look for what appeared.
   const ackNote = createAckNote(ack, "comment");
   if (sameTextBefore === undefined) {
     const created: CreatedObject = { type: "task_comment", id: null, via, newWithText: [] };
-    return combine("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the task's comments, so a comment with the approved text (${withText.length} now) cannot be told from an earlier one`, field("unknown", undefined, "cannot tell a new comment from an earlier one"), created);
+    return combine(
+      "INCONCLUSIVE",
+      `${ackNote}, and the pre-read did not list the task's comments, so a comment with the approved text (${withText.length} now) cannot be told from an earlier one`,
+      field("unknown", undefined, "cannot tell a new comment from an earlier one"),
+      created,
+    );
   }
   if (newWithText.length === 0) {
     const created: CreatedObject = { type: "task_comment", id: null, via, newWithText };
     if (outcomeUnknown(ack)) {
       // The comment may still be posted by a write that is still in flight: not yet, not never.
-      return combine("INCONCLUSIVE", `${notYetApplied(readAt, "the comment")}: no comment with the approved text has appeared on task ${e.object.id} yet; ${ackNote}; ${MAY_STILL_LAND}`, field("not_applied", undefined, "no new comment with the approved text yet"), created);
+      return combine(
+        "INCONCLUSIVE",
+        `${notYetApplied(readAt, "the comment")}: no comment with the approved text has appeared on task ${e.object.id} yet; ${ackNote}; ${MAY_STILL_LAND}`,
+        field("not_applied", undefined, "no new comment with the approved text yet"),
+        created,
+      );
     }
-    return combine("VERIFICATION_FAILED", `the comment was not applied: no comment with the approved text appeared on task ${e.object.id}; ${ackNote}`, field("not_applied", undefined, "no new comment with the approved text"), created);
+    return combine(
+      "VERIFICATION_FAILED",
+      `the comment was not applied: no comment with the approved text appeared on task ${e.object.id}; ${ackNote}`,
+      field("not_applied", undefined, "no new comment with the approved text"),
+      created,
+    );
   }
   if (newWithText.length > 1) {
     const created: CreatedObject = { type: "task_comment", id: null, via, newWithText };
-    return combine("INVARIANT_VIOLATION", `${newWithText.length} comments with the approved text appeared since the pre-read (${newWithText.join(", ")}): more was posted than was approved; ${ackNote}`, field("applied", approved), created);
+    return combine(
+      "INVARIANT_VIOLATION",
+      `${newWithText.length} comments with the approved text appeared since the pre-read (${newWithText.join(", ")}): more was posted than was approved; ${ackNote}`,
+      field("applied", approved),
+      created,
+    );
   }
   const created: CreatedObject = { type: "task_comment", id: newWithText[0]!, via, newWithText };
-  return combine("INCONCLUSIVE", `comment ${newWithText[0]} with the approved text appeared on task ${e.object.id}, but ${ackNote}, so it is not proven that this write made it`, field("applied", approved), created);
+  return combine(
+    "INCONCLUSIVE",
+    `comment ${newWithText[0]} with the approved text appeared on task ${e.object.id}, but ${ackNote}, so it is not proven that this write made it`,
+    field("applied", approved),
+    created,
+  );
 }
 
 // ── A new task (add_task) ───────────────────────────────────────────────────────────────────────────
 
 /** Ids of the tasks in a tasks.task.list answer whose title is exactly `title` (the filter may match more). */
-export function taskIdsWithTitle(body: unknown, title: unknown): { ok: true; ids: string[]; tasks: Map<string, Record<string, unknown>> } | { ok: false; reason: string } {
+export function taskIdsWithTitle(
+  body: unknown,
+  title: unknown,
+): { ok: true; ids: string[]; tasks: Map<string, Record<string, unknown>> } | { ok: false; reason: string } {
   let value = body;
   if (typeof value === "string") {
     try {
@@ -187,7 +283,11 @@ export function taskIdsWithTitle(body: unknown, title: unknown): { ok: true; ids
     }
   }
   const tasks = isRecord(value) && isRecord(value["result"]) ? value["result"]["tasks"] : undefined;
-  if (!Array.isArray(tasks)) return { ok: false, reason: `the task list answer has no "result.tasks" array: ${describeReceived(value)}` };
+  if (!Array.isArray(tasks))
+    return {
+      ok: false,
+      reason: `the task list answer has no "result.tasks" array: ${describeReceived(value)}`,
+    };
   const found = new Map<string, Record<string, unknown>>();
   for (const t of tasks) {
     if (!isRecord(t)) continue;
@@ -211,7 +311,15 @@ export function createdTaskIdOf(ack: Acknowledgement): string | undefined {
  * approved values is INCONCLUSIVE (not proven that this write made it), none is not applied (or, when
  * the write's outcome is unknown, not applied yet: INCONCLUSIVE), more than one is more than approved.
  */
-export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: ReadResult, sameTitleBefore: string[] | undefined, readAt?: string): VerifyResult & { created: { type: "task"; id: string | null; via: "acknowledgement" | "search"; newWithText: string[] } } {
+export function verifyCreatedTask(
+  e: Envelope,
+  ack: Acknowledgement,
+  listRead: ReadResult,
+  sameTitleBefore: string[] | undefined,
+  readAt?: string,
+): VerifyResult & {
+  created: { type: "task"; id: string | null; via: "acknowledgement" | "search"; newWithText: string[] };
+} {
   const ackId = createdTaskIdOf(ack);
   const via: "acknowledgement" | "search" = ackId !== undefined ? "acknowledgement" : "search";
   // The read is about the created task, not the envelope's object (id 0: "a new task", no id yet). Its
@@ -219,48 +327,163 @@ export function verifyCreatedTask(e: Envelope, ack: Acknowledgement, listRead: R
   // only when the list read back holds it. ObjectIdentity.expected is a number: with no id known it stays
   // 0, which the case record prints as "a new task", never as a task numbered 0.
   const identityOf = (id: string | null, readBack: boolean): ObjectIdentity =>
-    id === null ? { expected: 0, answered: null, status: "UNKNOWN" } : { expected: Number(id), answered: readBack ? id : null, status: readBack ? "MATCH" : "UNKNOWN" };
-  const result = (verdict: VerifyVerdict, reason: string, fields: FieldCheck[], id: string | null, newWithText: string[], readBack = id !== null) => ({
-    verdict, reason, fields, moved: [], identity: identityOf(id, readBack), created: { type: "task" as const, id, via, newWithText },
+    id === null
+      ? { expected: 0, answered: null, status: "UNKNOWN" }
+      : { expected: Number(id), answered: readBack ? id : null, status: readBack ? "MATCH" : "UNKNOWN" };
+  const result = (
+    verdict: VerifyVerdict,
+    reason: string,
+    fields: FieldCheck[],
+    id: string | null,
+    newWithText: string[],
+    readBack = id !== null,
+  ) => ({
+    verdict,
+    reason,
+    fields,
+    moved: [],
+    identity: identityOf(id, readBack),
+    created: { type: "task" as const, id, via, newWithText },
   });
-  if (listRead.status === "failed") return result("INCONCLUSIVE", `the task list could not be read (${listRead.error.kind}: ${listRead.error.description}), so the new task cannot be checked`, [], ackId ?? null, [], false);
+  if (listRead.status === "failed")
+    return result(
+      "INCONCLUSIVE",
+      `the task list could not be read (${listRead.error.kind}: ${listRead.error.description}), so the new task cannot be checked`,
+      [],
+      ackId ?? null,
+      [],
+      false,
+    );
   const listed = taskIdsWithTitle(listRead.body, e.params["TITLE"]);
-  if (!listed.ok) return result("INCONCLUSIVE", `cannot check the new task: ${listed.reason}`, [], ackId ?? null, [], false);
-  const fresh = sameTitleBefore === undefined ? listed.ids : listed.ids.filter((id) => !sameTitleBefore.includes(id));
+  if (!listed.ok)
+    return result(
+      "INCONCLUSIVE",
+      `cannot check the new task: ${listed.reason}`,
+      [],
+      ackId ?? null,
+      [],
+      false,
+    );
+  const fresh =
+    sameTitleBefore === undefined ? listed.ids : listed.ids.filter((id) => !sameTitleBefore.includes(id));
   const check = (task: Record<string, unknown>): FieldCheck[] =>
     Object.entries(e.params).map(([field, approved]) => {
       const key = fieldToTaskKey(field);
-      if (!Object.prototype.hasOwnProperty.call(task, key)) return { field, taskKey: key, role: "requested", expected: approved, status: "unknown", note: `the answer has no "${key}"` };
+      if (!Object.prototype.hasOwnProperty.call(task, key))
+        return {
+          field,
+          taskKey: key,
+          role: "requested",
+          expected: approved,
+          status: "unknown",
+          note: `the answer has no "${key}"`,
+        };
       const c = compareValues(field, approved, task[key]);
-      return { field, taskKey: key, role: "requested", expected: approved, actual: task[key], status: c.equal ? "applied" : "wrong_value", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+      return {
+        field,
+        taskKey: key,
+        role: "requested",
+        expected: approved,
+        actual: task[key],
+        status: c.equal ? "applied" : "wrong_value",
+        rule: normalisationRule(c.rule),
+        ...(c.normalised ? { normalised: true } : {}),
+      };
     });
   const ackNote = createAckNote(ack, "task");
   const judge = (id: string, others: string[], lead: string): ReturnType<typeof result> => {
     const fields = check(listed.tasks.get(id)!);
     const wrong = fields.filter((f) => f.status === "wrong_value");
     const unknown = fields.filter((f) => f.status === "unknown");
-    if (others.length) return result("INVARIANT_VIOLATION", `${lead}, but ${others.length} more new task(s) with the same title appeared (${others.join(", ")}): more was created than was approved`, fields, id, fresh);
-    if (wrong.length) return result("VERIFICATION_FAILED", `task ${id} does not hold the approved values: ${wrong.map((f) => `${f.field} (approved ${JSON.stringify(f.expected)}, now ${JSON.stringify(f.actual)})`).join("; ")}`, fields, id, fresh);
-    if (unknown.length) return result("INCONCLUSIVE", `cannot check ${unknown.map((f) => f.field).join(", ")} of task ${id}`, fields, id, fresh);
-    if (via === "search") return result("INCONCLUSIVE", `task ${id} with the approved values appeared, but ${ackNote}, so it is not proven that this write made it`, fields, id, fresh);
-    return result("VERIFIED", `${lead}, read back with every approved value (${Object.keys(e.params).join(", ")})`, fields, id, fresh);
+    if (others.length)
+      return result(
+        "INVARIANT_VIOLATION",
+        `${lead}, but ${others.length} more new task(s) with the same title appeared (${others.join(", ")}): more was created than was approved`,
+        fields,
+        id,
+        fresh,
+      );
+    if (wrong.length)
+      return result(
+        "VERIFICATION_FAILED",
+        `task ${id} does not hold the approved values: ${wrong.map((f) => `${f.field} (approved ${JSON.stringify(f.expected)}, now ${JSON.stringify(f.actual)})`).join("; ")}`,
+        fields,
+        id,
+        fresh,
+      );
+    if (unknown.length)
+      return result(
+        "INCONCLUSIVE",
+        `cannot check ${unknown.map((f) => f.field).join(", ")} of task ${id}`,
+        fields,
+        id,
+        fresh,
+      );
+    if (via === "search")
+      return result(
+        "INCONCLUSIVE",
+        `task ${id} with the approved values appeared, but ${ackNote}, so it is not proven that this write made it`,
+        fields,
+        id,
+        fresh,
+      );
+    return result(
+      "VERIFIED",
+      `${lead}, read back with every approved value (${Object.keys(e.params).join(", ")})`,
+      fields,
+      id,
+      fresh,
+    );
   };
   if (ackId !== undefined) {
-    if (!listed.tasks.has(ackId)) return result("VERIFICATION_FAILED", `the target acknowledged task ${ackId}, but no task ${ackId} with the approved title exists`, [], ackId, fresh, false);
-    return judge(ackId, fresh.filter((id) => id !== ackId), `task ${ackId} was created`);
+    if (!listed.tasks.has(ackId))
+      return result(
+        "VERIFICATION_FAILED",
+        `the target acknowledged task ${ackId}, but no task ${ackId} with the approved title exists`,
+        [],
+        ackId,
+        fresh,
+        false,
+      );
+    return judge(
+      ackId,
+      fresh.filter((id) => id !== ackId),
+      `task ${ackId} was created`,
+    );
   }
-  if (sameTitleBefore === undefined) return result("INCONCLUSIVE", `${ackNote}, and the pre-read did not list the tasks with this title, so a new one cannot be told from an earlier one`, [], null, []);
+  if (sameTitleBefore === undefined)
+    return result(
+      "INCONCLUSIVE",
+      `${ackNote}, and the pre-read did not list the tasks with this title, so a new one cannot be told from an earlier one`,
+      [],
+      null,
+      [],
+    );
   if (fresh.length === 0 && outcomeUnknown(ack)) {
     // The task may still be made by a write that is still in flight: not yet, not never.
-    return result("INCONCLUSIVE", `${notYetApplied(readAt, "the new task")}: no new task with the approved title has appeared yet; ${ackNote}; ${MAY_STILL_LAND}`, [], null, fresh);
+    return result(
+      "INCONCLUSIVE",
+      `${notYetApplied(readAt, "the new task")}: no new task with the approved title has appeared yet; ${ackNote}; ${MAY_STILL_LAND}`,
+      [],
+      null,
+      fresh,
+    );
   }
-  if (fresh.length === 0) return result("VERIFICATION_FAILED", `the task was not created: no new task with the approved title appeared; ${ackNote}`, [], null, fresh);
+  if (fresh.length === 0)
+    return result(
+      "VERIFICATION_FAILED",
+      `the task was not created: no new task with the approved title appeared; ${ackNote}`,
+      [],
+      null,
+      fresh,
+    );
   return judge(fresh[0]!, fresh.slice(1), `task ${fresh[0]} was created`);
 }
 
 /** Why a create's acknowledgement does not settle it: missing, an error, or an answer naming no new id. */
 function createAckNote(ack: Acknowledgement, created: "comment" | "task"): string {
   if (ack.status === "MISSING") return `the acknowledgement is missing (${ack.reason})`;
-  if (ack.status === "ERROR") return `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})`;
+  if (ack.status === "ERROR")
+    return `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})`;
   return `the acknowledgement names no ${created} id`;
 }

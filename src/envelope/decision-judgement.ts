@@ -4,7 +4,15 @@
  * The check_decision node (src/nodes/check-decision.ts) feeds it the journal's row, this server's
  * clock and keys, and does the claiming, auditing and closing around it.
  */
-import { DecisionSchema, identityEstablished, subjectOfSet, validateDecisionFor, type Decision, type DecisionContext, type DecisionValidation } from "./decision.js";
+import {
+  DecisionSchema,
+  identityEstablished,
+  subjectOfSet,
+  validateDecisionFor,
+  type Decision,
+  type DecisionContext,
+  type DecisionValidation,
+} from "./decision.js";
 import { partialApprovalForecast, type ChangeSet } from "./change-set.js";
 import type { Envelope } from "./envelope.js";
 import type { OperationName } from "./operations.js";
@@ -17,7 +25,9 @@ export interface DecisionRefusal {
   refused: { code: string; reason: string; counted: boolean };
 }
 
-export const refusal = (code: string, reason: string, counted: boolean): DecisionRefusal => ({ refused: { code, reason, counted } });
+export const refusal = (code: string, reason: string, counted: boolean): DecisionRefusal => ({
+  refused: { code, reason, counted },
+});
 
 /** The registered approval a decision answers, as the journal's row holds it. */
 export interface Answered {
@@ -38,10 +48,19 @@ export interface Judge {
 }
 
 /** Refusals about which envelope a decision answers; reported as such whoever sent the decision. */
-export const BINDING_CODES: ReadonlySet<string> = new Set(["HASH_MISMATCH", "STALE_REVISION", "NONCE_MISMATCH"]);
+export const BINDING_CODES: ReadonlySet<string> = new Set([
+  "HASH_MISMATCH",
+  "STALE_REVISION",
+  "NONCE_MISMATCH",
+]);
 
 /** What a decision is validated against: the journal's row (its scope, earlier revisions), this server's clock and keys. */
-export function decisionContext(a: Answered, hash: string, judge: Judge, people: NameResolution[]): DecisionContext {
+export function decisionContext(
+  a: Answered,
+  hash: string,
+  judge: Judge,
+  people: NameResolution[],
+): DecisionContext {
   return {
     now: judge.now,
     policy: judge.policy,
@@ -58,7 +77,8 @@ export function decisionContext(a: Answered, hash: string, judge: Judge, people:
 }
 
 /** The approver a decision claims to come from, or undefined. */
-export const claimedApprover = (d: unknown): unknown => (d as { approver?: { id?: unknown } } | null)?.approver?.id;
+export const claimedApprover = (d: unknown): unknown =>
+  (d as { approver?: { id?: unknown } } | null)?.approver?.id;
 
 /**
  * Whether this caller may decide this approval at all. Returns why not, or null. Escalation limits
@@ -71,7 +91,8 @@ export function entitlementProblem(
   type: unknown,
   operations: string[] = [a.envelope.operation],
 ): string | null {
-  if (typeof approverId !== "string" || approverId === "") return 'a decision names its approver as {"approver": {"id": "…"}}';
+  if (typeof approverId !== "string" || approverId === "")
+    return 'a decision names its approver as {"approver": {"id": "…"}}';
   if (judge.authUser !== undefined && judge.authUser !== approverId) {
     return `the request is authenticated as ${judge.authUser}, but the decision names approver ${approverId}`;
   }
@@ -99,18 +120,37 @@ export function refusalOf(
   identityShown: () => boolean,
   prefix = "",
 ): DecisionRefusal {
-  if (notEntitled && !BINDING_CODES.has(failed.code) && wellFormed) return refusal("APPROVER_NOT_ALLOWED", notEntitled, false);
-  return refusal(failed.code, `${prefix}${failed.reason}`, notEntitled === null && (failed.code === "EXPIRED" || identityShown()));
+  if (notEntitled && !BINDING_CODES.has(failed.code) && wellFormed)
+    return refusal("APPROVER_NOT_ALLOWED", notEntitled, false);
+  return refusal(
+    failed.code,
+    `${prefix}${failed.reason}`,
+    notEntitled === null && (failed.code === "EXPIRED" || identityShown()),
+  );
 }
 
 /** Whether every decision's claimed approver is who they say (signature, authentication, or accepted self-declaration). */
-export function identitiesShown(decisions: readonly unknown[], a: Pick<Answered, "threadId">, judge: Judge): boolean {
-  const ctx = { policy: judge.policy, publicKeys: judge.publicKeys, threadId: a.threadId, authenticatedUser: judge.authUser };
+export function identitiesShown(
+  decisions: readonly unknown[],
+  a: Pick<Answered, "threadId">,
+  judge: Judge,
+): boolean {
+  const ctx = {
+    policy: judge.policy,
+    publicKeys: judge.publicKeys,
+    threadId: a.threadId,
+    authenticatedUser: judge.authUser,
+  };
   return decisions.every((d) => identityEstablished(d, ctx));
 }
 
 /** The record an accepted approve, reject or edit of one envelope leaves. */
-export function acceptedRecord(a: Answered, ok: Extract<DecisionValidation, { ok: true }>, judge: Judge, raw: unknown): DecisionRecord {
+export function acceptedRecord(
+  a: Answered,
+  ok: Extract<DecisionValidation, { ok: true }>,
+  judge: Judge,
+  raw: unknown,
+): DecisionRecord {
   const d: Decision = ok.decision;
   return {
     type: d.type,
@@ -148,39 +188,79 @@ export interface SystemJudgement {
  * accept self-declared ids; an expiry is honoured only when this server's clock says the approval has
  * expired. `operations` are every operation the approval covers (each action's, for a change set).
  */
-export function judgeSystemDecision(a: Answered, d: SystemDecisionSent, judge: Judge, operations: string[], raw: unknown): DecisionRefusal | SystemJudgement {
+export function judgeSystemDecision(
+  a: Answered,
+  d: SystemDecisionSent,
+  judge: Judge,
+  operations: string[],
+  raw: unknown,
+): DecisionRefusal | SystemJudgement {
   const { envelope, envelopeHash } = a;
   const { policy, authUser, now } = judge;
   // Who ends it is recorded as verified by authentication when a caller is authenticated, so it must be that caller.
-  if (authUser !== undefined && authUser !== d.by.id) return refusal("APPROVER_NOT_ALLOWED", `the request is authenticated as ${authUser}, but the ${d.type} names ${d.by.id}`, false);
+  if (authUser !== undefined && authUser !== d.by.id)
+    return refusal(
+      "APPROVER_NOT_ALLOWED",
+      `the request is authenticated as ${authUser}, but the ${d.type} names ${d.by.id}`,
+      false,
+    );
   if (d.type === "cancel") {
     // An approver of the whole approval (as for an approval), or the requester.
-    const notAllowed = d.by.id === envelope.requestedBy ? undefined : approverNotAllowed(policy, d.by.id, operations);
+    const notAllowed =
+      d.by.id === envelope.requestedBy ? undefined : approverNotAllowed(policy, d.by.id, operations);
     if (notAllowed) {
-      return refusal("APPROVER_NOT_ALLOWED", `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may (${notAllowed})`, false);
+      return refusal(
+        "APPROVER_NOT_ALLOWED",
+        `${d.by.id} may not cancel this approval: only the requester (${envelope.requestedBy}) or an approver may (${notAllowed})`,
+        false,
+      );
     }
     // A cancel carries no signature: unless the policy accepts self-declared ids, it must come from an
     // authenticated caller. Refused without counting: the id it names is only a claim.
     if (policy.requireSignature && authUser === undefined) {
-      return refusal("SIGNATURE_REQUIRED", `policy ${policy.id}@${policy.version} requires signed decisions; an unsigned cancel is refused (cancel from an authenticated connection)`, false);
+      return refusal(
+        "SIGNATURE_REQUIRED",
+        `policy ${policy.id}@${policy.version} requires signed decisions; an unsigned cancel is refused (cancel from an authenticated connection)`,
+        false,
+      );
     }
     if (!policy.approvers.allowUnauthenticated && authUser === undefined) {
-      return refusal("SIGNATURE_REQUIRED", `policy ${policy.id}@${policy.version} does not accept self-declared ids; an unauthenticated cancel naming ${d.by.id} is refused (cancel from an authenticated connection)`, false);
+      return refusal(
+        "SIGNATURE_REQUIRED",
+        `policy ${policy.id}@${policy.version} does not accept self-declared ids; an unauthenticated cancel naming ${d.by.id} is refused (cancel from an authenticated connection)`,
+        false,
+      );
     }
   }
   if (d.envelopeHash !== envelopeHash) {
     const stale = a.supersededHashes.includes(d.envelopeHash);
-    return refusal(stale ? "STALE_REVISION" : "HASH_MISMATCH", `expected envelopeHash ${envelopeHash}; the ${d.type} names ${d.envelopeHash}`, d.type === "cancel");
+    return refusal(
+      stale ? "STALE_REVISION" : "HASH_MISMATCH",
+      `expected envelopeHash ${envelopeHash}; the ${d.type} names ${d.envelopeHash}`,
+      d.type === "cancel",
+    );
   }
-  if (d.nonce !== envelope.nonce) return refusal("NONCE_MISMATCH", `expected the nonce of revision ${envelope.revision}; the ${d.type} carries another`, d.type === "cancel");
+  if (d.nonce !== envelope.nonce)
+    return refusal(
+      "NONCE_MISMATCH",
+      `expected the nonce of revision ${envelope.revision}; the ${d.type} carries another`,
+      d.type === "cancel",
+    );
   if (d.type === "expire" && now.getTime() < Date.parse(envelope.expiresAt)) {
-    return refusal("NOT_EXPIRED", `the approval is open until ${envelope.expiresAt}; it is now ${now.toISOString()}`, false);
+    return refusal(
+      "NOT_EXPIRED",
+      `the approval is open until ${envelope.expiresAt}; it is now ${now.toISOString()}`,
+      false,
+    );
   }
   const group = policy.escalationGroup;
   const escalatable = d.type === "expire" && !!group && !a.escalatedTo;
   // Escalated only to a group with someone in it who may decide every operation here.
   const escalate = escalatable && escalationApprovers(policy, group!, operations).length > 0;
-  const notEscalated = escalatable && !escalate ? `; not escalated to ${group}: none of its members may decide ${[...new Set(operations)].join(", ")} under policy ${policy.id}@${policy.version}` : "";
+  const notEscalated =
+    escalatable && !escalate
+      ? `; not escalated to ${group}: none of its members may decide ${[...new Set(operations)].join(", ")} under policy ${policy.id}@${policy.version}`
+      : "";
   const record: DecisionRecord = {
     type: d.type,
     envelopeHash,
@@ -205,7 +285,13 @@ export interface SetAnswered {
 
 /** The next revision of a change set decided in part: kept actions, each choice, whether it runs at once. */
 export interface SetPlanDraft {
-  actions: Array<{ actionId: string; operation: OperationName; taskId: number; fields: Record<string, unknown>; names?: NameResolution[] }>;
+  actions: Array<{
+    actionId: string;
+    operation: OperationName;
+    taskId: number;
+    fields: Record<string, unknown>;
+    names?: NameResolution[];
+  }>;
   perAction: Array<{ actionId: string; type: "approve" | "reject" | "edit"; message?: string }>;
   runWithoutReapproval: boolean;
 }
@@ -223,25 +309,52 @@ export interface SetJudgement {
  * The shape every change-set decision must have before anything else is judged: one approver for all
  * of them, and either one decision for the whole set or one per action, each naming its action once.
  */
-export function setShapeProblem(decisions: readonly unknown[], setIds: readonly string[]): DecisionRefusal | null {
+export function setShapeProblem(
+  decisions: readonly unknown[],
+  setIds: readonly string[],
+): DecisionRefusal | null {
   const approverIds = decisions.map(claimedApprover);
-  if (approverIds.some((id) => id !== approverIds[0])) return refusal("MALFORMED", `every decision of one change set comes from one approver; got ${approverIds.map((id) => JSON.stringify(id)).join(", ")}`, false);
+  if (approverIds.some((id) => id !== approverIds[0]))
+    return refusal(
+      "MALFORMED",
+      `every decision of one change set comes from one approver; got ${approverIds.map((id) => JSON.stringify(id)).join(", ")}`,
+      false,
+    );
   const ids = decisions.map((d) => (d as { actionId?: unknown } | null)?.actionId);
   if (decisions.length > 1 || ids[0] !== undefined) {
     const named = ids.filter((id): id is string => typeof id === "string");
-    const complete = named.length === decisions.length && new Set(named).size === named.length && named.length === setIds.length && setIds.every((id) => named.includes(id));
+    const complete =
+      named.length === decisions.length &&
+      new Set(named).size === named.length &&
+      named.length === setIds.length &&
+      setIds.every((id) => named.includes(id));
     if (!complete) {
-      return refusal("MALFORMED", `decide a change set as a whole (one decision without actionId) or every action by its id, each once (${setIds.join(", ")}); got ${ids.map((id) => (id === undefined ? "(no actionId)" : JSON.stringify(id))).join(", ")}`, false);
+      return refusal(
+        "MALFORMED",
+        `decide a change set as a whole (one decision without actionId) or every action by its id, each once (${setIds.join(", ")}); got ${ids.map((id) => (id === undefined ? "(no actionId)" : JSON.stringify(id))).join(", ")}`,
+        false,
+      );
     }
   }
   return null;
 }
 
 /** Whether a caller may decide this change set (every operation it covers): why not, or null. */
-export function setEntitlementProblem(a: Answered, s: SetAnswered, judge: Judge, decisions: readonly unknown[]): string | null {
+export function setEntitlementProblem(
+  a: Answered,
+  s: SetAnswered,
+  judge: Judge,
+  decisions: readonly unknown[],
+): string | null {
   const types = decisions.map((d) => (d as { type?: unknown } | null)?.type);
   const operations = [...new Set(s.members.map((x) => x.envelope.operation))];
-  return entitlementProblem(a, judge, claimedApprover(decisions[0]), types.includes("approve") ? "approve" : types[0], operations);
+  return entitlementProblem(
+    a,
+    judge,
+    claimedApprover(decisions[0]),
+    types.includes("approve") ? "approve" : types[0],
+    operations,
+  );
 }
 
 /**
@@ -261,7 +374,10 @@ export function judgeSetDecisions(
 ): DecisionRefusal | SetJudgement {
   const { set, setHash } = s;
   const setIds = set.actions.map((x) => x.actionId);
-  const subject = subjectOfSet(set, s.members.map((x) => x.envelope));
+  const subject = subjectOfSet(
+    set,
+    s.members.map((x) => x.envelope),
+  );
   const ctx = decisionContext(a, setHash, judge, people);
   const results: Array<Extract<DecisionValidation, { ok: true }>> = [];
   for (const d of decisions) {
@@ -269,7 +385,13 @@ export function judgeSetDecisions(
     if (!r.ok) {
       const which = (d as { actionId?: unknown } | null)?.actionId;
       // As for one envelope: only an established identity's refusals count (every decision of the set from it).
-      return refusalOf(r, DecisionSchema.safeParse(d).success, notEntitled, () => identitiesShown(decisions, a, judge), typeof which === "string" ? `${which}: ` : "");
+      return refusalOf(
+        r,
+        DecisionSchema.safeParse(d).success,
+        notEntitled,
+        () => identitiesShown(decisions, a, judge),
+        typeof which === "string" ? `${which}: ` : "",
+      );
     }
     results.push(r);
   }
@@ -283,7 +405,13 @@ export function judgeSetDecisions(
   }));
   const whole = results.length === 1 && head.decision.actionId === undefined;
   const allOf = (t: string) => results.every((r) => r.decision.type === t);
-  const messages = results.map((r) => (r.decision.type === "reject" && r.decision.message ? `${r.decision.actionId ? `${r.decision.actionId}: ` : ""}${r.decision.message}` : "")).filter(Boolean);
+  const messages = results
+    .map((r) =>
+      r.decision.type === "reject" && r.decision.message
+        ? `${r.decision.actionId ? `${r.decision.actionId}: ` : ""}${r.decision.message}`
+        : "",
+    )
+    .filter(Boolean);
   const type = allOf("approve") ? "approve" : allOf("reject") ? "reject" : "edit";
   const record: DecisionRecord = {
     type,
@@ -295,7 +423,11 @@ export function judgeSetDecisions(
     // Signed: the time the (first) signature covers; otherwise this server's time. Never an unsigned claim.
     decidedAt: head.decidedAt,
     acceptedAt: judge.now.toISOString(),
-    ...(whole ? {} : { message: `decided action by action: ${perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}${messages.length ? `; ${messages.join("; ")}` : ""}` }),
+    ...(whole
+      ? {}
+      : {
+          message: `decided action by action: ${perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}${messages.length ? `; ${messages.join("; ")}` : ""}`,
+        }),
     ...(whole && messages.length ? { message: messages.join("; ") } : {}),
     ...(head.override ? { override: head.override } : {}),
     raw,
@@ -304,8 +436,25 @@ export function judgeSetDecisions(
   const kept = results.flatMap((r, i) => {
     const id = r.decision.actionId ?? s.members[i]!.actionId;
     const own = s.members.find((x) => x.actionId === id)!;
-    if (r.decision.type === "approve") return [{ actionId: id, operation: own.envelope.operation, taskId: own.envelope.object.id, fields: own.envelope.params }];
-    if (r.decision.type === "edit") return [{ actionId: id, operation: own.envelope.operation, taskId: r.edit!.proposal.taskId, fields: r.edit!.proposal.fields, ...(people.length ? { names: people } : {}) }];
+    if (r.decision.type === "approve")
+      return [
+        {
+          actionId: id,
+          operation: own.envelope.operation,
+          taskId: own.envelope.object.id,
+          fields: own.envelope.params,
+        },
+      ];
+    if (r.decision.type === "edit")
+      return [
+        {
+          actionId: id,
+          operation: own.envelope.operation,
+          taskId: r.edit!.proposal.taskId,
+          fields: r.edit!.proposal.fields,
+          ...(people.length ? { names: people } : {}),
+        },
+      ];
     return [];
   });
   // Keep the set's order whatever order the decisions came in.
@@ -314,5 +463,10 @@ export function judgeSetDecisions(
   // a dependency on a rejected action (chain rule) or the policy says otherwise (partialApprovalForecast).
   const byId = Object.fromEntries(perAction.map((p) => [p.actionId, p.type]));
   const forecast = partialApprovalForecast(s.members, byId, judge.policy.partialExecution);
-  return { type, record, messages, setPlan: { actions: kept, perAction, runWithoutReapproval: forecast.runsAtOnce } };
+  return {
+    type,
+    record,
+    messages,
+    setPlan: { actions: kept, perAction, runWithoutReapproval: forecast.runsAtOnce },
+  };
 }

@@ -24,8 +24,21 @@ export interface DeleteSubject {
 
 export const DELETE_SUBJECTS: Readonly<Record<DeletedKind, DeleteSubject>> = {
   // A comment as task.commentitem.getlist lists it: UPPER_SNAKE keys, so a field's name is its key.
-  task_comment: { kind: "task_comment", idKey: "ID", keyOf: (f) => f, fieldOf: (k) => k, label: (taskId, id) => `comment ${id} of task ${taskId}` },
-  task: { kind: "task", idKey: "id", keyOf: fieldToTaskKey, fieldOf: taskKeyToField, label: (_taskId, id) => `task ${id}`, changeMarker: TARGETS.task.changeMarker },
+  task_comment: {
+    kind: "task_comment",
+    idKey: "ID",
+    keyOf: (f) => f,
+    fieldOf: (k) => k,
+    label: (taskId, id) => `comment ${id} of task ${taskId}`,
+  },
+  task: {
+    kind: "task",
+    idKey: "id",
+    keyOf: fieldToTaskKey,
+    fieldOf: taskKeyToField,
+    label: (_taskId, id) => `task ${id}`,
+    changeMarker: TARGETS.task.changeMarker,
+  },
 };
 
 /** The fields a comment delete compares: who wrote the comment and what it says. */
@@ -41,13 +54,23 @@ export function deleteSubjectOf(operation: OperationName): DeleteSubject | undef
  * What a delete removes, for a person ("comment 5 of task 4", "task 9"); undefined for an operation
  * that is not a delete (or a name that is no operation).
  */
-export function deletedLabelOf(e: { operation: string; object: { id: number }; params: Record<string, unknown> }): string | undefined {
+export function deletedLabelOf(e: {
+  operation: string;
+  object: { id: number };
+  params: Record<string, unknown>;
+}): string | undefined {
   const spec = operationSpec(e.operation);
   const subject = spec ? deleteSubjectOf(spec.name) : undefined;
   return subject ? subject.label(e.object.id, deletedIdOf({ ...e, operation: spec!.name })) : undefined;
 }
 
 /** The id of what a delete removes: the comment's (its COMMENT_ID param) or the task's (the object). */
-export function deletedIdOf(e: { operation: OperationName; object: { id: number }; params: Record<string, unknown> }): number {
-  return OPERATIONS[e.operation].deletes === "task_comment" ? Number(normaliseId(e.params["COMMENT_ID"]) ?? Number.NaN) : e.object.id;
+export function deletedIdOf(e: {
+  operation: OperationName;
+  object: { id: number };
+  params: Record<string, unknown>;
+}): number {
+  return OPERATIONS[e.operation].deletes === "task_comment"
+    ? Number(normaliseId(e.params["COMMENT_ID"]) ?? Number.NaN)
+    : e.object.id;
 }

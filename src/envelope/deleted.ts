@@ -11,7 +11,22 @@
  * fresh read that shows the object gone counts, and only with the target's OK is it VERIFIED.
  */
 import { fingerprint } from "./canonical.js";
-import { MAY_STILL_LAND, describeAck, describeMoves, extractTask, has, notYetApplied, outcomeUnknown, type Acknowledgement, type CompareResult, type FieldCheck, type MovedField, type ObjectIdentity, type ReadResult, type VerifyResult } from "./compare.js";
+import {
+  MAY_STILL_LAND,
+  describeAck,
+  describeMoves,
+  extractTask,
+  has,
+  notYetApplied,
+  outcomeUnknown,
+  type Acknowledgement,
+  type CompareResult,
+  type FieldCheck,
+  type MovedField,
+  type ObjectIdentity,
+  type ReadResult,
+  type VerifyResult,
+} from "./compare.js";
 import { extractComments } from "./created.js";
 import { normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
@@ -19,7 +34,15 @@ import type { OperationName } from "./operations.js";
 import { isRecord } from "./targets.js";
 import { deleteSubjectOf, deletedIdOf } from "./delete-subjects.js";
 
-export { COMMENT_COMPARED_FIELDS, DELETE_SUBJECTS, deleteSubjectOf, deletedIdOf, deletedLabelOf, type DeleteSubject, type DeletedKind } from "./delete-subjects.js";
+export {
+  COMMENT_COMPARED_FIELDS,
+  DELETE_SUBJECTS,
+  deleteSubjectOf,
+  deletedIdOf,
+  deletedLabelOf,
+  type DeleteSubject,
+  type DeletedKind,
+} from "./delete-subjects.js";
 
 export type SubjectRead =
   | { status: "present"; object: Record<string, unknown> }
@@ -33,7 +56,10 @@ export type SubjectRead =
  * from a list that was read = gone), a task from tasks.task.get (`result: []` = gone: Bitrix24 answers
  * so for a task that does not exist, and also for one the user may no longer see, which the reason says).
  */
-export function locateDeleted(e: { operation: OperationName; object: { id: number }; params: Record<string, unknown> }, read: ReadResult): SubjectRead {
+export function locateDeleted(
+  e: { operation: OperationName; object: { id: number }; params: Record<string, unknown> },
+  read: ReadResult,
+): SubjectRead {
   const subject = deleteSubjectOf(e.operation);
   if (!subject) throw new Error(`${e.operation} is not a delete`);
   const id = deletedIdOf(e);
@@ -41,22 +67,39 @@ export function locateDeleted(e: { operation: OperationName; object: { id: numbe
   if (read.status === "failed") {
     // tasks.task.get's `result: []` reaches us as not_found (src/bitrix24/client.ts): the portal's own
     // answer that there is no such task for this user, not a failure to ask.
-    if (subject.kind === "task" && read.error.kind === "not_found") return { status: "gone", reason: `${what} is not found or not accessible (${read.error.description})` };
-    return { status: "failed", reason: `the read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}: ${read.error.description})` };
+    if (subject.kind === "task" && read.error.kind === "not_found")
+      return { status: "gone", reason: `${what} is not found or not accessible (${read.error.description})` };
+    return {
+      status: "failed",
+      reason: `the read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}: ${read.error.description})`,
+    };
   }
   if (subject.kind === "task_comment") {
     const listed = extractComments(read.body);
     if (!listed.ok) return { status: "unknown", reason: listed.reason };
     const items = resultArray(read.body);
     const found = items.find((item) => normaliseId(item["ID"]) === String(id));
-    return found ? { status: "present", object: found } : { status: "gone", reason: `${what} is not in the task's comment list (${listed.comments.length} comment(s) listed)` };
+    return found
+      ? { status: "present", object: found }
+      : {
+          status: "gone",
+          reason: `${what} is not in the task's comment list (${listed.comments.length} comment(s) listed)`,
+        };
   }
   const body = parsedBody(read.body);
   if (isRecord(body) && Array.isArray(body["result"]) && body["result"].length === 0) {
-    return { status: "gone", reason: `${what} is not found or not accessible (tasks.task.get answered result: [])` };
+    return {
+      status: "gone",
+      reason: `${what} is not found or not accessible (tasks.task.get answered result: [])`,
+    };
   }
   const x = extractTask(read.body, id);
-  if (!x.ok) return { status: "unknown", reason: x.reason, ...(x.otherId !== undefined ? { otherId: x.otherId } : {}) };
+  if (!x.ok)
+    return {
+      status: "unknown",
+      reason: x.reason,
+      ...(x.otherId !== undefined ? { otherId: x.otherId } : {}),
+    };
   return { status: "present", object: x.task };
 }
 
@@ -69,29 +112,61 @@ export type GoneResult = Omit<CompareResult, "verdict"> & { verdict: "GONE" };
  * naming each with before and now; GONE when it is not there any more; UNKNOWN when the answer is
  * unusable; ERROR when the read failed.
  */
-export function compareBeforeDelete(e: Parameters<typeof locateDeleted>[0] & { baseline: { values: Record<string, unknown>; fingerprints: Record<string, string> }; comparedFields: string[]; invariantFields: string[] }, read: ReadResult): CompareResult | GoneResult {
+export function compareBeforeDelete(
+  e: Parameters<typeof locateDeleted>[0] & {
+    baseline: { values: Record<string, unknown>; fingerprints: Record<string, string> };
+    comparedFields: string[];
+    invariantFields: string[];
+  },
+  read: ReadResult,
+): CompareResult | GoneResult {
   const subject = deleteSubjectOf(e.operation)!;
   const id = deletedIdOf(e);
   const what = subject.label(e.object.id, id);
-  const kept = [...e.comparedFields.map((f) => [f, "compared"] as const), ...e.invariantFields.map((f) => [f, "invariant"] as const)];
-  const unknownFields = (note: string): FieldCheck[] => kept.map(([f, role]) => ({ field: f, taskKey: subject.keyOf(f), role, expected: e.baseline.values[f], status: "unknown", note }));
+  const kept = [
+    ...e.comparedFields.map((f) => [f, "compared"] as const),
+    ...e.invariantFields.map((f) => [f, "invariant"] as const),
+  ];
+  const unknownFields = (note: string): FieldCheck[] =>
+    kept.map(([f, role]) => ({
+      field: f,
+      taskKey: subject.keyOf(f),
+      role,
+      expected: e.baseline.values[f],
+      status: "unknown",
+      note,
+    }));
   const located = locateDeleted(e, read);
   const noIdentity: ObjectIdentity = { expected: id, answered: null, status: "UNKNOWN" };
   switch (located.status) {
     case "failed":
-      return { verdict: "ERROR", fields: unknownFields("read failed"), reason: `${what} could not be read: ${located.reason}`, moved: [], identity: noIdentity };
+      return {
+        verdict: "ERROR",
+        fields: unknownFields("read failed"),
+        reason: `${what} could not be read: ${located.reason}`,
+        moved: [],
+        identity: noIdentity,
+      };
     case "unknown": {
       const other = located.otherId !== undefined;
       return {
         verdict: other ? "MISMATCH" : "UNKNOWN",
         fields: unknownFields(located.reason),
-        reason: other ? `identity mismatch: ${located.reason}; it says nothing about ${what}` : `cannot compare ${what}: ${located.reason}`,
+        reason: other
+          ? `identity mismatch: ${located.reason}; it says nothing about ${what}`
+          : `cannot compare ${what}: ${located.reason}`,
         moved: [],
         identity: other ? { expected: id, answered: located.otherId, status: "MISMATCH" } : noIdentity,
       };
     }
     case "gone":
-      return { verdict: "GONE", fields: [], reason: `${located.reason}: it is already gone, so there is nothing to delete`, moved: [], identity: { expected: id, answered: null, status: "UNKNOWN" } };
+      return {
+        verdict: "GONE",
+        fields: [],
+        reason: `${located.reason}: it is already gone, so there is nothing to delete`,
+        moved: [],
+        identity: { expected: id, answered: null, status: "UNKNOWN" },
+      };
     case "present":
       break;
     default: {
@@ -104,25 +179,62 @@ export function compareBeforeDelete(e: Parameters<typeof locateDeleted>[0] & { b
   const fields: FieldCheck[] = kept.map(([field, role]) => {
     const taskKey = subject.keyOf(field);
     const expected = e.baseline.values[field];
-    if (!has(object, taskKey)) return { field, taskKey, role, expected, status: "unknown", note: `the answer has no "${taskKey}"` };
+    if (!has(object, taskKey))
+      return { field, taskKey, role, expected, status: "unknown", note: `the answer has no "${taskKey}"` };
     const c = compareValues(field, expected, object[taskKey]);
-    return { field, taskKey, role, expected, actual: object[taskKey], status: c.equal ? "match" : "mismatch", rule: normalisationRule(c.rule), ...(c.normalised ? { normalised: true } : {}) };
+    return {
+      field,
+      taskKey,
+      role,
+      expected,
+      actual: object[taskKey],
+      status: c.equal ? "match" : "mismatch",
+      rule: normalisationRule(c.rule),
+      ...(c.normalised ? { normalised: true } : {}),
+    };
   });
   const moved: MovedField[] = fields
     .filter((f) => f.status === "mismatch" || f.status === "unknown")
-    .map((f) => ({ field: f.field, taskKey: f.taskKey, role: f.role, before: f.expected, now: f.actual, ...(f.rule ? { rule: f.rule } : {}) }));
+    .map((f) => ({
+      field: f.field,
+      taskKey: f.taskKey,
+      role: f.role,
+      before: f.expected,
+      now: f.actual,
+      ...(f.rule ? { rule: f.rule } : {}),
+    }));
   const keptKeys = new Set(kept.map(([f]) => subject.keyOf(f)));
-  const keys = [...new Set([...Object.keys(e.baseline.fingerprints), ...Object.keys(object)])].filter((k) => k !== subject.idKey && !keptKeys.has(k)).sort();
+  const keys = [...new Set([...Object.keys(e.baseline.fingerprints), ...Object.keys(object)])]
+    .filter((k) => k !== subject.idKey && !keptKeys.has(k))
+    .sort();
   for (const key of keys) {
     const digest = e.baseline.fingerprints[key];
     const now = has(object, key) && object[key] !== undefined ? fingerprint(object[key]) : undefined;
     if (digest === now) continue;
-    moved.push({ field: subject.fieldOf(key), taskKey: key, role: "other", ...(digest !== undefined ? { beforeFingerprint: digest } : { before: "(not there)" }), now: now === undefined ? "(not there)" : object[key] });
+    moved.push({
+      field: subject.fieldOf(key),
+      taskKey: key,
+      role: "other",
+      ...(digest !== undefined ? { beforeFingerprint: digest } : { before: "(not there)" }),
+      now: now === undefined ? "(not there)" : object[key],
+    });
   }
   if (moved.length) {
-    return { verdict: "MISMATCH", fields, moved, identity, reason: `${what} changed since the undo was built from what our run created, so deleting it would delete someone else's change: ${describeMoves(moved)}` };
+    return {
+      verdict: "MISMATCH",
+      fields,
+      moved,
+      identity,
+      reason: `${what} changed since the undo was built from what our run created, so deleting it would delete someone else's change: ${describeMoves(moved)}`,
+    };
   }
-  return { verdict: "MATCH", fields, moved, identity, reason: `${what} is exactly as the envelope recorded it (${kept.map(([f]) => f).join(", ")} and ${keys.length} other key(s))` };
+  return {
+    verdict: "MATCH",
+    fields,
+    moved,
+    identity,
+    reason: `${what} is exactly as the envelope recorded it (${kept.map(([f]) => f).join(", ")} and ${keys.length} other key(s))`,
+  };
 }
 
 /**
@@ -132,13 +244,25 @@ export function compareBeforeDelete(e: Parameters<typeof locateDeleted>[0] & { b
  * unknown (answer lost, or outcomeUnknown): still there as of the read, the delete may still land →
  * INCONCLUSIVE; the read failed or unusable → INCONCLUSIVE.
  */
-export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Acknowledgement, read: ReadResult, readAt?: string): VerifyResult {
+export function verifyDeleted(
+  e: Parameters<typeof locateDeleted>[0],
+  ack: Acknowledgement,
+  read: ReadResult,
+  readAt?: string,
+): VerifyResult {
   const subject = deleteSubjectOf(e.operation)!;
   const id = deletedIdOf(e);
   const what = subject.label(e.object.id, id);
   const ackNote = describeAck(ack);
   const located = locateDeleted(e, read);
-  const check = (status: FieldCheck["status"], note: string): FieldCheck => ({ field: subject.idKey.toUpperCase(), taskKey: subject.idKey, role: "requested", expected: "(gone)", status, note });
+  const check = (status: FieldCheck["status"], note: string): FieldCheck => ({
+    field: subject.idKey.toUpperCase(),
+    taskKey: subject.idKey,
+    role: "requested",
+    expected: "(gone)",
+    status,
+    note,
+  });
   switch (located.status) {
     case "failed":
     case "unknown":
@@ -146,7 +270,10 @@ export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Ackno
         verdict: "INCONCLUSIVE",
         fields: [check("unknown", located.reason)],
         moved: [],
-        identity: located.status === "unknown" && located.otherId !== undefined ? { expected: id, answered: located.otherId, status: "MISMATCH" } : { expected: id, answered: null, status: "UNKNOWN" },
+        identity:
+          located.status === "unknown" && located.otherId !== undefined
+            ? { expected: id, answered: located.otherId, status: "MISMATCH" }
+            : { expected: id, answered: null, status: "UNKNOWN" },
         reason: `cannot tell whether ${what} is gone: ${located.reason}; ${ackNote}`,
       };
     case "present":
@@ -154,7 +281,12 @@ export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Ackno
         // A delete whose answer is missing may still be carried out after this read: not yet, not never.
         return {
           verdict: "INCONCLUSIVE",
-          fields: [{ ...check("not_applied", `${what} is still there as of this read`), actual: located.object[subject.idKey] }],
+          fields: [
+            {
+              ...check("not_applied", `${what} is still there as of this read`),
+              actual: located.object[subject.idKey],
+            },
+          ],
           moved: [],
           identity: { expected: id, answered: located.object[subject.idKey], status: "MATCH" },
           reason: `${notYetApplied(readAt, "the delete")}: ${what} is still there; ${ackNote}; ${MAY_STILL_LAND}`,
@@ -162,7 +294,9 @@ export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Ackno
       }
       return {
         verdict: "VERIFICATION_FAILED",
-        fields: [{ ...check("not_applied", `${what} is still there`), actual: located.object[subject.idKey] }],
+        fields: [
+          { ...check("not_applied", `${what} is still there`), actual: located.object[subject.idKey] },
+        ],
         moved: [],
         identity: { expected: id, answered: located.object[subject.idKey], status: "MATCH" },
         reason: `the delete was not applied: ${what} is still there, read after the write; ${ackNote}`,
@@ -177,7 +311,13 @@ export function verifyDeleted(e: Parameters<typeof locateDeleted>[0], ack: Ackno
           reason: `${what} is gone (${located.reason}), but ${ackNote}, so it is not proven that this write removed it`,
         };
       }
-      return { verdict: "VERIFIED", fields: [check("applied", located.reason)], moved: [], identity: { expected: id, answered: null, status: "UNKNOWN" }, reason: `${what} is gone, read after the delete (${located.reason}); ${ackNote}` };
+      return {
+        verdict: "VERIFIED",
+        fields: [check("applied", located.reason)],
+        moved: [],
+        identity: { expected: id, answered: null, status: "UNKNOWN" },
+        reason: `${what} is gone, read after the delete (${located.reason}); ${ackNote}`,
+      };
     default: {
       const never: never = located;
       throw new Error(`unknown read ${JSON.stringify(never)}`);

@@ -24,11 +24,18 @@ export const ENVELOPE_SCHEMA_ID = "action-envelope/1";
  * open server, ACTION_ENVELOPE_DEFAULT_REQUESTER). An envelope without the field (built before it
  * existed) counts as self-declared.
  */
-export const REQUESTER_VERIFICATIONS = ["authentication", "inbox_session", "signature", "self_declared"] as const;
+export const REQUESTER_VERIFICATIONS = [
+  "authentication",
+  "inbox_session",
+  "signature",
+  "self_declared",
+] as const;
 export type RequesterVerification = (typeof REQUESTER_VERIFICATIONS)[number];
 
 /** The requester's verification as recorded, absent read as self-declared. */
-export function requesterVerificationOf(x: { requesterVerifiedBy?: RequesterVerification | undefined }): RequesterVerification {
+export function requesterVerificationOf(x: {
+  requesterVerifiedBy?: RequesterVerification | undefined;
+}): RequesterVerification {
   return x.requesterVerifiedBy ?? "self_declared";
 }
 
@@ -55,7 +62,10 @@ const IsoWithOffset = z.iso.datetime({ offset: true });
 /** host or host:port; a URL (with its path and so the webhook's secret code) does not fit. */
 const PortalHost = z
   .string()
-  .regex(/^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?$/, "portal is the webhook host[:port] only, never a URL or the secret code");
+  .regex(
+    /^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?$/,
+    "portal is the webhook host[:port] only, never a URL or the secret code",
+  );
 
 export const EnvelopeSchema = z
   .strictObject({
@@ -100,32 +110,57 @@ export const EnvelopeSchema = z
     nonce: z.string().regex(/^[0-9a-f]{32}$/, "nonce is 32 lowercase hex digits (128 bits)"),
   })
   .superRefine((e, ctx) => {
-    const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: "custom", path, message });
-    if ((e.revision > 1) !== (e.previousEnvelopeHash !== undefined)) {
-      issue(["previousEnvelopeHash"], "previousEnvelopeHash is required for revision > 1 and absent for revision 1");
+    const issue = (path: (string | number)[], message: string) =>
+      ctx.addIssue({ code: "custom", path, message });
+    if (e.revision > 1 !== (e.previousEnvelopeHash !== undefined)) {
+      issue(
+        ["previousEnvelopeHash"],
+        "previousEnvelopeHash is required for revision > 1 and absent for revision 1",
+      );
     }
     const required = REQUIRED_ON_DELETE[e.operation];
     if (OPERATIONS[e.operation].effect === "delete") {
       const keys = Object.keys(e.params).sort();
-      if (keys.join() !== [...(required ?? [])].sort().join()) issue(["params"], `${e.operation} names exactly ${required?.length ? required.join(", ") : "no params"} (what it deletes), got ${keys.join(", ") || "none"}`);
+      if (keys.join() !== [...(required ?? [])].sort().join())
+        issue(
+          ["params"],
+          `${e.operation} names exactly ${required?.length ? required.join(", ") : "no params"} (what it deletes), got ${keys.join(", ") || "none"}`,
+        );
     } else if (Object.keys(e.params).length === 0) issue(["params"], "params must name at least one field");
-    if (e.object.type !== OPERATIONS[e.operation].target) issue(["object", "type"], `${e.operation} acts on a ${OPERATIONS[e.operation].target}, not a ${e.object.type}`);
+    if (e.object.type !== OPERATIONS[e.operation].target)
+      issue(
+        ["object", "type"],
+        `${e.operation} acts on a ${OPERATIONS[e.operation].target}, not a ${e.object.type}`,
+      );
     if ((OPERATIONS[e.operation].effect === "create") !== (e.object.id === 0)) {
-      issue(["object", "id"], OPERATIONS[e.operation].effect === "create" ? `${e.operation} creates its object, so its id is 0` : "the object id is a positive integer");
+      issue(
+        ["object", "id"],
+        OPERATIONS[e.operation].effect === "create"
+          ? `${e.operation} creates its object, so its id is 0`
+          : "the object id is a positive integer",
+      );
     }
     const marker = TARGETS[OPERATIONS[e.operation].target].changeMarker;
     const expected = comparedFieldsFor(e.operation, Object.keys(e.params));
     if (e.comparedFields.length !== expected.length || expected.some((f) => !e.comparedFields.includes(f))) {
-      const what = OPERATIONS[e.operation].effect === "update" ? `the params fields plus ${marker}` : OPERATIONS[e.operation].deletes === "task_comment" ? "the comment's AUTHOR_ID and POST_MESSAGE" : `${marker} alone (${e.operation} writes no field of the task)`;
+      const what =
+        OPERATIONS[e.operation].effect === "update"
+          ? `the params fields plus ${marker}`
+          : OPERATIONS[e.operation].deletes === "task_comment"
+            ? "the comment's AUTHOR_ID and POST_MESSAGE"
+            : `${marker} alone (${e.operation} writes no field of the task)`;
       issue(["comparedFields"], `comparedFields must be ${what}: ${expected.join(", ")}`);
     }
     for (const f of [...e.comparedFields, ...e.invariantFields]) {
-      if (!Object.prototype.hasOwnProperty.call(e.baseline.values, f)) issue(["baseline", "values", f], `baseline has no value for ${f}`);
+      if (!Object.prototype.hasOwnProperty.call(e.baseline.values, f))
+        issue(["baseline", "values", f], `baseline has no value for ${f}`);
     }
     for (const f of e.invariantFields) {
-      if (OPERATIONS[e.operation].effect === "update" && f in e.params) issue(["invariantFields"], `${f} is written, so it cannot be invariant`);
+      if (OPERATIONS[e.operation].effect === "update" && f in e.params)
+        issue(["invariantFields"], `${f} is written, so it cannot be invariant`);
     }
-    if (Date.parse(e.expiresAt) <= Date.parse(e.createdAt)) issue(["expiresAt"], "expiresAt must be after createdAt");
+    if (Date.parse(e.expiresAt) <= Date.parse(e.createdAt))
+      issue(["expiresAt"], "expiresAt must be after createdAt");
   });
 
 export type Envelope = z.output<typeof EnvelopeSchema>;
@@ -199,21 +234,38 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
   const { policy, task, params, taskId } = input;
   const operation = input.operation ?? "update_task";
   const check = checkProposal(policy, {}, { operation, taskId, fields: params });
-  if (!check.allowed) throw new EnvelopeError("PROPOSAL_DENIED", "a proposal the policy allows", `${check.code}: ${check.reasons.join("; ")}`);
+  if (!check.allowed)
+    throw new EnvelopeError(
+      "PROPOSAL_DENIED",
+      "a proposal the policy allows",
+      `${check.code}: ${check.reasons.join("; ")}`,
+    );
   const requesterVerifiedBy = input.requesterVerifiedBy ?? "self_declared";
   const unverified = requesterNotVerified(policy, check.risk.level, input.requestedBy, requesterVerifiedBy);
-  if (unverified) throw new EnvelopeError("PROPOSAL_DENIED", "a requester the policy accepts for this risk", `REQUESTER_NOT_VERIFIED: ${unverified}`);
+  if (unverified)
+    throw new EnvelopeError(
+      "PROPOSAL_DENIED",
+      "a requester the policy accepts for this risk",
+      `REQUESTER_NOT_VERIFIED: ${unverified}`,
+    );
 
   const target = TARGETS[OPERATIONS[operation].target];
   const creating = OPERATIONS[operation].effect === "create";
   // A delete's baseline is what it deletes (src/envelope/deleted.ts): keyed and identified as that object.
   const deleted = deleteSubjectOf(operation);
-  const keyed = deleted ? { type: deleted.kind === "task" ? "task" : "comment", idKey: deleted.idKey, keyOf: deleted.keyOf } : { type: target.type, idKey: target.idKey, keyOf: target.keyOf };
+  const keyed = deleted
+    ? { type: deleted.kind === "task" ? "task" : "comment", idKey: deleted.idKey, keyOf: deleted.keyOf }
+    : { type: target.type, idKey: target.idKey, keyOf: target.keyOf };
   const expectedId = deleted ? deletedIdOf({ operation, object: { id: taskId }, params }) : taskId;
   const readId = creating ? "0" : normaliseId(task[keyed.idKey]);
-  if (creating && taskId !== 0) throw new EnvelopeError("WRONG_TASK", `no object id for ${operation} (it creates one)`, `id ${taskId}`);
+  if (creating && taskId !== 0)
+    throw new EnvelopeError("WRONG_TASK", `no object id for ${operation} (it creates one)`, `id ${taskId}`);
   if (readId !== String(expectedId)) {
-    throw new EnvelopeError("WRONG_TASK", `the ${keyed.type} read for ${keyed.type} ${expectedId}`, `a ${keyed.type} with id ${describeReceived(task[keyed.idKey])}`);
+    throw new EnvelopeError(
+      "WRONG_TASK",
+      `the ${keyed.type} read for ${keyed.type} ${expectedId}`,
+      `a ${keyed.type} with id ${describeReceived(task[keyed.idKey])}`,
+    );
   }
 
   const update = OPERATIONS[operation].effect === "update";
@@ -221,24 +273,32 @@ export function createEnvelope(input: CreateEnvelopeInput): Envelope {
   const paramFields = update ? Object.keys(params) : [];
   const rule = policy.operations[operation]!;
   // A comment delete keeps the comment (compared in full), not the task's watched fields.
-  const invariantFields = creating || deleted?.kind === "task_comment" ? [] : (rule.watchedFields ?? policy.watchedFields).filter((f) => !paramFields.includes(f));
+  const invariantFields =
+    creating || deleted?.kind === "task_comment"
+      ? []
+      : (rule.watchedFields ?? policy.watchedFields).filter((f) => !paramFields.includes(f));
   const comparedFields = comparedFieldsFor(operation, paramFields);
   const consequentialOf = Object.keys(params);
   const consequential = consequentialOf.flatMap((f) => rule.fields[f]?.consequentialFields ?? []);
   // Nothing may change by itself on what a delete removes: everything on it is deleted with it.
-  const automaticFields = (creating || deleted ? [] : unique([...(rule.automaticFields ?? policy.automaticFields), ...consequential])).filter(
-    (f) => !paramFields.includes(f) && !invariantFields.includes(f),
-  );
+  const automaticFields = (
+    creating || deleted ? [] : unique([...(rule.automaticFields ?? policy.automaticFields), ...consequential])
+  ).filter((f) => !paramFields.includes(f) && !invariantFields.includes(f));
 
   const values: Record<string, unknown> = {};
   const missing: string[] = [];
   for (const field of unique([...comparedFields, ...invariantFields])) {
     const key = keyed.keyOf(field);
-    if (!Object.prototype.hasOwnProperty.call(task, key)) missing.push(`${field} (${keyed.type} key "${key}")`);
+    if (!Object.prototype.hasOwnProperty.call(task, key))
+      missing.push(`${field} (${keyed.type} key "${key}")`);
     else values[field] = task[key];
   }
   if (missing.length) {
-    throw new EnvelopeError("MISSING_FIELD", `the ${keyed.type} read to contain every compared and invariant field`, `no ${missing.join(", ")}`);
+    throw new EnvelopeError(
+      "MISSING_FIELD",
+      `the ${keyed.type} read to contain every compared and invariant field`,
+      `no ${missing.join(", ")}`,
+    );
   }
   const keptKeys = new Set(Object.keys(values).map(keyed.keyOf));
   const fingerprints: Record<string, string> = {};

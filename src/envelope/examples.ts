@@ -7,7 +7,8 @@ export function exampleTask(overrides: Record<string, unknown> = {}): Record<str
     id: "4",
     parentId: null,
     title: "LAB-AGENT-EXEC-002 - BOUND ACTION TEST",
-    description: "Test task for the action envelope: an agent proposes a change, a human approves it, and exactly that change is executed.",
+    description:
+      "Test task for the action envelope: an agent proposes a change, a human approves it, and exactly that change is executed.",
     mark: null,
     priority: "1",
     multitask: "N",
@@ -57,17 +58,39 @@ export function exampleTask(overrides: Record<string, unknown> = {}): Record<str
     accomplices: ["3"],
     checklist: [],
     group: { id: "3", name: "Agent Lab", opened: false },
-    creator: { id: "1", name: "Anna Petrova", link: "/company/personal/user/1/", icon: "", workPosition: "Portal administrator" },
-    responsible: { id: "5", name: "Elena Kuznetsova", link: "/company/personal/user/5/", icon: "", workPosition: "Operations lead" },
+    creator: {
+      id: "1",
+      name: "Anna Petrova",
+      link: "/company/personal/user/1/",
+      icon: "",
+      workPosition: "Portal administrator",
+    },
+    responsible: {
+      id: "5",
+      name: "Elena Kuznetsova",
+      link: "/company/personal/user/5/",
+      icon: "",
+      workPosition: "Operations lead",
+    },
     accomplicesData: [],
     auditorsData: [],
     newCommentsCount: 0,
-    action: { accept: false, decline: false, complete: true, edit: true, remove: true, "edit.originator": false },
+    action: {
+      accept: false,
+      decline: false,
+      complete: true,
+      edit: true,
+      remove: true,
+      "edit.originator": false,
+    },
     ...overrides,
   };
 }
 
 /** The response body of tasks.task.get for a task. */
-export function taskBody(task: Record<string, unknown>): { result: { task: Record<string, unknown> }; time: Record<string, unknown> } {
+export function taskBody(task: Record<string, unknown>): {
+  result: { task: Record<string, unknown> };
+  time: Record<string, unknown>;
+} {
   return { result: { task }, time: { start: 1764070205, finish: 1764070205.01, duration: 0.01 } };
 }

@@ -33,20 +33,45 @@ export const PRIORITY_VALUES = ["0", "1", "2"] as const;
  */
 export const ENUM_LABELS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   PRIORITY: { "0": "low", "1": "medium", "2": "high" },
-  STATUS: { "1": "new", "2": "waiting", "3": "in progress", "4": "awaiting control", "5": "completed", "6": "deferred", "7": "declined" },
+  STATUS: {
+    "1": "new",
+    "2": "waiting",
+    "3": "in progress",
+    "4": "awaiting control",
+    "5": "completed",
+    "6": "deferred",
+    "7": "declined",
+  },
 };
 
 /** Other names people use for the same codes (REST 3.0 says "pending" for waiting; "normal" priority). */
 const ENUM_ALIASES: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   PRIORITY: { normal: "1" },
-  STATUS: { pending: "2", "in-progress": "3", inprogress: "3", "supposedly completed": "4", done: "5", complete: "5", postponed: "6" },
+  STATUS: {
+    pending: "2",
+    "in-progress": "3",
+    inprogress: "3",
+    "supposedly completed": "4",
+    done: "5",
+    complete: "5",
+    postponed: "6",
+  },
 };
 
-const nameKey = (s: string) => s.trim().toLowerCase().replace(/[\s_]+/g, " ");
+const nameKey = (s: string) =>
+  s
+    .trim()
+    .toLowerCase()
+    .replace(/[\s_]+/g, " ");
 
 /** The documented name of an enum field's code ("high" for PRIORITY "2"), or undefined. */
 export function enumLabel(field: string, value: unknown): string | undefined {
-  const code = typeof value === "number" && Number.isInteger(value) ? String(value) : typeof value === "string" ? value : undefined;
+  const code =
+    typeof value === "number" && Number.isInteger(value)
+      ? String(value)
+      : typeof value === "string"
+        ? value
+        : undefined;
   return code === undefined ? undefined : ENUM_LABELS[field]?.[code];
 }
 
@@ -77,7 +102,9 @@ export function codesForNames(fields: Record<string, unknown>): Record<string, u
 
 /** "0 (low), 1 (medium), 2 (high)": the accepted values of an enum field, for messages. */
 export function enumChoices(field: string): string {
-  return Object.entries(ENUM_LABELS[field] ?? {}).map(([code, name]) => `${code} (${name})`).join(", ");
+  return Object.entries(ENUM_LABELS[field] ?? {})
+    .map(([code, name]) => `${code} (${name})`)
+    .join(", ");
 }
 
 /** Known task fields. Fields outside this table are compared as exact canonical JSON and cannot appear in a policy. */
@@ -111,7 +138,16 @@ export const TASK_FIELDS: Readonly<Record<string, FieldSpec>> = {
 };
 
 /** CRM deal stages of the general funnel and the currencies the portal has (crm.deal.* takes and returns them as strings). */
-export const DEAL_STAGES = ["NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE", "WON", "LOSE", "APOLOGY"] as const;
+export const DEAL_STAGES = [
+  "NEW",
+  "PREPARATION",
+  "PREPAYMENT_INVOICE",
+  "EXECUTING",
+  "FINAL_INVOICE",
+  "WON",
+  "LOSE",
+  "APOLOGY",
+] as const;
 export const DEAL_CURRENCIES = ["RUB", "USD", "EUR"] as const;
 
 /** Known deal fields (crm.deal.get answers UPPER_SNAKE keys, so the field name is the key). */
@@ -163,7 +199,10 @@ export const UPPER_SNAKE = /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$/;
 
 /** "RESPONSIBLE_ID" -> "responsibleId", "UF_CRM_TASK" -> "ufCrmTask" (the way tasks.task.* converts output keys). */
 export function fieldToTaskKey(field: string): string {
-  const parts = field.toLowerCase().split("_").filter((p) => p.length > 0);
+  const parts = field
+    .toLowerCase()
+    .split("_")
+    .filter((p) => p.length > 0);
   return parts.map((p, i) => (i === 0 ? p : p.charAt(0).toUpperCase() + p.slice(1))).join("");
 }
 
@@ -179,12 +218,25 @@ export function taskKeyToField(key: string): string {
 export function fieldSpec(field: string, table?: Readonly<Record<string, FieldSpec>>): FieldSpec | undefined {
   const has = (t: Readonly<Record<string, FieldSpec>>) => Object.prototype.hasOwnProperty.call(t, field);
   if (table) return has(table) ? table[field] : undefined;
-  return has(TASK_FIELDS) ? TASK_FIELDS[field] : has(DEAL_FIELDS) ? DEAL_FIELDS[field] : has(COMMENT_FIELDS) ? COMMENT_FIELDS[field] : undefined;
+  return has(TASK_FIELDS)
+    ? TASK_FIELDS[field]
+    : has(DEAL_FIELDS)
+      ? DEAL_FIELDS[field]
+      : has(COMMENT_FIELDS)
+        ? COMMENT_FIELDS[field]
+        : undefined;
 }
 
 /** An amount as a number of hundredths ("5000.00", "5000", 5000, 5000.5 → 500000, 500050), or undefined. */
 export function moneyCents(value: unknown): number | undefined {
-  const text = typeof value === "number" ? (Number.isFinite(value) ? String(value) : "") : typeof value === "string" ? value : "";
+  const text =
+    typeof value === "number"
+      ? Number.isFinite(value)
+        ? String(value)
+        : ""
+      : typeof value === "string"
+        ? value
+        : "";
   const m = /^(\d{1,15})(?:\.(\d{1,2}))?$/.exec(text);
   if (!m) return undefined;
   return Number(m[1]) * 100 + Number((m[2] ?? "").padEnd(2, "0"));
@@ -204,7 +256,8 @@ export function normaliseId(value: unknown): string | undefined {
   return undefined;
 }
 
-const ISO_WITH_OFFSET = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/;
+const ISO_WITH_OFFSET =
+  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/;
 
 /**
  * Milliseconds since the epoch for an ISO 8601 date-time with an explicit offset, or undefined.
@@ -217,8 +270,12 @@ export function parseIsoInstant(value: unknown, allowFraction = true): number | 
   if (!m) return undefined;
   const [, y, mo, d, h, mi, s, frac, , oh, om] = m;
   if (frac !== undefined && !allowFraction) return undefined;
-  const year = Number(y), month = Number(mo), day = Number(d);
-  const hour = Number(h), minute = Number(mi), second = Number(s);
+  const year = Number(y),
+    month = Number(mo),
+    day = Number(d);
+  const hour = Number(h),
+    minute = Number(mi),
+    second = Number(s);
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
   if (hour > 23 || minute > 59 || second > 59) return undefined;
   if (oh !== undefined && (Number(oh) > 23 || Number(om) > 59)) return undefined;
@@ -234,24 +291,33 @@ function daysInMonth(year: number, month: number): number {
 export function checkFieldValue(
   field: string,
   value: unknown,
-  limits: { maxLength?: number | undefined; minLength?: number | undefined; allowedValues?: readonly string[] | undefined } = {},
+  limits: {
+    maxLength?: number | undefined;
+    minLength?: number | undefined;
+    allowedValues?: readonly string[] | undefined;
+  } = {},
   table: Readonly<Record<string, FieldSpec>> = TASK_FIELDS,
 ): string | undefined {
   const spec = fieldSpec(field, table);
-  if (!spec) return `${field} is not a known ${table === TASK_FIELDS ? "task" : table === DEAL_FIELDS ? "deal" : "comment"} field`;
+  if (!spec)
+    return `${field} is not a known ${table === TASK_FIELDS ? "task" : table === DEAL_FIELDS ? "deal" : "comment"} field`;
   switch (spec.kind) {
     case "string": {
       if (typeof value !== "string") return `${field} must be a string, got ${typeName(value)}`;
       const length = [...value].length;
       const min = limits.minLength ?? spec.minLength;
       const max = limits.maxLength ?? spec.maxLength;
-      if (min !== undefined && length < min) return `${field} must have at least ${min} characters, got ${length}`;
-      if (max !== undefined && length > max) return `${field} must have at most ${max} characters, got ${length}`;
-      if (hasLoneSurrogate(value)) return `${field} contains an unpaired UTF-16 surrogate, which cannot be sent as UTF-8`;
+      if (min !== undefined && length < min)
+        return `${field} must have at least ${min} characters, got ${length}`;
+      if (max !== undefined && length > max)
+        return `${field} must have at most ${max} characters, got ${length}`;
+      if (hasLoneSurrogate(value))
+        return `${field} contains an unpaired UTF-16 surrogate, which cannot be sent as UTF-8`;
       return undefined;
     }
     case "datetime":
-      if (typeof value !== "string") return `${field} must be an ISO 8601 date-time string with offset, got ${typeName(value)}`;
+      if (typeof value !== "string")
+        return `${field} must be an ISO 8601 date-time string with offset, got ${typeName(value)}`;
       if (parseIsoInstant(value, false) === undefined) {
         return `${field} must be an ISO 8601 date-time with offset and whole seconds like 2026-12-15T18:00:00+03:00, got ${JSON.stringify(value)}`;
       }
@@ -260,7 +326,8 @@ export function checkFieldValue(
       const id = normaliseId(value);
       const allowed = limits.allowedValues ?? spec.values ?? [];
       if (id === undefined || !allowed.includes(id)) {
-        const named = (v: string) => (ENUM_LABELS[field]?.[v] ? `"${v}" (${ENUM_LABELS[field]![v]})` : `"${v}"`);
+        const named = (v: string) =>
+          ENUM_LABELS[field]?.[v] ? `"${v}" (${ENUM_LABELS[field]![v]})` : `"${v}"`;
         return `${field} must be one of ${allowed.map(named).join(", ")}${ENUM_LABELS[field] ? " (a code, or its name in an edit)" : ""}, got ${JSON.stringify(value)}`;
       }
       return undefined;
@@ -280,11 +347,13 @@ export function checkFieldValue(
         if (id === undefined || Number(id) < (spec.minId ?? 0)) {
           return `${field}[${i}] must be an id (integer ≥ ${spec.minId ?? 0}), got ${JSON.stringify(item)}`;
         }
-        if (seen.has(id)) return `${field} lists id ${id} twice; the list replaces the whole set, so each id must appear once`;
+        if (seen.has(id))
+          return `${field} lists id ${id} twice; the list replaces the whole set, so each id must appear once`;
         seen.add(id);
       }
       const max = limits.maxLength;
-      if (max !== undefined && value.length > max) return `${field} must list at most ${max} ids, got ${value.length}`;
+      if (max !== undefined && value.length > max)
+        return `${field} must list at most ${max} ids, got ${value.length}`;
       return undefined;
     }
     case "flag":
@@ -292,11 +361,13 @@ export function checkFieldValue(
       return undefined;
     case "code": {
       const allowed = limits.allowedValues ?? spec.values ?? [];
-      if (typeof value !== "string" || !allowed.includes(value)) return `${field} must be one of ${allowed.map((v) => `"${v}"`).join(", ")}, got ${JSON.stringify(value)}`;
+      if (typeof value !== "string" || !allowed.includes(value))
+        return `${field} must be one of ${allowed.map((v) => `"${v}"`).join(", ")}, got ${JSON.stringify(value)}`;
       return undefined;
     }
     case "money":
-      if (moneyCents(value) === undefined) return `${field} must be an amount ≥ 0 with at most two decimals, as a number or a string like "5000.00", got ${JSON.stringify(value)}`;
+      if (moneyCents(value) === undefined)
+        return `${field} must be an amount ≥ 0 with at most two decimals, as a number or a string like "5000.00", got ${JSON.stringify(value)}`;
       return undefined;
   }
 }

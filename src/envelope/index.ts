@@ -17,7 +17,15 @@ export {
   type FieldKind,
   type FieldSpec,
 } from "./fields.js";
-export { valuesEqual, compareValues, normalisationRule, NORMALISATION_RULES, type NormalisationRule, type NormalisationRuleId, type ValueComparison } from "./normalise.js";
+export {
+  valuesEqual,
+  compareValues,
+  normalisationRule,
+  NORMALISATION_RULES,
+  type NormalisationRule,
+  type NormalisationRuleId,
+  type ValueComparison,
+} from "./normalise.js";
 export {
   PolicySchema,
   parsePolicy,
@@ -105,12 +113,67 @@ export {
   type SignedDecisionPayload,
   type SignedRequestPayload,
 } from "./signature.js";
-export { renderCard, renderValue, decodeDisplay, type CardFormat, type CardOptions, type RenderedValue } from "./card.js";
+export {
+  renderCard,
+  renderValue,
+  decodeDisplay,
+  type CardFormat,
+  type CardOptions,
+  type RenderedValue,
+} from "./card.js";
 export { exampleTask, taskBody } from "./examples.js";
-export { USER_FIELDS, userIdsIn, userIdsOnCard, personNote, typedNamesIn, idsForNames, unresolvedReason, type PersonName, type PeopleLookup, type TypedName, type Candidate, type NameResolution } from "./people.js";
-export { OPERATIONS, OPERATION_NAMES, PROPOSABLE_OPERATIONS, REQUIRED_ON_DELETE, operationSpec, isOperationName, fieldsOf, writeArgsOf, type OperationName, type OperationSpec, type OperationEffect } from "./operations.js";
-export { compareBeforeDelete, verifyDeleted, locateDeleted, deleteSubjectOf, deletedIdOf, DELETE_SUBJECTS, COMMENT_COMPARED_FIELDS, type DeleteSubject, type DeletedKind, type SubjectRead, type GoneResult } from "./deleted.js";
-export { verifyCreatedComment, verifyCreatedTask, taskIdsWithTitle, createdTaskIdOf, extractComments, commentIdsWithText, createdIdOf, type CreatedObject, type CreateVerifyResult, type CommentItem } from "./created.js";
+export {
+  USER_FIELDS,
+  userIdsIn,
+  userIdsOnCard,
+  personNote,
+  typedNamesIn,
+  idsForNames,
+  unresolvedReason,
+  type PersonName,
+  type PeopleLookup,
+  type TypedName,
+  type Candidate,
+  type NameResolution,
+} from "./people.js";
+export {
+  OPERATIONS,
+  OPERATION_NAMES,
+  PROPOSABLE_OPERATIONS,
+  REQUIRED_ON_DELETE,
+  operationSpec,
+  isOperationName,
+  fieldsOf,
+  writeArgsOf,
+  type OperationName,
+  type OperationSpec,
+  type OperationEffect,
+} from "./operations.js";
+export {
+  compareBeforeDelete,
+  verifyDeleted,
+  locateDeleted,
+  deleteSubjectOf,
+  deletedIdOf,
+  DELETE_SUBJECTS,
+  COMMENT_COMPARED_FIELDS,
+  type DeleteSubject,
+  type DeletedKind,
+  type SubjectRead,
+  type GoneResult,
+} from "./deleted.js";
+export {
+  verifyCreatedComment,
+  verifyCreatedTask,
+  taskIdsWithTitle,
+  createdTaskIdOf,
+  extractComments,
+  commentIdsWithText,
+  createdIdOf,
+  type CreatedObject,
+  type CreateVerifyResult,
+  type CommentItem,
+} from "./created.js";
 export {
   ChangeSetSchema,
   CHANGE_SET_SCHEMA_ID,

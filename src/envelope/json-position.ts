@@ -94,7 +94,11 @@ export function jsonPositions(text: string): { value: Map<string, number>; key: 
  * The position to show for an issue at `path`: the value itself when it exists; for a key that is not
  * allowed or whose value is missing, the object holding it (an unknown key: the key itself).
  */
-export function locate(text: string, path: readonly (string | number)[], positions = jsonPositions(text)): TextPosition {
+export function locate(
+  text: string,
+  path: readonly (string | number)[],
+  positions = jsonPositions(text),
+): TextPosition {
   for (let n = path.length; n >= 0; n--) {
     const p = path.slice(0, n);
     const at = positions.value.get(key(p)) ?? positions.key.get(key(p));
@@ -104,9 +108,20 @@ export function locate(text: string, path: readonly (string | number)[], positio
 }
 
 /** JSON.parse's syntax error as "line L, column C: message" (Node 20 reports "at position N"). */
-export function syntaxErrorAt(text: string, error: Error): { position: TextPosition | null; message: string } {
+export function syntaxErrorAt(
+  text: string,
+  error: Error,
+): { position: TextPosition | null; message: string } {
   const m = /at position (\d+)/.exec(error.message) ?? /line (\d+) column (\d+)/.exec(error.message);
-  if (m && m.length === 2) return { position: positionOf(text, Number(m[1])), message: error.message.replace(/ in JSON at position \d+.*$/, "") };
-  if (m && m.length === 3) return { position: { line: Number(m[1]), column: Number(m[2]) }, message: error.message.replace(/ \(line \d+ column \d+\)$/, "") };
+  if (m && m.length === 2)
+    return {
+      position: positionOf(text, Number(m[1])),
+      message: error.message.replace(/ in JSON at position \d+.*$/, ""),
+    };
+  if (m && m.length === 3)
+    return {
+      position: { line: Number(m[1]), column: Number(m[2]) },
+      message: error.message.replace(/ \(line \d+ column \d+\)$/, ""),
+    };
   return { position: text.trim() === "" ? { line: 1, column: 1 } : null, message: error.message };
 }

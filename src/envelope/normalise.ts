@@ -19,13 +19,31 @@ import { fieldSpec, moneyCents, normaliseId, parseIsoInstant } from "./fields.js
 
 /** The rules by which two values are judged equal; each field record names the one that decided it. */
 export const NORMALISATION_RULES = [
-  { id: "null-only-null", text: "null equals only null (not \"\", 0, [] or a missing key)" },
-  { id: "numeric-string-equal", text: "ids and enums: a non-negative integer and its canonical digit string are equal (5 = \"5\"; \"05\", \" 5\", \"5.0\" are not)" },
-  { id: "datetime-instant-equal", text: "date-times with an explicit offset are equal when they denote the same instant (2026-12-15T18:00:00+03:00 = 2026-12-15T15:00:00Z)" },
-  { id: "id-set-equal", text: "id lists are equal when they hold the same set of ids, in any order and number/string spelling" },
-  { id: "money-equal", text: "amounts: equal when they are the same number of hundredths (\"5000.00\" = 5000 = \"5000\")" },
-  { id: "string-exact", text: "strings are compared exactly, code unit for code unit; nothing is trimmed, case-folded or Unicode-normalised" },
-  { id: "canonical-json-equal", text: "anything else: RFC 8785 canonical JSON equality (object key order ignored; 1 and \"1\" differ)" },
+  { id: "null-only-null", text: 'null equals only null (not "", 0, [] or a missing key)' },
+  {
+    id: "numeric-string-equal",
+    text: 'ids and enums: a non-negative integer and its canonical digit string are equal (5 = "5"; "05", " 5", "5.0" are not)',
+  },
+  {
+    id: "datetime-instant-equal",
+    text: "date-times with an explicit offset are equal when they denote the same instant (2026-12-15T18:00:00+03:00 = 2026-12-15T15:00:00Z)",
+  },
+  {
+    id: "id-set-equal",
+    text: "id lists are equal when they hold the same set of ids, in any order and number/string spelling",
+  },
+  {
+    id: "money-equal",
+    text: 'amounts: equal when they are the same number of hundredths ("5000.00" = 5000 = "5000")',
+  },
+  {
+    id: "string-exact",
+    text: "strings are compared exactly, code unit for code unit; nothing is trimmed, case-folded or Unicode-normalised",
+  },
+  {
+    id: "canonical-json-equal",
+    text: 'anything else: RFC 8785 canonical JSON equality (object key order ignored; 1 and "1" differ)',
+  },
 ] as const;
 
 export type NormalisationRuleId = (typeof NORMALISATION_RULES)[number]["id"];
@@ -57,16 +75,20 @@ export function compareValues(field: string, a: unknown, b: unknown): ValueCompa
   if (a === null || b === null) return decided(a === b, "null-only-null");
   const kind = fieldSpec(field)?.kind;
   if (kind === "id" || kind === "enum") {
-    const x = normaliseId(a), y = normaliseId(b);
+    const x = normaliseId(a),
+      y = normaliseId(b);
     if (x !== undefined && y !== undefined) return decided(x === y, "numeric-string-equal");
   } else if (kind === "datetime") {
-    const x = parseIsoInstant(a), y = parseIsoInstant(b);
+    const x = parseIsoInstant(a),
+      y = parseIsoInstant(b);
     if (x !== undefined && y !== undefined) return decided(x === y, "datetime-instant-equal");
   } else if (kind === "money") {
-    const x = moneyCents(a), y = moneyCents(b);
+    const x = moneyCents(a),
+      y = moneyCents(b);
     if (x !== undefined && y !== undefined) return decided(x === y, "money-equal");
   } else if (kind === "id_list") {
-    const x = idSet(a), y = idSet(b);
+    const x = idSet(a),
+      y = idSet(b);
     if (x && y) return decided(x.size === y.size && [...x].every((id) => y.has(id)), "id-set-equal");
   }
   if (typeof a === "string" && typeof b === "string") return decided(a === b, "string-exact");

@@ -22,14 +22,26 @@
 import { COMMENT_FIELDS, DEAL_FIELDS, DELETE_COMMENT_FIELDS, TASK_FIELDS, type FieldSpec } from "./fields.js";
 import type { TargetType } from "./targets.js";
 
-export const OPERATION_NAMES = ["update_task", "add_task_comment", "update_deal", "add_task", "delete_task_comment", "delete_task"] as const;
+export const OPERATION_NAMES = [
+  "update_task",
+  "add_task_comment",
+  "update_deal",
+  "add_task",
+  "delete_task_comment",
+  "delete_task",
+] as const;
 export type OperationName = (typeof OPERATION_NAMES)[number];
 
 /**
  * What the model may propose. A delete is proposed only by code, as the undo of something a run of ours
  * created (src/hitl/compensation.ts): it names exactly that object, so the model is never offered it.
  */
-export const PROPOSABLE_OPERATIONS = ["update_task", "add_task_comment", "update_deal", "add_task"] as const satisfies readonly OperationName[];
+export const PROPOSABLE_OPERATIONS = [
+  "update_task",
+  "add_task_comment",
+  "update_deal",
+  "add_task",
+] as const satisfies readonly OperationName[];
 
 export type OperationEffect = "update" | "create_child" | "create" | "delete";
 
@@ -40,7 +52,8 @@ export interface OperationSpec {
   /** The role of the write tool that serves it (src/tools/bitrix24-tools.ts). */
   writeRole: "updateTask" | "addTaskComment" | "updateDeal" | "addTask" | "deleteTaskComment" | "deleteTask";
   /** The tool name recorded in the invocation (our MCP server's tool for that role). */
-  tool: "update_task" | "add_task_comment" | "update_deal" | "add_task" | "delete_task_comment" | "delete_task";
+  tool:
+    "update_task" | "add_task_comment" | "update_deal" | "add_task" | "delete_task_comment" | "delete_task";
   effect: OperationEffect;
   /** The kind of object the envelope names and the pre-read reads (src/envelope/targets.ts). */
   target: TargetType;
@@ -134,16 +147,25 @@ export const OPERATIONS: Readonly<Record<OperationName, OperationSpec>> = {
 };
 
 /** Fields a create must name (Bitrix24 refuses a task without them). */
-export const REQUIRED_ON_CREATE: Readonly<Partial<Record<OperationName, readonly string[]>>> = { add_task: ["TITLE", "RESPONSIBLE_ID"] };
+export const REQUIRED_ON_CREATE: Readonly<Partial<Record<OperationName, readonly string[]>>> = {
+  add_task: ["TITLE", "RESPONSIBLE_ID"],
+};
 
 /** Params a delete must name: the comment's id (the task is the envelope's object); a task delete names none. */
-export const REQUIRED_ON_DELETE: Readonly<Partial<Record<OperationName, readonly string[]>>> = { delete_task_comment: ["COMMENT_ID"], delete_task: [] };
+export const REQUIRED_ON_DELETE: Readonly<Partial<Record<OperationName, readonly string[]>>> = {
+  delete_task_comment: ["COMMENT_ID"],
+  delete_task: [],
+};
 
 /**
  * The write tool's arguments for an operation on an object: {taskId|dealId, fields} for an update or a
  * comment, {fields} for a create, {taskId, commentId} or {taskId} for a delete (nothing else is sent).
  */
-export function writeArgsOf(operation: OperationName, objectId: number, fields: Record<string, unknown>): Record<string, unknown> {
+export function writeArgsOf(
+  operation: OperationName,
+  objectId: number,
+  fields: Record<string, unknown>,
+): Record<string, unknown> {
   const spec = OPERATIONS[operation];
   switch (spec.effect) {
     case "update":
@@ -153,7 +175,9 @@ export function writeArgsOf(operation: OperationName, objectId: number, fields: 
       // A create names no object: the target makes one.
       return { fields };
     case "delete":
-      return spec.deletes === "task_comment" ? { taskId: objectId, commentId: Number(fields["COMMENT_ID"]) } : { taskId: objectId };
+      return spec.deletes === "task_comment"
+        ? { taskId: objectId, commentId: Number(fields["COMMENT_ID"]) }
+        : { taskId: objectId };
     default: {
       const never: never = spec.effect;
       throw new Error(`unknown effect ${String(never)}`);

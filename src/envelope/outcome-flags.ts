@@ -3,7 +3,14 @@
  * reason it is allowed or not. They are derived from the separate evidence objects, never from the
  * outcome word alone, because the same outcome can rest on very different evidence.
  */
-import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, VerificationRecord } from "./records.js";
+import type {
+  AcknowledgementRecord,
+  InvocationRecord,
+  Outcome,
+  PreReadRecord,
+  ReasonCode,
+  VerificationRecord,
+} from "./records.js";
 import { deletedLabelOf } from "./deleted.js";
 import { objectNamed, operationSpec } from "./operations.js";
 import type { TargetType } from "./targets.js";
@@ -29,7 +36,11 @@ export interface FlagInputs {
    * said to leave its object gone (named by its params' COMMENT_ID when they are given), not to hold
    * approved values: it approves none.
    */
-  envelope?: { operation: string; object: { type: TargetType; id: number }; params?: Record<string, unknown> } | null;
+  envelope?: {
+    operation: string;
+    object: { type: TargetType; id: number };
+    params?: Record<string, unknown>;
+  } | null;
 }
 
 export interface ExplainedFlags {
@@ -44,7 +55,8 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
   const ackLost = s.acknowledgement?.status === "MISSING";
   // How the reasons name the object: a task keeps "the task"; another kind is named with its id ("deal 3").
   const kind = s.envelope?.object.type ?? "task";
-  const it = kind === "task" || !s.envelope ? "the task" : objectNamed(s.envelope.operation, s.envelope.object.id);
+  const it =
+    kind === "task" || !s.envelope ? "the task" : objectNamed(s.envelope.operation, s.envelope.object.id);
   const its = `${it}'s`;
   // A delete approves no values: what its fresh read shows is the object gone.
   const gone = s.envelope ? goneObject(s.envelope) : undefined;
@@ -57,7 +69,8 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
     causalWhy = `the pre-read could not tell whether ${it} changed; the block may be a changed ${kind}, an unexpected answer shape or missing data`;
   } else if (ackLost) {
     causal = false;
-    causalWhy = "the acknowledgement was lost; the observed state may come from our write, a later one, or none";
+    causalWhy =
+      "the acknowledgement was lost; the observed state may come from our write, a later one, or none";
   } else if (s.verification?.verdict === "INCONCLUSIVE" || s.outcome === "INCONCLUSIVE") {
     causal = false;
     causalWhy = `verification was inconclusive; ${its} state cannot be tied to the write`;
@@ -70,7 +83,9 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
       ? `the target acknowledged the delete but a fresh read still shows ${gone}; it was not applied, or the object was made again afterwards`
       : `the target acknowledged the write but ${it} does not hold it; it was not applied or was overwritten afterwards`;
   } else if (verified) {
-    causalWhy = gone ? `the target acknowledged the delete and a fresh read shows ${gone} gone` : "the target acknowledged the write and a fresh read shows exactly the approved values";
+    causalWhy = gone
+      ? `the target acknowledged the delete and a fresh read shows ${gone} gone`
+      : "the target acknowledged the write and a fresh read shows exactly the approved values";
   } else if (!attempted) {
     causalWhy = `nothing was sent; the run stopped at ${s.reasonCode ?? "an early step"}`;
   }
@@ -106,6 +121,7 @@ export function outcomeFlags(s: FlagInputs): ExplainedFlags {
 /** What a delete removes, for a person ("comment 5 of task 4", "task 9"); undefined for any other operation. */
 function goneObject(e: NonNullable<FlagInputs["envelope"]>): string | undefined {
   // Inputs without params (older records) cannot name the comment: it is the task's comment.
-  if (operationSpec(e.operation)?.deletes === "task_comment" && e.params?.["COMMENT_ID"] === undefined) return `the comment of task ${e.object.id}`;
+  if (operationSpec(e.operation)?.deletes === "task_comment" && e.params?.["COMMENT_ID"] === undefined)
+    return `the comment of task ${e.object.id}`;
   return deletedLabelOf({ ...e, params: e.params ?? {} });
 }

@@ -8,7 +8,19 @@ import type { Envelope } from "./envelope.js";
 import { fieldSpec, normaliseId } from "./fields.js";
 
 /** Task fields whose values are Bitrix24 user ids. */
-export const USER_FIELDS: ReadonlySet<string> = new Set(["RESPONSIBLE_ID", "CREATED_BY", "CHANGED_BY", "CLOSED_BY", "STATUS_CHANGED_BY", "AUDITORS", "ACCOMPLICES", "ASSIGNED_BY_ID", "CREATED_BY_ID", "MODIFY_BY_ID", "MOVED_BY_ID"]);
+export const USER_FIELDS: ReadonlySet<string> = new Set([
+  "RESPONSIBLE_ID",
+  "CREATED_BY",
+  "CHANGED_BY",
+  "CLOSED_BY",
+  "STATUS_CHANGED_BY",
+  "AUDITORS",
+  "ACCOMPLICES",
+  "ASSIGNED_BY_ID",
+  "CREATED_BY_ID",
+  "MODIFY_BY_ID",
+  "MOVED_BY_ID",
+]);
 
 /** What the card shows next to one user id: the person's name as read, or why it could not be read. */
 export type PersonName = { name: string; active: boolean } | { unavailable: string };
@@ -36,7 +48,8 @@ export function userIdsOnCard(e: Envelope): string[] {
   for (const [field, value] of Object.entries(e.params)) {
     for (const id of [...userIdsIn(field, value), ...userIdsIn(field, e.baseline.values[field])]) ids.add(id);
   }
-  for (const field of e.invariantFields) for (const id of userIdsIn(field, e.baseline.values[field])) ids.add(id);
+  for (const field of e.invariantFields)
+    for (const id of userIdsIn(field, e.baseline.values[field])) ids.add(id);
   return [...ids].sort((a, b) => Number(a) - Number(b));
 }
 
@@ -51,7 +64,11 @@ function nameOf(p: PersonName | undefined): string {
  * Smirnov" for a list, "name unavailable: <why>" when the lookup failed. Undefined for fields that do
  * not hold users, for values without ids, and when no lookup was made at all (older cards).
  */
-export function personNote(field: string, value: unknown, people: PeopleLookup["names"] | undefined): string | undefined {
+export function personNote(
+  field: string,
+  value: unknown,
+  people: PeopleLookup["names"] | undefined,
+): string | undefined {
   if (!people) return undefined;
   const ids = userIdsIn(field, value);
   if (ids.length === 0) return undefined;
@@ -86,7 +103,8 @@ export function typedNamesIn(fields: Record<string, unknown>): TypedName[] {
   for (const [field, value] of Object.entries(fields)) {
     if (!USER_FIELDS.has(field) || !fieldSpec(field)?.writable) continue;
     for (const item of Array.isArray(value) ? value : [value]) {
-      if (typeof item === "string" && normaliseId(item) === undefined && item.trim() !== "") out.push({ field, typed: item });
+      if (typeof item === "string" && normaliseId(item) === undefined && item.trim() !== "")
+        out.push({ field, typed: item });
     }
   }
   return out;
@@ -111,14 +129,20 @@ export function unresolvedReason(r: Exclude<NameResolution, { status: "resolved"
  * An edit's fields with every typed name replaced by the id it resolved to, or the reason one did not
  * resolve to exactly one active user. A typed name without a resolution is refused (never guessed).
  */
-export function idsForNames(fields: Record<string, unknown>, resolutions: readonly NameResolution[]): { ok: true; fields: Record<string, unknown> } | { ok: false; reason: string } {
+export function idsForNames(
+  fields: Record<string, unknown>,
+  resolutions: readonly NameResolution[],
+): { ok: true; fields: Record<string, unknown> } | { ok: false; reason: string } {
   const typed = typedNamesIn(fields);
   if (typed.length === 0) return { ok: true, fields };
   const find = (t: TypedName) => resolutions.find((r) => r.field === t.field && r.typed === t.typed);
   const problems: string[] = [];
   for (const t of typed) {
     const r = find(t);
-    if (!r) problems.push(`${t.field} ${JSON.stringify(t.typed)} is not a user id, and no lookup of it was made; give the user id`);
+    if (!r)
+      problems.push(
+        `${t.field} ${JSON.stringify(t.typed)} is not a user id, and no lookup of it was made; give the user id`,
+      );
     else if (r.status !== "resolved") problems.push(unresolvedReason(r));
   }
   if (problems.length) return { ok: false, reason: problems.join("; ") };
@@ -128,7 +152,11 @@ export function idsForNames(fields: Record<string, unknown>, resolutions: readon
   };
   const out: Record<string, unknown> = {};
   for (const [field, value] of Object.entries(fields)) {
-    out[field] = !USER_FIELDS.has(field) ? value : Array.isArray(value) ? value.map((v) => idOf(field, v)) : idOf(field, value);
+    out[field] = !USER_FIELDS.has(field)
+      ? value
+      : Array.isArray(value)
+        ? value.map((v) => idOf(field, v))
+        : idOf(field, value);
   }
   return { ok: true, fields: out };
 }

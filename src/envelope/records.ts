@@ -4,7 +4,14 @@
  * separate object with its own timestamp so that "what was shown", "what was approved", "what was
  * sent", "what the target said" and "what state resulted" can be answered independently afterwards.
  */
-import type { CreatedObject, FieldCheck, MovedField, ObjectIdentity, OperationName, OperationSpec } from "./index.js";
+import type {
+  CreatedObject,
+  FieldCheck,
+  MovedField,
+  ObjectIdentity,
+  OperationName,
+  OperationSpec,
+} from "./index.js";
 
 export interface RequestScope {
   taskIds?: number[];
@@ -213,10 +220,16 @@ export const RAW_IN_JOURNAL = "(kept in the journal: `audit export` / `show` pri
 export function preReadMirror(r: PreReadRecord | null | undefined): PreReadRecord | null {
   if (!r || typeof r !== "object") return r ?? null;
   const { raw: _raw, commentsRaw, ...rest } = r;
-  return { ...rest, raw: RAW_IN_JOURNAL, ...(commentsRaw !== undefined ? { commentsRaw: RAW_IN_JOURNAL } : {}) };
+  return {
+    ...rest,
+    raw: RAW_IN_JOURNAL,
+    ...(commentsRaw !== undefined ? { commentsRaw: RAW_IN_JOURNAL } : {}),
+  };
 }
 
-export function acknowledgementMirror(a: AcknowledgementRecord | null | undefined): AcknowledgementRecord | null {
+export function acknowledgementMirror(
+  a: AcknowledgementRecord | null | undefined,
+): AcknowledgementRecord | null {
   if (!a || typeof a !== "object") return a ?? null;
   const { body, ...rest } = a;
   return { ...rest, ...(body !== undefined ? { body: RAW_IN_JOURNAL } : {}) };
@@ -225,5 +238,9 @@ export function acknowledgementMirror(a: AcknowledgementRecord | null | undefine
 export function verificationMirror(v: VerificationRecord | null | undefined): VerificationRecord | null {
   if (!v || typeof v !== "object") return v ?? null;
   const { raw: _raw, created, ...rest } = v;
-  return { ...rest, raw: RAW_IN_JOURNAL, ...(created && typeof created === "object" ? { created: { ...created, raw: RAW_IN_JOURNAL } } : {}) };
+  return {
+    ...rest,
+    raw: RAW_IN_JOURNAL,
+    ...(created && typeof created === "object" ? { created: { ...created, raw: RAW_IN_JOURNAL } } : {}),
+  };
 }

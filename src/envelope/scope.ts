@@ -5,7 +5,13 @@
  */
 import { canonicalJson, sha256Json } from "./canonical.js";
 import { checkFieldValue, UPPER_SNAKE } from "./fields.js";
-import { fieldsOf, operationSpec, REQUIRED_ON_CREATE, REQUIRED_ON_DELETE, type OperationName } from "./operations.js";
+import {
+  fieldsOf,
+  operationSpec,
+  REQUIRED_ON_CREATE,
+  REQUIRED_ON_DELETE,
+  type OperationName,
+} from "./operations.js";
 import { levelRank, reversibilityRank, type Policy, type Reversibility, type RiskLevel } from "./policy.js";
 
 /** What the user's request is about; given with the request or derived by code, never by the model alone. An absent list does not restrict; an empty list allows nothing. */
@@ -44,19 +50,31 @@ const ORDER: ProposalRefusalCode[] = ["OUT_OF_SCOPE", "DENIED_OPERATION", "DENIE
  */
 export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal): ProposalCheck {
   const found = new Map<ProposalRefusalCode, string[]>();
-  const add = (code: ProposalRefusalCode, reason: string) => found.set(code, [...(found.get(code) ?? []), reason]);
+  const add = (code: ProposalRefusalCode, reason: string) =>
+    found.set(code, [...(found.get(code) ?? []), reason]);
   const fields = isPlainRecord(proposal.fields) ? proposal.fields : {};
   const fieldNames = Object.keys(fields);
 
   const target = operationSpec(proposal.operation)?.target ?? "task";
   const creating = operationSpec(proposal.operation)?.effect === "create";
   if (creating) {
-    if (proposal.taskId !== 0) add("INVALID_VALUE", `${proposal.operation} creates a new ${target}; it names no existing one (got id ${JSON.stringify(proposal.taskId)})`);
+    if (proposal.taskId !== 0)
+      add(
+        "INVALID_VALUE",
+        `${proposal.operation} creates a new ${target}; it names no existing one (got id ${JSON.stringify(proposal.taskId)})`,
+      );
     const required = REQUIRED_ON_CREATE[proposal.operation as OperationName] ?? [];
     const missing = required.filter((f) => !(f in (isPlainRecord(proposal.fields) ? proposal.fields : {})));
-    if (missing.length) add("INVALID_VALUE", `${proposal.operation} needs ${missing.join(" and ")} (Bitrix24 refuses a ${target} without ${missing.length > 1 ? "them" : "it"})`);
+    if (missing.length)
+      add(
+        "INVALID_VALUE",
+        `${proposal.operation} needs ${missing.join(" and ")} (Bitrix24 refuses a ${target} without ${missing.length > 1 ? "them" : "it"})`,
+      );
   } else if (!Number.isSafeInteger(proposal.taskId) || proposal.taskId <= 0) {
-    add("INVALID_VALUE", `${target === "deal" ? "dealId" : "taskId"} must be a positive integer, got ${JSON.stringify(proposal.taskId)}`);
+    add(
+      "INVALID_VALUE",
+      `${target === "deal" ? "dealId" : "taskId"} must be a positive integer, got ${JSON.stringify(proposal.taskId)}`,
+    );
   }
   const deleting = operationSpec(proposal.operation)?.effect === "delete";
   if (deleting) {
@@ -64,38 +82,69 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
     const required = REQUIRED_ON_DELETE[proposal.operation as OperationName] ?? [];
     const missing = required.filter((f) => !fieldNames.includes(f));
     const extra = fieldNames.filter((f) => !required.includes(f));
-    if (missing.length) add("INVALID_VALUE", `${proposal.operation} needs ${missing.join(" and ")} (what it deletes)`);
-    if (extra.length) add("INVALID_VALUE", `${proposal.operation} takes ${required.length ? `only ${required.join(", ")}` : "no fields"}, got ${extra.join(", ")}`);
+    if (missing.length)
+      add("INVALID_VALUE", `${proposal.operation} needs ${missing.join(" and ")} (what it deletes)`);
+    if (extra.length)
+      add(
+        "INVALID_VALUE",
+        `${proposal.operation} takes ${required.length ? `only ${required.join(", ")}` : "no fields"}, got ${extra.join(", ")}`,
+      );
   }
   if (!isPlainRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
-  else if (fieldNames.length === 0 && !deleting) add("INVALID_VALUE", `fields is empty; Bitrix24 refuses ${proposal.operation === "add_task_comment" ? "a comment without POST_MESSAGE" : "an update without fields"}`);
+  else if (fieldNames.length === 0 && !deleting)
+    add(
+      "INVALID_VALUE",
+      `fields is empty; Bitrix24 refuses ${proposal.operation === "add_task_comment" ? "a comment without POST_MESSAGE" : "an update without fields"}`,
+    );
 
   // Scope.
   if (scope.operations && !scope.operations.includes(proposal.operation)) {
-    add("OUT_OF_SCOPE", `operation ${proposal.operation} is outside the request's scope (${list(scope.operations)})`);
+    add(
+      "OUT_OF_SCOPE",
+      `operation ${proposal.operation} is outside the request's scope (${list(scope.operations)})`,
+    );
   }
   // A create touches no existing object, so the request's object ids do not restrict it (its fields still do).
   const ids = creating ? undefined : target === "deal" ? scope.dealIds : scope.taskIds;
   if (ids && !ids.includes(proposal.taskId)) {
-    add("OUT_OF_SCOPE", `${target} ${proposal.taskId} is outside the request's scope (${target}s ${list(ids.map(String))})`);
+    add(
+      "OUT_OF_SCOPE",
+      `${target} ${proposal.taskId} is outside the request's scope (${target}s ${list(ids.map(String))})`,
+    );
   } else if (target === "deal" && !ids && scope.taskIds && !creating) {
     // A request about tasks does not reach deals: only a request naming the deal does.
-    add("OUT_OF_SCOPE", `deal ${proposal.taskId} is outside the request's scope (it names tasks ${list(scope.taskIds.map(String))} and no deal)`);
+    add(
+      "OUT_OF_SCOPE",
+      `deal ${proposal.taskId} is outside the request's scope (it names tasks ${list(scope.taskIds.map(String))} and no deal)`,
+    );
   } else if (target === "task" && !ids && scope.dealIds && !creating) {
     // Nor does a request about deals reach tasks (their comments included).
-    add("OUT_OF_SCOPE", `task ${proposal.taskId} is outside the request's scope (it names deals ${list(scope.dealIds.map(String))} and no task)`);
+    add(
+      "OUT_OF_SCOPE",
+      `task ${proposal.taskId} is outside the request's scope (it names deals ${list(scope.dealIds.map(String))} and no task)`,
+    );
   }
   if (scope.fields) {
     const outside = fieldNames.filter((f) => !scope.fields!.includes(f));
-    if (outside.length) add("OUT_OF_SCOPE", `field${outside.length > 1 ? "s" : ""} ${outside.join(", ")} outside the request's scope (${list(scope.fields)})`);
+    if (outside.length)
+      add(
+        "OUT_OF_SCOPE",
+        `field${outside.length > 1 ? "s" : ""} ${outside.join(", ")} outside the request's scope (${list(scope.fields)})`,
+      );
   }
 
   // Policy: operation.
   const op = policy.operations[proposal.operation];
   if (!op) {
-    add("DENIED_OPERATION", `operation ${proposal.operation} is not in policy ${policy.id}@${policy.version} (known: ${list(Object.keys(policy.operations))})`);
+    add(
+      "DENIED_OPERATION",
+      `operation ${proposal.operation} is not in policy ${policy.id}@${policy.version} (known: ${list(Object.keys(policy.operations))})`,
+    );
   } else if (!op.allowed) {
-    add("DENIED_OPERATION", `operation ${proposal.operation} is denied by policy ${policy.id}@${policy.version}${op.reason ? `: ${op.reason}` : ""}`);
+    add(
+      "DENIED_OPERATION",
+      `operation ${proposal.operation} is denied by policy ${policy.id}@${policy.version}${op.reason ? `: ${op.reason}` : ""}`,
+    );
   }
 
   // Policy: fields and values.
@@ -110,17 +159,24 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
     }
     const rule = op?.fields[field];
     if (!rule) {
-      add("DENIED_FIELD", `field ${field} has no rule in policy ${policy.id}@${policy.version} for ${proposal.operation}, so it is denied`);
+      add(
+        "DENIED_FIELD",
+        `field ${field} has no rule in policy ${policy.id}@${policy.version} for ${proposal.operation}, so it is denied`,
+      );
       continue;
     }
     if (!rule.allowed) {
-      add("DENIED_FIELD", `field ${field} is denied by policy ${policy.id}@${policy.version}${rule.reason ? `: ${rule.reason}` : ""}`);
+      add(
+        "DENIED_FIELD",
+        `field ${field} is denied by policy ${policy.id}@${policy.version}${rule.reason ? `: ${rule.reason}` : ""}`,
+      );
       continue;
     }
     const bad = checkFieldValue(field, fields[field], rule, fieldsOf(proposal.operation));
     if (bad) add("INVALID_VALUE", bad);
     if (rule.level && levelRank(rule.level) > levelRank(level)) level = rule.level;
-    if (rule.reversibility && reversibilityRank(rule.reversibility) > reversibilityRank(reversibility)) reversibility = rule.reversibility;
+    if (rule.reversibility && reversibilityRank(rule.reversibility) > reversibilityRank(reversibility))
+      reversibility = rule.reversibility;
     if (rule.requiresApproval) requiresApproval = true;
     if (rule.ttlSeconds !== undefined && rule.ttlSeconds < ttlSeconds) ttlSeconds = rule.ttlSeconds;
   }
@@ -141,7 +197,8 @@ export function checkPlan(
   scope: Scope,
   proposals: Proposal[],
 ): ProposalCheck & { index?: number } {
-  if (proposals.length === 0) return { allowed: false, code: "INVALID_VALUE", reasons: ["a plan needs at least one action"] };
+  if (proposals.length === 0)
+    return { allowed: false, code: "INVALID_VALUE", reasons: ["a plan needs at least one action"] };
   let risk: Risk = { reversibility: "read_only", level: "low" };
   let requiresApproval = false;
   let ttlSeconds = Number.POSITIVE_INFINITY;
@@ -157,7 +214,10 @@ export function checkPlan(
 
 export function maxRisk(a: Risk, b: Risk): Risk {
   return {
-    reversibility: reversibilityRank(b.reversibility) > reversibilityRank(a.reversibility) ? b.reversibility : a.reversibility,
+    reversibility:
+      reversibilityRank(b.reversibility) > reversibilityRank(a.reversibility)
+        ? b.reversibility
+        : a.reversibility,
     level: levelRank(b.level) > levelRank(a.level) ? b.level : a.level,
   };
 }
@@ -179,12 +239,34 @@ export function checkPlanApproval(
   const added = current.filter((h) => !approved.actionHashes.includes(h));
   const removed = approved.actionHashes.filter((h) => !current.includes(h));
   if (hashPlan(approved.actionHashes) !== approved.planHash) {
-    return { valid: false, reason: "the approved plan's hash does not match its own action list", added, removed };
+    return {
+      valid: false,
+      reason: "the approved plan's hash does not match its own action list",
+      added,
+      removed,
+    };
   }
-  if (added.length) return { valid: false, reason: `${added.length} action(s) were added after approval; the plan must be approved again`, added, removed };
-  if (removed.length) return { valid: false, reason: `${removed.length} action(s) were removed after approval; the plan must be approved again`, added, removed };
+  if (added.length)
+    return {
+      valid: false,
+      reason: `${added.length} action(s) were added after approval; the plan must be approved again`,
+      added,
+      removed,
+    };
+  if (removed.length)
+    return {
+      valid: false,
+      reason: `${removed.length} action(s) were removed after approval; the plan must be approved again`,
+      added,
+      removed,
+    };
   if (canonicalJson(current) !== canonicalJson(approved.actionHashes)) {
-    return { valid: false, reason: "the actions were reordered after approval; the plan must be approved again", added, removed };
+    return {
+      valid: false,
+      reason: "the actions were reordered after approval; the plan must be approved again",
+      added,
+      removed,
+    };
   }
   return { valid: true };
 }
@@ -196,4 +278,3 @@ function isPlainRecord(v: unknown): v is Record<string, unknown> {
 function list(items: string[]): string {
   return items.length ? items.join(", ") : "none";
 }
-

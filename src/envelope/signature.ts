@@ -3,7 +3,14 @@
  * runtime; the runtime holds only public keys, registered as lines "approverId ed25519 <base64 SPKI DER>"
  * from a keys file, a directory of such files, or an environment variable.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from "node:crypto";
+import {
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  sign,
+  verify,
+  type KeyObject,
+} from "node:crypto";
 import { canonicalJson } from "./canonical.js";
 import { KeyRegistryError } from "./errors.js";
 
@@ -18,7 +25,10 @@ export interface SignedDecisionPayload {
   decision: "approve" | "reject" | "edit";
   approverId: string;
   decidedAt: string;
-  editedAction?: { name: string; args: { taskId?: number | undefined; dealId?: number | undefined; fields: Record<string, unknown> } };
+  editedAction?: {
+    name: string;
+    args: { taskId?: number | undefined; dealId?: number | undefined; fields: Record<string, unknown> };
+  };
   override?: { gate: string; reason: string };
   /** For one action of a change set decided action by action. */
   actionId?: string;
@@ -34,7 +44,11 @@ export function signDecision(payload: SignedDecisionPayload, privateKeyPem: stri
 }
 
 /** True only for a well-formed Ed25519 signature by this key over exactly this payload. Never throws. */
-export function verifyDecisionSignature(payload: SignedDecisionPayload, signatureBase64: string, publicKey: KeyObject): boolean {
+export function verifyDecisionSignature(
+  payload: SignedDecisionPayload,
+  signatureBase64: string,
+  publicKey: KeyObject,
+): boolean {
   return verifyCanonical(signingBytes(payload), signatureBase64, publicKey);
 }
 
@@ -63,12 +77,17 @@ export function signRequest(payload: SignedRequestPayload, privateKeyPem: string
 
 function signCanonical(bytes: Buffer, privateKeyPem: string): string {
   const key = createPrivateKey(privateKeyPem);
-  if (key.asymmetricKeyType !== "ed25519") throw new KeyRegistryError("an Ed25519 private key", `a ${key.asymmetricKeyType} key`);
+  if (key.asymmetricKeyType !== "ed25519")
+    throw new KeyRegistryError("an Ed25519 private key", `a ${key.asymmetricKeyType} key`);
   return sign(null, bytes, key).toString("base64");
 }
 
 /** True only for a well-formed Ed25519 signature by this key over exactly this request. Never throws. */
-export function verifyRequestSignature(payload: SignedRequestPayload, signatureBase64: string, publicKey: KeyObject): boolean {
+export function verifyRequestSignature(
+  payload: SignedRequestPayload,
+  signatureBase64: string,
+  publicKey: KeyObject,
+): boolean {
   return verifyCanonical(requestSigningBytes(payload), signatureBase64, publicKey);
 }
 
@@ -87,9 +106,16 @@ function verifyCanonical(bytesSigned: Buffer, signatureBase64: string, publicKey
 
 const APPROVER_ID = /^[A-Za-z0-9][A-Za-z0-9._@-]*$/;
 
-export function generateApproverKeyPair(approverId: string): { publicKeyPem: string; privateKeyPem: string; publicKeyLine: string } {
+export function generateApproverKeyPair(approverId: string): {
+  publicKeyPem: string;
+  privateKeyPem: string;
+  publicKeyLine: string;
+} {
   if (!APPROVER_ID.test(approverId)) {
-    throw new KeyRegistryError("an approver id of letters, digits, . _ @ - (no spaces)", JSON.stringify(approverId));
+    throw new KeyRegistryError(
+      "an approver id of letters, digits, . _ @ - (no spaces)",
+      JSON.stringify(approverId),
+    );
   }
   const { publicKey, privateKey } = generateKeyPairSync("ed25519");
   return {
@@ -117,18 +143,28 @@ export function parsePublicKeyLines(text: string): Map<string, KeyObject> {
     if (line === "" || line.startsWith("#")) return;
     const where = `line ${i + 1}`;
     const parts = line.split(/\s+/);
-    if (parts.length !== 3) throw new KeyRegistryError(`"approverId ed25519 <base64 SPKI DER>" on ${where}`, `${parts.length} fields`);
+    if (parts.length !== 3)
+      throw new KeyRegistryError(
+        `"approverId ed25519 <base64 SPKI DER>" on ${where}`,
+        `${parts.length} fields`,
+      );
     const [id, algorithm, b64] = parts as [string, string, string];
     if (!APPROVER_ID.test(id)) throw new KeyRegistryError(`an approver id on ${where}`, JSON.stringify(id));
-    if (algorithm !== "ed25519") throw new KeyRegistryError(`algorithm "ed25519" on ${where}`, JSON.stringify(algorithm));
-    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) throw new KeyRegistryError(`base64 key data on ${where}`, "other characters");
+    if (algorithm !== "ed25519")
+      throw new KeyRegistryError(`algorithm "ed25519" on ${where}`, JSON.stringify(algorithm));
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64))
+      throw new KeyRegistryError(`base64 key data on ${where}`, "other characters");
     let key: KeyObject;
     try {
       key = createPublicKey({ key: Buffer.from(b64, "base64"), format: "der", type: "spki" });
     } catch (e) {
-      throw new KeyRegistryError(`an SPKI DER public key on ${where}`, `undecodable data (${(e as Error).message})`);
+      throw new KeyRegistryError(
+        `an SPKI DER public key on ${where}`,
+        `undecodable data (${(e as Error).message})`,
+      );
     }
-    if (key.asymmetricKeyType !== "ed25519") throw new KeyRegistryError(`an Ed25519 key on ${where}`, `a ${key.asymmetricKeyType} key`);
+    if (key.asymmetricKeyType !== "ed25519")
+      throw new KeyRegistryError(`an Ed25519 key on ${where}`, `a ${key.asymmetricKeyType} key`);
     if (keys.has(id)) throw new KeyRegistryError(`one key per approver (${where})`, `a second key for ${id}`);
     keys.set(id, key);
   });

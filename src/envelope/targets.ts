@@ -5,14 +5,25 @@
  * read tool reads it. The envelope, the comparison, the card and the nodes go through this table.
  */
 import { describeReceived } from "./errors.js";
-import { DEAL_FIELDS, TASK_FIELDS, fieldToTaskKey, normaliseId, taskKeyToField, type FieldSpec } from "./fields.js";
+import {
+  DEAL_FIELDS,
+  TASK_FIELDS,
+  fieldToTaskKey,
+  normaliseId,
+  taskKeyToField,
+  type FieldSpec,
+} from "./fields.js";
 
 export const TARGET_TYPES = ["task", "deal"] as const;
 export type TargetType = (typeof TARGET_TYPES)[number];
 
 export type Extracted =
   | { ok: true; object: Record<string, unknown> }
-  | { ok: false; reason: string; /** Set when the answer is definitely about another object: the id it named. */ otherId?: unknown };
+  | {
+      ok: false;
+      reason: string;
+      /** Set when the answer is definitely about another object: the id it named. */ otherId?: unknown;
+    };
 
 export interface TargetKind {
   type: TargetType;
@@ -30,7 +41,10 @@ export interface TargetKind {
   read: { role: "getTask" | "getDeal"; args(id: number): Record<string, unknown> };
 }
 
-function parsed(body: unknown, type: TargetType): { ok: true; value: Record<string, unknown> } | { ok: false; reason: string } {
+function parsed(
+  body: unknown,
+  type: TargetType,
+): { ok: true; value: Record<string, unknown> } | { ok: false; reason: string } {
   let value = body;
   if (typeof value === "string") {
     try {
@@ -39,22 +53,42 @@ function parsed(body: unknown, type: TargetType): { ok: true; value: Record<stri
       return { ok: false, reason: `the answer is text, not JSON: ${describeReceived(body)}` };
     }
   }
-  if (!isRecord(value)) return { ok: false, reason: `the answer is not a JSON object: ${describeReceived(value)}` };
+  if (!isRecord(value))
+    return { ok: false, reason: `the answer is not a JSON object: ${describeReceived(value)}` };
   if (!("result" in value)) {
     const err = value["error"];
     return {
       ok: false,
-      reason: err !== undefined ? `the answer is an error, not a ${type}: ${describeReceived(err)} ${describeReceived(value["error_description"])}` : `the answer has no "result": ${describeReceived(value)}`,
+      reason:
+        err !== undefined
+          ? `the answer is an error, not a ${type}: ${describeReceived(err)} ${describeReceived(value["error_description"])}`
+          : `the answer has no "result": ${describeReceived(value)}`,
     };
   }
   return { ok: true, value };
 }
 
-function identified(object: Record<string, unknown>, idKey: string, type: TargetType, id: number, where: string): Extracted {
-  if (!(idKey in object)) return { ok: false, reason: `"${where}" has no ${idKey}, so it cannot be tied to ${type} ${id}` };
+function identified(
+  object: Record<string, unknown>,
+  idKey: string,
+  type: TargetType,
+  id: number,
+  where: string,
+): Extracted {
+  if (!(idKey in object))
+    return { ok: false, reason: `"${where}" has no ${idKey}, so it cannot be tied to ${type} ${id}` };
   const answered = normaliseId(object[idKey]);
-  if (answered === undefined) return { ok: false, reason: `"${where}.${idKey}" is ${describeReceived(object[idKey])}, not an id, so it cannot be tied to ${type} ${id}` };
-  if (answered !== String(id)) return { ok: false, reason: `the answer is about ${type} ${describeReceived(object[idKey])}, not ${type} ${id}`, otherId: object[idKey] };
+  if (answered === undefined)
+    return {
+      ok: false,
+      reason: `"${where}.${idKey}" is ${describeReceived(object[idKey])}, not an id, so it cannot be tied to ${type} ${id}`,
+    };
+  if (answered !== String(id))
+    return {
+      ok: false,
+      reason: `the answer is about ${type} ${describeReceived(object[idKey])}, not ${type} ${id}`,
+      otherId: object[idKey],
+    };
   return { ok: true, object };
 }
 
@@ -70,10 +104,13 @@ export const TARGETS: Readonly<Record<TargetType, TargetKind>> = {
       const p = parsed(body, "task");
       if (!p.ok) return p;
       const result = p.value["result"];
-      if (Array.isArray(result) && result.length === 0) return { ok: false, reason: `task ${id} not found or not accessible (result is [])` };
-      if (!isRecord(result)) return { ok: false, reason: `"result" is not an object: ${describeReceived(result)}` };
+      if (Array.isArray(result) && result.length === 0)
+        return { ok: false, reason: `task ${id} not found or not accessible (result is [])` };
+      if (!isRecord(result))
+        return { ok: false, reason: `"result" is not an object: ${describeReceived(result)}` };
       const task = result["task"];
-      if (!isRecord(task)) return { ok: false, reason: `"result.task" is not an object: ${describeReceived(task)}` };
+      if (!isRecord(task))
+        return { ok: false, reason: `"result.task" is not an object: ${describeReceived(task)}` };
       return identified(task, "id", "task", id, "result.task");
     },
     read: { role: "getTask", args: (id) => ({ taskId: id }) },
@@ -89,7 +126,8 @@ export const TARGETS: Readonly<Record<TargetType, TargetKind>> = {
       const p = parsed(body, "deal");
       if (!p.ok) return p;
       const result = p.value["result"];
-      if (!isRecord(result)) return { ok: false, reason: `"result" is not a deal object: ${describeReceived(result)}` };
+      if (!isRecord(result))
+        return { ok: false, reason: `"result" is not a deal object: ${describeReceived(result)}` };
       return identified(result, "ID", "deal", id, "result");
     },
     read: { role: "getDeal", args: (id) => ({ dealId: id }) },

@@ -7,8 +7,9 @@ export function formatIssues(error: z.ZodError): string {
 
 function formatIssue(issue: z.core.$ZodIssue): string {
   const path = issue.path.map(String).join(".") || "(root)";
-  const inner = "issues" in issue && Array.isArray(issue.issues) && issue.code === "invalid_key"
-    ? ` (${(issue.issues as z.core.$ZodIssue[]).map((i) => i.message).join(", ")})`
-    : "";
+  const inner =
+    "issues" in issue && Array.isArray(issue.issues) && issue.code === "invalid_key"
+      ? ` (${(issue.issues as z.core.$ZodIssue[]).map((i) => i.message).join(", ")})`
+      : "";
   return `${path}: ${issue.message}${inner}`;
 }

@@ -6,17 +6,39 @@
  * decisions made on them).
  */
 import type { State } from "../graph/state.js";
-import type { AuditEvent, AuditRecord, ChainVerification, IdentityCheck, OutcomeFlags } from "../store/audit.js";
+import type {
+  AuditEvent,
+  AuditRecord,
+  ChainVerification,
+  IdentityCheck,
+  OutcomeFlags,
+} from "../store/audit.js";
 import { outcomeFlags, type FlagInputs } from "../envelope/outcome-flags.js";
-import { NORMALISATION_RULES, type NormalisationRule, type RequesterVerification } from "../envelope/index.js";
+import {
+  NORMALISATION_RULES,
+  type NormalisationRule,
+  type RequesterVerification,
+} from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
-import type { AcknowledgementRecord, InvocationRecord, Outcome, PreReadRecord, ReasonCode, Refusal } from "../envelope/records.js";
+import type {
+  AcknowledgementRecord,
+  InvocationRecord,
+  Outcome,
+  PreReadRecord,
+  ReasonCode,
+  Refusal,
+} from "../envelope/records.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
 
 /** Records of a decision as received: approvals, rejections, edits, refusals, and the cancels and expiries that close an approval. */
-const DECISION_EVENTS = new Set<AuditEvent>(["decision_accepted", "decision_refused", "approval_expired", "approval_cancelled"]);
+const DECISION_EVENTS = new Set<AuditEvent>([
+  "decision_accepted",
+  "decision_refused",
+  "approval_expired",
+  "approval_cancelled",
+]);
 
 export type EvidenceKind =
   | "approval_request"
@@ -48,7 +70,11 @@ export interface WriterWindow {
   statement: string;
 }
 
-export function writerWindow(preRead: PreReadRecord | null, invocation: InvocationRecord | null, ack: AcknowledgementRecord | null): WriterWindow | null {
+export function writerWindow(
+  preRead: PreReadRecord | null,
+  invocation: InvocationRecord | null,
+  ack: AcknowledgementRecord | null,
+): WriterWindow | null {
   if (!invocation) return null;
   const spec = operationSpec(invocation.tool);
   const effect = spec?.effect;
@@ -67,20 +93,21 @@ export function writerWindow(preRead: PreReadRecord | null, invocation: Invocati
     acknowledgedAt: ack?.at ?? null,
     uncoveredMs: Number.isFinite(ms) ? ms : null,
     fieldsOverwritten: fields,
-    statement: effect === "create"
-      ? `A create writes no existing object, so nothing anyone else changed can be overwritten. A task with the same title made by someone else ${between} ` +
-        `cannot be told from this one when the answer is lost: the verification then reports INCONCLUSIVE, or more than was approved (INVARIANT_VIOLATION) if this write also landed.`
-      : effect === "create_child"
-      ? `A comment is added under the task; no existing field is written, so nothing anyone else changed can be overwritten. A comment with the same text posted by someone else ${between} ` +
-        `cannot be told from this one when the answer is lost: the verification then reports INCONCLUSIVE, or more than was approved (INVARIANT_VIOLATION) if this write also landed.`
-      : invocation.tool.startsWith("delete_")
-      ? `Bitrix24 offers no conditional delete, so a change made by someone else to the deleted object between the pre-read${from ? ` at ${from}` : ""} ` +
-        `and the delete sent at ${invocation.sentAt} would have been deleted with it and cannot be seen by the verification. ` +
-        `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`
-      : `Bitrix24 offers no conditional write (${method} takes no version or If-Match), so a change made by someone else ` +
-        `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt} to ${fields.join(", ")} would have been overwritten ` +
-        `by this write and cannot be seen by the verification; a change to any other field in that window would be. ` +
-        `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`,
+    statement:
+      effect === "create"
+        ? `A create writes no existing object, so nothing anyone else changed can be overwritten. A task with the same title made by someone else ${between} ` +
+          `cannot be told from this one when the answer is lost: the verification then reports INCONCLUSIVE, or more than was approved (INVARIANT_VIOLATION) if this write also landed.`
+        : effect === "create_child"
+          ? `A comment is added under the task; no existing field is written, so nothing anyone else changed can be overwritten. A comment with the same text posted by someone else ${between} ` +
+            `cannot be told from this one when the answer is lost: the verification then reports INCONCLUSIVE, or more than was approved (INVARIANT_VIOLATION) if this write also landed.`
+          : invocation.tool.startsWith("delete_")
+            ? `Bitrix24 offers no conditional delete, so a change made by someone else to the deleted object between the pre-read${from ? ` at ${from}` : ""} ` +
+              `and the delete sent at ${invocation.sentAt} would have been deleted with it and cannot be seen by the verification. ` +
+              `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`
+            : `Bitrix24 offers no conditional write (${method} takes no version or If-Match), so a change made by someone else ` +
+              `between the pre-read${from ? ` at ${from}` : ""} and the write sent at ${invocation.sentAt} to ${fields.join(", ")} would have been overwritten ` +
+              `by this write and cannot be seen by the verification; a change to any other field in that window would be. ` +
+              `Other approved actions of this system on the same object cannot land in the window: they wait for this action's object lease.`,
   };
 }
 
@@ -118,9 +145,21 @@ export interface FirstPage {
   requesterVerifiedBy: RequesterVerification | null;
   risk: { level: string; reversibility: string } | null;
   policy: { id: string; version: string } | null;
-  what: { operation: string; taskId: number | null; params: Record<string, unknown> | null; envelopeHash: string | null; revision: number } | null;
+  what: {
+    operation: string;
+    taskId: number | null;
+    params: Record<string, unknown> | null;
+    envelopeHash: string | null;
+    revision: number;
+  } | null;
   /** The decision that settled the run (the last one accepted), with how the identity was established. */
-  decidedBy: { id: string | null; decision: string | null; verifiedBy: IdentityCheck; decidedAt: string | null; acceptedAt: string } | null;
+  decidedBy: {
+    id: string | null;
+    decision: string | null;
+    verifiedBy: IdentityCheck;
+    decidedAt: string | null;
+    acceptedAt: string;
+  } | null;
   refusedDecisions: number;
   outcome: { outcome: string; reasonCode: string; reason: string; finishedAt: string | null } | null;
   flags: OutcomeFlags | null;
@@ -160,10 +199,18 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
     firstPage: firstPage(input),
     auditChain: {
       intact: chain.intact,
-      problem: chain.intact ? null : `${chain.problem.kind} at seq ${chain.problem.seq}: ${chain.problem.detail}`,
+      problem: chain.intact
+        ? null
+        : `${chain.problem.kind} at seq ${chain.problem.seq}: ${chain.problem.detail}`,
       recordsInLog: chain.records,
       head: chain.intact ? chain.head : null,
-      threadRecords: input.records.map((r) => ({ seq: r.seq, event: r.event, revision: r.revision, at: r.at, hash: r.hash })),
+      threadRecords: input.records.map((r) => ({
+        seq: r.seq,
+        event: r.event,
+        revision: r.revision,
+        at: r.at,
+        hash: r.hash,
+      })),
     },
     evidence: evidence.map(({ name, kind, at, summary }) => ({ name, kind, at, summary })),
     normalisationRules: normalisationRules(),
@@ -200,37 +247,89 @@ function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
   const lastWhat = [...records].reverse().find((r) => r.what.envelopeHash !== null) ?? lastRecord;
   const overrides: OverrideNotice[] = accepted
     .filter((r) => r.override)
-    .map((r) => ({ ...r.override!, verifiedBy: r.approver?.verifiedBy ?? "unverified", revision: r.revision, envelopeHash: r.what.envelopeHash, at: r.at }));
+    .map((r) => ({
+      ...r.override!,
+      verifiedBy: r.approver?.verifiedBy ?? "unverified",
+      revision: r.revision,
+      envelopeHash: r.what.envelopeHash,
+      at: r.at,
+    }));
   // State holds the last accepted decision even if its audit record is missing; it must still show.
   if (s?.decision?.override && !overrides.some((o) => o.envelopeHash === s.decision!.envelopeHash)) {
     const d = s.decision;
-    overrides.push({ ...d.override!, verifiedBy: d.verifiedBy, revision: d.revision, envelopeHash: d.envelopeHash, at: d.acceptedAt });
+    overrides.push({
+      ...d.override!,
+      verifiedBy: d.verifiedBy,
+      revision: d.revision,
+      envelopeHash: d.envelopeHash,
+      at: d.acceptedAt,
+    });
   }
 
   const decidedBy: FirstPage["decidedBy"] = lastDecision?.approver
-    ? { id: lastDecision.approver.id, decision: lastDecision.approver.decision, verifiedBy: lastDecision.approver.verifiedBy, decidedAt: lastDecision.approver.decidedAt, acceptedAt: lastDecision.at }
+    ? {
+        id: lastDecision.approver.id,
+        decision: lastDecision.approver.decision,
+        verifiedBy: lastDecision.approver.verifiedBy,
+        decidedAt: lastDecision.approver.decidedAt,
+        acceptedAt: lastDecision.at,
+      }
     : s?.decision
-      ? { id: s.decision.approverId, decision: s.decision.type, verifiedBy: s.decision.verifiedBy, decidedAt: s.decision.decidedAt, acceptedAt: s.decision.acceptedAt }
+      ? {
+          id: s.decision.approverId,
+          decision: s.decision.type,
+          verifiedBy: s.decision.verifiedBy,
+          decidedAt: s.decision.decidedAt,
+          acceptedAt: s.decision.acceptedAt,
+        }
       : null;
 
   const e = s?.envelope;
   const what: FirstPage["what"] = lastWhat
-    ? { operation: lastWhat.what.operation, taskId: lastWhat.what.taskId, params: lastWhat.what.params, envelopeHash: lastWhat.what.envelopeHash, revision: lastWhat.revision }
+    ? {
+        operation: lastWhat.what.operation,
+        taskId: lastWhat.what.taskId,
+        params: lastWhat.what.params,
+        envelopeHash: lastWhat.what.envelopeHash,
+        revision: lastWhat.revision,
+      }
     : e
-      ? { operation: e.operation, taskId: e.object.id, params: e.params, envelopeHash: s?.envelopeHash ?? null, revision: e.revision }
+      ? {
+          operation: e.operation,
+          taskId: e.object.id,
+          params: e.params,
+          envelopeHash: s?.envelopeHash ?? null,
+          revision: e.revision,
+        }
       : s?.proposal
-        ? { operation: s.proposal.operation ?? "update_task", taskId: s.proposal.taskId, params: s.proposal.fields, envelopeHash: null, revision: 0 }
+        ? {
+            operation: s.proposal.operation ?? "update_task",
+            taskId: s.proposal.taskId,
+            params: s.proposal.fields,
+            envelopeHash: null,
+            revision: 0,
+          }
         : null;
 
   // The outcome is the closing record's; state's only while no run has closed the thread.
   const outcome = closing?.outcome
-    ? { outcome: closing.outcome.outcome, reasonCode: closing.outcome.reasonCode, reason: closing.outcome.reason, finishedAt: closing.outcome.finishedAt }
+    ? {
+        outcome: closing.outcome.outcome,
+        reasonCode: closing.outcome.reasonCode,
+        reason: closing.outcome.reason,
+        finishedAt: closing.outcome.finishedAt,
+      }
     : s?.outcome
-      ? { outcome: s.outcome, reasonCode: s.reasonCode ?? "", reason: s.reason ?? "", finishedAt: s.finishedAt }
+      ? {
+          outcome: s.outcome,
+          reasonCode: s.reasonCode ?? "",
+          reason: s.reason ?? "",
+          finishedAt: s.finishedAt,
+        }
       : null;
   const explained = explainedOutcome(closing, records, s);
   // The journal's text of the request, as the closing or an approval record carries it.
-  const recordedRequest = (closing?.request ?? records.find((r) => r.request !== undefined)?.request) ?? null;
+  const recordedRequest = closing?.request ?? records.find((r) => r.request !== undefined)?.request ?? null;
 
   return {
     overrides,
@@ -238,13 +337,19 @@ function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
     status,
     request: recordedRequest ?? (records.length === 0 ? (s?.request ?? null) : null),
     requestedBy: lastRecord?.requestedBy ?? s?.requestedBy ?? null,
-    requesterVerifiedBy: closing?.requesterVerifiedBy ?? [...records].reverse().find((r) => r.requesterVerifiedBy !== undefined)?.requesterVerifiedBy ?? null,
+    requesterVerifiedBy:
+      closing?.requesterVerifiedBy ??
+      [...records].reverse().find((r) => r.requesterVerifiedBy !== undefined)?.requesterVerifiedBy ??
+      null,
     risk: lastWhat?.risk ?? (e ? { ...e.risk } : null),
     policy: lastWhat ? lastWhat.policy : e ? { ...e.policy } : null,
     what,
     decidedBy,
     // Every refused decision has its record (check_decision appends it before state hears of it).
-    refusedDecisions: records.length > 0 ? records.filter((r) => r.event === "decision_refused").length : (s?.refusals.length ?? 0),
+    refusedDecisions:
+      records.length > 0
+        ? records.filter((r) => r.event === "decision_refused").length
+        : (s?.refusals.length ?? 0),
     outcome,
     flags: outcome ? (closing?.outcome?.flags ?? explained?.flags ?? null) : null,
     flagReasons: outcome ? (explained?.because ?? null) : null,
@@ -257,7 +362,11 @@ function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
  * closing flags were computed from, mirrored that action), kept only when it gives the very flags the
  * closing record holds; from state alone while the thread has no record.
  */
-function explainedOutcome(closing: AuditRecord | undefined, records: readonly AuditRecord[], s: State | undefined): ReturnType<typeof outcomeFlags> | null {
+function explainedOutcome(
+  closing: AuditRecord | undefined,
+  records: readonly AuditRecord[],
+  s: State | undefined,
+): ReturnType<typeof outcomeFlags> | null {
   const o = closing?.outcome;
   if (!o) return s?.outcome ? outcomeFlags(s) : null;
   const from = evidenceRecordOf(closing, records);
@@ -273,23 +382,40 @@ function explainedOutcome(closing: AuditRecord | undefined, records: readonly Au
     reasonCode: o.reasonCode as ReasonCode,
     envelope: envelope ?? null,
   });
-  const same = (Object.keys(explained.flags) as Array<keyof OutcomeFlags>).every((k) => explained.flags[k] === o.flags[k]);
+  const same = (Object.keys(explained.flags) as Array<keyof OutcomeFlags>).every(
+    (k) => explained.flags[k] === o.flags[k],
+  );
   return from === closing || same ? explained : null;
 }
 
 /** A run's closing record (src/hitl/audit-records.ts runEndedEntry): execution_outcome or run_ended. */
-export const isClosingRecord = (r: AuditRecord): boolean => r.event === "execution_outcome" || r.event === "run_ended";
+export const isClosingRecord = (r: AuditRecord): boolean =>
+  r.event === "execution_outcome" || r.event === "run_ended";
 
 /** The decision that settled the approval, as recorded: the last accepted one, an expiry or a cancel. */
 export function settlingDecisionOf(records: readonly AuditRecord[]): AuditRecord | undefined {
-  return records.filter((r) => (r.event === "decision_accepted" || r.event === "approval_expired" || r.event === "approval_cancelled") && r.approver).at(-1);
+  return records
+    .filter(
+      (r) =>
+        (r.event === "decision_accepted" ||
+          r.event === "approval_expired" ||
+          r.event === "approval_cancelled") &&
+        r.approver,
+    )
+    .at(-1);
 }
 
 /** Every refused decision and refused answer, in the order recorded. */
 export function refusalsRecorded(records: readonly AuditRecord[]): Refusal[] {
   return records
     .filter((r) => (r.event === "decision_refused" || r.event === "answer_refused") && r.refusal)
-    .map((r) => ({ code: r.refusal!.code, reason: r.refusal!.reason, at: r.at, envelopeHash: r.what.envelopeHash, raw: r.received ?? null }));
+    .map((r) => ({
+      code: r.refusal!.code,
+      reason: r.refusal!.reason,
+      at: r.at,
+      envelopeHash: r.what.envelopeHash,
+      raw: r.received ?? null,
+    }));
 }
 
 /**
@@ -297,11 +423,18 @@ export function refusalsRecorded(records: readonly AuditRecord[]): Refusal[] {
  * carries it (a single action), else a change set's last action_ended record that does; none before
  * the run closed.
  */
-export function evidenceRecordOf(closing: AuditRecord | undefined, records: readonly AuditRecord[]): AuditRecord | undefined {
+export function evidenceRecordOf(
+  closing: AuditRecord | undefined,
+  records: readonly AuditRecord[],
+): AuditRecord | undefined {
   if (!closing) return undefined;
   const carries = (r: AuditRecord) => {
     const ev = r.received as Partial<ActionEvidence> | undefined;
-    return ev !== undefined && ev !== null && (ev.preRead !== undefined || ev.invocation !== undefined || ev.verification !== undefined);
+    return (
+      ev !== undefined &&
+      ev !== null &&
+      (ev.preRead !== undefined || ev.invocation !== undefined || ev.verification !== undefined)
+    );
   };
   return carries(closing) ? closing : records.filter((r) => r.event === "action_ended" && carries(r)).at(-1);
 }
@@ -309,33 +442,50 @@ export function evidenceRecordOf(closing: AuditRecord | undefined, records: read
 export function buildEvidence({ threadId, state, records }: CaseInput): EvidenceObject[] {
   const s = stateWithoutRecords(state, records);
   const out: Array<Omit<EvidenceObject, "name"> & { stem: string }> = [];
-  const add = (kind: EvidenceKind, stem: string, at: string, summary: string, data: Record<string, unknown>) =>
-    out.push({ kind, stem, threadId, at, summary, data });
+  const add = (
+    kind: EvidenceKind,
+    stem: string,
+    at: string,
+    summary: string,
+    data: Record<string, unknown>,
+  ) => out.push({ kind, stem, threadId, at, summary, data });
 
   const requested = records.filter((r) => r.event === "approval_requested");
   const decided = records.filter((r) => DECISION_EVENTS.has(r.event));
   // Both kinds interleave in the order they happened, which is the chain's order.
   for (const r of records) {
     if (r.event === "approval_requested" && r.shown) {
-      add("approval_request", `approval-request-r${r.revision}`, r.at, `revision ${r.revision} shown for approval, ${r.what.envelopeHash}, expires ${r.shown.expiresAt}`, {
-        revision: r.revision,
-        envelopeHash: r.what.envelopeHash,
-        card: r.shown.card,
-        envelope: r.what.envelope,
-        expiresAt: r.shown.expiresAt,
-        auditSeq: r.seq,
-      });
+      add(
+        "approval_request",
+        `approval-request-r${r.revision}`,
+        r.at,
+        `revision ${r.revision} shown for approval, ${r.what.envelopeHash}, expires ${r.shown.expiresAt}`,
+        {
+          revision: r.revision,
+          envelopeHash: r.what.envelopeHash,
+          card: r.shown.card,
+          envelope: r.what.envelope,
+          expiresAt: r.shown.expiresAt,
+          auditSeq: r.seq,
+        },
+      );
     }
     if (r.event === "boundary_refused") {
       const b = (r.received ?? {}) as { tool?: unknown; argumentsSha256?: unknown };
-      add("boundary_event", `boundary-refused-${String(b.tool ?? "tool")}`, r.at, `REFUSED at the tool boundary: ${r.refusal?.reason ?? "a tool the model was not offered"}`, {
-        event: r.event,
-        tool: b.tool ?? null,
-        argumentsSha256: b.argumentsSha256 ?? null,
-        refusal: r.refusal,
-        received: r.received ?? null,
-        auditSeq: r.seq,
-      });
+      add(
+        "boundary_event",
+        `boundary-refused-${String(b.tool ?? "tool")}`,
+        r.at,
+        `REFUSED at the tool boundary: ${r.refusal?.reason ?? "a tool the model was not offered"}`,
+        {
+          event: r.event,
+          tool: b.tool ?? null,
+          argumentsSha256: b.argumentsSha256 ?? null,
+          refusal: r.refusal,
+          received: r.received ?? null,
+          auditSeq: r.seq,
+        },
+      );
     }
     if (DECISION_EVENTS.has(r.event)) {
       const accepted = r.event !== "decision_refused";
@@ -367,24 +517,54 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
   }
   // A run whose audit records are missing still shows what its state holds.
   if (requested.length === 0 && s?.envelope && s.envelopeHash && s.card) {
-    add("approval_request", `approval-request-r${s.envelope.revision}`, s.envelope.createdAt, `revision ${s.envelope.revision} shown for approval (from thread state)`, {
-      revision: s.envelope.revision,
-      envelopeHash: s.envelopeHash,
-      card: s.card,
-      envelope: s.envelope,
-      expiresAt: s.envelope.expiresAt,
-    });
+    add(
+      "approval_request",
+      `approval-request-r${s.envelope.revision}`,
+      s.envelope.createdAt,
+      `revision ${s.envelope.revision} shown for approval (from thread state)`,
+      {
+        revision: s.envelope.revision,
+        envelopeHash: s.envelopeHash,
+        card: s.card,
+        envelope: s.envelope,
+        expiresAt: s.envelope.expiresAt,
+      },
+    );
   }
   if (decided.length === 0 && s) {
     for (const r of s.refusals) {
-      add("decision", `decision-refused-${r.code}`, r.at, `refused ${r.code}: ${r.reason} (from thread state)`, { verdict: "refused", envelopeHash: r.envelopeHash, refusal: { code: r.code, reason: r.reason }, received: r.raw });
+      add(
+        "decision",
+        `decision-refused-${r.code}`,
+        r.at,
+        `refused ${r.code}: ${r.reason} (from thread state)`,
+        {
+          verdict: "refused",
+          envelopeHash: r.envelopeHash,
+          refusal: { code: r.code, reason: r.reason },
+          received: r.raw,
+        },
+      );
     }
     if (s.decision) {
       const d = s.decision;
-      add("decision", `decision-accepted-${d.type}`, d.acceptedAt, `${d.type} accepted from ${d.approverId} (${d.verifiedBy}) (from thread state)`, {
-        verdict: "accepted", revision: d.revision, envelopeHash: d.envelopeHash, decision: d.type, approverId: d.approverId,
-        verifiedBy: d.verifiedBy, decidedAt: d.decidedAt, override: d.override ?? null, received: d.raw,
-      });
+      add(
+        "decision",
+        `decision-accepted-${d.type}`,
+        d.acceptedAt,
+        `${d.type} accepted from ${d.approverId} (${d.verifiedBy}) (from thread state)`,
+        {
+          verdict: "accepted",
+          revision: d.revision,
+          envelopeHash: d.envelopeHash,
+          decision: d.type,
+          approverId: d.approverId,
+          verifiedBy: d.verifiedBy,
+          decidedAt: d.decidedAt,
+          override: d.override ?? null,
+          received: d.raw,
+        },
+      );
     }
   }
 
@@ -395,38 +575,115 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
     const e = (r.received ?? {}) as Partial<ActionEvidence> & { actionId?: string; setHash?: string };
     const id = e.actionId ?? "action";
     const head = `${id} ${r.what.operation} on task ${r.what.taskId}`;
-    if (e.preRead) add("pre_read", `${id}-pre-read`, e.preRead.at, `${head}: ${e.preRead.verdict}: ${e.preRead.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...e.preRead, normalisationRules: normalisationRules() });
-    if (e.invocation) add("invocation", `${id}-invocation`, e.invocation.sentAt, `${head}: ${e.invocation.tool} ${JSON.stringify(e.invocation.args)}, idempotency key ${e.invocation.idempotencyKey}`, { actionId: id, ...e.invocation });
-    if (e.acknowledgement) add("acknowledgement", `${id}-acknowledgement`, e.acknowledgement.at, `${head}: ${e.acknowledgement.status}${e.acknowledgement.reason ? `: ${e.acknowledgement.reason}` : ""}`, { actionId: id, ...e.acknowledgement });
-    if (e.verification) add("post_write_read", `${id}-post-write-read`, e.verification.at, `${head}: ${e.verification.verdict}: ${e.verification.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...e.verification, normalisationRules: normalisationRules() });
-    if (r.outcome) add("outcome", `${id}-outcome`, r.at, `${head}: ${r.outcome.outcome} (${r.outcome.reasonCode}): ${r.outcome.reason}`, { actionId: id, envelopeHash: r.what.envelopeHash, ...r.outcome, ...r.outcome.flags, auditSeq: r.seq });
+    if (e.preRead)
+      add("pre_read", `${id}-pre-read`, e.preRead.at, `${head}: ${e.preRead.verdict}: ${e.preRead.reason}`, {
+        actionId: id,
+        envelopeHash: r.what.envelopeHash,
+        ...e.preRead,
+        normalisationRules: normalisationRules(),
+      });
+    if (e.invocation)
+      add(
+        "invocation",
+        `${id}-invocation`,
+        e.invocation.sentAt,
+        `${head}: ${e.invocation.tool} ${JSON.stringify(e.invocation.args)}, idempotency key ${e.invocation.idempotencyKey}`,
+        { actionId: id, ...e.invocation },
+      );
+    if (e.acknowledgement)
+      add(
+        "acknowledgement",
+        `${id}-acknowledgement`,
+        e.acknowledgement.at,
+        `${head}: ${e.acknowledgement.status}${e.acknowledgement.reason ? `: ${e.acknowledgement.reason}` : ""}`,
+        { actionId: id, ...e.acknowledgement },
+      );
+    if (e.verification)
+      add(
+        "post_write_read",
+        `${id}-post-write-read`,
+        e.verification.at,
+        `${head}: ${e.verification.verdict}: ${e.verification.reason}`,
+        {
+          actionId: id,
+          envelopeHash: r.what.envelopeHash,
+          ...e.verification,
+          normalisationRules: normalisationRules(),
+        },
+      );
+    if (r.outcome)
+      add(
+        "outcome",
+        `${id}-outcome`,
+        r.at,
+        `${head}: ${r.outcome.outcome} (${r.outcome.reasonCode}): ${r.outcome.reason}`,
+        {
+          actionId: id,
+          envelopeHash: r.what.envelopeHash,
+          ...r.outcome,
+          ...r.outcome.flags,
+          auditSeq: r.seq,
+        },
+      );
   }
   // A single action: its evidence from the hash-chained record that ended it (the journal's copy, with
   // the target's raw answers); a run recorded before that record carried it, from thread state.
   const ending = records.find((r) => isClosingRecord(r) && r.received);
-  const ev: Partial<ActionEvidence> | undefined = (ending?.received as Partial<ActionEvidence> | undefined) ?? s;
+  const ev: Partial<ActionEvidence> | undefined =
+    (ending?.received as Partial<ActionEvidence> | undefined) ?? s;
   if (ev?.preRead && actions.length === 0) {
     const p = ev.preRead;
     add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, {
-      verdict: p.verdict, reason: p.reason, identity: p.identity ?? null, canEdit: p.canEdit, fields: p.fields, moved: p.moved ?? null,
-      lease: p.lease ?? null, normalisationRules: normalisationRules(), raw: p.raw,
+      verdict: p.verdict,
+      reason: p.reason,
+      identity: p.identity ?? null,
+      canEdit: p.canEdit,
+      fields: p.fields,
+      moved: p.moved ?? null,
+      lease: p.lease ?? null,
+      normalisationRules: normalisationRules(),
+      raw: p.raw,
     });
   }
   if (ev?.invocation && actions.length === 0) {
     const i = ev.invocation;
-    add("invocation", "invocation", i.sentAt, `${i.tool} ${JSON.stringify(i.args)}, idempotency key ${i.idempotencyKey}`, { ...i });
+    add(
+      "invocation",
+      "invocation",
+      i.sentAt,
+      `${i.tool} ${JSON.stringify(i.args)}, idempotency key ${i.idempotencyKey}`,
+      { ...i },
+    );
   }
   if (ev?.acknowledgement && actions.length === 0) {
     const a = ev.acknowledgement;
-    add("acknowledgement", "acknowledgement", a.at, `${a.status}${a.error ? `: ${a.error.code ?? a.error.kind} ${a.error.description}` : ""}${a.reason ? `: ${a.reason}` : ""}`, { ...a });
+    add(
+      "acknowledgement",
+      "acknowledgement",
+      a.at,
+      `${a.status}${a.error ? `: ${a.error.code ?? a.error.kind} ${a.error.description}` : ""}${a.reason ? `: ${a.reason}` : ""}`,
+      { ...a },
+    );
   }
   if (ev?.verification && actions.length === 0) {
     const v = ev.verification;
     const window = writerWindow(ev.preRead ?? null, ev.invocation ?? null, ev.acknowledgement ?? null);
-    add("post_write_read", "post-write-read", v.at, `${v.verdict}: ${v.reason}${window ? `; not covered: ${window.statement}` : ""}`, {
-      verdict: v.verdict, reason: v.reason, identity: v.identity ?? null, fields: v.fields, moved: v.moved ?? null,
-      concurrentWriterWindow: window, normalisationRules: normalisationRules(), raw: v.raw,
-    });
+    add(
+      "post_write_read",
+      "post-write-read",
+      v.at,
+      `${v.verdict}: ${v.reason}${window ? `; not covered: ${window.statement}` : ""}`,
+      {
+        verdict: v.verdict,
+        reason: v.reason,
+        identity: v.identity ?? null,
+        fields: v.fields,
+        moved: v.moved ?? null,
+        concurrentWriterWindow: window,
+        normalisationRules: normalisationRules(),
+        raw: v.raw,
+      },
+    );
   }
   const closing = records.find(isClosingRecord);
   // The closing record's outcome when there is one (state's could have been rewritten after the run).
@@ -437,19 +694,33 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
       ...o,
       ...o.flags,
       ...(explained ? { because: explained.because } : {}),
-      concurrentWriterWindow: writerWindow(ev?.preRead ?? null, ev?.invocation ?? null, ev?.acknowledgement ?? null),
+      concurrentWriterWindow: writerWindow(
+        ev?.preRead ?? null,
+        ev?.invocation ?? null,
+        ev?.acknowledgement ?? null,
+      ),
     });
   } else if (s?.outcome) {
     const explained = outcomeFlags(s);
-    add("outcome", "outcome", s.finishedAt ?? closing?.at ?? "", `${s.outcome} (${s.reasonCode}): ${s.reason}`, {
-      outcome: s.outcome,
-      reasonCode: s.reasonCode,
-      reason: s.reason,
-      finishedAt: s.finishedAt,
-      ...explained.flags,
-      because: explained.because,
-      concurrentWriterWindow: writerWindow(ev?.preRead ?? null, ev?.invocation ?? null, ev?.acknowledgement ?? null),
-    });
+    add(
+      "outcome",
+      "outcome",
+      s.finishedAt ?? closing?.at ?? "",
+      `${s.outcome} (${s.reasonCode}): ${s.reason}`,
+      {
+        outcome: s.outcome,
+        reasonCode: s.reasonCode,
+        reason: s.reason,
+        finishedAt: s.finishedAt,
+        ...explained.flags,
+        because: explained.because,
+        concurrentWriterWindow: writerWindow(
+          ev?.preRead ?? null,
+          ev?.invocation ?? null,
+          ev?.acknowledgement ?? null,
+        ),
+      },
+    );
   }
 
   const width = String(out.length).length < 2 ? 2 : String(out.length).length;
@@ -465,8 +736,13 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
 
 /** "; RESPONSIBLE_ID \"Bob Smith\" → user 7" for an edit that named people, else "". */
 function namesResolved(resolved: unknown[] | undefined): string {
-  const done = (resolved ?? []).filter((n): n is { field: string; typed: string; id: string } => (n as { status?: unknown } | null)?.status === "resolved");
-  return done.length ? `; ${done.map((n) => `${n.field} ${JSON.stringify(n.typed)} → user ${n.id}`).join(", ")}` : "";
+  const done = (resolved ?? []).filter(
+    (n): n is { field: string; typed: string; id: string } =>
+      (n as { status?: unknown } | null)?.status === "resolved",
+  );
+  return done.length
+    ? `; ${done.map((n) => `${n.field} ${JSON.stringify(n.typed)} → user ${n.id}`).join(", ")}`
+    : "";
 }
 
 /**

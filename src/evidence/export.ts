@@ -12,7 +12,11 @@ import type { CaseRecord, EvidenceObject } from "./bundle.js";
 export const CHECKSUM_FILE = "SHA256SUMS";
 export const CASE_RECORD_FILE = "case-record.json";
 
-export function exportBundle(dir: string, caseRecord: CaseRecord, evidence: EvidenceObject[]): { dir: string; files: string[] } {
+export function exportBundle(
+  dir: string,
+  caseRecord: CaseRecord,
+  evidence: EvidenceObject[],
+): { dir: string; files: string[] } {
   const out = path.resolve(dir);
   // Refuse to mix a new bundle with files already there: SHA256SUMS would vouch for a mixture.
   if (fs.existsSync(out) && (!fs.statSync(out).isDirectory() || fs.readdirSync(out).length > 0)) {
@@ -25,11 +29,14 @@ export function exportBundle(dir: string, caseRecord: CaseRecord, evidence: Evid
   for (const item of evidence) {
     files.set(`${item.name}.json`, json(item));
     const card = item.kind === "approval_request" ? item.data["card"] : undefined;
-    if (typeof card === "string") files.set(`${item.name}.card.txt`, card.endsWith("\n") ? card : `${card}\n`);
+    if (typeof card === "string")
+      files.set(`${item.name}.card.txt`, card.endsWith("\n") ? card : `${card}\n`);
   }
   const names = [...files.keys()].sort();
   for (const name of names) fs.writeFileSync(path.join(out, name), files.get(name)!, "utf8");
-  const sums = names.map((name) => `${createHash("sha256").update(files.get(name)!, "utf8").digest("hex")}  ${name}\n`).join("");
+  const sums = names
+    .map((name) => `${createHash("sha256").update(files.get(name)!, "utf8").digest("hex")}  ${name}\n`)
+    .join("");
   fs.writeFileSync(path.join(out, CHECKSUM_FILE), sums, "utf8");
   return { dir: out, files: [...names, CHECKSUM_FILE] };
 }

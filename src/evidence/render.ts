@@ -33,11 +33,19 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
     }
   }
   const verified = p.requesterVerifiedBy ? ` (${requesterVerificationText(p.requesterVerifiedBy)})` : "";
-  line(esc`Requested by:  ${p.requestedBy ?? "(unknown)"}` + verified + (p.request !== null ? esc` — "${p.request}"` : ""));
+  line(
+    esc`Requested by:  ${p.requestedBy ?? "(unknown)"}` +
+      verified +
+      (p.request !== null ? esc` — "${p.request}"` : ""),
+  );
   line(`Risk:          ${p.risk ? esc`${p.risk.level} / ${p.risk.reversibility}` : "(not classified)"}`);
   if (p.what) {
-    line(esc`What:          ${p.what.operation} ${p.what.taskId !== null ? objectNamed(p.what.operation, p.what.taskId) : "(no object)"} ${JSON.stringify(p.what.params)}`);
-    line(`Envelope:      ${p.what.envelopeHash ? esc`${p.what.envelopeHash} (revision ${p.what.revision})` : "(none built)"}`);
+    line(
+      esc`What:          ${p.what.operation} ${p.what.taskId !== null ? objectNamed(p.what.operation, p.what.taskId) : "(no object)"} ${JSON.stringify(p.what.params)}`,
+    );
+    line(
+      `Envelope:      ${p.what.envelopeHash ? esc`${p.what.envelopeHash} (revision ${p.what.revision})` : "(none built)"}`,
+    );
   } else line("What:          (no proposal)");
   line(
     `Decided by:    ${
@@ -49,7 +57,9 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   line(esc`Refused:       ${p.refusedDecisions} decision` + (p.refusedDecisions === 1 ? "" : "s"));
   line(`Policy:        ${p.policy ? esc`${p.policy.id}@${p.policy.version}` : "(unknown)"}`);
   if (p.outcome) {
-    line(esc`Outcome:       ${p.outcome.outcome} (${p.outcome.reasonCode}) at ${p.outcome.finishedAt ?? "?"}`);
+    line(
+      esc`Outcome:       ${p.outcome.outcome} (${p.outcome.reasonCode}) at ${p.outcome.finishedAt ?? "?"}`,
+    );
     line(esc`               ${p.outcome.reason}`);
   } else line("Outcome:       (not ended)");
   if (p.flags) {
@@ -79,8 +89,18 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   line("AUDIT RECORDS (this thread)");
   line(rule);
   for (const r of c.auditRecords) {
-    const extra = r.refusal ? esc` ${r.refusal.code}` : r.outcome ? esc` ${r.outcome.outcome}/${r.outcome.reasonCode}` : r.approver ? esc` ${r.approver.decision} by ${r.approver.id}` : "";
-    line(esc`#${r.seq} ${r.at} ${r.event} rev ${r.revision}` + extra + (r.override ? esc` OVERRIDE ${r.override.gate}` : ""));
+    const extra = r.refusal
+      ? esc` ${r.refusal.code}`
+      : r.outcome
+        ? esc` ${r.outcome.outcome}/${r.outcome.reasonCode}`
+        : r.approver
+          ? esc` ${r.approver.decision} by ${r.approver.id}`
+          : "";
+    line(
+      esc`#${r.seq} ${r.at} ${r.event} rev ${r.revision}` +
+        extra +
+        (r.override ? esc` OVERRIDE ${r.override.gate}` : ""),
+    );
     line(esc`    hash ${r.hash}  prev ${r.prevHash}`);
   }
   return `${lines.join("\n")}\n`;
@@ -92,10 +112,14 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
  * task 4", "expected task 9"); for a create, the task it made ("created task 9"), or "a new task" while
  * no id is known (the envelope names none: its object id is 0, never a task 0).
  */
-function identityNamer(operation: string | undefined, objectId: number | null): (identity: ObjectIdentity) => string {
+function identityNamer(
+  operation: string | undefined,
+  objectId: number | null,
+): (identity: ObjectIdentity) => string {
   const spec = operation ? operationSpec(operation) : undefined;
   // answered null: the answer named none (or could not be read), as ObjectIdentity says.
-  const answer = (identity: ObjectIdentity) => esc`answer names ${identity.answered === null ? "none" : (JSON.stringify(identity.answered) ?? "none")}`;
+  const answer = (identity: ObjectIdentity) =>
+    esc`answer names ${identity.answered === null ? "none" : (JSON.stringify(identity.answered) ?? "none")}`;
   if (spec?.effect === "create") {
     return (identity) =>
       identity.answered !== null && identity.answered !== undefined
@@ -106,7 +130,9 @@ function identityNamer(operation: string | undefined, objectId: number | null): 
   }
   const subject = spec ? deleteSubjectOf(spec.name) : undefined;
   if (subject) {
-    return (identity) => esc`expected ${objectId !== null ? subject.label(objectId, identity.expected) : `${subject.kind === "task_comment" ? "comment" : "task"} ${identity.expected}`}, ` + answer(identity);
+    return (identity) =>
+      esc`expected ${objectId !== null ? subject.label(objectId, identity.expected) : `${subject.kind === "task_comment" ? "comment" : "task"} ${identity.expected}`}, ` +
+      answer(identity);
   }
   const kind = spec?.target ?? "object";
   return (identity) => esc`expected ${kind} ${identity.expected}, ` + answer(identity);
@@ -121,11 +147,18 @@ function details(e: EvidenceObject, expected: (identity: ObjectIdentity) => stri
   switch (e.kind) {
     case "approval_request":
       // Rendered (and escaped) by the card renderer: its line breaks are real, its markers are kept.
-      return ["card as shown:", ...escapeRendered(String(d["card"])).split("\n").map((l) => `  | ${l}`)];
+      return [
+        "card as shown:",
+        ...escapeRendered(String(d["card"]))
+          .split("\n")
+          .map((l) => `  | ${l}`),
+      ];
     case "decision":
       return [esc`received: ${JSON.stringify(d["received"])}`];
     case "boundary_event":
-      return [esc`tool: ${String(d["tool"])}, arguments ${String(d["argumentsSha256"])}; nothing was sent to Bitrix24`];
+      return [
+        esc`tool: ${String(d["tool"])}, arguments ${String(d["argumentsSha256"])}; nothing was sent to Bitrix24`,
+      ];
     case "pre_read":
     case "post_write_read": {
       const identity = d["identity"] as ObjectIdentity | null | undefined;
@@ -134,14 +167,23 @@ function details(e: EvidenceObject, expected: (identity: ObjectIdentity) => stri
         ...(identity ? [esc`identity: ${identity.status} (` + expected(identity) + ")"] : []),
         ...fieldLines(d["fields"] as FieldCheck[] | undefined),
         ...movedLines(d["moved"] as MovedField[] | null | undefined),
-        ...(window ? [esc`window not covered: ${window.uncoveredMs ?? "?"} ms between pre-read ${window.preReadAt ?? "?"} and write ${window.writeSentAt}; ${window.statement}`] : []),
+        ...(window
+          ? [
+              esc`window not covered: ${window.uncoveredMs ?? "?"} ms between pre-read ${window.preReadAt ?? "?"} and write ${window.writeSentAt}; ${window.statement}`,
+            ]
+          : []),
         `raw answer: ${String(JSON.stringify(d["raw"])?.length ?? 0)} bytes of JSON (whole in --json and the export)`,
       ];
     }
     case "invocation":
-      return [esc`args: ${JSON.stringify(d["args"])}`, esc`sent at ${String(d["sentAt"])}, idempotency key ${String(d["idempotencyKey"])}`];
+      return [
+        esc`args: ${JSON.stringify(d["args"])}`,
+        esc`sent at ${String(d["sentAt"])}, idempotency key ${String(d["idempotencyKey"])}`,
+      ];
     case "acknowledgement":
-      return [esc`raw: ${(JSON.stringify(d["body"] ?? d["error"] ?? d["reason"] ?? null) ?? "null").slice(0, 400)}`];
+      return [
+        esc`raw: ${(JSON.stringify(d["body"] ?? d["error"] ?? d["reason"] ?? null) ?? "null").slice(0, 400)}`,
+      ];
     case "outcome": {
       const because = d["because"] as Record<string, string> | undefined;
       return ["sideEffectAttempted", "sideEffectVerified", "causalClaimAllowed", "duplicateClaimAllowed"].map(
@@ -158,7 +200,11 @@ function details(e: EvidenceObject, expected: (identity: ObjectIdentity) => stri
 function fieldLines(fields: FieldCheck[] | undefined): string[] {
   return (fields ?? []).map((f) => {
     const parts = [
-      f.expected !== undefined ? esc`expected ${JSON.stringify(f.expected)}` : f.baselineFingerprint !== undefined ? esc`before: fingerprint ${f.baselineFingerprint}` : undefined,
+      f.expected !== undefined
+        ? esc`expected ${JSON.stringify(f.expected)}`
+        : f.baselineFingerprint !== undefined
+          ? esc`before: fingerprint ${f.baselineFingerprint}`
+          : undefined,
       f.actual !== undefined ? esc`actual ${JSON.stringify(f.actual)}` : undefined,
       f.status === "unknown" && f.note ? esc`${f.note}` : undefined,
     ].filter((p): p is string => p !== undefined);
@@ -175,7 +221,8 @@ function movedLines(moved: MovedField[] | null | undefined): string[] {
   return [
     `moved since the baseline: ${moved.length} field${moved.length === 1 ? "" : "s"}`,
     ...moved.map(
-      (m) => esc`  ${m.field}: before ${m.beforeFingerprint !== undefined ? `fingerprint ${m.beforeFingerprint} (value not kept)` : (JSON.stringify(m.before) ?? "(missing)")}, now ${JSON.stringify(m.now) ?? "(missing)"}`,
+      (m) =>
+        esc`  ${m.field}: before ${m.beforeFingerprint !== undefined ? `fingerprint ${m.beforeFingerprint} (value not kept)` : (JSON.stringify(m.before) ?? "(missing)")}, now ${JSON.stringify(m.now) ?? "(missing)"}`,
     ),
   ];
 }

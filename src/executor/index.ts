@@ -24,14 +24,24 @@ import type { PhaseContext } from "./phase-context.js";
  */
 type PhaseFunction = (ctx: PhaseContext, action: ActionRow) => Promise<ActionRow>;
 
-const PHASE_FUNCTIONS: Readonly<Record<Step, PhaseFunction>> = { pre_read: preRead, write, reconcile: reconcileWrite, verify };
+const PHASE_FUNCTIONS: Readonly<Record<Step, PhaseFunction>> = {
+  pre_read: preRead,
+  write,
+  reconcile: reconcileWrite,
+  verify,
+};
 
 /**
  * What each phase streams (LangGraph `streamMode: "custom"`, Studio): the step and the action's
  * evidence as the thread view keeps it in state (raw answers stay in the journal): the pre-read
  * verdict, the write sent, the acknowledgement, the verification, and the outcome once it is closed.
  */
-export type PhaseEvent = { event: "action_envelope_phase"; step: Step; envelopeHash: string; actionId?: string } & Partial<EvidenceView & EndingView>;
+export type PhaseEvent = {
+  event: "action_envelope_phase";
+  step: Step;
+  envelopeHash: string;
+  actionId?: string;
+} & Partial<EvidenceView & EndingView>;
 
 /** Where the executor left the thread's action: its row, and its write-ahead entry when one was recorded. */
 export interface CarriedOut {
@@ -42,10 +52,15 @@ export interface CarriedOut {
 }
 
 /** Runs the thread's approved action(s) from wherever the journal says they are (`first`, read at entry). */
-export async function carryOutApproved(deps: Deps, first: ActionRow | undefined, emit?: (e: PhaseEvent) => void): Promise<CarriedOut> {
+export async function carryOutApproved(
+  deps: Deps,
+  first: ActionRow | undefined,
+  emit?: (e: PhaseEvent) => void,
+): Promise<CarriedOut> {
   const ctx: PhaseContext = { deps, ...(first?.set ? { members: await membersOf(deps, first) } : {}) };
   // A run that continues after the write was recorded: its entry, read once, for the view.
-  if (first && (first.phase === "intent" || first.phase === "acknowledged")) ctx.execution = await deps.journal.findExecution(first.envelopeHash);
+  if (first && (first.phase === "intent" || first.phase === "acknowledged"))
+    ctx.execution = await deps.journal.findExecution(first.envelopeHash);
   let action = first;
   for (let step = action && stepOf(action); action && step; step = stepOf(action)) {
     const before: ActionRow = action;
@@ -54,7 +69,9 @@ export async function carryOutApproved(deps: Deps, first: ActionRow | undefined,
     // A phase moves its action, or another process moved it meanwhile; a phase that left the journal
     // where it was would run again forever.
     if (after.envelopeHash === before.envelopeHash && after.phase === before.phase) {
-      throw new Error(`the ${step} step of action ${before.envelopeHash} left it ${before.phase}; the run stops here and continues from the journal when recovered`);
+      throw new Error(
+        `the ${step} step of action ${before.envelopeHash} left it ${before.phase}; the run stops here and continues from the journal when recovered`,
+      );
     }
     action = after;
     if (ctx.members) {

@@ -1,4 +1,13 @@
-import { OPERATIONS, commentIdsWithText, compareBaseline, compareBeforeDelete, extractComments, taskIdsWithTitle, type CompareResult, type GoneResult } from "../envelope/index.js";
+import {
+  OPERATIONS,
+  commentIdsWithText,
+  compareBaseline,
+  compareBeforeDelete,
+  extractComments,
+  taskIdsWithTitle,
+  type CompareResult,
+  type GoneResult,
+} from "../envelope/index.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
@@ -25,12 +34,20 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
   if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
   // An approved action whose write the anchor already knows (a journal put back to before it): refused before any read.
   const rollback = await rollbackOf(deps, action);
-  if (rollback && "reason" in rollback) return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
+  if (rollback && "reason" in rollback)
+    return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
 
   // The object is ours from before this read until verification: another approved action on it waits,
   // and reads what we wrote.
   const hold = await holdObject(deps, action);
-  if (!hold.held) return closeRow(deps, action, "NOT_EXECUTED", "TARGET_BUSY", busyReason(action, hold.holder, hold.record.waitedMs));
+  if (!hold.held)
+    return closeRow(
+      deps,
+      action,
+      "NOT_EXECUTED",
+      "TARGET_BUSY",
+      busyReason(action, hold.holder, hold.record.waitedMs),
+    );
 
   if (OPERATIONS[envelope.operation].effect === "create") return preReadCreate(deps, action, hold.record);
   if (OPERATIONS[envelope.operation].effect === "delete") return preReadDelete(deps, action, hold.record);
@@ -39,12 +56,26 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
   const comparison = compareBaseline(expectedEnvelope(action, members ?? []), toReadResult(res));
   // Only a task answer says whether the acting user may edit it; a deal's does not (the write's answer will).
   const canEdit = res.ok && envelope.object.type === "task" ? canEditFrom(res.body) : null;
-  const record: PreReadRecord = { ...comparison, raw: rawOf(res), canEdit, lease: hold.record, at: deps.clock().toISOString() };
+  const record: PreReadRecord = {
+    ...comparison,
+    raw: rawOf(res),
+    canEdit,
+    lease: hold.record,
+    at: deps.clock().toISOString(),
+  };
   if (comparison.verdict === "MATCH") {
     const close = notExecutedWith(deps, action, record);
     if (OPERATIONS[envelope.operation].effect === "update" && envelope.object.type === "task") {
-      if (canEdit === false) return close("NOT_PERMITTED", `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`);
-      if (canEdit === null) return close("PRECHECK_UNKNOWN", "the task answer does not say whether the acting user may edit it (action.edit missing)");
+      if (canEdit === false)
+        return close(
+          "NOT_PERMITTED",
+          `the portal reports that the acting user may not edit task ${envelope.object.id} (action.edit=false)`,
+        );
+      if (canEdit === null)
+        return close(
+          "PRECHECK_UNKNOWN",
+          "the task answer does not say whether the acting user may edit it (action.edit missing)",
+        );
     } else if (OPERATIONS[envelope.operation].effect === "create_child") {
       // A comment: which comments already carry the approved text, so that verification can tell the
       // one this write makes from an earlier one even when the acknowledgement is lost.
@@ -52,14 +83,26 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
       const comments = listed.ok ? extractComments(listed.body) : null;
       record.commentsRaw = rawOf(listed);
       if (!comments?.ok) {
-        const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : comments && !comments.ok ? comments.reason : "unreadable";
-        return close("PRECHECK_ERROR", `the comments of task ${envelope.object.id} could not be listed (${why}); without that list a lost acknowledgement could not be told from an earlier comment, so nothing is posted`);
+        const why = !listed.ok
+          ? `${listed.error.kind}: ${listed.error.description}`
+          : comments && !comments.ok
+            ? comments.reason
+            : "unreadable";
+        return close(
+          "PRECHECK_ERROR",
+          `the comments of task ${envelope.object.id} could not be listed (${why}); without that list a lost acknowledgement could not be told from an earlier comment, so nothing is posted`,
+        );
       }
       record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
       // A comment cannot be deduplicated by the portal: one with the approved text posted since this
       // envelope was made is taken for this envelope's own (a journal put back to before its write).
       const since = Date.parse(envelope.createdAt);
-      const already = comments.comments.filter((c) => record.sameTextBefore!.includes(c.id) && typeof c.postDate === "string" && Date.parse(c.postDate) > since);
+      const already = comments.comments.filter(
+        (c) =>
+          record.sameTextBefore!.includes(c.id) &&
+          typeof c.postDate === "string" &&
+          Date.parse(c.postDate) > since,
+      );
       if (already.length > 0) {
         return close(
           "ALREADY_EXECUTED",
@@ -82,10 +125,25 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
   const title = envelope.params["TITLE"];
   const listed = await deps.tools.read("listTasks", { filter: { TITLE: title } });
   const found = listed.ok ? taskIdsWithTitle(listed.body, title) : null;
-  const base = { fields: [], moved: [], raw: rawOf(listed), canEdit: null, lease, at: deps.clock().toISOString() };
+  const base = {
+    fields: [],
+    moved: [],
+    raw: rawOf(listed),
+    canEdit: null,
+    lease,
+    at: deps.clock().toISOString(),
+  };
   if (!found?.ok) {
-    const why = !listed.ok ? `${listed.error.kind}: ${listed.error.description}` : found && !found.ok ? found.reason : "unreadable";
-    const record: PreReadRecord = { ...base, verdict: "ERROR", reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created` };
+    const why = !listed.ok
+      ? `${listed.error.kind}: ${listed.error.description}`
+      : found && !found.ok
+        ? found.reason
+        : "unreadable";
+    const record: PreReadRecord = {
+      ...base,
+      verdict: "ERROR",
+      reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created`,
+    };
     return notExecutedWith(deps, action, record)("PRECHECK_ERROR", record.reason);
   }
   // A task cannot be deduplicated by the portal: one with the approved title created since this
@@ -96,8 +154,17 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
     return typeof created === "string" && Date.parse(created) > since;
   });
   if (already.length > 0) {
-    const record: PreReadRecord = { ...base, verdict: "MATCH", reason: `task(s) ${already.join(", ")} with the approved title were created after this envelope was made`, sameTextBefore: found.ids };
-    return notExecutedWith(deps, action, record)(
+    const record: PreReadRecord = {
+      ...base,
+      verdict: "MATCH",
+      reason: `task(s) ${already.join(", ")} with the approved title were created after this envelope was made`,
+      sameTextBefore: found.ids,
+    };
+    return notExecutedWith(
+      deps,
+      action,
+      record,
+    )(
       "ALREADY_EXECUTED",
       `a task titled ${JSON.stringify(title)} was created after this envelope was made (task ${already.join(", ")}): it is taken for this approval's own, and the task is not created again`,
     );
@@ -123,7 +190,14 @@ async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord):
   const { res } = await readDeleted(deps.tools, envelope);
   const comparison = compareBeforeDelete(envelope, toReadResult(res));
   const at = deps.clock().toISOString();
-  const record: PreReadRecord = { ...comparison, verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict, raw: rawOf(res), canEdit: null, lease, at };
+  const record: PreReadRecord = {
+    ...comparison,
+    verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict,
+    raw: rawOf(res),
+    canEdit: null,
+    lease,
+    at,
+  };
   return settle(deps, action, record, comparison);
 }
 
@@ -131,7 +205,12 @@ async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord):
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
  * NOT_EXECUTED with its own code, keeping the pre-read that stopped it.
  */
-async function settle(deps: Deps, action: ActionRow, record: PreReadRecord, comparison: CompareResult | GoneResult): Promise<ActionRow> {
+async function settle(
+  deps: Deps,
+  action: ActionRow,
+  record: PreReadRecord,
+  comparison: CompareResult | GoneResult,
+): Promise<ActionRow> {
   const close = notExecutedWith(deps, action, record);
   switch (comparison.verdict) {
     case "MATCH":
@@ -141,7 +220,10 @@ async function settle(deps: Deps, action: ActionRow, record: PreReadRecord, comp
       return close("NO_CHANGE", `${comparison.reason}; nothing was sent`);
     case "MISMATCH":
       // An answer about another object is not "the task changed": it is the wrong object, named as such.
-      return close(comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE", comparison.reason);
+      return close(
+        comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE",
+        comparison.reason,
+      );
     case "UNKNOWN":
       return close("PRECHECK_UNKNOWN", comparison.reason);
     case "ERROR":
@@ -155,11 +237,24 @@ async function settle(deps: Deps, action: ActionRow, record: PreReadRecord, comp
 
 /** Moves the action on (decided → pre_read) with the pre-read that passed (an action moved meanwhile is where the journal says). */
 async function passed(deps: Deps, action: ActionRow, record: PreReadRecord): Promise<ActionRow> {
-  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record }));
+  return rowAfter(
+    deps,
+    action,
+    await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record }),
+  );
 }
 
 /** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it. */
 function notExecutedWith(deps: Deps, action: ActionRow, record: PreReadRecord) {
-  return (code: "NOT_PERMITTED" | "NO_CHANGE" | "ALREADY_EXECUTED" | "PRECHECK_UNKNOWN" | "STALE_STATE" | "IDENTITY_MISMATCH" | "PRECHECK_ERROR", reason: string): Promise<ActionRow> =>
-    closeRow(deps, action, "NOT_EXECUTED", code, reason, { preRead: record });
+  return (
+    code:
+      | "NOT_PERMITTED"
+      | "NO_CHANGE"
+      | "ALREADY_EXECUTED"
+      | "PRECHECK_UNKNOWN"
+      | "STALE_STATE"
+      | "IDENTITY_MISMATCH"
+      | "PRECHECK_ERROR",
+    reason: string,
+  ): Promise<ActionRow> => closeRow(deps, action, "NOT_EXECUTED", code, reason, { preRead: record });
 }

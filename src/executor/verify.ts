@@ -1,5 +1,13 @@
 import type { Deps } from "../runtime/deps.js";
-import { OPERATIONS, verifyCreatedComment, verifyCreatedTask, verifyDeleted, verifyOutcome, type Acknowledgement, type Envelope } from "../envelope/index.js";
+import {
+  OPERATIONS,
+  verifyCreatedComment,
+  verifyCreatedTask,
+  verifyDeleted,
+  verifyOutcome,
+  type Acknowledgement,
+  type Envelope,
+} from "../envelope/index.js";
 import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { PreReadRecord, VerificationRecord } from "../envelope/records.js";
@@ -24,11 +32,20 @@ export async function verify({ deps, members }: PhaseContext, action: ActionRow)
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, members ?? []);
   const verification = await freshRead(deps, envelope, acknowledgement, action.progress.preRead);
-  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "verified", { verification }));
+  return rowAfter(
+    deps,
+    action,
+    await deps.journal.moveAction(action.envelopeHash, "verified", { verification }),
+  );
 }
 
 /** The fresh read after the write and its verdict, by the operation's effect (src/envelope/operations.ts). */
-async function freshRead(deps: Deps, envelope: Envelope, acknowledgement: Acknowledgement, preRead: PreReadRecord | undefined): Promise<VerificationRecord> {
+async function freshRead(
+  deps: Deps,
+  envelope: Envelope,
+  acknowledgement: Acknowledgement,
+  preRead: PreReadRecord | undefined,
+): Promise<VerificationRecord> {
   const at = () => deps.clock().toISOString();
   const effect = OPERATIONS[envelope.operation].effect;
   switch (effect) {
@@ -36,28 +53,50 @@ async function freshRead(deps: Deps, envelope: Envelope, acknowledgement: Acknow
       // The pre-read's answer, from the journal: what the object looked like right before the write.
       const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
       const readAt = at();
-      return { ...verifyOutcome(envelope, acknowledgement, toReadResult(res), preRead?.raw, readAt), raw: rawOf(res), at: readAt };
+      return {
+        ...verifyOutcome(envelope, acknowledgement, toReadResult(res), preRead?.raw, readAt),
+        raw: rawOf(res),
+        at: readAt,
+      };
     }
     case "create_child": {
       // A comment: read back from the task's comment list, and the task itself checked like any write.
       const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
       const comments = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
       const readAt = at();
-      const { created, ...result } = verifyCreatedComment(envelope, acknowledgement, toReadResult(res), toReadResult(comments), preRead?.raw, preRead?.sameTextBefore, readAt);
+      const { created, ...result } = verifyCreatedComment(
+        envelope,
+        acknowledgement,
+        toReadResult(res),
+        toReadResult(comments),
+        preRead?.raw,
+        preRead?.sameTextBefore,
+        readAt,
+      );
       return { ...result, raw: rawOf(res), created: { ...created, raw: rawOf(comments) }, at: readAt };
     }
     case "create": {
       // A new task: found among the tasks carrying the approved title (by the acknowledged id when there is one).
       const listed = await deps.tools.read("listTasks", { filter: { TITLE: envelope.params["TITLE"] } });
       const readAt = at();
-      const { created, ...result } = verifyCreatedTask(envelope, acknowledgement, toReadResult(listed), preRead?.sameTextBefore, readAt);
+      const { created, ...result } = verifyCreatedTask(
+        envelope,
+        acknowledgement,
+        toReadResult(listed),
+        preRead?.sameTextBefore,
+        readAt,
+      );
       return { ...result, raw: rawOf(listed), created: { ...created, raw: rawOf(listed) }, at: readAt };
     }
     case "delete": {
       // What was deleted (a comment, or the task) read again: only "gone" with the target's OK is VERIFIED.
       const { res } = await readDeleted(deps.tools, envelope);
       const readAt = at();
-      return { ...verifyDeleted(envelope, acknowledgement, toReadResult(res), readAt), raw: rawOf(res), at: readAt };
+      return {
+        ...verifyDeleted(envelope, acknowledgement, toReadResult(res), readAt),
+        raw: rawOf(res),
+        at: readAt,
+      };
     }
     default: {
       const never: never = effect;

@@ -32,7 +32,14 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   // An entry recorded while the row stayed at pre_read (a version that moved the row separately): never a second send.
   const previous = await deps.journal.findExecution(envelopeHash);
   if (previous) return reconcile(ctx, action, previous);
-  if (action.progress.preRead?.verdict !== "MATCH") return closeRow(deps, action, "NOT_EXECUTED", "PRECHECK_ERROR", "the journal holds no matching pre-read for this action; nothing was sent");
+  if (action.progress.preRead?.verdict !== "MATCH")
+    return closeRow(
+      deps,
+      action,
+      "NOT_EXECUTED",
+      "PRECHECK_ERROR",
+      "the journal holds no matching pre-read for this action; nothing was sent",
+    );
   // The anchor outside the data directory knows every write that went out: one it names is never sent again.
   const rollback = await rollbackOf(deps, action);
   if (rollback) {
@@ -47,26 +54,52 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();
   // The protocol is part of the write-ahead entry: recovery may re-send only a call that carried the key.
-  const recorded: StoredArgs = { ...args, ...(protocol === "rest2" ? {} : { protocol }), ...(operation === "update_task" ? {} : { operation }) };
+  const recorded: StoredArgs = {
+    ...args,
+    ...(protocol === "rest2" ? {} : { protocol }),
+    ...(operation === "update_task" ? {} : { operation }),
+  };
   // One transaction: the lease is still ours (renewed), the write-ahead entry is recorded, and the
   // action moves to intent. The pre-read's MATCH holds only while the object stayed ours: a lease that
   // ran out and was taken by another action means that action may have written since.
-  const begun = await deps.journal.beginWrite({ envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded }, sentAt, leaseOf(deps, action));
+  const begun = await deps.journal.beginWrite(
+    { envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded },
+    sentAt,
+    leaseOf(deps, action),
+  );
   if (!begun.begun) {
     // Another process recorded this write a moment ago and is sending it: never a second send from here.
     if ("existing" in begun) return reconcile(ctx, action, begun.existing, false);
     if ("leaseHolder" in begun) {
-      return closeRow(deps, action, "NOT_EXECUTED", "TARGET_BUSY", `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`);
+      return closeRow(
+        deps,
+        action,
+        "NOT_EXECUTED",
+        "TARGET_BUSY",
+        `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`,
+      );
     }
     // The row moved meanwhile: it is where the journal says.
     return rowAfter(deps, action, { ok: false, phase: null, reason: begun.refused });
   }
-  ctx.execution = { envelopeHash, threadId: action.threadId, idempotencyKey, args: recorded, sentAt, sealValid: true, sealPresent: true };
+  ctx.execution = {
+    envelopeHash,
+    threadId: action.threadId,
+    idempotencyKey,
+    args: recorded,
+    sentAt,
+    sealValid: true,
+    sealPresent: true,
+  };
   // The anchor is advanced before the request leaves; if it cannot be, nothing leaves (the entry stays
   // without an answer, which recovery treats as a call that may have been sent).
   await writeAnchorOf(deps.config).record(envelopeHash, sentAt);
   const spec = OPERATIONS[operation];
-  const res = await deps.tools.writeHandle.call(spec.writeRole, args, protocol === "rest2" ? {} : { idempotencyKey });
+  const res = await deps.tools.writeHandle.call(
+    spec.writeRole,
+    args,
+    protocol === "rest2" ? {} : { idempotencyKey },
+  );
   const at = deps.clock().toISOString();
   const acknowledgement = acknowledgementOf(res, protocol, at);
   return rowAfter(deps, action, await deps.journal.recordAnswer(envelopeHash, acknowledgement, at));
@@ -81,16 +114,31 @@ export async function reconcileWrite(ctx: PhaseContext, action: ActionRow): Prom
   const { deps } = ctx;
   const entry = ctx.execution ?? (await deps.journal.findExecution(action.envelopeHash));
   if (entry) return reconcile(ctx, action, entry);
-  const acknowledgement: AcknowledgementRecord = { status: "MISSING", reason: "the action was moved to intent but no write-ahead entry was found; not re-sent", at: deps.clock().toISOString() };
-  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }));
+  const acknowledgement: AcknowledgementRecord = {
+    status: "MISSING",
+    reason: "the action was moved to intent but no write-ahead entry was found; not re-sent",
+    at: deps.clock().toISOString(),
+  };
+  return rowAfter(
+    deps,
+    action,
+    await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }),
+  );
 }
 
 /** The call an approved action makes, from its sealed envelope alone: arguments, operation and key. */
-function sealedCall(action: ActionRow): { args: InvocationRecord["args"]; idempotencyKey: string; operation: OperationName } {
+function sealedCall(action: ActionRow): {
+  args: InvocationRecord["args"];
+  idempotencyKey: string;
+  operation: OperationName;
+} {
   const e = action.envelope;
   // The tool's arguments by the operation's table: {taskId, fields} for a task, {dealId, fields} for a deal.
   const args = writeArgsOf(e.operation, e.object.id, e.params) as InvocationRecord["args"];
-  const idempotencyKey = createHash("sha256").update(`${action.envelopeHash}\n${e.nonce}`).digest("hex").slice(0, 32);
+  const idempotencyKey = createHash("sha256")
+    .update(`${action.envelopeHash}\n${e.nonce}`)
+    .digest("hex")
+    .slice(0, 32);
   return { args, idempotencyKey, operation: e.operation };
 }
 
@@ -109,7 +157,8 @@ function isKeyReused(error: { code?: string; httpStatus?: number }): boolean {
 }
 
 function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: string): AcknowledgementRecord {
-  if (res.ok) return { status: "OK", body: res.body, at, protocol, ...(res.replayed ? { replayed: true } : {}) };
+  if (res.ok)
+    return { status: "OK", body: res.body, at, protocol, ...(res.replayed ? { replayed: true } : {}) };
   if (res.error.outcomeUnknown) {
     // A timeout is no answer at all; a 5xx or an unreadable answer to a write leaves the outcome open too.
     const e = res.error;
@@ -123,7 +172,8 @@ function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: stri
     return {
       status: "ERROR",
       error: res.error,
-      reason: "the portal refused the Idempotency-Key as already used with a different request (HTTP 422): a hard error; nothing was applied by this call",
+      reason:
+        "the portal refused the Idempotency-Key as already used with a different request (HTTP 422): a hard error; nothing was applied by this call",
       at,
       protocol,
     };
@@ -140,10 +190,17 @@ function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: stri
  * is the same: the portal's answer (normally its replay of the first, `Idempotent-Replayed: true`)
  * becomes the acknowledgement.
  */
-async function reconcile(ctx: PhaseContext, action: ActionRow, entry: ExecutionEntry, mayResend = true): Promise<ActionRow> {
+async function reconcile(
+  ctx: PhaseContext,
+  action: ActionRow,
+  entry: ExecutionEntry,
+  mayResend = true,
+): Promise<ActionRow> {
   const { deps } = ctx;
   ctx.execution = entry;
-  const known = entry.acknowledgement ? (entry.acknowledgement as AcknowledgementRecord) : action.progress.acknowledgement;
+  const known = entry.acknowledgement
+    ? (entry.acknowledgement as AcknowledgementRecord)
+    : action.progress.acknowledgement;
   if (!known) {
     const tampered = entryDisagreement(action, entry);
     if (tampered) {
@@ -151,12 +208,18 @@ async function reconcile(ctx: PhaseContext, action: ActionRow, entry: ExecutionE
       return refuseTampered(deps, action, "ENVELOPE_TAMPERED", reason);
     }
   }
-  const acknowledgement: AcknowledgementRecord = known ?? (await answerOfLostCall(deps, action, entry, mayResend));
+  const acknowledgement: AcknowledgementRecord =
+    known ?? (await answerOfLostCall(deps, action, entry, mayResend));
   // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
-  if (!known && acknowledgement.resent) await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, acknowledgement.at);
+  if (!known && acknowledgement.resent)
+    await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, acknowledgement.at);
   if (action.phase === "pre_read") await deps.journal.moveAction(action.envelopeHash, "intent", {});
   // Another process may have recorded an answer first: the journal's copy is the one that stands.
-  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }));
+  return rowAfter(
+    deps,
+    action,
+    await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }),
+  );
 }
 
 /**
@@ -168,15 +231,28 @@ function entryDisagreement(action: ActionRow, entry: ExecutionEntry): string | n
   const problems: string[] = [];
   // The seal covers the protocol too, which nothing in the envelope could check.
   // A row without a seal (written before write-ahead rows were sealed, or its seal removed) cannot be told from an edited one.
-  if (!entry.sealPresent) problems.push("expected a sealed write-ahead row, found an unsealed legacy row (no seal under the journal key)");
+  if (!entry.sealPresent)
+    problems.push(
+      "expected a sealed write-ahead row, found an unsealed legacy row (no seal under the journal key)",
+    );
   else if (!entry.sealValid) problems.push("its seal under the journal key does not hold (it was edited)");
-  if (operationOf(entry) !== sealed.operation) problems.push(`it names operation ${operationOf(entry)}, the envelope ${sealed.operation}`);
-  if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args)) problems.push(`its arguments ${JSON.stringify(invocationOf(entry).args)} are not the envelope's ${JSON.stringify(sealed.args)}`);
-  if (entry.idempotencyKey !== sealed.idempotencyKey) problems.push("its Idempotency-Key is not the one derived from the envelope");
+  if (operationOf(entry) !== sealed.operation)
+    problems.push(`it names operation ${operationOf(entry)}, the envelope ${sealed.operation}`);
+  if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args))
+    problems.push(
+      `its arguments ${JSON.stringify(invocationOf(entry).args)} are not the envelope's ${JSON.stringify(sealed.args)}`,
+    );
+  if (entry.idempotencyKey !== sealed.idempotencyKey)
+    problems.push("its Idempotency-Key is not the one derived from the envelope");
   return problems.length > 0 ? problems.join("; ") : null;
 }
 
-async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionEntry, mayResend: boolean): Promise<AcknowledgementRecord> {
+async function answerOfLostCall(
+  deps: Deps,
+  action: ActionRow,
+  entry: ExecutionEntry,
+  mayResend: boolean,
+): Promise<AcknowledgementRecord> {
   const protocol = protocolOf(entry);
   const missing = (why: string): AcknowledgementRecord => ({
     status: "MISSING",
@@ -184,18 +260,33 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
     at: deps.clock().toISOString(),
     protocol,
   });
-  if (protocol === "rest2") return missing("plain REST 2 call without an Idempotency-Key: a second send could apply it twice");
-  if (!mayResend) return missing("another process recorded the write-ahead entry at the same moment and is sending it");
-  if (!idempotentWrites(deps)) return missing("it carried an Idempotency-Key, but idempotent writes are off in this process (BITRIX24_IDEMPOTENCY)");
+  if (protocol === "rest2")
+    return missing("plain REST 2 call without an Idempotency-Key: a second send could apply it twice");
+  if (!mayResend)
+    return missing("another process recorded the write-ahead entry at the same moment and is sending it");
+  if (!idempotentWrites(deps))
+    return missing(
+      "it carried an Idempotency-Key, but idempotent writes are off in this process (BITRIX24_IDEMPOTENCY)",
+    );
   const now = deps.clock();
   const unusable = unusableApproval(action.envelope, now, deps.portal);
-  if (unusable) return missing(unusable.code === "APPROVAL_EXPIRED" ? `${unusable.reason}; a re-send now could be a first application after it` : unusable.reason);
+  if (unusable)
+    return missing(
+      unusable.code === "APPROVAL_EXPIRED"
+        ? `${unusable.reason}; a re-send now could be a first application after it`
+        : unusable.reason,
+    );
   // Rebuilt from the sealed envelope (the entry was checked against it): never the entry's stored arguments.
   const sealed = sealedCall(action);
   await writeAnchorOf(deps.config).record(action.envelopeHash, entry.sentAt);
-  const res = await deps.tools.writeHandle.call(OPERATIONS[sealed.operation].writeRole, sealed.args, { idempotencyKey: sealed.idempotencyKey });
+  const res = await deps.tools.writeHandle.call(OPERATIONS[sealed.operation].writeRole, sealed.args, {
+    idempotencyKey: sealed.idempotencyKey,
+  });
   const at = deps.clock().toISOString();
-  return { ...acknowledgementOf(res, protocol, at), resent: { at: now.toISOString(), firstSentAt: entry.sentAt } };
+  return {
+    ...acknowledgementOf(res, protocol, at),
+    resent: { at: now.toISOString(), firstSentAt: entry.sentAt },
+  };
 }
 
 /**
@@ -205,7 +296,10 @@ async function answerOfLostCall(deps: Deps, action: ActionRow, entry: ExecutionE
  * the journal's entry before the anchor's line, so an entry made by another process a moment ago is
  * found here (and returned) rather than taken for a rollback.
  */
-export async function rollbackOf(deps: Pick<Deps, "config" | "journal">, action: ActionRow): Promise<{ reason: string } | { entry: ExecutionEntry } | null> {
+export async function rollbackOf(
+  deps: Pick<Deps, "config" | "journal">,
+  action: ActionRow,
+): Promise<{ reason: string } | { entry: ExecutionEntry } | null> {
   const anchor = writeAnchorOf(deps.config);
   if (!anchor.has(action.envelopeHash)) return null;
   const entry = await deps.journal.findExecution(action.envelopeHash);
@@ -223,10 +317,33 @@ export async function rollbackOf(deps: Pick<Deps, "config" | "journal">, action:
  * INCONCLUSIVE. ENVELOPE_TAMPERED: a write-ahead entry that disagrees with the sealed envelope (its call
  * may have gone out, so the acknowledgement is MISSING first); ROLLBACK_DETECTED: a journal behind its anchor.
  */
-export async function refuseTampered(deps: Deps, action: ActionRow, code: "ENVELOPE_TAMPERED" | "ROLLBACK_DETECTED", reason: string): Promise<ActionRow> {
+export async function refuseTampered(
+  deps: Deps,
+  action: ActionRow,
+  code: "ENVELOPE_TAMPERED" | "ROLLBACK_DETECTED",
+  reason: string,
+): Promise<ActionRow> {
   const at = deps.clock().toISOString();
-  const discriminator = code === "ENVELOPE_TAMPERED" ? `write-ahead:${action.envelopeHash}` : `rollback:${action.envelopeHash}:${action.phase}`;
-  await deps.audit.append(journalGuardEntry("tamper_detected", { threadId: action.threadId, action, requestedBy: action.envelope.requestedBy, discriminator, at, code, reason }));
-  const moved = code === "ENVELOPE_TAMPERED" ? await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement: { status: "MISSING", reason, at } }) : undefined;
+  const discriminator =
+    code === "ENVELOPE_TAMPERED"
+      ? `write-ahead:${action.envelopeHash}`
+      : `rollback:${action.envelopeHash}:${action.phase}`;
+  await deps.audit.append(
+    journalGuardEntry("tamper_detected", {
+      threadId: action.threadId,
+      action,
+      requestedBy: action.envelope.requestedBy,
+      discriminator,
+      at,
+      code,
+      reason,
+    }),
+  );
+  const moved =
+    code === "ENVELOPE_TAMPERED"
+      ? await deps.journal.moveAction(action.envelopeHash, "acknowledged", {
+          acknowledgement: { status: "MISSING", reason, at },
+        })
+      : undefined;
   return closeRow(deps, moved?.ok ? moved.row : action, "INCONCLUSIVE", code, reason);
 }

@@ -48,20 +48,50 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addNode("build_envelope", buildEnvelope)
   .addNode("await_approval", awaitApproval)
   .addNode("check_decision", checkDecision)
-  .addNode("carry_out", carryOut, { ends: ["finish", "resync", END], metadata: { phases: "pre-read → bound write → verify (src/executor; one node, no pause between phases)" } })
+  .addNode("carry_out", carryOut, {
+    ends: ["finish", "resync", END],
+    metadata: { phases: "pre-read → bound write → verify (src/executor; one node, no pause between phases)" },
+  })
   .addNode("finish", finish)
   .addNode("resync", resync)
   .addEdge(START, "agent")
-  .addConditionalEdges("agent", afterAgent, ["read_tools", "propose", "ask_input", "check_input", "check_decision", "build_envelope", "finish", "resync"])
+  .addConditionalEdges("agent", afterAgent, [
+    "read_tools",
+    "propose",
+    "ask_input",
+    "check_input",
+    "check_decision",
+    "build_envelope",
+    "finish",
+    "resync",
+  ])
   .addEdge("read_tools", "agent")
   .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish", "resync"])
   .addEdge("ask_input", "check_input")
   .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish", "resync"])
-  .addConditionalEdges("build_envelope", afterBuildEnvelope, ["await_approval", "carry_out", "finish", "resync"])
+  .addConditionalEdges("build_envelope", afterBuildEnvelope, [
+    "await_approval",
+    "carry_out",
+    "finish",
+    "resync",
+  ])
   .addConditionalEdges("await_approval", afterAwaitApproval, ["check_decision", "resync"])
-  .addConditionalEdges("check_decision", afterCheckDecision, ["agent", "await_approval", "build_envelope", "carry_out", "finish", "resync"])
+  .addConditionalEdges("check_decision", afterCheckDecision, [
+    "agent",
+    "await_approval",
+    "build_envelope",
+    "carry_out",
+    "finish",
+    "resync",
+  ])
   .addConditionalEdges("finish", afterFinish, ["resync", END])
-  .addConditionalEdges("resync", afterResync, ["agent", "build_envelope", "await_approval", "carry_out", "finish"]);
+  .addConditionalEdges("resync", afterResync, [
+    "agent",
+    "build_envelope",
+    "await_approval",
+    "carry_out",
+    "finish",
+  ]);
 
 export interface CompileOptions {
   checkpointer: BaseCheckpointSaver;

@@ -9,9 +9,28 @@ import type { JournalNext } from "../store/action-machine.js";
 import { isChatDecision } from "../hitl/text-decision.js";
 
 /** Our read tools' names (the model is offered these; read_tools checks each call against what was offered). */
-export const READ_TOOL_NAMES = new Set(["get_task_by_id", "list_tasks", "get_task_history", "get_users", "get_deal", "search_deals", "list_task_comments", "get_task_comment"]);
+export const READ_TOOL_NAMES = new Set([
+  "get_task_by_id",
+  "list_tasks",
+  "get_task_history",
+  "get_users",
+  "get_deal",
+  "search_deals",
+  "list_task_comments",
+  "get_task_comment",
+]);
 
-export function afterAgent(state: State): "read_tools" | "propose" | "ask_input" | "check_input" | "check_decision" | "build_envelope" | "finish" | "resync" {
+export function afterAgent(
+  state: State,
+):
+  | "read_tools"
+  | "propose"
+  | "ask_input"
+  | "check_input"
+  | "check_decision"
+  | "build_envelope"
+  | "finish"
+  | "resync" {
   if (state.needsResync) return "resync";
   // A chat message sent while an approval waits: check_decision takes it only if it is a decision.
   if (isChatDecision(state.pendingDecision)) return "check_decision";
@@ -19,7 +38,10 @@ export function afterAgent(state: State): "read_tools" | "propose" | "ask_input"
   // An undo thread's proposal (built by code); build_envelope takes it from the journal, not from here.
   if (state.proposal?.source === "compensation") return "build_envelope";
   // The agent held back for a waiting question: a chat message goes to check_input as a candidate answer, else the question is asked again.
-  if (state.inputRequest) return state.pendingDecision !== null && state.pendingDecision !== undefined ? "check_input" : "ask_input";
+  if (state.inputRequest)
+    return state.pendingDecision !== null && state.pendingDecision !== undefined
+      ? "check_input"
+      : "ask_input";
   const last = state.messages.at(-1);
   const calls = last && isAIMessage(last) ? ((last as AIMessage).tool_calls ?? []) : [];
   if (calls.length === 0) return "finish";
@@ -53,7 +75,9 @@ export function afterAwaitApproval(state: State): "check_decision" | "resync" {
   return state.needsResync ? "resync" : "check_decision";
 }
 
-export function afterCheckDecision(state: State): "agent" | "await_approval" | "build_envelope" | "carry_out" | "finish" | "resync" {
+export function afterCheckDecision(
+  state: State,
+): "agent" | "await_approval" | "build_envelope" | "carry_out" | "finish" | "resync" {
   if (state.needsResync) return "resync";
   if (state.outcome) return "finish";
   const type = state.decision?.type;

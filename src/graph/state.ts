@@ -44,15 +44,31 @@ export const MAX_REQUESTER_CHARS = 200;
 /** What a run may be about, given with the request; never widened by the model. */
 export const RequestScopeSchema = z
   .strictObject({
-    taskIds: z.array(z.int().positive()).max(100).optional().describe("Bitrix24 task ids the request may change; any other task is out of scope."),
-    dealIds: z.array(z.int().positive()).max(100).optional().describe("Bitrix24 CRM deal ids the request may change (update_deal); any other deal is out of scope."),
+    taskIds: z
+      .array(z.int().positive())
+      .max(100)
+      .optional()
+      .describe("Bitrix24 task ids the request may change; any other task is out of scope."),
+    dealIds: z
+      .array(z.int().positive())
+      .max(100)
+      .optional()
+      .describe(
+        "Bitrix24 CRM deal ids the request may change (update_deal); any other deal is out of scope.",
+      ),
     fields: z
-      .array(z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are UPPER_SNAKE, as in Bitrix24 (e.g. TITLE)"))
+      .array(
+        z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are UPPER_SNAKE, as in Bitrix24 (e.g. TITLE)"),
+      )
       .max(50)
       .optional()
-      .describe("Task or deal fields (UPPER_SNAKE, e.g. TITLE, PRIORITY, STAGE_ID) the request may change; any other field is out of scope."),
+      .describe(
+        "Task or deal fields (UPPER_SNAKE, e.g. TITLE, PRIORITY, STAGE_ID) the request may change; any other field is out of scope.",
+      ),
   })
-  .describe("Optional. Task or deal ids and fields the request is about; derived from the request text by code when absent.");
+  .describe(
+    "Optional. Task or deal ids and fields the request is about; derived from the request text by code when absent.",
+  );
 
 /**
  * The request fields of a run's input, as the agent node checks them on the thread's first turn.
@@ -60,10 +76,20 @@ export const RequestScopeSchema = z
  */
 export const RequestInputSchema = z.object({
   request: z
-    .string({ error: (iss) => (iss.input === undefined || iss.input === null ? 'input field "request" is required: a non-empty string saying what should change' : `input field "request" must be a string, not ${typeof iss.input}`) })
+    .string({
+      error: (iss) =>
+        iss.input === undefined || iss.input === null
+          ? 'input field "request" is required: a non-empty string saying what should change'
+          : `input field "request" must be a string, not ${typeof iss.input}`,
+    })
     .regex(/\S/, 'input field "request" is required: a non-empty string saying what should change')
-    .max(MAX_REQUEST_CHARS, `input field "request" is too long: at most ${MAX_REQUEST_CHARS} characters are accepted`)
-    .describe("What should change, in your words, e.g. \"rename task 4 to Q3 report\". Required (in chat mode, the last human message)."),
+    .max(
+      MAX_REQUEST_CHARS,
+      `input field "request" is too long: at most ${MAX_REQUEST_CHARS} characters are accepted`,
+    )
+    .describe(
+      'What should change, in your words, e.g. "rename task 4 to Q3 report". Required (in chat mode, the last human message).',
+    ),
   requestedBy: z
     .string({
       error: (iss) =>
@@ -71,9 +97,17 @@ export const RequestInputSchema = z.object({
           ? 'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)'
           : `input field "requestedBy" must be a string, not ${typeof iss.input}`,
     })
-    .regex(/\S/, 'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)')
-    .max(MAX_REQUESTER_CHARS, `input field "requestedBy" is too long: at most ${MAX_REQUESTER_CHARS} characters are accepted`)
-    .describe("Who is asking. Required, unless the server authenticates callers: then it is the caller's identity and may be left out."),
+    .regex(
+      /\S/,
+      'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)',
+    )
+    .max(
+      MAX_REQUESTER_CHARS,
+      `input field "requestedBy" is too long: at most ${MAX_REQUESTER_CHARS} characters are accepted`,
+    )
+    .describe(
+      "Who is asking. Required, unless the server authenticates callers: then it is the caller's identity and may be left out.",
+    ),
   scope: RequestScopeSchema.optional(),
   requesterSignature: z
     .string({ error: (iss) => `input field "requesterSignature" must be a string, not ${typeof iss.input}` })
@@ -92,7 +126,10 @@ export const RequestInputSchema = z.object({
 function mirror<T>(description: string, shape: z.ZodType | undefined, fallback?: () => T): z.ZodType<T> {
   let json: Record<string, unknown> = {};
   if (shape) {
-    json = z.toJSONSchema(shape, { target: "draft-7", io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+    json = z.toJSONSchema(shape, { target: "draft-7", io: "input", unrepresentable: "any" }) as Record<
+      string,
+      unknown
+    >;
     delete json["$schema"];
   }
   const base = fallback ? z.any().default(fallback) : z.any();
@@ -100,12 +137,30 @@ function mirror<T>(description: string, shape: z.ZodType | undefined, fallback?:
 }
 
 /** Last value wins, with a default: the plain channel. */
-const last = <T>(description: string, shape: z.ZodType | undefined, fallback: () => T) => mirror<T>(description, shape, fallback);
+const last = <T>(description: string, shape: z.ZodType | undefined, fallback: () => T) =>
+  mirror<T>(description, shape, fallback);
 
-const OUTCOMES = ["VERIFIED", "NOT_EXECUTED", "REJECTED_BY_TARGET", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE", "PARTIALLY_EXECUTED"] as const satisfies readonly Outcome[];
-const FieldCheckShape = z.object({ field: z.string(), expected: z.unknown().optional(), actual: z.unknown().optional(), status: z.string() }).partial();
+const OUTCOMES = [
+  "VERIFIED",
+  "NOT_EXECUTED",
+  "REJECTED_BY_TARGET",
+  "VERIFICATION_FAILED",
+  "INVARIANT_VIOLATION",
+  "INCONCLUSIVE",
+  "PARTIALLY_EXECUTED",
+] as const satisfies readonly Outcome[];
+const FieldCheckShape = z
+  .object({
+    field: z.string(),
+    expected: z.unknown().optional(),
+    actual: z.unknown().optional(),
+    status: z.string(),
+  })
+  .partial();
 const RefusalShape = z.object({
-  code: z.string().describe("Refusal code, e.g. MALFORMED, HASH_MISMATCH, APPROVER_NOT_ALLOWED, THREAD_ENDED."),
+  code: z
+    .string()
+    .describe("Refusal code, e.g. MALFORMED, HASH_MISMATCH, APPROVER_NOT_ALLOWED, THREAD_ENDED."),
   reason: z.string(),
   at: z.string(),
   envelopeHash: z.string().nullable(),
@@ -123,9 +178,18 @@ const DecisionShape = z.object({
   message: z.string().optional(),
 });
 const ProposalShape = z.object({
-  operation: z.enum(OPERATION_NAMES).optional().describe("What is done to the task: update_task (default) or add_task_comment."),
+  operation: z
+    .enum(OPERATION_NAMES)
+    .optional()
+    .describe("What is done to the task: update_task (default) or add_task_comment."),
   actions: z
-    .array(z.object({ operation: z.enum(OPERATION_NAMES), taskId: z.int(), fields: z.record(z.string(), z.unknown()) }))
+    .array(
+      z.object({
+        operation: z.enum(OPERATION_NAMES),
+        taskId: z.int(),
+        fields: z.record(z.string(), z.unknown()),
+      }),
+    )
     .optional()
     .describe("A change set: the actions in order (the first is repeated in operation/taskId/fields)."),
   taskId: z.int(),
@@ -134,7 +198,13 @@ const ProposalShape = z.object({
   source: z.enum(["model", "human_edit", "compensation"]),
 });
 const VerdictShape = (verdicts: readonly [string, ...string[]]) =>
-  z.object({ verdict: z.enum(verdicts), reason: z.string(), fields: z.array(FieldCheckShape), raw: z.unknown(), at: z.string() });
+  z.object({
+    verdict: z.enum(verdicts),
+    reason: z.string(),
+    fields: z.array(FieldCheckShape),
+    raw: z.unknown(),
+    at: z.string(),
+  });
 
 /** Marks a message of the run input that is not a chat message; the agent ends the run INVALID_INPUT naming it. */
 export const UNREADABLE_MESSAGE_KEY = "action_envelope_unreadable_input";
@@ -144,7 +214,10 @@ export const UNREADABLE_MESSAGE_KEY = "action_envelope_unreadable_input";
  * `{"messages": [{}]}`) becomes an empty human message marked with UNREADABLE_MESSAGE_KEY instead of
  * failing the run before any node: the agent then ends it with INVALID_INPUT naming the item.
  */
-export function tolerantMessagesReducer(current: BaseMessage[], next: BaseMessageLike[] | BaseMessageLike): BaseMessage[] {
+export function tolerantMessagesReducer(
+  current: BaseMessage[],
+  next: BaseMessageLike[] | BaseMessageLike,
+): BaseMessage[] {
   try {
     return messagesStateReducer(current, next);
   } catch {
@@ -154,7 +227,12 @@ export function tolerantMessagesReducer(current: BaseMessage[], next: BaseMessag
         messagesStateReducer([], [item as BaseMessageLike]);
         return item as BaseMessageLike;
       } catch (err) {
-        const why = { field: `messages.${i}`, message: `not a chat message: ${String((err as Error)?.message ?? err).split("\n")[0]!.slice(0, 200)}` };
+        const why = {
+          field: `messages.${i}`,
+          message: `not a chat message: ${String((err as Error)?.message ?? err)
+            .split("\n")[0]!
+            .slice(0, 200)}`,
+        };
         return new HumanMessage({ content: "", additional_kwargs: { [UNREADABLE_MESSAGE_KEY]: why } });
       }
     });
@@ -175,36 +253,90 @@ const messages = new ReducedValue(z.any().default(() => []) as unknown as z.ZodT
   },
 });
 
-const request = mirror<string>(RequestInputSchema.shape.request.description!, z.string().min(1).max(MAX_REQUEST_CHARS));
-const requestedBy = mirror<string>(RequestInputSchema.shape.requestedBy.description!, z.string().min(1).max(MAX_REQUESTER_CHARS));
+const request = mirror<string>(
+  RequestInputSchema.shape.request.description!,
+  z.string().min(1).max(MAX_REQUEST_CHARS),
+);
+const requestedBy = mirror<string>(
+  RequestInputSchema.shape.requestedBy.description!,
+  z.string().min(1).max(MAX_REQUESTER_CHARS),
+);
 const scope = mirror<RequestScope | undefined>(RequestScopeSchema.description!, RequestScopeSchema);
-const requesterSignature = mirror<string | undefined>(RequestInputSchema.shape.requesterSignature.description!, z.string());
+const requesterSignature = mirror<string | undefined>(
+  RequestInputSchema.shape.requesterSignature.description!,
+  z.string(),
+);
 
-const outcome = last<Outcome | null>("Final outcome; null while the run is going or waiting. Derived from the journal by `finish`.", z.enum(OUTCOMES).nullable(), () => null);
-const reasonCode = last<ReasonCode | null>("Machine-readable code for why the run ended (e.g. VERIFIED, STALE_STATE, REJECTED_BY_HUMAN, INVALID_INPUT).", z.string().nullable(), () => null);
-const reason = last<string | null>("Why the run ended the way it did, precise enough to act on (for INVALID_INPUT: the field and what it must be).", z.string().nullable(), () => null);
-const finishedAt = last<string | null>("When the thread was closed (ISO 8601), from the journal.", z.string().nullable(), () => null);
-const envelopeHash = last<string | null>("sha256 of the canonical envelope (RFC 8785) awaiting or holding approval; an approval must repeat it.", z.string().nullable(), () => null);
-const card = last<string | null>("The approval card exactly as registered in the journal and shown to the approver.", z.string().nullable(), () => null);
-const decision = last<DecisionRecord | null>("The accepted decision, as the journal recorded it.", DecisionShape.nullable(), () => null);
-const refusals = new ReducedValue(mirror<Refusal[]>("Every refused decision, in order, with its code.", z.array(RefusalShape), () => []), {
-  inputSchema: mirror<Refusal[]>("Refusals to append.", z.array(RefusalShape)),
-  reducer: (a: Refusal[], b: Refusal[]) => a.concat(b),
-});
+const outcome = last<Outcome | null>(
+  "Final outcome; null while the run is going or waiting. Derived from the journal by `finish`.",
+  z.enum(OUTCOMES).nullable(),
+  () => null,
+);
+const reasonCode = last<ReasonCode | null>(
+  "Machine-readable code for why the run ended (e.g. VERIFIED, STALE_STATE, REJECTED_BY_HUMAN, INVALID_INPUT).",
+  z.string().nullable(),
+  () => null,
+);
+const reason = last<string | null>(
+  "Why the run ended the way it did, precise enough to act on (for INVALID_INPUT: the field and what it must be).",
+  z.string().nullable(),
+  () => null,
+);
+const finishedAt = last<string | null>(
+  "When the thread was closed (ISO 8601), from the journal.",
+  z.string().nullable(),
+  () => null,
+);
+const envelopeHash = last<string | null>(
+  "sha256 of the canonical envelope (RFC 8785) awaiting or holding approval; an approval must repeat it.",
+  z.string().nullable(),
+  () => null,
+);
+const card = last<string | null>(
+  "The approval card exactly as registered in the journal and shown to the approver.",
+  z.string().nullable(),
+  () => null,
+);
+const decision = last<DecisionRecord | null>(
+  "The accepted decision, as the journal recorded it.",
+  DecisionShape.nullable(),
+  () => null,
+);
+const refusals = new ReducedValue(
+  mirror<Refusal[]>("Every refused decision, in order, with its code.", z.array(RefusalShape), () => []),
+  {
+    inputSchema: mirror<Refusal[]>("Refusals to append.", z.array(RefusalShape)),
+    reducer: (a: Refusal[], b: Refusal[]) => a.concat(b),
+  },
+);
 /**
  * An evidence channel: last value wins, kept without the target's raw answers (`slim`), whoever
  * writes it (a node, or a client through the API). The answers stay in the journal and audit log.
  */
 const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) => T | null) =>
-  new ReducedValue(last<T | null>(`${description} State keeps it without the target's raw answer, which stays in the journal.`, shape, () => null), {
-    inputSchema: z.any() as unknown as z.ZodType<T | null>,
-    reducer: (_current: T | null, next: T | null) => slim(next),
-  });
+  new ReducedValue(
+    last<T | null>(
+      `${description} State keeps it without the target's raw answer, which stays in the journal.`,
+      shape,
+      () => null,
+    ),
+    {
+      inputSchema: z.any() as unknown as z.ZodType<T | null>,
+      reducer: (_current: T | null, next: T | null) => slim(next),
+    },
+  );
 
 const verification = evidence<VerificationRecord>(
   "The post-write read and its verdict: only a fresh read showing the approved values makes VERIFIED.",
   VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"])
-    .extend({ created: z.unknown().optional().describe("For a comment: the comment this write made (its id, how it was found) and the comment list read.") })
+    .extend({
+      created: z
+        .unknown()
+        .optional()
+        .describe(
+          "For a comment: the comment this write made (its id, how it was found) and the comment list read.",
+        ),
+    })
     .nullable(),
   verificationMirror,
 );
@@ -215,26 +347,67 @@ export const AgentState = new StateSchema({
   scope,
   requesterSignature,
   messages,
-  agentSteps: last<number>("Model turns taken, as the journal counts them (the bound that ends a looping model's run is checked there).", z.int().min(0), () => 0),
-  invalidProposals: last<number>("Proposals refused by validation so far, as the journal counts them; past the bound the run ends INVALID_PROPOSAL.", z.int().min(0), () => 0),
-  proposal: last<ProposalRecord | null>("The last well-formed proposal (from the model, a human edit, or an undo built by code from the journal).", ProposalShape.nullable(), () => null),
-  inputRequest: last<InputRequestRecord | null>(
-    "A structured question waiting for a human answer (from the model's request_input call).",
-    z.object({ toolCallId: z.string(), question: z.string(), fields: z.record(z.string(), z.unknown()), askedAt: z.string() }).nullable(),
+  agentSteps: last<number>(
+    "Model turns taken, as the journal counts them (the bound that ends a looping model's run is checked there).",
+    z.int().min(0),
+    () => 0,
+  ),
+  invalidProposals: last<number>(
+    "Proposals refused by validation so far, as the journal counts them; past the bound the run ends INVALID_PROPOSAL.",
+    z.int().min(0),
+    () => 0,
+  ),
+  proposal: last<ProposalRecord | null>(
+    "The last well-formed proposal (from the model, a human edit, or an undo built by code from the journal).",
+    ProposalShape.nullable(),
     () => null,
   ),
-  rejections: last<number>("Human rejections sent back to the model as feedback; bounded by the revision limit.", z.int().min(0), () => 0),
-  escalatedTo: last<string | null>("Group an expired approval was escalated to; only its members may approve the fresh envelope.", z.string().nullable(), () => null),
-  envelope: last<Envelope | null>("The frozen Action Envelope awaiting or holding approval (mirror of the journal's registered row).", EnvelopeSchema.nullable(), () => null),
+  inputRequest: last<InputRequestRecord | null>(
+    "A structured question waiting for a human answer (from the model's request_input call).",
+    z
+      .object({
+        toolCallId: z.string(),
+        question: z.string(),
+        fields: z.record(z.string(), z.unknown()),
+        askedAt: z.string(),
+      })
+      .nullable(),
+    () => null,
+  ),
+  rejections: last<number>(
+    "Human rejections sent back to the model as feedback; bounded by the revision limit.",
+    z.int().min(0),
+    () => 0,
+  ),
+  escalatedTo: last<string | null>(
+    "Group an expired approval was escalated to; only its members may approve the fresh envelope.",
+    z.string().nullable(),
+    () => null,
+  ),
+  envelope: last<Envelope | null>(
+    "The frozen Action Envelope awaiting or holding approval (mirror of the journal's registered row).",
+    EnvelopeSchema.nullable(),
+    () => null,
+  ),
   envelopeHash,
   card,
-  supersededHashes: last<string[]>("Hashes of earlier revisions; an approval naming one is STALE_REVISION.", z.array(z.string()), () => []),
-  pendingDecision: last<unknown>("The raw resume value most recently received, before validation.", undefined, () => null),
+  supersededHashes: last<string[]>(
+    "Hashes of earlier revisions; an approval naming one is STALE_REVISION.",
+    z.array(z.string()),
+    () => [],
+  ),
+  pendingDecision: last<unknown>(
+    "The raw resume value most recently received, before validation.",
+    undefined,
+    () => null,
+  ),
   decision,
   refusals,
   preRead: evidence<PreReadRecord>(
     "The fresh read of the target just before the write: MATCH lets the write go; MISMATCH / UNKNOWN / ERROR end the run.",
-    VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"]).extend({ canEdit: z.boolean().nullable() }).nullable(),
+    VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"])
+      .extend({ canEdit: z.boolean().nullable() })
+      .nullable(),
     preReadMirror,
   ),
   invocation: last<InvocationRecord | null>(
@@ -243,7 +416,12 @@ export const AgentState = new StateSchema({
       .object({
         // Each operation's write tool carries the operation's name (src/envelope/operations.ts).
         tool: z.enum(OPERATION_NAMES),
-        args: z.object({ taskId: z.int().optional(), dealId: z.int().optional(), commentId: z.int().optional(), fields: z.record(z.string(), z.unknown()).optional() }),
+        args: z.object({
+          taskId: z.int().optional(),
+          dealId: z.int().optional(),
+          commentId: z.int().optional(),
+          fields: z.record(z.string(), z.unknown()).optional(),
+        }),
         idempotencyKey: z.string(),
         envelopeHash: z.string(),
         sentAt: z.string(),
@@ -253,7 +431,14 @@ export const AgentState = new StateSchema({
   ),
   acknowledgement: evidence<AcknowledgementRecord>(
     "The target's answer to the write: OK, ERROR, or MISSING (timeout: outcome unknown, settled by verification).",
-    z.object({ status: z.enum(["OK", "ERROR", "MISSING"]), body: z.unknown().optional(), reason: z.string().optional(), at: z.string() }).nullable(),
+    z
+      .object({
+        status: z.enum(["OK", "ERROR", "MISSING"]),
+        body: z.unknown().optional(),
+        reason: z.string().optional(),
+        at: z.string(),
+      })
+      .nullable(),
     acknowledgementMirror,
   ),
   verification,
@@ -261,7 +446,11 @@ export const AgentState = new StateSchema({
   reasonCode,
   reason,
   finishedAt,
-  needsResync: last<boolean>("Set by a node the journal did not allow to act; routes to `resync`.", z.boolean(), () => false),
+  needsResync: last<boolean>(
+    "Set by a node the journal did not allow to act; routes to `resync`.",
+    z.boolean(),
+    () => false,
+  ),
   journalNext: last<JournalNext>(
     "Where the journal says the thread is, as last read by `resync`.",
     z.enum(["agent", "build_envelope", "await_approval", "carry_out", "finish"]).nullable(),
@@ -276,7 +465,12 @@ export const AgentState = new StateSchema({
  */
 class RunInputSchema<F extends ConstructorParameters<typeof StateSchema>[0]> extends StateSchema<F> {
   override getInputJsonSchema() {
-    return { ...super.getInputJsonSchema(), required: ["request"], description: "A new request. Leave out requestedBy when the server authenticates you; in chat mode send {\"messages\": [...]} instead." };
+    return {
+      ...super.getInputJsonSchema(),
+      required: ["request"],
+      description:
+        'A new request. Leave out requestedBy when the server authenticates you; in chat mode send {"messages": [...]} instead.',
+    };
   }
 }
 

@@ -1,11 +1,22 @@
 import type { ActionRow } from "../store/action-machine.js";
-import { APPROVER_PLACEHOLDER, exampleApproval, type ActionArgs, type ApprovalRequest, type ResumeValue } from "./contract.js";
+import {
+  APPROVER_PLACEHOLDER,
+  exampleApproval,
+  type ActionArgs,
+  type ApprovalRequest,
+  type ResumeValue,
+} from "./contract.js";
 import { OPERATIONS, writeArgsOf, type OperationName } from "../envelope/operations.js";
 import type { ReviewConfig } from "./contract.js";
 
 /** What agent-inbox offers for an action: an edit of a delete is refused (OUT_OF_SCOPE), so it is not offered. */
 function reviewConfigOf(operation: OperationName): ReviewConfig {
-  return { actionName: operation, action_name: operation, allowedDecisions: OPERATIONS[operation].effect === "delete" ? ["approve", "reject"] : ["approve", "edit", "reject"] };
+  return {
+    actionName: operation,
+    action_name: operation,
+    allowedDecisions:
+      OPERATIONS[operation].effect === "delete" ? ["approve", "reject"] : ["approve", "edit", "reject"],
+  };
 }
 
 /**
@@ -16,7 +27,10 @@ function reviewConfigOf(operation: OperationName): ReviewConfig {
  * `envelope` is the first action's, for clients that show one; `changeSet` holds the set and every
  * action's envelope.
  */
-export function approvalRequestFrom(action: ActionRow, opts: { approverId?: string; members?: ActionRow[]; partialExecution?: readonly string[] } = {}): ApprovalRequest {
+export function approvalRequestFrom(
+  action: ActionRow,
+  opts: { approverId?: string; members?: ActionRow[]; partialExecution?: readonly string[] } = {},
+): ApprovalRequest {
   // `approverId` is the authenticated caller of the run that reached this pause (usually the
   // requester, not the approver). Its presence says the server authenticates callers, so the example
   // names no approver: whoever resumes is the approver, filled in from their token.
@@ -25,26 +39,65 @@ export function approvalRequestFrom(action: ActionRow, opts: { approverId?: stri
   const set = action.set && opts.members ? action.set : undefined;
   const rows = set ? opts.members! : [action];
   const bound = set
-    ? { envelopeHash: set.setHash, nonce: set.set.nonce, revision: set.set.revision, expiresAt: set.set.expiresAt }
-    : { envelopeHash: action.envelopeHash, nonce: action.envelope.nonce, revision: action.envelope.revision, expiresAt: action.envelope.expiresAt };
+    ? {
+        envelopeHash: set.setHash,
+        nonce: set.set.nonce,
+        revision: set.set.revision,
+        expiresAt: set.set.expiresAt,
+      }
+    : {
+        envelopeHash: action.envelopeHash,
+        nonce: action.envelope.nonce,
+        revision: action.envelope.revision,
+        expiresAt: action.envelope.expiresAt,
+      };
   const sections = set ? action.card.split(/\n(?=──── ACTION \d+ of \d+: )/) : [];
-  const exampleResume = authenticated ? exampleApproval(bound.envelopeHash, bound.nonce) : exampleApproval(bound.envelopeHash, bound.nonce, APPROVER_PLACEHOLDER);
+  const exampleResume = authenticated
+    ? exampleApproval(bound.envelopeHash, bound.nonce)
+    : exampleApproval(bound.envelopeHash, bound.nonce, APPROVER_PLACEHOLDER);
   const line = authenticated ? decisionLine(bound.envelopeHash, bound.nonce) : undefined;
   const first = rows[0]!.envelope;
   return {
     kind: "approval",
-    actionRequests: rows.map((x, i) => ({ name: x.envelope.operation, args: writeArgsOf(x.envelope.operation, x.envelope.object.id, x.envelope.params) as ActionArgs, description: i === 0 ? action.card : (sections[i + 1] ?? "") })) as ApprovalRequest["actionRequests"],
+    actionRequests: rows.map((x, i) => ({
+      name: x.envelope.operation,
+      args: writeArgsOf(x.envelope.operation, x.envelope.object.id, x.envelope.params) as ActionArgs,
+      description: i === 0 ? action.card : (sections[i + 1] ?? ""),
+    })) as ApprovalRequest["actionRequests"],
     reviewConfigs: rows.map((x) => reviewConfigOf(x.envelope.operation)) as ApprovalRequest["reviewConfigs"],
     envelope: rows[0]!.envelope,
     ...bound,
     threadId: action.threadId,
-    ...(set ? { changeSet: { set: set.set, setHash: set.setHash, actions: rows.map((x) => ({ actionId: x.set!.actionId, envelopeHash: x.envelopeHash, envelope: x.envelope })), ...(opts.partialExecution ? { partialExecution: [...opts.partialExecution] } : {}) } } : {}),
+    ...(set
+      ? {
+          changeSet: {
+            set: set.set,
+            setHash: set.setHash,
+            actions: rows.map((x) => ({
+              actionId: x.set!.actionId,
+              envelopeHash: x.envelopeHash,
+              envelope: x.envelope,
+            })),
+            ...(opts.partialExecution ? { partialExecution: [...opts.partialExecution] } : {}),
+          },
+        }
+      : {}),
     ...(last ? { lastRefusal: { code: last.code, reason: last.reason } } : {}),
     ...(action.escalatedTo ? { escalatedTo: action.escalatedTo } : {}),
     exampleResume,
-    exampleResumeFill: authenticated ? [] : [{ path: "decisions[0].approver.id", with: "your approver id (the policy's approvers list, or the escalation group when escalated)" }],
+    exampleResumeFill: authenticated
+      ? []
+      : [
+          {
+            path: "decisions[0].approver.id",
+            with: "your approver id (the policy's approvers list, or the escalation group when escalated)",
+          },
+        ],
     ...(line ? { exampleLine: line } : {}),
-    action_request: { action: first.operation, args: writeArgsOf(first.operation, first.object.id, first.params) as ActionArgs },
+    action_request: {
+      action: first.operation,
+      args: writeArgsOf(first.operation, first.object.id, first.params) as ActionArgs,
+    },
     config: { allow_ignore: false, allow_respond: true, allow_edit: false, allow_accept: false },
     description: approvalMarkdown(action.card, bound.envelopeHash, bound.nonce, exampleResume, line, !!set),
   };
@@ -59,7 +112,14 @@ export function decisionLine(hash: string, nonce: string): string {
  * The card as Markdown for Agent Inbox and chat clients: the registered card in a code block (its
  * layout kept, nothing truncated), then the hash and nonce, then exactly what to send to decide.
  */
-export function approvalMarkdown(card: string, hash: string, nonce: string, exampleResume: ResumeValue, line: string | undefined, isSet: boolean): string {
+export function approvalMarkdown(
+  card: string,
+  hash: string,
+  nonce: string,
+  exampleResume: ResumeValue,
+  line: string | undefined,
+  isSet: boolean,
+): string {
   const fence = "`".repeat(Math.max(3, ...[...card.matchAll(/`+/g)].map((m) => m[0].length + 1)));
   const json = JSON.stringify(exampleResume);
   return [
@@ -74,8 +134,15 @@ export function approvalMarkdown(card: string, hash: string, nonce: string, exam
     "",
     "**To decide, send one of these as a chat message (or as the response in Agent Inbox).** Approve, Accept, Edit and Ignore buttons carry no hash and are refused.",
     "",
-    ...(line ? [`- Approve as yourself (this server authenticates you): \`${line}\``, `- Reject: \`reject ${hash} nonce ${nonce} <reason>\``] : []),
-    line ? "- Or the full decision (JSON):" : `- The decision (JSON), with \`${APPROVER_PLACEHOLDER}\` replaced by your approver id (identities on this server are self-declared: it requires no API tokens):`,
+    ...(line
+      ? [
+          `- Approve as yourself (this server authenticates you): \`${line}\``,
+          `- Reject: \`reject ${hash} nonce ${nonce} <reason>\``,
+        ]
+      : []),
+    line
+      ? "- Or the full decision (JSON):"
+      : `- The decision (JSON), with \`${APPROVER_PLACEHOLDER}\` replaced by your approver id (identities on this server are self-declared: it requires no API tokens):`,
     "",
     "```json",
     json,

@@ -2,11 +2,28 @@
  * Builds the audit entry for each decision point from graph state, so nodes stay one line away from
  * the log. Pure: no I/O, no clock (callers pass the time of the event).
  */
-import { checkProposal, requesterVerificationOf, sha256Json, type Envelope, type JsonValue, type NameResolution, type Policy, type RequesterVerification } from "../envelope/index.js";
+import {
+  checkProposal,
+  requesterVerificationOf,
+  sha256Json,
+  type Envelope,
+  type JsonValue,
+  type NameResolution,
+  type Policy,
+  type RequesterVerification,
+} from "../envelope/index.js";
 import type { State } from "../graph/state.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../envelope/outcome-flags.js";
-import type { AcknowledgementRecord, DecisionRecord, InvocationRecord, PreReadRecord, ProposalRecord, Refusal, VerificationRecord } from "../envelope/records.js";
+import type {
+  AcknowledgementRecord,
+  DecisionRecord,
+  InvocationRecord,
+  PreReadRecord,
+  ProposalRecord,
+  Refusal,
+  VerificationRecord,
+} from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import { viewOf } from "./thread-view.js";
@@ -14,7 +31,13 @@ import { viewOf } from "./thread-view.js";
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
 
 function whatOf(envelope: Envelope, envelopeHash: string): AuditEntry["what"] {
-  return { operation: envelope.operation, taskId: envelope.object.id, params: envelope.params, envelopeHash, envelope };
+  return {
+    operation: envelope.operation,
+    taskId: envelope.object.id,
+    params: envelope.params,
+    envelopeHash,
+    envelope,
+  };
 }
 
 function envelopeFields(envelope: Envelope, envelopeHash: string) {
@@ -52,7 +75,13 @@ export function proposalDeniedEntry(
     at: ctx.at,
     requestedBy: state.requestedBy,
     risk: riskOfProposal(ctx.policy, proposal),
-    what: { operation: proposal.operation ?? "update_task", taskId: proposal.taskId, params: proposal.fields, envelopeHash: null, envelope: null },
+    what: {
+      operation: proposal.operation ?? "update_task",
+      taskId: proposal.taskId,
+      params: proposal.fields,
+      envelopeHash: null,
+      envelope: null,
+    },
     ...none,
     refusal: { code: ctx.code, reason: ctx.reasons.join("; ") },
     policy: policyOf(ctx.policy),
@@ -64,7 +93,12 @@ export function proposalDeniedEntry(
  * freezes a new envelope (new nonce), and the log then says truthfully that two were built, rather
  * than naming one the approver never saw.
  */
-export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string, card: string, request: string): AuditEntry {
+export function approvalRequestedEntry(
+  envelope: Envelope,
+  envelopeHash: string,
+  card: string,
+  request: string,
+): AuditEntry {
   return hashable({
     ...envelopeFields(envelope, envelopeHash),
     event: "approval_requested",
@@ -81,11 +115,17 @@ export function approvalRequestedEntry(envelope: Envelope, envelopeHash: string,
  * One accepted decision per revision: its nonce is single use. A cancel or an expiry consumes the
  * nonce too; it is recorded under its own event kind, since nobody approved or rejected anything.
  */
-export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, d: DecisionRecord, resolvedNames: readonly NameResolution[] = []): AuditEntry {
+export function decisionAcceptedEntry(
+  envelope: Envelope,
+  envelopeHash: string,
+  d: DecisionRecord,
+  resolvedNames: readonly NameResolution[] = [],
+): AuditEntry {
   const type: string = d.type;
   return hashable({
     ...envelopeFields(envelope, envelopeHash),
-    event: type === "cancel" ? "approval_cancelled" : type === "expire" ? "approval_expired" : "decision_accepted",
+    event:
+      type === "cancel" ? "approval_cancelled" : type === "expire" ? "approval_expired" : "decision_accepted",
     discriminator: "",
     at: d.acceptedAt,
     ...none,
@@ -101,7 +141,13 @@ export function decisionAcceptedEntry(envelope: Envelope, envelopeHash: string, 
  * `ordinal` counts refusals in the thread (1 for the first); with the revision it tells apart
  * repeated refusals and is the same when check_decision re-runs on the same state.
  */
-export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, refusal: Refusal, ordinal: number, resolvedNames: readonly NameResolution[] = []): AuditEntry {
+export function decisionRefusedEntry(
+  envelope: Envelope,
+  envelopeHash: string,
+  refusal: Refusal,
+  ordinal: number,
+  resolvedNames: readonly NameResolution[] = [],
+): AuditEntry {
   const claimed = claimedDecision(refusal.raw);
   return hashable({
     ...envelopeFields(envelope, envelopeHash),
@@ -109,7 +155,12 @@ export function decisionRefusedEntry(envelope: Envelope, envelopeHash: string, r
     discriminator: String(ordinal),
     at: refusal.at,
     ...none,
-    approver: { id: claimed.approverId, verifiedBy: "unverified", decision: claimed.type, decidedAt: claimed.decidedAt },
+    approver: {
+      id: claimed.approverId,
+      verifiedBy: "unverified",
+      decision: claimed.type,
+      decidedAt: claimed.decidedAt,
+    },
     override: null,
     refusal: { code: refusal.code, reason: refusal.reason },
     received: refusal.raw,
@@ -136,7 +187,15 @@ export interface ActionEvidence {
  */
 export function runEndedEntry(
   state: State,
-  ctx: { threadId: string; policy: Policy; at: string; request: string; requesterVerifiedBy?: RequesterVerification; evidence?: ActionEvidence; denied?: AuditEntry },
+  ctx: {
+    threadId: string;
+    policy: Policy;
+    at: string;
+    request: string;
+    requesterVerifiedBy?: RequesterVerification;
+    evidence?: ActionEvidence;
+    denied?: AuditEntry;
+  },
 ): AuditEntry {
   const e = state.envelope;
   const d = state.decision;
@@ -151,7 +210,9 @@ export function runEndedEntry(
           revision: 0,
           requestedBy: state.requestedBy,
           risk: ctx.denied?.risk ?? null,
-          what: ctx.denied ? { ...ctx.denied.what } : { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
+          what: ctx.denied
+            ? { ...ctx.denied.what }
+            : { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
           policy: policyOf(ctx.policy),
         };
   return hashable({
@@ -160,7 +221,9 @@ export function runEndedEntry(
     discriminator: "",
     at: state.finishedAt ?? ctx.at,
     ...none,
-    approver: d ? { id: d.approverId, verifiedBy: d.verifiedBy, decision: d.type, decidedAt: d.decidedAt } : null,
+    approver: d
+      ? { id: d.approverId, verifiedBy: d.verifiedBy, decision: d.type, decidedAt: d.decidedAt }
+      : null,
     override: d?.override ? { ...d.override } : null,
     outcome: {
       outcome: state.outcome ?? "NOT_EXECUTED",
@@ -182,7 +245,15 @@ export function runEndedEntry(
  */
 export function journalGuardEntry(
   event: "transition_refused" | "tamper_detected",
-  ctx: { threadId: string; action: { envelope: Envelope; envelopeHash: string } | undefined; requestedBy: string; discriminator: string; at: string; code: string; reason: string },
+  ctx: {
+    threadId: string;
+    action: { envelope: Envelope; envelopeHash: string } | undefined;
+    requestedBy: string;
+    discriminator: string;
+    at: string;
+    code: string;
+    reason: string;
+  },
 ): AuditEntry {
   const base = ctx.action
     ? { ...envelopeFields(ctx.action.envelope, ctx.action.envelopeHash), threadId: ctx.threadId }
@@ -194,14 +265,24 @@ export function journalGuardEntry(
         what: { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
         policy: { id: "", version: "" },
       };
-  return hashable({ ...base, event, discriminator: ctx.discriminator, at: ctx.at, ...none, refusal: { code: ctx.code, reason: ctx.reason } });
+  return hashable({
+    ...base,
+    event,
+    discriminator: ctx.discriminator,
+    at: ctx.at,
+    ...none,
+    refusal: { code: ctx.code, reason: ctx.reason },
+  });
 }
 
 /** Who a refused decision says it is from; nothing in it was verified. */
-function claimedDecision(raw: unknown): { approverId: string | null; type: string | null; decidedAt: string | null } {
+function claimedDecision(raw: unknown): {
+  approverId: string | null;
+  type: string | null;
+  decidedAt: string | null;
+} {
   const item = (raw as { decisions?: unknown[] } | null)?.decisions?.[0] as
-    | { approver?: { id?: unknown }; type?: unknown; decidedAt?: unknown }
-    | undefined;
+    { approver?: { id?: unknown }; type?: unknown; decidedAt?: unknown } | undefined;
   const str = (v: unknown) => (typeof v === "string" ? v : null);
   return { approverId: str(item?.approver?.id), type: str(item?.type), decidedAt: str(item?.decidedAt) };
 }
@@ -238,7 +319,8 @@ const ESCAPED_SURROGATE = /\\u[dD][89a-fA-F]/;
 function scrub(v: unknown): unknown {
   if (typeof v === "string") return v.replace(LONE_SURROGATE, "\uFFFD");
   if (Array.isArray(v)) return v.map(scrub);
-  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [scrub(k) as string, scrub(x)]));
+  if (v && typeof v === "object")
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [scrub(k) as string, scrub(x)]));
   return v;
 }
 
@@ -250,7 +332,17 @@ function scrub(v: unknown): unknown {
  */
 export function boundaryRefusedEntry(
   state: State,
-  ctx: { threadId: string; policy: Policy; at: string; discriminator: string; tool: string; args: unknown; offered: string[]; reason: string; requestedBy?: string },
+  ctx: {
+    threadId: string;
+    policy: Policy;
+    at: string;
+    discriminator: string;
+    tool: string;
+    args: unknown;
+    offered: string[];
+    reason: string;
+    requestedBy?: string;
+  },
 ): AuditEntry {
   // The object's id under the name the tool takes it: taskId for a task tool, dealId for update_deal.
   const args = ctx.args as { taskId?: unknown; dealId?: unknown } | null;
@@ -266,7 +358,12 @@ export function boundaryRefusedEntry(
     risk: null,
     what: {
       operation: ctx.tool,
-      taskId: typeof taskId === "number" && Number.isSafeInteger(taskId) ? taskId : typeof taskId === "string" && /^[1-9][0-9]{0,15}$/.test(taskId) ? Number(taskId) : null,
+      taskId:
+        typeof taskId === "number" && Number.isSafeInteger(taskId)
+          ? taskId
+          : typeof taskId === "string" && /^[1-9][0-9]{0,15}$/.test(taskId)
+            ? Number(taskId)
+            : null,
       params: null,
       envelopeHash: null,
       envelope: null,
@@ -282,7 +379,17 @@ export function boundaryRefusedEntry(
  * An answer to the model's question refused as invalid. Keyed by the question's tool call and the
  * journal's count of invalid answers to it, so a re-run of check_input on the same answer adds nothing.
  */
-export function answerRefusedEntry(ctx: { threadId: string; revision: number; requestedBy: string; policy: Policy; at: string; toolCallId: string; count: number; reason: string; raw: unknown }): AuditEntry {
+export function answerRefusedEntry(ctx: {
+  threadId: string;
+  revision: number;
+  requestedBy: string;
+  policy: Policy;
+  at: string;
+  toolCallId: string;
+  count: number;
+  reason: string;
+  raw: unknown;
+}): AuditEntry {
   return hashable({
     threadId: ctx.threadId,
     revision: ctx.revision,
@@ -309,8 +416,16 @@ export function argumentsSha256(args: unknown): string {
  * set ended; these say what happened to each action (its own pre-read, write, answer and fresh read).
  */
 export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | undefined): AuditEntry {
-  const { evidence: { decision: _d, ...evidence }, ending } = viewOf({ action: row, execution });
-  const closed = { outcome: ending.outcome!, reasonCode: ending.reasonCode!, reason: ending.reason!, finishedAt: ending.finishedAt! };
+  const {
+    evidence: { decision: _d, ...evidence },
+    ending,
+  } = viewOf({ action: row, execution });
+  const closed = {
+    outcome: ending.outcome!,
+    reasonCode: ending.reasonCode!,
+    reason: ending.reason!,
+    finishedAt: ending.finishedAt!,
+  };
   return hashable({
     ...envelopeFields(row.envelope, row.envelopeHash),
     event: "action_ended",

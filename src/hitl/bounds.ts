@@ -9,15 +9,26 @@ export const RESUME_LIMITS = { maxBytes: 64 * 1024, maxDepth: 32, maxNodes: 10_0
 
 export type BoundsCheck = { ok: true } | { ok: false; reason: string };
 
-export function checkBounds(value: unknown, limits: { maxBytes: number; maxDepth: number; maxNodes: number } = RESUME_LIMITS): BoundsCheck {
+export function checkBounds(
+  value: unknown,
+  limits: { maxBytes: number; maxDepth: number; maxNodes: number } = RESUME_LIMITS,
+): BoundsCheck {
   const stack: Array<[unknown, number]> = [[value, 0]];
   let nodes = 0;
   let bytes = 0;
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!;
     nodes += 1;
-    if (nodes > limits.maxNodes) return { ok: false, reason: `it has more than ${limits.maxNodes} values; at most ${limits.maxNodes} are accepted` };
-    if (depth > limits.maxDepth) return { ok: false, reason: `it is nested more than ${limits.maxDepth} levels deep; at most ${limits.maxDepth} are accepted` };
+    if (nodes > limits.maxNodes)
+      return {
+        ok: false,
+        reason: `it has more than ${limits.maxNodes} values; at most ${limits.maxNodes} are accepted`,
+      };
+    if (depth > limits.maxDepth)
+      return {
+        ok: false,
+        reason: `it is nested more than ${limits.maxDepth} levels deep; at most ${limits.maxDepth} are accepted`,
+      };
     if (typeof v === "string") bytes += Buffer.byteLength(v, "utf8") + 2;
     else if (v === null || typeof v !== "object") bytes += 8;
     else if (Array.isArray(v)) {
@@ -30,7 +41,11 @@ export function checkBounds(value: unknown, limits: { maxBytes: number; maxDepth
         stack.push([x, depth + 1]);
       }
     }
-    if (bytes > limits.maxBytes) return { ok: false, reason: `it is larger than ${limits.maxBytes} bytes as JSON; at most ${limits.maxBytes} are accepted` };
+    if (bytes > limits.maxBytes)
+      return {
+        ok: false,
+        reason: `it is larger than ${limits.maxBytes} bytes as JSON; at most ${limits.maxBytes} are accepted`,
+      };
   }
   return { ok: true };
 }
@@ -75,5 +90,11 @@ export function admitResume(value: unknown): unknown {
 }
 
 export function isOutOfBounds(value: unknown): value is OutOfBounds {
-  return typeof value === "object" && value !== null && typeof (value as OutOfBounds).outOfBounds === "string" && "evidence" in value && Object.keys(value).length === 2;
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as OutOfBounds).outOfBounds === "string" &&
+    "evidence" in value &&
+    Object.keys(value).length === 2
+  );
 }

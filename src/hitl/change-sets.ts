@@ -48,19 +48,30 @@ export type SetBuild =
  * The key of the object an action's baseline is read from: its task or deal, or for a delete what it
  * removes (a comment is its own object, apart from the task it is under).
  */
-export function baselineKeyOf(a: { operation: OperationName; taskId: number; fields: Record<string, unknown> }): string {
+export function baselineKeyOf(a: {
+  operation: OperationName;
+  taskId: number;
+  fields: Record<string, unknown>;
+}): string {
   const base = `${OPERATIONS[a.operation].target}:${a.taskId}`;
-  return OPERATIONS[a.operation].effect === "delete" ? `${base}:${a.operation}:${String(a.fields["COMMENT_ID"] ?? "")}` : base;
+  return OPERATIONS[a.operation].effect === "delete"
+    ? `${base}:${a.operation}:${String(a.fields["COMMENT_ID"] ?? "")}`
+    : base;
 }
 
-export type BaselineRead = { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
+export type BaselineRead =
+  { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
 
 /**
  * The baseline an action's envelope records, read by code before it is frozen: empty for a create
  * (there is no object yet); for a delete, what it removes, only as an earlier revision in `earlier`
  * recorded it (deleteBaselineFrom); else the object's fresh read.
  */
-export async function readBaseline(tools: Deps["tools"], a: { operation: OperationName; taskId: number; fields: Record<string, unknown> }, earlier: readonly Envelope[]): Promise<BaselineRead> {
+export async function readBaseline(
+  tools: Deps["tools"],
+  a: { operation: OperationName; taskId: number; fields: Record<string, unknown> },
+  earlier: readonly Envelope[],
+): Promise<BaselineRead> {
   const { effect, target } = OPERATIONS[a.operation];
   if (effect === "create") return { ok: true, object: {} };
   if (effect === "delete") return deleteBaselineFrom(tools, earlier, a);
@@ -68,31 +79,51 @@ export async function readBaseline(tools: Deps["tools"], a: { operation: Operati
   if (!object) {
     const missing = missingObjectOf(res, target, a.taskId);
     if (missing) return { ok: false, code: "TARGET_NOT_FOUND", reason: missing };
-    return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${target} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+    return {
+      ok: false,
+      code: "BASELINE_READ_FAILED",
+      reason: `could not read ${target} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
+    };
   }
   // The task answer carries the acting user's rights: a write it already refuses is not put in front of an approver.
   if (target === "task" && effect === "update" && canEditFrom(res.ok ? res.body : null) === false) {
-    return { ok: false, code: "NOT_PERMITTED", reason: `the portal reports that the acting user may not edit task ${a.taskId} (action.edit=false); the write would be refused, so no approval is asked` };
+    return {
+      ok: false,
+      code: "NOT_PERMITTED",
+      reason: `the portal reports that the acting user may not edit task ${a.taskId} (action.edit=false); the write would be refused, so no approval is asked`,
+    };
   }
   // A field guarded by a narrower right (DEADLINE by changeDeadline, …) that the same answer reports as false.
-  const denied = target === "task" && effect === "update" ? deniedFieldRights(res.ok ? res.body : null, Object.keys(a.fields)) : [];
+  const denied =
+    target === "task" && effect === "update"
+      ? deniedFieldRights(res.ok ? res.body : null, Object.keys(a.fields))
+      : [];
   if (denied.length > 0) {
     const which = denied.map((d) => `${d.field} needs action.${d.right}, which is false`).join("; ");
-    const reason = `the portal reports that the acting user may not change this on task ${a.taskId}: ${which}; `
-      + "the write would be refused, so no approval is asked";
+    const reason =
+      `the portal reports that the acting user may not change this on task ${a.taskId}: ${which}; ` +
+      "the write would be refused, so no approval is asked";
     return { ok: false, code: "NOT_PERMITTED", reason };
   }
   return { ok: true, object };
 }
 
 /** Why a read proves the object does not exist (or is not visible to the acting user), or null when it does not prove it. */
-function missingObjectOf(res: Awaited<ReturnType<typeof readObject>>["res"], target: string, id: number): string | null {
+function missingObjectOf(
+  res: Awaited<ReturnType<typeof readObject>>["res"],
+  target: string,
+  id: number,
+): string | null {
   if (res.ok) {
     const body = typeof res.body === "string" ? safeJson(res.body) : res.body;
     const result = (body as { result?: unknown } | null)?.result;
-    return target === "task" && Array.isArray(result) && result.length === 0 ? `${target} ${id} does not exist or the acting user cannot see it (the portal answered result: []); nothing to approve` : null;
+    return target === "task" && Array.isArray(result) && result.length === 0
+      ? `${target} ${id} does not exist or the acting user cannot see it (the portal answered result: []); nothing to approve`
+      : null;
   }
-  return res.error.kind === "not_found" ? `${target} ${id} does not exist or the acting user cannot see it (${res.error.description}); nothing to approve` : null;
+  return res.error.kind === "not_found"
+    ? `${target} ${id} does not exist or the acting user cannot see it (${res.error.description}); nothing to approve`
+    : null;
 }
 
 function safeJson(text: string): unknown {
@@ -104,12 +135,19 @@ function safeJson(text: string): unknown {
 }
 
 /** Why an update would change nothing on its baseline; a create, comment or delete always changes something. */
-export function noChangeOf(a: { operation: OperationName; fields: Record<string, unknown> }, baseline: Record<string, unknown>): string | undefined {
-  return OPERATIONS[a.operation].effect === "update" ? noChangeReason(a.fields, baseline, OPERATIONS[a.operation].target) : undefined;
+export function noChangeOf(
+  a: { operation: OperationName; fields: Record<string, unknown> },
+  baseline: Record<string, unknown>,
+): string | undefined {
+  return OPERATIONS[a.operation].effect === "update"
+    ? noChangeReason(a.fields, baseline, OPERATIONS[a.operation].target)
+    : undefined;
 }
 
 /** a1, a2, … for a model's proposal (ids are kept across later revisions of the same set). */
-export function withActionIds(actions: Array<{ operation: OperationName; taskId: number; fields: Record<string, unknown> }>): PlannedAction[] {
+export function withActionIds(
+  actions: Array<{ operation: OperationName; taskId: number; fields: Record<string, unknown> }>,
+): PlannedAction[] {
   return actions.map((a, i) => ({ actionId: `a${i + 1}`, ...a }));
 }
 
@@ -141,12 +179,32 @@ export async function buildChangeSet(
 ): Promise<SetBuild> {
   const { previous } = ctx;
   const revision = (previous?.revision ?? 0) + 1;
-  const check = checkPlan(deps.policy, ctx.scope, actions.map((a) => ({ operation: a.operation, taskId: a.taskId, fields: a.fields })));
+  const check = checkPlan(
+    deps.policy,
+    ctx.scope,
+    actions.map((a) => ({ operation: a.operation, taskId: a.taskId, fields: a.fields })),
+  );
   if (!check.allowed) {
-    return { ok: false, code: "DENIED_BY_POLICY", reason: `${check.code}: ${check.reasons.join("; ")}`, denied: { code: check.code, reasons: check.reasons } };
+    return {
+      ok: false,
+      code: "DENIED_BY_POLICY",
+      reason: `${check.code}: ${check.reasons.join("; ")}`,
+      denied: { code: check.code, reasons: check.reasons },
+    };
   }
-  const unverified = requesterNotVerified(deps.policy, check.risk.level, ctx.requestedBy, ctx.requesterVerifiedBy);
-  if (unverified) return { ok: false, code: "REQUESTER_NOT_VERIFIED", reason: unverified, denied: { code: "REQUESTER_NOT_VERIFIED", reasons: [unverified] } };
+  const unverified = requesterNotVerified(
+    deps.policy,
+    check.risk.level,
+    ctx.requestedBy,
+    ctx.requesterVerifiedBy,
+  );
+  if (unverified)
+    return {
+      ok: false,
+      code: "REQUESTER_NOT_VERIFIED",
+      reason: unverified,
+      denied: { code: "REQUESTER_NOT_VERIFIED", reasons: [unverified] },
+    };
 
   // One baseline read per object (task or deal, or what a delete removes), all before any envelope is frozen.
   const keyOf = baselineKeyOf;
@@ -163,16 +221,32 @@ export async function buildChangeSet(
     const earlier = ctx.previousMembers.filter((m) => m.set?.actionId === a.actionId).map((m) => m.envelope);
     const base = await readBaseline(deps.tools, a, earlier);
     if (!base.ok) {
-      const reason = OPERATIONS[a.operation].effect === "delete" || base.code === "NOT_PERMITTED" || base.code === "TARGET_NOT_FOUND" ? `${a.actionId}: ${base.reason}` : base.reason;
+      const reason =
+        OPERATIONS[a.operation].effect === "delete" ||
+        base.code === "NOT_PERMITTED" ||
+        base.code === "TARGET_NOT_FOUND"
+          ? `${a.actionId}: ${base.reason}`
+          : base.reason;
       // A write the portal already refuses (no edit right, no such object) refuses the set before anyone is asked: audited like a denial.
       const doomed = base.code === "NOT_PERMITTED" || base.code === "TARGET_NOT_FOUND";
-      return { ok: false, code: base.code, reason, ...(doomed ? { denied: { code: base.code, reasons: [reason] } } : {}) };
+      return {
+        ok: false,
+        code: base.code,
+        reason,
+        ...(doomed ? { denied: { code: base.code, reasons: [reason] } } : {}),
+      };
     }
     tasks.set(keyOf(a), base.object);
   }
   for (const a of actions) {
     const same = noChangeOf(a, tasks.get(keyOf(a))!);
-    if (same) return { ok: false, code: "NO_CHANGE", reason: `${a.actionId}: ${same}`, denied: { code: "NO_CHANGE", reasons: [`${a.actionId}: ${same}`] } };
+    if (same)
+      return {
+        ok: false,
+        code: "NO_CHANGE",
+        reason: `${a.actionId}: ${same}`,
+        denied: { code: "NO_CHANGE", reasons: [`${a.actionId}: ${same}`] },
+      };
   }
 
   const now = deps.clock();
@@ -218,16 +292,29 @@ export async function buildChangeSet(
   for (const [i, { actionId, envelope }] of envelopes.entries()) {
     const names = await lookupNames(deps.tools, userIdsOnCard(envelope), deps.clock);
     people.push(names);
-    const card = renderCard(envelope, hashEnvelope(envelope), "text", names ? { people: names.names } : {}).text;
+    const card = renderCard(
+      envelope,
+      hashEnvelope(envelope),
+      "text",
+      names ? { people: names.names } : {},
+    ).text;
     sections.push(`──── ACTION ${i + 1} of ${envelopes.length}: ${actionId} ────\n${card}`);
   }
   const partialNote = ctx.runWithoutReapproval
     ? `PARTIAL APPROVAL of ${previousHash} by ${ctx.runWithoutReapproval.decision.approverId}: ${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; the approved actions run without being shown again (policy partialExecution allows their classes).\n`
     : "";
-  const escalation = ctx.escalatedTo ? `ESCALATED to group ${ctx.escalatedTo}: the approval for ${previousHash} expired unanswered; only members of ${ctx.escalatedTo} may approve this fresh change set.\n` : "";
+  const escalation = ctx.escalatedTo
+    ? `ESCALATED to group ${ctx.escalatedTo}: the approval for ${previousHash} expired unanswered; only members of ${ctx.escalatedTo} may approve this fresh change set.\n`
+    : "";
   const card = `${ctx.note ?? ""}${escalation}${partialNote}${setCardHeader(set, setHash)}\n\n${sections.join("\n\n")}`;
 
-  const superseded = previous ? [...previous.supersededHashes, ...(previousHash ? [previousHash] : []), ...ctx.previousMembers.map((m) => m.envelopeHash)] : [];
+  const superseded = previous
+    ? [
+        ...previous.supersededHashes,
+        ...(previousHash ? [previousHash] : []),
+        ...ctx.previousMembers.map((m) => m.envelopeHash),
+      ]
+    : [];
   const rows: RegisteredAction[] = envelopes.map(({ actionId, envelope }, index) => ({
     envelopeHash: hashEnvelope(envelope),
     threadId: ctx.threadId,
@@ -260,10 +347,26 @@ export async function buildChangeSet(
     // (the thread's request as the journal recorded it) and then the set's decision_accepted.
     const claim = await deps.journal.decideActions(
       registered.map((r) => ({ envelopeHash: r.envelopeHash, decision: record })),
-      { threadId: ctx.threadId, envelopeHash: setHash, nonce: set.nonce, revision, decisionType: "approve", approverId: record.approverId, decidedAt: record.decidedAt },
-      [...registered.map((r) => approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, ctx.runWithoutReapproval!.request)), decisionAcceptedEntry(registered[0]!.envelope, setHash, record)],
+      {
+        threadId: ctx.threadId,
+        envelopeHash: setHash,
+        nonce: set.nonce,
+        revision,
+        decisionType: "approve",
+        approverId: record.approverId,
+        decidedAt: record.decidedAt,
+      },
+      [
+        ...registered.map((r) =>
+          approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, ctx.runWithoutReapproval!.request),
+        ),
+        decisionAcceptedEntry(registered[0]!.envelope, setHash, record),
+      ],
     );
-    if (claim.claimed) registered = await Promise.all(registered.map(async (r) => (await deps.journal.getAction(r.envelopeHash)) ?? r));
+    if (claim.claimed)
+      registered = await Promise.all(
+        registered.map(async (r) => (await deps.journal.getAction(r.envelopeHash)) ?? r),
+      );
     return { ok: true, rows: registered, set, setHash, autoApproved: claim.claimed };
   }
   return { ok: true, rows: registered, set, setHash, autoApproved: false };
@@ -286,7 +389,8 @@ export function expectedEnvelope(action: ActionRow, members: readonly ActionRow[
     if ((m.set?.index ?? Infinity) >= index || objectKeyOf(m.envelope) !== key) continue;
     if (m.progress.verification?.verdict !== "VERIFIED") continue;
     if (OPERATIONS[m.envelope.operation].effect === "update") {
-      for (const [field, value] of Object.entries(m.envelope.params)) if (field in values) values[field] = value;
+      for (const [field, value] of Object.entries(m.envelope.params))
+        if (field in values) values[field] = value;
     }
     const t = TARGETS[m.envelope.object.type];
     const x = t.extract(m.progress.verification.raw, m.envelope.object.id);
@@ -294,5 +398,7 @@ export function expectedEnvelope(action: ActionRow, members: readonly ActionRow[
     if (x.ok && marker in values && t.keyOf(marker) in x.object) values[marker] = x.object[t.keyOf(marker)];
     carried = true;
   }
-  return carried ? ({ ...action.envelope, baseline: { ...action.envelope.baseline, values } } as Envelope) : action.envelope;
+  return carried
+    ? ({ ...action.envelope, baseline: { ...action.envelope.baseline, values } } as Envelope)
+    : action.envelope;
 }

@@ -3,7 +3,15 @@
  * the proposal that restores it (src/envelope/compensation.ts). Used by `undo <thread>` before it
  * starts anything, and again by build_envelope, which trusts only the journal's sealed rows.
  */
-import { changedSinceCreated, changedSinceWrite, compensationOf, deletionOf, type ChangedSinceWrite, type CompensationPlan, type DeletePlan } from "../envelope/compensation.js";
+import {
+  changedSinceCreated,
+  changedSinceWrite,
+  compensationOf,
+  deletionOf,
+  type ChangedSinceWrite,
+  type CompensationPlan,
+  type DeletePlan,
+} from "../envelope/compensation.js";
 import { extractOf } from "../envelope/compare.js";
 import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 import { deleteSubjectOf } from "../envelope/deleted.js";
@@ -53,19 +61,37 @@ export function undoEndingCode(code: Extract<UndoPlan, { ok: false }>["code"]): 
  * The undo of thread `threadId`'s verified action, or why there is none. `policy` decides whether what
  * a create made may be deleted; without one nothing is deleted (the create is named as not undone).
  */
-export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentAction" | "getAction">, threadId: string, envelopeHash?: string, policy?: Policy): Promise<UndoPlan> {
+export async function undoPlanFor(
+  journal: Pick<Journal, "getThread" | "currentAction" | "getAction">,
+  threadId: string,
+  envelopeHash?: string,
+  policy?: Policy,
+): Promise<UndoPlan> {
   const thread = await journal.getThread(threadId);
   if (!thread) return { ok: false, code: "NO_SUCH_THREAD", reason: `no thread ${threadId} in the journal` };
   const action = envelopeHash ? await journal.getAction(envelopeHash) : await journal.currentAction(threadId);
-  if (!action || action.threadId !== threadId) return { ok: false, code: "NOT_UNDOABLE", reason: `thread ${threadId} has no action${envelopeHash ? ` ${envelopeHash}` : ""} to undo` };
+  if (!action || action.threadId !== threadId)
+    return {
+      ok: false,
+      code: "NOT_UNDOABLE",
+      reason: `thread ${threadId} has no action${envelopeHash ? ` ${envelopeHash}` : ""} to undo`,
+    };
   if (!action.macValid || !thread.macValid) {
-    return { ok: false, code: "INTEGRITY_CHECK_FAILED", reason: `the journal's record of thread ${threadId} fails its seal; nothing is proposed from it` };
+    return {
+      ok: false,
+      code: "INTEGRITY_CHECK_FAILED",
+      reason: `the journal's record of thread ${threadId} fails its seal; nothing is proposed from it`,
+    };
   }
   if (action.set) return undoOfSet(journal, threadId, action, policy);
   const closed = action.progress.closed;
   if (action.phase !== "closed" || closed?.outcome !== "VERIFIED") {
     const where = closed ? `ended ${closed.outcome} (${closed.reasonCode})` : `is ${action.phase}`;
-    return { ok: false, code: "NOT_UNDOABLE", reason: `only a VERIFIED change can be undone; thread ${threadId} ${where}` };
+    return {
+      ok: false,
+      code: "NOT_UNDOABLE",
+      reason: `only a VERIFIED change can be undone; thread ${threadId} ${where}`,
+    };
   }
   const plan = partOf(action, policy);
   if (!plan.ok) return { ok: false, code: "NOT_UNDOABLE", reason: `thread ${threadId}: ${plan.reason}` };
@@ -78,7 +104,15 @@ export async function undoPlanFor(journal: Pick<Journal, "getThread" | "currentA
       : `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`,
     source: "compensation",
   };
-  return { ok: true, original: action, plan, proposal, parts: [{ plan, proposal }], skipped: [], scope: scopeOf([plan]) };
+  return {
+    ok: true,
+    original: action,
+    plan,
+    proposal,
+    parts: [{ plan, proposal }],
+    skipped: [],
+    scope: scopeOf([plan]),
+  };
 }
 
 /** The undo of one verified action: a restore of an update, or the delete of what a create made. */
@@ -91,7 +125,11 @@ function partOf(m: ActionRow, policy: Policy | undefined): UndoPart | { ok: fals
       return compensationOf(m.envelope, m.progress.verification?.raw);
     case "create":
     case "create_child": {
-      if (!policy) return { ok: false, reason: `${m.envelope.operation} created a new object; no policy was given to say whether it may be deleted` };
+      if (!policy)
+        return {
+          ok: false,
+          reason: `${m.envelope.operation} created a new object; no policy was given to say whether it may be deleted`,
+        };
       return deletionOf(m.envelope, m.progress.verification, policy);
     }
     default: {
@@ -106,7 +144,9 @@ function deletedLabel(p: DeletePlan): string {
   return deleteSubjectOf(p.operation)!.label(p.taskId, Number(p.deletedId));
 }
 
-export type UndoRead = { ok: true; object: Record<string, unknown> } | { ok: false; code: "BASELINE_READ_FAILED" | "STALE_STATE" | "NO_CHANGE"; reason: string };
+export type UndoRead =
+  | { ok: true; object: Record<string, unknown> }
+  | { ok: false; code: "BASELINE_READ_FAILED" | "STALE_STATE" | "NO_CHANGE"; reason: string };
 
 /**
  * The fresh read an undo part is built on, and whether the object is still what our run left: for a
@@ -114,19 +154,39 @@ export type UndoRead = { ok: true; object: Record<string, unknown> } | { ok: fal
  * exactly as our run created it (changedSinceCreated), or already gone (NO_CHANGE: nothing to delete).
  * The object returned is the envelope's baseline read.
  */
-export async function readUndoPart(tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> }, plan: UndoPart): Promise<UndoRead> {
+export async function readUndoPart(
+  tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> },
+  plan: UndoPart,
+): Promise<UndoRead> {
   if (isDeletePart(plan)) {
-    const { res, located } = await readDeleted(tools, { operation: plan.operation, object: { id: plan.taskId }, params: plan.fields });
+    const { res, located } = await readDeleted(tools, {
+      operation: plan.operation,
+      object: { id: plan.taskId },
+      params: plan.fields,
+    });
     const what = deletedLabel(plan);
     switch (located.status) {
       case "gone":
-        return { ok: false, code: "NO_CHANGE", reason: `${located.reason}: ${what} is already gone, so there is nothing to delete` };
+        return {
+          ok: false,
+          code: "NO_CHANGE",
+          reason: `${located.reason}: ${what} is already gone, so there is nothing to delete`,
+        };
       case "failed":
       case "unknown":
-        return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${what} to record its baseline (${located.reason}): ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+        return {
+          ok: false,
+          code: "BASELINE_READ_FAILED",
+          reason: `could not read ${what} to record its baseline (${located.reason}): ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
+        };
       case "present": {
         const changed = changedSinceCreated(plan, located.object);
-        if (changed.length > 0) return { ok: false, code: "STALE_STATE", reason: `${what} changed after our run created it, so deleting it would delete someone else's change: ${describeChanges(changed, "we created")}` };
+        if (changed.length > 0)
+          return {
+            ok: false,
+            code: "STALE_STATE",
+            reason: `${what} changed after our run created it, so deleting it would delete someone else's change: ${describeChanges(changed, "we created")}`,
+          };
         return { ok: true, object: located.object };
       }
       default: {
@@ -136,14 +196,29 @@ export async function readUndoPart(tools: { read(role: ReadRole, args: Record<st
     }
   }
   const { res, object } = await readObject(tools, plan.type, plan.taskId);
-  if (!object) return { ok: false, code: "BASELINE_READ_FAILED", reason: `could not read ${plan.type} ${plan.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}` };
+  if (!object)
+    return {
+      ok: false,
+      code: "BASELINE_READ_FAILED",
+      reason: `could not read ${plan.type} ${plan.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
+    };
   const changed = changedSinceWrite(plan, object);
-  if (changed.length > 0) return { ok: false, code: "STALE_STATE", reason: `${plan.type} ${plan.taskId} changed after the write being undone, so restoring it would overwrite someone else's change: ${describeChanges(changed, "we wrote")}` };
+  if (changed.length > 0)
+    return {
+      ok: false,
+      code: "STALE_STATE",
+      reason: `${plan.type} ${plan.taskId} changed after the write being undone, so restoring it would overwrite someone else's change: ${describeChanges(changed, "we wrote")}`,
+    };
   return { ok: true, object };
 }
 
 function describeChanges(changed: ChangedSinceWrite[], ours: string): string {
-  return changed.map((c) => `${c.field} (${c.marker ? "at our verification" : ours} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`).join("; ");
+  return changed
+    .map(
+      (c) =>
+        `${c.field} (${c.marker ? "at our verification" : ours} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`,
+    )
+    .join("; ");
 }
 
 /**
@@ -153,15 +228,32 @@ function describeChanges(changed: ChangedSinceWrite[], ours: string): string {
  * What a VERIFIED create made is deleted where the policy allows that delete (after every restore);
  * where it does not, and for an action that did not verify, nothing is done and the action is named.
  */
-async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, action: ActionRow, policy: Policy | undefined): Promise<UndoPlan> {
+async function undoOfSet(
+  journal: Pick<Journal, "getAction">,
+  threadId: string,
+  action: ActionRow,
+  policy: Policy | undefined,
+): Promise<UndoPlan> {
   const set = action.set!;
   const members = await setMembersOf(action, (h) => journal.getAction(h));
   if (members.length !== set.set.actions.length || members.some((m) => !m.macValid)) {
-    return { ok: false, code: "INTEGRITY_CHECK_FAILED", reason: `the journal's rows of change set ${set.setHash} are missing or fail their seal; nothing is proposed from them` };
+    return {
+      ok: false,
+      code: "INTEGRITY_CHECK_FAILED",
+      reason: `the journal's rows of change set ${set.setHash} are missing or fail their seal; nothing is proposed from them`,
+    };
   }
-  if (members.some((m) => m.phase !== "closed")) return { ok: false, code: "NOT_UNDOABLE", reason: `change set ${set.setHash} of thread ${threadId} has not finished` };
+  if (members.some((m) => m.phase !== "closed"))
+    return {
+      ok: false,
+      code: "NOT_UNDOABLE",
+      reason: `change set ${set.setHash} of thread ${threadId} has not finished`,
+    };
   // Keyed by object (kind and id): one restore per task or deal.
-  const byTask = new Map<string, { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; restore?: Restore }>();
+  const byTask = new Map<
+    string,
+    { fields: Record<string, unknown>; wrote: Record<string, unknown>; last: ActionRow; restore?: Restore }
+  >();
   const keyOf = (m: ActionRow) => `${m.envelope.object.type}:${m.envelope.object.id}`;
   const skipped: string[] = [];
   const deletes: DeletePlan[] = [];
@@ -172,12 +264,16 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
     const entry = byTask.get(keyOf(m));
     if (entry && closed.outcome === "VERIFIED") entry.last = m;
     if (closed.outcome !== "VERIFIED") {
-      skipped.push(`${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
+      skipped.push(
+        `${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`,
+      );
       continue;
     }
     const found = partOf(m, policy);
     if (!found.ok) {
-      skipped.push(`${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is not undone: ${found.reason}`);
+      skipped.push(
+        `${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is not undone: ${found.reason}`,
+      );
       continue;
     }
     if (isDeletePart(found)) {
@@ -197,7 +293,15 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
     .filter((p) => p.restore !== undefined && Object.keys(p.fields).length > 0)
     .map((p) => {
       const r = p.restore!;
-      const plan: Restore = { ok: true, operation: r.operation, type: r.type, taskId: r.taskId, fields: p.fields, wrote: p.wrote, afterWrite: afterWriteOf(p.last) ?? r.afterWrite };
+      const plan: Restore = {
+        ok: true,
+        operation: r.operation,
+        type: r.type,
+        taskId: r.taskId,
+        fields: p.fields,
+        wrote: p.wrote,
+        afterWrite: afterWriteOf(p.last) ?? r.afterWrite,
+      };
       const proposal: ProposalRecord = {
         operation: r.operation,
         taskId: r.taskId,
@@ -212,16 +316,37 @@ async function undoOfSet(journal: Pick<Journal, "getAction">, threadId: string, 
   for (const d of deletes.reverse()) {
     parts.push({
       plan: d,
-      proposal: { operation: d.operation, taskId: d.taskId, fields: d.fields, rationale: `undo of change set ${set.setHash} (thread ${threadId}): delete ${deletedLabel(d)}, which the set created`, source: "compensation" },
+      proposal: {
+        operation: d.operation,
+        taskId: d.taskId,
+        fields: d.fields,
+        rationale: `undo of change set ${set.setHash} (thread ${threadId}): delete ${deletedLabel(d)}, which the set created`,
+        source: "compensation",
+      },
     });
   }
-  if (parts.length === 0) return { ok: false, code: "NOT_UNDOABLE", reason: `change set ${set.setHash} of thread ${threadId} has nothing to undo: ${skipped.join("; ")}` };
+  if (parts.length === 0)
+    return {
+      ok: false,
+      code: "NOT_UNDOABLE",
+      reason: `change set ${set.setHash} of thread ${threadId} has nothing to undo: ${skipped.join("; ")}`,
+    };
   const first = parts[0]!;
   return {
     ok: true,
     original: action,
     plan: first.plan,
-    proposal: parts.length > 1 ? { ...first.proposal, actions: parts.map((p) => ({ operation: p.plan.operation, taskId: p.plan.taskId, fields: p.plan.fields })) } : first.proposal,
+    proposal:
+      parts.length > 1
+        ? {
+            ...first.proposal,
+            actions: parts.map((p) => ({
+              operation: p.plan.operation,
+              taskId: p.plan.taskId,
+              fields: p.plan.fields,
+            })),
+          }
+        : first.proposal,
     parts,
     skipped,
     scope: scopeOf(parts.map((p) => p.plan)),

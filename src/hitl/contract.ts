@@ -101,7 +101,11 @@ export const SystemDecisionSchema = z.discriminatedUnion("type", [
     envelopeHash: z.string().max(128),
     nonce: z.string().max(128),
     by: z.strictObject({ id: z.string().min(1).max(128) }),
-    reason: z.string().trim().min(1, "a cancel needs a reason").max(4000, "a cancel reason is at most 4,000 characters"),
+    reason: z
+      .string()
+      .trim()
+      .min(1, "a cancel needs a reason")
+      .max(4000, "a cancel reason is at most 4,000 characters"),
   }),
   z.strictObject({
     type: z.literal("expire"),
@@ -114,7 +118,10 @@ export type SystemDecision = z.infer<typeof SystemDecisionSchema>;
 
 export const ResumeSchema = z.object({
   // One decision; for a change set either one for the whole set or one per action (named by actionId).
-  decisions: z.array(z.unknown()).min(1, "at least one decision").max(MAX_SET_ACTIONS, `at most ${MAX_SET_ACTIONS} decisions (one per action of a change set)`),
+  decisions: z
+    .array(z.unknown())
+    .min(1, "at least one decision")
+    .max(MAX_SET_ACTIONS, `at most ${MAX_SET_ACTIONS} decisions (one per action of a change set)`),
 });
 export type ResumeValue = { decisions: unknown[] };
 
@@ -126,5 +133,14 @@ export const APPROVER_PLACEHOLDER = "FILL-IN-your-approver-id";
  * authenticating LangGraph API server the approver is the caller (src/api/resume-identity.ts fills it in).
  */
 export function exampleApproval(hash: string, nonce: string, approverId?: string): ResumeValue {
-  return { decisions: [{ type: "approve", envelopeHash: hash, nonce, ...(approverId !== undefined ? { approver: { id: approverId } } : {}) }] };
+  return {
+    decisions: [
+      {
+        type: "approve",
+        envelopeHash: hash,
+        nonce,
+        ...(approverId !== undefined ? { approver: { id: approverId } } : {}),
+      },
+    ],
+  };
 }

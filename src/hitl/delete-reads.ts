@@ -4,7 +4,15 @@
  * task.commentitem.get answers one error for a missing comment, task or access alike), a task
  * through tasks.task.get (`result: []` when it is gone).
  */
-import { canonicalJson, compareBeforeDelete, locateDeleted, OPERATIONS, type Envelope, type OperationName, type SubjectRead } from "../envelope/index.js";
+import {
+  canonicalJson,
+  compareBeforeDelete,
+  locateDeleted,
+  OPERATIONS,
+  type Envelope,
+  type OperationName,
+  type SubjectRead,
+} from "../envelope/index.js";
 import type { McpCallResult, ReadRole } from "../tools/bitrix24-tools.js";
 import { toReadResult } from "./reads.js";
 
@@ -19,7 +27,13 @@ export async function readDeleted(
   return { res, located: locateDeleted(e, toReadResult(res)) };
 }
 
-export type DeleteBaseline = { ok: true; object: Record<string, unknown> } | { ok: false; code: "DENIED_BY_POLICY" | "NO_CHANGE" | "STALE_STATE" | "BASELINE_READ_FAILED"; reason: string };
+export type DeleteBaseline =
+  | { ok: true; object: Record<string, unknown> }
+  | {
+      ok: false;
+      code: "DENIED_BY_POLICY" | "NO_CHANGE" | "STALE_STATE" | "BASELINE_READ_FAILED";
+      reason: string;
+    };
 
 /**
  * The baseline of a delete built again from an earlier revision of the same delete (a fresh envelope
@@ -34,13 +48,25 @@ export async function deleteBaselineFrom(
   earlier: readonly Envelope[],
   proposal: { operation: OperationName; taskId: number; fields: Record<string, unknown> },
 ): Promise<DeleteBaseline> {
-  const previous = earlier.find((e) => e.operation === proposal.operation && e.object.id === proposal.taskId && canonicalJson(e.params) === canonicalJson(proposal.fields));
-  if (!previous) return { ok: false, code: "DENIED_BY_POLICY", reason: `${proposal.operation} is proposed only by an undo, as the delete of what our run created; this one is not` };
+  const previous = earlier.find(
+    (e) =>
+      e.operation === proposal.operation &&
+      e.object.id === proposal.taskId &&
+      canonicalJson(e.params) === canonicalJson(proposal.fields),
+  );
+  if (!previous)
+    return {
+      ok: false,
+      code: "DENIED_BY_POLICY",
+      reason: `${proposal.operation} is proposed only by an undo, as the delete of what our run created; this one is not`,
+    };
   const { res, located } = await readDeleted(tools, previous);
   const c = compareBeforeDelete(previous, toReadResult(res));
   switch (c.verdict) {
     case "MATCH":
-      return located.status === "present" ? { ok: true, object: located.object } : { ok: false, code: "BASELINE_READ_FAILED", reason: c.reason };
+      return located.status === "present"
+        ? { ok: true, object: located.object }
+        : { ok: false, code: "BASELINE_READ_FAILED", reason: c.reason };
     case "GONE":
       return { ok: false, code: "NO_CHANGE", reason: c.reason };
     case "MISMATCH":

@@ -8,14 +8,24 @@ export function inputRequestFrom(state: State, threadId: string): InputRequest {
   const req = state.inputRequest;
   if (!req) throw new Error("ask_input reached without a question");
   const last = state.refusals.at(-1);
-  return inputRequestOf(req, threadId, last && last.envelopeHash === null && last.at >= req.askedAt ? { code: last.code, reason: last.reason } : undefined);
+  return inputRequestOf(
+    req,
+    threadId,
+    last && last.envelopeHash === null && last.at >= req.askedAt
+      ? { code: last.code, reason: last.reason }
+      : undefined,
+  );
 }
 
 /**
  * Pure: the payload for a question as recorded (the journal's row for what a reader is shown, state's
  * for the interrupt itself), with the last answer's refusal when there was one.
  */
-export function inputRequestOf(req: InputRequestRecord, threadId: string, lastRefusal?: { code: string; reason: string }): InputRequest {
+export function inputRequestOf(
+  req: InputRequestRecord,
+  threadId: string,
+  lastRefusal?: { code: string; reason: string },
+): InputRequest {
   return {
     kind: "input",
     question: req.question,
@@ -28,7 +38,9 @@ export function inputRequestOf(req: InputRequestRecord, threadId: string, lastRe
 }
 
 /** The question as asked, from its journal row. */
-export function askedOf(q: Pick<QuestionEntry, "toolCallId" | "question" | "fields" | "askedAt">): InputRequestRecord {
+export function askedOf(
+  q: Pick<QuestionEntry, "toolCallId" | "question" | "fields" | "askedAt">,
+): InputRequestRecord {
   return { toolCallId: q.toolCallId, question: q.question, fields: q.fields, askedAt: q.askedAt };
 }
 
@@ -39,5 +51,9 @@ export function openAsked(q: QuestionEntry | undefined | null): InputRequestReco
 
 /** The payload a reader is shown for the journal's question row, with its last refused answer. */
 export function inputRequestOfRow(q: QuestionEntry, threadId: string): InputRequest {
-  return inputRequestOf(askedOf(q), threadId, q.lastRefusal !== null ? { code: "INVALID_ANSWER", reason: q.lastRefusal } : undefined);
+  return inputRequestOf(
+    askedOf(q),
+    threadId,
+    q.lastRefusal !== null ? { code: "INVALID_ANSWER", reason: q.lastRefusal } : undefined,
+  );
 }

@@ -9,11 +9,29 @@ import { createHash } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
-import { hashChangeSet, hashEnvelope, memberProblems, type RequesterVerification } from "../envelope/index.js";
-import { nextFromJournal, type ActionRow, type ClosedRecord, type JournalNext, type ThreadRecord, type TransitionResult } from "../store/action-machine.js";
+import {
+  hashChangeSet,
+  hashEnvelope,
+  memberProblems,
+  type RequesterVerification,
+} from "../envelope/index.js";
+import {
+  nextFromJournal,
+  type ActionRow,
+  type ClosedRecord,
+  type JournalNext,
+  type ThreadRecord,
+  type TransitionResult,
+} from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { AuditEntry } from "../store/audit.js";
-import { acknowledgementMirror, preReadMirror, verificationMirror, type Outcome, type ReasonCode } from "../envelope/records.js";
+import {
+  acknowledgementMirror,
+  preReadMirror,
+  verificationMirror,
+  type Outcome,
+  type ReasonCode,
+} from "../envelope/records.js";
 import { deriveScope, isRequestScope } from "./scope.js";
 import { journalGuardEntry, jsonSafe } from "./audit-records.js";
 import { mirrorsRegistered, sameJson } from "./thread-view.js";
@@ -54,7 +72,8 @@ export function allowedAt(next: JournalNext): readonly GatedNode[] {
 
 export function threadIdOf(config: LangGraphRunnableConfig): string {
   const id = config.configurable?.["thread_id"];
-  if (typeof id !== "string" || id === "") throw new Error("a run needs configurable.thread_id; the journal is keyed by it");
+  if (typeof id !== "string" || id === "")
+    throw new Error("a run needs configurable.thread_id; the journal is keyed by it");
   return id;
 }
 
@@ -93,7 +112,9 @@ export async function openGate(deps: Deps, config: LangGraphRunnableConfig, stat
             : null;
   if (unsealed) {
     const reason = `${unsealed} does not verify against its MAC: it was changed outside this program, or this process holds another journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE) than the one that sealed it. Nothing was done.`;
-    await deps.audit.append(tamperEntry(threadId, action, "journal", reason, deps.clock().toISOString(), state));
+    await deps.audit.append(
+      tamperEntry(threadId, action, "journal", reason, deps.clock().toISOString(), state),
+    );
     throw new DecisionNotAcceptedError(threadId, "INTEGRITY_CHECK_FAILED", reason);
   }
   return { threadId, thread, action, ...(members ? { members } : {}), next: nextFromJournal(thread, action) };
@@ -110,7 +131,9 @@ function setProblems(action: ActionRow, members: ActionRow[]): string[] {
   const out: string[] = [];
   if (hashChangeSet(m.set) !== m.setHash) out.push(`the set does not hash to ${m.setHash}`);
   out.push(...memberProblems(m.set, members));
-  for (const r of members) if (r.set?.setHash !== m.setHash) out.push(`${r.envelopeHash} is not registered as a member of ${m.setHash}`);
+  for (const r of members)
+    if (r.set?.setHash !== m.setHash)
+      out.push(`${r.envelopeHash} is not registered as a member of ${m.setHash}`);
   return out;
 }
 
@@ -147,13 +170,20 @@ export async function ensureThread(
  * Refuses a step the journal does not allow here: audited once per (node, journal position), and
  * the run goes to `resync`. Returns null when the node may proceed.
  */
-export async function refuseUnlessAllowed(deps: Deps, gate: Gate, node: GatedNode, state: State): Promise<Update | null> {
+export async function refuseUnlessAllowed(
+  deps: Deps,
+  gate: Gate,
+  node: GatedNode,
+  state: State,
+): Promise<Update | null> {
   if (allowedAt(gate.next).includes(node)) return null;
-  const where = gate.action ? `action ${gate.action.envelopeHash} is ${gate.action.phase}` : gate.thread?.closed ? "the thread has ended" : "no action is registered";
+  const where = gate.action
+    ? `action ${gate.action.envelopeHash} is ${gate.action.phase}`
+    : gate.thread?.closed
+      ? "the thread has ended"
+      : "no action is registered";
   const reason = `${node} was reached, but ${where}; the journal's next step is ${gate.next ?? "the agent"}. Nothing was done.`;
-  await deps.audit.append(
-    transitionRefusedEntry(gate, node, reason, deps.clock().toISOString(), state),
-  );
+  await deps.audit.append(transitionRefusedEntry(gate, node, reason, deps.clock().toISOString(), state));
   return { needsResync: true };
 }
 
@@ -166,12 +196,22 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
   if (!a) {
     // No action: nothing was sent, so any outcome but NOT_EXECUTED in state was written by someone else.
     if (state.outcome != null && state.outcome !== "NOT_EXECUTED") {
-      await deps.audit.append(tamperEntry(gate.threadId, undefined, node, `state claims outcome ${state.outcome}, but no action was registered for this thread; nothing was sent`, deps.clock().toISOString(), state));
+      await deps.audit.append(
+        tamperEntry(
+          gate.threadId,
+          undefined,
+          node,
+          `state claims outcome ${state.outcome}, but no action was registered for this thread; nothing was sent`,
+          deps.clock().toISOString(),
+          state,
+        ),
+      );
     }
     return;
   }
   const problems: string[] = [];
-  if (state.envelopeHash != null && state.envelopeHash !== a.envelopeHash) problems.push(`state names envelope ${state.envelopeHash}, the journal ${a.envelopeHash}`);
+  if (state.envelopeHash != null && state.envelopeHash !== a.envelopeHash)
+    problems.push(`state names envelope ${state.envelopeHash}, the journal ${a.envelopeHash}`);
   // The same JSON text as the journal's (sealed) envelope has the same canonical form, so the usual
   // case (state mirrors the registration: one comparison, shared with registeredFor) needs no hashing;
   // anything else is hashed and compared.
@@ -182,38 +222,79 @@ export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, st
     } catch {
       h = "(unhashable)";
     }
-    if (h !== a.envelopeHash) problems.push(`the envelope in state hashes to ${h}, not to the registered ${a.envelopeHash}`);
+    if (h !== a.envelopeHash)
+      problems.push(`the envelope in state hashes to ${h}, not to the registered ${a.envelopeHash}`);
   }
   if ((state.escalatedTo ?? null) !== a.escalatedTo && state.envelopeHash === a.envelopeHash) {
-    problems.push(`state says escalated to ${state.escalatedTo ?? "nobody"}, the journal ${a.escalatedTo ?? "nobody"}`);
+    problems.push(
+      `state says escalated to ${state.escalatedTo ?? "nobody"}, the journal ${a.escalatedTo ?? "nobody"}`,
+    );
   }
-  if (state.card != null && state.envelopeHash === a.envelopeHash && state.card !== a.card) problems.push("the card in state differs from the card registered for this envelope");
+  if (state.card != null && state.envelopeHash === a.envelopeHash && state.card !== a.card)
+    problems.push("the card in state differs from the card registered for this envelope");
   // Evidence mirrors may lag the journal (a crash between a journal write and its checkpoint) but
   // never lead it: a record in state that the journal does not hold was put there by someone else.
   const p = a.progress;
   // State keeps these without raw answers (state.ts), so they are compared as mirrors of the journal's.
   const differs = (mine: unknown, theirs: unknown) => mine != null && !sameJson(mine, theirs ?? null);
-  if (differs(state.verification, verificationMirror(p.verification))) problems.push(`state carries a verification (${state.verification?.verdict}) the journal does not hold (${p.verification?.verdict ?? "none"})`);
-  if (differs(state.preRead, preReadMirror(p.preRead))) problems.push(`state carries a pre-read (${state.preRead?.verdict}) the journal does not hold (${p.preRead?.verdict ?? "none"})`);
-  if (differs(state.acknowledgement, acknowledgementMirror(p.acknowledgement))) problems.push(`state carries an acknowledgement (${state.acknowledgement?.status}) the journal does not hold (${p.acknowledgement?.status ?? "none"})`);
-  if (state.decision != null && state.decision.envelopeHash === a.envelopeHash && (state.decision.approverId !== p.decision?.approverId || state.decision.type !== p.decision?.type)) {
-    problems.push(`state says ${state.decision.type} by ${state.decision.approverId}, the journal ${p.decision ? `${p.decision.type} by ${p.decision.approverId}` : "no decision"}`);
+  if (differs(state.verification, verificationMirror(p.verification)))
+    problems.push(
+      `state carries a verification (${state.verification?.verdict}) the journal does not hold (${p.verification?.verdict ?? "none"})`,
+    );
+  if (differs(state.preRead, preReadMirror(p.preRead)))
+    problems.push(
+      `state carries a pre-read (${state.preRead?.verdict}) the journal does not hold (${p.preRead?.verdict ?? "none"})`,
+    );
+  if (differs(state.acknowledgement, acknowledgementMirror(p.acknowledgement)))
+    problems.push(
+      `state carries an acknowledgement (${state.acknowledgement?.status}) the journal does not hold (${p.acknowledgement?.status ?? "none"})`,
+    );
+  if (
+    state.decision != null &&
+    state.decision.envelopeHash === a.envelopeHash &&
+    (state.decision.approverId !== p.decision?.approverId || state.decision.type !== p.decision?.type)
+  ) {
+    problems.push(
+      `state says ${state.decision.type} by ${state.decision.approverId}, the journal ${p.decision ? `${p.decision.type} by ${p.decision.approverId}` : "no decision"}`,
+    );
   }
-  if (state.outcome != null && state.outcome !== "NOT_EXECUTED" && state.outcome !== p.closed?.outcome) problems.push(`state claims outcome ${state.outcome}; the journal holds ${p.closed?.outcome ?? "no outcome yet"}`);
+  if (state.outcome != null && state.outcome !== "NOT_EXECUTED" && state.outcome !== p.closed?.outcome)
+    problems.push(
+      `state claims outcome ${state.outcome}; the journal holds ${p.closed?.outcome ?? "no outcome yet"}`,
+    );
   if (problems.length === 0) return;
-  await deps.audit.append(tamperEntry(gate.threadId, a, node, `${problems.join("; ")}. The journal's record was used.`, deps.clock().toISOString(), state));
+  await deps.audit.append(
+    tamperEntry(
+      gate.threadId,
+      a,
+      node,
+      `${problems.join("; ")}. The journal's record was used.`,
+      deps.clock().toISOString(),
+      state,
+    ),
+  );
 }
 
 /**
  * Why an approved envelope may not be acted on any more, judged by this server's clock and the portal
  * this process is connected to; null while it may. Shared by the pre-read, the write and a recovery re-send.
  */
-export function unusableApproval(envelope: { expiresAt: string; portal: string }, now: Date, portal: string): { code: "APPROVAL_EXPIRED" | "WRONG_TARGET"; reason: string } | null {
+export function unusableApproval(
+  envelope: { expiresAt: string; portal: string },
+  now: Date,
+  portal: string,
+): { code: "APPROVAL_EXPIRED" | "WRONG_TARGET"; reason: string } | null {
   if (now.getTime() >= Date.parse(envelope.expiresAt)) {
-    return { code: "APPROVAL_EXPIRED", reason: `the approval expired at ${envelope.expiresAt}, before the write (now ${now.toISOString()})` };
+    return {
+      code: "APPROVAL_EXPIRED",
+      reason: `the approval expired at ${envelope.expiresAt}, before the write (now ${now.toISOString()})`,
+    };
   }
   if (envelope.portal !== portal) {
-    return { code: "WRONG_TARGET", reason: `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${portal}` };
+    return {
+      code: "WRONG_TARGET",
+      reason: `the envelope was approved for portal ${envelope.portal}, but this process is connected to ${portal}`,
+    };
   }
   return null;
 }
@@ -227,19 +308,40 @@ export function closedUpdate(c: ClosedRecord): Update {
  * action is closed, or (no action yet) the thread itself. `finish` then reports what the journal
  * holds, so a reason code written into state by anyone else is never what is reported.
  */
-export async function endRunInJournal(deps: Deps, gate: Gate, state: State, reasonCode: ReasonCode, reason: string): Promise<Update> {
+export async function endRunInJournal(
+  deps: Deps,
+  gate: Gate,
+  state: State,
+  reasonCode: ReasonCode,
+  reason: string,
+): Promise<Update> {
   const a = gate.action;
   // An action whose write may have gone out is never NOT_EXECUTED: only verify and finish end it.
   // Every caller is gated to a step before the write; this holds if one ever is not.
-  if (a && (a.phase === "intent" || a.phase === "acknowledged" || a.phase === "verified")) return { needsResync: true };
-  if (a && a.phase !== "closed" && a.phase !== "superseded") return closeAction(deps, a, "NOT_EXECUTED", reasonCode, reason);
+  if (a && (a.phase === "intent" || a.phase === "acknowledged" || a.phase === "verified"))
+    return { needsResync: true };
+  if (a && a.phase !== "closed" && a.phase !== "superseded")
+    return closeAction(deps, a, "NOT_EXECUTED", reasonCode, reason);
   const thread = await ensureThread(deps, gate, state);
-  const closed = (await deps.journal.closeThread(thread.threadId, { outcome: "NOT_EXECUTED", reasonCode, reason, at: deps.clock().toISOString() }))?.closed;
+  const closed = (
+    await deps.journal.closeThread(thread.threadId, {
+      outcome: "NOT_EXECUTED",
+      reasonCode,
+      reason,
+      at: deps.clock().toISOString(),
+    })
+  )?.closed;
   return closed ? closedUpdate(closed) : { needsResync: true };
 }
 
 /** Closes the thread's open action with an outcome (the first close wins) and mirrors what stuck. */
-export async function closeAction(deps: Deps, action: ActionRow, outcome: Outcome, reasonCode: ReasonCode, reason: string): Promise<Update> {
+export async function closeAction(
+  deps: Deps,
+  action: ActionRow,
+  outcome: Outcome,
+  reasonCode: ReasonCode,
+  reason: string,
+): Promise<Update> {
   const closed = (await closeRow(deps, action, outcome, reasonCode, reason)).progress.closed;
   return closed ? closedUpdate(closed) : { needsResync: true };
 }
@@ -248,22 +350,52 @@ export async function closeAction(deps: Deps, action: ActionRow, outcome: Outcom
  * Closes an action with an outcome (the first close wins) and returns its row as the journal holds it
  * afterwards: the closed row, or, when the move was refused (another process moved it), the row as it is.
  */
-export async function closeRow(deps: Deps, action: ActionRow, outcome: Outcome, reasonCode: ReasonCode, reason: string, patch: Parameters<Deps["journal"]["moveAction"]>[2] = {}): Promise<ActionRow> {
+export async function closeRow(
+  deps: Deps,
+  action: ActionRow,
+  outcome: Outcome,
+  reasonCode: ReasonCode,
+  reason: string,
+  patch: Parameters<Deps["journal"]["moveAction"]>[2] = {},
+): Promise<ActionRow> {
   const closed: ClosedRecord = { outcome, reasonCode, reason, at: deps.clock().toISOString() };
-  return rowAfter(deps, action, await deps.journal.moveAction(action.envelopeHash, "closed", { ...patch, closed }));
+  return rowAfter(
+    deps,
+    action,
+    await deps.journal.moveAction(action.envelopeHash, "closed", { ...patch, closed }),
+  );
 }
 
 /** The row a transition left: the moved row, or (the move refused: another process moved it) the row as the journal holds it. */
-export async function rowAfter(deps: Pick<Deps, "journal">, action: ActionRow, moved: TransitionResult): Promise<ActionRow> {
+export async function rowAfter(
+  deps: Pick<Deps, "journal">,
+  action: ActionRow,
+  moved: TransitionResult,
+): Promise<ActionRow> {
   return moved.ok ? moved.row : ((await deps.journal.getAction(action.envelopeHash)) ?? action);
 }
 
 function stateDigest(state: State): string {
-  const text = JSON.stringify(jsonSafe({ h: state.envelopeHash ?? null, o: state.outcome ?? null, e: state.escalatedTo ?? null, v: state.verification?.verdict ?? null, c: state.card ?? null, env: state.envelope ?? null }));
+  const text = JSON.stringify(
+    jsonSafe({
+      h: state.envelopeHash ?? null,
+      o: state.outcome ?? null,
+      e: state.escalatedTo ?? null,
+      v: state.verification?.verdict ?? null,
+      c: state.card ?? null,
+      env: state.envelope ?? null,
+    }),
+  );
   return createHash("sha256").update(text).digest("hex").slice(0, 16);
 }
 
-function transitionRefusedEntry(gate: Gate, node: GatedNode, reason: string, at: string, state: State): AuditEntry {
+function transitionRefusedEntry(
+  gate: Gate,
+  node: GatedNode,
+  reason: string,
+  at: string,
+  state: State,
+): AuditEntry {
   return journalGuardEntry("transition_refused", {
     threadId: gate.threadId,
     action: gate.action,
@@ -276,7 +408,14 @@ function transitionRefusedEntry(gate: Gate, node: GatedNode, reason: string, at:
   });
 }
 
-function tamperEntry(threadId: string, action: ActionRow | undefined, where: string, reason: string, at: string, state: State): AuditEntry {
+function tamperEntry(
+  threadId: string,
+  action: ActionRow | undefined,
+  where: string,
+  reason: string,
+  at: string,
+  state: State,
+): AuditEntry {
   return journalGuardEntry("tamper_detected", {
     threadId,
     action,
@@ -289,4 +428,5 @@ function tamperEntry(threadId: string, action: ActionRow | undefined, where: str
 }
 
 /** The requester as state claims it: only for a record about a thread the journal does not know yet. */
-const requesterIn = (state: State): string => (typeof state.requestedBy === "string" ? state.requestedBy : "");
+const requesterIn = (state: State): string =>
+  typeof state.requestedBy === "string" ? state.requestedBy : "";

@@ -18,7 +18,9 @@ export async function adoptLegacyApprovals(config: AppConfig, journal: Journal):
     const saver = createCheckpointer(config);
     try {
       for (const row of rows) {
-        const values = (await saver.getTuple({ configurable: { thread_id: row.threadId, checkpoint_ns: "" } }))?.checkpoint.channel_values ?? {};
+        const values =
+          (await saver.getTuple({ configurable: { thread_id: row.threadId, checkpoint_ns: "" } }))?.checkpoint
+            .channel_values ?? {};
         await adoptOne(journal, row, values as Record<string, unknown>);
       }
     } finally {
@@ -28,7 +30,11 @@ export async function adoptLegacyApprovals(config: AppConfig, journal: Journal):
   await journal.retireLegacyApprovals();
 }
 
-async function adoptOne(journal: Journal, row: { threadId: string; envelopeHash: string }, state: Record<string, unknown>): Promise<void> {
+async function adoptOne(
+  journal: Journal,
+  row: { threadId: string; envelopeHash: string },
+  state: Record<string, unknown>,
+): Promise<void> {
   const envelope = state["envelope"] as Envelope | null | undefined;
   if (!envelope) return;
   let hash: string;

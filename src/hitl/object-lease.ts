@@ -9,9 +9,13 @@ import { objectKeyOf, type ActionRow, type ObjectLease } from "../store/action-m
 import type { LeaseRecord } from "../envelope/records.js";
 import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 
-export type HoldResult = { held: true; record: LeaseRecord } | { held: false; holder: ObjectLease; record: LeaseRecord };
+export type HoldResult =
+  { held: true; record: LeaseRecord } | { held: false; holder: ObjectLease; record: LeaseRecord };
 
-export async function holdObject(deps: Pick<Deps, "journal" | "config">, action: ActionRow): Promise<HoldResult> {
+export async function holdObject(
+  deps: Pick<Deps, "journal" | "config">,
+  action: ActionRow,
+): Promise<HoldResult> {
   const objectKey = objectKeyOf(action.envelope);
   const { holdMs, waitMs } = deps.config.objectLease;
   const owner = { envelopeHash: action.envelopeHash, threadId: action.threadId };
@@ -36,7 +40,10 @@ export async function holdObject(deps: Pick<Deps, "journal" | "config">, action:
 }
 
 /** The lease an action renews in the same transaction as its write-ahead entry (journal.beginWrite). */
-export function leaseOf(deps: Pick<Deps, "config">, action: ActionRow): { objectKey: string; holdMs: number } {
+export function leaseOf(
+  deps: Pick<Deps, "config">,
+  action: ActionRow,
+): { objectKey: string; holdMs: number } {
   return { objectKey: objectKeyOf(action.envelope), holdMs: deps.config.objectLease.holdMs };
 }
 

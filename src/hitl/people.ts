@@ -13,11 +13,20 @@ export const NAME_LOOKUP_BUDGET_MS = 5_000;
 const MAX_PAGES = 4;
 
 type Reader = Pick<Bitrix24Tools, "read">;
-type UserRow = { ID?: unknown; NAME?: unknown; LAST_NAME?: unknown; SECOND_NAME?: unknown; ACTIVE?: unknown; WORK_POSITION?: unknown };
+type UserRow = {
+  ID?: unknown;
+  NAME?: unknown;
+  LAST_NAME?: unknown;
+  SECOND_NAME?: unknown;
+  ACTIVE?: unknown;
+  WORK_POSITION?: unknown;
+};
 
 /** "Bob Smith" from user.get's UPPER_SNAKE row. */
 export function fullName(u: UserRow): string {
-  return [u.NAME, u.SECOND_NAME, u.LAST_NAME].filter((p): p is string => typeof p === "string" && p.trim() !== "").join(" ");
+  return [u.NAME, u.SECOND_NAME, u.LAST_NAME]
+    .filter((p): p is string => typeof p === "string" && p.trim() !== "")
+    .join(" ");
 }
 
 function isActive(u: UserRow): boolean {
@@ -25,19 +34,31 @@ function isActive(u: UserRow): boolean {
 }
 
 function failureOf(res: McpCallResult & { ok: false }): string {
-  return `user.get failed: ${res.error.kind}${res.error.code !== undefined ? ` ${res.error.code}` : ""}: ${res.error.description}`.slice(0, 300);
+  return `user.get failed: ${res.error.kind}${res.error.code !== undefined ? ` ${res.error.code}` : ""}: ${res.error.description}`.slice(
+    0,
+    300,
+  );
 }
 
 /** All pages of one user.get query (bounded), within the time budget. */
-async function usersWhere(tools: Reader, filter: Record<string, unknown>, budgetMs: number): Promise<{ ok: true; users: UserRow[] } | { ok: false; why: string }> {
+async function usersWhere(
+  tools: Reader,
+  filter: Record<string, unknown>,
+  budgetMs: number,
+): Promise<{ ok: true; users: UserRow[] } | { ok: false; why: string }> {
   const deadline = Date.now() + budgetMs;
   const users: UserRow[] = [];
   let start: number | undefined;
   for (let page = 0; page < MAX_PAGES; page++) {
     const left = deadline - Date.now();
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), Math.max(0, left))));
-    const res = await Promise.race([tools.read("getUsers", { filter, ...(start !== undefined ? { start } : {}) }), timeout]).finally(() => clearTimeout(timer));
+    const timeout = new Promise<"timeout">(
+      (resolve) => (timer = setTimeout(() => resolve("timeout"), Math.max(0, left))),
+    );
+    const res = await Promise.race([
+      tools.read("getUsers", { filter, ...(start !== undefined ? { start } : {}) }),
+      timeout,
+    ]).finally(() => clearTimeout(timer));
     if (res === "timeout") return { ok: false, why: `user.get gave no answer within ${budgetMs} ms` };
     if (!res.ok) return { ok: false, why: failureOf(res) };
     const body = res.body as { result?: unknown; next?: unknown } | null;
@@ -53,7 +74,12 @@ async function usersWhere(tools: Reader, filter: Record<string, unknown>, budget
  * The names of these user ids, for the card. Every id gets an entry: its name (and whether the person
  * is still active), or why it is unavailable (lookup failed, or no such user visible to the webhook).
  */
-export async function lookupNames(tools: Reader, ids: readonly string[], now: () => Date, budgetMs = NAME_LOOKUP_BUDGET_MS): Promise<PeopleLookup | undefined> {
+export async function lookupNames(
+  tools: Reader,
+  ids: readonly string[],
+  now: () => Date,
+  budgetMs = NAME_LOOKUP_BUDGET_MS,
+): Promise<PeopleLookup | undefined> {
   if (ids.length === 0) return undefined;
   const readAt = now().toISOString();
   let found: Awaited<ReturnType<typeof usersWhere>>;
@@ -70,7 +96,14 @@ export async function lookupNames(tools: Reader, ids: readonly string[], now: ()
     }
     const u = found.users.find((row) => String(row.ID) === id);
     const name = u ? fullName(u) : "";
-    names[id] = u && name ? { name, active: isActive(u) } : { unavailable: u ? "the user has no name in Bitrix24" : `user.get returned no user ${id} (deleted, or not visible to the webhook)` };
+    names[id] =
+      u && name
+        ? { name, active: isActive(u) }
+        : {
+            unavailable: u
+              ? "the user has no name in Bitrix24"
+              : `user.get returned no user ${id} (deleted, or not visible to the webhook)`,
+          };
   }
   return { method: "user.get", readAt, names };
 }
@@ -86,7 +119,8 @@ function spellings(u: UserRow): string[] {
 }
 
 function candidateOf(u: UserRow): Candidate {
-  const position = typeof u.WORK_POSITION === "string" && u.WORK_POSITION.trim() ? u.WORK_POSITION.trim() : undefined;
+  const position =
+    typeof u.WORK_POSITION === "string" && u.WORK_POSITION.trim() ? u.WORK_POSITION.trim() : undefined;
   return { id: String(u.ID), name: fullName(u), ...(position ? { workPosition: position } : {}) };
 }
 
@@ -96,7 +130,11 @@ function candidateOf(u: UserRow): Candidate {
  * aside; first and last name in either order, or one of them alone): one is resolved, none is not
  * found (the search's other hits are listed as similar), several are ambiguous.
  */
-export async function resolveName(tools: Reader, t: TypedName, budgetMs = NAME_LOOKUP_BUDGET_MS): Promise<NameResolution> {
+export async function resolveName(
+  tools: Reader,
+  t: TypedName,
+  budgetMs = NAME_LOOKUP_BUDGET_MS,
+): Promise<NameResolution> {
   const typed = normal(t.typed);
   const filter = { NAME_SEARCH: t.typed.trim(), ACTIVE: true };
   const searched = JSON.stringify(filter);
@@ -110,13 +148,18 @@ export async function resolveName(tools: Reader, t: TypedName, budgetMs = NAME_L
   const active = found.users.filter(isActive);
   const exact = active.filter((u) => spellings(u).includes(typed));
   const unique = [...new Map(exact.map((u) => [String(u.ID), u])).values()];
-  if (unique.length === 1) return { ...t, searched, status: "resolved", id: String(unique[0]!.ID), name: fullName(unique[0]!) };
+  if (unique.length === 1)
+    return { ...t, searched, status: "resolved", id: String(unique[0]!.ID), name: fullName(unique[0]!) };
   if (unique.length > 1) return { ...t, searched, status: "ambiguous", candidates: unique.map(candidateOf) };
   return { ...t, searched, status: "not_found", near: active.slice(0, 5).map(candidateOf) };
 }
 
 /** Resolves each typed name once (the same name typed twice is one lookup). */
-export async function resolveNames(tools: Reader, typed: readonly TypedName[], budgetMs = NAME_LOOKUP_BUDGET_MS): Promise<NameResolution[]> {
+export async function resolveNames(
+  tools: Reader,
+  typed: readonly TypedName[],
+  budgetMs = NAME_LOOKUP_BUDGET_MS,
+): Promise<NameResolution[]> {
   const out: NameResolution[] = [];
   for (const t of typed) {
     if (out.some((r) => r.field === t.field && r.typed === t.typed)) continue;

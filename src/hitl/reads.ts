@@ -12,7 +12,11 @@ export function toReadResult(res: McpCallResult): ReadResult {
   if (res.error.kind === "malformed_response") return { status: "ok", body: res.error.rawBody ?? res.text };
   return {
     status: "failed",
-    error: { kind: res.error.kind, ...(res.error.code !== undefined ? { code: res.error.code } : {}), description: res.error.description },
+    error: {
+      kind: res.error.kind,
+      ...(res.error.code !== undefined ? { code: res.error.code } : {}),
+      description: res.error.description,
+    },
   };
 }
 
@@ -40,8 +44,12 @@ export const FIELD_RIGHTS: Readonly<Record<string, string>> = {
 };
 
 /** The fields of `fields` whose right the task answer reports as false, each with that right's name. */
-export function deniedFieldRights(body: unknown, fields: readonly string[]): Array<{ field: string; right: string }> {
-  const action = (body as { result?: { task?: { action?: Record<string, unknown> } } } | null)?.result?.task?.action;
+export function deniedFieldRights(
+  body: unknown,
+  fields: readonly string[],
+): Array<{ field: string; right: string }> {
+  const action = (body as { result?: { task?: { action?: Record<string, unknown> } } } | null)?.result?.task
+    ?.action;
   return fields.flatMap((f) => {
     const right = FIELD_RIGHTS[f];
     return right && action?.[right] === false ? [{ field: f, right }] : [];

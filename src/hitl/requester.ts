@@ -19,12 +19,26 @@ export interface RequestToVerify {
 
 export type RequesterCheck = { ok: true; verifiedBy: RequesterVerification } | { ok: false; problem: string };
 
-export function verifyRequester(threadId: string, input: RequestToVerify, caller: string | undefined, publicKeys: Map<string, KeyObject>): RequesterCheck {
+export function verifyRequester(
+  threadId: string,
+  input: RequestToVerify,
+  caller: string | undefined,
+  publicKeys: Map<string, KeyObject>,
+): RequesterCheck {
   if (input.requesterSignature !== undefined) {
     const key = publicKeys.get(input.requestedBy);
-    const payload = { kind: "request" as const, threadId, request: input.request, requestedBy: input.requestedBy, scope: { ...(input.scope ?? {}) } };
+    const payload = {
+      kind: "request" as const,
+      threadId,
+      request: input.request,
+      requestedBy: input.requestedBy,
+      scope: { ...(input.scope ?? {}) },
+    };
     if (!key) {
-      return { ok: false, problem: `REQUESTER_SIGNATURE_INVALID: the request is signed, but no key is registered for ${input.requestedBy} in ACTION_ENVELOPE_APPROVER_KEYS; nothing was started` };
+      return {
+        ok: false,
+        problem: `REQUESTER_SIGNATURE_INVALID: the request is signed, but no key is registered for ${input.requestedBy} in ACTION_ENVELOPE_APPROVER_KEYS; nothing was started`,
+      };
     }
     if (!verifyRequestSignature(payload, input.requesterSignature, key)) {
       return {

@@ -18,7 +18,9 @@ const FIELD_WORDS: Array<[RegExp, string]> = [
   [/\bclose ?date\b/i, "CLOSEDATE"],
   [/\bdescription\b/i, "DESCRIPTION"],
   // A new task (add_task): "create a task …" is about the fields a new task is made with.
-  ...(["TITLE", "RESPONSIBLE_ID", "DESCRIPTION", "DEADLINE", "PRIORITY", "GROUP_ID"] as const).map((f): [RegExp, string] => [/\b(?:create|add|open|make)\s+(?:a\s+)?(?:new\s+)?task\b/i, f]),
+  ...(["TITLE", "RESPONSIBLE_ID", "DESCRIPTION", "DEADLINE", "PRIORITY", "GROUP_ID"] as const).map(
+    (f): [RegExp, string] => [/\b(?:create|add|open|make)\s+(?:a\s+)?(?:new\s+)?task\b/i, f],
+  ),
   // A comment's text (add_task_comment): "comment on task 4", "tell the team", "post a note".
   [/\b(comment|tell|notify|post|note)\b/i, "POST_MESSAGE"],
 ];
@@ -38,7 +40,9 @@ export function deriveScope(request: string, given?: RequestScope): RequestScope
   const taskIds = given?.taskIds?.length
     ? given.taskIds
     : [...request.matchAll(/\btask\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
-  const dealIds = given?.dealIds?.length ? given.dealIds : [...request.matchAll(/\bdeal\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
+  const dealIds = given?.dealIds?.length
+    ? given.dealIds
+    : [...request.matchAll(/\bdeal\s*(?:#|no\.?|id)?\s*(\d+)\b/gi)].map((m) => Number(m[1]));
   const words = dealIds.length ? [...FIELD_WORDS, ...DEAL_FIELD_WORDS] : FIELD_WORDS;
   const fields = given?.fields?.length
     ? given.fields.map((f) => f.toUpperCase())
@@ -53,7 +57,8 @@ export function deriveScope(request: string, given?: RequestScope): RequestScope
 export function isRequestScope(v: unknown): v is RequestScope {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
   const { taskIds, dealIds, fields } = v as { taskIds?: unknown; dealIds?: unknown; fields?: unknown };
-  const listOf = (xs: unknown, ok: (x: unknown) => boolean) => xs === undefined || (Array.isArray(xs) && xs.every(ok));
+  const listOf = (xs: unknown, ok: (x: unknown) => boolean) =>
+    xs === undefined || (Array.isArray(xs) && xs.every(ok));
   const ids = (x: unknown) => Number.isSafeInteger(x) && (x as number) > 0;
   return listOf(taskIds, ids) && listOf(dealIds, ids) && listOf(fields, (x) => typeof x === "string");
 }

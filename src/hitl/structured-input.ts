@@ -61,18 +61,30 @@ export function validateAnswers(
   resume: unknown,
 ): { ok: true; answers: Record<string, string | number> } | { ok: false; reason: string } {
   const outer = AnswerResumeSchema.safeParse(resume);
-  if (!outer.success) return { ok: false, reason: `expected {"answers": {${Object.keys(fields).join(", ")}}}; got ${JSON.stringify(resume)?.slice(0, 300)}` };
+  if (!outer.success)
+    return {
+      ok: false,
+      reason: `expected {"answers": {${Object.keys(fields).join(", ")}}}; got ${JSON.stringify(resume)?.slice(0, 300)}`,
+    };
   const shape = Object.fromEntries(Object.entries(fields).map(([n, f]) => [n, fieldSchema(f)]));
   const parsed = z.strictObject(shape).safeParse(outer.data.answers);
   if (!parsed.success) {
-    return { ok: false, reason: parsed.error.issues.map((i) => `${i.path.join(".") || "answers"}: ${i.message}`).join("; ") };
+    return {
+      ok: false,
+      reason: parsed.error.issues.map((i) => `${i.path.join(".") || "answers"}: ${i.message}`).join("; "),
+    };
   }
   return { ok: true, answers: parsed.data as Record<string, string | number> };
 }
 
 /** The example answer shown with a question (`exampleResume.answers`): each field's first choice, 0 or "…". */
 export function exampleAnswers(fields: Record<string, InputField>): Record<string, string | number> {
-  return Object.fromEntries(Object.entries(fields).map(([n, f]) => [n, f.type === "enum" ? (f.choices?.[0] ?? "") : f.type === "number" ? 0 : "…"]));
+  return Object.fromEntries(
+    Object.entries(fields).map(([n, f]) => [
+      n,
+      f.type === "enum" ? (f.choices?.[0] ?? "") : f.type === "number" ? 0 : "…",
+    ]),
+  );
 }
 
 const HUMAN_ROLES = new Set(["human", "user"]);
@@ -84,15 +96,27 @@ function humanText(m: unknown): string | undefined {
   let role: unknown = o["role"] ?? o["type"];
   let content: unknown = o["content"];
   // A LangChain message instance (getType) or its serialised form {lc, type: "constructor", id: [..., "HumanMessage"], kwargs}.
-  if (typeof (o as { getType?: unknown }).getType === "function") role = (o as unknown as { getType(): string }).getType();
-  else if (o["lc"] !== undefined && Array.isArray(o["id"]) && typeof o["kwargs"] === "object" && o["kwargs"] !== null) {
+  if (typeof (o as { getType?: unknown }).getType === "function")
+    role = (o as unknown as { getType(): string }).getType();
+  else if (
+    o["lc"] !== undefined &&
+    Array.isArray(o["id"]) &&
+    typeof o["kwargs"] === "object" &&
+    o["kwargs"] !== null
+  ) {
     role = String(o["id"].at(-1)) === "HumanMessage" ? "human" : "other";
     content = (o["kwargs"] as Record<string, unknown>)["content"];
   }
   if (typeof role !== "string" || !HUMAN_ROLES.has(role)) return undefined;
   if (typeof content === "string") return content;
   if (Array.isArray(content)) {
-    const parts = content.map((p) => (typeof p === "string" ? p : typeof p === "object" && p !== null && (p as { type?: unknown }).type === "text" ? String((p as { text?: unknown }).text ?? "") : ""));
+    const parts = content.map((p) =>
+      typeof p === "string"
+        ? p
+        : typeof p === "object" && p !== null && (p as { type?: unknown }).type === "text"
+          ? String((p as { text?: unknown }).text ?? "")
+          : "",
+    );
     return parts.join("");
   }
   return undefined;
@@ -132,17 +156,32 @@ export function answersFromChat(
   const example = JSON.stringify({ answers: exampleAnswers(fields) });
   const shown = JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text);
   const expects = names.map((n) => describeField(n, fields[n]!)).join("; ");
-  if (text.trim() === "") return { ok: false, reason: `a chat message without text cannot answer the waiting question "${question}"; it expects ${expects}. Answer it (resume) with ${example}` };
+  if (text.trim() === "")
+    return {
+      ok: false,
+      reason: `a chat message without text cannot answer the waiting question "${question}"; it expects ${expects}. Answer it (resume) with ${example}`,
+    };
   if (names.length !== 1) {
-    return { ok: false, reason: `the chat message ${shown} was not taken as the answer: the waiting question "${question}" has ${names.length} fields (${expects}), and a chat message can answer only a question with one. Answer it (resume) with ${example}` };
+    return {
+      ok: false,
+      reason: `the chat message ${shown} was not taken as the answer: the waiting question "${question}" has ${names.length} fields (${expects}), and a chat message can answer only a question with one. Answer it (resume) with ${example}`,
+    };
   }
   const name = names[0]!;
   const result = validateAnswers(fields, { answers: { [name]: text.trim() } });
   if (result.ok) return result;
-  return { ok: false, reason: `the chat message ${shown} is not a valid answer to the waiting question "${question}": it expects ${expects} (${result.reason}). Send just the value, or answer it (resume) with ${example}` };
+  return {
+    ok: false,
+    reason: `the chat message ${shown} is not a valid answer to the waiting question "${question}": it expects ${expects} (${result.reason}). Send just the value, or answer it (resume) with ${example}`,
+  };
 }
 
 function describeField(name: string, f: InputField): string {
-  const what = f.type === "enum" ? `one of ${(f.choices ?? []).map((c) => JSON.stringify(c)).join(", ")}` : f.type === "number" ? "a number" : "text";
+  const what =
+    f.type === "enum"
+      ? `one of ${(f.choices ?? []).map((c) => JSON.stringify(c)).join(", ")}`
+      : f.type === "number"
+        ? "a number"
+        : "text";
   return `${name}: ${what}${f.description ? ` (${f.description})` : ""}`;
 }

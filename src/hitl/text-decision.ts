@@ -19,7 +19,13 @@ export interface ChatDecision {
 }
 
 export function isChatDecision(v: unknown): v is ChatDecision {
-  return typeof v === "object" && v !== null && !Array.isArray(v) && typeof (v as ChatDecision).chatDecision === "string" && Object.keys(v).length === 1;
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    !Array.isArray(v) &&
+    typeof (v as ChatDecision).chatDecision === "string" &&
+    Object.keys(v).length === 1
+  );
 }
 
 export type FromClient = { value: unknown } | { refused: { code: "MALFORMED"; reason: string } };
@@ -39,7 +45,12 @@ export function decisionOfText(text: string, authUser: string | undefined): From
     try {
       return { value: JSON.parse(body) as unknown };
     } catch (e) {
-      return { refused: { code: "MALFORMED", reason: `the message looks like JSON but is not (${(e as Error).message}); paste the card's decision JSON whole` } };
+      return {
+        refused: {
+          code: "MALFORMED",
+          reason: `the message looks like JSON but is not (${(e as Error).message}); paste the card's decision JSON whole`,
+        },
+      };
     }
   }
   const m = LINE.exec(body);
@@ -48,16 +59,29 @@ export function decisionOfText(text: string, authUser: string | undefined): From
       return {
         refused: {
           code: "MALFORMED",
-          reason: "the one-line decision names no approver, and this server does not authenticate callers (no API tokens); paste the card's decision JSON with your approver id",
+          reason:
+            "the one-line decision names no approver, and this server does not authenticate callers (no API tokens); paste the card's decision JSON with your approver id",
         },
       };
     }
     const [, type, hash, nonce, reason] = m;
-    if (!HASH_PATTERN.test(hash!.toLowerCase())) return { refused: { code: "MALFORMED", reason: `${quote(hash!)} is not an envelope hash` } };
-    const decision = { type: type!.toLowerCase(), envelopeHash: hash!.toLowerCase(), nonce: nonce!.toLowerCase(), approver: { id: authUser }, ...(reason ? { message: reason } : {}) };
+    if (!HASH_PATTERN.test(hash!.toLowerCase()))
+      return { refused: { code: "MALFORMED", reason: `${quote(hash!)} is not an envelope hash` } };
+    const decision = {
+      type: type!.toLowerCase(),
+      envelopeHash: hash!.toLowerCase(),
+      nonce: nonce!.toLowerCase(),
+      approver: { id: authUser },
+      ...(reason ? { message: reason } : {}),
+    };
     return { value: { decisions: [decision] } };
   }
-  return { refused: { code: "MALFORMED", reason: `the message ${quote(trimmed)} is not a decision: a decision names the envelope's hash and nonce` } };
+  return {
+    refused: {
+      code: "MALFORMED",
+      reason: `the message ${quote(trimmed)} is not a decision: a decision names the envelope's hash and nonce`,
+    },
+  };
 }
 
 /**

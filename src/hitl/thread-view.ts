@@ -7,7 +7,13 @@
  */
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
-import { OPERATIONS, isOperationName, type ActionOutcome, type Envelope, type OperationName } from "../envelope/index.js";
+import {
+  OPERATIONS,
+  isOperationName,
+  type ActionOutcome,
+  type Envelope,
+  type OperationName,
+} from "../envelope/index.js";
 import {
   acknowledgementMirror,
   preReadMirror,
@@ -91,19 +97,37 @@ export function viewOf({ thread, action, execution, previous }: JournalRows): Th
   const history = action && !action.set && previous ? revisionHistoryOf(action, previous) : undefined;
   const closed = thread?.closed ?? action?.progress.closed;
   return {
-    ...(thread ? { request: { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } } : {}),
+    ...(thread
+      ? { request: { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } }
+      : {}),
     ...(action
-      ? { registered: { envelope: action.envelope, envelopeHash: action.envelopeHash, card: action.card, escalatedTo: action.escalatedTo, supersededHashes: action.supersededHashes } }
+      ? {
+          registered: {
+            envelope: action.envelope,
+            envelopeHash: action.envelopeHash,
+            card: action.card,
+            escalatedTo: action.escalatedTo,
+            supersededHashes: action.supersededHashes,
+          },
+        }
       : {}),
     evidence: {
       decision: decisionOf(action),
       preRead: action?.progress.preRead ?? null,
       invocation: execution ? invocationOf(execution) : null,
-      acknowledgement: action?.progress.acknowledgement ?? (execution?.acknowledgement as AcknowledgementRecord | undefined) ?? null,
+      acknowledgement:
+        action?.progress.acknowledgement ??
+        (execution?.acknowledgement as AcknowledgementRecord | undefined) ??
+        null,
       verification: action?.progress.verification ?? null,
     },
     ending: closed
-      ? { outcome: closed.outcome, reasonCode: closed.reasonCode, reason: closed.reason, finishedAt: closed.at }
+      ? {
+          outcome: closed.outcome,
+          reasonCode: closed.reasonCode,
+          reason: closed.reason,
+          finishedAt: closed.at,
+        }
       : { outcome: null, reasonCode: null, reason: null, finishedAt: null },
     ...(history ? { revisionHistory: history } : {}),
   };
@@ -131,7 +155,11 @@ export function revisionHistoryOf(current: ActionRow, previous: ActionRow): Revi
 }
 
 /** The view flattened into graph state's channels (what a reader of values expects), raw answers included. */
-export function flatView(v: ThreadJournalView): Partial<RegisteredView & EvidenceView & EndingView & { request: string; requestedBy: string; scope: RequestScope }> {
+export function flatView(
+  v: ThreadJournalView,
+): Partial<
+  RegisteredView & EvidenceView & EndingView & { request: string; requestedBy: string; scope: RequestScope }
+> {
   return { ...v.request, ...v.registered, ...v.evidence, ...v.ending };
 }
 
@@ -139,7 +167,11 @@ export function flatView(v: ThreadJournalView): Partial<RegisteredView & Evidenc
  * One action of a change set as the journal closed it (undefined while it is open): its outcome, whether
  * a write was sent, and for a create the task it made, as its verification tied it to this write.
  */
-export function actionOutcomeOf(row: ActionRow, execution: ExecutionEntry | undefined, actionId = row.set?.actionId ?? "a?"): ActionOutcome | undefined {
+export function actionOutcomeOf(
+  row: ActionRow,
+  execution: ExecutionEntry | undefined,
+  actionId = row.set?.actionId ?? "a?",
+): ActionOutcome | undefined {
   const closed = row.progress.closed;
   if (!closed) return undefined;
   const made = row.progress.verification?.created;
@@ -149,7 +181,12 @@ export function actionOutcomeOf(row: ActionRow, execution: ExecutionEntry | unde
     envelopeHash: row.envelopeHash,
     operation: row.envelope.operation,
     taskId: row.envelope.object.id,
-    ...(row.envelope.object.id === 0 && made?.type === "task" && Number.isSafeInteger(createdId) && createdId > 0 ? { createdId } : {}),
+    ...(row.envelope.object.id === 0 &&
+    made?.type === "task" &&
+    Number.isSafeInteger(createdId) &&
+    createdId > 0
+      ? { createdId }
+      : {}),
     outcome: closed.outcome,
     reasonCode: closed.reasonCode,
     reason: closed.reason,
@@ -188,14 +225,24 @@ type Mirrored = { envelopeHash?: string | null; envelope?: unknown; card?: strin
  * per state object and registration: the drift check and the mirror a node writes (registeredFor) share
  * it, and a registered row never changes under its hash.
  */
-export function mirrorsRegistered(r: Pick<RegisteredView, "envelopeHash" | "card" | "envelope">, mirrored: Mirrored): boolean {
+export function mirrorsRegistered(
+  r: Pick<RegisteredView, "envelopeHash" | "card" | "envelope">,
+  mirrored: Mirrored,
+): boolean {
   const seen = mirrorChecks.get(mirrored);
-  if (seen?.envelopeHash === r.envelopeHash && seen.card === r.card && seen.envelope === r.envelope) return seen.same;
-  const same = mirrored.envelopeHash === r.envelopeHash && mirrored.card === r.card && sameJson(mirrored.envelope, r.envelope);
+  if (seen?.envelopeHash === r.envelopeHash && seen.card === r.card && seen.envelope === r.envelope)
+    return seen.same;
+  const same =
+    mirrored.envelopeHash === r.envelopeHash &&
+    mirrored.card === r.card &&
+    sameJson(mirrored.envelope, r.envelope);
   mirrorChecks.set(mirrored, { envelopeHash: r.envelopeHash, card: r.card, envelope: r.envelope, same });
   return same;
 }
-const mirrorChecks = new WeakMap<object, { envelopeHash: string; card: string; envelope: unknown; same: boolean }>();
+const mirrorChecks = new WeakMap<
+  object,
+  { envelopeHash: string; card: string; envelope: unknown; same: boolean }
+>();
 
 /**
  * The registered part as a node writes it into state's mirror: only where state's copy differs from the
@@ -211,17 +258,26 @@ export function registeredFor(view: ThreadJournalView, mirrored: Mirrored): Part
 
 /** Evidence as graph state and the phase events keep it: without the target's raw answers, which stay in the journal. */
 export function evidenceForState(e: EvidenceView): EvidenceView {
-  return { ...e, preRead: preReadMirror(e.preRead), acknowledgement: acknowledgementMirror(e.acknowledgement), verification: verificationMirror(e.verification) };
+  return {
+    ...e,
+    preRead: preReadMirror(e.preRead),
+    acknowledgement: acknowledgementMirror(e.acknowledgement),
+    verification: verificationMirror(e.verification),
+  };
 }
 
 /**
  * The evidence channels whose mirror differs from what state holds: a node writes only those, so an
  * unchanged record is not serialised into every later step's checkpoint writes.
  */
-export function evidenceChangedFrom(e: EvidenceView, mirrored: Partial<Record<keyof EvidenceView, unknown>>): Partial<EvidenceView> {
+export function evidenceChangedFrom(
+  e: EvidenceView,
+  mirrored: Partial<Record<keyof EvidenceView, unknown>>,
+): Partial<EvidenceView> {
   const mirror = evidenceForState(e);
   const out: Partial<Record<keyof EvidenceView, unknown>> = {};
-  for (const k of Object.keys(mirror) as Array<keyof EvidenceView>) if (!sameJson(mirror[k], mirrored[k] ?? null)) out[k] = mirror[k];
+  for (const k of Object.keys(mirror) as Array<keyof EvidenceView>)
+    if (!sameJson(mirror[k], mirrored[k] ?? null)) out[k] = mirror[k];
   return out as Partial<EvidenceView>;
 }
 
@@ -245,7 +301,9 @@ export function operationOf(entry: ExecutionEntry): OperationName {
 }
 
 export function protocolOf(entry: ExecutionEntry): WriteProtocol {
-  return (entry.args as StoredArgs | null)?.protocol === "rest3-idempotency-key" ? "rest3-idempotency-key" : "rest2";
+  return (entry.args as StoredArgs | null)?.protocol === "rest3-idempotency-key"
+    ? "rest3-idempotency-key"
+    : "rest2";
 }
 
 /** The invocation as the journal recorded it before sending. */

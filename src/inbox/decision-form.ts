@@ -24,7 +24,10 @@ export interface PerActionForm {
  * only those three choices. Without the set on screen (a stale tab, or a thread no longer waiting) only
  * the shape is checked; the driver then refuses the stale card with its reason.
  */
-export function readPerActionForm(form: FormBody, members: ActionRow[] | undefined): { ok: true; form: PerActionForm } | { ok: false; reason: string } {
+export function readPerActionForm(
+  form: FormBody,
+  members: ActionRow[] | undefined,
+): { ok: true; form: PerActionForm } | { ok: false; reason: string } {
   const entries: PerActionForm["entries"] = [];
   const twice: string[] = [];
   const bad: string[] = [];
@@ -53,9 +56,16 @@ export function readPerActionForm(form: FormBody, members: ActionRow[] | undefin
     if (unknown.length) problems.push(`the change set has no action ${unknown.join(", ")}`);
     // In the set's order, whatever order the form sent them in.
     entries.sort((a, b) => ids.indexOf(a.actionId) - ids.indexOf(b.actionId));
-    if (problems.length) return { ok: false, reason: `decide every action of the change set exactly once (${ids.join(", ")}): ${problems.join("; ")}.` };
+    if (problems.length)
+      return {
+        ok: false,
+        reason: `decide every action of the change set exactly once (${ids.join(", ")}): ${problems.join("; ")}.`,
+      };
   } else if (problems.length || entries.length === 0) {
-    return { ok: false, reason: `decide every action of the change set exactly once: ${problems.join("; ") || "no action was decided"}.` };
+    return {
+      ok: false,
+      reason: `decide every action of the change set exactly once: ${problems.join("; ") || "no action was decided"}.`,
+    };
   }
   return { ok: true, form: { entries } };
 }
@@ -65,12 +75,24 @@ export function readPerActionForm(form: FormBody, members: ActionRow[] | undefin
  * object under the operation's id argument. Without the row (a stale tab, a thread no longer waiting) it names
  * update_task on task 0; the driver then refuses the stale card.
  */
-export function editedActionOf(row: ActionRow | undefined, fields: Record<string, unknown>): { name: string; args: Record<string, unknown> } {
-  return { name: row?.envelope.operation ?? "update_task", args: { [row ? OPERATIONS[row.envelope.operation].idArg : "taskId"]: row?.envelope.object.id ?? 0, fields } };
+export function editedActionOf(
+  row: ActionRow | undefined,
+  fields: Record<string, unknown>,
+): { name: string; args: Record<string, unknown> } {
+  return {
+    name: row?.envelope.operation ?? "update_task",
+    args: {
+      [row ? OPERATIONS[row.envelope.operation].idArg : "taskId"]: row?.envelope.object.id ?? 0,
+      fields,
+    },
+  };
 }
 
 /** An edit's values from `<prefix>field.<F>` (text) and `<prefix>json.<F>` (JSON) inputs, as the page and its signature build them. */
-export function editedFields(form: FormBody, prefix: string): { ok: true; fields: Record<string, unknown> } | { ok: false; reason: string } {
+export function editedFields(
+  form: FormBody,
+  prefix: string,
+): { ok: true; fields: Record<string, unknown> } | { ok: false; reason: string } {
   const fields: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(form)) {
     if (typeof v !== "string" || !k.startsWith(prefix)) continue;
@@ -100,10 +122,12 @@ export function invisibleInEdit(fields: Record<string, unknown>): string | null 
   const walk = (name: string, v: unknown): void => {
     if (typeof v === "string") {
       const marks = new Set(v.match(/⟨U\+[0-9A-F]{4,6}⟩/g) ?? []);
-      for (const ch of v) if (!LAYOUT.has(ch) && classify(ch.codePointAt(0)!, ch)) marks.add(marker(ch.codePointAt(0)!));
+      for (const ch of v)
+        if (!LAYOUT.has(ch) && classify(ch.codePointAt(0)!, ch)) marks.add(marker(ch.codePointAt(0)!));
       if (marks.size > 0) found.push(`${name} (${[...marks].join(" ")})`);
     } else if (Array.isArray(v)) v.forEach((x, i) => walk(`${name}[${i}]`, x));
-    else if (v !== null && typeof v === "object") for (const [k, x] of Object.entries(v)) walk(`${name}.${k}`, x);
+    else if (v !== null && typeof v === "object")
+      for (const [k, x] of Object.entries(v)) walk(`${name}.${k}`, x);
   };
   for (const [k, v] of Object.entries(fields)) walk(k, v);
   return found.length === 0
@@ -112,7 +136,22 @@ export function invisibleInEdit(fields: Record<string, unknown>): string | null 
 }
 
 /** The audit record of an edit the inbox refused for characters that cannot be seen (nothing was sent to the graph). */
-export async function auditUnsafeEdit(app: App, threadId: string, action: ActionRow | undefined, reason: string, fields: Record<string, unknown>): Promise<void> {
+export async function auditUnsafeEdit(
+  app: App,
+  threadId: string,
+  action: ActionRow | undefined,
+  reason: string,
+  fields: Record<string, unknown>,
+): Promise<void> {
   const thread = await app.deps.journal.getThread(threadId);
-  await app.deps.audit.append(lateResumeEntry(threadId, thread, action, { code: "INVISIBLE_CHARACTERS", reason }, { editedFields: fields }, app.deps.clock().toISOString()));
+  await app.deps.audit.append(
+    lateResumeEntry(
+      threadId,
+      thread,
+      action,
+      { code: "INVISIBLE_CHARACTERS", reason },
+      { editedFields: fields },
+      app.deps.clock().toISOString(),
+    ),
+  );
 }

@@ -29,10 +29,20 @@ export interface OnScreen {
   nonce: string;
 }
 
-export async function submitAsSignedIn(app: App, threadId: string, onScreen: OnScreen, resume: unknown, identity: string): Promise<ThreadView> {
+export async function submitAsSignedIn(
+  app: App,
+  threadId: string,
+  onScreen: OnScreen,
+  resume: unknown,
+  identity: string,
+): Promise<ThreadView> {
   return resumeAsSignedIn(app, threadId, identity, "role:approver", (view) => {
     if (view.status !== "awaiting_approval") {
-      throw new StaleCardError(threadId, `the thread is no longer waiting for this approval (it is ${view.status.replace("_", " ")}); nothing was applied`, view);
+      throw new StaleCardError(
+        threadId,
+        `the thread is no longer waiting for this approval (it is ${view.status.replace("_", " ")}); nothing was applied`,
+        view,
+      );
     }
     const a = view.approval!;
     if (a.envelopeHash !== onScreen.envelopeHash || a.nonce !== onScreen.nonce) {
@@ -51,13 +61,27 @@ export async function submitAsSignedIn(app: App, threadId: string, onScreen: OnS
  * (its askedAt) is still waiting, as the resume `{answers}` that the CLI's `answer` sends; check_input
  * validates it against the schema that was shown, exactly as for the CLI.
  */
-export async function answerAsSignedIn(app: App, threadId: string, askedAt: string, answers: Record<string, string>, identity: string): Promise<ThreadView> {
+export async function answerAsSignedIn(
+  app: App,
+  threadId: string,
+  askedAt: string,
+  answers: Record<string, string>,
+  identity: string,
+): Promise<ThreadView> {
   return resumeAsSignedIn(app, threadId, identity, "role:requester", (view) => {
     if (view.status !== "awaiting_input") {
-      throw new StaleCardError(threadId, `the thread is no longer waiting for this answer (it is ${view.status.replace("_", " ")}); nothing was sent`, view);
+      throw new StaleCardError(
+        threadId,
+        `the thread is no longer waiting for this answer (it is ${view.status.replace("_", " ")}); nothing was sent`,
+        view,
+      );
     }
     if (view.input!.askedAt !== askedAt) {
-      throw new StaleCardError(threadId, "a new question replaced the one on your screen; nothing was sent. Read the current question below.", view);
+      throw new StaleCardError(
+        threadId,
+        "a new question replaced the one on your screen; nothing was sent. Read the current question below.",
+        view,
+      );
     }
     return { answers };
   });
@@ -69,19 +93,33 @@ export async function answerAsSignedIn(app: App, threadId: string, askedAt: stri
  * drives the graph with the signed-in person as the authenticated user, so check_decision and
  * check_input judge exactly as for the CLI, with the identity verified.
  */
-async function resumeAsSignedIn(app: App, threadId: string, identity: string, role: string, resumeFor: (view: ThreadView) => unknown): Promise<ThreadView> {
+async function resumeAsSignedIn(
+  app: App,
+  threadId: string,
+  identity: string,
+  role: string,
+  resumeFor: (view: ThreadView) => unknown,
+): Promise<ThreadView> {
   const journal = app.deps.journal;
   const owner = `${process.pid}:inbox:${randomUUID()}`;
   if (!(await journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
-    throw new DecisionNotAcceptedError(threadId, "IN_PROGRESS", "another process is working on this thread right now; try again when it has finished");
+    throw new DecisionNotAcceptedError(
+      threadId,
+      "IN_PROGRESS",
+      "another process is working on this thread right now; try again when it has finished",
+    );
   }
   try {
     const view = await viewThread(app, threadId);
-    if (view.status === "not_found") throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+    if (view.status === "not_found")
+      throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
     const resume = resumeFor(view);
     const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
     const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
-      configurable: { thread_id: threadId, langgraph_auth_user: { identity, is_authenticated: true, permissions: [role] } },
+      configurable: {
+        thread_id: threadId,
+        langgraph_auth_user: { identity, is_authenticated: true, permissions: [role] },
+      },
       durability: RUN_DURABILITY,
       streamMode: "updates",
     });

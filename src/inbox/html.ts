@@ -14,7 +14,13 @@ export class Html {
   }
 }
 
-const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+const ENTITIES: Record<string, string> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": "&#39;",
+};
 
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ENTITIES[c]!);
@@ -41,7 +47,12 @@ const MARKER = /⟨U\+[0-9A-F]{4,6}⟩/g;
 
 /** Already-escaped display text (markers in it) as HTML, each marker highlighted. */
 export function markedHtml(display: string): Html {
-  return new Html(escapeHtml(display).replace(MARKER, (m) => `<mark class="invisible" title="a character you could not see">${m}</mark>`));
+  return new Html(
+    escapeHtml(display).replace(
+      MARKER,
+      (m) => `<mark class="invisible" title="a character you could not see">${m}</mark>`,
+    ),
+  );
 }
 
 /** One-line data value: invisibles and line breaks as markers, highlighted, HTML-escaped. */

@@ -38,15 +38,20 @@ const LOOPBACK_HOST = /^(127\.0\.0\.1|localhost|\[::1\])(:\d{1,5})?$/;
  */
 async function apiCheckpointer(): Promise<BaseCheckpointSaver> {
   const server = createRequire(import.meta.url).resolve("@langchain/langgraph-api/server");
-  const mod = (await import(pathToFileURL(path.join(path.dirname(server), "storage/checkpoint.mjs")).href)) as { checkpointer: BaseCheckpointSaver };
+  const mod = (await import(
+    pathToFileURL(path.join(path.dirname(server), "storage/checkpoint.mjs")).href
+  )) as { checkpointer: BaseCheckpointSaver };
   return mod.checkpointer;
 }
 
-type Inbox = { fetch: (req: Request, env?: unknown) => Response | Promise<Response>; app: App } | { disabled: string };
+type Inbox =
+  { fetch: (req: Request, env?: unknown) => Response | Promise<Response>; app: App } | { disabled: string };
 
 /** The API server's storage (set on every request's context by langgraph-api server.mjs as LANGGRAPH_OPS). */
 interface ApiOps {
-  threads: { setStatus(threadId: string, options: { checkpoint?: unknown; exception?: unknown }): Promise<void> };
+  threads: {
+    setStatus(threadId: string, options: { checkpoint?: unknown; exception?: unknown }): Promise<void>;
+  };
 }
 let inbox: Promise<Inbox> | undefined;
 
@@ -55,7 +60,7 @@ async function build(): Promise<Inbox> {
   if (!config.inboxUsersPath) {
     return {
       disabled:
-        'The web inbox is not enabled on this server: set ACTION_ENVELOPE_INBOX_USERS to a JSON file of approver credentials (made with `npm run cli -- inbox-user --id <approver> --file inbox-users.json`) and restart it.',
+        "The web inbox is not enabled on this server: set ACTION_ENVELOPE_INBOX_USERS to a JSON file of approver credentials (made with `npm run cli -- inbox-user --id <approver> --file inbox-users.json`) and restart it.",
     };
   }
   const users = loadInboxUsers(config.inboxUsersPath);

@@ -72,7 +72,9 @@ export interface Entitlement {
 
 /** Every operation an approval covers: the envelope's, or each action's of a change set. */
 export function operationsOf(action: ActionRow): string[] {
-  return action.set ? [...new Set(action.set.set.actions.map((a) => a.operation))] : [action.envelope.operation];
+  return action.set
+    ? [...new Set(action.set.set.actions.map((a) => a.operation))]
+    : [action.envelope.operation];
 }
 
 /**
@@ -96,10 +98,30 @@ export function boundOf(action: ActionRow): Bound {
   const m = action.set;
   if (m) {
     const s = m.set;
-    return { hash: m.setHash, nonce: s.nonce, revision: s.revision, expiresAt: s.expiresAt, risk: s.risk.level, reversibility: s.risk.reversibility, requestedBy: s.requestedBy, requesterVerifiedBy: requesterVerificationOf(s), createdAt: s.createdAt };
+    return {
+      hash: m.setHash,
+      nonce: s.nonce,
+      revision: s.revision,
+      expiresAt: s.expiresAt,
+      risk: s.risk.level,
+      reversibility: s.risk.reversibility,
+      requestedBy: s.requestedBy,
+      requesterVerifiedBy: requesterVerificationOf(s),
+      createdAt: s.createdAt,
+    };
   }
   const e = action.envelope;
-  return { hash: action.envelopeHash, nonce: e.nonce, revision: e.revision, expiresAt: e.expiresAt, risk: e.risk.level, reversibility: e.risk.reversibility, requestedBy: e.requestedBy, requesterVerifiedBy: requesterVerificationOf(e), createdAt: e.createdAt };
+  return {
+    hash: action.envelopeHash,
+    nonce: e.nonce,
+    revision: e.revision,
+    expiresAt: e.expiresAt,
+    risk: e.risk.level,
+    reversibility: e.risk.reversibility,
+    requestedBy: e.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(e),
+    createdAt: e.createdAt,
+  };
 }
 
 /**
@@ -116,15 +138,23 @@ export function entitlementOf(app: App, action: ActionRow, user: string): Entitl
   const sod = policy.separationOfDuties;
   const level = action.set ? action.set.set.risk.level : action.envelope.risk.level;
   const author = subject.requestedBy === user ? "requested" : subject.editedBy === user ? "edited" : null;
-  const selfBarred = sod && author && levelRank(level) >= levelRank(sod.requesterMayNotApproveAtOrAbove) ? author : null;
+  const selfBarred =
+    sod && author && levelRank(level) >= levelRank(sod.requesterMayNotApproveAtOrAbove) ? author : null;
   const notApprovable: NotApprovable | null = !approver ? null : !inGroup ? "escalated" : selfBarred;
-  return { mayDecide: approver, mayApprove: approver && notApprovable === null, mayCancel: approver || action.envelope.requestedBy === user, notApprovable };
+  return {
+    mayDecide: approver,
+    mayApprove: approver && notApprovable === null,
+    mayCancel: approver || action.envelope.requestedBy === user,
+    notApprovable,
+  };
 }
 
 /** The journal's action for a thread when it is a live, intact, waiting approval; else undefined. */
 export async function waitingAction(app: App, threadId: string): Promise<ActionRow | undefined> {
   const action = await app.deps.journal.currentAction(threadId);
-  return action && action.macValid && action.phase === "registered" && !action.progress.closed ? action : undefined;
+  return action && action.macValid && action.phase === "registered" && !action.progress.closed
+    ? action
+    : undefined;
 }
 
 export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
@@ -162,7 +192,14 @@ export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
       escalatedTo: action.escalatedTo,
       lastRefusal: last ? { code: last.code, reason: last.reason } : null,
       actions: members
-        ? members.map((m) => ({ actionId: m.set?.actionId ?? "", operation: m.envelope.operation, taskId: m.envelope.object.id, fields: Object.keys(m.envelope.params), title: objectTitle(m.envelope), changes: changeLines(m.envelope, m.people?.names) }))
+        ? members.map((m) => ({
+            actionId: m.set?.actionId ?? "",
+            operation: m.envelope.operation,
+            taskId: m.envelope.object.id,
+            fields: Object.keys(m.envelope.params),
+            title: objectTitle(m.envelope),
+            changes: changeLines(m.envelope, m.people?.names),
+          }))
         : null,
       title: objectTitle(e),
       changes: changeLines(e, action.people?.names),
@@ -171,7 +208,12 @@ export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
     });
   }
   // The one to decide first is the one that expires first.
-  return items.sort((a, b) => Date.parse(a.expiresAt) - Date.parse(b.expiresAt) || a.createdAt.localeCompare(b.createdAt) || a.threadId.localeCompare(b.threadId));
+  return items.sort(
+    (a, b) =>
+      Date.parse(a.expiresAt) - Date.parse(b.expiresAt) ||
+      a.createdAt.localeCompare(b.createdAt) ||
+      a.threadId.localeCompare(b.threadId),
+  );
 }
 
 /** Changes whenever anything on the list changes (arrived, decided, revised, refused, escalated). */
@@ -209,7 +251,9 @@ export function isAdmin(app: App, user: string): boolean {
  * approver, or an admin. A thread record that does not verify names no requester.
  */
 export function mayAnswer(app: App, thread: ThreadRecord | undefined, user: string): boolean {
-  return (thread?.macValid === true && thread.requestedBy === user) || isApprover(app, user) || isAdmin(app, user);
+  return (
+    (thread?.macValid === true && thread.requestedBy === user) || isApprover(app, user) || isAdmin(app, user)
+  );
 }
 
 export async function questionsFor(app: App, user: string): Promise<QuestionItem[]> {

@@ -48,7 +48,13 @@ export interface RouteContext {
   /** Why a request that would change something comes from another site, or undefined. */
   crossSite(c: Context<Env>): string | undefined;
   /** A refusal page with its status. */
-  refused(c: Context<Env>, status: 401 | 403 | 409 | 422 | 429, title: string, message: string | Html, user?: Session): Response | Promise<Response>;
+  refused(
+    c: Context<Env>,
+    status: 401 | 403 | 409 | 422 | 429,
+    title: string,
+    message: string | Html,
+    user?: Session,
+  ): Response | Promise<Response>;
   /** The refusal of a thread this user may not see. */
   notYours(c: Context<Env>, threadId: string): Response | Promise<Response>;
 }

@@ -91,7 +91,8 @@ export class SignInLimiter {
     for (const k of keys) {
       const recent = (this.failures.get(k) ?? []).filter((at) => t - at < this.windowMs);
       this.failures.set(k, recent);
-      if (recent.length >= this.max) wait = Math.max(wait, Math.ceil((recent[0]! + this.windowMs - t) / 1000));
+      if (recent.length >= this.max)
+        wait = Math.max(wait, Math.ceil((recent[0]! + this.windowMs - t) / 1000));
     }
     return wait;
   }

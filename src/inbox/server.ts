@@ -46,7 +46,10 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const host = c.req.header("host") ?? "";
     if (!hostAllowed(host)) return c.text("unknown host", 421);
     await next();
-    c.header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+    c.header(
+      "Content-Security-Policy",
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
     c.header("X-Content-Type-Options", "nosniff");
     // Not "no-referrer": with it Chromium sends "Origin: null" on our own form posts, which the cross-site check refuses.
     c.header("Referrer-Policy", "same-origin");
@@ -59,30 +62,64 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const origin = c.req.header("origin");
     const host = c.req.header("host");
     // https too: behind a TLS-terminating proxy the page's origin is https://<the same host>.
-    if (origin !== undefined && origin !== `http://${host}` && origin !== `https://${host}`) return `a request from ${origin} may not change anything here`;
+    if (origin !== undefined && origin !== `http://${host}` && origin !== `https://${host}`)
+      return `a request from ${origin} may not change anything here`;
     const site = c.req.header("sec-fetch-site");
-    if (site !== undefined && site !== "same-origin" && site !== "none") return `a ${site} request may not change anything here`;
+    if (site !== undefined && site !== "same-origin" && site !== "none")
+      return `a ${site} request may not change anything here`;
     return undefined;
   };
 
-  const refused = (c: Context<Env>, status: 401 | 403 | 409 | 422 | 429, title: string, message: string | Html, user?: Session) =>
-    c.html(layout(title, html`<h1>${title}</h1><p class="refusal" role="alert">${message}</p><p><a href="${base}/">Back to the inbox</a></p>`, user ? { user: user.user, csrf: user.csrf, base } : { base }), status);
+  const refused = (
+    c: Context<Env>,
+    status: 401 | 403 | 409 | 422 | 429,
+    title: string,
+    message: string | Html,
+    user?: Session,
+  ) =>
+    c.html(
+      layout(
+        title,
+        html`<h1>${title}</h1>
+          <p class="refusal" role="alert">${message}</p>
+          <p><a href="${base}/">Back to the inbox</a></p>`,
+        user ? { user: user.user, csrf: user.csrf, base } : { base },
+      ),
+      status,
+    );
 
   const notYours = (c: Context<Env>, threadId: string) =>
-    refused(c, 403, "Not yours to see", `Only the requester of thread ${threadId}, the approvers entitled for its action, and admins may see it.`, c.var.session);
+    refused(
+      c,
+      403,
+      "Not yours to see",
+      `Only the requester of thread ${threadId}, the approvers entitled for its action, and admins may see it.`,
+      c.var.session,
+    );
   const ctx: RouteContext = { app, opts, base, sessions, crossSite, refused, notYours };
 
   // ── static assets ────────────────────────────────────────────────────────────────────────────────
-  web.get("/static/inbox.js", (c) => c.body(CLIENT_JS, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }));
-  web.get("/static/inbox.css", (c) => c.body(CLIENT_CSS, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "no-cache" }));
+  web.get("/static/inbox.js", (c) =>
+    c.body(CLIENT_JS, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }),
+  );
+  web.get("/static/inbox.css", (c) =>
+    c.body(CLIENT_CSS, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "no-cache" }),
+  );
 
   signInRoutes(web, ctx);
 
   web.get("/", async (c) => {
     const user = c.var.session.user;
-    return c.html(inboxPage(user, c.var.session.csrf, await inboxFor(app, user), await questionsFor(app, user), base));
+    return c.html(
+      inboxPage(user, c.var.session.csrf, await inboxFor(app, user), await questionsFor(app, user), base),
+    );
   });
-  web.get("/list", async (c) => c.html(listFragment(await inboxFor(app, c.var.session.user), await questionsFor(app, c.var.session.user), base).value));
+  web.get("/list", async (c) =>
+    c.html(
+      listFragment(await inboxFor(app, c.var.session.user), await questionsFor(app, c.var.session.user), base)
+        .value,
+    ),
+  );
 
   web.get("/events", (c) => {
     const session = c.var.session;
@@ -106,7 +143,13 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
         const version = `${versionOf(items)}:${questions.map((q) => `${q.threadId}@${q.askedAt}`).join(",")}`;
         if (version !== last) {
           last = version;
-          await stream.writeSSE({ event: "inbox", data: JSON.stringify({ version, items: items.map((i) => ({ threadId: i.threadId, envelopeHash: i.envelopeHash })) }) });
+          await stream.writeSSE({
+            event: "inbox",
+            data: JSON.stringify({
+              version,
+              items: items.map((i) => ({ threadId: i.threadId, envelopeHash: i.envelopeHash })),
+            }),
+          });
         }
         await stream.sleep(pollMs);
       }
@@ -128,7 +171,9 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   const links = loopback ? (given ?? new SignInLinks()) : undefined;
   const web = createInboxApp({ ...rest, ...(links ? { signInLinks: links } : {}) }, (h) => hosts.has(h));
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: web.fetch, port: opts.port ?? 0, hostname: host }, () => resolve(s as Server)) as Server;
+    const s = serve({ fetch: web.fetch, port: opts.port ?? 0, hostname: host }, () =>
+      resolve(s as Server),
+    ) as Server;
     s.once("error", reject);
   });
   const port = (server.address() as AddressInfo).port;
@@ -137,7 +182,10 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   return {
     url,
     signInLink(user) {
-      if (!links) throw new Error(`one-time sign-in links are only for an inbox on this computer's loopback address, not ${host}`);
+      if (!links)
+        throw new Error(
+          `one-time sign-in links are only for an inbox on this computer's loopback address, not ${host}`,
+        );
       const { token: t, expiresAt } = links.issue(user);
       return { url: `${url}/login/once/${t}`, expiresAt: new Date(expiresAt).toISOString() };
     },

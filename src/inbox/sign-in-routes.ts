@@ -25,7 +25,13 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
 
   const loginForm = (c: Context<Env>, status: 200 | 401 | 403 | 429 = 200, message?: string) => {
     const t = token();
-    setCookie(c, LOGIN_COOKIE, t, { httpOnly: true, secure: true, sameSite: "Strict", path: "/", maxAge: 3600 });
+    setCookie(c, LOGIN_COOKIE, t, {
+      httpOnly: true,
+      secure: true,
+      sameSite: "Strict",
+      path: "/",
+      maxAge: 3600,
+    });
     return c.html(signInPage(t, message, base), status);
   };
   web.get("/login", (c) => loginForm(c));
@@ -58,7 +64,9 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
       perAddress.fail([address]);
       if (addressWait > 0) return tooMany(Math.max(addressWait, perAddress.retryAfter([address])));
       // Audited only below the address's limit, so guessing cannot flood the log; the refusal stands if the log fails.
-      await app.deps.audit.append(signInEntry(null, user, "password", address, app.deps.clock().toISOString())).catch(() => undefined);
+      await app.deps.audit
+        .append(signInEntry(null, user, "password", address, app.deps.clock().toISOString()))
+        .catch(() => undefined);
       return loginForm(c, 401, "Unknown approver id or wrong password.");
     }
     perUser.succeed([user]);
@@ -80,11 +88,21 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
   // A one-time link (printed by `npm start -- --inbox`): from this computer only, and once.
   web.get("/login/once/:token", async (c) => {
     const address = c.env?.incoming?.socket?.remoteAddress;
-    if (!opts.signInLinks || !isLoopbackAddress(address)) return loginForm(c, 403, "A one-time sign-in link works only on the computer that printed it; sign in with your approver id and password.");
+    if (!opts.signInLinks || !isLoopbackAddress(address))
+      return loginForm(
+        c,
+        403,
+        "A one-time sign-in link works only on the computer that printed it; sign in with your approver id and password.",
+      );
     const bad = crossSite(c);
     if (bad) return loginForm(c, 403, `Refused: ${bad}.`);
     const who = opts.signInLinks.redeem(c.req.param("token").slice(0, 128));
-    if (!who) return loginForm(c, 401, "This sign-in link was used already or has expired. Each link signs in once; start the job again for a new one, or sign in with a password.");
+    if (!who)
+      return loginForm(
+        c,
+        401,
+        "This sign-in link was used already or has expired. Each link signs in once; start the job again for a new one, or sign in with a password.",
+      );
     return signIn(c, who, "one-time link", address ?? "unknown");
   });
 
@@ -92,7 +110,8 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
   web.use("*", async (c, next) => {
     const s = sessions.get(getCookie(c, SESSION_COOKIE));
     if (!s) {
-      if (c.req.method === "GET" && c.req.header("accept")?.includes("text/html")) return c.redirect(`${base}/login`, 303);
+      if (c.req.method === "GET" && c.req.header("accept")?.includes("text/html"))
+        return c.redirect(`${base}/login`, 303);
       return c.text("sign in first", 401);
     }
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
@@ -118,8 +137,17 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
  * The audit record of a sign-in to the inbox: `inbox_signed_in` when `who` signed in, else
  * `inbox_sign_in_refused` for the id as typed. No thread; each record is its own (a random discriminator).
  */
-export function signInEntry(who: string | null, typed: string, how: SignInEvent["how"], address: string, at: string): AuditEntry {
-  const digest = createHash("sha256").update(`${at}\n${typed}\n${address}\n${randomUUID()}`).digest("hex").slice(0, 16);
+export function signInEntry(
+  who: string | null,
+  typed: string,
+  how: SignInEvent["how"],
+  address: string,
+  at: string,
+): AuditEntry {
+  const digest = createHash("sha256")
+    .update(`${at}\n${typed}\n${address}\n${randomUUID()}`)
+    .digest("hex")
+    .slice(0, 16);
   return {
     threadId: "",
     revision: 0,

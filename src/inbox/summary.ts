@@ -13,7 +13,12 @@ import { personNote, type PeopleLookup } from "../envelope/people.js";
 const SHORT = 32;
 
 /** A value as one short line: invisible characters as markers, a name beside an id or code, cut at SHORT. */
-export function shortValue(field: string, value: unknown, people?: PeopleLookup["names"], max = SHORT): string {
+export function shortValue(
+  field: string,
+  value: unknown,
+  people?: PeopleLookup["names"],
+  max = SHORT,
+): string {
   if (value === undefined || value === null || value === "") return "—";
   const plain = typeof value === "string" ? value : JSON.stringify(value);
   const shown = escapeForTerminal(plain);
@@ -31,7 +36,8 @@ export interface ChangeLine {
 /** Each requested field as before → after; a created object has no before, a delete no after. */
 export function changeLines(e: Envelope, people?: PeopleLookup["names"]): ChangeLine[] {
   const effect = OPERATIONS[e.operation].effect;
-  if (effect === "delete") return [{ field: objectNamed(e.operation, e.object.id), before: "exists", after: "deleted" }];
+  if (effect === "delete")
+    return [{ field: objectNamed(e.operation, e.object.id), before: "exists", after: "deleted" }];
   const create = effect === "create" || effect === "create_child";
   return Object.entries(e.params).map(([field, value]) => ({
     field,
@@ -42,9 +48,13 @@ export function changeLines(e: Envelope, people?: PeopleLookup["names"]): Change
 
 /** What the row names: "task 4 «Quarterly plan»" with the title as read, or the object alone. */
 export function objectTitle(e: Envelope): string {
-  const title = e.baseline.values["TITLE"] ?? (OPERATIONS[e.operation].effect === "create" ? e.params["TITLE"] : undefined);
+  const title =
+    e.baseline.values["TITLE"] ??
+    (OPERATIONS[e.operation].effect === "create" ? e.params["TITLE"] : undefined);
   const named = objectNamed(e.operation, e.object.id);
-  return typeof title === "string" && title !== "" ? `${named} «${shortValue("TITLE", title, undefined, 2 * SHORT)}»` : named;
+  return typeof title === "string" && title !== ""
+    ? `${named} «${shortValue("TITLE", title, undefined, 2 * SHORT)}»`
+    : named;
 }
 
 /** "in 23 min", "in 2 h 5 min", "in 3 days", "expired": the time left, for a list row. */

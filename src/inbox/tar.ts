@@ -4,7 +4,8 @@
  */
 function header(name: string, size: number, mtime: number): Buffer {
   const h = Buffer.alloc(512, 0);
-  const put = (text: string, offset: number, length: number) => h.write(text, offset, Math.min(length, Buffer.byteLength(text)), "utf8");
+  const put = (text: string, offset: number, length: number) =>
+    h.write(text, offset, Math.min(length, Buffer.byteLength(text)), "utf8");
   const octal = (n: number, length: number) => n.toString(8).padStart(length - 1, "0");
   put(name, 0, 100);
   put(octal(0o644, 8), 100, 8);
@@ -22,7 +23,10 @@ function header(name: string, size: number, mtime: number): Buffer {
   return h;
 }
 
-export function tarArchive(files: Array<{ name: string; content: Buffer }>, mtime = Math.floor(Date.now() / 1000)): Buffer {
+export function tarArchive(
+  files: Array<{ name: string; content: Buffer }>,
+  mtime = Math.floor(Date.now() / 1000),
+): Buffer {
   const parts: Buffer[] = [];
   for (const f of files) {
     if (Buffer.byteLength(f.name) > 100) throw new Error(`file name too long for ustar: ${f.name}`);

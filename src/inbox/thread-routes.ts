@@ -33,22 +33,44 @@ import {
 export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
   const { app, base, refused, notYours } = ctx;
 
-  const threadPage = async (c: Context<Env>, threadId: string, notice?: { kind: "ok" | "warn" | "refusal"; message: Html | string }, status: 200 | 409 | 422 = 200) => {
+  const threadPage = async (
+    c: Context<Env>,
+    threadId: string,
+    notice?: { kind: "ok" | "warn" | "refusal"; message: Html | string },
+    status: 200 | 409 | 422 = 200,
+  ) => {
     const s = c.var.session;
     if (!(await maySeeRun(app, threadId, s.user))) return notYours(c, threadId);
     const view = await viewThread(app, threadId);
     const action = await waitingAction(app, threadId);
     // A change set is shown and decided as one: its header and every action's card, bound to the set's hash.
     const members = action?.set ? await membersOf(app.deps, action) : undefined;
-    const cards = (a: ActionRow) => (members ? setSection(a, members, perActionControls(app, a, members, s)) : cardSection(a));
-    const banner = notice ? html`<p class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}" role="alert">${notice.message}</p>` : "";
+    const cards = (a: ActionRow) =>
+      members ? setSection(a, members, perActionControls(app, a, members, s)) : cardSection(a);
+    const banner = notice
+      ? html`<p
+          class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}"
+          role="alert"
+        >
+          ${notice.message}
+        </p>`
+      : "";
     let body: Html;
-    if (view.status === "awaiting_approval" && action && boundOf(action).hash === view.approval?.envelopeHash) {
+    if (
+      view.status === "awaiting_approval" &&
+      action &&
+      boundOf(action).hash === view.approval?.envelopeHash
+    ) {
       // A single action's history is the projection's (the same the CLI's show prints); a set's is built from its members.
       const prevHash = members ? action.envelope.previousEnvelopeHash : undefined;
       const previous = prevHash ? await app.deps.journal.getAction(prevHash) : undefined;
       const history = members
-        ? setRevisionSection(members, previous?.macValid && previous.set ? (await membersOf(app.deps, previous)).filter((m) => m.macValid) : [])
+        ? setRevisionSection(
+            members,
+            previous?.macValid && previous.set
+              ? (await membersOf(app.deps, previous)).filter((m) => m.macValid)
+              : [],
+          )
         : revisionSection(view.revisionHistory);
       body = html`${banner}${history}${cards(action)}${members ? setDecisionForms(app, action, members, s, view, base) : decisionForms(app, action, s, view, base)}`;
     } else if (view.status === "awaiting_input" && view.input) {
@@ -57,16 +79,40 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
       // Registered in the journal, but its run (checkpoints) lives in another process's checkpointer
       // (e.g. the LangGraph API server): the card is the journal's, so it is shown; deciding happens
       // where the run can be resumed, never here.
-      body = html`${banner}<p class="refusal" role="status">This approval's run is kept by another server (its checkpoints are not reachable from this inbox). The card below is the one registered in the journal; decide it where the run lives: the inbox mounted on the LangGraph API (<code>/inbox</code>), Studio, or <code>npm run cli -- approve ${threadId} --hash ${boundOf(action).hash} --api URL</code>.</p>${cards(action)}`;
+      body = html`${banner}
+        <p class="refusal" role="status">
+          This approval's run is kept by another server (its checkpoints are not reachable from this inbox).
+          The card below is the one registered in the journal; decide it where the run lives: the inbox
+          mounted on the LangGraph API (<code>/inbox</code>), Studio, or
+          <code>npm run cli -- approve ${threadId} --hash ${boundOf(action).hash} --api URL</code>.
+        </p>
+        ${cards(action)}`;
     } else if (view.status === "not_found") {
-      return c.html(layout("Not found", html`<h1>No such thread</h1><p><a href="${base}/">Back to the inbox</a></p>`, { user: s.user, csrf: s.csrf, base }), 404);
+      return c.html(
+        layout(
+          "Not found",
+          html`<h1>No such thread</h1>
+            <p><a href="${base}/">Back to the inbox</a></p>`,
+          { user: s.user, csrf: s.csrf, base },
+        ),
+        404,
+      );
     } else {
       body = html`${banner}${outcomeSection(view, await setHistoryOf(app, threadId))}`;
     }
     return c.html(
-      layout(`Thread ${threadId}`, html`<p><a href="${base}/">← Inbox</a> · <a href="${base}/t/${encodeURIComponent(threadId)}/evidence">Evidence</a></p>
-        <div data-thread="${threadId}" data-hash="${view.approval?.envelopeHash ?? ""}" id="thread">${body}</div>
-        <p class="live" aria-live="polite" id="live-status"></p>`, { user: s.user, csrf: s.csrf, base }),
+      layout(
+        `Thread ${threadId}`,
+        html`<p>
+            <a href="${base}/">← Inbox</a> ·
+            <a href="${base}/t/${encodeURIComponent(threadId)}/evidence">Evidence</a>
+          </p>
+          <div data-thread="${threadId}" data-hash="${view.approval?.envelopeHash ?? ""}" id="thread">
+            ${body}
+          </div>
+          <p class="live" aria-live="polite" id="live-status"></p>`,
+        { user: s.user, csrf: s.csrf, base },
+      ),
       status,
     );
   };
@@ -87,12 +133,18 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const nonce = field("nonce") ?? "";
     const action = await waitingAction(app, threadId);
     // The set on screen is the one waiting: its actions are what a per-action form must name.
-    const onScreenSet = action?.set && action.set.setHash === envelopeHash ? await membersOf(app.deps, action) : undefined;
+    const onScreenSet =
+      action?.set && action.set.setHash === envelopeHash ? await membersOf(app.deps, action) : undefined;
     let perAction: PerActionForm | undefined;
     if (type === "per-action") {
       const read = readPerActionForm(form, onScreenSet);
       if (!read.ok) {
-        return threadPage(c, threadId, { kind: "refusal", message: html`Nothing was sent: ${read.reason}` }, 422);
+        return threadPage(
+          c,
+          threadId,
+          { kind: "refusal", message: html`Nothing was sent: ${read.reason}` },
+          422,
+        );
       }
       perAction = read.form;
     }
@@ -100,10 +152,30 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
       const may = entitlementOf(app, action, s.user);
       const approves = type === "approve" || (perAction?.entries.some((e) => e.type === "approve") ?? false);
       // Separation of duties is left to check_decision (it refuses SELF_APPROVAL with its reason, after a stale card is refused as such).
-      const allowed = approves ? may.mayDecide && may.notApprovable !== "escalated" : type === "cancel" ? may.mayCancel : may.mayDecide;
-      if (!allowed) return refused(c, 403, "Not yours to decide", `${s.user} may not ${approves ? "approve" : (type ?? "decide")} this approval under policy ${app.deps.policy.id}@${app.deps.policy.version}.`, s);
+      const allowed = approves
+        ? may.mayDecide && may.notApprovable !== "escalated"
+        : type === "cancel"
+          ? may.mayCancel
+          : may.mayDecide;
+      if (!allowed)
+        return refused(
+          c,
+          403,
+          "Not yours to decide",
+          `${s.user} may not ${approves ? "approve" : (type ?? "decide")} this approval under policy ${app.deps.policy.id}@${app.deps.policy.version}.`,
+          s,
+        );
       if (action.set && type === "edit") {
-        return threadPage(c, threadId, { kind: "refusal", message: "Nothing was sent: an edit of a change set names the action it changes; use the per-action form (edit that action, approve or reject each of the others)." }, 422);
+        return threadPage(
+          c,
+          threadId,
+          {
+            kind: "refusal",
+            message:
+              "Nothing was sent: an edit of a change set names the action it changes; use the per-action form (edit that action, approve or reject each of the others).",
+          },
+          422,
+        );
       }
     }
     // The time of a decision is this server's clock, unless the decision is signed: then it is the
@@ -122,7 +194,14 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         break;
       case "reject": {
         const message = field("message")?.trim();
-        decision = { type, envelopeHash, nonce, approver: { id: s.user }, ...(message ? { message } : {}), ...signed };
+        decision = {
+          type,
+          envelopeHash,
+          nonce,
+          approver: { id: s.user },
+          ...(message ? { message } : {}),
+          ...signed,
+        };
         break;
       }
       case "edit": {
@@ -133,7 +212,14 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
           await auditUnsafeEdit(app, threadId, action, unsafe, edited.fields);
           return refused(c, 422, "Edit not sent", unsafe, s);
         }
-        decision = { type, envelopeHash, nonce, approver: { id: s.user }, editedAction: editedActionOf(action, edited.fields), ...signed };
+        decision = {
+          type,
+          envelopeHash,
+          nonce,
+          approver: { id: s.user },
+          editedAction: editedActionOf(action, edited.fields),
+          ...signed,
+        };
         break;
       }
       case "cancel":
@@ -145,18 +231,36 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         const built: Array<Record<string, unknown>> = [];
         for (const e of perAction!.entries) {
           const sig = field(`signature.${e.actionId}`);
-          const common = { envelopeHash, nonce, approver: { id: s.user }, actionId: e.actionId, decidedAt: decidedAtFor(sig), ...(sig ? { signature: sig } : {}) };
+          const common = {
+            envelopeHash,
+            nonce,
+            approver: { id: s.user },
+            actionId: e.actionId,
+            decidedAt: decidedAtFor(sig),
+            ...(sig ? { signature: sig } : {}),
+          };
           if (e.type === "approve") built.push({ type: "approve", ...common });
           else if (e.type === "reject") {
             const message = field(`message.${e.actionId}`)?.trim();
             built.push({ type: "reject", ...common, ...(message ? { message } : {}) });
           } else {
             const fields = editedFields(form, `edit.${e.actionId}.`);
-            if (!fields.ok) return threadPage(c, threadId, { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${fields.reason}` }, 422);
+            if (!fields.ok)
+              return threadPage(
+                c,
+                threadId,
+                { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${fields.reason}` },
+                422,
+              );
             const unsafe = invisibleInEdit(fields.fields);
             if (unsafe) {
               await auditUnsafeEdit(app, threadId, action, unsafe, fields.fields);
-              return threadPage(c, threadId, { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${unsafe}` }, 422);
+              return threadPage(
+                c,
+                threadId,
+                { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${unsafe}` },
+                422,
+              );
             }
             const target = onScreenSet?.find((m) => m.set?.actionId === e.actionId);
             built.push({ type: "edit", ...common, editedAction: editedActionOf(target, fields.fields) });
@@ -172,28 +276,58 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const before = action?.progress.refusalsSeen ?? 0;
     let after: ThreadView;
     try {
-      after = await submitAsSignedIn(app, threadId, { envelopeHash, nonce }, { decisions: decisions ?? [decision] }, s.user);
+      after = await submitAsSignedIn(
+        app,
+        threadId,
+        { envelopeHash, nonce },
+        { decisions: decisions ?? [decision] },
+        s.user,
+      );
     } catch (e) {
-      if (e instanceof StaleCardError) return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
-      if (e instanceof DecisionNotAcceptedError) return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
+      if (e instanceof StaleCardError)
+        return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
+      if (e instanceof DecisionNotAcceptedError)
+        return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
       throw e;
     }
     const now = await app.deps.journal.currentAction(threadId);
-    const what = type === "per-action" ? "per-action decision" : action?.set ? `${type} of the whole set` : type;
-    if (after.status === "awaiting_approval" && now && boundOf(now).hash === envelopeHash && now.progress.refusalsSeen > before) {
+    const what =
+      type === "per-action" ? "per-action decision" : action?.set ? `${type} of the whole set` : type;
+    if (
+      after.status === "awaiting_approval" &&
+      now &&
+      boundOf(now).hash === envelopeHash &&
+      now.progress.refusalsSeen > before
+    ) {
       const r = now.progress.lastRefusal;
-      return threadPage(c, threadId, { kind: "refusal", message: html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.` }, 422);
+      return threadPage(
+        c,
+        threadId,
+        {
+          kind: "refusal",
+          message: html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}.
+          Nothing was applied.`,
+        },
+        422,
+      );
     }
     if (after.status === "awaiting_approval") {
       const next = await waitingAction(app, threadId);
       const someoneElse = next ? !entitlementOf(app, next, s.user).mayApprove : false;
-      return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted. A new revision (${after.approval!.revision}) now waits for a fresh approval${someoneElse ? " by another approver" : ""}.` });
+      return threadPage(c, threadId, {
+        kind: "ok",
+        message: `Your ${what} was accepted. A new revision (${after.approval!.revision}) now waits for a fresh approval${someoneElse ? " by another approver" : ""}.`,
+      });
     }
     // The notice follows the outcome: a decision that was taken but whose run did not write what was
     // approved is not shown as a green success.
     const outcome = after.state?.outcome;
     if (outcome && outcome !== "VERIFIED" && type !== "reject" && type !== "cancel") {
-      return threadPage(c, threadId, { kind: "warn", message: html`Your ${what} was recorded, but the run ended ${text(outcome)} (${text(after.state?.reasonCode ?? "")}): ${text(after.state?.reason ?? "")}` });
+      return threadPage(c, threadId, {
+        kind: "warn",
+        message: html`Your ${what} was recorded, but the run ended ${text(outcome)}
+        (${text(after.state?.reasonCode ?? "")}): ${text(after.state?.reason ?? "")}`,
+      });
     }
     return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted.` });
   });
@@ -202,27 +336,52 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const s = c.var.session;
     const threadId = c.req.param("thread");
     const thread = await app.deps.journal.getThread(threadId);
-    if (!mayAnswer(app, thread, s.user)) return refused(c, 403, "Not yours to answer", `${s.user} may not answer the question of thread ${threadId}: only its requester, an approver or an admin may.`, s);
+    if (!mayAnswer(app, thread, s.user))
+      return refused(
+        c,
+        403,
+        "Not yours to answer",
+        `${s.user} may not answer the question of thread ${threadId}: only its requester, an approver or an admin may.`,
+        s,
+      );
     const form = await c.req.parseBody();
     const askedAt = typeof form["askedAt"] === "string" ? form["askedAt"] : "";
     const answers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(form)) if (k.startsWith("answer.") && typeof v === "string") answers[k.slice(7)] = v.slice(0, MAX_FIELD);
+    for (const [k, v] of Object.entries(form))
+      if (k.startsWith("answer.") && typeof v === "string") answers[k.slice(7)] = v.slice(0, MAX_FIELD);
     const before = (await viewThread(app, threadId)).state?.refusals.length ?? 0;
     let after: ThreadView;
     try {
       after = await answerAsSignedIn(app, threadId, askedAt, answers, s.user);
     } catch (e) {
-      if (e instanceof StaleCardError) return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
-      if (e instanceof DecisionNotAcceptedError) return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
+      if (e instanceof StaleCardError)
+        return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
+      if (e instanceof DecisionNotAcceptedError)
+        return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
       throw e;
     }
     const refusal = (after.state?.refusals.length ?? 0) > before ? after.state?.refusals.at(-1) : undefined;
     if (after.status === "awaiting_input" && refusal) {
-      return threadPage(c, threadId, { kind: "refusal", message: html`Your answer was refused (${text(refusal.code)}): ${text(refusal.reason)}. Nothing was sent to the agent; answer again.` }, 422);
+      return threadPage(
+        c,
+        threadId,
+        {
+          kind: "refusal",
+          message: html`Your answer was refused (${text(refusal.code)}): ${text(refusal.reason)}. Nothing was
+          sent to the agent; answer again.`,
+        },
+        422,
+      );
     }
     if (after.status === "awaiting_approval") {
-      return threadPage(c, threadId, { kind: "ok", message: "Your answer was accepted. The agent made this proposal from it; it waits for approval." });
+      return threadPage(c, threadId, {
+        kind: "ok",
+        message: "Your answer was accepted. The agent made this proposal from it; it waits for approval.",
+      });
     }
-    return threadPage(c, threadId, { kind: "ok", message: `Your answer was accepted${refusal ? html` (the run then ended: ${text(refusal.code)})` : ""}.` });
+    return threadPage(c, threadId, {
+      kind: "ok",
+      message: `Your answer was accepted${refusal ? html` (the run then ended: ${text(refusal.code)})` : ""}.`,
+    });
   });
 }

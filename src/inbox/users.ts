@@ -9,7 +9,9 @@ import { z } from "zod";
 import { ConfigError } from "../errors.js";
 
 const scrypt = (password: string, salt: Buffer, keylen: number, opts: ScryptOptions) =>
-  new Promise<Buffer>((resolve, reject) => scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key))));
+  new Promise<Buffer>((resolve, reject) =>
+    scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key))),
+  );
 
 const HASH = /^scrypt\$(\d+)\$(\d+)\$(\d+)\$([A-Za-z0-9+/]+={0,2})\$([A-Za-z0-9+/]+={0,2})$/;
 const DEFAULT = { N: 16384, r: 8, p: 1 } as const;
@@ -20,8 +22,14 @@ export const MAX_PASSWORD_LENGTH = 1024;
 const UsersFileSchema = z.strictObject({
   users: z.array(
     z.strictObject({
-      id: z.string().min(1).max(128).regex(/^[A-Za-z0-9][A-Za-z0-9._@-]*$/, "ids are letters, digits, . _ @ -"),
-      password: z.string().regex(HASH, 'must be a "scrypt$N$r$p$salt$hash" entry made by `npm run cli -- inbox-user`'),
+      id: z
+        .string()
+        .min(1)
+        .max(128)
+        .regex(/^[A-Za-z0-9][A-Za-z0-9._@-]*$/, "ids are letters, digits, . _ @ -"),
+      password: z
+        .string()
+        .regex(HASH, 'must be a "scrypt$N$r$p$salt$hash" entry made by `npm run cli -- inbox-user`'),
     }),
   ),
 });
@@ -44,7 +52,12 @@ export async function passwordMatches(password: string, entry: string): Promise<
   if (!m || password.length > MAX_PASSWORD_LENGTH) return false;
   const [, N, r, p, salt, hash] = m as unknown as [string, string, string, string, string, string];
   const expected = Buffer.from(hash, "base64");
-  const key = await scrypt(password, Buffer.from(salt, "base64"), expected.length, { N: Number(N), r: Number(r), p: Number(p), maxmem: 256 * 1024 * 1024 });
+  const key = await scrypt(password, Buffer.from(salt, "base64"), expected.length, {
+    N: Number(N),
+    r: Number(r),
+    p: Number(p),
+    maxmem: 256 * 1024 * 1024,
+  });
   return key.length === expected.length && timingSafeEqual(key, expected);
 }
 
@@ -58,11 +71,15 @@ export function parseInboxUsers(text: string, where: string): InboxUsers {
   const parsed = UsersFileSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw new ConfigError("ACTION_ENVELOPE_INBOX_USERS", `${where}: ${issue.path.join(".") || "file"} ${issue.message}`);
+    throw new ConfigError(
+      "ACTION_ENVELOPE_INBOX_USERS",
+      `${where}: ${issue.path.join(".") || "file"} ${issue.message}`,
+    );
   }
   const byId = new Map<string, string>();
   for (const u of parsed.data.users) {
-    if (byId.has(u.id)) throw new ConfigError("ACTION_ENVELOPE_INBOX_USERS", `${where}: user ${u.id} is listed twice`);
+    if (byId.has(u.id))
+      throw new ConfigError("ACTION_ENVELOPE_INBOX_USERS", `${where}: user ${u.id} is listed twice`);
     byId.set(u.id, u.password);
   }
   // A well-formed hash of an unknown password, so an unknown id costs as much as a wrong password.
@@ -79,7 +96,10 @@ export function parseInboxUsers(text: string, where: string): InboxUsers {
 
 export function loadInboxUsers(file: string | undefined): InboxUsers {
   if (!file) {
-    throw new ConfigError("ACTION_ENVELOPE_INBOX_USERS", "is required for the web inbox: a JSON file of approver credentials; make one with `npm run cli -- inbox-user --id <approver> --file inbox-users.json`");
+    throw new ConfigError(
+      "ACTION_ENVELOPE_INBOX_USERS",
+      "is required for the web inbox: a JSON file of approver credentials; make one with `npm run cli -- inbox-user --id <approver> --file inbox-users.json`",
+    );
   }
   let text: string;
   try {

@@ -38,12 +38,18 @@ export class ModelConfigError extends Error {
  */
 export async function createChatModel(cfg: ModelConfig): Promise<CreatedChatModel> {
   const name = String(cfg.model ?? "");
-  if (name === "offline") return { model: new OfflineTaskModel(), label: OFFLINE_MODEL_LABEL, provider: "offline" };
+  if (name === "offline")
+    return { model: new OfflineTaskModel(), label: OFFLINE_MODEL_LABEL, provider: "offline" };
   if (!name.startsWith("groq/")) {
-    throw new ModelConfigError(`MODEL must be "offline" or "groq/<model id>" (e.g. groq/llama-3.3-70b-versatile), got "${name}"`);
+    throw new ModelConfigError(
+      `MODEL must be "offline" or "groq/<model id>" (e.g. groq/llama-3.3-70b-versatile), got "${name}"`,
+    );
   }
   const id = name.slice("groq/".length).trim();
-  if (id === "") throw new ModelConfigError(`MODEL=${name} names no Groq model id; expected e.g. groq/llama-3.3-70b-versatile`);
+  if (id === "")
+    throw new ModelConfigError(
+      `MODEL=${name} names no Groq model id; expected e.g. groq/llama-3.3-70b-versatile`,
+    );
   const apiKey = cfg.groqApiKey?.trim();
   if (!apiKey) throw new ModelConfigError(`GROQ_API_KEY is required for MODEL=${name}, but no key was given`);
   const baseUrl = (cfg.groqBaseUrl?.trim() || GROQ_DEFAULT_BASE_URL).replace(/\/+$/, "");

@@ -50,14 +50,21 @@ function pick(v: unknown, key: string): unknown {
 
 function retryAfterMs(headers: unknown): number | undefined {
   const get = pick(headers, "get");
-  const raw = typeof get === "function" ? (get as (k: string) => unknown).call(headers, "retry-after") : undefined;
+  const raw =
+    typeof get === "function" ? (get as (k: string) => unknown).call(headers, "retry-after") : undefined;
   if (typeof raw !== "string" || raw.trim() === "") return undefined;
   const seconds = Number(raw);
   return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
 }
 
 /** Reason codes for a run the model provider stopped; each calls for a different fix. */
-export type ModelReasonCode = "MODEL_AUTH_FAILED" | "MODEL_RATE_LIMITED" | "MODEL_UNREACHABLE" | "MODEL_REQUEST_REJECTED" | "MODEL_SERVER_ERROR" | "MODEL_FAILED";
+export type ModelReasonCode =
+  | "MODEL_AUTH_FAILED"
+  | "MODEL_RATE_LIMITED"
+  | "MODEL_UNREACHABLE"
+  | "MODEL_REQUEST_REJECTED"
+  | "MODEL_SERVER_ERROR"
+  | "MODEL_FAILED";
 
 export function modelReasonCode(f: ModelFailure): ModelReasonCode {
   switch (f.kind) {
@@ -84,14 +91,21 @@ export function isModelProviderError(err: unknown): boolean {
   if (typeof err !== "object" || err === null) return false;
   const name = (err as { constructor?: { name?: unknown } }).constructor?.name;
   const names = [typeof name === "string" ? name : "", String((err as { name?: unknown }).name ?? "")];
-  return names.some((n) => /^(APIError|APIConnectionError|APIConnectionTimeoutError|AuthenticationError|PermissionDeniedError|RateLimitError|RateLimit\w*Error|BadRequestError|NotFoundError|ConflictError|UnprocessableEntityError|InternalServerError|APIUserAbortError)$/.test(n));
+  return names.some((n) =>
+    /^(APIError|APIConnectionError|APIConnectionTimeoutError|AuthenticationError|PermissionDeniedError|RateLimitError|RateLimit\w*Error|BadRequestError|NotFoundError|ConflictError|UnprocessableEntityError|InternalServerError|APIUserAbortError)$/.test(
+      n,
+    ),
+  );
 }
 
 /**
  * One line for a person: what failed, the provider's words, and the likely fix (naming the variable
  * or endpoint). No stack, no raw JSON body.
  */
-export function modelFailureLine(f: ModelFailure, where: { endpoint?: string; keyVariable?: string } = {}): string {
+export function modelFailureLine(
+  f: ModelFailure,
+  where: { endpoint?: string; keyVariable?: string } = {},
+): string {
   const key = where.keyVariable ?? "GROQ_API_KEY";
   const at = where.endpoint ? ` at ${where.endpoint}` : "";
   const said = `${f.status !== undefined ? `${f.status}${f.code ? ` ${f.code}` : ""}: ` : ""}${oneLine(f.message)}`;

@@ -1,4 +1,11 @@
-import { AIMessage, HumanMessage, RemoveMessage, isAIMessage, isHumanMessage, type BaseMessage } from "@langchain/core/messages";
+import {
+  AIMessage,
+  HumanMessage,
+  RemoveMessage,
+  isAIMessage,
+  isHumanMessage,
+  type BaseMessage,
+} from "@langchain/core/messages";
 import { REMOVE_ALL_MESSAGES, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State, type Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
@@ -11,7 +18,12 @@ import type { QuestionEntry, RecordedToolCall } from "../store/journal.js";
 import { askedOf } from "../hitl/input-request.js";
 import { verifyRequester } from "../hitl/requester.js";
 import type { ChatDecision } from "../hitl/text-decision.js";
-import { describeModelError, isModelProviderError, modelFailureLine, modelReasonCode } from "../models/model-errors.js";
+import {
+  describeModelError,
+  isModelProviderError,
+  modelFailureLine,
+  modelReasonCode,
+} from "../models/model-errors.js";
 
 export { MAX_REQUEST_CHARS } from "../graph/state.js";
 
@@ -55,7 +67,9 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
       deps,
       gate,
       { ...state, ...input.value },
-      undo?.ok ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: undo.scope } : undefined,
+      undo?.ok
+        ? { compensates: { threadId: undoOf!, envelopeHash: undo.original.envelopeHash }, scope: undo.scope }
+        : undefined,
       requester.verifiedBy,
     );
     if (undo && !undo.ok) return endRunInJournal(deps, gate, state, undoEndingCode(undo.code), undo.reason);
@@ -65,9 +79,20 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   // restores), built by build_envelope; the model is not asked.
   if (thread.compensates) {
     // Planned above when this turn registered the thread; read from the journal again on a later turn.
-    const planned = undo?.ok && undo.original.envelopeHash === thread.compensates.envelopeHash ? undo : await undoPlanFor(deps.journal, thread.compensates.threadId, thread.compensates.envelopeHash, deps.policy);
+    const planned =
+      undo?.ok && undo.original.envelopeHash === thread.compensates.envelopeHash
+        ? undo
+        : await undoPlanFor(
+            deps.journal,
+            thread.compensates.threadId,
+            thread.compensates.envelopeHash,
+            deps.policy,
+          );
     if (!planned.ok) return endRunInJournal(deps, gate, state, undoEndingCode(planned.code), planned.reason);
-    return { messages: [new AIMessage(`Undo proposed by code, not by the model: ${planned.proposal.rationale}.`)], proposal: planned.proposal };
+    return {
+      messages: [new AIMessage(`Undo proposed by code, not by the model: ${planned.proposal.rationale}.`)],
+      proposal: planned.proposal,
+    };
   }
   // A question is waiting (new input discarded LangGraph's pending ask_input, or a node was driven
   // here out of order): the model is not called; the question stays, and a chat message goes to it.
@@ -79,14 +104,25 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   if (taken >= deps.config.limits.maxAgentSteps) {
     return {
       agentSteps: taken,
-      ...(await endRunInJournal(deps, gate, state, "AGENT_STEP_LIMIT", `the model took ${taken} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`)),
+      ...(await endRunInJournal(
+        deps,
+        gate,
+        state,
+        "AGENT_STEP_LIMIT",
+        `the model took ${taken} steps without a valid proposal (limit ${deps.config.limits.maxAgentSteps})`,
+      )),
     };
   }
   const history = reset.length > 0 ? [] : state.messages;
   const opening = history.length === 0 ? [new HumanMessage(thread.request)] : [];
   const messages = [...history, ...opening];
   if (!deps.model.bindTools) throw new Error(`model ${deps.modelLabel} cannot call tools`);
-  const model = deps.model.bindTools([...deps.tools.readTools, proposeChangeTool, proposeChangeSetTool, requestInputTool]);
+  const model = deps.model.bindTools([
+    ...deps.tools.readTools,
+    proposeChangeTool,
+    proposeChangeSetTool,
+    requestInputTool,
+  ]);
   const prompt = await agentPrompt.invoke({ messages, requestedBy: thread.requestedBy });
   // Counted before the call, not keyed by step: a re-run of this step (after a crash, or a replay or
   // fork of an older checkpoint) calls the model again and counts again. The count is the model calls
@@ -100,7 +136,13 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     // line saying what to fix; anything else is a bug and propagates.
     if (!isModelProviderError(e)) throw e;
     const failure = describeModelError(e);
-    return endRunInJournal(deps, gate, state, modelReasonCode(failure), modelFailureLine(failure, { keyVariable: "GROQ_API_KEY" }));
+    return endRunInJournal(
+      deps,
+      gate,
+      state,
+      modelReasonCode(failure),
+      modelFailureLine(failure, { keyVariable: "GROQ_API_KEY" }),
+    );
   }
   // The reply's text is kept in the journal: a run that ends without a proposal quotes it from there.
   // So are its tool calls: propose reads them from the journal, never from state's messages.
@@ -109,7 +151,9 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
     messages: [...reset, ...opening, reply],
     agentSteps,
     ...(state.inputRequest ? { inputRequest: null } : {}),
-    ...(reset.length > 0 || state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),
+    ...(reset.length > 0 || state.request !== thread.request
+      ? { request: thread.request, requestedBy: thread.requestedBy }
+      : {}),
   };
 }
 
@@ -135,7 +179,12 @@ export function replyText(reply: Pick<BaseMessage, "content">): string {
   return typeof reply.content === "string" ? reply.content : JSON.stringify(reply.content ?? "");
 }
 
-export type RunInput = { ok: true; value: { request: string; requestedBy: string; scope?: State["scope"]; requesterSignature?: string } } | { ok: false; problem: string };
+export type RunInput =
+  | {
+      ok: true;
+      value: { request: string; requestedBy: string; scope?: State["scope"]; requesterSignature?: string };
+    }
+  | { ok: false; problem: string };
 
 /**
  * The request a run starts with, from `request` or (chat mode) the last human message; the requester:
@@ -143,33 +192,61 @@ export type RunInput = { ok: true; value: { request: string; requestedBy: string
  * (open mode) the configured default requester.
  * Pure; never throws on any input shape.
  */
-export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" | "messages"> & { requesterSignature?: unknown }, authenticatedCaller: string | undefined, defaultRequester?: string): RunInput {
+export function runInput(
+  state: Pick<State, "request" | "requestedBy" | "scope" | "messages"> & { requesterSignature?: unknown },
+  authenticatedCaller: string | undefined,
+  defaultRequester?: string,
+): RunInput {
   const messages: unknown[] = Array.isArray(state.messages) ? state.messages : [];
   const unreadable = messages
-    .map((m) => (m as BaseMessage | undefined)?.additional_kwargs?.[UNREADABLE_MESSAGE_KEY] as { field?: unknown; message?: unknown } | undefined)
+    .map(
+      (m) =>
+        (m as BaseMessage | undefined)?.additional_kwargs?.[UNREADABLE_MESSAGE_KEY] as
+          { field?: unknown; message?: unknown } | undefined,
+    )
     .find((x) => x !== undefined);
-  if (unreadable) return { ok: false, problem: `input field "${String(unreadable.field)}": ${String(unreadable.message)}` };
+  if (unreadable)
+    return { ok: false, problem: `input field "${String(unreadable.field)}": ${String(unreadable.message)}` };
   let request: unknown = state.request;
   if (request === undefined || request === null) {
-    const lastHuman = [...messages].reverse().find((m) => isHumanMessage(m as BaseMessage)) as BaseMessage | undefined;
+    const lastHuman = [...messages].reverse().find((m) => isHumanMessage(m as BaseMessage)) as
+      BaseMessage | undefined;
     if (lastHuman) {
       request = lastHuman.text;
       if (typeof request !== "string" || request.trim() === "") {
-        return { ok: false, problem: 'input field "messages": the last human message has no text; it is the request in chat mode and must say what should change' };
+        return {
+          ok: false,
+          problem:
+            'input field "messages": the last human message has no text; it is the request in chat mode and must say what should change',
+        };
       }
     } else if (messages.length > 0) {
-      return { ok: false, problem: 'input field "messages" has no human message; in chat mode the last human message is the request (or send "request" instead)' };
+      return {
+        ok: false,
+        problem:
+          'input field "messages" has no human message; in chat mode the last human message is the request (or send "request" instead)',
+      };
     }
   }
   // With an authenticated caller the requester is the caller: a run naming anyone else is refused.
-  if (authenticatedCaller !== undefined && state.requestedBy !== undefined && state.requestedBy !== null && state.requestedBy !== authenticatedCaller) {
+  if (
+    authenticatedCaller !== undefined &&
+    state.requestedBy !== undefined &&
+    state.requestedBy !== null &&
+    state.requestedBy !== authenticatedCaller
+  ) {
     return {
       ok: false,
       problem: `REQUESTER_NOT_CALLER: input field "requestedBy" is ${JSON.stringify(state.requestedBy)}, but the run is authenticated as ${authenticatedCaller}; the requester is the caller (leave requestedBy out)`,
     };
   }
   const requestedBy = state.requestedBy ?? authenticatedCaller ?? defaultRequester;
-  if (requestedBy === undefined && authenticatedCaller === undefined && messages.length > 0 && (state.request === undefined || state.request === null)) {
+  if (
+    requestedBy === undefined &&
+    authenticatedCaller === undefined &&
+    messages.length > 0 &&
+    (state.request === undefined || state.request === null)
+  ) {
     return {
       ok: false,
       problem:
@@ -180,12 +257,16 @@ export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" 
     request,
     requestedBy,
     ...(state.scope !== undefined && state.scope !== null ? { scope: state.scope } : {}),
-    ...(state.requesterSignature !== undefined && state.requesterSignature !== null ? { requesterSignature: state.requesterSignature } : {}),
+    ...(state.requesterSignature !== undefined && state.requesterSignature !== null
+      ? { requesterSignature: state.requesterSignature }
+      : {}),
   });
   if (parsed.success) return { ok: true, value: parsed.data };
   const issue = parsed.error.issues[0]!;
   const field = issue.path.map(String).join(".") || "input";
-  const message = issue.message.startsWith("input field") ? issue.message : `input field "${field}": ${issue.message}`;
+  const message = issue.message.startsWith("input field")
+    ? issue.message
+    : `input field "${field}": ${issue.message}`;
   return { ok: false, problem: message };
 }
 
@@ -196,14 +277,25 @@ export function runInput(state: Pick<State, "request" | "requestedBy" | "scope" 
  * goes to check_input as a candidate answer (taken only if it validates as the question's single
  * field), and without one the question is asked again. The question comes from the journal.
  */
-export function holdForQuestion(state: State, q: QuestionEntry, thread: { request: string; requestedBy: string }): Update {
+export function holdForQuestion(
+  state: State,
+  q: QuestionEntry,
+  thread: { request: string; requestedBy: string },
+): Update {
   const messages = Array.isArray(state.messages) ? state.messages : [];
-  const asking = messages.findIndex((m) => isAIMessage(m) && (m.tool_calls ?? []).some((c) => c.id === q.toolCallId));
+  const asking = messages.findIndex(
+    (m) => isAIMessage(m) && (m.tool_calls ?? []).some((c) => c.id === q.toolCallId),
+  );
   // Without the call in state (rewritten outside the API), every human message but the request is taken out.
-  const arrived = asking >= 0 ? messages.slice(asking + 1) : messages.filter((m) => isHumanMessage(m) && m.text !== thread.request);
+  const arrived =
+    asking >= 0
+      ? messages.slice(asking + 1)
+      : messages.filter((m) => isHumanMessage(m) && m.text !== thread.request);
   const lastHuman = [...arrived].reverse().find((m) => isHumanMessage(m));
   return {
-    messages: arrived.filter((m) => typeof m.id === "string" && m.id !== "").map((m) => new RemoveMessage({ id: m.id! })),
+    messages: arrived
+      .filter((m) => typeof m.id === "string" && m.id !== "")
+      .map((m) => new RemoveMessage({ id: m.id! })),
     inputRequest: askedOf(q),
     pendingDecision: lastHuman ? { messages: [{ role: "user", content: lastHuman.text }] } : null,
     ...(state.request !== thread.request ? { request: thread.request, requestedBy: thread.requestedBy } : {}),

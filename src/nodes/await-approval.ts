@@ -17,6 +17,11 @@ export async function awaitApproval(state: State, config: LangGraphRunnableConfi
   const refused = await refuseUnlessAllowed(deps, gate, "await_approval", state);
   if (refused) return refused;
   const authUser = authenticatedIdentity(config.configurable);
-  const decision: unknown = interrupt(approvalRequestFrom(gate.action!, { ...(authUser ? { approverId: authUser } : {}), ...(gate.members ? { members: gate.members, partialExecution: deps.policy.partialExecution } : {}) }));
+  const decision: unknown = interrupt(
+    approvalRequestFrom(gate.action!, {
+      ...(authUser ? { approverId: authUser } : {}),
+      ...(gate.members ? { members: gate.members, partialExecution: deps.policy.partialExecution } : {}),
+    }),
+  );
   return { pendingDecision: admitResume(decision) };
 }

@@ -20,14 +20,28 @@ export async function carryOut(state: State, config: LangGraphRunnableConfig): P
   const refused = await refuseUnlessAllowed(deps, gate, "carry_out", state);
   if (refused) return new Command({ update: refused, goto: "resync" });
   await noteStateDrift(deps, gate, "carry_out", state);
-  const { row, execution, members } = await carryOutApproved(deps, gate.action, config.writer ? (e) => config.writer!(e) : undefined);
+  const { row, execution, members } = await carryOutApproved(
+    deps,
+    gate.action,
+    config.writer ? (e) => config.writer!(e) : undefined,
+  );
   // The action's evidence as the thread view keeps it in state.
   const view = viewOf({ action: row, execution });
   const carried = { ...evidenceForState(view.evidence), ...(view.ending.outcome ? view.ending : {}) };
   // The journal's next step after the executor, from the rows it returned: the close, run here so the
   // run ends in this step (one checkpoint fewer); anything else goes through `finish`'s own gate.
-  const after = { ...gate, action: row, ...(members ? { members } : {}), next: nextFromJournal(gate.thread, row) };
+  const after = {
+    ...gate,
+    action: row,
+    ...(members ? { members } : {}),
+    next: nextFromJournal(gate.thread, row),
+  };
   if (after.next !== "finish") return new Command({ update: carried, goto: "finish" });
-  const finished = await finishFromJournal(deps, after, { ...state, ...carried }, execution ? { execution } : {});
+  const finished = await finishFromJournal(
+    deps,
+    after,
+    { ...state, ...carried },
+    execution ? { execution } : {},
+  );
   return new Command({ update: { ...carried, ...finished }, goto: finished.needsResync ? "resync" : END });
 }

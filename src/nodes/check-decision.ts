@@ -57,7 +57,9 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const authUser = authenticatedIdentity(config.configurable);
   const incoming: unknown = state.pendingDecision;
   // await_approval admitted only a summary of a value past the bounds; anything else is checked here too.
-  const bounds = isOutOfBounds(incoming) ? { ok: false as const, reason: incoming.outOfBounds } : checkBounds(incoming);
+  const bounds = isOutOfBounds(incoming)
+    ? { ok: false as const, reason: incoming.outOfBounds }
+    : checkBounds(incoming);
   const raw = isOutOfBounds(incoming) ? incoming.evidence : boundedForEvidence(incoming, bounds);
 
   // Names an edit typed for user fields (RESPONSIBLE_ID "Bob Smith") and what user.get resolved them to.
@@ -66,26 +68,53 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     const at = now.toISOString();
     const row = (await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted)) ?? action;
     const refusal: Refusal = { code, reason, at, envelopeHash, raw };
-    await deps.audit.append(decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen, people));
+    await deps.audit.append(
+      decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen, people),
+    );
     // Every refusal is answered in the conversation too: chat clients show no interrupt field, and a
     // button's refusal would otherwise be a passing toast. It names exactly what would decide.
     const answer = (ended: string | undefined) =>
-      new AIMessage(`Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`);
-    const base: Update = { refusals: [refusal], pendingDecision: null, decision: null, ...registeredFor(viewOf({ action: row }), state) };
+      new AIMessage(
+        `Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`,
+      );
+    const base: Update = {
+      refusals: [refusal],
+      pendingDecision: null,
+      decision: null,
+      ...registeredFor(viewOf({ action: row }), state),
+    };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
-    if (counted && code === "EXPIRED") return { ...base, messages: [answer("The approval has expired and the run ended; nothing was written.")], ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)) };
+    if (counted && code === "EXPIRED")
+      return {
+        ...base,
+        messages: [answer("The approval has expired and the run ended; nothing was written.")],
+        ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)),
+      };
     if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
       return {
         ...base,
-        messages: [answer(`Refused decisions for this approval reached the limit (${row.progress.refusalsCounted}): the run ended and nothing was written.`)],
-        ...(await closeAction(deps, row, "NOT_EXECUTED", "TOO_MANY_REFUSED_DECISIONS", `${row.progress.refusalsCounted} decisions refused for this envelope; last: ${code}: ${reason}`)),
+        messages: [
+          answer(
+            `Refused decisions for this approval reached the limit (${row.progress.refusalsCounted}): the run ended and nothing was written.`,
+          ),
+        ],
+        ...(await closeAction(
+          deps,
+          row,
+          "NOT_EXECUTED",
+          "TOO_MANY_REFUSED_DECISIONS",
+          `${row.progress.refusalsCounted} decisions refused for this envelope; last: ${code}: ${reason}`,
+        )),
       };
     }
     return { ...base, messages: [answer(undefined)] };
   };
   const refuseWith = ({ refused: r }: DecisionRefusal) => refuse(r.code, r.reason, r.counted);
   // What a decision for this pause names: a change set's hash and nonce, or the envelope's.
-  const bound = action.set && gate.members ? { hash: action.set.setHash, nonce: action.set.set.nonce } : { hash: envelopeHash, nonce: envelope.nonce };
+  const bound =
+    action.set && gate.members
+      ? { hash: action.set.setHash, nonce: action.set.set.nonce }
+      : { hash: envelopeHash, nonce: envelope.nonce };
 
   if (!bounds.ok) return refuse("MALFORMED", `the resume value was not read: ${bounds.reason}`, false);
   // A chat message or an Agent Inbox response is read as the decision its text holds (src/hitl/text-decision.ts).
@@ -93,10 +122,20 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   if ("refused" in fromClient) return refuse(fromClient.refused.code, fromClient.refused.reason, false);
   const outer = ResumeSchema.safeParse(fromClient.value);
   if (!outer.success) {
-    return refuse("MALFORMED", `expected {"decisions":[<one decision>]}; got ${JSON.stringify(fromClient.value)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`, false);
+    return refuse(
+      "MALFORMED",
+      `expected {"decisions":[<one decision>]}; got ${JSON.stringify(fromClient.value)?.slice(0, 500)}: ${outer.error.issues[0]?.message}`,
+      false,
+    );
   }
-  if (action.set && gate.members) return setDecision(deps, state, action, gate.members, outer.data.decisions, authUser, raw, refuse);
-  if (outer.data.decisions.length !== 1) return refuse("MALFORMED", `exactly one decision per approval request; got ${outer.data.decisions.length}`, false);
+  if (action.set && gate.members)
+    return setDecision(deps, state, action, gate.members, outer.data.decisions, authUser, raw, refuse);
+  if (outer.data.decisions.length !== 1)
+    return refuse(
+      "MALFORMED",
+      `exactly one decision per approval request; got ${outer.data.decisions.length}`,
+      false,
+    );
   const candidate = outer.data.decisions[0];
   const system = SystemDecisionSchema.safeParse(candidate);
   if (system.success) return systemDecision(deps, state, action, system.data, authUser, raw, refuse);
@@ -107,17 +146,35 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   // judged by this server's clock anyway).
   const judge = judgeOf(deps, authUser, now);
   const answered = answeredBy(action);
-  const notEntitled = entitlementProblem(answered, judge, claimedApprover(candidate), (candidate as { type?: unknown } | null)?.type);
+  const notEntitled = entitlementProblem(
+    answered,
+    judge,
+    claimedApprover(candidate),
+    (candidate as { type?: unknown } | null)?.type,
+  );
   // A person named in an edit is looked up by code (user.get), only for a well-formed edit of this
   // very envelope from someone entitled to decide it; validateDecision then takes the id it resolved to
   // (exactly one active user) or refuses the edit, naming what was searched and the candidates.
   const parsed = DecisionSchema.safeParse(candidate);
-  if (notEntitled === null && parsed.success && parsed.data.type === "edit" && parsed.data.envelopeHash === envelopeHash && parsed.data.nonce === envelope.nonce) {
+  if (
+    notEntitled === null &&
+    parsed.success &&
+    parsed.data.type === "edit" &&
+    parsed.data.envelopeHash === envelopeHash &&
+    parsed.data.nonce === envelope.nonce
+  ) {
     const typed = typedNamesIn(parsed.data.editedAction.args.fields);
     if (typed.length > 0) people = await resolveNames(deps.tools, typed);
   }
-  const result = validateDecision(envelope, candidate, decisionContext(answered, envelopeHash, judge, people));
-  if (!result.ok) return refuseWith(refusalOf(result, parsed.success, notEntitled, () => identitiesShown([candidate], answered, judge)));
+  const result = validateDecision(
+    envelope,
+    candidate,
+    decisionContext(answered, envelopeHash, judge, people),
+  );
+  if (!result.ok)
+    return refuseWith(
+      refusalOf(result, parsed.success, notEntitled, () => identitiesShown([candidate], answered, judge)),
+    );
   if (notEntitled) return refuse("APPROVER_NOT_ALLOWED", notEntitled, false);
 
   const d = result.decision;
@@ -125,19 +182,42 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const revise = d.type === "reject" && !!d.message && action.revision <= deps.config.limits.maxRevisions;
   const journalDecision: NonNullable<ActionProgress["decision"]> = {
     ...record,
-    ...(d.type === "edit" ? { edit: { taskId: result.edit!.proposal.taskId, fields: result.edit!.proposal.fields, ...(people.length ? { names: people } : {}) } } : {}),
+    ...(d.type === "edit"
+      ? {
+          edit: {
+            taskId: result.edit!.proposal.taskId,
+            fields: result.edit!.proposal.fields,
+            ...(people.length ? { names: people } : {}),
+          },
+        }
+      : {}),
     ...(d.type === "reject" ? { revise } : {}),
   };
-  const decided = await decide(deps, action, journalDecision, [decisionAcceptedEntry(envelope, envelopeHash, record, people)]);
+  const decided = await decide(deps, action, journalDecision, [
+    decisionAcceptedEntry(envelope, envelopeHash, record, people),
+  ]);
   if ("update" in decided) return decided.update;
-  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
+  const base: Update = {
+    decision: record,
+    pendingDecision: null,
+    ...registeredFor(viewOf({ action: decided.row }), state),
+  };
   switch (d.type) {
     case "approve":
       return base;
     case "reject":
       if (revise) {
         // Feedback goes back to the model; whatever it proposes next is a new envelope with its own approval.
-        return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the proposal: ${d.message}. Propose a revised change or stop.`)] };
+        return {
+          ...base,
+          proposal: null,
+          rejections: state.rejections + 1,
+          messages: [
+            new HumanMessage(
+              `The reviewer rejected the proposal: ${d.message}. Propose a revised change or stop.`,
+            ),
+          ],
+        };
       }
       return {
         ...base,
@@ -150,7 +230,14 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
         )),
       };
     case "edit":
-      return { ...base, proposal: { ...journalDecision.edit!, rationale: `edited by ${record.approverId}`, source: "human_edit" } };
+      return {
+        ...base,
+        proposal: {
+          ...journalDecision.edit!,
+          rationale: `edited by ${record.approverId}`,
+          source: "human_edit",
+        },
+      };
     default: {
       const never: never = d;
       throw new Error(`unhandled decision ${JSON.stringify(never)}`);
@@ -161,7 +248,12 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
 type Refuse = (code: string, reason: string, counted: boolean) => Promise<Update>;
 
 /** This server's side of a decision: its policy, keys and clock, and the authenticated caller. */
-const judgeOf = (deps: Deps, authUser: string | undefined, now = deps.clock()): Judge => ({ policy: deps.policy, publicKeys: deps.publicKeys, now, authUser });
+const judgeOf = (deps: Deps, authUser: string | undefined, now = deps.clock()): Judge => ({
+  policy: deps.policy,
+  publicKeys: deps.publicKeys,
+  now,
+  authUser,
+});
 
 /** The registered approval a decision answers, from the journal's row. */
 const answeredBy = (action: ActionRow): Answered => ({
@@ -195,14 +287,26 @@ async function setDecision(
   const { set, setHash } = action.set!;
   const now = deps.clock();
   // The set as one approval: its hash and nonce, its earliest expiry, every operation it covers.
-  const asOne: ActionRow = { ...action, envelopeHash: setHash, revision: set.revision, envelope: { ...action.envelope, nonce: set.nonce, expiresAt: set.expiresAt, revision: set.revision } };
+  const asOne: ActionRow = {
+    ...action,
+    envelopeHash: setHash,
+    revision: set.revision,
+    envelope: { ...action.envelope, nonce: set.nonce, expiresAt: set.expiresAt, revision: set.revision },
+  };
   const system = decisions.length === 1 ? SystemDecisionSchema.safeParse(decisions[0]) : undefined;
   if (system?.success) return systemDecision(deps, state, asOne, system.data, authUser, raw, refuse, members);
 
   const judge = judgeOf(deps, authUser, now);
   const answered = answeredBy(action);
-  const s = { set, setHash, members: members.map((x) => ({ actionId: x.set!.actionId, envelope: x.envelope })) };
-  const malformed = setShapeProblem(decisions, set.actions.map((x) => x.actionId));
+  const s = {
+    set,
+    setHash,
+    members: members.map((x) => ({ actionId: x.set!.actionId, envelope: x.envelope })),
+  };
+  const malformed = setShapeProblem(
+    decisions,
+    set.actions.map((x) => x.actionId),
+  );
   if (malformed) return refuse(malformed.refused.code, malformed.refused.reason, malformed.refused.counted);
   const notEntitled = setEntitlementProblem(answered, s, judge, decisions);
   // Names typed in edits (RESPONSIBLE_ID "Bob Smith"), looked up only for an entitled approver's edits of this very set.
@@ -210,23 +314,61 @@ async function setDecision(
   if (notEntitled === null) {
     const typed = decisions.flatMap((d) => {
       const p = DecisionSchema.safeParse(d);
-      return p.success && p.data.type === "edit" && p.data.envelopeHash === setHash && p.data.nonce === set.nonce ? typedNamesIn(p.data.editedAction.args.fields) : [];
+      return p.success &&
+        p.data.type === "edit" &&
+        p.data.envelopeHash === setHash &&
+        p.data.nonce === set.nonce
+        ? typedNamesIn(p.data.editedAction.args.fields)
+        : [];
     });
     if (typed.length > 0) people = await resolveNames(deps.tools, typed);
   }
   const judged = judgeSetDecisions(answered, s, decisions, judge, notEntitled, people, raw);
   if ("refused" in judged) return refuse(judged.refused.code, judged.refused.reason, judged.refused.counted);
   const { type, record, messages, setPlan } = judged;
-  const revise = type === "reject" && messages.length > 0 && action.revision <= deps.config.limits.maxRevisions;
-  const journalDecision: NonNullable<ActionProgress["decision"]> = { ...record, ...(type === "reject" ? { revise } : {}), ...(setPlan ? { setPlan } : {}) };
-  const decided = await decide(deps, asOne, journalDecision, [decisionAcceptedEntry(action.envelope, setHash, record, people)], members);
+  const revise =
+    type === "reject" && messages.length > 0 && action.revision <= deps.config.limits.maxRevisions;
+  const journalDecision: NonNullable<ActionProgress["decision"]> = {
+    ...record,
+    ...(type === "reject" ? { revise } : {}),
+    ...(setPlan ? { setPlan } : {}),
+  };
+  const decided = await decide(
+    deps,
+    asOne,
+    journalDecision,
+    [decisionAcceptedEntry(action.envelope, setHash, record, people)],
+    members,
+  );
   if ("update" in decided) return decided.update;
-  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
+  const base: Update = {
+    decision: record,
+    pendingDecision: null,
+    ...registeredFor(viewOf({ action: decided.row }), state),
+  };
   if (type === "approve" || type === "edit") return base;
   if (revise) {
-    return { ...base, proposal: null, rejections: state.rejections + 1, messages: [new HumanMessage(`The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`)] };
+    return {
+      ...base,
+      proposal: null,
+      rejections: state.rejections + 1,
+      messages: [
+        new HumanMessage(
+          `The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`,
+        ),
+      ],
+    };
   }
-  return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "REJECTED_BY_HUMAN", `change set rejected by ${record.approverId}${messages.length ? `: ${messages.join("; ")}` : " (no message)"}`)) };
+  return {
+    ...base,
+    ...(await closeAction(
+      deps,
+      decided.row,
+      "NOT_EXECUTED",
+      "REJECTED_BY_HUMAN",
+      `change set rejected by ${record.approverId}${messages.length ? `: ${messages.join("; ")}` : " (no message)"}`,
+    )),
+  };
 }
 
 /**
@@ -235,7 +377,13 @@ async function setDecision(
  * meanwhile sends this run to `resync`.
  */
 /** Claims the decision and appends its audit records (`records`) in the same transaction. */
-async function decide(deps: Deps, action: ActionRow, decision: NonNullable<ActionProgress["decision"]>, records: AuditEntry[], members?: ActionRow[]): Promise<{ row: ActionRow } | { update: Update }> {
+async function decide(
+  deps: Deps,
+  action: ActionRow,
+  decision: NonNullable<ActionProgress["decision"]>,
+  records: AuditEntry[],
+  members?: ActionRow[],
+): Promise<{ row: ActionRow } | { update: Update }> {
   const claimOf = {
     threadId: action.threadId,
     envelopeHash: action.envelopeHash,
@@ -247,7 +395,11 @@ async function decide(deps: Deps, action: ActionRow, decision: NonNullable<Actio
   };
   // A change set: `action` stands for the set (its hash and nonce); every member is decided at once.
   const claim = members
-    ? await deps.journal.decideActions(members.map((x) => ({ envelopeHash: x.envelopeHash, decision })), claimOf, records)
+    ? await deps.journal.decideActions(
+        members.map((x) => ({ envelopeHash: x.envelopeHash, decision })),
+        claimOf,
+        records,
+      )
     : await deps.journal.decideAction(action.envelopeHash, claimOf, decision, records);
   if (claim.claimed) return { row: claim.row };
   if ("existing" in claim) {
@@ -277,12 +429,36 @@ async function systemDecision(
   const judged = judgeSystemDecision(answeredBy(action), d, judgeOf(deps, authUser), operations, raw);
   if ("refused" in judged) return refuse(judged.refused.code, judged.refused.reason, judged.refused.counted);
   const { record, escalateTo, notEscalated } = judged;
-  const decided = await decide(deps, action, { ...record, ...(escalateTo ? { escalateTo } : {}) }, [decisionAcceptedEntry(envelope, envelopeHash, record)], members);
+  const decided = await decide(
+    deps,
+    action,
+    { ...record, ...(escalateTo ? { escalateTo } : {}) },
+    [decisionAcceptedEntry(envelope, envelopeHash, record)],
+    members,
+  );
   if ("update" in decided) return decided.update;
-  const base: Update = { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: decided.row }), state) };
-  if (d.type === "cancel") return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "CANCELLED", `cancelled by ${d.by.id}: ${d.reason}`)) };
+  const base: Update = {
+    decision: record,
+    pendingDecision: null,
+    ...registeredFor(viewOf({ action: decided.row }), state),
+  };
+  if (d.type === "cancel")
+    return {
+      ...base,
+      ...(await closeAction(
+        deps,
+        decided.row,
+        "NOT_EXECUTED",
+        "CANCELLED",
+        `cancelled by ${d.by.id}: ${d.reason}`,
+      )),
+    };
   if (escalateTo) return { ...base, escalatedTo: escalateTo };
   const after = action.escalatedTo ? ` after escalation to ${action.escalatedTo}` : "";
   const reason = `no decision before ${envelope.expiresAt}; closed by ${d.by.id}${after}${notEscalated}`;
-  return { ...base, ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)), rejections: state.rejections };
+  return {
+    ...base,
+    ...(await closeAction(deps, decided.row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)),
+    rejections: state.rejections,
+  };
 }

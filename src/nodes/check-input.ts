@@ -2,7 +2,12 @@ import { ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { depsOf } from "../runtime/run-deps.js";
-import { answersFromChat, chatMessageText, validateAnswers, type InputRequestRecord } from "../hitl/structured-input.js";
+import {
+  answersFromChat,
+  chatMessageText,
+  validateAnswers,
+  type InputRequestRecord,
+} from "../hitl/structured-input.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { answerRefusedEntry } from "../hitl/audit-records.js";
 import { askedOf } from "../hitl/input-request.js";
@@ -29,13 +34,22 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   // A chat message (Studio's chat, or run input the API server folded into a resume) is the answer only
   // when it validates as the question's single field; it never reaches the model as a message.
   const chat = chatMessageText(state.pendingDecision);
-  const result = chat !== undefined ? answersFromChat(req.question, req.fields, chat) : validateAnswers(req.fields, state.pendingDecision);
+  const result =
+    chat !== undefined
+      ? answersFromChat(req.question, req.fields, chat)
+      : validateAnswers(req.fields, state.pendingDecision);
   if (!result.ok) {
     // A pause at a question the journal no longer holds open (a fork back to an answered question, a
     // recovery) has nothing to refuse an answer to: the question is dropped and the run goes where the
     // journal says. (The same answer re-validated after a crash, the question already answered, goes on below.)
     if (asked.status !== "open") return { needsResync: true, pendingDecision: null, inputRequest: null };
-    const refusal = { code: "INVALID_ANSWER", reason: result.reason, at, envelopeHash: null, raw: state.pendingDecision };
+    const refusal = {
+      code: "INVALID_ANSWER",
+      reason: result.reason,
+      at,
+      envelopeHash: null,
+      raw: state.pendingDecision,
+    };
     // Counted, with its reason, in the journal's question row (state's refusals are a mirror anyone can
     // rewrite), and recorded in the audit log, where views read refusals from.
     const count = await deps.journal.noteInvalidAnswer(gate.threadId, result.reason);
@@ -54,9 +68,23 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
     );
     if (count >= deps.config.limits.maxRefusedDecisions) {
       await deps.journal.closeQuestion(gate.threadId, "closed", at);
-      return { refusals: [refusal], pendingDecision: null, ...(await endRunInJournal(deps, gate, state, "TOO_MANY_REFUSED_DECISIONS", `${count} invalid answers; last: ${result.reason}`)) };
+      return {
+        refusals: [refusal],
+        pendingDecision: null,
+        ...(await endRunInJournal(
+          deps,
+          gate,
+          state,
+          "TOO_MANY_REFUSED_DECISIONS",
+          `${count} invalid answers; last: ${result.reason}`,
+        )),
+      };
     }
-    return { refusals: [refusal], pendingDecision: null, ...(state.inputRequest?.toolCallId !== req.toolCallId ? { inputRequest: req } : {}) };
+    return {
+      refusals: [refusal],
+      pendingDecision: null,
+      ...(state.inputRequest?.toolCallId !== req.toolCallId ? { inputRequest: req } : {}),
+    };
   }
   const thread = await ensureThread(deps, gate, state);
   // A task or deal the person names narrows a scope that named none of its kind (never widens one).
@@ -67,12 +95,22 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
   const task = thread.scope.taskIds?.length ? undefined : named("taskId");
   const deal = thread.scope.dealIds?.length ? undefined : named("dealId");
   if (task !== undefined || deal !== undefined) {
-    await deps.journal.setThreadScope(thread.threadId, { ...thread.scope, ...(task !== undefined ? { taskIds: [task] } : {}), ...(deal !== undefined ? { dealIds: [deal] } : {}) });
+    await deps.journal.setThreadScope(thread.threadId, {
+      ...thread.scope,
+      ...(task !== undefined ? { taskIds: [task] } : {}),
+      ...(deal !== undefined ? { dealIds: [deal] } : {}),
+    });
   }
   await deps.journal.closeQuestion(thread.threadId, "answered", at);
   const after = await deps.journal.getThread(thread.threadId);
   return {
-    messages: [new ToolMessage({ tool_call_id: req.toolCallId, name: "request_input", content: JSON.stringify(result.answers) })],
+    messages: [
+      new ToolMessage({
+        tool_call_id: req.toolCallId,
+        name: "request_input",
+        content: JSON.stringify(result.answers),
+      }),
+    ],
     inputRequest: null,
     pendingDecision: null,
     scope: after?.scope ?? thread.scope,

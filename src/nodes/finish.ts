@@ -5,9 +5,23 @@ import type { Deps } from "../runtime/deps.js";
 import { depsOf } from "../runtime/run-deps.js";
 import { actionEndedEntry, runEndedEntry } from "../hitl/audit-records.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
-import { ensureThread, noteStateDrift, openGate, refuseUnlessAllowed, rowAfter, type Gate } from "../hitl/journal-gate.js";
+import {
+  ensureThread,
+  noteStateDrift,
+  openGate,
+  refuseUnlessAllowed,
+  rowAfter,
+  type Gate,
+} from "../hitl/journal-gate.js";
 import type { ExecutionEntry } from "../store/journal.js";
-import { actionOutcomeOf, evidenceChangedFrom, flatView, registeredFor, viewOf, type ThreadJournalView } from "../hitl/thread-view.js";
+import {
+  actionOutcomeOf,
+  evidenceChangedFrom,
+  flatView,
+  registeredFor,
+  viewOf,
+  type ThreadJournalView,
+} from "../hitl/thread-view.js";
 import { writeAttemptRefused } from "./propose.js";
 import { chainOutcome, outcomeTable, type ActionOutcome } from "../envelope/index.js";
 import { deletedLabelOf } from "../envelope/deleted.js";
@@ -35,7 +49,12 @@ export async function finish(state: State, config: LangGraphRunnableConfig): Pro
  * `carry_out` right after the executor, with the rows the executor left (`gate`) and the action's
  * write-ahead entry when it read one (`execution`, otherwise read here).
  */
-export async function finishFromJournal(deps: Deps, gate: Gate, state: State, known: { execution?: ExecutionEntry } = {}): Promise<Update> {
+export async function finishFromJournal(
+  deps: Deps,
+  gate: Gate,
+  state: State,
+  known: { execution?: ExecutionEntry } = {},
+): Promise<Update> {
   const thread = await ensureThread(deps, gate, state);
   const finishedAt = deps.clock().toISOString();
   let action = gate.action;
@@ -52,11 +71,19 @@ export async function finishFromJournal(deps: Deps, gate: Gate, state: State, kn
   else if (action) closing = action.progress.closed ?? closingOf(action, finishedAt);
   else closing = await noProposalClosing(deps, gate.threadId, finishedAt);
 
-  const execution = action ? (known.execution?.envelopeHash === action.envelopeHash ? known.execution : await deps.journal.findExecution(action.envelopeHash)) : undefined;
-  const denied = action ? undefined : (await deps.audit.records({ threadId: gate.threadId, events: ["proposal_denied"] })).at(-1);
-  const viewAt = (closed: ClosedRecord, a: ActionRow | undefined) => viewOf({ thread: { ...thread, closed }, action: a, execution });
+  const execution = action
+    ? known.execution?.envelopeHash === action.envelopeHash
+      ? known.execution
+      : await deps.journal.findExecution(action.envelopeHash)
+    : undefined;
+  const denied = action
+    ? undefined
+    : (await deps.audit.records({ threadId: gate.threadId, events: ["proposal_denied"] })).at(-1);
+  const viewAt = (closed: ClosedRecord, a: ActionRow | undefined) =>
+    viewOf({ thread: { ...thread, closed }, action: a, execution });
   // No action: nothing of an envelope in state is reported (any client can write state).
-  const evidenceOf = (v: ThreadJournalView) => ({ ...state, envelope: null, envelopeHash: null, ...flatView(v) }) satisfies State;
+  const evidenceOf = (v: ThreadJournalView) =>
+    ({ ...state, envelope: null, envelopeHash: null, ...flatView(v) }) satisfies State;
   // One durable transaction: the action's close, the thread's close (the first wins) and the closing
   // audit record built from the close that stands, keyed so a re-run of this node adds no second.
   let view: ThreadJournalView | undefined;
@@ -66,7 +93,17 @@ export async function finishFromJournal(deps: Deps, gate: Gate, state: State, kn
       if (a) action = a;
       view = viewAt(closed, action);
       const { decision: _d, ...own } = view.evidence;
-      return [runEndedEntry(evidenceOf(view), { threadId: gate.threadId, policy: deps.policy, at: closed.at, request: thread.request, requesterVerifiedBy: requesterVerificationOf(thread), ...(action && !action.set ? { evidence: own } : {}), ...(denied ? { denied } : {}) })];
+      return [
+        runEndedEntry(evidenceOf(view), {
+          threadId: gate.threadId,
+          policy: deps.policy,
+          at: closed.at,
+          request: thread.request,
+          requesterVerifiedBy: requesterVerificationOf(thread),
+          ...(action && !action.set ? { evidence: own } : {}),
+          ...(denied ? { denied } : {}),
+        }),
+      ];
     },
   });
   view ??= viewAt(closedThread?.closed ?? closing, action);
@@ -74,7 +111,18 @@ export async function finishFromJournal(deps: Deps, gate: Gate, state: State, kn
   // State's mirror: the evidence and the ending; the envelope and card only where state lost the journal's hash.
   return {
     ...registeredFor(view, state),
-    messages: [...chatReport(gate.threadId, evidence), ...(table ? [new AIMessage({ id: `action-envelope:${gate.threadId}:set-outcomes`, content: `Change set, action by action:\n${table}`, name: "action-envelope" })] : [])],
+    messages: [
+      ...chatReport(gate.threadId, evidence),
+      ...(table
+        ? [
+            new AIMessage({
+              id: `action-envelope:${gate.threadId}:set-outcomes`,
+              content: `Change set, action by action:\n${table}`,
+              name: "action-envelope",
+            }),
+          ]
+        : []),
+    ],
     ...evidenceChangedFrom(view.evidence, state),
     ...view.ending,
     needsResync: false,
@@ -87,7 +135,11 @@ export async function finishFromJournal(deps: Deps, gate: Gate, state: State, kn
  * naming that action); any other with its own ending (rejected, cancelled, expired). The set's
  * outcome is derived from the actions' (change-set.ts chainOutcome).
  */
-async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{ outcomes: ActionOutcome[]; closing: ClosedRecord }> {
+async function closeSet(
+  deps: Deps,
+  members: ActionRow[],
+  at: string,
+): Promise<{ outcomes: ActionOutcome[]; closing: ClosedRecord }> {
   const outcomes: ActionOutcome[] = [];
   let stop: ActionOutcome | undefined;
   for (const m of members) {
@@ -98,22 +150,40 @@ async function closeSet(deps: Deps, members: ActionRow[], at: string): Promise<{
     const ended = (r: ActionRow) => [actionEndedEntry(r, entry)];
     let recorded = false;
     if (!row.progress.closed && row.phase !== "superseded") {
-      const approvedNotRun = stop && row.progress.decision?.type === "approve" && (row.phase === "decided" || row.phase === "registered");
+      const approvedNotRun =
+        stop &&
+        row.progress.decision?.type === "approve" &&
+        (row.phase === "decided" || row.phase === "registered");
       const c: ClosedRecord = approvedNotRun
-        ? { outcome: "NOT_EXECUTED", reasonCode: "CHAIN_STOPPED", reason: `not run: ${stop!.actionId} ended ${stop!.outcome} (${stop!.reasonCode}), and a change set stops at the first action that is not VERIFIED`, at }
+        ? {
+            outcome: "NOT_EXECUTED",
+            reasonCode: "CHAIN_STOPPED",
+            reason: `not run: ${stop!.actionId} ended ${stop!.outcome} (${stop!.reasonCode}), and a change set stops at the first action that is not VERIFIED`,
+            at,
+          }
         : closingOf(row, at);
       const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c }, ended);
       recorded = moved.ok;
       row = await rowAfter(deps, row, moved);
     }
-    const closedRow = row.progress.closed ? row : { ...row, progress: { ...row.progress, closed: closingOf(row, at) } };
+    const closedRow = row.progress.closed
+      ? row
+      : { ...row, progress: { ...row.progress, closed: closingOf(row, at) } };
     if (!recorded) await deps.audit.append(actionEndedEntry(closedRow, entry));
     const o = actionOutcomeOf(closedRow, entry)!;
     outcomes.push(o);
     if (!stop && o.outcome !== "VERIFIED") stop = o;
   }
   const derived = chainOutcome(outcomes);
-  return { outcomes, closing: { outcome: derived.outcome as ClosedRecord["outcome"], reasonCode: derived.reasonCode as ClosedRecord["reasonCode"], reason: derived.reason, at } };
+  return {
+    outcomes,
+    closing: {
+      outcome: derived.outcome as ClosedRecord["outcome"],
+      reasonCode: derived.reasonCode as ClosedRecord["reasonCode"],
+      reason: derived.reason,
+      at,
+    },
+  };
 }
 
 /** The outcome of an action that reached the end of its run without being closed on the way. */
@@ -123,28 +193,65 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
   if (a.progress.closed) return a.progress.closed;
   if (v) {
     const ack = a.progress.acknowledgement;
-    if (ack?.status === "ERROR" && ack.error?.outcomeUnknown !== true && v.verdict === "VERIFICATION_FAILED") {
+    if (
+      ack?.status === "ERROR" &&
+      ack.error?.outcomeUnknown !== true &&
+      v.verdict === "VERIFICATION_FAILED"
+    ) {
       const e = ack.error;
       // A connection that never opened did not reach the target; anything else is its answer.
-      const what = e?.kind === "transport_timeout" ? `the write never reached the target (${e.description})` : `the target refused the write (${e?.code ?? e?.kind}: ${e?.description})`;
-      return { outcome: "REJECTED_BY_TARGET", reasonCode: "REJECTED_BY_TARGET", reason: `${what}; ${v.reason}`, at };
+      const what =
+        e?.kind === "transport_timeout"
+          ? `the write never reached the target (${e.description})`
+          : `the target refused the write (${e?.code ?? e?.kind}: ${e?.description})`;
+      return {
+        outcome: "REJECTED_BY_TARGET",
+        reasonCode: "REJECTED_BY_TARGET",
+        reason: `${what}; ${v.reason}`,
+        at,
+      };
     }
     return { outcome: v.verdict, reasonCode: v.verdict, reason: v.reason, at };
   }
   if (a.phase === "intent" || a.phase === "acknowledged") {
-    return { outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE", reason: `the write was sent but no verification was recorded; ${unchecked(a.envelope)} was not checked`, at };
+    return {
+      outcome: "INCONCLUSIVE",
+      reasonCode: "INCONCLUSIVE",
+      reason: `the write was sent but no verification was recorded; ${unchecked(a.envelope)} was not checked`,
+      at,
+    };
   }
   switch (d?.type) {
     case "reject":
-      return { outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN", reason: `rejected by ${d.approverId}: ${d.message ?? ""}; the model proposed no revision`, at };
+      return {
+        outcome: "NOT_EXECUTED",
+        reasonCode: "REJECTED_BY_HUMAN",
+        reason: `rejected by ${d.approverId}: ${d.message ?? ""}; the model proposed no revision`,
+        at,
+      };
     case "cancel":
-      return { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: `cancelled by ${d.approverId}: ${d.message ?? ""}`, at };
+      return {
+        outcome: "NOT_EXECUTED",
+        reasonCode: "CANCELLED",
+        reason: `cancelled by ${d.approverId}: ${d.message ?? ""}`,
+        at,
+      };
     case "expire":
-      return { outcome: "NOT_EXECUTED", reasonCode: "APPROVAL_EXPIRED", reason: `no decision before ${a.envelope.expiresAt}`, at };
+      return {
+        outcome: "NOT_EXECUTED",
+        reasonCode: "APPROVAL_EXPIRED",
+        reason: `no decision before ${a.envelope.expiresAt}`,
+        at,
+      };
     case "approve":
     case "edit":
     case undefined:
-      return { outcome: "NOT_EXECUTED", reasonCode: "NO_PROPOSAL", reason: "the run ended before this action was executed", at };
+      return {
+        outcome: "NOT_EXECUTED",
+        reasonCode: "NO_PROPOSAL",
+        reason: "the run ended before this action was executed",
+        at,
+      };
     default: {
       const never: never = d!.type;
       throw new Error(`unknown decision ${String(never)}`);
@@ -160,11 +267,24 @@ function closingOf(a: ActionRow, at: string): ClosedRecord {
  * state, which any API client could have written.
  */
 async function noProposalClosing(deps: Deps, threadId: string, at: string): Promise<ClosedRecord> {
-  const boundary = (await deps.audit.records({ threadId, events: ["boundary_refused"] })).map((r) => r.received as { tool: string; argumentsSha256: string });
-  if (boundary.length > 0) return { outcome: "NOT_EXECUTED", reasonCode: "WRITE_ATTEMPT_REFUSED", reason: writeAttemptRefused(boundary), at };
+  const boundary = (await deps.audit.records({ threadId, events: ["boundary_refused"] })).map(
+    (r) => r.received as { tool: string; argumentsSha256: string },
+  );
+  if (boundary.length > 0)
+    return {
+      outcome: "NOT_EXECUTED",
+      reasonCode: "WRITE_ATTEMPT_REFUSED",
+      reason: writeAttemptRefused(boundary),
+      at,
+    };
   // The model's last reply as the agent recorded it in the journal, never state's last message.
   const said = (await deps.journal.getThreadTurns(threadId))?.lastReply;
-  return { outcome: "NOT_EXECUTED", reasonCode: "NO_PROPOSAL", reason: `the model ended without proposing a change${said == null ? "" : `: ${said}`}`, at };
+  return {
+    outcome: "NOT_EXECUTED",
+    reasonCode: "NO_PROPOSAL",
+    reason: `the model ended without proposing a change${said == null ? "" : `: ${said}`}`,
+    at,
+  };
 }
 
 /**
@@ -172,18 +292,51 @@ async function noProposalClosing(deps: Deps, threadId: string, at: string): Prom
  * outcome, all from the journal-derived evidence above. Their ids are fixed per thread and step, so
  * a second pass through `finish` replaces them rather than adding copies.
  */
-export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelopeHash" | "decision" | "preRead" | "invocation" | "acknowledgement" | "verification" | "outcome" | "reasonCode" | "reason">): AIMessage[] {
-  const say = (step: string, text: string) => new AIMessage({ id: `action-envelope:${threadId}:${step}`, content: text, name: "action-envelope" });
+export function chatReport(
+  threadId: string,
+  e: Pick<
+    State,
+    | "envelope"
+    | "envelopeHash"
+    | "decision"
+    | "preRead"
+    | "invocation"
+    | "acknowledgement"
+    | "verification"
+    | "outcome"
+    | "reasonCode"
+    | "reason"
+  >,
+): AIMessage[] {
+  const say = (step: string, text: string) =>
+    new AIMessage({ id: `action-envelope:${threadId}:${step}`, content: text, name: "action-envelope" });
   const out: AIMessage[] = [];
   if (e.envelope && e.envelopeHash) {
-    out.push(say("proposal", `Proposed: ${e.envelope.operation} ${proposedOn(e.envelope)} with ${JSON.stringify(e.envelope.params)} (envelope ${e.envelopeHash}, revision ${e.envelope.revision}).`));
+    out.push(
+      say(
+        "proposal",
+        `Proposed: ${e.envelope.operation} ${proposedOn(e.envelope)} with ${JSON.stringify(e.envelope.params)} (envelope ${e.envelopeHash}, revision ${e.envelope.revision}).`,
+      ),
+    );
   }
   const d = e.decision;
   if (d) {
-    const verb = { approve: "Approved", edit: "Edited", reject: "Rejected", cancel: "Cancelled", expire: "Expired" }[d.type];
-    out.push(say("decision", `${verb} by ${d.approverId} (identity: ${d.verifiedBy}) at ${d.acceptedAt}${d.message ? `: ${d.message}` : ""}.`));
+    const verb = {
+      approve: "Approved",
+      edit: "Edited",
+      reject: "Rejected",
+      cancel: "Cancelled",
+      expire: "Expired",
+    }[d.type];
+    out.push(
+      say(
+        "decision",
+        `${verb} by ${d.approverId} (identity: ${d.verifiedBy}) at ${d.acceptedAt}${d.message ? `: ${d.message}` : ""}.`,
+      ),
+    );
   }
-  if (e.preRead) out.push(say("pre-read", `Pre-read before the write: ${e.preRead.verdict}. ${e.preRead.reason}`));
+  if (e.preRead)
+    out.push(say("pre-read", `Pre-read before the write: ${e.preRead.verdict}. ${e.preRead.reason}`));
   if (e.invocation) {
     const ack = e.acknowledgement;
     const a = e.invocation.args;
@@ -193,26 +346,40 @@ export function chatReport(threadId: string, e: Pick<State, "envelope" | "envelo
     const object =
       spec?.effect === "create"
         ? `${objectNamed(spec.name, 0)}${createdId ? ` (created: ${spec.target} ${createdId})` : ""}`
-        : a.dealId !== undefined ? `deal ${a.dealId}` : a.commentId !== undefined ? `comment ${a.commentId} of task ${a.taskId}` : `task ${a.taskId}`;
+        : a.dealId !== undefined
+          ? `deal ${a.dealId}`
+          : a.commentId !== undefined
+            ? `comment ${a.commentId} of task ${a.taskId}`
+            : `task ${a.taskId}`;
     // A delete sends no fields: it names only what it removes.
     const sent = a.fields !== undefined ? ` with ${JSON.stringify(a.fields)}` : "";
-    out.push(say("write", `Sent ${e.invocation.tool} once for ${object}${sent}; the target answered ${ack ? ack.status : "nothing recorded"}.`));
+    out.push(
+      say(
+        "write",
+        `Sent ${e.invocation.tool} once for ${object}${sent}; the target answered ${ack ? ack.status : "nothing recorded"}.`,
+      ),
+    );
   }
-  if (e.verification) out.push(say("verification", `Fresh read after the write: ${e.verification.verdict}. ${e.verification.reason}`));
+  if (e.verification)
+    out.push(
+      say("verification", `Fresh read after the write: ${e.verification.verdict}. ${e.verification.reason}`),
+    );
   out.push(say("outcome", `Outcome: ${e.outcome} (${e.reasonCode})${e.reason ? `: ${e.reason}` : ""}`));
   return out;
 }
 
 /** What a proposal acts on, by its effect: "on task 4", "making a new task", "removing comment 5 of task 4". */
 function proposedOn(e: Pick<Envelope, "operation" | "object" | "params">): string {
-  if (operationSpec(e.operation)?.effect === "create") return `making ${objectNamed(e.operation, e.object.id)}`;
+  if (operationSpec(e.operation)?.effect === "create")
+    return `making ${objectNamed(e.operation, e.object.id)}`;
   const deleted = deletedLabelOf(e);
   return deleted ? `removing ${deleted}` : `on ${objectNamed(e.operation, e.object.id)}`;
 }
 
 /** What a sent write left unchecked without its verification: the object's state, whether a new one was made, whether a deleted one is gone. */
 function unchecked(e: Pick<Envelope, "operation" | "object" | "params">): string {
-  if (operationSpec(e.operation)?.effect === "create") return `whether ${objectNamed(e.operation, e.object.id)} was made`;
+  if (operationSpec(e.operation)?.effect === "create")
+    return `whether ${objectNamed(e.operation, e.object.id)} was made`;
   const deleted = deletedLabelOf(e);
   return deleted ? `whether ${deleted} is gone` : `the state of ${objectNamed(e.operation, e.object.id)}`;
 }

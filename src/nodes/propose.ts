@@ -3,7 +3,12 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import type { Deps } from "../runtime/deps.js";
 import { depsOf } from "../runtime/run-deps.js";
-import { ChangeSetArgsSchema, ProposalArgsSchema, RequestInputArgsSchema, objectIdOf } from "../tools/proposal-tools.js";
+import {
+  ChangeSetArgsSchema,
+  ProposalArgsSchema,
+  RequestInputArgsSchema,
+  objectIdOf,
+} from "../tools/proposal-tools.js";
 import { inputSpecProblem } from "../hitl/structured-input.js";
 import { argumentsSha256, boundaryRefusedEntry, journalGuardEntry } from "../hitl/audit-records.js";
 import { DecisionNotAcceptedError } from "../errors.js";
@@ -17,7 +22,17 @@ import { endRunInJournal, openGate, refuseUnlessAllowed } from "../hitl/journal-
 async function refuseUnsealedReply(deps: Deps, threadId: string, requestedBy: string): Promise<never> {
   const reason = `the model's recorded reply on thread ${threadId} (its tool calls) does not verify against its seal: it was changed outside this program, or recorded without a seal. Nothing was proposed.`;
   const at = deps.clock().toISOString();
-  await deps.audit.append(journalGuardEntry("tamper_detected", { threadId, action: undefined, requestedBy, discriminator: `model-reply:${at}`, at, code: "INTEGRITY_CHECK_FAILED", reason }));
+  await deps.audit.append(
+    journalGuardEntry("tamper_detected", {
+      threadId,
+      action: undefined,
+      requestedBy,
+      discriminator: `model-reply:${at}`,
+      at,
+      code: "INTEGRITY_CHECK_FAILED",
+      reason,
+    }),
+  );
   throw new DecisionNotAcceptedError(threadId, "INTEGRITY_CHECK_FAILED", reason);
 }
 
@@ -42,7 +57,8 @@ export async function propose(state: State, config: LangGraphRunnableConfig): Pr
   // The model's calls as the agent node recorded them in the journal when the model answered, never
   // state's messages: a rewritten or forked state cannot put a proposal in the model's mouth.
   const turns = await deps.journal.getThreadTurns(gate.threadId);
-  if (turns && !turns.lastReplySealValid) await refuseUnsealedReply(deps, gate.threadId, gate.thread?.requestedBy ?? "");
+  if (turns && !turns.lastReplySealValid)
+    await refuseUnsealedReply(deps, gate.threadId, gate.thread?.requestedBy ?? "");
   const calls = turns?.lastToolCalls ?? [];
   const refusals: string[] = [];
   let accepted: Update["proposal"] = null;
@@ -51,16 +67,30 @@ export async function propose(state: State, config: LangGraphRunnableConfig): Pr
   const only = calls.length === 1 ? calls[0] : undefined;
   if (only?.name === "request_input") {
     const parsed = RequestInputArgsSchema.safeParse(only.args);
-    const problem = parsed.success ? inputSpecProblem(parsed.data.fields) : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    const problem = parsed.success
+      ? inputSpecProblem(parsed.data.fields)
+      : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
     if (parsed.success && !problem) {
       // No tool reply yet: the human's answer becomes the reply once it passes validation.
-      const inputRequest = { toolCallId: only.id ?? "request_input", question: parsed.data.question, fields: parsed.data.fields, askedAt: deps.clock().toISOString() };
+      const inputRequest = {
+        toolCallId: only.id ?? "request_input",
+        question: parsed.data.question,
+        fields: parsed.data.fields,
+        askedAt: deps.clock().toISOString(),
+      };
       // Indexed in the journal so the web inbox lists waiting questions without loading checkpoints.
       await deps.journal.recordQuestion({ threadId: gate.threadId, ...inputRequest });
       return { inputRequest };
     }
     refusals.push(`invalid request_input: ${problem}`);
-    replies.push(new ToolMessage({ tool_call_id: only.id ?? "request_input", name: "request_input", status: "error", content: `Error: invalid request_input: ${problem}` }));
+    replies.push(
+      new ToolMessage({
+        tool_call_id: only.id ?? "request_input",
+        name: "request_input",
+        status: "error",
+        content: `Error: invalid request_input: ${problem}`,
+      }),
+    );
   }
 
   const offered = offeredToolNames(deps);
@@ -75,39 +105,90 @@ export async function propose(state: State, config: LangGraphRunnableConfig): Pr
         : `${call.name} is not available: you can only read and propose; writes happen after human approval`;
       if (!isOffered) boundary.push(await auditBoundaryRefusal(deps, state, threadId, call, index, offered));
       refusals.push(why);
-      replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: ${why}` }));
+      replies.push(
+        new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: ${why}` }),
+      );
       continue;
     }
     if (calls.length > 1) {
       const why = "propose exactly one change per turn";
       refusals.push(why);
-      replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: ${why}` }));
+      replies.push(
+        new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: ${why}` }),
+      );
       continue;
     }
     if (call.name === "propose_change_set") {
       const set = ChangeSetArgsSchema.safeParse(call.args);
       if (!set.success) {
-        const why = set.error.issues.map((i) => `${i.path.join(".") || "change set"}: ${i.message}`).join("; ");
+        const why = set.error.issues
+          .map((i) => `${i.path.join(".") || "change set"}: ${i.message}`)
+          .join("; ");
         refusals.push(why);
-        replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: invalid change set: ${why}` }));
+        replies.push(
+          new ToolMessage({
+            tool_call_id: id,
+            name: call.name,
+            status: "error",
+            content: `Error: invalid change set: ${why}`,
+          }),
+        );
         continue;
       }
-      const actions = set.data.actions.map((a) => ({ operation: a.operation, taskId: objectIdOf(a), fields: a.fields }));
+      const actions = set.data.actions.map((a) => ({
+        operation: a.operation,
+        taskId: objectIdOf(a),
+        fields: a.fields,
+      }));
       const first = actions[0]!;
-      accepted = { operation: first.operation, taskId: first.taskId, fields: first.fields, actions, rationale: set.data.rationale, source: "model" };
-      replies.push(new ToolMessage({ tool_call_id: id, name: call.name, content: `Change set of ${set.data.actions.length} actions received. It will be checked against policy and shown to a human for approval as one set.` }));
+      accepted = {
+        operation: first.operation,
+        taskId: first.taskId,
+        fields: first.fields,
+        actions,
+        rationale: set.data.rationale,
+        source: "model",
+      };
+      replies.push(
+        new ToolMessage({
+          tool_call_id: id,
+          name: call.name,
+          content: `Change set of ${set.data.actions.length} actions received. It will be checked against policy and shown to a human for approval as one set.`,
+        }),
+      );
       continue;
     }
     const parsed = ProposalArgsSchema.safeParse(call.args);
     if (!parsed.success) {
-      const why = parsed.error.issues.map((i) => `${i.path.join(".") || "proposal"}: ${i.message}`).join("; ");
+      const why = parsed.error.issues
+        .map((i) => `${i.path.join(".") || "proposal"}: ${i.message}`)
+        .join("; ");
       refusals.push(why);
-      replies.push(new ToolMessage({ tool_call_id: id, name: call.name, status: "error", content: `Error: invalid proposal: ${why}` }));
+      replies.push(
+        new ToolMessage({
+          tool_call_id: id,
+          name: call.name,
+          status: "error",
+          content: `Error: invalid proposal: ${why}`,
+        }),
+      );
       continue;
     }
     // The object's id is kept as `taskId` whatever its kind; the operation says whether it is a task or a deal.
-    accepted = { operation: parsed.data.operation, taskId: objectIdOf(parsed.data), fields: parsed.data.fields, rationale: parsed.data.rationale, source: "model" };
-    replies.push(new ToolMessage({ tool_call_id: id, name: call.name, content: "Proposal received. It will be checked against policy and shown to a human for approval." }));
+    accepted = {
+      operation: parsed.data.operation,
+      taskId: objectIdOf(parsed.data),
+      fields: parsed.data.fields,
+      rationale: parsed.data.rationale,
+      source: "model",
+    };
+    replies.push(
+      new ToolMessage({
+        tool_call_id: id,
+        name: call.name,
+        content: "Proposal received. It will be checked against policy and shown to a human for approval.",
+      }),
+    );
   }
 
   if (accepted) return { messages: replies, proposal: accepted };
@@ -118,7 +199,13 @@ export async function propose(state: State, config: LangGraphRunnableConfig): Pr
     return {
       messages: replies,
       invalidProposals: invalid,
-      ...(await endRunInJournal(deps, gate, state, "INVALID_PROPOSAL", `the model made ${invalid} invalid proposals${refusedWrite ? `; ${refusedWrite}` : ""}; last: ${refusals.join("; ")}`)),
+      ...(await endRunInJournal(
+        deps,
+        gate,
+        state,
+        "INVALID_PROPOSAL",
+        `the model made ${invalid} invalid proposals${refusedWrite ? `; ${refusedWrite}` : ""}; last: ${refusals.join("; ")}`,
+      )),
     };
   }
   // Not an ending: the model is told and may still propose. If it ends without a proposal, finish

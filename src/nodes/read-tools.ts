@@ -31,7 +31,17 @@ export async function readTools(state: State, config: LangGraphRunnableConfig): 
   }
   if (refused.length > 0) {
     // Nothing of this turn is run when any of its calls was not offered; the model gets every refusal.
-    const answered = calls.filter((c) => offered.has(c.name)).map((c, i) => new ToolMessage({ tool_call_id: c.id ?? `ok_${i}`, name: c.name, status: "error", content: "Error: not run, because another call of this turn was refused" }));
+    const answered = calls
+      .filter((c) => offered.has(c.name))
+      .map(
+        (c, i) =>
+          new ToolMessage({
+            tool_call_id: c.id ?? `ok_${i}`,
+            name: c.name,
+            status: "error",
+            content: "Error: not run, because another call of this turn was refused",
+          }),
+      );
     return { messages: [...refused, ...answered] };
   }
   const node = new ToolNode(deps.tools.readTools, { handleToolErrors: true });

@@ -55,7 +55,10 @@ export function loadPolicyFile(config: AppConfig): Policy {
     // Problems are reported as file:line:column (src/envelope/policy.ts, checkPolicyText).
     return parsePolicyText(text, config.policyPath);
   } catch (e) {
-    throw new ConfigError("ACTION_ENVELOPE_POLICY", `file ${config.policyPath} is not a valid policy (check it with: npm run cli -- policy check ${config.policyPath}): ${(e as Error).message}`);
+    throw new ConfigError(
+      "ACTION_ENVELOPE_POLICY",
+      `file ${config.policyPath} is not a valid policy (check it with: npm run cli -- policy check ${config.policyPath}): ${(e as Error).message}`,
+    );
   }
 }
 
@@ -69,7 +72,12 @@ export function withTtl(policy: Policy, ttlSeconds: number | undefined): Policy 
         ...op,
         ttlSeconds,
         fields: Object.fromEntries(
-          Object.entries(op.fields).map(([f, rule]) => [f, rule.ttlSeconds !== undefined ? { ...rule, ttlSeconds: Math.min(rule.ttlSeconds, ttlSeconds) } : rule]),
+          Object.entries(op.fields).map(([f, rule]) => [
+            f,
+            rule.ttlSeconds !== undefined
+              ? { ...rule, ttlSeconds: Math.min(rule.ttlSeconds, ttlSeconds) }
+              : rule,
+          ]),
         ),
       },
     ]),
@@ -80,9 +88,15 @@ export function withTtl(policy: Policy, ttlSeconds: number | undefined): Policy 
 export function loadPublicKeys(config: AppConfig): Map<string, KeyObject> {
   if (!config.approverKeysPath) return new Map();
   const p = config.approverKeysPath;
-  if (!fs.existsSync(p)) throw new ConfigError("ACTION_ENVELOPE_APPROVER_KEYS", `points to ${p}, which does not exist`);
+  if (!fs.existsSync(p))
+    throw new ConfigError("ACTION_ENVELOPE_APPROVER_KEYS", `points to ${p}, which does not exist`);
   const isDir = fs.statSync(p).isDirectory();
-  const files = isDir ? fs.readdirSync(p).filter((f) => f.endsWith(".pub")).map((f) => path.join(p, f)) : [p];
+  const files = isDir
+    ? fs
+        .readdirSync(p)
+        .filter((f) => f.endsWith(".pub"))
+        .map((f) => path.join(p, f))
+    : [p];
   // Public keys may be read by anyone; whoever could write one could register their own key for an approver.
   const why = "whoever can write it can put their own key in an approver's place and sign as that approver";
   if (isDir) refuseLooseMode("ACTION_ENVELOPE_APPROVER_KEYS", p, WORLD_WRITABLE, why);
@@ -95,9 +109,15 @@ export function loadPublicKeys(config: AppConfig): Map<string, KeyObject> {
  * data directory, or DATABASE_URL), the policy, approver keys and the clock. No portal, MCP server or
  * model, so `show` and `pending` start none of them; `createDeps` adds those on top of these.
  */
-export type StoreDeps = Pick<Deps, "config" | "journal" | "audit" | "policy" | "publicKeys" | "clock" | "close">;
+export type StoreDeps = Pick<
+  Deps,
+  "config" | "journal" | "audit" | "policy" | "publicKeys" | "clock" | "close"
+>;
 
-export async function createStoreDeps(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<StoreDeps> {
+export async function createStoreDeps(
+  config: AppConfig,
+  opts: { clock?: () => Date } = {},
+): Promise<StoreDeps> {
   fs.mkdirSync(config.dataDir, { recursive: true });
   // Read before anything is opened: a bad policy or key file stops the start without leaving a store open.
   const policy = withTtl(loadPolicyFile(config), config.ttlSeconds);
@@ -126,7 +146,10 @@ export async function createStoreDeps(config: AppConfig, opts: { clock?: () => D
   };
 }
 
-export async function createDeps(config: AppConfig, overrides: Partial<Pick<Deps, "clock" | "model" | "modelLabel">> = {}): Promise<Deps> {
+export async function createDeps(
+  config: AppConfig,
+  overrides: Partial<Pick<Deps, "clock" | "model" | "modelLabel">> = {},
+): Promise<Deps> {
   fs.mkdirSync(config.dataDir, { recursive: true });
   // Loaded here, not with this module: the nodes import it, and `show` / `pending` load the nodes
   // (to read a thread's state) without ever starting the portal, the MCP server or a model.

@@ -12,13 +12,37 @@
  * `closed` and `superseded` are final: no claim, pre-read or write can follow on any copy, fork or
  * replay of any checkpoint.
  */
-import type { AcknowledgementRecord, DecisionRecord, Outcome, PreReadRecord, ReasonCode, RequestScope, VerificationRecord } from "../envelope/records.js";
-import type { ChangeSet, Envelope, NameResolution, OperationName, PeopleLookup, RequesterVerification } from "../envelope/index.js";
+import type {
+  AcknowledgementRecord,
+  DecisionRecord,
+  Outcome,
+  PreReadRecord,
+  ReasonCode,
+  RequestScope,
+  VerificationRecord,
+} from "../envelope/records.js";
+import type {
+  ChangeSet,
+  Envelope,
+  NameResolution,
+  OperationName,
+  PeopleLookup,
+  RequesterVerification,
+} from "../envelope/index.js";
 import { operationSpec } from "../envelope/operations.js";
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../envelope/canonical.js";
 
-export const PHASES = ["registered", "decided", "pre_read", "intent", "acknowledged", "verified", "closed", "superseded"] as const;
+export const PHASES = [
+  "registered",
+  "decided",
+  "pre_read",
+  "intent",
+  "acknowledged",
+  "verified",
+  "closed",
+  "superseded",
+] as const;
 export type Phase = (typeof PHASES)[number];
 
 /** Allowed moves. Anything not listed is refused by the journal and audited by the caller. */
@@ -72,7 +96,13 @@ export interface RegisteredAction {
 }
 
 export interface SetPlan {
-  actions: Array<{ actionId: string; operation: OperationName; taskId: number; fields: Record<string, unknown>; names?: NameResolution[] }>;
+  actions: Array<{
+    actionId: string;
+    operation: OperationName;
+    taskId: number;
+    fields: Record<string, unknown>;
+    names?: NameResolution[];
+  }>;
   perAction: Array<{ actionId: string; type: "approve" | "reject" | "edit"; message?: string }>;
   runWithoutReapproval: boolean;
 }
@@ -153,7 +183,8 @@ export interface ThreadRecord {
   macValid: boolean;
 }
 
-export type TransitionResult = { ok: true; row: ActionRow } | { ok: false; phase: Phase | null; reason: string };
+export type TransitionResult =
+  { ok: true; row: ActionRow } | { ok: false; phase: Phase | null; reason: string };
 
 export function refusedMove(from: Phase | null, to: Phase, envelopeHash: string): string {
   if (from === null) return `no action ${envelopeHash} is registered; cannot move it to ${to}`;
@@ -197,7 +228,10 @@ export function stepOf(row: ActionRow): Step | null {
  */
 export type JournalNext = "agent" | "build_envelope" | "await_approval" | "carry_out" | "finish" | null;
 
-export function nextFromJournal(thread: ThreadRecord | undefined, current: ActionRow | undefined): JournalNext {
+export function nextFromJournal(
+  thread: ThreadRecord | undefined,
+  current: ActionRow | undefined,
+): JournalNext {
   if (thread?.closed) return "finish";
   if (!current) return null;
   if (stepOf(current) !== null) return "carry_out";
@@ -278,7 +312,12 @@ export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
   return rows.at(-1);
 }
 
-export function macContentOfThread(t: Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates">): Record<string, unknown> {
+export function macContentOfThread(
+  t: Pick<
+    ThreadRecord,
+    "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates"
+  >,
+): Record<string, unknown> {
   // `compensates` and `requesterVerifiedBy` only when present, so threads sealed before they existed keep their seal.
   return {
     kind: "thread",
@@ -351,8 +390,14 @@ export function leaseIsFree(holder: ObjectLease | undefined, owner: string, nowM
  * the answer is lost): creates of the same title on a portal share a lease and wait on each other, so
  * a lost answer cannot be confused with another's task; creates of different titles do not.
  */
-export function objectKeyOf(envelope: { portal: string; operation: string; object: { type: string; id: number }; params: Record<string, unknown> }): string {
-  if (operationSpec(envelope.operation)?.effect === "create") return `${envelope.portal}|${envelope.object.type}|new:${newObjectDigest(envelope.params["TITLE"])}`;
+export function objectKeyOf(envelope: {
+  portal: string;
+  operation: string;
+  object: { type: string; id: number };
+  params: Record<string, unknown>;
+}): string {
+  if (operationSpec(envelope.operation)?.effect === "create")
+    return `${envelope.portal}|${envelope.object.type}|new:${newObjectDigest(envelope.params["TITLE"])}`;
   return `${envelope.portal}|${envelope.object.type}|${envelope.object.id}`;
 }
 
@@ -362,6 +407,9 @@ export function objectKeyOf(envelope: { portal: string; operation: string; objec
  * Sharing more than needed only costs a wait; sharing less would let two creates be confused.
  */
 function newObjectDigest(title: unknown): string {
-  const text = typeof title === "string" ? title.normalize("NFC").replace(/\s+/g, " ").trim().toLowerCase() : canonicalJson(title ?? null);
+  const text =
+    typeof title === "string"
+      ? title.normalize("NFC").replace(/\s+/g, " ").trim().toLowerCase()
+      : canonicalJson(title ?? null);
   return createHash("sha256").update(text, "utf8").digest("hex");
 }

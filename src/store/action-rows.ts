@@ -2,7 +2,19 @@
  * Row shapes and mappers for the journal's threads and actions, shared by the SQLite and PostgreSQL
  * journals (same columns in both). Each row read is checked against its MAC here, once.
  */
-import { canMove, currentOfSet, macContentOfAction, macContentOfThread, refusedMove, type ActionProgress, type ActionRow, type ClosedRecord, type Phase, type RegisteredAction, type ThreadRecord } from "./action-machine.js";
+import {
+  canMove,
+  currentOfSet,
+  macContentOfAction,
+  macContentOfThread,
+  refusedMove,
+  type ActionProgress,
+  type ActionRow,
+  type ClosedRecord,
+  type Phase,
+  type RegisteredAction,
+  type ThreadRecord,
+} from "./action-machine.js";
 import { sealHolds, sealOf } from "./journal-key.js";
 
 export interface ActionDbRow {
@@ -24,7 +36,10 @@ export interface ThreadDbRow {
   created_at: string;
 }
 
-export type NewThread = Pick<ThreadRecord, "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates">;
+export type NewThread = Pick<
+  ThreadRecord,
+  "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates"
+>;
 
 export function sealAction(key: Buffer, a: RegisteredAction): { json: string; mac: string } {
   return { json: JSON.stringify(a), mac: sealOf(key, macContentOfAction(a)) };
@@ -63,7 +78,10 @@ function sealHoldsCached(key: Buffer, text: string, mac: string | null, content:
  * answer; text that is byte-identical parses to the same value, so the frozen parse is handed out
  * again (frozen, so no caller can change what the next caller gets). Any other text is parsed anew.
  */
-const parsedRows = new Map<string, { registeredText: string; registered: RegisteredAction; progressText: string; progress: ActionProgress }>();
+const parsedRows = new Map<
+  string,
+  { registeredText: string; registered: RegisteredAction; progressText: string; progress: ActionProgress }
+>();
 const MAX_CACHED_ROWS = 2_000;
 
 function deepFreeze<T>(value: T): T {
@@ -76,10 +94,21 @@ function deepFreeze<T>(value: T): T {
 
 function parsedOf(r: ActionDbRow): { registered: RegisteredAction; progress: ActionProgress } {
   const hit = parsedRows.get(r.envelope_hash);
-  const registered = hit && hit.registeredText === r.registered_json ? hit.registered : deepFreeze(JSON.parse(r.registered_json) as RegisteredAction);
-  const progress = hit && hit.progressText === r.progress_json ? hit.progress : deepFreeze(JSON.parse(r.progress_json) as ActionProgress);
+  const registered =
+    hit && hit.registeredText === r.registered_json
+      ? hit.registered
+      : deepFreeze(JSON.parse(r.registered_json) as RegisteredAction);
+  const progress =
+    hit && hit.progressText === r.progress_json
+      ? hit.progress
+      : deepFreeze(JSON.parse(r.progress_json) as ActionProgress);
   if (parsedRows.size >= MAX_CACHED_ROWS && !hit) parsedRows.clear();
-  parsedRows.set(r.envelope_hash, { registeredText: r.registered_json, registered, progressText: r.progress_json, progress });
+  parsedRows.set(r.envelope_hash, {
+    registeredText: r.registered_json,
+    registered,
+    progressText: r.progress_json,
+    progress,
+  });
   return { registered, progress };
 }
 
@@ -91,7 +120,11 @@ export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
     ({ registered, progress } = parsedOf(r));
   } catch {
     // Unreadable content cannot be trusted either; keep the row's identity so the refusal can name it.
-    registered = { envelopeHash: r.envelope_hash, threadId: r.thread_id, revision: r.revision } as RegisteredAction;
+    registered = {
+      envelopeHash: r.envelope_hash,
+      threadId: r.thread_id,
+      revision: r.revision,
+    } as RegisteredAction;
     progress = JSON.parse(r.progress_json) as ActionProgress;
     macValid = false;
   }
@@ -122,8 +155,16 @@ export function toThreadRecord(r: ThreadDbRow, key: Buffer): ThreadRecord {
     content = { threadId: r.thread_id, request: "", requestedBy: "", scope: {}, createdAt: r.created_at };
     macValid = false;
   }
-  macValid = macValid && content.threadId === r.thread_id && sealHoldsCached(key, r.record_json, r.mac, () => macContentOfThread(content));
-  return { ...content, threadId: r.thread_id, closed: r.closed_json ? (JSON.parse(r.closed_json) as ClosedRecord) : null, macValid };
+  macValid =
+    macValid &&
+    content.threadId === r.thread_id &&
+    sealHoldsCached(key, r.record_json, r.mac, () => macContentOfThread(content));
+  return {
+    ...content,
+    threadId: r.thread_id,
+    closed: r.closed_json ? (JSON.parse(r.closed_json) as ClosedRecord) : null,
+    macValid,
+  };
 }
 
 /** The compare-and-set both journals apply inside their transaction. */
@@ -134,21 +175,28 @@ export function planMove(
   patch: Partial<ActionProgress>,
 ): { ok: true; progress: ActionProgress } | { ok: false; phase: Phase | null; reason: string } {
   if (!current) return { ok: false, phase: null, reason: refusedMove(null, to, envelopeHash) };
-  if (!canMove(current.phase, to)) return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash) };
+  if (!canMove(current.phase, to))
+    return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash) };
   return { ok: true, progress: { ...current.progress, ...patch } };
 }
 
 export type { ClosedRecord };
 
 /** Every row of the change set `row` belongs to, in the set's order (missing ones left out; the gate names them). */
-export async function setMembersOf(row: ActionRow, getAction: (envelopeHash: string) => Promise<ActionRow | undefined>): Promise<ActionRow[]> {
+export async function setMembersOf(
+  row: ActionRow,
+  getAction: (envelopeHash: string) => Promise<ActionRow | undefined>,
+): Promise<ActionRow[]> {
   if (!row.set) return [row];
   const rows = await Promise.all(row.set.set.actions.map((a) => getAction(a.envelopeHash)));
   return rows.filter((r): r is ActionRow => r !== undefined);
 }
 
 /** A thread's current action from its newest row: that row, or for a change set the action the set is at. */
-export async function currentFrom(newest: ActionRow | undefined, getAction: (envelopeHash: string) => Promise<ActionRow | undefined>): Promise<ActionRow | undefined> {
+export async function currentFrom(
+  newest: ActionRow | undefined,
+  getAction: (envelopeHash: string) => Promise<ActionRow | undefined>,
+): Promise<ActionRow | undefined> {
   if (!newest?.set) return newest;
   return currentOfSet(await setMembersOf(newest, getAction)) ?? newest;
 }

@@ -27,7 +27,9 @@ export function recordHash(record: Omit<AuditRecord, "prevHash" | "hash">, prevH
  * test/audit-log.test.ts holds the two equal).
  */
 export function recordHashOfText(recordText: string, prevHash: string): string {
-  return `sha256:${createHash("sha256").update(`{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "utf8").digest("hex")}`;
+  return `sha256:${createHash("sha256")
+    .update(`{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "utf8")
+    .digest("hex")}`;
 }
 
 export function toRecord(row: AuditRow): AuditRecord {
@@ -65,7 +67,10 @@ function check(row: AuditRow): Checked {
   // The indexed columns must say what the hashed content says, or queries by thread would mislead.
   if (
     contentOk &&
-    (parsed!.threadId !== row.thread_id || parsed!.revision !== row.revision || parsed!.event !== row.event || parsed!.discriminator !== row.discriminator)
+    (parsed!.threadId !== row.thread_id ||
+      parsed!.revision !== row.revision ||
+      parsed!.event !== row.event ||
+      parsed!.discriminator !== row.discriminator)
   ) {
     contentOk = false;
   }
@@ -92,15 +97,30 @@ export function findFirstProblem(rows: AuditRow[]): ChainProblem | undefined {
 
     if (!c.contentOk) {
       if (next && next.contentOk && next.row.prev_hash === expectedPrev) {
-        return { kind: "inserted", seq: c.row.seq, ...about(c), detail: `record at seq ${c.row.seq} does not match its hash and the next record links past it to seq ${c.row.seq - 1}; it was not written by the log` };
+        return {
+          kind: "inserted",
+          seq: c.row.seq,
+          ...about(c),
+          detail: `record at seq ${c.row.seq} does not match its hash and the next record links past it to seq ${c.row.seq - 1}; it was not written by the log`,
+        };
       }
-      return { kind: "edited", seq: c.row.seq, ...about(c), detail: `record seq ${c.row.seq} (${c.row.event}, thread ${c.row.thread_id}) no longer matches its hash: its content, previous hash or stored hash was changed` };
+      return {
+        kind: "edited",
+        seq: c.row.seq,
+        ...about(c),
+        detail: `record seq ${c.row.seq} (${c.row.event}, thread ${c.row.thread_id}) no longer matches its hash: its content, previous hash or stored hash was changed`,
+      };
     }
 
     const writtenSeq = c.writtenSeq!;
     if (writtenSeq === expectedSeq && c.row.prev_hash === expectedPrev) {
       if (c.row.seq !== writtenSeq) {
-        return { kind: "reordered", seq: c.row.seq, ...about(c), detail: `record written as seq ${writtenSeq} is stored at seq ${c.row.seq}` };
+        return {
+          kind: "reordered",
+          seq: c.row.seq,
+          ...about(c),
+          detail: `record written as seq ${writtenSeq} is stored at seq ${c.row.seq}`,
+        };
       }
       continue;
     }
@@ -108,24 +128,57 @@ export function findFirstProblem(rows: AuditRow[]): ChainProblem | undefined {
     // The previous record was slipped in: this one links to the record before it.
     if (i >= 1 && c.row.prev_hash === hashAt(i - 2) && writtenSeq === expectedSeq - 1) {
       const prev = checked[i - 1]!;
-      return { kind: "inserted", seq: prev.row.seq, ...about(prev), detail: `record at seq ${prev.row.seq} was not written by the log: the record after it (written as seq ${writtenSeq}) links directly to the one before it` };
+      return {
+        kind: "inserted",
+        seq: prev.row.seq,
+        ...about(prev),
+        detail: `record at seq ${prev.row.seq} was not written by the log: the record after it (written as seq ${writtenSeq}) links directly to the one before it`,
+      };
     }
     if (writtenSeq === expectedSeq) {
       // In place, but the predecessor's hash changed: the predecessor was edited and re-hashed.
       const prev = checked[i - 1];
       return prev
-        ? { kind: "edited", seq: prev.row.seq, ...about(prev), detail: `record seq ${prev.row.seq} was changed and re-hashed: record seq ${c.row.seq} links to ${c.row.prev_hash}, but seq ${prev.row.seq} now hashes to ${prev.row.record_hash}` }
-        : { kind: "edited", seq: c.row.seq, ...about(c), detail: `the first record links to ${c.row.prev_hash} instead of the genesis hash` };
+        ? {
+            kind: "edited",
+            seq: prev.row.seq,
+            ...about(prev),
+            detail: `record seq ${prev.row.seq} was changed and re-hashed: record seq ${c.row.seq} links to ${c.row.prev_hash}, but seq ${prev.row.seq} now hashes to ${prev.row.record_hash}`,
+          }
+        : {
+            kind: "edited",
+            seq: c.row.seq,
+            ...about(c),
+            detail: `the first record links to ${c.row.prev_hash} instead of the genesis hash`,
+          };
     }
     const missingLater = checked.slice(i + 1).find((o) => o.writtenSeq === expectedSeq);
     if (missingLater) {
-      return { kind: "reordered", seq: c.row.seq, ...about(c), detail: `record written as seq ${writtenSeq} stands where seq ${expectedSeq} belongs; seq ${expectedSeq} appears later, at position seq ${missingLater.row.seq}` };
+      return {
+        kind: "reordered",
+        seq: c.row.seq,
+        ...about(c),
+        detail: `record written as seq ${writtenSeq} stands where seq ${expectedSeq} belongs; seq ${expectedSeq} appears later, at position seq ${missingLater.row.seq}`,
+      };
     }
     if (writtenSeq > expectedSeq) {
-      const range = writtenSeq - 1 === expectedSeq ? `seq ${expectedSeq} is` : `seq ${expectedSeq}..${writtenSeq - 1} are`;
-      return { kind: "removed", seq: expectedSeq, ...about(c), detail: `record ${range} missing: record seq ${writtenSeq} links to ${c.row.prev_hash}, which no remaining record has` };
+      const range =
+        writtenSeq - 1 === expectedSeq
+          ? `seq ${expectedSeq} is`
+          : `seq ${expectedSeq}..${writtenSeq - 1} are`;
+      return {
+        kind: "removed",
+        seq: expectedSeq,
+        ...about(c),
+        detail: `record ${range} missing: record seq ${writtenSeq} links to ${c.row.prev_hash}, which no remaining record has`,
+      };
     }
-    return { kind: "inserted", seq: c.row.seq, ...about(c), detail: `record at seq ${c.row.seq} is a copy of record seq ${writtenSeq}, which the chain already passed` };
+    return {
+      kind: "inserted",
+      seq: c.row.seq,
+      ...about(c),
+      detail: `record at seq ${c.row.seq} is a copy of record seq ${writtenSeq}, which the chain already passed`,
+    };
   }
   return undefined;
 }
@@ -177,5 +230,9 @@ export function verifyRows(rows: AuditRow[], head?: string): ChainVerification {
       },
     };
   }
-  return { intact: true, records: rows.length, head: last ? { seq: last.seq, hash: last.record_hash } : null };
+  return {
+    intact: true,
+    records: rows.length,
+    head: last ? { seq: last.seq, hash: last.record_hash } : null,
+  };
 }

@@ -77,12 +77,23 @@ export interface AuditEntry {
     envelope: unknown;
   };
   /** Who decided, and whether that identity was verified. Null for events that are not decisions. */
-  approver: { id: string | null; verifiedBy: IdentityCheck; decision: string | null; decidedAt: string | null } | null;
+  approver: {
+    id: string | null;
+    verifiedBy: IdentityCheck;
+    decision: string | null;
+    decidedAt: string | null;
+  } | null;
   /** A policy gate passed by override, or null when none was. */
   override: { gate: string; by: string; reason: string } | null;
   policy: { id: string; version: string };
   refusal: { code: string; reason: string } | null;
-  outcome: { outcome: string; reasonCode: string; reason: string; finishedAt: string | null; flags: OutcomeFlags } | null;
+  outcome: {
+    outcome: string;
+    reasonCode: string;
+    reason: string;
+    finishedAt: string | null;
+    flags: OutcomeFlags;
+  } | null;
   /** approval_requested: the card exactly as shown and when the approval lapses. */
   shown?: { card: string; expiresAt: string };
   /** decision_accepted / decision_refused: the resume value exactly as received. */

@@ -62,11 +62,17 @@ CREATE TRIGGER IF NOT EXISTS audit_records_no_delete BEFORE DELETE ON audit_reco
  * Appends one record inside the caller's transaction (which must hold the write lock: IMMEDIATE in
  * SQLite), at most once per (threadId, revision, event, discriminator).
  */
-export function appendIn(sql: (text: string) => Database.Statement, entry: AuditEntry, now: Date): AppendResult {
-  const existing = sql("SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?")
-    .get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
+export function appendIn(
+  sql: (text: string) => Database.Statement,
+  entry: AuditEntry,
+  now: Date,
+): AppendResult {
+  const existing = sql(
+    "SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?",
+  ).get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
   if (existing) return { appended: false, record: toRecord(existing) };
-  const last = sql("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as { seq: number; record_hash: string } | undefined;
+  const last = sql("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as
+    { seq: number; record_hash: string } | undefined;
   const seq = (last?.seq ?? 0) + 1;
   const prevHash = last?.record_hash ?? GENESIS_HASH;
   const body = { ...entry, seq, recordedAt: now.toISOString() };
@@ -75,8 +81,21 @@ export function appendIn(sql: (text: string) => Database.Statement, entry: Audit
   sql(
     `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(seq, entry.threadId, entry.revision, entry.event, entry.discriminator, body.recordedAt, text, prevHash, hash);
-  return { appended: true, record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash } };
+  ).run(
+    seq,
+    entry.threadId,
+    entry.revision,
+    entry.event,
+    entry.discriminator,
+    body.recordedAt,
+    text,
+    prevHash,
+    hash,
+  );
+  return {
+    appended: true,
+    record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash },
+  };
 }
 
 /** Creates the audit table on a connection (the journal's, or a file of its own). */
@@ -104,11 +123,30 @@ export function adoptAuditFile(db: Database.Database, oldFile: string): void {
     const present = (sql("SELECT COUNT(*) AS n FROM audit_records").get() as { n: number }).n;
     // Zero: the first open since the layout changed. As many: a copy committed before the rename.
     if (present === 0) {
-      const insert = sql(`INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-      for (const r of source) insert.run(r.seq, r.thread_id, r.revision, r.event, r.discriminator, r.recorded_at, r.record_json, r.prev_hash, r.record_hash);
+      const insert = sql(
+        `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      );
+      for (const r of source)
+        insert.run(
+          r.seq,
+          r.thread_id,
+          r.revision,
+          r.event,
+          r.discriminator,
+          r.recorded_at,
+          r.record_json,
+          r.prev_hash,
+          r.record_hash,
+        );
     }
     const copied = sql("SELECT * FROM audit_records ORDER BY seq LIMIT ?").all(source.length) as AuditRow[];
-    const mismatch = source.findIndex((r, i) => copied[i]?.record_hash !== r.record_hash || copied[i]?.record_json !== r.record_json || copied[i]?.prev_hash !== r.prev_hash || copied[i]?.seq !== r.seq);
+    const mismatch = source.findIndex(
+      (r, i) =>
+        copied[i]?.record_hash !== r.record_hash ||
+        copied[i]?.record_json !== r.record_json ||
+        copied[i]?.prev_hash !== r.prev_hash ||
+        copied[i]?.seq !== r.seq,
+    );
     if (mismatch >= 0 || copied.length !== source.length) {
       const at = mismatch >= 0 ? mismatch : copied.length;
       const want = source[at];
@@ -120,7 +158,9 @@ export function adoptAuditFile(db: Database.Database, oldFile: string): void {
     const before = verifyRows(source);
     const after = verifyRows(copied);
     if (before.intact !== after.intact) {
-      throw new AuditLogError(`adopting the audit file ${oldFile} into the journal: expected the copied chain ${before.intact ? "intact" : "broken like the source"}, found it ${after.intact ? "intact" : "broken"}`);
+      throw new AuditLogError(
+        `adopting the audit file ${oldFile} into the journal: expected the copied chain ${before.intact ? "intact" : "broken like the source"}, found it ${after.intact ? "intact" : "broken"}`,
+      );
     }
   }).immediate();
   fs.renameSync(oldFile, `${oldFile}.adopted`);
@@ -136,7 +176,8 @@ export class SqliteAuditLog implements AuditLog {
   /** On a file of its own (tests, tools), or on the journal's connection, which the journal closes. */
   constructor(file: string | SqliteConnection, opts: { clock?: () => Date } = {}) {
     this.owned = typeof file === "string";
-    if (typeof file === "string" && file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
+    if (typeof file === "string" && file !== ":memory:")
+      fs.mkdirSync(path.dirname(file), { recursive: true });
     this.conn = typeof file === "string" ? new SqliteConnection(file) : file;
     prepareAuditTable(this.conn.db);
     this.sql = this.conn.sql;
@@ -154,7 +195,9 @@ export class SqliteAuditLog implements AuditLog {
       filter.threadId === undefined
         ? this.sql("SELECT * FROM audit_records ORDER BY seq").all()
         : filter.events
-          ? this.sql(`SELECT * FROM audit_records WHERE thread_id = ? AND event IN (${filter.events.map(() => "?").join(", ")}) ORDER BY seq`).all(filter.threadId, ...filter.events)
+          ? this.sql(
+              `SELECT * FROM audit_records WHERE thread_id = ? AND event IN (${filter.events.map(() => "?").join(", ")}) ORDER BY seq`,
+            ).all(filter.threadId, ...filter.events)
           : this.sql("SELECT * FROM audit_records WHERE thread_id = ? ORDER BY seq").all(filter.threadId)
     ) as AuditRow[];
     return rows.map(toRecord);
@@ -174,10 +217,13 @@ export class SqliteAuditLog implements AuditLog {
     const rows =
       ids.length === 0
         ? []
-        : (this.sql(`SELECT * FROM audit_records WHERE thread_id IN (${ids.map(() => "?").join(", ")}) ORDER BY seq`).all(
-            ...ids,
-          ) as AuditRow[]);
-    return { threads: summariseThreads(rows.map(toRecord)), next: firsts.length > limit ? page.at(-1)!.seq : null };
+        : (this.sql(
+            `SELECT * FROM audit_records WHERE thread_id IN (${ids.map(() => "?").join(", ")}) ORDER BY seq`,
+          ).all(...ids) as AuditRow[]);
+    return {
+      threads: summariseThreads(rows.map(toRecord)),
+      next: firsts.length > limit ? page.at(-1)!.seq : null,
+    };
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {

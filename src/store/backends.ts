@@ -14,7 +14,8 @@ export async function createJournal(config: AppConfig, opts: { clock?: () => Dat
   const key = loadJournalKey(config);
   checkWriteAnchor(config);
   // The PostgreSQL stores (and the pg driver) are loaded only when DATABASE_URL names a database.
-  if (config.database) return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key, opts);
+  if (config.database)
+    return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key, opts);
   const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key, opts);
   try {
     adoptAuditFile(journal.conn.db, path.join(config.dataDir, "audit.sqlite"));
@@ -26,7 +27,10 @@ export async function createJournal(config: AppConfig, opts: { clock?: () => Dat
 }
 
 /** The audit log alone (reading, verifying, exporting), on the journal's store. */
-export async function createAuditLog(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<AuditLog> {
+export async function createAuditLog(
+  config: AppConfig,
+  opts: { clock?: () => Date } = {},
+): Promise<AuditLog> {
   if (config.database) return (await import("./pg-audit.js")).PostgresAuditLog.open(config.database, opts);
   const log = new SqliteAuditLog(path.join(config.dataDir, "journal.sqlite"), opts);
   try {
@@ -40,13 +44,25 @@ export async function createAuditLog(config: AppConfig, opts: { clock?: () => Da
 
 /** For messages: where this process keeps its state, without any password. */
 export function storageLabel(config: AppConfig): string {
-  return config.database ? `${config.database.label} (schema ${config.database.schema})` : `${config.dataDir} (SQLite)`;
+  return config.database
+    ? `${config.database.label} (schema ${config.database.schema})`
+    : `${config.dataDir} (SQLite)`;
 }
 
 /** Both stores on one connection (SQLite) or one pool (PostgreSQL), so a transition and its audit records commit in one transaction. */
-export async function openStores(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<{ journal: Journal; audit: AuditLog }> {
+export async function openStores(
+  config: AppConfig,
+  opts: { clock?: () => Date } = {},
+): Promise<{ journal: Journal; audit: AuditLog }> {
   const journal = await createJournal(config, opts);
   if (journal instanceof SqliteJournal) return { journal, audit: new SqliteAuditLog(journal.conn, opts) };
   const { PostgresAuditLog } = await import("./pg-audit.js");
-  return { journal, audit: await PostgresAuditLog.open(config.database!, opts, (journal as import("./pg-journal.js").PostgresJournal).pool) };
+  return {
+    journal,
+    audit: await PostgresAuditLog.open(
+      config.database!,
+      opts,
+      (journal as import("./pg-journal.js").PostgresJournal).pool,
+    ),
+  };
 }

@@ -5,7 +5,16 @@
  */
 import path from "node:path";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { WRITES_IDX_MAP, copyCheckpoint, type BaseCheckpointSaver, type ChannelVersions, type Checkpoint, type CheckpointListOptions, type CheckpointMetadata, type PendingWrite } from "@langchain/langgraph-checkpoint";
+import {
+  WRITES_IDX_MAP,
+  copyCheckpoint,
+  type BaseCheckpointSaver,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type PendingWrite,
+} from "@langchain/langgraph-checkpoint";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import Database from "better-sqlite3";
 import { preparedOnce } from "./statements.js";
@@ -55,7 +64,12 @@ class AppPostgresSaver extends PostgresSaver {
     }
   }
 
-  override async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions) {
+  override async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    newVersions: ChannelVersions,
+  ) {
     return super.put(config, checkpoint, metadata, newVersions).catch((e: unknown) => {
       throw storeError(this.db, "saving a checkpoint", e);
     });
@@ -95,16 +109,28 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
     super(db);
   }
 
-  override async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, _newVersions?: ChannelVersions): Promise<RunnableConfig> {
+  override async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    _newVersions?: ChannelVersions,
+  ): Promise<RunnableConfig> {
     this.setup();
     const threadId = config.configurable?.["thread_id"] as string | undefined;
     const ns = (config.configurable?.["checkpoint_ns"] as string | undefined) ?? "";
     const parentId = config.configurable?.["checkpoint_id"] as string | undefined;
     if (!threadId) throw new Error('Missing "thread_id" field in passed "config.configurable".');
-    const [[type1, serializedCheckpoint], [type2, serializedMetadata]] = await Promise.all([this.serde.dumpsTyped(copyCheckpoint(checkpoint)), this.serde.dumpsTyped(metadata)]);
+    const [[type1, serializedCheckpoint], [type2, serializedMetadata]] = await Promise.all([
+      this.serde.dumpsTyped(copyCheckpoint(checkpoint)),
+      this.serde.dumpsTyped(metadata),
+    ]);
     if (type1 !== type2) throw new Error("Failed to serialized checkpoint and metadata to the same type.");
-    const insert = this.statement("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    await this.enqueue(() => insert.run(threadId, ns, checkpoint.id, parentId, type1, serializedCheckpoint, serializedMetadata));
+    const insert = this.statement(
+      "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    );
+    await this.enqueue(() =>
+      insert.run(threadId, ns, checkpoint.id, parentId, type1, serializedCheckpoint, serializedMetadata),
+    );
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -121,7 +147,16 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
     const rows = await Promise.all(
       writes.map(async ([channel, value], idx) => {
         const [type, serialized] = await this.serde.dumpsTyped(value);
-        return [c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"], taskId, WRITES_IDX_MAP[channel] ?? idx, channel, type, serialized] as unknown[];
+        return [
+          c["thread_id"],
+          c["checkpoint_ns"],
+          c["checkpoint_id"],
+          taskId,
+          WRITES_IDX_MAP[channel] ?? idx,
+          channel,
+          type,
+          serialized,
+        ] as unknown[];
       }),
     );
     await this.enqueue(() => {
@@ -153,7 +188,10 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
 
   private enqueue(write: () => void): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ write, done: (e) => (e === undefined ? resolve() : reject(e instanceof Error ? e : new Error(String(e)))) });
+      this.queue.push({
+        write,
+        done: (e) => (e === undefined ? resolve() : reject(e instanceof Error ? e : new Error(String(e)))),
+      });
       if (this.flushScheduled) return;
       this.flushScheduled = true;
       // setImmediate runs after every microtask: a step's putWrites and put (chained promises) join.

@@ -11,13 +11,19 @@ import { canonicalJson } from "../envelope/canonical.js";
 import { ConfigError } from "../errors.js";
 import { PRIVATE, refuseLooseMode } from "../config/file-mode.js";
 
-export function loadJournalKey(config: Pick<AppConfig, "journalKey" | "dataDir">, log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Buffer {
+export function loadJournalKey(
+  config: Pick<AppConfig, "journalKey" | "dataDir">,
+  log: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+): Buffer {
   const k = config.journalKey;
   if (k.source === "env") return k.key;
   const file = k.path;
   const rel = path.relative(config.dataDir, file);
   if (!rel.startsWith("..") && !path.isAbsolute(rel)) {
-    throw new ConfigError("ACTION_ENVELOPE_JOURNAL_KEY_FILE", `points to ${file}, inside the data directory ${config.dataDir}; keep the key where a writer of the data directory cannot reach it`);
+    throw new ConfigError(
+      "ACTION_ENVELOPE_JOURNAL_KEY_FILE",
+      `points to ${file}, inside the data directory ${config.dataDir}; keep the key where a writer of the data directory cannot reach it`,
+    );
   }
   try {
     return readKey(file);
@@ -28,16 +34,27 @@ export function loadJournalKey(config: Pick<AppConfig, "journalKey" | "dataDir">
   try {
     // "wx": when several processes start at once, one creates the key and the others read it.
     fs.writeFileSync(file, `${randomBytes(32).toString("base64")}\n`, { flag: "wx", mode: 0o600 });
-    log(`action-envelope: created the journal key ${file} (it seals registered approvals; keep it, and keep it out of the data directory)`);
+    log(
+      `action-envelope: created the journal key ${file} (it seals registered approvals; keep it, and keep it out of the data directory)`,
+    );
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw new ConfigError("ACTION_ENVELOPE_JOURNAL_KEY_FILE", `cannot create ${file}: ${(e as Error).message}`);
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST")
+      throw new ConfigError(
+        "ACTION_ENVELOPE_JOURNAL_KEY_FILE",
+        `cannot create ${file}: ${(e as Error).message}`,
+      );
   }
   return readKey(file);
 }
 
 function readKey(file: string): Buffer {
   const key = readKeyText(file);
-  refuseLooseMode("ACTION_ENVELOPE_JOURNAL_KEY_FILE", file, PRIVATE, "whoever can read the journal key can re-seal an edited journal row");
+  refuseLooseMode(
+    "ACTION_ENVELOPE_JOURNAL_KEY_FILE",
+    file,
+    PRIVATE,
+    "whoever can read the journal key can re-seal an edited journal row",
+  );
   return key;
 }
 
@@ -53,7 +70,10 @@ function readKeyText(file: string): Buffer {
         if (again) return readKeyText(file);
       }
     }
-    throw new ConfigError("ACTION_ENVELOPE_JOURNAL_KEY_FILE", `${file} does not hold a base64 key of at least 32 bytes`);
+    throw new ConfigError(
+      "ACTION_ENVELOPE_JOURNAL_KEY_FILE",
+      `${file} does not hold a base64 key of at least 32 bytes`,
+    );
   }
   return key;
 }

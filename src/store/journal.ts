@@ -8,11 +8,37 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { SqliteConnection, type CommitCount } from "./statements.js";
 import { appendIn, prepareAuditTable, type AuditEntry } from "./audit.js";
-import type { ActionProgress, ActionRow, ClosedRecord, ObjectLease, Phase, RegisteredAction, ThreadRecord, TransitionResult } from "./action-machine.js";
+import type {
+  ActionProgress,
+  ActionRow,
+  ClosedRecord,
+  ObjectLease,
+  Phase,
+  RegisteredAction,
+  ThreadRecord,
+  TransitionResult,
+} from "./action-machine.js";
 import { emptyProgress, leaseIsFree, releasesLease } from "./action-machine.js";
-import { currentFrom, planMove, sealAction, sealThread, toActionRow, toThreadRecord, type ActionDbRow, type NewThread, type ThreadDbRow } from "./action-rows.js";
+import {
+  currentFrom,
+  planMove,
+  sealAction,
+  sealThread,
+  toActionRow,
+  toThreadRecord,
+  type ActionDbRow,
+  type NewThread,
+  type ThreadDbRow,
+} from "./action-rows.js";
 import { sealHolds, sealOf } from "./journal-key.js";
-import { countSql, pageSql, SQLITE, waitingIndexes, type RegisteredFilter, type RegisteredPageFilter } from "./waiting-list.js";
+import {
+  countSql,
+  pageSql,
+  SQLITE,
+  waitingIndexes,
+  type RegisteredFilter,
+  type RegisteredPageFilter,
+} from "./waiting-list.js";
 
 export interface DecisionClaim {
   threadId: string;
@@ -135,9 +161,17 @@ export interface Journal {
    * renewed (still ours), the write-ahead entry is recorded (none before), and the action moves
    * pre_read → intent. Either all of it is committed or none of it.
    */
-  beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult>;
+  beginWrite(
+    intent: ExecutionIntent,
+    sentAt: string,
+    lease: { objectKey: string; holdMs: number },
+  ): Promise<BeginWriteResult>;
   /** The target's answer: recorded on the write-ahead entry (first answer wins) and intent → acknowledged, in one transaction. */
-  recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult>;
+  recordAnswer(
+    envelopeHash: string,
+    acknowledgement: ActionProgress["acknowledgement"] & {},
+    at: string,
+  ): Promise<TransitionResult>;
   findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined>;
 
   // ── The action state machine (src/store/action-machine.ts). The journal is the authority; graph
@@ -165,18 +199,32 @@ export interface Journal {
    */
   currentAction(threadId: string): Promise<ActionRow | undefined>;
   /** Consumes the nonce and moves registered → decided atomically, appending `records` (the decision's audit records) in the same transaction. */
-  decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>, records?: AuditEntry[]): Promise<DecideResult>;
+  decideAction(
+    envelopeHash: string,
+    claim: DecisionClaim,
+    decision: NonNullable<ActionProgress["decision"]>,
+    records?: AuditEntry[],
+  ): Promise<DecideResult>;
   /**
    * A change set's decision: consumes the set's nonce once and moves every listed action registered →
    * decided, each with its own record, all or nothing. The result's row is the first action's.
    */
-  decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim, records?: AuditEntry[]): Promise<DecideResult>;
+  decideActions(
+    decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
+    claim: DecisionClaim,
+    records?: AuditEntry[],
+  ): Promise<DecideResult>;
   /**
    * Compare-and-set: applies only when the machine allows the move from the row's current phase. The
    * audit records `records` builds from the moved row are appended in the same transaction (none when
    * the move is refused).
    */
-  moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>, records?: (row: ActionRow) => AuditEntry[]): Promise<TransitionResult>;
+  moveAction(
+    envelopeHash: string,
+    to: Phase,
+    patch: Partial<ActionProgress>,
+    records?: (row: ActionRow) => AuditEntry[],
+  ): Promise<TransitionResult>;
   /**
    * Waiting rows straight from the index of registered actions, in listing order (registered_at, then
    * envelope hash), from just after `filter.after`, at most `filter.limit`; each row's seal checked
@@ -195,7 +243,11 @@ export interface Journal {
   /** Threads with an action not yet closed (waiting, decided, or stopped mid-execution), oldest first. */
   listOpenThreads(): Promise<string[]>;
   /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
-  noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined>;
+  noteRefusal(
+    envelopeHash: string,
+    refusal: { code: string; reason: string; at: string },
+    counted: boolean,
+  ): Promise<ActionRow | undefined>;
   // ── The model's turns, kept in the thread row so the limits and the reasons they give are not state's.
   /**
    * Counts one model turn on a registered thread and returns how many it has taken (0 when the thread
@@ -214,7 +266,9 @@ export interface Journal {
   getThreadTurns(threadId: string): Promise<ThreadTurns | undefined>;
   // ── Structured questions (one per thread at a time): recorded when asked, closed when answered.
   /** Records the thread's question; a new question (another tool call) reopens the row, the same one already answered stays answered. */
-  recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void>;
+  recordQuestion(
+    q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">,
+  ): Promise<void>;
   /**
    * Counts one invalid answer to the thread's open question and returns how many it has had; 0 when
    * no question is open. Kept here, not in graph state, so rewriting state cannot reset the budget.
@@ -230,7 +284,11 @@ export interface Journal {
    * Held from before the pre-read until the action moves to a releasing phase: `moveAction` to verified
    * or closed releases it in the same transaction, so no run can end without letting go.
    */
-  acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult>;
+  acquireObjectLease(
+    objectKey: string,
+    owner: { envelopeHash: string; threadId: string },
+    holdMs: number,
+  ): Promise<LeaseResult>;
   /** A lease on a thread so two processes never drive the same thread at once. */
   acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean>;
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
@@ -317,9 +375,24 @@ CREATE TABLE IF NOT EXISTS thread_locks (
  * proposals and the model's last reply. (PostgreSQL adds them by migration: src/store/postgres.ts.)
  */
 const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: string]>]> = [
-  ["questions", [["invalid_answers", "INTEGER NOT NULL DEFAULT 0"], ["last_refusal", "TEXT"]]],
+  [
+    "questions",
+    [
+      ["invalid_answers", "INTEGER NOT NULL DEFAULT 0"],
+      ["last_refusal", "TEXT"],
+    ],
+  ],
   ["executions", [["mac", "TEXT"]]],
-  ["threads", [["agent_steps", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"], ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"], ["last_reply", "TEXT"], ["last_tool_calls", "TEXT"]]],
+  [
+    "threads",
+    [
+      ["agent_steps", "INTEGER NOT NULL DEFAULT 0"],
+      ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"],
+      ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"],
+      ["last_reply", "TEXT"],
+      ["last_tool_calls", "TEXT"],
+    ],
+  ],
 ];
 
 /** Row shapes and mappers shared by the SQLite and PostgreSQL journals (same columns in both). */
@@ -386,39 +459,68 @@ export class SqliteJournal implements Journal {
     prepareAuditTable(this.db);
     // A journal made before these columns gains them (existing rows: the column's default).
     for (const [table, added] of ADDED_COLUMNS) {
-      const has = new Set((this.db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name));
-      for (const [name, type] of added) if (!has.has(name)) this.db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
+      const has = new Set(
+        (this.db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name),
+      );
+      for (const [name, type] of added)
+        if (!has.has(name)) this.db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
     }
     this.sql = this.conn.sql;
   }
 
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
-    this.conn.write(() => this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash));
+    this.conn.write(() =>
+      this.sql(
+        "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
+      ).run(JSON.stringify(acknowledgement), at, envelopeHash),
+    );
   }
 
-  async beginWrite(intent: ExecutionIntent, sentAt: string, lease: { objectKey: string; holdMs: number }): Promise<BeginWriteResult> {
+  async beginWrite(
+    intent: ExecutionIntent,
+    sentAt: string,
+    lease: { objectKey: string; holdMs: number },
+  ): Promise<BeginWriteResult> {
     return this.conn.writeDurable((): BeginWriteResult => {
       const now = Date.now();
       const holder = this.leaseOn(lease.objectKey);
       if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
-      const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(intent.envelopeHash) as ExecutionRow | undefined;
+      const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(
+        intent.envelopeHash,
+      ) as ExecutionRow | undefined;
       if (existing) return { begun: false, existing: toExecution(existing, this.key) };
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as ActionDbRow | undefined;
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as
+        ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, intent.envelopeHash, "intent", {});
       if (!plan.ok) return { begun: false, refused: plan.reason };
       this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
-      this.sql("INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac) VALUES (?, ?, ?, ?, ?, ?)")
-        .run(intent.envelopeHash, intent.threadId, intent.idempotencyKey, JSON.stringify(intent.args), sentAt, sealExecution(this.key, intent, sentAt));
+      this.sql(
+        "INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac) VALUES (?, ?, ?, ?, ?, ?)",
+      ).run(
+        intent.envelopeHash,
+        intent.threadId,
+        intent.idempotencyKey,
+        JSON.stringify(intent.args),
+        sentAt,
+        sealExecution(this.key, intent, sentAt),
+      );
       this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
       return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
     });
   }
 
-  async recordAnswer(envelopeHash: string, acknowledgement: ActionProgress["acknowledgement"] & {}, at: string): Promise<TransitionResult> {
+  async recordAnswer(
+    envelopeHash: string,
+    acknowledgement: ActionProgress["acknowledgement"] & {},
+    at: string,
+  ): Promise<TransitionResult> {
     return this.conn.write((): TransitionResult => {
-      this.sql("UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL").run(JSON.stringify(acknowledgement), at, envelopeHash);
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      this.sql(
+        "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
+      ).run(JSON.stringify(acknowledgement), at, envelopeHash);
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+        ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
       if (!plan.ok) return plan;
@@ -428,49 +530,74 @@ export class SqliteJournal implements Journal {
   }
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
-    const row = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as ExecutionRow | undefined;
+    const row = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as
+      ExecutionRow | undefined;
     return row ? toExecution(row, this.key) : undefined;
   }
 
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
-    this.conn.write(() => this.sql("INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)").run(t.threadId, sealed.json, sealed.mac, t.createdAt));
+    this.conn.write(() =>
+      this.sql(
+        "INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)",
+      ).run(t.threadId, sealed.json, sealed.mac, t.createdAt),
+    );
     return (await this.getThread(t.threadId))!;
   }
 
   async getThread(threadId: string): Promise<ThreadRecord | undefined> {
-    const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
+    const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as
+      ThreadDbRow | undefined;
     return row ? toThreadRecord(row, this.key) : undefined;
   }
 
   async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
     this.conn.write(() => {
-      const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as ThreadDbRow | undefined;
+      const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as
+        ThreadDbRow | undefined;
       if (!row) return;
       const t = toThreadRecord(row, this.key);
       const hasAction = this.sql("SELECT 1 FROM actions WHERE thread_id = ? LIMIT 1").get(threadId);
       if (!t.macValid || t.closed || hasAction) return;
       const sealed = sealThread(this.key, { ...t, scope });
-      this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(sealed.json, sealed.mac, threadId);
+      this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(
+        sealed.json,
+        sealed.mac,
+        threadId,
+      );
     });
     return this.getThread(threadId);
   }
 
-  async closeThread(threadId: string, closed: ClosedRecord, run: RunClose = {}): Promise<ThreadRecord | undefined> {
+  async closeThread(
+    threadId: string,
+    closed: ClosedRecord,
+    run: RunClose = {},
+  ): Promise<ThreadRecord | undefined> {
     // Durable: this commit is what the outcome is reported from.
     await this.conn.writeDurable(() => {
       let action: ActionRow | undefined;
       if (run.action) {
-        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as ActionDbRow | undefined;
+        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as
+          ActionDbRow | undefined;
         action = raw ? toActionRow(raw, this.key) : undefined;
-        const plan = action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
+        const plan =
+          action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
         if (plan?.ok) {
           this.writeMove(run.action, action!.phase, "closed", plan.progress);
           action = { ...action!, phase: "closed", progress: plan.progress };
         }
       }
-      this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(JSON.stringify(action?.progress.closed ?? closed), threadId);
-      const stands = JSON.parse((this.sql("SELECT closed_json FROM threads WHERE thread_id = ?").get(threadId) as { closed_json: string } | undefined)?.closed_json ?? "null") as ClosedRecord | null;
+      this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(
+        JSON.stringify(action?.progress.closed ?? closed),
+        threadId,
+      );
+      const stands = JSON.parse(
+        (
+          this.sql("SELECT closed_json FROM threads WHERE thread_id = ?").get(threadId) as
+            { closed_json: string } | undefined
+        )?.closed_json ?? "null",
+      ) as ClosedRecord | null;
       if (stands && run.records) this.append(run.records(stands, action));
     });
     return this.getThread(threadId);
@@ -483,57 +610,90 @@ export class SqliteJournal implements Journal {
   async registerActions(list: RegisteredAction[], at: string): Promise<ActionRow[]> {
     if (list.length === 0) return [];
     const threadId = list[0]!.threadId;
-    if (list.some((a) => a.threadId !== threadId)) throw new Error("registerActions: every action of one registration belongs to one thread");
+    if (list.some((a) => a.threadId !== threadId))
+      throw new Error("registerActions: every action of one registration belongs to one thread");
     const fresh = new Set(list.map((a) => a.envelopeHash));
     const sealed = list.map((a) => sealAction(this.key, a));
     this.conn.write(() => {
-      const open = this.sql("SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')").all(threadId) as ActionDbRow[];
+      const open = this.sql(
+        "SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')",
+      ).all(threadId) as ActionDbRow[];
       for (const r of open) {
-        if (!fresh.has(r.envelope_hash)) this.sql("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
+        if (!fresh.has(r.envelope_hash))
+          this.sql("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
       }
       list.forEach((a, i) => {
         this.sql(
-            `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+          `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
              VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
-          )
-          .run(a.envelopeHash, a.threadId, a.revision, sealed[i]!.json, sealed[i]!.mac, JSON.stringify(emptyProgress()), at);
+        ).run(
+          a.envelopeHash,
+          a.threadId,
+          a.revision,
+          sealed[i]!.json,
+          sealed[i]!.mac,
+          JSON.stringify(emptyProgress()),
+          at,
+        );
       });
     });
     return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
   }
 
   async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
-    const row = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+    const row = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+      ActionDbRow | undefined;
     return row ? toActionRow(row, this.key) : undefined;
   }
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
-    const raw = this.sql("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(threadId) as ActionDbRow | undefined;
+    const raw = this.sql("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(
+      threadId,
+    ) as ActionDbRow | undefined;
     // A change set: every row carries the sealed set; the rows are read in the set's order.
     return currentFrom(raw ? toActionRow(raw, this.key) : undefined, (h) => this.getAction(h));
   }
 
-  async decideAction(envelopeHash: string, claim: DecisionClaim, decision: NonNullable<ActionProgress["decision"]>, records: AuditEntry[] = []): Promise<DecideResult> {
+  async decideAction(
+    envelopeHash: string,
+    claim: DecisionClaim,
+    decision: NonNullable<ActionProgress["decision"]>,
+    records: AuditEntry[] = [],
+  ): Promise<DecideResult> {
     return this.decideActions([{ envelopeHash, decision }], claim, records);
   }
 
-  async decideActions(decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>, claim: DecisionClaim, records: AuditEntry[] = []): Promise<DecideResult> {
+  async decideActions(
+    decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
+    claim: DecisionClaim,
+    records: AuditEntry[] = [],
+  ): Promise<DecideResult> {
     return this.conn.write((): DecideResult => {
-      const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as ClaimRow | undefined;
+      const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as
+        ClaimRow | undefined;
       if (existing) return { claimed: false, existing: toClaim(existing) };
       const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
       for (const { envelopeHash, decision } of decisions) {
-        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+          ActionDbRow | undefined;
         const row = raw ? toActionRow(raw, this.key) : undefined;
         const plan = planMove(row, envelopeHash, "decided", { decision });
         if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
         planned.push({ row: row!, progress: plan.progress });
       }
       this.sql(
-          `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
+        `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        )
-        .run(claim.envelopeHash, claim.nonce, claim.threadId, claim.revision, claim.decisionType, claim.approverId, claim.decidedAt, new Date().toISOString());
+      ).run(
+        claim.envelopeHash,
+        claim.nonce,
+        claim.threadId,
+        claim.revision,
+        claim.decisionType,
+        claim.approverId,
+        claim.decidedAt,
+        new Date().toISOString(),
+      );
       for (const p of planned) this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress);
       this.append(records);
       const first = planned[0]!;
@@ -541,9 +701,15 @@ export class SqliteJournal implements Journal {
     });
   }
 
-  async moveAction(envelopeHash: string, to: Phase, patch: Partial<ActionProgress>, records: (row: ActionRow) => AuditEntry[] = () => []): Promise<TransitionResult> {
+  async moveAction(
+    envelopeHash: string,
+    to: Phase,
+    patch: Partial<ActionProgress>,
+    records: (row: ActionRow) => AuditEntry[] = () => [],
+  ): Promise<TransitionResult> {
     return this.conn.write((): TransitionResult => {
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+        ActionDbRow | undefined;
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
@@ -570,41 +736,72 @@ export class SqliteJournal implements Journal {
   }
 
   private hasLegacyApprovals(): boolean {
-    return this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'").get() !== undefined;
+    return (
+      this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'").get() !==
+      undefined
+    );
   }
 
   async legacyApprovals(): Promise<LegacyApproval[] | null> {
     if (!this.hasLegacyApprovals()) return null;
-    return this.db.prepare(LEGACY_APPROVALS_SQL("")).all().map((r) => toLegacyApproval(r as LegacyApprovalRow));
+    return this.db
+      .prepare(LEGACY_APPROVALS_SQL(""))
+      .all()
+      .map((r) => toLegacyApproval(r as LegacyApprovalRow));
   }
 
   async retireLegacyApprovals(): Promise<void> {
-    this.conn.write(() => this.hasLegacyApprovals() && this.db.exec("ALTER TABLE approvals RENAME TO approvals_adopted"));
+    this.conn.write(
+      () => this.hasLegacyApprovals() && this.db.exec("ALTER TABLE approvals RENAME TO approvals_adopted"),
+    );
   }
 
   async listOpenThreads(): Promise<string[]> {
-    const rows = this.sql(`SELECT thread_id, MIN(rowid) AS first FROM actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`)
-      .all() as Array<{ thread_id: string }>;
+    const rows = this.sql(
+      `SELECT thread_id, MIN(rowid) AS first FROM actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`,
+    ).all() as Array<{ thread_id: string }>;
     return rows.map((r) => r.thread_id);
   }
 
-  async noteRefusal(envelopeHash: string, refusal: { code: string; reason: string; at: string }, counted: boolean): Promise<ActionRow | undefined> {
+  async noteRefusal(
+    envelopeHash: string,
+    refusal: { code: string; reason: string; at: string },
+    counted: boolean,
+  ): Promise<ActionRow | undefined> {
     this.conn.write(() => {
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as ActionDbRow | undefined;
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+        ActionDbRow | undefined;
       if (!raw) return;
       const p = JSON.parse(raw.progress_json) as ActionProgress;
-      const next: ActionProgress = { ...p, lastRefusal: refusal, refusalsSeen: p.refusalsSeen + 1, refusalsCounted: p.refusalsCounted + (counted ? 1 : 0) };
-      this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(JSON.stringify(next), envelopeHash);
+      const next: ActionProgress = {
+        ...p,
+        lastRefusal: refusal,
+        refusalsSeen: p.refusalsSeen + 1,
+        refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
+      };
+      this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(
+        JSON.stringify(next),
+        envelopeHash,
+      );
     });
     return this.getAction(envelopeHash);
   }
 
   private writeMove(envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): void {
-    this.sql("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(to, JSON.stringify(progress), envelopeHash);
-    if (releasesLease(from, to, progress)) this.sql("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
+    this.sql("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(
+      to,
+      JSON.stringify(progress),
+      envelopeHash,
+    );
+    if (releasesLease(from, to, progress))
+      this.sql("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
   }
 
-  async acquireObjectLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holdMs: number): Promise<LeaseResult> {
+  async acquireObjectLease(
+    objectKey: string,
+    owner: { envelopeHash: string; threadId: string },
+    holdMs: number,
+  ): Promise<LeaseResult> {
     return this.conn.write((): LeaseResult => {
       const now = Date.now();
       const holder = this.leaseOn(objectKey);
@@ -615,43 +812,69 @@ export class SqliteJournal implements Journal {
 
   /** The lease row on an object (inside the caller's transaction). */
   private leaseOn(objectKey: string): ObjectLease | undefined {
-    const row = this.sql("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as LeaseRow | undefined;
+    const row = this.sql("SELECT * FROM object_leases WHERE object_key = ?").get(objectKey) as
+      LeaseRow | undefined;
     return row ? toLease(row) : undefined;
   }
 
   /** Takes or renews the lease for `owner` (the caller checked leaseIsFree); a renewal keeps its acquisition time. Returns the expiry. */
-  private putLease(objectKey: string, owner: { envelopeHash: string; threadId: string }, holder: ObjectLease | undefined, now: number, holdMs: number): number {
+  private putLease(
+    objectKey: string,
+    owner: { envelopeHash: string; threadId: string },
+    holder: ObjectLease | undefined,
+    now: number,
+    holdMs: number,
+  ): number {
     const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
-    this.sql("INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)")
-      .run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
+    this.sql(
+      "INSERT OR REPLACE INTO object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+    ).run(objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs);
     return now + holdMs;
   }
 
   async noteAgentStep(threadId: string): Promise<number> {
-    const row = this.conn.write(() => this.sql("UPDATE threads SET agent_steps = agent_steps + 1 WHERE thread_id = ? RETURNING agent_steps").get(threadId) as { agent_steps: number } | undefined);
+    const row = this.conn.write(
+      () =>
+        this.sql(
+          "UPDATE threads SET agent_steps = agent_steps + 1 WHERE thread_id = ? RETURNING agent_steps",
+        ).get(threadId) as { agent_steps: number } | undefined,
+    );
     return row?.agent_steps ?? 0;
   }
 
   async noteModelReply(threadId: string, text: string, toolCalls: RecordedToolCall[]): Promise<void> {
     const reply = text.slice(0, MAX_REPLY_CHARS);
-    this.conn.write(() => this.sql("UPDATE threads SET last_reply = ?, last_tool_calls = ? WHERE thread_id = ?").run(reply, sealedToolCalls(this.key, threadId, reply, toolCalls), threadId));
+    this.conn.write(() =>
+      this.sql("UPDATE threads SET last_reply = ?, last_tool_calls = ? WHERE thread_id = ?").run(
+        reply,
+        sealedToolCalls(this.key, threadId, reply, toolCalls),
+        threadId,
+      ),
+    );
   }
 
   async noteInvalidProposal(threadId: string): Promise<number> {
     return this.conn.write(() => {
       // Counted once per model turn: invalid_proposal_step is the turn the last one was counted at.
-      this.sql("UPDATE threads SET invalid_proposals = invalid_proposals + 1, invalid_proposal_step = agent_steps WHERE thread_id = ? AND invalid_proposal_step < agent_steps").run(threadId);
-      const row = this.sql("SELECT invalid_proposals FROM threads WHERE thread_id = ?").get(threadId) as { invalid_proposals: number } | undefined;
+      this.sql(
+        "UPDATE threads SET invalid_proposals = invalid_proposals + 1, invalid_proposal_step = agent_steps WHERE thread_id = ? AND invalid_proposal_step < agent_steps",
+      ).run(threadId);
+      const row = this.sql("SELECT invalid_proposals FROM threads WHERE thread_id = ?").get(threadId) as
+        { invalid_proposals: number } | undefined;
       return row?.invalid_proposals ?? 0;
     });
   }
 
   async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
-    const row = this.sql("SELECT agent_steps, invalid_proposals, last_reply, last_tool_calls FROM threads WHERE thread_id = ?").get(threadId) as ThreadTurnsRow | undefined;
+    const row = this.sql(
+      "SELECT agent_steps, invalid_proposals, last_reply, last_tool_calls FROM threads WHERE thread_id = ?",
+    ).get(threadId) as ThreadTurnsRow | undefined;
     return row ? toThreadTurns(row, this.key, threadId) : undefined;
   }
 
-  async recordQuestion(q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">): Promise<void> {
+  async recordQuestion(
+    q: Omit<QuestionEntry, "status" | "closedAt" | "invalidAnswers" | "lastRefusal">,
+  ): Promise<void> {
     this.conn.write(() =>
       this.sql(
         `INSERT INTO questions (thread_id, tool_call_id, question, fields_json, asked_at, status, closed_at, invalid_answers, last_refusal) VALUES (?, ?, ?, ?, ?, 'open', NULL, 0, NULL)
@@ -660,50 +883,64 @@ export class SqliteJournal implements Journal {
            invalid_answers = CASE WHEN questions.tool_call_id != excluded.tool_call_id THEN 0 ELSE questions.invalid_answers END,
            last_refusal = CASE WHEN questions.tool_call_id != excluded.tool_call_id THEN NULL ELSE questions.last_refusal END
          WHERE questions.tool_call_id != excluded.tool_call_id OR questions.status = 'open'`,
-      )
-      .run(q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt));
+      ).run(q.threadId, q.toolCallId, q.question, JSON.stringify(q.fields), q.askedAt),
+    );
   }
 
   async noteInvalidAnswer(threadId: string, reason: string): Promise<number> {
-    const row = this.conn.write(() => this.sql("UPDATE questions SET invalid_answers = invalid_answers + 1, last_refusal = ? WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers").get(reason, threadId) as { invalid_answers: number } | undefined);
+    const row = this.conn.write(
+      () =>
+        this.sql(
+          "UPDATE questions SET invalid_answers = invalid_answers + 1, last_refusal = ? WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers",
+        ).get(reason, threadId) as { invalid_answers: number } | undefined,
+    );
     return row?.invalid_answers ?? 0;
   }
 
   async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
-    this.conn.write(() => this.sql("UPDATE questions SET status = ?, closed_at = ? WHERE thread_id = ? AND status = 'open'").run(status, at, threadId));
+    this.conn.write(() =>
+      this.sql("UPDATE questions SET status = ?, closed_at = ? WHERE thread_id = ? AND status = 'open'").run(
+        status,
+        at,
+        threadId,
+      ),
+    );
   }
 
   async getQuestion(threadId: string): Promise<QuestionEntry | undefined> {
-    const row = this.sql("SELECT * FROM questions WHERE thread_id = ?").get(threadId) as QuestionRow | undefined;
+    const row = this.sql("SELECT * FROM questions WHERE thread_id = ?").get(threadId) as
+      QuestionRow | undefined;
     return row ? toQuestion(row) : undefined;
   }
 
   async listOpenQuestions(): Promise<QuestionEntry[]> {
     const rows = this.sql(
-        `SELECT q.* FROM questions q LEFT JOIN threads t ON t.thread_id = q.thread_id
+      `SELECT q.* FROM questions q LEFT JOIN threads t ON t.thread_id = q.thread_id
          WHERE q.status = 'open' AND t.closed_json IS NULL ORDER BY q.asked_at DESC, q.thread_id`,
-      )
-      .all() as QuestionRow[];
+    ).all() as QuestionRow[];
     return rows.map(toQuestion);
   }
 
   async acquireThreadLock(threadId: string, owner: string, leaseMs: number): Promise<boolean> {
     return this.conn.write(() => {
       const now = Date.now();
-      const row = this.sql("SELECT owner, pid, expires_at FROM thread_locks WHERE thread_id = ?").get(threadId) as
-        | { owner: string; pid: number; expires_at: number }
-        | undefined;
+      const row = this.sql("SELECT owner, pid, expires_at FROM thread_locks WHERE thread_id = ?").get(
+        threadId,
+      ) as { owner: string; pid: number; expires_at: number } | undefined;
       // A lease held by a dead process on this host (killed mid-run) is taken over rather than waited out.
       const free = !row || row.expires_at < now || row.owner === owner || !processAlive(row.pid);
       if (!free) return false;
-      this.sql("INSERT OR REPLACE INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)")
-        .run(threadId, owner, process.pid, now + leaseMs);
+      this.sql(
+        "INSERT OR REPLACE INTO thread_locks (thread_id, owner, pid, expires_at) VALUES (?, ?, ?, ?)",
+      ).run(threadId, owner, process.pid, now + leaseMs);
       return true;
     });
   }
 
   async releaseThreadLock(threadId: string, owner: string): Promise<void> {
-    this.conn.write(() => this.sql("DELETE FROM thread_locks WHERE thread_id = ? AND owner = ?").run(threadId, owner));
+    this.conn.write(() =>
+      this.sql("DELETE FROM thread_locks WHERE thread_id = ? AND owner = ?").run(threadId, owner),
+    );
   }
 
   async close(): Promise<void> {
@@ -721,7 +958,13 @@ export interface LeaseRow {
 
 /** PostgreSQL returns BIGINT as a string; both backends store milliseconds since the epoch. */
 export function toLease(r: LeaseRow): ObjectLease {
-  return { objectKey: r.object_key, owner: r.owner, threadId: r.thread_id, acquiredAt: Number(r.acquired_at), expiresAt: Number(r.expires_at) };
+  return {
+    objectKey: r.object_key,
+    owner: r.owner,
+    threadId: r.thread_id,
+    acquiredAt: Number(r.acquired_at),
+    expiresAt: Number(r.expires_at),
+  };
 }
 
 export function toClaim(r: ClaimRow): DecisionClaim {
@@ -738,7 +981,14 @@ export function toClaim(r: ClaimRow): DecisionClaim {
 
 /** What a write-ahead entry's seal covers: everything recorded before the request left (the answer comes later and is not sealed). */
 function executionSealContent(intent: ExecutionIntent, sentAt: string): unknown {
-  return { kind: "write-ahead", envelopeHash: intent.envelopeHash, threadId: intent.threadId, idempotencyKey: intent.idempotencyKey, args: intent.args, sentAt };
+  return {
+    kind: "write-ahead",
+    envelopeHash: intent.envelopeHash,
+    threadId: intent.threadId,
+    idempotencyKey: intent.idempotencyKey,
+    args: intent.args,
+    sentAt,
+  };
 }
 
 /** The MAC of a write-ahead entry about to be recorded. */
@@ -754,7 +1004,13 @@ export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {
   } catch {
     parsed = false;
   }
-  const entry = { envelopeHash: r.envelope_hash, threadId: r.thread_id, idempotencyKey: r.idempotency_key, args, sentAt: r.sent_at };
+  const entry = {
+    envelopeHash: r.envelope_hash,
+    threadId: r.thread_id,
+    idempotencyKey: r.idempotency_key,
+    args,
+    sentAt: r.sent_at,
+  };
   return {
     ...entry,
     ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
@@ -774,7 +1030,10 @@ export interface LegacyApprovalRow {
   thread_id: string;
 }
 
-export const toLegacyApproval = (r: LegacyApprovalRow): LegacyApproval => ({ envelopeHash: r.envelope_hash, threadId: r.thread_id });
+export const toLegacyApproval = (r: LegacyApprovalRow): LegacyApproval => ({
+  envelopeHash: r.envelope_hash,
+  threadId: r.thread_id,
+});
 
 export interface QuestionRow {
   thread_id: string;
@@ -812,7 +1071,10 @@ export interface ThreadTurnsRow {
 export function toThreadTurns(r: ThreadTurnsRow, key: Buffer, threadId: string): ThreadTurns {
   const lastReply = r.last_reply ?? null;
   const recorded = toolCallsOf(r.last_tool_calls);
-  const lastReplySealValid = recorded === null || (recorded.calls !== null && sealHolds(key, replySealContent(threadId, lastReply ?? "", recorded.calls), recorded.mac));
+  const lastReplySealValid =
+    recorded === null ||
+    (recorded.calls !== null &&
+      sealHolds(key, replySealContent(threadId, lastReply ?? "", recorded.calls), recorded.mac));
   return {
     agentSteps: Number(r.agent_steps ?? 0),
     invalidProposals: Number(r.invalid_proposals ?? 0),
@@ -828,7 +1090,12 @@ function replySealContent(threadId: string, reply: string, calls: unknown[]): Re
 }
 
 /** The `last_tool_calls` column's value: the calls with their seal (HMAC under the journal key, bound to the thread and reply text). */
-export function sealedToolCalls(key: Buffer, threadId: string, reply: string, calls: RecordedToolCall[]): string {
+export function sealedToolCalls(
+  key: Buffer,
+  threadId: string,
+  reply: string,
+  calls: RecordedToolCall[],
+): string {
   const plain = JSON.parse(JSON.stringify(calls)) as unknown[];
   return JSON.stringify({ calls: plain, mac: sealOf(key, replySealContent(threadId, reply, plain)) });
 }
@@ -842,8 +1109,12 @@ function toolCallsOf(text: string | null): { calls: RecordedToolCall[] | null; m
   } catch {
     return { calls: null, mac: null };
   }
-  const { calls, mac } = (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? parsed : {}) as { calls?: unknown; mac?: unknown };
+  const { calls, mac } = (
+    typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? parsed : {}
+  ) as { calls?: unknown; mac?: unknown };
   if (!Array.isArray(calls) || typeof mac !== "string") return { calls: null, mac: null };
-  const wellFormed = calls.every((c) => typeof c === "object" && c !== null && typeof c.id === "string" && typeof c.name === "string");
+  const wellFormed = calls.every(
+    (c) => typeof c === "object" && c !== null && typeof c.id === "string" && typeof c.name === "string",
+  );
   return { calls: wellFormed ? (calls as RecordedToolCall[]) : null, mac };
 }

@@ -24,8 +24,15 @@ import {
   type ThreadPage,
   FIRST_RECORDS_SQL,
 } from "./audit.js";
-import { inTransaction, lockKey, openPools, prepareDatabase, query, quoteIdent, type PoolLease } from "./postgres.js";
-
+import {
+  inTransaction,
+  lockKey,
+  openPools,
+  prepareDatabase,
+  query,
+  quoteIdent,
+  type PoolLease,
+} from "./postgres.js";
 
 /** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
 const normalise = (r: AuditRow): AuditRow => ({ ...r, seq: Number(r.seq) });
@@ -34,18 +41,23 @@ const normalise = (r: AuditRow): AuditRow => ({ ...r, seq: Number(r.seq) });
  * Appends one record inside the caller's transaction: the chain-head lock is taken first (released by
  * its COMMIT or ROLLBACK), at most once per (threadId, revision, event, discriminator).
  */
-export async function appendWithin(c: pg.PoolClient, db: DatabaseConfig, entry: AuditEntry, now: Date): Promise<AppendResult> {
+export async function appendWithin(
+  c: pg.PoolClient,
+  db: DatabaseConfig,
+  entry: AuditEntry,
+  now: Date,
+): Promise<AppendResult> {
   const s = quoteIdent(db.schema);
   const key = lockKey(db, "audit-append");
   await c.query(`SELECT pg_advisory_xact_lock(${key.sql})`, key.values);
-  const existing = await c.query<AuditRow>(`SELECT * FROM ${s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4`, [
-    entry.threadId,
-    entry.revision,
-    entry.event,
-    entry.discriminator,
-  ]);
+  const existing = await c.query<AuditRow>(
+    `SELECT * FROM ${s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4`,
+    [entry.threadId, entry.revision, entry.event, entry.discriminator],
+  );
   if (existing.rows[0]) return { appended: false, record: toRecord(normalise(existing.rows[0])) };
-  const head = await c.query<{ seq: string; record_hash: string }>(`SELECT seq, record_hash FROM ${s}.audit_records ORDER BY seq DESC LIMIT 1`);
+  const head = await c.query<{ seq: string; record_hash: string }>(
+    `SELECT seq, record_hash FROM ${s}.audit_records ORDER BY seq DESC LIMIT 1`,
+  );
   const last = head.rows[0];
   const seq = (last ? Number(last.seq) : 0) + 1;
   const prevHash = last?.record_hash ?? GENESIS_HASH;
@@ -55,9 +67,22 @@ export async function appendWithin(c: pg.PoolClient, db: DatabaseConfig, entry: 
   await c.query(
     `INSERT INTO ${s}.audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [seq, entry.threadId, entry.revision, entry.event, entry.discriminator, body.recordedAt, text, prevHash, hash],
+    [
+      seq,
+      entry.threadId,
+      entry.revision,
+      entry.event,
+      entry.discriminator,
+      body.recordedAt,
+      text,
+      prevHash,
+      hash,
+    ],
   );
-  return { appended: true, record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash } };
+  return {
+    appended: true,
+    record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash },
+  };
 }
 
 export class PostgresAuditLog implements AuditLog {
@@ -74,7 +99,11 @@ export class PostgresAuditLog implements AuditLog {
   }
 
   /** On its own share of the process's connections (openPools), or (`pool`) on the journal's, so the journal's transitions append to the same chain. */
-  static async open(db: DatabaseConfig, opts: { clock?: () => Date } = {}, pool?: pg.Pool): Promise<PostgresAuditLog> {
+  static async open(
+    db: DatabaseConfig,
+    opts: { clock?: () => Date } = {},
+    pool?: pg.Pool,
+  ): Promise<PostgresAuditLog> {
     if (pool) return new PostgresAuditLog(pool, db, opts.clock ?? (() => new Date()));
     const own = openPools(db);
     await prepareDatabase(own, db).catch(async (e: unknown) => {
@@ -85,16 +114,38 @@ export class PostgresAuditLog implements AuditLog {
   }
 
   async append(entry: AuditEntry): Promise<AppendResult> {
-    return inTransaction(this.pool, this.db, `appending the audit record ${entry.event} for thread ${entry.threadId}`, (c) => appendWithin(c, this.db, entry, this.clock()));
+    return inTransaction(
+      this.pool,
+      this.db,
+      `appending the audit record ${entry.event} for thread ${entry.threadId}`,
+      (c) => appendWithin(c, this.db, entry, this.clock()),
+    );
   }
 
   private async rows(threadId?: string, events?: readonly string[]): Promise<AuditRow[]> {
     const rows =
       threadId === undefined
-        ? await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records ORDER BY seq`)
+        ? await query<AuditRow>(
+            this.pool,
+            this.db,
+            "reading audit records",
+            `SELECT * FROM ${this.s}.audit_records ORDER BY seq`,
+          )
         : events
-          ? await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND event = ANY($2) ORDER BY seq`, [threadId, [...events]])
-          : await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`, [threadId]);
+          ? await query<AuditRow>(
+              this.pool,
+              this.db,
+              "reading audit records",
+              `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND event = ANY($2) ORDER BY seq`,
+              [threadId, [...events]],
+            )
+          : await query<AuditRow>(
+              this.pool,
+              this.db,
+              "reading audit records",
+              `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`,
+              [threadId],
+            );
     return rows.map(normalise);
   }
 
@@ -107,11 +158,29 @@ export class PostgresAuditLog implements AuditLog {
   }
 
   async threadPage({ after = 0, limit }: { after?: number; limit: number }): Promise<ThreadPage> {
-    const firsts = await query<{ seq: string; thread_id: string }>(this.pool, this.db, "listing audited threads", FIRST_RECORDS_SQL(`${this.s}.audit_records`, (n) => `$${n}`), [after, limit + 1]);
+    const firsts = await query<{ seq: string; thread_id: string }>(
+      this.pool,
+      this.db,
+      "listing audited threads",
+      FIRST_RECORDS_SQL(`${this.s}.audit_records`, (n) => `$${n}`),
+      [after, limit + 1],
+    );
     const page = firsts.slice(0, limit);
     const ids = page.map((f) => f.thread_id);
-    const rows = ids.length === 0 ? [] : await query<AuditRow>(this.pool, this.db, "reading audit records", `SELECT * FROM ${this.s}.audit_records WHERE thread_id = ANY($1) ORDER BY seq`, [ids]);
-    return { threads: summariseThreads(rows.map(normalise).map(toRecord)), next: firsts.length > limit ? Number(page.at(-1)!.seq) : null };
+    const rows =
+      ids.length === 0
+        ? []
+        : await query<AuditRow>(
+            this.pool,
+            this.db,
+            "reading audit records",
+            `SELECT * FROM ${this.s}.audit_records WHERE thread_id = ANY($1) ORDER BY seq`,
+            [ids],
+          );
+    return {
+      threads: summariseThreads(rows.map(normalise).map(toRecord)),
+      next: firsts.length > limit ? Number(page.at(-1)!.seq) : null,
+    };
   }
 
   async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
@@ -123,4 +192,3 @@ export class PostgresAuditLog implements AuditLog {
     await this.lease?.close();
   }
 }
-

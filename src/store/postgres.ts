@@ -18,7 +18,10 @@ export class StoreUnavailableError extends Error {
     readonly problem: string,
     options?: { cause?: unknown },
   ) {
-    super(`the database ${database} is unavailable while ${doing}: ${problem}; nothing was recorded by this step`, options);
+    super(
+      `the database ${database} is unavailable while ${doing}: ${problem}; nothing was recorded by this step`,
+      options,
+    );
     this.name = "StoreUnavailableError";
     // The CLI prints the stack of unexpected errors; for this one the message is the whole story.
     this.stack = `${this.name}: ${this.message}`;
@@ -27,8 +30,18 @@ export class StoreUnavailableError extends Error {
 
 /** SQLSTATE classes and driver messages that mean "the server is not there", as opposed to a bug in a query. */
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P|3D000|28)/;
-const UNAVAILABLE_NODE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"]);
-const UNAVAILABLE_MESSAGES = /Connection terminated|connection timeout|timeout expired|Client has encountered a connection error|Cannot use a pool after calling end|not queryable/i;
+const UNAVAILABLE_NODE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+]);
+const UNAVAILABLE_MESSAGES =
+  /Connection terminated|connection timeout|timeout expired|Client has encountered a connection error|Cannot use a pool after calling end|not queryable/i;
 
 export function isUnavailable(e: unknown): boolean {
   const err = e as { code?: unknown; message?: unknown } | null;
@@ -53,7 +66,10 @@ export function storeError(db: DatabaseConfig, doing: string, e: unknown): unkno
  * this process, not of the server's machine); a transaction that needs durability turns it on
  * (inTransaction's `durable`), and its commit flushes every earlier one with it.
  */
-export function createPool(db: DatabaseConfig, opts: { max?: number; name: string; asyncCommit?: boolean }): pg.Pool {
+export function createPool(
+  db: DatabaseConfig,
+  opts: { max?: number; name: string; asyncCommit?: boolean },
+): pg.Pool {
   const pool = new pg.Pool({
     connectionString: db.url,
     ...(opts.asyncCommit ? { options: "-c synchronous_commit=off" } : {}),
@@ -149,7 +165,11 @@ export function openPools(db: DatabaseConfig): PoolLease {
   if (!shared) {
     const split = splitBudget(db.poolSize ?? DEFAULT_PG_POOL);
     const pool = createPool(db, { name: "queries", max: split.queries, asyncCommit: true });
-    shared = { pool, locks: new LockConnections(createPool(db, { name: "locks", max: split.locks }), split.locks), users: 0 };
+    shared = {
+      pool,
+      locks: new LockConnections(createPool(db, { name: "locks", max: split.locks }), split.locks),
+      users: 0,
+    };
     processPools.set(db.url, shared);
   }
   shared.users += 1;
@@ -175,7 +195,13 @@ export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
  * Runs fn in one transaction on one connection; a connection failure surfaces as StoreUnavailableError.
  * `durable`: committed with synchronous_commit = on, whatever the pool's setting.
  */
-export async function inTransaction<T>(pool: pg.Pool, db: DatabaseConfig, doing: string, fn: (c: pg.PoolClient) => Promise<T>, durable = false): Promise<T> {
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  db: DatabaseConfig,
+  doing: string,
+  fn: (c: pg.PoolClient) => Promise<T>,
+  durable = false,
+): Promise<T> {
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
@@ -199,7 +225,13 @@ export async function inTransaction<T>(pool: pg.Pool, db: DatabaseConfig, doing:
 }
 
 /** One statement outside an explicit transaction. */
-export async function query<R extends pg.QueryResultRow>(pool: pg.Pool, db: DatabaseConfig, doing: string, text: string, values: unknown[] = []): Promise<R[]> {
+export async function query<R extends pg.QueryResultRow>(
+  pool: pg.Pool,
+  db: DatabaseConfig,
+  doing: string,
+  text: string,
+  values: unknown[] = [],
+): Promise<R[]> {
   try {
     return (await pool.query<R>(text, values)).rows;
   } catch (e) {
@@ -441,7 +473,9 @@ async function migrate(pools: PoolLease, db: DatabaseConfig): Promise<void> {
         `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
       );
       const applied = new Set(
-        (await client.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations`)).rows.map((r) => r.version),
+        (await client.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations`)).rows.map(
+          (r) => r.version,
+        ),
       );
       const newest = Math.max(0, ...applied);
       const known = Math.max(...MIGRATIONS.map((m) => m.version));
@@ -455,7 +489,10 @@ async function migrate(pools: PoolLease, db: DatabaseConfig): Promise<void> {
         await client.query("BEGIN");
         try {
           await client.query(m.sql(s));
-          await client.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+          await client.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, $2)`, [
+            m.version,
+            m.name,
+          ]);
           await client.query("COMMIT");
         } catch (e) {
           await client.query("ROLLBACK").catch(() => {});

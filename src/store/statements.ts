@@ -72,4 +72,3 @@ export class SqliteConnection {
     if (this.db.open) this.db.close();
   }
 }
-

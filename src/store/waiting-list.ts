@@ -33,7 +33,9 @@ export interface RegisteredPageFilter extends RegisteredFilter {
 
 /** Whether `a` comes before `b` in the listing order (the order PostgreSQL's "C" collation and SQLite's BINARY give). */
 export function keyBefore(a: RegisteredKey, b: RegisteredKey): boolean {
-  return a.registeredAt < b.registeredAt || (a.registeredAt === b.registeredAt && a.envelopeHash < b.envelopeHash);
+  return (
+    a.registeredAt < b.registeredAt || (a.registeredAt === b.registeredAt && a.envelopeHash < b.envelopeHash)
+  );
 }
 
 type Field = "requestedBy" | "objectType" | "objectId" | "operation" | "escalatedTo" | "setHash";
@@ -73,7 +75,8 @@ export const SQLITE: Dialect = {
   // Every waiting-rows index holds every waiting row, and SQLite's planner takes the one with the fewest
   // columns for an unfiltered count or --mine; only the keyset index carries the fields they read, so
   // named it answers them from the index (~0.1 s at 100,000 rows) instead of from each row's JSON (~2 s).
-  indexFor: (f) => (f.requestedBy === undefined && f.object === undefined ? " INDEXED BY actions_waiting_keyset" : ""),
+  indexFor: (f) =>
+    f.requestedBy === undefined && f.object === undefined ? " INDEXED BY actions_waiting_keyset" : "",
 };
 
 export const POSTGRES: Dialect = {
@@ -96,26 +99,40 @@ export function whereOf(d: Dialect, f: RegisteredFilter, args: unknown[]): strin
     where.push(`${d.field("objectId")} = ${d.bind(args, d.objectId(f.object.id))}`);
     where.push(`${d.field("objectType")} = ${d.bind(args, f.object.type)}`);
   }
-  if (f.registeredBefore !== undefined) where.push(`${d.col("registered_at")} < ${d.bind(args, f.registeredBefore)}`);
+  if (f.registeredBefore !== undefined)
+    where.push(`${d.col("registered_at")} < ${d.bind(args, f.registeredBefore)}`);
   if (f.decidable !== undefined) {
     where.push(d.inList(args, d.field("operation"), f.decidable.operations, f.decidable.exclude));
     const esc = d.field("escalatedTo");
-    where.push(f.decidable.groups.length === 0 ? `${esc} IS NULL` : `(${esc} IS NULL OR ${d.inList(args, esc, f.decidable.groups, false)})`);
+    where.push(
+      f.decidable.groups.length === 0
+        ? `${esc} IS NULL`
+        : `(${esc} IS NULL OR ${d.inList(args, esc, f.decidable.groups, false)})`,
+    );
   }
   return where.join(" AND ");
 }
 
 /** Columns a listing reads: the row's identity, the sealed JSON and its MAC (the seal check), phase and progress. */
-const LISTED_COLUMNS = "envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at";
+const LISTED_COLUMNS =
+  "envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at";
 
 /** One keyset page of waiting rows, in listing order. */
-export function pageSql(d: Dialect, table: string, f: RegisteredPageFilter): { text: string; args: unknown[] } {
+export function pageSql(
+  d: Dialect,
+  table: string,
+  f: RegisteredPageFilter,
+): { text: string; args: unknown[] } {
   const args: unknown[] = [];
   let where = whereOf(d, f, args);
   const [at, hash] = [d.col("registered_at"), d.col("envelope_hash")];
-  if (f.after) where += ` AND (${at}, ${hash}) > (${d.bind(args, f.after.registeredAt)}, ${d.bind(args, f.after.envelopeHash)})`;
+  if (f.after)
+    where += ` AND (${at}, ${hash}) > (${d.bind(args, f.after.registeredAt)}, ${d.bind(args, f.after.envelopeHash)})`;
   const limit = d.bind(args, f.limit);
-  return { text: `SELECT ${LISTED_COLUMNS} FROM ${table}${d.indexFor(f)} WHERE ${where} ORDER BY ${at}, ${hash} LIMIT ${limit}`, args };
+  return {
+    text: `SELECT ${LISTED_COLUMNS} FROM ${table}${d.indexFor(f)} WHERE ${where} ORDER BY ${at}, ${hash} LIMIT ${limit}`,
+    args,
+  };
 }
 
 /** How many approvals match `f`: a change set's rows count once. */
@@ -124,7 +141,10 @@ export function countSql(d: Dialect, table: string, f: RegisteredFilter): { text
   const where = whereOf(d, f, args);
   // Rows of no set, plus one per set: only set hashes are kept to tell them apart, not every row's.
   const set = d.field("setHash");
-  return { text: `SELECT COUNT(*) - COUNT(${set}) + COUNT(DISTINCT ${set}) AS n FROM ${table}${d.indexFor(f)} WHERE ${where}`, args };
+  return {
+    text: `SELECT COUNT(*) - COUNT(${set}) + COUNT(DISTINCT ${set}) AS n FROM ${table}${d.indexFor(f)} WHERE ${where}`,
+    args,
+  };
 }
 
 /**

@@ -58,7 +58,11 @@ export class WriteAnchor {
     try {
       const st = fs.fstatSync(fd);
       let read = reads.get(this.file);
-      const appendedOnly = read && read.ino === st.ino && st.size >= read.size && (st.size > read.size || st.mtimeMs === read.mtimeMs);
+      const appendedOnly =
+        read &&
+        read.ino === st.ino &&
+        st.size >= read.size &&
+        (st.size > read.size || st.mtimeMs === read.mtimeMs);
       if (!read || !appendedOnly) read = { ino: st.ino, size: 0, mtimeMs: 0, offset: 0, hashes: new Set() };
       if (st.size > read.offset) {
         const buf = Buffer.alloc(st.size - read.offset);
@@ -81,7 +85,10 @@ export class WriteAnchor {
   }
 
   private unreadable(e: unknown): ConfigError {
-    return new ConfigError("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", `cannot read the write anchor ${this.file}: ${(e as Error).message}; nothing is sent without it`);
+    return new ConfigError(
+      "ACTION_ENVELOPE_WRITE_ANCHOR_FILE",
+      `cannot read the write anchor ${this.file}: ${(e as Error).message}; nothing is sent without it`,
+    );
   }
 
   /**
@@ -128,7 +135,10 @@ export function writeAnchorOf(config: Pick<AppConfig, "writeAnchorPath" | "dataD
   const file = config.writeAnchorPath;
   const rel = path.relative(config.dataDir, file);
   if (!rel.startsWith("..") && !path.isAbsolute(rel)) {
-    throw new ConfigError("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", `points to ${file}, inside the data directory ${config.dataDir}; keep the anchor beside the journal key, where a writer of the data directory cannot reach it`);
+    throw new ConfigError(
+      "ACTION_ENVELOPE_WRITE_ANCHOR_FILE",
+      `points to ${file}, inside the data directory ${config.dataDir}; keep the anchor beside the journal key, where a writer of the data directory cannot reach it`,
+    );
   }
   return new WriteAnchor(file);
 }
@@ -140,5 +150,10 @@ export function writeAnchorOf(config: Pick<AppConfig, "writeAnchorPath" | "dataD
  */
 export function checkWriteAnchor(config: Pick<AppConfig, "writeAnchorPath" | "dataDir">): void {
   const anchor = writeAnchorOf(config);
-  refuseLooseMode("ACTION_ENVELOPE_WRITE_ANCHOR_FILE", anchor.file, OTHERS_WRITABLE, "whoever can rewrite the write anchor can remove the line that stops a write being sent twice");
+  refuseLooseMode(
+    "ACTION_ENVELOPE_WRITE_ANCHOR_FILE",
+    anchor.file,
+    OTHERS_WRITABLE,
+    "whoever can rewrite the write anchor can remove the line that stops a write being sent twice",
+  );
 }

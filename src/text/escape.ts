@@ -26,7 +26,9 @@ export interface Finding {
   codePoint: number;
 }
 
-export const BIDI_CONTROLS: ReadonlySet<number> = new Set([0x061c, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]);
+export const BIDI_CONTROLS: ReadonlySet<number> = new Set([
+  0x061c, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069,
+]);
 /** Letters and marks that render as nothing; categories alone do not catch them. */
 const INVISIBLE_OTHER = new Set([0x034f, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x2800, 0x3164, 0xffa0]);
 const MARKER_OPEN = 0x27e8;
@@ -37,7 +39,12 @@ export function classify(cp: number, ch: string): FindingKind | undefined {
   if (cp >= 0x20 && cp <= 0x7e) return undefined; // printable ASCII: the common case, no regex needed
   if (cp >= 0xd800 && cp <= 0xdfff) return "unpaired surrogate";
   if (BIDI_CONTROLS.has(cp)) return "bidi control";
-  if ((cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 && cp <= 0xe01ef) || (cp >= 0x180b && cp <= 0x180f && cp !== 0x180e)) return "variation selector";
+  if (
+    (cp >= 0xfe00 && cp <= 0xfe0f) ||
+    (cp >= 0xe0100 && cp <= 0xe01ef) ||
+    (cp >= 0x180b && cp <= 0x180f && cp !== 0x180e)
+  )
+    return "variation selector";
   if (cp === 0x2028 || cp === 0x2029) return "line separator";
   if (/\p{Cc}/u.test(ch)) return "control character";
   if (/\p{Cf}/u.test(ch) || INVISIBLE_OTHER.has(cp)) return "invisible character";
@@ -82,7 +89,10 @@ export function escapeForTerminal(value: unknown): string {
 
 /** Multi-line data: every line escaped as by `escapeForTerminal`, the line breaks kept. */
 export function escapeLines(value: string): string {
-  return value.split("\n").map((l) => escapeLine(l)).join("\n");
+  return value
+    .split("\n")
+    .map((l) => escapeLine(l))
+    .join("\n");
 }
 
 /**

@@ -9,9 +9,18 @@ import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.
 import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
 import { BITRIX24_METHOD_META_KEY, IDEMPOTENT_REPLAYED_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
 
-export type ReadRole = "getTask" | "listTasks" | "getHistory" | "getUsers" | "getDeal" | "listDeals" | "listTaskComments" | "getTaskComment";
+export type ReadRole =
+  | "getTask"
+  | "listTasks"
+  | "getHistory"
+  | "getUsers"
+  | "getDeal"
+  | "listDeals"
+  | "listTaskComments"
+  | "getTaskComment";
 /** Roles that change the portal: never handed to the model, called only through writeHandle. */
-export type WriteRole = "updateTask" | "addTaskComment" | "addTask" | "updateDeal" | "deleteTaskComment" | "deleteTask";
+export type WriteRole =
+  "updateTask" | "addTaskComment" | "addTask" | "updateDeal" | "deleteTaskComment" | "deleteTask";
 export type ToolRole = ReadRole | WriteRole;
 
 export type McpConnectionConfig =
@@ -44,7 +53,12 @@ export interface McpCallError {
 }
 
 export type McpCallResult =
-  | { ok: true; body: unknown; text: string; /** The portal replayed its first answer to this Idempotency-Key. */ replayed?: boolean }
+  | {
+      ok: true;
+      body: unknown;
+      text: string;
+      /** The portal replayed its first answer to this Idempotency-Key. */ replayed?: boolean;
+    }
   | { ok: false; error: McpCallError; text: string };
 
 /** How a role is served: which tool, which Bitrix24 method that tool calls, and whether it may be handed to the model. */
@@ -66,9 +80,17 @@ export interface Bitrix24Tools {
    */
   writeHandle: {
     /** The write tool of `role`, with `args` as its arguments (e.g. addTaskComment: {taskId, fields: {POST_MESSAGE}}). */
-    call(role: WriteRole, args: Record<string, unknown>, opts?: { idempotencyKey?: string }): Promise<McpCallResult>;
+    call(
+      role: WriteRole,
+      args: Record<string, unknown>,
+      opts?: { idempotencyKey?: string },
+    ): Promise<McpCallResult>;
     /** Same as call("updateTask", {taskId, fields}, opts). */
-    updateTask(taskId: number, fields: Record<string, unknown>, opts?: { idempotencyKey?: string }): Promise<McpCallResult>;
+    updateTask(
+      taskId: number,
+      fields: Record<string, unknown>,
+      opts?: { idempotencyKey?: string },
+    ): Promise<McpCallResult>;
   };
   /** The resolved role table, for evidence and for tests. */
   roles: Readonly<Record<ToolRole, RoleBinding>>;
@@ -123,8 +145,24 @@ export const ROLE_METHODS: Readonly<Record<ToolRole, string>> = {
   deleteTask: "tasks.task.delete",
 };
 
-export const READ_ROLES: readonly ReadRole[] = ["getTask", "listTasks", "getHistory", "getUsers", "getDeal", "listDeals", "listTaskComments", "getTaskComment"];
-export const WRITE_ROLES: readonly WriteRole[] = ["updateTask", "addTaskComment", "addTask", "updateDeal", "deleteTaskComment", "deleteTask"];
+export const READ_ROLES: readonly ReadRole[] = [
+  "getTask",
+  "listTasks",
+  "getHistory",
+  "getUsers",
+  "getDeal",
+  "listDeals",
+  "listTaskComments",
+  "getTaskComment",
+];
+export const WRITE_ROLES: readonly WriteRole[] = [
+  "updateTask",
+  "addTaskComment",
+  "addTask",
+  "updateDeal",
+  "deleteTaskComment",
+  "deleteTask",
+];
 /**
  * Read roles an external server may lack without failing the connection (unless its tool is named
  * explicitly): people's names on the card and in edits are then unavailable, nothing else changes.
@@ -157,7 +195,11 @@ const tsxBin = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.
  */
 const builtServer = process.env["ACTION_ENVELOPE_MCP_SERVER_JS"];
 const compiled = import.meta.url.endsWith(".js") || Boolean(builtServer);
-const stdioEntry = builtServer || (import.meta.url.endsWith(".js") ? compiledServer() : fileURLToPath(new URL("./mcp-stdio.ts", import.meta.url)));
+const stdioEntry =
+  builtServer ||
+  (import.meta.url.endsWith(".js")
+    ? compiledServer()
+    : fileURLToPath(new URL("./mcp-stdio.ts", import.meta.url)));
 
 /**
  * The bundled server (scripts/build.mjs) where the build made it: it starts on about half the CPU.
@@ -189,12 +231,15 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
     if (!raw) throw new Error(`MCP server "${SERVER_NAME}" did not connect`);
     const serverTools = await listAllTools(raw);
     const absent = (role: ToolRole) =>
-      OPTIONAL_ROLES.has(role) && !(config.mode === "url" && config.toolNames[role] !== undefined) && !serverTools.some((t) => t.name === roles[role].toolName);
+      OPTIONAL_ROLES.has(role) &&
+      !(config.mode === "url" && config.toolNames[role] !== undefined) &&
+      !serverTools.some((t) => t.name === roles[role].toolName);
     const missingRoles = READ_ROLES.filter(absent);
     const missingWriteRoles = WRITE_ROLES.filter(absent);
     checkServerTools(serverTools, roles, new Set<ToolRole>([...missingRoles, ...missingWriteRoles]));
 
-    const call = (name: string, args: Record<string, unknown>, intent: "read" | "write") => callToolOnce(raw, name, args, intent, callTimeoutMs);
+    const call = (name: string, args: Record<string, unknown>, intent: "read" | "write") =>
+      callToolOnce(raw, name, args, intent, callTimeoutMs);
 
     // The adapter supplies each tool's LLM-friendly schema; calls go through the same single-shot path
     // as read(), so the model sees exactly the Bitrix24 JSON text and never a duplicated structuredContent.
@@ -217,7 +262,13 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
             // Called by the model (a tool call with an id): the failure is its own error message, so no
             // framework text ("Please fix your mistakes.") is appended to what the portal said.
             const id = (config as { toolCall?: { id?: unknown } } | undefined)?.toolCall?.id;
-            if (typeof id === "string" && id !== "") return new ToolMessage({ status: "error", name, tool_call_id: id, content: readFailureText(name, res.error, res.text) });
+            if (typeof id === "string" && id !== "")
+              return new ToolMessage({
+                status: "error",
+                name,
+                tool_call_id: id,
+                content: readFailureText(name, res.error, res.text),
+              });
             throw new McpToolError(name, res.error, res.text);
           },
         }),
@@ -225,13 +276,28 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
     }
     assertReadToolsOnly(readTools, roles, new Set(missingRoles));
 
-    const write = (role: WriteRole, args: Record<string, unknown>, opts: { idempotencyKey?: string } = {}): Promise<McpCallResult> => {
-      if (!isWriteRole(role)) throw new Error(`writeHandle.call(): expected one of ${WRITE_ROLES.join(", ")}, got ${JSON.stringify(role)}`);
+    const write = (
+      role: WriteRole,
+      args: Record<string, unknown>,
+      opts: { idempotencyKey?: string } = {},
+    ): Promise<McpCallResult> => {
+      if (!isWriteRole(role))
+        throw new Error(
+          `writeHandle.call(): expected one of ${WRITE_ROLES.join(", ")}, got ${JSON.stringify(role)}`,
+        );
       if (missingWriteRoles.includes(role)) {
         const description = `the MCP server offers no tool for ${roles[role].method} (no "${roles[role].toolName}"); name one with BITRIX24_MCP_TOOLS ${role}=<tool>; nothing was sent`;
-        return Promise.resolve({ ok: false, error: { kind: "invalid_request", description, outcomeUnknown: false }, text: description });
+        return Promise.resolve({
+          ok: false,
+          error: { kind: "invalid_request", description, outcomeUnknown: false },
+          text: description,
+        });
       }
-      return call(roles[role].toolName, { ...args, ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}) }, "write");
+      return call(
+        roles[role].toolName,
+        { ...args, ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}) },
+        "write",
+      );
     };
 
     return {
@@ -245,7 +311,11 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
         }
         if (missingRoles.includes(role)) {
           const description = `the MCP server offers no tool for ${roles[role].method} (no "${roles[role].toolName}"); name one with BITRIX24_MCP_TOOLS ${role}=<tool>`;
-          return Promise.resolve({ ok: false, error: { kind: "invalid_request", description, outcomeUnknown: false }, text: description });
+          return Promise.resolve({
+            ok: false,
+            error: { kind: "invalid_request", description, outcomeUnknown: false },
+            text: description,
+          });
         }
         return call(roles[role].toolName, args, "read");
       },
@@ -288,19 +358,30 @@ function resolveRoles(config: McpConnectionConfig): Record<ToolRole, RoleBinding
 
 function serverConnection(config: McpConnectionConfig) {
   if (config.mode === "url") {
-    return { transport: "http" as const, url: config.url, ...(config.headers ? { headers: config.headers } : {}) };
+    return {
+      transport: "http" as const,
+      url: config.url,
+      ...(config.headers ? { headers: config.headers } : {}),
+    };
   }
   if (!config.env.BITRIX24_WEBHOOK_URL) {
-    throw new Error("MCP stdio mode: expected env.BITRIX24_WEBHOOK_URL (the inbound webhook the server calls), got none");
+    throw new Error(
+      "MCP stdio mode: expected env.BITRIX24_WEBHOOK_URL (the inbound webhook the server calls), got none",
+    );
   }
-  if (!compiled && !existsSync(tsxBin)) throw new Error(`MCP stdio mode: expected tsx at ${tsxBin}; run npm install`);
+  if (!compiled && !existsSync(tsxBin))
+    throw new Error(`MCP stdio mode: expected tsx at ${tsxBin}; run npm install`);
   return {
     transport: "stdio" as const,
     command: compiled ? process.execPath : tsxBin,
     args: [stdioEntry],
     cwd: repoRoot,
     // The child gets only what we pass plus PATH (tsx needs node on it); no other secrets leak in.
-    env: { PATH: config.env.PATH ?? process.env.PATH ?? "", ...(process.env["ACTION_ENVELOPE_DEBUG"] === "1" ? { ACTION_ENVELOPE_DEBUG: "1" } : {}), ...config.env },
+    env: {
+      PATH: config.env.PATH ?? process.env.PATH ?? "",
+      ...(process.env["ACTION_ENVELOPE_DEBUG"] === "1" ? { ACTION_ENVELOPE_DEBUG: "1" } : {}),
+      ...config.env,
+    },
     stderr: "inherit" as const,
   };
 }
@@ -321,7 +402,11 @@ async function listAllTools(client: Client): Promise<Tool[]> {
  * point at a tool the server marks as writing, or whose declared Bitrix24 method is not a read.
  * Names and hints can only take a tool out of the read path, never put one in.
  */
-function checkServerTools(tools: Tool[], roles: Record<ToolRole, RoleBinding>, missing: ReadonlySet<ToolRole>): void {
+function checkServerTools(
+  tools: Tool[],
+  roles: Record<ToolRole, RoleBinding>,
+  missing: ReadonlySet<ToolRole>,
+): void {
   const byName = new Map(tools.map((t) => [t.name, t]));
   for (const role of ALL_ROLES) {
     if (missing.has(role)) continue;
@@ -333,20 +418,33 @@ function checkServerTools(tools: Tool[], roles: Record<ToolRole, RoleBinding>, m
       );
     }
     const declared = tool._meta?.[BITRIX24_METHOD_META_KEY];
-    if (declared !== undefined && (typeof declared !== "string" || declared.toLowerCase() !== binding.method)) {
-      throw new Error(`MCP tool mapping: ${role} expects a tool calling ${binding.method}, but "${tool.name}" declares ${JSON.stringify(declared)}`);
+    if (
+      declared !== undefined &&
+      (typeof declared !== "string" || declared.toLowerCase() !== binding.method)
+    ) {
+      throw new Error(
+        `MCP tool mapping: ${role} expects a tool calling ${binding.method}, but "${tool.name}" declares ${JSON.stringify(declared)}`,
+      );
     }
     if (binding.readOnly) {
       const hints = tool.annotations;
       if (hints?.readOnlyHint === false || hints?.destructiveHint === true) {
-        throw new Error(`MCP tool mapping: ${role} must be a read tool, but the server marks "${tool.name}" as writing (readOnlyHint false or destructiveHint true)`);
+        throw new Error(
+          `MCP tool mapping: ${role} must be a read tool, but the server marks "${tool.name}" as writing (readOnlyHint false or destructiveHint true)`,
+        );
       }
     }
   }
 }
 
-function assertReadToolsOnly(readTools: StructuredToolInterface[], roles: Record<ToolRole, RoleBinding>, missing: ReadonlySet<ToolRole>): void {
-  const allowed = new Map(READ_ROLES.filter((role) => !missing.has(role)).map((role) => [roles[role].toolName, roles[role]]));
+function assertReadToolsOnly(
+  readTools: StructuredToolInterface[],
+  roles: Record<ToolRole, RoleBinding>,
+  missing: ReadonlySet<ToolRole>,
+): void {
+  const allowed = new Map(
+    READ_ROLES.filter((role) => !missing.has(role)).map((role) => [roles[role].toolName, roles[role]]),
+  );
   const writeNames = new Set(WRITE_ROLES.map((role) => roles[role].toolName));
   for (const tool of readTools) {
     const binding = allowed.get(tool.name);
@@ -355,7 +453,8 @@ function assertReadToolsOnly(readTools: StructuredToolInterface[], roles: Record
     }
   }
   for (const [name] of allowed) {
-    if (!readTools.some((t) => t.name === name)) throw new Error(`readTools: the MCP adapter did not load read tool "${name}"`);
+    if (!readTools.some((t) => t.name === name))
+      throw new Error(`readTools: the MCP adapter did not load read tool "${name}"`);
   }
 }
 
@@ -392,7 +491,9 @@ async function callToolOnce(
     const error = callFailure(err, name, intent);
     return { ok: false, error, text: error.description };
   }
-  const content = Array.isArray(result.content) ? (result.content as Array<{ type: string; text?: unknown }>) : [];
+  const content = Array.isArray(result.content)
+    ? (result.content as Array<{ type: string; text?: unknown }>)
+    : [];
   const text = content
     .filter((block) => block.type === "text" && typeof block.text === "string")
     .map((block) => block.text as string)
@@ -400,7 +501,8 @@ async function callToolOnce(
   const structured = result.structuredContent as Record<string, unknown> | undefined;
   if (result.isError) return { ok: false, error: errorFromResult(text, structured, name, intent), text };
   const parsed = parseJson(text);
-  const replayed = (result._meta as Record<string, unknown> | undefined)?.[IDEMPOTENT_REPLAYED_META_KEY] === true;
+  const replayed =
+    (result._meta as Record<string, unknown> | undefined)?.[IDEMPOTENT_REPLAYED_META_KEY] === true;
   if (parsed.ok) return { ok: true, body: parsed.value, text, ...(replayed ? { replayed } : {}) };
   if (structured !== undefined) return { ok: true, body: structured, text };
   // A success whose text is not JSON: for a write the tool ran, but what it did cannot be read.
@@ -423,26 +525,48 @@ async function callToolOnce(
  * itself invalid. Any other error to a write (target_rejected, transport_timeout, malformed_response,
  * or an error we cannot read) leaves its outcome open unless the server says `outcomeUnknown: false`.
  */
-const NOT_RUN_KINDS: ReadonlySet<Bitrix24ErrorKind> = new Set<Bitrix24ErrorKind>(["rate_limited", "operation_time_limit", "auth", "access_denied", "not_found", "invalid_request"]);
+const NOT_RUN_KINDS: ReadonlySet<Bitrix24ErrorKind> = new Set<Bitrix24ErrorKind>([
+  "rate_limited",
+  "operation_time_limit",
+  "auth",
+  "access_denied",
+  "not_found",
+  "invalid_request",
+]);
 
 /**
  * The error of an isError tool result. For a read, an error is only a failed read. For a write (an
  * external server may say less than ours does), the outcome is unknown unless the error says
  * explicitly that it is known (`outcomeUnknown: false`) or is of a kind that means "not run".
  */
-export function errorFromResult(text: string, structured: Record<string, unknown> | undefined, name: string, intent: "read" | "write" = "read"): McpCallError {
+export function errorFromResult(
+  text: string,
+  structured: Record<string, unknown> | undefined,
+  name: string,
+  intent: "read" | "write" = "read",
+): McpCallError {
   const parsed = parseJson(text);
-  const fromText = parsed.ok ? toCallError((parsed.value as { error?: unknown } | null)?.error, intent) : undefined;
+  const fromText = parsed.ok
+    ? toCallError((parsed.value as { error?: unknown } | null)?.error, intent)
+    : undefined;
   const fromStructured = toCallError(structured?.error, intent);
   const known = fromText ?? fromStructured;
   if (known) return known;
   // The SDK answers bad arguments and unknown tools with plain text before any handler runs.
   if (/input validation error|invalid arguments|tool .* not found|-32602/i.test(text)) {
-    return { kind: "invalid_request", description: text || `tool "${name}" rejected its arguments`, outcomeUnknown: false };
+    return {
+      kind: "invalid_request",
+      description: text || `tool "${name}" rejected its arguments`,
+      outcomeUnknown: false,
+    };
   }
   const said = text || `tool "${name}" reported an error without text`;
   if (intent === "write") {
-    return { kind: "target_rejected", description: `${said} — an error without a structured kind or outcome; the write may or may not have been applied`, outcomeUnknown: true };
+    return {
+      kind: "target_rejected",
+      description: `${said} — an error without a structured kind or outcome; the write may or may not have been applied`,
+      outcomeUnknown: true,
+    };
   }
   return { kind: "target_rejected", description: said, outcomeUnknown: false };
 }
@@ -450,10 +574,13 @@ export function errorFromResult(text: string, structured: Record<string, unknown
 function toCallError(value: unknown, intent: "read" | "write"): McpCallError | undefined {
   if (!value || typeof value !== "object") return undefined;
   const v = value as Record<string, unknown>;
-  if (typeof v.kind !== "string" || !(BITRIX24_ERROR_KINDS as readonly string[]).includes(v.kind)) return undefined;
+  if (typeof v.kind !== "string" || !(BITRIX24_ERROR_KINDS as readonly string[]).includes(v.kind))
+    return undefined;
   const kind = v.kind as Bitrix24ErrorKind;
   // A write's error is outcome unknown unless it says otherwise or its kind means "not run".
-  const unknown = v.outcomeUnknown === true || (intent === "write" && v.outcomeUnknown !== false && !NOT_RUN_KINDS.has(kind));
+  const unknown =
+    v.outcomeUnknown === true ||
+    (intent === "write" && v.outcomeUnknown !== false && !NOT_RUN_KINDS.has(kind));
   const error: McpCallError = {
     kind,
     description: typeof v.description === "string" ? v.description : "",
@@ -468,10 +595,18 @@ function toCallError(value: unknown, intent: "read" | "write"): McpCallError | u
 
 function callFailure(err: unknown, name: string, intent: "read" | "write"): McpCallError {
   const message = err instanceof Error ? err.message : String(err);
-  if (err instanceof McpError && (err.code === ErrorCode.InvalidParams || err.code === ErrorCode.MethodNotFound)) {
+  if (
+    err instanceof McpError &&
+    (err.code === ErrorCode.InvalidParams || err.code === ErrorCode.MethodNotFound)
+  ) {
     return { kind: "invalid_request", description: `tool "${name}": ${message}`, outcomeUnknown: false };
   }
-  if (err instanceof McpError && err.code !== ErrorCode.RequestTimeout && err.code !== ErrorCode.ConnectionClosed && intent === "read") {
+  if (
+    err instanceof McpError &&
+    err.code !== ErrorCode.RequestTimeout &&
+    err.code !== ErrorCode.ConnectionClosed &&
+    intent === "read"
+  ) {
     return { kind: "target_rejected", description: `tool "${name}": ${message}`, outcomeUnknown: false };
   }
   // No answer from the MCP server: for a write we cannot know whether it reached the portal.

@@ -38,40 +38,73 @@ const listTasksInput = z.strictObject({
   filter: z
     .record(z.string().regex(/^[!<>=%]{0,2}[A-Za-z][A-Za-z0-9_]*$/), fieldValue)
     .optional()
-    .describe('tasks.task.list filter with UPPER_SNAKE keys and optional operator prefix, e.g. {"RESPONSIBLE_ID": 5, "%TITLE": "LAB"}'),
-  start: z.number().int().min(-1).optional().describe("Row offset; pages hold 50 tasks (use `next` of the previous page)"),
+    .describe(
+      'tasks.task.list filter with UPPER_SNAKE keys and optional operator prefix, e.g. {"RESPONSIBLE_ID": 5, "%TITLE": "LAB"}',
+    ),
+  start: z
+    .number()
+    .int()
+    .min(-1)
+    .optional()
+    .describe("Row offset; pages hold 50 tasks (use `next` of the previous page)"),
 });
 const historyInput = z.strictObject({ taskId });
 const usersInput = z.strictObject({
   filter: z
-    .record(z.string().regex(/^(!=%|!%=|!@|!%|!=|=%|%=|>=|<=|@|%|>|<|=|!)?[A-Za-z][A-Za-z0-9_]*$/), fieldValue)
+    .record(
+      z.string().regex(/^(!=%|!%=|!@|!%|!=|=%|%=|>=|<=|@|%|>|<|=|!)?[A-Za-z][A-Za-z0-9_]*$/),
+      fieldValue,
+    )
     .optional()
-    .describe('user.get filter with UPPER_SNAKE keys and optional prefix, e.g. {"@ID": [5, 7]} or {"NAME_SEARCH": "Bob Smith", "ACTIVE": true}'),
-  start: z.number().int().min(0).optional().describe("Row offset; pages hold 50 users (use `next` of the previous page)"),
+    .describe(
+      'user.get filter with UPPER_SNAKE keys and optional prefix, e.g. {"@ID": [5, 7]} or {"NAME_SEARCH": "Bob Smith", "ACTIVE": true}',
+    ),
+  start: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe("Row offset; pages hold 50 users (use `next` of the previous page)"),
 });
 const idempotencyKey = z
   .string()
   .regex(/^[A-Za-z0-9_-]{8,128}$/)
   .optional()
-  .describe("Sent as the REST 3.0 Idempotency-Key header; a repeat with the same key gets the first answer back");
+  .describe(
+    "Sent as the REST 3.0 Idempotency-Key header; a repeat with the same key gets the first answer back",
+  );
 /** A write's fields: UPPER_SNAKE keys, scalar or list values. */
-const upperFields = (description: string) => z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), fieldValue).describe(description);
+const upperFields = (description: string) =>
+  z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), fieldValue).describe(description);
 const updateTaskInput = z.strictObject({
   taskId,
-  fields: upperFields('Only the fields to change, UPPER_SNAKE keys, e.g. {"DEADLINE": "2026-06-01T18:00:00+03:00"}'),
+  fields: upperFields(
+    'Only the fields to change, UPPER_SNAKE keys, e.g. {"DEADLINE": "2026-06-01T18:00:00+03:00"}',
+  ),
   idempotencyKey,
 });
 
 const dealId = z.number().int().positive().describe("Bitrix24 CRM deal id, a positive integer, e.g. 3");
-const commentId = z.number().int().positive().describe("Task comment id (task.commentitem), a positive integer");
+const commentId = z
+  .number()
+  .int()
+  .positive()
+  .describe("Task comment id (task.commentitem), a positive integer");
 
 const getDealInput = z.strictObject({ dealId });
 const searchDealsInput = z.strictObject({
   filter: z
     .record(z.string().regex(/^(!@|!=|=%|%=|>=|<=|@|%|>|<|=|!)?[A-Za-z][A-Za-z0-9_]*$/), fieldValue)
     .optional()
-    .describe('crm.deal.list filter with UPPER_SNAKE keys and optional prefix, e.g. {"STAGE_ID": "NEW", ">OPPORTUNITY": 10000, "%TITLE": "licence"}'),
-  start: z.number().int().min(0).optional().describe("Row offset; pages hold 50 deals (use `next` of the previous page)"),
+    .describe(
+      'crm.deal.list filter with UPPER_SNAKE keys and optional prefix, e.g. {"STAGE_ID": "NEW", ">OPPORTUNITY": 10000, "%TITLE": "licence"}',
+    ),
+  start: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe("Row offset; pages hold 50 deals (use `next` of the previous page)"),
 });
 const taskCommentsInput = z.strictObject({ taskId });
 const taskCommentInput = z.strictObject({ taskId, commentId });
@@ -80,7 +113,12 @@ const addTaskCommentInput = z.strictObject({
   fields: z
     .strictObject({
       POST_MESSAGE: z.string().min(1).describe("The comment text"),
-      AUTHOR_ID: z.number().int().positive().optional().describe("Post as this user; default the webhook user"),
+      AUTHOR_ID: z
+        .number()
+        .int()
+        .positive()
+        .optional()
+        .describe("Post as this user; default the webhook user"),
     })
     .describe('task.commentitem.add FIELDS, e.g. {"POST_MESSAGE": "Checked, looks good"}'),
   idempotencyKey,
@@ -112,7 +150,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     MCP_TOOL_NAMES.getTask,
     {
       title: "Get Bitrix24 task",
-      description: "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
+      description:
+        "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
       inputSchema: getTaskInput,
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.get" },
@@ -124,7 +163,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     MCP_TOOL_NAMES.listTasks,
     {
       title: "List Bitrix24 tasks",
-      description: "List Bitrix24 tasks visible to the webhook user (tasks.task.list), 50 per page. Returns {result:{tasks:[...]}, total, next?, time}.",
+      description:
+        "List Bitrix24 tasks visible to the webhook user (tasks.task.list), 50 per page. Returns {result:{tasks:[...]}, total, next?, time}.",
       inputSchema: listTasksInput,
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.list" },
@@ -136,7 +176,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     MCP_TOOL_NAMES.getHistory,
     {
       title: "Get Bitrix24 task history",
-      description: "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
+      description:
+        "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
       inputSchema: historyInput,
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.history.list" },
@@ -161,7 +202,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     MCP_TOOL_NAMES.getDeal,
     {
       title: "Get Bitrix24 deal",
-      description: "Read one Bitrix24 CRM deal by id (crm.deal.get). Returns the full Bitrix24 body {result:{ID, TITLE, STAGE_ID, OPPORTUNITY, ...}, time}.",
+      description:
+        "Read one Bitrix24 CRM deal by id (crm.deal.get). Returns the full Bitrix24 body {result:{ID, TITLE, STAGE_ID, OPPORTUNITY, ...}, time}.",
       inputSchema: getDealInput,
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "crm.deal.get" },
@@ -173,7 +215,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     MCP_TOOL_NAMES.listDeals,
     {
       title: "Search Bitrix24 deals",
-      description: "List Bitrix24 CRM deals by filter (crm.deal.list), 50 per page. Returns {result:[{ID, TITLE, STAGE_ID, ...}], total, next?, time}.",
+      description:
+        "List Bitrix24 CRM deals by filter (crm.deal.list), 50 per page. Returns {result:[{ID, TITLE, STAGE_ID, ...}], total, next?, time}.",
       inputSchema: searchDealsInput,
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "crm.deal.list" },
@@ -185,7 +228,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     MCP_TOOL_NAMES.listTaskComments,
     {
       title: "List Bitrix24 task comments",
-      description: "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
+      description:
+        "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
       inputSchema: taskCommentsInput,
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "task.commentitem.getlist" },
@@ -197,7 +241,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     MCP_TOOL_NAMES.getTaskComment,
     {
       title: "Get Bitrix24 task comment",
-      description: "Read one comment of a Bitrix24 task (task.commentitem.get). Returns {result:{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}, time}.",
+      description:
+        "Read one comment of a Bitrix24 task (task.commentitem.get). Returns {result:{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}, time}.",
       inputSchema: taskCommentInput,
       annotations: readHints,
       _meta: { [BITRIX24_METHOD_META_KEY]: "task.commentitem.get" },
@@ -218,7 +263,12 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
         title: config.title,
         description: config.description,
         inputSchema: config.inputSchema as never,
-        annotations: { readOnlyHint: false, destructiveHint: config.destructive, idempotentHint: config.idempotent, openWorldHint: true },
+        annotations: {
+          readOnlyHint: false,
+          destructiveHint: config.destructive,
+          idempotentHint: config.idempotent,
+          openWorldHint: true,
+        },
         _meta: { [BITRIX24_METHOD_META_KEY]: method },
       },
       (async (args: z.infer<S>) => {
@@ -239,7 +289,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     "task.commentitem.add",
     {
       title: "Add Bitrix24 task comment",
-      description: "Post a comment on one Bitrix24 task (task.commentitem.add). Returns {result: <new comment id>, time}. Never retried when the outcome is unknown.",
+      description:
+        "Post a comment on one Bitrix24 task (task.commentitem.add). Returns {result: <new comment id>, time}. Never retried when the outcome is unknown.",
       inputSchema: addTaskCommentInput,
       destructive: false,
       idempotent: false,
@@ -252,7 +303,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     "tasks.task.add",
     {
       title: "Create Bitrix24 task",
-      description: "Create one Bitrix24 task (tasks.task.add). Returns the full new task body {result:{task:{id, ...}}, time}. Never retried when the outcome is unknown.",
+      description:
+        "Create one Bitrix24 task (tasks.task.add). Returns the full new task body {result:{task:{id, ...}}, time}. Never retried when the outcome is unknown.",
       inputSchema: addTaskInput,
       destructive: false,
       idempotent: false,
@@ -265,7 +317,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     "crm.deal.update",
     {
       title: "Update Bitrix24 deal",
-      description: "Change fields of one Bitrix24 CRM deal (crm.deal.update). Only the given fields change. Returns {result: true, time}; re-read the deal to see it. Never retried when the outcome is unknown.",
+      description:
+        "Change fields of one Bitrix24 CRM deal (crm.deal.update). Only the given fields change. Returns {result: true, time}; re-read the deal to see it. Never retried when the outcome is unknown.",
       inputSchema: updateDealInput,
       destructive: false,
       idempotent: true,
@@ -278,7 +331,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     "task.commentitem.delete",
     {
       title: "Delete Bitrix24 task comment",
-      description: "Delete one comment of a Bitrix24 task (task.commentitem.delete). Returns {result: true, time}. Never retried when the outcome is unknown.",
+      description:
+        "Delete one comment of a Bitrix24 task (task.commentitem.delete). Returns {result: true, time}. Never retried when the outcome is unknown.",
       inputSchema: deleteTaskCommentInput,
       destructive: true,
       idempotent: true,
@@ -291,7 +345,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     "tasks.task.delete",
     {
       title: "Delete Bitrix24 task",
-      description: "Delete one Bitrix24 task (tasks.task.delete). Returns {result:{task: true}, time}. Never retried when the outcome is unknown.",
+      description:
+        "Delete one Bitrix24 task (tasks.task.delete). Returns {result:{task: true}, time}. Never retried when the outcome is unknown.",
       inputSchema: deleteTaskInput,
       destructive: true,
       idempotent: true,
@@ -317,8 +372,14 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
 }
 
 /** The optional filter and start of a list tool, as the client's list methods take them. */
-function pageArgs(args: { filter?: Record<string, unknown> | undefined; start?: number | undefined }): { filter?: Record<string, unknown>; start?: number } {
-  return { ...(args.filter !== undefined ? { filter: args.filter } : {}), ...(args.start !== undefined ? { start: args.start } : {}) };
+function pageArgs(args: { filter?: Record<string, unknown> | undefined; start?: number | undefined }): {
+  filter?: Record<string, unknown>;
+  start?: number;
+} {
+  return {
+    ...(args.filter !== undefined ? { filter: args.filter } : {}),
+    ...(args.start !== undefined ? { start: args.start } : {}),
+  };
 }
 
 async function toToolResult(run: () => Promise<unknown>, intent: "read" | "write"): Promise<CallToolResult> {
@@ -331,7 +392,11 @@ async function toToolResult(run: () => Promise<unknown>, intent: "read" | "write
   } catch (err) {
     const error = toErrorData(err, intent);
     const payload = { error };
-    return { isError: true, content: [{ type: "text", text: JSON.stringify(payload) }], structuredContent: payload };
+    return {
+      isError: true,
+      content: [{ type: "text", text: JSON.stringify(payload) }],
+      structuredContent: payload,
+    };
   }
 }
 
@@ -376,12 +441,14 @@ export interface HttpMcpServerHandle extends McpServerHandle {
  */
 export async function serveHttp(opts: HttpServeOptions): Promise<HttpMcpServerHandle> {
   // Loaded here: the stdio server, started once per CLI process, never needs the HTTP transport.
-  const { StreamableHTTPServerTransport } = await import("@modelcontextprotocol/sdk/server/streamableHttp.js");
+  const { StreamableHTTPServerTransport } =
+    await import("@modelcontextprotocol/sdk/server/streamableHttp.js");
   const host = opts.host ?? "127.0.0.1";
   let port = 0;
   const httpServer: Server = createServer((req, res) => {
     handleHttp(req, res, opts.client, host, port, StreamableHTTPServerTransport).catch((err) => {
-      if (!res.headersSent) jsonRpcError(res, 500, -32603, `internal error: ${err instanceof Error ? err.message : String(err)}`);
+      if (!res.headersSent)
+        jsonRpcError(res, 500, -32603, `internal error: ${err instanceof Error ? err.message : String(err)}`);
       else res.end();
     });
   });
@@ -422,7 +489,12 @@ async function handleHttp(
   }
   // A browser page must not drive a loopback server through DNS rebinding: accept only loopback Host names.
   if (LOOPBACK_HOSTS.has(host) && !isLoopbackHostHeader(req.headers.host, port)) {
-    jsonRpcError(res, 403, -32600, `expected Host 127.0.0.1:${port} or localhost:${port}, got ${JSON.stringify(req.headers.host ?? "")}`);
+    jsonRpcError(
+      res,
+      403,
+      -32600,
+      `expected Host 127.0.0.1:${port} or localhost:${port}, got ${JSON.stringify(req.headers.host ?? "")}`,
+    );
     return;
   }
   if (req.method !== "POST") {
@@ -468,7 +540,9 @@ export interface McpServerCliOptions {
 }
 
 /** Entry used by `mcp-stdio.ts` and the project CLI (`mcp [--http --port N]`). */
-export async function runMcpServerCli(opts: McpServerCliOptions): Promise<McpServerHandle & { port?: number; url?: string }> {
+export async function runMcpServerCli(
+  opts: McpServerCliOptions,
+): Promise<McpServerHandle & { port?: number; url?: string }> {
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const clientOpts: Bitrix24ClientOptions = { webhookUrl: opts.webhookUrl };
   if (opts.rate !== undefined) clientOpts.rate = opts.rate;

@@ -10,7 +10,9 @@ export { runMcpServerCli } from "./mcp-server.js";
 export function readMcpServerEnv(env: NodeJS.ProcessEnv): McpServerCliOptions {
   const webhookUrl = env.BITRIX24_WEBHOOK_URL?.trim();
   if (!webhookUrl) {
-    throw new Error("BITRIX24_WEBHOOK_URL is required: the inbound webhook URL, e.g. https://portal.bitrix24.com/rest/1/<code>/");
+    throw new Error(
+      "BITRIX24_WEBHOOK_URL is required: the inbound webhook URL, e.g. https://portal.bitrix24.com/rest/1/<code>/",
+    );
   }
   const opts: McpServerCliOptions = { webhookUrl };
   const rate = optionalNumber(env, "BITRIX24_RATE", 0);
@@ -26,7 +28,8 @@ function optionalNumber(env: NodeJS.ProcessEnv, name: string, min: number): numb
   const raw = env[name]?.trim();
   if (!raw) return undefined;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < min) throw new Error(`${name}: expected a number >= ${min}, got ${JSON.stringify(raw)}`);
+  if (!Number.isFinite(value) || value < min)
+    throw new Error(`${name}: expected a number >= ${min}, got ${JSON.stringify(raw)}`);
   return value;
 }
 
@@ -53,7 +56,12 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   main().catch((err) => {
     // One line, like every other startup failure; the stack only when asked for (ACTION_ENVELOPE_DEBUG=1).
     const debug = process.env["ACTION_ENVELOPE_DEBUG"] === "1";
-    const text = err instanceof Error ? (debug ? (err.stack ?? err.message) : err.message.replace(/\s*\n\s*/g, " ")) : String(err);
+    const text =
+      err instanceof Error
+        ? debug
+          ? (err.stack ?? err.message)
+          : err.message.replace(/\s*\n\s*/g, " ")
+        : String(err);
     process.stderr.write(`mcp-stdio: ${text}\n`);
     process.exit(1);
   });

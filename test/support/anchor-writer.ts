@@ -10,7 +10,8 @@ import fs from "node:fs";
 import { WriteAnchor } from "../../src/store/write-anchor.js";
 
 const [file, go, id, count] = process.argv.slice(2) as [string, string, string, string];
-const hashOf = (writer: string, n: number) => `sha256:${writer.padStart(4, "0")}${n.toString(16).padStart(60, "0")}`;
+const hashOf = (writer: string, n: number) =>
+  `sha256:${writer.padStart(4, "0")}${n.toString(16).padStart(60, "0")}`;
 
 process.stdout.write("ready\n");
 const deadline = Date.now() + 30_000;
@@ -29,4 +30,6 @@ const endedAt = Date.now();
 const other = id === "1" ? "2" : "1";
 let sawOther = 0;
 for (let n = 0; n < Number(count); n++) if (anchor.has(hashOf(other, n))) sawOther++;
-process.stdout.write(`${JSON.stringify({ recorded: Number(count), missedOwn, sawOther, startedAt, endedAt })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ recorded: Number(count), missedOwn, sawOther, startedAt, endedAt })}\n`,
+);

@@ -8,7 +8,12 @@ import path from "node:path";
 import { chromium, type Browser } from "playwright-core";
 import { ROOT } from "./harness.js";
 
-const CANDIDATES = [process.env["CHROMIUM_PATH"], "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"].filter((p): p is string => !!p);
+const CANDIDATES = [
+  process.env["CHROMIUM_PATH"],
+  "/usr/bin/chromium",
+  "/usr/bin/chromium-browser",
+  "/usr/bin/google-chrome",
+].filter((p): p is string => !!p);
 
 export const chromiumPath: string | undefined = CANDIDATES.find((p) => fs.existsSync(p));
 

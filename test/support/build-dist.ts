@@ -10,8 +10,14 @@ import { fileURLToPath } from "node:url";
 
 export default function setup(): void {
   const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-  const r = spawnSync(process.execPath, [path.join(root, "scripts/build.mjs"), "--if-stale"], { cwd: root, stdio: "inherit" });
-  if (r.status !== 0) throw new Error("building dist/ for the CLI tests failed (see tsc's errors above; `npm run build` reproduces it)");
+  const r = spawnSync(process.execPath, [path.join(root, "scripts/build.mjs"), "--if-stale"], {
+    cwd: root,
+    stdio: "inherit",
+  });
+  if (r.status !== 0)
+    throw new Error(
+      "building dist/ for the CLI tests failed (see tsc's errors above; `npm run build` reproduces it)",
+    );
   // Code the tests run in process (src/) starts the MCP server just built and bundled, on node, not through tsx.
   process.env["ACTION_ENVELOPE_MCP_SERVER_JS"] = path.join(root, "dist/tools/mcp-stdio.bundle.js");
 }

@@ -27,7 +27,12 @@ const absoluteSpec = (spec: string) => {
  * server keeps its state in `<config dir>/.langgraph_api`, so a test run never touches the developer's.
  * The server resolves @langchain/langgraph from the config's directory, hence the node_modules link.
  */
-export function isolatedConfig(): { dir: string; file: string; graphs: Record<string, string>; auth?: { path: string; disable_studio_auth?: boolean } } {
+export function isolatedConfig(): {
+  dir: string;
+  file: string;
+  graphs: Record<string, string>;
+  auth?: { path: string; disable_studio_auth?: boolean };
+} {
   const repo = JSON.parse(fs.readFileSync(path.join(ROOT, "langgraph.json"), "utf8")) as {
     graphs: Record<string, string>;
     auth?: { path: string; disable_studio_auth?: boolean };
@@ -37,7 +42,9 @@ export function isolatedConfig(): { dir: string; file: string; graphs: Record<st
   if (repo.http?.app) repo.http = { ...repo.http, app: absoluteSpec(repo.http.app) };
   const dir = tempDir("ae-langgraph-");
   fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"), "dir");
-  const graphs = Object.fromEntries(Object.entries(repo.graphs).map(([id, spec]) => [id, absoluteSpec(spec)]));
+  const graphs = Object.fromEntries(
+    Object.entries(repo.graphs).map(([id, spec]) => [id, absoluteSpec(spec)]),
+  );
   const auth = repo.auth ? { ...repo.auth, path: absoluteSpec(repo.auth.path) } : undefined;
   const file = path.join(dir, "langgraph.json");
   fs.writeFileSync(file, JSON.stringify({ ...repo, graphs, ...(auth ? { auth } : {}) }, null, 2));
@@ -54,7 +61,10 @@ export interface RunningDevServer {
 }
 
 /** Starts src/cli/dev-server.ts with `env` added to this process's environment; resolves once it prints the API URL. */
-export async function startDevServer(env: Record<string, string>, opts: { readyTimeoutMs?: number } = {}): Promise<RunningDevServer> {
+export async function startDevServer(
+  env: Record<string, string>,
+  opts: { readyTimeoutMs?: number } = {},
+): Promise<RunningDevServer> {
   const project = isolatedConfig();
   const child = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], {
     cwd: ROOT,
@@ -67,7 +77,10 @@ export async function startDevServer(env: Record<string, string>, opts: { readyT
   child.stderr!.on("data", (d) => (stderr += d));
   const timeoutMs = opts.readyTimeoutMs ?? 150_000;
   const apiUrl = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`dev server not ready in ${timeoutMs / 1000} s\n${stdout}\n${stderr}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`dev server not ready in ${timeoutMs / 1000} s\n${stdout}\n${stderr}`)),
+      timeoutMs,
+    );
     const check = () => {
       const m = /API:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
       if (m) {

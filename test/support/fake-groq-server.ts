@@ -17,7 +17,11 @@ export interface FakeToolCall {
 export type FakeGroqReply =
   | { toolCalls: FakeToolCall[]; content?: string }
   | { content: string }
-  | { status: number; error: { message: string; type: string; code?: string | null }; headers?: Record<string, string> };
+  | {
+      status: number;
+      error: { message: string; type: string; code?: string | null };
+      headers?: Record<string, string>;
+    };
 
 /** The JSON body ChatGroq sends (only the fields tests look at are typed). */
 export interface ChatCompletionRequest {
@@ -28,7 +32,10 @@ export interface ChatCompletionRequest {
     tool_call_id?: string;
     tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>;
   }>;
-  tools?: Array<{ type: "function"; function: { name: string; description?: string; parameters?: Record<string, unknown> } }>;
+  tools?: Array<{
+    type: "function";
+    function: { name: string; description?: string; parameters?: Record<string, unknown> };
+  }>;
   stream?: boolean;
   temperature?: number;
   [key: string]: unknown;
@@ -66,7 +73,10 @@ export const CHAT_COMPLETIONS_PATH = "/openai/v1/chat/completions";
 /** Groq's answers to a bad key and to an exhausted rate limit, as the real API words them. */
 export const groqErrors = {
   invalidApiKey(): FakeGroqReply {
-    return { status: 401, error: { message: "Invalid API Key", type: "invalid_request_error", code: "invalid_api_key" } };
+    return {
+      status: 401,
+      error: { message: "Invalid API Key", type: "invalid_request_error", code: "invalid_api_key" },
+    };
   },
   rateLimited(model = "llama-3.3-70b-versatile", retryAfterSeconds = 7): FakeGroqReply {
     return {
@@ -103,7 +113,10 @@ export async function startFakeGroq(opts: FakeGroqOptions): Promise<RunningFakeG
       const path = (req.url ?? "/").split("?")[0] ?? "/";
       requests.push({ method: req.method ?? "GET", path, headers: req.headers, body, rawBody });
       void answer(req.method ?? "GET", path, req.headers, body, res).catch((err: unknown) => {
-        sendError(res, { status: 500, error: { message: `fake groq script failed: ${String(err)}`, type: "internal_server_error" } });
+        sendError(res, {
+          status: 500,
+          error: { message: `fake groq script failed: ${String(err)}`, type: "internal_server_error" },
+        });
       });
     });
   });
@@ -131,7 +144,13 @@ export async function startFakeGroq(opts: FakeGroqOptions): Promise<RunningFakeG
       return;
     }
     if (body === undefined) {
-      sendError(res, { status: 400, error: { message: "We could not parse the JSON body of your request.", type: "invalid_request_error" } });
+      sendError(res, {
+        status: 400,
+        error: {
+          message: "We could not parse the JSON body of your request.",
+          type: "invalid_request_error",
+        },
+      });
       return;
     }
     const index = completionCount++;
@@ -149,11 +168,27 @@ export async function startFakeGroq(opts: FakeGroqOptions): Promise<RunningFakeG
     const id = `chatcmpl-fake-${index + 1}`;
     const created = 1_767_225_600 + index;
     const finishReason = toolCalls.length > 0 ? "tool_calls" : "stop";
-    const usage = { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120, queue_time: 0.01, prompt_time: 0.01, completion_time: 0.02, total_time: 0.03 };
+    const usage = {
+      prompt_tokens: 100,
+      completion_tokens: 20,
+      total_tokens: 120,
+      queue_time: 0.01,
+      prompt_time: 0.01,
+      completion_time: 0.02,
+      total_time: 0.03,
+    };
 
     if (body.stream === true) {
-      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-      const chunk = (delta: Record<string, unknown>, finish: string | null, extra: Record<string, unknown> = {}) =>
+      res.writeHead(200, {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+        connection: "keep-alive",
+      });
+      const chunk = (
+        delta: Record<string, unknown>,
+        finish: string | null,
+        extra: Record<string, unknown> = {},
+      ) =>
         `data: ${JSON.stringify({
           id,
           object: "chat.completion.chunk",
@@ -165,7 +200,8 @@ export async function startFakeGroq(opts: FakeGroqOptions): Promise<RunningFakeG
         })}\n\n`;
       res.write(chunk({ role: "assistant", content: "" }, null, { x_groq: { id: `req_fake_${index + 1}` } }));
       // Groq sends text in small pieces and each tool call whole, in its own chunk.
-      for (const piece of content === null ? [] : (content.match(/\S+\s*|\s+/g) ?? [])) res.write(chunk({ content: piece }, null));
+      for (const piece of content === null ? [] : (content.match(/\S+\s*|\s+/g) ?? []))
+        res.write(chunk({ content: piece }, null));
       toolCalls.forEach((tc, i) => res.write(chunk({ tool_calls: [{ index: i, ...tc }] }, null)));
       res.write(chunk({}, finishReason, { x_groq: { id: `req_fake_${index + 1}`, usage } }));
       res.end("data: [DONE]\n\n");
@@ -222,5 +258,9 @@ function sendError(res: ServerResponse, reply: Extract<FakeGroqReply, { status: 
     return;
   }
   res.writeHead(reply.status, { "content-type": "application/json", ...(reply.headers ?? {}) });
-  res.end(JSON.stringify({ error: { message: reply.error.message, type: reply.error.type, code: reply.error.code ?? null } }));
+  res.end(
+    JSON.stringify({
+      error: { message: reply.error.message, type: reply.error.type, code: reply.error.code ?? null },
+    }),
+  );
 }

@@ -18,12 +18,16 @@ process.env[FILE_MARKER] = token;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "f-"));
 // The run's link to tsx's compile cache (test/support/run-scope.ts), so tsx children find it here too.
 const tsxCache = `tsx-${os.userInfo().uid}`;
-if (fs.existsSync(path.join(os.tmpdir(), tsxCache))) fs.symlinkSync(path.join(os.tmpdir(), tsxCache), path.join(dir, tsxCache), "dir");
+if (fs.existsSync(path.join(os.tmpdir(), tsxCache)))
+  fs.symlinkSync(path.join(os.tmpdir(), tsxCache), path.join(dir, tsxCache), "dir");
 process.env["TMPDIR"] = dir;
 
 // Registered before the file's own hooks, so (vitest runs afterAll hooks in reverse) it runs after them.
 afterAll(() => {
   const left = reap(strays(`${FILE_MARKER}=${token}`, { below: process.pid }));
-  if (left.length > 0) process.stderr.write(`${expect.getState().testPath ?? "a test file"} left processes running; killed:\n  ${left.join("\n  ")}\n`);
+  if (left.length > 0)
+    process.stderr.write(
+      `${expect.getState().testPath ?? "a test file"} left processes running; killed:\n  ${left.join("\n  ")}\n`,
+    );
   fs.rmSync(dir, { recursive: true, force: true });
 });

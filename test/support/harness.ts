@@ -29,7 +29,16 @@ export const TSX = path.join(ROOT, "node_modules/.bin/tsx");
 export const CLI = path.join(ROOT, "dist/cli-bundle/main.js");
 
 /** The emulator's methods that change the portal: what "one write" is counted against. */
-export const WRITE_METHODS: ReadonlySet<string> = new Set(["tasks.task.update", "tasks.task.add", "tasks.task.delete", "task.commentitem.add", "task.commentitem.update", "task.commentitem.delete", "crm.deal.update", "batch"]);
+export const WRITE_METHODS: ReadonlySet<string> = new Set([
+  "tasks.task.update",
+  "tasks.task.add",
+  "tasks.task.delete",
+  "task.commentitem.add",
+  "task.commentitem.update",
+  "task.commentitem.delete",
+  "crm.deal.update",
+  "batch",
+]);
 
 export interface Portal {
   emulator: RunningEmulator;
@@ -43,10 +52,16 @@ export interface Portal {
 }
 
 export async function startPortal(opts: { statePath?: string } = {}): Promise<Portal> {
-  const emulator = await startEmulator({ port: 0, rate: 0, ...(opts.statePath ? { statePath: opts.statePath } : {}) });
+  const emulator = await startEmulator({
+    port: 0,
+    rate: 0,
+    ...(opts.statePath ? { statePath: opts.statePath } : {}),
+  });
   const calls = async (method?: string) => {
     const res = await fetch(`${emulator.baseUrl}/_emulator/calls`);
-    const body = (await res.json()) as { calls: Array<{ method: string; params: Record<string, unknown>; status: number }> };
+    const body = (await res.json()) as {
+      calls: Array<{ method: string; params: Record<string, unknown>; status: number }>;
+    };
     return method ? body.calls.filter((c) => c.method === method) : body.calls;
   };
   const rest = async (method: string, params: Record<string, unknown>) => {
@@ -63,7 +78,11 @@ export async function startPortal(opts: { statePath?: string } = {}): Promise<Po
     // Every call of a method that changes the portal, whatever the operation.
     writes: async () => (await calls()).filter((c) => WRITE_METHODS.has(c.method)),
     async fault(spec) {
-      const res = await fetch(`${emulator.baseUrl}/_emulator/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(spec) });
+      const res = await fetch(`${emulator.baseUrl}/_emulator/faults`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(spec),
+      });
       if (!res.ok) throw new Error(`arming fault failed: ${res.status} ${await res.text()}`);
     },
     async clearFaults() {
@@ -115,7 +134,11 @@ export function eachTestPortal(use: (fixture: { portal: Portal; dataDir: string 
   });
 }
 
-export function envFor(portal: Portal, dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+export function envFor(
+  portal: Portal,
+  dataDir: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   testPolicy ??= selfDeclaredRequestersPolicy();
   return {
     // A test that needs another policy (or the real default) names it in extra.
@@ -157,11 +180,19 @@ export async function openTestApp(portal: Portal, dataDir: string, opts: AppOpti
  * so only the stores remain (as after a process that stopped at the interrupt). Throws unless the run
  * stopped at its approval.
  */
-export async function recordPendingRename(portal: Portal, dataDir: string, title: string, opts: AppOptions = {}): Promise<ThreadView> {
+export async function recordPendingRename(
+  portal: Portal,
+  dataDir: string,
+  title: string,
+  opts: AppOptions = {},
+): Promise<ThreadView> {
   const app = await openTestApp(portal, dataDir, opts);
   try {
     const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
-    if (view.status !== "awaiting_approval") throw new Error(`expected the rename to ${title} to wait for approval, got ${view.status} (${view.state?.reasonCode ?? "no outcome"})`);
+    if (view.status !== "awaiting_approval")
+      throw new Error(
+        `expected the rename to ${title} to wait for approval, got ${view.status} (${view.state?.reasonCode ?? "no outcome"})`,
+      );
     return view;
   } finally {
     await app.close();
@@ -179,7 +210,11 @@ export interface CliResult {
  * Runs the CLI in a separate process, exactly as `npm run cli -- …` would: compiled, on node. Another
  * script (`opts.script`, TypeScript) runs through tsx.
  */
-export function runCli(args: string[], env: Record<string, string>, opts: { onSpawn?: (pid: number) => void; input?: string; script?: string } = {}): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  env: Record<string, string>,
+  opts: { onSpawn?: (pid: number) => void; input?: string; script?: string } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const script = opts.script ?? CLI;
     // Own process group, so a test can SIGKILL the whole tree (node, the MCP child) at once.
@@ -216,9 +251,18 @@ export function killGroup(pid: number): void {
  * `probe` holds (and `graceMs` more), then SIGKILLs the whole group. Resolves with the killed run's
  * result; the group is killed even when the wait gives up.
  */
-export async function killedWhen(args: string[], env: Record<string, string>, what: string, probe: () => Promise<unknown>, opts: { script?: string; graceMs?: number } = {}): Promise<CliResult> {
+export async function killedWhen(
+  args: string[],
+  env: Record<string, string>,
+  what: string,
+  probe: () => Promise<unknown>,
+  opts: { script?: string; graceMs?: number } = {},
+): Promise<CliResult> {
   let pid = 0;
-  const running = runCli(args, env, { ...(opts.script ? { script: opts.script } : {}), onSpawn: (p) => (pid = p) });
+  const running = runCli(args, env, {
+    ...(opts.script ? { script: opts.script } : {}),
+    onSpawn: (p) => (pid = p),
+  });
   try {
     // A cold CLI start on a busy machine can take well over 10 s before it reaches the awaited point.
     await until(what, probe, 800);
@@ -233,7 +277,11 @@ export async function killedWhen(args: string[], env: Record<string, string>, wh
  * One statement on the journal of `dataDir`, whichever backend the suite runs on (its SQLite file, or
  * its PostgreSQL schema); `T.` prefixes a table, `?` marks a value. A journal not created yet has no rows to read.
  */
-export async function journalSql(dataDir: string, sql: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> {
+export async function journalSql(
+  dataDir: string,
+  sql: string,
+  values: unknown[] = [],
+): Promise<Array<Record<string, unknown>>> {
   const reading = /^\s*SELECT\b/i.test(sql);
   if (usingPostgres) {
     let n = 0;
@@ -266,12 +314,20 @@ export async function objectLeaseOf(dataDir: string, objectKey: string): Promise
 }
 
 /** Whether the journal of `dataDir` has any row in `table` yet. */
-export async function journalHasRows(dataDir: string, table: "executions" | "decision_claims"): Promise<boolean> {
+export async function journalHasRows(
+  dataDir: string,
+  table: "executions" | "decision_claims",
+): Promise<boolean> {
   const rows = await journalSql(dataDir, `SELECT count(*) AS n FROM T.${table}`);
   return Number(rows[0]?.["n"] ?? 0) > 0;
 }
 
-export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, tries = 200, everyMs = 50): Promise<T> {
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false>,
+  tries = 200,
+  everyMs = 50,
+): Promise<T> {
   for (let i = 0; i < tries; i++) {
     const v = await probe();
     if (v) return v;
@@ -289,5 +345,9 @@ export function parseJsonOutput(stdout: string): any {
 /** The resume value approving the waiting approval exactly as shown, as demo-approver (self-declared). */
 export function approvalOf(view: ThreadView) {
   const a = view.approval!;
-  return { decisions: [{ type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } }] };
+  return {
+    decisions: [
+      { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+    ],
+  };
 }

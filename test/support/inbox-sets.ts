@@ -18,13 +18,23 @@ export const SET_COMMENT = "Moved to review; please check the numbers.";
 
 /** Reads every task the request's set names, then proposes the set (once). */
 export function setScript(sets: Record<string, SetAction[]>): Script {
-  const done = (messages: Parameters<Script>[0], name: string) => messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === name);
+  const done = (messages: Parameters<Script>[0], name: string) =>
+    messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === name);
   return (messages) => {
     const request = String(messages.find((m) => m instanceof HumanMessage)?.content ?? "");
     const actions = Object.entries(sets).find(([r]) => request.includes(r))?.[1];
     if (!actions || done(messages, "propose_change_set")) return new AIMessage("Nothing more to propose.");
-    if (!done(messages, "get_task_by_id")) return new AIMessage({ content: "", tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) => call("get_task_by_id", { taskId })) });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })] });
+    if (!done(messages, "get_task_by_id"))
+      return new AIMessage({
+        content: "",
+        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
+          call("get_task_by_id", { taskId }),
+        ),
+      });
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
+    });
   };
 }
 
@@ -39,14 +49,21 @@ export interface SetWorld {
   close(): Promise<void>;
 }
 
-export async function startSetWorld(sets: Record<string, SetAction[]>, env: Record<string, string> = {}): Promise<SetWorld> {
+export async function startSetWorld(
+  sets: Record<string, SetAction[]>,
+  env: Record<string, string> = {},
+): Promise<SetWorld> {
   const portal = await startPortal();
   const dataDir = tempDir("ae-inbox-set-");
   const usersFile = path.join(dataDir, "inbox-users.json");
   const users = [];
-  for (const [id, password] of Object.entries(PASSWORDS)) users.push({ id, password: await hashPassword(password) });
+  for (const [id, password] of Object.entries(PASSWORDS))
+    users.push({ id, password: await hashPassword(password) });
   fs.writeFileSync(usersFile, JSON.stringify({ users }));
-  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(setScript(sets)), env: { ACTION_ENVELOPE_INBOX_USERS: usersFile, ...env } });
+  const app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(setScript(sets)),
+    env: { ACTION_ENVELOPE_INBOX_USERS: usersFile, ...env },
+  });
   const inbox = await startInbox({ app, users: loadInboxUsers(app.deps.config.inboxUsersPath), pollMs: 200 });
   const taskOf = (p: Record<string, unknown> | unknown[]): number => {
     if (Array.isArray(p)) return Number(p[0]);

@@ -12,38 +12,70 @@ import { openTestApp, startPortal, tempDir, type Portal } from "./harness.js";
 import { ScriptedChatModel, call, type Script } from "./scripted-model.js";
 
 /** alice and bob approve (policy group task-approvers); demo-user requests; mallory is neither. */
-export const PASSWORDS: Record<string, string> = { alice: "alice-password-1", bob: "bob-password-22", "demo-user": "requester-pass-3", mallory: "mallory-pass-44" };
+export const PASSWORDS: Record<string, string> = {
+  alice: "alice-password-1",
+  bob: "bob-password-22",
+  "demo-user": "requester-pass-3",
+  mallory: "mallory-pass-44",
+};
 
 /** Titles the model proposes, by task id; a rejection with `use "X"` makes it propose X instead. */
 export function titleScript(titles: Record<number, string>): Script {
   return (messages: BaseMessage[]) => {
     const request = String(messages.find((m) => m instanceof HumanMessage)?.content ?? "");
     // A request naming no task: ask which one (a structured question), then read and propose for the answer.
-    const answer = [...messages].reverse().find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    const answer = [...messages]
+      .reverse()
+      .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
     if (!/task \d+/.test(request) && !answer) {
       return new AIMessage({
         content: "",
         tool_calls: [
           call("request_input", {
             question: "Which task do you mean?",
-            fields: { taskId: { type: "enum", description: "task id", choices: ["1", "4", "8"] }, note: { type: "string", description: "anything the approver should know" } },
+            fields: {
+              taskId: { type: "enum", description: "task id", choices: ["1", "4", "8"] },
+              note: { type: "string", description: "anything the approver should know" },
+            },
           }),
         ],
       });
     }
     if (answer && messages.at(-1) === answer) {
-      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: Number(JSON.parse(String(answer.content)).taskId) })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [call("get_task_by_id", { taskId: Number(JSON.parse(String(answer.content)).taskId) })],
+      });
     }
-    const taskId = answer ? Number(JSON.parse(String(answer.content)).taskId) : Number(/task (\d+)/.exec(request)?.[1] ?? 4);
-    const feedback = [...messages].reverse().find((m) => m instanceof HumanMessage && String(m.content).includes("rejected"));
+    const taskId = answer
+      ? Number(JSON.parse(String(answer.content)).taskId)
+      : Number(/task (\d+)/.exec(request)?.[1] ?? 4);
+    const feedback = [...messages]
+      .reverse()
+      .find((m) => m instanceof HumanMessage && String(m.content).includes("rejected"));
     const quoted = feedback ? /"([^"]+)"/.exec(String(feedback.content))?.[1] : undefined;
-    if (!messages.some((m) => m.getType() === "tool")) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
+    if (!messages.some((m) => m.getType() === "tool"))
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
     if (feedback && messages.at(-1) === feedback && quoted) {
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields: { TITLE: quoted }, rationale: "revised after review" })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", { taskId, fields: { TITLE: quoted }, rationale: "revised after review" }),
+        ],
+      });
     }
     const last = messages.at(-1) as { name?: string };
     if (messages.at(-1)?.getType() === "tool" && last.name === "get_task_by_id") {
-      return new AIMessage({ content: "", tool_calls: [call("propose_change", { taskId, fields: { TITLE: titles[taskId] ?? "Renamed" }, rationale: "first try" })] });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            taskId,
+            fields: { TITLE: titles[taskId] ?? "Renamed" },
+            rationale: "first try",
+          }),
+        ],
+      });
     }
     return new AIMessage("Nothing more to propose.");
   };
@@ -60,22 +92,31 @@ export interface InboxWorld {
   close(): Promise<void>;
 }
 
-export async function startInboxWorld(titles: Record<number, string>, env: Record<string, string> = {}): Promise<InboxWorld> {
+export async function startInboxWorld(
+  titles: Record<number, string>,
+  env: Record<string, string> = {},
+): Promise<InboxWorld> {
   const portal = await startPortal();
   const dataDir = tempDir("ae-inbox-");
   const usersFile = path.join(dataDir, "inbox-users.json");
   const users = [];
-  for (const [id, password] of Object.entries(PASSWORDS)) users.push({ id, password: await hashPassword(password) });
+  for (const [id, password] of Object.entries(PASSWORDS))
+    users.push({ id, password: await hashPassword(password) });
   fs.writeFileSync(usersFile, JSON.stringify({ users }));
-  const app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(titleScript(titles)), env: { ACTION_ENVELOPE_INBOX_USERS: usersFile, ...env } });
+  const app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(titleScript(titles)),
+    env: { ACTION_ENVELOPE_INBOX_USERS: usersFile, ...env },
+  });
   const inbox = await startInbox({ app, users: loadInboxUsers(app.deps.config.inboxUsersPath), pollMs: 200 });
   return {
     portal,
     app,
     inbox,
     dataDir,
-    run: (taskId, requestedBy = "demo-user") => startRun(app, { request: `rename task ${taskId} to the proposed title`, requestedBy }),
-    ask: (requestedBy = "demo-user") => startRun(app, { request: "rename the lab task to the proposed title", requestedBy }),
+    run: (taskId, requestedBy = "demo-user") =>
+      startRun(app, { request: `rename task ${taskId} to the proposed title`, requestedBy }),
+    ask: (requestedBy = "demo-user") =>
+      startRun(app, { request: "rename the lab task to the proposed title", requestedBy }),
     async close() {
       await inbox.close();
       await app.close();

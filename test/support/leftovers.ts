@@ -51,8 +51,14 @@ if (command === "snapshot") {
   const processes = reap(strays(marker, { also: checkoutProcesses().filter((pid) => !known.has(pid)) }));
   const knownTemp = new Set(before.temp);
   const files = tempEntries().filter((n) => !knownTemp.has(n));
-  if (processes.length > 0) console.log(`${pass} pass left ${processes.length} process(es) running (killed now):\n  ${processes.join("\n  ")}`);
-  if (files.length > 0) console.log(`${pass} pass left ${files.length} entr${files.length === 1 ? "y" : "ies"} in ${os.tmpdir()} (not removed):\n  ${files.slice(0, 50).join("\n  ")}${files.length > 50 ? "\n  …" : ""}`);
+  if (processes.length > 0)
+    console.log(
+      `${pass} pass left ${processes.length} process(es) running (killed now):\n  ${processes.join("\n  ")}`,
+    );
+  if (files.length > 0)
+    console.log(
+      `${pass} pass left ${files.length} entr${files.length === 1 ? "y" : "ies"} in ${os.tmpdir()} (not removed):\n  ${files.slice(0, 50).join("\n  ")}${files.length > 50 ? "\n  …" : ""}`,
+    );
   process.exitCode = processes.length + files.length > 0 ? 1 : 0;
 } else {
   console.error("usage: leftovers.ts snapshot <file> | check <pass> <marker> <file>");

@@ -15,7 +15,8 @@ const TEST_JOURNAL_KEY = randomBytes(32);
 
 export const TEST_DATABASE_URL = process.env.ACTION_ENVELOPE_TEST_DATABASE_URL || undefined;
 export const usingPostgres = TEST_DATABASE_URL !== undefined;
-export const NO_POSTGRES = "PostgreSQL tests skipped: ACTION_ENVELOPE_TEST_DATABASE_URL is not set (.ci/run sets it when it can start a cluster)";
+export const NO_POSTGRES =
+  "PostgreSQL tests skipped: ACTION_ENVELOPE_TEST_DATABASE_URL is not set (.ci/run sets it when it can start a cluster)";
 
 export function schemaFor(dataDir: string): string {
   return `t_${createHash("sha256").update(dataDir).digest("hex").slice(0, 24)}`;
@@ -23,7 +24,9 @@ export function schemaFor(dataDir: string): string {
 
 /** The storage part of a test's environment. SQLite mode clears DATABASE_URL so a developer's own setting cannot leak into child processes. */
 export function databaseEnv(dataDir: string): Record<string, string> {
-  return TEST_DATABASE_URL ? { DATABASE_URL: TEST_DATABASE_URL, ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir) } : { DATABASE_URL: "" };
+  return TEST_DATABASE_URL
+    ? { DATABASE_URL: TEST_DATABASE_URL, ACTION_ENVELOPE_DB_SCHEMA: schemaFor(dataDir) }
+    : { DATABASE_URL: "" };
 }
 
 function withDatabase(url: string, database: string): string {
@@ -33,7 +36,11 @@ function withDatabase(url: string, database: string): string {
 }
 
 /** One statement on the server's maintenance connection (the URL the suite was given). */
-export async function adminQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values: unknown[] = [], url = TEST_DATABASE_URL): Promise<R[]> {
+export async function adminQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  sql: string,
+  values: unknown[] = [],
+  url = TEST_DATABASE_URL,
+): Promise<R[]> {
   if (!url) throw new Error(NO_POSTGRES);
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -62,7 +69,10 @@ export async function createTestDatabase(prefix: string): Promise<TestDatabase> 
     url,
     async takeAway() {
       await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
-      await adminQuery("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [name]);
+      await adminQuery(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+        [name],
+      );
     },
     async bringBack() {
       await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);

@@ -59,7 +59,10 @@ export function stillAlive(pids: number[], groups: number[] = []): ProcInfo[] {
 export function waitForExit(child: ChildProcess, ms: number): Promise<number> {
   if (child.exitCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`process ${child.pid} did not exit within ${ms} ms`)), ms);
+    const timer = setTimeout(
+      () => reject(new Error(`process ${child.pid} did not exit within ${ms} ms`)),
+      ms,
+    );
     child.once("exit", (code, signal) => {
       clearTimeout(timer);
       resolve(code ?? (signal ? 128 + (signal === "SIGINT" ? 2 : signal === "SIGTERM" ? 15 : 9) : 1));

@@ -31,7 +31,10 @@ export function hasScript(): boolean {
   }
 }
 
-export function runInPty(command: string, opts: { cwd: string; env: NodeJS.ProcessEnv; steps?: PtyStep[]; timeoutMs?: number }): Promise<PtyResult> {
+export function runInPty(
+  command: string,
+  opts: { cwd: string; env: NodeJS.ProcessEnv; steps?: PtyStep[]; timeoutMs?: number },
+): Promise<PtyResult> {
   return new Promise((resolve, reject) => {
     // -q quiet, -f flush every write, -e return the command's exit code, -c the command; log to /dev/null.
     // Without a terminal of its own, `script` leaves the pty at 0x0; give it a usual size first.
@@ -46,7 +49,11 @@ export function runInPty(command: string, opts: { cwd: string; env: NodeJS.Proce
     let from = 0;
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`pty command did not finish in ${opts.timeoutMs ?? 90_000} ms; steps sent ${sent}/${steps.length}; output:\n${stripVTControlCharacters(raw)}`));
+      reject(
+        new Error(
+          `pty command did not finish in ${opts.timeoutMs ?? 90_000} ms; steps sent ${sent}/${steps.length}; output:\n${stripVTControlCharacters(raw)}`,
+        ),
+      );
     }, opts.timeoutMs ?? 90_000);
     const onData = (d: Buffer) => {
       raw += d.toString("utf8");

@@ -18,7 +18,9 @@ try {
   const view = await submitDecision(app, threadId, JSON.parse(resumeJson));
   process.stdout.write(`${JSON.stringify(threadJson(view))}\n`);
 } catch (e) {
-  process.stdout.write(`${JSON.stringify({ error: (e as Error).message, code: (e as { code?: string }).code })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ error: (e as Error).message, code: (e as { code?: string }).code })}\n`,
+  );
   process.exitCode = 2;
 } finally {
   await app.close();

@@ -27,7 +27,10 @@ export default function setup(): () => void {
   process.env["TMPDIR"] = root;
   return () => {
     const left = reap(strays(`${RUN_MARKER}=${run}`));
-    if (left.length > 0) process.stderr.write(`Processes started by this test run were still running at its end and are killed now:\n  ${left.join("\n  ")}\n`);
+    if (left.length > 0)
+      process.stderr.write(
+        `Processes started by this test run were still running at its end and are killed now:\n  ${left.join("\n  ")}\n`,
+      );
     fs.rmSync(root, { recursive: true, force: true });
     process.env["TMPDIR"] = systemTemp;
   };

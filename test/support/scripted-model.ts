@@ -42,16 +42,35 @@ export class ScriptedChatModel extends BaseChatModel {
 }
 
 let seq = 0;
-export const call = (name: string, args: Record<string, unknown>) => ({ name, args, id: `scripted_${++seq}`, type: "tool_call" as const });
+export const call = (name: string, args: Record<string, unknown>) => ({
+  name,
+  args,
+  id: `scripted_${++seq}`,
+  type: "tool_call" as const,
+});
 
 /** Reads the task, then proposes the given fields: the common happy path of a well-behaved model. */
 export function readThenPropose(taskId: number, fields: Record<string, unknown>, operation?: string): Script {
   return (messages) => {
-    const readDone = messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id");
-    const proposed = messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change");
+    const readDone = messages.some(
+      (m) => m.getType() === "tool" && (m as { name?: string }).name === "get_task_by_id",
+    );
+    const proposed = messages.some(
+      (m) => m.getType() === "tool" && (m as { name?: string }).name === "propose_change",
+    );
     if (proposed) return new AIMessage("Proposed; waiting for the human.");
     if (!readDone) return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { ...(operation ? { operation } : {}), taskId, fields, rationale: "requested by the user" })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", {
+          ...(operation ? { operation } : {}),
+          taskId,
+          fields,
+          rationale: "requested by the user",
+        }),
+      ],
+    });
   };
 }
 
@@ -60,7 +79,18 @@ export function readDealThenPropose(dealId: number, fields: Record<string, unkno
   return (messages) => {
     const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
     if (tools.includes("propose_change")) return new AIMessage("Proposed; waiting for the human.");
-    if (!tools.includes("get_deal")) return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId })] });
-    return new AIMessage({ content: "", tool_calls: [call("propose_change", { operation: "update_deal", dealId, fields, rationale: "requested by the user" })] });
+    if (!tools.includes("get_deal"))
+      return new AIMessage({ content: "", tool_calls: [call("get_deal", { dealId })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", {
+          operation: "update_deal",
+          dealId,
+          fields,
+          rationale: "requested by the user",
+        }),
+      ],
+    });
   };
 }

@@ -58,7 +58,11 @@ export interface Bound {
  * One approve decision for `bound`, as a resume value. Signed with `pem` when given (over exactly
  * what the runtime verifies); `decidedAt` defaults to now.
  */
-export function approveValue(bound: Bound, approverId: string, opts: { pem?: string; decidedAt?: string; type?: "approve" | "reject"; message?: string } = {}) {
+export function approveValue(
+  bound: Bound,
+  approverId: string,
+  opts: { pem?: string; decidedAt?: string; type?: "approve" | "reject"; message?: string } = {},
+) {
   const item: Record<string, unknown> = {
     type: opts.type ?? "approve",
     envelopeHash: bound.envelopeHash,
@@ -106,7 +110,9 @@ export async function forgeEnvelope(
   const envelope = parseEnvelope({
     ...built,
     ...(change.riskLevel ? { risk: { ...built.risk, level: change.riskLevel } } : {}),
-    ...(change.expiresInMs !== undefined ? { expiresAt: new Date(Date.now() + change.expiresInMs).toISOString() } : {}),
+    ...(change.expiresInMs !== undefined
+      ? { expiresAt: new Date(Date.now() + change.expiresInMs).toISOString() }
+      : {}),
   });
   return { envelope, envelopeHash: hashEnvelope(envelope) };
 }
@@ -141,7 +147,9 @@ export async function readAudit(dataDir: string, threadId: string): Promise<Audi
   if (!fs.existsSync(file)) return [];
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    const rows = db.prepare("SELECT record_json FROM audit_records WHERE thread_id = ? ORDER BY seq").all(threadId) as Array<{ record_json: string }>;
+    const rows = db
+      .prepare("SELECT record_json FROM audit_records WHERE thread_id = ? ORDER BY seq")
+      .all(threadId) as Array<{ record_json: string }>;
     return rows.map((r) => JSON.parse(r.record_json) as AuditRecordJson);
   } finally {
     db.close();
@@ -150,7 +158,8 @@ export async function readAudit(dataDir: string, threadId: string): Promise<Audi
 
 export const events = (records: AuditRecordJson[], event: string) => records.filter((r) => r.event === event);
 /** The closing records (run_ended, or execution_outcome for a run that sent a write). */
-export const closings = (records: AuditRecordJson[]) => records.filter((r) => r.outcome !== null && r.outcome !== undefined);
+export const closings = (records: AuditRecordJson[]) =>
+  records.filter((r) => r.outcome !== null && r.outcome !== undefined);
 
 /** A position in the emulator's call log; writes after it are what the code under test sent. */
 export async function writeMark(portal: Portal): Promise<number> {

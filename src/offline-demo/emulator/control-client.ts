@@ -2,7 +2,10 @@ import type { CallLogEntry } from "./store.js";
 import type { FaultSpec } from "./faults.js";
 
 /** What `POST /_emulator/faults` accepts (defaults may be omitted). */
-export type FaultRequest = { method: string; kind: FaultSpec["kind"]; times?: number } & Record<string, unknown>;
+export type FaultRequest = { method: string; kind: FaultSpec["kind"]; times?: number } & Record<
+  string,
+  unknown
+>;
 
 /** Thin typed wrapper over the `/_emulator/*` control endpoints, for tests and demos. */
 export class EmulatorControl {
@@ -15,7 +18,8 @@ export class EmulatorControl {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const json: unknown = await res.json();
-    if (!res.ok) throw new Error(`emulator control ${method} ${path} answered ${res.status}: ${JSON.stringify(json)}`);
+    if (!res.ok)
+      throw new Error(`emulator control ${method} ${path} answered ${res.status}: ${JSON.stringify(json)}`);
     return json;
   }
 

@@ -28,11 +28,16 @@ export function createControlRoutes(store: Store, faults: FaultRegistry): Hono {
     try {
       body = await c.req.json();
     } catch {
-      return controlError("INVALID_FAULT", "expected a JSON body like {\"method\":\"tasks.task.update\",\"kind\":\"error\"}");
+      return controlError(
+        "INVALID_FAULT",
+        'expected a JSON body like {"method":"tasks.task.update","kind":"error"}',
+      );
     }
     const parsed = FaultSpecSchema.safeParse(body);
     if (!parsed.success) {
-      const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "(body)"}: ${i.message}`).join("; ");
+      const detail = parsed.error.issues
+        .map((i) => `${i.path.join(".") || "(body)"}: ${i.message}`)
+        .join("; ");
       return controlError("INVALID_FAULT", `invalid fault: ${detail}`);
     }
     return jsonResponse({ armed: faults.arm(parsed.data) });
@@ -50,7 +55,10 @@ export function createControlRoutes(store: Store, faults: FaultRegistry): Hono {
     const body = (await c.req.json().catch(() => null)) as { deny?: unknown } | null;
     const deny = body?.deny;
     if (!Array.isArray(deny) || !deny.every((r) => typeof r === "string" && DENIABLE_RIGHTS.includes(r))) {
-      return controlError("INVALID_RIGHTS", `expected a JSON body like {"deny":["changeDeadline"]}, each one of ${DENIABLE_RIGHTS.join(", ")}`);
+      return controlError(
+        "INVALID_RIGHTS",
+        `expected a JSON body like {"deny":["changeDeadline"]}, each one of ${DENIABLE_RIGHTS.join(", ")}`,
+      );
     }
     const { deniedRights: _old, ...rest } = task;
     store.putTask(deny.length > 0 ? { ...rest, deniedRights: deny as string[] } : rest);

@@ -20,7 +20,8 @@ export function nowSeconds(): number {
   return Date.now() / 1000;
 }
 
-const ISO_RE = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$/i;
+const ISO_RE =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$/i;
 const RU_RE = /^(\d{2})\.(\d{2})\.(\d{4})(?: (\d{2}):(\d{2})(?::(\d{2}))?)?$/;
 
 /**
@@ -30,7 +31,12 @@ const RU_RE = /^(\d{2})\.(\d{2})\.(\d{4})(?: (\d{2}):(\d{2})(?::(\d{2}))?)?$/;
  */
 export function parsePortalDate(text: string): number | undefined {
   const s = text.trim();
-  let y: number, mo: number, d: number, h = 0, mi = 0, se = 0;
+  let y: number,
+    mo: number,
+    d: number,
+    h = 0,
+    mi = 0,
+    se = 0;
   let offsetSeconds = PORTAL_OFFSET_SECONDS;
   const iso = ISO_RE.exec(s);
   const ru = iso ? null : RU_RE.exec(s);

@@ -23,8 +23,13 @@ export const errors = {
     new RestError(413, "REQUEST_ENTITY_TOO_LARGE", `Request body is larger than ${limit} bytes`),
   wrongTaskId: () => new RestError(400, "0", "wrong task id"),
   missingTaskId: () =>
-    new RestError(400, "100", "CTaskItem All parameters in the constructor must have real class type (internal error)"),
-  missingParam: (name: string) => new RestError(400, "100", `Could not find value for parameter {${name}} (internal error)`),
+    new RestError(
+      400,
+      "100",
+      "CTaskItem All parameters in the constructor must have real class type (internal error)",
+    ),
+  missingParam: (name: string) =>
+    new RestError(400, "100", `Could not find value for parameter {${name}} (internal error)`),
   notArray: (name: string, value: unknown) =>
     new RestError(
       400,
@@ -38,7 +43,11 @@ export const errors = {
   core: (messages: string[]) => new RestError(400, "ERROR_CORE", messages.map((m) => `${m}<br>`).join("")),
   internal: (message: string) => new RestError(500, "INTERNAL_SERVER_ERROR", message),
   insufficientScope: () =>
-    new RestError(403, "insufficient_scope", "The request requires higher privileges than provided by the webhook token"),
+    new RestError(
+      403,
+      "insufficient_scope",
+      "The request requires higher privileges than provided by the webhook token",
+    ),
   /** CRM methods answer with an empty error code and the reason in the description. */
   crm: (description: string) => new RestError(400, "", description),
   /** tasks.task.delete of a missing task, or one the user may not delete. */

@@ -2,7 +2,15 @@ import { z } from "zod";
 import { TASK_FIELDS } from "./methods/task-fields.js";
 
 const base = {
-  method: z.string().min(1).transform((m) => m.trim().replace(/\.json$/i, "").toLowerCase()),
+  method: z
+    .string()
+    .min(1)
+    .transform((m) =>
+      m
+        .trim()
+        .replace(/\.json$/i, "")
+        .toLowerCase(),
+    ),
   /** How many matching calls the fault fires for; 0 = until cleared. */
   times: z.number().int().min(0).default(1),
 };
@@ -18,7 +26,11 @@ export const FaultSpecSchema = z.discriminatedUnion("kind", [
   }),
   z.object({ ...base, kind: z.literal("apply_then_timeout") }),
   /** 429 OPERATION_TIME_LIMIT, as Bitrix24 answers a method whose time budget is used up; the call is not carried out. */
-  z.object({ ...base, kind: z.literal("operation_time_limit"), resetInSeconds: z.number().int().min(0).max(86_400).default(600) }),
+  z.object({
+    ...base,
+    kind: z.literal("operation_time_limit"),
+    resetInSeconds: z.number().int().min(0).max(86_400).default(600),
+  }),
   z.object({ ...base, kind: z.literal("timeout_without_apply") }),
   z.object({ ...base, kind: z.literal("ack_without_apply") }),
   z.object({
@@ -27,7 +39,9 @@ export const FaultSpecSchema = z.discriminatedUnion("kind", [
     field: z
       .string()
       .transform((f) => f.toUpperCase())
-      .refine((f) => f in TASK_FIELDS, { message: `field must be one of ${Object.keys(TASK_FIELDS).join(", ")}` }),
+      .refine((f) => f in TASK_FIELDS, {
+        message: `field must be one of ${Object.keys(TASK_FIELDS).join(", ")}`,
+      }),
     value: z.union([z.string(), z.number(), z.array(z.union([z.string(), z.number()])), z.null()]),
     /** Task to change; defaults to the call's own `taskId`. */
     taskId: z.number().int().positive().optional(),

@@ -20,7 +20,9 @@ export class IdempotencyKeys {
   ) {}
 
   static bodyHash(method: string, params: unknown): string {
-    return createHash("sha256").update(`${method}\n${JSON.stringify(params)}`).digest("hex");
+    return createHash("sha256")
+      .update(`${method}\n${JSON.stringify(params)}`)
+      .digest("hex");
   }
 
   /** The kept answer for `key`, or "conflict" when it was used with another method or body. */
@@ -35,7 +37,14 @@ export class IdempotencyKeys {
   }
 
   /** Keeps the first successful answer only. */
-  keep(key: string, method: string, bodySha256: string, status: number, body: string, contentType: string): void {
+  keep(
+    key: string,
+    method: string,
+    bodySha256: string,
+    status: number,
+    body: string,
+    contentType: string,
+  ): void {
     if (status < 200 || status >= 300) return;
     this.store.keepIdempotent(key, { method, bodySha256, status, body, contentType, at: this.now() });
   }

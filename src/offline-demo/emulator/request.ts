@@ -2,7 +2,10 @@ import { parseQueryString } from "./methods/batch.js";
 import { isRecord } from "./methods/context.js";
 
 export class BodyTooLargeError extends Error {
-  constructor(readonly limit: number, received: number) {
+  constructor(
+    readonly limit: number,
+    received: number,
+  ) {
     super(`request body of at least ${received} bytes exceeds the ${limit}-byte limit`);
     this.name = "BodyTooLargeError";
   }
@@ -52,7 +55,9 @@ export async function parseParams(req: Request, body: Uint8Array): Promise<Recor
     } else if (type.includes("application/x-www-form-urlencoded") || type === "") {
       fromBody = parseQueryString(text);
     } else if (type.includes("multipart/form-data")) {
-      const form = await new Response(body as unknown as BodyInit, { headers: { "content-type": type } }).formData().catch(() => undefined);
+      const form = await new Response(body as unknown as BodyInit, { headers: { "content-type": type } })
+        .formData()
+        .catch(() => undefined);
       if (form) {
         const pairs = new URLSearchParams();
         form.forEach((v, k) => pairs.append(k, typeof v === "string" ? v : v.name));

@@ -12,7 +12,11 @@ export function encodeJson(body: unknown): string {
   return JSON.stringify(body).replace(/</g, "\\u003C").replace(/>/g, "\\u003E");
 }
 
-export function jsonResponse(body: unknown, status = 200, extraHeaders: Record<string, string> = {}): Response {
+export function jsonResponse(
+  body: unknown,
+  status = 200,
+  extraHeaders: Record<string, string> = {},
+): Response {
   return new Response(encodeJson(body), { status, headers: { ...BASE_HEADERS, ...extraHeaders } });
 }
 
@@ -21,7 +25,10 @@ export function errorResponse(err: RestError): Response {
 }
 
 /** The success answer's body text and headers, built synchronously (kept inside a transaction for idempotent replays). */
-export function successParts(outcome: MethodResult, startedMs: number): { text: string; headers: Record<string, string> } {
+export function successParts(
+  outcome: MethodResult,
+  startedMs: number,
+): { text: string; headers: Record<string, string> } {
   const finished = Date.now();
   const body: Record<string, unknown> = { result: outcome.result };
   if (outcome.next !== undefined) body.next = outcome.next;
@@ -30,7 +37,12 @@ export function successParts(outcome: MethodResult, startedMs: number): { text: 
   const seconds = ((finished - startedMs) / 1000).toFixed(4);
   return {
     text: encodeJson(body),
-    headers: { ...BASE_HEADERS, "x-bitrix-rest-time": seconds, "x-bitrix-rest-user-time": seconds, "x-bitrix-rest-system-time": "0" },
+    headers: {
+      ...BASE_HEADERS,
+      "x-bitrix-rest-time": seconds,
+      "x-bitrix-rest-user-time": seconds,
+      "x-bitrix-rest-system-time": "0",
+    },
   };
 }
 

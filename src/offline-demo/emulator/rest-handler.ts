@@ -47,20 +47,40 @@ class Replay extends Error {
 
 function replayResponse(store: Store, method: string, params: Params, seen: Kept | "conflict"): Response {
   if (seen === "conflict") {
-    store.logCall({ method, params, status: 422, error: "IDEMPOTENCY_KEY_REUSED", fault: "idempotency_conflict" });
-    return errorResponse(new RestError(422, "IDEMPOTENCY_KEY_REUSED", "The idempotency key was already used with a different request"));
+    store.logCall({
+      method,
+      params,
+      status: 422,
+      error: "IDEMPOTENCY_KEY_REUSED",
+      fault: "idempotency_conflict",
+    });
+    return errorResponse(
+      new RestError(
+        422,
+        "IDEMPOTENCY_KEY_REUSED",
+        "The idempotency key was already used with a different request",
+      ),
+    );
   }
   store.logCall({ method, params, status: seen.status, fault: "idempotent_replay" });
-  return new Response(seen.body, { status: seen.status, headers: { "content-type": seen.contentType, "idempotent-replayed": "true" } });
+  return new Response(seen.body, {
+    status: seen.status,
+    headers: { "content-type": seen.contentType, "idempotent-replayed": "true" },
+  });
 }
 
-export function createRestHandler(store: Store, faults: FaultRegistry, settings: RestSettings, life: Lifecycle) {
+export function createRestHandler(
+  store: Store,
+  faults: FaultRegistry,
+  settings: RestSettings,
+  life: Lifecycle,
+) {
   const idempotency = new IdempotencyKeys(store);
   return async (c: Context): Promise<Response> => {
     const started = Date.now();
     const segments = new URL(c.req.url).pathname.split("/").filter(Boolean).slice(1).map(decodeURIComponent);
     const [userSeg, codeSeg, methodSeg] = segments;
-    const method = (segments.length === 3 ? methodSeg ?? "" : "").replace(/\.json$/i, "").toLowerCase();
+    const method = (segments.length === 3 ? (methodSeg ?? "") : "").replace(/\.json$/i, "").toLowerCase();
 
     let params: Params;
     try {
@@ -76,7 +96,8 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
     const rejected = store.immediate((): RestError | undefined => {
       let err: RestError | undefined;
       if (!store.takeRateToken(settings.rate, settings.burst, Date.now())) err = errors.queryLimit();
-      else if (userSeg !== String(settings.userId) || codeSeg !== settings.code) err = errors.invalidCredentials();
+      else if (userSeg !== String(settings.userId) || codeSeg !== settings.code)
+        err = errors.invalidCredentials();
       else if (!method || !findMethod(method)) err = errors.methodNotFound();
       if (err) store.logCall({ method, params, status: err.status, error: err.code });
       return err;
@@ -105,7 +126,11 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
       const now = Date.now();
       return errorResponse(
         new RestError(429, "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit.", {
-          time: { ...timeBlock(now, now), operating_reset_at: Math.floor(now / 1000) + action.resetInSeconds, operating: 480 },
+          time: {
+            ...timeBlock(now, now),
+            operating_reset_at: Math.floor(now / 1000) + action.resetInSeconds,
+            operating: 480,
+          },
         }),
       );
     }
@@ -118,7 +143,12 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
       return malformed(action);
     }
 
-    const ctx: MethodContext = { store, userId: settings.userId, nowSec: nowSeconds(), scopes: settings.scopes ?? [...DEFAULT_SCOPES] };
+    const ctx: MethodContext = {
+      store,
+      userId: settings.userId,
+      nowSec: nowSeconds(),
+      scopes: settings.scopes ?? [...DEFAULT_SCOPES],
+    };
     let outcome: MethodResult;
     // The answer to an idempotent write is kept in the same transaction as the change it answers.
     let answer: { text: string; headers: Record<string, string> } | undefined;
@@ -132,14 +162,27 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
         const result = findMethod(method)!(params, ctx);
         if (action?.kind === "side_effect") {
           const taskId = action.taskId ?? intLike(params.taskId) ?? intLike(params.TASKID);
-          if (taskId === undefined) throw errors.internal("side_effect fault: the call has no taskId and the fault names none");
+          if (taskId === undefined)
+            throw errors.internal("side_effect fault: the call has no taskId and the fault names none");
           applySideEffect(ctx, taskId, action.field, action.value, action.userId);
         }
         if (action?.kind === "ack_without_apply") throw new Rollback(result);
-        store.logCall({ method, params, status: action?.kind === "apply_then_timeout" ? 0 : 200, fault: faultName });
+        store.logCall({
+          method,
+          params,
+          status: action?.kind === "apply_then_timeout" ? 0 : 200,
+          fault: faultName,
+        });
         if (idemKey && action?.kind !== "malformed") {
           answer = successParts(result, started);
-          idempotency.keep(idemKey, method, idemHash, 200, answer.text, answer.headers["content-type"] ?? "application/json");
+          idempotency.keep(
+            idemKey,
+            method,
+            idemHash,
+            200,
+            answer.text,
+            answer.headers["content-type"] ?? "application/json",
+          );
         }
         return result;
       });
@@ -159,7 +202,9 @@ export function createRestHandler(store: Store, faults: FaultRegistry, settings:
       return life.hold(c);
     }
     if (action?.kind === "malformed") return malformed(action);
-    return answer ? new Response(answer.text, { status: 200, headers: answer.headers }) : successResponse(outcome, started);
+    return answer
+      ? new Response(answer.text, { status: 200, headers: answer.headers })
+      : successResponse(outcome, started);
   };
 }
 

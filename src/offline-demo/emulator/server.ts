@@ -64,17 +64,28 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
   app.route("/_emulator", createControlRoutes(store, faults));
   const rest = createRestHandler(store, faults, settings, life);
   app.on(["GET", "POST"], "/rest/*", async (c) => {
-    if (closed) return jsonResponse({ error: "INTERNAL_SERVER_ERROR", error_description: "Emulator is shutting down" }, 503);
+    if (closed)
+      return jsonResponse(
+        { error: "INTERNAL_SERVER_ERROR", error_description: "Emulator is shutting down" },
+        503,
+      );
     return rest(c);
   });
-  app.all("/rest/*", () => jsonResponse({ error: "INVALID_REQUEST", error_description: "Only GET and POST are accepted" }, 405));
+  app.all("/rest/*", () =>
+    jsonResponse({ error: "INVALID_REQUEST", error_description: "Only GET and POST are accepted" }, 405),
+  );
   app.notFound(() => jsonResponse({ error: "NOT_FOUND", error_description: "Not found" }, 404));
   app.onError((err) =>
-    jsonResponse({ error: "INTERNAL_SERVER_ERROR", error_description: `emulator failure: ${err.message}` }, 500),
+    jsonResponse(
+      { error: "INTERNAL_SERVER_ERROR", error_description: `emulator failure: ${err.message}` },
+      500,
+    ),
   );
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: opts.port ?? 0, hostname: host }, () => resolve(s as Server)) as Server;
+    const s = serve({ fetch: app.fetch, port: opts.port ?? 0, hostname: host }, () =>
+      resolve(s as Server),
+    ) as Server;
     s.once("error", reject);
   });
   const port = (server.address() as AddressInfo).port;

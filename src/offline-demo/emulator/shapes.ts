@@ -40,7 +40,13 @@ export function userRef(store: Store, id: number): Record<string, string | null>
 }
 
 export function historyUser(u: SeedUser | undefined, id: number): Record<string, unknown> {
-  return { id, name: u?.name ?? "", lastName: u?.lastName ?? "", secondName: u?.secondName ?? "", login: u?.login ?? "" };
+  return {
+    id,
+    name: u?.name ?? "",
+    lastName: u?.lastName ?? "",
+    secondName: u?.secondName ?? "",
+    login: u?.login ?? "",
+  };
 }
 
 export function canRead(task: TaskRecord, userId: number): boolean {
@@ -108,7 +114,14 @@ function groupObject(store: Store, groupId: number): Record<string, unknown> | [
   if (groupId === 0) return [];
   const g = store.getGroup(groupId);
   if (!g) return [];
-  return { id: String(g.id), name: g.name, opened: g.opened, membersCount: g.members?.length ?? store.allUserIds().length, image: "", additionalData: [] };
+  return {
+    id: String(g.id),
+    name: g.name,
+    opened: g.opened,
+    membersCount: g.members?.length ?? store.allUserIds().length,
+    image: "",
+    additionalData: [],
+  };
 }
 
 /**
@@ -180,7 +193,12 @@ const FIELD_GETTERS: [string, (t: TaskRecord) => unknown][] = [
 ];
 
 const UF_FIELDS = ["UF_CRM_TASK", "UF_TASK_WEBDAV_FILES", "UF_MAIL_MESSAGE"];
-export const SELECTABLE_FIELDS = new Set([...FIELD_GETTERS.map(([k]) => k), ...UF_FIELDS, "REAL_STATUS", "SUB_STATUS"]);
+export const SELECTABLE_FIELDS = new Set([
+  ...FIELD_GETTERS.map(([k]) => k),
+  ...UF_FIELDS,
+  "REAL_STATUS",
+  "SUB_STATUS",
+]);
 
 export function camelOf(upper: string): string {
   return upper.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
@@ -188,7 +206,10 @@ export function camelOf(upper: string): string {
 
 /** Select entries may come as UPPER_SNAKE or camelCase (the docs mix `subStatus` into a select list). */
 export function normaliseSelectKey(key: string): string {
-  const upper = /[a-z]/.test(key) && !key.includes("_") ? key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase() : key.toUpperCase();
+  const upper =
+    /[a-z]/.test(key) && !key.includes("_")
+      ? key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()
+      : key.toUpperCase();
   return upper === "REAL_STATUS" ? "STATUS" : upper;
 }
 
@@ -212,7 +233,10 @@ export function renderTask(store: Store, task: TaskRecord, opts: ShapeOptions): 
   const out: Record<string, unknown> = {};
   for (const [key, get] of FIELD_GETTERS) {
     // A narrowed select always keeps ID; `get` appends FAVORITE; DESCRIPTION brings its BBCode flag along.
-    const forced = key === "ID" || (key === "FAVORITE" && opts.mode === "single") || (key === "DESCRIPTION_IN_BBCODE" && wants("DESCRIPTION"));
+    const forced =
+      key === "ID" ||
+      (key === "FAVORITE" && opts.mode === "single") ||
+      (key === "DESCRIPTION_IN_BBCODE" && wants("DESCRIPTION"));
     if (wants(key) || forced) out[camelOf(key)] = get(task);
   }
   if (opts.mode === "single" && all) out.checklist = [];
@@ -221,7 +245,8 @@ export function renderTask(store: Store, task: TaskRecord, opts: ShapeOptions): 
   if (wants("RESPONSIBLE_ID")) out.responsible = userRef(store, task.responsibleId);
   if (wants("ACCOMPLICES")) out.accomplicesData = participantsData(store, task.accomplices);
   if (wants("AUDITORS")) out.auditorsData = participantsData(store, task.auditors);
-  const selectedUf = opts.select !== null && (opts.select.has("*") || UF_FIELDS.some((f) => opts.select?.has(f)));
+  const selectedUf =
+    opts.select !== null && (opts.select.has("*") || UF_FIELDS.some((f) => opts.select?.has(f)));
   if (selectedUf) {
     // Selecting any one of the three UF fields returns all three; empty UF values print as false/null.
     out.ufCrmTask = false;
@@ -235,9 +260,21 @@ export function renderTask(store: Store, task: TaskRecord, opts: ShapeOptions): 
       out.checkListTree = {
         nodeId: 0,
         fields: {
-          id: null, copiedId: null, entityId: null, userId: opts.userId, createdBy: null, parentId: null, title: "",
-          sortIndex: null, displaySortIndex: "", isComplete: false, isImportant: false, completedCount: 0,
-          members: [], attachments: [], nodeId: null,
+          id: null,
+          copiedId: null,
+          entityId: null,
+          userId: opts.userId,
+          createdBy: null,
+          parentId: null,
+          title: "",
+          sortIndex: null,
+          displaySortIndex: "",
+          isComplete: false,
+          isImportant: false,
+          completedCount: 0,
+          members: [],
+          attachments: [],
+          nodeId: null,
         },
         action: [],
         descendants: [],

@@ -1,7 +1,16 @@
 import Database from "better-sqlite3";
 import { leak, type BucketState } from "./rate-limit.js";
 import { parseSeed, seedCommentRecords, seedDealRecords, seedTaskRecords } from "./seed.js";
-import type { CommentRecord, DealRecord, EmulatorSeed, HistoryRecord, ParsedSeed, SeedGroup, SeedUser, TaskRecord } from "./types.js";
+import type {
+  CommentRecord,
+  DealRecord,
+  EmulatorSeed,
+  HistoryRecord,
+  ParsedSeed,
+  SeedGroup,
+  SeedUser,
+  TaskRecord,
+} from "./types.js";
 
 export interface CallLogEntry {
   seq: number;
@@ -26,7 +35,13 @@ export interface KeptAnswer {
 export type NewCall = Omit<CallLogEntry, "seq" | "time">;
 
 type CommentRow = { id: number; task_id: number; author_id: number; post_date: number; message: string };
-const commentOf = (r: CommentRow): CommentRecord => ({ id: r.id, taskId: r.task_id, authorId: r.author_id, postDate: r.post_date, message: r.message });
+const commentOf = (r: CommentRow): CommentRecord => ({
+  id: r.id,
+  taskId: r.task_id,
+  authorId: r.author_id,
+  postDate: r.post_date,
+  message: r.message,
+});
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -106,12 +121,16 @@ export class Store {
     for (const t of tasks) this.putTask(t);
     for (const h of history) this.addHistory(h);
     for (const d of seedDealRecords(seed)) this.putDeal(d);
-    const insComment = this.db.prepare("INSERT INTO comments (id, task_id, author_id, post_date, message) VALUES (?, ?, ?, ?, ?)");
-    for (const c of seedCommentRecords(seed)) insComment.run(c.id, c.taskId, c.authorId, c.postDate, c.message);
+    const insComment = this.db.prepare(
+      "INSERT INTO comments (id, task_id, author_id, post_date, message) VALUES (?, ?, ?, ?, ?)",
+    );
+    for (const c of seedCommentRecords(seed))
+      insComment.run(c.id, c.taskId, c.authorId, c.postDate, c.message);
   }
 
   private getMeta(key: string): string | undefined {
-    const row = this.db.prepare("SELECT value FROM meta WHERE key = ?").get(key) as { value: string } | undefined;
+    const row = this.db.prepare("SELECT value FROM meta WHERE key = ?").get(key) as
+      { value: string } | undefined;
     return row?.value;
   }
 
@@ -120,13 +139,16 @@ export class Store {
   }
 
   getUser(id: number): SeedUser | undefined {
-    const row = this.db.prepare("SELECT data FROM users WHERE id = ?").get(id) as { data: string } | undefined;
+    const row = this.db.prepare("SELECT data FROM users WHERE id = ?").get(id) as
+      { data: string } | undefined;
     return row ? (JSON.parse(row.data) as SeedUser) : undefined;
   }
 
   /** Every user, by id (user.get filters and pages them). */
   allUsers(): SeedUser[] {
-    return (this.db.prepare("SELECT data FROM users ORDER BY id").all() as { data: string }[]).map((r) => JSON.parse(r.data) as SeedUser);
+    return (this.db.prepare("SELECT data FROM users ORDER BY id").all() as { data: string }[]).map(
+      (r) => JSON.parse(r.data) as SeedUser,
+    );
   }
 
   allUserIds(): number[] {
@@ -134,12 +156,14 @@ export class Store {
   }
 
   getGroup(id: number): SeedGroup | undefined {
-    const row = this.db.prepare("SELECT data FROM workgroups WHERE id = ?").get(id) as { data: string } | undefined;
+    const row = this.db.prepare("SELECT data FROM workgroups WHERE id = ?").get(id) as
+      { data: string } | undefined;
     return row ? (JSON.parse(row.data) as SeedGroup) : undefined;
   }
 
   getTask(id: number): TaskRecord | undefined {
-    const row = this.db.prepare("SELECT data FROM tasks WHERE id = ?").get(id) as { data: string } | undefined;
+    const row = this.db.prepare("SELECT data FROM tasks WHERE id = ?").get(id) as
+      { data: string } | undefined;
     return row ? (JSON.parse(row.data) as TaskRecord) : undefined;
   }
 
@@ -155,7 +179,9 @@ export class Store {
   }
 
   putTask(task: TaskRecord): void {
-    this.db.prepare("INSERT OR REPLACE INTO tasks (id, data) VALUES (?, ?)").run(task.id, JSON.stringify(task));
+    this.db
+      .prepare("INSERT OR REPLACE INTO tasks (id, data) VALUES (?, ?)")
+      .run(task.id, JSON.stringify(task));
   }
 
   /** Removes a task with its history and comments (tasks.task.delete). */
@@ -166,16 +192,21 @@ export class Store {
   }
 
   getDeal(id: number): DealRecord | undefined {
-    const row = this.db.prepare("SELECT data FROM deals WHERE id = ?").get(id) as { data: string } | undefined;
+    const row = this.db.prepare("SELECT data FROM deals WHERE id = ?").get(id) as
+      { data: string } | undefined;
     return row ? (JSON.parse(row.data) as DealRecord) : undefined;
   }
 
   allDeals(): DealRecord[] {
-    return (this.db.prepare("SELECT data FROM deals ORDER BY id").all() as { data: string }[]).map((r) => JSON.parse(r.data) as DealRecord);
+    return (this.db.prepare("SELECT data FROM deals ORDER BY id").all() as { data: string }[]).map(
+      (r) => JSON.parse(r.data) as DealRecord,
+    );
   }
 
   putDeal(deal: DealRecord): void {
-    this.db.prepare("INSERT OR REPLACE INTO deals (id, data) VALUES (?, ?)").run(deal.id, JSON.stringify(deal));
+    this.db
+      .prepare("INSERT OR REPLACE INTO deals (id, data) VALUES (?, ?)")
+      .run(deal.id, JSON.stringify(deal));
   }
 
   /** Stores a new comment and returns its id (ids grow across tasks, like forum message ids). */
@@ -192,13 +223,17 @@ export class Store {
   }
 
   getComment(id: number): CommentRecord | undefined {
-    const r = this.db.prepare("SELECT id, task_id, author_id, post_date, message FROM comments WHERE id = ?").get(id) as CommentRow | undefined;
+    const r = this.db
+      .prepare("SELECT id, task_id, author_id, post_date, message FROM comments WHERE id = ?")
+      .get(id) as CommentRow | undefined;
     return r ? commentOf(r) : undefined;
   }
 
   comments(taskId: number): CommentRecord[] {
     const rows = this.db
-      .prepare("SELECT id, task_id, author_id, post_date, message FROM comments WHERE task_id = ? ORDER BY id")
+      .prepare(
+        "SELECT id, task_id, author_id, post_date, message FROM comments WHERE task_id = ? ORDER BY id",
+      )
       .all(taskId) as CommentRow[];
     return rows.map(commentOf);
   }
@@ -209,24 +244,51 @@ export class Store {
 
   addHistory(h: Omit<HistoryRecord, "id">): void {
     this.db
-      .prepare("INSERT INTO history (task_id, created, field, from_value, to_value, user_id) VALUES (?, ?, ?, ?, ?, ?)")
+      .prepare(
+        "INSERT INTO history (task_id, created, field, from_value, to_value, user_id) VALUES (?, ?, ?, ?, ?, ?)",
+      )
       .run(h.taskId, h.createdDate, h.field, h.from, h.to, h.userId);
   }
 
   history(taskId: number): HistoryRecord[] {
     const rows = this.db
-      .prepare("SELECT id, task_id, created, field, from_value, to_value, user_id FROM history WHERE task_id = ? ORDER BY id")
-      .all(taskId) as { id: number; task_id: number; created: number; field: string; from_value: string | null; to_value: string | null; user_id: number }[];
+      .prepare(
+        "SELECT id, task_id, created, field, from_value, to_value, user_id FROM history WHERE task_id = ? ORDER BY id",
+      )
+      .all(taskId) as {
+      id: number;
+      task_id: number;
+      created: number;
+      field: string;
+      from_value: string | null;
+      to_value: string | null;
+      user_id: number;
+    }[];
     return rows.map((r) => ({
-      id: r.id, taskId: r.task_id, createdDate: r.created, field: r.field, from: r.from_value, to: r.to_value, userId: r.user_id,
+      id: r.id,
+      taskId: r.task_id,
+      createdDate: r.created,
+      field: r.field,
+      from: r.from_value,
+      to: r.to_value,
+      userId: r.user_id,
     }));
   }
 
   logCall(call: NewCall): void {
     this.db
-      .prepare("INSERT INTO calls (time, method, params, status, error, fault, via_batch) VALUES (?, ?, ?, ?, ?, ?, ?)")
-      .run(new Date().toISOString(), call.method, JSON.stringify(call.params ?? {}), call.status, call.error ?? null,
-        call.fault ?? null, call.viaBatch ? 1 : 0);
+      .prepare(
+        "INSERT INTO calls (time, method, params, status, error, fault, via_batch) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      )
+      .run(
+        new Date().toISOString(),
+        call.method,
+        JSON.stringify(call.params ?? {}),
+        call.status,
+        call.error ?? null,
+        call.fault ?? null,
+        call.viaBatch ? 1 : 0,
+      );
   }
 
   calls(filter: { method?: string; sinceSeq?: number } = {}): CallLogEntry[] {
@@ -235,10 +297,23 @@ export class Store {
         "SELECT seq, time, method, params, status, error, fault, via_batch FROM calls WHERE seq > ? AND (? IS NULL OR method = ?) ORDER BY seq",
       )
       .all(filter.sinceSeq ?? 0, filter.method ?? null, filter.method ?? null) as {
-      seq: number; time: string; method: string; params: string; status: number; error: string | null; fault: string | null; via_batch: number;
+      seq: number;
+      time: string;
+      method: string;
+      params: string;
+      status: number;
+      error: string | null;
+      fault: string | null;
+      via_batch: number;
     }[];
     return rows.map((r) => {
-      const entry: CallLogEntry = { seq: r.seq, time: r.time, method: r.method, params: JSON.parse(r.params), status: r.status };
+      const entry: CallLogEntry = {
+        seq: r.seq,
+        time: r.time,
+        method: r.method,
+        params: JSON.parse(r.params),
+        status: r.status,
+      };
       if (r.error !== null) entry.error = r.error;
       if (r.fault !== null) entry.fault = r.fault;
       if (r.via_batch) entry.viaBatch = true;
@@ -252,16 +327,38 @@ export class Store {
 
   /** A kept REST 3.0 idempotent answer (src/offline-demo/emulator/idempotency.ts), shared by every process on this file. */
   getIdempotent(key: string): KeptAnswer | undefined {
-    const r = this.db.prepare("SELECT method, body_sha256, status, body, content_type, at FROM idempotency_keys WHERE key = ?").get(key) as
-      | { method: string; body_sha256: string; status: number; body: string; content_type: string; at: number }
+    const r = this.db
+      .prepare(
+        "SELECT method, body_sha256, status, body, content_type, at FROM idempotency_keys WHERE key = ?",
+      )
+      .get(key) as
+      | {
+          method: string;
+          body_sha256: string;
+          status: number;
+          body: string;
+          content_type: string;
+          at: number;
+        }
       | undefined;
-    return r ? { method: r.method, bodySha256: r.body_sha256, status: r.status, body: r.body, contentType: r.content_type, at: r.at } : undefined;
+    return r
+      ? {
+          method: r.method,
+          bodySha256: r.body_sha256,
+          status: r.status,
+          body: r.body,
+          contentType: r.content_type,
+          at: r.at,
+        }
+      : undefined;
   }
 
   /** Keeps the first answer for `key`; a later one is ignored. */
   keepIdempotent(key: string, kept: KeptAnswer): void {
     this.db
-      .prepare("INSERT OR IGNORE INTO idempotency_keys (key, method, body_sha256, status, body, content_type, at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .prepare(
+        "INSERT OR IGNORE INTO idempotency_keys (key, method, body_sha256, status, body, content_type, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      )
       .run(key, kept.method, kept.bodySha256, kept.status, kept.body, kept.contentType, kept.at);
   }
 
@@ -272,9 +369,12 @@ export class Store {
   /** One bucket per portal, kept in the file so every process sharing it draws from the same bucket. */
   takeRateToken(rate: number, burst: number, nowMs: number): boolean {
     if (rate <= 0) return true;
-    const prev = this.db.prepare("SELECT level, updated FROM rate_bucket WHERE id = 1").get() as BucketState | undefined;
+    const prev = this.db.prepare("SELECT level, updated FROM rate_bucket WHERE id = 1").get() as
+      BucketState | undefined;
     const { state, allowed } = leak(prev, rate, burst, nowMs);
-    this.db.prepare("INSERT OR REPLACE INTO rate_bucket (id, level, updated) VALUES (1, ?, ?)").run(state.level, state.updated);
+    this.db
+      .prepare("INSERT OR REPLACE INTO rate_bucket (id, level, updated) VALUES (1, ?, ?)")
+      .run(state.level, state.updated);
     return allowed;
   }
 }

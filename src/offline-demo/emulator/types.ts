@@ -3,9 +3,11 @@ import { z } from "zod";
 const UserIdSchema = z.number().int().positive();
 
 // Dates in a seed are any ISO 8601 string with an offset; they are stored as unix seconds.
-const SeedDateSchema = z.string().refine((s) => /([+-]\d{2}:\d{2}|Z)$/.test(s) && !Number.isNaN(Date.parse(s)), {
-  message: "expected an ISO 8601 date with an offset, e.g. 2026-11-20T10:00:00+03:00",
-});
+const SeedDateSchema = z
+  .string()
+  .refine((s) => /([+-]\d{2}:\d{2}|Z)$/.test(s) && !Number.isNaN(Date.parse(s)), {
+    message: "expected an ISO 8601 date with an offset, e.g. 2026-11-20T10:00:00+03:00",
+  });
 
 export const SeedUserSchema = z.object({
   id: UserIdSchema,
@@ -52,7 +54,16 @@ export const SeedTaskSchema = z.object({
 });
 
 /** Deal stages of the general sales funnel (CATEGORY_ID 0), as crm.status.list ENTITY_ID DEAL_STAGE lists them. */
-export const DEAL_STAGES = ["NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE", "WON", "LOSE", "APOLOGY"] as const;
+export const DEAL_STAGES = [
+  "NEW",
+  "PREPARATION",
+  "PREPAYMENT_INVOICE",
+  "EXECUTING",
+  "FINAL_INVOICE",
+  "WON",
+  "LOSE",
+  "APOLOGY",
+] as const;
 export const DEAL_CURRENCIES = ["RUB", "USD", "EUR"] as const;
 
 export const SeedDealSchema = z.object({
@@ -103,30 +114,70 @@ export const EmulatorSeedSchema = z
     const groupIds = new Set(seed.groups.map((g) => g.id));
     const dup = (ids: number[]) => ids.find((id, i) => ids.indexOf(id) !== i);
     const dupUser = dup(seed.users.map((u) => u.id));
-    if (dupUser !== undefined) ctx.addIssue({ code: "custom", message: `duplicate user id ${dupUser}`, path: ["users"] });
+    if (dupUser !== undefined)
+      ctx.addIssue({ code: "custom", message: `duplicate user id ${dupUser}`, path: ["users"] });
     const dupTask = dup(seed.tasks.map((t) => t.id));
-    if (dupTask !== undefined) ctx.addIssue({ code: "custom", message: `duplicate task id ${dupTask}`, path: ["tasks"] });
+    if (dupTask !== undefined)
+      ctx.addIssue({ code: "custom", message: `duplicate task id ${dupTask}`, path: ["tasks"] });
     seed.tasks.forEach((t, i) => {
-      const refs = [t.createdBy, t.responsibleId, t.changedBy ?? t.createdBy, ...t.auditors, ...t.accomplices,
-        ...(t.readableBy ?? []), ...(t.editableBy ?? [])];
+      const refs = [
+        t.createdBy,
+        t.responsibleId,
+        t.changedBy ?? t.createdBy,
+        ...t.auditors,
+        ...t.accomplices,
+        ...(t.readableBy ?? []),
+        ...(t.editableBy ?? []),
+      ];
       for (const id of refs) {
-        if (!userIds.has(id)) ctx.addIssue({ code: "custom", message: `task ${t.id} refers to unknown user ${id}`, path: ["tasks", i] });
+        if (!userIds.has(id))
+          ctx.addIssue({
+            code: "custom",
+            message: `task ${t.id} refers to unknown user ${id}`,
+            path: ["tasks", i],
+          });
       }
       if (t.groupId !== 0 && !groupIds.has(t.groupId)) {
-        ctx.addIssue({ code: "custom", message: `task ${t.id} refers to unknown group ${t.groupId}`, path: ["tasks", i, "groupId"] });
+        ctx.addIssue({
+          code: "custom",
+          message: `task ${t.id} refers to unknown group ${t.groupId}`,
+          path: ["tasks", i, "groupId"],
+        });
       }
     });
     const dupDeal = dup(seed.deals.map((d) => d.id));
-    if (dupDeal !== undefined) ctx.addIssue({ code: "custom", message: `duplicate deal id ${dupDeal}`, path: ["deals"] });
+    if (dupDeal !== undefined)
+      ctx.addIssue({ code: "custom", message: `duplicate deal id ${dupDeal}`, path: ["deals"] });
     seed.deals.forEach((d, i) => {
-      for (const id of [d.assignedById, d.createdById, d.modifyById ?? d.createdById, ...(d.readableBy ?? []), ...(d.editableBy ?? [])]) {
-        if (!userIds.has(id)) ctx.addIssue({ code: "custom", message: `deal ${d.id} refers to unknown user ${id}`, path: ["deals", i] });
+      for (const id of [
+        d.assignedById,
+        d.createdById,
+        d.modifyById ?? d.createdById,
+        ...(d.readableBy ?? []),
+        ...(d.editableBy ?? []),
+      ]) {
+        if (!userIds.has(id))
+          ctx.addIssue({
+            code: "custom",
+            message: `deal ${d.id} refers to unknown user ${id}`,
+            path: ["deals", i],
+          });
       }
     });
     const taskIds = new Set(seed.tasks.map((t) => t.id));
     seed.comments.forEach((c, i) => {
-      if (!taskIds.has(c.taskId)) ctx.addIssue({ code: "custom", message: `comment ${i + 1} refers to unknown task ${c.taskId}`, path: ["comments", i] });
-      if (!userIds.has(c.authorId)) ctx.addIssue({ code: "custom", message: `comment ${i + 1} refers to unknown user ${c.authorId}`, path: ["comments", i] });
+      if (!taskIds.has(c.taskId))
+        ctx.addIssue({
+          code: "custom",
+          message: `comment ${i + 1} refers to unknown task ${c.taskId}`,
+          path: ["comments", i],
+        });
+      if (!userIds.has(c.authorId))
+        ctx.addIssue({
+          code: "custom",
+          message: `comment ${i + 1} refers to unknown user ${c.authorId}`,
+          path: ["comments", i],
+        });
     });
   });
 

@@ -23,7 +23,17 @@ export const OFFLINE_TOOL_NAMES = {
 
 type ToolRole = keyof typeof OFFLINE_TOOL_NAMES;
 
-import { describeAction, describeCount, describeReads, distinctTaskIds, isActionableRequest, OFFLINE_PREFIX, text, unreadTask, type OfflineDecision } from "./replies.js";
+import {
+  describeAction,
+  describeCount,
+  describeReads,
+  distinctTaskIds,
+  isActionableRequest,
+  OFFLINE_PREFIX,
+  text,
+  unreadTask,
+  type OfflineDecision,
+} from "./replies.js";
 import {
   clip,
   isErrorToolMessage,
@@ -49,7 +59,10 @@ type MultiPlan = Extract<RequestPlan, { kind: "multi" }>;
  * Decides the next step.
  * @param boundToolNames names of the tools bound with `bindTools`; undefined when none were bound.
  */
-export function decideNextStep(messages: readonly BaseMessage[], boundToolNames: readonly string[] | undefined): OfflineDecision {
+export function decideNextStep(
+  messages: readonly BaseMessage[],
+  boundToolNames: readonly string[] | undefined,
+): OfflineDecision {
   return new Conversation(messages, boundToolNames ?? []).decide();
 }
 
@@ -76,7 +89,8 @@ class Conversation {
   decide(): OfflineDecision {
     const requestIndex = this.requestIndex();
     const requestMsg = requestIndex === undefined ? undefined : this.msgs[requestIndex];
-    if (requestMsg === undefined) return text("There is no request to work on: the conversation has no user message.");
+    if (requestMsg === undefined)
+      return text("There is no request to work on: the conversation has no user message.");
     const deal = parseDealRequest(requestMsg.text);
     if (deal) return this.decideDeal(deal, requestMsg);
     const newTask = parseNewTaskRequest(requestMsg.text);
@@ -91,7 +105,9 @@ class Conversation {
           `I understood a change of ${parsed.field}, but "${parsed.rawValue}" is not a value I can propose: ${parsed.reason}.`,
         );
       }
-      return text(`I did not recognise a supported request. Supported phrasings:\n- ${SUPPORTED_PHRASINGS.join("\n- ")}`);
+      return text(
+        `I did not recognise a supported request. Supported phrasings:\n- ${SUPPORTED_PHRASINGS.join("\n- ")}`,
+      );
     }
     const intent = parsed.intent;
     const last = this.msgs.at(-1);
@@ -119,31 +135,61 @@ class Conversation {
   }
 
   /** A new task: nothing to read; propose add_task with the title, the responsible user and the deadline given. */
-  private decideNewTask(req: NonNullable<ReturnType<typeof parseNewTaskRequest>>, requestMsg: BaseMessage): OfflineDecision {
+  private decideNewTask(
+    req: NonNullable<ReturnType<typeof parseNewTaskRequest>>,
+    requestMsg: BaseMessage,
+  ): OfflineDecision {
     if (!req.ok) return text(`I understood a request for a new task, but cannot propose it: ${req.reason}.`);
     const last = this.msgs.at(-1);
     if (last !== undefined && last !== requestMsg) {
-      if (last.type === "human") return text("The reviewer answered the proposal for the new task; I do not revise it. Stopping.");
+      if (last.type === "human")
+        return text("The reviewer answered the proposal for the new task; I do not revise it. Stopping.");
       return text(`The proposal for the new task was handled: ${last.text.slice(0, 500)}`);
     }
     const { title, responsibleId, deadline } = req.intent;
-    const fields = { TITLE: title, RESPONSIBLE_ID: responsibleId, ...(deadline ? { DEADLINE: deadline } : {}) };
-    return this.callTool("propose", { operation: "add_task", fields, rationale: `The user asked for a new task "${title}" for user ${responsibleId}${deadline ? `, due ${deadline}` : ""}.` }, `Proposing a new task "${title}" for user ${responsibleId}.`)
-      ?? text(`I would propose a new task "${title}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+    const fields = {
+      TITLE: title,
+      RESPONSIBLE_ID: responsibleId,
+      ...(deadline ? { DEADLINE: deadline } : {}),
+    };
+    return (
+      this.callTool(
+        "propose",
+        {
+          operation: "add_task",
+          fields,
+          rationale: `The user asked for a new task "${title}" for user ${responsibleId}${deadline ? `, due ${deadline}` : ""}.`,
+        },
+        `Proposing a new task "${title}" for user ${responsibleId}.`,
+      ) ?? text(`I would propose a new task "${title}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`)
+    );
   }
 
   /** A deal request: read the deal once with get_deal, then propose update_deal; feedback stops it. */
-  private decideDeal(deal: NonNullable<ReturnType<typeof parseDealRequest>>, requestMsg: BaseMessage): OfflineDecision {
-    if (!deal.ok) return text(`I understood a change of deal field ${deal.field}, but "${deal.rawValue}" is not a value I can propose: ${deal.reason}.`);
+  private decideDeal(
+    deal: NonNullable<ReturnType<typeof parseDealRequest>>,
+    requestMsg: BaseMessage,
+  ): OfflineDecision {
+    if (!deal.ok)
+      return text(
+        `I understood a change of deal field ${deal.field}, but "${deal.rawValue}" is not a value I can propose: ${deal.reason}.`,
+      );
     const { dealId, field, value } = deal.intent;
     const last = this.msgs.at(-1);
     if (last === undefined || last === requestMsg) {
-      return this.callTool("getDeal", { dealId }, `Reading deal ${dealId} before proposing to set ${field}.`) ?? text(`No ${OFFLINE_TOOL_NAMES.getDeal} tool is bound, so deal ${dealId} cannot be read; stopping.`);
+      return (
+        this.callTool("getDeal", { dealId }, `Reading deal ${dealId} before proposing to set ${field}.`) ??
+        text(`No ${OFFLINE_TOOL_NAMES.getDeal} tool is bound, so deal ${dealId} cannot be read; stopping.`)
+      );
     }
-    if (last.type === "human") return text(`The reviewer answered the proposal for deal ${dealId}; I do not revise deal changes. Stopping.`);
+    if (last.type === "human")
+      return text(
+        `The reviewer answered the proposal for deal ${dealId}; I do not revise deal changes. Stopping.`,
+      );
     if (last.type !== "tool") return text("I have nothing further to do for this request.");
     const role = this.roleOf((last as { name?: string }).name ?? "");
-    if (role === "propose") return text(`The proposal for deal ${dealId} was handled: ${last.text.slice(0, 500)}`);
+    if (role === "propose")
+      return text(`The proposal for deal ${dealId} was handled: ${last.text.slice(0, 500)}`);
     let body: unknown;
     try {
       body = JSON.parse(last.text);
@@ -153,36 +199,56 @@ class Conversation {
     const current = isRecord(body) && isRecord(body["result"]) ? body["result"] : undefined;
     if (!current) return text(`Deal ${dealId} could not be read (${last.text.slice(0, 300)}); stopping.`);
     const rationale = `The user asked to set ${field} of deal ${dealId} to "${value}". Current ${field} (read with ${OFFLINE_TOOL_NAMES.getDeal}): ${JSON.stringify(current[field] ?? null)}.`;
-    return this.callTool("propose", { operation: "update_deal", dealId, fields: { [field]: value }, rationale }, `Proposing to set ${field} of deal ${dealId} from ${JSON.stringify(current[field] ?? null)} to "${value}".`)
-      ?? text(`I would propose setting ${field} of deal ${dealId} to "${value}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+    return (
+      this.callTool(
+        "propose",
+        { operation: "update_deal", dealId, fields: { [field]: value }, rationale },
+        `Proposing to set ${field} of deal ${dealId} from ${JSON.stringify(current[field] ?? null)} to "${value}".`,
+      ) ??
+      text(
+        `I would propose setting ${field} of deal ${dealId} to "${value}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
+      )
+    );
   }
 
   private start(intent: ChangeIntent): OfflineDecision {
     const target = intent.target;
     if (target.kind === "id") return this.readTask(target.taskId, intent);
     if (target.kind === "title") {
-      return this.callTool(
-        "listTasks",
-        { filter: { "%TITLE": target.fragment } },
-        `Looking for the task whose title contains "${target.fragment}".`,
-      ) ?? text(`The request names the task by title ("${target.fragment}"), but no ${OFFLINE_TOOL_NAMES.listTasks} tool is bound to search for it. Please give the task id.`);
+      return (
+        this.callTool(
+          "listTasks",
+          { filter: { "%TITLE": target.fragment } },
+          `Looking for the task whose title contains "${target.fragment}".`,
+        ) ??
+        text(
+          `The request names the task by title ("${target.fragment}"), but no ${OFFLINE_TOOL_NAMES.listTasks} tool is bound to search for it. Please give the task id.`,
+        )
+      );
     }
-    return this.callTool(
-      "requestInput",
-      {
-        question: `Which task should I change (set ${intent.field} to ${describeValue(intent.field, intent.value)})?`,
-        fields: { taskId: { type: "number", description: "Bitrix24 task id" } },
-      },
-      "The request does not say which task to change, so I am asking.",
-    ) ?? text("The request does not say which task to change. Please name it, e.g. \"rename task 4 to ...\".");
+    return (
+      this.callTool(
+        "requestInput",
+        {
+          question: `Which task should I change (set ${intent.field} to ${describeValue(intent.field, intent.value)})?`,
+          fields: { taskId: { type: "number", description: "Bitrix24 task id" } },
+        },
+        "The request does not say which task to change, so I am asking.",
+      ) ?? text('The request does not say which task to change. Please name it, e.g. "rename task 4 to ...".')
+    );
   }
 
   private readTask(taskId: number, intent: ChangeIntent): OfflineDecision {
-    return this.callTool(
-      "getTask",
-      { taskId },
-      `Reading task ${taskId} before proposing to set ${intent.field}.`,
-    ) ?? text(`I need to read task ${taskId} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`);
+    return (
+      this.callTool(
+        "getTask",
+        { taskId },
+        `Reading task ${taskId} before proposing to set ${intent.field}.`,
+      ) ??
+      text(
+        `I need to read task ${taskId} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`,
+      )
+    );
   }
 
   private onToolResult(intent: ChangeIntent, msg: BaseMessage, requestIndex: number): OfflineDecision {
@@ -216,36 +282,50 @@ class Conversation {
 
   private onList(intent: ChangeIntent, outcome: ToolOutcome): OfflineDecision {
     const fragment = intent.target.kind === "title" ? intent.target.fragment : "";
-    if (outcome.kind === "error") return text(`I cannot propose a change: searching for "${fragment}" failed: ${outcome.reason}`);
+    if (outcome.kind === "error")
+      return text(`I cannot propose a change: searching for "${fragment}" failed: ${outcome.reason}`);
     const tasks = outcome.kind === "tasks" ? outcome.tasks : [];
     // The filter already asks for a LIKE match; re-checking keeps a loose search from picking a wrong task.
     const needle = fragment.toLowerCase();
-    const matches = tasks.filter((t) => String(t.title ?? "").toLowerCase().includes(needle));
-    if (matches.length === 0) return text(`No task title contains "${fragment}", so I cannot propose a change.`);
+    const matches = tasks.filter((t) =>
+      String(t.title ?? "")
+        .toLowerCase()
+        .includes(needle),
+    );
+    if (matches.length === 0)
+      return text(`No task title contains "${fragment}", so I cannot propose a change.`);
     const first = matches[0];
     if (matches.length === 1 && first !== undefined) return this.readTask(Number(first.id), intent);
     const listing = matches.map((t) => `${String(t.id)}: ${String(t.title ?? "")}`);
-    return this.callTool(
-      "requestInput",
-      {
-        question: "Which task do you mean?",
-        fields: {
-          taskId: {
-            type: "enum",
-            description: `Tasks whose title contains "${fragment}": ${listing.join("; ")}`,
-            choices: matches.map((t) => String(t.id)),
+    return (
+      this.callTool(
+        "requestInput",
+        {
+          question: "Which task do you mean?",
+          fields: {
+            taskId: {
+              type: "enum",
+              description: `Tasks whose title contains "${fragment}": ${listing.join("; ")}`,
+              choices: matches.map((t) => String(t.id)),
+            },
           },
         },
-      },
-      `${matches.length} tasks match "${fragment}"; asking which one is meant.`,
-    ) ?? text(`${matches.length} tasks match "${fragment}" (${listing.join("; ")}). Please name the task id.`);
+        `${matches.length} tasks match "${fragment}"; asking which one is meant.`,
+      ) ??
+      text(`${matches.length} tasks match "${fragment}" (${listing.join("; ")}). Please name the task id.`)
+    );
   }
 
   private onAnswer(intent: ChangeIntent, msg: BaseMessage, outcome: ToolOutcome): OfflineDecision {
     if (isErrorToolMessage(msg)) return text(`No task was chosen (${clip(msg.text)}); stopping.`);
     const body = outcome.kind === "other" ? outcome.body : undefined;
     const answer = isRecord(body) ? body.taskId : undefined;
-    const taskId = typeof answer === "number" ? answer : typeof answer === "string" && /^\d+$/.test(answer.trim()) ? Number(answer) : NaN;
+    const taskId =
+      typeof answer === "number"
+        ? answer
+        : typeof answer === "string" && /^\d+$/.test(answer.trim())
+          ? Number(answer)
+          : NaN;
     if (!Number.isInteger(taskId) || taskId <= 0) {
       return text(`The answer does not name a task id (${clip(msg.text)}); stopping.`);
     }
@@ -261,14 +341,20 @@ class Conversation {
     const taskId = Number(last.args.taskId);
     const wanted = parseFeedbackValue(msg.text);
     if (wanted === undefined) {
-      return text(`The reviewer rejected the proposal for task ${taskId} without naming another value; stopping.`);
+      return text(
+        `The reviewer rejected the proposal for task ${taskId} without naming another value; stopping.`,
+      );
     }
     const normalised = normaliseValue(field, wanted);
     if (!normalised.ok) {
-      return text(`The reviewer asked for "${wanted}", which is not a valid ${field}: ${normalised.reason}; stopping.`);
+      return text(
+        `The reviewer asked for "${wanted}", which is not a valid ${field}: ${normalised.reason}; stopping.`,
+      );
     }
     if (normalised.value === fields[field]) {
-      return text(`The reviewer asked for ${describeValue(field, normalised.value)}, which is what I already proposed; stopping.`);
+      return text(
+        `The reviewer asked for ${describeValue(field, normalised.value)}, which is what I already proposed; stopping.`,
+      );
     }
     const task = this.lastTaskRead(taskId, requestIndex);
     return this.propose(
@@ -280,22 +366,38 @@ class Conversation {
     );
   }
 
-  private propose(taskId: number, field: TaskField, value: string, task: TaskRecord | undefined, why: string): OfflineDecision {
+  private propose(
+    taskId: number,
+    field: TaskField,
+    value: string,
+    task: TaskRecord | undefined,
+    why: string,
+  ): OfflineDecision {
     if (operationFor(field) === "add_task_comment") {
       const rationale = `${why} Task ${taskId} ${task === undefined ? "was not read" : `was read with ${OFFLINE_TOOL_NAMES.getTask}`}; proposed comment: ${describeValue(field, value)}.`;
-      return this.callTool(
-        "propose",
-        { operation: "add_task_comment", taskId, fields: { POST_MESSAGE: value }, rationale },
-        `Proposing to comment on task ${taskId}: ${describeValue(field, value)}.`,
-      ) ?? text(`I would propose commenting on task ${taskId}: ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+      return (
+        this.callTool(
+          "propose",
+          { operation: "add_task_comment", taskId, fields: { POST_MESSAGE: value }, rationale },
+          `Proposing to comment on task ${taskId}: ${describeValue(field, value)}.`,
+        ) ??
+        text(
+          `I would propose commenting on task ${taskId}: ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
+        )
+      );
     }
     const current = task === undefined ? "not read" : describeValue(field, task[TASK_FIELD_KEYS[field]]);
     const rationale = `${why} Current ${field} of task ${taskId} (read with ${OFFLINE_TOOL_NAMES.getTask}): ${current}; proposed: ${describeValue(field, value)}.`;
-    return this.callTool(
-      "propose",
-      { taskId, fields: { [field]: value }, rationale },
-      `Proposing to set ${field} of task ${taskId} from ${current} to ${describeValue(field, value)}.`,
-    ) ?? text(`I would propose setting ${field} of task ${taskId} to ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+    return (
+      this.callTool(
+        "propose",
+        { taskId, fields: { [field]: value }, rationale },
+        `Proposing to set ${field} of task ${taskId} from ${current} to ${describeValue(field, value)}.`,
+      ) ??
+      text(
+        `I would propose setting ${field} of task ${taskId} to ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
+      )
+    );
   }
 
   // ---- Several changes in one request (planRequest kind "multi") ----
@@ -318,11 +420,16 @@ class Conversation {
     const unread = taskIds.find((id) => !this.hasTaskRead(id, requestIndex));
     if (unread !== undefined) {
       const which = taskIds.length > 1 ? ` (task ${taskIds.indexOf(unread) + 1} of ${taskIds.length})` : "";
-      return this.callTool(
-        "getTask",
-        { taskId: unread },
-        `Reading task ${unread}${which} before proposing ${describeCount(plan.actions.length)}.`,
-      ) ?? text(`I need to read task ${unread} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`);
+      return (
+        this.callTool(
+          "getTask",
+          { taskId: unread },
+          `Reading task ${unread}${which} before proposing ${describeCount(plan.actions.length)}.`,
+        ) ??
+        text(
+          `I need to read task ${unread} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`,
+        )
+      );
     }
     const tasks = new Map(taskIds.map((id) => [id, this.lastTaskRead(id, requestIndex)] as const));
     const [only] = plan.actions;
@@ -358,7 +465,8 @@ class Conversation {
         ? `The change set of ${Array.isArray(call.args.actions) ? call.args.actions.length : 0} actions`
         : `The proposal for task ${String(call.args.taskId)}`;
     const body = clip(msg.text);
-    if (isErrorToolMessage(msg)) return text(`${what} was refused: ${body}. I will not retry; stopping here.`);
+    if (isErrorToolMessage(msg))
+      return text(`${what} was refused: ${body}. I will not retry; stopping here.`);
     return text(`${what} was handled: ${body}`);
   }
 
@@ -385,22 +493,33 @@ class Conversation {
   }
 
   private proposeSet(plan: MultiPlan, tasks: ReadonlyMap<number, TaskRecord | undefined>): OfflineDecision {
-    const actions = plan.actions.map((a) => ({ operation: a.operation, taskId: a.taskId, fields: { ...a.fields } }));
+    const actions = plan.actions.map((a) => ({
+      operation: a.operation,
+      taskId: a.taskId,
+      fields: { ...a.fields },
+    }));
     const rationale =
       `The user asked for ${describeCount(plan.actions.length)} in one request, to run in this order: ` +
       `${plan.actions.map((a, i) => `${i + 1}. ${describeAction(a)}`).join("; ")}. ` +
       `Read with ${OFFLINE_TOOL_NAMES.getTask}: ${describeReads(plan.actions, tasks)}.`;
-    return this.callTool(
-      "proposeSet",
-      { actions, rationale },
-      `Proposing a change set of ${plan.actions.length} actions: ${plan.actions.map(describeAction).join("; ")}.`,
-    ) ?? text(
-      `I would propose a change set of ${plan.actions.length} actions (${plan.actions.map(describeAction).join("; ")}), but no ${OFFLINE_TOOL_NAMES.proposeSet} tool is bound.`,
+    return (
+      this.callTool(
+        "proposeSet",
+        { actions, rationale },
+        `Proposing a change set of ${plan.actions.length} actions: ${plan.actions.map(describeAction).join("; ")}.`,
+      ) ??
+      text(
+        `I would propose a change set of ${plan.actions.length} actions (${plan.actions.map(describeAction).join("; ")}), but no ${OFFLINE_TOOL_NAMES.proposeSet} tool is bound.`,
+      )
     );
   }
 
   /** Several clauses merged into one action (updates of one task): a single proposal. */
-  private proposeMerged(action: PlannedAction, plan: MultiPlan, tasks: ReadonlyMap<number, TaskRecord | undefined>): OfflineDecision {
+  private proposeMerged(
+    action: PlannedAction,
+    plan: MultiPlan,
+    tasks: ReadonlyMap<number, TaskRecord | undefined>,
+  ): OfflineDecision {
     const rationale =
       `The user asked, in ${plan.clauses.length} clauses merged into one write, to ${describeAction(action)}. ` +
       `Read with ${OFFLINE_TOOL_NAMES.getTask}: ${describeReads([action], tasks)}.`;
@@ -408,12 +527,19 @@ class Conversation {
       action.operation === "update_task"
         ? { taskId: action.taskId, fields: { ...action.fields }, rationale }
         : { operation: action.operation, taskId: action.taskId, fields: { ...action.fields }, rationale };
-    return this.callTool("propose", args, `Proposing to ${describeAction(action)}.`) ??
-      text(`I would propose to ${describeAction(action)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`);
+    return (
+      this.callTool("propose", args, `Proposing to ${describeAction(action)}.`) ??
+      text(
+        `I would propose to ${describeAction(action)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
+      )
+    );
   }
 
   private requestRationale(intent: ChangeIntent): string {
-    const how = intent.target.kind === "title" ? ` (task found by its title containing "${intent.target.fragment}")` : "";
+    const how =
+      intent.target.kind === "title"
+        ? ` (task found by its title containing "${intent.target.fragment}")`
+        : "";
     if (intent.field === "POST_MESSAGE") return `The user asked to comment on the task${how}.`;
     return `The user asked to set ${intent.field} to ${describeValue(intent.field, intent.value)}${how}.`;
   }
@@ -422,13 +548,23 @@ class Conversation {
   private askedCall(msg: BaseMessage): { call: RecordedCall } | { stop: OfflineDecision } {
     const callId = (msg as { tool_call_id?: unknown }).tool_call_id;
     const call = typeof callId === "string" ? this.calls.get(callId) : undefined;
-    return call ? { call } : { stop: text(`I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`) };
+    return call
+      ? { call }
+      : {
+          stop: text(
+            `I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`,
+          ),
+        };
   }
 
   private callTool(role: ToolRole, args: Record<string, unknown>, note: string): OfflineDecision | undefined {
     const name = this.boundName(role);
     if (name === undefined) return undefined;
-    return { kind: "tool", text: `${OFFLINE_PREFIX} ${note}`, call: { id: `offline_call_${this.callCount + 1}`, name, args } };
+    return {
+      kind: "tool",
+      text: `${OFFLINE_PREFIX} ${note}`,
+      call: { id: `offline_call_${this.callCount + 1}`, name, args },
+    };
   }
 
   /** MCP adapters may prefix tool names with the server name (`tasks__get_task_by_id`). */
@@ -438,7 +574,9 @@ class Conversation {
   }
 
   private roleOf(name: string): ToolRole | undefined {
-    const entry = Object.entries(OFFLINE_TOOL_NAMES).find(([, base]) => name === base || name.endsWith(`__${base}`));
+    const entry = Object.entries(OFFLINE_TOOL_NAMES).find(
+      ([, base]) => name === base || name.endsWith(`__${base}`),
+    );
     return entry?.[0] as ToolRole | undefined;
   }
 

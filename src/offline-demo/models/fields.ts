@@ -6,7 +6,8 @@
  * Task fields the offline model can propose, as Bitrix24 `tasks.task.update` keys, and POST_MESSAGE:
  * the text of a comment on the task (operation add_task_comment, task.commentitem.add).
  */
-export type TaskField = "TITLE" | "DESCRIPTION" | "DEADLINE" | "PRIORITY" | "STATUS" | "RESPONSIBLE_ID" | "POST_MESSAGE";
+export type TaskField =
+  "TITLE" | "DESCRIPTION" | "DEADLINE" | "PRIORITY" | "STATUS" | "RESPONSIBLE_ID" | "POST_MESSAGE";
 
 /** camelCase key under which `tasks.task.get` reports each field. */
 export const TASK_FIELD_KEYS: Record<TaskField, string> = {
@@ -25,7 +26,15 @@ export function operationFor(field: TaskField): "update_task" | "add_task_commen
   return field === "POST_MESSAGE" ? "add_task_comment" : "update_task";
 }
 
-const PRIORITIES: Record<string, string> = { low: "0", medium: "1", normal: "1", high: "2", "0": "0", "1": "1", "2": "2" };
+const PRIORITIES: Record<string, string> = {
+  low: "0",
+  medium: "1",
+  normal: "1",
+  high: "2",
+  "0": "0",
+  "1": "1",
+  "2": "2",
+};
 const STATUSES: Record<string, string> = {
   waiting: "2",
   pending: "2",
@@ -48,27 +57,40 @@ export function normaliseValue(
   raw: string,
 ): { ok: true; value: string } | { ok: false; reason: string } {
   // A sentence's closing period belongs to the sentence, except in free text.
-  const value = field === "TITLE" || field === "DESCRIPTION" ? raw.trim() : raw.trim().replace(/[.!]+$/, "").trim();
+  const value =
+    field === "TITLE" || field === "DESCRIPTION"
+      ? raw.trim()
+      : raw
+          .trim()
+          .replace(/[.!]+$/, "")
+          .trim();
   switch (field) {
     case "TITLE":
       return value === "" ? { ok: false, reason: "a title cannot be empty" } : { ok: true, value: raw };
     case "DESCRIPTION":
       return { ok: true, value: raw };
     case "POST_MESSAGE":
-      return value === "" ? { ok: false, reason: "a comment cannot be empty" } : { ok: true, value: raw.trim() };
+      return value === ""
+        ? { ok: false, reason: "a comment cannot be empty" }
+        : { ok: true, value: raw.trim() };
     case "DEADLINE":
       return ISO_DATE.test(value) && !Number.isNaN(Date.parse(value))
         ? { ok: true, value }
         : { ok: false, reason: "expected an ISO date such as 2026-07-01 or 2026-07-01T18:00:00+03:00" };
     case "PRIORITY": {
       const p = PRIORITIES[value.toLowerCase()];
-      return p !== undefined ? { ok: true, value: p } : { ok: false, reason: "expected low, medium, high, 0, 1 or 2" };
+      return p !== undefined
+        ? { ok: true, value: p }
+        : { ok: false, reason: "expected low, medium, high, 0, 1 or 2" };
     }
     case "STATUS": {
       const s = STATUSES[value.toLowerCase().replace(/[_-]+/g, " ").replace(/\s+/g, " ")];
       return s !== undefined
         ? { ok: true, value: s }
-        : { ok: false, reason: "expected waiting, in progress, awaiting control, completed, deferred or a number 2..6" };
+        : {
+            ok: false,
+            reason: "expected waiting, in progress, awaiting control, completed, deferred or a number 2..6",
+          };
     }
     case "RESPONSIBLE_ID": {
       const id = value.replace(/^(?:the\s+)?(?:user\s*)?(?:id\s*)?#?/i, "");
@@ -88,7 +110,13 @@ export function describeValue(field: TaskField, value: unknown): string {
     return name ? `"${text}" (${name})` : `"${text}"`;
   }
   if (field === "STATUS") {
-    const name = { "2": "waiting", "3": "in progress", "4": "awaiting control", "5": "completed", "6": "deferred" }[text];
+    const name = {
+      "2": "waiting",
+      "3": "in progress",
+      "4": "awaiting control",
+      "5": "completed",
+      "6": "deferred",
+    }[text];
     return name ? `"${text}" (${name})` : `"${text}"`;
   }
   return `"${text}"`;

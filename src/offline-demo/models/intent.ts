@@ -50,8 +50,7 @@ const FIELD_WORDS: ReadonlyArray<[RegExp, TaskField]> = [
   [/^status$/i, "STATUS"],
   [/^(?:responsible(?:\s+(?:person|user))?(?:\s+id)?|responsible_id|assignee)$/i, "RESPONSIBLE_ID"],
 ];
-const FIELD_ALTERNATION =
-  String.raw`title|name|description|deadline|due\s+date|priority|status|responsible(?:\s+(?:person|user))?(?:\s+id)?|responsible_id|assignee`;
+const FIELD_ALTERNATION = String.raw`title|name|description|deadline|due\s+date|priority|status|responsible(?:\s+(?:person|user))?(?:\s+id)?|responsible_id|assignee`;
 
 // Named groups: id (numeric task id), titled / frag (title fragment), bare (no task named).
 const TARGET_ID = String.raw`(?:the\s+)?task\s+(?:#|no\.?\s*|number\s+|id\s+)?(?<id>\d+)`;
@@ -64,7 +63,13 @@ const TARGET = [TARGET_ID, TARGET_TITLED, TARGET_FRAG, TARGET_BARE].join("|");
  * pronoun, before frag so "the same task" is not read as a title fragment). Like "the task", it
  * parses as an unspecified target; planRequest resolves it to the previous clause's task.
  */
-const CLAUSE_TARGET = [TARGET_ID, TARGET_TITLED, String.raw`(?<pronoun>it|(?:the\s+)?same\s+task)`, TARGET_FRAG, TARGET_BARE].join("|");
+const CLAUSE_TARGET = [
+  TARGET_ID,
+  TARGET_TITLED,
+  String.raw`(?<pronoun>it|(?:the\s+)?same\s+task)`,
+  TARGET_FRAG,
+  TARGET_BARE,
+].join("|");
 const VALUE = String.raw`(?<value>[\s\S]+)`;
 
 type Pattern = { re: RegExp; field?: TaskField };
@@ -74,7 +79,10 @@ export const CLAUSE_PATTERNS: readonly Pattern[] = patternsFor(CLAUSE_TARGET);
 
 function patternsFor(target: string): Pattern[] {
   return [
-    { re: new RegExp(String.raw`\b(?:rename|retitle)\s+(?:${target})\s+(?:to|as)\s+${VALUE}$`, "i"), field: "TITLE" },
+    {
+      re: new RegExp(String.raw`\b(?:rename|retitle)\s+(?:${target})\s+(?:to|as)\s+${VALUE}$`, "i"),
+      field: "TITLE",
+    },
     {
       re: new RegExp(
         String.raw`\b(?:set|change|update|make|move)\s+(?:the\s+)?(?<field>${FIELD_ALTERNATION})\s+(?:of|for|on)\s+(?:${target})\s+to\s+${VALUE}$`,
@@ -87,7 +95,10 @@ function patternsFor(target: string): Pattern[] {
         "i",
       ),
     },
-    { re: new RegExp(String.raw`\b(?:assign|reassign)\s+(?:${target})\s+to\s+${VALUE}$`, "i"), field: "RESPONSIBLE_ID" },
+    {
+      re: new RegExp(String.raw`\b(?:assign|reassign)\s+(?:${target})\s+to\s+${VALUE}$`, "i"),
+      field: "RESPONSIBLE_ID",
+    },
     {
       re: new RegExp(
         String.raw`\b(?:(?:add|post|leave|write)\s+(?:a\s+)?comment|comment|tell\s+the\s+team)\s+(?:on|to|in|under)\s+(?:${target})\s*(?::|,|\s+saying|\s+that)\s*${VALUE}$`,
@@ -131,7 +142,8 @@ export function parseWith(patterns: readonly Pattern[], text: string): ParsedReq
     const target = targetFromGroups(g);
     const rawValue = stripWrappingQuotes(g.value ?? "");
     const normalised = normaliseValue(field, rawValue);
-    if (!normalised.ok) return { ok: false, kind: "invalid_value", field, rawValue, reason: normalised.reason };
+    if (!normalised.ok)
+      return { ok: false, kind: "invalid_value", field, rawValue, reason: normalised.reason };
     return { ok: true, intent: { target, field, value: normalised.value, rawValue } };
   }
   return { ok: false, kind: "unsupported" };

@@ -14,13 +14,22 @@ export interface NewTaskIntent {
  * "create a task "Prepare the Q4 report" for user 5 [due 2026-12-20]": a new task with a title, a
  * responsible user and optionally a deadline. Undefined when the request does not ask for a new task.
  */
-export function parseNewTaskRequest(text: string): { ok: true; intent: NewTaskIntent } | { ok: false; reason: string } | undefined {
-  const m = /^\s*(?:please\s+)?(?:create|add|open|make)\s+(?:a\s+)?(?:new\s+)?task\s+(?:titled\s+|called\s+|named\s+)?(?<title>["“«'][\s\S]+?["”»']|[\s\S]+?)\s+for\s+(?:user\s*)?#?(?<user>\S+?)(?:\s+(?:due|by|with deadline)\s+(?<due>\S+))?[.!]?\s*$/i.exec(text);
+export function parseNewTaskRequest(
+  text: string,
+): { ok: true; intent: NewTaskIntent } | { ok: false; reason: string } | undefined {
+  const m =
+    /^\s*(?:please\s+)?(?:create|add|open|make)\s+(?:a\s+)?(?:new\s+)?task\s+(?:titled\s+|called\s+|named\s+)?(?<title>["“«'][\s\S]+?["”»']|[\s\S]+?)\s+for\s+(?:user\s*)?#?(?<user>\S+?)(?:\s+(?:due|by|with deadline)\s+(?<due>\S+))?[.!]?\s*$/i.exec(
+      text,
+    );
   if (!m?.groups) return undefined;
   const title = stripWrappingQuotes(m.groups["title"] ?? "");
   const user = (m.groups["user"] ?? "").replace(/[.,!]$/, "");
   if (title.trim() === "") return { ok: false, reason: "a new task needs a title" };
-  if (!/^\d+$/.test(user) || Number(user) <= 0) return { ok: false, reason: `expected the responsible user's numeric id ("for user 5"), got ${JSON.stringify(user)}` };
+  if (!/^\d+$/.test(user) || Number(user) <= 0)
+    return {
+      ok: false,
+      reason: `expected the responsible user's numeric id ("for user 5"), got ${JSON.stringify(user)}`,
+    };
   const due = m.groups["due"];
   if (due !== undefined) {
     const d = normaliseValue("DEADLINE", due);

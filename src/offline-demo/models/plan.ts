@@ -50,7 +50,8 @@ export type RequestPlan =
 // "and", "then", "also", "please", "finally") and it stands outside double quotes.
 const CLAUSE_SEPARATOR = /\s*;\s*|\s*,\s*(?:and\s+)?then\s+|\s+and\s+then\s+/gi;
 const CLAUSE_FILLER = /^(?:(?:and|then|also|please|finally)\b[\s,]*)+/i;
-const CLAUSE_VERB = /^(?:rename|retitle|set|change|update|make|move|assign|reassign|add|post|leave|write|comment|tell)\b/i;
+const CLAUSE_VERB =
+  /^(?:rename|retitle|set|change|update|make|move|assign|reassign|add|post|leave|write|comment|tell)\b/i;
 
 /**
  * Splits a request into clauses at ";", ", then", ", and then" and " and then". A separator
@@ -132,7 +133,13 @@ export function planRequest(text: string): RequestPlan {
       };
     }
     const taskId = target.kind === "id" ? target.taskId : (previous as PlannedClause).taskId;
-    clauses.push({ index, text: piece, intent: parsed.intent, taskId, refersBack: target.kind === "unspecified" });
+    clauses.push({
+      index,
+      text: piece,
+      intent: parsed.intent,
+      taskId,
+      refersBack: target.kind === "unspecified",
+    });
   }
   const actions: PlannedAction[] = [];
   for (const c of clauses) {
@@ -149,7 +156,12 @@ export function planRequest(text: string): RequestPlan {
       last.clauses.push(c.index);
       continue;
     }
-    actions.push({ operation, taskId: c.taskId, fields: { [c.intent.field]: c.intent.value }, clauses: [c.index] });
+    actions.push({
+      operation,
+      taskId: c.taskId,
+      fields: { [c.intent.field]: c.intent.value },
+      clauses: [c.index],
+    });
   }
   if (actions.length > MAX_CHANGE_SET_ACTIONS) {
     return {

@@ -41,12 +41,21 @@ export function describeAction(action: PlannedAction): string {
 }
 
 /** What was read for each task: its title and the current values of the fields that change. */
-export function describeReads(actions: readonly PlannedAction[], tasks: ReadonlyMap<number, TaskRecord | undefined>): string {
+export function describeReads(
+  actions: readonly PlannedAction[],
+  tasks: ReadonlyMap<number, TaskRecord | undefined>,
+): string {
   return distinctTaskIds(actions)
     .map((id) => {
       const task = tasks.get(id);
       if (task === undefined) return `task ${id} (not read)`;
-      const changed = [...new Set(actions.filter((a) => a.taskId === id && a.operation === "update_task").flatMap((a) => fieldEntries(a).map(([f]) => f)))];
+      const changed = [
+        ...new Set(
+          actions
+            .filter((a) => a.taskId === id && a.operation === "update_task")
+            .flatMap((a) => fieldEntries(a).map(([f]) => f)),
+        ),
+      ];
       const current = changed.map((f) => `current ${f} ${describeValue(f, task[TASK_FIELD_KEYS[f]])}`);
       return [`task ${id} ${describeValue("TITLE", task.title)}`, ...current].join(", ");
     })
@@ -55,8 +64,12 @@ export function describeReads(actions: readonly PlannedAction[], tasks: Readonly
 
 /** Why a get_task_by_id answer gives no task to propose `what` for: a failed read, none found, or no task in it. */
 export function unreadTask(outcome: ToolOutcome, taskId: number, what: string): OfflineDecision {
-  if (outcome.kind === "error") return text(`I cannot propose ${what}: reading task ${taskId} failed: ${outcome.reason}`);
-  if (outcome.kind === "empty") return text(`I cannot propose ${what}: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`);
+  if (outcome.kind === "error")
+    return text(`I cannot propose ${what}: reading task ${taskId} failed: ${outcome.reason}`);
+  if (outcome.kind === "empty")
+    return text(
+      `I cannot propose ${what}: task ${taskId} was not found or is not accessible (get_task_by_id returned "result": []).`,
+    );
   return text(`I cannot propose ${what}: the answer for task ${taskId} contains no task.`);
 }
 

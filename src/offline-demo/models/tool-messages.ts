@@ -12,7 +12,9 @@ export type ToolOutcome =
   | { kind: "error"; reason: string }
   | { kind: "other"; body: unknown };
 
-export function toolCallsOf(m: BaseMessage): Array<{ id?: string; name: string; args: Record<string, unknown> }> {
+export function toolCallsOf(
+  m: BaseMessage,
+): Array<{ id?: string; name: string; args: Record<string, unknown> }> {
   if (m.type !== "ai") return [];
   const calls = (m as { tool_calls?: Array<{ id?: string; name: string; args: unknown }> }).tool_calls ?? [];
   return calls.map((c) => ({ id: c.id, name: c.name, args: isRecord(c.args) ? c.args : {} }));
@@ -56,16 +58,21 @@ export function readToolOutcome(m: BaseMessage): ToolOutcome {
   const result = body.result;
   if (Array.isArray(result) && result.length === 0) return { kind: "empty" };
   if (isRecord(result) && isRecord(result.task)) return { kind: "task", task: result.task };
-  if (isRecord(result) && Array.isArray(result.tasks)) return { kind: "tasks", tasks: result.tasks.filter(isRecord) };
+  if (isRecord(result) && Array.isArray(result.tasks))
+    return { kind: "tasks", tasks: result.tasks.filter(isRecord) };
   return { kind: "other", body };
 }
 
 function describeError(body: Record<string, unknown>): string {
   const e = body.error;
   if (isRecord(e)) {
-    const parts = [e.kind, e.code, e.description ?? e.message].filter((p) => p !== undefined && p !== null && p !== "");
+    const parts = [e.kind, e.code, e.description ?? e.message].filter(
+      (p) => p !== undefined && p !== null && p !== "",
+    );
     return clip(parts.map(String).join(": ") || JSON.stringify(e));
   }
   const description = body.error_description;
-  return clip(typeof description === "string" && description !== "" ? `${String(e)}: ${description}` : String(e));
+  return clip(
+    typeof description === "string" && description !== "" ? `${String(e)}: ${description}` : String(e),
+  );
 }

@@ -25,7 +25,9 @@ function substituteResults(query: string, results: Map<string, unknown>): string
     if (!results.has(key)) return whole;
     const path = [...rest.matchAll(/\[([^\]]*)\]/g)].map((m) => m[1] ?? "");
     const v = dig(results.get(key), path);
-    return typeof v === "string" || typeof v === "number" || typeof v === "boolean" ? encodeURIComponent(String(v)) : "";
+    return typeof v === "string" || typeof v === "number" || typeof v === "boolean"
+      ? encodeURIComponent(String(v))
+      : "";
   });
 }
 
@@ -40,10 +42,15 @@ export function makeBatch(lookup: (method: string) => MethodHandler | undefined)
   return (params, ctx) => {
     const cmdRaw = params.cmd ?? [];
     if (!isRecord(cmdRaw) && !Array.isArray(cmdRaw)) {
-      throw new RestError(400, "ERROR_ARGUMENT", "Parameter cmd should be an array of commands", { argument: "cmd" });
+      throw new RestError(400, "ERROR_ARGUMENT", "Parameter cmd should be an array of commands", {
+        argument: "cmd",
+      });
     }
-    const entries = Array.isArray(cmdRaw) ? cmdRaw.map((v, i) => [String(i), v] as const) : Object.entries(cmdRaw);
-    if (entries.length > MAX_BATCH_COMMANDS) throw new RestError(400, "ERROR_BATCH_LENGTH_EXCEEDED", "Max batch length exceeded");
+    const entries = Array.isArray(cmdRaw)
+      ? cmdRaw.map((v, i) => [String(i), v] as const)
+      : Object.entries(cmdRaw);
+    if (entries.length > MAX_BATCH_COMMANDS)
+      throw new RestError(400, "ERROR_BATCH_LENGTH_EXCEEDED", "Max batch length exceeded");
     const halt = isTruthy(params.halt);
     const results = new Map<string, unknown>();
     const errorsOut: [string, unknown][] = [];
@@ -54,11 +61,15 @@ export function makeBatch(lookup: (method: string) => MethodHandler | undefined)
       const started = Date.now();
       const text = typeof command === "string" ? command : "";
       const q = text.indexOf("?");
-      const method = (q === -1 ? text : text.slice(0, q)).trim().replace(/\.json$/i, "").toLowerCase();
+      const method = (q === -1 ? text : text.slice(0, q))
+        .trim()
+        .replace(/\.json$/i, "")
+        .toLowerCase();
       const subParams = q === -1 ? {} : parseQueryString(substituteResults(text.slice(q + 1), results));
       let outcome: MethodResult | RestError;
       try {
-        if (method === "batch") throw new RestError(400, "ERROR_BATCH_METHOD_NOT_ALLOWED", "Method is not allowed for batch usage");
+        if (method === "batch")
+          throw new RestError(400, "ERROR_BATCH_METHOD_NOT_ALLOWED", "Method is not allowed for batch usage");
         const handler = lookup(method);
         if (!handler) throw new RestError(404, "ERROR_METHOD_NOT_FOUND", "Method not found!");
         outcome = handler(subParams, ctx);

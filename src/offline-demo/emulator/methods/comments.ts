@@ -9,19 +9,33 @@ import { formatPortalDate, parsePortalDate } from "../dates.js";
 import { errors } from "../errors.js";
 import { canRead } from "../shapes.js";
 import type { CommentRecord, TaskRecord } from "../types.js";
-import { intLike, isRecord, listLike, type MethodContext, type MethodHandler, type Params } from "./context.js";
+import {
+  intLike,
+  isRecord,
+  listLike,
+  type MethodContext,
+  type MethodHandler,
+  type Params,
+} from "./context.js";
 
 type Method = "add" | "get" | "getlist" | "update" | "delete";
 
 const core = (message: string) => errors.core([message]);
 const wrongArgs = (detail: string) => core(`TASKS_ERROR_EXCEPTION_#256; ${detail}; 256/TE/WRONG_ARGUMENTS.`);
-const notGiven = (n: number, name: string, m: Method) => wrongArgs(`Param #${n} (${name}) expected by method ctaskcommentitem::${m}(), but not given.`);
+const notGiven = (n: number, name: string, m: Method) =>
+  wrongArgs(`Param #${n} (${name}) expected by method ctaskcommentitem::${m}(), but not given.`);
 const wrongType = (n: number, name: string, m: Method, type: string) =>
-  wrongArgs(`Param #${n} (${name}) for method ctaskcommentitem::${m}() expected to be of type "${type}", but given something else.`);
+  wrongArgs(
+    `Param #${n} (${name}) for method ctaskcommentitem::${m}() expected to be of type "${type}", but given something else.`,
+  );
 const mustNotContain = (n: number, name: string, m: Method, key: string) =>
   wrongArgs(`Param #${n} (${name}) for method ctaskcommentitem::${m}() must not contain key "${key}".`);
-const itemNotFound = () => core("TASKS_ERROR_EXCEPTION_#512; Check listitem not found or not accessible; 512/TE/ITEM_NOT_FOUND_OR_NOT_ACCESSIBLE.");
-const actionFailed = () => core("TASKS_ERROR_EXCEPTION_#8; Action failed; 8/TE/ACTION_FAILED_TO_BE_PROCESSED.");
+const itemNotFound = () =>
+  core(
+    "TASKS_ERROR_EXCEPTION_#512; Check listitem not found or not accessible; 512/TE/ITEM_NOT_FOUND_OR_NOT_ACCESSIBLE.",
+  );
+const actionFailed = () =>
+  core("TASKS_ERROR_EXCEPTION_#8; Action failed; 8/TE/ACTION_FAILED_TO_BE_PROCESSED.");
 const notAllowed = () => core("TASKS_ERROR_EXCEPTION_#4; Action is not allowed; 4/TE/ACTION_NOT_ALLOWED.");
 
 /** The call's arguments by position, as the portal binds `task.*` methods (the `auth` parameter is not one). */
@@ -62,7 +76,15 @@ function readableTask(ctx: MethodContext, taskId: number): TaskRecord | undefine
   return task && canRead(task, ctx.userId) ? task : undefined;
 }
 
-const ADD_FIELDS = new Set(["POST_MESSAGE", "AUTHOR_ID", "POST_DATE", "UF_FORUM_MESSAGE_DOC", "AUTHOR_NAME", "AUTHOR_EMAIL", "USE_SMILES"]);
+const ADD_FIELDS = new Set([
+  "POST_MESSAGE",
+  "AUTHOR_ID",
+  "POST_DATE",
+  "UF_FORUM_MESSAGE_DOC",
+  "AUTHOR_NAME",
+  "AUTHOR_EMAIL",
+  "USE_SMILES",
+]);
 
 /**
  * (TASKID, FIELDS {POST_MESSAGE, AUTHOR_ID?, POST_DATE?}) -> `result: <new id>` (a number). Needs read access to
@@ -75,10 +97,16 @@ export const addComment: MethodHandler = (params, ctx) => {
   if (notPassed(args, 1)) throw notGiven(1, "arFields", "add");
   const fields = args[1];
   if (!isRecord(fields)) throw wrongType(1, "arFields", "add", "array");
-  for (const key of Object.keys(fields)) if (!ADD_FIELDS.has(key)) throw mustNotContain(1, "arFields", "add", key);
+  for (const key of Object.keys(fields))
+    if (!ADD_FIELDS.has(key)) throw mustNotContain(1, "arFields", "add", key);
   const task = readableTask(ctx, taskId);
   if (!task) throw core("Insufficient permissions to add a comment.");
-  const message = typeof fields.POST_MESSAGE === "string" ? fields.POST_MESSAGE : typeof fields.POST_MESSAGE === "number" ? String(fields.POST_MESSAGE) : "";
+  const message =
+    typeof fields.POST_MESSAGE === "string"
+      ? fields.POST_MESSAGE
+      : typeof fields.POST_MESSAGE === "number"
+        ? String(fields.POST_MESSAGE)
+        : "";
   if (message.trim() === "") throw core("Comment text not specified");
   const files = listLike(fields.UF_FORUM_MESSAGE_DOC);
   if (files && files.length > 0) throw core("File not found"); // the emulated portal has no Drive
@@ -96,7 +124,14 @@ export const addComment: MethodHandler = (params, ctx) => {
   }
   const id = ctx.store.addComment({ taskId, authorId, postDate, message });
   ctx.store.putTask({ ...task, commentsCount: (task.commentsCount ?? 0) + 1 });
-  ctx.store.addHistory({ taskId, createdDate: Math.floor(ctx.nowSec), field: "COMMENT", from: null, to: String(id), userId: ctx.userId });
+  ctx.store.addHistory({
+    taskId,
+    createdDate: Math.floor(ctx.nowSec),
+    field: "COMMENT",
+    from: null,
+    to: String(id),
+    userId: ctx.userId,
+  });
   return { result: id };
 };
 
@@ -134,11 +169,16 @@ function filterTest(ctx: MethodContext, rawKey: string, raw: unknown): (c: Comme
   const field = m[2] ?? "";
   if (!FILTER_KEYS.has(field)) throw mustNotContain(2, "arFilter", "getlist", rawKey);
   const expected = (listLike(raw) ?? [raw]).map((v) =>
-    field === "POST_DATE" && typeof v === "string" ? (parsePortalDate(v) ?? v) : field === "AUTHOR_NAME" ? String(v ?? "") : (intLike(v) ?? v),
+    field === "POST_DATE" && typeof v === "string"
+      ? (parsePortalDate(v) ?? v)
+      : field === "AUTHOR_NAME"
+        ? String(v ?? "")
+        : (intLike(v) ?? v),
   );
   return (c) => {
     const actual = sortValue(ctx, c, field);
-    const eq = (e: unknown) => (typeof actual === "string" ? actual.toLowerCase() === String(e).toLowerCase() : actual === e);
+    const eq = (e: unknown) =>
+      typeof actual === "string" ? actual.toLowerCase() === String(e).toLowerCase() : actual === e;
     if (op === "=") return expected.some(eq);
     if (op === "!") return expected.every((e) => !eq(e));
     const e = expected[0];
@@ -154,10 +194,22 @@ export const listComments: MethodHandler = (params, ctx) => {
   const taskId = intArg(args, 0, "taskId", "getlist");
   const order = args[1];
   const filter = args[2];
-  if (order !== undefined && order !== null && order !== "" && !isRecord(order) && !(Array.isArray(order) && order.length === 0)) {
+  if (
+    order !== undefined &&
+    order !== null &&
+    order !== "" &&
+    !isRecord(order) &&
+    !(Array.isArray(order) && order.length === 0)
+  ) {
     throw wrongType(1, "arOrder", "getlist", "array");
   }
-  if (filter !== undefined && filter !== null && filter !== "" && !isRecord(filter) && !(Array.isArray(filter) && filter.length === 0)) {
+  if (
+    filter !== undefined &&
+    filter !== null &&
+    filter !== "" &&
+    !isRecord(filter) &&
+    !(Array.isArray(filter) && filter.length === 0)
+  ) {
     throw wrongType(2, "arFilter", "getlist", "array");
   }
   const sorts: [string, number][] = [];
@@ -222,7 +274,8 @@ export const updateComment: MethodHandler = (params, ctx) => {
   if (notPassed(args, 2)) throw notGiven(2, "arFields", "update");
   const fields = args[2];
   if (!isRecord(fields)) throw wrongType(2, "arFields", "update", "array");
-  for (const key of Object.keys(fields)) if (key !== "POST_MESSAGE") throw mustNotContain(2, "arFields", "update", key);
+  for (const key of Object.keys(fields))
+    if (key !== "POST_MESSAGE") throw mustNotContain(2, "arFields", "update", key);
   changeableComment(ctx, taskId, itemId);
   const message = typeof fields.POST_MESSAGE === "string" ? fields.POST_MESSAGE : "";
   if (message.trim() === "") throw core("Comment text not specified");

@@ -19,7 +19,8 @@ export interface MethodResult {
 export type Params = Record<string, unknown>;
 export type MethodHandler = (params: Params, ctx: MethodContext) => MethodResult;
 
-export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+export const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Integer from a JSON number or a form string ("12"); undefined for anything else. */
 export function intLike(v: unknown): number | undefined {

@@ -8,7 +8,14 @@ import { errors } from "../errors.js";
 import { stageSemantics } from "../seed.js";
 import { str } from "../shapes.js";
 import { DEAL_CURRENCIES, DEAL_STAGES, DEFAULT_SCOPES, type DealRecord } from "../types.js";
-import { intLike, isRecord, listLike, type MethodContext, type MethodHandler, type Params } from "./context.js";
+import {
+  intLike,
+  isRecord,
+  listLike,
+  type MethodContext,
+  type MethodHandler,
+  type Params,
+} from "./context.js";
 
 const PAGE_SIZE = 50;
 const yn = (b: boolean) => (b ? "Y" : "N");
@@ -26,7 +33,8 @@ function param(params: Params, name: string): unknown {
 }
 
 const canRead = (d: DealRecord, userId: number) => d.readableBy === null || d.readableBy.includes(userId);
-const canEdit = (d: DealRecord, userId: number) => canRead(d, userId) && (d.editableBy === null || d.editableBy.includes(userId));
+const canEdit = (d: DealRecord, userId: number) =>
+  canRead(d, userId) && (d.editableBy === null || d.editableBy.includes(userId));
 
 /** Output fields in the order of the recorded answer. */
 const FIELD_GETTERS: [string, (d: DealRecord) => unknown][] = [
@@ -80,7 +88,8 @@ const FIELD_NAMES = new Set(FIELD_GETTERS.map(([k]) => k));
 /** One deal; `select` null = every field. A narrowed select keeps ID. */
 export function renderDeal(d: DealRecord, select: Set<string> | null = null): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [key, get] of FIELD_GETTERS) if (select === null || select.has(key) || key === "ID") out[key] = get(d);
+  for (const [key, get] of FIELD_GETTERS)
+    if (select === null || select.has(key) || key === "ID") out[key] = get(d);
   return out;
 }
 
@@ -105,8 +114,14 @@ type DealChanges = Partial<DealRecord>;
 type Parsed = { ok: true; value: unknown } | { ok: false; message: string };
 const ok = (value: unknown): Parsed => ({ ok: true, value });
 const fail = (message: string): Parsed => ({ ok: false, message });
-const text = (v: unknown) => (v === null ? null : typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined);
-const flag = (v: unknown) => (v === "Y" || v === true || v === "1" || v === 1 ? true : v === "N" || v === false || v === "0" || v === 0 ? false : undefined);
+const text = (v: unknown) =>
+  v === null ? null : typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined;
+const flag = (v: unknown) =>
+  v === "Y" || v === true || v === "1" || v === 1
+    ? true
+    : v === "N" || v === false || v === "0" || v === 0
+      ? false
+      : undefined;
 
 function optionalId(v: unknown): Parsed {
   if (v === null || v === "" || v === 0 || v === "0") return ok(null);
@@ -115,28 +130,49 @@ function optionalId(v: unknown): Parsed {
 }
 
 /** One of the listed codes, exactly. */
-const oneOf = (codes: readonly string[], message: string) => (v: unknown): Parsed => (typeof v === "string" && codes.includes(v) ? ok(v) : fail(message));
+const oneOf =
+  (codes: readonly string[], message: string) =>
+  (v: unknown): Parsed =>
+    typeof v === "string" && codes.includes(v) ? ok(v) : fail(message);
 /** Y/N (or true/false, 1/0). */
-const yesNo = (message: string) => (v: unknown): Parsed => {
-  const b = flag(v);
-  return b === undefined ? fail(message) : ok(b);
-};
+const yesNo =
+  (message: string) =>
+  (v: unknown): Parsed => {
+    const b = flag(v);
+    return b === undefined ? fail(message) : ok(b);
+  };
 /** Text; empty clears it (null). */
-const optionalText = (message: string) => (v: unknown): Parsed => {
-  const t = text(v);
-  return t === undefined ? fail(message) : ok(t === "" ? null : t);
-};
+const optionalText =
+  (message: string) =>
+  (v: unknown): Parsed => {
+    const t = text(v);
+    return t === undefined ? fail(message) : ok(t === "" ? null : t);
+  };
 /** A portal date; null or empty clears it. */
-const optionalDate = (message: string) => (v: unknown): Parsed => {
-  if (v === null || v === "") return ok(null);
-  const t = typeof v === "string" ? parsePortalDate(v) : undefined;
-  return t === undefined ? fail(message) : ok(t);
-};
+const optionalDate =
+  (message: string) =>
+  (v: unknown): Parsed => {
+    if (v === null || v === "") return ok(null);
+    const t = typeof v === "string" ? parsePortalDate(v) : undefined;
+    return t === undefined ? fail(message) : ok(t);
+  };
 
 /** Fields the emulator models for crm.deal.update, by their UPPER_SNAKE name; any other key is ignored (as documented). */
 const UPDATABLE: Record<string, { prop: keyof DealRecord; parse(v: unknown, ctx: MethodContext): Parsed }> = {
-  TITLE: { prop: "title", parse: (v) => { const t = text(v); return t === undefined || t === null ? fail('Invalid value for the "Name" field') : ok(t); } },
-  TYPE_ID: { prop: "typeId", parse: (v) => { const t = text(v); return t ? ok(t) : fail('Invalid value for the "Type" field'); } },
+  TITLE: {
+    prop: "title",
+    parse: (v) => {
+      const t = text(v);
+      return t === undefined || t === null ? fail('Invalid value for the "Name" field') : ok(t);
+    },
+  },
+  TYPE_ID: {
+    prop: "typeId",
+    parse: (v) => {
+      const t = text(v);
+      return t ? ok(t) : fail('Invalid value for the "Type" field');
+    },
+  },
   STAGE_ID: { prop: "stageId", parse: oneOf(DEAL_STAGES, 'Invalid value for the "Stage" field') },
   PROBABILITY: {
     prop: "probability",
@@ -146,15 +182,24 @@ const UPDATABLE: Record<string, { prop: keyof DealRecord; parse(v: unknown, ctx:
       return n === undefined || n < 0 || n > 100 ? fail('Invalid value for the "Probability" field') : ok(n);
     },
   },
-  CURRENCY_ID: { prop: "currencyId", parse: oneOf(DEAL_CURRENCIES, 'Invalid value for the "Currency" field') },
+  CURRENCY_ID: {
+    prop: "currencyId",
+    parse: oneOf(DEAL_CURRENCIES, 'Invalid value for the "Currency" field'),
+  },
   OPPORTUNITY: {
     prop: "opportunity",
     parse: (v) => {
-      const n = typeof v === "number" ? v : typeof v === "string" && /^\s*\d+(\.\d+)?\s*$/.test(v) ? Number(v) : NaN;
-      return Number.isFinite(n) && n >= 0 ? ok(Math.round(n * 100) / 100) : fail('Invalid value for the "Amount" field');
+      const n =
+        typeof v === "number" ? v : typeof v === "string" && /^\s*\d+(\.\d+)?\s*$/.test(v) ? Number(v) : NaN;
+      return Number.isFinite(n) && n >= 0
+        ? ok(Math.round(n * 100) / 100)
+        : fail('Invalid value for the "Amount" field');
     },
   },
-  IS_MANUAL_OPPORTUNITY: { prop: "isManualOpportunity", parse: yesNo("Invalid value for IS_MANUAL_OPPORTUNITY") },
+  IS_MANUAL_OPPORTUNITY: {
+    prop: "isManualOpportunity",
+    parse: yesNo("Invalid value for IS_MANUAL_OPPORTUNITY"),
+  },
   TAX_VALUE: {
     prop: "taxValue",
     parse: (v) => {
@@ -171,12 +216,17 @@ const UPDATABLE: Record<string, { prop: keyof DealRecord; parse(v: unknown, ctx:
   COMMENTS: { prop: "comments", parse: optionalText('Invalid value for the "Comment" field') },
   ADDITIONAL_INFO: { prop: "additionalInfo", parse: optionalText("Invalid value for ADDITIONAL_INFO") },
   SOURCE_ID: { prop: "sourceId", parse: optionalText('Invalid value for the "Source" field') },
-  SOURCE_DESCRIPTION: { prop: "sourceDescription", parse: optionalText("Invalid value for SOURCE_DESCRIPTION") },
+  SOURCE_DESCRIPTION: {
+    prop: "sourceDescription",
+    parse: optionalText("Invalid value for SOURCE_DESCRIPTION"),
+  },
   ASSIGNED_BY_ID: {
     prop: "assignedById",
     parse: (v, ctx) => {
       const n = intLike(v);
-      return n === undefined || !ctx.store.getUser(n) ? fail('Invalid value for the "Responsible person" field') : ok(n);
+      return n === undefined || !ctx.store.getUser(n)
+        ? fail('Invalid value for the "Responsible person" field')
+        : ok(n);
     },
   },
 };
@@ -265,10 +315,12 @@ function splitKey(key: string): { op: Op; field: string } {
 function expectedValue(kind: Kind, v: unknown): Scalar {
   if (v === null || v === undefined || v === "") return null;
   if (kind === "number") {
-    const n = typeof v === "number" ? v : typeof v === "string" && /^\s*-?\d+(\.\d+)?\s*$/.test(v) ? Number(v) : NaN;
+    const n =
+      typeof v === "number" ? v : typeof v === "string" && /^\s*-?\d+(\.\d+)?\s*$/.test(v) ? Number(v) : NaN;
     return Number.isFinite(n) ? n : String(v);
   }
-  if (kind === "date") return typeof v === "string" ? (parsePortalDate(v) ?? v) : typeof v === "number" ? v : String(v);
+  if (kind === "date")
+    return typeof v === "string" ? (parsePortalDate(v) ?? v) : typeof v === "number" ? v : String(v);
   if (kind === "flag") return flag(v) ?? String(v);
   return String(v);
 }
@@ -280,13 +332,21 @@ function compare(a: Scalar, b: Scalar): number | undefined {
 }
 
 function likePattern(pattern: string): RegExp {
-  const escaped = pattern.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/%/g, ".*").replace(/_/g, ".");
+  const escaped = pattern
+    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+    .replace(/%/g, ".*")
+    .replace(/_/g, ".");
   return new RegExp(`^${escaped}$`, "is");
 }
 
 function matches(kind: Kind, op: Op, actual: Scalar, raw: unknown): boolean {
   const list = (listLike(raw) ?? [raw]).map((v) => expectedValue(kind, v));
-  const eq = (e: Scalar) => (actual === null ? e === null : typeof actual === "string" && typeof e === "string" ? actual.toLowerCase() === e.toLowerCase() : actual === e);
+  const eq = (e: Scalar) =>
+    actual === null
+      ? e === null
+      : typeof actual === "string" && typeof e === "string"
+        ? actual.toLowerCase() === e.toLowerCase()
+        : actual === e;
   switch (op) {
     case "=":
     case "@":
@@ -296,7 +356,11 @@ function matches(kind: Kind, op: Op, actual: Scalar, raw: unknown): boolean {
       return list.every((e) => !eq(e));
     case "%":
       // LIKE does not apply to status-like fields (the docs: TYPE_ID, STAGE_ID); here it is a substring match on text.
-      return list.some((e) => String(actual ?? "").toLowerCase().includes(String(e ?? "").toLowerCase()));
+      return list.some((e) =>
+        String(actual ?? "")
+          .toLowerCase()
+          .includes(String(e ?? "").toLowerCase()),
+      );
     case "like":
       return list.some((e) => likePattern(String(e ?? "")).test(String(actual ?? "")));
     default: {

@@ -9,6 +9,8 @@ export function selectParam(params: Params): Set<string> | null {
   if (raw === undefined || raw === null || raw === "") return null;
   const list = Array.isArray(raw) ? raw : isRecord(raw) ? Object.values(raw) : undefined;
   if (!list) throw errors.notArray("select", raw);
-  const keys = list.filter((k): k is string => typeof k === "string" && k.trim() !== "").map((k) => normaliseSelectKey(k.trim()));
+  const keys = list
+    .filter((k): k is string => typeof k === "string" && k.trim() !== "")
+    .map((k) => normaliseSelectKey(k.trim()));
   return keys.length === 0 ? null : new Set(keys);
 }

@@ -5,7 +5,18 @@ import type { TaskRecord } from "../types.js";
 import { intLike, isRecord, listLike } from "./context.js";
 
 export type TaskChanges = Partial<
-  Pick<TaskRecord, "title" | "description" | "responsibleId" | "deadline" | "priority" | "status" | "groupId" | "auditors" | "accomplices">
+  Pick<
+    TaskRecord,
+    | "title"
+    | "description"
+    | "responsibleId"
+    | "deadline"
+    | "priority"
+    | "status"
+    | "groupId"
+    | "auditors"
+    | "accomplices"
+  >
 >;
 
 type Parsed = { ok: true; value: unknown } | { ok: false; message: string };
@@ -29,14 +40,16 @@ function userList(label: string) {
     const ids: number[] = [];
     for (const item of items) {
       const id = intLike(item);
-      if (id === undefined || !store.getUser(id)) return fail(`The user specified in the "${label}" field is not found`);
+      if (id === undefined || !store.getUser(id))
+        return fail(`The user specified in the "${label}" field is not found`);
       if (!ids.includes(id)) ids.push(id);
     }
     return ok(ids);
   };
 }
 
-const text = (v: unknown): string | undefined => (typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined);
+const text = (v: unknown): string | undefined =>
+  typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined;
 
 /** The fields this emulator models for add/update, by the UPPER_SNAKE input name. */
 export const TASK_FIELDS: Record<string, FieldSpec> = {
@@ -61,7 +74,9 @@ export const TASK_FIELDS: Record<string, FieldSpec> = {
     prop: "responsibleId",
     parse: (v, store) => {
       const id = intLike(v);
-      return id === undefined || !store.getUser(id) ? fail('The user specified in the "Assignee" field is not found') : ok(id);
+      return id === undefined || !store.getUser(id)
+        ? fail('The user specified in the "Assignee" field is not found')
+        : ok(id);
     },
     history: (v) => String(v),
   },
@@ -97,12 +112,18 @@ export const TASK_FIELDS: Record<string, FieldSpec> = {
       if (v === "" || v === null) return ok(0);
       const g = intLike(v);
       if (g === 0) return ok(0);
-      return g === undefined || g < 0 || !store.getGroup(g) ? fail('The project specified in the "Project" field is not found') : ok(g);
+      return g === undefined || g < 0 || !store.getGroup(g)
+        ? fail('The project specified in the "Project" field is not found')
+        : ok(g);
     },
     history: (v) => String(v),
   },
   AUDITORS: { prop: "auditors", parse: userList("Observers"), history: (v) => (v as number[]).join(",") },
-  ACCOMPLICES: { prop: "accomplices", parse: userList("Participants"), history: (v) => (v as number[]).join(",") },
+  ACCOMPLICES: {
+    prop: "accomplices",
+    parse: userList("Participants"),
+    history: (v) => (v as number[]).join(","),
+  },
 };
 
 /**
@@ -138,7 +159,13 @@ const sameValue = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringi
  * Applies parsed changes as `userId`: only the given keys change (lists replace the whole set),
  * changed fields get history rows, and changedDate/changedBy always move.
  */
-export function applyTaskChanges(store: Store, task: TaskRecord, changes: TaskChanges, userId: number, nowSec: number): TaskRecord {
+export function applyTaskChanges(
+  store: Store,
+  task: TaskRecord,
+  changes: TaskChanges,
+  userId: number,
+  nowSec: number,
+): TaskRecord {
   const next: TaskRecord = { ...task };
   const now = Math.floor(nowSec);
   for (const [field, spec] of Object.entries(TASK_FIELDS)) {
@@ -147,7 +174,14 @@ export function applyTaskChanges(store: Store, task: TaskRecord, changes: TaskCh
     const after = changes[spec.prop];
     if (sameValue(before, after)) continue;
     (next as unknown as Record<string, unknown>)[spec.prop] = after;
-    store.addHistory({ taskId: task.id, createdDate: now, field, from: spec.history(before), to: spec.history(after), userId });
+    store.addHistory({
+      taskId: task.id,
+      createdDate: now,
+      field,
+      from: spec.history(before),
+      to: spec.history(after),
+      userId,
+    });
   }
   if (next.status !== task.status) {
     next.statusChangedBy = userId;
@@ -165,7 +199,12 @@ export function applyTaskChanges(store: Store, task: TaskRecord, changes: TaskCh
 
 export function fieldsParam(params: Record<string, unknown>): Record<string, unknown> {
   const fields = params.fields;
-  if (fields === undefined || fields === null || fields === "" || (Array.isArray(fields) && fields.length === 0)) {
+  if (
+    fields === undefined ||
+    fields === null ||
+    fields === "" ||
+    (Array.isArray(fields) && fields.length === 0)
+  ) {
     throw errors.missingParam("fields");
   }
   if (isRecord(fields)) {

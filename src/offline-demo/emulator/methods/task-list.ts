@@ -31,15 +31,48 @@ const FIELDS: Record<string, Getter> = {
   AUDITOR: (t) => t.auditors,
   ACCOMPLICE: (t) => t.accomplices,
 };
-const DATE_FIELDS = new Set(["DEADLINE", "CREATED_DATE", "CHANGED_DATE", "CLOSED_DATE", "ACTIVITY_DATE", "DATE_START"]);
+const DATE_FIELDS = new Set([
+  "DEADLINE",
+  "CREATED_DATE",
+  "CHANGED_DATE",
+  "CLOSED_DATE",
+  "ACTIVITY_DATE",
+  "DATE_START",
+]);
 // Sort keys the portal accepts but the emulator holds constant values for.
 const CONSTANT_SORT_KEYS = new Set([
-  "TIME_SPENT_IN_LOGS", "START_DATE_PLAN", "END_DATE_PLAN", "STATUS_COMPLETE", "MARK", "CREATED_BY_LAST_NAME",
-  "RESPONSIBLE_LAST_NAME", "TIME_ESTIMATE", "ALLOW_CHANGE_DEADLINE", "ALLOW_TIME_TRACKING", "MATCH_WORK_TIME",
-  "FAVORITE", "SORTING", "IS_PINNED", "IS_PINNED_IN_GROUP",
+  "TIME_SPENT_IN_LOGS",
+  "START_DATE_PLAN",
+  "END_DATE_PLAN",
+  "STATUS_COMPLETE",
+  "MARK",
+  "CREATED_BY_LAST_NAME",
+  "RESPONSIBLE_LAST_NAME",
+  "TIME_ESTIMATE",
+  "ALLOW_CHANGE_DEADLINE",
+  "ALLOW_TIME_TRACKING",
+  "MATCH_WORK_TIME",
+  "FAVORITE",
+  "SORTING",
+  "IS_PINNED",
+  "IS_PINNED_IN_GROUP",
 ]);
-const SORT_KEYS = new Set(["ID", "TITLE", "DATE_START", "CREATED_DATE", "CHANGED_DATE", "CLOSED_DATE", "ACTIVITY_DATE",
-  "DEADLINE", "REAL_STATUS", "STATUS", "PRIORITY", "GROUP_ID", "RESPONSIBLE_ID", "CREATED_BY"]);
+const SORT_KEYS = new Set([
+  "ID",
+  "TITLE",
+  "DATE_START",
+  "CREATED_DATE",
+  "CHANGED_DATE",
+  "CLOSED_DATE",
+  "ACTIVITY_DATE",
+  "DEADLINE",
+  "REAL_STATUS",
+  "STATUS",
+  "PRIORITY",
+  "GROUP_ID",
+  "RESPONSIBLE_ID",
+  "CREATED_BY",
+]);
 
 type Op = "=" | "!" | "<" | "<=" | ">" | ">=" | "%" | "!%";
 
@@ -60,7 +93,10 @@ function normalise(field: string, v: unknown): Value {
 }
 
 function likePattern(pattern: string): RegExp {
-  const escaped = pattern.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/%/g, ".*").replace(/_/g, ".");
+  const escaped = pattern
+    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+    .replace(/%/g, ".*")
+    .replace(/_/g, ".");
   return new RegExp(`^${escaped}$`, "is");
 }
 
@@ -76,14 +112,18 @@ function matchOne(field: string, op: Op, actual: Value, expected: Value): boolea
   switch (op) {
     case "%":
     case "!%": {
-      const hit = String(actual ?? "").toLowerCase().includes(String(expected ?? "").toLowerCase());
+      const hit = String(actual ?? "")
+        .toLowerCase()
+        .includes(String(expected ?? "").toLowerCase());
       return op === "%" ? hit : !hit;
     }
     case "=":
     case "!": {
       let hit: boolean;
-      if (field === "TITLE" && typeof expected === "string" && /[%_]/.test(expected)) hit = likePattern(expected).test(String(actual));
-      else if (typeof actual === "string" && typeof expected === "string") hit = actual.toLowerCase() === expected.toLowerCase();
+      if (field === "TITLE" && typeof expected === "string" && /[%_]/.test(expected))
+        hit = likePattern(expected).test(String(actual));
+      else if (typeof actual === "string" && typeof expected === "string")
+        hit = actual.toLowerCase() === expected.toLowerCase();
       else hit = compare(actual, expected) === 0 && (actual === null) === (expected === null);
       return op === "=" ? hit : !hit;
     }
@@ -111,7 +151,9 @@ function buildFilter(filter: unknown, nowSec: number): (t: TaskRecord) => boolea
     const { op, field } = splitKey(key);
     const getter = FIELDS[field];
     if (!getter) continue; // the portal drops filter keys it does not know
-    const expectedList = (Array.isArray(raw) ? raw : isRecord(raw) ? Object.values(raw) : [raw]).map((v) => normalise(field, v));
+    const expectedList = (Array.isArray(raw) ? raw : isRecord(raw) ? Object.values(raw) : [raw]).map((v) =>
+      normalise(field, v),
+    );
     tests.push((t) => {
       const actualRaw = getter(t, nowSec);
       const positive = op !== "!" && op !== "!%";
@@ -164,7 +206,9 @@ export const listTasks: MethodHandler = (params, ctx) => {
     .filter(buildFilter(params.filter, ctx.nowSec))
     .sort(buildOrder(params.order, ctx.nowSec));
   const page = rows.slice(start, start + PAGE_SIZE);
-  const tasks = page.map((t) => renderTask(ctx.store, t, { select, mode: "list", userId: ctx.userId, nowSec: ctx.nowSec }));
+  const tasks = page.map((t) =>
+    renderTask(ctx.store, t, { select, mode: "list", userId: ctx.userId, nowSec: ctx.nowSec }),
+  );
   if (skipCount) return { result: { tasks } };
   const out: { result: unknown; total: number; next?: number } = { result: { tasks }, total: rows.length };
   if (start + PAGE_SIZE < rows.length) out.next = start + PAGE_SIZE;

@@ -9,7 +9,11 @@ import { applyTaskChanges, fieldsParam, parseTaskFields } from "./task-fields.js
 export { listTasks } from "./task-list.js";
 
 function single(ctx: MethodContext, task: TaskRecord, select: Set<string> | null = null) {
-  return { result: { task: renderTask(ctx.store, task, { select, mode: "single", userId: ctx.userId, nowSec: ctx.nowSec }) } };
+  return {
+    result: {
+      task: renderTask(ctx.store, task, { select, mode: "single", userId: ctx.userId, nowSec: ctx.nowSec }),
+    },
+  };
 }
 
 /** Missing or unreadable tasks answer HTTP 200 with `result: []`, exactly like the portal. */
@@ -38,7 +42,8 @@ export const addTask: MethodHandler = (params: Params, ctx) => {
   const changes = parseTaskFields(ctx.store, fields);
   const problems: string[] = [];
   if (changes.title === undefined) problems.push("Task title is not specified");
-  if (changes.responsibleId === undefined) problems.push('The user specified in the "Assignee" field is not found');
+  if (changes.responsibleId === undefined)
+    problems.push('The user specified in the "Assignee" field is not found');
   if (problems.length > 0) throw errors.core(problems);
   const now = Math.floor(ctx.nowSec);
   const status = changes.status ?? 2;
@@ -69,7 +74,14 @@ export const addTask: MethodHandler = (params: Params, ctx) => {
     editableBy: null,
   };
   ctx.store.putTask(task);
-  ctx.store.addHistory({ taskId: task.id, createdDate: now, field: "NEW", from: null, to: null, userId: ctx.userId });
+  ctx.store.addHistory({
+    taskId: task.id,
+    createdDate: now,
+    field: "NEW",
+    from: null,
+    to: null,
+    userId: ctx.userId,
+  });
   return single(ctx, task);
 };
 
@@ -87,9 +99,16 @@ export const deleteTask: MethodHandler = (params, ctx) => {
 };
 
 /** Runs an update as another user, bypassing access checks: what an automation rule on the portal does. */
-export function applySideEffect(ctx: MethodContext, taskId: number, field: string, value: unknown, asUser: number): void {
+export function applySideEffect(
+  ctx: MethodContext,
+  taskId: number,
+  field: string,
+  value: unknown,
+  asUser: number,
+): void {
   const task = ctx.store.getTask(taskId);
-  if (!task) throw new RestError(500, "INTERNAL_SERVER_ERROR", `side_effect fault: task ${taskId} does not exist`);
+  if (!task)
+    throw new RestError(500, "INTERNAL_SERVER_ERROR", `side_effect fault: task ${taskId} does not exist`);
   const changes = parseTaskFields(ctx.store, { [field]: value });
   applyTaskChanges(ctx.store, task, changes, asUser, ctx.nowSec);
 }

@@ -9,7 +9,12 @@ const REGISTERED = Date.parse("2026-01-12T09:00:00+03:00") / 1000;
 const USER_SCOPES = ["user", "user_brief", "user_basic"];
 
 /** One user in the UPPER_SNAKE shape of user.current and user.get. */
-function renderUser(u: SeedUser | undefined, id: number, ctx: MethodContext, full: boolean): Record<string, unknown> {
+function renderUser(
+  u: SeedUser | undefined,
+  id: number,
+  ctx: MethodContext,
+  full: boolean,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {
     ID: String(id),
     XML_ID: null,
@@ -68,18 +73,29 @@ type Op = "=" | "!" | "@" | "!@" | "%" | "!%" | "like" | "!like" | "<" | "<=" | 
 function splitKey(key: string): { op: Op; field: string } {
   const m = /^(!=%|!%=|!@|!%|!=|=%|%=|>=|<=|@|%|>|<|=|!)?(.*)$/.exec(key.trim())!;
   const raw = m[1] ?? "=";
-  const op: Op = raw === "!=" ? "!" : raw === "=%" || raw === "%=" ? "like" : raw === "!=%" || raw === "!%=" ? "!like" : (raw as Op);
+  const op: Op =
+    raw === "!="
+      ? "!"
+      : raw === "=%" || raw === "%="
+        ? "like"
+        : raw === "!=%" || raw === "!%="
+          ? "!like"
+          : (raw as Op);
   return { op, field: (m[2] ?? "").toUpperCase() };
 }
 
 function likePattern(pattern: string): RegExp {
-  const escaped = pattern.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/%/g, ".*").replace(/_/g, ".");
+  const escaped = pattern
+    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+    .replace(/%/g, ".*")
+    .replace(/_/g, ".");
   return new RegExp(`^${escaped}$`, "is");
 }
 
 function truthy(v: unknown): boolean | undefined {
   if (v === true || v === 1 || v === "Y" || v === "y" || v === "true" || v === "1") return true;
-  if (v === false || v === 0 || v === "N" || v === "n" || v === "false" || v === "0" || v === "") return false;
+  if (v === false || v === 0 || v === "N" || v === "n" || v === "false" || v === "0" || v === "")
+    return false;
   return undefined;
 }
 
@@ -109,7 +125,11 @@ function test(field: string, op: Op, actual: Scalar, expected: unknown): boolean
       return list.every((e) => !equal(field, actual, e));
     case "%":
     case "!%": {
-      const hit = list.some((e) => String(actual ?? "").toLowerCase().includes(String(e ?? "").toLowerCase()));
+      const hit = list.some((e) =>
+        String(actual ?? "")
+          .toLowerCase()
+          .includes(String(e ?? "").toLowerCase()),
+      );
       return op === "%" ? hit : !hit;
     }
     case "like":
@@ -131,8 +151,15 @@ function test(field: string, op: Op, actual: Scalar, expected: unknown): boolean
  * this is the emulator's reading of "quick search by personal data".
  */
 function nameSearch(u: SeedUser, query: unknown): boolean {
-  const words = [u.name, u.lastName, u.secondName, u.email, u.login].join(" ").toLowerCase().split(/[\s@.]+/).filter(Boolean);
-  const tokens = String(query ?? "").toLowerCase().split(/\s+/).filter(Boolean);
+  const words = [u.name, u.lastName, u.secondName, u.email, u.login]
+    .join(" ")
+    .toLowerCase()
+    .split(/[\s@.]+/)
+    .filter(Boolean);
+  const tokens = String(query ?? "")
+    .toLowerCase()
+    .split(/\s+/)
+    .filter(Boolean);
   return tokens.every((t) => words.some((w) => w.startsWith(t)));
 }
 
@@ -158,7 +185,11 @@ function param(params: Params, name: string): unknown {
 export const getUsers: MethodHandler = (params, ctx) => {
   const scopes = ctx.scopes ?? ["task", "user"];
   if (!USER_SCOPES.some((s) => scopes.includes(s))) {
-    throw new RestError(403, "insufficient_scope", "The request requires higher privileges than provided by the webhook token");
+    throw new RestError(
+      403,
+      "insufficient_scope",
+      "The request requires higher privileges than provided by the webhook token",
+    );
   }
   const full = scopes.includes("user");
   const tests: Array<(u: SeedUser) => boolean> = [];
