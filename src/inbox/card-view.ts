@@ -92,14 +92,7 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
   const deletedRows = deleting
     ? [...e.comparedFields, ...e.invariantFields].map(
         (f) =>
-          html`<tr>
-            <th scope="row">${f}</th>
-            <td>
-              <pre class="value before">${markedHtml(display(e.baseline.values[f], `${f} (now)`).text)}</pre>
-              ${nameOf(f, e.baseline.values[f], `${f} (now)`)}
-            </td>
-            <td><em>deleted</em></td>
-          </tr>`,
+          html`<tr><th scope="row">${f}</th><td><pre class="value before">${markedHtml(display(e.baseline.values[f], `${f} (now)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (now)`)}</td><td><em>deleted</em></td></tr>`,
       )
     : [];
   const deletedWhat = deletedLabelOf(e) ?? "";
@@ -109,13 +102,10 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
         if (create) {
           const after = display(value, `${field} (requested)`);
           return html`<tr>
-            <th scope="row">${field}</th>
-            <td data-label="Before"><em>new ${created}</em></td>
-            <td data-label="Requested">
-              <pre class="value after">${markedHtml(after.text)}</pre>
-              ${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}
-            </td>
-          </tr>`;
+        <th scope="row">${field}</th>
+        <td data-label="Before"><em>new ${created}</em></td>
+        <td data-label="Requested"><pre class="value after">${markedHtml(after.text)}</pre>${after.length !== undefined ? html`<small>${after.length} characters</small>` : ""}</td>
+      </tr>`;
         }
         const before = display(e.baseline.values[field], `${field} (before)`);
         const after = display(value, `${field} (requested)`);
@@ -131,15 +121,8 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
         ) => {
           const name = nameText(field, v, label);
           return name === undefined
-            ? html`<td data-label="${heading}">
-                <pre class="value ${cls}">${shown}</pre>
-                ${note}
-              </td>`
-            : html`<td class="named" data-label="${heading}">
-                <span class="value-name">${markedHtml(name)}</span> (
-                <pre class="value ${cls}">${shown}</pre>
-                )${note}
-              </td>`;
+            ? html`<td data-label="${heading}"><pre class="value ${cls}">${shown}</pre>${note}</td>`
+            : html`<td class="named" data-label="${heading}"><span class="value-name">${markedHtml(name)}</span> (<pre class="value ${cls}">${shown}</pre>)${note}</td>`;
         };
         // The length helps with long or multi-line text, not with an id or a code.
         const length =
@@ -147,137 +130,52 @@ export function cardSection(action: ActionRow, member?: MemberLabel): Html {
             ? html`<small class="length">${after.length} characters</small>`
             : "";
         return html`<tr>
-          <th scope="row">${field}</th>
-          ${cell(e.baseline.values[field], d.before, "before", `${field} (before)`, "Before")}
-          ${cell(value, d.after, "after", `${field} (requested)`, "Requested", length)}
-        </tr>`;
+        <th scope="row">${field}</th>
+        ${cell(e.baseline.values[field], d.before, "before", `${field} (before)`, "Before")}
+        ${cell(value, d.after, "after", `${field} (requested)`, "Requested", length)}
+      </tr>`;
       });
   // A field an earlier action of the set writes is expected to hold what that action wrote, not the value read before it.
   const invariants = e.invariantFields.map((f) => {
     const by = member?.expects?.[f];
     return by
-      ? html`<tr class="expects" data-expects="${by.actionId}">
-          <th scope="row">${f}</th>
-          <td>
-            <pre class="value">${markedHtml(display(by.value, `${f} (after ${by.actionId})`).text)}</pre>
-            ${nameOf(f, by.value, `${f} (after ${by.actionId})`)}
-            <small class="expects-note"
-              >expects what ${by.actionId} wrote (read before the set:
-              <span class="was">${markedHtml(display(e.baseline.values[f], `${f} (before)`).text)}</span
-              >)</small
-            >
-          </td>
-        </tr>`
-      : html`<tr>
-          <th scope="row">${f}</th>
-          <td>
-            <pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre>
-            ${nameOf(f, e.baseline.values[f], `${f} (must stay)`)}
-          </td>
-        </tr>`;
+      ? html`<tr class="expects" data-expects="${by.actionId}"><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(by.value, `${f} (after ${by.actionId})`).text)}</pre>${nameOf(f, by.value, `${f} (after ${by.actionId})`)} <small class="expects-note">expects what ${by.actionId} wrote (read before the set: <span class="was">${markedHtml(display(e.baseline.values[f], `${f} (before)`).text)}</span>)</small></td></tr>`
+      : html`<tr><th scope="row">${f}</th><td><pre class="value">${markedHtml(display(e.baseline.values[f], `${f} (must stay)`).text)}</pre>${nameOf(f, e.baseline.values[f], `${f} (must stay)`)}</td></tr>`;
   });
   const expected = member?.expects ? e.invariantFields.filter((f) => member.expects![f]) : [];
   const expiresMs = Date.parse(e.expiresAt);
-  return html`<section
-    class="card${member ? " set-action" : ""}${member?.control ? " with-control" : ""}"
-    aria-labelledby="${titleId}"
-    data-envelope-hash="${action.envelopeHash}"
-    ${member ? html` data-action-id="${member.actionId}"` : ""}
-  >
-    <h2 id="${titleId}">
-      ${member ? html`<span class="action-id">${member.position} of ${member.total} · ${member.actionId}</span> ` : ""}${actsOn(e.operation, e.object.id)}
-      · revision ${e.revision}
-    </h2>
+  return html`<section class="card${member ? " set-action" : ""}${member?.control ? " with-control" : ""}" aria-labelledby="${titleId}" data-envelope-hash="${action.envelopeHash}"${member ? html` data-action-id="${member.actionId}"` : ""}>
+    <h2 id="${titleId}">${member ? html`<span class="action-id">${member.position} of ${member.total} · ${member.actionId}</span> ` : ""}${actsOn(e.operation, e.object.id)} · revision ${e.revision}</h2>
     ${member?.control ? html`<aside class="action-control" aria-label="Your decision on ${member.actionId}">${member.control}</aside>` : ""}
     <dl class="facts">
-      <dt>Risk</dt>
-      <dd><span class="risk risk-${e.risk.level}">${e.risk.level}</span> · ${e.risk.reversibility}</dd>
-      <dt>Requested by</dt>
-      <dd>
-        ${text(e.requestedBy)}
-        <small class="requester-verification"
-          >(${requesterVerificationText(requesterVerificationOf(e))})</small
-        >
-      </dd>
-      ${
-        e.editedBy
-          ? html`<dt>Edited by</dt>
-              <dd>${text(e.editedBy)}</dd>`
-          : ""
-      }
-      ${
-        action.escalatedTo
-          ? html`<dt>Escalated to</dt>
-              <dd>group ${text(action.escalatedTo)} (only its members may approve)</dd>`
-          : ""
-      }
-      <dt>Policy</dt>
-      <dd>${text(e.policy.id)}@${text(e.policy.version)}</dd>
-      <dt>Expires</dt>
-      <dd>
-        <time datetime="${e.expiresAt}" data-expires="${String(expiresMs)}">${e.expiresAt}</time>
-        <span class="countdown" data-expires="${String(expiresMs)}"></span>
-      </dd>
-      <dt>${member ? "Action envelope hash" : "Envelope hash"}</dt>
-      <dd>
-        <code class="${member ? "action-hash" : "hash"}">${action.envelopeHash}</code
-        >${member ? html` <small>(a decision names the set's hash, above)</small>` : ""}
-      </dd>
+      <dt>Risk</dt><dd><span class="risk risk-${e.risk.level}">${e.risk.level}</span> · ${e.risk.reversibility}</dd>
+      <dt>Requested by</dt><dd>${text(e.requestedBy)} <small class="requester-verification">(${requesterVerificationText(requesterVerificationOf(e))})</small></dd>
+      ${e.editedBy ? html`<dt>Edited by</dt><dd>${text(e.editedBy)}</dd>` : ""}
+      ${action.escalatedTo ? html`<dt>Escalated to</dt><dd>group ${text(action.escalatedTo)} (only its members may approve)</dd>` : ""}
+      <dt>Policy</dt><dd>${text(e.policy.id)}@${text(e.policy.version)}</dd>
+      <dt>Expires</dt><dd><time datetime="${e.expiresAt}" data-expires="${String(expiresMs)}">${e.expiresAt}</time> <span class="countdown" data-expires="${String(expiresMs)}"></span></dd>
+      <dt>${member ? "Action envelope hash" : "Envelope hash"}</dt><dd><code class="${member ? "action-hash" : "hash"}">${action.envelopeHash}</code>${member ? html` <small>(a decision names the set's hash, above)</small>` : ""}</dd>
     </dl>
     ${
       action.progress.lastRefusal && !member
-        ? html`<p class="refusal" role="alert">
-            <strong>Last decision refused (${text(action.progress.lastRefusal.code)}):</strong>
-            ${text(action.progress.lastRefusal.reason)}
-          </p>`
+        ? html`<p class="refusal" role="alert"><strong>Last decision refused (${text(action.progress.lastRefusal.code)}):</strong> ${text(action.progress.lastRefusal.reason)}</p>`
         : ""
     }
     ${
       warnings.length
-        ? html`<div class="warnings" role="alert">
-            <h3>⚠ Warnings (${warnings.length}): look closely before approving</h3>
-            <ul>
-              ${warnings.map((w) => html`<li>${rendered(w)}</li>`)}
-            </ul>
-          </div>`
+        ? html`<div class="warnings" role="alert"><h3>⚠ Warnings (${warnings.length}): look closely before approving</h3><ul>${warnings.map((w) => html`<li>${rendered(w)}</li>`)}</ul></div>`
         : ""
     }
-    <h3>
-      ${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be ${madeVerb} (there is no value before it)` : `Changes: value read from the ${e.object.type} when the envelope was made → value to write`}
-    </h3>
-    <table class="changes">
-      <thead>
-        <tr>
-          <th scope="col">Field</th>
-          <th scope="col">${deleting ? "Now" : "Before"}</th>
-          <th scope="col">Requested</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${changes}
-      </tbody>
-    </table>
+    <h3>${deleting ? `Delete ${deletedWhat}: cannot be undone; what is deleted, as read when the envelope was made` : create ? `New ${created}: what will be ${madeVerb} (there is no value before it)` : `Changes: value read from the ${e.object.type} when the envelope was made → value to write`}</h3>
+    <table class="changes"><thead><tr><th scope="col">Field</th><th scope="col">${deleting ? "Now" : "Before"}</th><th scope="col">Requested</th></tr></thead><tbody>${changes}</tbody></table>
     ${
       deleting
         ? ""
         : html`${expected.length ? html`<p class="expects-summary">Expects what ${[...new Set(expected.map((f) => member!.expects![f]!.actionId))].join(", ")} wrote: ${expected.join(", ")} must hold the value written earlier in this set.</p>` : ""}
-            <details class="invariants" ${member ? "" : html` open`}>
-              <summary>Must stay unchanged (${e.invariantFields.length} fields)</summary>
-              <table class="invariants">
-                <tbody>
-                  ${invariants}
-                </tbody>
-              </table>
-            </details>`
+        <details class="invariants"${member ? "" : html` open`}><summary>Must stay unchanged (${e.invariantFields.length} fields)</summary>
+    <table class="invariants"><tbody>${invariants}</tbody></table></details>`
     }
-    ${
-      member
-        ? ""
-        : html`<details>
-            <summary>The card exactly as registered in the journal (the same text the CLI shows)</summary>
-            <pre class="card-text">${rendered(action.card)}</pre>
-          </details>`
-    }
+    ${member ? "" : html`<details><summary>The card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(action.card)}</pre></details>`}
   </section>`;
 }
 
@@ -306,78 +204,38 @@ export function setSection(
   const expiresMs = Date.parse(s.expiresAt);
   const order = s.actions.map(
     (a) =>
-      html`<li data-action-id="${a.actionId}">
-        <strong>${a.actionId}</strong>: ${actsOn(a.operation, a.object.id)}
-        <small>(${a.reversibility})</small>
-      </li>`,
+      html`<li data-action-id="${a.actionId}"><strong>${a.actionId}</strong>: ${actsOn(a.operation, a.object.id)} <small>(${a.reversibility})</small></li>`,
   );
   const last = head.progress.lastRefusal;
   return html`<section class="set" aria-labelledby="set-title" data-set-hash="${m.setHash}">
-      <h2 id="set-title">Change set of ${s.actions.length} actions · revision ${s.revision}</h2>
-      <p class="chain-rule"><strong>Chain rule:</strong> ${CHAIN_RULE}</p>
-      <dl class="facts">
-        <dt>Risk</dt>
-        <dd>
-          <span class="risk risk-${s.risk.level}">${s.risk.level}</span> · ${s.risk.reversibility}
-          <small>(the riskiest action's)</small>
-        </dd>
-        <dt>Requested by</dt>
-        <dd>
-          ${text(s.requestedBy)}
-          <small class="requester-verification"
-            >(${requesterVerificationText(requesterVerificationOf(s))})</small
-          >
-        </dd>
-        ${
-          s.editedBy
-            ? html`<dt>Edited by</dt>
-                <dd>${text(s.editedBy)}</dd>`
-            : ""
-        }
-        ${
-          head.escalatedTo
-            ? html`<dt>Escalated to</dt>
-                <dd>group ${text(head.escalatedTo)} (only its members may approve)</dd>`
-            : ""
-        }
-        <dt>Policy</dt>
-        <dd>${text(s.policy.id)}@${text(s.policy.version)}</dd>
-        <dt>Expires</dt>
-        <dd>
-          <time datetime="${s.expiresAt}" data-expires="${String(expiresMs)}">${s.expiresAt}</time>
-          <span class="countdown" data-expires="${String(expiresMs)}"></span>
-          <small>(the earliest of its actions)</small>
-        </dd>
-        <dt>Set hash</dt>
-        <dd><code class="hash">${m.setHash}</code></dd>
-        ${
-          s.previousSetHash
-            ? html`<dt>Replaces</dt>
-                <dd><code class="action-hash">${s.previousSetHash}</code></dd>`
-            : ""
-        }
-      </dl>
-      <h3>Order</h3>
-      <ol class="set-order">
-        ${order}
-      </ol>
-      ${last ? html`<p class="refusal" role="alert"><strong>Last decision refused (${text(last.code)}):</strong> ${text(last.reason)}</p>` : ""}
-    </section>
-    ${members.map((r, i) => {
-      const actionId = r.set?.actionId ?? `a${i + 1}`;
-      const control = controls.get(actionId);
-      return cardSection(r, {
-        actionId,
-        position: i + 1,
-        total: members.length,
-        ...(control ? { control } : {}),
-        expects: expectsFrom(members.slice(0, i), r),
-      });
-    })}
-    <details>
-      <summary>The set's card exactly as registered in the journal (the same text the CLI shows)</summary>
-      <pre class="card-text">${rendered(head.card)}</pre>
-    </details>`;
+    <h2 id="set-title">Change set of ${s.actions.length} actions · revision ${s.revision}</h2>
+    <p class="chain-rule"><strong>Chain rule:</strong> ${CHAIN_RULE}</p>
+    <dl class="facts">
+      <dt>Risk</dt><dd><span class="risk risk-${s.risk.level}">${s.risk.level}</span> · ${s.risk.reversibility} <small>(the riskiest action's)</small></dd>
+      <dt>Requested by</dt><dd>${text(s.requestedBy)} <small class="requester-verification">(${requesterVerificationText(requesterVerificationOf(s))})</small></dd>
+      ${s.editedBy ? html`<dt>Edited by</dt><dd>${text(s.editedBy)}</dd>` : ""}
+      ${head.escalatedTo ? html`<dt>Escalated to</dt><dd>group ${text(head.escalatedTo)} (only its members may approve)</dd>` : ""}
+      <dt>Policy</dt><dd>${text(s.policy.id)}@${text(s.policy.version)}</dd>
+      <dt>Expires</dt><dd><time datetime="${s.expiresAt}" data-expires="${String(expiresMs)}">${s.expiresAt}</time> <span class="countdown" data-expires="${String(expiresMs)}"></span> <small>(the earliest of its actions)</small></dd>
+      <dt>Set hash</dt><dd><code class="hash">${m.setHash}</code></dd>
+      ${s.previousSetHash ? html`<dt>Replaces</dt><dd><code class="action-hash">${s.previousSetHash}</code></dd>` : ""}
+    </dl>
+    <h3>Order</h3>
+    <ol class="set-order">${order}</ol>
+    ${last ? html`<p class="refusal" role="alert"><strong>Last decision refused (${text(last.code)}):</strong> ${text(last.reason)}</p>` : ""}
+  </section>
+  ${members.map((r, i) => {
+    const actionId = r.set?.actionId ?? `a${i + 1}`;
+    const control = controls.get(actionId);
+    return cardSection(r, {
+      actionId,
+      position: i + 1,
+      total: members.length,
+      ...(control ? { control } : {}),
+      expects: expectsFrom(members.slice(0, i), r),
+    });
+  })}
+  <details><summary>The set's card exactly as registered in the journal (the same text the CLI shows)</summary><pre class="card-text">${rendered(head.card)}</pre></details>`;
 }
 
 /**
@@ -408,36 +266,12 @@ export function expectsFrom(
 /** How each action of a finished change set ended, in order: the thread view's table (a rejected action as REJECTED, with its reason). */
 export function setOutcomeTable(actions: SetActionOutcome[]): Html {
   const rows = actions.map(
-    (o) =>
-      html`<tr data-action-id="${o.actionId}">
-        <th scope="row">${o.actionId}</th>
-        <td data-label="Operation">${o.operation}</td>
-        <td data-label="Object">${objectNamed(o.operation, o.taskId)}</td>
-        <td data-label="Outcome"><span class="outcome outcome-${o.outcome}">${o.outcome}</span></td>
-        <td data-label="Reason code">${o.reasonCode}</td>
-        <td data-label="Reason">${text(o.reason ?? "")}</td>
-        <td data-label="Write">${o.sent ? "sent" : "not sent"}</td>
-      </tr>`,
+    (
+      o,
+    ) => html`<tr data-action-id="${o.actionId}"><th scope="row">${o.actionId}</th><td data-label="Operation">${o.operation}</td><td data-label="Object">${objectNamed(o.operation, o.taskId)}</td>
+      <td data-label="Outcome"><span class="outcome outcome-${o.outcome}">${o.outcome}</span></td><td data-label="Reason code">${o.reasonCode}</td><td data-label="Reason">${text(o.reason ?? "")}</td><td data-label="Write">${o.sent ? "sent" : "not sent"}</td></tr>`,
   );
-  return html`<table class="set-outcomes">
-    <caption>
-      Action by action
-    </caption>
-    <thead>
-      <tr>
-        <th scope="col">Action</th>
-        <th scope="col">Operation</th>
-        <th scope="col">Object</th>
-        <th scope="col">Outcome</th>
-        <th scope="col">Reason code</th>
-        <th scope="col">Reason</th>
-        <th scope="col">Write</th>
-      </tr>
-    </thead>
-    <tbody>
-      ${rows}
-    </tbody>
-  </table>`;
+  return html`<table class="set-outcomes"><caption>Action by action</caption><thead><tr><th scope="col">Action</th><th scope="col">Operation</th><th scope="col">Object</th><th scope="col">Outcome</th><th scope="col">Reason code</th><th scope="col">Reason</th><th scope="col">Write</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /**
@@ -454,27 +288,12 @@ export function revisionSection(h: RevisionHistory | undefined): Html {
     (f) => html`<th scope="row">${f}</th>`,
   );
   const label = `What changed since revision ${h.previousRevision}`;
-  const columns = html`<th scope="col">Revision ${String(h.previousRevision)} asked for</th>
-    <th scope="col">Revision ${String(h.revision)} asks for</th>`;
-  return html`<section
-    class="revision-history"
-    aria-label="${label}"
-    data-previous="${h.previousEnvelopeHash}"
-  >
+  const columns = html`<th scope="col">Revision ${String(h.previousRevision)} asked for</th><th scope="col">Revision ${String(h.revision)} asks for</th>`;
+  return html`<section class="revision-history" aria-label="${label}" data-previous="${h.previousEnvelopeHash}">
     ${replacedHeading(h.revision, h.previousRevision, h.decision)}
     ${
       rows.length
-        ? html`<table class="changes revision-diff">
-            <thead>
-              <tr>
-                <th scope="col">Field</th>
-                ${columns}
-              </tr>
-            </thead>
-            <tbody>
-              ${rows}
-            </tbody>
-          </table>`
+        ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Field</th>${columns}</tr></thead><tbody>${rows}</tbody></table>`
         : html`<p>The requested values are the same as revision ${String(h.previousRevision)}'s.</p>`
     }
   </section>`;
@@ -498,61 +317,28 @@ export function setRevisionSection(members: ActionRow[], previousMembers: Action
     const was = before.get(idOf(m));
     if (!was)
       return [
-        html`<tr>
-          <th scope="row">${idOf(m)}</th>
-          <td colspan="3">new in revision ${String(revision)}</td>
-        </tr>`,
+        html`<tr><th scope="row">${idOf(m)}</th><td colspan="3">new in revision ${String(revision)}</td></tr>`,
       ];
     const changes = fieldChanges(was.envelope.params, m.envelope.params);
     return changedFieldRows(
       was.envelope.revision,
       revision,
       changes,
-      (f) =>
-        html`<th scope="row">${idOf(m)}</th>
-          <td data-label="Field">${f}</td>`,
+      (f) => html`<th scope="row">${idOf(m)}</th><td data-label="Field">${f}</td>`,
     );
   });
   const dropped = previousMembers.filter((m) => !members.some((x) => idOf(x) === idOf(m)));
   const droppedItems = dropped.map((m) => {
     const why = perAction.get(idOf(m));
-    return html`<li data-action-id="${idOf(m)}">
-      ${idOf(m)} (${m.envelope.operation} ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is no
-      longer in the
-      set${why?.type === "reject" ? html`: rejected${why.message ? html` — <q>${text(why.message)}</q>` : ""}` : ""}
-    </li>`;
+    return html`<li data-action-id="${idOf(m)}">${idOf(m)} (${m.envelope.operation} ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is no longer in the set${why?.type === "reject" ? html`: rejected${why.message ? html` — <q>${text(why.message)}</q>` : ""}` : ""}</li>`;
   });
-  return html`<section
-    class="revision-history set-revision"
-    aria-label="What changed since revision ${String(prevRevision)}"
-    data-previous="${previousMembers[0]!.set?.setHash ?? ""}"
-  >
+  return html`<section class="revision-history set-revision" aria-label="What changed since revision ${String(prevRevision)}" data-previous="${previousMembers[0]!.set?.setHash ?? ""}">
     ${replacedHeading(revision, prevRevision, d)}
-    ${
-      droppedItems.length
-        ? html`<ul class="dropped">
-            ${droppedItems}
-          </ul>`
-        : ""
-    }
+    ${droppedItems.length ? html`<ul class="dropped">${droppedItems}</ul>` : ""}
     ${
       rows.length
-        ? html`<table class="changes revision-diff">
-            <thead>
-              <tr>
-                <th scope="col">Action</th>
-                <th scope="col">Field</th>
-                <th scope="col">Revision ${String(prevRevision)} asked for</th>
-                <th scope="col">Revision ${String(revision)} asks for</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${rows}
-            </tbody>
-          </table>`
-        : html`<p>
-            The actions still in the set ask for the same values as in revision ${String(prevRevision)}.
-          </p>`
+        ? html`<table class="changes revision-diff"><thead><tr><th scope="col">Action</th><th scope="col">Field</th><th scope="col">Revision ${String(prevRevision)} asked for</th><th scope="col">Revision ${String(revision)} asks for</th></tr></thead><tbody>${rows}</tbody></table>`
+        : html`<p>The actions still in the set ask for the same values as in revision ${String(prevRevision)}.</p>`
     }
   </section>`;
 }
@@ -568,10 +354,7 @@ function replacedHeading(revision: number, prevRevision: number, d: RevisionHist
           ? "expired"
           : `${d.type}d`
     : "replaced";
-  return html`<h3>
-      Revision ${String(revision)} replaces revision ${String(prevRevision)}, which
-      ${d ? html`${what} by ${text(d.by)}` : "was replaced"}
-    </h3>
+  return html`<h3>Revision ${String(revision)} replaces revision ${String(prevRevision)}, which ${d ? html`${what} by ${text(d.by)}` : "was replaced"}</h3>
     ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}`;
 }
 
@@ -587,12 +370,7 @@ function changedFieldRows(
       "was" in c ? display(c.was, `${c.field} (revision ${prevRevision})`).text : "(not changed by it)";
     const now = "now" in c ? display(c.now, `${c.field} (revision ${revision})`).text : "(no longer changed)";
     const dp = diffPair(was, now);
-    const before = html`<td data-label="Revision ${String(prevRevision)}">
-      <pre class="value previous">${dp.before}</pre>
-    </td>`;
-    return html`<tr>
-      ${head(c.field)}${before}
-      <td data-label="Revision ${String(revision)}"><pre class="value current">${dp.after}</pre></td>
-    </tr>`;
+    const before = html`<td data-label="Revision ${String(prevRevision)}"><pre class="value previous">${dp.before}</pre></td>`;
+    return html`<tr>${head(c.field)}${before}<td data-label="Revision ${String(revision)}"><pre class="value current">${dp.after}</pre></td></tr>`;
   });
 }

@@ -45,62 +45,24 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const rows = evidence.map((e) => {
       const stage =
         e.kind === "decision" ? decisionStage(e) : (STAGES.find(([k]) => k === e.kind)?.[1] ?? e.kind);
-      return html`<tr>
-        <td>${stage}</td>
-        <td><time datetime="${e.at}">${e.at}</time></td>
-        <td>${text(e.name)}</td>
-        <td>${text(e.summary)}</td>
-      </tr>`;
+      return html`<tr><td>${stage}</td><td><time datetime="${e.at}">${e.at}</time></td><td>${text(e.name)}</td><td>${text(e.summary)}</td></tr>`;
     });
     return c.html(
       layout(
         `Evidence ${threadId}`,
-        html`<p>
-            <a href="${base}/">← Inbox</a> · <a href="${base}/t/${encodeURIComponent(threadId)}">Thread</a>
-          </p>
-          <h1>Evidence of run ${text(threadId)}</h1>
-          <dl class="facts">
-            <dt>Status</dt>
-            <dd>${fp.status}</dd>
-            <dt>Request</dt>
-            <dd>${text(fp.request ?? "—")}</dd>
-            <dt>Requested by</dt>
-            <dd>${text(fp.requestedBy ?? "—")}</dd>
-            <dt>Decided by</dt>
-            <dd>
-              ${fp.decidedBy ? html`${text(fp.decidedBy.id ?? "—")} (${fp.decidedBy.decision ?? "—"}, identity ${fp.decidedBy.verifiedBy})` : "—"}
-            </dd>
-            <dt>Outcome</dt>
-            <dd class="outcome">
-              ${fp.outcome ? html`${fp.outcome.outcome} / ${fp.outcome.reasonCode}: ${text(fp.outcome.reason)}` : "not finished"}
-            </dd>
-            <dt>Overrides</dt>
-            <dd>
-              ${fp.overrides.length ? fp.overrides.map((o) => html`${text(o.gate)} by ${text(o.by)}: ${text(o.reason)}; `) : "none"}
-            </dd>
-            <dt>Audit chain</dt>
-            <dd>
-              ${caseRecord.auditChain.intact ? "intact" : html`BROKEN: ${text(caseRecord.auditChain.problem ?? "")}`}
-            </dd>
-          </dl>
-          <table class="evidence">
-            <thead>
-              <tr>
-                <th scope="col">Stage</th>
-                <th scope="col">At</th>
-                <th scope="col">Object</th>
-                <th scope="col">Summary</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${rows}
-            </tbody>
-          </table>
-          <p>
-            <a href="${base}/t/${encodeURIComponent(threadId)}/evidence.tar" download
-              >Download the evidence bundle (tar; check with <code>sha256sum -c SHA256SUMS</code>)</a
-            >
-          </p>`,
+        html`<p><a href="${base}/">← Inbox</a> · <a href="${base}/t/${encodeURIComponent(threadId)}">Thread</a></p>
+        <h1>Evidence of run ${text(threadId)}</h1>
+        <dl class="facts">
+          <dt>Status</dt><dd>${fp.status}</dd>
+          <dt>Request</dt><dd>${text(fp.request ?? "—")}</dd>
+          <dt>Requested by</dt><dd>${text(fp.requestedBy ?? "—")}</dd>
+          <dt>Decided by</dt><dd>${fp.decidedBy ? html`${text(fp.decidedBy.id ?? "—")} (${fp.decidedBy.decision ?? "—"}, identity ${fp.decidedBy.verifiedBy})` : "—"}</dd>
+          <dt>Outcome</dt><dd class="outcome">${fp.outcome ? html`${fp.outcome.outcome} / ${fp.outcome.reasonCode}: ${text(fp.outcome.reason)}` : "not finished"}</dd>
+          <dt>Overrides</dt><dd>${fp.overrides.length ? fp.overrides.map((o) => html`${text(o.gate)} by ${text(o.by)}: ${text(o.reason)}; `) : "none"}</dd>
+          <dt>Audit chain</dt><dd>${caseRecord.auditChain.intact ? "intact" : html`BROKEN: ${text(caseRecord.auditChain.problem ?? "")}`}</dd>
+        </dl>
+        <table class="evidence"><thead><tr><th scope="col">Stage</th><th scope="col">At</th><th scope="col">Object</th><th scope="col">Summary</th></tr></thead><tbody>${rows}</tbody></table>
+        <p><a href="${base}/t/${encodeURIComponent(threadId)}/evidence.tar" download>Download the evidence bundle (tar; check with <code>sha256sum -c SHA256SUMS</code>)</a></p>`,
         { user: s.user, csrf: s.csrf, base },
       ),
     );

@@ -16,30 +16,26 @@ export function layout(
   const base = opts.base ?? "";
   return `<!doctype html>${
     html`<html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>${title} · action-envelope inbox</title>
-        <link rel="stylesheet" href="${base}/static/inbox.css" />
-        <script src="${base}/static/inbox.js" defer></script>
-      </head>
-      <body data-base="${base}" ${opts.user ? html` data-user="${opts.user}"` : ""}>
-        <header class="top">
-          <a href="${base}/" class="brand">action-envelope · approvals</a>
-          ${
-            opts.user
-              ? html`<form method="post" action="${base}/logout" class="logout">
-                  <span>Signed in as <strong>${text(opts.user)}</strong></span>
-                  <input type="hidden" name="csrf" value="${opts.csrf}" /><button type="submit">
-                    Sign out
-                  </button>
-                </form>`
-              : ""
-          }
-        </header>
-        <main id="main">${body}</main>
-      </body>
-    </html>`.value
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · action-envelope inbox</title>
+<link rel="stylesheet" href="${base}/static/inbox.css">
+<script src="${base}/static/inbox.js" defer></script>
+</head>
+<body data-base="${base}"${opts.user ? html` data-user="${opts.user}"` : ""}>
+<header class="top">
+  <a href="${base}/" class="brand">action-envelope · approvals</a>
+  ${
+    opts.user
+      ? html`<form method="post" action="${base}/logout" class="logout"><span>Signed in as <strong>${text(opts.user)}</strong></span>
+        <input type="hidden" name="csrf" value="${opts.csrf}"><button type="submit">Sign out</button></form>`
+      : ""
+  }
+</header>
+<main id="main">${body}</main>
+</body>
+</html>`.value
   }`;
 }
 
@@ -47,22 +43,15 @@ export function signInPage(loginToken: string, message?: string, base = ""): str
   return layout(
     "Sign in",
     html`<h1>Sign in to approve</h1>
-      ${message ? html`<p class="refusal" role="alert">${message}</p>` : ""}
-      <form method="post" action="${base}/login" class="signin">
-        <input type="hidden" name="csrf" value="${loginToken}" />
-        <label for="user">Approver id</label>
-        <input id="user" name="user" autocomplete="username" required maxlength="128" autofocus />
-        <label for="password">Password</label>
-        <input
-          id="password"
-          name="password"
-          type="password"
-          autocomplete="current-password"
-          required
-          maxlength="1024"
-        />
-        <button type="submit">Sign in</button>
-      </form>`,
+    ${message ? html`<p class="refusal" role="alert">${message}</p>` : ""}
+    <form method="post" action="${base}/login" class="signin">
+      <input type="hidden" name="csrf" value="${loginToken}">
+      <label for="user">Approver id</label>
+      <input id="user" name="user" autocomplete="username" required maxlength="128" autofocus>
+      <label for="password">Password</label>
+      <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024">
+      <button type="submit">Sign in</button>
+    </form>`,
     { base },
   );
 }
@@ -71,35 +60,23 @@ export function listFragment(items: InboxItem[], questions: QuestionItem[] = [],
   if (items.length === 0 && questions.length === 0)
     return html`<p class="empty">Nothing is waiting for you.</p>`;
   const asked = questions.map(
-    (q) =>
-      html`<li
-        class="item question"
-        data-kind="question"
-        data-risk=""
-        data-thread="${q.threadId}"
-        data-asked="${q.askedAt}"
-      >
-        <a href="${base}/t/${encodeURIComponent(q.threadId)}">
-          <span class="risk risk-question">question</span>
-          <span class="what">${text(q.question)}</span>
-          <span class="who"
-            >requested by ${text(q.requestedBy || "—")} · ${Object.keys(q.fields).length} answer
-            field(s)</span
-          >
-          <span class="when">asked <time datetime="${q.askedAt}">${q.askedAt}</time></span>
-        </a>
-      </li>`,
+    (
+      q,
+    ) => html`<li class="item question" data-kind="question" data-risk="" data-thread="${q.threadId}" data-asked="${q.askedAt}">
+      <a href="${base}/t/${encodeURIComponent(q.threadId)}">
+        <span class="risk risk-question">question</span>
+        <span class="what">${text(q.question)}</span>
+        <span class="who">requested by ${text(q.requestedBy || "—")} · ${Object.keys(q.fields).length} answer field(s)</span>
+        <span class="when">asked <time datetime="${q.askedAt}">${q.askedAt}</time></span>
+      </a>
+    </li>`,
   );
-  return html`<ul class="inbox">
-    ${asked}${items.map((i) => listRow(i, base))}
-  </ul>`;
+  return html`<ul class="inbox">${asked}${items.map((i) => listRow(i, base))}</ul>`;
 }
 
 /** A change as `FIELD: old → new`, each value shortened (src/inbox/summary.ts). */
 function changeList(changes: ChangeLine[]): Html {
-  return html`<ul class="changes-short">
-    ${changes.map((c) => html`<li><span class="field">${c.field}</span>: <span class="old">${markedHtml(c.before)}</span> → <span class="new">${markedHtml(c.after)}</span></li>`)}
-  </ul>`;
+  return html`<ul class="changes-short">${changes.map((c) => html`<li><span class="field">${c.field}</span>: <span class="old">${markedHtml(c.before)}</span> → <span class="new">${markedHtml(c.after)}</span></li>`)}</ul>`;
 }
 
 /**
@@ -121,40 +98,20 @@ function listRow(i: InboxItem, base: string): Html {
     tags.push(html`<span class="tag">last decision refused: ${text(i.lastRefusal.code)}</span>`);
   const what = i.actions
     ? html`<span class="what">change set of ${i.actions.length} actions, in order</span>
-        <ol class="set-actions">
-          ${i.actions.map((a) => html`<li data-action-id="${a.actionId}"><strong>${a.actionId}</strong> ${a.operation} · ${markedHtml(a.title)}${changeList(a.changes)}</li>`)}
-        </ol>`
-    : html`<span class="what">${markedHtml(i.title)} <small>· ${i.operation}</small></span
-        >${changeList(i.changes)}`;
-  return html`<li
-    class="item${i.actions ? " set" : ""}"
-    data-risk="${i.risk}"
-    data-thread="${i.threadId}"
-    data-hash="${i.envelopeHash}"
-    ${i.actions ? html` data-kind="set"` : ""}
-    data-expires-at="${i.expiresAt}"
-  >
-    <a href="${base}/t/${encodeURIComponent(i.threadId)}">
-      <span class="head"><span class="risk risk-${i.risk}">${i.risk}</span> ${what}</span>
-      <span class="meta">
-        <span class="who"
-          >requested by ${text(i.requestedBy)}
-          <small class="requester-verification"
-            >(${requesterVerificationText(i.requesterVerifiedBy)})</small
-          ></span
-        >
-        <span class="when">requested <time datetime="${i.createdAt}">${i.createdAt}</time></span>
-        <span class="expires"
-          >expires
-          <span class="countdown" data-expires="${String(Date.parse(i.expiresAt))}" data-style="left"
-            >${expiresIn(i.expiresAt, new Date())}</span
-          ></span
-        >
-        ${i.revision > 1 ? html`<span class="revision">revision ${i.revision}</span>` : ""}
-      </span>
-      ${tags.length ? html`<span class="tags">${tags}</span>` : ""}
-    </a>
-  </li>`;
+        <ol class="set-actions">${i.actions.map((a) => html`<li data-action-id="${a.actionId}"><strong>${a.actionId}</strong> ${a.operation} · ${markedHtml(a.title)}${changeList(a.changes)}</li>`)}</ol>`
+    : html`<span class="what">${markedHtml(i.title)} <small>· ${i.operation}</small></span>${changeList(i.changes)}`;
+  return html`<li class="item${i.actions ? " set" : ""}" data-risk="${i.risk}" data-thread="${i.threadId}" data-hash="${i.envelopeHash}"${i.actions ? html` data-kind="set"` : ""} data-expires-at="${i.expiresAt}">
+      <a href="${base}/t/${encodeURIComponent(i.threadId)}">
+        <span class="head"><span class="risk risk-${i.risk}">${i.risk}</span> ${what}</span>
+        <span class="meta">
+          <span class="who">requested by ${text(i.requestedBy)} <small class="requester-verification">(${requesterVerificationText(i.requesterVerifiedBy)})</small></span>
+          <span class="when">requested <time datetime="${i.createdAt}">${i.createdAt}</time></span>
+          <span class="expires">expires <span class="countdown" data-expires="${String(Date.parse(i.expiresAt))}" data-style="left">${expiresIn(i.expiresAt, new Date())}</span></span>
+          ${i.revision > 1 ? html`<span class="revision">revision ${i.revision}</span>` : ""}
+        </span>
+        ${tags.length ? html`<span class="tags">${tags}</span>` : ""}
+      </a>
+    </li>`;
 }
 
 export function inboxPage(
@@ -167,21 +124,14 @@ export function inboxPage(
   return layout(
     "Inbox",
     html`<h1>Waiting for your decision</h1>
-      <div class="filters" role="search">
-        <label for="filter-text">Filter</label>
-        <input id="filter-text" type="search" placeholder="task, deal, field, requester" />
-        <label for="filter-risk">Risk</label>
-        <select id="filter-risk">
-          <option value="">any</option>
-          <option>low</option>
-          <option>medium</option>
-          <option>high</option>
-          <option>critical</option>
-          <option value="question">questions</option>
-        </select>
-      </div>
-      <p class="live" aria-live="polite" id="live-status"></p>
-      <div id="inbox-list" data-live="list">${listFragment(items, questions, base)}</div>`,
+    <div class="filters" role="search">
+      <label for="filter-text">Filter</label>
+      <input id="filter-text" type="search" placeholder="task, deal, field, requester">
+      <label for="filter-risk">Risk</label>
+      <select id="filter-risk"><option value="">any</option><option>low</option><option>medium</option><option>high</option><option>critical</option><option value="question">questions</option></select>
+    </div>
+    <p class="live" aria-live="polite" id="live-status"></p>
+    <div id="inbox-list" data-live="list">${listFragment(items, questions, base)}</div>`,
     { user, csrf, base },
   );
 }

@@ -80,9 +80,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     c.html(
       layout(
         title,
-        html`<h1>${title}</h1>
-          <p class="refusal" role="alert">${message}</p>
-          <p><a href="${base}/">Back to the inbox</a></p>`,
+        html`<h1>${title}</h1><p class="refusal" role="alert">${message}</p><p><a href="${base}/">Back to the inbox</a></p>`,
         user ? { user: user.user, csrf: user.csrf, base } : { base },
       ),
       status,

@@ -48,12 +48,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const cards = (a: ActionRow) =>
       members ? setSection(a, members, perActionControls(app, a, members, s)) : cardSection(a);
     const banner = notice
-      ? html`<p
-          class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}"
-          role="alert"
-        >
-          ${notice.message}
-        </p>`
+      ? html`<p class="${notice.kind === "ok" ? "notice" : notice.kind === "warn" ? "notice warn" : "refusal"}" role="alert">${notice.message}</p>`
       : "";
     let body: Html;
     if (
@@ -79,22 +74,14 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
       // Registered in the journal, but its run (checkpoints) lives in another process's checkpointer
       // (e.g. the LangGraph API server): the card is the journal's, so it is shown; deciding happens
       // where the run can be resumed, never here.
-      body = html`${banner}
-        <p class="refusal" role="status">
-          This approval's run is kept by another server (its checkpoints are not reachable from this inbox).
-          The card below is the one registered in the journal; decide it where the run lives: the inbox
-          mounted on the LangGraph API (<code>/inbox</code>), Studio, or
-          <code>npm run cli -- approve ${threadId} --hash ${boundOf(action).hash} --api URL</code>.
-        </p>
-        ${cards(action)}`;
+      body = html`${banner}<p class="refusal" role="status">This approval's run is kept by another server (its checkpoints are not reachable from this inbox). The card below is the one registered in the journal; decide it where the run lives: the inbox mounted on the LangGraph API (<code>/inbox</code>), Studio, or <code>npm run cli -- approve ${threadId} --hash ${boundOf(action).hash} --api URL</code>.</p>${cards(action)}`;
     } else if (view.status === "not_found") {
       return c.html(
-        layout(
-          "Not found",
-          html`<h1>No such thread</h1>
-            <p><a href="${base}/">Back to the inbox</a></p>`,
-          { user: s.user, csrf: s.csrf, base },
-        ),
+        layout("Not found", html`<h1>No such thread</h1><p><a href="${base}/">Back to the inbox</a></p>`, {
+          user: s.user,
+          csrf: s.csrf,
+          base,
+        }),
         404,
       );
     } else {
@@ -103,14 +90,9 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     return c.html(
       layout(
         `Thread ${threadId}`,
-        html`<p>
-            <a href="${base}/">← Inbox</a> ·
-            <a href="${base}/t/${encodeURIComponent(threadId)}/evidence">Evidence</a>
-          </p>
-          <div data-thread="${threadId}" data-hash="${view.approval?.envelopeHash ?? ""}" id="thread">
-            ${body}
-          </div>
-          <p class="live" aria-live="polite" id="live-status"></p>`,
+        html`<p><a href="${base}/">← Inbox</a> · <a href="${base}/t/${encodeURIComponent(threadId)}/evidence">Evidence</a></p>
+        <div data-thread="${threadId}" data-hash="${view.approval?.envelopeHash ?? ""}" id="thread">${body}</div>
+        <p class="live" aria-live="polite" id="live-status"></p>`,
         { user: s.user, csrf: s.csrf, base },
       ),
       status,
@@ -305,8 +287,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         threadId,
         {
           kind: "refusal",
-          message: html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}.
-          Nothing was applied.`,
+          message: html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.`,
         },
         422,
       );
@@ -325,8 +306,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     if (outcome && outcome !== "VERIFIED" && type !== "reject" && type !== "cancel") {
       return threadPage(c, threadId, {
         kind: "warn",
-        message: html`Your ${what} was recorded, but the run ended ${text(outcome)}
-        (${text(after.state?.reasonCode ?? "")}): ${text(after.state?.reason ?? "")}`,
+        message: html`Your ${what} was recorded, but the run ended ${text(outcome)} (${text(after.state?.reasonCode ?? "")}): ${text(after.state?.reason ?? "")}`,
       });
     }
     return threadPage(c, threadId, { kind: "ok", message: `Your ${what} was accepted.` });
@@ -367,8 +347,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         threadId,
         {
           kind: "refusal",
-          message: html`Your answer was refused (${text(refusal.code)}): ${text(refusal.reason)}. Nothing was
-          sent to the agent; answer again.`,
+          message: html`Your answer was refused (${text(refusal.code)}): ${text(refusal.reason)}. Nothing was sent to the agent; answer again.`,
         },
         422,
       );
