@@ -188,7 +188,7 @@ describe("one place", () => {
         all.filter(([, text]) => new RegExp(`\\b${name}\\b`).test(text)).map(([f]) => f),
         name,
       ).toEqual([]);
-    const inbox = fs.readFileSync(path.join(src, "inbox/server.ts"), "utf8");
+    const inbox = fs.readFileSync(path.join(src, "inbox/thread-routes.ts"), "utf8");
     expect(inbox).toMatch(/const view = await viewThread\(app, threadId\);/);
   });
 });
