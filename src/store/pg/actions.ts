@@ -1,5 +1,6 @@
 /** Action rows in PostgreSQL through the state machine: registration, decisions, moves and refusals. */
-import { toClaim, type ClaimRow, type DecisionClaim } from "../journal.js";
+import { toClaim, type ClaimRow } from "../journal/rows.js";
+import { type DecisionClaim } from "../journal/api.js";
 import type {
   ActionProgress,
   ActionRow,
@@ -9,7 +10,8 @@ import type {
 } from "../action-machine.js";
 import { emptyProgress } from "../action-machine.js";
 import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from "../action-rows.js";
-import { OPEN_PHASES_SQL, type DecideResult } from "../journal.js";
+import { OPEN_PHASES_SQL } from "../journal/rows.js";
+import { type DecideResult } from "../journal/api.js";
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";

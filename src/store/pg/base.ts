@@ -1,7 +1,7 @@
 /** What every part of the PostgreSQL journal shares: its pools, schema, key, clock and commit count, and the steps several parts take inside one transaction. */
 import type pg from "pg";
 import type { DatabaseConfig } from "../../config/env.js";
-import { toLease, type LeaseRow } from "../journal.js";
+import { toLease, type LeaseRow } from "../journal/rows.js";
 import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
 import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js";

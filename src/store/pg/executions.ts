@@ -1,12 +1,6 @@
 /** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
-import {
-  sealExecution,
-  toExecution,
-  type BeginWriteResult,
-  type ExecutionEntry,
-  type ExecutionIntent,
-  type ExecutionRow,
-} from "../journal.js";
+import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { type BeginWriteResult, type ExecutionEntry, type ExecutionIntent } from "../journal/api.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
 import { planMove, toActionRow, type ActionDbRow } from "../action-rows.js";

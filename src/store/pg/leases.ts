@@ -1,6 +1,6 @@
 /** Object leases as rows in PostgreSQL, and thread locks as session advisory locks on dedicated connections. */
 import type pg from "pg";
-import { type LeaseResult } from "../journal.js";
+import { type LeaseResult } from "../journal/api.js";
 import { leaseIsFree } from "../action-machine.js";
 import { lockKey, storeError } from "../postgres.js";
 import { PgBase } from "./base.js";

@@ -1,10 +1,6 @@
 /** The waiting-approvals listing in PostgreSQL, and the older version's approvals index it adopts. */
-import {
-  LEGACY_APPROVALS_SQL,
-  toLegacyApproval,
-  type LegacyApproval,
-  type LegacyApprovalRow,
-} from "../journal.js";
+import { LEGACY_APPROVALS_SQL, toLegacyApproval, type LegacyApprovalRow } from "../journal/rows.js";
+import { type LegacyApproval } from "../journal/api.js";
 import type { ActionRow } from "../action-machine.js";
 import { toActionRow, type ActionDbRow } from "../action-rows.js";
 import {

@@ -1,5 +1,5 @@
 /** Thread rows in PostgreSQL: registration, scope and the close that ends a thread. */
-import { type RunClose } from "../journal.js";
+import { type RunClose } from "../journal/api.js";
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
   planMove,

@@ -1,12 +1,6 @@
 /** The model's turns in PostgreSQL, counted in the thread row. */
-import {
-  MAX_REPLY_CHARS,
-  sealedToolCalls,
-  toThreadTurns,
-  type RecordedToolCall,
-  type ThreadTurns,
-  type ThreadTurnsRow,
-} from "../journal.js";
+import { sealedToolCalls, toThreadTurns, type ThreadTurnsRow } from "../journal/rows.js";
+import { MAX_REPLY_CHARS, type RecordedToolCall, type ThreadTurns } from "../journal/api.js";
 import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
 import type { TurnJournal } from "../journal/api.js";
