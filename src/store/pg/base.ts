@@ -1,0 +1,128 @@
+/** What every part of the PostgreSQL journal shares: its pools, schema, key, clock and commit count, and the steps several parts take inside one transaction. */
+import type pg from "pg";
+import type { DatabaseConfig } from "../../config/env.js";
+import { toLease, type LeaseRow } from "../journal/rows.js";
+import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
+import { releasesLease } from "../action-machine.js";
+import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js";
+import { appendWithin } from "../pg-audit.js";
+import type { AuditEntry } from "../audit.js";
+import type { CommitCount } from "../statements.js";
+
+/** The PostgreSQL journal's connections, database settings, MAC key (src/store/journal-key.ts), clock and commit count. */
+export interface PgCore {
+  /** The process's connections (openPools): queries on `pool`, thread locks on lock connections beside it. */
+  pools: PoolLease;
+  db: DatabaseConfig;
+  key: Buffer;
+  clock: () => Date;
+  commits: CommitCount;
+}
+
+export class PgBase {
+  protected readonly s: string;
+  protected readonly pools: PoolLease;
+  protected readonly pool: pg.Pool;
+  protected readonly db: DatabaseConfig;
+  protected readonly key: Buffer;
+  protected readonly clock: () => Date;
+  protected readonly commits: CommitCount;
+
+  constructor(core: PgCore) {
+    this.pools = core.pools;
+    this.db = core.db;
+    this.key = core.key;
+    this.clock = core.clock;
+    this.commits = core.commits;
+    this.s = quoteIdent(core.db.schema);
+    this.pool = core.pools.pool;
+  }
+
+  /** One counted transaction; `durable` ones commit with synchronous_commit = on. */
+  protected async tx<T>(doing: string, fn: (c: pg.PoolClient) => Promise<T>, durable = false): Promise<T> {
+    const result = await inTransaction(this.pool, this.db, doing, fn, durable);
+    this.commits.total += 1;
+    if (durable) this.commits.durable += 1;
+    return result;
+  }
+
+  /** One counted statement in a transaction of its own. */
+  protected async run<R extends pg.QueryResultRow>(
+    doing: string,
+    text: string,
+    values: unknown[] = [],
+  ): Promise<R[]> {
+    const rows = await query<R>(this.pool, this.db, doing, text, values);
+    this.commits.total += 1;
+    return rows;
+  }
+
+  protected async append(c: pg.PoolClient, records: AuditEntry[]): Promise<void> {
+    for (const r of records) await appendWithin(c, this.db, r, this.clock());
+  }
+
+  protected async writeMove(
+    c: pg.PoolClient,
+    envelopeHash: string,
+    from: Phase,
+    to: Phase,
+    progress: ActionProgress,
+  ): Promise<void> {
+    await c.query(`UPDATE ${this.s}.actions SET phase = $1, progress_json = $2 WHERE envelope_hash = $3`, [
+      to,
+      JSON.stringify(progress),
+      envelopeHash,
+    ]);
+    if (releasesLease(from, to, progress))
+      await c.query(`DELETE FROM ${this.s}.object_leases WHERE owner = $1`, [envelopeHash]);
+  }
+
+  /** The lease row on an object, locked for the rest of the caller's transaction. */
+  protected async lockLease(c: pg.PoolClient, objectKey: string): Promise<ObjectLease | undefined> {
+    const r = await c.query<LeaseRow>(
+      `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1 FOR UPDATE`,
+      [objectKey],
+    );
+    return r.rows[0] ? toLease(r.rows[0]) : undefined;
+  }
+
+  /**
+   * Takes or renews the lease for `owner` (the caller locked the row and checked leaseIsFree); a renewal
+   * keeps its acquisition time. A missing row is inserted only if nobody inserted one meanwhile: false
+   * then, and nothing was taken.
+   */
+  protected async putLease(
+    c: pg.PoolClient,
+    objectKey: string,
+    owner: { envelopeHash: string; threadId: string },
+    holder: ObjectLease | undefined,
+    now: number,
+    holdMs: number,
+  ): Promise<boolean> {
+    const acquiredAt = holder?.owner === owner.envelopeHash ? holder.acquiredAt : now;
+    if (holder) {
+      await c.query(
+        `UPDATE ${this.s}.object_leases SET owner = $2, thread_id = $3, acquired_at = $4, expires_at = $5 WHERE object_key = $1`,
+        [objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs],
+      );
+      return true;
+    }
+    const taken = await c.query(
+      `INSERT INTO ${this.s}.object_leases (object_key, owner, thread_id, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_key) DO NOTHING`,
+      [objectKey, owner.envelopeHash, owner.threadId, acquiredAt, now + holdMs],
+    );
+    return taken.rowCount === 1;
+  }
+
+  /** The lease on an object, if any (expired ones included). */
+  protected async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
+    const rows = await query<LeaseRow>(
+      this.pool,
+      this.db,
+      `reading the lease on ${objectKey}`,
+      `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`,
+      [objectKey],
+    );
+    return rows[0] ? toLease(rows[0]) : undefined;
+  }
+}

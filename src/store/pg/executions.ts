@@ -1,0 +1,114 @@
+/** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
+import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { type BeginWriteResult, type ExecutionEntry, type ExecutionIntent } from "../journal/api.js";
+import type { ActionProgress, TransitionResult } from "../action-machine.js";
+import { leaseIsFree } from "../action-machine.js";
+import { planMove, toActionRow, type ActionDbRow } from "../action-rows.js";
+import { query } from "../postgres.js";
+import { PgBase } from "./base.js";
+import type { ExecutionJournal } from "../journal/api.js";
+
+export class PgExecutions extends PgBase implements ExecutionJournal {
+  async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
+    await this.run(
+      `recording the acknowledgement for ${envelopeHash}`,
+      `UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`,
+      [JSON.stringify(acknowledgement), at, envelopeHash],
+    );
+  }
+
+  async beginWrite(
+    intent: ExecutionIntent,
+    sentAt: string,
+    lease: { objectKey: string; holdMs: number },
+  ): Promise<BeginWriteResult> {
+    // Locks in the same order as every move (the action row first, then its lease), so a concurrent
+    // close of the same action cannot deadlock with this.
+    const raced = new Error("the lease was taken concurrently");
+    try {
+      return await this.tx(
+        `beginning the write for ${intent.envelopeHash}`,
+        async (c): Promise<BeginWriteResult> => {
+          const now = Date.now();
+          const r = await c.query<ActionDbRow>(
+            `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
+            [intent.envelopeHash],
+          );
+          const holder = await this.lockLease(c, lease.objectKey);
+          if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
+          const existing = await c.query<ExecutionRow>(
+            `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`,
+            [intent.envelopeHash],
+          );
+          if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0], this.key) };
+          const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+          const plan = planMove(row, intent.envelopeHash, "intent", {});
+          if (!plan.ok) return { begun: false, refused: plan.reason };
+          const inserted = await c.query(
+            `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
+            [
+              intent.envelopeHash,
+              intent.threadId,
+              intent.idempotencyKey,
+              JSON.stringify(intent.args),
+              sentAt,
+              sealExecution(this.key, intent, sentAt),
+            ],
+          );
+          if (inserted.rowCount !== 1)
+            throw new Error(
+              `write-ahead entry for ${intent.envelopeHash} conflicted on its idempotency key ${intent.idempotencyKey} with another envelope`,
+            );
+          // Another action took the (missing) lease between our look and our insert: nothing of ours is committed.
+          if (!(await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs))) throw raced;
+          await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
+          return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
+        },
+        true,
+      );
+    } catch (e) {
+      if (e !== raced) throw e;
+      const holder = await this.getObjectLease(lease.objectKey);
+      if (!holder)
+        // eslint-disable-next-line preserve-caught-error -- `raced` is this function's own signal, not a cause
+        throw new Error(
+          `the lease on ${lease.objectKey} was taken and released while beginning the write for ${intent.envelopeHash}; nothing was sent`,
+        );
+      return { begun: false, leaseHolder: holder };
+    }
+  }
+
+  async recordAnswer(
+    envelopeHash: string,
+    acknowledgement: ActionProgress["acknowledgement"] & {},
+    at: string,
+  ): Promise<TransitionResult> {
+    return this.tx(`recording the answer for ${envelopeHash}`, async (c): Promise<TransitionResult> => {
+      await c.query(
+        `UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`,
+        [JSON.stringify(acknowledgement), at, envelopeHash],
+      );
+      const r = await c.query<ActionDbRow>(
+        `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
+        [envelopeHash],
+      );
+      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+      const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
+      if (!plan.ok) return plan;
+      await this.writeMove(c, envelopeHash, row!.phase, "acknowledged", plan.progress);
+      return { ok: true, row: { ...row!, phase: "acknowledged", progress: plan.progress } };
+    });
+  }
+
+  async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
+    const rows = await query<ExecutionRow>(
+      this.pool,
+      this.db,
+      "reading a write-ahead entry",
+      `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`,
+      [envelopeHash],
+    );
+    return rows[0] ? toExecution(rows[0], this.key) : undefined;
+  }
+}

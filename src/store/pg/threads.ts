@@ -1,0 +1,97 @@
+/** Thread rows in PostgreSQL: registration, scope and the close that ends a thread. */
+import { type RunClose } from "../journal/api.js";
+import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
+import {
+  planMove,
+  sealThread,
+  toActionRow,
+  toThreadRecord,
+  type ActionDbRow,
+  type NewThread,
+  type ThreadDbRow,
+} from "../action-rows.js";
+import { query } from "../postgres.js";
+import { PgBase } from "./base.js";
+import type { ThreadJournal } from "../journal/api.js";
+
+export class PgThreads extends PgBase implements ThreadJournal {
+  async registerThread(t: NewThread): Promise<ThreadRecord> {
+    const sealed = sealThread(this.key, t);
+    await this.run(
+      `registering thread ${t.threadId}`,
+      `INSERT INTO ${this.s}.threads (thread_id, record_json, mac, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id) DO NOTHING`,
+      [t.threadId, sealed.json, sealed.mac, t.createdAt],
+    );
+    return (await this.getThread(t.threadId))!;
+  }
+
+  async getThread(threadId: string): Promise<ThreadRecord | undefined> {
+    const rows = await query<ThreadDbRow>(
+      this.pool,
+      this.db,
+      `reading thread ${threadId}`,
+      `SELECT * FROM ${this.s}.threads WHERE thread_id = $1`,
+      [threadId],
+    );
+    return rows[0] ? toThreadRecord(rows[0], this.key) : undefined;
+  }
+
+  async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
+    await this.tx(`setting the scope of thread ${threadId}`, async (c) => {
+      const r = await c.query<ThreadDbRow>(
+        `SELECT * FROM ${this.s}.threads WHERE thread_id = $1 FOR UPDATE`,
+        [threadId],
+      );
+      if (!r.rows[0]) return;
+      const t = toThreadRecord(r.rows[0], this.key);
+      const hasAction = await c.query(`SELECT 1 FROM ${this.s}.actions WHERE thread_id = $1 LIMIT 1`, [
+        threadId,
+      ]);
+      if (!t.macValid || t.closed || hasAction.rowCount) return;
+      const sealed = sealThread(this.key, { ...t, scope });
+      await c.query(`UPDATE ${this.s}.threads SET record_json = $1, mac = $2 WHERE thread_id = $3`, [
+        sealed.json,
+        sealed.mac,
+        threadId,
+      ]);
+    });
+    return this.getThread(threadId);
+  }
+
+  async closeThread(
+    threadId: string,
+    closed: ClosedRecord,
+    run: RunClose = {},
+  ): Promise<ThreadRecord | undefined> {
+    // Durable: this commit is what the outcome is reported from.
+    await this.tx(
+      `closing thread ${threadId}`,
+      async (c) => {
+        let action: ActionRow | undefined;
+        if (run.action) {
+          const r = await c.query<ActionDbRow>(
+            `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
+            [run.action],
+          );
+          action = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+          const plan =
+            action && !action.progress.closed
+              ? planMove(action, run.action, "closed", { closed })
+              : undefined;
+          if (plan?.ok) {
+            await this.writeMove(c, run.action, action!.phase, "closed", plan.progress);
+            action = { ...action!, phase: "closed", progress: plan.progress };
+          }
+        }
+        const r = await c.query<{ closed_json: string | null }>(
+          `UPDATE ${this.s}.threads SET closed_json = COALESCE(closed_json, $1) WHERE thread_id = $2 RETURNING closed_json`,
+          [JSON.stringify(action?.progress.closed ?? closed), threadId],
+        );
+        const stands = r.rows[0]?.closed_json ? (JSON.parse(r.rows[0].closed_json) as ClosedRecord) : null;
+        if (stands && run.records) await this.append(c, run.records(stands, action));
+      },
+      true,
+    );
+    return this.getThread(threadId);
+  }
+}

@@ -1,0 +1,164 @@
+/** Action rows in SQLite through the state machine: registration, decisions, moves and refusals. */
+import { type AuditEntry } from "../audit.js";
+import type {
+  ActionProgress,
+  ActionRow,
+  Phase,
+  RegisteredAction,
+  TransitionResult,
+} from "../action-machine.js";
+import { emptyProgress } from "../action-machine.js";
+import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from "../action-rows.js";
+import { OPEN_PHASES_SQL, toClaim, type ClaimRow } from "../journal/rows.js";
+import type { ActionJournal, DecideResult, DecisionClaim } from "../journal/api.js";
+import { SqliteBase } from "./base.js";
+
+export class SqliteActions extends SqliteBase implements ActionJournal {
+  async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
+    return (await this.registerActions([a], at))[0]!;
+  }
+
+  async registerActions(list: RegisteredAction[], at: string): Promise<ActionRow[]> {
+    if (list.length === 0) return [];
+    const threadId = list[0]!.threadId;
+    if (list.some((a) => a.threadId !== threadId))
+      throw new Error("registerActions: every action of one registration belongs to one thread");
+    const fresh = new Set(list.map((a) => a.envelopeHash));
+    const sealed = list.map((a) => sealAction(this.key, a));
+    this.conn.write(() => {
+      const open = this.sql(
+        "SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')",
+      ).all(threadId) as ActionDbRow[];
+      for (const r of open) {
+        if (!fresh.has(r.envelope_hash))
+          this.sql("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
+      }
+      list.forEach((a, i) => {
+        this.sql(
+          `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
+             VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
+        ).run(
+          a.envelopeHash,
+          a.threadId,
+          a.revision,
+          sealed[i]!.json,
+          sealed[i]!.mac,
+          JSON.stringify(emptyProgress()),
+          at,
+        );
+      });
+    });
+    return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
+  }
+
+  async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
+    const row = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+      ActionDbRow | undefined;
+    return row ? toActionRow(row, this.key) : undefined;
+  }
+
+  async currentAction(threadId: string): Promise<ActionRow | undefined> {
+    const raw = this.sql("SELECT * FROM actions WHERE thread_id = ? ORDER BY rowid DESC LIMIT 1").get(
+      threadId,
+    ) as ActionDbRow | undefined;
+    // A change set: every row carries the sealed set; the rows are read in the set's order.
+    return currentFrom(raw ? toActionRow(raw, this.key) : undefined, (h) => this.getAction(h));
+  }
+
+  async decideAction(
+    envelopeHash: string,
+    claim: DecisionClaim,
+    decision: NonNullable<ActionProgress["decision"]>,
+    records: AuditEntry[] = [],
+  ): Promise<DecideResult> {
+    return this.decideActions([{ envelopeHash, decision }], claim, records);
+  }
+
+  async decideActions(
+    decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
+    claim: DecisionClaim,
+    records: AuditEntry[] = [],
+  ): Promise<DecideResult> {
+    return this.conn.write((): DecideResult => {
+      const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as
+        ClaimRow | undefined;
+      if (existing) return { claimed: false, existing: toClaim(existing) };
+      const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
+      for (const { envelopeHash, decision } of decisions) {
+        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+          ActionDbRow | undefined;
+        const row = raw ? toActionRow(raw, this.key) : undefined;
+        const plan = planMove(row, envelopeHash, "decided", { decision });
+        if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
+        planned.push({ row: row!, progress: plan.progress });
+      }
+      this.sql(
+        `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(
+        claim.envelopeHash,
+        claim.nonce,
+        claim.threadId,
+        claim.revision,
+        claim.decisionType,
+        claim.approverId,
+        claim.decidedAt,
+        new Date().toISOString(),
+      );
+      for (const p of planned) this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress);
+      this.append(records);
+      const first = planned[0]!;
+      return { claimed: true, row: { ...first.row, phase: "decided", progress: first.progress } };
+    });
+  }
+
+  async moveAction(
+    envelopeHash: string,
+    to: Phase,
+    patch: Partial<ActionProgress>,
+    records: (row: ActionRow) => AuditEntry[] = () => [],
+  ): Promise<TransitionResult> {
+    return this.conn.write((): TransitionResult => {
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+        ActionDbRow | undefined;
+      const row = raw ? toActionRow(raw, this.key) : undefined;
+      const plan = planMove(row, envelopeHash, to, patch);
+      if (!plan.ok) return plan;
+      this.writeMove(envelopeHash, row!.phase, to, plan.progress);
+      const moved: ActionRow = { ...row!, phase: to, progress: plan.progress };
+      this.append(records(moved));
+      return { ok: true, row: moved };
+    });
+  }
+
+  async listOpenThreads(): Promise<string[]> {
+    const rows = this.sql(
+      `SELECT thread_id, MIN(rowid) AS first FROM actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`,
+    ).all() as Array<{ thread_id: string }>;
+    return rows.map((r) => r.thread_id);
+  }
+
+  async noteRefusal(
+    envelopeHash: string,
+    refusal: { code: string; reason: string; at: string },
+    counted: boolean,
+  ): Promise<ActionRow | undefined> {
+    this.conn.write(() => {
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+        ActionDbRow | undefined;
+      if (!raw) return;
+      const p = JSON.parse(raw.progress_json) as ActionProgress;
+      const next: ActionProgress = {
+        ...p,
+        lastRefusal: refusal,
+        refusalsSeen: p.refusalsSeen + 1,
+        refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
+      };
+      this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(
+        JSON.stringify(next),
+        envelopeHash,
+      );
+    });
+    return this.getAction(envelopeHash);
+  }
+}

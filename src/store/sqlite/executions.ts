@@ -1,0 +1,76 @@
+/** Write-ahead entries in SQLite: recorded with the move to intent, answered with the move to acknowledged. */
+import type { ActionProgress, TransitionResult } from "../action-machine.js";
+import { leaseIsFree } from "../action-machine.js";
+import { planMove, toActionRow, type ActionDbRow } from "../action-rows.js";
+import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
+import type { BeginWriteResult, ExecutionEntry, ExecutionIntent, ExecutionJournal } from "../journal/api.js";
+import { SqliteBase } from "./base.js";
+
+export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
+  async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {
+    this.conn.write(() =>
+      this.sql(
+        "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
+      ).run(JSON.stringify(acknowledgement), at, envelopeHash),
+    );
+  }
+
+  async beginWrite(
+    intent: ExecutionIntent,
+    sentAt: string,
+    lease: { objectKey: string; holdMs: number },
+  ): Promise<BeginWriteResult> {
+    return this.conn.writeDurable((): BeginWriteResult => {
+      const now = Date.now();
+      const holder = this.leaseOn(lease.objectKey);
+      if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
+      const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(
+        intent.envelopeHash,
+      ) as ExecutionRow | undefined;
+      if (existing) return { begun: false, existing: toExecution(existing, this.key) };
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as
+        ActionDbRow | undefined;
+      const row = raw ? toActionRow(raw, this.key) : undefined;
+      const plan = planMove(row, intent.envelopeHash, "intent", {});
+      if (!plan.ok) return { begun: false, refused: plan.reason };
+      this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
+      this.sql(
+        "INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac) VALUES (?, ?, ?, ?, ?, ?)",
+      ).run(
+        intent.envelopeHash,
+        intent.threadId,
+        intent.idempotencyKey,
+        JSON.stringify(intent.args),
+        sentAt,
+        sealExecution(this.key, intent, sentAt),
+      );
+      this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
+      return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
+    });
+  }
+
+  async recordAnswer(
+    envelopeHash: string,
+    acknowledgement: ActionProgress["acknowledgement"] & {},
+    at: string,
+  ): Promise<TransitionResult> {
+    return this.conn.write((): TransitionResult => {
+      this.sql(
+        "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
+      ).run(JSON.stringify(acknowledgement), at, envelopeHash);
+      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+        ActionDbRow | undefined;
+      const row = raw ? toActionRow(raw, this.key) : undefined;
+      const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
+      if (!plan.ok) return plan;
+      this.writeMove(envelopeHash, row!.phase, "acknowledged", plan.progress);
+      return { ok: true, row: { ...row!, phase: "acknowledged", progress: plan.progress } };
+    });
+  }
+
+  async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
+    const row = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(envelopeHash) as
+      ExecutionRow | undefined;
+    return row ? toExecution(row, this.key) : undefined;
+  }
+}

@@ -1,0 +1,123 @@
+/** The SQLite journal's tables, made on open, and the columns an older journal gains. */
+import fs from "node:fs";
+import path from "node:path";
+import { SqliteConnection } from "../statements.js";
+import { prepareAuditTable } from "../audit.js";
+import { SQLITE, waitingIndexes } from "../waiting-list.js";
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS decision_claims (
+  envelope_hash TEXT NOT NULL,
+  nonce TEXT NOT NULL UNIQUE,
+  thread_id TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  decision_type TEXT NOT NULL,
+  approver_id TEXT NOT NULL,
+  decided_at TEXT NOT NULL,
+  claimed_at TEXT NOT NULL,
+  PRIMARY KEY (envelope_hash, nonce)
+);
+CREATE TABLE IF NOT EXISTS executions (
+  envelope_hash TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL UNIQUE,
+  args_json TEXT NOT NULL,
+  sent_at TEXT NOT NULL,
+  ack_json TEXT,
+  ack_at TEXT
+);
+CREATE TABLE IF NOT EXISTS threads (
+  thread_id TEXT PRIMARY KEY,
+  record_json TEXT NOT NULL,
+  mac TEXT NOT NULL,
+  closed_json TEXT,
+  created_at TEXT NOT NULL,
+  agent_steps INTEGER NOT NULL DEFAULT 0,
+  invalid_proposals INTEGER NOT NULL DEFAULT 0,
+  invalid_proposal_step INTEGER NOT NULL DEFAULT 0,
+  last_reply TEXT,
+  last_tool_calls TEXT
+);
+CREATE TABLE IF NOT EXISTS actions (
+  envelope_hash TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  registered_json TEXT NOT NULL,
+  mac TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  progress_json TEXT NOT NULL,
+  registered_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS actions_thread ON actions (thread_id);
+CREATE TABLE IF NOT EXISTS questions (
+  thread_id TEXT PRIMARY KEY,
+  tool_call_id TEXT NOT NULL,
+  question TEXT NOT NULL,
+  fields_json TEXT NOT NULL,
+  asked_at TEXT NOT NULL,
+  status TEXT NOT NULL,
+  closed_at TEXT,
+  invalid_answers INTEGER NOT NULL DEFAULT 0,
+  last_refusal TEXT
+);
+CREATE TABLE IF NOT EXISTS object_leases (
+  object_key TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  thread_id TEXT NOT NULL,
+  acquired_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS object_leases_owner ON object_leases (owner);
+CREATE TABLE IF NOT EXISTS thread_locks (
+  thread_id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+`;
+
+/**
+ * Columns added after their tables were first made, added to an older journal when it is opened: a
+ * question's invalid answers and why the last was refused; the thread row's model turns, invalid
+ * proposals and the model's last reply. (PostgreSQL adds them by migration: src/store/postgres.ts.)
+ */
+const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: string]>]> = [
+  [
+    "questions",
+    [
+      ["invalid_answers", "INTEGER NOT NULL DEFAULT 0"],
+      ["last_refusal", "TEXT"],
+    ],
+  ],
+  ["executions", [["mac", "TEXT"]]],
+  [
+    "threads",
+    [
+      ["agent_steps", "INTEGER NOT NULL DEFAULT 0"],
+      ["invalid_proposals", "INTEGER NOT NULL DEFAULT 0"],
+      ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"],
+      ["last_reply", "TEXT"],
+      ["last_tool_calls", "TEXT"],
+    ],
+  ],
+];
+
+/** Opens the journal's file (made if missing) and brings its tables up to date. */
+export function openSqliteFile(file: string): SqliteConnection {
+  if (file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
+  const conn = new SqliteConnection(file);
+  const db = conn.db;
+  db.exec(SCHEMA);
+  // The listing's indexes; a journal made before them gains them here (built once, on this open).
+  for (const sql of waitingIndexes(SQLITE, "actions")) db.exec(sql);
+  prepareAuditTable(db);
+  // A journal made before these columns gains them (existing rows: the column's default).
+  for (const [table, added] of ADDED_COLUMNS) {
+    const has = new Set(
+      (db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name),
+    );
+    for (const [name, type] of added)
+      if (!has.has(name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
+  }
+  return conn;
+}

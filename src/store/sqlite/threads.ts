@@ -1,0 +1,83 @@
+/** Thread rows in SQLite: registration, scope and the close that ends a thread. */
+import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
+import {
+  planMove,
+  sealThread,
+  toActionRow,
+  toThreadRecord,
+  type ActionDbRow,
+  type NewThread,
+  type ThreadDbRow,
+} from "../action-rows.js";
+import type { RunClose, ThreadJournal } from "../journal/api.js";
+import { SqliteBase } from "./base.js";
+
+export class SqliteThreads extends SqliteBase implements ThreadJournal {
+  async registerThread(t: NewThread): Promise<ThreadRecord> {
+    const sealed = sealThread(this.key, t);
+    this.conn.write(() =>
+      this.sql(
+        "INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)",
+      ).run(t.threadId, sealed.json, sealed.mac, t.createdAt),
+    );
+    return (await this.getThread(t.threadId))!;
+  }
+
+  async getThread(threadId: string): Promise<ThreadRecord | undefined> {
+    const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as
+      ThreadDbRow | undefined;
+    return row ? toThreadRecord(row, this.key) : undefined;
+  }
+
+  async setThreadScope(threadId: string, scope: ThreadRecord["scope"]): Promise<ThreadRecord | undefined> {
+    this.conn.write(() => {
+      const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as
+        ThreadDbRow | undefined;
+      if (!row) return;
+      const t = toThreadRecord(row, this.key);
+      const hasAction = this.sql("SELECT 1 FROM actions WHERE thread_id = ? LIMIT 1").get(threadId);
+      if (!t.macValid || t.closed || hasAction) return;
+      const sealed = sealThread(this.key, { ...t, scope });
+      this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(
+        sealed.json,
+        sealed.mac,
+        threadId,
+      );
+    });
+    return this.getThread(threadId);
+  }
+
+  async closeThread(
+    threadId: string,
+    closed: ClosedRecord,
+    run: RunClose = {},
+  ): Promise<ThreadRecord | undefined> {
+    // Durable: this commit is what the outcome is reported from.
+    await this.conn.writeDurable(() => {
+      let action: ActionRow | undefined;
+      if (run.action) {
+        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as
+          ActionDbRow | undefined;
+        action = raw ? toActionRow(raw, this.key) : undefined;
+        const plan =
+          action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
+        if (plan?.ok) {
+          this.writeMove(run.action, action!.phase, "closed", plan.progress);
+          action = { ...action!, phase: "closed", progress: plan.progress };
+        }
+      }
+      this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(
+        JSON.stringify(action?.progress.closed ?? closed),
+        threadId,
+      );
+      const stands = JSON.parse(
+        (
+          this.sql("SELECT closed_json FROM threads WHERE thread_id = ?").get(threadId) as
+            { closed_json: string } | undefined
+        )?.closed_json ?? "null",
+      ) as ClosedRecord | null;
+      if (stands && run.records) this.append(run.records(stands, action));
+    });
+    return this.getThread(threadId);
+  }
+}
