@@ -13,6 +13,7 @@ import { RAW_IN_JOURNAL } from "../src/envelope/records.js";
 import { buildCase, type RunStatus } from "../src/evidence/bundle.js";
 import { exportBundle } from "../src/evidence/export.js";
 import { caseOf, threadFromCheckpoints } from "../src/evidence/case-source.js";
+import { checkpointReader } from "../src/graph/graph.js";
 import { renderCase } from "../src/evidence/render.js";
 import { approvalOf as approve, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
@@ -399,7 +400,10 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     expect(((await app!.graph.getState(config)).values as any).outcome).toBe("VERIFIED");
 
     const found = await caseOf(
-      { audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) },
+      {
+        audit: app!.deps.audit,
+        thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
+      },
       view.threadId,
     );
     const page = found!.caseRecord.firstPage;
@@ -438,7 +442,10 @@ describe("the case record reports what the audit log holds, not a rewritten chec
       );
     const page = async () => {
       const found = await caseOf(
-        { audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) },
+        {
+          audit: app!.deps.audit,
+          thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
+        },
         view.threadId,
       );
       return found!.caseRecord.firstPage;
@@ -523,7 +530,10 @@ describe("the case record reports what the audit log holds, not a rewritten chec
       "build_envelope",
     );
     const found = await caseOf(
-      { audit: app!.deps.audit, thread: (id) => threadFromCheckpoints(app!.checkpointer, id) },
+      {
+        audit: app!.deps.audit,
+        thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
+      },
       view.threadId,
     );
     const page = found!.caseRecord.firstPage;

@@ -254,6 +254,14 @@ describe("the import graph of src/", () => {
     expect(packagesOf(["executor"], /^@langchain\//)).toEqual([]);
   });
 
+  it("keeps hitl/ and evidence/ below the graph: they read its state through hitl/thread-mirror.ts, and a checkpoint through a reader they are given", () => {
+    expect(importsInto(["hitl", "evidence"], ["graph"])).toEqual([]);
+  });
+
+  it("keeps auth/ below the graph: the API server's wiring (src/api/served-auth.ts) gives it the served graph's checkpoints", () => {
+    expect(importsInto(["auth"], ["graph"])).toEqual([]);
+  });
+
   it("keeps the offline demo apart: only runtime/offline-default.ts enters it, and it imports no production room", () => {
     expect(ROOMS).toContain("offline-demo");
     const entries = edges.filter(

@@ -33,10 +33,16 @@ import { loadConfig } from "../config/env.js";
 import { createAuditLog, createJournal } from "../store/backends.js";
 import { AuditLogError, type AuditLog } from "../store/audit.js";
 import type { Journal } from "../store/journal.js";
-import { caseOf, threadFromCheckpoints } from "../evidence/case-source.js";
+import { caseOf, threadFromCheckpoints, type CheckpointReader } from "../evidence/case-source.js";
 import { OWNER_KEY } from "../auth/rules.js";
 
 export const AUDIT_PREFIX = "/audit";
+
+/** A reader of the server's checkpoints through the graph, loaded when a thread is first read. */
+async function checkpointsOf(checkpointer: BaseCheckpointSaver): Promise<CheckpointReader> {
+  const { checkpointReader } = await import("../graph/graph.js");
+  return checkpointReader(checkpointer);
+}
 
 /** What the server's auth middleware left on the request context (langgraph-api dist/auth/custom.mjs). */
 interface AuthContext {
@@ -60,7 +66,7 @@ export function viewerOf(auth: AuthContext | undefined, store: ThreadStore | und
   if (!auth?.user)
     return {
       refused:
-        "the audit routes need the server's auth module (langgraph.json auth: ./src/auth/auth.ts:auth)",
+        "the audit routes need the server's auth module (langgraph.json auth: ./src/api/served-auth.ts:auth)",
     };
   const perms = auth.user.permissions ?? [];
   if (auth.user.is_authenticated !== true && perms.includes("unauthenticated")) return { sees: "all" };
@@ -172,7 +178,7 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
     try {
       const { audit, checkpointer, journal } = await get();
       const found = await caseOf(
-        { audit, thread: (id) => threadFromCheckpoints(checkpointer, id) },
+        { audit, thread: async (id) => threadFromCheckpoints(await checkpointsOf(checkpointer), id) },
         threadId,
       );
       if (!found)

@@ -1,6 +1,7 @@
 /**
- * Authentication and authorization for the LangGraph API server (`"auth"` in langgraph.json). The
- * server imports this module at start, so a bad token file stops it there.
+ * Authentication and authorization for the LangGraph API server (`"auth"` in langgraph.json names
+ * src/api/served-auth.ts, which builds them from here). The server imports that module at start, so a
+ * bad token file stops it there.
  *
  * - ACTION_ENVELOPE_API_TOKENS unset: open development mode. Every caller is the anonymous user (no
  *   roles, permission "unauthenticated", is_authenticated false), which is not passed on to the graph,
@@ -80,10 +81,14 @@ async function admitRoute<U extends { identity: string }>(
   throw new HTTPException(403, { message });
 }
 
+/**
+ * The handlers for a token table (undefined: open mode). `headOf` gives a thread's latest checkpoint
+ * id, or undefined when unknown: a run naming that checkpoint runs like one naming none.
+ */
 export function createAuth(
   tokens: ApiTokenTable | undefined,
+  headOf: (threadId: string) => Promise<string | undefined>,
   origins: OriginPolicy = originPolicyFromEnvironment(!tokens),
-  headOf: (threadId: string) => Promise<string | undefined> = servedHead,
 ) {
   const mode: AuthMode = tokens ? "tokens" : "open";
   return new Auth()
@@ -183,18 +188,6 @@ function presentedToken(request: Request): string {
 }
 
 /**
- * The thread's latest checkpoint id, read through the graph the server serves (the server sets its
- * checkpointer on that very object when it first runs or reads it), or undefined when unknown.
- */
-async function servedHead(threadId: string): Promise<string | undefined> {
-  const { apiGraph: graph } = await import("../graph/graph.js");
-  if (!graph.checkpointer) return undefined;
-  const snapshot = await graph.getState({ configurable: { thread_id: threadId } });
-  const id = snapshot.config?.configurable?.["checkpoint_id"];
-  return typeof id === "string" ? id : undefined;
-}
-
-/**
  * With tokens, a chat message is a run with input, which needs the role requester. An approver who
  * lacks it, typing the card's decision into a chat client, sends one to a thread they do not own:
  * the text of its last human message, or undefined when the run is anything else.
@@ -240,10 +233,8 @@ function chatAsDecision(kwargs: Record<string, unknown>, text: string): void {
   kwargs["command"] = { resume };
 }
 
-function tokensFromEnvironment(): ApiTokenTable | undefined {
+/** The token table ACTION_ENVELOPE_API_TOKENS names, or undefined (open mode) when it is unset. */
+export function tokensFromEnvironment(): ApiTokenTable | undefined {
   const config = loadConfig();
   return config.apiTokensPath ? loadApiTokens(config.apiTokensPath) : undefined;
 }
-
-/** Referenced by langgraph.json: `"auth": {"path": "./src/auth/auth.ts:auth", "disable_studio_auth": true}`. */
-export const auth = createAuth(tokensFromEnvironment());

@@ -7,15 +7,16 @@ import fs from "node:fs";
 import path from "node:path";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig, type AppConfig } from "../config/env.js";
-import type { State } from "../graph/state.js";
+import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type { RunStatus } from "../evidence/bundle.js";
+import type { CheckpointReader } from "../evidence/case-source.js";
 import type { AuditLog } from "../store/audit.js";
 
 export interface InspectSession {
   config: AppConfig;
   audit: AuditLog;
   /** The thread's state and status as its checkpoints record them. */
-  thread(threadId: string): Promise<{ status: RunStatus; state?: State }>;
+  thread(threadId: string): Promise<{ status: RunStatus; state?: ThreadMirror }>;
 }
 
 export async function withInspectSession<T>(
@@ -33,6 +34,7 @@ export async function withInspectSession<T>(
   const audit = await createAuditLog(config);
   const checkpointsFile = path.join(config.dataDir, "checkpoints.sqlite");
   let saver: BaseCheckpointSaver | undefined;
+  let read: CheckpointReader | undefined;
   let closeSaver: ((saver: BaseCheckpointSaver) => Promise<void>) | undefined;
   const session: InspectSession = {
     config,
@@ -41,11 +43,15 @@ export async function withInspectSession<T>(
       // Never create a checkpoint file just by looking.
       if (!config.database && !fs.existsSync(checkpointsFile)) return { status: "not_found" };
       if (!saver) {
-        const { closeCheckpointer, createCheckpointer } = await import("../store/checkpointer.js");
+        const [{ closeCheckpointer, createCheckpointer }, { checkpointReader }] = await Promise.all([
+          import("../store/checkpointer.js"),
+          import("../graph/graph.js"),
+        ]);
         saver = createCheckpointer(config);
         closeSaver = closeCheckpointer;
+        read = checkpointReader(saver);
       }
-      return threadFromCheckpoints(saver, threadId);
+      return threadFromCheckpoints(read!, threadId);
     },
   };
   try {

@@ -5,7 +5,7 @@
  * audit records; the audit records supply what state no longer holds (earlier revisions' cards,
  * decisions made on them).
  */
-import type { State } from "../graph/state.js";
+import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type {
   AuditEvent,
   AuditRecord,
@@ -186,7 +186,7 @@ export interface CaseRecord {
 export interface CaseInput {
   threadId: string;
   status: RunStatus;
-  state: State | undefined;
+  state: ThreadMirror | undefined;
   records: AuditRecord[];
   chain: ChainVerification;
 }
@@ -225,7 +225,10 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
  * API client (updateState, run input) and by anyone who can edit the checkpoints, so a waiting
  * thread's state rewritten to an outcome, a decision or a write must not show as one.
  */
-function stateWithoutRecords(state: State | undefined, records: readonly AuditRecord[]): State | undefined {
+function stateWithoutRecords(
+  state: ThreadMirror | undefined,
+  records: readonly AuditRecord[],
+): ThreadMirror | undefined {
   return records.length === 0 ? state : undefined;
 }
 
@@ -365,7 +368,7 @@ function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
 function explainedOutcome(
   closing: AuditRecord | undefined,
   records: readonly AuditRecord[],
-  s: State | undefined,
+  s: ThreadMirror | undefined,
 ): ReturnType<typeof outcomeFlags> | null {
   const o = closing?.outcome;
   if (!o) return s?.outcome ? outcomeFlags(s) : null;

@@ -4,26 +4,32 @@
  * `audit show|export` (src/cli/audit-command.ts) and the API server's /audit routes
  * (src/api/audit-routes.ts), so both compute exactly the same record.
  */
-import type { BaseCheckpointSaver } from "@langchain/langgraph";
-import type { State } from "../graph/state.js";
+import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type { AuditLog, ChainVerification } from "../store/audit.js";
 import { buildCase, type RunStatus } from "./bundle.js";
 
 export interface CaseSource {
   audit: Pick<AuditLog, "records" | "verify">;
-  thread(threadId: string): Promise<{ status: RunStatus; state?: State }>;
+  thread(threadId: string): Promise<{ status: RunStatus; state?: ThreadMirror }>;
 }
 
-/** A thread's state and status as a checkpointer holds them. */
+/** A thread's latest checkpoint as the graph reads it: the fields of LangGraph's `StateSnapshot` used here. */
+export interface CheckpointView {
+  values: unknown;
+  next: readonly string[];
+  tasks: readonly { interrupts?: readonly unknown[] }[];
+}
+
+/** Reads a thread's latest checkpoint; the graph's wiring makes one for a checkpointer (src/graph/graph.ts). */
+export type CheckpointReader = (threadId: string) => Promise<CheckpointView>;
+
+/** A thread's state and status as its latest checkpoint holds them. */
 export async function threadFromCheckpoints(
-  saver: BaseCheckpointSaver,
+  read: CheckpointReader,
   threadId: string,
-): Promise<{ status: RunStatus; state?: State }> {
-  const { compileGraph } = await import("../graph/graph.js");
-  const snapshot = await compileGraph({ checkpointer: saver }).getState({
-    configurable: { thread_id: threadId },
-  });
-  const values = snapshot.values as State | undefined;
+): Promise<{ status: RunStatus; state?: ThreadMirror }> {
+  const snapshot = await read(threadId);
+  const values = snapshot.values as ThreadMirror | undefined;
   if (!values || Object.keys(values).length === 0) return { status: "not_found" };
   if (snapshot.tasks.some((t) => (t.interrupts ?? []).length > 0))
     return { status: "awaiting_approval", state: values };

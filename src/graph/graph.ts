@@ -17,6 +17,7 @@
  */
 import { END, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
 import { AgentInput, AgentOutput, AgentState } from "./state.js";
+import type { CheckpointReader } from "../evidence/case-source.js";
 import {
   afterAgent,
   afterAwaitApproval,
@@ -108,6 +109,12 @@ export function compileGraph(opts: CompileOptions) {
     ...(opts.interruptBefore ? { interruptBefore: opts.interruptBefore } : {}),
     name: "bitrix24_task_agent",
   });
+}
+
+/** Reads a thread's latest checkpoint in `checkpointer` through this graph (for the case record). */
+export function checkpointReader(checkpointer: BaseCheckpointSaver): CheckpointReader {
+  const graph = compileGraph({ checkpointer });
+  return (threadId) => graph.getState({ configurable: { thread_id: threadId } });
 }
 
 /**

@@ -34,6 +34,7 @@ import type {
 } from "../envelope/records.js";
 import { acknowledgementMirror, preReadMirror, verificationMirror } from "../envelope/records.js";
 import type { InputRequestRecord } from "../hitl/structured-input.js";
+import type { MirrorUpdate, ThreadMirror } from "../hitl/thread-mirror.js";
 import type { JournalNext } from "../store/action-machine.js";
 
 /** Longest request text accepted; a longer one ends the run before any model call. */
@@ -498,3 +499,12 @@ export const AgentOutput = new StateSchema({
 
 export type State = typeof AgentState.State;
 export type Update = typeof AgentState.Update;
+
+/** `T`, which must be assignable to `U`: a compile-time check, and nothing at run time. */
+type Checked<T extends U, U> = T;
+/**
+ * Fails to compile when the state stops having a field hitl/ and evidence/ read with the type they read
+ * it as (src/hitl/thread-mirror.ts), or when a channel they write no longer holds what they write.
+ * (`Update` types each channel's input as unknown, so the writes are checked against the state's values.)
+ */
+export type MirrorChecks = [Checked<State, ThreadMirror>, Checked<MirrorUpdate, Partial<State>>];

@@ -12,7 +12,7 @@ import {
   type Policy,
   type RequesterVerification,
 } from "../envelope/index.js";
-import type { State } from "../graph/state.js";
+import type { ThreadMirror } from "./thread-mirror.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../envelope/outcome-flags.js";
 import type {
@@ -63,7 +63,7 @@ function riskOfProposal(policy: Policy, proposal: ProposalRecord): AuditEntry["r
 }
 
 export function proposalDeniedEntry(
-  state: State,
+  state: ThreadMirror,
   ctx: { threadId: string; revision: number; policy: Policy; at: string; code: string; reasons: string[] },
 ): AuditEntry {
   const proposal = state.proposal!;
@@ -186,7 +186,7 @@ export interface ActionEvidence {
  * no raw answers). A change set's actions each have their own action_ended record instead.
  */
 export function runEndedEntry(
-  state: State,
+  state: ThreadMirror,
   ctx: {
     threadId: string;
     policy: Policy;
@@ -331,7 +331,7 @@ function scrub(v: unknown): unknown {
  * `discriminator` tells apart calls in one thread (the agent step and the call's position).
  */
 export function boundaryRefusedEntry(
-  state: State,
+  state: ThreadMirror,
   ctx: {
     threadId: string;
     policy: Policy;

@@ -1,10 +1,10 @@
-import type { State } from "../graph/state.js";
+import type { ThreadMirror } from "./thread-mirror.js";
 import type { InputRequest } from "./contract.js";
 import { answerJsonSchema, exampleAnswers, type InputRequestRecord } from "./structured-input.js";
 import type { QuestionEntry } from "../store/journal.js";
 
 /** Pure: the interrupt payload for a structured question, from state (ask_input: nothing but the interrupt). */
-export function inputRequestFrom(state: State, threadId: string): InputRequest {
+export function inputRequestFrom(state: ThreadMirror, threadId: string): InputRequest {
   const req = state.inputRequest;
   if (!req) throw new Error("ask_input reached without a question");
   const last = state.refusals.at(-1);

@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
-import type { State, Update } from "../graph/state.js";
+import type { MirrorUpdate, ThreadMirror } from "./thread-mirror.js";
 import type { Deps } from "../runtime/deps.js";
 import {
   hashChangeSet,
@@ -92,7 +92,11 @@ export interface Gate {
  * outside this program, or this process may hold another key than the one that sealed it, and a
  * process that cannot tell which must not close someone else's approval either.
  */
-export async function openGate(deps: Deps, config: LangGraphRunnableConfig, state: State): Promise<Gate> {
+export async function openGate(
+  deps: Deps,
+  config: LangGraphRunnableConfig,
+  state: ThreadMirror,
+): Promise<Gate> {
   const threadId = threadIdOf(config);
   const thread = await deps.journal.getThread(threadId);
   const action = await deps.journal.currentAction(threadId);
@@ -145,7 +149,7 @@ function setProblems(action: ActionRow, members: ActionRow[]): string[] {
 export async function ensureThread(
   deps: Deps,
   gate: Gate,
-  state: State,
+  state: ThreadMirror,
   undo?: Pick<ThreadRecord, "scope"> & { compensates: NonNullable<ThreadRecord["compensates"]> },
   requesterVerifiedBy: RequesterVerification = "self_declared",
 ): Promise<ThreadRecord> {
@@ -174,8 +178,8 @@ export async function refuseUnlessAllowed(
   deps: Deps,
   gate: Gate,
   node: GatedNode,
-  state: State,
-): Promise<Update | null> {
+  state: ThreadMirror,
+): Promise<MirrorUpdate | null> {
   if (allowedAt(gate.next).includes(node)) return null;
   const where = gate.action
     ? `action ${gate.action.envelopeHash} is ${gate.action.phase}`
@@ -191,7 +195,12 @@ export async function refuseUnlessAllowed(
  * Compares the state's mirror with the journal and records any difference as tampering. The journal's
  * copy is what the node then uses; this only leaves evidence.
  */
-export async function noteStateDrift(deps: Deps, gate: Gate, node: GatedNode, state: State): Promise<void> {
+export async function noteStateDrift(
+  deps: Deps,
+  gate: Gate,
+  node: GatedNode,
+  state: ThreadMirror,
+): Promise<void> {
   const a = gate.action;
   if (!a) {
     // No action: nothing was sent, so any outcome but NOT_EXECUTED in state was written by someone else.
@@ -299,7 +308,7 @@ export function unusableApproval(
   return null;
 }
 
-export function closedUpdate(c: ClosedRecord): Update {
+export function closedUpdate(c: ClosedRecord): MirrorUpdate {
   return { outcome: c.outcome, reasonCode: c.reasonCode, reason: c.reason };
 }
 
@@ -311,10 +320,10 @@ export function closedUpdate(c: ClosedRecord): Update {
 export async function endRunInJournal(
   deps: Deps,
   gate: Gate,
-  state: State,
+  state: ThreadMirror,
   reasonCode: ReasonCode,
   reason: string,
-): Promise<Update> {
+): Promise<MirrorUpdate> {
   const a = gate.action;
   // An action whose write may have gone out is never NOT_EXECUTED: only verify and finish end it.
   // Every caller is gated to a step before the write; this holds if one ever is not.
@@ -341,7 +350,7 @@ export async function closeAction(
   outcome: Outcome,
   reasonCode: ReasonCode,
   reason: string,
-): Promise<Update> {
+): Promise<MirrorUpdate> {
   const closed = (await closeRow(deps, action, outcome, reasonCode, reason)).progress.closed;
   return closed ? closedUpdate(closed) : { needsResync: true };
 }
@@ -375,7 +384,7 @@ export async function rowAfter(
   return moved.ok ? moved.row : ((await deps.journal.getAction(action.envelopeHash)) ?? action);
 }
 
-function stateDigest(state: State): string {
+function stateDigest(state: ThreadMirror): string {
   const text = JSON.stringify(
     jsonSafe({
       h: state.envelopeHash ?? null,
@@ -394,7 +403,7 @@ function transitionRefusedEntry(
   node: GatedNode,
   reason: string,
   at: string,
-  state: State,
+  state: ThreadMirror,
 ): AuditEntry {
   return journalGuardEntry("transition_refused", {
     threadId: gate.threadId,
@@ -414,7 +423,7 @@ function tamperEntry(
   where: string,
   reason: string,
   at: string,
-  state: State,
+  state: ThreadMirror,
 ): AuditEntry {
   return journalGuardEntry("tamper_detected", {
     threadId,
@@ -428,5 +437,5 @@ function tamperEntry(
 }
 
 /** The requester as state claims it: only for a record about a thread the journal does not know yet. */
-const requesterIn = (state: State): string =>
+const requesterIn = (state: ThreadMirror): string =>
   typeof state.requestedBy === "string" ? state.requestedBy : "";

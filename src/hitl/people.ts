@@ -5,6 +5,7 @@
  * unavailable. Names are never written into an envelope.
  */
 import type { Candidate, NameResolution, PeopleLookup, PersonName, TypedName } from "../envelope/index.js";
+import { typedNamesIn } from "../envelope/index.js";
 import type { Bitrix24Tools, McpCallResult } from "../tools/bitrix24-tools.js";
 
 /** How long a card waits for names before it is shown without them. */
@@ -167,4 +168,13 @@ export async function resolveNames(
     out.push(same ? { ...same, field: t.field } : await resolveName(tools, t, budgetMs));
   }
   return out;
+}
+
+/** The people typed by name in each of `fieldSets` (RESPONSIBLE_ID "Bob Smith"), resolved; no names, no lookup. */
+export async function resolveNamesIn(
+  tools: Reader,
+  fieldSets: readonly Record<string, unknown>[],
+): Promise<NameResolution[]> {
+  const typed = fieldSets.flatMap((fields) => typedNamesIn(fields));
+  return typed.length > 0 ? resolveNames(tools, typed) : [];
 }

@@ -4,7 +4,7 @@ import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import type { Deps } from "../runtime/deps.js";
 import { depsOf } from "../runtime/run-deps.js";
-import { DecisionSchema, typedNamesIn, validateDecision, type NameResolution } from "../envelope/index.js";
+import { DecisionSchema, validateDecision, type NameResolution } from "../envelope/index.js";
 import {
   acceptedRecord,
   claimedApprover,
@@ -16,20 +16,17 @@ import {
   refusalOf,
   setEntitlementProblem,
   setShapeProblem,
-  type Answered,
   type DecisionRefusal,
-  type Judge,
 } from "../envelope/decision-judgement.js";
 import { ResumeSchema, SystemDecisionSchema, type SystemDecision } from "../hitl/contract.js";
 import type { Refusal } from "../envelope/records.js";
 import { decisionAcceptedEntry, decisionRefusedEntry } from "../hitl/audit-records.js";
-import type { AuditEntry } from "../store/audit.js";
-import { DecisionNotAcceptedError } from "../errors.js";
 import type { ActionProgress, ActionRow } from "../store/action-machine.js";
 import { closeAction, noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { registeredFor, viewOf } from "../hitl/thread-view.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
-import { resolveNames } from "../hitl/people.js";
+import { resolveNamesIn } from "../hitl/people.js";
+import { answeredBy, decide, judgeOf } from "../hitl/decision-claim.js";
 import { decisionFromClient, howToDecide } from "../hitl/text-decision.js";
 
 /**
@@ -163,8 +160,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
     parsed.data.envelopeHash === envelopeHash &&
     parsed.data.nonce === envelope.nonce
   ) {
-    const typed = typedNamesIn(parsed.data.editedAction.args.fields);
-    if (typed.length > 0) people = await resolveNames(deps.tools, typed);
+    people = await resolveNamesIn(deps.tools, [parsed.data.editedAction.args.fields]);
   }
   const result = validateDecision(
     envelope,
@@ -196,7 +192,7 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
   const decided = await decide(deps, action, journalDecision, [
     decisionAcceptedEntry(envelope, envelopeHash, record, people),
   ]);
-  if ("update" in decided) return decided.update;
+  if ("update" in decided) return { ...decided.update, pendingDecision: null };
   const base: Update = {
     decision: record,
     pendingDecision: null,
@@ -247,24 +243,6 @@ export async function checkDecision(state: State, config: LangGraphRunnableConfi
 
 type Refuse = (code: string, reason: string, counted: boolean) => Promise<Update>;
 
-/** This server's side of a decision: its policy, keys and clock, and the authenticated caller. */
-const judgeOf = (deps: Deps, authUser: string | undefined, now = deps.clock()): Judge => ({
-  policy: deps.policy,
-  publicKeys: deps.publicKeys,
-  now,
-  authUser,
-});
-
-/** The registered approval a decision answers, from the journal's row. */
-const answeredBy = (action: ActionRow): Answered => ({
-  threadId: action.threadId,
-  envelope: action.envelope,
-  envelopeHash: action.envelopeHash,
-  supersededHashes: action.supersededHashes,
-  scope: action.scope,
-  escalatedTo: action.escalatedTo,
-});
-
 /**
  * A decision on a change set: one for the whole set (approve or reject; cancel and expire too), or one
  * per action, each naming its action by id, all from one approver and all bound to the set's hash and
@@ -312,16 +290,16 @@ async function setDecision(
   // Names typed in edits (RESPONSIBLE_ID "Bob Smith"), looked up only for an entitled approver's edits of this very set.
   let people: NameResolution[] = [];
   if (notEntitled === null) {
-    const typed = decisions.flatMap((d) => {
+    const edited = decisions.flatMap((d) => {
       const p = DecisionSchema.safeParse(d);
       return p.success &&
         p.data.type === "edit" &&
         p.data.envelopeHash === setHash &&
         p.data.nonce === set.nonce
-        ? typedNamesIn(p.data.editedAction.args.fields)
+        ? [p.data.editedAction.args.fields]
         : [];
     });
-    if (typed.length > 0) people = await resolveNames(deps.tools, typed);
+    people = await resolveNamesIn(deps.tools, edited);
   }
   const judged = judgeSetDecisions(answered, s, decisions, judge, notEntitled, people, raw);
   if ("refused" in judged) return refuse(judged.refused.code, judged.refused.reason, judged.refused.counted);
@@ -340,7 +318,7 @@ async function setDecision(
     [decisionAcceptedEntry(action.envelope, setHash, record, people)],
     members,
   );
-  if ("update" in decided) return decided.update;
+  if ("update" in decided) return { ...decided.update, pendingDecision: null };
   const base: Update = {
     decision: record,
     pendingDecision: null,
@@ -371,47 +349,6 @@ async function setDecision(
   };
 }
 
-/**
- * Claims the nonce and moves the action to `decided`. Losing a race to another process throws, which
- * leaves this run's checkpoint untouched so the winner's record is the only one; an action that moved
- * meanwhile sends this run to `resync`.
- */
-/** Claims the decision and appends its audit records (`records`) in the same transaction. */
-async function decide(
-  deps: Deps,
-  action: ActionRow,
-  decision: NonNullable<ActionProgress["decision"]>,
-  records: AuditEntry[],
-  members?: ActionRow[],
-): Promise<{ row: ActionRow } | { update: Update }> {
-  const claimOf = {
-    threadId: action.threadId,
-    envelopeHash: action.envelopeHash,
-    nonce: action.envelope.nonce,
-    revision: action.revision,
-    decisionType: decision.type,
-    approverId: decision.approverId,
-    decidedAt: decision.decidedAt,
-  };
-  // A change set: `action` stands for the set (its hash and nonce); every member is decided at once.
-  const claim = members
-    ? await deps.journal.decideActions(
-        members.map((x) => ({ envelopeHash: x.envelopeHash, decision })),
-        claimOf,
-        records,
-      )
-    : await deps.journal.decideAction(action.envelopeHash, claimOf, decision, records);
-  if (claim.claimed) return { row: claim.row };
-  if ("existing" in claim) {
-    throw new DecisionNotAcceptedError(
-      action.threadId,
-      "IN_PROGRESS",
-      `ALREADY_CONSUMED: the approval nonce was consumed by a ${claim.existing.decisionType} from ${claim.existing.approverId} at ${claim.existing.decidedAt}`,
-    );
-  }
-  return { update: { needsResync: true, pendingDecision: null } };
-}
-
 /** Cancel and expiry (judged in src/envelope/decision-judgement.ts); both consume the nonce. */
 async function systemDecision(
   deps: Deps,
@@ -436,7 +373,7 @@ async function systemDecision(
     [decisionAcceptedEntry(envelope, envelopeHash, record)],
     members,
   );
-  if ("update" in decided) return decided.update;
+  if ("update" in decided) return { ...decided.update, pendingDecision: null };
   const base: Update = {
     decision: record,
     pendingDecision: null,
