@@ -9,9 +9,9 @@ import path from "node:path";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
-import { ROOT, TSX, envFor, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ROOT, envFor, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { descendants, killAll, stillAlive, waitForExit } from "./support/processes.js";
-import { DEV_SERVER, isolatedConfig } from "./support/dev-server.js";
+import { DEV_SERVER_ARGS, isolatedConfig } from "./support/dev-server.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
 
@@ -50,7 +50,8 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
     portal = await startPortal();
     dataDir = tempDir();
     project = isolatedConfig();
-    server = spawn(TSX, [DEV_SERVER, "--config", project.file, "--no-reload"], {
+    // What `npm run dev` runs (package.json): node with tsx's loader, so a SIGINT reaches the server itself.
+    server = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], {
       cwd: ROOT,
       env: { ...process.env, ...envFor(portal, dataDir), NO_COLOR: "1" },
       stdio: ["ignore", "pipe", "pipe"],

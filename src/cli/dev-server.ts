@@ -244,7 +244,7 @@ export async function runDevServer(
   let firstSignalAt = 0;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
-      // One Ctrl-C arrives several times: from the terminal, and relayed by npm and by tsx.
+      // One Ctrl-C arrives several times: from the terminal, and relayed by npm.
       if (Date.now() - firstSignalAt < REPEAT_SIGNAL_MS) return;
       out.write(`\n${signal} again: killing the server without waiting for it to flush\n`);
       if (groupAlive(pgid)) process.kill(-pgid, "SIGKILL");

@@ -10,10 +10,10 @@ import { waitForExit } from "./processes.js";
 
 export const DEV_SERVER = path.join(ROOT, "src/cli/dev-server.ts");
 /**
- * How tests run src/cli/dev-server.ts: on node with tsx's loader, not under the tsx command. A SIGINT
- * to the tsx command is relayed to its child, and where the child does not acknowledge it within 30 ms
- * (a loaded machine) tsx SIGKILLs it: the server then never flushes `.langgraph_api/` and its process
- * group outlives the test.
+ * How `npm run dev` runs src/cli/dev-server.ts (package.json), and so how tests run it: on node with
+ * tsx's loader, not under the tsx command. A SIGINT to the tsx command is relayed to its child, and
+ * where the child does not acknowledge it within 30 ms (a loaded machine) tsx SIGKILLs it: the server
+ * then never flushes `.langgraph_api/` and its process group outlives it.
  */
 export const DEV_SERVER_ARGS = ["--import", "tsx", DEV_SERVER] as const;
 
