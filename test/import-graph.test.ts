@@ -254,6 +254,14 @@ describe("the import graph of src/", () => {
     expect(packagesOf(["executor"], /^@langchain\//)).toEqual([]);
   });
 
+  it("keeps conversation/ between the graph's state and the nodes: it imports no node, the app or a surface, and nothing below the nodes imports it", () => {
+    expect(ROOMS).toContain("conversation");
+    expect(importsInto(["conversation"], ["nodes", "app", ...SURFACES])).toEqual([]);
+    expect(
+      importsInto(["hitl", "executor", "evidence", "auth", "store", "tools", "runtime"], ["conversation"]),
+    ).toEqual([]);
+  });
+
   it("keeps hitl/ and evidence/ below the graph: they read its state through hitl/thread-mirror.ts, and a checkpoint through a reader they are given", () => {
     expect(importsInto(["hitl", "evidence"], ["graph"])).toEqual([]);
   });

@@ -324,7 +324,7 @@ const TABLE_HEAD = "Change set, action by action:\n";
 
 /**
  * A finished change set's per-action outcomes as the server's run reported them: the last
- * "Change set, action by action:" message (src/nodes/finish.ts), one row per action. The server's
+ * "Change set, action by action:" message (src/hitl/finish-run.ts), one row per action. The server's
  * state carries no other per-action record; the local CLI reads the journal instead.
  */
 export function setOutcomeFromMessages(threadId: string, messages: unknown): ThreadView["changeSetOutcome"] {

@@ -5,7 +5,7 @@ import { noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-g
 import { evidenceForState, viewOf } from "../hitl/thread-view.js";
 import { nextFromJournal } from "../store/action-machine.js";
 import { carryOutApproved } from "../executor/index.js";
-import { finishFromJournal } from "./finish.js";
+import { finishFromJournal } from "../hitl/finish-run.js";
 
 /**
  * The approved action, from the journal: pre-read → bound write → verify (src/executor), then the

@@ -3,7 +3,7 @@ import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
 import type { State, Update } from "../graph/state.js";
 import { depsOf } from "../runtime/run-deps.js";
-import { auditBoundaryRefusal } from "./propose.js";
+import { auditBoundaryRefusal } from "../hitl/tool-boundary.js";
 
 /**
  * Runs the model's read tool calls. It is built from the read allowlist only; it cannot write. The

@@ -1,0 +1,108 @@
+/**
+ * What check_decision writes after judging a decision, and how it refuses one: the refusal noted in the
+ * journal (counted only for an entitled caller whose identity is established), audited, answered in the
+ * conversation, and the approval closed when the refusal expired it or used up its refusal budget.
+ */
+import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import type { NameResolution } from "../envelope/index.js";
+import type { DecisionRecord, ProposalRecord, Refusal } from "../envelope/records.js";
+import type { Deps } from "../runtime/deps.js";
+import type { ActionRow } from "../store/action-machine.js";
+import { decisionRefusedEntry } from "./audit-records.js";
+import { closeAction } from "./journal-gate.js";
+import { howToDecide } from "./text-decision.js";
+import type { MirrorUpdate, ThreadMirror } from "./thread-mirror.js";
+import { registeredFor, viewOf, type RegisteredView } from "./thread-view.js";
+
+/** The state a decision is judged beside: the mirror, and the rejections sent back to the model so far. */
+export type DecidingState = ThreadMirror & { rejections: number };
+
+/** What check_decision writes into state: the decision or refusal, the registered mirror, any ending. */
+export type DecisionUpdate = MirrorUpdate &
+  Partial<RegisteredView> & {
+    refusals?: Refusal[];
+    pendingDecision?: null;
+    decision?: DecisionRecord | null;
+    messages?: BaseMessage[];
+    proposal?: ProposalRecord | null;
+    rejections?: number;
+    escalatedTo?: string | null;
+  };
+
+/** Refuses the decision being checked with a code and reason; `counted` only for an entitled, established caller. */
+export type Refuse = (code: string, reason: string, counted: boolean) => Promise<DecisionUpdate>;
+
+/** What a decision for this pause names: a change set's hash and nonce, or the envelope's. */
+export function boundOf(
+  action: ActionRow,
+  members: ActionRow[] | undefined,
+): { hash: string; nonce: string } {
+  return action.set && members
+    ? { hash: action.set.setHash, nonce: action.set.set.nonce }
+    : { hash: action.envelopeHash, nonce: action.envelope.nonce };
+}
+
+/**
+ * The refusal of a decision on `action`. `names` holds the names an edit typed for user fields
+ * (RESPONSIBLE_ID "Bob Smith") and what user.get resolved them to, once they are looked up.
+ */
+export function refuserFor(
+  deps: Deps,
+  ctx: {
+    action: ActionRow;
+    state: ThreadMirror;
+    raw: unknown;
+    now: Date;
+    authUser: string | undefined;
+    bound: { hash: string; nonce: string };
+    names: { people: NameResolution[] };
+  },
+): Refuse {
+  const { action, state, raw, now, authUser, bound } = ctx;
+  const { envelope, envelopeHash } = action;
+  return async (code, reason, counted) => {
+    const at = now.toISOString();
+    const row = (await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted)) ?? action;
+    const refusal: Refusal = { code, reason, at, envelopeHash, raw };
+    await deps.audit.append(
+      decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen, ctx.names.people),
+    );
+    // Every refusal is answered in the conversation too: chat clients show no interrupt field, and a
+    // button's refusal would otherwise be a passing toast. It names exactly what would decide.
+    const answer = (ended: string | undefined) =>
+      new AIMessage(
+        `Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`,
+      );
+    const base: DecisionUpdate = {
+      refusals: [refusal],
+      pendingDecision: null,
+      decision: null,
+      ...registeredFor(viewOf({ action: row }), state),
+    };
+    // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
+    if (counted && code === "EXPIRED")
+      return {
+        ...base,
+        messages: [answer("The approval has expired and the run ended; nothing was written.")],
+        ...(await closeAction(deps, row, "NOT_EXECUTED", "APPROVAL_EXPIRED", reason)),
+      };
+    if (counted && row.progress.refusalsCounted >= deps.config.limits.maxRefusedDecisions) {
+      return {
+        ...base,
+        messages: [
+          answer(
+            `Refused decisions for this approval reached the limit (${row.progress.refusalsCounted}): the run ended and nothing was written.`,
+          ),
+        ],
+        ...(await closeAction(
+          deps,
+          row,
+          "NOT_EXECUTED",
+          "TOO_MANY_REFUSED_DECISIONS",
+          `${row.progress.refusalsCounted} decisions refused for this envelope; last: ${code}: ${reason}`,
+        )),
+      };
+    }
+    return { ...base, messages: [answer(undefined)] };
+  };
+}

@@ -1,0 +1,147 @@
+/**
+ * The registered action build_envelope writes: the frozen, hashed envelope and its card exactly as
+ * rendered (with the names of the people it shows), registered in the journal (sealed; superseding the
+ * previous revision in the same transaction) and audited as approval_requested. What is left of a change
+ * set after a partial approval the policy lets run at once is decided right away.
+ */
+import { randomUUID } from "node:crypto";
+import { escalationNote, undoNote } from "../envelope/card-notes.js";
+import {
+  createEnvelope,
+  hashEnvelope,
+  renderCard,
+  requesterVerificationOf,
+  userIdsOnCard,
+  type OperationName,
+} from "../envelope/index.js";
+import type { DecisionRecord, ProposalRecord } from "../envelope/records.js";
+import type { Deps } from "../runtime/deps.js";
+import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
+import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
+import type { PlannedAction } from "./change-sets.js";
+import { lookupNames } from "./people.js";
+import { editorOf, escalationOf } from "./revision-plan.js";
+import { decisionOf, viewOf, type RegisteredView } from "./thread-view.js";
+
+/** What build_envelope writes into state once the action is registered (and, run at once, decided). */
+export type RegisteredUpdate = Partial<RegisteredView> & {
+  proposal: ProposalRecord;
+  pendingDecision: null;
+  decision: DecisionRecord | null;
+  journalNext: "carry_out" | null;
+};
+
+/** Builds, registers and audits the envelope of `proposal`, checked and read as `task`. */
+export async function registerEnvelope(
+  deps: Deps,
+  ctx: {
+    threadId: string;
+    runId: string | undefined;
+    thread: ThreadRecord;
+    previous: ActionRow | undefined;
+    revision: number;
+    proposal: ProposalRecord;
+    operation: OperationName;
+    task: Record<string, unknown>;
+    /** The undo part this envelope deletes with, when it is one. */
+    undoDeletes: boolean;
+    notUndone: string[];
+    /** What is left of a change set after a partial approval, when this envelope is that. */
+    onlyOne: PlannedAction | undefined;
+  },
+): Promise<RegisteredUpdate> {
+  const { threadId, runId, thread, previous, revision, proposal, operation, task } = ctx;
+  const prior = previous?.progress.decision;
+  const escalatedTo = escalationOf(previous);
+  const editedBy = editorOf(proposal, prior);
+  const envelope = createEnvelope({
+    portal: deps.portal,
+    operation,
+    taskId: proposal.taskId,
+    params: proposal.fields,
+    task,
+    requestedBy: thread.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(thread),
+    runContext: { threadId, ...(runId ? { runId } : {}) },
+    policy: deps.policy,
+    now: deps.clock(),
+    revision,
+    envelopeId: previous?.envelope.envelopeId ?? randomUUID(),
+    ...(previous ? { previousEnvelopeHash: previous.envelopeHash } : {}),
+    // Whoever wrote an edited revision may not also approve it.
+    ...(editedBy ? { editedBy } : {}),
+  });
+  const envelopeHash = hashEnvelope(envelope);
+  // Names of the people the card shows (responsible, creator, auditors, …), read by code after the
+  // envelope is frozen: they change only the card, never the envelope, and a failed lookup shows
+  // "name unavailable: why" instead of blocking the approval. Recorded with the card.
+  const people = await lookupNames(deps.tools, userIdsOnCard(envelope), deps.clock);
+  const rendered = renderCard(envelope, envelopeHash, "text", people ? { people: people.names } : {}).text;
+  const undo = thread.compensates
+    ? undoNote(thread.compensates.threadId, thread.compensates.envelopeHash, ctx.undoDeletes, ctx.notUndone)
+    : "";
+  const card = escalatedTo
+    ? `${undo}${escalationNote(escalatedTo, previous?.envelopeHash)}${rendered}`
+    : `${undo}${rendered}`;
+  // Registering supersedes the previous revision in the same transaction; keyed by hash, so a re-run
+  // of this node after a crash registers a second envelope rather than altering the first.
+  const action = await deps.journal.registerAction(
+    {
+      envelopeHash,
+      threadId,
+      revision,
+      envelope,
+      card,
+      scope: thread.scope,
+      policy: { id: deps.policy.id, version: deps.policy.version },
+      escalatedTo,
+      supersededHashes: previous ? [...previous.supersededHashes, previous.envelopeHash] : [],
+      editedBy: editedBy ?? null,
+      ...(people ? { people } : {}),
+    },
+    envelope.createdAt,
+  );
+  await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card, thread.request));
+  // What is left of a change set after a partial approval the policy lets run at once: decided now.
+  if (ctx.onlyOne && prior?.setPlan?.runWithoutReapproval) {
+    const record = {
+      ...decisionOf(previous)!,
+      type: "approve" as const,
+      envelopeHash,
+      nonce: envelope.nonce,
+      revision,
+      message: `partial approval of change set ${previous?.set?.setHash}: ${prior.setPlan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; run without a second approval under policy partialExecution`,
+    };
+    const claim = await deps.journal.decideAction(
+      envelopeHash,
+      {
+        threadId,
+        envelopeHash,
+        nonce: envelope.nonce,
+        revision,
+        decisionType: "approve",
+        approverId: record.approverId,
+        decidedAt: record.decidedAt,
+      },
+      record,
+      [decisionAcceptedEntry(envelope, envelopeHash, record)],
+    );
+    // The claim and its decision_accepted record commit together, as for a human's decision.
+    if (claim.claimed) {
+      return {
+        ...viewOf({ action: claim.row }).registered,
+        proposal,
+        pendingDecision: null,
+        decision: record,
+        journalNext: "carry_out",
+      };
+    }
+  }
+  return {
+    ...viewOf({ action }).registered,
+    proposal,
+    pendingDecision: null,
+    decision: null,
+    journalNext: null,
+  };
+}
