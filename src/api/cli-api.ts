@@ -25,7 +25,7 @@ import {
   isClosingRecord,
   refusalsRecorded,
   settlingDecisionOf,
-} from "../evidence/bundle.js";
+} from "../evidence/recorded.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";

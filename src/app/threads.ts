@@ -17,7 +17,7 @@ import { depsConfigurable } from "../runtime/run-deps.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
-import { refusalsRecorded } from "../evidence/bundle.js";
+import { refusalsRecorded } from "../evidence/recorded.js";
 import { membersOf } from "../hitl/journal-gate.js";
 import { actionOutcomeOf, flatView, viewOf, type RevisionHistory } from "../hitl/thread-view.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
