@@ -6,7 +6,7 @@
 import { Command } from "commander";
 import { loadConfig } from "../config/env.js";
 import { withApp } from "./session.js";
-import type { ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/view-thread.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { Printer } from "./render.js";
 import { UsageError } from "../errors.js";

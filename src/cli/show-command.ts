@@ -22,7 +22,7 @@ export function showCommand(): Command {
           json: Boolean(opts.json),
         }));
       const printer = new Printer(process.stdout, Boolean(opts.json));
-      const { viewThread } = await import("../app/threads.js");
+      const { viewThread } = await import("../app/view-thread.js");
       process.exitCode = await withReadOnlyApp(async (app) => {
         const view = await viewThread(app, thread);
         if (view.status === "not_found") {

@@ -1,7 +1,7 @@
 /**
  * Prints a thread's view as every thread command does (card, question or outcome) and picks the exit code.
  */
-import type { ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/view-thread.js";
 import { Printer, threadJson } from "./render.js";
 import { exitCodeForView } from "./exit-codes.js";
 import { esc } from "../text/escape.js";
