@@ -20,7 +20,8 @@ import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
 import { startInbox, type RunningInbox, type SignInEvent } from "../inbox/server.js";
 import { loadInboxUsers, parseInboxUsers } from "../inbox/users.js";
-import { renderDoctor, runDoctor } from "./doctor-command.js";
+import { runDoctor } from "./doctor-command.js";
+import { renderDoctor } from "./doctor-check.js";
 
 export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 /** The approver the default policy names for the offline demo (policy/default.json, task-approvers). */
