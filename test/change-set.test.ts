@@ -12,7 +12,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Command } from "@langchain/langgraph";
 import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
-import { buildCase, buildEvidence } from "../src/evidence/bundle.js";
+import { buildCase } from "../src/evidence/bundle.js";
+import { buildEvidence } from "../src/evidence/evidence-objects.js";
 import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 

@@ -8,7 +8,8 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { generateApproverKeyPair } from "../src/envelope/index.js";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import { renderDoctor, runDoctor, type DoctorCheck } from "../src/cli/doctor-command.js";
+import { runDoctor } from "../src/cli/doctor-command.js";
+import { renderDoctor, type DoctorCheck } from "../src/cli/doctor-check.js";
 import { ROOT, runCli, tempDir } from "./support/harness.js";
 
 let emu: RunningEmulator | undefined;

@@ -1,5 +1,5 @@
 /**
- * `npm start -- --inbox` as a process (src/cli/main.ts start): with ACTION_ENVELOPE_INBOX_USERS it
+ * `npm start -- --inbox` as a process (src/cli/run-commands.ts start): with ACTION_ENVELOPE_INBOX_USERS it
  * serves the web inbox on a free localhost port, prints its URL, and the approval decided there ends
  * the job; without it, it says how to enable the inbox and runs as before.
  */

@@ -12,7 +12,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig, type DatabaseConfig } from "../src/config/env.js";
 import { MAX_REPLY_CHARS, SqliteJournal, type Journal } from "../src/store/journal.js";
 import { PostgresJournal } from "../src/store/pg-journal.js";
-import { MIGRATIONS, quoteIdent } from "../src/store/postgres.js";
+import { quoteIdent } from "../src/store/postgres.js";
+import { MIGRATIONS } from "../src/store/pg-migrations.js";
 import { tempDir } from "./support/harness.js";
 import { createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
 

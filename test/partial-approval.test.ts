@@ -12,7 +12,7 @@ import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { partialApprovalForecast } from "../src/envelope/index.js";
-import { buildEvidence } from "../src/evidence/bundle.js";
+import { buildEvidence } from "../src/evidence/evidence-objects.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 

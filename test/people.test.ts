@@ -33,7 +33,7 @@ import {
 } from "../src/envelope/index.js";
 import { cardSection } from "../src/inbox/card-view.js";
 import { lookupNames, resolveName } from "../src/hitl/people.js";
-import { buildEvidence } from "../src/evidence/bundle.js";
+import { buildEvidence } from "../src/evidence/evidence-objects.js";
 import {
   envFor,
   openTestApp,

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
 import { startUndo } from "../src/app/undo.js";
 import { cardSection, setSection } from "../src/inbox/card-view.js";
-import { writerWindow } from "../src/evidence/bundle.js";
+import { writerWindow } from "../src/evidence/writer-window.js";
 import {
   envFor,
   openTestApp,

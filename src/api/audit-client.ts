@@ -4,7 +4,8 @@
  * local audit log would, so src/cli/audit-command.ts prints it with the same renderers.
  */
 import type { AuditThreadSummary, ChainVerification } from "../store/audit.js";
-import type { CaseRecord, EvidenceObject } from "../evidence/bundle.js";
+import type { CaseRecord } from "../evidence/bundle.js";
+import type { EvidenceObject } from "../evidence/evidence-objects.js";
 import type { QuestionEntry } from "../store/journal.js";
 import type { ApiTarget } from "./target.js";
 import { UsageError } from "../errors.js";

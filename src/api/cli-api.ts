@@ -15,7 +15,7 @@
 import { Client } from "@langchain/langgraph-sdk";
 import type { ApprovalRequest, InputRequest, InterruptPayload, ResumeValue } from "../hitl/contract.js";
 import type { State } from "../graph/state.js";
-import type { ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/view-thread.js";
 import type { PendingApproval } from "../app/threads.js";
 import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
@@ -25,7 +25,7 @@ import {
   isClosingRecord,
   refusalsRecorded,
   settlingDecisionOf,
-} from "../evidence/bundle.js";
+} from "../evidence/recorded.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";

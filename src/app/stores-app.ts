@@ -4,7 +4,7 @@
  * opened only if the command turns out to need a thread's state, and then exactly as `show` opens it.
  */
 import type { StoreDeps } from "../runtime/deps.js";
-import type { ReadApp } from "./threads.js";
+import type { ReadApp } from "./open-app.js";
 
 export interface StoresApp {
   deps: StoreDeps;
@@ -17,7 +17,7 @@ export function openStoresApp(deps: StoreDeps): StoresApp {
   let read: Promise<ReadApp> | undefined;
   return {
     deps,
-    readApp: () => (read ??= import("./threads.js").then(({ openReadApp }) => openReadApp(deps))),
+    readApp: () => (read ??= import("./open-app.js").then(({ openReadApp }) => openReadApp(deps))),
     async close() {
       // The read-only app closes the stores with its checkpointer; if it never opened, close them here.
       const opened = await read?.catch(() => undefined);

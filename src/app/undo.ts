@@ -8,7 +8,9 @@
  */
 import { UsageError } from "../errors.js";
 import { undoPlanFor, undoRequest } from "../hitl/compensation.js";
-import { startRun, type App, type StepListener, type ThreadView } from "./threads.js";
+import { startRun, type StepListener } from "./threads.js";
+import type { App } from "./open-app.js";
+import type { ThreadView } from "./view-thread.js";
 
 export async function startUndo(
   app: App,

@@ -2,7 +2,7 @@
  * The CLI's commands against a LangGraph API server (`--api <url>`): the thread is read and decided
  * through the API (src/api/cli-api.ts) and printed as the local CLI prints it.
  */
-import type { ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/view-thread.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { UsageError } from "../errors.js";
 import { esc } from "../text/escape.js";

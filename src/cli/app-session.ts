@@ -8,7 +8,7 @@ import path from "node:path";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig, type AppConfig } from "../config/env.js";
 import type { ThreadMirror } from "../hitl/thread-mirror.js";
-import type { RunStatus } from "../evidence/bundle.js";
+import type { RunStatus } from "../evidence/case-input.js";
 import type { CheckpointReader } from "../evidence/case-source.js";
 import type { AuditLog } from "../store/audit.js";
 

@@ -6,7 +6,8 @@
  * Exit codes: 0 done (and the chain intact), 1 usage error, 2 the chain is broken or the server refused.
  */
 import { Command } from "commander";
-import type { CaseRecord, EvidenceObject } from "../evidence/bundle.js";
+import type { CaseRecord } from "../evidence/bundle.js";
+import type { EvidenceObject } from "../evidence/evidence-objects.js";
 import { caseOf } from "../evidence/case-source.js";
 import { exportBundle } from "../evidence/export.js";
 import { renderCase } from "../evidence/render.js";

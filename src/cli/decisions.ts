@@ -12,7 +12,7 @@ import {
 } from "../envelope/index.js";
 export { signRequest } from "../envelope/index.js";
 import type { ResumeValue } from "../hitl/contract.js";
-import type { ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/view-thread.js";
 import { UsageError } from "../errors.js";
 import { ENUM_LABELS, enumCodeOf } from "../envelope/fields.js";
 import { PRIVATE } from "../config/file-mode.js";

@@ -3,7 +3,7 @@
  * They resume through the same decision path as approve/reject/edit.
  */
 import { Command } from "commander";
-import type { ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/view-thread.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { Printer, threadJson } from "./render.js";
 import { withApp } from "./session.js";

@@ -10,7 +10,7 @@
  */
 import { styleText } from "node:util";
 import type { State } from "../graph/state.js";
-import type { ThreadView } from "../app/threads.js";
+import type { ThreadView } from "../app/view-thread.js";
 import type { PendingApproval } from "../app/pending.js";
 import { esc, escapeForTerminal, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";

@@ -3,14 +3,14 @@
  * The runtime (LangGraph, MCP, stores) is imported here, when a command first needs it, so `--help`
  * and commands that never open the app do not load it (docs/operations.md: Performance).
  */
-import type { App, ReadApp } from "../app/threads.js";
+import type { App, ReadApp } from "../app/open-app.js";
 import type { StoresApp } from "../app/stores-app.js";
 
 export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
   const [{ loadConfig }, { createDeps }, { openApp }] = await Promise.all([
     import("../config/env.js"),
     import("../runtime/deps.js"),
-    import("../app/threads.js"),
+    import("../app/open-app.js"),
   ]);
   return using(openApp(await createDeps(loadConfig())), fn);
 }
@@ -24,7 +24,7 @@ export async function withReadOnlyApp<T>(fn: (app: ReadApp) => Promise<T>): Prom
   const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await Promise.all([
     import("../config/env.js"),
     import("../runtime/deps.js"),
-    import("../app/threads.js"),
+    import("../app/open-app.js"),
   ]);
   return using(openReadApp(await createStoreDeps(loadConfig())), fn);
 }

@@ -8,7 +8,9 @@ import { randomUUID } from "node:crypto";
 import { select, input } from "@inquirer/prompts";
 import { loadConfig } from "../config/env.js";
 import { createDeps } from "../runtime/deps.js";
-import { openApp, startRun, submitDecision, viewThread, type App, type ThreadView } from "../app/threads.js";
+import { openApp, type App } from "../app/open-app.js";
+import { startRun, submitDecision } from "../app/threads.js";
+import { viewThread, type ThreadView } from "../app/view-thread.js";
 import type { RequestScope } from "../envelope/records.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { Printer } from "./render.js";
@@ -18,7 +20,8 @@ import { esc } from "../text/escape.js";
 import { LIMITS, withinCap } from "./limits.js";
 import { startInbox, type RunningInbox, type SignInEvent } from "../inbox/server.js";
 import { loadInboxUsers, parseInboxUsers } from "../inbox/users.js";
-import { renderDoctor, runDoctor } from "./doctor-command.js";
+import { runDoctor } from "./doctor-command.js";
+import { renderDoctor } from "./doctor-check.js";
 
 export const DEMO_REQUEST = "rename task 4 to LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
 /** The approver the default policy names for the offline demo (policy/default.json, task-approvers). */

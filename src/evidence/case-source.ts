@@ -6,7 +6,8 @@
  */
 import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type { AuditLog, ChainVerification } from "../store/audit.js";
-import { buildCase, type RunStatus } from "./bundle.js";
+import { buildCase } from "./bundle.js";
+import type { RunStatus } from "./case-input.js";
 
 export interface CaseSource {
   audit: Pick<AuditLog, "records" | "verify">;

@@ -7,7 +7,8 @@ import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { UsageError } from "../errors.js";
-import type { CaseRecord, EvidenceObject } from "./bundle.js";
+import type { CaseRecord } from "./bundle.js";
+import type { EvidenceObject } from "./evidence-objects.js";
 
 export const CHECKSUM_FILE = "SHA256SUMS";
 export const CASE_RECORD_FILE = "case-record.json";

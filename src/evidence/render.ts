@@ -13,7 +13,9 @@ import { objectNamed, operationSpec } from "../envelope/operations.js";
 import { requesterVerificationText } from "../envelope/envelope.js";
 import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";
 import { esc, escapeRendered } from "../text/escape.js";
-import type { CaseRecord, EvidenceObject, WriterWindow } from "./bundle.js";
+import type { CaseRecord } from "./bundle.js";
+import type { EvidenceObject } from "./evidence-objects.js";
+import type { WriterWindow } from "./writer-window.js";
 
 export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   const lines: string[] = [];

@@ -13,7 +13,7 @@ import { personNote } from "../envelope/people.js";
 import { requesterVerificationOf, requesterVerificationText } from "../envelope/envelope.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { fieldChanges, type RevisionChange, type RevisionHistory } from "../hitl/thread-view.js";
-import type { SetActionOutcome } from "../app/threads.js";
+import type { SetActionOutcome } from "../app/view-thread.js";
 import { html, markedHtml, raw, rendered, text, type Html } from "./html.js";
 
 const MARKER_OR_CHAR = /⟨U\+[0-9A-F]{4,6}⟩|[\s\S]/gu;

@@ -37,7 +37,7 @@ export function inboxCommands(): Command[] {
       // The runtime and the web server are loaded only when this command runs.
       const [{ createDeps }, { openApp }, { startInbox }] = await Promise.all([
         import("../runtime/deps.js"),
-        import("../app/threads.js"),
+        import("../app/open-app.js"),
         import("./server.js"),
       ]);
       const app = openApp(await createDeps(config));

@@ -2,7 +2,7 @@
  * Reading a posted decision form: the per-action choices of a change set, an edit's values, and the refusal
  * of an edit that carries characters that cannot be seen.
  */
-import type { App } from "../app/threads.js";
+import type { App } from "../app/open-app.js";
 import { OPERATIONS } from "../envelope/operations.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { classify, marker } from "../text/escape.js";

@@ -10,7 +10,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { Command } from "@langchain/langgraph";
-import { RUN_DURABILITY, viewThread, type App, type ThreadView } from "../app/threads.js";
+import { RUN_DURABILITY } from "../app/threads.js";
+import { viewThread, type ThreadView } from "../app/view-thread.js";
+import type { App } from "../app/open-app.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 
 export class StaleCardError extends Error {

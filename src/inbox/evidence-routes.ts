@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { Hono } from "hono";
-import { viewThread } from "../app/threads.js";
+import { viewThread } from "../app/view-thread.js";
 import { buildCase } from "../evidence/bundle.js";
 import { exportBundle } from "../evidence/export.js";
 import { html, text } from "./html.js";

@@ -24,7 +24,7 @@ import { Hono } from "hono";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig } from "../config/env.js";
 import { serverDeps } from "../runtime/server-deps.js";
-import { openApp, type App } from "../app/threads.js";
+import { openApp, type App } from "../app/open-app.js";
 import { createInboxApp } from "./server.js";
 import { loadInboxUsers } from "./users.js";
 import { serverAuditRoutes } from "../api/audit-routes.js";

@@ -5,7 +5,7 @@
  * escalation group once escalated) or cancel (their own request). Soonest expiry first.
  */
 import { createHash } from "node:crypto";
-import type { App } from "../app/threads.js";
+import type { App } from "../app/open-app.js";
 import { allowedApprovers, hasRole, levelRank } from "../envelope/policy.js";
 import { requesterVerificationOf, type RequesterVerification } from "../envelope/envelope.js";
 import { changeLines, objectTitle, type ChangeLine } from "./summary.js";

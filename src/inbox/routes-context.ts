@@ -3,7 +3,7 @@
  */
 import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
-import type { App } from "../app/threads.js";
+import type { App } from "../app/open-app.js";
 import type { Html } from "./html.js";
 import type { Session, Sessions, SignInLinks } from "./security.js";
 import type { InboxUsers } from "./users.js";

@@ -2,7 +2,7 @@
  * The inbox's thread routes: the page of one thread, and the decisions and answers posted from it.
  */
 import { Hono, type Context } from "hono";
-import { viewThread, type ThreadView } from "../app/threads.js";
+import { viewThread, type ThreadView } from "../app/view-thread.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import { cardSection, revisionSection, setRevisionSection, setSection } from "./card-view.js";
 import { membersOf } from "../hitl/journal-gate.js";

@@ -1,7 +1,8 @@
 /**
  * The sections of a thread's page: the decision forms beside the card, the question form and the outcome.
  */
-import type { App, ThreadView } from "../app/threads.js";
+import type { App } from "../app/open-app.js";
+import type { ThreadView } from "../app/view-thread.js";
 import { OPERATIONS } from "../envelope/operations.js";
 import { partialApprovalForecast } from "../envelope/change-set.js";
 import { setOutcomeTable } from "./card-view.js";

@@ -24,15 +24,8 @@ import {
   type ThreadPage,
   FIRST_RECORDS_SQL,
 } from "./audit.js";
-import {
-  inTransaction,
-  lockKey,
-  openPools,
-  prepareDatabase,
-  query,
-  quoteIdent,
-  type PoolLease,
-} from "./postgres.js";
+import { inTransaction, lockKey, openPools, query, quoteIdent, type PoolLease } from "./postgres.js";
+import { prepareDatabase } from "./pg-migrations.js";
 
 /** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
 const normalise = (r: AuditRow): AuditRow => ({ ...r, seq: Number(r.seq) });

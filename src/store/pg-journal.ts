@@ -14,7 +14,8 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { openPools, prepareDatabase, type PoolLease } from "./postgres.js";
+import { openPools, type PoolLease } from "./postgres.js";
+import { prepareDatabase } from "./pg-migrations.js";
 import type { CommitCount } from "./statements.js";
 import { ComposedJournal } from "./journal/composed.js";
 import type { PgCore } from "./pg/base.js";

@@ -1,0 +1,24 @@
+/** One check of `doctor` (area, name, status, what was found, the fix) and how a list of them is printed. */
+import { escapeForTerminal } from "../text/escape.js";
+
+export type CheckStatus = "pass" | "warn" | "fail" | "skip";
+
+export interface DoctorCheck {
+  area: "config" | "portal" | "model" | "policy" | "stores";
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to do about a failure or warning. */
+  fix?: string;
+}
+
+/** One line per check: status, area and name, what was found, and the fix. */
+export function renderDoctor(checks: DoctorCheck[]): string {
+  const lines = checks.map((c) => {
+    const head = `${c.status.toUpperCase().padEnd(4)}  ${`${c.area}/${c.name}`.padEnd(22)} ${escapeForTerminal(c.detail)}`;
+    return c.fix ? `${head} — fix: ${escapeForTerminal(c.fix)}` : head;
+  });
+  const failed = checks.filter((c) => c.status === "fail").length;
+  lines.push(failed ? `${failed} check${failed === 1 ? "" : "s"} failed` : "all checks passed");
+  return `${lines.join("\n")}\n`;
+}
