@@ -2,7 +2,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
-import { IDEMPOTENT_REPLAYED_META_KEY } from "./mcp-server.js";
+import { IDEMPOTENT_REPLAYED_META_KEY } from "./mcp-contract.js";
 
 export interface McpCallError {
   kind: Bitrix24ErrorKind;

@@ -1,7 +1,7 @@
 /** The roles a Bitrix24 tool can serve, the Bitrix24 method behind each, and the checks that keep write tools off the read path. */
 import type { StructuredToolInterface } from "@langchain/core/tools";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
-import { BITRIX24_METHOD_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
+import { BITRIX24_METHOD_META_KEY, MCP_TOOL_NAMES } from "./mcp-contract.js";
 
 export type ReadRole =
   | "getTask"
