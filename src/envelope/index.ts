@@ -74,20 +74,22 @@ export {
 } from "./envelope.js";
 export {
   compareBaseline,
-  verifyOutcome,
   extractTask,
   noChangeReason,
   type ReadResult,
-  type Acknowledgement,
   type FieldCheck,
   type FieldStatus,
   type CompareVerdict,
-  type VerifyVerdict,
   type CompareResult,
-  type VerifyResult,
   type MovedField,
   type ObjectIdentity,
 } from "./compare.js";
+export {
+  verifyOutcome,
+  type Acknowledgement,
+  type VerifyVerdict,
+  type VerifyResult,
+} from "./verify-outcome.js";
 export {
   DecisionSchema,
   validateDecision,
