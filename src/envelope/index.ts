@@ -91,19 +91,16 @@ export {
   type VerifyResult,
 } from "./verify-outcome.js";
 export {
-  DecisionSchema,
   validateDecision,
   validateDecisionFor,
-  subjectOfEnvelope,
-  subjectOfSet,
-  type DecisionSubject,
-  signedPayloadOf,
-  type Decision,
   type RefusalCode,
   type DecisionContext,
   type DecisionValidation,
   type VerifiedBy,
 } from "./decision.js";
+export { DecisionSchema, type Decision } from "./decision-schema.js";
+export { subjectOfEnvelope, subjectOfSet, type DecisionSubject } from "./decision-subject.js";
+export { signedPayloadOf } from "./decision-identity.js";
 export {
   signDecision,
   verifyDecisionSignature,
