@@ -7,7 +7,9 @@ import {
   type BaseMessage,
 } from "@langchain/core/messages";
 import { REMOVE_ALL_MESSAGES, type LangGraphRunnableConfig } from "@langchain/langgraph";
-import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State, type Update } from "../graph/state.js";
+import { UNREADABLE_MESSAGE_KEY } from "../graph/messages-channel.js";
+import { RequestInputSchema } from "../graph/request-input.js";
+import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { depsOf } from "../runtime/run-deps.js";
 import { agentPrompt } from "../prompts.js";
@@ -25,7 +27,7 @@ import {
   modelReasonCode,
 } from "../models/model-errors.js";
 
-export { MAX_REQUEST_CHARS } from "../graph/state.js";
+export { MAX_REQUEST_CHARS } from "../graph/request-input.js";
 
 /**
  * One model turn: the model sees read tools and propose_change, never the write tool. The thread's
