@@ -10,7 +10,7 @@ import { startRun, submitDecision, type App, type ThreadView } from "../src/app/
 import { buildCase } from "../src/evidence/bundle.js";
 import { outcomeFlags, type FlagInputs } from "../src/envelope/outcome-flags.js";
 import { renderCase } from "../src/evidence/render.js";
-import { RequestScopeSchema } from "../src/graph/state.js";
+import { RequestScopeSchema } from "../src/graph/request-input.js";
 import { inboxPage } from "../src/inbox/pages.js";
 import { approvalOf as approve, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readDealThenPropose, type Script } from "./support/scripted-model.js";

@@ -22,7 +22,7 @@ import {
   type SignedDecisionPayload,
 } from "../src/envelope/index.js";
 import defaultJson from "../policy/default.json" with { type: "json" };
-import { identityEstablished } from "../src/envelope/decision.js";
+import { identityEstablished } from "../src/envelope/decision-identity.js";
 
 const CREATED = new Date("2026-11-30T10:00:00Z");
 const NOW = new Date("2026-11-30T10:05:00Z");

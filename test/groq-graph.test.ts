@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision, type App } from "../src/app/threads.js";
-import { MCP_TOOL_NAMES } from "../src/tools/mcp-server.js";
+import { MCP_TOOL_NAMES } from "../src/tools/mcp-contract.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import {
   CHAT_COMPLETIONS_PATH,

@@ -2,8 +2,10 @@ import { request } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
-import { runMcpServerCli, serveHttp, type HttpMcpServerHandle } from "../src/tools/mcp-server.js";
-import { createBitrix24Tools, type McpCallResult } from "../src/tools/bitrix24-tools.js";
+import { serveHttp, type HttpMcpServerHandle } from "../src/tools/mcp-http.js";
+import { runMcpServerCli } from "../src/tools/mcp-server.js";
+import { createBitrix24Tools } from "../src/tools/bitrix24-tools.js";
+import type { McpCallResult } from "../src/tools/mcp-call.js";
 
 const CODE = "mcp-http-test-secret-code";
 

@@ -5,15 +5,9 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { EmulatorControl, startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import {
-  createBitrix24Tools,
-  READ_METHODS,
-  READ_ROLES,
-  WRITE_ROLES,
-  type Bitrix24Tools,
-  type McpCallResult,
-  type WriteRole,
-} from "../src/tools/bitrix24-tools.js";
+import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
+import type { McpCallResult } from "../src/tools/mcp-call.js";
+import { READ_METHODS, READ_ROLES, WRITE_ROLES, type WriteRole } from "../src/tools/tool-roles.js";
 
 const CODE = "mcp-operations-secret-code";
 

@@ -11,12 +11,8 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import {
-  createBitrix24Tools,
-  McpToolError,
-  type Bitrix24Tools,
-  type McpCallResult,
-} from "../src/tools/bitrix24-tools.js";
+import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
+import { McpToolError, type McpCallResult } from "../src/tools/mcp-call.js";
 import { readMcpServerEnv } from "../src/tools/mcp-stdio.js";
 
 const CODE = "mcp-test-secret-code";

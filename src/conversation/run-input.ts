@@ -3,7 +3,9 @@
  * the last human message; checked before anything is recorded or a model is called.
  */
 import { isHumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { RequestInputSchema, UNREADABLE_MESSAGE_KEY, type State } from "../graph/state.js";
+import { UNREADABLE_MESSAGE_KEY } from "../graph/messages-channel.js";
+import { RequestInputSchema } from "../graph/request-input.js";
+import type { State } from "../graph/state.js";
 
 export type RunInput =
   | {

@@ -17,19 +17,16 @@ import type { Envelope } from "./envelope.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { isRecord } from "./targets.js";
+import { show, type FieldCheck, type ObjectIdentity, type ReadResult } from "./compare.js";
 import {
   MAY_STILL_LAND,
   notYetApplied,
   outcomeUnknown,
-  show,
   verifyOutcome,
   type Acknowledgement,
-  type FieldCheck,
-  type ObjectIdentity,
-  type ReadResult,
   type VerifyResult,
   type VerifyVerdict,
-} from "./compare.js";
+} from "./verify-outcome.js";
 
 /** A comment as task.commentitem.getlist lists it (UPPER_SNAKE keys, ids as strings). */
 export interface CommentItem {

@@ -4,15 +4,10 @@
  * The check_decision node (src/nodes/check-decision.ts) feeds it the journal's row, this server's
  * clock and keys, and does the claiming, auditing and closing around it.
  */
-import {
-  DecisionSchema,
-  identityEstablished,
-  subjectOfSet,
-  validateDecisionFor,
-  type Decision,
-  type DecisionContext,
-  type DecisionValidation,
-} from "./decision.js";
+import { validateDecisionFor, type DecisionContext, type DecisionValidation } from "./decision.js";
+import { identityEstablished } from "./decision-identity.js";
+import { DecisionSchema, type Decision } from "./decision-schema.js";
+import { subjectOfSet } from "./decision-subject.js";
 import { partialApprovalForecast, type ChangeSet } from "./change-set.js";
 import type { Envelope } from "./envelope.js";
 import type { OperationName } from "./operations.js";

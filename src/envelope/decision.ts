@@ -5,15 +5,11 @@
  * refused as that, whoever sent it.
  */
 import type { KeyObject } from "node:crypto";
-import { z } from "zod";
-import { HASH_PATTERN } from "./canonical.js";
-import {
-  hashEnvelope,
-  requesterVerificationOf,
-  type Envelope,
-  type RequesterVerification,
-} from "./envelope.js";
-import { hashChangeSet, type ChangeSet } from "./change-set.js";
+import { codesForNames } from "./fields.js";
+import { signedPayloadOf } from "./decision-identity.js";
+import { DecisionSchema, type Decision } from "./decision-schema.js";
+import { subjectOfEnvelope, type DecisionSubject } from "./decision-subject.js";
+import type { Envelope } from "./envelope.js";
 import {
   approverNotAllowed,
   hasRole,
@@ -21,93 +17,11 @@ import {
   OVERRIDABLE_GATES,
   type Gate,
   type Policy,
-  type RiskLevel,
 } from "./policy.js";
 import { checkProposal, type Proposal, type ProposalRefusalCode, type Scope } from "./scope.js";
-import { verifyDecisionSignature, type SignedDecisionPayload } from "./signature.js";
-import { codesForNames } from "./fields.js";
-import { OPERATIONS, objectNamed, operationSpec } from "./operations.js";
+import { verifyDecisionSignature } from "./signature.js";
+import { OPERATIONS, objectNamed } from "./operations.js";
 import { idsForNames, type NameResolution } from "./people.js";
-
-/** Ids are short; a longer one is refused (MALFORMED) rather than carried into records. */
-export const MAX_ID_CHARS = 128;
-const Approver = z.strictObject({
-  id: z
-    .string()
-    .min(1)
-    .max(MAX_ID_CHARS, `approver id is at most ${MAX_ID_CHARS} characters`)
-    .regex(/^\S+$/, "approver id has no whitespace"),
-});
-const Base = {
-  envelopeHash: z.string().regex(HASH_PATTERN, 'envelopeHash is "sha256:" + 64 lowercase hex digits'),
-  nonce: z.string().min(1).max(MAX_ID_CHARS),
-  approver: Approver,
-  decidedAt: z.iso.datetime({ offset: true }).optional(),
-  /** Base64 Ed25519 signature over the canonical SignedDecisionPayload. */
-  signature: z.string().min(1).optional(),
-  /** For a change set decided action by action: the action (a1, a2, …) this decision is about. */
-  actionId: z
-    .string()
-    .regex(/^a[1-9][0-9]?$/, "actionId is a1, a2, … as the change set lists them")
-    .optional(),
-};
-
-export const DecisionSchema = z.discriminatedUnion("type", [
-  z.strictObject({
-    type: z.literal("approve"),
-    ...Base,
-    /** Ask to pass a gate that policy lets an authorised role override (only separation_of_duties today). */
-    override: z
-      .strictObject({
-        gate: z.string().min(1).max(MAX_ID_CHARS),
-        reason: z
-          .string()
-          .trim()
-          .min(1, "an override needs a reason")
-          .max(4000, "an override reason is at most 4,000 characters"),
-      })
-      .optional(),
-  }),
-  z.strictObject({
-    type: z.literal("reject"),
-    ...Base,
-    message: z.string().max(4000, "a rejection message is at most 4,000 characters").optional(),
-  }),
-  z.strictObject({
-    type: z.literal("edit"),
-    ...Base,
-    editedAction: z
-      .strictObject({
-        name: z.string().min(1),
-        // The object's id under the operation's own name: taskId for a task's, dealId for update_deal. A
-        // create (add_task) names no object: its args are {fields} as shown (taskId 0 is read the same).
-        args: z.strictObject({
-          taskId: z.int().nonnegative().optional(),
-          dealId: z.int().nonnegative().optional(),
-          fields: z.record(z.string(), z.json()),
-        }),
-      })
-      .superRefine((a, ctx) => {
-        if (operationSpec(a.name)?.effect === "create") return; // which id, if any, is judged against the envelope (OUT_OF_SCOPE)
-        if ((a.args.taskId === undefined) === (a.args.dealId === undefined)) {
-          ctx.addIssue({
-            code: "custom",
-            path: ["args"],
-            message: "name the edited object by exactly one of taskId (a task) or dealId (a deal)",
-          });
-        }
-        for (const k of ["taskId", "dealId"] as const) {
-          if (a.args[k] === 0)
-            ctx.addIssue({
-              code: "custom",
-              path: ["args", k],
-              message: "Too small: expected number to be >0",
-            });
-        }
-      }),
-  }),
-]);
-export type Decision = z.output<typeof DecisionSchema>;
 
 export type RefusalCode =
   | "MALFORMED"
@@ -143,68 +57,6 @@ export interface DecisionContext {
 }
 
 export type VerifiedBy = "signature" | "authentication" | "self_declared";
-
-/**
- * What a decision is bound to: one envelope, or a change set (every action of it). The hash is
- * recomputed by the caller from the object itself; `edits` are the envelopes an edit may change.
- */
-export interface DecisionSubject {
-  hash: string;
-  kind: "envelope" | "change set";
-  nonce: string;
-  revision: number;
-  /** When the approval was created: a signed decision cannot have been made before it. */
-  createdAt: string;
-  expiresAt: string;
-  threadId: string;
-  /** Every operation the approval covers: an approver must be allowed each. */
-  operations: string[];
-  requestedBy: string;
-  /** How requestedBy was established: separation of duties compares against it and says so when it is only self-declared. */
-  requesterVerifiedBy: RequesterVerification;
-  editedBy?: string | undefined;
-  level: RiskLevel;
-  /** For a single envelope: the envelope an edit changes. For a change set: the actions by id. */
-  edits: { single: Envelope } | { byActionId: ReadonlyMap<string, Envelope> };
-}
-
-export function subjectOfEnvelope(e: Envelope): DecisionSubject {
-  return {
-    hash: hashEnvelope(e),
-    kind: "envelope",
-    nonce: e.nonce,
-    revision: e.revision,
-    createdAt: e.createdAt,
-    expiresAt: e.expiresAt,
-    threadId: e.runContext.threadId,
-    operations: [e.operation],
-    requestedBy: e.requestedBy,
-    requesterVerifiedBy: requesterVerificationOf(e),
-    editedBy: e.editedBy,
-    level: e.risk.level,
-    edits: { single: e },
-  };
-}
-
-/** A change set with its actions' envelopes (in the set's order). */
-export function subjectOfSet(set: ChangeSet, envelopes: Envelope[]): DecisionSubject {
-  const byActionId = new Map(set.actions.map((a, i) => [a.actionId, envelopes[i]!] as const));
-  return {
-    hash: hashChangeSet(set),
-    kind: "change set",
-    nonce: set.nonce,
-    revision: set.revision,
-    createdAt: set.createdAt,
-    expiresAt: set.expiresAt,
-    threadId: set.threadId,
-    operations: [...new Set(set.actions.map((a) => a.operation))],
-    requestedBy: set.requestedBy,
-    requesterVerifiedBy: requesterVerificationOf(set),
-    editedBy: set.editedBy,
-    level: set.risk.level,
-    edits: { byActionId },
-  };
-}
 
 export type DecisionValidation =
   | {
@@ -524,62 +376,5 @@ export function validateDecisionFor(
     ...(signedAt === undefined && d.decidedAt !== undefined ? { claimedDecidedAt: d.decidedAt } : {}),
     ...(appliedOverride ? { override: appliedOverride } : {}),
     ...(edit ? { edit } : {}),
-  };
-}
-
-/**
- * Whether the identity a decision claims is established as far as the policy asks, whatever else is
- * wrong with the decision: the caller is authenticated as that approver, or the decision carries a
- * signature that verifies with that approver's key over this thread, or the policy accepts
- * self-declared approvers (allowUnauthenticated, no signature required). Only such a decision may
- * count toward the refused-decision budget: otherwise anyone could end an approval by sending bad
- * decisions that merely name an entitled approver.
- */
-export function identityEstablished(
-  decision: unknown,
-  ctx: {
-    policy: Policy;
-    publicKeys: ReadonlyMap<string, KeyObject>;
-    threadId: string;
-    authenticatedUser?: string | undefined;
-  },
-): boolean {
-  const claimed = (decision as { approver?: { id?: unknown } } | null)?.approver?.id;
-  if (typeof claimed !== "string" || claimed === "") return false;
-  if (ctx.authenticatedUser !== undefined) return ctx.authenticatedUser === claimed;
-  if (signatureVerifies(decision, claimed, ctx)) return true;
-  return ctx.policy.approvers.allowUnauthenticated && !ctx.policy.requireSignature;
-}
-
-function signatureVerifies(
-  decision: unknown,
-  approverId: string,
-  ctx: { publicKeys: ReadonlyMap<string, KeyObject>; threadId: string },
-): boolean {
-  const parsed = DecisionSchema.safeParse(decision);
-  if (!parsed.success || parsed.data.signature === undefined || parsed.data.decidedAt === undefined)
-    return false;
-  const key = ctx.publicKeys.get(approverId);
-  if (!key) return false;
-  try {
-    return verifyDecisionSignature(signedPayloadOf(parsed.data, ctx.threadId), parsed.data.signature, key);
-  } catch {
-    return false;
-  }
-}
-
-/** The payload a decision's signature covers; the approver's tool builds the same object to sign. */
-export function signedPayloadOf(d: Decision, threadId: string): SignedDecisionPayload {
-  if (d.decidedAt === undefined) throw new TypeError("a decision without decidedAt cannot be signed");
-  return {
-    envelopeHash: d.envelopeHash,
-    nonce: d.nonce,
-    threadId,
-    decision: d.type,
-    approverId: d.approver.id,
-    decidedAt: d.decidedAt,
-    ...(d.type === "edit" ? { editedAction: d.editedAction } : {}),
-    ...(d.type === "approve" && d.override ? { override: d.override } : {}),
-    ...(d.actionId !== undefined ? { actionId: d.actionId } : {}),
   };
 }

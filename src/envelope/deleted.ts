@@ -12,21 +12,23 @@
  */
 import { fingerprint } from "./canonical.js";
 import {
-  MAY_STILL_LAND,
-  describeAck,
   describeMoves,
   extractTask,
   has,
-  notYetApplied,
-  outcomeUnknown,
-  type Acknowledgement,
   type CompareResult,
   type FieldCheck,
   type MovedField,
   type ObjectIdentity,
   type ReadResult,
-  type VerifyResult,
 } from "./compare.js";
+import {
+  MAY_STILL_LAND,
+  describeAck,
+  notYetApplied,
+  outcomeUnknown,
+  type Acknowledgement,
+  type VerifyResult,
+} from "./verify-outcome.js";
 import { extractComments } from "./created.js";
 import { normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";

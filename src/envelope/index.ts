@@ -74,34 +74,33 @@ export {
 } from "./envelope.js";
 export {
   compareBaseline,
-  verifyOutcome,
   extractTask,
   noChangeReason,
   type ReadResult,
-  type Acknowledgement,
   type FieldCheck,
   type FieldStatus,
   type CompareVerdict,
-  type VerifyVerdict,
   type CompareResult,
-  type VerifyResult,
   type MovedField,
   type ObjectIdentity,
 } from "./compare.js";
 export {
-  DecisionSchema,
+  verifyOutcome,
+  type Acknowledgement,
+  type VerifyVerdict,
+  type VerifyResult,
+} from "./verify-outcome.js";
+export {
   validateDecision,
   validateDecisionFor,
-  subjectOfEnvelope,
-  subjectOfSet,
-  type DecisionSubject,
-  signedPayloadOf,
-  type Decision,
   type RefusalCode,
   type DecisionContext,
   type DecisionValidation,
   type VerifiedBy,
 } from "./decision.js";
+export { DecisionSchema, type Decision } from "./decision-schema.js";
+export { subjectOfEnvelope, subjectOfSet, type DecisionSubject } from "./decision-subject.js";
+export { signedPayloadOf } from "./decision-identity.js";
 export {
   signDecision,
   verifyDecisionSignature,

@@ -49,7 +49,7 @@ export interface OperationSpec {
   name: OperationName;
   /** The Bitrix24 method the write tool calls. */
   method: string;
-  /** The role of the write tool that serves it (src/tools/bitrix24-tools.ts). */
+  /** The role of the write tool that serves it (src/tools/tool-roles.ts). */
   writeRole: "updateTask" | "addTaskComment" | "updateDeal" | "addTask" | "deleteTaskComment" | "deleteTask";
   /** The tool name recorded in the invocation (our MCP server's tool for that role). */
   tool:

@@ -37,7 +37,7 @@ export interface TargetKind {
   idKey: string;
   /** Where the object sits in a read answer: body.result.task (tasks) or body.result (deals). */
   extract(body: unknown, id: number): Extracted;
-  /** The read tool role and its arguments (src/tools/bitrix24-tools.ts). */
+  /** The read tool role and its arguments (src/tools/tool-roles.ts). */
   read: { role: "getTask" | "getDeal"; args(id: number): Record<string, unknown> };
 }
 

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Deps } from "../runtime/deps.js";
 import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../envelope/records.js";
-import type { McpCallResult } from "../tools/bitrix24-tools.js";
+import type { McpCallResult } from "../tools/mcp-call.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { busyReason, leaseOf } from "../hitl/object-lease.js";

@@ -13,12 +13,11 @@
  * channel's zod shape documents it (JSON Schema for Studio) but does not gate writes to it: a state
  * value of the wrong shape must reach the nodes, which ignore it and record `tamper_detected`, rather
  * than stop the run with a validation error. The run input is validated by the agent node against
- * `RequestInputSchema` (code INVALID_INPUT naming the field), before anything is recorded or a model
- * is called.
+ * `RequestInputSchema` (src/graph/request-input.ts; code INVALID_INPUT naming the field), before
+ * anything is recorded or a model is called.
  */
 import { z } from "zod";
-import { ReducedValue, StateSchema, messagesStateReducer } from "@langchain/langgraph";
-import { HumanMessage, type BaseMessage, type BaseMessageLike } from "@langchain/core/messages";
+import { ReducedValue, StateSchema } from "@langchain/langgraph";
 import { EnvelopeSchema, OPERATION_NAMES, type Envelope } from "../envelope/index.js";
 import type {
   AcknowledgementRecord,
@@ -36,88 +35,13 @@ import { acknowledgementMirror, preReadMirror, verificationMirror } from "../env
 import type { InputRequestRecord } from "../hitl/structured-input.js";
 import type { MirrorUpdate, ThreadMirror } from "../hitl/thread-mirror.js";
 import type { JournalNext } from "../store/action-machine.js";
-
-/** Longest request text accepted; a longer one ends the run before any model call. */
-export const MAX_REQUEST_CHARS = 4000;
-/** Longest requester id accepted. */
-export const MAX_REQUESTER_CHARS = 200;
-
-/** What a run may be about, given with the request; never widened by the model. */
-export const RequestScopeSchema = z
-  .strictObject({
-    taskIds: z
-      .array(z.int().positive())
-      .max(100)
-      .optional()
-      .describe("Bitrix24 task ids the request may change; any other task is out of scope."),
-    dealIds: z
-      .array(z.int().positive())
-      .max(100)
-      .optional()
-      .describe(
-        "Bitrix24 CRM deal ids the request may change (update_deal); any other deal is out of scope.",
-      ),
-    fields: z
-      .array(
-        z.string().regex(/^[A-Z][A-Z0-9_]*$/, "field names are UPPER_SNAKE, as in Bitrix24 (e.g. TITLE)"),
-      )
-      .max(50)
-      .optional()
-      .describe(
-        "Task or deal fields (UPPER_SNAKE, e.g. TITLE, PRIORITY, STAGE_ID) the request may change; any other field is out of scope.",
-      ),
-  })
-  .describe(
-    "Optional. Task or deal ids and fields the request is about; derived from the request text by code when absent.",
-  );
-
-/**
- * The request fields of a run's input, as the agent node checks them on the thread's first turn.
- * (The server-side auth handler fills `requestedBy` with the authenticated caller when tokens are on.)
- */
-export const RequestInputSchema = z.object({
-  request: z
-    .string({
-      error: (iss) =>
-        iss.input === undefined || iss.input === null
-          ? 'input field "request" is required: a non-empty string saying what should change'
-          : `input field "request" must be a string, not ${typeof iss.input}`,
-    })
-    .regex(/\S/, 'input field "request" is required: a non-empty string saying what should change')
-    .max(
-      MAX_REQUEST_CHARS,
-      `input field "request" is too long: at most ${MAX_REQUEST_CHARS} characters are accepted`,
-    )
-    .describe(
-      'What should change, in your words, e.g. "rename task 4 to Q3 report". Required (in chat mode, the last human message).',
-    ),
-  requestedBy: z
-    .string({
-      error: (iss) =>
-        iss.input === undefined || iss.input === null
-          ? 'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)'
-          : `input field "requestedBy" must be a string, not ${typeof iss.input}`,
-    })
-    .regex(
-      /\S/,
-      'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)',
-    )
-    .max(
-      MAX_REQUESTER_CHARS,
-      `input field "requestedBy" is too long: at most ${MAX_REQUESTER_CHARS} characters are accepted`,
-    )
-    .describe(
-      "Who is asking. Required, unless the server authenticates callers: then it is the caller's identity and may be left out.",
-    ),
-  scope: RequestScopeSchema.optional(),
-  requesterSignature: z
-    .string({ error: (iss) => `input field "requesterSignature" must be a string, not ${typeof iss.input}` })
-    .max(200, 'input field "requesterSignature" is too long: an Ed25519 signature is 88 base64 characters')
-    .optional()
-    .describe(
-      "Optional. The requester's Ed25519 signature (base64) over the canonical request {kind, threadId, request, requestedBy, scope}, by the key registered for requestedBy in ACTION_ENVELOPE_APPROVER_KEYS (`run --key`). A valid one records the requester as verified by signature; any other is refused.",
-    ),
-});
+import { messages } from "./messages-channel.js";
+import {
+  MAX_REQUEST_CHARS,
+  MAX_REQUESTER_CHARS,
+  RequestInputSchema,
+  RequestScopeSchema,
+} from "./request-input.js";
 
 /**
  * A channel whose JSON Schema is `shape` with `description`, and which accepts any value: graph
@@ -206,53 +130,6 @@ const VerdictShape = (verdicts: readonly [string, ...string[]]) =>
     raw: z.unknown(),
     at: z.string(),
   });
-
-/** Marks a message of the run input that is not a chat message; the agent ends the run INVALID_INPUT naming it. */
-export const UNREADABLE_MESSAGE_KEY = "action_envelope_unreadable_input";
-
-/**
- * messagesStateReducer, except that an item it cannot read as a message (run input such as
- * `{"messages": [{}]}`) becomes an empty human message marked with UNREADABLE_MESSAGE_KEY instead of
- * failing the run before any node: the agent then ends it with INVALID_INPUT naming the item.
- */
-export function tolerantMessagesReducer(
-  current: BaseMessage[],
-  next: BaseMessageLike[] | BaseMessageLike,
-): BaseMessage[] {
-  try {
-    return messagesStateReducer(current, next);
-  } catch {
-    const items: unknown[] = Array.isArray(next) ? next : [next];
-    const readable = items.map((item, i) => {
-      try {
-        messagesStateReducer([], [item as BaseMessageLike]);
-        return item as BaseMessageLike;
-      } catch (err) {
-        const why = {
-          field: `messages.${i}`,
-          message: `not a chat message: ${String((err as Error)?.message ?? err)
-            .split("\n")[0]!
-            .slice(0, 200)}`,
-        };
-        return new HumanMessage({ content: "", additional_kwargs: { [UNREADABLE_MESSAGE_KEY]: why } });
-      }
-    });
-    return messagesStateReducer(current, readable);
-  }
-}
-
-/** The messages channel: the model's conversation and, in Studio's chat mode, the chat. */
-const messages = new ReducedValue(z.any().default(() => []) as unknown as z.ZodType<BaseMessage[]>, {
-  inputSchema: z.any() as unknown as z.ZodType<BaseMessageLike[]>,
-  reducer: tolerantMessagesReducer as (a: BaseMessage[], b: BaseMessageLike[]) => BaseMessage[],
-  jsonSchemaExtra: {
-    langgraph_type: "messages",
-    type: "array",
-    items: { type: "object" },
-    description:
-      "Chat. As input (Studio's chat mode) the last human message is the request and the rest is not shown to the model; while a structured question waits, it is taken as the answer only if it validates as the question's single field (otherwise refused, naming the fields), and is never shown to the model; the run reports each step and the outcome back here as AI messages. Also the model's conversation: read tool calls, the proposal, error feedback.",
-  },
-});
 
 const request = mirror<string>(
   RequestInputSchema.shape.request.description!,

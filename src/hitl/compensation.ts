@@ -22,7 +22,8 @@ import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
 import { rawOf, readObject } from "./reads.js";
 import { readDeleted } from "./delete-reads.js";
-import type { McpCallResult, ReadRole } from "../tools/bitrix24-tools.js";
+import type { McpCallResult } from "../tools/mcp-call.js";
+import type { ReadRole } from "../tools/tool-roles.js";
 
 type Restore = Extract<CompensationPlan, { ok: true }>;
 /** One part of an undo: a restore of an update, or the delete of what a create made. */

@@ -13,7 +13,8 @@ import {
   type OperationName,
   type SubjectRead,
 } from "../envelope/index.js";
-import type { McpCallResult, ReadRole } from "../tools/bitrix24-tools.js";
+import type { McpCallResult } from "../tools/mcp-call.js";
+import type { ReadRole } from "../tools/tool-roles.js";
 import { toReadResult } from "./reads.js";
 
 export async function readDeleted(

@@ -6,7 +6,8 @@
  */
 import type { Candidate, NameResolution, PeopleLookup, PersonName, TypedName } from "../envelope/index.js";
 import { typedNamesIn } from "../envelope/index.js";
-import type { Bitrix24Tools, McpCallResult } from "../tools/bitrix24-tools.js";
+import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
+import type { McpCallResult } from "../tools/mcp-call.js";
 
 /** How long a card waits for names before it is shown without them. */
 export const NAME_LOOKUP_BUDGET_MS = 5_000;

@@ -5,7 +5,8 @@
  */
 import type { ReadResult } from "../envelope/index.js";
 import { TARGETS, type TargetType } from "../envelope/targets.js";
-import type { McpCallResult, ReadRole } from "../tools/bitrix24-tools.js";
+import type { McpCallResult } from "../tools/mcp-call.js";
+import type { ReadRole } from "../tools/tool-roles.js";
 
 export function toReadResult(res: McpCallResult): ReadResult {
   if (res.ok) return { status: "ok", body: res.body };

@@ -1,3 +1,4 @@
+/** The Bitrix24 tools as the graph uses them: the MCP connection, the read tools handed to the model, and the one write handle. */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
@@ -5,23 +6,21 @@ import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/
 import { ToolMessage } from "@langchain/core/messages";
 import { MultiServerMCPClient } from "@langchain/mcp-adapters";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
-import { BITRIX24_METHOD_META_KEY, IDEMPOTENT_REPLAYED_META_KEY, MCP_TOOL_NAMES } from "./mcp-server.js";
-
-export type ReadRole =
-  | "getTask"
-  | "listTasks"
-  | "getHistory"
-  | "getUsers"
-  | "getDeal"
-  | "listDeals"
-  | "listTaskComments"
-  | "getTaskComment";
-/** Roles that change the portal: never handed to the model, called only through writeHandle. */
-export type WriteRole =
-  "updateTask" | "addTaskComment" | "addTask" | "updateDeal" | "deleteTaskComment" | "deleteTask";
-export type ToolRole = ReadRole | WriteRole;
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import { callToolOnce, McpToolError, readFailureText, type McpCallResult } from "./mcp-call.js";
+import {
+  assertReadToolsOnly,
+  checkServerTools,
+  isWriteRole,
+  OPTIONAL_ROLES,
+  READ_ROLES,
+  resolveRoles,
+  WRITE_ROLES,
+  type ReadRole,
+  type RoleBinding,
+  type ToolRole,
+  type WriteRole,
+} from "./tool-roles.js";
 
 export type McpConnectionConfig =
   | {
@@ -40,34 +39,6 @@ export type McpConnectionConfig =
       headers?: Record<string, string>;
       callTimeoutMs?: number;
     };
-
-export interface McpCallError {
-  kind: Bitrix24ErrorKind;
-  code?: string;
-  description: string;
-  httpStatus?: number;
-  outcomeUnknown?: boolean;
-  rawBody?: string;
-  /** operation_time_limit: when the portal unblocks the method (unix seconds). */
-  operatingResetAt?: number;
-}
-
-export type McpCallResult =
-  | {
-      ok: true;
-      body: unknown;
-      text: string;
-      /** The portal replayed its first answer to this Idempotency-Key. */ replayed?: boolean;
-    }
-  | { ok: false; error: McpCallError; text: string };
-
-/** How a role is served: which tool, which Bitrix24 method that tool calls, and whether it may be handed to the model. */
-export interface RoleBinding {
-  toolName: string;
-  method: string;
-  readOnly: boolean;
-}
-
 export interface Bitrix24Tools {
   /** Allowlisted by role and by Bitrix24 method: the read roles (READ_ROLES) the server offers, nothing else. */
   readTools: StructuredToolInterface[];
@@ -107,81 +78,6 @@ export interface Bitrix24Tools {
   close(): Promise<void>;
 }
 
-/**
- * The one place deciding what is a read. A method is a read only if it is listed here; anything else
- * (tasks.task.update, tasks.task.add, tasks.task.delete, batch, ...) counts as a write.
- */
-export const READ_METHODS: ReadonlySet<string> = new Set([
-  "tasks.task.get",
-  "tasks.task.list",
-  "tasks.task.history.list",
-  "user.current",
-  "user.get",
-  "crm.deal.get",
-  "crm.deal.list",
-  "task.commentitem.get",
-  "task.commentitem.getlist",
-]);
-
-export function isReadMethod(method: string): boolean {
-  return READ_METHODS.has(method.toLowerCase());
-}
-
-/** Role → Bitrix24 method; fixed, whatever server or tool names are configured. */
-export const ROLE_METHODS: Readonly<Record<ToolRole, string>> = {
-  getTask: "tasks.task.get",
-  listTasks: "tasks.task.list",
-  getHistory: "tasks.task.history.list",
-  getUsers: "user.get",
-  getDeal: "crm.deal.get",
-  listDeals: "crm.deal.list",
-  listTaskComments: "task.commentitem.getlist",
-  getTaskComment: "task.commentitem.get",
-  updateTask: "tasks.task.update",
-  addTaskComment: "task.commentitem.add",
-  addTask: "tasks.task.add",
-  updateDeal: "crm.deal.update",
-  deleteTaskComment: "task.commentitem.delete",
-  deleteTask: "tasks.task.delete",
-};
-
-export const READ_ROLES: readonly ReadRole[] = [
-  "getTask",
-  "listTasks",
-  "getHistory",
-  "getUsers",
-  "getDeal",
-  "listDeals",
-  "listTaskComments",
-  "getTaskComment",
-];
-export const WRITE_ROLES: readonly WriteRole[] = [
-  "updateTask",
-  "addTaskComment",
-  "addTask",
-  "updateDeal",
-  "deleteTaskComment",
-  "deleteTask",
-];
-/**
- * Read roles an external server may lack without failing the connection (unless its tool is named
- * explicitly): people's names on the card and in edits are then unavailable, nothing else changes.
- */
-const OPTIONAL_ROLES: ReadonlySet<ToolRole> = new Set<ToolRole>([
-  "getUsers",
-  "getDeal",
-  "listDeals",
-  "listTaskComments",
-  "getTaskComment",
-  // Write roles beyond updateTask: a server without them still serves task renames.
-  "addTaskComment",
-  "addTask",
-  "updateDeal",
-  "deleteTaskComment",
-  "deleteTask",
-]);
-const ALL_ROLES: readonly ToolRole[] = [...READ_ROLES, ...WRITE_ROLES];
-const isWriteRole = (role: string): role is WriteRole => (WRITE_ROLES as readonly string[]).includes(role);
 const SERVER_NAME = "bitrix24";
 const DEFAULT_CALL_TIMEOUT_MS = 120_000;
 
@@ -216,7 +112,7 @@ function compiledServer(): string {
  * into what the model may see (reads) and the single write handle.
  */
 export async function createBitrix24Tools(config: McpConnectionConfig): Promise<Bitrix24Tools> {
-  const roles = resolveRoles(config);
+  const roles = resolveRoles(config.mode === "url" ? config.toolNames : {});
   const callTimeoutMs = config.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
   const mcp = new MultiServerMCPClient({
     mcpServers: { [SERVER_NAME]: serverConnection(config) },
@@ -331,31 +227,6 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
   }
 }
 
-function resolveRoles(config: McpConnectionConfig): Record<ToolRole, RoleBinding> {
-  const names: Record<ToolRole, string> = { ...MCP_TOOL_NAMES };
-  if (config.mode === "url") {
-    for (const role of ALL_ROLES) {
-      const name = config.toolNames[role];
-      if (name !== undefined) names[role] = name;
-    }
-  }
-  const roles = {} as Record<ToolRole, RoleBinding>;
-  for (const role of ALL_ROLES) {
-    const method = ROLE_METHODS[role];
-    roles[role] = { toolName: names[role], method, readOnly: !isWriteRole(role) && isReadMethod(method) };
-  }
-  for (const role of READ_ROLES) {
-    for (const writeRole of WRITE_ROLES) {
-      if (roles[role].toolName === roles[writeRole].toolName) {
-        throw new Error(
-          `MCP tool mapping: ${role} must name a read tool, but it names "${roles[role].toolName}", the ${writeRole} tool; refusing to hand a write tool to the read path`,
-        );
-      }
-    }
-  }
-  return roles;
-}
-
 function serverConnection(config: McpConnectionConfig) {
   if (config.mode === "url") {
     return {
@@ -395,232 +266,4 @@ async function listAllTools(client: Client): Promise<Tool[]> {
     cursor = page.nextCursor;
   } while (cursor);
   return tools;
-}
-
-/**
- * The server's own description of each mapped tool must not contradict the role: a read role must not
- * point at a tool the server marks as writing, or whose declared Bitrix24 method is not a read.
- * Names and hints can only take a tool out of the read path, never put one in.
- */
-function checkServerTools(
-  tools: Tool[],
-  roles: Record<ToolRole, RoleBinding>,
-  missing: ReadonlySet<ToolRole>,
-): void {
-  const byName = new Map(tools.map((t) => [t.name, t]));
-  for (const role of ALL_ROLES) {
-    if (missing.has(role)) continue;
-    const binding = roles[role];
-    const tool = byName.get(binding.toolName);
-    if (!tool) {
-      throw new Error(
-        `MCP tool mapping: ${role} → "${binding.toolName}", but the server has no such tool (it has: ${[...byName.keys()].join(", ") || "none"})`,
-      );
-    }
-    const declared = tool._meta?.[BITRIX24_METHOD_META_KEY];
-    if (
-      declared !== undefined &&
-      (typeof declared !== "string" || declared.toLowerCase() !== binding.method)
-    ) {
-      throw new Error(
-        `MCP tool mapping: ${role} expects a tool calling ${binding.method}, but "${tool.name}" declares ${JSON.stringify(declared)}`,
-      );
-    }
-    if (binding.readOnly) {
-      const hints = tool.annotations;
-      if (hints?.readOnlyHint === false || hints?.destructiveHint === true) {
-        throw new Error(
-          `MCP tool mapping: ${role} must be a read tool, but the server marks "${tool.name}" as writing (readOnlyHint false or destructiveHint true)`,
-        );
-      }
-    }
-  }
-}
-
-function assertReadToolsOnly(
-  readTools: StructuredToolInterface[],
-  roles: Record<ToolRole, RoleBinding>,
-  missing: ReadonlySet<ToolRole>,
-): void {
-  const allowed = new Map(
-    READ_ROLES.filter((role) => !missing.has(role)).map((role) => [roles[role].toolName, roles[role]]),
-  );
-  const writeNames = new Set(WRITE_ROLES.map((role) => roles[role].toolName));
-  for (const tool of readTools) {
-    const binding = allowed.get(tool.name);
-    if (!binding || !binding.readOnly || !isReadMethod(binding.method) || writeNames.has(tool.name)) {
-      throw new Error(`readTools: "${tool.name}" is not an allowlisted read tool`);
-    }
-  }
-  for (const [name] of allowed) {
-    if (!readTools.some((t) => t.name === name))
-      throw new Error(`readTools: the MCP adapter did not load read tool "${name}"`);
-  }
-}
-
-/** A read tool call the server answered with an error; the message is the structured error JSON. */
-/** What the model is told when a read tool fails: one line, the portal's own error data kept as JSON. */
-export function readFailureText(name: string, error: McpCallError, text: string): string {
-  const what = `${error.kind}${error.code !== undefined ? ` ${error.code}` : ""}: ${error.description}`;
-  return `Error: the read tool ${name} failed (${what}). Nothing was changed in Bitrix24.${text ? ` Raw answer: ${text.slice(0, 2000)}` : ""}`;
-}
-
-export class McpToolError extends Error {
-  constructor(
-    readonly toolName: string,
-    readonly error: McpCallError,
-    text: string,
-  ) {
-    super(text || `tool "${toolName}" failed: ${error.kind}: ${error.description}`);
-    this.name = "McpToolError";
-  }
-}
-
-/** Exactly one tools/call; the raw CallToolResult, so an isError answer is data and not a thrown ToolException. */
-async function callToolOnce(
-  client: Client,
-  name: string,
-  args: Record<string, unknown>,
-  intent: "read" | "write",
-  timeoutMs: number,
-): Promise<McpCallResult> {
-  let result: Awaited<ReturnType<Client["callTool"]>>;
-  try {
-    result = await client.callTool({ name, arguments: args }, undefined, { timeout: timeoutMs });
-  } catch (err) {
-    const error = callFailure(err, name, intent);
-    return { ok: false, error, text: error.description };
-  }
-  const content = Array.isArray(result.content)
-    ? (result.content as Array<{ type: string; text?: unknown }>)
-    : [];
-  const text = content
-    .filter((block) => block.type === "text" && typeof block.text === "string")
-    .map((block) => block.text as string)
-    .join("\n");
-  const structured = result.structuredContent as Record<string, unknown> | undefined;
-  if (result.isError) return { ok: false, error: errorFromResult(text, structured, name, intent), text };
-  const parsed = parseJson(text);
-  const replayed =
-    (result._meta as Record<string, unknown> | undefined)?.[IDEMPOTENT_REPLAYED_META_KEY] === true;
-  if (parsed.ok) return { ok: true, body: parsed.value, text, ...(replayed ? { replayed } : {}) };
-  if (structured !== undefined) return { ok: true, body: structured, text };
-  // A success whose text is not JSON: for a write the tool ran, but what it did cannot be read.
-  const write = intent === "write";
-  return {
-    ok: false,
-    text,
-    error: {
-      kind: "malformed_response",
-      description: `tool "${name}" answered text that is not JSON${write ? "; the write may or may not have been applied" : ""}`,
-      rawBody: text,
-      outcomeUnknown: write,
-    },
-  };
-}
-
-/**
- * Error kinds that mean the call was refused before it was carried out: the portal's rate limit or
- * time budget, the webhook not allowed, the user not permitted, the object not there, the request
- * itself invalid. Any other error to a write (target_rejected, transport_timeout, malformed_response,
- * or an error we cannot read) leaves its outcome open unless the server says `outcomeUnknown: false`.
- */
-const NOT_RUN_KINDS: ReadonlySet<Bitrix24ErrorKind> = new Set<Bitrix24ErrorKind>([
-  "rate_limited",
-  "operation_time_limit",
-  "auth",
-  "access_denied",
-  "not_found",
-  "invalid_request",
-]);
-
-/**
- * The error of an isError tool result. For a read, an error is only a failed read. For a write (an
- * external server may say less than ours does), the outcome is unknown unless the error says
- * explicitly that it is known (`outcomeUnknown: false`) or is of a kind that means "not run".
- */
-export function errorFromResult(
-  text: string,
-  structured: Record<string, unknown> | undefined,
-  name: string,
-  intent: "read" | "write" = "read",
-): McpCallError {
-  const parsed = parseJson(text);
-  const fromText = parsed.ok
-    ? toCallError((parsed.value as { error?: unknown } | null)?.error, intent)
-    : undefined;
-  const fromStructured = toCallError(structured?.error, intent);
-  const known = fromText ?? fromStructured;
-  if (known) return known;
-  // The SDK answers bad arguments and unknown tools with plain text before any handler runs.
-  if (/input validation error|invalid arguments|tool .* not found|-32602/i.test(text)) {
-    return {
-      kind: "invalid_request",
-      description: text || `tool "${name}" rejected its arguments`,
-      outcomeUnknown: false,
-    };
-  }
-  const said = text || `tool "${name}" reported an error without text`;
-  if (intent === "write") {
-    return {
-      kind: "target_rejected",
-      description: `${said} — an error without a structured kind or outcome; the write may or may not have been applied`,
-      outcomeUnknown: true,
-    };
-  }
-  return { kind: "target_rejected", description: said, outcomeUnknown: false };
-}
-
-function toCallError(value: unknown, intent: "read" | "write"): McpCallError | undefined {
-  if (!value || typeof value !== "object") return undefined;
-  const v = value as Record<string, unknown>;
-  if (typeof v.kind !== "string" || !(BITRIX24_ERROR_KINDS as readonly string[]).includes(v.kind))
-    return undefined;
-  const kind = v.kind as Bitrix24ErrorKind;
-  // A write's error is outcome unknown unless it says otherwise or its kind means "not run".
-  const unknown =
-    v.outcomeUnknown === true ||
-    (intent === "write" && v.outcomeUnknown !== false && !NOT_RUN_KINDS.has(kind));
-  const error: McpCallError = {
-    kind,
-    description: typeof v.description === "string" ? v.description : "",
-    outcomeUnknown: unknown,
-  };
-  if (v.code !== undefined && v.code !== null) error.code = String(v.code);
-  if (typeof v.httpStatus === "number") error.httpStatus = v.httpStatus;
-  if (typeof v.rawBody === "string") error.rawBody = v.rawBody;
-  if (typeof v.operatingResetAt === "number") error.operatingResetAt = v.operatingResetAt;
-  return error;
-}
-
-function callFailure(err: unknown, name: string, intent: "read" | "write"): McpCallError {
-  const message = err instanceof Error ? err.message : String(err);
-  if (
-    err instanceof McpError &&
-    (err.code === ErrorCode.InvalidParams || err.code === ErrorCode.MethodNotFound)
-  ) {
-    return { kind: "invalid_request", description: `tool "${name}": ${message}`, outcomeUnknown: false };
-  }
-  if (
-    err instanceof McpError &&
-    err.code !== ErrorCode.RequestTimeout &&
-    err.code !== ErrorCode.ConnectionClosed &&
-    intent === "read"
-  ) {
-    return { kind: "target_rejected", description: `tool "${name}": ${message}`, outcomeUnknown: false };
-  }
-  // No answer from the MCP server: for a write we cannot know whether it reached the portal.
-  return {
-    kind: "transport_timeout",
-    description: `tool "${name}" gave no answer: ${message}${intent === "write" ? "; the write may or may not have been applied" : ""}`,
-    outcomeUnknown: true,
-  };
-}
-
-function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
-  try {
-    return { ok: true, value: JSON.parse(text) };
-  } catch {
-    return { ok: false };
-  }
 }

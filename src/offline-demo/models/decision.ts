@@ -5,55 +5,22 @@
  */
 import type { BaseMessage } from "@langchain/core/messages";
 import { describeValue, normaliseValue, operationFor, TASK_FIELD_KEYS, type TaskField } from "./fields.js";
-import { feedbackMessage, parseFeedbackValue } from "./feedback.js";
+import { parseFeedbackValue } from "./feedback.js";
 import { parseDealRequest } from "./deal-request.js";
 import { SUPPORTED_PHRASINGS, type ChangeIntent } from "./intent.js";
+import { decideMulti, onProposalResult, stopAfterSetRejection } from "./multi-request.js";
 import { parseNewTaskRequest } from "./new-task-request.js";
-import { planRequest, type PlannedAction, type RequestPlan } from "./plan.js";
-
-export const OFFLINE_TOOL_NAMES = {
-  getTask: "get_task_by_id",
-  listTasks: "list_tasks",
-  getHistory: "get_task_history",
-  getDeal: "get_deal",
-  propose: "propose_change",
-  proposeSet: "propose_change_set",
-  requestInput: "request_input",
-} as const;
-
-type ToolRole = keyof typeof OFFLINE_TOOL_NAMES;
-
-import {
-  describeAction,
-  describeCount,
-  describeReads,
-  distinctTaskIds,
-  isActionableRequest,
-  OFFLINE_PREFIX,
-  text,
-  unreadTask,
-  type OfflineDecision,
-} from "./replies.js";
+import { planRequest } from "./plan.js";
+import { text, unreadTask, type OfflineDecision } from "./replies.js";
 import {
   clip,
   isErrorToolMessage,
   isRecord,
-  isReviewerFeedback,
   readToolOutcome,
-  toolCallsOf,
   type TaskRecord,
   type ToolOutcome,
 } from "./tool-messages.js";
-
-export { OFFLINE_PREFIX, type OfflineDecision } from "./replies.js";
-
-interface RecordedCall {
-  role: ToolRole | undefined;
-  name: string;
-  args: Record<string, unknown>;
-}
-
-type MultiPlan = Extract<RequestPlan, { kind: "multi" }>;
+import { OFFLINE_TOOL_NAMES, Transcript } from "./transcript.js";
 
 /**
  * Decides the next step.
@@ -66,26 +33,8 @@ export function decideNextStep(
   return new Conversation(messages, boundToolNames ?? []).decide();
 }
 
-class Conversation {
-  private readonly msgs: BaseMessage[];
-  private readonly calls = new Map<string, RecordedCall>();
-  private readonly callCount: number;
-
-  constructor(
-    messages: readonly BaseMessage[],
-    private readonly bound: readonly string[],
-  ) {
-    this.msgs = messages.filter((m) => m.type !== "system");
-    let count = 0;
-    for (const m of this.msgs) {
-      for (const tc of toolCallsOf(m)) {
-        count += 1;
-        if (tc.id) this.calls.set(tc.id, { role: this.roleOf(tc.name), name: tc.name, args: tc.args });
-      }
-    }
-    this.callCount = count;
-  }
-
+/** The single-task, deal and new-task paths; a request of several changes goes to decideMulti. */
+class Conversation extends Transcript {
   decide(): OfflineDecision {
     const requestIndex = this.requestIndex();
     const requestMsg = requestIndex === undefined ? undefined : this.msgs[requestIndex];
@@ -97,7 +46,7 @@ class Conversation {
     if (newTask) return this.decideNewTask(newTask, requestMsg);
     const plan = planRequest(requestMsg.text);
     if (plan.kind === "refused") return text(plan.message);
-    if (plan.kind === "multi") return this.decideMulti(plan, requestMsg, requestIndex ?? 0);
+    if (plan.kind === "multi") return decideMulti(this, plan, requestMsg, requestIndex ?? 0);
     const parsed = plan.parsed;
     if (!parsed.ok) {
       if (parsed.kind === "invalid_value") {
@@ -115,23 +64,6 @@ class Conversation {
     if (last.type === "tool") return this.onToolResult(intent, last, requestIndex ?? 0);
     if (last.type === "human") return this.onFeedback(intent, last, requestIndex ?? 0);
     return text("I have nothing further to do for this request.");
-  }
-
-  /**
-   * The request is the first user message, unless a later user message is itself a supported
-   * request that is not reviewer feedback; then the conversation has moved on to that request.
-   */
-  private requestIndex(): number | undefined {
-    let index: number | undefined;
-    this.msgs.forEach((m, i) => {
-      if (m.type !== "human") return;
-      if (index === undefined) {
-        index = i;
-        return;
-      }
-      if (!isReviewerFeedback(m.text) && isActionableRequest(m.text)) index = i;
-    });
-    return index;
   }
 
   /** A new task: nothing to read; propose add_task with the title, the responsible user and the deadline given. */
@@ -268,7 +200,7 @@ class Conversation {
         return this.onAnswer(intent, msg, outcome);
       case "proposeSet":
       case "propose":
-        return this.onProposalResult(call, msg);
+        return onProposalResult(call, msg);
       case "getHistory": {
         const taskId = Number(call.args.taskId);
         return this.hasTaskRead(taskId, requestIndex)
@@ -335,7 +267,7 @@ class Conversation {
   private onFeedback(intent: ChangeIntent, msg: BaseMessage, requestIndex: number): OfflineDecision {
     const last = this.lastProposal(requestIndex);
     if (last === undefined) return text("There is no earlier proposal to revise; stopping.");
-    if (last.role === "proposeSet") return this.stopAfterSetRejection(last, msg);
+    if (last.role === "proposeSet") return stopAfterSetRejection(last, msg);
     const fields = isRecord(last.args.fields) ? last.args.fields : {};
     const field = (Object.keys(fields)[0] as TaskField | undefined) ?? intent.field;
     const taskId = Number(last.args.taskId);
@@ -401,140 +333,6 @@ class Conversation {
   }
 
   // ---- Several changes in one request (planRequest kind "multi") ----
-
-  /**
-   * A multi-clause request: read each distinct task once, one call per turn, in the order the
-   * tasks first appear; then propose. Two or more actions go to propose_change_set in request
-   * order; clauses that merged into one action go to propose_change. Feedback is never revised.
-   */
-  private decideMulti(plan: MultiPlan, requestMsg: BaseMessage, requestIndex: number): OfflineDecision {
-    const last = this.msgs.at(-1);
-    if (last === undefined || last === requestMsg) return this.nextMultiStep(plan, requestIndex);
-    if (last.type === "tool") return this.onMultiToolResult(plan, last, requestIndex);
-    if (last.type === "human") return this.onMultiFeedback(last, requestIndex);
-    return text("I have nothing further to do for this request.");
-  }
-
-  private nextMultiStep(plan: MultiPlan, requestIndex: number): OfflineDecision {
-    const taskIds = distinctTaskIds(plan.actions);
-    const unread = taskIds.find((id) => !this.hasTaskRead(id, requestIndex));
-    if (unread !== undefined) {
-      const which = taskIds.length > 1 ? ` (task ${taskIds.indexOf(unread) + 1} of ${taskIds.length})` : "";
-      return (
-        this.callTool(
-          "getTask",
-          { taskId: unread },
-          `Reading task ${unread}${which} before proposing ${describeCount(plan.actions.length)}.`,
-        ) ??
-        text(
-          `I need to read task ${unread} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`,
-        )
-      );
-    }
-    const tasks = new Map(taskIds.map((id) => [id, this.lastTaskRead(id, requestIndex)] as const));
-    const [only] = plan.actions;
-    if (plan.actions.length === 1 && only !== undefined) return this.proposeMerged(only, plan, tasks);
-    return this.proposeSet(plan, tasks);
-  }
-
-  private onMultiToolResult(plan: MultiPlan, msg: BaseMessage, requestIndex: number): OfflineDecision {
-    const asked = this.askedCall(msg);
-    if ("stop" in asked) return asked.stop;
-    const call = asked.call;
-    const outcome = readToolOutcome(msg);
-    switch (call.role) {
-      case "getTask": {
-        const taskId = Number(call.args.taskId);
-        if (outcome.kind !== "task") return unreadTask(outcome, taskId, "these changes");
-        return this.nextMultiStep(plan, requestIndex);
-      }
-      case "getHistory":
-        return this.nextMultiStep(plan, requestIndex);
-      case "proposeSet":
-      case "propose":
-        return this.onProposalResult(call, msg);
-      default:
-        return text(`I received a result from ${call.name}, which I do not use; stopping.`);
-    }
-  }
-
-  /** The answer to our propose_change or propose_change_set call: the run ends either way; a refusal is not retried. */
-  private onProposalResult(call: RecordedCall, msg: BaseMessage): OfflineDecision {
-    const what =
-      call.role === "proposeSet"
-        ? `The change set of ${Array.isArray(call.args.actions) ? call.args.actions.length : 0} actions`
-        : `The proposal for task ${String(call.args.taskId)}`;
-    const body = clip(msg.text);
-    if (isErrorToolMessage(msg))
-      return text(`${what} was refused: ${body}. I will not retry; stopping here.`);
-    return text(`${what} was handled: ${body}`);
-  }
-
-  private onMultiFeedback(msg: BaseMessage, requestIndex: number): OfflineDecision {
-    const last = this.lastProposal(requestIndex);
-    if (last === undefined) return text("There is no earlier proposal to revise; stopping.");
-    if (last.role === "proposeSet") return this.stopAfterSetRejection(last, msg);
-    const fields = isRecord(last.args.fields) ? Object.keys(last.args.fields) : [];
-    return text(
-      `The reviewer rejected the proposal for task ${String(last.args.taskId)} (${feedbackMessage(msg.text)}). ` +
-        `It combined several changes from one request (${fields.join(", ")}), which I do not revise; stopping. ` +
-        "Send a new request to propose different changes.",
-    );
-  }
-
-  /** Change sets are not revised: a rejection ends the run, whatever the feedback asks for. */
-  private stopAfterSetRejection(set: RecordedCall, msg: BaseMessage): OfflineDecision {
-    const count = Array.isArray(set.args.actions) ? set.args.actions.length : 0;
-    return text(
-      `The reviewer rejected the change set of ${count} actions (${feedbackMessage(msg.text)}). ` +
-        "I do not revise change sets, so nothing will be written and I am stopping here. " +
-        "Send a new request to propose a different set.",
-    );
-  }
-
-  private proposeSet(plan: MultiPlan, tasks: ReadonlyMap<number, TaskRecord | undefined>): OfflineDecision {
-    const actions = plan.actions.map((a) => ({
-      operation: a.operation,
-      taskId: a.taskId,
-      fields: { ...a.fields },
-    }));
-    const rationale =
-      `The user asked for ${describeCount(plan.actions.length)} in one request, to run in this order: ` +
-      `${plan.actions.map((a, i) => `${i + 1}. ${describeAction(a)}`).join("; ")}. ` +
-      `Read with ${OFFLINE_TOOL_NAMES.getTask}: ${describeReads(plan.actions, tasks)}.`;
-    return (
-      this.callTool(
-        "proposeSet",
-        { actions, rationale },
-        `Proposing a change set of ${plan.actions.length} actions: ${plan.actions.map(describeAction).join("; ")}.`,
-      ) ??
-      text(
-        `I would propose a change set of ${plan.actions.length} actions (${plan.actions.map(describeAction).join("; ")}), but no ${OFFLINE_TOOL_NAMES.proposeSet} tool is bound.`,
-      )
-    );
-  }
-
-  /** Several clauses merged into one action (updates of one task): a single proposal. */
-  private proposeMerged(
-    action: PlannedAction,
-    plan: MultiPlan,
-    tasks: ReadonlyMap<number, TaskRecord | undefined>,
-  ): OfflineDecision {
-    const rationale =
-      `The user asked, in ${plan.clauses.length} clauses merged into one write, to ${describeAction(action)}. ` +
-      `Read with ${OFFLINE_TOOL_NAMES.getTask}: ${describeReads([action], tasks)}.`;
-    const args: Record<string, unknown> =
-      action.operation === "update_task"
-        ? { taskId: action.taskId, fields: { ...action.fields }, rationale }
-        : { operation: action.operation, taskId: action.taskId, fields: { ...action.fields }, rationale };
-    return (
-      this.callTool("propose", args, `Proposing to ${describeAction(action)}.`) ??
-      text(
-        `I would propose to ${describeAction(action)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
-      )
-    );
-  }
-
   private requestRationale(intent: ChangeIntent): string {
     const how =
       intent.target.kind === "title"
@@ -542,69 +340,5 @@ class Conversation {
         : "";
     if (intent.field === "POST_MESSAGE") return `The user asked to comment on the task${how}.`;
     return `The user asked to set ${intent.field} to ${describeValue(intent.field, intent.value)}${how}.`;
-  }
-
-  /** The call a tool result answers, or the reply that stops the run when it answers none of ours. */
-  private askedCall(msg: BaseMessage): { call: RecordedCall } | { stop: OfflineDecision } {
-    const callId = (msg as { tool_call_id?: unknown }).tool_call_id;
-    const call = typeof callId === "string" ? this.calls.get(callId) : undefined;
-    return call
-      ? { call }
-      : {
-          stop: text(
-            `I received a tool result I did not ask for (tool_call_id ${String(callId)}); stopping.`,
-          ),
-        };
-  }
-
-  private callTool(role: ToolRole, args: Record<string, unknown>, note: string): OfflineDecision | undefined {
-    const name = this.boundName(role);
-    if (name === undefined) return undefined;
-    return {
-      kind: "tool",
-      text: `${OFFLINE_PREFIX} ${note}`,
-      call: { id: `offline_call_${this.callCount + 1}`, name, args },
-    };
-  }
-
-  /** MCP adapters may prefix tool names with the server name (`tasks__get_task_by_id`). */
-  private boundName(role: ToolRole): string | undefined {
-    const base = OFFLINE_TOOL_NAMES[role];
-    return this.bound.find((n) => n === base) ?? this.bound.find((n) => n.endsWith(`__${base}`));
-  }
-
-  private roleOf(name: string): ToolRole | undefined {
-    const entry = Object.entries(OFFLINE_TOOL_NAMES).find(
-      ([, base]) => name === base || name.endsWith(`__${base}`),
-    );
-    return entry?.[0] as ToolRole | undefined;
-  }
-
-  private lastProposal(requestIndex: number): RecordedCall | undefined {
-    let found: RecordedCall | undefined;
-    this.msgs.slice(requestIndex).forEach((m) => {
-      for (const tc of toolCallsOf(m)) {
-        const role = this.roleOf(tc.name);
-        if (role === "propose" || role === "proposeSet") found = { role, name: tc.name, args: tc.args };
-      }
-    });
-    return found;
-  }
-
-  private lastTaskRead(taskId: number, requestIndex: number): TaskRecord | undefined {
-    let task: TaskRecord | undefined;
-    for (const m of this.msgs.slice(requestIndex)) {
-      if (m.type !== "tool") continue;
-      const id = (m as { tool_call_id?: unknown }).tool_call_id;
-      const call = typeof id === "string" ? this.calls.get(id) : undefined;
-      if (call?.role !== "getTask" || Number(call.args.taskId) !== taskId) continue;
-      const outcome = readToolOutcome(m);
-      if (outcome.kind === "task") task = outcome.task;
-    }
-    return task;
-  }
-
-  private hasTaskRead(taskId: number, requestIndex: number): boolean {
-    return this.lastTaskRead(taskId, requestIndex) !== undefined;
   }
 }
