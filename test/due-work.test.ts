@@ -44,8 +44,12 @@ interface Pair {
   explainDue(now: number): Promise<string>;
   /** Adds `n` closed and `n` waiting (due in an hour) rows in bulk, then refreshes the planner's statistics. */
   fill(n: number): Promise<void>;
+  /** Closes both journals, takes the due columns and index away (a journal made before them), and opens the store again. */
+  reopenOlder(): Promise<Journal>;
   close(): Promise<void>;
 }
+
+const DUE_COLUMNS = ["due_at", "due_reason", "due_owner", "due_lease_until"];
 
 const dropDatabases: string[] = [];
 
@@ -58,6 +62,7 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
       const opts = { clock: () => at(clock.now), resumeGraceMs: GRACE };
       const a = new SqliteJournal(file, KEY, opts);
       const b = new SqliteJournal(file, KEY, opts);
+      let live: Journal[] = [a, b];
       return {
         a,
         b,
@@ -86,9 +91,22 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
             db.close();
           }
         },
-        async close() {
+        async reopenOlder() {
           await a.close();
           await b.close();
+          const db = new Database(file);
+          try {
+            db.exec("DROP INDEX actions_due");
+            for (const c of DUE_COLUMNS) db.exec(`ALTER TABLE actions DROP COLUMN ${c}`);
+          } finally {
+            db.close();
+          }
+          const again = new SqliteJournal(file, KEY, opts);
+          live = [again];
+          return again;
+        },
+        async close() {
+          for (const j of live) await j.close();
         },
       };
     },
@@ -111,6 +129,7 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
             const opts = { clock: () => at(clock.now), resumeGraceMs: GRACE };
             const a = await PostgresJournal.open(config, KEY, opts);
             const b = await PostgresJournal.open(config, KEY, opts);
+            let live: Journal[] = [a, b];
             const sql = async (text: string) => {
               const c = new pg.Client({ connectionString: u.toString() });
               await c.connect();
@@ -137,9 +156,24 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
                     SELECT 'waiting-' || i, 'tw-' || i, 1, '{}', '', 'registered', '{}', '${iso(T0)}', ${T0 + HOUR} + i, 'expiry' FROM generate_series(1, ${n}) i;
                   ANALYZE due.actions;`);
               },
-              async close() {
+              async reopenOlder() {
                 await a.close();
                 await b.close();
+                await sql(`
+                  DROP INDEX due.actions_due;
+                  ALTER TABLE due.actions ${DUE_COLUMNS.map((c) => `DROP COLUMN ${c}`).join(", ")};
+                  DELETE FROM due.schema_migrations WHERE version = 13;`);
+                // Another URL: this process has not prepared (migrated) the database under it yet.
+                const again = await PostgresJournal.open(
+                  { ...config, url: `${config.url}?application_name=older` },
+                  KEY,
+                  opts,
+                );
+                live = [again];
+                return again;
+              },
+              async close() {
+                for (const j of live) await j.close();
               },
             };
           },
@@ -253,6 +287,40 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
       expect(plan).not.toMatch(/Seq Scan|SCAN actions(?! USING)/);
       expect(await p.a.claimDue(at(T0), 20, "w1", LEASE)).toEqual([]);
       expect(await p.a.claimDue(at(T0 + HOUR + 2), 20, "w1", LEASE)).toHaveLength(2);
+    } finally {
+      await p.close();
+    }
+  });
+});
+
+describe.each(BACKENDS)("a $name journal made before due times", ({ open }) => {
+  it("gains them on open: a waiting approval due at its expiry, an action past approval at once", async () => {
+    const p = await open();
+    try {
+      await waiting(p.a, "t1", "h1", T0 + HOUR);
+      const d = await waiting(p.a, "t2", "h2", T0 + HOUR);
+      const { claim, decision } = approvalOf(d, "approver", iso(T0));
+      expect((await p.a.decideAction("h2", claim, decision)).claimed).toBe(true);
+      const closed = await waiting(p.a, "t3", "h3", T0);
+      await p.a.moveAction(closed.envelopeHash, "closed", {
+        closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: iso(T0) },
+      });
+      const before = Date.now();
+      const j = await p.reopenOlder();
+      const after = Date.now();
+      const due = await j.claimDue(at(after + 100 * HOUR), 10, "w1", LEASE);
+      expect(
+        due
+          .map(({ envelopeHash, reason }) => ({ envelopeHash, reason }))
+          .sort((x, y) => x.envelopeHash.localeCompare(y.envelopeHash)),
+      ).toEqual([
+        { envelopeHash: "h1", reason: "expiry" },
+        { envelopeHash: "h2", reason: "resume" },
+      ]);
+      expect(due.find((x) => x.envelopeHash === "h1")!.dueAt).toBe(T0 + HOUR);
+      const resumeAt = due.find((x) => x.envelopeHash === "h2")!.dueAt;
+      expect(resumeAt).toBeGreaterThanOrEqual(before - 1000);
+      expect(resumeAt).toBeLessThanOrEqual(after + 1000);
     } finally {
       await p.close();
     }
