@@ -53,6 +53,7 @@ import {
   type ThreadDbRow,
 } from "../src/store/action-rows.js";
 import { emptyProgress, type RegisteredAction } from "../src/store/action-machine.js";
+import { dueOnRegister } from "../src/store/due.js";
 import { ScriptedChatModel } from "../test/support/scripted-model.js";
 import {
   flag,
@@ -293,6 +294,7 @@ async function replicate(
       json: [] as string[],
       mac: [] as string[],
       at: [] as string[],
+      due: [] as number[],
     };
     const s0 = performance.now();
     for (let i = 0; i < n; i++) {
@@ -336,6 +338,7 @@ async function replicate(
       ac.json.push(sa.json);
       ac.mac.push(sa.mac);
       ac.at.push(envelope.createdAt);
+      ac.due.push(dueOnRegister(action)!.at);
     }
     sealMs += performance.now() - s0;
     const c = await db.connect();
@@ -346,9 +349,9 @@ async function replicate(
         [th.id, th.json, th.mac, th.at],
       );
       await c.query(
-        `INSERT INTO ${s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
-         SELECT h, t, 1, j, m, 'registered', $5, a FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[]) AS x(h, t, j, m, a)`,
-        [ac.hash, ac.thread, ac.json, ac.mac, JSON.stringify(emptyProgress()), ac.at],
+        `INSERT INTO ${s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
+         SELECT h, t, 1, j, m, 'registered', $5, a, d, 'expiry' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::text[], $7::bigint[]) AS x(h, t, j, m, a, d)`,
+        [ac.hash, ac.thread, ac.json, ac.mac, JSON.stringify(emptyProgress()), ac.at, ac.due],
       );
       await c.query("COMMIT");
     } catch (e) {

@@ -86,7 +86,8 @@ describe("a checkpoint file rolled back behind the journal", () => {
     await portal.fault({ method: "tasks.task.update", kind: "latency", ms: 2500, times: 1 });
     await killedWhen(
       ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
-      env(),
+      // No resume grace: the worker below may take the run over as soon as its process is gone.
+      env({ ACTION_ENVELOPE_RESUME_GRACE_MS: "0" }),
       "the write-ahead entry",
       () => journalHasRows(dataDir, "executions"),
       { graceMs: 300 },

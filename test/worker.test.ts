@@ -71,7 +71,8 @@ describe("worker", () => {
     };
     await killedWhen(
       [view.threadId, JSON.stringify(resume)],
-      envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: "30000" }),
+      // No resume grace: the worker below may take the run over as soon as its process is gone.
+      envFor(portal, dataDir, { BITRIX24_TIMEOUT_MS: "30000", ACTION_ENVELOPE_RESUME_GRACE_MS: "0" }),
       "the write to reach the portal",
       async () => (await portal.calls()).some((c) => c.method === "tasks.task.update"),
       {

@@ -240,56 +240,57 @@ export async function sweepExpired(app: App, onStep?: StepListener): Promise<Swe
   const results: SweepResult[] = [];
   for (const row of await listPending(app)) {
     if (!row.expired) continue;
-    const view = await viewThread(app, row.threadId);
-    if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== row.envelopeHash) {
-      // Waiting in the journal, but the run is not paused at this approval (a crash between steps): `recover` first.
-      results.push({
-        threadId: row.threadId,
-        envelopeHash: row.envelopeHash,
-        result: "skipped",
-        detail: `thread is ${view.status}`,
-      });
-      continue;
-    }
-    try {
-      const after = await submitDecision(
-        app,
-        row.threadId,
-        {
-          decisions: [
-            {
-              type: "expire",
-              envelopeHash: row.envelopeHash,
-              nonce: view.approval.nonce,
-              by: { id: "system:sweep" },
-            },
-          ],
-        },
-        onStep,
-      );
-      results.push(
-        after.status === "awaiting_approval"
-          ? {
-              threadId: row.threadId,
-              envelopeHash: row.envelopeHash,
-              result: "escalated",
-              detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`,
-            }
-          : {
-              threadId: row.threadId,
-              envelopeHash: row.envelopeHash,
-              result: "expired",
-              detail: `${after.state?.outcome} / ${after.state?.reasonCode}`,
-            },
-      );
-    } catch (e) {
-      results.push({
-        threadId: row.threadId,
-        envelopeHash: row.envelopeHash,
-        result: "skipped",
-        detail: (e as Error).message,
-      });
-    }
+    results.push(await expireApproval(app, row.threadId, row.envelopeHash, onStep));
   }
   return results;
+}
+
+/**
+ * Expires one waiting approval past its expiry (an envelope's hash, or a change set's) as a system
+ * decision through the graph: the thread ends, or is escalated as the policy says. Skipped when the
+ * run is not paused at that approval (`recover` first) or another decision got there first.
+ */
+export async function expireApproval(
+  app: App,
+  threadId: string,
+  envelopeHash: string,
+  onStep?: StepListener,
+): Promise<SweepResult> {
+  const view = await viewThread(app, threadId);
+  if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== envelopeHash) {
+    // Waiting in the journal, but the run is not paused at this approval (a crash between steps): `recover` first.
+    return { threadId, envelopeHash, result: "skipped", detail: `thread is ${view.status}` };
+  }
+  try {
+    const after = await submitDecision(
+      app,
+      threadId,
+      {
+        decisions: [
+          {
+            type: "expire",
+            envelopeHash,
+            nonce: view.approval.nonce,
+            by: { id: "system:sweep" },
+          },
+        ],
+      },
+      onStep,
+    );
+    return after.status === "awaiting_approval"
+      ? {
+          threadId,
+          envelopeHash,
+          result: "escalated",
+          detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`,
+        }
+      : {
+          threadId,
+          envelopeHash,
+          result: "expired",
+          detail: `${after.state?.outcome} / ${after.state?.reasonCode}`,
+        };
+  } catch (e) {
+    return { threadId, envelopeHash, result: "skipped", detail: (e as Error).message };
+  }
 }

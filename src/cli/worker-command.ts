@@ -9,22 +9,20 @@
  * mid-run) is left alone and looked at again next round. A run that already sent its write is
  * finished from the journal's write-ahead entry, never by sending the write again.
  *
- * Candidates for recovery come from the journal: every thread whose action is not yet closed
- * (waiting, decided, or stopped mid-execution).
+ * What a round works on comes from the journal's due index (src/app/due-work.ts): approvals past
+ * their expiry, and actions left in a step past approval for longer than the resume grace
+ * (ACTION_ENVELOPE_RESUME_GRACE_MS). Workers claim them under a lease, so several share the work.
  * Not found: a run that died before its first approval request (nothing was written; start it again)
  * or inside the final step after it closed the action (`recover <thread>` finishes it).
  */
 import { Command } from "commander";
 import type { App, SweepResult } from "../app/threads.js";
-import { DecisionNotAcceptedError, UsageError } from "../errors.js";
+import type { DueWorkOptions, RecoveryResult } from "../app/due-work.js";
+import { UsageError } from "../errors.js";
 import { Printer } from "./render.js";
 import { esc } from "../text/escape.js";
 
-export interface RecoveryResult {
-  threadId: string;
-  result: "recovered" | "busy" | "skipped";
-  detail: string;
-}
+export type { RecoveryResult } from "../app/due-work.js";
 
 export interface WorkerRound {
   at: string;
@@ -34,43 +32,12 @@ export interface WorkerRound {
   error?: string;
 }
 
-/** Finishes every indexed run that stopped between steps and that no live process is driving. */
-export async function recoverInterrupted(app: App): Promise<RecoveryResult[]> {
-  const threadIds = await app.deps.journal.listOpenThreads();
-  const { recoverThread, viewThread } = await import("../app/threads.js");
-  const results: RecoveryResult[] = [];
-  for (const threadId of threadIds) {
-    const view = await viewThread(app, threadId);
-    if (view.status !== "interrupted_run") continue;
-    try {
-      const after = await recoverThread(app, threadId);
-      results.push({
-        threadId,
-        result: "recovered",
-        detail:
-          after.status === "finished"
-            ? `${after.state?.outcome} / ${after.state?.reasonCode}`
-            : `now ${after.status}`,
-      });
-    } catch (e) {
-      if (e instanceof DecisionNotAcceptedError && e.code === "IN_PROGRESS") {
-        results.push({ threadId, result: "busy", detail: "another live process is driving it" });
-      } else if (e instanceof UsageError) {
-        // Finished or resumed by someone else between the look and the lock.
-        results.push({ threadId, result: "skipped", detail: e.message });
-      } else throw e;
-    }
-  }
-  return results;
-}
-
-export async function workerRound(app: App): Promise<WorkerRound> {
+/** One round: the due work only (src/app/due-work.ts); a round with nothing due loads no checkpoint. */
+export async function workerRound(app: App, opts: DueWorkOptions = {}): Promise<WorkerRound> {
   const at = new Date().toISOString();
   try {
-    const { sweepExpired } = await import("../app/threads.js");
-    const swept = await sweepExpired(app);
-    const recovered = await recoverInterrupted(app);
-    return { at, swept, recovered };
+    const { runDueWork } = await import("../app/due-work.js");
+    return { at, ...(await runDueWork(app, opts)) };
   } catch (e) {
     return { at, swept: [], recovered: [], error: (e as Error).message };
   }

@@ -38,6 +38,9 @@ const positiveInt = () =>
     .transform(Number)
     .refine((n) => n > 0, "must be greater than 0");
 
+/** How long after an approved action enters a step a worker may take its run over (src/store/due.ts). */
+export const DEFAULT_RESUME_GRACE_MS = 5_000;
+
 const nonNegativeNumber = () =>
   z
     .string()
@@ -146,6 +149,11 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_MAX_REVISIONS: positiveInt().optional(),
   ACTION_ENVELOPE_OBJECT_LEASE_MS: positiveInt().optional(),
   ACTION_ENVELOPE_OBJECT_WAIT_MS: positiveInt().optional(),
+  ACTION_ENVELOPE_RESUME_GRACE_MS: z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .optional(),
   ACTION_ENVELOPE_JOURNAL_KEY: z
     .string()
     .refine(
@@ -211,6 +219,11 @@ export interface AppConfig {
    * object waits for it before ending TARGET_BUSY with nothing sent.
    */
   objectLease: { holdMs: number; waitMs: number };
+  /**
+   * How long after an approved action enters a step a worker may take its run over (src/store/due.ts):
+   * a run that is still going moves it on before then. Recorded with the step, by the process taking it.
+   */
+  resumeGraceMs: number;
   /**
    * The key that MACs the journal's registered rows, kept outside the data directory: given inline
    * (ACTION_ENVELOPE_JOURNAL_KEY), or a file created on first use.
@@ -364,6 +377,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       holdMs: e.ACTION_ENVELOPE_OBJECT_LEASE_MS ?? 5 * 60_000,
       waitMs: e.ACTION_ENVELOPE_OBJECT_WAIT_MS ?? 60_000,
     },
+    resumeGraceMs: e.ACTION_ENVELOPE_RESUME_GRACE_MS ?? DEFAULT_RESUME_GRACE_MS,
     journalKey: e.ACTION_ENVELOPE_JOURNAL_KEY
       ? { source: "env", key: Buffer.from(e.ACTION_ENVELOPE_JOURNAL_KEY, "base64") }
       : { source: "file", path: journalKeyPath(env, e.ACTION_ENVELOPE_JOURNAL_KEY_FILE, cwd) },

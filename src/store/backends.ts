@@ -10,9 +10,13 @@ import { SqliteAuditLog, adoptAuditFile, type AuditLog } from "./audit.js";
 import { loadJournalKey } from "./journal-key.js";
 import { checkWriteAnchor } from "./write-anchor.js";
 
-export async function createJournal(config: AppConfig, opts: { clock?: () => Date } = {}): Promise<Journal> {
+export async function createJournal(
+  config: AppConfig,
+  opts: { clock?: () => Date; resumeGraceMs?: number } = {},
+): Promise<Journal> {
   const key = loadJournalKey(config);
   checkWriteAnchor(config);
+  opts = { resumeGraceMs: config.resumeGraceMs, ...opts };
   // The PostgreSQL stores (and the pg driver) are loaded only when DATABASE_URL names a database.
   if (config.database)
     return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key, opts);

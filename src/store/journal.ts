@@ -14,6 +14,8 @@ import { SqliteListing } from "./sqlite/listing.js";
 import { SqliteTurns } from "./sqlite/turns.js";
 import { SqliteQuestions } from "./sqlite/questions.js";
 import { SqliteLeases, SqliteLocks } from "./sqlite/leases.js";
+import { SqliteDue } from "./sqlite/due.js";
+import { DEFAULT_RESUME_GRACE_MS } from "./due.js";
 
 export * from "./journal/api.js";
 export * from "./journal/rows.js";
@@ -28,9 +30,14 @@ export class SqliteJournal extends ComposedJournal {
     file: string,
     /** MAC key for registered rows (src/store/journal-key.ts). */
     key: Buffer,
-    opts: { clock?: () => Date } = {},
+    opts: { clock?: () => Date; resumeGraceMs?: number } = {},
   ) {
-    const core: SqliteCore = { conn: openSqliteFile(file), key, clock: opts.clock ?? (() => new Date()) };
+    const core: SqliteCore = {
+      conn: openSqliteFile(file),
+      key,
+      clock: opts.clock ?? (() => new Date()),
+      resumeGraceMs: opts.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
+    };
     super({
       executions: new SqliteExecutions(core),
       threads: new SqliteThreads(core),
@@ -40,6 +47,7 @@ export class SqliteJournal extends ComposedJournal {
       questions: new SqliteQuestions(core),
       leases: new SqliteLeases(core),
       locks: new SqliteLocks(core),
+      due: new SqliteDue(core),
     });
     this.conn = core.conn;
     this.commits = core.conn.commits;

@@ -26,6 +26,8 @@ import { PgListing } from "./pg/listing.js";
 import { PgTurns } from "./pg/turns.js";
 import { PgQuestions } from "./pg/questions.js";
 import { PgLeases, PgLocks } from "./pg/leases.js";
+import { PgDue } from "./pg/due.js";
+import { DEFAULT_RESUME_GRACE_MS } from "./due.js";
 
 /** The journal in PostgreSQL: a part per concern (src/store/pg/), all on the process's pools. */
 export class PostgresJournal extends ComposedJournal {
@@ -45,8 +47,9 @@ export class PostgresJournal extends ComposedJournal {
     /** MAC key for registered rows (src/store/journal-key.ts). */
     key: Buffer,
     clock: () => Date,
+    resumeGraceMs: number,
   ) {
-    const core: PgCore = { pools, db, key, clock, commits: { total: 0, durable: 0 } };
+    const core: PgCore = { pools, db, key, clock, commits: { total: 0, durable: 0 }, resumeGraceMs };
     const locks = new PgLocks(core);
     super({
       executions: new PgExecutions(core),
@@ -57,6 +60,7 @@ export class PostgresJournal extends ComposedJournal {
       questions: new PgQuestions(core),
       leases: new PgLeases(core),
       locks,
+      due: new PgDue(core),
     });
     this.commits = core.commits;
     this.pool = pools.pool;
@@ -68,14 +72,20 @@ export class PostgresJournal extends ComposedJournal {
   static async open(
     db: DatabaseConfig,
     key: Buffer,
-    opts: { clock?: () => Date } = {},
+    opts: { clock?: () => Date; resumeGraceMs?: number } = {},
   ): Promise<PostgresJournal> {
     const pools = openPools(db);
     await prepareDatabase(pools, db).catch(async (e: unknown) => {
       await pools.close();
       throw e;
     });
-    return new PostgresJournal(pools, db, key, opts.clock ?? (() => new Date()));
+    return new PostgresJournal(
+      pools,
+      db,
+      key,
+      opts.clock ?? (() => new Date()),
+      opts.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
+    );
   }
 
   async close(): Promise<void> {

@@ -194,6 +194,28 @@ export const MIGRATIONS: Migration[] = [
       DROP INDEX IF EXISTS ${s}.actions_waiting_requester;
       DROP INDEX IF EXISTS ${s}.actions_waiting_task;`,
   },
+  {
+    version: 13,
+    name: "journal: when each open action is next due and why, claimed by workers under a lease, so a worker round reads the due work by index",
+    // src/store/due.ts: a waiting approval is due at its expiry (a change set's, else its envelope's);
+    // an action past its approval is due now (when it entered its phase is not recorded; the thread
+    // lock keeps a live run's thread from being driven twice). An expiry that is not a timestamp (a row
+    // edited outside the program) is left without one, as the listing leaves such a row unlisted.
+    sql: (s) => `
+      ALTER TABLE ${s}.actions
+        ADD COLUMN due_at BIGINT,
+        ADD COLUMN due_reason TEXT,
+        ADD COLUMN due_owner TEXT,
+        ADD COLUMN due_lease_until BIGINT;
+      UPDATE ${s}.actions SET due_reason = 'expiry',
+        due_at = (extract(epoch FROM (COALESCE(registered_json::jsonb #>> '{set,expiresAt}', registered_json::jsonb #>> '{envelope,expiresAt}'))::timestamptz) * 1000)::bigint
+        WHERE phase = 'registered'
+          AND COALESCE(registered_json::jsonb #>> '{set,expiresAt}', registered_json::jsonb #>> '{envelope,expiresAt}')
+            ~ '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?(Z|[+-]\\d{2}:\\d{2})$';
+      UPDATE ${s}.actions SET due_reason = 'resume', due_at = (extract(epoch FROM now()) * 1000)::bigint
+        WHERE phase IN ('decided', 'pre_read', 'intent', 'acknowledged', 'verified');
+      CREATE INDEX actions_due ON ${s}.actions (due_at) WHERE due_at IS NOT NULL;`,
+  },
 ];
 
 const prepared = new Map<string, Promise<void>>();

@@ -13,6 +13,7 @@ import type { NewThread } from "../action-rows.js";
 import type { AuditEntry } from "../audit.js";
 import type { CommitCount } from "../statements.js";
 import type { RegisteredFilter, RegisteredPageFilter } from "../waiting-list.js";
+import type { DueItem } from "../due.js";
 
 export interface DecisionClaim {
   threadId: string;
@@ -292,6 +293,24 @@ export interface LockJournal {
   releaseThreadLock(threadId: string, owner: string): Promise<void>;
 }
 
+/**
+ * Work a worker has to do, found by index (src/store/due.ts): each open action's next due time, and a
+ * lease on it for the worker that claimed it, so several workers share the due work.
+ */
+export interface DueJournal {
+  /**
+   * Actions due at `now` (oldest due first, at most `limit`) that no other worker holds: unclaimed, or
+   * claimed under a lease that has ended (a worker that died). Each is claimed for `owner` until
+   * now + `leaseMs`, in the same transaction. A move of the action ends the claim.
+   */
+  claimDue(now: Date, limit: number, owner: string, leaseMs: number): Promise<DueItem[]>;
+  /**
+   * Ends `owner`'s claim (no-op when the action moved meanwhile, or another worker holds it); with
+   * `retryAt`, the action is next due then (a thread with nothing for a worker to do now).
+   */
+  releaseDue(envelopeHash: string, owner: string, retryAt?: Date): Promise<void>;
+}
+
 /** The whole journal, every concern behind one object; callers that need one concern can take its interface. */
 export interface Journal
   extends
@@ -302,7 +321,8 @@ export interface Journal
     TurnJournal,
     QuestionJournal,
     LeaseJournal,
-    LockJournal {
+    LockJournal,
+    DueJournal {
   /** Commits made on this journal's connection(s): all, and the durable ones (docs/durability.md). */
   readonly commits: CommitCount;
   close(): Promise<void>;

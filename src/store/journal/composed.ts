@@ -8,6 +8,7 @@ import type {
   QuestionJournal,
   LeaseJournal,
   LockJournal,
+  DueJournal,
   Journal,
 } from "./api.js";
 
@@ -23,6 +24,7 @@ export interface JournalParts {
   questions: QuestionJournal;
   leases: LeaseJournal;
   locks: LockJournal;
+  due: DueJournal;
 }
 
 /** The shared front of both backends; each supplies its parts, its commit count and its close. */
@@ -178,5 +180,13 @@ export abstract class ComposedJournal implements Journal {
     ...a: Parameters<Journal["releaseThreadLock"]>
   ): ReturnType<Journal["releaseThreadLock"]> {
     return this.parts.locks.releaseThreadLock(...a);
+  }
+
+  claimDue(...a: Parameters<Journal["claimDue"]>): ReturnType<Journal["claimDue"]> {
+    return this.parts.due.claimDue(...a);
+  }
+
+  releaseDue(...a: Parameters<Journal["releaseDue"]>): ReturnType<Journal["releaseDue"]> {
+    return this.parts.due.releaseDue(...a);
   }
 }

@@ -15,6 +15,7 @@ import { type DecideResult } from "../journal/api.js";
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
+import { dueOnRegister } from "../due.js";
 import type { ActionJournal } from "../journal/api.js";
 
 export class PgActions extends PgBase implements ActionJournal {
@@ -36,14 +37,16 @@ export class PgActions extends PgBase implements ActionJournal {
           [threadId, fresh],
         );
         for (const r of open.rows)
-          await c.query(`UPDATE ${this.s}.actions SET phase = 'superseded' WHERE envelope_hash = $1`, [
-            r.envelope_hash,
-          ]);
+          await c.query(
+            `UPDATE ${this.s}.actions SET phase = 'superseded', due_at = NULL, due_reason = NULL, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $1`,
+            [r.envelope_hash],
+          );
         for (const a of list) {
           const sealed = sealAction(this.key, a);
+          const due = dueOnRegister(a)!;
           await c.query(
-            `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
-           VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7) ON CONFLICT (envelope_hash) DO NOTHING`,
+            `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
+           VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7, $8, $9) ON CONFLICT (envelope_hash) DO NOTHING`,
             [
               a.envelopeHash,
               a.threadId,
@@ -52,6 +55,8 @@ export class PgActions extends PgBase implements ActionJournal {
               sealed.mac,
               JSON.stringify(emptyProgress()),
               at,
+              due.at,
+              due.reason,
             ],
           );
         }

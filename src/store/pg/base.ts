@@ -4,6 +4,7 @@ import type { DatabaseConfig } from "../../config/env.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
 import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
+import { dueColumns, dueOnMove } from "../due.js";
 import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js";
 import { appendWithin } from "../pg-audit.js";
 import type { AuditEntry } from "../audit.js";
@@ -17,6 +18,8 @@ export interface PgCore {
   key: Buffer;
   clock: () => Date;
   commits: CommitCount;
+  /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
+  resumeGraceMs: number;
 }
 
 export class PgBase {
@@ -27,6 +30,7 @@ export class PgBase {
   protected readonly key: Buffer;
   protected readonly clock: () => Date;
   protected readonly commits: CommitCount;
+  protected readonly resumeGraceMs: number;
 
   constructor(core: PgCore) {
     this.pools = core.pools;
@@ -34,6 +38,7 @@ export class PgBase {
     this.key = core.key;
     this.clock = core.clock;
     this.commits = core.commits;
+    this.resumeGraceMs = core.resumeGraceMs;
     this.s = quoteIdent(core.db.schema);
     this.pool = core.pools.pool;
   }
@@ -61,6 +66,7 @@ export class PgBase {
     for (const r of records) await appendWithin(c, this.db, r, this.clock());
   }
 
+  /** Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on it ends. */
   protected async writeMove(
     c: pg.PoolClient,
     envelopeHash: string,
@@ -68,11 +74,11 @@ export class PgBase {
     to: Phase,
     progress: ActionProgress,
   ): Promise<void> {
-    await c.query(`UPDATE ${this.s}.actions SET phase = $1, progress_json = $2 WHERE envelope_hash = $3`, [
-      to,
-      JSON.stringify(progress),
-      envelopeHash,
-    ]);
+    const [dueAt, dueReason] = dueColumns(dueOnMove(to, this.clock().getTime(), this.resumeGraceMs));
+    await c.query(
+      `UPDATE ${this.s}.actions SET phase = $1, progress_json = $2, due_at = $3, due_reason = $4, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $5`,
+      [to, JSON.stringify(progress), dueAt, dueReason, envelopeHash],
+    );
     if (releasesLease(from, to, progress))
       await c.query(`DELETE FROM ${this.s}.object_leases WHERE owner = $1`, [envelopeHash]);
   }

@@ -12,6 +12,7 @@ import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from
 import { OPEN_PHASES_SQL, toClaim, type ClaimRow } from "../journal/rows.js";
 import type { ActionJournal, DecideResult, DecisionClaim } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
+import { dueOnRegister } from "../due.js";
 
 export class SqliteActions extends SqliteBase implements ActionJournal {
   async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
@@ -31,12 +32,15 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       ).all(threadId) as ActionDbRow[];
       for (const r of open) {
         if (!fresh.has(r.envelope_hash))
-          this.sql("UPDATE actions SET phase = 'superseded' WHERE envelope_hash = ?").run(r.envelope_hash);
+          this.sql(
+            "UPDATE actions SET phase = 'superseded', due_at = NULL, due_reason = NULL, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ?",
+          ).run(r.envelope_hash);
       }
       list.forEach((a, i) => {
+        const due = dueOnRegister(a)!;
         this.sql(
-          `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at)
-             VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)`,
+          `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
+             VALUES (?, ?, ?, ?, ?, 'registered', ?, ?, ?, ?)`,
         ).run(
           a.envelopeHash,
           a.threadId,
@@ -45,6 +49,8 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
           sealed[i]!.mac,
           JSON.stringify(emptyProgress()),
           at,
+          due.at,
+          due.reason,
         );
       });
     });

@@ -5,12 +5,15 @@ import { appendIn, type AuditEntry } from "../audit.js";
 import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
+import { dueColumns, dueOnMove } from "../due.js";
 
 /** The SQLite journal's connection, MAC key (src/store/journal-key.ts) and clock. */
 export interface SqliteCore {
   conn: SqliteConnection;
   key: Buffer;
   clock: () => Date;
+  /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
+  resumeGraceMs: number;
 }
 
 export class SqliteBase {
@@ -19,6 +22,7 @@ export class SqliteBase {
   protected readonly sql: (text: string) => Database.Statement;
   protected readonly key: Buffer;
   protected readonly clock: () => Date;
+  protected readonly resumeGraceMs: number;
 
   constructor(core: SqliteCore) {
     this.conn = core.conn;
@@ -26,6 +30,7 @@ export class SqliteBase {
     this.sql = core.conn.sql;
     this.key = core.key;
     this.clock = core.clock;
+    this.resumeGraceMs = core.resumeGraceMs;
   }
 
   /** Appends audit records inside the caller's transaction. */
@@ -33,12 +38,12 @@ export class SqliteBase {
     for (const r of records) appendIn(this.sql, r, this.clock());
   }
 
+  /** Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on it ends. */
   protected writeMove(envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): void {
-    this.sql("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?").run(
-      to,
-      JSON.stringify(progress),
-      envelopeHash,
-    );
+    const [dueAt, dueReason] = dueColumns(dueOnMove(to, this.clock().getTime(), this.resumeGraceMs));
+    this.sql(
+      "UPDATE actions SET phase = ?, progress_json = ?, due_at = ?, due_reason = ?, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ?",
+    ).run(to, JSON.stringify(progress), dueAt, dueReason, envelopeHash);
     if (releasesLease(from, to, progress))
       this.sql("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
   }

@@ -4,6 +4,9 @@ import path from "node:path";
 import { SqliteConnection } from "../statements.js";
 import { prepareAuditTable } from "../audit.js";
 import { SQLITE, waitingIndexes } from "../waiting-list.js";
+import { OPEN_PHASES_SQL } from "../journal/rows.js";
+import { dueOnRegister } from "../due.js";
+import type { RegisteredAction } from "../action-machine.js";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS decision_claims (
@@ -46,7 +49,11 @@ CREATE TABLE IF NOT EXISTS actions (
   mac TEXT NOT NULL,
   phase TEXT NOT NULL,
   progress_json TEXT NOT NULL,
-  registered_at TEXT NOT NULL
+  registered_at TEXT NOT NULL,
+  due_at INTEGER,
+  due_reason TEXT,
+  due_owner TEXT,
+  due_lease_until INTEGER
 );
 CREATE INDEX IF NOT EXISTS actions_thread ON actions (thread_id);
 CREATE TABLE IF NOT EXISTS questions (
@@ -79,7 +86,7 @@ CREATE TABLE IF NOT EXISTS thread_locks (
 /**
  * Columns added after their tables were first made, added to an older journal when it is opened: a
  * question's invalid answers and why the last was refused; the thread row's model turns, invalid
- * proposals and the model's last reply. (PostgreSQL adds them by migration: src/store/postgres.ts.)
+ * proposals and the model's last reply; when an action is next due for a worker (src/store/due.ts). (PostgreSQL adds them by migration: src/store/postgres.ts.)
  */
 const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: string]>]> = [
   [
@@ -90,6 +97,15 @@ const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: s
     ],
   ],
   ["executions", [["mac", "TEXT"]]],
+  [
+    "actions",
+    [
+      ["due_at", "INTEGER"],
+      ["due_reason", "TEXT"],
+      ["due_owner", "TEXT"],
+      ["due_lease_until", "INTEGER"],
+    ],
+  ],
   [
     "threads",
     [
@@ -112,12 +128,43 @@ export function openSqliteFile(file: string): SqliteConnection {
   for (const sql of waitingIndexes(SQLITE, "actions")) db.exec(sql);
   prepareAuditTable(db);
   // A journal made before these columns gains them (existing rows: the column's default).
+  let dueAdded = false;
   for (const [table, added] of ADDED_COLUMNS) {
     const has = new Set(
       (db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name),
     );
     for (const [name, type] of added)
-      if (!has.has(name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
+      if (!has.has(name)) {
+        db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
+        if (table === "actions" && name === "due_at") dueAdded = true;
+      }
   }
+  if (dueAdded) conn.write(() => fillDue(conn, Date.now()));
+  db.exec(DUE_INDEX);
   return conn;
+}
+
+/** Due work by index (src/app/due-work.ts): only open actions have a due time, so only they are in it. */
+export const DUE_INDEX =
+  "CREATE INDEX IF NOT EXISTS actions_due ON actions (due_at) WHERE due_at IS NOT NULL";
+
+/**
+ * Open actions of a journal made before due times: a waiting approval is due at its expiry, an action
+ * past its approval now (when it entered its phase is not recorded; the thread lock keeps a live run's
+ * thread from being driven twice).
+ */
+function fillDue(conn: SqliteConnection, nowMs: number): void {
+  const rows = conn
+    .sql(`SELECT envelope_hash, phase, registered_json FROM actions WHERE phase IN (${OPEN_PHASES_SQL})`)
+    .all() as Array<{ envelope_hash: string; phase: string; registered_json: string }>;
+  for (const r of rows) {
+    const due =
+      r.phase === "registered"
+        ? dueOnRegister(JSON.parse(r.registered_json) as RegisteredAction)
+        : { at: nowMs, reason: "resume" };
+    if (due && Number.isFinite(due.at))
+      conn
+        .sql("UPDATE actions SET due_at = ?, due_reason = ? WHERE envelope_hash = ?")
+        .run(due.at, due.reason, r.envelope_hash);
+  }
 }

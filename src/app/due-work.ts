@@ -1,0 +1,118 @@
+/**
+ * Due work for `worker`: the actions the journal says are due (src/store/due.ts), claimed under a
+ * lease (journal.claimDue) in small batches, each thread then driven on the decision path: an expired
+ * approval is expired or escalated as a system decision, a run a dead process left is recovered. A
+ * thread that is not due costs nothing: no row of it is read and no checkpoint is loaded.
+ *
+ * Several workers share the due work: a claimed action is skipped by the others until its lease ends
+ * (a worker that died mid-round), and each thread is still driven under the journal's thread lock.
+ */
+import os from "node:os";
+import { randomUUID } from "node:crypto";
+import type { DueItem } from "../store/due.js";
+import { DecisionNotAcceptedError, UsageError } from "../errors.js";
+import { expireApproval, recoverThread, viewThread, type App, type SweepResult } from "./threads.js";
+
+export interface RecoveryResult {
+  threadId: string;
+  result: "recovered" | "busy" | "skipped";
+  detail: string;
+}
+
+export interface DueRound {
+  swept: SweepResult[];
+  recovered: RecoveryResult[];
+}
+
+export interface DueWorkOptions {
+  /** Who claims (kept with each claim); one per round by default. */
+  owner?: string;
+  /** Actions claimed at a time: small, so several workers share a burst of due work. */
+  batch?: number;
+  /** The most actions one round claims; what is left is due for the next round (or another worker). */
+  maxPerRound?: number;
+  /** How long a claim holds against other workers: past it, a worker that died has its claims taken over. */
+  leaseMs?: number;
+  /** When a thread with nothing for a worker to do now (waiting for an answer, driven by a live process) is due again. */
+  retryMs?: number;
+}
+
+export const DUE_DEFAULTS = { batch: 20, maxPerRound: 1000, leaseMs: 120_000, retryMs: 60_000 } as const;
+
+/** One round: claims due actions batch by batch until none is due (or maxPerRound), and works each thread once. */
+export async function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<DueRound> {
+  const o = { ...DUE_DEFAULTS, ...opts };
+  const owner = opts.owner ?? `${os.hostname()}:${process.pid}:${randomUUID()}`;
+  const round: DueRound = { swept: [], recovered: [] };
+  const done = new Set<string>();
+  let claimed = 0;
+  while (claimed < o.maxPerRound) {
+    const items = await app.deps.journal.claimDue(
+      app.deps.clock(),
+      Math.min(o.batch, o.maxPerRound - claimed),
+      owner,
+      o.leaseMs,
+    );
+    if (items.length === 0) break;
+    claimed += items.length;
+    for (const [threadId, ofThread] of byThread(items)) {
+      if (!done.has(threadId)) {
+        done.add(threadId);
+        await workThread(app, threadId, round, owner, ofThread);
+      }
+      // Whatever did not move this action (moves end the claim) is due again only after a while, so
+      // neither this round nor the next worker takes it up again at once.
+      const retryAt = new Date(app.deps.clock().getTime() + o.retryMs);
+      for (const item of ofThread) await app.deps.journal.releaseDue(item.envelopeHash, owner, retryAt);
+    }
+  }
+  return round;
+}
+
+function byThread(items: DueItem[]): Map<string, DueItem[]> {
+  const m = new Map<string, DueItem[]>();
+  for (const item of items) m.set(item.threadId, [...(m.get(item.threadId) ?? []), item]);
+  return m;
+}
+
+/** The per-thread work: expire an approval past its expiry, recover a stopped run; anything else waits. */
+async function workThread(
+  app: App,
+  threadId: string,
+  round: DueRound,
+  owner: string,
+  items: DueItem[],
+): Promise<void> {
+  const view = await viewThread(app, threadId);
+  if (view.status === "awaiting_approval" && view.approval) {
+    const expiresAt = Date.parse(view.approval.expiresAt);
+    if (expiresAt <= app.deps.clock().getTime()) {
+      round.swept.push(await expireApproval(app, threadId, view.approval.envelopeHash));
+      return;
+    }
+    // Not yet expired (a post-approval step of an earlier action of the thread): due at the approval's expiry.
+    if (Number.isFinite(expiresAt))
+      for (const item of items)
+        await app.deps.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
+    return;
+  }
+  if (view.status !== "interrupted_run") return;
+  try {
+    const after = await recoverThread(app, threadId);
+    round.recovered.push({
+      threadId,
+      result: "recovered",
+      detail:
+        after.status === "finished"
+          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
+          : `now ${after.status}`,
+    });
+  } catch (e) {
+    if (e instanceof DecisionNotAcceptedError && e.code === "IN_PROGRESS") {
+      round.recovered.push({ threadId, result: "busy", detail: "another live process is driving it" });
+    } else if (e instanceof UsageError) {
+      // Finished or resumed by someone else between the look and the lock.
+      round.recovered.push({ threadId, result: "skipped", detail: e.message });
+    } else throw e;
+  }
+}

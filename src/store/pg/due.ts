@@ -1,0 +1,41 @@
+/** Due work in PostgreSQL: the actions due now, claimed with a lease; concurrent workers skip each other's rows. */
+import type { DueJournal } from "../journal/api.js";
+import { toDueItem, type DueItem, type DueRow } from "../due.js";
+import { PgBase } from "./base.js";
+
+/** The due query (schema-qualified `actions`): served by the partial index actions_due, in due order. */
+export const pgDueSql = (
+  s: string,
+): string => `SELECT envelope_hash, thread_id, due_at, due_reason FROM ${s}.actions
+  WHERE due_at <= $1 AND (due_lease_until IS NULL OR due_lease_until <= $1)
+  ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+
+export class PgDue extends PgBase implements DueJournal {
+  async claimDue(now: Date, limit: number, owner: string, leaseMs: number): Promise<DueItem[]> {
+    const nowMs = now.getTime();
+    return this.tx("claiming due work", async (c) => {
+      const rows = (await c.query<DueRow>(pgDueSql(this.s), [nowMs, limit])).rows;
+      if (rows.length > 0)
+        await c.query(
+          `UPDATE ${this.s}.actions SET due_owner = $1, due_lease_until = $2 WHERE envelope_hash = ANY($3::text[])`,
+          [owner, nowMs + leaseMs, rows.map((r) => r.envelope_hash)],
+        );
+      return rows.map(toDueItem);
+    });
+  }
+
+  async releaseDue(envelopeHash: string, owner: string, retryAt?: Date): Promise<void> {
+    if (retryAt === undefined)
+      await this.run(
+        `releasing the claim on ${envelopeHash}`,
+        `UPDATE ${this.s}.actions SET due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $1 AND due_owner = $2`,
+        [envelopeHash, owner],
+      );
+    else
+      await this.run(
+        `deferring ${envelopeHash}`,
+        `UPDATE ${this.s}.actions SET due_owner = NULL, due_lease_until = NULL, due_at = $3 WHERE envelope_hash = $1 AND due_owner = $2 AND due_at IS NOT NULL`,
+        [envelopeHash, owner, retryAt.getTime()],
+      );
+  }
+}

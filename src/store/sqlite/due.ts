@@ -1,0 +1,35 @@
+/** Due work in SQLite: claiming the actions due now under the file's write lock, with a lease per claim. */
+import type { DueJournal } from "../journal/api.js";
+import { toDueItem, type DueItem, type DueRow } from "../due.js";
+import { SqliteBase } from "./base.js";
+
+/** The due query: served by the partial index actions_due (src/store/sqlite/schema.ts), due order. */
+export const SQLITE_DUE_SQL = `SELECT envelope_hash, thread_id, due_at, due_reason FROM actions
+  WHERE due_at IS NOT NULL AND due_at <= ? AND (due_lease_until IS NULL OR due_lease_until <= ?)
+  ORDER BY due_at LIMIT ?`;
+
+export class SqliteDue extends SqliteBase implements DueJournal {
+  async claimDue(now: Date, limit: number, owner: string, leaseMs: number): Promise<DueItem[]> {
+    const nowMs = now.getTime();
+    // One IMMEDIATE transaction: the file's write lock makes the select and the claim one step for every process.
+    return this.conn.write(() => {
+      const rows = this.sql(SQLITE_DUE_SQL).all(nowMs, nowMs, limit) as DueRow[];
+      const claim = this.sql("UPDATE actions SET due_owner = ?, due_lease_until = ? WHERE envelope_hash = ?");
+      for (const r of rows) claim.run(owner, nowMs + leaseMs, r.envelope_hash);
+      return rows.map(toDueItem);
+    });
+  }
+
+  async releaseDue(envelopeHash: string, owner: string, retryAt?: Date): Promise<void> {
+    this.conn.write(() => {
+      if (retryAt === undefined)
+        this.sql(
+          "UPDATE actions SET due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ? AND due_owner = ?",
+        ).run(envelopeHash, owner);
+      else
+        this.sql(
+          "UPDATE actions SET due_owner = NULL, due_lease_until = NULL, due_at = ? WHERE envelope_hash = ? AND due_owner = ? AND due_at IS NOT NULL",
+        ).run(retryAt.getTime(), envelopeHash, owner);
+    });
+  }
+}

@@ -1,0 +1,406 @@
+/**
+ * Due work by index (src/store/due.ts, src/app/due-work.ts): the journal keeps each open action's
+ * next due time beside its row, workers claim due actions under a lease, and a worker round reads
+ * nothing else. On the journals directly (SQLite always; PostgreSQL too when a server is given:
+ * ACTION_ENVELOPE_TEST_DATABASE_URL, or DATABASE_URL), and through worker rounds on the suite's backend.
+ */
+import path from "node:path";
+import { randomBytes } from "node:crypto";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import Database from "better-sqlite3";
+import pg from "pg";
+import { loadConfig } from "../src/config/env.js";
+import { SqliteJournal, type Journal } from "../src/store/journal.js";
+import { PostgresJournal } from "../src/store/pg-journal.js";
+import { SQLITE_DUE_SQL } from "../src/store/sqlite/due.js";
+import { pgDueSql } from "../src/store/pg/due.js";
+import { viewThread } from "../src/app/threads.js";
+import { workerRound } from "../src/cli/worker-command.js";
+import { approvalOf, testAction } from "./support/journal-rows.js";
+import { adminQuery } from "./support/postgres.js";
+import { eachTestPortal, openTestApp, recordPendingRename, tempDir, type Portal } from "./support/harness.js";
+
+const KEY = randomBytes(32);
+const T0 = Date.parse("2026-03-01T12:00:00.000Z");
+const HOUR = 3_600_000;
+const GRACE = 10_000;
+const LEASE = 60_000;
+const at = (ms: number) => new Date(ms);
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The server PostgreSQL journals are tested on, if one is given. */
+const PG_URL = process.env.ACTION_ENVELOPE_TEST_DATABASE_URL || process.env.DATABASE_URL || undefined;
+if (!PG_URL)
+  console.info(
+    "test/due-work.test.ts: PostgreSQL journals skipped (no ACTION_ENVELOPE_TEST_DATABASE_URL or DATABASE_URL)",
+  );
+
+/** Two journals on one store (two connections, as two worker processes have), a clock both read, and SQL on the store. */
+interface Pair {
+  a: Journal;
+  b: Journal;
+  clock: { now: number };
+  /** EXPLAIN of the due query at `now`, one line per plan row. */
+  explainDue(now: number): Promise<string>;
+  /** Adds `n` closed and `n` waiting (due in an hour) rows in bulk, then refreshes the planner's statistics. */
+  fill(n: number): Promise<void>;
+  /** Closes both journals, takes the due columns and index away (a journal made before them), and opens the store again. */
+  reopenOlder(): Promise<Journal>;
+  close(): Promise<void>;
+}
+
+const DUE_COLUMNS = ["due_at", "due_reason", "due_owner", "due_lease_until"];
+
+const dropDatabases: string[] = [];
+
+const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
+  {
+    name: "SQLite",
+    async open() {
+      const file = path.join(tempDir("ae-due-"), "journal.sqlite");
+      const clock = { now: T0 };
+      const opts = { clock: () => at(clock.now), resumeGraceMs: GRACE };
+      const a = new SqliteJournal(file, KEY, opts);
+      const b = new SqliteJournal(file, KEY, opts);
+      let live: Journal[] = [a, b];
+      return {
+        a,
+        b,
+        clock,
+        async explainDue(now) {
+          const rows = a.conn.db.prepare(`EXPLAIN QUERY PLAN ${SQLITE_DUE_SQL}`).all(now, now, 20) as Array<{
+            detail: string;
+          }>;
+          return rows.map((r) => r.detail).join("\n");
+        },
+        async fill(n) {
+          const db = new Database(file);
+          try {
+            const insert = db.prepare(
+              `INSERT INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
+               VALUES (?, ?, 1, '{}', '', ?, '{}', ?, ?, ?)`,
+            );
+            db.transaction(() => {
+              for (let i = 0; i < n; i++) {
+                insert.run(`closed-${i}`, `tc-${i}`, "closed", iso(T0), null, null);
+                insert.run(`waiting-${i}`, `tw-${i}`, "registered", iso(T0), T0 + HOUR + 1 + i, "expiry");
+              }
+            })();
+            db.exec("ANALYZE");
+          } finally {
+            db.close();
+          }
+        },
+        async reopenOlder() {
+          await a.close();
+          await b.close();
+          const db = new Database(file);
+          try {
+            db.exec("DROP INDEX actions_due");
+            for (const c of DUE_COLUMNS) db.exec(`ALTER TABLE actions DROP COLUMN ${c}`);
+          } finally {
+            db.close();
+          }
+          const again = new SqliteJournal(file, KEY, opts);
+          live = [again];
+          return again;
+        },
+        async close() {
+          for (const j of live) await j.close();
+        },
+      };
+    },
+  },
+  ...(PG_URL
+    ? [
+        {
+          name: "PostgreSQL",
+          async open(): Promise<Pair> {
+            const name = `ae_due_${process.pid}_${randomBytes(4).toString("hex")}`;
+            await adminQuery(`CREATE DATABASE ${name}`, [], PG_URL);
+            dropDatabases.push(name);
+            const u = new URL(PG_URL);
+            u.pathname = `/${name}`;
+            const config = loadConfig({
+              DATABASE_URL: u.toString(),
+              ACTION_ENVELOPE_DB_SCHEMA: "due",
+            }).database!;
+            const clock = { now: T0 };
+            const opts = { clock: () => at(clock.now), resumeGraceMs: GRACE };
+            const a = await PostgresJournal.open(config, KEY, opts);
+            const b = await PostgresJournal.open(config, KEY, opts);
+            let live: Journal[] = [a, b];
+            const sql = async (text: string) => {
+              const c = new pg.Client({ connectionString: u.toString() });
+              await c.connect();
+              try {
+                return (await c.query(text)).rows as Array<Record<string, string>>;
+              } finally {
+                await c.end();
+              }
+            };
+            return {
+              a,
+              b,
+              clock,
+              async explainDue(now) {
+                // PostgreSQL 15 cannot EXPLAIN a statement with parameters: the values are written in.
+                const text = pgDueSql('"due"').replaceAll("$1", String(now)).replaceAll("$2", "20");
+                return (await sql(`EXPLAIN ${text}`)).map((r) => r["QUERY PLAN"]).join("\n");
+              },
+              async fill(n) {
+                await sql(`
+                  INSERT INTO due.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
+                    SELECT 'closed-' || i, 'tc-' || i, 1, '{}', '', 'closed', '{}', '${iso(T0)}', NULL, NULL FROM generate_series(1, ${n}) i;
+                  INSERT INTO due.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
+                    SELECT 'waiting-' || i, 'tw-' || i, 1, '{}', '', 'registered', '{}', '${iso(T0)}', ${T0 + HOUR} + i, 'expiry' FROM generate_series(1, ${n}) i;
+                  ANALYZE due.actions;`);
+              },
+              async reopenOlder() {
+                await a.close();
+                await b.close();
+                await sql(`
+                  DROP INDEX due.actions_due;
+                  ALTER TABLE due.actions ${DUE_COLUMNS.map((c) => `DROP COLUMN ${c}`).join(", ")};
+                  DELETE FROM due.schema_migrations WHERE version = 13;`);
+                // Another URL: this process has not prepared (migrated) the database under it yet.
+                const again = await PostgresJournal.open(
+                  { ...config, url: `${config.url}?application_name=older` },
+                  KEY,
+                  opts,
+                );
+                live = [again];
+                return again;
+              },
+              async close() {
+                for (const j of live) await j.close();
+              },
+            };
+          },
+        },
+      ]
+    : []),
+];
+
+afterAll(async () => {
+  for (const name of dropDatabases)
+    await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`, [], PG_URL);
+});
+
+/** Registers a thread and one waiting approval expiring at `expiresAt`. */
+async function waiting(j: Journal, threadId: string, hash: string, expiresAt: number) {
+  await j.registerThread({ threadId, request: "test", requestedBy: "u", scope: {}, createdAt: iso(T0) });
+  const a = testAction(threadId, hash, { nonce: `n-${hash}`, expiresAt: iso(expiresAt) });
+  await j.registerAction(a, iso(T0));
+  return a;
+}
+
+const hashes = (items: Array<{ envelopeHash: string }>) => items.map((i) => i.envelopeHash).sort();
+
+describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
+  it("nothing due: claimDue is empty (approvals not yet expired, a closed action)", async () => {
+    const p = await open();
+    try {
+      for (let i = 0; i < 3; i++) await waiting(p.a, `t${i}`, `h${i}`, T0 + HOUR);
+      const closed = await waiting(p.a, "tc", "hc", T0 - HOUR);
+      const moved = await p.a.moveAction(closed.envelopeHash, "closed", {
+        closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: iso(T0) },
+      });
+      expect(moved.ok).toBe(true);
+      expect(await p.a.claimDue(at(T0), 100, "w1", LEASE)).toEqual([]);
+      expect(await p.a.claimDue(at(T0 + HOUR - 1), 100, "w1", LEASE)).toEqual([]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("a waiting approval is due at its expiry; a decision makes it due a grace later; closing ends it", async () => {
+    const p = await open();
+    try {
+      const a = await waiting(p.a, "t1", "h1", T0 + HOUR);
+      expect(await p.a.claimDue(at(T0 + HOUR - 1), 10, "w1", LEASE)).toEqual([]);
+      expect(await p.a.claimDue(at(T0 + HOUR), 10, "w1", LEASE)).toEqual([
+        { envelopeHash: "h1", threadId: "t1", dueAt: T0 + HOUR, reason: "expiry" },
+      ]);
+      // The decision (at T0 + 2h) moves the action, ends the claim and makes it due for a resume.
+      p.clock.now = T0 + 2 * HOUR;
+      const { claim, decision } = approvalOf(a, "approver", iso(p.clock.now));
+      expect((await p.a.decideAction("h1", claim, decision)).claimed).toBe(true);
+      expect(await p.b.claimDue(at(p.clock.now + GRACE - 1), 10, "w2", LEASE)).toEqual([]);
+      expect(await p.b.claimDue(at(p.clock.now + GRACE), 10, "w2", LEASE)).toEqual([
+        { envelopeHash: "h1", threadId: "t1", dueAt: p.clock.now + GRACE, reason: "resume" },
+      ]);
+      const closedAt = p.clock.now + GRACE;
+      const closed = await p.b.moveAction("h1", "closed", {
+        closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: iso(closedAt) },
+      });
+      expect(closed.ok).toBe(true);
+      expect(await p.a.claimDue(at(closedAt + 100 * HOUR), 10, "w3", LEASE)).toEqual([]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("two workers claiming at once share the due actions: each is claimed by one of them", async () => {
+    const p = await open();
+    try {
+      for (let i = 0; i < 30; i++) await waiting(p.a, `t${i}`, `h${String(i).padStart(2, "0")}`, T0 + i);
+      const now = at(T0 + HOUR);
+      const [x, y] = await Promise.all([
+        p.a.claimDue(now, 20, "w1", LEASE),
+        p.b.claimDue(now, 20, "w2", LEASE),
+      ]);
+      expect(x.length + y.length).toBe(30);
+      expect(new Set([...hashes(x), ...hashes(y)]).size).toBe(30);
+      expect(await p.a.claimDue(now, 100, "w3", LEASE)).toEqual([]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("a claim of a worker that died is taken over when its lease ends, not before", async () => {
+    const p = await open();
+    try {
+      await waiting(p.a, "t1", "h1", T0);
+      // w1 claims and never releases (it died).
+      expect(hashes(await p.a.claimDue(at(T0), 10, "w1", LEASE))).toEqual(["h1"]);
+      expect(await p.b.claimDue(at(T0 + LEASE - 1), 10, "w2", LEASE)).toEqual([]);
+      expect(hashes(await p.b.claimDue(at(T0 + LEASE), 10, "w2", LEASE))).toEqual(["h1"]);
+      // w1's late release does not free w2's claim.
+      await p.a.releaseDue("h1", "w1");
+      expect(await p.a.claimDue(at(T0 + LEASE + 1), 10, "w3", LEASE)).toEqual([]);
+      // w2's release does, and a release with a retry time defers the action.
+      await p.b.releaseDue("h1", "w2", at(T0 + 3 * LEASE));
+      expect(await p.a.claimDue(at(T0 + 3 * LEASE - 1), 10, "w3", LEASE)).toEqual([]);
+      expect(hashes(await p.a.claimDue(at(T0 + 3 * LEASE), 10, "w3", LEASE))).toEqual(["h1"]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("the due query reads the partial index on due_at, not the table", async () => {
+    const p = await open();
+    try {
+      await p.fill(5000);
+      const plan = await p.explainDue(T0);
+      expect(plan).toContain("actions_due");
+      expect(plan).not.toMatch(/Seq Scan|SCAN actions(?! USING)/);
+      expect(await p.a.claimDue(at(T0), 20, "w1", LEASE)).toEqual([]);
+      expect(await p.a.claimDue(at(T0 + HOUR + 2), 20, "w1", LEASE)).toHaveLength(2);
+    } finally {
+      await p.close();
+    }
+  });
+});
+
+describe.each(BACKENDS)("a $name journal made before due times", ({ open }) => {
+  it("gains them on open: a waiting approval due at its expiry, an action past approval at once", async () => {
+    const p = await open();
+    try {
+      await waiting(p.a, "t1", "h1", T0 + HOUR);
+      const d = await waiting(p.a, "t2", "h2", T0 + HOUR);
+      const { claim, decision } = approvalOf(d, "approver", iso(T0));
+      expect((await p.a.decideAction("h2", claim, decision)).claimed).toBe(true);
+      const closed = await waiting(p.a, "t3", "h3", T0);
+      await p.a.moveAction(closed.envelopeHash, "closed", {
+        closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: iso(T0) },
+      });
+      const before = Date.now();
+      const j = await p.reopenOlder();
+      const after = Date.now();
+      const due = await j.claimDue(at(after + 100 * HOUR), 10, "w1", LEASE);
+      expect(
+        due
+          .map(({ envelopeHash, reason }) => ({ envelopeHash, reason }))
+          .sort((x, y) => x.envelopeHash.localeCompare(y.envelopeHash)),
+      ).toEqual([
+        { envelopeHash: "h1", reason: "expiry" },
+        { envelopeHash: "h2", reason: "resume" },
+      ]);
+      expect(due.find((x) => x.envelopeHash === "h1")!.dueAt).toBe(T0 + HOUR);
+      const resumeAt = due.find((x) => x.envelopeHash === "h2")!.dueAt;
+      expect(resumeAt).toBeGreaterThanOrEqual(before - 1000);
+      expect(resumeAt).toBeLessThanOrEqual(after + 1000);
+    } finally {
+      await p.close();
+    }
+  });
+});
+
+describe("worker rounds on due work", () => {
+  let portal: Portal;
+  let dataDir: string;
+  eachTestPortal((f) => ({ portal, dataDir } = f));
+
+  it("a round with nothing due reads no checkpoint", async () => {
+    const view = await recordPendingRename(portal, dataDir, "NOT YET DUE");
+    const app = await openTestApp(portal, dataDir);
+    try {
+      const reads = [vi.spyOn(app.checkpointer, "getTuple"), vi.spyOn(app.checkpointer, "list")];
+      const count = () => reads.reduce((n, s) => n + s.mock.calls.length, 0);
+      const round = await workerRound(app);
+      expect(round).toMatchObject({ swept: [], recovered: [] });
+      expect(round.error).toBeUndefined();
+      expect(count()).toBe(0);
+      // The count is real: looking at the thread reads its checkpoint.
+      expect((await viewThread(app, view.threadId)).status).toBe("awaiting_approval");
+      expect(count()).toBeGreaterThan(0);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("an expired approval is expired (or escalated) once by two workers racing, audited once, nothing written", async () => {
+    const view = await recordPendingRename(portal, dataDir, "EXPIRES UNDER RACE");
+    let now = new Date(Date.parse(view.approval!.expiresAt) + 1000);
+    const apps = [
+      await openTestApp(portal, dataDir, { clock: () => now }),
+      await openTestApp(portal, dataDir, { clock: () => now }),
+    ];
+    try {
+      const rounds = await Promise.all(apps.map((app) => workerRound(app)));
+      for (const r of rounds) expect(r.error).toBeUndefined();
+      const acted = rounds.flatMap((r) => r.swept).filter((s) => s.result !== "skipped");
+      expect(acted).toEqual([
+        expect.objectContaining({ threadId: view.threadId, envelopeHash: view.approval!.envelopeHash }),
+      ]);
+      const expiries = await apps[0]!.deps.audit.records({
+        threadId: view.threadId,
+        events: ["approval_expired"],
+      });
+      expect(expiries).toHaveLength(1);
+      expect(await portal.writes()).toHaveLength(0);
+      // Afterwards nothing of it is due (ended, or a fresh approval with its own expiry).
+      now = new Date(now.getTime() + 1000);
+      const again = await workerRound(apps[1]!);
+      expect(again).toMatchObject({ swept: [], recovered: [] });
+    } finally {
+      for (const app of apps) await app.close();
+    }
+  });
+
+  it("an expired approval claimed by a worker that died is expired by another once the claim's lease ends", async () => {
+    const view = await recordPendingRename(portal, dataDir, "CLAIMED THEN ABANDONED");
+    let now = new Date(Date.parse(view.approval!.expiresAt) + 1000);
+    const app = await openTestApp(portal, dataDir, { clock: () => now });
+    try {
+      const claimed = await app.deps.journal.claimDue(now, 10, "crashed-worker", LEASE);
+      expect(claimed.map((c) => c.threadId)).toEqual([view.threadId]);
+      now = new Date(now.getTime() + LEASE - 1);
+      expect(await workerRound(app)).toMatchObject({ swept: [], recovered: [] });
+      now = new Date(now.getTime() + 1);
+      const round = await workerRound(app);
+      expect(round.swept).toEqual([
+        expect.objectContaining({
+          threadId: view.threadId,
+          result: expect.stringMatching(/^(expired|escalated)$/),
+        }),
+      ]);
+      expect(
+        await app.deps.audit.records({ threadId: view.threadId, events: ["approval_expired"] }),
+      ).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+});
