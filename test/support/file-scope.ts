@@ -15,11 +15,14 @@ import { reap, strays } from "./processes.js";
 const FILE_MARKER = "ACTION_ENVELOPE_TEST_FILE";
 const token = `${process.pid}-${randomBytes(6).toString("hex")}`;
 process.env[FILE_MARKER] = token;
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "f-"));
+// The run's root, not os.tmpdir(): files that share a worker (vitest.config.ts, project "in-process")
+// find TMPDIR still pointing at the previous file's folder.
+const root = process.env["ACTION_ENVELOPE_TEST_RUN_ROOT"] ?? os.tmpdir();
+const dir = fs.mkdtempSync(path.join(root, "f-"));
 // The run's link to tsx's compile cache (test/support/run-scope.ts), so tsx children find it here too.
 const tsxCache = `tsx-${os.userInfo().uid}`;
-if (fs.existsSync(path.join(os.tmpdir(), tsxCache)))
-  fs.symlinkSync(path.join(os.tmpdir(), tsxCache), path.join(dir, tsxCache), "dir");
+if (fs.existsSync(path.join(root, tsxCache)))
+  fs.symlinkSync(path.join(root, tsxCache), path.join(dir, tsxCache), "dir");
 process.env["TMPDIR"] = dir;
 
 // Registered before the file's own hooks, so (vitest runs afterAll hooks in reverse) it runs after them.
@@ -30,4 +33,5 @@ afterAll(() => {
       `${expect.getState().testPath ?? "a test file"} left processes running; killed:\n  ${left.join("\n  ")}\n`,
     );
   fs.rmSync(dir, { recursive: true, force: true });
+  process.env["TMPDIR"] = root;
 });

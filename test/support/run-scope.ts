@@ -13,8 +13,13 @@ import { randomBytes } from "node:crypto";
 import { reap, strays } from "./processes.js";
 
 export const RUN_MARKER = "ACTION_ENVELOPE_TEST_RUN";
+/** The run's temporary root, for files that share a worker (test/support/file-scope.ts). */
+export const RUN_ROOT = "ACTION_ENVELOPE_TEST_RUN_ROOT";
 
 export default function setup(): () => void {
+  // Each vitest project runs the global setup (vitest.config.ts has two): the first one makes the root.
+  const existing = process.env[RUN_ROOT];
+  if (existing && fs.existsSync(existing)) return () => {};
   const run = (process.env[RUN_MARKER] ||= `${process.pid}-${randomBytes(4).toString("hex")}`);
   const systemTemp = os.tmpdir();
   const root = path.join(systemTemp, `ae-test-run-${process.pid}`);
@@ -25,6 +30,7 @@ export default function setup(): () => void {
   fs.mkdirSync(tsxCache, { recursive: true });
   fs.symlinkSync(tsxCache, path.join(root, path.basename(tsxCache)), "dir");
   process.env["TMPDIR"] = root;
+  process.env[RUN_ROOT] = root;
   return () => {
     const left = reap(strays(`${RUN_MARKER}=${run}`));
     if (left.length > 0)
