@@ -1,15 +1,16 @@
 /**
  * The SQLite checkpointer's group commit (src/store/checkpointer.ts): a call settles only once its
  * rows are committed and visible to another connection; calls issued in the same turn of the event
- * loop share one transaction; two savers on one file in one process do not block each other; and a
- * real graph resumes from what it wrote.
+ * loop share one transaction; two savers on one file in one process do not block each other; a
+ * real graph resumes from what it wrote; and whether a thread is paused at an interrupt is read as
+ * getState reads it.
  */
 import path from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { Annotation, Command, END, START, StateGraph, interrupt } from "@langchain/langgraph";
 import { emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
-import { GroupCommitSqliteSaver } from "../src/store/checkpointer.js";
+import { GroupCommitSqliteSaver, pausedAtInterrupt } from "../src/store/checkpointer.js";
 import { tempDir } from "./support/harness.js";
 
 /** Counts the transactions the saver commits. */
@@ -135,5 +136,67 @@ describe("group-commit SQLite checkpointer", () => {
     } finally {
       second.db.close();
     }
+  });
+
+  it("says a thread is paused at an interrupt exactly when getState's tasks carry one, at every stage of a run", async () => {
+    const saver = new GroupCommitSqliteSaver(path.join(tempDir(), "cp.sqlite"));
+    const State = Annotation.Root({ n: Annotation<number>(), answer: Annotation<string | null>() });
+    // Two pauses (a second interrupt after the first resume), then the end; an interrupt with an empty
+    // list as its value is no pause for getState, and must be none here.
+    const graph = new StateGraph(State)
+      .addNode("ask", () => ({ answer: interrupt({ q: "first?" }) as string }))
+      .addNode("again", () => ({ answer: interrupt(["second?"]) as string }))
+      .addNode("after", (s) => ({ n: s.n + 1 }))
+      .addEdge(START, "ask")
+      .addEdge("ask", "again")
+      .addEdge("again", "after")
+      .addEdge("after", END)
+      .compile({ checkpointer: saver });
+    const fromGetState = async (threadId: string) =>
+      (await graph.getState({ configurable: { thread_id: threadId } })).tasks.some(
+        (t) => (t.interrupts ?? []).length > 0,
+      );
+    const both = async (threadId: string) => [
+      await pausedAtInterrupt(saver, threadId, async () => {
+        throw new Error("the SQLite saver answers from its own rows");
+      }),
+      await fromGetState(threadId),
+    ];
+    const config = (threadId: string) => ({
+      configurable: { thread_id: threadId },
+      durability: "sync" as const,
+    });
+    try {
+      expect(await both("none")).toEqual([false, false]);
+      await graph.invoke({ n: 0, answer: null }, config("t"));
+      expect(await both("t")).toEqual([true, true]);
+      await graph.invoke(new Command({ resume: "one" }), config("t"));
+      expect(await both("t")).toEqual([true, true]);
+      await graph.invoke(new Command({ resume: "two" }), config("t"));
+      expect(await both("t")).toEqual([false, false]);
+      // Another thread on the same file is read on its own: a paused neighbour does not pause this one.
+      await graph.invoke({ n: 0, answer: null }, config("u"));
+      expect(await both("u")).toEqual([true, true]);
+      expect(await both("t")).toEqual([false, false]);
+      // A pending interrupt write whose value is an empty list: getState reports no interrupt from it.
+      const { checkpoint_id } = (await saver.getTuple({ configurable: { thread_id: "t" } }))!.config
+        .configurable as { checkpoint_id: string };
+      await saver.putWrites(
+        { configurable: { thread_id: "t", checkpoint_ns: "", checkpoint_id } },
+        [["__interrupt__", []]],
+        "task-1",
+      );
+      expect(await pausedAtInterrupt(saver, "t", async () => true)).toBe(false);
+    } finally {
+      saver.db.close();
+    }
+  });
+
+  it("answers from the graph's own getState for any other saver", async () => {
+    const { MemorySaver } = await import("@langchain/langgraph");
+    let asked = 0;
+    const inFull = async () => (asked++, true);
+    expect(await pausedAtInterrupt(new MemorySaver(), "t", inFull)).toBe(true);
+    expect(asked).toBe(1);
   });
 });

@@ -1,3 +1,4 @@
+import canonicalize from "canonicalize";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -104,6 +105,41 @@ describe("canonicalJson (RFC 8785)", () => {
 
   it("leaves out properties whose value is undefined, as JSON does", () => {
     expect(canonicalJson({ b: 1, a: undefined })).toBe('{"b":1}');
+  });
+
+  it("property: writes any JSON data exactly as the canonicalize library does", () => {
+    // Full Unicode strings and keys (surrogate pairs included), doubles of every magnitude, -0, and
+    // null-prototype objects: the one-pass writer must agree with the library byte for byte.
+    const key = fc.string({ unit: "binary", maxLength: 6 });
+    const leaf = fc.oneof(
+      fc.string({ unit: "binary", maxLength: 12 }),
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+    );
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof({ depthSize: "small" }, leaf, tie("array"), tie("object"), tie("bare")),
+      array: fc.array(tie("value"), { maxLength: 5 }),
+      object: fc.dictionary(key, fc.option(tie("value"), { nil: undefined }), { maxKeys: 6 }),
+      bare: fc
+        .dictionary(key, tie("value"), { maxKeys: 4 })
+        .map((d) => Object.assign(Object.create(null) as Record<string, unknown>, d)),
+    })).value;
+    fc.assert(
+      fc.property(json, (v) => {
+        expect(canonicalJson(v)).toBe(canonicalize(v));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("names the first thing that is not JSON data, with its path, whatever sits beside it", () => {
+    expect(() => canonicalJson({ a: [1, { b: "\ud800" }], c: 1 })).toThrow(/at \$\.a\[1\]\.b/);
+    expect(() => canonicalJson({ ok: "x", bad: { "\udc00": 1 } })).toThrow(/keys of \$\.bad/);
+    expect(() => canonicalJson({ z: 1, deep: [[Number.POSITIVE_INFINITY]] })).toThrow(
+      /finite number at \$\.deep\[0\]\[0\]/,
+    );
   });
 });
 

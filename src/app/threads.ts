@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { Command } from "@langchain/langgraph";
+import { pausedAtInterrupt } from "../store/checkpointer.js";
 import type { State } from "../graph/state.js";
 import type { RequestScope } from "../envelope/records.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
@@ -133,8 +134,10 @@ export async function submitDecision(
       journal.getQuestion(threadId),
     ]);
     // The journal says whether a decision is awaited; the checkpoint only whether a run is paused to take it.
-    const paused = (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some(
-      (t) => (t.interrupts ?? []).length > 0,
+    const paused = await pausedAtInterrupt(app.checkpointer, threadId, async () =>
+      (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some(
+        (t) => (t.interrupts ?? []).length > 0,
+      ),
     );
     const refused = notWaiting(threadId, paused, thread, action, question);
     if (refused) throw refused;

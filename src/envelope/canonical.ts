@@ -11,12 +11,68 @@ import { hasLoneSurrogate } from "./fields.js";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
-/** RFC 8785 canonical text of a JSON value. Object properties whose value is undefined are left out, as JSON.stringify does. */
+/**
+ * RFC 8785 canonical text of a JSON value. Object properties whose value is undefined are left out, as
+ * JSON.stringify does. JSON data (the audit log hashes records of tens of kilobytes) is checked and
+ * written in one pass; anything else takes the checking walk, which names what is wrong and where, and
+ * the library.
+ */
 export function canonicalJson(value: unknown): string {
+  const fast = canonicalText(value);
+  if (fast !== undefined) return fast;
   assertJsonData(value, "$");
   const text = canonicalize(value);
   if (text === undefined) throw new EnvelopeError("NOT_JSON", "a JSON value", "undefined");
   return text;
+}
+
+/** Any UTF-16 surrogate: only a string holding one can hold an unpaired one. */
+const SURROGATE = /[\uD800-\uDFFF]/;
+
+/**
+ * The canonical text of JSON data, as the library writes it (keys sorted by UTF-16 code units, strings
+ * and numbers as JSON.stringify writes them); undefined as soon as the value is not JSON data
+ * (assertJsonData's refusals, and sparse arrays).
+ */
+function canonicalText(value: unknown): string | undefined {
+  switch (typeof value) {
+    case "string":
+      return SURROGATE.test(value) && hasLoneSurrogate(value) ? undefined : JSON.stringify(value);
+    case "boolean":
+      return value ? "true" : "false";
+    case "number":
+      return Number.isFinite(value) ? JSON.stringify(value) : undefined;
+    case "object": {
+      if (value === null) return "null";
+      if (Array.isArray(value)) {
+        let out = "[";
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value)) return undefined;
+          const item = canonicalText(value[i]);
+          if (item === undefined) return undefined;
+          out += i === 0 ? item : `,${item}`;
+        }
+        return `${out}]`;
+      }
+      const proto = Object.getPrototypeOf(value) as unknown;
+      if (proto !== Object.prototype && proto !== null) return undefined;
+      const record = value as Record<string, unknown>;
+      let out = "{";
+      let first = true;
+      for (const key of Object.keys(record).sort()) {
+        const v = record[key];
+        if (v === undefined) continue;
+        if (SURROGATE.test(key) && hasLoneSurrogate(key)) return undefined;
+        const text = canonicalText(v);
+        if (text === undefined) return undefined;
+        out += `${first ? "" : ","}${JSON.stringify(key)}:${text}`;
+        first = false;
+      }
+      return `${out}}`;
+    }
+    default:
+      return undefined;
+  }
 }
 
 /** "sha256:" + lowercase hex over the UTF-8 bytes of the canonical JSON. */

@@ -67,10 +67,39 @@ export function appendIn(
   entry: AuditEntry,
   now: Date,
 ): AppendResult {
+  const r = insertRecord(sql, entry, now);
+  if ("existing" in r) return { appended: false, record: toRecord(r.existing) };
+  return {
+    appended: true,
+    record: {
+      ...(JSON.parse(r.text) as AuditEntry & { seq: number; recordedAt: string }),
+      prevHash: r.prevHash,
+      hash: r.hash,
+    },
+  };
+}
+
+/**
+ * appendIn for a caller that does not read the record back (the journal's transitions): the same row,
+ * without parsing the stored text again. Whether the record was appended (false: it was already there).
+ */
+export function appendOnlyIn(
+  sql: (text: string) => Database.Statement,
+  entry: AuditEntry,
+  now: Date,
+): boolean {
+  return !("existing" in insertRecord(sql, entry, now));
+}
+
+function insertRecord(
+  sql: (text: string) => Database.Statement,
+  entry: AuditEntry,
+  now: Date,
+): { existing: AuditRow } | { text: string; prevHash: string; hash: string } {
   const existing = sql(
     "SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?",
   ).get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
-  if (existing) return { appended: false, record: toRecord(existing) };
+  if (existing) return { existing };
   const last = sql("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as
     { seq: number; record_hash: string } | undefined;
   const seq = (last?.seq ?? 0) + 1;
@@ -92,10 +121,7 @@ export function appendIn(
     prevHash,
     hash,
   );
-  return {
-    appended: true,
-    record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash },
-  };
+  return { text, prevHash, hash };
 }
 
 /** Creates the audit table on a connection (the journal's, or a file of its own). */

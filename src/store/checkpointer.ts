@@ -172,6 +172,32 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
     });
   }
 
+  /**
+   * Whether the thread's newest root checkpoint holds an interrupt (what `getState(...).tasks[].interrupts`
+   * reports), reading only that checkpoint's `__interrupt__` writes instead of loading and rebuilding the
+   * whole state.
+   */
+  async hasPendingInterrupt(threadId: string): Promise<boolean> {
+    this.setup();
+    const rows = this.statement(
+      `SELECT type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = '' AND channel = '__interrupt__'
+         AND checkpoint_id = (SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
+                              ORDER BY checkpoint_id DESC LIMIT 1)`,
+    ).all(threadId, threadId) as Array<{ type: string | null; value: Uint8Array | string | null }>;
+    for (const row of rows) {
+      // JSON text is an interrupt unless it is an empty list; anything else is read as getState reads it.
+      if ((row.type ?? "json") === "json" && row.value !== null) {
+        const text = typeof row.value === "string" ? row.value : Buffer.from(row.value).toString("utf8");
+        if (!EMPTY_LIST.test(text)) return true;
+        continue;
+      }
+      const value: unknown = await this.serde.loadsTyped(row.type ?? "json", row.value ?? "");
+      // getState flattens each write's value into the task's interrupts.
+      if (!Array.isArray(value) || value.length > 0) return true;
+    }
+    return false;
+  }
+
   /** Settles once every row queued so far is committed (or has failed). */
   async flush(): Promise<void> {
     if (this.queue.length > 0) await this.enqueue(() => {}).catch(() => {});
@@ -220,6 +246,22 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
     }
     for (const g of group) g.done();
   }
+}
+
+/** The JSON text of an empty list. */
+const EMPTY_LIST = /^\s*\[\s*\]\s*$/;
+
+/**
+ * Whether a thread's run is paused at an interrupt, as `inFull` (the graph's getState) says; on SQLite
+ * from the newest checkpoint's interrupt writes alone.
+ */
+export async function pausedAtInterrupt(
+  saver: BaseCheckpointSaver,
+  threadId: string,
+  inFull: () => Promise<boolean>,
+): Promise<boolean> {
+  if (saver instanceof GroupCommitSqliteSaver) return saver.hasPendingInterrupt(threadId);
+  return inFull();
 }
 
 export function createCheckpointer(config: AppConfig): BaseCheckpointSaver {

@@ -1,7 +1,7 @@
 /** What every part of the SQLite journal shares: its connection, key and clock, and the steps several parts take inside one transaction. */
 import Database from "better-sqlite3";
 import { SqliteConnection } from "../statements.js";
-import { appendIn, type AuditEntry } from "../audit.js";
+import { appendOnlyIn, type AuditEntry } from "../audit.js";
 import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
@@ -35,7 +35,7 @@ export class SqliteBase {
 
   /** Appends audit records inside the caller's transaction. */
   protected append(records: AuditEntry[]): void {
-    for (const r of records) appendIn(this.sql, r, this.clock());
+    for (const r of records) appendOnlyIn(this.sql, r, this.clock());
   }
 
   /** Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on it ends. */
