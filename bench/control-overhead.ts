@@ -10,6 +10,12 @@
  * first. Commits and fsync-level commits are counted per SQLite connection with its actual settings
  * (./support/sqlite-commits.ts), for both variants.
  *
+ * The timed figures (1-thread latency and CPU, throughput at N) come from uninstrumented samples: the
+ * timing probe and the commit counter are off and no per-step marks are taken, so neither variant pays
+ * for being watched. Commit and fsync counts and ours' per-segment breakdown come from separate
+ * instrumented samples after them: INSTRUMENTED = max(5, ceil(samples / 3)) actions per variant at 1
+ * thread, alternating, and one extra round per variant at N.
+ *
  *   npm run bench -- control-overhead [--quick] [--samples 40] [--warmup 5] [--threads 50] [--rounds 3] [--out NAME]
  *
  * --quick is --samples 12 --warmup 2 --rounds 2 and writes bench/results/control-overhead.quick.json.
@@ -17,7 +23,7 @@
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import Database from "better-sqlite3";
-import { submitDecision } from "../src/app/threads.js";
+import { submitDecision, type ThreadView } from "../src/app/threads.js";
 import {
   flag,
   intArg,
@@ -34,6 +40,8 @@ import {
   BARE_CHECKPOINTS,
   approvalOf,
   breakdown,
+  instrument,
+  leanDecision,
   openBareGraph,
   openBenchApp,
   timedDecision,
@@ -48,6 +56,10 @@ const WARMUP = intArg("warmup", QUICK ? 2 : 5);
 const THREADS = intArg("threads", 50);
 const ROUNDS = intArg("rounds", QUICK ? 2 : 3);
 const OUT = strArg("out", QUICK ? "control-overhead.quick" : "control-overhead");
+const INSTRUMENTED = Math.max(5, Math.ceil(SAMPLES / 3));
+
+/** Which samples each figure comes from; printed under the tables and kept in the result. */
+const METHOD = `timed figures (1-thread latency and CPU, ${THREADS}-concurrent throughput and per-resume ms) come from uninstrumented samples: timing probe and commit counter off, no per-step marks, for both variants; commit and fsync-level counts, the per-file table and ours' per-segment breakdown come from ${INSTRUMENTED} instrumented actions per variant at 1 thread (after the timed ones, alternating) and from one extra instrumented round per variant at ${THREADS} (its row has instrumented: true and is left out of the throughput figure)`;
 
 /** One portal's limit is 2 requests/s; an action makes three calls. */
 export const PORTAL_ACTIONS_PER_SECOND = 2 / 3;
@@ -58,66 +70,91 @@ const isOurs = (file: string) => !isBare(file) && file !== ":memory:" && file !=
 async function main(): Promise<void> {
   const startedAt = new Date();
   const dir = tempDir("ae-bench-overhead-");
-  const portal = await startBenchPortal({ dir, tasks: 2 * (WARMUP + SAMPLES + THREADS * ROUNDS), rate: 0 });
+  const portal = await startBenchPortal({
+    dir,
+    tasks: 2 * (WARMUP + SAMPLES + INSTRUMENTED + THREADS * (ROUNDS + 1)),
+    rate: 0,
+  });
   const bench = await openBenchApp({ webhookUrl: portal.webhookUrl, dataDir: `${dir}/data`, rate: 0 });
   const bare = openBareGraph(bench.app.deps.tools, `${dir}/data`);
   let nextTask = FIRST_BENCH_TASK;
   const task = () => nextTask++;
 
   try {
-    // --- one at a time, alternating ------------------------------------------------------------------
-    const seqBare: Array<{ ms: number; cpuMs: number; commits: Counts }> = [];
-    const seqOurs: TimedDecision[] = [];
+    // --- one at a time, alternating: timed, uninstrumented --------------------------------------------
+    instrument(bench, false);
+    const seqBare: Array<{ ms: number; cpuMs: number }> = [];
+    const seqOurs: Array<{ totalMs: number; cpuMs: number }> = [];
+    const expectVerified = (view: ThreadView) => {
+      if (view.state?.outcome !== "VERIFIED")
+        throw new Error(
+          `expected VERIFIED, got ${view.status} ${view.state?.outcome}/${view.state?.reasonCode}: ${view.state?.reason} ${JSON.stringify(view.state?.refusals)}`,
+        );
+    };
     for (let i = 0; i < WARMUP + SAMPLES; i++) {
       const runBare = async () => {
         const id = `bare-seq-${i}`;
         await bare.start(id, task());
-        const k0 = bench.commits.snapshot();
         const c0 = process.cpuUsage();
         const t0 = performance.now();
         await bare.resume(id);
         const ms = performance.now() - t0;
         const c = process.cpuUsage(c0);
-        const commits = diff(bench.commits.snapshot(), k0);
-        if (i >= WARMUP) seqBare.push({ ms, cpuMs: (c.user + c.system) / 1000, commits });
+        if (i >= WARMUP) seqBare.push({ ms, cpuMs: (c.user + c.system) / 1000 });
+      };
+      const runOurs = async () => {
+        const view = await waitingRun(bench.app, task());
+        const timed = await leanDecision(bench, view.threadId, approvalOf(view));
+        expectVerified(timed.view);
+        if (i >= WARMUP) seqOurs.push({ totalMs: timed.totalMs, cpuMs: timed.cpuMs });
+      };
+      await alternate(i, runBare, runOurs);
+    }
+
+    // --- one at a time, alternating: instrumented (commits, fsyncs, segments) --------------------------
+    instrument(bench, true);
+    const insBare: Array<{ ms: number; commits: Counts }> = [];
+    const insOurs: TimedDecision[] = [];
+    for (let i = 0; i < INSTRUMENTED; i++) {
+      const runBare = async () => {
+        const id = `bare-ins-${i}`;
+        await bare.start(id, task());
+        const k0 = bench.commits.snapshot();
+        const t0 = performance.now();
+        await bare.resume(id);
+        const ms = performance.now() - t0;
+        insBare.push({ ms, commits: diff(bench.commits.snapshot(), k0) });
       };
       const runOurs = async () => {
         const view = await waitingRun(bench.app, task());
         const timed = await timedDecision(bench, view.threadId, approvalOf(view));
-        if (timed.view.state?.outcome !== "VERIFIED")
-          throw new Error(
-            `expected VERIFIED, got ${timed.view.status} ${timed.view.state?.outcome}/${timed.view.state?.reasonCode}: ${timed.view.state?.reason} ${JSON.stringify(timed.view.state?.refusals)}`,
-          );
-        if (i >= WARMUP) seqOurs.push(timed);
+        expectVerified(timed.view);
+        insOurs.push(timed);
       };
-      if (i % 2 === 0) {
-        await runBare();
-        await runOurs();
-      } else {
-        await runOurs();
-        await runBare();
-      }
+      await alternate(i, runBare, runOurs);
     }
-    bench.probe.enabled = false;
+    instrument(bench, false);
 
-    // --- N waiting threads resumed at once ------------------------------------------------------------
+    // --- N waiting threads resumed at once: timed rounds uninstrumented, then one counted round each ----
     const rounds: Array<{
       round: number;
       variant: "bare" | "ours";
+      instrumented: boolean;
       wallMs: number;
       actionsPerSecond: number;
       cpuMsPerAction: number;
       eventLoopBusy: number;
-      commitsPerAction: number;
-      fsyncLevelPerAction: number;
+      commitsPerAction: number | null;
+      fsyncLevelPerAction: number | null;
     }> = [];
     const conMs: Record<"bare" | "ours", number[]> = { bare: [], ours: [] };
     const batch = async (
       r: number,
       variant: "bare" | "ours",
+      counted: boolean,
       resumeAll: () => Promise<Array<Promise<unknown>>>,
     ) => {
-      const k0 = bench.commits.snapshot();
+      const k0 = counted ? bench.commits.snapshot() : undefined;
       const c0 = process.cpuUsage();
       const e0 = performance.eventLoopUtilization();
       const t0 = performance.now();
@@ -125,20 +162,24 @@ async function main(): Promise<void> {
       const wall = performance.now() - t0;
       const c = process.cpuUsage(c0);
       const elu = performance.eventLoopUtilization(e0).utilization;
-      const k = total(diff(bench.commits.snapshot(), k0), variant === "bare" ? isBare : isOurs);
-      conMs[variant].push(...ends);
+      const k = k0 && total(diff(bench.commits.snapshot(), k0), variant === "bare" ? isBare : isOurs);
+      if (!counted) conMs[variant].push(...ends);
       rounds.push({
         round: r,
         variant,
+        instrumented: counted,
         wallMs: round(wall),
         actionsPerSecond: round((THREADS * 1000) / wall),
         cpuMsPerAction: round((c.user + c.system) / 1000 / THREADS),
         eventLoopBusy: round(elu),
-        commitsPerAction: round(k.commits / THREADS),
-        fsyncLevelPerAction: round((k.durableCommits + k.syncCalls) / THREADS),
+        commitsPerAction: k ? round(k.commits / THREADS) : null,
+        fsyncLevelPerAction: k ? round((k.durableCommits + k.syncCalls) / THREADS) : null,
       });
     };
-    for (let r = 0; r < ROUNDS; r++) {
+    // Rounds 0..ROUNDS-1 are timed; round ROUNDS counts commits with the counter on (the probe stays
+    // off: no figure reads its spans at N).
+    for (let r = 0; r <= ROUNDS; r++) {
+      const counted = r === ROUNDS;
       const ids = Array.from({ length: THREADS }, (_, k) => `bare-con-${r}-${k}`);
       await pool(ids, 10, (id) => bare.start(id, task()));
       const views = await pool(
@@ -146,9 +187,10 @@ async function main(): Promise<void> {
         10,
         (t) => waitingRun(bench.app, t),
       );
-      const roundBare = () => batch(r, "bare", async () => ids.map((id) => bare.resume(id)));
+      if (counted) bench.commits.resume();
+      const roundBare = () => batch(r, "bare", counted, async () => ids.map((id) => bare.resume(id)));
       const roundOurs = () =>
-        batch(r, "ours", async () =>
+        batch(r, "ours", counted, async () =>
           views.map(async (v) => {
             const done = await submitDecision(bench.app, v.threadId, approvalOf(v));
             if (done.state?.outcome !== "VERIFIED")
@@ -157,13 +199,8 @@ async function main(): Promise<void> {
               );
           }),
         );
-      if (r % 2 === 0) {
-        await roundBare();
-        await roundOurs();
-      } else {
-        await roundOurs();
-        await roundBare();
-      }
+      await alternate(r, roundBare, roundOurs);
+      if (counted) bench.commits.pause();
     }
 
     // --- report -----------------------------------------------------------------------------------------
@@ -181,17 +218,17 @@ async function main(): Promise<void> {
       };
     };
     const commitsBare = perAction(
-      seqBare.map((s) => s.commits),
+      insBare.map((s) => s.commits),
       isBare,
     );
     const commitsOurs = perAction(
-      seqOurs.map((s) => s.commits),
+      insOurs.map((s) => s.commits),
       isOurs,
     );
     const aps = (v: "bare" | "ours") =>
-      summary(rounds.filter((x) => x.variant === v).map((x) => x.actionsPerSecond)).median;
+      summary(rounds.filter((x) => x.variant === v && !x.instrumented).map((x) => x.actionsPerSecond)).median;
     const conCommits = (v: "bare" | "ours", k: "commitsPerAction" | "fsyncLevelPerAction") =>
-      summary(rounds.filter((x) => x.variant === v).map((x) => x[k])).median;
+      summary(rounds.filter((x) => x.variant === v && x.instrumented).map((x) => x[k] ?? NaN)).median;
     const apsBare = aps("bare");
     const apsOurs = aps("ours");
     const figures = [
@@ -253,7 +290,7 @@ async function main(): Promise<void> {
         met: commitsOurs.fsyncLevel.median <= 2,
       },
       {
-        figure: `commits / fsync-level commits per action, ${THREADS} concurrent (median of rounds)`,
+        figure: `commits / fsync-level commits per action, ${THREADS} concurrent (median of instrumented rounds)`,
         ours: `${conCommits("ours", "commitsPerAction")} / ${conCommits("ours", "fsyncLevelPerAction")}`,
         bare: `${conCommits("bare", "commitsPerAction")} / ${conCommits("bare", "fsyncLevelPerAction")}`,
         ratio: null,
@@ -262,23 +299,32 @@ async function main(): Promise<void> {
       },
     ];
     const files = perFile(
-      seqOurs.map((s) => s.commits),
-      seqBare.map((s) => s.commits),
+      insOurs.map((s) => s.commits),
+      insBare.map((s) => s.commits),
     );
-    const bd = breakdown(seqOurs);
+    const bd = breakdown(insOurs);
+    // What the instrumented samples took: against the timed figures, the instrumentation's own cost.
+    const instrumentedLat = {
+      ours: summary(insOurs.map((s) => s.totalMs)),
+      bare: summary(insBare.map((s) => s.ms)),
+    };
     const oneCommit = durableCommitMs(`${dir}/data`);
 
     console.log(
       "control overhead: ours vs bare LangGraph making the same three calls; emulator without latency or rate limit",
     );
     console.table(figures.map(({ met, ...f }) => ({ ...f, met: met === null ? "" : met ? "yes" : "NO" })));
+    console.log(`samples: ${METHOD}`);
     console.log(
-      "per action, 1 thread, per file (mean): commits, those that fsync, fsync calls outside SQLite, settings at commit",
+      `instrumented 1-thread samples, median ms (not a figure): ours ${instrumentedLat.ours.median}, bare ${instrumentedLat.bare.median}`,
+    );
+    console.log(
+      "per action, 1 thread, per file (mean, instrumented samples): commits, those that fsync, fsync calls outside SQLite, settings at commit",
     );
     console.table(files);
     console.table(rounds);
     console.log(
-      "ours, 1 thread: mean ms per segment (a node's segment also holds the previous step's checkpoint write)",
+      "ours, 1 thread, instrumented samples: mean ms per segment (a node's segment also holds the previous step's checkpoint write)",
     );
     console.table(bd.rows.map(({ callsPerAction: _c, ...rest }) => rest));
     console.log("ours totals (mean ms per action)", bd.totals);
@@ -297,11 +343,14 @@ async function main(): Promise<void> {
           model: "scripted, not measured (the run is already waiting when timing starts)",
           counting:
             "commits per SQLite connection at the better-sqlite3 level with the connection's synchronous and journal_mode read at each commit , plus fsync calls outside SQLite from this process (bench/support/sqlite-commits.ts); WAL checkpoints, WAL-header and directory syncs, and PostgreSQL are not counted",
+          method: METHOD,
           quick: QUICK,
           samples: SAMPLES,
           warmup: WARMUP,
+          instrumentedSamples: INSTRUMENTED,
           threads: THREADS,
           rounds: ROUNDS,
+          instrumentedRounds: 1,
         },
         results: {
           figures,
@@ -311,6 +360,7 @@ async function main(): Promise<void> {
           commits1Thread: { ours: commitsOurs, bare: commitsBare, perFile: files },
           concurrent: { ours: summary(conMs.ours), bare: summary(conMs.bare), rounds },
           breakdownOurs1Thread: bd,
+          instrumented1Thread: instrumentedLat,
           oneDurableCommit: { medianMs: oneCommit.medianMs, p95Ms: oneCommit.p95Ms },
           // Everything this process committed, per file (waiting runs included): compare with
           // strace -f -e trace=fsync,fdatasync -y on the same run to see the WAL checkpoints too.
@@ -321,9 +371,11 @@ async function main(): Promise<void> {
           bare1ThreadMs: seqBare.map((s) => round(s.ms, 3)),
           ours1ThreadCpuMs: seqOurs.map((s) => round(s.cpuMs, 3)),
           bare1ThreadCpuMs: seqBare.map((s) => round(s.cpuMs, 3)),
-          ours1ThreadCommits: seqOurs.map((s) => compact(s.commits)),
-          bare1ThreadCommits: seqBare.map((s) => compact(s.commits)),
-          ours1ThreadSegments: seqOurs.map((s) =>
+          ours1ThreadCommits: insOurs.map((s) => compact(s.commits)),
+          bare1ThreadCommits: insBare.map((s) => compact(s.commits)),
+          ours1ThreadInstrumentedMs: insOurs.map((s) => round(s.totalMs, 3)),
+          bare1ThreadInstrumentedMs: insBare.map((s) => round(s.ms, 3)),
+          ours1ThreadSegments: insOurs.map((s) =>
             s.segments.map((g) => ({
               name: g.name,
               ms: round(g.ms, 3),
@@ -346,6 +398,17 @@ async function main(): Promise<void> {
     await bench.close();
     await portal.close();
     removeScratch(dir);
+  }
+}
+
+/** Runs the pair in the order that alternates with `i`: drift on a shared machine hits both alike. */
+async function alternate(i: number, first: () => Promise<void>, second: () => Promise<void>): Promise<void> {
+  if (i % 2 === 0) {
+    await first();
+    await second();
+  } else {
+    await second();
+    await first();
   }
 }
 

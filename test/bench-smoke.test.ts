@@ -102,6 +102,50 @@ describe("the commit counter", () => {
   });
 });
 
+describe("the commit counter, paused and resumed", () => {
+  it("counts nothing while paused, and after resume nothing that changed out of sight", () => {
+    const dir = tempDir("ae-bench-smoke-");
+    const db = new Database(path.join(dir, "paused.sqlite"));
+    const other = path.join(dir, "other.txt");
+    fs.writeFileSync(other, "x");
+    const fd = fs.openSync(other, "r+");
+    try {
+      db.pragma("journal_mode = WAL");
+      db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)");
+      const insert = db.prepare("INSERT INTO t (v) VALUES (?)");
+      expect(counted("paused.sqlite", () => insert.run("seen")).commits).toBe(1);
+
+      counter.pause();
+      expect(counter.counting).toBe(false);
+      const paused = counted("paused.sqlite", () => {
+        insert.run("unseen 1");
+        db.transaction(() => insert.run("unseen 2"))();
+        db.prepare("SELECT count(*) FROM t").get();
+      });
+      expect(paused).toMatchObject({ commits: 0, statements: 0 });
+      expect(counted("other.txt", () => fs.fsyncSync(fd)).syncCalls).toBe(0);
+
+      counter.resume();
+      expect(counter.counting).toBe(true);
+      // A transaction that only reads: total_changes() grew while paused, but not in it.
+      const readOnly = counted("paused.sqlite", () => {
+        db.exec("BEGIN");
+        db.prepare("SELECT * FROM t").all();
+        db.exec("COMMIT");
+      });
+      expect(readOnly).toMatchObject({ commits: 0, statements: 3 });
+      expect(counted("paused.sqlite", () => insert.run("seen again")).commits).toBe(1);
+      expect(counted("other.txt", () => fs.fsyncSync(fd)).syncCalls).toBe(1);
+      expect(db.prepare("SELECT count(*) FROM t").pluck().get()).toBe(4);
+    } finally {
+      counter.resume();
+      fs.closeSync(fd);
+      db.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("counting two approved actions, ours and the bare graph's", () => {
   let dir: string;
   let emulator: RunningEmulator;

@@ -3,7 +3,8 @@
  * stores and the checkpointer on files), with a scripted model so no model cost is measured, plus a
  * timing probe. The probe only wraps the journal's and audit log's methods and the MCP calls to note
  * how long each call took; every call still goes to the real implementation. What SQLite itself does
- * (time, commits, fsyncs per file) is counted below all of them by ./sqlite-commits.ts.
+ * (time, commits, fsyncs per file) is counted below all of them by ./sqlite-commits.ts. `instrument`
+ * switches both off for timed samples: the wrappers then call straight through.
  *
  * The bare LangGraph graph is the baseline: SqliteSaver on its own file in the same directory, the
  * same MCP client and emulator; one interrupt, one resume, then the same three calls as ours.
@@ -37,7 +38,10 @@ interface Span {
   end: number;
 }
 
-/** Records when each instrumented call started and ended; sequential runs read it back per segment. */
+/**
+ * Records when each instrumented call started and ended; sequential runs read it back per segment.
+ * While `enabled` is false the wrapped calls go straight to the implementation, untimed.
+ */
 export class Probe {
   spans: Span[] = [];
   enabled = true;
@@ -83,6 +87,7 @@ function timeMethods(target: object, category: Category, probe: Probe): void {
     // run inside one of them, in its transaction: it must stay synchronous (never turned into a
     // promise) and is neither a call nor a commit of its own, so it is not recorded.
     record[n] = (...args: unknown[]) => {
+      if (!probe.enabled) return bound(...args);
       const start = performance.now();
       const out = bound(...args);
       if (!(out instanceof Promise)) return out;
@@ -95,9 +100,11 @@ function timeMethods(target: object, category: Category, probe: Probe): void {
 
 function timeTools(tools: Bitrix24Tools, probe: Probe): void {
   const read = tools.read.bind(tools);
-  tools.read = (role, args) => probe.time("mcp", `read.${role}`, () => read(role, args));
+  tools.read = (role, args) =>
+    probe.enabled ? probe.time("mcp", `read.${role}`, () => read(role, args)) : read(role, args);
   const write = tools.writeHandle.call.bind(tools.writeHandle);
-  tools.writeHandle.call = (role, args, opts) => probe.time("mcp", role, () => write(role, args, opts));
+  tools.writeHandle.call = (role, args, opts) =>
+    probe.enabled ? probe.time("mcp", role, () => write(role, args, opts)) : write(role, args, opts);
 }
 
 /** The model's part, scripted: propose the rename named in the request, without reading first. */
@@ -119,8 +126,18 @@ export interface BenchApp {
   app: App;
   probe: Probe;
   commits: CommitCounter;
-  /** Stops recording spans (and the memory they take) when a benchmark does not need them. */
+  /** Closes the app: its stores, checkpointer and MCP client. */
   close(): Promise<void>;
+}
+
+/**
+ * Switches the probe and the commit counter on or off together: off for timed samples (every wrapper
+ * calls straight through), on for the samples that count commits and split the time into segments.
+ */
+export function instrument(bench: BenchApp, on: boolean): void {
+  bench.probe.enabled = on;
+  if (on) bench.commits.resume();
+  else bench.commits.pause();
 }
 
 export async function openBenchApp(opts: {
@@ -282,9 +299,27 @@ export interface TimedDecision {
 }
 
 /**
+ * One decision, sequentially, timed without marks or snapshots: with `instrument(bench, false)` it
+ * measures the app alone.
+ */
+export async function leanDecision(
+  bench: BenchApp,
+  threadId: string,
+  resume: unknown,
+): Promise<{ totalMs: number; cpuMs: number; view: ThreadView }> {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const view = await submitDecision(bench.app, threadId, resume);
+  const totalMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  return { totalMs, cpuMs: (cpu.user + cpu.system) / 1000, view };
+}
+
+/**
  * One decision, sequentially, with a timestamp and a commit-counter snapshot at each node's update. A
  * node's segment runs from the previous update to its own, so it also holds the previous step's
- * checkpoint write.
+ * checkpoint write. Its figures need `instrument(bench, true)`; the marks, snapshots and spans add to
+ * the time it measures.
  */
 export async function timedDecision(
   bench: BenchApp,

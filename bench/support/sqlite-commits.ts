@@ -12,6 +12,13 @@
  * Explicit syncs outside SQLite (fs.fsyncSync, fs.fdatasyncSync, fs.fsync, fs.fdatasync from this
  * process, e.g. the write anchor's) are counted too, as `syncCalls` of the file they synced.
  *
+ * Counting can be switched off (`pause`) and on again (`resume`), process-wide: while it is off the
+ * wrappers call better-sqlite3 and node:fs straight away (no timing, no extra queries, no sync notes),
+ * so timed samples run at the cost of one flag test per statement. Each connection's `total_changes()`
+ * baseline is read again before its first statement after `resume`, so changes made while counting was
+ * off are not taken for a commit. The edge: a transaction open across `resume` counts as a commit only
+ * if it changes rows after `resume`.
+ *
  * Not seen here: WAL checkpoints and WAL-header syncs (SQLite's own, amortised over many commits),
  * schema-only commits (DDL does not change total_changes(); stores run it when they open), the
  * directory syncs SQLite makes when it creates a file, and PostgreSQL.
@@ -47,6 +54,8 @@ const SYNCHRONOUS = ["OFF", "NORMAL", "FULL", "EXTRA"];
 interface Connection {
   file: string;
   lastTotalChanges: number;
+  /** The `resume` generation lastTotalChanges was read in; an older one is refreshed before use. */
+  generation: number;
   totalChanges: Statement;
   synchronous: Statement;
   journalMode: Statement;
@@ -61,6 +70,11 @@ interface Originals {
 
 let installed: { counts: Counts; connections: WeakMap<Db, Connection>; originals: Originals } | undefined;
 
+/** Whether the wrappers count; shared by every CommitCounter of the process. */
+let counting = true;
+/** Incremented by each `resume`, so each connection re-reads its baseline once. */
+let generation = 0;
+
 /** Wraps better-sqlite3 once per process; later calls return the same counter. */
 export function installCommitCounter(): CommitCounter {
   if (!installed) installed = install();
@@ -69,6 +83,23 @@ export function installCommitCounter(): CommitCounter {
 
 export class CommitCounter {
   constructor(private readonly live: Counts) {}
+
+  /** Whether statements and syncs are being counted (process-wide). */
+  get counting(): boolean {
+    return counting;
+  }
+
+  /** Stops counting, process-wide: statements and syncs go straight to better-sqlite3 and node:fs. */
+  pause(): void {
+    counting = false;
+  }
+
+  /** Counts again from here on; each connection re-reads its `total_changes()` before its next statement. */
+  resume(): void {
+    if (counting) return;
+    counting = true;
+    generation += 1;
+  }
 
   /** A copy of the counts so far; subtract two with `diff`. */
   snapshot(): Counts {
@@ -134,11 +165,18 @@ function install() {
       c = {
         file: db.memory ? ":memory:" : path.basename(db.name),
         lastTotalChanges: 0,
+        generation: -1,
         totalChanges: db.prepare("SELECT total_changes()").pluck(),
         synchronous: db.prepare("PRAGMA synchronous").pluck(),
         journalMode: db.prepare("PRAGMA journal_mode").pluck(),
       };
       connections.set(db, c);
+    }
+    // Before the statement runs: a first sight or a first statement since `resume` takes the
+    // connection's current total as the baseline, so nothing changed out of sight counts as a commit.
+    if (c.generation !== generation) {
+      c.lastTotalChanges = originals.get.call(c.totalChanges) as number;
+      c.generation = generation;
     }
     return c;
   };
@@ -146,12 +184,12 @@ function install() {
   /** After a statement that returned normally: count it, and a commit if it ended a write transaction. */
   const after = (
     db: Db,
+    c: Connection,
     wasInTransaction: boolean,
     mayWrite: boolean,
     sql: string,
     startedAt: number,
   ): void => {
-    const c = connection(db);
     const f = (counts[c.file] ??= empty());
     f.statements += 1;
     f.ms += performance.now() - startedAt;
@@ -172,19 +210,23 @@ function install() {
   for (const method of ["run", "get", "all"] as const) {
     const original = originals[method] as (...args: unknown[]) => unknown;
     (proto as unknown as Record<string, unknown>)[method] = function (this: Statement, ...args: unknown[]) {
+      if (!counting) return original.apply(this, args);
       const db = this.database;
+      const c = connection(db);
       const wasInTransaction = db.inTransaction;
       const startedAt = performance.now();
       const out = original.apply(this, args);
-      after(db, wasInTransaction, !this.readonly, this.source, startedAt);
+      after(db, c, wasInTransaction, !this.readonly, this.source, startedAt);
       return out;
     };
   }
   Database.prototype.exec = function (this: Db, sql: string) {
+    if (!counting) return originals.exec.call(this, sql);
+    const c = connection(this);
     const wasInTransaction = this.inTransaction;
     const startedAt = performance.now();
     originals.exec.call(this, sql);
-    after(this, wasInTransaction, true, sql, startedAt);
+    after(this, c, wasInTransaction, true, sql, startedAt);
     return this;
   };
   countSyncs(counts);
@@ -216,7 +258,7 @@ function countSyncs(counts: Counts): void {
   for (const name of ["fsyncSync", "fdatasyncSync", "fsync", "fdatasync"]) {
     const original = target[name]!;
     target[name] = function (this: unknown, ...args: unknown[]) {
-      note(args[0]);
+      if (counting) note(args[0]);
       return original.apply(this, args);
     };
   }
