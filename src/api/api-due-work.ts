@@ -23,6 +23,7 @@ import type { SweepResult } from "../app/threads.js";
 import { DUE_DEFAULTS, type DueRound, type DueWorkOptions } from "../app/due-work.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { GRAPH_ID } from "../auth/rules.js";
+import { UsageError } from "../errors.js";
 import { apiView } from "./cli-api.js";
 import type { ApiTarget } from "./target.js";
 
@@ -82,7 +83,9 @@ async function workThread(
   try {
     view = await apiView(ctx.client, threadId, ctx.target);
   } catch (e) {
-    // An approval the server's audit log does not hold is neither shown nor decided from here.
+    // An unreachable server fails the round (the claims lapse with their lease); an approval the
+    // server's audit log does not hold is neither shown nor decided from here.
+    if (!(e instanceof UsageError)) throw e;
     round.swept.push({ threadId, envelopeHash: items[0]!.envelopeHash, result: "skipped", detail: msg(e) });
     return;
   }
