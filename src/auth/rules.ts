@@ -185,6 +185,17 @@ export function dropHeadCheckpoint(kwargs: Record<string, unknown>, head: string
   return true;
 }
 
+/** Whether a command's resume carries decisions, every one of them a system expiry (`type: "expire"`). */
+function onlyExpiries(command: unknown): boolean {
+  const resume = isRecord(command) ? command["resume"] : undefined;
+  const decisions = isRecord(resume) ? resume["decisions"] : undefined;
+  return (
+    Array.isArray(decisions) &&
+    decisions.length > 0 &&
+    decisions.every((d) => isRecord(d) && d["type"] === "expire")
+  );
+}
+
 /**
  * The verdict for one event. May add to `value` in place: the server keeps the (mutated) value, which
  * is how the owner mark reaches a new thread's metadata and how a missing requestedBy is filled in.
@@ -290,9 +301,12 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
       // continue (no input, no command): re-runs what is pending from the latest checkpoint.
       if (has("approver")) return allow();
       if (has("requester")) return allow(ownerOnly);
+      // An admin (`worker --api`) may send a system expiry and nothing else; the graph honours it only
+      // when its journal's approval has expired by the server's clock.
+      if (has("admin") && run.kind === "resume" && onlyExpiries(kwargs["command"])) return allow();
       return refuse(
         event,
-        `${run.kind === "resume" ? "command.resume" : "a run without input"} needs the role approver (any thread) or requester (own threads); ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+        `${run.kind === "resume" ? "command.resume" : "a run without input"} needs the role approver (any thread) or requester (own threads), or admin for a system expiry alone; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
       );
     }
 

@@ -178,24 +178,36 @@ export function lifecycleCommands(): Command[] {
     .option("--watch", "keep sweeping")
     .option("--interval <seconds>", "seconds between sweeps with --watch", "30")
     .option("--json", "print JSON")
-    .action(async (opts: { watch?: boolean; interval: string; json?: boolean }) => {
+    .option(
+      "--api <url>",
+      "the approvals of threads this LangGraph API server keeps, found in its journal and expired through its API (token: LANGGRAPH_API_TOKEN, role admin)",
+    )
+    .action(async (opts: { watch?: boolean; interval: string; json?: boolean; api?: string }) => {
       const interval = Number(opts.interval);
       if (!Number.isFinite(interval) || interval <= 0)
         throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
       const { sweepExpired } = await import("../app/threads.js");
+      // With --api: the due expiries of the server's journal (as `worker --api`), expired through the server.
+      const api = opts.api ? await (await import("./worker-command.js")).openApiDue(opts.api) : undefined;
       const printer = new Printer(process.stdout, Boolean(opts.json));
       let stop = false;
       process.once("SIGINT", () => (stop = true));
       process.once("SIGTERM", () => (stop = true));
-      do {
-        const results = await withApp((app) => sweepExpired(app));
-        if (opts.json) printer.emitJson({ at: new Date().toISOString(), results });
-        else if (results.length === 0) printer.line(`${new Date().toISOString()} nothing expired`);
-        else for (const r of results) printer.line(esc`${r.threadId} ${r.result}: ${r.detail}`);
-        if (!opts.watch) break;
-        for (let waited = 0; waited < interval * 1000 && !stop; waited += 200)
-          await new Promise((r) => setTimeout(r, 200));
-      } while (!stop);
+      try {
+        do {
+          const results = api
+            ? (await (await import("../api/api-due-work.js")).runApiDueWork(api.ctx)).swept
+            : await withApp((app) => sweepExpired(app));
+          if (opts.json) printer.emitJson({ at: new Date().toISOString(), results });
+          else if (results.length === 0) printer.line(`${new Date().toISOString()} nothing expired`);
+          else for (const r of results) printer.line(esc`${r.threadId} ${r.result}: ${r.detail}`);
+          if (!opts.watch) break;
+          for (let waited = 0; waited < interval * 1000 && !stop; waited += 200)
+            await new Promise((r) => setTimeout(r, 200));
+        } while (!stop);
+      } finally {
+        await api?.close();
+      }
     });
 
   return [answer, cancel, sweep];

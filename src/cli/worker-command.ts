@@ -14,10 +14,14 @@
  * (ACTION_ENVELOPE_RESUME_GRACE_MS). Workers claim them under a lease, so several share the work.
  * Not found: a run that died before its first approval request (nothing was written; start it again)
  * or inside the final step after it closed the action (`recover <thread>` finishes it).
+ *
+ * `worker --api URL` works the same due index for the threads a LangGraph API server keeps, driving
+ * them through its API (src/api/api-due-work.ts) instead of the CLI's checkpoints.
  */
 import { Command } from "commander";
 import type { App, SweepResult } from "../app/threads.js";
 import type { DueWorkOptions, RecoveryResult } from "../app/due-work.js";
+import type { ApiDueContext } from "../api/api-due-work.js";
 import { UsageError } from "../errors.js";
 import { Printer } from "./render.js";
 import { esc } from "../text/escape.js";
@@ -50,6 +54,75 @@ function print(printer: Printer, round: WorkerRound): void {
   for (const r of round.recovered) printer.line(esc`${round.at} ${r.result} ${r.threadId}: ${r.detail}`);
 }
 
+/** One round over the LangGraph API (`worker --api`): the same due index, threads driven through the server (src/api/api-due-work.ts). */
+export async function apiWorkerRound(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<WorkerRound> {
+  const at = new Date().toISOString();
+  try {
+    const { runApiDueWork } = await import("../api/api-due-work.js");
+    return { at, ...(await runApiDueWork(ctx, opts)) };
+  } catch (e) {
+    return { at, swept: [], recovered: [], error: (e as Error).message };
+  }
+}
+
+/** What a worker process runs each round, what its first line says, and how it closes. */
+interface WorkerSource {
+  round(): Promise<WorkerRound>;
+  banner: string;
+  close(): Promise<void>;
+}
+
+/** The local worker: the CLI's own stores and checkpoints. */
+async function localSource(interval: number): Promise<WorkerSource> {
+  // The runtime is loaded only when the command runs (docs/operations.md: Performance).
+  const [{ loadConfig }, { createDeps }, { openApp }, { storageLabel }] = await Promise.all([
+    import("../config/env.js"),
+    import("../runtime/deps.js"),
+    import("../app/threads.js"),
+    import("../store/backends.js"),
+  ]);
+  const config = loadConfig();
+  const app = openApp(await createDeps(config));
+  return {
+    round: () => workerRound(app),
+    banner: esc`worker ${process.pid}: storage ${storageLabel(config)}; portal ${app.deps.portal}; every ${interval}s`,
+    close: () => app.close(),
+  };
+}
+
+/** The server's journal (same storage settings as the server) and its API with LANGGRAPH_API_TOKEN: what `worker --api` and `sweep --api` work with. */
+export async function openApiDue(
+  url: string,
+): Promise<{ ctx: ApiDueContext; storage: string; close(): Promise<void> }> {
+  const [{ loadConfig }, { createStoreDeps }, { storageLabel }, { apiTarget, apiClient }] = await Promise.all(
+    [
+      import("../config/env.js"),
+      import("../runtime/deps.js"),
+      import("../store/backends.js"),
+      import("../api/cli-api.js"),
+    ],
+  );
+  const config = loadConfig();
+  const token = config.langgraphApi.token;
+  const target = apiTarget(url, token ? { token } : {})!;
+  const deps = await createStoreDeps(config);
+  return {
+    ctx: { journal: deps.journal, clock: deps.clock, client: apiClient(target), target },
+    storage: storageLabel(config),
+    close: () => deps.close(),
+  };
+}
+
+/** The API worker: the due index of the server's journal, its threads driven through the API. */
+async function apiSource(url: string, interval: number): Promise<WorkerSource> {
+  const due = await openApiDue(url);
+  return {
+    round: () => apiWorkerRound(due.ctx),
+    banner: esc`worker ${process.pid}: storage ${due.storage}; threads on ${due.ctx.target.url}; every ${interval}s`,
+    close: () => due.close(),
+  };
+}
+
 export function workerCommand(): Command {
   return new Command("worker")
     .description(
@@ -58,20 +131,16 @@ export function workerCommand(): Command {
     .option("--interval <seconds>", "seconds between rounds", "5")
     .option("--once", "one round, then exit")
     .option("--json", "one JSON object per round")
-    .action(async (opts: { interval: string; once?: boolean; json?: boolean }) => {
+    .option(
+      "--api <url>",
+      "expire the approvals of threads this LangGraph API server keeps, through its API (token: LANGGRAPH_API_TOKEN, role admin); shares the server's journal",
+    )
+    .action(async (opts: { interval: string; once?: boolean; json?: boolean; api?: string }) => {
       const interval = Number(opts.interval);
       if (!Number.isFinite(interval) || interval <= 0)
         throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
       const printer = new Printer(process.stdout, Boolean(opts.json));
-      // The runtime is loaded only when the command runs (docs/operations.md: Performance).
-      const [{ loadConfig }, { createDeps }, { openApp }, { storageLabel }] = await Promise.all([
-        import("../config/env.js"),
-        import("../runtime/deps.js"),
-        import("../app/threads.js"),
-        import("../store/backends.js"),
-      ]);
-      const config = loadConfig();
-      const app = openApp(await createDeps(config));
+      const source = opts.api ? await apiSource(opts.api, interval) : await localSource(interval);
       let stop = false;
       let wake: (() => void) | undefined;
       const onSignal = () => {
@@ -81,13 +150,10 @@ export function workerCommand(): Command {
       process.once("SIGINT", onSignal);
       process.once("SIGTERM", onSignal);
       try {
-        if (!opts.json)
-          printer.line(
-            esc`worker ${process.pid}: storage ${storageLabel(config)}; portal ${app.deps.portal}; every ${interval}s`,
-          );
+        if (!opts.json) printer.line(source.banner);
         let failed = false;
         do {
-          const round = await workerRound(app);
+          const round = await source.round();
           failed = round.error !== undefined;
           print(printer, round);
           if (opts.once || stop) break;
@@ -100,7 +166,7 @@ export function workerCommand(): Command {
       } finally {
         process.off("SIGINT", onSignal);
         process.off("SIGTERM", onSignal);
-        await app.close();
+        await source.close();
       }
     });
 }

@@ -1,0 +1,161 @@
+/**
+ * Due work for `worker --api URL`: the journal's due actions (src/store/due.ts), claimed under a lease
+ * exactly as the local worker claims them (src/app/due-work.ts), each thread then driven through the
+ * LangGraph API server that keeps it. An expired approval is sent a system expiry (`command.resume`
+ * with a decision of type "expire", the shape `approve --api` sends); the server's run checks it
+ * against its journal by its own clock and ends the thread or escalates it with a fresh envelope.
+ *
+ * The worker shares the server's journal (same DATABASE_URL, or the same data directory) but not its
+ * checkpoints: it reads nothing but the due rows it claims and the threads they name, over the API.
+ * Exactly once comes from the journal twice: a claimed action is skipped by other workers until its
+ * lease ends, and the server's run claims the decision (the nonce) before it moves the action.
+ *
+ * A run the server stopped between steps (due for "resume") is not driven from here: the guarded API
+ * accepts no command but `resume`, and finishing such a run needs the journal's resync step. It is
+ * reported and left for a later round.
+ */
+import os from "node:os";
+import { randomUUID } from "node:crypto";
+import type { Client } from "@langchain/langgraph-sdk";
+import type { DueItem } from "../store/due.js";
+import type { Journal } from "../store/journal.js";
+import type { SweepResult } from "../app/threads.js";
+import { DUE_DEFAULTS, type DueRound, type DueWorkOptions } from "../app/due-work.js";
+import type { ResumeValue } from "../hitl/contract.js";
+import { GRAPH_ID } from "../auth/rules.js";
+import { UsageError } from "../errors.js";
+import { apiView } from "./cli-api.js";
+import type { ApiTarget } from "./target.js";
+
+/** Who a system expiry names on a server without tokens (the local sweep's name); with a token the server fills in the caller. */
+export const SWEEP_ID = "system:sweep";
+
+export interface ApiDueContext {
+  journal: Pick<Journal, "claimDue" | "releaseDue">;
+  clock: () => Date;
+  client: Client;
+  target: ApiTarget;
+}
+
+/** One round over the API: claims due actions batch by batch (as runDueWork does) and works each thread once. */
+export async function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<DueRound> {
+  const o = { ...DUE_DEFAULTS, ...opts };
+  const owner = opts.owner ?? `${os.hostname()}:${process.pid}:${randomUUID()}`;
+  const round: DueRound = { swept: [], recovered: [] };
+  const done = new Set<string>();
+  let claimed = 0;
+  while (claimed < o.maxPerRound) {
+    const items = await ctx.journal.claimDue(
+      ctx.clock(),
+      Math.min(o.batch, o.maxPerRound - claimed),
+      owner,
+      o.leaseMs,
+    );
+    if (items.length === 0) break;
+    claimed += items.length;
+    for (const [threadId, ofThread] of byThread(items)) {
+      if (!done.has(threadId)) {
+        done.add(threadId);
+        await workThread(ctx, threadId, round, owner, ofThread);
+      }
+      // What did not move stays claimed by nobody and is due again only after a while (as runDueWork).
+      const retryAt = new Date(ctx.clock().getTime() + o.retryMs);
+      for (const item of ofThread) await ctx.journal.releaseDue(item.envelopeHash, owner, retryAt);
+    }
+  }
+  return round;
+}
+
+function byThread(items: DueItem[]): Map<string, DueItem[]> {
+  const m = new Map<string, DueItem[]>();
+  for (const item of items) m.set(item.threadId, [...(m.get(item.threadId) ?? []), item]);
+  return m;
+}
+
+async function workThread(
+  ctx: ApiDueContext,
+  threadId: string,
+  round: DueRound,
+  owner: string,
+  items: DueItem[],
+): Promise<void> {
+  let view;
+  try {
+    view = await apiView(ctx.client, threadId, ctx.target);
+  } catch (e) {
+    // An unreachable server fails the round (the claims lapse with their lease); an approval the
+    // server's audit log does not hold is neither shown nor decided from here.
+    if (!(e instanceof UsageError)) throw e;
+    round.swept.push({ threadId, envelopeHash: items[0]!.envelopeHash, result: "skipped", detail: msg(e) });
+    return;
+  }
+  if (view.status === "awaiting_approval" && view.approval) {
+    const expiresAt = Date.parse(view.approval.expiresAt);
+    if (expiresAt <= ctx.clock().getTime()) {
+      round.swept.push(await expireOverApi(ctx, threadId, view.approval.envelopeHash, view.approval.nonce));
+      return;
+    }
+    if (Number.isFinite(expiresAt))
+      for (const item of items) await ctx.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
+    return;
+  }
+  if (view.status === "interrupted_run")
+    round.recovered.push({
+      threadId,
+      result: "skipped",
+      detail: `the run stopped before ${view.next?.join(", ")}; a run on the API server is not resumed by worker --api`,
+    });
+  // not_found (a thread the CLI keeps, not the server), finished, awaiting_input: nothing to do here.
+}
+
+/**
+ * Sends the system expiry and reports what became of the thread. Refused by the server (not expired
+ * by its clock, another decision first, a run in progress): skipped, with the server's reason.
+ */
+export async function expireOverApi(
+  ctx: Pick<ApiDueContext, "client" | "target">,
+  threadId: string,
+  envelopeHash: string,
+  nonce: string,
+): Promise<SweepResult> {
+  // With a token the server names the caller as who expired it (it must be the caller); without one, the sweep.
+  const resume: ResumeValue = {
+    decisions: [
+      { type: "expire", envelopeHash, nonce, ...(ctx.target.token ? {} : { by: { id: SWEEP_ID } }) },
+    ],
+  };
+  try {
+    await ctx.client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
+    const after = await apiView(ctx.client, threadId, ctx.target);
+    if (after.status === "awaiting_approval" && after.approval) {
+      if (after.approval.envelopeHash === envelopeHash) {
+        const refusal = after.state?.refusals?.at(-1);
+        return {
+          threadId,
+          envelopeHash,
+          result: "skipped",
+          detail: refusal ? `refused ${refusal.code}: ${refusal.reason}` : "still waiting",
+        };
+      }
+      return {
+        threadId,
+        envelopeHash,
+        result: "escalated",
+        detail: `fresh envelope ${after.approval.envelopeHash} for group ${after.approval.escalatedTo}`,
+      };
+    }
+    return {
+      threadId,
+      envelopeHash,
+      result: after.status === "finished" ? "expired" : "skipped",
+      detail:
+        after.status === "finished"
+          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
+          : `thread is ${after.status}`,
+    };
+  } catch (e) {
+    return { threadId, envelopeHash, result: "skipped", detail: msg(e) };
+  }
+}
+
+const msg = (e: unknown) => String((e as Error)?.message ?? e).slice(0, 500);
