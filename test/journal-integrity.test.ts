@@ -106,6 +106,47 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
   });
 });
 
+/** From now on, appending an audit record of `event` to the data directory's journal fails (a trigger). */
+function refuseRecords(event: string): void {
+  const db = new Database(path.join(dataDir, "journal.sqlite"));
+  try {
+    db.exec(
+      `CREATE TRIGGER refuse_${event} BEFORE INSERT ON audit_records WHEN NEW.event = '${event}'
+         BEGIN SELECT RAISE(ABORT, 'refused by test'); END;`,
+    );
+  } finally {
+    db.close();
+  }
+}
+
+describe.skipIf(!sqlite)("a transition whose audit record cannot be appended", () => {
+  it("registers no action when its approval_requested record fails inside the registration", async () => {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE })) });
+    refuseRecords("approval_requested");
+    const run = startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
+    await expect(run).rejects.toThrow(/refused by test/);
+    const db = new Database(path.join(dataDir, "journal.sqlite"), { readonly: true });
+    try {
+      expect(db.prepare("SELECT COUNT(*) AS n FROM actions").get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("does not count a refused decision whose decision_refused record fails", async () => {
+    const view = await waiting();
+    refuseRecords("decision_refused");
+    const wrong = approve(view);
+    wrong.decisions[0]!.nonce = "not-the-nonce";
+    await expect(submitDecision(app!, view.threadId, wrong)).rejects.toThrow(/refused by test/);
+    const row = await app!.deps.journal.getAction(view.approval!.envelopeHash);
+    expect(row?.progress).toMatchObject({ refusalsSeen: 0, refusalsCounted: 0 });
+    expect(row?.phase).toBe("registered");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
 describe("the journal key", () => {
   it("is created on first use outside the data directory, mode 0600, with a message naming it; the same key is read back", () => {
     const dir = tempDir("ae-key-");

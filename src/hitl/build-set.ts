@@ -6,7 +6,6 @@ import { requesterVerificationOf } from "../envelope/index.js";
 import type { ProposalRecord } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ThreadRecord } from "../store/action-machine.js";
-import { approvalRequestedEntry } from "./audit-records.js";
 import { buildChangeSet, type PlannedAction } from "./change-sets.js";
 import { endRunInJournal, type Gate } from "./journal-gate.js";
 import { auditDenied } from "./proposal-checks.js";
@@ -47,6 +46,7 @@ export async function buildSet(
       ...(runId ? { runId } : {}),
       requestedBy: thread.requestedBy,
       requesterVerifiedBy: requesterVerificationOf(thread),
+      request: thread.request,
       scope: thread.scope,
       previous,
       previousMembers: gate.members ?? (previous ? [previous] : []),
@@ -57,7 +57,7 @@ export async function buildSet(
         ? { editedBy: prior.approverId }
         : {}),
       ...(plan?.runWithoutReapproval && prior
-        ? { runWithoutReapproval: { plan, decision: decisionOf(previous)!, request: thread.request } }
+        ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } }
         : {}),
     },
     actions,
@@ -84,7 +84,7 @@ export async function buildSet(
     return endRunInJournal(deps, gate, state, built.code, built.reason);
   }
   const first = built.rows[0]!;
-  // Decided now: the approval_requested and decision_accepted records committed with the claim.
+  // Decided now: the decision_accepted record committed with the claim.
   if (built.autoApproved)
     return {
       ...viewOf({ action: first }).registered,
@@ -93,8 +93,6 @@ export async function buildSet(
       decision: decisionOf(first),
       journalNext: "carry_out",
     };
-  for (const r of built.rows)
-    await deps.audit.append(approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, thread.request));
   return {
     ...viewOf({ action: first }).registered,
     proposal,

@@ -167,8 +167,10 @@ export async function buildChangeSet(
     escalatedTo: string | null;
     /** A line put above the card (an undo says what it restores). */
     note?: string;
+    /** The thread's request as the journal recorded it, for each action's approval_requested record. */
+    request: string;
     /** A partial approval of the previous revision that the policy lets run without a second approval. */
-    runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord; request: string };
+    runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord };
     /**
      * Objects already read by the caller and checked (an undo's parts, by baselineKeyOf): used as the
      * baseline as they are, so what was checked is exactly what the envelope records.
@@ -329,7 +331,12 @@ export async function buildChangeSet(
     ...(people[index] ? { people: people[index] } : {}),
     set: { setHash, set, actionId, index },
   }));
-  let registered = await deps.journal.registerActions(rows, set.createdAt);
+  // Each action's approval_requested record commits with the registration.
+  let registered = await deps.journal.registerActions(
+    rows,
+    set.createdAt,
+    rows.map((r) => approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, ctx.request)),
+  );
 
   if (ctx.runWithoutReapproval) {
     // The approver approved these very actions (by id) in the previous revision, and the policy lets
@@ -343,8 +350,7 @@ export async function buildChangeSet(
       revision,
       message: `partial approval of ${previousHash} (${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}), run without a second approval under policy partialExecution`,
     };
-    // The claim commits with its records, as a human's decision does: each action's approval_requested
-    // (the thread's request as the journal recorded it) and then the set's decision_accepted.
+    // The claim commits with its decision_accepted record, as a human's decision does.
     const claim = await deps.journal.decideActions(
       registered.map((r) => ({ envelopeHash: r.envelopeHash, decision: record })),
       {
@@ -356,12 +362,7 @@ export async function buildChangeSet(
         approverId: record.approverId,
         decidedAt: record.decidedAt,
       },
-      [
-        ...registered.map((r) =>
-          approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, ctx.runWithoutReapproval!.request),
-        ),
-        decisionAcceptedEntry(registered[0]!.envelope, setHash, record),
-      ],
+      [decisionAcceptedEntry(registered[0]!.envelope, setHash, record)],
     );
     if (claim.claimed)
       registered = await Promise.all(

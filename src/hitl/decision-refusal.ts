@@ -62,11 +62,15 @@ export function refuserFor(
   const { envelope, envelopeHash } = action;
   return async (code, reason, counted) => {
     const at = now.toISOString();
-    const row = (await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted)) ?? action;
     const refusal: Refusal = { code, reason, at, envelopeHash, raw };
-    await deps.audit.append(
-      decisionRefusedEntry(envelope, envelopeHash, refusal, row.progress.refusalsSeen, ctx.names.people),
-    );
+    const recordOf = (r: ActionRow) =>
+      decisionRefusedEntry(envelope, envelopeHash, refusal, r.progress.refusalsSeen, ctx.names.people);
+    // The count and its decision_refused record commit together; with no row to count in, only the record.
+    const noted = await deps.journal.noteRefusal(envelopeHash, { code, reason, at }, counted, (r) => [
+      recordOf(r),
+    ]);
+    if (!noted) await deps.audit.append(recordOf(action));
+    const row = noted ?? action;
     // Every refusal is answered in the conversation too: chat clients show no interrupt field, and a
     // button's refusal would otherwise be a passing toast. It names exactly what would decide.
     const answer = (ended: string | undefined) =>

@@ -83,8 +83,9 @@ export async function registerEnvelope(
   const card = escalatedTo
     ? `${undo}${escalationNote(escalatedTo, previous?.envelopeHash)}${rendered}`
     : `${undo}${rendered}`;
-  // Registering supersedes the previous revision in the same transaction; keyed by hash, so a re-run
-  // of this node after a crash registers a second envelope rather than altering the first.
+  // Registering supersedes the previous revision and appends the approval_requested record in the same
+  // transaction; keyed by hash, so a re-run of this node after a crash registers a second envelope
+  // rather than altering the first.
   const action = await deps.journal.registerAction(
     {
       envelopeHash,
@@ -100,8 +101,8 @@ export async function registerEnvelope(
       ...(people ? { people } : {}),
     },
     envelope.createdAt,
+    [approvalRequestedEntry(envelope, envelopeHash, card, thread.request)],
   );
-  await deps.audit.append(approvalRequestedEntry(envelope, envelopeHash, card, thread.request));
   // What is left of a change set after a partial approval the policy lets run at once: decided now.
   if (ctx.onlyOne && prior?.setPlan?.runWithoutReapproval) {
     const record = {

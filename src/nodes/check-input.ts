@@ -51,9 +51,8 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
       raw: state.pendingDecision,
     };
     // Counted, with its reason, in the journal's question row (state's refusals are a mirror anyone can
-    // rewrite), and recorded in the audit log, where views read refusals from.
-    const count = await deps.journal.noteInvalidAnswer(gate.threadId, result.reason);
-    await deps.audit.append(
+    // rewrite), and recorded in the audit log, where views read refusals from: both in one transaction.
+    const recordOf = (count: number) =>
       answerRefusedEntry({
         threadId: gate.threadId,
         revision: gate.action?.revision ?? 0,
@@ -64,8 +63,10 @@ export async function checkInput(state: State, config: LangGraphRunnableConfig):
         count,
         reason: result.reason,
         raw: boundedForEvidence(state.pendingDecision),
-      }),
-    );
+      });
+    const count = await deps.journal.noteInvalidAnswer(gate.threadId, result.reason, (n) => [recordOf(n)]);
+    // No open question to count against (closed meanwhile): the refusal is still recorded.
+    if (count === 0) await deps.audit.append(recordOf(count));
     if (count >= deps.config.limits.maxRefusedDecisions) {
       await deps.journal.closeQuestion(gate.threadId, "closed", at);
       return {

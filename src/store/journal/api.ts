@@ -169,10 +169,16 @@ export interface ThreadJournal {
 
 /** Actions through the state machine: registration, decision, moves and refusals. */
 export interface ActionJournal {
-  /** Registers a frozen envelope; every still-open action of the thread is superseded in the same transaction. */
-  registerAction(a: RegisteredAction, at: string): Promise<ActionRow>;
-  /** Registers every action of a change set in one transaction (superseding the thread's open ones), in set order. */
-  registerActions(rows: RegisteredAction[], at: string): Promise<ActionRow[]>;
+  /**
+   * Registers a frozen envelope; every still-open action of the thread is superseded, and `records` (its
+   * approval_requested record) appended, in the same transaction.
+   */
+  registerAction(a: RegisteredAction, at: string, records?: AuditEntry[]): Promise<ActionRow>;
+  /**
+   * Registers every action of a change set in one transaction (superseding the thread's open ones), in
+   * set order, appending `records` (each action's approval_requested record) in the same transaction.
+   */
+  registerActions(rows: RegisteredAction[], at: string, records?: AuditEntry[]): Promise<ActionRow[]>;
   getAction(envelopeHash: string): Promise<ActionRow | undefined>;
   /**
    * The thread's current action: its most recently registered one, or for a change set the action the
@@ -208,11 +214,16 @@ export interface ActionJournal {
   ): Promise<TransitionResult>;
   /** Threads with an action not yet closed (waiting, decided, or stopped mid-execution), oldest first. */
   listOpenThreads(): Promise<string[]>;
-  /** Counts a refused decision (toward the budget only when `counted`) and keeps it for the card. */
+  /**
+   * Counts a refused decision (toward the budget only when `counted`) and keeps it for the card; the
+   * audit records `records` builds from the counted row (its decision_refused record) are appended in
+   * the same transaction. Undefined, and nothing written, when no such action is registered.
+   */
   noteRefusal(
     envelopeHash: string,
     refusal: { code: string; reason: string; at: string },
     counted: boolean,
+    records?: (row: ActionRow) => AuditEntry[],
   ): Promise<ActionRow | undefined>;
 }
 
@@ -263,8 +274,14 @@ export interface QuestionJournal {
   /**
    * Counts one invalid answer to the thread's open question and returns how many it has had; 0 when
    * no question is open. Kept here, not in graph state, so rewriting state cannot reset the budget.
+   * The audit records `records` builds from the count (its answer_refused record) are appended in the
+   * same transaction; none when no question is open.
    */
-  noteInvalidAnswer(threadId: string, reason: string): Promise<number>;
+  noteInvalidAnswer(
+    threadId: string,
+    reason: string,
+    records?: (count: number) => AuditEntry[],
+  ): Promise<number>;
   /** Closes the thread's open question (answered, or closed because the run ended). */
   closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void>;
   getQuestion(threadId: string): Promise<QuestionEntry | undefined>;

@@ -19,11 +19,15 @@ import { dueOnRegister } from "../due.js";
 import type { ActionJournal } from "../journal/api.js";
 
 export class PgActions extends PgBase implements ActionJournal {
-  async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
-    return (await this.registerActions([a], at))[0]!;
+  async registerAction(a: RegisteredAction, at: string, records: AuditEntry[] = []): Promise<ActionRow> {
+    return (await this.registerActions([a], at, records))[0]!;
   }
 
-  async registerActions(list: RegisteredAction[], at: string): Promise<ActionRow[]> {
+  async registerActions(
+    list: RegisteredAction[],
+    at: string,
+    records: AuditEntry[] = [],
+  ): Promise<ActionRow[]> {
     if (list.length === 0) return [];
     const threadId = list[0]!.threadId;
     if (list.some((a) => a.threadId !== threadId))
@@ -60,6 +64,8 @@ export class PgActions extends PgBase implements ActionJournal {
             ],
           );
         }
+        // The chain-head lock is taken here, after the thread's rows are locked, as in every transition.
+        await this.append(c, records);
       },
     );
     return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
@@ -190,25 +196,33 @@ export class PgActions extends PgBase implements ActionJournal {
     envelopeHash: string,
     refusal: { code: string; reason: string; at: string },
     counted: boolean,
+    records: (row: ActionRow) => AuditEntry[] = () => [],
   ): Promise<ActionRow | undefined> {
-    await this.tx(`recording a refused decision for ${envelopeHash}`, async (c) => {
-      const r = await c.query<ActionDbRow>(
-        `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
-        [envelopeHash],
-      );
-      if (!r.rows[0]) return;
-      const p = JSON.parse(r.rows[0].progress_json) as ActionProgress;
-      const next: ActionProgress = {
-        ...p,
-        lastRefusal: refusal,
-        refusalsSeen: p.refusalsSeen + 1,
-        refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
-      };
-      await c.query(`UPDATE ${this.s}.actions SET progress_json = $1 WHERE envelope_hash = $2`, [
-        JSON.stringify(next),
-        envelopeHash,
-      ]);
-    });
-    return this.getAction(envelopeHash);
+    return this.tx(
+      `recording a refused decision for ${envelopeHash}`,
+      async (c): Promise<ActionRow | undefined> => {
+        const r = await c.query<ActionDbRow>(
+          `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
+          [envelopeHash],
+        );
+        const raw = r.rows[0];
+        if (!raw) return undefined;
+        const p = JSON.parse(raw.progress_json) as ActionProgress;
+        const next: ActionProgress = {
+          ...p,
+          lastRefusal: refusal,
+          refusalsSeen: p.refusalsSeen + 1,
+          refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
+        };
+        const progressJson = JSON.stringify(next);
+        await c.query(`UPDATE ${this.s}.actions SET progress_json = $1 WHERE envelope_hash = $2`, [
+          progressJson,
+          envelopeHash,
+        ]);
+        const row = toActionRow({ ...raw, progress_json: progressJson }, this.key);
+        await this.append(c, records(row));
+        return row;
+      },
+    );
   }
 }

@@ -2,6 +2,7 @@
 import { toQuestion, type QuestionRow } from "../journal/rows.js";
 import { type QuestionEntry } from "../journal/api.js";
 import { query } from "../postgres.js";
+import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
 import type { QuestionJournal } from "../journal/api.js";
 
@@ -21,13 +22,21 @@ export class PgQuestions extends PgBase implements QuestionJournal {
     );
   }
 
-  async noteInvalidAnswer(threadId: string, reason: string): Promise<number> {
-    const rows = await this.run<{ invalid_answers: number }>(
-      `counting an invalid answer of thread ${threadId}`,
-      `UPDATE ${this.s}.questions SET invalid_answers = invalid_answers + 1, last_refusal = $2 WHERE thread_id = $1 AND status = 'open' RETURNING invalid_answers`,
-      [threadId, reason],
-    );
-    return Number(rows[0]?.invalid_answers ?? 0);
+  async noteInvalidAnswer(
+    threadId: string,
+    reason: string,
+    records: (count: number) => AuditEntry[] = () => [],
+  ): Promise<number> {
+    return this.tx(`counting an invalid answer of thread ${threadId}`, async (c) => {
+      const r = await c.query<{ invalid_answers: number }>(
+        `UPDATE ${this.s}.questions SET invalid_answers = invalid_answers + 1, last_refusal = $2 WHERE thread_id = $1 AND status = 'open' RETURNING invalid_answers`,
+        [threadId, reason],
+      );
+      if (!r.rows[0]) return 0;
+      const count = Number(r.rows[0].invalid_answers);
+      await this.append(c, records(count));
+      return count;
+    });
   }
 
   async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {

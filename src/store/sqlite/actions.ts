@@ -15,11 +15,15 @@ import { SqliteBase } from "./base.js";
 import { dueOnRegister } from "../due.js";
 
 export class SqliteActions extends SqliteBase implements ActionJournal {
-  async registerAction(a: RegisteredAction, at: string): Promise<ActionRow> {
-    return (await this.registerActions([a], at))[0]!;
+  async registerAction(a: RegisteredAction, at: string, records: AuditEntry[] = []): Promise<ActionRow> {
+    return (await this.registerActions([a], at, records))[0]!;
   }
 
-  async registerActions(list: RegisteredAction[], at: string): Promise<ActionRow[]> {
+  async registerActions(
+    list: RegisteredAction[],
+    at: string,
+    records: AuditEntry[] = [],
+  ): Promise<ActionRow[]> {
     if (list.length === 0) return [];
     const threadId = list[0]!.threadId;
     if (list.some((a) => a.threadId !== threadId))
@@ -53,6 +57,7 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
           due.reason,
         );
       });
+      this.append(records);
     });
     return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
   }
@@ -148,11 +153,12 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
     envelopeHash: string,
     refusal: { code: string; reason: string; at: string },
     counted: boolean,
+    records: (row: ActionRow) => AuditEntry[] = () => [],
   ): Promise<ActionRow | undefined> {
-    this.conn.write(() => {
+    return this.conn.write((): ActionRow | undefined => {
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
         ActionDbRow | undefined;
-      if (!raw) return;
+      if (!raw) return undefined;
       const p = JSON.parse(raw.progress_json) as ActionProgress;
       const next: ActionProgress = {
         ...p,
@@ -160,11 +166,14 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
         refusalsSeen: p.refusalsSeen + 1,
         refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
       };
+      const progressJson = JSON.stringify(next);
       this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(
-        JSON.stringify(next),
+        progressJson,
         envelopeHash,
       );
+      const row = toActionRow({ ...raw, progress_json: progressJson }, this.key);
+      this.append(records(row));
+      return row;
     });
-    return this.getAction(envelopeHash);
   }
 }

@@ -1,6 +1,7 @@
 /** Structured questions in SQLite: one row per thread, recorded when asked and closed when answered. */
 import { toQuestion, type QuestionRow } from "../journal/rows.js";
 import type { QuestionEntry, QuestionJournal } from "../journal/api.js";
+import type { AuditEntry } from "../audit.js";
 import { SqliteBase } from "./base.js";
 
 export class SqliteQuestions extends SqliteBase implements QuestionJournal {
@@ -19,14 +20,19 @@ export class SqliteQuestions extends SqliteBase implements QuestionJournal {
     );
   }
 
-  async noteInvalidAnswer(threadId: string, reason: string): Promise<number> {
-    const row = this.conn.write(
-      () =>
-        this.sql(
-          "UPDATE questions SET invalid_answers = invalid_answers + 1, last_refusal = ? WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers",
-        ).get(reason, threadId) as { invalid_answers: number } | undefined,
-    );
-    return row?.invalid_answers ?? 0;
+  async noteInvalidAnswer(
+    threadId: string,
+    reason: string,
+    records: (count: number) => AuditEntry[] = () => [],
+  ): Promise<number> {
+    return this.conn.write(() => {
+      const row = this.sql(
+        "UPDATE questions SET invalid_answers = invalid_answers + 1, last_refusal = ? WHERE thread_id = ? AND status = 'open' RETURNING invalid_answers",
+      ).get(reason, threadId) as { invalid_answers: number } | undefined;
+      if (!row) return 0;
+      this.append(records(row.invalid_answers));
+      return row.invalid_answers;
+    });
   }
 
   async closeQuestion(threadId: string, status: "answered" | "closed", at: string): Promise<void> {
