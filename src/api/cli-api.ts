@@ -17,7 +17,7 @@ import { Client } from "@langchain/langgraph-sdk";
 import type { ApprovalRequest, InputRequest, InterruptPayload, ResumeValue } from "../hitl/contract.js";
 import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/view-thread.js";
-import type { PendingApproval } from "../app/threads.js";
+import type { PendingApproval } from "../app/pending.js";
 import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 import type { DecisionRecord } from "../envelope/records.js";

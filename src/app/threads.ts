@@ -15,17 +15,6 @@ import { listPending } from "./pending.js";
 import type { App } from "./open-app.js";
 import { checkpointAhead, finishedView, overlayJournal, viewThread, type ThreadView } from "./view-thread.js";
 
-export {
-  listPending,
-  pendingPage,
-  type PendingApproval,
-  type PendingPage,
-  type PendingQuery,
-} from "./pending.js";
-// The app a thread is driven through and the thread's view, which every caller of this path also needs.
-export { openApp, type App } from "./open-app.js";
-export { viewThread, type ThreadView } from "./view-thread.js";
-
 export interface RunInput {
   request: string;
   requestedBy: string;

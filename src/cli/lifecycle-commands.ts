@@ -56,7 +56,8 @@ export function lifecycleCommands(): Command[] {
     .option(...API_OPTION)
     .action(async (thread: string, opts: { set: string[]; json?: boolean; api?: string }) => {
       const api = await apiOf(opts.api);
-      const { submitDecision, viewThread } = await import("../app/threads.js");
+      const { submitDecision } = await import("../app/threads.js");
+      const { viewThread } = await import("../app/view-thread.js");
       if (api) {
         const build = (view: ThreadView) => {
           if (view.status !== "awaiting_input")
@@ -118,7 +119,8 @@ export function lifecycleCommands(): Command[] {
       }
       const by = { id: opts.as };
       const api = await apiOf(opts.api);
-      const { submitDecision, viewThread } = await import("../app/threads.js");
+      const { submitDecision } = await import("../app/threads.js");
+      const { viewThread } = await import("../app/view-thread.js");
       if (api) {
         // On a server with tokens, --as must be the token's identity (the graph refuses anyone else).
         const build = (view: ThreadView): ResumeValue => {

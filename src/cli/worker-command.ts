@@ -16,7 +16,8 @@
  * or inside the final step after it closed the action (`recover <thread>` finishes it).
  */
 import { Command } from "commander";
-import type { App, SweepResult } from "../app/threads.js";
+import type { SweepResult } from "../app/threads.js";
+import type { App } from "../app/open-app.js";
 import type { DueWorkOptions, RecoveryResult } from "../app/due-work.js";
 import { UsageError } from "../errors.js";
 import { Printer } from "./render.js";
@@ -67,7 +68,7 @@ export function workerCommand(): Command {
       const [{ loadConfig }, { createDeps }, { openApp }, { storageLabel }] = await Promise.all([
         import("../config/env.js"),
         import("../runtime/deps.js"),
-        import("../app/threads.js"),
+        import("../app/open-app.js"),
         import("../store/backends.js"),
       ]);
       const config = loadConfig();
