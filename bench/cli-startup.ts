@@ -27,7 +27,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { loadConfig } from "../src/config/env.js";
 import { createDeps } from "../src/runtime/deps.js";
-import { openApp } from "../src/app/threads.js";
+import { openApp } from "../src/app/open-app.js";
 import { startEmulator } from "../src/offline-demo/emulator/index.js";
 import { Store } from "../src/offline-demo/emulator/store.js";
 import { ScriptedChatModel } from "../test/support/scripted-model.js";

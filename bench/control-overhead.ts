@@ -23,7 +23,8 @@
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import Database from "better-sqlite3";
-import { submitDecision, type ThreadView } from "../src/app/threads.js";
+import { submitDecision } from "../src/app/threads.js";
+import type { ThreadView } from "../src/app/view-thread.js";
 import {
   flag,
   intArg,

@@ -42,7 +42,7 @@ import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { loadConfig } from "../src/config/env.js";
 import { createDeps } from "../src/runtime/deps.js";
-import { openApp } from "../src/app/threads.js";
+import { openApp } from "../src/app/open-app.js";
 import { hashEnvelope, renderCard, type Envelope } from "../src/envelope/index.js";
 import {
   sealAction,

@@ -29,7 +29,7 @@ import {
   removeScratch,
 } from "./support/common.js";
 import { FIRST_BENCH_TASK, startBenchPortal } from "./support/portal.js";
-import type { ThreadView } from "../src/app/threads.js";
+import type { ThreadView } from "../src/app/view-thread.js";
 import {
   approvalOf,
   breakdown,

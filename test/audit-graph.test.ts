@@ -8,14 +8,9 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  recoverThread,
-  startRun,
-  submitDecision,
-  viewThread,
-  type App,
-  type ThreadView,
-} from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import {
   DecisionSchema,
   generateApproverKeyPair,

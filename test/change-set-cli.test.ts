@@ -12,7 +12,10 @@ import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
-import { pendingPage, startRun, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { type ThreadView } from "../src/app/view-thread.js";
+import { pendingPage } from "../src/app/pending.js";
 import {
   envFor,
   openTestApp,

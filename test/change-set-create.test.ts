@@ -9,7 +9,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
 import { listPending } from "../src/app/pending.js";
 import {

@@ -10,7 +10,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph";
-import { recoverThread, startRun, submitDecision, viewThread, type App } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread } from "../src/app/view-thread.js";
 import { answersFromChat, chatMessageText } from "../src/hitl/structured-input.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";

@@ -7,7 +7,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { ThreadView } from "../src/app/threads.js";
+import type { ThreadView } from "../src/app/view-thread.js";
 import {
   eachTestPortal,
   envFor,

@@ -7,7 +7,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
-import { openApp, startRun, submitDecision, type App } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { openApp, type App } from "../src/app/open-app.js";
 import { envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 import { titleScript } from "./support/inbox.js";

@@ -8,7 +8,8 @@
  */
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { recoverThread, startRun, submitDecision, type App } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
 import {
   ROOT,
   approvalOf,

@@ -11,7 +11,9 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
-import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
 import fs from "node:fs";
 import path from "node:path";

@@ -6,14 +6,9 @@
  */
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  startRun,
-  submitDecision,
-  sweepExpired,
-  viewThread,
-  type App,
-  type ThreadView,
-} from "../src/app/threads.js";
+import { startRun, submitDecision, sweepExpired } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { escalationApprovers } from "../src/envelope/index.js";
 import { startUndo } from "../src/app/undo.js";
 import { buildCase } from "../src/evidence/bundle.js";

@@ -6,7 +6,9 @@
  */
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { type ThreadView } from "../src/app/view-thread.js";
 import { buildCase } from "../src/evidence/bundle.js";
 import { outcomeFlags, type FlagInputs } from "../src/envelope/outcome-flags.js";
 import { renderCase } from "../src/evidence/render.js";

@@ -7,7 +7,9 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
-import { pendingPage, startRun, type App } from "../src/app/threads.js";
+import { startRun } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { pendingPage } from "../src/app/pending.js";
 import {
   envFor,
   openTestApp,

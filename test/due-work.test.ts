@@ -14,7 +14,7 @@ import { SqliteJournal, type Journal } from "../src/store/journal.js";
 import { PostgresJournal } from "../src/store/pg-journal.js";
 import { SQLITE_DUE_SQL } from "../src/store/sqlite/due.js";
 import { pgDueSql } from "../src/store/pg/due.js";
-import { viewThread } from "../src/app/threads.js";
+import { viewThread } from "../src/app/view-thread.js";
 import { workerRound } from "../src/cli/worker-command.js";
 import { approvalOf, testAction } from "./support/journal-rows.js";
 import { adminQuery } from "./support/postgres.js";

@@ -4,7 +4,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Bitrix24Client, Bitrix24Error } from "../src/bitrix24/client.js";
-import { startRun, submitDecision, type App } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 

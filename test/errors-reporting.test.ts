@@ -9,7 +9,8 @@ import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { ChatGroq } from "@langchain/groq";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
-import { startRun, type App } from "../src/app/threads.js";
+import { startRun } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
 import { describeUnexpected } from "../src/cli/main.js";
 import { describeModelError, modelFailureLine, modelReasonCode } from "../src/models/model-errors.js";
 import {

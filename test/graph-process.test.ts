@@ -6,7 +6,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { submitDecision, type ThreadView } from "../src/app/threads.js";
+import { submitDecision } from "../src/app/threads.js";
+import { type ThreadView } from "../src/app/view-thread.js";
 import { startEmulator } from "../src/offline-demo/emulator/index.js";
 import {
   RESUME_PROCESS,

@@ -5,14 +5,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph";
-import {
-  recoverThread,
-  startRun,
-  submitDecision,
-  viewThread,
-  type App,
-  type ThreadView,
-} from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { hashEnvelope } from "../src/envelope/index.js";
 import { DecisionNotAcceptedError } from "../src/errors.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";

@@ -5,7 +5,8 @@
  * offered are read from the request bodies ChatGroq actually sent.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
 import { MCP_TOOL_NAMES } from "../src/tools/mcp-contract.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import {

@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { ThreadView } from "../src/app/threads.js";
+import type { ThreadView } from "../src/app/view-thread.js";
 import { startEmulator } from "../src/offline-demo/emulator/index.js";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";

@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { viewThread, type ThreadView } from "../src/app/threads.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { defaultPolicy, generateApproverKeyPair } from "../src/envelope/index.js";
 import { launchBrowser, noBrowserReason, screenshotPath } from "./support/browser.js";
 import { PASSWORDS } from "./support/inbox.js";

@@ -7,7 +7,7 @@
  * emulator's call log.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { viewThread, type ThreadView } from "../src/app/threads.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { PASSWORDS } from "./support/inbox.js";
 import {
   SET_COMMENT as COMMENT,

@@ -6,7 +6,9 @@
 import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
-import { openApp, startRun, viewThread } from "../src/app/threads.js";
+import { startRun } from "../src/app/threads.js";
+import { openApp } from "../src/app/open-app.js";
+import { viewThread } from "../src/app/view-thread.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
 import { envFor, parseJsonOutput, runCli } from "./support/harness.js";
 

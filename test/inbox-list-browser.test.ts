@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { openApp, startRun, submitDecision } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { openApp } from "../src/app/open-app.js";
 import { setDecisions } from "../src/cli/decisions.js";
 import { launchBrowser, noBrowserReason, screenshotPath } from "./support/browser.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";

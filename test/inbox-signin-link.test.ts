@@ -16,7 +16,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createInboxApp, startInbox } from "../src/inbox/server.js";
 import { SignInLinks } from "../src/inbox/security.js";
 import { parseInboxUsers } from "../src/inbox/users.js";
-import type { App } from "../src/app/threads.js";
+import type { App } from "../src/app/open-app.js";
 import { CLI, ROOT, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { launchBrowser, noBrowserReason, screenshotPath } from "./support/browser.js";
 

@@ -6,7 +6,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { startRun, submitDecision, sweepExpired, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision, sweepExpired } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { type ThreadView } from "../src/app/view-thread.js";
 import {
   DecisionSchema,
   defaultPolicy,
@@ -105,7 +107,7 @@ describe("expiry and sweep", () => {
     expect(results).toEqual([expect.objectContaining({ threadId: view.threadId, result: "expired" })]);
     const ended = await submitDecision(app, view.threadId, approve(view)).catch((e) => e);
     expect(ended.code).toBe("THREAD_ENDED");
-    const { viewThread } = await import("../src/app/threads.js");
+    const { viewThread } = await import("../src/app/view-thread.js");
     const final = await viewThread(app, view.threadId);
     expect(final.state?.reasonCode).toBe("APPROVAL_EXPIRED");
     expect(final.state?.decision?.type).toBe("expire");
@@ -121,7 +123,7 @@ describe("expiry and sweep", () => {
     later(first);
     const [res] = await sweepExpired(app);
     expect(res?.result).toBe("escalated");
-    const { viewThread } = await import("../src/app/threads.js");
+    const { viewThread } = await import("../src/app/view-thread.js");
     const second = await viewThread(app, first.threadId);
     expect(second.status).toBe("awaiting_approval");
     const a = first.approval!;
@@ -152,7 +154,7 @@ describe("expiry and sweep", () => {
     const first = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     later(first);
     await sweepExpired(app);
-    const { viewThread } = await import("../src/app/threads.js");
+    const { viewThread } = await import("../src/app/view-thread.js");
     const second = await viewThread(app, first.threadId);
     later(second);
     const [res] = await sweepExpired(app);

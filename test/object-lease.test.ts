@@ -9,8 +9,9 @@
  * action at `intent`: without the lease, its pre-read would MATCH the unchanged task and write.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { submitDecision, type ThreadView } from "../src/app/threads.js";
-import type { App } from "../src/app/threads.js";
+import { submitDecision } from "../src/app/threads.js";
+import { type ThreadView } from "../src/app/view-thread.js";
+import type { App } from "../src/app/open-app.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
 import {
   envFor,

@@ -9,7 +9,8 @@
  */
 import { AIMessage } from "@langchain/core/messages";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRun, type ThreadView } from "../src/app/threads.js";
+import { startRun } from "../src/app/threads.js";
+import { type ThreadView } from "../src/app/view-thread.js";
 import { inboxFor } from "../src/inbox/queue.js";
 import { listFragment } from "../src/inbox/pages.js";
 import { cardSection } from "../src/inbox/card-view.js";

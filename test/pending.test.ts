@@ -7,7 +7,9 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { listPending, pendingPage, startRun, type App } from "../src/app/threads.js";
+import { startRun } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { listPending, pendingPage } from "../src/app/pending.js";
 import {
   envFor,
   journalSql,

@@ -15,7 +15,9 @@ import { z } from "zod";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
-import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { type ThreadView } from "../src/app/view-thread.js";
 import {
   createEnvelope,
   defaultPolicy,

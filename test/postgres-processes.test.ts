@@ -12,7 +12,8 @@ import readline from "node:readline";
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
-import { startRun, viewThread, type ThreadView } from "../src/app/threads.js";
+import { startRun } from "../src/app/threads.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import {
   approvalOf as approve,

@@ -5,7 +5,7 @@
  */
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import type { App } from "../src/app/threads.js";
+import type { App } from "../src/app/open-app.js";
 import type { State } from "../src/graph/state.js";
 import { readTools } from "../src/nodes/read-tools.js";
 import { depsConfigurable } from "../src/runtime/run-deps.js";

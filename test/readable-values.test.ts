@@ -15,7 +15,7 @@ import {
 } from "../src/envelope/index.js";
 import { codesForNames, enumCodeOf, enumLabel } from "../src/envelope/fields.js";
 import { editDecision } from "../src/cli/decisions.js";
-import type { ThreadView } from "../src/app/threads.js";
+import type { ThreadView } from "../src/app/view-thread.js";
 
 function envelope(params: Record<string, unknown>): Envelope {
   return createEnvelope({

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { App } from "../src/app/threads.js";
+import type { App } from "../src/app/open-app.js";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { generateApproverKeyPair, signRequest, type Envelope } from "../src/envelope/index.js";
 import {

@@ -9,7 +9,8 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { startRun, submitDecision, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type ThreadView } from "../src/app/view-thread.js";
 import {
   eachTestPortal,
   envFor,

@@ -8,7 +8,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
 import {
   DecisionSchema,
   defaultPolicy,

@@ -8,7 +8,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, viewThread, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { auditedView } from "../src/api/cli-api.js";
 import { threadJson } from "../src/cli/render.js";
 import type { State } from "../src/graph/state.js";

@@ -6,7 +6,9 @@
  * emulator's call log.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, type App, type ThreadView } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
 import {
   envFor,

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config/env.js";
 import { ConfigError } from "../src/errors.js";
-import type { ThreadView } from "../src/app/threads.js";
+import type { ThreadView } from "../src/app/view-thread.js";
 import {
   RESUME_PROCESS,
   eachTestPortal,

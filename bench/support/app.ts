@@ -16,14 +16,9 @@ import { Annotation, Command, END, START, StateGraph, interrupt } from "@langcha
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
-import {
-  RUN_DURABILITY,
-  openApp,
-  startRun,
-  submitDecision,
-  type App,
-  type ThreadView,
-} from "../../src/app/threads.js";
+import { RUN_DURABILITY, startRun, submitDecision } from "../../src/app/threads.js";
+import { openApp, type App } from "../../src/app/open-app.js";
+import { type ThreadView } from "../../src/app/view-thread.js";
 import type { Bitrix24Tools } from "../../src/tools/bitrix24-tools.js";
 import { ScriptedChatModel, call, type Script } from "../../test/support/scripted-model.js";
 import { ROOT } from "./common.js";

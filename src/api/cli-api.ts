@@ -2,9 +2,10 @@
  * The CLI's `--api URL` mode (or LANGGRAPH_API_URL): `pending`, `show`, `approve` and `reject` against
  * a LangGraph API server (`npm run dev`, or a deployed server) through @langchain/langgraph-sdk, so a
  * thread started in Studio or over the API is decided from the terminal. The server's graph does
- * every check (src/nodes/check-decision.ts against its journal); this module only reads the thread and
- * sends `command.resume`. The token, when the server needs one, comes from LANGGRAPH_API_TOKEN, never
- * from an argument (it would land in shell history and `ps`).
+ * every check (its check_decision node, src/hitl/{single-decision,set-decision,system-decision}.ts,
+ * against its journal); this module only reads the thread and sends `command.resume`. The token, when
+ * the server needs one, comes from LANGGRAPH_API_TOKEN, never from an argument (it would land in shell
+ * history and `ps`).
  *
  * The approval's hash still comes from the person (`--hash`, what they saw on the card); only the
  * nonce is taken from the thread, as the local CLI does. On a server with tokens the approver is the
@@ -16,7 +17,7 @@ import { Client } from "@langchain/langgraph-sdk";
 import type { ApprovalRequest, InputRequest, InterruptPayload, ResumeValue } from "../hitl/contract.js";
 import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/view-thread.js";
-import type { PendingApproval } from "../app/threads.js";
+import type { PendingApproval } from "../app/pending.js";
 import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 import type { DecisionRecord } from "../envelope/records.js";

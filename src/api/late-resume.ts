@@ -83,7 +83,7 @@ export function classifyLateResume(thread: ThreadRecord | undefined, waiting: bo
 /**
  * The check for the `threads:create_run` authorization event, from the journal alone: a run carrying
  * `command.resume` for a thread the journal has closed is refused. (Whether a not-yet-ended thread
- * is waiting is known only from its checkpoint, which `guardLateResumes` checks when the run starts.)
+ * is waiting is known only from its checkpoint, which `refuseLateResume` checks when the run starts.)
  */
 export async function lateResumeRefusal(
   threadId: string | undefined,

@@ -11,7 +11,9 @@ import os from "node:os";
 import { randomUUID } from "node:crypto";
 import type { DueItem } from "../store/due.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
-import { expireApproval, recoverThread, viewThread, type App, type SweepResult } from "./threads.js";
+import { expireApproval, recoverThread, type SweepResult } from "./threads.js";
+import type { App } from "./open-app.js";
+import { viewThread } from "./view-thread.js";
 
 export interface RecoveryResult {
   threadId: string;

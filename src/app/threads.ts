@@ -16,17 +16,6 @@ import { listPending } from "./pending.js";
 import type { App } from "./open-app.js";
 import { checkpointAhead, finishedView, overlayJournal, viewThread, type ThreadView } from "./view-thread.js";
 
-export {
-  listPending,
-  pendingPage,
-  type PendingApproval,
-  type PendingPage,
-  type PendingQuery,
-} from "./pending.js";
-// The app a thread is driven through and the thread's view, which every caller of this path also needs.
-export { openApp, type App } from "./open-app.js";
-export { viewThread, type ThreadView } from "./view-thread.js";
-
 export interface RunInput {
   request: string;
   requestedBy: string;
@@ -37,10 +26,10 @@ export interface RunInput {
 
 /**
  * How our runs checkpoint: "sync", each step's checkpoint committed before the next node starts.
- * "async" was tried (2026-12-01) and gave nothing measurable, and it opened a window in which a
- * step's writes were committed but the checkpoint after it was not: LangGraph then reads the thread
- * as having no next step, so a reader (`npm start --inbox` polling, `show`) saw it finished, with no
- * outcome, while the run was still going.
+ * Not "async": it gains nothing measurable here, and it opens a window in which a step's writes are
+ * committed but the checkpoint after it is not: LangGraph then reads the thread as having no next
+ * step, so a reader (`npm start --inbox` polling, `show`) sees it finished, with no outcome, while
+ * the run is still going.
  */
 export const RUN_DURABILITY = "sync" as const;
 

@@ -21,7 +21,8 @@ async function decide(
   json: boolean,
 ): Promise<number> {
   const printer = new Printer(process.stdout, json);
-  const { submitDecision, viewThread } = await import("../app/threads.js");
+  const { submitDecision } = await import("../app/threads.js");
+  const { viewThread } = await import("../app/view-thread.js");
   return withApp(async (app) => {
     const before = await viewThread(app, threadId);
     // When nothing is waiting, the shared path produces the precise refusal (ended, unknown, interrupted).

@@ -12,12 +12,7 @@ import { esc } from "../text/escape.js";
 import { loadConfig } from "../config/env.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { exitCodeForView } from "./exit-codes.js";
-
-/** `--api URL` (or LANGGRAPH_API_URL): the command talks to that LangGraph API server. */
-const API_OPTION = [
-  "--api <url>",
-  "use this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)",
-] as const;
+import { API_OPTION, apiOf, runApiCommand } from "./api-option.js";
 
 function show(printer: Printer, view: ThreadView): void {
   if (printer.json) return printer.emitJson(threadJson(view));
@@ -27,15 +22,6 @@ function show(printer: Printer, view: ThreadView): void {
     printer.howToDecide(view, " --as <approver-id>");
   } else printer.outcome(view);
 }
-
-/** `--api URL` or LANGGRAPH_API_URL; the API client (the LangGraph SDK) is loaded only when one is named. */
-async function apiOf(flag: string | undefined) {
-  const configured = loadConfig().langgraphApi;
-  return flag || configured.url ? (await import("../api/cli-api.js")).apiTarget(flag, configured) : undefined;
-}
-
-const runApiCommand = async (...args: Parameters<typeof import("./api-command.js").runApiCommand>) =>
-  (await import("./api-command.js")).runApiCommand(...args);
 
 export function parseAnswers(pairs: string[]): Record<string, string> {
   const answers: Record<string, string> = {};
@@ -56,7 +42,8 @@ export function lifecycleCommands(): Command[] {
     .option(...API_OPTION)
     .action(async (thread: string, opts: { set: string[]; json?: boolean; api?: string }) => {
       const api = await apiOf(opts.api);
-      const { submitDecision, viewThread } = await import("../app/threads.js");
+      const { submitDecision } = await import("../app/threads.js");
+      const { viewThread } = await import("../app/view-thread.js");
       if (api) {
         const build = (view: ThreadView) => {
           if (view.status !== "awaiting_input")
@@ -118,7 +105,8 @@ export function lifecycleCommands(): Command[] {
       }
       const by = { id: opts.as };
       const api = await apiOf(opts.api);
-      const { submitDecision, viewThread } = await import("../app/threads.js");
+      const { submitDecision } = await import("../app/threads.js");
+      const { viewThread } = await import("../app/view-thread.js");
       if (api) {
         // On a server with tokens, --as must be the token's identity (the graph refuses anyone else).
         const build = (view: ThreadView): ResumeValue => {

@@ -19,7 +19,8 @@
  * them through its API (src/api/api-due-work.ts) instead of the CLI's checkpoints.
  */
 import { Command } from "commander";
-import type { App, SweepResult } from "../app/threads.js";
+import type { SweepResult } from "../app/threads.js";
+import type { App } from "../app/open-app.js";
 import type { DueWorkOptions, RecoveryResult } from "../app/due-work.js";
 import type { ApiDueContext } from "../api/api-due-work.js";
 import { UsageError } from "../errors.js";
@@ -78,7 +79,7 @@ async function localSource(interval: number): Promise<WorkerSource> {
   const [{ loadConfig }, { createDeps }, { openApp }, { storageLabel }] = await Promise.all([
     import("../config/env.js"),
     import("../runtime/deps.js"),
-    import("../app/threads.js"),
+    import("../app/open-app.js"),
     import("../store/backends.js"),
   ]);
   const config = loadConfig();

@@ -1,8 +1,9 @@
 /**
  * How a decision on a registered approval is judged, with no I/O: who may decide it, which refusals
  * count toward the budget, what a cancel or expiry needs, and the record an accepted decision leaves.
- * The check_decision node (src/nodes/check-decision.ts) feeds it the journal's row, this server's
- * clock and keys, and does the claiming, auditing and closing around it.
+ * The check_decision node's handlers (src/hitl/{single-decision,set-decision,system-decision}.ts) feed
+ * it the journal's row, this server's clock and keys, and do the claiming, auditing and closing around
+ * it (src/hitl/decision-claim.ts, src/hitl/decision-refusal.ts).
  */
 import { validateDecisionFor, type DecisionContext, type DecisionValidation } from "./decision.js";
 import { identityEstablished } from "./decision-identity.js";

@@ -1,13 +1,7 @@
 import type { ActionRow } from "../store/action-machine.js";
-import {
-  APPROVER_PLACEHOLDER,
-  exampleApproval,
-  type ActionArgs,
-  type ApprovalRequest,
-  type ResumeValue,
-} from "./contract.js";
+import { APPROVER_PLACEHOLDER, exampleApproval } from "./contract.js";
 import { OPERATIONS, writeArgsOf, type OperationName } from "../envelope/operations.js";
-import type { ReviewConfig } from "./contract.js";
+import type { ReviewConfig, ActionArgs, ApprovalRequest, ResumeValue } from "./contract.js";
 
 /** What agent-inbox offers for an action: an edit of a delete is refused (OUT_OF_SCOPE), so it is not offered. */
 function reviewConfigOf(operation: OperationName): ReviewConfig {

@@ -168,7 +168,7 @@ export interface ThreadRecord {
   requestedBy: string;
   /**
    * How requestedBy was established, taken from the run's auth context by the process that registered
-   * the thread (src/nodes/agent.ts), never from graph state; sealed with the rest. Absent on threads
+   * the thread (src/conversation/first-turn.ts), never from graph state; sealed with the rest. Absent on threads
    * registered before it was recorded: read as self-declared.
    */
   requesterVerifiedBy?: RequesterVerification;

@@ -147,7 +147,7 @@ export function adoptAuditFile(db: Database.Database, oldFile: string): void {
   const sql = preparedOnce(db);
   db.transaction(() => {
     const present = (sql("SELECT COUNT(*) AS n FROM audit_records").get() as { n: number }).n;
-    // Zero: the first open since the layout changed. As many: a copy committed before the rename.
+    // Zero: the journal holds no copy yet. As many: a copy committed before the rename (a crash between).
     if (present === 0) {
       const insert = sql(
         `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -7,7 +7,8 @@
  */
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
-import { openApp, submitDecision } from "../../src/app/threads.js";
+import { submitDecision } from "../../src/app/threads.js";
+import { openApp } from "../../src/app/open-app.js";
 import type { Journal } from "../../src/store/journal.js";
 
 export const BOUNDARIES = ["decided", "pre_read", "intent", "sent", "acknowledged", "verified"] as const;

@@ -13,7 +13,9 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import { startEmulator, type RunningEmulator } from "../../src/offline-demo/emulator/index.js";
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
-import { openApp, startRun, type App, type ThreadView } from "../../src/app/threads.js";
+import { startRun } from "../../src/app/threads.js";
+import { openApp, type App } from "../../src/app/open-app.js";
+import { type ThreadView } from "../../src/app/view-thread.js";
 import type { CompileOptions } from "../../src/graph/graph.js";
 import type { ObjectLease } from "../../src/store/action-machine.js";
 import { toLease, type LeaseRow } from "../../src/store/journal.js";

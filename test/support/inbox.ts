@@ -5,7 +5,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { startRun, type App, type ThreadView } from "../../src/app/threads.js";
+import { startRun } from "../../src/app/threads.js";
+import { type App } from "../../src/app/open-app.js";
+import { type ThreadView } from "../../src/app/view-thread.js";
 import { startInbox, type RunningInbox } from "../../src/inbox/server.js";
 import { hashPassword, loadInboxUsers } from "../../src/inbox/users.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./harness.js";

@@ -5,7 +5,8 @@
  */
 import { loadConfig } from "../../src/config/env.js";
 import { createDeps } from "../../src/runtime/deps.js";
-import { openApp, submitDecision } from "../../src/app/threads.js";
+import { submitDecision } from "../../src/app/threads.js";
+import { openApp } from "../../src/app/open-app.js";
 import { threadJson } from "../../src/cli/render.js";
 
 const [threadId, resumeJson] = process.argv.slice(2);

@@ -1,6 +1,5 @@
 /** Action rows in PostgreSQL through the state machine: registration, decisions, moves and refusals. */
 import { toClaim, type ClaimRow } from "../journal/rows.js";
-import { type DecisionClaim } from "../journal/api.js";
 import type {
   ActionProgress,
   ActionRow,
@@ -11,12 +10,11 @@ import type {
 import { emptyProgress } from "../action-machine.js";
 import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from "../action-rows.js";
 import { OPEN_PHASES_SQL } from "../journal/rows.js";
-import { type DecideResult } from "../journal/api.js";
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
 import { dueOnRegister } from "../due.js";
-import type { ActionJournal } from "../journal/api.js";
+import type { ActionJournal, DecisionClaim, DecideResult } from "../journal/api.js";
 
 export class PgActions extends PgBase implements ActionJournal {
   async registerAction(a: RegisteredAction, at: string, records: AuditEntry[] = []): Promise<ActionRow> {

@@ -1,12 +1,11 @@
 /** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
 import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
-import { type BeginWriteResult, type ExecutionEntry, type ExecutionIntent } from "../journal/api.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
 import { planMove, toActionRow, type ActionDbRow } from "../action-rows.js";
 import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
-import type { ExecutionJournal } from "../journal/api.js";
+import type { ExecutionJournal, BeginWriteResult, ExecutionEntry, ExecutionIntent } from "../journal/api.js";
 
 export class PgExecutions extends PgBase implements ExecutionJournal {
   async recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void> {

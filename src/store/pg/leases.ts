@@ -1,10 +1,9 @@
 /** Object leases as rows in PostgreSQL, and thread locks as session advisory locks on dedicated connections. */
 import type pg from "pg";
-import { type LeaseResult } from "../journal/api.js";
 import { leaseIsFree } from "../action-machine.js";
 import { lockKey, storeError } from "../postgres.js";
 import { PgBase } from "./base.js";
-import type { LeaseJournal, LockJournal } from "../journal/api.js";
+import type { LeaseJournal, LockJournal, LeaseResult } from "../journal/api.js";
 
 export class PgLeases extends PgBase implements LeaseJournal {
   /**

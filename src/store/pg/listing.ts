@@ -1,6 +1,5 @@
 /** The waiting-approvals listing in PostgreSQL, and the older version's approvals index it adopts. */
 import { LEGACY_APPROVALS_SQL, toLegacyApproval, type LegacyApprovalRow } from "../journal/rows.js";
-import { type LegacyApproval } from "../journal/api.js";
 import type { ActionRow } from "../action-machine.js";
 import { toActionRow, type ActionDbRow } from "../action-rows.js";
 import {
@@ -12,7 +11,7 @@ import {
 } from "../waiting-list.js";
 import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
-import type { ApprovalListing } from "../journal/api.js";
+import type { ApprovalListing, LegacyApproval } from "../journal/api.js";
 
 export class PgListing extends PgBase implements ApprovalListing {
   async listRegistered(f: RegisteredPageFilter): Promise<ActionRow[]> {

@@ -1,10 +1,9 @@
 /** Structured questions in PostgreSQL: one row per thread, recorded when asked and closed when answered. */
 import { toQuestion, type QuestionRow } from "../journal/rows.js";
-import { type QuestionEntry } from "../journal/api.js";
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
-import type { QuestionJournal } from "../journal/api.js";
+import type { QuestionJournal, QuestionEntry } from "../journal/api.js";
 
 export class PgQuestions extends PgBase implements QuestionJournal {
   async recordQuestion(

@@ -1,5 +1,5 @@
 /** Thread rows in PostgreSQL: registration, scope and the close that ends a thread. */
-import { type RunClose } from "../journal/api.js";
+import type { RunClose, ThreadJournal } from "../journal/api.js";
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
   planMove,
@@ -12,7 +12,6 @@ import {
 } from "../action-rows.js";
 import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
-import type { ThreadJournal } from "../journal/api.js";
 
 export class PgThreads extends PgBase implements ThreadJournal {
   async registerThread(t: NewThread): Promise<ThreadRecord> {

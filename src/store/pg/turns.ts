@@ -1,9 +1,9 @@
 /** The model's turns in PostgreSQL, counted in the thread row. */
 import { sealedToolCalls, toThreadTurns, type ThreadTurnsRow } from "../journal/rows.js";
-import { MAX_REPLY_CHARS, type RecordedToolCall, type ThreadTurns } from "../journal/api.js";
+import { MAX_REPLY_CHARS } from "../journal/api.js";
 import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
-import type { TurnJournal } from "../journal/api.js";
+import type { TurnJournal, RecordedToolCall, ThreadTurns } from "../journal/api.js";
 
 export class PgTurns extends PgBase implements TurnJournal {
   async noteAgentStep(threadId: string): Promise<number> {
