@@ -175,6 +175,32 @@ describe("inbox list paging", () => {
     expect(none).toEqual([{ threads: [], damaged: [], next: null }]);
   });
 
+  it("the live stream watches the tab's page or card: a card beyond the first page is still seen as waiting", async () => {
+    const req = await signedIn("alice");
+    /** The thread ids of the first "inbox" event of /events`query`. */
+    const firstEvent = async (query: string): Promise<string[]> => {
+      const res = await req(`/events${query}`);
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      while (!/event: inbox\ndata: .*\n/.test(text)) text += decoder.decode((await reader.read()).value);
+      await reader.cancel();
+      const data = JSON.parse(/event: inbox\ndata: (.*)\n/.exec(text)![1]!) as {
+        items: Array<{ threadId: string }>;
+      };
+      return data.items.map((i) => i.threadId);
+    };
+    const late = rows[110]!.threadId;
+    const first = await firstEvent("");
+    expect(first).toHaveLength(50);
+    expect(first).not.toContain(late);
+    expect(await firstEvent(`?thread=${late}`)).toEqual([late]);
+    const pages = await allPages(req);
+    expect(new Set(await firstEvent(pages[1]!.next!.slice(1)))).toEqual(new Set(pages[2]!.threads));
+    expect((await req("/events?cursor=forged")).status).toBe(400);
+  });
+
   it("names a damaged row on the page where it lies and moves no page", async () => {
     const req = await signedIn("alice");
     const before = await allPages(req);

@@ -32,7 +32,7 @@ function listHref(base: string, cursor: string | undefined, f: ListFilters): str
 /** The damaged rows of a page and the links to the first and the next page. */
 function pager(p: ListPaging, base: string): Html {
   const damaged = p.damaged.length
-    ? html`<div class="refusal damaged" role="alert"><p>${p.damaged.length} waiting row(s) fail their seal check and are not listed (run <code>doctor</code>):</p>
+    ? html`<div class="refusal damaged" role="alert"><p>${p.damaged.length} waiting row(s) fail their integrity check (the journal seal) and are not listed as approvals:</p>
         <ul>${p.damaged.map((d) => html`<li data-damaged-thread="${d.threadId}">thread ${text(d.threadId)} · ${text(d.envelopeHash)}</li>`)}</ul></div>`
     : "";
   const links = [

@@ -13,7 +13,8 @@ import { html, type Html } from "./html.js";
 import { inboxPage, layout, listFragment, type ListFilters, type ListPaging } from "./pages.js";
 import { inboxListPage, type InboxListPage } from "./list-page.js";
 import { UsageError } from "../errors.js";
-import { inboxFor, questionsFor, versionOf } from "./queue.js";
+import { cursorKey } from "../app/pending.js";
+import { inboxItemOf, questionsFor, versionOf, waitingAction } from "./queue.js";
 import { Sessions, SignInLinks, isLoopbackAddress, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import type { Env, InboxOptions, RouteContext } from "./routes-context.js";
@@ -150,9 +151,32 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     return c.html(listFragment(listed.page.items, questions, base, listed.paging).value);
   });
 
+  /**
+   * What an open tab watches: its thread's waiting approval (`?thread=`, a card page), or the list
+   * page it shows (`?cursor=`, the first page without one), so a poll reads one page, not the list.
+   */
+  const watched = async (user: string, thread: string | undefined, cursor: string | undefined) => {
+    if (thread !== undefined) {
+      const action = await waitingAction(app, thread);
+      const item = action ? await inboxItemOf(app, action, user) : undefined;
+      return item ? [item] : [];
+    }
+    return (await inboxListPage(app, user, cursor !== undefined ? { cursor } : {})).items;
+  };
+
   web.get("/events", (c) => {
     const session = c.var.session;
     const user = session.user;
+    const thread = c.req.query("thread");
+    const cursor = c.req.query("cursor");
+    if (cursor !== undefined) {
+      try {
+        cursorKey(cursor);
+      } catch (e) {
+        if (e instanceof UsageError) return c.text(e.message, 400);
+        throw e;
+      }
+    }
     return streamSSE(c, async (stream) => {
       let last = "";
       let open = true;
@@ -167,7 +191,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
           await stream.writeSSE({ event: "signed-out", data: "the session ended; sign in again" });
           break;
         }
-        const items = await inboxFor(app, user);
+        const items = await watched(user, thread, cursor);
         const questions = await questionsFor(app, user);
         const version = `${versionOf(items)}:${questions.map((q) => `${q.threadId}@${q.askedAt}`).join(",")}`;
         if (version !== last) {

@@ -55,7 +55,9 @@ export const CLIENT_JS = String.raw`"use strict";
   const live = (msg) => { const el = $("#live-status"); if (el) el.textContent = msg; };
   if (document.body.dataset.user && window.EventSource) {
     const base = document.body.dataset.base || "";
-    const events = new EventSource(base + "/events");
+    // A card watches its own thread; the list watches the page it shows.
+    const card = $("#thread");
+    const events = new EventSource(base + "/events" + (card ? "?thread=" + encodeURIComponent(card.dataset.thread) : location.search));
     events.addEventListener("inbox", async (ev) => {
       const data = JSON.parse(ev.data);
       const list = $("#inbox-list");
