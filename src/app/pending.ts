@@ -313,7 +313,8 @@ export function cursorOf(k: RegisteredKey): string {
   return Buffer.from(JSON.stringify([k.registeredAt, k.envelopeHash])).toString("base64url");
 }
 
-function cursorKey(cursor: string): RegisteredKey {
+/** The key a cursor names; a UsageError for anything a page did not print. */
+export function cursorKey(cursor: string): RegisteredKey {
   try {
     const v = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown;
     if (Array.isArray(v) && v.length === 2 && typeof v[0] === "string" && typeof v[1] === "string")

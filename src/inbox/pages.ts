@@ -3,6 +3,46 @@ import { html, markedHtml, text, type Html } from "./html.js";
 import { expiresIn, type ChangeLine } from "./summary.js";
 import { requesterVerificationText } from "../envelope/envelope.js";
 import type { InboxItem, QuestionItem } from "./queue.js";
+import type { InboxListPage } from "./list-page.js";
+
+/** Where a list page sits: its damaged rows and next cursor, whether it is past the first, and the filters to keep in its links. */
+export interface ListPaging {
+  damaged: InboxListPage["damaged"];
+  next: string | null;
+  paged: boolean;
+  filters: ListFilters;
+}
+
+/** The list's text and risk filters, as the page's query string carries them (`?q=&risk=`). */
+export interface ListFilters {
+  q?: string;
+  risk?: string;
+}
+
+/** A list link: the cursor (if any) and the filters, as a query string under `base`. */
+function listHref(base: string, cursor: string | undefined, f: ListFilters): string {
+  const params = new URLSearchParams();
+  if (cursor !== undefined) params.set("cursor", cursor);
+  if (f.q) params.set("q", f.q);
+  if (f.risk) params.set("risk", f.risk);
+  const query = params.toString();
+  return `${base}/${query ? `?${query}` : ""}`;
+}
+
+/** The damaged rows of a page and the links to the first and the next page. */
+function pager(p: ListPaging, base: string): Html {
+  const damaged = p.damaged.length
+    ? html`<div class="refusal damaged" role="alert"><p>${p.damaged.length} waiting row(s) fail their integrity check (the journal seal) and are not listed as approvals:</p>
+        <ul>${p.damaged.map((d) => html`<li data-damaged-thread="${d.threadId}">thread ${text(d.threadId)} · ${text(d.envelopeHash)}</li>`)}</ul></div>`
+    : "";
+  const links = [
+    p.paged ? html`<a class="first-page" href="${listHref(base, undefined, p.filters)}">First page</a>` : "",
+    p.next !== null
+      ? html`<a class="next-page" rel="next" href="${listHref(base, p.next, p.filters)}">Next page</a>`
+      : "",
+  ];
+  return html`${damaged}${p.paged || p.next !== null ? html`<nav class="pager">${links}</nav>` : ""}`;
+}
 
 /**
  * Every link and form action is under `base`: "" when the inbox has its own port, "/inbox" (say)
@@ -56,9 +96,15 @@ export function signInPage(loginToken: string, message?: string, base = ""): str
   );
 }
 
-export function listFragment(items: InboxItem[], questions: QuestionItem[] = [], base = ""): Html {
+export function listFragment(
+  items: InboxItem[],
+  questions: QuestionItem[] = [],
+  base = "",
+  paging?: ListPaging,
+): Html {
+  const after = paging ? pager(paging, base) : "";
   if (items.length === 0 && questions.length === 0)
-    return html`<p class="empty">Nothing is waiting for you.</p>`;
+    return html`<p class="empty">${paging?.paged ? "Nothing more is waiting for you." : "Nothing is waiting for you."}</p>${after}`;
   const asked = questions.map(
     (
       q,
@@ -71,7 +117,7 @@ export function listFragment(items: InboxItem[], questions: QuestionItem[] = [],
       </a>
     </li>`,
   );
-  return html`<ul class="inbox">${asked}${items.map((i) => listRow(i, base))}</ul>`;
+  return html`<ul class="inbox">${asked}${items.map((i) => listRow(i, base))}</ul>${after}`;
 }
 
 /** A change as `FIELD: old → new`, each value shortened (src/inbox/summary.ts). */
@@ -120,18 +166,21 @@ export function inboxPage(
   items: InboxItem[],
   questions: QuestionItem[] = [],
   base = "",
+  paging?: ListPaging,
 ): string {
+  const f = paging?.filters ?? {};
+  const risks = ["low", "medium", "high", "critical"];
   return layout(
     "Inbox",
     html`<h1>Waiting for your decision</h1>
     <div class="filters" role="search">
       <label for="filter-text">Filter</label>
-      <input id="filter-text" type="search" placeholder="task, deal, field, requester">
+      <input id="filter-text" type="search" placeholder="task, deal, field, requester" value="${f.q ?? ""}">
       <label for="filter-risk">Risk</label>
-      <select id="filter-risk"><option value="">any</option><option>low</option><option>medium</option><option>high</option><option>critical</option><option value="question">questions</option></select>
+      <select id="filter-risk"><option value="">any</option>${risks.map((r) => html`<option${f.risk === r ? html` selected` : ""}>${r}</option>`)}<option value="question"${f.risk === "question" ? html` selected` : ""}>questions</option></select>
     </div>
     <p class="live" aria-live="polite" id="live-status"></p>
-    <div id="inbox-list" data-live="list">${listFragment(items, questions, base)}</div>`,
+    <div id="inbox-list" data-live="list">${listFragment(items, questions, base, paging)}</div>`,
     { user, csrf, base },
   );
 }

@@ -166,54 +166,64 @@ export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
     if (listed.has(row.threadId)) continue;
     const action = await waitingAction(app, row.threadId);
     if (!action || action.envelopeHash !== row.envelopeHash) continue;
-    const may = entitlementOf(app, action, user);
-    if (!may.mayDecide && !may.mayCancel) continue;
+    const item = await inboxItemOf(app, action, user);
+    if (!item) continue;
     listed.add(row.threadId);
-    const e = action.envelope;
-    const b = boundOf(action);
-    const last = action.progress.lastRefusal;
-    const members = action.set ? await membersOf(app.deps, action) : null;
-    const snapshot = await app.graph.getState({ configurable: { thread_id: action.threadId } });
-    const elsewhere = !snapshot.values || Object.keys(snapshot.values as object).length === 0;
-    items.push({
-      threadId: action.threadId,
-      envelopeHash: b.hash,
-      nonce: b.nonce,
-      revision: b.revision,
-      requestedBy: b.requestedBy,
-      requesterVerifiedBy: b.requesterVerifiedBy,
-      createdAt: b.createdAt,
-      expiresAt: b.expiresAt,
-      risk: b.risk,
-      reversibility: b.reversibility,
-      operation: e.operation,
-      taskId: e.object.id,
-      fields: Object.keys(e.params),
-      escalatedTo: action.escalatedTo,
-      lastRefusal: last ? { code: last.code, reason: last.reason } : null,
-      actions: members
-        ? members.map((m) => ({
-            actionId: m.set?.actionId ?? "",
-            operation: m.envelope.operation,
-            taskId: m.envelope.object.id,
-            fields: Object.keys(m.envelope.params),
-            title: objectTitle(m.envelope),
-            changes: changeLines(m.envelope, m.people?.names),
-          }))
-        : null,
-      title: objectTitle(e),
-      changes: changeLines(e, action.people?.names),
-      elsewhere,
-      ...may,
-    });
+    items.push(item);
   }
-  // The one to decide first is the one that expires first.
-  return items.sort(
-    (a, b) =>
-      Date.parse(a.expiresAt) - Date.parse(b.expiresAt) ||
-      a.createdAt.localeCompare(b.createdAt) ||
-      a.threadId.localeCompare(b.threadId),
+  return items.sort(byExpiry);
+}
+
+/** The one to decide first is the one that expires first. */
+export function byExpiry(a: InboxItem, b: InboxItem): number {
+  return (
+    Date.parse(a.expiresAt) - Date.parse(b.expiresAt) ||
+    a.createdAt.localeCompare(b.createdAt) ||
+    a.threadId.localeCompare(b.threadId)
   );
+}
+
+/** A waiting action as the list shows it to `user`, or undefined when they may neither decide nor cancel it. */
+export async function inboxItemOf(app: App, action: ActionRow, user: string): Promise<InboxItem | undefined> {
+  const may = entitlementOf(app, action, user);
+  if (!may.mayDecide && !may.mayCancel) return undefined;
+  const e = action.envelope;
+  const b = boundOf(action);
+  const last = action.progress.lastRefusal;
+  const members = action.set ? await membersOf(app.deps, action) : null;
+  const snapshot = await app.graph.getState({ configurable: { thread_id: action.threadId } });
+  const elsewhere = !snapshot.values || Object.keys(snapshot.values as object).length === 0;
+  return {
+    threadId: action.threadId,
+    envelopeHash: b.hash,
+    nonce: b.nonce,
+    revision: b.revision,
+    requestedBy: b.requestedBy,
+    requesterVerifiedBy: b.requesterVerifiedBy,
+    createdAt: b.createdAt,
+    expiresAt: b.expiresAt,
+    risk: b.risk,
+    reversibility: b.reversibility,
+    operation: e.operation,
+    taskId: e.object.id,
+    fields: Object.keys(e.params),
+    escalatedTo: action.escalatedTo,
+    lastRefusal: last ? { code: last.code, reason: last.reason } : null,
+    actions: members
+      ? members.map((m) => ({
+          actionId: m.set?.actionId ?? "",
+          operation: m.envelope.operation,
+          taskId: m.envelope.object.id,
+          fields: Object.keys(m.envelope.params),
+          title: objectTitle(m.envelope),
+          changes: changeLines(m.envelope, m.people?.names),
+        }))
+      : null,
+    title: objectTitle(e),
+    changes: changeLines(e, action.people?.names),
+    elsewhere,
+    ...may,
+  };
 }
 
 /** Changes whenever anything on the list changes (arrived, decided, revised, refused, escalated). */

@@ -10,8 +10,11 @@ import { Hono, type Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { bodyLimit } from "hono/body-limit";
 import { html, type Html } from "./html.js";
-import { inboxPage, layout, listFragment } from "./pages.js";
-import { inboxFor, questionsFor, versionOf } from "./queue.js";
+import { inboxPage, layout, listFragment, type ListFilters, type ListPaging } from "./pages.js";
+import { inboxListPage, type InboxListPage } from "./list-page.js";
+import { UsageError } from "../errors.js";
+import { cursorKey } from "../app/pending.js";
+import { inboxItemOf, questionsFor, versionOf, waitingAction } from "./queue.js";
 import { Sessions, SignInLinks, isLoopbackAddress, type Session } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import type { Env, InboxOptions, RouteContext } from "./routes-context.js";
@@ -106,22 +109,74 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
 
   signInRoutes(web, ctx);
 
+  /**
+   * The list page a request names (`?cursor=` from a "Next page" link, `?q=`/`?risk=` kept in its
+   * links), or a 400 page for a cursor no page printed. Questions are on the first page.
+   */
+  const listPageOf = async (
+    c: Context<Env>,
+  ): Promise<{ page: InboxListPage; paging: ListPaging } | Response> => {
+    const cursor = c.req.query("cursor");
+    const filters: ListFilters = { q: c.req.query("q") ?? "", risk: c.req.query("risk") ?? "" };
+    try {
+      const page = await inboxListPage(app, c.var.session.user, cursor !== undefined ? { cursor } : {});
+      return {
+        page,
+        paging: { damaged: page.damaged, next: page.next, paged: cursor !== undefined, filters },
+      };
+    } catch (e) {
+      if (!(e instanceof UsageError)) throw e;
+      return c.html(
+        layout(
+          "Not a page of the list",
+          html`<h1>Not a page of the list</h1><p class="refusal" role="alert">${e.message}</p><p><a href="${base}/">Back to the inbox</a></p>`,
+          { user: c.var.session.user, csrf: c.var.session.csrf, base },
+        ),
+        400,
+      );
+    }
+  };
+
   web.get("/", async (c) => {
     const user = c.var.session.user;
-    return c.html(
-      inboxPage(user, c.var.session.csrf, await inboxFor(app, user), await questionsFor(app, user), base),
-    );
+    const listed = await listPageOf(c);
+    if (listed instanceof Response) return listed;
+    const questions = listed.paging.paged ? [] : await questionsFor(app, user);
+    return c.html(inboxPage(user, c.var.session.csrf, listed.page.items, questions, base, listed.paging));
   });
-  web.get("/list", async (c) =>
-    c.html(
-      listFragment(await inboxFor(app, c.var.session.user), await questionsFor(app, c.var.session.user), base)
-        .value,
-    ),
-  );
+  web.get("/list", async (c) => {
+    const listed = await listPageOf(c);
+    if (listed instanceof Response) return listed;
+    const questions = listed.paging.paged ? [] : await questionsFor(app, c.var.session.user);
+    return c.html(listFragment(listed.page.items, questions, base, listed.paging).value);
+  });
+
+  /**
+   * What an open tab watches: its thread's waiting approval (`?thread=`, a card page), or the list
+   * page it shows (`?cursor=`, the first page without one), so a poll reads one page, not the list.
+   */
+  const watched = async (user: string, thread: string | undefined, cursor: string | undefined) => {
+    if (thread !== undefined) {
+      const action = await waitingAction(app, thread);
+      const item = action ? await inboxItemOf(app, action, user) : undefined;
+      return item ? [item] : [];
+    }
+    return (await inboxListPage(app, user, cursor !== undefined ? { cursor } : {})).items;
+  };
 
   web.get("/events", (c) => {
     const session = c.var.session;
     const user = session.user;
+    const thread = c.req.query("thread");
+    const cursor = c.req.query("cursor");
+    if (cursor !== undefined) {
+      try {
+        cursorKey(cursor);
+      } catch (e) {
+        if (e instanceof UsageError) return c.text(e.message, 400);
+        throw e;
+      }
+    }
     return streamSSE(c, async (stream) => {
       let last = "";
       let open = true;
@@ -136,7 +191,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
           await stream.writeSSE({ event: "signed-out", data: "the session ended; sign in again" });
           break;
         }
-        const items = await inboxFor(app, user);
+        const items = await watched(user, thread, cursor);
         const questions = await questionsFor(app, user);
         const version = `${versionOf(items)}:${questions.map((q) => `${q.threadId}@${q.askedAt}`).join(",")}`;
         if (version !== last) {

@@ -42,18 +42,27 @@ export const CLIENT_JS = String.raw`"use strict";
       const okRisk = !risk || (risk === "question" ? li.dataset.kind === "question" : li.dataset.risk === risk);
       li.hidden = !(okText && okRisk);
     }
+    // The page links keep the filters, so the next page opens filtered alike.
+    for (const a of $$("#inbox-list nav.pager a")) {
+      const url = new URL(a.href);
+      for (const [k, v] of [["q", q], ["risk", risk]]) { if (v) url.searchParams.set(k, v); else url.searchParams.delete(k); }
+      a.href = url.pathname + url.search;
+    }
   }
   for (const id of ["#filter-text", "#filter-risk"]) { const el = $(id); if (el) el.addEventListener("input", applyFilters); }
+  applyFilters();
 
   const live = (msg) => { const el = $("#live-status"); if (el) el.textContent = msg; };
   if (document.body.dataset.user && window.EventSource) {
     const base = document.body.dataset.base || "";
-    const events = new EventSource(base + "/events");
+    // A card watches its own thread; the list watches the page it shows.
+    const card = $("#thread");
+    const events = new EventSource(base + "/events" + (card ? "?thread=" + encodeURIComponent(card.dataset.thread) : location.search));
     events.addEventListener("inbox", async (ev) => {
       const data = JSON.parse(ev.data);
       const list = $("#inbox-list");
       if (list) {
-        const res = await fetch(base + "/list", { headers: { accept: "text/html" }, credentials: "same-origin" });
+        const res = await fetch(base + "/list" + location.search, { headers: { accept: "text/html" }, credentials: "same-origin" });
         if (res.ok) { list.innerHTML = await res.text(); applyFilters(); tick(); live("Inbox updated " + new Date().toLocaleTimeString()); }
       }
       const thread = $("#thread");
@@ -201,6 +210,7 @@ input, textarea, select { font: inherit; width: 100%; max-width: 40rem; padding:
 form.signin { max-width: 22rem; } form.signin button { margin-top: .8rem; }
 form.logout { display: flex; gap: .6rem; align-items: center; } form.logout button { padding: .2rem .6rem; }
 .filters { display: flex; flex-wrap: wrap; gap: .3rem 1rem; align-items: end; } .filters input, .filters select { width: auto; }
+nav.pager { display: flex; gap: 1rem; margin: .8rem 0; }
 ul.inbox { list-style: none; padding: 0; }
 ul.inbox li a { display: flex; flex-wrap: wrap; gap: .2rem .8rem; padding: .7rem; border: 1px solid var(--line); border-radius: .4rem; margin: .5rem 0; color: inherit; text-decoration: none; }
 .risk { font-weight: 700; text-transform: uppercase; font-size: .8rem; padding: .05rem .4rem; border-radius: .2rem; border: 1px solid currentColor; }
