@@ -39,6 +39,8 @@ if (!PG_URL)
 interface Pair {
   a: Journal;
   b: Journal;
+  /** A third journal on the store, as the API server opens it: the threads it registers are kept by the server. */
+  api: Journal;
   clock: { now: number };
   /** EXPLAIN of the due query at `now`, one line per plan row. */
   explainDue(now: number): Promise<string>;
@@ -46,6 +48,8 @@ interface Pair {
   fill(n: number): Promise<void>;
   /** Closes both journals, takes the due columns and index away (a journal made before them), and opens the store again. */
   reopenOlder(): Promise<Journal>;
+  /** Closes the journals, takes the threads' keeper column away (a journal made before it), and opens the store again. */
+  reopenBeforeKeepers(): Promise<Journal>;
   close(): Promise<void>;
 }
 
@@ -62,13 +66,17 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
       const opts = { clock: () => at(clock.now), resumeGraceMs: GRACE };
       const a = new SqliteJournal(file, KEY, opts);
       const b = new SqliteJournal(file, KEY, opts);
-      let live: Journal[] = [a, b];
+      const api = new SqliteJournal(file, KEY, { ...opts, keeper: "api" });
+      let live: Journal[] = [a, b, api];
       return {
         a,
         b,
+        api,
         clock,
         async explainDue(now) {
-          const rows = a.conn.db.prepare(`EXPLAIN QUERY PLAN ${SQLITE_DUE_SQL}`).all(now, now, 20) as Array<{
+          const rows = a.conn.db
+            .prepare(`EXPLAIN QUERY PLAN ${SQLITE_DUE_SQL}`)
+            .all(now, now, "local", 20) as Array<{
             detail: string;
           }>;
           return rows.map((r) => r.detail).join("\n");
@@ -80,10 +88,15 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
               `INSERT INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
                VALUES (?, ?, 1, '{}', '', ?, '{}', ?, ?, ?)`,
             );
+            const thread = db.prepare(
+              "INSERT INTO threads (thread_id, record_json, mac, created_at, keeper) VALUES (?, '{}', '', ?, 'local')",
+            );
             db.transaction(() => {
               for (let i = 0; i < n; i++) {
                 insert.run(`closed-${i}`, `tc-${i}`, "closed", iso(T0), null, null);
                 insert.run(`waiting-${i}`, `tw-${i}`, "registered", iso(T0), T0 + HOUR + 1 + i, "expiry");
+                thread.run(`tc-${i}`, iso(T0));
+                thread.run(`tw-${i}`, iso(T0));
               }
             })();
             db.exec("ANALYZE");
@@ -92,12 +105,23 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
           }
         },
         async reopenOlder() {
-          await a.close();
-          await b.close();
+          for (const j of live) await j.close();
           const db = new Database(file);
           try {
             db.exec("DROP INDEX actions_due");
             for (const c of DUE_COLUMNS) db.exec(`ALTER TABLE actions DROP COLUMN ${c}`);
+          } finally {
+            db.close();
+          }
+          const again = new SqliteJournal(file, KEY, opts);
+          live = [again];
+          return again;
+        },
+        async reopenBeforeKeepers() {
+          for (const j of live) await j.close();
+          const db = new Database(file);
+          try {
+            db.exec("ALTER TABLE threads DROP COLUMN keeper");
           } finally {
             db.close();
           }
@@ -129,7 +153,8 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
             const opts = { clock: () => at(clock.now), resumeGraceMs: GRACE };
             const a = await PostgresJournal.open(config, KEY, opts);
             const b = await PostgresJournal.open(config, KEY, opts);
-            let live: Journal[] = [a, b];
+            const api = await PostgresJournal.open(config, KEY, { ...opts, keeper: "api" });
+            let live: Journal[] = [a, b, api];
             const sql = async (text: string) => {
               const c = new pg.Client({ connectionString: u.toString() });
               await c.connect();
@@ -142,10 +167,14 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
             return {
               a,
               b,
+              api,
               clock,
               async explainDue(now) {
                 // PostgreSQL 15 cannot EXPLAIN a statement with parameters: the values are written in.
-                const text = pgDueSql('"due"').replaceAll("$1", String(now)).replaceAll("$2", "20");
+                const text = pgDueSql('"due"')
+                  .replaceAll("$1", String(now))
+                  .replaceAll("$2", "20")
+                  .replaceAll("$3", "'local'");
                 return (await sql(`EXPLAIN ${text}`)).map((r) => r["QUERY PLAN"]).join("\n");
               },
               async fill(n) {
@@ -154,11 +183,13 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
                     SELECT 'closed-' || i, 'tc-' || i, 1, '{}', '', 'closed', '{}', '${iso(T0)}', NULL, NULL FROM generate_series(1, ${n}) i;
                   INSERT INTO due.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
                     SELECT 'waiting-' || i, 'tw-' || i, 1, '{}', '', 'registered', '{}', '${iso(T0)}', ${T0 + HOUR} + i, 'expiry' FROM generate_series(1, ${n}) i;
-                  ANALYZE due.actions;`);
+                  INSERT INTO due.threads (thread_id, record_json, mac, created_at, keeper)
+                    SELECT t || i, '{}', '', '${iso(T0)}', 'local' FROM generate_series(1, ${n}) i, (VALUES ('tc-'), ('tw-')) AS p(t);
+                  ANALYZE due.actions;
+                  ANALYZE due.threads;`);
               },
               async reopenOlder() {
-                await a.close();
-                await b.close();
+                for (const j of live) await j.close();
                 await sql(`
                   DROP INDEX due.actions_due;
                   ALTER TABLE due.actions ${DUE_COLUMNS.map((c) => `DROP COLUMN ${c}`).join(", ")};
@@ -166,6 +197,19 @@ const BACKENDS: Array<{ name: string; open: () => Promise<Pair> }> = [
                 // Another URL: this process has not prepared (migrated) the database under it yet.
                 const again = await PostgresJournal.open(
                   { ...config, url: `${config.url}?application_name=older` },
+                  KEY,
+                  opts,
+                );
+                live = [again];
+                return again;
+              },
+              async reopenBeforeKeepers() {
+                for (const j of live) await j.close();
+                await sql(`
+                  ALTER TABLE due.threads DROP COLUMN keeper;
+                  DELETE FROM due.schema_migrations WHERE version = 14;`);
+                const again = await PostgresJournal.open(
+                  { ...config, url: `${config.url}?application_name=before-keepers` },
                   KEY,
                   opts,
                 );
@@ -207,8 +251,8 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
         closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: iso(T0) },
       });
       expect(moved.ok).toBe(true);
-      expect(await p.a.claimDue(at(T0), 100, "w1", LEASE)).toEqual([]);
-      expect(await p.a.claimDue(at(T0 + HOUR - 1), 100, "w1", LEASE)).toEqual([]);
+      expect(await p.a.claimDue(at(T0), 100, "w1", LEASE, "local")).toEqual([]);
+      expect(await p.a.claimDue(at(T0 + HOUR - 1), 100, "w1", LEASE, "local")).toEqual([]);
     } finally {
       await p.close();
     }
@@ -218,16 +262,16 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
     const p = await open();
     try {
       const a = await waiting(p.a, "t1", "h1", T0 + HOUR);
-      expect(await p.a.claimDue(at(T0 + HOUR - 1), 10, "w1", LEASE)).toEqual([]);
-      expect(await p.a.claimDue(at(T0 + HOUR), 10, "w1", LEASE)).toEqual([
+      expect(await p.a.claimDue(at(T0 + HOUR - 1), 10, "w1", LEASE, "local")).toEqual([]);
+      expect(await p.a.claimDue(at(T0 + HOUR), 10, "w1", LEASE, "local")).toEqual([
         { envelopeHash: "h1", threadId: "t1", dueAt: T0 + HOUR, reason: "expiry" },
       ]);
       // The decision (at T0 + 2h) moves the action, ends the claim and makes it due for a resume.
       p.clock.now = T0 + 2 * HOUR;
       const { claim, decision } = approvalOf(a, "approver", iso(p.clock.now));
       expect((await p.a.decideAction("h1", claim, decision)).claimed).toBe(true);
-      expect(await p.b.claimDue(at(p.clock.now + GRACE - 1), 10, "w2", LEASE)).toEqual([]);
-      expect(await p.b.claimDue(at(p.clock.now + GRACE), 10, "w2", LEASE)).toEqual([
+      expect(await p.b.claimDue(at(p.clock.now + GRACE - 1), 10, "w2", LEASE, "local")).toEqual([]);
+      expect(await p.b.claimDue(at(p.clock.now + GRACE), 10, "w2", LEASE, "local")).toEqual([
         { envelopeHash: "h1", threadId: "t1", dueAt: p.clock.now + GRACE, reason: "resume" },
       ]);
       const closedAt = p.clock.now + GRACE;
@@ -235,7 +279,7 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
         closed: { outcome: "NOT_EXECUTED", reasonCode: "CANCELLED", reason: "test", at: iso(closedAt) },
       });
       expect(closed.ok).toBe(true);
-      expect(await p.a.claimDue(at(closedAt + 100 * HOUR), 10, "w3", LEASE)).toEqual([]);
+      expect(await p.a.claimDue(at(closedAt + 100 * HOUR), 10, "w3", LEASE, "local")).toEqual([]);
     } finally {
       await p.close();
     }
@@ -247,12 +291,12 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
       for (let i = 0; i < 30; i++) await waiting(p.a, `t${i}`, `h${String(i).padStart(2, "0")}`, T0 + i);
       const now = at(T0 + HOUR);
       const [x, y] = await Promise.all([
-        p.a.claimDue(now, 20, "w1", LEASE),
-        p.b.claimDue(now, 20, "w2", LEASE),
+        p.a.claimDue(now, 20, "w1", LEASE, "local"),
+        p.b.claimDue(now, 20, "w2", LEASE, "local"),
       ]);
       expect(x.length + y.length).toBe(30);
       expect(new Set([...hashes(x), ...hashes(y)]).size).toBe(30);
-      expect(await p.a.claimDue(now, 100, "w3", LEASE)).toEqual([]);
+      expect(await p.a.claimDue(now, 100, "w3", LEASE, "local")).toEqual([]);
     } finally {
       await p.close();
     }
@@ -263,30 +307,55 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
     try {
       await waiting(p.a, "t1", "h1", T0);
       // w1 claims and never releases (it died).
-      expect(hashes(await p.a.claimDue(at(T0), 10, "w1", LEASE))).toEqual(["h1"]);
-      expect(await p.b.claimDue(at(T0 + LEASE - 1), 10, "w2", LEASE)).toEqual([]);
-      expect(hashes(await p.b.claimDue(at(T0 + LEASE), 10, "w2", LEASE))).toEqual(["h1"]);
+      expect(hashes(await p.a.claimDue(at(T0), 10, "w1", LEASE, "local"))).toEqual(["h1"]);
+      expect(await p.b.claimDue(at(T0 + LEASE - 1), 10, "w2", LEASE, "local")).toEqual([]);
+      expect(hashes(await p.b.claimDue(at(T0 + LEASE), 10, "w2", LEASE, "local"))).toEqual(["h1"]);
       // w1's late release does not free w2's claim.
       await p.a.releaseDue("h1", "w1");
-      expect(await p.a.claimDue(at(T0 + LEASE + 1), 10, "w3", LEASE)).toEqual([]);
+      expect(await p.a.claimDue(at(T0 + LEASE + 1), 10, "w3", LEASE, "local")).toEqual([]);
       // w2's release does, and a release with a retry time defers the action.
       await p.b.releaseDue("h1", "w2", at(T0 + 3 * LEASE));
-      expect(await p.a.claimDue(at(T0 + 3 * LEASE - 1), 10, "w3", LEASE)).toEqual([]);
-      expect(hashes(await p.a.claimDue(at(T0 + 3 * LEASE), 10, "w3", LEASE))).toEqual(["h1"]);
+      expect(await p.a.claimDue(at(T0 + 3 * LEASE - 1), 10, "w3", LEASE, "local")).toEqual([]);
+      expect(hashes(await p.a.claimDue(at(T0 + 3 * LEASE), 10, "w3", LEASE, "local"))).toEqual(["h1"]);
     } finally {
       await p.close();
     }
   });
 
-  it("the due query reads the partial index on due_at, not the table", async () => {
+  it("each kind of worker claims only the threads its side keeps: local for the CLI's, api for the server's", async () => {
+    const p = await open();
+    try {
+      await waiting(p.a, "t-local", "h-local", T0);
+      await waiting(p.api, "t-api", "h-api", T0);
+      expect(hashes(await p.a.claimDue(at(T0), 10, "w1", LEASE, "local"))).toEqual(["h-local"]);
+      expect(hashes(await p.b.claimDue(at(T0), 10, "w2", LEASE, "api"))).toEqual(["h-api"]);
+      // The first registration keeps the thread's keeper: the API server's journal registering a local thread again changes nothing.
+      await p.api.registerThread({
+        threadId: "t-local",
+        request: "test",
+        requestedBy: "u",
+        scope: {},
+        createdAt: iso(T0),
+      });
+      await p.a.releaseDue("h-local", "w1");
+      expect(await p.b.claimDue(at(T0), 10, "w2", LEASE, "api")).toEqual([]);
+      expect(hashes(await p.a.claimDue(at(T0), 10, "w1", LEASE, "local"))).toEqual(["h-local"]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("the due query reads the partial index on due_at and each thread by key, not the tables", async () => {
     const p = await open();
     try {
       await p.fill(5000);
       const plan = await p.explainDue(T0);
       expect(plan).toContain("actions_due");
-      expect(plan).not.toMatch(/Seq Scan|SCAN actions(?! USING)/);
-      expect(await p.a.claimDue(at(T0), 20, "w1", LEASE)).toEqual([]);
-      expect(await p.a.claimDue(at(T0 + HOUR + 2), 20, "w1", LEASE)).toHaveLength(2);
+      // The keeper is checked on the action's thread row, found by its key.
+      expect(plan).toMatch(/threads_pkey|sqlite_autoindex_threads_1/);
+      expect(plan).not.toMatch(/Seq Scan|SCAN (actions|t)(?! USING)/);
+      expect(await p.a.claimDue(at(T0), 20, "w1", LEASE, "local")).toEqual([]);
+      expect(await p.a.claimDue(at(T0 + HOUR + 2), 20, "w1", LEASE, "local")).toHaveLength(2);
     } finally {
       await p.close();
     }
@@ -308,7 +377,7 @@ describe.each(BACKENDS)("a $name journal made before due times", ({ open }) => {
       const before = Date.now();
       const j = await p.reopenOlder();
       const after = Date.now();
-      const due = await j.claimDue(at(after + 100 * HOUR), 10, "w1", LEASE);
+      const due = await j.claimDue(at(after + 100 * HOUR), 10, "w1", LEASE, "local");
       expect(
         due
           .map(({ envelopeHash, reason }) => ({ envelopeHash, reason }))
@@ -321,6 +390,21 @@ describe.each(BACKENDS)("a $name journal made before due times", ({ open }) => {
       const resumeAt = due.find((x) => x.envelopeHash === "h2")!.dueAt;
       expect(resumeAt).toBeGreaterThanOrEqual(before - 1000);
       expect(resumeAt).toBeLessThanOrEqual(after + 1000);
+    } finally {
+      await p.close();
+    }
+  });
+});
+
+describe.each(BACKENDS)("a $name journal made before keepers were recorded", ({ open }) => {
+  it("gains the column on open; its threads, kept by either side, are claimed by either kind of worker", async () => {
+    const p = await open();
+    try {
+      await waiting(p.api, "t1", "h1", T0);
+      const j = await p.reopenBeforeKeepers();
+      expect(hashes(await j.claimDue(at(T0), 10, "w1", LEASE, "local"))).toEqual(["h1"]);
+      await j.releaseDue("h1", "w1");
+      expect(hashes(await j.claimDue(at(T0), 10, "w2", LEASE, "api"))).toEqual(["h1"]);
     } finally {
       await p.close();
     }
@@ -384,7 +468,7 @@ describe("worker rounds on due work", () => {
     let now = new Date(Date.parse(view.approval!.expiresAt) + 1000);
     const app = await openTestApp(portal, dataDir, { clock: () => now });
     try {
-      const claimed = await app.deps.journal.claimDue(now, 10, "crashed-worker", LEASE);
+      const claimed = await app.deps.journal.claimDue(now, 10, "crashed-worker", LEASE, "local");
       expect(claimed.map((c) => c.threadId)).toEqual([view.threadId]);
       now = new Date(now.getTime() + LEASE - 1);
       expect(await workerRound(app)).toMatchObject({ swept: [], recovered: [] });

@@ -22,6 +22,8 @@ import {
 } from "./support/harness.js";
 import { startDevServer, type RunningDevServer } from "./support/dev-server.js";
 import { events, readAudit } from "./support/trust-boundary.js";
+import { adminQuery, schemaFor, usingPostgres } from "./support/postgres.js";
+import Database from "better-sqlite3";
 import { newApiToken } from "../src/auth/tokens.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
@@ -89,6 +91,26 @@ async function startWaiting(request: string): Promise<{ threadId: string; waitin
   return { threadId: thread.thread_id, waiting: waiting! };
 }
 
+/** Which side the shared journal records as keeping the thread's checkpoints (src/store/keeper.ts). */
+async function keeperOf(threadId: string): Promise<string | null | undefined> {
+  if (usingPostgres)
+    return (
+      await adminQuery<{ keeper: string | null }>(
+        `SELECT keeper FROM ${schemaFor(dataDir)}.threads WHERE thread_id = $1`,
+        [threadId],
+      )
+    )[0]?.keeper;
+  const db = new Database(path.join(dataDir, "journal.sqlite"), { readonly: true, fileMustExist: true });
+  try {
+    return (
+      db.prepare("SELECT keeper FROM threads WHERE thread_id = ?").get(threadId) as
+        { keeper: string | null } | undefined
+    )?.keeper;
+  } finally {
+    db.close();
+  }
+}
+
 type Round = {
   error?: string;
   swept: Array<{ threadId: string; result: string; detail: string }>;
@@ -104,6 +126,13 @@ describe("worker --api", () => {
       "the approval to expire",
       async () => Date.now() > Date.parse(expiring.waiting.expiresAt) + 200,
     );
+
+    // The journal records the server's threads as the server's: a plain worker on the same journal
+    // claims none of them (so it does not defer them a minute for the API workers either).
+    expect(await keeperOf(expiring.threadId)).toBe("api");
+    const local = await runCli(["worker", "--once", "--json"], env);
+    expect(local.code, local.stdout + local.stderr).toBe(0);
+    expect(parseJsonOutput(local.stdout)).toMatchObject({ swept: [], recovered: [] });
 
     const workerEnv = { ...env, LANGGRAPH_API_TOKEN: tokens["sweeper"]! };
     const runs = await Promise.all(

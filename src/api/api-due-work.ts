@@ -6,7 +6,8 @@
  * against its journal by its own clock and ends the thread or escalates it with a fresh envelope.
  *
  * The worker shares the server's journal (same DATABASE_URL, or the same data directory) but not its
- * checkpoints: it reads nothing but the due rows it claims and the threads they name, over the API.
+ * checkpoints: it reads nothing but the due rows it claims and the threads they name, over the API. It
+ * claims only threads the journal records as the server's (keeper "api", src/store/keeper.ts).
  * Exactly once comes from the journal twice: a claimed action is skipped by other workers until its
  * lease ends, and the server's run claims the decision (the nonce) before it moves the action.
  *
@@ -50,6 +51,7 @@ export async function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {
       Math.min(o.batch, o.maxPerRound - claimed),
       owner,
       o.leaseMs,
+      "api",
     );
     if (items.length === 0) break;
     claimed += items.length;

@@ -1,6 +1,6 @@
 /**
- * Due work for `worker`: the actions the journal says are due (src/store/due.ts), claimed under a
- * lease (journal.claimDue) in small batches, each thread then driven on the decision path: an expired
+ * Due work for `worker`: the actions the journal says are due (src/store/due.ts) on threads the CLI
+ * keeps (keeper "local", src/store/keeper.ts), claimed under a lease (journal.claimDue) in small batches, each thread then driven on the decision path: an expired
  * approval is expired or escalated as a system decision, a run a dead process left is recovered. A
  * thread that is not due costs nothing: no row of it is read and no checkpoint is loaded.
  *
@@ -54,6 +54,7 @@ export async function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<D
       Math.min(o.batch, o.maxPerRound - claimed),
       owner,
       o.leaseMs,
+      "local",
     );
     if (items.length === 0) break;
     claimed += items.length;

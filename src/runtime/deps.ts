@@ -15,6 +15,7 @@ import { parsePolicyText } from "../envelope/policy.js";
 import type { Journal } from "../store/journal.js";
 import type { AuditLog } from "../store/audit.js";
 import { openStores } from "../store/backends.js";
+import type { Keeper } from "../store/keeper.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 import type { RunningEmulator } from "./offline-default.js";
 import { ConfigError } from "../errors.js";
@@ -116,7 +117,8 @@ export type StoreDeps = Pick<
 
 export async function createStoreDeps(
   config: AppConfig,
-  opts: { clock?: () => Date } = {},
+  /** `keeper`: which side keeps the checkpoints of the threads this process registers (src/store/keeper.ts); "local" unless said. */
+  opts: { clock?: () => Date; keeper?: Keeper } = {},
 ): Promise<StoreDeps> {
   fs.mkdirSync(config.dataDir, { recursive: true });
   // Read before anything is opened: a bad policy or key file stops the start without leaving a store open.
@@ -124,7 +126,10 @@ export async function createStoreDeps(
   const publicKeys = loadPublicKeys(config);
   const clock = opts.clock ?? (() => new Date());
   // An unreachable database stops the start here.
-  const { journal, audit } = await openStores(config, { clock });
+  const { journal, audit } = await openStores(config, {
+    clock,
+    ...(opts.keeper ? { keeper: opts.keeper } : {}),
+  });
   try {
     await (await import("../hitl/legacy-approvals.js")).adoptLegacyApprovals(config, journal);
   } catch (e) {
@@ -148,7 +153,7 @@ export async function createStoreDeps(
 
 export async function createDeps(
   config: AppConfig,
-  overrides: Partial<Pick<Deps, "clock" | "model" | "modelLabel">> = {},
+  overrides: Partial<Pick<Deps, "clock" | "model" | "modelLabel">> & { keeper?: Keeper } = {},
 ): Promise<Deps> {
   fs.mkdirSync(config.dataDir, { recursive: true });
   // Loaded here, not with this module: the nodes import it, and `show` / `pending` load the nodes
@@ -186,7 +191,10 @@ export async function createDeps(
   let stores: StoreDeps;
   try {
     built = overrides.model ? undefined : await createChatModel(config.model);
-    stores = await createStoreDeps(config, overrides.clock ? { clock: overrides.clock } : {});
+    stores = await createStoreDeps(config, {
+      ...(overrides.clock ? { clock: overrides.clock } : {}),
+      ...(overrides.keeper ? { keeper: overrides.keeper } : {}),
+    });
   } catch (e) {
     await closePortal();
     throw e;

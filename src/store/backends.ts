@@ -5,15 +5,13 @@
  */
 import path from "node:path";
 import type { AppConfig } from "../config/env.js";
-import { SqliteJournal, type Journal } from "./journal.js";
+import { SqliteJournal, type Journal, type JournalOptions } from "./journal.js";
 import { SqliteAuditLog, adoptAuditFile, type AuditLog } from "./audit.js";
 import { loadJournalKey } from "./journal-key.js";
+import type { Keeper } from "./keeper.js";
 import { checkWriteAnchor } from "./write-anchor.js";
 
-export async function createJournal(
-  config: AppConfig,
-  opts: { clock?: () => Date; resumeGraceMs?: number } = {},
-): Promise<Journal> {
+export async function createJournal(config: AppConfig, opts: JournalOptions = {}): Promise<Journal> {
   const key = loadJournalKey(config);
   checkWriteAnchor(config);
   opts = { resumeGraceMs: config.resumeGraceMs, ...opts };
@@ -56,7 +54,7 @@ export function storageLabel(config: AppConfig): string {
 /** Both stores on one connection (SQLite) or one pool (PostgreSQL), so a transition and its audit records commit in one transaction. */
 export async function openStores(
   config: AppConfig,
-  opts: { clock?: () => Date } = {},
+  opts: { clock?: () => Date; keeper?: Keeper } = {},
 ): Promise<{ journal: Journal; audit: AuditLog }> {
   const journal = await createJournal(config, opts);
   if (journal instanceof SqliteJournal) return { journal, audit: new SqliteAuditLog(journal.conn, opts) };

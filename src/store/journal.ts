@@ -16,6 +16,8 @@ import { SqliteQuestions } from "./sqlite/questions.js";
 import { SqliteLeases, SqliteLocks } from "./sqlite/leases.js";
 import { SqliteDue } from "./sqlite/due.js";
 import { DEFAULT_RESUME_GRACE_MS } from "./due.js";
+import { DEFAULT_KEEPER } from "./keeper.js";
+import type { JournalOptions } from "./journal/api.js";
 
 export * from "./journal/api.js";
 export * from "./journal/rows.js";
@@ -30,13 +32,14 @@ export class SqliteJournal extends ComposedJournal {
     file: string,
     /** MAC key for registered rows (src/store/journal-key.ts). */
     key: Buffer,
-    opts: { clock?: () => Date; resumeGraceMs?: number } = {},
+    opts: JournalOptions = {},
   ) {
     const core: SqliteCore = {
       conn: openSqliteFile(file),
       key,
       clock: opts.clock ?? (() => new Date()),
       resumeGraceMs: opts.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
+      keeper: opts.keeper ?? DEFAULT_KEEPER,
     };
     super({
       executions: new SqliteExecutions(core),

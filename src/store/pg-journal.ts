@@ -28,6 +28,8 @@ import { PgQuestions } from "./pg/questions.js";
 import { PgLeases, PgLocks } from "./pg/leases.js";
 import { PgDue } from "./pg/due.js";
 import { DEFAULT_RESUME_GRACE_MS } from "./due.js";
+import { DEFAULT_KEEPER, type Keeper } from "./keeper.js";
+import type { JournalOptions } from "./journal/api.js";
 
 /** The journal in PostgreSQL: a part per concern (src/store/pg/), all on the process's pools. */
 export class PostgresJournal extends ComposedJournal {
@@ -48,8 +50,9 @@ export class PostgresJournal extends ComposedJournal {
     key: Buffer,
     clock: () => Date,
     resumeGraceMs: number,
+    keeper: Keeper,
   ) {
-    const core: PgCore = { pools, db, key, clock, commits: { total: 0, durable: 0 }, resumeGraceMs };
+    const core: PgCore = { pools, db, key, clock, commits: { total: 0, durable: 0 }, resumeGraceMs, keeper };
     const locks = new PgLocks(core);
     super({
       executions: new PgExecutions(core),
@@ -69,11 +72,7 @@ export class PostgresJournal extends ComposedJournal {
   }
 
   /** Connects, applies pending migrations and returns a journal; fails with StoreUnavailableError when the server is not there. */
-  static async open(
-    db: DatabaseConfig,
-    key: Buffer,
-    opts: { clock?: () => Date; resumeGraceMs?: number } = {},
-  ): Promise<PostgresJournal> {
+  static async open(db: DatabaseConfig, key: Buffer, opts: JournalOptions = {}): Promise<PostgresJournal> {
     const pools = openPools(db);
     await prepareDatabase(pools, db).catch(async (e: unknown) => {
       await pools.close();
@@ -85,6 +84,7 @@ export class PostgresJournal extends ComposedJournal {
       key,
       opts.clock ?? (() => new Date()),
       opts.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
+      opts.keeper ?? DEFAULT_KEEPER,
     );
   }
 

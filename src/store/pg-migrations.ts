@@ -216,6 +216,14 @@ export const MIGRATIONS: Migration[] = [
         WHERE phase IN ('decided', 'pre_read', 'intent', 'acknowledged', 'verified');
       CREATE INDEX actions_due ON ${s}.actions (due_at) WHERE due_at IS NOT NULL;`,
   },
+  {
+    version: 14,
+    name: "journal: which side keeps each thread's checkpoints (the CLI or the API server), so each kind of worker claims only due work it can drive",
+    // src/store/keeper.ts: set when a thread is registered. A thread registered before this has none
+    // (NULL): the journal cannot tell whose checkpoints hold it, so either kind of worker claims it, as
+    // both did before, rather than one kind never seeing it.
+    sql: (s) => `ALTER TABLE ${s}.threads ADD COLUMN keeper TEXT;`,
+  },
 ];
 
 const prepared = new Map<string, Promise<void>>();

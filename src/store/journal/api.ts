@@ -14,6 +14,7 @@ import type { AuditEntry } from "../audit.js";
 import type { CommitCount } from "../statements.js";
 import type { RegisteredFilter, RegisteredPageFilter } from "../waiting-list.js";
 import type { DueItem } from "../due.js";
+import type { Keeper } from "../keeper.js";
 
 export interface DecisionClaim {
   threadId: string;
@@ -318,14 +319,22 @@ export interface DueJournal {
   /**
    * Actions due at `now` (oldest due first, at most `limit`) that no other worker holds: unclaimed, or
    * claimed under a lease that has ended (a worker that died). Each is claimed for `owner` until
-   * now + `leaseMs`, in the same transaction. A move of the action ends the claim.
+   * now + `leaseMs`, in the same transaction. A move of the action ends the claim. Only actions of
+   * threads `keeper` keeps (src/store/keeper.ts) are claimed, and those of threads with no keeper recorded.
    */
-  claimDue(now: Date, limit: number, owner: string, leaseMs: number): Promise<DueItem[]>;
+  claimDue(now: Date, limit: number, owner: string, leaseMs: number, keeper: Keeper): Promise<DueItem[]>;
   /**
    * Ends `owner`'s claim (no-op when the action moved meanwhile, or another worker holds it); with
    * `retryAt`, the action is next due then (a thread with nothing for a worker to do now).
    */
   releaseDue(envelopeHash: string, owner: string, retryAt?: Date): Promise<void>;
+}
+
+/** How a journal is opened: its clock, the resume grace (src/store/due.ts) and who keeps the threads it registers (src/store/keeper.ts). */
+export interface JournalOptions {
+  clock?: () => Date;
+  resumeGraceMs?: number;
+  keeper?: Keeper;
 }
 
 /** The whole journal, every concern behind one object; callers that need one concern can take its interface. */

@@ -5,6 +5,7 @@ import { toLease, type LeaseRow } from "../journal/rows.js";
 import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
 import { dueColumns, dueOnMove } from "../due.js";
+import type { Keeper } from "../keeper.js";
 import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js";
 import { appendWithin } from "../pg-audit.js";
 import type { AuditEntry } from "../audit.js";
@@ -20,6 +21,8 @@ export interface PgCore {
   commits: CommitCount;
   /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
   resumeGraceMs: number;
+  /** Which side keeps the checkpoints of the threads this process registers (src/store/keeper.ts). */
+  keeper: Keeper;
 }
 
 export class PgBase {

@@ -11,15 +11,23 @@ import {
   type ThreadDbRow,
 } from "../action-rows.js";
 import { query } from "../postgres.js";
-import { PgBase } from "./base.js";
+import { PgBase, type PgCore } from "./base.js";
+import type { Keeper } from "../keeper.js";
 
 export class PgThreads extends PgBase implements ThreadJournal {
+  private readonly keeper: Keeper;
+
+  constructor(core: PgCore) {
+    super(core);
+    this.keeper = core.keeper;
+  }
+
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
     await this.run(
       `registering thread ${t.threadId}`,
-      `INSERT INTO ${this.s}.threads (thread_id, record_json, mac, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id) DO NOTHING`,
-      [t.threadId, sealed.json, sealed.mac, t.createdAt],
+      `INSERT INTO ${this.s}.threads (thread_id, record_json, mac, created_at, keeper) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO NOTHING`,
+      [t.threadId, sealed.json, sealed.mac, t.createdAt, this.keeper],
     );
     return (await this.getThread(t.threadId))!;
   }

@@ -6,6 +6,7 @@ import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
 import { dueColumns, dueOnMove } from "../due.js";
+import type { Keeper } from "../keeper.js";
 
 /** The SQLite journal's connection, MAC key (src/store/journal-key.ts) and clock. */
 export interface SqliteCore {
@@ -14,6 +15,8 @@ export interface SqliteCore {
   clock: () => Date;
   /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
   resumeGraceMs: number;
+  /** Which side keeps the checkpoints of the threads this process registers (src/store/keeper.ts). */
+  keeper: Keeper;
 }
 
 export class SqliteBase {

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS threads (
   invalid_proposals INTEGER NOT NULL DEFAULT 0,
   invalid_proposal_step INTEGER NOT NULL DEFAULT 0,
   last_reply TEXT,
-  last_tool_calls TEXT
+  last_tool_calls TEXT,
+  keeper TEXT
 );
 CREATE TABLE IF NOT EXISTS actions (
   envelope_hash TEXT PRIMARY KEY,
@@ -86,7 +87,9 @@ CREATE TABLE IF NOT EXISTS thread_locks (
 /**
  * Columns added after their tables were first made, added to an older journal when it is opened: a
  * question's invalid answers and why the last was refused; the thread row's model turns, invalid
- * proposals and the model's last reply; when an action is next due for a worker (src/store/due.ts). (PostgreSQL adds them by migration: src/store/postgres.ts.)
+ * proposals, the model's last reply and which side keeps the thread's checkpoints (src/store/keeper.ts: none
+ * for an existing thread, which either kind of worker claims); when an action is next due for a worker
+ * (src/store/due.ts). (PostgreSQL adds them by migration: src/store/postgres.ts.)
  */
 const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: string]>]> = [
   [
@@ -114,6 +117,7 @@ const ADDED_COLUMNS: Array<[table: string, columns: Array<[name: string, type: s
       ["invalid_proposal_step", "INTEGER NOT NULL DEFAULT 0"],
       ["last_reply", "TEXT"],
       ["last_tool_calls", "TEXT"],
+      ["keeper", "TEXT"],
     ],
   ],
 ];

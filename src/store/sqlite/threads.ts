@@ -10,15 +10,23 @@ import {
   type ThreadDbRow,
 } from "../action-rows.js";
 import type { RunClose, ThreadJournal } from "../journal/api.js";
-import { SqliteBase } from "./base.js";
+import { SqliteBase, type SqliteCore } from "./base.js";
+import type { Keeper } from "../keeper.js";
 
 export class SqliteThreads extends SqliteBase implements ThreadJournal {
+  private readonly keeper: Keeper;
+
+  constructor(core: SqliteCore) {
+    super(core);
+    this.keeper = core.keeper;
+  }
+
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
     this.conn.write(() =>
       this.sql(
-        "INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at) VALUES (?, ?, ?, ?)",
-      ).run(t.threadId, sealed.json, sealed.mac, t.createdAt),
+        "INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at, keeper) VALUES (?, ?, ?, ?, ?)",
+      ).run(t.threadId, sealed.json, sealed.mac, t.createdAt, this.keeper),
     );
     return (await this.getThread(t.threadId))!;
   }
