@@ -39,6 +39,6 @@ export default tseslint.config(
       ...importX.flatConfigs.typescript.settings,
       "import-x/resolver-next": [createTypeScriptImportResolver()],
     },
-    rules: { "import-x/no-cycle": "error" },
+    rules: { "import-x/no-cycle": "error", "import-x/no-duplicates": "error" },
   },
 );

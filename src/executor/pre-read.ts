@@ -11,9 +11,8 @@ import {
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
-import type { LeaseRecord } from "../envelope/records.js";
+import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
-import type { PreReadRecord } from "../envelope/records.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
