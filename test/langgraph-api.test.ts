@@ -167,7 +167,8 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
   });
 
   it("stops on SIGINT to the top process, flushes its state, and leaves no process behind", async () => {
-    expect(seenPids.length).toBeGreaterThan(3);
+    // At least the LangGraph CLI and the API server it starts, below the dev server.
+    expect(seenPids.length).toBeGreaterThanOrEqual(2);
     // The MCP server the graph spawned inside the API server is part of the tree now.
     const now = descendants(server.pid!);
     seenPids = [...new Set([...seenPids, ...now.map((p) => p.pid)])];

@@ -125,7 +125,7 @@ describe("partial approvals are not edits", () => {
     expect(summaries.join("\n")).not.toMatch(/edit accepted/);
   });
 
-  it("a revision run at once is decided with its records or not at all: decision_accepted refused by the store leaves no claim and no approval_requested", async () => {
+  it("a revision run at once is decided with its records or not at all: decision_accepted refused by the store leaves no claim; the revision stands registered with its approval_requested records", async () => {
     const view = await waiting([
       { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
       { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
@@ -145,7 +145,11 @@ describe("partial approvals are not edits", () => {
     expect(current?.phase).toBe("registered");
     expect(current?.progress.decision).toBeUndefined();
     const records = await app!.deps.audit.records({ threadId: view.threadId });
-    expect(records.filter((r) => r.revision === 2).map((r) => r.event)).toEqual([]);
+    // Registration and its approval_requested records commit together (one per registered action); the
+    // refused claim adds nothing.
+    const rev2 = records.filter((r) => r.revision === 2);
+    expect(rev2.map((r) => r.event)).toEqual(rev2.map(() => "approval_requested"));
+    expect(rev2.length).toBeGreaterThan(0);
     expect(await portal.writes()).toHaveLength(0);
   });
 

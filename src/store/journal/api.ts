@@ -213,8 +213,6 @@ export interface ActionJournal {
     patch: Partial<ActionProgress>,
     records?: (row: ActionRow) => AuditEntry[],
   ): Promise<TransitionResult>;
-  /** Threads with an action not yet closed (waiting, decided, or stopped mid-execution), oldest first. */
-  listOpenThreads(): Promise<string[]>;
   /**
    * Counts a refused decision (toward the budget only when `counted`) and keeps it for the card; the
    * audit records `records` builds from the counted row (its decision_refused record) are appended in

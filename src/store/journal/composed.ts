@@ -42,7 +42,6 @@ const OWNED: { [K in keyof JournalParts]: Record<keyof JournalParts[K], true> } 
     decideAction: true,
     decideActions: true,
     moveAction: true,
-    listOpenThreads: true,
     noteRefusal: true,
   },
   listing: {

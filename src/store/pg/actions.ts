@@ -9,7 +9,6 @@ import type {
 } from "../action-machine.js";
 import { emptyProgress } from "../action-machine.js";
 import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from "../action-rows.js";
-import { OPEN_PHASES_SQL } from "../journal/rows.js";
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
@@ -178,16 +177,6 @@ export class PgActions extends PgBase implements ActionJournal {
       await this.append(c, records(moved));
       return { ok: true, row: moved };
     });
-  }
-
-  async listOpenThreads(): Promise<string[]> {
-    const rows = await query<{ thread_id: string }>(
-      this.pool,
-      this.db,
-      "listing open threads",
-      `SELECT thread_id, MIN(id) AS first FROM ${this.s}.actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`,
-    );
-    return rows.map((r) => r.thread_id);
   }
 
   async noteRefusal(

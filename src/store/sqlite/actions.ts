@@ -9,7 +9,7 @@ import type {
 } from "../action-machine.js";
 import { emptyProgress } from "../action-machine.js";
 import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from "../action-rows.js";
-import { OPEN_PHASES_SQL, toClaim, type ClaimRow } from "../journal/rows.js";
+import { toClaim, type ClaimRow } from "../journal/rows.js";
 import type { ActionJournal, DecideResult, DecisionClaim } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
 import { dueOnRegister } from "../due.js";
@@ -140,13 +140,6 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       this.append(records(moved));
       return { ok: true, row: moved };
     });
-  }
-
-  async listOpenThreads(): Promise<string[]> {
-    const rows = this.sql(
-      `SELECT thread_id, MIN(rowid) AS first FROM actions WHERE phase IN (${OPEN_PHASES_SQL}) GROUP BY thread_id ORDER BY first`,
-    ).all() as Array<{ thread_id: string }>;
-    return rows.map((r) => r.thread_id);
   }
 
   async noteRefusal(
