@@ -88,9 +88,9 @@ describe("a checkpoint file rolled back behind the journal", () => {
       ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
       // No resume grace: the worker below may take the run over as soon as its process is gone.
       env({ ACTION_ENVELOPE_RESUME_GRACE_MS: "0" }),
-      "the write-ahead entry",
-      () => journalHasRows(dataDir, "executions"),
-      { graceMs: 300 },
+      "the write held in the emulator",
+      async () => (await journalHasRows(dataDir, "executions")) && (await portal.faultsArmed()) === 0,
+      { graceMs: 100 },
     );
     await until("the held write to land", async () => (await portal.writes()).length === 1);
     restoreCheckpoints(backup);

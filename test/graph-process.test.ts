@@ -141,9 +141,9 @@ describe("crashes and races", () => {
     const killed = await killedWhen(
       ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"],
       env(),
-      "the write-ahead entry",
-      () => journalHasRows(dataDir, "executions"),
-      { graceMs: 300 },
+      "the write held in the emulator",
+      async () => (await journalHasRows(dataDir, "executions")) && (await portal.faultsArmed()) === 0,
+      { graceMs: 100 },
     );
     expect(killed.signal ?? killed.code).toBeTruthy();
     // The request was already on the wire: the emulator applies it when the latency ends.

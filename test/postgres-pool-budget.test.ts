@@ -14,7 +14,7 @@ import { startRun } from "../src/app/threads.js";
 import {
   approvalOf,
   ROOT,
-  TSX,
+  scriptCommand,
   eachTestPortal,
   envFor,
   killGroup,
@@ -52,7 +52,8 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
     }
 
     const env = envFor(portal, dataDir, { ACTION_ENVELOPE_PG_POOL: budget });
-    const child = spawn(TSX, [`${ROOT}/test/support/resume-worker.ts`], {
+    const run = scriptCommand(`${ROOT}/test/support/resume-worker.ts`);
+    const child = spawn(run.command, run.args, {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: "1", ...env },
       stdio: ["pipe", "pipe", "pipe"],

@@ -19,7 +19,7 @@ import {
   approvalOf as approve,
   CLI,
   ROOT,
-  TSX,
+  scriptCommand,
   envFor,
   killGroup,
   openTestApp,
@@ -63,7 +63,8 @@ class Spawned {
   private waiters: Array<() => void> = [];
 
   constructor(script: string, args: string[], env: Record<string, string>) {
-    this.child = spawn(script.endsWith(".ts") ? TSX : process.execPath, [script, ...args], {
+    const run = scriptCommand(script);
+    this.child = spawn(run.command, [...run.args, ...args], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: "1", ...env },
       stdio: ["pipe", "pipe", "pipe"],

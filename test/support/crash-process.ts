@@ -52,7 +52,8 @@ function dieAt(journal: Journal, boundary: Boundary): void {
   }
 }
 
-if (process.argv[1]?.endsWith("crash-process.ts")) {
+// Run as a script (through tsx, or bundled by the test setup), not when a test imports BOUNDARIES.
+if (/crash-process\.(ts|mjs)$/.test(process.argv[1] ?? "")) {
   const [threadId, resumeJson, boundary] = process.argv.slice(2) as [string, string, Boundary];
   if (!threadId || !resumeJson || !BOUNDARIES.includes(boundary)) {
     process.stderr.write(`usage: crash-process.ts <threadId> '<resume JSON>' <${BOUNDARIES.join("|")}>\n`);

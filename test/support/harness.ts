@@ -47,6 +47,8 @@ export interface Portal {
   calls(method?: string): Promise<Array<{ method: string; params: Record<string, unknown>; status: number }>>;
   writes(): Promise<Array<{ method: string; params: Record<string, unknown>; status: number }>>;
   fault(spec: Record<string, unknown>): Promise<void>;
+  /** How many armed fault firings are left: a held request has consumed its latency fault on arrival. */
+  faultsArmed(): Promise<number>;
   clearFaults(): Promise<void>;
   /** A direct call to the portal, as a person editing the task in Bitrix24 would make. */
   rest(method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }>;
@@ -87,6 +89,10 @@ export async function startPortal(opts: { statePath?: string } = {}): Promise<Po
       });
       if (!res.ok) throw new Error(`arming fault failed: ${res.status} ${await res.text()}`);
     },
+    async faultsArmed() {
+      const res = await fetch(`${emulator.baseUrl}/_emulator/faults`);
+      return ((await res.json()) as { faults: unknown[] }).faults.length;
+    },
     async clearFaults() {
       await fetch(`${emulator.baseUrl}/_emulator/faults`, { method: "DELETE" });
     },
@@ -118,6 +124,8 @@ export function selfDeclaredRequestersPolicy(change: (policy: any) => void = () 
   return file;
 }
 export const DEFAULT_POLICY = path.join(ROOT, "policy/default.json");
+// One policy file per test file: files that share a worker (vitest.config.ts, "in-process") share this
+// module, and each file's temporary folder, where the file lives, is deleted after that file.
 let testPolicy: string | undefined;
 
 /**
@@ -141,7 +149,7 @@ export function envFor(
   dataDir: string,
   extra: Record<string, string> = {},
 ): Record<string, string> {
-  testPolicy ??= selfDeclaredRequestersPolicy();
+  if (testPolicy === undefined || !fs.existsSync(testPolicy)) testPolicy = selfDeclaredRequestersPolicy();
   return {
     // A test that needs another policy (or the real default) names it in extra.
     ACTION_ENVELOPE_POLICY: testPolicy,
@@ -210,7 +218,7 @@ export interface CliResult {
 
 /**
  * Runs the CLI in a separate process, exactly as `npm run cli -- …` would: compiled, on node. Another
- * script (`opts.script`, TypeScript) runs through tsx.
+ * script (`opts.script`) starts as `scriptCommand` says.
  */
 export function runCli(
   args: string[],
@@ -220,7 +228,8 @@ export function runCli(
   return new Promise((resolve, reject) => {
     const script = opts.script ?? CLI;
     // Own process group, so a test can SIGKILL the whole tree (node, the MCP child) at once.
-    const child = spawn(script.endsWith(".ts") ? TSX : process.execPath, [script, ...args], {
+    const run = scriptCommand(script);
+    const child = spawn(run.command, [...run.args, ...args], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: "1", ...env },
       stdio: ["pipe", "pipe", "pipe"],
@@ -239,6 +248,18 @@ export function runCli(
 }
 
 export const RESUME_PROCESS = path.join(ROOT, "test/support/resume-process.ts");
+
+/**
+ * How to start a script: the CLI (or any .js) on node; a test/support script on node from the bundle
+ * the global setup wrote (test/support/build-dist.ts); any other TypeScript through tsx.
+ */
+export function scriptCommand(script: string): { command: string; args: string[] } {
+  if (!script.endsWith(".ts")) return { command: process.execPath, args: [script] };
+  const bundled = path.join(ROOT, "test-results/scripts", `${path.basename(script, ".ts")}.mjs`);
+  if (path.dirname(script) === path.join(ROOT, "test/support") && fs.existsSync(bundled))
+    return { command: process.execPath, args: [bundled] };
+  return { command: TSX, args: [script] };
+}
 
 export function killGroup(pid: number): void {
   try {
