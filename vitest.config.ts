@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config";
 
 /**
  * Files that share their worker process (no isolation), so the modules they import are evaluated once per
- * worker instead of once per file: measured with these 46 files on this machine, 232 s with isolation
+ * worker instead of once per file: measured with 46 of these files on this machine, 232 s with isolation
  * against 41 s without. A file belongs here when it starts no CLI process, changes neither process.env
  * (vi.stubEnv, which vitest restores, excepted) nor the working directory, and keeps its state in its
  * own temporary folder (test/support/file-scope.ts) or objects it creates.
