@@ -299,6 +299,20 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     expect(raw.verification.verdict).toBe("VERIFIED");
     for (const kept of [raw.preRead.raw, raw.verification.raw, raw.acknowledgement.body])
       expect(kept).toBe(RAW_IN_JOURNAL);
+    // State keeps each field's name, role and status; the values read and the rules are the journal's,
+    // and the thread's view shows them.
+    expect(raw.verification.fields.find((f: any) => f.field === "TITLE")).toEqual({
+      field: "TITLE",
+      taskKey: "title",
+      role: "requested",
+      status: "applied",
+    });
+    expect(raw.preRead.lease).toBeUndefined();
+    expect(done.state!.verification!.fields.find((f) => f.field === "TITLE")).toMatchObject({
+      actual: "Raw kept apart",
+      rule: { id: "string-exact" },
+    });
+    expect(done.state!.preRead!.lease).toBeDefined();
     // The record that ended the run carries the journal's copy, answers included.
     const ending = (await app!.deps.audit.records({ threadId: view.threadId })).find(
       (r) => r.event === "execution_outcome",
@@ -365,6 +379,8 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     }
     expect(of("acknowledgement")).toHaveLength(1);
     expect(of("acknowledgement")[0].body).toBe(RAW_IN_JOURNAL);
+    // The accepted decision is mirrored once, by check_decision; carry_out does not write it again.
+    expect(of("decision").filter((d) => d !== null)).toHaveLength(1);
     expect(
       (await app!.deps.audit.records({ threadId: view.threadId })).some((r) => r.event === "tamper_detected"),
     ).toBe(true);

@@ -210,20 +210,35 @@ export interface VerificationRecord {
 }
 
 /**
- * What graph state keeps of the evidence records: everything but the target's raw answers, which stay
- * in the journal (and, at the end of each action, in its hash-chained audit record). State is a
- * mirror anyone with API access can rewrite, so nothing reads evidence from it; carrying kilobytes of
- * answers there only made every checkpoint bigger. The marker says where the answer is.
+ * What graph state keeps of the evidence records: a summary (verdict, reason, time, each field's name,
+ * role and status), never the values read, the rules, the lease or the target's raw answers. Those
+ * stay in the journal (and, at the end of each action, in its hash-chained audit record), from which
+ * `show`, the API and the evidence bundle are built. State is a mirror anyone with API access can
+ * rewrite, so nothing reads evidence from it; every checkpoint serialises all of state, so it is kept
+ * small. The marker says where the full record is. Each summary is idempotent: a summary of a summary
+ * is itself.
  */
 export const RAW_IN_JOURNAL = "(kept in the journal: `audit export` / `show` print it)";
 
+/** A field check as state summarises it: which field, its role and its status. */
+function fieldsSummary(fields: unknown): FieldCheck[] {
+  if (!Array.isArray(fields)) return fields as FieldCheck[];
+  return fields.map((f: FieldCheck) =>
+    f && typeof f === "object" ? { field: f.field, taskKey: f.taskKey, role: f.role, status: f.status } : f,
+  );
+}
+
 export function preReadMirror(r: PreReadRecord | null | undefined): PreReadRecord | null {
   if (!r || typeof r !== "object") return r ?? null;
-  const { raw: _raw, commentsRaw, ...rest } = r;
   return {
-    ...rest,
+    verdict: r.verdict,
+    reason: r.reason,
+    fields: fieldsSummary(r.fields),
+    ...(r.identity !== undefined ? { identity: r.identity } : {}),
+    canEdit: r.canEdit,
+    at: r.at,
     raw: RAW_IN_JOURNAL,
-    ...(commentsRaw !== undefined ? { commentsRaw: RAW_IN_JOURNAL } : {}),
+    ...(r.commentsRaw !== undefined ? { commentsRaw: RAW_IN_JOURNAL } : {}),
   };
 }
 
@@ -237,10 +252,14 @@ export function acknowledgementMirror(
 
 export function verificationMirror(v: VerificationRecord | null | undefined): VerificationRecord | null {
   if (!v || typeof v !== "object") return v ?? null;
-  const { raw: _raw, created, ...rest } = v;
+  const created = v.created;
   return {
-    ...rest,
-    raw: RAW_IN_JOURNAL,
+    verdict: v.verdict,
+    reason: v.reason,
+    fields: fieldsSummary(v.fields),
+    ...(v.identity !== undefined ? { identity: v.identity } : {}),
     ...(created && typeof created === "object" ? { created: { ...created, raw: RAW_IN_JOURNAL } } : {}),
+    at: v.at,
+    raw: RAW_IN_JOURNAL,
   };
 }

@@ -77,8 +77,8 @@ const OUTCOMES = [
 const FieldCheckShape = z
   .object({
     field: z.string(),
-    expected: z.unknown().optional(),
-    actual: z.unknown().optional(),
+    taskKey: z.string(),
+    role: z.enum(["compared", "requested", "invariant", "automatic", "other"]),
     status: z.string(),
   })
   .partial();
@@ -188,13 +188,13 @@ const refusals = new ReducedValue(
   },
 );
 /**
- * An evidence channel: last value wins, kept without the target's raw answers (`slim`), whoever
- * writes it (a node, or a client through the API). The answers stay in the journal and audit log.
+ * An evidence channel: last value wins, kept as a summary (`slim`: src/envelope/records.ts), whoever
+ * writes it (a node, or a client through the API). The full record stays in the journal and audit log.
  */
 const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) => T | null) =>
   new ReducedValue(
     last<T | null>(
-      `${description} State keeps it without the target's raw answer, which stays in the journal.`,
+      `${description} State keeps a summary (verdict or status, reason, time, each field's role and status); the full record (values read, rules, the target's raw answer) stays in the journal (\`show\`, \`audit export\`).`,
       shape,
       () => null,
     ),

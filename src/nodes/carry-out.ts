@@ -2,7 +2,7 @@ import { Command, END, type LangGraphRunnableConfig } from "@langchain/langgraph
 import type { State } from "../graph/state.js";
 import { depsOf } from "../runtime/run-deps.js";
 import { noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
-import { evidenceForState, viewOf } from "../hitl/thread-view.js";
+import { evidenceChangedFrom, viewOf } from "../hitl/thread-view.js";
 import { nextFromJournal } from "../store/action-machine.js";
 import { carryOutApproved } from "../executor/index.js";
 import { finishFromJournal } from "../hitl/finish-run.js";
@@ -25,9 +25,12 @@ export async function carryOut(state: State, config: LangGraphRunnableConfig): P
     gate.action,
     config.writer ? (e) => config.writer!(e) : undefined,
   );
-  // The action's evidence as the thread view keeps it in state.
+  // The action's evidence as the thread view keeps it in state: only the channels whose summary changed.
   const view = viewOf({ action: row, execution });
-  const carried = { ...evidenceForState(view.evidence), ...(view.ending.outcome ? view.ending : {}) };
+  const carried = {
+    ...evidenceChangedFrom(view.evidence, state),
+    ...(view.ending.outcome ? view.ending : {}),
+  };
   // The journal's next step after the executor, from the rows it returned: the close, run here so the
   // run ends in this step (one checkpoint fewer); anything else goes through `finish`'s own gate.
   const after = {
