@@ -15,13 +15,10 @@
  * accepts no command but `resume`, and finishing such a run needs the journal's resync step. It is
  * reported and left for a later round.
  */
-import os from "node:os";
-import { randomUUID } from "node:crypto";
 import type { Client } from "@langchain/langgraph-sdk";
 import type { DueItem } from "../store/due.js";
-import type { Journal } from "../store/journal.js";
 import type { SweepResult } from "../app/threads.js";
-import { DUE_DEFAULTS, type DueRound, type DueWorkOptions } from "../app/due-work.js";
+import { workDue, type DueJournal, type DueRound, type DueWorkOptions } from "../app/due-work.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";
@@ -32,46 +29,21 @@ import type { ApiTarget } from "./target.js";
 export const SWEEP_ID = "system:sweep";
 
 export interface ApiDueContext {
-  journal: Pick<Journal, "claimDue" | "releaseDue">;
+  journal: DueJournal;
   clock: () => Date;
   client: Client;
   target: ApiTarget;
 }
 
-/** One round over the API: claims due actions batch by batch (as runDueWork does) and works each thread once. */
-export async function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<DueRound> {
-  const o = { ...DUE_DEFAULTS, ...opts };
-  const owner = opts.owner ?? `${os.hostname()}:${process.pid}:${randomUUID()}`;
-  const round: DueRound = { swept: [], recovered: [] };
-  const done = new Set<string>();
-  let claimed = 0;
-  while (claimed < o.maxPerRound) {
-    const items = await ctx.journal.claimDue(
-      ctx.clock(),
-      Math.min(o.batch, o.maxPerRound - claimed),
-      owner,
-      o.leaseMs,
-      "api",
-    );
-    if (items.length === 0) break;
-    claimed += items.length;
-    for (const [threadId, ofThread] of byThread(items)) {
-      if (!done.has(threadId)) {
-        done.add(threadId);
-        await workThread(ctx, threadId, round, owner, ofThread);
-      }
-      // What did not move stays claimed by nobody and is due again only after a while (as runDueWork).
-      const retryAt = new Date(ctx.clock().getTime() + o.retryMs);
-      for (const item of ofThread) await ctx.journal.releaseDue(item.envelopeHash, owner, retryAt);
-    }
-  }
-  return round;
-}
-
-function byThread(items: DueItem[]): Map<string, DueItem[]> {
-  const m = new Map<string, DueItem[]>();
-  for (const item of items) m.set(item.threadId, [...(m.get(item.threadId) ?? []), item]);
-  return m;
+/** One round over the API: the due work of the server's threads (keeper "api"), each thread worked once (src/app/due-work.ts). */
+export function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<DueRound> {
+  return workDue(
+    ctx.journal,
+    ctx.clock,
+    "api",
+    (threadId, round, owner, items) => workThread(ctx, threadId, round, owner, items),
+    opts,
+  );
 }
 
 async function workThread(
