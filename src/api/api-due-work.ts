@@ -11,18 +11,25 @@
  * Exactly once comes from the journal twice: a claimed action is skipped by other workers until its
  * lease ends, and the server's run claims the decision (the nonce) before it moves the action.
  *
- * A run the server stopped between steps (due for "resume") is not driven from here: the guarded API
- * accepts no command but `resume`, and finishing such a run needs the journal's resync step. It is
- * reported and left for a later round.
+ * A run the server stopped between steps (due for "resume": the process died mid-run) is sent a
+ * recovery run, a run with neither input nor command, which the server continues from where its
+ * journal says (src/api/guard.ts), as the local `recover` does; the journal's write-ahead entry keeps
+ * it from writing twice.
  */
 import type { Client } from "@langchain/langgraph-sdk";
 import type { DueItem } from "../store/due.js";
 import type { SweepResult } from "../app/threads.js";
-import { workDue, type DueJournal, type DueRound, type DueWorkOptions } from "../app/due-work.js";
+import {
+  workDue,
+  type DueJournal,
+  type DueRound,
+  type DueWorkOptions,
+  type RecoveryResult,
+} from "../app/due-work.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";
-import { apiView } from "./cli-api.js";
+import { apiRecover, apiView } from "./cli-api.js";
 import type { ApiTarget } from "./target.js";
 
 /** Who a system expiry names on a server without tokens (the local sweep's name); with a token the server fills in the caller. */
@@ -73,13 +80,40 @@ async function workThread(
       for (const item of items) await ctx.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
     return;
   }
-  if (view.status === "interrupted_run")
-    round.recovered.push({
-      threadId,
-      result: "skipped",
-      detail: `the run stopped before ${view.next?.join(", ")}; a run on the API server is not resumed by worker --api`,
-    });
+  // A checkpoint still paused at an approval the journal has moved past (the server lost the steps
+  // after it) is an interrupted run too: the server's journal decides, the recovery run only asks.
+  const behind =
+    view.status === "awaiting_approval" &&
+    items.some((i) => i.reason === "resume" && i.envelopeHash === view.approval?.envelopeHash);
+  if (view.status === "interrupted_run" || behind) {
+    round.recovered.push(await recoverOverApi(ctx, threadId));
+    return;
+  }
   // not_found (a thread the CLI keeps, not the server), finished, awaiting_input: nothing to do here.
+}
+
+/** Sends a recovery run and reports what became of the thread; a run in progress on it (409) is busy. */
+export async function recoverOverApi(
+  ctx: Pick<ApiDueContext, "client" | "target">,
+  threadId: string,
+): Promise<RecoveryResult> {
+  try {
+    const after = await apiRecover(ctx.client, threadId, ctx.target);
+    if (after.status === "interrupted_run")
+      return { threadId, result: "skipped", detail: `still stopped before ${after.next?.join(", ")}` };
+    return {
+      threadId,
+      result: "recovered",
+      detail:
+        after.status === "finished"
+          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
+          : `now ${after.status}`,
+    };
+  } catch (e) {
+    if ((e as { status?: number }).status === 409)
+      return { threadId, result: "busy", detail: "a run is in progress on the thread" };
+    return { threadId, result: "skipped", detail: msg(e) };
+  }
 }
 
 /**
