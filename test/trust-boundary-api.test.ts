@@ -382,6 +382,24 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     for (const c of closings(audit)) expect.soft(c.outcome?.outcome).toBe("VERIFIED");
   });
 
+  it("row 17: a waiting thread's checkpoint rewritten to end (updateState as finish); a run with neither input nor command goes where the journal says, back to the same approval, which writes once", async () => {
+    const { threadId, p } = await startThread("rename task 4 to Row seventeen title");
+    const mark = await writeMark(portal);
+    await client.threads.updateState(threadId, {
+      values: { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: "forged: written and verified" },
+      asNode: "finish",
+    });
+    expect.soft((await client.threads.getState(threadId)).next).toEqual([]);
+    // The guard continues it as `recover` does (src/api/guard.ts): a checkpoint at the graph's end
+    // that the journal has not closed goes to resync, which returns to the journal's waiting approval.
+    await run(threadId, { input: null });
+    expectRegistered(await payloadOf(threadId), p);
+    expect.soft(await writesSince(portal, mark)).toEqual([]);
+    await run(threadId, { command: { resume: signed(p, "bob") } });
+    expect.soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
   it("row 7: PRECHECK_ERROR ended the run; the same signed decision replayed on a fork of the waiting checkpoint writes nothing", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row seven title");
     const decision = signed(p, "bob");

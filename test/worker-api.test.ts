@@ -5,6 +5,11 @@
  * approval once (journal lease, then the server's decision claim); the server's run escalates it with a
  * fresh envelope as the default policy says; an approval not yet expired is left alone, and an early
  * expiry sent straight to the server is refused by its clock. Writes are counted in the emulator's log.
+ *
+ * A run the server stopped between steps (its write-ahead entry committed, then nothing: the served
+ * graph of test/support/stalling-served-graph.ts stops the run there and the test cancels it) is
+ * finished by `recover --api` or `worker --api` with an admin token: the server continues it from its
+ * journal, one write in the emulator's log, the outcome from the verification read.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -21,10 +26,11 @@ import {
   type Portal,
 } from "./support/harness.js";
 import { startDevServer, type RunningDevServer } from "./support/dev-server.js";
-import { events, readAudit } from "./support/trust-boundary.js";
+import { closings, events, readAudit } from "./support/trust-boundary.js";
 import { adminQuery, schemaFor, usingPostgres } from "./support/postgres.js";
 import Database from "better-sqlite3";
 import { newApiToken } from "../src/auth/tokens.js";
+import { STALL_MARK } from "./support/stalling-served-graph.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
 /** A renamed title waits this long; other fields keep the policy's hour. */
@@ -38,7 +44,7 @@ const tokens: Record<string, string> = {};
 
 beforeAll(async () => {
   const tokenFile = path.join(tempDir("ae-worker-api-tokens-"), "api-tokens.json");
-  const entries = Object.entries({ dave: ["requester"], sweeper: ["admin"] } as const).map(
+  const entries = Object.entries({ dave: ["requester"], bob: ["approver"], sweeper: ["admin"] } as const).map(
     ([identity, roles]) => {
       const made = newApiToken(identity, [...roles]);
       tokens[identity] = made.token;
@@ -51,8 +57,17 @@ beforeAll(async () => {
   });
   portal = await startPortal();
   dataDir = tempDir("ae-worker-api-");
-  env = envFor(portal, dataDir, { ACTION_ENVELOPE_POLICY: policy, ACTION_ENVELOPE_API_TOKENS: tokenFile });
-  server = await startDevServer(env);
+  env = envFor(portal, dataDir, {
+    ACTION_ENVELOPE_POLICY: policy,
+    ACTION_ENVELOPE_API_TOKENS: tokenFile,
+    // A write whose answer was lost is re-sent with its key on recovery (the emulator keeps the answer).
+    BITRIX24_IDEMPOTENCY: "on",
+    // A stopped run is due for a worker this long after its last step.
+    ACTION_ENVELOPE_RESUME_GRACE_MS: "500",
+  });
+  server = await startDevServer(env, {
+    graphs: { [GRAPH_ID]: "test/support/stalling-served-graph.ts:graph" },
+  });
 }, 180_000);
 
 afterAll(async () => {
@@ -207,5 +222,101 @@ describe("sweep --api", () => {
     expect(results.filter((s) => s.threadId === expiring.threadId)).toMatchObject([{ result: "escalated" }]);
     expect(events(await readAudit(dataDir, expiring.threadId), "approval_expired")).toHaveLength(1);
     expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
+/** The phase the shared journal records for an action (src/store/action-machine.ts). */
+async function phaseOf(envelopeHash: string): Promise<string | undefined> {
+  if (usingPostgres)
+    return (
+      await adminQuery<{ phase: string }>(
+        `SELECT phase FROM ${schemaFor(dataDir)}.actions WHERE envelope_hash = $1`,
+        [envelopeHash],
+      )
+    )[0]?.phase;
+  const db = new Database(path.join(dataDir, "journal.sqlite"), { readonly: true, fileMustExist: true });
+  try {
+    return (
+      db.prepare("SELECT phase FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+        { phase: string } | undefined
+    )?.phase;
+  } finally {
+    db.close();
+  }
+}
+
+/** The portal's writes that carry `text`. */
+const writesOf = async (text: string) =>
+  (await portal.writes()).filter((w) => JSON.stringify(w.params).includes(text));
+
+/**
+ * An approved action whose run the server stopped right after the journal committed its write-ahead
+ * entry: the approval's run stalls there (stalling-served-graph.ts) and is cancelled, nothing sent.
+ */
+async function stoppedAfterIntent(taskId: number, text: string): Promise<{ threadId: string }> {
+  const { threadId, waiting } = await startWaiting(`set description of task ${taskId} to ${text}`);
+  const bob = clientAs("bob");
+  const run = await bob.runs.create(threadId, GRAPH_ID, {
+    command: {
+      resume: { decisions: [{ type: "approve", envelopeHash: waiting.envelopeHash, nonce: waiting.nonce }] },
+    },
+  });
+  await until("the write-ahead entry", async () => (await phaseOf(waiting.envelopeHash)) === "intent");
+  await bob.runs.cancel(threadId, run.run_id, true, "interrupt");
+  expect(await writesOf(text)).toEqual([]);
+  expect((await clientAs("sweeper").threads.getState(threadId)).next).toEqual(["carry_out"]);
+  return { threadId };
+}
+
+describe("recover --api", () => {
+  it("an admin token finishes a run the server stopped after the write's intent: one write, VERIFIED; other roles are refused; a second recover does nothing", async () => {
+    const text = `${STALL_MARK} RECOVERED`;
+    const { threadId } = await stoppedAfterIntent(4, text);
+    const recover = (who: string) =>
+      runCli(["recover", threadId, "--api", server.apiUrl, "--json"], {
+        ...env,
+        LANGGRAPH_API_TOKEN: tokens[who]!,
+      });
+
+    for (const who of ["dave", "bob"]) {
+      const refused = await recover(who);
+      expect(refused.code, refused.stdout + refused.stderr).not.toBe(0);
+      expect(refused.stderr + refused.stdout).toMatch(/needs the role admin/);
+    }
+    expect(await writesOf(text)).toEqual([]);
+
+    const r = await recover("sweeper");
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(parseJsonOutput(r.stdout)).toMatchObject({
+      threadId,
+      status: "finished",
+      outcome: "VERIFIED",
+      verification: { verdict: "VERIFIED" },
+    });
+    expect(await writesOf(text)).toHaveLength(1);
+    expect((await portal.task(4))["description"]).toBe(text);
+    expect(closings(await readAudit(dataDir, threadId))).toHaveLength(1);
+
+    const again = await recover("sweeper");
+    expect(again.code, again.stdout + again.stderr).toBe(1);
+    expect(again.stderr).toMatch(/nothing to recover \(status finished\)/);
+    expect(await writesOf(text)).toHaveLength(1);
+  });
+
+  it("worker --api finishes such a run in its round: one write, VERIFIED", async () => {
+    const text = `${STALL_MARK} BY THE WORKER`;
+    const { threadId } = await stoppedAfterIntent(5, text);
+    const workerEnv = { ...env, LANGGRAPH_API_TOKEN: tokens["sweeper"]! };
+    const r = await runCli(["worker", "--api", server.apiUrl, "--once", "--json"], workerEnv);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    const round = parseJsonOutput(r.stdout) as Round & {
+      recovered: Array<{ result: string; detail: string }>;
+    };
+    expect(round.error, r.stdout).toBeUndefined();
+    expect(round.recovered.filter((x) => x.threadId === threadId)).toMatchObject([
+      { result: "recovered", detail: expect.stringMatching(/^VERIFIED/) },
+    ]);
+    expect(await writesOf(text)).toHaveLength(1);
+    expect((await portal.task(5))["description"]).toBe(text);
   });
 });

@@ -11,67 +11,46 @@
  * Exactly once comes from the journal twice: a claimed action is skipped by other workers until its
  * lease ends, and the server's run claims the decision (the nonce) before it moves the action.
  *
- * A run the server stopped between steps (due for "resume") is not driven from here: the guarded API
- * accepts no command but `resume`, and finishing such a run needs the journal's resync step. It is
- * reported and left for a later round.
+ * A run the server stopped between steps (due for "resume": the process died mid-run) is sent a
+ * recovery run, a run with neither input nor command, which the server continues from where its
+ * journal says (src/api/guard.ts), as the local `recover` does; the journal's write-ahead entry keeps
+ * it from writing twice.
  */
-import os from "node:os";
-import { randomUUID } from "node:crypto";
 import type { Client } from "@langchain/langgraph-sdk";
 import type { DueItem } from "../store/due.js";
-import type { Journal } from "../store/journal.js";
 import type { SweepResult } from "../app/threads.js";
-import { DUE_DEFAULTS, type DueRound, type DueWorkOptions } from "../app/due-work.js";
+import {
+  workDue,
+  type DueJournal,
+  type DueRound,
+  type DueWorkOptions,
+  type RecoveryResult,
+} from "../app/due-work.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";
-import { apiView } from "./cli-api.js";
+import { apiRecover, apiView } from "./cli-api.js";
 import type { ApiTarget } from "./target.js";
 
 /** Who a system expiry names on a server without tokens (the local sweep's name); with a token the server fills in the caller. */
 export const SWEEP_ID = "system:sweep";
 
 export interface ApiDueContext {
-  journal: Pick<Journal, "claimDue" | "releaseDue">;
+  journal: DueJournal;
   clock: () => Date;
   client: Client;
   target: ApiTarget;
 }
 
-/** One round over the API: claims due actions batch by batch (as runDueWork does) and works each thread once. */
-export async function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<DueRound> {
-  const o = { ...DUE_DEFAULTS, ...opts };
-  const owner = opts.owner ?? `${os.hostname()}:${process.pid}:${randomUUID()}`;
-  const round: DueRound = { swept: [], recovered: [] };
-  const done = new Set<string>();
-  let claimed = 0;
-  while (claimed < o.maxPerRound) {
-    const items = await ctx.journal.claimDue(
-      ctx.clock(),
-      Math.min(o.batch, o.maxPerRound - claimed),
-      owner,
-      o.leaseMs,
-      "api",
-    );
-    if (items.length === 0) break;
-    claimed += items.length;
-    for (const [threadId, ofThread] of byThread(items)) {
-      if (!done.has(threadId)) {
-        done.add(threadId);
-        await workThread(ctx, threadId, round, owner, ofThread);
-      }
-      // What did not move stays claimed by nobody and is due again only after a while (as runDueWork).
-      const retryAt = new Date(ctx.clock().getTime() + o.retryMs);
-      for (const item of ofThread) await ctx.journal.releaseDue(item.envelopeHash, owner, retryAt);
-    }
-  }
-  return round;
-}
-
-function byThread(items: DueItem[]): Map<string, DueItem[]> {
-  const m = new Map<string, DueItem[]>();
-  for (const item of items) m.set(item.threadId, [...(m.get(item.threadId) ?? []), item]);
-  return m;
+/** One round over the API: the due work of the server's threads (keeper "api"), each thread worked once (src/app/due-work.ts). */
+export function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<DueRound> {
+  return workDue(
+    ctx.journal,
+    ctx.clock,
+    "api",
+    (threadId, round, owner, items) => workThread(ctx, threadId, round, owner, items),
+    opts,
+  );
 }
 
 async function workThread(
@@ -101,13 +80,40 @@ async function workThread(
       for (const item of items) await ctx.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
     return;
   }
-  if (view.status === "interrupted_run")
-    round.recovered.push({
-      threadId,
-      result: "skipped",
-      detail: `the run stopped before ${view.next?.join(", ")}; a run on the API server is not resumed by worker --api`,
-    });
+  // A checkpoint still paused at an approval the journal has moved past (the server lost the steps
+  // after it) is an interrupted run too: the server's journal decides, the recovery run only asks.
+  const behind =
+    view.status === "awaiting_approval" &&
+    items.some((i) => i.reason === "resume" && i.envelopeHash === view.approval?.envelopeHash);
+  if (view.status === "interrupted_run" || behind) {
+    round.recovered.push(await recoverOverApi(ctx, threadId));
+    return;
+  }
   // not_found (a thread the CLI keeps, not the server), finished, awaiting_input: nothing to do here.
+}
+
+/** Sends a recovery run and reports what became of the thread; a run in progress on it (409) is busy. */
+export async function recoverOverApi(
+  ctx: Pick<ApiDueContext, "client" | "target">,
+  threadId: string,
+): Promise<RecoveryResult> {
+  try {
+    const after = await apiRecover(ctx.client, threadId, ctx.target);
+    if (after.status === "interrupted_run")
+      return { threadId, result: "skipped", detail: `still stopped before ${after.next?.join(", ")}` };
+    return {
+      threadId,
+      result: "recovered",
+      detail:
+        after.status === "finished"
+          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
+          : `now ${after.status}`,
+    };
+  } catch (e) {
+    if ((e as { status?: number }).status === 409)
+      return { threadId, result: "busy", detail: "a run is in progress on the thread" };
+    return { threadId, result: "skipped", detail: msg(e) };
+  }
 }
 
 /**

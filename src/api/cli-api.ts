@@ -447,6 +447,16 @@ export async function apiDecide(
   return apiView(client, threadId, target);
 }
 
+/**
+ * Sends a recovery run (neither input nor command; an admin's with tokens) and returns the thread as
+ * it is afterwards: the server continues a run stopped between steps from where its journal says
+ * (src/api/guard.ts). Refused (409) while a run is in progress on the thread.
+ */
+export async function apiRecover(client: Client, threadId: string, target?: ApiTarget): Promise<ThreadView> {
+  await client.runs.wait(threadId, GRAPH_ID, { multitaskStrategy: "reject" });
+  return apiView(client, threadId, target);
+}
+
 /** Drops `approver` from decisions when the server will fill in the authenticated caller (a token, and no explicit --as). */
 export function forTokenServer(
   resume: ResumeValue,

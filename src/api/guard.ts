@@ -2,15 +2,17 @@
  * The graph as the LangGraph API server runs it (src/api/served-graph.ts applies this): before a run
  * with `command.resume` starts, a resume to a thread that is not waiting is refused visibly
  * (src/api/late-resume.ts), and a decision without an approver gets the authenticated caller
- * (src/api/resume-identity.ts). Run input that is not an object fails with INVALID_INPUT; other
- * input passes through unchanged (the agent node validates it). Every run gets the server's
- * dependencies in its config (src/runtime/run-deps.ts) in place of anything the client sent under
- * that key. The CLI and tests that compile the builder themselves do not go through this; they decide
+ * (src/api/resume-identity.ts). A run with neither input nor command continues a run stopped between
+ * steps from where the journal says, as `recover` does locally. Run input that is not an object fails
+ * with INVALID_INPUT; other input passes through unchanged (the agent node validates it). Every run
+ * gets the server's dependencies in its config (src/runtime/run-deps.ts) in place of anything the
+ * client sent under that key. The CLI and tests that compile the builder themselves do not go through this; they decide
  * through src/app/.
  */
 import { Command, isCommand, type CompiledStateGraph } from "@langchain/langgraph";
 import { refuseLateResume } from "./late-resume.js";
 import { withAuthenticatedApprover } from "./resume-identity.js";
+import { recoveryInput } from "../app/threads.js";
 import type { Deps } from "../runtime/deps.js";
 import { depsConfigurable } from "../runtime/run-deps.js";
 
@@ -41,10 +43,29 @@ async function admit(graph: Served, input: unknown, options: RunOptions, deps: D
       `INVALID_INPUT: the run input must be an object, {"request": "…", "requestedBy": "…"} or Studio's {"messages": [...]}; got ${Array.isArray(input) ? "an array" : `a ${typeof input}`}`,
     );
   }
+  if (input === null || input === undefined) return continued(graph, options, deps, input);
   if (!isCommand(input) || input.resume === undefined) return input;
   await refuseLateResume(graph, input, options, deps);
   const resume = withAuthenticatedApprover(input.resume, options?.configurable);
   return resume === input.resume ? input : new Command({ resume });
+}
+
+/**
+ * A run with neither input nor command (only an admin's, with tokens: src/auth/rules.ts) continues a
+ * run the server stopped between steps from where the journal says, with the input the local
+ * `recover` would use (recoveryInput, src/app/threads.ts); on a thread that is not an interrupted run
+ * it runs as sent. Nothing the client sends chooses the step: the run carries no command of its own.
+ */
+async function continued(
+  graph: Served,
+  options: RunOptions,
+  deps: Deps,
+  input: null | undefined,
+): Promise<unknown> {
+  const threadId = options?.configurable?.["thread_id"];
+  if (typeof threadId !== "string" || threadId === "") return input;
+  const recovery = await recoveryInput({ graph, deps }, threadId);
+  return recovery.input === undefined ? input : recovery.input;
 }
 
 /** The run's options with the server's dependencies; a client's value under the same key is replaced. */

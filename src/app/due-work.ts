@@ -6,10 +6,14 @@
  *
  * Several workers share the due work: a claimed action is skipped by the others until its lease ends
  * (a worker that died mid-round), and each thread is still driven under the journal's thread lock.
+ * The claim loop (`workDue`) is the same for `worker --api`, which drives the threads the LangGraph API
+ * server keeps through its API (src/api/api-due-work.ts).
  */
 import os from "node:os";
 import { randomUUID } from "node:crypto";
 import type { DueItem } from "../store/due.js";
+import type { Journal } from "../store/journal.js";
+import type { Keeper } from "../store/keeper.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { expireApproval, recoverThread, type SweepResult } from "./threads.js";
 import type { App } from "./open-app.js";
@@ -39,37 +43,71 @@ export interface DueWorkOptions {
   retryMs?: number;
 }
 
-export const DUE_DEFAULTS = { batch: 20, maxPerRound: 1000, leaseMs: 120_000, retryMs: 60_000 } as const;
+const DUE_DEFAULTS = { batch: 20, maxPerRound: 1000, leaseMs: 120_000, retryMs: 60_000 } as const;
 
-/** One round: claims due actions batch by batch until none is due (or maxPerRound), and works each thread once. */
-export async function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<DueRound> {
+/** The journal's part of a round: claiming due actions and releasing them. */
+export type DueJournal = Pick<Journal, "claimDue" | "releaseDue">;
+
+/**
+ * What a round does with one thread, given its claimed items; it may release them itself (with
+ * another due time than the round's retry).
+ */
+export type ThreadWork = (
+  threadId: string,
+  round: DueRound,
+  owner: string,
+  items: DueItem[],
+) => Promise<void>;
+
+/**
+ * One round over the due index for the threads `keeper` keeps: claims due actions batch by batch
+ * until none is due (or maxPerRound), works each thread once, and releases what it did not move.
+ */
+export async function workDue(
+  journal: DueJournal,
+  clock: () => Date,
+  keeper: Keeper,
+  work: ThreadWork,
+  opts: DueWorkOptions = {},
+): Promise<DueRound> {
   const o = { ...DUE_DEFAULTS, ...opts };
   const owner = opts.owner ?? `${os.hostname()}:${process.pid}:${randomUUID()}`;
   const round: DueRound = { swept: [], recovered: [] };
   const done = new Set<string>();
   let claimed = 0;
   while (claimed < o.maxPerRound) {
-    const items = await app.deps.journal.claimDue(
-      app.deps.clock(),
+    const items = await journal.claimDue(
+      clock(),
       Math.min(o.batch, o.maxPerRound - claimed),
       owner,
       o.leaseMs,
-      "local",
+      keeper,
     );
     if (items.length === 0) break;
     claimed += items.length;
     for (const [threadId, ofThread] of byThread(items)) {
       if (!done.has(threadId)) {
         done.add(threadId);
-        await workThread(app, threadId, round, owner, ofThread);
+        await work(threadId, round, owner, ofThread);
       }
       // Whatever did not move this action (moves end the claim) is due again only after a while, so
       // neither this round nor the next worker takes it up again at once.
-      const retryAt = new Date(app.deps.clock().getTime() + o.retryMs);
-      for (const item of ofThread) await app.deps.journal.releaseDue(item.envelopeHash, owner, retryAt);
+      const retryAt = new Date(clock().getTime() + o.retryMs);
+      for (const item of ofThread) await journal.releaseDue(item.envelopeHash, owner, retryAt);
     }
   }
   return round;
+}
+
+/** One round for the threads the CLI keeps (keeper "local"), each driven through the local decision path. */
+export function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<DueRound> {
+  return workDue(
+    app.deps.journal,
+    app.deps.clock,
+    "local",
+    (threadId, round, owner, items) => workThread(app, threadId, round, owner, items),
+    opts,
+  );
 }
 
 function byThread(items: DueItem[]): Map<string, DueItem[]> {

@@ -14,7 +14,14 @@ import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/act
 import type { QuestionEntry } from "../store/journal.js";
 import { listPending } from "./pending.js";
 import type { App } from "./open-app.js";
-import { checkpointAhead, finishedView, overlayJournal, viewThread, type ThreadView } from "./view-thread.js";
+import {
+  checkpointAhead,
+  finishedView,
+  overlayJournal,
+  viewThread,
+  type ThreadSource,
+  type ThreadView,
+} from "./view-thread.js";
 
 export interface RunInput {
   request: string;
@@ -173,27 +180,36 @@ const RESUME_FROM_JOURNAL = {
   recover: "the journal has moved past this approval; continue from where it says the thread is",
 };
 
+/**
+ * What continues a run a crash stopped between nodes, decided from the journal over the checkpoint
+ * (the same for `recover`, the worker and a recovery run on the API server, src/api/guard.ts); the
+ * thread's view with it, or with no input when the view is not an interrupted run.
+ */
+export async function recoveryInput(
+  app: ThreadSource,
+  threadId: string,
+): Promise<{ view: ThreadView; input?: Command | null }> {
+  const view = await viewThread(app, threadId);
+  if (view.status !== "interrupted_run") return { view };
+  // A checkpoint still paused at an approval the journal has decided (checkpointBehind: the view names
+  // the pause): it is resumed with a value that is not a decision; await_approval's gate sees the
+  // journal has moved on, records that, and the run continues from the journal's step. Otherwise the
+  // run continues as is.
+  // A checkpoint at the graph's end that the journal has not closed (checkpointAhead) has no step to
+  // continue: the run is sent to resync, which goes where the journal says.
+  if (view.interruptId)
+    return { view, input: new Command({ resume: { [view.interruptId]: RESUME_FROM_JOURNAL } }) };
+  const atEnd = (await app.graph.getState({ configurable: { thread_id: threadId } })).next.length === 0;
+  return { view, input: atEnd ? new Command({ goto: "resync" }) : null };
+}
+
 /** Continues a run that a crash stopped between nodes; the journal keeps it from writing twice. */
 export async function recoverThread(app: App, threadId: string, onStep?: StepListener): Promise<ThreadView> {
   return withThreadLock(app, threadId, async () => {
-    const view = await viewThread(app, threadId);
-    if (view.status !== "interrupted_run") {
+    const { view, input } = await recoveryInput(app, threadId);
+    if (input === undefined) {
       throw new UsageError(`thread ${threadId} has nothing to recover (status ${view.status})`);
     }
-    // A checkpoint still paused at an approval the journal has decided (checkpointBehind: the view names
-    // the pause): it is resumed with a value that is not a decision; await_approval's gate sees the
-    // journal has moved on, records that, and the run continues from the journal's step. Otherwise the
-    // run continues as is.
-    // A checkpoint at the graph's end that the journal has not closed (checkpointAhead) has no step to
-    // continue: the run is sent to resync, which goes where the journal says.
-    const atEnd =
-      !view.interruptId &&
-      (await app.graph.getState({ configurable: { thread_id: threadId } })).next.length === 0;
-    const input = view.interruptId
-      ? new Command({ resume: { [view.interruptId]: RESUME_FROM_JOURNAL } })
-      : atEnd
-        ? new Command({ goto: "resync" })
-        : null;
     await drive(app, input, threadId, onStep);
     return viewThread(app, threadId);
   });

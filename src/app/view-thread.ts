@@ -12,6 +12,9 @@ import { actionOutcomeOf, flatView, viewOf, type RevisionHistory } from "../hitl
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { ReadApp } from "./open-app.js";
 
+/** What a view reads: the journal (and the stores beside it) and the graph's checkpoints; a ReadApp, or the API server's graph with its deps. */
+export type ThreadSource = Pick<ReadApp, "deps"> & { graph: Pick<ReadApp["graph"], "getState"> };
+
 export type ThreadStatus =
   "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
 
@@ -57,7 +60,7 @@ export interface ChangeSetOutcome {
  * outcome come from the journal's rows (the authority); the checkpoint says only whether a run is
  * paused and where. An edited checkpoint therefore cannot change what `show` or `pending` prints.
  */
-export async function viewThread(app: ReadApp, threadId: string): Promise<ThreadView> {
+export async function viewThread(app: ThreadSource, threadId: string): Promise<ThreadView> {
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
   const checkpointValues = snapshot.values as State | undefined;
   if (!checkpointValues || Object.keys(checkpointValues).length === 0)
@@ -150,7 +153,7 @@ export function checkpointAhead(
 }
 
 export async function finishedView(
-  app: ReadApp,
+  app: ThreadSource,
   threadId: string,
   values: State,
   action: ActionRow | undefined,
@@ -168,7 +171,7 @@ export async function finishedView(
  * refuses that one on resume).
  */
 async function checkpointBehind(
-  app: ReadApp,
+  app: ThreadSource,
   threadId: string,
   payload: InterruptPayload | undefined,
   action: ActionRow | undefined,
@@ -180,7 +183,7 @@ async function checkpointBehind(
 }
 
 /** Each action of the thread's change set as the journal closed it, in set order (not yet closed: omitted). */
-async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetOutcome | undefined> {
+async function setOutcomeOf(app: ThreadSource, action: ActionRow): Promise<ChangeSetOutcome | undefined> {
   // Actions an approver rejected in an earlier revision of the set (approve a1, reject a2) stay in the
   // table as REJECTED with their reason; what was kept ran as the later revision.
   const rejected = await rejectedInEarlierRevisions(app, action);
@@ -204,7 +207,7 @@ async function setOutcomeOf(app: ReadApp, action: ActionRow): Promise<ChangeSetO
 
 /** The actions rejected per action in earlier revisions of this thread's change set, from the journal's superseded rows. */
 async function rejectedInEarlierRevisions(
-  app: ReadApp,
+  app: ThreadSource,
   action: ActionRow,
 ): Promise<{ rows: SetActionOutcome[]; keptId?: string; setHash?: string }> {
   const rows: SetActionOutcome[] = [];
@@ -242,7 +245,7 @@ async function rejectedInEarlierRevisions(
 const REFUSAL_EVENTS = ["decision_refused", "answer_refused"] as const;
 
 /** A thread's values overlaid with the journal, and the journal rows they were read from (for the view's status). */
-export async function overlayJournal(app: ReadApp, threadId: string, checkpointValues: State) {
+export async function overlayJournal(app: ThreadSource, threadId: string, checkpointValues: State) {
   const journal = app.deps.journal;
   const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
   if (!thread && !action)

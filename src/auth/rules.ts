@@ -296,9 +296,17 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
         }
         return allow(ownerOnly);
       }
+      // continue (no input, no command): recovery of a run stopped between steps, continued from where
+      // the journal says (src/api/guard.ts); an admin's (`recover --api`, `worker --api`) alone.
+      if (run.kind === "continue") {
+        if (has("admin")) return allow();
+        return refuse(
+          event,
+          `a run without input or command recovers a run stopped between steps and needs the role admin; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+        );
+      }
       // resume: a decision (approvers, on any thread) or the requester's own answer, cancel or decision on
       // their thread; the graph then checks the decision against policy with this identity.
-      // continue (no input, no command): re-runs what is pending from the latest checkpoint.
       if (has("approver")) return allow();
       if (has("requester")) return allow(ownerOnly);
       // An admin (`worker --api`) may send a system expiry and nothing else; the graph honours it only
@@ -306,7 +314,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
       if (has("admin") && run.kind === "resume" && onlyExpiries(kwargs["command"])) return allow();
       return refuse(
         event,
-        `${run.kind === "resume" ? "command.resume" : "a run without input"} needs the role approver (any thread) or requester (own threads), or admin for a system expiry alone; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+        `command.resume needs the role approver (any thread) or requester (own threads), or admin for a system expiry alone; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
       );
     }
 

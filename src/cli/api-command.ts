@@ -11,6 +11,7 @@ import {
   apiClient,
   apiDecide,
   apiPending,
+  apiRecover,
   apiView,
   apiViewOf,
   forTokenServer,
@@ -33,6 +34,7 @@ export type ApiCommand =
     }
   | { kind: "pending"; json: boolean }
   | { kind: "show"; threadId: string; json: boolean }
+  | { kind: "recover"; threadId: string; json: boolean }
   | {
       kind: "decide";
       threadId: string;
@@ -64,7 +66,7 @@ export async function runApiCommand(
     } else if (view.status === "awaiting_input") printer.question(view);
     else if (view.status === "interrupted_run")
       printer.line(
-        esc`The run stopped before ${view.next?.join(", ")}; the server's worker or a new run finishes it.`,
+        esc`The run stopped before ${view.next?.join(", ")}; "worker --api" or "recover ${view.threadId} --api ${target.url}" (admin token) finishes it.`,
       );
     else printer.outcome(view);
     return exitCodeForView(view, refusedNow);
@@ -104,6 +106,15 @@ export async function runApiCommand(
           `no thread ${cmd.threadId} on ${target.url}; list waiting ones with "pending --api ${target.url}"`,
         );
       return print(view, false);
+    }
+    case "recover": {
+      const before = await apiView(client, cmd.threadId, target);
+      if (before.status === "not_found") throw new UsageError(`no thread ${cmd.threadId} on ${target.url}`);
+      // A pause at an approval may be one the server's journal has moved past (steps a crash lost): the
+      // server decides from its journal; a thread that really waits stays waiting.
+      if (before.status !== "interrupted_run" && before.status !== "awaiting_approval")
+        throw new UsageError(`thread ${cmd.threadId} has nothing to recover (status ${before.status})`);
+      return print(await apiRecover(client, cmd.threadId, target), false);
     }
     case "decide": {
       // The approval decided is the one the audit log recorded (apiView refuses one it does not hold),

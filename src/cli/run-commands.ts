@@ -165,13 +165,26 @@ export function undoCommand(): Command {
     });
 }
 
-/** `recover`: finishes a run that a crash stopped between steps. */
+/** `recover`: finishes a run that a crash stopped between steps (with --api: one the API server stopped). */
 export function recoverCommand(): Command {
   return new Command("recover")
     .description("Finish a run that a crash stopped between steps (never re-sends a write)")
     .argument("<thread>", "thread id", cap("thread", LIMITS.id))
     .option("--json", "print one JSON object")
-    .action(async (thread: string, opts: { json?: boolean }) => {
+    .option(
+      "--api <url>",
+      "a thread this LangGraph API server keeps: it continues the run from its journal (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN, role admin)",
+    )
+    .action(async (thread: string, opts: { json?: boolean; api?: string }) => {
+      const api = await apiOf(opts.api);
+      if (api) {
+        process.exitCode = await runApiCommand(api, {
+          kind: "recover",
+          threadId: thread,
+          json: Boolean(opts.json),
+        });
+        return;
+      }
       const printer = new Printer(process.stdout, Boolean(opts.json));
       const { recoverThread } = await import("../app/threads.js");
       process.exitCode = await withApp(async (app) => {

@@ -16,7 +16,8 @@
  * or inside the final step after it closed the action (`recover <thread>` finishes it).
  *
  * `worker --api URL` works the same due index for the threads a LangGraph API server keeps, driving
- * them through its API (src/api/api-due-work.ts) instead of the CLI's checkpoints.
+ * them through its API (src/api/api-due-work.ts) instead of the CLI's checkpoints: expiries, and
+ * recovery runs for runs the server stopped between steps.
  */
 import { Command } from "commander";
 import type { SweepResult } from "../app/threads.js";
@@ -134,7 +135,7 @@ export function workerCommand(): Command {
     .option("--json", "one JSON object per round")
     .option(
       "--api <url>",
-      "expire the approvals of threads this LangGraph API server keeps, through its API (token: LANGGRAPH_API_TOKEN, role admin); shares the server's journal",
+      "expire the approvals and finish the stopped runs of threads this LangGraph API server keeps, through its API (token: LANGGRAPH_API_TOKEN, role admin); shares the server's journal",
     )
     .action(async (opts: { interval: string; once?: boolean; json?: boolean; api?: string }) => {
       const interval = Number(opts.interval);

@@ -27,7 +27,7 @@ const absoluteSpec = (spec: string) => {
  * server keeps its state in `<config dir>/.langgraph_api`, so a test run never touches the developer's.
  * The server resolves @langchain/langgraph from the config's directory, hence the node_modules link.
  */
-export function isolatedConfig(): {
+export function isolatedConfig(graphOverrides: Record<string, string> = {}): {
   dir: string;
   file: string;
   graphs: Record<string, string>;
@@ -43,7 +43,7 @@ export function isolatedConfig(): {
   const dir = tempDir("ae-langgraph-");
   fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"), "dir");
   const graphs = Object.fromEntries(
-    Object.entries(repo.graphs).map(([id, spec]) => [id, absoluteSpec(spec)]),
+    Object.entries({ ...repo.graphs, ...graphOverrides }).map(([id, spec]) => [id, absoluteSpec(spec)]),
   );
   const auth = repo.auth ? { ...repo.auth, path: absoluteSpec(repo.auth.path) } : undefined;
   const file = path.join(dir, "langgraph.json");
@@ -63,9 +63,9 @@ export interface RunningDevServer {
 /** Starts src/cli/dev-server.ts with `env` added to this process's environment; resolves once it prints the API URL. */
 export async function startDevServer(
   env: Record<string, string>,
-  opts: { readyTimeoutMs?: number } = {},
+  opts: { readyTimeoutMs?: number; graphs?: Record<string, string> } = {},
 ): Promise<RunningDevServer> {
-  const project = isolatedConfig();
+  const project = isolatedConfig(opts.graphs);
   const child = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], {
     cwd: ROOT,
     env: { ...process.env, ...env, NO_COLOR: "1" },
