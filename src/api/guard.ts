@@ -6,8 +6,8 @@
  * steps from where the journal says, as `recover` does locally. Run input that is not an object fails
  * with INVALID_INPUT; other input passes through unchanged (the agent node validates it). Every run
  * gets the server's dependencies in its config (src/runtime/run-deps.ts) in place of anything the
- * client sent under that key. The CLI and tests that compile the builder themselves do not go through this; they decide
- * through src/app/.
+ * client sent under that key. The CLI and tests that compile the builder themselves do not go through
+ * this; they decide through src/app/.
  */
 import { Command, isCommand, type CompiledStateGraph } from "@langchain/langgraph";
 import { refuseLateResume } from "./late-resume.js";
