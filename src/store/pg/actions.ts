@@ -7,7 +7,7 @@ import type {
   RegisteredAction,
   TransitionResult,
 } from "../action-machine.js";
-import { emptyProgress } from "../action-machine.js";
+import { emptyProgress, leaseIsFree } from "../action-machine.js";
 import {
   currentFrom,
   planMove,
@@ -103,14 +103,16 @@ export class PgActions extends PgBase implements ActionJournal {
     claim: DecisionClaim,
     decision: NonNullable<ActionProgress["decision"]>,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records);
+    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
   }
 
   async decideActions(
     decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
     claim: DecisionClaim,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
     return this.tx(
       `deciding ${decisions.length === 1 ? `action ${decisions[0]!.envelopeHash}` : `a change set of ${decisions.length} actions`}`,
@@ -159,6 +161,14 @@ export class PgActions extends PgBase implements ActionJournal {
         const stored: ActionProgress[] = [];
         for (const p of planned)
           stored.push(await this.writeMove(c, p.row.envelopeHash, "registered", "decided", p.progress));
+        // The approval's lease, when free, in this transaction rather than in one of its own before the
+        // pre-read; one another action inserted meanwhile is left to it (putLease takes nothing then).
+        if (lease) {
+          const now = Date.now();
+          const holder = await this.lockLease(c, lease.objectKey);
+          if (leaseIsFree(holder, claim.envelopeHash, now))
+            await this.putLease(c, lease.objectKey, claim, holder, now, lease.holdMs);
+        }
         await this.append(c, records);
         return { claimed: true, row: { ...planned[0]!.row, phase: "decided", progress: stored[0]! } };
       },

@@ -7,7 +7,7 @@ import type {
   RegisteredAction,
   TransitionResult,
 } from "../action-machine.js";
-import { emptyProgress } from "../action-machine.js";
+import { emptyProgress, leaseIsFree } from "../action-machine.js";
 import {
   currentFrom,
   planMove,
@@ -88,14 +88,16 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
     claim: DecisionClaim,
     decision: NonNullable<ActionProgress["decision"]>,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records);
+    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
   }
 
   async decideActions(
     decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
     claim: DecisionClaim,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
     return this.conn.write((): DecideResult => {
       const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as
@@ -126,6 +128,13 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       const stored = planned.map((p) =>
         this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress),
       );
+      // The approval's lease, when free, in this transaction rather than in one of its own before the pre-read.
+      if (lease) {
+        const now = Date.now();
+        const holder = this.leaseOn(lease.objectKey);
+        if (leaseIsFree(holder, claim.envelopeHash, now))
+          this.putLease(lease.objectKey, claim, holder, now, lease.holdMs);
+      }
       this.append(records);
       return { claimed: true, row: { ...planned[0]!.row, phase: "decided", progress: stored[0]! } };
     });
