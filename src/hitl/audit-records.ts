@@ -292,8 +292,46 @@ function claimedDecision(raw: unknown): {
  * a model's proposal); none of them may stop the log from hashing the record.
  */
 function hashable(entry: AuditEntry): AuditEntry {
-  return jsonSafe(entry) as AuditEntry;
+  // An entry that is JSON data already (the usual case: records of tens of kilobytes built from journal
+  // rows) is what the round trip would give back; only anything else takes it.
+  return isJsonData(entry, 0) ? entry : (jsonSafe(entry) as AuditEntry);
 }
+
+/**
+ * Whether a value is JSON data that JSON.stringify and JSON.parse give back unchanged and that holds no
+ * surrogate at all (a valid pair included, which the round trip keeps; this only sends it the long way).
+ * Nesting past 256 levels (or a cycle) is left to jsonSafe too.
+ */
+function isJsonData(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case "string":
+      return !ANY_SURROGATE.test(value);
+    case "boolean":
+      return true;
+    case "number":
+      return Number.isFinite(value) && !Object.is(value, -0);
+    case "object": {
+      if (value === null) return true;
+      if (depth > 256) return false;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++)
+          if (!(i in value) || !isJsonData(value[i], depth + 1)) return false;
+        return true;
+      }
+      const proto = Object.getPrototypeOf(value) as unknown;
+      if (proto !== Object.prototype && proto !== null) return false;
+      for (const key of Object.keys(value)) {
+        if (ANY_SURROGATE.test(key)) return false;
+        if (!isJsonData((value as Record<string, unknown>)[key], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+const ANY_SURROGATE = /[\uD800-\uDFFF]/;
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 

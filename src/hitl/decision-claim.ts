@@ -9,6 +9,7 @@ import type { AuditEntry } from "../store/audit.js";
 import type { Deps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import type { MirrorUpdate } from "./thread-mirror.js";
+import { leaseOf } from "./object-lease.js";
 
 /** This server's side of a decision: its policy, keys and clock, and the authenticated caller. */
 export const judgeOf = (deps: Deps, authUser: string | undefined, now = deps.clock()): Judge => ({
@@ -56,7 +57,14 @@ export async function decide(
         claimOf,
         records,
       )
-    : await deps.journal.decideAction(action.envelopeHash, claimOf, decision, records);
+    : await deps.journal.decideAction(
+        action.envelopeHash,
+        claimOf,
+        decision,
+        records,
+        // An approval is carried out next: its object lease is taken with the claim (one commit fewer).
+        decision.type === "approve" ? leaseOf(deps, action) : undefined,
+      );
   if (claim.claimed) return { row: claim.row };
   if ("existing" in claim) {
     throw new DecisionNotAcceptedError(

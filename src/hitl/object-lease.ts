@@ -20,6 +20,14 @@ export async function holdObject(
   const { holdMs, waitMs } = deps.config.objectLease;
   const owner = { envelopeHash: action.envelopeHash, threadId: action.threadId };
   const started = Date.now();
+  // The lease its approval took with the decision (journal.decideAction): held as it stands while at
+  // least half of it is left (nobody else can take it before it runs out; the write-ahead entry renews it).
+  const own = await deps.journal.objectLease(objectKey);
+  if (own?.owner === owner.envelopeHash && own.expiresAt - started >= holdMs / 2)
+    return {
+      held: true,
+      record: { objectKey, waitedMs: 0, expiresAt: new Date(own.expiresAt).toISOString() },
+    };
   let waitedFor: ObjectLease | undefined;
   let pause = 25;
   for (;;) {

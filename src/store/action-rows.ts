@@ -73,9 +73,9 @@ function sealHoldsCached(key: Buffer, text: string, mac: string | null, content:
 }
 
 /**
- * Parsed JSON of rows read before, per envelope hash: the stored text and the object parsed from it,
- * deep-frozen. A node reads its action several times and the progress column grows with every raw
- * answer; text that is byte-identical parses to the same value, so the frozen parse is handed out
+ * Parsed JSON of rows read or written before, per envelope hash: the stored text and the object parsed
+ * from it, deep-frozen. A node reads its action several times and the progress column grows with every
+ * raw answer; text that is byte-identical parses to the same value, so the frozen parse is handed out
  * again (frozen, so no caller can change what the next caller gets). Any other text is parsed anew.
  */
 const parsedRows = new Map<
@@ -83,6 +83,11 @@ const parsedRows = new Map<
   { registeredText: string; registered: RegisteredAction; progressText: string; progress: ActionProgress }
 >();
 const MAX_CACHED_ROWS = 2_000;
+
+/** The JSON text of each progress part written or serialised before, by its frozen object. */
+const partTexts = new WeakMap<object, string>();
+/** Progress parts that are a parse of stored text (so already what a read gives), not yet serialised. */
+const parsedParts = new WeakSet<object>();
 
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === "object" && !Object.isFrozen(value)) {
@@ -99,9 +104,7 @@ function parsedOf(r: ActionDbRow): { registered: RegisteredAction; progress: Act
       ? hit.registered
       : deepFreeze(JSON.parse(r.registered_json) as RegisteredAction);
   const progress =
-    hit && hit.progressText === r.progress_json
-      ? hit.progress
-      : deepFreeze(JSON.parse(r.progress_json) as ActionProgress);
+    hit && hit.progressText === r.progress_json ? hit.progress : parsedProgress(r.progress_json);
   if (parsedRows.size >= MAX_CACHED_ROWS && !hit) parsedRows.clear();
   parsedRows.set(r.envelope_hash, {
     registeredText: r.registered_json,
@@ -110,6 +113,47 @@ function parsedOf(r: ActionDbRow): { registered: RegisteredAction; progress: Act
     progress,
   });
   return { registered, progress };
+}
+
+function parsedProgress(text: string): ActionProgress {
+  const progress = deepFreeze(JSON.parse(text) as ActionProgress);
+  for (const part of Object.values(progress))
+    if (typeof part === "object" && part !== null) parsedParts.add(part);
+  return progress;
+}
+
+/**
+ * The progress column's text for a move, and the progress as reading that text back gives it
+ * (deep-frozen). The text is JSON.stringify's, byte for byte, but a part the row already carried (the
+ * decision, the pre-read, ...) is not serialised again: its text is kept from when it was first
+ * serialised; only the part a move adds is serialised, and parsed once so the stored and the returned
+ * progress agree. The row's parse is remembered, so the next read of this text parses nothing.
+ */
+export function progressColumn(
+  envelopeHash: string,
+  progress: ActionProgress,
+): { text: string; progress: ActionProgress } {
+  const stored: Record<string, unknown> = {};
+  let text = "";
+  for (const [name, value] of Object.entries(progress)) {
+    if (value === undefined) continue;
+    let part: unknown = value;
+    let partText = typeof value === "object" && value !== null ? partTexts.get(value) : undefined;
+    if (partText === undefined) {
+      partText = JSON.stringify(value) as string | undefined;
+      if (partText === undefined) continue;
+      if (typeof value !== "object" || value === null || !parsedParts.has(value))
+        part = deepFreeze(JSON.parse(partText) as unknown);
+      if (typeof part === "object" && part !== null) partTexts.set(part, partText);
+    }
+    text += `${text ? "," : ""}${JSON.stringify(name)}:${partText}`;
+    stored[name] = part;
+  }
+  text = `{${text}}`;
+  const frozen = Object.freeze(stored) as unknown as ActionProgress;
+  const hit = parsedRows.get(envelopeHash);
+  if (hit) parsedRows.set(envelopeHash, { ...hit, progressText: text, progress: frozen });
+  return { text, progress: frozen };
 }
 
 export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {

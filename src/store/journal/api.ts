@@ -186,12 +186,19 @@ export interface ActionJournal {
    * set is at (action-machine.ts currentOfSet).
    */
   currentAction(threadId: string): Promise<ActionRow | undefined>;
-  /** Consumes the nonce and moves registered → decided atomically, appending `records` (the decision's audit records) in the same transaction. */
+  /**
+   * Consumes the nonce and moves registered → decided atomically, appending `records` (the decision's
+   * audit records) in the same transaction. With `lease` (an approval about to be carried out), the
+   * action's object lease is taken in the same transaction too when it is free (LeaseJournal), so the
+   * pre-read that follows finds it held and commits nothing for it; a lease held by another is left
+   * alone, and the pre-read waits for it as usual.
+   */
   decideAction(
     envelopeHash: string,
     claim: DecisionClaim,
     decision: NonNullable<ActionProgress["decision"]>,
     records?: AuditEntry[],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult>;
   /**
    * A change set's decision: consumes the set's nonce once and moves every listed action registered →
@@ -300,6 +307,8 @@ export interface LeaseJournal {
     owner: { envelopeHash: string; threadId: string },
     holdMs: number,
   ): Promise<LeaseResult>;
+  /** The lease on an object as it stands (an expired one included), read without a transaction. */
+  objectLease(objectKey: string): Promise<ObjectLease | undefined>;
 }
 
 /** Locks on threads, so two processes never drive the same thread at once. */

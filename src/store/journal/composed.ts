@@ -58,7 +58,7 @@ const OWNED: { [K in keyof JournalParts]: Record<keyof JournalParts[K], true> } 
     getQuestion: true,
     listOpenQuestions: true,
   },
-  leases: { acquireObjectLease: true },
+  leases: { acquireObjectLease: true, objectLease: true },
   locks: { acquireThreadLock: true, releaseThreadLock: true },
   due: { claimDue: true, releaseDue: true },
 };

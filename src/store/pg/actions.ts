@@ -7,8 +7,15 @@ import type {
   RegisteredAction,
   TransitionResult,
 } from "../action-machine.js";
-import { emptyProgress } from "../action-machine.js";
-import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from "../action-rows.js";
+import { emptyProgress, leaseIsFree } from "../action-machine.js";
+import {
+  currentFrom,
+  planMove,
+  progressColumn,
+  sealAction,
+  toActionRow,
+  type ActionDbRow,
+} from "../action-rows.js";
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
@@ -96,14 +103,16 @@ export class PgActions extends PgBase implements ActionJournal {
     claim: DecisionClaim,
     decision: NonNullable<ActionProgress["decision"]>,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records);
+    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
   }
 
   async decideActions(
     decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
     claim: DecisionClaim,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
     return this.tx(
       `deciding ${decisions.length === 1 ? `action ${decisions[0]!.envelopeHash}` : `a change set of ${decisions.length} actions`}`,
@@ -149,11 +158,19 @@ export class PgActions extends PgBase implements ActionJournal {
           await c.query(`DELETE FROM ${this.s}.decision_claims WHERE nonce = $1`, [claim.nonce]);
           return { claimed: false, phase: refusals[0]!.phase, reason: refusals[0]!.reason };
         }
+        const stored: ActionProgress[] = [];
         for (const p of planned)
-          await this.writeMove(c, p.row.envelopeHash, "registered", "decided", p.progress);
+          stored.push(await this.writeMove(c, p.row.envelopeHash, "registered", "decided", p.progress));
+        // The approval's lease, when free, in this transaction rather than in one of its own before the
+        // pre-read; one another action inserted meanwhile is left to it (putLease takes nothing then).
+        if (lease) {
+          const now = Date.now();
+          const holder = await this.lockLease(c, lease.objectKey);
+          if (leaseIsFree(holder, claim.envelopeHash, now))
+            await this.putLease(c, lease.objectKey, claim, holder, now, lease.holdMs);
+        }
         await this.append(c, records);
-        const first = planned[0]!;
-        return { claimed: true, row: { ...first.row, phase: "decided", progress: first.progress } };
+        return { claimed: true, row: { ...planned[0]!.row, phase: "decided", progress: stored[0]! } };
       },
     );
   }
@@ -172,8 +189,8 @@ export class PgActions extends PgBase implements ActionJournal {
       const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
-      await this.writeMove(c, envelopeHash, row!.phase, to, plan.progress);
-      const moved: ActionRow = { ...row!, phase: to, progress: plan.progress };
+      const progress = await this.writeMove(c, envelopeHash, row!.phase, to, plan.progress);
+      const moved: ActionRow = { ...row!, phase: to, progress };
       await this.append(c, records(moved));
       return { ok: true, row: moved };
     });
@@ -194,19 +211,18 @@ export class PgActions extends PgBase implements ActionJournal {
         );
         const raw = r.rows[0];
         if (!raw) return undefined;
-        const p = JSON.parse(raw.progress_json) as ActionProgress;
-        const next: ActionProgress = {
+        const p = toActionRow(raw, this.key).progress;
+        const next = progressColumn(envelopeHash, {
           ...p,
           lastRefusal: refusal,
           refusalsSeen: p.refusalsSeen + 1,
           refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
-        };
-        const progressJson = JSON.stringify(next);
+        });
         await c.query(`UPDATE ${this.s}.actions SET progress_json = $1 WHERE envelope_hash = $2`, [
-          progressJson,
+          next.text,
           envelopeHash,
         ]);
-        const row = toActionRow({ ...raw, progress_json: progressJson }, this.key);
+        const row = toActionRow({ ...raw, progress_json: next.text }, this.key);
         await this.append(c, records(row));
         return row;
       },

@@ -2,6 +2,7 @@
 import type pg from "pg";
 import type { DatabaseConfig } from "../../config/env.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
+import { progressColumn } from "../action-rows.js";
 import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
 import { dueColumns, dueOnMove } from "../due.js";
@@ -69,21 +70,26 @@ export class PgBase {
     for (const r of records) await appendWithin(c, this.db, r, this.clock());
   }
 
-  /** Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on it ends. */
+  /**
+   * Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on
+   * it ends. Returns the progress as stored (progressColumn: only the part the move adds is serialised).
+   */
   protected async writeMove(
     c: pg.PoolClient,
     envelopeHash: string,
     from: Phase,
     to: Phase,
     progress: ActionProgress,
-  ): Promise<void> {
+  ): Promise<ActionProgress> {
     const [dueAt, dueReason] = dueColumns(dueOnMove(to, this.clock().getTime(), this.resumeGraceMs));
+    const column = progressColumn(envelopeHash, progress);
     await c.query(
       `UPDATE ${this.s}.actions SET phase = $1, progress_json = $2, due_at = $3, due_reason = $4, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $5`,
-      [to, JSON.stringify(progress), dueAt, dueReason, envelopeHash],
+      [to, column.text, dueAt, dueReason, envelopeHash],
     );
-    if (releasesLease(from, to, progress))
+    if (releasesLease(from, to, column.progress))
       await c.query(`DELETE FROM ${this.s}.object_leases WHERE owner = $1`, [envelopeHash]);
+    return column.progress;
   }
 
   /** The lease row on an object, locked for the rest of the caller's transaction. */

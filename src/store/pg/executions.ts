@@ -61,8 +61,8 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
             );
           // Another action took the (missing) lease between our look and our insert: nothing of ours is committed.
           if (!(await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs))) throw raced;
-          await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
-          return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
+          const progress = await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
+          return { begun: true, row: { ...row!, phase: "intent", progress } };
         },
         true,
       );
@@ -95,8 +95,8 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
       const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
       const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
       if (!plan.ok) return plan;
-      await this.writeMove(c, envelopeHash, row!.phase, "acknowledged", plan.progress);
-      return { ok: true, row: { ...row!, phase: "acknowledged", progress: plan.progress } };
+      const progress = await this.writeMove(c, envelopeHash, row!.phase, "acknowledged", plan.progress);
+      return { ok: true, row: { ...row!, phase: "acknowledged", progress } };
     });
   }
 

@@ -1,6 +1,6 @@
 /** Object leases as rows in PostgreSQL, and thread locks as session advisory locks on dedicated connections. */
 import type pg from "pg";
-import { leaseIsFree } from "../action-machine.js";
+import { leaseIsFree, type ObjectLease } from "../action-machine.js";
 import { lockKey, storeError } from "../postgres.js";
 import { PgBase } from "./base.js";
 import type { LeaseJournal, LockJournal, LeaseResult } from "../journal/api.js";
@@ -26,6 +26,10 @@ export class PgLeases extends PgBase implements LeaseJournal {
           return { acquired: true, expiresAt: now + holdMs };
       }
     });
+  }
+
+  async objectLease(objectKey: string): Promise<ObjectLease | undefined> {
+    return this.getObjectLease(objectKey);
   }
 }
 

@@ -86,8 +86,8 @@ export class PgThreads extends PgBase implements ThreadJournal {
               ? planMove(action, run.action, "closed", { closed })
               : undefined;
           if (plan?.ok) {
-            await this.writeMove(c, run.action, action!.phase, "closed", plan.progress);
-            action = { ...action!, phase: "closed", progress: plan.progress };
+            const progress = await this.writeMove(c, run.action, action!.phase, "closed", plan.progress);
+            action = { ...action!, phase: "closed", progress };
           }
         }
         const r = await c.query<{ closed_json: string | null }>(

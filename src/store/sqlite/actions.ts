@@ -7,8 +7,15 @@ import type {
   RegisteredAction,
   TransitionResult,
 } from "../action-machine.js";
-import { emptyProgress } from "../action-machine.js";
-import { currentFrom, planMove, sealAction, toActionRow, type ActionDbRow } from "../action-rows.js";
+import { emptyProgress, leaseIsFree } from "../action-machine.js";
+import {
+  currentFrom,
+  planMove,
+  progressColumn,
+  sealAction,
+  toActionRow,
+  type ActionDbRow,
+} from "../action-rows.js";
 import { toClaim, type ClaimRow } from "../journal/rows.js";
 import type { ActionJournal, DecideResult, DecisionClaim } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
@@ -81,14 +88,16 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
     claim: DecisionClaim,
     decision: NonNullable<ActionProgress["decision"]>,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records);
+    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
   }
 
   async decideActions(
     decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
     claim: DecisionClaim,
     records: AuditEntry[] = [],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
     return this.conn.write((): DecideResult => {
       const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as
@@ -116,10 +125,18 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
         claim.decidedAt,
         new Date().toISOString(),
       );
-      for (const p of planned) this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress);
+      const stored = planned.map((p) =>
+        this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress),
+      );
+      // The approval's lease, when free, in this transaction rather than in one of its own before the pre-read.
+      if (lease) {
+        const now = Date.now();
+        const holder = this.leaseOn(lease.objectKey);
+        if (leaseIsFree(holder, claim.envelopeHash, now))
+          this.putLease(lease.objectKey, claim, holder, now, lease.holdMs);
+      }
       this.append(records);
-      const first = planned[0]!;
-      return { claimed: true, row: { ...first.row, phase: "decided", progress: first.progress } };
+      return { claimed: true, row: { ...planned[0]!.row, phase: "decided", progress: stored[0]! } };
     });
   }
 
@@ -135,8 +152,8 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, to, patch);
       if (!plan.ok) return plan;
-      this.writeMove(envelopeHash, row!.phase, to, plan.progress);
-      const moved: ActionRow = { ...row!, phase: to, progress: plan.progress };
+      const progress = this.writeMove(envelopeHash, row!.phase, to, plan.progress);
+      const moved: ActionRow = { ...row!, phase: to, progress };
       this.append(records(moved));
       return { ok: true, row: moved };
     });
@@ -152,19 +169,15 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
         ActionDbRow | undefined;
       if (!raw) return undefined;
-      const p = JSON.parse(raw.progress_json) as ActionProgress;
-      const next: ActionProgress = {
+      const p = toActionRow(raw, this.key).progress;
+      const next = progressColumn(envelopeHash, {
         ...p,
         lastRefusal: refusal,
         refusalsSeen: p.refusalsSeen + 1,
         refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
-      };
-      const progressJson = JSON.stringify(next);
-      this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(
-        progressJson,
-        envelopeHash,
-      );
-      const row = toActionRow({ ...raw, progress_json: progressJson }, this.key);
+      });
+      this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(next.text, envelopeHash);
+      const row = toActionRow({ ...raw, progress_json: next.text }, this.key);
       this.append(records(row));
       return row;
     });

@@ -5,6 +5,7 @@ import { appendOnlyIn, type AuditEntry } from "../audit.js";
 import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
 import { releasesLease } from "../action-machine.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
+import { progressColumn } from "../action-rows.js";
 import { dueColumns, dueOnMove } from "../due.js";
 import type { Keeper } from "../keeper.js";
 
@@ -41,14 +42,24 @@ export class SqliteBase {
     for (const r of records) appendOnlyIn(this.sql, r, this.clock());
   }
 
-  /** Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on it ends. */
-  protected writeMove(envelopeHash: string, from: Phase, to: Phase, progress: ActionProgress): void {
+  /**
+   * Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on
+   * it ends. Returns the progress as stored (progressColumn: only the part the move adds is serialised).
+   */
+  protected writeMove(
+    envelopeHash: string,
+    from: Phase,
+    to: Phase,
+    progress: ActionProgress,
+  ): ActionProgress {
     const [dueAt, dueReason] = dueColumns(dueOnMove(to, this.clock().getTime(), this.resumeGraceMs));
+    const column = progressColumn(envelopeHash, progress);
     this.sql(
       "UPDATE actions SET phase = ?, progress_json = ?, due_at = ?, due_reason = ?, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ?",
-    ).run(to, JSON.stringify(progress), dueAt, dueReason, envelopeHash);
-    if (releasesLease(from, to, progress))
+    ).run(to, column.text, dueAt, dueReason, envelopeHash);
+    if (releasesLease(from, to, column.progress))
       this.sql("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
+    return column.progress;
   }
 
   /** The lease row on an object (inside the caller's transaction). */

@@ -44,8 +44,8 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
         sentAt,
         sealExecution(this.key, intent, sentAt),
       );
-      this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
-      return { begun: true, row: { ...row!, phase: "intent", progress: plan.progress } };
+      const progress = this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
+      return { begun: true, row: { ...row!, phase: "intent", progress } };
     });
   }
 
@@ -63,8 +63,8 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
       const row = raw ? toActionRow(raw, this.key) : undefined;
       const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
       if (!plan.ok) return plan;
-      this.writeMove(envelopeHash, row!.phase, "acknowledged", plan.progress);
-      return { ok: true, row: { ...row!, phase: "acknowledged", progress: plan.progress } };
+      const progress = this.writeMove(envelopeHash, row!.phase, "acknowledged", plan.progress);
+      return { ok: true, row: { ...row!, phase: "acknowledged", progress } };
     });
   }
 

@@ -1,6 +1,6 @@
 /** Object leases and thread locks in SQLite; a lock held by a dead process on this host is taken over. */
 import fs from "node:fs";
-import { leaseIsFree } from "../action-machine.js";
+import { leaseIsFree, type ObjectLease } from "../action-machine.js";
 import type { LeaseJournal, LeaseResult, LockJournal } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
 
@@ -33,6 +33,10 @@ export class SqliteLeases extends SqliteBase implements LeaseJournal {
       if (!leaseIsFree(holder, owner.envelopeHash, now)) return { acquired: false, holder: holder! };
       return { acquired: true, expiresAt: this.putLease(objectKey, owner, holder, now, holdMs) };
     });
+  }
+
+  async objectLease(objectKey: string): Promise<ObjectLease | undefined> {
+    return this.leaseOn(objectKey);
   }
 }
 

@@ -70,8 +70,8 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
         const plan =
           action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
         if (plan?.ok) {
-          this.writeMove(run.action, action!.phase, "closed", plan.progress);
-          action = { ...action!, phase: "closed", progress: plan.progress };
+          const progress = this.writeMove(run.action, action!.phase, "closed", plan.progress);
+          action = { ...action!, phase: "closed", progress };
         }
       }
       this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(
