@@ -302,6 +302,29 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     ]);
   }, 120_000);
 
+  it("the checkpointer's setup is marked with its version, and runs again when its tables are gone", async () => {
+    const config = freshConfig();
+    const mark = async () =>
+      (
+        await sql<{ note: string | null }>("SELECT obj_description(to_regclass($1), 'pg_class') AS note", [
+          `"${config.schema}".checkpoint_migrations`,
+        ])
+      )[0]?.note;
+    await (await PostgresJournal.open(config, TEST_JOURNAL_KEY)).close();
+    expect(await mark()).toMatch(/^set up by @langchain\/langgraph-checkpoint-postgres \d+\.\d+\.\d+/);
+    await sql(
+      `DROP TABLE "${config.schema}".checkpoint_migrations, "${config.schema}".checkpoints, "${config.schema}".checkpoint_blobs, "${config.schema}".checkpoint_writes`,
+    );
+    // Another URL: this process has not prepared the database under it yet.
+    const again = await PostgresJournal.open(
+      { ...config, url: `${config.url}?application_name=again` },
+      TEST_JOURNAL_KEY,
+    );
+    await again.close();
+    expect(await mark()).toMatch(/^set up by /);
+    expect(await sql(`SELECT 1 FROM "${config.schema}".checkpoints`)).toEqual([]);
+  });
+
   it("a thread lock is held by one owner at a time and ends with its connection", async () => {
     const config = freshConfig();
     const [a, b] = await Promise.all([
