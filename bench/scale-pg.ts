@@ -355,9 +355,8 @@ async function main(): Promise<void> {
     while (Date.now() < giveUp) {
       workers.forEach((w, i) => (readyBy[i] ??= w.rounds[0]?.endedAt ?? null));
       if (Date.now() > stepAt && (await waitingOf()) === 0) {
-        closedAt = Math.max(
-          ...workers.flatMap((w) => w.rounds.filter((r) => r.swept.length).map((r) => r.endedAt)),
-        );
+        // Seen by this poll (every 0.5 s): a worker stopped mid-round never prints that round.
+        closedAt = Date.now();
         break;
       }
       await sleep(500);
@@ -397,6 +396,7 @@ async function main(): Promise<void> {
       stillWaiting: await waitingOf(),
       lastClosedMsAfterStep: closedAt !== null ? closedAt - stepAt : null,
       intervalsAfterStep: intervals,
+      // As the workers printed them: a round under way when the workers are stopped is not printed.
       sweptByWorker: workers.map((w) =>
         w.rounds.reduce((a, r) => a + r.swept.filter((x) => burstSet.has(x.threadId)).length, 0),
       ),
