@@ -22,6 +22,8 @@ const BENCHMARKS: Record<string, string> = {
   "pending-scale": "1,000 and 10,000 waiting approvals: bytes, pending --json time and memory, approve one",
   "pending-scale-pg":
     "100,000 waiting approvals in PostgreSQL (real runs + sealed index-only replicas), 4 workers: bytes, pending, show, approve",
+  "scale-pg":
+    "1,000 / 10,000 / 100,000 waiting in PostgreSQL: idle worker round, pending pages and --limit all, 1,000 expiring at once with 4 workers",
   "get-schemas": "client.assistants.getSchemas on fresh npm run dev servers: first call and later calls",
   "object-lease":
     "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",

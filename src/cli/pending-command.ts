@@ -1,4 +1,5 @@
 /** `pending`: the waiting approvals, oldest first, filtered and paged, from the journal's index. */
+import { once } from "node:events";
 import { Command } from "commander";
 import { withStores } from "./session.js";
 import { pendingLine, Printer } from "./render.js";
@@ -95,12 +96,17 @@ export function pendingCommand(): Command {
             offset: opts.offset,
             ...(opts.cursor !== undefined ? { cursor: opts.cursor } : {}),
           });
-          // Each approval is written as it is read, so a long page is never held whole.
+          // Each approval is written as it is read, and the next read only once stdout has taken it
+          // (a pipe's reader can be slower than the journal), so a long page is never held whole.
+          const drained = () =>
+            process.stdout.writableNeedDrain ? once(process.stdout, "drain") : Promise.resolve();
           let shown = 0;
           if (opts.json) {
             printer.write(`{"total":${listing.total},"offset":${listing.offset},"pending":[`);
-            for await (const r of listing.approvals)
+            for await (const r of listing.approvals) {
               printer.write(`${shown++ === 0 ? "" : ","}${stringifyJsonSafe(r)}`);
+              await drained();
+            }
             const { damaged, next } = listing.end();
             return printer.write(
               `],"damaged":${stringifyJsonSafe(damaged)},"next":${stringifyJsonSafe(next)}}\n`,
@@ -109,6 +115,7 @@ export function pendingCommand(): Command {
           for await (const r of listing.approvals) {
             shown += 1;
             printer.line(pendingLine(r));
+            await drained();
           }
           const { damaged, next } = listing.end();
           for (const d of damaged)

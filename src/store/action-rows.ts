@@ -61,11 +61,18 @@ export function sealThread(key: Buffer, t: NewThread): { json: string; mac: stri
 const checkedSeals = new WeakMap<Buffer, Map<string, string>>();
 const MAX_CACHED_SEALS = 20_000;
 
-function sealHoldsCached(key: Buffer, text: string, mac: string | null, content: () => unknown): boolean {
+function sealHoldsCached(
+  key: Buffer,
+  text: string,
+  mac: string | null,
+  content: () => unknown,
+  remember = true,
+): boolean {
   if (!mac) return false;
   let seen = checkedSeals.get(key);
   if (seen?.get(mac) === text) return true;
   if (!sealHolds(key, content(), mac)) return false;
+  if (!remember) return true;
   if (!seen) checkedSeals.set(key, (seen = new Map()));
   if (seen.size >= MAX_CACHED_SEALS) seen.clear();
   seen.set(mac, text);
@@ -97,7 +104,10 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-function parsedOf(r: ActionDbRow): { registered: RegisteredAction; progress: ActionProgress } {
+function parsedOf(
+  r: ActionDbRow,
+  remember: boolean,
+): { registered: RegisteredAction; progress: ActionProgress } {
   const hit = parsedRows.get(r.envelope_hash);
   const registered =
     hit && hit.registeredText === r.registered_json
@@ -105,6 +115,7 @@ function parsedOf(r: ActionDbRow): { registered: RegisteredAction; progress: Act
       : deepFreeze(JSON.parse(r.registered_json) as RegisteredAction);
   const progress =
     hit && hit.progressText === r.progress_json ? hit.progress : parsedProgress(r.progress_json);
+  if (!remember) return { registered, progress };
   if (parsedRows.size >= MAX_CACHED_ROWS && !hit) parsedRows.clear();
   parsedRows.set(r.envelope_hash, {
     registeredText: r.registered_json,
@@ -156,12 +167,16 @@ export function progressColumn(
   return { text, progress: frozen };
 }
 
-export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
+/**
+ * The row, its seal checked. `listed`: one of many a listing reads once, so neither its parse nor its
+ * seal is remembered (a listing of 100,000 rows would fill both memories with rows no one reads again).
+ */
+export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): ActionRow {
   let registered: RegisteredAction;
   let progress: ActionProgress;
   let macValid = true;
   try {
-    ({ registered, progress } = parsedOf(r));
+    ({ registered, progress } = parsedOf(r, !listed));
   } catch {
     // Unreadable content cannot be trusted either; keep the row's identity so the refusal can name it.
     registered = {
@@ -177,7 +192,7 @@ export function toActionRow(r: ActionDbRow, key: Buffer): ActionRow {
     registered.envelopeHash === r.envelope_hash &&
     registered.threadId === r.thread_id &&
     registered.revision === r.revision &&
-    sealHoldsCached(key, r.registered_json, r.mac, () => macContentOfAction(registered));
+    sealHoldsCached(key, r.registered_json, r.mac, () => macContentOfAction(registered), !listed);
   return {
     ...registered,
     envelopeHash: r.envelope_hash,

@@ -79,8 +79,15 @@ export const SQLITE: Dialect = {
     f.requestedBy === undefined && f.object === undefined ? " INDEXED BY actions_waiting_keyset" : "",
 };
 
+/** PostgreSQL's generated columns of these fields (migration 15), which its keyset index holds as plain columns. */
+const PG_COLUMNS: Partial<Record<Field, string>> = {
+  operation: "waiting_operation",
+  escalatedTo: "waiting_escalated_to",
+  setHash: "waiting_set_hash",
+};
+
 export const POSTGRES: Dialect = {
-  field: (f) => `(registered_json::jsonb #>> '{${PATHS[f].join(",")}}')`,
+  field: (f) => PG_COLUMNS[f] ?? `(registered_json::jsonb #>> '{${PATHS[f].join(",")}}')`,
   col: (name) => `(${name} COLLATE "C")`,
   bind: (args, value) => (args.push(value), `$${args.length}`),
   inList: (args, expr, values, negate) => {
@@ -149,8 +156,8 @@ export function countSql(d: Dialect, table: string, f: RegisteredFilter): { text
 
 /**
  * The indexes the listing order and its filters use, partial on waiting rows. The unfiltered one also
- * carries the fields `--mine` and the count read, so those are answered from the index alone where the
- * engine can (SQLite reads indexed expressions from the index).
+ * carries the fields `--mine` and the count read, so those are answered from the index alone (SQLite
+ * reads indexed expressions from the index; PostgreSQL reads only plain columns, its generated ones).
  */
 export function waitingIndexes(d: Dialect, table: string): string[] {
   const [at, hash] = [d.col("registered_at"), d.col("envelope_hash")];

@@ -17,7 +17,7 @@ export class PgListing extends PgBase implements ApprovalListing {
   async listRegistered(f: RegisteredPageFilter): Promise<ActionRow[]> {
     const q = pageSql(POSTGRES, `${this.s}.actions`, f);
     const rows = await query<ActionDbRow>(this.pool, this.db, "listing waiting approvals", q.text, q.args);
-    return rows.map((r) => toActionRow(r, this.key));
+    return rows.map((r) => toActionRow(r, this.key, true));
   }
 
   async countRegistered(f: RegisteredFilter): Promise<number> {

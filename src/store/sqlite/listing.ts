@@ -15,7 +15,7 @@ import { SqliteBase } from "./base.js";
 export class SqliteListing extends SqliteBase implements ApprovalListing {
   async listRegistered(f: RegisteredPageFilter): Promise<ActionRow[]> {
     const q = pageSql(SQLITE, "actions", f);
-    return (this.sql(q.text).all(...q.args) as ActionDbRow[]).map((r) => toActionRow(r, this.key));
+    return (this.sql(q.text).all(...q.args) as ActionDbRow[]).map((r) => toActionRow(r, this.key, true));
   }
 
   async countRegistered(f: RegisteredFilter): Promise<number> {
