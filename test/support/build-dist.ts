@@ -40,7 +40,6 @@ function bundleSupportScripts(root: string): void {
     bundle: true,
     platform: "node",
     format: "esm",
-    target: "node20",
     packages: "external",
     outdir,
     outExtension: { ".js": ".mjs" },
