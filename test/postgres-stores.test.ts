@@ -287,7 +287,7 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
     expect(plans[8]![1]).toMatch(/Index Cond: .*\(registered_at\)::text < /);
     expect(plans[10]![1]).toMatch(/actions_waiting_requester_keyset/);
     expect(plans[11]![1]).toMatch(/actions_waiting_object_keyset/);
-    // The unfiltered and --mine counts read the keyset index alone (its generated columns), no row.
+    // The unfiltered count reads the keyset index alone, no row.
     expect(plans[13]![1]).toMatch(/Index Only Scan using actions_waiting_keyset/);
     // Migration 12 replaced migration 6's indexes.
     const indexes = (
