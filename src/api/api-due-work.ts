@@ -20,6 +20,7 @@ import type { Client } from "@langchain/langgraph-sdk";
 import type { DueItem } from "../store/due.js";
 import type { SweepResult } from "../app/threads.js";
 import {
+  recovered,
   workDue,
   type DueJournal,
   type DueRound,
@@ -101,14 +102,7 @@ export async function recoverOverApi(
     const after = await apiRecover(ctx.client, threadId, ctx.target);
     if (after.status === "interrupted_run")
       return { threadId, result: "skipped", detail: `still stopped before ${after.next?.join(", ")}` };
-    return {
-      threadId,
-      result: "recovered",
-      detail:
-        after.status === "finished"
-          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
-          : `now ${after.status}`,
-    };
+    return recovered(threadId, after);
   } catch (e) {
     if ((e as { status?: number }).status === 409)
       return { threadId, result: "busy", detail: "a run is in progress on the thread" };

@@ -17,7 +17,7 @@ import type { Keeper } from "../store/keeper.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { expireApproval, recoverThread, type SweepResult } from "./threads.js";
 import type { App } from "./open-app.js";
-import { viewThread } from "./view-thread.js";
+import { viewThread, type ThreadView } from "./view-thread.js";
 
 export interface RecoveryResult {
   threadId: string;
@@ -110,6 +110,18 @@ export function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<DueRoun
   );
 }
 
+/** A recovered thread as a round reports it: its outcome when the run finished, else its status. */
+export function recovered(threadId: string, after: ThreadView): RecoveryResult {
+  return {
+    threadId,
+    result: "recovered",
+    detail:
+      after.status === "finished"
+        ? `${after.state?.outcome} / ${after.state?.reasonCode}`
+        : `now ${after.status}`,
+  };
+}
+
 function byThread(items: DueItem[]): Map<string, DueItem[]> {
   const m = new Map<string, DueItem[]>();
   for (const item of items) m.set(item.threadId, [...(m.get(item.threadId) ?? []), item]);
@@ -139,15 +151,7 @@ async function workThread(
   }
   if (view.status !== "interrupted_run") return;
   try {
-    const after = await recoverThread(app, threadId);
-    round.recovered.push({
-      threadId,
-      result: "recovered",
-      detail:
-        after.status === "finished"
-          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
-          : `now ${after.status}`,
-    });
+    round.recovered.push(recovered(threadId, await recoverThread(app, threadId)));
   } catch (e) {
     if (e instanceof DecisionNotAcceptedError && e.code === "IN_PROGRESS") {
       round.recovered.push({ threadId, result: "busy", detail: "another live process is driving it" });
