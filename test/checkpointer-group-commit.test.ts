@@ -12,6 +12,7 @@ import { Annotation, Command, END, START, StateGraph, interrupt } from "@langcha
 import { emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import { GroupCommitSqliteSaver, pausedAtInterrupt } from "../src/store/checkpointer.js";
 import { tempDir } from "./support/harness.js";
+import { PAUSE_STAGES, pauseStages } from "./support/pause-stages.js";
 
 /** Counts the transactions the saver commits. */
 class CountingSaver extends GroupCommitSqliteSaver {
@@ -140,53 +141,8 @@ describe("group-commit SQLite checkpointer", () => {
 
   it("says a thread is paused at an interrupt exactly when getState's tasks carry one, at every stage of a run", async () => {
     const saver = new GroupCommitSqliteSaver(path.join(tempDir(), "cp.sqlite"));
-    const State = Annotation.Root({ n: Annotation<number>(), answer: Annotation<string | null>() });
-    // Two pauses (a second interrupt after the first resume), then the end; an interrupt with an empty
-    // list as its value is no pause for getState, and must be none here.
-    const graph = new StateGraph(State)
-      .addNode("ask", () => ({ answer: interrupt({ q: "first?" }) as string }))
-      .addNode("again", () => ({ answer: interrupt(["second?"]) as string }))
-      .addNode("after", (s) => ({ n: s.n + 1 }))
-      .addEdge(START, "ask")
-      .addEdge("ask", "again")
-      .addEdge("again", "after")
-      .addEdge("after", END)
-      .compile({ checkpointer: saver });
-    const fromGetState = async (threadId: string) =>
-      (await graph.getState({ configurable: { thread_id: threadId } })).tasks.some(
-        (t) => (t.interrupts ?? []).length > 0,
-      );
-    const both = async (threadId: string) => [
-      await pausedAtInterrupt(saver, threadId, async () => {
-        throw new Error("the SQLite saver answers from its own rows");
-      }),
-      await fromGetState(threadId),
-    ];
-    const config = (threadId: string) => ({
-      configurable: { thread_id: threadId },
-      durability: "sync" as const,
-    });
     try {
-      expect(await both("none")).toEqual([false, false]);
-      await graph.invoke({ n: 0, answer: null }, config("t"));
-      expect(await both("t")).toEqual([true, true]);
-      await graph.invoke(new Command({ resume: "one" }), config("t"));
-      expect(await both("t")).toEqual([true, true]);
-      await graph.invoke(new Command({ resume: "two" }), config("t"));
-      expect(await both("t")).toEqual([false, false]);
-      // Another thread on the same file is read on its own: a paused neighbour does not pause this one.
-      await graph.invoke({ n: 0, answer: null }, config("u"));
-      expect(await both("u")).toEqual([true, true]);
-      expect(await both("t")).toEqual([false, false]);
-      // A pending interrupt write whose value is an empty list: getState reports no interrupt from it.
-      const { checkpoint_id } = (await saver.getTuple({ configurable: { thread_id: "t" } }))!.config
-        .configurable as { checkpoint_id: string };
-      await saver.putWrites(
-        { configurable: { thread_id: "t", checkpoint_ns: "", checkpoint_id } },
-        [["__interrupt__", []]],
-        "task-1",
-      );
-      expect(await pausedAtInterrupt(saver, "t", async () => true)).toBe(false);
+      expect(await pauseStages(saver)).toEqual(PAUSE_STAGES);
     } finally {
       saver.db.close();
     }

@@ -97,6 +97,37 @@ function later(view: ThreadView, ms = 1000) {
   now = new Date(Date.parse(view.approval!.expiresAt) + ms);
 }
 
+describe("the view a run returns", () => {
+  it("is the view a fresh read of the thread gives: at the first pause, after an escalation, after a refused decision, at the end", async () => {
+    const app = await open();
+    const { viewThread } = await import("../src/app/view-thread.js");
+    // As the interfaces print it (JSON): built from the run's own stream, without reading the checkpoint.
+    const same = async (returned: ThreadView) =>
+      expect(JSON.parse(JSON.stringify(returned))).toEqual(
+        JSON.parse(JSON.stringify(await viewThread(app, returned.threadId))),
+      );
+    const first = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    expect(first.status).toBe("awaiting_approval");
+    await same(first);
+    later(first);
+    const a = first.approval!;
+    const escalated = await submitDecision(app, first.threadId, {
+      decisions: [
+        { type: "expire", envelopeHash: a.envelopeHash, nonce: a.nonce, by: { id: "system:sweep" } },
+      ],
+    });
+    expect(escalated.approval?.escalatedTo).toBe("task-leads");
+    await same(escalated);
+    const refused = await submitDecision(app, first.threadId, approve(escalated, "mallory"));
+    expect(refused.status).toBe("awaiting_approval");
+    expect(refused.approval?.lastRefusal?.code).toBe("APPROVER_NOT_ALLOWED");
+    await same(refused);
+    const done = await submitDecision(app, first.threadId, approve(escalated, "carol"));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    await same(done);
+  });
+});
+
 describe("expiry and sweep", () => {
   it("sweep closes an expired approval through the graph as a system decision (no escalation group)", async () => {
     const app = await open(undefined, { ACTION_ENVELOPE_POLICY: policyWithout("escalationGroup") });

@@ -10,8 +10,10 @@ import { loadConfig, type DatabaseConfig } from "../src/config/env.js";
 import { PostgresJournal } from "../src/store/pg-journal.js";
 import { toClaim, type ClaimRow } from "../src/store/journal.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
-import { StoreUnavailableError } from "../src/store/postgres.js";
+import { StoreUnavailableError, createPool } from "../src/store/postgres.js";
 import { MIGRATIONS } from "../src/store/pg-migrations.js";
+import { closeCheckpointer, createCheckpointer } from "../src/store/checkpointer.js";
+import { PAUSE_STAGES, pauseStages } from "./support/pause-stages.js";
 import type { AuditEntry } from "../src/store/audit.js";
 import { approvalOf, leaseFor, readyToWrite, testAction } from "./support/journal-rows.js";
 import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
@@ -82,6 +84,62 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
   });
   afterAll(async () => {
     await db?.drop();
+  });
+
+  it("reads bytea[][] (how the checkpointer loads a checkpoint's values) exactly as pg's own parser does", async () => {
+    const config = freshConfig();
+    const ours = createPool(config, { name: "bytea-test", max: 1 });
+    const plain = new pg.Pool({ connectionString: config.url, max: 1 });
+    // Empty, NULL, quotes, backslashes, braces, commas, non-UTF-8 bytes and a value of 70 KB, in both
+    // of the server's output formats.
+    const text = `SELECT array[
+        array['channel'::bytea, 'json'::bytea, convert_to(repeat('{"a\\",}', 10000), 'UTF8')],
+        array[''::bytea, NULL, '\\x00ff7b7d2c22'::bytea],
+        array['NULL'::bytea, 'a"b\\\\c'::bytea, decode(repeat('e2', 5), 'hex')]
+      ] AS v, array[]::bytea[] AS empty, NULL::bytea[] AS none`;
+    // The pool parses bytea[] with its own parser (the comparison below would hold for pg's own too).
+    type Parsers = { getTypeParser(oid: number, format: string): unknown };
+    const byteaArrays = (t: Parsers) => t.getTypeParser(1001, "text");
+    expect(byteaArrays((ours.options as unknown as { types: Parsers }).types)).not.toBe(
+      byteaArrays(pg.types as unknown as Parsers),
+    );
+    try {
+      for (const format of ["hex", "escape"]) {
+        const read = async (p: pg.Pool) => {
+          const client = await p.connect();
+          try {
+            await client.query(`SET bytea_output = ${format}`);
+            return (await client.query(text)).rows[0] as Record<string, unknown>;
+          } finally {
+            client.release();
+          }
+        };
+        const [a, b] = [await read(ours), await read(plain)];
+        expect(a, format).toEqual(b);
+        expect((a["v"] as Buffer[][])[0]![2]!.length).toBe(70_000);
+        expect((a["v"] as Array<Array<Buffer | null>>)[1]).toEqual([
+          Buffer.alloc(0),
+          null,
+          Buffer.from("00ff7b7d2c22", "hex"),
+        ]);
+      }
+    } finally {
+      await Promise.all([ours.end(), plain.end()]);
+    }
+  });
+
+  it("says a thread is paused at an interrupt from the newest checkpoint's interrupt writes, as getState does, at every stage of a run", async () => {
+    const config = freshConfig();
+    // Opening the journal migrates the schema, the checkpointer's tables included.
+    await (await PostgresJournal.open(config, TEST_JOURNAL_KEY)).close();
+    const saver = createCheckpointer(
+      loadConfig({ DATABASE_URL: config.url, ACTION_ENVELOPE_DB_SCHEMA: config.schema }),
+    );
+    try {
+      expect(await pauseStages(saver)).toEqual(PAUSE_STAGES);
+    } finally {
+      await closeCheckpointer(saver);
+    }
   });
 
   it("concurrent starts on an empty schema migrate once, and a newer database is refused clearly", async () => {

@@ -140,7 +140,7 @@ async function workThread(
   if (view.status === "awaiting_approval" && view.approval) {
     const expiresAt = Date.parse(view.approval.expiresAt);
     if (expiresAt <= app.deps.clock().getTime()) {
-      round.swept.push(await expireApproval(app, threadId, view.approval.envelopeHash));
+      round.swept.push(await expireApproval(app, threadId, view.approval.envelopeHash, undefined, view));
       return;
     }
     // Not yet expired (a post-approval step of an earlier action of the thread): due at the approval's expiry.

@@ -5,7 +5,7 @@
  * resume for an ended thread as a silent no-op and lets two processes resume one thread at once.
  */
 import { randomUUID } from "node:crypto";
-import { Command } from "@langchain/langgraph";
+import { Command, INTERRUPT } from "@langchain/langgraph";
 import { pausedAtInterrupt } from "../store/checkpointer.js";
 import type { State } from "../graph/state.js";
 import type { RequestScope } from "../envelope/records.js";
@@ -14,14 +14,7 @@ import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/act
 import type { QuestionEntry } from "../store/journal.js";
 import { listPending } from "./pending.js";
 import type { App } from "./open-app.js";
-import {
-  checkpointAhead,
-  finishedView,
-  overlayJournal,
-  viewThread,
-  type ThreadSource,
-  type ThreadView,
-} from "./view-thread.js";
+import { viewOfCheckpoint, viewThread, type ThreadSource, type ThreadView } from "./view-thread.js";
 
 export interface RunInput {
   request: string;
@@ -48,41 +41,46 @@ const runConfig = (threadId: string) => ({
 /** One node's state update, as it happens; the CLI shows each step from these. */
 export type StepListener = (node: string, update: Partial<State>) => void;
 
-/** How a run stopped: at an interrupt, or at the graph's end with these values (already checkpointed). */
-type Driven = { paused: true } | { paused: false; values: State | undefined };
+/**
+ * How a run stopped: the values it stopped with (already checkpointed) and the interrupts it paused
+ * at (none at the graph's end).
+ */
+interface Driven {
+  values: State | undefined;
+  interrupts: Array<{ id?: string; value?: unknown }>;
+}
 
 async function drive(app: App, input: unknown, threadId: string, onStep?: StepListener): Promise<Driven> {
   const stream = await app.graph.stream(input as never, {
     ...runConfig(threadId),
     streamMode: ["updates", "values"] as const,
   });
-  let paused = false;
-  let values: State | undefined;
+  const driven: Driven = { values: undefined, interrupts: [] };
   for await (const [mode, chunk] of stream as AsyncIterable<["updates" | "values", unknown]>) {
+    // At a pause the values stream carries only the interrupts; the state is the chunk before it.
     if (mode === "values") {
-      values = chunk as State;
+      if (!(INTERRUPT in (chunk as object))) driven.values = chunk as State;
       continue;
     }
     for (const [node, update] of Object.entries(chunk as Record<string, unknown>)) {
-      if (node === "__interrupt__") paused = true;
-      else onStep?.(node, (update ?? {}) as Partial<State>);
+      if (node !== INTERRUPT) onStep?.(node, (update ?? {}) as Partial<State>);
+      else if ((update as Driven["interrupts"]).length > 0)
+        driven.interrupts.push(...(update as Driven["interrupts"]));
+      // A pause without an interrupt (interruptBefore/After) stops where only the checkpoint says.
+      else driven.values = undefined;
     }
   }
-  return paused ? { paused } : { paused, values };
+  return driven;
 }
 
 /**
- * The view after a run: a run that reached the graph's end (durability "sync": every checkpoint is
- * committed before the stream ends) is finished with the values it ended with, overlaid with the
- * journal as viewThread does, without loading the checkpoint again; anything else is read in full.
+ * The view after a run, from the values and interrupts it stopped with (durability "sync": every
+ * checkpoint is committed before the stream ends), overlaid with the journal as viewThread does,
+ * without loading the checkpoint again; a run that emitted no values is read in full.
  */
 async function viewAfter(app: App, threadId: string, driven: Driven): Promise<ThreadView> {
-  if (driven.paused || !driven.values || Object.keys(driven.values).length === 0)
-    return viewThread(app, threadId);
-  const { values, thread, action } = await overlayJournal(app, threadId, driven.values);
-  const ahead = checkpointAhead(thread, action);
-  if (ahead) return { threadId, status: "interrupted_run", next: [ahead], state: values };
-  return finishedView(app, threadId, values, action);
+  if (!driven.values || Object.keys(driven.values).length === 0) return viewThread(app, threadId);
+  return viewOfCheckpoint(app, threadId, { ...driven, next: [] });
 }
 
 export async function startRun(
@@ -96,8 +94,8 @@ export async function startRun(
   const existing = await viewThread(app, threadId);
   if (existing.status !== "not_found")
     throw new UsageError(`thread ${threadId} already exists (${existing.status})`);
-  await withThreadLock(app, threadId, async () => {
-    await drive(
+  const driven = await withThreadLock(app, threadId, () =>
+    drive(
       app,
       {
         request: input.request,
@@ -107,9 +105,9 @@ export async function startRun(
       },
       threadId,
       opts.onStep,
-    );
-  });
-  return viewThread(app, threadId);
+    ),
+  );
+  return viewAfter(app, threadId, driven);
 }
 
 /**
@@ -210,8 +208,7 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
     if (input === undefined) {
       throw new UsageError(`thread ${threadId} has nothing to recover (status ${view.status})`);
     }
-    await drive(app, input, threadId, onStep);
-    return viewThread(app, threadId);
+    return viewAfter(app, threadId, await drive(app, input, threadId, onStep));
   });
 }
 
@@ -263,8 +260,10 @@ export async function expireApproval(
   threadId: string,
   envelopeHash: string,
   onStep?: StepListener,
+  /** The thread's view when the caller has just read it; read here otherwise. */
+  seen?: ThreadView,
 ): Promise<SweepResult> {
-  const view = await viewThread(app, threadId);
+  const view = seen ?? (await viewThread(app, threadId));
   if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== envelopeHash) {
     // Waiting in the journal, but the run is not paused at this approval (a crash between steps): `recover` first.
     return { threadId, envelopeHash, result: "skipped", detail: `thread is ${view.status}` };

@@ -62,7 +62,29 @@ export interface ChangeSetOutcome {
  */
 export async function viewThread(app: ThreadSource, threadId: string): Promise<ThreadView> {
   const snapshot = await app.graph.getState({ configurable: { thread_id: threadId } });
-  const checkpointValues = snapshot.values as State | undefined;
+  return viewOfCheckpoint(app, threadId, {
+    values: snapshot.values as State | undefined,
+    interrupts: snapshot.tasks.flatMap((t) => t.interrupts ?? []),
+    next: snapshot.next,
+  });
+}
+
+/** Where a thread's newest checkpoint stands, as getState reports it (or a run that just stopped there). */
+export interface CheckpointStand {
+  values: State | undefined;
+  /** The interrupts its tasks carry, in task order. */
+  interrupts: ReadonlyArray<{ id?: string; value?: unknown }>;
+  /** The nodes that would run next. */
+  next: readonly string[];
+}
+
+/** viewThread's view from a checkpoint already read (or the values and interrupts a run stopped with). */
+export async function viewOfCheckpoint(
+  app: ThreadSource,
+  threadId: string,
+  snapshot: CheckpointStand,
+): Promise<ThreadView> {
+  const checkpointValues = snapshot.values;
   if (!checkpointValues || Object.keys(checkpointValues).length === 0)
     return { threadId, status: "not_found" };
   const { values, thread, action, question, revisionHistory } = await overlayJournal(
@@ -70,8 +92,7 @@ export async function viewThread(app: ThreadSource, threadId: string): Promise<T
     threadId,
     checkpointValues,
   );
-  const pending = snapshot.tasks.flatMap((t) => t.interrupts ?? []);
-  const first = pending[0];
+  const first = snapshot.interrupts[0];
   const behind = first
     ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action)
     : undefined;

@@ -80,6 +80,47 @@ class AppPostgresSaver extends PostgresSaver {
       throw storeError(this.db, "saving a step's writes", e);
     });
   }
+
+  /** As GroupCommitSqliteSaver.hasPendingInterrupt: only the newest root checkpoint's `__interrupt__` writes are read. */
+  async hasPendingInterrupt(threadId: string): Promise<boolean> {
+    const s = `"${this.db.schema}"`;
+    const rows = await this.lease.pool
+      .query<{ type: string | null; blob: Buffer | null }>(
+        `SELECT type, blob FROM ${s}.checkpoint_writes
+          WHERE thread_id = $1 AND checkpoint_ns = '' AND channel = '__interrupt__'
+            AND checkpoint_id = (SELECT checkpoint_id FROM ${s}.checkpoints WHERE thread_id = $1
+                                  AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1)`,
+        [threadId],
+      )
+      .catch((e: unknown) => {
+        throw storeError(this.db, "reading a checkpoint", e);
+      });
+    return anyInterrupt(
+      this.serde,
+      rows.rows.map((r) => ({ type: r.type, value: r.blob })),
+    );
+  }
+}
+
+/**
+ * Whether any of a checkpoint's `__interrupt__` writes is an interrupt as getState counts one: getState
+ * flattens each write's value into the task's interrupts, so a write of an empty list is none.
+ */
+async function anyInterrupt(
+  serde: BaseCheckpointSaver["serde"],
+  rows: Array<{ type: string | null; value: Uint8Array | string | null }>,
+): Promise<boolean> {
+  for (const row of rows) {
+    // JSON text is an interrupt unless it is an empty list; anything else is read as getState reads it.
+    if ((row.type ?? "json") === "json" && row.value !== null) {
+      const text = typeof row.value === "string" ? row.value : Buffer.from(row.value).toString("utf8");
+      if (!EMPTY_LIST.test(text)) return true;
+      continue;
+    }
+    const value: unknown = await serde.loadsTyped(row.type ?? "json", row.value ?? "");
+    if (!Array.isArray(value) || value.length > 0) return true;
+  }
+  return false;
 }
 
 /**
@@ -184,18 +225,7 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
          AND checkpoint_id = (SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
                               ORDER BY checkpoint_id DESC LIMIT 1)`,
     ).all(threadId, threadId) as Array<{ type: string | null; value: Uint8Array | string | null }>;
-    for (const row of rows) {
-      // JSON text is an interrupt unless it is an empty list; anything else is read as getState reads it.
-      if ((row.type ?? "json") === "json" && row.value !== null) {
-        const text = typeof row.value === "string" ? row.value : Buffer.from(row.value).toString("utf8");
-        if (!EMPTY_LIST.test(text)) return true;
-        continue;
-      }
-      const value: unknown = await this.serde.loadsTyped(row.type ?? "json", row.value ?? "");
-      // getState flattens each write's value into the task's interrupts.
-      if (!Array.isArray(value) || value.length > 0) return true;
-    }
-    return false;
+    return anyInterrupt(this.serde, rows);
   }
 
   /** Settles once every row queued so far is committed (or has failed). */
@@ -252,15 +282,16 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
 const EMPTY_LIST = /^\s*\[\s*\]\s*$/;
 
 /**
- * Whether a thread's run is paused at an interrupt, as `inFull` (the graph's getState) says; on SQLite
- * from the newest checkpoint's interrupt writes alone.
+ * Whether a thread's run is paused at an interrupt, as `inFull` (the graph's getState) says; on our
+ * SQLite and PostgreSQL savers from the newest checkpoint's interrupt writes alone.
  */
 export async function pausedAtInterrupt(
   saver: BaseCheckpointSaver,
   threadId: string,
   inFull: () => Promise<boolean>,
 ): Promise<boolean> {
-  if (saver instanceof GroupCommitSqliteSaver) return saver.hasPendingInterrupt(threadId);
+  if (saver instanceof GroupCommitSqliteSaver || saver instanceof AppPostgresSaver)
+    return saver.hasPendingInterrupt(threadId);
   return inFull();
 }
 

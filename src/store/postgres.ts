@@ -4,6 +4,7 @@
  * advisory-lock keys. The tables' migrations are in src/store/pg-migrations.ts.
  */
 import pg from "pg";
+import { parse as parseArray } from "postgres-array";
 import { DEFAULT_PG_POOL, type DatabaseConfig } from "../config/env.js";
 
 /**
@@ -61,6 +62,23 @@ export function storeError(db: DatabaseConfig, doing: string, e: unknown): unkno
   return new StoreUnavailableError(db.label, doing, problem, { cause: e });
 }
 
+/** The type OID of bytea[]. */
+const BYTEA_ARRAY = 1001;
+const parseBytea = pg.types.getTypeParser(17, "text") as (text: string) => Buffer;
+
+/**
+ * pg's own parsers, but for bytea[]: the checkpointer reads each checkpoint's channel values and
+ * pending writes as one bytea[][] of hex text (tens of KB), which pg's array parser walks a character
+ * at a time (its largest cost when a worker escalates approvals: bench/README.md). postgres-array 3
+ * parses the same text, with the same bytea parser per element.
+ */
+const TYPES = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === BYTEA_ARRAY && format !== "binary"
+      ? (text: string) => parseArray(text, parseBytea)
+      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
 /**
  * `asyncCommit`: the connections commit with synchronous_commit = off (a commit survives a crash of
  * this process, not of the server's machine); a transaction that needs durability turns it on
@@ -79,6 +97,7 @@ export function createPool(
     idleTimeoutMillis: 10_000,
     keepAlive: true,
     application_name: `action-envelope:${opts.name}:${process.pid}`,
+    types: TYPES,
   });
   // An idle connection the server closed emits 'error' on the pool; unhandled, that would end the
   // process. The next query gets a fresh connection or a clear StoreUnavailableError instead.
