@@ -79,7 +79,7 @@ export const SQLITE: Dialect = {
     f.requestedBy === undefined && f.object === undefined ? " INDEXED BY actions_waiting_keyset" : "",
 };
 
-/** PostgreSQL's generated columns of these fields (migration 15), which its keyset index holds as plain columns. */
+/** PostgreSQL's generated columns of these fields (migration 15), which its count index holds as plain columns (migration 16). */
 const PG_COLUMNS: Partial<Record<Field, string>> = {
   operation: "waiting_operation",
   escalatedTo: "waiting_escalated_to",
@@ -155,9 +155,10 @@ export function countSql(d: Dialect, table: string, f: RegisteredFilter): { text
 }
 
 /**
- * The indexes the listing order and its filters use, partial on waiting rows. The unfiltered one also
- * carries the fields `--mine` and the count read, so those are answered from the index alone (SQLite
- * reads indexed expressions from the index; PostgreSQL reads only plain columns, its generated ones).
+ * SQLite's indexes for the listing order and its filters, partial on waiting rows. The unfiltered one
+ * also carries the fields `--mine` and the count read, so those are answered from the index alone.
+ * PostgreSQL's are its migrations' (src/store/pg-migrations.ts): there the counts read an index of
+ * those fields alone.
  */
 export function waitingIndexes(d: Dialect, table: string): string[] {
   const [at, hash] = [d.col("registered_at"), d.col("envelope_hash")];
