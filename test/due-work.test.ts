@@ -463,6 +463,57 @@ describe("worker rounds on due work", () => {
     }
   });
 
+  it("an expired approval is expired from the journal's rows: the run taking the decision is the only checkpoint read", async () => {
+    const view = await recordPendingRename(portal, dataDir, "EXPIRED, ONE READ");
+    const now = new Date(Date.parse(view.approval!.expiresAt) + 1000);
+    const app = await openTestApp(portal, dataDir, { clock: () => now });
+    try {
+      const reads = [vi.spyOn(app.checkpointer, "getTuple"), vi.spyOn(app.checkpointer, "list")];
+      const round = await workerRound(app);
+      expect(round.swept).toEqual([
+        expect.objectContaining({
+          threadId: view.threadId,
+          result: expect.stringMatching(/^(expired|escalated)$/),
+        }),
+      ]);
+      expect(reads.map((s) => s.mock.calls.length)).toEqual([1, 0]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("an expired approval whose run is not paused at it is recovered to its pause first, then expired once", async () => {
+    const view = await recordPendingRename(portal, dataDir, "EXPIRED, NOT PAUSED");
+    let now = new Date(Date.parse(view.approval!.expiresAt) + 1000);
+    const app = await openTestApp(portal, dataDir, { clock: () => now });
+    try {
+      // A checkpoint stopped before the pause, as a crash between the steps leaves it.
+      await app.graph.updateState({ configurable: { thread_id: view.threadId } }, {}, "build_envelope");
+      expect((await viewThread(app, view.threadId)).status).toBe("interrupted_run");
+      const first = await workerRound(app);
+      expect(first.swept).toEqual([]);
+      expect(first.recovered).toEqual([
+        expect.objectContaining({ threadId: view.threadId, result: "recovered" }),
+      ]);
+      expect((await viewThread(app, view.threadId)).status).toBe("awaiting_approval");
+      // Put back for the worker's retry interval (a minute), then expired.
+      now = new Date(now.getTime() + 61_000);
+      const second = await workerRound(app);
+      expect(second.swept).toEqual([
+        expect.objectContaining({
+          threadId: view.threadId,
+          result: expect.stringMatching(/^(expired|escalated)$/),
+        }),
+      ]);
+      expect(
+        await app.deps.audit.records({ threadId: view.threadId, events: ["approval_expired"] }),
+      ).toHaveLength(1);
+      expect(await portal.writes()).toHaveLength(0);
+    } finally {
+      await app.close();
+    }
+  });
+
   it("an expired approval claimed by a worker that died is expired by another once the claim's lease ends", async () => {
     const view = await recordPendingRename(portal, dataDir, "CLAIMED THEN ABANDONED");
     let now = new Date(Date.parse(view.approval!.expiresAt) + 1000);

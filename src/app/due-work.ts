@@ -15,7 +15,8 @@ import type { DueItem } from "../store/due.js";
 import type { Journal } from "../store/journal.js";
 import type { Keeper } from "../store/keeper.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
-import { expireApproval, recoverThread, type SweepResult } from "./threads.js";
+import { expireApproval, expireBound, recoverThread, type SweepResult } from "./threads.js";
+import { approvalBinding } from "../hitl/approval-request.js";
 import type { App } from "./open-app.js";
 import { viewThread, type ThreadView } from "./view-thread.js";
 
@@ -136,17 +137,15 @@ async function workThread(
   owner: string,
   items: DueItem[],
 ): Promise<void> {
+  if (await expiredFromJournal(app, threadId, round, owner, items)) return;
   const view = await viewThread(app, threadId);
   if (view.status === "awaiting_approval" && view.approval) {
     const expiresAt = Date.parse(view.approval.expiresAt);
     if (expiresAt <= app.deps.clock().getTime()) {
-      round.swept.push(await expireApproval(app, threadId, view.approval.envelopeHash, undefined, view));
+      round.swept.push(await expireApproval(app, threadId, view.approval.envelopeHash));
       return;
     }
-    // Not yet expired (a post-approval step of an earlier action of the thread): due at the approval's expiry.
-    if (Number.isFinite(expiresAt))
-      for (const item of items)
-        await app.deps.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
+    await dueAgainAt(app, owner, items, expiresAt);
     return;
   }
   if (view.status !== "interrupted_run") return;
@@ -160,4 +159,47 @@ async function workThread(
       round.recovered.push({ threadId, result: "skipped", detail: e.message });
     } else throw e;
   }
+}
+
+/**
+ * An approval due for its expiry, handled from the journal's rows alone while the journal says it
+ * waits and no question is open: expired (or escalated) as a system decision, whose own checks (the
+ * thread lock, the journal, the pause) stand as for any decision; put back until its expiry when not
+ * yet past it. False when the rows say otherwise or the run is not paused to take the decision: the
+ * thread's view decides then (a run stopped between steps is recovered).
+ */
+async function expiredFromJournal(
+  app: App,
+  threadId: string,
+  round: DueRound,
+  owner: string,
+  items: DueItem[],
+): Promise<boolean> {
+  if (!items.every((i) => i.reason === "expiry")) return false;
+  const [action, question] = await Promise.all([
+    app.deps.journal.currentAction(threadId),
+    app.deps.journal.getQuestion(threadId),
+  ]);
+  if (!action?.macValid || action.phase !== "registered" || question?.status === "open") return false;
+  if (!items.some((i) => i.envelopeHash === action.envelopeHash)) return false;
+  const bound = approvalBinding(action);
+  const expiresAt = Date.parse(bound.expiresAt);
+  if (expiresAt > app.deps.clock().getTime()) {
+    await dueAgainAt(app, owner, items, expiresAt);
+    return true;
+  }
+  try {
+    round.swept.push(await expireBound(app, threadId, bound));
+  } catch (e) {
+    if (e instanceof DecisionNotAcceptedError && e.code === "NOT_AWAITING_APPROVAL") return false;
+    const detail = (e as Error).message;
+    round.swept.push({ threadId, envelopeHash: bound.envelopeHash, result: "skipped", detail });
+  }
+  return true;
+}
+
+/** Not yet expired (a post-approval step of an earlier action of the thread): due at the approval's expiry. */
+async function dueAgainAt(app: App, owner: string, items: DueItem[], expiresAt: number): Promise<void> {
+  if (!Number.isFinite(expiresAt)) return;
+  for (const item of items) await app.deps.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
 }

@@ -260,44 +260,47 @@ export async function expireApproval(
   threadId: string,
   envelopeHash: string,
   onStep?: StepListener,
-  /** The thread's view when the caller has just read it; read here otherwise. */
-  seen?: ThreadView,
 ): Promise<SweepResult> {
-  const view = seen ?? (await viewThread(app, threadId));
+  const view = await viewThread(app, threadId);
   if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== envelopeHash) {
     // Waiting in the journal, but the run is not paused at this approval (a crash between steps): `recover` first.
     return { threadId, envelopeHash, result: "skipped", detail: `thread is ${view.status}` };
   }
   try {
-    const after = await submitDecision(
-      app,
-      threadId,
-      {
-        decisions: [
-          {
-            type: "expire",
-            envelopeHash,
-            nonce: view.approval.nonce,
-            by: { id: "system:sweep" },
-          },
-        ],
-      },
-      onStep,
-    );
-    return after.status === "awaiting_approval"
-      ? {
-          threadId,
-          envelopeHash,
-          result: "escalated",
-          detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`,
-        }
-      : {
-          threadId,
-          envelopeHash,
-          result: "expired",
-          detail: `${after.state?.outcome} / ${after.state?.reasonCode}`,
-        };
+    return await expireBound(app, threadId, view.approval, onStep);
   } catch (e) {
     return { threadId, envelopeHash, result: "skipped", detail: (e as Error).message };
   }
+}
+
+/**
+ * The expiry of the approval bound to this hash and nonce, sent as a system decision; refused as any
+ * decision is (DecisionNotAcceptedError) when the thread does not wait for one.
+ */
+export async function expireBound(
+  app: App,
+  threadId: string,
+  bound: { envelopeHash: string; nonce: string },
+  onStep?: StepListener,
+): Promise<SweepResult> {
+  const { envelopeHash, nonce } = bound;
+  const after = await submitDecision(
+    app,
+    threadId,
+    { decisions: [{ type: "expire", envelopeHash, nonce, by: { id: "system:sweep" } }] },
+    onStep,
+  );
+  return after.status === "awaiting_approval"
+    ? {
+        threadId,
+        envelopeHash,
+        result: "escalated",
+        detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`,
+      }
+    : {
+        threadId,
+        envelopeHash,
+        result: "expired",
+        detail: `${after.state?.outcome} / ${after.state?.reasonCode}`,
+      };
 }

@@ -32,19 +32,7 @@ export function approvalRequestFrom(
   const last = action.progress.lastRefusal;
   const set = action.set && opts.members ? action.set : undefined;
   const rows = set ? opts.members! : [action];
-  const bound = set
-    ? {
-        envelopeHash: set.setHash,
-        nonce: set.set.nonce,
-        revision: set.set.revision,
-        expiresAt: set.set.expiresAt,
-      }
-    : {
-        envelopeHash: action.envelopeHash,
-        nonce: action.envelope.nonce,
-        revision: action.envelope.revision,
-        expiresAt: action.envelope.expiresAt,
-      };
+  const bound = approvalBinding(action, !!set);
   const sections = set ? action.card.split(/\n(?=──── ACTION \d+ of \d+: )/) : [];
   const exampleResume = authenticated
     ? exampleApproval(bound.envelopeHash, bound.nonce)
@@ -95,6 +83,30 @@ export function approvalRequestFrom(
     config: { allow_ignore: false, allow_respond: true, allow_edit: false, allow_accept: false },
     description: approvalMarkdown(action.card, bound.envelopeHash, bound.nonce, exampleResume, line, !!set),
   };
+}
+
+/**
+ * Pure: what a decision on a registered action is bound to: its change set's hash, nonce, revision
+ * and expiry for a row of a set shown as one, else its envelope's.
+ */
+export function approvalBinding(
+  action: Pick<ActionRow, "envelopeHash" | "envelope" | "set">,
+  asSet = action.set !== undefined,
+): { envelopeHash: string; nonce: string; revision: number; expiresAt: string } {
+  const set = asSet ? action.set : undefined;
+  return set
+    ? {
+        envelopeHash: set.setHash,
+        nonce: set.set.nonce,
+        revision: set.set.revision,
+        expiresAt: set.set.expiresAt,
+      }
+    : {
+        envelopeHash: action.envelopeHash,
+        nonce: action.envelope.nonce,
+        revision: action.envelope.revision,
+        expiresAt: action.envelope.expiresAt,
+      };
 }
 
 /** The short decision line an authenticated caller may send as a chat message or Agent Inbox response. */
