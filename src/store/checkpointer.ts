@@ -64,21 +64,91 @@ class AppPostgresSaver extends PostgresSaver {
     }
   }
 
+  /**
+   * PostgresSaver's put, in one statement (so one round trip, atomic as its transaction was): the new
+   * channel versions' blobs and the checkpoint row, with its SQL's conflict rules. PostgresSaver sends
+   * BEGIN, one INSERT per changed channel, the checkpoint and COMMIT, each a round trip.
+   */
   override async put(
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     newVersions: ChannelVersions,
   ) {
-    return super.put(config, checkpoint, metadata, newVersions).catch((e: unknown) => {
-      throw storeError(this.db, "saving a checkpoint", e);
-    });
+    const { thread_id, checkpoint_ns = "", checkpoint_id } = config.configurable ?? {};
+    if (thread_id === undefined) throw new Error('Missing "thread_id" in the config\'s "configurable"');
+    const [blobs, meta] = await Promise.all([
+      this._dumpBlobs(thread_id, checkpoint_ns, checkpoint.channel_values, newVersions),
+      this._dumpMetadata(metadata),
+    ]);
+    const s = `"${this.db.schema}"`;
+    await this.lease.pool
+      .query(
+        `WITH blobs AS (
+           INSERT INTO ${s}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+           SELECT $1, $2, b.channel, b.version, b.type, b.blob
+             FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[]) AS b(channel, version, type, blob)
+           ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)
+         INSERT INTO ${s}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+         DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
+        [
+          thread_id,
+          checkpoint_ns,
+          checkpoint.id,
+          checkpoint_id,
+          this._dumpCheckpoint(checkpoint),
+          meta,
+          blobs.map((b) => b[2]),
+          blobs.map((b) => b[3]),
+          blobs.map((b) => b[4]),
+          blobs.map((b) => (b[5] ? Buffer.from(b[5].buffer, b[5].byteOffset, b[5].byteLength) : null)),
+        ],
+      )
+      .catch((e: unknown) => {
+        throw storeError(this.db, "saving a checkpoint", e);
+      });
+    return { configurable: { thread_id, checkpoint_ns, checkpoint_id: checkpoint.id } };
   }
 
+  /**
+   * PostgresSaver's putWrites in one statement: every write of the task, with its SQL's conflict rule
+   * (a write to a special channel replaces the one before; others keep the first). Rows one statement
+   * would insert twice are merged first by that rule, as its INSERT after INSERT did.
+   */
   override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string) {
-    return super.putWrites(config, writes, taskId).catch((e: unknown) => {
-      throw storeError(this.db, "saving a step's writes", e);
-    });
+    const { thread_id, checkpoint_ns, checkpoint_id } = config.configurable ?? {};
+    const replace = writes.every((w) => w[0] in WRITES_IDX_MAP);
+    const dumped = await this._dumpWrites(thread_id, checkpoint_ns, checkpoint_id, taskId, writes);
+    const byIdx = new Map<number, (typeof dumped)[number]>();
+    for (const row of dumped) if (replace || !byIdx.has(row[4])) byIdx.set(row[4], row);
+    const rows = [...byIdx.values()];
+    const s = `"${this.db.schema}"`;
+    await this.lease.pool
+      .query(
+        `INSERT INTO ${s}.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
+         SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob
+           FROM unnest($5::int[], $6::text[], $7::text[], $8::bytea[]) AS w(idx, channel, type, blob)
+         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) ${
+           replace
+             ? "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+             : "DO NOTHING"
+         }`,
+        [
+          thread_id,
+          checkpoint_ns,
+          checkpoint_id,
+          taskId,
+          rows.map((r) => r[4]),
+          rows.map((r) => r[5]),
+          rows.map((r) => r[6]),
+          rows.map((r) => Buffer.from(r[7].buffer, r[7].byteOffset, r[7].byteLength)),
+        ],
+      )
+      .catch((e: unknown) => {
+        throw storeError(this.db, "saving a step's writes", e);
+      });
   }
 
   /** As GroupCommitSqliteSaver.hasPendingInterrupt: only the newest root checkpoint's `__interrupt__` writes are read. */
