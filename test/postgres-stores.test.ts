@@ -13,6 +13,13 @@ import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import { StoreUnavailableError, createPool } from "../src/store/postgres.js";
 import { MIGRATIONS } from "../src/store/pg-migrations.js";
 import { closeCheckpointer, createCheckpointer } from "../src/store/checkpointer.js";
+import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
+import {
+  copyCheckpoint,
+  emptyCheckpoint,
+  uuid6,
+  type BaseCheckpointSaver,
+} from "@langchain/langgraph-checkpoint";
 import { PAUSE_STAGES, pauseStages } from "./support/pause-stages.js";
 import type { AuditEntry } from "../src/store/audit.js";
 import { approvalOf, leaseFor, readyToWrite, testAction } from "./support/journal-rows.js";
@@ -125,6 +132,80 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       }
     } finally {
       await Promise.all([ours.end(), plain.end()]);
+    }
+  });
+
+  it("saves checkpoints and writes in one statement each as PostgresSaver saves them: same tuples, same conflict rules", async () => {
+    const [ours, theirs] = [freshConfig(), freshConfig()];
+    for (const c of [ours, theirs]) await (await PostgresJournal.open(c, TEST_JOURNAL_KEY)).close();
+    const plain = new pg.Pool({ connectionString: theirs.url, max: 2 });
+    const savers = [
+      createCheckpointer(loadConfig({ DATABASE_URL: ours.url, ACTION_ENVELOPE_DB_SCHEMA: ours.schema })),
+      new PostgresSaver(plain, undefined, { schema: theirs.schema }),
+    ];
+    const cfg = (checkpoint_id?: string) => ({
+      configurable: { thread_id: "t", checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) },
+    });
+    const saved = async (saver: BaseCheckpointSaver) => {
+      const first = emptyCheckpoint();
+      first.channel_values = { a: "one", b: { nested: [1, 2] }, big: "x".repeat(50_000) };
+      first.channel_versions = { a: 1, b: 1, big: 1 };
+      const c1 = await saver.put(
+        cfg(),
+        first,
+        { source: "input", step: -1, parents: {} },
+        { a: 1, b: 1, big: 1 },
+      );
+      const second = { ...copyCheckpoint(first), id: uuid6(-1) };
+      second.channel_values = { a: "two", b: first.channel_values["b"], big: first.channel_values["big"] };
+      second.channel_versions = { a: 2, b: 1, big: 1, gone: 2 };
+      const c2 = await saver.put(c1, second, { source: "loop", step: 0, parents: {} }, { a: 2, gone: 2 });
+      // Ordinary writes keep the first of a (task, idx); writes all to special channels replace it.
+      await saver.putWrites(
+        c2,
+        [
+          ["a", "w1"],
+          ["b", "w2"],
+        ],
+        "task-1",
+      );
+      await saver.putWrites(c2, [["a", "again"]], "task-1");
+      await saver.putWrites(
+        c2,
+        [
+          ["__interrupt__", [{ value: 1 }]],
+          ["__interrupt__", [{ value: 2 }]],
+        ],
+        "task-2",
+      );
+      await saver.putWrites(c2, [["__interrupt__", [{ value: 3 }]]], "task-2");
+      await saver.putWrites(
+        c2,
+        [
+          ["__interrupt__", [{ value: 4 }]],
+          ["a", "x"],
+          ["__interrupt__", [{ value: 5 }]],
+        ],
+        "task-3",
+      );
+      const tuple = await saver.getTuple(cfg());
+      const older = await saver.getTuple(cfg(first.id));
+      return {
+        checkpoint: { ...tuple!.checkpoint, id: "newest", ts: "" },
+        metadata: tuple!.metadata,
+        pendingWrites: tuple!.pendingWrites,
+        older: { ...older!.checkpoint.channel_values },
+      };
+    };
+    try {
+      const [a, b] = [await saved(savers[0]!), await saved(savers[1]!)];
+      expect(a).toEqual(b);
+      expect(a.pendingWrites).toContainEqual(["task-1", "a", "w1"]);
+      expect(a.pendingWrites).toContainEqual(["task-2", "__interrupt__", [{ value: 3 }]]);
+      expect(a.pendingWrites).toContainEqual(["task-3", "__interrupt__", [{ value: 4 }]]);
+    } finally {
+      await closeCheckpointer(savers[0]!);
+      await plain.end();
     }
   });
 
