@@ -6,7 +6,8 @@
  */
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision, sweepExpired } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { sweepExpired } from "../src/app/due-work.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { escalationApprovers } from "../src/envelope/index.js";

@@ -16,6 +16,7 @@ import { SQLITE_DUE_SQL } from "../src/store/sqlite/due.js";
 import { pgDueSql } from "../src/store/pg/due.js";
 import { viewThread } from "../src/app/view-thread.js";
 import { workerRound } from "../src/cli/worker-command.js";
+import { sweepExpired } from "../src/app/due-work.js";
 import { approvalOf, testAction } from "./support/journal-rows.js";
 import { adminQuery } from "./support/postgres.js";
 import { eachTestPortal, openTestApp, recordPendingRename, tempDir, type Portal } from "./support/harness.js";
@@ -425,6 +426,10 @@ describe("worker rounds on due work", () => {
       const round = await workerRound(app);
       expect(round).toMatchObject({ swept: [], recovered: [] });
       expect(round.error).toBeUndefined();
+      // `sweep` too finds what is due by the index: no listing of the waiting approvals, no checkpoint.
+      const listed = vi.spyOn(app.deps.journal, "listRegistered");
+      expect(await sweepExpired(app)).toEqual([]);
+      expect(listed).not.toHaveBeenCalled();
       expect(count()).toBe(0);
       // The count is real: looking at the thread reads its checkpoint.
       expect((await viewThread(app, view.threadId)).status).toBe("awaiting_approval");

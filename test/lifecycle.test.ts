@@ -6,7 +6,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { startRun, submitDecision, sweepExpired } from "../src/app/threads.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { sweepExpired } from "../src/app/due-work.js";
 import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import {

@@ -106,9 +106,27 @@ export function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<DueRoun
     app.deps.journal,
     app.deps.clock,
     "local",
-    (threadId, round, owner, items) => workThread(app, threadId, round, owner, items),
+    (threadId, round, owner, items) => workThread(app, threadId, round, owner, items, true),
     opts,
   );
+}
+
+/**
+ * `sweep`: one round of the due work that closes (or escalates) approvals past their expiry, found by
+ * the due index as the worker finds them; a run stopped between steps is reported skipped and left to
+ * `recover` or the worker.
+ */
+export async function sweepExpired(app: App, opts: DueWorkOptions = {}): Promise<SweepResult[]> {
+  const round = await workDue(
+    app.deps.journal,
+    app.deps.clock,
+    "local",
+    async (threadId, r, owner, items) => {
+      if (items.some((i) => i.reason === "expiry")) await workThread(app, threadId, r, owner, items, false);
+    },
+    opts,
+  );
+  return round.swept;
 }
 
 /** A recovered thread as a round reports it: its outcome when the run finished, else its status. */
@@ -129,13 +147,17 @@ function byThread(items: DueItem[]): Map<string, DueItem[]> {
   return m;
 }
 
-/** The per-thread work: expire an approval past its expiry, recover a stopped run; anything else waits. */
+/**
+ * The per-thread work: expire an approval past its expiry, recover a stopped run (or, without
+ * `recover`, report it skipped when its approval is due); anything else waits.
+ */
 async function workThread(
   app: App,
   threadId: string,
   round: DueRound,
   owner: string,
   items: DueItem[],
+  recover: boolean,
 ): Promise<void> {
   if (await expiredFromJournal(app, threadId, round, owner, items)) return;
   const view = await viewThread(app, threadId);
@@ -149,6 +171,11 @@ async function workThread(
     return;
   }
   if (view.status !== "interrupted_run") return;
+  if (!recover) {
+    const envelopeHash = items[0]!.envelopeHash;
+    round.swept.push({ threadId, envelopeHash, result: "skipped", detail: `thread is ${view.status}` });
+    return;
+  }
   try {
     round.recovered.push(recovered(threadId, await recoverThread(app, threadId)));
   } catch (e) {

@@ -12,7 +12,6 @@ import type { RequestScope } from "../envelope/records.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
-import { listPending } from "./pending.js";
 import type { App } from "./open-app.js";
 import { viewOfCheckpoint, viewThread, type ThreadSource, type ThreadView } from "./view-thread.js";
 
@@ -235,19 +234,6 @@ export interface SweepResult {
   /** What became of the thread: ended, or escalated to a fresh approval for another group. */
   result: "expired" | "escalated" | "skipped";
   detail: string;
-}
-
-/**
- * Closes waiting approvals past their expiry through the graph, as a system decision, so nothing
- * waits forever and each thread records why it ended (or to whom it was escalated).
- */
-export async function sweepExpired(app: App, onStep?: StepListener): Promise<SweepResult[]> {
-  const results: SweepResult[] = [];
-  for (const row of await listPending(app)) {
-    if (!row.expired) continue;
-    results.push(await expireApproval(app, row.threadId, row.envelopeHash, onStep));
-  }
-  return results;
 }
 
 /**

@@ -174,7 +174,7 @@ export function lifecycleCommands(): Command[] {
       const interval = Number(opts.interval);
       if (!Number.isFinite(interval) || interval <= 0)
         throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
-      const { sweepExpired } = await import("../app/threads.js");
+      const { sweepExpired } = await import("../app/due-work.js");
       // With --api: the due expiries of the server's journal (as `worker --api`), expired through the server.
       const api = opts.api ? await (await import("./worker-command.js")).openApiDue(opts.api) : undefined;
       const printer = new Printer(process.stdout, Boolean(opts.json));
