@@ -9,8 +9,9 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { Annotation, Command, END, START, StateGraph, interrupt } from "@langchain/langgraph";
-import { emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
-import { GroupCommitSqliteSaver, pausedAtInterrupt } from "../src/store/checkpointer.js";
+import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
+import { JsonPlusSerializer, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
+import { GroupCommitSqliteSaver, LeanLoadSerializer, pausedAtInterrupt } from "../src/store/checkpointer.js";
 import { tempDir } from "./support/harness.js";
 import { PAUSE_STAGES, pauseStages } from "./support/pause-stages.js";
 
@@ -146,6 +147,31 @@ describe("group-commit SQLite checkpointer", () => {
     } finally {
       saver.db.close();
     }
+  });
+
+  it("loads what the library's serializer loads: messages, undefined, Set, Map, a __proto__ key and plain JSON", async () => {
+    const value = {
+      messages: [
+        new HumanMessage("rename task 4"),
+        new AIMessage({ content: "", tool_calls: [{ id: "c1", name: "getTask", args: { taskId: 4 } }] }),
+      ],
+      nested: { list: [1, "two", null, { deep: new ToolMessage({ content: "{}", tool_call_id: "c1" }) }] },
+      gone: undefined,
+      set: new Set([1, 2]),
+      map: new Map([["k", { v: [true] }]]),
+      plain: { a: { b: [1.5, -2, { c: "d" }] } },
+    };
+    const library = new JsonPlusSerializer();
+    const lean = new LeanLoadSerializer();
+    const [type, bytes] = await library.dumpsTyped(value);
+    const loaded = (await lean.loadsTyped(type, bytes)) as typeof value;
+    expect(loaded).toStrictEqual(await library.loadsTyped(type, bytes));
+    expect(loaded.messages[1]).toBeInstanceOf(AIMessage);
+    expect(loaded.nested.list[3]).toEqual({ deep: expect.any(ToolMessage) });
+    expect(loaded.set).toEqual(new Set([1, 2]));
+    // JSON.parse keeps "__proto__" as a key; the library's reviver assigns it (a prototype): the same here.
+    const text = '{"a":{"__proto__":{"x":1},"y":2},"b":[{"lc":2,"type":"undefined"}],"c":{"lc":3}}';
+    expect(await lean.loadsTyped("json", text)).toStrictEqual(await library.loadsTyped("json", text));
   });
 
   it("answers from the graph's own getState for any other saver", async () => {

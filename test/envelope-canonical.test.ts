@@ -134,6 +134,12 @@ describe("canonicalJson (RFC 8785)", () => {
     );
   });
 
+  it("writes a string that spells a surrogate escape (a backslash, then ud800) as the library does", () => {
+    // JSON.stringify writes an unpaired surrogate as \ud800; this text has the letters, not the surrogate.
+    const v = { "k\\ud800": ["\\udc00", "\\\\udbff"] };
+    expect(canonicalJson(v)).toBe(canonicalize(v));
+  });
+
   it("names the first thing that is not JSON data, with its path, whatever sits beside it", () => {
     expect(() => canonicalJson({ a: [1, { b: "\ud800" }], c: 1 })).toThrow(/at \$\.a\[1\]\.b/);
     expect(() => canonicalJson({ ok: "x", bad: { "\udc00": 1 } })).toThrow(/keys of \$\.bad/);

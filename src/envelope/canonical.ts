@@ -4,7 +4,7 @@
  * the library quietly emits invalid text for functions and follows toJSON (a Date becomes a string),
  * and a hash over something that is not the JSON we store would bind nothing.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import canonicalize from "canonicalize";
 import { EnvelopeError } from "./errors.js";
 import { hasLoneSurrogate } from "./fields.js";
@@ -19,25 +19,30 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
  */
 export function canonicalJson(value: unknown): string {
   const fast = canonicalText(value);
-  if (fast !== undefined) return fast;
+  if (fast !== undefined && !ESCAPED_SURROGATE.test(fast)) return fast;
   assertJsonData(value, "$");
   const text = canonicalize(value);
   if (text === undefined) throw new EnvelopeError("NOT_JSON", "a JSON value", "undefined");
   return text;
 }
 
-/** Any UTF-16 surrogate: only a string holding one can hold an unpaired one. */
-const SURROGATE = /[\uD800-\uDFFF]/;
+/**
+ * How JSON.stringify writes an unpaired surrogate (a valid pair it writes as itself): text without this
+ * holds none. Text with it takes the checking walk, which refuses the surrogate, or (for a string that
+ * merely holds a backslash before these letters) gives the same text.
+ */
+const ESCAPED_SURROGATE = /\\ud[89a-f]/;
 
 /**
  * The canonical text of JSON data, as the library writes it (keys sorted by UTF-16 code units, strings
  * and numbers as JSON.stringify writes them); undefined as soon as the value is not JSON data
- * (assertJsonData's refusals, and sparse arrays).
+ * (assertJsonData's refusals but unpaired surrogates, which canonicalJson looks for in the text, and
+ * sparse arrays).
  */
 function canonicalText(value: unknown): string | undefined {
   switch (typeof value) {
     case "string":
-      return SURROGATE.test(value) && hasLoneSurrogate(value) ? undefined : JSON.stringify(value);
+      return JSON.stringify(value);
     case "boolean":
       return value ? "true" : "false";
     case "number":
@@ -62,7 +67,6 @@ function canonicalText(value: unknown): string | undefined {
       for (const key of Object.keys(record).sort()) {
         const v = record[key];
         if (v === undefined) continue;
-        if (SURROGATE.test(key) && hasLoneSurrogate(key)) return undefined;
         const text = canonicalText(v);
         if (text === undefined) return undefined;
         out += `${first ? "" : ","}${JSON.stringify(key)}:${text}`;
@@ -77,7 +81,7 @@ function canonicalText(value: unknown): string | undefined {
 
 /** "sha256:" + lowercase hex over the UTF-8 bytes of the canonical JSON. */
 export function sha256Json(value: unknown): string {
-  return `sha256:${createHash("sha256").update(canonicalJson(value), "utf8").digest("hex")}`;
+  return `sha256:${hash("sha256", canonicalJson(value), "hex")}`;
 }
 
 /**
@@ -85,7 +89,7 @@ export function sha256Json(value: unknown): string {
  * field we did not keep in full has changed; the envelope hash, which binds approval, is full SHA-256.
  */
 export function fingerprint(value: unknown): string {
-  return createHash("sha256").update(canonicalJson(value), "utf8").digest("hex").slice(0, 16);
+  return hash("sha256", canonicalJson(value), "hex").slice(0, 16);
 }
 
 export const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;

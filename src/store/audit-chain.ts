@@ -12,7 +12,7 @@ import {
   type ChainProblem,
   type ChainVerification,
 } from "./audit-entry.js";
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { canonicalJson, sha256Json } from "../envelope/index.js";
 
 /** The hashed form: the record (with its own seq and recordedAt) and the hash it links to. */
@@ -27,9 +27,7 @@ export function recordHash(record: Omit<AuditRecord, "prevHash" | "hash">, prevH
  * test/audit-log.test.ts holds the two equal).
  */
 export function recordHashOfText(recordText: string, prevHash: string): string {
-  return `sha256:${createHash("sha256")
-    .update(`{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "utf8")
-    .digest("hex")}`;
+  return `sha256:${hash("sha256", `{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "hex")}`;
 }
 
 export function toRecord(row: AuditRow): AuditRecord {

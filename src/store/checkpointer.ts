@@ -6,6 +6,7 @@
 import path from "node:path";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
+  JsonPlusSerializer,
   WRITES_IDX_MAP,
   copyCheckpoint,
   type BaseCheckpointSaver,
@@ -32,7 +33,7 @@ class AppPostgresSaver extends PostgresSaver {
     private readonly db: DatabaseConfig,
     private readonly lease: PoolLease = openPools(db),
   ) {
-    super(lease.pool, undefined, { schema: db.schema });
+    super(lease.pool, new LeanLoadSerializer(), { schema: db.schema });
   }
 
   /** Gives this saver's share of the process's connections back; the pool ends with its last user. */
@@ -194,6 +195,48 @@ async function anyInterrupt(
 }
 
 /**
+ * JsonPlusSerializer that revives only what needs reviving. The library's reviver awaits every value of
+ * the parsed JSON, strings and numbers included: thousands of promises for the checkpoint and the
+ * interrupt a resume loads. Only an object with an `lc` key (an encoded message, undefined, Set, Map,
+ * ...) revives into anything but what JSON.parse made, so only those objects (and any with a
+ * `__proto__` key) go through the library's reviver, each on its own, and the rest is kept as parsed.
+ * The values are the library's, but that a -0 inside such an object reads back as 0 (it is
+ * serialised again for the library).
+ */
+export class LeanLoadSerializer extends JsonPlusSerializer {
+  protected override async _loads(data: string): Promise<unknown> {
+    const parsed = JSON.parse(data) as unknown;
+    if (revivedByLibrary(parsed)) return super._loads(data);
+    const pending: Array<Promise<void>> = [];
+    this.reviveWithin(parsed, pending);
+    await Promise.all(pending);
+    return parsed;
+  }
+
+  /** Replaces each object under `value` that the library revives with what it revives it to. */
+  private reviveWithin(value: unknown, pending: Array<Promise<void>>): void {
+    if (value === null || typeof value !== "object") return;
+    const holder = value as Record<string, unknown>;
+    for (const key of Object.keys(holder)) {
+      const child = holder[key];
+      if (!revivedByLibrary(child)) this.reviveWithin(child, pending);
+      else
+        pending.push(
+          super._loads(JSON.stringify(child)).then((revived: unknown) => {
+            holder[key] = revived;
+          }),
+        );
+    }
+  }
+}
+
+const revivedByLibrary = (value: unknown): boolean =>
+  value !== null &&
+  typeof value === "object" &&
+  !Array.isArray(value) &&
+  (Object.hasOwn(value, "lc") || Object.hasOwn(value, "__proto__"));
+
+/**
  * SqliteSaver with group commit. put, putWrites and deleteThread serialise at once (as SqliteSaver
  * does) but their rows are written when the event loop turns: every row queued until then goes in one
  * synchronous transaction, and each call's promise settles only after that transaction has committed.
@@ -217,7 +260,7 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
     const db = new Database(file);
     // Another process (the API server, a worker) may be committing; wait for it rather than fail.
     db.pragma("busy_timeout = 10000");
-    super(db);
+    super(db, new LeanLoadSerializer());
   }
 
   override async put(
@@ -305,10 +348,13 @@ export class GroupCommitSqliteSaver extends SqliteSaver {
 
   /** One group's transaction; a method of its own so a benchmark can count and time the commits. */
   protected commit(writes: Array<() => void>): void {
-    this.db.transaction(() => {
-      for (const w of writes) w();
-    })();
+    this.transaction(writes);
   }
+
+  /** One transaction function for every group: better-sqlite3 builds four wrappers per `transaction()`. */
+  private readonly transaction = this.db.transaction((writes: Array<() => void>) => {
+    for (const w of writes) w();
+  });
 
   private readonly statement = preparedOnce(this.db);
 

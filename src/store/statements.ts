@@ -40,10 +40,14 @@ export class SqliteConnection {
     this.db.pragma("busy_timeout = 10000");
     this.db.pragma("synchronous = NORMAL");
     this.sql = preparedOnce(this.db);
+    this.transaction = this.db.transaction((fn: () => unknown) => fn());
   }
 
+  /** One transaction function for every write: better-sqlite3 builds four wrappers per `transaction()`. */
+  private readonly transaction: Database.Transaction<(fn: () => unknown) => unknown>;
+
   write<T>(fn: () => T): T {
-    const result = this.db.transaction(fn).immediate();
+    const result = this.transaction.immediate(fn) as T;
     this.commits.total += 1;
     return result;
   }
