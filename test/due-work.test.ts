@@ -17,6 +17,8 @@ import { pgDueSql } from "../src/store/pg/due.js";
 import { viewThread } from "../src/app/view-thread.js";
 import { workerRound } from "../src/cli/worker-command.js";
 import { sweepExpired } from "../src/app/due-work.js";
+import type { SweepResult } from "../src/app/threads.js";
+import type { App } from "../src/app/open-app.js";
 import { approvalOf, testAction } from "./support/journal-rows.js";
 import { adminQuery } from "./support/postgres.js";
 import { eachTestPortal, openTestApp, recordPendingRename, tempDir, type Portal } from "./support/harness.js";
@@ -412,6 +414,14 @@ describe.each(BACKENDS)("a $name journal made before keepers were recorded", ({ 
   });
 });
 
+/** The round expired (or escalated) the thread's approval, and the audit log holds one expiry for it. */
+async function expectExpiredOnce(app: App, round: { swept: SweepResult[] }, threadId: string) {
+  expect(round.swept).toEqual([
+    expect.objectContaining({ threadId, result: expect.stringMatching(/^(expired|escalated)$/) }),
+  ]);
+  expect(await app.deps.audit.records({ threadId, events: ["approval_expired"] })).toHaveLength(1);
+}
+
 describe("worker rounds on due work", () => {
   let portal: Portal;
   let dataDir: string;
@@ -475,12 +485,7 @@ describe("worker rounds on due work", () => {
     try {
       const reads = [vi.spyOn(app.checkpointer, "getTuple"), vi.spyOn(app.checkpointer, "list")];
       const round = await workerRound(app);
-      expect(round.swept).toEqual([
-        expect.objectContaining({
-          threadId: view.threadId,
-          result: expect.stringMatching(/^(expired|escalated)$/),
-        }),
-      ]);
+      await expectExpiredOnce(app, round, view.threadId);
       expect(reads.map((s) => s.mock.calls.length)).toEqual([1, 0]);
     } finally {
       await app.close();
@@ -504,15 +509,7 @@ describe("worker rounds on due work", () => {
       // Put back for the worker's retry interval (a minute), then expired.
       now = new Date(now.getTime() + 61_000);
       const second = await workerRound(app);
-      expect(second.swept).toEqual([
-        expect.objectContaining({
-          threadId: view.threadId,
-          result: expect.stringMatching(/^(expired|escalated)$/),
-        }),
-      ]);
-      expect(
-        await app.deps.audit.records({ threadId: view.threadId, events: ["approval_expired"] }),
-      ).toHaveLength(1);
+      await expectExpiredOnce(app, second, view.threadId);
       expect(await portal.writes()).toHaveLength(0);
     } finally {
       await app.close();
@@ -530,15 +527,7 @@ describe("worker rounds on due work", () => {
       expect(await workerRound(app)).toMatchObject({ swept: [], recovered: [] });
       now = new Date(now.getTime() + 1);
       const round = await workerRound(app);
-      expect(round.swept).toEqual([
-        expect.objectContaining({
-          threadId: view.threadId,
-          result: expect.stringMatching(/^(expired|escalated)$/),
-        }),
-      ]);
-      expect(
-        await app.deps.audit.records({ threadId: view.threadId, events: ["approval_expired"] }),
-      ).toHaveLength(1);
+      await expectExpiredOnce(app, round, view.threadId);
     } finally {
       await app.close();
     }
