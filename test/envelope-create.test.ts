@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import fc from "fast-check";
 import {
   CHANGE_MARKER_FIELD,
   createEnvelope,
@@ -7,6 +8,7 @@ import {
   exampleTask,
   fieldToTaskKey,
   hashEnvelope,
+  madeSince,
   parseEnvelope,
   taskKeyToField,
   type CreateEnvelopeInput,
@@ -214,5 +216,35 @@ describe("createEnvelope", () => {
     );
     expect(() => parseEnvelope({ ...e, extra: 1 })).toThrow(/extra/);
     expect(parseEnvelope(JSON.parse(JSON.stringify(e)))).toEqual(e);
+  });
+});
+
+describe("madeSince: an object the portal stamped to the second, against an envelope stamped to the millisecond", () => {
+  it("counts a time in the envelope's own second, later seconds and any offset spelling of them; not earlier seconds", () => {
+    const createdAt = "2026-12-03T13:16:43.900Z";
+    // The portal's stamp of a comment posted 0.019 s before the envelope's millisecond, in its second.
+    expect(madeSince("2026-12-03T16:16:43+03:00", createdAt)).toBe(true);
+    expect(madeSince("2026-12-03T13:16:44Z", createdAt)).toBe(true);
+    expect(madeSince("2026-12-03T16:16:42+03:00", createdAt)).toBe(false);
+    expect(madeSince("not a time", createdAt)).toBe(false);
+    expect(madeSince(undefined, createdAt)).toBe(false);
+    expect(madeSince(1796300000, createdAt)).toBe(false);
+  });
+
+  it("property: whatever the milliseconds, the portal's stamp of the same instant (truncated to its second) counts as made since", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 }),
+        fc.integer({ min: 0, max: 5_000 }),
+        (created, later) => {
+          const createdAt = new Date(created).toISOString();
+          const posted = Math.floor((created + later) / 1000) * 1000;
+          const stamp = new Date(posted).toISOString().replace(/\.\d{3}Z$/, "+00:00");
+          expect(madeSince(stamp, createdAt)).toBe(true);
+          const before = new Date(Math.floor(created / 1000) * 1000 - 1000).toISOString();
+          expect(madeSince(before.replace(/\.\d{3}Z$/, "Z"), createdAt)).toBe(false);
+        },
+      ),
+    );
   });
 });

@@ -484,3 +484,17 @@ function createAckNote(ack: Acknowledgement, created: "comment" | "task"): strin
     return `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})`;
   return `the acknowledgement names no ${created} id`;
 }
+
+/**
+ * Whether an object the portal stamped at `portalTime` was made since an envelope created at
+ * `createdAt`. The portal stamps to the second (2026-12-03T16:16:43+03:00), the envelope to the
+ * millisecond, so a time in the envelope's own second counts as made since it: a comment or task posted
+ * the same second the envelope was made is taken for the envelope's own (it is not made again), never
+ * passed over as older. Unparseable times count as not since.
+ */
+export function madeSince(portalTime: unknown, createdAt: string): boolean {
+  if (typeof portalTime !== "string") return false;
+  const made = Date.parse(portalTime);
+  const since = Math.floor(Date.parse(createdAt) / 1000) * 1000;
+  return Number.isFinite(made) && Number.isFinite(since) && made >= since;
+}

@@ -169,6 +169,7 @@ export {
   extractComments,
   commentIdsWithText,
   createdIdOf,
+  madeSince,
   type CreatedObject,
   type CreateVerifyResult,
   type CommentItem,

@@ -4,6 +4,7 @@ import {
   compareBaseline,
   compareBeforeDelete,
   extractComments,
+  madeSince,
   taskIdsWithTitle,
   type CompareResult,
   type GoneResult,
@@ -95,12 +96,8 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
       record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
       // A comment cannot be deduplicated by the portal: one with the approved text posted since this
       // envelope was made is taken for this envelope's own (a journal put back to before its write).
-      const since = Date.parse(envelope.createdAt);
       const already = comments.comments.filter(
-        (c) =>
-          record.sameTextBefore!.includes(c.id) &&
-          typeof c.postDate === "string" &&
-          Date.parse(c.postDate) > since,
+        (c) => record.sameTextBefore!.includes(c.id) && madeSince(c.postDate, envelope.createdAt),
       );
       if (already.length > 0) {
         return close(
@@ -147,11 +144,9 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
   }
   // A task cannot be deduplicated by the portal: one with the approved title created since this
   // envelope was made is taken for this envelope's own (a journal put back to before its write).
-  const since = Date.parse(envelope.createdAt);
-  const already = found.ids.filter((id) => {
-    const created = found.tasks.get(id)?.["createdDate"];
-    return typeof created === "string" && Date.parse(created) > since;
-  });
+  const already = found.ids.filter((id) =>
+    madeSince(found.tasks.get(id)?.["createdDate"], envelope.createdAt),
+  );
   if (already.length > 0) {
     const record: PreReadRecord = {
       ...base,
