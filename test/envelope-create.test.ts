@@ -8,7 +8,7 @@ import {
   exampleTask,
   fieldToTaskKey,
   hashEnvelope,
-  madeSince,
+  madeWhen,
   parseEnvelope,
   taskKeyToField,
   type CreateEnvelopeInput,
@@ -219,30 +219,31 @@ describe("createEnvelope", () => {
   });
 });
 
-describe("madeSince: an object the portal stamped to the second, against an envelope stamped to the millisecond", () => {
-  it("counts a time in the envelope's own second, later seconds and any offset spelling of them; not earlier seconds", () => {
+describe("madeWhen: an object the portal stamped to the second, against an envelope stamped to the millisecond", () => {
+  it("is before, in the same second (which came first cannot be told) or after, in any offset spelling", () => {
     const createdAt = "2026-12-03T13:16:43.900Z";
-    // The portal's stamp of a comment posted 0.019 s before the envelope's millisecond, in its second.
-    expect(madeSince("2026-12-03T16:16:43+03:00", createdAt)).toBe(true);
-    expect(madeSince("2026-12-03T13:16:44Z", createdAt)).toBe(true);
-    expect(madeSince("2026-12-03T16:16:42+03:00", createdAt)).toBe(false);
-    expect(madeSince("not a time", createdAt)).toBe(false);
-    expect(madeSince(undefined, createdAt)).toBe(false);
-    expect(madeSince(1796300000, createdAt)).toBe(false);
+    expect(madeWhen("2026-12-03T16:16:42+03:00", createdAt)).toBe("before");
+    // Posted at 43.881 or at 43.950: the portal writes both as :43.
+    expect(madeWhen("2026-12-03T16:16:43+03:00", createdAt)).toBe("same_second");
+    expect(madeWhen("2026-12-03T13:16:44Z", createdAt)).toBe("after");
+    expect(madeWhen("not a time", createdAt)).toBeUndefined();
+    expect(madeWhen(undefined, createdAt)).toBeUndefined();
+    expect(madeWhen(1796300000, createdAt)).toBeUndefined();
   });
 
-  it("property: whatever the milliseconds, the portal's stamp of the same instant (truncated to its second) counts as made since", () => {
+  it("property: the portal's stamp of an instant is before, same_second or after exactly as the instant's second is", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 }),
-        fc.integer({ min: 0, max: 5_000 }),
-        (created, later) => {
+        fc.integer({ min: -5_000, max: 5_000 }),
+        (created, offset) => {
           const createdAt = new Date(created).toISOString();
-          const posted = Math.floor((created + later) / 1000) * 1000;
-          const stamp = new Date(posted).toISOString().replace(/\.\d{3}Z$/, "+00:00");
-          expect(madeSince(stamp, createdAt)).toBe(true);
-          const before = new Date(Math.floor(created / 1000) * 1000 - 1000).toISOString();
-          expect(madeSince(before.replace(/\.\d{3}Z$/, "Z"), createdAt)).toBe(false);
+          const posted = created + offset;
+          const stamp = new Date(Math.floor(posted / 1000) * 1000)
+            .toISOString()
+            .replace(/\.\d{3}Z$/, "+00:00");
+          const [a, b] = [Math.floor(posted / 1000), Math.floor(created / 1000)];
+          expect(madeWhen(stamp, createdAt)).toBe(a < b ? "before" : a === b ? "same_second" : "after");
         },
       ),
     );

@@ -69,6 +69,11 @@ function snapshot(): () => void {
   };
 }
 
+/** Waits into the next second of the clock (the portal stamps comments and tasks to the second). */
+async function nextSecond(): Promise<void> {
+  await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5));
+}
+
 /** A comment on task 4 waiting for approval, recorded by an in-process app that is closed again. */
 async function waitingComment(): Promise<ThreadView> {
   const app = await openTestApp(portal, dataDir, {
@@ -164,6 +169,9 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
   it("row 6 without the anchor (lost with its key folder): the pre-read finds the approved comment already posted and sends nothing (ALREADY_EXECUTED)", async () => {
     const env = envFor(portal, dataDir);
     const view = await waitingComment();
+    // The portal stamps the comment to the second: posted in a later second than the envelope, it is
+    // told apart as made after it (in the same second it could not be: PRECHECK_UNKNOWN).
+    await nextSecond();
     const putBack = snapshot();
     const args = ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"];
     expect(parseJsonOutput((await runCli(args, env)).stdout).outcome).toBe("VERIFIED");
@@ -283,6 +291,7 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     } finally {
       await app.close();
     }
+    await nextSecond();
     const putBack = snapshot();
     const args = ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--json"];
     expect(parseJsonOutput((await runCli(args, env)).stdout).outcome).toBe("VERIFIED");

@@ -486,15 +486,18 @@ function createAckNote(ack: Acknowledgement, created: "comment" | "task"): strin
 }
 
 /**
- * Whether an object the portal stamped at `portalTime` was made since an envelope created at
- * `createdAt`. The portal stamps to the second (2026-12-03T16:16:43+03:00), the envelope to the
- * millisecond, so a time in the envelope's own second counts as made since it: a comment or task posted
- * the same second the envelope was made is taken for the envelope's own (it is not made again), never
- * passed over as older. Unparseable times count as not since.
+ * When an object the portal stamped at `portalTime` was made, against an envelope made at `createdAt`.
+ * The portal stamps to the second (2026-12-03T16:16:43+03:00), the envelope to the millisecond, so an
+ * object stamped in the envelope's own second may have come before it or after: "same_second", which
+ * cannot be told either way. Undefined for a stamp that is not a time.
  */
-export function madeSince(portalTime: unknown, createdAt: string): boolean {
-  if (typeof portalTime !== "string") return false;
+export function madeWhen(
+  portalTime: unknown,
+  createdAt: string,
+): "before" | "same_second" | "after" | undefined {
+  if (typeof portalTime !== "string") return undefined;
   const made = Date.parse(portalTime);
-  const since = Math.floor(Date.parse(createdAt) / 1000) * 1000;
-  return Number.isFinite(made) && Number.isFinite(since) && made >= since;
+  const second = Math.floor(Date.parse(createdAt) / 1000) * 1000;
+  if (!Number.isFinite(made) || !Number.isFinite(second)) return undefined;
+  return made < second ? "before" : made < second + 1000 ? "same_second" : "after";
 }

@@ -169,7 +169,7 @@ export {
   extractComments,
   commentIdsWithText,
   createdIdOf,
-  madeSince,
+  madeWhen,
   type CreatedObject,
   type CreateVerifyResult,
   type CommentItem,

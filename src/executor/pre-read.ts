@@ -4,7 +4,7 @@ import {
   compareBaseline,
   compareBeforeDelete,
   extractComments,
-  madeSince,
+  madeWhen,
   taskIdsWithTitle,
   type CompareResult,
   type GoneResult,
@@ -96,13 +96,21 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
       record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
       // A comment cannot be deduplicated by the portal: one with the approved text posted since this
       // envelope was made is taken for this envelope's own (a journal put back to before its write).
-      const already = comments.comments.filter(
-        (c) => record.sameTextBefore!.includes(c.id) && madeSince(c.postDate, envelope.createdAt),
-      );
+      const sameText = comments.comments.filter((c) => record.sameTextBefore!.includes(c.id));
+      const when = (c: (typeof sameText)[number]) => madeWhen(c.postDate, envelope.createdAt);
+      const named = (cs: typeof sameText) => cs.map((c) => `${c.id} at ${String(c.postDate)}`).join(", ");
+      const already = sameText.filter((c) => when(c) === "after");
       if (already.length > 0) {
         return close(
           "ALREADY_EXECUTED",
-          `task ${envelope.object.id} already has a comment with the approved text posted after this envelope was made (comment ${already.map((c) => `${c.id} at ${String(c.postDate)}`).join(", ")}): it is taken for this approval's own, and the comment is not posted again`,
+          `task ${envelope.object.id} already has a comment with the approved text posted after this envelope was made (comment ${named(already)}): it is taken for this approval's own, and the comment is not posted again`,
+        );
+      }
+      const unsure = sameText.filter((c) => when(c) === "same_second");
+      if (unsure.length > 0) {
+        return close(
+          "PRECHECK_UNKNOWN",
+          `task ${envelope.object.id} has a comment with the approved text posted in the second this envelope was made (comment ${named(unsure)}); the portal stamps to the second, so whether it is this approval's own cannot be told, and the comment is not posted`,
         );
       }
     }
@@ -144,9 +152,25 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
   }
   // A task cannot be deduplicated by the portal: one with the approved title created since this
   // envelope was made is taken for this envelope's own (a journal put back to before its write).
-  const already = found.ids.filter((id) =>
-    madeSince(found.tasks.get(id)?.["createdDate"], envelope.createdAt),
-  );
+  const when = (id: string) => madeWhen(found.tasks.get(id)?.["createdDate"], envelope.createdAt);
+  const unsure = found.ids.filter((id) => when(id) === "same_second");
+  const already = found.ids.filter((id) => when(id) === "after");
+  if (already.length === 0 && unsure.length > 0) {
+    const record: PreReadRecord = {
+      ...base,
+      verdict: "UNKNOWN",
+      reason: `task(s) ${unsure.join(", ")} with the approved title were created in the second this envelope was made`,
+      sameTextBefore: found.ids,
+    };
+    return notExecutedWith(
+      deps,
+      action,
+      record,
+    )(
+      "PRECHECK_UNKNOWN",
+      `a task titled ${JSON.stringify(title)} was created in the second this envelope was made (task ${unsure.join(", ")}); the portal stamps to the second, so whether it is this approval's own cannot be told, and the task is not created`,
+    );
+  }
   if (already.length > 0) {
     const record: PreReadRecord = {
       ...base,
