@@ -126,6 +126,42 @@ describe("a comment on a task", () => {
     expect(await portal.calls("task.commentitem.add")).toHaveLength(1);
   });
 
+  it("a comment with the approved text the portal stamped in the envelope's own second is refused PRECHECK_UNKNOWN (nothing posted); in a later second it is ALREADY_EXECUTED", async () => {
+    // The portal stamps to the second; a person's comment is given that stamp (POST_DATE) after the envelope is made.
+    const stamp = (view: ThreadView, seconds: number) =>
+      new Date(Math.floor(Date.parse(view.approval!.envelope.createdAt) / 1000) * 1000 + seconds * 1000)
+        .toISOString()
+        .replace(/\.\d{3}Z$/, "+00:00");
+    const cases = [
+      { text: `${TEXT} (same second)`, seconds: 0, reasonCode: "PRECHECK_UNKNOWN", says: "cannot be told" },
+      {
+        text: `${TEXT} (a second later)`,
+        seconds: 1,
+        reasonCode: "ALREADY_EXECUTED",
+        says: "taken for this approval's own",
+      },
+    ];
+    for (const c of cases) {
+      if (c !== cases[0]) await app.close();
+      await open(c.text);
+      const waiting = await waitingComment(c.text);
+      const posted = await portal.rest("task.commentitem.add", {
+        TASKID: 4,
+        FIELDS: { POST_MESSAGE: c.text, POST_DATE: stamp(waiting, c.seconds) },
+      });
+      expect(posted.status).toBe(200);
+      const sent = (await portal.calls("task.commentitem.add")).length;
+      const done = await submitDecision(app, waiting.threadId, approve(waiting));
+      expect({ outcome: done.state!.outcome, reasonCode: done.state!.reasonCode }).toEqual({
+        outcome: "NOT_EXECUTED",
+        reasonCode: c.reasonCode,
+      });
+      expect(done.state!.reason).toContain(c.says);
+      expect(await portal.calls("task.commentitem.add")).toHaveLength(sent);
+      expect((await comments()).filter((x) => x.POST_MESSAGE === c.text)).toHaveLength(1);
+    }
+  });
+
   it("an earlier comment with the same text is not taken for ours when the answer is lost and nothing was applied", async () => {
     await open(TEXT, { BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
     expect(
