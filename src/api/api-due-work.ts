@@ -18,8 +18,9 @@
  */
 import type { Client } from "@langchain/langgraph-sdk";
 import type { DueItem } from "../store/due.js";
-import type { SweepResult } from "../app/threads.js";
+import { SWEEP_ID, type SweepResult } from "../app/threads.js";
 import {
+  dueAgainAt,
   recovered,
   workDue,
   type DueJournal,
@@ -32,9 +33,6 @@ import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";
 import { apiRecover, apiView } from "./cli-api.js";
 import type { ApiTarget } from "./target.js";
-
-/** Who a system expiry names on a server without tokens (the local sweep's name); with a token the server fills in the caller. */
-export const SWEEP_ID = "system:sweep";
 
 export interface ApiDueContext {
   journal: DueJournal;
@@ -77,8 +75,7 @@ async function workThread(
       round.swept.push(await expireOverApi(ctx, threadId, view.approval.envelopeHash, view.approval.nonce));
       return;
     }
-    if (Number.isFinite(expiresAt))
-      for (const item of items) await ctx.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
+    await dueAgainAt(ctx.journal, owner, items, expiresAt);
     return;
   }
   // A checkpoint still paused at an approval the journal has moved past (the server lost the steps

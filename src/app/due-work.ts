@@ -15,7 +15,7 @@ import type { DueItem } from "../store/due.js";
 import type { Journal } from "../store/journal.js";
 import type { Keeper } from "../store/keeper.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
-import { expireApproval, expireBound, recoverThread, type SweepResult } from "./threads.js";
+import { expireBound, recoverThread, type SweepResult } from "./threads.js";
 import { approvalBinding } from "../hitl/approval-request.js";
 import type { App } from "./open-app.js";
 import { viewThread, type ThreadView } from "./view-thread.js";
@@ -164,10 +164,10 @@ async function workThread(
   if (view.status === "awaiting_approval" && view.approval) {
     const expiresAt = Date.parse(view.approval.expiresAt);
     if (expiresAt <= app.deps.clock().getTime()) {
-      round.swept.push(await expireApproval(app, threadId, view.approval.envelopeHash));
+      round.swept.push((await expireOrSkip(app, threadId, view.approval)).swept);
       return;
     }
-    await dueAgainAt(app, owner, items, expiresAt);
+    await dueAgainAt(app.deps.journal, owner, items, expiresAt);
     return;
   }
   if (view.status !== "interrupted_run") return;
@@ -212,21 +212,40 @@ async function expiredFromJournal(
   const bound = approvalBinding(action);
   const expiresAt = Date.parse(bound.expiresAt);
   if (expiresAt > app.deps.clock().getTime()) {
-    await dueAgainAt(app, owner, items, expiresAt);
+    await dueAgainAt(app.deps.journal, owner, items, expiresAt);
     return true;
   }
-  try {
-    round.swept.push(await expireBound(app, threadId, bound));
-  } catch (e) {
-    if (e instanceof DecisionNotAcceptedError && e.code === "NOT_AWAITING_APPROVAL") return false;
-    const detail = (e as Error).message;
-    round.swept.push({ threadId, envelopeHash: bound.envelopeHash, result: "skipped", detail });
-  }
+  const { swept, notPaused } = await expireOrSkip(app, threadId, bound);
+  if (notPaused) return false;
+  round.swept.push(swept);
   return true;
 }
 
+/**
+ * The expiry sent (expireBound); a refusal is reported skipped with its reason, and `notPaused` says
+ * whether it was refused because the run is not paused to take a decision.
+ */
+async function expireOrSkip(
+  app: App,
+  threadId: string,
+  bound: { envelopeHash: string; nonce: string },
+): Promise<{ swept: SweepResult; notPaused: boolean }> {
+  try {
+    return { swept: await expireBound(app, threadId, bound), notPaused: false };
+  } catch (e) {
+    const notPaused = e instanceof DecisionNotAcceptedError && e.code === "NOT_AWAITING_APPROVAL";
+    const detail = (e as Error).message;
+    return { swept: { threadId, envelopeHash: bound.envelopeHash, result: "skipped", detail }, notPaused };
+  }
+}
+
 /** Not yet expired (a post-approval step of an earlier action of the thread): due at the approval's expiry. */
-async function dueAgainAt(app: App, owner: string, items: DueItem[], expiresAt: number): Promise<void> {
+export async function dueAgainAt(
+  journal: DueJournal,
+  owner: string,
+  items: DueItem[],
+  expiresAt: number,
+): Promise<void> {
   if (!Number.isFinite(expiresAt)) return;
-  for (const item of items) await app.deps.journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
+  for (const item of items) await journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
 }

@@ -236,32 +236,13 @@ export interface SweepResult {
   detail: string;
 }
 
-/**
- * Expires one waiting approval past its expiry (an envelope's hash, or a change set's) as a system
- * decision through the graph: the thread ends, or is escalated as the policy says. Skipped when the
- * run is not paused at that approval (`recover` first) or another decision got there first.
- */
-export async function expireApproval(
-  app: App,
-  threadId: string,
-  envelopeHash: string,
-  onStep?: StepListener,
-): Promise<SweepResult> {
-  const view = await viewThread(app, threadId);
-  if (view.status !== "awaiting_approval" || view.approval?.envelopeHash !== envelopeHash) {
-    // Waiting in the journal, but the run is not paused at this approval (a crash between steps): `recover` first.
-    return { threadId, envelopeHash, result: "skipped", detail: `thread is ${view.status}` };
-  }
-  try {
-    return await expireBound(app, threadId, view.approval, onStep);
-  } catch (e) {
-    return { threadId, envelopeHash, result: "skipped", detail: (e as Error).message };
-  }
-}
+/** Who a system expiry names where no caller is authenticated (the sweep and the workers). */
+export const SWEEP_ID = "system:sweep";
 
 /**
- * The expiry of the approval bound to this hash and nonce, sent as a system decision; refused as any
- * decision is (DecisionNotAcceptedError) when the thread does not wait for one.
+ * The expiry of the approval bound to this hash and nonce (an envelope's, or a change set's), sent as
+ * a system decision through the graph: the thread ends, or is escalated as the policy says. Refused
+ * as any decision is (DecisionNotAcceptedError) when the thread does not wait for one.
  */
 export async function expireBound(
   app: App,
@@ -273,7 +254,7 @@ export async function expireBound(
   const after = await submitDecision(
     app,
     threadId,
-    { decisions: [{ type: "expire", envelopeHash, nonce, by: { id: "system:sweep" } }] },
+    { decisions: [{ type: "expire", envelopeHash, nonce, by: { id: SWEEP_ID } }] },
     onStep,
   );
   return after.status === "awaiting_approval"
