@@ -20,8 +20,9 @@ import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import Database from "better-sqlite3";
 import { preparedOnce } from "./statements.js";
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
+import type pg from "pg";
 import type { AppConfig, DatabaseConfig } from "../config/env.js";
-import { openPools, storeError, type PoolLease } from "./postgres.js";
+import { openPools, quoteIdent, storeError, type PoolLease } from "./postgres.js";
 
 /**
  * PostgresSaver whose connection failures say which server is gone (StoreUnavailableError) instead
@@ -34,6 +35,17 @@ class AppPostgresSaver extends PostgresSaver {
     private readonly lease: PoolLease = openPools(db),
   ) {
     super(lease.pool, new LeanLoadSerializer(), { schema: db.schema });
+    this.s = quoteIdent(db.schema);
+  }
+
+  /** The schema, quoted for the statements this saver sends itself. */
+  private readonly s: string;
+
+  /** One statement on the saver's pool; a failure names the server (StoreUnavailableError). */
+  private async send<R extends pg.QueryResultRow>(doing: string, text: string, values: unknown[]) {
+    return this.lease.pool.query<R>(text, values).catch((e: unknown) => {
+      throw storeError(this.db, doing, e);
+    });
   }
 
   /** Gives this saver's share of the process's connections back; the pool ends with its last user. */
@@ -82,34 +94,30 @@ class AppPostgresSaver extends PostgresSaver {
       this._dumpBlobs(thread_id, checkpoint_ns, checkpoint.channel_values, newVersions),
       this._dumpMetadata(metadata),
     ]);
-    const s = `"${this.db.schema}"`;
-    await this.lease.pool
-      .query(
-        `WITH blobs AS (
-           INSERT INTO ${s}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-           SELECT $1, $2, b.channel, b.version, b.type, b.blob
-             FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[]) AS b(channel, version, type, blob)
-           ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)
-         INSERT INTO ${s}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
-         DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
-        [
-          thread_id,
-          checkpoint_ns,
-          checkpoint.id,
-          checkpoint_id,
-          this._dumpCheckpoint(checkpoint),
-          meta,
-          blobs.map((b) => b[2]),
-          blobs.map((b) => b[3]),
-          blobs.map((b) => b[4]),
-          blobs.map((b) => (b[5] ? Buffer.from(b[5].buffer, b[5].byteOffset, b[5].byteLength) : null)),
-        ],
-      )
-      .catch((e: unknown) => {
-        throw storeError(this.db, "saving a checkpoint", e);
-      });
+    await this.send(
+      "saving a checkpoint",
+      `WITH blobs AS (
+         INSERT INTO ${this.s}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+         SELECT $1, $2, b.channel, b.version, b.type, b.blob
+           FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[]) AS b(channel, version, type, blob)
+         ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)
+       INSERT INTO ${this.s}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+       DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
+      [
+        thread_id,
+        checkpoint_ns,
+        checkpoint.id,
+        checkpoint_id,
+        this._dumpCheckpoint(checkpoint),
+        meta,
+        blobs.map((b) => b[2]),
+        blobs.map((b) => b[3]),
+        blobs.map((b) => b[4]),
+        blobs.map((b) => (b[5] ? asBuffer(b[5]) : null)),
+      ],
+    );
     return { configurable: { thread_id, checkpoint_ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -125,53 +133,48 @@ class AppPostgresSaver extends PostgresSaver {
     const byIdx = new Map<number, (typeof dumped)[number]>();
     for (const row of dumped) if (replace || !byIdx.has(row[4])) byIdx.set(row[4], row);
     const rows = [...byIdx.values()];
-    const s = `"${this.db.schema}"`;
-    await this.lease.pool
-      .query(
-        `INSERT INTO ${s}.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
-         SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob
-           FROM unnest($5::int[], $6::text[], $7::text[], $8::bytea[]) AS w(idx, channel, type, blob)
-         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) ${
-           replace
-             ? "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
-             : "DO NOTHING"
-         }`,
-        [
-          thread_id,
-          checkpoint_ns,
-          checkpoint_id,
-          taskId,
-          rows.map((r) => r[4]),
-          rows.map((r) => r[5]),
-          rows.map((r) => r[6]),
-          rows.map((r) => Buffer.from(r[7].buffer, r[7].byteOffset, r[7].byteLength)),
-        ],
-      )
-      .catch((e: unknown) => {
-        throw storeError(this.db, "saving a step's writes", e);
-      });
+    await this.send(
+      "saving a step's writes",
+      `INSERT INTO ${this.s}.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
+       SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob
+         FROM unnest($5::int[], $6::text[], $7::text[], $8::bytea[]) AS w(idx, channel, type, blob)
+       ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) ${
+         replace
+           ? "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+           : "DO NOTHING"
+       }`,
+      [
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        taskId,
+        rows.map((r) => r[4]),
+        rows.map((r) => r[5]),
+        rows.map((r) => r[6]),
+        rows.map((r) => asBuffer(r[7])),
+      ],
+    );
   }
 
   /** As GroupCommitSqliteSaver.hasPendingInterrupt: only the newest root checkpoint's `__interrupt__` writes are read. */
   async hasPendingInterrupt(threadId: string): Promise<boolean> {
-    const s = `"${this.db.schema}"`;
-    const rows = await this.lease.pool
-      .query<{ type: string | null; blob: Buffer | null }>(
-        `SELECT type, blob FROM ${s}.checkpoint_writes
-          WHERE thread_id = $1 AND checkpoint_ns = '' AND channel = '__interrupt__'
-            AND checkpoint_id = (SELECT checkpoint_id FROM ${s}.checkpoints WHERE thread_id = $1
-                                  AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1)`,
-        [threadId],
-      )
-      .catch((e: unknown) => {
-        throw storeError(this.db, "reading a checkpoint", e);
-      });
+    const rows = await this.send<{ type: string | null; blob: Buffer | null }>(
+      "reading a checkpoint",
+      `SELECT type, blob FROM ${this.s}.checkpoint_writes
+        WHERE thread_id = $1 AND checkpoint_ns = '' AND channel = '__interrupt__'
+          AND checkpoint_id = (SELECT checkpoint_id FROM ${this.s}.checkpoints WHERE thread_id = $1
+                                AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1)`,
+      [threadId],
+    );
     return anyInterrupt(
       this.serde,
       rows.rows.map((r) => ({ type: r.type, value: r.blob })),
     );
   }
 }
+
+/** The bytes as a Buffer without copying them (pg sends a Buffer, in an array too, as bytea). */
+const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 /**
  * Whether any of a checkpoint's `__interrupt__` writes is an interrupt as getState counts one: getState
