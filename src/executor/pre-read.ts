@@ -153,40 +153,28 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
   // A task cannot be deduplicated by the portal: one with the approved title created since this
   // envelope was made is taken for this envelope's own (a journal put back to before its write).
   const when = (id: string) => madeWhen(found.tasks.get(id)?.["createdDate"], envelope.createdAt);
-  const unsure = found.ids.filter((id) => when(id) === "same_second");
   const already = found.ids.filter((id) => when(id) === "after");
-  if (already.length === 0 && unsure.length > 0) {
-    const record: PreReadRecord = {
-      ...base,
-      verdict: "UNKNOWN",
-      reason: `task(s) ${unsure.join(", ")} with the approved title were created in the second this envelope was made`,
-      sameTextBefore: found.ids,
-    };
-    return notExecutedWith(
-      deps,
-      action,
-      record,
-    )(
-      "PRECHECK_UNKNOWN",
-      `a task titled ${JSON.stringify(title)} was created in the second this envelope was made (task ${unsure.join(", ")}); the portal stamps to the second, so whether it is this approval's own cannot be told, and the task is not created`,
-    );
-  }
-  if (already.length > 0) {
-    const record: PreReadRecord = {
-      ...base,
-      verdict: "MATCH",
-      reason: `task(s) ${already.join(", ")} with the approved title were created after this envelope was made`,
-      sameTextBefore: found.ids,
-    };
-    return notExecutedWith(
-      deps,
-      action,
-      record,
-    )(
+  const unsure = found.ids.filter((id) => when(id) === "same_second");
+  const refuse = (
+    verdict: PreReadRecord["verdict"],
+    reason: string,
+    code: Parameters<ReturnType<typeof notExecutedWith>>[0],
+    why: string,
+  ) => notExecutedWith(deps, action, { ...base, verdict, reason, sameTextBefore: found.ids })(code, why);
+  if (already.length > 0)
+    return refuse(
+      "MATCH",
+      `task(s) ${already.join(", ")} with the approved title were created after this envelope was made`,
       "ALREADY_EXECUTED",
       `a task titled ${JSON.stringify(title)} was created after this envelope was made (task ${already.join(", ")}): it is taken for this approval's own, and the task is not created again`,
     );
-  }
+  if (unsure.length > 0)
+    return refuse(
+      "UNKNOWN",
+      `task(s) ${unsure.join(", ")} with the approved title were created in the second this envelope was made`,
+      "PRECHECK_UNKNOWN",
+      `a task titled ${JSON.stringify(title)} was created in the second this envelope was made (task ${unsure.join(", ")}); the portal stamps to the second, so whether it is this approval's own cannot be told, and the task is not created`,
+    );
   const record: PreReadRecord = {
     ...base,
     verdict: "MATCH",
