@@ -121,8 +121,19 @@ describe("loadConfig", () => {
       schema: "public",
       label: "postgres://app@db.internal:5432/ae",
       poolSize: 10,
+      prepare: true,
     });
     expect(loadConfig({ DATABASE_URL: url, ACTION_ENVELOPE_PG_POOL: "4" }, "/x").database?.poolSize).toBe(4);
+  });
+
+  it("statements are prepared per connection unless ACTION_ENVELOPE_PG_PREPARE=off", () => {
+    const url = "postgres://u@db/x";
+    expect(loadConfig({ DATABASE_URL: url, ACTION_ENVELOPE_PG_PREPARE: "on" }, "/x").database?.prepare).toBe(
+      true,
+    );
+    expect(loadConfig({ DATABASE_URL: url, ACTION_ENVELOPE_PG_PREPARE: "off" }, "/x").database?.prepare).toBe(
+      false,
+    );
   });
 
   // Each bad value names its variable and says what it must look like.
@@ -202,6 +213,16 @@ describe("loadConfig", () => {
     [
       { ACTION_ENVELOPE_PG_POOL: "10" },
       "ACTION_ENVELOPE_PG_POOL",
+      /only applies with DATABASE_URL; set that too or remove it/,
+    ],
+    [
+      { DATABASE_URL: "postgres://u@db/x", ACTION_ENVELOPE_PG_PREPARE: "no" },
+      "ACTION_ENVELOPE_PG_PREPARE",
+      /must be "on" or "off"/,
+    ],
+    [
+      { ACTION_ENVELOPE_PG_PREPARE: "off" },
+      "ACTION_ENVELOPE_PG_PREPARE",
       /only applies with DATABASE_URL; set that too or remove it/,
     ],
   ];

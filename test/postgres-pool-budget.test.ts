@@ -11,6 +11,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { MIN_PG_POOL } from "../src/config/env.js";
 import { startRun } from "../src/app/threads.js";
+import { createPool, MAX_PREPARED_PER_CONNECTION } from "../src/store/postgres.js";
 import {
   approvalOf,
   ROOT,
@@ -142,4 +143,59 @@ describe.skipIf(!usingPostgres)("PostgreSQL: one connection budget per process",
       clearTimeout(timer);
     }
   }, 300_000);
+});
+
+describe.skipIf(!usingPostgres)("PostgreSQL: statements prepared once per connection", () => {
+  const db = (prepare: boolean) => ({
+    url: TEST_DATABASE_URL!,
+    schema: "public",
+    label: "test",
+    prepare,
+  });
+  /** The texts the server holds prepared on the pool's one connection, as pg_prepared_statements lists them. */
+  const preparedOn = async (pool: pg.Pool) =>
+    (
+      await pool.query<{ name: string; statement: string }>(
+        "SELECT name, statement FROM pg_prepared_statements ORDER BY statement",
+      )
+    ).rows;
+
+  it("a statement with parameters is parsed once and then only executed; one without runs unnamed", async () => {
+    const pool = createPool(db(true), { name: "prepare-test", max: 1 });
+    try {
+      for (const n of [1, 2, 3]) {
+        const r = await pool.query<{ n: number }>("SELECT $1::int + 1 AS n", [n]);
+        expect(r.rows[0]!.n).toBe(n + 1);
+      }
+      await pool.query("SELECT 1");
+      const held = await preparedOn(pool);
+      expect(held.map((p) => p.statement)).toEqual(["SELECT $1::int + 1 AS n"]);
+      expect(held[0]!.name).toMatch(/^ae_/);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it(`off (ACTION_ENVELOPE_PG_PREPARE=off): nothing is prepared; on: at most ${MAX_PREPARED_PER_CONNECTION} texts a connection, the rest unnamed`, async () => {
+    const off = createPool(db(false), { name: "prepare-off-test", max: 1 });
+    try {
+      expect((await off.query<{ n: number }>("SELECT $1::int + 1 AS n", [1])).rows[0]!.n).toBe(2);
+      expect(await preparedOn(off)).toEqual([]);
+    } finally {
+      await off.end();
+    }
+    const on = createPool(db(true), { name: "prepare-bound-test", max: 1 });
+    try {
+      const texts = MAX_PREPARED_PER_CONNECTION + 3;
+      for (let i = 0; i < texts; i++) {
+        const r = await on.query<{ n: number }>(`SELECT $1::int + ${i} AS n`, [1]);
+        expect(r.rows[0]!.n).toBe(1 + i);
+      }
+      // The last texts ran unnamed; the first ones stay prepared and are still executed by name.
+      expect((await on.query<{ n: number }>("SELECT $1::int + 0 AS n", [5])).rows[0]!.n).toBe(5);
+      expect(await preparedOn(on)).toHaveLength(MAX_PREPARED_PER_CONNECTION);
+    } finally {
+      await on.end();
+    }
+  });
 });

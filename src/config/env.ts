@@ -125,6 +125,7 @@ const EnvSchema = z.object({
       `must be at least ${MIN_PG_POOL} (one connection for queries, one for thread locks)`,
     )
     .optional(),
+  ACTION_ENVELOPE_PG_PREPARE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).optional(),
   ACTION_ENVELOPE_DB_SCHEMA: z
     .string()
     .regex(
@@ -244,6 +245,11 @@ export interface DatabaseConfig {
    * journal, the audit log, the checkpointer and thread locks. Unset: DEFAULT_PG_POOL.
    */
   poolSize?: number;
+  /**
+   * Statements with parameters are prepared once per connection (ACTION_ENVELOPE_PG_PREPARE, default
+   * on); false for a connection pooler that does not keep named statements per client.
+   */
+  prepare?: boolean;
   /** Every table (ours and the checkpointer's) lives in this schema; several deployments can share a database. */
   schema: string;
   /** postgres://user@host:port/database, for messages; never the password. */
@@ -321,6 +327,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       "only applies with DATABASE_URL; set that too or remove it",
     );
   }
+  if (e.ACTION_ENVELOPE_PG_PREPARE && !e.DATABASE_URL) {
+    throw new ConfigError(
+      "ACTION_ENVELOPE_PG_PREPARE",
+      "only applies with DATABASE_URL; set that too or remove it",
+    );
+  }
   if (e.BITRIX24_MCP_TOOLS && !e.BITRIX24_MCP_URL) {
     throw new ConfigError(
       "BITRIX24_MCP_TOOLS",
@@ -347,6 +359,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
             schema: e.ACTION_ENVELOPE_DB_SCHEMA ?? "public",
             label: databaseLabel(e.DATABASE_URL),
             poolSize: e.ACTION_ENVELOPE_PG_POOL ?? DEFAULT_PG_POOL,
+            prepare: e.ACTION_ENVELOPE_PG_PREPARE !== "off",
           },
         }
       : {}),

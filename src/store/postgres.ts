@@ -3,6 +3,7 @@
  * budget per process (openPools), errors that name the server (never the password), transactions and
  * advisory-lock keys. The tables' migrations are in src/store/pg-migrations.ts.
  */
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { parse as parseArray } from "postgres-array";
 import { DEFAULT_PG_POOL, type DatabaseConfig } from "../config/env.js";
@@ -79,6 +80,41 @@ const TYPES = {
       : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
 
+/** The most statement texts one connection keeps prepared; past it, a new text runs unnamed (parsed each time). */
+export const MAX_PREPARED_PER_CONNECTION = 200;
+const statementNames = new Map<string, string>();
+
+/**
+ * A connection that gives every statement with parameters a name derived from its text, so the
+ * server parses and analyses it once per connection and then only binds and executes it. An action's
+ * step sends tens of short statements, and on a loopback connection their parsing was about a third
+ * of the server's CPU per escalation (bench/README.md, scale-pg). Texts carry the schema, so the set
+ * is small and fixed per deployment; MAX_PREPARED_PER_CONNECTION bounds it when one process serves
+ * many schemas (the tests). Statements without parameters (BEGIN, COMMIT, multi-statement text) run
+ * unnamed. Off (ACTION_ENVELOPE_PG_PREPARE=off) for a connection pooler that does not keep named
+ * statements per client.
+ */
+class NamedStatementClient extends pg.Client {
+  private readonly prepared = new Set<string>();
+
+  // pg's overloads: (text, values, callback) as pg.Pool calls it; anything else is passed on as given.
+  override query(...args: unknown[]): never {
+    const [text, values, callback] = args;
+    if (typeof text === "string" && Array.isArray(values)) {
+      let name = statementNames.get(text);
+      if (name === undefined) {
+        name = `ae_${createHash("sha256").update(text).digest("base64url").slice(0, 24)}`;
+        statementNames.set(text, name);
+      }
+      if (this.prepared.has(name) || this.prepared.size < MAX_PREPARED_PER_CONNECTION) {
+        this.prepared.add(name);
+        return (super.query as (...a: unknown[]) => never)({ name, text, values }, callback);
+      }
+    }
+    return (super.query as (...a: unknown[]) => never)(...args);
+  }
+}
+
 /**
  * `asyncCommit`: the connections commit with synchronous_commit = off (a commit survives a crash of
  * this process, not of the server's machine); a transaction that needs durability turns it on
@@ -98,6 +134,7 @@ export function createPool(
     keepAlive: true,
     application_name: `action-envelope:${opts.name}:${process.pid}`,
     types: TYPES,
+    ...(db.prepare === false ? {} : { Client: NamedStatementClient }),
   });
   // An idle connection the server closed emits 'error' on the pool; unhandled, that would end the
   // process. The next query gets a fresh connection or a clear StoreUnavailableError instead.
