@@ -16,7 +16,7 @@ import { SQLITE_DUE_SQL } from "../src/store/sqlite/due.js";
 import { pgDueSql } from "../src/store/pg/due.js";
 import { viewThread } from "../src/app/view-thread.js";
 import { workerRound } from "../src/cli/worker-command.js";
-import { sweepExpired } from "../src/app/due-work.js";
+import { sweepExpired, workDue } from "../src/app/due-work.js";
 import type { SweepResult } from "../src/app/threads.js";
 import type { App } from "../src/app/open-app.js";
 import { approvalOf, testAction } from "./support/journal-rows.js";
@@ -300,6 +300,74 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
       expect(x.length + y.length).toBe(30);
       expect(new Set([...hashes(x), ...hashes(y)]).size).toBe(30);
       expect(await p.a.claimDue(now, 100, "w3", LEASE, "local")).toEqual([]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("a round drives up to `concurrency` threads at once, reports in claim order, and one failure stops no other", async () => {
+    const p = await open();
+    const MINUTE = 60_000;
+    // Group g: seven threads due at T0 + g hours (one ms apart, so the claim order is the due order),
+    // worked by a round at T0 + g hours + 1 s that puts what it worked back for ten hours.
+    const groupAt = (g: number) => T0 + g * HOUR;
+    const names = (g: number) => Array.from({ length: 7 }, (_, i) => `g${g}t${i}`);
+    try {
+      for (const g of [0, 1, 2])
+        for (const [i, t] of names(g).entries()) await waiting(p.a, t, `h-${t}`, groupAt(g) + i);
+      for (const [g, concurrency] of [
+        [0, 1],
+        [1, 3],
+      ] as const) {
+        let inFlight = 0;
+        let most = 0;
+        const worked: string[] = [];
+        const round = await workDue(
+          p.a,
+          () => at(groupAt(g) + 1000),
+          "local",
+          async (threadId, r, _owner, items) => {
+            inFlight += 1;
+            most = Math.max(most, inFlight);
+            // The first thread claimed takes longest, so the threads finish out of claim order.
+            for (let k = 0; k < 8 - Number(threadId.at(-1)); k++)
+              await new Promise((res) => setImmediate(res));
+            inFlight -= 1;
+            worked.push(threadId);
+            r.swept.push({
+              threadId,
+              envelopeHash: items[0]!.envelopeHash,
+              result: "skipped",
+              detail: "test",
+            });
+          },
+          { concurrency, owner: `w-${concurrency}`, retryMs: 10 * HOUR },
+        );
+        expect(most, `at most ${concurrency} at once, and that many`).toBe(concurrency);
+        expect(round.swept.map((x) => x.threadId)).toEqual(names(g));
+        if (concurrency > 1) expect(worked).not.toEqual(names(g));
+      }
+
+      const worked: string[] = [];
+      const failAt = groupAt(2) + 1000;
+      const failed = workDue(
+        p.a,
+        () => at(failAt),
+        "local",
+        async (threadId) => {
+          worked.push(threadId);
+          if (threadId === "g2t2" || threadId === "g2t5") throw new Error(`${threadId} broke`);
+        },
+        { concurrency: 3, owner: "w-fail", retryMs: MINUTE, leaseMs: 2 * MINUTE },
+      );
+      await expect(failed).rejects.toThrow("g2t2 broke");
+      expect(worked.sort()).toEqual(names(2));
+      // A minute later the others are due again; the failed threads keep their claims until the lease ends.
+      expect(hashes(await p.b.claimDue(at(failAt + MINUTE), 10, "w-next", LEASE, "local"))).toEqual(
+        names(2)
+          .filter((t) => t !== "g2t2" && t !== "g2t5")
+          .map((t) => `h-${t}`),
+      );
     } finally {
       await p.close();
     }

@@ -118,6 +118,7 @@ describe("DATABASE_URL", () => {
       schema: "public",
       label: "postgresql://app@db.internal:6543/envelopes",
       poolSize: 10,
+      prepare: true,
     });
     expect(
       loadConfig({ DATABASE_URL: "postgres://db/x", ACTION_ENVELOPE_DB_SCHEMA: "team_a" }, "/x").database

@@ -38,13 +38,25 @@ export interface DueWorkOptions {
   batch?: number;
   /** The most actions one round claims; what is left is due for the next round (or another worker). */
   maxPerRound?: number;
+  /**
+   * Threads of a claimed batch driven at once: their waits on the database and the portal overlap
+   * (each still runs under its own thread lock, so a process with a PostgreSQL pool of P drives at
+   * most ⌊P/2⌋ at a time whatever this says).
+   */
+  concurrency?: number;
   /** How long a claim holds against other workers: past it, a worker that died has its claims taken over. */
   leaseMs?: number;
   /** When a thread with nothing for a worker to do now (waiting for an answer, driven by a live process) is due again. */
   retryMs?: number;
 }
 
-const DUE_DEFAULTS = { batch: 20, maxPerRound: 1000, leaseMs: 120_000, retryMs: 60_000 } as const;
+const DUE_DEFAULTS = {
+  batch: 20,
+  maxPerRound: 1000,
+  concurrency: 4,
+  leaseMs: 120_000,
+  retryMs: 60_000,
+} as const;
 
 /** The journal's part of a round: claiming due actions and releasing them. */
 export type DueJournal = Pick<Journal, "claimDue" | "releaseDue">;
@@ -86,16 +98,36 @@ export async function workDue(
     );
     if (items.length === 0) break;
     claimed += items.length;
-    for (const [threadId, ofThread] of byThread(items)) {
-      if (!done.has(threadId)) {
-        done.add(threadId);
-        await work(threadId, round, owner, ofThread);
+    const threads = [...byThread(items)];
+    // Each thread reports into its own round, merged in claim order, so the report does not depend on
+    // which thread finished first; a thread that fails does not stop the others, and the round then
+    // throws the first failure in claim order.
+    const parts = threads.map((): DueRound => ({ swept: [], recovered: [] }));
+    const failures = new Map<number, unknown>();
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      for (let i = next++; i < threads.length; i = next++) {
+        const [threadId, ofThread] = threads[i]!;
+        try {
+          if (!done.has(threadId)) {
+            done.add(threadId);
+            await work(threadId, parts[i]!, owner, ofThread);
+          }
+          // Whatever did not move this action (moves end the claim) is due again only after a while, so
+          // neither this round nor the next worker takes it up again at once.
+          const retryAt = new Date(clock().getTime() + o.retryMs);
+          for (const item of ofThread) await journal.releaseDue(item.envelopeHash, owner, retryAt);
+        } catch (e) {
+          failures.set(i, e);
+        }
       }
-      // Whatever did not move this action (moves end the claim) is due again only after a while, so
-      // neither this round nor the next worker takes it up again at once.
-      const retryAt = new Date(clock().getTime() + o.retryMs);
-      for (const item of ofThread) await journal.releaseDue(item.envelopeHash, owner, retryAt);
+    };
+    await Promise.all(Array.from({ length: Math.min(Math.max(1, o.concurrency), threads.length) }, lane));
+    for (const part of parts) {
+      round.swept.push(...part.swept);
+      round.recovered.push(...part.recovered);
     }
+    if (failures.size > 0) throw failures.get(Math.min(...failures.keys()));
   }
   return round;
 }
