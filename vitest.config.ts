@@ -14,6 +14,7 @@ const IN_PROCESS = [
   "test/audit-graph.test.ts",
   "test/audit-records.test.ts",
   "test/audit-routes.test.ts",
+  "test/audit-verify-pages.test.ts",
   "test/audit-verify.test.ts",
   "test/bench-smoke.test.ts",
   "test/bitrix24-client-write-delay.test.ts",

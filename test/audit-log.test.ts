@@ -165,5 +165,7 @@ describe("audit log", () => {
     const anchored = await log.verify({ head });
     expect(anchored.intact).toBe(false);
     expect(anchored).toMatchObject({ problem: { kind: "removed", seq: 2 } });
+    // The same when the anchored record would have been on a page of its own.
+    expect(await log.verify({ head, pageSize: 1 })).toEqual(anchored);
   });
 });

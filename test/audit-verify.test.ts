@@ -1,7 +1,7 @@
 /**
  * `audit verify` against a log written by real runs, tampered with by editing the SQLite file
  * directly (triggers dropped first, as anyone with the file could). Each kind of tampering is its own
- * test and must be named as that kind, at the right record.
+ * test and must be named as that kind, at the right record, however the chain is paged.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -63,10 +63,17 @@ function tampered(edit?: (db: Database.Database) => void): string {
   return dir;
 }
 
+/**
+ * The log's verification, which must be the same read in pages of every size: each record, the
+ * tampered one included, is then the first or the last of a page in some reading.
+ */
 async function verify(dir: string) {
   const log = new SqliteAuditLog(path.join(dir, "journal.sqlite"));
   try {
-    return await log.verify();
+    const whole = await log.verify();
+    for (let pageSize = 1; pageSize <= whole.records; pageSize++)
+      expect(await log.verify({ pageSize }), `pages of ${pageSize}`).toEqual(whole);
+    return whole;
   } finally {
     await log.close();
   }

@@ -75,110 +75,216 @@ function check(row: AuditRow): Checked {
   return { row, writtenSeq, contentOk };
 }
 
-/**
- * Walks the chain in table order and explains the first break. The questions, in order: does the
- * record's hash still match its content; does it sit where it was written (its hashed seq); does it
- * link to the record before it. A record whose successor links past it was inserted; a record out of
- * place whose expected predecessor appears later was reordered; a gap nobody fills was removed.
- */
-export function findFirstProblem(rows: AuditRow[]): ChainProblem | undefined {
-  const checked = rows.map(check);
-  const about = (c: Checked) => ({ threadId: c.row.thread_id, event: c.row.event });
-  const hashAt = (i: number) => (i < 0 ? GENESIS_HASH : checked[i]!.row.record_hash);
+/** The rows `verify` reads per query: its memory is one page and a few records, however long the chain. */
+export const VERIFY_PAGE_SIZE = 1000;
 
-  for (let i = 0; i < checked.length; i++) {
-    const c = checked[i]!;
-    // Every record before this one passed, so the next is the (i + 1)-th written.
-    const expectedSeq = i + 1;
-    const expectedPrev = hashAt(i - 1);
-    const next = checked[i + 1];
+function writtenSeqOf(row: AuditRow): number | undefined {
+  try {
+    const parsed = JSON.parse(row.record_json) as { seq?: unknown } | null;
+    return typeof parsed?.seq === "number" ? parsed.seq : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const about = (c: Checked) => ({ threadId: c.row.thread_id, event: c.row.event });
+
+/**
+ * Checks a chain fed to it in table order, any number of rows at a time, and explains the first break;
+ * it keeps only the records next to the one it judges, so the answer is the same however the chain is
+ * cut into pages. The questions, in order: does the record's hash still match its content; does it sit
+ * where it was written (its hashed seq); does it link to the record before it. A record whose successor
+ * links past it was inserted; a record out of place whose expected predecessor appears later was
+ * reordered; a gap nobody fills was removed. With `head` (a hash kept elsewhere), an intact chain with
+ * no record of that hash was cut off after it.
+ */
+export class ChainVerifier {
+  private records = 0;
+  private last: AuditRow | undefined;
+  private headSeen = false;
+  /** Records judged intact so far: the next one is the (passed + 1)-th written. */
+  private passed = 0;
+  /** The last record judged intact, and the hash the one before it has (the genesis hash for none). */
+  private before: Checked | undefined;
+  private beforeThatHash = GENESIS_HASH;
+  /** The record not judged yet: an unreadable one is told apart by its successor's link. */
+  private held: Checked | undefined;
+  private problem: ChainProblem | undefined;
+  /** A record out of place: reordered if the record written at its place comes later, else `otherwise`. */
+  private seeking:
+    { seq: number; found: (at: AuditRow) => ChainProblem; otherwise: ChainProblem } | undefined;
+
+  constructor(private readonly head?: string) {}
+
+  /** The next rows of the chain, in seq order. */
+  add(rows: readonly AuditRow[]): this {
+    for (const row of rows) {
+      this.records += 1;
+      this.last = row;
+      if (row.record_hash === this.head) this.headSeen = true;
+      if (this.problem) continue;
+      if (this.seeking) {
+        this.seek(row, writtenSeqOf(row));
+        continue;
+      }
+      const c = check(row);
+      const held = this.held;
+      this.held = c;
+      if (held) this.judge(held, c);
+      this.seek(row, c.writtenSeq);
+    }
+    return this;
+  }
+
+  /** The answer for the rows fed so far, taken as the whole chain. */
+  finish(): ChainVerification {
+    const held = this.held;
+    this.held = undefined;
+    if (held && !this.problem && !this.seeking) this.judge(held, undefined);
+    const problem = this.problem ?? this.seeking?.otherwise;
+    const last = this.last;
+    if (problem) return { intact: false, records: this.records, problem };
+    if (this.head !== undefined && !this.headSeen) {
+      return {
+        intact: false,
+        records: this.records,
+        problem: {
+          kind: "removed",
+          seq: (last?.seq ?? 0) + 1,
+          detail: `no record has the anchored head hash ${this.head}; the chain was truncated or rewritten after it (current head: ${last ? `seq ${last.seq} ${last.record_hash}` : "empty"})`,
+        },
+      };
+    }
+    return {
+      intact: true,
+      records: this.records,
+      head: last ? { seq: last.seq, hash: last.record_hash } : null,
+    };
+  }
+
+  /** While seeking: a later record written at the place of the one out of place. */
+  private seek(row: AuditRow, writtenSeq: number | undefined): void {
+    if (this.seeking && writtenSeq === this.seeking.seq) this.settle(this.seeking.found(row));
+  }
+
+  private settle(problem: ChainProblem): void {
+    this.problem = problem;
+    this.seeking = undefined;
+  }
+
+  /** Judges the record after the last intact one, given the record after it (none at the chain's end). */
+  private judge(c: Checked, next: Checked | undefined): void {
+    const expectedSeq = this.passed + 1;
+    const prev = this.before;
+    const expectedPrev = prev?.row.record_hash ?? GENESIS_HASH;
 
     if (!c.contentOk) {
       if (next && next.contentOk && next.row.prev_hash === expectedPrev) {
-        return {
+        return this.settle({
           kind: "inserted",
           seq: c.row.seq,
           ...about(c),
           detail: `record at seq ${c.row.seq} does not match its hash and the next record links past it to seq ${c.row.seq - 1}; it was not written by the log`,
-        };
+        });
       }
-      return {
+      return this.settle({
         kind: "edited",
         seq: c.row.seq,
         ...about(c),
         detail: `record seq ${c.row.seq} (${c.row.event}, thread ${c.row.thread_id}) no longer matches its hash: its content, previous hash or stored hash was changed`,
-      };
+      });
     }
 
     const writtenSeq = c.writtenSeq!;
     if (writtenSeq === expectedSeq && c.row.prev_hash === expectedPrev) {
       if (c.row.seq !== writtenSeq) {
-        return {
+        return this.settle({
           kind: "reordered",
           seq: c.row.seq,
           ...about(c),
           detail: `record written as seq ${writtenSeq} is stored at seq ${c.row.seq}`,
-        };
+        });
       }
-      continue;
+      this.passed += 1;
+      this.beforeThatHash = expectedPrev;
+      this.before = c;
+      return;
     }
 
     // The previous record was slipped in: this one links to the record before it.
-    if (i >= 1 && c.row.prev_hash === hashAt(i - 2) && writtenSeq === expectedSeq - 1) {
-      const prev = checked[i - 1]!;
-      return {
+    if (prev && c.row.prev_hash === this.beforeThatHash && writtenSeq === expectedSeq - 1) {
+      return this.settle({
         kind: "inserted",
         seq: prev.row.seq,
         ...about(prev),
         detail: `record at seq ${prev.row.seq} was not written by the log: the record after it (written as seq ${writtenSeq}) links directly to the one before it`,
-      };
+      });
     }
     if (writtenSeq === expectedSeq) {
       // In place, but the predecessor's hash changed: the predecessor was edited and re-hashed.
-      const prev = checked[i - 1];
-      return prev
-        ? {
-            kind: "edited",
-            seq: prev.row.seq,
-            ...about(prev),
-            detail: `record seq ${prev.row.seq} was changed and re-hashed: record seq ${c.row.seq} links to ${c.row.prev_hash}, but seq ${prev.row.seq} now hashes to ${prev.row.record_hash}`,
-          }
-        : {
-            kind: "edited",
-            seq: c.row.seq,
-            ...about(c),
-            detail: `the first record links to ${c.row.prev_hash} instead of the genesis hash`,
-          };
+      return this.settle(
+        prev
+          ? {
+              kind: "edited",
+              seq: prev.row.seq,
+              ...about(prev),
+              detail: `record seq ${prev.row.seq} was changed and re-hashed: record seq ${c.row.seq} links to ${c.row.prev_hash}, but seq ${prev.row.seq} now hashes to ${prev.row.record_hash}`,
+            }
+          : {
+              kind: "edited",
+              seq: c.row.seq,
+              ...about(c),
+              detail: `the first record links to ${c.row.prev_hash} instead of the genesis hash`,
+            },
+      );
     }
-    const missingLater = checked.slice(i + 1).find((o) => o.writtenSeq === expectedSeq);
-    if (missingLater) {
-      return {
+    const range =
+      writtenSeq - 1 === expectedSeq ? `seq ${expectedSeq} is` : `seq ${expectedSeq}..${writtenSeq - 1} are`;
+    this.seeking = {
+      seq: expectedSeq,
+      found: (at) => ({
         kind: "reordered",
         seq: c.row.seq,
         ...about(c),
-        detail: `record written as seq ${writtenSeq} stands where seq ${expectedSeq} belongs; seq ${expectedSeq} appears later, at position seq ${missingLater.row.seq}`,
-      };
-    }
-    if (writtenSeq > expectedSeq) {
-      const range =
-        writtenSeq - 1 === expectedSeq
-          ? `seq ${expectedSeq} is`
-          : `seq ${expectedSeq}..${writtenSeq - 1} are`;
-      return {
-        kind: "removed",
-        seq: expectedSeq,
-        ...about(c),
-        detail: `record ${range} missing: record seq ${writtenSeq} links to ${c.row.prev_hash}, which no remaining record has`,
-      };
-    }
-    return {
-      kind: "inserted",
-      seq: c.row.seq,
-      ...about(c),
-      detail: `record at seq ${c.row.seq} is a copy of record seq ${writtenSeq}, which the chain already passed`,
+        detail: `record written as seq ${writtenSeq} stands where seq ${expectedSeq} belongs; seq ${expectedSeq} appears later, at position seq ${at.seq}`,
+      }),
+      otherwise:
+        writtenSeq > expectedSeq
+          ? {
+              kind: "removed",
+              seq: expectedSeq,
+              ...about(c),
+              detail: `record ${range} missing: record seq ${writtenSeq} links to ${c.row.prev_hash}, which no remaining record has`,
+            }
+          : {
+              kind: "inserted",
+              seq: c.row.seq,
+              ...about(c),
+              detail: `record at seq ${c.row.seq} is a copy of record seq ${writtenSeq}, which the chain already passed`,
+            },
     };
   }
-  return undefined;
+}
+
+/**
+ * Verifies the chain `read` gives a page at a time: the rows after seq `after` (from the first when
+ * undefined), in seq order, at most `limit`. Appends only add records after the head, in seq order,
+ * so pages read at different moments are still one chain's prefix. The pages after a problem are read
+ * too, for the count of records.
+ */
+export async function verifyInPages(
+  read: (after: number | undefined, limit: number) => Promise<AuditRow[]>,
+  { head, pageSize = VERIFY_PAGE_SIZE }: { head?: string; pageSize?: number } = {},
+): Promise<ChainVerification> {
+  if (!Number.isInteger(pageSize) || pageSize < 1)
+    throw new RangeError(`verify reads pages of a positive whole number of records, not ${pageSize}`);
+  const verifier = new ChainVerifier(head);
+  for (let after: number | undefined; ;) {
+    const page = await read(after, pageSize);
+    verifier.add(page);
+    if (page.length < pageSize) return verifier.finish();
+    after = page.at(-1)!.seq;
+  }
 }
 
 /** Per-thread summary of records in chain order; shared by every AuditLog implementation. */
@@ -210,27 +316,4 @@ export function summariseThreads(records: AuditRecord[]): AuditThreadSummary[] {
     byThread.set(r.threadId, s);
   }
   return [...byThread.values()];
-}
-
-/** Chain verification over rows in seq order, optionally against a head hash kept elsewhere. */
-export function verifyRows(rows: AuditRow[], head?: string): ChainVerification {
-  const problem = findFirstProblem(rows);
-  if (problem) return { intact: false, records: rows.length, problem };
-  const last = rows.at(-1);
-  if (head !== undefined && !rows.some((r) => r.record_hash === head)) {
-    return {
-      intact: false,
-      records: rows.length,
-      problem: {
-        kind: "removed",
-        seq: (last?.seq ?? 0) + 1,
-        detail: `no record has the anchored head hash ${head}; the chain was truncated or rewritten after it (current head: ${last ? `seq ${last.seq} ${last.record_hash}` : "empty"})`,
-      },
-    };
-  }
-  return {
-    intact: true,
-    records: rows.length,
-    head: last ? { seq: last.seq, hash: last.record_hash } : null,
-  };
 }

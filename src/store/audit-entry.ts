@@ -172,7 +172,11 @@ export interface AuditLog {
    * Reads the records after the cursor until the page is full, then the page's threads' records only.
    */
   threadPage(opts: { after?: number; limit: number }): Promise<ThreadPage>;
-  verify(opts?: { head?: string }): Promise<ChainVerification>;
+  /**
+   * Checks the whole chain (against `head`, a hash kept elsewhere, when given), reading it `pageSize`
+   * records at a time (VERIFY_PAGE_SIZE unless given).
+   */
+  verify(opts?: { head?: string; pageSize?: number }): Promise<ChainVerification>;
   close(): Promise<void>;
 }
 

@@ -32,7 +32,7 @@ import {
   type ThreadPage,
   FIRST_RECORDS_SQL,
 } from "./audit-entry.js";
-import { recordHashOfText, summariseThreads, toRecord, verifyRows } from "./audit-chain.js";
+import { ChainVerifier, recordHashOfText, summariseThreads, toRecord, verifyInPages } from "./audit-chain.js";
 
 export * from "./audit-entry.js";
 export * from "./audit-chain.js";
@@ -181,8 +181,8 @@ export function adoptAuditFile(db: Database.Database, oldFile: string): void {
         `adopting the audit file ${oldFile} into the journal: expected record seq ${want?.seq ?? "(none)"} with hash ${want?.record_hash ?? "(none)"}, found ${got ? `seq ${got.seq} with hash ${got.record_hash}` : "no record"}; nothing was changed, and the journal is not used until the two agree`,
       );
     }
-    const before = verifyRows(source);
-    const after = verifyRows(copied);
+    const before = new ChainVerifier().add(source).finish();
+    const after = new ChainVerifier().add(copied).finish();
     if (before.intact !== after.intact) {
       throw new AuditLogError(
         `adopting the audit file ${oldFile} into the journal: expected the copied chain ${before.intact ? "intact" : "broken like the source"}, found it ${after.intact ? "intact" : "broken"}`,
@@ -252,9 +252,16 @@ export class SqliteAuditLog implements AuditLog {
     };
   }
 
-  async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
-    const rows = this.sql("SELECT * FROM audit_records ORDER BY seq").all() as AuditRow[];
-    return verifyRows(rows, opts.head);
+  async verify(opts: { head?: string; pageSize?: number } = {}): Promise<ChainVerification> {
+    return verifyInPages(async (after, limit) => {
+      // The event loop (a server's other requests) gets its turn between pages.
+      await new Promise((resolve) => setImmediate(resolve));
+      return (
+        after === undefined
+          ? this.sql("SELECT * FROM audit_records ORDER BY seq LIMIT ?").all(limit)
+          : this.sql("SELECT * FROM audit_records WHERE seq > ? ORDER BY seq LIMIT ?").all(after, limit)
+      ) as AuditRow[];
+    }, opts);
   }
 
   async close(): Promise<void> {

@@ -11,7 +11,7 @@ import {
   summariseThreads,
   toRecord,
   type AuditRow,
-  verifyRows,
+  verifyInPages,
   GENESIS_HASH,
   recordHashOfText,
   type AppendResult,
@@ -176,9 +176,20 @@ export class PostgresAuditLog implements AuditLog {
     };
   }
 
-  async verify(opts: { head?: string } = {}): Promise<ChainVerification> {
-    const rows = await this.rows();
-    return verifyRows(rows, opts.head);
+  async verify(opts: { head?: string; pageSize?: number } = {}): Promise<ChainVerification> {
+    return verifyInPages(
+      async (after, limit) =>
+        (
+          await query<AuditRow>(
+            this.pool,
+            this.db,
+            "verifying the audit chain",
+            `SELECT * FROM ${this.s}.audit_records ${after === undefined ? "" : "WHERE seq > $2 "}ORDER BY seq LIMIT $1`,
+            after === undefined ? [limit] : [limit, after],
+          )
+        ).map(normalise),
+      opts,
+    );
   }
 
   async close(): Promise<void> {
