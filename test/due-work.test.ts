@@ -382,10 +382,10 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
       expect(await p.b.claimDue(at(T0 + LEASE - 1), 10, "w2", LEASE, "local")).toEqual([]);
       expect(hashes(await p.b.claimDue(at(T0 + LEASE), 10, "w2", LEASE, "local"))).toEqual(["h1"]);
       // w1's late release does not free w2's claim.
-      await p.a.releaseDue("h1", "w1");
+      await p.a.releaseDue(["h1"], "w1");
       expect(await p.a.claimDue(at(T0 + LEASE + 1), 10, "w3", LEASE, "local")).toEqual([]);
       // w2's release does, and a release with a retry time defers the action.
-      await p.b.releaseDue("h1", "w2", at(T0 + 3 * LEASE));
+      await p.b.releaseDue(["h1"], "w2", at(T0 + 3 * LEASE));
       expect(await p.a.claimDue(at(T0 + 3 * LEASE - 1), 10, "w3", LEASE, "local")).toEqual([]);
       expect(hashes(await p.a.claimDue(at(T0 + 3 * LEASE), 10, "w3", LEASE, "local"))).toEqual(["h1"]);
     } finally {
@@ -408,7 +408,7 @@ describe.each(BACKENDS)("due work in the $name journal", ({ open }) => {
         scope: {},
         createdAt: iso(T0),
       });
-      await p.a.releaseDue("h-local", "w1");
+      await p.a.releaseDue(["h-local"], "w1");
       expect(await p.b.claimDue(at(T0), 10, "w2", LEASE, "api")).toEqual([]);
       expect(hashes(await p.a.claimDue(at(T0), 10, "w1", LEASE, "local"))).toEqual(["h-local"]);
     } finally {
@@ -474,7 +474,7 @@ describe.each(BACKENDS)("a $name journal made before keepers were recorded", ({ 
       await waiting(p.api, "t1", "h1", T0);
       const j = await p.reopenBeforeKeepers();
       expect(hashes(await j.claimDue(at(T0), 10, "w1", LEASE, "local"))).toEqual(["h1"]);
-      await j.releaseDue("h1", "w1");
+      await j.releaseDue(["h1"], "w1");
       expect(hashes(await j.claimDue(at(T0), 10, "w2", LEASE, "api"))).toEqual(["h1"]);
     } finally {
       await p.close();

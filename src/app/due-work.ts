@@ -104,6 +104,7 @@ export async function workDue(
     // throws the first failure in claim order.
     const parts = threads.map((): DueRound => ({ swept: [], recovered: [] }));
     const failures = new Map<number, unknown>();
+    const worked: string[] = [];
     let next = 0;
     const lane = async (): Promise<void> => {
       for (let i = next++; i < threads.length; i = next++) {
@@ -113,16 +114,16 @@ export async function workDue(
             done.add(threadId);
             await work(threadId, parts[i]!, owner, ofThread);
           }
-          // Whatever did not move this action (moves end the claim) is due again only after a while, so
-          // neither this round nor the next worker takes it up again at once.
-          const retryAt = new Date(clock().getTime() + o.retryMs);
-          for (const item of ofThread) await journal.releaseDue(item.envelopeHash, owner, retryAt);
+          worked.push(...ofThread.map((item) => item.envelopeHash));
         } catch (e) {
           failures.set(i, e);
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(Math.max(1, o.concurrency), threads.length) }, lane));
+    // Whatever the batch's work did not move (moves end the claim) is due again only after a while, so
+    // neither this round nor the next worker takes it up again at once; a failed thread keeps its claim.
+    await journal.releaseDue(worked, owner, new Date(clock().getTime() + o.retryMs));
     for (const part of parts) {
       round.swept.push(...part.swept);
       round.recovered.push(...part.recovered);
@@ -279,5 +280,9 @@ export async function dueAgainAt(
   expiresAt: number,
 ): Promise<void> {
   if (!Number.isFinite(expiresAt)) return;
-  for (const item of items) await journal.releaseDue(item.envelopeHash, owner, new Date(expiresAt));
+  await journal.releaseDue(
+    items.map((i) => i.envelopeHash),
+    owner,
+    new Date(expiresAt),
+  );
 }

@@ -43,15 +43,19 @@ export async function appendWithin(
   const s = quoteIdent(db.schema);
   const key = lockKey(db, "audit-append");
   await c.query(`SELECT pg_advisory_xact_lock(${key.sql})`, key.values);
-  const existing = await c.query<AuditRow>(
-    `SELECT * FROM ${s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4`,
+  // After the lock, in a statement of its own (its snapshot then sees every append committed before
+  // the lock was granted): this entry's record if it was appended before, and the chain's head.
+  const found = await c.query<AuditRow & { existing: boolean }>(
+    `(SELECT *, true AS existing FROM ${s}.audit_records WHERE thread_id = $1 AND revision = $2 AND event = $3 AND discriminator = $4)
+     UNION ALL (SELECT *, false AS existing FROM ${s}.audit_records ORDER BY seq DESC LIMIT 1)`,
     [entry.threadId, entry.revision, entry.event, entry.discriminator],
   );
-  if (existing.rows[0]) return { appended: false, record: toRecord(normalise(existing.rows[0])) };
-  const head = await c.query<{ seq: string; record_hash: string }>(
-    `SELECT seq, record_hash FROM ${s}.audit_records ORDER BY seq DESC LIMIT 1`,
-  );
-  const last = head.rows[0];
+  const existing = found.rows.find((r) => r.existing);
+  if (existing) {
+    const { existing: _existing, ...row } = existing;
+    return { appended: false, record: toRecord(normalise(row)) };
+  }
+  const last = found.rows[0];
   const seq = (last ? Number(last.seq) : 0) + 1;
   const prevHash = last?.record_hash ?? GENESIS_HASH;
   const body = { ...entry, seq, recordedAt: now.toISOString() };

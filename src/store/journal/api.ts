@@ -334,7 +334,7 @@ export interface DueJournal {
    * Ends `owner`'s claim (no-op when the action moved meanwhile, or another worker holds it); with
    * `retryAt`, the action is next due then (a thread with nothing for a worker to do now).
    */
-  releaseDue(envelopeHash: string, owner: string, retryAt?: Date): Promise<void>;
+  releaseDue(envelopeHashes: readonly string[], owner: string, retryAt?: Date): Promise<void>;
 }
 
 /** How a journal is opened: its clock, the resume grace (src/store/due.ts) and who keeps the threads it registers (src/store/keeper.ts). */

@@ -36,18 +36,20 @@ export class PgDue extends PgBase implements DueJournal {
     });
   }
 
-  async releaseDue(envelopeHash: string, owner: string, retryAt?: Date): Promise<void> {
+  async releaseDue(envelopeHashes: readonly string[], owner: string, retryAt?: Date): Promise<void> {
+    if (envelopeHashes.length === 0) return;
+    const which = envelopeHashes.length === 1 ? envelopeHashes[0]! : `${envelopeHashes.length} actions`;
     if (retryAt === undefined)
       await this.run(
-        `releasing the claim on ${envelopeHash}`,
-        `UPDATE ${this.s}.actions SET due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $1 AND due_owner = $2`,
-        [envelopeHash, owner],
+        `releasing the claim on ${which}`,
+        `UPDATE ${this.s}.actions SET due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ANY($1::text[]) AND due_owner = $2`,
+        [envelopeHashes, owner],
       );
     else
       await this.run(
-        `deferring ${envelopeHash}`,
-        `UPDATE ${this.s}.actions SET due_owner = NULL, due_lease_until = NULL, due_at = $3 WHERE envelope_hash = $1 AND due_owner = $2 AND due_at IS NOT NULL`,
-        [envelopeHash, owner, retryAt.getTime()],
+        `deferring ${which}`,
+        `UPDATE ${this.s}.actions SET due_owner = NULL, due_lease_until = NULL, due_at = $3 WHERE envelope_hash = ANY($1::text[]) AND due_owner = $2 AND due_at IS NOT NULL`,
+        [envelopeHashes, owner, retryAt.getTime()],
       );
   }
 }

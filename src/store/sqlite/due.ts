@@ -32,16 +32,18 @@ export class SqliteDue extends SqliteBase implements DueJournal {
     });
   }
 
-  async releaseDue(envelopeHash: string, owner: string, retryAt?: Date): Promise<void> {
+  async releaseDue(envelopeHashes: readonly string[], owner: string, retryAt?: Date): Promise<void> {
+    if (envelopeHashes.length === 0) return;
     this.conn.write(() => {
-      if (retryAt === undefined)
-        this.sql(
-          "UPDATE actions SET due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ? AND due_owner = ?",
-        ).run(envelopeHash, owner);
-      else
-        this.sql(
-          "UPDATE actions SET due_owner = NULL, due_lease_until = NULL, due_at = ? WHERE envelope_hash = ? AND due_owner = ? AND due_at IS NOT NULL",
-        ).run(retryAt.getTime(), envelopeHash, owner);
+      for (const envelopeHash of envelopeHashes)
+        if (retryAt === undefined)
+          this.sql(
+            "UPDATE actions SET due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ? AND due_owner = ?",
+          ).run(envelopeHash, owner);
+        else
+          this.sql(
+            "UPDATE actions SET due_owner = NULL, due_lease_until = NULL, due_at = ? WHERE envelope_hash = ? AND due_owner = ? AND due_at IS NOT NULL",
+          ).run(retryAt.getTime(), envelopeHash, owner);
     });
   }
 }
