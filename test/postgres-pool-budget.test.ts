@@ -22,7 +22,7 @@ import {
   openTestApp,
   type Portal,
 } from "./support/harness.js";
-import { NO_POSTGRES, TEST_DATABASE_URL, usingPostgres } from "./support/postgres.js";
+import { adminQuery, NO_POSTGRES, TEST_DATABASE_URL, usingPostgres } from "./support/postgres.js";
 
 if (!usingPostgres) console.info(`test/postgres-pool-budget.test.ts: ${NO_POSTGRES}`);
 
@@ -172,6 +172,33 @@ describe.skipIf(!usingPostgres)("PostgreSQL: statements prepared once per connec
       expect(held.map((p) => p.statement)).toEqual(["SELECT $1::int + 1 AS n"]);
       expect(held[0]!.name).toMatch(/^ae_/);
     } finally {
+      await pool.end();
+    }
+  });
+
+  it("a table changed under a prepared statement fails that one statement, then the text is prepared afresh", async () => {
+    const pool = createPool(db(true), { name: "prepare-migrated-test", max: 1 });
+    const table = `prepare_changed_${process.pid}`;
+    // A checked-out connection, as a transaction holds one (pg.Pool's own query() drops a connection
+    // after any error, so it would start afresh anyway).
+    const c = await pool.connect();
+    const read = () => c.query(`SELECT * FROM ${table} WHERE a = $1`, [1]);
+    try {
+      await c.query(`CREATE TABLE ${table} (a int, b text); INSERT INTO ${table} VALUES (1, 'x')`);
+      expect((await read()).rows).toEqual([{ a: 1, b: "x" }]);
+      // Another process's migration adds a column.
+      await adminQuery(`ALTER TABLE ${table} ADD COLUMN c int`);
+      await expect(read()).rejects.toMatchObject({ code: "0A000" });
+      expect((await read()).rows).toEqual([{ a: 1, b: "x", c: null }]);
+      expect((await read()).rows).toEqual([{ a: 1, b: "x", c: null }]);
+      const held = await c.query<{ statement: string }>("SELECT statement FROM pg_prepared_statements");
+      expect(
+        held.rows.filter((p) => p.statement.includes(table)),
+        "the old name and the new",
+      ).toHaveLength(2);
+    } finally {
+      await c.query(`DROP TABLE IF EXISTS ${table}`);
+      c.release();
       await pool.end();
     }
   });

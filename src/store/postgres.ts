@@ -83,6 +83,8 @@ const TYPES = {
 /** The most statement texts one connection keeps prepared; past it, a new text runs unnamed (parsed each time). */
 export const MAX_PREPARED_PER_CONNECTION = 200;
 const statementNames = new Map<string, string>();
+/** SQLSTATE of "cached plan must not change result type": a table a prepared statement reads has changed. */
+const PLAN_CHANGED = "0A000";
 
 /**
  * A connection that gives every statement with parameters a name derived from its text, so the
@@ -93,25 +95,51 @@ const statementNames = new Map<string, string>();
  * many schemas (the tests). Statements without parameters (BEGIN, COMMIT, multi-statement text) run
  * unnamed. Off (ACTION_ENVELOPE_PG_PREPARE=off) for a connection pooler that does not keep named
  * statements per client.
+ *
+ * When another process migrates a table a prepared `SELECT *` reads, the server refuses that statement
+ * ("cached plan must not change result type"); that one statement fails (its transaction rolls back)
+ * and the text is prepared afresh under a new name on its next use.
  */
 class NamedStatementClient extends pg.Client {
   private readonly prepared = new Set<string>();
+  /** Texts whose statement the server refused as changed, with how many times: their next name. */
+  private readonly renamed = new Map<string, number>();
 
   // pg's overloads: (text, values, callback) as pg.Pool calls it; anything else is passed on as given.
   override query(...args: unknown[]): never {
     const [text, values, callback] = args;
-    if (typeof text === "string" && Array.isArray(values)) {
-      let name = statementNames.get(text);
-      if (name === undefined) {
-        name = `ae_${createHash("sha256").update(text).digest("base64url").slice(0, 24)}`;
-        statementNames.set(text, name);
-      }
-      if (this.prepared.has(name) || this.prepared.size < MAX_PREPARED_PER_CONNECTION) {
-        this.prepared.add(name);
-        return (super.query as (...a: unknown[]) => never)({ name, text, values }, callback);
-      }
+    const query = super.query as (...a: unknown[]) => never;
+    if (typeof text !== "string" || !Array.isArray(values)) return query.apply(this, args);
+    const name = this.nameOf(text);
+    if (name === undefined) return query.apply(this, args);
+    const config = { name, text, values };
+    const refused = (e: unknown) => {
+      if ((e as { code?: unknown } | null)?.code === PLAN_CHANGED)
+        this.renamed.set(text, (this.renamed.get(text) ?? 0) + 1);
+    };
+    if (typeof callback === "function")
+      return query.call(this, config, (err: unknown, res: unknown) => {
+        if (err) refused(err);
+        (callback as (err: unknown, res: unknown) => void)(err, res);
+      });
+    const result = query.call(this, config) as Promise<unknown>;
+    result.catch(refused);
+    return result as never;
+  }
+
+  /** The text's name on this connection, or undefined when it runs unnamed (the connection holds its most). */
+  private nameOf(text: string): string | undefined {
+    let base = statementNames.get(text);
+    if (base === undefined) {
+      base = `ae_${createHash("sha256").update(text).digest("base64url").slice(0, 24)}`;
+      statementNames.set(text, base);
     }
-    return (super.query as (...a: unknown[]) => never)(...args);
+    const generation = this.renamed.get(text);
+    const name = generation === undefined ? base : `${base}_${generation}`;
+    if (this.prepared.has(name)) return name;
+    if (this.prepared.size >= MAX_PREPARED_PER_CONNECTION) return undefined;
+    this.prepared.add(name);
+    return name;
   }
 }
 
