@@ -54,6 +54,11 @@ export function toLease(r: LeaseRow): ObjectLease {
   };
 }
 
+/** A claim's values in the order decision_claims' INSERT names its columns (the claim's fields, in order). */
+export function claimValues(c: DecisionClaim): unknown[] {
+  return [c.envelopeHash, c.nonce, c.threadId, c.revision, c.decisionType, c.approverId, c.decidedAt];
+}
+
 export function toClaim(r: ClaimRow): DecisionClaim {
   return {
     threadId: r.thread_id,

@@ -2,7 +2,7 @@
 import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
-import { planMove, toActionRow, type ActionDbRow } from "../action-rows.js";
+import { actionRowOf, planMove, type ActionDbRow } from "../action-rows.js";
 import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
 import type { ExecutionJournal, BeginWriteResult, ExecutionEntry, ExecutionIntent } from "../journal/api.js";
@@ -40,8 +40,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
             [intent.envelopeHash],
           );
           if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0], this.key) };
-          const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
-          const plan = planMove(row, intent.envelopeHash, "intent", {});
+          const plan = planMove(actionRowOf(r.rows[0], this.key), intent.envelopeHash, "intent", {});
           if (!plan.ok) return { begun: false, refused: plan.reason };
           const inserted = await c.query(
             `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
@@ -61,8 +60,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
             );
           // Another action took the (missing) lease between our look and our insert: nothing of ours is committed.
           if (!(await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs))) throw raced;
-          const progress = await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
-          return { begun: true, row: { ...row!, phase: "intent", progress } };
+          return { begun: true, row: await this.writeMove(c, plan) };
         },
         true,
       );
@@ -92,11 +90,11 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
         `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
         [envelopeHash],
       );
-      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
-      const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
+      const plan = planMove(actionRowOf(r.rows[0], this.key), envelopeHash, "acknowledged", {
+        acknowledgement,
+      });
       if (!plan.ok) return plan;
-      const progress = await this.writeMove(c, envelopeHash, row!.phase, "acknowledged", plan.progress);
-      return { ok: true, row: { ...row!, phase: "acknowledged", progress } };
+      return { ok: true, row: await this.writeMove(c, plan) };
     });
   }
 

@@ -2,9 +2,9 @@
 import type { RunClose, ThreadJournal } from "../journal/api.js";
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
+  actionRowOf,
   planMove,
   sealThread,
-  toActionRow,
   toThreadRecord,
   type ActionDbRow,
   type NewThread,
@@ -80,15 +80,12 @@ export class PgThreads extends PgBase implements ThreadJournal {
             `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
             [run.action],
           );
-          action = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
+          action = actionRowOf(r.rows[0], this.key);
           const plan =
             action && !action.progress.closed
               ? planMove(action, run.action, "closed", { closed })
               : undefined;
-          if (plan?.ok) {
-            const progress = await this.writeMove(c, run.action, action!.phase, "closed", plan.progress);
-            action = { ...action!, phase: "closed", progress };
-          }
+          if (plan?.ok) action = await this.writeMove(c, plan);
         }
         const r = await c.query<{ closed_json: string | null }>(
           `UPDATE ${this.s}.threads SET closed_json = COALESCE(closed_json, $1) WHERE thread_id = $2 RETURNING closed_json`,

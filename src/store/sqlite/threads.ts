@@ -1,9 +1,9 @@
 /** Thread rows in SQLite: registration, scope and the close that ends a thread. */
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
+  actionRowOf,
   planMove,
   sealThread,
-  toActionRow,
   toThreadRecord,
   type ActionDbRow,
   type NewThread,
@@ -66,13 +66,10 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
       if (run.action) {
         const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as
           ActionDbRow | undefined;
-        action = raw ? toActionRow(raw, this.key) : undefined;
+        action = actionRowOf(raw, this.key);
         const plan =
           action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
-        if (plan?.ok) {
-          const progress = this.writeMove(run.action, action!.phase, "closed", plan.progress);
-          action = { ...action!, phase: "closed", progress };
-        }
+        if (plan?.ok) action = this.writeMove(plan);
       }
       this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(
         JSON.stringify(action?.progress.closed ?? closed),
