@@ -20,17 +20,14 @@ import {
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
-import type { ActionJournal, DecisionClaim, DecideResult } from "../journal/api.js";
+import type { DecisionClaim, DecideResult } from "../journal/api.js";
+import type { ActionPart } from "../journal/composed.js";
 
 /** The actions a registration or decision is about, as its error message names them. */
 const named = (hashes: string[]) =>
   hashes.length === 1 ? `action ${hashes[0]}` : `a change set of ${hashes.length} actions`;
 
-export class PgActions extends PgBase implements ActionJournal {
-  async registerAction(a: RegisteredAction, at: string, records: AuditEntry[] = []): Promise<ActionRow> {
-    return (await this.registerActions([a], at, records))[0]!;
-  }
-
+export class PgActions extends PgBase implements ActionPart {
   async registerActions(
     list: RegisteredAction[],
     at: string,
@@ -82,16 +79,6 @@ export class PgActions extends PgBase implements ActionJournal {
     );
     // A change set: every row carries the sealed set; the rows are read in the set's order.
     return currentFrom(actionRowOf(rows[0], this.key), (h) => this.getAction(h));
-  }
-
-  async decideAction(
-    envelopeHash: string,
-    claim: DecisionClaim,
-    decision: NonNullable<ActionProgress["decision"]>,
-    records: AuditEntry[] = [],
-    lease?: { objectKey: string; holdMs: number },
-  ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
   }
 
   async decideActions(

@@ -18,14 +18,11 @@ import {
   type PlannedMove,
 } from "../action-rows.js";
 import { claimValues, toClaim, type ClaimRow } from "../journal/rows.js";
-import type { ActionJournal, DecideResult, DecisionClaim } from "../journal/api.js";
+import type { DecideResult, DecisionClaim } from "../journal/api.js";
+import type { ActionPart } from "../journal/composed.js";
 import { SqliteBase } from "./base.js";
 
-export class SqliteActions extends SqliteBase implements ActionJournal {
-  async registerAction(a: RegisteredAction, at: string, records: AuditEntry[] = []): Promise<ActionRow> {
-    return (await this.registerActions([a], at, records))[0]!;
-  }
-
+export class SqliteActions extends SqliteBase implements ActionPart {
   async registerActions(
     list: RegisteredAction[],
     at: string,
@@ -66,16 +63,6 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
     ) as ActionDbRow | undefined;
     // A change set: every row carries the sealed set; the rows are read in the set's order.
     return currentFrom(actionRowOf(raw, this.key), (h) => this.getAction(h));
-  }
-
-  async decideAction(
-    envelopeHash: string,
-    claim: DecisionClaim,
-    decision: NonNullable<ActionProgress["decision"]>,
-    records: AuditEntry[] = [],
-    lease?: { objectKey: string; holdMs: number },
-  ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
   }
 
   async decideActions(
