@@ -83,9 +83,11 @@ function executionSealContent(intent: ExecutionIntent, sentAt: string): unknown 
   };
 }
 
-/** The MAC of a write-ahead entry about to be recorded. */
-export function sealExecution(key: Buffer, intent: ExecutionIntent, sentAt: string): string {
-  return sealOf(key, executionSealContent(intent, sentAt));
+/** A write-ahead entry's values in its INSERT's order: envelope, thread, key, arguments, send time and seal (MAC). */
+export function executionValues(key: Buffer, intent: ExecutionIntent, sentAt: string): unknown[] {
+  const { envelopeHash, threadId, idempotencyKey, args } = intent;
+  const mac = sealOf(key, executionSealContent(intent, sentAt));
+  return [envelopeHash, threadId, idempotencyKey, JSON.stringify(args), sentAt, mac];
 }
 
 export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {

@@ -1,5 +1,5 @@
 /** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
-import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
 import { actionRowOf, planMove, type ActionDbRow } from "../action-rows.js";
@@ -45,14 +45,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
           const inserted = await c.query(
             `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
            VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
-            [
-              intent.envelopeHash,
-              intent.threadId,
-              intent.idempotencyKey,
-              JSON.stringify(intent.args),
-              sentAt,
-              sealExecution(this.key, intent, sentAt),
-            ],
+            executionValues(this.key, intent, sentAt),
           );
           if (inserted.rowCount !== 1)
             throw new Error(

@@ -2,7 +2,7 @@
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
 import { actionRowOf, planMove, type ActionDbRow } from "../action-rows.js";
-import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { BeginWriteResult, ExecutionEntry, ExecutionIntent, ExecutionJournal } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
 
@@ -35,14 +35,7 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
       this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
       this.sql(
         "INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac) VALUES (?, ?, ?, ?, ?, ?)",
-      ).run(
-        intent.envelopeHash,
-        intent.threadId,
-        intent.idempotencyKey,
-        JSON.stringify(intent.args),
-        sentAt,
-        sealExecution(this.key, intent, sentAt),
-      );
+      ).run(...executionValues(this.key, intent, sentAt));
       return { begun: true, row: this.writeMove(plan) };
     });
   }
