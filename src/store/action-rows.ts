@@ -208,6 +208,14 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
   };
 }
 
+/** A new scope's UPDATE values (record, MAC, thread); none when the seal fails or the thread is closed or has an action. */
+export function rescoped(key: Buffer, r: ThreadDbRow, scope: ThreadRecord["scope"], hasAction: boolean) {
+  const t = toThreadRecord(r, key);
+  if (!t.macValid || t.closed || hasAction) return undefined;
+  const sealed = sealThread(key, { ...t, scope });
+  return [sealed.json, sealed.mac, t.threadId];
+}
+
 export function toThreadRecord(r: ThreadDbRow, key: Buffer): ThreadRecord {
   let content: NewThread;
   let macValid = true;
@@ -252,6 +260,11 @@ export function planMove(
   if (!canMove(current.phase, to))
     return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash) };
   return { ok: true, row: current, to, progress: { ...current.progress, ...patch } };
+}
+
+/** The move of a closing thread's action to closed with the thread's record, unless the action has its own close. */
+export function planClose(action: ActionRow | undefined, envelopeHash: string, closed: ClosedRecord) {
+  return action && !action.progress.closed ? planMove(action, envelopeHash, "closed", { closed }) : undefined;
 }
 
 /**

@@ -3,7 +3,8 @@ import type { RunClose, ThreadJournal } from "../journal/api.js";
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
   actionRowOf,
-  planMove,
+  planClose,
+  rescoped,
   sealThread,
   toThreadRecord,
   type ActionDbRow,
@@ -50,17 +51,12 @@ export class PgThreads extends PgBase implements ThreadJournal {
         [threadId],
       );
       if (!r.rows[0]) return;
-      const t = toThreadRecord(r.rows[0], this.key);
       const hasAction = await c.query(`SELECT 1 FROM ${this.s}.actions WHERE thread_id = $1 LIMIT 1`, [
         threadId,
       ]);
-      if (!t.macValid || t.closed || hasAction.rowCount) return;
-      const sealed = sealThread(this.key, { ...t, scope });
-      await c.query(`UPDATE ${this.s}.threads SET record_json = $1, mac = $2 WHERE thread_id = $3`, [
-        sealed.json,
-        sealed.mac,
-        threadId,
-      ]);
+      const values = rescoped(this.key, r.rows[0], scope, Boolean(hasAction.rowCount));
+      if (values)
+        await c.query(`UPDATE ${this.s}.threads SET record_json = $1, mac = $2 WHERE thread_id = $3`, values);
     });
     return this.getThread(threadId);
   }
@@ -81,10 +77,7 @@ export class PgThreads extends PgBase implements ThreadJournal {
             [run.action],
           );
           action = actionRowOf(r.rows[0], this.key);
-          const plan =
-            action && !action.progress.closed
-              ? planMove(action, run.action, "closed", { closed })
-              : undefined;
+          const plan = planClose(action, run.action, closed);
           if (plan?.ok) action = await this.writeMove(c, plan);
         }
         const r = await c.query<{ closed_json: string | null }>(

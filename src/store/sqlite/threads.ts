@@ -2,7 +2,8 @@
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
   actionRowOf,
-  planMove,
+  planClose,
+  rescoped,
   sealThread,
   toThreadRecord,
   type ActionDbRow,
@@ -42,15 +43,9 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
       const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as
         ThreadDbRow | undefined;
       if (!row) return;
-      const t = toThreadRecord(row, this.key);
       const hasAction = this.sql("SELECT 1 FROM actions WHERE thread_id = ? LIMIT 1").get(threadId);
-      if (!t.macValid || t.closed || hasAction) return;
-      const sealed = sealThread(this.key, { ...t, scope });
-      this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(
-        sealed.json,
-        sealed.mac,
-        threadId,
-      );
+      const values = rescoped(this.key, row, scope, hasAction !== undefined);
+      if (values) this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(...values);
     });
     return this.getThread(threadId);
   }
@@ -67,8 +62,7 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
         const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as
           ActionDbRow | undefined;
         action = actionRowOf(raw, this.key);
-        const plan =
-          action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
+        const plan = planClose(action, run.action, closed);
         if (plan?.ok) action = this.writeMove(plan);
       }
       this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(
