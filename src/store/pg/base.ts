@@ -1,4 +1,4 @@
-/** What every part of the PostgreSQL journal shares: its pools, schema, key, clock and commit count, and the steps several parts take inside one transaction. */
+/** What every part of the PostgreSQL journal shares: its pools, schema, key, clock, keeper and commit count, and the steps several parts take inside one transaction. */
 import type pg from "pg";
 import type { DatabaseConfig } from "../../config/env.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
@@ -33,6 +33,7 @@ export class PgBase {
   protected readonly clock: () => Date;
   protected readonly commits: CommitCount;
   protected readonly resumeGraceMs: number;
+  protected readonly keeper: Keeper;
 
   constructor(core: PgCore) {
     this.pools = core.pools;
@@ -41,6 +42,7 @@ export class PgBase {
     this.clock = core.clock;
     this.commits = core.commits;
     this.resumeGraceMs = core.resumeGraceMs;
+    this.keeper = core.keeper;
     this.s = quoteIdent(core.db.schema);
     this.pool = core.pools.pool;
   }

@@ -12,17 +12,9 @@ import {
   type ThreadDbRow,
 } from "../action-rows.js";
 import { query } from "../postgres.js";
-import { PgBase, type PgCore } from "./base.js";
-import type { Keeper } from "../keeper.js";
+import { PgBase } from "./base.js";
 
 export class PgThreads extends PgBase implements ThreadJournal {
-  private readonly keeper: Keeper;
-
-  constructor(core: PgCore) {
-    super(core);
-    this.keeper = core.keeper;
-  }
-
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
     await this.run(

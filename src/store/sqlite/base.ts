@@ -1,4 +1,4 @@
-/** What every part of the SQLite journal shares: its connection, key and clock, and the steps several parts take inside one transaction. */
+/** What every part of the SQLite journal shares: its connection, key, clock and keeper, and the steps several parts take inside one transaction. */
 import Database from "better-sqlite3";
 import { SqliteConnection } from "../statements.js";
 import { appendOnlyIn, type AuditEntry } from "../audit.js";
@@ -25,6 +25,7 @@ export class SqliteBase {
   protected readonly key: Buffer;
   protected readonly clock: () => Date;
   protected readonly resumeGraceMs: number;
+  protected readonly keeper: Keeper;
 
   constructor(core: SqliteCore) {
     this.conn = core.conn;
@@ -33,6 +34,7 @@ export class SqliteBase {
     this.key = core.key;
     this.clock = core.clock;
     this.resumeGraceMs = core.resumeGraceMs;
+    this.keeper = core.keeper;
   }
 
   /** Appends audit records inside the caller's transaction. */

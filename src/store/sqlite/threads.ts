@@ -11,17 +11,9 @@ import {
   type ThreadDbRow,
 } from "../action-rows.js";
 import type { RunClose, ThreadJournal } from "../journal/api.js";
-import { SqliteBase, type SqliteCore } from "./base.js";
-import type { Keeper } from "../keeper.js";
+import { SqliteBase } from "./base.js";
 
 export class SqliteThreads extends SqliteBase implements ThreadJournal {
-  private readonly keeper: Keeper;
-
-  constructor(core: SqliteCore) {
-    super(core);
-    this.keeper = core.keeper;
-  }
-
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
     this.conn.write(() =>
