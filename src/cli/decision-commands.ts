@@ -80,165 +80,133 @@ async function sendDecision(
   process.exitCode = await decide(thread, build, Boolean(opts.json));
 }
 
-/** `approve`: approves exactly the envelope (or the change set) with the hash given. */
-export function approveCommand(): Command {
-  return new Command("approve")
-    .description("Approve exactly the envelope (or the whole change set) with this hash")
-    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
-    .requiredOption(
-      "--hash <sha>",
-      'the envelope hash shown on the card (sha256:…); for a change set, its "Set hash:"',
-      cap("--hash", LIMITS.hash),
-    )
-    .option("--as <approver>", "approver id (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
-    .option(
-      "--key <file>",
-      "approver's Ed25519 private key (PEM) to sign the decision",
-      cap("--key", LIMITS.path),
-    )
-    .option(
-      "--override <gate=reason>",
-      "pass an overridable policy gate, with a reason",
-      cap("--override", LIMITS.reason),
-    )
-    .option("--json", "print one JSON object")
-    .option(...API_OPTION)
-    .action(
-      async (
-        thread: string,
-        opts: { hash: string; as: string; key?: string; override?: string; json?: boolean; api?: string },
-        cmd: Command,
-      ) => {
-        await sendDecision(thread, opts, cmd, await built("approveDecision", opts));
-      },
-    );
-}
+/** What every decision command takes besides its own options. */
+type SendOptions = { as: string; key?: string; json?: boolean; api?: string };
 
-/** `reject`: rejects the waiting envelope (a change set: every action of it). */
-export function rejectCommand(): Command {
-  return new Command("reject")
-    .description("Reject the waiting envelope (a change set: every action of it)")
-    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
-    .requiredOption(
-      "--reason <text>",
-      "why; shown to the model when revision is allowed",
-      cap("--reason", LIMITS.reason),
-    )
-    .option("--as <approver>", "approver id (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
-    .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
-    .option("--json", "print one JSON object")
-    .option(...API_OPTION)
-    .action(
-      async (
-        thread: string,
-        opts: { reason: string; as: string; key?: string; json?: boolean; api?: string },
-        cmd: Command,
-      ) => {
-        await sendDecision(thread, opts, cmd, await built("rejectDecision", opts));
-      },
-    );
-}
-
-/** `edit`: edits the waiting proposal into a new revision that needs its own approval. */
-export function editCommand(): Command {
-  return new Command("edit")
-    .description("Edit the waiting proposal; creates a new revision that needs its own approval")
-    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
-    .requiredOption("--set <FIELD=VALUE>", "field to set (repeatable)", capEach("--set", LIMITS.setValue))
-    .option("--as <approver>", "approver id (or ACTION_ENVELOPE_DEFAULT_APPROVER)", cap("--as", LIMITS.id))
-    .option("--key <file>", "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path))
-    .option("--json", "print one JSON object")
-    .option(...API_OPTION)
-    .action(
-      async (
-        thread: string,
-        opts: { set: string[]; as: string; key?: string; json?: boolean; api?: string },
-        cmd: Command,
-      ) => {
-        await sendDecision(thread, opts, cmd, await built("editDecision", opts));
-      },
-    );
-}
-
-/** `decide`: decides a waiting change set action by action. */
-export function decideCommand(): Command {
-  return new Command("decide")
-    .description(
-      "Decide a waiting change set action by action: every action named once with --approve, --reject or --edit",
-    )
-    .argument("<thread>", "thread id", cap("thread", LIMITS.id))
-    .requiredOption(
-      "--hash <sha>",
-      'the change set\'s hash as the card shows it (its "Set hash:" line)',
-      cap("--hash", LIMITS.hash),
-    )
-    .option(
-      "--approve <ids>",
-      "approve these actions (a1, or a1,a3; repeatable)",
-      capEach("--approve", LIMITS.id),
-    )
-    .option(
-      "--reject <ids|id=reason>",
-      "reject these actions (a2, or a2,a3; a2=REASON gives that action its own reason; repeatable)",
-      capEach("--reject", LIMITS.reason),
-    )
-    .option(
-      "--reason <text>",
-      "the reason for the rejected actions that have none of their own",
-      cap("--reason", LIMITS.reason),
-    )
-    .option(
-      "--edit <ids>",
-      "edit these actions (each needs --set; creates a new revision of the set to approve; repeatable)",
-      capEach("--edit", LIMITS.id),
-    )
-    .option(
-      "--set <ACTION.FIELD=VALUE>",
-      'a field of an edited action, e.g. a2.POST_MESSAGE="Shorter." or a1.PRIORITY=high (repeatable)',
-      capEach("--set", LIMITS.setValue),
-    )
+/**
+ * A decision command on a thread: its own options (`own`), then --as, --key and, where it has help
+ * for it, --override, then --json and --api; it sends the decision `build` makes from its options.
+ */
+function decisionCommand<O>(
+  name: string,
+  description: string,
+  own: (c: Command) => Command,
+  help: { as?: string; key?: string; override?: string },
+  build: (opts: O & SendOptions) => Promise<(view: ThreadView) => ResumeValue>,
+): Command {
+  const c = own(
+    new Command(name).description(description).argument("<thread>", "thread id", cap("thread", LIMITS.id)),
+  )
     .option(
       "--as <approver>",
-      "approver id, one for every action (or ACTION_ENVELOPE_DEFAULT_APPROVER)",
+      help.as ?? "approver id (or ACTION_ENVELOPE_DEFAULT_APPROVER)",
       cap("--as", LIMITS.id),
     )
-    .option(
-      "--key <file>",
-      "approver's Ed25519 private key (PEM); each action's decision is signed on its own",
-      cap("--key", LIMITS.path),
-    )
-    .option(
-      "--override <gate=reason>",
-      "pass an overridable policy gate for the approved actions, with a reason",
-      cap("--override", LIMITS.reason),
-    )
+    .option("--key <file>", help.key ?? "approver's Ed25519 private key (PEM)", cap("--key", LIMITS.path));
+  if (help.override) c.option("--override <gate=reason>", help.override, cap("--override", LIMITS.reason));
+  return c
     .option("--json", "print one JSON object")
     .option(...API_OPTION)
-    .action(
-      async (
-        thread: string,
-        opts: {
-          hash: string;
-          approve?: string[];
-          reject?: string[];
-          reason?: string;
-          edit?: string[];
-          set?: string[];
-          as: string;
-          key?: string;
-          override?: string;
-          json?: boolean;
-          api?: string;
-        },
-        cmd: Command,
-      ) => {
-        const { planSetDecisions, setDecisions } = await decisions();
-        // Flags that cannot make a valid decision are refused before anything is opened or sent.
-        planSetDecisions(opts);
-        await sendDecision(thread, opts, cmd, (view: ThreadView) => setDecisions(view, opts));
-      },
+    .action(async (thread: string, opts: O & SendOptions, cmd: Command) =>
+      sendDecision(thread, opts, cmd, await build(opts)),
     );
 }
+
+/** The --hash option, with what it names on the card. */
+const hashOption = (c: Command, help: string) =>
+  c.requiredOption("--hash <sha>", help, cap("--hash", LIMITS.hash));
+
+/** `approve`: approves exactly the envelope (or the change set) with the hash given. */
+export const approveCommand = () =>
+  decisionCommand<{ hash: string; override?: string }>(
+    "approve",
+    "Approve exactly the envelope (or the whole change set) with this hash",
+    (c) => hashOption(c, 'the envelope hash shown on the card (sha256:…); for a change set, its "Set hash:"'),
+    {
+      key: "approver's Ed25519 private key (PEM) to sign the decision",
+      override: "pass an overridable policy gate, with a reason",
+    },
+    (opts) => built("approveDecision", opts),
+  );
+
+/** `reject`: rejects the waiting envelope (a change set: every action of it). */
+export const rejectCommand = () =>
+  decisionCommand<{ reason: string }>(
+    "reject",
+    "Reject the waiting envelope (a change set: every action of it)",
+    (c) =>
+      c.requiredOption(
+        "--reason <text>",
+        "why; shown to the model when revision is allowed",
+        cap("--reason", LIMITS.reason),
+      ),
+    {},
+    (opts) => built("rejectDecision", opts),
+  );
+
+/** `edit`: edits the waiting proposal into a new revision that needs its own approval. */
+export const editCommand = () =>
+  decisionCommand<{ set: string[] }>(
+    "edit",
+    "Edit the waiting proposal; creates a new revision that needs its own approval",
+    (c) =>
+      c.requiredOption("--set <FIELD=VALUE>", "field to set (repeatable)", capEach("--set", LIMITS.setValue)),
+    {},
+    (opts) => built("editDecision", opts),
+  );
+
+/** `decide`: decides a waiting change set action by action. */
+export const decideCommand = () =>
+  decisionCommand<{
+    hash: string;
+    approve?: string[];
+    reject?: string[];
+    reason?: string;
+    edit?: string[];
+    set?: string[];
+    override?: string;
+  }>(
+    "decide",
+    "Decide a waiting change set action by action: every action named once with --approve, --reject or --edit",
+    (c) =>
+      hashOption(c, 'the change set\'s hash as the card shows it (its "Set hash:" line)')
+        .option(
+          "--approve <ids>",
+          "approve these actions (a1, or a1,a3; repeatable)",
+          capEach("--approve", LIMITS.id),
+        )
+        .option(
+          "--reject <ids|id=reason>",
+          "reject these actions (a2, or a2,a3; a2=REASON gives that action its own reason; repeatable)",
+          capEach("--reject", LIMITS.reason),
+        )
+        .option(
+          "--reason <text>",
+          "the reason for the rejected actions that have none of their own",
+          cap("--reason", LIMITS.reason),
+        )
+        .option(
+          "--edit <ids>",
+          "edit these actions (each needs --set; creates a new revision of the set to approve; repeatable)",
+          capEach("--edit", LIMITS.id),
+        )
+        .option(
+          "--set <ACTION.FIELD=VALUE>",
+          'a field of an edited action, e.g. a2.POST_MESSAGE="Shorter." or a1.PRIORITY=high (repeatable)',
+          capEach("--set", LIMITS.setValue),
+        ),
+    {
+      as: "approver id, one for every action (or ACTION_ENVELOPE_DEFAULT_APPROVER)",
+      key: "approver's Ed25519 private key (PEM); each action's decision is signed on its own",
+      override: "pass an overridable policy gate for the approved actions, with a reason",
+    },
+    async (opts) => {
+      const { planSetDecisions, setDecisions } = await decisions();
+      // Flags that cannot make a valid decision are refused before anything is opened or sent.
+      planSetDecisions(opts);
+      return (view: ThreadView) => setDecisions(view, opts);
+    },
+  );
 
 /** The decision commands, in the order the help lists them. */
 export function decisionCommands(): Command[] {

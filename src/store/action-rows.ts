@@ -5,9 +5,11 @@
 import {
   canMove,
   currentOfSet,
+  emptyProgress,
   macContentOfAction,
   macContentOfThread,
   refusedMove,
+  releasesLease,
   type ActionProgress,
   type ActionRow,
   type ClosedRecord,
@@ -16,6 +18,7 @@ import {
   type ThreadRecord,
 } from "./action-machine.js";
 import { sealHolds, sealOf } from "./journal-key.js";
+import { dueColumns, dueOnMove, dueOnRegister } from "./due.js";
 
 export interface ActionDbRow {
   envelope_hash: string;
@@ -205,6 +208,14 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
   };
 }
 
+/** A new scope's UPDATE values (record, MAC, thread); none when the seal fails or the thread is closed or has an action. */
+export function rescoped(key: Buffer, r: ThreadDbRow, scope: ThreadRecord["scope"], hasAction: boolean) {
+  const t = toThreadRecord(r, key);
+  if (!t.macValid || t.closed || hasAction) return undefined;
+  const sealed = sealThread(key, { ...t, scope });
+  return [sealed.json, sealed.mac, t.threadId];
+}
+
 export function toThreadRecord(r: ThreadDbRow, key: Buffer): ThreadRecord {
   let content: NewThread;
   let macValid = true;
@@ -226,17 +237,94 @@ export function toThreadRecord(r: ThreadDbRow, key: Buffer): ThreadRecord {
   };
 }
 
+/** The row as read, its seal checked; undefined when there is none. */
+export function actionRowOf(r: ActionDbRow | undefined, key: Buffer): ActionRow | undefined {
+  return r ? toActionRow(r, key) : undefined;
+}
+
+/** A move the machine allows: the row as read, where it goes, and its progress after the move. */
+export interface PlannedMove {
+  row: ActionRow;
+  to: Phase;
+  progress: ActionProgress;
+}
+
 /** The compare-and-set both journals apply inside their transaction. */
 export function planMove(
   current: ActionRow | undefined,
   envelopeHash: string,
   to: Phase,
   patch: Partial<ActionProgress>,
-): { ok: true; progress: ActionProgress } | { ok: false; phase: Phase | null; reason: string } {
+): ({ ok: true } & PlannedMove) | { ok: false; phase: Phase | null; reason: string } {
   if (!current) return { ok: false, phase: null, reason: refusedMove(null, to, envelopeHash) };
   if (!canMove(current.phase, to))
     return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash) };
-  return { ok: true, progress: { ...current.progress, ...patch } };
+  return { ok: true, row: current, to, progress: { ...current.progress, ...patch } };
+}
+
+/** The move of a closing thread's action to closed with the thread's record, unless the action has its own close. */
+export function planClose(action: ActionRow | undefined, envelopeHash: string, closed: ClosedRecord) {
+  return action && !action.progress.closed ? planMove(action, envelopeHash, "closed", { closed }) : undefined;
+}
+
+/**
+ * Writing a planned move: the UPDATE's values (phase, progress, due time and reason, envelope hash),
+ * whether it releases the action's object lease, and the moved row, its progress as stored.
+ */
+export function moveWrite(
+  plan: PlannedMove,
+  nowMs: number,
+  resumeGraceMs: number,
+): { values: [Phase, string, number | null, string | null, string]; releases: boolean; row: ActionRow } {
+  const [dueAt, dueReason] = dueColumns(dueOnMove(plan.to, nowMs, resumeGraceMs));
+  const column = progressColumn(plan.row.envelopeHash, plan.progress);
+  return {
+    values: [plan.to, column.text, dueAt, dueReason, plan.row.envelopeHash],
+    releases: releasesLease(plan.row.phase, plan.to, column.progress),
+    row: { ...plan.row, phase: plan.to, progress: column.progress },
+  };
+}
+
+/**
+ * The thread a registration belongs to (every action of one registration belongs to one thread), and
+ * the values of each action's row in the INSERT's order: envelope hash, thread, revision, the sealed
+ * envelope and its MAC, the empty progress, when it was registered, and when it falls due and why.
+ */
+export function registrationRows(
+  key: Buffer,
+  list: RegisteredAction[],
+  at: string,
+): { threadId: string; rows: unknown[][] } {
+  const threadId = list[0]!.threadId;
+  if (list.some((a) => a.threadId !== threadId))
+    throw new Error("registerActions: every action of one registration belongs to one thread");
+  const progress = JSON.stringify(emptyProgress());
+  const rows = list.map((a) => {
+    const { json, mac } = sealAction(key, a);
+    const due = dueOnRegister(a)!;
+    return [a.envelopeHash, a.threadId, a.revision, json, mac, progress, at, due.at, due.reason];
+  });
+  return { threadId, rows };
+}
+
+/**
+ * The row with a refused decision kept for the card and counted (toward the budget only when
+ * `counted`), and its progress column's text.
+ */
+export function withRefusal(
+  raw: ActionDbRow,
+  key: Buffer,
+  refusal: NonNullable<ActionProgress["lastRefusal"]>,
+  counted: boolean,
+): { text: string; row: ActionRow } {
+  const p = toActionRow(raw, key).progress;
+  const { text } = progressColumn(raw.envelope_hash, {
+    ...p,
+    lastRefusal: refusal,
+    refusalsSeen: p.refusalsSeen + 1,
+    refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
+  });
+  return { text, row: toActionRow({ ...raw, progress_json: text }, key) };
 }
 
 export type { ClosedRecord };

@@ -202,12 +202,14 @@ export interface ActionJournal {
   ): Promise<DecideResult>;
   /**
    * A change set's decision: consumes the set's nonce once and moves every listed action registered →
-   * decided, each with its own record, all or nothing. The result's row is the first action's.
+   * decided, each with its own record, all or nothing (`lease` as decideAction takes it). The result's
+   * row is the first action's.
    */
   decideActions(
     decisions: Array<{ envelopeHash: string; decision: NonNullable<ActionProgress["decision"]> }>,
     claim: DecisionClaim,
     records?: AuditEntry[],
+    lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult>;
   /**
    * Compare-and-set: applies only when the machine allows the move from the row's current phase. The

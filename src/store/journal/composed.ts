@@ -1,4 +1,7 @@
-/** A journal put together from one part per concern: each method is the owning part's, bound to it. */
+/**
+ * A journal put together from one part per concern: each method is the owning part's, bound to it,
+ * except the one-action forms of registration and decision, which the front answers with the set forms.
+ */
 import type {
   ExecutionJournal,
   ThreadJournal,
@@ -14,11 +17,17 @@ import type {
 
 import type { CommitCount } from "../statements.js";
 
+/** The methods the front answers itself, through the parts' set forms. */
+type FrontMethods = "registerAction" | "decideAction";
+
+/** What a backend's actions part answers: the ActionJournal less the front's methods. */
+export type ActionPart = Omit<ActionJournal, FrontMethods>;
+
 /** The parts a backend supplies, one per concern. */
 export interface JournalParts {
   executions: ExecutionJournal;
   threads: ThreadJournal;
-  actions: ActionJournal;
+  actions: ActionPart;
   listing: ApprovalListing;
   turns: TurnJournal;
   questions: QuestionJournal;
@@ -27,19 +36,17 @@ export interface JournalParts {
   due: DueJournal;
 }
 
-/** Every method of the Journal, each answered by one part; the backend adds `commits` and `close`. */
-type PartMethods = Omit<Journal, "commits" | "close">;
+/** Every other method of the Journal, each answered by one part; the backend adds `commits` and `close`. */
+type PartMethods = Omit<Journal, "commits" | "close" | FrontMethods>;
 
 /** The methods each part answers for: every one of its interface's, checked by the compiler. */
 const OWNED: { [K in keyof JournalParts]: Record<keyof JournalParts[K], true> } = {
   executions: { recordAcknowledgement: true, beginWrite: true, recordAnswer: true, findExecution: true },
   threads: { registerThread: true, getThread: true, setThreadScope: true, closeThread: true },
   actions: {
-    registerAction: true,
     registerActions: true,
     getAction: true,
     currentAction: true,
-    decideAction: true,
     decideActions: true,
     moveAction: true,
     noteRefusal: true,
@@ -84,4 +91,9 @@ const PartsFront = class {
 export abstract class ComposedJournal extends PartsFront implements Journal {
   abstract readonly commits: CommitCount;
   abstract close(): Promise<void>;
+  // Properties rather than methods, so that they stay bound like the parts' methods.
+  readonly registerAction: Journal["registerAction"] = async (a, at, records) =>
+    (await this.registerActions([a], at, records))[0]!;
+  readonly decideAction: Journal["decideAction"] = (envelopeHash, claim, decision, records, lease) =>
+    this.decideActions([{ envelopeHash, decision }], claim, records, lease);
 }

@@ -54,6 +54,11 @@ export function toLease(r: LeaseRow): ObjectLease {
   };
 }
 
+/** A claim's values in the order decision_claims' INSERT names its columns (the claim's fields, in order). */
+export function claimValues(c: DecisionClaim): unknown[] {
+  return [c.envelopeHash, c.nonce, c.threadId, c.revision, c.decisionType, c.approverId, c.decidedAt];
+}
+
 export function toClaim(r: ClaimRow): DecisionClaim {
   return {
     threadId: r.thread_id,
@@ -78,9 +83,11 @@ function executionSealContent(intent: ExecutionIntent, sentAt: string): unknown 
   };
 }
 
-/** The MAC of a write-ahead entry about to be recorded. */
-export function sealExecution(key: Buffer, intent: ExecutionIntent, sentAt: string): string {
-  return sealOf(key, executionSealContent(intent, sentAt));
+/** A write-ahead entry's values in its INSERT's order: envelope, thread, key, arguments, send time and seal (MAC). */
+export function executionValues(key: Buffer, intent: ExecutionIntent, sentAt: string): unknown[] {
+  const { envelopeHash, threadId, idempotencyKey, args } = intent;
+  const mac = sealOf(key, executionSealContent(intent, sentAt));
+  return [envelopeHash, threadId, idempotencyKey, JSON.stringify(args), sentAt, mac];
 }
 
 export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {

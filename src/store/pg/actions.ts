@@ -1,5 +1,5 @@
 /** Action rows in PostgreSQL through the state machine: registration, decisions, moves and refusals. */
-import { toClaim, type ClaimRow } from "../journal/rows.js";
+import { claimValues, toClaim, type ClaimRow } from "../journal/rows.js";
 import type {
   ActionProgress,
   ActionRow,
@@ -7,71 +7,54 @@ import type {
   RegisteredAction,
   TransitionResult,
 } from "../action-machine.js";
-import { emptyProgress, leaseIsFree } from "../action-machine.js";
+import { leaseIsFree } from "../action-machine.js";
 import {
+  actionRowOf,
   currentFrom,
   planMove,
-  progressColumn,
-  sealAction,
-  toActionRow,
+  registrationRows,
+  withRefusal,
   type ActionDbRow,
+  type PlannedMove,
 } from "../action-rows.js";
 import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
-import { dueOnRegister } from "../due.js";
-import type { ActionJournal, DecisionClaim, DecideResult } from "../journal/api.js";
+import type { DecisionClaim, DecideResult } from "../journal/api.js";
+import type { ActionPart } from "../journal/composed.js";
 
-export class PgActions extends PgBase implements ActionJournal {
-  async registerAction(a: RegisteredAction, at: string, records: AuditEntry[] = []): Promise<ActionRow> {
-    return (await this.registerActions([a], at, records))[0]!;
-  }
+/** The actions a registration or decision is about, as its error message names them. */
+const named = (hashes: string[]) =>
+  hashes.length === 1 ? `action ${hashes[0]}` : `a change set of ${hashes.length} actions`;
 
+export class PgActions extends PgBase implements ActionPart {
   async registerActions(
     list: RegisteredAction[],
     at: string,
     records: AuditEntry[] = [],
   ): Promise<ActionRow[]> {
     if (list.length === 0) return [];
-    const threadId = list[0]!.threadId;
-    if (list.some((a) => a.threadId !== threadId))
-      throw new Error("registerActions: every action of one registration belongs to one thread");
+    const { threadId, rows } = registrationRows(this.key, list, at);
     const fresh = list.map((a) => a.envelopeHash);
-    await this.tx(
-      `registering ${list.length === 1 ? `action ${list[0]!.envelopeHash}` : `a change set of ${list.length} actions`}`,
-      async (c) => {
-        const open = await c.query<ActionDbRow>(
-          `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 AND phase IN ('registered', 'decided') AND NOT (envelope_hash = ANY($2::text[])) FOR UPDATE`,
-          [threadId, fresh],
+    await this.tx(`registering ${named(fresh)}`, async (c) => {
+      const open = await c.query<ActionDbRow>(
+        `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 AND phase IN ('registered', 'decided') AND NOT (envelope_hash = ANY($2::text[])) FOR UPDATE`,
+        [threadId, fresh],
+      );
+      for (const r of open.rows)
+        await c.query(
+          `UPDATE ${this.s}.actions SET phase = 'superseded', due_at = NULL, due_reason = NULL, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $1`,
+          [r.envelope_hash],
         );
-        for (const r of open.rows)
-          await c.query(
-            `UPDATE ${this.s}.actions SET phase = 'superseded', due_at = NULL, due_reason = NULL, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $1`,
-            [r.envelope_hash],
-          );
-        for (const a of list) {
-          const sealed = sealAction(this.key, a);
-          const due = dueOnRegister(a)!;
-          await c.query(
-            `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
+      for (const values of rows)
+        await c.query(
+          `INSERT INTO ${this.s}.actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
            VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7, $8, $9) ON CONFLICT (envelope_hash) DO NOTHING`,
-            [
-              a.envelopeHash,
-              a.threadId,
-              a.revision,
-              sealed.json,
-              sealed.mac,
-              JSON.stringify(emptyProgress()),
-              at,
-              due.at,
-              due.reason,
-            ],
-          );
-        }
-        // The chain-head lock is taken here, after the thread's rows are locked, as in every transition.
-        await this.append(c, records);
-      },
-    );
+          values,
+        );
+      // The chain-head lock is taken here, after the thread's rows are locked, as in every transition.
+      await this.append(c, records);
+    });
     return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
   }
 
@@ -83,7 +66,7 @@ export class PgActions extends PgBase implements ActionJournal {
       `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1`,
       [envelopeHash],
     );
-    return rows[0] ? toActionRow(rows[0], this.key) : undefined;
+    return actionRowOf(rows[0], this.key);
   }
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
@@ -95,17 +78,7 @@ export class PgActions extends PgBase implements ActionJournal {
       [threadId],
     );
     // A change set: every row carries the sealed set; the rows are read in the set's order.
-    return currentFrom(rows[0] ? toActionRow(rows[0], this.key) : undefined, (h) => this.getAction(h));
-  }
-
-  async decideAction(
-    envelopeHash: string,
-    claim: DecisionClaim,
-    decision: NonNullable<ActionProgress["decision"]>,
-    records: AuditEntry[] = [],
-    lease?: { objectKey: string; holdMs: number },
-  ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
+    return currentFrom(actionRowOf(rows[0], this.key), (h) => this.getAction(h));
   }
 
   async decideActions(
@@ -115,32 +88,23 @@ export class PgActions extends PgBase implements ActionJournal {
     lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult> {
     return this.tx(
-      `deciding ${decisions.length === 1 ? `action ${decisions[0]!.envelopeHash}` : `a change set of ${decisions.length} actions`}`,
+      `deciding ${named(decisions.map((d) => d.envelopeHash))}`,
       async (c): Promise<DecideResult> => {
-        const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
+        const planned: PlannedMove[] = [];
         const refusals: Array<{ phase: Phase | null; reason: string }> = [];
         for (const { envelopeHash, decision } of decisions) {
           const r = await c.query<ActionDbRow>(
             `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
             [envelopeHash],
           );
-          const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
-          const plan = planMove(row, envelopeHash, "decided", { decision });
-          if (!plan.ok) refusals.push({ phase: plan.phase, reason: plan.reason });
-          else planned.push({ row: row!, progress: plan.progress });
+          const plan = planMove(actionRowOf(r.rows[0], this.key), envelopeHash, "decided", { decision });
+          if (!plan.ok) refusals.push(plan);
+          else planned.push(plan);
         }
         const inserted = await c.query(
           `INSERT INTO ${this.s}.decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING nonce`,
-          [
-            claim.envelopeHash,
-            claim.nonce,
-            claim.threadId,
-            claim.revision,
-            claim.decisionType,
-            claim.approverId,
-            claim.decidedAt,
-          ],
+          claimValues(claim),
         );
         if (inserted.rowCount !== 1) {
           const existing = await c.query<ClaimRow>(
@@ -158,9 +122,8 @@ export class PgActions extends PgBase implements ActionJournal {
           await c.query(`DELETE FROM ${this.s}.decision_claims WHERE nonce = $1`, [claim.nonce]);
           return { claimed: false, phase: refusals[0]!.phase, reason: refusals[0]!.reason };
         }
-        const stored: ActionProgress[] = [];
-        for (const p of planned)
-          stored.push(await this.writeMove(c, p.row.envelopeHash, "registered", "decided", p.progress));
+        const moved: ActionRow[] = [];
+        for (const p of planned) moved.push(await this.writeMove(c, p));
         // The approval's lease, when free, in this transaction rather than in one of its own before the
         // pre-read; one another action inserted meanwhile is left to it (putLease takes nothing then).
         if (lease) {
@@ -170,7 +133,7 @@ export class PgActions extends PgBase implements ActionJournal {
             await this.putLease(c, lease.objectKey, claim, holder, now, lease.holdMs);
         }
         await this.append(c, records);
-        return { claimed: true, row: { ...planned[0]!.row, phase: "decided", progress: stored[0]! } };
+        return { claimed: true, row: moved[0]! };
       },
     );
   }
@@ -186,11 +149,9 @@ export class PgActions extends PgBase implements ActionJournal {
         `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
         [envelopeHash],
       );
-      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
-      const plan = planMove(row, envelopeHash, to, patch);
+      const plan = planMove(actionRowOf(r.rows[0], this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
-      const progress = await this.writeMove(c, envelopeHash, row!.phase, to, plan.progress);
-      const moved: ActionRow = { ...row!, phase: to, progress };
+      const moved = await this.writeMove(c, plan);
       await this.append(c, records(moved));
       return { ok: true, row: moved };
     });
@@ -209,22 +170,14 @@ export class PgActions extends PgBase implements ActionJournal {
           `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
           [envelopeHash],
         );
-        const raw = r.rows[0];
-        if (!raw) return undefined;
-        const p = toActionRow(raw, this.key).progress;
-        const next = progressColumn(envelopeHash, {
-          ...p,
-          lastRefusal: refusal,
-          refusalsSeen: p.refusalsSeen + 1,
-          refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
-        });
+        if (!r.rows[0]) return undefined;
+        const next = withRefusal(r.rows[0], this.key, refusal, counted);
         await c.query(`UPDATE ${this.s}.actions SET progress_json = $1 WHERE envelope_hash = $2`, [
           next.text,
           envelopeHash,
         ]);
-        const row = toActionRow({ ...raw, progress_json: next.text }, this.key);
-        await this.append(c, records(row));
-        return row;
+        await this.append(c, records(next.row));
+        return next.row;
       },
     );
   }

@@ -1,11 +1,9 @@
-/** What every part of the PostgreSQL journal shares: its pools, schema, key, clock and commit count, and the steps several parts take inside one transaction. */
+/** What every part of the PostgreSQL journal shares: its pools, schema, key, clock, keeper and commit count, and the steps several parts take inside one transaction. */
 import type pg from "pg";
 import type { DatabaseConfig } from "../../config/env.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
-import { progressColumn } from "../action-rows.js";
-import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
-import { releasesLease } from "../action-machine.js";
-import { dueColumns, dueOnMove } from "../due.js";
+import { moveWrite, type PlannedMove } from "../action-rows.js";
+import type { ActionRow, ObjectLease } from "../action-machine.js";
 import type { Keeper } from "../keeper.js";
 import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js";
 import { appendWithin } from "../pg-audit.js";
@@ -35,6 +33,7 @@ export class PgBase {
   protected readonly clock: () => Date;
   protected readonly commits: CommitCount;
   protected readonly resumeGraceMs: number;
+  protected readonly keeper: Keeper;
 
   constructor(core: PgCore) {
     this.pools = core.pools;
@@ -43,6 +42,7 @@ export class PgBase {
     this.clock = core.clock;
     this.commits = core.commits;
     this.resumeGraceMs = core.resumeGraceMs;
+    this.keeper = core.keeper;
     this.s = quoteIdent(core.db.schema);
     this.pool = core.pools.pool;
   }
@@ -70,26 +70,16 @@ export class PgBase {
     for (const r of records) await appendWithin(c, this.db, r, this.clock());
   }
 
-  /**
-   * Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on
-   * it ends. Returns the progress as stored (progressColumn: only the part the move adds is serialised).
-   */
-  protected async writeMove(
-    c: pg.PoolClient,
-    envelopeHash: string,
-    from: Phase,
-    to: Phase,
-    progress: ActionProgress,
-  ): Promise<ActionProgress> {
-    const [dueAt, dueReason] = dueColumns(dueOnMove(to, this.clock().getTime(), this.resumeGraceMs));
-    const column = progressColumn(envelopeHash, progress);
+  /** Writes a planned move (moveWrite); returns the moved row. */
+  protected async writeMove(c: pg.PoolClient, plan: PlannedMove): Promise<ActionRow> {
+    const move = moveWrite(plan, this.clock().getTime(), this.resumeGraceMs);
     await c.query(
       `UPDATE ${this.s}.actions SET phase = $1, progress_json = $2, due_at = $3, due_reason = $4, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = $5`,
-      [to, column.text, dueAt, dueReason, envelopeHash],
+      move.values,
     );
-    if (releasesLease(from, to, column.progress))
-      await c.query(`DELETE FROM ${this.s}.object_leases WHERE owner = $1`, [envelopeHash]);
-    return column.progress;
+    if (move.releases)
+      await c.query(`DELETE FROM ${this.s}.object_leases WHERE owner = $1`, [plan.row.envelopeHash]);
+    return move.row;
   }
 
   /** The lease row on an object, locked for the rest of the caller's transaction. */

@@ -1,8 +1,8 @@
 /** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
-import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
-import { planMove, toActionRow, type ActionDbRow } from "../action-rows.js";
+import { actionRowOf, planMove, type ActionDbRow } from "../action-rows.js";
 import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
 import type { ExecutionJournal, BeginWriteResult, ExecutionEntry, ExecutionIntent } from "../journal/api.js";
@@ -40,20 +40,12 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
             [intent.envelopeHash],
           );
           if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0], this.key) };
-          const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
-          const plan = planMove(row, intent.envelopeHash, "intent", {});
+          const plan = planMove(actionRowOf(r.rows[0], this.key), intent.envelopeHash, "intent", {});
           if (!plan.ok) return { begun: false, refused: plan.reason };
           const inserted = await c.query(
             `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
            VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
-            [
-              intent.envelopeHash,
-              intent.threadId,
-              intent.idempotencyKey,
-              JSON.stringify(intent.args),
-              sentAt,
-              sealExecution(this.key, intent, sentAt),
-            ],
+            executionValues(this.key, intent, sentAt),
           );
           if (inserted.rowCount !== 1)
             throw new Error(
@@ -61,8 +53,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
             );
           // Another action took the (missing) lease between our look and our insert: nothing of ours is committed.
           if (!(await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs))) throw raced;
-          const progress = await this.writeMove(c, intent.envelopeHash, row!.phase, "intent", plan.progress);
-          return { begun: true, row: { ...row!, phase: "intent", progress } };
+          return { begun: true, row: await this.writeMove(c, plan) };
         },
         true,
       );
@@ -92,11 +83,11 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
         `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
         [envelopeHash],
       );
-      const row = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
-      const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
+      const plan = planMove(actionRowOf(r.rows[0], this.key), envelopeHash, "acknowledged", {
+        acknowledgement,
+      });
       if (!plan.ok) return plan;
-      const progress = await this.writeMove(c, envelopeHash, row!.phase, "acknowledged", plan.progress);
-      return { ok: true, row: { ...row!, phase: "acknowledged", progress } };
+      return { ok: true, row: await this.writeMove(c, plan) };
     });
   }
 

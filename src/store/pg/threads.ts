@@ -2,26 +2,19 @@
 import type { RunClose, ThreadJournal } from "../journal/api.js";
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
-  planMove,
+  actionRowOf,
+  planClose,
+  rescoped,
   sealThread,
-  toActionRow,
   toThreadRecord,
   type ActionDbRow,
   type NewThread,
   type ThreadDbRow,
 } from "../action-rows.js";
 import { query } from "../postgres.js";
-import { PgBase, type PgCore } from "./base.js";
-import type { Keeper } from "../keeper.js";
+import { PgBase } from "./base.js";
 
 export class PgThreads extends PgBase implements ThreadJournal {
-  private readonly keeper: Keeper;
-
-  constructor(core: PgCore) {
-    super(core);
-    this.keeper = core.keeper;
-  }
-
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
     await this.run(
@@ -50,17 +43,12 @@ export class PgThreads extends PgBase implements ThreadJournal {
         [threadId],
       );
       if (!r.rows[0]) return;
-      const t = toThreadRecord(r.rows[0], this.key);
       const hasAction = await c.query(`SELECT 1 FROM ${this.s}.actions WHERE thread_id = $1 LIMIT 1`, [
         threadId,
       ]);
-      if (!t.macValid || t.closed || hasAction.rowCount) return;
-      const sealed = sealThread(this.key, { ...t, scope });
-      await c.query(`UPDATE ${this.s}.threads SET record_json = $1, mac = $2 WHERE thread_id = $3`, [
-        sealed.json,
-        sealed.mac,
-        threadId,
-      ]);
+      const values = rescoped(this.key, r.rows[0], scope, Boolean(hasAction.rowCount));
+      if (values)
+        await c.query(`UPDATE ${this.s}.threads SET record_json = $1, mac = $2 WHERE thread_id = $3`, values);
     });
     return this.getThread(threadId);
   }
@@ -80,15 +68,9 @@ export class PgThreads extends PgBase implements ThreadJournal {
             `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
             [run.action],
           );
-          action = r.rows[0] ? toActionRow(r.rows[0], this.key) : undefined;
-          const plan =
-            action && !action.progress.closed
-              ? planMove(action, run.action, "closed", { closed })
-              : undefined;
-          if (plan?.ok) {
-            const progress = await this.writeMove(c, run.action, action!.phase, "closed", plan.progress);
-            action = { ...action!, phase: "closed", progress };
-          }
+          action = actionRowOf(r.rows[0], this.key);
+          const plan = planClose(action, run.action, closed);
+          if (plan?.ok) action = await this.writeMove(c, plan);
         }
         const r = await c.query<{ closed_json: string | null }>(
           `UPDATE ${this.s}.threads SET closed_json = COALESCE(closed_json, $1) WHERE thread_id = $2 RETURNING closed_json`,

@@ -7,36 +7,30 @@ import type {
   RegisteredAction,
   TransitionResult,
 } from "../action-machine.js";
-import { emptyProgress, leaseIsFree } from "../action-machine.js";
+import { leaseIsFree } from "../action-machine.js";
 import {
+  actionRowOf,
   currentFrom,
   planMove,
-  progressColumn,
-  sealAction,
-  toActionRow,
+  registrationRows,
+  withRefusal,
   type ActionDbRow,
+  type PlannedMove,
 } from "../action-rows.js";
-import { toClaim, type ClaimRow } from "../journal/rows.js";
-import type { ActionJournal, DecideResult, DecisionClaim } from "../journal/api.js";
+import { claimValues, toClaim, type ClaimRow } from "../journal/rows.js";
+import type { DecideResult, DecisionClaim } from "../journal/api.js";
+import type { ActionPart } from "../journal/composed.js";
 import { SqliteBase } from "./base.js";
-import { dueOnRegister } from "../due.js";
 
-export class SqliteActions extends SqliteBase implements ActionJournal {
-  async registerAction(a: RegisteredAction, at: string, records: AuditEntry[] = []): Promise<ActionRow> {
-    return (await this.registerActions([a], at, records))[0]!;
-  }
-
+export class SqliteActions extends SqliteBase implements ActionPart {
   async registerActions(
     list: RegisteredAction[],
     at: string,
     records: AuditEntry[] = [],
   ): Promise<ActionRow[]> {
     if (list.length === 0) return [];
-    const threadId = list[0]!.threadId;
-    if (list.some((a) => a.threadId !== threadId))
-      throw new Error("registerActions: every action of one registration belongs to one thread");
+    const { threadId, rows } = registrationRows(this.key, list, at);
     const fresh = new Set(list.map((a) => a.envelopeHash));
-    const sealed = list.map((a) => sealAction(this.key, a));
     this.conn.write(() => {
       const open = this.sql(
         "SELECT * FROM actions WHERE thread_id = ? AND phase IN ('registered', 'decided')",
@@ -47,23 +41,11 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
             "UPDATE actions SET phase = 'superseded', due_at = NULL, due_reason = NULL, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ?",
           ).run(r.envelope_hash);
       }
-      list.forEach((a, i) => {
-        const due = dueOnRegister(a)!;
+      for (const values of rows)
         this.sql(
           `INSERT OR IGNORE INTO actions (envelope_hash, thread_id, revision, registered_json, mac, phase, progress_json, registered_at, due_at, due_reason)
              VALUES (?, ?, ?, ?, ?, 'registered', ?, ?, ?, ?)`,
-        ).run(
-          a.envelopeHash,
-          a.threadId,
-          a.revision,
-          sealed[i]!.json,
-          sealed[i]!.mac,
-          JSON.stringify(emptyProgress()),
-          at,
-          due.at,
-          due.reason,
-        );
-      });
+        ).run(...values);
       this.append(records);
     });
     return Promise.all(list.map(async (a) => (await this.getAction(a.envelopeHash))!));
@@ -72,7 +54,7 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
   async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
     const row = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
       ActionDbRow | undefined;
-    return row ? toActionRow(row, this.key) : undefined;
+    return actionRowOf(row, this.key);
   }
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
@@ -80,17 +62,7 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       threadId,
     ) as ActionDbRow | undefined;
     // A change set: every row carries the sealed set; the rows are read in the set's order.
-    return currentFrom(raw ? toActionRow(raw, this.key) : undefined, (h) => this.getAction(h));
-  }
-
-  async decideAction(
-    envelopeHash: string,
-    claim: DecisionClaim,
-    decision: NonNullable<ActionProgress["decision"]>,
-    records: AuditEntry[] = [],
-    lease?: { objectKey: string; holdMs: number },
-  ): Promise<DecideResult> {
-    return this.decideActions([{ envelopeHash, decision }], claim, records, lease);
+    return currentFrom(actionRowOf(raw, this.key), (h) => this.getAction(h));
   }
 
   async decideActions(
@@ -103,31 +75,19 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       const existing = this.sql("SELECT * FROM decision_claims WHERE nonce = ?").get(claim.nonce) as
         ClaimRow | undefined;
       if (existing) return { claimed: false, existing: toClaim(existing) };
-      const planned: Array<{ row: ActionRow; progress: ActionProgress }> = [];
+      const planned: PlannedMove[] = [];
       for (const { envelopeHash, decision } of decisions) {
         const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
           ActionDbRow | undefined;
-        const row = raw ? toActionRow(raw, this.key) : undefined;
-        const plan = planMove(row, envelopeHash, "decided", { decision });
+        const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "decided", { decision });
         if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
-        planned.push({ row: row!, progress: plan.progress });
+        planned.push(plan);
       }
       this.sql(
         `INSERT INTO decision_claims (envelope_hash, nonce, thread_id, revision, decision_type, approver_id, decided_at, claimed_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        claim.envelopeHash,
-        claim.nonce,
-        claim.threadId,
-        claim.revision,
-        claim.decisionType,
-        claim.approverId,
-        claim.decidedAt,
-        new Date().toISOString(),
-      );
-      const stored = planned.map((p) =>
-        this.writeMove(p.row.envelopeHash, "registered", "decided", p.progress),
-      );
+      ).run(...claimValues(claim), new Date().toISOString());
+      const moved = planned.map((p) => this.writeMove(p));
       // The approval's lease, when free, in this transaction rather than in one of its own before the pre-read.
       if (lease) {
         const now = Date.now();
@@ -136,7 +96,7 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
           this.putLease(lease.objectKey, claim, holder, now, lease.holdMs);
       }
       this.append(records);
-      return { claimed: true, row: { ...planned[0]!.row, phase: "decided", progress: stored[0]! } };
+      return { claimed: true, row: moved[0]! };
     });
   }
 
@@ -149,11 +109,9 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
     return this.conn.write((): TransitionResult => {
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
         ActionDbRow | undefined;
-      const row = raw ? toActionRow(raw, this.key) : undefined;
-      const plan = planMove(row, envelopeHash, to, patch);
+      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
-      const progress = this.writeMove(envelopeHash, row!.phase, to, plan.progress);
-      const moved: ActionRow = { ...row!, phase: to, progress };
+      const moved = this.writeMove(plan);
       this.append(records(moved));
       return { ok: true, row: moved };
     });
@@ -169,17 +127,10 @@ export class SqliteActions extends SqliteBase implements ActionJournal {
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
         ActionDbRow | undefined;
       if (!raw) return undefined;
-      const p = toActionRow(raw, this.key).progress;
-      const next = progressColumn(envelopeHash, {
-        ...p,
-        lastRefusal: refusal,
-        refusalsSeen: p.refusalsSeen + 1,
-        refusalsCounted: p.refusalsCounted + (counted ? 1 : 0),
-      });
+      const next = withRefusal(raw, this.key, refusal, counted);
       this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(next.text, envelopeHash);
-      const row = toActionRow({ ...raw, progress_json: next.text }, this.key);
-      this.append(records(row));
-      return row;
+      this.append(records(next.row));
+      return next.row;
     });
   }
 }

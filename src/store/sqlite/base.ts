@@ -1,12 +1,10 @@
-/** What every part of the SQLite journal shares: its connection, key and clock, and the steps several parts take inside one transaction. */
+/** What every part of the SQLite journal shares: its connection, key, clock and keeper, and the steps several parts take inside one transaction. */
 import Database from "better-sqlite3";
 import { SqliteConnection } from "../statements.js";
 import { appendOnlyIn, type AuditEntry } from "../audit.js";
-import type { ActionProgress, ObjectLease, Phase } from "../action-machine.js";
-import { releasesLease } from "../action-machine.js";
+import type { ActionRow, ObjectLease } from "../action-machine.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
-import { progressColumn } from "../action-rows.js";
-import { dueColumns, dueOnMove } from "../due.js";
+import { moveWrite, type PlannedMove } from "../action-rows.js";
 import type { Keeper } from "../keeper.js";
 
 /** The SQLite journal's connection, MAC key (src/store/journal-key.ts) and clock. */
@@ -27,6 +25,7 @@ export class SqliteBase {
   protected readonly key: Buffer;
   protected readonly clock: () => Date;
   protected readonly resumeGraceMs: number;
+  protected readonly keeper: Keeper;
 
   constructor(core: SqliteCore) {
     this.conn = core.conn;
@@ -35,6 +34,7 @@ export class SqliteBase {
     this.key = core.key;
     this.clock = core.clock;
     this.resumeGraceMs = core.resumeGraceMs;
+    this.keeper = core.keeper;
   }
 
   /** Appends audit records inside the caller's transaction. */
@@ -42,24 +42,14 @@ export class SqliteBase {
     for (const r of records) appendOnlyIn(this.sql, r, this.clock());
   }
 
-  /**
-   * Moves the action (the caller planned the move) and sets when it is next due; any worker's claim on
-   * it ends. Returns the progress as stored (progressColumn: only the part the move adds is serialised).
-   */
-  protected writeMove(
-    envelopeHash: string,
-    from: Phase,
-    to: Phase,
-    progress: ActionProgress,
-  ): ActionProgress {
-    const [dueAt, dueReason] = dueColumns(dueOnMove(to, this.clock().getTime(), this.resumeGraceMs));
-    const column = progressColumn(envelopeHash, progress);
+  /** Writes a planned move (moveWrite); returns the moved row. */
+  protected writeMove(plan: PlannedMove): ActionRow {
+    const move = moveWrite(plan, this.clock().getTime(), this.resumeGraceMs);
     this.sql(
       "UPDATE actions SET phase = ?, progress_json = ?, due_at = ?, due_reason = ?, due_owner = NULL, due_lease_until = NULL WHERE envelope_hash = ?",
-    ).run(to, column.text, dueAt, dueReason, envelopeHash);
-    if (releasesLease(from, to, column.progress))
-      this.sql("DELETE FROM object_leases WHERE owner = ?").run(envelopeHash);
-    return column.progress;
+    ).run(...move.values);
+    if (move.releases) this.sql("DELETE FROM object_leases WHERE owner = ?").run(plan.row.envelopeHash);
+    return move.row;
   }
 
   /** The lease row on an object (inside the caller's transaction). */

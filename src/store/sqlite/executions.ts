@@ -1,8 +1,8 @@
 /** Write-ahead entries in SQLite: recorded with the move to intent, answered with the move to acknowledged. */
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
-import { planMove, toActionRow, type ActionDbRow } from "../action-rows.js";
-import { sealExecution, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { actionRowOf, planMove, type ActionDbRow } from "../action-rows.js";
+import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { BeginWriteResult, ExecutionEntry, ExecutionIntent, ExecutionJournal } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
 
@@ -30,22 +30,13 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
       if (existing) return { begun: false, existing: toExecution(existing, this.key) };
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as
         ActionDbRow | undefined;
-      const row = raw ? toActionRow(raw, this.key) : undefined;
-      const plan = planMove(row, intent.envelopeHash, "intent", {});
+      const plan = planMove(actionRowOf(raw, this.key), intent.envelopeHash, "intent", {});
       if (!plan.ok) return { begun: false, refused: plan.reason };
       this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
       this.sql(
         "INSERT INTO executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac) VALUES (?, ?, ?, ?, ?, ?)",
-      ).run(
-        intent.envelopeHash,
-        intent.threadId,
-        intent.idempotencyKey,
-        JSON.stringify(intent.args),
-        sentAt,
-        sealExecution(this.key, intent, sentAt),
-      );
-      const progress = this.writeMove(intent.envelopeHash, row!.phase, "intent", plan.progress);
-      return { begun: true, row: { ...row!, phase: "intent", progress } };
+      ).run(...executionValues(this.key, intent, sentAt));
+      return { begun: true, row: this.writeMove(plan) };
     });
   }
 
@@ -60,11 +51,9 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
       ).run(JSON.stringify(acknowledgement), at, envelopeHash);
       const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
         ActionDbRow | undefined;
-      const row = raw ? toActionRow(raw, this.key) : undefined;
-      const plan = planMove(row, envelopeHash, "acknowledged", { acknowledgement });
+      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "acknowledged", { acknowledgement });
       if (!plan.ok) return plan;
-      const progress = this.writeMove(envelopeHash, row!.phase, "acknowledged", plan.progress);
-      return { ok: true, row: { ...row!, phase: "acknowledged", progress } };
+      return { ok: true, row: this.writeMove(plan) };
     });
   }
 

@@ -1,26 +1,19 @@
 /** Thread rows in SQLite: registration, scope and the close that ends a thread. */
 import type { ActionRow, ClosedRecord, ThreadRecord } from "../action-machine.js";
 import {
-  planMove,
+  actionRowOf,
+  planClose,
+  rescoped,
   sealThread,
-  toActionRow,
   toThreadRecord,
   type ActionDbRow,
   type NewThread,
   type ThreadDbRow,
 } from "../action-rows.js";
 import type { RunClose, ThreadJournal } from "../journal/api.js";
-import { SqliteBase, type SqliteCore } from "./base.js";
-import type { Keeper } from "../keeper.js";
+import { SqliteBase } from "./base.js";
 
 export class SqliteThreads extends SqliteBase implements ThreadJournal {
-  private readonly keeper: Keeper;
-
-  constructor(core: SqliteCore) {
-    super(core);
-    this.keeper = core.keeper;
-  }
-
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     const sealed = sealThread(this.key, t);
     this.conn.write(() =>
@@ -42,15 +35,9 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
       const row = this.sql("SELECT * FROM threads WHERE thread_id = ?").get(threadId) as
         ThreadDbRow | undefined;
       if (!row) return;
-      const t = toThreadRecord(row, this.key);
       const hasAction = this.sql("SELECT 1 FROM actions WHERE thread_id = ? LIMIT 1").get(threadId);
-      if (!t.macValid || t.closed || hasAction) return;
-      const sealed = sealThread(this.key, { ...t, scope });
-      this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(
-        sealed.json,
-        sealed.mac,
-        threadId,
-      );
+      const values = rescoped(this.key, row, scope, hasAction !== undefined);
+      if (values) this.sql("UPDATE threads SET record_json = ?, mac = ? WHERE thread_id = ?").run(...values);
     });
     return this.getThread(threadId);
   }
@@ -66,13 +53,9 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
       if (run.action) {
         const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as
           ActionDbRow | undefined;
-        action = raw ? toActionRow(raw, this.key) : undefined;
-        const plan =
-          action && !action.progress.closed ? planMove(action, run.action, "closed", { closed }) : undefined;
-        if (plan?.ok) {
-          const progress = this.writeMove(run.action, action!.phase, "closed", plan.progress);
-          action = { ...action!, phase: "closed", progress };
-        }
+        action = actionRowOf(raw, this.key);
+        const plan = planClose(action, run.action, closed);
+        if (plan?.ok) action = this.writeMove(plan);
       }
       this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(
         JSON.stringify(action?.progress.closed ?? closed),
