@@ -72,6 +72,7 @@ const IN_PROCESS = [
   "test/security-refusal-budget.test.ts",
   "test/security-signin-limiter.test.ts",
   "test/text-escape.test.ts",
+  "test/thread-scope-stores.test.ts",
   "test/thread-view.test.ts",
   "test/transition-records.test.ts",
   "test/trust-boundary-graph.test.ts",
