@@ -69,8 +69,10 @@ export class Probe {
 
 /** Replaces each method of a store object by one that times the same call. */
 function timeMethods(target: object, category: Category, probe: Probe): void {
+  // The object's own function properties too: the journal's methods are bound onto each journal
+  // (src/store/journal/composed.ts), not found on its prototype.
   const names = new Set<string>();
-  for (let p = Object.getPrototypeOf(target); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+  for (let p: object | null = target; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
     for (const n of Object.getOwnPropertyNames(p)) if (n !== "constructor" && n !== "close") names.add(n);
   }
   const record = target as Record<string, unknown>;
