@@ -609,7 +609,7 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
       configurable: {
         [DEPS_KEY]: {
           policy: { requireSignature: false, approverGroups: { anyone: ["mallory"] } },
-          journal: { getThread: null, currentAction: null },
+          journal: { getThread: null, currentAction: null, threadRows: null },
           publicKeys: {},
           tools: { readTools: [], writeTools: [] },
           portal: "attacker.example",

@@ -236,10 +236,7 @@ async function expiredFromJournal(
   items: DueItem[],
 ): Promise<boolean> {
   if (!items.every((i) => i.reason === "expiry")) return false;
-  const [action, question] = await Promise.all([
-    app.deps.journal.currentAction(threadId),
-    app.deps.journal.getQuestion(threadId),
-  ]);
+  const { action, question } = await app.deps.journal.threadRows(threadId);
   if (!action?.macValid || action.phase !== "registered" || question?.status === "open") return false;
   if (!items.some((i) => i.envelopeHash === action.envelopeHash)) return false;
   const bound = approvalBinding(action);

@@ -121,11 +121,7 @@ export async function submitDecision(
 ): Promise<ThreadView> {
   return withThreadLock(app, threadId, async () => {
     const journal = app.deps.journal;
-    const [thread, action, question] = await Promise.all([
-      journal.getThread(threadId),
-      journal.currentAction(threadId),
-      journal.getQuestion(threadId),
-    ]);
+    const { thread, action, question } = await journal.threadRows(threadId);
     // The journal says whether a decision is awaited; the checkpoint only whether a run is paused to take it.
     const paused = await pausedAtInterrupt(app.checkpointer, threadId, async () =>
       (await app.graph.getState({ configurable: { thread_id: threadId } })).tasks.some(

@@ -268,14 +268,12 @@ const REFUSAL_EVENTS = ["decision_refused", "answer_refused"] as const;
 /** A thread's values overlaid with the journal, and the journal rows they were read from (for the view's status). */
 export async function overlayJournal(app: ThreadSource, threadId: string, checkpointValues: State) {
   const journal = app.deps.journal;
-  const [thread, action] = await Promise.all([journal.getThread(threadId), journal.currentAction(threadId)]);
-  if (!thread && !action)
-    return { values: checkpointValues, thread, action, question: await journal.getQuestion(threadId) };
+  const { thread, action, question } = await journal.threadRows(threadId);
+  if (!thread && !action) return { values: checkpointValues, thread, action, question };
   const previousHash = action?.envelope.previousEnvelopeHash;
-  const [entry, records, question, turns, previous] = await Promise.all([
+  const [entry, records, turns, previous] = await Promise.all([
     action ? journal.findExecution(action.envelopeHash) : undefined,
     app.deps.audit.records({ threadId, events: REFUSAL_EVENTS }),
-    journal.getQuestion(threadId),
     thread ? journal.getThreadTurns(threadId) : undefined,
     previousHash ? journal.getAction(previousHash) : undefined,
   ]);

@@ -219,11 +219,8 @@ function chatFromApprover(kwargs: Record<string, unknown>, user: ApiUser): strin
 
 /** Whether the journal says this thread waits for an approval (its next step is await_approval). */
 async function approvalWaits(threadId: string): Promise<boolean> {
-  const deps = await serverDeps();
-  return (
-    nextFromJournal(await deps.journal.getThread(threadId), await deps.journal.currentAction(threadId)) ===
-    "await_approval"
-  );
+  const { thread, action } = await (await serverDeps()).journal.threadRows(threadId);
+  return nextFromJournal(thread, action) === "await_approval";
 }
 
 /** The run becomes a resume carrying the message's text, which check_decision reads as a decision (src/hitl/text-decision.ts). */

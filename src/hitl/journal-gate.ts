@@ -98,8 +98,7 @@ export async function openGate(
   state: ThreadMirror,
 ): Promise<Gate> {
   const threadId = threadIdOf(config);
-  const thread = await deps.journal.getThread(threadId);
-  const action = await deps.journal.currentAction(threadId);
+  const { thread, action } = await deps.journal.threadRows(threadId);
   const members = action?.set ? await membersOf(deps, action) : undefined;
   const open = (r: ActionRow) => r.phase !== "closed" && r.phase !== "superseded";
   const badMember = members?.find((m) => !m.macValid && open(m));

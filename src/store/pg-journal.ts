@@ -27,9 +27,10 @@ import { PgTurns } from "./pg/turns.js";
 import { PgQuestions } from "./pg/questions.js";
 import { PgLeases, PgLocks } from "./pg/leases.js";
 import { PgDue } from "./pg/due.js";
+import { PgThreadRows } from "./pg/thread-rows.js";
 import { DEFAULT_RESUME_GRACE_MS } from "./due.js";
 import { DEFAULT_KEEPER, type Keeper } from "./keeper.js";
-import type { JournalOptions } from "./journal/api.js";
+import type { Journal, JournalOptions } from "./journal/api.js";
 
 /** The journal in PostgreSQL: a part per concern (src/store/pg/), all on the process's pools. */
 export class PostgresJournal extends ComposedJournal {
@@ -43,6 +44,11 @@ export class PostgresJournal extends ComposedJournal {
 
   private readonly locks: PgLocks;
 
+  private readonly rows: PgThreadRows;
+
+  /** One statement for the three rows (the parts' reads would be three round trips). */
+  override readonly threadRows: Journal["threadRows"] = (threadId) => this.rows.threadRows(threadId);
+
   private constructor(
     pools: PoolLease,
     db: DatabaseConfig,
@@ -54,10 +60,11 @@ export class PostgresJournal extends ComposedJournal {
   ) {
     const core: PgCore = { pools, db, key, clock, commits: { total: 0, durable: 0 }, resumeGraceMs, keeper };
     const locks = new PgLocks(core);
+    const actions = new PgActions(core);
     super({
       executions: new PgExecutions(core),
       threads: new PgThreads(core),
-      actions: new PgActions(core),
+      actions,
       listing: new PgListing(core),
       turns: new PgTurns(core),
       questions: new PgQuestions(core),
@@ -69,6 +76,7 @@ export class PostgresJournal extends ComposedJournal {
     this.pool = pools.pool;
     this.pools = pools;
     this.locks = locks;
+    this.rows = new PgThreadRows(core, actions);
   }
 
   /** Connects, applies pending migrations and returns a journal; fails with StoreUnavailableError when the server is not there. */

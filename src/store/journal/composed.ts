@@ -37,7 +37,7 @@ export interface JournalParts {
 }
 
 /** Every other method of the Journal, each answered by one part; the backend adds `commits` and `close`. */
-type PartMethods = Omit<Journal, "commits" | "close" | FrontMethods>;
+type PartMethods = Omit<Journal, "commits" | "close" | "threadRows" | FrontMethods>;
 
 /** The methods each part answers for: every one of its interface's, checked by the compiler. */
 const OWNED: { [K in keyof JournalParts]: Record<keyof JournalParts[K], true> } = {
@@ -96,4 +96,13 @@ export abstract class ComposedJournal extends PartsFront implements Journal {
     (await this.registerActions([a], at, records))[0]!;
   readonly decideAction: Journal["decideAction"] = (envelopeHash, claim, decision, records, lease) =>
     this.decideActions([{ envelopeHash, decision }], claim, records, lease);
+  /** The three parts' own reads; a backend whose reads are round trips answers in one (PostgresJournal). */
+  readonly threadRows: Journal["threadRows"] = async (threadId) => {
+    const [thread, action, question] = await Promise.all([
+      this.getThread(threadId),
+      this.currentAction(threadId),
+      this.getQuestion(threadId),
+    ]);
+    return { thread, action, question };
+  };
 }
