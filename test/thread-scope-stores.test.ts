@@ -1,17 +1,20 @@
 /**
  * A thread's scope narrowed by a human's answer (setThreadScope), on SQLite and, when
  * ACTION_ENVELOPE_TEST_DATABASE_URL is set, on PostgreSQL: set while the thread has no action, its
- * record sealed again; left as it stands once the thread has an action or is closed.
+ * record sealed again; left as it stands once the thread has an action or is closed. And a thread's
+ * rows read together (threadRows): what the three reads of its record, action and question give,
+ * edited rows included.
  */
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import Database from "better-sqlite3";
 import { loadConfig } from "../src/config/env.js";
 import { SqliteJournal, type Journal } from "../src/store/journal.js";
 import { PostgresJournal } from "../src/store/pg-journal.js";
 import { tempDir } from "./support/harness.js";
 import { testAction } from "./support/journal-rows.js";
-import { createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
+import { adminQuery, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
 
 const KEY = randomBytes(32);
 const thread = (threadId: string) => ({
@@ -53,11 +56,56 @@ async function setsScope(j: Journal): Promise<void> {
   expect(await j.setThreadScope("t2", { taskIds: [5] })).toMatchObject({ scope: {}, closed, macValid: true });
 }
 
+/** threadRows against the separate reads, for a thread as it moves and after `edit` changes its action row outside the program. */
+async function readsRowsTogether(j: Journal, edit: (envelopeHash: string) => Promise<void>): Promise<void> {
+  const separately = async (threadId: string) => ({
+    thread: await j.getThread(threadId),
+    action: await j.currentAction(threadId),
+    question: await j.getQuestion(threadId),
+  });
+  const same = async (threadId: string) =>
+    expect(await j.threadRows(threadId)).toEqual(await separately(threadId));
+  expect(await j.threadRows("unregistered")).toEqual({
+    thread: undefined,
+    action: undefined,
+    question: undefined,
+  });
+  await j.registerThread(thread("r1"));
+  await same("r1");
+  await j.recordQuestion({
+    threadId: "r1",
+    toolCallId: "call-1",
+    question: "Which task?",
+    fields: { taskId: { type: "number" } },
+    askedAt: "2026-01-01T00:00:00Z",
+  });
+  await j.registerAction(testAction("r1", "sha256:r1"), "2026-01-01T00:00:00Z");
+  await same("r1");
+  expect((await j.threadRows("r1")).question?.question).toBe("Which task?");
+  expect((await j.threadRows("r1")).action?.envelopeHash).toBe("sha256:r1");
+  await edit("sha256:r1");
+  await same("r1");
+  expect((await j.threadRows("r1")).action?.macValid).toBe(false);
+}
+
 describe("thread scope: SQLite", () => {
   it("is set before the thread has an action, and stays once it has one or is closed", async () => {
     const j = new SqliteJournal(path.join(tempDir("ae-scope-"), "journal.sqlite"), KEY);
     opened.push(j);
     await setsScope(j);
+  });
+
+  it("threadRows reads what the three reads read, an edited action row included", async () => {
+    const file = path.join(tempDir("ae-rows-"), "journal.sqlite");
+    const j = new SqliteJournal(file, KEY);
+    opened.push(j);
+    await readsRowsTogether(j, async (hash) => {
+      const db = new Database(file);
+      db.prepare(
+        "UPDATE actions SET registered_json = replace(registered_json, '\"x\"', '\"y\"') WHERE envelope_hash = ?",
+      ).run(hash);
+      db.close();
+    });
   });
 });
 
@@ -75,5 +123,18 @@ describe.skipIf(!usingPostgres)("thread scope: PostgreSQL", () => {
     const j = await PostgresJournal.open(config, KEY);
     opened.push(j);
     await setsScope(j);
+  });
+
+  it("threadRows reads in one statement what the three reads read, an edited action row included", async () => {
+    const config = loadConfig({ DATABASE_URL: db.url, ACTION_ENVELOPE_DB_SCHEMA: "rows" }).database!;
+    const j = await PostgresJournal.open(config, KEY);
+    opened.push(j);
+    await readsRowsTogether(j, async (hash) => {
+      await adminQuery(
+        `UPDATE rows.actions SET registered_json = replace(registered_json, '"x"', '"y"') WHERE envelope_hash = $1`,
+        [hash],
+        db.url,
+      );
+    });
   });
 });
