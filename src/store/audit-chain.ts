@@ -6,6 +6,7 @@ import {
   AuditLogError,
   GENESIS_HASH,
   type AuditEntry,
+  type AuditLog,
   type AuditRecord,
   type AuditRow,
   type AuditThreadSummary,
@@ -284,6 +285,25 @@ export async function verifyInPages(
     verifier.add(page);
     if (page.length < pageSize) return verifier.finish();
     after = page.at(-1)!.seq;
+  }
+}
+
+/** Threads per threadPage `audit list` reads: what it holds at once, however many threads the log has. */
+export const LIST_PAGE_SIZE = 100;
+
+/**
+ * Every thread's summary in the order of its first record (oldest first), one threadPage at a time:
+ * each page is read when the one before has been consumed, by the keyset cursor the page before gave.
+ */
+export async function* threadPages(
+  log: Pick<AuditLog, "threadPage">,
+  pageSize = LIST_PAGE_SIZE,
+): AsyncGenerator<AuditThreadSummary[]> {
+  for (let after = 0; ;) {
+    const page = await log.threadPage({ after, limit: pageSize });
+    yield page.threads;
+    if (page.next === null) return;
+    after = page.next;
   }
 }
 

@@ -162,10 +162,8 @@ export interface AuditLog {
    * gets the record already written back, with `appended: false`.
    */
   append(entry: AuditEntry): Promise<AppendResult>;
-  /** Records in chain order, all or one thread's. */
   /** The records in chain order: all, or a thread's, or (with `events`) a thread's of those kinds only. */
   records(filter?: RecordFilter): Promise<AuditRecord[]>;
-  threads(): Promise<AuditThreadSummary[]>;
   /**
    * Threads in the order of their first record, a page at a time: those whose first record comes after
    * seq `after`, at most `limit`. `next` is the first seq of the page's last thread when more follow.

@@ -26,7 +26,6 @@ import {
   type AuditLog,
   type AuditRecord,
   type AuditRow,
-  type AuditThreadSummary,
   type ChainVerification,
   type RecordFilter,
   type ThreadPage,
@@ -227,10 +226,6 @@ export class SqliteAuditLog implements AuditLog {
           : this.sql("SELECT * FROM audit_records WHERE thread_id = ? ORDER BY seq").all(filter.threadId)
     ) as AuditRow[];
     return rows.map(toRecord);
-  }
-
-  async threads(): Promise<AuditThreadSummary[]> {
-    return summariseThreads(await this.records());
   }
 
   async threadPage({ after = 0, limit }: { after?: number; limit: number }): Promise<ThreadPage> {

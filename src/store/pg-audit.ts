@@ -18,7 +18,6 @@ import {
   type AuditEntry,
   type AuditLog,
   type AuditRecord,
-  type AuditThreadSummary,
   type ChainVerification,
   type RecordFilter,
   type ThreadPage,
@@ -144,10 +143,6 @@ export class PostgresAuditLog implements AuditLog {
 
   async records(filter: RecordFilter = {}): Promise<AuditRecord[]> {
     return (await this.rows(filter.threadId, filter.events)).map(toRecord);
-  }
-
-  async threads(): Promise<AuditThreadSummary[]> {
-    return summariseThreads(await this.records());
   }
 
   async threadPage({ after = 0, limit }: { after?: number; limit: number }): Promise<ThreadPage> {
