@@ -3,11 +3,13 @@
  * SQLite and on PostgreSQL (a database of this file's own; skipped without
  * ACTION_ENVELOPE_TEST_DATABASE_URL), locally and through GET /audit/threads (`--api`). Whatever the
  * page size, the output is what the whole list printed at once gives: every thread once, in the order
- * of its first record; and the log is read in as many statements (requests) as there are pages.
+ * of its first record; and the log is read in as many statements (requests) as there are pages. A
+ * page's threads are summed up from reads of at most `readSize` records, however long a thread is.
  */
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
+import type pg from "pg";
 import { Hono } from "hono";
 import { serve } from "@hono/node-server";
 import { MemorySaver } from "@langchain/langgraph";
@@ -18,10 +20,10 @@ import { createAuditRoutes } from "../src/api/audit-routes.js";
 import { ANONYMOUS } from "../src/auth/auth.js";
 import {
   SqliteAuditLog,
-  summariseThreads,
   threadPages,
   type AuditEntry,
   type AuditLog,
+  type AuditRecord,
   type AuditThreadSummary,
 } from "../src/store/audit.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
@@ -78,10 +80,42 @@ function entry(i: number): AuditEntry {
   };
 }
 
-/** A log of RECORDS records whose statements are counted. */
+/** What `audit list` printed before it read in pages: every record of the log, summarised at once. */
+function wholeList(records: AuditRecord[]): AuditThreadSummary[] {
+  const byThread = new Map<string, AuditThreadSummary>();
+  for (const r of records) {
+    const s = byThread.get(r.threadId) ?? {
+      threadId: r.threadId,
+      requestedBy: r.requestedBy,
+      requesterVerifiedBy: null,
+      records: 0,
+      firstAt: r.at,
+      lastAt: r.at,
+      lastEvent: r.event,
+      outcome: null,
+      reasonCode: null,
+      overrides: 0,
+    };
+    s.records += 1;
+    s.lastAt = r.at;
+    if (r.requesterVerifiedBy) s.requesterVerifiedBy = r.requesterVerifiedBy;
+    s.lastEvent = r.event;
+    if (r.outcome) {
+      s.outcome = r.outcome.outcome;
+      s.reasonCode = r.outcome.reasonCode;
+    }
+    if (r.override && r.event === "decision_accepted") s.overrides += 1;
+    byThread.set(r.threadId, s);
+  }
+  return [...byThread.values()];
+}
+
+/** A log of RECORDS records whose statements, and the rows each returns, are counted. */
 interface Store {
   log: AuditLog;
   statements(): number;
+  /** The most rows one statement has returned since the last call. */
+  largestRead(): number;
   close(): Promise<void>;
 }
 
@@ -93,16 +127,30 @@ async function sqliteStore(): Promise<Store> {
   const conn = new SqliteConnection(path.join(tempDir("ae-list-pages-"), "journal.sqlite"));
   // The log looks each statement up here once per execution.
   let statements = 0;
+  let largest = 0;
   const prepared = conn.sql;
   (conn as { sql: typeof prepared }).sql = (text) => {
     statements += 1;
-    return prepared(text);
+    const statement = prepared(text);
+    return new Proxy(statement, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target) as unknown;
+        if (key === "all")
+          return (...args: unknown[]) => {
+            const rows = statement.all(...args);
+            largest = Math.max(largest, rows.length);
+            return rows;
+          };
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
   };
   const log = new SqliteAuditLog(conn);
   await fill(log);
   return {
     log,
     statements: () => statements,
+    largestRead: () => [largest, (largest = 0)][0]!,
     close: async () => {
       await log.close();
       conn.close();
@@ -122,13 +170,21 @@ async function postgresStore(): Promise<Store> {
   await (await PostgresAuditLog.open(config)).close();
   const pool = createPool(config, { name: "list-pages", max: 1 });
   let statements = 0;
+  let largest = 0;
   // pool.query checks a connection out once per statement.
   pool.on("acquire", () => (statements += 1));
+  const poolQuery = pool.query.bind(pool) as (...args: unknown[]) => Promise<pg.QueryResult>;
+  (pool as unknown as { query: typeof poolQuery }).query = async (...args) => {
+    const result = await poolQuery(...args);
+    largest = Math.max(largest, result.rows.length);
+    return result;
+  };
   const log = await PostgresAuditLog.open(config, {}, pool);
   await fill(log);
   return {
     log,
     statements: () => statements,
+    largestRead: () => [largest, (largest = 0)][0]!,
     close: async () => {
       await log.close();
       await pool.end();
@@ -207,7 +263,7 @@ for (const [name, open, enabled] of backends) {
       const s = await open();
       try {
         // What `audit list` printed when it summarised every record at once.
-        const whole = summariseThreads(await s.log.records());
+        const whole = wholeList(await s.log.records());
         expect(whole.map((t) => t.threadId)).toEqual(THREADS);
         const json = `${stringifyJsonSafe({ threads: whole })}\n`;
         const human = (
@@ -237,6 +293,33 @@ for (const [name, open, enabled] of backends) {
             streamed(pageSizes(THREADS.length, size)).concat("write"),
           );
           expect((await list(threadPages(s.log, size), false)).text, `page size ${size}`).toBe(human);
+        }
+      } finally {
+        await s.close();
+      }
+    });
+
+    it("a page's threads are summarised from their records read a few at a time, however many records a thread has", async () => {
+      const s = await open();
+      try {
+        const whole = wholeList(await s.log.records());
+        for (const readSize of [1, 2, 3, 4, 7, 29, 30, 31]) {
+          for (const limit of [1, 3, 7]) {
+            const before = s.statements();
+            s.largestRead();
+            const seen: AuditThreadSummary[] = [];
+            for (let after = 0; ;) {
+              const page = await s.log.threadPage({ after, limit, readSize });
+              seen.push(...page.threads);
+              if (page.next === null) break;
+              after = page.next;
+            }
+            const at = `readSize ${readSize}, limit ${limit}`;
+            expect(seen, at).toEqual(whole);
+            // The first records of a page are at most limit + 1 rows; the rest are reads of records.
+            expect(s.largestRead(), at).toBeLessThanOrEqual(Math.max(readSize, limit + 1));
+            expect(s.statements() - before, at).toBeGreaterThanOrEqual(RECORDS / readSize);
+          }
         }
       } finally {
         await s.close();
