@@ -556,7 +556,9 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       expect(records.map((r) => r.seq)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
       for (let i = 1; i < records.length; i++) expect(records[i]!.prevHash).toBe(records[i - 1]!.hash);
       expect(await logs[2]!.records({ threadId: "thread-4" })).toHaveLength(25);
-      const summary = (await logs[2]!.threads()).find((t) => t.threadId === "thread-4");
+      const summary = (await logs[2]!.threadPage({ limit: 100 })).threads.find(
+        (t) => t.threadId === "thread-4",
+      );
       expect(summary).toMatchObject({ records: 25, lastEvent: "decision_refused" });
 
       await expect(

@@ -56,19 +56,25 @@ async function getJson<T>(target: ApiTarget, pathAndQuery: string): Promise<T> {
 }
 
 export const apiAudit = {
-  /** Every thread, page after page (a server whose routes predate paging answers with all of them and no `next`). */
-  threads: async (target: ApiTarget) => {
-    const all: AuditThreadSummary[] = [];
-    let cursor: string | null | undefined;
-    do {
+  /**
+   * Every thread the server shows the caller, a page at a time (`limit` threads each; the server's
+   * default when absent): the next page is asked for when this one has been consumed. A server whose
+   * routes predate paging answers with all of them and no `next`.
+   */
+  threadPages: async function* (target: ApiTarget, limit?: number) {
+    for (let cursor: string | null | undefined; ;) {
+      const query = new URLSearchParams({
+        ...(limit !== undefined ? { limit: String(limit) } : {}),
+        ...(cursor ? { cursor } : {}),
+      }).toString();
       const page = await getJson<{ threads: AuditThreadSummary[]; next?: string | null }>(
         target,
-        `/audit/threads${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""}`,
+        `/audit/threads${query ? `?${query}` : ""}`,
       );
-      all.push(...page.threads);
+      yield page.threads;
       cursor = page.next;
-    } while (cursor);
-    return all;
+      if (!cursor) return;
+    }
   },
   /** `question`: the journal's question row (null: none); absent from a server whose routes predate it. */
   caseOf: (target: ApiTarget, threadId: string) =>

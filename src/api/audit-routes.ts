@@ -2,7 +2,7 @@
  * The audit log over HTTP, read-only, next to the LangGraph API (mounted by src/inbox/mount.ts through
  * langgraph.json `http.app`), so `audit list|show|export|verify --api URL` works against a server whose
  * data directory the caller cannot reach. The answers are exactly what the local commands compute
- * (src/cli/app-session.ts caseOf, the audit log's threads() and verify()); the CLI renders them with
+ * (src/cli/app-session.ts caseOf, the audit log's threadPage() and verify()); the CLI renders them with
  * the same renderers.
  *
  *   GET /audit/threads[?limit=N&cursor=C]  {threads, next}           audit list (a page; next: cursor or null)

@@ -12,7 +12,12 @@ import { caseOf } from "../evidence/case-source.js";
 import { exportBundle } from "../evidence/export.js";
 import { renderCase } from "../evidence/render.js";
 import { UsageError } from "../errors.js";
-import { AuditLogError, type AuditThreadSummary, type ChainVerification } from "../store/audit.js";
+import {
+  AuditLogError,
+  threadPages,
+  type AuditThreadSummary,
+  type ChainVerification,
+} from "../store/audit.js";
 import { loadConfig } from "../config/env.js";
 import { withInspectSession } from "./app-session.js";
 import { cap, LIMITS } from "./limits.js";
@@ -26,9 +31,10 @@ const EXIT_BROKEN = 2;
  * Human output. Data is escaped where it is put into a line (`esc`); what still carries a character
  * that must not reach a terminal is marked here, line breaks kept.
  */
-const write = (text: string) => {
+const stdout = (text: string): void => void process.stdout.write(text);
+const write = (text: string, out = stdout) => {
   const safe = escapeRendered(text);
-  process.stdout.write(safe.endsWith("\n") ? safe : `${safe}\n`);
+  out(safe.endsWith("\n") ? safe : `${safe}\n`);
 };
 /** Machine output: the same data, valid JSON; controls and bidi characters as \uXXXX escapes. */
 const writeJson = (value: unknown) => process.stdout.write(`${stringifyJsonSafe(value)}\n`);
@@ -55,7 +61,8 @@ async function reportingDamage(fn: () => Promise<number>): Promise<number> {
 /** What the commands read: the local audit log and checkpoints, or the same answers from an API server. */
 interface AuditReader {
   verify(head?: string): Promise<ChainVerification>;
-  threads(): Promise<AuditThreadSummary[]>;
+  /** Every thread, oldest first, a page at a time (AuditLog.threadPage, or GET /audit/threads). */
+  threadPages(): AsyncIterable<AuditThreadSummary[]>;
   caseOf(threadId: string): Promise<{ intact: boolean; caseRecord: CaseRecord; evidence: EvidenceObject[] }>;
 }
 
@@ -78,7 +85,7 @@ async function withReader(
     const { apiAudit } = await import("../api/audit-client.js");
     return fn({
       verify: (head) => apiAudit.verify(target, head),
-      threads: () => apiAudit.threads(target),
+      threadPages: () => apiAudit.threadPages(target),
       caseOf: async (threadId) => {
         const found = await apiAudit.caseOf(target, threadId);
         return { intact: found.caseRecord.auditChain.intact, ...found };
@@ -88,7 +95,7 @@ async function withReader(
   return withInspectSession((s) =>
     fn({
       verify: (head) => s.audit.verify(head !== undefined ? { head } : {}),
-      threads: () => s.audit.threads(),
+      threadPages: () => threadPages(s.audit),
       caseOf: async (threadId) => {
         const found = await caseOf(s, threadId);
         if (!found)
@@ -99,6 +106,37 @@ async function withReader(
       },
     }),
   );
+}
+
+/**
+ * `audit list`: writes each page of threads as it arrives, so what is held is one page however many
+ * threads the log has. With `json`, one JSON document `{"threads": [...]}`, byte for byte what
+ * stringifyJsonSafe writes for the whole list. A page that cannot be read (a damaged record) ends the
+ * listing where it is, after the threads already written.
+ */
+export async function listThreads(
+  pages: AsyncIterable<AuditThreadSummary[]>,
+  json: boolean,
+  out: (text: string) => void = stdout,
+): Promise<void> {
+  let listed = 0;
+  for await (const page of pages)
+    for (const t of page) {
+      // An element of the document's array: its own JSON indented two levels (JSON has no raw "\n" in strings).
+      if (json)
+        out(
+          `${listed === 0 ? '{\n  "threads": [\n' : ",\n"}    ${stringifyJsonSafe(t).split("\n").join("\n    ")}`,
+        );
+      else
+        write(
+          esc`${t.threadId}  by ${t.requestedBy}${t.requesterVerifiedBy ? ` (${requesterVerificationText(t.requesterVerifiedBy)})` : ""}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
+            `  ${t.outcome ? esc`${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? esc`  OVERRIDES ${t.overrides}` : ""}`,
+          out,
+        );
+      listed += 1;
+    }
+  if (json) out(listed === 0 ? `${stringifyJsonSafe({ threads: [] })}\n` : "\n  ]\n}\n");
+  else if (listed === 0) write("The audit log has no records yet.", out);
 }
 
 export function auditCommand(): Command {
@@ -152,16 +190,7 @@ export function auditCommand(): Command {
     .action(async (opts: { json?: boolean; api?: string }) => {
       process.exitCode = await reportingDamage(() =>
         withReader(opts.api, async (r) => {
-          const threads = await r.threads();
-          if (opts.json) writeJson({ threads });
-          else if (threads.length === 0) write("The audit log has no records yet.");
-          else
-            for (const t of threads) {
-              write(
-                esc`${t.threadId}  by ${t.requestedBy}${t.requesterVerifiedBy ? ` (${requesterVerificationText(t.requesterVerifiedBy)})` : ""}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
-                  `  ${t.outcome ? esc`${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? esc`  OVERRIDES ${t.overrides}` : ""}`,
-              );
-            }
+          await listThreads(r.threadPages(), opts.json === true);
           return EXIT_OK;
         }),
       );

@@ -6,6 +6,7 @@ import {
   AuditLogError,
   GENESIS_HASH,
   type AuditEntry,
+  type AuditLog,
   type AuditRecord,
   type AuditRow,
   type AuditThreadSummary,
@@ -287,33 +288,87 @@ export async function verifyInPages(
   }
 }
 
-/** Per-thread summary of records in chain order; shared by every AuditLog implementation. */
-export function summariseThreads(records: AuditRecord[]): AuditThreadSummary[] {
-  const byThread = new Map<string, AuditThreadSummary>();
-  for (const r of records) {
-    const s = byThread.get(r.threadId) ?? {
-      threadId: r.threadId,
-      requestedBy: r.requestedBy,
-      requesterVerifiedBy: null,
-      records: 0,
-      firstAt: r.at,
-      lastAt: r.at,
-      lastEvent: r.event,
-      outcome: null,
-      reasonCode: null,
-      overrides: 0,
-    };
-    s.records += 1;
-    s.lastAt = r.at;
-    if (r.requesterVerifiedBy) s.requesterVerifiedBy = r.requesterVerifiedBy;
-    s.lastEvent = r.event;
-    if (r.outcome) {
-      s.outcome = r.outcome.outcome;
-      s.reasonCode = r.outcome.reasonCode;
-    }
-    // The closing record repeats the settling decision's override; count each override once.
-    if (r.override && r.event === "decision_accepted") s.overrides += 1;
-    byThread.set(r.threadId, s);
+/** Threads per threadPage `audit list` reads: what it holds at once, however many threads the log has. */
+export const LIST_PAGE_SIZE = 100;
+
+/**
+ * Every thread's summary in the order of its first record (oldest first), one threadPage at a time:
+ * each page is read when the one before has been consumed, by the keyset cursor the page before gave.
+ */
+export async function* threadPages(
+  log: Pick<AuditLog, "threadPage">,
+  pageSize = LIST_PAGE_SIZE,
+): AsyncGenerator<AuditThreadSummary[]> {
+  for (let after = 0; ;) {
+    const page = await log.threadPage({ after, limit: pageSize });
+    yield page.threads;
+    if (page.next === null) return;
+    after = page.next;
   }
-  return [...byThread.values()];
+}
+
+/** Records a threadPage reads per statement: what it holds at once, however many records a thread has. */
+export const SUMMARY_READ_SIZE = 1000;
+
+/** How the threads of a page are read: `many` orders by thread, then seq; `one` is one thread's records after a seq. */
+export interface ThreadRecordReader {
+  many(threadIds: string[], limit: number): Promise<AuditRow[]>;
+  one(threadId: string, after: number, limit: number): Promise<AuditRow[]>;
+}
+
+/**
+ * The summaries of threads `ids`, in that order, folded from their records read at most `readSize` at a
+ * time. A full read stops inside its last thread: that thread is read on by itself, then the threads
+ * the read did not reach are read from their start. Shared by every AuditLog implementation.
+ */
+export async function summariseThreads(
+  ids: string[],
+  read: ThreadRecordReader,
+  readSize = SUMMARY_READ_SIZE,
+): Promise<AuditThreadSummary[]> {
+  if (!Number.isInteger(readSize) || readSize < 1)
+    throw new RangeError(
+      `threads are summed up from reads of a positive whole number of records, not ${readSize}`,
+    );
+  const byThread = new Map<string, AuditThreadSummary>();
+  const fold = (rows: AuditRow[]) => {
+    for (const row of rows) summarise(byThread, toRecord(row));
+    return rows;
+  };
+  for (let pending = ids; pending.length > 0;) {
+    const rows = fold(await read.many(pending, readSize));
+    if (rows.length < readSize) break;
+    const threadId = rows.at(-1)!.thread_id;
+    for (let more = rows; more.length === readSize;)
+      more = fold(await read.one(threadId, more.at(-1)!.seq, readSize));
+    pending = pending.filter((id) => !byThread.has(id));
+  }
+  return ids.flatMap((id) => byThread.get(id) ?? []);
+}
+
+/** Adds a record to its thread's summary; a thread's records come in chain order. */
+function summarise(byThread: Map<string, AuditThreadSummary>, r: AuditRecord): void {
+  const s = byThread.get(r.threadId) ?? {
+    threadId: r.threadId,
+    requestedBy: r.requestedBy,
+    requesterVerifiedBy: null,
+    records: 0,
+    firstAt: r.at,
+    lastAt: r.at,
+    lastEvent: r.event,
+    outcome: null,
+    reasonCode: null,
+    overrides: 0,
+  };
+  s.records += 1;
+  s.lastAt = r.at;
+  if (r.requesterVerifiedBy) s.requesterVerifiedBy = r.requesterVerifiedBy;
+  s.lastEvent = r.event;
+  if (r.outcome) {
+    s.outcome = r.outcome.outcome;
+    s.reasonCode = r.outcome.reasonCode;
+  }
+  // The closing record repeats the settling decision's override; count each override once.
+  if (r.override && r.event === "decision_accepted") s.overrides += 1;
+  byThread.set(r.threadId, s);
 }

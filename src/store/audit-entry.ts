@@ -162,16 +162,15 @@ export interface AuditLog {
    * gets the record already written back, with `appended: false`.
    */
   append(entry: AuditEntry): Promise<AppendResult>;
-  /** Records in chain order, all or one thread's. */
   /** The records in chain order: all, or a thread's, or (with `events`) a thread's of those kinds only. */
   records(filter?: RecordFilter): Promise<AuditRecord[]>;
-  threads(): Promise<AuditThreadSummary[]>;
   /**
    * Threads in the order of their first record, a page at a time: those whose first record comes after
    * seq `after`, at most `limit`. `next` is the first seq of the page's last thread when more follow.
-   * Reads the records after the cursor until the page is full, then the page's threads' records only.
+   * Reads the records after the cursor until the page is full, then the page's threads' records only,
+   * `readSize` at a time (SUMMARY_READ_SIZE unless given).
    */
-  threadPage(opts: { after?: number; limit: number }): Promise<ThreadPage>;
+  threadPage(opts: { after?: number; limit: number; readSize?: number }): Promise<ThreadPage>;
   /**
    * Checks the whole chain (against `head`, a hash kept elsewhere, when given), reading it `pageSize`
    * records at a time (VERIFY_PAGE_SIZE unless given).

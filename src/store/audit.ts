@@ -26,7 +26,6 @@ import {
   type AuditLog,
   type AuditRecord,
   type AuditRow,
-  type AuditThreadSummary,
   type ChainVerification,
   type RecordFilter,
   type ThreadPage,
@@ -229,27 +228,37 @@ export class SqliteAuditLog implements AuditLog {
     return rows.map(toRecord);
   }
 
-  async threads(): Promise<AuditThreadSummary[]> {
-    return summariseThreads(await this.records());
-  }
-
-  async threadPage({ after = 0, limit }: { after?: number; limit: number }): Promise<ThreadPage> {
+  async threadPage({
+    after = 0,
+    limit,
+    readSize,
+  }: {
+    after?: number;
+    limit: number;
+    readSize?: number;
+  }): Promise<ThreadPage> {
     const firsts = this.sql(FIRST_RECORDS_SQL("audit_records", () => "?")).all(after, limit + 1) as Array<{
       seq: number;
       thread_id: string;
     }>;
     const page = firsts.slice(0, limit);
-    const ids = page.map((f) => f.thread_id);
-    const rows =
-      ids.length === 0
-        ? []
-        : (this.sql(
-            `SELECT * FROM audit_records WHERE thread_id IN (${ids.map(() => "?").join(", ")}) ORDER BY seq`,
-          ).all(...ids) as AuditRow[]);
-    return {
-      threads: summariseThreads(rows.map(toRecord)),
-      next: firsts.length > limit ? page.at(-1)!.seq : null,
-    };
+    const threads = await summariseThreads(
+      page.map((f) => f.thread_id),
+      {
+        many: async (ids, n) =>
+          this.sql(
+            `SELECT * FROM audit_records WHERE thread_id IN (${ids.map(() => "?").join(", ")}) ORDER BY thread_id, seq LIMIT ?`,
+          ).all(...ids, n) as AuditRow[],
+        one: async (id, seq, n) =>
+          this.sql("SELECT * FROM audit_records WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?").all(
+            id,
+            seq,
+            n,
+          ) as AuditRow[],
+      },
+      readSize,
+    );
+    return { threads, next: firsts.length > limit ? page.at(-1)!.seq : null };
   }
 
   async verify(opts: { head?: string; pageSize?: number } = {}): Promise<ChainVerification> {

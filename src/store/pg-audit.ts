@@ -18,7 +18,6 @@ import {
   type AuditEntry,
   type AuditLog,
   type AuditRecord,
-  type AuditThreadSummary,
   type ChainVerification,
   type RecordFilter,
   type ThreadPage,
@@ -150,11 +149,15 @@ export class PostgresAuditLog implements AuditLog {
     return (await this.rows(filter.threadId, filter.events)).map(toRecord);
   }
 
-  async threads(): Promise<AuditThreadSummary[]> {
-    return summariseThreads(await this.records());
-  }
-
-  async threadPage({ after = 0, limit }: { after?: number; limit: number }): Promise<ThreadPage> {
+  async threadPage({
+    after = 0,
+    limit,
+    readSize,
+  }: {
+    after?: number;
+    limit: number;
+    readSize?: number;
+  }): Promise<ThreadPage> {
     const firsts = await query<{ seq: string; thread_id: string }>(
       this.pool,
       this.db,
@@ -163,21 +166,25 @@ export class PostgresAuditLog implements AuditLog {
       [after, limit + 1],
     );
     const page = firsts.slice(0, limit);
-    const ids = page.map((f) => f.thread_id);
-    const rows =
-      ids.length === 0
-        ? []
-        : await query<AuditRow>(
-            this.pool,
-            this.db,
-            "reading audit records",
-            `SELECT * FROM ${this.s}.audit_records WHERE thread_id = ANY($1) ORDER BY seq`,
-            [ids],
-          );
-    return {
-      threads: summariseThreads(rows.map(normalise).map(toRecord)),
-      next: firsts.length > limit ? Number(page.at(-1)!.seq) : null,
-    };
+    const read = async (sql: string, values: unknown[]) =>
+      (await query<AuditRow>(this.pool, this.db, "reading audit records", sql, values)).map(normalise);
+    const threads = await summariseThreads(
+      page.map((f) => f.thread_id),
+      {
+        many: (ids, n) =>
+          read(
+            `SELECT * FROM ${this.s}.audit_records WHERE thread_id = ANY($1) ORDER BY thread_id, seq LIMIT $2`,
+            [ids, n],
+          ),
+        one: (id, seq, n) =>
+          read(
+            `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+            [id, seq, n],
+          ),
+      },
+      readSize,
+    );
+    return { threads, next: firsts.length > limit ? Number(page.at(-1)!.seq) : null };
   }
 
   async verify(opts: { head?: string; pageSize?: number } = {}): Promise<ChainVerification> {
