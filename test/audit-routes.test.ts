@@ -10,9 +10,10 @@ import { Hono } from "hono";
 import { MemorySaver } from "@langchain/langgraph";
 import { createAuditRoutes } from "../src/api/audit-routes.js";
 import Database from "better-sqlite3";
-import { FIRST_RECORDS_SQL, SqliteAuditLog, type AuditEntry } from "../src/store/audit.js";
+import { FIRST_RECORDS_SQL, SqliteAuditLog } from "../src/store/audit.js";
 import { ANONYMOUS } from "../src/auth/auth.js";
 import { tempDir } from "./support/harness.js";
+import { refusalEntry } from "./support/audit-entries.js";
 
 function serve(auth: unknown, store?: unknown) {
   const routes = createAuditRoutes(async () => ({
@@ -88,29 +89,7 @@ describe("/audit routes: who sees what", () => {
   });
 });
 
-function entry(threadId: string, i: number): AuditEntry {
-  return {
-    threadId,
-    revision: 1,
-    event: "decision_refused",
-    discriminator: `attempt-${i}`,
-    at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
-    requestedBy: "demo-user",
-    risk: null,
-    what: {
-      operation: "update_task",
-      taskId: 4,
-      params: { TITLE: `t${i}` },
-      envelopeHash: null,
-      envelope: null,
-    },
-    approver: null,
-    override: null,
-    policy: { id: "default", version: "1" },
-    refusal: { code: "HASH_MISMATCH", reason: `attempt ${i}` },
-    outcome: null,
-  };
-}
+const entry = refusalEntry;
 
 describe("/audit/threads pages by cursor", () => {
   it("threads in the order of their first record, a page at a time; threads and records added between pages are neither skipped nor repeated", async () => {

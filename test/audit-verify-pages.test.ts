@@ -9,46 +9,19 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { loadConfig } from "../src/config/env.js";
-import {
-  SqliteAuditLog,
-  recordHash,
-  type AuditEntry,
-  type AuditLog,
-  type AuditRecord,
-} from "../src/store/audit.js";
+import { SqliteAuditLog, recordHash, type AuditLog, type AuditRecord } from "../src/store/audit.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import { createPool } from "../src/store/postgres.js";
 import { SqliteConnection } from "../src/store/statements.js";
 import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
 import { tempDir } from "./support/harness.js";
+import { refusalEntry } from "./support/audit-entries.js";
 
 if (!usingPostgres) console.info(`test/audit-verify-pages.test.ts: ${NO_POSTGRES}`);
 
 const N = 7;
 
-function entry(i: number): AuditEntry {
-  return {
-    threadId: `thread-${i % 3}`,
-    revision: 1,
-    event: "decision_refused",
-    discriminator: `attempt-${i}`,
-    at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
-    requestedBy: "demo-user",
-    risk: null,
-    what: {
-      operation: "update_task",
-      taskId: 4,
-      params: { TITLE: `t${i}` },
-      envelopeHash: null,
-      envelope: null,
-    },
-    approver: null,
-    override: null,
-    policy: { id: "default", version: "1" },
-    refusal: { code: "HASH_MISMATCH", reason: `attempt ${i}` },
-    outcome: null,
-  };
-}
+const entry = (i: number) => refusalEntry(`thread-${i % 3}`, i);
 
 /** A log of N records whose table a test may rewrite (`run`, with `?` placeholders) and put back. */
 interface Store {

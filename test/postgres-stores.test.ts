@@ -21,10 +21,10 @@ import {
   type BaseCheckpointSaver,
 } from "@langchain/langgraph-checkpoint";
 import { PAUSE_STAGES, pauseStages } from "./support/pause-stages.js";
-import type { AuditEntry } from "../src/store/audit.js";
 import { approvalOf, leaseFor, readyToWrite, testAction } from "./support/journal-rows.js";
 import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
 import { randomBytes } from "node:crypto";
+import { refusalEntry } from "./support/audit-entries.js";
 
 /** Any 32 bytes: these tests exercise claims, entries and locks, not the seal of registered rows. */
 const TEST_JOURNAL_KEY = randomBytes(32);
@@ -61,29 +61,7 @@ async function sql<R extends pg.QueryResultRow>(text: string, values: unknown[] 
   }
 }
 
-function entry(threadId: string, i: number): AuditEntry {
-  return {
-    threadId,
-    revision: 1,
-    event: "decision_refused",
-    discriminator: `attempt-${i}`,
-    at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
-    requestedBy: "demo-user",
-    risk: null,
-    what: {
-      operation: "update_task",
-      taskId: 4,
-      params: { TITLE: `t${i}` },
-      envelopeHash: null,
-      envelope: null,
-    },
-    approver: null,
-    override: null,
-    policy: { id: "default", version: "1" },
-    refusal: { code: "HASH_MISMATCH", reason: `attempt ${i}` },
-    outcome: null,
-  };
-}
+const entry = refusalEntry;
 
 describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
   beforeAll(async () => {
