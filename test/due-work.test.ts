@@ -20,7 +20,7 @@ import { sweepExpired, workDue } from "../src/app/due-work.js";
 import type { SweepResult } from "../src/app/threads.js";
 import type { App } from "../src/app/open-app.js";
 import { approvalOf, testAction } from "./support/journal-rows.js";
-import { adminQuery } from "./support/postgres.js";
+import { adminQuery, usingPostgres } from "./support/postgres.js";
 import { eachTestPortal, openTestApp, recordPendingRename, tempDir, type Portal } from "./support/harness.js";
 
 const KEY = randomBytes(32);
@@ -543,6 +543,33 @@ describe("worker rounds on due work", () => {
       expect(again).toMatchObject({ swept: [], recovered: [] });
     } finally {
       for (const app of apps) await app.close();
+    }
+  });
+
+  it(`several expired approvals of one batch are expired at once, each once, in claim order${usingPostgres ? " (the smallest PostgreSQL pool: one lock connection for four lanes)" : ""}`, async () => {
+    const views = [];
+    for (const n of [1, 2, 3, 4, 5])
+      views.push(await recordPendingRename(portal, dataDir, `BATCH EXPIRY ${n}`));
+    const now = new Date(Math.max(...views.map((v) => Date.parse(v.approval!.expiresAt))) + 1000);
+    const app = await openTestApp(portal, dataDir, {
+      clock: () => now,
+      ...(usingPostgres ? { env: { ACTION_ENVELOPE_PG_POOL: "2" } } : {}),
+    });
+    try {
+      const round = await workerRound(app);
+      expect(round.error).toBeUndefined();
+      // Due in the order they expire, which is the order they were made.
+      expect(round.swept.map((x) => [x.threadId, x.result])).toEqual(
+        views.map((v) => [v.threadId, expect.stringMatching(/^(expired|escalated)$/)]),
+      );
+      for (const v of views)
+        expect(
+          await app.deps.audit.records({ threadId: v.threadId, events: ["approval_expired"] }),
+          v.threadId,
+        ).toHaveLength(1);
+      expect(await portal.writes()).toHaveLength(0);
+    } finally {
+      await app.close();
     }
   });
 
