@@ -30,7 +30,13 @@ import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import { createPool } from "../src/store/postgres.js";
 import { SqliteConnection } from "../src/store/statements.js";
 import { stringifyJsonSafe } from "../src/text/escape.js";
-import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
+import {
+  NO_POSTGRES,
+  adminQuery,
+  createTestDatabase,
+  usingPostgres,
+  type TestDatabase,
+} from "./support/postgres.js";
 import { tempDir } from "./support/harness.js";
 
 if (!usingPostgres) console.info(`test/audit-list-pages.test.ts: ${NO_POSTGRES}`);
@@ -116,6 +122,8 @@ interface Store {
   statements(): number;
   /** The most rows one statement has returned since the last call. */
   largestRead(): number;
+  /** Replaces record `seq`'s stored JSON with text no JSON reader accepts; the returned function puts it back. */
+  damage(seq: number): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -151,6 +159,18 @@ async function sqliteStore(): Promise<Store> {
     log,
     statements: () => statements,
     largestRead: () => [largest, (largest = 0)][0]!,
+    damage: async (seq) => {
+      const { record_json } = conn.db
+        .prepare("SELECT record_json FROM audit_records WHERE seq = ?")
+        .get(seq) as {
+        record_json: string;
+      };
+      conn.db.exec("DROP TRIGGER audit_records_no_update");
+      const put = (text: string) =>
+        conn.db.prepare("UPDATE audit_records SET record_json = ? WHERE seq = ?").run(text, seq);
+      put(`${record_json.slice(0, 40)} (cut)`);
+      return async () => void put(record_json);
+    },
     close: async () => {
       await log.close();
       conn.close();
@@ -185,6 +205,23 @@ async function postgresStore(): Promise<Store> {
     log,
     statements: () => statements,
     largestRead: () => [largest, (largest = 0)][0]!,
+    damage: async (seq) => {
+      const table = `${config.schema}.audit_records`;
+      const rows = await adminQuery<{ record_json: string }>(
+        `SELECT record_json FROM ${table} WHERE seq = $1`,
+        [seq],
+        pgDatabase!.url,
+      );
+      const record_json = rows[0]!.record_json;
+      const put = (text: string) =>
+        adminQuery(
+          `ALTER TABLE ${table} DISABLE TRIGGER USER; UPDATE ${table} SET record_json = '${text.replaceAll("'", "''")}' WHERE seq = ${seq}; ALTER TABLE ${table} ENABLE TRIGGER USER`,
+          [],
+          pgDatabase!.url,
+        );
+      await put(`${record_json.slice(0, 40)} (cut)`);
+      return async () => void (await put(record_json));
+    },
     close: async () => {
       await log.close();
       await pool.end();
@@ -347,6 +384,25 @@ for (const [name, open, enabled] of backends) {
         expect(server.requests).toEqual([""]);
       } finally {
         await server.close();
+        await s.close();
+      }
+    });
+
+    it("a record the database cannot read as JSON is named by its seq; the pages before it are listed", async () => {
+      const s = await open();
+      // The last thread's last record: on the last page of two threads each.
+      const last = THREADS.at(-1)!;
+      const seq = (await s.log.records({ threadId: last })).at(-1)!.seq;
+      const restore = await s.damage(seq);
+      try {
+        const listed: string[] = [];
+        const listing = (async () => {
+          for await (const page of threadPages(s.log, 2)) listed.push(...page.map((t) => t.threadId));
+        })();
+        await expect(listing).rejects.toThrow(`audit record seq ${seq} is not valid JSON`);
+        expect(listed).toEqual(THREADS.slice(0, 6));
+      } finally {
+        await restore();
         await s.close();
       }
     });

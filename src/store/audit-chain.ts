@@ -310,10 +310,79 @@ export async function* threadPages(
 /** Records a threadPage reads per statement: what it holds at once, however many records a thread has. */
 export const SUMMARY_READ_SIZE = 1000;
 
-/** How the threads of a page are read: `many` orders by thread, then seq; `one` is one thread's records after a seq. */
+/**
+ * What a thread's summary takes from one record: the columns `seq`, `thread_id` and `event`, and the
+ * record's requester, requester verification, time, outcome and reason code, and whether it carries an
+ * outcome and an override. SQLite selects them from the record's JSON in the statement
+ * (SQLITE_SUMMARY_COLUMNS), so the listing never moves or parses a record's evidence; PostgreSQL reads
+ * whole rows (summaryRowOf), as its own JSON parsing of a large record costs more than the transfer.
+ */
+export interface SummaryRow {
+  seq: number;
+  thread_id: string;
+  event: string;
+  requested_by: string | null;
+  requester_verified_by: string | null;
+  at: string | null;
+  has_outcome: boolean | number;
+  outcome: string | null;
+  reason_code: string | null;
+  has_override: boolean | number;
+}
+
+/** The SELECT list of a SummaryRow in SQLite: `json_extract` and `json_type` over the stored text. */
+export const SQLITE_SUMMARY_COLUMNS = `seq, thread_id, event,
+  json_extract(record_json, '$.requestedBy') AS requested_by,
+  json_extract(record_json, '$.requesterVerifiedBy') AS requester_verified_by,
+  json_extract(record_json, '$.at') AS at,
+  json_type(record_json, '$.outcome') = 'object' AS has_outcome,
+  json_extract(record_json, '$.outcome.outcome') AS outcome,
+  json_extract(record_json, '$.outcome.reasonCode') AS reason_code,
+  json_type(record_json, '$.override') = 'object' AS has_override`;
+
+/** A whole row's SummaryRow; throws AuditLogError naming a record that is not valid JSON (toRecord). */
+export function summaryRowOf(row: AuditRow): SummaryRow {
+  const r = toRecord(row);
+  return {
+    seq: row.seq,
+    thread_id: row.thread_id,
+    event: row.event,
+    requested_by: r.requestedBy,
+    requester_verified_by: r.requesterVerifiedBy ?? null,
+    at: r.at,
+    has_outcome: Boolean(r.outcome && typeof r.outcome === "object"),
+    outcome: r.outcome?.outcome ?? null,
+    reason_code: r.outcome?.reasonCode ?? null,
+    has_override: Boolean(r.override && typeof r.override === "object"),
+  };
+}
+
+/**
+ * How the threads of a page are read: `many` orders by thread, then seq; `one` is one thread's records
+ * after a seq.
+ */
 export interface ThreadRecordReader {
-  many(threadIds: string[], limit: number): Promise<AuditRow[]>;
-  one(threadId: string, after: number, limit: number): Promise<AuditRow[]>;
+  many(threadIds: string[], limit: number): Promise<SummaryRow[]>;
+  one(threadId: string, after: number, limit: number): Promise<SummaryRow[]>;
+}
+
+/**
+ * A summary read in SQL, or, when the database could not read a record's JSON (`failed`), the same rows
+ * read whole: the damaged one throws AuditLogError naming it. Any other failure, or none found that
+ * way, is the summary read's own.
+ */
+export async function readingSummaries(
+  summaries: () => Promise<SummaryRow[]>,
+  whole: () => Promise<AuditRow[]>,
+  failed: (e: unknown) => boolean,
+): Promise<SummaryRow[]> {
+  try {
+    return await summaries();
+  } catch (e) {
+    if (!failed(e)) throw e;
+    for (const row of await whole()) toRecord(row);
+    throw e;
+  }
 }
 
 /**
@@ -331,8 +400,8 @@ export async function summariseThreads(
       `threads are summed up from reads of a positive whole number of records, not ${readSize}`,
     );
   const byThread = new Map<string, AuditThreadSummary>();
-  const fold = (rows: AuditRow[]) => {
-    for (const row of rows) summarise(byThread, toRecord(row));
+  const fold = (rows: SummaryRow[]) => {
+    for (const row of rows) summarise(byThread, row);
     return rows;
   };
   for (let pending = ids; pending.length > 0;) {
@@ -347,28 +416,29 @@ export async function summariseThreads(
 }
 
 /** Adds a record to its thread's summary; a thread's records come in chain order. */
-function summarise(byThread: Map<string, AuditThreadSummary>, r: AuditRecord): void {
-  const s = byThread.get(r.threadId) ?? {
-    threadId: r.threadId,
-    requestedBy: r.requestedBy,
+function summarise(byThread: Map<string, AuditThreadSummary>, r: SummaryRow): void {
+  const s = byThread.get(r.thread_id) ?? {
+    threadId: r.thread_id,
+    requestedBy: r.requested_by as string,
     requesterVerifiedBy: null,
     records: 0,
-    firstAt: r.at,
-    lastAt: r.at,
-    lastEvent: r.event,
+    firstAt: r.at as string,
+    lastAt: r.at as string,
+    lastEvent: r.event as AuditThreadSummary["lastEvent"],
     outcome: null,
     reasonCode: null,
     overrides: 0,
   };
   s.records += 1;
-  s.lastAt = r.at;
-  if (r.requesterVerifiedBy) s.requesterVerifiedBy = r.requesterVerifiedBy;
-  s.lastEvent = r.event;
-  if (r.outcome) {
-    s.outcome = r.outcome.outcome;
-    s.reasonCode = r.outcome.reasonCode;
+  s.lastAt = r.at as string;
+  if (r.requester_verified_by)
+    s.requesterVerifiedBy = r.requester_verified_by as AuditThreadSummary["requesterVerifiedBy"];
+  s.lastEvent = r.event as AuditThreadSummary["lastEvent"];
+  if (r.has_outcome) {
+    s.outcome = r.outcome;
+    s.reasonCode = r.reason_code;
   }
   // The closing record repeats the settling decision's override; count each override once.
-  if (r.override && r.event === "decision_accepted") s.overrides += 1;
-  byThread.set(r.threadId, s);
+  if (r.has_override && r.event === "decision_accepted") s.overrides += 1;
+  byThread.set(r.thread_id, s);
 }

@@ -31,7 +31,16 @@ import {
   type ThreadPage,
   FIRST_RECORDS_SQL,
 } from "./audit-entry.js";
-import { ChainVerifier, recordHashOfText, summariseThreads, toRecord, verifyInPages } from "./audit-chain.js";
+import {
+  ChainVerifier,
+  readingSummaries,
+  recordHashOfText,
+  summariseThreads,
+  SQLITE_SUMMARY_COLUMNS,
+  toRecord,
+  verifyInPages,
+  type SummaryRow,
+} from "./audit-chain.js";
 
 export * from "./audit-entry.js";
 export * from "./audit-chain.js";
@@ -242,19 +251,23 @@ export class SqliteAuditLog implements AuditLog {
       thread_id: string;
     }>;
     const page = firsts.slice(0, limit);
+    // The summary's fields by json_extract; a record SQLite cannot read as JSON fails the statement.
+    const read = (from: string, values: unknown[]) =>
+      readingSummaries(
+        async () => this.sql(`SELECT ${SQLITE_SUMMARY_COLUMNS} ${from}`).all(...values) as SummaryRow[],
+        async () => this.sql(`SELECT * ${from}`).all(...values) as AuditRow[],
+        (e) => e instanceof Error && /malformed JSON/i.test(e.message),
+      );
     const threads = await summariseThreads(
       page.map((f) => f.thread_id),
       {
-        many: async (ids, n) =>
-          this.sql(
-            `SELECT * FROM audit_records WHERE thread_id IN (${ids.map(() => "?").join(", ")}) ORDER BY thread_id, seq LIMIT ?`,
-          ).all(...ids, n) as AuditRow[],
-        one: async (id, seq, n) =>
-          this.sql("SELECT * FROM audit_records WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?").all(
-            id,
-            seq,
-            n,
-          ) as AuditRow[],
+        many: (ids, n) =>
+          read(
+            `FROM audit_records WHERE thread_id IN (${ids.map(() => "?").join(", ")}) ORDER BY thread_id, seq LIMIT ?`,
+            [...ids, n],
+          ),
+        one: (id, seq, n) =>
+          read("FROM audit_records WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?", [id, seq, n]),
       },
       readSize,
     );

@@ -9,6 +9,7 @@ import type { DatabaseConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/index.js";
 import {
   summariseThreads,
+  summaryRowOf,
   toRecord,
   type AuditRow,
   verifyInPages,
@@ -166,21 +167,21 @@ export class PostgresAuditLog implements AuditLog {
       [after, limit + 1],
     );
     const page = firsts.slice(0, limit);
-    const read = async (sql: string, values: unknown[]) =>
-      (await query<AuditRow>(this.pool, this.db, "reading audit records", sql, values)).map(normalise);
+    const read = async (from: string, values: unknown[]) =>
+      (
+        await query<AuditRow>(
+          this.pool,
+          this.db,
+          "reading audit records",
+          `SELECT * FROM ${this.s}.audit_records ${from}`,
+          values,
+        )
+      ).map((r) => summaryRowOf(normalise(r)));
     const threads = await summariseThreads(
       page.map((f) => f.thread_id),
       {
-        many: (ids, n) =>
-          read(
-            `SELECT * FROM ${this.s}.audit_records WHERE thread_id = ANY($1) ORDER BY thread_id, seq LIMIT $2`,
-            [ids, n],
-          ),
-        one: (id, seq, n) =>
-          read(
-            `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-            [id, seq, n],
-          ),
+        many: (ids, n) => read("WHERE thread_id = ANY($1) ORDER BY thread_id, seq LIMIT $2", [ids, n]),
+        one: (id, seq, n) => read("WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3", [id, seq, n]),
       },
       readSize,
     );
