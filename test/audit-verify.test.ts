@@ -105,6 +105,21 @@ describe("audit verify", () => {
     expect(cli.stdout).toContain(records[5]!.hash);
   });
 
+  it("passes a record stored in another form of the same content (indented, keys reordered): its content is what was hashed", async () => {
+    const dir = tampered((db) => {
+      const { record_json } = db.prepare("SELECT record_json FROM audit_records WHERE seq = 3").get() as {
+        record_json: string;
+      };
+      const body = JSON.parse(record_json) as Record<string, unknown>;
+      const reordered = Object.fromEntries(Object.entries(body).reverse());
+      expect(JSON.stringify(reordered, null, 2)).not.toBe(record_json);
+      db.prepare("UPDATE audit_records SET record_json = ? WHERE seq = 3").run(
+        JSON.stringify(reordered, null, 2),
+      );
+    });
+    expect(await verify(dir)).toEqual({ intact: true, records: 6, head: { seq: 6, hash: records[5]!.hash } });
+  });
+
   it("detects an edited field and names the record: exit 2 from the CLI", async () => {
     const dir = tampered((db) => {
       const changed = db

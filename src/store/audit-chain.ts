@@ -59,7 +59,12 @@ function check(row: AuditRow): Checked {
   const writtenSeq = typeof parsed?.seq === "number" ? parsed.seq : undefined;
   let contentOk = false;
   try {
-    contentOk = recordHash(parsed!, row.prev_hash) === row.record_hash;
+    // The stored text is what the append hashed (the record's canonical JSON), so hashing it as stored
+    // is the check, and a match means these are the bytes that were hashed; only a text stored in
+    // another form of the same content (an older writer) is canonicalised again.
+    contentOk =
+      recordHashOfText(row.record_json, row.prev_hash) === row.record_hash ||
+      recordHash(parsed!, row.prev_hash) === row.record_hash;
   } catch {
     contentOk = false;
   }
