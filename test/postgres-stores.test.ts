@@ -462,10 +462,11 @@ describe.skipIf(!usingPostgres)("PostgreSQL stores", () => {
       await b.releaseThreadLock("t1", "owner-b");
 
       // A holder whose connection dies (process killed, host lost) frees the thread without any lease running out.
+      // pg_terminate_backend with a timeout returns once the backend has exited (and its locks are gone).
       expect(await a.acquireThreadLock("t3", "owner-a", 60_000)).toBe(true);
       expect(await b.acquireThreadLock("t3", "owner-b", 60_000)).toBe(false);
       const killed = await sql<{ n: string }>(
-        `SELECT count(pg_terminate_backend(l.pid)) AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+        `SELECT count(pg_terminate_backend(l.pid, 10000)) AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database
          WHERE l.locktype = 'advisory' AND l.granted AND d.datname = $1 AND l.objsubid = 1
            AND l.classid::bigint = (hashtextextended($2, 0) >> 32) & 4294967295
            AND l.objid::bigint = hashtextextended($2, 0) & 4294967295`,

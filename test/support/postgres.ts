@@ -67,10 +67,11 @@ export async function createTestDatabase(prefix: string): Promise<TestDatabase> 
   return {
     name,
     url,
+    /** Ends every connection to the database (waiting until each backend has exited) and refuses new ones. */
     async takeAway() {
       await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
       await adminQuery(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
         [name],
       );
     },
