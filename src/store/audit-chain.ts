@@ -319,7 +319,7 @@ export const SUMMARY_READ_SIZE = 1000;
  * What a thread's summary takes from one record: the columns `seq`, `thread_id` and `event`, and the
  * record's requester, requester verification, time, outcome and reason code, and whether it carries an
  * outcome and an override. SQLite selects them from the record's JSON in the statement
- * (SQLITE_SUMMARY_COLUMNS), so the listing never moves or parses a record's evidence; PostgreSQL reads
+ * (src/store/audit.ts), so the listing never moves or parses a record's evidence; PostgreSQL reads
  * whole rows (summaryRowOf), as its own JSON parsing of a large record costs more than the transfer.
  */
 export interface SummaryRow {
@@ -334,16 +334,6 @@ export interface SummaryRow {
   reason_code: string | null;
   has_override: boolean | number;
 }
-
-/** The SELECT list of a SummaryRow in SQLite: `json_extract` and `json_type` over the stored text. */
-export const SQLITE_SUMMARY_COLUMNS = `seq, thread_id, event,
-  json_extract(record_json, '$.requestedBy') AS requested_by,
-  json_extract(record_json, '$.requesterVerifiedBy') AS requester_verified_by,
-  json_extract(record_json, '$.at') AS at,
-  json_type(record_json, '$.outcome') = 'object' AS has_outcome,
-  json_extract(record_json, '$.outcome.outcome') AS outcome,
-  json_extract(record_json, '$.outcome.reasonCode') AS reason_code,
-  json_type(record_json, '$.override') = 'object' AS has_override`;
 
 /** A whole row's SummaryRow; throws AuditLogError naming a record that is not valid JSON (toRecord). */
 export function summaryRowOf(row: AuditRow): SummaryRow {
@@ -369,25 +359,6 @@ export function summaryRowOf(row: AuditRow): SummaryRow {
 export interface ThreadRecordReader {
   many(threadIds: string[], limit: number): Promise<SummaryRow[]>;
   one(threadId: string, after: number, limit: number): Promise<SummaryRow[]>;
-}
-
-/**
- * A summary read in SQL, or, when the database could not read a record's JSON (`failed`), the same rows
- * read whole: the damaged one throws AuditLogError naming it. Any other failure, or none found that
- * way, is the summary read's own.
- */
-export async function readingSummaries(
-  summaries: () => Promise<SummaryRow[]>,
-  whole: () => Promise<AuditRow[]>,
-  failed: (e: unknown) => boolean,
-): Promise<SummaryRow[]> {
-  try {
-    return await summaries();
-  } catch (e) {
-    if (!failed(e)) throw e;
-    for (const row of await whole()) toRecord(row);
-    throw e;
-  }
 }
 
 /**

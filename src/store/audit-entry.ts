@@ -170,13 +170,21 @@ export interface AuditLog {
    * Reads the records after the cursor until the page is full, then the page's threads' records only,
    * `readSize` at a time (SUMMARY_READ_SIZE unless given).
    */
-  threadPage(opts: { after?: number; limit: number; readSize?: number }): Promise<ThreadPage>;
+  threadPage(opts: ThreadPageOptions): Promise<ThreadPage>;
   /**
    * Checks the whole chain (against `head`, a hash kept elsewhere, when given), reading it `pageSize`
    * records at a time (VERIFY_PAGE_SIZE unless given).
    */
   verify(opts?: { head?: string; pageSize?: number }): Promise<ChainVerification>;
   close(): Promise<void>;
+}
+
+/** Which page threadPage reads: the threads whose first record comes after seq `after`, at most `limit`. */
+export interface ThreadPageOptions {
+  after?: number;
+  limit: number;
+  /** Records read per statement to sum the page's threads up (SUMMARY_READ_SIZE unless given). */
+  readSize?: number;
 }
 
 export interface ThreadPage {

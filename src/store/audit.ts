@@ -29,14 +29,13 @@ import {
   type ChainVerification,
   type RecordFilter,
   type ThreadPage,
+  type ThreadPageOptions,
   FIRST_RECORDS_SQL,
 } from "./audit-entry.js";
 import {
   ChainVerifier,
-  readingSummaries,
   recordHashOfText,
   summariseThreads,
-  SQLITE_SUMMARY_COLUMNS,
   toRecord,
   verifyInPages,
   type SummaryRow,
@@ -201,6 +200,35 @@ export function adoptAuditFile(db: Database.Database, oldFile: string): void {
   for (const side of ["-wal", "-shm"]) if (fs.existsSync(oldFile + side)) fs.rmSync(oldFile + side);
 }
 
+/** The SELECT list of a SummaryRow in SQLite: `json_extract` and `json_type` over the stored text. */
+const SQLITE_SUMMARY_COLUMNS = `seq, thread_id, event,
+  json_extract(record_json, '$.requestedBy') AS requested_by,
+  json_extract(record_json, '$.requesterVerifiedBy') AS requester_verified_by,
+  json_extract(record_json, '$.at') AS at,
+  json_type(record_json, '$.outcome') = 'object' AS has_outcome,
+  json_extract(record_json, '$.outcome.outcome') AS outcome,
+  json_extract(record_json, '$.outcome.reasonCode') AS reason_code,
+  json_type(record_json, '$.override') = 'object' AS has_override`;
+
+/**
+ * The SummaryRows of the records `from` (a FROM clause with its WHERE, ORDER BY and LIMIT) selects. A
+ * record SQLite cannot read as JSON fails the statement ("malformed JSON"); the same rows are then
+ * read whole, and toRecord names the damaged one (AuditLogError). Any other failure is the statement's.
+ */
+function summaryRows(
+  sql: (text: string) => Database.Statement,
+  from: string,
+  values: unknown[],
+): SummaryRow[] {
+  try {
+    return sql(`SELECT ${SQLITE_SUMMARY_COLUMNS} ${from}`).all(...values) as SummaryRow[];
+  } catch (e) {
+    if (!(e instanceof Error && /malformed JSON/i.test(e.message))) throw e;
+    for (const row of sql(`SELECT * ${from}`).all(...values) as AuditRow[]) toRecord(row);
+    throw e;
+  }
+}
+
 export class SqliteAuditLog implements AuditLog {
   readonly conn: SqliteConnection;
   private readonly owned: boolean;
@@ -237,27 +265,13 @@ export class SqliteAuditLog implements AuditLog {
     return rows.map(toRecord);
   }
 
-  async threadPage({
-    after = 0,
-    limit,
-    readSize,
-  }: {
-    after?: number;
-    limit: number;
-    readSize?: number;
-  }): Promise<ThreadPage> {
+  async threadPage({ after = 0, limit, readSize }: ThreadPageOptions): Promise<ThreadPage> {
     const firsts = this.sql(FIRST_RECORDS_SQL("audit_records", () => "?")).all(after, limit + 1) as Array<{
       seq: number;
       thread_id: string;
     }>;
     const page = firsts.slice(0, limit);
-    // The summary's fields by json_extract; a record SQLite cannot read as JSON fails the statement.
-    const read = (from: string, values: unknown[]) =>
-      readingSummaries(
-        async () => this.sql(`SELECT ${SQLITE_SUMMARY_COLUMNS} ${from}`).all(...values) as SummaryRow[],
-        async () => this.sql(`SELECT * ${from}`).all(...values) as AuditRow[],
-        (e) => e instanceof Error && /malformed JSON/i.test(e.message),
-      );
+    const read = async (from: string, values: unknown[]) => summaryRows(this.sql, from, values);
     const threads = await summariseThreads(
       page.map((f) => f.thread_id),
       {

@@ -22,6 +22,7 @@ import {
   type ChainVerification,
   type RecordFilter,
   type ThreadPage,
+  type ThreadPageOptions,
   FIRST_RECORDS_SQL,
 } from "./audit.js";
 import { inTransaction, lockKey, openPools, query, quoteIdent, type PoolLease } from "./postgres.js";
@@ -150,15 +151,7 @@ export class PostgresAuditLog implements AuditLog {
     return (await this.rows(filter.threadId, filter.events)).map(toRecord);
   }
 
-  async threadPage({
-    after = 0,
-    limit,
-    readSize,
-  }: {
-    after?: number;
-    limit: number;
-    readSize?: number;
-  }): Promise<ThreadPage> {
+  async threadPage({ after = 0, limit, readSize }: ThreadPageOptions): Promise<ThreadPage> {
     const firsts = await query<{ seq: string; thread_id: string }>(
       this.pool,
       this.db,
