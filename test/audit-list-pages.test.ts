@@ -38,6 +38,7 @@ import {
   type TestDatabase,
 } from "./support/postgres.js";
 import { tempDir } from "./support/harness.js";
+import { refusalEntry } from "./support/audit-entries.js";
 
 if (!usingPostgres) console.info(`test/audit-list-pages.test.ts: ${NO_POSTGRES}`);
 
@@ -48,41 +49,29 @@ const RECORDS = 30;
 function entry(i: number): AuditEntry {
   // Each thread starts in order, then records fall to threads out of order.
   const threadId = THREADS[i < THREADS.length ? i : (i * 5) % THREADS.length]!;
-  const closing = i % 4 === 3;
-  return {
-    threadId,
-    revision: 1,
-    event: closing ? "decision_accepted" : "decision_refused",
-    discriminator: `attempt-${i}`,
-    at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+  const refused: AuditEntry = {
+    ...refusalEntry(threadId, i),
     requestedBy: `requester-${threadId}`,
-    risk: null,
-    what: {
-      operation: "update_task",
-      taskId: 4,
-      params: { TITLE: `t${i}` },
-      envelopeHash: null,
-      envelope: null,
-    },
-    approver: null,
-    override: closing ? { gate: "separation_of_duties", by: "carol", reason: "on call" } : null,
-    policy: { id: "default", version: "1" },
-    refusal: closing ? null : { code: "HASH_MISMATCH", reason: `attempt ${i}` },
-    outcome: closing
-      ? {
-          outcome: "succeeded",
-          reasonCode: "OK",
-          reason: "done",
-          finishedAt: null,
-          flags: {
-            sideEffectAttempted: true,
-            sideEffectVerified: true,
-            causalClaimAllowed: true,
-            duplicateClaimAllowed: false,
-          },
-        }
-      : null,
     ...(i % 5 === 0 ? { requesterVerifiedBy: "authentication" as const } : {}),
+  };
+  if (i % 4 !== 3) return refused;
+  return {
+    ...refused,
+    event: "decision_accepted",
+    override: { gate: "separation_of_duties", by: "carol", reason: "on call" },
+    refusal: null,
+    outcome: {
+      outcome: "succeeded",
+      reasonCode: "OK",
+      reason: "done",
+      finishedAt: null,
+      flags: {
+        sideEffectAttempted: true,
+        sideEffectVerified: true,
+        causalClaimAllowed: true,
+        duplicateClaimAllowed: false,
+      },
+    },
   };
 }
 

@@ -83,7 +83,11 @@ async function readsRowsTogether(j: Journal, edit: (envelopeHash: string) => Pro
   await same("r1");
   expect((await j.threadRows("r1")).question?.question).toBe("Which task?");
   expect((await j.threadRows("r1")).action?.envelopeHash).toBe("sha256:r1");
-  await edit("sha256:r1");
+  // A second revision supersedes the first: the newest action is the current one.
+  await j.registerAction(testAction("r1", "sha256:r2", { revision: 2, nonce: "n2" }), "2026-01-01T00:01:00Z");
+  await same("r1");
+  expect((await j.threadRows("r1")).action?.envelopeHash).toBe("sha256:r2");
+  await edit("sha256:r2");
   await same("r1");
   expect((await j.threadRows("r1")).action?.macValid).toBe(false);
 }
