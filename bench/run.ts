@@ -24,6 +24,8 @@ const BENCHMARKS: Record<string, string> = {
     "100,000 waiting approvals in PostgreSQL (real runs + sealed index-only replicas), 4 workers: bytes, pending, show, approve",
   "scale-pg":
     "1,000 / 10,000 / 100,000 waiting in PostgreSQL: idle worker round, pending pages and --limit all, 1,000 expiring at once with 4 workers",
+  "audit-view":
+    "one thread's evidence view (audit show, the inbox's evidence page) at 1,000 / 10,000 / 50,000 records vs the whole chain's check",
   "get-schemas": "client.assistants.getSchemas on fresh npm run dev servers: first call and later calls",
   "object-lease":
     "the object lease: its share of one uncontended action, and N actions on one task vs on N tasks",

@@ -162,7 +162,7 @@ describe("audit CLI", () => {
       decidedBy: { id: "carol", verifiedBy: "signature" },
       outcome: { outcome: "VERIFIED" },
     });
-    expect(caseRecord.auditChain).toMatchObject({ intact: true, recordsInLog: 4 });
+    expect(caseRecord.auditChain).toMatchObject({ intact: true, checkedFrom: 1, recordsChecked: 4 });
     const invocation = JSON.parse(
       fs.readFileSync(
         path.join(

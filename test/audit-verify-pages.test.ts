@@ -16,6 +16,7 @@ import { SqliteConnection } from "../src/store/statements.js";
 import { NO_POSTGRES, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
 import { tempDir } from "./support/harness.js";
 import { refusalEntry } from "./support/audit-entries.js";
+import { caseOf } from "../src/evidence/case-source.js";
 
 if (!usingPostgres) console.info(`test/audit-verify-pages.test.ts: ${NO_POSTGRES}`);
 
@@ -295,4 +296,156 @@ describe.each([
       }
     });
   }
+});
+
+/** The whole chain's first problem at or after `from`, or none: what a check from `from` must report. */
+describe.each([
+  { backend: "SQLite", open: sqliteStore, skip: false },
+  { backend: "PostgreSQL", open: postgresStore, skip: !usingPostgres },
+])("audit verify from a seq on $backend (what a thread's view checks)", ({ open, skip }) => {
+  let store: Store;
+  beforeAll(async () => {
+    if (!skip) store = await open();
+  });
+  afterAll(async () => {
+    await store?.close();
+    await pgDatabase?.drop();
+    pgDatabase = undefined;
+  });
+
+  it.skipIf(skip)(
+    "checks the records from the seq on, reading the one before it and their pages only",
+    async () => {
+      await store.restore();
+      const head = { seq: N, hash: store.records[N - 1]!.hash };
+      expect(await store.log.verify({ from: 1 })).toEqual({ intact: true, records: N, head });
+      for (let from = 2; from <= N + 2; from++) {
+        const checked = Math.max(0, N - from + 1);
+        for (const pageSize of [1, 2, N, 1000]) {
+          const before = store.reads();
+          expect(await store.log.verify({ from, pageSize }), `from ${from}, pages of ${pageSize}`).toEqual({
+            intact: true,
+            records: checked,
+            from: Math.min(from, N + 1),
+            head,
+          });
+          // The record before `from`, then the pages from there: none of the records before it.
+          expect(store.reads() - before, `from ${from}, pages of ${pageSize}`).toBe(
+            1 + Math.floor(checked / pageSize) + 1,
+          );
+        }
+      }
+    },
+  );
+
+  it.skipIf(skip)(
+    "refuses a start that is not a positive whole seq, and one with an anchored head",
+    async () => {
+      for (const from of [0, -1, 2.5]) await expect(store.log.verify({ from })).rejects.toThrow(RangeError);
+      await expect(store.log.verify({ from: 2, head: store.records[N - 1]!.hash })).rejects.toThrow(
+        /without `from`/,
+      );
+    },
+  );
+
+  for (const d of DAMAGES.filter((x) => !x.head)) {
+    it.skipIf(skip)(
+      `finds ${d.name} as the whole chain's check does, from every seq it lies at or before`,
+      async () => {
+        for (const p of d.at) {
+          await store.restore();
+          await d.damage(store, p);
+          const whole = await store.log.verify();
+          for (let from = 2; from <= N; from++) {
+            const partial = await store.log.verify({ from });
+            const where = `damage at ${p}, from ${from}`;
+            if (whole.intact) {
+              expect(partial, where).toMatchObject({ intact: true, head: whole.head });
+            } else if (whole.problem.seq >= from) {
+              expect(partial, where).toMatchObject({ intact: false, problem: whole.problem });
+              for (const pageSize of [1, 3])
+                expect(await store.log.verify({ from, pageSize }), `${where}, pages of ${pageSize}`).toEqual(
+                  partial,
+                );
+            }
+          }
+        }
+      },
+    );
+  }
+
+  it.skipIf(skip)(
+    "leaves a record before the seq unchecked: an edit there is found by the whole chain's check only",
+    async () => {
+      for (const d of DAMAGES.filter((x) => x.name === "an edited field" || x.name === "a broken link")) {
+        for (let p = 1; p < N; p++) {
+          await store.restore();
+          await d.damage(store, p);
+          expect(await store.log.verify(), `${d.name} at ${p}`).toMatchObject({ intact: false });
+          expect(await store.log.verify({ from: p + 1 }), `${d.name} at ${p}`).toMatchObject({
+            intact: true,
+          });
+          expect(await store.log.verify({ from: p }), `${d.name} at ${p}`).toMatchObject({
+            intact: false,
+            problem: { kind: "edited", seq: p },
+          });
+        }
+      }
+    },
+  );
+
+  it.skipIf(skip)(
+    "names a record slipped in just before the seq as the whole chain's check does: the next one links past it",
+    async () => {
+      const d = DAMAGES.find((x) => x.name.startsWith("an inserted record, correctly hashed"))!;
+      for (const p of d.at) {
+        await store.restore();
+        await d.damage(store, p);
+        const whole = await store.log.verify();
+        expect(whole, `at ${p}`).toMatchObject({ intact: false, problem: { kind: "inserted", seq: p } });
+        expect(await store.log.verify({ from: p + 1 }), `at ${p}`).toMatchObject({
+          intact: false,
+          problem: whole.intact ? {} : whole.problem,
+        });
+      }
+    },
+  );
+
+  it.skipIf(skip)(
+    "a thread's case record checks the chain from its first record: damage after it is reported, before it is not",
+    async () => {
+      // thread-0's records are seq 3 and 6 (entry i goes to thread i % 3).
+      const source = { audit: store.log, thread: async () => ({ status: "finished" as const }) };
+      const edit = (p: number) => DAMAGES.find((x) => x.name === "an edited field")!.damage(store, p);
+      const chainOf = async () => (await caseOf(source, "thread-0"))!.caseRecord.auditChain;
+
+      await store.restore();
+      expect(await chainOf()).toMatchObject({
+        intact: true,
+        checkedFrom: 3,
+        recordsChecked: N - 2,
+        head: { seq: N, hash: store.records[N - 1]!.hash },
+        threadRecords: [{ seq: 3 }, { seq: 6 }],
+      });
+      // Another thread's record after thread-0 began, and one of thread-0's own: both break its chain.
+      for (const p of [3, 4, 6, 7]) {
+        await store.restore();
+        await edit(p);
+        expect(await chainOf(), `edited at ${p}`).toMatchObject({
+          intact: false,
+          problem: expect.stringMatching(new RegExp(`^edited at seq ${p}:`)),
+        });
+      }
+      // Before thread-0's first record: not its evidence; `audit verify` reports it.
+      for (const p of [1, 2]) {
+        await store.restore();
+        await edit(p);
+        expect(await chainOf(), `edited at ${p}`).toMatchObject({ intact: true, checkedFrom: 3 });
+        expect(await store.log.verify()).toMatchObject({
+          intact: false,
+          problem: { kind: "edited", seq: p },
+        });
+      }
+    },
+  );
 });

@@ -14,7 +14,7 @@ import {
 } from "./evidence-objects.js";
 import { explainedOutcome, isClosingRecord, settlingDecisionOf } from "./recorded.js";
 
-export const CASE_RECORD_SCHEMA = "action-envelope/case-record/1";
+export const CASE_RECORD_SCHEMA = "action-envelope/case-record/2";
 
 export interface OverrideNotice {
   gate: string;
@@ -61,11 +61,16 @@ export interface FirstPage {
 export interface CaseRecord {
   schema: typeof CASE_RECORD_SCHEMA;
   firstPage: FirstPage;
-  /** The state of the whole audit chain when this record was made, and this thread's share of it. */
+  /**
+   * The audit chain's state when this record was made, checked from this thread's first record to the
+   * head (src/evidence/case-source.ts verifyForView), and this thread's share of it.
+   */
   auditChain: {
     intact: boolean;
     problem: string | null;
-    recordsInLog: number;
+    /** The first seq checked: the record before it is taken as it stands (`audit verify` checks those). */
+    checkedFrom: number;
+    recordsChecked: number;
     head: { seq: number; hash: string } | null;
     threadRecords: Array<{ seq: number; event: string; revision: number; at: string; hash: string }>;
   };
@@ -86,7 +91,8 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
       problem: chain.intact
         ? null
         : `${chain.problem.kind} at seq ${chain.problem.seq}: ${chain.problem.detail}`,
-      recordsInLog: chain.records,
+      checkedFrom: chain.from ?? 1,
+      recordsChecked: chain.records,
       head: chain.intact ? chain.head : null,
       threadRecords: input.records.map((r) => ({
         seq: r.seq,

@@ -1,11 +1,11 @@
 /**
- * Where a case record comes from: a thread's audit records, the whole chain's verification and the
- * thread's state in some checkpointer (the CLI's own, or the LangGraph API server's). Shared by
+ * Where a case record comes from: a thread's audit records, the chain's verification from the thread's
+ * first record to the head, and the thread's state in some checkpointer (the CLI's own, or the LangGraph API server's). Shared by
  * `audit show|export` (src/cli/audit-command.ts) and the API server's /audit routes
  * (src/api/audit-routes.ts), so both compute exactly the same record.
  */
 import type { ThreadMirror } from "../hitl/thread-mirror.js";
-import type { AuditLog, ChainVerification } from "../store/audit.js";
+import type { AuditLog, AuditRecord, ChainVerification } from "../store/audit.js";
 import { buildCase } from "./bundle.js";
 import type { RunStatus } from "./case-input.js";
 
@@ -38,16 +38,29 @@ export async function threadFromCheckpoints(
   return { status: "finished", state: values };
 }
 
+/**
+ * The chain's check for a view of these records (one thread's, in chain order): from the first of them
+ * to the head, so a view costs what came after the thread began, not the whole log. It is the check of
+ * the whole chain for every record it covers: a record of the thread edited, or any record after it
+ * edited, removed, reordered or inserted, is found as `audit verify` finds it, and a chain rewritten
+ * from there on with consistent hashes passes both (`audit verify --head` catches that). What lies
+ * before the thread's first record is not part of its evidence and is left to `audit verify`. With no
+ * records, nothing is checked and the head is reported.
+ */
+export function verifyForView(
+  audit: Pick<AuditLog, "verify">,
+  records: readonly AuditRecord[],
+): Promise<ChainVerification> {
+  return audit.verify({ from: records[0]?.seq ?? Number.MAX_SAFE_INTEGER });
+}
+
 /** One run's case record and evidence objects with the chain's verification; undefined when the thread has neither records nor checkpoints. */
 export async function caseOf(
   s: CaseSource,
   threadId: string,
 ): Promise<({ chain: ChainVerification } & ReturnType<typeof buildCase>) | undefined> {
-  const [records, chain, thread] = await Promise.all([
-    s.audit.records({ threadId }),
-    s.audit.verify(),
-    s.thread(threadId),
-  ]);
+  const [records, thread] = await Promise.all([s.audit.records({ threadId }), s.thread(threadId)]);
   if (records.length === 0 && thread.status === "not_found") return undefined;
+  const chain = await verifyForView(s.audit, records);
   return { chain, ...buildCase({ threadId, status: thread.status, state: thread.state, records, chain }) };
 }

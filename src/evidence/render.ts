@@ -72,7 +72,7 @@ export function renderCase(c: CaseRecord, evidence: EvidenceObject[]): string {
   }
   const a = c.auditChain;
   line(
-    `Audit chain:   ${a.intact ? "intact" : "BROKEN"}; ${a.threadRecords.length} record${a.threadRecords.length === 1 ? "" : "s"} for this thread, ${a.recordsInLog} in the log` +
+    `Audit chain:   ${a.intact ? "intact" : "BROKEN"}; ${a.threadRecords.length} record${a.threadRecords.length === 1 ? "" : "s"} for this thread, ${a.recordsChecked} checked from seq ${a.checkedFrom}` +
       (a.head ? esc`; head seq ${a.head.seq} ${a.head.hash}` : ""),
   );
   if (a.problem) line(esc`               ${a.problem}`);

@@ -7,6 +7,7 @@ import path from "node:path";
 import { Hono } from "hono";
 import { viewThread } from "../app/view-thread.js";
 import { buildCase } from "../evidence/bundle.js";
+import { verifyForView } from "../evidence/case-source.js";
 import { exportBundle } from "../evidence/export.js";
 import { html, text } from "./html.js";
 import { layout } from "./pages.js";
@@ -19,11 +20,11 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
   const { app, base, notYours } = ctx;
 
   const caseOf = async (threadId: string) => {
-    const [records, chain, view] = await Promise.all([
+    const [records, view] = await Promise.all([
       app.deps.audit.records({ threadId }),
-      app.deps.audit.verify(),
       viewThread(app, threadId),
     ]);
+    const chain = await verifyForView(app.deps.audit, records);
     const status = view.status === "awaiting_input" ? "awaiting_approval" : view.status;
     return buildCase({ threadId, status, state: view.state, records, chain });
   };
@@ -59,7 +60,7 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
           <dt>Decided by</dt><dd>${fp.decidedBy ? html`${text(fp.decidedBy.id ?? "—")} (${fp.decidedBy.decision ?? "—"}, identity ${fp.decidedBy.verifiedBy})` : "—"}</dd>
           <dt>Outcome</dt><dd class="outcome">${fp.outcome ? html`${fp.outcome.outcome} / ${fp.outcome.reasonCode}: ${text(fp.outcome.reason)}` : "not finished"}</dd>
           <dt>Overrides</dt><dd>${fp.overrides.length ? fp.overrides.map((o) => html`${text(o.gate)} by ${text(o.by)}: ${text(o.reason)}; `) : "none"}</dd>
-          <dt>Audit chain</dt><dd>${caseRecord.auditChain.intact ? "intact" : html`BROKEN: ${text(caseRecord.auditChain.problem ?? "")}`}</dd>
+          <dt>Audit chain</dt><dd>${caseRecord.auditChain.intact ? "intact" : html`BROKEN: ${text(caseRecord.auditChain.problem ?? "")}`} (checked from seq ${caseRecord.auditChain.checkedFrom} to the head)</dd>
         </dl>
         <table class="evidence"><thead><tr><th scope="col">Stage</th><th scope="col">At</th><th scope="col">Object</th><th scope="col">Summary</th></tr></thead><tbody>${rows}</tbody></table>
         <p><a href="${base}/t/${encodeURIComponent(threadId)}/evidence.tar" download>Download the evidence bundle (tar; check with <code>sha256sum -c SHA256SUMS</code>)</a></p>`,

@@ -12,6 +12,7 @@ import {
   type AuditThreadSummary,
   type ChainProblem,
   type ChainVerification,
+  type VerifyOptions,
 } from "./audit-entry.js";
 import { hash } from "node:crypto";
 import { canonicalJson, sha256Json } from "../envelope/index.js";
@@ -103,6 +104,12 @@ const about = (c: Checked) => ({ threadId: c.row.thread_id, event: c.row.event }
  * links past it was inserted; a record out of place whose expected predecessor appears later was
  * reordered; a gap nobody fills was removed. With `head` (a hash kept elsewhere), an intact chain with
  * no record of that hash was cut off after it.
+ *
+ * With `after` (a stored record), the chain is checked from the record after it on: `after` is taken as
+ * it stands, unchecked, so the first record fed must sit at its next seq and link to its stored hash.
+ * What is found from there on is what checking the whole chain finds, whenever the whole chain's first
+ * problem lies at or after the first record fed (its records before were then judged intact, which is
+ * the state `after` starts from).
  */
 export class ChainVerifier {
   private records = 0;
@@ -120,7 +127,21 @@ export class ChainVerifier {
   private seeking:
     { seq: number; found: (at: AuditRow) => ChainProblem; otherwise: ChainProblem } | undefined;
 
-  constructor(private readonly head?: string) {}
+  /** The first seq checked when the check starts after a record taken as it stands. */
+  private readonly from: number | undefined;
+
+  constructor(
+    private readonly head?: string,
+    after?: AuditRow,
+  ) {
+    if (after) {
+      this.from = after.seq + 1;
+      this.passed = after.seq;
+      this.before = { row: after, writtenSeq: after.seq, contentOk: true };
+      this.beforeThatHash = after.prev_hash;
+      this.last = after;
+    }
+  }
 
   /** The next rows of the chain, in seq order. */
   add(rows: readonly AuditRow[]): this {
@@ -149,11 +170,13 @@ export class ChainVerifier {
     if (held && !this.problem && !this.seeking) this.judge(held, undefined);
     const problem = this.problem ?? this.seeking?.otherwise;
     const last = this.last;
-    if (problem) return { intact: false, records: this.records, problem };
+    const from = this.from === undefined ? {} : { from: this.from };
+    if (problem) return { intact: false, records: this.records, ...from, problem };
     if (this.head !== undefined && !this.headSeen) {
       return {
         intact: false,
         records: this.records,
+        ...from,
         problem: {
           kind: "removed",
           seq: (last?.seq ?? 0) + 1,
@@ -164,6 +187,7 @@ export class ChainVerifier {
     return {
       intact: true,
       records: this.records,
+      ...from,
       head: last ? { seq: last.seq, hash: last.record_hash } : null,
     };
   }
@@ -272,20 +296,37 @@ export class ChainVerifier {
   }
 }
 
+/** How verify reads a chain: a page of rows after a seq, and the last row before one. */
+export interface ChainReader {
+  /** The rows after seq `after` (from the first when undefined), in seq order, at most `limit`. */
+  (after: number | undefined, limit: number): Promise<AuditRow[]>;
+  /** The row with the greatest seq below `seq`, if any. */
+  before(seq: number): Promise<AuditRow | undefined>;
+}
+
 /**
  * Verifies the chain `read` gives a page at a time: the rows after seq `after` (from the first when
- * undefined), in seq order, at most `limit`. Appends only add records after the head, in seq order,
+ * undefined), in seq order, at most `limit`; with `from`, the rows from that seq on, after the record
+ * before it taken as it stands (ChainVerifier). Appends only add records after the head, in seq order,
  * so pages read at different moments are still one chain's prefix. The pages after a problem are read
  * too, for the count of records.
  */
 export async function verifyInPages(
-  read: (after: number | undefined, limit: number) => Promise<AuditRow[]>,
-  { head, pageSize = VERIFY_PAGE_SIZE }: { head?: string; pageSize?: number } = {},
+  read: ChainReader,
+  { head, pageSize = VERIFY_PAGE_SIZE, from }: VerifyOptions = {},
 ): Promise<ChainVerification> {
   if (!Number.isInteger(pageSize) || pageSize < 1)
     throw new RangeError(`verify reads pages of a positive whole number of records, not ${pageSize}`);
-  const verifier = new ChainVerifier(head);
-  for (let after: number | undefined; ;) {
+  if (from !== undefined && (!Number.isInteger(from) || from < 1))
+    throw new RangeError(`verify starts at a positive whole seq, not ${from}`);
+  if (from !== undefined && head !== undefined)
+    throw new RangeError(
+      "an anchored head is checked against the whole chain; verify takes it without `from`",
+    );
+  // Without a record before `from`, every record is at or after it: the whole chain is checked.
+  const start = from !== undefined && from > 1 ? await read.before(from) : undefined;
+  const verifier = new ChainVerifier(head, start);
+  for (let after = start?.seq; ;) {
     const page = await read(after, pageSize);
     verifier.add(page);
     if (page.length < pageSize) return verifier.finish();

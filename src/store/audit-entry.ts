@@ -152,9 +152,24 @@ export interface ChainProblem {
   detail: string;
 }
 
+/**
+ * A chain's check: `records` is how many were checked; `from`, present when the check started after
+ * the chain's first record, is the first seq checked (the record before it taken as it stands).
+ */
 export type ChainVerification =
-  | { intact: true; records: number; head: { seq: number; hash: string } | null }
-  | { intact: false; records: number; problem: ChainProblem };
+  | { intact: true; records: number; from?: number; head: { seq: number; hash: string } | null }
+  | { intact: false; records: number; from?: number; problem: ChainProblem };
+
+/**
+ * How `verify` reads: `head`, a hash kept elsewhere the chain must still hold; `pageSize` records per
+ * statement (VERIFY_PAGE_SIZE unless given); `from`, the first seq to check (the whole chain unless
+ * given), for a view whose records start there.
+ */
+export interface VerifyOptions {
+  head?: string;
+  pageSize?: number;
+  from?: number;
+}
 
 export interface AuditLog {
   /**
@@ -172,10 +187,10 @@ export interface AuditLog {
    */
   threadPage(opts: ThreadPageOptions): Promise<ThreadPage>;
   /**
-   * Checks the whole chain (against `head`, a hash kept elsewhere, when given), reading it `pageSize`
-   * records at a time (VERIFY_PAGE_SIZE unless given).
+   * Checks the whole chain (against `head`, a hash kept elsewhere, when given), or with `from` the
+   * records from that seq on, reading `pageSize` records at a time (VERIFY_PAGE_SIZE unless given).
    */
-  verify(opts?: { head?: string; pageSize?: number }): Promise<ChainVerification>;
+  verify(opts?: VerifyOptions): Promise<ChainVerification>;
   close(): Promise<void>;
 }
 

@@ -27,6 +27,7 @@ import {
   type AuditRecord,
   type AuditRow,
   type ChainVerification,
+  type VerifyOptions,
   type RecordFilter,
   type ThreadPage,
   type ThreadPageOptions,
@@ -288,8 +289,8 @@ export class SqliteAuditLog implements AuditLog {
     return { threads, next: firsts.length > limit ? page.at(-1)!.seq : null };
   }
 
-  async verify(opts: { head?: string; pageSize?: number } = {}): Promise<ChainVerification> {
-    return verifyInPages(async (after, limit) => {
+  async verify(opts: VerifyOptions = {}): Promise<ChainVerification> {
+    const page = async (after: number | undefined, limit: number) => {
       // The event loop (a server's other requests) gets its turn between pages.
       await new Promise((resolve) => setImmediate(resolve));
       return (
@@ -297,7 +298,11 @@ export class SqliteAuditLog implements AuditLog {
           ? this.sql("SELECT * FROM audit_records ORDER BY seq LIMIT ?").all(limit)
           : this.sql("SELECT * FROM audit_records WHERE seq > ? ORDER BY seq LIMIT ?").all(after, limit)
       ) as AuditRow[];
-    }, opts);
+    };
+    const before = async (seq: number) =>
+      this.sql("SELECT * FROM audit_records WHERE seq < ? ORDER BY seq DESC LIMIT 1").get(seq) as
+        AuditRow | undefined;
+    return verifyInPages(Object.assign(page, { before }), opts);
   }
 
   async close(): Promise<void> {

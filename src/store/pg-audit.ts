@@ -20,6 +20,7 @@ import {
   type AuditLog,
   type AuditRecord,
   type ChainVerification,
+  type VerifyOptions,
   type RecordFilter,
   type ThreadPage,
   type ThreadPageOptions,
@@ -181,20 +182,28 @@ export class PostgresAuditLog implements AuditLog {
     return { threads, next: firsts.length > limit ? Number(page.at(-1)!.seq) : null };
   }
 
-  async verify(opts: { head?: string; pageSize?: number } = {}): Promise<ChainVerification> {
-    return verifyInPages(
-      async (after, limit) =>
-        (
-          await query<AuditRow>(
-            this.pool,
-            this.db,
-            "verifying the audit chain",
-            `SELECT * FROM ${this.s}.audit_records ${after === undefined ? "" : "WHERE seq > $2 "}ORDER BY seq LIMIT $1`,
-            after === undefined ? [limit] : [limit, after],
-          )
-        ).map(normalise),
-      opts,
-    );
+  async verify(opts: VerifyOptions = {}): Promise<ChainVerification> {
+    const page = async (after: number | undefined, limit: number) =>
+      (
+        await query<AuditRow>(
+          this.pool,
+          this.db,
+          "verifying the audit chain",
+          `SELECT * FROM ${this.s}.audit_records ${after === undefined ? "" : "WHERE seq > $2 "}ORDER BY seq LIMIT $1`,
+          after === undefined ? [limit] : [limit, after],
+        )
+      ).map(normalise);
+    const before = async (seq: number) =>
+      (
+        await query<AuditRow>(
+          this.pool,
+          this.db,
+          "verifying the audit chain",
+          `SELECT * FROM ${this.s}.audit_records WHERE seq < $1 ORDER BY seq DESC LIMIT 1`,
+          [seq],
+        )
+      ).map(normalise)[0];
+    return verifyInPages(Object.assign(page, { before }), opts);
   }
 
   async close(): Promise<void> {
