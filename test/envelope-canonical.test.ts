@@ -134,6 +134,62 @@ describe("canonicalJson (RFC 8785)", () => {
     );
   });
 
+  it("property: writes objects keyed by ids (array-index keys, which JavaScript lists first) as the library does", () => {
+    // Bitrix24 answers key people by id ({"2": …, "10": …}); the copy-and-stringify path must hand any
+    // object whose keys JavaScript would not keep in canonical order to the one-pass writer.
+    const key = fc.oneof(
+      fc.constantFrom(
+        "0",
+        "1",
+        "2",
+        "9",
+        "10",
+        "11",
+        "100",
+        "01",
+        "-1",
+        " 1",
+        "",
+        "__proto__",
+        "a",
+        "A",
+        "4294967294",
+        "4294967295",
+        "99999999999",
+      ),
+      fc.nat({ max: 40 }).map(String),
+      fc.string({ unit: "binary", maxLength: 3 }),
+    );
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: "small" },
+        fc.integer(),
+        fc.string({ maxLength: 4 }),
+        tie("array"),
+        tie("object"),
+      ),
+      array: fc.array(tie("value"), { maxLength: 3 }),
+      object: fc
+        .array(fc.tuple(key, fc.option(tie("value"), { nil: undefined })), { maxLength: 6 })
+        .map((entries) => {
+          const o: Record<string, unknown> = {};
+          for (const [k, v] of entries)
+            Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+          return o;
+        }),
+    })).value;
+    fc.assert(
+      fc.property(json, (v) => {
+        expect(canonicalJson(v)).toBe(canonicalize(v));
+      }),
+      { numRuns: 1000 },
+    );
+    expect(canonicalJson({ "10": 1, "9": 2, b: 3, "-1": 4 })).toBe('{"-1":4,"10":1,"9":2,"b":3}');
+    expect(canonicalJson(JSON.parse('{"__proto__":{"x":1},"a":[{"2":0,"6":1}]}'))).toBe(
+      '{"__proto__":{"x":1},"a":[{"2":0,"6":1}]}',
+    );
+  });
+
   it("writes a string that spells a surrogate escape (a backslash, then ud800) as the library does", () => {
     // JSON.stringify writes an unpaired surrogate as \ud800; this text has the letters, not the surrogate.
     const v = { "k\\ud800": ["\\udc00", "\\\\udbff"] };

@@ -13,12 +13,15 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 
 /**
  * RFC 8785 canonical text of a JSON value. Object properties whose value is undefined are left out, as
- * JSON.stringify does. JSON data (the audit log hashes records of tens of kilobytes) is checked and
- * written in one pass; anything else takes the checking walk, which names what is wrong and where, and
- * the library.
+ * JSON.stringify does. JSON data (the audit log hashes records of tens of kilobytes) is copied with its
+ * keys in canonical order and written by JSON.stringify; data whose keys JavaScript would not keep in
+ * that order is checked and written in one pass; anything else takes the checking walk, which names
+ * what is wrong and where, and the library.
  */
 export function canonicalJson(value: unknown): string {
-  const fast = canonicalText(value);
+  const copy = inCanonicalOrder(value);
+  const fast =
+    copy === NOT_JSON ? undefined : copy === OUT_OF_ORDER ? canonicalText(value) : JSON.stringify(copy);
   if (fast !== undefined && !ESCAPED_SURROGATE.test(fast)) return fast;
   assertJsonData(value, "$");
   const text = canonicalize(value);
@@ -32,6 +35,76 @@ export function canonicalJson(value: unknown): string {
  * merely holds a backslash before these letters) gives the same text.
  */
 const ESCAPED_SURROGATE = /\\ud[89a-f]/;
+
+const NOT_JSON = Symbol("not JSON data");
+const OUT_OF_ORDER = Symbol("keys JavaScript orders otherwise");
+
+/**
+ * A copy of JSON data whose objects hold their keys in canonical order (sorted by UTF-16 code units),
+ * so that JSON.stringify writes its canonical text; NOT_JSON as soon as it is not JSON data (as
+ * canonicalText), OUT_OF_ORDER when an object's keys cannot be held in that order: JavaScript lists
+ * array-index keys ("2", "10") first and in numeric order, so an object whose sorted keys put a name
+ * before an index ("-1" < "1") or an index before a smaller one ("10" < "9") is written by
+ * canonicalText instead, as is one with an own "__proto__" key (an assignment would set the prototype).
+ */
+function inCanonicalOrder(value: unknown): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      return Number.isFinite(value) ? value : NOT_JSON;
+    case "object": {
+      if (value === null) return null;
+      if (Array.isArray(value)) {
+        const out: unknown[] = new Array(value.length);
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value)) return NOT_JSON;
+          const item = inCanonicalOrder(value[i]);
+          if (typeof item === "symbol") return item;
+          out[i] = item;
+        }
+        return out;
+      }
+      const proto = Object.getPrototypeOf(value) as unknown;
+      if (proto !== Object.prototype && proto !== null) return NOT_JSON;
+      const record = value as Record<string, unknown>;
+      const out: Record<string, unknown> = {};
+      let named = false;
+      let lastIndex = -1;
+      for (const key of Object.keys(record).sort()) {
+        const v = record[key];
+        if (v === undefined) continue;
+        const index = arrayIndex(key);
+        if (index === undefined) {
+          if (key === "__proto__") return OUT_OF_ORDER;
+          named = true;
+        } else {
+          if (named || index < lastIndex) return OUT_OF_ORDER;
+          lastIndex = index;
+        }
+        const copy = inCanonicalOrder(v);
+        if (typeof copy === "symbol") return copy;
+        out[key] = copy;
+      }
+      return out;
+    }
+    default:
+      return NOT_JSON;
+  }
+}
+
+/** The key as an array index (a canonical decimal below 2^32 − 1), which objects list first; else undefined. */
+function arrayIndex(key: string): number | undefined {
+  const first = key.charCodeAt(0);
+  if (!(first >= 48 && first <= 57) || (first === 48 && key.length > 1) || key.length > 10) return undefined;
+  for (let i = 1; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
+  }
+  const n = Number(key);
+  return n < 4294967295 ? n : undefined;
+}
 
 /**
  * The canonical text of JSON data, as the library writes it (keys sorted by UTF-16 code units, strings
