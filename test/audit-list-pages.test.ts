@@ -395,6 +395,24 @@ for (const [name, open, enabled] of backends) {
         await s.close();
       }
     });
+
+    it("a damaged record past a thread's first read is named by its seq when its read comes", async () => {
+      const s = await open();
+      // The first thread's records are summed up two at a time; its last one is damaged.
+      const first = THREADS[0]!;
+      const records = await s.log.records({ threadId: first });
+      expect(records.length).toBeGreaterThan(2);
+      const seq = records.at(-1)!.seq;
+      const restore = await s.damage(seq);
+      try {
+        await expect(s.log.threadPage({ after: 0, limit: 1, readSize: 2 })).rejects.toThrow(
+          `audit record seq ${seq} is not valid JSON`,
+        );
+      } finally {
+        await restore();
+        await s.close();
+      }
+    });
   });
 }
 

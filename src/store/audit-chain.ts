@@ -359,9 +359,8 @@ export const SUMMARY_READ_SIZE = 1000;
 /**
  * What a thread's summary takes from one record: the columns `seq`, `thread_id` and `event`, and the
  * record's requester, requester verification, time, outcome and reason code, and whether it carries an
- * outcome and an override. SQLite selects them from the record's JSON in the statement
- * (src/store/audit.ts), so the listing never moves or parses a record's evidence; PostgreSQL reads
- * whole rows (summaryRowOf), as its own JSON parsing of a large record costs more than the transfer.
+ * outcome and an override. Both stores select them from the record's JSON in the statement
+ * (src/store/audit.ts, src/store/pg-audit.ts), so the listing never moves or parses a record's evidence.
  */
 export interface SummaryRow {
   seq: number;
@@ -374,23 +373,6 @@ export interface SummaryRow {
   outcome: string | null;
   reason_code: string | null;
   has_override: boolean | number;
-}
-
-/** A whole row's SummaryRow; throws AuditLogError naming a record that is not valid JSON (toRecord). */
-export function summaryRowOf(row: AuditRow): SummaryRow {
-  const r = toRecord(row);
-  return {
-    seq: row.seq,
-    thread_id: row.thread_id,
-    event: row.event,
-    requested_by: r.requestedBy,
-    requester_verified_by: r.requesterVerifiedBy ?? null,
-    at: r.at,
-    has_outcome: Boolean(r.outcome && typeof r.outcome === "object"),
-    outcome: r.outcome?.outcome ?? null,
-    reason_code: r.outcome?.reasonCode ?? null,
-    has_override: Boolean(r.override && typeof r.override === "object"),
-  };
 }
 
 /**

@@ -9,7 +9,6 @@ import type { DatabaseConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/index.js";
 import {
   summariseThreads,
-  summaryRowOf,
   toRecord,
   type AuditRow,
   verifyInPages,
@@ -22,12 +21,21 @@ import {
   type ChainVerification,
   type VerifyOptions,
   type RecordFilter,
+  type SummaryRow,
   type ThreadPage,
   type ThreadPageOptions,
   FIRST_RECORDS_SQL,
 } from "./audit.js";
 import { inTransaction, lockKey, openPools, query, quoteIdent, type PoolLease } from "./postgres.js";
 import { prepareDatabase } from "./pg-migrations.js";
+
+/** The record fields a thread's summary takes (SummaryRow), as json_to_record reads them from the text. */
+const PG_SUMMARY_FIELDS = `json_to_record(record_json::json) AS summary("requestedBy" text, "requesterVerifiedBy" text, at text, outcome json, override json)`;
+const PG_SUMMARY_COLUMNS = `seq, thread_id, event, summary."requestedBy" AS requested_by,
+  summary."requesterVerifiedBy" AS requester_verified_by, summary.at,
+  coalesce(json_typeof(summary.outcome) = 'object', false) AS has_outcome,
+  summary.outcome->>'outcome' AS outcome, summary.outcome->>'reasonCode' AS reason_code,
+  coalesce(json_typeof(summary.override) = 'object', false) AS has_override`;
 
 /** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
 const normalise = (r: AuditRow): AuditRow => ({ ...r, seq: Number(r.seq) });
@@ -161,16 +169,7 @@ export class PostgresAuditLog implements AuditLog {
       [after, limit + 1],
     );
     const page = firsts.slice(0, limit);
-    const read = async (from: string, values: unknown[]) =>
-      (
-        await query<AuditRow>(
-          this.pool,
-          this.db,
-          "reading audit records",
-          `SELECT * FROM ${this.s}.audit_records ${from}`,
-          values,
-        )
-      ).map((r) => summaryRowOf(normalise(r)));
+    const read = (from: string, values: unknown[]) => this.summaryRows(from, values);
     const threads = await summariseThreads(
       page.map((f) => f.thread_id),
       {
@@ -180,6 +179,40 @@ export class PostgresAuditLog implements AuditLog {
       readSize,
     );
     return { threads, next: firsts.length > limit ? Number(page.at(-1)!.seq) : null };
+  }
+
+  /**
+   * The SummaryRows of the records `where` selects (a WHERE clause with its ORDER BY, by thread then
+   * seq, and LIMIT). Their fields come from each record's text in one pass of PostgreSQL's json parser
+   * (json_to_record over the text as json; the jsonb form would build the whole record first), so
+   * neither the records' evidence nor its parsing reaches this process. A record PostgreSQL cannot read
+   * as JSON fails the statement (22P02); the same rows are then read whole, and toRecord names the
+   * damaged one (AuditLogError). Any other failure is the statement's.
+   */
+  private async summaryRows(where: string, values: unknown[]): Promise<SummaryRow[]> {
+    try {
+      return (
+        await query<SummaryRow>(
+          this.pool,
+          this.db,
+          "reading audit records",
+          // The rows are chosen (and limited) first: only they are parsed, not every row of the threads.
+          `SELECT ${PG_SUMMARY_COLUMNS} FROM (SELECT * FROM ${this.s}.audit_records ${where}) AS a, ${PG_SUMMARY_FIELDS} ORDER BY thread_id, seq`,
+          values,
+        )
+      ).map((r) => ({ ...r, seq: Number(r.seq) }));
+    } catch (e) {
+      if ((e as { code?: string }).code !== "22P02") throw e;
+      const rows = await query<AuditRow>(
+        this.pool,
+        this.db,
+        "reading audit records",
+        `SELECT * FROM ${this.s}.audit_records ${where}`,
+        values,
+      );
+      for (const row of rows) toRecord(normalise(row));
+      throw e;
+    }
   }
 
   async verify(opts: VerifyOptions = {}): Promise<ChainVerification> {
