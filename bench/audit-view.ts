@@ -1,13 +1,14 @@
 /**
  * What one thread's evidence view costs as the audit log grows (`audit show` / `export`, the API's
  * `GET /audit/threads/{thread}`, the inbox's evidence page: all build the case record through
- * `caseOf`, src/evidence/case-source.ts). The view checks the chain from the thread's first record to
- * the head; before, it checked the whole chain, which is `audit verify` (also measured, in the same
- * run, as the reference). Logs of --sizes records shaped like real ones (three a thread: a request of
- * ~6 KB, a decision of ~4 KB and an outcome of ~24 KB carrying the pre-read, acknowledgement and
- * verification reads), appended through the log itself, on SQLite and, with DATABASE_URL, PostgreSQL
- * (a fresh schema, dropped at the end). At each size: the newest thread's view, a thread halfway
- * back, the oldest thread's view and the whole check, wall and CPU ms (median of --repeat).
+ * `caseOf`, src/evidence/case-source.ts). The view checks the chain from where the thread's records
+ * begin (its journal row's `auditFrom`) to the head; before, it checked the whole chain, which is
+ * `audit verify` (also measured, in the same run, as the reference). Logs of --sizes records shaped
+ * like real ones (three a thread: a request of ~6 KB, a decision of ~4 KB and an outcome of ~24 KB
+ * carrying the pre-read, acknowledgement and verification reads), each thread registered in the
+ * journal and its records appended through the log, on SQLite and, with DATABASE_URL, PostgreSQL (a
+ * fresh schema, dropped at the end). At each size: the newest thread's view, a thread halfway back,
+ * the oldest thread's view and the whole check, wall and CPU ms (median of --repeat).
  *
  *   npm run bench -- audit-view [--sizes 1000,10000,50000] [--repeat 3]
  *   DATABASE_URL=postgres://… npm run bench -- audit-view
@@ -16,8 +17,9 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { loadConfig } from "../src/config/env.js";
-import { SqliteAuditLog, type AuditEntry, type AuditLog } from "../src/store/audit.js";
-import { PostgresAuditLog } from "../src/store/pg-audit.js";
+import { randomBytes } from "node:crypto";
+import type { AuditEntry } from "../src/store/audit.js";
+import { openStores } from "../src/store/backends.js";
 import { caseOf } from "../src/evidence/case-source.js";
 import {
   intArg,
@@ -83,6 +85,8 @@ function entry(t: number, k: number, i: number): AuditEntry {
   } as AuditEntry;
 }
 
+type Stores = Awaited<ReturnType<typeof openStores>>;
+
 interface Timed {
   wallMs: number;
   cpuMs: number;
@@ -102,18 +106,27 @@ async function timed(fn: () => Promise<unknown>): Promise<Timed[]> {
 
 const med = (xs: Timed[], k: keyof Timed) => round(summary(xs.map((x) => x[k])).median);
 
-async function measure(backend: string, log: AuditLog, sizes: number[]) {
+async function measure(backend: string, { journal, audit: log }: Stores, sizes: number[]) {
   const rows = [];
   let appended = 0;
   for (const size of sizes) {
     const t0 = performance.now();
     for (; appended < size; appended++) {
       const i = appended;
-      await log.append(entry(Math.floor(i / PER_THREAD), i % PER_THREAD, i));
+      const t = Math.floor(i / PER_THREAD);
+      if (i % PER_THREAD === 0)
+        await journal.registerThread({
+          threadId: `thread-${t}`,
+          request: `rename task ${4 + t}`,
+          requestedBy: "demo-user",
+          scope: {},
+          createdAt: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
+        });
+      await log.append(entry(t, i % PER_THREAD, i));
     }
     const fillS = round((performance.now() - t0) / 1000, 1);
     const threads = Math.floor(size / PER_THREAD);
-    const source = { audit: log, thread: async () => ({ status: "finished" as const }) };
+    const source = { audit: log, journal, thread: async () => ({ status: "finished" as const }) };
     const view = (t: number) => async () => {
       const found = await caseOf(source, `thread-${t}`);
       if (!found?.caseRecord.auditChain.intact) throw new Error(`thread-${t}: chain not intact`);
@@ -153,22 +166,29 @@ async function main(): Promise<void> {
     throw new Error(`--sizes takes whole numbers of at least ${PER_THREAD}, got ${SIZES.join(",")}`);
   const dir = tempDir("ae-bench-audit-view-");
   const results = [];
+  // The journal key beside the data directory (removed with it), never in the real home.
+  const env = {
+    ACTION_ENVELOPE_DATA_DIR: path.join(dir, "data"),
+    ACTION_ENVELOPE_JOURNAL_KEY: randomBytes(32).toString("base64"),
+  };
   try {
-    const sqlite = new SqliteAuditLog(path.join(dir, "journal.sqlite"));
+    const sqlite = await openStores(loadConfig(env, ROOT));
     try {
       results.push(...(await measure("SQLite", sqlite, sizes)));
     } finally {
-      await sqlite.close();
+      await sqlite.journal.close();
     }
     const url = process.env["DATABASE_URL"];
     if (url) {
       const schema = `bench_audit_view_${Date.now()}`;
-      const config = loadConfig({ DATABASE_URL: url, ACTION_ENVELOPE_DB_SCHEMA: schema }, ROOT).database!;
-      const log = await PostgresAuditLog.open(config);
+      const stores = await openStores(
+        loadConfig({ ...env, DATABASE_URL: url, ACTION_ENVELOPE_DB_SCHEMA: schema }, ROOT),
+      );
       try {
-        results.push(...(await measure("PostgreSQL", log, sizes)));
+        results.push(...(await measure("PostgreSQL", stores, sizes)));
       } finally {
-        await log.close();
+        await stores.audit.close();
+        await stores.journal.close();
         const admin = new pg.Client({ connectionString: url });
         await admin.connect();
         await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);

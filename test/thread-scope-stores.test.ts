@@ -13,6 +13,10 @@ import { loadConfig } from "../src/config/env.js";
 import { SqliteJournal, type Journal } from "../src/store/journal.js";
 import { PostgresJournal } from "../src/store/pg-journal.js";
 import { tempDir } from "./support/harness.js";
+import { SqliteAuditLog, type AuditLog } from "../src/store/audit.js";
+import { PostgresAuditLog } from "../src/store/pg-audit.js";
+import { caseOf } from "../src/evidence/case-source.js";
+import { refusalEntry } from "./support/audit-entries.js";
 import { testAction } from "./support/journal-rows.js";
 import { adminQuery, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
 
@@ -92,11 +96,78 @@ async function readsRowsTogether(j: Journal, edit: (envelopeHash: string) => Pro
   expect((await j.threadRows("r1")).action?.macValid).toBe(false);
 }
 
+/**
+ * Where a thread's audit records begin (`auditFrom`, sealed at registration) and the case record that
+ * checks the chain from there: `run` edits a table outside the program (its append-only triggers off).
+ */
+async function viewsFromRegistration(
+  j: Journal,
+  audit: AuditLog,
+  run: (sql: string, ...values: unknown[]) => Promise<void>,
+): Promise<void> {
+  const append = (threadId: string, i: number) => audit.append(refusalEntry(threadId, i));
+  await append("earlier", 1);
+  await append("earlier", 2);
+  // No record of the thread yet: its records begin at the log's next seq, 3.
+  expect(await j.registerThread(thread("v"))).toMatchObject({ auditFrom: 3, macValid: true });
+  expect(await j.setThreadScope("v", { taskIds: [4] })).toMatchObject({ auditFrom: 3, macValid: true });
+  // A thread with a record before its registration gets none (its records may begin anywhere before).
+  await append("late", 3);
+  expect((await j.registerThread(thread("late"))).auditFrom).toBeUndefined();
+  await append("v", 4); // seq 4
+  await append("other", 5); // seq 5
+  await append("v", 6); // seq 6
+  await append("other", 7); // seq 7
+  const source = { audit, thread: async () => ({ status: "finished" as const }), journal: j };
+  const chainOf = async () => (await caseOf(source, "v"))!.caseRecord.auditChain;
+  expect(await chainOf()).toMatchObject({
+    intact: true,
+    checkedFrom: 3,
+    recordsChecked: 5,
+    head: { seq: 7 },
+    threadRecords: [{ seq: 4 }, { seq: 6 }],
+  });
+  // An edit before the thread began is not its evidence (audit verify reports it).
+  await run(
+    "UPDATE audit_records SET record_json = replace(record_json, 'demo-user', 'mallory') WHERE seq = 1",
+  );
+  expect(await chainOf()).toMatchObject({ intact: true, checkedFrom: 3 });
+  expect(await audit.verify()).toMatchObject({ intact: false, problem: { kind: "edited", seq: 1 } });
+  // The thread's first record removed: the record after it links to it, and the view says so, though
+  // the thread's first remaining record is seq 6.
+  await run("DELETE FROM audit_records WHERE seq = 4");
+  expect(await chainOf()).toMatchObject({
+    intact: false,
+    checkedFrom: 3,
+    problem: expect.stringMatching(/^removed at seq 4:/),
+  });
+  // Moving where the thread's records begin past the gap breaks the row's seal: the whole chain is checked.
+  await run(
+    "UPDATE threads SET record_json = replace(record_json, '\"auditFrom\":3', '\"auditFrom\":6') WHERE thread_id = 'v'",
+  );
+  expect((await j.getThread("v"))!.macValid).toBe(false);
+  expect(await chainOf()).toMatchObject({
+    intact: false,
+    checkedFrom: 1,
+    problem: expect.stringMatching(/^edited at seq 1:/),
+  });
+}
+
 describe("thread scope: SQLite", () => {
   it("is set before the thread has an action, and stays once it has one or is closed", async () => {
     const j = new SqliteJournal(path.join(tempDir("ae-scope-"), "journal.sqlite"), KEY);
     opened.push(j);
     await setsScope(j);
+  });
+
+  it("a thread's audit records begin where its registration says; its case record checks the chain from there", async () => {
+    const j = new SqliteJournal(path.join(tempDir("ae-audit-from-"), "journal.sqlite"), KEY);
+    opened.push(j);
+    const audit = new SqliteAuditLog(j.conn);
+    j.conn.db.exec("DROP TRIGGER audit_records_no_update; DROP TRIGGER audit_records_no_delete");
+    await viewsFromRegistration(j, audit, async (sql, ...values) => {
+      j.conn.db.prepare(sql).run(...values);
+    });
   });
 
   it("threadRows reads what the three reads read, an edited action row included", async () => {
@@ -127,6 +198,26 @@ describe.skipIf(!usingPostgres)("thread scope: PostgreSQL", () => {
     const j = await PostgresJournal.open(config, KEY);
     opened.push(j);
     await setsScope(j);
+  });
+
+  it("a thread's audit records begin where its registration says; its case record checks the chain from there", async () => {
+    const config = loadConfig({ DATABASE_URL: db.url, ACTION_ENVELOPE_DB_SCHEMA: "audit_from" }).database!;
+    const j = await PostgresJournal.open(config, KEY);
+    opened.push(j);
+    const audit = await PostgresAuditLog.open(config);
+    try {
+      await adminQuery("ALTER TABLE audit_from.audit_records DISABLE TRIGGER USER", [], db.url);
+      await viewsFromRegistration(j, audit, async (sql, ...values) => {
+        let n = 0;
+        await adminQuery(
+          sql.replace(/\b(audit_records|threads)\b/g, "audit_from.$1").replace(/\?/g, () => `$${++n}`),
+          values,
+          db.url,
+        );
+      });
+    } finally {
+      await audit.close();
+    }
   });
 
   it("threadRows reads in one statement what the three reads read, an edited action row included", async () => {

@@ -114,8 +114,12 @@ function pagingOf(
 export interface AuditSource {
   audit: AuditLog;
   checkpointer: BaseCheckpointSaver;
-  /** The journal whose question rows the thread route reports; without it the route leaves `question` out. */
-  journal?: Pick<Journal, "getQuestion">;
+  /**
+   * The journal whose question rows the thread route reports (without it the route leaves `question`
+   * out) and whose thread rows say where a thread's audit records begin (without it a case record checks
+   * the whole chain).
+   */
+  journal?: Pick<Journal, "getQuestion" | "getThread">;
 }
 
 /**
@@ -178,7 +182,11 @@ export function createAuditRoutes(open: () => Promise<AuditSource>): Hono {
     try {
       const { audit, checkpointer, journal } = await get();
       const found = await caseOf(
-        { audit, thread: async (id) => threadFromCheckpoints(await checkpointsOf(checkpointer), id) },
+        {
+          audit,
+          thread: async (id) => threadFromCheckpoints(await checkpointsOf(checkpointer), id),
+          ...(journal ? { journal } : {}),
+        },
         threadId,
       );
       if (!found)

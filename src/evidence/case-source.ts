@@ -1,17 +1,21 @@
 /**
- * Where a case record comes from: a thread's audit records, the chain's verification from the thread's
- * first record to the head, and the thread's state in some checkpointer (the CLI's own, or the
+ * Where a case record comes from: a thread's audit records, the chain's verification (from where the
+ * thread's records begin, verifyForView), and the thread's state in some checkpointer (the CLI's own, or the
  * LangGraph API server's). Shared by `audit show|export` (src/cli/audit-command.ts) and the API
  * server's /audit routes (src/api/audit-routes.ts), so both compute exactly the same record.
  */
 import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type { AuditLog, AuditRecord, ChainVerification } from "../store/audit.js";
+import type { ThreadRecord } from "../store/action-machine.js";
+import type { Journal } from "../store/journal.js";
 import { buildCase } from "./bundle.js";
 import type { RunStatus } from "./case-input.js";
 
 export interface CaseSource {
   audit: Pick<AuditLog, "records" | "verify">;
   thread(threadId: string): Promise<{ status: RunStatus; state?: ThreadMirror }>;
+  /** The thread's journal row, where the journal is at hand (where its records begin: verifyForView). */
+  journal?: Pick<Journal, "getThread">;
 }
 
 /** A thread's latest checkpoint as the graph reads it: the fields of LangGraph's `StateSnapshot` used here. */
@@ -39,19 +43,23 @@ export async function threadFromCheckpoints(
 }
 
 /**
- * The chain's check for a view of these records (one thread's, in chain order): from the first of them
- * to the head, so a view costs what came after the thread began, not the whole log. It is the check of
- * the whole chain for every record it covers: a record of the thread edited, or any record after it
- * edited, removed, reordered or inserted, is found as `audit verify` finds it, and a chain rewritten
- * from there on with consistent hashes passes both (`audit verify --head` catches that). What lies
- * before the thread's first record is not part of its evidence and is left to `audit verify`. With no
- * records, nothing is checked and the head is reported.
+ * The chain's check for a view of one thread's records (in chain order). For a thread whose sealed
+ * journal row names where its records begin (`auditFrom`, set at registration), from there (or from
+ * an earlier record of the thread) to the head: every record of the thread and every record after
+ * its registration is checked as `audit verify` checks it, so one of its records edited, removed,
+ * reordered or inserted is found, and a view costs what was appended since the thread began, not the
+ * whole log. A chain rewritten from there on with consistent hashes passes both (`audit verify --head`
+ * catches that), and what lies before is not the thread's evidence. Any other thread (registered before
+ * `auditFrom` was recorded, unknown to the journal, or with a seal that fails) gets the whole chain.
  */
 export function verifyForView(
   audit: Pick<AuditLog, "verify">,
   records: readonly AuditRecord[],
+  thread: ThreadRecord | undefined,
 ): Promise<ChainVerification> {
-  return audit.verify({ from: records[0]?.seq ?? Number.MAX_SAFE_INTEGER });
+  const from = thread?.macValid ? thread.auditFrom : undefined;
+  if (from === undefined) return audit.verify();
+  return audit.verify({ from: Math.min(from, records[0]?.seq ?? from) });
 }
 
 /** One run's case record and evidence objects with the chain's verification; undefined when the thread has neither records nor checkpoints. */
@@ -59,8 +67,12 @@ export async function caseOf(
   s: CaseSource,
   threadId: string,
 ): Promise<({ chain: ChainVerification } & ReturnType<typeof buildCase>) | undefined> {
-  const [records, thread] = await Promise.all([s.audit.records({ threadId }), s.thread(threadId)]);
+  const [records, thread, row] = await Promise.all([
+    s.audit.records({ threadId }),
+    s.thread(threadId),
+    s.journal?.getThread(threadId),
+  ]);
   if (records.length === 0 && thread.status === "not_found") return undefined;
-  const chain = await verifyForView(s.audit, records);
+  const chain = await verifyForView(s.audit, records, row);
   return { chain, ...buildCase({ threadId, status: thread.status, state: thread.state, records, chain }) };
 }

@@ -20,11 +20,12 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
   const { app, base, notYours } = ctx;
 
   const caseOf = async (threadId: string) => {
-    const [records, view] = await Promise.all([
+    const [records, view, row] = await Promise.all([
       app.deps.audit.records({ threadId }),
       viewThread(app, threadId),
+      app.deps.journal.getThread(threadId),
     ]);
-    const chain = await verifyForView(app.deps.audit, records);
+    const chain = await verifyForView(app.deps.audit, records, row);
     const status = view.status === "awaiting_input" ? "awaiting_approval" : view.status;
     return buildCase({ threadId, status, state: view.state, records, chain });
   };

@@ -179,6 +179,13 @@ export interface ThreadRecord {
    * built by code from that action's recorded before-values, never by the model. Sealed with the rest.
    */
   compensates?: { threadId: string; envelopeHash: string };
+  /**
+   * The audit log's next seq when the thread was registered with no audit record yet: every record of
+   * the thread is at or after it, so a view of the thread checks the chain from here (a record of the
+   * thread removed is then found). Sealed with the rest; absent on threads registered before it was
+   * recorded and on threads that had records before their registration.
+   */
+  auditFrom?: number;
   closed: ClosedRecord | null;
   macValid: boolean;
 }
@@ -315,10 +322,17 @@ export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
 export function macContentOfThread(
   t: Pick<
     ThreadRecord,
-    "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates"
+    | "threadId"
+    | "request"
+    | "requestedBy"
+    | "requesterVerifiedBy"
+    | "scope"
+    | "createdAt"
+    | "compensates"
+    | "auditFrom"
   >,
 ): Record<string, unknown> {
-  // `compensates` and `requesterVerifiedBy` only when present, so threads sealed before they existed keep their seal.
+  // `compensates`, `requesterVerifiedBy` and `auditFrom` only when present, so threads sealed before they existed keep their seal.
   return {
     kind: "thread",
     threadId: t.threadId,
@@ -328,6 +342,7 @@ export function macContentOfThread(
     scope: t.scope,
     createdAt: t.createdAt,
     ...(t.compensates ? { compensates: t.compensates } : {}),
+    ...(t.auditFrom !== undefined ? { auditFrom: t.auditFrom } : {}),
   };
 }
 

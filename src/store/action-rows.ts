@@ -42,10 +42,19 @@ export interface ThreadDbRow {
 export type NewThread = Pick<
   ThreadRecord,
   "threadId" | "request" | "requestedBy" | "requesterVerifiedBy" | "scope" | "createdAt" | "compensates"
->;
+> &
+  Partial<Pick<ThreadRecord, "auditFrom">>;
 
 export function sealAction(key: Buffer, a: RegisteredAction): { json: string; mac: string } {
   return { json: JSON.stringify(a), mac: sealOf(key, macContentOfAction(a)) };
+}
+
+/**
+ * A new thread's record with `auditFrom`, the audit log's next seq, when the thread has no audit record
+ * yet (`audit`, read by the store when it registers the thread).
+ */
+export function withAuditFrom(t: NewThread, audit: { next: number; hasRecords: boolean }): NewThread {
+  return audit.hasRecords ? t : { ...t, auditFrom: audit.next };
 }
 
 export function sealThread(key: Buffer, t: NewThread): { json: string; mac: string } {

@@ -7,6 +7,7 @@ import {
   rescoped,
   sealThread,
   toThreadRecord,
+  withAuditFrom,
   type ActionDbRow,
   type NewThread,
   type ThreadDbRow,
@@ -16,7 +17,18 @@ import { PgBase } from "./base.js";
 
 export class PgThreads extends PgBase implements ThreadJournal {
   async registerThread(t: NewThread): Promise<ThreadRecord> {
-    const sealed = sealThread(this.key, t);
+    // Records appended meanwhile get a later seq; the thread's own come after its registration.
+    const [audit] = await query<{ next: string; has_records: boolean }>(
+      this.pool,
+      this.db,
+      `registering thread ${t.threadId}`,
+      `SELECT coalesce(max(seq), 0) + 1 AS next, EXISTS (SELECT 1 FROM ${this.s}.audit_records WHERE thread_id = $1) AS has_records FROM ${this.s}.audit_records`,
+      [t.threadId],
+    );
+    const sealed = sealThread(
+      this.key,
+      withAuditFrom(t, { next: Number(audit!.next), hasRecords: audit!.has_records }),
+    );
     await this.run(
       `registering thread ${t.threadId}`,
       `INSERT INTO ${this.s}.threads (thread_id, record_json, mac, created_at, keeper) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO NOTHING`,

@@ -6,6 +6,7 @@ import {
   rescoped,
   sealThread,
   toThreadRecord,
+  withAuditFrom,
   type ActionDbRow,
   type NewThread,
   type ThreadDbRow,
@@ -15,12 +16,15 @@ import { SqliteBase } from "./base.js";
 
 export class SqliteThreads extends SqliteBase implements ThreadJournal {
   async registerThread(t: NewThread): Promise<ThreadRecord> {
-    const sealed = sealThread(this.key, t);
-    this.conn.write(() =>
+    this.conn.write(() => {
+      const audit = this.sql(
+        "SELECT coalesce(max(seq), 0) + 1 AS next, EXISTS (SELECT 1 FROM audit_records WHERE thread_id = ?) AS hasRecords FROM audit_records",
+      ).get(t.threadId) as { next: number; hasRecords: number };
+      const sealed = sealThread(this.key, withAuditFrom(t, { ...audit, hasRecords: audit.hasRecords === 1 }));
       this.sql(
         "INSERT OR IGNORE INTO threads (thread_id, record_json, mac, created_at, keeper) VALUES (?, ?, ?, ?, ?)",
-      ).run(t.threadId, sealed.json, sealed.mac, t.createdAt, this.keeper),
-    );
+      ).run(t.threadId, sealed.json, sealed.mac, t.createdAt, this.keeper);
+    });
     return (await this.getThread(t.threadId))!;
   }
 
