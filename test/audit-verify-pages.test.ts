@@ -246,19 +246,29 @@ const DAMAGES: Damage[] = [
   },
 ];
 
-describe.each([
+const BACKENDS = [
   { backend: "SQLite", open: sqliteStore, skip: false },
   { backend: "PostgreSQL", open: postgresStore, skip: !usingPostgres },
-])("audit verify in pages on $backend", ({ open, skip }) => {
-  let store: Store;
+];
+
+/** Opens a store for a block's tests (unless skipped), and closes it and the PostgreSQL database after them. */
+function storePerBlock(open: () => Promise<Store>, skip: boolean, use: (s: Store) => void): void {
+  let opened: Store | undefined;
   beforeAll(async () => {
-    if (!skip) store = await open();
+    if (skip) return;
+    opened = await open();
+    use(opened);
   });
   afterAll(async () => {
-    await store?.close();
+    await opened?.close();
     await pgDatabase?.drop();
     pgDatabase = undefined;
   });
+}
+
+describe.each(BACKENDS)("audit verify in pages on $backend", ({ open, skip }) => {
+  let store!: Store;
+  storePerBlock(open, skip, (s) => (store = s));
 
   it.skipIf(skip)(
     "reads an intact chain of N records in ⌊N / k⌋ + 1 statements of k, with the same answer",
@@ -298,138 +308,132 @@ describe.each([
   }
 });
 
-/** The whole chain's first problem at or after `from`, or none: what a check from `from` must report. */
-describe.each([
-  { backend: "SQLite", open: sqliteStore, skip: false },
-  { backend: "PostgreSQL", open: postgresStore, skip: !usingPostgres },
-])("audit verify from a seq on $backend (what a thread's view checks)", ({ open, skip }) => {
-  let store: Store;
-  beforeAll(async () => {
-    if (!skip) store = await open();
-  });
-  afterAll(async () => {
-    await store?.close();
-    await pgDatabase?.drop();
-    pgDatabase = undefined;
-  });
+/** A check from a seq reports what the whole chain's check reports at or after it, and nothing before it. */
+describe.each(BACKENDS)(
+  "audit verify from a seq on $backend (what a thread's view checks)",
+  ({ open, skip }) => {
+    let store!: Store;
+    storePerBlock(open, skip, (s) => (store = s));
 
-  it.skipIf(skip)(
-    "checks the records from the seq on, reading the one before it and their pages only",
-    async () => {
-      await store.restore();
-      const head = { seq: N, hash: store.records[N - 1]!.hash };
-      expect(await store.log.verify({ from: 1 })).toEqual({ intact: true, records: N, head });
-      for (let from = 2; from <= N + 2; from++) {
-        const checked = Math.max(0, N - from + 1);
-        for (const pageSize of [1, 2, N, 1000]) {
-          const before = store.reads();
-          expect(await store.log.verify({ from, pageSize }), `from ${from}, pages of ${pageSize}`).toEqual({
-            intact: true,
-            records: checked,
-            from: Math.min(from, N + 1),
-            head,
-          });
-          // The record before `from`, then the pages from there: none of the records before it.
-          expect(store.reads() - before, `from ${from}, pages of ${pageSize}`).toBe(
-            1 + Math.floor(checked / pageSize) + 1,
-          );
-        }
-      }
-    },
-  );
-
-  it.skipIf(skip)(
-    "refuses a start that is not a positive whole seq, and one with an anchored head",
-    async () => {
-      for (const from of [0, -1, 2.5]) await expect(store.log.verify({ from })).rejects.toThrow(RangeError);
-      await expect(store.log.verify({ from: 2, head: store.records[N - 1]!.hash })).rejects.toThrow(
-        /without `from`/,
-      );
-    },
-  );
-
-  for (const d of DAMAGES.filter((x) => !x.head)) {
     it.skipIf(skip)(
-      `finds ${d.name} as the whole chain's check does, from every seq it lies at or before`,
+      "checks the records from the seq on, reading the one before it and their pages only",
       async () => {
-        for (const p of d.at) {
-          await store.restore();
-          await d.damage(store, p);
-          const whole = await store.log.verify();
-          for (let from = 2; from <= N; from++) {
-            const partial = await store.log.verify({ from });
-            const where = `damage at ${p}, from ${from}`;
-            if (whole.intact) {
-              expect(partial, where).toMatchObject({ intact: true, head: whole.head });
-            } else if (whole.problem.seq >= from) {
-              expect(partial, where).toMatchObject({ intact: false, problem: whole.problem });
-              for (const pageSize of [1, 3])
-                expect(await store.log.verify({ from, pageSize }), `${where}, pages of ${pageSize}`).toEqual(
-                  partial,
-                );
-            }
+        await store.restore();
+        const head = { seq: N, hash: store.records[N - 1]!.hash };
+        expect(await store.log.verify({ from: 1 })).toEqual({ intact: true, records: N, head });
+        for (let from = 2; from <= N + 2; from++) {
+          const checked = Math.max(0, N - from + 1);
+          for (const pageSize of [1, 2, N, 1000]) {
+            const before = store.reads();
+            expect(await store.log.verify({ from, pageSize }), `from ${from}, pages of ${pageSize}`).toEqual({
+              intact: true,
+              records: checked,
+              from: Math.min(from, N + 1),
+              head,
+            });
+            // The record before `from`, then the pages from there: none of the records before it.
+            expect(store.reads() - before, `from ${from}, pages of ${pageSize}`).toBe(
+              1 + Math.floor(checked / pageSize) + 1,
+            );
           }
         }
       },
     );
-  }
 
-  it.skipIf(skip)(
-    "leaves a record before the seq unchecked: an edit there is found by the whole chain's check only",
-    async () => {
-      for (const d of DAMAGES.filter((x) => x.name === "an edited field" || x.name === "a broken link")) {
-        for (let p = 1; p < N; p++) {
+    it.skipIf(skip)(
+      "refuses a start that is not a positive whole seq, and one with an anchored head",
+      async () => {
+        for (const from of [0, -1, 2.5]) await expect(store.log.verify({ from })).rejects.toThrow(RangeError);
+        await expect(store.log.verify({ from: 2, head: store.records[N - 1]!.hash })).rejects.toThrow(
+          /without `from`/,
+        );
+      },
+    );
+
+    for (const d of DAMAGES.filter((x) => !x.head)) {
+      it.skipIf(skip)(
+        `finds ${d.name} as the whole chain's check does, from every seq it lies at or before`,
+        async () => {
+          for (const p of d.at) {
+            await store.restore();
+            await d.damage(store, p);
+            const whole = await store.log.verify();
+            for (let from = 2; from <= N; from++) {
+              const partial = await store.log.verify({ from });
+              const where = `damage at ${p}, from ${from}`;
+              if (whole.intact) {
+                expect(partial, where).toMatchObject({ intact: true, head: whole.head });
+              } else if (whole.problem.seq >= from) {
+                expect(partial, where).toMatchObject({ intact: false, problem: whole.problem });
+                for (const pageSize of [1, 3])
+                  expect(
+                    await store.log.verify({ from, pageSize }),
+                    `${where}, pages of ${pageSize}`,
+                  ).toEqual(partial);
+              }
+            }
+          }
+        },
+      );
+    }
+
+    it.skipIf(skip)(
+      "leaves a record before the seq unchecked: an edit there is found by the whole chain's check only",
+      async () => {
+        for (const d of DAMAGES.filter((x) => x.name === "an edited field" || x.name === "a broken link")) {
+          for (let p = 1; p < N; p++) {
+            await store.restore();
+            await d.damage(store, p);
+            expect(await store.log.verify(), `${d.name} at ${p}`).toMatchObject({ intact: false });
+            expect(await store.log.verify({ from: p + 1 }), `${d.name} at ${p}`).toMatchObject({
+              intact: true,
+            });
+            expect(await store.log.verify({ from: p }), `${d.name} at ${p}`).toMatchObject({
+              intact: false,
+              problem: { kind: "edited", seq: p },
+            });
+          }
+        }
+      },
+    );
+
+    it.skipIf(skip)(
+      "names a record slipped in just before the seq as the whole chain's check does: the next one links past it",
+      async () => {
+        const d = DAMAGES.find((x) => x.name.startsWith("an inserted record, correctly hashed"))!;
+        for (const p of d.at) {
           await store.restore();
           await d.damage(store, p);
-          expect(await store.log.verify(), `${d.name} at ${p}`).toMatchObject({ intact: false });
-          expect(await store.log.verify({ from: p + 1 }), `${d.name} at ${p}`).toMatchObject({
-            intact: true,
-          });
-          expect(await store.log.verify({ from: p }), `${d.name} at ${p}`).toMatchObject({
+          const whole = await store.log.verify();
+          expect(whole, `at ${p}`).toMatchObject({ intact: false, problem: { kind: "inserted", seq: p } });
+          expect(await store.log.verify({ from: p + 1 }), `at ${p}`).toMatchObject({
             intact: false,
-            problem: { kind: "edited", seq: p },
+            problem: whole.intact ? {} : whole.problem,
           });
         }
-      }
-    },
-  );
+      },
+    );
 
-  it.skipIf(skip)(
-    "names a record slipped in just before the seq as the whole chain's check does: the next one links past it",
-    async () => {
-      const d = DAMAGES.find((x) => x.name.startsWith("an inserted record, correctly hashed"))!;
-      for (const p of d.at) {
+    it.skipIf(skip)(
+      "a case record without the thread's journal row checks the whole chain, as audit verify does",
+      async () => {
+        // thread-0's records are seq 3 and 6 (entry i goes to thread i % 3); with no journal at hand
+        // nothing says where its records begin (test/thread-scope-stores.test.ts has the journal's case).
+        const source = { audit: store.log, thread: async () => ({ status: "finished" as const }) };
+        const chainOf = async () => (await caseOf(source, "thread-0"))!.caseRecord.auditChain;
         await store.restore();
-        await d.damage(store, p);
-        const whole = await store.log.verify();
-        expect(whole, `at ${p}`).toMatchObject({ intact: false, problem: { kind: "inserted", seq: p } });
-        expect(await store.log.verify({ from: p + 1 }), `at ${p}`).toMatchObject({
-          intact: false,
-          problem: whole.intact ? {} : whole.problem,
+        expect(await chainOf()).toMatchObject({
+          intact: true,
+          checkedFrom: 1,
+          recordsChecked: N,
+          threadRecords: [{ seq: 3 }, { seq: 6 }],
         });
-      }
-    },
-  );
-
-  it.skipIf(skip)(
-    "a case record without the thread's journal row checks the whole chain, as audit verify does",
-    async () => {
-      // thread-0's records are seq 3 and 6 (entry i goes to thread i % 3); with no journal at hand
-      // nothing says where its records begin (test/thread-scope-stores.test.ts has the journal's case).
-      const source = { audit: store.log, thread: async () => ({ status: "finished" as const }) };
-      const chainOf = async () => (await caseOf(source, "thread-0"))!.caseRecord.auditChain;
-      await store.restore();
-      expect(await chainOf()).toMatchObject({
-        intact: true,
-        checkedFrom: 1,
-        recordsChecked: N,
-        threadRecords: [{ seq: 3 }, { seq: 6 }],
-      });
-      await DAMAGES.find((x) => x.name === "an edited field")!.damage(store, 1);
-      expect(await chainOf()).toMatchObject({
-        intact: false,
-        problem: expect.stringMatching(/^edited at seq 1:/),
-      });
-    },
-  );
-});
+        await DAMAGES.find((x) => x.name === "an edited field")!.damage(store, 1);
+        expect(await chainOf()).toMatchObject({
+          intact: false,
+          problem: expect.stringMatching(/^edited at seq 1:/),
+        });
+      },
+    );
+  },
+);
