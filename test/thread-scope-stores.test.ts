@@ -5,6 +5,7 @@
  * rows read together (threadRows): what the three reads of its record, action and question give,
  * edited rows included.
  */
+import fs from "node:fs";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -16,6 +17,8 @@ import { tempDir } from "./support/harness.js";
 import { SqliteAuditLog, type AuditLog } from "../src/store/audit.js";
 import { PostgresAuditLog } from "../src/store/pg-audit.js";
 import { caseOf } from "../src/evidence/case-source.js";
+import { openStores } from "../src/store/backends.js";
+import { withInspectSession } from "../src/cli/app-session.js";
 import { refusalEntry } from "./support/audit-entries.js";
 import { testAction } from "./support/journal-rows.js";
 import { adminQuery, createTestDatabase, usingPostgres, type TestDatabase } from "./support/postgres.js";
@@ -167,6 +170,45 @@ describe("thread scope: SQLite", () => {
     j.conn.db.exec("DROP TRIGGER audit_records_no_update; DROP TRIGGER audit_records_no_delete");
     await viewsFromRegistration(j, audit, async (sql, ...values) => {
       j.conn.db.prepare(sql).run(...values);
+    });
+  });
+
+  it("audit show on a data directory checks from where a thread's records begin with the journal key at hand, the whole chain without it", async () => {
+    const dir = tempDir("ae-inspect-from-");
+    const withKey = loadConfig({
+      ACTION_ENVELOPE_DATA_DIR: path.join(dir, "data"),
+      ACTION_ENVELOPE_JOURNAL_KEY: KEY.toString("base64"),
+    });
+    const withoutKey = loadConfig({
+      ACTION_ENVELOPE_DATA_DIR: path.join(dir, "data"),
+      ACTION_ENVELOPE_JOURNAL_KEY_FILE: path.join(dir, "no-such.key"),
+    });
+    const { journal, audit } = await openStores(withKey);
+    for (const [threadId, i] of [
+      ["earlier", 1],
+      ["earlier", 2],
+    ] as const)
+      await audit.append(refusalEntry(threadId, i));
+    await journal.registerThread(thread("v"));
+    for (const [threadId, i] of [
+      ["v", 4],
+      ["other", 5],
+      ["v", 6],
+    ] as const)
+      await audit.append(refusalEntry(threadId, i));
+    await journal.close();
+    const chainOf = (config: typeof withKey) =>
+      withInspectSession(async (s) => (await caseOf(s, "v"))!.caseRecord.auditChain, config);
+    expect(await chainOf(withKey)).toMatchObject({ intact: true, checkedFrom: 3, recordsChecked: 3 });
+    expect(await chainOf(withoutKey)).toMatchObject({ intact: true, checkedFrom: 1, recordsChecked: 5 });
+    expect(fs.existsSync(path.join(dir, "no-such.key"))).toBe(false);
+    // The thread's first record removed (its next record is not adjacent): found from auditFrom.
+    const db = new Database(path.join(dir, "data", "journal.sqlite"));
+    db.exec("DROP TRIGGER audit_records_no_delete; DELETE FROM audit_records WHERE seq = 3");
+    db.close();
+    expect(await chainOf(withKey)).toMatchObject({
+      intact: false,
+      problem: expect.stringMatching(/^removed at seq 3:/),
     });
   });
 

@@ -11,12 +11,18 @@ import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type { RunStatus } from "../evidence/case-input.js";
 import type { CheckpointReader } from "../evidence/case-source.js";
 import type { AuditLog } from "../store/audit.js";
+import type { Journal } from "../store/journal.js";
 
 export interface InspectSession {
   config: AppConfig;
   audit: AuditLog;
   /** The thread's state and status as its checkpoints record them. */
   thread(threadId: string): Promise<{ status: RunStatus; state?: ThreadMirror }>;
+  /**
+   * The journal's thread rows (where a thread's audit records begin: verifyForView), when the journal
+   * key already exists; without it a case record checks the whole chain.
+   */
+  journal?: Pick<Journal, "getThread">;
 }
 
 export async function withInspectSession<T>(
@@ -26,9 +32,10 @@ export async function withInspectSession<T>(
   // Loaded when a command opens a session, not when the CLI starts (docs/operations.md: Performance);
   // the checkpointer (LangGraph's savers, @langchain/core) only when a thread is read: `audit list`
   // and `audit verify` read the audit log alone.
-  const [{ threadFromCheckpoints }, { createAuditLog }] = await Promise.all([
+  const [{ threadFromCheckpoints }, { createAuditLog }, { existingJournalKey }] = await Promise.all([
     import("../evidence/case-source.js"),
     import("../store/backends.js"),
+    import("../store/journal-key.js"),
   ]);
   // The same storage the runs used: files under the data directory, or the DATABASE_URL database.
   const audit = await createAuditLog(config);
@@ -36,9 +43,24 @@ export async function withInspectSession<T>(
   let saver: BaseCheckpointSaver | undefined;
   let read: CheckpointReader | undefined;
   let closeSaver: ((saver: BaseCheckpointSaver) => Promise<void>) | undefined;
+  // The journal, opened on the first thread row asked for, only with a key that already exists.
+  const key = existingJournalKey(config);
+  let journal: Promise<Journal> | undefined;
   const session: InspectSession = {
     config,
     audit,
+    ...(key
+      ? {
+          journal: {
+            async getThread(threadId) {
+              journal ??= openJournalFor(config, key);
+              // A journal that cannot be opened here leaves the case record to check the whole chain.
+              const opened = await journal.catch(() => undefined);
+              return opened?.getThread(threadId);
+            },
+          },
+        }
+      : {}),
     async thread(threadId) {
       // Never create a checkpoint file just by looking.
       if (!config.database && !fs.existsSync(checkpointsFile)) return { status: "not_found" };
@@ -59,5 +81,14 @@ export async function withInspectSession<T>(
   } finally {
     await audit.close();
     if (saver) await closeSaver!(saver);
+    if (journal) await (await journal.catch(() => undefined))?.close();
   }
+}
+
+/** The journal of the configured store, without the checks and adoptions a process that writes makes at open. */
+async function openJournalFor(config: AppConfig, key: Buffer): Promise<Journal> {
+  if (config.database)
+    return (await import("../store/pg-journal.js")).PostgresJournal.open(config.database, key);
+  const { SqliteJournal } = await import("../store/journal.js");
+  return new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key);
 }

@@ -47,6 +47,24 @@ export function loadJournalKey(
   return readKey(file);
 }
 
+/**
+ * The journal key where it already exists, for a process that only reads (`audit show`): never
+ * created. Undefined without one, and for one a writer of the data directory could have used to re-seal
+ * (inside the data directory, or readable or writable by others).
+ */
+export function existingJournalKey(config: Pick<AppConfig, "journalKey" | "dataDir">): Buffer | undefined {
+  const k = config.journalKey;
+  if (k.source === "env") return k.key;
+  const rel = path.relative(config.dataDir, k.path);
+  if ((!rel.startsWith("..") && !path.isAbsolute(rel)) || !fs.existsSync(k.path)) return undefined;
+  try {
+    return readKey(k.path);
+  } catch (e) {
+    if (e instanceof ConfigError) return undefined;
+    throw e;
+  }
+}
+
 function readKey(file: string): Buffer {
   const key = readKeyText(file);
   refuseLooseMode(
