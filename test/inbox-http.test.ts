@@ -520,7 +520,12 @@ describe("inbox over HTTP", () => {
     }
     const requester = new Client(w.inbox.url);
     await requester.signIn("demo-user");
-    expect((await requester.req(`/t/${view.threadId}/evidence`)).status).toBe(200);
+    const evidence = await requester.req(`/t/${view.threadId}/evidence`);
+    expect(evidence.status).toBe(200);
+    // The chain is checked from where the run's records begin (the sign-ins before it are not its evidence).
+    const auditFrom = (await w.app.deps.journal.getThread(view.threadId))!.auditFrom!;
+    expect(auditFrom).toBeGreaterThan(1);
+    expect(await evidence.text()).toContain(`intact (checked from seq ${auditFrom} to the head)`);
     const alice = new Client(w.inbox.url);
     await alice.signIn("alice");
     expect((await alice.req(`/t/${view.threadId}/evidence`)).status).toBe(200);
