@@ -376,6 +376,25 @@ export interface SummaryRow {
 }
 
 /**
+ * A page's SummaryRows as `summary` selects them from the records' JSON. When the store could not read
+ * a record as JSON (`unreadable` says so of the failure), the same rows are read whole and toRecord
+ * names the damaged one (AuditLogError); any other failure, or none named, is the statement's own.
+ */
+export async function summaryRowsNamingDamage(
+  summary: () => Promise<SummaryRow[]>,
+  whole: () => Promise<AuditRow[]>,
+  unreadable: (e: unknown) => boolean,
+): Promise<SummaryRow[]> {
+  try {
+    return await summary();
+  } catch (e) {
+    if (!unreadable(e)) throw e;
+    for (const row of await whole()) toRecord(row);
+    throw e;
+  }
+}
+
+/**
  * How the threads of a page are read: `many` orders by thread, then seq; `one` is one thread's records
  * after a seq.
  */

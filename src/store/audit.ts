@@ -37,6 +37,7 @@ import {
   ChainVerifier,
   recordHashOfText,
   summariseThreads,
+  summaryRowsNamingDamage,
   toRecord,
   verifyInPages,
   type SummaryRow,
@@ -213,21 +214,18 @@ const SQLITE_SUMMARY_COLUMNS = `seq, thread_id, event,
 
 /**
  * The SummaryRows of the records `from` (a FROM clause with its WHERE, ORDER BY and LIMIT) selects. A
- * record SQLite cannot read as JSON fails the statement ("malformed JSON"); the same rows are then
- * read whole, and toRecord names the damaged one (AuditLogError). Any other failure is the statement's.
+ * record SQLite cannot read as JSON fails the statement ("malformed JSON"), and is then named by its seq.
  */
 function summaryRows(
   sql: (text: string) => Database.Statement,
   from: string,
   values: unknown[],
-): SummaryRow[] {
-  try {
-    return sql(`SELECT ${SQLITE_SUMMARY_COLUMNS} ${from}`).all(...values) as SummaryRow[];
-  } catch (e) {
-    if (!(e instanceof Error && /malformed JSON/i.test(e.message))) throw e;
-    for (const row of sql(`SELECT * ${from}`).all(...values) as AuditRow[]) toRecord(row);
-    throw e;
-  }
+): Promise<SummaryRow[]> {
+  return summaryRowsNamingDamage(
+    async () => sql(`SELECT ${SQLITE_SUMMARY_COLUMNS} ${from}`).all(...values) as SummaryRow[],
+    async () => sql(`SELECT * ${from}`).all(...values) as AuditRow[],
+    (e) => e instanceof Error && /malformed JSON/i.test(e.message),
+  );
 }
 
 export class SqliteAuditLog implements AuditLog {

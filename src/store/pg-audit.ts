@@ -9,6 +9,7 @@ import type { DatabaseConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/index.js";
 import {
   summariseThreads,
+  summaryRowsNamingDamage,
   toRecord,
   type AuditRow,
   verifyInPages,
@@ -186,33 +187,22 @@ export class PostgresAuditLog implements AuditLog {
    * seq, and LIMIT). Their fields come from each record's text in one pass of PostgreSQL's json parser
    * (json_to_record over the text as json; the jsonb form would build the whole record first), so
    * neither the records' evidence nor its parsing reaches this process. A record PostgreSQL cannot read
-   * as JSON fails the statement (22P02); the same rows are then read whole, and toRecord names the
-   * damaged one (AuditLogError). Any other failure is the statement's.
+   * as JSON fails the statement (22P02), and is then named by its seq.
    */
-  private async summaryRows(where: string, values: unknown[]): Promise<SummaryRow[]> {
-    try {
-      return (
-        await query<SummaryRow>(
-          this.pool,
-          this.db,
-          "reading audit records",
-          // The rows are chosen (and limited) first: only they are parsed, not every row of the threads.
-          `SELECT ${PG_SUMMARY_COLUMNS} FROM (SELECT * FROM ${this.s}.audit_records ${where}) AS a, ${PG_SUMMARY_FIELDS} ORDER BY thread_id, seq`,
-          values,
-        )
-      ).map((r) => ({ ...r, seq: Number(r.seq) }));
-    } catch (e) {
-      if ((e as { code?: string }).code !== "22P02") throw e;
-      const rows = await query<AuditRow>(
-        this.pool,
-        this.db,
-        "reading audit records",
-        `SELECT * FROM ${this.s}.audit_records ${where}`,
-        values,
-      );
-      for (const row of rows) toRecord(normalise(row));
-      throw e;
-    }
+  private summaryRows(where: string, values: unknown[]): Promise<SummaryRow[]> {
+    const read = <R extends pg.QueryResultRow>(text: string) =>
+      query<R>(this.pool, this.db, "reading audit records", text, values);
+    return summaryRowsNamingDamage(
+      async () =>
+        // The rows are chosen (and limited) first: only they are parsed, not every row of the threads.
+        (
+          await read<SummaryRow>(
+            `SELECT ${PG_SUMMARY_COLUMNS} FROM (SELECT * FROM ${this.s}.audit_records ${where}) AS a, ${PG_SUMMARY_FIELDS} ORDER BY thread_id, seq`,
+          )
+        ).map((r) => ({ ...r, seq: Number(r.seq) })),
+      async () => (await read<AuditRow>(`SELECT * FROM ${this.s}.audit_records ${where}`)).map(normalise),
+      (e) => (e as { code?: string }).code === "22P02",
+    );
   }
 
   async verify(opts: VerifyOptions = {}): Promise<ChainVerification> {
