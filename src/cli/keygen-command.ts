@@ -13,6 +13,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { generateApproverKeyPair } from "../envelope/index.js";
+import { isInside } from "../config/file-mode.js";
 import { UsageError } from "../errors.js";
 import { esc } from "../text/escape.js";
 import { cap, LIMITS } from "./limits.js";
@@ -44,11 +45,6 @@ function realPathOf(dir: string): string {
   }
 }
 
-const inside = (child: string, parent: string) => {
-  const rel = path.relative(parent, child);
-  return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
-};
-
 /** The nearest directory at or above `dir` that holds `.git` (a git working tree), if any. */
 function workTreeOf(dir: string): string | undefined {
   for (let d = realPathOf(dir); ; d = path.dirname(d)) {
@@ -64,7 +60,7 @@ function workTreeOf(dir: string): string | undefined {
 export function containingRepository(dir: string, cwd: string = process.cwd()): string | undefined {
   const real = realPathOf(dir);
   const candidates = [workTreeOf(cwd), workTreeOf(PROJECT_ROOT), realPathOf(PROJECT_ROOT)];
-  return candidates.find((c): c is string => c !== undefined && inside(real, c));
+  return candidates.find((c): c is string => c !== undefined && isInside(real, c));
 }
 
 export interface KeygenResult {

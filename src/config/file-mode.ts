@@ -5,7 +5,14 @@
  * (and the CLI) stop at start with the fix in the message. POSIX modes only; skipped on Windows.
  */
 import fs from "node:fs";
+import path from "node:path";
 import { ConfigError } from "../errors.js";
+
+/** Whether `file` is `dir` itself or lies under it (where a writer of `dir` can reach it). */
+export function isInside(file: string, dir: string): boolean {
+  const rel = path.relative(dir, file);
+  return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
+}
 
 /** Group or world may read or write (or run) it: for keys. */
 export const PRIVATE = 0o077;

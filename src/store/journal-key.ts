@@ -9,7 +9,7 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { AppConfig } from "../config/env.js";
 import { canonicalJson } from "../envelope/canonical.js";
 import { ConfigError } from "../errors.js";
-import { PRIVATE, refuseLooseMode } from "../config/file-mode.js";
+import { PRIVATE, isInside, refuseLooseMode } from "../config/file-mode.js";
 
 export function loadJournalKey(
   config: Pick<AppConfig, "journalKey" | "dataDir">,
@@ -18,8 +18,7 @@ export function loadJournalKey(
   const k = config.journalKey;
   if (k.source === "env") return k.key;
   const file = k.path;
-  const rel = path.relative(config.dataDir, file);
-  if (!rel.startsWith("..") && !path.isAbsolute(rel)) {
+  if (isInside(file, config.dataDir)) {
     throw new ConfigError(
       "ACTION_ENVELOPE_JOURNAL_KEY_FILE",
       `points to ${file}, inside the data directory ${config.dataDir}; keep the key where a writer of the data directory cannot reach it`,
@@ -55,8 +54,7 @@ export function loadJournalKey(
 export function existingJournalKey(config: Pick<AppConfig, "journalKey" | "dataDir">): Buffer | undefined {
   const k = config.journalKey;
   if (k.source === "env") return k.key;
-  const rel = path.relative(config.dataDir, k.path);
-  if ((!rel.startsWith("..") && !path.isAbsolute(rel)) || !fs.existsSync(k.path)) return undefined;
+  if (isInside(k.path, config.dataDir) || !fs.existsSync(k.path)) return undefined;
   try {
     return readKey(k.path);
   } catch (e) {

@@ -16,7 +16,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import type { AppConfig } from "../config/env.js";
 import { ConfigError } from "../errors.js";
-import { OTHERS_WRITABLE, refuseLooseMode } from "../config/file-mode.js";
+import { OTHERS_WRITABLE, isInside, refuseLooseMode } from "../config/file-mode.js";
 
 const HASH = /^(?:[a-z0-9]+:)?[0-9a-f]{16,128}$/;
 
@@ -133,8 +133,7 @@ function syncDir(dir: string): void {
 /** The anchor of a configuration; refused inside the data directory, where a writer of the journal could edit it too. */
 export function writeAnchorOf(config: Pick<AppConfig, "writeAnchorPath" | "dataDir">): WriteAnchor {
   const file = config.writeAnchorPath;
-  const rel = path.relative(config.dataDir, file);
-  if (!rel.startsWith("..") && !path.isAbsolute(rel)) {
+  if (isInside(file, config.dataDir)) {
     throw new ConfigError(
       "ACTION_ENVELOPE_WRITE_ANCHOR_FILE",
       `points to ${file}, inside the data directory ${config.dataDir}; keep the anchor beside the journal key, where a writer of the data directory cannot reach it`,
