@@ -22,7 +22,7 @@ import {
 import { buildCase } from "../src/evidence/bundle.js";
 import { renderCase } from "../src/evidence/render.js";
 import type { AuditRecord } from "../src/store/audit.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { openTestApp, startPortal, stopOnceBeforeMove, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "LAB-AGENT-EXEC-002 - AUDITED";
@@ -48,14 +48,12 @@ async function waiting(
     requestedBy?: string;
     fields?: Record<string, unknown>;
     env?: Record<string, string>;
-    compile?: { interruptBefore: Array<"carry_out"> };
   } = {},
 ) {
   const model = new ScriptedChatModel(readThenPropose(4, opts.fields ?? { TITLE: NEW_TITLE }));
   app = await openTestApp(portal, dataDir, {
     model,
     ...(opts.env ? { env: opts.env } : {}),
-    ...(opts.compile ? { compile: opts.compile } : {}),
   });
   const view = await startRun(app, { request: REQUEST, requestedBy: opts.requestedBy ?? "demo-user" });
   return { app, view };
@@ -351,12 +349,16 @@ describe("audit records written by the graph", () => {
 });
 
 describe("crash and resume", () => {
-  it("a run stopped before the executor and finished by a new process, then a replayed carry_out node, add no duplicate records", async () => {
-    const first = await waiting({ compile: { interruptBefore: ["carry_out"] } });
+  it("a run stopped after the decision and finished by a new process, then a replayed check_decision step, add no duplicate records", async () => {
+    const first = await waiting();
     const threadId = first.view.threadId;
-    const stopped = await submitDecision(first.app, threadId, decision(first.view, "approve", "alice"));
+    stopOnceBeforeMove(first.app, "pre_read");
+    await expect(
+      submitDecision(first.app, threadId, decision(first.view, "approve", "alice")),
+    ).rejects.toThrow(/move to pre_read/);
+    const stopped = await viewThread(first.app, threadId);
     expect(stopped.status).toBe("interrupted_run");
-    expect(stopped.next).toEqual(["carry_out"]);
+    expect(stopped.next).toEqual(["check_decision"]);
     await first.app.close(); // the process is gone; the next one picks the thread up from SQLite
     app = undefined;
 
@@ -371,11 +373,11 @@ describe("crash and resume", () => {
     const after = await app.deps.audit.records({ threadId });
     expect(events(after)).toEqual(["approval_requested:1", "decision_accepted:1", "execution_outcome:1"]);
 
-    // Re-run carry_out (which also closes the run) from the checkpoint before it, as LangGraph does
-    // when a process dies between a node's side effects and its checkpoint.
+    // Re-run check_decision (which also carries out and closes the run) from the checkpoint before it,
+    // as LangGraph does when a process dies between a node's side effects and its checkpoint.
     let beforeClose: Awaited<ReturnType<App["graph"]["getState"]>> | undefined;
     for await (const snapshot of app.graph.getStateHistory({ configurable: { thread_id: threadId } })) {
-      if (snapshot.next.includes("carry_out")) {
+      if (snapshot.next.includes("check_decision")) {
         beforeClose = snapshot;
         break;
       }
@@ -384,14 +386,14 @@ describe("crash and resume", () => {
     now = new Date(now.getTime() + 60_000);
     const replayed = await app.graph.invoke(null, { ...beforeClose!.config, durability: "sync" });
     expect(replayed.outcome).toBe("VERIFIED");
-    // The journal closed the thread once: the replay reports that close, not a new one. carry_out,
+    // The journal closed the thread once: the replay reports that close, not a new one. check_decision,
     // reached after the close, is refused (one transition_refused record) and finish reports the close.
     expect(replayed.finishedAt).toBe(done.state?.finishedAt);
     expect(replayed.finishedAt).not.toBe(now.toISOString());
     const again = await app.deps.audit.records({ threadId });
     expect(again.slice(0, after.length)).toEqual(after);
     expect(events(again.slice(after.length))).toEqual([
-      expect.stringMatching(/^transition_refused:1:carry_out:/),
+      expect.stringMatching(/^transition_refused:1:check_decision:/),
     ]);
     expect(await app.deps.audit.verify()).toMatchObject({ intact: true, records: 4 });
     expect((await viewThread(app, threadId)).status).toBe("finished");

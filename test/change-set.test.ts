@@ -538,7 +538,7 @@ describe("a change set", () => {
       { journalNext: "carry_out", decision: forgedDecision },
       "check_decision",
     );
-    await app.graph.invoke(null, cfg);
+    await app.graph.invoke(new Command({ goto: "carry_out" }), cfg);
     expect(await portal.writes()).toHaveLength(0);
     const still = await startOrView(view.threadId);
     expect(still.status).toBe("awaiting_approval");

@@ -10,7 +10,7 @@ import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { hashEnvelope } from "../src/envelope/index.js";
 import { DecisionNotAcceptedError } from "../src/errors.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { openTestApp, startPortal, stopOnceBeforeMove, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 const NEW_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
@@ -200,10 +200,11 @@ describe("decision validation", () => {
   });
 
   it("ends APPROVAL_EXPIRED when the approval expires between the decision and the write", async () => {
-    // A pause before the executor stands for a process that stopped right after the decision.
-    const { app, view } = await waiting(REQUEST, undefined, { compile: { interruptBefore: ["carry_out"] } });
-    const paused = await submitDecision(app, view.threadId, approval(view));
-    expect(paused.status).toBe("interrupted_run");
+    // The process stops right after the decision was claimed, before the pre-read is recorded.
+    const { app, view } = await waiting();
+    stopOnceBeforeMove(app, "pre_read");
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/move to pre_read/);
+    expect((await app.deps.journal.currentAction(view.threadId))?.phase).toBe("decided");
     now = new Date(Date.parse(view.approval!.expiresAt) + 1);
     const done = await recoverThread(app, view.threadId);
     expect(done.state?.reasonCode).toBe("APPROVAL_EXPIRED");
@@ -483,6 +484,18 @@ describe("execution and verification", () => {
 });
 
 describe("tampering with the checkpoint after approval", () => {
+  it("no pause can be asked for between the claim and the write: interruptBefore carry_out does not stop an approval", async () => {
+    const { app, view } = await waiting(REQUEST, undefined, {
+      compile: { interruptBefore: ["carry_out"] as never },
+    });
+    const done = await submitDecision(app, view.threadId, approval(view));
+    expect({ status: done.status, outcome: done.state?.outcome }).toEqual({
+      status: "finished",
+      outcome: "VERIFIED",
+    });
+    expect(await portal.writes()).toHaveLength(1);
+  });
+
   const tampers: Array<[string, (e: any) => any]> = [
     ["params", (e) => ({ ...e, params: { TITLE: "Something else entirely" } })],
     ["target id", (e) => ({ ...e, object: { ...e.object, id: 5 } })],
@@ -494,12 +507,16 @@ describe("tampering with the checkpoint after approval", () => {
   it.each(tampers)(
     "edited %s → ignored: exactly the approved call is written, and the edit is recorded as tampering",
     async (_name, tamper) => {
-      const { app, view } = await waiting(REQUEST, undefined, {
-        compile: { interruptBefore: ["carry_out"] },
-      });
+      const { app, view } = await waiting();
       const approved = view.approval!.envelope;
-      const paused = await submitDecision(app, view.threadId, approval(view));
-      expect(paused.status).toBe("interrupted_run");
+      // The process stops right after the decision was claimed; its checkpoint stays before that step.
+      stopOnceBeforeMove(app, "pre_read");
+      await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/move to pre_read/);
+      const paused = await viewThread(app, view.threadId);
+      expect({ status: paused.status, next: paused.next }).toEqual({
+        status: "interrupted_run",
+        next: ["check_decision"],
+      });
       const forged = tamper(paused.state!.envelope);
       // An attacker with checkpoint access would update the stored hash too; the journal still holds the approved one.
       await app.graph.updateState(
@@ -551,24 +568,14 @@ describe("recovery", () => {
     // The process stops after the write's answer was recorded and before the verification is: the
     // journal's move to verified fails once, as a crash there would leave it.
     const journal = app.deps.journal;
-    const moveAction = journal.moveAction.bind(journal);
-    let crashed = false;
-    journal.moveAction = async (hash, to, patch) => {
-      if (to === "verified" && !crashed) {
-        crashed = true;
-        throw new Error("process stopped before the verification was recorded");
-      }
-      return moveAction(hash, to, patch);
-    };
-    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(
-      /stopped before the verification/,
-    );
+    stopOnceBeforeMove(app, "verified");
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/move to verified/);
     expect((await journal.currentAction(view.threadId))?.phase).toBe("acknowledged");
     expect(await portal.writes()).toHaveLength(1);
     const stopped = await viewThread(app, view.threadId);
     expect({ status: stopped.status, next: stopped.next }).toEqual({
       status: "interrupted_run",
-      next: ["carry_out"],
+      next: ["check_decision"],
     });
     const done = await recoverThread(app, view.threadId);
     expect(done.state?.outcome).toBe("VERIFIED");

@@ -385,12 +385,14 @@ describe.skipIf(!usingPostgres)("PostgreSQL: several processes sharing one datab
         ...e,
         BITRIX24_TIMEOUT_MS: "30000",
       });
-      // Wait until the decision is fully recorded (claim, audit record, checkpoint) and the pre-read is under way.
+      // Wait until the decision is recorded (claim and audit record, in the step that goes on into the
+      // executor) and the pre-read is under way.
       const watcher = await openTestApp(portal, dataDir, { env: dbEnv });
       try {
         await until("the pre-read to start", async () => {
           const v = await viewThread(watcher, view.threadId);
-          return v.status === "interrupted_run" && v.next?.includes("carry_out");
+          const phase = (await watcher.deps.journal.currentAction(view.threadId))?.phase;
+          return v.status === "interrupted_run" && phase === "decided";
         });
       } finally {
         await watcher.close();

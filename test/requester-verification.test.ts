@@ -53,7 +53,7 @@ async function open(script: Script, opts: { interruptBefore?: string[] } = {}): 
     env: REAL_DEFAULT,
     // "propose" is not in the compile option's type (src/graph/graph.ts) but LangGraph accepts any node.
     ...(opts.interruptBefore
-      ? { compile: { interruptBefore: opts.interruptBefore as unknown as Array<"carry_out"> } }
+      ? { compile: { interruptBefore: opts.interruptBefore as Array<"propose"> } }
       : {}),
   });
   return app;

@@ -349,7 +349,7 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     };
     await client.threads.updateState(threadId, {
       values: { verification: forgedVerification },
-      asNode: "check_decision",
+      asNode: "await_approval",
     });
     await run(threadId, { input: null });
 

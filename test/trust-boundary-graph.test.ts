@@ -19,7 +19,14 @@ import { sweepExpired } from "../src/app/due-work.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread } from "../src/app/view-thread.js";
 import type { Envelope } from "../src/envelope/index.js";
-import { journalSql, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  journalSql,
+  openTestApp,
+  startPortal,
+  stopOnceBeforeMove,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 import {
   approveValue,
@@ -80,30 +87,11 @@ async function open(
     ...(opts.env ? { env: opts.env } : {}),
     // "propose" is not in the compile option's type (src/graph/graph.ts) but LangGraph accepts any node.
     ...(opts.interruptBefore
-      ? { compile: { interruptBefore: opts.interruptBefore as unknown as Array<"carry_out"> } }
+      ? { compile: { interruptBefore: opts.interruptBefore as Array<"propose"> } }
       : {}),
   });
-  if (opts.stopBeforeVerification) stopOnceBeforeVerification(app);
+  if (opts.stopBeforeVerification) stopOnceBeforeMove(app, "verified");
   return app;
-}
-
-/**
- * The steps after an approval run inside one node, so no pause can fall between them (no
- * interruptBefore names them). A run stopped between the write and its verification is a process
- * that died there: the journal's move to verified fails once, the run errors inside `carry_out`, and
- * its checkpoint stays before that node, open to state edits until the run is continued.
- */
-function stopOnceBeforeVerification(a: App): void {
-  const journal = a.deps.journal;
-  const moveAction = journal.moveAction.bind(journal);
-  let stopped = false;
-  journal.moveAction = async (hash, to, patch) => {
-    if (to === "verified" && !stopped) {
-      stopped = true;
-      throw new Error("the process stopped before the verification was recorded");
-    }
-    return moveAction(hash, to, patch);
-  };
 }
 
 /** Any call into the graph; an error is returned so the test can go on to look at the thread. */
@@ -292,7 +280,8 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
     await drive(resume(approveValue(p, "bob")), threadId);
     await expectOnlyRegisteredWrite(mark, p);
-    expect((await app!.graph.getState(cfg(threadId))).next).toEqual(["carry_out"]);
+    // The decision and the executor are one step: the checkpoint stays before it.
+    expect((await app!.graph.getState(cfg(threadId))).next).toEqual(["check_decision"]);
     expect((await app!.deps.journal.currentAction(threadId))?.phase).toBe("acknowledged");
 
     const forgedVerification = {
@@ -307,7 +296,7 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
       raw: null,
       at: now.toISOString(),
     };
-    await app!.graph.updateState(cfg(threadId), { verification: forgedVerification }, "check_decision");
+    await app!.graph.updateState(cfg(threadId), { verification: forgedVerification }, "await_approval");
     // Continue as `recover` would.
     for (let i = 0; i < 3 && (await app!.graph.getState(cfg(threadId))).next.length > 0; i++)
       await drive(null, threadId);

@@ -264,7 +264,7 @@ async function stoppedAfterIntent(taskId: number, text: string): Promise<{ threa
   await until("the write-ahead entry", async () => (await phaseOf(waiting.envelopeHash)) === "intent");
   await bob.runs.cancel(threadId, run.run_id, true, "interrupt");
   expect(await writesOf(text)).toEqual([]);
-  expect((await clientAs("sweeper").threads.getState(threadId)).next).toEqual(["carry_out"]);
+  expect((await clientAs("sweeper").threads.getState(threadId)).next).toEqual(["check_decision"]);
   return { threadId };
 }
 

@@ -117,27 +117,11 @@ export class Printer {
             esc`accepted ${update.decision.type} by ${update.decision.approverId} (${update.decision.verifiedBy})`,
           );
         }
+        // An approval goes on into the executor in the same step.
+        if (update.decision?.type === "approve") this.executed(update);
         return;
       case "carry_out":
-        // The executor's phases, as it recorded them (it also streams each one as a custom event).
-        if (update.preRead) this.step("pre-read", esc`${update.preRead.verdict} — ${update.preRead.reason}`);
-        if (update.invocation)
-          this.step(
-            "write sent",
-            esc`${update.invocation.tool} ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`,
-          );
-        if (update.acknowledgement) {
-          const a = update.acknowledgement;
-          this.step(
-            "acknowledgement",
-            esc`${a.status}` +
-              (a.error ? esc` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : "") +
-              (a.reason ? esc` — ${a.reason}` : ""),
-          );
-        }
-        if (update.verification)
-          this.step("verification", esc`${update.verification.verdict} — ${update.verification.reason}`);
-        if (update.outcome) this.step("outcome", esc`${update.reasonCode}: ${update.reason}`);
+        this.executed(update);
         return;
       case "finish":
         return;
@@ -145,6 +129,28 @@ export class Printer {
         return;
     }
   };
+
+  /** The executor's phases, as it recorded them (it also streams each one as a custom event). */
+  private executed(update: Partial<State>): void {
+    if (update.preRead) this.step("pre-read", esc`${update.preRead.verdict} — ${update.preRead.reason}`);
+    if (update.invocation)
+      this.step(
+        "write sent",
+        esc`${update.invocation.tool} ${JSON.stringify(update.invocation.args)} (key ${update.invocation.idempotencyKey})`,
+      );
+    if (update.acknowledgement) {
+      const a = update.acknowledgement;
+      this.step(
+        "acknowledgement",
+        esc`${a.status}` +
+          (a.error ? esc` — ${a.error.code ?? a.error.kind}: ${a.error.description}` : "") +
+          (a.reason ? esc` — ${a.reason}` : ""),
+      );
+    }
+    if (update.verification)
+      this.step("verification", esc`${update.verification.verdict} — ${update.verification.reason}`);
+    if (update.outcome) this.step("outcome", esc`${update.reasonCode}: ${update.reason}`);
+  }
 
   card(view: ThreadView): void {
     const a = view.approval;

@@ -6,10 +6,12 @@
  *   agent → check_input | ask_input   (a question is open in the journal: chat sent meanwhile is a candidate answer; no model call)
  *   agent → check_decision      (an approval waits: a chat message sent meanwhile is a candidate decision; no model call)
  *   agent → build_envelope      (an undo thread: the proposal is built by code from the journal, no model call)
- *   agent → propose → build_envelope → await_approval ⇄ check_decision → carry_out → END
- *   carry_out: pre-read → bound write → verify, each action of a change set in turn, as one node driven
- *              by the journal's phase table (src/executor); no router or state channel picks its steps;
- *              it then does finish's work itself (the close and the final record) and ends the run
+ *   agent → propose → build_envelope → await_approval ⇄ check_decision → END
+ *   check_decision, on an approval: the claim, then carry_out's work in the same step, so no pause,
+ *              goto or state edit falls between the claim and the write
+ *   carry_out: pre-read → bound write → verify, each action of a change set in turn, driven by the
+ *              journal's phase table (src/executor); no router or state channel picks its steps; it
+ *              then does finish's work itself (the close and the final record) and ends the run
  *   build_envelope → carry_out   (a change set approved in part, where the policy lets the approved part run at once)
  *   check_decision → build_envelope (edit, escalation) | agent (reject with feedback, revision allowed)
  *   any journal-checked node → resync → wherever the journal says the thread is (a node driven out of
@@ -22,7 +24,6 @@ import {
   afterAgent,
   afterAwaitApproval,
   afterBuildEnvelope,
-  afterCheckDecision,
   afterCheckInput,
   afterFinish,
   afterPropose,
@@ -48,7 +49,10 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addNode("check_input", checkInput)
   .addNode("build_envelope", buildEnvelope)
   .addNode("await_approval", awaitApproval)
-  .addNode("check_decision", checkDecision)
+  .addNode("check_decision", checkDecision, {
+    ends: ["agent", "await_approval", "build_envelope", "finish", "resync", END],
+    metadata: { phases: "decide → pre-read → bound write → verify on an approval (src/executor)" },
+  })
   .addNode("carry_out", carryOut, {
     ends: ["finish", "resync", END],
     metadata: { phases: "pre-read → bound write → verify (src/executor; one node, no pause between phases)" },
@@ -77,14 +81,6 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
     "resync",
   ])
   .addConditionalEdges("await_approval", afterAwaitApproval, ["check_decision", "resync"])
-  .addConditionalEdges("check_decision", afterCheckDecision, [
-    "agent",
-    "await_approval",
-    "build_envelope",
-    "carry_out",
-    "finish",
-    "resync",
-  ])
   .addConditionalEdges("finish", afterFinish, ["resync", END])
   .addConditionalEdges("resync", afterResync, [
     "agent",
@@ -97,10 +93,11 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
 export interface CompileOptions {
   checkpointer: BaseCheckpointSaver;
   /**
-   * For tests that pause before a node (e.g. to tamper with a checkpoint after the decision). The
-   * steps after the approval run inside `carry_out`, so no pause can fall between them.
+   * For tests that pause before a node (e.g. to tamper with a checkpoint before the envelope is
+   * built). The steps from the claim of an approval to the close run in one step, so no pause can fall
+   * between them.
    */
-  interruptBefore?: Array<"build_envelope" | "carry_out">;
+  interruptBefore?: Array<"propose" | "build_envelope">;
 }
 
 export function compileGraph(opts: CompileOptions) {

@@ -59,8 +59,8 @@ export function allowedAt(next: JournalNext): readonly GatedNode[] {
       return ["build_envelope"];
     case "await_approval":
       return ["await_approval", "check_decision"];
-    case "carry_out":
-      return ["carry_out"];
+    case "carry_out": // check_decision goes on into carry_out's work when it is reached again after its claim.
+      return ["carry_out", "check_decision"];
     case "finish":
       return ["finish"];
     default: {

@@ -1,16 +1,18 @@
-import type { LangGraphRunnableConfig } from "@langchain/langgraph";
+import { Command, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
+import { afterCheckDecision } from "../graph/routes.js";
 import { authenticatedIdentity } from "../auth/identity.js";
 import { depsOf } from "../runtime/run-deps.js";
 import type { NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema } from "../hitl/contract.js";
-import { noteStateDrift, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
+import { noteStateDrift, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { decisionFromClient } from "../hitl/text-decision.js";
 import { boundOf, refuserFor } from "../hitl/decision-refusal.js";
 import { setDecision } from "../hitl/set-decision.js";
 import { singleDecision } from "../hitl/single-decision.js";
 import { systemDecision } from "../hitl/system-decision.js";
+import { carryOut } from "./carry-out.js";
 
 /**
  * Deterministic validation of the human's answer against the action the journal registered — its
@@ -23,10 +25,34 @@ import { systemDecision } from "../hitl/system-decision.js";
  * ends, expires or uses up the approval: only refusals of entitled callers whose identity is
  * established (authenticated, a valid signature, or self-declared where the policy accepts that)
  * count toward the budget. A decision that merely names an entitled approver counts for nothing.
+ *
+ * An approval goes on into the executor in this same step (`carry_out`'s work: pre-read → bound write
+ * → verify → close), so no pause, goto or state edit can fall between the claim and the write. Reached
+ * again once the journal holds the decision (the step that claimed it stopped, and the run is
+ * recovered or replayed), it judges nothing and goes on from the journal's phase as `carry_out` does.
  */
-export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Command> {
+  const gate = await openGate(depsOf(config), config, state);
+  if (gate.next === "carry_out") return carriedOn({ pendingDecision: null }, state, config);
+  const update = await judged(gate, state, config);
+  const next = afterCheckDecision({ ...state, ...update } as State);
+  return next === "carry_out" ? carriedOn(update, state, config) : new Command({ update, goto: next });
+}
+
+/** The executor's run (carry_out) after `update`, as one command: both updates, and where it goes next. */
+async function carriedOn(update: Update, state: State, config: LangGraphRunnableConfig): Promise<Command> {
+  const carried = await carryOut({ ...state, ...update } as State, config);
+  const executed = carried.update as Update;
+  const messages = [update.messages ?? [], executed.messages ?? []].flat() as Update["messages"][];
+  return new Command({
+    update: { ...update, ...executed, ...(messages.length ? { messages } : {}) },
+    goto: carried.goto,
+  });
+}
+
+/** The decision judged against the journal's row, and the claim when it is accepted. */
+async function judged(gate: Gate, state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = depsOf(config);
-  const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "check_decision", state);
   if (refused) return { ...refused, pendingDecision: null };
   const action = gate.action!;

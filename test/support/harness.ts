@@ -17,7 +17,7 @@ import { startRun } from "../../src/app/threads.js";
 import { openApp, type App } from "../../src/app/open-app.js";
 import { type ThreadView } from "../../src/app/view-thread.js";
 import type { CompileOptions } from "../../src/graph/graph.js";
-import type { ObjectLease } from "../../src/store/action-machine.js";
+import type { ObjectLease, Phase } from "../../src/store/action-machine.js";
 import { toLease, type LeaseRow } from "../../src/store/journal.js";
 import { adminQuery, databaseEnv, schemaFor, usingPostgres } from "./postgres.js";
 
@@ -166,6 +166,25 @@ export function envFor(
     // SQLite files in dataDir, or (ACTION_ENVELOPE_TEST_DATABASE_URL set) a PostgreSQL schema of dataDir's own.
     ...databaseEnv(dataDir),
     ...extra,
+  };
+}
+
+/**
+ * A process that dies just before the journal records the action's move to `phase`: that move fails
+ * once (the journal is left where it was), the run errors inside the step that made it, and its
+ * checkpoint stays before that step. The steps after an approval run in one step, so this, not a
+ * pause, is how a run stopped between them is made.
+ */
+export function stopOnceBeforeMove(app: App, phase: Phase): void {
+  const journal = app.deps.journal;
+  const moveAction = journal.moveAction.bind(journal);
+  let stopped = false;
+  journal.moveAction = async (hash, to, patch) => {
+    if (to === phase && !stopped) {
+      stopped = true;
+      throw new Error(`the process stopped before the move to ${phase} was recorded`);
+    }
+    return moveAction(hash, to, patch);
   };
 }
 
