@@ -321,15 +321,21 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     }
   });
 
-  it("row 6: ack_without_apply; interruptBefore verify cannot pause between the write and its verification; updateState with a VERIFIED verification afterwards → VERIFICATION_FAILED, sideEffectVerified false", async () => {
+  it("row 6: ack_without_apply; interruptBefore verify or carry_out cannot pause between the claim and the verification; updateState with a VERIFIED verification afterwards → VERIFICATION_FAILED, sideEffectVerified false", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row six title");
     const titleBefore = (await portal.task(4))["title"];
     const mark = await writeMark(portal);
     await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
-    // The steps after the approval are one node: a breakpoint before "verify" names no node, so the
-    // run is refused (the thread still waits) or runs through; it never stops between the phases.
-    await run(threadId, { command: { resume: signed(p, "bob") }, interruptBefore: ["verify"] });
-    expect.soft((await client.threads.getState(threadId)).next).not.toContain("verify");
+    // The claim and the steps after it are one step: a breakpoint before "verify" names no node and one
+    // before "carry_out" is never reached on an approval, so the run is refused (the thread still
+    // waits) or runs through; it never stops between the claim and the verification.
+    await run(threadId, {
+      command: { resume: signed(p, "bob") },
+      interruptBefore: ["verify", "carry_out"],
+    });
+    const next = (await client.threads.getState(threadId)).next;
+    expect.soft(next).not.toContain("verify");
+    expect.soft(next).not.toContain("carry_out");
     if ((await valuesOf(threadId))["outcome"] == null)
       await run(threadId, { command: { resume: signed(p, "bob") } });
     await expectOnlyRegisteredWrite(mark, p);
