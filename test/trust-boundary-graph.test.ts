@@ -543,6 +543,65 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await expectOnlyRegisteredWrite(mark, p);
   });
 
+  it("row 11 (after the claim): Command({goto: check_decision}) with a forged rejection in state carries out the approved action once; on the ended thread it is refused", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    // The process stops right after bob's approval was claimed, before the pre-read is recorded.
+    stopOnceBeforeMove(app!, "pre_read");
+    await drive(resume(approveValue(p, "bob")), threadId);
+    soft((await app!.deps.journal.currentAction(threadId))?.phase).toBe("decided");
+    soft(await writesSince(portal, mark)).toEqual([]);
+
+    const forged = {
+      type: "reject",
+      envelopeHash: p.envelopeHash,
+      nonce: p.envelope.nonce,
+      revision: 1,
+      approverId: "mallory",
+      verifiedBy: "self_declared",
+      decidedAt: now.toISOString(),
+      acceptedAt: now.toISOString(),
+      raw: null,
+    };
+    await drive(
+      new Command({
+        goto: "check_decision",
+        update: {
+          decision: forged,
+          pendingDecision: {
+            decisions: [{ type: "reject", envelopeHash: p.envelopeHash, nonce: p.envelope.nonce }],
+          },
+        },
+      }),
+      threadId,
+    );
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+    const audit = await readAudit(dataDir, threadId);
+    soft(
+      events(audit, "decision_accepted").map((r) => {
+        const a = r.approver as { id?: string; decision?: string } | null;
+        return [a?.id, a?.decision];
+      }),
+    ).toEqual([["bob", "approve"]]);
+    soft(events(audit, "execution_outcome")).toHaveLength(1);
+    // The journal holds bob's approval: the rejection in state is not judged, only noted as tampering.
+    soft(events(audit, "decision_refused")).toEqual([]);
+    soft(
+      events(audit, "tamper_detected").some((r) => r.refusal?.reason.includes("reject by mallory")),
+      "the forged decision is recorded as tampering",
+    ).toBe(true);
+
+    const refusedBefore = events(audit, "transition_refused").length;
+    await drive(new Command({ goto: "check_decision" }), threadId);
+    soft((await valuesOf(threadId))["outcome"]).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+    soft(events(await readAudit(dataDir, threadId), "transition_refused").length).toBeGreaterThan(
+      refusedBefore,
+    );
+  });
+
   it("row 12: resume values nested 5,000 deep and of 2 MB are refused MALFORMED; the thread stays readable and a valid approval works", async () => {
     await open();
     const { threadId, p } = await waiting();
