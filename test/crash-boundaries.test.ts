@@ -19,6 +19,7 @@ import {
   runCli,
   startPortal,
   tempDir,
+  until,
   type Portal,
 } from "./support/harness.js";
 import type { Boundary } from "./support/crash-process.js";
@@ -94,7 +95,16 @@ describe("SIGKILL at every post-approval boundary", () => {
       // Killed before the send: nothing left; from `sent` on: the one write the dead process made.
       expect(before.sent).toBe(["decided", "pre_read", "intent"].includes(boundary) ? 0 : 1);
 
-      const done = await recoverThread(app, view.threadId);
+      // On PostgreSQL the dead process's thread lock is a session advisory lock, released once the
+      // server sees its connection closed; a recover a moment before that is refused IN_PROGRESS.
+      const done = await until("the dead process's thread lock to be released", async () => {
+        try {
+          return await recoverThread(app, view.threadId);
+        } catch (e) {
+          if ((e as { code?: string }).code === "IN_PROGRESS") return undefined;
+          throw e;
+        }
+      });
       expect(done.status).toBe("finished");
       const after = await sendsOf(title);
       const shown = (await portal.task(4)).title === title;
