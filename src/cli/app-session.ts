@@ -32,11 +32,12 @@ export async function withInspectSession<T>(
   // Loaded when a command opens a session, not when the CLI starts (docs/operations.md: Performance);
   // the checkpointer (LangGraph's savers, @langchain/core) only when a thread is read: `audit list`
   // and `audit verify` read the audit log alone.
-  const [{ threadFromCheckpoints }, { createAuditLog }, { existingJournalKey }] = await Promise.all([
-    import("../evidence/case-source.js"),
-    import("../store/backends.js"),
-    import("../store/journal-key.js"),
-  ]);
+  const [{ threadFromCheckpoints }, { createAuditLog, openJournal }, { existingJournalKey }] =
+    await Promise.all([
+      import("../evidence/case-source.js"),
+      import("../store/backends.js"),
+      import("../store/journal-key.js"),
+    ]);
   // The same storage the runs used: files under the data directory, or the DATABASE_URL database.
   const audit = await createAuditLog(config);
   const checkpointsFile = path.join(config.dataDir, "checkpoints.sqlite");
@@ -53,7 +54,7 @@ export async function withInspectSession<T>(
       ? {
           journal: {
             async getThread(threadId) {
-              journal ??= openJournalFor(config, key);
+              journal ??= openJournal(config, key);
               // A journal that cannot be opened here leaves the case record to check the whole chain.
               const opened = await journal.catch(() => undefined);
               return opened?.getThread(threadId);
@@ -83,12 +84,4 @@ export async function withInspectSession<T>(
     if (saver) await closeSaver!(saver);
     if (journal) await (await journal.catch(() => undefined))?.close();
   }
-}
-
-/** The journal of the configured store, without the checks and adoptions a process that writes makes at open. */
-async function openJournalFor(config: AppConfig, key: Buffer): Promise<Journal> {
-  if (config.database)
-    return (await import("../store/pg-journal.js")).PostgresJournal.open(config.database, key);
-  const { SqliteJournal } = await import("../store/journal.js");
-  return new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key);
 }

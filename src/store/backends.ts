@@ -14,11 +14,8 @@ import { checkWriteAnchor } from "./write-anchor.js";
 export async function createJournal(config: AppConfig, opts: JournalOptions = {}): Promise<Journal> {
   const key = loadJournalKey(config);
   checkWriteAnchor(config);
-  opts = { resumeGraceMs: config.resumeGraceMs, ...opts };
-  // The PostgreSQL stores (and the pg driver) are loaded only when DATABASE_URL names a database.
-  if (config.database)
-    return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key, opts);
-  const journal = new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key, opts);
+  const journal = await openJournal(config, key, opts);
+  if (!(journal instanceof SqliteJournal)) return journal;
   try {
     adoptAuditFile(journal.conn.db, path.join(config.dataDir, "audit.sqlite"));
   } catch (e) {
@@ -26,6 +23,22 @@ export async function createJournal(config: AppConfig, opts: JournalOptions = {}
     throw e;
   }
   return journal;
+}
+
+/**
+ * The journal of the configured store under `key`, as it stands: no key is created, the write anchor is
+ * not checked and no legacy audit file is adopted (createJournal does those for a process that writes).
+ */
+export async function openJournal(
+  config: AppConfig,
+  key: Buffer,
+  opts: JournalOptions = {},
+): Promise<Journal> {
+  opts = { resumeGraceMs: config.resumeGraceMs, ...opts };
+  // The PostgreSQL stores (and the pg driver) are loaded only when DATABASE_URL names a database.
+  if (config.database)
+    return (await import("./pg-journal.js")).PostgresJournal.open(config.database, key, opts);
+  return new SqliteJournal(path.join(config.dataDir, "journal.sqlite"), key, opts);
 }
 
 /** The audit log alone (reading, verifying, exporting), on the journal's store. */
