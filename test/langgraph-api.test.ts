@@ -145,10 +145,28 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
         },
       ],
     };
-    const final = (await client.runs.wait(threadId, GRAPH_ID, { command: { resume: approval } })) as Record<
-      string,
-      unknown
-    >;
+    // Resumed as Studio streams a run: the executor's phases arrive as custom events, in order, each
+    // with what it found or sent, and no raw answer of the portal (those stay in the journal).
+    const parts: Array<{ event: string; data: any }> = [];
+    for await (const part of client.runs.stream(threadId, GRAPH_ID, {
+      command: { resume: approval },
+      streamMode: ["custom", "values"],
+    }))
+      parts.push(part as { event: string; data: any });
+    expect(parts.filter((p) => p.event === "error")).toEqual([]);
+    const phases = parts.filter((p) => p.event === "custom").map((p) => p.data);
+    expect(phases.map((e) => e.step)).toEqual(["pre_read", "write", "verify"]);
+    for (const e of phases)
+      expect(e).toMatchObject({ event: "action_envelope_phase", envelopeHash: payload.envelopeHash });
+    expect(phases[0].preRead).toMatchObject({ verdict: "MATCH" });
+    expect(phases[1].invocation).toMatchObject({
+      tool: "update_task",
+      args: { taskId: 4, fields: { TITLE: "X" } },
+    });
+    expect(phases[1].acknowledgement).toMatchObject({ status: "OK" });
+    expect(phases[2].verification).toMatchObject({ verdict: "VERIFIED" });
+    expect(JSON.stringify(phases)).not.toContain('"result"');
+    const final = parts.filter((p) => p.event === "values").at(-1)!.data as Record<string, unknown>;
     expect(final["outcome"]).toBe("VERIFIED");
     const done = await client.threads.getState(threadId);
     expect(done.next).toEqual([]);
