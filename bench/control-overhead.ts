@@ -29,6 +29,7 @@ import {
   flag,
   intArg,
   pool,
+  quantile,
   round,
   strArg,
   summary,
@@ -232,6 +233,17 @@ async function main(): Promise<void> {
       summary(rounds.filter((x) => x.variant === v && x.instrumented).map((x) => x[k] ?? NaN)).median;
     const apsBare = aps("bare");
     const apsOurs = aps("ours");
+    // How far the ratios move inside this run: each 1-thread pair (run back to back) and each round at N
+    // (both variants resumed one after the other) gives a ratio of its own.
+    const pairRatios = (k: "ms" | "cpuMs") =>
+      seqOurs.map((o, i) => (k === "ms" ? o.totalMs : o.cpuMs) / seqBare[i]![k]);
+    const roundRatios = [...new Set(rounds.filter((x) => !x.instrumented).map((x) => x.round))].map((r) => {
+      const of = (v: "bare" | "ours") =>
+        rounds.find((x) => x.round === r && x.variant === v && !x.instrumented)!.actionsPerSecond;
+      return of("ours") / of("bare");
+    });
+    const between = (xs: number[], lo: number, hi: number) =>
+      `${round(quantile(xs, lo))}–${round(quantile(xs, hi))}`;
     const figures = [
       {
         figure: "resume → VERIFIED, 1 thread, median ms",
@@ -289,6 +301,14 @@ async function main(): Promise<void> {
         ratio: null,
         target: "ours ≤ 2",
         met: commitsOurs.fsyncLevel.median <= 2,
+      },
+      {
+        figure: `ratios within this run: latency and CPU of each 1-thread pair (25th–75th percentile), throughput of each round at ${THREADS} (lowest–highest)`,
+        ours: `${between(pairRatios("ms"), 0.25, 0.75)} / ${between(pairRatios("cpuMs"), 0.25, 0.75)} / ${between(roundRatios, 0, 1)}`,
+        bare: "",
+        ratio: null,
+        target: "",
+        met: null,
       },
       {
         figure: `commits / fsync-level commits per action, ${THREADS} concurrent (median of instrumented rounds)`,
