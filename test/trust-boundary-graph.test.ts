@@ -602,6 +602,48 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     );
   });
 
+  it("row 11 (before the claim): Command({goto: check_decision}) while the approval waits, with a decision written into pendingDecision, is judged as a resume is; the thread stays readable after a second goto", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    // The goto runs check_decision in the step where await_approval waits at its interrupt: two tasks
+    // of one step, each writing the same channels.
+    await drive(
+      new Command({ goto: "check_decision", update: { pendingDecision: approveValue(p, "mallory") } }),
+      threadId,
+    );
+    soft(await writesSince(portal, mark)).toEqual([]);
+    soft((await app!.deps.journal.currentAction(threadId))?.phase).toBe("registered");
+    const refused = await viewThread(app!, threadId);
+    soft(refused.status).toBe("awaiting_approval");
+    soft(refused.approval?.envelopeHash).toBe(p.envelopeHash);
+    soft(refused.approval?.lastRefusal?.code).toBe("APPROVER_NOT_ALLOWED");
+
+    await drive(
+      new Command({ goto: "check_decision", update: { pendingDecision: approveValue(p, "bob") } }),
+      threadId,
+    );
+    await expectOnlyRegisteredWrite(mark, p);
+    const audit = await readAudit(dataDir, threadId);
+    soft(events(audit, "decision_refused").map((r) => r.refusal?.code)).toEqual(["APPROVER_NOT_ALLOWED"]);
+    soft(events(audit, "decision_accepted").map((r) => (r.approver as { id?: string } | null)?.id)).toEqual([
+      "bob",
+    ]);
+
+    // Both tasks of the next step are refused by their gates and write the same channels again: the
+    // step and every later read of the thread still work, and show the journal's ending.
+    await drive(new Command({ goto: "check_decision" }), threadId);
+    const state = await app!.graph.getState(cfg(threadId));
+    soft(state.values).toMatchObject({ outcome: "VERIFIED", reasonCode: "VERIFIED" });
+    const done = await viewThread(app!, threadId);
+    soft(done.status).toBe("finished");
+    soft(done.state?.outcome).toBe("VERIFIED");
+    await expect(submitDecision(app!, threadId, approveValue(p, "bob"))).rejects.toMatchObject({
+      code: "THREAD_ENDED",
+    });
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
   it("row 12: resume values nested 5,000 deep and of 2 MB are refused MALFORMED; the thread stays readable and a valid approval works", async () => {
     await open();
     const { threadId, p } = await waiting();

@@ -61,9 +61,17 @@ function mirror<T>(description: string, shape: z.ZodType | undefined, fallback?:
   return base.meta({ ...json, description }) as unknown as z.ZodType<T>;
 }
 
-/** Last value wins, with a default: the plain channel. */
+/**
+ * Last value wins, with a default. A reducer rather than LangGraph's LastValue, which fails a step that
+ * writes it twice: two tasks of one step can both write a channel (a goto sent while another task waits
+ * at an interrupt), and with LastValue that step, and every later read of the thread's state, would
+ * fail. What the channel then holds is a mirror either way; the journal says what happened.
+ */
 const last = <T>(description: string, shape: z.ZodType | undefined, fallback: () => T) =>
-  mirror<T>(description, shape, fallback);
+  new ReducedValue(mirror<T>(description, shape, fallback), {
+    inputSchema: mirror<T>(description, shape),
+    reducer: (_current: T, next: T) => next,
+  });
 
 const OUTCOMES = [
   "VERIFIED",
@@ -193,7 +201,7 @@ const refusals = new ReducedValue(
  */
 const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) => T | null) =>
   new ReducedValue(
-    last<T | null>(
+    mirror<T | null>(
       `${description} State keeps a summary (verdict or status, reason, time, each field's role and status); the full record (values read, rules, the target's raw answer) stays in the journal (\`show\`, \`audit export\`).`,
       shape,
       () => null,
