@@ -644,6 +644,33 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await expectOnlyRegisteredWrite(mark, p);
   });
 
+  it("row 11 (every node): Command({goto}) to each node of the graph, twice, while the approval waits writes nothing, keeps the thread readable and waiting; the approval then writes once", async () => {
+    const nodes = Object.keys((await open()).graph.nodes).filter((n) => !n.startsWith("__"));
+    soft(nodes).toContain("ask_input");
+    let k = 0;
+    for (const node of nodes) {
+      // A fresh title each time, so each thread's approval changes something on task 4.
+      await app?.close();
+      await open({ script: readThenPropose(4, { TITLE: `${NEW_TITLE} ${++k}` }) });
+      const { threadId, p } = await waiting();
+      const mark = await writeMark(portal);
+      // The goto's node runs in the step where await_approval waits; the second goto meets the first's
+      // writes, which LangGraph replays when that step goes on.
+      for (const n of [1, 2]) {
+        const run = await drive(new Command({ goto: node }), threadId);
+        soft(run instanceof Error ? String(run) : "ok", `goto ${node} (${n})`).toBe("ok");
+      }
+      soft(await writesSince(portal, mark), `goto ${node}`).toEqual([]);
+      await app!.graph.getState(cfg(threadId));
+      const view = await viewThread(app!, threadId);
+      soft(view.status, `goto ${node}`).toBe("awaiting_approval");
+      soft(view.approval?.envelopeHash, `goto ${node}`).toBe(p.envelopeHash);
+      const done = await submitDecision(app!, threadId, approveValue(p, "bob"));
+      soft(done.state?.outcome, `the approval after goto ${node}`).toBe("VERIFIED");
+      await expectOnlyRegisteredWrite(mark, p);
+    }
+  });
+
   it("row 12: resume values nested 5,000 deep and of 2 MB are refused MALFORMED; the thread stays readable and a valid approval works", async () => {
     await open();
     const { threadId, p } = await waiting();

@@ -35,6 +35,7 @@ import { acknowledgementMirror, preReadMirror, verificationMirror } from "../env
 import type { InputRequestRecord } from "../hitl/structured-input.js";
 import type { MirrorUpdate, ThreadMirror } from "../hitl/thread-mirror.js";
 import type { JournalNext } from "../store/action-machine.js";
+import { afterPendingWrite } from "../hitl/pending-value.js";
 import { messages } from "./messages-channel.js";
 import {
   MAX_REQUEST_CHARS,
@@ -282,10 +283,12 @@ export const AgentState = new StateSchema({
     z.array(z.string()),
     () => [],
   ),
-  pendingDecision: last<unknown>(
-    "The raw resume value most recently received, before validation.",
-    undefined,
-    () => null,
+  pendingDecision: new ReducedValue(
+    mirror<unknown>("The raw resume value most recently received, before validation.", undefined, () => null),
+    {
+      inputSchema: mirror<unknown>("A resume value, or the mark of one a node has taken.", undefined),
+      reducer: afterPendingWrite,
+    },
   ),
   decision,
   refusals,

@@ -9,6 +9,7 @@ import { readUndo } from "../hitl/undo-reads.js";
 import { plannedActions, proposalToBuild } from "../hitl/revision-plan.js";
 import { checkBeforeShowing } from "../hitl/proposal-checks.js";
 import { registerEnvelope } from "../hitl/register-envelope.js";
+import { settledPending } from "../hitl/pending-value.js";
 
 /**
  * Policy and scope first (a denied proposal is never shown for approval), then a baseline read by
@@ -18,6 +19,10 @@ import { registerEnvelope } from "../hitl/register-envelope.js";
  * against the journal's scope like any proposal.
  */
 export async function buildEnvelope(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+  return settledPending(await builtEnvelope(state, config), state.pendingDecision);
+}
+
+async function builtEnvelope(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "build_envelope", state);

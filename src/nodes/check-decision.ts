@@ -12,6 +12,7 @@ import { boundOf, refuserFor } from "../hitl/decision-refusal.js";
 import { setDecision } from "../hitl/set-decision.js";
 import { singleDecision } from "../hitl/single-decision.js";
 import { systemDecision } from "../hitl/system-decision.js";
+import { settledPending } from "../hitl/pending-value.js";
 import { carryOut } from "./carry-out.js";
 
 /**
@@ -33,8 +34,10 @@ import { carryOut } from "./carry-out.js";
  */
 export async function checkDecision(state: State, config: LangGraphRunnableConfig): Promise<Command> {
   const gate = await openGate(depsOf(config), config, state);
-  if (gate.next === "carry_out") return carriedOn({ pendingDecision: null }, state, config);
-  const update = await judged(gate, state, config);
+  const seen = state.pendingDecision;
+  if (gate.next === "carry_out")
+    return carriedOn(settledPending({ pendingDecision: null }, seen), state, config);
+  const update = settledPending(await judged(gate, state, config), seen);
   const next = afterCheckDecision({ ...state, ...update } as State);
   return next === "carry_out" ? carriedOn(update, state, config) : new Command({ update, goto: next });
 }

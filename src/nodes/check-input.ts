@@ -12,6 +12,7 @@ import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "..
 import { answerRefusedEntry } from "../hitl/audit-records.js";
 import { askedOf } from "../hitl/input-request.js";
 import { boundedForEvidence } from "../hitl/bounds.js";
+import { settledPending } from "../hitl/pending-value.js";
 
 /**
  * Validates the answer against the question the journal recorded (the schema that was shown). An
@@ -21,6 +22,10 @@ import { boundedForEvidence } from "../hitl/bounds.js";
  * task id becomes part of the request's scope in the journal, because a human gave it, not the model.
  */
 export async function checkInput(state: State, config: LangGraphRunnableConfig): Promise<Update> {
+  return settledPending(await checkedInput(state, config), state.pendingDecision);
+}
+
+async function checkedInput(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   const refused = await refuseUnlessAllowed(deps, gate, "check_input", state);

@@ -4,6 +4,7 @@ import { depsOf } from "../runtime/run-deps.js";
 import { openGate } from "../hitl/journal-gate.js";
 import { viewOf } from "../hitl/thread-view.js";
 import { openAsked } from "../hitl/input-request.js";
+import { settledPending } from "../hitl/pending-value.js";
 
 /**
  * Where a node lands when the journal did not allow it to act (a goto, new input, replay or fork
@@ -17,12 +18,15 @@ export async function resync(state: State, config: LangGraphRunnableConfig): Pro
   const view = viewOf({ thread: gate.thread, action: gate.action });
   // The open question, as the journal recorded it, or none (a question written into state goes).
   const q = await deps.journal.getQuestion(gate.threadId);
-  return {
-    needsResync: false,
-    journalNext: gate.next,
-    pendingDecision: null,
-    inputRequest: openAsked(q),
-    ...view.registered,
-    ...view.ending,
-  };
+  return settledPending(
+    {
+      needsResync: false,
+      journalNext: gate.next,
+      pendingDecision: null,
+      inputRequest: openAsked(q),
+      ...view.registered,
+      ...view.ending,
+    },
+    state.pendingDecision,
+  );
 }
