@@ -50,7 +50,7 @@ describe("the pending resume value", () => {
   });
 
   it("only an update that clears the value is changed", () => {
-    const update = { needsResync: true };
+    const update: { needsResync: boolean; pendingDecision?: unknown } = { needsResync: true };
     expect(settledPending(update, "x")).toBe(update);
     const chat = { pendingDecision: "approve" };
     expect(settledPending(chat, "x")).toBe(chat);

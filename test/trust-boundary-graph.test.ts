@@ -671,6 +671,61 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     }
   });
 
+  it("row 18 (every node): Command({goto}) to each node, twice, while a question waits ends nothing and writes nothing; the answer then leads to the approval, which writes once", async () => {
+    const nodes = Object.keys((await open()).graph.nodes).filter((n) => !n.startsWith("__"));
+    let k = 0;
+    for (const node of nodes) {
+      const title = `${NEW_TITLE} q${++k}`;
+      // Asks which task, reads the one named in the answer, then proposes `title` for it.
+      const script: Script = (messages) => {
+        const answer = [...messages]
+          .reverse()
+          .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+        if (!answer)
+          return new AIMessage({
+            content: "",
+            tool_calls: [
+              call("request_input", {
+                question: "Which task?",
+                fields: { taskId: { type: "number", description: "task id" } },
+              }),
+            ],
+          });
+        if (messages.at(-1) === answer)
+          return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+        return new AIMessage({
+          content: "",
+          tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: title }, rationale: "asked" })],
+        });
+      };
+      await app?.close();
+      await open({ script });
+      const threadId = randomUUID();
+      await app!.graph.invoke({ request: REQUEST, requestedBy: "demo-user" } as never, cfg(threadId));
+      soft((await viewThread(app!, threadId)).status, `before goto ${node}`).toBe("awaiting_input");
+      const mark = await writeMark(portal);
+      for (const n of [1, 2]) {
+        const run = await drive(new Command({ goto: node }), threadId);
+        soft(run instanceof Error ? String(run) : "ok", `goto ${node} (${n})`).toBe("ok");
+      }
+      const asked = await viewThread(app!, threadId);
+      soft(asked.status, `goto ${node}: the question still waits`).toBe("awaiting_input");
+      soft(asked.input?.question, `goto ${node}`).toBe("Which task?");
+      soft((await app!.deps.journal.getThread(threadId))?.closed ?? null, `goto ${node}`).toBeNull();
+      // The answer goes on to the approval; where the goto's node ran beside the question's pause,
+      // the run stops once more before the model and the view says so: recover goes on from there.
+      let view = await submitDecision(app!, threadId, { answers: { taskId: 4 } });
+      if (view.status === "interrupted_run") view = await recoverThread(app!, threadId);
+      soft(view.status, `the answer after goto ${node}`).toBe("awaiting_approval");
+      soft(view.approval?.envelope.params, `goto ${node}`).toEqual({ TITLE: title });
+      soft(await writesSince(portal, mark), `goto ${node}`).toEqual([]);
+      if (!view.approval) continue;
+      const done = await submitDecision(app!, threadId, approveValue(view.approval as never, "bob"));
+      soft(done.state?.outcome, `the approval after goto ${node}`).toBe("VERIFIED");
+      soft((await writesSince(portal, mark)).length, `goto ${node}`).toBe(1);
+    }
+  });
+
   it("row 12: resume values nested 5,000 deep and of 2 MB are refused MALFORMED; the thread stays readable and a valid approval works", async () => {
     await open();
     const { threadId, p } = await waiting();

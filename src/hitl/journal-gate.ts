@@ -49,12 +49,17 @@ export type GatedNode =
   | "carry_out"
   | "finish";
 
-/** Which nodes may act for each place the journal can put a thread. */
-export function allowedAt(next: JournalNext): readonly GatedNode[] {
+/**
+ * Which nodes may act for each place the journal can put a thread. `asking`: the journal holds a
+ * question open, so only the nodes that hold the model back, ask it and take its answer may act.
+ */
+export function allowedAt(next: JournalNext, asking = false): readonly GatedNode[] {
   switch (next) {
     case null: // No action yet: the model studies the portal and may propose (or ask), or the run ends.
     case "agent": // A rejection with feedback: the model may revise (a new revision supersedes) or stop.
-      return ["agent", "read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish"];
+      return asking
+        ? ["agent", "ask_input", "check_input"]
+        : ["agent", "read_tools", "propose", "ask_input", "check_input", "build_envelope", "finish"];
     case "build_envelope":
       return ["build_envelope"];
     case "await_approval":
@@ -81,6 +86,8 @@ export interface Gate {
   threadId: string;
   thread: ThreadRecord | undefined;
   action: ActionRow | undefined;
+  /** The journal holds a question of this thread open (waiting for a human's answer). */
+  asking: boolean;
   /** For a change set: every action of it in the set's order (the current one among them). */
   members?: ActionRow[];
   next: JournalNext;
@@ -98,7 +105,7 @@ export async function openGate(
   state: ThreadMirror,
 ): Promise<Gate> {
   const threadId = threadIdOf(config);
-  const { thread, action } = await deps.journal.threadRows(threadId);
+  const { thread, action, question } = await deps.journal.threadRows(threadId);
   const members = action?.set ? await membersOf(deps, action) : undefined;
   const open = (r: ActionRow) => r.phase !== "closed" && r.phase !== "superseded";
   const badMember = members?.find((m) => !m.macValid && open(m));
@@ -120,7 +127,14 @@ export async function openGate(
     );
     throw new DecisionNotAcceptedError(threadId, "INTEGRITY_CHECK_FAILED", reason);
   }
-  return { threadId, thread, action, ...(members ? { members } : {}), next: nextFromJournal(thread, action) };
+  return {
+    threadId,
+    thread,
+    action,
+    asking: question?.status === "open",
+    ...(members ? { members } : {}),
+    next: nextFromJournal(thread, action),
+  };
 }
 
 /** Every action of the change set `action` belongs to, in the set's order (missing ones left out: setProblems names them). */
@@ -179,12 +193,14 @@ export async function refuseUnlessAllowed(
   node: GatedNode,
   state: ThreadMirror,
 ): Promise<MirrorUpdate | null> {
-  if (allowedAt(gate.next).includes(node)) return null;
+  if (allowedAt(gate.next, gate.asking).includes(node)) return null;
   const where = gate.action
     ? `action ${gate.action.envelopeHash} is ${gate.action.phase}`
     : gate.thread?.closed
       ? "the thread has ended"
-      : "no action is registered";
+      : gate.asking
+        ? "a question waits for a human's answer"
+        : "no action is registered";
   const reason = `${node} was reached, but ${where}; the journal's next step is ${gate.next ?? "the agent"}. Nothing was done.`;
   await deps.audit.append(transitionRefusedEntry(gate, node, reason, deps.clock().toISOString(), state));
   return { needsResync: true };
