@@ -15,7 +15,7 @@ import { type App } from "../src/app/open-app.js";
 import { viewThread } from "../src/app/view-thread.js";
 import { answersFromChat, chatMessageText } from "../src/hitl/structured-input.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+import { ScriptedChatModel, askThenPropose, call, type Script } from "./support/scripted-model.js";
 
 let portal: Portal;
 let app: App | undefined;
@@ -33,29 +33,10 @@ afterEach(async () => {
 /** Asks which task (one number field, or two fields), then reads and proposes the answered one; records what the model saw. */
 function asker(fields: Record<string, unknown>) {
   const seen: BaseMessage[][] = [];
-  const script: Script = (messages) => {
+  const asks = askThenPropose(fields, { TITLE: "Chosen in chat" });
+  const script: Script = (messages, tools) => {
     seen.push(messages);
-    const answer = [...messages]
-      .reverse()
-      .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
-    if (!answer)
-      return new AIMessage({
-        content: "",
-        tool_calls: [call("request_input", { question: "Which task do you mean?", fields })],
-      });
-    const chosen = Number(JSON.parse(String(answer.content)).taskId);
-    if (messages.at(-1) === answer)
-      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
-    return new AIMessage({
-      content: "",
-      tool_calls: [
-        call("propose_change", {
-          taskId: chosen,
-          fields: { TITLE: "Chosen in chat" },
-          rationale: "the human chose it",
-        }),
-      ],
-    });
+    return asks(messages, tools);
   };
   return { script, seen };
 }

@@ -27,7 +27,13 @@ import {
   tempDir,
   type Portal,
 } from "./support/harness.js";
-import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
+import {
+  ScriptedChatModel,
+  askThenPropose,
+  call,
+  readThenPropose,
+  type Script,
+} from "./support/scripted-model.js";
 import {
   approveValue,
   closings,
@@ -676,28 +682,11 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     let k = 0;
     for (const node of nodes) {
       const title = `${NEW_TITLE} q${++k}`;
-      // Asks which task, reads the one named in the answer, then proposes `title` for it.
-      const script: Script = (messages) => {
-        const answer = [...messages]
-          .reverse()
-          .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
-        if (!answer)
-          return new AIMessage({
-            content: "",
-            tool_calls: [
-              call("request_input", {
-                question: "Which task?",
-                fields: { taskId: { type: "number", description: "task id" } },
-              }),
-            ],
-          });
-        if (messages.at(-1) === answer)
-          return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-        return new AIMessage({
-          content: "",
-          tool_calls: [call("propose_change", { taskId: 4, fields: { TITLE: title }, rationale: "asked" })],
-        });
-      };
+      const script = askThenPropose(
+        { taskId: { type: "number", description: "task id" } },
+        { TITLE: title },
+        "Which task?",
+      );
       await app?.close();
       await open({ script });
       const threadId = randomUUID();

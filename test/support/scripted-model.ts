@@ -74,6 +74,33 @@ export function readThenPropose(taskId: number, fields: Record<string, unknown>,
   };
 }
 
+/**
+ * Asks which task (request_input with `fields`, one of them `taskId`), reads the task the answer
+ * names, then proposes `proposed` for it.
+ */
+export function askThenPropose(
+  fields: Record<string, unknown>,
+  proposed: Record<string, unknown>,
+  question = "Which task do you mean?",
+): Script {
+  return (messages) => {
+    const answer = [...messages]
+      .reverse()
+      .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    if (!answer)
+      return new AIMessage({ content: "", tool_calls: [call("request_input", { question, fields })] });
+    const chosen = Number(JSON.parse(String(answer.content)).taskId);
+    if (messages.at(-1) === answer)
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", { taskId: chosen, fields: proposed, rationale: "the human chose it" }),
+      ],
+    });
+  };
+}
+
 /** Reads deal `dealId` (get_deal), then proposes update_deal with `fields`; then says it is waiting. */
 export function readDealThenPropose(dealId: number, fields: Record<string, unknown>): Script {
   return (messages) => {
