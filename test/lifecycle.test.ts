@@ -27,7 +27,13 @@ import {
   tempDir,
   type Portal,
 } from "./support/harness.js";
-import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
+import {
+  ScriptedChatModel,
+  askThenPropose,
+  call,
+  readThenPropose,
+  type Script,
+} from "./support/scripted-model.js";
 
 const REQUEST = "rename task 4 to Quarterly plan";
 
@@ -622,35 +628,10 @@ describe("amend", () => {
 });
 
 describe("structured input", () => {
-  const asker: Script = (messages) => {
-    const answer = [...messages]
-      .reverse()
-      .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
-    if (!answer) {
-      return new AIMessage({
-        content: "",
-        tool_calls: [
-          call("request_input", {
-            question: "Which task do you mean?",
-            fields: { taskId: { type: "enum", description: "task id", choices: ["1", "4"] } },
-          }),
-        ],
-      });
-    }
-    const chosen = Number(JSON.parse(String(answer.content)).taskId);
-    if (messages.at(-1) === answer)
-      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
-    return new AIMessage({
-      content: "",
-      tool_calls: [
-        call("propose_change", {
-          taskId: chosen,
-          fields: { TITLE: "Renamed after a question" },
-          rationale: "the human chose it",
-        }),
-      ],
-    });
-  };
+  const asker = askThenPropose(
+    { taskId: { type: "enum", description: "task id", choices: ["1", "4"] } },
+    { TITLE: "Renamed after a question" },
+  );
 
   it("asks instead of guessing, refuses an invalid answer, and a valid one leads to a normal approval", async () => {
     const app = await open(asker);
