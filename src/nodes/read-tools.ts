@@ -4,6 +4,7 @@ import { ToolNode } from "@langchain/langgraph/prebuilt";
 import type { State, Update } from "../graph/state.js";
 import { depsOf } from "../runtime/run-deps.js";
 import { auditBoundaryRefusal } from "../hitl/tool-boundary.js";
+import { openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 
 /**
  * Runs the model's read tool calls. It is built from the read allowlist only; it cannot write. The
@@ -13,6 +14,14 @@ import { auditBoundaryRefusal } from "../hitl/tool-boundary.js";
  */
 export async function readTools(state: State, config: LangGraphRunnableConfig): Promise<Update> {
   const deps = depsOf(config);
+  // Reached out of order (a goto while a question or an approval waits): nothing is run or answered.
+  const refusedHere = await refuseUnlessAllowed(
+    deps,
+    await openGate(deps, config, state),
+    "read_tools",
+    state,
+  );
+  if (refusedHere) return refusedHere;
   const offered = new Set(deps.tools.readTools.map((t) => t.name));
   const last = state.messages.at(-1);
   const calls = last && isAIMessage(last) ? ((last as AIMessage).tool_calls ?? []) : [];

@@ -75,21 +75,29 @@ export function readThenPropose(taskId: number, fields: Record<string, unknown>,
 }
 
 /**
- * Asks which task (request_input with `fields`, one of them `taskId`), reads the task the answer
- * names, then proposes `proposed` for it.
+ * Asks which task (request_input with `fields`, one of them `taskId`), reads the task the latest answer
+ * names, then proposes `proposed` for it. A request_input result that is not an answer (a refusal
+ * the tool returned) is passed over.
  */
 export function askThenPropose(
   fields: Record<string, unknown>,
   proposed: Record<string, unknown>,
   question = "Which task do you mean?",
 ): Script {
+  const chosenIn = (m: BaseMessage): number | undefined => {
+    if (m.getType() !== "tool" || (m as { name?: string }).name !== "request_input") return undefined;
+    try {
+      const id = Number((JSON.parse(String(m.content)) as { taskId?: unknown }).taskId);
+      return Number.isInteger(id) ? id : undefined;
+    } catch {
+      return undefined;
+    }
+  };
   return (messages) => {
-    const answer = [...messages]
-      .reverse()
-      .find((m) => m.getType() === "tool" && (m as { name?: string }).name === "request_input");
+    const answer = [...messages].reverse().find((m) => chosenIn(m) !== undefined);
     if (!answer)
       return new AIMessage({ content: "", tool_calls: [call("request_input", { question, fields })] });
-    const chosen = Number(JSON.parse(String(answer.content)).taskId);
+    const chosen = chosenIn(answer)!;
     if (messages.at(-1) === answer)
       return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: chosen })] });
     return new AIMessage({
