@@ -4,14 +4,9 @@
  * separate object with its own timestamp so that "what was shown", "what was approved", "what was
  * sent", "what the target said" and "what state resulted" can be answered independently afterwards.
  */
-import type {
-  CreatedObject,
-  FieldCheck,
-  MovedField,
-  ObjectIdentity,
-  OperationName,
-  OperationSpec,
-} from "./index.js";
+import type { FieldCheck, MovedField, ObjectIdentity } from "./compare.js";
+import type { CreatedObject } from "./created.js";
+import type { OperationName, OperationSpec } from "./operations.js";
 
 export interface RequestScope {
   taskIds?: number[];
