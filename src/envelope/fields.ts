@@ -78,7 +78,7 @@ export function enumLabel(field: string, value: unknown): string | undefined {
 /**
  * An enum value given by name or by code, as the code: PRIORITY "high" → "2", "2" → "2". Names are
  * matched without regard to case, spaces or underscores. Undefined when the field has no names or the
- * name is not one of them (the caller then refuses it, listing `enumChoices`).
+ * name is not one of them.
  */
 export function enumCodeOf(field: string, given: string): string | undefined {
   const labels = ENUM_LABELS[field];
@@ -98,13 +98,6 @@ export function codesForNames(fields: Record<string, unknown>): Record<string, u
     out[field] = code ?? value;
   }
   return out;
-}
-
-/** "0 (low), 1 (medium), 2 (high)": the accepted values of an enum field, for messages. */
-export function enumChoices(field: string): string {
-  return Object.entries(ENUM_LABELS[field] ?? {})
-    .map(([code, name]) => `${code} (${name})`)
-    .join(", ");
 }
 
 /** Known task fields. Fields outside this table are compared as exact canonical JSON and cannot appear in a policy. */

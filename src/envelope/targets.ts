@@ -134,12 +134,6 @@ export const TARGETS: Readonly<Record<TargetType, TargetKind>> = {
   },
 };
 
-export function targetOf(type: string): TargetKind {
-  const t = (TARGETS as Record<string, TargetKind>)[type];
-  if (!t) throw new Error(`unknown target type ${JSON.stringify(type)}`);
-  return t;
-}
-
 export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
