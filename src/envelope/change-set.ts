@@ -26,15 +26,9 @@ import {
   type Envelope,
   type RequesterVerification,
 } from "./envelope.js";
-import {
-  LEVELS,
-  REVERSIBILITY,
-  levelRank,
-  reversibilityRank,
-  type Reversibility,
-  type RiskLevel,
-} from "./policy.js";
+import { LEVELS, REVERSIBILITY, reversibilityRank, type RiskLevel } from "./policy.js";
 import { OPERATION_NAMES, OPERATIONS, objectNamed, operationSpec, type OperationName } from "./operations.js";
+import { chainRisk } from "./scope.js";
 
 export const CHANGE_SET_SCHEMA_ID = "action-envelope-set/1";
 /** Most actions one set may hold: a person reads every one of them on one card. */
@@ -125,21 +119,6 @@ export function parseChangeSet(value: unknown): ChangeSet {
       formatIssues(parsed.error),
     );
   return parsed.data;
-}
-
-/** A chain is as risky as its riskiest step: the highest class and the highest level, each on its own. */
-export function chainRisk(risks: Array<{ reversibility: Reversibility; level: RiskLevel }>): {
-  reversibility: Reversibility;
-  level: RiskLevel;
-} {
-  let reversibility: Reversibility = "read_only";
-  let level: RiskLevel = "low";
-  for (const r of risks) {
-    if (reversibilityRank(r.reversibility) > reversibilityRank(reversibility))
-      reversibility = r.reversibility;
-    if (levelRank(r.level) > levelRank(level)) level = r.level;
-  }
-  return { reversibility, level };
 }
 
 export interface CreateChangeSetInput {

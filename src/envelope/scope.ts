@@ -199,27 +199,29 @@ export function checkPlan(
 ): ProposalCheck & { index?: number } {
   if (proposals.length === 0)
     return { allowed: false, code: "INVALID_VALUE", reasons: ["a plan needs at least one action"] };
-  let risk: Risk = { reversibility: "read_only", level: "low" };
+  const risks: Risk[] = [];
   let requiresApproval = false;
   let ttlSeconds = Number.POSITIVE_INFINITY;
   for (const [index, p] of proposals.entries()) {
     const c = checkProposal(policy, scope, p);
     if (!c.allowed) return { ...c, reasons: c.reasons.map((r) => `action ${index + 1}: ${r}`), index };
-    risk = maxRisk(risk, c.risk);
+    risks.push(c.risk);
     requiresApproval ||= c.requiresApproval;
     ttlSeconds = Math.min(ttlSeconds, c.ttlSeconds);
   }
-  return { allowed: true, risk, requiresApproval, ttlSeconds };
+  return { allowed: true, risk: chainRisk(risks), requiresApproval, ttlSeconds };
 }
 
-export function maxRisk(a: Risk, b: Risk): Risk {
-  return {
-    reversibility:
-      reversibilityRank(b.reversibility) > reversibilityRank(a.reversibility)
-        ? b.reversibility
-        : a.reversibility,
-    level: levelRank(b.level) > levelRank(a.level) ? b.level : a.level,
-  };
+/** A chain is as risky as its riskiest step: the highest class and the highest level, each on its own. */
+export function chainRisk(risks: Risk[]): Risk {
+  let reversibility: Reversibility = "read_only";
+  let level: RiskLevel = "low";
+  for (const r of risks) {
+    if (reversibilityRank(r.reversibility) > reversibilityRank(reversibility))
+      reversibility = r.reversibility;
+    if (levelRank(r.level) > levelRank(level)) level = r.level;
+  }
+  return { reversibility, level };
 }
 
 /** Hash of a plan: the ordered list of its actions' envelope hashes. */
