@@ -240,36 +240,17 @@ export function checkPlanApproval(
 ): { valid: true } | { valid: false; reason: string; added: string[]; removed: string[] } {
   const added = current.filter((h) => !approved.actionHashes.includes(h));
   const removed = approved.actionHashes.filter((h) => !current.includes(h));
-  if (hashPlan(approved.actionHashes) !== approved.planHash) {
-    return {
-      valid: false,
-      reason: "the approved plan's hash does not match its own action list",
-      added,
-      removed,
-    };
-  }
+  const invalid = (reason: string) => ({ valid: false as const, reason, added, removed });
+  if (hashPlan(approved.actionHashes) !== approved.planHash)
+    return invalid("the approved plan's hash does not match its own action list");
   if (added.length)
-    return {
-      valid: false,
-      reason: `${added.length} action(s) were added after approval; the plan must be approved again`,
-      added,
-      removed,
-    };
+    return invalid(`${added.length} action(s) were added after approval; the plan must be approved again`);
   if (removed.length)
-    return {
-      valid: false,
-      reason: `${removed.length} action(s) were removed after approval; the plan must be approved again`,
-      added,
-      removed,
-    };
-  if (canonicalJson(current) !== canonicalJson(approved.actionHashes)) {
-    return {
-      valid: false,
-      reason: "the actions were reordered after approval; the plan must be approved again",
-      added,
-      removed,
-    };
-  }
+    return invalid(
+      `${removed.length} action(s) were removed after approval; the plan must be approved again`,
+    );
+  if (canonicalJson(current) !== canonicalJson(approved.actionHashes))
+    return invalid("the actions were reordered after approval; the plan must be approved again");
   return { valid: true };
 }
 
