@@ -36,16 +36,6 @@ import type { OperationName } from "./operations.js";
 import { isRecord } from "./targets.js";
 import { deleteSubjectOf, deletedIdOf } from "./delete-subjects.js";
 
-export {
-  COMMENT_COMPARED_FIELDS,
-  DELETE_SUBJECTS,
-  deleteSubjectOf,
-  deletedIdOf,
-  deletedLabelOf,
-  type DeleteSubject,
-  type DeletedKind,
-} from "./delete-subjects.js";
-
 export type SubjectRead =
   | { status: "present"; object: Record<string, unknown> }
   | { status: "gone"; reason: string }

@@ -2,7 +2,7 @@
  * What an envelope acts on, told by its operation's effect (make, remove, change), for the chat report
  * and for an ending that names what a sent write left unchecked.
  */
-import { deletedLabelOf } from "./deleted.js";
+import { deletedLabelOf } from "./delete-subjects.js";
 import type { Envelope } from "./envelope.js";
 import { objectNamed, operationSpec } from "./operations.js";
 

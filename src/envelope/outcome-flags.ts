@@ -11,7 +11,7 @@ import type {
   ReasonCode,
   VerificationRecord,
 } from "./records.js";
-import { deletedLabelOf } from "./deleted.js";
+import { deletedLabelOf } from "./delete-subjects.js";
 import { objectNamed, operationSpec } from "./operations.js";
 import type { TargetType } from "./targets.js";
 

@@ -8,7 +8,7 @@
  * escape sequences, bidi and invisible characters appear as ⟨U+XXXX⟩ and cannot start a new line.
  * The card as shown was escaped when it was rendered; its lines are only checked again.
  */
-import { deleteSubjectOf } from "../envelope/deleted.js";
+import { deleteSubjectOf } from "../envelope/delete-subjects.js";
 import { objectNamed, operationSpec } from "../envelope/operations.js";
 import { requesterVerificationText } from "../envelope/envelope.js";
 import type { FieldCheck, MovedField, ObjectIdentity } from "../envelope/index.js";

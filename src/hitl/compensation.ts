@@ -14,7 +14,7 @@ import {
 } from "../envelope/compensation.js";
 import { extractOf } from "../envelope/compare.js";
 import { OPERATIONS, objectNamed } from "../envelope/operations.js";
-import { deleteSubjectOf } from "../envelope/deleted.js";
+import { deleteSubjectOf } from "../envelope/delete-subjects.js";
 import type { Policy } from "../envelope/policy.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";

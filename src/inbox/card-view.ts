@@ -8,7 +8,7 @@
 import { renderCard, renderValue } from "../envelope/card.js";
 import { enumLabel } from "../envelope/fields.js";
 import { OPERATIONS, objectNamed, operationSpec } from "../envelope/operations.js";
-import { deletedLabelOf } from "../envelope/deleted.js";
+import { deletedLabelOf } from "../envelope/delete-subjects.js";
 import { personNote } from "../envelope/people.js";
 import { requesterVerificationOf, requesterVerificationText } from "../envelope/envelope.js";
 import type { ActionRow } from "../store/action-machine.js";
