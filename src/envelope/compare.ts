@@ -121,17 +121,19 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
   const fieldToTaskKey = t.keyOf;
   const CHANGE_MARKER_FIELD = t.changeMarker;
   const noIdentity: ObjectIdentity = { expected: e.object.id, answered: null, status: "UNKNOWN" };
+  const unknownFields = (note: string): FieldCheck[] =>
+    e.comparedFields.map((f) => ({
+      field: f,
+      taskKey: fieldToTaskKey(f),
+      role: "compared",
+      expected: e.baseline.values[f],
+      status: "unknown",
+      note,
+    }));
   if (read.status === "failed") {
     return {
       verdict: "ERROR",
-      fields: e.comparedFields.map((f) => ({
-        field: f,
-        taskKey: fieldToTaskKey(f),
-        role: "compared",
-        expected: e.baseline.values[f],
-        status: "unknown",
-        note: "read failed",
-      })),
+      fields: unknownFields("read failed"),
       reason: `the fresh read failed (${read.error.kind}${read.error.code !== undefined ? ` ${read.error.code}` : ""}): ${read.error.description}`,
       moved: [],
       identity: noIdentity,
@@ -142,14 +144,7 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     const other = extracted.otherId !== undefined;
     return {
       verdict: other ? "MISMATCH" : "UNKNOWN",
-      fields: e.comparedFields.map((f) => ({
-        field: f,
-        taskKey: fieldToTaskKey(f),
-        role: "compared",
-        expected: e.baseline.values[f],
-        status: "unknown",
-        note: extracted.reason,
-      })),
+      fields: unknownFields(extracted.reason),
       reason: other
         ? `identity mismatch: ${extracted.reason}; it says nothing about ${t.type} ${e.object.id}`
         : `cannot compare: ${extracted.reason}`,
