@@ -7,7 +7,7 @@
  * or decides.
  */
 import { compareValues } from "./normalise.js";
-import { TARGETS, isRecord, type TargetType } from "./targets.js";
+import { TARGETS, isRecord, jsonOf, type TargetType } from "./targets.js";
 import { canonicalJson } from "./canonical.js";
 import { extractOf } from "./compare.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
@@ -264,14 +264,7 @@ export function changedSinceCreated(plan: DeletePlan, object: Record<string, unk
 
 /** The row with id `id` out of a list answer (`result: [...]` of comments, or `result.tasks: [...]`). */
 function listedItem(raw: unknown, idKey: string, id: string): Record<string, unknown> | undefined {
-  let value = raw;
-  if (typeof value === "string") {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return undefined;
-    }
-  }
+  const value = jsonOf(raw)?.value;
   const result = isRecord(value) ? value["result"] : undefined;
   const rows = Array.isArray(result)
     ? result

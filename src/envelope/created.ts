@@ -16,7 +16,7 @@ import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
-import { isRecord } from "./targets.js";
+import { isRecord, jsonOf } from "./targets.js";
 import { show, type FieldCheck, type ObjectIdentity, type ReadResult } from "./compare.js";
 import {
   MAY_STILL_LAND,
@@ -40,14 +40,9 @@ export type CommentsExtracted = { ok: true; comments: CommentItem[] } | { ok: fa
 
 /** body.result as a list of comments; anything else is unusable (no guessing from a partial shape). */
 export function extractComments(body: unknown): CommentsExtracted {
-  let value = body;
-  if (typeof value === "string") {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return { ok: false, reason: `the comment list is text, not JSON: ${describeReceived(body)}` };
-    }
-  }
+  const json = jsonOf(body);
+  if (!json) return { ok: false, reason: `the comment list is text, not JSON: ${describeReceived(body)}` };
+  const value = json.value;
   if (!isRecord(value) || !("result" in value))
     return { ok: false, reason: `the comment list answer has no "result": ${describeReceived(value)}` };
   const result = value["result"];
@@ -83,13 +78,7 @@ export function createdIdOf(ack: Acknowledgement): string | undefined {
 
 /** An OK acknowledgement's body as JSON (parsed when it arrived as text); undefined otherwise. */
 function ackBody(ack: Acknowledgement): unknown {
-  if (ack.status !== "OK") return undefined;
-  if (typeof ack.body !== "string") return ack.body;
-  try {
-    return JSON.parse(ack.body);
-  } catch {
-    return undefined;
-  }
+  return ack.status === "OK" ? jsonOf(ack.body)?.value : undefined;
 }
 
 export interface CreatedObject {
@@ -271,14 +260,9 @@ export function taskIdsWithTitle(
   body: unknown,
   title: unknown,
 ): { ok: true; ids: string[]; tasks: Map<string, Record<string, unknown>> } | { ok: false; reason: string } {
-  let value = body;
-  if (typeof value === "string") {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return { ok: false, reason: `the task list is text, not JSON: ${describeReceived(body)}` };
-    }
-  }
+  const json = jsonOf(body);
+  if (!json) return { ok: false, reason: `the task list is text, not JSON: ${describeReceived(body)}` };
+  const value = json.value;
   const tasks = isRecord(value) && isRecord(value["result"]) ? value["result"]["tasks"] : undefined;
   if (!Array.isArray(tasks))
     return {

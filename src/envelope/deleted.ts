@@ -33,7 +33,7 @@ import { extractComments } from "./created.js";
 import { normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import type { OperationName } from "./operations.js";
-import { isRecord } from "./targets.js";
+import { isRecord, jsonOf } from "./targets.js";
 import { deleteSubjectOf, deletedIdOf } from "./delete-subjects.js";
 
 export type SubjectRead =
@@ -78,7 +78,7 @@ export function locateDeleted(
           reason: `${what} is not in the task's comment list (${listed.comments.length} comment(s) listed)`,
         };
   }
-  const body = parsedBody(read.body);
+  const body = jsonOf(read.body)?.value;
   if (isRecord(body) && Array.isArray(body["result"]) && body["result"].length === 0) {
     return {
       status: "gone",
@@ -317,18 +317,9 @@ export function verifyDeleted(
   }
 }
 
-function parsedBody(body: unknown): unknown {
-  if (typeof body !== "string") return body;
-  try {
-    return JSON.parse(body);
-  } catch {
-    return body;
-  }
-}
-
 /** body.result as records (extractComments has already checked its shape). */
 function resultArray(body: unknown): Array<Record<string, unknown>> {
-  const value = parsedBody(body);
+  const value = jsonOf(body)?.value;
   const result = isRecord(value) ? value["result"] : undefined;
   return Array.isArray(result) ? result.filter(isRecord) : [];
 }

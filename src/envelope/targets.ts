@@ -45,14 +45,9 @@ function parsed(
   body: unknown,
   type: TargetType,
 ): { ok: true; value: Record<string, unknown> } | { ok: false; reason: string } {
-  let value = body;
-  if (typeof value === "string") {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return { ok: false, reason: `the answer is text, not JSON: ${describeReceived(body)}` };
-    }
-  }
+  const json = jsonOf(body);
+  if (!json) return { ok: false, reason: `the answer is text, not JSON: ${describeReceived(body)}` };
+  const value = json.value;
   if (!isRecord(value))
     return { ok: false, reason: `the answer is not a JSON object: ${describeReceived(value)}` };
   if (!("result" in value)) {
@@ -133,6 +128,16 @@ export const TARGETS: Readonly<Record<TargetType, TargetKind>> = {
     read: { role: "getDeal", args: (id) => ({ dealId: id }) },
   },
 };
+
+/** An answer as JSON: parsed when it arrived as text; undefined when that text is not JSON. */
+export function jsonOf(body: unknown): { value: unknown } | undefined {
+  if (typeof body !== "string") return { value: body };
+  try {
+    return { value: JSON.parse(body) as unknown };
+  } catch {
+    return undefined;
+  }
+}
 
 export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
