@@ -66,21 +66,17 @@ export type ModelReasonCode =
   | "MODEL_SERVER_ERROR"
   | "MODEL_FAILED";
 
+const REASON_CODES: Record<ModelFailureKind, ModelReasonCode> = {
+  auth: "MODEL_AUTH_FAILED",
+  rate_limited: "MODEL_RATE_LIMITED",
+  connection: "MODEL_UNREACHABLE",
+  bad_request: "MODEL_REQUEST_REJECTED",
+  server: "MODEL_SERVER_ERROR",
+  unknown: "MODEL_FAILED",
+};
+
 export function modelReasonCode(f: ModelFailure): ModelReasonCode {
-  switch (f.kind) {
-    case "auth":
-      return "MODEL_AUTH_FAILED";
-    case "rate_limited":
-      return "MODEL_RATE_LIMITED";
-    case "connection":
-      return "MODEL_UNREACHABLE";
-    case "bad_request":
-      return "MODEL_REQUEST_REJECTED";
-    case "server":
-      return "MODEL_SERVER_ERROR";
-    case "unknown":
-      return "MODEL_FAILED";
-  }
+  return REASON_CODES[f.kind];
 }
 
 /**
