@@ -18,9 +18,6 @@ import { OPERATIONS } from "./operations.js";
 import { personNote, type PeopleLookup } from "./people.js";
 import { escapeLine, marker, type Finding } from "../text/escape.js";
 
-// The escaping itself is shared with everything else that prints data (src/text/escape.ts).
-export { marker };
-
 export type CardFormat = "text" | "markdown";
 
 const NAMES: Record<number, string> = {
@@ -92,19 +89,16 @@ export function renderValue(value: unknown, label: string): RenderedValue {
   const warnings: string[] = [];
   let trailing = 0;
   let rendered: RenderedValue;
-  if (typeof value === "string" && value.includes("\n")) {
-    const lines = value.split("\n").map((l) => {
+  if (typeof value === "string") {
+    const block = value.includes("\n");
+    const lines = (block ? value.split("\n") : [value]).map((l) => {
       const t = markTrailingSpaces(escapeLine(l, findings));
       trailing += t.count;
       return t.text;
     });
-    rendered = { lines, block: true, warnings, uninspectable: false, length: [...value].length };
-  } else if (typeof value === "string") {
-    const t = markTrailingSpaces(escapeLine(value, findings));
-    trailing += t.count;
     rendered = {
-      lines: [`"${t.text}"`],
-      block: false,
+      lines: block ? lines : [`"${lines[0]}"`],
+      block,
       warnings,
       uninspectable: false,
       length: [...value].length,
