@@ -95,14 +95,10 @@ type Extracted =
     };
 
 /**
- * body.result.task, accepted only when it is an object whose id is the envelope's task. A string body
- * is parsed as JSON first (a caller may hand over the raw text); text that is not JSON is unusable.
+ * The envelope's object out of a read answer (src/envelope/targets.ts): a task, or a deal, accepted only
+ * when it is an object whose id is the envelope's. A string body is parsed as JSON first (a caller may
+ * hand over the raw text); text that is not JSON is unusable.
  */
-export function extractTask(body: unknown, taskId: number): Extracted {
-  return extractOf("task", body, taskId);
-}
-
-/** The envelope's object out of a read answer (src/envelope/targets.ts): a task, or a deal. */
 export function extractOf(type: TargetType, body: unknown, id: number): Extracted {
   const x = TARGETS[type].extract(body, id);
   return x.ok ? { ok: true, task: x.object } : x;

@@ -13,7 +13,7 @@
 import { fingerprint } from "./canonical.js";
 import {
   describeMoves,
-  extractTask,
+  extractOf,
   has,
   type CompareResult,
   type FieldCheck,
@@ -85,7 +85,7 @@ export function locateDeleted(
       reason: `${what} is not found or not accessible (tasks.task.get answered result: [])`,
     };
   }
-  const x = extractTask(read.body, id);
+  const x = extractOf("task", read.body, id);
   if (!x.ok)
     return {
       status: "unknown",
