@@ -74,7 +74,6 @@ const MAX_TTL_SECONDS = 7 * 24 * 3600;
 const FieldRuleSchema = z
   .strictObject({
     allowed: z.boolean().describe("Whether the agent may propose a value for this field."),
-    /** Shown in the refusal when the field is denied. */
     reason: z.string().optional().describe("Shown in the refusal when the field is denied."),
     level: Level.optional().describe(
       "Risk level of changing this field; the envelope's level is the highest of the operation's and its fields'.",
@@ -92,19 +91,16 @@ const FieldRuleSchema = z
       .max(MAX_TTL_SECONDS)
       .optional()
       .describe("Approval lifetime when this field is changed; the shortest of operation and fields wins."),
-    /** Characters for strings, ids for lists; narrows the field's own limit. */
     maxLength: z
       .int()
       .nonnegative()
       .optional()
       .describe("Characters for strings, ids for lists; narrows the field's own limit."),
     minLength: z.int().nonnegative().optional().describe("Characters for strings, ids for lists."),
-    /** Narrows an enum field (e.g. STATUS) to these digit strings. */
     allowedValues: z
       .array(z.string())
       .optional()
       .describe('Narrows an enum field (STATUS, PRIORITY) to these codes, e.g. ["2","3"].'),
-    /** Other task fields that Bitrix24 changes as a consequence of writing this one (RESPONSIBLE_ID -> RESPONSIBLE). */
     consequentialFields: z
       .array(FieldName)
       .optional()
@@ -126,7 +122,6 @@ const OperationRuleSchema = z
       .positive()
       .max(MAX_TTL_SECONDS)
       .describe("How long an approval stays valid, in seconds (at most 7 days)."),
-    /** Narrow the policy-wide approvers for this operation. */
     approverIds: z
       .array(PrincipalId)
       .optional()
@@ -149,7 +144,6 @@ const OperationRuleSchema = z
       .describe(
         "Fields of this operation's object that change by themselves on any write, instead of the policy-wide automaticFields (which are a task's).",
       ),
-    /** Per-field rules; a field without a rule is denied. */
     fields: z
       .record(FieldName, FieldRuleSchema)
       .default({})
@@ -178,13 +172,11 @@ export const PolicySchema = z
     operations: z
       .record(z.string().regex(/^[a-z][a-z0-9_]*$/), OperationRuleSchema)
       .describe("Rules per operation; an operation not listed is denied."),
-    /** Fields whose values must be unchanged after the write unless they are the ones written. */
     watchedFields: z
       .array(FieldName)
       .describe(
         "Fields whose values must be unchanged after the write unless they are the ones written; checked by the pre-read and the verification.",
       ),
-    /** Fields the target changes by itself on any write (CHANGED_DATE, CHANGED_BY, ...). */
     automaticFields: z
       .array(FieldName)
       .describe(
@@ -192,7 +184,6 @@ export const PolicySchema = z
       ),
     approvers: z
       .strictObject({
-        /** Accept a self-declared approver id (recorded as unverified) when there is neither signature nor authentication. */
         allowUnauthenticated: z
           .boolean()
           .describe(
@@ -332,9 +323,6 @@ export const PolicySchema = z
   });
 
 export type Policy = z.output<typeof PolicySchema>;
-export type PolicyInput = z.input<typeof PolicySchema>;
-export type OperationRule = Policy["operations"][string];
-export type FieldRule = OperationRule["fields"][string];
 
 /** Validates a parsed JSON policy document; throws PolicyError listing every problem with its path. */
 export function parsePolicy(json: unknown): Policy {
