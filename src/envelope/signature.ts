@@ -34,10 +34,6 @@ export interface SignedDecisionPayload {
   actionId?: string;
 }
 
-export function signingBytes(payload: SignedDecisionPayload): Buffer {
-  return Buffer.from(canonicalJson(payload), "utf8");
-}
-
 /** Base64 Ed25519 signature over the canonical payload. For the approver's side (CLI), never the runtime. */
 export function signDecision(payload: SignedDecisionPayload, privateKeyPem: string): string {
   return signCanonical(signingBytes(payload), privateKeyPem);
@@ -66,13 +62,14 @@ export interface SignedRequestPayload {
   scope: Record<string, unknown>;
 }
 
-export function requestSigningBytes(payload: SignedRequestPayload): Buffer {
-  return Buffer.from(canonicalJson(payload), "utf8");
-}
-
 /** Base64 Ed25519 signature over the canonical request. For the requester's side (CLI), never the runtime. */
 export function signRequest(payload: SignedRequestPayload, privateKeyPem: string): string {
-  return signCanonical(requestSigningBytes(payload), privateKeyPem);
+  return signCanonical(signingBytes(payload), privateKeyPem);
+}
+
+/** The bytes a signature covers: the payload's RFC 8785 canonical JSON. */
+function signingBytes(payload: SignedDecisionPayload | SignedRequestPayload): Buffer {
+  return Buffer.from(canonicalJson(payload), "utf8");
 }
 
 function signCanonical(bytes: Buffer, privateKeyPem: string): string {
@@ -88,7 +85,7 @@ export function verifyRequestSignature(
   signatureBase64: string,
   publicKey: KeyObject,
 ): boolean {
-  return verifyCanonical(requestSigningBytes(payload), signatureBase64, publicKey);
+  return verifyCanonical(signingBytes(payload), signatureBase64, publicKey);
 }
 
 function verifyCanonical(bytesSigned: Buffer, signatureBase64: string, publicKey: KeyObject): boolean {
