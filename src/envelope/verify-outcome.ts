@@ -280,26 +280,17 @@ export function verifyOutcome(
       reason: `the ${t.type} holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
     };
   }
+  const withStatus = (status: FieldStatus) => fields.filter((f) => f.status === status).map((f) => f.field);
+  const automatic = withStatus("automatic");
+  const earlier = withStatus("changed_before_write");
   return {
     verdict: "VERIFIED",
     fields,
     moved,
     identity,
     reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${
-      fields.some((f) => f.status === "automatic")
-        ? `, automatic changes: ${fields
-            .filter((f) => f.status === "automatic")
-            .map((f) => f.field)
-            .join(", ")}`
-        : ""
-    }${
-      fields.some((f) => f.status === "changed_before_write")
-        ? `; changed before the write (seen at the pre-read, not by this write): ${fields
-            .filter((f) => f.status === "changed_before_write")
-            .map((f) => f.field)
-            .join(", ")}`
-        : ""
-    }`,
+      automatic.length ? `, automatic changes: ${automatic.join(", ")}` : ""
+    }${earlier.length ? `; changed before the write (seen at the pre-read, not by this write): ${earlier.join(", ")}` : ""}`,
   };
 }
 
