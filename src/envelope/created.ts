@@ -298,11 +298,9 @@ export function verifyCreatedTask(
   listRead: ReadResult,
   sameTitleBefore: string[] | undefined,
   readAt?: string,
-): VerifyResult & {
-  created: { type: "task"; id: string | null; via: "acknowledgement" | "search"; newWithText: string[] };
-} {
+): CreateVerifyResult & { created: { type: "task" } } {
   const ackId = createdTaskIdOf(ack);
-  const via: "acknowledgement" | "search" = ackId !== undefined ? "acknowledgement" : "search";
+  const via: CreatedObject["via"] = ackId !== undefined ? "acknowledgement" : "search";
   // The read is about the created task, not the envelope's object (id 0: "a new task", no id yet). Its
   // identity names that task once its id is known (acknowledged, or found by the search) and is a MATCH
   // only when the list read back holds it. ObjectIdentity.expected is a number: with no id known it stays
