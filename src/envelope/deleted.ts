@@ -15,6 +15,7 @@ import {
   describeMoves,
   extractOf,
   has,
+  movedOf,
   type CompareResult,
   type FieldCheck,
   type MovedField,
@@ -187,14 +188,7 @@ export function compareBeforeDelete(
   });
   const moved: MovedField[] = fields
     .filter((f) => f.status === "mismatch" || f.status === "unknown")
-    .map((f) => ({
-      field: f.field,
-      taskKey: f.taskKey,
-      role: f.role,
-      before: f.expected,
-      now: f.actual,
-      ...(f.rule ? { rule: f.rule } : {}),
-    }));
+    .map(movedOf);
   const keptKeys = new Set(kept.map(([f]) => subject.keyOf(f)));
   const keys = [...new Set([...Object.keys(e.baseline.fingerprints), ...Object.keys(object)])]
     .filter((k) => k !== subject.idKey && !keptKeys.has(k))
