@@ -2,7 +2,7 @@
 import type pg from "pg";
 import type { DatabaseConfig } from "../../config/env.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
-import { moveWrite, type PlannedMove } from "../action-rows.js";
+import { moveWrite, type ActionDbRow, type PlannedMove } from "../action-rows.js";
 import type { ActionRow, ObjectLease } from "../action-machine.js";
 import type { Keeper } from "../keeper.js";
 import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js";
@@ -66,6 +66,24 @@ export class PgBase {
     return rows;
   }
 
+  /** One statement outside a transaction, for reads (not counted as a commit). */
+  protected read<R extends pg.QueryResultRow>(
+    doing: string,
+    text: string,
+    values: unknown[] = [],
+  ): Promise<R[]> {
+    return query<R>(this.pool, this.db, doing, text, values);
+  }
+
+  /** The action's row, locked for the rest of the caller's transaction. */
+  protected async lockAction(c: pg.PoolClient, envelopeHash: string): Promise<ActionDbRow | undefined> {
+    const r = await c.query<ActionDbRow>(
+      `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
+      [envelopeHash],
+    );
+    return r.rows[0];
+  }
+
   protected async append(c: pg.PoolClient, records: AuditEntry[]): Promise<void> {
     for (const r of records) await appendWithin(c, this.db, r, this.clock());
   }
@@ -121,9 +139,7 @@ export class PgBase {
 
   /** The lease on an object, if any (expired ones included). */
   protected async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
-    const rows = await query<LeaseRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<LeaseRow>(
       `reading the lease on ${objectKey}`,
       `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`,
       [objectKey],

@@ -4,7 +4,7 @@ import { SqliteConnection } from "../statements.js";
 import { appendOnlyIn, type AuditEntry } from "../audit.js";
 import type { ActionRow, ObjectLease } from "../action-machine.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
-import { moveWrite, type PlannedMove } from "../action-rows.js";
+import { moveWrite, type ActionDbRow, type PlannedMove } from "../action-rows.js";
 import type { Keeper } from "../keeper.js";
 
 /** The SQLite journal's connection, MAC key (src/store/journal-key.ts) and clock. */
@@ -35,6 +35,12 @@ export class SqliteBase {
     this.clock = core.clock;
     this.resumeGraceMs = core.resumeGraceMs;
     this.keeper = core.keeper;
+  }
+
+  /** The action's stored row. */
+  protected actionDbRow(envelopeHash: string): ActionDbRow | undefined {
+    return this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+      ActionDbRow | undefined;
   }
 
   /** Appends audit records inside the caller's transaction. */
