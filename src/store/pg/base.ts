@@ -9,19 +9,15 @@ import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js
 import { appendWithin } from "../pg-audit.js";
 import type { AuditEntry } from "../audit.js";
 import type { CommitCount } from "../statements.js";
+import type { JournalOptions } from "../journal/api.js";
 
-/** The PostgreSQL journal's connections, database settings, MAC key (src/store/journal-key.ts), clock and commit count. */
-export interface PgCore {
+/** The PostgreSQL journal's connections, database settings, MAC key (src/store/journal-key.ts), commit count and options. */
+export interface PgCore extends Required<JournalOptions> {
   /** The process's connections (openPools): queries on `pool`, thread locks on lock connections beside it. */
   pools: PoolLease;
   db: DatabaseConfig;
   key: Buffer;
-  clock: () => Date;
   commits: CommitCount;
-  /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
-  resumeGraceMs: number;
-  /** Which side keeps the checkpoints of the threads this process registers (src/store/keeper.ts). */
-  keeper: Keeper;
 }
 
 export class PgBase {
