@@ -130,25 +130,17 @@ export async function createStoreDeps(
     clock,
     ...(opts.keeper ? { keeper: opts.keeper } : {}),
   });
+  const close = async () => {
+    await journal.close();
+    await audit.close();
+  };
   try {
     await (await import("../hitl/legacy-approvals.js")).adoptLegacyApprovals(config, journal);
   } catch (e) {
-    await journal.close();
-    await audit.close();
+    await close();
     throw e;
   }
-  return {
-    config,
-    journal,
-    audit,
-    policy,
-    publicKeys,
-    clock,
-    async close() {
-      await journal.close();
-      await audit.close();
-    },
-  };
+  return { config, journal, audit, policy, publicKeys, clock, close };
 }
 
 export async function createDeps(

@@ -5,6 +5,7 @@
 import {
   AuditLogError,
   GENESIS_HASH,
+  type AppendResult,
   type AuditEntry,
   type AuditLog,
   type AuditRecord,
@@ -30,6 +31,25 @@ export function recordHash(record: Omit<AuditRecord, "prevHash" | "hash">, prevH
  */
 export function recordHashOfText(recordText: string, prevHash: string): string {
   return `sha256:${hash("sha256", `{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "hex")}`;
+}
+
+/** The record an append writes after the chain's head `last` (none: the genesis): its seq, stored text and hashes. */
+export function nextLink(
+  entry: AuditEntry,
+  last: { seq: number | string; record_hash: string } | undefined,
+  now: Date,
+) {
+  const seq = (last ? Number(last.seq) : 0) + 1;
+  const prevHash = last?.record_hash ?? GENESIS_HASH;
+  const recordedAt = now.toISOString();
+  const text = canonicalJson({ ...entry, seq, recordedAt });
+  return { seq, recordedAt, text, prevHash, hash: recordHashOfText(text, prevHash) };
+}
+
+/** What an append that wrote `link` answers. */
+export function appended(link: ReturnType<typeof nextLink>): AppendResult {
+  const body = JSON.parse(link.text) as AuditEntry & { seq: number; recordedAt: string };
+  return { appended: true, record: { ...body, prevHash: link.prevHash, hash: link.hash } };
 }
 
 export function toRecord(row: AuditRow): AuditRecord {

@@ -17,10 +17,8 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { preparedOnce, SqliteConnection } from "./statements.js";
-import { canonicalJson } from "../envelope/index.js";
 import {
   AuditLogError,
-  GENESIS_HASH,
   type AppendResult,
   type AuditEntry,
   type AuditLog,
@@ -34,8 +32,9 @@ import {
   FIRST_RECORDS_SQL,
 } from "./audit-entry.js";
 import {
+  appended,
   ChainVerifier,
-  recordHashOfText,
+  nextLink,
   summariseThreads,
   summaryRowsNamingDamage,
   toRecord,
@@ -77,15 +76,7 @@ export function appendIn(
   now: Date,
 ): AppendResult {
   const r = insertRecord(sql, entry, now);
-  if ("existing" in r) return { appended: false, record: toRecord(r.existing) };
-  return {
-    appended: true,
-    record: {
-      ...(JSON.parse(r.text) as AuditEntry & { seq: number; recordedAt: string }),
-      prevHash: r.prevHash,
-      hash: r.hash,
-    },
-  };
+  return "existing" in r ? { appended: false, record: toRecord(r.existing) } : appended(r);
 }
 
 /**
@@ -104,33 +95,29 @@ function insertRecord(
   sql: (text: string) => Database.Statement,
   entry: AuditEntry,
   now: Date,
-): { existing: AuditRow } | { text: string; prevHash: string; hash: string } {
+): { existing: AuditRow } | ReturnType<typeof nextLink> {
   const existing = sql(
     "SELECT * FROM audit_records WHERE thread_id = ? AND revision = ? AND event = ? AND discriminator = ?",
   ).get(entry.threadId, entry.revision, entry.event, entry.discriminator) as AuditRow | undefined;
   if (existing) return { existing };
   const last = sql("SELECT seq, record_hash FROM audit_records ORDER BY seq DESC LIMIT 1").get() as
     { seq: number; record_hash: string } | undefined;
-  const seq = (last?.seq ?? 0) + 1;
-  const prevHash = last?.record_hash ?? GENESIS_HASH;
-  const body = { ...entry, seq, recordedAt: now.toISOString() };
-  const text = canonicalJson(body);
-  const hash = recordHashOfText(text, prevHash);
+  const link = nextLink(entry, last, now);
   sql(
     `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
-    seq,
+    link.seq,
     entry.threadId,
     entry.revision,
     entry.event,
     entry.discriminator,
-    body.recordedAt,
-    text,
-    prevHash,
-    hash,
+    link.recordedAt,
+    link.text,
+    link.prevHash,
+    link.hash,
   );
-  return { text, prevHash, hash };
+  return link;
 }
 
 /** Creates the audit table on a connection (the journal's, or a file of its own). */
@@ -159,20 +146,10 @@ export function adoptAuditFile(db: Database.Database, oldFile: string): void {
     // Zero: the journal holds no copy yet. As many: a copy committed before the rename (a crash between).
     if (present === 0) {
       const insert = sql(
-        `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
+         VALUES (@seq, @thread_id, @revision, @event, @discriminator, @recorded_at, @record_json, @prev_hash, @record_hash)`,
       );
-      for (const r of source)
-        insert.run(
-          r.seq,
-          r.thread_id,
-          r.revision,
-          r.event,
-          r.discriminator,
-          r.recorded_at,
-          r.record_json,
-          r.prev_hash,
-          r.record_hash,
-        );
+      for (const r of source) insert.run(r);
     }
     const copied = sql("SELECT * FROM audit_records ORDER BY seq LIMIT ?").all(source.length) as AuditRow[];
     const mismatch = source.findIndex(

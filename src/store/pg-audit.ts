@@ -6,15 +6,14 @@
  */
 import type pg from "pg";
 import type { DatabaseConfig } from "../config/env.js";
-import { canonicalJson } from "../envelope/index.js";
 import {
+  appended,
+  nextLink,
   summariseThreads,
   summaryRowsNamingDamage,
   toRecord,
   type AuditRow,
   verifyInPages,
-  GENESIS_HASH,
-  recordHashOfText,
   type AppendResult,
   type AuditEntry,
   type AuditLog,
@@ -66,31 +65,23 @@ export async function appendWithin(
     const { existing: _existing, ...row } = existing;
     return { appended: false, record: toRecord(normalise(row)) };
   }
-  const last = found.rows[0];
-  const seq = (last ? Number(last.seq) : 0) + 1;
-  const prevHash = last?.record_hash ?? GENESIS_HASH;
-  const body = { ...entry, seq, recordedAt: now.toISOString() };
-  const text = canonicalJson(body);
-  const hash = recordHashOfText(text, prevHash);
+  const link = nextLink(entry, found.rows[0], now);
   await c.query(
     `INSERT INTO ${s}.audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     [
-      seq,
+      link.seq,
       entry.threadId,
       entry.revision,
       entry.event,
       entry.discriminator,
-      body.recordedAt,
-      text,
-      prevHash,
-      hash,
+      link.recordedAt,
+      link.text,
+      link.prevHash,
+      link.hash,
     ],
   );
-  return {
-    appended: true,
-    record: { ...(JSON.parse(text) as AuditEntry & { seq: number; recordedAt: string }), prevHash, hash },
-  };
+  return appended(link);
 }
 
 export class PostgresAuditLog implements AuditLog {
@@ -130,35 +121,21 @@ export class PostgresAuditLog implements AuditLog {
     );
   }
 
-  private async rows(threadId?: string, events?: readonly string[]): Promise<AuditRow[]> {
-    const rows =
+  async records({ threadId, events }: RecordFilter = {}): Promise<AuditRecord[]> {
+    const where =
       threadId === undefined
-        ? await query<AuditRow>(
-            this.pool,
-            this.db,
-            "reading audit records",
-            `SELECT * FROM ${this.s}.audit_records ORDER BY seq`,
-          )
+        ? ""
         : events
-          ? await query<AuditRow>(
-              this.pool,
-              this.db,
-              "reading audit records",
-              `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 AND event = ANY($2) ORDER BY seq`,
-              [threadId, [...events]],
-            )
-          : await query<AuditRow>(
-              this.pool,
-              this.db,
-              "reading audit records",
-              `SELECT * FROM ${this.s}.audit_records WHERE thread_id = $1 ORDER BY seq`,
-              [threadId],
-            );
-    return rows.map(normalise);
-  }
-
-  async records(filter: RecordFilter = {}): Promise<AuditRecord[]> {
-    return (await this.rows(filter.threadId, filter.events)).map(toRecord);
+          ? "WHERE thread_id = $1 AND event = ANY($2) "
+          : "WHERE thread_id = $1 ";
+    const rows = await query<AuditRow>(
+      this.pool,
+      this.db,
+      "reading audit records",
+      `SELECT * FROM ${this.s}.audit_records ${where}ORDER BY seq`,
+      threadId === undefined ? [] : events ? [threadId, [...events]] : [threadId],
+    );
+    return rows.map((r) => toRecord(normalise(r)));
   }
 
   async threadPage({ after = 0, limit, readSize }: ThreadPageOptions): Promise<ThreadPage> {

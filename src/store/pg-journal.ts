@@ -29,7 +29,7 @@ import { PgLeases, PgLocks } from "./pg/leases.js";
 import { PgDue } from "./pg/due.js";
 import { PgThreadRows } from "./pg/thread-rows.js";
 import { DEFAULT_RESUME_GRACE_MS } from "./due.js";
-import { DEFAULT_KEEPER, type Keeper } from "./keeper.js";
+import { DEFAULT_KEEPER } from "./keeper.js";
 import type { Journal, JournalOptions } from "./journal/api.js";
 
 /** The journal in PostgreSQL: a part per concern (src/store/pg/), all on the process's pools. */
@@ -49,16 +49,7 @@ export class PostgresJournal extends ComposedJournal {
   /** One statement for the three rows (the parts' reads would be three round trips). */
   override readonly threadRows: Journal["threadRows"] = (threadId) => this.rows.threadRows(threadId);
 
-  private constructor(
-    pools: PoolLease,
-    db: DatabaseConfig,
-    /** MAC key for registered rows (src/store/journal-key.ts). */
-    key: Buffer,
-    clock: () => Date,
-    resumeGraceMs: number,
-    keeper: Keeper,
-  ) {
-    const core: PgCore = { pools, db, key, clock, commits: { total: 0, durable: 0 }, resumeGraceMs, keeper };
+  private constructor(core: PgCore) {
     const locks = new PgLocks(core);
     const actions = new PgActions(core);
     super({
@@ -73,8 +64,8 @@ export class PostgresJournal extends ComposedJournal {
       due: new PgDue(core),
     });
     this.commits = core.commits;
-    this.pool = pools.pool;
-    this.pools = pools;
+    this.pool = core.pools.pool;
+    this.pools = core.pools;
     this.locks = locks;
     this.rows = new PgThreadRows(core, actions);
   }
@@ -86,14 +77,15 @@ export class PostgresJournal extends ComposedJournal {
       await pools.close();
       throw e;
     });
-    return new PostgresJournal(
+    return new PostgresJournal({
       pools,
       db,
       key,
-      opts.clock ?? (() => new Date()),
-      opts.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
-      opts.keeper ?? DEFAULT_KEEPER,
-    );
+      clock: opts.clock ?? (() => new Date()),
+      commits: { total: 0, durable: 0 },
+      resumeGraceMs: opts.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
+      keeper: opts.keeper ?? DEFAULT_KEEPER,
+    });
   }
 
   async close(): Promise<void> {

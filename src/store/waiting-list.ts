@@ -162,11 +162,10 @@ export function countSql(d: Dialect, table: string, f: RegisteredFilter): { text
  */
 export function waitingIndexes(d: Dialect, table: string): string[] {
   const [at, hash] = [d.col("registered_at"), d.col("envelope_hash")];
-  const on = table;
   return [
-    `CREATE INDEX IF NOT EXISTS actions_waiting_keyset ON ${on} (${at}, ${hash}, ${d.field("operation")}, ${d.field("escalatedTo")}, ${d.field("setHash")}) WHERE phase = 'registered'`,
-    `CREATE INDEX IF NOT EXISTS actions_waiting_requester_keyset ON ${on} (${d.field("requestedBy")}, ${at}, ${hash}) WHERE phase = 'registered'`,
-    `CREATE INDEX IF NOT EXISTS actions_waiting_object_keyset ON ${on} (${d.field("objectId")}, ${d.field("objectType")}, ${at}, ${hash}) WHERE phase = 'registered'`,
+    `CREATE INDEX IF NOT EXISTS actions_waiting_keyset ON ${table} (${at}, ${hash}, ${d.field("operation")}, ${d.field("escalatedTo")}, ${d.field("setHash")}) WHERE phase = 'registered'`,
+    `CREATE INDEX IF NOT EXISTS actions_waiting_requester_keyset ON ${table} (${d.field("requestedBy")}, ${at}, ${hash}) WHERE phase = 'registered'`,
+    `CREATE INDEX IF NOT EXISTS actions_waiting_object_keyset ON ${table} (${d.field("objectId")}, ${d.field("objectType")}, ${at}, ${hash}) WHERE phase = 'registered'`,
   ];
 }
 

@@ -342,7 +342,9 @@ export interface DueJournal {
 /** How a journal is opened: its clock, the resume grace (src/store/due.ts) and who keeps the threads it registers (src/store/keeper.ts). */
 export interface JournalOptions {
   clock?: () => Date;
+  /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
   resumeGraceMs?: number;
+  /** Which side keeps the checkpoints of the threads this process registers (src/store/keeper.ts). */
   keeper?: Keeper;
 }
 

@@ -17,7 +17,6 @@ import {
   type ActionDbRow,
   type PlannedMove,
 } from "../action-rows.js";
-import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
 import type { DecisionClaim, DecideResult } from "../journal/api.js";
@@ -59,9 +58,7 @@ export class PgActions extends PgBase implements ActionPart {
   }
 
   async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
-    const rows = await query<ActionDbRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<ActionDbRow>(
       `reading action ${envelopeHash}`,
       `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1`,
       [envelopeHash],
@@ -70,9 +67,7 @@ export class PgActions extends PgBase implements ActionPart {
   }
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
-    const rows = await query<ActionDbRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<ActionDbRow>(
       `reading the current action of thread ${threadId}`,
       `SELECT * FROM ${this.s}.actions WHERE thread_id = $1 ORDER BY id DESC LIMIT 1`,
       [threadId],
@@ -93,11 +88,8 @@ export class PgActions extends PgBase implements ActionPart {
         const planned: PlannedMove[] = [];
         const refusals: Array<{ phase: Phase | null; reason: string }> = [];
         for (const { envelopeHash, decision } of decisions) {
-          const r = await c.query<ActionDbRow>(
-            `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
-            [envelopeHash],
-          );
-          const plan = planMove(actionRowOf(r.rows[0], this.key), envelopeHash, "decided", { decision });
+          const raw = await this.lockAction(c, envelopeHash);
+          const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "decided", { decision });
           if (!plan.ok) refusals.push(plan);
           else planned.push(plan);
         }
@@ -145,11 +137,8 @@ export class PgActions extends PgBase implements ActionPart {
     records: (row: ActionRow) => AuditEntry[] = () => [],
   ): Promise<TransitionResult> {
     return this.tx(`moving action ${envelopeHash} to ${to}`, async (c): Promise<TransitionResult> => {
-      const r = await c.query<ActionDbRow>(
-        `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
-        [envelopeHash],
-      );
-      const plan = planMove(actionRowOf(r.rows[0], this.key), envelopeHash, to, patch);
+      const raw = await this.lockAction(c, envelopeHash);
+      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
       const moved = await this.writeMove(c, plan);
       await this.append(c, records(moved));
@@ -166,12 +155,9 @@ export class PgActions extends PgBase implements ActionPart {
     return this.tx(
       `recording a refused decision for ${envelopeHash}`,
       async (c): Promise<ActionRow | undefined> => {
-        const r = await c.query<ActionDbRow>(
-          `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
-          [envelopeHash],
-        );
-        if (!r.rows[0]) return undefined;
-        const next = withRefusal(r.rows[0], this.key, refusal, counted);
+        const raw = await this.lockAction(c, envelopeHash);
+        if (!raw) return undefined;
+        const next = withRefusal(raw, this.key, refusal, counted);
         await c.query(`UPDATE ${this.s}.actions SET progress_json = $1 WHERE envelope_hash = $2`, [
           next.text,
           envelopeHash,

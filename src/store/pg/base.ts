@@ -2,26 +2,22 @@
 import type pg from "pg";
 import type { DatabaseConfig } from "../../config/env.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
-import { moveWrite, type PlannedMove } from "../action-rows.js";
+import { moveWrite, type ActionDbRow, type PlannedMove } from "../action-rows.js";
 import type { ActionRow, ObjectLease } from "../action-machine.js";
 import type { Keeper } from "../keeper.js";
 import { inTransaction, query, quoteIdent, type PoolLease } from "../postgres.js";
 import { appendWithin } from "../pg-audit.js";
 import type { AuditEntry } from "../audit.js";
 import type { CommitCount } from "../statements.js";
+import type { JournalOptions } from "../journal/api.js";
 
-/** The PostgreSQL journal's connections, database settings, MAC key (src/store/journal-key.ts), clock and commit count. */
-export interface PgCore {
+/** The PostgreSQL journal's connections, database settings, MAC key (src/store/journal-key.ts), commit count and options. */
+export interface PgCore extends Required<JournalOptions> {
   /** The process's connections (openPools): queries on `pool`, thread locks on lock connections beside it. */
   pools: PoolLease;
   db: DatabaseConfig;
   key: Buffer;
-  clock: () => Date;
   commits: CommitCount;
-  /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
-  resumeGraceMs: number;
-  /** Which side keeps the checkpoints of the threads this process registers (src/store/keeper.ts). */
-  keeper: Keeper;
 }
 
 export class PgBase {
@@ -64,6 +60,24 @@ export class PgBase {
     const rows = await query<R>(this.pool, this.db, doing, text, values);
     this.commits.total += 1;
     return rows;
+  }
+
+  /** One statement outside a transaction, for reads (not counted as a commit). */
+  protected read<R extends pg.QueryResultRow>(
+    doing: string,
+    text: string,
+    values: unknown[] = [],
+  ): Promise<R[]> {
+    return query<R>(this.pool, this.db, doing, text, values);
+  }
+
+  /** The action's row, locked for the rest of the caller's transaction. */
+  protected async lockAction(c: pg.PoolClient, envelopeHash: string): Promise<ActionDbRow | undefined> {
+    const r = await c.query<ActionDbRow>(
+      `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
+      [envelopeHash],
+    );
+    return r.rows[0];
   }
 
   protected async append(c: pg.PoolClient, records: AuditEntry[]): Promise<void> {
@@ -121,9 +135,7 @@ export class PgBase {
 
   /** The lease on an object, if any (expired ones included). */
   protected async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
-    const rows = await query<LeaseRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<LeaseRow>(
       `reading the lease on ${objectKey}`,
       `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`,
       [objectKey],

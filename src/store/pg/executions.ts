@@ -2,8 +2,7 @@
 import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
-import { actionRowOf, planMove, type ActionDbRow } from "../action-rows.js";
-import { query } from "../postgres.js";
+import { actionRowOf, planMove } from "../action-rows.js";
 import { PgBase } from "./base.js";
 import type { ExecutionJournal, BeginWriteResult, ExecutionEntry, ExecutionIntent } from "../journal/api.js";
 
@@ -29,10 +28,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
         `beginning the write for ${intent.envelopeHash}`,
         async (c): Promise<BeginWriteResult> => {
           const now = Date.now();
-          const r = await c.query<ActionDbRow>(
-            `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
-            [intent.envelopeHash],
-          );
+          const raw = await this.lockAction(c, intent.envelopeHash);
           const holder = await this.lockLease(c, lease.objectKey);
           if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
           const existing = await c.query<ExecutionRow>(
@@ -40,7 +36,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
             [intent.envelopeHash],
           );
           if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0], this.key) };
-          const plan = planMove(actionRowOf(r.rows[0], this.key), intent.envelopeHash, "intent", {});
+          const plan = planMove(actionRowOf(raw, this.key), intent.envelopeHash, "intent", {});
           if (!plan.ok) return { begun: false, refused: plan.reason };
           const inserted = await c.query(
             `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
@@ -79,11 +75,8 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
         `UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`,
         [JSON.stringify(acknowledgement), at, envelopeHash],
       );
-      const r = await c.query<ActionDbRow>(
-        `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
-        [envelopeHash],
-      );
-      const plan = planMove(actionRowOf(r.rows[0], this.key), envelopeHash, "acknowledged", {
+      const raw = await this.lockAction(c, envelopeHash);
+      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "acknowledged", {
         acknowledgement,
       });
       if (!plan.ok) return plan;
@@ -92,9 +85,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
   }
 
   async findExecution(envelopeHash: string): Promise<ExecutionEntry | undefined> {
-    const rows = await query<ExecutionRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<ExecutionRow>(
       "reading a write-ahead entry",
       `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`,
       [envelopeHash],

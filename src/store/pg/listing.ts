@@ -9,27 +9,24 @@ import {
   type RegisteredFilter,
   type RegisteredPageFilter,
 } from "../waiting-list.js";
-import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
 import type { ApprovalListing, LegacyApproval } from "../journal/api.js";
 
 export class PgListing extends PgBase implements ApprovalListing {
   async listRegistered(f: RegisteredPageFilter): Promise<ActionRow[]> {
     const q = pageSql(POSTGRES, `${this.s}.actions`, f);
-    const rows = await query<ActionDbRow>(this.pool, this.db, "listing waiting approvals", q.text, q.args);
+    const rows = await this.read<ActionDbRow>("listing waiting approvals", q.text, q.args);
     return rows.map((r) => toActionRow(r, this.key, true));
   }
 
   async countRegistered(f: RegisteredFilter): Promise<number> {
     const q = countSql(POSTGRES, `${this.s}.actions`, f);
-    const rows = await query<{ n: string }>(this.pool, this.db, "counting waiting approvals", q.text, q.args);
+    const rows = await this.read<{ n: string }>("counting waiting approvals", q.text, q.args);
     return Number(rows[0]?.n ?? 0);
   }
 
   private async hasLegacyApprovals(): Promise<boolean> {
-    const rows = await query<{ t: string | null }>(
-      this.pool,
-      this.db,
+    const rows = await this.read<{ t: string | null }>(
       "looking for an older version's approvals table",
       "SELECT to_regclass($1) AS t",
       [`${this.s}.approvals`],
@@ -39,9 +36,7 @@ export class PgListing extends PgBase implements ApprovalListing {
 
   async legacyApprovals(): Promise<LegacyApproval[] | null> {
     if (!(await this.hasLegacyApprovals())) return null;
-    const rows = await query<LegacyApprovalRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<LegacyApprovalRow>(
       "listing approvals an older version indexed",
       LEGACY_APPROVALS_SQL(`${this.s}.`),
     );

@@ -1,6 +1,5 @@
 /** Structured questions in PostgreSQL: one row per thread, recorded when asked and closed when answered. */
 import { toQuestion, type QuestionRow } from "../journal/rows.js";
-import { query } from "../postgres.js";
 import type { AuditEntry } from "../audit.js";
 import { PgBase } from "./base.js";
 import type { QuestionJournal, QuestionEntry } from "../journal/api.js";
@@ -47,9 +46,7 @@ export class PgQuestions extends PgBase implements QuestionJournal {
   }
 
   async getQuestion(threadId: string): Promise<QuestionEntry | undefined> {
-    const rows = await query<QuestionRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<QuestionRow>(
       `reading the question of thread ${threadId}`,
       `SELECT * FROM ${this.s}.questions WHERE thread_id = $1`,
       [threadId],
@@ -58,9 +55,7 @@ export class PgQuestions extends PgBase implements QuestionJournal {
   }
 
   async listOpenQuestions(): Promise<QuestionEntry[]> {
-    const rows = await query<QuestionRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<QuestionRow>(
       "listing open questions",
       `SELECT q.* FROM ${this.s}.questions q LEFT JOIN ${this.s}.threads t ON t.thread_id = q.thread_id
        WHERE q.status = 'open' AND t.closed_json IS NULL ORDER BY q.asked_at DESC, q.thread_id`,

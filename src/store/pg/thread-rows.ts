@@ -9,7 +9,6 @@ import {
 import { toQuestion, type QuestionRow } from "../journal/rows.js";
 import type { ThreadRows } from "../journal/api.js";
 import type { ActionPart } from "../journal/composed.js";
-import { query } from "../postgres.js";
 import { PgBase, type PgCore } from "./base.js";
 
 export class PgThreadRows extends PgBase {
@@ -26,13 +25,11 @@ export class PgThreadRows extends PgBase {
    * then read as currentAction reads them.
    */
   async threadRows(threadId: string): Promise<ThreadRows> {
-    const [r] = await query<{
+    const [r] = await this.read<{
       thread: ThreadDbRow | null;
       action: ActionDbRow | null;
       question: QuestionRow | null;
     }>(
-      this.pool,
-      this.db,
       `reading thread ${threadId}`,
       `SELECT (SELECT to_json(t) FROM ${this.s}.threads t WHERE t.thread_id = $1) AS thread,
         (SELECT to_json(a) FROM ${this.s}.actions a WHERE a.thread_id = $1 ORDER BY a.id DESC LIMIT 1) AS action,

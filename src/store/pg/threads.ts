@@ -8,19 +8,15 @@ import {
   sealThread,
   toThreadRecord,
   withAuditFrom,
-  type ActionDbRow,
   type NewThread,
   type ThreadDbRow,
 } from "../action-rows.js";
-import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
 
 export class PgThreads extends PgBase implements ThreadJournal {
   async registerThread(t: NewThread): Promise<ThreadRecord> {
     // Records appended meanwhile get a later seq; the thread's own come after its registration.
-    const [audit] = await query<{ next: string; has_records: boolean }>(
-      this.pool,
-      this.db,
+    const [audit] = await this.read<{ next: string; has_records: boolean }>(
       `registering thread ${t.threadId}`,
       `SELECT coalesce(max(seq), 0) + 1 AS next, EXISTS (SELECT 1 FROM ${this.s}.audit_records WHERE thread_id = $1) AS has_records FROM ${this.s}.audit_records`,
       [t.threadId],
@@ -38,9 +34,7 @@ export class PgThreads extends PgBase implements ThreadJournal {
   }
 
   async getThread(threadId: string): Promise<ThreadRecord | undefined> {
-    const rows = await query<ThreadDbRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<ThreadDbRow>(
       `reading thread ${threadId}`,
       `SELECT * FROM ${this.s}.threads WHERE thread_id = $1`,
       [threadId],
@@ -76,11 +70,7 @@ export class PgThreads extends PgBase implements ThreadJournal {
       async (c) => {
         let action: ActionRow | undefined;
         if (run.action) {
-          const r = await c.query<ActionDbRow>(
-            `SELECT * FROM ${this.s}.actions WHERE envelope_hash = $1 FOR UPDATE`,
-            [run.action],
-          );
-          action = actionRowOf(r.rows[0], this.key);
+          action = actionRowOf(await this.lockAction(c, run.action), this.key);
           const plan = planClose(action, run.action, closed);
           if (plan?.ok) action = await this.writeMove(c, plan);
         }

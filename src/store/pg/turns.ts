@@ -1,7 +1,6 @@
 /** The model's turns in PostgreSQL, counted in the thread row. */
 import { sealedToolCalls, toThreadTurns, type ThreadTurnsRow } from "../journal/rows.js";
 import { MAX_REPLY_CHARS } from "../journal/api.js";
-import { query } from "../postgres.js";
 import { PgBase } from "./base.js";
 import type { TurnJournal, RecordedToolCall, ThreadTurns } from "../journal/api.js";
 
@@ -43,9 +42,7 @@ export class PgTurns extends PgBase implements TurnJournal {
   }
 
   async getThreadTurns(threadId: string): Promise<ThreadTurns | undefined> {
-    const rows = await query<ThreadTurnsRow>(
-      this.pool,
-      this.db,
+    const rows = await this.read<ThreadTurnsRow>(
       `reading the turns of thread ${threadId}`,
       `SELECT agent_steps, invalid_proposals, last_reply, last_tool_calls FROM ${this.s}.threads WHERE thread_id = $1`,
       [threadId],

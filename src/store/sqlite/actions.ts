@@ -52,9 +52,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
   }
 
   async getAction(envelopeHash: string): Promise<ActionRow | undefined> {
-    const row = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
-      ActionDbRow | undefined;
-    return actionRowOf(row, this.key);
+    return actionRowOf(this.actionDbRow(envelopeHash), this.key);
   }
 
   async currentAction(threadId: string): Promise<ActionRow | undefined> {
@@ -77,8 +75,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
       if (existing) return { claimed: false, existing: toClaim(existing) };
       const planned: PlannedMove[] = [];
       for (const { envelopeHash, decision } of decisions) {
-        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
-          ActionDbRow | undefined;
+        const raw = this.actionDbRow(envelopeHash);
         const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "decided", { decision });
         if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
         planned.push(plan);
@@ -107,8 +104,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
     records: (row: ActionRow) => AuditEntry[] = () => [],
   ): Promise<TransitionResult> {
     return this.conn.write((): TransitionResult => {
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
-        ActionDbRow | undefined;
+      const raw = this.actionDbRow(envelopeHash);
       const plan = planMove(actionRowOf(raw, this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
       const moved = this.writeMove(plan);
@@ -124,8 +120,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
     records: (row: ActionRow) => AuditEntry[] = () => [],
   ): Promise<ActionRow | undefined> {
     return this.conn.write((): ActionRow | undefined => {
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
-        ActionDbRow | undefined;
+      const raw = this.actionDbRow(envelopeHash);
       if (!raw) return undefined;
       const next = withRefusal(raw, this.key, refusal, counted);
       this.sql("UPDATE actions SET progress_json = ? WHERE envelope_hash = ?").run(next.text, envelopeHash);

@@ -4,18 +4,14 @@ import { SqliteConnection } from "../statements.js";
 import { appendOnlyIn, type AuditEntry } from "../audit.js";
 import type { ActionRow, ObjectLease } from "../action-machine.js";
 import { toLease, type LeaseRow } from "../journal/rows.js";
-import { moveWrite, type PlannedMove } from "../action-rows.js";
+import { moveWrite, type ActionDbRow, type PlannedMove } from "../action-rows.js";
 import type { Keeper } from "../keeper.js";
+import type { JournalOptions } from "../journal/api.js";
 
-/** The SQLite journal's connection, MAC key (src/store/journal-key.ts) and clock. */
-export interface SqliteCore {
+/** The SQLite journal's connection, MAC key (src/store/journal-key.ts) and options. */
+export interface SqliteCore extends Required<JournalOptions> {
   conn: SqliteConnection;
   key: Buffer;
-  clock: () => Date;
-  /** How long after entering a post-approval phase an action falls due for a worker (src/store/due.ts). */
-  resumeGraceMs: number;
-  /** Which side keeps the checkpoints of the threads this process registers (src/store/keeper.ts). */
-  keeper: Keeper;
 }
 
 export class SqliteBase {
@@ -35,6 +31,12 @@ export class SqliteBase {
     this.clock = core.clock;
     this.resumeGraceMs = core.resumeGraceMs;
     this.keeper = core.keeper;
+  }
+
+  /** The action's stored row. */
+  protected actionDbRow(envelopeHash: string): ActionDbRow | undefined {
+    return this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
+      ActionDbRow | undefined;
   }
 
   /** Appends audit records inside the caller's transaction. */

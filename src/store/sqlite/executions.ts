@@ -1,7 +1,7 @@
 /** Write-ahead entries in SQLite: recorded with the move to intent, answered with the move to acknowledged. */
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { leaseIsFree } from "../action-machine.js";
-import { actionRowOf, planMove, type ActionDbRow } from "../action-rows.js";
+import { actionRowOf, planMove } from "../action-rows.js";
 import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { BeginWriteResult, ExecutionEntry, ExecutionIntent, ExecutionJournal } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
@@ -28,8 +28,7 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
         intent.envelopeHash,
       ) as ExecutionRow | undefined;
       if (existing) return { begun: false, existing: toExecution(existing, this.key) };
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(intent.envelopeHash) as
-        ActionDbRow | undefined;
+      const raw = this.actionDbRow(intent.envelopeHash);
       const plan = planMove(actionRowOf(raw, this.key), intent.envelopeHash, "intent", {});
       if (!plan.ok) return { begun: false, refused: plan.reason };
       this.putLease(lease.objectKey, intent, holder, now, lease.holdMs);
@@ -49,8 +48,7 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
       this.sql(
         "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
       ).run(JSON.stringify(acknowledgement), at, envelopeHash);
-      const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(envelopeHash) as
-        ActionDbRow | undefined;
+      const raw = this.actionDbRow(envelopeHash);
       const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "acknowledged", { acknowledgement });
       if (!plan.ok) return plan;
       return { ok: true, row: this.writeMove(plan) };

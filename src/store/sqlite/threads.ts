@@ -7,7 +7,6 @@ import {
   sealThread,
   toThreadRecord,
   withAuditFrom,
-  type ActionDbRow,
   type NewThread,
   type ThreadDbRow,
 } from "../action-rows.js";
@@ -55,9 +54,7 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
     await this.conn.writeDurable(() => {
       let action: ActionRow | undefined;
       if (run.action) {
-        const raw = this.sql("SELECT * FROM actions WHERE envelope_hash = ?").get(run.action) as
-          ActionDbRow | undefined;
-        action = actionRowOf(raw, this.key);
+        action = actionRowOf(this.actionDbRow(run.action), this.key);
         const plan = planClose(action, run.action, closed);
         if (plan?.ok) action = this.writeMove(plan);
       }
