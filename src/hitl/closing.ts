@@ -73,6 +73,12 @@ export async function closeSet(
 export function closingOf(a: ActionRow, at: string): ClosedRecord {
   const v = a.progress.verification;
   const d = a.progress.decision;
+  const notExecuted = (reasonCode: ClosedRecord["reasonCode"], reason: string): ClosedRecord => ({
+    outcome: "NOT_EXECUTED",
+    reasonCode,
+    reason,
+    at,
+  });
   if (a.progress.closed) return a.progress.closed;
   if (v) {
     const ack = a.progress.acknowledgement;
@@ -106,35 +112,18 @@ export function closingOf(a: ActionRow, at: string): ClosedRecord {
   }
   switch (d?.type) {
     case "reject":
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "REJECTED_BY_HUMAN",
-        reason: `rejected by ${d.approverId}: ${d.message ?? ""}; the model proposed no revision`,
-        at,
-      };
+      return notExecuted(
+        "REJECTED_BY_HUMAN",
+        `rejected by ${d.approverId}: ${d.message ?? ""}; the model proposed no revision`,
+      );
     case "cancel":
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "CANCELLED",
-        reason: `cancelled by ${d.approverId}: ${d.message ?? ""}`,
-        at,
-      };
+      return notExecuted("CANCELLED", `cancelled by ${d.approverId}: ${d.message ?? ""}`);
     case "expire":
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "APPROVAL_EXPIRED",
-        reason: `no decision before ${a.envelope.expiresAt}`,
-        at,
-      };
+      return notExecuted("APPROVAL_EXPIRED", `no decision before ${a.envelope.expiresAt}`);
     case "approve":
     case "edit":
     case undefined:
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "NO_PROPOSAL",
-        reason: "the run ended before this action was executed",
-        at,
-      };
+      return notExecuted("NO_PROPOSAL", "the run ended before this action was executed");
     default: {
       const never: never = d!.type;
       throw new Error(`unknown decision ${String(never)}`);
