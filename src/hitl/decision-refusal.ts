@@ -32,6 +32,15 @@ export type DecisionUpdate = MirrorUpdate &
 /** Refuses the decision being checked with a code and reason; `counted` only for an entitled, established caller. */
 export type Refuse = (code: string, reason: string, counted: boolean) => Promise<DecisionUpdate>;
 
+/** What judging a decision writes into state: the accepted record (null for a refusal), and the registered mirror where state's differs. */
+export function judgedUpdate(
+  row: ActionRow,
+  record: DecisionRecord | null,
+  state: ThreadMirror,
+): DecisionUpdate {
+  return { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: row }), state) };
+}
+
 /** What a decision for this pause names: a change set's hash and nonce, or the envelope's. */
 export function boundOf(
   action: ActionRow,
@@ -77,12 +86,7 @@ export function refuserFor(
       new AIMessage(
         `Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`,
       );
-    const base: DecisionUpdate = {
-      refusals: [refusal],
-      pendingDecision: null,
-      decision: null,
-      ...registeredFor(viewOf({ action: row }), state),
-    };
+    const base: DecisionUpdate = { refusals: [refusal], ...judgedUpdate(row, null, state) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
     if (counted && code === "EXPIRED")
       return {

@@ -10,11 +10,10 @@ import { HumanMessage } from "@langchain/core/messages";
 import { decisionAcceptedEntry } from "./audit-records.js";
 import { SystemDecisionSchema } from "./contract.js";
 import { answeredBy, decide, judgeOf } from "./decision-claim.js";
-import type { DecidingState, DecisionUpdate, Refuse } from "./decision-refusal.js";
+import { judgedUpdate, type DecidingState, type DecisionUpdate, type Refuse } from "./decision-refusal.js";
 import { closeAction } from "./journal-gate.js";
 import { resolveNamesIn } from "./people.js";
 import { systemDecision } from "./system-decision.js";
-import { registeredFor, viewOf } from "./thread-view.js";
 
 /**
  * A decision on a change set: one for the whole set (approve or reject; cancel and expire too), or one
@@ -92,11 +91,7 @@ export async function setDecision(
     members,
   );
   if ("update" in decided) return { ...decided.update, pendingDecision: null };
-  const base: DecisionUpdate = {
-    decision: record,
-    pendingDecision: null,
-    ...registeredFor(viewOf({ action: decided.row }), state),
-  };
+  const base = judgedUpdate(decided.row, record, state);
   if (type === "approve" || type === "edit") return base;
   if (revise) {
     return {

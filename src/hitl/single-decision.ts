@@ -19,10 +19,9 @@ import type { Deps } from "../runtime/deps.js";
 import type { ActionProgress, ActionRow } from "../store/action-machine.js";
 import { decisionAcceptedEntry } from "./audit-records.js";
 import { answeredBy, decide, judgeOf } from "./decision-claim.js";
-import type { DecidingState, DecisionUpdate, Refuse } from "./decision-refusal.js";
+import { judgedUpdate, type DecidingState, type DecisionUpdate, type Refuse } from "./decision-refusal.js";
 import { closeAction } from "./journal-gate.js";
 import { resolveNamesIn } from "./people.js";
-import { registeredFor, viewOf } from "./thread-view.js";
 
 /**
  * Judges `candidate`, one decision on `action`. `names` receives the names the edit typed and what they
@@ -97,11 +96,7 @@ export async function singleDecision(
     decisionAcceptedEntry(envelope, envelopeHash, record, names.people),
   ]);
   if ("update" in decided) return { ...decided.update, pendingDecision: null };
-  const base: DecisionUpdate = {
-    decision: record,
-    pendingDecision: null,
-    ...registeredFor(viewOf({ action: decided.row }), state),
-  };
+  const base = judgedUpdate(decided.row, record, state);
   switch (d.type) {
     case "approve":
       return base;
