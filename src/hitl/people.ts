@@ -42,7 +42,7 @@ function failureOf(res: McpCallResult & { ok: false }): string {
   );
 }
 
-/** All pages of one user.get query (bounded), within the time budget. */
+/** All pages of one user.get query (bounded), within the time budget; a read that throws is a failure too. */
 async function usersWhere(
   tools: Reader,
   filter: Record<string, unknown>,
@@ -51,23 +51,27 @@ async function usersWhere(
   const deadline = Date.now() + budgetMs;
   const users: UserRow[] = [];
   let start: number | undefined;
-  for (let page = 0; page < MAX_PAGES; page++) {
-    const left = deadline - Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<"timeout">(
-      (resolve) => (timer = setTimeout(() => resolve("timeout"), Math.max(0, left))),
-    );
-    const res = await Promise.race([
-      tools.read("getUsers", { filter, ...(start !== undefined ? { start } : {}) }),
-      timeout,
-    ]).finally(() => clearTimeout(timer));
-    if (res === "timeout") return { ok: false, why: `user.get gave no answer within ${budgetMs} ms` };
-    if (!res.ok) return { ok: false, why: failureOf(res) };
-    const body = res.body as { result?: unknown; next?: unknown } | null;
-    if (!Array.isArray(body?.result)) return { ok: false, why: "user.get answered without a result list" };
-    users.push(...(body.result as UserRow[]).filter((u) => u && typeof u === "object"));
-    if (typeof body.next !== "number") return { ok: true, users };
-    start = body.next;
+  try {
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const left = deadline - Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<"timeout">(
+        (resolve) => (timer = setTimeout(() => resolve("timeout"), Math.max(0, left))),
+      );
+      const res = await Promise.race([
+        tools.read("getUsers", { filter, ...(start !== undefined ? { start } : {}) }),
+        timeout,
+      ]).finally(() => clearTimeout(timer));
+      if (res === "timeout") return { ok: false, why: `user.get gave no answer within ${budgetMs} ms` };
+      if (!res.ok) return { ok: false, why: failureOf(res) };
+      const body = res.body as { result?: unknown; next?: unknown } | null;
+      if (!Array.isArray(body?.result)) return { ok: false, why: "user.get answered without a result list" };
+      users.push(...(body.result as UserRow[]).filter((u) => u && typeof u === "object"));
+      if (typeof body.next !== "number") return { ok: true, users };
+      start = body.next;
+    }
+  } catch (e) {
+    return { ok: false, why: `user.get failed: ${(e as Error).message}`.slice(0, 300) };
   }
   return { ok: true, users };
 }
@@ -84,12 +88,7 @@ export async function lookupNames(
 ): Promise<PeopleLookup | undefined> {
   if (ids.length === 0) return undefined;
   const readAt = now().toISOString();
-  let found: Awaited<ReturnType<typeof usersWhere>>;
-  try {
-    found = await usersWhere(tools, { "@ID": ids.map(Number) }, budgetMs);
-  } catch (e) {
-    found = { ok: false, why: `user.get failed: ${(e as Error).message}`.slice(0, 300) };
-  }
+  const found = await usersWhere(tools, { "@ID": ids.map(Number) }, budgetMs);
   const names: Record<string, PersonName> = {};
   for (const id of ids) {
     if (!found.ok) {
@@ -140,12 +139,7 @@ export async function resolveName(
   const typed = normal(t.typed);
   const filter = { NAME_SEARCH: t.typed.trim(), ACTIVE: true };
   const searched = JSON.stringify(filter);
-  let found: Awaited<ReturnType<typeof usersWhere>>;
-  try {
-    found = await usersWhere(tools, filter, budgetMs);
-  } catch (e) {
-    found = { ok: false, why: `user.get failed: ${(e as Error).message}`.slice(0, 300) };
-  }
+  const found = await usersWhere(tools, filter, budgetMs);
   if (!found.ok) return { ...t, searched, status: "unavailable", why: found.why };
   const active = found.users.filter(isActive);
   const exact = active.filter((u) => spellings(u).includes(typed));
