@@ -9,10 +9,8 @@ export const RESUME_LIMITS = { maxBytes: 64 * 1024, maxDepth: 32, maxNodes: 10_0
 
 export type BoundsCheck = { ok: true } | { ok: false; reason: string };
 
-export function checkBounds(
-  value: unknown,
-  limits: { maxBytes: number; maxDepth: number; maxNodes: number } = RESUME_LIMITS,
-): BoundsCheck {
+export function checkBounds(value: unknown): BoundsCheck {
+  const limits = RESUME_LIMITS;
   const over = (what: string, limit: number): BoundsCheck => ({
     ok: false,
     reason: `it ${what}; at most ${limit} are accepted`,
