@@ -3,7 +3,7 @@
  * journal (counted only for an entitled caller whose identity is established), audited, answered in the
  * conversation, and the approval closed when the refusal expired it or used up its refusal budget.
  */
-import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import type { NameResolution } from "../envelope/index.js";
 import type { DecisionRecord, ProposalRecord, Refusal } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
@@ -39,6 +39,28 @@ export function judgedUpdate(
   state: ThreadMirror,
 ): DecisionUpdate {
   return { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: row }), state) };
+}
+
+/**
+ * An accepted rejection: with feedback and a revision left (`revise`), the feedback goes back to the
+ * model, and whatever it proposes next is a new envelope with its own approval; else the action is
+ * closed REJECTED_BY_HUMAN with `reason`.
+ */
+export async function rejected(
+  deps: Deps,
+  state: DecidingState,
+  base: DecisionUpdate,
+  row: ActionRow,
+  r: { revise: boolean; feedback: string; reason: string },
+): Promise<DecisionUpdate> {
+  if (r.revise)
+    return {
+      ...base,
+      proposal: null,
+      rejections: state.rejections + 1,
+      messages: [new HumanMessage(`${r.feedback} Propose a revised change or stop.`)],
+    };
+  return { ...base, ...(await closeAction(deps, row, "NOT_EXECUTED", "REJECTED_BY_HUMAN", r.reason)) };
 }
 
 /** What a decision for this pause names: a change set's hash and nonce, or the envelope's. */
