@@ -191,14 +191,15 @@ const refusals = new ReducedValue(
   },
 );
 /**
- * An evidence channel: last value wins, kept as a summary (`slim`: src/envelope/records.ts), whoever
- * writes it (a node, or a client through the API). The full record stays in the journal and audit log.
+ * An evidence channel: null until set, then last value wins, kept as a summary (`slim`:
+ * src/envelope/records.ts), whoever writes it (a node, or a client through the API). The full record
+ * stays in the journal and audit log.
  */
 const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) => T | null) =>
   new ReducedValue(
     mirror<T | null>(
       `${description} State keeps a summary (verdict or status, reason, time, each field's role and status); the full record (values read, rules, the target's raw answer) stays in the journal (\`show\`, \`audit export\`).`,
-      shape,
+      shape.nullable(),
       () => null,
     ),
     {
@@ -209,16 +210,14 @@ const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) 
 
 const verification = evidence<VerificationRecord>(
   "The post-write read and its verdict: only a fresh read showing the approved values makes VERIFIED.",
-  VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"])
-    .extend({
-      created: z
-        .unknown()
-        .optional()
-        .describe(
-          "For a comment: the comment this write made (its id, how it was found) and the comment list read.",
-        ),
-    })
-    .nullable(),
+  VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"]).extend({
+    created: z
+      .unknown()
+      .optional()
+      .describe(
+        "For a comment: the comment this write made (its id, how it was found) and the comment list read.",
+      ),
+  }),
   verificationMirror,
 );
 
@@ -282,9 +281,7 @@ export const AgentState = new StateSchema({
   refusals,
   preRead: evidence<PreReadRecord>(
     "The fresh read of the target just before the write: MATCH lets the write go; MISMATCH / UNKNOWN / ERROR end the run.",
-    VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"])
-      .extend({ canEdit: z.boolean().nullable() })
-      .nullable(),
+    VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"]).extend({ canEdit: z.boolean().nullable() }),
     preReadMirror,
   ),
   invocation: lastOrNull<InvocationRecord>(
@@ -305,14 +302,12 @@ export const AgentState = new StateSchema({
   ),
   acknowledgement: evidence<AcknowledgementRecord>(
     "The target's answer to the write: OK, ERROR, or MISSING (timeout: outcome unknown, settled by verification).",
-    z
-      .object({
-        status: z.enum(["OK", "ERROR", "MISSING"]),
-        body: z.unknown().optional(),
-        reason: z.string().optional(),
-        at: z.string(),
-      })
-      .nullable(),
+    z.object({
+      status: z.enum(["OK", "ERROR", "MISSING"]),
+      body: z.unknown().optional(),
+      reason: z.string().optional(),
+      at: z.string(),
+    }),
     acknowledgementMirror,
   ),
   verification,
