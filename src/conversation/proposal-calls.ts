@@ -49,13 +49,16 @@ export async function readProposalCalls(
   const refusals: string[] = [];
   let accepted: ProposalRecord | null = null;
   const replies: ToolMessage[] = [];
+  // A refused call: its reason for the run, and the error tool message that answers it (`what` prefixed).
+  const refuse = (id: string, name: string, why: string, what = "") => {
+    refusals.push(why);
+    replies.push(errorReply(id, name, `Error: ${what}${why}`));
+  };
 
   const only = calls.length === 1 ? calls[0] : undefined;
   if (only?.name === "request_input") {
     const parsed = RequestInputArgsSchema.safeParse(only.args);
-    const problem = parsed.success
-      ? inputSpecProblem(parsed.data.fields)
-      : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    const problem = parsed.success ? inputSpecProblem(parsed.data.fields) : issuesOf(parsed.error.issues, "");
     if (parsed.success && !problem) {
       // No tool reply yet: the human's answer becomes the reply once it passes validation.
       const question = {
@@ -67,10 +70,7 @@ export async function readProposalCalls(
       await deps.journal.recordQuestion({ threadId, ...question });
       return { question };
     }
-    refusals.push(`invalid request_input: ${problem}`);
-    replies.push(
-      errorReply(only.id ?? "request_input", "request_input", `Error: invalid request_input: ${problem}`),
-    );
+    refuse(only.id ?? "request_input", "request_input", `invalid request_input: ${problem}`);
   }
 
   const offered = offeredToolNames(deps);
@@ -83,22 +83,17 @@ export async function readProposalCalls(
         ? `${call.name} must not be combined with propose_change in one turn; read first, then propose`
         : `${call.name} is not available: you can only read and propose; writes happen after human approval`;
       if (!isOffered) boundary.push(await auditBoundaryRefusal(deps, state, threadId, call, index, offered));
-      refusals.push(why);
-      replies.push(errorReply(id, call.name, `Error: ${why}`));
+      refuse(id, call.name, why);
       continue;
     }
     if (calls.length > 1) {
-      const why = "propose exactly one change per turn";
-      refusals.push(why);
-      replies.push(errorReply(id, call.name, `Error: ${why}`));
+      refuse(id, call.name, "propose exactly one change per turn");
       continue;
     }
     if (call.name === "propose_change_set") {
       const set = ChangeSetArgsSchema.safeParse(call.args);
       if (!set.success) {
-        const why = issuesOf(set.error.issues, "change set");
-        refusals.push(why);
-        replies.push(errorReply(id, call.name, `Error: invalid change set: ${why}`));
+        refuse(id, call.name, issuesOf(set.error.issues, "change set"), "invalid change set: ");
         continue;
       }
       const actions = set.data.actions.map((a) => ({
@@ -126,9 +121,7 @@ export async function readProposalCalls(
     }
     const parsed = ProposalArgsSchema.safeParse(call.args);
     if (!parsed.success) {
-      const why = issuesOf(parsed.error.issues, "proposal");
-      refusals.push(why);
-      replies.push(errorReply(id, call.name, `Error: invalid proposal: ${why}`));
+      refuse(id, call.name, issuesOf(parsed.error.issues, "proposal"), "invalid proposal: ");
       continue;
     }
     // The object's id is kept as `taskId` whatever its kind; the operation says whether it is a task or a deal.

@@ -38,44 +38,37 @@ export const RequestScopeSchema = z
     "Optional. Task or deal ids and fields the request is about; derived from the request text by code when absent.",
   );
 
+/** A required text field of the run input, of at most `max` characters; `required` when it is missing or blank. */
+const requiredText = (field: string, required: string, max: number) =>
+  z
+    .string({
+      error: (iss) =>
+        iss.input === undefined || iss.input === null
+          ? required
+          : `input field "${field}" must be a string, not ${typeof iss.input}`,
+    })
+    .regex(/\S/, required)
+    .max(max, `input field "${field}" is too long: at most ${max} characters are accepted`);
+
 /**
  * The request fields of a run's input, as the agent node checks them on the thread's first turn.
  * (The server-side auth handler fills `requestedBy` with the authenticated caller when tokens are on.)
  */
 export const RequestInputSchema = z.object({
-  request: z
-    .string({
-      error: (iss) =>
-        iss.input === undefined || iss.input === null
-          ? 'input field "request" is required: a non-empty string saying what should change'
-          : `input field "request" must be a string, not ${typeof iss.input}`,
-    })
-    .regex(/\S/, 'input field "request" is required: a non-empty string saying what should change')
-    .max(
-      MAX_REQUEST_CHARS,
-      `input field "request" is too long: at most ${MAX_REQUEST_CHARS} characters are accepted`,
-    )
-    .describe(
-      'What should change, in your words, e.g. "rename task 4 to Q3 report". Required (in chat mode, the last human message).',
-    ),
-  requestedBy: z
-    .string({
-      error: (iss) =>
-        iss.input === undefined || iss.input === null
-          ? 'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)'
-          : `input field "requestedBy" must be a string, not ${typeof iss.input}`,
-    })
-    .regex(
-      /\S/,
-      'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)',
-    )
-    .max(
-      MAX_REQUESTER_CHARS,
-      `input field "requestedBy" is too long: at most ${MAX_REQUESTER_CHARS} characters are accepted`,
-    )
-    .describe(
-      "Who is asking. Required, unless the server authenticates callers: then it is the caller's identity and may be left out.",
-    ),
+  request: requiredText(
+    "request",
+    'input field "request" is required: a non-empty string saying what should change',
+    MAX_REQUEST_CHARS,
+  ).describe(
+    'What should change, in your words, e.g. "rename task 4 to Q3 report". Required (in chat mode, the last human message).',
+  ),
+  requestedBy: requiredText(
+    "requestedBy",
+    'input field "requestedBy" is required: the id of the person asking (filled in from the API token when the server requires one)',
+    MAX_REQUESTER_CHARS,
+  ).describe(
+    "Who is asking. Required, unless the server authenticates callers: then it is the caller's identity and may be left out.",
+  ),
   scope: RequestScopeSchema.optional(),
   requesterSignature: z
     .string({ error: (iss) => `input field "requesterSignature" must be a string, not ${typeof iss.input}` })

@@ -3,7 +3,7 @@
  * convenience, not a control: every node checks the journal before it acts, so a state rewritten to
  * steer a router only reaches a node that refuses (and then `resync`).
  */
-import { AIMessage, isAIMessage } from "@langchain/core/messages";
+import { isAIMessage } from "@langchain/core/messages";
 import type { State } from "./state.js";
 import type { JournalNext } from "../store/action-machine.js";
 import { isChatDecision } from "../hitl/text-decision.js";
@@ -38,12 +38,9 @@ export function afterAgent(
   // An undo thread's proposal (built by code); build_envelope takes it from the journal, not from here.
   if (state.proposal?.source === "compensation") return "build_envelope";
   // The agent held back for a waiting question: a chat message goes to check_input as a candidate answer, else the question is asked again.
-  if (state.inputRequest)
-    return state.pendingDecision !== null && state.pendingDecision !== undefined
-      ? "check_input"
-      : "ask_input";
+  if (state.inputRequest) return state.pendingDecision != null ? "check_input" : "ask_input";
   const last = state.messages.at(-1);
-  const calls = last && isAIMessage(last) ? ((last as AIMessage).tool_calls ?? []) : [];
+  const calls = last && isAIMessage(last) ? (last.tool_calls ?? []) : [];
   if (calls.length === 0) return "finish";
   return calls.every((c) => READ_TOOL_NAMES.has(c.name)) ? "read_tools" : "propose";
 }
@@ -109,7 +106,6 @@ export function afterFinish(state: State): "resync" | "__end__" {
 }
 
 /** Continues wherever the journal says the thread is (no action yet: the agent). */
-export function afterResync(state: State): Exclude<NonNullable<JournalNext>, never> {
-  const next: JournalNext = state.journalNext;
-  return next ?? "agent";
+export function afterResync(state: State): NonNullable<JournalNext> {
+  return state.journalNext ?? "agent";
 }

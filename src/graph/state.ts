@@ -74,6 +74,10 @@ const last = <T>(description: string, shape: z.ZodType | undefined, fallback: ()
     reducer: (_current: T, next: T) => next,
   });
 
+/** A `last` channel that holds null until it is set. */
+const lastOrNull = <T>(description: string, shape: z.ZodType) =>
+  last<T | null>(description, shape.nullable(), () => null);
+
 const OUTCOMES = [
   "VERIFIED",
   "NOT_EXECUTED",
@@ -154,40 +158,30 @@ const requesterSignature = mirror<string | undefined>(
   z.string(),
 );
 
-const outcome = last<Outcome | null>(
+const outcome = lastOrNull<Outcome>(
   "Final outcome; null while the run is going or waiting. Derived from the journal by `finish`.",
-  z.enum(OUTCOMES).nullable(),
-  () => null,
+  z.enum(OUTCOMES),
 );
-const reasonCode = last<ReasonCode | null>(
+const reasonCode = lastOrNull<ReasonCode>(
   "Machine-readable code for why the run ended (e.g. VERIFIED, STALE_STATE, REJECTED_BY_HUMAN, INVALID_INPUT).",
-  z.string().nullable(),
-  () => null,
+  z.string(),
 );
-const reason = last<string | null>(
+const reason = lastOrNull<string>(
   "Why the run ended the way it did, precise enough to act on (for INVALID_INPUT: the field and what it must be).",
-  z.string().nullable(),
-  () => null,
+  z.string(),
 );
-const finishedAt = last<string | null>(
-  "When the thread was closed (ISO 8601), from the journal.",
-  z.string().nullable(),
-  () => null,
-);
-const envelopeHash = last<string | null>(
+const finishedAt = lastOrNull<string>("When the thread was closed (ISO 8601), from the journal.", z.string());
+const envelopeHash = lastOrNull<string>(
   "sha256 of the canonical envelope (RFC 8785) awaiting or holding approval; an approval must repeat it.",
-  z.string().nullable(),
-  () => null,
+  z.string(),
 );
-const card = last<string | null>(
+const card = lastOrNull<string>(
   "The approval card exactly as registered in the journal and shown to the approver.",
-  z.string().nullable(),
-  () => null,
+  z.string(),
 );
-const decision = last<DecisionRecord | null>(
+const decision = lastOrNull<DecisionRecord>(
   "The accepted decision, as the journal recorded it.",
-  DecisionShape.nullable(),
-  () => null,
+  DecisionShape,
 );
 const refusals = new ReducedValue(
   mirror<Refusal[]>("Every refused decision, in order, with its code.", z.array(RefusalShape), () => []),
@@ -197,14 +191,15 @@ const refusals = new ReducedValue(
   },
 );
 /**
- * An evidence channel: last value wins, kept as a summary (`slim`: src/envelope/records.ts), whoever
- * writes it (a node, or a client through the API). The full record stays in the journal and audit log.
+ * An evidence channel: null until set, then last value wins, kept as a summary (`slim`:
+ * src/envelope/records.ts), whoever writes it (a node, or a client through the API). The full record
+ * stays in the journal and audit log.
  */
 const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) => T | null) =>
   new ReducedValue(
     mirror<T | null>(
       `${description} State keeps a summary (verdict or status, reason, time, each field's role and status); the full record (values read, rules, the target's raw answer) stays in the journal (\`show\`, \`audit export\`).`,
-      shape,
+      shape.nullable(),
       () => null,
     ),
     {
@@ -215,16 +210,14 @@ const evidence = <T>(description: string, shape: z.ZodType, slim: (v: T | null) 
 
 const verification = evidence<VerificationRecord>(
   "The post-write read and its verdict: only a fresh read showing the approved values makes VERIFIED.",
-  VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"])
-    .extend({
-      created: z
-        .unknown()
-        .optional()
-        .describe(
-          "For a comment: the comment this write made (its id, how it was found) and the comment list read.",
-        ),
-    })
-    .nullable(),
+  VerdictShape(["VERIFIED", "VERIFICATION_FAILED", "INVARIANT_VIOLATION", "INCONCLUSIVE"]).extend({
+    created: z
+      .unknown()
+      .optional()
+      .describe(
+        "For a comment: the comment this write made (its id, how it was found) and the comment list read.",
+      ),
+  }),
   verificationMirror,
 );
 
@@ -244,37 +237,31 @@ export const AgentState = new StateSchema({
     z.int().min(0),
     () => 0,
   ),
-  proposal: last<ProposalRecord | null>(
+  proposal: lastOrNull<ProposalRecord>(
     "The last well-formed proposal (from the model, a human edit, or an undo built by code from the journal).",
-    ProposalShape.nullable(),
-    () => null,
+    ProposalShape,
   ),
-  inputRequest: last<InputRequestRecord | null>(
+  inputRequest: lastOrNull<InputRequestRecord>(
     "A structured question waiting for a human answer (from the model's request_input call).",
-    z
-      .object({
-        toolCallId: z.string(),
-        question: z.string(),
-        fields: z.record(z.string(), z.unknown()),
-        askedAt: z.string(),
-      })
-      .nullable(),
-    () => null,
+    z.object({
+      toolCallId: z.string(),
+      question: z.string(),
+      fields: z.record(z.string(), z.unknown()),
+      askedAt: z.string(),
+    }),
   ),
   rejections: last<number>(
     "Human rejections sent back to the model as feedback; bounded by the revision limit.",
     z.int().min(0),
     () => 0,
   ),
-  escalatedTo: last<string | null>(
+  escalatedTo: lastOrNull<string>(
     "Group an expired approval was escalated to; only its members may approve the fresh envelope.",
-    z.string().nullable(),
-    () => null,
+    z.string(),
   ),
-  envelope: last<Envelope | null>(
+  envelope: lastOrNull<Envelope>(
     "The frozen Action Envelope awaiting or holding approval (mirror of the journal's registered row).",
-    EnvelopeSchema.nullable(),
-    () => null,
+    EnvelopeSchema,
   ),
   envelopeHash,
   card,
@@ -294,40 +281,33 @@ export const AgentState = new StateSchema({
   refusals,
   preRead: evidence<PreReadRecord>(
     "The fresh read of the target just before the write: MATCH lets the write go; MISMATCH / UNKNOWN / ERROR end the run.",
-    VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"])
-      .extend({ canEdit: z.boolean().nullable() })
-      .nullable(),
+    VerdictShape(["MATCH", "MISMATCH", "UNKNOWN", "ERROR"]).extend({ canEdit: z.boolean().nullable() }),
     preReadMirror,
   ),
-  invocation: last<InvocationRecord | null>(
+  invocation: lastOrNull<InvocationRecord>(
     "The write as sent (arguments from the journal's envelope, idempotency key), recorded before sending.",
-    z
-      .object({
-        // Each operation's write tool carries the operation's name (src/envelope/operations.ts).
-        tool: z.enum(OPERATION_NAMES),
-        args: z.object({
-          taskId: z.int().optional(),
-          dealId: z.int().optional(),
-          commentId: z.int().optional(),
-          fields: z.record(z.string(), z.unknown()).optional(),
-        }),
-        idempotencyKey: z.string(),
-        envelopeHash: z.string(),
-        sentAt: z.string(),
-      })
-      .nullable(),
-    () => null,
+    z.object({
+      // Each operation's write tool carries the operation's name (src/envelope/operations.ts).
+      tool: z.enum(OPERATION_NAMES),
+      args: z.object({
+        taskId: z.int().optional(),
+        dealId: z.int().optional(),
+        commentId: z.int().optional(),
+        fields: z.record(z.string(), z.unknown()).optional(),
+      }),
+      idempotencyKey: z.string(),
+      envelopeHash: z.string(),
+      sentAt: z.string(),
+    }),
   ),
   acknowledgement: evidence<AcknowledgementRecord>(
     "The target's answer to the write: OK, ERROR, or MISSING (timeout: outcome unknown, settled by verification).",
-    z
-      .object({
-        status: z.enum(["OK", "ERROR", "MISSING"]),
-        body: z.unknown().optional(),
-        reason: z.string().optional(),
-        at: z.string(),
-      })
-      .nullable(),
+    z.object({
+      status: z.enum(["OK", "ERROR", "MISSING"]),
+      body: z.unknown().optional(),
+      reason: z.string().optional(),
+      at: z.string(),
+    }),
     acknowledgementMirror,
   ),
   verification,

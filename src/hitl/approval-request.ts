@@ -47,7 +47,7 @@ export function approvalRequestFrom(
       description: i === 0 ? action.card : (sections[i + 1] ?? ""),
     })) as ApprovalRequest["actionRequests"],
     reviewConfigs: rows.map((x) => reviewConfigOf(x.envelope.operation)) as ApprovalRequest["reviewConfigs"],
-    envelope: rows[0]!.envelope,
+    envelope: first,
     ...bound,
     threadId: action.threadId,
     ...(set

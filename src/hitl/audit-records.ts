@@ -53,6 +53,15 @@ function envelopeFields(envelope: Envelope, envelopeHash: string) {
 
 const none = { approver: null, override: null, refusal: null, outcome: null };
 
+/** `what` of a record about no envelope: the operation (or tool) it concerns, and the object when known. */
+function noEnvelope(
+  operation: string,
+  taskId: number | null = null,
+  params: Record<string, unknown> | null = null,
+): AuditEntry["what"] {
+  return { operation, taskId, params, envelopeHash: null, envelope: null };
+}
+
 /** The class the policy gives the proposal, or the operation's own class when the proposal is denied outright. */
 function riskOfProposal(policy: Policy, proposal: ProposalRecord): AuditEntry["risk"] {
   const operation = proposal.operation ?? "update_task";
@@ -75,13 +84,7 @@ export function proposalDeniedEntry(
     at: ctx.at,
     requestedBy: state.requestedBy,
     risk: riskOfProposal(ctx.policy, proposal),
-    what: {
-      operation: proposal.operation ?? "update_task",
-      taskId: proposal.taskId,
-      params: proposal.fields,
-      envelopeHash: null,
-      envelope: null,
-    },
+    what: noEnvelope(proposal.operation ?? "update_task", proposal.taskId, proposal.fields),
     ...none,
     refusal: { code: ctx.code, reason: ctx.reasons.join("; ") },
     policy: policyOf(ctx.policy),
@@ -168,10 +171,6 @@ export function decisionRefusedEntry(
   });
 }
 
-/**
- * The closing record of every run. `state` is the final state (the finish node's update applied).
- * A run that sent a write closes with execution_outcome; any other with run_ended.
- */
 /** One action's evidence as the journal holds it, kept in the audit record that ends it. */
 export interface ActionEvidence {
   preRead: PreReadRecord | null;
@@ -181,7 +180,8 @@ export interface ActionEvidence {
 }
 
 /**
- * The record that ends a run. For a single action, `evidence` (from the journal) goes into `received`,
+ * The record that ends a run: execution_outcome when it sent a write, else run_ended; `state` is the
+ * final state (the finish node's update applied). For a single action, `evidence` (from the journal) goes into `received`,
  * hash-chained like the rest, so the case record never needs graph state's mirrors for it (state keeps
  * no raw answers). A change set's actions each have their own action_ended record instead.
  */
@@ -210,9 +210,7 @@ export function runEndedEntry(
           revision: 0,
           requestedBy: state.requestedBy,
           risk: ctx.denied?.risk ?? null,
-          what: ctx.denied
-            ? { ...ctx.denied.what }
-            : { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
+          what: ctx.denied ? { ...ctx.denied.what } : noEnvelope("update_task"),
           policy: policyOf(ctx.policy),
         };
   return hashable({
@@ -262,7 +260,7 @@ export function journalGuardEntry(
         revision: 0,
         requestedBy: ctx.requestedBy,
         risk: null,
-        what: { operation: "update_task", taskId: null, params: null, envelopeHash: null, envelope: null },
+        what: noEnvelope("update_task"),
         policy: { id: "", version: "" },
       };
   return hashable({
@@ -394,18 +392,14 @@ export function boundaryRefusedEntry(
     // The journal's requester when the thread is registered; state's only before it is.
     requestedBy: ctx.requestedBy ?? state.requestedBy,
     risk: null,
-    what: {
-      operation: ctx.tool,
-      taskId:
-        typeof taskId === "number" && Number.isSafeInteger(taskId)
-          ? taskId
-          : typeof taskId === "string" && /^[1-9][0-9]{0,15}$/.test(taskId)
-            ? Number(taskId)
-            : null,
-      params: null,
-      envelopeHash: null,
-      envelope: null,
-    },
+    what: noEnvelope(
+      ctx.tool,
+      typeof taskId === "number" && Number.isSafeInteger(taskId)
+        ? taskId
+        : typeof taskId === "string" && /^[1-9][0-9]{0,15}$/.test(taskId)
+          ? Number(taskId)
+          : null,
+    ),
     ...none,
     refusal: { code: "TOOL_NOT_OFFERED", reason: ctx.reason },
     policy: policyOf(ctx.policy),
@@ -436,7 +430,7 @@ export function answerRefusedEntry(ctx: {
     at: ctx.at,
     requestedBy: ctx.requestedBy,
     risk: null,
-    what: { operation: "request_input", taskId: null, params: null, envelopeHash: null, envelope: null },
+    what: noEnvelope("request_input"),
     ...none,
     refusal: { code: "INVALID_ANSWER", reason: ctx.reason },
     policy: policyOf(ctx.policy),

@@ -9,26 +9,21 @@ export const RESUME_LIMITS = { maxBytes: 64 * 1024, maxDepth: 32, maxNodes: 10_0
 
 export type BoundsCheck = { ok: true } | { ok: false; reason: string };
 
-export function checkBounds(
-  value: unknown,
-  limits: { maxBytes: number; maxDepth: number; maxNodes: number } = RESUME_LIMITS,
-): BoundsCheck {
+export function checkBounds(value: unknown): BoundsCheck {
+  const limits = RESUME_LIMITS;
+  const over = (what: string, limit: number): BoundsCheck => ({
+    ok: false,
+    reason: `it ${what}; at most ${limit} are accepted`,
+  });
   const stack: Array<[unknown, number]> = [[value, 0]];
   let nodes = 0;
   let bytes = 0;
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!;
     nodes += 1;
-    if (nodes > limits.maxNodes)
-      return {
-        ok: false,
-        reason: `it has more than ${limits.maxNodes} values; at most ${limits.maxNodes} are accepted`,
-      };
+    if (nodes > limits.maxNodes) return over(`has more than ${limits.maxNodes} values`, limits.maxNodes);
     if (depth > limits.maxDepth)
-      return {
-        ok: false,
-        reason: `it is nested more than ${limits.maxDepth} levels deep; at most ${limits.maxDepth} are accepted`,
-      };
+      return over(`is nested more than ${limits.maxDepth} levels deep`, limits.maxDepth);
     if (typeof v === "string") bytes += Buffer.byteLength(v, "utf8") + 2;
     else if (v === null || typeof v !== "object") bytes += 8;
     else if (Array.isArray(v)) {
@@ -42,10 +37,7 @@ export function checkBounds(
       }
     }
     if (bytes > limits.maxBytes)
-      return {
-        ok: false,
-        reason: `it is larger than ${limits.maxBytes} bytes as JSON; at most ${limits.maxBytes} are accepted`,
-      };
+      return over(`is larger than ${limits.maxBytes} bytes as JSON`, limits.maxBytes);
   }
   return { ok: true };
 }

@@ -9,10 +9,10 @@ import type { ThreadRecord } from "../store/action-machine.js";
 import { buildChangeSet, type PlannedAction } from "./change-sets.js";
 import { endRunInJournal, type Gate } from "./journal-gate.js";
 import { auditDenied } from "./proposal-checks.js";
-import type { RegisteredUpdate } from "./register-envelope.js";
+import { registeredUpdate, type RegisteredUpdate } from "./register-envelope.js";
 import { escalationOf } from "./revision-plan.js";
 import type { MirrorUpdate, ThreadMirror } from "./thread-mirror.js";
-import { decisionOf, viewOf } from "./thread-view.js";
+import { decisionOf } from "./thread-view.js";
 
 /** build_envelope for a change set: built, registered (and, for an allowed partial approval, decided) as one. */
 export async function buildSet(
@@ -84,20 +84,6 @@ export async function buildSet(
     return endRunInJournal(deps, gate, state, built.code, built.reason);
   }
   const first = built.rows[0]!;
-  // Decided now: the decision_accepted record committed with the claim.
-  if (built.autoApproved)
-    return {
-      ...viewOf({ action: first }).registered,
-      proposal,
-      pendingDecision: null,
-      decision: decisionOf(first),
-      journalNext: "carry_out",
-    };
-  return {
-    ...viewOf({ action: first }).registered,
-    proposal,
-    pendingDecision: null,
-    decision: null,
-    journalNext: null,
-  };
+  // Decided now (autoApproved): the decision_accepted record committed with the claim.
+  return registeredUpdate(first, proposal, built.autoApproved ? decisionOf(first) : undefined);
 }

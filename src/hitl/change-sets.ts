@@ -209,13 +209,13 @@ export async function buildChangeSet(
     };
 
   // One baseline read per object (task or deal, or what a delete removes), all before any envelope is frozen.
-  const keyOf = baselineKeyOf;
   const tasks = new Map<string, Record<string, unknown>>();
   for (const a of actions) {
-    if (tasks.has(keyOf(a))) continue;
-    const given = ctx.reads?.get(keyOf(a));
+    const key = baselineKeyOf(a);
+    if (tasks.has(key)) continue;
+    const given = ctx.reads?.get(key);
     if (given) {
-      tasks.set(keyOf(a), given);
+      tasks.set(key, given);
       continue;
     }
     // A delete not checked by an undo just now: only the same delete of an earlier revision (an
@@ -223,14 +223,10 @@ export async function buildChangeSet(
     const earlier = ctx.previousMembers.filter((m) => m.set?.actionId === a.actionId).map((m) => m.envelope);
     const base = await readBaseline(deps.tools, a, earlier);
     if (!base.ok) {
-      const reason =
-        OPERATIONS[a.operation].effect === "delete" ||
-        base.code === "NOT_PERMITTED" ||
-        base.code === "TARGET_NOT_FOUND"
-          ? `${a.actionId}: ${base.reason}`
-          : base.reason;
       // A write the portal already refuses (no edit right, no such object) refuses the set before anyone is asked: audited like a denial.
       const doomed = base.code === "NOT_PERMITTED" || base.code === "TARGET_NOT_FOUND";
+      const reason =
+        OPERATIONS[a.operation].effect === "delete" || doomed ? `${a.actionId}: ${base.reason}` : base.reason;
       return {
         ok: false,
         code: base.code,
@@ -238,10 +234,10 @@ export async function buildChangeSet(
         ...(doomed ? { denied: { code: base.code, reasons: [reason] } } : {}),
       };
     }
-    tasks.set(keyOf(a), base.object);
+    tasks.set(key, base.object);
   }
   for (const a of actions) {
-    const same = noChangeOf(a, tasks.get(keyOf(a))!);
+    const same = noChangeOf(a, tasks.get(baselineKeyOf(a))!);
     if (same)
       return {
         ok: false,
@@ -262,7 +258,7 @@ export async function buildChangeSet(
       operation: a.operation,
       taskId: a.taskId,
       params: a.fields,
-      task: tasks.get(keyOf(a))!,
+      task: tasks.get(baselineKeyOf(a))!,
       requestedBy: ctx.requestedBy,
       requesterVerifiedBy: ctx.requesterVerifiedBy,
       runContext: { threadId: ctx.threadId, ...(ctx.runId ? { runId: ctx.runId } : {}) },

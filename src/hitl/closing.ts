@@ -37,13 +37,12 @@ export async function closeSet(
         stop &&
         row.progress.decision?.type === "approve" &&
         (row.phase === "decided" || row.phase === "registered");
-      const c: ClosedRecord = approvedNotRun
-        ? {
-            outcome: "NOT_EXECUTED",
-            reasonCode: "CHAIN_STOPPED",
-            reason: `not run: ${stop!.actionId} ended ${stop!.outcome} (${stop!.reasonCode}), and a change set stops at the first action that is not VERIFIED`,
+      const c = approvedNotRun
+        ? notExecuted(
+            "CHAIN_STOPPED",
+            `not run: ${stop!.actionId} ended ${stop!.outcome} (${stop!.reasonCode}), and a change set stops at the first action that is not VERIFIED`,
             at,
-          }
+          )
         : closingOf(row, at);
       const moved = await deps.journal.moveAction(row.envelopeHash, "closed", { closed: c }, ended);
       recorded = moved.ok;
@@ -106,35 +105,19 @@ export function closingOf(a: ActionRow, at: string): ClosedRecord {
   }
   switch (d?.type) {
     case "reject":
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "REJECTED_BY_HUMAN",
-        reason: `rejected by ${d.approverId}: ${d.message ?? ""}; the model proposed no revision`,
+      return notExecuted(
+        "REJECTED_BY_HUMAN",
+        `rejected by ${d.approverId}: ${d.message ?? ""}; the model proposed no revision`,
         at,
-      };
+      );
     case "cancel":
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "CANCELLED",
-        reason: `cancelled by ${d.approverId}: ${d.message ?? ""}`,
-        at,
-      };
+      return notExecuted("CANCELLED", `cancelled by ${d.approverId}: ${d.message ?? ""}`, at);
     case "expire":
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "APPROVAL_EXPIRED",
-        reason: `no decision before ${a.envelope.expiresAt}`,
-        at,
-      };
+      return notExecuted("APPROVAL_EXPIRED", `no decision before ${a.envelope.expiresAt}`, at);
     case "approve":
     case "edit":
     case undefined:
-      return {
-        outcome: "NOT_EXECUTED",
-        reasonCode: "NO_PROPOSAL",
-        reason: "the run ended before this action was executed",
-        at,
-      };
+      return notExecuted("NO_PROPOSAL", "the run ended before this action was executed", at);
     default: {
       const never: never = d!.type;
       throw new Error(`unknown decision ${String(never)}`);
@@ -153,19 +136,16 @@ export async function noProposalClosing(deps: Deps, threadId: string, at: string
   const boundary = (await deps.audit.records({ threadId, events: ["boundary_refused"] })).map(
     (r) => r.received as { tool: string; argumentsSha256: string },
   );
-  if (boundary.length > 0)
-    return {
-      outcome: "NOT_EXECUTED",
-      reasonCode: "WRITE_ATTEMPT_REFUSED",
-      reason: writeAttemptRefused(boundary),
-      at,
-    };
+  if (boundary.length > 0) return notExecuted("WRITE_ATTEMPT_REFUSED", writeAttemptRefused(boundary), at);
   // The model's last reply as the agent recorded it in the journal, never state's last message.
   const said = (await deps.journal.getThreadTurns(threadId))?.lastReply;
-  return {
-    outcome: "NOT_EXECUTED",
-    reasonCode: "NO_PROPOSAL",
-    reason: `the model ended without proposing a change${said == null ? "" : `: ${said}`}`,
+  return notExecuted(
+    "NO_PROPOSAL",
+    `the model ended without proposing a change${said == null ? "" : `: ${said}`}`,
     at,
-  };
+  );
+}
+
+function notExecuted(reasonCode: ClosedRecord["reasonCode"], reason: string, at: string): ClosedRecord {
+  return { outcome: "NOT_EXECUTED", reasonCode, reason, at };
 }

@@ -60,13 +60,13 @@ export function undoEndingCode(code: Extract<UndoPlan, { ok: false }>["code"]): 
 
 /**
  * The undo of thread `threadId`'s verified action, or why there is none. `policy` decides whether what
- * a create made may be deleted; without one nothing is deleted (the create is named as not undone).
+ * a create made may be deleted.
  */
 export async function undoPlanFor(
   journal: Pick<Journal, "getThread" | "currentAction" | "getAction">,
   threadId: string,
-  envelopeHash?: string,
-  policy?: Policy,
+  envelopeHash: string | undefined,
+  policy: Policy,
 ): Promise<UndoPlan> {
   const thread = await journal.getThread(threadId);
   if (!thread) return { ok: false, code: "NO_SUCH_THREAD", reason: `no thread ${threadId} in the journal` };
@@ -117,7 +117,7 @@ export async function undoPlanFor(
 }
 
 /** The undo of one verified action: a restore of an update, or the delete of what a create made. */
-function partOf(m: ActionRow, policy: Policy | undefined): UndoPart | { ok: false; reason: string } {
+function partOf(m: ActionRow, policy: Policy): UndoPart | { ok: false; reason: string } {
   const effect = OPERATIONS[m.envelope.operation].effect;
   switch (effect) {
     case "update":
@@ -125,14 +125,8 @@ function partOf(m: ActionRow, policy: Policy | undefined): UndoPart | { ok: fals
       // A delete is never undone (compensationOf refuses it as irreversible).
       return compensationOf(m.envelope, m.progress.verification?.raw);
     case "create":
-    case "create_child": {
-      if (!policy)
-        return {
-          ok: false,
-          reason: `${m.envelope.operation} created a new object; no policy was given to say whether it may be deleted`,
-        };
+    case "create_child":
       return deletionOf(m.envelope, m.progress.verification, policy);
-    }
     default: {
       const never: never = effect;
       throw new Error(`unknown effect ${String(never)}`);
@@ -233,7 +227,7 @@ async function undoOfSet(
   journal: Pick<Journal, "getAction">,
   threadId: string,
   action: ActionRow,
-  policy: Policy | undefined,
+  policy: Policy,
 ): Promise<UndoPlan> {
   const set = action.set!;
   const members = await setMembersOf(action, (h) => journal.getAction(h));
@@ -259,22 +253,18 @@ async function undoOfSet(
   const skipped: string[] = [];
   const deletes: DeletePlan[] = [];
   for (const m of members) {
-    const id = m.set?.actionId ?? m.envelopeHash;
+    const what = `${m.set?.actionId ?? m.envelopeHash} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)})`;
     const closed = m.progress.closed!;
     // The latest verification read of each task, whatever the action: the state the set left it in.
     const entry = byTask.get(keyOf(m));
     if (entry && closed.outcome === "VERIFIED") entry.last = m;
     if (closed.outcome !== "VERIFIED") {
-      skipped.push(
-        `${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`,
-      );
+      skipped.push(`${what} ended ${closed.outcome} (${closed.reasonCode}): nothing of it to undo`);
       continue;
     }
     const found = partOf(m, policy);
     if (!found.ok) {
-      skipped.push(
-        `${id} (${m.envelope.operation} on ${objectNamed(m.envelope.operation, m.envelope.object.id)}) is not undone: ${found.reason}`,
-      );
+      skipped.push(`${what} is not undone: ${found.reason}`);
       continue;
     }
     if (isDeletePart(found)) {

@@ -90,7 +90,6 @@ export interface InputRequest {
 
 export type InterruptPayload = ApprovalRequest | InputRequest;
 
-/** Outer shape only; each decision is validated by the envelope core, which knows hash, nonce and policy. */
 /**
  * Decisions made by the system or the requester rather than an approver. They are bound to the
  * envelope like any other decision; an expiry is honoured only when the envelope really has expired.
@@ -116,6 +115,7 @@ export const SystemDecisionSchema = z.discriminatedUnion("type", [
 ]);
 export type SystemDecision = z.infer<typeof SystemDecisionSchema>;
 
+/** Outer shape only; each decision is validated by the envelope core, which knows hash, nonce and policy. */
 export const ResumeSchema = z.object({
   // One decision; for a change set either one for the whole set or one per action (named by actionId).
   decisions: z

@@ -3,7 +3,7 @@
  * journal (counted only for an entitled caller whose identity is established), audited, answered in the
  * conversation, and the approval closed when the refusal expired it or used up its refusal budget.
  */
-import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import type { NameResolution } from "../envelope/index.js";
 import type { DecisionRecord, ProposalRecord, Refusal } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
@@ -31,6 +31,37 @@ export type DecisionUpdate = MirrorUpdate &
 
 /** Refuses the decision being checked with a code and reason; `counted` only for an entitled, established caller. */
 export type Refuse = (code: string, reason: string, counted: boolean) => Promise<DecisionUpdate>;
+
+/** What judging a decision writes into state: the accepted record (null for a refusal), and the registered mirror where state's differs. */
+export function judgedUpdate(
+  row: ActionRow,
+  record: DecisionRecord | null,
+  state: ThreadMirror,
+): DecisionUpdate {
+  return { decision: record, pendingDecision: null, ...registeredFor(viewOf({ action: row }), state) };
+}
+
+/**
+ * An accepted rejection: with feedback and a revision left (`revise`), the feedback goes back to the
+ * model, and whatever it proposes next is a new envelope with its own approval; else the action is
+ * closed REJECTED_BY_HUMAN with `reason`.
+ */
+export async function rejected(
+  deps: Deps,
+  state: DecidingState,
+  base: DecisionUpdate,
+  row: ActionRow,
+  r: { revise: boolean; feedback: string; reason: string },
+): Promise<DecisionUpdate> {
+  if (r.revise)
+    return {
+      ...base,
+      proposal: null,
+      rejections: state.rejections + 1,
+      messages: [new HumanMessage(`${r.feedback} Propose a revised change or stop.`)],
+    };
+  return { ...base, ...(await closeAction(deps, row, "NOT_EXECUTED", "REJECTED_BY_HUMAN", r.reason)) };
+}
 
 /** What a decision for this pause names: a change set's hash and nonce, or the envelope's. */
 export function boundOf(
@@ -77,12 +108,7 @@ export function refuserFor(
       new AIMessage(
         `Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`,
       );
-    const base: DecisionUpdate = {
-      refusals: [refusal],
-      pendingDecision: null,
-      decision: null,
-      ...registeredFor(viewOf({ action: row }), state),
-    };
+    const base: DecisionUpdate = { refusals: [refusal], ...judgedUpdate(row, null, state) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.
     if (counted && code === "EXPIRED")
       return {

@@ -217,20 +217,14 @@ export async function noteStateDrift(
   state: ThreadMirror,
 ): Promise<void> {
   const a = gate.action;
+  const note = (reason: string) =>
+    deps.audit.append(tamperEntry(gate.threadId, a, node, reason, deps.clock().toISOString(), state));
   if (!a) {
     // No action: nothing was sent, so any outcome but NOT_EXECUTED in state was written by someone else.
-    if (state.outcome != null && state.outcome !== "NOT_EXECUTED") {
-      await deps.audit.append(
-        tamperEntry(
-          gate.threadId,
-          undefined,
-          node,
-          `state claims outcome ${state.outcome}, but no action was registered for this thread; nothing was sent`,
-          deps.clock().toISOString(),
-          state,
-        ),
+    if (state.outcome != null && state.outcome !== "NOT_EXECUTED")
+      await note(
+        `state claims outcome ${state.outcome}, but no action was registered for this thread; nothing was sent`,
       );
-    }
     return;
   }
   const problems: string[] = [];
@@ -286,17 +280,7 @@ export async function noteStateDrift(
     problems.push(
       `state claims outcome ${state.outcome}; the journal holds ${p.closed?.outcome ?? "no outcome yet"}`,
     );
-  if (problems.length === 0) return;
-  await deps.audit.append(
-    tamperEntry(
-      gate.threadId,
-      a,
-      node,
-      `${problems.join("; ")}. The journal's record was used.`,
-      deps.clock().toISOString(),
-      state,
-    ),
-  );
+  if (problems.length > 0) await note(`${problems.join("; ")}. The journal's record was used.`);
 }
 
 /**

@@ -42,32 +42,36 @@ function failureOf(res: McpCallResult & { ok: false }): string {
   );
 }
 
-/** All pages of one user.get query (bounded), within the time budget. */
+/** All pages of one user.get query (bounded), within the time budget; a read that throws is a failure too. */
 async function usersWhere(
   tools: Reader,
   filter: Record<string, unknown>,
-  budgetMs: number,
 ): Promise<{ ok: true; users: UserRow[] } | { ok: false; why: string }> {
-  const deadline = Date.now() + budgetMs;
+  const deadline = Date.now() + NAME_LOOKUP_BUDGET_MS;
   const users: UserRow[] = [];
   let start: number | undefined;
-  for (let page = 0; page < MAX_PAGES; page++) {
-    const left = deadline - Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<"timeout">(
-      (resolve) => (timer = setTimeout(() => resolve("timeout"), Math.max(0, left))),
-    );
-    const res = await Promise.race([
-      tools.read("getUsers", { filter, ...(start !== undefined ? { start } : {}) }),
-      timeout,
-    ]).finally(() => clearTimeout(timer));
-    if (res === "timeout") return { ok: false, why: `user.get gave no answer within ${budgetMs} ms` };
-    if (!res.ok) return { ok: false, why: failureOf(res) };
-    const body = res.body as { result?: unknown; next?: unknown } | null;
-    if (!Array.isArray(body?.result)) return { ok: false, why: "user.get answered without a result list" };
-    users.push(...(body.result as UserRow[]).filter((u) => u && typeof u === "object"));
-    if (typeof body.next !== "number") return { ok: true, users };
-    start = body.next;
+  try {
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const left = deadline - Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<"timeout">(
+        (resolve) => (timer = setTimeout(() => resolve("timeout"), Math.max(0, left))),
+      );
+      const res = await Promise.race([
+        tools.read("getUsers", { filter, ...(start !== undefined ? { start } : {}) }),
+        timeout,
+      ]).finally(() => clearTimeout(timer));
+      if (res === "timeout")
+        return { ok: false, why: `user.get gave no answer within ${NAME_LOOKUP_BUDGET_MS} ms` };
+      if (!res.ok) return { ok: false, why: failureOf(res) };
+      const body = res.body as { result?: unknown; next?: unknown } | null;
+      if (!Array.isArray(body?.result)) return { ok: false, why: "user.get answered without a result list" };
+      users.push(...(body.result as UserRow[]).filter((u) => u && typeof u === "object"));
+      if (typeof body.next !== "number") return { ok: true, users };
+      start = body.next;
+    }
+  } catch (e) {
+    return { ok: false, why: `user.get failed: ${(e as Error).message}`.slice(0, 300) };
   }
   return { ok: true, users };
 }
@@ -80,16 +84,10 @@ export async function lookupNames(
   tools: Reader,
   ids: readonly string[],
   now: () => Date,
-  budgetMs = NAME_LOOKUP_BUDGET_MS,
 ): Promise<PeopleLookup | undefined> {
   if (ids.length === 0) return undefined;
   const readAt = now().toISOString();
-  let found: Awaited<ReturnType<typeof usersWhere>>;
-  try {
-    found = await usersWhere(tools, { "@ID": ids.map(Number) }, budgetMs);
-  } catch (e) {
-    found = { ok: false, why: `user.get failed: ${(e as Error).message}`.slice(0, 300) };
-  }
+  const found = await usersWhere(tools, { "@ID": ids.map(Number) });
   const names: Record<string, PersonName> = {};
   for (const id of ids) {
     if (!found.ok) {
@@ -132,20 +130,11 @@ function candidateOf(u: UserRow): Candidate {
  * aside; first and last name in either order, or one of them alone): one is resolved, none is not
  * found (the search's other hits are listed as similar), several are ambiguous.
  */
-export async function resolveName(
-  tools: Reader,
-  t: TypedName,
-  budgetMs = NAME_LOOKUP_BUDGET_MS,
-): Promise<NameResolution> {
+export async function resolveName(tools: Reader, t: TypedName): Promise<NameResolution> {
   const typed = normal(t.typed);
   const filter = { NAME_SEARCH: t.typed.trim(), ACTIVE: true };
   const searched = JSON.stringify(filter);
-  let found: Awaited<ReturnType<typeof usersWhere>>;
-  try {
-    found = await usersWhere(tools, filter, budgetMs);
-  } catch (e) {
-    found = { ok: false, why: `user.get failed: ${(e as Error).message}`.slice(0, 300) };
-  }
+  const found = await usersWhere(tools, filter);
   if (!found.ok) return { ...t, searched, status: "unavailable", why: found.why };
   const active = found.users.filter(isActive);
   const exact = active.filter((u) => spellings(u).includes(typed));
@@ -156,26 +145,19 @@ export async function resolveName(
   return { ...t, searched, status: "not_found", near: active.slice(0, 5).map(candidateOf) };
 }
 
-/** Resolves each typed name once (the same name typed twice is one lookup). */
-export async function resolveNames(
-  tools: Reader,
-  typed: readonly TypedName[],
-  budgetMs = NAME_LOOKUP_BUDGET_MS,
-): Promise<NameResolution[]> {
-  const out: NameResolution[] = [];
-  for (const t of typed) {
-    if (out.some((r) => r.field === t.field && r.typed === t.typed)) continue;
-    const same = out.find((r) => r.typed === t.typed);
-    out.push(same ? { ...same, field: t.field } : await resolveName(tools, t, budgetMs));
-  }
-  return out;
-}
-
-/** The people typed by name in each of `fieldSets` (RESPONSIBLE_ID "Bob Smith"), resolved; no names, no lookup. */
+/**
+ * The people typed by name in each of `fieldSets` (RESPONSIBLE_ID "Bob Smith"), resolved; no names, no
+ * lookup. Each typed name is looked up once (the same name typed twice is one lookup).
+ */
 export async function resolveNamesIn(
   tools: Reader,
   fieldSets: readonly Record<string, unknown>[],
 ): Promise<NameResolution[]> {
-  const typed = fieldSets.flatMap((fields) => typedNamesIn(fields));
-  return typed.length > 0 ? resolveNames(tools, typed) : [];
+  const out: NameResolution[] = [];
+  for (const t of fieldSets.flatMap((fields) => typedNamesIn(fields))) {
+    if (out.some((r) => r.field === t.field && r.typed === t.typed)) continue;
+    const same = out.find((r) => r.typed === t.typed);
+    out.push(same ? { ...same, field: t.field } : await resolveName(tools, t));
+  }
+  return out;
 }

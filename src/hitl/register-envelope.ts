@@ -128,21 +128,25 @@ export async function registerEnvelope(
       [decisionAcceptedEntry(envelope, envelopeHash, record)],
     );
     // The claim and its decision_accepted record commit together, as for a human's decision.
-    if (claim.claimed) {
-      return {
-        ...viewOf({ action: claim.row }).registered,
-        proposal,
-        pendingDecision: null,
-        decision: record,
-        journalNext: "carry_out",
-      };
-    }
+    if (claim.claimed) return registeredUpdate(claim.row, proposal, record);
   }
+  return registeredUpdate(action, proposal);
+}
+
+/**
+ * The update for a registered row: its mirror and the proposal it was built from; `decided` (the
+ * decision, as the journal holds it) when the row was decided at once and goes on to carry_out.
+ */
+export function registeredUpdate(
+  row: ActionRow,
+  proposal: ProposalRecord,
+  decided?: DecisionRecord | null,
+): RegisteredUpdate {
   return {
-    ...viewOf({ action }).registered,
+    ...viewOf({ action: row }).registered,
     proposal,
     pendingDecision: null,
-    decision: null,
-    journalNext: null,
+    decision: decided ?? null,
+    journalNext: decided === undefined ? null : "carry_out",
   };
 }

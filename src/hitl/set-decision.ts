@@ -6,15 +6,18 @@ import { DecisionSchema, type NameResolution } from "../envelope/index.js";
 import { judgeSetDecisions, setEntitlementProblem, setShapeProblem } from "../envelope/decision-judgement.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionProgress, ActionRow } from "../store/action-machine.js";
-import { HumanMessage } from "@langchain/core/messages";
 import { decisionAcceptedEntry } from "./audit-records.js";
 import { SystemDecisionSchema } from "./contract.js";
 import { answeredBy, decide, judgeOf } from "./decision-claim.js";
-import type { DecidingState, DecisionUpdate, Refuse } from "./decision-refusal.js";
-import { closeAction } from "./journal-gate.js";
+import {
+  judgedUpdate,
+  rejected,
+  type DecidingState,
+  type DecisionUpdate,
+  type Refuse,
+} from "./decision-refusal.js";
 import { resolveNamesIn } from "./people.js";
 import { systemDecision } from "./system-decision.js";
-import { registeredFor, viewOf } from "./thread-view.js";
 
 /**
  * A decision on a change set: one for the whole set (approve or reject; cancel and expire too), or one
@@ -92,32 +95,11 @@ export async function setDecision(
     members,
   );
   if ("update" in decided) return { ...decided.update, pendingDecision: null };
-  const base: DecisionUpdate = {
-    decision: record,
-    pendingDecision: null,
-    ...registeredFor(viewOf({ action: decided.row }), state),
-  };
+  const base = judgedUpdate(decided.row, record, state);
   if (type === "approve" || type === "edit") return base;
-  if (revise) {
-    return {
-      ...base,
-      proposal: null,
-      rejections: state.rejections + 1,
-      messages: [
-        new HumanMessage(
-          `The reviewer rejected the change set: ${messages.join("; ")}. Propose a revised change or stop.`,
-        ),
-      ],
-    };
-  }
-  return {
-    ...base,
-    ...(await closeAction(
-      deps,
-      decided.row,
-      "NOT_EXECUTED",
-      "REJECTED_BY_HUMAN",
-      `change set rejected by ${record.approverId}${messages.length ? `: ${messages.join("; ")}` : " (no message)"}`,
-    )),
-  };
+  return rejected(deps, state, base, decided.row, {
+    revise,
+    feedback: `The reviewer rejected the change set: ${messages.join("; ")}.`,
+    reason: `change set rejected by ${record.approverId}${messages.length ? `: ${messages.join("; ")}` : " (no message)"}`,
+  });
 }

@@ -4,7 +4,6 @@
  * transaction, and what follows: the write (approve), a new revision (edit), the model again with the
  * feedback, or the end (reject).
  */
-import { HumanMessage } from "@langchain/core/messages";
 import { DecisionSchema, validateDecision, type NameResolution } from "../envelope/index.js";
 import {
   acceptedRecord,
@@ -19,10 +18,14 @@ import type { Deps } from "../runtime/deps.js";
 import type { ActionProgress, ActionRow } from "../store/action-machine.js";
 import { decisionAcceptedEntry } from "./audit-records.js";
 import { answeredBy, decide, judgeOf } from "./decision-claim.js";
-import type { DecidingState, DecisionUpdate, Refuse } from "./decision-refusal.js";
-import { closeAction } from "./journal-gate.js";
+import {
+  judgedUpdate,
+  rejected,
+  type DecidingState,
+  type DecisionUpdate,
+  type Refuse,
+} from "./decision-refusal.js";
 import { resolveNamesIn } from "./people.js";
-import { registeredFor, viewOf } from "./thread-view.js";
 
 /**
  * Judges `candidate`, one decision on `action`. `names` receives the names the edit typed and what they
@@ -97,38 +100,16 @@ export async function singleDecision(
     decisionAcceptedEntry(envelope, envelopeHash, record, names.people),
   ]);
   if ("update" in decided) return { ...decided.update, pendingDecision: null };
-  const base: DecisionUpdate = {
-    decision: record,
-    pendingDecision: null,
-    ...registeredFor(viewOf({ action: decided.row }), state),
-  };
+  const base = judgedUpdate(decided.row, record, state);
   switch (d.type) {
     case "approve":
       return base;
     case "reject":
-      if (revise) {
-        // Feedback goes back to the model; whatever it proposes next is a new envelope with its own approval.
-        return {
-          ...base,
-          proposal: null,
-          rejections: state.rejections + 1,
-          messages: [
-            new HumanMessage(
-              `The reviewer rejected the proposal: ${d.message}. Propose a revised change or stop.`,
-            ),
-          ],
-        };
-      }
-      return {
-        ...base,
-        ...(await closeAction(
-          deps,
-          decided.row,
-          "NOT_EXECUTED",
-          "REJECTED_BY_HUMAN",
-          `rejected by ${record.approverId}${d.message ? `: ${d.message} (revision limit of ${deps.config.limits.maxRevisions} reached)` : " (no message)"}`,
-        )),
-      };
+      return rejected(deps, state, base, decided.row, {
+        revise,
+        feedback: `The reviewer rejected the proposal: ${d.message}.`,
+        reason: `rejected by ${record.approverId}${d.message ? `: ${d.message} (revision limit of ${deps.config.limits.maxRevisions} reached)` : " (no message)"}`,
+      });
     case "edit":
       return {
         ...base,

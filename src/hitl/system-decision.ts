@@ -9,9 +9,8 @@ import type { ActionRow } from "../store/action-machine.js";
 import { decisionAcceptedEntry } from "./audit-records.js";
 import type { SystemDecision } from "./contract.js";
 import { answeredBy, decide, judgeOf } from "./decision-claim.js";
-import type { DecidingState, DecisionUpdate, Refuse } from "./decision-refusal.js";
+import { judgedUpdate, type DecidingState, type DecisionUpdate, type Refuse } from "./decision-refusal.js";
 import { closeAction } from "./journal-gate.js";
-import { registeredFor, viewOf } from "./thread-view.js";
 
 /** Cancel and expiry (judged in src/envelope/decision-judgement.ts); both consume the nonce. */
 export async function systemDecision(
@@ -38,11 +37,7 @@ export async function systemDecision(
     members,
   );
   if ("update" in decided) return { ...decided.update, pendingDecision: null };
-  const base: DecisionUpdate = {
-    decision: record,
-    pendingDecision: null,
-    ...registeredFor(viewOf({ action: decided.row }), state),
-  };
+  const base = judgedUpdate(decided.row, record, state);
   if (d.type === "cancel")
     return {
       ...base,

@@ -35,6 +35,8 @@ const FENCED = /^```(?:json)?\s*\n?([\s\S]*?)\n?```$/;
 /** Agent Inbox's HumanResponse types (`@langchain/langgraph/prebuilt` interrupt.ts). */
 const INBOX_TYPES = new Set(["accept", "ignore", "response", "edit"]);
 
+const malformed = (reason: string): FromClient => ({ refused: { code: "MALFORMED", reason } });
+
 const quote = (text: string) => JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text);
 
 /** The decision a text holds, or why it holds none. */
@@ -45,28 +47,19 @@ export function decisionOfText(text: string, authUser: string | undefined): From
     try {
       return { value: JSON.parse(body) as unknown };
     } catch (e) {
-      return {
-        refused: {
-          code: "MALFORMED",
-          reason: `the message looks like JSON but is not (${(e as Error).message}); paste the card's decision JSON whole`,
-        },
-      };
+      return malformed(
+        `the message looks like JSON but is not (${(e as Error).message}); paste the card's decision JSON whole`,
+      );
     }
   }
   const m = LINE.exec(body);
   if (m) {
-    if (!authUser) {
-      return {
-        refused: {
-          code: "MALFORMED",
-          reason:
-            "the one-line decision names no approver, and this server does not authenticate callers (no API tokens); paste the card's decision JSON with your approver id",
-        },
-      };
-    }
+    if (!authUser)
+      return malformed(
+        "the one-line decision names no approver, and this server does not authenticate callers (no API tokens); paste the card's decision JSON with your approver id",
+      );
     const [, type, hash, nonce, reason] = m;
-    if (!HASH_PATTERN.test(hash!.toLowerCase()))
-      return { refused: { code: "MALFORMED", reason: `${quote(hash!)} is not an envelope hash` } };
+    if (!HASH_PATTERN.test(hash!.toLowerCase())) return malformed(`${quote(hash!)} is not an envelope hash`);
     const decision = {
       type: type!.toLowerCase(),
       envelopeHash: hash!.toLowerCase(),
@@ -76,12 +69,9 @@ export function decisionOfText(text: string, authUser: string | undefined): From
     };
     return { value: { decisions: [decision] } };
   }
-  return {
-    refused: {
-      code: "MALFORMED",
-      reason: `the message ${quote(trimmed)} is not a decision: a decision names the envelope's hash and nonce`,
-    },
-  };
+  return malformed(
+    `the message ${quote(trimmed)} is not a decision: a decision names the envelope's hash and nonce`,
+  );
 }
 
 /**
@@ -94,12 +84,9 @@ export function decisionFromClient(incoming: unknown, authUser: string | undefin
     const r = incoming[0] as { type?: unknown; args?: unknown } | null;
     if (r && typeof r === "object" && typeof r.type === "string" && INBOX_TYPES.has(r.type) && "args" in r) {
       if (r.type === "response" && typeof r.args === "string") return decisionOfText(r.args, authUser);
-      return {
-        refused: {
-          code: "MALFORMED",
-          reason: `Agent Inbox's ${r.type === "response" ? "response without text" : `"${r.type}"`} carries no envelope hash or nonce, so it cannot approve or reject this action`,
-        },
-      };
+      return malformed(
+        `Agent Inbox's ${r.type === "response" ? "response without text" : `"${r.type}"`} carries no envelope hash or nonce, so it cannot approve or reject this action`,
+      );
     }
   }
   return { value: incoming };

@@ -1,4 +1,4 @@
-import { AIMessage, ToolMessage, isAIMessage } from "@langchain/core/messages";
+import { ToolMessage, isAIMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
 import type { State, Update } from "../graph/state.js";
@@ -24,7 +24,7 @@ export async function readTools(state: State, config: LangGraphRunnableConfig): 
   if (refusedHere) return refusedHere;
   const offered = new Set(deps.tools.readTools.map((t) => t.name));
   const last = state.messages.at(-1);
-  const calls = last && isAIMessage(last) ? ((last as AIMessage).tool_calls ?? []) : [];
+  const calls = last && isAIMessage(last) ? (last.tool_calls ?? []) : [];
   const refused: ToolMessage[] = [];
   for (const [i, call] of calls.entries()) {
     if (offered.has(call.name)) continue;
