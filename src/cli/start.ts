@@ -262,22 +262,42 @@ function askApprover(): Promise<string> {
   });
 }
 
+/**
+ * The decision at the prompt, bound to the hash of the card printed above (a change set's: its set
+ * hash), so a newer revision refuses it (HASH_MISMATCH). A change set is approved or rejected whole, or
+ * action by action (`askEach`); editing one of its actions is left to `decide --edit`, and the prompt
+ * says so.
+ */
 async function ask(view: ThreadView): Promise<ResumeValue> {
   const a = view.approval!;
-  if (a.changeSet) return askSet(view);
-  const choice = await select({
-    message: esc`Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
-    choices: [
-      { name: "approve exactly this envelope", value: "approve" as const },
-      { name: "reject", value: "reject" as const },
-      { name: "edit a field (creates a new revision to approve)", value: "edit" as const },
-    ],
-  });
+  const cs = a.changeSet;
+  const ids = cs?.actions.map((x) => x.actionId) ?? [];
+  const choice = await select<"approve" | "reject" | "edit" | "each">(
+    cs
+      ? {
+          message: esc`Decision for change set ${cs.setHash} (revision ${a.revision}, ${ids.length} actions: ${ids.join(", ")})`,
+          choices: [
+            { name: "approve the whole set (every action)", value: "approve" },
+            { name: "reject the whole set", value: "reject" },
+            {
+              name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`,
+              value: "each",
+            },
+          ],
+        }
+      : {
+          message: esc`Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
+          choices: [
+            { name: "approve exactly this envelope", value: "approve" },
+            { name: "reject", value: "reject" },
+            { name: "edit a field (creates a new revision to approve)", value: "edit" },
+          ],
+        },
+  );
   const as = await askApprover();
   switch (choice) {
     case "approve":
-      // Bound to the hash of the card printed above: a newer revision refuses it (HASH_MISMATCH).
-      return approveDecision(view, { as, hash: a.envelopeHash });
+      return approveDecision(view, { as, hash: cs?.setHash ?? a.envelopeHash });
     case "reject":
       return rejectDecision(view, {
         as,
@@ -300,6 +320,8 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
       });
       return editDecision(view, { as, set: [`${field}=${value}`] });
     }
+    case "each":
+      return askEach(view, as);
     default: {
       const never: never = choice;
       throw new Error(`unknown choice ${String(never)}`);
@@ -308,74 +330,37 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
 }
 
 /**
- * A change set at the prompt: approve or reject the whole set, or go through its actions approving or
- * rejecting each; the per-action answers become the flags `decide` takes and are built by the same
- * `setDecisions` (one decision per action, bound to the set hash of the card shown). Editing an
- * action is left to `decide --edit`, and the prompt says so.
+ * A change set's actions approved or rejected one by one: the answers become the flags `decide` takes
+ * and are built by the same `setDecisions` (one decision per action, bound to the set hash of the card shown).
  */
-async function askSet(view: ThreadView): Promise<ResumeValue> {
-  const a = view.approval!;
-  const cs = a.changeSet!;
-  const ids = cs.actions.map((x) => x.actionId);
-  const choice = await select({
-    message: esc`Decision for change set ${cs.setHash} (revision ${a.revision}, ${ids.length} actions: ${ids.join(", ")})`,
-    choices: [
-      { name: "approve the whole set (every action)", value: "approve" as const },
-      { name: "reject the whole set", value: "reject" as const },
-      {
-        name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`,
-        value: "each" as const,
-      },
-    ],
-  });
-  const as = await askApprover();
-  // As for a single envelope, bound to the set hash of the card printed above.
-  const setHash = cs.setHash;
-  switch (choice) {
-    case "approve":
-      return approveDecision(view, { as, hash: setHash });
-    case "reject":
-      return rejectDecision(view, {
-        as,
-        reason: await input({
-          message: "Reason",
-          required: true,
-          validate: withinCap("reason", LIMITS.reason),
-        }),
-      });
-    case "each": {
-      const approve: string[] = [];
-      const reject: string[] = [];
-      for (const [i, x] of cs.actions.entries()) {
-        const o = x.envelope.object;
-        const object = o.id === 0 ? `a new ${o.type}` : `${o.type} ${o.id}`;
-        const d = await select({
-          message: esc`Action ${i + 1} of ${ids.length}, ${x.actionId}: ${x.envelope.operation} ${object} (${Object.keys(x.envelope.params).join(", ")})`,
-          choices: [
-            { name: esc`approve ${x.actionId}`, value: "approve" as const },
-            { name: esc`reject ${x.actionId}`, value: "reject" as const },
-          ],
-        });
-        if (d === "approve") {
-          approve.push(x.actionId);
-          continue;
-        }
-        const reason = await input({
-          message: esc`Reason for rejecting ${x.actionId} (optional)`,
-          validate: withinCap("reason", LIMITS.reason),
-        });
-        reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
-      }
-      return setDecisions(view, {
-        as,
-        hash: setHash,
-        ...(approve.length ? { approve: [approve.join(",")] } : {}),
-        ...(reject.length ? { reject } : {}),
-      });
+async function askEach(view: ThreadView, as: string): Promise<ResumeValue> {
+  const cs = view.approval!.changeSet!;
+  const approve: string[] = [];
+  const reject: string[] = [];
+  for (const [i, x] of cs.actions.entries()) {
+    const o = x.envelope.object;
+    const object = o.id === 0 ? `a new ${o.type}` : `${o.type} ${o.id}`;
+    const d = await select({
+      message: esc`Action ${i + 1} of ${cs.actions.length}, ${x.actionId}: ${x.envelope.operation} ${object} (${Object.keys(x.envelope.params).join(", ")})`,
+      choices: [
+        { name: esc`approve ${x.actionId}`, value: "approve" as const },
+        { name: esc`reject ${x.actionId}`, value: "reject" as const },
+      ],
+    });
+    if (d === "approve") {
+      approve.push(x.actionId);
+      continue;
     }
-    default: {
-      const never: never = choice;
-      throw new Error(`unknown choice ${String(never)}`);
-    }
+    const reason = await input({
+      message: esc`Reason for rejecting ${x.actionId} (optional)`,
+      validate: withinCap("reason", LIMITS.reason),
+    });
+    reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
   }
+  return setDecisions(view, {
+    as,
+    hash: cs.setHash,
+    ...(approve.length ? { approve: [approve.join(",")] } : {}),
+    ...(reject.length ? { reject } : {}),
+  });
 }
