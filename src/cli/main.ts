@@ -50,16 +50,17 @@ export function buildProgram(): Command {
   add(emulatorCommand());
   add(mcpCommand());
 
-  program.addCommand(keygenCommand());
-
-  for (const command of lifecycleCommands()) program.addCommand(command);
-
-  program.addCommand(auditCommand());
-  program.addCommand(doctorCommand());
-  program.addCommand(policyCommand());
-  program.addCommand(workerCommand());
-  program.addCommand(apiTokenCommand());
-  for (const command of inboxCommands()) program.addCommand(command);
+  for (const command of [
+    keygenCommand(),
+    ...lifecycleCommands(),
+    auditCommand(),
+    doctorCommand(),
+    policyCommand(),
+    workerCommand(),
+    apiTokenCommand(),
+    ...inboxCommands(),
+  ])
+    program.addCommand(command);
 
   escapeCommanderOutput(program);
   return program;

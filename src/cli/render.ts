@@ -123,10 +123,6 @@ export class Printer {
       case "carry_out":
         this.executed(update);
         return;
-      case "finish":
-        return;
-      default:
-        return;
     }
   };
 
