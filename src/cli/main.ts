@@ -101,6 +101,21 @@ export function describeUnexpected(err: Error, debug: boolean): string {
   return `${escapeForTerminal(err.name && err.name !== "Error" ? head : err.message)}  (run again with --debug for the stack trace)`;
 }
 
+/** A configuration or usage error: said in one line, exit 1. Any other error: undefined, nothing said. */
+export function reportUsageError(e: unknown): number | undefined {
+  if (e instanceof ConfigError) {
+    process.stderr.write(
+      `configuration error: ${escapeForTerminal(e.message)}\n  (see .env.example for every setting)\n`,
+    );
+    return EXIT_USAGE;
+  }
+  if (e instanceof UsageError) {
+    process.stderr.write(`error: ${escapeForTerminal(e.message)}\n`);
+    return EXIT_USAGE;
+  }
+  return undefined;
+}
+
 export async function main(argv: string[]): Promise<number> {
   // --debug (anywhere before a "--") is ours, not a command's: it only adds stack traces to errors.
   const end = argv.indexOf("--");
@@ -121,16 +136,8 @@ export async function main(argv: string[]): Promise<number> {
         ? EXIT_OK
         : EXIT_USAGE;
     }
-    if (e instanceof ConfigError) {
-      process.stderr.write(
-        `configuration error: ${escapeForTerminal(e.message)}\n  (see .env.example for every setting)\n`,
-      );
-      return EXIT_USAGE;
-    }
-    if (e instanceof UsageError) {
-      process.stderr.write(`error: ${escapeForTerminal(e.message)}\n`);
-      return EXIT_USAGE;
-    }
+    const usage = reportUsageError(e);
+    if (usage !== undefined) return usage;
     if (e instanceof DecisionNotAcceptedError) {
       if (argv.includes("--json"))
         process.stdout.write(
