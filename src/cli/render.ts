@@ -18,8 +18,8 @@ import { requesterVerificationText } from "../envelope/envelope.js";
 
 type Style = Parameters<typeof styleText>[0];
 
-/** Select Graphic Rendition (colour, bold): the only escape sequences `paint` writes. */
-const SGR = /\x1b\[[0-9;]*m/g;
+/** Select Graphic Rendition (colour, bold): the only escape sequences `paint` writes (captured, for split). */
+const SGR = /(\x1b\[[0-9;]*m)/;
 
 /**
  * The last guard before the stream: marks every character that must not reach a terminal, keeping
@@ -27,13 +27,11 @@ const SGR = /\x1b\[[0-9;]*m/g;
  */
 export function guardLine(text: string, keepColour: boolean): string {
   if (!keepColour) return escapeRendered(text);
-  let out = "";
-  let last = 0;
-  for (const m of text.matchAll(SGR)) {
-    out += escapeRendered(text.slice(last, m.index)) + m[0];
-    last = m.index + m[0].length;
-  }
-  return out + escapeRendered(text.slice(last));
+  // Split on a captured pattern: the text between sequences at even indexes, the sequences at odd ones.
+  return text
+    .split(SGR)
+    .map((part, i) => (i % 2 ? part : escapeRendered(part)))
+    .join("");
 }
 
 export class Printer {
