@@ -123,7 +123,7 @@ const hashOption = (c: Command, help: string) =>
   c.requiredOption("--hash <sha>", help, cap("--hash", LIMITS.hash));
 
 /** `approve`: approves exactly the envelope (or the change set) with the hash given. */
-export const approveCommand = () =>
+const approveCommand = () =>
   decisionCommand<{ hash: string; override?: string }>(
     "approve",
     "Approve exactly the envelope (or the whole change set) with this hash",
@@ -136,7 +136,7 @@ export const approveCommand = () =>
   );
 
 /** `reject`: rejects the waiting envelope (a change set: every action of it). */
-export const rejectCommand = () =>
+const rejectCommand = () =>
   decisionCommand<{ reason: string }>(
     "reject",
     "Reject the waiting envelope (a change set: every action of it)",
@@ -151,7 +151,7 @@ export const rejectCommand = () =>
   );
 
 /** `edit`: edits the waiting proposal into a new revision that needs its own approval. */
-export const editCommand = () =>
+const editCommand = () =>
   decisionCommand<{ set: string[] }>(
     "edit",
     "Edit the waiting proposal; creates a new revision that needs its own approval",
@@ -162,7 +162,7 @@ export const editCommand = () =>
   );
 
 /** `decide`: decides a waiting change set action by action. */
-export const decideCommand = () =>
+const decideCommand = () =>
   decisionCommand<{
     hash: string;
     approve?: string[];

@@ -119,10 +119,9 @@ export function reportUsageError(e: unknown): number | undefined {
 export async function main(argv: string[]): Promise<number> {
   // --debug (anywhere before a "--") is ours, not a command's: it only adds stack traces to errors.
   const end = argv.indexOf("--");
-  const debug =
-    argv.some((a, i) => a === "--debug" && (end < 0 || i < end)) ||
-    process.env["ACTION_ENVELOPE_DEBUG"] === "1";
-  argv = argv.filter((a, i) => !(a === "--debug" && (end < 0 || i < end)));
+  const isDebugFlag = (a: string, i: number) => a === "--debug" && (end < 0 || i < end);
+  const debug = argv.some(isDebugFlag) || process.env["ACTION_ENVELOPE_DEBUG"] === "1";
+  argv = argv.filter((a, i) => !isDebugFlag(a, i));
   // Child processes (our MCP server) print their stacks too.
   if (debug) process.env["ACTION_ENVELOPE_DEBUG"] = "1";
   const program = buildProgram();

@@ -207,20 +207,15 @@ export class Printer {
     this.line();
     this.line(this.paint("bold", "──────── question ────────"));
     this.line(escapeForTerminal(q.question));
-    const props = (q.answerSchema["properties"] ?? {}) as Record<
-      string,
-      { type?: string; enum?: string[]; description?: string }
-    >;
-    for (const [name, p] of Object.entries(props)) {
+    const fields = answerFields(q);
+    for (const [name, p] of fields) {
       const kind = p.enum ? `one of: ${p.enum.map(escapeForTerminal).join(", ")}` : escapeForTerminal(p.type);
       this.line(esc`  ${name} (` + kind + `)` + (p.description ? esc` — ${p.description}` : ""));
     }
     if (q.lastRefusal) this.line(this.paint("red", esc`Last answer refused: ${q.lastRefusal.reason}`));
     this.line(
       esc`Answer with: npm run cli -- answer ${view.threadId} ` +
-        Object.keys(props)
-          .map((n) => esc`--set ${n}=<value>`)
-          .join(" "),
+        fields.map(([n]) => esc`--set ${n}=<value>`).join(" "),
     );
   }
 
@@ -275,6 +270,14 @@ export class Printer {
   write(text: string): void {
     this.out.write(text);
   }
+}
+
+/** One field of a question's answer schema. */
+type AnswerField = { type?: string; enum?: string[]; description?: string };
+
+/** The fields a question asks for, as its answer schema lists them. */
+export function answerFields(q: NonNullable<ThreadView["input"]>): Array<[name: string, field: AnswerField]> {
+  return Object.entries((q.answerSchema["properties"] ?? {}) as Record<string, AnswerField>);
 }
 
 /**

@@ -13,7 +13,7 @@ import { startRun, submitDecision } from "../app/threads.js";
 import { viewThread, type ThreadView } from "../app/view-thread.js";
 import type { RequestScope } from "../envelope/records.js";
 import type { ResumeValue } from "../hitl/contract.js";
-import { Printer } from "./render.js";
+import { answerFields, Printer } from "./render.js";
 import { exitCodeForOutcome } from "./exit-codes.js";
 import { approveDecision, editDecision, rejectDecision, setDecisions } from "./decisions.js";
 import { esc } from "../text/escape.js";
@@ -144,11 +144,9 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
           esc`Decide it in the web inbox: ${inbox.url}/t/${view.threadId} (sign in as an approver; Ctrl-C stops the inbox, and the thread keeps waiting)`,
         );
         const threadId = view.threadId;
-        const was = JSON.stringify([
-          view.status,
-          view.approval?.envelopeHash ?? null,
-          view.input?.askedAt ?? null,
-        ]);
+        const waitingAt = (v: ThreadView) =>
+          JSON.stringify([v.status, v.approval?.envelopeHash ?? null, v.input?.askedAt ?? null]);
+        const was = waitingAt(view);
         let stopped = false;
         const changed = (async () => {
           for (;;) {
@@ -158,11 +156,7 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
             // Between steps while the inbox's decision runs (it holds the thread's lock): not an
             // outcome yet. Only a run nobody drives any more (the lock is free) counts as stopped.
             if (now.status === "interrupted_run" && (await beingDriven(app, threadId))) continue;
-            if (
-              JSON.stringify([now.status, now.approval?.envelopeHash ?? null, now.input?.askedAt ?? null]) !==
-              was
-            )
-              return now;
+            if (waitingAt(now) !== was) return now;
           }
         })();
         if (await untilSignal(changed)) {
@@ -226,12 +220,8 @@ function stoppedAt(printer: Printer, view: ThreadView): number {
 }
 
 async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
-  const props = (view.input!.answerSchema["properties"] ?? {}) as Record<
-    string,
-    { type?: string; enum?: string[]; description?: string }
-  >;
   const answers: Record<string, string> = {};
-  for (const [name, p] of Object.entries(props)) {
+  for (const [name, p] of answerFields(view.input!)) {
     answers[name] = p.enum
       ? await select({
           message: esc`${p.description ?? name}`,
