@@ -151,11 +151,8 @@ export async function runApiCommand(
         const r = after.state!.refusals.at(-1)!;
         printer.line(esc`Decision refused ${r.code}: ${r.reason}`);
       }
-      if (cmd.succeeded?.(after)) {
-        print(after, refusedNow);
-        return 0;
-      }
-      return print(after, refusedNow);
+      const code = print(after, refusedNow);
+      return cmd.succeeded?.(after) ? 0 : code;
     }
   }
 }

@@ -18,7 +18,7 @@ import {
   type AuditThreadSummary,
   type ChainVerification,
 } from "../store/audit.js";
-import { loadConfig } from "../config/env.js";
+import { apiOf } from "./api-option.js";
 import { withInspectSession } from "./app-session.js";
 import { cap, LIMITS } from "./limits.js";
 import { requesterVerificationText } from "../envelope/envelope.js";
@@ -75,12 +75,7 @@ async function withReader(
   apiFlag: string | undefined,
   fn: (r: AuditReader) => Promise<number>,
 ): Promise<number> {
-  const env = loadConfig().langgraphApi;
-  // The SDK-backed API module is loaded only when a server is named (the local path stays light).
-  const target =
-    apiFlag !== undefined || env.url
-      ? (await import("../api/cli-api.js")).apiTarget(apiFlag, env)
-      : undefined;
+  const target = await apiOf(apiFlag);
   if (target) {
     const { apiAudit } = await import("../api/audit-client.js");
     return fn({

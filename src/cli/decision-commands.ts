@@ -41,6 +41,21 @@ const built = async <O>(which: DecisionBuilder, opts: O) => {
   return (view: ThreadView) => builder(view, opts);
 };
 /**
+ * No identity is invented: a default approver comes only from configuration (else a UsageError with
+ * `missing`), and is said before anything is sent.
+ */
+export function defaultApprover(missing: string, acting: string): string {
+  const configured = loadConfig().defaultApprover;
+  if (!configured) throw new UsageError(missing);
+  process.stderr.write(
+    `${acting} ` +
+      esc`as ${configured}, from ACTION_ENVELOPE_DEFAULT_APPROVER (self-declared unless signed)` +
+      "\n",
+  );
+  return configured;
+}
+
+/**
  * Sends a decision built from the thread's view: through the LangGraph API when --api (or
  * LANGGRAPH_API_URL) names a server, else to the local stores; sets the exit code either way.
  */
@@ -53,20 +68,11 @@ async function sendDecision(
   const api = await apiOf(opts.api);
   // A server that authenticates callers fills in the approver, unless --as was given explicitly.
   const explicitApprover = opts.as !== undefined;
-  if (!explicitApprover && !(api?.token && !opts.key)) {
-    // No identity is invented: a default approver comes only from configuration, and is said before anything is sent.
-    const configured = loadConfig().defaultApprover;
-    if (!configured) {
-      throw new UsageError(
-        `${cmd.name()} needs the approver: name it with --as <approver-id>, or set ACTION_ENVELOPE_DEFAULT_APPROVER=<approver-id>${api ? " (or send an API token: LANGGRAPH_API_TOKEN, and the server records its identity)" : ""}`,
-      );
-    }
-    opts.as = configured;
-    process.stderr.write(
-      esc`deciding as ${configured}, from ACTION_ENVELOPE_DEFAULT_APPROVER (self-declared unless signed)` +
-        "\n",
+  if (!explicitApprover && !(api?.token && !opts.key))
+    opts.as = defaultApprover(
+      `${cmd.name()} needs the approver: name it with --as <approver-id>, or set ACTION_ENVELOPE_DEFAULT_APPROVER=<approver-id>${api ? " (or send an API token: LANGGRAPH_API_TOKEN, and the server records its identity)" : ""}`,
+      "deciding",
     );
-  }
   if (api) {
     process.exitCode = await runApiCommand(api, {
       kind: "decide",
@@ -117,7 +123,7 @@ const hashOption = (c: Command, help: string) =>
   c.requiredOption("--hash <sha>", help, cap("--hash", LIMITS.hash));
 
 /** `approve`: approves exactly the envelope (or the change set) with the hash given. */
-export const approveCommand = () =>
+const approveCommand = () =>
   decisionCommand<{ hash: string; override?: string }>(
     "approve",
     "Approve exactly the envelope (or the whole change set) with this hash",
@@ -130,7 +136,7 @@ export const approveCommand = () =>
   );
 
 /** `reject`: rejects the waiting envelope (a change set: every action of it). */
-export const rejectCommand = () =>
+const rejectCommand = () =>
   decisionCommand<{ reason: string }>(
     "reject",
     "Reject the waiting envelope (a change set: every action of it)",
@@ -145,7 +151,7 @@ export const rejectCommand = () =>
   );
 
 /** `edit`: edits the waiting proposal into a new revision that needs its own approval. */
-export const editCommand = () =>
+const editCommand = () =>
   decisionCommand<{ set: string[] }>(
     "edit",
     "Edit the waiting proposal; creates a new revision that needs its own approval",
@@ -156,7 +162,7 @@ export const editCommand = () =>
   );
 
 /** `decide`: decides a waiting change set action by action. */
-export const decideCommand = () =>
+const decideCommand = () =>
   decisionCommand<{
     hash: string;
     approve?: string[];

@@ -14,7 +14,7 @@ export { signRequest } from "../envelope/index.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import type { ThreadView } from "../app/view-thread.js";
 import { UsageError } from "../errors.js";
-import { ENUM_LABELS, enumCodeOf } from "../envelope/fields.js";
+import { enumCodeOf } from "../envelope/fields.js";
 import { PRIVATE } from "../config/file-mode.js";
 
 interface Common {
@@ -112,19 +112,18 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
         `decide ${view.threadId} --hash <set hash> --edit ${ids[0]} --set ${ids[0]}.FIELD=VALUE and --approve / --reject / --edit for every other action`,
     );
   }
-  const fields: Record<string, unknown> = { ...a.envelope.params };
-  for (const pair of opts.set) {
+  const set = opts.set.map((pair): [string, string] => {
     const eq = pair.indexOf("=");
     if (eq <= 0) throw new UsageError(`--set must be FIELD=VALUE, got "${pair}"`);
-    setField(fields, pair.slice(0, eq), pair.slice(eq + 1));
-  }
+    return [pair.slice(0, eq), pair.slice(eq + 1)];
+  });
   return signed(
     view,
     {
       type: "edit",
       envelopeHash: a.envelopeHash,
       nonce: a.nonce,
-      editedAction: editedActionOf(a.envelope, fields),
+      editedAction: editedActionOf(a.envelope, set),
     },
     opts,
   );
@@ -132,20 +131,21 @@ export function editDecision(view: ThreadView, opts: Common & { set: string[] })
 
 /**
  * An edit's action: the envelope's operation on its object (named by the operation's id argument), with
- * the edited fields; a create (add_task) names no object, so its args are {fields}, as the approval shows them.
+ * its params and each FIELD=VALUE set; a create (add_task) names no object, so its args are {fields}, as
+ * the approval shows them. PRIORITY=high, STATUS="in progress": a documented name becomes the exact code
+ * before signing.
  */
 function editedActionOf(
-  e: { operation: keyof typeof OPERATIONS; object: { id: number } },
-  fields: Record<string, unknown>,
+  e: { operation: keyof typeof OPERATIONS; object: { id: number }; params: Record<string, unknown> },
+  set: Array<[field: string, value: string]>,
 ): { name: string; args: Record<string, unknown> } {
+  const fields: Record<string, unknown> = { ...e.params };
+  for (const [name, given] of set) {
+    const field = name.trim().toUpperCase();
+    fields[field] = enumCodeOf(field, given) ?? given;
+  }
   if (OPERATIONS[e.operation].effect === "create") return { name: e.operation, args: { fields } };
   return { name: e.operation, args: { [OPERATIONS[e.operation].idArg]: e.object.id, fields } };
-}
-
-/** PRIORITY=high, STATUS="in progress": a documented name becomes the exact code before signing. */
-function setField(fields: Record<string, unknown>, name: string, given: string): void {
-  const field = name.trim().toUpperCase();
-  fields[field] = ENUM_LABELS[field] ? (enumCodeOf(field, given) ?? given) : given;
 }
 
 // ── Change sets decided action by action (`decide`) ──────────────────────────────────────────────
@@ -300,36 +300,14 @@ export function setDecisions(
   return {
     decisions: cs.actions.map(({ actionId, envelope }) => {
       const d = plan.byAction.get(actionId)!;
-      const base = { envelopeHash: opts.hash, nonce: a.nonce, actionId };
-      switch (d.type) {
-        case "approve":
-          return signedItem(
-            view,
-            { type: "approve", ...base, ...(override ? { override } : {}) },
-            opts,
-            decidedAt,
-            pem,
-          );
-        case "reject":
-          return signedItem(
-            view,
-            { type: "reject", ...base, ...(d.message !== undefined ? { message: d.message } : {}) },
-            opts,
-            decidedAt,
-            pem,
-          );
-        case "edit": {
-          const fields: Record<string, unknown> = { ...envelope.params };
-          for (const [field, value] of d.set) setField(fields, field, value);
-          return signedItem(
-            view,
-            { type: "edit", ...base, editedAction: editedActionOf(envelope, fields) },
-            opts,
-            decidedAt,
-            pem,
-          );
-        }
-      }
+      const base = { type: d.type, envelopeHash: opts.hash, nonce: a.nonce, actionId };
+      const decision =
+        d.type === "approve"
+          ? { ...base, ...(override ? { override } : {}) }
+          : d.type === "reject"
+            ? { ...base, ...(d.message !== undefined ? { message: d.message } : {}) }
+            : { ...base, editedAction: editedActionOf(envelope, d.set) };
+      return signedItem(view, decision, opts, decidedAt, pem);
     }),
   };
 }

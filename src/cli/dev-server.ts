@@ -19,7 +19,8 @@ import { fileURLToPath } from "node:url";
 import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
 import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
-import { ConfigError, UsageError } from "../errors.js";
+import { UsageError } from "../errors.js";
+import { reportUsageError } from "./main.js";
 import { loadApiTokens } from "../auth/tokens.js";
 import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
 import { LOOPBACK_HOSTS, STUDIO_ORIGIN, originPolicyFromEnvironment } from "../auth/origin.js";
@@ -314,35 +315,16 @@ const isEntry = process.argv[1] && /cli[\\/]dev-server\.ts$/.test(process.argv[1
 if (isEntry) {
   let code: number;
   try {
-    const program = buildProgram().parse(process.argv.slice(2), { from: "user" });
-    const o = program.opts<{
-      port?: number;
-      host: string;
-      config: string;
-      reload: boolean;
-      studioUrl: string;
-    }>();
-    code = await runDevServer({
-      ...(o.port !== undefined ? { port: o.port } : {}),
-      host: o.host,
-      config: o.config,
-      reload: o.reload,
-      studioUrl: o.studioUrl,
-    });
+    code = await runDevServer(
+      buildProgram().parse(process.argv.slice(2), { from: "user" }).opts<DevServerOptions>(),
+    );
   } catch (e) {
     const err = e as Error & { code?: string };
     if (err.code?.startsWith("commander.")) code = err.code === "commander.helpDisplayed" ? 0 : 1;
-    else if (e instanceof ConfigError) {
-      process.stderr.write(
-        `configuration error: ${escapeForTerminal(err.message)}\n  (see .env.example for every setting)\n`,
-      );
-      code = 1;
-    } else if (e instanceof UsageError) {
-      process.stderr.write(`error: ${escapeForTerminal(err.message)}\n`);
-      code = 1;
-    } else {
-      process.stderr.write(`error: ${escapeLines(err.stack ?? err.message)}\n`);
-      code = 2;
+    else {
+      const usage = reportUsageError(e);
+      if (usage === undefined) process.stderr.write(`error: ${escapeLines(err.stack ?? err.message)}\n`);
+      code = usage ?? 2;
     }
   }
   process.exit(code);

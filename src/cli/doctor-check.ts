@@ -12,6 +12,9 @@ export interface DoctorCheck {
   fix?: string;
 }
 
+/** Adds a check to its area's: each area's checks are given an adder that fills the area in. */
+export type AddCheck = (c: Omit<DoctorCheck, "area">) => void;
+
 /** One line per check: status, area and name, what was found, and the fix. */
 export function renderDoctor(checks: DoctorCheck[]): string {
   const lines = checks.map((c) => {

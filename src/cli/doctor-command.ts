@@ -12,7 +12,7 @@ import { loadConfig, type AppConfig } from "../config/env.js";
 import { allowedApprovers, type Policy } from "../envelope/index.js";
 import { ConfigError } from "../errors.js";
 import { stringifyJsonSafe } from "../text/escape.js";
-import { renderDoctor, type DoctorCheck } from "./doctor-check.js";
+import { renderDoctor, type AddCheck, type DoctorCheck } from "./doctor-check.js";
 import { checkPortal } from "./doctor-portal.js";
 import { checkModel } from "./doctor-model.js";
 
@@ -51,10 +51,14 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorCheck[]
   const timeoutMs = opts.timeoutMs ?? Math.min(config.bitrix24.timeoutMs, 10_000);
 
   // The runtime is loaded here, not at the top, so `--help` and other commands do not pay for it.
-  const policy = checkPolicy(config, add, await import("../runtime/deps.js"));
-  await checkPortal(config, timeoutMs, opts.taskId, add);
-  await checkModel(config, timeoutMs, add);
-  await checkStores(config, add);
+  const inArea =
+    (area: DoctorCheck["area"]): AddCheck =>
+    (c) =>
+      add({ area, ...c });
+  const policy = checkPolicy(config, inArea("policy"), await import("../runtime/deps.js"));
+  await checkPortal(config, timeoutMs, opts.taskId, inArea("portal"));
+  await checkModel(config, timeoutMs, inArea("model"));
+  await checkStores(config, inArea("stores"));
   if (policy && config.webhookUrl && policy.approvers.allowUnauthenticated) {
     add({
       area: "policy",
@@ -69,7 +73,7 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorCheck[]
 
 function checkPolicy(
   config: AppConfig,
-  add: (c: DoctorCheck) => void,
+  add: AddCheck,
   { loadPolicyFile, loadPublicKeys }: typeof import("../runtime/deps.js"),
 ): Policy | undefined {
   let policy: Policy;
@@ -78,7 +82,6 @@ function checkPolicy(
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     add({
-      area: "policy",
       name: "policy file",
       status: "fail",
       detail: e.message,
@@ -93,7 +96,6 @@ function checkPolicy(
     ? `update_deal approvers: ${[...allowedApprovers(policy, "update_deal")].join(", ") || "none"}`
     : "update_deal: not allowed by the policy";
   add({
-    area: "policy",
     name: "policy file",
     status: approvers.length ? "pass" : "fail",
     detail: `${config.policyPath ?? "built-in default policy"}: ${policy.id}@${policy.version}; update_task approvers: ${approvers.join(", ") || "none"}; ${dealApprovers}`,
@@ -106,7 +108,6 @@ function checkPolicy(
     keys = loadPublicKeys(config);
   } catch (e) {
     add({
-      area: "policy",
       name: "approver keys",
       status: "fail",
       detail: (e as Error).message,
@@ -125,7 +126,6 @@ function checkPolicy(
   const missing = everyApprover.filter((id) => !keys.has(id));
   if (policy.requireSignature && missing.length) {
     add({
-      area: "policy",
       name: "approver keys",
       status: "fail",
       detail: `the policy requires signatures, but ${missing.join(", ")} ha${missing.length === 1 ? "s" : "ve"} no public key`,
@@ -133,7 +133,6 @@ function checkPolicy(
     });
   } else {
     add({
-      area: "policy",
       name: "approver keys",
       status: "pass",
       detail: `${keys.size} public key(s)${config.approverKeysPath ? ` from ${config.approverKeysPath}` : ""}${policy.requireSignature ? "; signatures required" : "; signatures optional"}`,
@@ -142,7 +141,7 @@ function checkPolicy(
   return policy;
 }
 
-async function checkStores(config: AppConfig, add: (c: DoctorCheck) => void): Promise<void> {
+async function checkStores(config: AppConfig, add: AddCheck): Promise<void> {
   if (config.database) {
     const db = config.database;
     const { createPool } = await import("../store/postgres.js");
@@ -155,14 +154,12 @@ async function checkStores(config: AppConfig, add: (c: DoctorCheck) => void): Pr
       ).rows;
       const migrated = rows[0]?.t != null;
       add({
-        area: "stores",
         name: "postgresql",
         status: "pass",
         detail: `${db.label} reachable; schema ${db.schema} ${migrated ? "migrated" : "not created yet (it is created on first use)"}`,
       });
     } catch (e) {
       add({
-        area: "stores",
         name: "postgresql",
         status: "fail",
         detail: `${db.label}: ${(e as Error).message}`,
@@ -177,10 +174,9 @@ async function checkStores(config: AppConfig, add: (c: DoctorCheck) => void): Pr
       const probe = path.join(config.dataDir, `.doctor-${process.pid}`);
       fs.writeFileSync(probe, "");
       fs.rmSync(probe);
-      add({ area: "stores", name: "sqlite", status: "pass", detail: `${config.dataDir} is writable` });
+      add({ name: "sqlite", status: "pass", detail: `${config.dataDir} is writable` });
     } catch (e) {
       add({
-        area: "stores",
         name: "sqlite",
         status: "fail",
         detail: `${config.dataDir}: ${(e as Error).message}`,
@@ -190,17 +186,11 @@ async function checkStores(config: AppConfig, add: (c: DoctorCheck) => void): Pr
   }
   const key = config.journalKey;
   if (key.source === "env")
-    add({
-      area: "stores",
-      name: "journal key",
-      status: "pass",
-      detail: "ACTION_ENVELOPE_JOURNAL_KEY is set",
-    });
+    add({ name: "journal key", status: "pass", detail: "ACTION_ENVELOPE_JOURNAL_KEY is set" });
   else {
     const inside = path.resolve(key.path).startsWith(path.resolve(config.dataDir) + path.sep);
     const exists = fs.existsSync(key.path);
     add({
-      area: "stores",
       name: "journal key",
       status: inside ? "fail" : "pass",
       detail: `${key.path} ${exists ? "exists" : "will be created on first use"}${inside ? ", inside the data directory" : ""}`,

@@ -3,29 +3,19 @@
  * offered.
  */
 import type { AppConfig } from "../config/env.js";
-import type { DoctorCheck } from "./doctor-check.js";
+import type { AddCheck } from "./doctor-check.js";
 
 const GROQ_DEFAULT_BASE = "https://api.groq.com";
 
-export async function checkModel(
-  config: AppConfig,
-  timeoutMs: number,
-  add: (c: DoctorCheck) => void,
-): Promise<void> {
+export async function checkModel(config: AppConfig, timeoutMs: number, add: AddCheck): Promise<void> {
   const m = config.model;
   if (m.model === "offline") {
-    add({
-      area: "model",
-      name: "model",
-      status: "pass",
-      detail: "offline model: deterministic, no network, no key",
-    });
+    add({ name: "model", status: "pass", detail: "offline model: deterministic, no network, no key" });
     return;
   }
   const id = m.model.slice("groq/".length);
   const base = (m.groqBaseUrl ?? GROQ_DEFAULT_BASE).replace(/\/+$/, "");
   add({
-    area: "model",
     name: "key",
     status: m.groqApiKey ? "pass" : "fail",
     detail: m.groqApiKey ? "GROQ_API_KEY is set" : "GROQ_API_KEY is not set",
@@ -40,7 +30,6 @@ export async function checkModel(
   } catch (e) {
     const cause = (e as { cause?: { code?: unknown } }).cause?.code;
     add({
-      area: "model",
       name: "endpoint",
       status: "fail",
       detail: `cannot reach ${base} (${typeof cause === "string" ? cause : (e as Error).message}) [MODEL_UNREACHABLE]`,
@@ -51,7 +40,6 @@ export async function checkModel(
   const text = await res.text();
   if (res.status === 401 || res.status === 403) {
     add({
-      area: "model",
       name: "endpoint",
       status: "fail",
       detail: `${base} refused the key (HTTP ${res.status}) [MODEL_AUTH_FAILED]`,
@@ -61,7 +49,6 @@ export async function checkModel(
   }
   if (res.status === 429) {
     add({
-      area: "model",
       name: "endpoint",
       status: "warn",
       detail: `${base} is rate limiting this key (HTTP 429) [MODEL_RATE_LIMITED]${res.headers.get("retry-after") ? `; retry after ${res.headers.get("retry-after")} s` : ""}`,
@@ -70,14 +57,13 @@ export async function checkModel(
   }
   if (!res.ok) {
     add({
-      area: "model",
       name: "endpoint",
       status: "warn",
       detail: `${base} answered HTTP ${res.status} to the models list; the model name ${id} could not be checked`,
     });
     return;
   }
-  add({ area: "model", name: "endpoint", status: "pass", detail: `${base} accepted the key` });
+  add({ name: "endpoint", status: "pass", detail: `${base} accepted the key` });
   let ids: string[] = [];
   try {
     ids = ((JSON.parse(text) as { data?: Array<{ id?: unknown }> }).data ?? []).map((d) => String(d.id));
@@ -85,17 +71,11 @@ export async function checkModel(
     // an endpoint that lists models in another form: the name stays unchecked
   }
   if (ids.length === 0)
-    add({
-      area: "model",
-      name: "model name",
-      status: "warn",
-      detail: `the models list could not be read; ${id} unchecked`,
-    });
+    add({ name: "model name", status: "warn", detail: `the models list could not be read; ${id} unchecked` });
   else if (ids.includes(id))
-    add({ area: "model", name: "model name", status: "pass", detail: `${id} is offered to this key` });
+    add({ name: "model name", status: "pass", detail: `${id} is offered to this key` });
   else
     add({
-      area: "model",
       name: "model name",
       status: "fail",
       detail: `${id} is not among the ${ids.length} models offered to this key`,

@@ -5,17 +5,16 @@
 import type { Bitrix24Client as Bitrix24ClientType } from "../bitrix24/client.js";
 import { Bitrix24Error } from "../bitrix24/errors.js";
 import type { AppConfig } from "../config/env.js";
-import type { DoctorCheck } from "./doctor-check.js";
+import type { AddCheck } from "./doctor-check.js";
 
 export async function checkPortal(
   config: AppConfig,
   timeoutMs: number,
   taskId: number | undefined,
-  add: (c: DoctorCheck) => void,
+  add: AddCheck,
 ): Promise<void> {
   if (!config.webhookUrl) {
     add({
-      area: "portal",
       name: "webhook",
       status: "skip",
       detail: "BITRIX24_WEBHOOK_URL is unset: the embedded emulator is used (offline demo)",
@@ -34,27 +33,25 @@ export async function checkPortal(
   let scopes: unknown;
   try {
     scopes = (await client.call("scope", {}, "read")).result;
-    add({ area: "portal", name: "reachable", status: "pass", detail: `${host} answered the webhook` });
+    add({ name: "reachable", status: "pass", detail: `${host} answered the webhook` });
   } catch (e) {
-    add({ area: "portal", name: "reachable", status: "fail", detail: portalProblem(e), fix: portalFix(e) });
+    add({ name: "reachable", status: "fail", detail: portalProblem(e), fix: portalFix(e) });
     return;
   }
   const list = Array.isArray(scopes) ? scopes.map(String) : [];
   if (!list.includes("task")) {
     add({
-      area: "portal",
       name: "scopes",
       status: "fail",
       detail: `the webhook's scopes are ${list.length ? list.join(", ") : "(none)"}; it needs task`,
       fix: "edit the inbound webhook in Bitrix24 (Developer resources) and add Tasks (task)",
     });
   } else {
-    add({ area: "portal", name: "scopes", status: "pass", detail: `scopes: ${list.join(", ")}` });
+    add({ name: "scopes", status: "pass", detail: `scopes: ${list.join(", ")}` });
   }
   // Deals need crm (crm.deal.get / crm.deal.update). A portal used only for tasks does not: a warning.
   if (!list.includes("crm")) {
     add({
-      area: "portal",
       name: "deal scope",
       status: "warn",
       detail:
@@ -63,7 +60,6 @@ export async function checkPortal(
     });
   } else {
     add({
-      area: "portal",
       name: "deal scope",
       status: "pass",
       detail: "crm scope: deal operations (update_deal) may read and update deals",
@@ -72,7 +68,6 @@ export async function checkPortal(
   try {
     const me = (await client.currentUser()).result as Record<string, unknown>;
     add({
-      area: "portal",
       name: "identity",
       status: "pass",
       detail:
@@ -80,7 +75,6 @@ export async function checkPortal(
     });
   } catch (e) {
     add({
-      area: "portal",
       name: "identity",
       status: "warn",
       detail: `user.current: ${portalProblem(e)}`,
@@ -98,7 +92,6 @@ export async function checkPortal(
       const first = tasks.tasks?.[0]?.id;
       if (first === undefined) {
         add({
-          area: "portal",
           name: "edit right",
           status: "warn",
           detail: "the webhook user sees no task to check",
@@ -111,15 +104,9 @@ export async function checkPortal(
     const task = (await client.getTask(id)).result.task as { action?: Record<string, unknown> };
     const edit = task.action?.["edit"];
     if (edit === true)
-      add({
-        area: "portal",
-        name: "edit right",
-        status: "pass",
-        detail: `the webhook user may edit task ${id}`,
-      });
+      add({ name: "edit right", status: "pass", detail: `the webhook user may edit task ${id}` });
     else {
       add({
-        area: "portal",
         name: "edit right",
         status: "fail",
         detail:
@@ -130,7 +117,7 @@ export async function checkPortal(
       });
     }
   } catch (e) {
-    add({ area: "portal", name: "edit right", status: "fail", detail: portalProblem(e), fix: portalFix(e) });
+    add({ name: "edit right", status: "fail", detail: portalProblem(e), fix: portalFix(e) });
   }
 }
 
@@ -138,16 +125,11 @@ export async function checkPortal(
  * People's names on the card and in edits come from user.get, which needs the user (or user_brief /
  * user_basic) scope. Without it nothing fails: cards show ids with "name unavailable", edits need ids.
  */
-async function checkNames(
-  client: Bitrix24ClientType,
-  scopes: string[],
-  add: (c: DoctorCheck) => void,
-): Promise<void> {
+async function checkNames(client: Bitrix24ClientType, scopes: string[], add: AddCheck): Promise<void> {
   const scope = ["user", "user_brief", "user_basic"].find((s) => scopes.includes(s));
   const without = 'cards will show user ids with "name unavailable", and edits must give user ids, not names';
   if (!scope) {
     add({
-      area: "portal",
       name: "people's names",
       status: "warn",
       detail: `the webhook has no user scope (user, user_brief or user_basic): ${without}`,
@@ -158,14 +140,12 @@ async function checkNames(
   try {
     await client.getUsers({ filter: { ACTIVE: true } });
     add({
-      area: "portal",
       name: "people's names",
       status: "pass",
       detail: `user.get answers (scope ${scope}): cards show names next to user ids, and edits may name a person`,
     });
   } catch (e) {
     add({
-      area: "portal",
       name: "people's names",
       status: "warn",
       detail: `user.get: ${portalProblem(e)}; ${without}`,

@@ -9,7 +9,8 @@ import { Printer, threadJson } from "./render.js";
 import { withApp } from "./session.js";
 import { cap, capEach, LIMITS } from "./limits.js";
 import { esc } from "../text/escape.js";
-import { loadConfig } from "../config/env.js";
+import { defaultApprover } from "./decision-commands.js";
+import { intervalOf, openApiDue } from "./worker-command.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { exitCodeForView } from "./exit-codes.js";
 import { API_OPTION, apiOf, runApiCommand } from "./api-option.js";
@@ -44,16 +45,16 @@ export function lifecycleCommands(): Command[] {
       const api = await apiOf(opts.api);
       const { submitDecision } = await import("../app/threads.js");
       const { viewThread } = await import("../app/view-thread.js");
+      const build = (view: ThreadView) => {
+        if (view.status !== "awaiting_input")
+          throw new DecisionNotAcceptedError(
+            thread,
+            "NOT_AWAITING_APPROVAL",
+            `the thread is not waiting for an answer (status ${view.status})`,
+          );
+        return { answers: parseAnswers(opts.set) } as unknown as ResumeValue;
+      };
       if (api) {
-        const build = (view: ThreadView) => {
-          if (view.status !== "awaiting_input")
-            throw new DecisionNotAcceptedError(
-              thread,
-              "NOT_AWAITING_APPROVAL",
-              `the thread is not waiting for an answer (status ${view.status})`,
-            );
-          return { answers: parseAnswers(opts.set) } as unknown as ResumeValue;
-        };
         return void (process.exitCode = await runApiCommand(api, {
           kind: "decide",
           threadId: thread,
@@ -65,13 +66,7 @@ export function lifecycleCommands(): Command[] {
       const printer = new Printer(process.stdout, Boolean(opts.json));
       process.exitCode = await withApp(async (app) => {
         const before = await viewThread(app, thread);
-        if (before.status !== "awaiting_input")
-          throw new DecisionNotAcceptedError(
-            thread,
-            "NOT_AWAITING_APPROVAL",
-            `the thread is not waiting for an answer (status ${before.status})`,
-          );
-        const after = await submitDecision(app, thread, { answers: parseAnswers(opts.set) }, printer.onStep);
+        const after = await submitDecision(app, thread, build(before), printer.onStep);
         const refusedNow = (after.state?.refusals.length ?? 0) > (before.state?.refusals.length ?? 0);
         show(printer, after);
         return exitCodeForView(after, refusedNow);
@@ -91,19 +86,22 @@ export function lifecycleCommands(): Command[] {
     .option(...API_OPTION)
     .action(async (thread: string, opts: { reason: string; as?: string; json?: boolean; api?: string }) => {
       // No identity is invented: without --as only a configured default names who cancels, and it is said first.
-      if (opts.as === undefined) {
-        const configured = loadConfig().defaultApprover;
-        if (!configured)
-          throw new UsageError(
-            "cancel needs who cancels: name it with --as <id> (the requester or an approver), or set ACTION_ENVELOPE_DEFAULT_APPROVER=<id>",
-          );
-        opts.as = configured;
-        process.stderr.write(
-          esc`cancelling as ${configured}, from ACTION_ENVELOPE_DEFAULT_APPROVER (self-declared unless signed)` +
-            "\n",
-        );
-      }
+      opts.as ??= defaultApprover(
+        "cancel needs who cancels: name it with --as <id> (the requester or an approver), or set ACTION_ENVELOPE_DEFAULT_APPROVER=<id>",
+        "cancelling",
+      );
       const by = { id: opts.as };
+      const cancelOf = (approval: { envelopeHash: string; nonce: string }): ResumeValue => ({
+        decisions: [
+          {
+            type: "cancel",
+            envelopeHash: approval.envelopeHash,
+            nonce: approval.nonce,
+            by,
+            reason: opts.reason,
+          },
+        ],
+      });
       const api = await apiOf(opts.api);
       const { submitDecision } = await import("../app/threads.js");
       const { viewThread } = await import("../app/view-thread.js");
@@ -116,17 +114,7 @@ export function lifecycleCommands(): Command[] {
               "NOT_AWAITING_APPROVAL",
               `nothing to cancel: the thread is ${view.status}`,
             );
-          return {
-            decisions: [
-              {
-                type: "cancel",
-                envelopeHash: view.approval!.envelopeHash,
-                nonce: view.approval!.nonce,
-                by,
-                reason: opts.reason,
-              },
-            ],
-          };
+          return cancelOf(view.approval!);
         };
         const succeeded = (view: ThreadView) => view.state?.reasonCode === "CANCELLED";
         return void (process.exitCode = await runApiCommand(api, {
@@ -143,17 +131,7 @@ export function lifecycleCommands(): Command[] {
         const before = await viewThread(app, thread);
         const resume =
           before.status === "awaiting_approval"
-            ? {
-                decisions: [
-                  {
-                    type: "cancel",
-                    envelopeHash: before.approval!.envelopeHash,
-                    nonce: before.approval!.nonce,
-                    by,
-                    reason: opts.reason,
-                  },
-                ],
-              }
+            ? cancelOf(before.approval!)
             : { cancel: { by, reason: opts.reason } };
         const after = await submitDecision(app, thread, resume, printer.onStep);
         show(printer, after);
@@ -171,12 +149,10 @@ export function lifecycleCommands(): Command[] {
       "the approvals of threads this LangGraph API server keeps, found in its journal and expired through its API (token: LANGGRAPH_API_TOKEN, role admin)",
     )
     .action(async (opts: { watch?: boolean; interval: string; json?: boolean; api?: string }) => {
-      const interval = Number(opts.interval);
-      if (!Number.isFinite(interval) || interval <= 0)
-        throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
+      const interval = intervalOf(opts.interval);
       const { sweepExpired } = await import("../app/due-work.js");
       // With --api: the due expiries of the server's journal (as `worker --api`), expired through the server.
-      const api = opts.api ? await (await import("./worker-command.js")).openApiDue(opts.api) : undefined;
+      const api = opts.api ? await openApiDue(opts.api) : undefined;
       const printer = new Printer(process.stdout, Boolean(opts.json));
       let stop = false;
       process.once("SIGINT", () => (stop = true));

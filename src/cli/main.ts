@@ -50,16 +50,17 @@ export function buildProgram(): Command {
   add(emulatorCommand());
   add(mcpCommand());
 
-  program.addCommand(keygenCommand());
-
-  for (const command of lifecycleCommands()) program.addCommand(command);
-
-  program.addCommand(auditCommand());
-  program.addCommand(doctorCommand());
-  program.addCommand(policyCommand());
-  program.addCommand(workerCommand());
-  program.addCommand(apiTokenCommand());
-  for (const command of inboxCommands()) program.addCommand(command);
+  for (const command of [
+    keygenCommand(),
+    ...lifecycleCommands(),
+    auditCommand(),
+    doctorCommand(),
+    policyCommand(),
+    workerCommand(),
+    apiTokenCommand(),
+    ...inboxCommands(),
+  ])
+    program.addCommand(command);
 
   escapeCommanderOutput(program);
   return program;
@@ -100,13 +101,27 @@ export function describeUnexpected(err: Error, debug: boolean): string {
   return `${escapeForTerminal(err.name && err.name !== "Error" ? head : err.message)}  (run again with --debug for the stack trace)`;
 }
 
+/** A configuration or usage error: said in one line, exit 1. Any other error: undefined, nothing said. */
+export function reportUsageError(e: unknown): number | undefined {
+  if (e instanceof ConfigError) {
+    process.stderr.write(
+      `configuration error: ${escapeForTerminal(e.message)}\n  (see .env.example for every setting)\n`,
+    );
+    return EXIT_USAGE;
+  }
+  if (e instanceof UsageError) {
+    process.stderr.write(`error: ${escapeForTerminal(e.message)}\n`);
+    return EXIT_USAGE;
+  }
+  return undefined;
+}
+
 export async function main(argv: string[]): Promise<number> {
   // --debug (anywhere before a "--") is ours, not a command's: it only adds stack traces to errors.
   const end = argv.indexOf("--");
-  const debug =
-    argv.some((a, i) => a === "--debug" && (end < 0 || i < end)) ||
-    process.env["ACTION_ENVELOPE_DEBUG"] === "1";
-  argv = argv.filter((a, i) => !(a === "--debug" && (end < 0 || i < end)));
+  const isDebugFlag = (a: string, i: number) => a === "--debug" && (end < 0 || i < end);
+  const debug = argv.some(isDebugFlag) || process.env["ACTION_ENVELOPE_DEBUG"] === "1";
+  argv = argv.filter((a, i) => !isDebugFlag(a, i));
   // Child processes (our MCP server) print their stacks too.
   if (debug) process.env["ACTION_ENVELOPE_DEBUG"] = "1";
   const program = buildProgram();
@@ -120,16 +135,8 @@ export async function main(argv: string[]): Promise<number> {
         ? EXIT_OK
         : EXIT_USAGE;
     }
-    if (e instanceof ConfigError) {
-      process.stderr.write(
-        `configuration error: ${escapeForTerminal(e.message)}\n  (see .env.example for every setting)\n`,
-      );
-      return EXIT_USAGE;
-    }
-    if (e instanceof UsageError) {
-      process.stderr.write(`error: ${escapeForTerminal(e.message)}\n`);
-      return EXIT_USAGE;
-    }
+    const usage = reportUsageError(e);
+    if (usage !== undefined) return usage;
     if (e instanceof DecisionNotAcceptedError) {
       if (argv.includes("--json"))
         process.stdout.write(

@@ -47,6 +47,10 @@ export function policySummary(policy: Policy): string[] {
   return lines;
 }
 
+function writeSummary(head: string, policy: Policy): void {
+  process.stdout.write(`${[head, ...policySummary(policy).map((l) => esc`${l}`)].join("\n")}\n`);
+}
+
 export function policyCommand(): Command {
   const policy = new Command("policy").description(
     "Check a policy file, or print the policy format as JSON Schema",
@@ -65,13 +69,7 @@ export function policyCommand(): Command {
             `${JSON.stringify({ ok: true, source: "built-in", id: p.id, version: p.version })}\n`,
           );
         else
-          process.stdout.write(
-            `${esc`ok: the built-in policy (no file given and ACTION_ENVELOPE_POLICY is unset)`}\n${policySummary(
-              p,
-            )
-              .map((l) => esc`${l}`)
-              .join("\n")}\n`,
-          );
+          writeSummary(esc`ok: the built-in policy (no file given and ACTION_ENVELOPE_POLICY is unset)`, p);
         return;
       }
       const source = path.resolve(given);
@@ -91,11 +89,7 @@ export function policyCommand(): Command {
           `${JSON.stringify(checked.ok ? { ok: true, source, id: checked.policy.id, version: checked.policy.version } : { ok: false, source, problems: checked.problems })}\n`,
         );
       } else if (checked.ok) {
-        process.stdout.write(
-          `${esc`ok: ${source}`}\n${policySummary(checked.policy)
-            .map((l) => esc`${l}`)
-            .join("\n")}\n`,
-        );
+        writeSummary(esc`ok: ${source}`, checked.policy);
       } else {
         process.stderr.write(
           `${formatPolicyProblems(given, checked.problems)

@@ -18,8 +18,8 @@ import { requesterVerificationText } from "../envelope/envelope.js";
 
 type Style = Parameters<typeof styleText>[0];
 
-/** Select Graphic Rendition (colour, bold): the only escape sequences `paint` writes. */
-const SGR = /\x1b\[[0-9;]*m/g;
+/** Select Graphic Rendition (colour, bold): the only escape sequences `paint` writes (captured, for split). */
+const SGR = /(\x1b\[[0-9;]*m)/;
 
 /**
  * The last guard before the stream: marks every character that must not reach a terminal, keeping
@@ -27,13 +27,11 @@ const SGR = /\x1b\[[0-9;]*m/g;
  */
 export function guardLine(text: string, keepColour: boolean): string {
   if (!keepColour) return escapeRendered(text);
-  let out = "";
-  let last = 0;
-  for (const m of text.matchAll(SGR)) {
-    out += escapeRendered(text.slice(last, m.index)) + m[0];
-    last = m.index + m[0].length;
-  }
-  return out + escapeRendered(text.slice(last));
+  // Split on a captured pattern: the text between sequences at even indexes, the sequences at odd ones.
+  return text
+    .split(SGR)
+    .map((part, i) => (i % 2 ? part : escapeRendered(part)))
+    .join("");
 }
 
 export class Printer {
@@ -123,10 +121,6 @@ export class Printer {
       case "carry_out":
         this.executed(update);
         return;
-      case "finish":
-        return;
-      default:
-        return;
     }
   };
 
@@ -213,20 +207,15 @@ export class Printer {
     this.line();
     this.line(this.paint("bold", "──────── question ────────"));
     this.line(escapeForTerminal(q.question));
-    const props = (q.answerSchema["properties"] ?? {}) as Record<
-      string,
-      { type?: string; enum?: string[]; description?: string }
-    >;
-    for (const [name, p] of Object.entries(props)) {
+    const fields = answerFields(q);
+    for (const [name, p] of fields) {
       const kind = p.enum ? `one of: ${p.enum.map(escapeForTerminal).join(", ")}` : escapeForTerminal(p.type);
       this.line(esc`  ${name} (` + kind + `)` + (p.description ? esc` — ${p.description}` : ""));
     }
     if (q.lastRefusal) this.line(this.paint("red", esc`Last answer refused: ${q.lastRefusal.reason}`));
     this.line(
       esc`Answer with: npm run cli -- answer ${view.threadId} ` +
-        Object.keys(props)
-          .map((n) => esc`--set ${n}=<value>`)
-          .join(" "),
+        fields.map(([n]) => esc`--set ${n}=<value>`).join(" "),
     );
   }
 
@@ -281,6 +270,14 @@ export class Printer {
   write(text: string): void {
     this.out.write(text);
   }
+}
+
+/** One field of a question's answer schema. */
+type AnswerField = { type?: string; enum?: string[]; description?: string };
+
+/** The fields a question asks for, as its answer schema lists them. */
+export function answerFields(q: NonNullable<ThreadView["input"]>): Array<[name: string, field: AnswerField]> {
+  return Object.entries((q.answerSchema["properties"] ?? {}) as Record<string, AnswerField>);
 }
 
 /**

@@ -97,34 +97,21 @@ export function runCommand(): Command {
             json: Boolean(opts.json),
             ...(sign ? { sign } : {}),
           }));
-        if (sign) {
-          const printer = new Printer(process.stdout, Boolean(opts.json));
-          const { startRun } = await import("../app/threads.js");
-          const threadId = randomUUID();
-          process.exitCode = await withApp(async (app) => {
-            printer.line(esc`model: ${app.deps.modelLabel}; portal: ${app.deps.portal}`);
-            const view = await startRun(
-              app,
-              { request, requestedBy: opts.as, scope, requesterSignature: sign(threadId) },
-              { threadId, onStep: printer.onStep },
-            );
-            return report(printer, view);
-          });
-          return;
-        }
-        if (!opts.json && opts.prompt && process.stdin.isTTY && process.stdout.isTTY) {
+        if (!sign && !opts.json && opts.prompt && process.stdin.isTTY && process.stdout.isTTY) {
           const { runMainJob } = await import("./start.js");
           process.exitCode = await runMainJob({ request, requestedBy: opts.as, prompt: true, scope });
           return;
         }
         const printer = new Printer(process.stdout, Boolean(opts.json));
         const { startRun } = await import("../app/threads.js");
+        // A signed request binds the thread id, so it is chosen here.
+        const threadId = randomUUID();
         process.exitCode = await withApp(async (app) => {
           printer.line(esc`model: ${app.deps.modelLabel}; portal: ${app.deps.portal}`);
           const view = await startRun(
             app,
-            { request, requestedBy: opts.as, scope },
-            { onStep: printer.onStep },
+            { request, requestedBy: opts.as, scope, ...(sign ? { requesterSignature: sign(threadId) } : {}) },
+            { threadId, onStep: printer.onStep },
           );
           return report(printer, view);
         });

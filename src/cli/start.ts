@@ -13,7 +13,7 @@ import { startRun, submitDecision } from "../app/threads.js";
 import { viewThread, type ThreadView } from "../app/view-thread.js";
 import type { RequestScope } from "../envelope/records.js";
 import type { ResumeValue } from "../hitl/contract.js";
-import { Printer } from "./render.js";
+import { answerFields, Printer } from "./render.js";
 import { exitCodeForOutcome } from "./exit-codes.js";
 import { approveDecision, editDecision, rejectDecision, setDecisions } from "./decisions.js";
 import { esc } from "../text/escape.js";
@@ -144,11 +144,9 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
           esc`Decide it in the web inbox: ${inbox.url}/t/${view.threadId} (sign in as an approver; Ctrl-C stops the inbox, and the thread keeps waiting)`,
         );
         const threadId = view.threadId;
-        const was = JSON.stringify([
-          view.status,
-          view.approval?.envelopeHash ?? null,
-          view.input?.askedAt ?? null,
-        ]);
+        const waitingAt = (v: ThreadView) =>
+          JSON.stringify([v.status, v.approval?.envelopeHash ?? null, v.input?.askedAt ?? null]);
+        const was = waitingAt(view);
         let stopped = false;
         const changed = (async () => {
           for (;;) {
@@ -158,11 +156,7 @@ export async function runMainJob(opts: MainJobOptions): Promise<number> {
             // Between steps while the inbox's decision runs (it holds the thread's lock): not an
             // outcome yet. Only a run nobody drives any more (the lock is free) counts as stopped.
             if (now.status === "interrupted_run" && (await beingDriven(app, threadId))) continue;
-            if (
-              JSON.stringify([now.status, now.approval?.envelopeHash ?? null, now.input?.askedAt ?? null]) !==
-              was
-            )
-              return now;
+            if (waitingAt(now) !== was) return now;
           }
         })();
         if (await untilSignal(changed)) {
@@ -226,12 +220,8 @@ function stoppedAt(printer: Printer, view: ThreadView): number {
 }
 
 async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
-  const props = (view.input!.answerSchema["properties"] ?? {}) as Record<
-    string,
-    { type?: string; enum?: string[]; description?: string }
-  >;
   const answers: Record<string, string> = {};
-  for (const [name, p] of Object.entries(props)) {
+  for (const [name, p] of answerFields(view.input!)) {
     answers[name] = p.enum
       ? await select({
           message: esc`${p.description ?? name}`,
@@ -262,22 +252,42 @@ function askApprover(): Promise<string> {
   });
 }
 
+/**
+ * The decision at the prompt, bound to the hash of the card printed above (a change set's: its set
+ * hash), so a newer revision refuses it (HASH_MISMATCH). A change set is approved or rejected whole, or
+ * action by action (`askEach`); editing one of its actions is left to `decide --edit`, and the prompt
+ * says so.
+ */
 async function ask(view: ThreadView): Promise<ResumeValue> {
   const a = view.approval!;
-  if (a.changeSet) return askSet(view);
-  const choice = await select({
-    message: esc`Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
-    choices: [
-      { name: "approve exactly this envelope", value: "approve" as const },
-      { name: "reject", value: "reject" as const },
-      { name: "edit a field (creates a new revision to approve)", value: "edit" as const },
-    ],
-  });
+  const cs = a.changeSet;
+  const ids = cs?.actions.map((x) => x.actionId) ?? [];
+  const choice = await select<"approve" | "reject" | "edit" | "each">(
+    cs
+      ? {
+          message: esc`Decision for change set ${cs.setHash} (revision ${a.revision}, ${ids.length} actions: ${ids.join(", ")})`,
+          choices: [
+            { name: "approve the whole set (every action)", value: "approve" },
+            { name: "reject the whole set", value: "reject" },
+            {
+              name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`,
+              value: "each",
+            },
+          ],
+        }
+      : {
+          message: esc`Decision for envelope ${a.envelopeHash} (revision ${a.revision})`,
+          choices: [
+            { name: "approve exactly this envelope", value: "approve" },
+            { name: "reject", value: "reject" },
+            { name: "edit a field (creates a new revision to approve)", value: "edit" },
+          ],
+        },
+  );
   const as = await askApprover();
   switch (choice) {
     case "approve":
-      // Bound to the hash of the card printed above: a newer revision refuses it (HASH_MISMATCH).
-      return approveDecision(view, { as, hash: a.envelopeHash });
+      return approveDecision(view, { as, hash: cs?.setHash ?? a.envelopeHash });
     case "reject":
       return rejectDecision(view, {
         as,
@@ -300,6 +310,8 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
       });
       return editDecision(view, { as, set: [`${field}=${value}`] });
     }
+    case "each":
+      return askEach(view, as);
     default: {
       const never: never = choice;
       throw new Error(`unknown choice ${String(never)}`);
@@ -308,74 +320,37 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
 }
 
 /**
- * A change set at the prompt: approve or reject the whole set, or go through its actions approving or
- * rejecting each; the per-action answers become the flags `decide` takes and are built by the same
- * `setDecisions` (one decision per action, bound to the set hash of the card shown). Editing an
- * action is left to `decide --edit`, and the prompt says so.
+ * A change set's actions approved or rejected one by one: the answers become the flags `decide` takes
+ * and are built by the same `setDecisions` (one decision per action, bound to the set hash of the card shown).
  */
-async function askSet(view: ThreadView): Promise<ResumeValue> {
-  const a = view.approval!;
-  const cs = a.changeSet!;
-  const ids = cs.actions.map((x) => x.actionId);
-  const choice = await select({
-    message: esc`Decision for change set ${cs.setHash} (revision ${a.revision}, ${ids.length} actions: ${ids.join(", ")})`,
-    choices: [
-      { name: "approve the whole set (every action)", value: "approve" as const },
-      { name: "reject the whole set", value: "reject" as const },
-      {
-        name: esc`decide each action: approve or reject it (to edit an action: npm run cli -- decide ${view.threadId} --edit …)`,
-        value: "each" as const,
-      },
-    ],
-  });
-  const as = await askApprover();
-  // As for a single envelope, bound to the set hash of the card printed above.
-  const setHash = cs.setHash;
-  switch (choice) {
-    case "approve":
-      return approveDecision(view, { as, hash: setHash });
-    case "reject":
-      return rejectDecision(view, {
-        as,
-        reason: await input({
-          message: "Reason",
-          required: true,
-          validate: withinCap("reason", LIMITS.reason),
-        }),
-      });
-    case "each": {
-      const approve: string[] = [];
-      const reject: string[] = [];
-      for (const [i, x] of cs.actions.entries()) {
-        const o = x.envelope.object;
-        const object = o.id === 0 ? `a new ${o.type}` : `${o.type} ${o.id}`;
-        const d = await select({
-          message: esc`Action ${i + 1} of ${ids.length}, ${x.actionId}: ${x.envelope.operation} ${object} (${Object.keys(x.envelope.params).join(", ")})`,
-          choices: [
-            { name: esc`approve ${x.actionId}`, value: "approve" as const },
-            { name: esc`reject ${x.actionId}`, value: "reject" as const },
-          ],
-        });
-        if (d === "approve") {
-          approve.push(x.actionId);
-          continue;
-        }
-        const reason = await input({
-          message: esc`Reason for rejecting ${x.actionId} (optional)`,
-          validate: withinCap("reason", LIMITS.reason),
-        });
-        reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
-      }
-      return setDecisions(view, {
-        as,
-        hash: setHash,
-        ...(approve.length ? { approve: [approve.join(",")] } : {}),
-        ...(reject.length ? { reject } : {}),
-      });
+async function askEach(view: ThreadView, as: string): Promise<ResumeValue> {
+  const cs = view.approval!.changeSet!;
+  const approve: string[] = [];
+  const reject: string[] = [];
+  for (const [i, x] of cs.actions.entries()) {
+    const o = x.envelope.object;
+    const object = o.id === 0 ? `a new ${o.type}` : `${o.type} ${o.id}`;
+    const d = await select({
+      message: esc`Action ${i + 1} of ${cs.actions.length}, ${x.actionId}: ${x.envelope.operation} ${object} (${Object.keys(x.envelope.params).join(", ")})`,
+      choices: [
+        { name: esc`approve ${x.actionId}`, value: "approve" as const },
+        { name: esc`reject ${x.actionId}`, value: "reject" as const },
+      ],
+    });
+    if (d === "approve") {
+      approve.push(x.actionId);
+      continue;
     }
-    default: {
-      const never: never = choice;
-      throw new Error(`unknown choice ${String(never)}`);
-    }
+    const reason = await input({
+      message: esc`Reason for rejecting ${x.actionId} (optional)`,
+      validate: withinCap("reason", LIMITS.reason),
+    });
+    reject.push(reason.trim() === "" ? x.actionId : `${x.actionId}=${reason}`);
   }
+  return setDecisions(view, {
+    as,
+    hash: cs.setHash,
+    ...(approve.length ? { approve: [approve.join(",")] } : {}),
+    ...(reject.length ? { reject } : {}),
+  });
 }

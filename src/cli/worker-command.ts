@@ -28,8 +28,6 @@ import { UsageError } from "../errors.js";
 import { Printer } from "./render.js";
 import { esc } from "../text/escape.js";
 
-export type { RecoveryResult } from "../app/due-work.js";
-
 export interface WorkerRound {
   at: string;
   swept: SweepResult[];
@@ -38,16 +36,19 @@ export interface WorkerRound {
   error?: string;
 }
 
-/** One round: the due work only (src/app/due-work.ts); a round with nothing due loads no checkpoint. */
-export async function workerRound(app: App, opts: DueWorkOptions = {}): Promise<WorkerRound> {
+/** A round stamped with when it began; one that throws is a failed round, not the worker's end. */
+async function stamped(work: () => Promise<Omit<WorkerRound, "at">>): Promise<WorkerRound> {
   const at = new Date().toISOString();
   try {
-    const { runDueWork } = await import("../app/due-work.js");
-    return { at, ...(await runDueWork(app, opts)) };
+    return { at, ...(await work()) };
   } catch (e) {
     return { at, swept: [], recovered: [], error: (e as Error).message };
   }
 }
+
+/** One round: the due work only (src/app/due-work.ts); a round with nothing due loads no checkpoint. */
+export const workerRound = (app: App, opts: DueWorkOptions = {}): Promise<WorkerRound> =>
+  stamped(async () => (await import("../app/due-work.js")).runDueWork(app, opts));
 
 function print(printer: Printer, round: WorkerRound): void {
   if (printer.json) return printer.emitJson(round);
@@ -57,15 +58,8 @@ function print(printer: Printer, round: WorkerRound): void {
 }
 
 /** One round over the LangGraph API (`worker --api`): the same due index, threads driven through the server (src/api/api-due-work.ts). */
-export async function apiWorkerRound(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<WorkerRound> {
-  const at = new Date().toISOString();
-  try {
-    const { runApiDueWork } = await import("../api/api-due-work.js");
-    return { at, ...(await runApiDueWork(ctx, opts)) };
-  } catch (e) {
-    return { at, swept: [], recovered: [], error: (e as Error).message };
-  }
-}
+const apiWorkerRound = (ctx: ApiDueContext): Promise<WorkerRound> =>
+  stamped(async () => (await import("../api/api-due-work.js")).runApiDueWork(ctx));
 
 /** What a worker process runs each round, what its first line says, and how it closes. */
 interface WorkerSource {
@@ -125,6 +119,14 @@ async function apiSource(url: string, interval: number): Promise<WorkerSource> {
   };
 }
 
+/** --interval of `worker` and `sweep`: seconds, a positive number. */
+export function intervalOf(given: string): number {
+  const interval = Number(given);
+  if (!Number.isFinite(interval) || interval <= 0)
+    throw new UsageError(`--interval must be a positive number of seconds, got "${given}"`);
+  return interval;
+}
+
 export function workerCommand(): Command {
   return new Command("worker")
     .description(
@@ -138,9 +140,7 @@ export function workerCommand(): Command {
       "expire the approvals and finish the stopped runs of threads this LangGraph API server keeps, through its API (token: LANGGRAPH_API_TOKEN, role admin); shares the server's journal",
     )
     .action(async (opts: { interval: string; once?: boolean; json?: boolean; api?: string }) => {
-      const interval = Number(opts.interval);
-      if (!Number.isFinite(interval) || interval <= 0)
-        throw new UsageError(`--interval must be a positive number of seconds, got "${opts.interval}"`);
+      const interval = intervalOf(opts.interval);
       const printer = new Printer(process.stdout, Boolean(opts.json));
       const source = opts.api ? await apiSource(opts.api, interval) : await localSource(interval);
       let stop = false;

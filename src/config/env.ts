@@ -31,12 +31,8 @@ export const DEFAULT_PG_POOL = 10;
 export const MIN_PG_POOL = 2;
 
 // Messages leave out the variable's name: ConfigError puts it in front of every message.
-const positiveInt = () =>
-  z
-    .string()
-    .regex(/^\d+$/, "must be a whole number")
-    .transform(Number)
-    .refine((n) => n > 0, "must be greater than 0");
+const wholeNumber = () => z.string().regex(/^\d+$/, "must be a whole number").transform(Number);
+const positiveInt = () => wholeNumber().refine((n) => n > 0, "must be greater than 0");
 
 /** How long after an approved action enters a step a worker may take its run over (src/store/due.ts). */
 export const DEFAULT_RESUME_GRACE_MS = 5_000;
@@ -50,32 +46,25 @@ const nonNegativeNumber = () =>
 /** http(s) only: a bare "localhost:3391" parses as a URL with the scheme "localhost:". */
 const httpUrl = (message: string) => z.string().url({ protocol: /^https?$/, message });
 
-function pathOf(url: string): string {
+/** A part of a URL, or "" when it does not parse. */
+function urlPart(url: string, part: "pathname" | "host"): string {
   try {
-    return new URL(url).pathname;
+    return new URL(url)[part];
   } catch {
     return "";
   }
 }
 
 const webhookUrl = httpUrl("must be a URL like https://your.bitrix24.com/rest/1/abcdef123456/")
-  .refine((u) => /\/rest\/\d+\/[^/]+\/?$/.test(pathOf(u)), {
+  .refine((u) => /\/rest\/\d+\/[^/]+\/?$/.test(urlPart(u, "pathname")), {
     message: "must be an inbound webhook URL ending in /rest/<userId>/<code>/",
   })
   .transform((u) => (u.endsWith("/") ? u : `${u}/`));
 
 /** postgres:// or postgresql:// with a host; the messages never repeat the value, which may hold a password. */
-const databaseUrl = z.string().refine((u) => /^postgres(ql)?:\/\/[^/]/.test(u) && hostOf(u) !== "", {
+const databaseUrl = z.string().refine((u) => /^postgres(ql)?:\/\/[^/]/.test(u) && urlPart(u, "host") !== "", {
   message: "must be a PostgreSQL URL like postgres://user:password@host:5432/database",
 });
-
-function hostOf(url: string): string {
-  try {
-    return new URL(url).host;
-  } catch {
-    return "";
-  }
-}
 
 const modelSetting = z
   .string()
@@ -150,11 +139,7 @@ const EnvSchema = z.object({
   ACTION_ENVELOPE_MAX_REVISIONS: positiveInt().optional(),
   ACTION_ENVELOPE_OBJECT_LEASE_MS: positiveInt().optional(),
   ACTION_ENVELOPE_OBJECT_WAIT_MS: positiveInt().optional(),
-  ACTION_ENVELOPE_RESUME_GRACE_MS: z
-    .string()
-    .regex(/^\d+$/, "must be a whole number")
-    .transform(Number)
-    .optional(),
+  ACTION_ENVELOPE_RESUME_GRACE_MS: wholeNumber().optional(),
   ACTION_ENVELOPE_JOURNAL_KEY: z
     .string()
     .refine(
@@ -315,30 +300,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   if (e.GROQ_API_KEY) model.groqApiKey = e.GROQ_API_KEY;
   if (e.GROQ_BASE_URL) model.groqBaseUrl = e.GROQ_BASE_URL;
 
-  if (e.ACTION_ENVELOPE_DB_SCHEMA && !e.DATABASE_URL) {
-    throw new ConfigError(
-      "ACTION_ENVELOPE_DB_SCHEMA",
-      "only applies with DATABASE_URL; set that too or remove it",
-    );
-  }
-  if (e.ACTION_ENVELOPE_PG_POOL && !e.DATABASE_URL) {
-    throw new ConfigError(
-      "ACTION_ENVELOPE_PG_POOL",
-      "only applies with DATABASE_URL; set that too or remove it",
-    );
-  }
-  if (e.ACTION_ENVELOPE_PG_PREPARE && !e.DATABASE_URL) {
-    throw new ConfigError(
-      "ACTION_ENVELOPE_PG_PREPARE",
-      "only applies with DATABASE_URL; set that too or remove it",
-    );
-  }
-  if (e.BITRIX24_MCP_TOOLS && !e.BITRIX24_MCP_URL) {
-    throw new ConfigError(
-      "BITRIX24_MCP_TOOLS",
-      "only applies with BITRIX24_MCP_URL; set that too or remove it",
-    );
-  }
+  // Settings that refine another one mean nothing without it.
+  const needs = [
+    ["ACTION_ENVELOPE_DB_SCHEMA", "DATABASE_URL"],
+    ["ACTION_ENVELOPE_PG_POOL", "DATABASE_URL"],
+    ["ACTION_ENVELOPE_PG_PREPARE", "DATABASE_URL"],
+    ["BITRIX24_MCP_TOOLS", "BITRIX24_MCP_URL"],
+  ] as const;
+  for (const [setting, base] of needs)
+    if (e[setting] && !e[base])
+      throw new ConfigError(setting, `only applies with ${base}; set that too or remove it`);
   return {
     ...(e.BITRIX24_WEBHOOK_URL ? { webhookUrl: e.BITRIX24_WEBHOOK_URL } : {}),
     mcp: e.BITRIX24_MCP_URL
