@@ -11,13 +11,16 @@ import { DEAL_CURRENCIES, DEAL_STAGES, DEFAULT_SCOPES, type DealRecord } from ".
 import {
   intLike,
   isRecord,
+  likePattern,
   listLike,
+  PAGE_SIZE,
+  paged,
+  pageStart,
   type MethodContext,
   type MethodHandler,
   type Params,
 } from "./context.js";
 
-const PAGE_SIZE = 50;
 const yn = (b: boolean) => (b ? "Y" : "N");
 const money = (n: number | null) => (n === null ? null : n.toFixed(2));
 
@@ -331,14 +334,6 @@ function compare(a: Scalar, b: Scalar): number | undefined {
   return String(a).localeCompare(String(b));
 }
 
-function likePattern(pattern: string): RegExp {
-  const escaped = pattern
-    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-    .replace(/%/g, ".*")
-    .replace(/_/g, ".");
-  return new RegExp(`^${escaped}$`, "is");
-}
-
 function matches(kind: Kind, op: Op, actual: Scalar, raw: unknown): boolean {
   const list = (listLike(raw) ?? [raw]).map((v) => expectedValue(kind, v));
   const eq = (e: Scalar) =>
@@ -416,11 +411,8 @@ export const listDeals: MethodHandler = (params, ctx) => {
       }
       return a.id - b.id;
     });
-  const startRaw = intLike(param(params, "start"));
-  const start = startRaw !== undefined && startRaw > 0 ? startRaw : 0;
+  const start = pageStart(param(params, "start"));
   const select = selectOf(param(params, "select"));
   const page = rows.slice(start, start + PAGE_SIZE).map((d) => renderDeal(d, select));
-  const out: { result: unknown; total: number; next?: number } = { result: page, total: rows.length };
-  if (start + PAGE_SIZE < rows.length) out.next = start + PAGE_SIZE;
-  return out;
+  return paged(page, rows.length, start);
 };
