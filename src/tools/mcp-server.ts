@@ -1,6 +1,7 @@
 /** Serves the Bitrix24 MCP tools: over this process's stdio, or as the CLI asks (stdio or streamable HTTP). */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { Bitrix24Client, redactWebhook, type Bitrix24ClientOptions } from "../bitrix24/client.js";
+import { Bitrix24Client } from "../bitrix24/client.js";
+import { redactWebhook, type Bitrix24ClientOptions } from "../bitrix24/transport.js";
 import { serveHttp, type HttpServeOptions } from "./mcp-http.js";
 import { createMcpServer, type McpServerHandle } from "./mcp-tools.js";
 
