@@ -193,14 +193,7 @@ const FIELD_GETTERS: [string, (t: TaskRecord) => unknown][] = [
 ];
 
 const UF_FIELDS = ["UF_CRM_TASK", "UF_TASK_WEBDAV_FILES", "UF_MAIL_MESSAGE"];
-export const SELECTABLE_FIELDS = new Set([
-  ...FIELD_GETTERS.map(([k]) => k),
-  ...UF_FIELDS,
-  "REAL_STATUS",
-  "SUB_STATUS",
-]);
-
-export function camelOf(upper: string): string {
+function camelOf(upper: string): string {
   return upper.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
