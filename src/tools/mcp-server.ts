@@ -5,14 +5,6 @@ import { redactWebhook, type Bitrix24ClientOptions } from "../bitrix24/transport
 import { serveHttp, type HttpServeOptions } from "./mcp-http.js";
 import { createMcpServer, type McpServerHandle } from "./mcp-tools.js";
 
-/** Serves the tools over this process's stdin/stdout. Nothing else may write to stdout meanwhile. */
-export async function serveStdio(config: { client: Bitrix24Client }): Promise<McpServerHandle> {
-  const server = createMcpServer(config.client);
-  const transport = new StdioServerTransport();
-  await server.connect(transport);
-  return { close: () => server.close() };
-}
-
 export interface McpServerCliOptions {
   webhookUrl: string;
   /** Streamable HTTP on host:port instead of stdio. */
@@ -44,6 +36,9 @@ export async function runMcpServerCli(
     log(`Bitrix24 MCP server on ${handle.url} (portal ${redactWebhook(opts.webhookUrl)})`);
     return handle;
   }
-  // No status line here: a stdio server is started by an MCP client, which owns our stderr too.
-  return serveStdio({ client });
+  // Over this process's stdin/stdout, so nothing else may write to stdout meanwhile. No status line
+  // here: a stdio server is started by an MCP client, which owns our stderr too.
+  const server = createMcpServer(client);
+  await server.connect(new StdioServerTransport());
+  return { close: () => server.close() };
 }
