@@ -6,7 +6,7 @@ import { Bitrix24Error } from "./errors.js";
 import {
   CurrentUserResultSchema,
   DealListResultSchema,
-  DealResultSchema,
+  DealSchema,
   EmptyResultSchema,
   NewCommentIdSchema,
   TaskCommentListSchema,
@@ -20,7 +20,7 @@ import {
   type Bitrix24TaskComment,
   type CurrentUserResult,
   type DealListResult,
-  type DealResult,
+  type Bitrix24Deal,
   type HistoryResult,
   type TaskCommentList,
   type TaskDeleted,
@@ -188,10 +188,10 @@ export class Bitrix24Client extends Bitrix24Transport {
   }
 
   /** crm.deal.get (scope crm): the deal is `result`, UPPER_SNAKE. A missing deal is not_found (HTTP 400, empty code). */
-  async getDeal(dealId: number): Promise<Bitrix24Response<DealResult>> {
+  async getDeal(dealId: number): Promise<Bitrix24Response<Bitrix24Deal>> {
     assertPositive(dealId, "dealId", "crm.deal.get");
     const body = await this.call("crm.deal.get", { id: dealId }, "read");
-    return this.expectShape(body, DealResultSchema, "crm.deal.get", "result {ID, ...}");
+    return this.expectShape(body, DealSchema, "crm.deal.get", "result {ID, ...}");
   }
 
   /** crm.deal.list (scope crm): 50 deals per page, `total` and `next` at the top level. */
