@@ -49,13 +49,16 @@ export function historyUser(u: SeedUser | undefined, id: number): Record<string,
   };
 }
 
-export function canRead(task: TaskRecord, userId: number): boolean {
-  return task.readableBy === null || task.readableBy.includes(userId);
+/** A task's or deal's access lists: null means every user (editableBy: every user who may read it). */
+type Access = Pick<TaskRecord, "readableBy" | "editableBy">;
+
+export function canRead(record: Access, userId: number): boolean {
+  return record.readableBy === null || record.readableBy.includes(userId);
 }
 
-export function canEdit(task: TaskRecord, userId: number): boolean {
-  if (!canRead(task, userId)) return false;
-  return task.editableBy === null || task.editableBy.includes(userId);
+export function canEdit(record: Access, userId: number): boolean {
+  if (!canRead(record, userId)) return false;
+  return record.editableBy === null || record.editableBy.includes(userId);
 }
 
 /** Overdue (-1) and almost overdue (-3, under 24 h left) meta-statuses apply to open tasks only. */

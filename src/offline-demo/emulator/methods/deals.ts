@@ -6,7 +6,7 @@
 import { formatNullableDate, formatPortalDate, parsePortalDate } from "../dates.js";
 import { errors } from "../errors.js";
 import { stageSemantics } from "../seed.js";
-import { str } from "../shapes.js";
+import { canEdit, canRead, str } from "../shapes.js";
 import { DEAL_CURRENCIES, DEAL_STAGES, DEFAULT_SCOPES, type DealRecord } from "../types.js";
 import {
   intLike,
@@ -34,10 +34,6 @@ function param(params: Params, name: string): unknown {
   const key = Object.keys(params).find((k) => k.toLowerCase() === name);
   return key === undefined ? undefined : params[key];
 }
-
-const canRead = (d: DealRecord, userId: number) => d.readableBy === null || d.readableBy.includes(userId);
-const canEdit = (d: DealRecord, userId: number) =>
-  canRead(d, userId) && (d.editableBy === null || d.editableBy.includes(userId));
 
 /** Output fields in the order of the recorded answer. */
 const FIELD_GETTERS: [string, (d: DealRecord) => unknown][] = [
