@@ -1,12 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import {
-  Bitrix24Client,
-  Bitrix24Error,
-  redactWebhook,
-  type Bitrix24ClientOptions,
-} from "../src/bitrix24/client.js";
-import type { Bitrix24ErrorKind } from "../src/bitrix24/errors.js";
+import { Bitrix24Client } from "../src/bitrix24/client.js";
+import { Bitrix24Error, type Bitrix24ErrorKind } from "../src/bitrix24/errors.js";
+import { redactWebhook, type Bitrix24ClientOptions } from "../src/bitrix24/transport.js";
 
 const CODE = "client-test-secret-code";
 

@@ -6,7 +6,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import { Bitrix24Client, Bitrix24Error } from "../src/bitrix24/client.js";
+import { Bitrix24Client } from "../src/bitrix24/client.js";
+import { Bitrix24Error } from "../src/bitrix24/errors.js";
 
 let emu: RunningEmulator;
 beforeEach(async () => {

@@ -3,7 +3,8 @@
  * time, never retried (not for reads, never for writes), and the emulator produces it.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Bitrix24Client, Bitrix24Error } from "../src/bitrix24/client.js";
+import { Bitrix24Client } from "../src/bitrix24/client.js";
+import { Bitrix24Error } from "../src/bitrix24/errors.js";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";

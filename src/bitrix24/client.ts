@@ -6,7 +6,7 @@ import { Bitrix24Error } from "./errors.js";
 import {
   CurrentUserResultSchema,
   DealListResultSchema,
-  DealResultSchema,
+  DealSchema,
   EmptyResultSchema,
   NewCommentIdSchema,
   TaskCommentListSchema,
@@ -20,7 +20,7 @@ import {
   type Bitrix24TaskComment,
   type CurrentUserResult,
   type DealListResult,
-  type DealResult,
+  type Bitrix24Deal,
   type HistoryResult,
   type TaskCommentList,
   type TaskDeleted,
@@ -30,13 +30,9 @@ import {
 } from "./schemas.js";
 import { Bitrix24Transport, type Bitrix24Response } from "./transport.js";
 
-export { Bitrix24Transport, redactWebhook } from "./transport.js";
-export type { Bitrix24ClientOptions, Bitrix24Response, CallIntent } from "./transport.js";
-
-export { Bitrix24Error } from "./errors.js";
-export type { Bitrix24ErrorKind, Bitrix24ErrorData } from "./errors.js";
-
-export interface ListTasksArgs {
+/** tasks.task.list and crm.deal.list parameters. */
+interface ListArgs {
+  /** UPPER_SNAKE keys with the documented prefixes, e.g. {"STAGE_ID": "NEW", ">OPPORTUNITY": 10000}. */
   filter?: Record<string, unknown>;
   select?: string[];
   order?: Record<string, unknown>;
@@ -48,14 +44,6 @@ export interface GetUsersArgs {
   filter?: Record<string, unknown>;
   sort?: string;
   order?: "ASC" | "DESC";
-  start?: number;
-}
-
-export interface ListDealsArgs {
-  /** crm.deal.list filter, UPPER_SNAKE keys with the documented prefixes, e.g. {"STAGE_ID": "NEW", ">OPPORTUNITY": 10000}. */
-  filter?: Record<string, unknown>;
-  select?: string[];
-  order?: Record<string, unknown>;
   start?: number;
 }
 
@@ -80,8 +68,16 @@ export interface WriteOptions {
 
 /** The agent's Bitrix24 portal: tasks, task comments, deals and users. */
 export class Bitrix24Client extends Bitrix24Transport {
+  /** One write attempt; an `idempotencyKey` goes out as the REST 3.0 Idempotency-Key header (see updateTask). */
+  private write(method: string, params: Record<string, unknown>, opts: WriteOptions) {
+    const headers: Record<string, string> = opts.idempotencyKey
+      ? { "idempotency-key": opts.idempotencyKey }
+      : {};
+    return this.call(method, params, "write", headers);
+  }
+
   async getTask(taskId: number, select?: string[]): Promise<Bitrix24Response<TaskResult>> {
-    assertTaskId(taskId, "tasks.task.get");
+    assertPositive(taskId, "taskId", "tasks.task.get");
     const params: Record<string, unknown> = { taskId };
     if (select !== undefined) params.select = select;
     const body = await this.call("tasks.task.get", params, "read");
@@ -96,13 +92,13 @@ export class Bitrix24Client extends Bitrix24Transport {
     return this.expectShape(body, TaskResultSchema, "tasks.task.get", "result.task");
   }
 
-  async listTasks(args: ListTasksArgs = {}): Promise<Bitrix24Response<TaskListResult>> {
+  async listTasks(args: ListArgs = {}): Promise<Bitrix24Response<TaskListResult>> {
     const body = await this.call("tasks.task.list", listParams(args), "read");
     return this.expectShape(body, TaskListResultSchema, "tasks.task.list", "result.tasks[]");
   }
 
   async getTaskHistory(taskId: number): Promise<Bitrix24Response<HistoryResult>> {
-    assertTaskId(taskId, "tasks.task.history.list");
+    assertPositive(taskId, "taskId", "tasks.task.history.list");
     const body = await this.call("tasks.task.history.list", { taskId }, "read");
     return this.expectShape(body, HistoryResultSchema, "tasks.task.history.list", "result.list[]");
   }
@@ -118,8 +114,8 @@ export class Bitrix24Client extends Bitrix24Transport {
     fields: Record<string, unknown>,
     opts: WriteOptions = {},
   ): Promise<Bitrix24Response<TaskResult>> {
-    assertTaskId(taskId, "tasks.task.update");
-    const body = await this.call("tasks.task.update", { taskId, fields }, "write", idempotencyHeaders(opts));
+    assertPositive(taskId, "taskId", "tasks.task.update");
+    const body = await this.write("tasks.task.update", { taskId, fields }, opts);
     return this.expectShape(body, TaskResultSchema, "tasks.task.update", "result.task");
   }
 
@@ -128,14 +124,14 @@ export class Bitrix24Client extends Bitrix24Transport {
     fields: Record<string, unknown>,
     opts: WriteOptions = {},
   ): Promise<Bitrix24Response<TaskResult>> {
-    const body = await this.call("tasks.task.add", { fields }, "write", idempotencyHeaders(opts));
+    const body = await this.write("tasks.task.add", { fields }, opts);
     return this.expectShape(body, TaskResultSchema, "tasks.task.add", "result.task");
   }
 
   /** tasks.task.delete: `{taskId}` -> `result: {task: true}`. A missing task is "No access to delete the task" (access_denied). */
   async deleteTask(taskId: number, opts: WriteOptions = {}): Promise<Bitrix24Response<TaskDeleted>> {
-    assertTaskId(taskId, "tasks.task.delete");
-    const body = await this.call("tasks.task.delete", { taskId }, "write", idempotencyHeaders(opts));
+    assertPositive(taskId, "taskId", "tasks.task.delete");
+    const body = await this.write("tasks.task.delete", { taskId }, opts);
     return this.expectShape(body, TaskDeletedSchema, "tasks.task.delete", "result.task = true");
   }
 
@@ -148,19 +144,14 @@ export class Bitrix24Client extends Bitrix24Transport {
     fields: TaskCommentFields,
     opts: WriteOptions = {},
   ): Promise<Bitrix24Response<number | string>> {
-    assertTaskId(taskId, "task.commentitem.add");
-    const body = await this.call(
-      "task.commentitem.add",
-      { TASKID: taskId, FIELDS: fields },
-      "write",
-      idempotencyHeaders(opts),
-    );
+    assertPositive(taskId, "taskId", "task.commentitem.add");
+    const body = await this.write("task.commentitem.add", { TASKID: taskId, FIELDS: fields }, opts);
     return this.expectShape(body, NewCommentIdSchema, "task.commentitem.add", "result = the new comment id");
   }
 
   /** task.commentitem.get (TASKID, ITEMID): a missing comment, task or access is not_found. */
   async getTaskComment(taskId: number, commentId: number): Promise<Bitrix24Response<Bitrix24TaskComment>> {
-    assertTaskId(taskId, "task.commentitem.get");
+    assertPositive(taskId, "taskId", "task.commentitem.get");
     assertPositive(commentId, "commentId", "task.commentitem.get");
     const body = await this.call("task.commentitem.get", { TASKID: taskId, ITEMID: commentId }, "read");
     return this.expectShape(
@@ -176,7 +167,7 @@ export class Bitrix24Client extends Bitrix24Transport {
     taskId: number,
     args: ListTaskCommentsArgs = {},
   ): Promise<Bitrix24Response<TaskCommentList>> {
-    assertTaskId(taskId, "task.commentitem.getlist");
+    assertPositive(taskId, "taskId", "task.commentitem.getlist");
     // ORDER is always sent: the parameters are positional, so a FILTER without it would be read as the order.
     const params: Record<string, unknown> = { TASKID: taskId, ORDER: args.order ?? {} };
     if (args.filter !== undefined) params.FILTER = args.filter;
@@ -190,26 +181,21 @@ export class Bitrix24Client extends Bitrix24Transport {
     commentId: number,
     opts: WriteOptions = {},
   ): Promise<Bitrix24Response<true>> {
-    assertTaskId(taskId, "task.commentitem.delete");
+    assertPositive(taskId, "taskId", "task.commentitem.delete");
     assertPositive(commentId, "commentId", "task.commentitem.delete");
-    const body = await this.call(
-      "task.commentitem.delete",
-      { TASKID: taskId, ITEMID: commentId },
-      "write",
-      idempotencyHeaders(opts),
-    );
+    const body = await this.write("task.commentitem.delete", { TASKID: taskId, ITEMID: commentId }, opts);
     return this.expectShape(body, TrueResultSchema, "task.commentitem.delete", "result = true");
   }
 
   /** crm.deal.get (scope crm): the deal is `result`, UPPER_SNAKE. A missing deal is not_found (HTTP 400, empty code). */
-  async getDeal(dealId: number): Promise<Bitrix24Response<DealResult>> {
+  async getDeal(dealId: number): Promise<Bitrix24Response<Bitrix24Deal>> {
     assertPositive(dealId, "dealId", "crm.deal.get");
     const body = await this.call("crm.deal.get", { id: dealId }, "read");
-    return this.expectShape(body, DealResultSchema, "crm.deal.get", "result {ID, ...}");
+    return this.expectShape(body, DealSchema, "crm.deal.get", "result {ID, ...}");
   }
 
   /** crm.deal.list (scope crm): 50 deals per page, `total` and `next` at the top level. */
-  async listDeals(args: ListDealsArgs = {}): Promise<Bitrix24Response<DealListResult>> {
+  async listDeals(args: ListArgs = {}): Promise<Bitrix24Response<DealListResult>> {
     const body = await this.call("crm.deal.list", listParams(args), "read");
     return this.expectShape(body, DealListResultSchema, "crm.deal.list", "result[] of deals");
   }
@@ -221,12 +207,7 @@ export class Bitrix24Client extends Bitrix24Transport {
     opts: WriteOptions = {},
   ): Promise<Bitrix24Response<true>> {
     assertPositive(dealId, "dealId", "crm.deal.update");
-    const body = await this.call(
-      "crm.deal.update",
-      { id: dealId, fields },
-      "write",
-      idempotencyHeaders(opts),
-    );
+    const body = await this.write("crm.deal.update", { id: dealId, fields }, opts);
     return this.expectShape(body, TrueResultSchema, "crm.deal.update", "result = true");
   }
 
@@ -247,10 +228,6 @@ export class Bitrix24Client extends Bitrix24Transport {
   }
 }
 
-function assertTaskId(taskId: number, method: string): void {
-  assertPositive(taskId, "taskId", method);
-}
-
 function assertPositive(id: number, name: string, method: string): void {
   if (!Number.isSafeInteger(id) || id <= 0) {
     throw new Bitrix24Error({
@@ -262,15 +239,11 @@ function assertPositive(id: number, name: string, method: string): void {
 }
 
 /** A list method's parameters (tasks.task.list, crm.deal.list): only those given, in this order. */
-function listParams(args: ListTasksArgs | ListDealsArgs): Record<string, unknown> {
+function listParams(args: ListArgs): Record<string, unknown> {
   const params: Record<string, unknown> = {};
   if (args.filter !== undefined) params.filter = args.filter;
   if (args.select !== undefined) params.select = args.select;
   if (args.order !== undefined) params.order = args.order;
   if (args.start !== undefined) params.start = args.start;
   return params;
-}
-
-function idempotencyHeaders(opts: WriteOptions): Record<string, string> {
-  return opts.idempotencyKey ? { "idempotency-key": opts.idempotencyKey } : {};
 }

@@ -2,20 +2,9 @@
  * The one error type of the Bitrix24 REST client. Callers branch on `kind`; `outcomeUnknown` is the only
  * flag that says "a write may or may not have been applied" and must never be read as success or failure.
  */
-export type Bitrix24ErrorKind =
-  | "rate_limited"
-  /** 429 OPERATION_TIME_LIMIT: the method used up its per-method time budget and is blocked until `operatingResetAt`. */
-  | "operation_time_limit"
-  | "auth"
-  | "access_denied"
-  | "not_found"
-  | "invalid_request"
-  | "target_rejected"
-  | "transport_timeout"
-  | "malformed_response";
-
-export const BITRIX24_ERROR_KINDS: readonly Bitrix24ErrorKind[] = [
+export const BITRIX24_ERROR_KINDS = [
   "rate_limited",
+  // 429 OPERATION_TIME_LIMIT: the method used up its per-method time budget and is blocked until `operatingResetAt`.
   "operation_time_limit",
   "auth",
   "access_denied",
@@ -24,7 +13,9 @@ export const BITRIX24_ERROR_KINDS: readonly Bitrix24ErrorKind[] = [
   "target_rejected",
   "transport_timeout",
   "malformed_response",
-];
+] as const;
+
+export type Bitrix24ErrorKind = (typeof BITRIX24_ERROR_KINDS)[number];
 
 /** Plain-data form of a Bitrix24Error: what MCP tools put into `structuredContent.error`. */
 export interface Bitrix24ErrorData {
@@ -38,15 +29,9 @@ export interface Bitrix24ErrorData {
   operatingResetAt?: number;
 }
 
-export interface Bitrix24ErrorInit {
-  kind: Bitrix24ErrorKind;
-  description: string;
+export interface Bitrix24ErrorInit extends Omit<Bitrix24ErrorData, "outcomeUnknown"> {
   method?: string;
-  httpStatus?: number;
-  code?: string;
   outcomeUnknown?: boolean;
-  rawBody?: string;
-  operatingResetAt?: number;
 }
 
 export class Bitrix24Error extends Error {

@@ -31,7 +31,6 @@ export const TaskSchema = z.looseObject({
   accomplices: z.array(idLike).optional(),
   action: z.record(z.string(), z.unknown()).optional(),
 });
-export type Bitrix24Task = z.infer<typeof TaskSchema>;
 
 /** Any successful answer: `result` is required, the rest is optional. */
 export const EnvelopeSchema = z.looseObject({
@@ -59,7 +58,6 @@ export const HistoryRowSchema = z.looseObject({
   value: z.unknown().optional(),
   user: z.looseObject({ id: idLike }).nullable().optional(),
 });
-export type Bitrix24HistoryRow = z.infer<typeof HistoryRowSchema>;
 
 /** tasks.task.history.list. */
 export const HistoryResultSchema = z.looseObject({ list: z.array(HistoryRowSchema) });
@@ -77,11 +75,10 @@ export const UserSchema = z.looseObject({
   LAST_NAME: z.string().nullable().optional(),
   SECOND_NAME: z.string().nullable().optional(),
 });
-export type Bitrix24User = z.infer<typeof UserSchema>;
 export const UserListResultSchema = z.array(UserSchema);
 export type UserListResult = z.infer<typeof UserListResultSchema>;
 
-/** crm.deal.get and crm.deal.list items: UPPER_SNAKE keys, string values (money as "5000.00"). */
+/** crm.deal.get's `result` and crm.deal.list's items: UPPER_SNAKE keys, string values (money as "5000.00"). */
 export const DealSchema = z.looseObject({
   ID: idLike,
   TITLE: z.string().nullable().optional(),
@@ -95,9 +92,6 @@ export const DealSchema = z.looseObject({
   MODIFY_BY_ID: idLike.nullable().optional(),
 });
 export type Bitrix24Deal = z.infer<typeof DealSchema>;
-/** crm.deal.get: the deal itself is `result`. */
-export const DealResultSchema = DealSchema;
-export type DealResult = z.infer<typeof DealResultSchema>;
 /** crm.deal.list: `result` is the page of deals; `total` and `next` at the top level. */
 export const DealListResultSchema = z.array(DealSchema);
 export type DealListResult = z.infer<typeof DealListResultSchema>;

@@ -197,8 +197,8 @@ export class Bitrix24Transport {
   private async send(
     method: string,
     params: Record<string, unknown>,
-    headers: Record<string, string> = {},
-    intent: CallIntent = "read",
+    headers: Record<string, string>,
+    intent: CallIntent,
   ): Promise<Bitrix24Response> {
     const controller = new AbortController();
     let timedOut = false;
@@ -272,26 +272,19 @@ export class Bitrix24Transport {
     // A 2xx to a write that cannot be read says nothing about whether the portal carried it out: the
     // outcome is unknown, as for a lost answer (a read changes nothing, so for it this is moot).
     const unread = intent === "write" ? "; the write may or may not have been applied" : "";
-    if (!parsed) {
-      throw new Bitrix24Error({
+    const malformed = (expected: string) =>
+      new Bitrix24Error({
         kind: "malformed_response",
         method,
         httpStatus: status,
         rawBody: text,
         outcomeUnknown: intent === "write",
-        description: `expected a JSON body, got ${snippet(text)}${unread}`,
+        description: `expected ${expected}, got ${snippet(text)}${unread}`,
       });
-    }
+    if (!parsed) throw malformed("a JSON body");
     const envelope = EnvelopeSchema.safeParse(body);
     if (!envelope.success || typeof body !== "object" || body === null || Array.isArray(body)) {
-      throw new Bitrix24Error({
-        kind: "malformed_response",
-        method,
-        httpStatus: status,
-        rawBody: text,
-        outcomeUnknown: intent === "write",
-        description: `expected {"result": ...}, got ${snippet(text)}${unread}`,
-      });
+      throw malformed('{"result": ...}');
     }
     this.rawText.set(body, text);
     return body as Bitrix24Response;
@@ -330,29 +323,20 @@ export class Bitrix24Transport {
     const doubt = read
       ? `; this was a read (${method}), so nothing was changed — check that BITRIX24_WEBHOOK_URL points at a reachable portal`
       : "; the call may or may not have been applied";
-    if (timedOut) {
-      return new Bitrix24Error({
-        kind: "transport_timeout",
-        method,
-        outcomeUnknown: true,
-        description: `no answer from ${this.portal} within ${this.timeoutMs} ms${doubt}`,
-      });
-    }
+    const failed = (outcomeUnknown: boolean, description: string) =>
+      new Bitrix24Error({ kind: "transport_timeout", method, outcomeUnknown, description });
+    if (timedOut) return failed(true, `no answer from ${this.portal} within ${this.timeoutMs} ms${doubt}`);
     const code = errorCode(err);
     if (code !== undefined && NOT_SENT_CODES.has(code)) {
-      return new Bitrix24Error({
-        kind: "transport_timeout",
-        method,
-        outcomeUnknown: false,
-        description: `could not connect to ${this.portal} (${code}); the request was not sent — check BITRIX24_WEBHOOK_URL (host, port) and that the portal is reachable from here`,
-      });
+      return failed(
+        false,
+        `could not connect to ${this.portal} (${code}); the request was not sent — check BITRIX24_WEBHOOK_URL (host, port) and that the portal is reachable from here`,
+      );
     }
-    return new Bitrix24Error({
-      kind: "transport_timeout",
-      method,
-      outcomeUnknown: true,
-      description: `connection to ${this.portal} dropped before an answer arrived (${code ?? this.scrub(String(err))})${doubt}`,
-    });
+    return failed(
+      true,
+      `connection to ${this.portal} dropped before an answer arrived (${code ?? this.scrub(String(err))})${doubt}`,
+    );
   }
 
   /** Masks the webhook code in anything that may end up in a message, log or MCP answer. */

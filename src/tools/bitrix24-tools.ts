@@ -136,6 +136,15 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
 
     const call = (name: string, args: Record<string, unknown>, intent: "read" | "write") =>
       callToolOnce(raw, name, args, intent, callTimeoutMs);
+    /** The answer for a role the server has no tool for: refused here, nothing called. */
+    const noTool = (role: ToolRole, suffix = ""): Promise<McpCallResult> => {
+      const description = `the MCP server offers no tool for ${roles[role].method} (no "${roles[role].toolName}"); name one with BITRIX24_MCP_TOOLS ${role}=<tool>${suffix}`;
+      return Promise.resolve({
+        ok: false,
+        error: { kind: "invalid_request", description, outcomeUnknown: false },
+        text: description,
+      });
+    };
 
     // The adapter supplies each tool's LLM-friendly schema; calls go through the same single-shot path
     // as read(), so the model sees exactly the Bitrix24 JSON text and never a duplicated structuredContent.
@@ -181,14 +190,7 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
         throw new Error(
           `writeHandle.call(): expected one of ${WRITE_ROLES.join(", ")}, got ${JSON.stringify(role)}`,
         );
-      if (missingWriteRoles.includes(role)) {
-        const description = `the MCP server offers no tool for ${roles[role].method} (no "${roles[role].toolName}"); name one with BITRIX24_MCP_TOOLS ${role}=<tool>; nothing was sent`;
-        return Promise.resolve({
-          ok: false,
-          error: { kind: "invalid_request", description, outcomeUnknown: false },
-          text: description,
-        });
-      }
+      if (missingWriteRoles.includes(role)) return noTool(role, "; nothing was sent");
       return call(
         roles[role].toolName,
         { ...args, ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}) },
@@ -205,14 +207,7 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
         if (!(READ_ROLES as readonly string[]).includes(role)) {
           throw new Error(`read(): expected one of ${READ_ROLES.join(", ")}, got ${JSON.stringify(role)}`);
         }
-        if (missingRoles.includes(role)) {
-          const description = `the MCP server offers no tool for ${roles[role].method} (no "${roles[role].toolName}"); name one with BITRIX24_MCP_TOOLS ${role}=<tool>`;
-          return Promise.resolve({
-            ok: false,
-            error: { kind: "invalid_request", description, outcomeUnknown: false },
-            text: description,
-          });
-        }
+        if (missingRoles.includes(role)) return noTool(role);
         return call(roles[role].toolName, args, "read");
       },
       writeHandle: {

@@ -1,18 +1,12 @@
 /** One tools/call to the MCP server and what it answered: a body, or a structured error whose outcome for a write is known or left open. */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
+import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorData, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
 import { IDEMPOTENT_REPLAYED_META_KEY } from "./mcp-contract.js";
 
-export interface McpCallError {
-  kind: Bitrix24ErrorKind;
-  code?: string;
-  description: string;
-  httpStatus?: number;
+/** A tool's structured error: Bitrix24ErrorData, where an external server may leave the outcome unsaid. */
+export interface McpCallError extends Omit<Bitrix24ErrorData, "outcomeUnknown"> {
   outcomeUnknown?: boolean;
-  rawBody?: string;
-  /** operation_time_limit: when the portal unblocks the method (unix seconds). */
-  operatingResetAt?: number;
 }
 
 export type McpCallResult =

@@ -1,16 +1,9 @@
 /** Serves the Bitrix24 MCP tools: over this process's stdio, or as the CLI asks (stdio or streamable HTTP). */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { Bitrix24Client, redactWebhook, type Bitrix24ClientOptions } from "../bitrix24/client.js";
+import { Bitrix24Client } from "../bitrix24/client.js";
+import { redactWebhook, type Bitrix24ClientOptions } from "../bitrix24/transport.js";
 import { serveHttp, type HttpServeOptions } from "./mcp-http.js";
 import { createMcpServer, type McpServerHandle } from "./mcp-tools.js";
-
-/** Serves the tools over this process's stdin/stdout. Nothing else may write to stdout meanwhile. */
-export async function serveStdio(config: { client: Bitrix24Client }): Promise<McpServerHandle> {
-  const server = createMcpServer(config.client);
-  const transport = new StdioServerTransport();
-  await server.connect(transport);
-  return { close: () => server.close() };
-}
 
 export interface McpServerCliOptions {
   webhookUrl: string;
@@ -43,6 +36,9 @@ export async function runMcpServerCli(
     log(`Bitrix24 MCP server on ${handle.url} (portal ${redactWebhook(opts.webhookUrl)})`);
     return handle;
   }
-  // No status line here: a stdio server is started by an MCP client, which owns our stderr too.
-  return serveStdio({ client });
+  // Over this process's stdin/stdout, so nothing else may write to stdout meanwhile. No status line
+  // here: a stdio server is started by an MCP client, which owns our stderr too.
+  const server = createMcpServer(client);
+  await server.connect(new StdioServerTransport());
+  return { close: () => server.close() };
 }

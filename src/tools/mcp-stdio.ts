@@ -1,8 +1,6 @@
 import { pathToFileURL } from "node:url";
 import { runMcpServerCli, type McpServerCliOptions } from "./mcp-server.js";
 
-export { runMcpServerCli } from "./mcp-server.js";
-
 /**
  * Standalone stdio entry (`node dist/tools/mcp-stdio.js`, or `tsx src/tools/mcp-stdio.ts` from source), spawned by the MCP client. Besides the
  * config module this is the one place that reads the environment.

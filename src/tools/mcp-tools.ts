@@ -32,129 +32,42 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
   const server = new McpServer(SERVER_INFO);
   const readHints = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true };
 
-  server.registerTool(
-    MCP_TOOL_NAMES.getTask,
-    {
-      title: "Get Bitrix24 task",
-      description:
-        "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
-      inputSchema: getTaskInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.get" },
-    },
-    async (args) => toToolResult(() => client.getTask(args.taskId), "read"),
-  );
-
-  server.registerTool(
-    MCP_TOOL_NAMES.listTasks,
-    {
-      title: "List Bitrix24 tasks",
-      description:
-        "List Bitrix24 tasks visible to the webhook user (tasks.task.list), 50 per page. Returns {result:{tasks:[...]}, total, next?, time}.",
-      inputSchema: listTasksInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.list" },
-    },
-    async (args) => toToolResult(() => client.listTasks(pageArgs(args)), "read"),
-  );
-
-  server.registerTool(
-    MCP_TOOL_NAMES.getHistory,
-    {
-      title: "Get Bitrix24 task history",
-      description:
-        "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
-      inputSchema: historyInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "tasks.task.history.list" },
-    },
-    async (args) => toToolResult(() => client.getTaskHistory(args.taskId), "read"),
-  );
-
-  server.registerTool(
-    MCP_TOOL_NAMES.getUsers,
-    {
-      title: "Find Bitrix24 users",
-      description:
-        "Read Bitrix24 users by filter (user.get): ids and names of people, e.g. who a task's RESPONSIBLE_ID is. Returns {result:[{ID, NAME, LAST_NAME, ACTIVE, ...}], total, next?, time}.",
-      inputSchema: usersInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "user.get" },
-    },
-    async (args) => toToolResult(() => client.getUsers(pageArgs(args)), "read"),
-  );
-
-  server.registerTool(
-    MCP_TOOL_NAMES.getDeal,
-    {
-      title: "Get Bitrix24 deal",
-      description:
-        "Read one Bitrix24 CRM deal by id (crm.deal.get). Returns the full Bitrix24 body {result:{ID, TITLE, STAGE_ID, OPPORTUNITY, ...}, time}.",
-      inputSchema: getDealInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "crm.deal.get" },
-    },
-    async (args) => toToolResult(() => client.getDeal(args.dealId), "read"),
-  );
-
-  server.registerTool(
-    MCP_TOOL_NAMES.listDeals,
-    {
-      title: "Search Bitrix24 deals",
-      description:
-        "List Bitrix24 CRM deals by filter (crm.deal.list), 50 per page. Returns {result:[{ID, TITLE, STAGE_ID, ...}], total, next?, time}.",
-      inputSchema: searchDealsInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "crm.deal.list" },
-    },
-    async (args) => toToolResult(() => client.listDeals(pageArgs(args)), "read"),
-  );
-
-  server.registerTool(
-    MCP_TOOL_NAMES.listTaskComments,
-    {
-      title: "List Bitrix24 task comments",
-      description:
-        "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
-      inputSchema: taskCommentsInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "task.commentitem.getlist" },
-    },
-    async (args) => toToolResult(() => client.listTaskComments(args.taskId), "read"),
-  );
-
-  server.registerTool(
-    MCP_TOOL_NAMES.getTaskComment,
-    {
-      title: "Get Bitrix24 task comment",
-      description:
-        "Read one comment of a Bitrix24 task (task.commentitem.get). Returns {result:{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}, time}.",
-      inputSchema: taskCommentInput,
-      annotations: readHints,
-      _meta: { [BITRIX24_METHOD_META_KEY]: "task.commentitem.get" },
-    },
-    async (args) => toToolResult(() => client.getTaskComment(args.taskId, args.commentId), "read"),
-  );
-
-  /** A write tool: one REST call, never retried when its outcome is unknown, a replayed answer marked in `_meta`. */
-  const writeTool = <S extends z.ZodType>(
+  /** A read tool: one REST call. */
+  const readTool = <S extends z.ZodType>(
     name: string,
-    method: string,
-    config: { title: string; description: string; inputSchema: S; destructive: boolean; idempotent: boolean },
-    run: (args: z.infer<S>, opts: { idempotencyKey?: string }) => Promise<object>,
+    { method, run, ...config }: ToolConfig<S> & { run: (args: z.infer<S>) => Promise<unknown> },
   ) => {
     server.registerTool(
       name,
       {
-        title: config.title,
-        description: config.description,
+        ...config,
         inputSchema: config.inputSchema as never,
-        annotations: {
-          readOnlyHint: false,
-          destructiveHint: config.destructive,
-          idempotentHint: config.idempotent,
-          openWorldHint: true,
-        },
+        annotations: readHints,
+        _meta: { [BITRIX24_METHOD_META_KEY]: method },
+      },
+      (async (args: z.infer<S>) => toToolResult(() => run(args), "read")) as never,
+    );
+  };
+
+  /** A write tool: one REST call, never retried when its outcome is unknown, a replayed answer marked in `_meta`. */
+  const writeTool = <S extends z.ZodType>(
+    name: string,
+    {
+      method,
+      hints,
+      run,
+      ...config
+    }: ToolConfig<S> & {
+      hints: { destructiveHint: boolean; idempotentHint: boolean };
+      run: (args: z.infer<S>, opts: { idempotencyKey?: string }) => Promise<object>;
+    },
+  ) => {
+    server.registerTool(
+      name,
+      {
+        ...config,
+        inputSchema: config.inputSchema as never,
+        annotations: { readOnlyHint: false, ...hints, openWorldHint: true },
         _meta: { [BITRIX24_METHOD_META_KEY]: method },
       },
       (async (args: z.infer<S>) => {
@@ -170,91 +83,147 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     );
   };
 
-  writeTool(
-    MCP_TOOL_NAMES.addTaskComment,
-    "task.commentitem.add",
-    {
-      title: "Add Bitrix24 task comment",
-      description:
-        "Post a comment on one Bitrix24 task (task.commentitem.add). Returns {result: <new comment id>, time}. Never retried when the outcome is unknown.",
-      inputSchema: addTaskCommentInput,
-      destructive: false,
-      idempotent: false,
-    },
-    (args, opts) => client.addTaskComment(args.taskId, args.fields, opts),
-  );
+  readTool(MCP_TOOL_NAMES.getTask, {
+    method: "tasks.task.get",
+    title: "Get Bitrix24 task",
+    description:
+      "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
+    inputSchema: getTaskInput,
+    run: (args) => client.getTask(args.taskId),
+  });
 
-  writeTool(
-    MCP_TOOL_NAMES.addTask,
-    "tasks.task.add",
-    {
-      title: "Create Bitrix24 task",
-      description:
-        "Create one Bitrix24 task (tasks.task.add). Returns the full new task body {result:{task:{id, ...}}, time}. Never retried when the outcome is unknown.",
-      inputSchema: addTaskInput,
-      destructive: false,
-      idempotent: false,
-    },
-    (args, opts) => client.addTask(args.fields, opts),
-  );
+  readTool(MCP_TOOL_NAMES.listTasks, {
+    method: "tasks.task.list",
+    title: "List Bitrix24 tasks",
+    description:
+      "List Bitrix24 tasks visible to the webhook user (tasks.task.list), 50 per page. Returns {result:{tasks:[...]}, total, next?, time}.",
+    inputSchema: listTasksInput,
+    run: (args) => client.listTasks(pageArgs(args)),
+  });
 
-  writeTool(
-    MCP_TOOL_NAMES.updateDeal,
-    "crm.deal.update",
-    {
-      title: "Update Bitrix24 deal",
-      description:
-        "Change fields of one Bitrix24 CRM deal (crm.deal.update). Only the given fields change. Returns {result: true, time}; re-read the deal to see it. Never retried when the outcome is unknown.",
-      inputSchema: updateDealInput,
-      destructive: false,
-      idempotent: true,
-    },
-    (args, opts) => client.updateDeal(args.dealId, args.fields, opts),
-  );
+  readTool(MCP_TOOL_NAMES.getHistory, {
+    method: "tasks.task.history.list",
+    title: "Get Bitrix24 task history",
+    description:
+      "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
+    inputSchema: historyInput,
+    run: (args) => client.getTaskHistory(args.taskId),
+  });
 
-  writeTool(
-    MCP_TOOL_NAMES.deleteTaskComment,
-    "task.commentitem.delete",
-    {
-      title: "Delete Bitrix24 task comment",
-      description:
-        "Delete one comment of a Bitrix24 task (task.commentitem.delete). Returns {result: true, time}. Never retried when the outcome is unknown.",
-      inputSchema: deleteTaskCommentInput,
-      destructive: true,
-      idempotent: true,
-    },
-    (args, opts) => client.deleteTaskComment(args.taskId, args.commentId, opts),
-  );
+  readTool(MCP_TOOL_NAMES.getUsers, {
+    method: "user.get",
+    title: "Find Bitrix24 users",
+    description:
+      "Read Bitrix24 users by filter (user.get): ids and names of people, e.g. who a task's RESPONSIBLE_ID is. Returns {result:[{ID, NAME, LAST_NAME, ACTIVE, ...}], total, next?, time}.",
+    inputSchema: usersInput,
+    run: (args) => client.getUsers(pageArgs(args)),
+  });
 
-  writeTool(
-    MCP_TOOL_NAMES.deleteTask,
-    "tasks.task.delete",
-    {
-      title: "Delete Bitrix24 task",
-      description:
-        "Delete one Bitrix24 task (tasks.task.delete). Returns {result:{task: true}, time}. Never retried when the outcome is unknown.",
-      inputSchema: deleteTaskInput,
-      destructive: true,
-      idempotent: true,
-    },
-    (args, opts) => client.deleteTask(args.taskId, opts),
-  );
+  readTool(MCP_TOOL_NAMES.getDeal, {
+    method: "crm.deal.get",
+    title: "Get Bitrix24 deal",
+    description:
+      "Read one Bitrix24 CRM deal by id (crm.deal.get). Returns the full Bitrix24 body {result:{ID, TITLE, STAGE_ID, OPPORTUNITY, ...}, time}.",
+    inputSchema: getDealInput,
+    run: (args) => client.getDeal(args.dealId),
+  });
 
-  writeTool(
-    MCP_TOOL_NAMES.updateTask,
-    "tasks.task.update",
-    {
-      title: "Update Bitrix24 task",
-      description:
-        "Change fields of one Bitrix24 task (tasks.task.update). Only the given fields change. Returns the full updated task body. Never retried when the outcome is unknown.",
-      inputSchema: updateTaskInput,
-      destructive: false,
-      idempotent: true,
-    },
-    (args, opts) => client.updateTask(args.taskId, args.fields, opts),
-  );
+  readTool(MCP_TOOL_NAMES.listDeals, {
+    method: "crm.deal.list",
+    title: "Search Bitrix24 deals",
+    description:
+      "List Bitrix24 CRM deals by filter (crm.deal.list), 50 per page. Returns {result:[{ID, TITLE, STAGE_ID, ...}], total, next?, time}.",
+    inputSchema: searchDealsInput,
+    run: (args) => client.listDeals(pageArgs(args)),
+  });
+
+  readTool(MCP_TOOL_NAMES.listTaskComments, {
+    method: "task.commentitem.getlist",
+    title: "List Bitrix24 task comments",
+    description:
+      "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
+    inputSchema: taskCommentsInput,
+    run: (args) => client.listTaskComments(args.taskId),
+  });
+
+  readTool(MCP_TOOL_NAMES.getTaskComment, {
+    method: "task.commentitem.get",
+    title: "Get Bitrix24 task comment",
+    description:
+      "Read one comment of a Bitrix24 task (task.commentitem.get). Returns {result:{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}, time}.",
+    inputSchema: taskCommentInput,
+    run: (args) => client.getTaskComment(args.taskId, args.commentId),
+  });
+
+  writeTool(MCP_TOOL_NAMES.addTaskComment, {
+    method: "task.commentitem.add",
+    title: "Add Bitrix24 task comment",
+    description:
+      "Post a comment on one Bitrix24 task (task.commentitem.add). Returns {result: <new comment id>, time}. Never retried when the outcome is unknown.",
+    inputSchema: addTaskCommentInput,
+    hints: { destructiveHint: false, idempotentHint: false },
+    run: (args, opts) => client.addTaskComment(args.taskId, args.fields, opts),
+  });
+
+  writeTool(MCP_TOOL_NAMES.addTask, {
+    method: "tasks.task.add",
+    title: "Create Bitrix24 task",
+    description:
+      "Create one Bitrix24 task (tasks.task.add). Returns the full new task body {result:{task:{id, ...}}, time}. Never retried when the outcome is unknown.",
+    inputSchema: addTaskInput,
+    hints: { destructiveHint: false, idempotentHint: false },
+    run: (args, opts) => client.addTask(args.fields, opts),
+  });
+
+  writeTool(MCP_TOOL_NAMES.updateDeal, {
+    method: "crm.deal.update",
+    title: "Update Bitrix24 deal",
+    description:
+      "Change fields of one Bitrix24 CRM deal (crm.deal.update). Only the given fields change. Returns {result: true, time}; re-read the deal to see it. Never retried when the outcome is unknown.",
+    inputSchema: updateDealInput,
+    hints: { destructiveHint: false, idempotentHint: true },
+    run: (args, opts) => client.updateDeal(args.dealId, args.fields, opts),
+  });
+
+  writeTool(MCP_TOOL_NAMES.deleteTaskComment, {
+    method: "task.commentitem.delete",
+    title: "Delete Bitrix24 task comment",
+    description:
+      "Delete one comment of a Bitrix24 task (task.commentitem.delete). Returns {result: true, time}. Never retried when the outcome is unknown.",
+    inputSchema: deleteTaskCommentInput,
+    hints: { destructiveHint: true, idempotentHint: true },
+    run: (args, opts) => client.deleteTaskComment(args.taskId, args.commentId, opts),
+  });
+
+  writeTool(MCP_TOOL_NAMES.deleteTask, {
+    method: "tasks.task.delete",
+    title: "Delete Bitrix24 task",
+    description:
+      "Delete one Bitrix24 task (tasks.task.delete). Returns {result:{task: true}, time}. Never retried when the outcome is unknown.",
+    inputSchema: deleteTaskInput,
+    hints: { destructiveHint: true, idempotentHint: true },
+    run: (args, opts) => client.deleteTask(args.taskId, opts),
+  });
+
+  writeTool(MCP_TOOL_NAMES.updateTask, {
+    method: "tasks.task.update",
+    title: "Update Bitrix24 task",
+    description:
+      "Change fields of one Bitrix24 task (tasks.task.update). Only the given fields change. Returns the full updated task body. Never retried when the outcome is unknown.",
+    inputSchema: updateTaskInput,
+    hints: { destructiveHint: false, idempotentHint: true },
+    run: (args, opts) => client.updateTask(args.taskId, args.fields, opts),
+  });
 
   return server;
+}
+
+/** What every tool declares: the one REST method it calls, its title and description, its input. */
+interface ToolConfig<S extends z.ZodType> {
+  method: string;
+  title: string;
+  description: string;
+  inputSchema: S;
 }
 
 /** The optional filter and start of a list tool, as the client's list methods take them. */

@@ -4,6 +4,7 @@
  */
 import { tool } from "@langchain/core/tools";
 import { z } from "zod";
+import { MAX_SET_ACTIONS } from "../envelope/change-set.js";
 import { OPERATIONS, PROPOSABLE_OPERATIONS } from "../envelope/operations.js";
 
 /** The object an action names must be the kind its operation acts on: taskId for a task's, dealId for update_deal. */
@@ -83,9 +84,6 @@ export const proposeChangeTool = tool(
 
 /** One action of a change set: the same shape as a single proposal, without its own rationale. */
 export const ProposedActionSchema = z.object(ActionShape).superRefine(oneObject);
-
-/** Most actions one change set may hold: a person has to read every one of them on one card. */
-export const MAX_SET_ACTIONS = 5;
 
 export const ChangeSetArgsSchema = z.object({
   actions: z

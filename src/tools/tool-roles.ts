@@ -3,18 +3,27 @@ import type { StructuredToolInterface } from "@langchain/core/tools";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { BITRIX24_METHOD_META_KEY, MCP_TOOL_NAMES } from "./mcp-contract.js";
 
-export type ReadRole =
-  | "getTask"
-  | "listTasks"
-  | "getHistory"
-  | "getUsers"
-  | "getDeal"
-  | "listDeals"
-  | "listTaskComments"
-  | "getTaskComment";
+export const READ_ROLES = [
+  "getTask",
+  "listTasks",
+  "getHistory",
+  "getUsers",
+  "getDeal",
+  "listDeals",
+  "listTaskComments",
+  "getTaskComment",
+] as const;
 /** Roles that change the portal: never handed to the model, called only through writeHandle. */
-export type WriteRole =
-  "updateTask" | "addTaskComment" | "addTask" | "updateDeal" | "deleteTaskComment" | "deleteTask";
+export const WRITE_ROLES = [
+  "updateTask",
+  "addTaskComment",
+  "addTask",
+  "updateDeal",
+  "deleteTaskComment",
+  "deleteTask",
+] as const;
+export type ReadRole = (typeof READ_ROLES)[number];
+export type WriteRole = (typeof WRITE_ROLES)[number];
 export type ToolRole = ReadRole | WriteRole;
 
 /** How a role is served: which tool, which Bitrix24 method that tool calls, and whether it may be handed to the model. */
@@ -62,24 +71,6 @@ export const ROLE_METHODS: Readonly<Record<ToolRole, string>> = {
   deleteTask: "tasks.task.delete",
 };
 
-export const READ_ROLES: readonly ReadRole[] = [
-  "getTask",
-  "listTasks",
-  "getHistory",
-  "getUsers",
-  "getDeal",
-  "listDeals",
-  "listTaskComments",
-  "getTaskComment",
-];
-export const WRITE_ROLES: readonly WriteRole[] = [
-  "updateTask",
-  "addTaskComment",
-  "addTask",
-  "updateDeal",
-  "deleteTaskComment",
-  "deleteTask",
-];
 /**
  * Read roles an external server may lack without failing the connection (unless its tool is named
  * explicitly): people's names on the card and in edits are then unavailable, nothing else changes.
@@ -103,15 +94,11 @@ export const isWriteRole = (role: string): role is WriteRole =>
 
 /** Each role's tool name (ours, or the external server's where `toolNames` names one) and method; a read role may not name a write tool. */
 export function resolveRoles(toolNames: Partial<Record<ToolRole, string>>): Record<ToolRole, RoleBinding> {
-  const names: Record<ToolRole, string> = { ...MCP_TOOL_NAMES };
-  for (const role of ALL_ROLES) {
-    const name = toolNames[role];
-    if (name !== undefined) names[role] = name;
-  }
   const roles = {} as Record<ToolRole, RoleBinding>;
   for (const role of ALL_ROLES) {
     const method = ROLE_METHODS[role];
-    roles[role] = { toolName: names[role], method, readOnly: !isWriteRole(role) && isReadMethod(method) };
+    const toolName = toolNames[role] !== undefined ? toolNames[role] : MCP_TOOL_NAMES[role];
+    roles[role] = { toolName, method, readOnly: !isWriteRole(role) && isReadMethod(method) };
   }
   for (const role of READ_ROLES) {
     for (const writeRole of WRITE_ROLES) {

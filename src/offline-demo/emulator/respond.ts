@@ -45,8 +45,3 @@ export function successParts(
     },
   };
 }
-
-export function successResponse(outcome: MethodResult, startedMs: number): Response {
-  const { text, headers } = successParts(outcome, startedMs);
-  return new Response(text, { status: 200, headers });
-}

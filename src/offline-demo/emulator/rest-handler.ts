@@ -5,15 +5,15 @@ import { intLike, type MethodContext, type MethodResult, type Params } from "./m
 import { findMethod } from "./methods/registry.js";
 import { applySideEffect } from "./methods/tasks.js";
 import { BodyTooLargeError, parseParams, readBodyLimited } from "./request.js";
-import { errorResponse, successParts, successResponse } from "./respond.js";
+import { errorResponse, successParts } from "./respond.js";
 import { timeBlock } from "./shapes.js";
 import { IdempotencyKeys, type Kept } from "./idempotency.js";
 import { DEFAULT_SCOPES } from "./types.js";
+import type { Store } from "./store.js";
+import { nowSeconds } from "./dates.js";
 
 /** Methods that only read; an Idempotency-Key on them is ignored. */
 const READ_ONLY = /\.(get|list|getlist)$|^user\.current$|^scope$/;
-import type { Store } from "./store.js";
-import { nowSeconds } from "./dates.js";
 
 export interface RestSettings {
   userId: number;
@@ -202,9 +202,8 @@ export function createRestHandler(
       return life.hold(c);
     }
     if (action?.kind === "malformed") return malformed(action);
-    return answer
-      ? new Response(answer.text, { status: 200, headers: answer.headers })
-      : successResponse(outcome, started);
+    const { text, headers } = answer ?? successParts(outcome, started);
+    return new Response(text, { status: 200, headers });
   };
 }
 

@@ -49,13 +49,16 @@ export function historyUser(u: SeedUser | undefined, id: number): Record<string,
   };
 }
 
-export function canRead(task: TaskRecord, userId: number): boolean {
-  return task.readableBy === null || task.readableBy.includes(userId);
+/** A task's or deal's access lists: null means every user (editableBy: every user who may read it). */
+type Access = Pick<TaskRecord, "readableBy" | "editableBy">;
+
+export function canRead(record: Access, userId: number): boolean {
+  return record.readableBy === null || record.readableBy.includes(userId);
 }
 
-export function canEdit(task: TaskRecord, userId: number): boolean {
-  if (!canRead(task, userId)) return false;
-  return task.editableBy === null || task.editableBy.includes(userId);
+export function canEdit(record: Access, userId: number): boolean {
+  if (!canRead(record, userId)) return false;
+  return record.editableBy === null || record.editableBy.includes(userId);
 }
 
 /** Overdue (-1) and almost overdue (-3, under 24 h left) meta-statuses apply to open tasks only. */
@@ -193,14 +196,7 @@ const FIELD_GETTERS: [string, (t: TaskRecord) => unknown][] = [
 ];
 
 const UF_FIELDS = ["UF_CRM_TASK", "UF_TASK_WEBDAV_FILES", "UF_MAIL_MESSAGE"];
-export const SELECTABLE_FIELDS = new Set([
-  ...FIELD_GETTERS.map(([k]) => k),
-  ...UF_FIELDS,
-  "REAL_STATUS",
-  "SUB_STATUS",
-]);
-
-export function camelOf(upper: string): string {
+function camelOf(upper: string): string {
   return upper.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 

@@ -34,14 +34,7 @@ export interface KeptAnswer {
 
 export type NewCall = Omit<CallLogEntry, "seq" | "time">;
 
-type CommentRow = { id: number; task_id: number; author_id: number; post_date: number; message: string };
-const commentOf = (r: CommentRow): CommentRecord => ({
-  id: r.id,
-  taskId: r.task_id,
-  authorId: r.author_id,
-  postDate: r.post_date,
-  message: r.message,
-});
+const COMMENT_COLUMNS = "id, task_id AS taskId, author_id AS authorId, post_date AS postDate, message";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -128,6 +121,19 @@ export class Store {
       insComment.run(c.id, c.taskId, c.authorId, c.postDate, c.message);
   }
 
+  /** One row of a table that keeps each record as JSON in `data`. */
+  private record<T>(table: "users" | "workgroups" | "tasks" | "deals", id: number): T | undefined {
+    const row = this.db.prepare(`SELECT data FROM ${table} WHERE id = ?`).get(id) as
+      { data: string } | undefined;
+    return row ? (JSON.parse(row.data) as T) : undefined;
+  }
+
+  /** Every row of such a table, by id. */
+  private records<T>(table: "users" | "tasks" | "deals"): T[] {
+    const rows = this.db.prepare(`SELECT data FROM ${table} ORDER BY id`).all() as { data: string }[];
+    return rows.map((r) => JSON.parse(r.data) as T);
+  }
+
   private getMeta(key: string): string | undefined {
     const row = this.db.prepare("SELECT value FROM meta WHERE key = ?").get(key) as
       { value: string } | undefined;
@@ -139,16 +145,12 @@ export class Store {
   }
 
   getUser(id: number): SeedUser | undefined {
-    const row = this.db.prepare("SELECT data FROM users WHERE id = ?").get(id) as
-      { data: string } | undefined;
-    return row ? (JSON.parse(row.data) as SeedUser) : undefined;
+    return this.record<SeedUser>("users", id);
   }
 
   /** Every user, by id (user.get filters and pages them). */
   allUsers(): SeedUser[] {
-    return (this.db.prepare("SELECT data FROM users ORDER BY id").all() as { data: string }[]).map(
-      (r) => JSON.parse(r.data) as SeedUser,
-    );
+    return this.records<SeedUser>("users");
   }
 
   allUserIds(): number[] {
@@ -156,21 +158,15 @@ export class Store {
   }
 
   getGroup(id: number): SeedGroup | undefined {
-    const row = this.db.prepare("SELECT data FROM workgroups WHERE id = ?").get(id) as
-      { data: string } | undefined;
-    return row ? (JSON.parse(row.data) as SeedGroup) : undefined;
+    return this.record<SeedGroup>("workgroups", id);
   }
 
   getTask(id: number): TaskRecord | undefined {
-    const row = this.db.prepare("SELECT data FROM tasks WHERE id = ?").get(id) as
-      { data: string } | undefined;
-    return row ? (JSON.parse(row.data) as TaskRecord) : undefined;
+    return this.record<TaskRecord>("tasks", id);
   }
 
   allTasks(): TaskRecord[] {
-    return (this.db.prepare("SELECT data FROM tasks ORDER BY id").all() as { data: string }[]).map(
-      (r) => JSON.parse(r.data) as TaskRecord,
-    );
+    return this.records<TaskRecord>("tasks");
   }
 
   nextTaskId(): number {
@@ -192,15 +188,11 @@ export class Store {
   }
 
   getDeal(id: number): DealRecord | undefined {
-    const row = this.db.prepare("SELECT data FROM deals WHERE id = ?").get(id) as
-      { data: string } | undefined;
-    return row ? (JSON.parse(row.data) as DealRecord) : undefined;
+    return this.record<DealRecord>("deals", id);
   }
 
   allDeals(): DealRecord[] {
-    return (this.db.prepare("SELECT data FROM deals ORDER BY id").all() as { data: string }[]).map(
-      (r) => JSON.parse(r.data) as DealRecord,
-    );
+    return this.records<DealRecord>("deals");
   }
 
   putDeal(deal: DealRecord): void {
@@ -223,19 +215,14 @@ export class Store {
   }
 
   getComment(id: number): CommentRecord | undefined {
-    const r = this.db
-      .prepare("SELECT id, task_id, author_id, post_date, message FROM comments WHERE id = ?")
-      .get(id) as CommentRow | undefined;
-    return r ? commentOf(r) : undefined;
+    return this.db.prepare(`SELECT ${COMMENT_COLUMNS} FROM comments WHERE id = ?`).get(id) as
+      CommentRecord | undefined;
   }
 
   comments(taskId: number): CommentRecord[] {
-    const rows = this.db
-      .prepare(
-        "SELECT id, task_id, author_id, post_date, message FROM comments WHERE task_id = ? ORDER BY id",
-      )
-      .all(taskId) as CommentRow[];
-    return rows.map(commentOf);
+    return this.db
+      .prepare(`SELECT ${COMMENT_COLUMNS} FROM comments WHERE task_id = ? ORDER BY id`)
+      .all(taskId) as CommentRecord[];
   }
 
   deleteComment(id: number): void {
@@ -251,28 +238,12 @@ export class Store {
   }
 
   history(taskId: number): HistoryRecord[] {
-    const rows = this.db
+    return this.db
       .prepare(
-        "SELECT id, task_id, created, field, from_value, to_value, user_id FROM history WHERE task_id = ? ORDER BY id",
+        `SELECT id, task_id AS taskId, created AS createdDate, field, from_value AS "from", to_value AS "to", user_id AS userId
+         FROM history WHERE task_id = ? ORDER BY id`,
       )
-      .all(taskId) as {
-      id: number;
-      task_id: number;
-      created: number;
-      field: string;
-      from_value: string | null;
-      to_value: string | null;
-      user_id: number;
-    }[];
-    return rows.map((r) => ({
-      id: r.id,
-      taskId: r.task_id,
-      createdDate: r.created,
-      field: r.field,
-      from: r.from_value,
-      to: r.to_value,
-      userId: r.user_id,
-    }));
+      .all(taskId) as HistoryRecord[];
   }
 
   logCall(call: NewCall): void {
@@ -327,30 +298,11 @@ export class Store {
 
   /** A kept REST 3.0 idempotent answer (src/offline-demo/emulator/idempotency.ts), shared by every process on this file. */
   getIdempotent(key: string): KeptAnswer | undefined {
-    const r = this.db
+    return this.db
       .prepare(
-        "SELECT method, body_sha256, status, body, content_type, at FROM idempotency_keys WHERE key = ?",
+        "SELECT method, body_sha256 AS bodySha256, status, body, content_type AS contentType, at FROM idempotency_keys WHERE key = ?",
       )
-      .get(key) as
-      | {
-          method: string;
-          body_sha256: string;
-          status: number;
-          body: string;
-          content_type: string;
-          at: number;
-        }
-      | undefined;
-    return r
-      ? {
-          method: r.method,
-          bodySha256: r.body_sha256,
-          status: r.status,
-          body: r.body,
-          contentType: r.content_type,
-          at: r.at,
-        }
-      : undefined;
+      .get(key) as KeptAnswer | undefined;
   }
 
   /** Keeps the first answer for `key`; a later one is ignored. */

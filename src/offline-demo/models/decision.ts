@@ -84,16 +84,15 @@ class Conversation extends Transcript {
       RESPONSIBLE_ID: responsibleId,
       ...(deadline ? { DEADLINE: deadline } : {}),
     };
-    return (
-      this.callTool(
-        "propose",
-        {
-          operation: "add_task",
-          fields,
-          rationale: `The user asked for a new task "${title}" for user ${responsibleId}${deadline ? `, due ${deadline}` : ""}.`,
-        },
-        `Proposing a new task "${title}" for user ${responsibleId}.`,
-      ) ?? text(`I would propose a new task "${title}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`)
+    return this.callTool(
+      "propose",
+      {
+        operation: "add_task",
+        fields,
+        rationale: `The user asked for a new task "${title}" for user ${responsibleId}${deadline ? `, due ${deadline}` : ""}.`,
+      },
+      `Proposing a new task "${title}" for user ${responsibleId}.`,
+      `I would propose a new task "${title}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
     );
   }
 
@@ -109,9 +108,11 @@ class Conversation extends Transcript {
     const { dealId, field, value } = deal.intent;
     const last = this.msgs.at(-1);
     if (last === undefined || last === requestMsg) {
-      return (
-        this.callTool("getDeal", { dealId }, `Reading deal ${dealId} before proposing to set ${field}.`) ??
-        text(`No ${OFFLINE_TOOL_NAMES.getDeal} tool is bound, so deal ${dealId} cannot be read; stopping.`)
+      return this.callTool(
+        "getDeal",
+        { dealId },
+        `Reading deal ${dealId} before proposing to set ${field}.`,
+        `No ${OFFLINE_TOOL_NAMES.getDeal} tool is bound, so deal ${dealId} cannot be read; stopping.`,
       );
     }
     if (last.type === "human")
@@ -131,15 +132,11 @@ class Conversation extends Transcript {
     const current = isRecord(body) && isRecord(body["result"]) ? body["result"] : undefined;
     if (!current) return text(`Deal ${dealId} could not be read (${last.text.slice(0, 300)}); stopping.`);
     const rationale = `The user asked to set ${field} of deal ${dealId} to "${value}". Current ${field} (read with ${OFFLINE_TOOL_NAMES.getDeal}): ${JSON.stringify(current[field] ?? null)}.`;
-    return (
-      this.callTool(
-        "propose",
-        { operation: "update_deal", dealId, fields: { [field]: value }, rationale },
-        `Proposing to set ${field} of deal ${dealId} from ${JSON.stringify(current[field] ?? null)} to "${value}".`,
-      ) ??
-      text(
-        `I would propose setting ${field} of deal ${dealId} to "${value}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
-      )
+    return this.callTool(
+      "propose",
+      { operation: "update_deal", dealId, fields: { [field]: value }, rationale },
+      `Proposing to set ${field} of deal ${dealId} from ${JSON.stringify(current[field] ?? null)} to "${value}".`,
+      `I would propose setting ${field} of deal ${dealId} to "${value}", but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
     );
   }
 
@@ -147,39 +144,30 @@ class Conversation extends Transcript {
     const target = intent.target;
     if (target.kind === "id") return this.readTask(target.taskId, intent);
     if (target.kind === "title") {
-      return (
-        this.callTool(
-          "listTasks",
-          { filter: { "%TITLE": target.fragment } },
-          `Looking for the task whose title contains "${target.fragment}".`,
-        ) ??
-        text(
-          `The request names the task by title ("${target.fragment}"), but no ${OFFLINE_TOOL_NAMES.listTasks} tool is bound to search for it. Please give the task id.`,
-        )
+      return this.callTool(
+        "listTasks",
+        { filter: { "%TITLE": target.fragment } },
+        `Looking for the task whose title contains "${target.fragment}".`,
+        `The request names the task by title ("${target.fragment}"), but no ${OFFLINE_TOOL_NAMES.listTasks} tool is bound to search for it. Please give the task id.`,
       );
     }
-    return (
-      this.callTool(
-        "requestInput",
-        {
-          question: `Which task should I change (set ${intent.field} to ${describeValue(intent.field, intent.value)})?`,
-          fields: { taskId: { type: "number", description: "Bitrix24 task id" } },
-        },
-        "The request does not say which task to change, so I am asking.",
-      ) ?? text('The request does not say which task to change. Please name it, e.g. "rename task 4 to ...".')
+    return this.callTool(
+      "requestInput",
+      {
+        question: `Which task should I change (set ${intent.field} to ${describeValue(intent.field, intent.value)})?`,
+        fields: { taskId: { type: "number", description: "Bitrix24 task id" } },
+      },
+      "The request does not say which task to change, so I am asking.",
+      'The request does not say which task to change. Please name it, e.g. "rename task 4 to ...".',
     );
   }
 
   private readTask(taskId: number, intent: ChangeIntent): OfflineDecision {
-    return (
-      this.callTool(
-        "getTask",
-        { taskId },
-        `Reading task ${taskId} before proposing to set ${intent.field}.`,
-      ) ??
-      text(
-        `I need to read task ${taskId} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`,
-      )
+    return this.callTool(
+      "getTask",
+      { taskId },
+      `Reading task ${taskId} before proposing to set ${intent.field}.`,
+      `I need to read task ${taskId} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`,
     );
   }
 
@@ -229,22 +217,20 @@ class Conversation extends Transcript {
     const first = matches[0];
     if (matches.length === 1 && first !== undefined) return this.readTask(Number(first.id), intent);
     const listing = matches.map((t) => `${String(t.id)}: ${String(t.title ?? "")}`);
-    return (
-      this.callTool(
-        "requestInput",
-        {
-          question: "Which task do you mean?",
-          fields: {
-            taskId: {
-              type: "enum",
-              description: `Tasks whose title contains "${fragment}": ${listing.join("; ")}`,
-              choices: matches.map((t) => String(t.id)),
-            },
+    return this.callTool(
+      "requestInput",
+      {
+        question: "Which task do you mean?",
+        fields: {
+          taskId: {
+            type: "enum",
+            description: `Tasks whose title contains "${fragment}": ${listing.join("; ")}`,
+            choices: matches.map((t) => String(t.id)),
           },
         },
-        `${matches.length} tasks match "${fragment}"; asking which one is meant.`,
-      ) ??
-      text(`${matches.length} tasks match "${fragment}" (${listing.join("; ")}). Please name the task id.`)
+      },
+      `${matches.length} tasks match "${fragment}"; asking which one is meant.`,
+      `${matches.length} tasks match "${fragment}" (${listing.join("; ")}). Please name the task id.`,
     );
   }
 
@@ -307,28 +293,20 @@ class Conversation extends Transcript {
   ): OfflineDecision {
     if (operationFor(field) === "add_task_comment") {
       const rationale = `${why} Task ${taskId} ${task === undefined ? "was not read" : `was read with ${OFFLINE_TOOL_NAMES.getTask}`}; proposed comment: ${describeValue(field, value)}.`;
-      return (
-        this.callTool(
-          "propose",
-          { operation: "add_task_comment", taskId, fields: { POST_MESSAGE: value }, rationale },
-          `Proposing to comment on task ${taskId}: ${describeValue(field, value)}.`,
-        ) ??
-        text(
-          `I would propose commenting on task ${taskId}: ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
-        )
+      return this.callTool(
+        "propose",
+        { operation: "add_task_comment", taskId, fields: { POST_MESSAGE: value }, rationale },
+        `Proposing to comment on task ${taskId}: ${describeValue(field, value)}.`,
+        `I would propose commenting on task ${taskId}: ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
       );
     }
     const current = task === undefined ? "not read" : describeValue(field, task[TASK_FIELD_KEYS[field]]);
     const rationale = `${why} Current ${field} of task ${taskId} (read with ${OFFLINE_TOOL_NAMES.getTask}): ${current}; proposed: ${describeValue(field, value)}.`;
-    return (
-      this.callTool(
-        "propose",
-        { taskId, fields: { [field]: value }, rationale },
-        `Proposing to set ${field} of task ${taskId} from ${current} to ${describeValue(field, value)}.`,
-      ) ??
-      text(
-        `I would propose setting ${field} of task ${taskId} to ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
-      )
+    return this.callTool(
+      "propose",
+      { taskId, fields: { [field]: value }, rationale },
+      `Proposing to set ${field} of task ${taskId} from ${current} to ${describeValue(field, value)}.`,
+      `I would propose setting ${field} of task ${taskId} to ${describeValue(field, value)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
     );
   }
 

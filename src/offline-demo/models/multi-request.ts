@@ -40,15 +40,11 @@ function nextMultiStep(t: Transcript, plan: MultiPlan, requestIndex: number): Of
   const unread = taskIds.find((id) => !t.hasTaskRead(id, requestIndex));
   if (unread !== undefined) {
     const which = taskIds.length > 1 ? ` (task ${taskIds.indexOf(unread) + 1} of ${taskIds.length})` : "";
-    return (
-      t.callTool(
-        "getTask",
-        { taskId: unread },
-        `Reading task ${unread}${which} before proposing ${describeCount(plan.actions.length)}.`,
-      ) ??
-      text(
-        `I need to read task ${unread} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`,
-      )
+    return t.callTool(
+      "getTask",
+      { taskId: unread },
+      `Reading task ${unread}${which} before proposing ${describeCount(plan.actions.length)}.`,
+      `I need to read task ${unread} before proposing a change, but no ${OFFLINE_TOOL_NAMES.getTask} tool is bound.`,
     );
   }
   const tasks = new Map(taskIds.map((id) => [id, t.lastTaskRead(id, requestIndex)] as const));
@@ -130,15 +126,11 @@ function proposeSet(
     `The user asked for ${describeCount(plan.actions.length)} in one request, to run in this order: ` +
     `${plan.actions.map((a, i) => `${i + 1}. ${describeAction(a)}`).join("; ")}. ` +
     `Read with ${OFFLINE_TOOL_NAMES.getTask}: ${describeReads(plan.actions, tasks)}.`;
-  return (
-    t.callTool(
-      "proposeSet",
-      { actions, rationale },
-      `Proposing a change set of ${plan.actions.length} actions: ${plan.actions.map(describeAction).join("; ")}.`,
-    ) ??
-    text(
-      `I would propose a change set of ${plan.actions.length} actions (${plan.actions.map(describeAction).join("; ")}), but no ${OFFLINE_TOOL_NAMES.proposeSet} tool is bound.`,
-    )
+  return t.callTool(
+    "proposeSet",
+    { actions, rationale },
+    `Proposing a change set of ${plan.actions.length} actions: ${plan.actions.map(describeAction).join("; ")}.`,
+    `I would propose a change set of ${plan.actions.length} actions (${plan.actions.map(describeAction).join("; ")}), but no ${OFFLINE_TOOL_NAMES.proposeSet} tool is bound.`,
   );
 }
 
@@ -156,8 +148,10 @@ function proposeMerged(
     action.operation === "update_task"
       ? { taskId: action.taskId, fields: { ...action.fields }, rationale }
       : { operation: action.operation, taskId: action.taskId, fields: { ...action.fields }, rationale };
-  return (
-    t.callTool("propose", args, `Proposing to ${describeAction(action)}.`) ??
-    text(`I would propose to ${describeAction(action)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`)
+  return t.callTool(
+    "propose",
+    args,
+    `Proposing to ${describeAction(action)}.`,
+    `I would propose to ${describeAction(action)}, but no ${OFFLINE_TOOL_NAMES.propose} tool is bound.`,
   );
 }

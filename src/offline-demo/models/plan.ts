@@ -2,6 +2,7 @@
  * A request of several clauses ("rename task 3 to X; then set its priority to high") planned as one
  * change set, each clause's task resolved: pure functions.
  */
+import { MAX_SET_ACTIONS } from "../../envelope/change-set.js";
 import { operationFor, type TaskField } from "./fields.js";
 import {
   CLAUSE_PATTERNS,
@@ -11,12 +12,6 @@ import {
   type ChangeIntent,
   type ParsedRequest,
 } from "./intent.js";
-
-/**
- * Most actions one change set may hold; the same limit as the propose_change_set tool
- * (src/tools/proposal-tools.ts MAX_SET_ACTIONS), checked here so the model refuses in words.
- */
-export const MAX_CHANGE_SET_ACTIONS = 5;
 
 /** One action of a planned change set: what propose_change_set carries for it. */
 export interface PlannedAction {
@@ -163,10 +158,11 @@ export function planRequest(text: string): RequestPlan {
       clauses: [c.index],
     });
   }
-  if (actions.length > MAX_CHANGE_SET_ACTIONS) {
+  // The change set's own limit, checked here so the model refuses in words.
+  if (actions.length > MAX_SET_ACTIONS) {
     return {
       kind: "refused",
-      message: `The request asks for ${actions.length} separate changes; one change set holds at most ${MAX_CHANGE_SET_ACTIONS}. Please split it into smaller requests.`,
+      message: `The request asks for ${actions.length} separate changes; one change set holds at most ${MAX_SET_ACTIONS}. Please split it into smaller requests.`,
     };
   }
   return { kind: "multi", clauses, actions };

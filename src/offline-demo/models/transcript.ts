@@ -78,9 +78,15 @@ export class Transcript {
         };
   }
 
-  callTool(role: OfflineToolRole, args: Record<string, unknown>, note: string): OfflineDecision | undefined {
+  /** A call of `role`'s tool with `note` as the turn's text; `unbound` is the reply when no such tool is bound. */
+  callTool(
+    role: OfflineToolRole,
+    args: Record<string, unknown>,
+    note: string,
+    unbound: string,
+  ): OfflineDecision {
     const name = this.boundName(role);
-    if (name === undefined) return undefined;
+    if (name === undefined) return text(unbound);
     return {
       kind: "tool",
       text: `${OFFLINE_PREFIX} ${note}`,

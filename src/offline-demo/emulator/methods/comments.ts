@@ -188,30 +188,19 @@ function filterTest(ctx: MethodContext, rawKey: string, raw: unknown): (c: Comme
   };
 }
 
+/** An optional array argument: absent, null, empty, an object, or an empty JSON list (PHP's empty array). */
+function optionalArray(v: unknown): boolean {
+  return v === undefined || v === null || v === "" || isRecord(v) || (Array.isArray(v) && v.length === 0);
+}
+
 /** (TASKID, ORDER?, FILTER?) -> `result: [...]`, newest (highest ID) first by default; no paging. */
 export const listComments: MethodHandler = (params, ctx) => {
   const args = positional(params);
   const taskId = intArg(args, 0, "taskId", "getlist");
   const order = args[1];
   const filter = args[2];
-  if (
-    order !== undefined &&
-    order !== null &&
-    order !== "" &&
-    !isRecord(order) &&
-    !(Array.isArray(order) && order.length === 0)
-  ) {
-    throw wrongType(1, "arOrder", "getlist", "array");
-  }
-  if (
-    filter !== undefined &&
-    filter !== null &&
-    filter !== "" &&
-    !isRecord(filter) &&
-    !(Array.isArray(filter) && filter.length === 0)
-  ) {
-    throw wrongType(2, "arFilter", "getlist", "array");
-  }
+  if (!optionalArray(order)) throw wrongType(1, "arOrder", "getlist", "array");
+  if (!optionalArray(filter)) throw wrongType(2, "arFilter", "getlist", "array");
   const sorts: [string, number][] = [];
   for (const [key, dir] of Object.entries(isRecord(order) ? order : {})) {
     if (!ORDER_KEYS.has(key)) throw mustNotContain(1, "arOrder", "getlist", key);

@@ -44,3 +44,26 @@ export function listLike(v: unknown): unknown[] | undefined {
   if (isRecord(v)) return Object.values(v);
   return undefined;
 }
+
+/** Bitrix24's LIKE on text: `%` any run, `_` one character, case-insensitive, the whole value. */
+export function likePattern(pattern: string): RegExp {
+  const escaped = pattern
+    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+    .replace(/%/g, ".*")
+    .replace(/_/g, ".");
+  return new RegExp(`^${escaped}$`, "is");
+}
+
+/** The list methods answer fixed pages of 50 rows. */
+export const PAGE_SIZE = 50;
+
+/** `start` as the list methods read it: absent, non-integer or negative is the first page. */
+export function pageStart(raw: unknown): number {
+  const start = intLike(raw);
+  return start !== undefined && start > 0 ? start : 0;
+}
+
+/** A page of `total` rows from `start`, with `next` while rows remain after it. */
+export function paged(result: unknown, total: number, start: number): MethodResult {
+  return start + PAGE_SIZE < total ? { result, total, next: start + PAGE_SIZE } : { result, total };
+}

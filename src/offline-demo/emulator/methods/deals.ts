@@ -6,18 +6,21 @@
 import { formatNullableDate, formatPortalDate, parsePortalDate } from "../dates.js";
 import { errors } from "../errors.js";
 import { stageSemantics } from "../seed.js";
-import { str } from "../shapes.js";
+import { canEdit, canRead, str } from "../shapes.js";
 import { DEAL_CURRENCIES, DEAL_STAGES, DEFAULT_SCOPES, type DealRecord } from "../types.js";
 import {
   intLike,
   isRecord,
+  likePattern,
   listLike,
+  PAGE_SIZE,
+  paged,
+  pageStart,
   type MethodContext,
   type MethodHandler,
   type Params,
 } from "./context.js";
 
-const PAGE_SIZE = 50;
 const yn = (b: boolean) => (b ? "Y" : "N");
 const money = (n: number | null) => (n === null ? null : n.toFixed(2));
 
@@ -31,10 +34,6 @@ function param(params: Params, name: string): unknown {
   const key = Object.keys(params).find((k) => k.toLowerCase() === name);
   return key === undefined ? undefined : params[key];
 }
-
-const canRead = (d: DealRecord, userId: number) => d.readableBy === null || d.readableBy.includes(userId);
-const canEdit = (d: DealRecord, userId: number) =>
-  canRead(d, userId) && (d.editableBy === null || d.editableBy.includes(userId));
 
 /** Output fields in the order of the recorded answer. */
 const FIELD_GETTERS: [string, (d: DealRecord) => unknown][] = [
@@ -331,14 +330,6 @@ function compare(a: Scalar, b: Scalar): number | undefined {
   return String(a).localeCompare(String(b));
 }
 
-function likePattern(pattern: string): RegExp {
-  const escaped = pattern
-    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-    .replace(/%/g, ".*")
-    .replace(/_/g, ".");
-  return new RegExp(`^${escaped}$`, "is");
-}
-
 function matches(kind: Kind, op: Op, actual: Scalar, raw: unknown): boolean {
   const list = (listLike(raw) ?? [raw]).map((v) => expectedValue(kind, v));
   const eq = (e: Scalar) =>
@@ -416,11 +407,8 @@ export const listDeals: MethodHandler = (params, ctx) => {
       }
       return a.id - b.id;
     });
-  const startRaw = intLike(param(params, "start"));
-  const start = startRaw !== undefined && startRaw > 0 ? startRaw : 0;
+  const start = pageStart(param(params, "start"));
   const select = selectOf(param(params, "select"));
   const page = rows.slice(start, start + PAGE_SIZE).map((d) => renderDeal(d, select));
-  const out: { result: unknown; total: number; next?: number } = { result: page, total: rows.length };
-  if (start + PAGE_SIZE < rows.length) out.next = start + PAGE_SIZE;
-  return out;
+  return paged(page, rows.length, start);
 };

@@ -34,5 +34,3 @@ const ALL: Record<string, MethodHandler> = { ...DIRECT, batch: makeBatch((m) => 
 export function findMethod(method: string): MethodHandler | undefined {
   return Object.hasOwn(ALL, method) ? ALL[method] : undefined;
 }
-
-export const METHOD_NAMES = Object.keys(ALL);

@@ -2,10 +2,17 @@ import { parsePortalDate } from "../dates.js";
 import { errors } from "../errors.js";
 import { canRead, renderTask, subStatus } from "../shapes.js";
 import type { TaskRecord } from "../types.js";
-import { intLike, isRecord, type MethodHandler } from "./context.js";
+import {
+  intLike,
+  isRecord,
+  likePattern,
+  listLike,
+  PAGE_SIZE,
+  paged,
+  pageStart,
+  type MethodHandler,
+} from "./context.js";
 import { selectParam } from "./select.js";
-
-export const PAGE_SIZE = 50;
 
 type Value = string | number | null;
 type Getter = (t: TaskRecord, nowSec: number) => Value | number[];
@@ -92,14 +99,6 @@ function normalise(field: string, v: unknown): Value {
   return String(v);
 }
 
-function likePattern(pattern: string): RegExp {
-  const escaped = pattern
-    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-    .replace(/%/g, ".*")
-    .replace(/_/g, ".");
-  return new RegExp(`^${escaped}$`, "is");
-}
-
 function compare(a: Value, b: Value): number {
   if (a === null && b === null) return 0;
   if (a === null) return -1;
@@ -151,9 +150,7 @@ function buildFilter(filter: unknown, nowSec: number): (t: TaskRecord) => boolea
     const { op, field } = splitKey(key);
     const getter = FIELDS[field];
     if (!getter) continue; // the portal drops filter keys it does not know
-    const expectedList = (Array.isArray(raw) ? raw : isRecord(raw) ? Object.values(raw) : [raw]).map((v) =>
-      normalise(field, v),
-    );
+    const expectedList = (listLike(raw) ?? [raw]).map((v) => normalise(field, v));
     tests.push((t) => {
       const actualRaw = getter(t, nowSec);
       const positive = op !== "!" && op !== "!%";
@@ -197,9 +194,8 @@ function buildOrder(order: unknown, nowSec: number): (a: TaskRecord, b: TaskReco
 /** Fixed pages of 50; `start=-1` skips counting, so no `total`/`next` come back. */
 export const listTasks: MethodHandler = (params, ctx) => {
   const select = selectParam(params);
-  const startRaw = intLike(params.start);
-  const skipCount = startRaw === -1;
-  const start = startRaw !== undefined && startRaw > 0 ? startRaw : 0;
+  const skipCount = intLike(params.start) === -1;
+  const start = pageStart(params.start);
   const rows = ctx.store
     .allTasks()
     .filter((t) => canRead(t, ctx.userId))
@@ -209,8 +205,5 @@ export const listTasks: MethodHandler = (params, ctx) => {
   const tasks = page.map((t) =>
     renderTask(ctx.store, t, { select, mode: "list", userId: ctx.userId, nowSec: ctx.nowSec }),
   );
-  if (skipCount) return { result: { tasks } };
-  const out: { result: unknown; total: number; next?: number } = { result: { tasks }, total: rows.length };
-  if (start + PAGE_SIZE < rows.length) out.next = start + PAGE_SIZE;
-  return out;
+  return skipCount ? { result: { tasks } } : paged({ tasks }, rows.length, start);
 };

@@ -1,7 +1,18 @@
 import { formatPortalDate } from "../dates.js";
-import { RestError } from "../errors.js";
-import type { SeedUser } from "../types.js";
-import { intLike, isRecord, type MethodContext, type MethodHandler, type Params } from "./context.js";
+import { errors } from "../errors.js";
+import { DEFAULT_SCOPES, type SeedUser } from "../types.js";
+import {
+  intLike,
+  isRecord,
+  likePattern,
+  listLike,
+  PAGE_SIZE,
+  paged,
+  pageStart,
+  type MethodContext,
+  type MethodHandler,
+  type Params,
+} from "./context.js";
 
 const REGISTERED = Date.parse("2026-01-12T09:00:00+03:00") / 1000;
 
@@ -48,7 +59,6 @@ export const currentUser: MethodHandler = (_params, ctx) => ({
 
 // ── user.get ─────────────────────────────────────────────────────────────────────────────────────
 
-const PAGE_SIZE = 50;
 type Scalar = string | number | boolean | null;
 
 /** Filterable and sortable fields the emulator models. */
@@ -84,14 +94,6 @@ function splitKey(key: string): { op: Op; field: string } {
   return { op, field: (m[2] ?? "").toUpperCase() };
 }
 
-function likePattern(pattern: string): RegExp {
-  const escaped = pattern
-    .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-    .replace(/%/g, ".*")
-    .replace(/_/g, ".");
-  return new RegExp(`^${escaped}$`, "is");
-}
-
 function truthy(v: unknown): boolean | undefined {
   if (v === true || v === 1 || v === "Y" || v === "y" || v === "true" || v === "1") return true;
   if (v === false || v === 0 || v === "N" || v === "n" || v === "false" || v === "0" || v === "")
@@ -115,7 +117,7 @@ function compare(actual: Scalar, expected: unknown): number | undefined {
 }
 
 function test(field: string, op: Op, actual: Scalar, expected: unknown): boolean {
-  const list = Array.isArray(expected) ? expected : isRecord(expected) ? Object.values(expected) : [expected];
+  const list = listLike(expected) ?? [expected];
   switch (op) {
     case "=":
     case "@":
@@ -183,14 +185,8 @@ function param(params: Params, name: string): unknown {
  * filter says ACTIVE=true. Needs scope user, user_brief or user_basic (403 insufficient_scope).
  */
 export const getUsers: MethodHandler = (params, ctx) => {
-  const scopes = ctx.scopes ?? ["task", "user"];
-  if (!USER_SCOPES.some((s) => scopes.includes(s))) {
-    throw new RestError(
-      403,
-      "insufficient_scope",
-      "The request requires higher privileges than provided by the webhook token",
-    );
-  }
+  const scopes = ctx.scopes ?? DEFAULT_SCOPES;
+  if (!USER_SCOPES.some((s) => scopes.includes(s))) throw errors.insufficientScope();
   const full = scopes.includes("user");
   const tests: Array<(u: SeedUser) => boolean> = [];
   for (const [key, value] of filterOf(params)) {
@@ -210,10 +206,7 @@ export const getUsers: MethodHandler = (params, ctx) => {
     .allUsers()
     .filter((u) => tests.every((t) => t(u)))
     .sort((a, b) => (compare(sortGet(a), sortGet(b)) ?? 0) * sign || a.id - b.id);
-  const startRaw = intLike(param(params, "START"));
-  const start = startRaw !== undefined && startRaw > 0 ? startRaw : 0;
+  const start = pageStart(param(params, "START"));
   const page = rows.slice(start, start + PAGE_SIZE).map((u) => renderUser(u, u.id, ctx, full));
-  const out: { result: unknown; total: number; next?: number } = { result: page, total: rows.length };
-  if (start + PAGE_SIZE < rows.length) out.next = start + PAGE_SIZE;
-  return out;
+  return paged(page, rows.length, start);
 };
