@@ -184,14 +184,6 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
   return { total: listing.total, offset: listing.offset, pending, ...listing.end() };
 }
 
-/** Every waiting approval (no paging), as `pendingPage` lists them. */
-export async function listPending(
-  app: PendingSource,
-  q: Omit<PendingQuery, "limit" | "offset" | "cursor"> = {},
-): Promise<PendingApproval[]> {
-  return (await pendingPage(app, { ...q, limit: Number.MAX_SAFE_INTEGER, offset: 0 })).pending;
-}
-
 /** The query as SQL filters it: requester, object, age and, for `decidableBy`, operations and escalation groups. */
 function filterOf(app: PendingSource, q: PendingQuery, now: number): RegisteredFilter {
   if (q.taskId !== undefined && q.dealId !== undefined)
