@@ -264,16 +264,8 @@ async function approvalAt(
       for (const x of broken) noteDamaged(a.threadId, x.envelopeHash);
       return undefined;
     }
-    if (
-      decidableBy !== undefined &&
-      !mayDecide(
-        app,
-        a,
-        decidableBy,
-        a.set.set.actions.map((x) => x.operation),
-      )
-    )
-      return undefined;
+    const operations = a.set.set.actions.map((x) => x.operation);
+    if (decidableBy !== undefined && !mayDecide(app, a, decidableBy, operations)) return undefined;
     return setApproval(a, members as ActionRow[], now);
   }
   if (decidableBy !== undefined && !mayDecide(app, a, decidableBy)) return undefined;
