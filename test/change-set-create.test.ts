@@ -13,7 +13,7 @@ import { startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
-import { listPending } from "../src/app/pending.js";
+import { pendingPage } from "../src/app/pending.js";
 import {
   outcomeTable,
   setCardHeader,
@@ -124,7 +124,7 @@ describe("a change set with a create (add_task)", () => {
     const original = (await portal.task(4))["title"];
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
-    const listed = (await listPending(app)).find((p) => p.threadId === view.threadId)!;
+    const listed = (await pendingPage(app)).pending.find((p) => p.threadId === view.threadId)!;
     expect(pendingLine(listed)).toContain("a2 add_task a new task TITLE,RESPONSIBLE_ID");
     expect(pendingLine(listed)).not.toMatch(/task 0\b/);
     expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");

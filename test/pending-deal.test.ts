@@ -11,7 +11,7 @@ import { AIMessage } from "@langchain/core/messages";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRun } from "../src/app/threads.js";
 import { type ThreadView } from "../src/app/view-thread.js";
-import { inboxFor } from "../src/inbox/queue.js";
+import { inboxListPage } from "../src/inbox/list-page.js";
 import { listFragment } from "../src/inbox/pages.js";
 import { cardSection } from "../src/inbox/card-view.js";
 import {
@@ -203,7 +203,7 @@ describe("the web inbox names a deal as a deal", () => {
   it("the listing says `update_deal · deal 3`, a task approval `task 3`, the set's actions their tasks; the deal's card reads 'from the deal'", async () => {
     const app = await openTestApp(portal, env["ACTION_ENVELOPE_DATA_DIR"]!);
     try {
-      const items = await inboxFor(app, "bob");
+      const { items } = await inboxListPage(app, "bob");
       const list = String(listFragment(items));
       // Each row names its object with the title as read, then each change as old → new.
       expect(list).toMatch(

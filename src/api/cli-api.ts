@@ -84,8 +84,7 @@ export async function apiViewOf(
     // The server read its journal: the question is its row, whatever the checkpoint's payload says.
     const records = audit.records;
     const base = records.length ? auditedState(state, records, undefined) : state;
-    const closing = records.find(isClosingRecord);
-    if (closing) return { view: auditedView(threadId, snapshot, state, records) };
+    if (records.some(isClosingRecord)) return { view: auditedView(threadId, snapshot, state, records) };
     const question = audit.question;
     if (question?.status !== "open") {
       const why = question
@@ -133,14 +132,6 @@ function stateView(
   if (snapshot.next.length > 0) return { threadId, status: "interrupted_run", next: snapshot.next, state };
   if (!state || Object.keys(state).length === 0) return { threadId, status: "not_found" };
   return undefined;
-}
-
-/**
- * The thread's audit records on the server, in chain order; undefined when the server does not serve
- * the audit routes, refuses them to this caller, or has no record of the thread.
- */
-async function auditRecordsOf(target: ApiTarget, threadId: string): Promise<AuditRecord[] | undefined> {
-  return (await auditOf(target, threadId))?.records;
 }
 
 /**
@@ -388,7 +379,7 @@ export async function apiPending(
     for (const t of page) {
       const payload = Object.values(t.interrupts ?? {}).flat()[0]?.value as InterruptPayload | undefined;
       if (payload?.kind !== "approval") continue;
-      const records = target ? await auditRecordsOf(target, t.thread_id) : undefined;
+      const records = target ? (await auditOf(target, t.thread_id))?.records : undefined;
       if (records?.some(isClosingRecord)) {
         withheld.push({ threadId: t.thread_id, reason: "the audit log records this thread as ended" });
         continue;

@@ -5,13 +5,8 @@
  * fails with a `LateResumeRefused` error whose message starts with the code (THREAD_ENDED, or
  * NOT_WAITING for a thread that has not ended but asks nothing), and a `decision_refused` record with
  * that code goes to the audit log. Nothing else changes: the journal's outcome stands.
- *
- * Two ways in:
- * - `refuseLateResume`, called by src/api/guard.ts around the graph the API server serves, when the
- *   run starts (after the server accepted it);
- * - `lateResumeRefusal(threadId, kwargs, deps)` is the journal-only check for the server's
- *   `threads:create_run` authorization event, to refuse with HTTP 409 before a run is even created
- *   (src/auth/rules.ts would call it; see the report of issue 13).
+ * `refuseLateResume` is called by src/api/guard.ts around the graph the API server serves, when the
+ * run starts (after the server accepted it).
  */
 import { createHash } from "node:crypto";
 import { isCommand, type CompiledStateGraph } from "@langchain/langgraph";
@@ -62,9 +57,8 @@ export function missingResume(waitingFor: "approval" | "input"): { code: "RESUME
   };
 }
 
-/** Pure: why a resume to this thread is refused, or null when it may go on. `waiting` = the addressed checkpoint has a task to run. */
-export function classifyLateResume(thread: ThreadRecord | undefined, waiting: boolean): LateResume | null {
-  if (waiting) return null;
+/** Pure: why a resume to this thread, whose addressed checkpoint has no task to run, is refused. */
+function classifyLateResume(thread: ThreadRecord | undefined): LateResume {
   if (thread?.closed) {
     const c = thread.closed;
     return {
@@ -78,22 +72,6 @@ export function classifyLateResume(thread: ThreadRecord | undefined, waiting: bo
       ? "this thread is not waiting for a decision or an answer (no approval or question is pending); the resume was not applied and changed nothing"
       : 'this thread has no request yet, so nothing is waiting for a decision; start it with input {"request": …}',
   };
-}
-
-/**
- * The check for the `threads:create_run` authorization event, from the journal alone: a run carrying
- * `command.resume` for a thread the journal has closed is refused. (Whether a not-yet-ended thread
- * is waiting is known only from its checkpoint, which `refuseLateResume` checks when the run starts.)
- */
-export async function lateResumeRefusal(
-  threadId: string | undefined,
-  kwargs: Record<string, unknown>,
-  deps: Pick<Deps, "journal">,
-): Promise<LateResume | null> {
-  const command = kwargs["command"] as { resume?: unknown } | null | undefined;
-  if (!threadId || !command || typeof command !== "object" || command.resume === undefined) return null;
-  const thread = await deps.journal.getThread(threadId);
-  return thread?.closed ? classifyLateResume(thread, false) : null;
 }
 
 /** The audit record of a refused late (or missing) resume: one per received value and time. */
@@ -168,27 +146,19 @@ export async function refuseLateResume(
   const snapshot = await graph.getState({ configurable: addressed });
   const waiting = snapshot.next.length > 0 || snapshot.tasks.some((t) => (t.interrupts?.length ?? 0) > 0);
   if (waiting && input.resume !== null) return;
-  if (waiting) {
-    // LangGraph writes no resume value for null: the pending node would just ask again, and the run
-    // would end "success" with nothing said or recorded.
-    const kinds = snapshot.tasks.flatMap((t) =>
-      (t.interrupts ?? []).map((i) => (i.value as { kind?: unknown } | undefined)?.kind),
-    );
-    const refusal = missingResume(
-      kinds.includes("input") && !kinds.includes("approval") ? "input" : "approval",
-    );
-    const thread = await deps.journal.getThread(threadId);
-    const action = await deps.journal.currentAction(threadId);
-    await deps.audit.append(
-      lateResumeEntry(threadId, thread, action, refusal, null, deps.clock().toISOString()),
-    );
-    throw new ResumeMissingError(threadId, refusal.reason);
-  }
   const thread = await deps.journal.getThread(threadId);
-  const refusal = classifyLateResume(thread, waiting)!;
   const action = await deps.journal.currentAction(threadId);
+  // Waiting with a null resume: LangGraph writes no resume value for null, so the pending node would
+  // just ask again, and the run would end "success" with nothing said or recorded.
+  const kinds = snapshot.tasks.flatMap((t) =>
+    (t.interrupts ?? []).map((i) => (i.value as { kind?: unknown } | undefined)?.kind),
+  );
+  const refusal = waiting
+    ? missingResume(kinds.includes("input") && !kinds.includes("approval") ? "input" : "approval")
+    : classifyLateResume(thread);
   await deps.audit.append(
     lateResumeEntry(threadId, thread, action, refusal, input.resume, deps.clock().toISOString()),
   );
+  if (refusal.code === "RESUME_MISSING") throw new ResumeMissingError(threadId, refusal.reason);
   throw new LateResumeRefusedError(threadId, refusal.code, refusal.reason);
 }

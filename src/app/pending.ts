@@ -184,14 +184,6 @@ export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Pro
   return { total: listing.total, offset: listing.offset, pending, ...listing.end() };
 }
 
-/** Every waiting approval (no paging), as `pendingPage` lists them. */
-export async function listPending(
-  app: PendingSource,
-  q: Omit<PendingQuery, "limit" | "offset" | "cursor"> = {},
-): Promise<PendingApproval[]> {
-  return (await pendingPage(app, { ...q, limit: Number.MAX_SAFE_INTEGER, offset: 0 })).pending;
-}
-
 /** The query as SQL filters it: requester, object, age and, for `decidableBy`, operations and escalation groups. */
 function filterOf(app: PendingSource, q: PendingQuery, now: number): RegisteredFilter {
   if (q.taskId !== undefined && q.dealId !== undefined)
@@ -272,16 +264,8 @@ async function approvalAt(
       for (const x of broken) noteDamaged(a.threadId, x.envelopeHash);
       return undefined;
     }
-    if (
-      decidableBy !== undefined &&
-      !mayDecide(
-        app,
-        a,
-        decidableBy,
-        a.set.set.actions.map((x) => x.operation),
-      )
-    )
-      return undefined;
+    const operations = a.set.set.actions.map((x) => x.operation);
+    if (decidableBy !== undefined && !mayDecide(app, a, decidableBy, operations)) return undefined;
     return setApproval(a, members as ActionRow[], now);
   }
   if (decidableBy !== undefined && !mayDecide(app, a, decidableBy)) return undefined;

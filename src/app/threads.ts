@@ -207,8 +207,14 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
   });
 }
 
-async function withThreadLock<T>(app: App, threadId: string, fn: () => Promise<T>): Promise<T> {
-  const owner = `${process.pid}:${randomUUID()}`;
+/** Runs `fn` under the journal's lease on the thread; IN_PROGRESS while another process holds it. `by`: the lease owner's label. */
+export async function withThreadLock<T>(
+  app: Pick<App, "deps">,
+  threadId: string,
+  fn: () => Promise<T>,
+  by = "",
+): Promise<T> {
+  const owner = `${process.pid}:${by}${randomUUID()}`;
   const got = await app.deps.journal.acquireThreadLock(threadId, owner, 5 * 60_000);
   if (!got) {
     throw new DecisionNotAcceptedError(

@@ -236,6 +236,7 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
   const ending = records.find((r) => isClosingRecord(r) && r.received);
   const ev: Partial<ActionEvidence> | undefined =
     (ending?.received as Partial<ActionEvidence> | undefined) ?? s;
+  const window = writerWindow(ev?.preRead ?? null, ev?.invocation ?? null, ev?.acknowledgement ?? null);
   if (ev?.preRead && actions.length === 0) {
     const p = ev.preRead;
     add("pre_read", "pre-read", p.at, `${p.verdict}: ${p.reason}`, {
@@ -272,7 +273,6 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
   }
   if (ev?.verification && actions.length === 0) {
     const v = ev.verification;
-    const window = writerWindow(ev.preRead ?? null, ev.invocation ?? null, ev.acknowledgement ?? null);
     add(
       "post_write_read",
       "post-write-read",
@@ -299,11 +299,7 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
       ...o,
       ...o.flags,
       ...(explained ? { because: explained.because } : {}),
-      concurrentWriterWindow: writerWindow(
-        ev?.preRead ?? null,
-        ev?.invocation ?? null,
-        ev?.acknowledgement ?? null,
-      ),
+      concurrentWriterWindow: window,
     });
   } else if (s?.outcome) {
     const explained = outcomeFlags(s);
@@ -319,16 +315,12 @@ export function buildEvidence({ threadId, state, records }: CaseInput): Evidence
         finishedAt: s.finishedAt,
         ...explained.flags,
         because: explained.because,
-        concurrentWriterWindow: writerWindow(
-          ev?.preRead ?? null,
-          ev?.invocation ?? null,
-          ev?.acknowledgement ?? null,
-        ),
+        concurrentWriterWindow: window,
       },
     );
   }
 
-  const width = String(out.length).length < 2 ? 2 : String(out.length).length;
+  const width = Math.max(2, String(out.length).length);
   const seen = new Map<string, number>();
   return out.map(({ stem, ...rest }, i) => {
     // The same stem twice (two envelopes for one revision after a crash) gets a suffix.

@@ -343,18 +343,12 @@ export function setRevisionSection(members: ActionRow[], previousMembers: Action
   </section>`;
 }
 
+/** A decision's type in the past tense where adding "d" does not make it ("approve" → "approved"). */
+const DECIDED: Record<string, string> = { reject: "rejected", edit: "edited", expire: "expired" };
+
 /** "Revision 2 replaces revision 1, which rejected by alice", and the decision's feedback. */
 function replacedHeading(revision: number, prevRevision: number, d: RevisionHistory["decision"]): Html {
-  const what = d
-    ? d.type === "reject"
-      ? "rejected"
-      : d.type === "edit"
-        ? "edited"
-        : d.type === "expire"
-          ? "expired"
-          : `${d.type}d`
-    : "replaced";
-  return html`<h3>Revision ${String(revision)} replaces revision ${String(prevRevision)}, which ${d ? html`${what} by ${text(d.by)}` : "was replaced"}</h3>
+  return html`<h3>Revision ${String(revision)} replaces revision ${String(prevRevision)}, which ${d ? html`${DECIDED[d.type] ?? `${d.type}d`} by ${text(d.by)}` : "was replaced"}</h3>
     ${d?.message ? html`<p class="feedback"><strong>Feedback:</strong> <q>${text(d.message)}</q></p>` : ""}`;
 }
 

@@ -8,9 +8,8 @@
  * The page's hash and nonce are checked under the lock before anything is sent: a card that changed
  * meanwhile (new revision, escalation, decided elsewhere) is refused here and never reaches the graph.
  */
-import { randomUUID } from "node:crypto";
 import { Command } from "@langchain/langgraph";
-import { RUN_DURABILITY } from "../app/threads.js";
+import { RUN_DURABILITY, withThreadLock } from "../app/threads.js";
 import { viewThread, type ThreadView } from "../app/view-thread.js";
 import type { App } from "../app/open-app.js";
 import { DecisionNotAcceptedError } from "../errors.js";
@@ -102,34 +101,28 @@ async function resumeAsSignedIn(
   role: string,
   resumeFor: (view: ThreadView) => unknown,
 ): Promise<ThreadView> {
-  const journal = app.deps.journal;
-  const owner = `${process.pid}:inbox:${randomUUID()}`;
-  if (!(await journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
-    throw new DecisionNotAcceptedError(
-      threadId,
-      "IN_PROGRESS",
-      "another process is working on this thread right now; try again when it has finished",
-    );
-  }
-  try {
-    const view = await viewThread(app, threadId);
-    if (view.status === "not_found")
-      throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
-    const resume = resumeFor(view);
-    const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
-    const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
-      configurable: {
-        thread_id: threadId,
-        langgraph_auth_user: { identity, is_authenticated: true, permissions: [role] },
-      },
-      durability: RUN_DURABILITY,
-      streamMode: "updates",
-    });
-    for await (const _chunk of stream) {
-      // Drained: each node has run and been checkpointed when the stream ends.
-    }
-    return await viewThread(app, threadId);
-  } finally {
-    await journal.releaseThreadLock(threadId, owner);
-  }
+  return withThreadLock(
+    app,
+    threadId,
+    async () => {
+      const view = await viewThread(app, threadId);
+      if (view.status === "not_found")
+        throw new DecisionNotAcceptedError(threadId, "NO_SUCH_THREAD", "no such thread; nothing was started");
+      const resume = resumeFor(view);
+      const resumeValue = view.interruptId ? { [view.interruptId]: resume } : resume;
+      const stream = await app.graph.stream(new Command({ resume: resumeValue }) as never, {
+        configurable: {
+          thread_id: threadId,
+          langgraph_auth_user: { identity, is_authenticated: true, permissions: [role] },
+        },
+        durability: RUN_DURABILITY,
+        streamMode: "updates",
+      });
+      for await (const _chunk of stream) {
+        // Drained: each node has run and been checkpointed when the stream ends.
+      }
+      return await viewThread(app, threadId);
+    },
+    "inbox:",
+  );
 }

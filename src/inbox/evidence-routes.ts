@@ -7,6 +7,7 @@ import path from "node:path";
 import { Hono } from "hono";
 import { viewThread } from "../app/view-thread.js";
 import { buildCase } from "../evidence/bundle.js";
+import type { EvidenceKind } from "../evidence/evidence-objects.js";
 import { verifyForView } from "../evidence/case-source.js";
 import { exportBundle } from "../evidence/export.js";
 import { html, text } from "./html.js";
@@ -36,17 +37,8 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
     if (!(await maySeeRun(app, threadId, s.user))) return notYours(c, threadId);
     const { caseRecord, evidence } = await caseOf(threadId);
     const fp = caseRecord.firstPage;
-    const STAGES: Array<[string, string]> = [
-      ["approval_request", "shown"],
-      ["decision", "approved"],
-      ["invocation", "invoked"],
-      ["acknowledgement", "acknowledged"],
-      ["post_write_read", "observed"],
-      ["outcome", "outcome"],
-    ];
     const rows = evidence.map((e) => {
-      const stage =
-        e.kind === "decision" ? decisionStage(e) : (STAGES.find(([k]) => k === e.kind)?.[1] ?? e.kind);
+      const stage = e.kind === "decision" ? decisionStage(e) : (STAGES[e.kind] ?? e.kind);
       return html`<tr><td>${stage}</td><td><time datetime="${e.at}">${e.at}</time></td><td>${text(e.name)}</td><td>${text(e.summary)}</td></tr>`;
     });
     return c.html(
@@ -92,6 +84,15 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
     }
   });
 }
+
+/** The stage an evidence object shows, by its kind (a decision's: decisionStage); other kinds show their kind. */
+const STAGES: Partial<Record<EvidenceKind, string>> = {
+  approval_request: "shown",
+  invocation: "invoked",
+  acknowledgement: "acknowledged",
+  post_write_read: "observed",
+  outcome: "outcome",
+};
 
 /** What a decision's evidence says happened: approved, rejected, edited, cancelled, expired, or refused. */
 function decisionStage(e: { name: string; data: Record<string, unknown> }): string {

@@ -12,7 +12,6 @@ import { changeLines, objectTitle, type ChangeLine } from "./summary.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { membersOf } from "../hitl/journal-gate.js";
-import { registeredRows } from "../store/waiting-list.js";
 
 /** One action of a change set as the list shows it. */
 export interface InboxSetAction {
@@ -95,24 +94,9 @@ export interface Bound {
 }
 
 export function boundOf(action: ActionRow): Bound {
-  const m = action.set;
-  if (m) {
-    const s = m.set;
-    return {
-      hash: m.setHash,
-      nonce: s.nonce,
-      revision: s.revision,
-      expiresAt: s.expiresAt,
-      risk: s.risk.level,
-      reversibility: s.risk.reversibility,
-      requestedBy: s.requestedBy,
-      requesterVerifiedBy: requesterVerificationOf(s),
-      createdAt: s.createdAt,
-    };
-  }
-  const e = action.envelope;
+  const e = action.set ? action.set.set : action.envelope;
   return {
-    hash: action.envelopeHash,
+    hash: action.set ? action.set.setHash : action.envelopeHash,
     nonce: e.nonce,
     revision: e.revision,
     expiresAt: e.expiresAt,
@@ -136,10 +120,11 @@ export function entitlementOf(app: App, action: ActionRow, user: string): Entitl
   const inGroup = !action.escalatedTo || (policy.approvers.groups[action.escalatedTo] ?? []).includes(user);
   const subject = action.set ? action.set.set : action.envelope;
   const sod = policy.separationOfDuties;
-  const level = action.set ? action.set.set.risk.level : action.envelope.risk.level;
   const author = subject.requestedBy === user ? "requested" : subject.editedBy === user ? "edited" : null;
   const selfBarred =
-    sod && author && levelRank(level) >= levelRank(sod.requesterMayNotApproveAtOrAbove) ? author : null;
+    sod && author && levelRank(subject.risk.level) >= levelRank(sod.requesterMayNotApproveAtOrAbove)
+      ? author
+      : null;
   const notApprovable: NotApprovable | null = !approver ? null : !inGroup ? "escalated" : selfBarred;
   return {
     mayDecide: approver,
@@ -155,23 +140,6 @@ export async function waitingAction(app: App, threadId: string): Promise<ActionR
   return action && action.macValid && action.phase === "registered" && !action.progress.closed
     ? action
     : undefined;
-}
-
-export async function inboxFor(app: App, user: string): Promise<InboxItem[]> {
-  const journal = app.deps.journal;
-  const items: InboxItem[] = [];
-  // A change set has one waiting row per action; the set is listed once, from the row it is at.
-  const listed = new Set<string>();
-  for await (const row of registeredRows((f) => journal.listRegistered(f))) {
-    if (listed.has(row.threadId)) continue;
-    const action = await waitingAction(app, row.threadId);
-    if (!action || action.envelopeHash !== row.envelopeHash) continue;
-    const item = await inboxItemOf(app, action, user);
-    if (!item) continue;
-    listed.add(row.threadId);
-    items.push(item);
-  }
-  return items.sort(byExpiry);
 }
 
 /** The one to decide first is the one that expires first. */

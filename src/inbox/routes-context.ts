@@ -50,7 +50,7 @@ export interface RouteContext {
   /** A refusal page with its status. */
   refused(
     c: Context<Env>,
-    status: 401 | 403 | 409 | 422 | 429,
+    status: 400 | 401 | 403 | 409 | 422 | 429,
     title: string,
     message: string | Html,
     user?: Session,

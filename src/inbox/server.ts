@@ -75,7 +75,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
 
   const refused = (
     c: Context<Env>,
-    status: 401 | 403 | 409 | 422 | 429,
+    status: 400 | 401 | 403 | 409 | 422 | 429,
     title: string,
     message: string | Html,
     user?: Session,
@@ -111,44 +111,38 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
 
   /**
    * The list page a request names (`?cursor=` from a "Next page" link, `?q=`/`?risk=` kept in its
-   * links), or a 400 page for a cursor no page printed. Questions are on the first page.
+   * links) with its questions (on the first page only), or a 400 page for a cursor no page printed.
    */
-  const listPageOf = async (
-    c: Context<Env>,
-  ): Promise<{ page: InboxListPage; paging: ListPaging } | Response> => {
+  const listPageOf = async (c: Context<Env>) => {
     const cursor = c.req.query("cursor");
     const filters: ListFilters = { q: c.req.query("q") ?? "", risk: c.req.query("risk") ?? "" };
+    let page: InboxListPage;
     try {
-      const page = await inboxListPage(app, c.var.session.user, cursor !== undefined ? { cursor } : {});
-      return {
-        page,
-        paging: { damaged: page.damaged, next: page.next, paged: cursor !== undefined, filters },
-      };
+      page = await inboxListPage(app, c.var.session.user, cursor !== undefined ? { cursor } : {});
     } catch (e) {
       if (!(e instanceof UsageError)) throw e;
-      return c.html(
-        layout(
-          "Not a page of the list",
-          html`<h1>Not a page of the list</h1><p class="refusal" role="alert">${e.message}</p><p><a href="${base}/">Back to the inbox</a></p>`,
-          { user: c.var.session.user, csrf: c.var.session.csrf, base },
-        ),
-        400,
-      );
+      return refused(c, 400, "Not a page of the list", e.message, c.var.session);
     }
+    const paging: ListPaging = {
+      damaged: page.damaged,
+      next: page.next,
+      paged: cursor !== undefined,
+      filters,
+    };
+    const questions = paging.paged ? [] : await questionsFor(app, c.var.session.user);
+    return { items: page.items, questions, paging };
   };
 
   web.get("/", async (c) => {
-    const user = c.var.session.user;
     const listed = await listPageOf(c);
     if (listed instanceof Response) return listed;
-    const questions = listed.paging.paged ? [] : await questionsFor(app, user);
-    return c.html(inboxPage(user, c.var.session.csrf, listed.page.items, questions, base, listed.paging));
+    const { user, csrf } = c.var.session;
+    return c.html(inboxPage(user, csrf, listed.items, listed.questions, base, listed.paging));
   });
   web.get("/list", async (c) => {
     const listed = await listPageOf(c);
     if (listed instanceof Response) return listed;
-    const questions = listed.paging.paged ? [] : await questionsFor(app, c.var.session.user);
-    return c.html(listFragment(listed.page.items, questions, base, listed.paging).value);
+    return c.html(listFragment(listed.items, listed.questions, base, listed.paging).value);
   });
 
   /**

@@ -99,6 +99,18 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     );
   };
 
+  /** The thread's page with a refusal above it: nothing was applied. */
+  const refusedOn = (c: Context<Env>, threadId: string, message: Html | string, status: 409 | 422 = 422) =>
+    threadPage(c, threadId, { kind: "refusal", message }, status);
+
+  /** The page for a decision or answer the run refused as a stale card or not accepted; anything else is thrown. */
+  const notAccepted = (c: Context<Env>, threadId: string, e: unknown) => {
+    if (e instanceof StaleCardError) return refusedOn(c, threadId, `Refused: ${e.reason}`, 409);
+    if (e instanceof DecisionNotAcceptedError)
+      return refusedOn(c, threadId, `Refused (${e.code}): ${e.detail}`, 409);
+    throw e;
+  };
+
   web.get("/t/:thread", (c) => threadPage(c, c.req.param("thread")));
 
   web.post("/t/:thread/decide", async (c) => {
@@ -120,14 +132,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     let perAction: PerActionForm | undefined;
     if (type === "per-action") {
       const read = readPerActionForm(form, onScreenSet);
-      if (!read.ok) {
-        return threadPage(
-          c,
-          threadId,
-          { kind: "refusal", message: html`Nothing was sent: ${read.reason}` },
-          422,
-        );
-      }
+      if (!read.ok) return refusedOn(c, threadId, html`Nothing was sent: ${read.reason}`);
       perAction = read.form;
     }
     if (action) {
@@ -147,18 +152,12 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
           `${s.user} may not ${approves ? "approve" : (type ?? "decide")} this approval under policy ${app.deps.policy.id}@${app.deps.policy.version}.`,
           s,
         );
-      if (action.set && type === "edit") {
-        return threadPage(
+      if (action.set && type === "edit")
+        return refusedOn(
           c,
           threadId,
-          {
-            kind: "refusal",
-            message:
-              "Nothing was sent: an edit of a change set names the action it changes; use the per-action form (edit that action, approve or reject each of the others).",
-          },
-          422,
+          "Nothing was sent: an edit of a change set names the action it changes; use the per-action form (edit that action, approve or reject each of the others).",
         );
-      }
     }
     // The time of a decision is this server's clock, unless the decision is signed: then it is the
     // decidedAt the browser signed (the signature covers it, and check_decision refuses one too far ahead).
@@ -168,22 +167,16 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const signature = field("signature");
     const decidedAt = decidedAtFor(signature);
     const signed = { decidedAt, ...(signature ? { signature } : {}) };
+    const named = { envelopeHash, nonce, approver: { id: s.user } };
     let decision: Record<string, unknown>;
     let decisions: Array<Record<string, unknown>> | undefined;
     switch (type) {
       case "approve":
-        decision = { type, envelopeHash, nonce, approver: { id: s.user }, ...signed };
+        decision = { type, ...named, ...signed };
         break;
       case "reject": {
         const message = field("message")?.trim();
-        decision = {
-          type,
-          envelopeHash,
-          nonce,
-          approver: { id: s.user },
-          ...(message ? { message } : {}),
-          ...signed,
-        };
+        decision = { type, ...named, ...(message ? { message } : {}), ...signed };
         break;
       }
       case "edit": {
@@ -194,14 +187,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
           await auditUnsafeEdit(app, threadId, action, unsafe, edited.fields);
           return refused(c, 422, "Edit not sent", unsafe, s);
         }
-        decision = {
-          type,
-          envelopeHash,
-          nonce,
-          approver: { id: s.user },
-          editedAction: editedActionOf(action, edited.fields),
-          ...signed,
-        };
+        decision = { type, ...named, editedAction: editedActionOf(action, edited.fields), ...signed };
         break;
       }
       case "cancel":
@@ -214,9 +200,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         for (const e of perAction!.entries) {
           const sig = field(`signature.${e.actionId}`);
           const common = {
-            envelopeHash,
-            nonce,
-            approver: { id: s.user },
+            ...named,
             actionId: e.actionId,
             decidedAt: decidedAtFor(sig),
             ...(sig ? { signature: sig } : {}),
@@ -228,21 +212,11 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
           } else {
             const fields = editedFields(form, `edit.${e.actionId}.`);
             if (!fields.ok)
-              return threadPage(
-                c,
-                threadId,
-                { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${fields.reason}` },
-                422,
-              );
+              return refusedOn(c, threadId, `Nothing was sent: ${e.actionId}: ${fields.reason}`);
             const unsafe = invisibleInEdit(fields.fields);
             if (unsafe) {
               await auditUnsafeEdit(app, threadId, action, unsafe, fields.fields);
-              return threadPage(
-                c,
-                threadId,
-                { kind: "refusal", message: `Nothing was sent: ${e.actionId}: ${unsafe}` },
-                422,
-              );
+              return refusedOn(c, threadId, `Nothing was sent: ${e.actionId}: ${unsafe}`);
             }
             const target = onScreenSet?.find((m) => m.set?.actionId === e.actionId);
             built.push({ type: "edit", ...common, editedAction: editedActionOf(target, fields.fields) });
@@ -266,11 +240,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         s.user,
       );
     } catch (e) {
-      if (e instanceof StaleCardError)
-        return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
-      if (e instanceof DecisionNotAcceptedError)
-        return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
-      throw e;
+      return notAccepted(c, threadId, e);
     }
     const now = await app.deps.journal.currentAction(threadId);
     const what =
@@ -282,14 +252,10 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
       now.progress.refusalsSeen > before
     ) {
       const r = now.progress.lastRefusal;
-      return threadPage(
+      return refusedOn(
         c,
         threadId,
-        {
-          kind: "refusal",
-          message: html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.`,
-        },
-        422,
+        html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.`,
       );
     }
     if (after.status === "awaiting_approval") {
@@ -334,22 +300,14 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     try {
       after = await answerAsSignedIn(app, threadId, askedAt, answers, s.user);
     } catch (e) {
-      if (e instanceof StaleCardError)
-        return threadPage(c, threadId, { kind: "refusal", message: `Refused: ${e.reason}` }, 409);
-      if (e instanceof DecisionNotAcceptedError)
-        return threadPage(c, threadId, { kind: "refusal", message: `Refused (${e.code}): ${e.detail}` }, 409);
-      throw e;
+      return notAccepted(c, threadId, e);
     }
     const refusal = (after.state?.refusals.length ?? 0) > before ? after.state?.refusals.at(-1) : undefined;
     if (after.status === "awaiting_input" && refusal) {
-      return threadPage(
+      return refusedOn(
         c,
         threadId,
-        {
-          kind: "refusal",
-          message: html`Your answer was refused (${text(refusal.code)}): ${text(refusal.reason)}. Nothing was sent to the agent; answer again.`,
-        },
-        422,
+        html`Your answer was refused (${text(refusal.code)}): ${text(refusal.reason)}. Nothing was sent to the agent; answer again.`,
       );
     }
     if (after.status === "awaiting_approval") {

@@ -23,6 +23,17 @@ function invisibleWarning(params: Record<string, unknown>): Html | string {
     : html`<p class="warning" role="alert">${names.join(", ")} ${names.length === 1 ? "holds" : "hold"} characters that cannot be seen, shown below as ⟨U+XXXX⟩ markers. An edit never keeps them: delete each marker before submitting (this drops the character).</p>`;
 }
 
+/**
+ * An edit form's inputs, one per field: a text value as it is, any other as JSON (editedFields reads
+ * them back from `<namePrefix>field.<F>` and `<namePrefix>json.<F>`). `form`: the form they belong to.
+ */
+function editInputs(params: Record<string, unknown>, idPrefix: string, namePrefix: string, form?: string) {
+  return Object.entries(params).map(([field, v]) => {
+    const plain = typeof v === "string";
+    return html`<label for="${idPrefix}${field}">${field}${plain ? "" : " (JSON)"}</label><textarea${form ? html` form="${form}"` : ""} id="${idPrefix}${field}" name="${namePrefix}${plain ? "field" : "json"}.${field}" rows="2">${plain ? v : JSON.stringify(v)}</textarea>`;
+  });
+}
+
 /** Said where the Approve button would be, when this user may decide but not approve. */
 function notApprovableNote(why: NotApprovable | null, escalatedTo: string | null, what: string): Html {
   if (why === "edited" || why === "requested") {
@@ -91,11 +102,6 @@ export function perActionControls(
         : "";
     const choice = (t: PerActionType, label: string, disabled = false) =>
       html`<label class="choice" for="decision-${id}-${t}"><input type="radio" form="${f}" id="decision-${id}-${t}" name="decision.${id}" value="${t}" required${disabled ? html` disabled` : ""}> ${label}</label>`;
-    const editInputs = Object.entries(e.params).map(([field, v]) =>
-      typeof v === "string"
-        ? html`<label for="edit-${id}-${field}">${field}</label><textarea form="${f}" id="edit-${id}-${field}" name="edit.${id}.field.${field}" rows="2">${v}</textarea>`
-        : html`<label for="edit-${id}-${field}">${field} (JSON)</label><textarea form="${f}" id="edit-${id}-${field}" name="edit.${id}.json.${field}" rows="2">${JSON.stringify(v)}</textarea>`,
-    );
     out.set(
       id,
       html`<fieldset class="per-action" form="${f}" data-action-id="${id}" data-task="${String(e.object.id)}" data-idarg="${OPERATIONS[e.operation].idArg}" data-operation="${e.operation}">
@@ -103,7 +109,7 @@ export function perActionControls(
       ${choice("approve", "Approve", !may.mayApprove)}${choice("reject", "Reject")}${choice("edit", "Edit")}
       ${ifRejected ? html`<p class="if-rejected" data-if-rejected="${id}">If you reject ${id} and approve the others: ${ifRejected}.</p>` : ""}
       <label for="message-${id}">Feedback if rejected (optional)</label><textarea form="${f}" id="message-${id}" name="message.${id}" rows="1" maxlength="4000"></textarea>
-      <details><summary>Values for an edit of ${id} (the set becomes a new revision for another approver)</summary>${invisibleWarning(e.params)}${editInputs}</details>
+      <details><summary>Values for an edit of ${id} (the set becomes a new revision for another approver)</summary>${invisibleWarning(e.params)}${editInputs(e.params, `edit-${id}-`, `edit.${id}.`, f)}</details>
       ${sign ? html`<input type="hidden" form="${f}" name="signature.${id}" value="">` : ""}
     </fieldset>`,
     );
@@ -196,11 +202,6 @@ export function decisionForms(
   const bound = boundInputs(s, action, sign);
   const formAttrs = (type: string) =>
     html`method="post" action="${base}/t/${encodeURIComponent(view.threadId)}/decide" class="decision decision-${type}" data-sign="${sign ? "yes" : "no"}" data-thread="${view.threadId}" data-approver="${s.user}" data-task="${String(action.envelope.object.id)}" data-idarg="${OPERATIONS[action.envelope.operation].idArg}" data-operation="${action.envelope.operation}"`;
-  const editInputs = Object.entries(action.envelope.params).map(([f, v]) =>
-    typeof v === "string"
-      ? html`<label for="edit-${f}">${f}</label><textarea id="edit-${f}" name="field.${f}" rows="2">${v}</textarea>`
-      : html`<label for="edit-${f}">${f} (JSON)</label><textarea id="edit-${f}" name="json.${f}" rows="2">${JSON.stringify(v)}</textarea>`,
-  );
   return html`<section class="decide" aria-label="Decide">
     ${sign ? SIGNING_KEY_IMPORT : ""}
     ${
@@ -216,7 +217,7 @@ export function decisionForms(
           <textarea id="feedback" name="message" rows="2" maxlength="4000"></textarea>
           <button type="submit" class="reject">Reject</button></form>
         <details><summary>Edit the values</summary><form ${formAttrs("edit")}>${bound}<input type="hidden" name="action" value="edit">
-          ${invisibleWarning(action.envelope.params)}${editInputs}<button type="submit">Submit the edit (it becomes a new revision for a fresh approval)</button></form></details>`
+          ${invisibleWarning(action.envelope.params)}${editInputs(action.envelope.params, "edit-", "")}<button type="submit">Submit the edit (it becomes a new revision for a fresh approval)</button></form></details>`
         : ""
     }
     ${may.mayCancel ? cancelForm(formAttrs("cancel"), bound) : ""}
