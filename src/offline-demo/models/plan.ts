@@ -2,7 +2,6 @@
  * A request of several clauses ("rename task 3 to X; then set its priority to high") planned as one
  * change set, each clause's task resolved: pure functions.
  */
-import { MAX_SET_ACTIONS } from "../../envelope/change-set.js";
 import { operationFor, type TaskField } from "./fields.js";
 import {
   CLAUSE_PATTERNS,
@@ -12,6 +11,13 @@ import {
   type ChangeIntent,
   type ParsedRequest,
 } from "./intent.js";
+
+/**
+ * Most actions one change set may hold; the same limit as the propose_change_set tool
+ * (src/envelope/change-set.ts MAX_SET_ACTIONS), checked here so the model refuses in words; the
+ * offline demo imports no production module, so the number is written again.
+ */
+const MAX_CHANGE_SET_ACTIONS = 5;
 
 /** One action of a planned change set: what propose_change_set carries for it. */
 export interface PlannedAction {
@@ -159,10 +165,10 @@ export function planRequest(text: string): RequestPlan {
     });
   }
   // The change set's own limit, checked here so the model refuses in words.
-  if (actions.length > MAX_SET_ACTIONS) {
+  if (actions.length > MAX_CHANGE_SET_ACTIONS) {
     return {
       kind: "refused",
-      message: `The request asks for ${actions.length} separate changes; one change set holds at most ${MAX_SET_ACTIONS}. Please split it into smaller requests.`,
+      message: `The request asks for ${actions.length} separate changes; one change set holds at most ${MAX_CHANGE_SET_ACTIONS}. Please split it into smaller requests.`,
     };
   }
   return { kind: "multi", clauses, actions };
