@@ -2,10 +2,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   checkPlan,
-  checkPlanApproval,
   checkProposal,
   defaultPolicy,
-  hashPlan,
   parsePolicy,
   PolicyError,
   type Policy,
@@ -382,23 +380,6 @@ describe("chain rule", () => {
     expect(r).toMatchObject({ allowed: false, code: "DENIED_OPERATION", index: 1 });
     expect(!r.allowed && r.reasons[0]).toMatch(/^action 2: /);
     expect(checkPlan(policy, {}, [])).toMatchObject({ allowed: false });
-  });
-
-  it("adding, removing or reordering an action voids an approved plan", () => {
-    const actions = ["sha256:" + "a".repeat(64), "sha256:" + "b".repeat(64)];
-    const approved = { planHash: hashPlan(actions), actionHashes: actions };
-    expect(checkPlanApproval(approved, actions)).toEqual({ valid: true });
-    const added = checkPlanApproval(approved, [...actions, "sha256:" + "c".repeat(64)]);
-    expect(added).toMatchObject({ valid: false, added: ["sha256:" + "c".repeat(64)] });
-    expect(!added.valid && added.reason).toMatch(/added after approval/);
-    expect(checkPlanApproval(approved, [actions[0]!])).toMatchObject({ valid: false, removed: [actions[1]] });
-    expect(checkPlanApproval(approved, [...actions].reverse())).toMatchObject({
-      valid: false,
-      reason: expect.stringMatching(/reordered/),
-    });
-    expect(checkPlanApproval({ ...approved, actionHashes: [actions[0]!] }, [actions[0]!])).toMatchObject({
-      valid: false,
-    });
   });
 
   it("property: a plan's class is never lower than any of its actions'", () => {

@@ -16,7 +16,7 @@ export {
   type RiskLevel,
 } from "./policy.js";
 export { defaultPolicy } from "./default-policy.js";
-export { checkProposal, checkPlan, hashPlan, checkPlanApproval, type Proposal } from "./scope.js";
+export { checkProposal, checkPlan, type Proposal } from "./scope.js";
 export {
   EnvelopeSchema,
   requesterVerificationOf,

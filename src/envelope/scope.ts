@@ -3,7 +3,6 @@
  * all), then values. Everything here runs before an approval card exists, so a refused proposal is
  * never shown to a human as something to approve.
  */
-import { canonicalJson, sha256Json } from "./canonical.js";
 import { checkFieldValue, UPPER_SNAKE } from "./fields.js";
 import {
   fieldsOf,
@@ -222,36 +221,6 @@ export function chainRisk(risks: Risk[]): Risk {
     if (levelRank(r.level) > levelRank(level)) level = r.level;
   }
   return { reversibility, level };
-}
-
-/** Hash of a plan: the ordered list of its actions' envelope hashes. */
-export function hashPlan(actionHashes: string[]): string {
-  return sha256Json({ plan: actionHashes });
-}
-
-/**
- * Whether an approval given for one plan still covers the current plan. Any added action voids it
- * (the chain may now be riskier than what was approved); so does a removed or reordered one, because
- * the approver approved the sequence, not a subset.
- */
-export function checkPlanApproval(
-  approved: { planHash: string; actionHashes: string[] },
-  current: string[],
-): { valid: true } | { valid: false; reason: string; added: string[]; removed: string[] } {
-  const added = current.filter((h) => !approved.actionHashes.includes(h));
-  const removed = approved.actionHashes.filter((h) => !current.includes(h));
-  const invalid = (reason: string) => ({ valid: false as const, reason, added, removed });
-  if (hashPlan(approved.actionHashes) !== approved.planHash)
-    return invalid("the approved plan's hash does not match its own action list");
-  if (added.length)
-    return invalid(`${added.length} action(s) were added after approval; the plan must be approved again`);
-  if (removed.length)
-    return invalid(
-      `${removed.length} action(s) were removed after approval; the plan must be approved again`,
-    );
-  if (canonicalJson(current) !== canonicalJson(approved.actionHashes))
-    return invalid("the actions were reordered after approval; the plan must be approved again");
-  return { valid: true };
 }
 
 function isPlainRecord(v: unknown): v is Record<string, unknown> {
