@@ -16,14 +16,13 @@ import {
   compareBaseline,
   createEnvelope,
   defaultPolicy,
-  exampleTask,
   hashEnvelope,
   renderCard,
-  taskBody,
   verifyOutcome,
   type Envelope,
   type ReadResult,
 } from "../src/envelope/index.js";
+import { exampleTask, taskBody } from "../test/support/examples.js";
 import { codeState, machine, versions } from "./support/common.js";
 
 function arg(name: string, fallback: number): number {

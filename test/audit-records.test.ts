@@ -3,13 +3,8 @@
  * approving, what a refused decision is recorded as, and values the canonical form would refuse.
  */
 import { describe, expect, it } from "vitest";
-import {
-  createEnvelope,
-  defaultPolicy,
-  exampleTask,
-  hashEnvelope,
-  sha256Json,
-} from "../src/envelope/index.js";
+import { createEnvelope, defaultPolicy, hashEnvelope, sha256Json } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 import { decisionAcceptedEntry, decisionRefusedEntry, jsonSafe } from "../src/hitl/audit-records.js";
 import type { DecisionRecord } from "../src/envelope/records.js";
 

@@ -1,13 +1,8 @@
 // The decision judgement of the pure core (src/envelope/decision-judgement.ts), without a graph or a
 // journal: who may decide, which refusals count, and what a cancel or an expiry needs.
 import { describe, expect, it } from "vitest";
-import {
-  createEnvelope,
-  defaultPolicy,
-  exampleTask,
-  hashEnvelope,
-  type Envelope,
-} from "../src/envelope/index.js";
+import { createEnvelope, defaultPolicy, hashEnvelope, type Envelope } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 import {
   entitlementProblem,
   judgeSystemDecision,

@@ -7,10 +7,10 @@ import {
   defaultPolicy,
   EnvelopeError,
   EnvelopeSchema,
-  exampleTask,
   hashEnvelope,
   type Envelope,
 } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 
 function envelope(params: Record<string, unknown> = { TITLE: "Renamed", PRIORITY: "2" }): Envelope {
   return createEnvelope({

@@ -4,12 +4,12 @@ import {
   createEnvelope,
   decodeDisplay,
   defaultPolicy,
-  exampleTask,
   hashEnvelope,
   renderCard,
   renderValue,
   type Envelope,
 } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 
 function envelope(params: Record<string, unknown>, task = exampleTask()): Envelope {
   return createEnvelope({

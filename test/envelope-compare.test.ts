@@ -4,12 +4,11 @@ import {
   compareBaseline,
   createEnvelope,
   defaultPolicy,
-  exampleTask,
-  taskBody,
   valuesEqual,
   type Envelope,
   type ReadResult,
 } from "../src/envelope/index.js";
+import { exampleTask, taskBody } from "./support/examples.js";
 
 function envelope(
   params: Record<string, unknown> = { TITLE: "Renamed", PRIORITY: "2" },

@@ -5,7 +5,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createEnvelope, defaultPolicy, exampleTask, taskBody } from "../src/envelope/index.js";
+import { createEnvelope, defaultPolicy } from "../src/envelope/index.js";
+import { exampleTask, taskBody } from "./support/examples.js";
 import { changedSinceWrite, compensationOf } from "../src/envelope/compensation.js";
 
 const NOW = new Date("2026-11-30T10:00:00Z");

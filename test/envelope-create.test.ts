@@ -5,7 +5,6 @@ import {
   createEnvelope,
   defaultPolicy,
   EnvelopeError,
-  exampleTask,
   fieldToTaskKey,
   hashEnvelope,
   madeWhen,
@@ -13,6 +12,7 @@ import {
   taskKeyToField,
   type CreateEnvelopeInput,
 } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 
 const NOW = new Date("2026-11-30T10:00:00Z");
 

@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest";
 import {
   createEnvelope,
   defaultPolicy,
-  exampleTask,
   generateApproverKeyPair,
   hashEnvelope,
   KeyRegistryError,
@@ -21,6 +20,7 @@ import {
   type RefusalCode,
   type SignedDecisionPayload,
 } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 import defaultJson from "../policy/default.json" with { type: "json" };
 import { identityEstablished } from "../src/envelope/decision-identity.js";
 

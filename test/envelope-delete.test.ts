@@ -11,11 +11,9 @@ import {
   compareBeforeDelete,
   createEnvelope,
   defaultPolicy,
-  exampleTask,
   hashEnvelope,
   parseEnvelope,
   renderCard,
-  taskBody,
   verifyDeleted,
   writeArgsOf,
   type Acknowledgement,
@@ -23,6 +21,7 @@ import {
   type Policy,
   type ReadResult,
 } from "../src/envelope/index.js";
+import { exampleTask, taskBody } from "./support/examples.js";
 
 const NOW = new Date("2026-11-30T10:00:00Z");
 const TEXT = "Moved to review — please check the numbers.";

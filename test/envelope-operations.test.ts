@@ -11,18 +11,17 @@ import {
   checkProposal,
   createEnvelope,
   defaultPolicy,
-  exampleTask,
   hashEnvelope,
   OPERATIONS,
   parseEnvelope,
   renderCard,
-  taskBody,
   validateDecision,
   verifyCreatedComment,
   type Acknowledgement,
   type Envelope,
   type ReadResult,
 } from "../src/envelope/index.js";
+import { exampleTask, taskBody } from "./support/examples.js";
 
 const NOW = new Date("2026-11-30T10:00:00Z");
 const TEXT = "Moved to review — please check the numbers.";

@@ -3,13 +3,12 @@ import { describe, expect, it } from "vitest";
 import {
   createEnvelope,
   defaultPolicy,
-  exampleTask,
-  taskBody,
   verifyOutcome,
   type Acknowledgement,
   type Envelope,
   type ReadResult,
 } from "../src/envelope/index.js";
+import { exampleTask, taskBody } from "./support/examples.js";
 
 function envelope(params: Record<string, unknown> = { TITLE: "Renamed", PRIORITY: "2" }): Envelope {
   return createEnvelope({

@@ -9,16 +9,15 @@ import {
   compareValues,
   createEnvelope,
   defaultPolicy,
-  exampleTask,
   fingerprint,
   NORMALISATION_RULES,
   noChangeReason,
-  taskBody,
   valuesEqual,
   verifyOutcome,
   type Envelope,
   type ReadResult,
 } from "../src/envelope/index.js";
+import { exampleTask, taskBody } from "./support/examples.js";
 
 function envelope(params: Record<string, unknown> = { TITLE: "Renamed" }, task = exampleTask()): Envelope {
   return createEnvelope({

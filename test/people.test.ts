@@ -21,7 +21,6 @@ import { type ThreadView } from "../src/app/view-thread.js";
 import {
   createEnvelope,
   defaultPolicy,
-  exampleTask,
   generateApproverKeyPair,
   hashEnvelope,
   parsePublicKeyLines,
@@ -33,6 +32,7 @@ import {
   validateDecision,
   type NameResolution,
 } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 import { cardSection } from "../src/inbox/card-view.js";
 import { lookupNames, resolveName } from "../src/hitl/people.js";
 import { buildEvidence } from "../src/evidence/evidence-objects.js";

@@ -7,12 +7,12 @@ import { describe, expect, it } from "vitest";
 import {
   createEnvelope,
   defaultPolicy,
-  exampleTask,
   hashEnvelope,
   renderCard,
   validateDecision,
   type Envelope,
 } from "../src/envelope/index.js";
+import { exampleTask } from "./support/examples.js";
 import { codesForNames, enumCodeOf, enumLabel } from "../src/envelope/fields.js";
 import { editDecision } from "../src/cli/decisions.js";
 import type { ThreadView } from "../src/app/view-thread.js";

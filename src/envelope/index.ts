@@ -50,7 +50,6 @@ export {
   type SignedDecisionPayload,
 } from "./signature.js";
 export { renderCard, renderValue, decodeDisplay } from "./card.js";
-export { exampleTask, taskBody } from "./examples.js";
 export {
   userIdsOnCard,
   typedNamesIn,

@@ -1,6 +1,6 @@
 /**
  * A task as tasks.task.get returns it (camelCase keys, string values, ISO dates with offset), shaped
- * like the emulator's task 4. For tests, the benchmark and documentation; nothing in the core uses it.
+ * like the emulator's task 4. For tests and the benchmark; nothing in src/ uses it.
  */
 export function exampleTask(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
