@@ -85,5 +85,5 @@ export async function buildSet(
   }
   const first = built.rows[0]!;
   // Decided now (autoApproved): the decision_accepted record committed with the claim.
-  return registeredUpdate(first, proposal, built.autoApproved ? decisionOf(first) : undefined);
+  return registeredUpdate(first, proposal, built.autoApproved ? { decision: decisionOf(first) } : undefined);
 }

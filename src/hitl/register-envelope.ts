@@ -128,25 +128,25 @@ export async function registerEnvelope(
       [decisionAcceptedEntry(envelope, envelopeHash, record)],
     );
     // The claim and its decision_accepted record commit together, as for a human's decision.
-    if (claim.claimed) return registeredUpdate(claim.row, proposal, record);
+    if (claim.claimed) return registeredUpdate(claim.row, proposal, { decision: record });
   }
   return registeredUpdate(action, proposal);
 }
 
 /**
- * The update for a registered row: its mirror and the proposal it was built from; `decided` (the
- * decision, as the journal holds it) when the row was decided at once and goes on to carry_out.
+ * The update for a registered row: its mirror and the proposal it was built from. `decidedAtOnce`: the
+ * row was decided as it was registered (its decision as the journal holds it) and goes on to carry_out.
  */
 export function registeredUpdate(
   row: ActionRow,
   proposal: ProposalRecord,
-  decided?: DecisionRecord | null,
+  decidedAtOnce?: { decision: DecisionRecord | null },
 ): RegisteredUpdate {
   return {
     ...viewOf({ action: row }).registered,
     proposal,
     pendingDecision: null,
-    decision: decided ?? null,
-    journalNext: decided === undefined ? null : "carry_out",
+    decision: decidedAtOnce?.decision ?? null,
+    journalNext: decidedAtOnce ? "carry_out" : null,
   };
 }
