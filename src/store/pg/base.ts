@@ -51,17 +51,6 @@ export class PgBase {
     return result;
   }
 
-  /** One counted statement in a transaction of its own. */
-  protected async run<R extends pg.QueryResultRow>(
-    doing: string,
-    text: string,
-    values: unknown[] = [],
-  ): Promise<R[]> {
-    const rows = await query<R>(this.pool, this.db, doing, text, values);
-    this.commits.total += 1;
-    return rows;
-  }
-
   /** One statement outside a transaction, for reads (not counted as a commit). */
   protected read<R extends pg.QueryResultRow>(
     doing: string,
@@ -69,6 +58,17 @@ export class PgBase {
     values: unknown[] = [],
   ): Promise<R[]> {
     return query<R>(this.pool, this.db, doing, text, values);
+  }
+
+  /** One counted statement in a transaction of its own. */
+  protected async run<R extends pg.QueryResultRow>(
+    doing: string,
+    text: string,
+    values: unknown[] = [],
+  ): Promise<R[]> {
+    const rows = await this.read<R>(doing, text, values);
+    this.commits.total += 1;
+    return rows;
   }
 
   /** The action's row, locked for the rest of the caller's transaction. */
