@@ -27,7 +27,7 @@ import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
 import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
 import { canEditFrom, deniedFieldRights, rawOf, readObject } from "./reads.js";
-import { TARGETS } from "../envelope/targets.js";
+import { TARGETS, jsonOf } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
@@ -115,7 +115,7 @@ function missingObjectOf(
   id: number,
 ): string | null {
   if (res.ok) {
-    const body = typeof res.body === "string" ? safeJson(res.body) : res.body;
+    const body = jsonOf(res.body)?.value;
     const result = (body as { result?: unknown } | null)?.result;
     return target === "task" && Array.isArray(result) && result.length === 0
       ? `${target} ${id} does not exist or the acting user cannot see it (the portal answered result: []); nothing to approve`
@@ -124,14 +124,6 @@ function missingObjectOf(
   return res.error.kind === "not_found"
     ? `${target} ${id} does not exist or the acting user cannot see it (${res.error.description}); nothing to approve`
     : null;
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
-  }
 }
 
 /** Why an update would change nothing on its baseline; a create, comment or delete always changes something. */
