@@ -20,7 +20,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { loadConfig } from "../config/env.js";
 import { loadPolicyFile, loadPublicKeys } from "../runtime/deps.js";
 import { UsageError } from "../errors.js";
-import { reportUsageError } from "./main.js";
+import { reportUsageError } from "./usage-error.js";
 import { loadApiTokens } from "../auth/tokens.js";
 import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
 import { LOOPBACK_HOSTS, STUDIO_ORIGIN, originPolicyFromEnvironment } from "../auth/origin.js";

@@ -8,7 +8,7 @@
  * inside its action, so `--help` loads none of it (docs/operations.md: Performance; bench/cli-startup.ts).
  */
 import { Command } from "commander";
-import { ConfigError, DecisionNotAcceptedError, UsageError } from "../errors.js";
+import { DecisionNotAcceptedError } from "../errors.js";
 import { loadDotEnv } from "../config/env.js";
 import { auditCommand } from "./audit-command.js";
 import { doctorCommand } from "./doctor-command.js";
@@ -24,6 +24,7 @@ import { showCommand } from "./show-command.js";
 import { decisionCommands } from "./decision-commands.js";
 import { inboxCommands } from "../inbox/command.js";
 import { EXIT_OK, EXIT_OUTCOME, EXIT_USAGE } from "./exit-codes.js";
+import { reportUsageError } from "./usage-error.js";
 import { escapeForTerminal, escapeLines, escapeRendered, stringifyJsonSafe } from "../text/escape.js";
 import {
   describeModelError,
@@ -99,21 +100,6 @@ export function describeUnexpected(err: Error, debug: boolean): string {
     return `Bitrix24 ${err.kind}: ${escapeForTerminal(err.description)}${fix}`;
   }
   return `${escapeForTerminal(err.name && err.name !== "Error" ? head : err.message)}  (run again with --debug for the stack trace)`;
-}
-
-/** A configuration or usage error: said in one line, exit 1. Any other error: undefined, nothing said. */
-export function reportUsageError(e: unknown): number | undefined {
-  if (e instanceof ConfigError) {
-    process.stderr.write(
-      `configuration error: ${escapeForTerminal(e.message)}\n  (see .env.example for every setting)\n`,
-    );
-    return EXIT_USAGE;
-  }
-  if (e instanceof UsageError) {
-    process.stderr.write(`error: ${escapeForTerminal(e.message)}\n`);
-    return EXIT_USAGE;
-  }
-  return undefined;
 }
 
 export async function main(argv: string[]): Promise<number> {
