@@ -4,7 +4,8 @@
  */
 export const BITRIX24_ERROR_KINDS = [
   "rate_limited",
-  // 429 OPERATION_TIME_LIMIT: the method used up its per-method time budget and is blocked until `operatingResetAt`.
+  // 429 OPERATION_TIME_LIMIT: the method used up its per-method time budget and is blocked until
+  // `operatingResetAt`.
   "operation_time_limit",
   "auth",
   "access_denied",

@@ -321,7 +321,8 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
 
 /**
  * A change set's actions approved or rejected one by one: the answers become the flags `decide` takes
- * and are built by the same `setDecisions` (one decision per action, bound to the set hash of the card shown).
+ * and are built by the same `setDecisions` (one decision per action, bound to the set hash of the card
+ * shown).
  */
 async function askEach(view: ThreadView, as: string): Promise<ResumeValue> {
   const cs = view.approval!.changeSet!;

@@ -181,9 +181,10 @@ export interface ActionEvidence {
 
 /**
  * The record that ends a run: execution_outcome when it sent a write, else run_ended; `state` is the
- * final state (the finish node's update applied). For a single action, `evidence` (from the journal) goes into `received`,
- * hash-chained like the rest, so the case record never needs graph state's mirrors for it (state keeps
- * no raw answers). A change set's actions each have their own action_ended record instead.
+ * final state (the finish node's update applied). For a single action, `evidence` (from the journal)
+ * goes into `received`, hash-chained like the rest, so the case record never needs graph state's
+ * mirrors for it (state keeps no raw answers). A change set's actions each have their own action_ended
+ * record instead.
  */
 export function runEndedEntry(
   state: ThreadMirror,
