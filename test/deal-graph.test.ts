@@ -160,6 +160,19 @@ describe("a deal update", () => {
     });
   });
 
+  it("an amount the portal keeps to fewer cents than approved is not VERIFIED: 900000000000000.01 read back as .00", async () => {
+    // The portal holds amounts as floating point (so does the emulator): at this size the cent is lost.
+    await open(3, { OPPORTUNITY: "900000000000000.01" });
+    const view = await waiting("set the amount of deal 3 to 900000000000000.01");
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect((await deal(3))["OPPORTUNITY"]).toBe("900000000000000.00");
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFICATION_FAILED");
+    expect(done.state!.verification!.fields.find((f) => f.field === "OPPORTUNITY")).toMatchObject({
+      status: "wrong_value",
+      actual: "900000000000000.00",
+    });
+  });
+
   it("acknowledged without being applied: VERIFICATION_FAILED; applied with the answer lost (REST 2): INCONCLUSIVE; one send each", async () => {
     await open(3, { STAGE_ID: "WON" }, { BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
     const first = await waiting("move deal 3 to WON");

@@ -211,6 +211,35 @@ describe("decision validation", () => {
     expect(await portal.writes()).toHaveLength(0);
   });
 
+  it("reads the task again before writing when the pre-read was made by a process that stopped: a change since stops the write", async () => {
+    // The process stops after the pre-read was recorded, before the write-ahead entry (nothing sent).
+    const { app, view } = await waiting();
+    const journal = app.deps.journal;
+    const beginWrite = journal.beginWrite.bind(journal);
+    let stopped = false;
+    journal.beginWrite = (...args: Parameters<typeof beginWrite>) => {
+      if (stopped) return beginWrite(...args);
+      stopped = true;
+      return Promise.reject(new Error("the process stopped before the write-ahead entry was recorded"));
+    };
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/write-ahead entry/);
+    expect((await journal.currentAction(view.threadId))?.phase).toBe("pre_read");
+    // Someone renames the task before the action is recovered.
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "THEIRS" } })).status).toBe(
+      200,
+    );
+    const done = await recoverThread(app, view.threadId);
+    expect({ outcome: done.state?.outcome, reasonCode: done.state?.reasonCode }).toEqual({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "STALE_STATE",
+    });
+    expect(done.state?.reason).toMatch(/^read again before the write, .*TITLE was .*, now "THEIRS"/);
+    expect((await portal.writes()).map((w) => w.params)).toEqual([
+      { taskId: 4, fields: { TITLE: "THEIRS" } },
+    ]);
+    expect((await portal.task(4))["title"]).toBe("THEIRS");
+  });
+
   it("rejects with the message and no write", async () => {
     const { app, view } = await waiting();
     const a = view.approval!;

@@ -162,6 +162,30 @@ describe("a comment on a task", () => {
     }
   });
 
+  it("acknowledged with the id of an earlier comment with the same text, nothing posted: VERIFICATION_FAILED, never VERIFIED", async () => {
+    await open();
+    const earlier = await portal.rest("task.commentitem.add", {
+      TASKID: 4,
+      FIELDS: { POST_MESSAGE: TEXT, POST_DATE: "2026-11-20T10:00:00+03:00" },
+    });
+    const waiting = await waitingComment();
+    // The portal answers OK naming the earlier comment (the fault's body) and posts nothing.
+    await portal.fault({
+      method: "task.commentitem.add",
+      kind: "malformed",
+      apply: false,
+      body: JSON.stringify(earlier.body),
+    });
+    const done = await submitDecision(app, waiting.threadId, approve(waiting));
+    expect(done.state!.acknowledgement!.status).toBe("OK");
+    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(done.state!.reason).toContain(
+      `names comment ${earlier.body.result}, which already carried the approved text at the pre-read`,
+    );
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(2); // the person's and ours
+    expect((await comments()).filter((c) => c.POST_MESSAGE === TEXT)).toHaveLength(1);
+  });
+
   it("an earlier comment with the same text is not taken for ours when the answer is lost and nothing was applied", async () => {
     await open(TEXT, { BITRIX24_IDEMPOTENCY: "off", BITRIX24_TIMEOUT_MS: "1500" });
     expect(
@@ -326,6 +350,27 @@ describe("a new task (add_task)", () => {
     expect(made).toHaveLength(1);
     expect(done.state!.verification!.created).toMatchObject({ id: made[0], via: "search" });
     expect(await portal.calls("tasks.task.add")).toHaveLength(2); // the person's and ours, never re-sent
+  });
+
+  it("acknowledged with an earlier task of the same title and values, nothing created: VERIFICATION_FAILED, never VERIFIED", async () => {
+    // Seeded task 1 carries this title and responsible user from before the envelope.
+    const view = await waitingNew({}, { TITLE: "Prepare Q4 vendor report", RESPONSIBLE_ID: "2" });
+    const earlier = await portal.rest("tasks.task.get", { taskId: 1 });
+    // The portal answers OK with that task's body (the fault's body) and creates nothing.
+    await portal.fault({
+      method: "tasks.task.add",
+      kind: "malformed",
+      apply: false,
+      body: JSON.stringify(earlier.body),
+    });
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state!.acknowledgement!.status).toBe("OK");
+    expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(done.state!.reason).toContain(
+      "names task 1, which already carried the approved title at the pre-read",
+    );
+    expect(await portal.calls("tasks.task.add")).toHaveLength(1);
+    expect((await titled("Prepare Q4 vendor report")).map((t) => t.id)).toEqual(["1"]);
   });
 
   it("is refused before any card without a responsible user, or when it names an existing task", async () => {

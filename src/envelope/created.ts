@@ -6,11 +6,12 @@
  * Which comment is ours:
  *  - the acknowledgement names its id (`{"result": 12}`): that comment must exist and carry the
  *    approved text, and no other comment with that text may have appeared since the pre-read;
- *  - the acknowledgement is lost or an error: a comment with the approved text that was not on the
- *    task at the pre-read is looked for. None: not applied after a definite error, not applied yet
- *    (INCONCLUSIVE: the write may still land) when the outcome is unknown. One: the state matches, but as with any
- *    write without an acknowledgement it is not proven that our call made it (INCONCLUSIVE). More than
- *    one: more was posted than was approved (INVARIANT_VIOLATION).
+ *  - the acknowledgement is lost or an error, or names a comment that already carried the approved
+ *    text at the pre-read (an earlier comment, not this write's): a comment with the approved text
+ *    that was not on the task at the pre-read is looked for. None: not applied after a definite error,
+ *    not applied yet (INCONCLUSIVE: the write may still land) when the outcome is unknown. One: the
+ *    state matches, but as with any write without an acknowledgement it is not proven that our call
+ *    made it (INCONCLUSIVE). More than one: more was posted than was approved (INVARIANT_VIOLATION).
  */
 import { describeReceived } from "./errors.js";
 import type { Envelope } from "./envelope.js";
@@ -116,7 +117,11 @@ export function verifyCreatedComment(
 ): CreateVerifyResult {
   const parent = verifyOutcome(e, ack, taskRead, beforeWrite, readAt);
   const approved = e.params["POST_MESSAGE"];
-  const ackId = createdIdOf(ack);
+  // An id the pre-read already listed with the approved text names an earlier comment, not one this
+  // write made: such an acknowledgement ties nothing to this write, and the comment is looked for.
+  const named = createdIdOf(ack);
+  const earlier = named !== undefined && sameTextBefore?.includes(named) === true ? named : undefined;
+  const ackId = earlier === undefined ? named : undefined;
   const via = ackId !== undefined ? "acknowledgement" : "search";
   const field = (status: FieldCheck["status"], actual?: unknown, note?: string): FieldCheck => ({
     field: "POST_MESSAGE",
@@ -206,8 +211,8 @@ export function verifyCreatedComment(
     );
   }
 
-  // No id from the target: look for what appeared.
-  const ackNote = createAckNote(ack, "comment");
+  // No id from the target (or one of an earlier comment): look for what appeared.
+  const ackNote = createAckNote(ack, "comment", earlier);
   if (sameTextBefore === undefined) {
     const created: CreatedObject = { type: "task_comment", id: null, via, newWithText: [] };
     return combine(
@@ -288,7 +293,8 @@ export function createdTaskIdOf(ack: Acknowledgement): string | undefined {
 /**
  * Verification of a created task: the tasks carrying the approved title after the write, against those
  * that carried it at the pre-read. With the acknowledged id: that task must be among them and hold every
- * approved value, and no other new one may have appeared. With the answer lost: one new task with the
+ * approved value, and no other new one may have appeared; an acknowledged id the pre-read already listed
+ * names an earlier task and counts as no id. With the answer lost: one new task with the
  * approved values is INCONCLUSIVE (not proven that this write made it), none is not applied (or, when
  * the write's outcome is unknown, not applied yet: INCONCLUSIVE), more than one is more than approved.
  */
@@ -299,7 +305,11 @@ export function verifyCreatedTask(
   sameTitleBefore: string[] | undefined,
   readAt?: string,
 ): CreateVerifyResult & { created: { type: "task" } } {
-  const ackId = createdTaskIdOf(ack);
+  // An id the pre-read already listed with the approved title names an earlier task, not one this
+  // write made: such an acknowledgement ties nothing to this write, and the task is looked for.
+  const named = createdTaskIdOf(ack);
+  const earlier = named !== undefined && sameTitleBefore?.includes(named) === true ? named : undefined;
+  const ackId = earlier === undefined ? named : undefined;
   const via: CreatedObject["via"] = ackId !== undefined ? "acknowledgement" : "search";
   // The read is about the created task, not the envelope's object (id 0: "a new task", no id yet). Its
   // identity names that task once its id is known (acknowledged, or found by the search) and is a MATCH
@@ -369,7 +379,7 @@ export function verifyCreatedTask(
         ...(c.normalised ? { normalised: true } : {}),
       };
     });
-  const ackNote = createAckNote(ack, "task");
+  const ackNote = createAckNote(ack, "task", earlier);
   const judge = (id: string, others: string[], lead: string): ReturnType<typeof result> => {
     const fields = check(listed.tasks.get(id)!);
     const wrong = fields.filter((f) => f.status === "wrong_value");
@@ -459,11 +469,18 @@ export function verifyCreatedTask(
   return judge(fresh[0]!, fresh.slice(1), `task ${fresh[0]} was created`);
 }
 
-/** Why a create's acknowledgement does not settle it: missing, an error, or an answer naming no new id. */
-function createAckNote(ack: Acknowledgement, created: "comment" | "task"): string {
+/**
+ * Why a create's acknowledgement does not settle it: missing, an error, an answer naming no new id, or
+ * one naming `earlier`, an object the pre-read already listed with the approved text or title.
+ */
+function createAckNote(ack: Acknowledgement, created: "comment" | "task", earlier?: string): string {
   if (ack.status === "MISSING") return `the acknowledgement is missing (${ack.reason})`;
   if (ack.status === "ERROR")
     return `the target answered with an error (${ack.error.kind}: ${ack.error.description}${ack.error.outcomeUnknown ? "; outcome unknown" : ""})`;
+  if (earlier !== undefined) {
+    const what = created === "comment" ? "text" : "title";
+    return `the acknowledgement names ${created} ${earlier}, which already carried the approved ${what} at the pre-read, before this write (expected a ${created} made by this write)`;
+  }
   return `the acknowledgement names no ${created} id`;
 }
 

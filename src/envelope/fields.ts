@@ -220,8 +220,12 @@ export function fieldSpec(field: string, table?: Readonly<Record<string, FieldSp
         : undefined;
 }
 
-/** An amount as a number of hundredths ("5000.00", "5000", 5000, 5000.5 → 500000, 500050), or undefined. */
-export function moneyCents(value: unknown): number | undefined {
+/**
+ * An amount as a number of hundredths ("5000.00", "5000", 5000, 5000.5 → 500000n, 500050n), or
+ * undefined. A bigint: up to 15 digits before the point exceed a double's exact integers once counted
+ * in hundredths, and "999999999999999.99" must not equal "999999999999999.90".
+ */
+export function moneyCents(value: unknown): bigint | undefined {
   const text =
     typeof value === "number"
       ? Number.isFinite(value)
@@ -232,7 +236,7 @@ export function moneyCents(value: unknown): number | undefined {
         : "";
   const m = /^(\d{1,15})(?:\.(\d{1,2}))?$/.exec(text);
   if (!m) return undefined;
-  return Number(m[1]) * 100 + Number((m[2] ?? "").padEnd(2, "0"));
+  return BigInt(m[1]!) * 100n + BigInt((m[2] ?? "").padEnd(2, "0"));
 }
 
 // ---------------------------------------------------------------------------------------------------

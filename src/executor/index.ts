@@ -65,6 +65,7 @@ export async function carryOutApproved(
   for (let step = action && stepOf(action); action && step; step = stepOf(action)) {
     const before: ActionRow = action;
     const after = await PHASE_FUNCTIONS[step](ctx, before);
+    if (step === "pre_read" && after.phase === "pre_read") ctx.preReadThisRun = after.envelopeHash;
     emit?.(eventOf(step, after, ctx.execution));
     // A phase moves its action, or another process moved it meanwhile; a phase that left the journal
     // where it was would run again forever.

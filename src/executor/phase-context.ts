@@ -9,4 +9,9 @@ export interface PhaseContext {
   members?: ActionRow[];
   /** The current action's write-ahead entry once a phase has recorded or found it (for the view; never to decide). */
   execution?: ExecutionEntry;
+  /**
+   * The action whose pre-read this run made right before its write (its envelope hash). A pre-read
+   * found in the journal instead was made by a process that stopped before writing, maybe long ago.
+   */
+  preReadThisRun?: string;
 }

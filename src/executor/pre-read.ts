@@ -6,8 +6,6 @@ import {
   extractComments,
   madeWhen,
   taskIdsWithTitle,
-  type CompareResult,
-  type GoneResult,
 } from "../envelope/index.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
@@ -16,9 +14,10 @@ import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
-import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
+import { closeRow, unusableApproval } from "../hitl/journal-gate.js";
 import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./phase-context.js";
+import { notExecutedWith, passed, settle } from "./settle.js";
 
 /**
  * Phase `decided` (approved): a fresh read right before the write, of the target the journal
@@ -205,62 +204,4 @@ async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord):
     at,
   };
   return settle(deps, action, record, comparison);
-}
-
-/**
- * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
- * NOT_EXECUTED with its own code, keeping the pre-read that stopped it.
- */
-async function settle(
-  deps: Deps,
-  action: ActionRow,
-  record: PreReadRecord,
-  comparison: CompareResult | GoneResult,
-): Promise<ActionRow> {
-  const close = notExecutedWith(deps, action, record);
-  switch (comparison.verdict) {
-    case "MATCH":
-      return passed(deps, action, record);
-    case "GONE":
-      // What a delete removes is already gone: the state it asks for is there.
-      return close("NO_CHANGE", `${comparison.reason}; nothing was sent`);
-    case "MISMATCH":
-      // An answer about another object is not "the task changed": it is the wrong object, named as such.
-      return close(
-        comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE",
-        comparison.reason,
-      );
-    case "UNKNOWN":
-      return close("PRECHECK_UNKNOWN", comparison.reason);
-    case "ERROR":
-      return close("PRECHECK_ERROR", comparison.reason);
-    default: {
-      const never: never = comparison;
-      throw new Error(`unknown verdict ${JSON.stringify(never)}`);
-    }
-  }
-}
-
-/** Moves the action on (decided → pre_read) with the pre-read that passed (an action moved meanwhile is where the journal says). */
-async function passed(deps: Deps, action: ActionRow, record: PreReadRecord): Promise<ActionRow> {
-  return rowAfter(
-    deps,
-    action,
-    await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record }),
-  );
-}
-
-/** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it. */
-function notExecutedWith(deps: Deps, action: ActionRow, record: PreReadRecord) {
-  return (
-    code:
-      | "NOT_PERMITTED"
-      | "NO_CHANGE"
-      | "ALREADY_EXECUTED"
-      | "PRECHECK_UNKNOWN"
-      | "STALE_STATE"
-      | "IDENTITY_MISMATCH"
-      | "PRECHECK_ERROR",
-    reason: string,
-  ): Promise<ActionRow> => closeRow(deps, action, "NOT_EXECUTED", code, reason, { preRead: record });
 }

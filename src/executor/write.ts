@@ -12,6 +12,7 @@ import { invocationOf, operationOf, protocolOf, type StoredArgs } from "../hitl/
 import { journalGuardEntry } from "../hitl/audit-records.js";
 import { writeAnchorOf } from "../store/write-anchor.js";
 import type { PhaseContext } from "./phase-context.js";
+import { readAgainBeforeWrite } from "./read-again.js";
 
 /**
  * Phase `pre_read` (MATCH): the only code holding the write handle. The arguments are the journal's
@@ -50,6 +51,11 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
   if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
+  // A pre-read this run did not make may be long past (a process stopped before writing): read again.
+  if (ctx.preReadThisRun !== envelopeHash) {
+    const stopped = await readAgainBeforeWrite(ctx, action);
+    if (stopped) return stopped;
+  }
   const { args, idempotencyKey, operation } = sealedCall(action);
   const protocol: WriteProtocol = idempotentWrites(deps) ? "rest3-idempotency-key" : "rest2";
   const sentAt = now.toISOString();

@@ -1,0 +1,49 @@
+/** The pre-read made again right before a write that a recovered run carries out (see readAgainBeforeWrite). */
+import { OPERATIONS, compareBaseline, compareBeforeDelete } from "../envelope/index.js";
+import type { PreReadRecord } from "../envelope/records.js";
+import type { ActionRow } from "../store/action-machine.js";
+import { readDeleted } from "../hitl/delete-reads.js";
+import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
+import { expectedEnvelope } from "../hitl/change-sets.js";
+import type { PhaseContext } from "./phase-context.js";
+import { settle } from "./settle.js";
+
+/**
+ * The pre-read again, for a write whose pre-read this run did not make (a process stopped between the
+ * pre-read and the write-ahead entry, and the action is carried out on recovery): the object may have
+ * changed since, and the write is only sent on a fresh MATCH. Null when it still matches (or for a
+ * create, which has nothing existing to compare); otherwise the action closed NOT_EXECUTED as its
+ * pre-read would have closed it, keeping the read that stopped it.
+ */
+export async function readAgainBeforeWrite(
+  { deps, members }: PhaseContext,
+  action: ActionRow,
+): Promise<ActionRow | null> {
+  const envelope = action.envelope;
+  const effect = OPERATIONS[envelope.operation].effect;
+  if (effect === "create") return null;
+  const { res } =
+    effect === "delete"
+      ? await readDeleted(deps.tools, envelope)
+      : await readObject(deps.tools, envelope.object.type, envelope.object.id);
+  const found =
+    effect === "delete"
+      ? compareBeforeDelete(envelope, toReadResult(res))
+      : compareBaseline(expectedEnvelope(action, members ?? []), toReadResult(res));
+  // A write another process recorded meanwhile is reconciled by the write step, never closed from here.
+  if (found.verdict === "MATCH" || (await deps.journal.findExecution(action.envelopeHash))) return null;
+  const earlier = action.progress.preRead;
+  const comparison = {
+    ...found,
+    reason: `read again before the write, because the pre-read of ${earlier?.at ?? "an earlier run"} was made by a process that stopped before writing: ${found.reason}`,
+  };
+  const record: PreReadRecord = {
+    ...comparison,
+    verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict,
+    raw: rawOf(res),
+    canEdit: null,
+    ...(earlier?.lease ? { lease: earlier.lease } : {}),
+    at: deps.clock().toISOString(),
+  };
+  return settle(deps, action, record, comparison);
+}

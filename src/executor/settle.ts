@@ -1,0 +1,64 @@
+/** How a pre-read ends, by its verdict: the move on to the write, or the close that keeps the read that stopped it. */
+import type { CompareResult, GoneResult } from "../envelope/index.js";
+import type { PreReadRecord } from "../envelope/records.js";
+import type { Deps } from "../runtime/deps.js";
+import type { ActionRow } from "../store/action-machine.js";
+import { closeRow, rowAfter } from "../hitl/journal-gate.js";
+
+/**
+ * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
+ * NOT_EXECUTED with its own code, keeping the pre-read that stopped it.
+ */
+export async function settle(
+  deps: Deps,
+  action: ActionRow,
+  record: PreReadRecord,
+  comparison: CompareResult | GoneResult,
+): Promise<ActionRow> {
+  const close = notExecutedWith(deps, action, record);
+  switch (comparison.verdict) {
+    case "MATCH":
+      return passed(deps, action, record);
+    case "GONE":
+      // What a delete removes is already gone: the state it asks for is there.
+      return close("NO_CHANGE", `${comparison.reason}; nothing was sent`);
+    case "MISMATCH":
+      // An answer about another object is not "the task changed": it is the wrong object, named as such.
+      return close(
+        comparison.identity.status === "MISMATCH" ? "IDENTITY_MISMATCH" : "STALE_STATE",
+        comparison.reason,
+      );
+    case "UNKNOWN":
+      return close("PRECHECK_UNKNOWN", comparison.reason);
+    case "ERROR":
+      return close("PRECHECK_ERROR", comparison.reason);
+    default: {
+      const never: never = comparison;
+      throw new Error(`unknown verdict ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** Moves the action on (decided → pre_read) with the pre-read that passed (an action moved meanwhile is where the journal says). */
+export async function passed(deps: Deps, action: ActionRow, record: PreReadRecord): Promise<ActionRow> {
+  return rowAfter(
+    deps,
+    action,
+    await deps.journal.moveAction(action.envelopeHash, "pre_read", { preRead: record }),
+  );
+}
+
+/** Ends the action NOT_EXECUTED with `code`, keeping the pre-read that stopped it. */
+export function notExecutedWith(deps: Deps, action: ActionRow, record: PreReadRecord) {
+  return (
+    code:
+      | "NOT_PERMITTED"
+      | "NO_CHANGE"
+      | "ALREADY_EXECUTED"
+      | "PRECHECK_UNKNOWN"
+      | "STALE_STATE"
+      | "IDENTITY_MISMATCH"
+      | "PRECHECK_ERROR",
+    reason: string,
+  ): Promise<ActionRow> => closeRow(deps, action, "NOT_EXECUTED", code, reason, { preRead: record });
+}
