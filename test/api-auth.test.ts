@@ -18,6 +18,7 @@ import {
   runCli,
   startPortal,
   tempDir,
+  until,
   type Portal,
 } from "./support/harness.js";
 import {
@@ -570,6 +571,43 @@ describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
       /needs the role approver/,
     );
     expect(await guarded.portal.writes()).toEqual([]);
+  });
+
+  it("another requester cannot join the owner's run through a thread of their own (404, nothing streamed); the owner and an approver can", async () => {
+    const dave = as("dave");
+    const own = await dave.threads.create();
+    // The run is held at its read of the task, its first events already out. Resumable, as useStream
+    // starts its runs: the server keeps the run's events and replays them to a join.
+    await guarded.portal.fault({ method: "tasks.task.get", kind: "latency", ms: 2000, times: 1 });
+    const run = await dave.runs.create(own.thread_id, GRAPH_ID, {
+      input: { request: "rename task 5 to Joined elsewhere" },
+      streamResumable: true,
+    });
+    await until("the run's read of the task", async () => (await guarded.portal.faultsArmed()) === 0);
+    const replay = (thread: string, who: string) =>
+      fetch(`${guarded.server.apiUrl}/threads/${thread}/runs/${run.run_id}/stream`, {
+        headers: { Authorization: `Bearer ${tokens[who]}`, "Last-Event-ID": "-1" },
+      });
+
+    const erin = as("erin");
+    const mine = await erin.threads.create();
+    // The owner's and an approver's joins run to the run's end; another requester's is answered at once.
+    const joins = ["dave", "alice"].map(async (who) => {
+      const res = await replay(own.thread_id, who);
+      return { who, status: res.status, body: await res.text() };
+    });
+    const leaked = await replay(mine.thread_id, "erin");
+    const body = await leaked.text();
+    expect(leaked.status, body.slice(0, 300)).toBe(404);
+    expect(body).toMatch(/expected a run of thread \S+ that this caller may read, found none with id/);
+    expect(body).not.toContain("Joined elsewhere");
+    await refused(erin.runs.join(mine.thread_id, run.run_id), 404, /a run is joined through its own thread/);
+
+    for (const { who, status, body: events } of await Promise.all(joins)) {
+      expect(status, who).toBe(200);
+      expect(events, who).toContain("Joined elsewhere");
+      expect(events, who).toContain('"kind":"approval"');
+    }
   });
 
   it("no role may rewrite the thread's state: 403 for the requester and the approver alike, nothing written", async () => {
