@@ -278,6 +278,10 @@ describe("token file", () => {
     expect(classifyRun({ input: { request: "x" }, command: { resume: 1 } }, undefined)).toMatchObject({
       refused: expect.stringMatching(/not both/),
     });
+    expect(classifyRun({ input: { request: "x" }, temporary: true }, undefined)).toMatchObject({
+      refused: expect.stringMatching(/temporary thread that the server deletes/),
+    });
+    expect(classifyRun({ input: { request: "x" }, temporary: false }, undefined)).toEqual({ kind: "input" });
   });
 });
 
@@ -386,6 +390,19 @@ describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
     });
     expect(res.status).toBe(403);
     expect(await res.text()).toMatch(/internal maintenance routes are not served/);
+  });
+
+  it("refuses a run without a thread, which the server would delete with its checkpoints when it ends", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const input = { request: "rename task 4 to Stateless", requestedBy: "demo-user" };
+    await refused(client.runs.wait(null, GRAPH_ID, { input }), 403, /a run without a thread/);
+    const batch = await fetch(`${open.server.apiUrl}/runs/batch`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify([{ assistant_id: GRAPH_ID, input }]),
+    });
+    expect(batch.status).toBe(403);
+    expect(await batch.text()).toMatch(/temporary thread that the server deletes/);
   });
 
   it("refuses every state rewrite with 403 and writes nothing; the approval then counts as self-declared", async () => {
