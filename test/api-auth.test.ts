@@ -383,13 +383,16 @@ describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
     expect((await client.assistants.search({ graphId: GRAPH_ID })).map((a) => a.graph_id)).toContain(
       GRAPH_ID,
     );
-    const res = await fetch(`${open.server.apiUrl}/internal/truncate`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ threads: true, checkpointer: true }),
-    });
-    expect(res.status).toBe(403);
-    expect(await res.text()).toMatch(/internal maintenance routes are not served/);
+    // The server routes the decoded path: an escaped letter reaches the same route and is refused alike.
+    for (const route of ["/internal/truncate", "/%69nternal/truncate"]) {
+      const res = await fetch(`${open.server.apiUrl}${route}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ threads: true, checkpointer: true }),
+      });
+      expect(res.status, route).toBe(403);
+      expect(await res.text(), route).toMatch(/internal maintenance routes are not served/);
+    }
   });
 
   it("refuses a run without a thread, which the server would delete with its checkpoints when it ends", async () => {
@@ -780,11 +783,16 @@ describe("protocol routes (POST /threads/{id}/commands, /threads/{id}/stream/eve
   });
 
   it("GET /runs/{run_id}/stream (no owner check) is refused too; an open server serves the protocol routes (one anonymous caller)", async () => {
-    const join = await fetch(`${guarded.server.apiUrl}/runs/00000000-0000-0000-0000-000000000000/stream`, {
-      headers: { Authorization: `Bearer ${tokens["erin"]}` },
-    });
-    expect(join.status).toBe(403);
-    expect(await join.text()).toMatch(/owner is never checked/);
+    for (const route of ["stream", "%73tream"]) {
+      const join = await fetch(
+        `${guarded.server.apiUrl}/runs/00000000-0000-0000-0000-000000000000/${route}`,
+        {
+          headers: { Authorization: `Bearer ${tokens["erin"]}` },
+        },
+      );
+      expect(join.status, route).toBe(403);
+      expect(await join.text(), route).toMatch(/owner is never checked/);
+    }
     // Open mode: every caller is the same anonymous user, so the cached authorization is nobody else's (test/studio.test.ts streams through them).
     const thread = await clientFor(open.server.apiUrl).threads.create();
     const res = await fetch(`${open.server.apiUrl}/threads/${thread.thread_id}/commands`, {

@@ -20,6 +20,7 @@
  * `x-auth-scheme: langsmith` would skip this module entirely (langgraph-api dist/auth/custom.mjs).
  */
 import { Auth, HTTPException, type AuthFilters } from "@langchain/langgraph-sdk/auth";
+import { getPath } from "hono/utils/url";
 import { loadConfig } from "../config/env.js";
 import {
   authorize,
@@ -114,7 +115,9 @@ export function createAuth(
   const mode: AuthMode = tokens ? "tokens" : "open";
   return new Auth()
     .authenticate(async (request: Request) => {
-      const { pathname } = new URL(request.url);
+      // The path as the server routes it: Hono decodes escapes first (`/%69nternal/truncate` is served as
+      // `/internal/truncate`), while URL.pathname keeps them; every check below must see the routed path.
+      const pathname = getPath(request);
       // The web inbox (below) makes its own cross-site and host checks, for its forms and its sign-in.
       if (!(pathname === "/inbox" || pathname.startsWith("/inbox/"))) {
         const problem = browserOriginProblem(request, origins);
