@@ -18,6 +18,7 @@ import {
   runCli,
   startPortal,
   tempDir,
+  until,
   type Portal,
 } from "./support/harness.js";
 import {
@@ -277,6 +278,10 @@ describe("token file", () => {
     expect(classifyRun({ input: { request: "x" }, command: { resume: 1 } }, undefined)).toMatchObject({
       refused: expect.stringMatching(/not both/),
     });
+    expect(classifyRun({ input: { request: "x" }, temporary: true }, undefined)).toMatchObject({
+      refused: expect.stringMatching(/temporary thread that the server deletes/),
+    });
+    expect(classifyRun({ input: { request: "x" }, temporary: false }, undefined)).toEqual({ kind: "input" });
   });
 });
 
@@ -378,13 +383,29 @@ describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
     expect((await client.assistants.search({ graphId: GRAPH_ID })).map((a) => a.graph_id)).toContain(
       GRAPH_ID,
     );
-    const res = await fetch(`${open.server.apiUrl}/internal/truncate`, {
+    // The server routes the decoded path: an escaped letter reaches the same route and is refused alike.
+    for (const route of ["/internal/truncate", "/%69nternal/truncate"]) {
+      const res = await fetch(`${open.server.apiUrl}${route}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ threads: true, checkpointer: true }),
+      });
+      expect(res.status, route).toBe(403);
+      expect(await res.text(), route).toMatch(/internal maintenance routes are not served/);
+    }
+  });
+
+  it("refuses a run without a thread, which the server would delete with its checkpoints when it ends", async () => {
+    const client = clientFor(open.server.apiUrl);
+    const input = { request: "rename task 4 to Stateless", requestedBy: "demo-user" };
+    await refused(client.runs.wait(null, GRAPH_ID, { input }), 403, /a run without a thread/);
+    const batch = await fetch(`${open.server.apiUrl}/runs/batch`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ threads: true, checkpointer: true }),
+      body: JSON.stringify([{ assistant_id: GRAPH_ID, input }]),
     });
-    expect(res.status).toBe(403);
-    expect(await res.text()).toMatch(/internal maintenance routes are not served/);
+    expect(batch.status).toBe(403);
+    expect(await batch.text()).toMatch(/temporary thread that the server deletes/);
   });
 
   it("refuses every state rewrite with 403 and writes nothing; the approval then counts as self-declared", async () => {
@@ -572,6 +593,43 @@ describe("with a token file (ACTION_ENVELOPE_API_TOKENS)", () => {
     expect(await guarded.portal.writes()).toEqual([]);
   });
 
+  it("another requester cannot join the owner's run through a thread of their own (404, nothing streamed); the owner and an approver can", async () => {
+    const dave = as("dave");
+    const own = await dave.threads.create();
+    // The run is held at its read of the task, its first events already out. Resumable, as useStream
+    // starts its runs: the server keeps the run's events and replays them to a join.
+    await guarded.portal.fault({ method: "tasks.task.get", kind: "latency", ms: 2000, times: 1 });
+    const run = await dave.runs.create(own.thread_id, GRAPH_ID, {
+      input: { request: "rename task 5 to Joined elsewhere" },
+      streamResumable: true,
+    });
+    await until("the run's read of the task", async () => (await guarded.portal.faultsArmed()) === 0);
+    const replay = (thread: string, who: string) =>
+      fetch(`${guarded.server.apiUrl}/threads/${thread}/runs/${run.run_id}/stream`, {
+        headers: { Authorization: `Bearer ${tokens[who]}`, "Last-Event-ID": "-1" },
+      });
+
+    const erin = as("erin");
+    const mine = await erin.threads.create();
+    // The owner's and an approver's joins run to the run's end; another requester's is answered at once.
+    const joins = ["dave", "alice"].map(async (who) => {
+      const res = await replay(own.thread_id, who);
+      return { who, status: res.status, body: await res.text() };
+    });
+    const leaked = await replay(mine.thread_id, "erin");
+    const body = await leaked.text();
+    expect(leaked.status, body.slice(0, 300)).toBe(404);
+    expect(body).toMatch(/expected a run of thread \S+ that this caller may read, found none with id/);
+    expect(body).not.toContain("Joined elsewhere");
+    await refused(erin.runs.join(mine.thread_id, run.run_id), 404, /a run is joined through its own thread/);
+
+    for (const { who, status, body: events } of await Promise.all(joins)) {
+      expect(status, who).toBe(200);
+      expect(events, who).toContain("Joined elsewhere");
+      expect(events, who).toContain('"kind":"approval"');
+    }
+  });
+
   it("no role may rewrite the thread's state: 403 for the requester and the approver alike, nothing written", async () => {
     await stateRewritesAreRefused(as("alice"), guarded, threadId, payload, "alice", as("dave"));
     await refused(
@@ -725,11 +783,16 @@ describe("protocol routes (POST /threads/{id}/commands, /threads/{id}/stream/eve
   });
 
   it("GET /runs/{run_id}/stream (no owner check) is refused too; an open server serves the protocol routes (one anonymous caller)", async () => {
-    const join = await fetch(`${guarded.server.apiUrl}/runs/00000000-0000-0000-0000-000000000000/stream`, {
-      headers: { Authorization: `Bearer ${tokens["erin"]}` },
-    });
-    expect(join.status).toBe(403);
-    expect(await join.text()).toMatch(/owner is never checked/);
+    for (const route of ["stream", "%73tream"]) {
+      const join = await fetch(
+        `${guarded.server.apiUrl}/runs/00000000-0000-0000-0000-000000000000/${route}`,
+        {
+          headers: { Authorization: `Bearer ${tokens["erin"]}` },
+        },
+      );
+      expect(join.status, route).toBe(403);
+      expect(await join.text(), route).toMatch(/owner is never checked/);
+    }
     // Open mode: every caller is the same anonymous user, so the cached authorization is nobody else's (test/studio.test.ts streams through them).
     const thread = await clientFor(open.server.apiUrl).threads.create();
     const res = await fetch(`${open.server.apiUrl}/threads/${thread.thread_id}/commands`, {

@@ -20,6 +20,7 @@
  * `x-auth-scheme: langsmith` would skip this module entirely (langgraph-api dist/auth/custom.mjs).
  */
 import { Auth, HTTPException, type AuthFilters } from "@langchain/langgraph-sdk/auth";
+import { getPath } from "hono/utils/url";
 import { loadConfig } from "../config/env.js";
 import {
   authorize,
@@ -34,7 +35,7 @@ import { serverDeps } from "../runtime/server-deps.js";
 import { nextFromJournal } from "../store/action-machine.js";
 import type { ChatDecision } from "../hitl/text-decision.js";
 import { browserOriginProblem, originPolicyFromEnvironment, type OriginPolicy } from "./origin.js";
-import { refusedRoute, refusedRouteEntry } from "./routes.js";
+import { joinedRun, refusedRoute, refusedRouteEntry } from "./routes.js";
 
 const CHALLENGE = { "WWW-Authenticate": 'Bearer realm="action-envelope"' };
 
@@ -82,18 +83,41 @@ async function admitRoute<U extends { identity: string }>(
 }
 
 /**
+ * Whether the server holds run `runId` as a run of thread `threadId` that the caller of `request` may
+ * read, asked of the server with that caller's credentials; false when it cannot be told.
+ */
+export type RunOfThread = (threadId: string, runId: string, request: Request) => Promise<boolean>;
+
+/**
+ * With a token file, a join (`GET /threads/{thread}/runs/{run}/stream` or `/join`) whose run is not
+ * one of that thread's is refused: the server checks the caller against the path's thread only and
+ * then streams the run by its id, so another caller's run would be streamed through one's own thread.
+ */
+async function admitJoin(request: Request, pathname: string, runOfThread: RunOfThread): Promise<void> {
+  const joined = joinedRun(request.method, pathname);
+  if (!joined || (await runOfThread(joined.threadId, joined.runId, request))) return;
+  throw new HTTPException(404, {
+    message: `refused ${request.method} ${pathname}: expected a run of thread ${joined.threadId} that this caller may read, found none with id ${joined.runId}; a run is joined through its own thread`,
+  });
+}
+
+/**
  * The handlers for a token table (undefined: open mode). `headOf` gives a thread's latest checkpoint
- * id, or undefined when unknown: a run naming that checkpoint runs like one naming none.
+ * id, or undefined when unknown: a run naming that checkpoint runs like one naming none. `runOfThread`
+ * checks a join's run against its thread (with a token file).
  */
 export function createAuth(
   tokens: ApiTokenTable | undefined,
   headOf: (threadId: string) => Promise<string | undefined>,
+  runOfThread: RunOfThread,
   origins: OriginPolicy = originPolicyFromEnvironment(!tokens),
 ) {
   const mode: AuthMode = tokens ? "tokens" : "open";
   return new Auth()
     .authenticate(async (request: Request) => {
-      const { pathname } = new URL(request.url);
+      // The path as the server routes it: Hono decodes escapes first (`/%69nternal/truncate` is served as
+      // `/internal/truncate`), while URL.pathname keeps them; every check below must see the routed path.
+      const pathname = getPath(request);
       // The web inbox (below) makes its own cross-site and host checks, for its forms and its sign-in.
       if (!(pathname === "/inbox" || pathname.startsWith("/inbox/"))) {
         const problem = browserOriginProblem(request, origins);
@@ -114,6 +138,7 @@ export function createAuth(
       if (!tokens) return admitRoute(request, pathname, ANONYMOUS, mode);
       const principal = principalFor(tokens, presentedToken(request));
       if (!principal) throw unauthorized("unknown API token");
+      await admitJoin(request, pathname, runOfThread);
       return admitRoute(
         request,
         pathname,

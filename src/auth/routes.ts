@@ -84,6 +84,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   r("POST", "/threads/:thread_id/runs/wait", ev("threads:create_run")),
   r("GET", "/threads/:thread_id/runs/:run_id", ev("threads:read")),
   r("DELETE", "/threads/:thread_id/runs/:run_id", ev("threads:delete")),
+  // A join's run must be one of the path's thread (src/auth/auth.ts, joinedRun above), checked with a token file.
   r("GET", "/threads/:thread_id/runs/:run_id/join", ev("threads:read")),
   r("GET", "/threads/:thread_id/runs/:run_id/stream", ev("threads:read")),
   r("POST", "/threads/:thread_id/runs/:run_id/cancel", ev("threads:update")),
@@ -147,6 +148,22 @@ export function refusedRoute(
       return { route: x, reason: x.why };
   }
   return null;
+}
+
+/**
+ * The thread and run path segments a join names (`GET /threads/{thread}/runs/{run}/stream` or
+ * `/join`), or undefined for any other request. The server authorizes a join by the path's thread
+ * alone and then streams the run's events by run id, whichever thread the run is of (langgraph-api
+ * 1.5.1 storage/ops.mjs `Runs.Stream.join`): with a token file src/auth/auth.ts checks the run against
+ * the thread first.
+ */
+export function joinedRun(method: string, pathname: string): { threadId: string; runId: string } | undefined {
+  const m = method.toUpperCase();
+  if (m !== "GET" && m !== "HEAD") return undefined;
+  const match = /^\/threads\/([^/]+)\/runs\/([^/]+)\/(?:stream|join)\/?$/.exec(pathname);
+  if (!match) return undefined;
+  // As they appear in the path (still encoded): the check asks about exactly these segments.
+  return { threadId: match[1]!, runId: match[2]! };
 }
 
 /** The thread a path names (`/threads/{id}/…`), or "" when it names none. */

@@ -97,6 +97,9 @@ function forgetAnonymousUser(kwargs: Record<string, unknown>): void {
  *   current head (as the SDK's useStream does on every submit) had it taken out by
  *   `dropHeadCheckpoint` before this check, so it runs like one naming none;
  * - no multitask_strategy interrupt/rollback (it cancels another caller's run; rollback deletes its checkpoints);
+ * - not on a temporary thread (kwargs.temporary: a run without a thread and on_completion "delete", the
+ *   default): the server deletes that thread and its checkpoints when the run ends, so an approval the
+ *   run registers would stay in the journal with no thread to show or decide it;
  * - input and command.resume not both (an empty input `{}` beside a resume counts as none).
  */
 export function classifyRun(
@@ -126,6 +129,12 @@ export function classifyRun(
   if (selector) {
     return {
       refused: `a run from a chosen checkpoint (${selector}; SDK checkpointId / checkpoint) is a fork or replay of earlier state and is not accepted; runs continue from the thread's latest checkpoint`,
+    };
+  }
+  if (kwargs["temporary"] === true) {
+    return {
+      refused:
+        'a run without a thread (POST /runs, /runs/wait, /runs/stream, /runs/batch) runs on a temporary thread that the server deletes with its checkpoints when the run ends, so an approval it asks for could never be shown or decided; create a thread (POST /threads) and run on it, or send on_completion "keep"',
     };
   }
   if (multitaskStrategy === "interrupt" || multitaskStrategy === "rollback") {
