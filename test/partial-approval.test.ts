@@ -187,4 +187,56 @@ describe("partial approvals are not edits", () => {
       ["a2", "VERIFIED"],
     ]);
   });
+  it("an approved action whose task changed after the card was shown does not run at once: it comes back with the change named, then runs once approved", async () => {
+    const view = await waiting([
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+    ]);
+    // After the card was shown, someone renames task 4: TITLE is one of a1's "must stay unchanged" fields.
+    expect(view.approval!.changeSet!.actions[0]!.envelope.invariantFields).toContain("TITLE");
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Renamed meanwhile" } })).status,
+    ).toBe(200);
+    const before = (await portal.writes()).length;
+    const again = await submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject" }));
+    // A whole-set approval would end STALE_STATE here; a partial one must not write over the change either.
+    expect((await portal.writes()).length).toBe(before);
+    expect(again.status).toBe("awaiting_approval");
+    expect(again.approval!.description).toMatch(
+      /NOT RUN AT ONCE: alice's partial approval of sha256:[0-9a-f]{64} covered these actions as they were shown; since then a1 task 4: [A-Z_, ]*TITLE[A-Z_, ]* changed/,
+    );
+    expect(again.approval!.envelope.baseline.values["TITLE"]).toBe("Renamed meanwhile");
+    const a = again.approval!;
+    const done = await submitDecision(app!, view.threadId, {
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } },
+      ],
+    });
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect((await portal.writes()).slice(before).map((w) => w.params)).toEqual([
+      { taskId: 4, fields: { PRIORITY: "2" } },
+    ]);
+  });
+
+  it("a partial approval of several actions comes back for a fresh approval when one of their objects changed after the card was shown; nothing is written", async () => {
+    const view = await waiting([
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+      { operation: "update_task", taskId: 8, fields: { PRIORITY: "2" } },
+    ]);
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 8, fields: { TITLE: "Renamed meanwhile" } })).status,
+    ).toBe(200);
+    const before = (await portal.writes()).length;
+    const again = await submitDecision(
+      app!,
+      view.threadId,
+      perAction(view, { a1: "approve", a2: "reject", a3: "approve" }),
+    );
+    expect((await portal.writes()).length).toBe(before);
+    expect(again.status).toBe("awaiting_approval");
+    expect(again.approval!.changeSet!.actions.map((x) => x.actionId)).toEqual(["a1", "a3"]);
+    expect(again.approval!.description).toMatch(/since then a3 task 8: [A-Z_, ]*TITLE[A-Z_, ]* changed/);
+    expect(again.approval!.description).not.toContain("run without being shown again");
+  });
 });
