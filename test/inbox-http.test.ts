@@ -366,6 +366,67 @@ describe("inbox over HTTP", () => {
     ).toHaveLength(0);
   });
 
+  it("an edit is sent as typed or not at all: a long value is kept whole, a field given twice is refused with nothing sent", async () => {
+    const view = await startRun(w.app, {
+      request: "rename task 3 to the proposed title and change its description",
+      requestedBy: "demo-user",
+    });
+    const a = view.approval!;
+    const alice = new Client(w.inbox.url);
+    await alice.signIn("alice");
+    const long = `${"d".repeat(10_500)} END`;
+    const res = await alice.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: {
+        action: "edit",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        csrf: await alice.csrf(),
+        "field.TITLE": "Task three",
+        "field.DESCRIPTION": long,
+      },
+    });
+    expect(res.status).toBe(200);
+    const revised = (await viewThread(w.app, view.threadId)).approval!;
+    expect(revised.revision).toBe(2);
+    expect(revised.envelope.params).toEqual({ TITLE: "Task three", DESCRIPTION: long });
+
+    // A form naming TITLE twice (or as text and as JSON) is not an edit of TITLE to either value.
+    const bob = new Client(w.inbox.url);
+    await bob.signIn("bob");
+    const csrf = await bob.csrf();
+    for (const twice of [
+      [
+        ["field.TITLE", "One"],
+        ["field.TITLE", "Two"],
+      ],
+      [
+        ["field.TITLE", "One"],
+        ["json.TITLE", '"Two"'],
+      ],
+    ]) {
+      const refused = await bob.req(`/t/${view.threadId}/decide`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams([
+          ["action", "edit"],
+          ["envelopeHash", revised.envelopeHash],
+          ["nonce", revised.nonce],
+          ["csrf", csrf],
+          ...twice,
+          ["field.DESCRIPTION", "short"],
+        ]).toString(),
+      });
+      expect(refused.status).toBe(422);
+      expect(await refused.text()).toContain("TITLE is given more than once; an edit gives each field once");
+    }
+    const still = await viewThread(w.app, view.threadId);
+    expect(still.approval!.envelopeHash).toBe(revised.envelopeHash);
+    expect(
+      (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 3),
+    ).toHaveLength(0);
+  });
+
   it("ends the live event stream when its session ends (sign-out)", async () => {
     const c = new Client(w.inbox.url);
     await c.signIn("alice");
