@@ -172,7 +172,7 @@ describe("inbox over HTTP", () => {
     expect(c.cookies.has("__Host-ae-inbox")).toBe(false);
   });
 
-  it("refuses a decision without the CSRF token, with a wrong one, or from another site; then the real one is applied once as the authenticated approver", async () => {
+  it("refuses a decision without the CSRF token, with a wrong one, from another site, or in a body that is not a form; then the real one is applied once as the authenticated approver", async () => {
     const view = await w.run(5);
     const a = view.approval!;
     const c = new Client(w.inbox.url);
@@ -200,6 +200,14 @@ describe("inbox over HTTP", () => {
         })
       ).status,
     ).toBe(403);
+    // A body that cannot be read as a form (a cut multipart body) is refused as that, not answered 500.
+    const garbled = await c.req(path, {
+      method: "POST",
+      body: `--XYZ\r\nContent-Disposition: form-data; name="csrf"\r\n\r\n${csrf}\r\n--XY`,
+      headers: { "content-type": "multipart/form-data; boundary=XYZ" },
+    });
+    expect(garbled.status).toBe(400);
+    expect(await garbled.text()).toContain("the request body is not a readable form");
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
     expect(
       (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 5),
