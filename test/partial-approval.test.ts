@@ -15,6 +15,7 @@ import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import { partialApprovalForecast } from "../src/envelope/index.js";
 import { buildEvidence } from "../src/evidence/evidence-objects.js";
+import { submitAsSignedIn } from "../src/inbox/driver.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
@@ -238,5 +239,42 @@ describe("partial approvals are not edits", () => {
     expect(again.approval!.changeSet!.actions.map((x) => x.actionId)).toEqual(["a1", "a3"]);
     expect(again.approval!.description).toMatch(/since then a3 task 8: [A-Z_, ]*TITLE[A-Z_, ]* changed/);
     expect(again.approval!.description).not.toContain("run without being shown again");
+  });
+  it("a separation-of-duties override on an approved action is recorded when an earlier action of the set is rejected", async () => {
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(
+        proposeSet([
+          { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+          { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+        ]),
+      ),
+    });
+    // carol requests a medium-risk set and, as override-officer (authenticated), approves a2 of it.
+    const view = await startRun(app, { request: "several changes", requestedBy: "carol" });
+    const a = view.approval!;
+    const bound = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "carol" } };
+    const override = { gate: "separation_of_duties", reason: "urgent fix" };
+    const done = await submitAsSignedIn(
+      app,
+      view.threadId,
+      { envelopeHash: a.envelopeHash, nonce: a.nonce },
+      {
+        decisions: [
+          { type: "reject", actionId: "a1", message: "not this one", ...bound },
+          { type: "approve", actionId: "a2", override, ...bound },
+        ],
+      },
+      "carol",
+    );
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["tasks.task.update"]);
+    // The decision and the revision run at once on it both say the gate was overridden, by whom and why.
+    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+      (r) => r.event === "decision_accepted",
+    );
+    expect(accepted.map((r) => r.override)).toEqual([
+      { ...override, by: "carol" },
+      { ...override, by: "carol" },
+    ]);
   });
 });

@@ -409,6 +409,8 @@ export function judgeSetDecisions(
     )
     .filter(Boolean);
   const type = allOf("approve") ? "approve" : allOf("reject") ? "reject" : "edit";
+  // An override is applied to an approval, which need not be the first decision (a1 rejected, a2 approved).
+  const override = results.find((r) => r.override)?.override;
   const record: DecisionRecord = {
     type,
     envelopeHash: setHash,
@@ -425,7 +427,7 @@ export function judgeSetDecisions(
           message: `decided action by action: ${perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}${messages.length ? `; ${messages.join("; ")}` : ""}`,
         }),
     ...(whole && messages.length ? { message: messages.join("; ") } : {}),
-    ...(head.override ? { override: head.override } : {}),
+    ...(override ? { override } : {}),
     raw,
   };
   if (type !== "edit") return { type, record, messages };
