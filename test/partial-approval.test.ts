@@ -13,11 +13,17 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
-import { partialApprovalForecast } from "../src/envelope/index.js";
+import {
+  DecisionSchema,
+  partialApprovalForecast,
+  signDecision,
+  signedPayloadOf,
+} from "../src/envelope/index.js";
 import { buildEvidence } from "../src/evidence/evidence-objects.js";
 import { submitAsSignedIn } from "../src/inbox/driver.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+import { makeKeys } from "./support/trust-boundary.js";
 
 type Action = { operation: string; taskId: number; fields: Record<string, unknown> };
 let portal: Portal;
@@ -276,5 +282,40 @@ describe("partial approvals are not edits", () => {
       { ...override, by: "carol" },
       { ...override, by: "carol" },
     ]);
+  });
+  it("an unsigned approval after a signed rejection of another action is recorded as self-declared, not as signed", async () => {
+    const keys = makeKeys(["alice"]);
+    app = await openTestApp(portal, dataDir, {
+      env: { ACTION_ENVELOPE_APPROVER_KEYS: keys.dir },
+      model: new ScriptedChatModel(
+        proposeSet([
+          { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+          { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+        ]),
+      ),
+    });
+    const view = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+    const a = view.approval!;
+    const bound = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } };
+    const reject: Record<string, unknown> = {
+      type: "reject",
+      actionId: "a1",
+      message: "not this one",
+      ...bound,
+      decidedAt: new Date().toISOString(),
+    };
+    reject["signature"] = signDecision(
+      signedPayloadOf(DecisionSchema.parse(reject), view.threadId),
+      keys.pem["alice"]!,
+    );
+    // The policy accepts self-declared approvers, so the unsigned approval of a2 is taken, as what it is.
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [reject, { type: "approve", actionId: "a2", ...bound }],
+    });
+    expect(done.state!.outcome).toBe("VERIFIED");
+    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+      (r) => r.event === "decision_accepted",
+    );
+    expect(accepted.map((r) => r.approver?.verifiedBy)).toEqual(["self_declared", "self_declared"]);
   });
 });
