@@ -435,6 +435,37 @@ describe("inbox over HTTP", () => {
     ).toHaveLength(0);
   });
 
+  it("a refused decision that ends the approval (the last the refusal budget allows) is said to be refused, not recorded", async () => {
+    const view = await w.run(4);
+    const a = view.approval!;
+    const c = new Client(w.inbox.url);
+    await c.signIn("alice");
+    const csrf = await c.csrf();
+    // A per-action form for a single envelope is refused MALFORMED by check_decision, and counts.
+    const send = () =>
+      c.req(`/t/${view.threadId}/decide`, {
+        method: "POST",
+        form: {
+          action: "per-action",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          csrf,
+          "decision.a1": "approve",
+        },
+      });
+    for (let i = 1; i < w.app.deps.config.limits.maxRefusedDecisions; i++)
+      expect((await send()).status).toBe(422);
+    const last = await send();
+    expect(last.status).toBe(422);
+    const page = await last.text();
+    expect(page).toContain("Your per-action decision was refused (MALFORMED)");
+    expect(page).toContain(
+      "Nothing was applied. The approval then ended: NOT_EXECUTED (TOO_MANY_REFUSED_DECISIONS).",
+    );
+    expect(page).not.toContain("was recorded");
+    expect((await viewThread(w.app, view.threadId)).state?.reasonCode).toBe("TOO_MANY_REFUSED_DECISIONS");
+  });
+
   it("ends the live event stream when its session ends (sign-out)", async () => {
     const c = new Client(w.inbox.url);
     await c.signIn("alice");
