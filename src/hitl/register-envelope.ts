@@ -57,7 +57,9 @@ export async function registerEnvelope(
   const { threadId, runId, thread, previous, revision, proposal, operation, task } = ctx;
   const prior = previous?.progress.decision;
   const escalatedTo = escalationOf(previous);
-  const editedBy = editorOf(proposal, prior);
+  // The same change again after an expiry (escalated) is still what its editor wrote: they may not approve it either.
+  const editedBy =
+    editorOf(proposal, prior) ?? (prior?.type === "expire" ? previous?.envelope.editedBy : undefined);
   const envelope = createEnvelope({
     portal: deps.portal,
     operation,
