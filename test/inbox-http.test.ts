@@ -374,7 +374,7 @@ describe("inbox over HTTP", () => {
     ).toHaveLength(0);
   });
 
-  it("an edit is sent as typed or not at all: a long value is kept whole, a field given twice is refused with nothing sent", async () => {
+  it("an edit is sent as typed or not at all: a long value is kept whole, a browser's CR LF is a line break, a field given twice is refused with nothing sent", async () => {
     const view = await startRun(w.app, {
       request: "rename task 3 to the proposed title and change its description",
       requestedBy: "demo-user",
@@ -382,7 +382,8 @@ describe("inbox over HTTP", () => {
     const a = view.approval!;
     const alice = new Client(w.inbox.url);
     await alice.signIn("alice");
-    const long = `${"d".repeat(10_500)} END`;
+    // As a browser sends a text area: every line break as CR LF (the page showed, and a signing page signs, LF).
+    const long = `${"d".repeat(10_500)}\r\nEND`;
     const res = await alice.req(`/t/${view.threadId}/decide`, {
       method: "POST",
       form: {
@@ -397,7 +398,10 @@ describe("inbox over HTTP", () => {
     expect(res.status).toBe(200);
     const revised = (await viewThread(w.app, view.threadId)).approval!;
     expect(revised.revision).toBe(2);
-    expect(revised.envelope.params).toEqual({ TITLE: "Task three", DESCRIPTION: long });
+    expect(revised.envelope.params).toEqual({
+      TITLE: "Task three",
+      DESCRIPTION: `${"d".repeat(10_500)}\nEND`,
+    });
 
     // A form naming TITLE twice (or as text and as JSON) is not an edit of TITLE to either value.
     const bob = new Client(w.inbox.url);

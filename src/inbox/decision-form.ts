@@ -108,7 +108,9 @@ export function editedFields(
         ok: false,
         reason: `${field} ${twice ? "is given more than once" : "arrived as a file"}; an edit gives each field once, as text.`,
       };
-    if (name.startsWith("field.")) fields[field] = v;
+    // A browser sends each line break of a text area as CR LF; the value the page showed, and the one its
+    // signing script signs, has LF: that is the value typed.
+    if (name.startsWith("field.")) fields[field] = v.replace(/\r\n/g, "\n");
     else {
       try {
         fields[field] = JSON.parse(v);
@@ -120,7 +122,7 @@ export function editedFields(
   return { ok: true, fields };
 }
 
-/** Characters an edited value may carry besides visible ones: line breaks (a browser sends CR LF) and tabs. */
+/** Characters an edited value may carry besides visible ones: line breaks and tabs (a browser's CR LF is read as LF). */
 const LAYOUT = new Set(["\n", "\r", "\t"]);
 
 /**
