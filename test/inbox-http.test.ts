@@ -172,7 +172,7 @@ describe("inbox over HTTP", () => {
     expect(c.cookies.has("__Host-ae-inbox")).toBe(false);
   });
 
-  it("refuses a decision without the CSRF token, with a wrong one, or from another site; then the real one is applied once as the authenticated approver", async () => {
+  it("refuses a decision without the CSRF token, with a wrong one, from another site, or in a body that is not a form; then the real one is applied once as the authenticated approver", async () => {
     const view = await w.run(5);
     const a = view.approval!;
     const c = new Client(w.inbox.url);
@@ -200,6 +200,14 @@ describe("inbox over HTTP", () => {
         })
       ).status,
     ).toBe(403);
+    // A body that cannot be read as a form (a cut multipart body) is refused as that, not answered 500.
+    const garbled = await c.req(path, {
+      method: "POST",
+      body: `--XYZ\r\nContent-Disposition: form-data; name="csrf"\r\n\r\n${csrf}\r\n--XY`,
+      headers: { "content-type": "multipart/form-data; boundary=XYZ" },
+    });
+    expect(garbled.status).toBe(400);
+    expect(await garbled.text()).toContain("the request body is not a readable form");
     expect((await viewThread(w.app, view.threadId)).status).toBe("awaiting_approval");
     expect(
       (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 5),
@@ -364,6 +372,102 @@ describe("inbox over HTTP", () => {
     expect(
       (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 8),
     ).toHaveLength(0);
+  });
+
+  it("an edit is sent as typed or not at all: a long value is kept whole, a browser's CR LF is a line break, a field given twice is refused with nothing sent", async () => {
+    const view = await startRun(w.app, {
+      request: "rename task 3 to the proposed title and change its description",
+      requestedBy: "demo-user",
+    });
+    const a = view.approval!;
+    const alice = new Client(w.inbox.url);
+    await alice.signIn("alice");
+    // As a browser sends a text area: every line break as CR LF (the page showed, and a signing page signs, LF).
+    const long = `${"d".repeat(10_500)}\r\nEND`;
+    const res = await alice.req(`/t/${view.threadId}/decide`, {
+      method: "POST",
+      form: {
+        action: "edit",
+        envelopeHash: a.envelopeHash,
+        nonce: a.nonce,
+        csrf: await alice.csrf(),
+        "field.TITLE": "Task three",
+        "field.DESCRIPTION": long,
+      },
+    });
+    expect(res.status).toBe(200);
+    const revised = (await viewThread(w.app, view.threadId)).approval!;
+    expect(revised.revision).toBe(2);
+    expect(revised.envelope.params).toEqual({
+      TITLE: "Task three",
+      DESCRIPTION: `${"d".repeat(10_500)}\nEND`,
+    });
+
+    // A form naming TITLE twice (or as text and as JSON) is not an edit of TITLE to either value.
+    const bob = new Client(w.inbox.url);
+    await bob.signIn("bob");
+    const csrf = await bob.csrf();
+    for (const twice of [
+      [
+        ["field.TITLE", "One"],
+        ["field.TITLE", "Two"],
+      ],
+      [
+        ["field.TITLE", "One"],
+        ["json.TITLE", '"Two"'],
+      ],
+    ]) {
+      const refused = await bob.req(`/t/${view.threadId}/decide`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams([
+          ["action", "edit"],
+          ["envelopeHash", revised.envelopeHash],
+          ["nonce", revised.nonce],
+          ["csrf", csrf],
+          ...twice,
+          ["field.DESCRIPTION", "short"],
+        ]).toString(),
+      });
+      expect(refused.status).toBe(422);
+      expect(await refused.text()).toContain("TITLE is given more than once; an edit gives each field once");
+    }
+    const still = await viewThread(w.app, view.threadId);
+    expect(still.approval!.envelopeHash).toBe(revised.envelopeHash);
+    expect(
+      (await w.portal.writes()).filter((x) => (x.params as { taskId?: number }).taskId === 3),
+    ).toHaveLength(0);
+  });
+
+  it("a refused decision that ends the approval (the last the refusal budget allows) is said to be refused, not recorded", async () => {
+    const view = await w.run(4);
+    const a = view.approval!;
+    const c = new Client(w.inbox.url);
+    await c.signIn("alice");
+    const csrf = await c.csrf();
+    // A per-action form for a single envelope is refused MALFORMED by check_decision, and counts.
+    const send = () =>
+      c.req(`/t/${view.threadId}/decide`, {
+        method: "POST",
+        form: {
+          action: "per-action",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          csrf,
+          "decision.a1": "approve",
+        },
+      });
+    for (let i = 1; i < w.app.deps.config.limits.maxRefusedDecisions; i++)
+      expect((await send()).status).toBe(422);
+    const last = await send();
+    expect(last.status).toBe(422);
+    const page = await last.text();
+    expect(page).toContain("Your per-action decision was refused (MALFORMED)");
+    expect(page).toContain(
+      "Nothing was applied. The approval then ended: NOT_EXECUTED (TOO_MANY_REFUSED_DECISIONS).",
+    );
+    expect(page).not.toContain("was recorded");
+    expect((await viewThread(w.app, view.threadId)).state?.reasonCode).toBe("TOO_MANY_REFUSED_DECISIONS");
   });
 
   it("ends the live event stream when its session ends (sign-out)", async () => {

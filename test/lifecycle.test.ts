@@ -213,6 +213,81 @@ describe("expiry and sweep", () => {
   });
 });
 
+describe("an editor after escalation", () => {
+  /** carol's edit of the waiting approval (a change set: of a1, with a2 approved), self-declared as the policy allows. */
+  const editByCarol = (view: ThreadView, fields: Record<string, unknown>, set = false) => {
+    const bound = {
+      envelopeHash: view.approval!.envelopeHash,
+      nonce: view.approval!.nonce,
+      approver: { id: "carol" },
+    };
+    const edit = {
+      type: "edit",
+      ...bound,
+      editedAction: { name: "update_task", args: { taskId: 4, fields } },
+    };
+    return {
+      decisions: set
+        ? [
+            { ...edit, actionId: "a1" },
+            { type: "approve", ...bound, actionId: "a2" },
+          ]
+        : [edit],
+    };
+  };
+
+  it("an edited approval escalated after expiry still names its editor, who may not approve it though in the group", async () => {
+    const app = await open();
+    const first = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
+    const edited = await submitDecision(
+      app,
+      first.threadId,
+      editByCarol(first, { TITLE: "Carol's own title" }),
+    );
+    expect(edited.approval!.envelope.editedBy).toBe("carol");
+    later(edited);
+    await sweepExpired(app);
+    const { viewThread } = await import("../src/app/view-thread.js");
+    const escalated = await viewThread(app, first.threadId);
+    expect(escalated.approval).toMatchObject({ escalatedTo: "task-leads", envelope: { editedBy: "carol" } });
+    const refused = await submitDecision(app, first.threadId, approve(escalated, "carol"));
+    expect(refused.approval?.lastRefusal?.code).toBe("SELF_APPROVAL");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("an edited change set escalated after expiry still names its editor, who may not approve it", async () => {
+    const actions = [
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+    ];
+    const app = await open((messages) => {
+      const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+      if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
+      return tools.includes("get_task_by_id")
+        ? new AIMessage({
+            content: "",
+            tool_calls: [call("propose_change_set", { actions, rationale: "asked" })],
+          })
+        : new AIMessage({
+            content: "",
+            tool_calls: [4, 5].map((taskId) => call("get_task_by_id", { taskId })),
+          });
+    });
+    const first = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+    const edited = await submitDecision(app, first.threadId, editByCarol(first, { PRIORITY: "0" }, true));
+    expect(edited.approval!.changeSet!.set.editedBy).toBe("carol");
+    later(edited);
+    await sweepExpired(app);
+    const { viewThread } = await import("../src/app/view-thread.js");
+    const escalated = await viewThread(app, first.threadId);
+    expect(escalated.approval!.escalatedTo).toBe("task-leads");
+    expect(escalated.approval!.changeSet!.set.editedBy).toBe("carol");
+    const refused = await submitDecision(app, first.threadId, approve(escalated, "carol"));
+    expect(refused.approval?.lastRefusal?.code).toBe("SELF_APPROVAL");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+});
+
 describe("cancel and late decisions", () => {
   it("cancel ends NOT_EXECUTED / CANCELLED, voids the nonce, and a later approval is refused", async () => {
     const app = await open();

@@ -13,10 +13,17 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
-import { partialApprovalForecast } from "../src/envelope/index.js";
+import {
+  DecisionSchema,
+  partialApprovalForecast,
+  signDecision,
+  signedPayloadOf,
+} from "../src/envelope/index.js";
 import { buildEvidence } from "../src/evidence/evidence-objects.js";
+import { submitAsSignedIn } from "../src/inbox/driver.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+import { makeKeys } from "./support/trust-boundary.js";
 
 type Action = { operation: string; taskId: number; fields: Record<string, unknown> };
 let portal: Portal;
@@ -186,5 +193,129 @@ describe("partial approvals are not edits", () => {
       ["a1", "REJECTED"],
       ["a2", "VERIFIED"],
     ]);
+  });
+  it("an approved action whose task changed after the card was shown does not run at once: it comes back with the change named, then runs once approved", async () => {
+    const view = await waiting([
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+    ]);
+    // After the card was shown, someone renames task 4: TITLE is one of a1's "must stay unchanged" fields.
+    expect(view.approval!.changeSet!.actions[0]!.envelope.invariantFields).toContain("TITLE");
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Renamed meanwhile" } })).status,
+    ).toBe(200);
+    const before = (await portal.writes()).length;
+    const again = await submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject" }));
+    // A whole-set approval would end STALE_STATE here; a partial one must not write over the change either.
+    expect((await portal.writes()).length).toBe(before);
+    expect(again.status).toBe("awaiting_approval");
+    expect(again.approval!.description).toMatch(
+      /NOT RUN AT ONCE: alice's partial approval of sha256:[0-9a-f]{64} covered these actions as they were shown; since then a1 task 4: [A-Z_, ]*TITLE[A-Z_, ]* changed/,
+    );
+    expect(again.approval!.envelope.baseline.values["TITLE"]).toBe("Renamed meanwhile");
+    const a = again.approval!;
+    const done = await submitDecision(app!, view.threadId, {
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } },
+      ],
+    });
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect((await portal.writes()).slice(before).map((w) => w.params)).toEqual([
+      { taskId: 4, fields: { PRIORITY: "2" } },
+    ]);
+  });
+
+  it("a partial approval of several actions comes back for a fresh approval when one of their objects changed after the card was shown; nothing is written", async () => {
+    const view = await waiting([
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+      { operation: "update_task", taskId: 8, fields: { PRIORITY: "2" } },
+    ]);
+    expect(
+      (await portal.rest("tasks.task.update", { taskId: 8, fields: { TITLE: "Renamed meanwhile" } })).status,
+    ).toBe(200);
+    const before = (await portal.writes()).length;
+    const again = await submitDecision(
+      app!,
+      view.threadId,
+      perAction(view, { a1: "approve", a2: "reject", a3: "approve" }),
+    );
+    expect((await portal.writes()).length).toBe(before);
+    expect(again.status).toBe("awaiting_approval");
+    expect(again.approval!.changeSet!.actions.map((x) => x.actionId)).toEqual(["a1", "a3"]);
+    expect(again.approval!.description).toMatch(/since then a3 task 8: [A-Z_, ]*TITLE[A-Z_, ]* changed/);
+    expect(again.approval!.description).not.toContain("run without being shown again");
+  });
+  it("a separation-of-duties override on an approved action is recorded when an earlier action of the set is rejected", async () => {
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(
+        proposeSet([
+          { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+          { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+        ]),
+      ),
+    });
+    // carol requests a medium-risk set and, as override-officer (authenticated), approves a2 of it.
+    const view = await startRun(app, { request: "several changes", requestedBy: "carol" });
+    const a = view.approval!;
+    const bound = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "carol" } };
+    const override = { gate: "separation_of_duties", reason: "urgent fix" };
+    const done = await submitAsSignedIn(
+      app,
+      view.threadId,
+      { envelopeHash: a.envelopeHash, nonce: a.nonce },
+      {
+        decisions: [
+          { type: "reject", actionId: "a1", message: "not this one", ...bound },
+          { type: "approve", actionId: "a2", override, ...bound },
+        ],
+      },
+      "carol",
+    );
+    expect(done.state!.outcome).toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["tasks.task.update"]);
+    // The decision and the revision run at once on it both say the gate was overridden, by whom and why.
+    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+      (r) => r.event === "decision_accepted",
+    );
+    expect(accepted.map((r) => r.override)).toEqual([
+      { ...override, by: "carol" },
+      { ...override, by: "carol" },
+    ]);
+  });
+  it("an unsigned approval after a signed rejection of another action is recorded as self-declared, not as signed", async () => {
+    const keys = makeKeys(["alice"]);
+    app = await openTestApp(portal, dataDir, {
+      env: { ACTION_ENVELOPE_APPROVER_KEYS: keys.dir },
+      model: new ScriptedChatModel(
+        proposeSet([
+          { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+          { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+        ]),
+      ),
+    });
+    const view = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+    const a = view.approval!;
+    const bound = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } };
+    const reject: Record<string, unknown> = {
+      type: "reject",
+      actionId: "a1",
+      message: "not this one",
+      ...bound,
+      decidedAt: new Date().toISOString(),
+    };
+    reject["signature"] = signDecision(
+      signedPayloadOf(DecisionSchema.parse(reject), view.threadId),
+      keys.pem["alice"]!,
+    );
+    // The policy accepts self-declared approvers, so the unsigned approval of a2 is taken, as what it is.
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [reject, { type: "approve", actionId: "a2", ...bound }],
+    });
+    expect(done.state!.outcome).toBe("VERIFIED");
+    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+      (r) => r.event === "decision_accepted",
+    );
+    expect(accepted.map((r) => r.approver?.verifiedBy)).toEqual(["self_declared", "self_declared"]);
   });
 });

@@ -31,3 +31,16 @@ export function undoSetNote(
 export function escalationNote(group: string, expiredHash: string | undefined): string {
   return `ESCALATED to group ${group}: the approval for ${expiredHash} expired unanswered; only members of ${group} may approve this fresh envelope.\n`;
 }
+
+/**
+ * The note above what is left of a change set after a partial approval that is not run at once: the
+ * objects of the approved actions changed after the decided revision was shown (each as "a1 task 4:
+ * TITLE"), so the approval does not cover them as they are now.
+ */
+export function partialNotRunNote(
+  decidedHash: string | undefined,
+  approverId: string,
+  moved: readonly string[],
+): string {
+  return `NOT RUN AT ONCE: ${approverId}'s partial approval of ${decidedHash} covered these actions as they were shown; since then ${moved.join("; ")} changed, so this revision needs a fresh approval.\n`;
+}

@@ -5,7 +5,12 @@
  * it the journal's row, this server's clock and keys, and do the claiming, auditing and closing around
  * it (src/hitl/decision-claim.ts, src/hitl/decision-refusal.ts).
  */
-import { validateDecisionFor, type DecisionContext, type DecisionValidation } from "./decision.js";
+import {
+  validateDecisionFor,
+  type DecisionContext,
+  type DecisionValidation,
+  type VerifiedBy,
+} from "./decision.js";
 import { identityEstablished } from "./decision-identity.js";
 import { DecisionSchema, type Decision } from "./decision-schema.js";
 import { subjectOfSet } from "./decision-subject.js";
@@ -272,6 +277,9 @@ export function judgeSystemDecision(
   return { record, ...(escalate ? { escalateTo: group! } : {}), notEscalated };
 }
 
+/** How much a decision's identity shows, weakest first. */
+const IDENTITY_STRENGTH: Record<VerifiedBy, number> = { self_declared: 0, authentication: 1, signature: 2 };
+
 /** A change set's approval as the journal holds it: the set, its hash, each member's envelope in order. */
 export interface SetAnswered {
   set: ChangeSet;
@@ -409,15 +417,21 @@ export function judgeSetDecisions(
     )
     .filter(Boolean);
   const type = allOf("approve") ? "approve" : allOf("reject") ? "reject" : "edit";
+  // An override is applied to an approval, which need not be the first decision (a1 rejected, a2 approved).
+  const override = results.find((r) => r.override)?.override;
+  // The record claims only what every decision shows: a signed a1 does not make an unsigned a2 signed.
+  const weakest = results.reduce((w, r) =>
+    IDENTITY_STRENGTH[r.identity.verifiedBy] < IDENTITY_STRENGTH[w.identity.verifiedBy] ? r : w,
+  );
   const record: DecisionRecord = {
     type,
     envelopeHash: setHash,
     nonce: set.nonce,
     revision: set.revision,
     approverId: head.identity.approverId,
-    verifiedBy: head.identity.verifiedBy,
-    // Signed: the time the (first) signature covers; otherwise this server's time. Never an unsigned claim.
-    decidedAt: head.decidedAt,
+    verifiedBy: weakest.identity.verifiedBy,
+    // Every decision signed: the time the first signature covers; otherwise this server's time. Never an unsigned claim.
+    decidedAt: weakest.decidedAt,
     acceptedAt: judge.now.toISOString(),
     ...(whole
       ? {}
@@ -425,7 +439,7 @@ export function judgeSetDecisions(
           message: `decided action by action: ${perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}${messages.length ? `; ${messages.join("; ")}` : ""}`,
         }),
     ...(whole && messages.length ? { message: messages.join("; ") } : {}),
-    ...(head.override ? { override: head.override } : {}),
+    ...(override ? { override } : {}),
     raw,
   };
   if (type !== "edit") return { type, record, messages };

@@ -55,7 +55,10 @@ export async function buildSet(
       ...(reads ? { reads } : {}),
       ...(plan && !plan.runWithoutReapproval && plan.perAction.some((p) => p.type === "edit") && prior
         ? { editedBy: prior.approverId }
-        : {}),
+        : // The same set again after an expiry (escalated) is still what its editor wrote.
+          prior?.type === "expire" && previous?.set?.set.editedBy
+          ? { editedBy: previous.set.set.editedBy }
+          : {}),
       ...(plan?.runWithoutReapproval && prior
         ? { runWithoutReapproval: { plan, decision: decisionOf(previous)! } }
         : {}),

@@ -8,6 +8,7 @@
 import { randomUUID } from "node:crypto";
 import {
   OPERATIONS,
+  canonicalJson,
   checkPlan,
   createChangeSet,
   createEnvelope,
@@ -29,6 +30,8 @@ import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
 import { canEditFrom, deniedFieldRights, rawOf, readObject } from "./reads.js";
 import { TARGETS, jsonOf } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
+import { partialNotRunNote } from "../envelope/card-notes.js";
+import { objectNamed } from "../envelope/operations.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
 
@@ -57,6 +60,20 @@ export function baselineKeyOf(a: {
   return OPERATIONS[a.operation].effect === "delete"
     ? `${base}:${a.operation}:${String(a.fields["COMMENT_ID"] ?? "")}`
     : base;
+}
+
+/**
+ * The fields whose value an action's fresh baseline (`now`) holds differently from the revision an
+ * approver decided (`shown`): the fields that card compared and the ones it said must stay unchanged.
+ * A partial approval runs at once only while there are none, as a whole approval writes only when its
+ * pre-read finds the object as it was shown.
+ */
+export function movedSinceShown(shown: Envelope, now: Envelope): string[] {
+  const text = (values: Record<string, unknown>, f: string) =>
+    Object.prototype.hasOwnProperty.call(values, f) ? canonicalJson(values[f]) : undefined;
+  return [...new Set([...shown.comparedFields, ...shown.invariantFields])].filter(
+    (f) => text(shown.baseline.values, f) !== text(now.baseline.values, f),
+  );
 }
 
 export type BaselineRead =
@@ -290,9 +307,23 @@ export async function buildChangeSet(
     ).text;
     sections.push(`──── ACTION ${i + 1} of ${envelopes.length}: ${actionId} ────\n${card}`);
   }
-  const partialNote = ctx.runWithoutReapproval
-    ? `PARTIAL APPROVAL of ${previousHash} by ${ctx.runWithoutReapproval.decision.approverId}: ${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; the approved actions run without being shown again (policy partialExecution allows their classes).\n`
-    : "";
+  // A partial approval covers the approved actions as they were shown: an object that changed since is shown again.
+  const shown = new Map(ctx.previousMembers.map((m) => [m.set?.actionId ?? "", m.envelope] as const));
+  const moved = ctx.runWithoutReapproval
+    ? envelopes.flatMap(({ actionId, envelope }) => {
+        const decided = shown.get(actionId);
+        const fields = decided ? movedSinceShown(decided, envelope) : ["(not in the decided revision)"];
+        return fields.length
+          ? [`${actionId} ${objectNamed(envelope.operation, envelope.object.id)}: ${fields.join(", ")}`]
+          : [];
+      })
+    : [];
+  const runAtOnce = moved.length === 0 ? ctx.runWithoutReapproval : undefined;
+  const partialNote = moved.length
+    ? partialNotRunNote(previousHash, ctx.runWithoutReapproval!.decision.approverId, moved)
+    : runAtOnce
+      ? `PARTIAL APPROVAL of ${previousHash} by ${runAtOnce.decision.approverId}: ${runAtOnce.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; the approved actions run without being shown again (policy partialExecution allows their classes).\n`
+      : "";
   const escalation = ctx.escalatedTo
     ? `ESCALATED to group ${ctx.escalatedTo}: the approval for ${previousHash} expired unanswered; only members of ${ctx.escalatedTo} may approve this fresh change set.\n`
     : "";
@@ -326,17 +357,17 @@ export async function buildChangeSet(
     rows.map((r) => approvalRequestedEntry(r.envelope, r.envelopeHash, r.card, ctx.request)),
   );
 
-  if (ctx.runWithoutReapproval) {
+  if (runAtOnce) {
     // The approver approved these very actions (by id) in the previous revision, and the policy lets
     // their classes run without a second look: the new set's nonce is spent on that approval now.
-    const { decision } = ctx.runWithoutReapproval;
+    const { decision } = runAtOnce;
     const record: DecisionRecord = {
       ...decision,
       type: "approve",
       envelopeHash: setHash,
       nonce: set.nonce,
       revision,
-      message: `partial approval of ${previousHash} (${ctx.runWithoutReapproval.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}), run without a second approval under policy partialExecution`,
+      message: `partial approval of ${previousHash} (${runAtOnce.plan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}), run without a second approval under policy partialExecution`,
     };
     // The claim commits with its decision_accepted record, as a human's decision does.
     const claim = await deps.journal.decideActions(

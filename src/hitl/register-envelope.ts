@@ -5,20 +5,22 @@
  * set after a partial approval the policy lets run at once is decided right away.
  */
 import { randomUUID } from "node:crypto";
-import { escalationNote, undoNote } from "../envelope/card-notes.js";
+import { escalationNote, partialNotRunNote, undoNote } from "../envelope/card-notes.js";
+import { objectNamed } from "../envelope/operations.js";
 import {
   createEnvelope,
   hashEnvelope,
   renderCard,
   requesterVerificationOf,
   userIdsOnCard,
+  type Envelope,
   type OperationName,
 } from "../envelope/index.js";
 import type { DecisionRecord, ProposalRecord } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
-import type { PlannedAction } from "./change-sets.js";
+import { movedSinceShown, type PlannedAction } from "./change-sets.js";
 import { lookupNames } from "./people.js";
 import { editorOf, escalationOf } from "./revision-plan.js";
 import { decisionOf, viewOf, type RegisteredView } from "./thread-view.js";
@@ -48,12 +50,16 @@ export async function registerEnvelope(
     notUndone: string[];
     /** What is left of a change set after a partial approval, when this envelope is that. */
     onlyOne: PlannedAction | undefined;
+    /** That action as the revision the approver decided showed it. */
+    shown: Envelope | undefined;
   },
 ): Promise<RegisteredUpdate> {
   const { threadId, runId, thread, previous, revision, proposal, operation, task } = ctx;
   const prior = previous?.progress.decision;
   const escalatedTo = escalationOf(previous);
-  const editedBy = editorOf(proposal, prior);
+  // The same change again after an expiry (escalated) is still what its editor wrote: they may not approve it either.
+  const editedBy =
+    editorOf(proposal, prior) ?? (prior?.type === "expire" ? previous?.envelope.editedBy : undefined);
   const envelope = createEnvelope({
     portal: deps.portal,
     operation,
@@ -80,9 +86,21 @@ export async function registerEnvelope(
   const undo = thread.compensates
     ? undoNote(thread.compensates.threadId, thread.compensates.envelopeHash, ctx.undoDeletes, ctx.notUndone)
     : "";
+  // A partial approval covers the kept action as it was shown: if its object changed since, it is shown again.
+  const partial = ctx.onlyOne ? prior?.setPlan : undefined;
+  const moved = partial?.runWithoutReapproval
+    ? ctx.shown
+      ? movedSinceShown(ctx.shown, envelope)
+      : ["(not in the decided revision)"]
+    : [];
+  const notRun = moved.length
+    ? partialNotRunNote(previous?.set?.setHash, prior!.approverId, [
+        `${ctx.onlyOne!.actionId} ${objectNamed(operation, envelope.object.id)}: ${moved.join(", ")}`,
+      ])
+    : "";
   const card = escalatedTo
-    ? `${undo}${escalationNote(escalatedTo, previous?.envelopeHash)}${rendered}`
-    : `${undo}${rendered}`;
+    ? `${undo}${escalationNote(escalatedTo, previous?.envelopeHash)}${notRun}${rendered}`
+    : `${undo}${notRun}${rendered}`;
   // Registering supersedes the previous revision and appends the approval_requested record in the same
   // transaction; keyed by hash, so a re-run of this node after a crash registers a second envelope
   // rather than altering the first.
@@ -104,14 +122,14 @@ export async function registerEnvelope(
     [approvalRequestedEntry(envelope, envelopeHash, card, thread.request)],
   );
   // What is left of a change set after a partial approval the policy lets run at once: decided now.
-  if (ctx.onlyOne && prior?.setPlan?.runWithoutReapproval) {
+  if (partial?.runWithoutReapproval && moved.length === 0) {
     const record = {
       ...decisionOf(previous)!,
       type: "approve" as const,
       envelopeHash,
       nonce: envelope.nonce,
       revision,
-      message: `partial approval of change set ${previous?.set?.setHash}: ${prior.setPlan.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; run without a second approval under policy partialExecution`,
+      message: `partial approval of change set ${previous?.set?.setHash}: ${partial.perAction.map((p) => `${p.actionId} ${p.type}`).join(", ")}; run without a second approval under policy partialExecution`,
     };
     const claim = await deps.journal.decideAction(
       envelopeHash,

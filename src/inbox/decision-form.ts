@@ -7,7 +7,6 @@ import { OPERATIONS } from "../envelope/operations.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { classify, marker } from "../text/escape.js";
 import { lateResumeEntry } from "../api/late-resume.js";
-import { MAX_FIELD } from "./routes-context.js";
 
 export type FormBody = Record<string, string | File | Array<string | File>>;
 
@@ -88,28 +87,42 @@ export function editedActionOf(
   };
 }
 
-/** An edit's values from `<prefix>field.<F>` (text) and `<prefix>json.<F>` (JSON) inputs, as the page and its signature build them. */
+/**
+ * An edit's values from `<prefix>field.<F>` (text) and `<prefix>json.<F>` (JSON) inputs, as the page and
+ * its signature build them. Each value is taken whole (the request's size limit bounds it, the policy
+ * judges it): an edit is sent as typed or not at all, so a value given twice or as a file is refused.
+ */
 export function editedFields(
   form: FormBody,
   prefix: string,
 ): { ok: true; fields: Record<string, unknown> } | { ok: false; reason: string } {
   const fields: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(form)) {
-    if (typeof v !== "string" || !k.startsWith(prefix)) continue;
+    if (!k.startsWith(prefix)) continue;
     const name = k.slice(prefix.length);
-    if (name.startsWith("field.")) fields[name.slice(6)] = v.slice(0, MAX_FIELD);
-    else if (name.startsWith("json.")) {
+    if (!name.startsWith("field.") && !name.startsWith("json.")) continue;
+    const field = name.slice(name.indexOf(".") + 1);
+    const twice = Array.isArray(v) || Object.prototype.hasOwnProperty.call(fields, field);
+    if (typeof v !== "string" || twice)
+      return {
+        ok: false,
+        reason: `${field} ${twice ? "is given more than once" : "arrived as a file"}; an edit gives each field once, as text.`,
+      };
+    // A browser sends each line break of a text area as CR LF; the value the page showed, and the one its
+    // signing script signs, has LF: that is the value typed.
+    if (name.startsWith("field.")) fields[field] = v.replace(/\r\n/g, "\n");
+    else {
       try {
-        fields[name.slice(5)] = JSON.parse(v);
+        fields[field] = JSON.parse(v);
       } catch {
-        return { ok: false, reason: `${name.slice(5)} must be JSON (as shown in the form).` };
+        return { ok: false, reason: `${field} must be JSON (as shown in the form).` };
       }
     }
   }
   return { ok: true, fields };
 }
 
-/** Characters an edited value may carry besides visible ones: line breaks (a browser sends CR LF) and tabs. */
+/** Characters an edited value may carry besides visible ones: line breaks and tabs (a browser's CR LF is read as LF). */
 const LAYOUT = new Set(["\n", "\r", "\t"]);
 
 /**

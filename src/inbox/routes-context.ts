@@ -35,7 +35,7 @@ export interface SignInEvent {
 
 export type Env = { Bindings: HttpBindings; Variables: { session: Session } };
 
-/** The longest form value the inbox reads; anything longer is cut there. */
+/** The longest form value the inbox reads; anything longer is cut there. An edit's values are taken whole (editedFields). */
 export const MAX_FIELD = 10_000;
 
 /** What the inbox's route groups share: the app, the options, the sessions and the refusals every group gives. */

@@ -38,7 +38,8 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
   web.post("/login", async (c) => {
     const bad = crossSite(c);
     if (bad) return c.text(`refused: ${bad}`, 403);
-    const form = await c.req.parseBody();
+    const form = await formOf(c);
+    if (!form) return c.text(UNREADABLE_FORM, 400);
     if (!sameToken(typeof form["csrf"] === "string" ? form["csrf"] : undefined, getCookie(c, LOGIN_COOKIE))) {
       return loginForm(c, 403, "The sign-in form expired or came from elsewhere; please sign in again.");
     }
@@ -117,7 +118,8 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
       const bad = crossSite(c);
       if (bad) return c.text(`refused: ${bad}`, 403);
-      const form = await c.req.parseBody();
+      const form = await formOf(c);
+      if (!form) return c.text(UNREADABLE_FORM, 400);
       if (!sameToken(typeof form["csrf"] === "string" ? form["csrf"] : undefined, s.csrf)) {
         return c.text("refused: the form's CSRF token is missing or wrong; reload the page", 403);
       }
@@ -131,6 +133,20 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
     deleteCookie(c, SESSION_COOKIE, { path: "/", secure: true });
     return c.redirect(`${base}/login`, 303);
   });
+}
+
+const UNREADABLE_FORM =
+  "refused: the request body is not a readable form (application/x-www-form-urlencoded or multipart/form-data); nothing was changed";
+
+/** The posted form, or undefined when its body cannot be read as one (a malformed multipart body, say). */
+async function formOf(
+  c: Context<Env>,
+): Promise<Awaited<ReturnType<Context<Env>["req"]["parseBody"]>> | undefined> {
+  try {
+    return await c.req.parseBody();
+  } catch {
+    return undefined;
+  }
 }
 
 /**

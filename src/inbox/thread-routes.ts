@@ -245,17 +245,17 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const now = await app.deps.journal.currentAction(threadId);
     const what =
       type === "per-action" ? "per-action decision" : action?.set ? `${type} of the whole set` : type;
-    if (
-      after.status === "awaiting_approval" &&
-      now &&
-      boundOf(now).hash === envelopeHash &&
-      now.progress.refusalsSeen > before
-    ) {
+    // Refused, whether the approval still waits or the refusal ended it (expired, or the last one the budget allows).
+    if (now && boundOf(now).hash === envelopeHash && now.progress.refusalsSeen > before) {
       const r = now.progress.lastRefusal;
+      const ended =
+        after.status === "awaiting_approval"
+          ? ""
+          : html` The approval then ended: ${text(after.state?.outcome ?? after.status)} (${text(after.state?.reasonCode ?? "")}).`;
       return refusedOn(
         c,
         threadId,
-        html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.`,
+        html`Your ${what} was refused (${text(r?.code ?? "REFUSED")}): ${text(r?.reason ?? "")}. Nothing was applied.${ended}`,
       );
     }
     if (after.status === "awaiting_approval") {
