@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { loadConfig } from "../src/config/env.js";
@@ -42,9 +42,11 @@ afterEach(async () => {
 
 const sqlite = !process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"];
 
-async function waiting(): Promise<ThreadView> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE })) });
-  const view = await startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
+async function waiting(title = TITLE): Promise<ThreadView> {
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })),
+  });
+  const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
   expect(view.status).toBe("awaiting_approval");
   return view;
 }
@@ -105,6 +107,59 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
       code: "INTEGRITY_CHECK_FAILED",
     });
     expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("a decision written into the row without the key, or copied with its seal from another action, is never acted on", async () => {
+    const done = await waiting();
+    expect((await submitDecision(app!, done.threadId, approve(done))).state!.outcome).toBe("VERIFIED");
+    await app!.close();
+    app = undefined;
+    const pending = await waiting("NEVER APPROVED");
+    const hash = pending.approval!.envelopeHash;
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const setRow = (phase: string, progress: unknown) =>
+      db
+        .prepare("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?")
+        .run(phase, JSON.stringify(progress), hash);
+    const approved = JSON.parse(
+      (
+        db
+          .prepare("SELECT progress_json FROM actions WHERE envelope_hash = ?")
+          .get(done.approval!.envelopeHash) as {
+          progress_json: string;
+        }
+      ).progress_json,
+    );
+    const forged = { ...approved.decision, envelopeHash: hash, nonce: pending.approval!.nonce };
+    const base = { refusalsCounted: 0, refusalsSeen: 0 };
+    const cases: Array<[phase: string, progress: unknown, found: string]> = [
+      ["decided", { ...base, decision: forged }, "without a seal"],
+      ["pre_read", { ...approved, decision: forged }, "whose seal under the journal key does not hold"],
+      [
+        "decided",
+        { ...base, decision: approved.decision, decisionSeal: approved.decisionSeal },
+        "does not hold",
+      ],
+    ];
+    try {
+      for (const [phase, progress, found] of cases) {
+        setRow(phase, progress);
+        await expect(recoverThread(app!, pending.threadId)).rejects.toMatchObject({
+          code: "INTEGRITY_CHECK_FAILED",
+          message: expect.stringMatching(
+            new RegExp(
+              `action ${hash} is ${phase}: expected a decision sealed under the journal key.*${found}`,
+            ),
+          ),
+        });
+      }
+    } finally {
+      db.close();
+    }
+    expect(await portal.writes()).toHaveLength(1);
+    const records = await app!.deps.audit.records({ threadId: pending.threadId });
+    expect(records.filter((x) => x.event === "tamper_detected")).not.toHaveLength(0);
+    expect(records.map((x) => x.event)).not.toContain("execution_outcome");
   });
 });
 

@@ -151,6 +151,12 @@ export interface ActionProgress {
   refusalsCounted: number;
   /** All refused decisions, entitled or not; orders their audit records. */
   refusalsSeen: number;
+  /**
+   * The decision's seal: HMAC under the journal key over the decision as recorded and the action it
+   * decides (action-rows.ts, decisionSealOf), written with the decision. Absent in rows decided before
+   * decisions were sealed.
+   */
+  decisionSeal?: string;
 }
 
 export interface ActionRow extends RegisteredAction {
@@ -159,6 +165,12 @@ export interface ActionRow extends RegisteredAction {
   registeredAt: string;
   /** False when the row's MAC does not verify: its registered content was edited outside the program. */
   macValid: boolean;
+  /**
+   * Whether the decision recorded on the row is the one this program recorded: "none" without a
+   * decision, "valid" when its seal holds, "unsealed" without a seal, "invalid" when the seal does not
+   * hold (the decision, or its seal, was written or copied outside the program).
+   */
+  decisionSeal: "none" | "valid" | "unsealed" | "invalid";
 }
 
 /** What the thread was asked, recorded once when its first run starts. */

@@ -214,7 +214,57 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     progress,
     registeredAt: r.registered_at,
     macValid,
+    decisionSeal: decisionSealOfRow(key, r, progress, !listed),
   };
+}
+
+/**
+ * What a decision's seal covers: the action it decides (envelope and thread) and the decision's JSON
+ * text as stored (the progress column keeps JSON.stringify's text, which parsing and writing again
+ * gives back byte for byte).
+ */
+function decisionSealContent(envelopeHash: string, threadId: string, decisionText: string): unknown {
+  return { kind: "decision", envelopeHash, threadId, decision: decisionText };
+}
+
+/**
+ * The move of an action to decided with `decision` and its seal under the journal key: the phase and
+ * the rest of the progress column are not sealed, so only the seal tells a decision this program
+ * recorded from one written into the row by hand.
+ */
+export function planDecision(
+  key: Buffer,
+  current: ActionRow | undefined,
+  envelopeHash: string,
+  decision: NonNullable<ActionProgress["decision"]>,
+): ReturnType<typeof planMove> {
+  const threadId = current?.threadId ?? "";
+  const decisionSeal = sealOf(key, decisionSealContent(envelopeHash, threadId, JSON.stringify(decision)));
+  const plan = planMove(current, envelopeHash, "decided", { decision, decisionSeal });
+  // The moved row (moveWrite keeps the row's other fields) carries the decision just sealed.
+  return plan.ok ? { ...plan, row: { ...plan.row, decisionSeal: "valid" } } : plan;
+}
+
+function decisionSealOfRow(
+  key: Buffer,
+  r: ActionDbRow,
+  progress: ActionProgress,
+  remember: boolean,
+): ActionRow["decisionSeal"] {
+  const decision = progress.decision;
+  if (decision === undefined || decision === null) return "none";
+  const mac = progress.decisionSeal;
+  if (typeof mac !== "string" || mac === "") return "unsealed";
+  const text = JSON.stringify(decision);
+  // The remembered text names the action too, so a seal copied with its decision onto another row is checked in full.
+  const holds = sealHoldsCached(
+    key,
+    `${r.envelope_hash}\n${r.thread_id}\n${text}`,
+    mac,
+    () => decisionSealContent(r.envelope_hash, r.thread_id, text),
+    remember,
+  );
+  return holds ? "valid" : "invalid";
 }
 
 /** A new scope's UPDATE values (record, MAC, thread); none when the seal fails or the thread is closed or has an action. */

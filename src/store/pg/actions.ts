@@ -11,6 +11,7 @@ import { leaseIsFree } from "../action-machine.js";
 import {
   actionRowOf,
   currentFrom,
+  planDecision,
   planMove,
   registrationRows,
   withRefusal,
@@ -89,7 +90,7 @@ export class PgActions extends PgBase implements ActionPart {
         const refusals: Array<{ phase: Phase | null; reason: string }> = [];
         for (const { envelopeHash, decision } of decisions) {
           const raw = await this.lockAction(c, envelopeHash);
-          const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "decided", { decision });
+          const plan = planDecision(this.key, actionRowOf(raw, this.key), envelopeHash, decision);
           if (!plan.ok) refusals.push(plan);
           else planned.push(plan);
         }

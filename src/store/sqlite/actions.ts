@@ -11,6 +11,7 @@ import { leaseIsFree } from "../action-machine.js";
 import {
   actionRowOf,
   currentFrom,
+  planDecision,
   planMove,
   registrationRows,
   withRefusal,
@@ -76,7 +77,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
       const planned: PlannedMove[] = [];
       for (const { envelopeHash, decision } of decisions) {
         const raw = this.actionDbRow(envelopeHash);
-        const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "decided", { decision });
+        const plan = planDecision(this.key, actionRowOf(raw, this.key), envelopeHash, decision);
         if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
         planned.push(plan);
       }
