@@ -161,6 +161,39 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     expect(records.filter((x) => x.event === "tamper_detected")).not.toHaveLength(0);
     expect(records.map((x) => x.event)).not.toContain("execution_outcome");
   });
+
+  it("a pre-read verdict written into the row without the key: a STALE_STATE action put back at pre_read as MATCH sends nothing", async () => {
+    const view = await waiting();
+    await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } });
+    const stale = await submitDecision(app!, view.threadId, approve(view));
+    expect(stale.state!.reasonCode).toBe("STALE_STATE");
+    const hash = view.approval!.envelopeHash;
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      const { progress_json } = db
+        .prepare("SELECT progress_json FROM actions WHERE envelope_hash = ?")
+        .get(hash) as { progress_json: string };
+      const { closed: _closed, ...progress } = JSON.parse(progress_json);
+      progress.preRead.verdict = "MATCH";
+      db.prepare("UPDATE actions SET phase = 'pre_read', progress_json = ? WHERE envelope_hash = ?").run(
+        JSON.stringify(progress),
+        hash,
+      );
+      db.prepare("UPDATE threads SET closed_json = NULL WHERE thread_id = ?").run(view.threadId);
+    } finally {
+      db.close();
+    }
+    await expect(recoverThread(app!, view.threadId)).rejects.toMatchObject({
+      code: "INTEGRITY_CHECK_FAILED",
+      message: expect.stringContaining(
+        `action ${hash} is pre_read: expected the MATCH of its pre-read sealed under the journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE), found a pre-read (MATCH) without a seal`,
+      ),
+    });
+    // The only write is the one made by hand on the portal.
+    expect((await portal.writes()).map((w) => w.params)).toEqual([
+      { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } },
+    ]);
+  });
 });
 
 /** From now on, appending an audit record of `event` to the data directory's journal fails (a trigger). */

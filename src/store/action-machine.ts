@@ -157,6 +157,12 @@ export interface ActionProgress {
    * decisions were sealed.
    */
   decisionSeal?: string;
+  /**
+   * The pre-read's seal: HMAC under the journal key over its verdict and time and the action
+   * (action-rows.ts), written by the move to pre_read, the one move a write may follow. Absent in rows
+   * moved to pre_read before pre-reads were sealed.
+   */
+  preReadSeal?: string;
 }
 
 export interface ActionRow extends RegisteredAction {
@@ -171,6 +177,8 @@ export interface ActionRow extends RegisteredAction {
    * hold (the decision, or its seal, was written or copied outside the program).
    */
   decisionSeal: "none" | "valid" | "unsealed" | "invalid";
+  /** The same for the pre-read the move to pre_read recorded (its verdict is what lets the write go out). */
+  preReadSeal: "none" | "valid" | "unsealed" | "invalid";
 }
 
 /** What the thread was asked, recorded once when its first run starts. */

@@ -215,6 +215,7 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     registeredAt: r.registered_at,
     macValid,
     decisionSeal: decisionSealOfRow(key, r, progress, !listed),
+    preReadSeal: preReadSealOfRow(key, r, progress, !listed),
   };
 }
 
@@ -243,6 +244,56 @@ export function planDecision(
   const plan = planMove(current, envelopeHash, "decided", { decision, decisionSeal });
   // The moved row (moveWrite keeps the row's other fields) carries the decision just sealed.
   return plan.ok ? { ...plan, row: { ...plan.row, decisionSeal: "valid" } } : plan;
+}
+
+/** What a pre-read's seal covers: the action (envelope and thread), the verdict and when it was read. */
+function preReadSealContent(envelopeHash: string, threadId: string, verdict: unknown, at: unknown): unknown {
+  return { kind: "pre-read", envelopeHash, threadId, verdict, at };
+}
+
+/**
+ * A move the machine allows, as planMove plans it; the move to pre_read (the pre-read's MATCH, after
+ * which the write goes out) also seals the pre-read's verdict under the journal key, so a verdict
+ * written into the row by hand (a MISMATCH turned into a MATCH, a closed action put back at pre_read)
+ * is not taken for one this program read.
+ */
+export function planSealedMove(
+  key: Buffer,
+  current: ActionRow | undefined,
+  envelopeHash: string,
+  to: Phase,
+  patch: Partial<ActionProgress>,
+): ReturnType<typeof planMove> {
+  const preRead = patch.preRead;
+  if (to !== "pre_read" || !preRead) return planMove(current, envelopeHash, to, patch);
+  const preReadSeal = sealOf(
+    key,
+    preReadSealContent(envelopeHash, current?.threadId ?? "", preRead.verdict, preRead.at),
+  );
+  const plan = planMove(current, envelopeHash, to, { ...patch, preReadSeal });
+  // The moved row (moveWrite keeps the row's other fields) carries the pre-read just sealed.
+  return plan.ok ? { ...plan, row: { ...plan.row, preReadSeal: "valid" } } : plan;
+}
+
+function preReadSealOfRow(
+  key: Buffer,
+  r: ActionDbRow,
+  progress: ActionProgress,
+  remember: boolean,
+): ActionRow["preReadSeal"] {
+  const preRead = progress.preRead as { verdict?: unknown; at?: unknown } | undefined | null;
+  if (preRead === undefined || preRead === null) return "none";
+  const mac = progress.preReadSeal;
+  if (typeof mac !== "string" || mac === "") return "unsealed";
+  const { verdict, at } = preRead;
+  const holds = sealHoldsCached(
+    key,
+    JSON.stringify(["pre-read", r.envelope_hash, r.thread_id, verdict ?? null, at ?? null]),
+    mac,
+    () => preReadSealContent(r.envelope_hash, r.thread_id, verdict, at),
+    remember,
+  );
+  return holds ? "valid" : "invalid";
 }
 
 function decisionSealOfRow(

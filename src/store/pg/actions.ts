@@ -12,7 +12,7 @@ import {
   actionRowOf,
   currentFrom,
   planDecision,
-  planMove,
+  planSealedMove,
   registrationRows,
   withRefusal,
   type ActionDbRow,
@@ -139,7 +139,7 @@ export class PgActions extends PgBase implements ActionPart {
   ): Promise<TransitionResult> {
     return this.tx(`moving action ${envelopeHash} to ${to}`, async (c): Promise<TransitionResult> => {
       const raw = await this.lockAction(c, envelopeHash);
-      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, to, patch);
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
       const moved = await this.writeMove(c, plan);
       await this.append(c, records(moved));

@@ -12,7 +12,7 @@ import {
   actionRowOf,
   currentFrom,
   planDecision,
-  planMove,
+  planSealedMove,
   registrationRows,
   withRefusal,
   type ActionDbRow,
@@ -106,7 +106,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
   ): Promise<TransitionResult> {
     return this.conn.write((): TransitionResult => {
       const raw = this.actionDbRow(envelopeHash);
-      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, to, patch);
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
       const moved = this.writeMove(plan);
       this.append(records(moved));
