@@ -263,6 +263,14 @@ describe("the journal key", () => {
     expect(() => loadJournalKey(inside, () => {})).toThrow(ConfigError);
     expect(() => loadJournalKey(inside, () => {})).toThrow(/inside the data directory/);
     expect(fs.existsSync(path.join(dir, "journal.key"))).toBe(false);
+    // A folder in the data directory whose name starts with ".." is still in it.
+    const dotted = path.join(dir, "..keys", "journal.key");
+    expect(() =>
+      loadJournalKey(
+        loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: dotted }, ROOT),
+      ),
+    ).toThrow(/inside the data directory/);
+    expect(fs.existsSync(dotted)).toBe(false);
     expect(() => loadConfig({ ACTION_ENVELOPE_JOURNAL_KEY: "c2hvcnQ=" }, ROOT)).toThrow(
       /ACTION_ENVELOPE_JOURNAL_KEY must be at least 32 bytes/,
     );
