@@ -165,6 +165,8 @@ export interface ActionProgress {
   preReadSeal?: string;
 }
 
+export type SealCheck = "none" | "valid" | "unsealed" | "invalid" | "unchecked";
+
 export interface ActionRow extends RegisteredAction {
   phase: Phase;
   progress: ActionProgress;
@@ -174,11 +176,12 @@ export interface ActionRow extends RegisteredAction {
   /**
    * Whether the decision recorded on the row is the one this program recorded: "none" without a
    * decision, "valid" when its seal holds, "unsealed" without a seal, "invalid" when the seal does not
-   * hold (the decision, or its seal, was written or copied outside the program).
+   * hold (the decision, or its seal, was written or copied outside the program); "unchecked" at a
+   * phase whose next step does not act on it (only decided and pre_read are checked).
    */
-  decisionSeal: "none" | "valid" | "unsealed" | "invalid";
+  decisionSeal: SealCheck;
   /** The same for the pre-read the move to pre_read recorded (its verdict is what lets the write go out). */
-  preReadSeal: "none" | "valid" | "unsealed" | "invalid";
+  preReadSeal: SealCheck;
 }
 
 /** What the thread was asked, recorded once when its first run starts. */

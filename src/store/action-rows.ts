@@ -214,10 +214,14 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     progress,
     registeredAt: r.registered_at,
     macValid,
-    decisionSeal: decisionSealOfRow(key, r, progress, !listed),
-    preReadSeal: preReadSealOfRow(key, r, progress, !listed),
+    // Checked only where a step acts on them (the gate and the write); elsewhere a listing pays nothing.
+    decisionSeal: actsOnSeals(r.phase) ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
+    preReadSeal: actsOnSeals(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
   };
 }
+
+/** The phases whose next step acts on the decision (decided, pre_read) or on the pre-read (pre_read). */
+const actsOnSeals = (phase: Phase) => phase === "decided" || phase === "pre_read";
 
 /**
  * What a decision's seal covers: the action it decides (envelope and thread) and the decision's JSON
