@@ -162,6 +162,23 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     expect(records.map((x) => x.event)).not.toContain("execution_outcome");
   });
 
+  it("an action set to intent by hand with no write-ahead entry: recover sends nothing and says no entry was found", async () => {
+    const view = await waiting();
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      db.prepare("UPDATE actions SET phase = 'intent' WHERE envelope_hash = ?").run(
+        view.approval!.envelopeHash,
+      );
+    } finally {
+      db.close();
+    }
+    const after = await recoverThread(app!, view.threadId);
+    expect(after.state!.reason).toContain(
+      "the acknowledgement is missing (the action was moved to intent but no write-ahead entry was found; not re-sent)",
+    );
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
   it("a pre-read verdict written into the row without the key: a STALE_STATE action put back at pre_read as MATCH sends nothing", async () => {
     const view = await waiting();
     await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } });
