@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { loadConfig } from "../src/config/env.js";
@@ -42,9 +42,11 @@ afterEach(async () => {
 
 const sqlite = !process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"];
 
-async function waiting(): Promise<ThreadView> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE })) });
-  const view = await startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
+async function waiting(title = TITLE): Promise<ThreadView> {
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })),
+  });
+  const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
   expect(view.status).toBe("awaiting_approval");
   return view;
 }
@@ -105,6 +107,109 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
       code: "INTEGRITY_CHECK_FAILED",
     });
     expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("a decision written into the row without the key, or copied with its seal from another action, is never acted on", async () => {
+    const done = await waiting();
+    expect((await submitDecision(app!, done.threadId, approve(done))).state!.outcome).toBe("VERIFIED");
+    await app!.close();
+    app = undefined;
+    const pending = await waiting("NEVER APPROVED");
+    const hash = pending.approval!.envelopeHash;
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const setRow = (phase: string, progress: unknown) =>
+      db
+        .prepare("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?")
+        .run(phase, JSON.stringify(progress), hash);
+    const approved = JSON.parse(
+      (
+        db
+          .prepare("SELECT progress_json FROM actions WHERE envelope_hash = ?")
+          .get(done.approval!.envelopeHash) as {
+          progress_json: string;
+        }
+      ).progress_json,
+    );
+    const forged = { ...approved.decision, envelopeHash: hash, nonce: pending.approval!.nonce };
+    const base = { refusalsCounted: 0, refusalsSeen: 0 };
+    const cases: Array<[phase: string, progress: unknown, found: string]> = [
+      ["decided", { ...base, decision: forged }, "without a seal"],
+      ["pre_read", { ...approved, decision: forged }, "whose seal under the journal key does not hold"],
+      [
+        "decided",
+        { ...base, decision: approved.decision, decisionSeal: approved.decisionSeal },
+        "does not hold",
+      ],
+    ];
+    try {
+      for (const [phase, progress, found] of cases) {
+        setRow(phase, progress);
+        await expect(recoverThread(app!, pending.threadId)).rejects.toMatchObject({
+          code: "INTEGRITY_CHECK_FAILED",
+          message: expect.stringMatching(
+            new RegExp(
+              `action ${hash} is ${phase}: expected a decision sealed under the journal key.*${found}`,
+            ),
+          ),
+        });
+      }
+    } finally {
+      db.close();
+    }
+    expect(await portal.writes()).toHaveLength(1);
+    const records = await app!.deps.audit.records({ threadId: pending.threadId });
+    expect(records.filter((x) => x.event === "tamper_detected")).not.toHaveLength(0);
+    expect(records.map((x) => x.event)).not.toContain("execution_outcome");
+  });
+
+  it("an action set to intent by hand with no write-ahead entry: recover sends nothing and says no entry was found", async () => {
+    const view = await waiting();
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      db.prepare("UPDATE actions SET phase = 'intent' WHERE envelope_hash = ?").run(
+        view.approval!.envelopeHash,
+      );
+    } finally {
+      db.close();
+    }
+    const after = await recoverThread(app!, view.threadId);
+    expect(after.state!.reason).toContain(
+      "the acknowledgement is missing (the action was moved to intent but no write-ahead entry was found; not re-sent)",
+    );
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("a pre-read verdict written into the row without the key: a STALE_STATE action put back at pre_read as MATCH sends nothing", async () => {
+    const view = await waiting();
+    await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } });
+    const stale = await submitDecision(app!, view.threadId, approve(view));
+    expect(stale.state!.reasonCode).toBe("STALE_STATE");
+    const hash = view.approval!.envelopeHash;
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      const { progress_json } = db
+        .prepare("SELECT progress_json FROM actions WHERE envelope_hash = ?")
+        .get(hash) as { progress_json: string };
+      const { closed: _closed, ...progress } = JSON.parse(progress_json);
+      progress.preRead.verdict = "MATCH";
+      db.prepare("UPDATE actions SET phase = 'pre_read', progress_json = ? WHERE envelope_hash = ?").run(
+        JSON.stringify(progress),
+        hash,
+      );
+      db.prepare("UPDATE threads SET closed_json = NULL WHERE thread_id = ?").run(view.threadId);
+    } finally {
+      db.close();
+    }
+    await expect(recoverThread(app!, view.threadId)).rejects.toMatchObject({
+      code: "INTEGRITY_CHECK_FAILED",
+      message: expect.stringContaining(
+        `action ${hash} is pre_read: expected the MATCH of its pre-read sealed under the journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE), found a pre-read (MATCH) without a seal`,
+      ),
+    });
+    // The only write is the one made by hand on the portal.
+    expect((await portal.writes()).map((w) => w.params)).toEqual([
+      { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } },
+    ]);
   });
 });
 
@@ -175,6 +280,14 @@ describe("the journal key", () => {
     expect(() => loadJournalKey(inside, () => {})).toThrow(ConfigError);
     expect(() => loadJournalKey(inside, () => {})).toThrow(/inside the data directory/);
     expect(fs.existsSync(path.join(dir, "journal.key"))).toBe(false);
+    // A folder in the data directory whose name starts with ".." is still in it.
+    const dotted = path.join(dir, "..keys", "journal.key");
+    expect(() =>
+      loadJournalKey(
+        loadConfig({ ACTION_ENVELOPE_DATA_DIR: dir, ACTION_ENVELOPE_JOURNAL_KEY_FILE: dotted }, ROOT),
+      ),
+    ).toThrow(/inside the data directory/);
+    expect(fs.existsSync(dotted)).toBe(false);
     expect(() => loadConfig({ ACTION_ENVELOPE_JOURNAL_KEY: "c2hvcnQ=" }, ROOT)).toThrow(
       /ACTION_ENVELOPE_JOURNAL_KEY must be at least 32 bytes/,
     );

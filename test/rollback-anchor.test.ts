@@ -122,11 +122,12 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
       [hash],
     );
     const progress = JSON.parse(action!["progress_json"] as string) as Record<string, unknown>;
-    const { decision, preRead } = progress;
+    // What the row held at pre_read: the decision and the pre-read, with their seals.
+    const { decision, decisionSeal, preRead, preReadSeal } = progress;
     await journalSql(
       dataDir,
       "UPDATE T.actions SET phase = 'pre_read', progress_json = ? WHERE envelope_hash = ?",
-      [JSON.stringify({ decision, preRead }), hash],
+      [JSON.stringify({ decision, decisionSeal, preRead, preReadSeal }), hash],
     );
     await journalSql(dataDir, "UPDATE T.threads SET closed_json = NULL WHERE thread_id = ?", [view.threadId]);
     await journalSql(dataDir, "DELETE FROM T.executions WHERE envelope_hash = ?", [hash]);

@@ -11,7 +11,8 @@ import { ConfigError } from "../errors.js";
 /** Whether `file` is `dir` itself or lies under it (where a writer of `dir` can reach it). */
 export function isInside(file: string, dir: string): boolean {
   const rel = path.relative(dir, file);
-  return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
+  // Outside is ".." or a path through it; a folder whose name merely starts with ".." is inside.
+  return rel === "" || (rel !== ".." && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
 }
 
 /** Group or world may read or write (or run) it: for keys. */

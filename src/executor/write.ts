@@ -33,13 +33,14 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   // An entry recorded while the row stayed at pre_read (a version that moved the row separately): never a second send.
   const previous = await deps.journal.findExecution(envelopeHash);
   if (previous) return reconcile(ctx, action, previous);
-  if (action.progress.preRead?.verdict !== "MATCH")
+  // The verdict counts only with the seal the move to pre_read wrote (the progress column is not sealed).
+  if (action.progress.preRead?.verdict !== "MATCH" || action.preReadSeal !== "valid")
     return closeRow(
       deps,
       action,
       "NOT_EXECUTED",
       "PRECHECK_ERROR",
-      "the journal holds no matching pre-read for this action; nothing was sent",
+      `the journal holds no matching pre-read for this action sealed under the journal key (found ${action.progress.preRead ? `${String(action.progress.preRead.verdict)}, seal ${action.preReadSeal}` : "none"}); nothing was sent`,
     );
   // The anchor outside the data directory knows every write that went out: one it names is never sent again.
   const rollback = await rollbackOf(deps, action);

@@ -120,8 +120,12 @@ export async function openGate(
           : thread && !thread.macValid && !thread.closed
             ? `the journal record of thread ${threadId}`
             : null;
-  if (unsealed) {
-    const reason = `${unsealed} does not verify against its MAC: it was changed outside this program, or this process holds another journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE) than the one that sealed it. Nothing was done.`;
+  const unproven = (r: ActionRow | undefined) => r && (unprovenDecision(r) ?? unprovenPreRead(r));
+  const undecided = unsealed ? undefined : [action, ...(members ?? [])].map(unproven).find((x) => x);
+  if (unsealed || undecided) {
+    const reason = unsealed
+      ? `${unsealed} does not verify against its MAC: it was changed outside this program, or this process holds another journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE) than the one that sealed it. Nothing was done.`
+      : undecided!;
     await deps.audit.append(
       tamperEntry(threadId, action, "journal", reason, deps.clock().toISOString(), state),
     );
@@ -135,6 +139,42 @@ export async function openGate(
     ...(members ? { members } : {}),
     next: nextFromJournal(thread, action),
   };
+}
+
+/**
+ * Why the decision an action's next step acts on (decided: the pre-read or the next revision;
+ * pre_read: the write) is not proven to be one this program recorded; null when it is, or when the
+ * row is at no such step. The phase and the progress column are not sealed, so a decision written into
+ * the row by hand would otherwise be acted on as if a human had made it.
+ */
+function unprovenDecision(r: ActionRow): string | null {
+  if (r.phase !== "decided" && r.phase !== "pre_read") return null;
+  if (r.decisionSeal === "valid") return null;
+  const d = r.progress.decision;
+  const what = d ? `${String(d.type)} by ${String(d.approverId)}` : "none";
+  const found =
+    r.decisionSeal === "none"
+      ? "no decision"
+      : r.decisionSeal === "unsealed"
+        ? `a decision (${what}) without a seal (recorded by a version before decisions were sealed, or written outside this program)`
+        : `a decision (${what}) whose seal under the journal key does not hold (written, changed or copied outside this program, or this process holds another journal key than the one that recorded it)`;
+  return `action ${r.envelopeHash} is ${r.phase}: expected a decision sealed under the journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE), found ${found}; whether a human made it cannot be told. Nothing was done.`;
+}
+
+/**
+ * Why an action at pre_read (its next step is the write) holds no pre-read this program moved it there
+ * with; null when it does, or when the row is not at pre_read.
+ */
+function unprovenPreRead(r: ActionRow): string | null {
+  if (r.phase !== "pre_read" || r.preReadSeal === "valid") return null;
+  const verdict = String(r.progress.preRead?.verdict);
+  const found =
+    r.preReadSeal === "none"
+      ? "no pre-read"
+      : r.preReadSeal === "unsealed"
+        ? `a pre-read (${verdict}) without a seal (recorded by a version before pre-reads were sealed, or written outside this program)`
+        : `a pre-read (${verdict}) whose seal under the journal key does not hold (written, changed or copied outside this program, or this process holds another journal key than the one that recorded it)`;
+  return `action ${r.envelopeHash} is pre_read: expected the MATCH of its pre-read sealed under the journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE), found ${found}; whether the target still matched the approved baseline cannot be told. Nothing was sent.`;
 }
 
 /** Every action of the change set `action` belongs to, in the set's order (missing ones left out: setProblems names them). */

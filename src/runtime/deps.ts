@@ -135,7 +135,9 @@ export async function createStoreDeps(
     await audit.close();
   };
   try {
-    await (await import("../hitl/legacy-approvals.js")).adoptLegacyApprovals(config, journal);
+    await (
+      await import("../hitl/legacy-approvals.js")
+    ).adoptLegacyApprovals(config, journal, policy, clock());
   } catch (e) {
     await close();
     throw e;

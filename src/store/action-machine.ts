@@ -151,7 +151,21 @@ export interface ActionProgress {
   refusalsCounted: number;
   /** All refused decisions, entitled or not; orders their audit records. */
   refusalsSeen: number;
+  /**
+   * The decision's seal: HMAC under the journal key over the decision as recorded and the action it
+   * decides (action-rows.ts, decisionSealOf), written with the decision. Absent in rows decided before
+   * decisions were sealed.
+   */
+  decisionSeal?: string;
+  /**
+   * The pre-read's seal: HMAC under the journal key over its verdict and time and the action
+   * (action-rows.ts), written by the move to pre_read, the one move a write may follow. Absent in rows
+   * moved to pre_read before pre-reads were sealed.
+   */
+  preReadSeal?: string;
 }
+
+export type SealCheck = "none" | "valid" | "unsealed" | "invalid" | "unchecked";
 
 export interface ActionRow extends RegisteredAction {
   phase: Phase;
@@ -159,6 +173,15 @@ export interface ActionRow extends RegisteredAction {
   registeredAt: string;
   /** False when the row's MAC does not verify: its registered content was edited outside the program. */
   macValid: boolean;
+  /**
+   * Whether the decision recorded on the row is the one this program recorded: "none" without a
+   * decision, "valid" when its seal holds, "unsealed" without a seal, "invalid" when the seal does not
+   * hold (the decision, or its seal, was written or copied outside the program); "unchecked" at a
+   * phase whose next step does not act on it (only decided and pre_read are checked).
+   */
+  decisionSeal: SealCheck;
+  /** The same for the pre-read the move to pre_read recorded (its verdict is what lets the write go out). */
+  preReadSeal: SealCheck;
 }
 
 /** What the thread was asked, recorded once when its first run starts. */

@@ -214,7 +214,112 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     progress,
     registeredAt: r.registered_at,
     macValid,
+    // Checked only where a step acts on them (the gate and the write); elsewhere a listing pays nothing.
+    decisionSeal: actsOnSeals(r.phase) ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
+    preReadSeal: actsOnSeals(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
   };
+}
+
+/** The phases whose next step acts on the decision (decided, pre_read) or on the pre-read (pre_read). */
+const actsOnSeals = (phase: Phase) => phase === "decided" || phase === "pre_read";
+
+/**
+ * What a decision's seal covers: the action it decides (envelope and thread) and the decision's JSON
+ * text as stored (the progress column keeps JSON.stringify's text, which parsing and writing again
+ * gives back byte for byte).
+ */
+function decisionSealContent(envelopeHash: string, threadId: string, decisionText: string): unknown {
+  return { kind: "decision", envelopeHash, threadId, decision: decisionText };
+}
+
+/**
+ * The move of an action to decided with `decision` and its seal under the journal key: the phase and
+ * the rest of the progress column are not sealed, so only the seal tells a decision this program
+ * recorded from one written into the row by hand.
+ */
+export function planDecision(
+  key: Buffer,
+  current: ActionRow | undefined,
+  envelopeHash: string,
+  decision: NonNullable<ActionProgress["decision"]>,
+): ReturnType<typeof planMove> {
+  const threadId = current?.threadId ?? "";
+  const decisionSeal = sealOf(key, decisionSealContent(envelopeHash, threadId, JSON.stringify(decision)));
+  const plan = planMove(current, envelopeHash, "decided", { decision, decisionSeal });
+  // The moved row (moveWrite keeps the row's other fields) carries the decision just sealed.
+  return plan.ok ? { ...plan, row: { ...plan.row, decisionSeal: "valid" } } : plan;
+}
+
+/** What a pre-read's seal covers: the action (envelope and thread), the verdict and when it was read. */
+function preReadSealContent(envelopeHash: string, threadId: string, verdict: unknown, at: unknown): unknown {
+  return { kind: "pre-read", envelopeHash, threadId, verdict, at };
+}
+
+/**
+ * A move the machine allows, as planMove plans it; the move to pre_read (the pre-read's MATCH, after
+ * which the write goes out) also seals the pre-read's verdict under the journal key, so a verdict
+ * written into the row by hand (a MISMATCH turned into a MATCH, a closed action put back at pre_read)
+ * is not taken for one this program read.
+ */
+export function planSealedMove(
+  key: Buffer,
+  current: ActionRow | undefined,
+  envelopeHash: string,
+  to: Phase,
+  patch: Partial<ActionProgress>,
+): ReturnType<typeof planMove> {
+  const preRead = patch.preRead;
+  if (to !== "pre_read" || !preRead) return planMove(current, envelopeHash, to, patch);
+  const preReadSeal = sealOf(
+    key,
+    preReadSealContent(envelopeHash, current?.threadId ?? "", preRead.verdict, preRead.at),
+  );
+  const plan = planMove(current, envelopeHash, to, { ...patch, preReadSeal });
+  // The moved row (moveWrite keeps the row's other fields) carries the pre-read just sealed.
+  return plan.ok ? { ...plan, row: { ...plan.row, preReadSeal: "valid" } } : plan;
+}
+
+function preReadSealOfRow(
+  key: Buffer,
+  r: ActionDbRow,
+  progress: ActionProgress,
+  remember: boolean,
+): ActionRow["preReadSeal"] {
+  const preRead = progress.preRead as { verdict?: unknown; at?: unknown } | undefined | null;
+  if (preRead === undefined || preRead === null) return "none";
+  const mac = progress.preReadSeal;
+  if (typeof mac !== "string" || mac === "") return "unsealed";
+  const { verdict, at } = preRead;
+  const holds = sealHoldsCached(
+    key,
+    JSON.stringify(["pre-read", r.envelope_hash, r.thread_id, verdict ?? null, at ?? null]),
+    mac,
+    () => preReadSealContent(r.envelope_hash, r.thread_id, verdict, at),
+    remember,
+  );
+  return holds ? "valid" : "invalid";
+}
+
+function decisionSealOfRow(
+  key: Buffer,
+  r: ActionDbRow,
+  progress: ActionProgress,
+  remember: boolean,
+): ActionRow["decisionSeal"] {
+  const decision = progress.decision;
+  if (decision === undefined || decision === null) return "none";
+  const mac = progress.decisionSeal;
+  if (typeof mac !== "string" || mac === "") return "unsealed";
+  const text = JSON.stringify(decision);
+  // The remembered text names the action too, so a seal copied with its decision onto another row is checked in full.
+  const holds = sealHoldsCached(
+    key,
+    `${r.envelope_hash}\n${r.thread_id}\n${text}`,
+    mac,
+    () => decisionSealContent(r.envelope_hash, r.thread_id, text),
+    remember,
+  );
+  return holds ? "valid" : "invalid";
 }
 
 /** A new scope's UPDATE values (record, MAC, thread); none when the seal fails or the thread is closed or has an action. */

@@ -11,7 +11,8 @@ import { leaseIsFree } from "../action-machine.js";
 import {
   actionRowOf,
   currentFrom,
-  planMove,
+  planDecision,
+  planSealedMove,
   registrationRows,
   withRefusal,
   type ActionDbRow,
@@ -89,7 +90,7 @@ export class PgActions extends PgBase implements ActionPart {
         const refusals: Array<{ phase: Phase | null; reason: string }> = [];
         for (const { envelopeHash, decision } of decisions) {
           const raw = await this.lockAction(c, envelopeHash);
-          const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "decided", { decision });
+          const plan = planDecision(this.key, actionRowOf(raw, this.key), envelopeHash, decision);
           if (!plan.ok) refusals.push(plan);
           else planned.push(plan);
         }
@@ -138,7 +139,7 @@ export class PgActions extends PgBase implements ActionPart {
   ): Promise<TransitionResult> {
     return this.tx(`moving action ${envelopeHash} to ${to}`, async (c): Promise<TransitionResult> => {
       const raw = await this.lockAction(c, envelopeHash);
-      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, to, patch);
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
       const moved = await this.writeMove(c, plan);
       await this.append(c, records(moved));

@@ -11,7 +11,8 @@ import { leaseIsFree } from "../action-machine.js";
 import {
   actionRowOf,
   currentFrom,
-  planMove,
+  planDecision,
+  planSealedMove,
   registrationRows,
   withRefusal,
   type ActionDbRow,
@@ -76,7 +77,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
       const planned: PlannedMove[] = [];
       for (const { envelopeHash, decision } of decisions) {
         const raw = this.actionDbRow(envelopeHash);
-        const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "decided", { decision });
+        const plan = planDecision(this.key, actionRowOf(raw, this.key), envelopeHash, decision);
         if (!plan.ok) return { claimed: false, phase: plan.phase, reason: plan.reason };
         planned.push(plan);
       }
@@ -105,7 +106,7 @@ export class SqliteActions extends SqliteBase implements ActionPart {
   ): Promise<TransitionResult> {
     return this.conn.write((): TransitionResult => {
       const raw = this.actionDbRow(envelopeHash);
-      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, to, patch);
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch);
       if (!plan.ok) return plan;
       const moved = this.writeMove(plan);
       this.append(records(moved));
