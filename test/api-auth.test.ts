@@ -282,6 +282,12 @@ describe("token file", () => {
       refused: expect.stringMatching(/temporary thread that the server deletes/),
     });
     expect(classifyRun({ input: { request: "x" }, temporary: false }, undefined)).toEqual({ kind: "input" });
+    expect(
+      classifyRun({ input: { request: "x" }, webhook: "http://10.0.0.1/hook" }, undefined),
+    ).toMatchObject({ refused: expect.stringMatching(/webhook \("http:\/\/10\.0\.0\.1\/hook"\)/) });
+    expect(classifyRun({ command: { resume: 1 }, webhook: "/threads" }, undefined)).toMatchObject({
+      refused: expect.stringMatching(/POST the thread's state/),
+    });
   });
 });
 
@@ -406,6 +412,13 @@ describe("open development mode (ACTION_ENVELOPE_API_TOKENS unset)", () => {
     });
     expect(batch.status).toBe(403);
     expect(await batch.text()).toMatch(/temporary thread that the server deletes/);
+    // A run on a thread that names a webhook: the server would POST the thread's state there.
+    const { thread_id } = await client.threads.create();
+    await refused(
+      client.runs.wait(thread_id, GRAPH_ID, { input, webhook: "http://127.0.0.1:9/hook" }),
+      403,
+      /a run with a webhook/,
+    );
   });
 
   it("refuses every state rewrite with 403 and writes nothing; the approval then counts as self-declared", async () => {

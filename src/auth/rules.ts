@@ -100,6 +100,9 @@ function forgetAnonymousUser(kwargs: Record<string, unknown>): void {
  * - not on a temporary thread (kwargs.temporary: a run without a thread and on_completion "delete", the
  *   default): the server deletes that thread and its checkpoints when the run ends, so an approval the
  *   run registers would stay in the journal with no thread to show or decide it;
+ * - no webhook: when the run ends the server POSTs the thread's state to that URL, any address the
+ *   server can reach (inside its network too), or to one of its own routes without the caller's
+ *   credentials; no client of this project asks for one;
  * - input and command.resume not both (an empty input `{}` beside a resume counts as none).
  */
 export function classifyRun(
@@ -135,6 +138,12 @@ export function classifyRun(
     return {
       refused:
         'a run without a thread (POST /runs, /runs/wait, /runs/stream, /runs/batch) runs on a temporary thread that the server deletes with its checkpoints when the run ends, so an approval it asks for could never be shown or decided; create a thread (POST /threads) and run on it, or send on_completion "keep"',
+    };
+  }
+  const webhook = kwargs["webhook"];
+  if (webhook !== undefined && webhook !== null && webhook !== "") {
+    return {
+      refused: `a run with a webhook (${JSON.stringify(String(webhook)).slice(0, 80)}) is not accepted: the server would POST the thread's state to that address when the run ends; poll the run or join its stream instead`,
     };
   }
   if (multitaskStrategy === "interrupt" || multitaskStrategy === "rollback") {
