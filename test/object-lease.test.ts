@@ -144,6 +144,68 @@ describe("object lease: two approved actions on one task", () => {
   });
 });
 
+describe("object lease that runs out while its holder is paused", () => {
+  /**
+   * A approves FIRST and stops (a paused process) at `stopAt` of its journal, after its pre-read MATCH;
+   * its lease (400 ms) runs out, B approves SECOND on the same task, writes and ends, releasing the
+   * lease; then A goes on.
+   */
+  async function pausedPastLease(stopAt: "objectLease" | "beginWrite") {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    const env = { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400" };
+    const a = await open(env);
+    const b = await open(env, SECOND);
+    const journal = a.deps.journal as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const through = journal[stopAt]!.bind(journal);
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let calls = 0;
+    let stopped = false;
+    // At the write step: objectLease is read once by the pre-read's hold, then by the write.
+    const stopOn = stopAt === "objectLease" ? 2 : 1;
+    journal[stopAt] = async (...args) => {
+      if (++calls === stopOn) {
+        stopped = true;
+        await gate;
+      }
+      return through(...args);
+    };
+    const paused = submitDecision(a, first.threadId, approval(first));
+    await until("A to stop after its pre-read", async () => stopped, 200, 10);
+    expect((await a.deps.journal.getAction(first.approval!.envelopeHash))!.phase).toBe("pre_read");
+    await new Promise((r) => setTimeout(r, 500));
+    const viewB = await submitDecision(b, second.threadId, approval(second));
+    expect(viewB.state!.outcome).toBe("VERIFIED");
+    go();
+    return { view: await paused, first };
+  }
+
+  it("stopped at the write-ahead entry: refused TARGET_BUSY in that transaction, nothing sent; the other's title stands", async () => {
+    const { view, first } = await pausedPastLease("beginWrite");
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("TARGET_BUSY");
+    expect(view.state!.reason).toContain("another approved action took task 4 and ended since");
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+    expect(await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope))).toBeUndefined();
+  });
+
+  it("stopped before the write step: takes the object again, reads again, ends STALE_STATE on the other's write; nothing sent", async () => {
+    const { view } = await pausedPastLease("objectLease");
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("STALE_STATE");
+    expect(view.state!.preRead!.reason).toContain("no longer covered by the object lease it took");
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+  });
+});
+
+/** The titles written to task 4, in order. */
+async function titlesWritten(): Promise<unknown[]> {
+  return (await portal.writes()).map((w) => (w.params["fields"] as Record<string, unknown>)["TITLE"]);
+}
+
 describe("object lease after a write whose answer was lost", () => {
   it("kept until it runs out: a write that timed out may still land, so the next action on the task ends TARGET_BUSY instead of being overwritten by it", async () => {
     const first = await pending(FIRST);
@@ -219,7 +281,7 @@ describe("object lease in the journal", () => {
       objectKey: key,
       holdMs: 60_000,
     });
-    expect("leaseHolder" in blocked && blocked.leaseHolder.owner).toBe(B.envelopeHash);
+    expect("leaseHolder" in blocked && blocked.leaseHolder?.owner).toBe(B.envelopeHash);
     expect(await journal.findExecution(A.envelopeHash)).toBeUndefined();
     // B renews for 1 ms only, and that runs out.
     expect((await journal.acquireObjectLease(key, B, 1)).acquired).toBe(true);

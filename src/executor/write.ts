@@ -4,8 +4,9 @@ import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../
 import type { McpCallResult } from "../tools/mcp-call.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { busyReason, leaseOf } from "../hitl/object-lease.js";
+import { busyReason, holdObject, leaseOf } from "../hitl/object-lease.js";
 import { OPERATIONS, writeArgsOf, type OperationName } from "../envelope/index.js";
+import { objectNamed } from "../envelope/operations.js";
 import { canonicalJson } from "../envelope/canonical.js";
 import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
 import { invocationOf, operationOf, protocolOf, type StoredArgs } from "../hitl/thread-view.js";
@@ -52,9 +53,30 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
   if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
+  // The pre-read counts only while the object stayed this action's since: a lease that ran out and was
+  // taken by another action (this process was paused past it) may cover that action's write, so the
+  // object is taken again and read again before anything is sent.
+  const kept = (await deps.journal.objectLease(leaseOf(deps, action).objectKey))?.owner === envelopeHash;
+  if (!kept) {
+    const hold = await holdObject(deps, action);
+    if (!hold.held)
+      return closeRow(
+        deps,
+        action,
+        "NOT_EXECUTED",
+        "TARGET_BUSY",
+        busyReason(action, hold.holder, hold.record.waitedMs),
+      );
+  }
   // A pre-read this run did not make may be long past (a process stopped before writing): read again.
-  if (ctx.preReadThisRun !== envelopeHash) {
-    const stopped = await readAgainBeforeWrite(ctx, action);
+  if (ctx.preReadThisRun !== envelopeHash || !kept) {
+    const stopped = await readAgainBeforeWrite(
+      ctx,
+      action,
+      kept
+        ? undefined
+        : "is no longer covered by the object lease it took (it ran out and another action took the object before this write)",
+    );
     if (stopped) return stopped;
   }
   const { args, idempotencyKey, operation } = sealedCall(action);
@@ -83,7 +105,9 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
         action,
         "NOT_EXECUTED",
         "TARGET_BUSY",
-        `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`,
+        begun.leaseHolder
+          ? `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`
+          : `the lease taken at the pre-read ran out before the write, and another approved action took ${objectNamed(envelope.operation, envelope.object.id)} and ended since: it may have written after this pre-read; nothing was sent`,
       );
     }
     // The row moved meanwhile: it is where the journal says.
