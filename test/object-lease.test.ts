@@ -9,7 +9,7 @@
  * action at `intent`: without the lease, its pre-read would MATCH the unchanged task and write.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { submitDecision } from "../src/app/threads.js";
+import { recoverThread, submitDecision } from "../src/app/threads.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import type { App } from "../src/app/open-app.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
@@ -23,9 +23,11 @@ import {
   tempDir,
   until,
   objectLeaseOf,
+  journalSql,
   type Portal,
 } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import { usingPostgres } from "./support/postgres.js";
 
 const FIRST = "LEASE-FIRST approved title";
 const SECOND = "LEASE-SECOND approved title";
@@ -196,6 +198,40 @@ describe("object lease that runs out while its holder is paused", () => {
     expect(view.state!.outcome).toBe("NOT_EXECUTED");
     expect(view.state!.reasonCode).toBe("STALE_STATE");
     expect(view.state!.preRead!.reason).toContain("no longer covered by the object lease it took");
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+  });
+});
+
+// SQLite's thread lock runs out; PostgreSQL's is a session lock, held while the paused process's connection lives.
+describe.skipIf(usingPostgres)("a write-ahead entry whose process paused past its thread lock", () => {
+  it("recovered by another (INCONCLUSIVE, lease kept); once the lease runs out another action writes; the paused one then sends nothing", async () => {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    const env = { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400" };
+    const a = await open(env);
+    const b = await open(env, SECOND);
+    const journal = a.deps.journal;
+    const beginWrite = journal.beginWrite.bind(journal);
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let stopped = false;
+    journal.beginWrite = async (...args) => {
+      const begun = await beginWrite(...args);
+      stopped = true;
+      await gate;
+      return begun;
+    };
+    const paused = submitDecision(a, first.threadId, approval(first));
+    await until("A to stop after its write-ahead entry", async () => stopped, 200, 10);
+    // Its thread lock runs out (a process stopped for longer than the lock holds) and B recovers the thread.
+    await journalSql(dataDir, "UPDATE T.thread_locks SET expires_at = 0");
+    const recovered = await recoverThread(b, first.threadId);
+    expect(recovered.state!.outcome).toBe("INCONCLUSIVE");
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await submitDecision(b, second.threadId, approval(second))).state!.outcome).toBe("VERIFIED");
+    go();
+    expect((await paused).state!.outcome).toBe("INCONCLUSIVE");
     expect(await titlesWritten()).toEqual([SECOND]);
     expect((await portal.task(4))["title"]).toBe(SECOND);
   });

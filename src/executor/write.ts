@@ -125,6 +125,11 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   // The anchor is advanced before the request leaves; if it cannot be, nothing leaves (the entry stays
   // without an answer, which recovery treats as a call that may have been sent).
   await writeAnchorOf(deps.config).record(envelopeHash, sentAt);
+  // Sent only while the journal still has the action at intent: a process paused since its write-ahead
+  // entry, past its thread lock, may find it recovered by another meanwhile, which reported the outcome
+  // open and, once the lease ran out, let another action write the object. The journal's row stands then.
+  const current = await deps.journal.getAction(envelopeHash);
+  if (current?.phase !== "intent") return current ?? action;
   const spec = OPERATIONS[operation];
   const res = await deps.tools.writeHandle.call(
     spec.writeRole,
