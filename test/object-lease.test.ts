@@ -203,6 +203,60 @@ describe("object lease that runs out while its holder is paused", () => {
   });
 });
 
+describe("a write-ahead entry whose lease another action took before the request left", () => {
+  /** A approves FIRST and, once its write-ahead entry is recorded, pauses (`then` "pause") or dies ("die"). */
+  async function afterWriteAhead(then: "pause" | "die", env: Record<string, string>) {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    const a = await open(env);
+    const b = await open(env, SECOND);
+    const journal = a.deps.journal;
+    const beginWrite = journal.beginWrite.bind(journal);
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let stopped = false;
+    journal.beginWrite = async (...args) => {
+      const begun = await beginWrite(...args);
+      journal.beginWrite = beginWrite;
+      stopped = true;
+      if (then === "die") throw new Error("the process died after its write-ahead entry");
+      await gate;
+      return begun;
+    };
+    const run = submitDecision(a, first.threadId, approval(first)).catch((e: Error) => e);
+    await until("A to stop after its write-ahead entry", async () => stopped, 200, 10);
+    // A's lease (400 ms) runs out; B approves SECOND on the same task, writes it and ends.
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await submitDecision(b, second.threadId, approval(second))).state!.outcome).toBe("VERIFIED");
+    go();
+    return { a, first, run };
+  }
+
+  it("a paused process sends nothing when it goes on: NOT_EXECUTED / TARGET_BUSY", async () => {
+    const { run } = await afterWriteAhead("pause", { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400" });
+    const view = (await run) as ThreadView;
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("TARGET_BUSY");
+    expect(view.state!.reason).toContain("nothing was sent");
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+  });
+
+  it("a dead process's write carrying an Idempotency-Key is not re-sent by recovery: MISSING, the other's value found", async () => {
+    const env = { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400", BITRIX24_IDEMPOTENCY: "on" };
+    const { a, first, run } = await afterWriteAhead("die", env);
+    expect(await run).toBeInstanceOf(Error);
+    const view = await recoverThread(a, first.threadId);
+    // The acknowledgement stays MISSING; the fresh read finds the other action's value.
+    expect(view.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(view.state!.reason).toContain(
+      "not re-sent (its object lease ran out and another action took task 4",
+    );
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+  });
+});
+
 // SQLite's thread lock runs out; PostgreSQL's is a session lock, held while the paused process's connection lives.
 describe.skipIf(usingPostgres)("a write-ahead entry whose process paused past its thread lock", () => {
   it("recovered by another (INCONCLUSIVE, lease kept); once the lease runs out another action writes; the paused one then sends nothing", async () => {

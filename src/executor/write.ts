@@ -130,6 +130,17 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   // open and, once the lease ran out, let another action write the object. The journal's row stands then.
   const current = await deps.journal.getAction(envelopeHash);
   if (current?.phase !== "intent") return current ?? action;
+  // And only while the object is still this action's: a lease that ran out while the process was
+  // paused and was taken by another action may cover that action's write, which this one would undo.
+  const taken = await leaseTaken(deps, action);
+  if (taken)
+    return closeRow(
+      deps,
+      current,
+      "NOT_EXECUTED",
+      "TARGET_BUSY",
+      `the write-ahead entry was recorded at ${sentAt}, but before the request left ${taken}; nothing was sent`,
+    );
   const spec = OPERATIONS[operation];
   const res = await deps.tools.writeHandle.call(
     spec.writeRole,
@@ -160,6 +171,19 @@ export async function reconcileWrite(ctx: PhaseContext, action: ActionRow): Prom
     action,
     await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }),
   );
+}
+
+/**
+ * Why the object is no longer this action's, or null while its lease row is: another action took the
+ * lease after this one's ran out (and may hold it still, or have released it), so it may have written.
+ */
+async function leaseTaken(deps: Pick<Deps, "config" | "journal">, action: ActionRow): Promise<string | null> {
+  const holder = await deps.journal.objectLease(leaseOf(deps, action).objectKey);
+  if (holder?.owner === action.envelopeHash) return null;
+  const object = objectNamed(action.envelope.operation, action.envelope.object.id);
+  return holder
+    ? `its object lease ran out and another action took ${object} (envelope ${holder.owner.slice(0, 12)}…, thread ${holder.threadId})`
+    : `its object lease ran out and another action took ${object} and ended since`;
 }
 
 /** The call an approved action makes, from its sealed envelope alone: arguments, operation and key. */
@@ -304,6 +328,10 @@ async function answerOfLostCall(
     return missing(
       "it carried an Idempotency-Key, but idempotent writes are off in this process (BITRIX24_IDEMPOTENCY)",
     );
+  // The first call may never have left: re-sent after another action took the object and wrote it, it
+  // would be a first application over that write.
+  const taken = await leaseTaken(deps, action);
+  if (taken) return missing(`${taken}; a re-send now could be a first application over that action's write`);
   const now = deps.clock();
   const unusable = unusableApproval(action.envelope, now, deps.portal);
   if (unusable)
