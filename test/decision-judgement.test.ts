@@ -3,7 +3,9 @@
 import { describe, expect, it } from "vitest";
 import { createEnvelope, defaultPolicy, hashEnvelope, type Envelope } from "../src/envelope/index.js";
 import { exampleTask } from "./support/examples.js";
+import { validateDecision } from "../src/envelope/decision.js";
 import {
+  decisionContext,
   entitlementProblem,
   judgeSystemDecision,
   setShapeProblem,
@@ -72,6 +74,32 @@ describe("decision judgement in the core", () => {
         verifiedBy: "self_declared",
       },
     });
+  });
+
+  it("approval and expiry meet at the expiry's millisecond: before it only an approval is taken, from it only an expiry", () => {
+    const a = answered();
+    const at = Date.parse(a.envelope.expiresAt);
+    const expire = {
+      type: "expire" as const,
+      envelopeHash: a.envelopeHash,
+      nonce: a.envelope.nonce,
+      by: { id: "system" },
+    };
+    const approve = {
+      type: "approve",
+      envelopeHash: a.envelopeHash,
+      nonce: a.envelope.nonce,
+      approver: { id: "demo-approver" },
+    };
+    const taken = (ms: number) => {
+      const j = judge({ now: new Date(ms) });
+      return {
+        approve: validateDecision(a.envelope, approve, decisionContext(a, a.envelopeHash, j, [])).ok,
+        expire: "record" in judgeSystemDecision(a, expire, j, ["update_task"], null),
+      };
+    };
+    expect(taken(at - 1)).toEqual({ approve: true, expire: false });
+    expect(taken(at)).toEqual({ approve: false, expire: true });
   });
 
   it("a cancel for an earlier revision is STALE_REVISION and counts; one from someone neither requester nor approver does not", () => {

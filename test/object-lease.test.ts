@@ -9,7 +9,7 @@
  * action at `intent`: without the lease, its pre-read would MATCH the unchanged task and write.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { submitDecision } from "../src/app/threads.js";
+import { recoverThread, submitDecision } from "../src/app/threads.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import type { App } from "../src/app/open-app.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
@@ -23,9 +23,11 @@ import {
   tempDir,
   until,
   objectLeaseOf,
+  journalSql,
   type Portal,
 } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import { usingPostgres } from "./support/postgres.js";
 
 const FIRST = "LEASE-FIRST approved title";
 const SECOND = "LEASE-SECOND approved title";
@@ -144,6 +146,153 @@ describe("object lease: two approved actions on one task", () => {
   });
 });
 
+describe("object lease that runs out while its holder is paused", () => {
+  /**
+   * A approves FIRST and stops (a paused process) at `stopAt` of its journal, after its pre-read MATCH;
+   * its lease (400 ms) runs out, B approves SECOND on the same task, writes and ends, releasing the
+   * lease; then A goes on.
+   */
+  async function pausedPastLease(stopAt: "objectLease" | "beginWrite") {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    const env = { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400" };
+    const a = await open(env);
+    const b = await open(env, SECOND);
+    const journal = a.deps.journal as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const through = journal[stopAt]!.bind(journal);
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let calls = 0;
+    let stopped = false;
+    // At the write step: objectLease is read once by the pre-read's hold, then by the write.
+    const stopOn = stopAt === "objectLease" ? 2 : 1;
+    journal[stopAt] = async (...args) => {
+      if (++calls === stopOn) {
+        stopped = true;
+        await gate;
+      }
+      return through(...args);
+    };
+    const paused = submitDecision(a, first.threadId, approval(first));
+    await until("A to stop after its pre-read", async () => stopped, 200, 10);
+    expect((await a.deps.journal.getAction(first.approval!.envelopeHash))!.phase).toBe("pre_read");
+    await new Promise((r) => setTimeout(r, 500));
+    const viewB = await submitDecision(b, second.threadId, approval(second));
+    expect(viewB.state!.outcome).toBe("VERIFIED");
+    go();
+    return { view: await paused, first };
+  }
+
+  it("stopped at the write-ahead entry: refused TARGET_BUSY in that transaction, nothing sent; the other's title stands", async () => {
+    const { view, first } = await pausedPastLease("beginWrite");
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("TARGET_BUSY");
+    expect(view.state!.reason).toContain("another approved action took task 4 and ended since");
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+    expect(await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope))).toBeUndefined();
+  });
+
+  it("stopped before the write step: takes the object again, reads again, ends STALE_STATE on the other's write; nothing sent", async () => {
+    const { view } = await pausedPastLease("objectLease");
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("STALE_STATE");
+    expect(view.state!.preRead!.reason).toContain("no longer covered by the object lease it took");
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+  });
+});
+
+describe("a write-ahead entry whose lease another action took before the request left", () => {
+  /** A approves FIRST and, once its write-ahead entry is recorded, pauses (`then` "pause") or dies ("die"). */
+  async function afterWriteAhead(then: "pause" | "die", env: Record<string, string>) {
+    const first = await pending(FIRST);
+    const second = await pending(SECOND);
+    const a = await open(env);
+    const b = await open(env, SECOND);
+    const journal = a.deps.journal;
+    const beginWrite = journal.beginWrite.bind(journal);
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let stopped = false;
+    journal.beginWrite = async (...args) => {
+      const begun = await beginWrite(...args);
+      journal.beginWrite = beginWrite;
+      stopped = true;
+      if (then === "die") throw new Error("the process died after its write-ahead entry");
+      await gate;
+      return begun;
+    };
+    const run = submitDecision(a, first.threadId, approval(first)).catch((e: Error) => e);
+    await until("A to stop after its write-ahead entry", async () => stopped, 200, 10);
+    // A's lease (400 ms) runs out; B approves SECOND on the same task, writes it and ends.
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await submitDecision(b, second.threadId, approval(second))).state!.outcome).toBe("VERIFIED");
+    go();
+    return { a, first, run };
+  }
+
+  it("a paused process sends nothing when it goes on: NOT_EXECUTED / TARGET_BUSY", async () => {
+    const { run } = await afterWriteAhead("pause", { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400" });
+    const view = (await run) as ThreadView;
+    expect(view.state!.outcome).toBe("NOT_EXECUTED");
+    expect(view.state!.reasonCode).toBe("TARGET_BUSY");
+    expect(view.state!.reason).toContain("nothing was sent");
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+  });
+
+  it("a dead process's write carrying an Idempotency-Key is not re-sent by recovery: MISSING, the other's value found", async () => {
+    const env = { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400", BITRIX24_IDEMPOTENCY: "on" };
+    const { a, first, run } = await afterWriteAhead("die", env);
+    expect(await run).toBeInstanceOf(Error);
+    const view = await recoverThread(a, first.threadId);
+    // The acknowledgement stays MISSING; the fresh read finds the other action's value.
+    expect(view.state!.outcome).toBe("VERIFICATION_FAILED");
+    expect(view.state!.reason).toContain(
+      "not re-sent (its object lease ran out and another action took task 4",
+    );
+    expect(await titlesWritten()).toEqual([SECOND]);
+    expect((await portal.task(4))["title"]).toBe(SECOND);
+  });
+});
+
+// SQLite's thread lock runs out; PostgreSQL's is a session lock, held while the paused process's connection lives.
+describe.skipIf(usingPostgres)("a write-ahead entry whose process paused past its thread lock", () => {
+  it("recovered by another meanwhile (INCONCLUSIVE, the lease still the action's): the paused one sends nothing when it goes on", async () => {
+    const first = await pending(FIRST);
+    const a = await open();
+    const b = await open();
+    const journal = a.deps.journal;
+    const beginWrite = journal.beginWrite.bind(journal);
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    let stopped = false;
+    journal.beginWrite = async (...args) => {
+      const begun = await beginWrite(...args);
+      stopped = true;
+      await gate;
+      return begun;
+    };
+    const paused = submitDecision(a, first.threadId, approval(first));
+    await until("A to stop after its write-ahead entry", async () => stopped, 200, 10);
+    // Its thread lock runs out (a process stopped for longer than the lock holds) and B recovers the thread.
+    await journalSql(dataDir, "UPDATE T.thread_locks SET expires_at = 0");
+    const recovered = await recoverThread(b, first.threadId);
+    expect(recovered.state!.outcome).toBe("INCONCLUSIVE");
+    go();
+    // The action has ended: its outcome stands, and nothing is sent for it any more.
+    expect((await paused).state!.outcome).toBe("INCONCLUSIVE");
+    expect(await titlesWritten()).toEqual([]);
+    expect((await portal.task(4))["title"]).not.toBe(FIRST);
+  });
+});
+
+/** The titles written to task 4, in order. */
+async function titlesWritten(): Promise<unknown[]> {
+  return (await portal.writes()).map((w) => (w.params["fields"] as Record<string, unknown>)["TITLE"]);
+}
+
 describe("object lease after a write whose answer was lost", () => {
   it("kept until it runs out: a write that timed out may still land, so the next action on the task ends TARGET_BUSY instead of being overwritten by it", async () => {
     const first = await pending(FIRST);
@@ -219,7 +368,7 @@ describe("object lease in the journal", () => {
       objectKey: key,
       holdMs: 60_000,
     });
-    expect("leaseHolder" in blocked && blocked.leaseHolder.owner).toBe(B.envelopeHash);
+    expect("leaseHolder" in blocked && blocked.leaseHolder?.owner).toBe(B.envelopeHash);
     expect(await journal.findExecution(A.envelopeHash)).toBeUndefined();
     // B renews for 1 ms only, and that runs out.
     expect((await journal.acquireObjectLease(key, B, 1)).acquired).toBe(true);

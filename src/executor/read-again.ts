@@ -10,14 +10,16 @@ import { settle } from "./settle.js";
 
 /**
  * The pre-read again, for a write whose pre-read this run did not make (a process stopped between the
- * pre-read and the write-ahead entry, and the action is carried out on recovery): the object may have
- * changed since, and the write is only sent on a fresh MATCH. Null when it still matches (or for a
+ * pre-read and the write-ahead entry, and the action is carried out on recovery), or whose object lease
+ * another action took meanwhile (`because` says which): the object may have changed since, and the
+ * write is only sent on a fresh MATCH. Null when it still matches (or for a
  * create, which has nothing existing to compare); otherwise the action closed NOT_EXECUTED as its
  * pre-read would have closed it, keeping the read that stopped it.
  */
 export async function readAgainBeforeWrite(
   { deps, members }: PhaseContext,
   action: ActionRow,
+  because = "was made by a process that stopped before writing",
 ): Promise<ActionRow | null> {
   const envelope = action.envelope;
   const effect = OPERATIONS[envelope.operation].effect;
@@ -35,7 +37,7 @@ export async function readAgainBeforeWrite(
   const earlier = action.progress.preRead;
   const comparison = {
     ...found,
-    reason: `read again before the write, because the pre-read of ${earlier?.at ?? "an earlier run"} was made by a process that stopped before writing: ${found.reason}`,
+    reason: `read again before the write, because the pre-read of ${earlier?.at ?? "an earlier run"} ${because}: ${found.reason}`,
   };
   const record: PreReadRecord = {
     ...comparison,

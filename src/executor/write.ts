@@ -4,8 +4,9 @@ import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../
 import type { McpCallResult } from "../tools/mcp-call.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { busyReason, leaseOf } from "../hitl/object-lease.js";
+import { busyReason, holdObject, leaseOf } from "../hitl/object-lease.js";
 import { OPERATIONS, writeArgsOf, type OperationName } from "../envelope/index.js";
+import { objectNamed } from "../envelope/operations.js";
 import { canonicalJson } from "../envelope/canonical.js";
 import { closeRow, rowAfter, unusableApproval } from "../hitl/journal-gate.js";
 import { invocationOf, operationOf, protocolOf, type StoredArgs } from "../hitl/thread-view.js";
@@ -52,9 +53,30 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   const now = deps.clock();
   const unusable = unusableApproval(envelope, now, deps.portal);
   if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
+  // The pre-read counts only while the object stayed this action's since: a lease that ran out and was
+  // taken by another action (this process was paused past it) may cover that action's write, so the
+  // object is taken again and read again before anything is sent.
+  const kept = (await deps.journal.objectLease(leaseOf(deps, action).objectKey))?.owner === envelopeHash;
+  if (!kept) {
+    const hold = await holdObject(deps, action);
+    if (!hold.held)
+      return closeRow(
+        deps,
+        action,
+        "NOT_EXECUTED",
+        "TARGET_BUSY",
+        busyReason(action, hold.holder, hold.record.waitedMs),
+      );
+  }
   // A pre-read this run did not make may be long past (a process stopped before writing): read again.
-  if (ctx.preReadThisRun !== envelopeHash) {
-    const stopped = await readAgainBeforeWrite(ctx, action);
+  if (ctx.preReadThisRun !== envelopeHash || !kept) {
+    const stopped = await readAgainBeforeWrite(
+      ctx,
+      action,
+      kept
+        ? undefined
+        : "is no longer covered by the object lease it took (it ran out and another action took the object before this write)",
+    );
     if (stopped) return stopped;
   }
   const { args, idempotencyKey, operation } = sealedCall(action);
@@ -83,7 +105,9 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
         action,
         "NOT_EXECUTED",
         "TARGET_BUSY",
-        `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`,
+        begun.leaseHolder
+          ? `the lease taken at the pre-read ran out before the write: ${busyReason(action, begun.leaseHolder, 0)}`
+          : `the lease taken at the pre-read ran out before the write, and another approved action took ${objectNamed(envelope.operation, envelope.object.id)} and ended since: it may have written after this pre-read; nothing was sent`,
       );
     }
     // The row moved meanwhile: it is where the journal says.
@@ -101,6 +125,22 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   // The anchor is advanced before the request leaves; if it cannot be, nothing leaves (the entry stays
   // without an answer, which recovery treats as a call that may have been sent).
   await writeAnchorOf(deps.config).record(envelopeHash, sentAt);
+  // Sent only while the journal still has the action at intent: a process paused since its write-ahead
+  // entry, past its thread lock, may find it recovered by another meanwhile, which reported the outcome
+  // open and, once the lease ran out, let another action write the object. The journal's row stands then.
+  const current = await deps.journal.getAction(envelopeHash);
+  if (current?.phase !== "intent") return current ?? action;
+  // And only while the object is still this action's: a lease that ran out while the process was
+  // paused and was taken by another action may cover that action's write, which this one would undo.
+  const taken = await leaseTaken(deps, action);
+  if (taken)
+    return closeRow(
+      deps,
+      current,
+      "NOT_EXECUTED",
+      "TARGET_BUSY",
+      `the write-ahead entry was recorded at ${sentAt}, but before the request left ${taken}; nothing was sent`,
+    );
   const spec = OPERATIONS[operation];
   const res = await deps.tools.writeHandle.call(
     spec.writeRole,
@@ -131,6 +171,19 @@ export async function reconcileWrite(ctx: PhaseContext, action: ActionRow): Prom
     action,
     await deps.journal.moveAction(action.envelopeHash, "acknowledged", { acknowledgement }),
   );
+}
+
+/**
+ * Why the object is no longer this action's, or null while its lease row is: another action took the
+ * lease after this one's ran out (and may hold it still, or have released it), so it may have written.
+ */
+async function leaseTaken(deps: Pick<Deps, "config" | "journal">, action: ActionRow): Promise<string | null> {
+  const holder = await deps.journal.objectLease(leaseOf(deps, action).objectKey);
+  if (holder?.owner === action.envelopeHash) return null;
+  const object = objectNamed(action.envelope.operation, action.envelope.object.id);
+  return holder
+    ? `its object lease ran out and another action took ${object} (envelope ${holder.owner.slice(0, 12)}…, thread ${holder.threadId})`
+    : `its object lease ran out and another action took ${object} and ended since`;
 }
 
 /** The call an approved action makes, from its sealed envelope alone: arguments, operation and key. */
@@ -275,6 +328,10 @@ async function answerOfLostCall(
     return missing(
       "it carried an Idempotency-Key, but idempotent writes are off in this process (BITRIX24_IDEMPOTENCY)",
     );
+  // The first call may never have left: re-sent after another action took the object and wrote it, it
+  // would be a first application over that write.
+  const taken = await leaseTaken(deps, action);
+  if (taken) return missing(`${taken}; a re-send now could be a first application over that action's write`);
   const now = deps.clock();
   const unusable = unusableApproval(action.envelope, now, deps.portal);
   if (unusable)

@@ -80,7 +80,8 @@ export async function readyToWrite(j: Journal, a: RegisteredAction): Promise<voi
   });
   await j.registerAction(a, a.envelope.createdAt);
   const { claim, decision } = approvalOf(a, "alice");
-  const decided = await j.decideAction(a.envelopeHash, claim, decision);
+  // The approval takes the object lease, as a real one does: the write's beginning renews it.
+  const decided = await j.decideAction(a.envelopeHash, claim, decision, [], leaseFor(a));
   if (!decided.claimed) throw new Error(`could not approve ${a.envelopeHash}`);
   const moved = await j.moveAction(a.envelopeHash, "pre_read", {
     preRead: {

@@ -113,7 +113,11 @@ export type LeaseResult = { acquired: true; expiresAt: number } | { acquired: fa
 export type BeginWriteResult =
   | { begun: true; row: ActionRow }
   | { begun: false; existing: ExecutionEntry }
-  | { begun: false; leaseHolder: ObjectLease }
+  /**
+   * The object lease is no longer this action's: another action took it after this one's ran out (it
+   * may have written since this action's pre-read), named, or took it and released it since (null).
+   */
+  | { begun: false; leaseHolder: ObjectLease | null }
   | { begun: false; refused: string };
 
 /** Claiming a decision also moves the action registered → decided, in the same transaction. */
@@ -133,7 +137,7 @@ export interface ExecutionJournal {
   recordAcknowledgement(envelopeHash: string, acknowledgement: unknown, at: string): Promise<void>;
   /**
    * Everything that must hold right before a write leaves, in ONE transaction: the object lease is
-   * renewed (still ours), the write-ahead entry is recorded (none before), and the action moves
+   * renewed (still this action's, as its pre-read took it: expired or not, nobody took it since), the write-ahead entry is recorded (none before), and the action moves
    * pre_read → intent. Either all of it is committed or none of it.
    */
   beginWrite(

@@ -1,7 +1,6 @@
 /** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
 import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
-import { leaseIsFree } from "../action-machine.js";
 import { actionRowOf, planMove } from "../action-rows.js";
 import { PgBase } from "./base.js";
 import type { ExecutionJournal, BeginWriteResult, ExecutionEntry, ExecutionIntent } from "../journal/api.js";
@@ -22,47 +21,37 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
   ): Promise<BeginWriteResult> {
     // Locks in the same order as every move (the action row first, then its lease), so a concurrent
     // close of the same action cannot deadlock with this.
-    const raced = new Error("the lease was taken concurrently");
-    try {
-      return await this.tx(
-        `beginning the write for ${intent.envelopeHash}`,
-        async (c): Promise<BeginWriteResult> => {
-          const now = Date.now();
-          const raw = await this.lockAction(c, intent.envelopeHash);
-          const holder = await this.lockLease(c, lease.objectKey);
-          if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
-          const existing = await c.query<ExecutionRow>(
-            `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`,
-            [intent.envelopeHash],
-          );
-          if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0], this.key) };
-          const plan = planMove(actionRowOf(raw, this.key), intent.envelopeHash, "intent", {});
-          if (!plan.ok) return { begun: false, refused: plan.reason };
-          const inserted = await c.query(
-            `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
-           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
-            executionValues(this.key, intent, sentAt),
-          );
-          if (inserted.rowCount !== 1)
-            throw new Error(
-              `write-ahead entry for ${intent.envelopeHash} conflicted on its idempotency key ${intent.idempotencyKey} with another envelope`,
-            );
-          // Another action took the (missing) lease between our look and our insert: nothing of ours is committed.
-          if (!(await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs))) throw raced;
-          return { begun: true, row: await this.writeMove(c, plan) };
-        },
-        true,
-      );
-    } catch (e) {
-      if (e !== raced) throw e;
-      const holder = await this.getObjectLease(lease.objectKey);
-      if (!holder)
-        // eslint-disable-next-line preserve-caught-error -- `raced` is this function's own signal, not a cause
-        throw new Error(
-          `the lease on ${lease.objectKey} was taken and released while beginning the write for ${intent.envelopeHash}; nothing was sent`,
+    return this.tx(
+      `beginning the write for ${intent.envelopeHash}`,
+      async (c): Promise<BeginWriteResult> => {
+        const now = Date.now();
+        const raw = await this.lockAction(c, intent.envelopeHash);
+        const holder = await this.lockLease(c, lease.objectKey);
+        // Still ours since the pre-read took it: a lease taken by another action meanwhile (held, run
+        // out, or released again) may cover a write of that action's, which this pre-read did not see.
+        if (holder?.owner !== intent.envelopeHash) return { begun: false, leaseHolder: holder ?? null };
+        const existing = await c.query<ExecutionRow>(
+          `SELECT * FROM ${this.s}.executions WHERE envelope_hash = $1`,
+          [intent.envelopeHash],
         );
-      return { begun: false, leaseHolder: holder };
-    }
+        if (existing.rows[0]) return { begun: false, existing: toExecution(existing.rows[0], this.key) };
+        const plan = planMove(actionRowOf(raw, this.key), intent.envelopeHash, "intent", {});
+        if (!plan.ok) return { begun: false, refused: plan.reason };
+        const inserted = await c.query(
+          `INSERT INTO ${this.s}.executions (envelope_hash, thread_id, idempotency_key, args_json, sent_at, mac)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING envelope_hash`,
+          executionValues(this.key, intent, sentAt),
+        );
+        if (inserted.rowCount !== 1)
+          throw new Error(
+            `write-ahead entry for ${intent.envelopeHash} conflicted on its idempotency key ${intent.idempotencyKey} with another envelope`,
+          );
+        // The row is ours and locked: the renewal updates it in place.
+        await this.putLease(c, lease.objectKey, intent, holder, now, lease.holdMs);
+        return { begun: true, row: await this.writeMove(c, plan) };
+      },
+      true,
+    );
   }
 
   async recordAnswer(

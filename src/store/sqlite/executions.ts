@@ -1,6 +1,5 @@
 /** Write-ahead entries in SQLite: recorded with the move to intent, answered with the move to acknowledged. */
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
-import { leaseIsFree } from "../action-machine.js";
 import { actionRowOf, planMove } from "../action-rows.js";
 import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { BeginWriteResult, ExecutionEntry, ExecutionIntent, ExecutionJournal } from "../journal/api.js";
@@ -23,7 +22,9 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
     return this.conn.writeDurable((): BeginWriteResult => {
       const now = Date.now();
       const holder = this.leaseOn(lease.objectKey);
-      if (!leaseIsFree(holder, intent.envelopeHash, now)) return { begun: false, leaseHolder: holder! };
+      // Still ours since the pre-read took it: a lease taken by another action meanwhile (held, run out,
+      // or released again) may cover a write of that action's, which this pre-read did not see.
+      if (holder?.owner !== intent.envelopeHash) return { begun: false, leaseHolder: holder ?? null };
       const existing = this.sql("SELECT * FROM executions WHERE envelope_hash = ?").get(
         intent.envelopeHash,
       ) as ExecutionRow | undefined;
