@@ -205,6 +205,23 @@ describe("a change set with a create (add_task)", () => {
     ]);
   });
 
+  it("two creates with the same title in one set: the second is not taken for the first's task; each created once and verified on its own", async () => {
+    const same = { operation: "add_task", fields: { TITLE: "CS twice", RESPONSIBLE_ID: "5" } };
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet([same, same])) });
+    const view = await startRun(app, {
+      request: 'create two tasks "CS twice" for user 5',
+      requestedBy: "demo-user",
+    });
+    expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["tasks.task.add", "tasks.task.add"]);
+    const ids = new Set<string>();
+    for (const x of view.approval!.changeSet!.actions)
+      ids.add((await app.deps.journal.getAction(x.envelopeHash))!.progress.verification!.created!.id!);
+    expect(ids.size).toBe(2);
+  });
+
   it("is refused before the card when add_task names a task id (a create names no object); nothing written, no crash", async () => {
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(

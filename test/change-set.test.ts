@@ -225,6 +225,19 @@ describe("a change set", () => {
     }
   });
 
+  it("two comments with the same text in one set: the second is not taken for the first's comment; each posted once and verified on its own", async () => {
+    const same = { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: COMMENT } };
+    await open([same, same]);
+    const view = await waiting(`comment on task 4 twice: ${COMMENT}`);
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["task.commentitem.add", "task.commentitem.add"]);
+    const ids = new Set<string>();
+    for (const x of view.approval!.changeSet!.actions)
+      ids.add((await app.deps.journal.getAction(x.envelopeHash))!.progress.verification!.created!.id!);
+    expect(ids.size).toBe(2);
+  });
+
   it("an irreversible action runs only after the one before it VERIFIED: a write acknowledged but not applied stops the chain", async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
     policy.requireVerifiedRequesterAtOrAbove = null; // a self-declared requester (in process), as under envFor's policy
