@@ -10,7 +10,7 @@ import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Command } from "@langchain/langgraph";
-import { startRun, submitDecision } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
@@ -236,6 +236,33 @@ describe("a change set", () => {
     for (const x of view.approval!.changeSet!.actions)
       ids.add((await app.deps.journal.getAction(x.envelopeHash))!.progress.verification!.created!.id!);
     expect(ids.size).toBe(2);
+  });
+
+  it("a run that dies between actions (a1 verified, a2 not started) is continued by recover: a2 runs on what a1 wrote, a1 is not sent again", async () => {
+    await open([
+      { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
+      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+    ]);
+    const view = await waiting("rename task 4 to CS-1 renamed and make it high priority");
+    // The process dies right after the journal commits a1's verification (as crash-process.ts does, in process).
+    const journal = app.deps.journal as unknown as { moveAction: (...a: unknown[]) => Promise<unknown> };
+    const moveAction = journal.moveAction.bind(journal);
+    journal.moveAction = async (...args: unknown[]) => {
+      const moved = await moveAction(...args);
+      if (args[1] === "verified") {
+        journal.moveAction = moveAction;
+        throw new Error("the process died after a1 verified");
+      }
+      return moved;
+    };
+    await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toThrow(/died after a1/);
+    expect(await writeMethods()).toEqual(["tasks.task.update"]);
+    const done = await recoverThread(app, view.threadId);
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect(done.state!.reason).toMatch(/a1 VERIFIED \(VERIFIED\); a2 VERIFIED \(VERIFIED\)/);
+    expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.update"]);
+    const task = await portal.task(4);
+    expect([task["title"], task["priority"]]).toEqual(["CS-1 renamed", "2"]);
   });
 
   it("an irreversible action runs only after the one before it VERIFIED: a write acknowledged but not applied stops the chain", async () => {
