@@ -232,6 +232,24 @@ describe("a change set with a create (add_task)", () => {
     expect(view.status).not.toBe("awaiting_approval");
     expect(await portal.writes()).toHaveLength(0);
   });
+
+  it("is refused at the proposal tool when an action acts on a deal (a set acts on tasks only): the model is told why; nothing written, no crash", async () => {
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(
+        proposeSet([SET[0]!, { operation: "update_deal", dealId: 3, fields: { STAGE_ID: "WON" } } as Action]),
+      ),
+    });
+    const view = await startRun(app, {
+      request: "rename task 4 to CS-1 renamed and move deal 3 to WON",
+      requestedBy: "demo-user",
+    });
+    expect(view.status).toBe("finished");
+    // The tool's answer to the model, among the thread's messages.
+    expect(JSON.stringify(view.state!.messages)).toMatch(
+      /a change set acts on tasks only; update_deal acts on a deal/,
+    );
+    expect(await portal.writes()).toHaveLength(0);
+  });
 });
 
 describe("a change set's wording for a create", () => {

@@ -551,7 +551,7 @@ describe("a change set", () => {
   );
 
   // In process, as the LangGraph API refuses state edits and gotos outright (src/auth): the journal is what stops them here.
-  it("a proposal of more actions than a set holds, written into graph state, ends the run INVALID_PROPOSAL: nothing registered, nothing written", async () => {
+  it("a set proposal the tool would refuse, written into graph state (6 actions; a deal's action), ends the run INVALID_PROPOSAL: nothing registered, nothing written", async () => {
     const rename = { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } };
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(
@@ -559,23 +559,34 @@ describe("a change set", () => {
       ),
       compile: { interruptBefore: ["build_envelope"] },
     });
-    const paused = await startRun(app, {
-      request: "rename task 4 to CS-1 renamed and rename task 5 to CS-2 renamed",
-      requestedBy: "demo-user",
-    });
-    expect(paused.next).toEqual(["build_envelope"]);
-    const cfg = { configurable: { thread_id: paused.threadId }, durability: "sync" as const };
-    const actions = [1, 2, 3, 4, 5, 6].map((k) => ({ ...rename, fields: { TITLE: `CS-1 renamed ${k}` } }));
-    await app.graph.updateState(cfg, {
-      proposal: { ...rename, actions, rationale: "forged", source: "model" },
-    });
-    await app.graph.invoke(null, cfg);
-    expect(await app.deps.journal.currentAction(paused.threadId)).toBeUndefined();
-    expect((await app.deps.journal.getThread(paused.threadId))?.closed).toMatchObject({
-      outcome: "NOT_EXECUTED",
-      reasonCode: "INVALID_PROPOSAL",
-      reason: "a change set holds at most 5 actions; the proposal has 6",
-    });
+    const cases = [
+      {
+        actions: [1, 2, 3, 4, 5, 6].map((k) => ({ ...rename, fields: { TITLE: `CS-1 renamed ${k}` } })),
+        why: "a change set holds at most 5 actions; the proposal has 6",
+      },
+      {
+        actions: [rename, { operation: "update_deal", taskId: 3, fields: { STAGE_ID: "WON" } }],
+        why: "a change set acts on tasks only; a2 (update_deal) acts on another kind of object",
+      },
+    ];
+    for (const { actions, why } of cases) {
+      const paused = await startRun(app, {
+        request: "rename task 4 to CS-1 renamed and rename task 5 to CS-2 renamed",
+        requestedBy: "demo-user",
+      });
+      expect(paused.next).toEqual(["build_envelope"]);
+      const cfg = { configurable: { thread_id: paused.threadId }, durability: "sync" as const };
+      await app.graph.updateState(cfg, {
+        proposal: { ...rename, actions, rationale: "forged", source: "model" },
+      });
+      await app.graph.invoke(null, cfg);
+      expect(await app.deps.journal.currentAction(paused.threadId)).toBeUndefined();
+      expect((await app.deps.journal.getThread(paused.threadId))?.closed).toMatchObject({
+        outcome: "NOT_EXECUTED",
+        reasonCode: "INVALID_PROPOSAL",
+        reason: why,
+      });
+    }
     expect(await portal.writes()).toHaveLength(0);
   });
 
