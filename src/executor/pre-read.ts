@@ -9,7 +9,7 @@ import {
 } from "../envelope/index.js";
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
-import { objectKeyOf, type ActionRow } from "../store/action-machine.js";
+import type { ActionRow } from "../store/action-machine.js";
 import { normaliseId } from "../envelope/fields.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
@@ -124,20 +124,18 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
 }
 
 /**
- * In a change set, the ids of what earlier VERIFIED actions of the set with the same operation on the
- * same object (a comment under the same task, a task with the same title) created, as their sealed
- * verification recorded them. Such an object is the earlier action's own: it stays among the objects
- * that carried the approved text before this write (so verification does not take it for this one's),
- * but it is not taken for this action's own write, which has not been sent.
+ * In a change set, the ids of what earlier VERIFIED actions of the set with the same operation created
+ * (a comment, a task), as their sealed verification recorded them. Such an object is the earlier
+ * action's own: it stays among the objects that carried the approved text before this write (so
+ * verification does not take it for this one's), but it is not taken for this action's own write,
+ * which has not been sent.
  */
 function madeByEarlierOfSet(action: ActionRow, members: readonly ActionRow[]): Set<string> {
   const index = action.set?.index;
   const out = new Set<string>();
   if (index === undefined) return out;
-  const key = objectKeyOf(action.envelope);
   for (const m of members) {
-    if ((m.set?.index ?? Infinity) >= index) continue;
-    if (m.envelope.operation !== action.envelope.operation || objectKeyOf(m.envelope) !== key) continue;
+    if ((m.set?.index ?? Infinity) >= index || m.envelope.operation !== action.envelope.operation) continue;
     const v = m.progress.verification;
     const id = v?.verdict === "VERIFIED" ? normaliseId(v.created?.id) : undefined;
     if (id !== undefined) out.add(id);
