@@ -238,32 +238,39 @@ describe("a change set", () => {
     expect(ids.size).toBe(2);
   });
 
-  it("a run that dies between actions (a1 verified, a2 not started) is continued by recover: a2 runs on what a1 wrote, a1 is not sent again", async () => {
-    await open([
-      { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
-      { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
-    ]);
-    const view = await waiting("rename task 4 to CS-1 renamed and make it high priority");
-    // The process dies right after the journal commits a1's verification (as crash-process.ts does, in process).
-    const journal = app.deps.journal as unknown as { moveAction: (...a: unknown[]) => Promise<unknown> };
-    const moveAction = journal.moveAction.bind(journal);
-    journal.moveAction = async (...args: unknown[]) => {
-      const moved = await moveAction(...args);
-      if (args[1] === "verified") {
-        journal.moveAction = moveAction;
-        throw new Error("the process died after a1 verified");
-      }
-      return moved;
-    };
-    await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toThrow(/died after a1/);
-    expect(await writeMethods()).toEqual(["tasks.task.update"]);
-    const done = await recoverThread(app, view.threadId);
-    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
-    expect(done.state!.reason).toMatch(/a1 VERIFIED \(VERIFIED\); a2 VERIFIED \(VERIFIED\)/);
-    expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.update"]);
-    const task = await portal.task(4);
-    expect([task["title"], task["priority"]]).toEqual(["CS-1 renamed", "2"]);
-  });
+  // The process dies right after the journal commits a boundary (as crash-process.ts does, in process).
+  it.each([
+    { boundary: "verified", nth: 1, at: "a1 verified, a2 not started" },
+    { boundary: "pre_read", nth: 2, at: "a2's pre-read recorded, nothing of a2 sent" },
+  ])(
+    "a run that dies between actions ($at) is continued by recover: a2 runs once on what a1 wrote, a1 is not sent again",
+    async ({ boundary, nth }) => {
+      await open([
+        { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
+        { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      ]);
+      const view = await waiting("rename task 4 to CS-1 renamed and make it high priority");
+      const journal = app.deps.journal as unknown as { moveAction: (...a: unknown[]) => Promise<unknown> };
+      const moveAction = journal.moveAction.bind(journal);
+      let seen = 0;
+      journal.moveAction = async (...args: unknown[]) => {
+        const moved = await moveAction(...args);
+        if (args[1] === boundary && ++seen === nth) {
+          journal.moveAction = moveAction;
+          throw new Error(`the process died at ${boundary}`);
+        }
+        return moved;
+      };
+      await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toThrow(/process died/);
+      expect(await writeMethods()).toEqual(["tasks.task.update"]);
+      const done = await recoverThread(app, view.threadId);
+      expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+      expect(done.state!.reason).toMatch(/a1 VERIFIED \(VERIFIED\); a2 VERIFIED \(VERIFIED\)/);
+      expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.update"]);
+      const task = await portal.task(4);
+      expect([task["title"], task["priority"]]).toEqual(["CS-1 renamed", "2"]);
+    },
+  );
 
   it("an irreversible action runs only after the one before it VERIFIED: a write acknowledged but not applied stops the chain", async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
