@@ -205,6 +205,23 @@ describe("a change set with a create (add_task)", () => {
     ]);
   });
 
+  it("two creates with the same title in one set: the second is not taken for the first's task; each created once and verified on its own", async () => {
+    const same = { operation: "add_task", fields: { TITLE: "CS twice", RESPONSIBLE_ID: "5" } };
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet([same, same])) });
+    const view = await startRun(app, {
+      request: 'create two tasks "CS twice" for user 5',
+      requestedBy: "demo-user",
+    });
+    expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["tasks.task.add", "tasks.task.add"]);
+    const ids = new Set<string>();
+    for (const x of view.approval!.changeSet!.actions)
+      ids.add((await app.deps.journal.getAction(x.envelopeHash))!.progress.verification!.created!.id!);
+    expect(ids.size).toBe(2);
+  });
+
   it("is refused before the card when add_task names a task id (a create names no object); nothing written, no crash", async () => {
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(
@@ -213,6 +230,24 @@ describe("a change set with a create (add_task)", () => {
     });
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect(view.status).not.toBe("awaiting_approval");
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
+  it("is refused at the proposal tool when an action acts on a deal (a set acts on tasks only): the model is told why; nothing written, no crash", async () => {
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(
+        proposeSet([SET[0]!, { operation: "update_deal", dealId: 3, fields: { STAGE_ID: "WON" } } as Action]),
+      ),
+    });
+    const view = await startRun(app, {
+      request: "rename task 4 to CS-1 renamed and move deal 3 to WON",
+      requestedBy: "demo-user",
+    });
+    expect(view.status).toBe("finished");
+    // The tool's answer to the model, among the thread's messages.
+    expect(JSON.stringify(view.state!.messages)).toMatch(
+      /a change set acts on tasks only; update_deal acts on a deal/,
+    );
     expect(await portal.writes()).toHaveLength(0);
   });
 });

@@ -10,7 +10,7 @@ import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Command } from "@langchain/langgraph";
-import { startRun, submitDecision } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
@@ -224,6 +224,53 @@ describe("a change set", () => {
       expect(page.flagReasons).not.toBeNull();
     }
   });
+
+  it("two comments with the same text in one set: the second is not taken for the first's comment; each posted once and verified on its own", async () => {
+    const same = { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: COMMENT } };
+    await open([same, same]);
+    const view = await waiting(`comment on task 4 twice: ${COMMENT}`);
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect(await writeMethods()).toEqual(["task.commentitem.add", "task.commentitem.add"]);
+    const ids = new Set<string>();
+    for (const x of view.approval!.changeSet!.actions)
+      ids.add((await app.deps.journal.getAction(x.envelopeHash))!.progress.verification!.created!.id!);
+    expect(ids.size).toBe(2);
+  });
+
+  // The process dies right after the journal commits a boundary (as crash-process.ts does, in process).
+  it.each([
+    { boundary: "verified", nth: 1, at: "a1 verified, a2 not started" },
+    { boundary: "pre_read", nth: 2, at: "a2's pre-read recorded, nothing of a2 sent" },
+  ])(
+    "a run that dies between actions ($at) is continued by recover: a2 runs once on what a1 wrote, a1 is not sent again",
+    async ({ boundary, nth }) => {
+      await open([
+        { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },
+        { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+      ]);
+      const view = await waiting("rename task 4 to CS-1 renamed and make it high priority");
+      const journal = app.deps.journal as unknown as { moveAction: (...a: unknown[]) => Promise<unknown> };
+      const moveAction = journal.moveAction.bind(journal);
+      let seen = 0;
+      journal.moveAction = async (...args: unknown[]) => {
+        const moved = await moveAction(...args);
+        if (args[1] === boundary && ++seen === nth) {
+          journal.moveAction = moveAction;
+          throw new Error(`the process died at ${boundary}`);
+        }
+        return moved;
+      };
+      await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toThrow(/process died/);
+      expect(await writeMethods()).toEqual(["tasks.task.update"]);
+      const done = await recoverThread(app, view.threadId);
+      expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+      expect(done.state!.reason).toMatch(/a1 VERIFIED \(VERIFIED\); a2 VERIFIED \(VERIFIED\)/);
+      expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.update"]);
+      const task = await portal.task(4);
+      expect([task["title"], task["priority"]]).toEqual(["CS-1 renamed", "2"]);
+    },
+  );
 
   it("an irreversible action runs only after the one before it VERIFIED: a write acknowledged but not applied stops the chain", async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(ROOT, "policy/default.json"), "utf8"));
@@ -511,6 +558,45 @@ describe("a change set", () => {
   );
 
   // In process, as the LangGraph API refuses state edits and gotos outright (src/auth): the journal is what stops them here.
+  it("a set proposal the tool would refuse, written into graph state (6 actions; a deal's action), ends the run INVALID_PROPOSAL: nothing registered, nothing written", async () => {
+    const rename = { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } };
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(
+        proposeSet([rename, { operation: "update_task", taskId: 5, fields: { TITLE: "CS-2 renamed" } }]),
+      ),
+      compile: { interruptBefore: ["build_envelope"] },
+    });
+    const cases = [
+      {
+        actions: [1, 2, 3, 4, 5, 6].map((k) => ({ ...rename, fields: { TITLE: `CS-1 renamed ${k}` } })),
+        why: "a change set holds at most 5 actions; the proposal has 6",
+      },
+      {
+        actions: [rename, { operation: "update_deal", taskId: 3, fields: { STAGE_ID: "WON" } }],
+        why: "a change set acts on tasks only; a2 (update_deal) acts on another kind of object",
+      },
+    ];
+    for (const { actions, why } of cases) {
+      const paused = await startRun(app, {
+        request: "rename task 4 to CS-1 renamed and rename task 5 to CS-2 renamed",
+        requestedBy: "demo-user",
+      });
+      expect(paused.next).toEqual(["build_envelope"]);
+      const cfg = { configurable: { thread_id: paused.threadId }, durability: "sync" as const };
+      await app.graph.updateState(cfg, {
+        proposal: { ...rename, actions, rationale: "forged", source: "model" },
+      });
+      await app.graph.invoke(null, cfg);
+      expect(await app.deps.journal.currentAction(paused.threadId)).toBeUndefined();
+      expect((await app.deps.journal.getThread(paused.threadId))?.closed).toMatchObject({
+        outcome: "NOT_EXECUTED",
+        reasonCode: "INVALID_PROPOSAL",
+        reason: why,
+      });
+    }
+    expect(await portal.writes()).toHaveLength(0);
+  });
+
   it("graph state cannot run a set: a goto to the executor, with journalNext and a decision written into state, writes nothing before approval or after the chain stopped", async () => {
     await open([
       { operation: "update_task", taskId: 4, fields: { TITLE: "CS-1 renamed" } },

@@ -84,7 +84,7 @@ describe("changedSinceWrite", () => {
     const plan = compensationOf(e, taskBody({ ...before, title: "ours" }));
     if (!plan.ok) throw new Error(plan.reason);
     expect(changedSinceWrite(plan, { ...before, title: "theirs" })).toEqual([
-      { field: "TITLE", ours: "ours", now: "theirs" },
+      { field: "TITLE", ours: "ours", now: "theirs", written: true },
     ]);
   });
 

@@ -84,6 +84,8 @@ export interface ChangedSinceWrite {
   now: unknown;
   /** The field is the object's change marker (targets.ts `changeMarker`): its `ours` is what our verification read. */
   marker?: true;
+  /** The field is one our write set (its `ours` is what we wrote); any other's `ours` is what our verification read. */
+  written?: true;
 }
 
 /**
@@ -106,7 +108,7 @@ export function changedSinceWrite(
     const key = fieldToTaskKey(field);
     named.add(key);
     const now = task[key];
-    if (!compareValues(field, value, now).equal) out.push({ field, ours: value, now });
+    if (!compareValues(field, value, now).equal) out.push({ field, ours: value, now, written: true });
   }
   if (plan.afterWrite) {
     const keys = [...new Set([...Object.keys(plan.afterWrite), ...Object.keys(task)])]

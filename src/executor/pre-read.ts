@@ -10,6 +10,7 @@ import {
 import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
+import { normaliseId } from "../envelope/fields.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
@@ -48,7 +49,8 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
       busyReason(action, hold.holder, hold.record.waitedMs),
     );
 
-  if (OPERATIONS[envelope.operation].effect === "create") return preReadCreate(deps, action, hold.record);
+  if (OPERATIONS[envelope.operation].effect === "create")
+    return preReadCreate(deps, action, hold.record, madeByEarlierOfSet(action, members ?? []));
   if (OPERATIONS[envelope.operation].effect === "delete") return preReadDelete(deps, action, hold.record);
   const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
@@ -95,7 +97,11 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
       record.sameTextBefore = commentIdsWithText(comments.comments, envelope.params["POST_MESSAGE"]);
       // A comment cannot be deduplicated by the portal: one with the approved text posted since this
       // envelope was made is taken for this envelope's own (a journal put back to before its write).
-      const sameText = comments.comments.filter((c) => record.sameTextBefore!.includes(c.id));
+      // One an earlier action of the set made (its sealed verification names it) is that action's, not this one's.
+      const earlier = madeByEarlierOfSet(action, members ?? []);
+      const sameText = comments.comments.filter(
+        (c) => record.sameTextBefore!.includes(c.id) && !earlier.has(c.id),
+      );
       const when = (c: (typeof sameText)[number]) => madeWhen(c.postDate, envelope.createdAt);
       const named = (cs: typeof sameText) => cs.map((c) => `${c.id} at ${String(c.postDate)}`).join(", ");
       const already = sameText.filter((c) => when(c) === "after");
@@ -118,12 +124,37 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
 }
 
 /**
+ * In a change set, the ids of what earlier VERIFIED actions of the set with the same operation created
+ * (a comment, a task), as their sealed verification recorded them. Such an object is the earlier
+ * action's own: it stays among the objects that carried the approved text before this write (so
+ * verification does not take it for this one's), but it is not taken for this action's own write,
+ * which has not been sent.
+ */
+function madeByEarlierOfSet(action: ActionRow, members: readonly ActionRow[]): Set<string> {
+  const index = action.set?.index;
+  const out = new Set<string>();
+  if (index === undefined) return out;
+  for (const m of members) {
+    if ((m.set?.index ?? Infinity) >= index || m.envelope.operation !== action.envelope.operation) continue;
+    const v = m.progress.verification;
+    const id = v?.verdict === "VERIFIED" ? normaliseId(v.created?.id) : undefined;
+    if (id !== undefined) out.add(id);
+  }
+  return out;
+}
+
+/**
  * The pre-read of a create (add_task): there is no object to compare, so nothing can be stale; what is
  * recorded is which tasks already carry the approved title, so that verification can tell the task
  * this write makes from an earlier one even when the answer is lost. A list that cannot be read stops
  * the write (PRECHECK_ERROR), because without it a lost answer could not be told apart.
  */
-async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<ActionRow> {
+async function preReadCreate(
+  deps: Deps,
+  action: ActionRow,
+  lease: LeaseRecord,
+  earlier: ReadonlySet<string>,
+): Promise<ActionRow> {
   const envelope = action.envelope;
   const title = envelope.params["TITLE"];
   const listed = await deps.tools.read("listTasks", { filter: { TITLE: title } });
@@ -152,8 +183,9 @@ async function preReadCreate(deps: Deps, action: ActionRow, lease: LeaseRecord):
   // A task cannot be deduplicated by the portal: one with the approved title created since this
   // envelope was made is taken for this envelope's own (a journal put back to before its write).
   const when = (id: string) => madeWhen(found.tasks.get(id)?.["createdDate"], envelope.createdAt);
-  const already = found.ids.filter((id) => when(id) === "after");
-  const unsure = found.ids.filter((id) => when(id) === "same_second");
+  // One an earlier action of the set made (its sealed verification names it) is that action's, not this one's.
+  const already = found.ids.filter((id) => when(id) === "after" && !earlier.has(id));
+  const unsure = found.ids.filter((id) => when(id) === "same_second" && !earlier.has(id));
   const refuse = (
     verdict: PreReadRecord["verdict"],
     reason: string,

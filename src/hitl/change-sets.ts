@@ -7,6 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import {
+  MAX_SET_ACTIONS,
   OPERATIONS,
   canonicalJson,
   checkPlan,
@@ -190,6 +191,22 @@ export async function buildChangeSet(
 ): Promise<SetBuild> {
   const { previous } = ctx;
   const revision = (previous?.revision ?? 0) + 1;
+  // The proposal tool holds a set to MAX_SET_ACTIONS actions on tasks; a proposal that reached here
+  // otherwise (written into graph state) ends the run with that reason instead of failing the set's
+  // schema mid-build.
+  if (actions.length > MAX_SET_ACTIONS)
+    return {
+      ok: false,
+      code: "INVALID_PROPOSAL",
+      reason: `a change set holds at most ${MAX_SET_ACTIONS} actions; the proposal has ${actions.length}`,
+    };
+  const notTask = actions.filter((a) => OPERATIONS[a.operation].target !== "task");
+  if (notTask.length > 0)
+    return {
+      ok: false,
+      code: "INVALID_PROPOSAL",
+      reason: `a change set acts on tasks only; ${notTask.map((a) => `${a.actionId} (${a.operation})`).join(", ")} acts on another kind of object`,
+    };
   const check = checkPlan(
     deps.policy,
     ctx.scope,

@@ -202,17 +202,20 @@ export async function readUndoPart(
     return {
       ok: false,
       code: "STALE_STATE",
-      reason: `${plan.type} ${plan.taskId} changed after the write being undone, so restoring it would overwrite someone else's change: ${describeChanges(changed, "we wrote")}`,
+      reason: `${plan.type} ${plan.taskId} changed after the write being undone, so restoring it would overwrite someone else's change: ${describeChanges(changed, "we wrote", true)}`,
     };
   return { ok: true, object };
 }
 
-function describeChanges(changed: ChangedSinceWrite[], ours: string): string {
+/**
+ * Each difference with what it was and is: `ours` labels our value; with `onlyWritten`, only for a field
+ * our write set, and any other (which we did not write) is labelled as our verification read it.
+ */
+function describeChanges(changed: ChangedSinceWrite[], ours: string, onlyWritten = false): string {
+  const label = (c: ChangedSinceWrite) =>
+    c.marker || (onlyWritten && !c.written) ? "at our verification" : ours;
   return changed
-    .map(
-      (c) =>
-        `${c.field} (${c.marker ? "at our verification" : ours} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`,
-    )
+    .map((c) => `${c.field} (${label(c)} ${JSON.stringify(c.ours)}, now ${JSON.stringify(c.now)})`)
     .join("; ");
 }
 

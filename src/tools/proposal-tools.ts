@@ -82,8 +82,21 @@ export const proposeChangeTool = tool(
   },
 );
 
-/** One action of a change set: the same shape as a single proposal, without its own rationale. */
-export const ProposedActionSchema = z.object(ActionShape).superRefine(oneObject);
+/**
+ * One action of a change set: the same shape as a single proposal, without its own rationale. A set
+ * acts on tasks only (its schema, src/envelope/change-set.ts); a deal's change is proposed on its own.
+ */
+export const ProposedActionSchema = z
+  .object(ActionShape)
+  .superRefine(oneObject)
+  .superRefine((a, ctx) => {
+    if (OPERATIONS[a.operation].target !== "task")
+      ctx.addIssue({
+        code: "custom",
+        path: ["operation"],
+        message: `a change set acts on tasks only; ${a.operation} acts on a ${OPERATIONS[a.operation].target}: propose it on its own with propose_change`,
+      });
+  });
 
 export const ChangeSetArgsSchema = z.object({
   actions: z
