@@ -25,6 +25,18 @@ export function exportBundle(
   }
   fs.mkdirSync(out, { recursive: true });
 
+  const files = bundleFiles(caseRecord, evidence);
+  const names = [...files.keys()].sort();
+  for (const name of names) fs.writeFileSync(path.join(out, name), files.get(name)!, "utf8");
+  const sums = names
+    .map((name) => `${createHash("sha256").update(files.get(name)!, "utf8").digest("hex")}  ${name}\n`)
+    .join("");
+  fs.writeFileSync(path.join(out, CHECKSUM_FILE), sums, "utf8");
+  return { dir: out, files: [...names, CHECKSUM_FILE] };
+}
+
+/** The bundle's files but SHA256SUMS, by name: what `exportBundle` writes and `checkBundle` expects. */
+export function bundleFiles(caseRecord: CaseRecord, evidence: EvidenceObject[]): Map<string, string> {
   const files = new Map<string, string>();
   files.set(CASE_RECORD_FILE, json(caseRecord));
   for (const item of evidence) {
@@ -33,13 +45,7 @@ export function exportBundle(
     if (typeof card === "string")
       files.set(`${item.name}.card.txt`, card.endsWith("\n") ? card : `${card}\n`);
   }
-  const names = [...files.keys()].sort();
-  for (const name of names) fs.writeFileSync(path.join(out, name), files.get(name)!, "utf8");
-  const sums = names
-    .map((name) => `${createHash("sha256").update(files.get(name)!, "utf8").digest("hex")}  ${name}\n`)
-    .join("");
-  fs.writeFileSync(path.join(out, CHECKSUM_FILE), sums, "utf8");
-  return { dir: out, files: [...names, CHECKSUM_FILE] };
+  return files;
 }
 
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
