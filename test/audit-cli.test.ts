@@ -9,7 +9,10 @@ import path from "node:path";
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CaseRecord } from "../src/evidence/bundle.js";
 import { checkBundle, readBundleCase } from "../src/evidence/check-bundle.js";
+import type { EvidenceObject } from "../src/evidence/evidence-objects.js";
+import { exportBundle } from "../src/evidence/export.js";
 import { recordHash } from "../src/store/audit.js";
 import { envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 
@@ -303,6 +306,22 @@ describe("audit CLI", () => {
     fs.writeFileSync(path.join(edited, evidenceFile), JSON.stringify(o));
     reSum(edited);
     expect(problemsOf(edited)).toContain(`${evidenceFile} is not what the audit records give`);
+  });
+
+  it("export writes only files of its directory, whatever an API server names the evidence", () => {
+    const out = path.join(tempDir("ae-audit-names-"), "bundle");
+    const caseRecord = { firstPage: { threadId } } as unknown as CaseRecord;
+    const item = (name: string) =>
+      ({ name, kind: "outcome", at: "2026-01-01T00:00:00Z", summary: "", data: {} }) as EvidenceObject;
+    for (const evidence of [[item("../../escaped")], [item("01-a"), item("01-a")], [item("case-record")]])
+      expect(() => exportBundle(out, caseRecord, evidence)).toThrow(/expected evidence objects named like/);
+    expect(fs.existsSync(out)).toBe(false);
+    expect(fs.existsSync(path.join(out, "..", "..", "escaped.json"))).toBe(false);
+    expect(exportBundle(out, caseRecord, [item("01-outcome")]).files).toEqual([
+      "01-outcome.json",
+      "case-record.json",
+      "SHA256SUMS",
+    ]);
   });
 
   it("refuses an unknown thread and a non-empty output directory with exit 1", async () => {
