@@ -293,6 +293,7 @@ describe("audit CLI", () => {
         "is of thread other-thread",
       ],
       ["outcome rewritten", (c) => (c.firstPage.outcome.outcome = "REJECTED"), "case-record.json is not"],
+      ["a claim added", (c) => (c.auditChain.anchoredBy = "an auditor"), "case-record.json is not"],
     ];
     for (const [what, edit, expected] of edits) expect(problemsOf(copy(edit).dir), what).toContain(expected);
     const extra = copy(() => {}).dir;

@@ -135,7 +135,14 @@ export function checkBundle(dir: string, c: CaseRecord, live: LiveThread, source
           },
   });
   // The chain's state at export is the log's word then; the rest is recomputed.
-  rebuilt.caseRecord.auditChain = { ...chain, threadRecords: rebuilt.caseRecord.auditChain.threadRecords };
+  rebuilt.caseRecord.auditChain = {
+    intact: chain?.intact,
+    problem: chain?.problem,
+    checkedFrom: chain?.checkedFrom,
+    recordsChecked: chain?.recordsChecked,
+    head: chain?.head,
+    threadRecords: rebuilt.caseRecord.auditChain.threadRecords,
+  };
   const expected = bundleFiles(rebuilt.caseRecord, rebuilt.evidence);
   const present = fs.readdirSync(dir).filter((f) => f !== CHECKSUM_FILE);
   for (const name of present)
