@@ -294,6 +294,11 @@ describe("audit CLI", () => {
       ],
       ["outcome rewritten", (c) => (c.firstPage.outcome.outcome = "REJECTED"), "case-record.json is not"],
       ["a claim added", (c) => (c.auditChain.anchoredBy = "an auditor"), "case-record.json is not"],
+      [
+        "another schema",
+        (c) => (c.schema = "action-envelope/case-record/1"),
+        "expected a case record of schema",
+      ],
     ];
     for (const [what, edit, expected] of edits) expect(problemsOf(copy(edit).dir), what).toContain(expected);
     const extra = copy(() => {}).dir;

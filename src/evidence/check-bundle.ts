@@ -12,7 +12,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { canonicalJson } from "../envelope/index.js";
 import { recordHash, type AuditRecord } from "../store/audit.js";
-import { buildCase, type CaseRecord } from "./bundle.js";
+import { buildCase, CASE_RECORD_SCHEMA, type CaseRecord } from "./bundle.js";
 import { CASE_RECORD_FILE, CHECKSUM_FILE, bundleFiles } from "./export.js";
 
 /** The thread's records as the audit log holds them now, and whether its chain checked intact. */
@@ -66,6 +66,12 @@ export function checkBundle(dir: string, c: CaseRecord, live: LiveThread, source
   });
   if (threadId === null) {
     problems.push(`expected firstPage.threadId in ${CASE_RECORD_FILE}, found none`);
+    return result();
+  }
+  if (c.schema !== CASE_RECORD_SCHEMA) {
+    problems.push(
+      `expected a case record of schema ${CASE_RECORD_SCHEMA}, the bundle's is ${JSON.stringify(c.schema)}: check it with the version that exported it`,
+    );
     return result();
   }
   if (records.length === 0) {
