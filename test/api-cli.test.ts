@@ -390,6 +390,11 @@ describe("audit --api: the server's audit log over HTTP, read-only", () => {
     expect(JSON.parse(fs.readFileSync(path.join(out, "case-record.json"), "utf8")).firstPage.threadId).toBe(
       threadId,
     );
+    // Anchored in the server's audit log, not only in itself.
+    const anchored = await runCli(["audit", "check", out, "--api", server.apiUrl], cliEnv());
+    expect(anchored.code, anchored.stdout + anchored.stderr).toBe(0);
+    expect(anchored.stdout).toContain(`BUNDLE CONFIRMED: thread ${threadId}`);
+    expect(anchored.stdout).toContain(`against the audit log of ${server.apiUrl}`);
   });
 
   it("a requester reads the audit of their own threads only; verify needs approver or admin; no token is 401", async () => {

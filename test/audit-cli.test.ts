@@ -7,7 +7,13 @@
 import fs from "node:fs";
 import path from "node:path";
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CaseRecord } from "../src/evidence/bundle.js";
+import { checkBundle, readBundleCase } from "../src/evidence/check-bundle.js";
+import type { EvidenceObject } from "../src/evidence/evidence-objects.js";
+import { exportBundle } from "../src/evidence/export.js";
+import { recordHash } from "../src/store/audit.js";
 import { envFor, parseJsonOutput, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
 
 const GROQ_KEY = "gsk_audit_test_never_written_0123456789abcdef";
@@ -205,6 +211,123 @@ describe("audit CLI", () => {
     expect(fs.readFileSync(path.join(out, "case-record.json"), "utf8")).toContain(
       new URL(portal.emulator.webhookUrl).host,
     );
+  });
+
+  it("audit check confirms an exported bundle against the log, and refuses one edited with its sums rewritten", async () => {
+    const out = path.join(tempDir("ae-audit-export-"), "bundle");
+    expect((await runCli(["audit", "export", threadId, "--out", out], env)).code).toBe(0);
+    const ok = await runCli(["audit", "check", out], env);
+    expect(ok.code, ok.stdout + ok.stderr).toBe(0);
+    expect(ok.stdout).toContain(
+      `BUNDLE CONFIRMED: thread ${threadId}, 4 audit records, against the local audit log`,
+    );
+
+    // sha256sum -c vouches only for the bundle against itself: an outcome rewritten with its sum passes it.
+    const reSum = (dir: string) =>
+      fs.writeFileSync(
+        path.join(dir, "SHA256SUMS"),
+        fs
+          .readdirSync(dir)
+          .filter((f) => f !== "SHA256SUMS")
+          .sort()
+          .map(
+            (f) =>
+              `${createHash("sha256")
+                .update(fs.readFileSync(path.join(dir, f)))
+                .digest("hex")}  ${f}\n`,
+          )
+          .join(""),
+      );
+    const copy = (edit: (c: any) => void) => {
+      const dir = path.join(tempDir("ae-audit-forged-"), "bundle");
+      fs.cpSync(out, dir, { recursive: true });
+      const file = path.join(dir, "case-record.json");
+      const c = JSON.parse(fs.readFileSync(file, "utf8"));
+      edit(c);
+      fs.writeFileSync(file, `${JSON.stringify(c, null, 2)}\n`);
+      reSum(dir);
+      return { dir, c };
+    };
+    const forged = copy((c) => (c.firstPage.decidedBy.id = "mallory")).dir;
+    expect((await sha256sumCheck(forged)).code).toBe(0);
+    const refused = await runCli(["audit", "check", forged], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toContain("BUNDLE NOT CONFIRMED");
+    expect(refused.stdout).toContain("case-record.json is not what the audit records give");
+
+    // Every other edit, checked against the log's records as `audit show --json` gives them.
+    const shown = JSON.parse((await runCli(["audit", "show", threadId, "--json"], env)).stdout);
+    const a = shown.caseRecord.auditChain;
+    const live = {
+      records: shown.caseRecord.auditRecords,
+      intact: a.intact,
+      problem: a.problem,
+      checkedFrom: a.checkedFrom,
+    };
+    const problemsOf = (dir: string) =>
+      checkBundle(dir, readBundleCase(dir), live, "the log").problems.join("\n");
+    expect(problemsOf(out)).toBe("");
+    const rehash = (r: any) => {
+      const { prevHash, hash: _hash, ...body } = r;
+      r.hash = recordHash(body, prevHash);
+    };
+    const edits: Array<[string, (c: any) => void, string]> = [
+      ["record edited", (c) => (c.auditRecords[1].approver.id = "mallory"), "states hash"],
+      [
+        "record edited and re-hashed",
+        (c) => {
+          c.auditRecords[1].approver.id = "mallory";
+          rehash(c.auditRecords[1]);
+        },
+        "the log's record 2",
+      ],
+      ["record removed", (c) => c.auditRecords.splice(2, 1), "the log's record 3"],
+      ["last record cut", (c) => c.auditRecords.pop(), "the log has 1 later records"],
+      ["records reordered", (c) => c.auditRecords.reverse(), "the log's record 1"],
+      [
+        "record of another thread",
+        (c) => {
+          c.auditRecords[0].threadId = "other-thread";
+          rehash(c.auditRecords[0]);
+        },
+        "is of thread other-thread",
+      ],
+      ["outcome rewritten", (c) => (c.firstPage.outcome.outcome = "REJECTED"), "case-record.json is not"],
+      ["a claim added", (c) => (c.auditChain.anchoredBy = "an auditor"), "case-record.json is not"],
+      [
+        "another schema",
+        (c) => (c.schema = "action-envelope/case-record/1"),
+        "expected a case record of schema",
+      ],
+    ];
+    for (const [what, edit, expected] of edits) expect(problemsOf(copy(edit).dir), what).toContain(expected);
+    const extra = copy(() => {}).dir;
+    fs.writeFileSync(path.join(extra, "99-note.json"), "{}\n");
+    reSum(extra);
+    expect(problemsOf(extra)).toContain("99-note.json is not a file the audit records give");
+    const evidenceFile = fs.readdirSync(out).find((f) => f.endsWith("-outcome.json"))!;
+    const edited = copy(() => {}).dir;
+    const o = JSON.parse(fs.readFileSync(path.join(edited, evidenceFile), "utf8"));
+    o.data.sideEffectVerified = !o.data.sideEffectVerified;
+    fs.writeFileSync(path.join(edited, evidenceFile), JSON.stringify(o));
+    reSum(edited);
+    expect(problemsOf(edited)).toContain(`${evidenceFile} is not what the audit records give`);
+  });
+
+  it("export writes only files of its directory, whatever an API server names the evidence", () => {
+    const out = path.join(tempDir("ae-audit-names-"), "bundle");
+    const caseRecord = { firstPage: { threadId } } as unknown as CaseRecord;
+    const item = (name: string) =>
+      ({ name, kind: "outcome", at: "2026-01-01T00:00:00Z", summary: "", data: {} }) as EvidenceObject;
+    for (const evidence of [[item("../../escaped")], [item("01-a"), item("01-a")], [item("case-record")]])
+      expect(() => exportBundle(out, caseRecord, evidence)).toThrow(/expected evidence objects named like/);
+    expect(fs.existsSync(out)).toBe(false);
+    expect(fs.existsSync(path.join(out, "..", "..", "escaped.json"))).toBe(false);
+    expect(exportBundle(out, caseRecord, [item("01-outcome")]).files).toEqual([
+      "01-outcome.json",
+      "case-record.json",
+      "SHA256SUMS",
+    ]);
   });
 
   it("refuses an unknown thread and a non-empty output directory with exit 1", async () => {

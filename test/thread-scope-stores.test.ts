@@ -130,6 +130,20 @@ async function viewsFromRegistration(
     head: { seq: 7 },
     threadRecords: [{ seq: 4 }, { seq: 6 }],
   });
+  // Another thread's record edited after the thread began breaks the view, named by its seq alone.
+  await run(
+    "UPDATE audit_records SET record_json = replace(record_json, 'demo-user', 'mallory') WHERE seq = 5",
+  );
+  const other = await chainOf();
+  expect(other).toMatchObject({
+    intact: false,
+    problem: "edited at seq 5: a record of another thread, not named here (audit verify names it)",
+  });
+  expect(await audit.verify()).toMatchObject({ problem: { seq: 5, threadId: "other" } });
+  await run(
+    "UPDATE audit_records SET record_json = replace(record_json, 'mallory', 'demo-user') WHERE seq = 5",
+  );
+  expect(await chainOf()).toMatchObject({ intact: true });
   // An edit before the thread began is not its evidence (audit verify reports it).
   await run(
     "UPDATE audit_records SET record_json = replace(record_json, 'demo-user', 'mallory') WHERE seq = 1",

@@ -238,5 +238,56 @@ export function auditCommand(): Command {
       );
     });
 
+  audit
+    .command("check")
+    .description(
+      "Check an exported bundle against the audit log: its records' hashes, the thread's records in an intact chain, everything else recomputed from them; exit 0 only when it all holds",
+    )
+    .argument("<dir>", "the bundle's directory", cap("dir", LIMITS.path))
+    .option("--json", "print JSON")
+    .option(...API_OPTION)
+    .action(async (dir: string, opts: { json?: boolean; api?: string }) => {
+      process.exitCode = await reportingDamage(() =>
+        withReader(opts.api, async (r) => {
+          const { checkBundle, readBundleCase } = await import("../evidence/check-bundle.js");
+          let bundle: CaseRecord;
+          try {
+            bundle = readBundleCase(dir);
+          } catch (e) {
+            throw new UsageError((e as Error).message);
+          }
+          const threadId = bundle.firstPage?.threadId;
+          if (typeof threadId !== "string")
+            throw new UsageError(`expected firstPage.threadId in the bundle's case record, found none`);
+          const live = await r.caseOf(threadId);
+          const a = live.caseRecord.auditChain;
+          const source = opts.api ? `the audit log of ${opts.api}` : "the local audit log";
+          const result = checkBundle(
+            dir,
+            bundle,
+            {
+              records: live.caseRecord.auditRecords,
+              intact: a.intact,
+              problem: a.problem,
+              checkedFrom: a.checkedFrom,
+            },
+            source,
+          );
+          if (opts.json) writeJson(result);
+          else {
+            write(
+              result.confirmed
+                ? esc`BUNDLE CONFIRMED: thread ${threadId}, ${result.records} audit records, against ${source}`
+                : esc`BUNDLE NOT CONFIRMED: thread ${threadId}, against ${source}`,
+            );
+            for (const p of result.problems) write(esc`  ! ${p}`);
+            for (const c of result.checked) write(esc`  checked: ${c}`);
+            for (const n of result.notChecked) write(esc`  not checked: ${n}`);
+          }
+          return result.confirmed ? EXIT_OK : EXIT_BROKEN;
+        }),
+      );
+    });
+
   return audit;
 }

@@ -3,7 +3,7 @@
  * first. Derived from the thread's graph state and its audit records; the audit records supply what
  * state no longer holds (earlier revisions' cards, decisions made on them).
  */
-import type { AuditRecord, IdentityCheck, OutcomeFlags } from "../store/audit.js";
+import type { AuditRecord, ChainProblem, IdentityCheck, OutcomeFlags } from "../store/audit.js";
 import type { NormalisationRule, RequesterVerification } from "../envelope/index.js";
 import { stateWithoutRecords, type CaseInput, type RunStatus } from "./case-input.js";
 import {
@@ -88,9 +88,7 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
     firstPage: firstPage(input),
     auditChain: {
       intact: chain.intact,
-      problem: chain.intact
-        ? null
-        : `${chain.problem.kind} at seq ${chain.problem.seq}: ${chain.problem.detail}`,
+      problem: chain.intact ? null : problemOf(chain.problem, input.threadId),
       checkedFrom: chain.from ?? 1,
       recordsChecked: chain.records,
       head: chain.intact ? chain.head : null,
@@ -107,6 +105,19 @@ export function buildCase(input: CaseInput): { caseRecord: CaseRecord; evidence:
     auditRecords: input.records,
   };
   return { caseRecord, evidence };
+}
+
+/**
+ * The chain's problem as a thread's case record states it. A record of another thread is named by its
+ * seq alone: the case record goes to this thread's requester (API, inbox) and into a bundle handed to
+ * strangers, who may not learn another thread's id or events; `audit verify` names it.
+ */
+function problemOf(problem: ChainProblem, threadId: string): string {
+  const detail =
+    problem.threadId !== undefined && problem.threadId !== threadId
+      ? `a record of another thread, not named here (audit verify names it)`
+      : problem.detail;
+  return `${problem.kind} at seq ${problem.seq}: ${detail}`;
 }
 
 /**
