@@ -5,6 +5,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { startRun, submitDecision } from "../src/app/threads.js";
@@ -437,6 +438,35 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     const outcome = found!.evidence.find((e) => e.kind === "outcome")!;
     expect(outcome.data["outcome"]).toBe("NOT_EXECUTED");
     expect(JSON.stringify(found!.caseRecord)).not.toContain("forged");
+  });
+
+  it("a registered thread whose records were cut from the log's tail reports nothing from a state rewritten to VERIFIED", async () => {
+    const view = await waiting("rename task 4 to Cut", readThenPropose(4, { TITLE: "Cut" }));
+    const config = { configurable: { thread_id: view.threadId } };
+    await app!.graph.updateState(config, { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: "forged" });
+    // A writer of the data directory removes the thread's records, the tail of the log (the trigger
+    // only stops accidents).
+    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    try {
+      db.exec("DROP TRIGGER audit_records_no_delete");
+      expect(
+        db.prepare("DELETE FROM audit_records WHERE thread_id = ?").run(view.threadId).changes,
+      ).toBeGreaterThan(0);
+    } finally {
+      db.close();
+    }
+    expect(await app!.deps.audit.records({ threadId: view.threadId })).toEqual([]);
+    const found = await caseOf(
+      {
+        audit: app!.deps.audit,
+        thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
+        journal: app!.deps.journal,
+      },
+      view.threadId,
+    );
+    expect(found!.caseRecord.firstPage.outcome).toBeFalsy();
+    expect(JSON.stringify(found!.caseRecord)).not.toMatch(/forged|"VERIFIED"/);
+    expect(await portal.writes()).toEqual([]);
   });
 
   it("the request's text and the refused-decision count come from the records, not from a request or refusals a client writes into state", async () => {

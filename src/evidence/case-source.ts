@@ -74,5 +74,16 @@ export async function caseOf(
   ]);
   if (records.length === 0 && thread.status === "not_found") return undefined;
   const chain = await verifyForView(s.audit, records, row);
-  return { chain, ...buildCase({ threadId, status: thread.status, state: thread.state, records, chain }) };
+  const state = stateForCase(thread.state, row);
+  return { chain, ...buildCase({ threadId, status: thread.status, state, records, chain }) };
+}
+
+/**
+ * Graph state for a case record only where the journal holds no row of the thread (where the journal
+ * is not at hand, `stateWithoutRecords` still keeps it to a thread without records). A thread the
+ * journal registered reports from its audit records alone: with its records cut from the log's tail,
+ * state rewritten to an outcome must not show as one.
+ */
+export function stateForCase<S>(state: S | undefined, row: unknown): S | undefined {
+  return row ? undefined : state;
 }
