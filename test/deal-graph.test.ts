@@ -317,6 +317,50 @@ describe("a deal update", () => {
     expect(await dealWrites()).toHaveLength(0);
   });
 
+  it("a deal named in answer to a question does not widen a request about a task: the model's proposal for that deal is refused", async () => {
+    const asksForDeal: Script = (messages) => {
+      const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+      if (!tools.includes("request_input"))
+        return new AIMessage({
+          content: "",
+          tool_calls: [
+            call("request_input", {
+              question: "Which deal is this task for?",
+              fields: { dealId: { type: "number", description: "Bitrix24 deal id" } },
+            }),
+          ],
+        });
+      return new AIMessage({
+        content: "",
+        tool_calls: [
+          call("propose_change", {
+            operation: "update_deal",
+            dealId: 3,
+            fields: { TITLE: "Quarterly plan" },
+            rationale: "the deal the person named",
+          }),
+        ],
+      });
+    };
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(asksForDeal) });
+    const asked = await startRun(app, {
+      request: "rename task 4 to Quarterly plan",
+      requestedBy: "demo-user",
+    });
+    expect(asked.status).toBe("awaiting_input");
+    const run = await submitDecision(app, asked.threadId, { answers: { dealId: 3 } });
+    expect((await app.deps.journal.getThread(asked.threadId))!.scope).toEqual({
+      taskIds: [4],
+      fields: ["TITLE"],
+    });
+    expect(run.status).toBe("finished");
+    expect(run.state!.reasonCode).toBe("DENIED_BY_POLICY");
+    expect(run.state!.reason).toContain(
+      "deal 3 is outside the request's scope (it names tasks 4 and no deal)",
+    );
+    expect(await dealWrites()).toHaveLength(0);
+  });
+
   it("a request about a deal cannot reach a task: a model proposing task 4's title for 'rename deal 3 …' is refused, nothing written", async () => {
     const taskInstead: Script = (messages) => {
       const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);

@@ -784,6 +784,52 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     soft(await writesSince(portal, mark)).toEqual([]);
   });
 
+  it("a one-line chat decision is bound to the caller who sent it: continued by another authenticated run after a stop between steps, it is refused, not taken as that run's approval", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    const asUser = (identity: string, extra: Record<string, unknown> = {}) => ({
+      configurable: {
+        thread_id: threadId,
+        langgraph_auth_user: { identity, is_authenticated: true, permissions: [] },
+      },
+      durability: "sync" as const,
+      ...extra,
+    });
+    const line = `approve ${p.envelopeHash} nonce ${p.nonce}`;
+    // demo-user (no approver) sends the card's line; the run stops after the agent step.
+    await drive(
+      { messages: [{ role: "user", content: line }] },
+      threadId,
+      asUser("demo-user", { interruptAfter: ["agent"] }),
+    );
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual(["check_decision"]);
+    // bob, an approver, continues the stopped run: the line is demo-user's decision, not bob's.
+    await drive(null, threadId, asUser("bob"));
+    const after = await payloadOf(threadId);
+    expectRegistered(after, p);
+    soft(after?.lastRefusal?.code).toBe("APPROVER_NOT_ALLOWED");
+    soft(after?.lastRefusal?.reason).toContain(
+      "authenticated as bob, but the decision names approver demo-user",
+    );
+    // The same line as a resume (Agent Inbox's response), the run stopped after await_approval: the same.
+    await drive(
+      resume([{ type: "response", args: line }]),
+      threadId,
+      asUser("demo-user", { interruptAfter: ["await_approval"] }),
+    );
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual(["check_decision"]);
+    await drive(null, threadId, asUser("bob"));
+    expectRegistered(await payloadOf(threadId), p);
+    const refused = events(await readAudit(dataDir, threadId), "decision_refused");
+    soft(refused.map((r) => (r["refusal"] as { reason: string }).reason)).toEqual([
+      "the request is authenticated as bob, but the decision names approver demo-user",
+      "the request is authenticated as bob, but the decision names approver demo-user",
+    ]);
+    soft(events(await readAudit(dataDir, threadId), "decision_accepted")).toEqual([]);
+    soft(await writesSince(portal, mark)).toEqual([]);
+  });
+
   it("row 14: new run input naming another requester on a thread that ended without an action is refused, and recorded under the journal's requester, not the input's", async () => {
     // The model proposes nothing: the thread ends NOT_EXECUTED with no action, so no envelope names its requester.
     await open({ script: () => new AIMessage("Nothing to change.") });

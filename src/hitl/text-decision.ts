@@ -92,6 +92,31 @@ export function decisionFromClient(incoming: unknown, authUser: string | undefin
   return { value: incoming };
 }
 
+/**
+ * The pending value as the run that received it leaves it for check_decision: a one-line decision (the
+ * card's `approve sha256:… nonce …`, as a chat message or an Agent Inbox response) names no approver,
+ * so it is bound here to the authenticated caller who sent it, as the decision it holds. Judged later
+ * by another run (a recovery after the process stopped between steps), it still names its sender, and
+ * a run authenticated as anyone else is refused it. A chat message stays a chat message, its text the
+ * decision's JSON. Anything else is returned unchanged.
+ */
+export function boundToSender(incoming: unknown, authUser: string | undefined): unknown {
+  if (!authUser) return incoming;
+  const text = isChatDecision(incoming)
+    ? incoming.chatDecision
+    : Array.isArray(incoming) &&
+        incoming.length === 1 &&
+        (incoming[0] as { type?: unknown } | null)?.type === "response" &&
+        typeof (incoming[0] as { args?: unknown }).args === "string"
+      ? (incoming[0] as { args: string }).args
+      : undefined;
+  if (text === undefined || !LINE.test((FENCED.exec(text.trim())?.[1] ?? text).trim())) return incoming;
+  const read = decisionOfText(text, authUser);
+  if (!("value" in read)) return incoming;
+  // A chat message stays one (the agent's router sends it to check_decision), as the decision's JSON.
+  return isChatDecision(incoming) ? { chatDecision: JSON.stringify(read.value) } : read.value;
+}
+
 /** What to send to decide this approval, for a refusal's chat answer. */
 export function howToDecide(hash: string, nonce: string, authUser: string | undefined): string {
   if (authUser) {

@@ -7,6 +7,7 @@ import { undoEndingCode, undoPlanFor, type UndoPlan } from "../hitl/compensation
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { chatDecisionOf, holdForQuestion, replyText, toolCallsOf } from "../conversation/messages.js";
 import { startThread } from "../conversation/first-turn.js";
+import { boundToSender } from "../hitl/text-decision.js";
 import { callModel } from "../conversation/model-turn.js";
 
 /**
@@ -24,8 +25,9 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   const deps = depsOf(config);
   const gate = await openGate(deps, config, state);
   // A chat message sent while an approval waits goes to check_decision as a candidate decision.
+  // A one-line decision in it is bound to this run's caller, who sent it (src/hitl/text-decision.ts).
   const chat = gate.thread && gate.next === "await_approval" ? chatDecisionOf(state) : undefined;
-  if (chat) return { pendingDecision: chat };
+  if (chat) return { pendingDecision: boundToSender(chat, authenticatedIdentity(config.configurable)) };
   const refused = await refuseUnlessAllowed(deps, gate, "agent", state);
   if (refused) return refused;
   let reset: Update["messages"] = [];

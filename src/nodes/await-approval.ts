@@ -5,6 +5,7 @@ import { depsOf } from "../runtime/run-deps.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { admitResume } from "../hitl/bounds.js";
+import { boundToSender } from "../hitl/text-decision.js";
 
 /**
  * The pause. This node re-runs from its first line on resume, so nothing before `interrupt()` may
@@ -23,5 +24,6 @@ export async function awaitApproval(state: State, config: LangGraphRunnableConfi
       ...(gate.members ? { members: gate.members, partialExecution: deps.policy.partialExecution } : {}),
     }),
   );
-  return { pendingDecision: admitResume(decision) };
+  // A one-line decision names no approver: it is bound to this run's caller, who sent it.
+  return { pendingDecision: boundToSender(admitResume(decision), authUser) };
 }

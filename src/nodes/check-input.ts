@@ -93,13 +93,16 @@ async function checkedInput(state: State, config: LangGraphRunnableConfig): Prom
     };
   }
   const thread = await ensureThread(deps, gate, state);
-  // A task or deal the person names narrows a scope that named none of its kind (never widens one).
+  // A task or deal the person names narrows a scope that named no object at all (never widens one): a
+  // scope naming tasks reaches no deal, and one naming deals no task, so an id of the other kind added
+  // to it would open that kind to the proposal.
   const named = (key: "taskId" | "dealId") => {
     const id = Number(result.answers[key]);
     return Number.isInteger(id) && id > 0 ? id : undefined;
   };
-  const task = thread.scope.taskIds?.length ? undefined : named("taskId");
-  const deal = thread.scope.dealIds?.length ? undefined : named("dealId");
+  const open = !thread.scope.taskIds?.length && !thread.scope.dealIds?.length;
+  const task = open ? named("taskId") : undefined;
+  const deal = open ? named("dealId") : undefined;
   if (task !== undefined || deal !== undefined) {
     await deps.journal.setThreadScope(thread.threadId, {
       ...thread.scope,
