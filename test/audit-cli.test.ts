@@ -143,6 +143,8 @@ describe("audit CLI", () => {
     const out = path.join(tempDir("ae-audit-export-"), "bundle");
     const exp = await runCli(["audit", "export", threadId, "--out", out], env);
     expect(exp.code).toBe(0);
+    // It names the check against the log too: the sums alone vouch only for the files among themselves.
+    expect(exp.stdout).toContain(`audit check ${out}`);
     const files = fs.readdirSync(out).sort();
     expect(files).toContain("case-record.json");
     expect(files).toContain("SHA256SUMS");

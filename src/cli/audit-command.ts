@@ -229,6 +229,10 @@ export function auditCommand(): Command {
           const written = exportBundle(opts.out, caseRecord, evidence);
           write(esc`wrote ${written.files.length} files to ${written.dir}`);
           write(esc`check them with: (cd ${written.dir} && sha256sum -c SHA256SUMS)`);
+          // The sums check the files against each other only; the log they came from anchors them.
+          write(
+            esc`and against the audit log they came from: action-envelope audit check ${written.dir}${opts.api ? ` --api ${opts.api}` : ""}`,
+          );
           if (!intact)
             write(
               esc`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`,
