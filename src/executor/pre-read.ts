@@ -13,12 +13,11 @@ import type { ActionRow } from "../store/action-machine.js";
 import { normaliseId } from "../envelope/fields.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
-import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import { closeRow, unusableApproval } from "../hitl/journal-gate.js";
 import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./phase-context.js";
-import { notExecutedWith, passed, settle } from "./settle.js";
+import { heldOrBusy, notExecutedWith, passed, settle } from "./settle.js";
 
 /**
  * Phase `decided` (approved): a fresh read right before the write, of the target the journal
@@ -39,15 +38,8 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
 
   // The object is ours from before this read until verification: another approved action on it waits,
   // and reads what we wrote.
-  const hold = await holdObject(deps, action);
-  if (!hold.held)
-    return closeRow(
-      deps,
-      action,
-      "NOT_EXECUTED",
-      "TARGET_BUSY",
-      busyReason(action, hold.holder, hold.record.waitedMs),
-    );
+  const hold = await heldOrBusy(deps, action);
+  if (!hold.held) return hold.closed;
 
   if (OPERATIONS[envelope.operation].effect === "create")
     return preReadCreate(deps, action, hold.record, madeByEarlierOfSet(action, members ?? []));

@@ -1,9 +1,10 @@
 /** How a pre-read ends, by its verdict: the move on to the write, or the close that keeps the read that stopped it. */
 import type { CompareResult, GoneResult } from "../envelope/index.js";
-import type { PreReadRecord } from "../envelope/records.js";
+import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { closeRow, rowAfter } from "../hitl/journal-gate.js";
+import { busyReason, holdObject } from "../hitl/object-lease.js";
 
 /**
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
@@ -61,4 +62,19 @@ export function notExecutedWith(deps: Deps, action: ActionRow, record: PreReadRe
       | "PRECHECK_ERROR",
     reason: string,
   ): Promise<ActionRow> => closeRow(deps, action, "NOT_EXECUTED", code, reason, { preRead: record });
+}
+
+/**
+ * The object's lease taken (or kept) for this action, or the action closed NOT_EXECUTED / TARGET_BUSY
+ * when another approved action holds it past the wait: at the pre-read, and again before a write whose
+ * lease ran out and was taken meanwhile.
+ */
+export async function heldOrBusy(
+  deps: Deps,
+  action: ActionRow,
+): Promise<{ held: true; record: LeaseRecord } | { held: false; closed: ActionRow }> {
+  const hold = await holdObject(deps, action);
+  if (hold.held) return { held: true, record: hold.record };
+  const reason = busyReason(action, hold.holder, hold.record.waitedMs);
+  return { held: false, closed: await closeRow(deps, action, "NOT_EXECUTED", "TARGET_BUSY", reason) };
 }

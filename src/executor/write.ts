@@ -4,7 +4,7 @@ import type { AcknowledgementRecord, InvocationRecord, WriteProtocol } from "../
 import type { McpCallResult } from "../tools/mcp-call.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { busyReason, holdObject, leaseOf } from "../hitl/object-lease.js";
+import { busyReason, leaseOf } from "../hitl/object-lease.js";
 import { OPERATIONS, writeArgsOf, type OperationName } from "../envelope/index.js";
 import { objectNamed } from "../envelope/operations.js";
 import { canonicalJson } from "../envelope/canonical.js";
@@ -14,6 +14,7 @@ import { journalGuardEntry } from "../hitl/audit-records.js";
 import { writeAnchorOf } from "../store/write-anchor.js";
 import type { PhaseContext } from "./phase-context.js";
 import { readAgainBeforeWrite } from "./read-again.js";
+import { heldOrBusy } from "./settle.js";
 
 /**
  * Phase `pre_read` (MATCH): the only code holding the write handle. The arguments are the journal's
@@ -58,15 +59,8 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   // object is taken again and read again before anything is sent.
   const kept = (await deps.journal.objectLease(leaseOf(deps, action).objectKey))?.owner === envelopeHash;
   if (!kept) {
-    const hold = await holdObject(deps, action);
-    if (!hold.held)
-      return closeRow(
-        deps,
-        action,
-        "NOT_EXECUTED",
-        "TARGET_BUSY",
-        busyReason(action, hold.holder, hold.record.waitedMs),
-      );
+    const hold = await heldOrBusy(deps, action);
+    if (!hold.held) return hold.closed;
   }
   // A pre-read this run did not make may be long past (a process stopped before writing): read again.
   if (ctx.preReadThisRun !== envelopeHash || !kept) {
