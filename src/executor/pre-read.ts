@@ -1,23 +1,19 @@
 import {
   OPERATIONS,
   commentIdsWithText,
-  compareBaseline,
-  compareBeforeDelete,
   extractComments,
   madeWhen,
   taskIdsWithTitle,
 } from "../envelope/index.js";
-import { readDeleted } from "../hitl/delete-reads.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { normaliseId } from "../envelope/fields.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
-import { canEditFrom, rawOf, readObject, toReadResult } from "../hitl/reads.js";
-import { expectedEnvelope } from "../hitl/change-sets.js";
+import { canEditFrom, rawOf } from "../hitl/reads.js";
 import { closeRow, unusableApproval } from "../hitl/journal-gate.js";
 import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./phase-context.js";
-import { heldOrBusy, notExecutedWith, passed, settle } from "./settle.js";
+import { heldOrBusy, notExecutedWith, passed, readAndCompare, settle } from "./settle.js";
 
 /**
  * Phase `decided` (approved): a fresh read right before the write, of the target the journal
@@ -26,6 +22,12 @@ import { heldOrBusy, notExecutedWith, passed, settle } from "./settle.js";
  * different actions from a person. Expiry is judged by this server's clock. Before reading it takes
  * the object's lease (src/hitl/object-lease.ts), so no other approved action on the same task can
  * pass its own pre-read until this one is verified or closed.
+ *
+ * A delete's pre-read reads what it removes, which must be exactly as the envelope recorded it (which
+ * the undo checked against what our run created): any difference is STALE_STATE (deleting it would
+ * delete someone else's change); an object already gone ends the run with nothing sent (NO_CHANGE: the
+ * state the delete asks for is already there), recorded as a MISMATCH with the baseline and said in
+ * words.
  */
 export async function preRead({ deps, members }: PhaseContext, action: ActionRow): Promise<ActionRow> {
   const envelope = action.envelope;
@@ -41,16 +43,19 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
   const hold = await heldOrBusy(deps, action);
   if (!hold.held) return hold.closed;
 
-  if (OPERATIONS[envelope.operation].effect === "create")
+  const effect = OPERATIONS[envelope.operation].effect;
+  if (effect === "create")
     return preReadCreate(deps, action, hold.record, madeByEarlierOfSet(action, members ?? []));
-  if (OPERATIONS[envelope.operation].effect === "delete") return preReadDelete(deps, action, hold.record);
-  const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
-  const comparison = compareBaseline(expectedEnvelope(action, members ?? []), toReadResult(res));
-  // Only a task answer says whether the acting user may edit it; a deal's does not (the write's answer will).
-  const canEdit = res.ok && envelope.object.type === "task" ? canEditFrom(res.body) : null;
+  const { res, comparison } = await readAndCompare(deps, action, members ?? []);
+  // Only a task answer says whether the acting user may edit it; a deal's does not (the write's answer
+  // will), nor does a delete's read of what it removes.
+  const canEdit =
+    effect !== "delete" && res.ok && envelope.object.type === "task" ? canEditFrom(res.body) : null;
   const record: PreReadRecord = {
     ...comparison,
+    // What a delete removes already gone is recorded as a difference; settle closes it NO_CHANGE.
+    verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict,
     raw: rawOf(res),
     canEdit,
     lease: hold.record,
@@ -58,7 +63,7 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
   };
   if (comparison.verdict === "MATCH") {
     const close = notExecutedWith(deps, action, record);
-    if (OPERATIONS[envelope.operation].effect === "update" && envelope.object.type === "task") {
+    if (effect === "update" && envelope.object.type === "task") {
       if (canEdit === false)
         return close(
           "NOT_PERMITTED",
@@ -69,7 +74,7 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
           "PRECHECK_UNKNOWN",
           "the task answer does not say whether the acting user may edit it (action.edit missing)",
         );
-    } else if (OPERATIONS[envelope.operation].effect === "create_child") {
+    } else if (effect === "create_child") {
       // A comment: which comments already carry the approved text, so that verification can tell the
       // one this write makes from an earlier one even when the acknowledgement is lost.
       const listed = await deps.tools.read("listTaskComments", { taskId: envelope.object.id });
@@ -205,27 +210,4 @@ async function preReadCreate(
     sameTextBefore: found.ids,
   };
   return passed(deps, action, record);
-}
-
-/**
- * The pre-read of a delete: what it removes must be exactly as the envelope recorded it (which the undo
- * checked against what our run created). Any difference is STALE_STATE (deleting it would delete
- * someone else's change); an object already gone ends the run with nothing sent (NO_CHANGE: the state
- * the delete asks for is already there), recorded as a MISMATCH with the baseline and said in words;
- * an unusable answer or a failed read stop it as for any pre-read.
- */
-async function preReadDelete(deps: Deps, action: ActionRow, lease: LeaseRecord): Promise<ActionRow> {
-  const envelope = action.envelope;
-  const { res } = await readDeleted(deps.tools, envelope);
-  const comparison = compareBeforeDelete(envelope, toReadResult(res));
-  const at = deps.clock().toISOString();
-  const record: PreReadRecord = {
-    ...comparison,
-    verdict: comparison.verdict === "GONE" ? "MISMATCH" : comparison.verdict,
-    raw: rawOf(res),
-    canEdit: null,
-    lease,
-    at,
-  };
-  return settle(deps, action, record, comparison);
 }

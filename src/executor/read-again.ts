@@ -1,12 +1,10 @@
 /** The pre-read made again right before a write that a recovered run carries out (see readAgainBeforeWrite). */
-import { OPERATIONS, compareBaseline, compareBeforeDelete } from "../envelope/index.js";
+import { OPERATIONS } from "../envelope/index.js";
 import type { PreReadRecord } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { readDeleted } from "../hitl/delete-reads.js";
-import { rawOf, readObject, toReadResult } from "../hitl/reads.js";
-import { expectedEnvelope } from "../hitl/change-sets.js";
+import { rawOf } from "../hitl/reads.js";
 import type { PhaseContext } from "./phase-context.js";
-import { settle } from "./settle.js";
+import { readAndCompare, settle } from "./settle.js";
 
 /**
  * The pre-read again, for a write whose pre-read this run did not make (a process stopped between the
@@ -21,17 +19,8 @@ export async function readAgainBeforeWrite(
   action: ActionRow,
   because = "was made by a process that stopped before writing",
 ): Promise<ActionRow | null> {
-  const envelope = action.envelope;
-  const effect = OPERATIONS[envelope.operation].effect;
-  if (effect === "create") return null;
-  const { res } =
-    effect === "delete"
-      ? await readDeleted(deps.tools, envelope)
-      : await readObject(deps.tools, envelope.object.type, envelope.object.id);
-  const found =
-    effect === "delete"
-      ? compareBeforeDelete(envelope, toReadResult(res))
-      : compareBaseline(expectedEnvelope(action, members ?? []), toReadResult(res));
+  if (OPERATIONS[action.envelope.operation].effect === "create") return null;
+  const { res, comparison: found } = await readAndCompare(deps, action, members ?? []);
   // A write another process recorded meanwhile is reconciled by the write step, never closed from here.
   if (found.verdict === "MATCH" || (await deps.journal.findExecution(action.envelopeHash))) return null;
   const earlier = action.progress.preRead;

@@ -1,10 +1,20 @@
 /** How a pre-read ends, by its verdict: the move on to the write, or the close that keeps the read that stopped it. */
-import type { CompareResult, GoneResult } from "../envelope/index.js";
+import {
+  OPERATIONS,
+  compareBaseline,
+  compareBeforeDelete,
+  type CompareResult,
+  type GoneResult,
+} from "../envelope/index.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { closeRow, rowAfter } from "../hitl/journal-gate.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
+import { readDeleted } from "../hitl/delete-reads.js";
+import { readObject, toReadResult } from "../hitl/reads.js";
+import { expectedEnvelope } from "../hitl/change-sets.js";
+import type { McpCallResult } from "../tools/mcp-call.js";
 
 /**
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
@@ -77,4 +87,24 @@ export async function heldOrBusy(
   if (hold.held) return { held: true, record: hold.record };
   const reason = busyReason(action, hold.holder, hold.record.waitedMs);
   return { held: false, closed: await closeRow(deps, action, "NOT_EXECUTED", "TARGET_BUSY", reason) };
+}
+
+/**
+ * The target read now and compared with what the approval expects: for a delete, the object it
+ * removes (GONE when already gone); otherwise the object against its baseline, with what earlier
+ * verified actions of a change set (`members`) wrote on it. The pre-read and the read again before a
+ * recovered write make the same comparison.
+ */
+export async function readAndCompare(
+  deps: Pick<Deps, "tools">,
+  action: ActionRow,
+  members: ActionRow[],
+): Promise<{ res: McpCallResult; comparison: CompareResult | GoneResult }> {
+  const envelope = action.envelope;
+  if (OPERATIONS[envelope.operation].effect === "delete") {
+    const { res } = await readDeleted(deps.tools, envelope);
+    return { res, comparison: compareBeforeDelete(envelope, toReadResult(res)) };
+  }
+  const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
+  return { res, comparison: compareBaseline(expectedEnvelope(action, members), toReadResult(res)) };
 }
