@@ -332,3 +332,27 @@ describe("an edit of a create names no object", () => {
     }
   });
 });
+
+describe("a new task is found on the one page of tasks carrying its title", () => {
+  it("with 55 tasks of that title already (more than a page of 50), the create is VERIFIED as the one new task; the pre-read and the verification ask for newest first explicitly, whatever the portal's default order", async () => {
+    const title = "PAGE-CREATE weekly report";
+    for (let i = 0; i < 55; i++) {
+      const made = await portal.rest("tasks.task.add", { fields: { TITLE: title, RESPONSIBLE_ID: 5 } });
+      expect(made.status).toBe(200);
+    }
+    await open();
+    const view = await waitingCreate(title);
+    const before = (await portal.calls("tasks.task.list")).length;
+    const writesBefore = (await portal.writes()).length;
+    const done = await submitDecision(app!, view.threadId, approve(view));
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    const lists = (await portal.calls("tasks.task.list")).slice(before);
+    // One list by the pre-read, one by the verification, each with the order stated.
+    expect(lists.map((c) => [c.params["filter"], c.params["order"]])).toEqual([
+      [{ TITLE: title }, { ID: "desc" }],
+      [{ TITLE: title }, { ID: "desc" }],
+    ]);
+    expect((await adds()).slice(writesBefore)).toEqual([title]);
+    expect((await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.total).toBe(56);
+  });
+});

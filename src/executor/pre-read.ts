@@ -15,6 +15,9 @@ import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./phase-context.js";
 import { heldOrBusy, notExecutedWith, passed, readAndCompare, settle } from "./settle.js";
 
+/** tasks.task.list's order for finding a new task by its title: newest first. */
+export const NEWEST_FIRST = { ID: "desc" } as const;
+
 /**
  * Phase `decided` (approved): a fresh read right before the write, of the target the journal
  * registered. Only MATCH moves the action on (decided → pre_read); MISMATCH, UNKNOWN and ERROR each
@@ -154,7 +157,9 @@ async function preReadCreate(
 ): Promise<ActionRow> {
   const envelope = action.envelope;
   const title = envelope.params["TITLE"];
-  const listed = await deps.tools.read("listTasks", { filter: { TITLE: title } });
+  // Newest first, asked for explicitly: the new task must be on the one page read (50 rows) even where
+  // more tasks carry the title and a portal's default order differs.
+  const listed = await deps.tools.read("listTasks", { filter: { TITLE: title }, order: NEWEST_FIRST });
   const found = listed.ok ? taskIdsWithTitle(listed.body, title) : null;
   const base = {
     fields: [],

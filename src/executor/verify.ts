@@ -15,6 +15,7 @@ import type { ActionRow } from "../store/action-machine.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { PhaseContext } from "./phase-context.js";
 import { rowAfter } from "../hitl/journal-gate.js";
+import { NEWEST_FIRST } from "./pre-read.js";
 
 /**
  * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as
@@ -77,7 +78,10 @@ async function freshRead(
     }
     case "create": {
       // A new task: found among the tasks carrying the approved title (by the acknowledged id when there is one).
-      const listed = await deps.tools.read("listTasks", { filter: { TITLE: envelope.params["TITLE"] } });
+      const listed = await deps.tools.read("listTasks", {
+        filter: { TITLE: envelope.params["TITLE"] },
+        order: NEWEST_FIRST,
+      });
       const readAt = at();
       const { created, ...result } = verifyCreatedTask(
         envelope,

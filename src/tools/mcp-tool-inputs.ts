@@ -19,6 +19,10 @@ export const listTasksInput = z.strictObject({
     .min(-1)
     .optional()
     .describe("Row offset; pages hold 50 tasks (use `next` of the previous page)"),
+  order: z
+    .record(z.string().regex(/^[A-Za-z][A-Za-z0-9_]*$/), z.enum(["asc", "desc", "ASC", "DESC"]))
+    .optional()
+    .describe('tasks.task.list order, e.g. {"ID": "desc"} (the newest first)'),
 });
 export const historyInput = z.strictObject({ taskId });
 export const usersInput = z.strictObject({

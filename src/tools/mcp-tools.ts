@@ -98,7 +98,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     description:
       "List Bitrix24 tasks visible to the webhook user (tasks.task.list), 50 per page. Returns {result:{tasks:[...]}, total, next?, time}.",
     inputSchema: listTasksInput,
-    run: (args) => client.listTasks(pageArgs(args)),
+    run: (args) => client.listTasks({ ...pageArgs(args), ...(args.order ? { order: args.order } : {}) }),
   });
 
   readTool(MCP_TOOL_NAMES.getHistory, {
