@@ -21,6 +21,7 @@ import {
   type ToolRole,
   type WriteRole,
 } from "./tool-roles.js";
+import { MCP_TOOL_NAMES } from "./mcp-contract.js";
 
 export type McpConnectionConfig =
   | {
@@ -152,9 +153,12 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
     const readTools: StructuredToolInterface[] = [];
     for (const role of READ_ROLES) {
       if (missingRoles.includes(role)) continue;
-      const name = roles[role].toolName;
-      const adapterTool = adapterTools.find((tool) => tool.name === name);
-      if (!adapterTool) throw new Error(`readTools: the MCP adapter did not load read tool "${name}"`);
+      const serverName = roles[role].toolName;
+      const adapterTool = adapterTools.find((tool) => tool.name === serverName);
+      if (!adapterTool) throw new Error(`readTools: the MCP adapter did not load read tool "${serverName}"`);
+      // The model is offered each read under our name for its role, whatever the server calls it
+      // (BITRIX24_MCP_TOOLS), so the graph routes its calls to read_tools by one fixed list of names.
+      const name = MCP_TOOL_NAMES[role];
       readTools.push(
         new DynamicStructuredTool({
           name,
@@ -162,7 +166,7 @@ export async function createBitrix24Tools(config: McpConnectionConfig): Promise<
           schema: adapterTool.schema,
           metadata: { ...adapterTool.metadata, role, bitrix24Method: roles[role].method },
           func: async (args: Record<string, unknown>, _run?: unknown, config?: object) => {
-            const res = await call(name, args, "read");
+            const res = await call(serverName, args, "read");
             if (res.ok) return res.text;
             // Called by the model (a tool call with an id): the failure is its own error message, so no
             // framework text ("Please fix your mistakes.") is appended to what the portal said.

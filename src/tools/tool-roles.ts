@@ -157,13 +157,14 @@ export function assertReadToolsOnly(
   roles: Record<ToolRole, RoleBinding>,
   missing: ReadonlySet<ToolRole>,
 ): void {
-  const allowed = new Map(
-    READ_ROLES.filter((role) => !missing.has(role)).map((role) => [roles[role].toolName, roles[role]]),
+  // Read tools carry our names for their roles; each is bound to the server's tool of that role.
+  const allowed = new Map<string, RoleBinding>(
+    READ_ROLES.filter((role) => !missing.has(role)).map((role) => [MCP_TOOL_NAMES[role], roles[role]]),
   );
   const writeNames = new Set(WRITE_ROLES.map((role) => roles[role].toolName));
   for (const tool of readTools) {
     const binding = allowed.get(tool.name);
-    if (!binding || !binding.readOnly || !isReadMethod(binding.method) || writeNames.has(tool.name)) {
+    if (!binding || !binding.readOnly || !isReadMethod(binding.method) || writeNames.has(binding.toolName)) {
       throw new Error(`readTools: "${tool.name}" is not an allowlisted read tool`);
     }
   }

@@ -1,0 +1,122 @@
+/**
+ * An external MCP server whose tools carry other names (BITRIX24_MCP_TOOLS getTask=t_get, …), end to
+ * end: the graph with a scripted model, that server over Streamable HTTP and the emulator over HTTP.
+ * The model is offered the reads under our names for their roles, so its read calls are routed to
+ * read_tools and answered through the server's own tools; the approved write goes through the
+ * server's update tool. Writes are counted in the emulator's call log.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { z } from "zod";
+import { AIMessage } from "@langchain/core/messages";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { Bitrix24Client } from "../src/bitrix24/client.js";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ScriptedChatModel, call } from "./support/scripted-model.js";
+
+const TITLE = "RENAMED-TOOLS quarterly review";
+let portal: Portal;
+let http: Server;
+let url: string;
+
+beforeAll(async () => {
+  portal = await startPortal();
+  const client = new Bitrix24Client({ webhookUrl: portal.emulator.webhookUrl, rate: 0 });
+  const text = (body: unknown) => ({ content: [{ type: "text" as const, text: JSON.stringify(body) }] });
+  const build = () => {
+    const s = new McpServer({ name: "renamed", version: "0.0.1" });
+    s.registerTool("t_get", { inputSchema: { taskId: z.number() } }, async (a) =>
+      text(await client.getTask(a.taskId)),
+    );
+    s.registerTool("t_list", { inputSchema: {} }, async () => text(await client.listTasks()));
+    s.registerTool("t_history", { inputSchema: { taskId: z.number() } }, async (a) =>
+      text(await client.getTaskHistory(a.taskId)),
+    );
+    s.registerTool(
+      "t_update",
+      { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } },
+      async (a) => text(await client.updateTask(a.taskId, a.fields)),
+    );
+    return s;
+  };
+  http = createServer(async (req, res) => {
+    const server = build();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    res.on("close", () => void transport.close().then(() => server.close()));
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+});
+
+afterAll(async () => {
+  http.closeAllConnections();
+  await new Promise<void>((resolve) => http.close(() => resolve()));
+  await portal.emulator.close();
+});
+
+/** Reads task 4 with get_task_by_id, then proposes its new title. */
+const readThenPropose = () =>
+  new ScriptedChatModel((messages) => {
+    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+    if (tools.includes("propose_change")) return new AIMessage("Proposed; waiting for the human.");
+    if (!tools.includes("get_task_by_id"))
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [
+        call("propose_change", {
+          operation: "update_task",
+          taskId: 4,
+          fields: { TITLE },
+          rationale: "requested by the user",
+        }),
+      ],
+    });
+  });
+
+it("with getTask=t_get, listTasks=t_list, getHistory=t_history, updateTask=t_update: the model's read goes through t_get, the approval waits, and the approved rename is written once through t_update and VERIFIED", async () => {
+  const app = await openTestApp(portal, tempDir(), {
+    model: readThenPropose(),
+    env: {
+      BITRIX24_MCP_URL: url,
+      BITRIX24_MCP_TOOLS: "getTask=t_get,listTasks=t_list,getHistory=t_history,updateTask=t_update",
+    },
+  });
+  try {
+    expect(app.deps.tools.readTools.map((t) => t.name).sort()).toEqual([
+      "get_task_by_id",
+      "get_task_history",
+      "list_tasks",
+    ]);
+    const before = (await portal.calls()).length;
+    const view = await startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
+    expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+    expect(view.approval!.envelope.params).toEqual({ TITLE });
+    // The model's read, then the baseline read by code: both tasks.task.get, through t_get.
+    expect((await portal.calls()).slice(before).map((c) => c.method)).toEqual([
+      "tasks.task.get",
+      "tasks.task.get",
+    ]);
+    const a = view.approval!;
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [
+        { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+      ],
+    });
+    expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
+    expect((await portal.writes()).map((w) => [w.method, w.params["taskId"]])).toEqual([
+      ["tasks.task.update", 4],
+    ]);
+    expect((await portal.task(4))["title"]).toBe(TITLE);
+  } finally {
+    await app.close();
+  }
+});
