@@ -27,6 +27,7 @@ import {
   startPortal,
   tempDir,
   objectLeaseOf,
+  until,
   type Portal,
 } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
@@ -340,6 +341,8 @@ describe("a new task is found on the one page of tasks carrying its title", () =
       const made = await portal.rest("tasks.task.add", { fields: { TITLE: title, RESPONSIBLE_ID: 5 } });
       expect(made.status).toBe(200);
     }
+    // The portal stamps to the second: the envelope is made in a later second than those tasks.
+    await new Promise((r) => setTimeout(r, 1050 - (Date.now() % 1000)));
     await open();
     const view = await waitingCreate(title);
     const before = (await portal.calls("tasks.task.list")).length;
@@ -354,5 +357,52 @@ describe("a new task is found on the one page of tasks carrying its title", () =
     ]);
     expect((await adds()).slice(writesBefore)).toEqual([title]);
     expect((await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.total).toBe(56);
+  });
+});
+
+describe("a create whose object lease ran out while its process was paused", () => {
+  it("another create of the same title took the object and made its task meanwhile: read again before the write, STALE_STATE naming that task, no second task", async () => {
+    const title = "PAUSED-CREATE monthly report";
+    const env = { ACTION_ENVELOPE_OBJECT_LEASE_MS: "400" };
+    await open(env);
+    const first = await waitingCreate(title);
+    const second = await waitingCreate(title);
+    const other = await openTestApp(portal, dataDir, { model: proposeQuoted(), env });
+    try {
+      // A stops at its write step's lease check (the pre-read's hold reads the lease first), past its lease.
+      const journal = app!.deps.journal as unknown as Record<
+        string,
+        (...args: unknown[]) => Promise<unknown>
+      >;
+      const through = journal["objectLease"]!.bind(journal);
+      let go!: () => void;
+      const gate = new Promise<void>((r) => (go = r));
+      let calls = 0;
+      let stopped = false;
+      journal["objectLease"] = async (...args) => {
+        if (++calls === 2) {
+          stopped = true;
+          await gate;
+        }
+        return through(...args);
+      };
+      const paused = submitDecision(app!, first.threadId, approve(first));
+      await until("A to stop after its pre-read", async () => stopped, 200, 10);
+      await new Promise((r) => setTimeout(r, 500));
+      const made = await submitDecision(other, second.threadId, approve(second));
+      expect(made.state!.outcome, made.state!.reason ?? "").toBe("VERIFIED");
+      const madeId = String(made.state!.verification?.created?.id);
+      go();
+      const view = await paused;
+      expect(view.state!.outcome, view.state!.reason ?? "").toBe("NOT_EXECUTED");
+      expect(view.state!.reasonCode).toBe("STALE_STATE");
+      expect(view.state!.reason).toContain(
+        `task(s) ${madeId} titled ${JSON.stringify(title)} appeared since`,
+      );
+      expect(await adds()).toEqual([title]);
+      expect(await titled(title)).toHaveLength(1);
+    } finally {
+      await other.close();
+    }
   });
 });

@@ -7,16 +7,20 @@ import {
 } from "../envelope/index.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
-import { normaliseId } from "../envelope/fields.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import { canEditFrom, rawOf } from "../hitl/reads.js";
 import { closeRow, unusableApproval } from "../hitl/journal-gate.js";
 import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./phase-context.js";
-import { heldOrBusy, notExecutedWith, passed, readAndCompare, settle } from "./settle.js";
-
-/** tasks.task.list's order for finding a new task by its title: newest first. */
-export const NEWEST_FIRST = { ID: "desc" } as const;
+import {
+  heldOrBusy,
+  madeByEarlierOfSet,
+  NEWEST_FIRST,
+  notExecutedWith,
+  passed,
+  readAndCompare,
+  settle,
+} from "./settle.js";
 
 /**
  * Phase `decided` (approved): a fresh read right before the write, of the target the journal
@@ -121,26 +125,6 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
     }
   }
   return settle(deps, action, record, comparison);
-}
-
-/**
- * In a change set, the ids of what earlier VERIFIED actions of the set with the same operation created
- * (a comment, a task), as their sealed verification recorded them. Such an object is the earlier
- * action's own: it stays among the objects that carried the approved text before this write (so
- * verification does not take it for this one's), but it is not taken for this action's own write,
- * which has not been sent.
- */
-function madeByEarlierOfSet(action: ActionRow, members: readonly ActionRow[]): Set<string> {
-  const index = action.set?.index;
-  const out = new Set<string>();
-  if (index === undefined) return out;
-  for (const m of members) {
-    if ((m.set?.index ?? Infinity) >= index || m.envelope.operation !== action.envelope.operation) continue;
-    const v = m.progress.verification;
-    const id = v?.verdict === "VERIFIED" ? normaliseId(v.created?.id) : undefined;
-    if (id !== undefined) out.add(id);
-  }
-  return out;
 }
 
 /**

@@ -4,7 +4,9 @@ import type { PreReadRecord } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { rawOf } from "../hitl/reads.js";
 import type { PhaseContext } from "./phase-context.js";
-import { readAndCompare, settle } from "./settle.js";
+import { madeByEarlierOfSet, NEWEST_FIRST, notExecutedWith, readAndCompare, settle } from "./settle.js";
+import { taskIdsWithTitle } from "../envelope/created.js";
+import type { Deps } from "../runtime/deps.js";
 
 /**
  * The pre-read again, for a write whose pre-read this run did not make (a process stopped between the
@@ -19,7 +21,8 @@ export async function readAgainBeforeWrite(
   action: ActionRow,
   because = "was made by a process that stopped before writing",
 ): Promise<ActionRow | null> {
-  if (OPERATIONS[action.envelope.operation].effect === "create") return null;
+  if (OPERATIONS[action.envelope.operation].effect === "create")
+    return readAgainBeforeCreate(deps, action, because, members ?? []);
   const { res, comparison: found } = await readAndCompare(deps, action, members ?? []);
   // A write another process recorded meanwhile is reconciled by the write step, never closed from here.
   if (found.verdict === "MATCH" || (await deps.journal.findExecution(action.envelopeHash))) return null;
@@ -37,4 +40,46 @@ export async function readAgainBeforeWrite(
     at: deps.clock().toISOString(),
   };
   return settle(deps, action, record, comparison);
+}
+
+/**
+ * A new task has nothing existing to compare, but what its pre-read listed can have changed: a task
+ * with the approved title that appeared since (made by the action that held the object meanwhile, or by
+ * anyone) would stand beside a second one if this write went out, and verification could no longer tell
+ * which is this action's. Null when the tasks carrying the title are still the ones the pre-read listed.
+ */
+async function readAgainBeforeCreate(
+  deps: Deps,
+  action: ActionRow,
+  because: string,
+  members: readonly ActionRow[],
+): Promise<ActionRow | null> {
+  const earlier = action.progress.preRead;
+  const title = action.envelope.params["TITLE"];
+  const listed = await deps.tools.read("listTasks", { filter: { TITLE: title }, order: NEWEST_FIRST });
+  const found = listed.ok ? taskIdsWithTitle(listed.body, title) : null;
+  const known = new Set([...(earlier?.sameTextBefore ?? []), ...madeByEarlierOfSet(action, members)]);
+  const appeared = found?.ok ? found.ids.filter((id) => !known.has(id)) : [];
+  if (found?.ok && appeared.length === 0) return null;
+  if (await deps.journal.findExecution(action.envelopeHash)) return null;
+  const why = `read again before the write, because the pre-read of ${earlier?.at ?? "an earlier run"} ${because}`;
+  const failed = !listed.ok
+    ? `${listed.error.kind}: ${listed.error.description}`
+    : found && !found.ok
+      ? found.reason
+      : "";
+  const record: PreReadRecord = {
+    verdict: found?.ok ? "MISMATCH" : "ERROR",
+    reason: found?.ok
+      ? `${why}: task(s) ${appeared.join(", ")} titled ${JSON.stringify(title)} appeared since; a second task of that title would follow, and which one is this approval's could not be told`
+      : `${why}: the tasks titled ${JSON.stringify(title)} could not be listed (${failed}); nothing is created`,
+    fields: [],
+    moved: [],
+    raw: rawOf(listed),
+    canEdit: null,
+    ...(found?.ok ? { sameTextBefore: found.ids } : {}),
+    ...(earlier?.lease ? { lease: earlier.lease } : {}),
+    at: deps.clock().toISOString(),
+  };
+  return notExecutedWith(deps, action, record)(found?.ok ? "STALE_STATE" : "PRECHECK_ERROR", record.reason);
 }

@@ -15,6 +15,7 @@ import { readDeleted } from "../hitl/delete-reads.js";
 import { readObject, toReadResult } from "../hitl/reads.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
+import { normaliseId } from "../envelope/fields.js";
 
 /**
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
@@ -107,4 +108,27 @@ export async function readAndCompare(
   }
   const { res } = await readObject(deps.tools, envelope.object.type, envelope.object.id);
   return { res, comparison: compareBaseline(expectedEnvelope(action, members), toReadResult(res)) };
+}
+
+/** tasks.task.list's order for finding a new task by its title: newest first. */
+export const NEWEST_FIRST = { ID: "desc" } as const;
+
+/**
+ * In a change set, the ids of what earlier VERIFIED actions of the set with the same operation created
+ * (a comment, a task), as their sealed verification recorded them. Such an object is the earlier
+ * action's own: it stays among the objects that carried the approved text before this write (so
+ * verification does not take it for this one's), but it is not taken for this action's own write,
+ * which has not been sent.
+ */
+export function madeByEarlierOfSet(action: ActionRow, members: readonly ActionRow[]): Set<string> {
+  const index = action.set?.index;
+  const out = new Set<string>();
+  if (index === undefined) return out;
+  for (const m of members) {
+    if ((m.set?.index ?? Infinity) >= index || m.envelope.operation !== action.envelope.operation) continue;
+    const v = m.progress.verification;
+    const id = v?.verdict === "VERIFIED" ? normaliseId(v.created?.id) : undefined;
+    if (id !== undefined) out.add(id);
+  }
+  return out;
 }

@@ -15,7 +15,7 @@ import type { ActionRow } from "../store/action-machine.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { PhaseContext } from "./phase-context.js";
 import { rowAfter } from "../hitl/journal-gate.js";
-import { NEWEST_FIRST } from "./pre-read.js";
+import { NEWEST_FIRST } from "./settle.js";
 
 /**
  * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as
