@@ -595,6 +595,33 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     await expectOnlyRegisteredWrite(mark, p);
   });
 
+  it("row 18: command {goto: agent | check_input}, twice, while a question waits counts no answer and ends nothing; the answer goes straight to the approval, which writes once", async () => {
+    for (const node of ["agent", "check_input"]) {
+      const t = await client.threads.create();
+      const threadId = t.thread_id;
+      // A request naming no task: the offline model asks which one.
+      await run(threadId, {
+        input: { request: `rename the task to Row eighteen ${node}`, requestedBy: "demo-user" },
+      });
+      const mark = await writeMark(portal);
+      await run(threadId, { command: { goto: node } });
+      await run(threadId, { command: { goto: node } });
+      expect.soft((await payloadOf(threadId))?.kind, `goto ${node}: the question still waits`).toBe("input");
+      const audit = await readAudit(dataDir, threadId);
+      expect.soft(events(audit, "answer_refused"), `goto ${node}`).toEqual([]);
+      expect.soft(closings(audit), `goto ${node}`).toEqual([]);
+
+      await run(threadId, { command: { resume: { answers: { taskId: 4 } } } });
+      const p = await payloadOf(threadId);
+      expect.soft(p?.kind, `the answer after goto ${node}`).toBe("approval");
+      expect.soft(await writesSince(portal, mark), `goto ${node}`).toEqual([]);
+      if (p?.kind !== "approval") continue;
+      await run(threadId, { command: { resume: signed(p, "bob") } });
+      expect.soft((await valuesOf(threadId))["outcome"], `goto ${node}`).toBe("VERIFIED");
+      await expectOnlyRegisteredWrite(mark, p);
+    }
+  });
+
   it("row 12: a resume value nested 5,000 deep and one of 2 MB are refused MALFORMED; the thread stays readable and a valid approval works", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row twelve title");
     const mark = await writeMark(portal);

@@ -3,6 +3,7 @@
  *
  *   agent ⇄ read_tools
  *   agent → propose → ask_input ⇄ check_input → agent            (structured input)
+ *   ask_input → check_input by its command; with an answer already taken it asks nothing and its branch ends
  *   agent → check_input | ask_input   (a question is open in the journal: chat sent meanwhile is a candidate answer; no model call)
  *   agent → check_decision      (an approval waits: a chat message sent meanwhile is a candidate decision; no model call)
  *   agent → build_envelope      (an undo thread: the proposal is built by code from the journal, no model call)
@@ -45,7 +46,7 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   .addNode("agent", agent)
   .addNode("read_tools", readTools)
   .addNode("propose", propose)
-  .addNode("ask_input", askInput)
+  .addNode("ask_input", askInput, { ends: ["check_input"] })
   .addNode("check_input", checkInput)
   .addNode("build_envelope", buildEnvelope)
   .addNode("await_approval", awaitApproval)
@@ -72,7 +73,6 @@ export const builder = new StateGraph({ state: AgentState, input: AgentInput, ou
   ])
   .addEdge("read_tools", "agent")
   .addConditionalEdges("propose", afterPropose, ["agent", "ask_input", "build_envelope", "finish", "resync"])
-  .addEdge("ask_input", "check_input")
   .addConditionalEdges("check_input", afterCheckInput, ["agent", "ask_input", "finish", "resync"])
   .addConditionalEdges("build_envelope", afterBuildEnvelope, [
     "await_approval",

@@ -35,6 +35,10 @@ async function checkedInput(state: State, config: LangGraphRunnableConfig): Prom
   const asked = await deps.journal.getQuestion(gate.threadId);
   if (!asked) return { needsResync: true, pendingDecision: null, inputRequest: null };
   const req: InputRequestRecord = askedOf(asked);
+  // No answer at all (a goto here while the question waits): nothing is refused or counted, so gotos
+  // cannot use up the question's refusals and end the thread; the question is asked again.
+  if (state.pendingDecision == null && asked.status === "open")
+    return state.inputRequest?.toolCallId !== req.toolCallId ? { inputRequest: req } : {};
   const at = deps.clock().toISOString();
   // A chat message (Studio's chat, or run input the API server folded into a resume) is the answer only
   // when it validates as the question's single field; it never reaches the model as a message.
