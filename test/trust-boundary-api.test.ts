@@ -571,27 +571,27 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     await expectOnlyRegisteredWrite(mark, p);
   });
 
-  it("row 11 (goto check_decision): a decision written into pendingDecision by a goto while the approval waits is judged as a resume is; after a second goto the thread's state is still served", async () => {
+  it("row 11 (goto check_decision): a decision written into pendingDecision by a goto while the approval waits is not judged (NOT_SENT_WITH_THIS_RUN: only a value the run's own resume brings is), nothing written; after a second goto the thread's state is still served; a resume then writes once", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row eleven goto title");
     const mark = await writeMark(portal);
     // check_decision runs in the step where await_approval waits at its interrupt: two tasks of one step.
-    await run(threadId, {
-      command: { goto: "check_decision", update: { pendingDecision: signed(p, "mallory") } },
-    });
+    for (const approver of ["mallory", "bob"]) {
+      await run(threadId, {
+        command: { goto: "check_decision", update: { pendingDecision: signed(p, approver) } },
+      });
+    }
     expect.soft(await writesSince(portal, mark)).toEqual([]);
     expect
       .soft(events(await readAudit(dataDir, threadId), "decision_refused").map((r) => r.refusal?.code))
-      .toEqual(["APPROVER_NOT_ALLOWED"]);
-
-    await run(threadId, {
-      command: { goto: "check_decision", update: { pendingDecision: signed(p, "bob") } },
-    });
-    await expectOnlyRegisteredWrite(mark, p);
+      .toEqual(["NOT_SENT_WITH_THIS_RUN", "NOT_SENT_WITH_THIS_RUN"]);
+    expect.soft(events(await readAudit(dataDir, threadId), "decision_accepted")).toEqual([]);
     // Both gates of the next step refuse and write the same channels: the state stays readable.
     await run(threadId, { command: { goto: "check_decision" } });
+    expect.soft((await client.threads.getHistory(threadId, { limit: 3 })).length).toBeGreaterThan(0);
+    expect.soft((await payloadOf(threadId))?.kind).toBe("approval");
+    await run(threadId, { command: { resume: signed(p, "bob") } });
     const state = await client.threads.getState(threadId);
     expect.soft(state.values).toMatchObject({ outcome: "VERIFIED", reasonCode: "VERIFIED" });
-    expect.soft((await client.threads.getHistory(threadId, { limit: 3 })).length).toBeGreaterThan(0);
     await expectOnlyRegisteredWrite(mark, p);
   });
 

@@ -784,6 +784,61 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     soft(await writesSince(portal, mark)).toEqual([]);
   });
 
+  it("a decision written into the checkpoint (a writer of the data directory, no journal key) is not judged by the run that continues the thread: recover refuses it NOT_SENT_WITH_THIS_RUN, nothing written, the approval still waits; then a sent approval writes once", async () => {
+    await open();
+    const { threadId, p } = await waiting();
+    const mark = await writeMark(portal);
+    // The checkpoint as such a writer leaves it: bob's approval pending before check_decision.
+    await app!.graph.updateState(
+      cfg(threadId),
+      { pendingDecision: approveValue(p, "bob"), pendingFrom: "a-guessed-run" } as never,
+      "await_approval",
+    );
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual(["check_decision"]);
+    const view = await recoverThread(app!, threadId);
+    soft(view.status).toBe("awaiting_approval");
+    soft(view.approval?.envelopeHash).toBe(p.envelopeHash);
+    soft((await payloadOf(threadId))?.lastRefusal?.code).toBe("NOT_SENT_WITH_THIS_RUN");
+    soft(events(await readAudit(dataDir, threadId), "decision_accepted")).toEqual([]);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    // The chat form: a message asking for the approval, put into the checkpoint's messages, then continued.
+    await app!.graph.updateState(
+      cfg(threadId),
+      { messages: [{ role: "user", content: JSON.stringify(approveValue(p, "bob")) }] } as never,
+      "read_tools",
+    );
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual(["agent"]);
+    const again = await recoverThread(app!, threadId);
+    soft(again.status).toBe("awaiting_approval");
+    const refusals = events(await readAudit(dataDir, threadId), "decision_refused");
+    soft(refusals.map((r) => (r["refusal"] as { code: string }).code)).toEqual([
+      "NOT_SENT_WITH_THIS_RUN",
+      "NOT_SENT_WITH_THIS_RUN",
+    ]);
+    soft(events(await readAudit(dataDir, threadId), "decision_accepted")).toEqual([]);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    // A resume value written beside the pause (the checkpoint's pending writes): a human's rejection
+    // sent with the next run does not become that approval.
+    const paused = await app!.graph.getState(cfg(threadId));
+    await app!.checkpointer.putWrites(
+      paused.config as never,
+      [["__resume__", approveValue(p, "bob")]] as never,
+      paused.tasks[0]!.id,
+    );
+    const rejected = await submitDecision(
+      app!,
+      threadId,
+      approveValue(p, "bob", { type: "reject", message: "no" }),
+    );
+    soft(rejected.state?.outcome ?? rejected.status).not.toBe("VERIFIED");
+    soft(events(await readAudit(dataDir, threadId), "decision_accepted")).toEqual([]);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    // A decision sent with its run is judged as always.
+    const done = await submitDecision(app!, threadId, approveValue(p, "bob"));
+    soft(done.state?.outcome).toBe("VERIFIED");
+    await expectOnlyRegisteredWrite(mark, p);
+  });
+
   it("a one-line chat decision is bound to the caller who sent it: continued by another authenticated run after a stop between steps, it is refused, not taken as that run's approval", async () => {
     await open();
     const { threadId, p } = await waiting();

@@ -14,7 +14,7 @@ import { refuseLateResume } from "./late-resume.js";
 import { withAuthenticatedApprover } from "./resume-identity.js";
 import { recoveryInput } from "../app/threads.js";
 import type { Deps } from "../runtime/deps.js";
-import { depsConfigurable } from "../runtime/run-deps.js";
+import { depsConfigurable, runConfigurable } from "../runtime/run-deps.js";
 
 type RunOptions = { configurable?: Record<string, unknown> } | undefined;
 // The compiled graph's own signatures are generic over its state; the guard only forwards their arguments.
@@ -68,9 +68,22 @@ async function continued(
   return recovery.input === undefined ? input : recovery.input;
 }
 
-/** The run's options with the server's dependencies; a client's value under the same key is replaced. */
-function withServerDeps(options: RunOptions, deps: Deps): RunOptions & {} {
-  return { ...options, configurable: { ...options?.configurable, ...depsConfigurable(deps) } };
+/**
+ * The run's options with the server's dependencies and the run's origin (`continued`: a run sent with
+ * neither input nor command; the resume value of its admitted Command); a client's value under either
+ * key is replaced.
+ */
+function withServerDeps(options: RunOptions, deps: Deps, input: unknown, admitted: unknown): RunOptions & {} {
+  const continued = input === null || input === undefined;
+  const resume = isCommand(admitted) ? admitted.resume : undefined;
+  return {
+    ...options,
+    configurable: {
+      ...options?.configurable,
+      ...depsConfigurable(deps),
+      ...runConfigurable(continued, resume),
+    },
+  };
 }
 
 export function guardApiRuns<G extends Served>(graph: G, serverDeps: () => Promise<Deps>): G {
@@ -78,13 +91,18 @@ export function guardApiRuns<G extends Served>(graph: G, serverDeps: () => Promi
   const streamEvents = graph.streamEvents.bind(graph);
   graph.stream = async (input: unknown, options?: RunOptions, ...rest: unknown[]) => {
     const deps = await serverDeps();
-    return stream(await admit(graph, input, options, deps), withServerDeps(options, deps), ...rest);
+    const admitted = await admit(graph, input, options, deps);
+    return stream(admitted, withServerDeps(options, deps, input, admitted), ...rest);
   };
   graph.streamEvents = (input: unknown, options?: RunOptions, ...rest: unknown[]) =>
     (async function* () {
       const deps = await serverDeps();
       const admitted = await admit(graph, input, options, deps);
-      yield* (await streamEvents(admitted, withServerDeps(options, deps), ...rest)) as AsyncIterable<unknown>;
+      yield* (await streamEvents(
+        admitted,
+        withServerDeps(options, deps, input, admitted),
+        ...rest,
+      )) as AsyncIterable<unknown>;
     })();
   return graph;
 }

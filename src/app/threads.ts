@@ -14,6 +14,7 @@ import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/act
 import type { QuestionEntry } from "../store/journal.js";
 import type { App } from "./open-app.js";
 import { viewOfCheckpoint, viewThread, type ThreadSource, type ThreadView } from "./view-thread.js";
+import { runConfigurable } from "../runtime/run-deps.js";
 
 export interface RunInput {
   request: string;
@@ -32,8 +33,12 @@ export interface RunInput {
  */
 export const RUN_DURABILITY = "sync" as const;
 
-const runConfig = (threadId: string) => ({
-  configurable: { thread_id: threadId },
+/**
+ * A run's config: its thread, and its origin (`continued`: recover's run, with no input of its own;
+ * `resume`: the value of the Command it is sent with).
+ */
+const runConfig = (threadId: string, continued = false, resume?: unknown) => ({
+  configurable: { thread_id: threadId, ...runConfigurable(continued, resume) },
   durability: RUN_DURABILITY,
 });
 
@@ -49,9 +54,15 @@ interface Driven {
   interrupts: Array<{ id?: string; value?: unknown }>;
 }
 
-async function drive(app: App, input: unknown, threadId: string, onStep?: StepListener): Promise<Driven> {
+async function drive(
+  app: App,
+  input: unknown,
+  threadId: string,
+  onStep?: StepListener,
+  continued = false,
+): Promise<Driven> {
   const stream = await app.graph.stream(input as never, {
-    ...runConfig(threadId),
+    ...runConfig(threadId, continued, input instanceof Command ? input.resume : undefined),
     streamMode: ["updates", "values"] as const,
   });
   const driven: Driven = { values: undefined, interrupts: [] };
@@ -203,7 +214,7 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
     if (input === undefined) {
       throw new UsageError(`thread ${threadId} has nothing to recover (status ${view.status})`);
     }
-    return viewAfter(app, threadId, await drive(app, input, threadId, onStep));
+    return viewAfter(app, threadId, await drive(app, input, threadId, onStep, true));
   });
 }
 

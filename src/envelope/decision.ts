@@ -35,6 +35,8 @@ export type RefusalCode =
   | "SIGNATURE_REQUIRED"
   | "SIGNATURE_INVALID"
   | "OVERRIDE_NOT_ALLOWED"
+  /** A pending decision a run found in its checkpoint instead of receiving it (src/nodes/check-decision.ts). */
+  | "NOT_SENT_WITH_THIS_RUN"
   /** An edit is checked like a proposal and refused with the proposal's code. */
   | ProposalRefusalCode;
 

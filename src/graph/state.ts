@@ -277,6 +277,10 @@ export const AgentState = new StateSchema({
       reducer: afterPendingWrite,
     },
   ),
+  pendingFrom: lastOrNull<string>(
+    "The run the pending decision was sent with (a nonce of that run); check_decision judges it only in that same run, so a value found in a checkpoint is never taken as a new decision.",
+    z.string(),
+  ),
   decision,
   refusals,
   preRead: evidence<PreReadRecord>(

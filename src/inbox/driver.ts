@@ -13,6 +13,7 @@ import { RUN_DURABILITY, withThreadLock } from "../app/threads.js";
 import { viewThread, type ThreadView } from "../app/view-thread.js";
 import type { App } from "../app/open-app.js";
 import { DecisionNotAcceptedError } from "../errors.js";
+import { runConfigurable } from "../runtime/run-deps.js";
 
 export class StaleCardError extends Error {
   constructor(
@@ -114,6 +115,7 @@ async function resumeAsSignedIn(
         configurable: {
           thread_id: threadId,
           langgraph_auth_user: { identity, is_authenticated: true, permissions: [role] },
+          ...runConfigurable(false, resumeValue),
         },
         durability: RUN_DURABILITY,
         streamMode: "updates",

@@ -2,7 +2,7 @@ import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
-import { depsOf } from "../runtime/run-deps.js";
+import { depsOf, receivedIn } from "../runtime/run-deps.js";
 import { undoEndingCode, undoPlanFor, type UndoPlan } from "../hitl/compensation.js";
 import { endRunInJournal, ensureThread, openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { chatDecisionOf, holdForQuestion, replyText, toolCallsOf } from "../conversation/messages.js";
@@ -27,7 +27,11 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   // A chat message sent while an approval waits goes to check_decision as a candidate decision.
   // A one-line decision in it is bound to this run's caller, who sent it (src/hitl/text-decision.ts).
   const chat = gate.thread && gate.next === "await_approval" ? chatDecisionOf(state) : undefined;
-  if (chat) return { pendingDecision: boundToSender(chat, authenticatedIdentity(config.configurable)) };
+  if (chat)
+    return {
+      pendingDecision: boundToSender(chat, authenticatedIdentity(config.configurable)),
+      pendingFrom: receivedIn(config) ?? null,
+    };
   const refused = await refuseUnlessAllowed(deps, gate, "agent", state);
   if (refused) return refused;
   let reset: Update["messages"] = [];

@@ -1,7 +1,7 @@
 import { interrupt, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
-import { depsOf } from "../runtime/run-deps.js";
+import { depsOf, receivedIn } from "../runtime/run-deps.js";
 import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { openGate, refuseUnlessAllowed } from "../hitl/journal-gate.js";
 import { admitResume } from "../hitl/bounds.js";
@@ -24,6 +24,10 @@ export async function awaitApproval(state: State, config: LangGraphRunnableConfi
       ...(gate.members ? { members: gate.members, partialExecution: deps.policy.partialExecution } : {}),
     }),
   );
-  // A one-line decision names no approver: it is bound to this run's caller, who sent it.
-  return { pendingDecision: boundToSender(admitResume(decision), authUser) };
+  // A one-line decision names no approver: it is bound to this run's caller, who sent it. The run it
+  // came with is recorded: check_decision judges it in that run only.
+  return {
+    pendingDecision: boundToSender(admitResume(decision), authUser),
+    pendingFrom: receivedIn(config, { value: decision }) ?? null,
+  };
 }

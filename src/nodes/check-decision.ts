@@ -2,7 +2,7 @@ import { Command, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { afterCheckDecision } from "../graph/routes.js";
 import { authenticatedIdentity } from "../auth/identity.js";
-import { depsOf } from "../runtime/run-deps.js";
+import { depsOf, sentWithThisRun } from "../runtime/run-deps.js";
 import type { NameResolution } from "../envelope/index.js";
 import { ResumeSchema, SystemDecisionSchema } from "../hitl/contract.js";
 import { noteStateDrift, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
@@ -74,6 +74,14 @@ async function judged(gate: Gate, state: State, config: LangGraphRunnableConfig)
   const refuse = refuserFor(deps, { action, state, raw, now, authUser, bound, names });
 
   if (!bounds.ok) return refuse("MALFORMED", `the resume value was not read: ${bounds.reason}`, false);
+  // Only a decision sent with this run is judged: one a run continues from its checkpoint (recover, the
+  // worker) may have been put there by whoever can write the data directory, in no human's name.
+  if (!sentWithThisRun(config, state.pendingFrom))
+    return refuse(
+      "NOT_SENT_WITH_THIS_RUN",
+      "the pending decision was found in the thread's checkpoint, not sent with this run (a run that continues a stopped one judges no decision it did not receive itself); send the decision again",
+      false,
+    );
   // A chat message or an Agent Inbox response is read as the decision its text holds (src/hitl/text-decision.ts).
   const fromClient = decisionFromClient(incoming, authUser);
   if ("refused" in fromClient) return refuse(fromClient.refused.code, fromClient.refused.reason, false);
