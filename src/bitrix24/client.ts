@@ -42,16 +42,7 @@ interface ListArgs {
 export interface GetUsersArgs {
   /** user.get filter, UPPER_SNAKE keys with the documented prefixes, e.g. {"@ID": [5, 7]}, {"NAME_SEARCH": "Bob", "ACTIVE": true}. */
   filter?: Record<string, unknown>;
-  sort?: string;
-  order?: "ASC" | "DESC";
   start?: number;
-}
-
-export interface ListTaskCommentsArgs {
-  /** e.g. {"ID": "asc"}; the portal's default is ID descending. */
-  order?: Record<string, unknown>;
-  /** e.g. {"AUTHOR_ID": 1, ">=POST_DATE": "2026-01-01"}. */
-  filter?: Record<string, unknown>;
 }
 
 /** task.commentitem.add FIELDS. */
@@ -162,16 +153,10 @@ export class Bitrix24Client extends Bitrix24Transport {
     );
   }
 
-  /** task.commentitem.getlist (TASKID, ORDER, FILTER, in that order): every comment, newest first unless ordered. */
-  async listTaskComments(
-    taskId: number,
-    args: ListTaskCommentsArgs = {},
-  ): Promise<Bitrix24Response<TaskCommentList>> {
+  /** task.commentitem.getlist (TASKID, ORDER, FILTER, in that order): every comment, newest first. */
+  async listTaskComments(taskId: number): Promise<Bitrix24Response<TaskCommentList>> {
     assertPositive(taskId, "taskId", "task.commentitem.getlist");
-    // ORDER is always sent: the parameters are positional, so a FILTER without it would be read as the order.
-    const params: Record<string, unknown> = { TASKID: taskId, ORDER: args.order ?? {} };
-    if (args.filter !== undefined) params.FILTER = args.filter;
-    const body = await this.call("task.commentitem.getlist", params, "read");
+    const body = await this.call("task.commentitem.getlist", { TASKID: taskId, ORDER: {} }, "read");
     return this.expectShape(body, TaskCommentListSchema, "task.commentitem.getlist", "result[] of comments");
   }
 
@@ -215,8 +200,6 @@ export class Bitrix24Client extends Bitrix24Transport {
   async getUsers(args: GetUsersArgs = {}): Promise<Bitrix24Response<UserListResult>> {
     const params: Record<string, unknown> = {};
     if (args.filter !== undefined) params.FILTER = args.filter;
-    if (args.sort !== undefined) params.SORT = args.sort;
-    if (args.order !== undefined) params.ORDER = args.order;
     if (args.start !== undefined) params.start = args.start;
     const body = await this.call("user.get", params, "read");
     return this.expectShape(body, UserListResultSchema, "user.get", "result[] of users with ID");

@@ -11,6 +11,7 @@ import {
   REQUIRED_ON_DELETE,
   type OperationName,
 } from "./operations.js";
+import { isRecord } from "./targets.js";
 import { levelRank, reversibilityRank, type Policy, type Reversibility, type RiskLevel } from "./policy.js";
 
 /** What the user's request is about; given with the request or derived by code, never by the model alone. An absent list does not restrict; an empty list allows nothing. */
@@ -51,7 +52,7 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
   const found = new Map<ProposalRefusalCode, string[]>();
   const add = (code: ProposalRefusalCode, reason: string) =>
     found.set(code, [...(found.get(code) ?? []), reason]);
-  const fields = isPlainRecord(proposal.fields) ? proposal.fields : {};
+  const fields = isRecord(proposal.fields) ? proposal.fields : {};
   const fieldNames = Object.keys(fields);
 
   const target = operationSpec(proposal.operation)?.target ?? "task";
@@ -63,7 +64,7 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
         `${proposal.operation} creates a new ${target}; it names no existing one (got id ${JSON.stringify(proposal.taskId)})`,
       );
     const required = REQUIRED_ON_CREATE[proposal.operation as OperationName] ?? [];
-    const missing = required.filter((f) => !(f in (isPlainRecord(proposal.fields) ? proposal.fields : {})));
+    const missing = required.filter((f) => !(f in (isRecord(proposal.fields) ? proposal.fields : {})));
     if (missing.length)
       add(
         "INVALID_VALUE",
@@ -89,7 +90,7 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
         `${proposal.operation} takes ${required.length ? `only ${required.join(", ")}` : "no fields"}, got ${extra.join(", ")}`,
       );
   }
-  if (!isPlainRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
+  if (!isRecord(proposal.fields)) add("INVALID_VALUE", "fields must be an object of UPPER_SNAKE keys");
   else if (fieldNames.length === 0 && !deleting)
     add(
       "INVALID_VALUE",
@@ -221,10 +222,6 @@ export function chainRisk(risks: Risk[]): Risk {
     if (levelRank(r.level) > levelRank(level)) level = r.level;
   }
   return { reversibility, level };
-}
-
-function isPlainRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function list(items: string[]): string {

@@ -7,18 +7,11 @@ import { isAIMessage } from "@langchain/core/messages";
 import type { State } from "./state.js";
 import type { JournalNext } from "../store/action-machine.js";
 import { isChatDecision } from "../hitl/text-decision.js";
+import { MCP_TOOL_NAMES } from "../tools/mcp-contract.js";
+import { READ_ROLES } from "../tools/tool-roles.js";
 
 /** Our read tools' names (the model is offered these; read_tools checks each call against what was offered). */
-export const READ_TOOL_NAMES = new Set([
-  "get_task_by_id",
-  "list_tasks",
-  "get_task_history",
-  "get_users",
-  "get_deal",
-  "search_deals",
-  "list_task_comments",
-  "get_task_comment",
-]);
+export const READ_TOOL_NAMES = new Set<string>(READ_ROLES.map((role) => MCP_TOOL_NAMES[role]));
 
 export function afterAgent(
   state: State,

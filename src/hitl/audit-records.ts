@@ -15,18 +15,10 @@ import {
 import type { ThreadMirror } from "./thread-mirror.js";
 import type { AuditEntry } from "../store/audit.js";
 import { outcomeFlags } from "../envelope/outcome-flags.js";
-import type {
-  AcknowledgementRecord,
-  DecisionRecord,
-  InvocationRecord,
-  PreReadRecord,
-  ProposalRecord,
-  Refusal,
-  VerificationRecord,
-} from "../envelope/records.js";
+import type { DecisionRecord, ProposalRecord, Refusal } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
-import { viewOf } from "./thread-view.js";
+import { viewOf, type EvidenceView } from "./thread-view.js";
 
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
 
@@ -172,12 +164,7 @@ export function decisionRefusedEntry(
 }
 
 /** One action's evidence as the journal holds it, kept in the audit record that ends it. */
-export interface ActionEvidence {
-  preRead: PreReadRecord | null;
-  invocation: InvocationRecord | null;
-  acknowledgement: AcknowledgementRecord | null;
-  verification: VerificationRecord | null;
-}
+export type ActionEvidence = Omit<EvidenceView, "decision">;
 
 /**
  * The record that ends a run: execution_outcome when it sent a write, else run_ended; `state` is the

@@ -26,7 +26,8 @@ import {
   type RequesterVerification,
 } from "../envelope/index.js";
 import type { Deps } from "../runtime/deps.js";
-import { objectKeyOf, type ActionRow, type RegisteredAction, type SetPlan } from "../store/action-machine.js";
+import { objectKeyOf, type ActionRow, type RegisteredAction } from "../store/action-machine.js";
+import type { SetPlanDraft } from "../envelope/decision-judgement.js";
 import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
 import { canEditFrom, deniedFieldRights, rawOf, readObject } from "./reads.js";
 import { TARGETS, jsonOf } from "../envelope/targets.js";
@@ -180,7 +181,7 @@ export async function buildChangeSet(
     /** The thread's request as the journal recorded it, for each action's approval_requested record. */
     request: string;
     /** A partial approval of the previous revision that the policy lets run without a second approval. */
-    runWithoutReapproval?: { plan: SetPlan; decision: DecisionRecord };
+    runWithoutReapproval?: { plan: SetPlanDraft; decision: DecisionRecord };
     /**
      * Objects already read by the caller and checked (an undo's parts, by baselineKeyOf): used as the
      * baseline as they are, so what was checked is exactly what the envelope records.

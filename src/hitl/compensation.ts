@@ -22,8 +22,7 @@ import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
 import { rawOf, readObject } from "./reads.js";
 import { readDeleted } from "./delete-reads.js";
-import type { McpCallResult } from "../tools/mcp-call.js";
-import type { ReadRole } from "../tools/tool-roles.js";
+import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 
 type Restore = Extract<CompensationPlan, { ok: true }>;
 /** One part of an undo: a restore of an update, or the delete of what a create made. */
@@ -149,10 +148,7 @@ export type UndoRead =
  * exactly as our run created it (changedSinceCreated), or already gone (NO_CHANGE: nothing to delete).
  * The object returned is the envelope's baseline read.
  */
-export async function readUndoPart(
-  tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> },
-  plan: UndoPart,
-): Promise<UndoRead> {
+export async function readUndoPart(tools: Pick<Bitrix24Tools, "read">, plan: UndoPart): Promise<UndoRead> {
   if (isDeletePart(plan)) {
     const { res, located } = await readDeleted(tools, {
       operation: plan.operation,

@@ -14,11 +14,11 @@ import {
   type SubjectRead,
 } from "../envelope/index.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
-import type { ReadRole } from "../tools/tool-roles.js";
+import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 import { toReadResult } from "./reads.js";
 
 export async function readDeleted(
-  tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> },
+  tools: Pick<Bitrix24Tools, "read">,
   e: { operation: OperationName; object: { id: number }; params: Record<string, unknown> },
 ): Promise<{ res: McpCallResult; located: SubjectRead }> {
   const res =
@@ -45,7 +45,7 @@ export type DeleteBaseline =
  * state says.
  */
 export async function deleteBaselineFrom(
-  tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> },
+  tools: Pick<Bitrix24Tools, "read">,
   earlier: readonly Envelope[],
   proposal: { operation: OperationName; taskId: number; fields: Record<string, unknown> },
 ): Promise<DeleteBaseline> {

@@ -6,7 +6,7 @@
 import type { ReadResult } from "../envelope/index.js";
 import { TARGETS, type TargetType } from "../envelope/targets.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
-import type { ReadRole } from "../tools/tool-roles.js";
+import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 
 export function toReadResult(res: McpCallResult): ReadResult {
   if (res.ok) return { status: "ok", body: res.body };
@@ -62,7 +62,7 @@ export function deniedFieldRights(
  * it as the envelope core sees it: the object itself when the answer is about it, else null.
  */
 export async function readObject(
-  tools: { read(role: ReadRole, args: Record<string, unknown>): Promise<McpCallResult> },
+  tools: Pick<Bitrix24Tools, "read">,
   type: TargetType,
   id: number,
 ): Promise<{ res: McpCallResult; object: Record<string, unknown> | null }> {

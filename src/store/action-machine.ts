@@ -25,10 +25,10 @@ import type {
   ChangeSet,
   Envelope,
   NameResolution,
-  OperationName,
   PeopleLookup,
   RequesterVerification,
 } from "../envelope/index.js";
+import type { SetPlanDraft } from "../envelope/decision-judgement.js";
 import { operationSpec } from "../envelope/operations.js";
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../envelope/canonical.js";
@@ -95,18 +95,6 @@ export interface RegisteredAction {
   set?: SetMembership;
 }
 
-export interface SetPlan {
-  actions: Array<{
-    actionId: string;
-    operation: OperationName;
-    taskId: number;
-    fields: Record<string, unknown>;
-    names?: NameResolution[];
-  }>;
-  perAction: Array<{ actionId: string; type: "approve" | "reject" | "edit"; message?: string }>;
-  runWithoutReapproval: boolean;
-}
-
 export interface SetMembership {
   setHash: string;
   set: ChangeSet;
@@ -139,7 +127,7 @@ export interface ActionProgress {
      * (the approved and edited actions in set order, by id), each action's decision, and whether the
      * policy lets it run without being shown again (partial approval of allowed classes, no edits).
      */
-    setPlan?: SetPlan;
+    setPlan?: SetPlanDraft;
   };
   preRead?: PreReadRecord;
   acknowledgement?: AcknowledgementRecord;

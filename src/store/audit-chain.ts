@@ -33,7 +33,10 @@ export function recordHashOfText(recordText: string, prevHash: string): string {
   return `sha256:${hash("sha256", `{"prevHash":${canonicalJson(prevHash)},"record":${recordText}}`, "hex")}`;
 }
 
-/** The record an append writes after the chain's head `last` (none: the genesis): its seq, stored text and hashes. */
+/**
+ * The record an append writes after the chain's head `last` (none: the genesis): its seq, stored text
+ * and hashes, and `values`, the row in the column order both backends insert it in.
+ */
 export function nextLink(
   entry: AuditEntry,
   last: { seq: number | string; record_hash: string } | undefined,
@@ -43,7 +46,10 @@ export function nextLink(
   const prevHash = last?.record_hash ?? GENESIS_HASH;
   const recordedAt = now.toISOString();
   const text = canonicalJson({ ...entry, seq, recordedAt });
-  return { seq, recordedAt, text, prevHash, hash: recordHashOfText(text, prevHash) };
+  const hash = recordHashOfText(text, prevHash);
+  const { threadId, revision, event, discriminator } = entry;
+  const values = [seq, threadId, revision, event, discriminator, recordedAt, text, prevHash, hash];
+  return { seq, recordedAt, text, prevHash, hash, values };
 }
 
 /** What an append that wrote `link` answers. */

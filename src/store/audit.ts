@@ -106,17 +106,7 @@ function insertRecord(
   sql(
     `INSERT INTO audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(
-    link.seq,
-    entry.threadId,
-    entry.revision,
-    entry.event,
-    entry.discriminator,
-    link.recordedAt,
-    link.text,
-    link.prevHash,
-    link.hash,
-  );
+  ).run(...link.values);
   return link;
 }
 

@@ -15,14 +15,18 @@ export async function createJournal(config: AppConfig, opts: JournalOptions = {}
   const key = loadJournalKey(config);
   checkWriteAnchor(config);
   const journal = await openJournal(config, key, opts);
-  if (!(journal instanceof SqliteJournal)) return journal;
+  return journal instanceof SqliteJournal ? withAuditFileAdopted(journal, config) : journal;
+}
+
+/** `store`, once the data directory's old audit file is adopted into its connection; closed if that fails. */
+async function withAuditFileAdopted<T extends SqliteJournal | SqliteAuditLog>(store: T, config: AppConfig) {
   try {
-    adoptAuditFile(journal.conn.db, path.join(config.dataDir, "audit.sqlite"));
+    adoptAuditFile(store.conn.db, path.join(config.dataDir, "audit.sqlite"));
   } catch (e) {
-    await journal.close();
+    await store.close();
     throw e;
   }
-  return journal;
+  return store;
 }
 
 /**
@@ -47,14 +51,7 @@ export async function createAuditLog(
   opts: { clock?: () => Date } = {},
 ): Promise<AuditLog> {
   if (config.database) return (await import("./pg-audit.js")).PostgresAuditLog.open(config.database, opts);
-  const log = new SqliteAuditLog(path.join(config.dataDir, "journal.sqlite"), opts);
-  try {
-    adoptAuditFile(log.conn.db, path.join(config.dataDir, "audit.sqlite"));
-  } catch (e) {
-    await log.close();
-    throw e;
-  }
-  return log;
+  return withAuditFileAdopted(new SqliteAuditLog(path.join(config.dataDir, "journal.sqlite"), opts), config);
 }
 
 /** For messages: where this process keeps its state, without any password. */

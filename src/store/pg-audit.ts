@@ -69,17 +69,7 @@ export async function appendWithin(
   await c.query(
     `INSERT INTO ${s}.audit_records (seq, thread_id, revision, event, discriminator, recorded_at, record_json, prev_hash, record_hash)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [
-      link.seq,
-      entry.threadId,
-      entry.revision,
-      entry.event,
-      entry.discriminator,
-      link.recordedAt,
-      link.text,
-      link.prevHash,
-      link.hash,
-    ],
+    link.values,
   );
   return appended(link);
 }

@@ -2,6 +2,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { BITRIX24_ERROR_KINDS, type Bitrix24ErrorData, type Bitrix24ErrorKind } from "../bitrix24/errors.js";
+import { jsonOf } from "../envelope/targets.js";
 import { IDEMPOTENT_REPLAYED_META_KEY } from "./mcp-contract.js";
 
 /** A tool's structured error: Bitrix24ErrorData, where an external server may leave the outcome unsaid. */
@@ -60,10 +61,10 @@ export async function callToolOnce(
     .join("\n");
   const structured = result.structuredContent as Record<string, unknown> | undefined;
   if (result.isError) return { ok: false, error: errorFromResult(text, structured, name, intent), text };
-  const parsed = parseJson(text);
+  const parsed = jsonOf(text);
   const replayed =
     (result._meta as Record<string, unknown> | undefined)?.[IDEMPOTENT_REPLAYED_META_KEY] === true;
-  if (parsed.ok) return { ok: true, body: parsed.value, text, ...(replayed ? { replayed } : {}) };
+  if (parsed) return { ok: true, body: parsed.value, text, ...(replayed ? { replayed } : {}) };
   if (structured !== undefined) return { ok: true, body: structured, text };
   // A success whose text is not JSON: for a write the tool ran, but what it did cannot be read.
   const write = intent === "write";
@@ -105,8 +106,8 @@ export function errorFromResult(
   name: string,
   intent: "read" | "write" = "read",
 ): McpCallError {
-  const parsed = parseJson(text);
-  const fromText = parsed.ok
+  const parsed = jsonOf(text);
+  const fromText = parsed
     ? toCallError((parsed.value as { error?: unknown } | null)?.error, intent)
     : undefined;
   const fromStructured = toCallError(structured?.error, intent);
@@ -175,12 +176,4 @@ function callFailure(err: unknown, name: string, intent: "read" | "write"): McpC
     description: `tool "${name}" gave no answer: ${message}${intent === "write" ? "; the write may or may not have been applied" : ""}`,
     outcomeUnknown: true,
   };
-}
-
-function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
-  try {
-    return { ok: true, value: JSON.parse(text) };
-  } catch {
-    return { ok: false };
-  }
 }

@@ -1,8 +1,8 @@
 /** Serves the Bitrix24 MCP tools: over this process's stdio, or as the CLI asks (stdio or streamable HTTP). */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { Bitrix24Client } from "../bitrix24/client.js";
-import { redactWebhook, type Bitrix24ClientOptions } from "../bitrix24/transport.js";
-import { serveHttp, type HttpServeOptions } from "./mcp-http.js";
+import { redactWebhook } from "../bitrix24/transport.js";
+import { serveHttp } from "./mcp-http.js";
 import { createMcpServer, type McpServerHandle } from "./mcp-tools.js";
 
 export interface McpServerCliOptions {
@@ -23,16 +23,11 @@ export async function runMcpServerCli(
   opts: McpServerCliOptions,
 ): Promise<McpServerHandle & { port?: number; url?: string }> {
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const clientOpts: Bitrix24ClientOptions = { webhookUrl: opts.webhookUrl };
-  if (opts.rate !== undefined) clientOpts.rate = opts.rate;
-  if (opts.burst !== undefined) clientOpts.burst = opts.burst;
-  if (opts.timeoutMs !== undefined) clientOpts.timeoutMs = opts.timeoutMs;
-  const client = new Bitrix24Client(clientOpts);
+  // An option left undefined takes the client's (or the HTTP server's) default.
+  const { webhookUrl, rate, burst, timeoutMs } = opts;
+  const client = new Bitrix24Client({ webhookUrl, rate, burst, timeoutMs });
   if (opts.http) {
-    const httpOpts: HttpServeOptions = { client };
-    if (opts.port !== undefined) httpOpts.port = opts.port;
-    if (opts.host !== undefined) httpOpts.host = opts.host;
-    const handle = await serveHttp(httpOpts);
+    const handle = await serveHttp({ client, port: opts.port, host: opts.host });
     log(`Bitrix24 MCP server on ${handle.url} (portal ${redactWebhook(opts.webhookUrl)})`);
     return handle;
   }

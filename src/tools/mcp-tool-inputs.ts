@@ -4,6 +4,14 @@ import { z } from "zod";
 const taskId = z.number().int().positive().describe("Bitrix24 task id, a positive integer, e.g. 4");
 const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 const fieldValue = z.union([scalar, z.array(z.union([z.string(), z.number()]))]);
+/** A list tool's row offset (tasks.task.list also takes -1: no count). */
+const pageStart = (rows: string, min = 0) =>
+  z
+    .number()
+    .int()
+    .min(min)
+    .optional()
+    .describe(`Row offset; pages hold 50 ${rows} (use \`next\` of the previous page)`);
 
 export const getTaskInput = z.strictObject({ taskId });
 export const listTasksInput = z.strictObject({
@@ -13,12 +21,7 @@ export const listTasksInput = z.strictObject({
     .describe(
       'tasks.task.list filter with UPPER_SNAKE keys and optional operator prefix, e.g. {"RESPONSIBLE_ID": 5, "%TITLE": "LAB"}',
     ),
-  start: z
-    .number()
-    .int()
-    .min(-1)
-    .optional()
-    .describe("Row offset; pages hold 50 tasks (use `next` of the previous page)"),
+  start: pageStart("tasks", -1),
   order: z
     .record(z.string().regex(/^[A-Za-z][A-Za-z0-9_]*$/), z.enum(["asc", "desc", "ASC", "DESC"]))
     .optional()
@@ -35,12 +38,7 @@ export const usersInput = z.strictObject({
     .describe(
       'user.get filter with UPPER_SNAKE keys and optional prefix, e.g. {"@ID": [5, 7]} or {"NAME_SEARCH": "Bob Smith", "ACTIVE": true}',
     ),
-  start: z
-    .number()
-    .int()
-    .min(0)
-    .optional()
-    .describe("Row offset; pages hold 50 users (use `next` of the previous page)"),
+  start: pageStart("users"),
 });
 const idempotencyKey = z
   .string()
@@ -75,12 +73,7 @@ export const searchDealsInput = z.strictObject({
     .describe(
       'crm.deal.list filter with UPPER_SNAKE keys and optional prefix, e.g. {"STAGE_ID": "NEW", ">OPPORTUNITY": 10000, "%TITLE": "licence"}',
     ),
-  start: z
-    .number()
-    .int()
-    .min(0)
-    .optional()
-    .describe("Row offset; pages hold 50 deals (use `next` of the previous page)"),
+  start: pageStart("deals"),
 });
 export const taskCommentsInput = z.strictObject({ taskId });
 export const taskCommentInput = z.strictObject({ taskId, commentId });

@@ -5,6 +5,7 @@ import type { z } from "zod";
 import type { Bitrix24Client } from "../bitrix24/client.js";
 import { Bitrix24Error, type Bitrix24ErrorData } from "../bitrix24/errors.js";
 import { BITRIX24_METHOD_META_KEY, IDEMPOTENT_REPLAYED_META_KEY, MCP_TOOL_NAMES } from "./mcp-contract.js";
+import { ROLE_METHODS, type ReadRole, type WriteRole } from "./tool-roles.js";
 import {
   addTaskCommentInput,
   addTaskInput,
@@ -34,16 +35,16 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
 
   /** A read tool: one REST call. */
   const readTool = <S extends z.ZodType>(
-    name: string,
-    { method, run, ...config }: ToolConfig<S> & { run: (args: z.infer<S>) => Promise<unknown> },
+    role: ReadRole,
+    { run, ...config }: ToolConfig<S> & { run: (args: z.infer<S>) => Promise<unknown> },
   ) => {
     server.registerTool(
-      name,
+      MCP_TOOL_NAMES[role],
       {
         ...config,
         inputSchema: config.inputSchema as never,
         annotations: readHints,
-        _meta: { [BITRIX24_METHOD_META_KEY]: method },
+        _meta: { [BITRIX24_METHOD_META_KEY]: ROLE_METHODS[role] },
       },
       (async (args: z.infer<S>) => toToolResult(() => run(args), "read")) as never,
     );
@@ -51,9 +52,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
 
   /** A write tool: one REST call, never retried when its outcome is unknown, a replayed answer marked in `_meta`. */
   const writeTool = <S extends z.ZodType>(
-    name: string,
+    role: WriteRole,
     {
-      method,
       hints,
       run,
       ...config
@@ -63,12 +63,12 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     },
   ) => {
     server.registerTool(
-      name,
+      MCP_TOOL_NAMES[role],
       {
         ...config,
         inputSchema: config.inputSchema as never,
         annotations: { readOnlyHint: false, ...hints, openWorldHint: true },
-        _meta: { [BITRIX24_METHOD_META_KEY]: method },
+        _meta: { [BITRIX24_METHOD_META_KEY]: ROLE_METHODS[role] },
       },
       (async (args: z.infer<S>) => {
         let replayed = false;
@@ -83,8 +83,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     );
   };
 
-  readTool(MCP_TOOL_NAMES.getTask, {
-    method: "tasks.task.get",
+  readTool("getTask", {
     title: "Get Bitrix24 task",
     description:
       "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
@@ -92,8 +91,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.getTask(args.taskId),
   });
 
-  readTool(MCP_TOOL_NAMES.listTasks, {
-    method: "tasks.task.list",
+  readTool("listTasks", {
     title: "List Bitrix24 tasks",
     description:
       "List Bitrix24 tasks visible to the webhook user (tasks.task.list), 50 per page. Returns {result:{tasks:[...]}, total, next?, time}.",
@@ -101,8 +99,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.listTasks({ ...pageArgs(args), ...(args.order ? { order: args.order } : {}) }),
   });
 
-  readTool(MCP_TOOL_NAMES.getHistory, {
-    method: "tasks.task.history.list",
+  readTool("getHistory", {
     title: "Get Bitrix24 task history",
     description:
       "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
@@ -110,8 +107,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.getTaskHistory(args.taskId),
   });
 
-  readTool(MCP_TOOL_NAMES.getUsers, {
-    method: "user.get",
+  readTool("getUsers", {
     title: "Find Bitrix24 users",
     description:
       "Read Bitrix24 users by filter (user.get): ids and names of people, e.g. who a task's RESPONSIBLE_ID is. Returns {result:[{ID, NAME, LAST_NAME, ACTIVE, ...}], total, next?, time}.",
@@ -119,8 +115,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.getUsers(pageArgs(args)),
   });
 
-  readTool(MCP_TOOL_NAMES.getDeal, {
-    method: "crm.deal.get",
+  readTool("getDeal", {
     title: "Get Bitrix24 deal",
     description:
       "Read one Bitrix24 CRM deal by id (crm.deal.get). Returns the full Bitrix24 body {result:{ID, TITLE, STAGE_ID, OPPORTUNITY, ...}, time}.",
@@ -128,8 +123,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.getDeal(args.dealId),
   });
 
-  readTool(MCP_TOOL_NAMES.listDeals, {
-    method: "crm.deal.list",
+  readTool("listDeals", {
     title: "Search Bitrix24 deals",
     description:
       "List Bitrix24 CRM deals by filter (crm.deal.list), 50 per page. Returns {result:[{ID, TITLE, STAGE_ID, ...}], total, next?, time}.",
@@ -137,8 +131,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.listDeals(pageArgs(args)),
   });
 
-  readTool(MCP_TOOL_NAMES.listTaskComments, {
-    method: "task.commentitem.getlist",
+  readTool("listTaskComments", {
     title: "List Bitrix24 task comments",
     description:
       "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
@@ -146,8 +139,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.listTaskComments(args.taskId),
   });
 
-  readTool(MCP_TOOL_NAMES.getTaskComment, {
-    method: "task.commentitem.get",
+  readTool("getTaskComment", {
     title: "Get Bitrix24 task comment",
     description:
       "Read one comment of a Bitrix24 task (task.commentitem.get). Returns {result:{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}, time}.",
@@ -155,8 +147,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args) => client.getTaskComment(args.taskId, args.commentId),
   });
 
-  writeTool(MCP_TOOL_NAMES.addTaskComment, {
-    method: "task.commentitem.add",
+  writeTool("addTaskComment", {
     title: "Add Bitrix24 task comment",
     description:
       "Post a comment on one Bitrix24 task (task.commentitem.add). Returns {result: <new comment id>, time}. Never retried when the outcome is unknown.",
@@ -165,8 +156,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args, opts) => client.addTaskComment(args.taskId, args.fields, opts),
   });
 
-  writeTool(MCP_TOOL_NAMES.addTask, {
-    method: "tasks.task.add",
+  writeTool("addTask", {
     title: "Create Bitrix24 task",
     description:
       "Create one Bitrix24 task (tasks.task.add). Returns the full new task body {result:{task:{id, ...}}, time}. Never retried when the outcome is unknown.",
@@ -175,8 +165,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args, opts) => client.addTask(args.fields, opts),
   });
 
-  writeTool(MCP_TOOL_NAMES.updateDeal, {
-    method: "crm.deal.update",
+  writeTool("updateDeal", {
     title: "Update Bitrix24 deal",
     description:
       "Change fields of one Bitrix24 CRM deal (crm.deal.update). Only the given fields change. Returns {result: true, time}; re-read the deal to see it. Never retried when the outcome is unknown.",
@@ -185,8 +174,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args, opts) => client.updateDeal(args.dealId, args.fields, opts),
   });
 
-  writeTool(MCP_TOOL_NAMES.deleteTaskComment, {
-    method: "task.commentitem.delete",
+  writeTool("deleteTaskComment", {
     title: "Delete Bitrix24 task comment",
     description:
       "Delete one comment of a Bitrix24 task (task.commentitem.delete). Returns {result: true, time}. Never retried when the outcome is unknown.",
@@ -195,8 +183,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args, opts) => client.deleteTaskComment(args.taskId, args.commentId, opts),
   });
 
-  writeTool(MCP_TOOL_NAMES.deleteTask, {
-    method: "tasks.task.delete",
+  writeTool("deleteTask", {
     title: "Delete Bitrix24 task",
     description:
       "Delete one Bitrix24 task (tasks.task.delete). Returns {result:{task: true}, time}. Never retried when the outcome is unknown.",
@@ -205,8 +192,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     run: (args, opts) => client.deleteTask(args.taskId, opts),
   });
 
-  writeTool(MCP_TOOL_NAMES.updateTask, {
-    method: "tasks.task.update",
+  writeTool("updateTask", {
     title: "Update Bitrix24 task",
     description:
       "Change fields of one Bitrix24 task (tasks.task.update). Only the given fields change. Returns the full updated task body. Never retried when the outcome is unknown.",
@@ -218,9 +204,8 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
   return server;
 }
 
-/** What every tool declares: the one REST method it calls, its title and description, its input. */
+/** What every tool declares besides its name and REST method (its role's): its title and description, its input. */
 interface ToolConfig<S extends z.ZodType> {
-  method: string;
   title: string;
   description: string;
   inputSchema: S;

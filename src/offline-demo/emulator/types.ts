@@ -110,15 +110,15 @@ export const EmulatorSeedSchema = z
     comments: z.array(SeedCommentSchema).default([]),
   })
   .superRefine((seed, ctx) => {
+    const issue = (message: string, path: (string | number)[]) =>
+      ctx.addIssue({ code: "custom", message, path });
     const userIds = new Set(seed.users.map((u) => u.id));
     const groupIds = new Set(seed.groups.map((g) => g.id));
     const dup = (ids: number[]) => ids.find((id, i) => ids.indexOf(id) !== i);
     const dupUser = dup(seed.users.map((u) => u.id));
-    if (dupUser !== undefined)
-      ctx.addIssue({ code: "custom", message: `duplicate user id ${dupUser}`, path: ["users"] });
+    if (dupUser !== undefined) issue(`duplicate user id ${dupUser}`, ["users"]);
     const dupTask = dup(seed.tasks.map((t) => t.id));
-    if (dupTask !== undefined)
-      ctx.addIssue({ code: "custom", message: `duplicate task id ${dupTask}`, path: ["tasks"] });
+    if (dupTask !== undefined) issue(`duplicate task id ${dupTask}`, ["tasks"]);
     seed.tasks.forEach((t, i) => {
       const refs = [
         t.createdBy,
@@ -129,55 +129,30 @@ export const EmulatorSeedSchema = z
         ...(t.readableBy ?? []),
         ...(t.editableBy ?? []),
       ];
-      for (const id of refs) {
-        if (!userIds.has(id))
-          ctx.addIssue({
-            code: "custom",
-            message: `task ${t.id} refers to unknown user ${id}`,
-            path: ["tasks", i],
-          });
-      }
-      if (t.groupId !== 0 && !groupIds.has(t.groupId)) {
-        ctx.addIssue({
-          code: "custom",
-          message: `task ${t.id} refers to unknown group ${t.groupId}`,
-          path: ["tasks", i, "groupId"],
-        });
-      }
+      for (const id of refs)
+        if (!userIds.has(id)) issue(`task ${t.id} refers to unknown user ${id}`, ["tasks", i]);
+      if (t.groupId !== 0 && !groupIds.has(t.groupId))
+        issue(`task ${t.id} refers to unknown group ${t.groupId}`, ["tasks", i, "groupId"]);
     });
     const dupDeal = dup(seed.deals.map((d) => d.id));
-    if (dupDeal !== undefined)
-      ctx.addIssue({ code: "custom", message: `duplicate deal id ${dupDeal}`, path: ["deals"] });
+    if (dupDeal !== undefined) issue(`duplicate deal id ${dupDeal}`, ["deals"]);
     seed.deals.forEach((d, i) => {
-      for (const id of [
+      const refs = [
         d.assignedById,
         d.createdById,
         d.modifyById ?? d.createdById,
         ...(d.readableBy ?? []),
         ...(d.editableBy ?? []),
-      ]) {
-        if (!userIds.has(id))
-          ctx.addIssue({
-            code: "custom",
-            message: `deal ${d.id} refers to unknown user ${id}`,
-            path: ["deals", i],
-          });
-      }
+      ];
+      for (const id of refs)
+        if (!userIds.has(id)) issue(`deal ${d.id} refers to unknown user ${id}`, ["deals", i]);
     });
     const taskIds = new Set(seed.tasks.map((t) => t.id));
     seed.comments.forEach((c, i) => {
       if (!taskIds.has(c.taskId))
-        ctx.addIssue({
-          code: "custom",
-          message: `comment ${i + 1} refers to unknown task ${c.taskId}`,
-          path: ["comments", i],
-        });
+        issue(`comment ${i + 1} refers to unknown task ${c.taskId}`, ["comments", i]);
       if (!userIds.has(c.authorId))
-        ctx.addIssue({
-          code: "custom",
-          message: `comment ${i + 1} refers to unknown user ${c.authorId}`,
-          path: ["comments", i],
-        });
+        issue(`comment ${i + 1} refers to unknown user ${c.authorId}`, ["comments", i]);
     });
   });
 

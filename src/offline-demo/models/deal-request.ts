@@ -89,5 +89,3 @@ export function parseDealRequest(text: string): ParsedDealRequest {
   }
   return undefined;
 }
-
-// ── A new task (add_task) ──────────────────────────────────────────────────────────────────────────────

@@ -121,5 +121,3 @@ export function describeValue(field: TaskField, value: unknown): string {
   }
   return `"${text}"`;
 }
-
-// ── CRM deals (update_deal) ─────────────────────────────────────────────────────────────────────────

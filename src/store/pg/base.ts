@@ -132,14 +132,4 @@ export class PgBase {
     );
     return taken.rowCount === 1;
   }
-
-  /** The lease on an object, if any (expired ones included). */
-  protected async getObjectLease(objectKey: string): Promise<ObjectLease | undefined> {
-    const rows = await this.read<LeaseRow>(
-      `reading the lease on ${objectKey}`,
-      `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`,
-      [objectKey],
-    );
-    return rows[0] ? toLease(rows[0]) : undefined;
-  }
 }

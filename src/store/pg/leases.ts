@@ -2,6 +2,7 @@
 import type pg from "pg";
 import { leaseIsFree, type ObjectLease } from "../action-machine.js";
 import { lockKey, storeError } from "../postgres.js";
+import { toLease, type LeaseRow } from "../journal/rows.js";
 import { PgBase } from "./base.js";
 import type { LeaseJournal, LockJournal, LeaseResult } from "../journal/api.js";
 
@@ -28,8 +29,14 @@ export class PgLeases extends PgBase implements LeaseJournal {
     });
   }
 
+  /** The lease on an object, if any (expired ones included). */
   async objectLease(objectKey: string): Promise<ObjectLease | undefined> {
-    return this.getObjectLease(objectKey);
+    const rows = await this.read<LeaseRow>(
+      `reading the lease on ${objectKey}`,
+      `SELECT * FROM ${this.s}.object_leases WHERE object_key = $1`,
+      [objectKey],
+    );
+    return rows[0] ? toLease(rows[0]) : undefined;
   }
 }
 
