@@ -19,7 +19,7 @@ import {
 } from "../store/waiting-list.js";
 import type { StoreDeps } from "../runtime/deps.js";
 
-/** What listing pending approvals reads: the stores alone. An App, a ReadApp and a StoresApp each are one. */
+/** What listing pending approvals reads: the stores alone. An App and a ReadApp each are one. */
 export interface PendingSource {
   deps: StoreDeps;
 }
