@@ -25,7 +25,7 @@ import {
   perActionControls,
   questionSection,
   setDecisionForms,
-  setHistoryOf,
+  setDecidedOf,
 } from "./thread-sections.js";
 
 /** A thread's page (its card while waiting, its outcome after) and the decision and answer forms it posts. */
@@ -84,7 +84,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         404,
       );
     } else {
-      body = html`${banner}${outcomeSection(view, await setHistoryOf(app, threadId))}`;
+      body = html`${banner}${outcomeSection(view, await setDecidedOf(app, threadId))}`;
     }
     return c.html(
       layout(
