@@ -44,7 +44,7 @@ const refuse = (event: string, why: string): Verdict => ({
 const allow = (filters?: Record<string, string>): Verdict =>
   filters ? { allow: true, filters } : { allow: true };
 
-const isRecord = (v: unknown): v is Record<string, unknown> =>
+export const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Configurable keys that select a checkpoint to run from (a fork or replay), or reach LangGraph internals. */
