@@ -4,7 +4,6 @@
  * intact and still waiting, that this person may approve (policy approvers, narrowed to the
  * escalation group once escalated) or cancel (their own request). Soonest expiry first.
  */
-import { createHash } from "node:crypto";
 import type { App } from "../app/open-app.js";
 import { allowedApprovers, hasRole, levelRank } from "../envelope/policy.js";
 import { requesterVerificationOf, type RequesterVerification } from "../envelope/envelope.js";
@@ -12,6 +11,7 @@ import { changeLines, objectTitle, type ChangeLine } from "./summary.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { membersOf } from "../hitl/journal-gate.js";
+import { sha256Hex } from "../auth/tokens.js";
 
 /** One action of a change set as the list shows it. */
 export interface InboxSetAction {
@@ -178,10 +178,9 @@ export async function inboxItemOf(app: App, action: ActionRow, user: string): Pr
 
 /** Changes whenever anything on the list changes (arrived, decided, revised, refused, escalated). */
 export function versionOf(items: InboxItem[]): string {
-  return createHash("sha256")
-    .update(JSON.stringify(items.map((i) => [i.threadId, i.envelopeHash, i.lastRefusal?.code ?? null])))
-    .digest("hex")
-    .slice(0, 16);
+  return sha256Hex(
+    JSON.stringify(items.map((i) => [i.threadId, i.envelopeHash, i.lastRefusal?.code ?? null])),
+  ).slice(0, 16);
 }
 
 /** A structured question waiting for an answer, from the journal's questions index (no checkpoint is loaded). */
