@@ -123,37 +123,30 @@ export async function expireOverApi(
       { type: "expire", envelopeHash, nonce, ...(ctx.target.token ? {} : { by: { id: SWEEP_ID } }) },
     ],
   };
+  const swept = (result: SweepResult["result"], detail: string): SweepResult => ({
+    threadId,
+    envelopeHash,
+    result,
+    detail,
+  });
   try {
     await ctx.client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
     const after = await apiView(ctx.client, threadId, ctx.target);
     if (after.status === "awaiting_approval" && after.approval) {
       if (after.approval.envelopeHash === envelopeHash) {
         const refusal = after.state?.refusals?.at(-1);
-        return {
-          threadId,
-          envelopeHash,
-          result: "skipped",
-          detail: refusal ? `refused ${refusal.code}: ${refusal.reason}` : "still waiting",
-        };
+        return swept("skipped", refusal ? `refused ${refusal.code}: ${refusal.reason}` : "still waiting");
       }
-      return {
-        threadId,
-        envelopeHash,
-        result: "escalated",
-        detail: `fresh envelope ${after.approval.envelopeHash} for group ${after.approval.escalatedTo}`,
-      };
+      return swept(
+        "escalated",
+        `fresh envelope ${after.approval.envelopeHash} for group ${after.approval.escalatedTo}`,
+      );
     }
-    return {
-      threadId,
-      envelopeHash,
-      result: after.status === "finished" ? "expired" : "skipped",
-      detail:
-        after.status === "finished"
-          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
-          : `thread is ${after.status}`,
-    };
+    if (after.status === "finished")
+      return swept("expired", `${after.state?.outcome} / ${after.state?.reasonCode}`);
+    return swept("skipped", `thread is ${after.status}`);
   } catch (e) {
-    return { threadId, envelopeHash, result: "skipped", detail: msg(e) };
+    return swept("skipped", msg(e));
   }
 }
 

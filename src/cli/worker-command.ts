@@ -57,10 +57,6 @@ function print(printer: Printer, round: WorkerRound): void {
   for (const r of round.recovered) printer.line(esc`${round.at} ${r.result} ${r.threadId}: ${r.detail}`);
 }
 
-/** One round over the LangGraph API (`worker --api`): the same due index, threads driven through the server (src/api/api-due-work.ts). */
-const apiWorkerRound = (ctx: ApiDueContext): Promise<WorkerRound> =>
-  stamped(async () => (await import("../api/api-due-work.js")).runApiDueWork(ctx));
-
 /** What a worker process runs each round, what its first line says, and how it closes. */
 interface WorkerSource {
   round(): Promise<WorkerRound>;
@@ -109,11 +105,11 @@ export async function openApiDue(
   };
 }
 
-/** The API worker: the due index of the server's journal, its threads driven through the API. */
+/** The API worker: the due index of the server's journal, its threads driven through the API (src/api/api-due-work.ts). */
 async function apiSource(url: string, interval: number): Promise<WorkerSource> {
   const due = await openApiDue(url);
   return {
-    round: () => apiWorkerRound(due.ctx),
+    round: () => stamped(async () => (await import("../api/api-due-work.js")).runApiDueWork(due.ctx)),
     banner: esc`worker ${process.pid}: storage ${due.storage}; threads on ${due.ctx.target.url}; every ${interval}s`,
     close: () => due.close(),
   };
