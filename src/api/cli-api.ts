@@ -427,17 +427,6 @@ export async function apiPending(
   }
 }
 
-/** Sends a decision and returns the thread as it is afterwards. A refused late resume comes back as the server's error. */
-export async function apiDecide(
-  client: Client,
-  threadId: string,
-  resume: ResumeValue,
-  target?: ApiTarget,
-): Promise<ThreadView> {
-  await client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
-  return apiView(client, threadId, target);
-}
-
 /**
  * Sends a recovery run (neither input nor command; an admin's with tokens) and returns the thread as
  * it is afterwards: the server continues a run stopped between steps from where its journal says

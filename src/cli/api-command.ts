@@ -9,7 +9,6 @@ import { esc } from "../text/escape.js";
 import {
   UnheldQuestionError,
   apiClient,
-  apiDecide,
   apiPending,
   apiRecover,
   apiView,
@@ -131,7 +130,9 @@ export async function runApiCommand(
         : { decisions: [{ type: "approve" }] };
       let after: ThreadView;
       try {
-        after = await apiDecide(client, cmd.threadId, resume, target);
+        // A late resume the server refuses fails the run: its error is read below.
+        await client.runs.wait(cmd.threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
+        after = await apiView(client, cmd.threadId, target);
       } catch (e) {
         const message = String((e as Error).message ?? e);
         const refused = /"error":"LateResumeRefused","message":"([A-Z_]+): ((?:[^"\\]|\\.)*)"/.exec(message);
