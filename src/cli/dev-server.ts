@@ -69,10 +69,6 @@ export function serverEnv(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   };
 }
 
-export function studioLink(studioUrl: string, apiUrl: string): string {
-  return `${studioUrl.replace(/\/+$/, "")}/studio/?baseUrl=${apiUrl}`;
-}
-
 async function waitUntilReady(apiUrl: string, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
@@ -269,7 +265,7 @@ export async function runDevServer(
       out.write(
         `\nLangGraph API ready in ${((Date.now() - startedAt) / 1000).toFixed(1)} s\n` +
           esc`  API:    ${localUrl}${localUrl !== apiUrl ? ` (listening on ${opts.host}: other names it answers to go in ACTION_ENVELOPE_API_HOSTS)` : ""}\n` +
-          esc`  Studio: ${studioLink(opts.studioUrl, localUrl)}\n` +
+          esc`  Studio: ${opts.studioUrl.replace(/\/+$/, "")}/studio/?baseUrl=${localUrl}\n` +
           (tokens
             ? esc`  auth:   API tokens from ${tokens.file} (${String(tokens.entries.length)} entries); every request needs Authorization: Bearer <token> (or x-api-key: <token>)\n`
             : "  auth:   OPEN: ACTION_ENVELOPE_API_TOKENS is not set, so every caller is anonymous and approver ids are self-declared (development only)\n") +
