@@ -49,12 +49,8 @@ export type ApiCommand =
  * (src/cli/exit-codes.ts): 0 waiting or VERIFIED, 1 usage, 2 any other outcome or a refused decision,
  * 3 PARTIALLY_EXECUTED.
  */
-export async function runApiCommand(
-  target: ApiTarget,
-  cmd: ApiCommand,
-  out: NodeJS.WriteStream = process.stdout,
-): Promise<number> {
-  const printer = new Printer(out, cmd.json);
+export async function runApiCommand(target: ApiTarget, cmd: ApiCommand): Promise<number> {
+  const printer = new Printer(process.stdout, cmd.json);
   const client = apiClient(target);
   const print = (view: ThreadView, refusedNow: boolean): number => {
     if (printer.json) printer.emitJson(threadJson(view));

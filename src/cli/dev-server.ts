@@ -168,10 +168,8 @@ export function serverConfig(configPath: string, env: NodeJS.ProcessEnv): string
   return derived;
 }
 
-export async function runDevServer(
-  opts: DevServerOptions,
-  out: NodeJS.WritableStream = process.stdout,
-): Promise<number> {
+export async function runDevServer(opts: DevServerOptions): Promise<number> {
+  const out = process.stdout;
   const configPath = path.resolve(opts.config);
   if (!fs.existsSync(configPath))
     throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
