@@ -25,7 +25,6 @@ import {
   workDue,
   type DueJournal,
   type DueRound,
-  type DueWorkOptions,
   type RecoveryResult,
 } from "../app/due-work.js";
 import type { ResumeValue } from "../hitl/contract.js";
@@ -42,13 +41,9 @@ export interface ApiDueContext {
 }
 
 /** One round over the API: the due work of the server's threads (keeper "api"), each thread worked once (src/app/due-work.ts). */
-export function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<DueRound> {
-  return workDue(
-    ctx.journal,
-    ctx.clock,
-    "api",
-    (threadId, round, owner, items) => workThread(ctx, threadId, round, owner, items),
-    opts,
+export function runApiDueWork(ctx: ApiDueContext): Promise<DueRound> {
+  return workDue(ctx.journal, ctx.clock, "api", (threadId, round, owner, items) =>
+    workThread(ctx, threadId, round, owner, items),
   );
 }
 

@@ -22,7 +22,7 @@
 import { Command } from "commander";
 import type { SweepResult } from "../app/threads.js";
 import type { App } from "../app/open-app.js";
-import type { DueWorkOptions, RecoveryResult } from "../app/due-work.js";
+import type { RecoveryResult } from "../app/due-work.js";
 import type { ApiDueContext } from "../api/api-due-work.js";
 import { UsageError } from "../errors.js";
 import { Printer } from "./render.js";
@@ -47,8 +47,8 @@ async function stamped(work: () => Promise<Omit<WorkerRound, "at">>): Promise<Wo
 }
 
 /** One round: the due work only (src/app/due-work.ts); a round with nothing due loads no checkpoint. */
-export const workerRound = (app: App, opts: DueWorkOptions = {}): Promise<WorkerRound> =>
-  stamped(async () => (await import("../app/due-work.js")).runDueWork(app, opts));
+export const workerRound = (app: App): Promise<WorkerRound> =>
+  stamped(async () => (await import("../app/due-work.js")).runDueWork(app));
 
 function print(printer: Printer, round: WorkerRound): void {
   if (printer.json) return printer.emitJson(round);
