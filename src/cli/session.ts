@@ -6,12 +6,11 @@
 import type { App, ReadApp } from "../app/open-app.js";
 import type { StoreDeps } from "../runtime/deps.js";
 
+const runtime = () =>
+  Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/open-app.js")]);
+
 export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createDeps }, { openApp }] = await Promise.all([
-    import("../config/env.js"),
-    import("../runtime/deps.js"),
-    import("../app/open-app.js"),
-  ]);
+  const [{ loadConfig }, { createDeps }, { openApp }] = await runtime();
   return using(openApp(await createDeps(loadConfig())), fn);
 }
 
@@ -21,11 +20,7 @@ export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
  * reads through it, so output, seal checks and refusals are those of withApp.
  */
 export async function withReadOnlyApp<T>(fn: (app: ReadApp) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await Promise.all([
-    import("../config/env.js"),
-    import("../runtime/deps.js"),
-    import("../app/open-app.js"),
-  ]);
+  const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await runtime();
   return using(openReadApp(await createStoreDeps(loadConfig())), fn);
 }
 
