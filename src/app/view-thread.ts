@@ -93,23 +93,17 @@ export async function viewOfCheckpoint(
     checkpointValues,
   );
   const first = snapshot.interrupts[0];
+  const id = first?.id ? { interruptId: first.id } : {};
   const behind = first
     ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action)
     : undefined;
   if (behind) {
     if (behind === "finished") return finishedView(app, threadId, values, action);
     // The stale pause's id: recover resumes it (recoverThread).
-    return {
-      threadId,
-      status: "interrupted_run",
-      next: [behind],
-      ...(first!.id ? { interruptId: first!.id } : {}),
-      state: values,
-    };
+    return { threadId, status: "interrupted_run", next: [behind], ...id, state: values };
   }
   if (first) {
     const fromCheckpoint = first.value as InterruptPayload;
-    const id = first.id ? { interruptId: first.id } : {};
     if (fromCheckpoint.kind === "input") {
       // The question is the journal's; a pause at a question the journal has not open was written
       // into the checkpoint: the thread is where the journal says, and recover resumes the pause
@@ -142,14 +136,13 @@ export async function viewOfCheckpoint(
               : {},
           )
         : fromCheckpoint;
-    const history = revisionHistory ? { revisionHistory } : {};
     return {
       threadId,
       status: "awaiting_approval",
       approval: payload as ApprovalRequest,
       ...id,
       state: values,
-      ...history,
+      ...(revisionHistory ? { revisionHistory } : {}),
     };
   }
   if (snapshot.next.length > 0)
