@@ -259,17 +259,13 @@ export async function expireBound(
     { decisions: [{ type: "expire", envelopeHash, nonce, by: { id: SWEEP_ID } }] },
     onStep,
   );
-  return after.status === "awaiting_approval"
-    ? {
-        threadId,
-        envelopeHash,
-        result: "escalated",
-        detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`,
-      }
-    : {
-        threadId,
-        envelopeHash,
-        result: "expired",
-        detail: `${after.state?.outcome} / ${after.state?.reasonCode}`,
-      };
+  const escalated = after.status === "awaiting_approval";
+  return {
+    threadId,
+    envelopeHash,
+    result: escalated ? "escalated" : "expired",
+    detail: escalated
+      ? `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`
+      : `${after.state?.outcome} / ${after.state?.reasonCode}`,
+  };
 }
