@@ -23,7 +23,7 @@ import { UsageError } from "../errors.js";
 import { reportUsageError } from "./usage-error.js";
 import { loadApiTokens } from "../auth/tokens.js";
 import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
-import { LOOPBACK_HOSTS, STUDIO_ORIGIN, originPolicyFromEnvironment } from "../auth/origin.js";
+import { LOOPBACK_HOSTS, STUDIO_ORIGIN, listOf, originPolicyFromEnvironment } from "../auth/origin.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const LANGGRAPHJS = path.join(ROOT, "node_modules/.bin/langgraphjs");
@@ -122,10 +122,7 @@ export function withBoundHost(env: NodeJS.ProcessEnv, host: string): NodeJS.Proc
   // The name as a Host header carries it (src/auth/origin.ts hostName): an IPv6 address in brackets.
   const name = lower.includes(":") && !lower.startsWith("[") ? `[${lower}]` : lower;
   if (WILDCARD_HOSTS.has(name) || LOOPBACK_HOSTS.has(name)) return env;
-  const listed = (env["ACTION_ENVELOPE_API_HOSTS"] ?? "")
-    .split(",")
-    .map((h) => h.trim())
-    .filter(Boolean);
+  const listed = listOf(env["ACTION_ENVELOPE_API_HOSTS"]);
   return listed.includes(name) ? env : { ...env, ACTION_ENVELOPE_API_HOSTS: [...listed, name].join(",") };
 }
 
