@@ -176,14 +176,6 @@ export async function pendingListing(app: PendingSource, q: PendingQuery = {}): 
   return { total, offset, approvals: approvals(), end: () => ({ damaged, next }) };
 }
 
-/** One page of waiting approvals, collected (`pendingListing` streams them). */
-export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Promise<PendingPage> {
-  const listing = await pendingListing(app, q);
-  const pending: PendingApproval[] = [];
-  for await (const p of listing.approvals) pending.push(p);
-  return { total: listing.total, offset: listing.offset, pending, ...listing.end() };
-}
-
 /** The query as SQL filters it: requester, object, age and, for `decidableBy`, operations and escalation groups. */
 function filterOf(app: PendingSource, q: PendingQuery, now: number): RegisteredFilter {
   if (q.taskId !== undefined && q.dealId !== undefined)
