@@ -24,9 +24,6 @@ export interface PendingSource {
   deps: StoreDeps;
 }
 
-/** What an approval's action acts on: a task (id 0 for a new one) or a deal. */
-export type PendingObject = Envelope["object"];
-
 export interface PendingApproval {
   threadId: string;
   /** What a decision names: the envelope's hash, or for a change set the set's hash. */
@@ -45,7 +42,7 @@ export interface PendingApproval {
    * change set, its first action's (each action has its own in `changeSet.actions`). Absent from
    * listings that do not know them (`pending --api`).
    */
-  object?: PendingObject;
+  object?: Envelope["object"];
   operation?: string;
   fields?: string[];
   risk?: string;
@@ -65,7 +62,7 @@ export interface PendingApproval {
       envelopeHash: string;
       operation: string;
       taskId: number;
-      object?: PendingObject;
+      object?: Envelope["object"];
       fields: string[];
     }>;
   };
