@@ -18,11 +18,6 @@ import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 
 export type LateResumeCode = "THREAD_ENDED" | "NOT_WAITING";
 
-export interface LateResume {
-  code: LateResumeCode;
-  reason: string;
-}
-
 /** The error a refused late resume fails its run with; the API reports `{error: name, message}`. */
 export class LateResumeRefusedError extends Error {
   override readonly name = "LateResumeRefused";
@@ -58,7 +53,7 @@ export function missingResume(waitingFor: "approval" | "input"): { code: "RESUME
 }
 
 /** Pure: why a resume to this thread, whose addressed checkpoint has no task to run, is refused. */
-function classifyLateResume(thread: ThreadRecord | undefined): LateResume {
+function classifyLateResume(thread: ThreadRecord | undefined): { code: LateResumeCode; reason: string } {
   if (thread?.closed) {
     const c = thread.closed;
     return {
