@@ -15,12 +15,9 @@ import type { ReadApp } from "./open-app.js";
 /** What a view reads: the journal (and the stores beside it) and the graph's checkpoints; a ReadApp, or the API server's graph with its deps. */
 export type ThreadSource = Pick<ReadApp, "deps"> & { graph: Pick<ReadApp["graph"], "getState"> };
 
-export type ThreadStatus =
-  "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
-
 export interface ThreadView {
   threadId: string;
-  status: ThreadStatus;
+  status: "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
   /** Present while waiting: exactly what the approver is asked. */
   approval?: ApprovalRequest;
   /** Present while a structured question waits for an answer. */

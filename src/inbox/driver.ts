@@ -22,15 +22,10 @@ export class StaleCardError extends Error {
   }
 }
 
-export interface OnScreen {
-  envelopeHash: string;
-  nonce: string;
-}
-
 export async function submitAsSignedIn(
   app: App,
   threadId: string,
-  onScreen: OnScreen,
+  onScreen: { envelopeHash: string; nonce: string },
   resume: unknown,
   identity: string,
 ): Promise<ThreadView> {
