@@ -32,11 +32,6 @@ export interface RunInput {
  */
 export const RUN_DURABILITY = "sync" as const;
 
-const runConfig = (threadId: string) => ({
-  configurable: { thread_id: threadId },
-  durability: RUN_DURABILITY,
-});
-
 /** One node's state update, as it happens; the CLI shows each step from these. */
 export type StepListener = (node: string, update: Partial<State>) => void;
 
@@ -51,7 +46,8 @@ interface Driven {
 
 async function drive(app: App, input: unknown, threadId: string, onStep?: StepListener): Promise<Driven> {
   const stream = await app.graph.stream(input as never, {
-    ...runConfig(threadId),
+    configurable: { thread_id: threadId },
+    durability: RUN_DURABILITY,
     streamMode: ["updates", "values"] as const,
   });
   const driven: Driven = { values: undefined, interrupts: [] };
