@@ -15,7 +15,7 @@ import { Client } from "@langchain/langgraph-sdk";
 import { startRun } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
-import { pendingPage } from "../src/app/pending.js";
+import { pendingPage } from "./support/pending-page.js";
 import {
   envFor,
   openTestApp,

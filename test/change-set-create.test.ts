@@ -13,7 +13,7 @@ import { startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
-import { pendingPage } from "../src/app/pending.js";
+import { pendingPage } from "./support/pending-page.js";
 import {
   outcomeTable,
   setCardHeader,

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { startRun } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
-import { pendingPage } from "../src/app/pending.js";
+import { pendingPage } from "./support/pending-page.js";
 import {
   envFor,
   openTestApp,

@@ -9,7 +9,7 @@ import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
-import { pendingPage } from "../src/app/pending.js";
+import { pendingPage } from "./support/pending-page.js";
 import { hashEnvelope } from "../src/envelope/index.js";
 import {
   envFor,

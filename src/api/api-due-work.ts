@@ -25,7 +25,6 @@ import {
   workDue,
   type DueJournal,
   type DueRound,
-  type DueWorkOptions,
   type RecoveryResult,
 } from "../app/due-work.js";
 import type { ResumeValue } from "../hitl/contract.js";
@@ -42,13 +41,9 @@ export interface ApiDueContext {
 }
 
 /** One round over the API: the due work of the server's threads (keeper "api"), each thread worked once (src/app/due-work.ts). */
-export function runApiDueWork(ctx: ApiDueContext, opts: DueWorkOptions = {}): Promise<DueRound> {
-  return workDue(
-    ctx.journal,
-    ctx.clock,
-    "api",
-    (threadId, round, owner, items) => workThread(ctx, threadId, round, owner, items),
-    opts,
+export function runApiDueWork(ctx: ApiDueContext): Promise<DueRound> {
+  return workDue(ctx.journal, ctx.clock, "api", (threadId, round, owner, items) =>
+    workThread(ctx, threadId, round, owner, items),
   );
 }
 
@@ -123,37 +118,30 @@ export async function expireOverApi(
       { type: "expire", envelopeHash, nonce, ...(ctx.target.token ? {} : { by: { id: SWEEP_ID } }) },
     ],
   };
+  const swept = (result: SweepResult["result"], detail: string): SweepResult => ({
+    threadId,
+    envelopeHash,
+    result,
+    detail,
+  });
   try {
     await ctx.client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
     const after = await apiView(ctx.client, threadId, ctx.target);
     if (after.status === "awaiting_approval" && after.approval) {
       if (after.approval.envelopeHash === envelopeHash) {
         const refusal = after.state?.refusals?.at(-1);
-        return {
-          threadId,
-          envelopeHash,
-          result: "skipped",
-          detail: refusal ? `refused ${refusal.code}: ${refusal.reason}` : "still waiting",
-        };
+        return swept("skipped", refusal ? `refused ${refusal.code}: ${refusal.reason}` : "still waiting");
       }
-      return {
-        threadId,
-        envelopeHash,
-        result: "escalated",
-        detail: `fresh envelope ${after.approval.envelopeHash} for group ${after.approval.escalatedTo}`,
-      };
+      return swept(
+        "escalated",
+        `fresh envelope ${after.approval.envelopeHash} for group ${after.approval.escalatedTo}`,
+      );
     }
-    return {
-      threadId,
-      envelopeHash,
-      result: after.status === "finished" ? "expired" : "skipped",
-      detail:
-        after.status === "finished"
-          ? `${after.state?.outcome} / ${after.state?.reasonCode}`
-          : `thread is ${after.status}`,
-    };
+    if (after.status === "finished")
+      return swept("expired", `${after.state?.outcome} / ${after.state?.reasonCode}`);
+    return swept("skipped", `thread is ${after.status}`);
   } catch (e) {
-    return { threadId, envelopeHash, result: "skipped", detail: msg(e) };
+    return swept("skipped", msg(e));
   }
 }
 

@@ -56,7 +56,7 @@ export function apiClient(target: ApiTarget): Client {
  * recorded last (approval_requested: envelope hash and card). A pause at a structured question shows
  * the journal's open question (GET /audit/threads/:id `question`: text, fields, last refusal), never the
  * checkpoint's payload; a pause the journal holds no open question for is an interrupted run, as the
- * local view has it, and is not answered from here. Graph state is used as before only when the server
+ * local view has it, and is not answered from here. Graph state is used only when the server
  * does not serve the audit routes (or refuses them to this caller) or has no record of the thread (a
  * run before its first record); `target` absent means the same.
  */
@@ -425,17 +425,6 @@ export async function apiPending(
     }
     if (page.length < 100) return out;
   }
-}
-
-/** Sends a decision and returns the thread as it is afterwards. A refused late resume comes back as the server's error. */
-export async function apiDecide(
-  client: Client,
-  threadId: string,
-  resume: ResumeValue,
-  target?: ApiTarget,
-): Promise<ThreadView> {
-  await client.runs.wait(threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
-  return apiView(client, threadId, target);
 }
 
 /**

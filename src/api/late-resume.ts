@@ -8,20 +8,15 @@
  * `refuseLateResume` is called by src/api/guard.ts around the graph the API server serves, when the
  * run starts (after the server accepted it).
  */
-import { createHash } from "node:crypto";
 import { isCommand, type CompiledStateGraph } from "@langchain/langgraph";
 import type { Deps } from "../runtime/deps.js";
 import { jsonSafe } from "../hitl/audit-records.js";
 import { boundedForEvidence, checkBounds } from "../hitl/bounds.js";
+import { sha256Hex } from "../auth/tokens.js";
 import type { AuditEntry } from "../store/audit.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 
 export type LateResumeCode = "THREAD_ENDED" | "NOT_WAITING";
-
-export interface LateResume {
-  code: LateResumeCode;
-  reason: string;
-}
 
 /** The error a refused late resume fails its run with; the API reports `{error: name, message}`. */
 export class LateResumeRefusedError extends Error {
@@ -58,7 +53,7 @@ export function missingResume(waitingFor: "approval" | "input"): { code: "RESUME
 }
 
 /** Pure: why a resume to this thread, whose addressed checkpoint has no task to run, is refused. */
-function classifyLateResume(thread: ThreadRecord | undefined): LateResume {
+function classifyLateResume(thread: ThreadRecord | undefined): { code: LateResumeCode; reason: string } {
   if (thread?.closed) {
     const c = thread.closed;
     return {
@@ -86,10 +81,7 @@ export function lateResumeEntry(
   const bounds = checkBounds(received);
   const kept = boundedForEvidence(received, bounds);
   const e = action?.envelope;
-  const digest = createHash("sha256")
-    .update(`${at}\n${JSON.stringify(jsonSafe(kept))}`)
-    .digest("hex")
-    .slice(0, 16);
+  const digest = sha256Hex(`${at}\n${JSON.stringify(jsonSafe(kept))}`).slice(0, 16);
   const claimed = (received as { decisions?: Array<{ type?: unknown; approver?: { id?: unknown } }> } | null)
     ?.decisions?.[0];
   return jsonSafe({

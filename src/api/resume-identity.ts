@@ -8,9 +8,7 @@
  * mode, CLI) nothing is filled in.
  */
 import { authenticatedIdentity } from "../auth/identity.js";
-
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
+import { isRecord } from "../auth/rules.js";
 
 /** The decision with the caller filled in where it names nobody; undefined when nothing is filled in. */
 function filled(d: unknown, caller: string): Record<string, unknown> | undefined {

@@ -134,13 +134,9 @@ export async function workDue(
 }
 
 /** One round for the threads the CLI keeps (keeper "local"), each driven through the local decision path. */
-export function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<DueRound> {
-  return workDue(
-    app.deps.journal,
-    app.deps.clock,
-    "local",
-    (threadId, round, owner, items) => workThread(app, threadId, round, owner, items, true),
-    opts,
+export function runDueWork(app: App): Promise<DueRound> {
+  return workDue(app.deps.journal, app.deps.clock, "local", (threadId, round, owner, items) =>
+    workThread(app, threadId, round, owner, items, true),
   );
 }
 
@@ -149,7 +145,7 @@ export function runDueWork(app: App, opts: DueWorkOptions = {}): Promise<DueRoun
  * the due index as the worker finds them; a run stopped between steps is reported skipped and left to
  * `recover` or the worker.
  */
-export async function sweepExpired(app: App, opts: DueWorkOptions = {}): Promise<SweepResult[]> {
+export async function sweepExpired(app: App): Promise<SweepResult[]> {
   const round = await workDue(
     app.deps.journal,
     app.deps.clock,
@@ -157,7 +153,6 @@ export async function sweepExpired(app: App, opts: DueWorkOptions = {}): Promise
     async (threadId, r, owner, items) => {
       if (items.some((i) => i.reason === "expiry")) await workThread(app, threadId, r, owner, items, false);
     },
-    opts,
   );
   return round.swept;
 }

@@ -10,7 +10,7 @@ import { depsConfigurable } from "../runtime/run-deps.js";
 
 /**
  * What reading a thread needs: the stores and the graph over the checkpoints. `show` opens only this
- * (src/cli/session.ts, withReadOnlyApp), `pending` less still (src/app/stores-app.ts); an App is one too.
+ * (src/cli/session.ts, withReadOnlyApp), `pending` less still (withStores); an App is one too.
  */
 export interface ReadApp {
   deps: StoreDeps;

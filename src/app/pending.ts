@@ -19,13 +19,10 @@ import {
 } from "../store/waiting-list.js";
 import type { StoreDeps } from "../runtime/deps.js";
 
-/** What listing pending approvals reads: the stores alone. An App, a ReadApp and a StoresApp each are one. */
+/** What listing pending approvals reads: the stores alone. An App and a ReadApp each are one. */
 export interface PendingSource {
   deps: StoreDeps;
 }
-
-/** What an approval's action acts on: a task (id 0 for a new one) or a deal. */
-export type PendingObject = Envelope["object"];
 
 export interface PendingApproval {
   threadId: string;
@@ -45,7 +42,7 @@ export interface PendingApproval {
    * change set, its first action's (each action has its own in `changeSet.actions`). Absent from
    * listings that do not know them (`pending --api`).
    */
-  object?: PendingObject;
+  object?: Envelope["object"];
   operation?: string;
   fields?: string[];
   risk?: string;
@@ -65,7 +62,7 @@ export interface PendingApproval {
       envelopeHash: string;
       operation: string;
       taskId: number;
-      object?: PendingObject;
+      object?: Envelope["object"];
       fields: string[];
     }>;
   };
@@ -174,14 +171,6 @@ export async function pendingListing(app: PendingSource, q: PendingQuery = {}): 
     }
   }
   return { total, offset, approvals: approvals(), end: () => ({ damaged, next }) };
-}
-
-/** One page of waiting approvals, collected (`pendingListing` streams them). */
-export async function pendingPage(app: PendingSource, q: PendingQuery = {}): Promise<PendingPage> {
-  const listing = await pendingListing(app, q);
-  const pending: PendingApproval[] = [];
-  for await (const p of listing.approvals) pending.push(p);
-  return { total: listing.total, offset: listing.offset, pending, ...listing.end() };
 }
 
 /** The query as SQL filters it: requester, object, age and, for `decidableBy`, operations and escalation groups. */

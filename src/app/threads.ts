@@ -33,15 +33,6 @@ export interface RunInput {
  */
 export const RUN_DURABILITY = "sync" as const;
 
-/**
- * A run's config: its thread, and its origin (`continued`: recover's run, with no input of its own;
- * `resume`: the value of the Command it is sent with).
- */
-const runConfig = (threadId: string, continued = false, resume?: unknown) => ({
-  configurable: { thread_id: threadId, ...runConfigurable(continued, resume) },
-  durability: RUN_DURABILITY,
-});
-
 /** One node's state update, as it happens; the CLI shows each step from these. */
 export type StepListener = (node: string, update: Partial<State>) => void;
 
@@ -62,7 +53,12 @@ async function drive(
   continued = false,
 ): Promise<Driven> {
   const stream = await app.graph.stream(input as never, {
-    ...runConfig(threadId, continued, input instanceof Command ? input.resume : undefined),
+    // The run's origin: `continued` for recover's run, with no input of its own; the Command's resume value.
+    configurable: {
+      thread_id: threadId,
+      ...runConfigurable(continued, input instanceof Command ? input.resume : undefined),
+    },
+    durability: RUN_DURABILITY,
     streamMode: ["updates", "values"] as const,
   });
   const driven: Driven = { values: undefined, interrupts: [] };
@@ -270,17 +266,13 @@ export async function expireBound(
     { decisions: [{ type: "expire", envelopeHash, nonce, by: { id: SWEEP_ID } }] },
     onStep,
   );
-  return after.status === "awaiting_approval"
-    ? {
-        threadId,
-        envelopeHash,
-        result: "escalated",
-        detail: `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`,
-      }
-    : {
-        threadId,
-        envelopeHash,
-        result: "expired",
-        detail: `${after.state?.outcome} / ${after.state?.reasonCode}`,
-      };
+  const escalated = after.status === "awaiting_approval";
+  return {
+    threadId,
+    envelopeHash,
+    result: escalated ? "escalated" : "expired",
+    detail: escalated
+      ? `fresh envelope ${after.approval!.envelopeHash} for group ${after.approval!.escalatedTo}`
+      : `${after.state?.outcome} / ${after.state?.reasonCode}`,
+  };
 }

@@ -15,12 +15,9 @@ import type { ReadApp } from "./open-app.js";
 /** What a view reads: the journal (and the stores beside it) and the graph's checkpoints; a ReadApp, or the API server's graph with its deps. */
 export type ThreadSource = Pick<ReadApp, "deps"> & { graph: Pick<ReadApp["graph"], "getState"> };
 
-export type ThreadStatus =
-  "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
-
 export interface ThreadView {
   threadId: string;
-  status: ThreadStatus;
+  status: "awaiting_approval" | "awaiting_input" | "finished" | "interrupted_run" | "not_found";
   /** Present while waiting: exactly what the approver is asked. */
   approval?: ApprovalRequest;
   /** Present while a structured question waits for an answer. */
@@ -93,23 +90,17 @@ export async function viewOfCheckpoint(
     checkpointValues,
   );
   const first = snapshot.interrupts[0];
+  const id = first?.id ? { interruptId: first.id } : {};
   const behind = first
     ? await checkpointBehind(app, threadId, first.value as InterruptPayload, action)
     : undefined;
   if (behind) {
     if (behind === "finished") return finishedView(app, threadId, values, action);
     // The stale pause's id: recover resumes it (recoverThread).
-    return {
-      threadId,
-      status: "interrupted_run",
-      next: [behind],
-      ...(first!.id ? { interruptId: first!.id } : {}),
-      state: values,
-    };
+    return { threadId, status: "interrupted_run", next: [behind], ...id, state: values };
   }
   if (first) {
     const fromCheckpoint = first.value as InterruptPayload;
-    const id = first.id ? { interruptId: first.id } : {};
     if (fromCheckpoint.kind === "input") {
       // The question is the journal's; a pause at a question the journal has not open was written
       // into the checkpoint: the thread is where the journal says, and recover resumes the pause
@@ -142,14 +133,13 @@ export async function viewOfCheckpoint(
               : {},
           )
         : fromCheckpoint;
-    const history = revisionHistory ? { revisionHistory } : {};
     return {
       threadId,
       status: "awaiting_approval",
       approval: payload as ApprovalRequest,
       ...id,
       state: values,
-      ...history,
+      ...(revisionHistory ? { revisionHistory } : {}),
     };
   }
   if (snapshot.next.length > 0)

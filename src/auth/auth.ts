@@ -25,6 +25,7 @@ import { loadConfig } from "../config/env.js";
 import {
   authorize,
   dropHeadCheckpoint,
+  isRecord,
   namedCheckpointId,
   rolePermission,
   type ApiUser,
@@ -182,9 +183,6 @@ export function createAuth(
       return judge();
     });
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * The API token a request presents: `Authorization: Bearer <token>`, or `x-api-key: <token>` (how the

@@ -7,15 +7,10 @@
  * only a token-authenticated user does; anything else means "self-declared".
  */
 
-export interface LangGraphAuthUser {
-  identity?: unknown;
-  is_authenticated?: unknown;
-  permissions?: unknown;
-}
-
 /** The authenticated identity, or undefined when the run was not started by a token-authenticated caller (CLI, open mode). */
 export function authenticatedIdentity(configurable: Record<string, unknown> | undefined): string | undefined {
-  const user = configurable?.["langgraph_auth_user"] as LangGraphAuthUser | undefined;
+  const user = configurable?.["langgraph_auth_user"] as
+    { identity?: unknown; is_authenticated?: unknown; permissions?: unknown } | undefined;
   if (!user || user.is_authenticated !== true) return undefined;
   if (Array.isArray(user.permissions) && user.permissions.includes("unauthenticated")) return undefined;
   return typeof user.identity === "string" && user.identity !== "" ? user.identity : undefined;

@@ -13,8 +13,8 @@
  *   is refused. With a token file every request needs a Bearer token, which a browser never attaches
  *   by itself, so the Host is not restricted there (a deployment serves its own name).
  *
- * langgraph.json's http.cors allows the same browser origin (Studio) and no other, so the server no
- * longer answers `Access-Control-Allow-Origin: *`.
+ * langgraph.json's http.cors allows the same browser origin (Studio) and no other (never
+ * `Access-Control-Allow-Origin: *`).
  */
 
 /** LangGraph Studio, as `npm run dev` links to it (src/cli/dev-server.ts DEFAULT_STUDIO). */
@@ -30,7 +30,8 @@ export interface OriginPolicy {
 
 export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
-const listOf = (v: string | undefined): string[] =>
+/** A comma-separated setting's entries, trimmed, empty ones dropped. */
+export const listOf = (v: string | undefined): string[] =>
   (v ?? "")
     .split(",")
     .map((s) => s.trim())

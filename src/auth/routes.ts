@@ -16,8 +16,9 @@
  * test/api-routes.test.ts enumerates the installed server's routes from its routers and fails for one
  * that is in none of these lists, so an upgrade that adds a route cannot pass unnoticed.
  */
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { AuditEntry } from "../store/audit.js";
+import { sha256Hex } from "./tokens.js";
 
 /**
  * - checked: the handler raises these authorization events with this request's caller;
@@ -181,10 +182,7 @@ export function refusedRouteEntry(
   caller: string,
   at: string,
 ): AuditEntry {
-  const digest = createHash("sha256")
-    .update(`${at}\n${caller}\n${method} ${pathname}\n${randomUUID()}`)
-    .digest("hex")
-    .slice(0, 16);
+  const digest = sha256Hex(`${at}\n${caller}\n${method} ${pathname}\n${randomUUID()}`).slice(0, 16);
   return {
     threadId: threadOfPath(pathname),
     revision: 0,

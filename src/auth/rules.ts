@@ -44,7 +44,7 @@ const refuse = (event: string, why: string): Verdict => ({
 const allow = (filters?: Record<string, string>): Verdict =>
   filters ? { allow: true, filters } : { allow: true };
 
-const isRecord = (v: unknown): v is Record<string, unknown> =>
+export const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Configurable keys that select a checkpoint to run from (a fork or replay), or reach LangGraph internals. */
@@ -62,6 +62,12 @@ function checkpointSelector(configurable: Record<string, unknown>): string | und
       return key;
   }
   return undefined;
+}
+
+/** A run's config.configurable, or {} when it sends none. */
+function configurableOf(kwargs: Record<string, unknown>): Record<string, unknown> {
+  const config = kwargs["config"];
+  return isRecord(config) && isRecord(config["configurable"]) ? config["configurable"] : {};
 }
 
 function nonEmptyBreakpoints(v: unknown): boolean {
@@ -126,9 +132,7 @@ export function classifyRun(
       };
     }
   }
-  const config = kwargs["config"];
-  const configurable = isRecord(config) && isRecord(config["configurable"]) ? config["configurable"] : {};
-  const selector = checkpointSelector(configurable);
+  const selector = checkpointSelector(configurableOf(kwargs));
   if (selector) {
     return {
       refused: `a run from a chosen checkpoint (${selector}; SDK checkpointId / checkpoint) is a fork or replay of earlier state and is not accepted; runs continue from the thread's latest checkpoint`,
@@ -171,23 +175,17 @@ export function classifyRun(
  * entries) names a candidate head: its checkpoint id, or undefined when it names none or more than that.
  */
 export function namedCheckpointId(kwargs: Record<string, unknown>): string | undefined {
-  const config = kwargs["config"];
-  const configurable =
-    isRecord(config) && isRecord(config["configurable"]) ? config["configurable"] : undefined;
-  if (!configurable || typeof configurable["checkpoint_id"] !== "string") return undefined;
-  for (const [key, value] of Object.entries(configurable)) {
-    if (value === undefined || value === null || key === "checkpoint_id") continue;
-    if (key === "checkpoint_ns" && value === "") continue;
-    if (key === "checkpoint_map" && isRecord(value) && Object.keys(value).length === 0) continue;
-    if (
-      key === "checkpoint_ns" ||
-      key === "checkpoint_map" ||
-      key === "thread_ts" ||
-      key.startsWith("__pregel")
-    )
-      return undefined;
-  }
-  return configurable["checkpoint_id"];
+  const configurable = configurableOf(kwargs);
+  const id = configurable["checkpoint_id"];
+  if (typeof id !== "string") return undefined;
+  const map = configurable["checkpoint_map"];
+  const emptyMap = isRecord(map) && Object.keys(map).length === 0;
+  const others = {
+    ...configurable,
+    checkpoint_id: undefined,
+    ...(emptyMap ? { checkpoint_map: undefined } : {}),
+  };
+  return checkpointSelector(others) === undefined ? id : undefined;
 }
 
 /**

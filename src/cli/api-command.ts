@@ -9,7 +9,6 @@ import { esc } from "../text/escape.js";
 import {
   UnheldQuestionError,
   apiClient,
-  apiDecide,
   apiPending,
   apiRecover,
   apiView,
@@ -50,12 +49,8 @@ export type ApiCommand =
  * (src/cli/exit-codes.ts): 0 waiting or VERIFIED, 1 usage, 2 any other outcome or a refused decision,
  * 3 PARTIALLY_EXECUTED.
  */
-export async function runApiCommand(
-  target: ApiTarget,
-  cmd: ApiCommand,
-  out: NodeJS.WriteStream = process.stdout,
-): Promise<number> {
-  const printer = new Printer(out, cmd.json);
+export async function runApiCommand(target: ApiTarget, cmd: ApiCommand): Promise<number> {
+  const printer = new Printer(process.stdout, cmd.json);
   const client = apiClient(target);
   const print = (view: ThreadView, refusedNow: boolean): number => {
     if (printer.json) printer.emitJson(threadJson(view));
@@ -131,7 +126,9 @@ export async function runApiCommand(
         : { decisions: [{ type: "approve" }] };
       let after: ThreadView;
       try {
-        after = await apiDecide(client, cmd.threadId, resume, target);
+        // A late resume the server refuses fails the run: its error is read below.
+        await client.runs.wait(cmd.threadId, GRAPH_ID, { command: { resume }, multitaskStrategy: "reject" });
+        after = await apiView(client, cmd.threadId, target);
       } catch (e) {
         const message = String((e as Error).message ?? e);
         const refused = /"error":"LateResumeRefused","message":"([A-Z_]+): ((?:[^"\\]|\\.)*)"/.exec(message);

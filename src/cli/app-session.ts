@@ -7,22 +7,14 @@ import fs from "node:fs";
 import path from "node:path";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import { loadConfig, type AppConfig } from "../config/env.js";
-import type { ThreadMirror } from "../hitl/thread-mirror.js";
-import type { RunStatus } from "../evidence/case-input.js";
-import type { CheckpointReader } from "../evidence/case-source.js";
+import type { CaseSource, CheckpointReader } from "../evidence/case-source.js";
 import type { AuditLog } from "../store/audit.js";
 import type { Journal } from "../store/journal.js";
 
-export interface InspectSession {
+/** A CaseSource over the data directory: its journal only when the journal key already exists. */
+export interface InspectSession extends CaseSource {
   config: AppConfig;
   audit: AuditLog;
-  /** The thread's state and status as its checkpoints record them. */
-  thread(threadId: string): Promise<{ status: RunStatus; state?: ThreadMirror }>;
-  /**
-   * The journal's thread rows (where a thread's audit records begin: verifyForView), when the journal
-   * key already exists; without it a case record checks the whole chain.
-   */
-  journal?: Pick<Journal, "getThread">;
 }
 
 export async function withInspectSession<T>(

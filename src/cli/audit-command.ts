@@ -39,10 +39,16 @@ const write = (text: string, out = stdout) => {
 /** Machine output: the same data, valid JSON; controls and bidi characters as \uXXXX escapes. */
 const writeJson = (value: unknown) => process.stdout.write(`${stringifyJsonSafe(value)}\n`);
 
-/** A record that no longer parses is damage to the log, reported like a broken chain, not as a crash. */
-async function reportingDamage(fn: () => Promise<number>): Promise<number> {
+/**
+ * The exit code of `fn` run on the audit log `--api` names, else the local one. A record that no longer
+ * parses is damage to the log, reported like a broken chain, not as a crash.
+ */
+async function withReader(
+  apiFlag: string | undefined,
+  fn: (r: AuditReader) => Promise<number>,
+): Promise<number> {
   try {
-    return await fn();
+    return await readerOf(apiFlag, fn);
   } catch (e) {
     if ((e as Error).name === "AuditApiError") {
       // 401 (token), 403 (not yours, or the role), or the server's error (a damaged record): as the server said it.
@@ -71,7 +77,7 @@ const API_OPTION = [
   "read the audit of this LangGraph API server instead of the local stores (or LANGGRAPH_API_URL; token: LANGGRAPH_API_TOKEN)",
 ] as const;
 
-async function withReader(
+async function readerOf(
   apiFlag: string | undefined,
   fn: (r: AuditReader) => Promise<number>,
 ): Promise<number> {
@@ -153,28 +159,26 @@ export function auditCommand(): Command {
     .option("--json", "print JSON")
     .option(...API_OPTION)
     .action(async (opts: { head?: string; json?: boolean; api?: string }) => {
-      process.exitCode = await reportingDamage(() =>
-        withReader(opts.api, async (r) => {
-          const result = await r.verify(opts.head);
-          if (opts.json) writeJson(result);
-          else if (result.intact) {
-            write(
-              `audit chain intact: ${result.records} record${result.records === 1 ? "" : "s"}` +
-                (result.head ? esc`; head seq ${result.head.seq} ${result.head.hash}` : ""),
-            );
-            if (result.head)
-              write("keep the head hash elsewhere and check it later with: audit verify --head <hash>");
-          } else {
-            const p = result.problem;
-            write(
-              esc`AUDIT CHAIN BROKEN: record seq ${p.seq} ${p.kind}` +
-                (p.threadId ? esc` (thread ${p.threadId}, ${p.event})` : ""),
-            );
-            write(esc`  ${p.detail}`);
-          }
-          return result.intact ? EXIT_OK : EXIT_BROKEN;
-        }),
-      );
+      process.exitCode = await withReader(opts.api, async (r) => {
+        const result = await r.verify(opts.head);
+        if (opts.json) writeJson(result);
+        else if (result.intact) {
+          write(
+            `audit chain intact: ${result.records} record${result.records === 1 ? "" : "s"}` +
+              (result.head ? esc`; head seq ${result.head.seq} ${result.head.hash}` : ""),
+          );
+          if (result.head)
+            write("keep the head hash elsewhere and check it later with: audit verify --head <hash>");
+        } else {
+          const p = result.problem;
+          write(
+            esc`AUDIT CHAIN BROKEN: record seq ${p.seq} ${p.kind}` +
+              (p.threadId ? esc` (thread ${p.threadId}, ${p.event})` : ""),
+          );
+          write(esc`  ${p.detail}`);
+        }
+        return result.intact ? EXIT_OK : EXIT_BROKEN;
+      });
     });
 
   audit
@@ -183,12 +187,10 @@ export function auditCommand(): Command {
     .option("--json", "print JSON")
     .option(...API_OPTION)
     .action(async (opts: { json?: boolean; api?: string }) => {
-      process.exitCode = await reportingDamage(() =>
-        withReader(opts.api, async (r) => {
-          await listThreads(r.threadPages(), opts.json === true);
-          return EXIT_OK;
-        }),
-      );
+      process.exitCode = await withReader(opts.api, async (r) => {
+        await listThreads(r.threadPages(), opts.json === true);
+        return EXIT_OK;
+      });
     });
 
   audit
@@ -200,14 +202,12 @@ export function auditCommand(): Command {
     .option("--json", "print the case record and evidence objects as JSON")
     .option(...API_OPTION)
     .action(async (thread: string, opts: { json?: boolean; api?: string }) => {
-      process.exitCode = await reportingDamage(() =>
-        withReader(opts.api, async (r) => {
-          const { intact, caseRecord, evidence } = await r.caseOf(thread);
-          if (opts.json) writeJson({ caseRecord, evidence });
-          else write(renderCase(caseRecord, evidence));
-          return intact ? EXIT_OK : EXIT_BROKEN;
-        }),
-      );
+      process.exitCode = await withReader(opts.api, async (r) => {
+        const { intact, caseRecord, evidence } = await r.caseOf(thread);
+        if (opts.json) writeJson({ caseRecord, evidence });
+        else write(renderCase(caseRecord, evidence));
+        return intact ? EXIT_OK : EXIT_BROKEN;
+      });
     });
 
   audit
@@ -223,23 +223,21 @@ export function auditCommand(): Command {
     )
     .option(...API_OPTION)
     .action(async (thread: string, opts: { out: string; api?: string }) => {
-      process.exitCode = await reportingDamage(() =>
-        withReader(opts.api, async (r) => {
-          const { intact, caseRecord, evidence } = await r.caseOf(thread);
-          const written = exportBundle(opts.out, caseRecord, evidence);
-          write(esc`wrote ${written.files.length} files to ${written.dir}`);
-          write(esc`check them with: (cd ${written.dir} && sha256sum -c SHA256SUMS)`);
-          // The sums check the files against each other only; the log they came from anchors them.
+      process.exitCode = await withReader(opts.api, async (r) => {
+        const { intact, caseRecord, evidence } = await r.caseOf(thread);
+        const written = exportBundle(opts.out, caseRecord, evidence);
+        write(esc`wrote ${written.files.length} files to ${written.dir}`);
+        write(esc`check them with: (cd ${written.dir} && sha256sum -c SHA256SUMS)`);
+        // The sums check the files against each other only; the log they came from anchors them.
+        write(
+          esc`and against the audit log they came from: action-envelope audit check ${written.dir}${opts.api ? ` --api ${opts.api}` : ""}`,
+        );
+        if (!intact)
           write(
-            esc`and against the audit log they came from: action-envelope audit check ${written.dir}${opts.api ? ` --api ${opts.api}` : ""}`,
+            esc`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`,
           );
-          if (!intact)
-            write(
-              esc`WARNING: the audit chain is broken (${caseRecord.auditChain.problem}); the case record says so`,
-            );
-          return intact ? EXIT_OK : EXIT_BROKEN;
-        }),
-      );
+        return intact ? EXIT_OK : EXIT_BROKEN;
+      });
     });
 
   audit
@@ -251,46 +249,44 @@ export function auditCommand(): Command {
     .option("--json", "print JSON")
     .option(...API_OPTION)
     .action(async (dir: string, opts: { json?: boolean; api?: string }) => {
-      process.exitCode = await reportingDamage(() =>
-        withReader(opts.api, async (r) => {
-          const { checkBundle, readBundleCase } = await import("../evidence/check-bundle.js");
-          let bundle: CaseRecord;
-          try {
-            bundle = readBundleCase(dir);
-          } catch (e) {
-            throw new UsageError((e as Error).message);
-          }
-          const threadId = bundle.firstPage?.threadId;
-          if (typeof threadId !== "string")
-            throw new UsageError(`expected firstPage.threadId in the bundle's case record, found none`);
-          const live = await r.caseOf(threadId);
-          const a = live.caseRecord.auditChain;
-          const source = opts.api ? `the audit log of ${opts.api}` : "the local audit log";
-          const result = checkBundle(
-            dir,
-            bundle,
-            {
-              records: live.caseRecord.auditRecords,
-              intact: a.intact,
-              problem: a.problem,
-              checkedFrom: a.checkedFrom,
-            },
-            source,
+      process.exitCode = await withReader(opts.api, async (r) => {
+        const { checkBundle, readBundleCase } = await import("../evidence/check-bundle.js");
+        let bundle: CaseRecord;
+        try {
+          bundle = readBundleCase(dir);
+        } catch (e) {
+          throw new UsageError((e as Error).message);
+        }
+        const threadId = bundle.firstPage?.threadId;
+        if (typeof threadId !== "string")
+          throw new UsageError(`expected firstPage.threadId in the bundle's case record, found none`);
+        const live = await r.caseOf(threadId);
+        const a = live.caseRecord.auditChain;
+        const source = opts.api ? `the audit log of ${opts.api}` : "the local audit log";
+        const result = checkBundle(
+          dir,
+          bundle,
+          {
+            records: live.caseRecord.auditRecords,
+            intact: a.intact,
+            problem: a.problem,
+            checkedFrom: a.checkedFrom,
+          },
+          source,
+        );
+        if (opts.json) writeJson(result);
+        else {
+          write(
+            result.confirmed
+              ? esc`BUNDLE CONFIRMED: thread ${threadId}, ${result.records} audit records, against ${source}`
+              : esc`BUNDLE NOT CONFIRMED: thread ${threadId}, against ${source}`,
           );
-          if (opts.json) writeJson(result);
-          else {
-            write(
-              result.confirmed
-                ? esc`BUNDLE CONFIRMED: thread ${threadId}, ${result.records} audit records, against ${source}`
-                : esc`BUNDLE NOT CONFIRMED: thread ${threadId}, against ${source}`,
-            );
-            for (const p of result.problems) write(esc`  ! ${p}`);
-            for (const c of result.checked) write(esc`  checked: ${c}`);
-            for (const n of result.notChecked) write(esc`  not checked: ${n}`);
-          }
-          return result.confirmed ? EXIT_OK : EXIT_BROKEN;
-        }),
-      );
+          for (const p of result.problems) write(esc`  ! ${p}`);
+          for (const c of result.checked) write(esc`  checked: ${c}`);
+          for (const n of result.notChecked) write(esc`  not checked: ${n}`);
+        }
+        return result.confirmed ? EXIT_OK : EXIT_BROKEN;
+      });
     });
 
   return audit;

@@ -23,7 +23,7 @@ import { UsageError } from "../errors.js";
 import { reportUsageError } from "./usage-error.js";
 import { loadApiTokens } from "../auth/tokens.js";
 import { esc, escapeForTerminal, escapeLines } from "../text/escape.js";
-import { LOOPBACK_HOSTS, STUDIO_ORIGIN, originPolicyFromEnvironment } from "../auth/origin.js";
+import { LOOPBACK_HOSTS, STUDIO_ORIGIN, listOf, originPolicyFromEnvironment } from "../auth/origin.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const LANGGRAPHJS = path.join(ROOT, "node_modules/.bin/langgraphjs");
@@ -67,10 +67,6 @@ export function serverEnv(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
     LANGCHAIN_TRACING_V2: "false",
     BROWSER: "none",
   };
-}
-
-export function studioLink(studioUrl: string, apiUrl: string): string {
-  return `${studioUrl.replace(/\/+$/, "")}/studio/?baseUrl=${apiUrl}`;
 }
 
 async function waitUntilReady(apiUrl: string, child: ChildProcess): Promise<void> {
@@ -126,10 +122,7 @@ export function withBoundHost(env: NodeJS.ProcessEnv, host: string): NodeJS.Proc
   // The name as a Host header carries it (src/auth/origin.ts hostName): an IPv6 address in brackets.
   const name = lower.includes(":") && !lower.startsWith("[") ? `[${lower}]` : lower;
   if (WILDCARD_HOSTS.has(name) || LOOPBACK_HOSTS.has(name)) return env;
-  const listed = (env["ACTION_ENVELOPE_API_HOSTS"] ?? "")
-    .split(",")
-    .map((h) => h.trim())
-    .filter(Boolean);
+  const listed = listOf(env["ACTION_ENVELOPE_API_HOSTS"]);
   return listed.includes(name) ? env : { ...env, ACTION_ENVELOPE_API_HOSTS: [...listed, name].join(",") };
 }
 
@@ -172,10 +165,8 @@ export function serverConfig(configPath: string, env: NodeJS.ProcessEnv): string
   return derived;
 }
 
-export async function runDevServer(
-  opts: DevServerOptions,
-  out: NodeJS.WritableStream = process.stdout,
-): Promise<number> {
+export async function runDevServer(opts: DevServerOptions): Promise<number> {
+  const out = process.stdout;
   const configPath = path.resolve(opts.config);
   if (!fs.existsSync(configPath))
     throw new UsageError(`no LangGraph config at ${configPath}; pass --config <path to langgraph.json>`);
@@ -269,7 +260,7 @@ export async function runDevServer(
       out.write(
         `\nLangGraph API ready in ${((Date.now() - startedAt) / 1000).toFixed(1)} s\n` +
           esc`  API:    ${localUrl}${localUrl !== apiUrl ? ` (listening on ${opts.host}: other names it answers to go in ACTION_ENVELOPE_API_HOSTS)` : ""}\n` +
-          esc`  Studio: ${studioLink(opts.studioUrl, localUrl)}\n` +
+          esc`  Studio: ${opts.studioUrl.replace(/\/+$/, "")}/studio/?baseUrl=${localUrl}\n` +
           (tokens
             ? esc`  auth:   API tokens from ${tokens.file} (${String(tokens.entries.length)} entries); every request needs Authorization: Bearer <token> (or x-api-key: <token>)\n`
             : "  auth:   OPEN: ACTION_ENVELOPE_API_TOKENS is not set, so every caller is anonymous and approver ids are self-declared (development only)\n") +

@@ -1,12 +1,10 @@
 /** One check of `doctor` (area, name, status, what was found, the fix) and how a list of them is printed. */
 import { escapeForTerminal } from "../text/escape.js";
 
-export type CheckStatus = "pass" | "warn" | "fail" | "skip";
-
 export interface DoctorCheck {
   area: "config" | "portal" | "model" | "policy" | "stores";
   name: string;
-  status: CheckStatus;
+  status: "pass" | "warn" | "fail" | "skip";
   detail: string;
   /** What to do about a failure or warning. */
   fix?: string;

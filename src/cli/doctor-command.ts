@@ -21,8 +21,6 @@ export interface DoctorOptions {
   cwd?: string;
   /** Task to check the webhook user's edit right on; default: the first task the webhook can list. */
   taskId?: number;
-  /** Per-request budget for the network checks. */
-  timeoutMs?: number;
 }
 
 export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorCheck[]> {
@@ -48,7 +46,8 @@ export async function runDoctor(opts: DoctorOptions = {}): Promise<DoctorCheck[]
     });
     return checks;
   }
-  const timeoutMs = opts.timeoutMs ?? Math.min(config.bitrix24.timeoutMs, 10_000);
+  // Per-request budget for the network checks.
+  const timeoutMs = Math.min(config.bitrix24.timeoutMs, 10_000);
 
   // The runtime is loaded here, not at the top, so `--help` and other commands do not pay for it.
   const inArea =

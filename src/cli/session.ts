@@ -4,14 +4,13 @@
  * and commands that never open the app do not load it (docs/operations.md: Performance).
  */
 import type { App, ReadApp } from "../app/open-app.js";
-import type { StoresApp } from "../app/stores-app.js";
+import type { StoreDeps } from "../runtime/deps.js";
+
+const runtime = () =>
+  Promise.all([import("../config/env.js"), import("../runtime/deps.js"), import("../app/open-app.js")]);
 
 export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createDeps }, { openApp }] = await Promise.all([
-    import("../config/env.js"),
-    import("../runtime/deps.js"),
-    import("../app/open-app.js"),
-  ]);
+  const [{ loadConfig }, { createDeps }, { openApp }] = await runtime();
   return using(openApp(await createDeps(loadConfig())), fn);
 }
 
@@ -21,25 +20,18 @@ export async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
  * reads through it, so output, seal checks and refusals are those of withApp.
  */
 export async function withReadOnlyApp<T>(fn: (app: ReadApp) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await Promise.all([
-    import("../config/env.js"),
-    import("../runtime/deps.js"),
-    import("../app/open-app.js"),
-  ]);
+  const [{ loadConfig }, { createStoreDeps }, { openReadApp }] = await runtime();
   return using(openReadApp(await createStoreDeps(loadConfig())), fn);
 }
 
-/**
- * For commands that read only the journal (`pending`): the stores, policy and clock; LangGraph and the
- * checkpointer are loaded only if a thread's state is needed after all (an approval an older version indexed).
- */
-export async function withStores<T>(fn: (app: StoresApp) => Promise<T>): Promise<T> {
-  const [{ loadConfig }, { createStoreDeps }, { openStoresApp }] = await Promise.all([
+/** For commands that read only the journal (`pending`): the stores, policy and clock, without LangGraph or the checkpointer. */
+export async function withStores<T>(fn: (app: { deps: StoreDeps }) => Promise<T>): Promise<T> {
+  const [{ loadConfig }, { createStoreDeps }] = await Promise.all([
     import("../config/env.js"),
     import("../runtime/deps.js"),
-    import("../app/stores-app.js"),
   ]);
-  return using(openStoresApp(await createStoreDeps(loadConfig())), fn);
+  const deps = await createStoreDeps(loadConfig());
+  return using({ deps, close: () => deps.close() }, fn);
 }
 
 async function using<A extends { close(): Promise<void> }, T>(

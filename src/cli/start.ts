@@ -32,7 +32,6 @@ export interface MainJobOptions {
   requestedBy: string;
   prompt: boolean;
   scope?: RequestScope;
-  stdin?: NodeJS.ReadStream;
   /**
    * `--inbox`: also serve the web approval inbox on a free 127.0.0.1 port (only when
    * ACTION_ENVELOPE_INBOX_USERS names the approver credentials), and decide the waiting approval there.

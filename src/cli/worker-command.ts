@@ -22,7 +22,7 @@
 import { Command } from "commander";
 import type { SweepResult } from "../app/threads.js";
 import type { App } from "../app/open-app.js";
-import type { DueWorkOptions, RecoveryResult } from "../app/due-work.js";
+import type { RecoveryResult } from "../app/due-work.js";
 import type { ApiDueContext } from "../api/api-due-work.js";
 import { UsageError } from "../errors.js";
 import { Printer } from "./render.js";
@@ -47,8 +47,8 @@ async function stamped(work: () => Promise<Omit<WorkerRound, "at">>): Promise<Wo
 }
 
 /** One round: the due work only (src/app/due-work.ts); a round with nothing due loads no checkpoint. */
-export const workerRound = (app: App, opts: DueWorkOptions = {}): Promise<WorkerRound> =>
-  stamped(async () => (await import("../app/due-work.js")).runDueWork(app, opts));
+export const workerRound = (app: App): Promise<WorkerRound> =>
+  stamped(async () => (await import("../app/due-work.js")).runDueWork(app));
 
 function print(printer: Printer, round: WorkerRound): void {
   if (printer.json) return printer.emitJson(round);
@@ -56,10 +56,6 @@ function print(printer: Printer, round: WorkerRound): void {
   for (const s of round.swept) printer.line(esc`${round.at} swept ${s.threadId} ${s.result}: ${s.detail}`);
   for (const r of round.recovered) printer.line(esc`${round.at} ${r.result} ${r.threadId}: ${r.detail}`);
 }
-
-/** One round over the LangGraph API (`worker --api`): the same due index, threads driven through the server (src/api/api-due-work.ts). */
-const apiWorkerRound = (ctx: ApiDueContext): Promise<WorkerRound> =>
-  stamped(async () => (await import("../api/api-due-work.js")).runApiDueWork(ctx));
 
 /** What a worker process runs each round, what its first line says, and how it closes. */
 interface WorkerSource {
@@ -109,11 +105,11 @@ export async function openApiDue(
   };
 }
 
-/** The API worker: the due index of the server's journal, its threads driven through the API. */
+/** The API worker: the due index of the server's journal, its threads driven through the API (src/api/api-due-work.ts). */
 async function apiSource(url: string, interval: number): Promise<WorkerSource> {
   const due = await openApiDue(url);
   return {
-    round: () => apiWorkerRound(due.ctx),
+    round: () => stamped(async () => (await import("../api/api-due-work.js")).runApiDueWork(due.ctx)),
     banner: esc`worker ${process.pid}: storage ${due.storage}; threads on ${due.ctx.target.url}; every ${interval}s`,
     close: () => due.close(),
   };

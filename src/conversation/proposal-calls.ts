@@ -101,11 +101,9 @@ export async function readProposalCalls(
         taskId: objectIdOf(a),
         fields: a.fields,
       }));
-      const first = actions[0]!;
+      // The first action's operation, object and fields stand for the set's.
       accepted = {
-        operation: first.operation,
-        taskId: first.taskId,
-        fields: first.fields,
+        ...actions[0]!,
         actions,
         rationale: set.data.rationale,
         source: "model",

@@ -7,13 +7,12 @@
  * (with records, nothing in them comes from graph state: src/evidence/case-input.ts); and the files
  * must be exactly the ones that gives, as SHA256SUMS lists them.
  */
-import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { canonicalJson } from "../envelope/index.js";
 import { recordHash, type AuditRecord } from "../store/audit.js";
 import { buildCase, CASE_RECORD_SCHEMA, type CaseRecord } from "./bundle.js";
-import { CASE_RECORD_FILE, CHECKSUM_FILE, bundleFiles } from "./export.js";
+import { CASE_RECORD_FILE, CHECKSUM_FILE, bundleFiles, sha256 } from "./export.js";
 
 /** The thread's records as the audit log holds them now, and whether its chain checked intact. */
 export interface LiveThread {
@@ -34,8 +33,6 @@ export interface BundleCheck {
   /** What the bundle says that this check cannot confirm. */
   notChecked: string[];
 }
-
-const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
 /** The bundle's case record, read for its thread id before the live records are fetched. */
 export function readBundleCase(dir: string): CaseRecord {

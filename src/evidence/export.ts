@@ -13,6 +13,9 @@ import type { EvidenceObject } from "./evidence-objects.js";
 export const CHECKSUM_FILE = "SHA256SUMS";
 export const CASE_RECORD_FILE = "case-record.json";
 
+/** A file's text as SHA256SUMS lists it: the hex SHA-256 of its UTF-8 bytes. */
+export const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
+
 export function exportBundle(
   dir: string,
   caseRecord: CaseRecord,
@@ -27,9 +30,7 @@ export function exportBundle(
   fs.mkdirSync(out, { recursive: true });
   const names = [...files.keys()].sort();
   for (const name of names) fs.writeFileSync(path.join(out, name), files.get(name)!, "utf8");
-  const sums = names
-    .map((name) => `${createHash("sha256").update(files.get(name)!, "utf8").digest("hex")}  ${name}\n`)
-    .join("");
+  const sums = names.map((name) => `${sha256(files.get(name)!)}  ${name}\n`).join("");
   fs.writeFileSync(path.join(out, CHECKSUM_FILE), sums, "utf8");
   return { dir: out, files: [...names, CHECKSUM_FILE] };
 }

@@ -45,13 +45,9 @@ export function diffPair(before: string, after: string): { before: Html; after: 
   return { before: wrap(a, "del"), after: wrap(b, "ins") };
 }
 
-function display(value: unknown, label: string): { text: string; block: boolean; length?: number } {
-  const r = renderValue(value, label);
-  return {
-    text: r.lines.join("\n"),
-    block: r.block,
-    ...(r.length !== undefined ? { length: r.length } : {}),
-  };
+function display(value: unknown, label: string) {
+  const { lines, block, length } = renderValue(value, label);
+  return { text: lines.join("\n"), block, length };
 }
 
 /** For an action of a change set: its id and position, so its card is labelled and its ids are unique on the page. */

@@ -148,14 +148,18 @@ export function invisibleInEdit(fields: Record<string, unknown>): string | null 
     : `${found.join(", ")}: a character that cannot be seen is shown as a ⟨U+XXXX⟩ marker, and an edit never keeps one. Delete each marker (this drops the character) and submit again.`;
 }
 
-/** The audit record of an edit the inbox refused for characters that cannot be seen (nothing was sent to the graph). */
-export async function auditUnsafeEdit(
+/**
+ * Why an edit's values are refused for characters that cannot be seen (invisibleInEdit), or null; a
+ * refusal is audited (nothing was sent to the graph).
+ */
+export async function refusedAsInvisible(
   app: App,
   threadId: string,
   action: ActionRow | undefined,
-  reason: string,
   fields: Record<string, unknown>,
-): Promise<void> {
+): Promise<string | null> {
+  const reason = invisibleInEdit(fields);
+  if (reason === null) return null;
   const thread = await app.deps.journal.getThread(threadId);
   await app.deps.audit.append(
     lateResumeEntry(
@@ -167,4 +171,5 @@ export async function auditUnsafeEdit(
       app.deps.clock().toISOString(),
     ),
   );
+  return reason;
 }

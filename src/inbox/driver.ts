@@ -15,35 +15,25 @@ import type { App } from "../app/open-app.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import { runConfigurable } from "../runtime/run-deps.js";
 
+/** What is on the person's screen no longer waits: nothing was sent. */
 export class StaleCardError extends Error {
-  constructor(
-    readonly threadId: string,
-    readonly reason: string,
-    readonly current: ThreadView,
-  ) {
+  constructor(readonly reason: string) {
     super(reason);
     this.name = "StaleCardError";
   }
 }
 
-export interface OnScreen {
-  envelopeHash: string;
-  nonce: string;
-}
-
 export async function submitAsSignedIn(
   app: App,
   threadId: string,
-  onScreen: OnScreen,
+  onScreen: { envelopeHash: string; nonce: string },
   resume: unknown,
   identity: string,
 ): Promise<ThreadView> {
   return resumeAsSignedIn(app, threadId, identity, "role:approver", (view) => {
     if (view.status !== "awaiting_approval") {
       throw new StaleCardError(
-        threadId,
         `the thread is no longer waiting for this approval (it is ${view.status.replace("_", " ")}); nothing was applied`,
-        view,
       );
     }
     const a = view.approval!;
@@ -52,7 +42,7 @@ export async function submitAsSignedIn(
         a.revision > 0 && a.envelopeHash !== onScreen.envelopeHash
           ? `the card changed since this page was loaded: revision ${a.revision}${a.escalatedTo ? `, escalated to ${a.escalatedTo}` : ""} (${a.envelopeHash}) replaced the envelope on your screen (${onScreen.envelopeHash})`
           : "the card's nonce changed since this page was loaded";
-      throw new StaleCardError(threadId, `${why}; nothing was applied. Review the current card below.`, view);
+      throw new StaleCardError(`${why}; nothing was applied. Review the current card below.`);
     }
     return resume;
   });
@@ -73,16 +63,12 @@ export async function answerAsSignedIn(
   return resumeAsSignedIn(app, threadId, identity, "role:requester", (view) => {
     if (view.status !== "awaiting_input") {
       throw new StaleCardError(
-        threadId,
         `the thread is no longer waiting for this answer (it is ${view.status.replace("_", " ")}); nothing was sent`,
-        view,
       );
     }
     if (view.input!.askedAt !== askedAt) {
       throw new StaleCardError(
-        threadId,
         "a new question replaced the one on your screen; nothing was sent. Read the current question below.",
-        view,
       );
     }
     return { answers };

@@ -31,10 +31,9 @@ export interface InboxListPage {
 export async function inboxListPage(
   app: App,
   user: string,
-  q: { cursor?: string; limit?: number } = {},
+  q: { cursor?: string } = {},
 ): Promise<InboxListPage> {
   const journal = app.deps.journal;
-  const limit = q.limit ?? INBOX_PAGE_SIZE;
   const after = q.cursor !== undefined ? cursorKey(q.cursor) : undefined;
   const filter: RegisteredFilter = isApprover(app, user) ? {} : { requestedBy: user };
   const items: InboxItem[] = [];
@@ -43,7 +42,7 @@ export async function inboxListPage(
   for await (const row of registeredRows(
     (f) => journal.listRegistered(f),
     { ...filter, ...(after ? { after } : {}) },
-    limit + 1,
+    INBOX_PAGE_SIZE + 1,
   )) {
     if (!row.macValid) {
       damaged.push({ threadId: row.threadId, envelopeHash: row.envelopeHash });
@@ -55,7 +54,7 @@ export async function inboxListPage(
     const item = await inboxItemOf(app, action, user);
     if (!item) continue;
     items.push(item);
-    if (items.length >= limit) {
+    if (items.length >= INBOX_PAGE_SIZE) {
       const at = { registeredAt: row.registeredAt, envelopeHash: row.envelopeHash };
       next =
         (await journal.listRegistered({ ...filter, after: at, limit: 1 })).length > 0 ? cursorOf(at) : null;

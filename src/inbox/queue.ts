@@ -4,7 +4,6 @@
  * intact and still waiting, that this person may approve (policy approvers, narrowed to the
  * escalation group once escalated) or cancel (their own request). Soonest expiry first.
  */
-import { createHash } from "node:crypto";
 import type { App } from "../app/open-app.js";
 import { allowedApprovers, hasRole, levelRank } from "../envelope/policy.js";
 import { requesterVerificationOf, type RequesterVerification } from "../envelope/envelope.js";
@@ -12,45 +11,32 @@ import { changeLines, objectTitle, type ChangeLine } from "./summary.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 import { membersOf } from "../hitl/journal-gate.js";
+import { sha256Hex } from "../auth/tokens.js";
 
 /** One action of a change set as the list shows it. */
 export interface InboxSetAction {
   actionId: string;
   operation: string;
-  taskId: number;
-  fields: string[];
   /** What it acts on, with its title as read: "task 4 «Quarterly plan»". */
   title: string;
   changes: ChangeLine[];
 }
 
-export interface InboxItem {
+export interface InboxItem extends Entitlement {
   threadId: string;
   /** What a decision names: the envelope's hash, or for a change set the set's hash. */
   envelopeHash: string;
-  nonce: string;
   revision: number;
   requestedBy: string;
   requesterVerifiedBy: RequesterVerification;
   createdAt: string;
   expiresAt: string;
   risk: string;
-  reversibility: string;
   operation: string;
-  taskId: number;
-  fields: string[];
   escalatedTo: string | null;
   lastRefusal: { code: string; reason: string } | null;
-  /** Set for a change set: its actions in execution order (operation/taskId/fields above are the first's). */
+  /** Set for a change set: its actions in execution order (operation above is the first's). */
   actions: InboxSetAction[] | null;
-  /** May approve, reject or edit. */
-  mayDecide: boolean;
-  /** May approve: narrowed to the escalation group's members once escalated. */
-  mayApprove: boolean;
-  /** May cancel: an approver or the requester. */
-  mayCancel: boolean;
-  /** Why this user may not approve although they may decide (escalated elsewhere, or they wrote it), or null. */
-  notApprovable: NotApprovable | null;
   /** What the row names: the object with its title as read. */
   title: string;
   /** Each change as before → after, shortened (for a change set: the first action's; each action has its own). */
@@ -63,9 +49,13 @@ export interface InboxItem {
 export type NotApprovable = "escalated" | "requested" | "edited";
 
 export interface Entitlement {
+  /** May approve, reject or edit. */
   mayDecide: boolean;
+  /** May approve: narrowed to the escalation group's members once escalated. */
   mayApprove: boolean;
+  /** May cancel: an approver or the requester. */
   mayCancel: boolean;
+  /** Why this user may not approve although they may decide (escalated elsewhere, or they wrote it), or null. */
   notApprovable: NotApprovable | null;
 }
 
@@ -87,7 +77,6 @@ export interface Bound {
   revision: number;
   expiresAt: string;
   risk: string;
-  reversibility: string;
   requestedBy: string;
   requesterVerifiedBy: RequesterVerification;
   createdAt: string;
@@ -101,7 +90,6 @@ export function boundOf(action: ActionRow): Bound {
     revision: e.revision,
     expiresAt: e.expiresAt,
     risk: e.risk.level,
-    reversibility: e.risk.reversibility,
     requestedBy: e.requestedBy,
     requesterVerifiedBy: requesterVerificationOf(e),
     createdAt: e.createdAt,
@@ -164,25 +152,19 @@ export async function inboxItemOf(app: App, action: ActionRow, user: string): Pr
   return {
     threadId: action.threadId,
     envelopeHash: b.hash,
-    nonce: b.nonce,
     revision: b.revision,
     requestedBy: b.requestedBy,
     requesterVerifiedBy: b.requesterVerifiedBy,
     createdAt: b.createdAt,
     expiresAt: b.expiresAt,
     risk: b.risk,
-    reversibility: b.reversibility,
     operation: e.operation,
-    taskId: e.object.id,
-    fields: Object.keys(e.params),
     escalatedTo: action.escalatedTo,
     lastRefusal: last ? { code: last.code, reason: last.reason } : null,
     actions: members
       ? members.map((m) => ({
           actionId: m.set?.actionId ?? "",
           operation: m.envelope.operation,
-          taskId: m.envelope.object.id,
-          fields: Object.keys(m.envelope.params),
           title: objectTitle(m.envelope),
           changes: changeLines(m.envelope, m.people?.names),
         }))
@@ -196,10 +178,9 @@ export async function inboxItemOf(app: App, action: ActionRow, user: string): Pr
 
 /** Changes whenever anything on the list changes (arrived, decided, revised, refused, escalated). */
 export function versionOf(items: InboxItem[]): string {
-  return createHash("sha256")
-    .update(JSON.stringify(items.map((i) => [i.threadId, i.envelopeHash, i.lastRefusal?.code ?? null])))
-    .digest("hex")
-    .slice(0, 16);
+  return sha256Hex(
+    JSON.stringify(items.map((i) => [i.threadId, i.envelopeHash, i.lastRefusal?.code ?? null])),
+  ).slice(0, 16);
 }
 
 /** A structured question waiting for an answer, from the journal's questions index (no checkpoint is loaded). */

@@ -13,7 +13,8 @@
  *   shares one address, and anyone's wrong guesses must not lock everyone out. A success clears only
  *   its id's count, so one valid account cannot reset an address's budget.
  */
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
+import { sha256Hex } from "../auth/tokens.js";
 
 export const SESSION_COOKIE = "__Host-ae-inbox";
 export const LOGIN_COOKIE = "__Host-ae-login";
@@ -126,20 +127,18 @@ export class SignInLinks {
   issue(user: string): { token: string; expiresAt: number } {
     const t = token();
     const expiresAt = this.now() + this.ttlMs;
-    this.byDigest.set(digest(t), { user, expiresAt });
+    this.byDigest.set(sha256Hex(t), { user, expiresAt });
     return { token: t, expiresAt };
   }
 
   /** The approver the token names, once: the token is spent whether or not it has expired. */
   redeem(t: string): string | undefined {
-    const key = digest(t);
+    const key = sha256Hex(t);
     const entry = this.byDigest.get(key);
     this.byDigest.delete(key);
     return entry && this.now() <= entry.expiresAt ? entry.user : undefined;
   }
 }
-
-const digest = (t: string) => createHash("sha256").update(t).digest("hex");
 
 /** A peer address on this computer: 127.0.0.0/8, ::1, or either mapped into IPv6. */
 export function isLoopbackAddress(address: string | undefined): boolean {

@@ -9,13 +9,13 @@ import { serve } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { bodyLimit } from "hono/body-limit";
-import { html, type Html } from "./html.js";
+import { html } from "./html.js";
 import { inboxPage, layout, listFragment, type ListFilters, type ListPaging } from "./pages.js";
 import { inboxListPage, type InboxListPage } from "./list-page.js";
 import { UsageError } from "../errors.js";
 import { cursorKey } from "../app/pending.js";
 import { inboxItemOf, questionsFor, versionOf, waitingAction } from "./queue.js";
-import { Sessions, SignInLinks, isLoopbackAddress, type Session } from "./security.js";
+import { Sessions, SignInLinks, isLoopbackAddress } from "./security.js";
 import { CLIENT_CSS, CLIENT_JS } from "./static.js";
 import type { Env, InboxOptions, RouteContext } from "./routes-context.js";
 import { signInRoutes } from "./sign-in-routes.js";
@@ -73,13 +73,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     return undefined;
   };
 
-  const refused = (
-    c: Context<Env>,
-    status: 400 | 401 | 403 | 409 | 422 | 429,
-    title: string,
-    message: string | Html,
-    user?: Session,
-  ) =>
+  const refused: RouteContext["refused"] = (c, status, title, message, user) =>
     c.html(
       layout(
         title,

@@ -1,7 +1,7 @@
 /**
  * The inbox's sign-in: password and one-time link, the session and CSRF check, sign-out, and their audit records.
  */
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { getCookie, setCookie, deleteCookie } from "hono/cookie";
 import { signInPage } from "./pages.js";
@@ -14,6 +14,7 @@ import {
   token,
 } from "./security.js";
 import type { AuditEntry } from "../store/audit.js";
+import { sha256Hex } from "../auth/tokens.js";
 import type { Env, RouteContext, SignInEvent } from "./routes-context.js";
 
 /** Sign-in by password or one-time link, the session check every later route relies on, and sign-out. */
@@ -160,10 +161,7 @@ export function signInEntry(
   address: string,
   at: string,
 ): AuditEntry {
-  const digest = createHash("sha256")
-    .update(`${at}\n${typed}\n${address}\n${randomUUID()}`)
-    .digest("hex")
-    .slice(0, 16);
+  const digest = sha256Hex(`${at}\n${typed}\n${address}\n${randomUUID()}`).slice(0, 16);
   return {
     threadId: "",
     revision: 0,

@@ -13,11 +13,10 @@ import { layout } from "./pages.js";
 import { boundOf, entitlementOf, mayAnswer, maySeeRun, waitingAction } from "./queue.js";
 import { MAX_FIELD, type Env, type RouteContext } from "./routes-context.js";
 import {
-  auditUnsafeEdit,
   editedActionOf,
   editedFields,
-  invisibleInEdit,
   readPerActionForm,
+  refusedAsInvisible,
   type PerActionForm,
 } from "./decision-form.js";
 import {
@@ -26,7 +25,7 @@ import {
   perActionControls,
   questionSection,
   setDecisionForms,
-  setHistoryOf,
+  setDecidedOf,
 } from "./thread-sections.js";
 
 /** A thread's page (its card while waiting, its outcome after) and the decision and answer forms it posts. */
@@ -85,7 +84,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
         404,
       );
     } else {
-      body = html`${banner}${outcomeSection(view, await setHistoryOf(app, threadId))}`;
+      body = html`${banner}${outcomeSection(view, await setDecidedOf(app, threadId))}`;
     }
     return c.html(
       layout(
@@ -168,35 +167,33 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const decidedAt = decidedAtFor(signature);
     const signed = { decidedAt, ...(signature ? { signature } : {}) };
     const named = { envelopeHash, nonce, approver: { id: s.user } };
-    let decision: Record<string, unknown>;
-    let decisions: Array<Record<string, unknown>> | undefined;
+    let decisions: Array<Record<string, unknown>>;
     switch (type) {
       case "approve":
-        decision = { type, ...named, ...signed };
+        decisions = [{ type, ...named, ...signed }];
         break;
       case "reject": {
         const message = field("message")?.trim();
-        decision = { type, ...named, ...(message ? { message } : {}), ...signed };
+        decisions = [{ type, ...named, ...(message ? { message } : {}), ...signed }];
         break;
       }
       case "edit": {
         const edited = editedFields(form, "");
         if (!edited.ok) return refused(c, 422, "Edit not sent", edited.reason, s);
-        const unsafe = invisibleInEdit(edited.fields);
-        if (unsafe) {
-          await auditUnsafeEdit(app, threadId, action, unsafe, edited.fields);
-          return refused(c, 422, "Edit not sent", unsafe, s);
-        }
-        decision = { type, ...named, editedAction: editedActionOf(action, edited.fields), ...signed };
+        const unsafe = await refusedAsInvisible(app, threadId, action, edited.fields);
+        if (unsafe) return refused(c, 422, "Edit not sent", unsafe, s);
+        decisions = [{ type, ...named, editedAction: editedActionOf(action, edited.fields), ...signed }];
         break;
       }
       case "cancel":
-        decision = { type, envelopeHash, nonce, by: { id: s.user }, reason: field("reason")?.trim() ?? "" };
+        decisions = [
+          { type, envelopeHash, nonce, by: { id: s.user }, reason: field("reason")?.trim() ?? "" },
+        ];
         break;
       case "per-action": {
         // One decision per action of the change set, each naming its action by id, all from the
         // signed-in approver and bound to the set's hash and nonce; signed one by one when signing is on.
-        const built: Array<Record<string, unknown>> = [];
+        decisions = [];
         for (const e of perAction!.entries) {
           const sig = field(`signature.${e.actionId}`);
           const common = {
@@ -205,25 +202,20 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
             decidedAt: decidedAtFor(sig),
             ...(sig ? { signature: sig } : {}),
           };
-          if (e.type === "approve") built.push({ type: "approve", ...common });
+          if (e.type === "approve") decisions.push({ type: "approve", ...common });
           else if (e.type === "reject") {
             const message = field(`message.${e.actionId}`)?.trim();
-            built.push({ type: "reject", ...common, ...(message ? { message } : {}) });
+            decisions.push({ type: "reject", ...common, ...(message ? { message } : {}) });
           } else {
             const fields = editedFields(form, `edit.${e.actionId}.`);
             if (!fields.ok)
               return refusedOn(c, threadId, `Nothing was sent: ${e.actionId}: ${fields.reason}`);
-            const unsafe = invisibleInEdit(fields.fields);
-            if (unsafe) {
-              await auditUnsafeEdit(app, threadId, action, unsafe, fields.fields);
-              return refusedOn(c, threadId, `Nothing was sent: ${e.actionId}: ${unsafe}`);
-            }
+            const unsafe = await refusedAsInvisible(app, threadId, action, fields.fields);
+            if (unsafe) return refusedOn(c, threadId, `Nothing was sent: ${e.actionId}: ${unsafe}`);
             const target = onScreenSet?.find((m) => m.set?.actionId === e.actionId);
-            built.push({ type: "edit", ...common, editedAction: editedActionOf(target, fields.fields) });
+            decisions.push({ type: "edit", ...common, editedAction: editedActionOf(target, fields.fields) });
           }
         }
-        decisions = built;
-        decision = built[0]!;
         break;
       }
       default:
@@ -232,13 +224,7 @@ export function threadRoutes(web: Hono<Env>, ctx: RouteContext): void {
     const before = action?.progress.refusalsSeen ?? 0;
     let after: ThreadView;
     try {
-      after = await submitAsSignedIn(
-        app,
-        threadId,
-        { envelopeHash, nonce },
-        { decisions: decisions ?? [decision] },
-        s.user,
-      );
+      after = await submitAsSignedIn(app, threadId, { envelopeHash, nonce }, { decisions }, s.user);
     } catch (e) {
       return notAccepted(c, threadId, e);
     }

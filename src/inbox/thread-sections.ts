@@ -164,30 +164,26 @@ export function setDecisionForms(
 }
 
 /** A change set decided action by action in an earlier revision: who decided it and how, per action. */
-interface SetHistory {
-  decided?: {
-    setHash: string;
-    approverId: string;
-    perAction: Array<{ actionId: string; type: string; message?: string }>;
-  };
+interface SetDecided {
+  setHash: string;
+  approverId: string;
+  perAction: Array<{ actionId: string; type: string; message?: string }>;
 }
 
-export async function setHistoryOf(app: App, threadId: string): Promise<SetHistory> {
+export async function setDecidedOf(app: App, threadId: string): Promise<SetDecided | undefined> {
   const current = await app.deps.journal.currentAction(threadId);
-  if (!current?.macValid) return {};
+  if (!current?.macValid) return undefined;
   for (const h of [...current.supersededHashes].reverse()) {
     const row = await app.deps.journal.getAction(h);
     const d = row?.macValid ? row.progress.decision : undefined;
     if (d?.setPlan)
       return {
-        decided: {
-          setHash: row!.set?.setHash ?? d.envelopeHash,
-          approverId: d.approverId,
-          perAction: d.setPlan.perAction,
-        },
+        setHash: row!.set?.setHash ?? d.envelopeHash,
+        approverId: d.approverId,
+        perAction: d.setPlan.perAction,
       };
   }
-  return {};
+  return undefined;
 }
 
 export function decisionForms(
@@ -275,7 +271,7 @@ export async function questionSection(app: App, view: ThreadView, s: Session, ba
   </section>`;
 }
 
-export function outcomeSection(view: ThreadView, history: SetHistory = {}): Html {
+export function outcomeSection(view: ThreadView, decided: SetDecided | undefined): Html {
   const s = view.state;
   if (view.status === "interrupted_run")
     return html`<h1>The run stopped between steps</h1><p>A worker or <code>recover</code> finishes it.</p>`;
@@ -292,9 +288,9 @@ export function outcomeSection(view: ThreadView, history: SetHistory = {}): Html
     <dt>Decision</dt><dd>${s?.decision ? html`${s.decision.type} by ${text(s.decision.approverId)} (identity ${s.decision.verifiedBy})` : "—"}</dd></dl>
     ${cs ? html`<h2>Change set of ${cs.actions.length} actions: how each ended</h2>${setOutcomeTable(cs.actions)}` : ""}
     ${
-      history.decided
-        ? html`<h2>Decided action by action</h2><p>By ${text(history.decided.approverId)}, on change set <code class="action-hash">${history.decided.setHash}</code>:</p>
-        <ul class="per-action-decisions">${history.decided.perAction.map((p) => html`<li data-action-id="${p.actionId}"><strong>${p.actionId}</strong>: ${p.type}${p.message ? html` (${text(p.message)})` : ""}</li>`)}</ul>
+      decided
+        ? html`<h2>Decided action by action</h2><p>By ${text(decided.approverId)}, on change set <code class="action-hash">${decided.setHash}</code>:</p>
+        <ul class="per-action-decisions">${decided.perAction.map((p) => html`<li data-action-id="${p.actionId}"><strong>${p.actionId}</strong>: ${p.type}${p.message ? html` (${text(p.message)})` : ""}</li>`)}</ul>
         <p><small>The approved and edited actions became the next revision; the table above lists every action of the set, the rejected ones as REJECTED.</small></p>`
         : ""
     }`;
