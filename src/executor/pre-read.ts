@@ -1,10 +1,4 @@
-import {
-  OPERATIONS,
-  commentIdsWithText,
-  extractComments,
-  madeWhen,
-  taskIdsWithTitle,
-} from "../envelope/index.js";
+import { OPERATIONS, commentIdsWithText, extractComments, madeWhen } from "../envelope/index.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
@@ -14,8 +8,8 @@ import { refuseTampered, rollbackOf } from "./write.js";
 import type { PhaseContext } from "./phase-context.js";
 import {
   heldOrBusy,
+  listTitled,
   madeByEarlierOfSet,
-  NEWEST_FIRST,
   notExecutedWith,
   passed,
   readAndCompare,
@@ -141,10 +135,7 @@ async function preReadCreate(
 ): Promise<ActionRow> {
   const envelope = action.envelope;
   const title = envelope.params["TITLE"];
-  // Newest first, asked for explicitly: the new task must be on the one page read (50 rows) even where
-  // more tasks carry the title and a portal's default order differs.
-  const listed = await deps.tools.read("listTasks", { filter: { TITLE: title }, order: NEWEST_FIRST });
-  const found = listed.ok ? taskIdsWithTitle(listed.body, title) : null;
+  const { listed, found } = await listTitled(deps, title);
   const base = {
     fields: [],
     moved: [],
@@ -153,16 +144,11 @@ async function preReadCreate(
     lease,
     at: deps.clock().toISOString(),
   };
-  if (!found?.ok) {
-    const why = !listed.ok
-      ? `${listed.error.kind}: ${listed.error.description}`
-      : found && !found.ok
-        ? found.reason
-        : "unreadable";
+  if (!found.ok) {
     const record: PreReadRecord = {
       ...base,
       verdict: "ERROR",
-      reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${why}); without that list a lost answer could not be told from an earlier task, so nothing is created`,
+      reason: `the tasks titled ${JSON.stringify(title)} could not be listed (${found.reason}); without that list a lost answer could not be told from an earlier task, so nothing is created`,
     };
     return notExecutedWith(deps, action, record)("PRECHECK_ERROR", record.reason);
   }

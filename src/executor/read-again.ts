@@ -4,8 +4,7 @@ import type { PreReadRecord } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import { rawOf } from "../hitl/reads.js";
 import type { PhaseContext } from "./phase-context.js";
-import { madeByEarlierOfSet, NEWEST_FIRST, notExecutedWith, readAndCompare, settle } from "./settle.js";
-import { taskIdsWithTitle } from "../envelope/created.js";
+import { listTitled, madeByEarlierOfSet, notExecutedWith, readAndCompare, settle } from "./settle.js";
 import type { Deps } from "../runtime/deps.js";
 
 /**
@@ -56,28 +55,22 @@ async function readAgainBeforeCreate(
 ): Promise<ActionRow | null> {
   const earlier = action.progress.preRead;
   const title = action.envelope.params["TITLE"];
-  const listed = await deps.tools.read("listTasks", { filter: { TITLE: title }, order: NEWEST_FIRST });
-  const found = listed.ok ? taskIdsWithTitle(listed.body, title) : null;
+  const { listed, found } = await listTitled(deps, title);
   const known = new Set([...(earlier?.sameTextBefore ?? []), ...madeByEarlierOfSet(action, members)]);
-  const appeared = found?.ok ? found.ids.filter((id) => !known.has(id)) : [];
-  if (found?.ok && appeared.length === 0) return null;
+  const appeared = found.ok ? found.ids.filter((id) => !known.has(id)) : [];
+  if (found.ok && appeared.length === 0) return null;
   if (await deps.journal.findExecution(action.envelopeHash)) return null;
   const why = `read again before the write, because the pre-read of ${earlier?.at ?? "an earlier run"} ${because}`;
-  const failed = !listed.ok
-    ? `${listed.error.kind}: ${listed.error.description}`
-    : found && !found.ok
-      ? found.reason
-      : "";
   const record: PreReadRecord = {
-    verdict: found?.ok ? "MISMATCH" : "ERROR",
-    reason: found?.ok
+    verdict: found.ok ? "MISMATCH" : "ERROR",
+    reason: found.ok
       ? `${why}: task(s) ${appeared.join(", ")} titled ${JSON.stringify(title)} appeared since; a second task of that title would follow, and which one is this approval's could not be told`
-      : `${why}: the tasks titled ${JSON.stringify(title)} could not be listed (${failed}); nothing is created`,
+      : `${why}: the tasks titled ${JSON.stringify(title)} could not be listed (${found.reason}); nothing is created`,
     fields: [],
     moved: [],
     raw: rawOf(listed),
     canEdit: null,
-    ...(found?.ok ? { sameTextBefore: found.ids } : {}),
+    ...(found.ok ? { sameTextBefore: found.ids } : {}),
     ...(earlier?.lease ? { lease: earlier.lease } : {}),
     at: deps.clock().toISOString(),
   };

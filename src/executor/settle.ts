@@ -16,6 +16,7 @@ import { readObject, toReadResult } from "../hitl/reads.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
 import { normaliseId } from "../envelope/fields.js";
+import { taskIdsWithTitle } from "../envelope/created.js";
 
 /**
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
@@ -110,8 +111,19 @@ export async function readAndCompare(
   return { res, comparison: compareBaseline(expectedEnvelope(action, members), toReadResult(res)) };
 }
 
-/** tasks.task.list's order for finding a new task by its title: newest first. */
-export const NEWEST_FIRST = { ID: "desc" } as const;
+/**
+ * The tasks carrying a title, as the create's pre-read, its read again and its verification list them:
+ * one page of 50, newest first, asked for explicitly so that a new task is on the page even where more
+ * tasks carry the title and a portal's default order differs. `found` has the tasks or why they could
+ * not be listed.
+ */
+export async function listTitled(deps: Pick<Deps, "tools">, title: unknown) {
+  const listed = await deps.tools.read("listTasks", { filter: { TITLE: title }, order: { ID: "desc" } });
+  const found: ReturnType<typeof taskIdsWithTitle> = listed.ok
+    ? taskIdsWithTitle(listed.body, title)
+    : { ok: false, reason: `${listed.error.kind}: ${listed.error.description}` };
+  return { listed, found };
+}
 
 /**
  * In a change set, the ids of what earlier VERIFIED actions of the set with the same operation created

@@ -15,7 +15,7 @@ import type { ActionRow } from "../store/action-machine.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { PhaseContext } from "./phase-context.js";
 import { rowAfter } from "../hitl/journal-gate.js";
-import { NEWEST_FIRST } from "./settle.js";
+import { listTitled } from "./settle.js";
 
 /**
  * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as
@@ -78,10 +78,7 @@ async function freshRead(
     }
     case "create": {
       // A new task: found among the tasks carrying the approved title (by the acknowledged id when there is one).
-      const listed = await deps.tools.read("listTasks", {
-        filter: { TITLE: envelope.params["TITLE"] },
-        order: NEWEST_FIRST,
-      });
+      const { listed } = await listTitled(deps, envelope.params["TITLE"]);
       const readAt = at();
       const { created, ...result } = verifyCreatedTask(
         envelope,
