@@ -11,6 +11,7 @@
 import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { Deps } from "./deps.js";
+import { canonicalJson } from "../envelope/index.js";
 
 /** The configurable key a run's dependencies travel under. */
 export const DEPS_KEY = "action_envelope_deps";
@@ -95,16 +96,12 @@ export function runConfigurable(continued: boolean, resume?: unknown): Record<st
 }
 
 /**
- * A value's JSON text with object keys sorted: the same for the value a run was sent with and the copy
- * the checkpoint gives back (which drops undefined properties); undefined for what is not JSON.
+ * A value's canonical JSON text: the same for the value a run was sent with and the copy the checkpoint
+ * gives back (which drops undefined properties); undefined for what is not JSON.
  */
 function jsonText(value: unknown): string | undefined {
   try {
-    return JSON.stringify(value, (_key, v: unknown) =>
-      v !== null && typeof v === "object" && !Array.isArray(v)
-        ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-        : v,
-    );
+    return canonicalJson(value);
   } catch {
     return undefined;
   }
@@ -130,6 +127,13 @@ export function receivedIn(
   if (!origin) return undefined;
   if (origin.continued || (resumed && !origin.resumesWith(resumed.value))) return null;
   return origin.nonce;
+}
+
+/** This run's nonce (undefined for a run started without an origin): names what the run itself records. */
+export function runNonce(
+  config: Pick<LangGraphRunnableConfig, "configurable"> | undefined,
+): string | undefined {
+  return originOf(config)?.nonce;
 }
 
 /** Whether a pending decision recorded as received in `from` was sent with this very run (always, for a run without an origin). */
