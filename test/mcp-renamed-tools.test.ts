@@ -5,60 +5,29 @@
  * read_tools and answered through the server's own tools; the approved write goes through the
  * server's update tool. Writes are counted in the emulator's call log.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { z } from "zod";
 import { AIMessage } from "@langchain/core/messages";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
+import { startTaskMcpServer, type TaskMcpServer } from "./support/task-mcp-server.js";
 
 const TITLE = "RENAMED-TOOLS quarterly review";
 let portal: Portal;
-let http: Server;
-let url: string;
+let mcp: TaskMcpServer;
 
 beforeAll(async () => {
   portal = await startPortal();
-  const client = new Bitrix24Client({ webhookUrl: portal.emulator.webhookUrl, rate: 0 });
-  const text = (body: unknown) => ({ content: [{ type: "text" as const, text: JSON.stringify(body) }] });
-  const build = () => {
-    const s = new McpServer({ name: "renamed", version: "0.0.1" });
-    s.registerTool("t_get", { inputSchema: { taskId: z.number() } }, async (a) =>
-      text(await client.getTask(a.taskId)),
-    );
-    s.registerTool("t_list", { inputSchema: {} }, async () => text(await client.listTasks()));
-    s.registerTool("t_history", { inputSchema: { taskId: z.number() } }, async (a) =>
-      text(await client.getTaskHistory(a.taskId)),
-    );
-    s.registerTool(
-      "t_update",
-      { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } },
-      async (a) => text(await client.updateTask(a.taskId, a.fields)),
-    );
-    return s;
-  };
-  http = createServer(async (req, res) => {
-    const server = build();
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on("close", () => void transport.close().then(() => server.close()));
-    await server.connect(transport);
-    await transport.handleRequest(req, res);
+  mcp = await startTaskMcpServer(portal.emulator.webhookUrl, {
+    get: "t_get",
+    list: "t_list",
+    history: "t_history",
+    update: "t_update",
   });
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
 });
 
 afterAll(async () => {
-  http.closeAllConnections();
-  await new Promise<void>((resolve) => http.close(() => resolve()));
+  await mcp.close();
   await portal.emulator.close();
 });
 
@@ -86,7 +55,7 @@ it("with getTask=t_get, listTasks=t_list, getHistory=t_history, updateTask=t_upd
   const app = await openTestApp(portal, tempDir(), {
     model: readThenPropose(),
     env: {
-      BITRIX24_MCP_URL: url,
+      BITRIX24_MCP_URL: mcp.url,
       BITRIX24_MCP_TOOLS: "getTask=t_get,listTasks=t_list,getHistory=t_history,updateTask=t_update",
     },
   });

@@ -4,14 +4,9 @@
  * envelope is built and recorded with it; edits that name a person (RESPONSIBLE_ID=Bob Smith) resolved
  * to exactly one active user, or refused. Real emulator over HTTP, our MCP server over stdio.
  */
-import { createServer, type Server } from "node:http";
 import path from "node:path";
 import Database from "better-sqlite3";
-import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { z } from "zod";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
@@ -47,6 +42,7 @@ import {
 } from "./support/harness.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
 import { usingPostgres } from "./support/postgres.js";
+import { startTaskMcpServer, type TaskMcpServer } from "./support/task-mcp-server.js";
 
 async function rest(
   emu: RunningEmulator,
@@ -474,45 +470,20 @@ describe("names from the command line, each command its own process", () => {
 
 describe("an external MCP server without a user tool", () => {
   let emu: RunningEmulator;
-  let http: Server;
+  let mcp: TaskMcpServer;
   let url: string;
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, rate: 0 });
-    const client = new Bitrix24Client({ webhookUrl: emu.webhookUrl, rate: 0 });
-    const text = (body: unknown) => ({ content: [{ type: "text" as const, text: JSON.stringify(body) }] });
-    // Task tools only (like most public Bitrix24 MCP servers): no user.get tool.
-    const build = () => {
-      const s = new McpServer({ name: "tasks-only", version: "0.0.1" });
-      s.registerTool("get_task_by_id", { inputSchema: { taskId: z.number() } }, async (a) =>
-        text(await client.getTask(a.taskId)),
-      );
-      s.registerTool("list_tasks", { inputSchema: {} }, async () => text(await client.listTasks()));
-      s.registerTool("get_task_history", { inputSchema: { taskId: z.number() } }, async (a) =>
-        text(await client.getTaskHistory(a.taskId)),
-      );
-      s.registerTool(
-        "update_task",
-        { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } },
-        async (a) => text(await client.updateTask(a.taskId, a.fields)),
-      );
-      return s;
-    };
-    http = createServer(async (req, res) => {
-      const server = build();
-      const transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: undefined,
-        enableJsonResponse: true,
-      });
-      res.on("close", () => void transport.close().then(() => server.close()));
-      await server.connect(transport);
-      await transport.handleRequest(req, res);
+    mcp = await startTaskMcpServer(emu.webhookUrl, {
+      get: "get_task_by_id",
+      list: "list_tasks",
+      history: "get_task_history",
+      update: "update_task",
     });
-    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-    url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+    url = mcp.url;
   });
   afterAll(async () => {
-    http.closeAllConnections();
-    await new Promise<void>((resolve) => http.close(() => resolve()));
+    await mcp.close();
     await emu.close();
   });
 
