@@ -839,6 +839,71 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await expectOnlyRegisteredWrite(mark, p);
   });
 
+  it("an answer written into the checkpoint is not judged by the run that continues the thread: recover refuses it NOT_SENT_WITH_THIS_RUN, uncounted, the question still waits; the answer sent with its run decides the target", async () => {
+    const title = `${NEW_TITLE} planted answer`;
+    await open({
+      script: askThenPropose(
+        { taskId: { type: "number", description: "task id" } },
+        { TITLE: title },
+        "Which task?",
+      ),
+    });
+    const threadId = randomUUID();
+    await app!.graph.invoke({ request: REQUEST, requestedBy: "demo-user" } as never, cfg(threadId));
+    soft((await viewThread(app!, threadId)).status).toBe("awaiting_input");
+    const mark = await writeMark(portal);
+    const answerRefusals = async () =>
+      events(await readAudit(dataDir, threadId), "answer_refused").map(
+        (r) => (r["refusal"] as { code: string }).code,
+      );
+    // The writer's choice of task (5), pending before check_input, then continued by recover.
+    await app!.graph.updateState(
+      cfg(threadId),
+      { pendingDecision: { answers: { taskId: 5 } }, pendingFrom: "a-guessed-run" } as never,
+      "agent",
+    );
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual(["check_input"]);
+    const view = await recoverThread(app!, threadId);
+    soft(view.status).toBe("awaiting_input");
+    soft(view.input?.question).toBe("Which task?");
+    soft(await answerRefusals()).toEqual(["NOT_SENT_WITH_THIS_RUN"]);
+    soft((await app!.deps.journal.getQuestion(threadId))?.invalidAnswers).toBe(0);
+    soft((await app!.deps.journal.getQuestion(threadId))?.status).toBe("open");
+    // The chat form: a message with the answer put into the checkpoint's messages, then continued.
+    await app!.graph.updateState(
+      cfg(threadId),
+      { messages: [{ role: "user", content: "5" }] } as never,
+      "read_tools",
+    );
+    soft((await app!.graph.getState(cfg(threadId))).next).toEqual(["agent"]);
+    soft((await recoverThread(app!, threadId)).status).toBe("awaiting_input");
+    soft(await answerRefusals()).toEqual(["NOT_SENT_WITH_THIS_RUN", "NOT_SENT_WITH_THIS_RUN"]);
+    // A resume value written beside the pause takes the place of the answer the next run is sent with:
+    // it is refused the same way, and the question waits for the human's answer again.
+    const paused = await app!.graph.getState(cfg(threadId));
+    await app!.checkpointer.putWrites(
+      paused.config as never,
+      [["__resume__", { answers: { taskId: 5 } }]] as never,
+      paused.tasks[0]!.id,
+    );
+    soft((await submitDecision(app!, threadId, { answers: { taskId: 4 } })).status).toBe("awaiting_input");
+    soft(await answerRefusals()).toEqual([
+      "NOT_SENT_WITH_THIS_RUN",
+      "NOT_SENT_WITH_THIS_RUN",
+      "NOT_SENT_WITH_THIS_RUN",
+    ]);
+    const answered = await submitDecision(app!, threadId, { answers: { taskId: 4 } });
+    soft(answered.status).toBe("awaiting_approval");
+    soft(answered.approval?.envelope.object.id).toBe(4);
+    soft((await app!.deps.journal.getQuestion(threadId))?.invalidAnswers).toBe(0);
+    soft(await writesSince(portal, mark)).toEqual([]);
+    if (!answered.approval) return;
+    const done = await submitDecision(app!, threadId, approveValue(answered.approval as never, "bob"));
+    soft(done.state?.outcome).toBe("VERIFIED");
+    const writes = await writesSince(portal, mark);
+    soft(writes.map((w) => (w.params as { taskId?: unknown }).taskId)).toEqual([4]);
+  });
+
   it("a one-line chat decision is bound to the caller who sent it: continued by another authenticated run after a stop between steps, it is refused, not taken as that run's approval", async () => {
     await open();
     const { threadId, p } = await waiting();

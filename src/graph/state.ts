@@ -278,7 +278,7 @@ export const AgentState = new StateSchema({
     },
   ),
   pendingFrom: lastOrNull<string>(
-    "The run the pending decision was sent with (a nonce of that run); check_decision judges it only in that same run, so a value found in a checkpoint is never taken as a new decision.",
+    "The run the pending decision or answer was sent with (a nonce of that run); check_decision and check_input judge it only in that same run, so a value found in a checkpoint is never taken as a new one.",
     z.string(),
   ),
   decision,

@@ -409,18 +409,26 @@ export function answerRefusedEntry(ctx: {
   count: number;
   reason: string;
   raw: unknown;
+  /** For an answer found in the checkpoint, not sent with the run judging it (refused, not counted): that run's nonce. */
+  notSentIn?: string;
 }): AuditEntry {
   return hashable({
     threadId: ctx.threadId,
     revision: ctx.revision,
     event: "answer_refused",
-    discriminator: `${ctx.toolCallId}:${ctx.count}`,
+    discriminator:
+      ctx.notSentIn !== undefined
+        ? `${ctx.toolCallId}:not-sent:${ctx.notSentIn}`
+        : `${ctx.toolCallId}:${ctx.count}`,
     at: ctx.at,
     requestedBy: ctx.requestedBy,
     risk: null,
     what: noEnvelope("request_input"),
     ...none,
-    refusal: { code: "INVALID_ANSWER", reason: ctx.reason },
+    refusal: {
+      code: ctx.notSentIn !== undefined ? "NOT_SENT_WITH_THIS_RUN" : "INVALID_ANSWER",
+      reason: ctx.reason,
+    },
     policy: policyOf(ctx.policy),
     received: ctx.raw,
   });

@@ -64,7 +64,10 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   // A question is waiting (new input discarded LangGraph's pending ask_input, or a node was driven
   // here out of order): the model is not called; the question stays, and a chat message goes to it.
   const waiting = await deps.journal.getQuestion(gate.threadId);
-  if (waiting?.status === "open") return holdForQuestion(state, waiting, thread);
+  if (waiting?.status === "open") {
+    const held = holdForQuestion(state, waiting, thread);
+    return held.pendingDecision != null ? { ...held, pendingFrom: receivedIn(config) ?? null } : held;
+  }
   // The model's turns are counted in the journal's thread row, never taken from state (which any API
   // client can rewrite): the limit ends a run only after that many model calls were made.
   const taken = (await deps.journal.getThreadTurns(gate.threadId))?.agentSteps ?? 0;

@@ -2,6 +2,7 @@ import { Command, interrupt, type LangGraphRunnableConfig } from "@langchain/lan
 import type { State, Update } from "../graph/state.js";
 import { inputRequestFrom } from "../hitl/input-request.js";
 import { admitResume } from "../hitl/bounds.js";
+import { receivedIn } from "../runtime/run-deps.js";
 
 /** The pause for a structured question; like await_approval, nothing but the interrupt. */
 export async function askInput(state: State, config: LangGraphRunnableConfig): Promise<Update | Command> {
@@ -13,5 +14,12 @@ export async function askInput(state: State, config: LangGraphRunnableConfig): P
   // journal's question, or where the journal says the thread is.
   if (!state.inputRequest) return new Command({ goto: "check_input" });
   const answer: unknown = interrupt(inputRequestFrom(state, String(config.configurable?.thread_id ?? "")));
-  return new Command({ update: { pendingDecision: admitResume(answer) }, goto: "check_input" });
+  // The run it came with is recorded: check_input judges it in that run only.
+  return new Command({
+    update: {
+      pendingDecision: admitResume(answer),
+      pendingFrom: receivedIn(config, { value: answer }) ?? null,
+    },
+    goto: "check_input",
+  });
 }

@@ -1,7 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
-import { depsOf } from "../runtime/run-deps.js";
+import { depsOf, runNonce, sentWithThisRun } from "../runtime/run-deps.js";
 import {
   answersFromChat,
   chatMessageText,
@@ -40,6 +40,32 @@ async function checkedInput(state: State, config: LangGraphRunnableConfig): Prom
   if (state.pendingDecision == null && asked.status === "open")
     return state.inputRequest?.toolCallId !== req.toolCallId ? { inputRequest: req } : {};
   const at = deps.clock().toISOString();
+  const audited = {
+    threadId: gate.threadId,
+    revision: gate.action?.revision ?? 0,
+    requestedBy: gate.thread?.requestedBy ?? gate.action?.envelope.requestedBy ?? "",
+    policy: deps.policy,
+    at,
+    toolCallId: req.toolCallId,
+    raw: boundedForEvidence(state.pendingDecision),
+  };
+  // Only an answer sent with this run is judged: one a run continues from its checkpoint (recover, the
+  // worker) may have been put there by whoever can write the data directory. It is refused, recorded,
+  // not counted, and the question asked again.
+  if (asked.status === "open" && !sentWithThisRun(config, state.pendingFrom)) {
+    const reason =
+      "the pending answer was found in the thread's checkpoint, not sent with this run (a run that continues a stopped one judges no answer it did not receive itself); send the answer again";
+    await deps.audit.append(
+      answerRefusedEntry({ ...audited, count: 0, reason, notSentIn: runNonce(config) ?? "" }),
+    );
+    return {
+      refusals: [
+        { code: "NOT_SENT_WITH_THIS_RUN", reason, at, envelopeHash: null, raw: state.pendingDecision },
+      ],
+      pendingDecision: null,
+      ...(state.inputRequest?.toolCallId !== req.toolCallId ? { inputRequest: req } : {}),
+    };
+  }
   // A chat message (Studio's chat, or run input the API server folded into a resume) is the answer only
   // when it validates as the question's single field; it never reaches the model as a message.
   const chat = chatMessageText(state.pendingDecision);
@@ -61,18 +87,7 @@ async function checkedInput(state: State, config: LangGraphRunnableConfig): Prom
     };
     // Counted, with its reason, in the journal's question row (state's refusals are a mirror anyone can
     // rewrite), and recorded in the audit log, where views read refusals from: both in one transaction.
-    const recordOf = (count: number) =>
-      answerRefusedEntry({
-        threadId: gate.threadId,
-        revision: gate.action?.revision ?? 0,
-        requestedBy: gate.thread?.requestedBy ?? gate.action?.envelope.requestedBy ?? "",
-        policy: deps.policy,
-        at,
-        toolCallId: req.toolCallId,
-        count,
-        reason: result.reason,
-        raw: boundedForEvidence(state.pendingDecision),
-      });
+    const recordOf = (count: number) => answerRefusedEntry({ ...audited, count, reason: result.reason });
     const count = await deps.journal.noteInvalidAnswer(gate.threadId, result.reason, (n) => [recordOf(n)]);
     // No open question to count against (closed meanwhile): the refusal is still recorded.
     if (count === 0) await deps.audit.append(recordOf(count));

@@ -38,8 +38,10 @@ export const AUDIT_EVENTS = [
  *   name); refused without any call to Bitrix24 (tool name and the sha256 of its arguments in `received`).
  * - action_ended: one action of a change set ended (one per action, when the set finished): its outcome,
  *   and in `received` its pre-read, invocation, acknowledgement and verification as the journal holds them.
- * - answer_refused: an answer to the model's question failed the question's schema (INVALID_ANSWER); the
- *   answer as received in `received`, the question's tool call and the count so far in `discriminator`.
+ * - answer_refused: an answer to the model's question failed the question's schema (INVALID_ANSWER), or
+ *   was found in the checkpoint, not sent with the run judging it (NOT_SENT_WITH_THIS_RUN, not counted);
+ *   the answer as received in `received`, the question's tool call and the count so far (or that run's
+ *   nonce) in `discriminator`.
  * - request_refused: the API server refused a request before any handler ran (a route it does not
  *   serve, src/auth/routes.ts): method, path and caller in `received`; the thread when the path names one.
  * - inbox_signed_in: an approver signed in to the web inbox (src/inbox/sign-in-routes.ts): the approver's id in
