@@ -595,7 +595,7 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
     await expectOnlyRegisteredWrite(mark, p);
   });
 
-  it("row 18: command {goto: agent | check_input}, twice, while a question waits counts no answer and ends nothing; the answer goes straight to the approval, which writes once", async () => {
+  it("row 18: command {goto: agent | check_input}, twice, while a question waits counts no answer and ends nothing; an answer written by a goto's update is refused NOT_SENT_WITH_THIS_RUN; the answer sent goes straight to the approval, which writes once", async () => {
     for (const node of ["agent", "check_input"]) {
       const t = await client.threads.create();
       const threadId = t.thread_id;
@@ -610,10 +610,22 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
       const audit = await readAudit(dataDir, threadId);
       expect.soft(events(audit, "answer_refused"), `goto ${node}`).toEqual([]);
       expect.soft(closings(audit), `goto ${node}`).toEqual([]);
+      // An answer written into state by the goto is not the run's own: refused, uncounted, asked again.
+      await run(threadId, {
+        command: { goto: "check_input", update: { pendingDecision: { answers: { taskId: 5 } } } },
+      });
+      expect.soft((await payloadOf(threadId))?.kind, `goto ${node}, then a written answer`).toBe("input");
+      expect
+        .soft(
+          events(await readAudit(dataDir, threadId), "answer_refused").map((r) => r.refusal?.code),
+          `goto ${node}`,
+        )
+        .toEqual(["NOT_SENT_WITH_THIS_RUN"]);
 
       await run(threadId, { command: { resume: { answers: { taskId: 4 } } } });
       const p = await payloadOf(threadId);
       expect.soft(p?.kind, `the answer after goto ${node}`).toBe("approval");
+      expect.soft(p?.kind === "approval" ? p.envelope.object.id : undefined, `goto ${node}`).toBe(4);
       expect.soft(await writesSince(portal, mark), `goto ${node}`).toEqual([]);
       if (p?.kind !== "approval") continue;
       await run(threadId, { command: { resume: signed(p, "bob") } });
