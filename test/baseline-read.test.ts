@@ -5,18 +5,16 @@
  * the acting user cannot see, and such a read is the proof the action is doomed (TARGET_NOT_FOUND),
  * not a failed read. Our own server turns that answer into an error; this one does not.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
 import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
 import { readBaseline } from "../src/hitl/change-sets.js";
+import { serveMcpOverHttp, type McpHttpServer } from "./support/mcp-http.js";
 
 let emu: RunningEmulator;
-let http: Server;
+let http: McpHttpServer | undefined;
 let tools: Bitrix24Tools;
 
 beforeAll(async () => {
@@ -30,7 +28,7 @@ beforeAll(async () => {
     });
     return { content: [{ type: "text" as const, text: await res.text() }] };
   };
-  http = createServer(async (req, res) => {
+  http = await serveMcpOverHttp(() => {
     const server = new McpServer({ name: "raw-tasks", version: "0.0.1" });
     server.registerTool("get_task_by_id", { inputSchema: { taskId: z.number() } }, (a) => rawGet(a.taskId));
     server.registerTool("list_tasks", { inputSchema: {} }, () => rawGet(0));
@@ -41,23 +39,15 @@ beforeAll(async () => {
       { inputSchema: { taskId: z.number(), fields: z.record(z.string(), z.unknown()) } },
       () => ({ content: [{ type: "text" as const, text: "not used" }], isError: true }),
     );
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on("close", () => void transport.close().then(() => server.close()));
-    await server.connect(transport);
-    await transport.handleRequest(req, res);
+    return server;
   });
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+  const url = http.url;
   tools = await createBitrix24Tools({ mode: "url", url, toolNames: {} });
 });
 
 afterAll(async () => {
   await tools?.close();
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
+  await http?.close();
   await emu?.close();
 });
 

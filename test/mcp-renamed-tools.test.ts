@@ -10,11 +10,11 @@ import { AIMessage } from "@langchain/core/messages";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
-import { startTaskMcpServer, type TaskMcpServer } from "./support/task-mcp-server.js";
+import { startTaskMcpServer, type McpHttpServer } from "./support/mcp-http.js";
 
 const TITLE = "RENAMED-TOOLS quarterly review";
 let portal: Portal;
-let mcp: TaskMcpServer;
+let mcp: McpHttpServer;
 
 beforeAll(async () => {
   portal = await startPortal();

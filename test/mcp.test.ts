@@ -1,12 +1,9 @@
 import { spawn } from "node:child_process";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { Bitrix24Client } from "../src/bitrix24/client.js";
@@ -14,6 +11,7 @@ import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulato
 import { createBitrix24Tools, type Bitrix24Tools } from "../src/tools/bitrix24-tools.js";
 import { McpToolError, type McpCallResult } from "../src/tools/mcp-call.js";
 import { readMcpServerEnv } from "../src/tools/mcp-stdio.js";
+import { serveMcpOverHttp, type McpHttpServer } from "./support/mcp-http.js";
 
 const CODE = "mcp-test-secret-code";
 const READ_TOOL_NAMES = [
@@ -373,7 +371,7 @@ describe("createBitrix24Tools configuration", () => {
  */
 describe("an external MCP server's answers to a write", () => {
   let emu: RunningEmulator;
-  let http: Server;
+  let http: McpHttpServer | undefined;
   let tools: Bitrix24Tools;
   /** What the next update_task call answers after it has (or has not) written. */
   let next: { apply: boolean; result: CallToolResult };
@@ -405,27 +403,12 @@ describe("an external MCP server's answers to a write", () => {
       );
       return s;
     };
-    http = createServer(async (req, res) => {
-      const server = build();
-      const transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: undefined,
-        enableJsonResponse: true,
-      });
-      res.on("close", () => void transport.close().then(() => server.close()));
-      await server.connect(transport);
-      await transport.handleRequest(req, res);
-    });
-    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-    tools = await createBitrix24Tools({
-      mode: "url",
-      url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
-      toolNames: {},
-    });
+    http = await serveMcpOverHttp(build);
+    tools = await createBitrix24Tools({ mode: "url", url: http.url, toolNames: {} });
   });
   afterAll(async () => {
     await tools?.close();
-    http?.closeAllConnections();
-    await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
+    await http?.close();
     await emu?.close();
   });
   beforeEach(async () => {

@@ -42,7 +42,7 @@ import {
 } from "./support/harness.js";
 import { PASSWORDS, startInboxWorld, type InboxWorld } from "./support/inbox.js";
 import { usingPostgres } from "./support/postgres.js";
-import { startTaskMcpServer, type TaskMcpServer } from "./support/task-mcp-server.js";
+import { startTaskMcpServer, type McpHttpServer } from "./support/mcp-http.js";
 
 async function rest(
   emu: RunningEmulator,
@@ -470,7 +470,7 @@ describe("names from the command line, each command its own process", () => {
 
 describe("an external MCP server without a user tool", () => {
   let emu: RunningEmulator;
-  let mcp: TaskMcpServer;
+  let mcp: McpHttpServer;
   let url: string;
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, rate: 0 });
