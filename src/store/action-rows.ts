@@ -441,8 +441,6 @@ export function withRefusal(
   return { text, row: toActionRow({ ...raw, progress_json: text }, key) };
 }
 
-export type { ClosedRecord };
-
 /** Every row of the change set `row` belongs to, in the set's order (missing ones left out; the gate names them). */
 export async function setMembersOf(
   row: ActionRow,
