@@ -61,10 +61,6 @@ export function canMove(from: Phase, to: Phase): boolean {
   return TRANSITIONS[from].includes(to);
 }
 
-export function isFinal(p: Phase): boolean {
-  return TRANSITIONS[p].length === 0;
-}
-
 /** What a registered envelope carries, fixed at registration and covered by the row's MAC. */
 export interface RegisteredAction {
   envelopeHash: string;
