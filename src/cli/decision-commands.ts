@@ -35,8 +35,7 @@ async function decide(
 
 /** The decision builders (envelope core, signatures), loaded by the decision commands only. */
 const decisions = () => import("./decisions.js");
-type DecisionBuilder = "approveDecision" | "rejectDecision" | "editDecision";
-const built = async <O>(which: DecisionBuilder, opts: O) => {
+const built = async <O>(which: "approveDecision" | "rejectDecision" | "editDecision", opts: O) => {
   const builder = (await decisions())[which] as (view: ThreadView, opts: O) => ResumeValue;
   return (view: ThreadView) => builder(view, opts);
 };

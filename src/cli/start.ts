@@ -218,6 +218,10 @@ function stoppedAt(printer: Printer, view: ThreadView): number {
   return 0;
 }
 
+/** An answer typed at the prompt, required and at most `limit` characters (`name` says of what). */
+const askRequired = (message: string, name: string, limit: number): Promise<string> =>
+  input({ message, required: true, validate: withinCap(name, limit) });
+
 async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
   const answers: Record<string, string> = {};
   for (const [name, p] of answerFields(view.input!)) {
@@ -226,11 +230,7 @@ async function askAnswers(view: ThreadView): Promise<Record<string, string>> {
           message: esc`${p.description ?? name}`,
           choices: p.enum.map((v) => ({ name: esc`${v}`, value: v })),
         })
-      : await input({
-          message: esc`${p.description ?? name} (${p.type})`,
-          required: true,
-          validate: withinCap(name, LIMITS.setValue),
-        });
+      : await askRequired(esc`${p.description ?? name} (${p.type})`, name, LIMITS.setValue);
   }
   return answers;
 }
@@ -288,25 +288,10 @@ async function ask(view: ThreadView): Promise<ResumeValue> {
     case "approve":
       return approveDecision(view, { as, hash: cs?.setHash ?? a.envelopeHash });
     case "reject":
-      return rejectDecision(view, {
-        as,
-        reason: await input({
-          message: "Reason",
-          required: true,
-          validate: withinCap("reason", LIMITS.reason),
-        }),
-      });
+      return rejectDecision(view, { as, reason: await askRequired("Reason", "reason", LIMITS.reason) });
     case "edit": {
-      const field = await input({
-        message: "Field (UPPER_SNAKE, e.g. TITLE)",
-        required: true,
-        validate: withinCap("field", LIMITS.id),
-      });
-      const value = await input({
-        message: esc`New value for ${field}`,
-        required: true,
-        validate: withinCap("value", LIMITS.setValue),
-      });
+      const field = await askRequired("Field (UPPER_SNAKE, e.g. TITLE)", "field", LIMITS.id);
+      const value = await askRequired(esc`New value for ${field}`, "value", LIMITS.setValue);
       return editDecision(view, { as, set: [`${field}=${value}`] });
     }
     case "each":

@@ -61,10 +61,6 @@ export function canMove(from: Phase, to: Phase): boolean {
   return TRANSITIONS[from].includes(to);
 }
 
-export function isFinal(p: Phase): boolean {
-  return TRANSITIONS[p].length === 0;
-}
-
 /** What a registered envelope carries, fixed at registration and covered by the row's MAC. */
 export interface RegisteredAction {
   envelopeHash: string;
@@ -306,10 +302,12 @@ export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
   if (waiting) return waiting;
   for (const r of rows) {
     switch (r.phase) {
+      case "registered":
       case "decided":
       case "pre_read":
       case "intent":
       case "acknowledged":
+      case "superseded":
         return r;
       case "verified":
         if (r.progress.verification?.verdict !== "VERIFIED") return r;
@@ -317,10 +315,6 @@ export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
       case "closed":
         if (r.progress.closed?.outcome !== "VERIFIED") return r;
         continue;
-      case "superseded":
-        return r;
-      case "registered":
-        return r;
       default: {
         const never: never = r.phase;
         throw new Error(`unknown phase ${String(never)}`);

@@ -18,7 +18,7 @@ import {
   type ThreadRecord,
 } from "./action-machine.js";
 import { sealHolds, sealOf } from "./journal-key.js";
-import { dueColumns, dueOnMove, dueOnRegister } from "./due.js";
+import { dueOnMove, dueOnRegister } from "./due.js";
 
 export interface ActionDbRow {
   envelope_hash: string;
@@ -390,10 +390,10 @@ export function moveWrite(
   nowMs: number,
   resumeGraceMs: number,
 ): { values: [Phase, string, number | null, string | null, string]; releases: boolean; row: ActionRow } {
-  const [dueAt, dueReason] = dueColumns(dueOnMove(plan.to, nowMs, resumeGraceMs));
+  const due = dueOnMove(plan.to, nowMs, resumeGraceMs);
   const column = progressColumn(plan.row.envelopeHash, plan.progress);
   return {
-    values: [plan.to, column.text, dueAt, dueReason, plan.row.envelopeHash],
+    values: [plan.to, column.text, due?.at ?? null, due?.reason ?? null, plan.row.envelopeHash],
     releases: releasesLease(plan.row.phase, plan.to, column.progress),
     row: { ...plan.row, phase: plan.to, progress: column.progress },
   };
@@ -440,8 +440,6 @@ export function withRefusal(
   });
   return { text, row: toActionRow({ ...raw, progress_json: text }, key) };
 }
-
-export type { ClosedRecord };
 
 /** Every row of the change set `row` belongs to, in the set's order (missing ones left out; the gate names them). */
 export async function setMembersOf(

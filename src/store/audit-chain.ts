@@ -322,23 +322,17 @@ export class ChainVerifier {
   }
 }
 
-/** How verify reads a chain: a page of rows after a seq, and the last row before one. */
-export interface ChainReader {
-  /** The rows after seq `after` (from the first when undefined), in seq order, at most `limit`. */
-  (after: number | undefined, limit: number): Promise<AuditRow[]>;
-  /** The row with the greatest seq below `seq`, if any. */
-  before(seq: number): Promise<AuditRow | undefined>;
-}
-
 /**
  * Verifies the chain `read` gives a page at a time: the rows after seq `after` (from the first when
  * undefined), in seq order, at most `limit`; with `from`, the rows from that seq on, after the record
- * before it taken as it stands (ChainVerifier). Appends only add records after the head, in seq order,
- * so pages read at different moments are still one chain's prefix. The pages after a problem are read
- * too, for the count of records.
+ * before it (`read.before`: the row with the greatest seq below it) taken as it stands (ChainVerifier).
+ * Appends only add records after the head, in seq order, so pages read at different moments are still
+ * one chain's prefix. The pages after a problem are read too, for the count of records.
  */
 export async function verifyInPages(
-  read: ChainReader,
+  read: ((after: number | undefined, limit: number) => Promise<AuditRow[]>) & {
+    before(seq: number): Promise<AuditRow | undefined>;
+  },
   { head, pageSize = VERIFY_PAGE_SIZE, from }: VerifyOptions = {},
 ): Promise<ChainVerification> {
   if (!Number.isInteger(pageSize) || pageSize < 1)
@@ -421,22 +415,17 @@ export async function summaryRowsNamingDamage(
 }
 
 /**
- * How the threads of a page are read: `many` orders by thread, then seq; `one` is one thread's records
- * after a seq.
- */
-export interface ThreadRecordReader {
-  many(threadIds: string[], limit: number): Promise<SummaryRow[]>;
-  one(threadId: string, after: number, limit: number): Promise<SummaryRow[]>;
-}
-
-/**
  * The summaries of threads `ids`, in that order, folded from their records read at most `readSize` at a
- * time. A full read stops inside its last thread: that thread is read on by itself, then the threads
- * the read did not reach are read from their start. Shared by every AuditLog implementation.
+ * time (`read.many` orders them by thread, then seq; `read.one` is one thread's records after a seq). A
+ * full read stops inside its last thread: that thread is read on by itself, then the threads the read
+ * did not reach are read from their start. Shared by every AuditLog implementation.
  */
 export async function summariseThreads(
   ids: string[],
-  read: ThreadRecordReader,
+  read: {
+    many(threadIds: string[], limit: number): Promise<SummaryRow[]>;
+    one(threadId: string, after: number, limit: number): Promise<SummaryRow[]>;
+  },
   readSize = SUMMARY_READ_SIZE,
 ): Promise<AuditThreadSummary[]> {
   if (!Number.isInteger(readSize) || readSize < 1)

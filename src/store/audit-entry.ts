@@ -143,10 +143,8 @@ export interface AuditThreadSummary {
   overrides: number;
 }
 
-export type ChainProblemKind = "edited" | "removed" | "reordered" | "inserted";
-
 export interface ChainProblem {
-  kind: ChainProblemKind;
+  kind: "edited" | "removed" | "reordered" | "inserted";
   /** The sequence number of the first bad record (for "removed", the first missing one). */
   seq: number;
   threadId?: string;

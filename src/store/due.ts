@@ -66,8 +66,3 @@ export function toDueItem(r: DueRow): DueItem {
     reason: r.due_reason,
   };
 }
-
-/** The columns a move writes: the new due time and reason, and no claim (the move ends whatever was claimed). */
-export function dueColumns(mark: DueMark): [at: number | null, reason: DueReason | null] {
-  return mark ? [mark.at, mark.reason] : [null, null];
-}

@@ -38,7 +38,7 @@ const PG_SUMMARY_COLUMNS = `seq, thread_id, event, summary."requestedBy" AS requ
   coalesce(json_typeof(summary.override) = 'object', false) AS has_override`;
 
 /** BIGINT arrives as a string from the driver; the chain checks compare numbers. */
-const normalise = (r: AuditRow): AuditRow => ({ ...r, seq: Number(r.seq) });
+const normalise = <R extends { seq: number }>(r: R): R => ({ ...r, seq: Number(r.seq) });
 
 /**
  * Appends one record inside the caller's transaction: the chain-head lock is taken first (released by
@@ -118,14 +118,14 @@ export class PostgresAuditLog implements AuditLog {
         : events
           ? "WHERE thread_id = $1 AND event = ANY($2) "
           : "WHERE thread_id = $1 ";
-    const rows = await query<AuditRow>(
-      this.pool,
-      this.db,
-      "reading audit records",
-      `SELECT * FROM ${this.s}.audit_records ${where}ORDER BY seq`,
-      threadId === undefined ? [] : events ? [threadId, [...events]] : [threadId],
-    );
-    return rows.map((r) => toRecord(normalise(r)));
+    const values = threadId === undefined ? [] : events ? [threadId, [...events]] : [threadId];
+    return (await this.rows("reading audit records", `${where}ORDER BY seq`, values)).map(toRecord);
+  }
+
+  /** The records `where` (a WHERE clause with its ORDER BY and LIMIT, or none) selects, whole. */
+  private async rows(doing: string, where: string, values: unknown[]): Promise<AuditRow[]> {
+    const text = `SELECT * FROM ${this.s}.audit_records ${where}`;
+    return (await query<AuditRow>(this.pool, this.db, doing, text, values)).map(normalise);
   }
 
   async threadPage({ after = 0, limit, readSize }: ThreadPageOptions): Promise<ThreadPage> {
@@ -157,42 +157,24 @@ export class PostgresAuditLog implements AuditLog {
    * as JSON fails the statement (22P02), and is then named by its seq.
    */
   private summaryRows(where: string, values: unknown[]): Promise<SummaryRow[]> {
-    const read = <R extends pg.QueryResultRow>(text: string) =>
-      query<R>(this.pool, this.db, "reading audit records", text, values);
+    const doing = "reading audit records";
+    // The rows are chosen (and limited) first: only they are parsed, not every row of the threads.
+    const text = `SELECT ${PG_SUMMARY_COLUMNS} FROM (SELECT * FROM ${this.s}.audit_records ${where}) AS a, ${PG_SUMMARY_FIELDS} ORDER BY thread_id, seq`;
     return summaryRowsNamingDamage(
-      async () =>
-        // The rows are chosen (and limited) first: only they are parsed, not every row of the threads.
-        (
-          await read<SummaryRow>(
-            `SELECT ${PG_SUMMARY_COLUMNS} FROM (SELECT * FROM ${this.s}.audit_records ${where}) AS a, ${PG_SUMMARY_FIELDS} ORDER BY thread_id, seq`,
-          )
-        ).map((r) => ({ ...r, seq: Number(r.seq) })),
-      async () => (await read<AuditRow>(`SELECT * FROM ${this.s}.audit_records ${where}`)).map(normalise),
+      async () => (await query<SummaryRow>(this.pool, this.db, doing, text, values)).map(normalise),
+      () => this.rows(doing, where, values),
       (e) => (e as { code?: string }).code === "22P02",
     );
   }
 
   async verify(opts: VerifyOptions = {}): Promise<ChainVerification> {
-    const page = async (after: number | undefined, limit: number) =>
-      (
-        await query<AuditRow>(
-          this.pool,
-          this.db,
-          "verifying the audit chain",
-          `SELECT * FROM ${this.s}.audit_records ${after === undefined ? "" : "WHERE seq > $2 "}ORDER BY seq LIMIT $1`,
-          after === undefined ? [limit] : [limit, after],
-        )
-      ).map(normalise);
+    const doing = "verifying the audit chain";
+    const page = (after: number | undefined, limit: number) =>
+      after === undefined
+        ? this.rows(doing, "ORDER BY seq LIMIT $1", [limit])
+        : this.rows(doing, "WHERE seq > $2 ORDER BY seq LIMIT $1", [limit, after]);
     const before = async (seq: number) =>
-      (
-        await query<AuditRow>(
-          this.pool,
-          this.db,
-          "verifying the audit chain",
-          `SELECT * FROM ${this.s}.audit_records WHERE seq < $1 ORDER BY seq DESC LIMIT 1`,
-          [seq],
-        )
-      ).map(normalise)[0];
+      (await this.rows(doing, "WHERE seq < $1 ORDER BY seq DESC LIMIT 1", [seq]))[0];
     return verifyInPages(Object.assign(page, { before }), opts);
   }
 

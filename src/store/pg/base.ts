@@ -23,7 +23,6 @@ export interface PgCore extends Required<JournalOptions> {
 export class PgBase {
   protected readonly s: string;
   protected readonly pools: PoolLease;
-  protected readonly pool: pg.Pool;
   protected readonly db: DatabaseConfig;
   protected readonly key: Buffer;
   protected readonly clock: () => Date;
@@ -40,12 +39,11 @@ export class PgBase {
     this.resumeGraceMs = core.resumeGraceMs;
     this.keeper = core.keeper;
     this.s = quoteIdent(core.db.schema);
-    this.pool = core.pools.pool;
   }
 
   /** One counted transaction; `durable` ones commit with synchronous_commit = on. */
   protected async tx<T>(doing: string, fn: (c: pg.PoolClient) => Promise<T>, durable = false): Promise<T> {
-    const result = await inTransaction(this.pool, this.db, doing, fn, durable);
+    const result = await inTransaction(this.pools.pool, this.db, doing, fn, durable);
     this.commits.total += 1;
     if (durable) this.commits.durable += 1;
     return result;
@@ -57,7 +55,7 @@ export class PgBase {
     text: string,
     values: unknown[] = [],
   ): Promise<R[]> {
-    return query<R>(this.pool, this.db, doing, text, values);
+    return query<R>(this.pools.pool, this.db, doing, text, values);
   }
 
   /** One counted statement in a transaction of its own. */
