@@ -10,12 +10,13 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import { hashPassword } from "../src/inbox/users.js";
-import { envFor, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { envFor, journalSql, startPortal, tempDir, until, type Portal } from "./support/harness.js";
 import { startDevServer, type RunningDevServer } from "./support/dev-server.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
 let portal: Portal;
 let server: RunningDevServer;
+let dataDir: string;
 
 class Browserless {
   cookies = new Map<string, string>();
@@ -46,22 +47,25 @@ class Browserless {
   }
 }
 
-describe("web inbox mounted in the LangGraph API server under /inbox", () => {
-  beforeAll(async () => {
-    portal = await startPortal();
-    const dataDir = tempDir("ae-inbox-api-");
-    const usersFile = path.join(dataDir, "inbox-users.json");
-    fs.writeFileSync(
-      usersFile,
-      JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }),
-    );
-    server = await startDevServer(envFor(portal, dataDir, { ACTION_ENVELOPE_INBOX_USERS: usersFile }));
-  }, 180_000);
-  afterAll(async () => {
-    await server?.stop();
-    await portal?.emulator.close();
-  });
+beforeAll(async () => {
+  portal = await startPortal();
+  dataDir = tempDir("ae-inbox-api-");
+  const usersFile = path.join(dataDir, "inbox-users.json");
+  fs.writeFileSync(
+    usersFile,
+    JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }),
+  );
+  server = await startDevServer(
+    // Reads held by the portal (the race below) stay well inside the client's timeout.
+    envFor(portal, dataDir, { ACTION_ENVELOPE_INBOX_USERS: usersFile, BITRIX24_TIMEOUT_MS: "8000" }),
+  );
+}, 180_000);
+afterAll(async () => {
+  await server?.stop();
+  await portal?.emulator.close();
+});
 
+describe("web inbox mounted in the LangGraph API server under /inbox", () => {
   it("lists a thread started over the API, keeps the sign-in and CSRF rules, and an approval there executes it once", async () => {
     const client = new Client({ apiUrl: server.apiUrl });
     const thread = await client.threads.create();
@@ -144,5 +148,95 @@ describe("web inbox mounted in the LangGraph API server under /inbox", () => {
     expect((await fetch(`${server.apiUrl}/ok`)).status).toBe(200);
     // The API's own thread record follows (not left "interrupted", so `pending --api` no longer lists it).
     expect((await client.threads.get(thread.thread_id)).status).toBe("idle");
+  }, 120_000);
+});
+
+/** Signed in to the inbox under /inbox as alice; `card` is the thread's page as she sees it. */
+async function signedInAlice(threadId: string): Promise<{ b: Browserless; csrf: string }> {
+  const b = new Browserless(server.apiUrl);
+  const login = await (await b.req("/inbox/login")).text();
+  const signedIn = await b.req("/inbox/login", {
+    csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
+    user: "alice",
+    password: "alice-password-1",
+  });
+  expect(signedIn.status).toBe(303);
+  const card = await (await b.req(`/inbox/t/${threadId}`)).text();
+  return { b, csrf: /name="csrf" value="([^"]+)"/.exec(card)![1]! };
+}
+
+describe("an approval from /inbox and a run over the API at the same moment", () => {
+  it("one write, and the outcome is the write's: a second run's stale pre-read does not close it NOT_EXECUTED", async () => {
+    const client = new Client({ apiUrl: server.apiUrl });
+    const thread = await client.threads.create();
+    const threadId = thread.thread_id;
+    await client.runs.wait(threadId, GRAPH_ID, {
+      input: { request: "rename task 5 to Raced under /inbox", requestedBy: "demo-user" },
+    });
+    const payload = (await client.threads.getState(threadId)).tasks[0]!.interrupts[0]!.value as {
+      envelopeHash: string;
+      nonce: string;
+    };
+    const { b, csrf } = await signedInAlice(threadId);
+    const before = (await portal.writes()).length;
+    // Every read of the task is held by the portal, so both runs are in their pre-read together: the
+    // inbox's (which claimed the approval) writes as soon as its read returns, the other's read returns
+    // after that write.
+    await portal.fault({ kind: "latency", method: "tasks.task.get", ms: 2500, times: 0 });
+    try {
+      const inbox = b.req(`/inbox/t/${threadId}/decide`, {
+        action: "approve",
+        envelopeHash: payload.envelopeHash,
+        nonce: payload.nonce,
+        csrf,
+      });
+      await until("the inbox's claim", async () => {
+        const rows = await journalSql(dataDir, "SELECT phase FROM T.actions WHERE thread_id = ?", [threadId]);
+        return rows.some((r) => r["phase"] === "decided");
+      });
+      await new Promise((r) => setTimeout(r, 400));
+      // Another approver's approval of the same card over the API (open API: self-declared), meanwhile.
+      const run = await client.runs.create(threadId, GRAPH_ID, {
+        command: {
+          resume: {
+            decisions: [
+              {
+                type: "approve",
+                envelopeHash: payload.envelopeHash,
+                nonce: payload.nonce,
+                approver: { id: "demo-approver" },
+              },
+            ],
+          },
+        },
+      });
+      const page = await (await inbox).text();
+      await client.runs.join(threadId, run.run_id).catch(() => undefined);
+      const writes = (await portal.writes()).slice(before);
+      expect(writes.map((w) => w.params)).toEqual([{ taskId: 5, fields: { TITLE: "Raced under /inbox" } }]);
+      expect((await portal.task(5)).title).toBe("Raced under /inbox");
+      // The race happened: a read of the task held from before the write answered after it (the API
+      // run's pre-read, begun while the inbox's run held the approval at decided, saw the task changed).
+      const wroteAt = Date.parse(writes[0]!.time);
+      const straddling = (await portal.calls("tasks.task.get")).filter((c) => {
+        const at = Date.parse(c.time);
+        return at > wroteAt && at < wroteAt + 2000;
+      });
+      expect(straddling.length).toBeGreaterThan(0);
+      // The write went out and is on the task: no view may report it NOT_EXECUTED.
+      const [row] = await journalSql(
+        dataDir,
+        "SELECT phase, progress_json FROM T.actions WHERE thread_id = ?",
+        [threadId],
+      );
+      const closed = (JSON.parse(String(row!["progress_json"])) as { closed?: { outcome: string } }).closed;
+      expect(closed).toMatchObject({ outcome: "VERIFIED" });
+      expect(((await client.threads.getState(threadId)).values as { outcome?: string }).outcome).toBe(
+        "VERIFIED",
+      );
+      expect(page).not.toContain("NOT_EXECUTED");
+    } finally {
+      await portal.clearFaults();
+    }
   }, 120_000);
 });

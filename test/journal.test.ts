@@ -65,6 +65,35 @@ describe("SqliteJournal", () => {
     expect((await b.findExecution("sha256:e"))?.acknowledgement).toEqual({ status: "OK" });
   });
 
+  it("a close naming the phase its step read is refused once another connection moved the action on", async () => {
+    const { a, b } = pair();
+    const action = testAction("t1", "sha256:c");
+    await readyToWrite(a, action);
+    const intent = {
+      envelopeHash: "sha256:c",
+      threadId: "t1",
+      idempotencyKey: "k1",
+      args: { taskId: 4, fields: { TITLE: "x" } },
+    };
+    // b read the action at pre_read; a records its write-ahead entry (intent) and is sending.
+    const read = (await b.getAction("sha256:c"))!;
+    expect(read.phase).toBe("pre_read");
+    expect((await a.beginWrite(intent, "2026-11-30T00:00:00Z", leaseFor(action))).begun).toBe(true);
+    const closed = {
+      outcome: "NOT_EXECUTED",
+      reasonCode: "STALE_STATE",
+      reason: "stale",
+      at: "2026-11-30T00:00:01Z",
+    } as const;
+    const refused = await b.moveAction("sha256:c", "closed", { closed }, undefined, read.phase);
+    expect(refused).toMatchObject({ ok: false, phase: "intent" });
+    expect((await a.getAction("sha256:c"))?.phase).toBe("intent");
+    // Named at the phase it holds, the close applies.
+    expect(await b.moveAction("sha256:c", "closed", { closed }, undefined, "intent")).toMatchObject({
+      ok: true,
+    });
+  });
+
   it("a lease held by a live process blocks another owner", async () => {
     const { a, b } = pair();
     expect(await a.acquireThreadLock("t1", "owner-a", 60_000)).toBe(true);

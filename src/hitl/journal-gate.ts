@@ -397,6 +397,9 @@ export async function closeAction(
 /**
  * Closes an action with an outcome (the first close wins) and returns its row as the journal holds it
  * afterwards: the closed row, or, when the move was refused (another process moved it), the row as it is.
+ * The close applies only while the row is at the phase `action` holds: what a step read that made it
+ * close (a pre-read that no longer matches, an expiry, a busy object) is about that phase, and a row
+ * another process has moved on since (its write sent, its answer recorded) is not closed on it.
  */
 export async function closeRow(
   deps: Deps,
@@ -410,7 +413,13 @@ export async function closeRow(
   return rowAfter(
     deps,
     action,
-    await deps.journal.moveAction(action.envelopeHash, "closed", { ...patch, closed }),
+    await deps.journal.moveAction(
+      action.envelopeHash,
+      "closed",
+      { ...patch, closed },
+      undefined,
+      action.phase,
+    ),
   );
 }
 

@@ -200,8 +200,10 @@ export interface ThreadRecord {
 export type TransitionResult =
   { ok: true; row: ActionRow } | { ok: false; phase: Phase | null; reason: string };
 
-export function refusedMove(from: Phase | null, to: Phase, envelopeHash: string): string {
+export function refusedMove(from: Phase | null, to: Phase, envelopeHash: string, expected?: Phase): string {
   if (from === null) return `no action ${envelopeHash} is registered; cannot move it to ${to}`;
+  if (expected !== undefined && expected !== from)
+    return `action ${envelopeHash} is ${from}, not ${expected} as the step that would move it to ${to} read it; another process moved it meanwhile`;
   return `action ${envelopeHash} is ${from}; it cannot become ${to} (allowed from ${from}: ${TRANSITIONS[from].join(", ") || "nothing, it is final"})`;
 }
 

@@ -267,14 +267,15 @@ export function planSealedMove(
   envelopeHash: string,
   to: Phase,
   patch: Partial<ActionProgress>,
+  from?: Phase,
 ): ReturnType<typeof planMove> {
   const preRead = patch.preRead;
-  if (to !== "pre_read" || !preRead) return planMove(current, envelopeHash, to, patch);
+  if (to !== "pre_read" || !preRead) return planMove(current, envelopeHash, to, patch, from);
   const preReadSeal = sealOf(
     key,
     preReadSealContent(envelopeHash, current?.threadId ?? "", preRead.verdict, preRead.at),
   );
-  const plan = planMove(current, envelopeHash, to, { ...patch, preReadSeal });
+  const plan = planMove(current, envelopeHash, to, { ...patch, preReadSeal }, from);
   // The moved row (moveWrite keeps the row's other fields) carries the pre-read just sealed.
   return plan.ok ? { ...plan, row: { ...plan.row, preReadSeal: "valid" } } : plan;
 }
@@ -369,10 +370,11 @@ export function planMove(
   envelopeHash: string,
   to: Phase,
   patch: Partial<ActionProgress>,
+  from?: Phase,
 ): ({ ok: true } & PlannedMove) | { ok: false; phase: Phase | null; reason: string } {
   if (!current) return { ok: false, phase: null, reason: refusedMove(null, to, envelopeHash) };
-  if (!canMove(current.phase, to))
-    return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash) };
+  if (!canMove(current.phase, to) || (from !== undefined && current.phase !== from))
+    return { ok: false, phase: current.phase, reason: refusedMove(current.phase, to, envelopeHash, from) };
   return { ok: true, row: current, to, progress: { ...current.progress, ...patch } };
 }
 

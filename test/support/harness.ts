@@ -42,10 +42,18 @@ export const WRITE_METHODS: ReadonlySet<string> = new Set([
   "batch",
 ]);
 
+export interface PortalCall {
+  method: string;
+  params: Record<string, unknown>;
+  status: number;
+  time: string;
+}
+
 export interface Portal {
   emulator: RunningEmulator;
-  calls(method?: string): Promise<Array<{ method: string; params: Record<string, unknown>; status: number }>>;
-  writes(): Promise<Array<{ method: string; params: Record<string, unknown>; status: number }>>;
+  /** Each call as the emulator logged it, `time` when it answered. */
+  calls(method?: string): Promise<Array<PortalCall>>;
+  writes(): Promise<Array<PortalCall>>;
   fault(spec: Record<string, unknown>): Promise<void>;
   /** How many armed fault firings are left: a held request has consumed its latency fault on arrival. */
   faultsArmed(): Promise<number>;
@@ -63,9 +71,7 @@ export async function startPortal(opts: { statePath?: string } = {}): Promise<Po
   });
   const calls = async (method?: string) => {
     const res = await fetch(`${emulator.baseUrl}/_emulator/calls`);
-    const body = (await res.json()) as {
-      calls: Array<{ method: string; params: Record<string, unknown>; status: number }>;
-    };
+    const body = (await res.json()) as { calls: PortalCall[] };
     return method ? body.calls.filter((c) => c.method === method) : body.calls;
   };
   const rest = async (method: string, params: Record<string, unknown>) => {
@@ -179,12 +185,12 @@ export function stopOnceBeforeMove(app: App, phase: Phase): void {
   const journal = app.deps.journal;
   const moveAction = journal.moveAction.bind(journal);
   let stopped = false;
-  journal.moveAction = async (hash, to, patch) => {
+  journal.moveAction = async (hash, to, patch, ...rest) => {
     if (to === phase && !stopped) {
       stopped = true;
       throw new Error(`the process stopped before the move to ${phase} was recorded`);
     }
-    return moveAction(hash, to, patch);
+    return moveAction(hash, to, patch, ...rest);
   };
 }
 

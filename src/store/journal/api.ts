@@ -216,15 +216,18 @@ export interface ActionJournal {
     lease?: { objectKey: string; holdMs: number },
   ): Promise<DecideResult>;
   /**
-   * Compare-and-set: applies only when the machine allows the move from the row's current phase. The
-   * audit records `records` builds from the moved row are appended in the same transaction (none when
-   * the move is refused).
+   * Compare-and-set: applies only when the machine allows the move from the row's current phase and,
+   * given `from`, only while the row is still at `from` (a close is allowed from every open phase, so a
+   * step closing what it read names that phase: a row another process moved on meanwhile stays as it is).
+   * The audit records `records` builds from the moved row are appended in the same transaction (none
+   * when the move is refused).
    */
   moveAction(
     envelopeHash: string,
     to: Phase,
     patch: Partial<ActionProgress>,
     records?: (row: ActionRow) => AuditEntry[],
+    from?: Phase,
   ): Promise<TransitionResult>;
   /**
    * Counts a refused decision (toward the budget only when `counted`) and keeps it for the card; the

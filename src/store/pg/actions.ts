@@ -136,10 +136,11 @@ export class PgActions extends PgBase implements ActionPart {
     to: Phase,
     patch: Partial<ActionProgress>,
     records: (row: ActionRow) => AuditEntry[] = () => [],
+    from?: Phase,
   ): Promise<TransitionResult> {
     return this.tx(`moving action ${envelopeHash} to ${to}`, async (c): Promise<TransitionResult> => {
       const raw = await this.lockAction(c, envelopeHash);
-      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch);
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch, from);
       if (!plan.ok) return plan;
       const moved = await this.writeMove(c, plan);
       await this.append(c, records(moved));

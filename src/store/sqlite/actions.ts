@@ -103,10 +103,11 @@ export class SqliteActions extends SqliteBase implements ActionPart {
     to: Phase,
     patch: Partial<ActionProgress>,
     records: (row: ActionRow) => AuditEntry[] = () => [],
+    from?: Phase,
   ): Promise<TransitionResult> {
     return this.conn.write((): TransitionResult => {
       const raw = this.actionDbRow(envelopeHash);
-      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch);
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, to, patch, from);
       if (!plan.ok) return plan;
       const moved = this.writeMove(plan);
       this.append(records(moved));
