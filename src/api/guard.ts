@@ -6,15 +6,15 @@
  * steps from where the journal says, as `recover` does locally. Run input that is not an object fails
  * with INVALID_INPUT; other input passes through unchanged (the agent node validates it). Every run
  * gets the server's dependencies in its config (src/runtime/run-deps.ts) in place of anything the
- * client sent under that key. The CLI and tests that compile the builder themselves do not go through
- * this; they decide through src/app/.
+ * client sent under that key. Each run holds the journal's lease on its thread while it streams. The
+ * CLI and tests that compile the builder themselves do not go through this; they decide through src/app/.
  */
 import { Command, isCommand, type CompiledStateGraph } from "@langchain/langgraph";
 import { refuseLateResume } from "./late-resume.js";
 import { withAuthenticatedApprover } from "./resume-identity.js";
-import { recoveryInput } from "../app/threads.js";
+import { recoveryInput, takeThreadLock } from "../app/threads.js";
 import type { Deps } from "../runtime/deps.js";
-import { depsConfigurable, runConfigurable } from "../runtime/run-deps.js";
+import { depsConfigurable, runConfigurable, runNonce } from "../runtime/run-deps.js";
 
 type RunOptions = { configurable?: Record<string, unknown> } | undefined;
 // The compiled graph's own signatures are generic over its state; the guard only forwards their arguments.
@@ -86,23 +86,53 @@ function withServerDeps(options: RunOptions, deps: Deps, input: unknown, admitte
   };
 }
 
+/**
+ * Takes the journal's lease on the run's thread, as the CLI, the inbox and the workers do, so that no
+ * two processes carry out one thread's action at once (the inbox mounted on this server drives the
+ * graph outside the API's run queue): a run sent while another holds it fails IN_PROGRESS before it
+ * starts. Returns its release (nothing to release for a run without a thread).
+ */
+async function lockRun(deps: Deps, options: RunOptions): Promise<() => Promise<void>> {
+  const threadId = options?.configurable?.["thread_id"];
+  if (typeof threadId !== "string" || threadId === "") return async () => {};
+  return takeThreadLock(deps, threadId, "api:");
+}
+
+/** The run's chunks as they come, the thread's lease released once they end, fail or are abandoned by the reader. */
+async function* releasedAfter(chunks: AsyncIterable<unknown>, release: () => Promise<void>) {
+  try {
+    yield* chunks;
+  } finally {
+    await release();
+  }
+}
+
 export function guardApiRuns<G extends Served>(graph: G, serverDeps: () => Promise<Deps>): G {
   const stream = graph.stream.bind(graph);
   const streamEvents = graph.streamEvents.bind(graph);
-  graph.stream = async (input: unknown, options?: RunOptions, ...rest: unknown[]) => {
+  /** Admits the run under its thread's lease and starts it; the lease goes with the run's chunks. */
+  const start = async (run: typeof stream, input: unknown, options: RunOptions, rest: unknown[]) => {
     const deps = await serverDeps();
-    const admitted = await admit(graph, input, options, deps);
-    return stream(admitted, withServerDeps(options, deps, input, admitted), ...rest);
-  };
-  graph.streamEvents = (input: unknown, options?: RunOptions, ...rest: unknown[]) =>
-    (async function* () {
-      const deps = await serverDeps();
+    const release = await lockRun(deps, options);
+    try {
       const admitted = await admit(graph, input, options, deps);
-      yield* (await streamEvents(
+      const chunks = (await run(
         admitted,
         withServerDeps(options, deps, input, admitted),
         ...rest,
       )) as AsyncIterable<unknown>;
+      return releasedAfter(chunks, release);
+    } catch (e) {
+      await release();
+      throw e;
+    }
+  };
+  // streamEvents runs through stream: a run this guard has admitted (its origin set) passes straight on.
+  graph.stream = (input: unknown, options?: RunOptions, ...rest: unknown[]) =>
+    runNonce(options) !== undefined ? stream(input, options, ...rest) : start(stream, input, options, rest);
+  graph.streamEvents = (input: unknown, options?: RunOptions, ...rest: unknown[]) =>
+    (async function* () {
+      yield* await start(streamEvents, input, options, rest);
     })();
   return graph;
 }

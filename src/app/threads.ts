@@ -13,6 +13,7 @@ import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { QuestionEntry } from "../store/journal.js";
 import type { App } from "./open-app.js";
+import type { Deps } from "../runtime/deps.js";
 import { viewOfCheckpoint, viewThread, type ThreadSource, type ThreadView } from "./view-thread.js";
 import { runConfigurable } from "../runtime/run-deps.js";
 
@@ -214,26 +215,38 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
   });
 }
 
-/** Runs `fn` under the journal's lease on the thread; IN_PROGRESS while another process holds it. `by`: the lease owner's label. */
-export async function withThreadLock<T>(
-  app: Pick<App, "deps">,
+/**
+ * Takes the journal's lease on the thread for its owner's label `by` and returns its release;
+ * IN_PROGRESS while another process (or the inbox, or an API run) holds it.
+ */
+export async function takeThreadLock(
+  deps: Pick<Deps, "journal">,
   threadId: string,
-  fn: () => Promise<T>,
   by = "",
-): Promise<T> {
+): Promise<() => Promise<void>> {
   const owner = `${process.pid}:${by}${randomUUID()}`;
-  const got = await app.deps.journal.acquireThreadLock(threadId, owner, 5 * 60_000);
-  if (!got) {
+  if (!(await deps.journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
     throw new DecisionNotAcceptedError(
       threadId,
       "IN_PROGRESS",
       "another process is working on this thread right now; try again when it has finished",
     );
   }
+  return () => deps.journal.releaseThreadLock(threadId, owner);
+}
+
+/** Runs `fn` under the journal's lease on the thread (takeThreadLock). */
+export async function withThreadLock<T>(
+  app: Pick<App, "deps">,
+  threadId: string,
+  fn: () => Promise<T>,
+  by = "",
+): Promise<T> {
+  const release = await takeThreadLock(app.deps, threadId, by);
   try {
     return await fn();
   } finally {
-    await app.deps.journal.releaseThreadLock(threadId, owner);
+    await release();
   }
 }
 
