@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { SqliteJournal } from "../src/store/journal.js";
+import { takeThreadLock } from "../src/app/threads.js";
 import { tempDir, until } from "./support/harness.js";
 import { approvalOf, leaseFor, readyToWrite, testAction } from "./support/journal-rows.js";
 import { randomBytes } from "node:crypto";
@@ -100,6 +101,15 @@ describe("SqliteJournal", () => {
     expect(await b.acquireThreadLock("t1", "owner-b", 60_000)).toBe(false);
     await a.releaseThreadLock("t1", "owner-a");
     expect(await b.acquireThreadLock("t1", "owner-b", 60_000)).toBe(true);
+  });
+
+  it("a lease taken for a run is renewed while the run holds it: another owner is refused past its term, until it is released", async () => {
+    const { a, b } = pair();
+    const release = await takeThreadLock({ journal: a }, "t2", "run:", 300);
+    await new Promise((r) => setTimeout(r, 900));
+    expect(await b.acquireThreadLock("t2", "owner-b", 60_000)).toBe(false);
+    await release();
+    expect(await b.acquireThreadLock("t2", "owner-b", 60_000)).toBe(true);
   });
 
   it("a lease left by a killed process that nobody reaped yet (a zombie) is taken over", async () => {

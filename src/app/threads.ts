@@ -223,17 +223,30 @@ export async function takeThreadLock(
   deps: Pick<Deps, "journal">,
   threadId: string,
   by = "",
+  leaseMs = THREAD_LEASE_MS,
 ): Promise<() => Promise<void>> {
   const owner = `${process.pid}:${by}${randomUUID()}`;
-  if (!(await deps.journal.acquireThreadLock(threadId, owner, 5 * 60_000))) {
+  if (!(await deps.journal.acquireThreadLock(threadId, owner, leaseMs))) {
     throw new DecisionNotAcceptedError(
       threadId,
       "IN_PROGRESS",
       "another process is working on this thread right now; try again when it has finished",
     );
   }
-  return () => deps.journal.releaseThreadLock(threadId, owner);
+  // Renewed while held (taking it again as its owner), so that a run outlasting the lease (a slow or
+  // rate-limited portal) keeps the thread to itself.
+  const renew = setInterval(() => {
+    deps.journal.acquireThreadLock(threadId, owner, leaseMs).catch(() => undefined);
+  }, leaseMs / 3);
+  renew.unref();
+  return async () => {
+    clearInterval(renew);
+    await deps.journal.releaseThreadLock(threadId, owner);
+  };
 }
+
+/** How long a thread's lease lasts unrenewed: a holder that died on another host keeps it no longer. */
+const THREAD_LEASE_MS = 5 * 60_000;
 
 /** Runs `fn` under the journal's lease on the thread (takeThreadLock). */
 export async function withThreadLock<T>(
