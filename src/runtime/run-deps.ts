@@ -11,7 +11,6 @@
 import { randomUUID } from "node:crypto";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { Deps } from "./deps.js";
-import { canonicalJson } from "../envelope/index.js";
 
 /** The configurable key a run's dependencies travel under. */
 export const DEPS_KEY = "action_envelope_deps";
@@ -96,12 +95,18 @@ export function runConfigurable(continued: boolean, resume?: unknown): Record<st
 }
 
 /**
- * A value's canonical JSON text: the same for the value a run was sent with and the copy the checkpoint
- * gives back (which drops undefined properties); undefined for what is not JSON.
+ * A value's JSON text with object keys sorted: the same for the value a run was sent with and the copy
+ * the checkpoint gives back (which drops undefined properties); undefined for what is not JSON. Not
+ * canonicalJson: that refuses text it cannot hash (an unpaired surrogate), and such a value is still the
+ * run's own, to be judged (and refused for what it says) by check_decision.
  */
 function jsonText(value: unknown): string | undefined {
   try {
-    return canonicalJson(value);
+    return JSON.stringify(value, (_key, v: unknown) =>
+      v !== null && typeof v === "object" && !Array.isArray(v)
+        ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+        : v,
+    );
   } catch {
     return undefined;
   }
