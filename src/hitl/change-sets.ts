@@ -36,6 +36,7 @@ import { partialNotRunNote } from "../envelope/card-notes.js";
 import { objectNamed } from "../envelope/operations.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
+import { nonceClaim } from "./decision-claim.js";
 
 export interface PlannedAction {
   actionId: string;
@@ -390,15 +391,7 @@ export async function buildChangeSet(
     // The claim commits with its decision_accepted record, as a human's decision does.
     const claim = await deps.journal.decideActions(
       registered.map((r) => ({ envelopeHash: r.envelopeHash, decision: record })),
-      {
-        threadId: ctx.threadId,
-        envelopeHash: setHash,
-        nonce: set.nonce,
-        revision,
-        decisionType: "approve",
-        approverId: record.approverId,
-        decidedAt: record.decidedAt,
-      },
+      nonceClaim(ctx.threadId, record, record),
       [decisionAcceptedEntry(registered[0]!.envelope, setHash, record)],
     );
     if (claim.claimed)
