@@ -186,7 +186,6 @@ export interface QuestionItem {
   fields: QuestionEntry["fields"];
   askedAt: string;
   requestedBy: string;
-  request: string;
 }
 
 /** Anyone the policy names as an approver of some operation (or by default). */
@@ -222,7 +221,6 @@ export async function questionsFor(app: App, user: string): Promise<QuestionItem
       fields: q.fields,
       askedAt: q.askedAt,
       requestedBy: thread?.macValid ? thread.requestedBy : "",
-      request: thread?.macValid ? thread.request : "",
     });
   }
   return out;
