@@ -95,15 +95,12 @@ export async function undoPlanFor(
   }
   const plan = partOf(action, policy);
   if (!plan.ok) return { ok: false, code: "NOT_UNDOABLE", reason: `thread ${threadId}: ${plan.reason}` };
-  const proposal: ProposalRecord = {
-    operation: plan.operation,
-    taskId: plan.taskId,
-    fields: plan.fields,
-    rationale: isDeletePart(plan)
+  const proposal = proposalOf(
+    plan,
+    isDeletePart(plan)
       ? `undo of thread ${threadId} (envelope ${action.envelopeHash}): delete ${deletedLabel(plan)}, which its write created`
       : `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`,
-    source: "compensation",
-  };
+  );
   return {
     ok: true,
     original: action,
@@ -131,6 +128,11 @@ function partOf(m: ActionRow, policy: Policy): UndoPart | { ok: false; reason: s
       throw new Error(`unknown effect ${String(never)}`);
     }
   }
+}
+
+/** The proposal an undo part is, proposed by code with `rationale`. */
+function proposalOf(p: UndoPart, rationale: string): ProposalRecord {
+  return { operation: p.operation, taskId: p.taskId, fields: p.fields, rationale, source: "compensation" };
 }
 
 /** What a delete removes, named as its subject names it (src/envelope/deleted.ts): "comment 12 of task 4", "task 9". */
@@ -292,28 +294,14 @@ async function undoOfSet(
         wrote: p.wrote,
         afterWrite: afterWriteOf(p.last) ?? r.afterWrite,
       };
-      const proposal: ProposalRecord = {
-        operation: r.operation,
-        taskId: r.taskId,
-        fields: p.fields,
-        rationale: `undo of change set ${set.setHash} (thread ${threadId}) on ${r.type} ${r.taskId}: restore the values recorded before the set`,
-        source: "compensation",
-      };
-      return { plan: plan as UndoPart, proposal };
+      const rationale = `undo of change set ${set.setHash} (thread ${threadId}) on ${r.type} ${r.taskId}: restore the values recorded before the set`;
+      return { plan: plan as UndoPart, proposal: proposalOf(plan, rationale) };
     });
   // Deletes are irreversible: after every restore (the chain rule runs them only once those verified),
   // the newest creation first.
   for (const d of deletes.reverse()) {
-    parts.push({
-      plan: d,
-      proposal: {
-        operation: d.operation,
-        taskId: d.taskId,
-        fields: d.fields,
-        rationale: `undo of change set ${set.setHash} (thread ${threadId}): delete ${deletedLabel(d)}, which the set created`,
-        source: "compensation",
-      },
-    });
+    const rationale = `undo of change set ${set.setHash} (thread ${threadId}): delete ${deletedLabel(d)}, which the set created`;
+    parts.push({ plan: d, proposal: proposalOf(d, rationale) });
   }
   if (parts.length === 0)
     return {
