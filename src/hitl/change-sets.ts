@@ -29,7 +29,7 @@ import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction } from "../store/action-machine.js";
 import type { SetPlanDraft } from "../envelope/decision-judgement.js";
 import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
-import { canEditFrom, deniedFieldRights, rawOf, readObject } from "./reads.js";
+import { canEditFrom, deniedFieldRights, rawOf, readObject, type BaselineRead } from "./reads.js";
 import { TARGETS, jsonOf } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 import { partialNotRunNote } from "../envelope/card-notes.js";
@@ -78,9 +78,6 @@ export function movedSinceShown(shown: Envelope, now: Envelope): string[] {
     (f) => text(shown.baseline.values, f) !== text(now.baseline.values, f),
   );
 }
-
-export type BaselineRead =
-  { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
 
 /**
  * The baseline an action's envelope records, read by code before it is frozen: empty for a create

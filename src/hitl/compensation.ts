@@ -20,7 +20,7 @@ import type { ActionRow } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
-import { rawOf, readObject } from "./reads.js";
+import { rawOf, readObject, type BaselineRead } from "./reads.js";
 import { readDeleted } from "./delete-reads.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 
@@ -140,17 +140,16 @@ function deletedLabel(p: DeletePlan): string {
   return deleteSubjectOf(p.operation)!.label(p.taskId, Number(p.deletedId));
 }
 
-export type UndoRead =
-  | { ok: true; object: Record<string, unknown> }
-  | { ok: false; code: "BASELINE_READ_FAILED" | "STALE_STATE" | "NO_CHANGE"; reason: string };
-
 /**
  * The fresh read an undo part is built on, and whether the object is still what our run left: for a
  * restore, the object exactly as our write left it (changedSinceWrite); for a delete, the object
  * exactly as our run created it (changedSinceCreated), or already gone (NO_CHANGE: nothing to delete).
  * The object returned is the envelope's baseline read.
  */
-export async function readUndoPart(tools: Pick<Bitrix24Tools, "read">, plan: UndoPart): Promise<UndoRead> {
+export async function readUndoPart(
+  tools: Pick<Bitrix24Tools, "read">,
+  plan: UndoPart,
+): Promise<BaselineRead> {
   if (isDeletePart(plan)) {
     const { res, located } = await readDeleted(tools, {
       operation: plan.operation,

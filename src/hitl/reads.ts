@@ -4,6 +4,7 @@
  * (→ ERROR): the two mean different things to whoever investigates.
  */
 import type { ReadResult } from "../envelope/index.js";
+import type { ReasonCode } from "../envelope/records.js";
 import { TARGETS, type TargetType } from "../envelope/targets.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
@@ -20,6 +21,10 @@ export function toReadResult(res: McpCallResult): ReadResult {
     },
   };
 }
+
+/** The object an envelope's baseline is read from (an undo's part included), or why it is not one to build on. */
+export type BaselineRead =
+  { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
 
 /** Evidence form of a read: what the target returned, verbatim where possible. */
 export function rawOf(res: McpCallResult): unknown {
