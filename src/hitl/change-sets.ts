@@ -29,7 +29,7 @@ import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction } from "../store/action-machine.js";
 import type { SetPlanDraft } from "../envelope/decision-judgement.js";
 import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
-import { canEditFrom, deniedFieldRights, rawOf, readObject, type BaselineRead } from "./reads.js";
+import { canEditFrom, deniedFieldRights, readObject, unreadBaseline, type BaselineRead } from "./reads.js";
 import { TARGETS, jsonOf } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 import { partialNotRunNote } from "../envelope/card-notes.js";
@@ -96,11 +96,7 @@ export async function readBaseline(
   if (!object) {
     const missing = missingObjectOf(res, target, a.taskId);
     if (missing) return { ok: false, code: "TARGET_NOT_FOUND", reason: missing };
-    return {
-      ok: false,
-      code: "BASELINE_READ_FAILED",
-      reason: `could not read ${target} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
-    };
+    return unreadBaseline(`${target} ${a.taskId}`, res);
   }
   // The task answer carries the acting user's rights: a write it already refuses is not put in front of an approver.
   if (target === "task" && effect === "update" && canEditFrom(res.ok ? res.body : null) === false) {

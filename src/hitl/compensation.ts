@@ -20,7 +20,7 @@ import type { ActionRow } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
-import { rawOf, readObject, type BaselineRead } from "./reads.js";
+import { readObject, unreadBaseline, type BaselineRead } from "./reads.js";
 import { readDeleted } from "./delete-reads.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 
@@ -166,11 +166,7 @@ export async function readUndoPart(
         };
       case "failed":
       case "unknown":
-        return {
-          ok: false,
-          code: "BASELINE_READ_FAILED",
-          reason: `could not read ${what} to record its baseline (${located.reason}): ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
-        };
+        return unreadBaseline(what, res, located.reason);
       case "present": {
         const changed = changedSinceCreated(plan, located.object);
         if (changed.length > 0)
@@ -188,12 +184,7 @@ export async function readUndoPart(
     }
   }
   const { res, object } = await readObject(tools, plan.type, plan.taskId);
-  if (!object)
-    return {
-      ok: false,
-      code: "BASELINE_READ_FAILED",
-      reason: `could not read ${plan.type} ${plan.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
-    };
+  if (!object) return unreadBaseline(`${plan.type} ${plan.taskId}`, res);
   const changed = changedSinceWrite(plan, object);
   if (changed.length > 0)
     return {

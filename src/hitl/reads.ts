@@ -26,6 +26,13 @@ export function toReadResult(res: McpCallResult): ReadResult {
 export type BaselineRead =
   { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
 
+/** A read that did not give the object to record as a baseline (`why`, when known), quoting the answer. */
+export function unreadBaseline(what: string, res: McpCallResult, why?: string): BaselineRead {
+  const answer = JSON.stringify(rawOf(res)).slice(0, 2000);
+  const reason = `could not read ${what} to record its baseline${why !== undefined ? ` (${why})` : ""}: ${answer}`;
+  return { ok: false, code: "BASELINE_READ_FAILED", reason };
+}
+
 /** Evidence form of a read: what the target returned, verbatim where possible. */
 export function rawOf(res: McpCallResult): unknown {
   return res.ok ? res.body : { error: res.error };
