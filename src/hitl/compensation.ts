@@ -342,12 +342,10 @@ export const undoRequest = (threadId: string): string => `undo thread ${threadId
 /** An undo thread's scope: exactly the objects (tasks, deals) and fields it restores. */
 function scopeOf(plans: UndoPart[]): { taskIds?: number[]; dealIds?: number[]; fields: string[] } {
   const ids = (type: string) => [...new Set(plans.filter((p) => p.type === type).map((p) => p.taskId))];
-  const taskIds = ids("task");
-  const dealIds = ids("deal");
   return {
     // A kind that is not restored gets an empty list: the undo may touch none of it.
-    taskIds,
-    dealIds,
+    taskIds: ids("task"),
+    dealIds: ids("deal"),
     fields: [...new Set(plans.flatMap((p) => Object.keys(p.fields)))],
   };
 }
