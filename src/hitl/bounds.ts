@@ -77,8 +77,7 @@ export interface OutOfBounds {
 export function admitResume(value: unknown): unknown {
   const check = checkBounds(value);
   if (check.ok) return value;
-  const out: OutOfBounds = { outOfBounds: check.reason, evidence: boundedForEvidence(value, check) };
-  return out;
+  return { outOfBounds: check.reason, evidence: boundedForEvidence(value, check) } satisfies OutOfBounds;
 }
 
 export function isOutOfBounds(value: unknown): value is OutOfBounds {

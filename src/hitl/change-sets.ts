@@ -29,13 +29,14 @@ import type { Deps } from "../runtime/deps.js";
 import { objectKeyOf, type ActionRow, type RegisteredAction } from "../store/action-machine.js";
 import type { SetPlanDraft } from "../envelope/decision-judgement.js";
 import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
-import { canEditFrom, deniedFieldRights, rawOf, readObject } from "./reads.js";
+import { canEditFrom, deniedFieldRights, readObject, unreadBaseline, type BaselineRead } from "./reads.js";
 import { TARGETS, jsonOf } from "../envelope/targets.js";
 import { lookupNames } from "./people.js";
 import { partialNotRunNote } from "../envelope/card-notes.js";
 import { objectNamed } from "../envelope/operations.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
+import { nonceClaim } from "./decision-claim.js";
 
 export interface PlannedAction {
   actionId: string;
@@ -78,9 +79,6 @@ export function movedSinceShown(shown: Envelope, now: Envelope): string[] {
   );
 }
 
-export type BaselineRead =
-  { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
-
 /**
  * The baseline an action's envelope records, read by code before it is frozen: empty for a create
  * (there is no object yet); for a delete, what it removes, only as an earlier revision in `earlier`
@@ -98,11 +96,7 @@ export async function readBaseline(
   if (!object) {
     const missing = missingObjectOf(res, target, a.taskId);
     if (missing) return { ok: false, code: "TARGET_NOT_FOUND", reason: missing };
-    return {
-      ok: false,
-      code: "BASELINE_READ_FAILED",
-      reason: `could not read ${target} ${a.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
-    };
+    return unreadBaseline(`${target} ${a.taskId}`, res);
   }
   // The task answer carries the acting user's rights: a write it already refuses is not put in front of an approver.
   if (target === "task" && effect === "update" && canEditFrom(res.ok ? res.body : null) === false) {
@@ -390,15 +384,7 @@ export async function buildChangeSet(
     // The claim commits with its decision_accepted record, as a human's decision does.
     const claim = await deps.journal.decideActions(
       registered.map((r) => ({ envelopeHash: r.envelopeHash, decision: record })),
-      {
-        threadId: ctx.threadId,
-        envelopeHash: setHash,
-        nonce: set.nonce,
-        revision,
-        decisionType: "approve",
-        approverId: record.approverId,
-        decidedAt: record.decidedAt,
-      },
+      nonceClaim(ctx.threadId, record, record),
       [decisionAcceptedEntry(registered[0]!.envelope, setHash, record)],
     );
     if (claim.claimed)

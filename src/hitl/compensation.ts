@@ -20,7 +20,7 @@ import type { ActionRow } from "../store/action-machine.js";
 import { setMembersOf } from "../store/action-rows.js";
 import type { Journal } from "../store/journal.js";
 import type { ProposalRecord, ReasonCode } from "../envelope/records.js";
-import { rawOf, readObject } from "./reads.js";
+import { readObject, unreadBaseline, type BaselineRead } from "./reads.js";
 import { readDeleted } from "./delete-reads.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
 
@@ -95,15 +95,12 @@ export async function undoPlanFor(
   }
   const plan = partOf(action, policy);
   if (!plan.ok) return { ok: false, code: "NOT_UNDOABLE", reason: `thread ${threadId}: ${plan.reason}` };
-  const proposal: ProposalRecord = {
-    operation: plan.operation,
-    taskId: plan.taskId,
-    fields: plan.fields,
-    rationale: isDeletePart(plan)
+  const proposal = proposalOf(
+    plan,
+    isDeletePart(plan)
       ? `undo of thread ${threadId} (envelope ${action.envelopeHash}): delete ${deletedLabel(plan)}, which its write created`
       : `undo of thread ${threadId} (envelope ${action.envelopeHash}): restore the values recorded before its write`,
-    source: "compensation",
-  };
+  );
   return {
     ok: true,
     original: action,
@@ -133,14 +130,15 @@ function partOf(m: ActionRow, policy: Policy): UndoPart | { ok: false; reason: s
   }
 }
 
+/** The proposal an undo part is, proposed by code with `rationale`. */
+function proposalOf(p: UndoPart, rationale: string): ProposalRecord {
+  return { operation: p.operation, taskId: p.taskId, fields: p.fields, rationale, source: "compensation" };
+}
+
 /** What a delete removes, named as its subject names it (src/envelope/deleted.ts): "comment 12 of task 4", "task 9". */
 function deletedLabel(p: DeletePlan): string {
   return deleteSubjectOf(p.operation)!.label(p.taskId, Number(p.deletedId));
 }
-
-export type UndoRead =
-  | { ok: true; object: Record<string, unknown> }
-  | { ok: false; code: "BASELINE_READ_FAILED" | "STALE_STATE" | "NO_CHANGE"; reason: string };
 
 /**
  * The fresh read an undo part is built on, and whether the object is still what our run left: for a
@@ -148,7 +146,10 @@ export type UndoRead =
  * exactly as our run created it (changedSinceCreated), or already gone (NO_CHANGE: nothing to delete).
  * The object returned is the envelope's baseline read.
  */
-export async function readUndoPart(tools: Pick<Bitrix24Tools, "read">, plan: UndoPart): Promise<UndoRead> {
+export async function readUndoPart(
+  tools: Pick<Bitrix24Tools, "read">,
+  plan: UndoPart,
+): Promise<BaselineRead> {
   if (isDeletePart(plan)) {
     const { res, located } = await readDeleted(tools, {
       operation: plan.operation,
@@ -165,11 +166,7 @@ export async function readUndoPart(tools: Pick<Bitrix24Tools, "read">, plan: Und
         };
       case "failed":
       case "unknown":
-        return {
-          ok: false,
-          code: "BASELINE_READ_FAILED",
-          reason: `could not read ${what} to record its baseline (${located.reason}): ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
-        };
+        return unreadBaseline(what, res, located.reason);
       case "present": {
         const changed = changedSinceCreated(plan, located.object);
         if (changed.length > 0)
@@ -187,12 +184,7 @@ export async function readUndoPart(tools: Pick<Bitrix24Tools, "read">, plan: Und
     }
   }
   const { res, object } = await readObject(tools, plan.type, plan.taskId);
-  if (!object)
-    return {
-      ok: false,
-      code: "BASELINE_READ_FAILED",
-      reason: `could not read ${plan.type} ${plan.taskId} to record its baseline: ${JSON.stringify(rawOf(res)).slice(0, 2000)}`,
-    };
+  if (!object) return unreadBaseline(`${plan.type} ${plan.taskId}`, res);
   const changed = changedSinceWrite(plan, object);
   if (changed.length > 0)
     return {
@@ -292,28 +284,14 @@ async function undoOfSet(
         wrote: p.wrote,
         afterWrite: afterWriteOf(p.last) ?? r.afterWrite,
       };
-      const proposal: ProposalRecord = {
-        operation: r.operation,
-        taskId: r.taskId,
-        fields: p.fields,
-        rationale: `undo of change set ${set.setHash} (thread ${threadId}) on ${r.type} ${r.taskId}: restore the values recorded before the set`,
-        source: "compensation",
-      };
-      return { plan: plan as UndoPart, proposal };
+      const rationale = `undo of change set ${set.setHash} (thread ${threadId}) on ${r.type} ${r.taskId}: restore the values recorded before the set`;
+      return { plan: plan as UndoPart, proposal: proposalOf(plan, rationale) };
     });
   // Deletes are irreversible: after every restore (the chain rule runs them only once those verified),
   // the newest creation first.
   for (const d of deletes.reverse()) {
-    parts.push({
-      plan: d,
-      proposal: {
-        operation: d.operation,
-        taskId: d.taskId,
-        fields: d.fields,
-        rationale: `undo of change set ${set.setHash} (thread ${threadId}): delete ${deletedLabel(d)}, which the set created`,
-        source: "compensation",
-      },
-    });
+    const rationale = `undo of change set ${set.setHash} (thread ${threadId}): delete ${deletedLabel(d)}, which the set created`;
+    parts.push({ plan: d, proposal: proposalOf(d, rationale) });
   }
   if (parts.length === 0)
     return {
@@ -364,12 +342,10 @@ export const undoRequest = (threadId: string): string => `undo thread ${threadId
 /** An undo thread's scope: exactly the objects (tasks, deals) and fields it restores. */
 function scopeOf(plans: UndoPart[]): { taskIds?: number[]; dealIds?: number[]; fields: string[] } {
   const ids = (type: string) => [...new Set(plans.filter((p) => p.type === type).map((p) => p.taskId))];
-  const taskIds = ids("task");
-  const dealIds = ids("deal");
   return {
     // A kind that is not restored gets an empty list: the undo may touch none of it.
-    taskIds,
-    dealIds,
+    taskIds: ids("task"),
+    dealIds: ids("deal"),
     fields: [...new Set(plans.flatMap((p) => Object.keys(p.fields)))],
   };
 }

@@ -6,6 +6,8 @@
 import type { Answered, Judge } from "../envelope/decision-judgement.js";
 import type { ActionProgress, ActionRow } from "../store/action-machine.js";
 import type { AuditEntry } from "../store/audit.js";
+import type { DecisionClaim } from "../store/journal/api.js";
+import type { DecisionRecord } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
 import { DecisionNotAcceptedError } from "../errors.js";
 import type { MirrorUpdate } from "./thread-mirror.js";
@@ -29,6 +31,17 @@ export const answeredBy = (action: ActionRow): Answered => ({
   escalatedTo: action.escalatedTo,
 });
 
+/** A nonce claim: the hash, nonce and revision a decision is bound to, and who made it when. */
+export function nonceClaim(
+  threadId: string,
+  bound: Pick<DecisionRecord, "envelopeHash" | "nonce" | "revision">,
+  decision: Pick<DecisionRecord, "type" | "approverId" | "decidedAt">,
+): DecisionClaim {
+  const { envelopeHash, nonce, revision } = bound;
+  const { type: decisionType, approverId, decidedAt } = decision;
+  return { threadId, envelopeHash, nonce, revision, decisionType, approverId, decidedAt };
+}
+
 /**
  * Claims the nonce and moves the action to `decided`, appending `records` in the same transaction. For
  * a change set, `action` stands for the set (its hash and nonce) and every one of `members` is decided
@@ -42,15 +55,12 @@ export async function decide(
   records: AuditEntry[],
   members?: ActionRow[],
 ): Promise<{ row: ActionRow } | { update: MirrorUpdate }> {
-  const claimOf = {
-    threadId: action.threadId,
+  const bound = {
     envelopeHash: action.envelopeHash,
     nonce: action.envelope.nonce,
     revision: action.revision,
-    decisionType: decision.type,
-    approverId: decision.approverId,
-    decidedAt: decision.decidedAt,
   };
+  const claimOf = nonceClaim(action.threadId, bound, decision);
   const claim = members
     ? await deps.journal.decideActions(
         members.map((x) => ({ envelopeHash: x.envelopeHash, decision })),

@@ -63,16 +63,6 @@ export async function rejected(
   return { ...base, ...(await closeAction(deps, row, "NOT_EXECUTED", "REJECTED_BY_HUMAN", r.reason)) };
 }
 
-/** What a decision for this pause names: a change set's hash and nonce, or the envelope's. */
-export function boundOf(
-  action: ActionRow,
-  members: ActionRow[] | undefined,
-): { hash: string; nonce: string } {
-  return action.set && members
-    ? { hash: action.set.setHash, nonce: action.set.set.nonce }
-    : { hash: action.envelopeHash, nonce: action.envelope.nonce };
-}
-
 /**
  * The refusal of a decision on `action`. `names` holds the names an edit typed for user fields
  * (RESPONSIBLE_ID "Bob Smith") and what user.get resolved them to, once they are looked up.
@@ -85,7 +75,8 @@ export function refuserFor(
     raw: unknown;
     now: Date;
     authUser: string | undefined;
-    bound: { hash: string; nonce: string };
+    /** What a decision for this pause names (approvalBinding): a change set's hash and nonce, or the envelope's. */
+    bound: { envelopeHash: string; nonce: string };
     names: { people: NameResolution[] };
   },
 ): Refuse {
@@ -106,7 +97,7 @@ export function refuserFor(
     // button's refusal would otherwise be a passing toast. It names exactly what would decide.
     const answer = (ended: string | undefined) =>
       new AIMessage(
-        `Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.hash, bound.nonce, authUser)}`}`,
+        `Decision refused (${code}): ${reason}. ${ended ?? `Nothing was approved or written; the approval is still waiting. ${howToDecide(bound.envelopeHash, bound.nonce, authUser)}`}`,
       );
     const base: DecisionUpdate = { refusals: [refusal], ...judgedUpdate(row, null, state) };
     // Only an entitled caller can close the approval by a refused decision; anyone else is ignored.

@@ -15,7 +15,7 @@ import {
 } from "../envelope/index.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
-import { toReadResult } from "./reads.js";
+import { toReadResult, type BaselineRead } from "./reads.js";
 
 export async function readDeleted(
   tools: Pick<Bitrix24Tools, "read">,
@@ -27,14 +27,6 @@ export async function readDeleted(
       : await tools.read("getTask", { taskId: e.object.id });
   return { res, located: locateDeleted(e, toReadResult(res)) };
 }
-
-export type DeleteBaseline =
-  | { ok: true; object: Record<string, unknown> }
-  | {
-      ok: false;
-      code: "DENIED_BY_POLICY" | "NO_CHANGE" | "STALE_STATE" | "BASELINE_READ_FAILED";
-      reason: string;
-    };
 
 /**
  * The baseline of a delete built again from an earlier revision of the same delete (a fresh envelope
@@ -48,7 +40,7 @@ export async function deleteBaselineFrom(
   tools: Pick<Bitrix24Tools, "read">,
   earlier: readonly Envelope[],
   proposal: { operation: OperationName; taskId: number; fields: Record<string, unknown> },
-): Promise<DeleteBaseline> {
+): Promise<BaselineRead> {
   const previous = earlier.find(
     (e) =>
       e.operation === proposal.operation &&

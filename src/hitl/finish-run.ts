@@ -32,13 +32,13 @@ export type FinishUpdate = Partial<RegisteredView> &
 /**
  * `finish`'s work once its gate has let it through (the journal's next step is `finish`): also run by
  * `carry_out` right after the executor, with the rows the executor left (`gate`) and the action's
- * write-ahead entry when it read one (`execution`, otherwise read here).
+ * write-ahead entry when it read one (`written`, otherwise read here).
  */
 export async function finishFromJournal(
   deps: Deps,
   gate: Gate,
   state: ThreadMirror,
-  known: { execution?: ExecutionEntry } = {},
+  written?: ExecutionEntry,
 ): Promise<FinishUpdate> {
   const thread = await ensureThread(deps, gate, state);
   const finishedAt = deps.clock().toISOString();
@@ -57,8 +57,8 @@ export async function finishFromJournal(
   else closing = await noProposalClosing(deps, gate.threadId, finishedAt);
 
   const execution = action
-    ? known.execution?.envelopeHash === action.envelopeHash
-      ? known.execution
+    ? written?.envelopeHash === action.envelopeHash
+      ? written
       : await deps.journal.findExecution(action.envelopeHash)
     : undefined;
   const denied = action

@@ -9,13 +9,10 @@ import { objectKeyOf, type ActionRow, type ObjectLease } from "../store/action-m
 import type { LeaseRecord } from "../envelope/records.js";
 import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 
-export type HoldResult =
-  { held: true; record: LeaseRecord } | { held: false; holder: ObjectLease; record: LeaseRecord };
-
 export async function holdObject(
   deps: Pick<Deps, "journal" | "config">,
   action: ActionRow,
-): Promise<HoldResult> {
+): Promise<{ held: true; record: LeaseRecord } | { held: false; holder: ObjectLease; record: LeaseRecord }> {
   const objectKey = objectKeyOf(action.envelope);
   const { holdMs, waitMs } = deps.config.objectLease;
   const owner = { envelopeHash: action.envelopeHash, threadId: action.threadId };

@@ -4,6 +4,7 @@
  * (→ ERROR): the two mean different things to whoever investigates.
  */
 import type { ReadResult } from "../envelope/index.js";
+import type { ReasonCode } from "../envelope/records.js";
 import { TARGETS, type TargetType } from "../envelope/targets.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
 import type { Bitrix24Tools } from "../tools/bitrix24-tools.js";
@@ -19,6 +20,17 @@ export function toReadResult(res: McpCallResult): ReadResult {
       description: res.error.description,
     },
   };
+}
+
+/** The object an envelope's baseline is read from (an undo's part included), or why it is not one to build on. */
+export type BaselineRead =
+  { ok: true; object: Record<string, unknown> } | { ok: false; code: ReasonCode; reason: string };
+
+/** A read that did not give the object to record as a baseline (`why`, when known), quoting the answer. */
+export function unreadBaseline(what: string, res: McpCallResult, why?: string): BaselineRead {
+  const answer = JSON.stringify(rawOf(res)).slice(0, 2000);
+  const reason = `could not read ${what} to record its baseline${why !== undefined ? ` (${why})` : ""}: ${answer}`;
+  return { ok: false, code: "BASELINE_READ_FAILED", reason };
 }
 
 /** Evidence form of a read: what the target returned, verbatim where possible. */

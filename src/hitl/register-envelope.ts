@@ -20,6 +20,7 @@ import type { DecisionRecord, ProposalRecord } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
+import { nonceClaim } from "./decision-claim.js";
 import { movedSinceShown, type PlannedAction } from "./change-sets.js";
 import { lookupNames } from "./people.js";
 import { editorOf, escalationOf } from "./revision-plan.js";
@@ -133,15 +134,7 @@ export async function registerEnvelope(
     };
     const claim = await deps.journal.decideAction(
       envelopeHash,
-      {
-        threadId,
-        envelopeHash,
-        nonce: envelope.nonce,
-        revision,
-        decisionType: "approve",
-        approverId: record.approverId,
-        decidedAt: record.decidedAt,
-      },
+      nonceClaim(threadId, record, record),
       record,
       [decisionAcceptedEntry(envelope, envelopeHash, record)],
     );

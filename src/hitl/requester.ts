@@ -17,14 +17,12 @@ export interface RequestToVerify {
   requesterSignature?: string | undefined;
 }
 
-export type RequesterCheck = { ok: true; verifiedBy: RequesterVerification } | { ok: false; problem: string };
-
 export function verifyRequester(
   threadId: string,
   input: RequestToVerify,
   caller: string | undefined,
   publicKeys: Map<string, KeyObject>,
-): RequesterCheck {
+): { ok: true; verifiedBy: RequesterVerification } | { ok: false; problem: string } {
   if (input.requesterSignature !== undefined) {
     const key = publicKeys.get(input.requestedBy);
     const payload = {

@@ -252,8 +252,7 @@ const mirrorChecks = new WeakMap<
  */
 export function registeredFor(view: ThreadJournalView, mirrored: Mirrored): Partial<RegisteredView> {
   const r = view.registered;
-  if (!r) return {};
-  return mirrorsRegistered(r, mirrored) ? {} : r;
+  return r && !mirrorsRegistered(r, mirrored) ? r : {};
 }
 
 /** Evidence as graph state and the phase events keep it: without the target's raw answers, which stay in the journal. */

@@ -28,13 +28,9 @@ export interface InboxListPage {
  * page printed is a UsageError. Someone who approves no operation sees only their own requests, so
  * SQL reads only those rows; every row read is still checked against its seal.
  */
-export async function inboxListPage(
-  app: App,
-  user: string,
-  q: { cursor?: string } = {},
-): Promise<InboxListPage> {
+export async function inboxListPage(app: App, user: string, cursor?: string): Promise<InboxListPage> {
   const journal = app.deps.journal;
-  const after = q.cursor !== undefined ? cursorKey(q.cursor) : undefined;
+  const after = cursor !== undefined ? cursorKey(cursor) : undefined;
   const filter: RegisteredFilter = isApprover(app, user) ? {} : { requestedBy: user };
   const items: InboxItem[] = [];
   const damaged: InboxListPage["damaged"] = [];

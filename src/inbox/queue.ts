@@ -144,20 +144,16 @@ export async function inboxItemOf(app: App, action: ActionRow, user: string): Pr
   const may = entitlementOf(app, action, user);
   if (!may.mayDecide && !may.mayCancel) return undefined;
   const e = action.envelope;
-  const b = boundOf(action);
+  // What a decision on it is bound to, but the nonce: only the card page's forms carry that.
+  const { hash, nonce: _nonce, ...bound } = boundOf(action);
   const last = action.progress.lastRefusal;
   const members = action.set ? await membersOf(app.deps, action) : null;
   const snapshot = await app.graph.getState({ configurable: { thread_id: action.threadId } });
   const elsewhere = !snapshot.values || Object.keys(snapshot.values as object).length === 0;
   return {
     threadId: action.threadId,
-    envelopeHash: b.hash,
-    revision: b.revision,
-    requestedBy: b.requestedBy,
-    requesterVerifiedBy: b.requesterVerifiedBy,
-    createdAt: b.createdAt,
-    expiresAt: b.expiresAt,
-    risk: b.risk,
+    envelopeHash: hash,
+    ...bound,
     operation: e.operation,
     escalatedTo: action.escalatedTo,
     lastRefusal: last ? { code: last.code, reason: last.reason } : null,
@@ -190,7 +186,6 @@ export interface QuestionItem {
   fields: QuestionEntry["fields"];
   askedAt: string;
   requestedBy: string;
-  request: string;
 }
 
 /** Anyone the policy names as an approver of some operation (or by default). */
@@ -226,7 +221,6 @@ export async function questionsFor(app: App, user: string): Promise<QuestionItem
       fields: q.fields,
       askedAt: q.askedAt,
       requestedBy: thread?.macValid ? thread.requestedBy : "",
-      request: thread?.macValid ? thread.request : "",
     });
   }
   return out;

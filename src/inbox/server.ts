@@ -112,7 +112,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
     const filters: ListFilters = { q: c.req.query("q") ?? "", risk: c.req.query("risk") ?? "" };
     let page: InboxListPage;
     try {
-      page = await inboxListPage(app, c.var.session.user, cursor !== undefined ? { cursor } : {});
+      page = await inboxListPage(app, c.var.session.user, cursor);
     } catch (e) {
       if (!(e instanceof UsageError)) throw e;
       return refused(c, 400, "Not a page of the list", e.message, c.var.session);
@@ -149,7 +149,7 @@ export function createInboxApp(opts: InboxOptions, hostAllowed: (host: string) =
       const item = action ? await inboxItemOf(app, action, user) : undefined;
       return item ? [item] : [];
     }
-    return (await inboxListPage(app, user, cursor !== undefined ? { cursor } : {})).items;
+    return (await inboxListPage(app, user, cursor)).items;
   };
 
   web.get("/events", (c) => {

@@ -24,6 +24,15 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
   const perUser = new SignInLimiter(5);
   const perAddress = new SignInLimiter(20);
 
+  /**
+   * The posted form, or the refusal of one that comes from another site or whose body cannot be read
+   * as a form (a malformed multipart body, say).
+   */
+  const postedForm = async (c: Context<Env>) => {
+    const bad = crossSite(c);
+    if (bad) return c.text(`refused: ${bad}`, 403);
+    return (await c.req.parseBody().catch(() => undefined)) ?? c.text(UNREADABLE_FORM, 400);
+  };
   const loginForm = (c: Context<Env>, status: 200 | 401 | 403 | 429 = 200, message?: string) => {
     const t = token();
     setCookie(c, LOGIN_COOKIE, t, {
@@ -37,10 +46,8 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
   };
   web.get("/login", (c) => loginForm(c));
   web.post("/login", async (c) => {
-    const bad = crossSite(c);
-    if (bad) return c.text(`refused: ${bad}`, 403);
-    const form = await formOf(c);
-    if (!form) return c.text(UNREADABLE_FORM, 400);
+    const form = await postedForm(c);
+    if (form instanceof Response) return form;
     if (!sameToken(typeof form["csrf"] === "string" ? form["csrf"] : undefined, getCookie(c, LOGIN_COOKIE))) {
       return loginForm(c, 403, "The sign-in form expired or came from elsewhere; please sign in again.");
     }
@@ -117,10 +124,8 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
       return c.text("sign in first", 401);
     }
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
-      const bad = crossSite(c);
-      if (bad) return c.text(`refused: ${bad}`, 403);
-      const form = await formOf(c);
-      if (!form) return c.text(UNREADABLE_FORM, 400);
+      const form = await postedForm(c);
+      if (form instanceof Response) return form;
       if (!sameToken(typeof form["csrf"] === "string" ? form["csrf"] : undefined, s.csrf)) {
         return c.text("refused: the form's CSRF token is missing or wrong; reload the page", 403);
       }
@@ -138,17 +143,6 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
 
 const UNREADABLE_FORM =
   "refused: the request body is not a readable form (application/x-www-form-urlencoded or multipart/form-data); nothing was changed";
-
-/** The posted form, or undefined when its body cannot be read as one (a malformed multipart body, say). */
-async function formOf(
-  c: Context<Env>,
-): Promise<Awaited<ReturnType<Context<Env>["req"]["parseBody"]>> | undefined> {
-  try {
-    return await c.req.parseBody();
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * The audit record of a sign-in to the inbox: `inbox_signed_in` when `who` signed in, else

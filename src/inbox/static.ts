@@ -212,12 +212,10 @@ form.logout { display: flex; gap: .6rem; align-items: center; } form.logout butt
 .filters { display: flex; flex-wrap: wrap; gap: .3rem 1rem; align-items: end; } .filters input, .filters select { width: auto; }
 nav.pager { display: flex; gap: 1rem; margin: .8rem 0; }
 ul.inbox { list-style: none; padding: 0; }
-ul.inbox li a { display: flex; flex-wrap: wrap; gap: .2rem .8rem; padding: .7rem; border: 1px solid var(--line); border-radius: .4rem; margin: .5rem 0; color: inherit; text-decoration: none; }
+ul.inbox li a { display: flex; flex-direction: column; flex-wrap: wrap; gap: .2rem .8rem; padding: .7rem; border: 1px solid var(--line); border-radius: .4rem; margin: .5rem 0; color: inherit; text-decoration: none; }
 .risk { font-weight: 700; text-transform: uppercase; font-size: .8rem; padding: .05rem .4rem; border-radius: .2rem; border: 1px solid currentColor; }
 .risk-high, .risk-critical { color: var(--bad); } .risk-question { color: #2563eb; }
 form.answer { display: grid; gap: .3rem; justify-items: start; } form.answer button { margin-top: .6rem; } .risk-medium { color: var(--warn); } .risk-low { color: var(--ok); }
-.flag { font-size: .85rem; color: var(--warn); }
-ul.inbox li a { flex-direction: column; }
 ul.inbox .head { display: flex; flex-wrap: wrap; gap: .2rem .6rem; align-items: baseline; } ul.inbox .what { font-weight: 600; }
 ul.changes-short, ol.set-actions { margin: .1rem 0; padding-left: 1.2rem; } ul.changes-short { list-style: none; padding-left: 0; }
 ul.changes-short .field { font-family: ui-monospace, monospace; font-size: .9rem; } ul.changes-short .old { text-decoration: line-through; opacity: .75; }

@@ -40,11 +40,6 @@ export async function carryOut(state: State, config: LangGraphRunnableConfig): P
     next: nextFromJournal(gate.thread, row),
   };
   if (after.next !== "finish") return new Command({ update: carried, goto: "finish" });
-  const finished = await finishFromJournal(
-    deps,
-    after,
-    { ...state, ...carried },
-    execution ? { execution } : {},
-  );
+  const finished = await finishFromJournal(deps, after, { ...state, ...carried }, execution);
   return new Command({ update: { ...carried, ...finished }, goto: finished.needsResync ? "resync" : END });
 }

@@ -8,7 +8,8 @@ import { ResumeSchema, SystemDecisionSchema } from "../hitl/contract.js";
 import { noteStateDrift, openGate, refuseUnlessAllowed, type Gate } from "../hitl/journal-gate.js";
 import { boundedForEvidence, checkBounds, isOutOfBounds } from "../hitl/bounds.js";
 import { decisionFromClient } from "../hitl/text-decision.js";
-import { boundOf, refuserFor } from "../hitl/decision-refusal.js";
+import { refuserFor } from "../hitl/decision-refusal.js";
+import { approvalBinding } from "../hitl/approval-request.js";
 import { setDecision } from "../hitl/set-decision.js";
 import { singleDecision } from "../hitl/single-decision.js";
 import { systemDecision } from "../hitl/system-decision.js";
@@ -70,7 +71,7 @@ async function judged(gate: Gate, state: State, config: LangGraphRunnableConfig)
   const raw = isOutOfBounds(incoming) ? incoming.evidence : boundedForEvidence(incoming, bounds);
   // Names an edit typed for user fields (RESPONSIBLE_ID "Bob Smith") and what user.get resolved them to.
   const names: { people: NameResolution[] } = { people: [] };
-  const bound = boundOf(action, gate.members);
+  const bound = approvalBinding(action, gate.members !== undefined);
   const refuse = refuserFor(deps, { action, state, raw, now, authUser, bound, names });
 
   if (!bounds.ok) return refuse("MALFORMED", `the resume value was not read: ${bounds.reason}`, false);
