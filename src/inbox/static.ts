@@ -242,7 +242,7 @@ section.card.with-control > :not(aside) { grid-column: 1; }
 td.named pre { display: inline; } small.length { display: block; }
 p.waiting { border-left: 4px solid var(--warn); padding: .4rem .8rem; }
 section.revision-history { border: 1px dashed var(--line); border-radius: .4rem; padding: .2rem .8rem .6rem; margin-bottom: 1rem; }
-.outcome-VERIFIED { color: var(--ok); } .outcome-REJECTED, .outcome-NOT_EXECUTED { color: var(--warn); } .outcome-FAILED, .outcome-PARTIALLY_EXECUTED { color: var(--bad); }
+.outcome-VERIFIED { color: var(--ok); } .outcome-NOT_EXECUTED, .outcome-INCONCLUSIVE { color: var(--warn); } .outcome-REJECTED_BY_TARGET, .outcome-VERIFICATION_FAILED, .outcome-INVARIANT_VIOLATION, .outcome-PARTIALLY_EXECUTED { color: var(--bad); }
 .outcome { font-weight: 700; }
 section.decide { margin-top: 1.2rem; display: grid; gap: .8rem; }
 section.decide form { display: grid; gap: .3rem; justify-items: start; }
