@@ -26,7 +26,9 @@ import {
   tempDir,
   type Portal,
 } from "./support/harness.js";
-import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import { AIMessage } from "@langchain/core/messages";
+import { startUndo } from "../src/app/undo.js";
+import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -199,5 +201,93 @@ describe("records appended at the log's tail that the journal contradicts", () =
     expect(exported.caseRecord.auditChain.intact).toBe(false);
     expect(exported.caseRecord.auditChain.problem).toMatch(/write-ahead/);
     expect(check.confirmed).toBe(false);
+  });
+});
+
+/** A change set of `actions`, proposed after reading each task. */
+function proposeSet(
+  actions: Array<{ operation: string; taskId: number; fields: Record<string, unknown> }>,
+): Script {
+  return (messages) => {
+    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+    if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
+    if (!tools.includes("get_task_by_id"))
+      return new AIMessage({
+        content: "",
+        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
+          call("get_task_by_id", { taskId }),
+        ),
+      });
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("propose_change_set", { actions, rationale: "asked" })],
+    });
+  };
+}
+
+describe("what the program itself records agrees with the journal", () => {
+  it("an edit, a partial approval of a change set and an undo: every view's chain is intact", async () => {
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(readThenPropose(4, { TITLE: "First title" })),
+    });
+    // An edit (revision 2, approved and VERIFIED), then its undo.
+    const edited = await startRun(app, { request: "rename task 4 to First title", requestedBy: "demo-user" });
+    const a = edited.approval!;
+    const revised = await submitDecision(app, edited.threadId, {
+      decisions: [
+        {
+          type: "edit",
+          envelopeHash: a.envelopeHash,
+          nonce: a.nonce,
+          approver: { id: "alice" },
+          editedAction: { name: "update_task", args: { taskId: 4, fields: { TITLE: "Edited title" } } },
+        },
+      ],
+    });
+    expect(revised.status).toBe("awaiting_approval");
+    const done = await submitDecision(app, edited.threadId, approve(revised));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const undo = await startUndo(app, edited.threadId, "demo-user");
+    const undone = await submitDecision(app, undo.threadId, approve(undo));
+    expect(undone.state?.outcome).toBe("VERIFIED");
+    await app.close();
+
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(
+        proposeSet([
+          { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
+          { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
+        ]),
+      ),
+    });
+    const set = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+    const s = set.approval!;
+    const partly = await submitDecision(app, set.threadId, {
+      decisions: [
+        {
+          type: "approve",
+          envelopeHash: s.envelopeHash,
+          nonce: s.nonce,
+          approver: { id: "alice" },
+          actionId: "a1",
+        },
+        {
+          type: "reject",
+          envelopeHash: s.envelopeHash,
+          nonce: s.nonce,
+          approver: { id: "alice" },
+          actionId: "a2",
+          message: "leave task 5 alone",
+        },
+      ],
+    });
+    expect(partly.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(3);
+
+    for (const threadId of [edited.threadId, undo.threadId, set.threadId]) {
+      const found = (await caseOf(caseSource(), threadId))!;
+      expect({ threadId, chain: found.caseRecord.auditChain.problem }).toEqual({ threadId, chain: null });
+      expect(found.caseRecord.auditChain.intact).toBe(true);
+    }
   });
 });

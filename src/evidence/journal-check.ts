@@ -6,7 +6,7 @@
  * does not hold; so a record that says otherwise than those rows was not written by this program, and
  * a view (and the bundle checked against it) must not report it as confirmed.
  */
-import { canonicalJson } from "../envelope/index.js";
+import { canonicalJson, hashEnvelope, type Envelope } from "../envelope/index.js";
 import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 import type { AuditRecord, ChainProblem } from "../store/audit.js";
 import type { ExecutionEntry, Journal } from "../store/journal.js";
@@ -15,7 +15,11 @@ import { isClosingRecord } from "./recorded.js";
 /** The journal's rows a thread's records are held against, read by `journalFactsOf`. */
 export interface JournalFacts {
   thread: ThreadRecord | undefined;
-  /** The row of each envelope the records name; undefined where the journal holds none. */
+  /**
+   * The row of each envelope the records name; undefined where the journal holds none. A change set's
+   * hash (its decision records name it, with its first action's envelope) maps to that action's row,
+   * which carries the set's hash and its decision.
+   */
   actions: ReadonlyMap<string, ActionRow | undefined>;
   /** The write-ahead entry of each envelope the records name; undefined where the journal holds none. */
   executions: ReadonlyMap<string, ExecutionEntry | undefined>;
@@ -29,11 +33,27 @@ export async function journalFactsOf(
   threadId: string,
   records: readonly AuditRecord[],
 ): Promise<JournalFacts> {
-  const hashes = [...new Set(records.flatMap((r) => (r.what.envelopeHash ? [r.what.envelopeHash] : [])))];
+  const named = new Map<string, unknown>();
+  for (const r of records)
+    if (r.what.envelopeHash && !named.has(r.what.envelopeHash))
+      named.set(r.what.envelopeHash, r.what.envelope);
+  const actionOf = async (h: string, envelope: unknown): Promise<ActionRow | undefined> => {
+    const row = await journal.getAction(h);
+    if (row || envelope === null || typeof envelope !== "object") return row;
+    // Not an action's hash: a change set's, when the envelope beside it is one of its actions'.
+    let member: string;
+    try {
+      member = hashEnvelope(envelope as Envelope);
+    } catch {
+      return undefined;
+    }
+    const first = await journal.getAction(member);
+    return first?.set?.setHash === h ? first : undefined;
+  };
   const [thread, actions, executions] = await Promise.all([
     journal.getThread(threadId),
-    Promise.all(hashes.map(async (h) => [h, await journal.getAction(h)] as const)),
-    Promise.all(hashes.map(async (h) => [h, await journal.findExecution(h)] as const)),
+    Promise.all([...named].map(async ([h, envelope]) => [h, await actionOf(h, envelope)] as const)),
+    Promise.all([...named.keys()].map(async (h) => [h, await journal.findExecution(h)] as const)),
   ]);
   return { thread, actions: new Map(actions), executions: new Map(executions) };
 }
@@ -113,7 +133,9 @@ function contradictionIn(threadId: string, r: AuditRecord, facts: JournalFacts):
       return `records ${r.approver?.decision ?? "a decision"} by ${r.approver?.id ?? "nobody"} (${r.approver?.verifiedBy ?? "unverified"}) on envelope ${h}; the journal's sealed decision is ${d.type} by ${d.approverId} (${d.verifiedBy})`;
   }
 
-  if (isClosingRecord(r) || r.event === "action_ended") {
+  // A change set's records of how it ended name the set; each of its actions' action_ended names the action.
+  const ofSet = action.envelopeHash !== h;
+  if (!ofSet && (isClosingRecord(r) || r.event === "action_ended")) {
     const entry = facts.executions.get(h);
     const sealed = entry !== undefined && entry.sealValid && entry.threadId === threadId;
     if (claimsWrite && !sealed)
