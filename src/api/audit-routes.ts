@@ -119,7 +119,7 @@ export interface AuditSource {
    * out) and whose thread rows say where a thread's audit records begin (without it a case record checks
    * the whole chain).
    */
-  journal?: Pick<Journal, "getQuestion" | "getThread">;
+  journal?: Pick<Journal, "getQuestion" | "getThread" | "getAction" | "findExecution">;
 }
 
 /**

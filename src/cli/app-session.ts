@@ -36,9 +36,10 @@ export async function withInspectSession<T>(
   let saver: BaseCheckpointSaver | undefined;
   let read: CheckpointReader | undefined;
   let closeSaver: ((saver: BaseCheckpointSaver) => Promise<void>) | undefined;
-  // The journal, opened on the first thread row asked for, only with a key that already exists.
+  // The journal, opened on the first row asked for, only with a key that already exists.
   const key = existingJournalKey(config);
   let journal: Promise<Journal> | undefined;
+  const opened = () => (journal ??= openJournal(config!, key!));
   const session: InspectSession = {
     config,
     audit,
@@ -46,11 +47,13 @@ export async function withInspectSession<T>(
       ? {
           journal: {
             async getThread(threadId) {
-              journal ??= openJournal(config, key);
               // A journal that cannot be opened here leaves the case record to check the whole chain.
-              const opened = await journal.catch(() => undefined);
-              return opened?.getThread(threadId);
+              return (await opened().catch(() => undefined))?.getThread(threadId);
             },
+            // The rows a thread's records are held against: a journal that cannot be opened cannot
+            // confirm them, and says why.
+            getAction: async (envelopeHash) => (await opened()).getAction(envelopeHash),
+            findExecution: async (envelopeHash) => (await opened()).findExecution(envelopeHash),
           },
         }
       : {}),

@@ -7,15 +7,18 @@
 import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type { AuditLog, AuditRecord, ChainVerification } from "../store/audit.js";
 import type { ThreadRecord } from "../store/action-machine.js";
-import type { Journal } from "../store/journal.js";
 import { buildCase } from "./bundle.js";
+import { contradictionOf, journalFactsOf, type JournalReader } from "./journal-check.js";
 import type { RunStatus } from "./case-input.js";
 
 export interface CaseSource {
   audit: Pick<AuditLog, "records" | "verify">;
   thread(threadId: string): Promise<{ status: RunStatus; state?: ThreadMirror }>;
-  /** The thread's journal row, where the journal is at hand (where its records begin: verifyForView). */
-  journal?: Pick<Journal, "getThread">;
+  /**
+   * The journal, where it is at hand: where the thread's records begin (verifyForView), and the sealed
+   * rows its records are held against (checkedForView).
+   */
+  journal?: JournalReader;
 }
 
 /** A thread's latest checkpoint as the graph reads it: the fields of LangGraph's `StateSnapshot` used here. */
@@ -62,6 +65,31 @@ export function verifyForView(
   return audit.verify({ from: Math.min(from, records[0]?.seq ?? from) });
 }
 
+/**
+ * The chain's check for a view of one thread (verifyForView), and, where the journal is at hand, the
+ * thread's records held against its sealed rows (src/evidence/journal-check.ts): records linked after
+ * the head by a writer of the data directory keep the chain intact, and an earlier head kept elsewhere
+ * too, so a record the journal contradicts breaks the view's chain ("contradicted").
+ */
+export async function checkedForView(
+  audit: Pick<AuditLog, "verify">,
+  threadId: string,
+  records: readonly AuditRecord[],
+  thread: ThreadRecord | undefined,
+  journal: JournalReader | undefined,
+): Promise<ChainVerification> {
+  const chain = await verifyForView(audit, records, thread);
+  if (!chain.intact || !journal) return chain;
+  const problem = contradictionOf(threadId, records, await journalFactsOf(journal, threadId, records));
+  if (!problem) return chain;
+  return {
+    intact: false,
+    records: chain.records,
+    ...(chain.from !== undefined ? { from: chain.from } : {}),
+    problem,
+  };
+}
+
 /** One run's case record and evidence objects with the chain's verification; undefined when the thread has neither records nor checkpoints. */
 export async function caseOf(
   s: CaseSource,
@@ -73,7 +101,7 @@ export async function caseOf(
     s.journal?.getThread(threadId),
   ]);
   if (records.length === 0 && thread.status === "not_found") return undefined;
-  const chain = await verifyForView(s.audit, records, row);
+  const chain = await checkedForView(s.audit, threadId, records, row, s.journal);
   const state = stateForCase(thread.state, row);
   return { chain, ...buildCase({ threadId, status: thread.status, state, records, chain }) };
 }

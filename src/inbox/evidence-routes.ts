@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import { viewThread } from "../app/view-thread.js";
 import { buildCase } from "../evidence/bundle.js";
 import type { EvidenceKind } from "../evidence/evidence-objects.js";
-import { stateForCase, verifyForView } from "../evidence/case-source.js";
+import { checkedForView, stateForCase } from "../evidence/case-source.js";
 import { exportBundle } from "../evidence/export.js";
 import { html, text } from "./html.js";
 import { layout } from "./pages.js";
@@ -26,7 +26,7 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
       viewThread(app, threadId),
       app.deps.journal.getThread(threadId),
     ]);
-    const chain = await verifyForView(app.deps.audit, records, row);
+    const chain = await checkedForView(app.deps.audit, threadId, records, row, app.deps.journal);
     const status = view.status === "awaiting_input" ? "awaiting_approval" : view.status;
     return buildCase({ threadId, status, state: stateForCase(view.state, row), records, chain });
   };

@@ -160,8 +160,8 @@ export interface ActionRow extends RegisteredAction {
   /**
    * Whether the decision recorded on the row is the one this program recorded: "none" without a
    * decision, "valid" when its seal holds, "unsealed" without a seal, "invalid" when the seal does not
-   * hold (the decision, or its seal, was written or copied outside the program); "unchecked" at a
-   * phase whose next step does not act on it (only decided and pre_read are checked).
+   * hold (the decision, or its seal, was written or copied outside the program); "unchecked" on a row
+   * of a listing at a phase whose next step does not act on it (decided and pre_read are checked).
    */
   decisionSeal: SealCheck;
   /** The same for the pre-read the move to pre_read recorded (its verdict is what lets the write go out). */

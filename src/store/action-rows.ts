@@ -214,8 +214,10 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     progress,
     registeredAt: r.registered_at,
     macValid,
-    // Checked only where a step acts on them (the gate and the write); elsewhere a listing pays nothing.
-    decisionSeal: actsOnSeals(r.phase) ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
+    // Checked where a step acts on them (the gate and the write) and on a row read by itself (a view
+    // holds the audit records against it: src/evidence/journal-check.ts); a listing pays nothing.
+    decisionSeal:
+      actsOnSeals(r.phase) || !listed ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
     preReadSeal: actsOnSeals(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
   };
 }

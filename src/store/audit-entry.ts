@@ -144,7 +144,11 @@ export interface AuditThreadSummary {
 }
 
 export interface ChainProblem {
-  kind: "edited" | "removed" | "reordered" | "inserted";
+  /**
+   * How the chain is broken; "contradicted": the chain links, but a record of the thread viewed says
+   * otherwise than the journal's sealed rows (src/evidence/journal-check.ts), found by a thread's view only.
+   */
+  kind: "edited" | "removed" | "reordered" | "inserted" | "contradicted";
   /** The sequence number of the first bad record (for "removed", the first missing one). */
   seq: number;
   threadId?: string;

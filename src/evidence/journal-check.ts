@@ -1,0 +1,147 @@
+/**
+ * A thread's audit records held against the journal's sealed rows. The audit log is a hash chain
+ * without a key: whoever can write the data directory can link new records after its head, and an
+ * earlier head kept elsewhere (`audit verify --head`) is still in the chain then. The journal's rows
+ * that say what was approved, decided and sent are sealed under the journal key, which that writer
+ * does not hold; so a record that says otherwise than those rows was not written by this program, and
+ * a view (and the bundle checked against it) must not report it as confirmed.
+ */
+import { canonicalJson, hashEnvelope, type Envelope } from "../envelope/index.js";
+import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
+import type { AuditRecord, ChainProblem } from "../store/audit.js";
+import type { ExecutionEntry, Journal } from "../store/journal.js";
+import { isClosingRecord } from "./recorded.js";
+
+/** The journal's rows a thread's records are held against, read by `journalFactsOf`. */
+export interface JournalFacts {
+  thread: ThreadRecord | undefined;
+  /**
+   * The row of each envelope the records name; undefined where the journal holds none. A change set's
+   * hash (its decision records name it, with its first action's envelope) maps to that action's row,
+   * which carries the set's hash and its decision.
+   */
+  actions: ReadonlyMap<string, ActionRow | undefined>;
+  /** The write-ahead entry of each envelope the records name; undefined where the journal holds none. */
+  executions: ReadonlyMap<string, ExecutionEntry | undefined>;
+}
+
+export type JournalReader = Pick<Journal, "getThread" | "getAction" | "findExecution">;
+
+/** Reads the rows `contradictionOf` needs: the thread's, and each named envelope's action and write-ahead entry. */
+export async function journalFactsOf(
+  journal: JournalReader,
+  threadId: string,
+  records: readonly AuditRecord[],
+): Promise<JournalFacts> {
+  const named = new Map<string, unknown>();
+  for (const r of records)
+    if (r.what.envelopeHash && !named.has(r.what.envelopeHash))
+      named.set(r.what.envelopeHash, r.what.envelope);
+  const actionOf = async (h: string, envelope: unknown): Promise<ActionRow | undefined> => {
+    const row = await journal.getAction(h);
+    if (row || envelope === null || typeof envelope !== "object") return row;
+    // Not an action's hash: a change set's, when the envelope beside it is one of its actions'.
+    let member: string;
+    try {
+      member = hashEnvelope(envelope as Envelope);
+    } catch {
+      return undefined;
+    }
+    const first = await journal.getAction(member);
+    return first?.set?.setHash === h ? first : undefined;
+  };
+  const [thread, actions, executions] = await Promise.all([
+    journal.getThread(threadId),
+    Promise.all([...named].map(async ([h, envelope]) => [h, await actionOf(h, envelope)] as const)),
+    Promise.all([...named.keys()].map(async (h) => [h, await journal.findExecution(h)] as const)),
+  ]);
+  return { thread, actions: new Map(actions), executions: new Map(executions) };
+}
+
+const DECISION_EVENTS = new Set(["decision_accepted", "approval_expired", "approval_cancelled"]);
+
+/**
+ * The first record of the thread that the journal's sealed rows contradict, as a chain problem; none
+ * when every record agrees with them. Each record naming an envelope must name a sealed action of this
+ * thread and say what its envelope says; an accepted decision (or expiry, or cancel) must be the
+ * action's sealed decision; a record that ends an action must say a write was sent exactly when the
+ * journal holds the action's sealed write-ahead entry; the request's text and how the requester was
+ * established must be the sealed thread row's.
+ */
+export function contradictionOf(
+  threadId: string,
+  records: readonly AuditRecord[],
+  facts: JournalFacts,
+): ChainProblem | undefined {
+  for (const r of records) {
+    const detail = contradictionIn(threadId, r, facts);
+    if (detail)
+      return {
+        kind: "contradicted",
+        seq: r.seq,
+        threadId: r.threadId,
+        event: r.event,
+        detail: `record seq ${r.seq} (${r.event}) ${detail}: the journal's rows are sealed under the journal key, which a writer of the data directory does not hold, and they do not confirm this record`,
+      };
+  }
+  return undefined;
+}
+
+const same = (a: unknown, b: unknown) => canonicalJson(a ?? null) === canonicalJson(b ?? null);
+
+function contradictionIn(threadId: string, r: AuditRecord, facts: JournalFacts): string | undefined {
+  const thread = facts.thread?.macValid ? facts.thread : undefined;
+  if (thread && r.request !== undefined && r.request !== thread.request)
+    return `states a request the journal's thread row does not hold`;
+  if (
+    thread &&
+    r.requesterVerifiedBy !== undefined &&
+    r.requesterVerifiedBy !== (thread.requesterVerifiedBy ?? "self_declared")
+  )
+    return `says the requester was established by ${r.requesterVerifiedBy}; the journal's thread row says ${thread.requesterVerifiedBy ?? "self_declared"}`;
+
+  const h = r.what.envelopeHash;
+  const claimsWrite = r.outcome?.flags.sideEffectAttempted === true || r.event === "execution_outcome";
+  if (!h) return claimsWrite ? `says a write was sent but names no envelope` : undefined;
+
+  const action = facts.actions.get(h);
+  if (!action || !action.macValid || action.threadId !== threadId)
+    return `names envelope ${h}, of which the journal holds no sealed action of thread ${threadId}`;
+  const e = action.envelope;
+  if (
+    r.revision !== action.revision ||
+    r.requestedBy !== e.requestedBy ||
+    r.what.operation !== e.operation ||
+    r.what.taskId !== e.object.id ||
+    !same(r.what.params, e.params) ||
+    (r.what.envelope != null && !same(r.what.envelope, e)) ||
+    !same(r.risk, { level: e.risk.level, reversibility: e.risk.reversibility }) ||
+    (r.shown !== undefined && r.shown.card !== action.card)
+  )
+    return `says of envelope ${h} what its sealed action does not (revision, requester, operation, object, params, risk or card)`;
+
+  if (DECISION_EVENTS.has(r.event)) {
+    const d = action.progress.decision;
+    if (!d || action.decisionSeal !== "valid")
+      return `records a decision on envelope ${h}; the journal holds no decision of it sealed under the journal key`;
+    if (
+      r.approver?.id !== d.approverId ||
+      r.approver.decision !== d.type ||
+      r.approver.verifiedBy !== d.verifiedBy ||
+      !same(r.override, d.override)
+    )
+      return `records ${r.approver?.decision ?? "a decision"} by ${r.approver?.id ?? "nobody"} (${r.approver?.verifiedBy ?? "unverified"}) on envelope ${h}; the journal's sealed decision is ${d.type} by ${d.approverId} (${d.verifiedBy})`;
+  }
+
+  // A change set's records of how it ended name the set; each of its actions' action_ended names the action.
+  const ofSet = action.envelopeHash !== h;
+  if (!ofSet && (isClosingRecord(r) || r.event === "action_ended")) {
+    const entry = facts.executions.get(h);
+    const sealed = entry !== undefined && entry.sealValid && entry.threadId === threadId;
+    if (claimsWrite && !sealed)
+      return `says a write was sent for envelope ${h}; the journal holds no write-ahead entry of it sealed under the journal key`;
+    if (!claimsWrite && sealed)
+      return `says no write was sent for envelope ${h}; the journal holds its sealed write-ahead entry (sent at ${entry.sentAt})`;
+  }
+  return undefined;
+}
