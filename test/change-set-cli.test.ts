@@ -25,33 +25,20 @@ import {
   tempDir,
   type Portal,
 } from "./support/harness.js";
-import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+import {
+  ScriptedChatModel,
+  call,
+  type Script,
+  readThenProposeSet,
+  type SetAction,
+} from "./support/scripted-model.js";
 import { startDevServer, type RunningDevServer } from "./support/dev-server.js";
 import { newApiToken } from "../src/auth/tokens.js";
 
 const GRAPH_ID = "bitrix24_task_agent";
 const COMMENT = "Moved to review; please check the numbers.";
 
-type Action = { operation: string; taskId: number; fields: Record<string, unknown> };
-
-/** Reads every task named, then proposes the change set (as test/change-set.test.ts does). */
-function proposeSet(actions: Action[]): Script {
-  return (messages) => {
-    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
-    if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-    if (!tools.includes("get_task_by_id"))
-      return new AIMessage({
-        content: "",
-        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
-          call("get_task_by_id", { taskId }),
-        ),
-      });
-    return new AIMessage({
-      content: "",
-      tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
-    });
-  };
-}
+type Action = SetAction;
 
 const STATUS_AND_COMMENT: Action[] = [
   { operation: "update_task", taskId: 4, fields: { STATUS: "4" } },
@@ -75,7 +62,7 @@ describe("change sets from the CLI (local stores)", () => {
 
   /** The set waits for approval, recorded by an app that is closed again (only the stores remain, as after `run`). */
   async function waitingSet(actions: Action[], request: string): Promise<ThreadView> {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(actions)) });
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(actions)) });
     const view = await startRun(app, { request, requestedBy: "demo-user" });
     expect(view.status).toBe("awaiting_approval");
     expect(view.approval!.changeSet!.actions).toHaveLength(actions.length);
@@ -269,7 +256,7 @@ describe("change sets from the CLI (local stores)", () => {
 
   it("pendingPage counts a set once and pages by approvals, not by journal rows", async () => {
     // "rename task N to X" proposes one change; anything else proposes the set.
-    const set = proposeSet(STATUS_AND_COMMENT);
+    const set = readThenProposeSet(STATUS_AND_COMMENT);
     const script: Script = (messages, tools) => {
       const request = String(messages.find((m) => m.getType() === "human")?.content ?? "");
       const rename = /^rename task (\d+) to (.+)$/.exec(request);

@@ -26,9 +26,8 @@ import {
   tempDir,
   type Portal,
 } from "./support/harness.js";
-import { AIMessage } from "@langchain/core/messages";
 import { startUndo } from "../src/app/undo.js";
-import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
+import { ScriptedChatModel, readThenPropose, readThenProposeSet } from "./support/scripted-model.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -204,27 +203,6 @@ describe("records appended at the log's tail that the journal contradicts", () =
   });
 });
 
-/** A change set of `actions`, proposed after reading each task. */
-function proposeSet(
-  actions: Array<{ operation: string; taskId: number; fields: Record<string, unknown> }>,
-): Script {
-  return (messages) => {
-    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
-    if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-    if (!tools.includes("get_task_by_id"))
-      return new AIMessage({
-        content: "",
-        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
-          call("get_task_by_id", { taskId }),
-        ),
-      });
-    return new AIMessage({
-      content: "",
-      tool_calls: [call("propose_change_set", { actions, rationale: "asked" })],
-    });
-  };
-}
-
 describe("what the program itself records agrees with the journal", () => {
   it("an edit, a partial approval of a change set and an undo: every view's chain is intact", async () => {
     app = await openTestApp(portal, dataDir, {
@@ -254,7 +232,7 @@ describe("what the program itself records agrees with the journal", () => {
 
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(
-        proposeSet([
+        readThenProposeSet([
           { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
           { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
         ]),

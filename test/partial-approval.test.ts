@@ -8,7 +8,6 @@
  */
 import path from "node:path";
 import Database from "better-sqlite3";
-import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
@@ -22,31 +21,13 @@ import {
 import { buildEvidence } from "../src/evidence/evidence-objects.js";
 import { submitAsSignedIn } from "../src/inbox/driver.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+import { ScriptedChatModel, readThenProposeSet, type SetAction } from "./support/scripted-model.js";
 import { makeKeys } from "./support/trust-boundary.js";
 
-type Action = { operation: string; taskId: number; fields: Record<string, unknown> };
+type Action = SetAction;
 let portal: Portal;
 let dataDir: string;
 let app: App | undefined;
-
-function proposeSet(actions: Action[]): Script {
-  return (messages) => {
-    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
-    if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-    if (!tools.includes("get_task_by_id"))
-      return new AIMessage({
-        content: "",
-        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
-          call("get_task_by_id", { taskId }),
-        ),
-      });
-    return new AIMessage({
-      content: "",
-      tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
-    });
-  };
-}
 
 function perAction(
   view: ThreadView,
@@ -78,7 +59,7 @@ afterEach(async () => {
 });
 
 async function waiting(actions: Action[]): Promise<ThreadView> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(actions)) });
+  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(actions)) });
   const view = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
   expect(view.status).toBe("awaiting_approval");
   return view;
@@ -249,7 +230,7 @@ describe("partial approvals are not edits", () => {
   it("a separation-of-duties override on an approved action is recorded when an earlier action of the set is rejected", async () => {
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(
-        proposeSet([
+        readThenProposeSet([
           { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
           { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
         ]),
@@ -288,7 +269,7 @@ describe("partial approvals are not edits", () => {
     app = await openTestApp(portal, dataDir, {
       env: { ACTION_ENVELOPE_APPROVER_KEYS: keys.dir },
       model: new ScriptedChatModel(
-        proposeSet([
+        readThenProposeSet([
           { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
           { operation: "update_task", taskId: 5, fields: { PRIORITY: "0" } },
         ]),

@@ -109,6 +109,28 @@ export function askThenPropose(
   };
 }
 
+/** A change set's action as the model proposes it. */
+export type SetAction = { operation: string; taskId: number; fields: Record<string, unknown> };
+
+/** Reads every task `actions` names (get_task_by_id), then proposes them as one change set; then says it is waiting. */
+export function readThenProposeSet(
+  actions: readonly SetAction[],
+  rationale = "requested by the user",
+): Script {
+  return (messages) => {
+    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
+    if (tools.includes("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
+    if (!tools.includes("get_task_by_id"))
+      return new AIMessage({
+        content: "",
+        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
+          call("get_task_by_id", { taskId }),
+        ),
+      });
+    return new AIMessage({ content: "", tool_calls: [call("propose_change_set", { actions, rationale })] });
+  };
+}
+
 /** Reads deal `dealId` (get_deal), then proposes update_deal with `fields`; then says it is waiting. */
 export function readDealThenPropose(dealId: number, fields: Record<string, unknown>): Script {
   return (messages) => {
