@@ -6,10 +6,9 @@
  * server's update tool. Writes are counted in the emulator's call log.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { AIMessage } from "@langchain/core/messages";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
-import { ScriptedChatModel, call } from "./support/scripted-model.js";
+import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 import { startTaskMcpServer, type McpHttpServer } from "./support/mcp-http.js";
 
 const TITLE = "RENAMED-TOOLS quarterly review";
@@ -31,29 +30,9 @@ afterAll(async () => {
   await portal.emulator.close();
 });
 
-/** Reads task 4 with get_task_by_id, then proposes its new title. */
-const readThenPropose = () =>
-  new ScriptedChatModel((messages) => {
-    const tools = messages.filter((m) => m.getType() === "tool").map((m) => (m as { name?: string }).name);
-    if (tools.includes("propose_change")) return new AIMessage("Proposed; waiting for the human.");
-    if (!tools.includes("get_task_by_id"))
-      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId: 4 })] });
-    return new AIMessage({
-      content: "",
-      tool_calls: [
-        call("propose_change", {
-          operation: "update_task",
-          taskId: 4,
-          fields: { TITLE },
-          rationale: "requested by the user",
-        }),
-      ],
-    });
-  });
-
 it("with getTask=t_get, listTasks=t_list, getHistory=t_history, updateTask=t_update: the model's read goes through t_get, the approval waits, and the approved rename is written once through t_update and VERIFIED", async () => {
   const app = await openTestApp(portal, tempDir(), {
-    model: readThenPropose(),
+    model: new ScriptedChatModel(readThenPropose(4, { TITLE }, "update_task")),
     env: {
       BITRIX24_MCP_URL: mcp.url,
       BITRIX24_MCP_TOOLS: "getTask=t_get,listTasks=t_list,getHistory=t_history,updateTask=t_update",
