@@ -98,7 +98,10 @@ async function lockRun(deps: Deps, options: RunOptions): Promise<() => Promise<v
   return takeThreadLock(deps, threadId, "api:");
 }
 
-/** The run's chunks as they come, the thread's lease released once they end, fail or are abandoned by the reader. */
+/**
+ * The run's chunks as they come, the thread's lease released once they end, fail, or the reader stops
+ * early (`for await` returns the iterator); a reader that stops reading without returning keeps it.
+ */
 async function* releasedAfter(chunks: AsyncIterable<unknown>, release: () => Promise<void>) {
   try {
     yield* chunks;
