@@ -105,11 +105,58 @@ describe("SqliteJournal", () => {
 
   it("a lease taken for a run is renewed while the run holds it: another owner is refused past its term, until it is released", async () => {
     const { a, b } = pair();
-    const release = await takeThreadLock({ journal: a }, "t2", "run:", 300);
+    const release = await takeThreadLock({ journal: a }, "t2", "run:", { leaseMs: 300 });
     await new Promise((r) => setTimeout(r, 900));
     expect(await b.acquireThreadLock("t2", "owner-b", 60_000)).toBe(false);
     await release();
     expect(await b.acquireThreadLock("t2", "owner-b", 60_000)).toBe(true);
+  });
+
+  it("a holder that never releases keeps renewing the lease only up to its longest hold: then the thread is free again, and that is said", async () => {
+    const { a, b } = pair();
+    const said: string[] = [];
+    const release = await takeThreadLock({ journal: a }, "t3", "run:", {
+      leaseMs: 300,
+      maxHoldMs: 600,
+      log: (l) => said.push(l),
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 400));
+      expect(await b.acquireThreadLock("t3", "owner-b", 60_000)).toBe(false);
+      await until(
+        "the lease to be let go",
+        async () => (await b.acquireThreadLock("t3", "owner-b", 60_000)) || undefined,
+      );
+      expect(said.join("\n")).toMatch(
+        /lock on thread t3 .* was held for 600 ms, the most a run may hold it; it is released/,
+      );
+    } finally {
+      await release();
+    }
+  });
+
+  it("a renewal that finds the lease taken by another owner stops renewing, says so, and the release leaves the other owner's lease alone", async () => {
+    const { file, a, b } = pair();
+    const said: string[] = [];
+    const release = await takeThreadLock({ journal: a }, "t4", "run:", {
+      leaseMs: 300,
+      log: (l) => said.push(l),
+    });
+    // Another owner holds the row now, as after this holder stalled past its term.
+    const db = new Database(file);
+    db.prepare("UPDATE thread_locks SET owner = ?, expires_at = ? WHERE thread_id = ?").run(
+      "owner-b",
+      Date.now() + 60_000,
+      "t4",
+    );
+    db.close();
+    await until("the holder to notice", async () => (said.length > 0 ? said : undefined));
+    expect(said.join("\n")).toMatch(
+      /was taken by another owner after its term ran out; it is no longer renewed/,
+    );
+    await release();
+    expect(await a.acquireThreadLock("t4", "owner-c", 60_000)).toBe(false);
+    expect(await b.acquireThreadLock("t4", "owner-b", 60_000)).toBe(true);
   });
 
   it("a lease left by a killed process that nobody reaped yet (a zombie) is taken over", async () => {

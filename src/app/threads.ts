@@ -218,35 +218,65 @@ export async function recoverThread(app: App, threadId: string, onStep?: StepLis
 /**
  * Takes the journal's lease on the thread for its owner's label `by` and returns its release;
  * IN_PROGRESS while another process (or the inbox, or an API run) holds it.
+ *
+ * The lease is renewed every third of its term while held, so that a run outlasting the term (a slow
+ * or rate-limited portal) keeps the thread to itself, but for `maxHoldMs` at most: a holder that never
+ * releases (a stream nobody reads to its end) then lets the thread go, and says so. A renewal that
+ * finds the lease taken by another owner (this process stalled past the term) stops renewing and says
+ * so too; the journal's compare-and-set moves still keep a second executor from repeating a step.
  */
 export async function takeThreadLock(
   deps: Pick<Deps, "journal">,
   threadId: string,
   by = "",
-  leaseMs = THREAD_LEASE_MS,
+  { leaseMs = THREAD_LEASE_MS, maxHoldMs = THREAD_HOLD_MAX_MS, log = warn }: LockTerms = {},
 ): Promise<() => Promise<void>> {
   const owner = `${process.pid}:${by}${randomUUID()}`;
-  if (!(await deps.journal.acquireThreadLock(threadId, owner, leaseMs))) {
+  const journal = deps.journal;
+  if (!(await journal.acquireThreadLock(threadId, owner, leaseMs))) {
     throw new DecisionNotAcceptedError(
       threadId,
       "IN_PROGRESS",
       "another process is working on this thread right now; try again when it has finished",
     );
   }
-  // Renewed while held (taking it again as its owner), so that a run outlasting the lease (a slow or
-  // rate-limited portal) keeps the thread to itself.
+  const until = Date.now() + maxHoldMs;
+  const stop = (why: string) => {
+    clearInterval(renew);
+    log(`action-envelope: the lock on thread ${threadId} (${owner}) ${why}`);
+  };
   const renew = setInterval(() => {
-    deps.journal.acquireThreadLock(threadId, owner, leaseMs).catch(() => undefined);
+    if (Date.now() >= until) {
+      stop(`was held for ${maxHoldMs} ms, the most a run may hold it; it is released`);
+      void journal.releaseThreadLock(threadId, owner);
+      return;
+    }
+    journal.acquireThreadLock(threadId, owner, leaseMs).then(
+      (held) => {
+        if (!held) stop("was taken by another owner after its term ran out; it is no longer renewed");
+      },
+      (e: Error) => log(`action-envelope: could not renew the lock on thread ${threadId}: ${e.message}`),
+    );
   }, leaseMs / 3);
   renew.unref();
   return async () => {
     clearInterval(renew);
-    await deps.journal.releaseThreadLock(threadId, owner);
+    await journal.releaseThreadLock(threadId, owner);
   };
+}
+
+/** How long a thread's lease lasts unrenewed, how long one holder may keep renewing it, and where that is said. */
+export interface LockTerms {
+  leaseMs?: number;
+  maxHoldMs?: number;
+  log?: (line: string) => void;
 }
 
 /** How long a thread's lease lasts unrenewed: a holder that died on another host keeps it no longer. */
 const THREAD_LEASE_MS = 5 * 60_000;
+/** The longest one run holds a thread: far past any run's portal calls, even rate-limited ones. */
+const THREAD_HOLD_MAX_MS = 60 * 60_000;
+const warn = (line: string) => process.stderr.write(`${line}\n`);
 
 /** Runs `fn` under the journal's lease on the thread (takeThreadLock). */
 export async function withThreadLock<T>(
