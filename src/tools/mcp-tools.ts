@@ -12,12 +12,10 @@ import {
   deleteTaskCommentInput,
   deleteTaskInput,
   getDealInput,
-  getTaskInput,
-  historyInput,
   listTasksInput,
   searchDealsInput,
   taskCommentInput,
-  taskCommentsInput,
+  taskIdInput,
   updateDealInput,
   updateTaskInput,
   usersInput,
@@ -87,7 +85,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     title: "Get Bitrix24 task",
     description:
       "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
-    inputSchema: getTaskInput,
+    inputSchema: taskIdInput,
     run: (args) => client.getTask(args.taskId),
   });
 
@@ -103,7 +101,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     title: "Get Bitrix24 task history",
     description:
       "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
-    inputSchema: historyInput,
+    inputSchema: taskIdInput,
     run: (args) => client.getTaskHistory(args.taskId),
   });
 
@@ -135,7 +133,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     title: "List Bitrix24 task comments",
     description:
       "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
-    inputSchema: taskCommentsInput,
+    inputSchema: taskIdInput,
     run: (args) => client.listTaskComments(args.taskId),
   });
 
