@@ -153,10 +153,6 @@ export class Store {
     return this.records<SeedUser>("users");
   }
 
-  allUserIds(): number[] {
-    return (this.db.prepare("SELECT id FROM users ORDER BY id").all() as { id: number }[]).map((r) => r.id);
-  }
-
   getGroup(id: number): SeedGroup | undefined {
     return this.record<SeedGroup>("workgroups", id);
   }
