@@ -3,6 +3,8 @@
  * second, the portal answers 503 QUERY_LIMIT_EXCEEDED above `burst`). Pacing ourselves to the same
  * rule means a well-behaved client never sees that 503.
  */
+import { setTimeout as sleep } from "node:timers/promises";
+
 export interface LeakyBucketOptions {
   /** Drain rate in requests per second; 0 or less disables pacing. */
   rate: number;
@@ -16,8 +18,6 @@ export interface LeakyBucketOptions {
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
 }
-
-const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class LeakyBucket {
   readonly rate: number;
@@ -36,7 +36,7 @@ export class LeakyBucket {
     const headroom = opts.headroom ?? defaultHeadroom(opts.burst);
     this.capacity = Math.max(1, opts.burst - headroom);
     this.now = opts.now ?? (() => performance.now());
-    this.sleep = opts.sleep ?? defaultSleep;
+    this.sleep = opts.sleep ?? ((ms) => sleep(ms));
     this.last = this.now();
   }
 
@@ -71,8 +71,7 @@ export class LeakyBucket {
   }
 
   async take(): Promise<void> {
-    const waitMs = this.reserve();
-    if (waitMs > 0) await this.sleep(waitMs);
+    await this.tryTake(Infinity);
   }
 
   /** The portal said we are over its limit: treat our bucket as full so the next sends wait. */

@@ -2,6 +2,7 @@
  * One REST call to a portal through its incoming webhook: pacing by the leaky bucket, a timeout, retries by
  * intent, and the answer read into a response or a Bitrix24Error that says what was expected and what arrived.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { z } from "zod";
 import { Bitrix24Error, classifyErrorAnswer } from "./errors.js";
 import { LeakyBucket } from "./leaky-bucket.js";
@@ -365,10 +366,6 @@ function snippet(text: string): string {
   const flat = text.replace(/\s+/g, " ").trim();
   if (flat.length === 0) return "an empty body";
   return JSON.stringify(flat.length > 200 ? `${flat.slice(0, 200)}…` : flat);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function positive(value: number | undefined, fallback: number, name: string): number {

@@ -13,7 +13,8 @@ const pageStart = (rows: string, min = 0) =>
     .optional()
     .describe(`Row offset; pages hold 50 ${rows} (use \`next\` of the previous page)`);
 
-export const getTaskInput = z.strictObject({ taskId });
+/** The tools that take one task id: get_task_by_id, get_task_history, list_task_comments. */
+export const taskIdInput = z.strictObject({ taskId });
 export const listTasksInput = z.strictObject({
   filter: z
     .record(z.string().regex(/^[!<>=%]{0,2}[A-Za-z][A-Za-z0-9_]*$/), fieldValue)
@@ -27,7 +28,6 @@ export const listTasksInput = z.strictObject({
     .optional()
     .describe('tasks.task.list order, e.g. {"ID": "desc"} (the newest first)'),
 });
-export const historyInput = z.strictObject({ taskId });
 export const usersInput = z.strictObject({
   filter: z
     .record(
@@ -75,7 +75,6 @@ export const searchDealsInput = z.strictObject({
     ),
   start: pageStart("deals"),
 });
-export const taskCommentsInput = z.strictObject({ taskId });
 export const taskCommentInput = z.strictObject({ taskId, commentId });
 export const addTaskCommentInput = z.strictObject({
   taskId,

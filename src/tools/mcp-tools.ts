@@ -1,23 +1,21 @@
 /** The Bitrix24 tools as one McpServer: each tool calls exactly one REST method and answers its body or a structured error. */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import type { z } from "zod";
 import type { Bitrix24Client } from "../bitrix24/client.js";
 import { Bitrix24Error, type Bitrix24ErrorData } from "../bitrix24/errors.js";
 import { BITRIX24_METHOD_META_KEY, IDEMPOTENT_REPLAYED_META_KEY, MCP_TOOL_NAMES } from "./mcp-contract.js";
-import { ROLE_METHODS, type ReadRole, type WriteRole } from "./tool-roles.js";
+import { ROLE_METHODS, type ReadRole, type ToolRole, type WriteRole } from "./tool-roles.js";
 import {
   addTaskCommentInput,
   addTaskInput,
   deleteTaskCommentInput,
   deleteTaskInput,
   getDealInput,
-  getTaskInput,
-  historyInput,
   listTasksInput,
   searchDealsInput,
   taskCommentInput,
-  taskCommentsInput,
+  taskIdInput,
   updateDealInput,
   updateTaskInput,
   usersInput,
@@ -33,22 +31,29 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
   const server = new McpServer(SERVER_INFO);
   const readHints = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true };
 
-  /** A read tool: one REST call. */
-  const readTool = <S extends z.ZodType>(
-    role: ReadRole,
-    { run, ...config }: ToolConfig<S> & { run: (args: z.infer<S>) => Promise<unknown> },
-  ) => {
+  /** Registers the tool of `role`, naming in its `_meta` the one REST method it calls. */
+  const register = <S extends z.ZodType>(
+    role: ToolRole,
+    config: ToolConfig<S>,
+    annotations: ToolAnnotations,
+    handler: (args: z.infer<S>) => Promise<CallToolResult>,
+  ) =>
     server.registerTool(
       MCP_TOOL_NAMES[role],
       {
         ...config,
         inputSchema: config.inputSchema as never,
-        annotations: readHints,
+        annotations,
         _meta: { [BITRIX24_METHOD_META_KEY]: ROLE_METHODS[role] },
       },
-      (async (args: z.infer<S>) => toToolResult(() => run(args), "read")) as never,
+      handler as never,
     );
-  };
+
+  /** A read tool: one REST call. */
+  const readTool = <S extends z.ZodType>(
+    role: ReadRole,
+    { run, ...config }: ToolConfig<S> & { run: (args: z.infer<S>) => Promise<unknown> },
+  ) => register(role, config, readHints, (args) => toToolResult(() => run(args), "read"));
 
   /** A write tool: one REST call, never retried when its outcome is unknown, a replayed answer marked in `_meta`. */
   const writeTool = <S extends z.ZodType>(
@@ -61,33 +66,23 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
       hints: { destructiveHint: boolean; idempotentHint: boolean };
       run: (args: z.infer<S>, opts: { idempotencyKey?: string }) => Promise<object>;
     },
-  ) => {
-    server.registerTool(
-      MCP_TOOL_NAMES[role],
-      {
-        ...config,
-        inputSchema: config.inputSchema as never,
-        annotations: { readOnlyHint: false, ...hints, openWorldHint: true },
-        _meta: { [BITRIX24_METHOD_META_KEY]: ROLE_METHODS[role] },
-      },
-      (async (args: z.infer<S>) => {
-        let replayed = false;
-        const key = (args as { idempotencyKey?: string }).idempotencyKey;
-        const result = await toToolResult(async () => {
-          const body = await run(args, key ? { idempotencyKey: key } : {});
-          replayed = client.wasReplayed(body);
-          return body;
-        }, "write");
-        return replayed ? { ...result, _meta: { [IDEMPOTENT_REPLAYED_META_KEY]: true } } : result;
-      }) as never,
-    );
-  };
+  ) =>
+    register(role, config, { readOnlyHint: false, ...hints, openWorldHint: true }, async (args) => {
+      let replayed = false;
+      const key = (args as { idempotencyKey?: string }).idempotencyKey;
+      const result = await toToolResult(async () => {
+        const body = await run(args, key ? { idempotencyKey: key } : {});
+        replayed = client.wasReplayed(body);
+        return body;
+      }, "write");
+      return replayed ? { ...result, _meta: { [IDEMPOTENT_REPLAYED_META_KEY]: true } } : result;
+    });
 
   readTool("getTask", {
     title: "Get Bitrix24 task",
     description:
       "Read one Bitrix24 task by id (tasks.task.get). Returns the full Bitrix24 body {result:{task:{...}}, time}.",
-    inputSchema: getTaskInput,
+    inputSchema: taskIdInput,
     run: (args) => client.getTask(args.taskId),
   });
 
@@ -103,7 +98,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     title: "Get Bitrix24 task history",
     description:
       "Read the change history of one Bitrix24 task (tasks.task.history.list). Returns {result:{list:[...]}, time}.",
-    inputSchema: historyInput,
+    inputSchema: taskIdInput,
     run: (args) => client.getTaskHistory(args.taskId),
   });
 
@@ -135,7 +130,7 @@ export function createMcpServer(client: Bitrix24Client): McpServer {
     title: "List Bitrix24 task comments",
     description:
       "Read the comments of one Bitrix24 task (task.commentitem.getlist), newest first. Returns {result:[{ID, AUTHOR_ID, AUTHOR_NAME, POST_DATE, POST_MESSAGE, ...}], time}.",
-    inputSchema: taskCommentsInput,
+    inputSchema: taskIdInput,
     run: (args) => client.listTaskComments(args.taskId),
   });
 

@@ -2,14 +2,11 @@
 export const PORTAL_OFFSET = "+03:00";
 const PORTAL_OFFSET_SECONDS = 3 * 3600;
 
-const pad = (n: number, w = 2) => String(n).padStart(w, "0");
-
 /** Unix seconds -> "2026-11-30T21:00:00+03:00" (no fractions, like PHP date('c')). */
 export function formatPortalDate(unixSeconds: number): string {
-  const d = new Date((Math.floor(unixSeconds) + PORTAL_OFFSET_SECONDS) * 1000);
-  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(
-    d.getUTCMinutes(),
-  )}:${pad(d.getUTCSeconds())}${PORTAL_OFFSET}`;
+  // The portal's wall-clock time, written as UTC's ISO form without its fraction and "Z".
+  const wall = new Date((Math.floor(unixSeconds) + PORTAL_OFFSET_SECONDS) * 1000);
+  return `${wall.toISOString().slice(0, 19)}${PORTAL_OFFSET}`;
 }
 
 export function formatNullableDate(unixSeconds: number | null): string | null {

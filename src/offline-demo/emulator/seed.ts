@@ -45,93 +45,33 @@ export function loadSeedFile(path: string): EmulatorSeed {
   return parseSeed(json, path);
 }
 
+/** A seeded user; every address is the login at example.test. */
+function person(
+  id: number,
+  name: string,
+  lastName: string,
+  login: string,
+  workPosition: string,
+  extra: { admin?: boolean; active?: boolean } = {},
+): EmulatorSeed["users"][number] {
+  return { id, name, lastName, login, email: `${login}@example.test`, workPosition, ...extra };
+}
+
 /** A small synthetic portal: ten users (one dismissed), two workgroups, eight tasks with a mix of access rules, four deals. */
 export function defaultSeed(): EmulatorSeed {
   return {
     users: [
-      {
-        id: 1,
-        name: "Anna",
-        lastName: "Petrova",
-        login: "anna.petrova",
-        email: "anna.petrova@example.test",
-        workPosition: "Portal administrator",
-        admin: true,
-      },
-      {
-        id: 2,
-        name: "Ivan",
-        lastName: "Sokolov",
-        login: "ivan.sokolov",
-        email: "ivan.sokolov@example.test",
-        workPosition: "Project manager",
-      },
-      {
-        id: 3,
-        name: "Maria",
-        lastName: "Volkova",
-        login: "maria.volkova",
-        email: "maria.volkova@example.test",
-        workPosition: "Developer",
-      },
-      {
-        id: 4,
-        name: "Dmitry",
-        lastName: "Orlov",
-        login: "dmitry.orlov",
-        email: "dmitry.orlov@example.test",
-        workPosition: "QA engineer",
-      },
-      {
-        id: 5,
-        name: "Elena",
-        lastName: "Kuznetsova",
-        login: "elena.kuznetsova",
-        email: "elena.kuznetsova@example.test",
-        workPosition: "Operations lead",
-      },
-      {
-        id: 6,
-        name: "Pavel",
-        lastName: "Smirnov",
-        login: "pavel.smirnov",
-        email: "pavel.smirnov@example.test",
-        workPosition: "Chief accountant",
-      },
+      person(1, "Anna", "Petrova", "anna.petrova", "Portal administrator", { admin: true }),
+      person(2, "Ivan", "Sokolov", "ivan.sokolov", "Project manager"),
+      person(3, "Maria", "Volkova", "maria.volkova", "Developer"),
+      person(4, "Dmitry", "Orlov", "dmitry.orlov", "QA engineer"),
+      person(5, "Elena", "Kuznetsova", "elena.kuznetsova", "Operations lead"),
+      person(6, "Pavel", "Smirnov", "pavel.smirnov", "Chief accountant"),
       // Names that make user lookups interesting: one active Bob Smith (and a dismissed namesake), two Alex Morgans.
-      {
-        id: 7,
-        name: "Bob",
-        lastName: "Smith",
-        login: "bob.smith",
-        email: "bob.smith@example.test",
-        workPosition: "Sales manager",
-      },
-      {
-        id: 8,
-        name: "Alex",
-        lastName: "Morgan",
-        login: "alex.morgan",
-        email: "alex.morgan@example.test",
-        workPosition: "Support engineer",
-      },
-      {
-        id: 9,
-        name: "Alex",
-        lastName: "Morgan",
-        login: "alex.morgan2",
-        email: "alex.morgan2@example.test",
-        workPosition: "Designer",
-      },
-      {
-        id: 10,
-        name: "Bob",
-        lastName: "Smith",
-        login: "bob.smith.old",
-        email: "bob.smith.old@example.test",
-        workPosition: "Sales manager",
-        active: false,
-      },
+      person(7, "Bob", "Smith", "bob.smith", "Sales manager"),
+      person(8, "Alex", "Morgan", "alex.morgan", "Support engineer"),
+      person(9, "Alex", "Morgan", "alex.morgan2", "Designer"),
+      person(10, "Bob", "Smith", "bob.smith.old", "Sales manager", { active: false }),
     ],
     groups: [
       // Members fixed at the six original users, so a group's membersCount (part of every task answer,

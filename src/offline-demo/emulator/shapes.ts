@@ -121,7 +121,7 @@ function groupObject(store: Store, groupId: number): Record<string, unknown> | [
     id: String(g.id),
     name: g.name,
     opened: g.opened,
-    membersCount: g.members?.length ?? store.allUserIds().length,
+    membersCount: g.members?.length ?? store.allUsers().length,
     image: "",
     additionalData: [],
   };

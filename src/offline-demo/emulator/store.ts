@@ -32,8 +32,6 @@ export interface KeptAnswer {
   at: number;
 }
 
-export type NewCall = Omit<CallLogEntry, "seq" | "time">;
-
 const COMMENT_COLUMNS = "id, task_id AS taskId, author_id AS authorId, post_date AS postDate, message";
 
 const SCHEMA = `
@@ -153,10 +151,6 @@ export class Store {
     return this.records<SeedUser>("users");
   }
 
-  allUserIds(): number[] {
-    return (this.db.prepare("SELECT id FROM users ORDER BY id").all() as { id: number }[]).map((r) => r.id);
-  }
-
   getGroup(id: number): SeedGroup | undefined {
     return this.record<SeedGroup>("workgroups", id);
   }
@@ -246,7 +240,7 @@ export class Store {
       .all(taskId) as HistoryRecord[];
   }
 
-  logCall(call: NewCall): void {
+  logCall(call: Omit<CallLogEntry, "seq" | "time">): void {
     this.db
       .prepare(
         "INSERT INTO calls (time, method, params, status, error, fault, via_batch) VALUES (?, ?, ?, ?, ?, ?, ?)",

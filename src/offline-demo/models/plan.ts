@@ -11,6 +11,7 @@ import {
   type ChangeIntent,
   type ParsedRequest,
 } from "./intent.js";
+import { clip } from "./tool-messages.js";
 
 /**
  * Most actions one change set may hold; the same limit as the propose_change_set tool
@@ -105,7 +106,7 @@ export function planRequest(text: string): RequestPlan {
   const clauses: PlannedClause[] = [];
   for (const [i, piece] of pieces.entries()) {
     const index = i + 1;
-    const label = `clause ${index} ("${clipClause(piece)}")`;
+    const label = `clause ${index} ("${clip(piece, 80)}")`;
     const parsed = parseWith(CLAUSE_PATTERNS, piece);
     if (!parsed.ok) {
       if (parsed.kind === "invalid_value") {
@@ -172,11 +173,6 @@ export function planRequest(text: string): RequestPlan {
     };
   }
   return { kind: "multi", clauses, actions };
-}
-
-function clipClause(s: string, max = 80): string {
-  const one = s.replace(/\s+/g, " ").trim();
-  return one.length > max ? `${one.slice(0, max)}…` : one;
 }
 
 function capitalise(s: string): string {

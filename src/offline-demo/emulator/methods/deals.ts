@@ -109,7 +109,6 @@ export const getDeal: MethodHandler = (params, ctx) => {
 
 // ── crm.deal.update ─────────────────────────────────────────────────────────────────────────────
 
-type DealChanges = Partial<DealRecord>;
 type Parsed = { ok: true; value: unknown } | { ok: false; message: string };
 const ok = (value: unknown): Parsed => ({ ok: true, value });
 const fail = (message: string): Parsed => ({ ok: false, message });
@@ -250,7 +249,7 @@ export const updateDeal: MethodHandler = (params, ctx) => {
   const deal = ctx.store.getDeal(id);
   if (!deal) throw errors.crm("Not found");
   if (!canEdit(deal, ctx.userId)) throw errors.crm("Access denied");
-  const changes: DealChanges = {};
+  const changes: Partial<DealRecord> = {};
   const problems: string[] = [];
   for (const [rawKey, value] of Object.entries(isRecord(fields) ? fields : {})) {
     const spec = UPDATABLE[rawKey.toUpperCase()];
