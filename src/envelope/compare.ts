@@ -86,24 +86,6 @@ export interface CompareResult {
 }
 export type CompareVerdict = "MATCH" | "MISMATCH" | "UNKNOWN" | "ERROR";
 
-type Extracted =
-  | { ok: true; task: Record<string, unknown> }
-  | {
-      ok: false;
-      reason: string;
-      /** Set when the answer is definitely about another object: the id it named. */ otherId?: unknown;
-    };
-
-/**
- * The envelope's object out of a read answer (src/envelope/targets.ts): a task, or a deal, accepted only
- * when it is an object whose id is the envelope's. A string body is parsed as JSON first (a caller may
- * hand over the raw text); text that is not JSON is unusable.
- */
-export function extractOf(type: TargetType, body: unknown, id: number): Extracted {
-  const x = TARGETS[type].extract(body, id);
-  return x.ok ? { ok: true, task: x.object } : x;
-}
-
 /**
  * Fresh read just before the write against the baseline. MATCH only when every compared field was
  * extracted and equals its baseline value, and no invariant field that could be read differs. A field
@@ -135,7 +117,7 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
       identity: noIdentity,
     };
   }
-  const extracted = extractOf(t.type, read.body, e.object.id);
+  const extracted = t.extract(read.body, e.object.id);
   if (!extracted.ok) {
     const other = extracted.otherId !== undefined;
     return {
@@ -150,7 +132,7 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
         : noIdentity,
     };
   }
-  const task = extracted.task;
+  const task = extracted.object;
   const identity: ObjectIdentity = { expected: e.object.id, answered: task[t.idKey], status: "MATCH" };
   const check = (field: string, role: "compared" | "invariant"): FieldCheck => {
     const taskKey = fieldToTaskKey(field);

@@ -9,7 +9,6 @@
 import { compareValues } from "./normalise.js";
 import { TARGETS, isRecord, jsonOf, type TargetType } from "./targets.js";
 import { canonicalJson } from "./canonical.js";
-import { extractOf } from "./compare.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
 import type { Envelope } from "./envelope.js";
 import type { Policy } from "./policy.js";
@@ -65,7 +64,7 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
     }
     fields[f] = e.baseline.values[f];
   }
-  const after = extractOf(e.object.type, verifiedRead, e.object.id);
+  const after = TARGETS[e.object.type].extract(verifiedRead, e.object.id);
   return {
     ok: true,
     operation: e.operation,
@@ -73,7 +72,7 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
     taskId: e.object.id,
     fields,
     wrote: { ...e.params },
-    afterWrite: after.ok ? after.task : null,
+    afterWrite: after.ok ? after.object : null,
   };
 }
 

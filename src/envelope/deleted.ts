@@ -13,7 +13,6 @@
 import { fingerprint } from "./canonical.js";
 import {
   describeMoves,
-  extractOf,
   has,
   movedOf,
   type CompareResult,
@@ -34,7 +33,7 @@ import { extractComments } from "./created.js";
 import { normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import type { OperationName } from "./operations.js";
-import { isRecord, jsonOf } from "./targets.js";
+import { TARGETS, isRecord, jsonOf } from "./targets.js";
 import { deleteSubjectOf, deletedIdOf } from "./delete-subjects.js";
 
 export type SubjectRead =
@@ -86,14 +85,14 @@ export function locateDeleted(
       reason: `${what} is not found or not accessible (tasks.task.get answered result: [])`,
     };
   }
-  const x = extractOf("task", read.body, id);
+  const x = TARGETS.task.extract(read.body, id);
   if (!x.ok)
     return {
       status: "unknown",
       reason: x.reason,
       ...(x.otherId !== undefined ? { otherId: x.otherId } : {}),
     };
-  return { status: "present", object: x.task };
+  return { status: "present", object: x.object };
 }
 
 /** A comparison whose object is already gone: nothing to delete (not a change by anyone we can name). */

@@ -5,7 +5,6 @@
  */
 import { fingerprint } from "./canonical.js";
 import {
-  extractOf,
   fingerprintedMoves,
   has,
   movedOf,
@@ -82,7 +81,7 @@ export function verifyOutcome(
       identity: noIdentity,
     };
   }
-  const extracted = extractOf(t.type, read.body, e.object.id);
+  const extracted = t.extract(read.body, e.object.id);
   if (!extracted.ok) {
     // An answer about another object is a definite identity mismatch, but it still says nothing about
     // this task's state: the verdict stays INCONCLUSIVE, the identity is recorded as MISMATCH.
@@ -97,7 +96,7 @@ export function verifyOutcome(
         : noIdentity,
     };
   }
-  const task = extracted.task;
+  const task = extracted.object;
   const identity: ObjectIdentity = { expected: e.object.id, answered: task[t.idKey], status: "MATCH" };
   const fields: FieldCheck[] = [];
   const moved: MovedField[] = [];
@@ -194,12 +193,12 @@ export function verifyOutcome(
   }
   // The task as the pre-read saw it right before the write: a field that had already moved then (the
   // pre-read lets fields it does not compare move) and holds that same value now was not moved by us.
-  const before = beforeWrite === undefined ? undefined : extractOf(t.type, beforeWrite, e.object.id);
+  const before = beforeWrite === undefined ? undefined : t.extract(beforeWrite, e.object.id);
   const seenBefore = (taskKey: string, now: unknown): boolean =>
     before !== undefined &&
     before.ok &&
-    has(before.task, taskKey) &&
-    fingerprint(before.task[taskKey]) === fingerprint(now);
+    has(before.object, taskKey) &&
+    fingerprint(before.object[taskKey]) === fingerprint(now);
   for (const m of fingerprintedMoves(e, task)) {
     const automatic = m.role === "automatic";
     const earlier = !automatic && seenBefore(m.taskKey, m.now);
