@@ -136,29 +136,12 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
   const identity: ObjectIdentity = { expected: e.object.id, answered: task[t.idKey], status: "MATCH" };
   const check = (field: string, role: "compared" | "invariant"): FieldCheck => {
     const taskKey = fieldToTaskKey(field);
-    const expected = e.baseline.values[field];
-    if (!has(task, taskKey)) {
-      return {
-        field,
-        taskKey,
-        role,
-        expected,
-        status: "unknown",
-        note: `the answer has no "${taskKey}"${role === "invariant" ? " (an invariant the pre-read could not see; it does not decide the verdict)" : ""}`,
-      };
-    }
-    const actual = task[taskKey];
-    const c = compareValues(field, expected, actual);
-    return {
-      field,
-      taskKey,
-      role,
-      expected,
-      actual,
-      status: c.equal ? "match" : "mismatch",
-      rule: normalisationRule(c.rule),
-      ...(c.normalised ? { normalised: true } : {}),
-    };
+    return checkField(
+      task,
+      { field, taskKey, role, expected: e.baseline.values[field] },
+      (equal) => (equal ? "match" : "mismatch"),
+      `the answer has no "${taskKey}"${role === "invariant" ? " (an invariant the pre-read could not see; it does not decide the verdict)" : ""}`,
+    );
   };
   const fields: FieldCheck[] = [
     ...e.comparedFields.map((f) => check(f, "compared")),
@@ -198,6 +181,28 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     reason: `all ${e.comparedFields.length} compared fields equal the baseline (${e.comparedFields.join(", ")}), ${e.invariantFields.length} invariant field(s) checked${others}`,
     moved,
     identity,
+  };
+}
+
+/**
+ * One field of `object` against `expected` under the normalisation rules: "unknown" (noted `missing`)
+ * when the answer has no such key, else the status `statusOf` gives to the comparison.
+ */
+export function checkField(
+  object: Record<string, unknown>,
+  base: Pick<FieldCheck, "field" | "taskKey" | "role" | "expected">,
+  statusOf: (equal: boolean) => FieldStatus,
+  missing = `the answer has no "${base.taskKey}"`,
+): FieldCheck {
+  if (!has(object, base.taskKey)) return { ...base, status: "unknown", note: missing };
+  const actual = object[base.taskKey];
+  const c = compareValues(base.field, base.expected, actual);
+  return {
+    ...base,
+    actual,
+    status: statusOf(c.equal),
+    rule: normalisationRule(c.rule),
+    ...(c.normalised ? { normalised: true } : {}),
   };
 }
 

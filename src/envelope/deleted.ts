@@ -12,6 +12,7 @@
  */
 import { fingerprint } from "./canonical.js";
 import {
+  checkField,
   describeMoves,
   has,
   movedOf,
@@ -31,7 +32,6 @@ import {
 } from "./verify-outcome.js";
 import { extractComments } from "./created.js";
 import { normaliseId } from "./fields.js";
-import { compareValues, normalisationRule } from "./normalise.js";
 import type { OperationName } from "./operations.js";
 import { TARGETS, isRecord, jsonOf } from "./targets.js";
 import { deleteSubjectOf, deletedIdOf } from "./delete-subjects.js";
@@ -168,23 +168,13 @@ export function compareBeforeDelete(
   }
   const object = located.object;
   const identity: ObjectIdentity = { expected: id, answered: object[subject.idKey], status: "MATCH" };
-  const fields: FieldCheck[] = kept.map(([field, role]) => {
-    const taskKey = subject.keyOf(field);
-    const expected = e.baseline.values[field];
-    if (!has(object, taskKey))
-      return { field, taskKey, role, expected, status: "unknown", note: `the answer has no "${taskKey}"` };
-    const c = compareValues(field, expected, object[taskKey]);
-    return {
-      field,
-      taskKey,
-      role,
-      expected,
-      actual: object[taskKey],
-      status: c.equal ? "match" : "mismatch",
-      rule: normalisationRule(c.rule),
-      ...(c.normalised ? { normalised: true } : {}),
-    };
-  });
+  const fields: FieldCheck[] = kept.map(([field, role]) =>
+    checkField(
+      object,
+      { field, taskKey: subject.keyOf(field), role, expected: e.baseline.values[field] },
+      (equal) => (equal ? "match" : "mismatch"),
+    ),
+  );
   const moved: MovedField[] = fields
     .filter((f) => f.status === "mismatch" || f.status === "unknown")
     .map(movedOf);

@@ -5,6 +5,7 @@
  */
 import { fingerprint } from "./canonical.js";
 import {
+  checkField,
   fingerprintedMoves,
   has,
   movedOf,
@@ -142,33 +143,13 @@ export function verifyOutcome(
     if (!asBaseline.equal) moved.push(movedOf(check));
   }
   for (const field of e.invariantFields) {
-    const taskKey = fieldToTaskKey(field);
-    const expected = e.baseline.values[field];
-    if (!has(task, taskKey)) {
-      fields.push({
-        field,
-        taskKey,
-        role: "invariant",
-        expected,
-        status: "unknown",
-        note: `the answer has no "${taskKey}"`,
-      });
-      continue;
-    }
-    const actual = task[taskKey];
-    const c = compareValues(field, expected, actual);
-    const check: FieldCheck = {
-      field,
-      taskKey,
-      role: "invariant",
-      expected,
-      actual,
-      status: c.equal ? "unchanged" : "violated",
-      rule: normalisationRule(c.rule),
-      ...(c.normalised ? { normalised: true } : {}),
-    };
+    const check = checkField(
+      task,
+      { field, taskKey: fieldToTaskKey(field), role: "invariant", expected: e.baseline.values[field] },
+      (equal) => (equal ? "unchanged" : "violated"),
+    );
     fields.push(check);
-    if (!c.equal) moved.push(movedOf(check));
+    if (check.status === "violated") moved.push(movedOf(check));
   }
 
   // Everything else the task showed at envelope time: the change marker (kept in full) and the fingerprinted keys.
