@@ -151,37 +151,35 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     ...fields.filter((f) => f.status === "mismatch").map(movedOf),
     ...fingerprintedMoves(e, task),
   ];
+  const done = (verdict: CompareVerdict, reason: string): CompareResult => ({
+    verdict,
+    fields,
+    reason,
+    moved,
+    identity,
+  });
   const mismatched = fields.filter((f) => f.status === "mismatch");
   const unknown = fields.filter((f) => f.status === "unknown" && f.role === "compared");
   if (mismatched.length) {
     const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD)
       ? ` (the ${t.type} was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})`
       : "";
-    return {
-      verdict: "MISMATCH",
-      fields,
-      reason: `${t.type} ${e.object.id} changed since the envelope was made${marker}: ${describeMoves(moved)}`,
-      moved,
-      identity,
-    };
+    return done(
+      "MISMATCH",
+      `${t.type} ${e.object.id} changed since the envelope was made${marker}: ${describeMoves(moved)}`,
+    );
   }
   if (unknown.length) {
-    return {
-      verdict: "UNKNOWN",
-      fields,
-      reason: `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}`,
-      moved,
-      identity,
-    };
+    return done(
+      "UNKNOWN",
+      `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}`,
+    );
   }
   const others = moved.length ? `; other fields moved: ${describeMoves(moved)}` : "";
-  return {
-    verdict: "MATCH",
-    fields,
-    reason: `all ${e.comparedFields.length} compared fields equal the baseline (${e.comparedFields.join(", ")}), ${e.invariantFields.length} invariant field(s) checked${others}`,
-    moved,
-    identity,
-  };
+  return done(
+    "MATCH",
+    `all ${e.comparedFields.length} compared fields equal the baseline (${e.comparedFields.join(", ")}), ${e.invariantFields.length} invariant field(s) checked${others}`,
+  );
 }
 
 /**

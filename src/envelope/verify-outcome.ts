@@ -210,68 +210,54 @@ export function verifyOutcome(
       )
       .join("; ");
 
+  const done = (verdict: VerifyVerdict, reason: string): VerifyResult => ({
+    verdict,
+    fields,
+    moved,
+    identity,
+    reason,
+  });
   if (violated.length) {
-    return {
-      verdict: "INVARIANT_VIOLATION",
-      fields,
-      moved,
-      identity,
-      reason: `fields that were not to change did: ${list(violated)}${failed.length ? `; also not as approved: ${list(failed)}` : ""}; ${ackNote}`,
-    };
+    return done(
+      "INVARIANT_VIOLATION",
+      `fields that were not to change did: ${list(violated)}${failed.length ? `; also not as approved: ${list(failed)}` : ""}; ${ackNote}`,
+    );
   }
   if (failed.length) {
     const unknownOutcome = outcomeUnknown(ack);
     if (unknownOutcome && failed.every((f) => f.status === "not_applied")) {
       // No answer (or an answer that leaves the outcome open): a write still in flight may land after
       // this read. "Not applied" would be a claim the read cannot make; it says only "not yet".
-      return {
-        verdict: "INCONCLUSIVE",
-        fields,
-        moved,
-        identity,
-        reason: `${notYetApplied(readAt)}: ${list(failed)}; ${ackNote}; ${MAY_STILL_LAND}`,
-      };
+      return done("INCONCLUSIVE", `${notYetApplied(readAt)}: ${list(failed)}; ${ackNote}; ${MAY_STILL_LAND}`);
     }
     const allNotApplied =
       failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(requested).length;
-    return {
-      verdict: "VERIFICATION_FAILED",
-      fields,
-      moved,
-      identity,
-      reason: `${allNotApplied ? "the change was not applied" : `the ${t.type} does not hold the approved values`}: ${list(failed)}; ${ackNote}${unknownOutcome ? `; ${MAY_STILL_LAND}` : ""}`,
-    };
+    return done(
+      "VERIFICATION_FAILED",
+      `${allNotApplied ? "the change was not applied" : `the ${t.type} does not hold the approved values`}: ${list(failed)}; ${ackNote}${unknownOutcome ? `; ${MAY_STILL_LAND}` : ""}`,
+    );
   }
   if (unknown.length) {
-    return {
-      verdict: "INCONCLUSIVE",
-      fields,
-      moved,
-      identity,
-      reason: `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}`,
-    };
+    return done(
+      "INCONCLUSIVE",
+      `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}`,
+    );
   }
   if (ack.status !== "OK") {
-    return {
-      verdict: "INCONCLUSIVE",
-      fields,
-      moved,
-      identity,
-      reason: `the ${t.type} holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
-    };
+    return done(
+      "INCONCLUSIVE",
+      `the ${t.type} holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
+    );
   }
   const withStatus = (status: FieldStatus) => fields.filter((f) => f.status === status).map((f) => f.field);
   const automatic = withStatus("automatic");
   const earlier = withStatus("changed_before_write");
-  return {
-    verdict: "VERIFIED",
-    fields,
-    moved,
-    identity,
-    reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${
+  return done(
+    "VERIFIED",
+    `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${
       automatic.length ? `, automatic changes: ${automatic.join(", ")}` : ""
     }${earlier.length ? `; changed before the write (seen at the pre-read, not by this write): ${earlier.join(", ")}` : ""}`,
-  };
+  );
 }
 
 /**
