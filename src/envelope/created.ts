@@ -35,6 +35,8 @@ export interface CommentItem {
   authorId: string | null;
   message: unknown;
   postDate: unknown;
+  /** The comment as listed. */
+  raw: Record<string, unknown>;
 }
 
 export type CommentsExtracted = { ok: true; comments: CommentItem[] } | { ok: false; reason: string };
@@ -61,6 +63,7 @@ export function extractComments(body: unknown): CommentsExtracted {
       authorId: normaliseId(item["AUTHOR_ID"]) ?? null,
       message: item["POST_MESSAGE"],
       postDate: item["POST_DATE"],
+      raw: item,
     });
   }
   return { ok: true, comments };

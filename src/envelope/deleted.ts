@@ -31,7 +31,6 @@ import {
   type VerifyResult,
 } from "./verify-outcome.js";
 import { extractComments } from "./created.js";
-import { normaliseId } from "./fields.js";
 import type { OperationName } from "./operations.js";
 import { TARGETS, isRecord, jsonOf } from "./targets.js";
 import { deleteSubjectOf, deletedIdOf } from "./delete-subjects.js";
@@ -69,10 +68,9 @@ export function locateDeleted(
   if (subject.kind === "task_comment") {
     const listed = extractComments(read.body);
     if (!listed.ok) return { status: "unknown", reason: listed.reason };
-    const items = resultArray(read.body);
-    const found = items.find((item) => normaliseId(item["ID"]) === String(id));
+    const found = listed.comments.find((c) => c.id === String(id));
     return found
-      ? { status: "present", object: found }
+      ? { status: "present", object: found.raw }
       : {
           status: "gone",
           reason: `${what} is not in the task's comment list (${listed.comments.length} comment(s) listed)`,
@@ -298,11 +296,4 @@ export function verifyDeleted(
       throw new Error(`unknown read ${JSON.stringify(never)}`);
     }
   }
-}
-
-/** body.result as records (extractComments has already checked its shape). */
-function resultArray(body: unknown): Array<Record<string, unknown>> {
-  const value = jsonOf(body)?.value;
-  const result = isRecord(value) ? value["result"] : undefined;
-  return Array.isArray(result) ? result.filter(isRecord) : [];
 }
