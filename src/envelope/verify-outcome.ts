@@ -105,41 +105,24 @@ export function verifyOutcome(
   // Only an update writes task fields; a create's params are checked on the created object (created.ts).
   const requested = OPERATIONS[e.operation].effect === "update" ? e.params : {};
   for (const [field, approved] of Object.entries(requested)) {
-    const taskKey = fieldToTaskKey(field);
     const baseline = e.baseline.values[field];
-    if (!has(task, taskKey)) {
-      fields.push({
-        field,
-        taskKey,
-        role: "requested",
-        expected: approved,
-        baseline,
-        status: "unknown",
-        note: `the answer has no "${taskKey}"`,
-      });
-      continue;
-    }
-    const actual = task[taskKey];
-    const asApproved = compareValues(field, approved, actual);
-    const asBaseline = compareValues(field, baseline, actual);
-    const status: FieldStatus = asApproved.equal
-      ? "applied"
-      : asBaseline.equal
-        ? "not_applied"
-        : "wrong_value";
-    const decided = status === "not_applied" ? asBaseline : asApproved;
     const check: FieldCheck = {
-      field,
-      taskKey,
-      role: "requested",
-      expected: approved,
-      actual,
+      ...checkField(
+        task,
+        { field, taskKey: fieldToTaskKey(field), role: "requested", expected: approved },
+        (equal) => (equal ? "applied" : "wrong_value"),
+      ),
       baseline,
-      status,
-      rule: normalisationRule(decided.rule),
-      ...(decided.normalised ? { normalised: true } : {}),
     };
     fields.push(check);
+    if (check.status === "unknown") continue;
+    // Not the approved value but still the baseline's: not applied, judged by the rule that says so.
+    const asBaseline = compareValues(field, baseline, check.actual);
+    if (check.status === "wrong_value" && asBaseline.equal) {
+      check.status = "not_applied";
+      check.rule = normalisationRule(asBaseline.rule);
+      if (asBaseline.normalised) check.normalised = true;
+    }
     if (!asBaseline.equal) moved.push(movedOf(check));
   }
   for (const field of e.invariantFields) {
