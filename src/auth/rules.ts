@@ -221,6 +221,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
   const roles = rolesOf(user);
   const tokens = mode === "tokens";
   const has = (role: ApiRole) => roles.has(role);
+  const holds = `${user.identity} holds ${[...roles].join(", ") || "none"}`;
   const ownerOnly = { [OWNER_KEY]: user.identity };
   /** Reads: requesters see their own threads; approvers and admins see every thread (approvals to decide, audit). */
   const readFilter = (): Verdict => {
@@ -250,10 +251,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
         );
       }
       if (tokens && !has("requester"))
-        return refuse(
-          event,
-          `creating threads needs the role requester; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
-        );
+        return refuse(event, `creating threads needs the role requester; ${holds}`);
       stampOwner();
       return tokens ? allow(ownerOnly) : allow();
     }
@@ -263,10 +261,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
       if (v["action"] === "interrupt") {
         if (!tokens || has("approver")) return allow();
         if (has("requester")) return allow(ownerOnly);
-        return refuse(
-          event,
-          `cancelling a run needs the role requester (own threads) or approver; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
-        );
+        return refuse(event, `cancelling a run needs the role requester (own threads) or approver; ${holds}`);
       }
       if (v["action"] === "rollback")
         return refuse(
@@ -296,10 +291,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
       }
       if (run.kind === "input") {
         if (!has("requester"))
-          return refuse(
-            event,
-            `a run with input (a new request) needs the role requester; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
-          );
+          return refuse(event, `a run with input (a new request) needs the role requester; ${holds}`);
         const input = kwargs["input"];
         if (isRecord(input)) {
           if (input["requestedBy"] === undefined) input["requestedBy"] = user.identity;
@@ -318,7 +310,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
         if (has("admin")) return allow();
         return refuse(
           event,
-          `a run without input or command recovers a run stopped between steps and needs the role admin; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+          `a run without input or command recovers a run stopped between steps and needs the role admin; ${holds}`,
         );
       }
       // resume: a decision (approvers, on any thread) or the requester's own answer, cancel or decision on
@@ -330,7 +322,7 @@ export function authorize(mode: AuthMode, event: string, value: unknown, user: A
       if (has("admin") && run.kind === "resume" && onlyExpiries(kwargs["command"])) return allow();
       return refuse(
         event,
-        `command.resume needs the role approver (any thread) or requester (own threads), or admin for a system expiry alone; ${user.identity} holds ${[...roles].join(", ") || "none"}`,
+        `command.resume needs the role approver (any thread) or requester (own threads), or admin for a system expiry alone; ${holds}`,
       );
     }
 

@@ -86,24 +86,6 @@ export interface CompareResult {
 }
 export type CompareVerdict = "MATCH" | "MISMATCH" | "UNKNOWN" | "ERROR";
 
-type Extracted =
-  | { ok: true; task: Record<string, unknown> }
-  | {
-      ok: false;
-      reason: string;
-      /** Set when the answer is definitely about another object: the id it named. */ otherId?: unknown;
-    };
-
-/**
- * The envelope's object out of a read answer (src/envelope/targets.ts): a task, or a deal, accepted only
- * when it is an object whose id is the envelope's. A string body is parsed as JSON first (a caller may
- * hand over the raw text); text that is not JSON is unusable.
- */
-export function extractOf(type: TargetType, body: unknown, id: number): Extracted {
-  const x = TARGETS[type].extract(body, id);
-  return x.ok ? { ok: true, task: x.object } : x;
-}
-
 /**
  * Fresh read just before the write against the baseline. MATCH only when every compared field was
  * extracted and equals its baseline value, and no invariant field that could be read differs. A field
@@ -135,7 +117,7 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
       identity: noIdentity,
     };
   }
-  const extracted = extractOf(t.type, read.body, e.object.id);
+  const extracted = t.extract(read.body, e.object.id);
   if (!extracted.ok) {
     const other = extracted.otherId !== undefined;
     return {
@@ -150,33 +132,16 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
         : noIdentity,
     };
   }
-  const task = extracted.task;
+  const task = extracted.object;
   const identity: ObjectIdentity = { expected: e.object.id, answered: task[t.idKey], status: "MATCH" };
   const check = (field: string, role: "compared" | "invariant"): FieldCheck => {
     const taskKey = fieldToTaskKey(field);
-    const expected = e.baseline.values[field];
-    if (!has(task, taskKey)) {
-      return {
-        field,
-        taskKey,
-        role,
-        expected,
-        status: "unknown",
-        note: `the answer has no "${taskKey}"${role === "invariant" ? " (an invariant the pre-read could not see; it does not decide the verdict)" : ""}`,
-      };
-    }
-    const actual = task[taskKey];
-    const c = compareValues(field, expected, actual);
-    return {
-      field,
-      taskKey,
-      role,
-      expected,
-      actual,
-      status: c.equal ? "match" : "mismatch",
-      rule: normalisationRule(c.rule),
-      ...(c.normalised ? { normalised: true } : {}),
-    };
+    return checkField(
+      task,
+      { field, taskKey, role, expected: e.baseline.values[field] },
+      (equal) => (equal ? "match" : "mismatch"),
+      `the answer has no "${taskKey}"${role === "invariant" ? " (an invariant the pre-read could not see; it does not decide the verdict)" : ""}`,
+    );
   };
   const fields: FieldCheck[] = [
     ...e.comparedFields.map((f) => check(f, "compared")),
@@ -186,36 +151,56 @@ export function compareBaseline(e: Envelope, read: ReadResult): CompareResult {
     ...fields.filter((f) => f.status === "mismatch").map(movedOf),
     ...fingerprintedMoves(e, task),
   ];
+  const done = (verdict: CompareVerdict, reason: string): CompareResult => ({
+    verdict,
+    fields,
+    reason,
+    moved,
+    identity,
+  });
   const mismatched = fields.filter((f) => f.status === "mismatch");
   const unknown = fields.filter((f) => f.status === "unknown" && f.role === "compared");
   if (mismatched.length) {
     const marker = mismatched.some((f) => f.field === CHANGE_MARKER_FIELD)
       ? ` (the ${t.type} was changed since ${String(e.baseline.values[CHANGE_MARKER_FIELD])})`
       : "";
-    return {
-      verdict: "MISMATCH",
-      fields,
-      reason: `${t.type} ${e.object.id} changed since the envelope was made${marker}: ${describeMoves(moved)}`,
-      moved,
-      identity,
-    };
+    return done(
+      "MISMATCH",
+      `${t.type} ${e.object.id} changed since the envelope was made${marker}: ${describeMoves(moved)}`,
+    );
   }
   if (unknown.length) {
-    return {
-      verdict: "UNKNOWN",
-      fields,
-      reason: `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}`,
-      moved,
-      identity,
-    };
+    return done(
+      "UNKNOWN",
+      `cannot compare ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}`,
+    );
   }
   const others = moved.length ? `; other fields moved: ${describeMoves(moved)}` : "";
+  return done(
+    "MATCH",
+    `all ${e.comparedFields.length} compared fields equal the baseline (${e.comparedFields.join(", ")}), ${e.invariantFields.length} invariant field(s) checked${others}`,
+  );
+}
+
+/**
+ * One field of `object` against `expected` under the normalisation rules: "unknown" (noted `missing`)
+ * when the answer has no such key, else the status `statusOf` gives to the comparison.
+ */
+export function checkField(
+  object: Record<string, unknown>,
+  base: Pick<FieldCheck, "field" | "taskKey" | "role" | "expected">,
+  statusOf: (equal: boolean) => FieldStatus,
+  missing = `the answer has no "${base.taskKey}"`,
+): FieldCheck {
+  if (!has(object, base.taskKey)) return { ...base, status: "unknown", note: missing };
+  const actual = object[base.taskKey];
+  const c = compareValues(base.field, base.expected, actual);
   return {
-    verdict: "MATCH",
-    fields,
-    reason: `all ${e.comparedFields.length} compared fields equal the baseline (${e.comparedFields.join(", ")}), ${e.invariantFields.length} invariant field(s) checked${others}`,
-    moved,
-    identity,
+    ...base,
+    actual,
+    status: statusOf(c.equal),
+    rule: normalisationRule(c.rule),
+    ...(c.normalised ? { normalised: true } : {}),
   };
 }
 

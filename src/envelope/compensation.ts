@@ -9,7 +9,6 @@
 import { compareValues } from "./normalise.js";
 import { TARGETS, isRecord, jsonOf, type TargetType } from "./targets.js";
 import { canonicalJson } from "./canonical.js";
-import { extractOf } from "./compare.js";
 import { OPERATIONS, type OperationName } from "./operations.js";
 import type { Envelope } from "./envelope.js";
 import type { Policy } from "./policy.js";
@@ -65,7 +64,7 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
     }
     fields[f] = e.baseline.values[f];
   }
-  const after = extractOf(e.object.type, verifiedRead, e.object.id);
+  const after = TARGETS[e.object.type].extract(verifiedRead, e.object.id);
   return {
     ok: true,
     operation: e.operation,
@@ -73,7 +72,7 @@ export function compensationOf(e: Envelope, verifiedRead: unknown): Compensation
     taskId: e.object.id,
     fields,
     wrote: { ...e.params },
-    afterWrite: after.ok ? after.task : null,
+    afterWrite: after.ok ? after.object : null,
   };
 }
 
@@ -98,32 +97,41 @@ export function changedSinceWrite(
   plan: Extract<CompensationPlan, { ok: true }>,
   task: Record<string, unknown>,
 ): ChangedSinceWrite[] {
-  const t = TARGETS[plan.type];
-  const fieldToTaskKey = t.keyOf;
-  const taskKeyToField = t.fieldOf;
-  const CHANGE_MARKER_FIELD = t.changeMarker;
-  const out: ChangedSinceWrite[] = [];
-  const named = new Set<string>();
-  for (const [field, value] of Object.entries(plan.wrote)) {
-    const key = fieldToTaskKey(field);
-    named.add(key);
-    const now = task[key];
-    if (!compareValues(field, value, now).equal) out.push({ field, ours: value, now, written: true });
-  }
-  if (plan.afterWrite) {
-    const keys = [...new Set([...Object.keys(plan.afterWrite), ...Object.keys(task)])]
-      .filter((k) => !named.has(k))
-      .sort();
-    for (const key of keys) {
-      const ours = plan.afterWrite[key];
-      const now = task[key];
-      const field = taskKeyToField(key);
-      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null))
-        out.push({ field, ours, now, ...(field === CHANGE_MARKER_FIELD ? { marker: true as const } : {}) });
-    }
-  }
+  const changed = changesFrom(TARGETS[plan.type], plan.wrote, true, plan.afterWrite, task, (read) => [
+    ...new Set([...Object.keys(read), ...Object.keys(task)]),
+  ]);
   // The change marker first: it is what a person looks at to see that the task was edited.
-  return out.sort((a, b) => Number(b.marker === true) - Number(a.marker === true));
+  return changed.sort((a, b) => Number(b.marker === true) - Number(a.marker === true));
+}
+
+/**
+ * How `object` differs from what our run left: each field of `expected` under the normalisation rules,
+ * then each other key `otherKeys` picks from our own read of it (`read`) whose JSON is not the same now.
+ */
+function changesFrom(
+  kind: { keyOf(field: string): string; fieldOf(key: string): string; changeMarker?: string | undefined },
+  expected: Record<string, unknown>,
+  written: boolean,
+  read: Record<string, unknown> | null,
+  object: Record<string, unknown>,
+  otherKeys: (read: Record<string, unknown>) => string[],
+): ChangedSinceWrite[] {
+  const out: ChangedSinceWrite[] = [];
+  const named = new Set(Object.keys(expected).map(kind.keyOf));
+  for (const [field, ours] of Object.entries(expected)) {
+    const now = object[kind.keyOf(field)];
+    if (!compareValues(field, ours, now).equal)
+      out.push({ field, ours, now, ...(written ? { written } : {}) });
+  }
+  const others = read ? otherKeys(read).filter((k) => !named.has(k)) : [];
+  for (const key of others.sort()) {
+    const ours = read?.[key];
+    const now = object[key];
+    const field = kind.fieldOf(key);
+    if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null))
+      out.push({ field, ours, now, ...(field === kind.changeMarker ? { marker: true as const } : {}) });
+  }
+  return out;
 }
 
 // ── Undo of a create: delete what it created ───────────────────────────────────────────────────────
@@ -242,26 +250,9 @@ export function deletionOf(
  */
 export function changedSinceCreated(plan: DeletePlan, object: Record<string, unknown>): ChangedSinceWrite[] {
   const subject = DELETE_SUBJECTS[OPERATIONS[plan.operation].deletes!];
-  const out: ChangedSinceWrite[] = [];
-  const named = new Set<string>();
-  for (const [field, ours] of Object.entries(plan.expected)) {
-    const key = subject.keyOf(field);
-    named.add(key);
-    const now = object[key];
-    if (!compareValues(field, ours, now).equal) out.push({ field, ours, now });
-  }
-  if (plan.createdRead) {
-    for (const key of Object.keys(plan.createdRead)
-      .filter((k) => !named.has(k) && Object.prototype.hasOwnProperty.call(object, k))
-      .sort()) {
-      const ours = plan.createdRead[key];
-      const now = object[key];
-      const field = subject.fieldOf(key);
-      if (canonicalJson(ours ?? null) !== canonicalJson(now ?? null))
-        out.push({ field, ours, now, ...(field === subject.changeMarker ? { marker: true as const } : {}) });
-    }
-  }
-  return out;
+  return changesFrom(subject, plan.expected, false, plan.createdRead, object, (read) =>
+    Object.keys(read).filter((k) => Object.prototype.hasOwnProperty.call(object, k)),
+  );
 }
 
 /** The row with id `id` out of a list answer (`result: [...]` of comments, or `result.tasks: [...]`). */

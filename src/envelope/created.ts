@@ -18,7 +18,7 @@ import type { Envelope } from "./envelope.js";
 import { fieldToTaskKey, normaliseId } from "./fields.js";
 import { compareValues, normalisationRule } from "./normalise.js";
 import { isRecord, jsonOf } from "./targets.js";
-import { show, type FieldCheck, type ObjectIdentity, type ReadResult } from "./compare.js";
+import { checkField, show, type FieldCheck, type ObjectIdentity, type ReadResult } from "./compare.js";
 import {
   MAY_STILL_LAND,
   notYetApplied,
@@ -35,6 +35,8 @@ export interface CommentItem {
   authorId: string | null;
   message: unknown;
   postDate: unknown;
+  /** The comment as listed. */
+  raw: Record<string, unknown>;
 }
 
 export type CommentsExtracted = { ok: true; comments: CommentItem[] } | { ok: false; reason: string };
@@ -61,6 +63,7 @@ export function extractComments(body: unknown): CommentsExtracted {
       authorId: normaliseId(item["AUTHOR_ID"]) ?? null,
       message: item["POST_MESSAGE"],
       postDate: item["POST_DATE"],
+      raw: item,
     });
   }
   return { ok: true, comments };
@@ -356,29 +359,13 @@ export function verifyCreatedTask(
   const fresh =
     sameTitleBefore === undefined ? listed.ids : listed.ids.filter((id) => !sameTitleBefore.includes(id));
   const check = (task: Record<string, unknown>): FieldCheck[] =>
-    Object.entries(e.params).map(([field, approved]) => {
-      const key = fieldToTaskKey(field);
-      if (!Object.prototype.hasOwnProperty.call(task, key))
-        return {
-          field,
-          taskKey: key,
-          role: "requested",
-          expected: approved,
-          status: "unknown",
-          note: `the answer has no "${key}"`,
-        };
-      const c = compareValues(field, approved, task[key]);
-      return {
-        field,
-        taskKey: key,
-        role: "requested",
-        expected: approved,
-        actual: task[key],
-        status: c.equal ? "applied" : "wrong_value",
-        rule: normalisationRule(c.rule),
-        ...(c.normalised ? { normalised: true } : {}),
-      };
-    });
+    Object.entries(e.params).map(([field, approved]) =>
+      checkField(
+        task,
+        { field, taskKey: fieldToTaskKey(field), role: "requested", expected: approved },
+        (equal) => (equal ? "applied" : "wrong_value"),
+      ),
+    );
   const ackNote = createAckNote(ack, "task", earlier);
   const judge = (id: string, others: string[], lead: string): ReturnType<typeof result> => {
     const fields = check(listed.tasks.get(id)!);

@@ -446,26 +446,17 @@ export function judgeSetDecisions(
   const kept = results.flatMap((r, i) => {
     const id = r.decision.actionId ?? s.members[i]!.actionId;
     const own = s.members.find((x) => x.actionId === id)!;
-    if (r.decision.type === "approve")
-      return [
-        {
-          actionId: id,
-          operation: own.envelope.operation,
-          taskId: own.envelope.object.id,
-          fields: own.envelope.params,
-        },
-      ];
-    if (r.decision.type === "edit")
-      return [
-        {
-          actionId: id,
-          operation: own.envelope.operation,
-          taskId: r.edit!.proposal.taskId,
-          fields: r.edit!.proposal.fields,
-          ...(people.length ? { names: people } : {}),
-        },
-      ];
-    return [];
+    if (r.decision.type !== "approve" && r.decision.type !== "edit") return [];
+    const edited = r.decision.type === "edit" ? r.edit!.proposal : undefined;
+    return [
+      {
+        actionId: id,
+        operation: own.envelope.operation,
+        taskId: edited ? edited.taskId : own.envelope.object.id,
+        fields: edited ? edited.fields : own.envelope.params,
+        ...(edited && people.length ? { names: people } : {}),
+      },
+    ];
   });
   // Keep the set's order whatever order the decisions came in.
   kept.sort((x, y) => setIds.indexOf(x.actionId) - setIds.indexOf(y.actionId));

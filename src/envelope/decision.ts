@@ -5,6 +5,7 @@
  * refused as that, whoever sent it.
  */
 import type { KeyObject } from "node:crypto";
+import { deletedLabelOf } from "./delete-subjects.js";
 import { codesForNames } from "./fields.js";
 import { signedPayloadOf } from "./decision-identity.js";
 import { DecisionSchema, type Decision } from "./decision-schema.js";
@@ -116,13 +117,6 @@ export function validateDecisionFor(
 
   // Binding.
   const current = subject.hash;
-  const e = {
-    revision: subject.revision,
-    nonce: subject.nonce,
-    expiresAt: subject.expiresAt,
-    requestedBy: subject.requestedBy,
-    editedBy: subject.editedBy,
-  };
   // A self-declared requester is a name anyone could have typed: the comparison below is against that name.
   const requesterNote =
     subject.requesterVerifiedBy === "self_declared"
@@ -143,23 +137,23 @@ export function validateDecisionFor(
   if (d.envelopeHash !== current && ctx.supersededHashes.includes(d.envelopeHash)) {
     return refuse(
       "STALE_REVISION",
-      `the decision names ${d.envelopeHash}, an earlier revision; the current revision is ${e.revision} with hash ${current}`,
+      `the decision names ${d.envelopeHash}, an earlier revision; the current revision is ${subject.revision} with hash ${current}`,
     );
   }
   if (d.envelopeHash !== current)
     return refuse(
       "HASH_MISMATCH",
-      `expected envelopeHash ${current} (revision ${e.revision}); the decision names ${d.envelopeHash}`,
+      `expected envelopeHash ${current} (revision ${subject.revision}); the decision names ${d.envelopeHash}`,
     );
-  if (d.nonce !== e.nonce)
+  if (d.nonce !== subject.nonce)
     return refuse(
       "NONCE_MISMATCH",
-      `expected nonce ${e.nonce}; the decision carries ${JSON.stringify(d.nonce)}`,
+      `expected nonce ${subject.nonce}; the decision carries ${JSON.stringify(d.nonce)}`,
     );
   if (ctx.nonceConsumed)
     return refuse(
       "ALREADY_CONSUMED",
-      `nonce ${e.nonce} was already used by an accepted decision; an approval counts once`,
+      `nonce ${subject.nonce} was already used by an accepted decision; an approval counts once`,
     );
   // Which action a decision is about: a change set's actions are named by id, never by list position.
   let target: Envelope | undefined;
@@ -197,11 +191,11 @@ export function validateDecisionFor(
 
   // Time: only the validating side's clock decides expiry. A decision's own decidedAt is recorded only
   // when signed (below), never trusted to open or close the window; one dated implausibly far ahead is malformed.
-  const expiresAt = Date.parse(e.expiresAt);
+  const expiresAt = Date.parse(subject.expiresAt);
   if (ctx.now.getTime() >= expiresAt)
     return refuse(
       "EXPIRED",
-      `the approval window closed at ${e.expiresAt}; it is now ${ctx.now.toISOString()}`,
+      `the approval window closed at ${subject.expiresAt}; it is now ${ctx.now.toISOString()}`,
     );
   if (d.decidedAt !== undefined) {
     const decidedAt = Date.parse(d.decidedAt);
@@ -283,7 +277,11 @@ export function validateDecisionFor(
   const sod = ctx.policy.separationOfDuties;
   // Only an approval can be self-serving: a rejection stops the action, and an edit becomes a new revision that needs its own approval.
   const author =
-    approverId === e.requestedBy ? "requested" : approverId === e.editedBy ? "wrote (by an edit)" : undefined;
+    approverId === subject.requestedBy
+      ? "requested"
+      : approverId === subject.editedBy
+        ? "wrote (by an edit)"
+        : undefined;
   if (
     d.type === "approve" &&
     sod &&
@@ -317,7 +315,7 @@ export function validateDecisionFor(
       // edit could only point it at something else. It is approved or rejected as it is.
       return refuse(
         "OUT_OF_SCOPE",
-        `${e.operation} deletes exactly what our run created (${e.operation === "delete_task_comment" ? `comment ${String(e.params["COMMENT_ID"])} of task ${e.object.id}` : `task ${e.object.id}`}); it cannot be edited, only approved or rejected`,
+        `${e.operation} deletes exactly what our run created (${deletedLabelOf(e)}); it cannot be edited, only approved or rejected`,
       );
     }
     if (d.editedAction.name !== e.operation) {

@@ -12,8 +12,8 @@
  */
 import { fingerprint } from "./canonical.js";
 import {
+  checkField,
   describeMoves,
-  extractOf,
   has,
   movedOf,
   type CompareResult,
@@ -31,10 +31,8 @@ import {
   type VerifyResult,
 } from "./verify-outcome.js";
 import { extractComments } from "./created.js";
-import { normaliseId } from "./fields.js";
-import { compareValues, normalisationRule } from "./normalise.js";
 import type { OperationName } from "./operations.js";
-import { isRecord, jsonOf } from "./targets.js";
+import { TARGETS, isRecord, jsonOf } from "./targets.js";
 import { deleteSubjectOf, deletedIdOf } from "./delete-subjects.js";
 
 export type SubjectRead =
@@ -70,10 +68,9 @@ export function locateDeleted(
   if (subject.kind === "task_comment") {
     const listed = extractComments(read.body);
     if (!listed.ok) return { status: "unknown", reason: listed.reason };
-    const items = resultArray(read.body);
-    const found = items.find((item) => normaliseId(item["ID"]) === String(id));
+    const found = listed.comments.find((c) => c.id === String(id));
     return found
-      ? { status: "present", object: found }
+      ? { status: "present", object: found.raw }
       : {
           status: "gone",
           reason: `${what} is not in the task's comment list (${listed.comments.length} comment(s) listed)`,
@@ -86,14 +83,14 @@ export function locateDeleted(
       reason: `${what} is not found or not accessible (tasks.task.get answered result: [])`,
     };
   }
-  const x = extractOf("task", read.body, id);
+  const x = TARGETS.task.extract(read.body, id);
   if (!x.ok)
     return {
       status: "unknown",
       reason: x.reason,
       ...(x.otherId !== undefined ? { otherId: x.otherId } : {}),
     };
-  return { status: "present", object: x.task };
+  return { status: "present", object: x.object };
 }
 
 /** A comparison whose object is already gone: nothing to delete (not a change by anyone we can name). */
@@ -169,23 +166,13 @@ export function compareBeforeDelete(
   }
   const object = located.object;
   const identity: ObjectIdentity = { expected: id, answered: object[subject.idKey], status: "MATCH" };
-  const fields: FieldCheck[] = kept.map(([field, role]) => {
-    const taskKey = subject.keyOf(field);
-    const expected = e.baseline.values[field];
-    if (!has(object, taskKey))
-      return { field, taskKey, role, expected, status: "unknown", note: `the answer has no "${taskKey}"` };
-    const c = compareValues(field, expected, object[taskKey]);
-    return {
-      field,
-      taskKey,
-      role,
-      expected,
-      actual: object[taskKey],
-      status: c.equal ? "match" : "mismatch",
-      rule: normalisationRule(c.rule),
-      ...(c.normalised ? { normalised: true } : {}),
-    };
-  });
+  const fields: FieldCheck[] = kept.map(([field, role]) =>
+    checkField(
+      object,
+      { field, taskKey: subject.keyOf(field), role, expected: e.baseline.values[field] },
+      (equal) => (equal ? "match" : "mismatch"),
+    ),
+  );
   const moved: MovedField[] = fields
     .filter((f) => f.status === "mismatch" || f.status === "unknown")
     .map(movedOf);
@@ -309,11 +296,4 @@ export function verifyDeleted(
       throw new Error(`unknown read ${JSON.stringify(never)}`);
     }
   }
-}
-
-/** body.result as records (extractComments has already checked its shape). */
-function resultArray(body: unknown): Array<Record<string, unknown>> {
-  const value = jsonOf(body)?.value;
-  const result = isRecord(value) ? value["result"] : undefined;
-  return Array.isArray(result) ? result.filter(isRecord) : [];
 }

@@ -47,40 +47,25 @@ export function jsonPositions(text: string): { value: Map<string, number>; key: 
     ws();
     values.set(key(path), i);
     const c = text[i];
-    if (c === "{") {
+    if (c === "{" || c === "[") {
+      const close = c === "{" ? "}" : "]";
       i++;
       ws();
-      if (text[i] === "}") return void i++;
-      for (;;) {
-        ws();
-        const at = i;
-        const k = str();
-        keys.set(key([...path, k]), at);
-        ws();
-        i++; // colon
-        value([...path, k]);
-        ws();
-        if (text[i] === ",") {
-          i++;
-          continue;
-        }
-        i++; // closing brace
-        return;
-      }
-    }
-    if (c === "[") {
-      i++;
-      ws();
-      if (text[i] === "]") return void i++;
+      if (text[i] === close) return void i++;
       for (let n = 0; ; n++) {
-        value([...path, n]);
         ws();
-        if (text[i] === ",") {
-          i++;
-          continue;
+        let at: string | number = n;
+        if (c === "{") {
+          const start = i;
+          at = str();
+          keys.set(key([...path, at]), start);
+          ws();
+          i++; // colon
         }
+        value([...path, at]);
+        ws();
+        if (text[i] !== ",") return void i++; // closing brace or bracket
         i++;
-        return;
       }
     }
     if (c === '"') return void str();

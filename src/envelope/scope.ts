@@ -111,18 +111,14 @@ export function checkProposal(policy: Policy, scope: Scope, proposal: Proposal):
       "OUT_OF_SCOPE",
       `${target} ${proposal.taskId} is outside the request's scope (${target}s ${list(ids.map(String))})`,
     );
-  } else if (target === "deal" && !ids && scope.taskIds && !creating) {
-    // A request about tasks does not reach deals: only a request naming the deal does.
-    add(
-      "OUT_OF_SCOPE",
-      `deal ${proposal.taskId} is outside the request's scope (it names tasks ${list(scope.taskIds.map(String))} and no deal)`,
-    );
-  } else if (target === "task" && !ids && scope.dealIds && !creating) {
-    // Nor does a request about deals reach tasks (their comments included).
-    add(
-      "OUT_OF_SCOPE",
-      `task ${proposal.taskId} is outside the request's scope (it names deals ${list(scope.dealIds.map(String))} and no task)`,
-    );
+  } else if (!ids && !creating) {
+    // A request about tasks does not reach deals, nor one about deals tasks (their comments included).
+    const [other, otherIds] = target === "deal" ? ["task", scope.taskIds] : ["deal", scope.dealIds];
+    if (otherIds)
+      add(
+        "OUT_OF_SCOPE",
+        `${target} ${proposal.taskId} is outside the request's scope (it names ${other}s ${list(otherIds.map(String))} and no ${target})`,
+      );
   }
   if (scope.fields) {
     const outside = fieldNames.filter((f) => !scope.fields!.includes(f));

@@ -35,7 +35,10 @@ export interface TargetKind {
   fieldOf(key: string): string;
   /** The object's id key in a read answer. */
   idKey: string;
-  /** Where the object sits in a read answer: body.result.task (tasks) or body.result (deals). */
+  /**
+   * The object out of a read answer, where it sits (body.result.task for tasks, body.result for deals),
+   * accepted only when its id is `id`. A string body is parsed as JSON first; text that is not JSON is unusable.
+   */
   extract(body: unknown, id: number): Extracted;
   /** The read tool role and its arguments (src/tools/tool-roles.ts). */
   read: { role: "getTask" | "getDeal"; args(id: number): Record<string, unknown> };

@@ -5,7 +5,7 @@
  */
 import { fingerprint } from "./canonical.js";
 import {
-  extractOf,
+  checkField,
   fingerprintedMoves,
   has,
   movedOf,
@@ -82,7 +82,7 @@ export function verifyOutcome(
       identity: noIdentity,
     };
   }
-  const extracted = extractOf(t.type, read.body, e.object.id);
+  const extracted = t.extract(read.body, e.object.id);
   if (!extracted.ok) {
     // An answer about another object is a definite identity mismatch, but it still says nothing about
     // this task's state: the verdict stays INCONCLUSIVE, the identity is recorded as MISMATCH.
@@ -97,7 +97,7 @@ export function verifyOutcome(
         : noIdentity,
     };
   }
-  const task = extracted.task;
+  const task = extracted.object;
   const identity: ObjectIdentity = { expected: e.object.id, answered: task[t.idKey], status: "MATCH" };
   const fields: FieldCheck[] = [];
   const moved: MovedField[] = [];
@@ -105,71 +105,34 @@ export function verifyOutcome(
   // Only an update writes task fields; a create's params are checked on the created object (created.ts).
   const requested = OPERATIONS[e.operation].effect === "update" ? e.params : {};
   for (const [field, approved] of Object.entries(requested)) {
-    const taskKey = fieldToTaskKey(field);
     const baseline = e.baseline.values[field];
-    if (!has(task, taskKey)) {
-      fields.push({
-        field,
-        taskKey,
-        role: "requested",
-        expected: approved,
-        baseline,
-        status: "unknown",
-        note: `the answer has no "${taskKey}"`,
-      });
-      continue;
-    }
-    const actual = task[taskKey];
-    const asApproved = compareValues(field, approved, actual);
-    const asBaseline = compareValues(field, baseline, actual);
-    const status: FieldStatus = asApproved.equal
-      ? "applied"
-      : asBaseline.equal
-        ? "not_applied"
-        : "wrong_value";
-    const decided = status === "not_applied" ? asBaseline : asApproved;
     const check: FieldCheck = {
-      field,
-      taskKey,
-      role: "requested",
-      expected: approved,
-      actual,
+      ...checkField(
+        task,
+        { field, taskKey: fieldToTaskKey(field), role: "requested", expected: approved },
+        (equal) => (equal ? "applied" : "wrong_value"),
+      ),
       baseline,
-      status,
-      rule: normalisationRule(decided.rule),
-      ...(decided.normalised ? { normalised: true } : {}),
     };
     fields.push(check);
+    if (check.status === "unknown") continue;
+    // Not the approved value but still the baseline's: not applied, judged by the rule that says so.
+    const asBaseline = compareValues(field, baseline, check.actual);
+    if (check.status === "wrong_value" && asBaseline.equal) {
+      check.status = "not_applied";
+      check.rule = normalisationRule(asBaseline.rule);
+      if (asBaseline.normalised) check.normalised = true;
+    }
     if (!asBaseline.equal) moved.push(movedOf(check));
   }
   for (const field of e.invariantFields) {
-    const taskKey = fieldToTaskKey(field);
-    const expected = e.baseline.values[field];
-    if (!has(task, taskKey)) {
-      fields.push({
-        field,
-        taskKey,
-        role: "invariant",
-        expected,
-        status: "unknown",
-        note: `the answer has no "${taskKey}"`,
-      });
-      continue;
-    }
-    const actual = task[taskKey];
-    const c = compareValues(field, expected, actual);
-    const check: FieldCheck = {
-      field,
-      taskKey,
-      role: "invariant",
-      expected,
-      actual,
-      status: c.equal ? "unchanged" : "violated",
-      rule: normalisationRule(c.rule),
-      ...(c.normalised ? { normalised: true } : {}),
-    };
+    const check = checkField(
+      task,
+      { field, taskKey: fieldToTaskKey(field), role: "invariant", expected: e.baseline.values[field] },
+      (equal) => (equal ? "unchanged" : "violated"),
+    );
     fields.push(check);
-    if (!c.equal) moved.push(movedOf(check));
+    if (check.status === "violated") moved.push(movedOf(check));
   }
 
   // Everything else the task showed at envelope time: the change marker (kept in full) and the fingerprinted keys.
@@ -194,12 +157,12 @@ export function verifyOutcome(
   }
   // The task as the pre-read saw it right before the write: a field that had already moved then (the
   // pre-read lets fields it does not compare move) and holds that same value now was not moved by us.
-  const before = beforeWrite === undefined ? undefined : extractOf(t.type, beforeWrite, e.object.id);
+  const before = beforeWrite === undefined ? undefined : t.extract(beforeWrite, e.object.id);
   const seenBefore = (taskKey: string, now: unknown): boolean =>
     before !== undefined &&
     before.ok &&
-    has(before.task, taskKey) &&
-    fingerprint(before.task[taskKey]) === fingerprint(now);
+    has(before.object, taskKey) &&
+    fingerprint(before.object[taskKey]) === fingerprint(now);
   for (const m of fingerprintedMoves(e, task)) {
     const automatic = m.role === "automatic";
     const earlier = !automatic && seenBefore(m.taskKey, m.now);
@@ -230,68 +193,54 @@ export function verifyOutcome(
       )
       .join("; ");
 
+  const done = (verdict: VerifyVerdict, reason: string): VerifyResult => ({
+    verdict,
+    fields,
+    moved,
+    identity,
+    reason,
+  });
   if (violated.length) {
-    return {
-      verdict: "INVARIANT_VIOLATION",
-      fields,
-      moved,
-      identity,
-      reason: `fields that were not to change did: ${list(violated)}${failed.length ? `; also not as approved: ${list(failed)}` : ""}; ${ackNote}`,
-    };
+    return done(
+      "INVARIANT_VIOLATION",
+      `fields that were not to change did: ${list(violated)}${failed.length ? `; also not as approved: ${list(failed)}` : ""}; ${ackNote}`,
+    );
   }
   if (failed.length) {
     const unknownOutcome = outcomeUnknown(ack);
     if (unknownOutcome && failed.every((f) => f.status === "not_applied")) {
       // No answer (or an answer that leaves the outcome open): a write still in flight may land after
       // this read. "Not applied" would be a claim the read cannot make; it says only "not yet".
-      return {
-        verdict: "INCONCLUSIVE",
-        fields,
-        moved,
-        identity,
-        reason: `${notYetApplied(readAt)}: ${list(failed)}; ${ackNote}; ${MAY_STILL_LAND}`,
-      };
+      return done("INCONCLUSIVE", `${notYetApplied(readAt)}: ${list(failed)}; ${ackNote}; ${MAY_STILL_LAND}`);
     }
     const allNotApplied =
       failed.every((f) => f.status === "not_applied") && failed.length === Object.keys(requested).length;
-    return {
-      verdict: "VERIFICATION_FAILED",
-      fields,
-      moved,
-      identity,
-      reason: `${allNotApplied ? "the change was not applied" : `the ${t.type} does not hold the approved values`}: ${list(failed)}; ${ackNote}${unknownOutcome ? `; ${MAY_STILL_LAND}` : ""}`,
-    };
+    return done(
+      "VERIFICATION_FAILED",
+      `${allNotApplied ? "the change was not applied" : `the ${t.type} does not hold the approved values`}: ${list(failed)}; ${ackNote}${unknownOutcome ? `; ${MAY_STILL_LAND}` : ""}`,
+    );
   }
   if (unknown.length) {
-    return {
-      verdict: "INCONCLUSIVE",
-      fields,
-      moved,
-      identity,
-      reason: `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}`,
-    };
+    return done(
+      "INCONCLUSIVE",
+      `cannot verify ${unknown.map((f) => f.field).join(", ")}: ${unknown.map((f) => f.note).join("; ")}; ${ackNote}`,
+    );
   }
   if (ack.status !== "OK") {
-    return {
-      verdict: "INCONCLUSIVE",
-      fields,
-      moved,
-      identity,
-      reason: `the ${t.type} holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
-    };
+    return done(
+      "INCONCLUSIVE",
+      `the ${t.type} holds ${Object.keys(requested).length ? "the approved values" : "its watched values"} and the invariants are intact, but ${ackNote}, so it is not proven that this write made the change (or that it was applied only once)`,
+    );
   }
   const withStatus = (status: FieldStatus) => fields.filter((f) => f.status === status).map((f) => f.field);
   const automatic = withStatus("automatic");
   const earlier = withStatus("changed_before_write");
-  return {
-    verdict: "VERIFIED",
-    fields,
-    moved,
-    identity,
-    reason: `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${
+  return done(
+    "VERIFIED",
+    `fresh read shows ${Object.keys(requested).length ? `${Object.keys(requested).join(", ")} as approved` : `${t.type} ${e.object.id} as before`}, ${e.invariantFields.length} invariant field(s) unchanged${
       automatic.length ? `, automatic changes: ${automatic.join(", ")}` : ""
     }${earlier.length ? `; changed before the write (seen at the pre-read, not by this write): ${earlier.join(", ")}` : ""}`,
-  };
+  );
 }
 
 /**

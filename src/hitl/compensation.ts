@@ -12,7 +12,7 @@ import {
   type CompensationPlan,
   type DeletePlan,
 } from "../envelope/compensation.js";
-import { extractOf } from "../envelope/compare.js";
+import { TARGETS } from "../envelope/targets.js";
 import { OPERATIONS, objectNamed } from "../envelope/operations.js";
 import { deleteSubjectOf } from "../envelope/delete-subjects.js";
 import type { Policy } from "../envelope/policy.js";
@@ -323,8 +323,8 @@ async function undoOfSet(
 
 /** The object as an action's verification read it (also for a comment, whose verification reads the task). */
 function afterWriteOf(row: ActionRow): Record<string, unknown> | null {
-  const x = extractOf(row.envelope.object.type, row.progress.verification?.raw, row.envelope.object.id);
-  return x.ok ? x.task : null;
+  const x = TARGETS[row.envelope.object.type].extract(row.progress.verification?.raw, row.envelope.object.id);
+  return x.ok ? x.object : null;
 }
 
 /**
