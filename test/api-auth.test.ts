@@ -795,6 +795,57 @@ describe("protocol routes (POST /threads/{id}/commands, /threads/{id}/stream/eve
     ]);
   });
 
+  it("refused requests naming a thread, before its run and after it finished, leave its requester: audit show, GET /audit/threads/{id} and audit list still say dave; each refusal names erin", async () => {
+    const commands = (id: string) => `/threads/${id}/commands`;
+    const refuse = async (id: string) =>
+      expect((await post("erin", commands(id), { id: 1, method: "state.get", params: {} })).status).toBe(403);
+    const { thread_id: threadId } = await as("dave").threads.create();
+    // Another requester sends requests the server does not serve, naming the thread: before its run begins…
+    await refuse(threadId);
+    const first = (await as("dave").runs.wait(threadId, GRAPH_ID, {
+      input: { request: "rename task 5 to Refused later" },
+    })) as { __interrupt__?: Array<{ value: ApprovalPayload }> };
+    const payload = first.__interrupt__![0]!.value;
+    const final = (await as("alice").runs.wait(threadId, GRAPH_ID, {
+      command: { resume: approval(payload, "alice") },
+    })) as Record<string, unknown>;
+    expect(final["outcome"]).toBe("VERIFIED");
+    // …and after it finished.
+    await refuse(threadId);
+    const refusal = { caller: "erin", path: commands(threadId), code: "ROUTE_NOT_SERVED" };
+    expect(await refusedRoutes(threadId)).toEqual([refusal, refusal]);
+
+    const env = envFor(guarded.portal, guarded.dataDir);
+    const json = await runCli(["audit", "show", threadId, "--json"], env);
+    expect(json.code, json.stderr).toBe(0);
+    const { caseRecord } = parseJsonOutput(json.stdout) as {
+      caseRecord: {
+        firstPage: { requestedBy: string; outcome: { outcome: string } };
+        auditChain: { intact: boolean };
+      };
+    };
+    expect(caseRecord.firstPage).toMatchObject({ requestedBy: "dave", outcome: { outcome: "VERIFIED" } });
+    expect(caseRecord.auditChain.intact).toBe(true);
+    const text = await runCli(["audit", "show", threadId], env);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain("Requested by:  dave");
+    const served = await fetch(`${guarded.server.apiUrl}/audit/threads/${threadId}`, {
+      headers: { Authorization: `Bearer ${tokens["alice"]}` },
+    });
+    expect(served.status).toBe(200);
+    const api = (await served.json()) as { caseRecord: { firstPage: { requestedBy: string } } };
+    expect(api.caseRecord.firstPage.requestedBy).toBe("dave");
+    const list = await runCli(["audit", "list", "--json"], env);
+    expect(list.code, list.stderr).toBe(0);
+    const { threads } = parseJsonOutput(list.stdout) as {
+      threads: Array<{ threadId: string; requestedBy: string; outcome: string | null }>;
+    };
+    expect(threads.find((t) => t.threadId === threadId)).toMatchObject({
+      requestedBy: "dave",
+      outcome: "VERIFIED",
+    });
+  });
+
   it("GET /runs/{run_id}/stream (no owner check) is refused too; an open server serves the protocol routes (one anonymous caller)", async () => {
     for (const route of ["stream", "%73tream"]) {
       const join = await fetch(

@@ -14,6 +14,7 @@ import { startRun, submitDecision } from "../src/app/threads.js";
 import type { App } from "../src/app/open-app.js";
 import { checkBundle, readBundleCase } from "../src/evidence/check-bundle.js";
 import { caseOf, threadFromCheckpoints } from "../src/evidence/case-source.js";
+import { isClosingRecord } from "../src/evidence/recorded.js";
 import { exportBundle } from "../src/evidence/export.js";
 import { checkpointReader } from "../src/graph/graph.js";
 import { nextLink } from "../src/store/audit-chain.js";
@@ -204,6 +205,15 @@ describe("records appended at the log's tail that the journal contradicts", () =
 });
 
 describe("what the program itself records agrees with the journal", () => {
+  it("a change set approved whole: both actions written and VERIFIED, its view intact", async () => {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
+    const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect((await portal.writes()).map((w) => Number(w.params["taskId"]))).toEqual([4, 5]);
+    expect(await problemOf(view.threadId)).toBeNull();
+  });
+
   it("an edit, a partial approval of a change set and an undo: every view's chain is intact", async () => {
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(readThenPropose(4, { TITLE: "First title" })),
@@ -267,5 +277,249 @@ describe("what the program itself records agrees with the journal", () => {
       expect({ threadId, chain: found.caseRecord.auditChain.problem }).toEqual({ threadId, chain: null });
       expect(found.caseRecord.auditChain.intact).toBe(true);
     }
+  });
+});
+
+/** The problem of a thread's view (null: intact), as `audit show` computes it. */
+async function problemOf(threadId: string): Promise<string | null> {
+  const found = (await caseOf(caseSource(), threadId))!;
+  expect(found.caseRecord.auditChain.intact).toBe(found.caseRecord.auditChain.problem === null);
+  return found.caseRecord.auditChain.problem;
+}
+
+/** Two renames, of tasks 4 and 5; `round` keeps each thread's titles new. */
+const setOf = (round = 1) => [
+  { operation: "update_task", taskId: 4, fields: { TITLE: `Set one ${round}` } },
+  { operation: "update_task", taskId: 5, fields: { TITLE: `Set two ${round}` } },
+];
+const SET = setOf();
+
+const closed = (outcome: string, reasonCode: string, at: string, flags = notSentFlags) => ({
+  outcome,
+  reasonCode,
+  reason: "forged",
+  finishedAt: at,
+  flags,
+});
+
+describe("a change set's closing record held against its actions' write-ahead entries", () => {
+  it("a set whose first write went out, its run stopped before it closed, given a forged NOT_EXECUTED close naming the set: the view says the journal holds that write", async () => {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
+    const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+    expect(view.status).toBe("awaiting_approval");
+    stopOnceBeforeMove(app, "verified");
+    await expect(submitDecision(app, view.threadId, approve(view))).rejects.toThrow(/stopped/);
+    expect(await portal.writes()).toHaveLength(1);
+
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    // The set's decision record names the set's hash, beside its first action's envelope.
+    const accepted = records.find((r) => r.event === "decision_accepted")!;
+    expect(accepted.what.envelopeHash).toBe(view.approval!.envelopeHash);
+    expect(records.some((r) => r.event === "run_ended" || r.event === "execution_outcome")).toBe(false);
+    const at = new Date().toISOString();
+    appendAtTail([
+      forged(accepted, {
+        event: "run_ended",
+        discriminator: "",
+        at,
+        approver: accepted.approver,
+        outcome: closed("NOT_EXECUTED", "STALE_STATE", at),
+      }),
+    ]);
+
+    const { exported, check } = await exportedAndChecked(view.threadId);
+    expect(exported.caseRecord.firstPage.outcome?.outcome).toBe("NOT_EXECUTED");
+    expect(exported.caseRecord.auditChain.intact).toBe(false);
+    expect(exported.caseRecord.auditChain.problem).toMatch(
+      /nothing of change set .* write-ahead entries of a1/,
+    );
+    expect(check.confirmed).toBe(false);
+  });
+
+  it("a set stopped at its second action (stale), given a forged close naming that action, VERIFIED or NOT_EXECUTED: each contradicts the first action's write", async () => {
+    const runs = [1, 2].map(setOf);
+    let next = 0;
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel((messages, tools) => readThenProposeSet(runs[next]!)(messages, tools)),
+    });
+    const forgeries = [
+      {
+        outcome: "VERIFIED",
+        reasonCode: "VERIFIED",
+        problem: /every action of change set .* no sealed write-ahead entry of a2/,
+      },
+      {
+        outcome: "NOT_EXECUTED",
+        reasonCode: "STALE_STATE",
+        problem: /nothing of change set .* write-ahead entries of a1/,
+      },
+    ];
+    for (const [round, forgery] of forgeries.entries()) {
+      next = round;
+      const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+      // Someone changes task 5 after the card was shown: a1 is written, a2 is not.
+      const priority = String(round + 1);
+      expect(
+        (await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: priority } })).status,
+      ).toBe(200);
+      const before = (await portal.writes()).length;
+      const done = await submitDecision(app, view.threadId, approve(view));
+      expect(done.state?.outcome).toBe("PARTIALLY_EXECUTED");
+      expect((await portal.writes()).slice(before).map((w) => Number(w.params["taskId"]))).toEqual([4]);
+      expect(await problemOf(view.threadId)).toBeNull();
+
+      const records = await app.deps.audit.records({ threadId: view.threadId });
+      const ending = records.find(isClosingRecord)!;
+      const second = records.find(
+        (r) => r.event === "action_ended" && r.outcome?.reasonCode === "STALE_STATE",
+      )!;
+      const at = new Date().toISOString();
+      // Built on a2's own record: its envelope, and no write, as the journal holds for a2.
+      appendAtTail([
+        forged(second, {
+          event: "run_ended",
+          // Beside the genuine close (the log keys a record by thread, revision, event and discriminator).
+          discriminator: "forged",
+          at,
+          approver: ending.approver,
+          outcome: closed(forgery.outcome, forgery.reasonCode, at),
+          request: ending.request,
+          requesterVerifiedBy: ending.requesterVerifiedBy,
+        }),
+      ]);
+      expect(await problemOf(view.threadId)).toMatch(forgery.problem);
+    }
+  });
+
+  it("a rejected set given a forged VERIFIED execution_outcome naming the set, one that says only that a write was sent, or a forged approver on its close: the journal contradicts each", async () => {
+    const runs = [1, 2, 3].map(setOf);
+    let next = 0;
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel((messages, tools) => readThenProposeSet(runs[next]!)(messages, tools)),
+    });
+    const forgeries = [
+      {
+        event: "execution_outcome" as const,
+        approver: undefined,
+        outcome: (at: string) => closed("VERIFIED", "VERIFIED", at, verifiedFlags),
+        problem: /write-ahead entry of a1, a2/,
+      },
+      {
+        event: "execution_outcome" as const,
+        approver: undefined,
+        outcome: (at: string) =>
+          closed("NOT_EXECUTED", "REJECTED_BY_HUMAN", at, { ...notSentFlags, sideEffectAttempted: true }),
+        problem: /a write was sent for change set .* no sealed write-ahead entry of any/,
+      },
+      {
+        event: "run_ended" as const,
+        approver: (at: string) => ({
+          id: "cfo",
+          verifiedBy: "signature" as const,
+          decision: "reject",
+          decidedAt: at,
+        }),
+        outcome: (at: string) => closed("NOT_EXECUTED", "REJECTED_BY_HUMAN", at),
+        problem: /reject by cfo \(signature\).*sealed decision is reject by demo-approver/,
+      },
+    ];
+    for (const [round, forgery] of forgeries.entries()) {
+      next = round;
+      const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+      const a = view.approval!;
+      const done = await submitDecision(app, view.threadId, {
+        decisions: [
+          {
+            type: "reject",
+            envelopeHash: a.envelopeHash,
+            nonce: a.nonce,
+            approver: { id: "demo-approver" },
+            message: "not now",
+          },
+        ],
+      });
+      expect(done.state?.outcome).toBe("NOT_EXECUTED");
+      expect(await portal.writes()).toEqual([]);
+      expect(await problemOf(view.threadId)).toBeNull();
+
+      const records = await app.deps.audit.records({ threadId: view.threadId });
+      const accepted = records.find((r) => r.event === "decision_accepted")!;
+      const at = new Date().toISOString();
+      appendAtTail([
+        forged(accepted, {
+          event: forgery.event,
+          discriminator: "forged",
+          at,
+          approver: forgery.approver?.(at) ?? accepted.approver,
+          outcome: forgery.outcome(at),
+        }),
+      ]);
+      expect(await problemOf(view.threadId)).toMatch(forgery.problem);
+    }
+  });
+
+  it("a partially approved set given a forged close naming its first revision: the journal's later revision replaces it", async () => {
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
+    const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+    const s = view.approval!;
+    const decide = (type: string, actionId: string) => ({
+      type,
+      envelopeHash: s.envelopeHash,
+      nonce: s.nonce,
+      approver: { id: "alice" },
+      actionId,
+      ...(type === "reject" ? { message: "leave task 5 alone" } : {}),
+    });
+    const done = await submitDecision(app, view.threadId, {
+      decisions: [decide("approve", "a1"), decide("reject", "a2")],
+    });
+    expect(done.state?.outcome).toBe("VERIFIED");
+    expect(await portal.writes()).toHaveLength(1);
+    expect(await problemOf(view.threadId)).toBeNull();
+
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    // The first revision's decision: nothing of that revision was written.
+    const first = records.find((r) => r.event === "decision_accepted" && r.revision === 1)!;
+    const at = new Date().toISOString();
+    appendAtTail([
+      forged(first, {
+        event: "run_ended",
+        discriminator: "",
+        at,
+        approver: first.approver,
+        outcome: closed("NOT_EXECUTED", "REJECTED_BY_HUMAN", at),
+      }),
+    ]);
+    expect(await problemOf(view.threadId)).toMatch(/replaces; a thread ends on its last revision/);
+  });
+
+  it("a single action stopped by its pre-read given a forged VERIFIED run_ended that claims no write: VERIFIED needs one, and the journal holds none", async () => {
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Never written" })),
+    });
+    const view = await startRun(app, { request: "rename task 4 to Never written", requestedBy: "demo-user" });
+    // Someone changes task 4 after the card was shown: the pre-read stops the write.
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "2" } })).status).toBe(
+      200,
+    );
+    const before = (await portal.writes()).length;
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state?.reasonCode).toBe("STALE_STATE");
+    expect((await portal.writes()).slice(before)).toEqual([]);
+    expect(await problemOf(view.threadId)).toBeNull();
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const ending = records.find((r) => r.event === "run_ended")!;
+    const at = new Date().toISOString();
+    appendAtTail([
+      {
+        ...forged(ending, {
+          discriminator: "forged",
+          at,
+          approver: ending.approver,
+          outcome: closed("VERIFIED", "VERIFIED", at),
+        }),
+      },
+    ]);
+    expect(await problemOf(view.threadId)).toMatch(/says a write was sent for envelope/);
   });
 });

@@ -12,7 +12,7 @@ import {
   type EvidenceKind,
   type EvidenceObject,
 } from "./evidence-objects.js";
-import { explainedOutcome, isClosingRecord, settlingDecisionOf } from "./recorded.js";
+import { explainedOutcome, isClosingRecord, isRunRecord, settlingDecisionOf } from "./recorded.js";
 
 export const CASE_RECORD_SCHEMA = "action-envelope/case-record/2";
 
@@ -133,9 +133,12 @@ function firstPage({ threadId, status, state, records }: CaseInput): FirstPage {
   const s = stateWithoutRecords(state, records);
   const accepted = records.filter((r) => r.event === "decision_accepted");
   const closing = records.find(isClosingRecord);
-  const lastRecord = records.at(-1);
+  // The requester, the action, its risk and policy come from the run's records: a refused request
+  // naming the thread says none of them.
+  const ofRun = records.filter(isRunRecord);
+  const lastRecord = ofRun.at(-1);
   const lastDecision = settlingDecisionOf(records);
-  const lastWhat = [...records].reverse().find((r) => r.what.envelopeHash !== null) ?? lastRecord;
+  const lastWhat = [...ofRun].reverse().find((r) => r.what.envelopeHash !== null) ?? lastRecord;
   const overrides: OverrideNotice[] = accepted
     .filter((r) => r.override)
     .map((r) => ({

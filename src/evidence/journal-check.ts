@@ -21,13 +21,19 @@ export interface JournalFacts {
    * which carries the set's hash and its decision.
    */
   actions: ReadonlyMap<string, ActionRow | undefined>;
-  /** The write-ahead entry of each envelope the records name; undefined where the journal holds none. */
+  /**
+   * The write-ahead entry of each envelope the records name, and of every action of each change set
+   * they name (a set's closing record speaks for all of them); undefined where the journal holds none.
+   */
   executions: ReadonlyMap<string, ExecutionEntry | undefined>;
 }
 
 export type JournalReader = Pick<Journal, "getThread" | "getAction" | "findExecution">;
 
-/** Reads the rows `contradictionOf` needs: the thread's, and each named envelope's action and write-ahead entry. */
+/**
+ * Reads the rows `contradictionOf` needs: the thread's, each named envelope's action and write-ahead
+ * entry, and the write-ahead entries of every action of a change set a sealed row of them belongs to.
+ */
 export async function journalFactsOf(
   journal: JournalReader,
   threadId: string,
@@ -50,23 +56,59 @@ export async function journalFactsOf(
     const first = await journal.getAction(member);
     return first?.set?.setHash === h ? first : undefined;
   };
-  const [thread, actions, executions] = await Promise.all([
+  const [thread, actions] = await Promise.all([
     journal.getThread(threadId),
     Promise.all([...named].map(async ([h, envelope]) => [h, await actionOf(h, envelope)] as const)),
-    Promise.all([...named.keys()].map(async (h) => [h, await journal.findExecution(h)] as const)),
   ]);
+  const written = new Set(named.keys());
+  for (const [, row] of actions)
+    if (row?.macValid && row.set) for (const a of row.set.set.actions) written.add(a.envelopeHash);
+  const executions = await Promise.all(
+    [...written].map(async (h) => [h, await journal.findExecution(h)] as const),
+  );
   return { thread, actions: new Map(actions), executions: new Map(executions) };
 }
 
 const DECISION_EVENTS = new Set(["decision_accepted", "approval_expired", "approval_cancelled"]);
 
 /**
+ * The outcomes an action reaches only after its write-ahead entry: a verification's verdict, which reads
+ * the target after the write (src/hitl/closing.ts closingOf). INCONCLUSIVE is not among them: a write
+ * refused as tampered or rolled back ends so without a sealed entry.
+ */
+const WRITTEN_OUTCOMES = new Set([
+  "VERIFIED",
+  "REJECTED_BY_TARGET",
+  "VERIFICATION_FAILED",
+  "INVARIANT_VIOLATION",
+]);
+
+/** A sealed row of the thread, among those the records name, that replaces `action` (a later revision). */
+function supersedingOf(
+  h: string,
+  action: ActionRow,
+  facts: JournalFacts,
+  threadId: string,
+): ActionRow | undefined {
+  const replaced = (row: ActionRow) =>
+    row.supersededHashes.includes(h) ||
+    row.supersededHashes.includes(action.envelopeHash) ||
+    (action.set !== undefined && row.supersededHashes.includes(action.set.setHash));
+  return [...facts.actions.values()].find(
+    (row) => row !== undefined && row.macValid && row.threadId === threadId && replaced(row),
+  );
+}
+
+/**
  * The first record of the thread that the journal's sealed rows contradict, as a chain problem; none
  * when every record agrees with them. Each record naming an envelope must name a sealed action of this
  * thread and say what its envelope says; an accepted decision (or expiry, or cancel) must be the
- * action's sealed decision; a record that ends an action must say a write was sent exactly when the
- * journal holds the action's sealed write-ahead entry; the request's text and how the requester was
- * established must be the sealed thread row's.
+ * action's sealed decision; a record that ends an action must say a write was sent (by its flags, its
+ * event or an outcome only a write reaches) exactly when the journal holds the action's sealed
+ * write-ahead entry; the thread's closing record must name its last revision and that revision's sealed
+ * decision, and a change set's must say none, some or all of its actions were written as their sealed
+ * write-ahead entries do; the request's text and how the requester was established must be the sealed
+ * thread row's.
  */
 export function contradictionOf(
   threadId: string,
@@ -133,14 +175,65 @@ function contradictionIn(threadId: string, r: AuditRecord, facts: JournalFacts):
       return `records ${r.approver?.decision ?? "a decision"} by ${r.approver?.id ?? "nobody"} (${r.approver?.verifiedBy ?? "unverified"}) on envelope ${h}; the journal's sealed decision is ${d.type} by ${d.approverId} (${d.verifiedBy})`;
   }
 
-  // A change set's records of how it ended name the set; each of its actions' action_ended names the action.
+  if (isClosingRecord(r)) {
+    const later = supersedingOf(h, action, facts, threadId);
+    if (later)
+      return `ends the thread on envelope ${h}, which the journal's sealed row of envelope ${later.envelopeHash} (revision ${later.revision}) replaces; a thread ends on its last revision`;
+    if (r.approver) {
+      const d = action.progress.decision;
+      if (
+        !d ||
+        action.decisionSeal !== "valid" ||
+        r.approver.id !== d.approverId ||
+        r.approver.decision !== d.type ||
+        r.approver.verifiedBy !== d.verifiedBy ||
+        !same(r.override, d.override)
+      )
+        return `ends the thread on a ${r.approver.decision ?? "decision"} by ${r.approver.id ?? "nobody"} (${r.approver.verifiedBy}) of envelope ${h}; the journal's sealed decision is ${d && action.decisionSeal === "valid" ? `${d.type} by ${d.approverId} (${d.verifiedBy})` : "none"}`;
+    }
+  }
+
+  const sealedWrite = (hash: string) => {
+    const entry = facts.executions.get(hash);
+    return entry !== undefined && entry.sealValid && entry.threadId === threadId ? entry : undefined;
+  };
+  // A change set's closing record speaks for every action of it: its outcome (chainOutcome) says
+  // whether none, some or all of them were written, which their sealed write-ahead entries decide.
+  const set = action.set;
+  if (set && isClosingRecord(r)) {
+    const members = set.set.actions.map((a) => a.envelopeHash);
+    const written = members.filter((m) => sealedWrite(m) !== undefined);
+    const o = r.outcome?.outcome;
+    const names = (hs: string[]) =>
+      hs.map((m) => set.set.actions.find((a) => a.envelopeHash === m)!.actionId);
+    if (o === "VERIFIED" && written.length < members.length)
+      return `says every action of change set ${set.setHash} was written and verified; the journal holds no sealed write-ahead entry of ${names(members.filter((m) => !written.includes(m))).join(", ")}`;
+    if (o === "PARTIALLY_EXECUTED" && written.length === 0)
+      return `says part of change set ${set.setHash} was written; the journal holds no sealed write-ahead entry of any of its actions`;
+    if (o !== undefined && o !== "VERIFIED" && o !== "PARTIALLY_EXECUTED" && written.length > 0)
+      return `says nothing of change set ${set.setHash} was written (${o}); the journal holds the sealed write-ahead entries of ${names(written).join(", ")}`;
+  }
+
+  // The set's closing record named by the set's hash stands for no one action; every other record
+  // that ends one names it, and says a write was sent exactly when its sealed entry is there.
   const ofSet = action.envelopeHash !== h;
+  if (
+    ofSet &&
+    set &&
+    isClosingRecord(r) &&
+    claimsWrite &&
+    !set.set.actions.some((a) => sealedWrite(a.envelopeHash))
+  )
+    return `says a write was sent for change set ${h}; the journal holds no sealed write-ahead entry of any of its actions`;
   if (!ofSet && (isClosingRecord(r) || r.event === "action_ended")) {
-    const entry = facts.executions.get(h);
-    const sealed = entry !== undefined && entry.sealValid && entry.threadId === threadId;
-    if (claimsWrite && !sealed)
+    const entry = sealedWrite(h);
+    // An action's outcome that only a sent write reaches claims one as well (a set's closing outcome
+    // speaks for the whole set, above).
+    const written =
+      claimsWrite || (!(set && isClosingRecord(r)) && WRITTEN_OUTCOMES.has(r.outcome?.outcome ?? ""));
+    if (written && !entry)
       return `says a write was sent for envelope ${h}; the journal holds no write-ahead entry of it sealed under the journal key`;
-    if (!claimsWrite && sealed)
+    if (!written && entry)
       return `says no write was sent for envelope ${h}; the journal holds its sealed write-ahead entry (sent at ${entry.sentAt})`;
   }
   return undefined;

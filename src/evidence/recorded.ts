@@ -12,6 +12,13 @@ import type { ActionEvidence } from "../hitl/audit-records.js";
 export const isClosingRecord = (r: AuditRecord): boolean =>
   r.event === "execution_outcome" || r.event === "run_ended";
 
+/**
+ * Whether a record is of the thread's run: every one but request_refused, which the API server's edge
+ * appends under whatever thread a refused request's path names, whoever sent it (src/auth/routes.ts),
+ * so it says nothing of the run's requester, action or policy.
+ */
+export const isRunRecord = (r: AuditRecord): boolean => r.event !== "request_refused";
+
 /** The decision that settled the approval, as recorded: the last accepted one, an expiry or a cancel. */
 export function settlingDecisionOf(records: readonly AuditRecord[]): AuditRecord | undefined {
   return records

@@ -452,7 +452,7 @@ export async function summariseThreads(
 function summarise(byThread: Map<string, AuditThreadSummary>, r: SummaryRow): void {
   const s = byThread.get(r.thread_id) ?? {
     threadId: r.thread_id,
-    requestedBy: r.requested_by as string,
+    requestedBy: "",
     requesterVerifiedBy: null,
     records: 0,
     firstAt: r.at as string,
@@ -464,6 +464,9 @@ function summarise(byThread: Map<string, AuditThreadSummary>, r: SummaryRow): vo
   };
   s.records += 1;
   s.lastAt = r.at as string;
+  // The requester as the run's first record names it: a request_refused record, appended under whatever
+  // thread a refused request's path names (src/auth/routes.ts), names none.
+  if (s.requestedBy === "" && r.event !== "request_refused") s.requestedBy = r.requested_by ?? "";
   if (r.requester_verified_by)
     s.requesterVerifiedBy = r.requester_verified_by as AuditThreadSummary["requesterVerifiedBy"];
   s.lastEvent = r.event as AuditThreadSummary["lastEvent"];

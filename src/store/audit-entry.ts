@@ -44,6 +44,7 @@ export const AUDIT_EVENTS = [
  *   nonce) in `discriminator`.
  * - request_refused: the API server refused a request before any handler ran (a route it does not
  *   serve, src/auth/routes.ts): method, path and caller in `received`; the thread when the path names one.
+ *   Its requestedBy is empty: it is no record of that thread's run, and no view takes a requester from it.
  * - inbox_signed_in: an approver signed in to the web inbox (src/inbox/sign-in-routes.ts): the approver's id in
  *   `approver`, the method ("password" or "one-time link") and remote address in `received`; no thread.
  * - inbox_sign_in_refused: a wrong password or unknown approver id at the inbox's sign-in form, with the
