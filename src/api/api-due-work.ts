@@ -18,15 +18,9 @@
  */
 import type { Client } from "@langchain/langgraph-sdk";
 import type { DueItem } from "../store/due.js";
+import type { DueJournal } from "../store/journal.js";
 import { SWEEP_ID, type SweepResult } from "../app/threads.js";
-import {
-  dueAgainAt,
-  recovered,
-  workDue,
-  type DueJournal,
-  type DueRound,
-  type RecoveryResult,
-} from "../app/due-work.js";
+import { dueAgainAt, recovered, workDue, type DueRound, type RecoveryResult } from "../app/due-work.js";
 import type { ResumeValue } from "../hitl/contract.js";
 import { GRAPH_ID } from "../auth/rules.js";
 import { UsageError } from "../errors.js";

@@ -17,7 +17,7 @@ import { Client } from "@langchain/langgraph-sdk";
 import type { ApprovalRequest, InputRequest, InterruptPayload, ResumeValue } from "../hitl/contract.js";
 import type { State } from "../graph/state.js";
 import type { ThreadView } from "../app/view-thread.js";
-import type { PendingApproval } from "../app/pending.js";
+import { listedApproval, type PendingApproval } from "../app/pending.js";
 import type { AuditRecord } from "../store/audit.js";
 import type { ActionEvidence } from "../hitl/audit-records.js";
 import type { DecisionRecord } from "../envelope/records.js";
@@ -31,7 +31,6 @@ import type { QuestionEntry } from "../store/journal.js";
 import { inputRequestOfRow } from "../hitl/input-request.js";
 import { isDeepStrictEqual } from "node:util";
 import { GRAPH_ID } from "../auth/rules.js";
-import { requesterVerificationOf } from "../envelope/envelope.js";
 import { UsageError } from "../errors.js";
 import type { ApiTarget } from "./target.js";
 
@@ -389,39 +388,7 @@ export async function apiPending(
         withheld.push({ threadId: t.thread_id, reason: why });
         continue;
       }
-      const cs = payload.changeSet;
-      out.push({
-        threadId: t.thread_id,
-        envelopeHash: payload.envelopeHash,
-        revision: payload.revision,
-        requestedBy: payload.envelope.requestedBy,
-        requesterVerifiedBy: requesterVerificationOf(cs ? cs.set : payload.envelope),
-        taskId: payload.envelope.object.id,
-        object: { ...payload.envelope.object },
-        operation: payload.envelope.operation,
-        fields: cs
-          ? [...new Set(cs.actions.flatMap((x) => Object.keys(x.envelope.params)))]
-          : Object.keys(payload.envelope.params),
-        risk: cs ? cs.set.risk.level : payload.envelope.risk.level,
-        createdAt: cs ? cs.set.createdAt : payload.envelope.createdAt,
-        expiresAt: payload.expiresAt,
-        expired: Date.parse(payload.expiresAt) <= now,
-        ...(cs
-          ? {
-              changeSet: {
-                setHash: cs.setHash,
-                actions: cs.actions.map((x) => ({
-                  actionId: x.actionId,
-                  envelopeHash: x.envelopeHash,
-                  operation: x.envelope.operation,
-                  taskId: x.envelope.object.id,
-                  object: { ...x.envelope.object },
-                  fields: Object.keys(x.envelope.params),
-                })),
-              },
-            }
-          : {}),
-      });
+      out.push(listedApproval(t.thread_id, payload, now));
     }
     if (page.length < 100) return out;
   }

@@ -18,26 +18,19 @@ import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
 
 export type LateResumeCode = "THREAD_ENDED" | "NOT_WAITING";
 
-/** The error a refused late resume fails its run with; the API reports `{error: name, message}`. */
+/**
+ * The error a refused late resume fails its run with; the API reports `{error: name, message}`. A
+ * `command: {resume: null}` to a waiting thread fails as ResumeMissing (RESUME_MISSING): nothing was
+ * resumed, and the thread keeps waiting.
+ */
 export class LateResumeRefusedError extends Error {
-  override readonly name = "LateResumeRefused";
   constructor(
     readonly threadId: string,
-    readonly code: LateResumeCode,
+    readonly code: LateResumeCode | "RESUME_MISSING",
     readonly reason: string,
   ) {
     super(`${code}: ${reason}`);
-  }
-}
-
-/** The error a `command: {resume: null}` to a waiting thread fails its run with: nothing was resumed, and the thread keeps waiting. */
-export class ResumeMissingError extends Error {
-  override readonly name = "ResumeMissing";
-  constructor(
-    readonly threadId: string,
-    readonly reason: string,
-  ) {
-    super(`RESUME_MISSING: ${reason}`);
+    this.name = code === "RESUME_MISSING" ? "ResumeMissing" : "LateResumeRefused";
   }
 }
 
@@ -151,6 +144,5 @@ export async function refuseLateResume(
   await deps.audit.append(
     lateResumeEntry(threadId, thread, action, refusal, input.resume, deps.clock().toISOString()),
   );
-  if (refusal.code === "RESUME_MISSING") throw new ResumeMissingError(threadId, refusal.reason);
   throw new LateResumeRefusedError(threadId, refusal.code, refusal.reason);
 }

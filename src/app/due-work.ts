@@ -12,7 +12,7 @@
 import os from "node:os";
 import { randomUUID } from "node:crypto";
 import type { DueItem } from "../store/due.js";
-import type { Journal } from "../store/journal.js";
+import type { DueJournal } from "../store/journal.js";
 import type { Keeper } from "../store/keeper.js";
 import { DecisionNotAcceptedError, UsageError } from "../errors.js";
 import { expireBound, recoverThread, type SweepResult } from "./threads.js";
@@ -57,9 +57,6 @@ const DUE_DEFAULTS = {
   leaseMs: 120_000,
   retryMs: 60_000,
 } as const;
-
-/** The journal's part of a round: claiming due actions and releasing them. */
-export type DueJournal = Pick<Journal, "claimDue" | "releaseDue">;
 
 /**
  * What a round does with one thread, given its claimed items; it may release them itself (with

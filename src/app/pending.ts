@@ -18,6 +18,8 @@ import {
   type RegisteredKey,
 } from "../store/waiting-list.js";
 import type { StoreDeps } from "../runtime/deps.js";
+import type { ApprovalRequest } from "../hitl/contract.js";
+import { approvalBinding } from "../hitl/approval-request.js";
 
 /** What listing pending approvals reads: the stores alone. An App and a ReadApp each are one. */
 export interface PendingSource {
@@ -255,25 +257,16 @@ async function approvalAt(
     }
     const operations = a.set.set.actions.map((x) => x.operation);
     if (decidableBy !== undefined && !mayDecide(app, a, decidableBy, operations)) return undefined;
-    return setApproval(a, members as ActionRow[], now);
+    const actions = (members as ActionRow[]).map((x) => ({
+      actionId: x.set?.actionId ?? "a?",
+      envelopeHash: x.envelopeHash,
+      envelope: x.envelope,
+    }));
+    const bound = { ...approvalBinding(a), envelope: members[0]!.envelope, changeSet: { ...a.set, actions } };
+    return listedApproval(a.threadId, bound, now, a.escalatedTo);
   }
   if (decidableBy !== undefined && !mayDecide(app, a, decidableBy)) return undefined;
-  return {
-    threadId: a.threadId,
-    envelopeHash: a.envelopeHash,
-    revision: a.revision,
-    requestedBy: a.envelope.requestedBy,
-    requesterVerifiedBy: requesterVerificationOf(a.envelope),
-    taskId: a.envelope.object.id,
-    object: { ...a.envelope.object },
-    operation: a.envelope.operation,
-    fields: Object.keys(a.envelope.params),
-    risk: a.envelope.risk.level,
-    escalatedTo: a.escalatedTo,
-    createdAt: a.envelope.createdAt,
-    expiresAt: a.envelope.expiresAt,
-    expired: Date.parse(a.envelope.expiresAt) <= now,
-  };
+  return listedApproval(a.threadId, { ...approvalBinding(a), envelope: a.envelope }, now, a.escalatedTo);
 }
 
 const keyOf = (r: ActionRow): RegisteredKey => ({
@@ -298,35 +291,55 @@ export function cursorKey(cursor: string): RegisteredKey {
   throw new UsageError(`expected a cursor as a page printed it (its "next"); got "${cursor.slice(0, 40)}"`);
 }
 
-/** A change set's rows (in set order) as one waiting approval, bound to the set's hash. */
-function setApproval(first: ActionRow, members: ActionRow[], now: number): PendingApproval {
-  const m = first.set!;
+/**
+ * A waiting approval as a listing shows it, from what a decision on it is bound to (`bound`: the hash,
+ * revision and expiry of its envelope, or of its change set) and its first envelope. A change set is
+ * listed once: its first action's task, object and operation, every action's field names, the set's
+ * requester, risk and creation time, and its actions in order. `pending --api` lists a server's
+ * approval payloads with it too (src/api/cli-api.ts); `escalatedTo` only where the listing knows it.
+ */
+export function listedApproval(
+  threadId: string,
+  bound: Pick<ApprovalRequest, "envelopeHash" | "revision" | "expiresAt" | "envelope"> & {
+    changeSet?: Pick<NonNullable<ApprovalRequest["changeSet"]>, "set" | "setHash" | "actions">;
+  },
+  now: number,
+  escalatedTo?: string | null,
+): PendingApproval {
+  const e = bound.envelope;
+  const cs = bound.changeSet;
   return {
-    threadId: first.threadId,
-    envelopeHash: m.setHash,
-    revision: m.set.revision,
-    requestedBy: m.set.requestedBy,
-    requesterVerifiedBy: requesterVerificationOf(m.set),
-    taskId: members[0]!.envelope.object.id,
-    object: { ...members[0]!.envelope.object },
-    operation: members[0]!.envelope.operation,
-    fields: [...new Set(members.flatMap((x) => Object.keys(x.envelope.params)))],
-    risk: m.set.risk.level,
-    escalatedTo: first.escalatedTo,
-    createdAt: m.set.createdAt,
-    expiresAt: m.set.expiresAt,
-    expired: Date.parse(m.set.expiresAt) <= now,
-    changeSet: {
-      setHash: m.setHash,
-      actions: members.map((x) => ({
-        actionId: x.set?.actionId ?? "a?",
-        envelopeHash: x.envelopeHash,
-        operation: x.envelope.operation,
-        taskId: x.envelope.object.id,
-        object: { ...x.envelope.object },
-        fields: Object.keys(x.envelope.params),
-      })),
-    },
+    threadId,
+    envelopeHash: bound.envelopeHash,
+    revision: bound.revision,
+    requestedBy: cs ? cs.set.requestedBy : e.requestedBy,
+    requesterVerifiedBy: requesterVerificationOf(cs ? cs.set : e),
+    taskId: e.object.id,
+    object: { ...e.object },
+    operation: e.operation,
+    fields: cs
+      ? [...new Set(cs.actions.flatMap((x) => Object.keys(x.envelope.params)))]
+      : Object.keys(e.params),
+    risk: cs ? cs.set.risk.level : e.risk.level,
+    ...(escalatedTo !== undefined ? { escalatedTo } : {}),
+    createdAt: cs ? cs.set.createdAt : e.createdAt,
+    expiresAt: bound.expiresAt,
+    expired: Date.parse(bound.expiresAt) <= now,
+    ...(cs
+      ? {
+          changeSet: {
+            setHash: cs.setHash,
+            actions: cs.actions.map((x) => ({
+              actionId: x.actionId,
+              envelopeHash: x.envelopeHash,
+              operation: x.envelope.operation,
+              taskId: x.envelope.object.id,
+              object: { ...x.envelope.object },
+              fields: Object.keys(x.envelope.params),
+            })),
+          },
+        }
+      : {}),
   };
 }
 

@@ -85,30 +85,25 @@ export class SignInLimiter {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Seconds until another attempt is allowed for any of these keys, or 0. */
-  retryAfter(keys: string[]): number {
+  /** Seconds until another attempt is allowed for this key, or 0. */
+  retryAfter(key: string): number {
     const t = this.now();
-    let wait = 0;
-    for (const k of keys) {
-      const recent = (this.failures.get(k) ?? []).filter((at) => t - at < this.windowMs);
-      this.failures.set(k, recent);
-      if (recent.length >= this.max)
-        wait = Math.max(wait, Math.ceil((recent[0]! + this.windowMs - t) / 1000));
-    }
-    return wait;
+    const recent = (this.failures.get(key) ?? []).filter((at) => t - at < this.windowMs);
+    this.failures.set(key, recent);
+    return recent.length >= this.max ? Math.ceil((recent[0]! + this.windowMs - t) / 1000) : 0;
   }
 
-  fail(keys: string[]): void {
+  fail(key: string): void {
     const t = this.now();
     // Bounded memory whatever ids an attacker makes up: the oldest keys go first.
     while (this.failures.size >= 10_000) this.failures.delete(this.failures.keys().next().value!);
     // Only the last `max` failures matter (the limit is reached until the oldest of them leaves the
     // window), so failures past the limit neither grow memory nor shorten the wait.
-    for (const k of keys) this.failures.set(k, [...(this.failures.get(k) ?? []), t].slice(-this.max));
+    this.failures.set(key, [...(this.failures.get(key) ?? []), t].slice(-this.max));
   }
 
-  succeed(keys: string[]): void {
-    for (const k of keys) this.failures.delete(k);
+  succeed(key: string): void {
+    this.failures.delete(key);
   }
 }
 

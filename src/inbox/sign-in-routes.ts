@@ -60,25 +60,25 @@ export function signInRoutes(web: Hono<Env>, ctx: RouteContext): void {
     };
     // One account's limit: past 5 failures the account is refused before its password is tried, so
     // guessing any one password stops there, from however many addresses.
-    const userWait = perUser.retryAfter([user]);
+    const userWait = perUser.retryAfter(user);
     if (userWait > 0) return tooMany(userWait);
     // The address's limit applies to failures only: behind loopback or a TLS proxy every approver
     // shares one address, and refusing a right password there would let anyone lock everyone out by
     // typing wrong ones. So the password is checked first (constant time, as for an unknown id), and
     // only a wrong one from an address past its limit is refused with 429, counted all the same.
-    const addressWait = perAddress.retryAfter([address]);
+    const addressWait = perAddress.retryAfter(address);
     const who = await users.verify(user, password);
     if (!who) {
-      perUser.fail([user]);
-      perAddress.fail([address]);
-      if (addressWait > 0) return tooMany(Math.max(addressWait, perAddress.retryAfter([address])));
+      perUser.fail(user);
+      perAddress.fail(address);
+      if (addressWait > 0) return tooMany(Math.max(addressWait, perAddress.retryAfter(address)));
       // Audited only below the address's limit, so guessing cannot flood the log; the refusal stands if the log fails.
       await app.deps.audit
         .append(signInEntry(null, user, "password", address, app.deps.clock().toISOString()))
         .catch(() => undefined);
       return loginForm(c, 401, "Unknown approver id or wrong password.");
     }
-    perUser.succeed([user]);
+    perUser.succeed(user);
     return signIn(c, who, "password", address);
   });
 
