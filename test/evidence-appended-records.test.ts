@@ -45,6 +45,17 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
+/** A run approved and stopped after its first write, before it closed (no closing record yet): its view and records. */
+async function stoppedAfterFirstWrite(model: ScriptedChatModel, request: string) {
+  app = await openTestApp(portal, dataDir, { model });
+  const view = await startRun(app, { request, requestedBy: "demo-user" });
+  expect(view.status).toBe("awaiting_approval");
+  stopOnceBeforeMove(app, "verified");
+  await expect(submitDecision(app, view.threadId, approve(view))).rejects.toThrow(/stopped/);
+  expect(await portal.writes()).toHaveLength(1);
+  return { view, records: await app.deps.audit.records({ threadId: view.threadId }) };
+}
+
 /**
  * What a writer of the data directory does: links each entry after the chain's head, with the hash the
  * log's own append would give it (the algorithm is public; no key is involved).
@@ -167,16 +178,10 @@ describe("records appended at the log's tail that the journal contradicts", () =
   });
 
   it("a write that went out, its run stopped before it closed, given a forged NOT_EXECUTED close: the view says the journal holds its write-ahead entry", async () => {
-    app = await openTestApp(portal, dataDir, {
-      model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Sent for sure" })),
-    });
-    const view = await startRun(app, { request: "rename task 4 to Sent for sure", requestedBy: "demo-user" });
-    expect(view.status).toBe("awaiting_approval");
-    stopOnceBeforeMove(app, "verified");
-    await expect(submitDecision(app, view.threadId, approve(view))).rejects.toThrow(/stopped/);
-    expect(await portal.writes()).toHaveLength(1);
-
-    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const { view, records } = await stoppedAfterFirstWrite(
+      new ScriptedChatModel(readThenPropose(4, { TITLE: "Sent for sure" })),
+      "rename task 4 to Sent for sure",
+    );
     const accepted = records.find((r) => r.event === "decision_accepted")!;
     expect(records.some((r) => r.event === "execution_outcome" || r.event === "run_ended")).toBe(false);
     const at = new Date().toISOString();
@@ -304,14 +309,10 @@ const closed = (outcome: string, reasonCode: string, at: string, flags = notSent
 
 describe("a change set's closing record held against its actions' write-ahead entries", () => {
   it("a set whose first write went out, its run stopped before it closed, given a forged NOT_EXECUTED close naming the set: the view says the journal holds that write", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
-    const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
-    expect(view.status).toBe("awaiting_approval");
-    stopOnceBeforeMove(app, "verified");
-    await expect(submitDecision(app, view.threadId, approve(view))).rejects.toThrow(/stopped/);
-    expect(await portal.writes()).toHaveLength(1);
-
-    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const { view, records } = await stoppedAfterFirstWrite(
+      new ScriptedChatModel(readThenProposeSet(SET)),
+      "rename tasks 4 and 5",
+    );
     // The set's decision record names the set's hash, beside its first action's envelope.
     const accepted = records.find((r) => r.event === "decision_accepted")!;
     expect(accepted.what.envelopeHash).toBe(view.approval!.envelopeHash);
