@@ -45,6 +45,27 @@ afterEach(async () => {
   await portal.emulator.close();
 });
 
+const closed = (outcome: string, reasonCode: string, at: string, flags = notSentFlags) => ({
+  outcome,
+  reasonCode,
+  reason: "forged",
+  finishedAt: at,
+  flags,
+});
+
+/** Links a forged close of the thread (run_ended) after the head, in the name of `decision`'s record and approver. */
+function appendForgedClose(decision: AuditRecord, outcome: ReturnType<typeof closed>): void {
+  appendAtTail([
+    forged(decision, {
+      event: "run_ended",
+      discriminator: "",
+      at: outcome.finishedAt,
+      approver: decision.approver,
+      outcome,
+    }),
+  ]);
+}
+
 /** A run approved and stopped after its first write, before it closed (no closing record yet): its view and records. */
 async function stoppedAfterFirstWrite(model: ScriptedChatModel, request: string) {
   app = await openTestApp(portal, dataDir, { model });
@@ -53,7 +74,9 @@ async function stoppedAfterFirstWrite(model: ScriptedChatModel, request: string)
   stopOnceBeforeMove(app, "verified");
   await expect(submitDecision(app, view.threadId, approve(view))).rejects.toThrow(/stopped/);
   expect(await portal.writes()).toHaveLength(1);
-  return { view, records: await app.deps.audit.records({ threadId: view.threadId }) };
+  const records = await app.deps.audit.records({ threadId: view.threadId });
+  expect(records.some((r) => r.event === "run_ended" || r.event === "execution_outcome")).toBe(false);
+  return { view, records };
 }
 
 /**
@@ -183,23 +206,10 @@ describe("records appended at the log's tail that the journal contradicts", () =
       "rename task 4 to Sent for sure",
     );
     const accepted = records.find((r) => r.event === "decision_accepted")!;
-    expect(records.some((r) => r.event === "execution_outcome" || r.event === "run_ended")).toBe(false);
-    const at = new Date().toISOString();
-    appendAtTail([
-      forged(accepted, {
-        event: "run_ended",
-        discriminator: "",
-        at,
-        approver: accepted.approver,
-        outcome: {
-          outcome: "NOT_EXECUTED",
-          reasonCode: "STALE_STATE",
-          reason: "the task changed after approval",
-          finishedAt: at,
-          flags: notSentFlags,
-        },
-      }),
-    ]);
+    appendForgedClose(accepted, {
+      ...closed("NOT_EXECUTED", "STALE_STATE", new Date().toISOString()),
+      reason: "the task changed after approval",
+    });
 
     const { exported, check } = await exportedAndChecked(view.threadId);
     expect(exported.caseRecord.firstPage.outcome?.outcome).toBe("NOT_EXECUTED");
@@ -299,14 +309,6 @@ const setOf = (round = 1) => [
 ];
 const SET = setOf();
 
-const closed = (outcome: string, reasonCode: string, at: string, flags = notSentFlags) => ({
-  outcome,
-  reasonCode,
-  reason: "forged",
-  finishedAt: at,
-  flags,
-});
-
 describe("a change set's closing record held against its actions' write-ahead entries", () => {
   it("a set whose first write went out, its run stopped before it closed, given a forged NOT_EXECUTED close naming the set: the view says the journal holds that write", async () => {
     const { view, records } = await stoppedAfterFirstWrite(
@@ -316,17 +318,7 @@ describe("a change set's closing record held against its actions' write-ahead en
     // The set's decision record names the set's hash, beside its first action's envelope.
     const accepted = records.find((r) => r.event === "decision_accepted")!;
     expect(accepted.what.envelopeHash).toBe(view.approval!.envelopeHash);
-    expect(records.some((r) => r.event === "run_ended" || r.event === "execution_outcome")).toBe(false);
-    const at = new Date().toISOString();
-    appendAtTail([
-      forged(accepted, {
-        event: "run_ended",
-        discriminator: "",
-        at,
-        approver: accepted.approver,
-        outcome: closed("NOT_EXECUTED", "STALE_STATE", at),
-      }),
-    ]);
+    appendForgedClose(accepted, closed("NOT_EXECUTED", "STALE_STATE", new Date().toISOString()));
 
     const { exported, check } = await exportedAndChecked(view.threadId);
     expect(exported.caseRecord.firstPage.outcome?.outcome).toBe("NOT_EXECUTED");
@@ -481,16 +473,7 @@ describe("a change set's closing record held against its actions' write-ahead en
     const records = await app.deps.audit.records({ threadId: view.threadId });
     // The first revision's decision: nothing of that revision was written.
     const first = records.find((r) => r.event === "decision_accepted" && r.revision === 1)!;
-    const at = new Date().toISOString();
-    appendAtTail([
-      forged(first, {
-        event: "run_ended",
-        discriminator: "",
-        at,
-        approver: first.approver,
-        outcome: closed("NOT_EXECUTED", "REJECTED_BY_HUMAN", at),
-      }),
-    ]);
+    appendForgedClose(first, closed("NOT_EXECUTED", "REJECTED_BY_HUMAN", new Date().toISOString()));
     expect(await problemOf(view.threadId)).toMatch(/replaces; a thread ends on its last revision/);
   });
 
