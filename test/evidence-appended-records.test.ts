@@ -29,6 +29,7 @@ import {
 } from "./support/harness.js";
 import { startUndo } from "../src/app/undo.js";
 import { ScriptedChatModel, readThenPropose, readThenProposeSet } from "./support/scripted-model.js";
+import { approveValue } from "./support/trust-boundary.js";
 
 let portal: Portal;
 let dataDir: string;
@@ -419,18 +420,14 @@ describe("a change set's closing record held against its actions' write-ahead en
     for (const [round, forgery] of forgeries.entries()) {
       next = round;
       const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
-      const a = view.approval!;
-      const done = await submitDecision(app, view.threadId, {
-        decisions: [
-          {
-            type: "reject",
-            envelopeHash: a.envelopeHash,
-            nonce: a.nonce,
-            approver: { id: "demo-approver" },
-            message: "not now",
-          },
-        ],
-      });
+      const done = await submitDecision(
+        app,
+        view.threadId,
+        approveValue({ ...view.approval!, threadId: view.threadId }, "demo-approver", {
+          type: "reject",
+          message: "not now",
+        }),
+      );
       expect(done.state?.outcome).toBe("NOT_EXECUTED");
       expect(await portal.writes()).toEqual([]);
       expect(await problemOf(view.threadId)).toBeNull();
