@@ -162,35 +162,27 @@ function contradictionIn(threadId: string, r: AuditRecord, facts: JournalFacts):
   )
     return `says of envelope ${h} what its sealed action does not (revision, requester, operation, object, params, risk or card)`;
 
+  // The action's decision as sealed under the journal key, and whether the record's approver is it.
+  const sealed = action.decisionSeal === "valid" ? action.progress.decision : undefined;
+  const isSealedDecision =
+    sealed !== undefined &&
+    r.approver?.id === sealed.approverId &&
+    r.approver.decision === sealed.type &&
+    r.approver.verifiedBy === sealed.verifiedBy &&
+    same(r.override, sealed.override);
   if (DECISION_EVENTS.has(r.event)) {
-    const d = action.progress.decision;
-    if (!d || action.decisionSeal !== "valid")
+    if (!sealed)
       return `records a decision on envelope ${h}; the journal holds no decision of it sealed under the journal key`;
-    if (
-      r.approver?.id !== d.approverId ||
-      r.approver.decision !== d.type ||
-      r.approver.verifiedBy !== d.verifiedBy ||
-      !same(r.override, d.override)
-    )
-      return `records ${r.approver?.decision ?? "a decision"} by ${r.approver?.id ?? "nobody"} (${r.approver?.verifiedBy ?? "unverified"}) on envelope ${h}; the journal's sealed decision is ${d.type} by ${d.approverId} (${d.verifiedBy})`;
+    if (!isSealedDecision)
+      return `records ${r.approver?.decision ?? "a decision"} by ${r.approver?.id ?? "nobody"} (${r.approver?.verifiedBy ?? "unverified"}) on envelope ${h}; the journal's sealed decision is ${sealed.type} by ${sealed.approverId} (${sealed.verifiedBy})`;
   }
 
   if (isClosingRecord(r)) {
     const later = supersedingOf(h, action, facts, threadId);
     if (later)
       return `ends the thread on envelope ${h}, which the journal's sealed row of envelope ${later.envelopeHash} (revision ${later.revision}) replaces; a thread ends on its last revision`;
-    if (r.approver) {
-      const d = action.progress.decision;
-      if (
-        !d ||
-        action.decisionSeal !== "valid" ||
-        r.approver.id !== d.approverId ||
-        r.approver.decision !== d.type ||
-        r.approver.verifiedBy !== d.verifiedBy ||
-        !same(r.override, d.override)
-      )
-        return `ends the thread on a ${r.approver.decision ?? "decision"} by ${r.approver.id ?? "nobody"} (${r.approver.verifiedBy}) of envelope ${h}; the journal's sealed decision is ${d && action.decisionSeal === "valid" ? `${d.type} by ${d.approverId} (${d.verifiedBy})` : "none"}`;
-    }
+    if (r.approver && !isSealedDecision)
+      return `ends the thread on a ${r.approver.decision ?? "decision"} by ${r.approver.id ?? "nobody"} (${r.approver.verifiedBy}) of envelope ${h}; the journal's sealed decision is ${sealed ? `${sealed.type} by ${sealed.approverId} (${sealed.verifiedBy})` : "none"}`;
   }
 
   const sealedWrite = (hash: string) => {
