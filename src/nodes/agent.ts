@@ -1,4 +1,4 @@
-import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { AIMessage, HumanMessage, isToolMessage } from "@langchain/core/messages";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 import type { State, Update } from "../graph/state.js";
 import { authenticatedIdentity } from "../auth/identity.js";
@@ -63,8 +63,11 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
   }
   // A question is waiting (new input discarded LangGraph's pending ask_input, or a node was driven
   // here out of order): the model is not called; the question stays, and a chat message goes to it.
+  // So is one answered in this very step: a goto's node that ran beside the pause routed here, and
+  // check_input, beside this node, closed the question and hands the answer to the next agent turn.
+  // Whichever of the two read the journal first must not decide whether the model is called.
   const waiting = await deps.journal.getQuestion(gate.threadId);
-  if (waiting?.status === "open") {
+  if (waiting?.status === "open" || (waiting && answeredBeside(state, waiting.toolCallId))) {
     const held = holdForQuestion(state, waiting, thread);
     return held.pendingDecision != null ? { ...held, pendingFrom: receivedIn(config) ?? null } : held;
   }
@@ -99,4 +102,12 @@ export async function agent(state: State, config: LangGraphRunnableConfig): Prom
       ? { request: thread.request, requestedBy: thread.requestedBy }
       : {}),
   };
+}
+
+/** State still shows the question open and holds no answer to it: the answer was taken in this step. */
+function answeredBeside(state: State, toolCallId: string): boolean {
+  return (
+    state.inputRequest?.toolCallId === toolCallId &&
+    !state.messages.some((m) => isToolMessage(m) && m.tool_call_id === toolCallId)
+  );
 }
