@@ -1,8 +1,9 @@
 /**
  * Where a case record comes from: a thread's audit records, the chain's verification (from where the
  * thread's records begin, verifyForView), and the thread's state in some checkpointer (the CLI's own, or the
- * LangGraph API server's). Shared by `audit show|export` (src/cli/audit-command.ts) and the API
- * server's /audit routes (src/api/audit-routes.ts), so both compute exactly the same record.
+ * LangGraph API server's). Shared by `audit show|export` (src/cli/audit-command.ts), the API
+ * server's /audit routes (src/api/audit-routes.ts) and the inbox's evidence page and bundle
+ * (src/inbox/evidence-routes.ts), so all three compute exactly the same record.
  */
 import type { ThreadMirror } from "../hitl/thread-mirror.js";
 import type { AuditLog, AuditRecord, ChainVerification } from "../store/audit.js";

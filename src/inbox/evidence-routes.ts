@@ -5,10 +5,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { Hono } from "hono";
-import { viewThread } from "../app/view-thread.js";
-import { buildCase } from "../evidence/bundle.js";
 import type { EvidenceKind } from "../evidence/evidence-objects.js";
-import { checkedForView, stateForCase } from "../evidence/case-source.js";
+import { caseOf, threadFromCheckpoints, type CaseSource } from "../evidence/case-source.js";
 import { exportBundle } from "../evidence/export.js";
 import { html, text } from "./html.js";
 import { layout } from "./pages.js";
@@ -20,22 +18,19 @@ import type { Env, RouteContext } from "./routes-context.js";
 export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
   const { app, base, notYours } = ctx;
 
-  const caseOf = async (threadId: string) => {
-    const [records, view, row] = await Promise.all([
-      app.deps.audit.records({ threadId }),
-      viewThread(app, threadId),
-      app.deps.journal.getThread(threadId),
-    ]);
-    const chain = await checkedForView(app.deps.audit, threadId, records, row, app.deps.journal);
-    const status = view.status === "awaiting_input" ? "awaiting_approval" : view.status;
-    return buildCase({ threadId, status, state: stateForCase(view.state, row), records, chain });
+  // The case record `audit show` and the API's /audit routes build, from this app's stores.
+  const source: CaseSource = {
+    audit: app.deps.audit,
+    thread: (id) => threadFromCheckpoints((t) => app.graph.getState({ configurable: { thread_id: t } }), id),
+    journal: app.deps.journal,
   };
 
   web.get("/t/:thread/evidence", async (c) => {
     const s = c.var.session;
     const threadId = c.req.param("thread");
-    if (!(await maySeeRun(app, threadId, s.user))) return notYours(c, threadId);
-    const { caseRecord, evidence } = await caseOf(threadId);
+    const found = (await maySeeRun(app, threadId, s.user)) && (await caseOf(source, threadId));
+    if (!found) return notYours(c, threadId);
+    const { caseRecord, evidence } = found;
     const fp = caseRecord.firstPage;
     const rows = evidence.map((e) => {
       const stage = e.kind === "decision" ? decisionStage(e) : (STAGES[e.kind] ?? e.kind);
@@ -64,8 +59,9 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
 
   web.get("/t/:thread/evidence.tar", async (c) => {
     const threadId = c.req.param("thread");
-    if (!(await maySeeRun(app, threadId, c.var.session.user))) return notYours(c, threadId);
-    const { caseRecord, evidence } = await caseOf(threadId);
+    const found = (await maySeeRun(app, threadId, c.var.session.user)) && (await caseOf(source, threadId));
+    if (!found) return notYours(c, threadId);
+    const { caseRecord, evidence } = found;
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ae-inbox-evidence-"));
     try {
       const dirName = `evidence-${threadId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 60)}`;
