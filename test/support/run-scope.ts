@@ -32,7 +32,8 @@ export default function setup(): () => void {
   process.env["TMPDIR"] = root;
   process.env[RUN_ROOT] = root;
   return () => {
-    const left = reap(strays(`${RUN_MARKER}=${run}`));
+    // This process's own children (vite's esbuild service) carry the marker too and end with it.
+    const left = reap(strays(`${RUN_MARKER}=${run}`).filter((p) => p.ppid !== process.pid));
     if (left.length > 0)
       process.stderr.write(
         `Processes started by this test run were still running at its end and are killed now:\n  ${left.join("\n  ")}\n`,
