@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { waitForExit } from "./support/processes.js";
 import {
   defaultSeed,
   EmulatorControl,
@@ -39,7 +40,15 @@ beforeAll(() => {
 });
 afterEach(async () => {
   await Promise.all(started.splice(0).map((e) => e.close()));
-  for (const child of children.splice(0)) child.kill("SIGTERM");
+  // Each emulator process is stopped and waited for, so none is left for the file's end to kill.
+  await Promise.all(
+    children.splice(0).map((child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = waitForExit(child, 10_000);
+      child.kill("SIGTERM");
+      return exited;
+    }),
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
