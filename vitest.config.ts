@@ -3,12 +3,12 @@ import { defineConfig } from "vitest/config";
 /**
  * Files that share their worker process (no isolation), so the modules they import are evaluated once per
  * worker instead of once per file: measured with 46 of these files on this machine, 232 s with isolation
- * against 41 s without; the SQLite pass took 746 s with 78 files here and 659 s with 110 (import time
- * 103 s → 56 s). A file belongs here when it changes neither process.env (vi.stubEnv, which vitest
- * restores, excepted) nor the working directory, keeps its state in its own temporary folder
- * (test/support/file-scope.ts) or objects it creates, and stops the processes it starts (file-scope
- * kills and names what a file leaves). Those not listed set process.env, drive Chromium, or read the
- * PostgreSQL settings, and have not been tried in a shared worker.
+ * against 41 s without; `.ci/run`'s SQLite pass took 746 s with 78 files here and 708 s with 110. A
+ * file belongs here when it changes neither process.env (vi.stubEnv, which vitest restores, excepted)
+ * nor the working directory, keeps its state in its own temporary folder (test/support/file-scope.ts)
+ * or objects it creates, and stops the processes it starts (file-scope kills and names what a file
+ * leaves). Those not listed set process.env, drive Chromium, or are the PostgreSQL-only process and
+ * pool tests, and have not been tried in a shared worker.
  */
 const IN_PROCESS = [
   "test/action-machine.test.ts",
@@ -19,6 +19,7 @@ const IN_PROCESS = [
   "test/audit-adopt.test.ts",
   "test/audit-cli.test.ts",
   "test/audit-graph.test.ts",
+  "test/audit-list-pages.test.ts",
   "test/audit-log.test.ts",
   "test/audit-records.test.ts",
   "test/audit-routes.test.ts",
@@ -38,6 +39,7 @@ const IN_PROCESS = [
   "test/cli-terminal-safety.test.ts",
   "test/client-decisions.test.ts",
   "test/clients.test.ts",
+  "test/crash-boundaries.test.ts",
   "test/create-delete-wording.test.ts",
   "test/create-lease-edit.test.ts",
   "test/deal-graph.test.ts",
@@ -46,6 +48,8 @@ const IN_PROCESS = [
   "test/dist-bundle.test.ts",
   "test/docs-commands.test.ts",
   "test/doomed-write.test.ts",
+  "test/due-work.test.ts",
+  "test/embedded-default.test.ts",
   "test/emulator-batch.test.ts",
   "test/emulator-comments.test.ts",
   "test/emulator-deals.test.ts",
@@ -74,6 +78,7 @@ const IN_PROCESS = [
   "test/evidence-appended-records.test.ts",
   "test/evidence-compare.test.ts",
   "test/evidence-graph.test.ts",
+  "test/graph-process.test.ts",
   "test/graph.test.ts",
   "test/groq-graph.test.ts",
   "test/idempotent-recovery.test.ts",
@@ -86,24 +91,31 @@ const IN_PROCESS = [
   "test/inbox-start.test.ts",
   "test/install.test.ts",
   "test/journal-counters-stores.test.ts",
+  "test/journal-integrity.test.ts",
   "test/journal.test.ts",
   "test/langgraph-api.test.ts",
   "test/lifecycle.test.ts",
+  "test/main-job.test.ts",
   "test/mcp-http.test.ts",
   "test/mcp-operations.test.ts",
   "test/mcp-renamed-tools.test.ts",
   "test/mcp.test.ts",
   "test/models-groq.test.ts",
   "test/models-offline.test.ts",
+  "test/object-lease.test.ts",
   "test/operations-graph.test.ts",
   "test/partial-approval.test.ts",
   "test/pending-deal.test.ts",
+  "test/pending-keyset.test.ts",
   "test/pending-value.test.ts",
+  "test/pending.test.ts",
+  "test/people.test.ts",
   "test/policy-format.test.ts",
   "test/progress-column.test.ts",
   "test/read-tools.test.ts",
   "test/readable-values.test.ts",
   "test/requester-verification.test.ts",
+  "test/rollback-anchor.test.ts",
   "test/security-cross-origin.test.ts",
   "test/security-refusal-budget.test.ts",
   "test/security-signin-limiter.test.ts",
@@ -114,9 +126,12 @@ const IN_PROCESS = [
   "test/thread-view.test.ts",
   "test/transition-records.test.ts",
   "test/trust-boundary-api.test.ts",
+  "test/trust-boundary-cli.test.ts",
   "test/trust-boundary-graph.test.ts",
   "test/undo-delete.test.ts",
   "test/undo.test.ts",
+  "test/worker-api.test.ts",
+  "test/worker.test.ts",
   "test/write-anchor.test.ts",
   "test/write-outcome-unknown.test.ts",
 ];
