@@ -32,7 +32,8 @@ export default function setup(): () => void {
   process.env["TMPDIR"] = root;
   process.env[RUN_ROOT] = root;
   return () => {
-    // This process's own children (vite's esbuild service) carry the marker too and end with it.
+    // This process's own children (the esbuild service build-dist's buildSync starts) carry the marker
+    // too and end with it.
     const left = reap(strays(`${RUN_MARKER}=${run}`).filter((p) => p.ppid !== process.pid));
     if (left.length > 0)
       process.stderr.write(
