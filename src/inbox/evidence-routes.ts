@@ -24,11 +24,14 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
     thread: (id) => threadFromCheckpoints((t) => app.graph.getState({ configurable: { thread_id: t } }), id),
     journal: app.deps.journal,
   };
+  /** The run's case, where `user` may see the run and it has records or checkpoints. */
+  const visibleCase = async (threadId: string, user: string) =>
+    (await maySeeRun(app, threadId, user)) ? caseOf(source, threadId) : undefined;
 
   web.get("/t/:thread/evidence", async (c) => {
     const s = c.var.session;
     const threadId = c.req.param("thread");
-    const found = (await maySeeRun(app, threadId, s.user)) && (await caseOf(source, threadId));
+    const found = await visibleCase(threadId, s.user);
     if (!found) return notYours(c, threadId);
     const { caseRecord, evidence } = found;
     const fp = caseRecord.firstPage;
@@ -59,7 +62,7 @@ export function evidenceRoutes(web: Hono<Env>, ctx: RouteContext): void {
 
   web.get("/t/:thread/evidence.tar", async (c) => {
     const threadId = c.req.param("thread");
-    const found = (await maySeeRun(app, threadId, c.var.session.user)) && (await caseOf(source, threadId));
+    const found = await visibleCase(threadId, c.var.session.user);
     if (!found) return notYours(c, threadId);
     const { caseRecord, evidence } = found;
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ae-inbox-evidence-"));
