@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 /**
  * Files that share their worker process (no isolation), so the modules they import are evaluated once per
  * worker instead of once per file: measured with 46 of these files on this machine, 232 s with isolation
- * against 41 s without; `.ci/run`'s SQLite pass took 746 s with 78 files here and 708 s with 110. A
+ * against 41 s without; `.ci/run`'s SQLite pass took 746 s with 78 files here and 634–663 s with 123. A
  * file belongs here when it changes neither process.env (vi.stubEnv, which vitest restores, excepted)
  * nor the working directory, keeps its state in its own temporary folder (test/support/file-scope.ts)
  * or objects it creates, and stops the processes it starts (file-scope kills and names what a file
