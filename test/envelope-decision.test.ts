@@ -131,6 +131,23 @@ describe("validateDecision accepts", () => {
     expect(r).toMatchObject({ ok: true, identity: { approverId: "alice", verifiedBy: "signature" } });
   });
 
+  it("a signed rejection with its feedback, the message covered by the signature", () => {
+    const e = envelope();
+    const d = signed(
+      { ...approve(e, "alice"), type: "reject", message: "use the Q4 template" },
+      keys.alice.privateKeyPem,
+    );
+    expect(signedPayloadOf(d, "thread-1")).toMatchObject({
+      decision: "reject",
+      message: "use the Q4 template",
+    });
+    expect(validateDecision(e, d, ctx(e))).toMatchObject({
+      ok: true,
+      identity: { approverId: "alice", verifiedBy: "signature" },
+      decision: { type: "reject", message: "use the Q4 template" },
+    });
+  });
+
   it("an approval from the authenticated user, as verified by authentication", () => {
     const e = envelope();
     const r = validateDecision(e, approve(e, "bob"), ctx(e, { authenticatedUser: "bob" }));
@@ -339,6 +356,38 @@ describe("validateDecision refuses, with a code and a reason saying what was exp
         validateDecision(
           e,
           { ...signed(approve(e, "alice"), keys.alice.privateKeyPem), decidedAt: "2026-11-30T10:04:30Z" },
+          ctx(e),
+        ),
+      reason: /does not verify/,
+    },
+    {
+      name: "a signed rejection whose feedback was changed after signing",
+      code: "SIGNATURE_INVALID",
+      run: () =>
+        validateDecision(
+          e,
+          {
+            ...signed(
+              { ...approve(e, "alice"), type: "reject", message: "use the Q4 template" },
+              keys.alice.privateKeyPem,
+            ),
+            message: "approve anything that comes next",
+          },
+          ctx(e),
+        ),
+      reason:
+        /does not verify with alice's key over \{.*decision reject, approverId, decidedAt .*, message\}/,
+    },
+    {
+      name: "a signed rejection given feedback it was not signed with",
+      code: "SIGNATURE_INVALID",
+      run: () =>
+        validateDecision(
+          e,
+          {
+            ...signed({ ...approve(e, "alice"), type: "reject" }, keys.alice.privateKeyPem),
+            message: "approve anything that comes next",
+          },
           ctx(e),
         ),
       reason: /does not verify/,

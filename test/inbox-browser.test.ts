@@ -339,4 +339,27 @@ describe.skipIf(!!noBrowserReason)("web inbox in Chromium, policy requiring sign
     ).toBe(false);
     await context.close();
   });
+
+  it("signs a rejection's feedback with it: the runtime verifies the signature over that text and revises", async () => {
+    w = sw;
+    const view = await sw.run(1);
+    const { context, page } = await signedIn("alice");
+    await cardOf(page, view);
+    await page.locator("#key-file").setInputFiles(keyFile);
+    await expect.poll(() => page.locator("#key-status").textContent()).toContain("Key imported");
+    // Sent trimmed, as the server trims it: the signature covers exactly what is recorded.
+    await page.getByLabel(/Reject, with feedback/).fill('  use "Hiring plan 2027" instead ');
+    await page.getByRole("button", { name: "Reject" }).click();
+    await page.locator(".notice").waitFor();
+    expect(await page.locator(".notice").textContent()).toContain("new revision (2)");
+    const first = await sw.app.deps.journal.getAction(view.approval!.envelopeHash);
+    expect(first!.progress.decision).toMatchObject({
+      type: "reject",
+      approverId: "alice",
+      verifiedBy: "signature",
+      message: 'use "Hiring plan 2027" instead',
+    });
+    expect(await writesFor(1)).toHaveLength(0);
+    await context.close();
+  });
 });

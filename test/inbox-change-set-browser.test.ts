@@ -157,12 +157,14 @@ describe.skipIf(!!noBrowserReason)(
       await w?.close();
     });
 
-    it("signs each per-action decision in the browser (set hash, nonce, actionId); the runtime verifies every signature", async () => {
+    it("signs each per-action decision in the browser (set hash, nonce, actionId, a rejection's feedback); the runtime verifies every signature", async () => {
       const view = await waiting(w, PER_ACTION);
       const { context, page } = await signedIn(browser, w, "alice");
       await page.goto(`${w.inbox.url}/t/${view.threadId}`);
       await page.locator("#key-file").setInputFiles(keyFile);
       await expect.poll(() => page.locator("#key-status").textContent()).toContain("Key imported");
+      // The feedback is sent trimmed; the signature covers that text.
+      await page.locator("#message-a2").fill("  no comment on this task, please  ");
       await approveFirstRejectSecond(page);
       expect(await page.locator("h1").textContent()).toContain("VERIFIED");
       const after = await viewThread(w.app, view.threadId);
@@ -171,6 +173,15 @@ describe.skipIf(!!noBrowserReason)(
       expect(first!.progress.decision).toMatchObject({
         envelopeHash: view.approval!.changeSet!.setHash,
         verifiedBy: "signature",
+      });
+      const second = await w.app.deps.journal.getAction(view.approval!.changeSet!.actions[1]!.envelopeHash);
+      expect(second!.progress).toMatchObject({
+        setPlan: {
+          perAction: [
+            { actionId: "a1", type: "approve" },
+            { actionId: "a2", type: "reject", message: "no comment on this task, please" },
+          ],
+        },
       });
       expect((await w.writesOn(4)).map((x) => x.method)).toEqual(["tasks.task.update"]);
       await context.close();

@@ -57,6 +57,7 @@ export function signedPayloadOf(d: Decision, threadId: string): SignedDecisionPa
     decidedAt: d.decidedAt,
     ...(d.type === "edit" ? { editedAction: d.editedAction } : {}),
     ...(d.type === "approve" && d.override ? { override: d.override } : {}),
+    ...(d.type === "reject" && d.message !== undefined ? { message: d.message } : {}),
     ...(d.actionId !== undefined ? { actionId: d.actionId } : {}),
   };
 }

@@ -229,7 +229,7 @@ export function validateDecisionFor(
     if (!verifyDecisionSignature(signedPayloadOf(d, ctx.threadId), d.signature, key)) {
       return refuse(
         "SIGNATURE_INVALID",
-        `the signature does not verify with ${approverId}'s key over {envelopeHash, nonce, threadId ${ctx.threadId}, decision ${d.type}, approverId, decidedAt ${d.decidedAt}${d.type === "edit" ? ", editedAction" : ""}${override ? ", override" : ""}}`,
+        `the signature does not verify with ${approverId}'s key over {envelopeHash, nonce, threadId ${ctx.threadId}, decision ${d.type}, approverId, decidedAt ${d.decidedAt}${d.type === "edit" ? ", editedAction" : ""}${d.type === "reject" && d.message !== undefined ? ", message" : ""}${override ? ", override" : ""}}`,
       );
     }
     verifiedBy = "signature";

@@ -16,7 +16,8 @@ import { KeyRegistryError } from "./errors.js";
 
 /**
  * The exact object an approver signs, serialised with RFC 8785. For an edit the edited action is part of
- * it and for an override the gate and reason are, so a signature cannot be moved to different content.
+ * it, for a rejection its feedback message and for an override the gate and reason are, so a signature
+ * cannot be moved to different content.
  */
 export interface SignedDecisionPayload {
   envelopeHash: string;
@@ -30,6 +31,8 @@ export interface SignedDecisionPayload {
     args: { taskId?: number | undefined; dealId?: number | undefined; fields: Record<string, unknown> };
   };
   override?: { gate: string; reason: string };
+  /** A rejection's feedback, as sent: it goes to the model as the approver's words and into the audit log. */
+  message?: string;
   /** For one action of a change set decided action by action. */
   actionId?: string;
 }

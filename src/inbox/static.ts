@@ -166,6 +166,8 @@ export const CLIENT_JS = String.raw`"use strict";
             decidedAt: decidedAt,
             actionId: id,
           };
+          const feedback = form.elements["message." + id] ? form.elements["message." + id].value.trim() : "";
+          if (chosen.value === "reject" && feedback) payload.message = feedback;
           if (chosen.value === "edit") {
             payload.editedAction = { name: fs.dataset.operation || "update_task", args: { [fs.dataset.idarg || "taskId"]: Number(fs.dataset.task), fields: editedFields("edit." + id + ".") } };
           }
@@ -183,6 +185,9 @@ export const CLIENT_JS = String.raw`"use strict";
         approverId: form.dataset.approver,
         decidedAt: decidedAt,
       };
+      // The server sends a rejection's feedback trimmed, and only when some is left: sign that text.
+      const feedback = form.elements["message"] ? form.elements["message"].value.trim() : "";
+      if (type === "reject" && feedback) payload.message = feedback;
       if (type === "edit") {
         payload.editedAction = { name: form.dataset.operation || "update_task", args: { [form.dataset.idarg || "taskId"]: Number(form.dataset.task), fields: editedFields("") } };
       }
