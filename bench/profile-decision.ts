@@ -1,7 +1,8 @@
 /**
  * CPU profile of the decision path only (resume → VERIFIED), for finding where the control layer's
  * time goes. Not part of `npm run bench`; run by hand:
- *   npx tsx bench/profile-decision.ts [--samples 60] [--out /tmp/decision.cpuprofile] [--no-profile] [--sql] [--nodes]
+ *   npx tsx bench/profile-decision.ts [--samples 60] [--concurrent 1] [--out /tmp/decision.cpuprofile] [--no-profile] [--sql] [--nodes]
+ * --concurrent N resumes N waiting runs at once (as control-overhead's throughput rounds do), batch after batch;
  * --sql times every SQLite statement by its text; --nodes splits each decision into the node bodies
  * (from LangGraph's own chain-start/end callbacks) and what lies between them (LangGraph's step
  * machinery and checkpointing, submitDecision's lock, re-check and final view).
@@ -15,6 +16,7 @@ import { approvalOf, openBenchApp, waitingRun } from "./support/app.js";
 import { submitDecision } from "../src/app/threads.js";
 
 const SAMPLES = intArg("samples", 60);
+const CONCURRENT = intArg("concurrent", 1);
 const outIdx = process.argv.indexOf("--out");
 const OUT = outIdx > 0 ? process.argv[outIdx + 1]! : "/tmp/decision.cpuprofile";
 
@@ -131,7 +133,14 @@ async function main(): Promise<void> {
     const c0 = process.cpuUsage();
     const t0 = performance.now();
     const perDecision: Array<Array<[string, number]>> = [];
-    for (const v of views) {
+    for (let i = 0; CONCURRENT > 1 && i < views.length; i += CONCURRENT) {
+      const batch = await Promise.all(
+        views.slice(i, i + CONCURRENT).map((v) => submitDecision(bench.app, v.threadId, approvalOf(v))),
+      );
+      const off = batch.find((done) => done.state?.outcome !== "VERIFIED");
+      if (off) throw new Error(`not verified: ${off.state?.outcome}`);
+    }
+    for (const v of CONCURRENT > 1 ? [] : views) {
       nodeEvents.length = 0;
       nodeEvents.push(["submitDecision>", performance.now()]);
       const done = await submitDecision(bench.app, v.threadId, approvalOf(v));
