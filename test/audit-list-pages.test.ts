@@ -54,6 +54,14 @@ function entry(i: number): AuditEntry {
     requestedBy: `requester-${threadId}`,
     ...(i % 5 === 0 ? { requesterVerifiedBy: "authentication" as const } : {}),
   };
+  // A request the API server refused under the thread's path: no requester, not of the run.
+  if (i % 6 === 5)
+    return {
+      ...refusalEntry(threadId, i),
+      event: "request_refused",
+      requestedBy: "",
+      refusal: { code: "ROUTE_NOT_SERVED", reason: `GET /threads/${threadId}/x: not served` },
+    };
   if (i % 4 !== 3) return refused;
   return {
     ...refused,
@@ -81,7 +89,7 @@ function wholeList(records: AuditRecord[]): AuditThreadSummary[] {
   for (const r of records) {
     const s = byThread.get(r.threadId) ?? {
       threadId: r.threadId,
-      requestedBy: r.requestedBy,
+      requestedBy: "",
       requesterVerifiedBy: null,
       records: 0,
       firstAt: r.at,
@@ -90,11 +98,17 @@ function wholeList(records: AuditRecord[]): AuditThreadSummary[] {
       outcome: null,
       reasonCode: null,
       overrides: 0,
+      refusedRequests: 0,
     };
     s.records += 1;
-    s.lastAt = r.at;
+    // Refused requests are counted; the requester and the last event are the run's records'.
+    if (r.event === "request_refused") s.refusedRequests += 1;
+    else {
+      s.requestedBy ||= r.requestedBy;
+      s.lastAt = r.at;
+      s.lastEvent = r.event;
+    }
     if (r.requesterVerifiedBy) s.requesterVerifiedBy = r.requesterVerifiedBy;
-    s.lastEvent = r.event;
     if (r.outcome) {
       s.outcome = r.outcome.outcome;
       s.reasonCode = r.outcome.reasonCode;
@@ -291,6 +305,12 @@ for (const [name, open, enabled] of backends) {
         // What `audit list` printed when it summarised every record at once.
         const whole = wholeList(await s.log.records());
         expect(whole.map((t) => t.threadId)).toEqual(THREADS);
+        // t-e's first and last records are refused requests: counted, neither its requester nor its last event.
+        expect(whole.find((t) => t.threadId === "t-e")).toMatchObject({
+          requestedBy: "requester-t-e",
+          refusedRequests: 2,
+          lastEvent: "decision_refused",
+        });
         const json = `${stringifyJsonSafe({ threads: whole })}\n`;
         const human = (
           await list(
@@ -308,6 +328,7 @@ for (const [name, open, enabled] of backends) {
         ).toEqual(THREADS);
         expect(human).toContain("t-a  by requester-t-a (verified: API token)  ");
         expect(human).toContain("OVERRIDES");
+        expect(human).toMatch(/^t-e {2}by requester-t-e .* last decision_refused .* 2 refused requests$/m);
 
         for (const size of [1, 2, 3, 6, 7, 8, 100]) {
           const before = s.statements();

@@ -131,7 +131,11 @@ export async function listThreads(
       else
         write(
           esc`${t.threadId}  by ${t.requestedBy}${t.requesterVerifiedBy ? ` (${requesterVerificationText(t.requesterVerifiedBy)})` : ""}  ${t.records} records  ${t.firstAt} → ${t.lastAt}  last ${t.lastEvent}` +
-            `  ${t.outcome ? esc`${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? esc`  OVERRIDES ${t.overrides}` : ""}`,
+            `  ${t.outcome ? esc`${t.outcome}/${t.reasonCode}` : "(not ended)"}${t.overrides ? esc`  OVERRIDES ${t.overrides}` : ""}` +
+            // A server of an earlier version sends no count.
+            (t.refusedRequests
+              ? esc`  ${t.refusedRequests} refused request${t.refusedRequests === 1 ? "" : "s"}`
+              : ""),
           out,
         );
       listed += 1;

@@ -461,15 +461,21 @@ function summarise(byThread: Map<string, AuditThreadSummary>, r: SummaryRow): vo
     outcome: null,
     reasonCode: null,
     overrides: 0,
+    refusedRequests: 0,
   };
+  // A request_refused record is appended under whatever thread a refused request's path names
+  // (src/auth/routes.ts), at any time, also after the run ended: it names no requester and is not the
+  // run's last event; it is counted apart.
+  const refused = r.event === "request_refused";
   s.records += 1;
-  s.lastAt = r.at as string;
-  // The requester as the run's first record names it: a request_refused record, appended under whatever
-  // thread a refused request's path names (src/auth/routes.ts), names none.
-  if (s.requestedBy === "" && r.event !== "request_refused") s.requestedBy = r.requested_by ?? "";
+  if (refused) s.refusedRequests += 1;
+  if (!refused || s.records === s.refusedRequests) {
+    s.lastAt = r.at as string;
+    s.lastEvent = r.event as AuditThreadSummary["lastEvent"];
+  }
+  if (s.requestedBy === "" && !refused) s.requestedBy = r.requested_by ?? "";
   if (r.requester_verified_by)
     s.requesterVerifiedBy = r.requester_verified_by as AuditThreadSummary["requesterVerifiedBy"];
-  s.lastEvent = r.event as AuditThreadSummary["lastEvent"];
   if (r.has_outcome) {
     s.outcome = r.outcome;
     s.reasonCode = r.reason_code;

@@ -137,11 +137,14 @@ export interface AuditThreadSummary {
   requesterVerifiedBy: RequesterVerification | null;
   records: number;
   firstAt: string;
+  /** The thread's last record of its run; a refused request is last only of a thread with nothing else. */
   lastAt: string;
   lastEvent: AuditEvent;
   outcome: string | null;
   reasonCode: string | null;
   overrides: number;
+  /** Requests the API server refused under the thread's path (request_refused): counted, not the run's. */
+  refusedRequests: number;
 }
 
 export interface ChainProblem {
