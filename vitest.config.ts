@@ -39,6 +39,7 @@ const IN_PROCESS = [
   "test/cli-terminal-safety.test.ts",
   "test/client-decisions.test.ts",
   "test/clients.test.ts",
+  "test/close-seal.test.ts",
   "test/crash-boundaries.test.ts",
   "test/create-delete-wording.test.ts",
   "test/create-lease-edit.test.ts",

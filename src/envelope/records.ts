@@ -91,6 +91,8 @@ export type ReasonCode =
   | "TARGET_NOT_FOUND"
   | "ENVELOPE_TAMPERED"
   | "ROLLBACK_DETECTED"
+  /** A closing record in the journal whose seal does not hold (or is missing): its outcome is not reported. */
+  | "OUTCOME_TAMPERED"
   | "WRONG_TARGET"
   | "ALREADY_EXECUTED"
   | "REJECTED_BY_TARGET"

@@ -95,7 +95,11 @@ export interface ThreadJournalView {
 /** The thread as its journal rows say it is. */
 export function viewOf({ thread, action, execution, previous }: JournalRows): ThreadJournalView {
   const history = action && !action.set && previous ? revisionHistoryOf(action, previous) : undefined;
-  const closed = thread?.closed ?? action?.progress.closed;
+  // The thread's close, unless the action's own close fails its seal (the evidence it was closed on
+  // changed since): that row then reports the INCONCLUSIVE / OUTCOME_TAMPERED close it carries instead.
+  const actionClose = action?.progress.closed;
+  const untrusted = actionClose && (action.closeSeal === "invalid" || action.closeSeal === "unsealed");
+  const closed = untrusted ? actionClose : (thread?.closed ?? actionClose);
   return {
     ...(thread
       ? { request: { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } }

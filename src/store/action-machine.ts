@@ -147,6 +147,12 @@ export interface ActionProgress {
    * moved to pre_read before pre-reads were sealed.
    */
   preReadSeal?: string;
+  /**
+   * The close's seal: HMAC under the journal key over the closing record, the evidence it was closed on
+   * and the action (action-rows.ts, closeSealContent), written by the move to closed. Absent in rows
+   * closed before closes were sealed; such a close is reported INCONCLUSIVE / OUTCOME_TAMPERED.
+   */
+  closeSeal?: string;
 }
 
 export type SealCheck = "none" | "valid" | "unsealed" | "invalid" | "unchecked";
@@ -166,6 +172,11 @@ export interface ActionRow extends RegisteredAction {
   decisionSeal: SealCheck;
   /** The same for the pre-read the move to pre_read recorded (its verdict is what lets the write go out). */
   preReadSeal: SealCheck;
+  /**
+   * Whether the row's close is the one this program recorded ("none" while open). When it is not, the
+   * row's progress.closed is already the INCONCLUSIVE / OUTCOME_TAMPERED close reported in its place.
+   */
+  closeSeal: SealCheck;
 }
 
 /** What the thread was asked, recorded once when its first run starts. */

@@ -15,6 +15,7 @@ import {
   type ClosedRecord,
   type Phase,
   type RegisteredAction,
+  type SealCheck,
   type ThreadRecord,
 } from "./action-machine.js";
 import { sealHolds, sealOf } from "./journal-key.js";
@@ -107,6 +108,13 @@ const MAX_CACHED_ROWS = 2_000;
 const partTexts = new WeakMap<object, string>();
 /** Progress parts that are a parse of stored text (so already what a read gives), not yet serialised. */
 const parsedParts = new WeakSet<object>();
+
+/** A progress part's JSON text as the progress column stores it (kept from when it was serialised). */
+function jsonText(value: unknown): string {
+  return (
+    (typeof value === "object" && value !== null ? partTexts.get(value) : undefined) ?? JSON.stringify(value)
+  );
+}
 
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === "object" && !Object.isFrozen(value)) {
@@ -211,7 +219,6 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     threadId: r.thread_id,
     revision: r.revision,
     phase: r.phase,
-    progress,
     registeredAt: r.registered_at,
     macValid,
     // Checked where a step acts on them (the gate and the write) and on a row read by itself (a view
@@ -219,7 +226,104 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     decisionSeal:
       actsOnSeals(r.phase) || !listed ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
     preReadSeal: actsOnSeals(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
+    // The progress as reported: with the recorded close only when its seal holds.
+    ...closeOfRow(key, r, progress, !listed),
   };
+}
+
+/**
+ * What a close's seal covers: the action (envelope and thread), its closing record and the evidence it
+ * was closed on (pre-read, acknowledgement, verification), each as the progress column stores it.
+ */
+function closeSealContent(envelopeHash: string, threadId: string, progress: ActionProgress): unknown {
+  const text = (v: unknown) => (v === undefined || v === null ? null : jsonText(v));
+  return {
+    kind: "close",
+    envelopeHash,
+    threadId,
+    closed: text(progress.closed),
+    preRead: text(progress.preRead),
+    acknowledgement: text(progress.acknowledgement),
+    verification: text(progress.verification),
+  };
+}
+
+/**
+ * The row's close as reported: the recorded one when its seal holds; otherwise an INCONCLUSIVE close
+ * naming why (OUTCOME_TAMPERED), so no view, report or audit record takes an outcome or its evidence
+ * from a row edited after this program closed it (or closed by hand).
+ */
+function closeOfRow(
+  key: Buffer,
+  r: ActionDbRow,
+  progress: ActionProgress,
+  remember: boolean,
+): { progress: ActionProgress; closeSeal: SealCheck } {
+  const closed = progress.closed;
+  if (closed === undefined || closed === null) return { progress, closeSeal: "none" };
+  const mac = progress.closeSeal;
+  // Checked once per stored text: the seal's content is rebuilt only for text not checked before.
+  const check: SealCheck =
+    typeof mac !== "string" || mac === ""
+      ? "unsealed"
+      : sealHoldsCached(
+            key,
+            `close\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
+            mac,
+            () => closeSealContent(r.envelope_hash, r.thread_id, progress),
+            remember,
+          )
+        ? "valid"
+        : "invalid";
+  if (check === "valid") return { progress, closeSeal: check };
+  return {
+    progress: Object.freeze({ ...progress, closed: unconfirmedClose(closed, check, "action") }),
+    closeSeal: check,
+  };
+}
+
+/** The close reported in place of a recorded one whose seal does not hold (or is missing). */
+function unconfirmedClose(claimed: ClosedRecord, check: SealCheck, of: "action" | "thread"): ClosedRecord {
+  const said = `${String((claimed as Partial<ClosedRecord>).outcome)}/${String((claimed as Partial<ClosedRecord>).reasonCode)}`;
+  return Object.freeze({
+    outcome: "INCONCLUSIVE",
+    reasonCode: "OUTCOME_TAMPERED",
+    reason:
+      check === "unsealed"
+        ? `the journal's closing record of this ${of} carries no seal (closed by hand, by a version before closes were sealed, or its seal removed); what it says (${said}) is not reported`
+        : `the journal's closing record of this ${of} does not match its seal under the journal key (it, or the evidence it was closed on, was changed outside this program); what it says (${said}) is not reported`,
+    at: typeof claimed.at === "string" ? claimed.at : "",
+  });
+}
+
+/** The thread's closed_json for a close: the record and its seal under the journal key. */
+export function sealedThreadClose(key: Buffer, threadId: string, closed: ClosedRecord): string {
+  const { seal: _old, ...record } = closed as ClosedRecord & { seal?: unknown };
+  return JSON.stringify({ ...record, seal: sealOf(key, threadCloseSealContent(threadId, record)) });
+}
+
+function threadCloseSealContent(threadId: string, closed: ClosedRecord): unknown {
+  return { kind: "thread-close", threadId, closed: JSON.stringify(closed) };
+}
+
+/**
+ * A thread's close as reported, from its closed_json: the recorded one when its seal holds, otherwise
+ * an INCONCLUSIVE close naming why (OUTCOME_TAMPERED); null while the thread is open.
+ */
+export function threadCloseOf(key: Buffer, threadId: string, text: string | null): ClosedRecord | null {
+  if (!text) return null;
+  let stored: ClosedRecord & { seal?: unknown };
+  try {
+    stored = JSON.parse(text) as ClosedRecord & { seal?: unknown };
+  } catch {
+    return unconfirmedClose({} as ClosedRecord, "invalid", "thread");
+  }
+  const { seal, ...closed } = stored;
+  if (typeof seal !== "string" || seal === "") return unconfirmedClose(closed, "unsealed", "thread");
+  const holds = sealHoldsCached(key, `${threadId}\n${text}`, seal, () =>
+    threadCloseSealContent(threadId, closed),
+  );
+  return holds ? closed : unconfirmedClose(closed, "invalid", "thread");
 }
 
 /** The phases whose next step acts on the decision (decided, pre_read) or on the pre-read (pre_read). */
@@ -271,6 +375,13 @@ export function planSealedMove(
   patch: Partial<ActionProgress>,
   from?: Phase,
 ): ReturnType<typeof planMove> {
+  if (to === "closed" && patch.closed) {
+    const plan = planMove(current, envelopeHash, to, patch, from);
+    if (!plan.ok) return plan;
+    const threadId = current?.threadId ?? "";
+    const closeSeal = sealOf(key, closeSealContent(envelopeHash, threadId, plan.progress));
+    return { ...plan, progress: { ...plan.progress, closeSeal }, row: { ...plan.row, closeSeal: "valid" } };
+  }
   const preRead = patch.preRead;
   if (to !== "pre_read" || !preRead) return planMove(current, envelopeHash, to, patch, from);
   const preReadSeal = sealOf(
@@ -349,7 +460,7 @@ export function toThreadRecord(r: ThreadDbRow, key: Buffer): ThreadRecord {
   return {
     ...content,
     threadId: r.thread_id,
-    closed: r.closed_json ? (JSON.parse(r.closed_json) as ClosedRecord) : null,
+    closed: threadCloseOf(key, r.thread_id, r.closed_json),
     macValid,
   };
 }
@@ -381,8 +492,15 @@ export function planMove(
 }
 
 /** The move of a closing thread's action to closed with the thread's record, unless the action has its own close. */
-export function planClose(action: ActionRow | undefined, envelopeHash: string, closed: ClosedRecord) {
-  return action && !action.progress.closed ? planMove(action, envelopeHash, "closed", { closed }) : undefined;
+export function planClose(
+  key: Buffer,
+  action: ActionRow | undefined,
+  envelopeHash: string,
+  closed: ClosedRecord,
+) {
+  return action && !action.progress.closed
+    ? planSealedMove(key, action, envelopeHash, "closed", { closed })
+    : undefined;
 }
 
 /**

@@ -10,6 +10,8 @@ import {
   withAuditFrom,
   type NewThread,
   type ThreadDbRow,
+  sealedThreadClose,
+  threadCloseOf,
 } from "../action-rows.js";
 import { PgBase } from "./base.js";
 
@@ -71,14 +73,15 @@ export class PgThreads extends PgBase implements ThreadJournal {
         let action: ActionRow | undefined;
         if (run.action) {
           action = actionRowOf(await this.lockAction(c, run.action), this.key);
-          const plan = planClose(action, run.action, closed);
+          const plan = planClose(this.key, action, run.action, closed);
           if (plan?.ok) action = await this.writeMove(c, plan);
         }
         const r = await c.query<{ closed_json: string | null }>(
           `UPDATE ${this.s}.threads SET closed_json = COALESCE(closed_json, $1) WHERE thread_id = $2 RETURNING closed_json`,
-          [JSON.stringify(action?.progress.closed ?? closed), threadId],
+          [sealedThreadClose(this.key, threadId, action?.progress.closed ?? closed), threadId],
         );
-        const stands = r.rows[0]?.closed_json ? (JSON.parse(r.rows[0].closed_json) as ClosedRecord) : null;
+        // The close that stands, as reported (a first close whose seal fails is reported as such).
+        const stands = threadCloseOf(this.key, threadId, r.rows[0]?.closed_json ?? null);
         if (stands && run.records) await this.append(c, run.records(stands, action));
       },
       true,

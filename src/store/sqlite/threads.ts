@@ -9,6 +9,8 @@ import {
   withAuditFrom,
   type NewThread,
   type ThreadDbRow,
+  sealedThreadClose,
+  threadCloseOf,
 } from "../action-rows.js";
 import type { RunClose, ThreadJournal } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
@@ -55,19 +57,22 @@ export class SqliteThreads extends SqliteBase implements ThreadJournal {
       let action: ActionRow | undefined;
       if (run.action) {
         action = actionRowOf(this.actionDbRow(run.action), this.key);
-        const plan = planClose(action, run.action, closed);
+        const plan = planClose(this.key, action, run.action, closed);
         if (plan?.ok) action = this.writeMove(plan);
       }
       this.sql("UPDATE threads SET closed_json = ? WHERE thread_id = ? AND closed_json IS NULL").run(
-        JSON.stringify(action?.progress.closed ?? closed),
+        sealedThreadClose(this.key, threadId, action?.progress.closed ?? closed),
         threadId,
       );
-      const stands = JSON.parse(
+      // The close that stands, as reported (a first close whose seal fails is reported as such).
+      const stands = threadCloseOf(
+        this.key,
+        threadId,
         (
           this.sql("SELECT closed_json FROM threads WHERE thread_id = ?").get(threadId) as
             { closed_json: string } | undefined
-        )?.closed_json ?? "null",
-      ) as ClosedRecord | null;
+        )?.closed_json ?? null,
+      );
       if (stands && run.records) this.append(run.records(stands, action));
     });
     return this.getThread(threadId);

@@ -1,0 +1,180 @@
+/**
+ * A finished thread's outcome cannot be changed afterwards by someone who can write the data directory
+ * (or the database) but holds no journal key: the thread's closing record and the action's, with the
+ * evidence the action was closed on, are sealed under the key when they are written, and a close whose
+ * seal does not hold (edited, copied from another thread, or stripped of its seal) is reported
+ * INCONCLUSIVE / OUTCOME_TAMPERED in place of what it says, in process and by the CLI. Runs on the
+ * backend the suite runs on (SQLite files, or PostgreSQL with ACTION_ENVELOPE_TEST_DATABASE_URL); the
+ * emulator's call log counts the writes.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startRun, submitDecision } from "../src/app/threads.js";
+import { type App } from "../src/app/open-app.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
+import {
+  approvalOf,
+  envFor,
+  journalSql,
+  openTestApp,
+  parseJsonOutput,
+  runCli,
+  startPortal,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
+import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+
+let portal: Portal;
+let dataDir: string;
+let app: App | undefined;
+
+beforeEach(async () => {
+  portal = await startPortal();
+  dataDir = tempDir("ae-close-seal-");
+});
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+  await portal.emulator.close();
+});
+
+async function waiting(taskId: number, title: string): Promise<ThreadView> {
+  await app?.close();
+  app = await openTestApp(portal, dataDir, {
+    model: new ScriptedChatModel(readThenPropose(taskId, { TITLE: title })),
+  });
+  const view = await startRun(app, {
+    request: `rename task ${taskId} to ${title}`,
+    requestedBy: "demo-user",
+  });
+  expect(view.status).toBe("awaiting_approval");
+  return view;
+}
+
+function rejectionOf(view: ThreadView) {
+  const a = view.approval!;
+  return {
+    decisions: [
+      { type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
+    ],
+  };
+}
+
+async function threadClose(threadId: string): Promise<string> {
+  const [row] = await journalSql(dataDir, "SELECT closed_json FROM T.threads WHERE thread_id = ?", [
+    threadId,
+  ]);
+  return String(row!["closed_json"]);
+}
+
+async function actionProgress(envelopeHash: string): Promise<Record<string, unknown>> {
+  const [row] = await journalSql(dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [
+    envelopeHash,
+  ]);
+  return JSON.parse(String(row!["progress_json"])) as Record<string, unknown>;
+}
+
+const setThreadClose = (threadId: string, text: string) =>
+  journalSql(dataDir, "UPDATE T.threads SET closed_json = ? WHERE thread_id = ?", [text, threadId]);
+const setProgress = (envelopeHash: string, progress: unknown) =>
+  journalSql(dataDir, "UPDATE T.actions SET progress_json = ? WHERE envelope_hash = ?", [
+    JSON.stringify(progress),
+    envelopeHash,
+  ]);
+
+/** The thread's ending as this process and the CLI (`show --json`, another process) report it. */
+async function reported(threadId: string) {
+  const view = await viewThread(app!, threadId);
+  const shown = await runCli(["show", threadId, "--json"], envFor(portal, dataDir));
+  const json = parseJsonOutput(shown.stdout) as { outcome?: string; reasonCode?: string; reason?: string };
+  // The exit code says the outcome too: 0 only for VERIFIED.
+  expect(shown.code, shown.stderr).toBe(json.outcome === "VERIFIED" ? 0 : 2);
+  return {
+    inProcess: {
+      outcome: view.state?.outcome,
+      reasonCode: view.state?.reasonCode,
+      reason: view.state?.reason,
+    },
+    cli: { outcome: json.outcome, reasonCode: json.reasonCode, reason: json.reason },
+  };
+}
+
+describe("a closing record edited in the data directory", () => {
+  it("a rejected thread given a verified thread's close, seal and all, is reported OUTCOME_TAMPERED, never VERIFIED; nothing is written", async () => {
+    const done = await waiting(4, "SEALED CLOSE");
+    const verified = await submitDecision(app!, done.threadId, approvalOf(done));
+    expect(verified.state?.outcome).toBe("VERIFIED");
+    const rejectedView = await waiting(3, "NEVER WRITTEN");
+    const rejected = await submitDecision(app!, rejectedView.threadId, rejectionOf(rejectedView));
+    expect(rejected.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
+    const writes = (await portal.writes()).length;
+
+    // The writer copies the verified thread's closing records, seals included, onto the rejected one.
+    await setThreadClose(rejectedView.threadId, await threadClose(done.threadId));
+    const theirs = await actionProgress(verified.approval?.envelopeHash ?? done.approval!.envelopeHash);
+    const mine = await actionProgress(rejectedView.approval!.envelopeHash);
+    await setProgress(rejectedView.approval!.envelopeHash, {
+      ...mine,
+      closed: theirs["closed"],
+      closeSeal: theirs["closeSeal"],
+      verification: theirs["verification"],
+    });
+
+    const { inProcess, cli } = await reported(rejectedView.threadId);
+    for (const r of [inProcess, cli]) {
+      expect(r).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+      expect(r.reason).toContain("does not match its seal under the journal key");
+      expect(r.reason).toContain("VERIFIED/VERIFIED");
+    }
+    // The thread stays ended: a decision sent now is refused, and nothing is written.
+    await expect(submitDecision(app!, rejectedView.threadId, approvalOf(rejectedView))).rejects.toThrow(
+      /ended/,
+    );
+    expect((await portal.writes()).length).toBe(writes);
+    // The untouched thread still reports its own close.
+    expect((await reported(done.threadId)).cli).toMatchObject({
+      outcome: "VERIFIED",
+      reasonCode: "VERIFIED",
+    });
+  });
+
+  it("a verified thread whose verification evidence or close is edited afterwards, or whose seal is removed, is reported OUTCOME_TAMPERED", async () => {
+    const view = await waiting(4, "EDITED EVIDENCE");
+    const done = await submitDecision(app!, view.threadId, approvalOf(view));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const hash = view.approval!.envelopeHash;
+    const original = await actionProgress(hash);
+    const originalClose = await threadClose(view.threadId);
+
+    // The verification's evidence edited (the thread's own close untouched): the action's close no longer holds.
+    const verification = original["verification"] as { reason: string };
+    await setProgress(hash, {
+      ...original,
+      verification: { ...verification, reason: `${verification.reason} (edited)` },
+    });
+    let r = await reported(view.threadId);
+    expect(r.inProcess).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+    expect(r.cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+
+    // Put back: reported as recorded again.
+    await setProgress(hash, original);
+    expect((await reported(view.threadId)).cli).toMatchObject({
+      outcome: "VERIFIED",
+      reasonCode: "VERIFIED",
+    });
+
+    // The thread's close edited (its reason), its seal kept: the seal no longer holds.
+    const close = JSON.parse(originalClose) as Record<string, unknown>;
+    await setThreadClose(view.threadId, JSON.stringify({ ...close, reason: "all fine" }));
+    r = await reported(view.threadId);
+    expect(r.cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+
+    // The seal removed: reported as a close that carries none.
+    const { seal: _seal, ...unsealed } = close;
+    await setThreadClose(view.threadId, JSON.stringify(unsealed));
+    r = await reported(view.threadId);
+    expect(r.cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+    expect(r.cli.reason).toContain("carries no seal");
+    expect((await portal.writes()).length).toBe(1);
+  });
+});
