@@ -175,7 +175,7 @@ describe.skipIf(!!noBrowserReason)(
         verifiedBy: "signature",
       });
       const second = await w.app.deps.journal.getAction(view.approval!.changeSet!.actions[1]!.envelopeHash);
-      expect(second!.progress).toMatchObject({
+      expect(second!.progress.decision).toMatchObject({
         setPlan: {
           perAction: [
             { actionId: "a1", type: "approve" },
