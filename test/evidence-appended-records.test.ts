@@ -503,4 +503,32 @@ describe("a change set's closing record held against its actions' write-ahead en
     ]);
     expect(await problemOf(view.threadId)).toMatch(/says a write was sent for envelope/);
   });
+
+  it("a single action stopped by its pre-read given a forged close that claims no write either, with another outcome: the journal's sealed close says otherwise", async () => {
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Never written" })),
+    });
+    const view = await startRun(app, { request: "rename task 4 to Never written", requestedBy: "demo-user" });
+    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "2" } })).status).toBe(
+      200,
+    );
+    const done = await submitDecision(app, view.threadId, approve(view));
+    expect(done.state?.reasonCode).toBe("STALE_STATE");
+    expect(await problemOf(view.threadId)).toBeNull();
+    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const ending = records.find((r) => r.event === "run_ended")!;
+    const at = new Date().toISOString();
+    // Nothing sent either way, so no write-ahead entry contradicts it: only the sealed close does.
+    appendAtTail([
+      forged(ending, {
+        discriminator: "forged",
+        at,
+        approver: ending.approver,
+        outcome: closed("NOT_EXECUTED", "CANCELLED", at),
+      }),
+    ]);
+    expect(await problemOf(view.threadId)).toMatch(
+      /ends the thread NOT_EXECUTED \/ CANCELLED; the journal's sealed close says NOT_EXECUTED \/ STALE_STATE/,
+    );
+  });
 });

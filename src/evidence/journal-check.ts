@@ -106,9 +106,9 @@ function supersedingOf(
  * action's sealed decision; a record that ends an action must say a write was sent (by its flags, its
  * event or an outcome only a write reaches) exactly when the journal holds the action's sealed
  * write-ahead entry; the thread's closing record must name its last revision and that revision's sealed
- * decision, and a change set's must say none, some or all of its actions were written as their sealed
- * write-ahead entries do; the request's text and how the requester was established must be the sealed
- * thread row's.
+ * decision and say the outcome of the journal's sealed close, and a change set's must say none, some or
+ * all of its actions were written as their sealed write-ahead entries do; the request's text and how
+ * the requester was established must be the sealed thread row's.
  */
 export function contradictionOf(
   threadId: string,
@@ -144,7 +144,7 @@ function contradictionIn(threadId: string, r: AuditRecord, facts: JournalFacts):
 
   const h = r.what.envelopeHash;
   const claimsWrite = r.outcome?.flags.sideEffectAttempted === true || r.event === "execution_outcome";
-  if (!h) return claimsWrite ? `says a write was sent but names no envelope` : undefined;
+  if (!h) return claimsWrite ? `says a write was sent but names no envelope` : otherClose(r, thread);
 
   const action = facts.actions.get(h);
   if (!action || !action.macValid || action.threadId !== threadId)
@@ -228,5 +228,17 @@ function contradictionIn(threadId: string, r: AuditRecord, facts: JournalFacts):
     if (!written && entry)
       return `says no write was sent for envelope ${h}; the journal holds its sealed write-ahead entry (sent at ${entry.sentAt})`;
   }
-  return undefined;
+  return otherClose(r, thread);
+}
+
+/**
+ * A closing record whose outcome is not the journal's sealed close of the thread (a close that fails its
+ * seal is already reported OUTCOME_TAMPERED, src/store/action-rows.ts, and is held against nothing).
+ */
+function otherClose(r: AuditRecord, thread: ThreadRecord | undefined): string | undefined {
+  const closed = thread?.closed;
+  if (!closed || closed.reasonCode === "OUTCOME_TAMPERED" || !isClosingRecord(r) || !r.outcome)
+    return undefined;
+  if (r.outcome.outcome === closed.outcome && r.outcome.reasonCode === closed.reasonCode) return undefined;
+  return `ends the thread ${r.outcome.outcome} / ${r.outcome.reasonCode}; the journal's sealed close says ${closed.outcome} / ${closed.reasonCode}`;
 }
