@@ -8,7 +8,7 @@
  * emulator's call log counts the writes.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startRun, submitDecision } from "../src/app/threads.js";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import {
@@ -175,6 +175,39 @@ describe("a closing record edited in the data directory", () => {
     r = await reported(view.threadId);
     expect(r.cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
     expect(r.cli.reason).toContain("carries no seal");
+    expect((await portal.writes()).length).toBe(1);
+  });
+
+  it("a verification edited while its run waits to close (stopped after verifying) is not closed on: the close says OUTCOME_TAMPERED", async () => {
+    const view = await waiting(4, "VERIFIED THEN EDITED");
+    // The process stops after the verification was recorded, before the close.
+    const journal = app!.deps.journal;
+    const closeThread = journal.closeThread.bind(journal);
+    let stopped = false;
+    journal.closeThread = async (...args) => {
+      if (!stopped) {
+        stopped = true;
+        throw new Error("the process stopped before the close was recorded");
+      }
+      return closeThread(...args);
+    };
+    await expect(submitDecision(app!, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
+    const hash = view.approval!.envelopeHash;
+    const [row] = await journalSql(dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
+    expect(row!["phase"]).toBe("verified");
+
+    // The writer rewrites the recorded verification's reason before the close reads it.
+    const progress = await actionProgress(hash);
+    const verification = progress["verification"] as { verdict: string; reason: string };
+    expect(verification.verdict).toBe("VERIFIED");
+    await setProgress(hash, { ...progress, verification: { ...verification, reason: "checked by hand" } });
+
+    const recovered = await recoverThread(app!, view.threadId);
+    expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+    expect(recovered.state?.reason).toContain("verification of this action does not match its seal");
+    const { cli } = await reported(view.threadId);
+    expect(cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+    // One write went out (the approved one); nothing more.
     expect((await portal.writes()).length).toBe(1);
   });
 });

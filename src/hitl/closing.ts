@@ -73,6 +73,15 @@ export function closingOf(a: ActionRow, at: string): ClosedRecord {
   const v = a.progress.verification;
   const d = a.progress.decision;
   if (a.progress.closed) return a.progress.closed;
+  // A verification the close would take its outcome from, edited since it was recorded (or unsealed).
+  if (v && (a.verificationSeal === "invalid" || a.verificationSeal === "unsealed")) {
+    return {
+      outcome: "INCONCLUSIVE",
+      reasonCode: "OUTCOME_TAMPERED",
+      reason: `the journal's verification of this action ${a.verificationSeal === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded); what it says (${String(v.verdict)}) is not taken as the outcome`,
+      at,
+    };
+  }
   if (v) {
     const ack = a.progress.acknowledgement;
     if (

@@ -153,6 +153,12 @@ export interface ActionProgress {
    * closed before closes were sealed; such a close is reported INCONCLUSIVE / OUTCOME_TAMPERED.
    */
   closeSeal?: string;
+  /**
+   * The verification's seal: HMAC under the journal key over the verification and the acknowledgement
+   * it was made on, and the action (action-rows.ts), written by the move to verified; the close that
+   * follows takes its outcome from a verification only when this seal holds.
+   */
+  verificationSeal?: string;
 }
 
 export type SealCheck = "none" | "valid" | "unsealed" | "invalid" | "unchecked";
@@ -177,6 +183,8 @@ export interface ActionRow extends RegisteredAction {
    * row's progress.closed is already the INCONCLUSIVE / OUTCOME_TAMPERED close reported in its place.
    */
   closeSeal: SealCheck;
+  /** The same for the verification the move to verified recorded, checked at `verified` (the close acts on it). */
+  verificationSeal: SealCheck;
 }
 
 /** What the thread was asked, recorded once when its first run starts. */

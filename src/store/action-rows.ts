@@ -226,6 +226,7 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     decisionSeal:
       actsOnSeals(r.phase) || !listed ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
     preReadSeal: actsOnSeals(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
+    verificationSeal: verificationSealOfRow(key, r, progress, !listed),
     // The progress as reported: with the recorded close only when its seal holds.
     ...closeOfRow(key, r, progress, !listed),
   };
@@ -246,6 +247,39 @@ function closeSealContent(envelopeHash: string, threadId: string, progress: Acti
     acknowledgement: text(progress.acknowledgement),
     verification: text(progress.verification),
   };
+}
+
+/** What a verification's seal covers: the action, the verification and the acknowledgement it was made on. */
+function verificationSealContent(envelopeHash: string, threadId: string, progress: ActionProgress): unknown {
+  const text = (v: unknown) => (v === undefined || v === null ? null : jsonText(v));
+  return {
+    kind: "verification",
+    envelopeHash,
+    threadId,
+    verification: text(progress.verification),
+    acknowledgement: text(progress.acknowledgement),
+  };
+}
+
+/** Whether the verification of a row at `verified` is the one this program recorded ("unchecked" at other phases). */
+function verificationSealOfRow(
+  key: Buffer,
+  r: ActionDbRow,
+  progress: ActionProgress,
+  remember: boolean,
+): SealCheck {
+  if (r.phase !== "verified") return "unchecked";
+  if (progress.verification === undefined || progress.verification === null) return "none";
+  const mac = progress.verificationSeal;
+  if (typeof mac !== "string" || mac === "") return "unsealed";
+  const holds = sealHoldsCached(
+    key,
+    `verification\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
+    mac,
+    () => verificationSealContent(r.envelope_hash, r.thread_id, progress),
+    remember,
+  );
+  return holds ? "valid" : "invalid";
 }
 
 /**
@@ -375,6 +409,17 @@ export function planSealedMove(
   patch: Partial<ActionProgress>,
   from?: Phase,
 ): ReturnType<typeof planMove> {
+  if (to === "verified" && patch.verification) {
+    const plan = planMove(current, envelopeHash, to, patch, from);
+    if (!plan.ok) return plan;
+    const threadId = current?.threadId ?? "";
+    const verificationSeal = sealOf(key, verificationSealContent(envelopeHash, threadId, plan.progress));
+    return {
+      ...plan,
+      progress: { ...plan.progress, verificationSeal },
+      row: { ...plan.row, verificationSeal: "valid" },
+    };
+  }
   if (to === "closed" && patch.closed) {
     const plan = planMove(current, envelopeHash, to, patch, from);
     if (!plan.ok) return plan;
