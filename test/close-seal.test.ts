@@ -7,42 +7,16 @@
  * backend the suite runs on (SQLite files, or PostgreSQL with ACTION_ENVELOPE_TEST_DATABASE_URL); the
  * emulator's call log counts the writes.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
-import {
-  approvalOf,
-  envFor,
-  journalSql,
-  openTestApp,
-  parseJsonOutput,
-  runCli,
-  startPortal,
-  tempDir,
-  type Portal,
-} from "./support/harness.js";
+import { approvalOf, eachTestApp, envFor, journalSql, parseJsonOutput, runCli } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir("ae-close-seal-");
-});
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp("ae-close-seal-");
 
 async function waiting(taskId: number, title: string): Promise<ThreadView> {
-  await app?.close();
-  app = await openTestApp(portal, dataDir, {
-    model: new ScriptedChatModel(readThenPropose(taskId, { TITLE: title })),
-  });
+  const app = await t.open({ model: new ScriptedChatModel(readThenPropose(taskId, { TITLE: title })) });
   const view = await startRun(app, {
     request: `rename task ${taskId} to ${title}`,
     requestedBy: "demo-user",
@@ -61,31 +35,31 @@ function rejectionOf(view: ThreadView) {
 }
 
 async function threadClose(threadId: string): Promise<string> {
-  const [row] = await journalSql(dataDir, "SELECT closed_json FROM T.threads WHERE thread_id = ?", [
+  const [row] = await journalSql(t.dataDir, "SELECT closed_json FROM T.threads WHERE thread_id = ?", [
     threadId,
   ]);
   return String(row!["closed_json"]);
 }
 
 async function actionProgress(envelopeHash: string): Promise<Record<string, unknown>> {
-  const [row] = await journalSql(dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [
+  const [row] = await journalSql(t.dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [
     envelopeHash,
   ]);
   return JSON.parse(String(row!["progress_json"])) as Record<string, unknown>;
 }
 
 const setThreadClose = (threadId: string, text: string) =>
-  journalSql(dataDir, "UPDATE T.threads SET closed_json = ? WHERE thread_id = ?", [text, threadId]);
+  journalSql(t.dataDir, "UPDATE T.threads SET closed_json = ? WHERE thread_id = ?", [text, threadId]);
 const setProgress = (envelopeHash: string, progress: unknown) =>
-  journalSql(dataDir, "UPDATE T.actions SET progress_json = ? WHERE envelope_hash = ?", [
+  journalSql(t.dataDir, "UPDATE T.actions SET progress_json = ? WHERE envelope_hash = ?", [
     JSON.stringify(progress),
     envelopeHash,
   ]);
 
 /** The thread's ending as this process and the CLI (`show --json`, another process) report it. */
 async function reported(threadId: string) {
-  const view = await viewThread(app!, threadId);
-  const shown = await runCli(["show", threadId, "--json"], envFor(portal, dataDir));
+  const view = await viewThread(t.app, threadId);
+  const shown = await runCli(["show", threadId, "--json"], envFor(t.portal, t.dataDir));
   const json = parseJsonOutput(shown.stdout) as { outcome?: string; reasonCode?: string; reason?: string };
   // The exit code says the outcome too: 0 only for VERIFIED.
   expect(shown.code, shown.stderr).toBe(json.outcome === "VERIFIED" ? 0 : 2);
@@ -102,12 +76,12 @@ async function reported(threadId: string) {
 describe("a closing record edited in the data directory", () => {
   it("a rejected thread given a verified thread's close, seal and all, is reported OUTCOME_TAMPERED, never VERIFIED; nothing is written", async () => {
     const done = await waiting(4, "SEALED CLOSE");
-    const verified = await submitDecision(app!, done.threadId, approvalOf(done));
+    const verified = await submitDecision(t.app, done.threadId, approvalOf(done));
     expect(verified.state?.outcome).toBe("VERIFIED");
     const rejectedView = await waiting(3, "NEVER WRITTEN");
-    const rejected = await submitDecision(app!, rejectedView.threadId, rejectionOf(rejectedView));
+    const rejected = await submitDecision(t.app, rejectedView.threadId, rejectionOf(rejectedView));
     expect(rejected.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
-    const writes = (await portal.writes()).length;
+    const writes = (await t.portal.writes()).length;
 
     // The writer copies the verified thread's closing records, seals included, onto the rejected one.
     await setThreadClose(rejectedView.threadId, await threadClose(done.threadId));
@@ -127,10 +101,10 @@ describe("a closing record edited in the data directory", () => {
       expect(r.reason).toContain("VERIFIED/VERIFIED");
     }
     // The thread stays ended: a decision sent now is refused, and nothing is written.
-    await expect(submitDecision(app!, rejectedView.threadId, approvalOf(rejectedView))).rejects.toThrow(
+    await expect(submitDecision(t.app, rejectedView.threadId, approvalOf(rejectedView))).rejects.toThrow(
       /ended/,
     );
-    expect((await portal.writes()).length).toBe(writes);
+    expect((await t.portal.writes()).length).toBe(writes);
     // The untouched thread still reports its own close.
     expect((await reported(done.threadId)).cli).toMatchObject({
       outcome: "VERIFIED",
@@ -140,7 +114,7 @@ describe("a closing record edited in the data directory", () => {
 
   it("a verified thread whose verification evidence or close is edited afterwards, or whose seal is removed, is reported OUTCOME_TAMPERED", async () => {
     const view = await waiting(4, "EDITED EVIDENCE");
-    const done = await submitDecision(app!, view.threadId, approvalOf(view));
+    const done = await submitDecision(t.app, view.threadId, approvalOf(view));
     expect(done.state?.outcome).toBe("VERIFIED");
     const hash = view.approval!.envelopeHash;
     const original = await actionProgress(hash);
@@ -175,13 +149,13 @@ describe("a closing record edited in the data directory", () => {
     r = await reported(view.threadId);
     expect(r.cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
     expect(r.cli.reason).toContain("carries no seal");
-    expect((await portal.writes()).length).toBe(1);
+    expect((await t.portal.writes()).length).toBe(1);
   });
 
   it("a verification edited while its run waits to close (stopped after verifying) is not closed on: the close says OUTCOME_TAMPERED", async () => {
     const view = await waiting(4, "VERIFIED THEN EDITED");
     // The process stops after the verification was recorded, before the close.
-    const journal = app!.deps.journal;
+    const journal = t.app.deps.journal;
     const closeThread = journal.closeThread.bind(journal);
     let stopped = false;
     journal.closeThread = async (...args) => {
@@ -191,9 +165,9 @@ describe("a closing record edited in the data directory", () => {
       }
       return closeThread(...args);
     };
-    await expect(submitDecision(app!, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
+    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
     const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql(dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
+    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
     expect(row!["phase"]).toBe("verified");
 
     // The writer rewrites the recorded verification's reason before the close reads it.
@@ -202,12 +176,12 @@ describe("a closing record edited in the data directory", () => {
     expect(verification.verdict).toBe("VERIFIED");
     await setProgress(hash, { ...progress, verification: { ...verification, reason: "checked by hand" } });
 
-    const recovered = await recoverThread(app!, view.threadId);
+    const recovered = await recoverThread(t.app, view.threadId);
     expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
     expect(recovered.state?.reason).toContain("verification of this action does not match its seal");
     const { cli } = await reported(view.threadId);
     expect(cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
     // One write went out (the approved one); nothing more.
-    expect((await portal.writes()).length).toBe(1);
+    expect((await t.portal.writes()).length).toBe(1);
   });
 });

@@ -474,12 +474,12 @@ describe("a change set's closing record held against its actions' write-ahead en
     expect(await problemOf(view.threadId)).toMatch(/replaces; a thread ends on its last revision/);
   });
 
-  it("a single action stopped by its pre-read given a forged VERIFIED run_ended that claims no write: VERIFIED needs one, and the journal holds none", async () => {
+  /** A single action stopped by its pre-read (task 4 changed after the card was shown): its view intact, its closing record. */
+  async function stoppedByPreRead() {
     app = await openTestApp(portal, dataDir, {
       model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Never written" })),
     });
     const view = await startRun(app, { request: "rename task 4 to Never written", requestedBy: "demo-user" });
-    // Someone changes task 4 after the card was shown: the pre-read stops the write.
     expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "2" } })).status).toBe(
       200,
     );
@@ -489,45 +489,28 @@ describe("a change set's closing record held against its actions' write-ahead en
     expect((await portal.writes()).slice(before)).toEqual([]);
     expect(await problemOf(view.threadId)).toBeNull();
     const records = await app.deps.audit.records({ threadId: view.threadId });
-    const ending = records.find((r) => r.event === "run_ended")!;
+    return { threadId: view.threadId, ending: records.find((r) => r.event === "run_ended")! };
+  }
+
+  /** Links a forged copy of `ending` after the head, saying `outcome`. */
+  function forgeEnding(ending: AuditRecord, outcome: (at: string) => ReturnType<typeof closed>): void {
     const at = new Date().toISOString();
     appendAtTail([
-      {
-        ...forged(ending, {
-          discriminator: "forged",
-          at,
-          approver: ending.approver,
-          outcome: closed("VERIFIED", "VERIFIED", at),
-        }),
-      },
+      forged(ending, { discriminator: "forged", at, approver: ending.approver, outcome: outcome(at) }),
     ]);
-    expect(await problemOf(view.threadId)).toMatch(/says a write was sent for envelope/);
+  }
+
+  it("a single action stopped by its pre-read given a forged VERIFIED run_ended that claims no write: VERIFIED needs one, and the journal holds none", async () => {
+    const { threadId, ending } = await stoppedByPreRead();
+    forgeEnding(ending, (at) => closed("VERIFIED", "VERIFIED", at));
+    expect(await problemOf(threadId)).toMatch(/says a write was sent for envelope/);
   });
 
   it("a single action stopped by its pre-read given a forged close that claims no write either, with another outcome: the journal's sealed close says otherwise", async () => {
-    app = await openTestApp(portal, dataDir, {
-      model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Never written" })),
-    });
-    const view = await startRun(app, { request: "rename task 4 to Never written", requestedBy: "demo-user" });
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "2" } })).status).toBe(
-      200,
-    );
-    const done = await submitDecision(app, view.threadId, approve(view));
-    expect(done.state?.reasonCode).toBe("STALE_STATE");
-    expect(await problemOf(view.threadId)).toBeNull();
-    const records = await app.deps.audit.records({ threadId: view.threadId });
-    const ending = records.find((r) => r.event === "run_ended")!;
-    const at = new Date().toISOString();
+    const { threadId, ending } = await stoppedByPreRead();
     // Nothing sent either way, so no write-ahead entry contradicts it: only the sealed close does.
-    appendAtTail([
-      forged(ending, {
-        discriminator: "forged",
-        at,
-        approver: ending.approver,
-        outcome: closed("NOT_EXECUTED", "CANCELLED", at),
-      }),
-    ]);
-    expect(await problemOf(view.threadId)).toMatch(
+    forgeEnding(ending, (at) => closed("NOT_EXECUTED", "CANCELLED", at));
+    expect(await problemOf(threadId)).toMatch(
       /ends the thread NOT_EXECUTED \/ CANCELLED; the journal's sealed close says NOT_EXECUTED \/ STALE_STATE/,
     );
   });

@@ -149,7 +149,7 @@ export interface ActionProgress {
   preReadSeal?: string;
   /**
    * The close's seal: HMAC under the journal key over the closing record, the evidence it was closed on
-   * and the action (action-rows.ts, closeSealContent), written by the move to closed. Absent in rows
+   * and the action (action-rows.ts, SEALED_PARTS), written by the move to closed. Absent in rows
    * closed before closes were sealed; such a close is reported INCONCLUSIVE / OUTCOME_TAMPERED.
    */
   closeSeal?: string;

@@ -232,33 +232,26 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
   };
 }
 
-/**
- * What a close's seal covers: the action (envelope and thread), its closing record and the evidence it
- * was closed on (pre-read, acknowledgement, verification), each as the progress column stores it.
- */
-function closeSealContent(envelopeHash: string, threadId: string, progress: ActionProgress): unknown {
-  const text = (v: unknown) => (v === undefined || v === null ? null : jsonText(v));
-  return {
-    kind: "close",
-    envelopeHash,
-    threadId,
-    closed: text(progress.closed),
-    preRead: text(progress.preRead),
-    acknowledgement: text(progress.acknowledgement),
-    verification: text(progress.verification),
-  };
-}
+/** The progress parts a seal of each kind covers, besides the action (envelope and thread). */
+const SEALED_PARTS = {
+  // A close: its record and the evidence it was closed on.
+  close: ["closed", "preRead", "acknowledgement", "verification"],
+  // A verification: itself and the acknowledgement it was made on.
+  verification: ["verification", "acknowledgement"],
+} as const satisfies Record<string, ReadonlyArray<keyof ActionProgress>>;
 
-/** What a verification's seal covers: the action, the verification and the acknowledgement it was made on. */
-function verificationSealContent(envelopeHash: string, threadId: string, progress: ActionProgress): unknown {
-  const text = (v: unknown) => (v === undefined || v === null ? null : jsonText(v));
-  return {
-    kind: "verification",
-    envelopeHash,
-    threadId,
-    verification: text(progress.verification),
-    acknowledgement: text(progress.acknowledgement),
-  };
+/** What a seal of `kind` covers: the action and its parts, each as the progress column stores it. */
+function partsSealContent(
+  kind: keyof typeof SEALED_PARTS,
+  envelopeHash: string,
+  threadId: string,
+  progress: ActionProgress,
+): unknown {
+  const parts = SEALED_PARTS[kind].map((name) => {
+    const v = progress[name];
+    return [name, v === undefined || v === null ? null : jsonText(v)];
+  });
+  return { kind, envelopeHash, threadId, ...Object.fromEntries(parts) };
 }
 
 /** Whether the verification of a row at `verified` is the one this program recorded ("unchecked" at other phases). */
@@ -276,7 +269,7 @@ function verificationSealOfRow(
     key,
     `verification\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
     mac,
-    () => verificationSealContent(r.envelope_hash, r.thread_id, progress),
+    () => partsSealContent("verification", r.envelope_hash, r.thread_id, progress),
     remember,
   );
   return holds ? "valid" : "invalid";
@@ -304,7 +297,7 @@ function closeOfRow(
             key,
             `close\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
             mac,
-            () => closeSealContent(r.envelope_hash, r.thread_id, progress),
+            () => partsSealContent("close", r.envelope_hash, r.thread_id, progress),
             remember,
           )
         ? "valid"
@@ -413,7 +406,10 @@ export function planSealedMove(
     const plan = planMove(current, envelopeHash, to, patch, from);
     if (!plan.ok) return plan;
     const threadId = current?.threadId ?? "";
-    const verificationSeal = sealOf(key, verificationSealContent(envelopeHash, threadId, plan.progress));
+    const verificationSeal = sealOf(
+      key,
+      partsSealContent("verification", envelopeHash, threadId, plan.progress),
+    );
     return {
       ...plan,
       progress: { ...plan.progress, verificationSeal },
@@ -424,7 +420,7 @@ export function planSealedMove(
     const plan = planMove(current, envelopeHash, to, patch, from);
     if (!plan.ok) return plan;
     const threadId = current?.threadId ?? "";
-    const closeSeal = sealOf(key, closeSealContent(envelopeHash, threadId, plan.progress));
+    const closeSeal = sealOf(key, partsSealContent("close", envelopeHash, threadId, plan.progress));
     return { ...plan, progress: { ...plan.progress, closeSeal }, row: { ...plan.row, closeSeal: "valid" } };
   }
   const preRead = patch.preRead;

@@ -210,6 +210,57 @@ export async function openTestApp(portal: Portal, dataDir: string, opts: AppOpti
   return openApp(deps, opts.compile ?? {});
 }
 
+/** A test's emulator, data directory and app, fresh for each test (`eachTestApp`). */
+export interface TestApp {
+  readonly portal: Portal;
+  readonly dataDir: string;
+  /** The app `open` opened last in this test. */
+  readonly app: App;
+  /** Opens the app on this test's emulator and data directory, closing the one opened before. */
+  open(opts?: AppOptions): Promise<App>;
+}
+
+/**
+ * The fixture most graph and CLI files share: before each test a fresh emulator and data directory
+ * (`prefix` names the folder); after it the app opened last, then the emulator, are closed.
+ */
+export function eachTestApp(prefix?: string): TestApp {
+  let portal: Portal | undefined;
+  let dataDir = "";
+  let app: App | undefined;
+  beforeEach(async () => {
+    portal = await startPortal();
+    dataDir = tempDir(prefix);
+  });
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+    await portal?.emulator.close();
+    portal = undefined;
+  });
+  const opened = <T>(what: string, value: T | undefined): T => {
+    if (value === undefined) throw new Error(`no ${what}: eachTestApp's fixture gives one inside a test`);
+    return value;
+  };
+  return {
+    get portal() {
+      return opened("emulator", portal);
+    },
+    get dataDir() {
+      return opened("data directory", dataDir || undefined);
+    },
+    get app() {
+      return opened("app (call open first)", app);
+    },
+    async open(opts = {}) {
+      await app?.close();
+      app = undefined;
+      app = await openTestApp(opened("emulator", portal), dataDir, opts);
+      return app;
+    },
+  };
+}
+
 /**
  * A waiting approval to rename task 4 to `title`, recorded by an app of its own that is closed again,
  * so only the stores remain (as after a process that stopped at the interrupt). Throws unless the run
