@@ -6,9 +6,8 @@
  * comment's id never named as a task's.
  */
 import { AIMessage } from "@langchain/core/messages";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
 import { buildCase } from "../src/evidence/bundle.js";
@@ -16,24 +15,12 @@ import { outcomeFlags } from "../src/envelope/outcome-flags.js";
 import { renderCase } from "../src/evidence/render.js";
 import { cardSection } from "../src/inbox/card-view.js";
 import type { VerificationRecord } from "../src/envelope/records.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { eachTestApp } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 
 const TEXT = "Moved to review: please check the Q3 numbers before Friday.";
 const TITLE = "Prepare the Q4 report";
-let portal: Portal;
-let dataDir: string;
-let app: App;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 function approve(view: ThreadView): { decisions: unknown[] } {
   const a = view.approval!;
@@ -45,13 +32,13 @@ function approve(view: ThreadView): { decisions: unknown[] } {
 }
 
 async function caseText(done: ThreadView): Promise<string> {
-  const records = await app.deps.audit.records({ threadId: done.threadId });
+  const records = await t.app.deps.audit.records({ threadId: done.threadId });
   const { caseRecord, evidence } = buildCase({
     threadId: done.threadId,
     status: "finished",
     state: done.state,
     records,
-    chain: await app.deps.audit.verify(),
+    chain: await t.app.deps.audit.verify(),
   });
   return renderCase(caseRecord, evidence);
 }
@@ -153,7 +140,7 @@ describe("a new task (add_task) in words", () => {
         ],
       });
     });
-    app = await openTestApp(portal, dataDir, { model });
+    const app = await t.open({ model });
     const view = await startRun(app, {
       request: `create a task "${TITLE}" for user 5`,
       requestedBy: "demo-user",
@@ -217,7 +204,7 @@ describe("a new task (add_task) in words", () => {
 
 describe("an undo's delete of a posted comment (delete_task_comment) in words", () => {
   it("names the comment, not a task with the comment's id, and says the fresh read shows it gone", async () => {
-    app = await openTestApp(portal, dataDir, {
+    const app = await t.open({
       model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")),
     });
     const waiting = await startRun(app, { request: `comment on task 4: ${TEXT}`, requestedBy: "demo-user" });

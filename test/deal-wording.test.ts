@@ -5,50 +5,36 @@
  * inbox filter's placeholder and the request scope's description mention deals.
  */
 import { AIMessage } from "@langchain/core/messages";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import { buildCase } from "../src/evidence/bundle.js";
 import { outcomeFlags, type FlagInputs } from "../src/envelope/outcome-flags.js";
 import { renderCase } from "../src/evidence/render.js";
 import { RequestScopeSchema } from "../src/graph/request-input.js";
 import { inboxPage } from "../src/inbox/pages.js";
-import { approvalOf as approve, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { approvalOf as approve, eachTestApp } from "./support/harness.js";
 import { ScriptedChatModel, call, readDealThenPropose, type Script } from "./support/scripted-model.js";
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 async function waiting(
   request: string,
   script: Script,
   env: Record<string, string> = {},
 ): Promise<ThreadView> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script), env });
+  const app = await t.open({ model: new ScriptedChatModel(script), env });
   return startRun(app, { request, requestedBy: "demo-user" });
 }
 
 async function caseOf(view: ThreadView, done: ThreadView) {
-  const records = await app!.deps.audit.records({ threadId: view.threadId });
+  const records = await t.app.deps.audit.records({ threadId: view.threadId });
   const { caseRecord, evidence } = buildCase({
     threadId: view.threadId,
     status: "finished",
     state: done.state,
     records,
-    chain: await app!.deps.audit.verify(),
+    chain: await t.app.deps.audit.verify(),
   });
   return { caseRecord, evidence, text: renderCase(caseRecord, evidence) };
 }
@@ -59,8 +45,8 @@ describe("a deal's evidence names the deal", () => {
       BITRIX24_IDEMPOTENCY: "off",
     });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
-    await portal.fault({ method: "crm.deal.update", kind: "ack_without_apply", times: 1 });
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    await t.portal.fault({ method: "crm.deal.update", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
 
     const { caseRecord, text } = await caseOf(view, done);
@@ -76,7 +62,7 @@ describe("a deal's evidence names the deal", () => {
   it("a VERIFIED deal update's concurrent-writer window names crm.deal.update as the method without a conditional write", async () => {
     const view = await waiting("move deal 3 to WON", readDealThenPropose(3, { STAGE_ID: "WON" }));
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
 
     const { evidence, text } = await caseOf(view, done);
@@ -107,9 +93,9 @@ describe("a deal's evidence names the deal", () => {
     const view = await waiting("move deal 3 to WON", script);
     expect(view.status).toBe("finished");
     expect(view.state?.reasonCode).toBe("WRITE_ATTEMPT_REFUSED");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
 
-    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     const boundary = records.filter((r) => r.event === "boundary_refused");
     expect(boundary).toHaveLength(1);
     expect(boundary[0]!.what).toMatchObject({
@@ -119,7 +105,7 @@ describe("a deal's evidence names the deal", () => {
       envelopeHash: null,
     });
     expect(boundary[0]!.received).toMatchObject({ tool: "update_deal" });
-    expect((await app!.deps.audit.verify()).intact).toBe(true);
+    expect((await t.app.deps.audit.verify()).intact).toBe(true);
   });
 });
 

@@ -5,39 +5,17 @@
  * pending). In process through the graph, and through the compiled CLI (`run`, `pending`, `audit list`).
  * Writes are counted in the emulator's call log.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { startRun } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { pendingPage } from "./support/pending-page.js";
-import {
-  envFor,
-  openTestApp,
-  parseJsonOutput,
-  runCli,
-  startPortal,
-  tempDir,
-  type Portal,
-} from "./support/harness.js";
+import { eachTestApp, envFor, parseJsonOutput, runCli } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir("ae-doomed-");
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp("ae-doomed-");
 
 async function run(request: string, script: Script) {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script) });
+  const app = await t.open({ model: new ScriptedChatModel(script) });
   return startRun(app, { request, requestedBy: "demo-user" });
 }
 
@@ -50,20 +28,20 @@ describe("a write the portal has already refused is not put before an approver",
     expect(view.state?.reasonCode).toBe("NOT_PERMITTED");
     expect(view.state?.reason).toContain("action.edit=false");
     expect(view.state?.envelopeHash ?? null).toBeNull();
-    expect((await pendingPage(app!, {})).total).toBe(0);
-    expect(await portal.writes()).toHaveLength(0);
+    expect((await pendingPage(t.app, {})).total).toBe(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("a deadline the task's read refuses (action.changeDeadline=false): NOT_PERMITTED before any approval; the portal refuses it too", async () => {
     // The emulator's rights fixture, over the seed: task 4 stays editable, its deadline does not.
-    const rights = `${portal.emulator.baseUrl}/_emulator/tasks/4/rights`;
+    const rights = `${t.portal.emulator.baseUrl}/_emulator/tasks/4/rights`;
     const denied = await fetch(rights, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ deny: ["changeDeadline"] }),
     });
     expect(denied.status).toBe(200);
-    const read = await portal.rest("tasks.task.get", { taskId: 4 });
+    const read = await t.portal.rest("tasks.task.get", { taskId: 4 });
     expect(read.body.result.task.action).toMatchObject({ edit: true, changeDeadline: false });
     const view = await run(
       "move task 4's deadline",
@@ -73,15 +51,15 @@ describe("a write the portal has already refused is not put before an approver",
     expect(view.state?.outcome).toBe("NOT_EXECUTED");
     expect(view.state?.reasonCode).toBe("NOT_PERMITTED");
     expect(view.state?.reason).toContain("DEADLINE needs action.changeDeadline, which is false");
-    expect((await pendingPage(app!, {})).total).toBe(0);
-    expect(await portal.writes()).toHaveLength(0);
+    expect((await pendingPage(t.app, {})).total).toBe(0);
+    expect(await t.portal.writes()).toHaveLength(0);
     // What the read said is what the portal does: a direct deadline write is refused, a title write is not.
     expect(
-      (await portal.rest("tasks.task.update", { taskId: 4, fields: { DEADLINE: "2027-03-01T12:00:00" } }))
+      (await t.portal.rest("tasks.task.update", { taskId: 4, fields: { DEADLINE: "2027-03-01T12:00:00" } }))
         .status,
     ).toBe(400);
     expect(
-      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Still editable" } })).status,
+      (await t.portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Still editable" } })).status,
     ).toBe(200);
   });
 
@@ -91,7 +69,7 @@ describe("a write the portal has already refused is not put before an approver",
     expect(view.state?.outcome).toBe("NOT_EXECUTED");
     expect(view.state?.reasonCode).toBe("TARGET_NOT_FOUND");
     expect(view.state?.reason).toContain("task 99 does not exist");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("a change set with one doomed action ends before approval, naming the action", async () => {
@@ -116,11 +94,11 @@ describe("a write the portal has already refused is not put before an approver",
     expect(view.approval).toBeUndefined();
     expect(view.state?.reasonCode).toBe("NOT_PERMITTED");
     expect(view.state?.reason).toMatch(/^a2: .*task 6/);
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it('from the CLI: `run "rename task 6 …"` prints the reason and exits 2; nothing pending; audited', async () => {
-    const env = envFor(portal, dataDir);
+    const env = envFor(t.portal, t.dataDir);
     const r = await runCli(["run", "rename task 6 to Something", "--as", "demo-user", "--json"], env);
     expect(r.code, r.stderr).toBe(2);
     const out = parseJsonOutput(r.stdout);
@@ -135,6 +113,6 @@ describe("a write the portal has already refused is not put before an approver",
     const audit = await runCli(["audit", "list", "--json"], env);
     const threads = JSON.parse(audit.stdout).threads as Array<Record<string, unknown>>;
     expect(threads.find((t) => t.threadId === out.threadId)).toMatchObject({ outcome: "NOT_EXECUTED" });
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   }, 60_000);
 });
