@@ -6,10 +6,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { viewThread } from "../src/app/view-thread.js";
 import { sha256Json } from "../src/envelope/index.js";
 import { RAW_IN_JOURNAL } from "../src/envelope/records.js";
@@ -19,34 +18,21 @@ import { exportBundle } from "../src/evidence/export.js";
 import { caseOf, threadFromCheckpoints } from "../src/evidence/case-source.js";
 import { checkpointReader } from "../src/graph/graph.js";
 import { renderCase } from "../src/evidence/render.js";
-import { approvalOf as approve, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { approvalOf as approve, eachTestApp, tempDir } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 async function waiting(request: string, script: Script) {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(script) });
-  return startRun(app, { request, requestedBy: "demo-user" });
+  await t.open({ model: new ScriptedChatModel(script) });
+  return startRun(t.app, { request, requestedBy: "demo-user" });
 }
 
 /** Exports the run's bundle exactly as `audit export` does and reads it back from disk. */
 async function exported(threadId: string) {
-  const view = await viewThread(app!, threadId);
-  const records = await app!.deps.audit.records({ threadId });
-  const chain = await app!.deps.audit.verify();
+  const view = await viewThread(t.app, threadId);
+  const records = await t.app.deps.audit.records({ threadId });
+  const chain = await t.app.deps.audit.verify();
   const { caseRecord, evidence } = buildCase({
     threadId,
     status: view.status as RunStatus,
@@ -71,9 +57,9 @@ describe("A1: every comparison names its normalisation rule", () => {
       "set the deadline of task 4 to 2026-12-20T15:00:00Z",
       readThenPropose(4, { DEADLINE: "2026-12-20T15:00:00Z" }),
     );
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
 
     const b = await exported(view.threadId);
     const post = b.read("post-write-read").data;
@@ -124,13 +110,13 @@ describe("A2: every moved field is named with before and now", () => {
     );
     const before = view.approval!.envelope.baseline.values["STATUS"];
     // Someone edits the task in Bitrix24 between the approval request and the write.
-    const foreign = await portal.rest("tasks.task.update", { taskId: 4, fields: { STATUS: "5" } });
+    const foreign = await t.portal.rest("tasks.task.update", { taskId: 4, fields: { STATUS: "5" } });
     expect(foreign.status).toBe(200);
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
     expect(done.state?.reasonCode).toBe("STALE_STATE");
     // The only write in the portal's log is the foreign one.
-    const writes = await portal.writes();
+    const writes = await t.portal.writes();
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params).toMatchObject({ fields: { STATUS: "5" } });
 
@@ -157,17 +143,17 @@ describe("A3: an answer about another object is an identity MISMATCH", () => {
       "rename task 4 to Identity checked",
       readThenPropose(4, { TITLE: "Identity checked" }),
     );
-    const other = await portal.rest("tasks.task.get", { taskId: 5 });
-    await portal.fault({
+    const other = await t.portal.rest("tasks.task.get", { taskId: 5 });
+    await t.portal.fault({
       method: "tasks.task.get",
       kind: "malformed",
       body: JSON.stringify(other.body),
       times: 1,
     });
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
     expect(done.state?.reasonCode).toBe("IDENTITY_MISMATCH");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
 
     const b = await exported(view.threadId);
     const pre = b.read("pre-read").data;
@@ -204,9 +190,9 @@ describe("A4: a tool the model was not offered is a boundary event", () => {
       /update_task \(arguments sha256:[0-9a-f]{64}\).*write attempt was refused/,
     );
     expect(view.state?.reason).not.toContain("sorry");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
     expect(
-      (await portal.calls()).filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list"),
+      (await t.portal.calls()).filter((c) => c.method !== "tasks.task.get" && c.method !== "tasks.task.list"),
     ).toHaveLength(0);
 
     const b = await exported(view.threadId);
@@ -233,7 +219,7 @@ describe("A4: a tool the model was not offered is a boundary event", () => {
       reasonCode: "WRITE_ATTEMPT_REFUSED",
       sideEffectAttempted: false,
     });
-    expect((await app!.deps.audit.verify()).intact).toBe(true);
+    expect((await t.app.deps.audit.verify()).intact).toBe(true);
   });
 });
 
@@ -250,11 +236,11 @@ describe("A4: a model that keeps trying", () => {
     expect(view.state?.reason).toMatch(
       /bitrix24_update_task \(arguments sha256:[0-9a-f]{64}\), which it was not offered; the write attempt was refused/,
     );
-    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     const boundary = records.filter((r) => r.event === "boundary_refused");
-    expect(boundary.length).toBe(app!.deps.config.limits.maxInvalidProposals + 1);
+    expect(boundary.length).toBe(t.app.deps.config.limits.maxInvalidProposals + 1);
     expect(new Set(boundary.map((r) => r.discriminator)).size).toBe(boundary.length);
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 });
 
@@ -264,9 +250,9 @@ describe("A5: the concurrent-writer window is stated, not hidden behind VERIFIED
       "rename task 4 to Window stated",
       readThenPropose(4, { TITLE: "Window stated" }),
     );
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
 
     const b = await exported(view.threadId);
     const post = b.read("post-write-read");
@@ -290,12 +276,12 @@ describe("raw answers live in the journal and the audit log, not in graph state"
       "rename task 4 to Raw kept apart",
       readThenPropose(4, { TITLE: "Raw kept apart" }),
     );
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
 
     const config = { configurable: { thread_id: view.threadId } };
-    const raw = (await app!.graph.getState(config)).values as any;
+    const raw = (await t.app.graph.getState(config)).values as any;
     expect(raw.preRead.verdict).toBe("MATCH");
     expect(raw.verification.verdict).toBe("VERIFIED");
     for (const kept of [raw.preRead.raw, raw.verification.raw, raw.acknowledgement.body])
@@ -315,18 +301,18 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     });
     expect(done.state!.preRead!.lease).toBeDefined();
     // The record that ended the run carries the journal's copy, answers included.
-    const ending = (await app!.deps.audit.records({ threadId: view.threadId })).find(
+    const ending = (await t.app.deps.audit.records({ threadId: view.threadId })).find(
       (r) => r.event === "execution_outcome",
     )!;
     expect((ending.received as any).verification.raw.result.task.title).toBe("Raw kept apart");
 
     // A client rewrites the evidence channels (the API's updateState): the reducer keeps no answer from it,
     // and the bundle still shows the journal's answers.
-    await app!.graph.updateState(config, {
+    await t.app.graph.updateState(config, {
       verification: { ...raw.verification, raw: { result: { task: { id: "4", title: "FORGED" } } } },
       preRead: { ...raw.preRead, raw: { result: { task: { id: "4", title: "FORGED" } } } },
     });
-    const edited = (await app!.graph.getState(config)).values as any;
+    const edited = (await t.app.graph.getState(config)).values as any;
     expect(edited.verification.raw).toBe(RAW_IN_JOURNAL);
     const b = await exported(view.threadId);
     expect(b.read("post-write-read").data.raw.result.task.title).toBe("Raw kept apart");
@@ -342,24 +328,24 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     const config = { configurable: { thread_id: view.threadId } };
     // A client rewrites the envelope and card mirrors while the approval waits (the API's updateState),
     // and the run is driven back to its interrupt.
-    const before = (await app!.graph.getState(config)).values as any;
-    await app!.graph.updateState(
+    const before = (await t.app.graph.getState(config)).values as any;
+    await t.app.graph.updateState(
       config,
       { envelope: { ...before.envelope, params: { TITLE: "FORGED" } }, card: "FORGED CARD" },
       "build_envelope",
     );
-    await app!.graph.invoke(null, config);
-    const again = await viewThread(app!, view.threadId);
+    await t.app.graph.invoke(null, config);
+    const again = await viewThread(t.app, view.threadId);
     expect(again.status).toBe("awaiting_approval");
-    const done = await submitDecision(app!, view.threadId, approve(again));
+    const done = await submitDecision(t.app, view.threadId, approve(again));
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
 
     // Every write of every step, as the checkpointer holds them (a checkpoint's pending writes are
     // those of the step that ran from it).
     const writes: Array<{ channel: string; value: any }> = [];
-    for await (const t of app!.checkpointer.list(config))
-      for (const [, channel, value] of t.pendingWrites ?? []) writes.push({ channel, value });
+    for await (const c of t.app.checkpointer.list(config))
+      for (const [, channel, value] of c.pendingWrites ?? []) writes.push({ channel, value });
     const of = (channel: string) => writes.filter((w) => w.channel === channel).map((w) => w.value);
     // build_envelope wrote the envelope and card, the client its forgeries, and the first node that
     // saw them wrote the journal's copy back; none of the other steps rewrote them.
@@ -370,7 +356,7 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     ).toEqual(["FORGED", "Written once", "Written once"]);
     expect(of("card").filter((c) => c === "FORGED CARD")).toHaveLength(1);
     expect(of("card")).toHaveLength(3);
-    const after = (await app!.graph.getState(config)).values as any;
+    const after = (await t.app.graph.getState(config)).values as any;
     expect(after.envelope.params.TITLE).toBe("Written once");
     expect(after.card).not.toBe("FORGED CARD");
     // The evidence mirrors are written once each, as state keeps them: without the target's answers.
@@ -383,7 +369,9 @@ describe("raw answers live in the journal and the audit log, not in graph state"
     // The accepted decision is mirrored once, by check_decision; carry_out does not write it again.
     expect(of("decision").filter((d) => d !== null)).toHaveLength(1);
     expect(
-      (await app!.deps.audit.records({ threadId: view.threadId })).some((r) => r.event === "tamper_detected"),
+      (await t.app.deps.audit.records({ threadId: view.threadId })).some(
+        (r) => r.event === "tamper_detected",
+      ),
     ).toBe(true);
   });
 });
@@ -395,7 +383,7 @@ describe("the case record reports what the audit log holds, not a rewritten chec
       readThenPropose(4, { TITLE: "Never written" }),
     );
     const a = view.approval!;
-    const done = await submitDecision(app!, view.threadId, {
+    const done = await submitDecision(t.app, view.threadId, {
       decisions: [
         {
           type: "reject",
@@ -407,29 +395,29 @@ describe("the case record reports what the audit log holds, not a rewritten chec
       ],
     });
     expect(done.state?.outcome).toBe("NOT_EXECUTED");
-    expect(await portal.writes()).toEqual([]);
+    expect(await t.portal.writes()).toEqual([]);
     const config = { configurable: { thread_id: view.threadId } };
-    const st = (await app!.graph.getState(config)).values as any;
+    const st = (await t.app.graph.getState(config)).values as any;
     // Anyone who can write the checkpoints (or the API's state) rewrites the ending.
-    await app!.graph.updateState(config, {
+    await t.app.graph.updateState(config, {
       outcome: "VERIFIED",
       reasonCode: "VERIFIED",
       reason: "forged",
       decision: { ...st.decision, type: "approve", approverId: "bob", verifiedBy: "signature" },
     });
-    expect(((await app!.graph.getState(config)).values as any).outcome).toBe("VERIFIED");
+    expect(((await t.app.graph.getState(config)).values as any).outcome).toBe("VERIFIED");
 
     const found = await caseOf(
       {
-        audit: app!.deps.audit,
-        thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
+        audit: t.app.deps.audit,
+        thread: (id) => threadFromCheckpoints(checkpointReader(t.app.checkpointer), id),
       },
       view.threadId,
     );
     const page = found!.caseRecord.firstPage;
     expect(page.outcome).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "REJECTED_BY_HUMAN" });
     expect(page.decidedBy).toMatchObject({ id: "alice", decision: "reject" });
-    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     const closing = records.find((r) => r.event === "run_ended" || r.event === "execution_outcome")!;
     expect(page.flags).toEqual(closing.outcome!.flags);
     // The decision record keeps the rejection's message (what `show --api` reports it from).
@@ -443,10 +431,10 @@ describe("the case record reports what the audit log holds, not a rewritten chec
   it("a registered thread whose records were cut from the log's tail reports nothing from a state rewritten to VERIFIED", async () => {
     const view = await waiting("rename task 4 to Cut", readThenPropose(4, { TITLE: "Cut" }));
     const config = { configurable: { thread_id: view.threadId } };
-    await app!.graph.updateState(config, { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: "forged" });
+    await t.app.graph.updateState(config, { outcome: "VERIFIED", reasonCode: "VERIFIED", reason: "forged" });
     // A writer of the data directory removes the thread's records, the tail of the log (the trigger
     // only stops accidents).
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"));
     try {
       db.exec("DROP TRIGGER audit_records_no_delete");
       expect(
@@ -455,18 +443,18 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     } finally {
       db.close();
     }
-    expect(await app!.deps.audit.records({ threadId: view.threadId })).toEqual([]);
+    expect(await t.app.deps.audit.records({ threadId: view.threadId })).toEqual([]);
     const found = await caseOf(
       {
-        audit: app!.deps.audit,
-        thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
-        journal: app!.deps.journal,
+        audit: t.app.deps.audit,
+        thread: (id) => threadFromCheckpoints(checkpointReader(t.app.checkpointer), id),
+        journal: t.app.deps.journal,
       },
       view.threadId,
     );
     expect(found!.caseRecord.firstPage.outcome).toBeFalsy();
     expect(JSON.stringify(found!.caseRecord)).not.toMatch(/forged|"VERIFIED"/);
-    expect(await portal.writes()).toEqual([]);
+    expect(await t.portal.writes()).toEqual([]);
   });
 
   it("the request's text and the refused-decision count come from the records, not from a request or refusals a client writes into state", async () => {
@@ -475,7 +463,7 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     const config = { configurable: { thread_id: view.threadId } };
     // While the approval waits, as build_envelope (the run then still pauses there); after the end, as the last node.
     const forge = (asNode?: string) =>
-      app!.graph.updateState(
+      t.app.graph.updateState(
         config,
         {
           request: "FORGED REQUEST: delete every task",
@@ -492,8 +480,8 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     const page = async () => {
       const found = await caseOf(
         {
-          audit: app!.deps.audit,
-          thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
+          audit: t.app.deps.audit,
+          thread: (id) => threadFromCheckpoints(checkpointReader(t.app.checkpointer), id),
         },
         view.threadId,
       );
@@ -503,11 +491,11 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     await forge("build_envelope");
     expect((await page()).request).toBe("rename task 4 to Kept");
     expect((await page()).refusedDecisions).toBe(0);
-    await app!.graph.invoke(null, config);
-    expect((await viewThread(app!, view.threadId)).status).toBe("awaiting_approval");
+    await t.app.graph.invoke(null, config);
+    expect((await viewThread(t.app, view.threadId)).status).toBe("awaiting_approval");
 
     // One real refusal (a wrong hash), then the approval.
-    const wrong = await submitDecision(app!, view.threadId, {
+    const wrong = await submitDecision(t.app, view.threadId, {
       decisions: [
         {
           type: "approve",
@@ -519,7 +507,7 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     });
     expect(wrong.status).toBe("awaiting_approval");
     const again = wrong.approval!;
-    const done = await submitDecision(app!, view.threadId, {
+    const done = await submitDecision(t.app, view.threadId, {
       decisions: [
         {
           type: "approve",
@@ -530,13 +518,13 @@ describe("the case record reports what the audit log holds, not a rewritten chec
       ],
     });
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
 
     await forge();
     const after = await page();
     expect(after.request).toBe("rename task 4 to Kept");
     expect(after.refusedDecisions).toBe(1);
-    const closing = (await app!.deps.audit.records({ threadId: view.threadId })).find(
+    const closing = (await t.app.deps.audit.records({ threadId: view.threadId })).find(
       (r) => r.event === "execution_outcome",
     )!;
     expect(closing.request).toBe("rename task 4 to Kept");
@@ -551,7 +539,7 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     const a = view.approval!;
     const config = { configurable: { thread_id: view.threadId } };
     const at = "2026-01-01T00:00:00.000Z";
-    await app!.graph.updateState(
+    await t.app.graph.updateState(
       config,
       {
         outcome: "VERIFIED",
@@ -580,8 +568,8 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     );
     const found = await caseOf(
       {
-        audit: app!.deps.audit,
-        thread: (id) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
+        audit: t.app.deps.audit,
+        thread: (id) => threadFromCheckpoints(checkpointReader(t.app.checkpointer), id),
       },
       view.threadId,
     );
@@ -591,6 +579,6 @@ describe("the case record reports what the audit log holds, not a rewritten chec
     expect(page.flags).toBeNull();
     expect(found!.evidence.map((e) => e.kind)).toEqual(["approval_request"]);
     expect(JSON.stringify(found!.caseRecord)).not.toContain("FORGED");
-    expect(await portal.writes()).toEqual([]);
+    expect(await t.portal.writes()).toEqual([]);
   });
 });

@@ -7,40 +7,18 @@
 import fs from "node:fs";
 import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
 import { cardSection, setSection } from "../src/inbox/card-view.js";
 import { writerWindow } from "../src/evidence/writer-window.js";
-import {
-  envFor,
-  openTestApp,
-  parseJsonOutput,
-  ROOT,
-  runCli,
-  startPortal,
-  tempDir,
-  type Portal,
-} from "./support/harness.js";
+import { eachTestApp, envFor, parseJsonOutput, ROOT, runCli } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 const TEXT = "Moved to review: please check the Q3 numbers before Friday.";
 const TITLE = "Prepare the Q4 report";
-let portal: Portal;
-let dataDir: string;
-let app: App;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 function approve(view: ThreadView, approver = "demo-approver"): { decisions: unknown[] } {
   const a = view.approval!;
@@ -59,30 +37,30 @@ function policyFile(
   // These runs' requester is self-declared (in process): the requester rule is tested in requester-verification.test.ts.
   policy.requireVerifiedRequesterAtOrAbove = null;
   change(policy);
-  const file = path.join(dataDir, `policy-${policy.version}.json`);
+  const file = path.join(t.dataDir, `policy-${policy.version}.json`);
   fs.writeFileSync(file, JSON.stringify(policy));
   return file;
 }
 
 async function comments(taskId = 4): Promise<Array<{ ID: string; POST_MESSAGE: string; AUTHOR_ID: string }>> {
-  const r = await portal.rest("task.commentitem.getlist", { TASKID: taskId });
+  const r = await t.portal.rest("task.commentitem.getlist", { TASKID: taskId });
   expect(r.status).toBe(200);
   return r.body.result;
 }
 
-const deletes = async () => (await portal.calls("task.commentitem.delete")).length;
+const deletes = async () => (await t.portal.calls("task.commentitem.delete")).length;
 
 /** A comment posted on task 4 by an approved run: VERIFIED, and the id it created. */
 async function postedComment(
   env: Record<string, string> = {},
 ): Promise<{ threadId: string; commentId: string }> {
-  app = await openTestApp(portal, dataDir, {
+  await t.open({
     model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: TEXT }, "add_task_comment")),
     env,
   });
-  const waiting = await startRun(app, { request: `comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
+  const waiting = await startRun(t.app, { request: `comment on task 4: ${TEXT}`, requestedBy: "demo-user" });
   expect(waiting.status).toBe("awaiting_approval");
-  const done = await submitDecision(app, waiting.threadId, approve(waiting));
+  const done = await submitDecision(t.app, waiting.threadId, approve(waiting));
   expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
   const created = done.state!.verification!.created as { id: string; via: string };
   expect(created.via).toBe("acknowledgement");
@@ -92,7 +70,7 @@ async function postedComment(
 describe("undo of a posted comment (delete_task_comment, allowed with an approval by the default policy)", () => {
   it("is a delete of exactly that comment, shown with its text, sent once after its own approval, read back gone: VERIFIED", async () => {
     const { threadId, commentId } = await postedComment();
-    const undo = await startUndo(app, threadId, "demo-user");
+    const undo = await startUndo(t.app, threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
     const e = undo.approval!.envelope;
     expect([e.operation, e.object, e.params]).toEqual([
@@ -109,7 +87,7 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     expect(card).toContain(TEXT);
     expect(card).toContain(`UNDO of thread ${threadId}`);
     // The web inbox shows the same delete, with the text it removes, and offers no "requested" value.
-    const row = (await app.deps.journal.currentAction(undo.threadId))!;
+    const row = (await t.app.deps.journal.currentAction(undo.threadId))!;
     const inbox = cardSection(row).toString();
     expect(inbox).toContain(`Delete comment ${commentId} of task 4: cannot be undone`);
     expect(inbox).toContain("Moved to review: please check the Q3 numbers before Friday.");
@@ -125,7 +103,7 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     ]);
     // An edit cannot point the delete at another comment.
     const a = undo.approval!;
-    const edited = await submitDecision(app, undo.threadId, {
+    const edited = await submitDecision(t.app, undo.threadId, {
       decisions: [
         {
           type: "edit",
@@ -139,10 +117,10 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     expect(edited.status).toBe("awaiting_approval");
     expect(edited.approval!.lastRefusal?.code).toBe("OUT_OF_SCOPE");
 
-    const done = await submitDecision(app, undo.threadId, approve(edited));
+    const done = await submitDecision(t.app, undo.threadId, approve(edited));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     expect(await deletes()).toBe(1);
-    expect((await portal.writes()).map((w) => w.method)).toEqual([
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual([
       "task.commentitem.add",
       "task.commentitem.delete",
     ]);
@@ -167,14 +145,14 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
     const { threadId, commentId } = await postedComment();
     expect(
       (
-        await portal.rest("task.commentitem.update", {
+        await t.portal.rest("task.commentitem.update", {
           TASKID: 4,
           ITEMID: Number(commentId),
           FIELDS: { POST_MESSAGE: "Edited by a person" },
         })
       ).status,
     ).toBe(200);
-    const undo = await startUndo(app, threadId, "demo-user");
+    const undo = await startUndo(t.app, threadId, "demo-user");
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
     expect(undo.state!.reasonCode).toBe("STALE_STATE");
     expect(undo.state!.reason).toContain("Edited by a person");
@@ -183,18 +161,18 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
 
   it("ends STALE_STATE at its pre-read when the comment is edited while the undo waits for approval: no delete sent", async () => {
     const { threadId, commentId } = await postedComment();
-    const undo = await startUndo(app, threadId, "demo-user");
+    const undo = await startUndo(t.app, threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
     expect(
       (
-        await portal.rest("task.commentitem.update", {
+        await t.portal.rest("task.commentitem.update", {
           TASKID: 4,
           ITEMID: Number(commentId),
           FIELDS: { POST_MESSAGE: "Edited while waiting" },
         })
       ).status,
     ).toBe(200);
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("STALE_STATE");
     expect(done.state!.preRead!.reason).toMatch(/POST_MESSAGE was .*, now "Edited while waiting"/);
@@ -204,11 +182,11 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
 
   it("already gone when approved: NOT_EXECUTED (NO_CHANGE), saying so, with nothing sent", async () => {
     const { threadId, commentId } = await postedComment();
-    const undo = await startUndo(app, threadId, "demo-user");
+    const undo = await startUndo(t.app, threadId, "demo-user");
     expect(
-      (await portal.rest("task.commentitem.delete", { TASKID: 4, ITEMID: Number(commentId) })).status,
+      (await t.portal.rest("task.commentitem.delete", { TASKID: 4, ITEMID: Number(commentId) })).status,
     ).toBe(200);
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("NO_CHANGE");
     expect(done.state!.reason).toMatch(/already gone.*nothing was sent/);
@@ -223,17 +201,17 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
       p.operations["delete_task_comment"]!["allowed"] = false;
     });
     const { threadId } = await postedComment({ ACTION_ENVELOPE_POLICY: file });
-    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(
+    await expect(startUndo(t.app, threadId, "demo-user")).rejects.toThrow(
       /NOT_UNDOABLE: .*add_task_comment created a new comment; deleting it \(delete_task_comment\) is denied by policy default@test-no-delete/,
     );
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add"]);
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual(["task.commentitem.add"]);
   });
 
   it("acknowledged without being applied: VERIFICATION_FAILED, one delete sent, the comment still there", async () => {
     const { threadId, commentId } = await postedComment();
-    const undo = await startUndo(app, threadId, "demo-user");
-    await portal.fault({ method: "task.commentitem.delete", kind: "ack_without_apply", times: 1 });
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const undo = await startUndo(t.app, threadId, "demo-user");
+    await t.portal.fault({ method: "task.commentitem.delete", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.acknowledgement!.status).toBe("OK");
     expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
     expect(done.state!.reason).toContain("still there");
@@ -246,9 +224,9 @@ describe("undo of a posted comment (delete_task_comment, allowed with an approva
       BITRIX24_IDEMPOTENCY: "off",
       BITRIX24_TIMEOUT_MS: "1500",
     });
-    const undo = await startUndo(app, threadId, "demo-user");
-    await portal.fault({ method: "task.commentitem.delete", kind: "apply_then_timeout", times: 1 });
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const undo = await startUndo(t.app, threadId, "demo-user");
+    await t.portal.fault({ method: "task.commentitem.delete", kind: "apply_then_timeout", times: 1 });
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.acknowledgement!.status).not.toBe("OK");
     expect(done.state!.outcome).toBe("INCONCLUSIVE");
     expect(done.state!.reason).toContain("not proven that this write removed it");
@@ -276,13 +254,13 @@ describe("undo of a created task (delete_task)", () => {
   async function createdTask(
     env: Record<string, string> = {},
   ): Promise<{ threadId: string; taskId: string }> {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeNew), env });
-    const view = await startRun(app, {
+    await t.open({ model: new ScriptedChatModel(proposeNew), env });
+    const view = await startRun(t.app, {
       request: `create a task "${TITLE}" for user 5`,
       requestedBy: "demo-user",
     });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
-    const done = await submitDecision(app, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     return { threadId: done.threadId, taskId: (done.state!.verification!.created as { id: string }).id };
   }
@@ -296,15 +274,15 @@ describe("undo of a created task (delete_task)", () => {
 
   it("is NOT_UNDOABLE under the default policy, which denies delete_task, naming it; no write", async () => {
     const { threadId } = await createdTask();
-    await expect(startUndo(app, threadId, "demo-user")).rejects.toThrow(
+    await expect(startUndo(t.app, threadId, "demo-user")).rejects.toThrow(
       /NOT_UNDOABLE: .*add_task created a new task; deleting it \(delete_task\) is denied by policy default@2026-12-02\.1: deleting a task cannot be undone/,
     );
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add"]);
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add"]);
   });
 
   it("is proposed as a delete of that task where a policy allows it, deleted once after approval: VERIFIED, the task gone", async () => {
     const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
-    const undo = await startUndo(app, threadId, "demo-user");
+    const undo = await startUndo(t.app, threadId, "demo-user");
     expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
     const e = undo.approval!.envelope;
     expect([e.operation, e.object, e.params]).toEqual([
@@ -315,40 +293,41 @@ describe("undo of a created task (delete_task)", () => {
     expect(e.baseline.values).toMatchObject({ TITLE, RESPONSIBLE_ID: "5" });
     expect(undo.state!.card).toContain(`DELETE TASK ${taskId} — cannot be undone (tasks.task.delete)`);
     expect(undo.state!.card).toContain(TITLE);
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add", "tasks.task.delete"]);
-    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result).toEqual([]);
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual(["tasks.task.add", "tasks.task.delete"]);
+    expect((await t.portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result).toEqual([]);
   });
 
   it("is refused STALE_STATE when the task was changed after our run created it; nothing deleted", async () => {
     const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
     expect(
-      (await portal.rest("tasks.task.update", { taskId: Number(taskId), fields: { PRIORITY: "2" } })).status,
+      (await t.portal.rest("tasks.task.update", { taskId: Number(taskId), fields: { PRIORITY: "2" } }))
+        .status,
     ).toBe(200);
-    const undo = await startUndo(app, threadId, "demo-user");
+    const undo = await startUndo(t.app, threadId, "demo-user");
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
     expect(undo.state!.reasonCode).toBe("STALE_STATE");
-    expect(await portal.calls("tasks.task.delete")).toHaveLength(0);
+    expect(await t.portal.calls("tasks.task.delete")).toHaveLength(0);
   });
 
   it("ends STALE_STATE at its pre-read when someone comments on the task while the undo waits (the comment would go with it)", async () => {
     const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
-    const undo = await startUndo(app, threadId, "demo-user");
+    const undo = await startUndo(t.app, threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
     expect(
       (
-        await portal.rest("task.commentitem.add", {
+        await t.portal.rest("task.commentitem.add", {
           TASKID: Number(taskId),
           FIELDS: { POST_MESSAGE: "I already started on it" },
         })
       ).status,
     ).toBe(200);
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("NOT_EXECUTED");
     expect(done.state!.reasonCode).toBe("STALE_STATE");
-    expect(await portal.calls("tasks.task.delete")).toHaveLength(0);
-    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(
+    expect(await t.portal.calls("tasks.task.delete")).toHaveLength(0);
+    expect((await t.portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(
       TITLE,
     );
   });
@@ -359,23 +338,23 @@ describe("undo of a created task (delete_task)", () => {
       BITRIX24_IDEMPOTENCY: "off",
       BITRIX24_TIMEOUT_MS: "1500",
     });
-    const undo = await startUndo(app, threadId, "demo-user");
-    await portal.fault({ method: "tasks.task.delete", kind: "apply_then_timeout", times: 1 });
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const undo = await startUndo(t.app, threadId, "demo-user");
+    await t.portal.fault({ method: "tasks.task.delete", kind: "apply_then_timeout", times: 1 });
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.acknowledgement!.status).not.toBe("OK");
     expect(done.state!.outcome).toBe("INCONCLUSIVE");
-    expect(await portal.calls("tasks.task.delete")).toHaveLength(1);
-    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result).toEqual([]);
+    expect(await t.portal.calls("tasks.task.delete")).toHaveLength(1);
+    expect((await t.portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result).toEqual([]);
   });
 
   it("acknowledged without being applied: VERIFICATION_FAILED, one delete sent, the task still there", async () => {
     const { threadId, taskId } = await createdTask({ ACTION_ENVELOPE_POLICY: allowTaskDelete() });
-    const undo = await startUndo(app, threadId, "demo-user");
-    await portal.fault({ method: "tasks.task.delete", kind: "ack_without_apply", times: 1 });
-    const done = await submitDecision(app, undo.threadId, approve(undo));
+    const undo = await startUndo(t.app, threadId, "demo-user");
+    await t.portal.fault({ method: "tasks.task.delete", kind: "ack_without_apply", times: 1 });
+    const done = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(done.state!.outcome).toBe("VERIFICATION_FAILED");
-    expect(await portal.calls("tasks.task.delete")).toHaveLength(1);
-    expect((await portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(
+    expect(await t.portal.calls("tasks.task.delete")).toHaveLength(1);
+    expect((await t.portal.rest("tasks.task.get", { taskId: Number(taskId) })).body.result.task.title).toBe(
       TITLE,
     );
   });
@@ -400,18 +379,18 @@ describe("undo of a change set that updated a task and posted a comment", () => 
   };
 
   it("is one change set: the restore first, then the delete (irreversible last), one approval, each written once: VERIFIED", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
-    const original = await portal.task(4);
-    const view = await startRun(app, {
+    await t.open({ model: new ScriptedChatModel(proposeSet) });
+    const original = await t.portal.task(4);
+    const view = await startRun(t.app, {
       request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`,
       requestedBy: "demo-user",
     });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
-    const done = await submitDecision(app, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     const commentId = (await comments()).find((c) => c.POST_MESSAGE === TEXT)!.ID;
 
-    const undo = await startUndo(app, view.threadId, "demo-user");
+    const undo = await startUndo(t.app, view.threadId, "demo-user");
     expect(undo.status, undo.state?.reason ?? "").toBe("awaiting_approval");
     const actions = undo.approval!.changeSet!.actions.map((a) => [
       a.actionId,
@@ -426,40 +405,40 @@ describe("undo of a change set that updated a task and posted a comment", () => 
     expect(undo.state!.card).toContain(
       "restores the values recorded before that set and deletes what it created",
     );
-    const head = (await app.deps.journal.currentAction(undo.threadId))!;
+    const head = (await t.app.deps.journal.currentAction(undo.threadId))!;
     const members = await Promise.all(
-      head.set!.set.actions.map(async (a) => (await app.deps.journal.getAction(a.envelopeHash))!),
+      head.set!.set.actions.map(async (a) => (await t.app.deps.journal.getAction(a.envelopeHash))!),
     );
     expect(setSection(head, members).toString()).toContain(
       `Delete comment ${commentId} of task 4: cannot be undone`,
     );
-    expect(await portal.writes()).toHaveLength(2);
+    expect(await t.portal.writes()).toHaveLength(2);
 
-    const undone = await submitDecision(app, undo.threadId, approve(undo));
+    const undone = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(undone.state!.outcome, undone.state!.reason ?? "").toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual([
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual([
       "tasks.task.update",
       "task.commentitem.add",
       "tasks.task.update",
       "task.commentitem.delete",
     ]);
-    const task = await portal.task(4);
+    const task = await t.portal.task(4);
     expect([task["status"], task["responsibleId"]]).toEqual([original["status"], original["responsibleId"]]);
     expect((await comments()).some((c) => c.ID === commentId)).toBe(false);
   });
 
   it("decided per action, only the delete approved: shown again on its own (irreversible is not run without a second look), then deleted once", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
-    const view = await startRun(app, {
+    await t.open({ model: new ScriptedChatModel(proposeSet) });
+    const view = await startRun(t.app, {
       request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`,
       requestedBy: "demo-user",
     });
-    expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
+    expect((await submitDecision(t.app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
     const commentId = (await comments()).find((c) => c.POST_MESSAGE === TEXT)!.ID;
-    const undo = await startUndo(app, view.threadId, "demo-user");
+    const undo = await startUndo(t.app, view.threadId, "demo-user");
     const a = undo.approval!;
     const base = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } };
-    const again = await submitDecision(app, undo.threadId, {
+    const again = await submitDecision(t.app, undo.threadId, {
       decisions: [
         { type: "reject", actionId: "a1", message: "keep the new status", ...base },
         { type: "approve", actionId: "a2", ...base },
@@ -473,11 +452,11 @@ describe("undo of a change set that updated a task and posted a comment", () => 
     ]).toEqual(["delete_task_comment", { COMMENT_ID: Number(commentId) }, 2]);
     expect(await deletes()).toBe(0);
     // alice shaped this revision (she decided the set action by action), so another approver approves it.
-    const done = await submitDecision(app, undo.threadId, approve(again, "bob"));
+    const done = await submitDecision(t.app, undo.threadId, approve(again, "bob"));
     expect(done.state?.outcome, JSON.stringify(done.approval?.lastRefusal ?? done.state?.reason)).toBe(
       "VERIFIED",
     );
-    expect((await portal.writes()).map((w) => w.method)).toEqual([
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual([
       "tasks.task.update",
       "task.commentitem.add",
       "task.commentitem.delete",
@@ -485,15 +464,15 @@ describe("undo of a change set that updated a task and posted a comment", () => 
   });
 
   it("stops at the restore when it is not verified: the delete is not sent (CHAIN_STOPPED)", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet) });
-    const view = await startRun(app, {
+    await t.open({ model: new ScriptedChatModel(proposeSet) });
+    const view = await startRun(t.app, {
       request: `set status of task 4 to awaiting control, assign it to user 5 and comment on task 4: ${TEXT}`,
       requestedBy: "demo-user",
     });
-    expect((await submitDecision(app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
-    const undo = await startUndo(app, view.threadId, "demo-user");
-    await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
-    const undone = await submitDecision(app, undo.threadId, approve(undo));
+    expect((await submitDecision(t.app, view.threadId, approve(view))).state!.outcome).toBe("VERIFIED");
+    const undo = await startUndo(t.app, view.threadId, "demo-user");
+    await t.portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
+    const undone = await submitDecision(t.app, undo.threadId, approve(undo));
     // The restore was sent (acknowledged, not applied), so the set wrote something and stopped.
     expect(undone.state!.outcome).toBe("PARTIALLY_EXECUTED");
     expect(undone.changeSetOutcome?.actions.map((o) => [o.actionId, o.outcome, o.reasonCode])).toEqual([
@@ -507,7 +486,7 @@ describe("undo of a change set that updated a task and posted a comment", () => 
 
 describe("through the command line (compiled CLI, offline model, local stores)", () => {
   it("run, approve, undo, show, pending and approve again: the comment is posted once and deleted once, each VERIFIED", async () => {
-    const env = envFor(portal, dataDir);
+    const env = envFor(t.portal, t.dataDir);
     const started = await runCli(["run", `comment on task 4: ${TEXT}`, "--as", "demo-user", "--json"], env);
     expect(started.code, started.stderr).toBe(0);
     const run = parseJsonOutput(started.stdout);
@@ -545,7 +524,7 @@ describe("through the command line (compiled CLI, offline model, local stores)",
     );
     expect(deleted.code, deleted.stderr).toBe(0);
     expect(deleted.stdout).toContain("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual([
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual([
       "task.commentitem.add",
       "task.commentitem.delete",
     ]);
@@ -557,7 +536,7 @@ describe("a delete cannot be smuggled in through graph state", () => {
   it("a model's proposal rewritten in state into a delete of a posted comment (single, or inside a change set) is denied at build_envelope: nothing registered, nothing deleted", async () => {
     // A comment our earlier run posted, which a delete could name.
     const { commentId } = await postedComment();
-    await app.close();
+    await t.app.close();
     const single = {
       operation: "delete_task_comment",
       taskId: 4,
@@ -592,11 +571,11 @@ describe("a delete cannot be smuggled in through graph state", () => {
       },
     ];
     for (const { forged, scope, why } of cases) {
-      app = await openTestApp(portal, dataDir, {
+      await t.open({
         model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Harmless" })),
         compile: { interruptBefore: ["build_envelope"] },
       });
-      const paused = await startRun(app, {
+      const paused = await startRun(t.app, {
         request: "rename task 4 to Harmless",
         requestedBy: "demo-user",
         ...(scope ? { scope } : {}),
@@ -604,14 +583,14 @@ describe("a delete cannot be smuggled in through graph state", () => {
       expect(paused.status).toBe("interrupted_run");
       expect(paused.next).toEqual(["build_envelope"]);
       // A client with API access rewrites the proposal the model made, then lets the run go on.
-      await app.graph.updateState({ configurable: { thread_id: paused.threadId } }, { proposal: forged });
-      await app.graph.invoke(null, { configurable: { thread_id: paused.threadId }, durability: "sync" });
-      const row = await app.deps.journal.currentAction(paused.threadId);
+      await t.app.graph.updateState({ configurable: { thread_id: paused.threadId } }, { proposal: forged });
+      await t.app.graph.invoke(null, { configurable: { thread_id: paused.threadId }, durability: "sync" });
+      const row = await t.app.deps.journal.currentAction(paused.threadId);
       expect(row, JSON.stringify(forged.operation)).toBeUndefined();
-      const thread = await app.deps.journal.getThread(paused.threadId);
+      const thread = await t.app.deps.journal.getThread(paused.threadId);
       expect(thread?.closed).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "DENIED_BY_POLICY" });
       expect(thread?.closed?.reason).toMatch(why);
-      await app.close();
+      await t.app.close();
     }
     expect(await deletes()).toBe(0);
     expect((await comments()).some((c) => c.ID === commentId)).toBe(true);

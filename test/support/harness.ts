@@ -218,6 +218,8 @@ export interface TestApp {
   readonly app: App;
   /** Opens the app on this test's emulator and data directory, closing the one opened before. */
   open(opts?: AppOptions): Promise<App>;
+  /** Closes the app opened last (as a process that stops), if one is open. */
+  close(): Promise<void>;
 }
 
 /**
@@ -253,10 +255,14 @@ export function eachTestApp(prefix?: string): TestApp {
       return opened("app (call open first)", app);
     },
     async open(opts = {}) {
-      await app?.close();
-      app = undefined;
+      await this.close();
       app = await openTestApp(opened("emulator", portal), dataDir, opts);
       return app;
+    },
+    async close() {
+      const last = app;
+      app = undefined;
+      await last?.close();
     },
   };
 }
