@@ -9,7 +9,7 @@
  *    naming an existing task is refused OUT_OF_SCOPE.
  * Writes are counted in the emulator's call log.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AIMessage } from "@langchain/core/messages";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { type App } from "../src/app/open-app.js";
@@ -20,15 +20,13 @@ import path from "node:path";
 import { startInbox } from "../src/inbox/server.js";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
 import {
+  eachTestApp,
   envFor,
+  objectLeaseOf,
   openTestApp,
   parseJsonOutput,
   runCli,
-  startPortal,
-  tempDir,
-  objectLeaseOf,
   until,
-  type Portal,
 } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
 
@@ -36,20 +34,7 @@ const FIRST = "LEASE-CREATE first report";
 const OTHER = "LEASE-CREATE other report";
 const EDITED = "LEASE-CREATE edited title";
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 /** Proposes add_task with the title the request quotes, for user 5. */
 const proposeQuoted = () =>
@@ -71,12 +56,12 @@ const proposeQuoted = () =>
   });
 
 async function open(env: Record<string, string> = {}): Promise<App> {
-  app = await openTestApp(portal, dataDir, { model: proposeQuoted(), env });
-  return app;
+  await t.open({ model: proposeQuoted(), env });
+  return t.app;
 }
 
 async function waitingCreate(title: string): Promise<ThreadView> {
-  const view = await startRun(app!, {
+  const view = await startRun(t.app, {
     request: `create a task "${title}" for user 5`,
     requestedBy: "demo-user",
   });
@@ -115,13 +100,13 @@ function edit(view: ThreadView, args: Record<string, unknown>): { decisions: unk
 
 const titled = async (title: string) =>
   (
-    (await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{
+    (await t.portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.result.tasks as Array<{
       id: string;
       title: string;
     }>
   ).filter((t) => t.title === title);
 const adds = async () =>
-  (await portal.writes()).map((w) => ((w.params["fields"] as Record<string, unknown>) ?? {})["TITLE"]);
+  (await t.portal.writes()).map((w) => ((w.params["fields"] as Record<string, unknown>) ?? {})["TITLE"]);
 
 describe("the object lease of a create is keyed on its title", () => {
   it("after a create whose answer was lost (lease kept), a create with another title proceeds and is VERIFIED; one with the same title ends TARGET_BUSY naming that title, nothing sent", async () => {
@@ -133,19 +118,19 @@ describe("the object lease of a create is keyed on its title", () => {
     const first = await waitingCreate(FIRST);
     const other = await waitingCreate(OTHER);
     const same = await waitingCreate(FIRST);
-    await portal.fault({ method: "tasks.task.add", kind: "apply_then_timeout", times: 1 });
-    const lost = await submitDecision(app!, first.threadId, approve(first));
+    await t.portal.fault({ method: "tasks.task.add", kind: "apply_then_timeout", times: 1 });
+    const lost = await submitDecision(t.app, first.threadId, approve(first));
     expect(lost.state!.outcome, lost.state!.reason ?? "").toBe("INCONCLUSIVE");
     // Kept until it runs out: the lost write may still be listed late.
-    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(
+    expect((await objectLeaseOf(t.dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(
       first.approval!.envelopeHash,
     );
 
-    const proceeded = await submitDecision(app!, other.threadId, approve(other));
+    const proceeded = await submitDecision(t.app, other.threadId, approve(other));
     expect(proceeded.state!.outcome, proceeded.state!.reason ?? "").toBe("VERIFIED");
     expect(await titled(OTHER)).toHaveLength(1);
 
-    const busy = await submitDecision(app!, same.threadId, approve(same));
+    const busy = await submitDecision(t.app, same.threadId, approve(same));
     expect(busy.state!.outcome).toBe("NOT_EXECUTED");
     expect(busy.state!.reasonCode).toBe("TARGET_BUSY");
     expect(busy.state!.reason).toContain(`a new task titled "${FIRST}"`);
@@ -167,17 +152,17 @@ describe("the object lease of a create is keyed on its title", () => {
     const first = await waitingCreate(FIRST);
     const other = await waitingCreate(OTHER);
     // The first create is held 1.5 s by the emulator, far past the other's 300 ms wait bound.
-    await portal.fault({ method: "tasks.task.add", kind: "latency", ms: 1500, times: 1 });
-    const firstDone = submitDecision(app!, first.threadId, approve(first));
+    await t.portal.fault({ method: "tasks.task.add", kind: "latency", ms: 1500, times: 1 });
+    const firstDone = submitDecision(t.app, first.threadId, approve(first));
     const deadline = Date.now() + 5000;
-    while ((await app!.deps.journal.getAction(first.approval!.envelopeHash))?.phase !== "intent") {
+    while ((await t.app.deps.journal.getAction(first.approval!.envelopeHash))?.phase !== "intent") {
       if (Date.now() > deadline) throw new Error("the first create never reached intent");
       await new Promise((r) => setTimeout(r, 20));
     }
-    expect((await objectLeaseOf(dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(
+    expect((await objectLeaseOf(t.dataDir, objectKeyOf(first.approval!.envelope)))?.owner).toBe(
       first.approval!.envelopeHash,
     );
-    const otherDone = await submitDecision(app!, other.threadId, approve(other));
+    const otherDone = await submitDecision(t.app, other.threadId, approve(other));
     expect(otherDone.state!.outcome, otherDone.state!.reason ?? "").toBe("VERIFIED");
     expect((await firstDone).state!.outcome).toBe("VERIFIED");
     expect((await adds()).sort()).toEqual([FIRST, OTHER].sort());
@@ -191,7 +176,7 @@ describe("an edit of a create names no object", () => {
     expect(view.approval!.actionRequests[0].args).toEqual({ fields: { TITLE: FIRST, RESPONSIBLE_ID: "5" } });
 
     const existing = await submitDecision(
-      app!,
+      t.app,
       view.threadId,
       edit(view, { taskId: 7, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }),
     );
@@ -204,7 +189,7 @@ describe("an edit of a create names no object", () => {
 
     // Exactly the args the approval showed, with the title changed.
     const edited = await submitDecision(
-      app!,
+      t.app,
       view.threadId,
       edit(view, { fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }),
     );
@@ -216,9 +201,9 @@ describe("an edit of a create names no object", () => {
       object: { type: "task", id: 0 },
       params: { TITLE: EDITED, RESPONSIBLE_ID: "5" },
     });
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
 
-    const done = await submitDecision(app!, view.threadId, approve(edited));
+    const done = await submitDecision(t.app, view.threadId, approve(edited));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     expect(await adds()).toEqual([EDITED]);
     expect(await titled(EDITED)).toHaveLength(1);
@@ -229,21 +214,20 @@ describe("an edit of a create names no object", () => {
     await open();
     const view = await waitingCreate(FIRST);
     const edited = await submitDecision(
-      app!,
+      t.app,
       view.threadId,
       edit(view, { taskId: 0, fields: { TITLE: EDITED, RESPONSIBLE_ID: "5" } }),
     );
     expect(edited.approval!.lastRefusal ?? null).toBeNull();
     expect(edited.approval!.envelope).toMatchObject({ revision: 2, params: { TITLE: EDITED } });
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("through the CLI: edit --set TITLE=… makes revision 2 with the edited title; approved, one task with it", async () => {
     await open();
     const view = await waitingCreate(FIRST);
-    await app!.close();
-    app = undefined;
-    const env = envFor(portal, dataDir);
+    await t.close();
+    const env = envFor(t.portal, t.dataDir);
     const editRun = await runCli(
       ["edit", view.threadId, "--set", `TITLE=${EDITED}`, "--as", "alice", "--json"],
       env,
@@ -266,7 +250,7 @@ describe("an edit of a create names no object", () => {
   });
 
   it("through the web inbox: the edit form of an add_task makes revision 2 with the edited title; nothing is written", async () => {
-    const usersFile = path.join(dataDir, "inbox-users.json");
+    const usersFile = path.join(t.dataDir, "inbox-users.json");
     fs.writeFileSync(
       usersFile,
       JSON.stringify({ users: [{ id: "alice", password: await hashPassword("alice-password-1") }] }),
@@ -274,8 +258,8 @@ describe("an edit of a create names no object", () => {
     await open({ ACTION_ENVELOPE_INBOX_USERS: usersFile });
     const view = await waitingCreate(FIRST);
     const inbox = await startInbox({
-      app: app!,
-      users: loadInboxUsers(app!.deps.config.inboxUsersPath),
+      app: t.app,
+      users: loadInboxUsers(t.app.deps.config.inboxUsersPath),
       pollMs: 200,
     });
     try {
@@ -319,7 +303,7 @@ describe("an edit of a create names no object", () => {
       });
       const page = await res.text();
       expect(res.status, page.slice(0, 2000)).toBe(200);
-      const now = await viewThread(app!, view.threadId);
+      const now = await viewThread(t.app, view.threadId);
       expect(now.approval!.lastRefusal ?? null).toBeNull();
       expect(now.approval!.envelope).toMatchObject({
         revision: 2,
@@ -327,7 +311,7 @@ describe("an edit of a create names no object", () => {
         params: { TITLE: EDITED, RESPONSIBLE_ID: "5" },
         editedBy: "alice",
       });
-      expect(await portal.writes()).toHaveLength(0);
+      expect(await t.portal.writes()).toHaveLength(0);
     } finally {
       await inbox.close();
     }
@@ -338,25 +322,25 @@ describe("a new task is found on the one page of tasks carrying its title", () =
   it("with 55 tasks of that title already (more than a page of 50), the create is VERIFIED as the one new task; the pre-read and the verification ask for newest first explicitly, whatever the portal's default order", async () => {
     const title = "PAGE-CREATE weekly report";
     for (let i = 0; i < 55; i++) {
-      const made = await portal.rest("tasks.task.add", { fields: { TITLE: title, RESPONSIBLE_ID: 5 } });
+      const made = await t.portal.rest("tasks.task.add", { fields: { TITLE: title, RESPONSIBLE_ID: 5 } });
       expect(made.status).toBe(200);
     }
     // The portal stamps to the second: the envelope is made in a later second than those tasks.
     await new Promise((r) => setTimeout(r, 1050 - (Date.now() % 1000)));
     await open();
     const view = await waitingCreate(title);
-    const before = (await portal.calls("tasks.task.list")).length;
-    const writesBefore = (await portal.writes()).length;
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const before = (await t.portal.calls("tasks.task.list")).length;
+    const writesBefore = (await t.portal.writes()).length;
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
-    const lists = (await portal.calls("tasks.task.list")).slice(before);
+    const lists = (await t.portal.calls("tasks.task.list")).slice(before);
     // One list by the pre-read, one by the verification, each with the order stated.
     expect(lists.map((c) => [c.params["filter"], c.params["order"]])).toEqual([
       [{ TITLE: title }, { ID: "desc" }],
       [{ TITLE: title }, { ID: "desc" }],
     ]);
     expect((await adds()).slice(writesBefore)).toEqual([title]);
-    expect((await portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.total).toBe(56);
+    expect((await t.portal.rest("tasks.task.list", { filter: { TITLE: title } })).body.total).toBe(56);
   });
 });
 
@@ -367,10 +351,10 @@ describe("a create whose object lease ran out while its process was paused", () 
     await open(env);
     const first = await waitingCreate(title);
     const second = await waitingCreate(title);
-    const other = await openTestApp(portal, dataDir, { model: proposeQuoted(), env });
+    const other = await openTestApp(t.portal, t.dataDir, { model: proposeQuoted(), env });
     try {
       // A stops at its write step's lease check (the pre-read's hold reads the lease first), past its lease.
-      const journal = app!.deps.journal as unknown as Record<
+      const journal = t.app.deps.journal as unknown as Record<
         string,
         (...args: unknown[]) => Promise<unknown>
       >;
@@ -386,7 +370,7 @@ describe("a create whose object lease ran out while its process was paused", () 
         }
         return through(...args);
       };
-      const paused = submitDecision(app!, first.threadId, approve(first));
+      const paused = submitDecision(t.app, first.threadId, approve(first));
       await until("A to stop after its pre-read", async () => stopped, 200, 10);
       await new Promise((r) => setTimeout(r, 500));
       const made = await submitDecision(other, second.threadId, approve(second));

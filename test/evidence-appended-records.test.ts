@@ -9,9 +9,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import type { App } from "../src/app/open-app.js";
 import { checkBundle, readBundleCase } from "../src/evidence/check-bundle.js";
 import { caseOf, threadFromCheckpoints } from "../src/evidence/case-source.js";
 import { isClosingRecord } from "../src/evidence/recorded.js";
@@ -19,32 +18,12 @@ import { exportBundle } from "../src/evidence/export.js";
 import { checkpointReader } from "../src/graph/graph.js";
 import { nextLink } from "../src/store/audit-chain.js";
 import type { AuditEntry, AuditRecord } from "../src/store/audit.js";
-import {
-  approvalOf as approve,
-  openTestApp,
-  startPortal,
-  stopOnceBeforeMove,
-  tempDir,
-  type Portal,
-} from "./support/harness.js";
+import { approvalOf as approve, eachTestApp, stopOnceBeforeMove, tempDir } from "./support/harness.js";
 import { startUndo } from "../src/app/undo.js";
 import { ScriptedChatModel, readThenPropose, readThenProposeSet } from "./support/scripted-model.js";
 import { approveValue } from "./support/trust-boundary.js";
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 const closed = (outcome: string, reasonCode: string, at: string, flags = notSentFlags) => ({
   outcome,
@@ -69,13 +48,13 @@ function appendForgedClose(decision: AuditRecord, outcome: ReturnType<typeof clo
 
 /** A run approved and stopped after its first write, before it closed (no closing record yet): its view and records. */
 async function stoppedAfterFirstWrite(model: ScriptedChatModel, request: string) {
-  app = await openTestApp(portal, dataDir, { model });
-  const view = await startRun(app, { request, requestedBy: "demo-user" });
+  await t.open({ model });
+  const view = await startRun(t.app, { request, requestedBy: "demo-user" });
   expect(view.status).toBe("awaiting_approval");
-  stopOnceBeforeMove(app, "verified");
-  await expect(submitDecision(app, view.threadId, approve(view))).rejects.toThrow(/stopped/);
-  expect(await portal.writes()).toHaveLength(1);
-  const records = await app.deps.audit.records({ threadId: view.threadId });
+  stopOnceBeforeMove(t.app, "verified");
+  await expect(submitDecision(t.app, view.threadId, approve(view))).rejects.toThrow(/stopped/);
+  expect(await t.portal.writes()).toHaveLength(1);
+  const records = await t.app.deps.audit.records({ threadId: view.threadId });
   expect(records.some((r) => r.event === "run_ended" || r.event === "execution_outcome")).toBe(false);
   return { view, records };
 }
@@ -85,7 +64,7 @@ async function stoppedAfterFirstWrite(model: ScriptedChatModel, request: string)
  * log's own append would give it (the algorithm is public; no key is involved).
  */
 function appendAtTail(entries: AuditEntry[]): void {
-  const db = new Database(path.join(dataDir, "journal.sqlite"));
+  const db = new Database(path.join(t.dataDir, "journal.sqlite"));
   try {
     for (const entry of entries) {
       const last = db
@@ -109,9 +88,9 @@ function forged(from: AuditRecord, over: Partial<AuditEntry>): AuditEntry {
 }
 
 const caseSource = () => ({
-  audit: app!.deps.audit,
-  thread: (id: string) => threadFromCheckpoints(checkpointReader(app!.checkpointer), id),
-  journal: app!.deps.journal,
+  audit: t.app.deps.audit,
+  thread: (id: string) => threadFromCheckpoints(checkpointReader(t.app.checkpointer), id),
+  journal: t.app.deps.journal,
 });
 
 /** The bundle `audit export` writes, checked as `audit check` checks it against the live log. */
@@ -150,19 +129,19 @@ const notSentFlags = {
 
 describe("records appended at the log's tail that the journal contradicts", () => {
   it("a waiting approval given a forged signed approval and a VERIFIED outcome: the view and the bundle say the journal contradicts them", async () => {
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Never approved" })),
     });
-    const view = await startRun(app, {
+    const view = await startRun(t.app, {
       request: "rename task 4 to Never approved",
       requestedBy: "demo-user",
     });
     expect(view.status).toBe("awaiting_approval");
-    const head = await app.deps.audit.verify();
+    const head = await t.app.deps.audit.verify();
     expect(head.intact).toBe(true);
     const anchored = head.intact ? head.head!.hash : "";
 
-    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     const requested = records.find((r) => r.event === "approval_requested")!;
     const at = new Date().toISOString();
     appendAtTail([
@@ -188,7 +167,7 @@ describe("records appended at the log's tail that the journal contradicts", () =
     ]);
 
     // The head kept elsewhere is still in the chain: appending after it is what the log itself does.
-    expect((await app.deps.audit.verify({ head: anchored })).intact).toBe(true);
+    expect((await t.app.deps.audit.verify({ head: anchored })).intact).toBe(true);
 
     const { exported, check } = await exportedAndChecked(view.threadId);
     const chain = exported.caseRecord.auditChain;
@@ -197,8 +176,8 @@ describe("records appended at the log's tail that the journal contradicts", () =
     expect(check.confirmed).toBe(false);
     expect(check.problems.join("\n")).toMatch(/journal/);
     // Nothing was decided or sent.
-    expect(await portal.writes()).toEqual([]);
-    expect((await app.deps.journal.getAction(requested.what.envelopeHash!))?.phase).toBe("registered");
+    expect(await t.portal.writes()).toEqual([]);
+    expect((await t.app.deps.journal.getAction(requested.what.envelopeHash!))?.phase).toBe("registered");
   });
 
   it("a write that went out, its run stopped before it closed, given a forged NOT_EXECUTED close: the view says the journal holds its write-ahead entry", async () => {
@@ -222,22 +201,25 @@ describe("records appended at the log's tail that the journal contradicts", () =
 
 describe("what the program itself records agrees with the journal", () => {
   it("a change set approved whole: both actions written and VERIFIED, its view intact", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
-    const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
-    const done = await submitDecision(app, view.threadId, approve(view));
+    await t.open({ model: new ScriptedChatModel(readThenProposeSet(SET)) });
+    const view = await startRun(t.app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => Number(w.params["taskId"]))).toEqual([4, 5]);
+    expect((await t.portal.writes()).map((w) => Number(w.params["taskId"]))).toEqual([4, 5]);
     expect(await problemOf(view.threadId)).toBeNull();
   });
 
   it("an edit, a partial approval of a change set and an undo: every view's chain is intact", async () => {
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel(readThenPropose(4, { TITLE: "First title" })),
     });
     // An edit (revision 2, approved and VERIFIED), then its undo.
-    const edited = await startRun(app, { request: "rename task 4 to First title", requestedBy: "demo-user" });
+    const edited = await startRun(t.app, {
+      request: "rename task 4 to First title",
+      requestedBy: "demo-user",
+    });
     const a = edited.approval!;
-    const revised = await submitDecision(app, edited.threadId, {
+    const revised = await submitDecision(t.app, edited.threadId, {
       decisions: [
         {
           type: "edit",
@@ -249,14 +231,14 @@ describe("what the program itself records agrees with the journal", () => {
       ],
     });
     expect(revised.status).toBe("awaiting_approval");
-    const done = await submitDecision(app, edited.threadId, approve(revised));
+    const done = await submitDecision(t.app, edited.threadId, approve(revised));
     expect(done.state?.outcome).toBe("VERIFIED");
-    const undo = await startUndo(app, edited.threadId, "demo-user");
-    const undone = await submitDecision(app, undo.threadId, approve(undo));
+    const undo = await startUndo(t.app, edited.threadId, "demo-user");
+    const undone = await submitDecision(t.app, undo.threadId, approve(undo));
     expect(undone.state?.outcome).toBe("VERIFIED");
-    await app.close();
+    await t.app.close();
 
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel(
         readThenProposeSet([
           { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
@@ -264,9 +246,9 @@ describe("what the program itself records agrees with the journal", () => {
         ]),
       ),
     });
-    const set = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+    const set = await startRun(t.app, { request: "several changes", requestedBy: "demo-user" });
     const s = set.approval!;
-    const partly = await submitDecision(app, set.threadId, {
+    const partly = await submitDecision(t.app, set.threadId, {
       decisions: [
         {
           type: "approve",
@@ -286,7 +268,7 @@ describe("what the program itself records agrees with the journal", () => {
       ],
     });
     expect(partly.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(3);
+    expect(await t.portal.writes()).toHaveLength(3);
 
     for (const threadId of [edited.threadId, undo.threadId, set.threadId]) {
       const found = (await caseOf(caseSource(), threadId))!;
@@ -333,7 +315,7 @@ describe("a change set's closing record held against its actions' write-ahead en
   it("a set stopped at its second action (stale), given a forged close naming that action, VERIFIED or NOT_EXECUTED: each contradicts the first action's write", async () => {
     const runs = [1, 2].map(setOf);
     let next = 0;
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel((messages, tools) => readThenProposeSet(runs[next]!)(messages, tools)),
     });
     const forgeries = [
@@ -350,19 +332,19 @@ describe("a change set's closing record held against its actions' write-ahead en
     ];
     for (const [round, forgery] of forgeries.entries()) {
       next = round;
-      const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+      const view = await startRun(t.app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
       // Someone changes task 5 after the card was shown: a1 is written, a2 is not.
       const priority = String(round + 1);
       expect(
-        (await portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: priority } })).status,
+        (await t.portal.rest("tasks.task.update", { taskId: 5, fields: { PRIORITY: priority } })).status,
       ).toBe(200);
-      const before = (await portal.writes()).length;
-      const done = await submitDecision(app, view.threadId, approve(view));
+      const before = (await t.portal.writes()).length;
+      const done = await submitDecision(t.app, view.threadId, approve(view));
       expect(done.state?.outcome).toBe("PARTIALLY_EXECUTED");
-      expect((await portal.writes()).slice(before).map((w) => Number(w.params["taskId"]))).toEqual([4]);
+      expect((await t.portal.writes()).slice(before).map((w) => Number(w.params["taskId"]))).toEqual([4]);
       expect(await problemOf(view.threadId)).toBeNull();
 
-      const records = await app.deps.audit.records({ threadId: view.threadId });
+      const records = await t.app.deps.audit.records({ threadId: view.threadId });
       const ending = records.find(isClosingRecord)!;
       const second = records.find(
         (r) => r.event === "action_ended" && r.outcome?.reasonCode === "STALE_STATE",
@@ -388,7 +370,7 @@ describe("a change set's closing record held against its actions' write-ahead en
   it("a rejected set given a forged VERIFIED execution_outcome naming the set, one that says only that a write was sent, or a forged approver on its close: the journal contradicts each", async () => {
     const runs = [1, 2, 3].map(setOf);
     let next = 0;
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel((messages, tools) => readThenProposeSet(runs[next]!)(messages, tools)),
     });
     const forgeries = [
@@ -419,9 +401,9 @@ describe("a change set's closing record held against its actions' write-ahead en
     ];
     for (const [round, forgery] of forgeries.entries()) {
       next = round;
-      const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+      const view = await startRun(t.app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
       const done = await submitDecision(
-        app,
+        t.app,
         view.threadId,
         approveValue({ ...view.approval!, threadId: view.threadId }, "demo-approver", {
           type: "reject",
@@ -429,10 +411,10 @@ describe("a change set's closing record held against its actions' write-ahead en
         }),
       );
       expect(done.state?.outcome).toBe("NOT_EXECUTED");
-      expect(await portal.writes()).toEqual([]);
+      expect(await t.portal.writes()).toEqual([]);
       expect(await problemOf(view.threadId)).toBeNull();
 
-      const records = await app.deps.audit.records({ threadId: view.threadId });
+      const records = await t.app.deps.audit.records({ threadId: view.threadId });
       const accepted = records.find((r) => r.event === "decision_accepted")!;
       const at = new Date().toISOString();
       appendAtTail([
@@ -449,8 +431,8 @@ describe("a change set's closing record held against its actions' write-ahead en
   });
 
   it("a partially approved set given a forged close naming its first revision: the journal's later revision replaces it", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
-    const view = await startRun(app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
+    await t.open({ model: new ScriptedChatModel(readThenProposeSet(SET)) });
+    const view = await startRun(t.app, { request: "rename tasks 4 and 5", requestedBy: "demo-user" });
     const s = view.approval!;
     const decide = (type: string, actionId: string) => ({
       type,
@@ -460,14 +442,14 @@ describe("a change set's closing record held against its actions' write-ahead en
       actionId,
       ...(type === "reject" ? { message: "leave task 5 alone" } : {}),
     });
-    const done = await submitDecision(app, view.threadId, {
+    const done = await submitDecision(t.app, view.threadId, {
       decisions: [decide("approve", "a1"), decide("reject", "a2")],
     });
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
     expect(await problemOf(view.threadId)).toBeNull();
 
-    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     // The first revision's decision: nothing of that revision was written.
     const first = records.find((r) => r.event === "decision_accepted" && r.revision === 1)!;
     appendForgedClose(first, closed("NOT_EXECUTED", "REJECTED_BY_HUMAN", new Date().toISOString()));
@@ -476,19 +458,22 @@ describe("a change set's closing record held against its actions' write-ahead en
 
   /** A single action stopped by its pre-read (task 4 changed after the card was shown): its view intact, its closing record. */
   async function stoppedByPreRead() {
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel(readThenPropose(4, { TITLE: "Never written" })),
     });
-    const view = await startRun(app, { request: "rename task 4 to Never written", requestedBy: "demo-user" });
-    expect((await portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "2" } })).status).toBe(
+    const view = await startRun(t.app, {
+      request: "rename task 4 to Never written",
+      requestedBy: "demo-user",
+    });
+    expect((await t.portal.rest("tasks.task.update", { taskId: 4, fields: { PRIORITY: "2" } })).status).toBe(
       200,
     );
-    const before = (await portal.writes()).length;
-    const done = await submitDecision(app, view.threadId, approve(view));
+    const before = (await t.portal.writes()).length;
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state?.reasonCode).toBe("STALE_STATE");
-    expect((await portal.writes()).slice(before)).toEqual([]);
+    expect((await t.portal.writes()).slice(before)).toEqual([]);
     expect(await problemOf(view.threadId)).toBeNull();
-    const records = await app.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     return { threadId: view.threadId, ending: records.find((r) => r.event === "run_ended")! };
   }
 

@@ -6,47 +6,25 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { loadConfig } from "../src/config/env.js";
 import { loadJournalKey } from "../src/store/journal-key.js";
 import { ConfigError } from "../src/errors.js";
-import {
-  approvalOf as approve,
-  envFor,
-  openTestApp,
-  ROOT,
-  runCli,
-  startPortal,
-  tempDir,
-  type Portal,
-} from "./support/harness.js";
+import { approvalOf as approve, eachTestApp, envFor, ROOT, runCli, tempDir } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const TITLE = "SEALED TITLE";
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 const sqlite = !process.env["ACTION_ENVELOPE_TEST_DATABASE_URL"];
 
 async function waiting(title = TITLE): Promise<ThreadView> {
-  app = await openTestApp(portal, dataDir, {
+  await t.open({
     model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })),
   });
-  const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
+  const view = await startRun(t.app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
   expect(view.status).toBe("awaiting_approval");
   return view;
 }
@@ -54,7 +32,7 @@ async function waiting(title = TITLE): Promise<ThreadView> {
 describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
   it("an edited registered envelope fails its MAC: refused, audited as tampering, nothing written", async () => {
     const view = await waiting();
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"));
     try {
       const r = db
         .prepare("SELECT registered_json FROM actions WHERE envelope_hash = ?")
@@ -71,25 +49,24 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     }
     // Refused, audited, and nothing changed: the approval is not closed by a process that cannot tell
     // an edited row from a wrong key; it can simply never be executed as edited.
-    await expect(submitDecision(app!, view.threadId, approve(view))).rejects.toMatchObject({
+    await expect(submitDecision(t.app, view.threadId, approve(view))).rejects.toMatchObject({
       code: "INTEGRITY_CHECK_FAILED",
     });
-    expect(await portal.writes()).toHaveLength(0);
-    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    expect(await t.portal.writes()).toHaveLength(0);
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     expect(records.filter((x) => x.event === "tamper_detected").map((x) => x.refusal?.reason)).toContainEqual(
       expect.stringContaining("does not verify against its MAC"),
     );
     expect(records.map((x) => x.event)).not.toContain("decision_accepted");
-    const still = await viewThread(app!, view.threadId);
+    const still = await viewThread(t.app, view.threadId);
     expect(still.status).toBe("awaiting_approval");
   });
 
   it("re-sealing needs the key: a row copied from another thread does not verify either", async () => {
     const first = await waiting();
-    await app!.close();
-    app = undefined;
+    await t.close();
     const second = await waiting();
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"));
     try {
       // Move the first thread's sealed row (and its MAC) under the second thread: the seal covers the thread id.
       const r = db
@@ -103,20 +80,19 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     } finally {
       db.close();
     }
-    await expect(submitDecision(app!, second.threadId, approve(second))).rejects.toMatchObject({
+    await expect(submitDecision(t.app, second.threadId, approve(second))).rejects.toMatchObject({
       code: "INTEGRITY_CHECK_FAILED",
     });
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("a decision written into the row without the key, or copied with its seal from another action, is never acted on", async () => {
     const done = await waiting();
-    expect((await submitDecision(app!, done.threadId, approve(done))).state!.outcome).toBe("VERIFIED");
-    await app!.close();
-    app = undefined;
+    expect((await submitDecision(t.app, done.threadId, approve(done))).state!.outcome).toBe("VERIFIED");
+    await t.close();
     const pending = await waiting("NEVER APPROVED");
     const hash = pending.approval!.envelopeHash;
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"));
     const setRow = (phase: string, progress: unknown) =>
       db
         .prepare("UPDATE actions SET phase = ?, progress_json = ? WHERE envelope_hash = ?")
@@ -144,7 +120,7 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     try {
       for (const [phase, progress, found] of cases) {
         setRow(phase, progress);
-        await expect(recoverThread(app!, pending.threadId)).rejects.toMatchObject({
+        await expect(recoverThread(t.app, pending.threadId)).rejects.toMatchObject({
           code: "INTEGRITY_CHECK_FAILED",
           message: expect.stringMatching(
             new RegExp(
@@ -156,15 +132,15 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     } finally {
       db.close();
     }
-    expect(await portal.writes()).toHaveLength(1);
-    const records = await app!.deps.audit.records({ threadId: pending.threadId });
+    expect(await t.portal.writes()).toHaveLength(1);
+    const records = await t.app.deps.audit.records({ threadId: pending.threadId });
     expect(records.filter((x) => x.event === "tamper_detected")).not.toHaveLength(0);
     expect(records.map((x) => x.event)).not.toContain("execution_outcome");
   });
 
   it("an action set to intent by hand with no write-ahead entry: recover sends nothing and says no entry was found", async () => {
     const view = await waiting();
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"));
     try {
       db.prepare("UPDATE actions SET phase = 'intent' WHERE envelope_hash = ?").run(
         view.approval!.envelopeHash,
@@ -172,20 +148,20 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     } finally {
       db.close();
     }
-    const after = await recoverThread(app!, view.threadId);
+    const after = await recoverThread(t.app, view.threadId);
     expect(after.state!.reason).toContain(
       "the acknowledgement is missing (the action was moved to intent but no write-ahead entry was found; not re-sent)",
     );
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("a pre-read verdict written into the row without the key: a STALE_STATE action put back at pre_read as MATCH sends nothing", async () => {
     const view = await waiting();
-    await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } });
-    const stale = await submitDecision(app!, view.threadId, approve(view));
+    await t.portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } });
+    const stale = await submitDecision(t.app, view.threadId, approve(view));
     expect(stale.state!.reasonCode).toBe("STALE_STATE");
     const hash = view.approval!.envelopeHash;
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"));
     try {
       const { progress_json } = db
         .prepare("SELECT progress_json FROM actions WHERE envelope_hash = ?")
@@ -200,14 +176,14 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
     } finally {
       db.close();
     }
-    await expect(recoverThread(app!, view.threadId)).rejects.toMatchObject({
+    await expect(recoverThread(t.app, view.threadId)).rejects.toMatchObject({
       code: "INTEGRITY_CHECK_FAILED",
       message: expect.stringContaining(
         `action ${hash} is pre_read: expected the MATCH of its pre-read sealed under the journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE), found a pre-read (MATCH) without a seal`,
       ),
     });
-    // The only write is the one made by hand on the portal.
-    expect((await portal.writes()).map((w) => w.params)).toEqual([
+    // The only write is the one made by hand on the t.portal.
+    expect((await t.portal.writes()).map((w) => w.params)).toEqual([
       { taskId: 4, fields: { TITLE: "CHANGED BY SOMEONE ELSE" } },
     ]);
   });
@@ -215,7 +191,7 @@ describe.skipIf(!sqlite)("a journal row edited in the data directory", () => {
 
 /** From now on, appending an audit record of `event` to the data directory's journal fails (a trigger). */
 function refuseRecords(event: string): void {
-  const db = new Database(path.join(dataDir, "journal.sqlite"));
+  const db = new Database(path.join(t.dataDir, "journal.sqlite"));
   try {
     db.exec(
       `CREATE TRIGGER refuse_${event} BEFORE INSERT ON audit_records WHEN NEW.event = '${event}'
@@ -228,17 +204,17 @@ function refuseRecords(event: string): void {
 
 describe.skipIf(!sqlite)("a transition whose audit record cannot be appended", () => {
   it("registers no action when its approval_requested record fails inside the registration", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenPropose(4, { TITLE })) });
+    await t.open({ model: new ScriptedChatModel(readThenPropose(4, { TITLE })) });
     refuseRecords("approval_requested");
-    const run = startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
+    const run = startRun(t.app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
     await expect(run).rejects.toThrow(/refused by test/);
-    const db = new Database(path.join(dataDir, "journal.sqlite"), { readonly: true });
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"), { readonly: true });
     try {
       expect(db.prepare("SELECT COUNT(*) AS n FROM actions").get()).toEqual({ n: 0 });
     } finally {
       db.close();
     }
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("does not count a refused decision whose decision_refused record fails", async () => {
@@ -246,11 +222,11 @@ describe.skipIf(!sqlite)("a transition whose audit record cannot be appended", (
     refuseRecords("decision_refused");
     const wrong = approve(view);
     wrong.decisions[0]!.nonce = "not-the-nonce";
-    await expect(submitDecision(app!, view.threadId, wrong)).rejects.toThrow(/refused by test/);
-    const row = await app!.deps.journal.getAction(view.approval!.envelopeHash);
+    await expect(submitDecision(t.app, view.threadId, wrong)).rejects.toThrow(/refused by test/);
+    const row = await t.app.deps.journal.getAction(view.approval!.envelopeHash);
     expect(row?.progress).toMatchObject({ refusalsSeen: 0, refusalsCounted: 0 });
     expect(row?.phase).toBe("registered");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 });
 
@@ -305,24 +281,25 @@ describe("the journal key", () => {
     "a process with another key cannot use approvals sealed under the first: refused, never executed, and the approval is left for the right key",
     async () => {
       const view = await waiting();
-      await app!.close();
-      app = undefined;
-      const other = envFor(portal, dataDir, { ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${dataDir}.other.key` });
+      await t.close();
+      const other = envFor(t.portal, t.dataDir, {
+        ACTION_ENVELOPE_JOURNAL_KEY_FILE: `${t.dataDir}.other.key`,
+      });
       const r = await runCli(
         ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"],
         other,
       );
-      expect(r.stderr).toContain(`${dataDir}.other.key`); // the new key's creation is announced
+      expect(r.stderr).toContain(`${t.dataDir}.other.key`); // the new key's creation is announced
       expect(r.code).toBe(2);
       expect(r.stdout + r.stderr).toContain("INTEGRITY_CHECK_FAILED");
-      expect(await portal.writes()).toHaveLength(0);
+      expect(await t.portal.writes()).toHaveLength(0);
       // The process with the right key still can.
       const ok = await runCli(
         ["approve", view.threadId, "--hash", view.approval!.envelopeHash, "--as", "demo-approver", "--json"],
-        envFor(portal, dataDir),
+        envFor(t.portal, t.dataDir),
       );
       expect(ok.code, ok.stderr).toBe(0);
-      expect(await portal.writes()).toHaveLength(1);
+      expect(await t.portal.writes()).toHaveLength(1);
     },
   );
 });

@@ -7,9 +7,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import {
   DecisionSchema,
   defaultPolicy,
@@ -17,7 +16,7 @@ import {
   signDecision,
   signedPayloadOf,
 } from "../src/envelope/index.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { eachTestApp, tempDir } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
 const COMMENT = "Moved to review; please check the numbers.";
@@ -37,31 +36,18 @@ const proposeSet: Script = (messages) => {
   });
 };
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 describe("change set: unverified decisions under a policy that refuses self-declared ids", () => {
   it("neither end the approval nor use up its budget; the approver's signed approval then runs both actions", async () => {
     const policy = defaultPolicy() as { approvers: Record<string, unknown> };
     policy.approvers = { ...policy.approvers, allowUnauthenticated: false };
-    const policyFile = path.join(dataDir, "policy.json");
+    const policyFile = path.join(t.dataDir, "policy.json");
     fs.writeFileSync(policyFile, JSON.stringify(policy));
     const keysDir = tempDir("ae-keys-");
     const key = generateApproverKeyPair("demo-approver");
     fs.writeFileSync(path.join(keysDir, "demo-approver.pub"), `${key.publicKeyLine}\n`);
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel(proposeSet),
       env: {
         ACTION_ENVELOPE_POLICY: policyFile,
@@ -69,7 +55,7 @@ describe("change set: unverified decisions under a policy that refuses self-decl
         ACTION_ENVELOPE_MAX_REFUSED_DECISIONS: "2",
       },
     });
-    const view = await startRun(app, {
+    const view = await startRun(t.app, {
       request: `set status of task 4 to awaiting control and comment on task 4: ${COMMENT}`,
       requestedBy: "demo-user",
     });
@@ -89,19 +75,19 @@ describe("change set: unverified decisions under a policy that refuses self-decl
       return { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), forger.privateKeyPem) };
     };
     for (let i = 0; i < 3; i++) {
-      const whole = await submitDecision(app, view.threadId, {
+      const whole = await submitDecision(t.app, view.threadId, {
         decisions: [
           { type: "reject", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
         ],
       });
       expect(whole.status).toBe("awaiting_approval");
       expect(whole.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
-      const perAction = await submitDecision(app, view.threadId, {
+      const perAction = await submitDecision(t.app, view.threadId, {
         decisions: [forged("approve", "a1"), forged("reject", "a2")],
       });
       expect(perAction.status).toBe("awaiting_approval");
       expect(perAction.state?.refusals.at(-1)?.code).toBe("SIGNATURE_INVALID");
-      const cancel = await submitDecision(app, view.threadId, {
+      const cancel = await submitDecision(t.app, view.threadId, {
         decisions: [
           {
             type: "cancel",
@@ -115,7 +101,7 @@ describe("change set: unverified decisions under a policy that refuses self-decl
       expect(cancel.status).toBe("awaiting_approval");
       expect(cancel.state?.refusals.at(-1)?.code).toBe("SIGNATURE_REQUIRED");
     }
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
 
     const item = DecisionSchema.parse({
       type: "approve",
@@ -124,13 +110,13 @@ describe("change set: unverified decisions under a policy that refuses self-decl
       approver: { id: "demo-approver" },
       decidedAt: new Date().toISOString(),
     });
-    const done = await submitDecision(app, view.threadId, {
+    const done = await submitDecision(t.app, view.threadId, {
       decisions: [
         { ...item, signature: signDecision(signedPayloadOf(item, view.threadId), key.privateKeyPem) },
       ],
     });
     expect(done.state?.outcome).toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual([
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual([
       "tasks.task.update",
       "task.commentitem.add",
     ]);

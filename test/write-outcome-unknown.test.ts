@@ -7,9 +7,8 @@
  * emulator over HTTP; writes are counted in the emulator's call log.
  */
 import { AIMessage } from "@langchain/core/messages";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import {
   createEnvelope,
@@ -19,15 +18,7 @@ import {
   type ReadResult,
 } from "../src/envelope/index.js";
 import { objectKeyOf } from "../src/store/action-machine.js";
-import {
-  approvalOf as approve,
-  openTestApp,
-  startPortal,
-  tempDir,
-  until,
-  objectLeaseOf,
-  type Portal,
-} from "./support/harness.js";
+import { approvalOf as approve, eachTestApp, objectLeaseOf, until } from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "WRITE-OUTCOME-UNKNOWN renamed";
@@ -38,28 +29,15 @@ const CLIENT_TIMEOUT_MS = 1000;
 const HOLD_MS = 2500;
 const NOT_A_RESULT = ["VERIFIED", "NOT_EXECUTED", "VERIFICATION_FAILED", "REJECTED_BY_TARGET"];
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 async function waiting(model: ScriptedChatModel, request: string): Promise<ThreadView> {
   // Plain REST 2 (no Idempotency-Key), so nothing is re-sent: the only write is the one held.
-  app = await openTestApp(portal, dataDir, {
+  await t.open({
     model,
     env: { BITRIX24_TIMEOUT_MS: String(CLIENT_TIMEOUT_MS), BITRIX24_IDEMPOTENCY: "off" },
   });
-  const view = await startRun(app, { request, requestedBy: "demo-user" });
+  const view = await startRun(t.app, { request, requestedBy: "demo-user" });
   expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
   return view;
 }
@@ -80,19 +58,24 @@ describe("a write held longer than the client waits (latency fault > BITRIX24_TI
       new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })),
       `rename task 4 to ${NEW_TITLE}`,
     );
-    await portal.fault({ method: "tasks.task.update", kind: "latency", ms: HOLD_MS, times: 1 });
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    await t.portal.fault({ method: "tasks.task.update", kind: "latency", ms: HOLD_MS, times: 1 });
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expectUnknownOutcome(done.state!);
     expect(done.state!.verification!.fields.find((f) => f.field === "TITLE")).toMatchObject({
       status: "not_applied",
     });
     // The write may still land, so the task stays held for it.
-    expect((await objectLeaseOf(dataDir, objectKeyOf(view.approval!.envelope)))?.owner).toBe(
+    expect((await objectLeaseOf(t.dataDir, objectKeyOf(view.approval!.envelope)))?.owner).toBe(
       view.approval!.envelopeHash,
     );
     // And it does land, seconds later: once.
-    await until("the held write to land", async () => (await portal.task(4))["title"] === NEW_TITLE, 200, 50);
-    const writes = await portal.writes();
+    await until(
+      "the held write to land",
+      async () => (await t.portal.task(4))["title"] === NEW_TITLE,
+      200,
+      50,
+    );
+    const writes = await t.portal.writes();
     expect(writes).toHaveLength(1);
     expect(writes[0]!.params).toEqual({ taskId: 4, fields: { TITLE: NEW_TITLE } });
   });
@@ -102,17 +85,17 @@ describe("a write held longer than the client waits (latency fault > BITRIX24_TI
       new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: COMMENT }, "add_task_comment")),
       `comment on task 4: ${COMMENT}`,
     );
-    await portal.fault({ method: "task.commentitem.add", kind: "latency", ms: HOLD_MS, times: 1 });
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    await t.portal.fault({ method: "task.commentitem.add", kind: "latency", ms: HOLD_MS, times: 1 });
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expectUnknownOutcome(done.state!);
     const withText = async () =>
       (
-        (await portal.rest("task.commentitem.getlist", { TASKID: 4 })).body.result as Array<{
+        (await t.portal.rest("task.commentitem.getlist", { TASKID: 4 })).body.result as Array<{
           POST_MESSAGE: string;
         }>
       ).filter((c) => c.POST_MESSAGE === COMMENT);
     await until("the held comment to land", async () => (await withText()).length === 1, 200, 50);
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
   });
 
   it("new task: INCONCLUSIVE, not 'the task was not created'; the task appears later, once", async () => {
@@ -131,17 +114,17 @@ describe("a write held longer than the client waits (latency fault > BITRIX24_TI
       });
     });
     const view = await waiting(model, `create a task "${NEW_TASK}" for user 5`);
-    await portal.fault({ method: "tasks.task.add", kind: "latency", ms: HOLD_MS, times: 1 });
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    await t.portal.fault({ method: "tasks.task.add", kind: "latency", ms: HOLD_MS, times: 1 });
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expectUnknownOutcome(done.state!);
     const titled = async () =>
       (
-        (await portal.rest("tasks.task.list", { filter: { TITLE: NEW_TASK } })).body.result.tasks as Array<{
+        (await t.portal.rest("tasks.task.list", { filter: { TITLE: NEW_TASK } })).body.result.tasks as Array<{
           title: string;
         }>
       ).filter((t) => t.title === NEW_TASK);
     await until("the held create to land", async () => (await titled()).length === 1, 200, 50);
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
   });
 });
 
@@ -151,7 +134,7 @@ describe("a 5xx answer to the write", () => {
       new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })),
       `rename task 4 to ${NEW_TITLE}`,
     );
-    await portal.fault({
+    await t.portal.fault({
       method: "tasks.task.update",
       kind: "error",
       status: 504,
@@ -159,11 +142,11 @@ describe("a 5xx answer to the write", () => {
       description: "Gateway Timeout",
       times: 1,
     });
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expectUnknownOutcome(done.state!);
     expect(done.state!.reasonCode).toBe("INCONCLUSIVE");
-    expect(await portal.writes()).toHaveLength(1);
-    const lease = await objectLeaseOf(dataDir, objectKeyOf(view.approval!.envelope));
+    expect(await t.portal.writes()).toHaveLength(1);
+    const lease = await objectLeaseOf(t.dataDir, objectKeyOf(view.approval!.envelope));
     expect(lease?.owner).toBe(view.approval!.envelopeHash);
   });
 
@@ -172,7 +155,7 @@ describe("a 5xx answer to the write", () => {
       new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE })),
       `rename task 4 to ${NEW_TITLE}`,
     );
-    await portal.fault({
+    await t.portal.fault({
       method: "tasks.task.update",
       kind: "error",
       status: 503,
@@ -180,11 +163,11 @@ describe("a 5xx answer to the write", () => {
       description: "REST API is blocked due to overload.",
       times: 1,
     });
-    const done = await submitDecision(app!, view.threadId, approve(view));
+    const done = await submitDecision(t.app, view.threadId, approve(view));
     expect(done.state!.outcome).toBe("REJECTED_BY_TARGET");
     expect(done.state!.acknowledgement?.status).toBe("ERROR");
-    expect(await portal.writes()).toHaveLength(1);
-    expect(await objectLeaseOf(dataDir, objectKeyOf(view.approval!.envelope))).toBeUndefined();
+    expect(await t.portal.writes()).toHaveLength(1);
+    expect(await objectLeaseOf(t.dataDir, objectKeyOf(view.approval!.envelope))).toBeUndefined();
   });
 });
 
