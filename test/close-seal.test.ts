@@ -3,14 +3,24 @@
  * (or the database) but holds no journal key: the thread's closing record and the action's, with the
  * evidence the action was closed on, are sealed under the key when they are written, and a close whose
  * seal does not hold (edited, copied from another thread, or stripped of its seal) is reported
- * INCONCLUSIVE / OUTCOME_TAMPERED in place of what it says, in process and by the CLI. Runs on the
+ * INCONCLUSIVE / OUTCOME_TAMPERED in place of what it says, in process and by the CLI. So are the parts a
+ * later step acts on while a stopped run waits: a verification edited before the close, an acknowledgement
+ * edited before the verification. Runs on the
  * backend the suite runs on (SQLite files, or PostgreSQL with ACTION_ENVELOPE_TEST_DATABASE_URL); the
  * emulator's call log counts the writes.
  */
 import { describe, expect, it } from "vitest";
 import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
-import { approvalOf, eachTestApp, envFor, journalSql, parseJsonOutput, runCli } from "./support/harness.js";
+import {
+  approvalOf,
+  eachTestApp,
+  envFor,
+  journalSql,
+  parseJsonOutput,
+  runCli,
+  stopOnceBeforeMove,
+} from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const t = eachTestApp("ae-close-seal-");
@@ -182,6 +192,27 @@ describe("a closing record edited in the data directory", () => {
     const { cli } = await reported(view.threadId);
     expect(cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
     // One write went out (the approved one); nothing more.
+    expect((await t.portal.writes()).length).toBe(1);
+  });
+
+  it("an acknowledgement edited while its run waits to verify is not used: the fresh read decides as without one (INCONCLUSIVE, never VERIFIED on its word)", async () => {
+    const view = await waiting(4, "ACKNOWLEDGED THEN EDITED");
+    stopOnceBeforeMove(t.app, "verified");
+    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
+    const hash = view.approval!.envelopeHash;
+    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
+    expect(row!["phase"]).toBe("acknowledged");
+
+    // The writer rewrites the recorded answer (its time) before the verification reads it.
+    const progress = await actionProgress(hash);
+    const ack = progress["acknowledgement"] as { status: string; at: string };
+    expect(ack.status).toBe("OK");
+    await setProgress(hash, { ...progress, acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" } });
+
+    const recovered = await recoverThread(t.app, view.threadId);
+    expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE" });
+    expect(recovered.state?.reason).toContain("acknowledgement does not match its seal");
+    expect((await reported(view.threadId)).cli).toMatchObject({ outcome: "INCONCLUSIVE" });
     expect((await t.portal.writes()).length).toBe(1);
   });
 });

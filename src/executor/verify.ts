@@ -23,13 +23,7 @@ import { listTitled } from "./settle.js";
  * (acknowledged → verified).
  */
 export async function verify({ deps, members }: PhaseContext, action: ActionRow): Promise<ActionRow> {
-  const ack = action.progress.acknowledgement!;
-  const acknowledgement: Acknowledgement =
-    ack.status === "OK"
-      ? { status: "OK", body: ack.body }
-      : ack.status === "ERROR"
-        ? { status: "ERROR", error: ack.error! }
-        : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
+  const acknowledgement = acknowledgementOf(action);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, members ?? []);
   const verification = await freshRead(deps, envelope, acknowledgement, action.progress.preRead);
@@ -38,6 +32,25 @@ export async function verify({ deps, members }: PhaseContext, action: ActionRow)
     action,
     await deps.journal.moveAction(action.envelopeHash, "verified", { verification }),
   );
+}
+
+/**
+ * The acknowledgement the journal recorded, as the verification takes it: one whose seal does not hold
+ * (changed outside this program since it was recorded, or unsealed) is not used, so the fresh read
+ * decides as it does when no answer arrived (never VERIFIED on the acknowledgement's word).
+ */
+function acknowledgementOf(action: ActionRow): Acknowledgement {
+  const ack = action.progress.acknowledgement!;
+  if (action.acknowledgementSeal === "invalid" || action.acknowledgementSeal === "unsealed")
+    return {
+      status: "MISSING",
+      reason: `the journal's acknowledgement ${action.acknowledgementSeal === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded), so it is not used`,
+    };
+  return ack.status === "OK"
+    ? { status: "OK", body: ack.body }
+    : ack.status === "ERROR"
+      ? { status: "ERROR", error: ack.error! }
+      : { status: "MISSING", reason: ack.reason ?? "no acknowledgement" };
 }
 
 /** The fresh read after the write and its verdict, by the operation's effect (src/envelope/operations.ts). */

@@ -159,6 +159,11 @@ export interface ActionProgress {
    * follows takes its outcome from a verification only when this seal holds.
    */
   verificationSeal?: string;
+  /**
+   * The acknowledgement's seal: HMAC under the journal key over it and the action (action-rows.ts),
+   * written by the move to acknowledged; the verification that follows uses it only when this holds.
+   */
+  acknowledgementSeal?: string;
 }
 
 export type SealCheck = "none" | "valid" | "unsealed" | "invalid" | "unchecked";
@@ -185,6 +190,8 @@ export interface ActionRow extends RegisteredAction {
   closeSeal: SealCheck;
   /** The same for the verification the move to verified recorded, checked at `verified` (the close acts on it). */
   verificationSeal: SealCheck;
+  /** The same for the acknowledgement the move to acknowledged recorded, checked at `acknowledged`. */
+  acknowledgementSeal: SealCheck;
 }
 
 /** What the thread was asked, recorded once when its first run starts. */

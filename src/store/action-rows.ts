@@ -226,7 +226,8 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     decisionSeal:
       actsOnSeals(r.phase) || !listed ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
     preReadSeal: actsOnSeals(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
-    verificationSeal: verificationSealOfRow(key, r, progress, !listed),
+    acknowledgementSeal: partSealOfRow("acknowledged", key, r, progress, !listed),
+    verificationSeal: partSealOfRow("verified", key, r, progress, !listed),
     // The progress as reported: with the recorded close only when its seal holds.
     ...closeOfRow(key, r, progress, !listed),
   };
@@ -234,11 +235,29 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
 
 /** The progress parts a seal of each kind covers, besides the action (envelope and thread). */
 const SEALED_PARTS = {
+  // An acknowledgement: itself (the verification that follows is made on it).
+  acknowledgement: ["acknowledgement"],
   // A close: its record and the evidence it was closed on.
   close: ["closed", "preRead", "acknowledgement", "verification"],
   // A verification: itself and the acknowledgement it was made on.
   verification: ["verification", "acknowledgement"],
 } as const satisfies Record<string, ReadonlyArray<keyof ActionProgress>>;
+
+/** The moves that seal what they record: the part recorded, the seal's kind and where the seal is kept. */
+const SEALED_ON_MOVE: Partial<
+  Record<
+    Phase,
+    {
+      part: "acknowledgement" | "verification" | "closed";
+      kind: keyof typeof SEALED_PARTS;
+      seal: "acknowledgementSeal" | "verificationSeal" | "closeSeal";
+    }
+  >
+> = {
+  acknowledged: { part: "acknowledgement", kind: "acknowledgement", seal: "acknowledgementSeal" },
+  verified: { part: "verification", kind: "verification", seal: "verificationSeal" },
+  closed: { part: "closed", kind: "close", seal: "closeSeal" },
+};
 
 /** What a seal of `kind` covers: the action and its parts, each as the progress column stores it. */
 function partsSealContent(
@@ -254,22 +273,27 @@ function partsSealContent(
   return { kind, envelopeHash, threadId, ...Object.fromEntries(parts) };
 }
 
-/** Whether the verification of a row at `verified` is the one this program recorded ("unchecked" at other phases). */
-function verificationSealOfRow(
+/**
+ * Whether the part the move to `phase` recorded (the acknowledgement at `acknowledged`, the verification
+ * at `verified`: what the next step acts on) is the one this program recorded; "unchecked" at other phases.
+ */
+function partSealOfRow(
+  phase: "acknowledged" | "verified",
   key: Buffer,
   r: ActionDbRow,
   progress: ActionProgress,
   remember: boolean,
 ): SealCheck {
-  if (r.phase !== "verified") return "unchecked";
-  if (progress.verification === undefined || progress.verification === null) return "none";
-  const mac = progress.verificationSeal;
+  if (r.phase !== phase) return "unchecked";
+  const { part, kind, seal } = SEALED_ON_MOVE[phase]!;
+  if (progress[part] === undefined || progress[part] === null) return "none";
+  const mac = progress[seal];
   if (typeof mac !== "string" || mac === "") return "unsealed";
   const holds = sealHoldsCached(
     key,
-    `verification\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
+    `${kind}\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
     mac,
-    () => partsSealContent("verification", r.envelope_hash, r.thread_id, progress),
+    () => partsSealContent(kind, r.envelope_hash, r.thread_id, progress),
     remember,
   );
   return holds ? "valid" : "invalid";
@@ -402,26 +426,20 @@ export function planSealedMove(
   patch: Partial<ActionProgress>,
   from?: Phase,
 ): ReturnType<typeof planMove> {
-  if (to === "verified" && patch.verification) {
+  const sealed = SEALED_ON_MOVE[to];
+  if (sealed && patch[sealed.part]) {
     const plan = planMove(current, envelopeHash, to, patch, from);
     if (!plan.ok) return plan;
-    const threadId = current?.threadId ?? "";
-    const verificationSeal = sealOf(
+    const mac = sealOf(
       key,
-      partsSealContent("verification", envelopeHash, threadId, plan.progress),
+      partsSealContent(sealed.kind, envelopeHash, current?.threadId ?? "", plan.progress),
     );
+    // The moved row (moveWrite keeps the row's other fields) carries the part just sealed.
     return {
       ...plan,
-      progress: { ...plan.progress, verificationSeal },
-      row: { ...plan.row, verificationSeal: "valid" },
+      progress: { ...plan.progress, [sealed.seal]: mac },
+      row: { ...plan.row, [sealed.seal]: "valid" },
     };
-  }
-  if (to === "closed" && patch.closed) {
-    const plan = planMove(current, envelopeHash, to, patch, from);
-    if (!plan.ok) return plan;
-    const threadId = current?.threadId ?? "";
-    const closeSeal = sealOf(key, partsSealContent("close", envelopeHash, threadId, plan.progress));
-    return { ...plan, progress: { ...plan.progress, closeSeal }, row: { ...plan.row, closeSeal: "valid" } };
   }
   const preRead = patch.preRead;
   if (to !== "pre_read" || !preRead) return planMove(current, envelopeHash, to, patch, from);

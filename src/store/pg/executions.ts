@@ -1,7 +1,7 @@
 /** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
 import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
-import { actionRowOf, planMove } from "../action-rows.js";
+import { actionRowOf, planMove, planSealedMove } from "../action-rows.js";
 import { PgBase } from "./base.js";
 import type { ExecutionJournal, BeginWriteResult, ExecutionEntry, ExecutionIntent } from "../journal/api.js";
 
@@ -65,7 +65,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
         [JSON.stringify(acknowledgement), at, envelopeHash],
       );
       const raw = await this.lockAction(c, envelopeHash);
-      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "acknowledged", {
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, "acknowledged", {
         acknowledgement,
       });
       if (!plan.ok) return plan;

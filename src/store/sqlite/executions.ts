@@ -1,6 +1,6 @@
 /** Write-ahead entries in SQLite: recorded with the move to intent, answered with the move to acknowledged. */
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
-import { actionRowOf, planMove } from "../action-rows.js";
+import { actionRowOf, planMove, planSealedMove } from "../action-rows.js";
 import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { BeginWriteResult, ExecutionEntry, ExecutionIntent, ExecutionJournal } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
@@ -50,7 +50,9 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
         "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
       ).run(JSON.stringify(acknowledgement), at, envelopeHash);
       const raw = this.actionDbRow(envelopeHash);
-      const plan = planMove(actionRowOf(raw, this.key), envelopeHash, "acknowledged", { acknowledgement });
+      const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, "acknowledged", {
+        acknowledgement,
+      });
       if (!plan.ok) return plan;
       return { ok: true, row: this.writeMove(plan) };
     });
