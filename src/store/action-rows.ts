@@ -274,21 +274,23 @@ function partsSealContent(
 }
 
 /**
- * Whether the part the move to `phase` recorded (the acknowledgement at `acknowledged`, the verification
- * at `verified`: what the next step acts on) is the one this program recorded; "unchecked" at other phases.
+ * Whether the part the move to `phase` recorded is the one this program recorded. The acknowledgement
+ * and the verification are checked at their own phase (the next step acts on them; "unchecked" at any
+ * other); a close wherever the row carries one, since it is what every view reports.
  */
 function partSealOfRow(
-  phase: "acknowledged" | "verified",
+  phase: "acknowledged" | "verified" | "closed",
   key: Buffer,
   r: ActionDbRow,
   progress: ActionProgress,
   remember: boolean,
 ): SealCheck {
-  if (r.phase !== phase) return "unchecked";
+  if (phase !== "closed" && r.phase !== phase) return "unchecked";
   const { part, kind, seal } = SEALED_ON_MOVE[phase]!;
   if (progress[part] === undefined || progress[part] === null) return "none";
   const mac = progress[seal];
   if (typeof mac !== "string" || mac === "") return "unsealed";
+  // Checked once per stored text: the seal's content is rebuilt only for text not checked before.
   const holds = sealHoldsCached(
     key,
     `${kind}\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
@@ -310,25 +312,10 @@ function closeOfRow(
   progress: ActionProgress,
   remember: boolean,
 ): { progress: ActionProgress; closeSeal: SealCheck } {
-  const closed = progress.closed;
-  if (closed === undefined || closed === null) return { progress, closeSeal: "none" };
-  const mac = progress.closeSeal;
-  // Checked once per stored text: the seal's content is rebuilt only for text not checked before.
-  const check: SealCheck =
-    typeof mac !== "string" || mac === ""
-      ? "unsealed"
-      : sealHoldsCached(
-            key,
-            `close\n${r.envelope_hash}\n${r.thread_id}\n${r.progress_json}`,
-            mac,
-            () => partsSealContent("close", r.envelope_hash, r.thread_id, progress),
-            remember,
-          )
-        ? "valid"
-        : "invalid";
-  if (check === "valid") return { progress, closeSeal: check };
+  const check = partSealOfRow("closed", key, r, progress, remember);
+  if (check === "none" || check === "valid") return { progress, closeSeal: check };
   return {
-    progress: Object.freeze({ ...progress, closed: unconfirmedClose(closed, check, "action") }),
+    progress: Object.freeze({ ...progress, closed: unconfirmedClose(progress.closed!, check, "action") }),
     closeSeal: check,
   };
 }
