@@ -5,7 +5,7 @@
  * seal does not hold (edited, copied from another thread, or stripped of its seal) is reported
  * INCONCLUSIVE / OUTCOME_TAMPERED in place of what it says, in process and by the CLI. So are the parts a
  * later step acts on while a stopped run waits: a verification edited before the close, an acknowledgement
- * edited before the verification. Runs on the
+ * edited before the verification, a pre-read's evidence edited before the write or the verification. Runs on the
  * backend the suite runs on (SQLite files, or PostgreSQL with ACTION_ENVELOPE_TEST_DATABASE_URL); the
  * emulator's call log counts the writes.
  */
@@ -213,6 +213,60 @@ describe("a closing record edited in the data directory", () => {
     expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE" });
     expect(recovered.state?.reason).toContain("acknowledgement does not match its seal");
     expect((await reported(view.threadId)).cli).toMatchObject({ outcome: "INCONCLUSIVE" });
+    expect((await t.portal.writes()).length).toBe(1);
+  });
+
+  it("a pre-read whose evidence is edited while its run waits to write is not written on: refused INTEGRITY_CHECK_FAILED, nothing sent", async () => {
+    const view = await waiting(4, "PRE-READ THEN EDITED");
+    // The process stops after the pre-read's MATCH was recorded, before the write-ahead entry.
+    const journal = t.app.deps.journal;
+    const beginWrite = journal.beginWrite.bind(journal);
+    journal.beginWrite = () => {
+      journal.beginWrite = beginWrite;
+      return Promise.reject(new Error("the process stopped before the write-ahead entry"));
+    };
+    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
+    const hash = view.approval!.envelopeHash;
+    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
+    expect(row!["phase"]).toBe("pre_read");
+
+    // The writer leaves the verdict and its time alone and rewrites what the pre-read found.
+    const progress = await actionProgress(hash);
+    const preRead = progress["preRead"] as { verdict: string; reason: string };
+    expect(preRead.verdict).toBe("MATCH");
+    await setProgress(hash, { ...progress, preRead: { ...preRead, reason: "read by hand" } });
+
+    await expect(recoverThread(t.app, view.threadId)).rejects.toMatchObject({
+      code: "INTEGRITY_CHECK_FAILED",
+      message: expect.stringContaining(
+        `action ${hash} is pre_read: expected the MATCH of its pre-read sealed under the journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE), found a pre-read (MATCH) whose seal under the journal key does not hold`,
+      ),
+    });
+    expect(await t.portal.writes()).toEqual([]);
+  });
+
+  it("a pre-read whose evidence is edited while its run waits to verify is not compared with: OUTCOME_TAMPERED, never VERIFIED", async () => {
+    const view = await waiting(4, "WRITTEN THEN PRE-READ EDITED");
+    stopOnceBeforeMove(t.app, "verified");
+    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
+    const hash = view.approval!.envelopeHash;
+    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
+    expect(row!["phase"]).toBe("acknowledged");
+
+    // The writer rewrites what the pre-read found (the verification compares the fresh read with it).
+    const progress = await actionProgress(hash);
+    const preRead = progress["preRead"] as { verdict: string; reason: string };
+    await setProgress(hash, { ...progress, preRead: { ...preRead, reason: "read by hand" } });
+
+    const recovered = await recoverThread(t.app, view.threadId);
+    expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+    expect(recovered.state?.reason).toContain("pre-read of this action does not match its seal");
+    const after = await actionProgress(hash);
+    expect(after["verification"]).toMatchObject({ verdict: "INCONCLUSIVE" });
+    expect((await reported(view.threadId)).cli).toMatchObject({
+      outcome: "INCONCLUSIVE",
+      reasonCode: "OUTCOME_TAMPERED",
+    });
     expect((await t.portal.writes()).length).toBe(1);
   });
 });

@@ -16,6 +16,7 @@ import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { PhaseContext } from "./phase-context.js";
 import { rowAfter } from "../hitl/journal-gate.js";
 import { listTitled } from "./settle.js";
+import { unusablePreRead } from "../hitl/closing.js";
 
 /**
  * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as
@@ -26,7 +27,21 @@ export async function verify({ deps, members }: PhaseContext, action: ActionRow)
   const acknowledgement = acknowledgementOf(action);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, members ?? []);
-  const verification = await freshRead(deps, envelope, acknowledgement, action.progress.preRead);
+  const unusable = unusablePreRead(action);
+  const read = await freshRead(
+    deps,
+    envelope,
+    acknowledgement,
+    unusable ? undefined : action.progress.preRead,
+  );
+  // The fresh read is kept as evidence, but without the pre-read it cannot tell this write's effect.
+  const verification: VerificationRecord = unusable
+    ? {
+        ...read,
+        verdict: "INCONCLUSIVE",
+        reason: `${unusable}; the fresh read (${read.verdict}: ${read.reason}) is not taken`,
+      }
+    : read;
   return rowAfter(
     deps,
     action,

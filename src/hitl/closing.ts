@@ -68,11 +68,31 @@ export async function closeSet(
   };
 }
 
+/**
+ * Why the journal's pre-read cannot be compared with (its seal does not hold: changed outside this
+ * program since the move to pre_read, or sealed by a version that sealed only its verdict); null when
+ * it can, or when there is none.
+ */
+export function unusablePreRead(action: ActionRow): string | null {
+  const check = action.preReadSeal;
+  if (!action.progress.preRead || (check !== "invalid" && check !== "unsealed")) return null;
+  return `the journal's pre-read of this action ${check === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded), so what the object looked like before the write cannot be told`;
+}
+
 /** The outcome of an action that reached the end of its run without being closed on the way. */
 export function closingOf(a: ActionRow, at: string): ClosedRecord {
   const v = a.progress.verification;
   const d = a.progress.decision;
   if (a.progress.closed) return a.progress.closed;
+  // After the write went out: a pre-read the verification compares with, edited since it was recorded.
+  const preRead = v || a.phase === "intent" || a.phase === "acknowledged" ? unusablePreRead(a) : null;
+  if (preRead)
+    return {
+      outcome: "INCONCLUSIVE",
+      reasonCode: "OUTCOME_TAMPERED",
+      reason: `${preRead}; no outcome is taken from the verification`,
+      at,
+    };
   // A verification the close would take its outcome from, edited since it was recorded (or unsealed).
   if (v && (a.verificationSeal === "invalid" || a.verificationSeal === "unsealed")) {
     return {

@@ -142,9 +142,10 @@ export interface ActionProgress {
    */
   decisionSeal?: string;
   /**
-   * The pre-read's seal: HMAC under the journal key over its verdict and time and the action
+   * The pre-read's seal: HMAC under the journal key over the pre-read as stored and the action
    * (action-rows.ts), written by the move to pre_read, the one move a write may follow. Absent in rows
-   * moved to pre_read before pre-reads were sealed.
+   * moved to pre_read before pre-reads were sealed; over the verdict and time alone in rows moved
+   * there before the whole pre-read was (such a seal no longer holds).
    */
   preReadSeal?: string;
   /**
@@ -181,7 +182,10 @@ export interface ActionRow extends RegisteredAction {
    * of a listing at a phase whose next step does not act on it (decided and pre_read are checked).
    */
   decisionSeal: SealCheck;
-  /** The same for the pre-read the move to pre_read recorded (its verdict is what lets the write go out). */
+  /**
+   * The same for the pre-read the move to pre_read recorded (its verdict lets the write go out; the
+   * verification compares with what it read), checked from pre_read to verified.
+   */
   preReadSeal: SealCheck;
   /**
    * Whether the row's close is the one this program recorded ("none" while open). When it is not, the

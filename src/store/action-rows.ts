@@ -225,7 +225,7 @@ export function toActionRow(r: ActionDbRow, key: Buffer, listed = false): Action
     // holds the audit records against it: src/evidence/journal-check.ts); a listing pays nothing.
     decisionSeal:
       actsOnSeals(r.phase) || !listed ? decisionSealOfRow(key, r, progress, !listed) : "unchecked",
-    preReadSeal: actsOnSeals(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
+    preReadSeal: actsOnPreRead(r.phase) ? preReadSealOfRow(key, r, progress, !listed) : "unchecked",
     acknowledgementSeal: partSealOfRow("acknowledged", key, r, progress, !listed),
     verificationSeal: partSealOfRow("verified", key, r, progress, !listed),
     // The progress as reported: with the recorded close only when its seal holds.
@@ -364,8 +364,17 @@ export function threadCloseOf(key: Buffer, threadId: string, text: string | null
   return holds ? closed : unconfirmedClose(closed, "invalid", "thread");
 }
 
-/** The phases whose next step acts on the decision (decided, pre_read) or on the pre-read (pre_read). */
+/** The phases whose next step acts on the decision (decided, pre_read). */
 const actsOnSeals = (phase: Phase) => phase === "decided" || phase === "pre_read";
+
+/**
+ * The phases whose next step acts on the pre-read: the write (pre_read), the verification, which
+ * compares the fresh read with the object as the pre-read found it (intent, acknowledged), and the
+ * close, which seals it with the rest of the evidence (verified). A closed row's pre-read is covered by
+ * the close's seal.
+ */
+const actsOnPreRead = (phase: Phase) =>
+  phase === "pre_read" || phase === "intent" || phase === "acknowledged" || phase === "verified";
 
 /**
  * What a decision's seal covers: the action it decides (envelope and thread) and the decision's JSON
@@ -394,16 +403,20 @@ export function planDecision(
   return plan.ok ? { ...plan, row: { ...plan.row, decisionSeal: "valid" } } : plan;
 }
 
-/** What a pre-read's seal covers: the action (envelope and thread), the verdict and when it was read. */
-function preReadSealContent(envelopeHash: string, threadId: string, verdict: unknown, at: unknown): unknown {
-  return { kind: "pre-read", envelopeHash, threadId, verdict, at };
+/**
+ * What a pre-read's seal covers: the action (envelope and thread) and the pre-read's JSON text as the
+ * progress column stores it: its verdict, and the evidence the write and the verification act on (the
+ * object as read, the same-text comments or tasks that existed before).
+ */
+function preReadSealContent(envelopeHash: string, threadId: string, preReadText: string): unknown {
+  return { kind: "pre-read", envelopeHash, threadId, preRead: preReadText };
 }
 
 /**
  * A move the machine allows, as planMove plans it; the move to pre_read (the pre-read's MATCH, after
- * which the write goes out) also seals the pre-read's verdict under the journal key, so a verdict
- * written into the row by hand (a MISMATCH turned into a MATCH, a closed action put back at pre_read)
- * is not taken for one this program read.
+ * which the write goes out) also seals the pre-read under the journal key, so a pre-read written into
+ * the row by hand (a MISMATCH turned into a MATCH, a closed action put back at pre_read, its evidence
+ * edited before the write or the verification acts on it) is not taken for one this program read.
  */
 export function planSealedMove(
   key: Buffer,
@@ -432,7 +445,7 @@ export function planSealedMove(
   if (to !== "pre_read" || !preRead) return planMove(current, envelopeHash, to, patch, from);
   const preReadSeal = sealOf(
     key,
-    preReadSealContent(envelopeHash, current?.threadId ?? "", preRead.verdict, preRead.at),
+    preReadSealContent(envelopeHash, current?.threadId ?? "", JSON.stringify(preRead)),
   );
   const plan = planMove(current, envelopeHash, to, { ...patch, preReadSeal }, from);
   // The moved row (moveWrite keeps the row's other fields) carries the pre-read just sealed.
@@ -445,16 +458,17 @@ function preReadSealOfRow(
   progress: ActionProgress,
   remember: boolean,
 ): ActionRow["preReadSeal"] {
-  const preRead = progress.preRead as { verdict?: unknown; at?: unknown } | undefined | null;
+  const preRead = progress.preRead;
   if (preRead === undefined || preRead === null) return "none";
   const mac = progress.preReadSeal;
   if (typeof mac !== "string" || mac === "") return "unsealed";
-  const { verdict, at } = preRead;
+  const text = jsonText(preRead);
+  // The remembered text names the action too, so a seal copied with its pre-read onto another row is checked in full.
   const holds = sealHoldsCached(
     key,
-    JSON.stringify(["pre-read", r.envelope_hash, r.thread_id, verdict ?? null, at ?? null]),
+    `pre-read\n${r.envelope_hash}\n${r.thread_id}\n${text}`,
     mac,
-    () => preReadSealContent(r.envelope_hash, r.thread_id, verdict, at),
+    () => preReadSealContent(r.envelope_hash, r.thread_id, text),
     remember,
   );
   return holds ? "valid" : "invalid";
