@@ -3,6 +3,7 @@ import {
   OPERATIONS,
   compareBaseline,
   compareBeforeDelete,
+  taskIdsWithTitle,
   type CompareResult,
   type GoneResult,
 } from "../envelope/index.js";
@@ -16,7 +17,6 @@ import { readObject, toReadResult } from "../hitl/reads.js";
 import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { McpCallResult } from "../tools/mcp-call.js";
 import { normaliseId } from "../envelope/fields.js";
-import { taskIdsWithTitle } from "../envelope/created.js";
 
 /**
  * Ends a pre-read by its verdict: MATCH moves the action on (decided → pre_read); any other closes it
