@@ -146,6 +146,77 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
     expect(audit).toContain("tamper_detected");
   });
 
+  it("an approved rename its pre-read could not read (PRECHECK_ERROR), put back at decided with its thread reopened once the portal answers again: recover sends nothing, ROLLBACK_DETECTED", async () => {
+    const env = envFor(portal, dataDir);
+    const TITLE = "PUT BACK AFTER ITS CLOSE";
+    const title = async () =>
+      String((await portal.rest("tasks.task.get", { taskId: 4 })).body.result.task.title);
+    const original = await title();
+    const app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(readThenPropose(4, { TITLE })),
+    });
+    let view: ThreadView;
+    try {
+      view = await startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
+      expect(view.status).toBe("awaiting_approval");
+      // The portal fails every read while the approval arrives: the pre-read stops the write.
+      await portal.fault({
+        method: "tasks.task.get",
+        kind: "error",
+        status: 400,
+        error: "ERROR_CORE",
+        description: "Internal problem",
+        times: 0,
+      });
+      const a = view.approval!;
+      const stopped = await submitDecision(app, view.threadId, {
+        decisions: [
+          {
+            type: "approve",
+            envelopeHash: a.envelopeHash,
+            nonce: a.nonce,
+            approver: { id: "demo-approver" },
+          },
+        ],
+      });
+      expect(stopped.state).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "PRECHECK_ERROR" });
+    } finally {
+      await app.close();
+      await portal.clearFaults();
+    }
+    // The portal answers again and the task is as approved; the writer puts the action back where it
+    // stood after its (sealed) approval, and reopens the thread.
+    const hash = view.approval!.envelopeHash;
+    const [row] = await journalSql(dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [
+      hash,
+    ]);
+    const {
+      closed: _c,
+      closeSeal: _s,
+      preRead: _p,
+      ...decided
+    } = JSON.parse(row!["progress_json"] as string) as Record<string, unknown>;
+    expect(decided).toHaveProperty("decisionSeal");
+    await journalSql(
+      dataDir,
+      "UPDATE T.actions SET phase = 'decided', progress_json = ? WHERE envelope_hash = ?",
+      [JSON.stringify(decided), hash],
+    );
+    await journalSql(dataDir, "UPDATE T.threads SET closed_json = NULL WHERE thread_id = ?", [view.threadId]);
+
+    const r = await runCli(["recover", view.threadId, "--json"], env);
+    const out = parseJsonOutput(r.stdout);
+    expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+      outcome: "NOT_EXECUTED",
+      reasonCode: "ROLLBACK_DETECTED",
+    });
+    expect(out.reason).toMatch(/was closed at \S+ with nothing sent/);
+    expect(out.reason).toMatch(/the journal has it at decided/);
+    expect(await portal.writes()).toEqual([]);
+    expect(await title()).toBe(original);
+    expect(await auditOf(view.threadId, env)).toContain("tamper_detected");
+  });
+
   it("row 6: the data directory copied while the comment waits, approved (VERIFIED), the copy put back, the same approval sent again: no second comment", async () => {
     const env = envFor(portal, dataDir);
     const view = await waitingComment();

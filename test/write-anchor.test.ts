@@ -64,6 +64,23 @@ describe("write anchor", () => {
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
   });
 
+  it("keeps a close with nothing sent apart from a write: neither is taken for the other, each recorded once", async () => {
+    const file = anchorFile();
+    const anchor = new WriteAnchor(file);
+    await anchor.recordClosedUnsent(h(1), "2026-12-02T10:00:00.000Z");
+    await anchor.recordClosedUnsent(h(1), "2026-12-02T10:00:05.000Z");
+    await anchor.record(h(2), "2026-12-02T10:00:01.000Z");
+    expect(anchor.has(h(1))).toBe(false);
+    expect(anchor.closedUnsent(h(1))).toBe("2026-12-02T10:00:00.000Z");
+    expect(anchor.has(h(2))).toBe(true);
+    expect(anchor.closedUnsent(h(2))).toBeUndefined();
+    // A fresh reader (another process) reads both kinds from the file.
+    const fresh = new WriteAnchor(file);
+    fs.appendFileSync(file, `${h(3)} closed-unsent 2026-12-02T10:00:02.000Z\n`);
+    expect([fresh.has(h(3)), fresh.closedUnsent(h(3))]).toEqual([false, "2026-12-02T10:00:02.000Z"]);
+    expect(fs.readFileSync(file, "utf8").trim().split("\n")).toHaveLength(3);
+  });
+
   it("is refused inside the data directory", () => {
     expect(() => writeAnchorOf({ dataDir: "/srv/ae", writeAnchorPath: "/srv/ae/anchor" })).toThrow(
       /inside the data directory/,

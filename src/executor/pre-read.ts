@@ -34,10 +34,11 @@ export async function preRead({ deps, members }: PhaseContext, action: ActionRow
   const envelope = action.envelope;
   const unusable = unusableApproval(envelope, deps.clock(), deps.portal);
   if (unusable) return closeRow(deps, action, "NOT_EXECUTED", unusable.code, unusable.reason);
-  // An approved action whose write the anchor already knows (a journal put back to before it): refused before any read.
+  // An approved action whose write, or whose close with nothing sent, the anchor already knows (a journal put
+  // back to before it): refused before any read.
   const rollback = await rollbackOf(deps, action);
   if (rollback && "reason" in rollback)
-    return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
+    return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason, rollback.sent);
 
   // The object is ours from before this read until verification: another approved action on it waits,
   // and reads what we wrote.

@@ -48,7 +48,7 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
   const rollback = await rollbackOf(deps, action);
   if (rollback) {
     if ("entry" in rollback) return reconcile(ctx, action, rollback.entry, false);
-    return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason);
+    return refuseTampered(deps, action, "ROLLBACK_DETECTED", rollback.reason, rollback.sent);
   }
 
   const now = deps.clock();
@@ -357,12 +357,22 @@ async function answerOfLostCall(
 export async function rollbackOf(
   deps: Pick<Deps, "config" | "journal">,
   action: ActionRow,
-): Promise<{ reason: string } | { entry: ExecutionEntry } | null> {
+): Promise<{ reason: string; sent: boolean } | { entry: ExecutionEntry } | null> {
   const anchor = writeAnchorOf(deps.config);
+  const closedAt = anchor.has(action.envelopeHash) ? undefined : anchor.closedUnsent(action.envelopeHash);
+  if (closedAt !== undefined)
+    return {
+      sent: false,
+      reason:
+        `the anchor ${anchor.file} records that action ${action.envelopeHash} was closed at ${closedAt} with nothing sent ` +
+        `(expected: the action closed in the journal), but the journal has it at ${action.phase} ` +
+        "(put back by hand, an older copy of the data directory or database, or a process that stopped between the anchor's line and the close); nothing was sent",
+    };
   if (!anchor.has(action.envelopeHash)) return null;
   const entry = await deps.journal.findExecution(action.envelopeHash);
   if (entry) return { entry };
   return {
+    sent: true,
     reason:
       `the journal is behind its write anchor: the anchor ${anchor.file} records that the write-ahead entry of action ${action.envelopeHash} was made ` +
       `(expected: that entry in the journal, the action at intent or later), but the journal holds no such entry and has the action at ${action.phase} ` +
@@ -372,14 +382,16 @@ export async function rollbackOf(
 
 /**
  * A journal changed outside this program: audited (tamper_detected), nothing sent, the action closed
- * INCONCLUSIVE. ENVELOPE_TAMPERED: a write-ahead entry that disagrees with the sealed envelope (its call
- * may have gone out, so the acknowledgement is MISSING first); ROLLBACK_DETECTED: a journal behind its anchor.
+ * INCONCLUSIVE, or NOT_EXECUTED where the anchor shows that nothing was ever sent for it (`sent` false).
+ * ENVELOPE_TAMPERED: a write-ahead entry that disagrees with the sealed envelope (its call may have gone
+ * out, so the acknowledgement is MISSING first); ROLLBACK_DETECTED: a journal behind its anchor.
  */
 export async function refuseTampered(
   deps: Deps,
   action: ActionRow,
   code: "ENVELOPE_TAMPERED" | "ROLLBACK_DETECTED",
   reason: string,
+  sent = true,
 ): Promise<ActionRow> {
   const at = deps.clock().toISOString();
   const discriminator =
@@ -403,5 +415,5 @@ export async function refuseTampered(
           acknowledgement: { status: "MISSING", reason, at },
         })
       : undefined;
-  return closeRow(deps, moved?.ok ? moved.row : action, "INCONCLUSIVE", code, reason);
+  return closeRow(deps, moved?.ok ? moved.row : action, sent ? "INCONCLUSIVE" : "NOT_EXECUTED", code, reason);
 }

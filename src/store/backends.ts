@@ -9,12 +9,13 @@ import { SqliteJournal, type Journal, type JournalOptions } from "./journal.js";
 import { SqliteAuditLog, adoptAuditFile, type AuditLog } from "./audit.js";
 import { loadJournalKey } from "./journal-key.js";
 import type { Keeper } from "./keeper.js";
-import { checkWriteAnchor } from "./write-anchor.js";
+import { anchorUnsentCloses, checkWriteAnchor, writeAnchorOf } from "./write-anchor.js";
 
 export async function createJournal(config: AppConfig, opts: JournalOptions = {}): Promise<Journal> {
   const key = loadJournalKey(config);
   checkWriteAnchor(config);
   const journal = await openJournal(config, key, opts);
+  anchorUnsentCloses(journal, writeAnchorOf(config), opts.clock ?? (() => new Date()));
   return journal instanceof SqliteJournal ? withAuditFileAdopted(journal, config) : journal;
 }
 
