@@ -76,7 +76,7 @@ export async function closeSet(
 export function unusablePreRead(action: ActionRow): string | null {
   const check = action.preReadSeal;
   if (!action.progress.preRead || (check !== "invalid" && check !== "unsealed")) return null;
-  return `the journal's pre-read of this action ${check === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded), so what the object looked like before the write cannot be told`;
+  return `the journal's pre-read of this action ${check === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded, or recorded by a version that sealed its verdict alone), so what the object looked like before the write cannot be told`;
 }
 
 /** The outcome of an action that reached the end of its run without being closed on the way. */

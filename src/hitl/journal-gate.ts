@@ -173,7 +173,7 @@ function unprovenPreRead(r: ActionRow): string | null {
       ? "no pre-read"
       : r.preReadSeal === "unsealed"
         ? `a pre-read (${verdict}) without a seal (recorded by a version before pre-reads were sealed, or written outside this program)`
-        : `a pre-read (${verdict}) whose seal under the journal key does not hold (written, changed or copied outside this program, or this process holds another journal key than the one that recorded it)`;
+        : `a pre-read (${verdict}) whose seal under the journal key does not hold (written, changed or copied outside this program, recorded by a version that sealed its verdict alone, or this process holds another journal key than the one that recorded it)`;
   return `action ${r.envelopeHash} is pre_read: expected the MATCH of its pre-read sealed under the journal key (ACTION_ENVELOPE_JOURNAL_KEY / _FILE), found ${found}; whether the target still matched the approved baseline cannot be told. Nothing was sent.`;
 }
 
