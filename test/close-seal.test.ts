@@ -66,6 +66,15 @@ const setProgress = (envelopeHash: string, progress: unknown) =>
     envelopeHash,
   ]);
 
+/** Approves `view` in a run made to stop on the way; the action's hash, its row left at `phase`. */
+async function approvedUntilStopped(view: ThreadView, phase: string): Promise<string> {
+  await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
+  const hash = view.approval!.envelopeHash;
+  const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
+  expect(row!["phase"]).toBe(phase);
+  return hash;
+}
+
 /** The thread's ending as this process and the CLI (`show --json`, another process) report it. */
 async function reported(threadId: string) {
   const view = await viewThread(t.app, threadId);
@@ -175,10 +184,7 @@ describe("a closing record edited in the data directory", () => {
       }
       return closeThread(...args);
     };
-    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
-    const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
-    expect(row!["phase"]).toBe("verified");
+    const hash = await approvedUntilStopped(view, "verified");
 
     // The writer rewrites the recorded verification's reason before the close reads it.
     const progress = await actionProgress(hash);
@@ -198,10 +204,7 @@ describe("a closing record edited in the data directory", () => {
   it("an acknowledgement edited while its run waits to verify is not used: the fresh read decides as without one (INCONCLUSIVE, never VERIFIED on its word)", async () => {
     const view = await waiting(4, "ACKNOWLEDGED THEN EDITED");
     stopOnceBeforeMove(t.app, "verified");
-    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
-    const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
-    expect(row!["phase"]).toBe("acknowledged");
+    const hash = await approvedUntilStopped(view, "acknowledged");
 
     // The writer rewrites the recorded answer (its time) before the verification reads it.
     const progress = await actionProgress(hash);
@@ -225,10 +228,7 @@ describe("a closing record edited in the data directory", () => {
       journal.beginWrite = beginWrite;
       return Promise.reject(new Error("the process stopped before the write-ahead entry"));
     };
-    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
-    const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
-    expect(row!["phase"]).toBe("pre_read");
+    const hash = await approvedUntilStopped(view, "pre_read");
 
     // The writer leaves the verdict and its time alone and rewrites what the pre-read found.
     const progress = await actionProgress(hash);
@@ -248,10 +248,7 @@ describe("a closing record edited in the data directory", () => {
   it("a pre-read whose evidence is edited while its run waits to verify is not compared with: OUTCOME_TAMPERED, never VERIFIED", async () => {
     const view = await waiting(4, "WRITTEN THEN PRE-READ EDITED");
     stopOnceBeforeMove(t.app, "verified");
-    await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
-    const hash = view.approval!.envelopeHash;
-    const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
-    expect(row!["phase"]).toBe("acknowledged");
+    const hash = await approvedUntilStopped(view, "acknowledged");
 
     // The writer rewrites what the pre-read found (the verification compares the fresh read with it).
     const progress = await actionProgress(hash);

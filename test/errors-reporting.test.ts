@@ -21,6 +21,7 @@ import {
   startPortal,
   tempDir,
   type Portal,
+  TASK_READS_FAIL,
 } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 import {
@@ -107,14 +108,7 @@ describe("read tool failures reach the model as the portal's words only", () => 
   });
 
   it("no 'Please fix your mistakes.' in the tool reply or the outcome; the reply says nothing was changed", async () => {
-    await portal.fault({
-      method: "tasks.task.get",
-      kind: "error",
-      status: 400,
-      error: "ERROR_CORE",
-      description: "Internal problem",
-      times: 0,
-    });
+    await portal.fault(TASK_READS_FAIL);
     let turn = 0;
     const script: Script = () => {
       turn += 1;

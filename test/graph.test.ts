@@ -10,7 +10,14 @@ import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { hashEnvelope } from "../src/envelope/index.js";
 import { DecisionNotAcceptedError } from "../src/errors.js";
-import { openTestApp, startPortal, stopOnceBeforeMove, tempDir, type Portal } from "./support/harness.js";
+import {
+  openTestApp,
+  startPortal,
+  stopOnceBeforeMove,
+  tempDir,
+  type Portal,
+  TASK_READS_FAIL,
+} from "./support/harness.js";
 import { ScriptedChatModel, call, readThenPropose, type Script } from "./support/scripted-model.js";
 
 const NEW_TITLE = "LAB-AGENT-EXEC-002 - CLEAN TRUE PATH";
@@ -427,14 +434,7 @@ describe("pre-read verdicts", () => {
 
   it("PRECHECK_ERROR when the read fails", async () => {
     const { app, view } = await waiting();
-    await portal.fault({
-      method: "tasks.task.get",
-      kind: "error",
-      status: 400,
-      error: "ERROR_CORE",
-      description: "Internal problem",
-      times: 0,
-    });
+    await portal.fault(TASK_READS_FAIL);
     const done = await submitDecision(app, view.threadId, approval(view));
     expect(done.state?.reasonCode).toBe("PRECHECK_ERROR");
     expect(done.state?.preRead?.verdict).toBe("ERROR");

@@ -22,6 +22,7 @@ import {
   runCli,
   tempDir,
   type Portal,
+  TASK_READS_FAIL,
 } from "./support/harness.js";
 import { AIMessage } from "@langchain/core/messages";
 import { ScriptedChatModel, call, readThenPropose } from "./support/scripted-model.js";
@@ -160,14 +161,7 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
       view = await startRun(app, { request: `rename task 4 to ${TITLE}`, requestedBy: "demo-user" });
       expect(view.status).toBe("awaiting_approval");
       // The portal fails every read while the approval arrives: the pre-read stops the write.
-      await portal.fault({
-        method: "tasks.task.get",
-        kind: "error",
-        status: 400,
-        error: "ERROR_CORE",
-        description: "Internal problem",
-        times: 0,
-      });
+      await portal.fault(TASK_READS_FAIL);
       const a = view.approval!;
       const stopped = await submitDecision(app, view.threadId, {
         decisions: [

@@ -22,7 +22,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@langchain/langgraph-sdk";
 import type { Envelope } from "../src/envelope/index.js";
 import { DEPS_KEY } from "../src/runtime/run-deps.js";
-import { ROOT, envFor, startPortal, tempDir, until, type Portal } from "./support/harness.js";
+import {
+  ROOT,
+  envFor,
+  startPortal,
+  tempDir,
+  until,
+  type Portal,
+  TASK_READS_FAIL,
+} from "./support/harness.js";
 import { DEV_SERVER_ARGS, isolatedConfig } from "./support/dev-server.js";
 import { descendants, killAll, waitForExit } from "./support/processes.js";
 import {
@@ -409,14 +417,7 @@ describe("issue 12 through the LangGraph API (auth off): the journal decides", (
   it("row 7: PRECHECK_ERROR ended the run; the same signed decision replayed on a fork of the waiting checkpoint writes nothing", async () => {
     const { threadId, p } = await startThread("rename task 4 to Row seven title");
     const decision = signed(p, "bob");
-    await portal.fault({
-      method: "tasks.task.get",
-      kind: "error",
-      status: 400,
-      error: "ERROR_CORE",
-      description: "Internal problem",
-      times: 0,
-    });
+    await portal.fault(TASK_READS_FAIL);
     try {
       await run(threadId, { command: { resume: decision } });
     } finally {

@@ -26,6 +26,7 @@ import {
   stopOnceBeforeMove,
   tempDir,
   type Portal,
+  TASK_READS_FAIL,
 } from "./support/harness.js";
 import {
   ScriptedChatModel,
@@ -337,14 +338,7 @@ describe("issue 12 in process: graph state cannot decide what is written or repo
     await open();
     const { threadId, p } = await waiting();
     const decision = approveValue(p, "bob");
-    await portal.fault({
-      method: "tasks.task.get",
-      kind: "error",
-      status: 400,
-      error: "ERROR_CORE",
-      description: "Internal problem",
-      times: 0,
-    });
+    await portal.fault(TASK_READS_FAIL);
     try {
       await drive(resume(decision), threadId);
     } finally {

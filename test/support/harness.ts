@@ -194,6 +194,16 @@ export function stopOnceBeforeMove(app: App, phase: Phase): void {
   };
 }
 
+/** An emulator fault: every task read answers ERROR_CORE (HTTP 400) until the faults are cleared. */
+export const TASK_READS_FAIL = {
+  method: "tasks.task.get",
+  kind: "error",
+  status: 400,
+  error: "ERROR_CORE",
+  description: "Internal problem",
+  times: 0,
+} as const;
+
 export interface AppOptions {
   model?: BaseChatModel;
   clock?: () => Date;
