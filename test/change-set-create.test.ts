@@ -8,9 +8,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
 import { pendingPage } from "./support/pending-page.js";
@@ -23,14 +22,12 @@ import {
 import { Printer, outcomeTableLines, pendingLine } from "../src/cli/render.js";
 import { setOutcomeFromMessages } from "../src/api/cli-api.js";
 import type { PendingApproval } from "../src/app/pending.js";
-import { ROOT, openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { ROOT, eachTestApp } from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
 const TITLE = "CS new task: check the Q3 numbers";
 const REQUEST = `rename task 4 to CS-1 renamed and create a task "${TITLE}" for user 5`;
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
+const t = eachTestApp();
 
 type Action = { operation: string; taskId?: number; fields: Record<string, unknown> };
 
@@ -57,17 +54,6 @@ function proposeSet(actions: Action[]): Script {
   };
 }
 
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
-
 function approveAll(view: ThreadView) {
   const a = view.approval!;
   return {
@@ -77,11 +63,11 @@ function approveAll(view: ThreadView) {
   };
 }
 
-const writeMethods = async () => (await portal.writes()).map((w) => w.method);
+const writeMethods = async () => (await t.portal.writes()).map((w) => w.method);
 
 describe("a change set with a create (add_task)", () => {
   it("is proposed and shown (the new task as 'a new task', not 'task 0'), approved once, run in order: one update, one create, each VERIFIED", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(SET)) });
+    const app = await t.open({ model: new ScriptedChatModel(proposeSet(SET)) });
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     const a = view.approval!;
@@ -95,13 +81,13 @@ describe("a change set with a create (add_task)", () => {
     expect(card).toContain("CHANGE SET — approval requested for 2 actions");
     expect(card).toMatch(/2\. a2: add_task \(tasks\.task\.add\) on a new task/);
     expect(card).not.toMatch(/task 0\b/);
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
 
     const done = await submitDecision(app, view.threadId, approveAll(view));
     expect(done.state!.outcome, done.state!.reason ?? "").toBe("VERIFIED");
     expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.add"]);
-    expect((await portal.task(4))["title"]).toBe("CS-1 renamed");
-    const added = (await portal.calls("tasks.task.add"))[0]!;
+    expect((await t.portal.task(4))["title"]).toBe("CS-1 renamed");
+    const added = (await t.portal.calls("tasks.task.add"))[0]!;
     expect(added.params).toMatchObject({ fields: { TITLE, RESPONSIBLE_ID: "5" } });
     const table = done
       .state!.messages.map((m) => String(m.content))
@@ -114,14 +100,14 @@ describe("a change set with a create (add_task)", () => {
     expect(a2!.progress.verification!.verdict).toBe("VERIFIED");
     const createdId = Number((a2!.progress.verification!.created as { id: string }).id);
     expect(createdId).toBeGreaterThan(0);
-    expect(await portal.task(createdId)).toMatchObject({ title: TITLE, responsibleId: "5" });
+    expect(await t.portal.task(createdId)).toMatchObject({ title: TITLE, responsibleId: "5" });
     expect(table).toMatch(new RegExp(`a2 +add_task +new task ${createdId} +VERIFIED`));
     expect(table).not.toMatch(/task 0\b/);
   });
 
   it("is listed as pending with 'a new task'; after it ran, the thread's outcome names it so; undo restores the update and names the create it does not delete (default policy denies delete_task)", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(SET)) });
-    const original = (await portal.task(4))["title"];
+    const app = await t.open({ model: new ScriptedChatModel(proposeSet(SET)) });
+    const original = (await t.portal.task(4))["title"];
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
     const listed = (await pendingPage(app)).pending.find((p) => p.threadId === view.threadId)!;
@@ -139,7 +125,7 @@ describe("a change set with a create (add_task)", () => {
     expect(undo.state!.card).not.toMatch(/task 0\b/);
     const restored = await submitDecision(app, undo.threadId, approveAll(undo));
     expect(restored.state!.outcome).toBe("VERIFIED");
-    expect((await portal.task(4))["title"]).toBe(original);
+    expect((await t.portal.task(4))["title"]).toBe(original);
     expect(await writeMethods()).toEqual(["tasks.task.update", "tasks.task.add", "tasks.task.update"]);
   });
 
@@ -149,13 +135,13 @@ describe("a change set with a create (add_task)", () => {
     policy.requireVerifiedRequesterAtOrAbove = null; // a self-declared requester (in process), as under envFor's policy
     policy.operations.delete_task = { ...policy.operations.delete_task, allowed: true };
     delete policy.operations.delete_task.reason;
-    const file = path.join(dataDir, "policy.json");
+    const file = path.join(t.dataDir, "policy.json");
     fs.writeFileSync(file, JSON.stringify(policy));
-    app = await openTestApp(portal, dataDir, {
+    const app = await t.open({
       model: new ScriptedChatModel(proposeSet(SET)),
       env: { ACTION_ENVELOPE_POLICY: file },
     });
-    const original = (await portal.task(4))["title"];
+    const original = (await t.portal.task(4))["title"];
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect((await submitDecision(app, view.threadId, approveAll(view))).state!.outcome).toBe("VERIFIED");
     const a2 = await app.deps.journal.getAction(view.approval!.changeSet!.actions[1]!.envelopeHash);
@@ -170,7 +156,7 @@ describe("a change set with a create (add_task)", () => {
     ]);
     const restored = await submitDecision(app, undo.threadId, approveAll(undo));
     expect(restored.state!.outcome, restored.state!.reason ?? "").toBe("VERIFIED");
-    expect((await portal.task(4))["title"]).toBe(original);
+    expect((await t.portal.task(4))["title"]).toBe(original);
     expect(await writeMethods()).toEqual([
       "tasks.task.update",
       "tasks.task.add",
@@ -184,7 +170,7 @@ describe("a change set with a create (add_task)", () => {
       { operation: "add_task", fields: { TITLE: "CS first new task", RESPONSIBLE_ID: "5" } },
       { operation: "add_task", fields: { TITLE: "CS second new task", RESPONSIBLE_ID: "5" } },
     ];
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(two)) });
+    const app = await t.open({ model: new ScriptedChatModel(proposeSet(two)) });
     const view = await startRun(app, {
       request: 'create a task "CS first new task" for user 5 and a task "CS second new task" for user 5',
       requestedBy: "demo-user",
@@ -199,7 +185,7 @@ describe("a change set with a create (add_task)", () => {
       ids.push(Number((row!.progress.verification!.created as { id: string }).id));
     }
     expect(new Set(ids).size).toBe(2);
-    expect([(await portal.task(ids[0]!))["title"], (await portal.task(ids[1]!))["title"]]).toEqual([
+    expect([(await t.portal.task(ids[0]!))["title"], (await t.portal.task(ids[1]!))["title"]]).toEqual([
       "CS first new task",
       "CS second new task",
     ]);
@@ -207,7 +193,7 @@ describe("a change set with a create (add_task)", () => {
 
   it("two creates with the same title in one set: the second is not taken for the first's task; each created once and verified on its own", async () => {
     const same = { operation: "add_task", fields: { TITLE: "CS twice", RESPONSIBLE_ID: "5" } };
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet([same, same])) });
+    const app = await t.open({ model: new ScriptedChatModel(proposeSet([same, same])) });
     const view = await startRun(app, {
       request: 'create two tasks "CS twice" for user 5',
       requestedBy: "demo-user",
@@ -223,18 +209,18 @@ describe("a change set with a create (add_task)", () => {
   });
 
   it("is refused before the card when add_task names a task id (a create names no object); nothing written, no crash", async () => {
-    app = await openTestApp(portal, dataDir, {
+    const app = await t.open({
       model: new ScriptedChatModel(
         proposeSet([SET[0]!, { operation: "add_task", taskId: 4, fields: { TITLE, RESPONSIBLE_ID: "5" } }]),
       ),
     });
     const view = await startRun(app, { request: REQUEST, requestedBy: "demo-user" });
     expect(view.status).not.toBe("awaiting_approval");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("is refused at the proposal tool when an action acts on a deal (a set acts on tasks only): the model is told why; nothing written, no crash", async () => {
-    app = await openTestApp(portal, dataDir, {
+    const app = await t.open({
       model: new ScriptedChatModel(
         proposeSet([SET[0]!, { operation: "update_deal", dealId: 3, fields: { STAGE_ID: "WON" } } as Action]),
       ),
@@ -248,7 +234,7 @@ describe("a change set with a create (add_task)", () => {
     expect(JSON.stringify(view.state!.messages)).toMatch(
       /a change set acts on tasks only; update_deal acts on a deal/,
     );
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 });
 
