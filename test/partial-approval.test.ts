@@ -8,9 +8,8 @@
  */
 import path from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import {
   DecisionSchema,
@@ -20,14 +19,12 @@ import {
 } from "../src/envelope/index.js";
 import { buildEvidence } from "../src/evidence/evidence-objects.js";
 import { submitAsSignedIn } from "../src/inbox/driver.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { eachTestApp } from "./support/harness.js";
 import { ScriptedChatModel, readThenProposeSet, type SetAction } from "./support/scripted-model.js";
 import { makeKeys } from "./support/trust-boundary.js";
 
 type Action = SetAction;
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
+const t = eachTestApp("ae-partial-");
 
 function perAction(
   view: ThreadView,
@@ -48,24 +45,14 @@ function perAction(
   };
 }
 
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir("ae-partial-");
-});
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
-
 async function waiting(actions: Action[]): Promise<ThreadView> {
-  app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(actions)) });
-  const view = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+  await t.open({ model: new ScriptedChatModel(readThenProposeSet(actions)) });
+  const view = await startRun(t.app, { request: "several changes", requestedBy: "demo-user" });
   expect(view.status).toBe("awaiting_approval");
   return view;
 }
 
-const writeMethods = async () => (await portal.writes()).map((w) => w.method);
+const writeMethods = async () => (await t.portal.writes()).map((w) => w.method);
 
 describe("partial approvals are not edits", () => {
   it("approve a1 and a3, reject a2 (a2 on another task): a1 and a3 run at once; the table lists a2 REJECTED with its reason", async () => {
@@ -83,7 +70,7 @@ describe("partial approvals are not edits", () => {
     );
     expect(forecast).toMatchObject({ runsAtOnce: true, kept: ["a1", "a3"], rejected: ["a2"] });
     const done = await submitDecision(
-      app!,
+      t.app,
       view.threadId,
       perAction(view, { a1: "approve", a2: "reject", a3: "approve" }, "alice", "leave task 5 alone"),
     );
@@ -97,13 +84,13 @@ describe("partial approvals are not edits", () => {
     ]);
     expect(done.changeSetOutcome!.actions[1]!.reason).toContain("leave task 5 alone");
     // The evidence names it a per-action decision, not an edit.
-    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     const summaries = buildEvidence({
       threadId: view.threadId,
       status: "finished",
       state: done.state,
       records,
-      chain: await app!.deps.audit.verify(),
+      chain: await t.app.deps.audit.verify(),
     })
       .filter((e) => e.kind === "decision")
       .map((e) => e.summary);
@@ -120,25 +107,25 @@ describe("partial approvals are not edits", () => {
       { operation: "update_task", taskId: 8, fields: { PRIORITY: "2" } },
     ]);
     // The store refuses the run-at-once revision's decision_accepted record (revision 2 only).
-    const db = new Database(path.join(dataDir, "journal.sqlite"));
+    const db = new Database(path.join(t.dataDir, "journal.sqlite"));
     db.exec(
       "CREATE TRIGGER refuse_accept BEFORE INSERT ON audit_records WHEN NEW.event = 'decision_accepted' AND NEW.revision = 2 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
     );
     db.close();
     await expect(
-      submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject", a3: "approve" })),
+      submitDecision(t.app, view.threadId, perAction(view, { a1: "approve", a2: "reject", a3: "approve" })),
     ).rejects.toThrow(/refused by the test/);
-    const current = await app!.deps.journal.currentAction(view.threadId);
+    const current = await t.app.deps.journal.currentAction(view.threadId);
     expect(current?.revision).toBe(2);
     expect(current?.phase).toBe("registered");
     expect(current?.progress.decision).toBeUndefined();
-    const records = await app!.deps.audit.records({ threadId: view.threadId });
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
     // Registration and its approval_requested records commit together (one per registered action); the
     // refused claim adds nothing.
     const rev2 = records.filter((r) => r.revision === 2);
     expect(rev2.map((r) => r.event)).toEqual(rev2.map(() => "approval_requested"));
     expect(rev2.length).toBeGreaterThan(0);
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("a kept action that depends on a rejected one (same task, later in the chain) comes back with no editor: the same approver approves it", async () => {
@@ -155,14 +142,18 @@ describe("partial approvals are not edits", () => {
     expect(forecast.runsAtOnce).toBe(false);
     expect(forecast.summary).toContain("a2 depends on rejected a1");
     expect(forecast.summary).toContain("you included");
-    const again = await submitDecision(app!, view.threadId, perAction(view, { a1: "reject", a2: "approve" }));
+    const again = await submitDecision(
+      t.app,
+      view.threadId,
+      perAction(view, { a1: "reject", a2: "approve" }),
+    );
     expect(again.status).toBe("awaiting_approval");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
     expect(again.approval!.envelope.editedBy).toBeUndefined();
     expect(again.approval!.description).not.toContain("Edited by");
     // Not an edit: alice, who decided the set, may approve what is left (no SELF_APPROVAL).
     const a = again.approval!;
-    const done = await submitDecision(app!, view.threadId, {
+    const done = await submitDecision(t.app, view.threadId, {
       decisions: [
         { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } },
       ],
@@ -183,25 +174,30 @@ describe("partial approvals are not edits", () => {
     // After the card was shown, someone renames task 4: TITLE is one of a1's "must stay unchanged" fields.
     expect(view.approval!.changeSet!.actions[0]!.envelope.invariantFields).toContain("TITLE");
     expect(
-      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Renamed meanwhile" } })).status,
+      (await t.portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "Renamed meanwhile" } }))
+        .status,
     ).toBe(200);
-    const before = (await portal.writes()).length;
-    const again = await submitDecision(app!, view.threadId, perAction(view, { a1: "approve", a2: "reject" }));
+    const before = (await t.portal.writes()).length;
+    const again = await submitDecision(
+      t.app,
+      view.threadId,
+      perAction(view, { a1: "approve", a2: "reject" }),
+    );
     // A whole-set approval would end STALE_STATE here; a partial one must not write over the change either.
-    expect((await portal.writes()).length).toBe(before);
+    expect((await t.portal.writes()).length).toBe(before);
     expect(again.status).toBe("awaiting_approval");
     expect(again.approval!.description).toMatch(
       /NOT RUN AT ONCE: alice's partial approval of sha256:[0-9a-f]{64} covered these actions as they were shown; since then a1 task 4: [A-Z_, ]*TITLE[A-Z_, ]* changed/,
     );
     expect(again.approval!.envelope.baseline.values["TITLE"]).toBe("Renamed meanwhile");
     const a = again.approval!;
-    const done = await submitDecision(app!, view.threadId, {
+    const done = await submitDecision(t.app, view.threadId, {
       decisions: [
         { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } },
       ],
     });
     expect(done.state!.outcome).toBe("VERIFIED");
-    expect((await portal.writes()).slice(before).map((w) => w.params)).toEqual([
+    expect((await t.portal.writes()).slice(before).map((w) => w.params)).toEqual([
       { taskId: 4, fields: { PRIORITY: "2" } },
     ]);
   });
@@ -213,22 +209,23 @@ describe("partial approvals are not edits", () => {
       { operation: "update_task", taskId: 8, fields: { PRIORITY: "2" } },
     ]);
     expect(
-      (await portal.rest("tasks.task.update", { taskId: 8, fields: { TITLE: "Renamed meanwhile" } })).status,
+      (await t.portal.rest("tasks.task.update", { taskId: 8, fields: { TITLE: "Renamed meanwhile" } }))
+        .status,
     ).toBe(200);
-    const before = (await portal.writes()).length;
+    const before = (await t.portal.writes()).length;
     const again = await submitDecision(
-      app!,
+      t.app,
       view.threadId,
       perAction(view, { a1: "approve", a2: "reject", a3: "approve" }),
     );
-    expect((await portal.writes()).length).toBe(before);
+    expect((await t.portal.writes()).length).toBe(before);
     expect(again.status).toBe("awaiting_approval");
     expect(again.approval!.changeSet!.actions.map((x) => x.actionId)).toEqual(["a1", "a3"]);
     expect(again.approval!.description).toMatch(/since then a3 task 8: [A-Z_, ]*TITLE[A-Z_, ]* changed/);
     expect(again.approval!.description).not.toContain("run without being shown again");
   });
   it("a separation-of-duties override on an approved action is recorded when an earlier action of the set is rejected", async () => {
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel(
         readThenProposeSet([
           { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
@@ -237,12 +234,12 @@ describe("partial approvals are not edits", () => {
       ),
     });
     // carol requests a medium-risk set and, as override-officer (authenticated), approves a2 of it.
-    const view = await startRun(app, { request: "several changes", requestedBy: "carol" });
+    const view = await startRun(t.app, { request: "several changes", requestedBy: "carol" });
     const a = view.approval!;
     const bound = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "carol" } };
     const override = { gate: "separation_of_duties", reason: "urgent fix" };
     const done = await submitAsSignedIn(
-      app,
+      t.app,
       view.threadId,
       { envelopeHash: a.envelopeHash, nonce: a.nonce },
       {
@@ -256,7 +253,7 @@ describe("partial approvals are not edits", () => {
     expect(done.state!.outcome).toBe("VERIFIED");
     expect(await writeMethods()).toEqual(["tasks.task.update"]);
     // The decision and the revision run at once on it both say the gate was overridden, by whom and why.
-    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+    const accepted = (await t.app.deps.audit.records({ threadId: view.threadId })).filter(
       (r) => r.event === "decision_accepted",
     );
     expect(accepted.map((r) => r.override)).toEqual([
@@ -266,7 +263,7 @@ describe("partial approvals are not edits", () => {
   });
   it("an unsigned approval after a signed rejection of another action is recorded as self-declared, not as signed", async () => {
     const keys = makeKeys(["alice"]);
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       env: { ACTION_ENVELOPE_APPROVER_KEYS: keys.dir },
       model: new ScriptedChatModel(
         readThenProposeSet([
@@ -275,7 +272,7 @@ describe("partial approvals are not edits", () => {
         ]),
       ),
     });
-    const view = await startRun(app, { request: "several changes", requestedBy: "demo-user" });
+    const view = await startRun(t.app, { request: "several changes", requestedBy: "demo-user" });
     const a = view.approval!;
     const bound = { envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "alice" } };
     const reject: Record<string, unknown> = {
@@ -290,11 +287,11 @@ describe("partial approvals are not edits", () => {
       keys.pem["alice"]!,
     );
     // The policy accepts self-declared approvers, so the unsigned approval of a2 is taken, as what it is.
-    const done = await submitDecision(app, view.threadId, {
+    const done = await submitDecision(t.app, view.threadId, {
       decisions: [reject, { type: "approve", actionId: "a2", ...bound }],
     });
     expect(done.state!.outcome).toBe("VERIFIED");
-    const accepted = (await app.deps.audit.records({ threadId: view.threadId })).filter(
+    const accepted = (await t.app.deps.audit.records({ threadId: view.threadId })).filter(
       (r) => r.event === "decision_accepted",
     );
     expect(accepted.map((r) => r.approver?.verifiedBy)).toEqual(["self_declared", "self_declared"]);
