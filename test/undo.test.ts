@@ -5,40 +5,22 @@
  * else's later change makes it STALE_STATE instead of being overwritten. Writes counted in the
  * emulator's call log.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
-import {
-  envFor,
-  openTestApp,
-  parseJsonOutput,
-  runCli,
-  startPortal,
-  tempDir,
-  type Portal,
-} from "./support/harness.js";
+import { eachTestApp, envFor, parseJsonOutput, runCli } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 
 const NEW_TITLE = "UNDO-TEST renamed";
-let portal: Portal;
-let dataDir: string;
-let app: App;
+const t = eachTestApp();
 let model: ScriptedChatModel;
 let originalTitle: string;
 
 beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
   model = new ScriptedChatModel(readThenPropose(4, { TITLE: NEW_TITLE }));
-  app = await openTestApp(portal, dataDir, { model });
-  originalTitle = (await portal.task(4))["title"];
-});
-
-afterEach(async () => {
-  await app.close();
-  await portal.emulator.close();
+  await t.open({ model });
+  originalTitle = (await t.portal.task(4))["title"];
 });
 
 function approval(view: ThreadView, approver = "demo-approver") {
@@ -51,10 +33,13 @@ function approval(view: ThreadView, approver = "demo-approver") {
 }
 
 async function verifiedRename(): Promise<ThreadView> {
-  const waiting = await startRun(app, { request: `rename task 4 to ${NEW_TITLE}`, requestedBy: "demo-user" });
-  const done = await submitDecision(app, waiting.threadId, approval(waiting));
+  const waiting = await startRun(t.app, {
+    request: `rename task 4 to ${NEW_TITLE}`,
+    requestedBy: "demo-user",
+  });
+  const done = await submitDecision(t.app, waiting.threadId, approval(waiting));
   expect(done.state!.outcome).toBe("VERIFIED");
-  expect((await portal.task(4))["title"]).toBe(NEW_TITLE);
+  expect((await t.portal.task(4))["title"]).toBe(NEW_TITLE);
   return done;
 }
 
@@ -63,7 +48,7 @@ describe("undo of a verified change", () => {
     const done = await verifiedRename();
     const turns = model.boundToolNames.length;
 
-    const undo = await startUndo(app, done.threadId, "demo-user");
+    const undo = await startUndo(t.app, done.threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
     expect(undo.threadId).not.toBe(done.threadId);
     expect(model.boundToolNames.length).toBe(turns);
@@ -74,12 +59,12 @@ describe("undo of a verified change", () => {
     expect(undo.state!.card).toContain(`UNDO of thread ${done.threadId}`);
     expect(undo.state!.proposal?.source).toBe("compensation");
     // Nothing is written before the approval.
-    expect(await portal.writes()).toHaveLength(1);
+    expect(await t.portal.writes()).toHaveLength(1);
 
-    const restored = await submitDecision(app, undo.threadId, approval(undo));
+    const restored = await submitDecision(t.app, undo.threadId, approval(undo));
     expect(restored.state!.outcome).toBe("VERIFIED");
-    expect((await portal.task(4))["title"]).toBe(originalTitle);
-    const writes = await portal.writes();
+    expect((await t.portal.task(4))["title"]).toBe(originalTitle);
+    const writes = await t.portal.writes();
     expect(writes).toHaveLength(2);
     expect((writes[1]!.params["fields"] as Record<string, unknown>)["TITLE"]).toBe(originalTitle);
   });
@@ -89,66 +74,66 @@ describe("undo of a verified change", () => {
     // A person edits another field in Bitrix24 afterwards: the change marker moves.
     expect(
       (
-        await portal.rest("tasks.task.update", {
+        await t.portal.rest("tasks.task.update", {
           taskId: 4,
           fields: { DESCRIPTION: "edited by a person afterwards" },
         })
       ).status,
     ).toBe(200);
-    const undo = await startUndo(app, done.threadId, "demo-user");
+    const undo = await startUndo(t.app, done.threadId, "demo-user");
     expect(undo.status).toBe("finished");
     expect(undo.state!.outcome).toBe("NOT_EXECUTED");
     expect(undo.state!.reasonCode).toBe("STALE_STATE");
     // DESCRIPTION is named with what our verification read, not as a value we wrote.
     expect(undo.state!.reason).toContain('DESCRIPTION (at our verification "');
-    expect(await portal.writes()).toHaveLength(2); // ours and the person's, no undo
+    expect(await t.portal.writes()).toHaveLength(2); // ours and the person's, no undo
     expect(undo.state!.card ?? null).toBeNull();
 
     // The same when the person changed the very field we wrote: it is named with ours and now.
     expect(
-      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: originalTitle } })).status,
+      (await t.portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: originalTitle } })).status,
     ).toBe(200);
     const done2 = await verifiedRenameAgain();
     expect(
-      (await portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "a person's title" } })).status,
+      (await t.portal.rest("tasks.task.update", { taskId: 4, fields: { TITLE: "a person's title" } })).status,
     ).toBe(200);
-    const undo2 = await startUndo(app, done2.threadId, "demo-user");
+    const undo2 = await startUndo(t.app, done2.threadId, "demo-user");
     expect(undo2.state!.reasonCode).toBe("STALE_STATE");
     expect(undo2.state!.reason).toContain(`TITLE (we wrote "${NEW_TITLE}", now "a person's title")`);
-    expect((await portal.task(4))["title"]).toBe("a person's title");
+    expect((await t.portal.task(4))["title"]).toBe("a person's title");
   });
 
   it("a change after the undo was proposed makes the undo's own pre-read STALE_STATE: no write", async () => {
     const done = await verifiedRename();
-    const undo = await startUndo(app, done.threadId, "demo-user");
+    const undo = await startUndo(t.app, done.threadId, "demo-user");
     expect(undo.status).toBe("awaiting_approval");
     expect(
       (
-        await portal.rest("tasks.task.update", {
+        await t.portal.rest("tasks.task.update", {
           taskId: 4,
           fields: { TITLE: "changed while the undo waited" },
         })
       ).status,
     ).toBe(200);
-    const ended = await submitDecision(app, undo.threadId, approval(undo));
+    const ended = await submitDecision(t.app, undo.threadId, approval(undo));
     expect(ended.state!.reasonCode).toBe("STALE_STATE");
-    expect((await portal.task(4))["title"]).toBe("changed while the undo waited");
+    expect((await t.portal.task(4))["title"]).toBe("changed while the undo waited");
     expect(
-      (await portal.writes()).filter(
+      (await t.portal.writes()).filter(
         (w) => (w.params["fields"] as Record<string, unknown>)["TITLE"] === originalTitle,
       ),
     ).toHaveLength(0);
   });
 
   it("only a VERIFIED change can be undone: a rejected one, an unknown thread and an undo still waiting are refused NOT_UNDOABLE / NO_SUCH_THREAD", async () => {
-    const waiting = await startRun(app, {
+    const waiting = await startRun(t.app, {
       request: `rename task 4 to ${NEW_TITLE}`,
       requestedBy: "demo-user",
     });
-    await expect(startUndo(app, waiting.threadId, "demo-user")).rejects.toThrow(
+    await expect(startUndo(t.app, waiting.threadId, "demo-user")).rejects.toThrow(
       /NOT_UNDOABLE: only a VERIFIED change can be undone/,
     );
-    const rejected = await submitDecision(app, waiting.threadId, {
+    const rejected = await submitDecision(t.app, waiting.threadId, {
       decisions: [
         {
           type: "reject",
@@ -160,17 +145,17 @@ describe("undo of a verified change", () => {
       ],
     });
     expect(rejected.state!.outcome).not.toBe("VERIFIED");
-    await expect(startUndo(app, waiting.threadId, "demo-user")).rejects.toThrow(
+    await expect(startUndo(t.app, waiting.threadId, "demo-user")).rejects.toThrow(
       /NOT_UNDOABLE: .*REJECTED_BY_HUMAN/,
     );
-    await expect(startUndo(app, "no-such-thread", "demo-user")).rejects.toThrow(/NO_SUCH_THREAD/);
-    expect(await portal.writes()).toHaveLength(0);
+    await expect(startUndo(t.app, "no-such-thread", "demo-user")).rejects.toThrow(/NO_SUCH_THREAD/);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("through the CLI: `undo <thread> --json` waits for approval, `approve` restores; one write each", async () => {
     const done = await verifiedRename();
-    await app.close();
-    const env = envFor(portal, dataDir);
+    await t.close();
+    const env = envFor(t.portal, t.dataDir);
     const undo = await runCli(["undo", done.threadId, "--json"], env);
     expect(undo.code, undo.stderr).toBe(0);
     const waiting = parseJsonOutput(undo.stdout);
@@ -181,20 +166,23 @@ describe("undo of a verified change", () => {
       env,
     );
     expect(parseJsonOutput(approved.stdout).outcome).toBe("VERIFIED");
-    expect((await portal.task(4))["title"]).toBe(originalTitle);
-    expect(await portal.writes()).toHaveLength(2);
+    expect((await t.portal.task(4))["title"]).toBe(originalTitle);
+    expect(await t.portal.writes()).toHaveLength(2);
     // Undoing a thread that is not a verified change is refused with the reason, exit 1.
     const again = await runCli(["undo", "no-such-thread"], env);
     expect(again.code).toBe(1);
     expect(again.stderr + again.stdout).toContain("NO_SUCH_THREAD");
-    app = await openTestApp(portal, dataDir, { model });
+    await t.open({ model });
   });
 });
 
 async function verifiedRenameAgain(): Promise<ThreadView> {
-  const waiting = await startRun(app, { request: `rename task 4 to ${NEW_TITLE}`, requestedBy: "demo-user" });
+  const waiting = await startRun(t.app, {
+    request: `rename task 4 to ${NEW_TITLE}`,
+    requestedBy: "demo-user",
+  });
   expect(waiting.status).toBe("awaiting_approval");
-  const done = await submitDecision(app, waiting.threadId, approval(waiting));
+  const done = await submitDecision(t.app, waiting.threadId, approval(waiting));
   expect(done.state!.outcome).toBe("VERIFIED");
   return done;
 }
