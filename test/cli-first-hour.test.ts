@@ -5,43 +5,31 @@
  * of a revision prints the rejection's feedback and each field changed since the previous revision.
  * Each command its own process over a real emulator (HTTP) and SQLite stores; writes counted.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { MemorySaver } from "@langchain/langgraph";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import { openApp, type App } from "../src/app/open-app.js";
-import { envFor, openTestApp, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { openApp } from "../src/app/open-app.js";
+import { eachTestApp, envFor, runCli } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
 import { titleScript } from "./support/inbox.js";
 
-let portal: Portal;
-let dataDir: string;
-let app: App;
+const t = eachTestApp();
 
 beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-  app = await openTestApp(portal, dataDir, {
-    model: new ScriptedChatModel(readThenPropose(4, { TITLE: "First hour" })),
-  });
-});
-
-afterEach(async () => {
-  await app.close();
-  await portal.emulator.close();
+  await t.open({ model: new ScriptedChatModel(readThenPropose(4, { TITLE: "First hour" })) });
 });
 
 describe("the CLI in the first hour", () => {
   it("show of a revision made from a rejection prints the feedback and the per-field diff; show --json carries the same", async () => {
-    await app.close();
-    app = await openTestApp(portal, dataDir, {
+    await t.open({
       model: new ScriptedChatModel(titleScript({ 1: "Hiring plan" })),
     });
-    const first = await startRun(app, {
+    const first = await startRun(t.app, {
       request: "rename task 1 to the proposed title",
       requestedBy: "demo-user",
     });
     const a = first.approval!;
-    const revised = await submitDecision(app, first.threadId, {
+    const revised = await submitDecision(t.app, first.threadId, {
       decisions: [
         {
           type: "reject",
@@ -53,7 +41,7 @@ describe("the CLI in the first hour", () => {
       ],
     });
     expect(revised.approval?.revision).toBe(2);
-    const env = envFor(portal, dataDir);
+    const env = envFor(t.portal, t.dataDir);
     const shown = await runCli(["show", first.threadId], env);
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(
@@ -71,23 +59,26 @@ describe("the CLI in the first hour", () => {
       changes: [{ field: "TITLE", was: "Hiring plan", now: "Hiring plan 2027" }],
     });
     // A first revision has none.
-    const other = await startRun(app, {
+    const other = await startRun(t.app, {
       request: "rename task 4 to the proposed title",
       requestedBy: "demo-user",
     });
     expect(
       JSON.parse((await runCli(["show", other.threadId, "--json"], env)).stdout).revisionHistory,
     ).toBeUndefined();
-    expect(await portal.writes()).toEqual([]);
+    expect(await t.portal.writes()).toEqual([]);
   });
 
   it("a refused approve prints REFUSED with its reason first and no second copy of the card; nothing is written", async () => {
-    const waiting = await startRun(app, { request: "rename task 4 to First hour", requestedBy: "demo-user" });
+    const waiting = await startRun(t.app, {
+      request: "rename task 4 to First hour",
+      requestedBy: "demo-user",
+    });
     expect(waiting.status).toBe("awaiting_approval");
     const wrong = `sha256:${"0".repeat(64)}`;
     const r = await runCli(
       ["approve", waiting.threadId, "--hash", wrong, "--as", "demo-approver"],
-      envFor(portal, dataDir),
+      envFor(t.portal, t.dataDir),
     );
     expect(r.code, r.stderr).toBe(2);
     const lines = r.stdout.split("\n").filter((l) => l.trim() !== "");
@@ -103,39 +94,42 @@ describe("the CLI in the first hour", () => {
       `Nothing was applied. The approval still waits, unchanged (revision 1); see its card with: npm run cli -- show ${waiting.threadId}`,
     );
     expect(r.stdout).toContain(`approve ${waiting.threadId} --hash ${waiting.approval!.envelopeHash}`);
-    expect(await portal.writes()).toEqual([]);
+    expect(await t.portal.writes()).toEqual([]);
   });
 
   it("undo's progress says the code proposed it, never `model says`", async () => {
-    const waiting = await startRun(app, { request: "rename task 4 to First hour", requestedBy: "demo-user" });
+    const waiting = await startRun(t.app, {
+      request: "rename task 4 to First hour",
+      requestedBy: "demo-user",
+    });
     const a = waiting.approval!;
-    const done = await submitDecision(app, waiting.threadId, {
+    const done = await submitDecision(t.app, waiting.threadId, {
       decisions: [
         { type: "approve", envelopeHash: a.envelopeHash, nonce: a.nonce, approver: { id: "demo-approver" } },
       ],
     });
     expect(done.state!.outcome).toBe("VERIFIED");
-    const r = await runCli(["undo", done.threadId, "--as", "demo-user"], envFor(portal, dataDir));
+    const r = await runCli(["undo", done.threadId, "--as", "demo-user"], envFor(t.portal, t.dataDir));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toMatch(/model\W+says/);
     expect(r.stdout).toMatch(/undo\W+Undo proposed by code, not by the model/);
-    expect((await portal.writes()).length).toBe(1);
+    expect((await t.portal.writes()).length).toBe(1);
   });
 
   it("show of a thread the API server keeps names where it lives and the command for it, not `no thread`", async () => {
     // Same journal, another checkpointer: what this data directory sees of a run the LangGraph API server keeps.
-    const elsewhere = await startRun(openApp(app.deps, { checkpointer: new MemorySaver() }), {
+    const elsewhere = await startRun(openApp(t.app.deps, { checkpointer: new MemorySaver() }), {
       request: "rename task 4 to First hour",
       requestedBy: "demo-user",
     });
     expect(elsewhere.status).toBe("awaiting_approval");
-    const r = await runCli(["show", elsewhere.threadId], envFor(portal, dataDir));
+    const r = await runCli(["show", elsewhere.threadId], envFor(t.portal, t.dataDir));
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`thread ${elsewhere.threadId} waits for approval on the LangGraph API server`);
     expect(r.stderr).toContain(`npm run cli -- show ${elsewhere.threadId} --api <URL>`);
     expect(r.stderr).not.toContain("no thread");
-    const unknown = await runCli(["show", "no-such-thread"], envFor(portal, dataDir));
+    const unknown = await runCli(["show", "no-such-thread"], envFor(t.portal, t.dataDir));
     expect(unknown.stderr).toContain('no thread no-such-thread; list waiting ones with "pending"');
-    expect(await portal.writes()).toEqual([]);
+    expect(await t.portal.writes()).toEqual([]);
   });
 });
