@@ -7,28 +7,16 @@
  * field; otherwise it is refused with what is expected. It never reaches the model, and the question
  * keeps waiting.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph";
 import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
-import { type App } from "../src/app/open-app.js";
 import { viewThread } from "../src/app/view-thread.js";
 import { answersFromChat, chatMessageText } from "../src/hitl/structured-input.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { eachTestApp } from "./support/harness.js";
 import { ScriptedChatModel, askThenPropose, call, type Script } from "./support/scripted-model.js";
 
-let portal: Portal;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 /** Asks which task (one number field, or two fields), then reads and proposes the answered one; records what the model saw. */
 function asker(fields: Record<string, unknown>) {
@@ -49,8 +37,8 @@ const TWO_FIELDS = {
 
 async function asked(fields: Record<string, unknown>) {
   const model = asker(fields);
-  app = await openTestApp(portal, tempDir(), { model: new ScriptedChatModel(model.script) });
-  const view = await startRun(app, {
+  await t.open({ model: new ScriptedChatModel(model.script) });
+  const view = await startRun(t.app, {
     request: "rename the lab task to Chosen in chat",
     requestedBy: "demo-user",
   });
@@ -69,8 +57,8 @@ const seenText = (seen: BaseMessage[][]) => seen.flat().map((m) => m.text);
 describe("a chat message sent as new run input while a question waits (what Studio's chat sends)", () => {
   it("that validates as the single field is the answer: no model call for the chat itself, the model sees only the tool answer, then the approval", async () => {
     const { model, threadId, config } = await asked(ONE_FIELD);
-    await app!.graph.invoke(chat("4") as never, config);
-    const view = await viewThread(app!, threadId);
+    await t.app.graph.invoke(chat("4") as never, config);
+    const view = await viewThread(t.app, threadId);
     expect(view.status).toBe("awaiting_approval");
     expect(view.approval?.envelope.object.id).toBe(4);
     // Two model calls after the answer (read, propose); the chat message itself was never shown as a message.
@@ -83,14 +71,14 @@ describe("a chat message sent as new run input while a question waits (what Stud
       expect(tool?.text).toBe(JSON.stringify({ taskId: 4 }));
     }
     expect(view.state?.messages.some((m) => m.getType() === "human" && m.text === "4")).toBe(false);
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 
   it("that does not validate is refused visibly with the fields and the example; the model is not called and the same question waits", async () => {
     const { model, threadId, config } = await asked(ONE_FIELD);
-    const before = await viewThread(app!, threadId);
-    await app!.graph.invoke(chat("the fourth one, please") as never, config);
-    const view = await viewThread(app!, threadId);
+    const before = await viewThread(t.app, threadId);
+    await t.app.graph.invoke(chat("the fourth one, please") as never, config);
+    const view = await viewThread(t.app, threadId);
     expect(model.seen).toHaveLength(1);
     expect(seenText(model.seen)).not.toContain("the fourth one, please");
     expect(view.status).toBe("awaiting_input");
@@ -107,14 +95,14 @@ describe("a chat message sent as new run input while a question waits (what Stud
     expect(view.state?.messages.some((m) => m.text === "the fourth one, please")).toBe(false);
 
     // The question still takes its answer, the structured way.
-    await app!.graph.invoke(new Command({ resume: { answers: { taskId: 4 } } }), config);
-    expect((await viewThread(app!, threadId)).status).toBe("awaiting_approval");
+    await t.app.graph.invoke(new Command({ resume: { answers: { taskId: 4 } } }), config);
+    expect((await viewThread(t.app, threadId)).status).toBe("awaiting_approval");
   });
 
   it("a question with two fields cannot be answered by a chat message: refused naming both fields; no model call", async () => {
     const { model, threadId, config } = await asked(TWO_FIELDS);
-    await app!.graph.invoke(chat("4") as never, config);
-    const view = await viewThread(app!, threadId);
+    await t.app.graph.invoke(chat("4") as never, config);
+    const view = await viewThread(t.app, threadId);
     expect(model.seen).toHaveLength(1);
     expect(view.status).toBe("awaiting_input");
     expect(view.input?.lastRefusal?.reason).toMatch(
@@ -126,16 +114,16 @@ describe("a chat message sent as new run input while a question waits (what Stud
 describe("a chat message folded into command.resume (the SDK's run.start on an interrupted thread) or a plain string resume", () => {
   it("{messages: [...]} as the resume value answers a single-field question when it validates, and is refused otherwise", async () => {
     const { model, threadId, config } = await asked(ONE_FIELD);
-    await app!.graph.invoke(
+    await t.app.graph.invoke(
       new Command({ resume: { messages: [{ type: "human", content: "four" }] } }),
       config,
     );
-    let view = await viewThread(app!, threadId);
+    let view = await viewThread(t.app, threadId);
     expect(view.status).toBe("awaiting_input");
     expect(view.input?.lastRefusal?.reason).toMatch(/the chat message "four" is not a valid answer/);
     expect(model.seen).toHaveLength(1);
-    await app!.graph.invoke(new Command({ resume: "4" }), config);
-    view = await viewThread(app!, threadId);
+    await t.app.graph.invoke(new Command({ resume: "4" }), config);
+    view = await viewThread(t.app, threadId);
     expect(view.status).toBe("awaiting_approval");
     expect(view.approval?.envelope.object.id).toBe(4);
     expect(seenText(model.seen)).not.toContain("four");
@@ -185,32 +173,32 @@ describe("the budget of invalid answers to a question", () => {
   it("is counted in the journal: a fork of the checkpoint from before the refusals does not reset it, and the fifth invalid answer ends the run", async () => {
     const { model, threadId, config } = await asked(ONE_FIELD);
     // The checkpoint at the question, before any answer: its state holds no refusals.
-    const atQuestion = (await app!.graph.getState(config)).config;
+    const atQuestion = (await t.app.graph.getState(config)).config;
     const bad = (from: typeof config | typeof atQuestion) =>
-      app!.graph.invoke(new Command({ resume: { answers: { taskId: "the fourth" } } }), {
+      t.app.graph.invoke(new Command({ resume: { answers: { taskId: "the fourth" } } }), {
         ...from,
         durability: "sync" as const,
       });
     for (let i = 0; i < 4; i++) {
       await bad(config);
       // Each refusal shows in the view (from its audit record), so a caller can tell this answer was refused.
-      const view = await viewThread(app!, threadId);
+      const view = await viewThread(t.app, threadId);
       expect(view.state?.refusals.map((r) => r.code)).toEqual(
         Array.from({ length: i + 1 }, () => "INVALID_ANSWER"),
       );
       expect(view.input?.lastRefusal?.code).toBe("INVALID_ANSWER");
     }
-    expect((await viewThread(app!, threadId)).status).toBe("awaiting_input");
-    expect((await app!.deps.journal.getQuestion(threadId))?.invalidAnswers).toBe(4);
+    expect((await viewThread(t.app, threadId)).status).toBe("awaiting_input");
+    expect((await t.app.deps.journal.getQuestion(threadId))?.invalidAnswers).toBe(4);
     // Anyone who can reach the API or the checkpoints resumes the old checkpoint: state's count starts
     // again from none, the journal's does not.
     await bad(atQuestion);
-    const ended = await viewThread(app!, threadId);
+    const ended = await viewThread(t.app, threadId);
     expect(ended.status).toBe("finished");
     expect(ended.state?.reasonCode).toBe("TOO_MANY_REFUSED_DECISIONS");
     expect(ended.state?.reason).toMatch(/^5 invalid answers/);
     expect(model.seen).toHaveLength(1);
-    expect(await portal.writes()).toEqual([]);
+    expect(await t.portal.writes()).toEqual([]);
   });
 });
 
@@ -242,24 +230,24 @@ describe("a pause at a question the journal no longer holds open", () => {
         ],
       });
     };
-    app = await openTestApp(portal, tempDir(), { model: new ScriptedChatModel(script) });
-    const first = await startRun(app, {
+    await t.open({ model: new ScriptedChatModel(script) });
+    const first = await startRun(t.app, {
       request: "rename the lab task to Chosen in chat",
       requestedBy: "demo-user",
     });
     expect(first.status).toBe("awaiting_input");
     // The answer closes the question; the second ask (same id) is not a question the journal holds open.
-    const second = await submitDecision(app, first.threadId, { answers: { taskId: 4 } });
+    const second = await submitDecision(t.app, first.threadId, { answers: { taskId: 4 } });
     expect(second.status).toBe("interrupted_run");
-    expect((await app.deps.journal.getQuestion(first.threadId))?.status).toBe("answered");
-    const recovered = await recoverThread(app, first.threadId);
+    expect((await t.app.deps.journal.getQuestion(first.threadId))?.status).toBe("answered");
+    const recovered = await recoverThread(t.app, first.threadId);
     expect(recovered.status).toBe("awaiting_approval");
     expect(recovered.approval?.envelope.object.id).toBe(4);
     expect(
-      (await app.deps.audit.records({ threadId: first.threadId })).filter(
+      (await t.app.deps.audit.records({ threadId: first.threadId })).filter(
         (r) => r.event === "answer_refused",
       ),
     ).toEqual([]);
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
   });
 });
