@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import { type ThreadView } from "../src/app/view-thread.js";
 import {
+  approvalOf,
   eachTestPortal,
   envFor,
   journalSql,
@@ -162,17 +163,7 @@ describe("no second send after a rollback or a deleted write-ahead row", () => {
       expect(view.status).toBe("awaiting_approval");
       // The portal fails every read while the approval arrives: the pre-read stops the write.
       await portal.fault(TASK_READS_FAIL);
-      const a = view.approval!;
-      const stopped = await submitDecision(app, view.threadId, {
-        decisions: [
-          {
-            type: "approve",
-            envelopeHash: a.envelopeHash,
-            nonce: a.nonce,
-            approver: { id: "demo-approver" },
-          },
-        ],
-      });
+      const stopped = await submitDecision(app, view.threadId, approvalOf(view));
       expect(stopped.state).toMatchObject({ outcome: "NOT_EXECUTED", reasonCode: "PRECHECK_ERROR" });
     } finally {
       await app.close();
