@@ -359,8 +359,8 @@ export async function rollbackOf(
   action: ActionRow,
 ): Promise<{ reason: string; sent: boolean } | { entry: ExecutionEntry } | null> {
   const anchor = writeAnchorOf(deps.config);
-  const closedAt = anchor.has(action.envelopeHash) ? undefined : anchor.closedUnsent(action.envelopeHash);
-  if (closedAt !== undefined)
+  const { written, closedUnsentAt: closedAt } = anchor.entriesOf(action.envelopeHash);
+  if (!written && closedAt !== undefined)
     return {
       sent: false,
       reason:
@@ -368,7 +368,7 @@ export async function rollbackOf(
         `(expected: the action closed in the journal), but the journal has it at ${action.phase} ` +
         "(put back by hand, an older copy of the data directory or database, or a process that stopped between the anchor's line and the close); nothing was sent",
     };
-  if (!anchor.has(action.envelopeHash)) return null;
+  if (!written) return null;
   const entry = await deps.journal.findExecution(action.envelopeHash);
   if (entry) return { entry };
   return {

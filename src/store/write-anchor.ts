@@ -22,6 +22,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import type { AppConfig } from "../config/env.js";
 import type { Journal } from "./journal/api.js";
+import type { Phase } from "./action-machine.js";
 import { ConfigError } from "../errors.js";
 import { OTHERS_WRITABLE, isInside, refuseLooseMode } from "../config/file-mode.js";
 
@@ -58,6 +59,12 @@ export class WriteAnchor {
   /** When the anchor recorded this approved action closed with nothing sent; undefined if it did not. */
   closedUnsent(envelopeHash: string): string | undefined {
     return this.lines().unsent.get(envelopeHash);
+  }
+
+  /** Both of the above from one read of the file. */
+  entriesOf(envelopeHash: string): { written: boolean; closedUnsentAt: string | undefined } {
+    const lines = this.lines();
+    return { written: lines.hashes.has(envelopeHash), closedUnsentAt: lines.unsent.get(envelopeHash) };
   }
 
   private lines(): Pick<AnchorRead, "hashes" | "unsent"> {
@@ -193,7 +200,7 @@ export function checkWriteAnchor(config: Pick<AppConfig, "writeAnchorPath" | "da
 }
 
 /** Phases from which no write can have gone out for an action (the write-ahead entry moves it to intent). */
-const UNSENT_PHASES = new Set(["registered", "decided", "pre_read"]);
+const UNSENT_PHASES: ReadonlySet<Phase> = new Set<Phase>(["registered", "decided", "pre_read"]);
 
 /**
  * Has every close of an approved action with nothing sent recorded in the anchor first: the journal's
@@ -206,7 +213,8 @@ export function anchorUnsentCloses(journal: Journal, anchor: WriteAnchor, clock:
   const moveAction = journal.moveAction;
   const closeThread = journal.closeThread;
   const before = async (envelopeHash: string) => {
-    if (anchor.has(envelopeHash) || anchor.closedUnsent(envelopeHash) !== undefined) return;
+    const { written, closedUnsentAt } = anchor.entriesOf(envelopeHash);
+    if (written || closedUnsentAt !== undefined) return;
     const row = await journal.getAction(envelopeHash);
     if (!row || row.progress.closed || row.progress.decision?.type !== "approve") return;
     if (!UNSENT_PHASES.has(row.phase) || (await journal.findExecution(envelopeHash))) return;
