@@ -16,7 +16,7 @@ import { expectedEnvelope } from "../hitl/change-sets.js";
 import type { PhaseContext } from "./phase-context.js";
 import { rowAfter } from "../hitl/journal-gate.js";
 import { listTitled } from "./settle.js";
-import { unusablePreRead } from "../hitl/closing.js";
+import { sealFailure, unusablePreRead } from "../hitl/closing.js";
 
 /**
  * Phase `acknowledged`: a fresh read after the write; the acknowledgement alone never counts as
@@ -56,11 +56,8 @@ export async function verify({ deps, members }: PhaseContext, action: ActionRow)
  */
 function acknowledgementOf(action: ActionRow): Acknowledgement {
   const ack = action.progress.acknowledgement!;
-  if (action.acknowledgementSeal === "invalid" || action.acknowledgementSeal === "unsealed")
-    return {
-      status: "MISSING",
-      reason: `the journal's acknowledgement ${action.acknowledgementSeal === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded), so it is not used`,
-    };
+  const failed = sealFailure("acknowledgement", action.acknowledgementSeal);
+  if (failed) return { status: "MISSING", reason: `${failed}, so it is not used` };
   return ack.status === "OK"
     ? { status: "OK", body: ack.body }
     : ack.status === "ERROR"

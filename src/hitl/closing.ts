@@ -6,7 +6,7 @@
 import { chainOutcome, type ActionOutcome } from "../envelope/index.js";
 import { leftUnchecked } from "../envelope/effect-labels.js";
 import type { Deps } from "../runtime/deps.js";
-import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
+import type { ActionRow, ClosedRecord, SealCheck } from "../store/action-machine.js";
 import { actionEndedEntry } from "./audit-records.js";
 import { rowAfter } from "./journal-gate.js";
 import { actionOutcomeOf } from "./thread-view.js";
@@ -74,9 +74,26 @@ export async function closeSet(
  * it can, or when there is none.
  */
 export function unusablePreRead(action: ActionRow): string | null {
-  const check = action.preReadSeal;
-  if (!action.progress.preRead || (check !== "invalid" && check !== "unsealed")) return null;
-  return `the journal's pre-read of this action ${check === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded, or recorded by a version that sealed its verdict alone), so what the object looked like before the write cannot be told`;
+  if (!action.progress.preRead) return null;
+  const failed = sealFailure(
+    "pre-read of this action",
+    action.preReadSeal,
+    "changed outside this program since it was recorded, or recorded by a version that sealed its verdict alone",
+  );
+  return failed && `${failed}, so what the object looked like before the write cannot be told`;
+}
+
+/**
+ * What is wrong with a recorded part whose seal does not hold (`check` invalid or unsealed), naming
+ * `part` and why it may be so; null when the seal holds or was not checked.
+ */
+export function sealFailure(
+  part: string,
+  check: SealCheck,
+  why = "changed outside this program since it was recorded",
+): string | null {
+  if (check !== "invalid" && check !== "unsealed") return null;
+  return `the journal's ${part} ${check === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (${why})`;
 }
 
 /** The outcome of an action that reached the end of its run without being closed on the way. */
@@ -94,11 +111,12 @@ export function closingOf(a: ActionRow, at: string): ClosedRecord {
       at,
     };
   // A verification the close would take its outcome from, edited since it was recorded (or unsealed).
-  if (v && (a.verificationSeal === "invalid" || a.verificationSeal === "unsealed")) {
+  const verification = v ? sealFailure("verification of this action", a.verificationSeal) : null;
+  if (verification) {
     return {
       outcome: "INCONCLUSIVE",
       reasonCode: "OUTCOME_TAMPERED",
-      reason: `the journal's verification of this action ${a.verificationSeal === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (changed outside this program since it was recorded); what it says (${String(v.verdict)}) is not taken as the outcome`,
+      reason: `${verification}; what it says (${String(v!.verdict)}) is not taken as the outcome`,
       at,
     };
   }
