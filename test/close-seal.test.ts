@@ -19,6 +19,7 @@ import {
   journalSql,
   parseJsonOutput,
   runCli,
+  stopOnceBefore,
   stopOnceBeforeMove,
 } from "./support/harness.js";
 import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
@@ -174,16 +175,7 @@ describe("a closing record edited in the data directory", () => {
   it("a verification edited while its run waits to close (stopped after verifying) is not closed on: the close says OUTCOME_TAMPERED", async () => {
     const view = await waiting(4, "VERIFIED THEN EDITED");
     // The process stops after the verification was recorded, before the close.
-    const journal = t.app.deps.journal;
-    const closeThread = journal.closeThread.bind(journal);
-    let stopped = false;
-    journal.closeThread = async (...args) => {
-      if (!stopped) {
-        stopped = true;
-        throw new Error("the process stopped before the close was recorded");
-      }
-      return closeThread(...args);
-    };
+    stopOnceBefore(t.app, "closeThread", "the close was recorded");
     const hash = await approvedUntilStopped(view, "verified");
 
     // The writer rewrites the recorded verification's reason before the close reads it.
@@ -222,12 +214,7 @@ describe("a closing record edited in the data directory", () => {
   it("a pre-read whose evidence is edited while its run waits to write is not written on: refused INTEGRITY_CHECK_FAILED, nothing sent", async () => {
     const view = await waiting(4, "PRE-READ THEN EDITED");
     // The process stops after the pre-read's MATCH was recorded, before the write-ahead entry.
-    const journal = t.app.deps.journal;
-    const beginWrite = journal.beginWrite.bind(journal);
-    journal.beginWrite = () => {
-      journal.beginWrite = beginWrite;
-      return Promise.reject(new Error("the process stopped before the write-ahead entry"));
-    };
+    stopOnceBefore(t.app, "beginWrite", "the write-ahead entry");
     const hash = await approvedUntilStopped(view, "pre_read");
 
     // The writer leaves the verdict and its time alone and rewrites what the pre-read found.

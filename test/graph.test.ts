@@ -13,6 +13,7 @@ import { DecisionNotAcceptedError } from "../src/errors.js";
 import {
   openTestApp,
   startPortal,
+  stopOnceBefore,
   stopOnceBeforeMove,
   tempDir,
   type Portal,
@@ -222,13 +223,7 @@ describe("decision validation", () => {
     // The process stops after the pre-read was recorded, before the write-ahead entry (nothing sent).
     const { app, view } = await waiting();
     const journal = app.deps.journal;
-    const beginWrite = journal.beginWrite.bind(journal);
-    let stopped = false;
-    journal.beginWrite = (...args: Parameters<typeof beginWrite>) => {
-      if (stopped) return beginWrite(...args);
-      stopped = true;
-      return Promise.reject(new Error("the process stopped before the write-ahead entry was recorded"));
-    };
+    stopOnceBefore(app, "beginWrite", "the write-ahead entry was recorded");
     await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/write-ahead entry/);
     expect((await journal.currentAction(view.threadId))?.phase).toBe("pre_read");
     // Someone renames the task before the action is recovered.

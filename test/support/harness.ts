@@ -204,6 +204,16 @@ export const TASK_READS_FAIL = {
   times: 0,
 } as const;
 
+/** Makes the journal's next `method` call fail, as a process stopping just before `what` would; later calls go through. */
+export function stopOnceBefore(app: App, method: "beginWrite" | "closeThread", what: string): void {
+  const journal = app.deps.journal;
+  const original = journal[method];
+  journal[method] = (() => {
+    journal[method] = original as never;
+    return Promise.reject(new Error(`the process stopped before ${what}`));
+  }) as never;
+}
+
 export interface AppOptions {
   model?: BaseChatModel;
   clock?: () => Date;
