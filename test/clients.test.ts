@@ -41,7 +41,7 @@ let client: Client;
 
 /**
  * docs/clients.md shows one command; this is how the test runs it: its variables, then `npm run dev`,
- * whose script is `node --import tsx src/cli/dev-server.ts`, which startDevServer runs (on an isolated copy of
+ * whose script builds dist/ if stale and runs `node dist/cli/dev-server.js`, which startDevServer runs (on an isolated copy of
  * langgraph.json, so the test's state stays out of the repo).
  */
 function documentedCommand(): Record<string, string> {
@@ -56,7 +56,7 @@ function documentedCommand(): Record<string, string> {
         scripts: Record<string, string>;
       }
     ).scripts["dev"],
-  ).toBe("node --import tsx src/cli/dev-server.ts");
+  ).toBe("node scripts/build.mjs --if-stale && node dist/cli/dev-server.js");
   return Object.fromEntries(words.slice(0, -3).map((w) => w.split("=") as [string, string]));
 }
 

@@ -14,7 +14,8 @@ import { loadApiTokens, newApiToken } from "../src/auth/tokens.js";
 import { loadJournalKey } from "../src/store/journal-key.js";
 import { generateApproverKeyPair } from "../src/envelope/index.js";
 import { startEmulator, type RunningEmulator } from "../src/offline-demo/emulator/index.js";
-import { ROOT, TSX, parseJsonOutput, runCli, tempDir } from "./support/harness.js";
+import { ROOT, parseJsonOutput, runCli, tempDir } from "./support/harness.js";
+import { DEV_SERVER_ARGS } from "./support/dev-server.js";
 import { freePort, withBoundHost } from "../src/cli/dev-server.js";
 import {
   startFakeGroq,
@@ -372,7 +373,7 @@ describe("a bad setting stops the programs before they start", () => {
 
   const devServer = (env: Record<string, string>) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(TSX, [path.join(ROOT, "src/cli/dev-server.ts")], {
+      const child = spawn(process.execPath, [...DEV_SERVER_ARGS], {
         cwd: ROOT,
         env: { ...process.env, ...env },
         stdio: ["ignore", "pipe", "pipe"],
@@ -410,23 +411,19 @@ describe("npm run dev bound to every interface", () => {
   it("--host 0.0.0.0 becomes ready (asked over loopback), points Studio at 127.0.0.1, and still refuses another Host", async () => {
     const port = await freePort();
     const dataDir = tempDir();
-    const child = spawn(
-      TSX,
-      [path.join(ROOT, "src/cli/dev-server.ts"), "--host", "0.0.0.0", "--port", String(port)],
-      {
-        cwd: ROOT,
-        // Open mode: the variable unset (set but empty is refused).
-        env: {
-          ...Object.fromEntries(
-            Object.entries(process.env).filter(([k]) => k !== "ACTION_ENVELOPE_API_TOKENS"),
-          ),
-          LANGGRAPH_CLI_NO_ANALYTICS: "1",
-          ACTION_ENVELOPE_DATA_DIR: dataDir,
-        },
-        stdio: ["ignore", "pipe", "pipe"],
-        detached: true,
+    const child = spawn(process.execPath, [...DEV_SERVER_ARGS, "--host", "0.0.0.0", "--port", String(port)], {
+      cwd: ROOT,
+      // Open mode: the variable unset (set but empty is refused).
+      env: {
+        ...Object.fromEntries(
+          Object.entries(process.env).filter(([k]) => k !== "ACTION_ENVELOPE_API_TOKENS"),
+        ),
+        LANGGRAPH_CLI_NO_ANALYTICS: "1",
+        ACTION_ENVELOPE_DATA_DIR: dataDir,
       },
-    );
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
     let stdout = "";
     child.stdout.on("data", (d) => (stdout += d));
     const closed = new Promise<number | null>((resolve) => child.on("close", resolve));

@@ -302,7 +302,8 @@ function buildProgram(): Command {
     .exitOverride();
 }
 
-const isEntry = process.argv[1] && /cli[\\/]dev-server\.ts$/.test(process.argv[1]);
+// Run as a program (compiled, as `npm run dev` does, or through tsx), not when imported by tests.
+const isEntry = process.argv[1] && /cli[\\/]dev-server\.[jt]s$/.test(process.argv[1]);
 if (isEntry) {
   let code: number;
   try {

@@ -8,14 +8,16 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { ROOT, tempDir } from "./harness.js";
 import { waitForExit } from "./processes.js";
 
-export const DEV_SERVER = path.join(ROOT, "src/cli/dev-server.ts");
+/** src/cli/dev-server.ts as compiled to dist/ (the suite's global setup builds it when src/ is newer). */
+export const DEV_SERVER = path.join(ROOT, "dist/cli/dev-server.js");
 /**
- * How `npm run dev` runs src/cli/dev-server.ts (package.json), and so how tests run it: on node with
- * tsx's loader, not under the tsx command. A SIGINT to the tsx command is relayed to its child, and
- * where the child does not acknowledge it within 30 ms (a loaded machine) tsx SIGKILLs it: the server
- * then never flushes `.langgraph_api/` and its process group outlives it.
+ * How `npm run dev` runs src/cli/dev-server.ts (package.json), and so how tests run it: compiled, on
+ * node, like `npm start` and the CLI (through tsx the wrapper alone took ~1.3 s of CPU per start). Not
+ * under the tsx command either: a SIGINT to it is relayed to its child, and where the child does not
+ * acknowledge it within 30 ms (a loaded machine) tsx SIGKILLs it: the server then never flushes
+ * `.langgraph_api/` and its process group outlives it.
  */
-export const DEV_SERVER_ARGS = ["--import", "tsx", DEV_SERVER] as const;
+export const DEV_SERVER_ARGS = [DEV_SERVER] as const;
 
 const absoluteSpec = (spec: string) => {
   const [file, symbol] = spec.split(":");
