@@ -15,7 +15,7 @@ import { reap, strays } from "./processes.js";
 const FILE_MARKER = "ACTION_ENVELOPE_TEST_FILE";
 const token = `${process.pid}-${randomBytes(6).toString("hex")}`;
 process.env[FILE_MARKER] = token;
-// The run's root, not os.tmpdir(): files that share a worker (vitest.config.ts, project "in-process")
+// The run's root, not os.tmpdir(): files that share a worker (vitest.config.ts, project "shared-worker")
 // find TMPDIR still pointing at the previous file's folder.
 const root = process.env["ACTION_ENVELOPE_TEST_RUN_ROOT"] ?? os.tmpdir();
 const dir = fs.mkdtempSync(path.join(root, "f-"));

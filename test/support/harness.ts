@@ -130,7 +130,7 @@ export function selfDeclaredRequestersPolicy(change: (policy: any) => void = () 
   return file;
 }
 export const DEFAULT_POLICY = path.join(ROOT, "policy/default.json");
-// One policy file per test file: files that share a worker (vitest.config.ts, "in-process") share this
+// One policy file per test file: files that share a worker (vitest.config.ts, "shared-worker") share this
 // module, and each file's temporary folder, where the file lives, is deleted after that file.
 let testPolicy: string | undefined;
 
