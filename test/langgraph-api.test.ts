@@ -216,7 +216,7 @@ describe("LangGraph API server (npm run dev) driven through @langchain/langgraph
 });
 
 describe("npm run dev stopped by Ctrl-C at a terminal", () => {
-  it("SIGINT to the whole foreground process group (npm, sh, tsx, us) still stops cleanly, flushed, with nothing left", async () => {
+  it("SIGINT to the whole foreground process group (npm, sh, us) still stops cleanly, flushed, with nothing left", async () => {
     const project = isolatedConfig();
     // detached: its own process group, like the foreground job of a terminal.
     const npm = spawn("npm", ["run", "dev", "--", "--config", project.file, "--no-reload"], {
