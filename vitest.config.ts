@@ -156,10 +156,11 @@ export default defineConfig({
     maxWorkers: Number(process.env["ACTION_ENVELOPE_TEST_WORKERS"]) || 3,
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Vitest runs the projects one after another in the order of their names. "isolated" holds the
-    // slowest files (Chromium, API servers with their own environment) and comes first, so the short
-    // files of "shared-worker" fill the end of the pass: in the other order those few long files ran
-    // last, side by side, and the pass ended on them (~2 minutes with one or two files running).
+    // Vitest queues the files project by project, in the order of the projects' names (its default
+    // sequencer), and the workers take them from that one queue. "isolated" holds the slowest files
+    // (Chromium, API servers with their own environment) and comes first, so the short files of
+    // "shared-worker" fill the end of the pass: in the other order those few long files were taken
+    // last and ran side by side, and the pass ended on them (~2 minutes with one or two files running).
     projects: [
       { extends: true, test: { name: "isolated", include: ["test/**/*.test.ts"], exclude: IN_PROCESS } },
       { extends: true, test: { name: "shared-worker", include: IN_PROCESS, isolate: false } },
