@@ -3,7 +3,7 @@
  * time goes. Not part of `npm run bench`; run by hand:
  *   npx tsx bench/profile-decision.ts [--samples 60] [--concurrent 1] [--out /tmp/decision.cpuprofile] [--no-profile] [--sql] [--nodes]
  * --concurrent N resumes N waiting runs at once (as control-overhead's throughput rounds do), batch after batch;
- * --sql times every SQLite statement by its text; --nodes splits each decision into the node bodies
+ * --sql times every SQLite statement (run, get, all) by its text; --nodes splits each decision into the node bodies
  * (from LangGraph's own chain-start/end callbacks) and what lies between them (LangGraph's step
  * machinery and checkpointing, submitDecision's lock, re-check and final view).
  */
@@ -20,28 +20,30 @@ const CONCURRENT = intArg("concurrent", 1);
 const outIdx = process.argv.indexOf("--out");
 const OUT = outIdx > 0 ? process.argv[outIdx + 1]! : "/tmp/decision.cpuprofile";
 
-/** With --sql: time every better-sqlite3 Statement#run by its SQL text (what the profile shows as "run"). */
+/** With --sql: time every better-sqlite3 Statement#run, #get and #all by its SQL text (what the profile shows as "run", "get", "all"). */
 const sqlTimes = new Map<string, { n: number; ms: number }>();
 function timeStatements(): void {
   const probe = new Database(":memory:");
-  const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as {
-    run: (...a: unknown[]) => unknown;
-    source: string;
-  };
+  const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as Record<
+    "run" | "get" | "all",
+    (...a: unknown[]) => unknown
+  >;
   probe.close();
-  const run = proto.run;
-  proto.run = function (this: { source: string }, ...args: unknown[]) {
-    const t0 = performance.now();
-    try {
-      return run.apply(this, args);
-    } finally {
-      const key = this.source.replace(/\s+/g, " ").slice(0, 90);
-      const e = sqlTimes.get(key) ?? { n: 0, ms: 0 };
-      e.n++;
-      e.ms += performance.now() - t0;
-      sqlTimes.set(key, e);
-    }
-  };
+  for (const method of ["run", "get", "all"] as const) {
+    const original = proto[method];
+    proto[method] = function (this: { source: string }, ...args: unknown[]) {
+      const t0 = performance.now();
+      try {
+        return original.apply(this, args);
+      } finally {
+        const key = `${method} ${this.source.replace(/\s+/g, " ").slice(0, 86)}`;
+        const e = sqlTimes.get(key) ?? { n: 0, ms: 0 };
+        e.n++;
+        e.ms += performance.now() - t0;
+        sqlTimes.set(key, e);
+      }
+    };
+  }
 }
 
 /** With --nodes: when each node's body started (`name>`) and ended (`<name`), from LangGraph's callbacks. */
@@ -161,7 +163,7 @@ async function main(): Promise<void> {
         msPerDecision: +(e.ms / SAMPLES).toFixed(3),
         msEach: +(e.ms / e.n).toFixed(3),
       }));
-      console.table(rows.sort((a, b) => b.msPerDecision - a.msPerDecision).slice(0, 25));
+      console.table(rows.sort((a, b) => b.msPerDecision - a.msPerDecision).slice(0, 30));
     }
     if (profiling) {
       const { profile } = await session.post("Profiler.stop");
