@@ -213,6 +213,59 @@ describe("idempotent writes and crash recovery", () => {
     },
   );
 
+  // The answer recorded on a write-ahead entry is sealed with it: one written there by hand (the action
+  // left at intent by a crash) would otherwise stand for the target's and stop the same-key re-send.
+  const forgedAnswers: Array<[string, Record<string, unknown>]> = [
+    [
+      "an ERROR",
+      {
+        status: "ERROR",
+        error: { kind: "target_error", code: "ACCESS_DENIED", description: "forged refusal" },
+        at: "2026-12-05T00:00:00.000Z",
+        protocol: "rest3-idempotency-key",
+      },
+    ],
+    [
+      "an OK",
+      {
+        status: "OK",
+        body: { result: { task: { id: "4", title: "FORGED OK" } } },
+        at: "2026-12-05T00:00:00.000Z",
+        protocol: "rest3-idempotency-key",
+      },
+    ],
+  ];
+  it.each(forgedAnswers)(
+    "%s answer written onto the write-ahead entry before recovery is not taken: nothing is re-sent, the refusal is audited, INCONCLUSIVE (ENVELOPE_TAMPERED)",
+    async (_name, answer) => {
+      const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
+      const view = await pending("ANSWER NOT THE TARGET'S", env);
+      await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+      await approveAndKill(view, env);
+      const hash = view.approval!.envelopeHash;
+      expect(await updates()).toHaveLength(1);
+      await journalSql(dataDir, "UPDATE T.executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ?", [
+        JSON.stringify(answer),
+        answer["at"],
+        hash,
+      ]);
+
+      const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
+      expect({ outcome: out.outcome, reasonCode: out.reasonCode }).toEqual({
+        outcome: "INCONCLUSIVE",
+        reasonCode: "ENVELOPE_TAMPERED",
+      });
+      expect(out.reason).toMatch(/expected a sealed answer on it, found one without a seal/);
+      expect(out.acknowledgement.status).toBe("MISSING");
+      expect(JSON.stringify(out)).not.toContain("forged refusal");
+      expect(JSON.stringify(out)).not.toContain("FORGED OK");
+      // Not re-sent on the forged answer's word, and nothing else sent.
+      expect(await updates()).toHaveLength(1);
+      const audit = parseJsonOutput((await runCli(["audit", "show", view.threadId, "--json"], env)).stdout);
+      expect(JSON.stringify(audit)).toContain("tamper_detected");
+    },
+  );
+
   it("BITRIX24_IDEMPOTENCY accepts auto, on, off (default auto) and names itself otherwise", () => {
     const on = (env: Record<string, string>, embedded: boolean) =>
       idempotentWrites({ config: loadConfig(env, "/x"), ...(embedded ? { emulator: {} as never } : {}) });

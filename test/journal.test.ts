@@ -66,6 +66,65 @@ describe("SqliteJournal", () => {
     expect((await b.findExecution("sha256:e"))?.acknowledgement).toEqual({ status: "OK" });
   });
 
+  it("takes an answer recorded on a write-ahead entry only under its seal: edited, stripped or copied from another entry, it is not the entry's answer", async () => {
+    // Two entries, each in a journal of its own under the same key (each takes task 4's lease).
+    const entries = [pair(), pair()].map((p, i) => ({ ...p, hash: `sha256:a${i}` }));
+    for (const [i, e] of entries.entries()) {
+      const action = testAction(`t${i}`, e.hash);
+      await readyToWrite(e.a, action);
+      const intent = {
+        envelopeHash: e.hash,
+        threadId: `t${i}`,
+        idempotencyKey: `k${i}`,
+        args: { taskId: 4 },
+      };
+      expect((await e.a.beginWrite(intent, "2026-11-30T00:00:00Z", leaseFor(action))).begun).toBe(true);
+    }
+    const [first, second] = entries as [(typeof entries)[0], (typeof entries)[0]];
+    const answer = { status: "ERROR", error: { code: "X" } };
+    await first.a.recordAcknowledgement(first.hash, answer, "2026-11-30T00:00:02Z");
+    const verdictOf = async (e: typeof first) => {
+      const entry = await e.b.findExecution(e.hash);
+      return { acknowledgement: entry?.acknowledgement, unconfirmed: entry?.unconfirmedAnswer };
+    };
+    expect(await verdictOf(first)).toEqual({ acknowledgement: answer, unconfirmed: undefined });
+    expect(await verdictOf(second)).toEqual({ acknowledgement: undefined, unconfirmed: undefined });
+
+    const dbs = entries.map((e) => new Database(e.file));
+    const ackOf = (i: number) =>
+      (
+        dbs[i]!.prepare("SELECT ack_json FROM executions WHERE envelope_hash = ?").get(entries[i]!.hash) as {
+          ack_json: string;
+        }
+      ).ack_json;
+    const setAck = (i: number, text: string) =>
+      dbs[i]!.prepare("UPDATE executions SET ack_json = ? WHERE envelope_hash = ?").run(
+        text,
+        entries[i]!.hash,
+      );
+    const genuine = ackOf(0);
+    const stored = JSON.parse(genuine) as Record<string, unknown>;
+    try {
+      // Copied with its seal onto another entry: the seal names the entry it was recorded on.
+      setAck(1, genuine);
+      expect(await verdictOf(second)).toEqual({ acknowledgement: undefined, unconfirmed: "invalid" });
+      // Edited under its seal.
+      setAck(0, JSON.stringify({ ...stored, status: "OK" }));
+      expect(await verdictOf(first)).toEqual({ acknowledgement: undefined, unconfirmed: "invalid" });
+      // Its seal removed, or text that is not an answer.
+      const { seal: _seal, ...bare } = stored;
+      setAck(0, JSON.stringify(bare));
+      expect(await verdictOf(first)).toEqual({ acknowledgement: undefined, unconfirmed: "unsealed" });
+      setAck(0, "not json");
+      expect(await verdictOf(first)).toEqual({ acknowledgement: undefined, unconfirmed: "invalid" });
+      // Put back as recorded, it holds again.
+      setAck(0, genuine);
+      expect(await verdictOf(first)).toEqual({ acknowledgement: answer, unconfirmed: undefined });
+    } finally {
+      for (const db of dbs) db.close();
+    }
+  });
+
   it("a close naming the phase its step read is refused once another connection moved the action on", async () => {
     const { a, b } = pair();
     const action = testAction("t1", "sha256:c");

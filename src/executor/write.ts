@@ -252,9 +252,9 @@ async function reconcile(
 ): Promise<ActionRow> {
   const { deps } = ctx;
   ctx.execution = entry;
-  const known = entry.acknowledgement
-    ? (entry.acknowledgement as AcknowledgementRecord)
-    : action.progress.acknowledgement;
+  // The answer recorded on the entry, only while its seal holds. The action's progress is never taken:
+  // it carries no sealed acknowledgement before the move to acknowledged, which this reconciliation makes.
+  const known = entry.acknowledgement as AcknowledgementRecord | undefined;
   if (!known) {
     const tampered = entryDisagreement(action, entry);
     if (tampered) {
@@ -290,6 +290,10 @@ function entryDisagreement(action: ActionRow, entry: ExecutionEntry): string | n
       "expected a sealed write-ahead row, found an unsealed legacy row (no seal under the journal key)",
     );
   else if (!entry.sealValid) problems.push("its seal under the journal key does not hold (it was edited)");
+  if (entry.unconfirmedAnswer === "invalid")
+    problems.push("the answer recorded on it does not match its seal under the journal key (it was edited)");
+  else if (entry.unconfirmedAnswer === "unsealed")
+    problems.push("expected a sealed answer on it, found one without a seal under the journal key");
   if (operationOf(entry) !== sealed.operation)
     problems.push(`it names operation ${operationOf(entry)}, the envelope ${sealed.operation}`);
   if (canonicalJson(invocationOf(entry).args) !== canonicalJson(sealed.args))

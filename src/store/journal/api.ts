@@ -36,9 +36,17 @@ export interface ExecutionIntent {
 
 export interface ExecutionEntry extends ExecutionIntent {
   sentAt: string;
-  /** Set once the target answered (or the send definitely failed); absent means "sent, outcome unknown". */
+  /**
+   * Set once the target answered (or the send definitely failed), and only while the answer's seal
+   * under the journal key holds; absent (with no `unconfirmedAnswer`) means "sent, outcome unknown".
+   */
   acknowledgement?: unknown;
   acknowledgedAt?: string;
+  /**
+   * An answer is recorded on the entry but not taken: its seal does not hold (edited outside this
+   * program, or unreadable), or it has none (written by hand, or by a version before answers were sealed).
+   */
+  unconfirmedAnswer?: "invalid" | "unsealed";
   /**
    * Whether the entry's seal (HMAC under the journal key over what was recorded before sending:
    * envelope, thread, key, arguments with protocol and operation, time) holds. False for an entry

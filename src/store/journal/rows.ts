@@ -71,7 +71,7 @@ export function toClaim(r: ClaimRow): DecisionClaim {
   };
 }
 
-/** What a write-ahead entry's seal covers: everything recorded before the request left (the answer comes later and is not sealed). */
+/** What a write-ahead entry's seal covers: everything recorded before the request left (the answer has a seal of its own). */
 function executionSealContent(intent: ExecutionIntent, sentAt: string): unknown {
   return {
     kind: "write-ahead",
@@ -105,13 +105,53 @@ export function toExecution(r: ExecutionRow, key: Buffer): ExecutionEntry {
     args,
     sentAt: r.sent_at,
   };
+  const answer = answerOf(key, r);
   return {
     ...entry,
-    ...(r.ack_json !== null ? { acknowledgement: JSON.parse(r.ack_json) as unknown } : {}),
+    ...answer,
     ...(r.ack_at !== null ? { acknowledgedAt: r.ack_at } : {}),
     sealValid: parsed && sealHolds(key, executionSealContent(entry, r.sent_at), r.mac ?? null),
     sealPresent: r.mac !== null && r.mac !== undefined,
   };
+}
+
+/**
+ * The ack_json an answer is recorded with: the acknowledgement and its seal under the journal key,
+ * bound to the entry's envelope, so an answer written onto the entry by hand (or copied from another)
+ * is not taken for the target's.
+ */
+export function sealedEntryAnswer(key: Buffer, envelopeHash: string, acknowledgement: unknown): string {
+  const text = JSON.stringify(acknowledgement);
+  const record = JSON.parse(text) as Record<string, unknown>;
+  return JSON.stringify({ ...record, seal: sealOf(key, entryAnswerSealContent(envelopeHash, text)) });
+}
+
+function entryAnswerSealContent(envelopeHash: string, acknowledgementText: string): unknown {
+  return { kind: "write-ahead-answer", envelopeHash, acknowledgement: acknowledgementText };
+}
+
+/** The entry's recorded answer when its seal holds; otherwise why it is not taken (none recorded: neither). */
+function answerOf(
+  key: Buffer,
+  r: ExecutionRow,
+): Pick<ExecutionEntry, "acknowledgement" | "unconfirmedAnswer"> {
+  if (r.ack_json === null) return {};
+  let stored: unknown;
+  try {
+    stored = JSON.parse(r.ack_json) as unknown;
+  } catch {
+    return { unconfirmedAnswer: "invalid" };
+  }
+  if (typeof stored !== "object" || stored === null || Array.isArray(stored))
+    return { unconfirmedAnswer: "invalid" };
+  const { seal, ...acknowledgement } = stored as Record<string, unknown>;
+  if (typeof seal !== "string" || seal === "") return { unconfirmedAnswer: "unsealed" };
+  const holds = sealHolds(
+    key,
+    entryAnswerSealContent(r.envelope_hash, JSON.stringify(acknowledgement)),
+    seal,
+  );
+  return holds ? { acknowledgement } : { unconfirmedAnswer: "invalid" };
 }
 
 /** Pending rows of an older version's `approvals` table without an action row; `s` prefixes the tables (a PostgreSQL schema). */

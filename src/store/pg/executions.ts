@@ -1,5 +1,5 @@
 /** Write-ahead entries in PostgreSQL: recorded with the move to intent, answered with the move to acknowledged. */
-import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { executionValues, sealedEntryAnswer, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { actionRowOf, planMove, planSealedMove } from "../action-rows.js";
 import { PgBase } from "./base.js";
@@ -10,7 +10,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
     await this.run(
       `recording the acknowledgement for ${envelopeHash}`,
       `UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`,
-      [JSON.stringify(acknowledgement), at, envelopeHash],
+      [sealedEntryAnswer(this.key, envelopeHash, acknowledgement), at, envelopeHash],
     );
   }
 
@@ -62,7 +62,7 @@ export class PgExecutions extends PgBase implements ExecutionJournal {
     return this.tx(`recording the answer for ${envelopeHash}`, async (c): Promise<TransitionResult> => {
       await c.query(
         `UPDATE ${this.s}.executions SET ack_json = $1, ack_at = $2 WHERE envelope_hash = $3 AND ack_json IS NULL`,
-        [JSON.stringify(acknowledgement), at, envelopeHash],
+        [sealedEntryAnswer(this.key, envelopeHash, acknowledgement), at, envelopeHash],
       );
       const raw = await this.lockAction(c, envelopeHash);
       const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, "acknowledged", {

@@ -1,7 +1,7 @@
 /** Write-ahead entries in SQLite: recorded with the move to intent, answered with the move to acknowledged. */
 import type { ActionProgress, TransitionResult } from "../action-machine.js";
 import { actionRowOf, planMove, planSealedMove } from "../action-rows.js";
-import { executionValues, toExecution, type ExecutionRow } from "../journal/rows.js";
+import { executionValues, sealedEntryAnswer, toExecution, type ExecutionRow } from "../journal/rows.js";
 import type { BeginWriteResult, ExecutionEntry, ExecutionIntent, ExecutionJournal } from "../journal/api.js";
 import { SqliteBase } from "./base.js";
 
@@ -10,7 +10,7 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
     this.conn.write(() =>
       this.sql(
         "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
-      ).run(JSON.stringify(acknowledgement), at, envelopeHash),
+      ).run(sealedEntryAnswer(this.key, envelopeHash, acknowledgement), at, envelopeHash),
     );
   }
 
@@ -48,7 +48,7 @@ export class SqliteExecutions extends SqliteBase implements ExecutionJournal {
     return this.conn.write((): TransitionResult => {
       this.sql(
         "UPDATE executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ? AND ack_json IS NULL",
-      ).run(JSON.stringify(acknowledgement), at, envelopeHash);
+      ).run(sealedEntryAnswer(this.key, envelopeHash, acknowledgement), at, envelopeHash);
       const raw = this.actionDbRow(envelopeHash);
       const plan = planSealedMove(this.key, actionRowOf(raw, this.key), envelopeHash, "acknowledged", {
         acknowledgement,
