@@ -16,7 +16,15 @@ import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { startUndo } from "../src/app/undo.js";
 import { buildCase } from "../src/evidence/bundle.js";
 import { buildEvidence } from "../src/evidence/evidence-objects.js";
-import { openTestApp, ROOT, startPortal, tempDir, type Portal } from "./support/harness.js";
+import {
+  journalSql,
+  openTestApp,
+  ROOT,
+  startPortal,
+  stopOnceBeforeMove,
+  tempDir,
+  type Portal,
+} from "./support/harness.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
 const COMMENT = "Moved to review and reassigned; please check the numbers.";
@@ -290,6 +298,39 @@ describe("a change set", () => {
     expect(done.state!.reasonCode).toBe("VERIFICATION_FAILED");
     expect(done.state!.reason).toContain("a2 NOT_EXECUTED (CHAIN_STOPPED)");
     expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
+  });
+
+  it("a verification edited to VERIFIED while a stopped set waits does not carry the chain on: the next action is not written", async () => {
+    // The second action is on another task, so its own pre-read would not stop it.
+    await open([
+      { operation: "update_task", taskId: 4, fields: { STATUS: "4" } },
+      { operation: "add_task_comment", taskId: 5, fields: { POST_MESSAGE: COMMENT } },
+    ]);
+    const view = await waiting(`set status of task 4 to awaiting control and comment on task 5: ${COMMENT}`);
+    await portal.fault({ method: "tasks.task.update", kind: "ack_without_apply", times: 1 });
+    // The process stops after the first action's verification was recorded, before the set's closes.
+    stopOnceBeforeMove(app, "closed");
+    await expect(submitDecision(app, view.threadId, approveAll(view))).rejects.toThrow(/stopped/);
+    const first = view.approval!.changeSet!.actions[0]!.envelopeHash;
+    const [row] = await journalSql(
+      dataDir,
+      "SELECT phase, progress_json FROM T.actions WHERE envelope_hash = ?",
+      [first],
+    );
+    expect(row!["phase"]).toBe("verified");
+    const progress = JSON.parse(String(row!["progress_json"])) as { verification: { verdict: string } };
+    expect(progress.verification.verdict).not.toBe("VERIFIED");
+
+    // A writer of the data directory turns the first action's verdict into VERIFIED before the run is recovered.
+    await journalSql(dataDir, "UPDATE T.actions SET progress_json = ? WHERE envelope_hash = ?", [
+      JSON.stringify({ ...progress, verification: { ...progress.verification, verdict: "VERIFIED" } }),
+      first,
+    ]);
+    const recovered = await recoverThread(app, view.threadId);
+    expect(await portal.calls("task.commentitem.add")).toHaveLength(0);
+    expect(await writeMethods()).toEqual(["tasks.task.update"]);
+    expect(recovered.state!.outcome).not.toBe("VERIFIED");
+    expect(recovered.state!.reason).toContain("a2 NOT_EXECUTED (CHAIN_STOPPED)");
   });
 
   it("a cancel of a change set needs an approver of every operation in it (or the requester): one who may decide only the update is refused, the set keeps waiting", async () => {

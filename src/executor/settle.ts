@@ -9,7 +9,7 @@ import {
 } from "../envelope/index.js";
 import type { LeaseRecord, PreReadRecord } from "../envelope/records.js";
 import type { Deps } from "../runtime/deps.js";
-import type { ActionRow } from "../store/action-machine.js";
+import { verifiedInJournal, type ActionRow } from "../store/action-machine.js";
 import { closeRow, rowAfter } from "../hitl/journal-gate.js";
 import { busyReason, holdObject } from "../hitl/object-lease.js";
 import { readDeleted } from "../hitl/delete-reads.js";
@@ -138,8 +138,7 @@ export function madeByEarlierOfSet(action: ActionRow, members: readonly ActionRo
   if (index === undefined) return out;
   for (const m of members) {
     if ((m.set?.index ?? Infinity) >= index || m.envelope.operation !== action.envelope.operation) continue;
-    const v = m.progress.verification;
-    const id = v?.verdict === "VERIFIED" ? normaliseId(v.created?.id) : undefined;
+    const id = verifiedInJournal(m) ? normaliseId(m.progress.verification?.created?.id) : undefined;
     if (id !== undefined) out.add(id);
   }
   return out;

@@ -26,7 +26,12 @@ import {
   type RequesterVerification,
 } from "../envelope/index.js";
 import type { Deps } from "../runtime/deps.js";
-import { objectKeyOf, type ActionRow, type RegisteredAction } from "../store/action-machine.js";
+import {
+  objectKeyOf,
+  verifiedInJournal,
+  type ActionRow,
+  type RegisteredAction,
+} from "../store/action-machine.js";
 import type { SetPlanDraft } from "../envelope/decision-judgement.js";
 import type { DecisionRecord, ReasonCode } from "../envelope/records.js";
 import { canEditFrom, deniedFieldRights, readObject, unreadBaseline, type BaselineRead } from "./reads.js";
@@ -411,13 +416,14 @@ export function expectedEnvelope(action: ActionRow, members: readonly ActionRow[
   let carried = false;
   for (const m of members) {
     if ((m.set?.index ?? Infinity) >= index || objectKeyOf(m.envelope) !== key) continue;
-    if (m.progress.verification?.verdict !== "VERIFIED") continue;
+    const verification = m.progress.verification;
+    if (!verification || !verifiedInJournal(m)) continue;
     if (OPERATIONS[m.envelope.operation].effect === "update") {
       for (const [field, value] of Object.entries(m.envelope.params))
         if (field in values) values[field] = value;
     }
     const t = TARGETS[m.envelope.object.type];
-    const x = t.extract(m.progress.verification.raw, m.envelope.object.id);
+    const x = t.extract(verification.raw, m.envelope.object.id);
     const marker = t.changeMarker;
     if (x.ok && marker in values && t.keyOf(marker) in x.object) values[marker] = x.object[t.keyOf(marker)];
     carried = true;

@@ -323,6 +323,18 @@ export function macContentOfAction(a: RegisteredAction): unknown {
 }
 
 /**
+ * Whether the journal confirms the action VERIFIED: its verification says so under a seal that holds
+ * (the verification's own while the row is at verified, the close's, which covers it, once closed).
+ * A verdict written into the row outside this program carries no chain on and stands for no write.
+ */
+export function verifiedInJournal(r: ActionRow): boolean {
+  if (r.progress.verification?.verdict !== "VERIFIED") return false;
+  return r.phase === "verified"
+    ? r.verificationSeal === "valid"
+    : r.phase === "closed" && r.closeSeal === "valid";
+}
+
+/**
  * The action of a change set that the thread is at, from its rows in set order (pure; the journal's
  * currentAction applies it). Waiting for approval: the first row. Then the chain: the first row not
  * yet done; a row that ended other than VERIFIED stops the chain there (finish closes the rest).
@@ -342,7 +354,7 @@ export function currentOfSet(rows: ActionRow[]): ActionRow | undefined {
       case "superseded":
         return r;
       case "verified":
-        if (r.progress.verification?.verdict !== "VERIFIED") return r;
+        if (!verifiedInJournal(r)) return r;
         continue;
       case "closed":
         if (r.progress.closed?.outcome !== "VERIFIED") return r;
