@@ -1,11 +1,12 @@
 /**
  * CPU profile of the decision path only (resume → VERIFIED), for finding where the control layer's
  * time goes. Not part of `npm run bench`; run by hand:
- *   npx tsx bench/profile-decision.ts [--samples 60] [--concurrent 1] [--out /tmp/decision.cpuprofile] [--no-profile] [--sql] [--nodes]
+ *   npx tsx bench/profile-decision.ts [--samples 60] [--concurrent 1] [--out /tmp/decision.cpuprofile] [--no-profile] [--sql] [--nodes] [--heap]
  * --concurrent N resumes N waiting runs at once (as control-overhead's throughput rounds do), batch after batch;
  * --sql times every SQLite statement (run, get, all) by its text; --nodes splits each decision into the node bodies
  * (from LangGraph's own chain-start/end callbacks) and what lies between them (LangGraph's step
- * machinery and checkpointing, submitDecision's lock, re-check and final view).
+ * machinery and checkpointing, submitDecision's lock, re-check and final view); --heap samples what the
+ * decisions allocate, garbage included, into OUT with .heapprofile (open it in Chrome's DevTools).
  */
 import fs from "node:fs";
 import { Session } from "node:inspector/promises";
@@ -126,6 +127,13 @@ async function main(): Promise<void> {
     const views = [];
     for (let i = 0; i < SAMPLES; i++) views.push(await waitingRun(bench.app, task++));
     const profiling = !process.argv.includes("--no-profile");
+    const heap = process.argv.includes("--heap");
+    if (heap)
+      await session.post("HeapProfiler.startSampling", {
+        samplingInterval: 4096,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      } as never);
     if (profiling) {
       await session.post("Profiler.enable");
       await session.post("Profiler.setSamplingInterval", { interval: 100 });
@@ -164,6 +172,12 @@ async function main(): Promise<void> {
         msEach: +(e.ms / e.n).toFixed(3),
       }));
       console.table(rows.sort((a, b) => b.msPerDecision - a.msPerDecision).slice(0, 30));
+    }
+    if (heap) {
+      const { profile } = await session.post("HeapProfiler.stopSampling");
+      const file = OUT.replace(/\.cpuprofile$/, "") + ".heapprofile";
+      fs.writeFileSync(file, JSON.stringify(profile));
+      console.log(`allocation profile at ${file}`);
     }
     if (profiling) {
       const { profile } = await session.post("Profiler.stop");
