@@ -8,7 +8,13 @@ import { approvalRequestFrom } from "../hitl/approval-request.js";
 import { inputRequestOfRow, openAsked } from "../hitl/input-request.js";
 import { refusalsRecorded } from "../evidence/recorded.js";
 import { membersOf } from "../hitl/journal-gate.js";
-import { actionOutcomeOf, flatView, viewOf, type RevisionHistory } from "../hitl/thread-view.js";
+import {
+  actionOutcomeOf,
+  flatView,
+  viewOf,
+  type RevisionHistory,
+  type WithheldParts,
+} from "../hitl/thread-view.js";
 import { nextFromJournal, type ActionRow, type ThreadRecord } from "../store/action-machine.js";
 import type { ReadApp } from "./open-app.js";
 
@@ -30,6 +36,11 @@ export interface ThreadView {
   changeSetOutcome?: ChangeSetOutcome;
   /** While a single action's revision 2 or later waits: what it replaced (the projection's, src/hitl/thread-view.ts). */
   revisionHistory?: RevisionHistory;
+  /**
+   * The evidence parts the projection withholds (src/hitl/thread-view.ts), each with why: absent from
+   * `state`, and printed in their place. Absent when every recorded part is reported.
+   */
+  withheld?: WithheldParts;
 }
 
 /** One action of a finished change set. */
@@ -84,11 +95,18 @@ export async function viewOfCheckpoint(
   const checkpointValues = snapshot.values;
   if (!checkpointValues || Object.keys(checkpointValues).length === 0)
     return { threadId, status: "not_found" };
-  const { values, thread, action, question, revisionHistory } = await overlayJournal(
-    app,
-    threadId,
-    checkpointValues,
-  );
+  const overlaid = await overlayJournal(app, threadId, checkpointValues);
+  const view = await viewOfOverlay(app, threadId, snapshot, overlaid);
+  return overlaid.withheld ? { ...view, withheld: overlaid.withheld } : view;
+}
+
+/** The view of a checkpoint overlaid with the journal (overlayJournal), by where the checkpoint stands. */
+async function viewOfOverlay(
+  app: ThreadSource,
+  threadId: string,
+  snapshot: CheckpointStand,
+  { values, thread, action, question, revisionHistory }: Awaited<ReturnType<typeof overlayJournal>>,
+): Promise<ThreadView> {
   const first = snapshot.interrupts[0];
   const id = first?.id ? { interruptId: first.id } : {};
   const behind = first
@@ -284,5 +302,12 @@ export async function overlayJournal(app: ThreadSource, threadId: string, checkp
     inputRequest: openAsked(question),
     ...flatView(journalView),
   };
-  return { values, thread, action, question, revisionHistory: journalView.revisionHistory };
+  return {
+    values,
+    thread,
+    action,
+    question,
+    revisionHistory: journalView.revisionHistory,
+    withheld: journalView.withheld,
+  };
 }

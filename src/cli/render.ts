@@ -227,14 +227,19 @@ export class Printer {
     this.line();
     this.line(`${this.paint(["bold", colour], esc`OUTCOME ${s.outcome}`)}` + esc` (${s.reasonCode})`);
     this.line(esc`  reason: ${s.reason}`);
+    const w = view.withheld ?? {};
     if (s.preRead) this.line(esc`  pre-read: ${s.preRead.verdict} at ${s.preRead.at}`);
+    else this.withheldNote("pre-read", w.preRead);
     if (s.invocation)
       this.line(
         esc`  invocation: ${s.invocation.tool} ${JSON.stringify(s.invocation.args)} at ${s.invocation.sentAt}`,
       );
+    else this.withheldNote("invocation", w.invocation);
     if (s.acknowledgement)
       this.line(esc`  acknowledgement: ${s.acknowledgement.status} at ${s.acknowledgement.at}`);
-    if (s.verification) {
+    else this.withheldNote("acknowledgement", w.acknowledgement);
+    if (!s.verification) this.withheldNote("verification", w.verification);
+    else {
       this.line(esc`  verification: ${s.verification.verdict} at ${s.verification.at}`);
       for (const f of s.verification.fields)
         this.line(
@@ -244,6 +249,7 @@ export class Printer {
     // A partial approval of a change set ran without being shown again: say what was decided.
     if (s.decision?.type === "approve" && s.decision.message)
       this.line(esc`  decision: approve by ${s.decision.approverId} — ${s.decision.message}`);
+    else if (!s.decision) this.withheldNote("decision", w.decision);
     const cs = view.changeSetOutcome;
     if (cs) {
       const at = cs.actions.find(
@@ -261,6 +267,17 @@ export class Printer {
     }
   }
 
+  /** The note printed in place of an evidence part the view withholds (src/hitl/thread-view.ts); nothing when it does not. */
+  withheldNote(part: string, why: string | undefined): void {
+    if (why) this.line(this.paint("red", esc`  ${part}: withheld — ${why}`));
+  }
+
+  /** Every part the view withholds, with why: for a view that prints no evidence of its own (a stopped run). */
+  withheldNotes(view: ThreadView): void {
+    for (const [part, why] of Object.entries(view.withheld ?? {}))
+      this.withheldNote(PART_LABELS[part] ?? part, why);
+  }
+
   /** Machine output: valid JSON, the data unchanged; characters a terminal would act on are \uXXXX escapes. */
   emitJson(value: unknown): void {
     this.out.write(`${stringifyJsonSafe(value)}\n`);
@@ -271,6 +288,15 @@ export class Printer {
     this.out.write(text);
   }
 }
+
+/** How the text output names each evidence part. */
+const PART_LABELS: Record<string, string> = {
+  decision: "decision",
+  preRead: "pre-read",
+  invocation: "invocation",
+  acknowledgement: "acknowledgement",
+  verification: "verification",
+};
 
 /** One field of a question's answer schema. */
 type AnswerField = { type?: string; enum?: string[]; description?: string };
@@ -419,6 +445,8 @@ export function threadJson(view: ThreadView): Record<string, unknown> {
     invocation: s?.invocation ?? null,
     acknowledgement: s?.acknowledgement ?? null,
     verification: s?.verification ?? null,
+    // Parts the journal holds whose seal does not hold (or that no checked seal covers yet): left out above, and why.
+    ...(view.withheld ? { withheld: view.withheld } : {}),
     // A finished change set: how each action ended, in the set's order.
     ...(view.changeSetOutcome ? { changeSet: view.changeSetOutcome } : {}),
     ...(view.next ? { next: view.next } : {}),

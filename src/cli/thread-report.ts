@@ -21,6 +21,7 @@ export function report(printer: Printer, view: ThreadView, refusedNow = false): 
     printer.line(
       esc`The run stopped before ${view.next?.join(", ")}. Finish it with: npm run cli -- recover ${view.threadId}`,
     );
+    printer.withheldNotes(view);
   } else printer.outcome(view);
   return exitCodeForView(view, refusedNow);
 }

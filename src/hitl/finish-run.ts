@@ -70,7 +70,8 @@ export async function finishFromJournal(
   const evidenceOf = (v: ThreadJournalView) =>
     ({ ...state, envelope: null, envelopeHash: null, ...flatView(v) }) satisfies ThreadMirror;
   // One durable transaction: the action's close, the thread's close (the first wins) and the closing
-  // audit record built from the close that stands, keyed so a re-run of this node adds no second.
+  // audit record built from the close that stands, keyed so a re-run of this node adds no second. Its
+  // evidence is the view's: a part whose seal does not hold is withheld there, so it is never recorded.
   let view: ThreadJournalView | undefined;
   const closedThread = await deps.journal.closeThread(gate.threadId, closing, {
     ...(action && !action.set ? { action: action.envelopeHash } : {}),

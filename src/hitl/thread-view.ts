@@ -5,7 +5,7 @@
  * finished page (through those), and `finish`'s evidence, from which the hash-chained closing record
  * the API server's audit view serves is made. Graph state is never read to build one.
  */
-import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
+import type { ActionRow, SealCheck, ThreadRecord } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import {
   OPERATIONS,
@@ -73,6 +73,12 @@ export interface EvidenceView {
   verification: VerificationRecord | null;
 }
 
+/**
+ * The evidence parts the view withholds, each with why: a part whose seal under the journal key does not
+ * hold, or that no seal this program checks covers yet (absent when every part present is reported).
+ */
+export type WithheldParts = Partial<Record<keyof EvidenceView, string>>;
+
 /** The ending, or nulls while the journal has not closed the thread (or its action). */
 export interface EndingView {
   outcome: Outcome | null;
@@ -87,6 +93,8 @@ export interface ThreadJournalView {
   /** Absent while no action is registered. */
   registered?: RegisteredView;
   evidence: EvidenceView;
+  /** The parts left out of `evidence` and why (absent when none is); each surface prints the note in the part's place. */
+  withheld?: WithheldParts;
   ending: EndingView;
   /** A single action's revision 2 or later: what it replaced (a change set's is built from its members). */
   revisionHistory?: RevisionHistory;
@@ -100,6 +108,7 @@ export function viewOf({ thread, action, execution, previous }: JournalRows): Th
   const actionClose = action?.progress.closed;
   const untrusted = actionClose && (action.closeSeal === "invalid" || action.closeSeal === "unsealed");
   const closed = untrusted ? actionClose : (thread?.closed ?? actionClose);
+  const evidence = evidenceOf(action, execution);
   return {
     ...(thread
       ? { request: { request: thread.request, requestedBy: thread.requestedBy, scope: thread.scope } }
@@ -115,16 +124,8 @@ export function viewOf({ thread, action, execution, previous }: JournalRows): Th
           },
         }
       : {}),
-    evidence: {
-      decision: decisionOf(action),
-      preRead: action?.progress.preRead ?? null,
-      invocation: execution ? invocationOf(execution) : null,
-      acknowledgement:
-        action?.progress.acknowledgement ??
-        (execution?.acknowledgement as AcknowledgementRecord | undefined) ??
-        null,
-      verification: action?.progress.verification ?? null,
-    },
+    evidence: evidence.reported,
+    ...(evidence.withheld ? { withheld: evidence.withheld } : {}),
     ending: closed
       ? {
           outcome: closed.outcome,
@@ -135,6 +136,103 @@ export function viewOf({ thread, action, execution, previous }: JournalRows): Th
       : { outcome: null, reasonCode: null, reason: null, finishedAt: null },
     ...(history ? { revisionHistory: history } : {}),
   };
+}
+
+/**
+ * The action's evidence as the journal holds it, each part only when a seal this program checks under
+ * the journal key covers it and holds: its own (checked at the phase whose next step acts on it), or a
+ * later one that covers it (the verification's covers the acknowledgement; the close's covers the
+ * pre-read, the acknowledgement and the verification). Any other part is withheld with why, as is a
+ * write-ahead entry whose seal does not hold, and an answer found only on the write-ahead entry (not
+ * sealed there; the action seals the answer it records).
+ */
+function evidenceOf(
+  action: ActionRow | undefined,
+  execution: ExecutionEntry | undefined,
+): { reported: EvidenceView; withheld?: WithheldParts } {
+  const withheld: WithheldParts = {};
+  const sealed = <T>(part: keyof EvidenceView, value: T | null | undefined, checks: SealChecks): T | null => {
+    if (value === undefined || value === null) return null;
+    const why = action ? unconfirmed(action, PART_NAMES[part], checks) : null;
+    if (why === null) return value;
+    withheld[part] = why;
+    return null;
+  };
+  const closeCovers = { by: [["close", action?.closeSeal ?? "none"]] } as const;
+  let acknowledgement = sealed("acknowledgement", action?.progress.acknowledgement, {
+    own: action?.acknowledgementSeal ?? "none",
+    by: [
+      ["verification", action?.verificationSeal ?? "none"],
+      ["close", action?.closeSeal ?? "none"],
+    ],
+  });
+  if (!action?.progress.acknowledgement && execution?.acknowledgement !== undefined) {
+    acknowledgement = null;
+    withheld.acknowledgement = `the answer on the journal's write-ahead entry of this action carries no seal (the action seals an answer when it records it, which it has not); it is not reported`;
+  }
+  const reported: EvidenceView = {
+    decision: sealed("decision", decisionOf(action), { own: action?.decisionSeal ?? "none", by: [] }),
+    preRead: sealed("preRead", action?.progress.preRead, {
+      own: action?.preReadSeal ?? "none",
+      ...closeCovers,
+    }),
+    invocation: execution ? invocationOrWithheld(action, execution, withheld) : null,
+    acknowledgement,
+    verification: sealed("verification", action?.progress.verification, {
+      own: action?.verificationSeal ?? "none",
+      ...closeCovers,
+    }),
+  };
+  return Object.keys(withheld).length > 0 ? { reported, withheld } : { reported };
+}
+
+/** A part's own seal check and the later seals that cover it, by name. */
+interface SealChecks {
+  own: SealCheck;
+  by: ReadonlyArray<readonly [name: string, check: SealCheck]>;
+}
+
+const PART_NAMES: Record<keyof EvidenceView, string> = {
+  decision: "decision",
+  preRead: "pre-read",
+  invocation: "write-ahead entry",
+  acknowledgement: "acknowledgement",
+  verification: "verification",
+};
+
+const fails = (check: SealCheck) => check === "invalid" || check === "unsealed";
+
+/**
+ * Why a recorded part is not reported, or null when a seal that covers it holds: its own seal failing
+ * first, then a covering seal failing; a part whose own seal was not checked at this phase and that no
+ * later seal covers yet is not reported as confirmed either.
+ */
+function unconfirmed(action: ActionRow, part: string, { own, by }: SealChecks): string | null {
+  const of = `the journal's ${part} of this action`;
+  if (own === "unsealed")
+    return `${of} carries no seal (written by hand, by a version before it was sealed, or its seal removed); it is not reported`;
+  if (own === "invalid")
+    return `${of} does not match its seal under the journal key (changed outside this program); it is not reported`;
+  const failed = by.find(([, check]) => fails(check));
+  if (failed)
+    return `${of} is covered by the seal of its ${failed[0]}, which ${failed[1] === "unsealed" ? "is missing" : "does not hold under the journal key"} (it, or the ${failed[0]}, was changed outside this program); it is not reported`;
+  if (own === "valid" || by.some(([, check]) => check === "valid")) return null;
+  return `${of} is not covered by a seal this program checks at its phase (${action.phase}); it is not reported`;
+}
+
+/** The invocation of a write-ahead entry whose seal holds for this action; otherwise null, and why in `withheld`. */
+function invocationOrWithheld(
+  action: ActionRow | undefined,
+  entry: ExecutionEntry,
+  withheld: WithheldParts,
+): InvocationRecord | null {
+  const of = "the journal's write-ahead entry of this action";
+  if (!entry.sealPresent)
+    withheld.invocation = `${of} carries no seal (written before entries were sealed, or its seal removed); the invocation it names is not reported`;
+  else if (!entry.sealValid || (action && entry.threadId !== action.threadId))
+    withheld.invocation = `${of} does not match its seal under the journal key (changed outside this program); the invocation it names is not reported`;
+  else return invocationOf(entry);
+  return null;
 }
 
 /** The fields whose requested value differs between two revisions' params, in the order they appear. */

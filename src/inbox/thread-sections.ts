@@ -271,10 +271,29 @@ export async function questionSection(app: App, view: ThreadView, s: Session, ba
   </section>`;
 }
 
+/** How the page names each evidence part. */
+const PART_LABELS: Record<string, string> = {
+  decision: "Decision",
+  preRead: "Pre-read",
+  invocation: "Invocation",
+  acknowledgement: "Acknowledgement",
+  verification: "Verification",
+};
+
+/**
+ * The evidence parts the journal's view withholds (their seal under the journal key does not hold, or no
+ * checked seal covers them yet), each with why; `shown`: parts the page already notes in their place.
+ */
+function withheldSection(view: ThreadView, shown: string[] = []): Html | string {
+  const parts = Object.entries(view.withheld ?? {}).filter(([part]) => !shown.includes(part));
+  if (parts.length === 0) return "";
+  return html`<h2>Evidence withheld</h2><ul class="withheld refusal">${parts.map(([part, why]) => html`<li data-part="${part}"><strong>${PART_LABELS[part] ?? part}</strong>: ${text(why ?? "")}</li>`)}</ul>`;
+}
+
 export function outcomeSection(view: ThreadView, decided: SetDecided | undefined): Html {
   const s = view.state;
   if (view.status === "interrupted_run")
-    return html`<h1>The run stopped between steps</h1><p>A worker or <code>recover</code> finishes it.</p>`;
+    return html`<h1>The run stopped between steps</h1><p>A worker or <code>recover</code> finishes it.</p>${withheldSection(view)}`;
   const partial = s?.outcome === "PARTIALLY_EXECUTED";
   const cs = view.changeSetOutcome;
   return html`<h1>Finished: <span class="outcome">${s?.outcome ?? "—"}</span></h1>
@@ -285,7 +304,8 @@ export function outcomeSection(view: ThreadView, decided: SetDecided | undefined
     }
     <dl class="facts"><dt>Reason</dt><dd>${s?.reasonCode ?? "—"}: ${text(s?.reason ?? "")}</dd>
     <dt>Finished at</dt><dd>${s?.finishedAt ?? "—"}</dd>
-    <dt>Decision</dt><dd>${s?.decision ? html`${s.decision.type} by ${text(s.decision.approverId)} (identity ${s.decision.verifiedBy})` : "—"}</dd></dl>
+    <dt>Decision</dt><dd>${s?.decision ? html`${s.decision.type} by ${text(s.decision.approverId)} (identity ${s.decision.verifiedBy})` : view.withheld?.decision ? html`withheld: ${text(view.withheld.decision)}` : "—"}</dd></dl>
+    ${withheldSection(view, ["decision"])}
     ${cs ? html`<h2>Change set of ${cs.actions.length} actions: how each ended</h2>${setOutcomeTable(cs.actions)}` : ""}
     ${
       decided
