@@ -1,0 +1,293 @@
+/**
+ * A part of an action's evidence edited in the data directory by someone who holds no journal key, while
+ * the action is in flight (a run stopped after the pre-read, the write's answer or the verification) or
+ * after it closed, is never reported as the journal's evidence: the one projection (src/hitl/thread-view.ts)
+ * withholds a part whose seal does not hold (or that a failing later seal covers), and names it and why.
+ * Checked in process, by `show` and `show --json` (another process), by the inbox's thread page, and in the
+ * closing audit record `finish` writes. A genuine stopped or finished thread shows its evidence as recorded.
+ * Runs on the backend the suite runs on; the emulator's call log counts the writes.
+ */
+import { describe, expect, it } from "vitest";
+import fs from "node:fs";
+import path from "node:path";
+import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
+import { viewThread, type ThreadView } from "../src/app/view-thread.js";
+import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
+import { startInbox } from "../src/inbox/server.js";
+import {
+  approvalOf,
+  eachTestApp,
+  envFor,
+  journalSql,
+  parseJsonOutput,
+  runCli,
+  stopOnceBefore,
+  stopOnceBeforeMove,
+} from "./support/harness.js";
+import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+
+const t = eachTestApp("ae-withheld-");
+
+async function waiting(taskId: number, title: string): Promise<ThreadView> {
+  const app = await t.open({ model: new ScriptedChatModel(readThenPropose(taskId, { TITLE: title })) });
+  const view = await startRun(app, {
+    request: `rename task ${taskId} to ${title}`,
+    requestedBy: "demo-user",
+  });
+  expect(view.status).toBe("awaiting_approval");
+  return view;
+}
+
+async function actionProgress(envelopeHash: string): Promise<Record<string, unknown>> {
+  const [row] = await journalSql(t.dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [
+    envelopeHash,
+  ]);
+  return JSON.parse(String(row!["progress_json"])) as Record<string, unknown>;
+}
+
+const setProgress = (envelopeHash: string, progress: unknown) =>
+  journalSql(t.dataDir, "UPDATE T.actions SET progress_json = ? WHERE envelope_hash = ?", [
+    JSON.stringify(progress),
+    envelopeHash,
+  ]);
+
+/** Approves `view` in a run made to stop on the way; the action's hash, its row left at `phase`. */
+async function approvedUntilStopped(view: ThreadView, phase: string): Promise<string> {
+  await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
+  const hash = view.approval!.envelopeHash;
+  const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
+  expect(row!["phase"]).toBe(phase);
+  return hash;
+}
+
+type Part = "decision" | "preRead" | "invocation" | "acknowledgement" | "verification";
+
+/** The thread's evidence as this process, `show --json` and `show` (other processes) report it. */
+async function reported(threadId: string) {
+  const view = await viewThread(t.app, threadId);
+  const env = envFor(t.portal, t.dataDir);
+  const json = await runCli(["show", threadId, "--json"], env);
+  const text = await runCli(["show", threadId], env);
+  const shown = parseJsonOutput(json.stdout) as Record<Part, unknown> & { withheld?: Record<string, string> };
+  return { view, json: shown, text: text.stdout };
+}
+
+/** `part` is reported nowhere, and every surface says why with `why`. */
+async function expectWithheld(threadId: string, part: Part, why: string) {
+  const { view, json, text } = await reported(threadId);
+  expect(view.state?.[part] ?? null).toBeNull();
+  expect(view.withheld?.[part]).toContain(why);
+  expect(json[part]).toBeNull();
+  expect(json.withheld?.[part]).toContain(why);
+  const label = part === "preRead" ? "pre-read" : part;
+  expect(text).toContain(`${label}: withheld — `);
+  expect(text).toContain(why);
+  return { view, json, text };
+}
+
+/** Every part named is reported as recorded, and nothing is withheld. */
+async function expectReported(threadId: string, parts: Part[]) {
+  const { view, json } = await reported(threadId);
+  expect(view.withheld).toBeUndefined();
+  expect(json.withheld).toBeUndefined();
+  for (const part of parts) {
+    expect(view.state?.[part], part).toBeTruthy();
+    // `show --json` prints the decision without the raw resume value.
+    if (part !== "decision") expect(json[part], part).toEqual(JSON.parse(JSON.stringify(view.state?.[part])));
+    else expect(json.decision).toBeTruthy();
+  }
+}
+
+describe("evidence of an action in flight, edited in the data directory, is withheld by every view", () => {
+  it("a pre-read edited while its run waits to write: withheld (in process, show, show --json and the inbox); put back, reported again", async () => {
+    const view = await waiting(4, "WITHHELD PRE-READ");
+    stopOnceBefore(t.app, "beginWrite", "the write-ahead entry");
+    const hash = await approvedUntilStopped(view, "pre_read");
+    await expectReported(view.threadId, ["decision", "preRead"]);
+
+    const original = await actionProgress(hash);
+    const preRead = original["preRead"] as { verdict: string; reason: string };
+    await setProgress(hash, { ...original, preRead: { ...preRead, reason: "read by hand" } });
+    const why = "the journal's pre-read of this action does not match its seal under the journal key";
+    const { json } = await expectWithheld(view.threadId, "preRead", why);
+    expect(JSON.stringify(json)).not.toContain("read by hand");
+
+    // The inbox's page of the thread says the same, and shows nothing of the edited pre-read.
+    const page = await inboxPage(view.threadId);
+    expect(page).toContain('data-part="preRead"');
+    expect(page).toContain("pre-read of this action does not match its seal under the journal key");
+    expect(page).not.toContain("read by hand");
+
+    // Its seal removed: withheld as carrying none.
+    const { preReadSeal: _s, ...unsealed } = original;
+    await setProgress(hash, unsealed);
+    await expectWithheld(view.threadId, "preRead", "pre-read of this action carries no seal");
+
+    await setProgress(hash, original);
+    await expectReported(view.threadId, ["decision", "preRead"]);
+    expect(await t.portal.writes()).toEqual([]);
+  });
+
+  it("an acknowledgement or a write-ahead entry edited while the run waits to verify: withheld; the genuine pre-read is still reported", async () => {
+    const view = await waiting(4, "WITHHELD ANSWER");
+    stopOnceBeforeMove(t.app, "verified");
+    const hash = await approvedUntilStopped(view, "acknowledged");
+    await expectReported(view.threadId, ["preRead", "invocation", "acknowledgement"]);
+
+    const original = await actionProgress(hash);
+    const ack = original["acknowledgement"] as { status: string; at: string };
+    await setProgress(hash, { ...original, acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" } });
+    const { view: now, json } = await expectWithheld(
+      view.threadId,
+      "acknowledgement",
+      "the journal's acknowledgement of this action does not match its seal under the journal key",
+    );
+    expect(now.state?.preRead).toBeTruthy();
+    expect(json.preRead).toBeTruthy();
+    await setProgress(hash, original);
+
+    // The write-ahead entry's arguments rewritten: the invocation it names is not reported.
+    const [entry] = await journalSql(
+      t.dataDir,
+      "SELECT args_json FROM T.executions WHERE envelope_hash = ?",
+      [hash],
+    );
+    const args = JSON.parse(String(entry!["args_json"])) as { fields: Record<string, unknown> };
+    await journalSql(t.dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [
+      JSON.stringify({ ...args, fields: { ...args.fields, TITLE: "WRITTEN BY HAND" } }),
+      hash,
+    ]);
+    const shown = await expectWithheld(
+      view.threadId,
+      "invocation",
+      "the journal's write-ahead entry of this action does not match its seal under the journal key",
+    );
+    expect(JSON.stringify(shown.json)).not.toContain("WRITTEN BY HAND");
+    expect((await t.portal.writes()).length).toBe(1);
+  });
+
+  it("an acknowledgement edited while the run waits to close: withheld as covered by the verification's seal, which no longer holds", async () => {
+    const view = await waiting(4, "WITHHELD AFTER VERIFYING");
+    stopOnceBefore(t.app, "closeThread", "the close was recorded");
+    const hash = await approvedUntilStopped(view, "verified");
+    await expectReported(view.threadId, ["preRead", "invocation", "acknowledgement", "verification"]);
+
+    const original = await actionProgress(hash);
+    const ack = original["acknowledgement"] as { status: string; at: string };
+    await setProgress(hash, { ...original, acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" } });
+    const { view: now } = await expectWithheld(
+      view.threadId,
+      "acknowledgement",
+      "the journal's acknowledgement of this action is covered by the seal of its verification, which does not hold",
+    );
+    // The seal that fails covers the verification it was made on too; the verification's own seal says so.
+    expect(now.withheld?.verification).toContain("verification of this action does not match its seal");
+    expect((await t.portal.writes()).length).toBe(1);
+  });
+
+  it("a verification edited while the run waits to close: finish's closing audit record does not take it as evidence", async () => {
+    const view = await waiting(4, "EDITED BEFORE THE CLOSE");
+    stopOnceBefore(t.app, "closeThread", "the close was recorded");
+    const hash = await approvedUntilStopped(view, "verified");
+    const progress = await actionProgress(hash);
+    const verification = progress["verification"] as { verdict: string; reason: string };
+    await setProgress(hash, { ...progress, verification: { ...verification, reason: "checked by hand" } });
+
+    const recovered = await recoverThread(t.app, view.threadId);
+    expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+    const [ended] = await t.app.deps.audit.records({
+      threadId: view.threadId,
+      events: ["execution_outcome"],
+    });
+    const received = ended!.received as Record<string, unknown>;
+    // The parts whose own seal holds are recorded; the edited verification is not, nor the
+    // acknowledgement its seal covered (which of the two was changed cannot be told).
+    expect(received["preRead"]).toBeTruthy();
+    expect(received["invocation"]).toBeTruthy();
+    expect(received["verification"] ?? null).toBeNull();
+    expect(received["acknowledgement"] ?? null).toBeNull();
+    expect(JSON.stringify(ended)).not.toContain("checked by hand");
+    expect((await t.portal.writes()).length).toBe(1);
+  });
+});
+
+describe("evidence of a closed action whose close seal no longer holds is withheld", () => {
+  it("a verified thread whose verification is edited afterwards: the parts the close covers are withheld, with the OUTCOME_TAMPERED ending", async () => {
+    const view = await waiting(4, "CLOSED THEN EDITED");
+    const done = await submitDecision(t.app, view.threadId, approvalOf(view));
+    expect(done.state?.outcome).toBe("VERIFIED");
+    const hash = view.approval!.envelopeHash;
+    await expectReported(view.threadId, [
+      "decision",
+      "preRead",
+      "invocation",
+      "acknowledgement",
+      "verification",
+    ]);
+
+    const original = await actionProgress(hash);
+    const verification = original["verification"] as { reason: string };
+    await setProgress(hash, { ...original, verification: { ...verification, reason: "edited by hand" } });
+    const why = "is covered by the seal of its close, which does not hold";
+    const { json, text } = await expectWithheld(view.threadId, "verification", why);
+    await expectWithheld(view.threadId, "preRead", why);
+    await expectWithheld(view.threadId, "acknowledgement", why);
+    expect(json).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
+    expect(text).not.toContain("edited by hand");
+    // The decision and the write-ahead entry have seals of their own, which hold.
+    expect(json.decision).toBeTruthy();
+    expect(json.invocation).toBeTruthy();
+
+    await setProgress(hash, original);
+    await expectReported(view.threadId, [
+      "decision",
+      "preRead",
+      "invocation",
+      "acknowledgement",
+      "verification",
+    ]);
+    expect((await t.portal.writes()).length).toBe(1);
+  });
+});
+
+/** The inbox's page of a thread, as a signed-in user sees it. */
+async function inboxPage(threadId: string): Promise<string> {
+  const usersFile = path.join(t.dataDir, "inbox-users.json");
+  fs.writeFileSync(
+    usersFile,
+    JSON.stringify({ users: [{ id: "demo-user", password: await hashPassword("demo-user-password-1") }] }),
+  );
+  const inbox = await startInbox({ app: t.app, users: loadInboxUsers(usersFile), pollMs: 200 });
+  try {
+    const cookies = new Map<string, string>();
+    const req = async (p: string, form?: Record<string, string>) => {
+      const res = await fetch(inbox.url + p, {
+        method: form ? "POST" : "GET",
+        headers: {
+          cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+          accept: "text/html",
+          ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: inbox.url } : {}),
+        },
+        body: form ? new URLSearchParams(form).toString() : undefined,
+        redirect: "manual",
+      });
+      for (const c of res.headers.getSetCookie()) {
+        const [pair] = c.split(";");
+        cookies.set(pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1));
+      }
+      return res;
+    };
+    const login = await (await req("/login")).text();
+    const signedIn = await req("/login", {
+      csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
+      user: "demo-user",
+      password: "demo-user-password-1",
+    });
+    expect(signedIn.status).toBe(303);
+    const page = await req(`/t/${threadId}`);
+    expect(page.status).toBe(200);
+    return page.text();
+  } finally {
+    await inbox.close();
+  }
+}
