@@ -185,7 +185,7 @@ describe("evidence of an action in flight, edited in the data directory, is with
     expect((await t.portal.writes()).length).toBe(1);
   });
 
-  it("a verification edited while the run waits to close: finish's closing audit record does not take it as evidence", async () => {
+  it("a verification edited while the run waits to close: neither finish's closing audit record nor any view of the closed thread takes it as evidence", async () => {
     const view = await waiting(4, "EDITED BEFORE THE CLOSE");
     stopOnceBefore(t.app, "closeThread", "the close was recorded");
     const hash = await approvedUntilStopped(view, "verified");
@@ -207,6 +207,14 @@ describe("evidence of an action in flight, edited in the data directory, is with
     expect(received["verification"] ?? null).toBeNull();
     expect(received["acknowledgement"] ?? null).toBeNull();
     expect(JSON.stringify(ended)).not.toContain("checked by hand");
+
+    // The close's seal covers the edited verification as it stood; the close records that it did not
+    // hold, so the closed thread's views withhold it too (and the acknowledgement its seal covered).
+    const why = "did not hold its seal under the journal key when the action was closed";
+    const { text } = await expectWithheld(view.threadId, "verification", why);
+    await expectWithheld(view.threadId, "acknowledgement", why);
+    expect(text).not.toContain("checked by hand");
+    expect((await reported(view.threadId)).json.preRead).toBeTruthy();
     expect((await t.portal.writes()).length).toBe(1);
   });
 });

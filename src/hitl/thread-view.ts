@@ -142,7 +142,8 @@ export function viewOf({ thread, action, execution, previous }: JournalRows): Th
  * The action's evidence as the journal holds it, each part only when a seal this program checks under
  * the journal key covers it and holds: its own (checked at the phase whose next step acts on it), or a
  * later one that covers it (the verification's covers the acknowledgement; the close's covers the
- * pre-read, the acknowledgement and the verification). Any other part is withheld with why, as is a
+ * pre-read, the acknowledgement and the verification), and not one the close records as unconfirmed
+ * when it was closed (ClosedRecord.unconfirmed). Any other part is withheld with why, as is a
  * write-ahead entry whose seal does not hold, and an answer found only on the write-ahead entry (not
  * sealed there; the action seals the answer it records).
  */
@@ -151,9 +152,14 @@ function evidenceOf(
   execution: ExecutionEntry | undefined,
 ): { reported: EvidenceView; withheld?: WithheldParts } {
   const withheld: WithheldParts = {};
+  // The parts whose seal did not hold when the action was closed, as its close (whose seal holds) records them.
+  const atClose: readonly string[] =
+    action?.closeSeal === "valid" ? (action.progress.closed?.unconfirmed ?? []) : [];
   const sealed = <T>(part: keyof EvidenceView, value: T | null | undefined, checks: SealChecks): T | null => {
     if (value === undefined || value === null) return null;
-    const why = action ? unconfirmed(action, PART_NAMES[part], checks) : null;
+    const why = action
+      ? unconfirmed(action, PART_NAMES[part], { ...checks, atClose: atClose.includes(part) })
+      : null;
     if (why === null) return value;
     withheld[part] = why;
     return null;
@@ -190,6 +196,8 @@ function evidenceOf(
 interface SealChecks {
   own: SealCheck;
   by: ReadonlyArray<readonly [name: string, check: SealCheck]>;
+  /** Whether the action's close records that this part's seal did not hold when it was closed. */
+  atClose?: boolean;
 }
 
 const PART_NAMES: Record<keyof EvidenceView, string> = {
@@ -207,12 +215,14 @@ const fails = (check: SealCheck) => check === "invalid" || check === "unsealed";
  * first, then a covering seal failing; a part whose own seal was not checked at this phase and that no
  * later seal covers yet is not reported as confirmed either.
  */
-function unconfirmed(action: ActionRow, part: string, { own, by }: SealChecks): string | null {
+function unconfirmed(action: ActionRow, part: string, { own, by, atClose }: SealChecks): string | null {
   const of = `the journal's ${part} of this action`;
   if (own === "unsealed")
     return `${of} carries no seal (written by hand, by a version before it was sealed, or its seal removed); it is not reported`;
   if (own === "invalid")
     return `${of} does not match its seal under the journal key (changed outside this program); it is not reported`;
+  if (atClose)
+    return `${of} did not hold its seal under the journal key when the action was closed (changed outside this program while the action was in flight, or recorded by hand); it is not reported`;
   const failed = by.find(([, check]) => fails(check));
   if (failed)
     return `${of} is covered by the seal of its ${failed[0]}, which ${failed[1] === "unsealed" ? "is missing" : "does not hold under the journal key"} (it, or the ${failed[0]}, was changed outside this program); it is not reported`;

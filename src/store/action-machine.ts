@@ -104,6 +104,12 @@ export interface ClosedRecord {
   reasonCode: ReasonCode;
   reason: string;
   at: string;
+  /**
+   * On an action's close: the parts of its evidence whose seal did not hold when it was closed (edited
+   * while the action was in flight). The close's seal covers them as they were, so this list, sealed with
+   * the close, is what keeps every view from reporting them (src/hitl/thread-view.ts). Absent when none.
+   */
+  unconfirmed?: Array<"preRead" | "acknowledgement" | "verification">;
 }
 
 /** Everything that happened to the action after registration; each part written by one transition. */

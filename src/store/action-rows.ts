@@ -428,6 +428,8 @@ export function planSealedMove(
 ): ReturnType<typeof planMove> {
   const sealed = SEALED_ON_MOVE[to];
   if (sealed && patch[sealed.part]) {
+    const unconfirmed = to === "closed" && current ? unconfirmedParts(current) : [];
+    if (unconfirmed.length > 0) patch = { ...patch, closed: { ...patch.closed!, unconfirmed } };
     const plan = planMove(current, envelopeHash, to, patch, from);
     if (!plan.ok) return plan;
     const mac = sealOf(
@@ -450,6 +452,24 @@ export function planSealedMove(
   const plan = planMove(current, envelopeHash, to, { ...patch, preReadSeal }, from);
   // The moved row (moveWrite keeps the row's other fields) carries the pre-read just sealed.
   return plan.ok ? { ...plan, row: { ...plan.row, preReadSeal: "valid" } } : plan;
+}
+
+/**
+ * The parts of an action about to be closed whose seal does not hold, or that no seal checked at its
+ * phase covers (the verification's covers the acknowledgement): the close's seal covers every part as it
+ * stands, so the close records these by name, and no view reports them as the evidence it was closed on.
+ */
+function unconfirmedParts(row: ActionRow): NonNullable<ClosedRecord["unconfirmed"]> {
+  const confirmed = (own: SealCheck, ...by: SealCheck[]) =>
+    own !== "invalid" && own !== "unsealed" && [own, ...by].includes("valid") && !by.some(fails);
+  const fails = (c: SealCheck) => c === "invalid" || c === "unsealed";
+  const p = row.progress;
+  const out: NonNullable<ClosedRecord["unconfirmed"]> = [];
+  if (p.preRead && !confirmed(row.preReadSeal)) out.push("preRead");
+  if (p.acknowledgement && !confirmed(row.acknowledgementSeal, row.verificationSeal))
+    out.push("acknowledgement");
+  if (p.verification && !confirmed(row.verificationSeal)) out.push("verification");
+  return out;
 }
 
 function preReadSealOfRow(
