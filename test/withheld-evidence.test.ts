@@ -166,6 +166,30 @@ describe("evidence of an action in flight, edited in the data directory, is with
     expect((await t.portal.writes()).length).toBe(1);
   });
 
+  it("an answer written onto the write-ahead entry while the run waits to record the target's: withheld, never the target's", async () => {
+    const view = await waiting(4, "WITHHELD ENTRY ANSWER");
+    // The write went out; the process stops before the answer is recorded.
+    stopOnceBefore(t.app, "recordAnswer", "the answer was recorded");
+    const hash = await approvedUntilStopped(view, "intent");
+    await expectReported(view.threadId, ["preRead", "invocation"]);
+    await journalSql(t.dataDir, "UPDATE T.executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ?", [
+      JSON.stringify({
+        status: "ERROR",
+        error: { description: "REFUSED BY HAND" },
+        at: "2026-12-05T00:00:00Z",
+      }),
+      "2026-12-05T00:00:00Z",
+      hash,
+    ]);
+    const shown = await expectWithheld(
+      view.threadId,
+      "acknowledgement",
+      "the answer on the journal's write-ahead entry of this action carries no seal",
+    );
+    expect(JSON.stringify(shown.json)).not.toContain("REFUSED BY HAND");
+    expect((await t.portal.writes()).length).toBe(1);
+  });
+
   it("an acknowledgement edited while the run waits to close: withheld as covered by the verification's seal, which no longer holds", async () => {
     const view = await waiting(4, "WITHHELD AFTER VERIFYING");
     stopOnceBefore(t.app, "closeThread", "the close was recorded");

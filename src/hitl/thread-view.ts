@@ -144,8 +144,8 @@ export function viewOf({ thread, action, execution, previous }: JournalRows): Th
  * later one that covers it (the verification's covers the acknowledgement; the close's covers the
  * pre-read, the acknowledgement and the verification), and not one the close records as unconfirmed
  * when it was closed (ClosedRecord.unconfirmed). Any other part is withheld with why, as is a
- * write-ahead entry whose seal does not hold, and an answer found only on the write-ahead entry (not
- * sealed there; the action seals the answer it records).
+ * write-ahead entry whose seal does not hold, and an answer on the write-ahead entry whose own seal
+ * does not hold.
  */
 function evidenceOf(
   action: ActionRow | undefined,
@@ -172,10 +172,15 @@ function evidenceOf(
       ["close", action?.closeSeal ?? "none"],
     ],
   });
-  if (!action?.progress.acknowledgement && execution?.acknowledgement !== undefined) {
-    acknowledgement = null;
-    withheld.acknowledgement = `the answer on the journal's write-ahead entry of this action carries no seal (the action seals an answer when it records it, which it has not); it is not reported`;
-  }
+  // An answer recorded on the write-ahead entry alone (the action not yet moved on it): the entry's
+  // answer is there only while its own seal holds (src/store/journal/rows.ts), otherwise withheld.
+  if (!action?.progress.acknowledgement && execution?.acknowledgement !== undefined)
+    acknowledgement = execution.acknowledgement as AcknowledgementRecord;
+  else if (!action?.progress.acknowledgement && execution?.unconfirmedAnswer)
+    withheld.acknowledgement =
+      execution.unconfirmedAnswer === "unsealed"
+        ? "the answer on the journal's write-ahead entry of this action carries no seal (written by hand, by a version before answers were sealed, or its seal removed); it is not reported"
+        : "the answer on the journal's write-ahead entry of this action does not match its seal under the journal key (changed or copied outside this program); it is not reported";
   const reported: EvidenceView = {
     decision: sealed("decision", decisionOf(action), { own: action?.decisionSeal ?? "none", by: [] }),
     preRead: sealed("preRead", action?.progress.preRead, {

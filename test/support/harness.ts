@@ -205,7 +205,11 @@ export const TASK_READS_FAIL = {
 } as const;
 
 /** Makes the journal's next `method` call fail, as a process stopping just before `what` would; later calls go through. */
-export function stopOnceBefore(app: App, method: "beginWrite" | "closeThread", what: string): void {
+export function stopOnceBefore(
+  app: App,
+  method: "beginWrite" | "recordAnswer" | "closeThread",
+  what: string,
+): void {
   const journal = app.deps.journal;
   const original = journal[method];
   journal[method] = (() => {
