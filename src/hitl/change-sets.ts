@@ -71,17 +71,28 @@ export function baselineKeyOf(a: {
 }
 
 /**
- * The fields whose value an action's fresh baseline (`now`) holds differently from the revision an
- * approver decided (`shown`): the fields that card compared and the ones it said must stay unchanged.
- * A partial approval runs at once only while there are none, as a whole approval writes only when its
- * pre-read finds the object as it was shown.
+ * Each built action whose fresh baseline holds a value other than the revision an approver decided
+ * (`decided`, matched by action id) showed for it, as "a1 task 4: TITLE": the fields that card compared
+ * and the ones it said must stay unchanged. A partial approval runs at once only while there are none,
+ * as a whole approval writes only when its pre-read finds the object as it was shown.
  */
-export function movedSinceShown(shown: Envelope, now: Envelope): string[] {
+export function movedSinceShown(
+  decided: readonly ActionRow[],
+  built: ReadonlyArray<{ actionId: string; envelope: Envelope }>,
+): string[] {
   const text = (values: Record<string, unknown>, f: string) =>
     Object.prototype.hasOwnProperty.call(values, f) ? canonicalJson(values[f]) : undefined;
-  return [...new Set([...shown.comparedFields, ...shown.invariantFields])].filter(
-    (f) => text(shown.baseline.values, f) !== text(now.baseline.values, f),
-  );
+  return built.flatMap(({ actionId, envelope }) => {
+    const shown = decided.find((m) => m.set?.actionId === actionId)?.envelope;
+    const fields = shown
+      ? [...new Set([...shown.comparedFields, ...shown.invariantFields])].filter(
+          (f) => text(shown.baseline.values, f) !== text(envelope.baseline.values, f),
+        )
+      : ["(not in the decided revision)"];
+    return fields.length
+      ? [`${actionId} ${objectNamed(envelope.operation, envelope.object.id)}: ${fields.join(", ")}`]
+      : [];
+  });
 }
 
 /**
@@ -325,16 +336,7 @@ export async function buildChangeSet(
     sections.push(`──── ACTION ${i + 1} of ${envelopes.length}: ${actionId} ────\n${card}`);
   }
   // A partial approval covers the approved actions as they were shown: an object that changed since is shown again.
-  const shown = new Map(ctx.previousMembers.map((m) => [m.set?.actionId ?? "", m.envelope] as const));
-  const moved = ctx.runWithoutReapproval
-    ? envelopes.flatMap(({ actionId, envelope }) => {
-        const decided = shown.get(actionId);
-        const fields = decided ? movedSinceShown(decided, envelope) : ["(not in the decided revision)"];
-        return fields.length
-          ? [`${actionId} ${objectNamed(envelope.operation, envelope.object.id)}: ${fields.join(", ")}`]
-          : [];
-      })
-    : [];
+  const moved = ctx.runWithoutReapproval ? movedSinceShown(ctx.previousMembers, envelopes) : [];
   const runAtOnce = moved.length === 0 ? ctx.runWithoutReapproval : undefined;
   const partialNote = moved.length
     ? partialNotRunNote(previousHash, ctx.runWithoutReapproval!.decision.approverId, moved)

@@ -6,14 +6,12 @@
  */
 import { randomUUID } from "node:crypto";
 import { escalationNote, partialNotRunNote, undoNote } from "../envelope/card-notes.js";
-import { objectNamed } from "../envelope/operations.js";
 import {
   createEnvelope,
   hashEnvelope,
   renderCard,
   requesterVerificationOf,
   userIdsOnCard,
-  type Envelope,
   type OperationName,
 } from "../envelope/index.js";
 import type { DecisionRecord, ProposalRecord } from "../envelope/records.js";
@@ -51,8 +49,8 @@ export async function registerEnvelope(
     notUndone: string[];
     /** What is left of a change set after a partial approval, when this envelope is that. */
     onlyOne: PlannedAction | undefined;
-    /** That action as the revision the approver decided showed it. */
-    shown: Envelope | undefined;
+    /** The actions of the revision the approver decided, as it showed them. */
+    decided: readonly ActionRow[];
   },
 ): Promise<RegisteredUpdate> {
   const { threadId, runId, thread, previous, revision, proposal, operation, task } = ctx;
@@ -90,15 +88,9 @@ export async function registerEnvelope(
   // A partial approval covers the kept action as it was shown: if its object changed since, it is shown again.
   const partial = ctx.onlyOne ? prior?.setPlan : undefined;
   const moved = partial?.runWithoutReapproval
-    ? ctx.shown
-      ? movedSinceShown(ctx.shown, envelope)
-      : ["(not in the decided revision)"]
+    ? movedSinceShown(ctx.decided, [{ actionId: ctx.onlyOne!.actionId, envelope }])
     : [];
-  const notRun = moved.length
-    ? partialNotRunNote(previous?.set?.setHash, prior!.approverId, [
-        `${ctx.onlyOne!.actionId} ${objectNamed(operation, envelope.object.id)}: ${moved.join(", ")}`,
-      ])
-    : "";
+  const notRun = moved.length ? partialNotRunNote(previous?.set?.setHash, prior!.approverId, moved) : "";
   const card = escalatedTo
     ? `${undo}${escalationNote(escalatedTo, previous?.envelopeHash)}${notRun}${rendered}`
     : `${undo}${notRun}${rendered}`;

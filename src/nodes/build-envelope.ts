@@ -83,10 +83,7 @@ async function builtEnvelope(state: State, config: LangGraphRunnableConfig): Pro
     undoDeletes: undoPart ? isDeletePart(undoPart.plan) : false,
     notUndone,
     onlyOne,
-    // The kept action as the decided revision showed it: a partial approval covers it only as it was.
-    shown: onlyOne
-      ? (gate.members ?? (previous ? [previous] : [])).find((m) => m.set?.actionId === onlyOne.actionId)
-          ?.envelope
-      : undefined,
+    // A partial approval covers the kept action only as the decided revision showed it.
+    decided: gate.members ?? (previous ? [previous] : []),
   });
 }
