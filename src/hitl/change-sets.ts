@@ -114,8 +114,10 @@ export async function readBaseline(
     if (missing) return { ok: false, code: "TARGET_NOT_FOUND", reason: missing };
     return unreadBaseline(`${target} ${a.taskId}`, res);
   }
+  if (target !== "task" || effect !== "update") return { ok: true, object };
   // The task answer carries the acting user's rights: a write it already refuses is not put in front of an approver.
-  if (target === "task" && effect === "update" && canEditFrom(res.ok ? res.body : null) === false) {
+  const body = res.ok ? res.body : null;
+  if (canEditFrom(body) === false) {
     return {
       ok: false,
       code: "NOT_PERMITTED",
@@ -123,18 +125,13 @@ export async function readBaseline(
     };
   }
   // A field guarded by a narrower right (DEADLINE by changeDeadline, …) that the same answer reports as false.
-  const denied =
-    target === "task" && effect === "update"
-      ? deniedFieldRights(res.ok ? res.body : null, Object.keys(a.fields))
-      : [];
-  if (denied.length > 0) {
-    const which = denied.map((d) => `${d.field} needs action.${d.right}, which is false`).join("; ");
-    const reason =
-      `the portal reports that the acting user may not change this on task ${a.taskId}: ${which}; ` +
-      "the write would be refused, so no approval is asked";
-    return { ok: false, code: "NOT_PERMITTED", reason };
-  }
-  return { ok: true, object };
+  const denied = deniedFieldRights(body, Object.keys(a.fields));
+  if (denied.length === 0) return { ok: true, object };
+  const which = denied.map((d) => `${d.field} needs action.${d.right}, which is false`).join("; ");
+  const reason =
+    `the portal reports that the acting user may not change this on task ${a.taskId}: ${which}; ` +
+    "the write would be refused, so no approval is asked";
+  return { ok: false, code: "NOT_PERMITTED", reason };
 }
 
 /** Why a read proves the object does not exist (or is not visible to the acting user), or null when it does not prove it. */
