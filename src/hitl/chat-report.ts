@@ -9,22 +9,7 @@ import { objectNamed, operationSpec } from "../envelope/operations.js";
 import type { ThreadMirror } from "./thread-mirror.js";
 
 /** The run's steps and outcome as chat messages, one per step that happened. */
-export function chatReport(
-  threadId: string,
-  e: Pick<
-    ThreadMirror,
-    | "envelope"
-    | "envelopeHash"
-    | "decision"
-    | "preRead"
-    | "invocation"
-    | "acknowledgement"
-    | "verification"
-    | "outcome"
-    | "reasonCode"
-    | "reason"
-  >,
-): AIMessage[] {
+export function chatReport(threadId: string, e: ThreadMirror): AIMessage[] {
   const say = (step: string, text: string) =>
     new AIMessage({ id: `action-envelope:${threadId}:${step}`, content: text, name: "action-envelope" });
   const out: AIMessage[] = [];
