@@ -12,20 +12,18 @@ import type { MirrorUpdate } from "../hitl/thread-mirror.js";
 import type { Deps } from "../runtime/deps.js";
 import { runInput } from "./run-input.js";
 
-/** The thread registered: the messages to clear from state and the undo plan when the request is an undo; or the run's ending. */
-export type FirstTurn = { reset: RemoveMessage[]; undo: UndoPlan | undefined } | { ended: MirrorUpdate };
-
 /**
  * Registers the thread from the run's input. In chat mode the requester is the authenticated caller (or,
  * on an open server, the configured default, self-declared), and the conversation starts from the
- * request alone: chat input's other messages never reach the model.
+ * request alone: chat input's other messages never reach the model. Gives the messages to clear from
+ * state and the undo plan when the request is an undo, or the run's ending.
  */
 export async function startThread(
   deps: Deps,
   gate: Gate,
   state: State,
   caller: string | undefined,
-): Promise<FirstTurn> {
+): Promise<{ reset: RemoveMessage[]; undo: UndoPlan | undefined } | { ended: MirrorUpdate }> {
   // Open mode: a chat client sends no requester; the configured default (self-declared) stands in for it.
   const input = runInput(state, caller, caller ? undefined : deps.config.defaultRequester);
   if (!input.ok) return { ended: await endRunInJournal(deps, gate, state, "INVALID_INPUT", input.problem) };

@@ -14,20 +14,17 @@ import {
 import type { Deps } from "../runtime/deps.js";
 import { proposeChangeSetTool, proposeChangeTool, requestInputTool } from "../tools/proposal-tools.js";
 
-/** The model's reply and the journal's count of model calls; or the provider failure that ends the run. */
-export type ModelTurn =
-  { reply: BaseMessage; agentSteps: number } | { failed: { code: ReasonCode; reason: string } };
-
 /**
- * Calls the model on `messages`. A provider failure (bad key, rate limit, no connection) comes back with
- * its own code and one line saying what to fix; anything else is a bug and propagates.
+ * Calls the model on `messages`: its reply, with the journal's count of model calls. A provider
+ * failure (bad key, rate limit, no connection) comes back with its own code and one line saying what
+ * to fix; anything else is a bug and propagates.
  */
 export async function callModel(
   deps: Deps,
   threadId: string,
   messages: BaseMessage[],
   requestedBy: string,
-): Promise<ModelTurn> {
+): Promise<{ reply: BaseMessage; agentSteps: number } | { failed: { code: ReasonCode; reason: string } }> {
   if (!deps.model.bindTools) throw new Error(`model ${deps.modelLabel} cannot call tools`);
   const model = deps.model.bindTools([
     ...deps.tools.readTools,

@@ -43,20 +43,16 @@ export type PhaseEvent = {
   actionId?: string;
 } & Partial<EvidenceView & EndingView>;
 
-/** Where the executor left the thread's action: its row, and its write-ahead entry when one was recorded. */
-export interface CarriedOut {
-  row: ActionRow | undefined;
-  execution: ExecutionEntry | undefined;
-  /** For a change set: every action of it as the executor left them, in the set's order. */
-  members?: ActionRow[];
-}
-
-/** Runs the thread's approved action(s) from wherever the journal says they are (`first`, read at entry). */
+/**
+ * Runs the thread's approved action(s) from wherever the journal says they are (`first`, read at
+ * entry), and gives where it left them: the action's row, its write-ahead entry when one was recorded,
+ * and for a change set every action of it, in the set's order.
+ */
 export async function carryOutApproved(
   deps: Deps,
   first: ActionRow | undefined,
   emit?: (e: PhaseEvent) => void,
-): Promise<CarriedOut> {
+): Promise<{ row: ActionRow | undefined; execution: ExecutionEntry | undefined; members?: ActionRow[] }> {
   const ctx: PhaseContext = { deps, ...(first?.set ? { members: await membersOf(deps, first) } : {}) };
   // A run that continues after the write was recorded: its entry, read once, for the view.
   if (first && (first.phase === "intent" || first.phase === "acknowledged"))

@@ -50,11 +50,6 @@ export interface PlannedAction {
   fields: Record<string, unknown>;
 }
 
-export type SetBuild =
-  /** autoApproved: decided now, its approval_requested and decision_accepted records committed with the claim. */
-  | { ok: true; rows: ActionRow[]; set: ChangeSet; setHash: string; autoApproved: boolean }
-  | { ok: false; code: ReasonCode; reason: string; denied?: { code: string; reasons: string[] } };
-
 /**
  * The key of the object an action's baseline is read from: its task or deal, or for a delete what it
  * removes (a comment is its own object, apart from the task it is under).
@@ -196,7 +191,11 @@ export async function buildChangeSet(
     reads?: ReadonlyMap<string, Record<string, unknown>>;
   },
   actions: PlannedAction[],
-): Promise<SetBuild> {
+): Promise<
+  /** autoApproved: decided now, its approval_requested and decision_accepted records committed with the claim. */
+  | { ok: true; rows: ActionRow[]; set: ChangeSet; setHash: string; autoApproved: boolean }
+  | { ok: false; code: ReasonCode; reason: string; denied?: { code: string; reasons: string[] } }
+> {
   const { previous } = ctx;
   const revision = (previous?.revision ?? 0) + 1;
   // The proposal tool holds a set to MAX_SET_ACTIONS actions on tasks; a proposal that reached here

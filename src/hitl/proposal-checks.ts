@@ -17,11 +17,6 @@ import { proposalDeniedEntry } from "./audit-records.js";
 import { noChangeOf, readBaseline } from "./change-sets.js";
 import type { ThreadMirror } from "./thread-mirror.js";
 
-/** The proposal checked and its baseline read; or why the run ends. */
-export type ProposalChecked =
-  | { ok: true; operation: OperationName; task: Record<string, unknown> }
-  | { ok: false; code: ReasonCode; reason: string };
-
 /** Appends the proposal_denied record of a proposal stopped before it was shown. */
 export async function auditDenied(
   deps: Deps,
@@ -40,10 +35,10 @@ export async function auditDenied(
 }
 
 /**
- * Checks `proposal` for revision `revision`. An undo's object was read and checked already (the state
- * our write left, or what our run created): that very read (`undoObject`) is the baseline. `earlier`
- * holds the envelopes built before on this thread: a delete is built again (an escalation) only from
- * the same delete, unchanged.
+ * Checks `proposal` for revision `revision` and reads its baseline, or says why the run ends. An
+ * undo's object was read and checked already (the state our write left, or what our run created):
+ * that very read (`undoObject`) is the baseline. `earlier` holds the envelopes built before on this
+ * thread: a delete is built again (an escalation) only from the same delete, unchanged.
  */
 export async function checkBeforeShowing(
   deps: Deps,
@@ -56,7 +51,10 @@ export async function checkBeforeShowing(
     undoObject: Record<string, unknown> | undefined;
     earlier: readonly Envelope[];
   },
-): Promise<ProposalChecked> {
+): Promise<
+  | { ok: true; operation: OperationName; task: Record<string, unknown> }
+  | { ok: false; code: ReasonCode; reason: string }
+> {
   const { threadId, revision } = ctx;
   const denied = (code: string, reasons: string[]) =>
     auditDenied(deps, state, thread, proposal, { threadId, revision, code, reasons });
