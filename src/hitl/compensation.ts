@@ -36,13 +36,12 @@ export type UndoPlan =
   | {
       ok: true;
       original: ActionRow;
-      plan: UndoPart;
       proposal: ProposalRecord;
       /**
        * For a change set: one restore per object its VERIFIED reversible updates changed (in the set's
        * order of first change), then one delete per object its VERIFIED creates made where the policy
-       * allows that delete (irreversible, so after every restore: the chain rule); `plan`/`proposal`
-       * are the first. The undo is then itself a change set when it has more than one part.
+       * allows that delete (irreversible, so after every restore: the chain rule), which `proposal`
+       * proposes. The undo is then itself a change set when it has more than one part.
        */
       parts: Array<{ plan: UndoPart; proposal: ProposalRecord }>;
       /** Actions of the set that are not undone, and why (a delete the policy denies, an unverified action, …). */
@@ -104,7 +103,6 @@ export async function undoPlanFor(
   return {
     ok: true,
     original: action,
-    plan,
     proposal,
     parts: [{ plan, proposal }],
     skipped: [],
@@ -303,7 +301,6 @@ async function undoOfSet(
   return {
     ok: true,
     original: action,
-    plan: first.plan,
     proposal:
       parts.length > 1
         ? {
