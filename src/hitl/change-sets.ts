@@ -20,7 +20,6 @@ import {
   requesterNotVerified,
   setCardHeader,
   userIdsOnCard,
-  type ChangeSet,
   type Envelope,
   type OperationName,
   type RequesterVerification,
@@ -193,7 +192,7 @@ export async function buildChangeSet(
   actions: PlannedAction[],
 ): Promise<
   /** autoApproved: decided now, its approval_requested and decision_accepted records committed with the claim. */
-  | { ok: true; rows: ActionRow[]; set: ChangeSet; setHash: string; autoApproved: boolean }
+  | { ok: true; rows: ActionRow[]; autoApproved: boolean }
   | { ok: false; code: ReasonCode; reason: string; denied?: { code: string; reasons: string[] } }
 > {
   const { previous } = ctx;
@@ -394,9 +393,9 @@ export async function buildChangeSet(
       registered = await Promise.all(
         registered.map(async (r) => (await deps.journal.getAction(r.envelopeHash)) ?? r),
       );
-    return { ok: true, rows: registered, set, setHash, autoApproved: claim.claimed };
+    return { ok: true, rows: registered, autoApproved: claim.claimed };
   }
-  return { ok: true, rows: registered, set, setHash, autoApproved: false };
+  return { ok: true, rows: registered, autoApproved: false };
 }
 
 /**
