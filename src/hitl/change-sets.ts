@@ -42,12 +42,8 @@ import { deleteBaselineFrom } from "./delete-reads.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
 import { nonceClaim } from "./decision-claim.js";
 
-export interface PlannedAction {
-  actionId: string;
-  operation: OperationName;
-  taskId: number;
-  fields: Record<string, unknown>;
-}
+/** One action of a change set to build: a plan's action, without the names its edit typed. */
+export type PlannedAction = Omit<SetPlanDraft["actions"][number], "names">;
 
 /**
  * The key of the object an action's baseline is read from: its task or deal, or for a delete what it
