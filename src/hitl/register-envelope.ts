@@ -91,9 +91,8 @@ export async function registerEnvelope(
     ? movedSinceShown(ctx.decided, [{ actionId: ctx.onlyOne!.actionId, envelope }])
     : [];
   const notRun = moved.length ? partialNotRunNote(previous?.set?.setHash, prior!.approverId, moved) : "";
-  const card = escalatedTo
-    ? `${undo}${escalationNote(escalatedTo, previous?.envelopeHash)}${notRun}${rendered}`
-    : `${undo}${notRun}${rendered}`;
+  const escalation = escalatedTo ? escalationNote(escalatedTo, previous?.envelopeHash) : "";
+  const card = `${undo}${escalation}${notRun}${rendered}`;
   // Registering supersedes the previous revision and appends the approval_requested record in the same
   // transaction; keyed by hash, so a re-run of this node after a crash registers a second envelope
   // rather than altering the first.
