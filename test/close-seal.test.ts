@@ -209,6 +209,17 @@ describe("a closing record edited in the data directory", () => {
     expect(recovered.state?.reason).toContain("acknowledgement does not match its seal");
     expect((await reported(view.threadId)).cli).toMatchObject({ outcome: "INCONCLUSIVE" });
     expect((await t.portal.writes()).length).toBe(1);
+    // The edited answer is not kept under the verification's and the close's seals as the target's:
+    // every view shows the MISSING answer the verification was made on.
+    const shown = parseJsonOutput(
+      (await runCli(["show", view.threadId, "--json"], envFor(t.portal, t.dataDir))).stdout,
+    ) as { acknowledgement: { status: string; reason: string; at: string } | null; withheld?: unknown };
+    expect(shown.acknowledgement).toMatchObject({ status: "MISSING" });
+    expect(shown.acknowledgement?.reason).toContain("does not match its seal");
+    expect(JSON.stringify(shown)).not.toContain("2020-01-01T00:00:00.000Z");
+    expect(JSON.stringify((await viewThread(t.app, view.threadId)).state?.acknowledgement)).not.toContain(
+      "2020-01-01",
+    );
   });
 
   it("a pre-read whose evidence is edited while its run waits to write is not written on: refused INTEGRITY_CHECK_FAILED, nothing sent", async () => {

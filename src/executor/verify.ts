@@ -25,6 +25,10 @@ import { sealFailure, unusablePreRead } from "../hitl/closing.js";
  */
 export async function verify({ deps, members }: PhaseContext, action: ActionRow): Promise<ActionRow> {
   const acknowledgement = acknowledgementOf(action);
+  // The verification's seal covers the acknowledgement beside it: one whose own seal failed is
+  // replaced by the MISSING record the verification was made on, so no seal comes to cover an answer
+  // written outside this program, and no view reports it as the target's.
+  const unconfirmed = sealFailure("acknowledgement", action.acknowledgementSeal);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, members ?? []);
   const unusable = unusablePreRead(action);
@@ -45,7 +49,18 @@ export async function verify({ deps, members }: PhaseContext, action: ActionRow)
   return rowAfter(
     deps,
     action,
-    await deps.journal.moveAction(action.envelopeHash, "verified", { verification }),
+    await deps.journal.moveAction(action.envelopeHash, "verified", {
+      verification,
+      ...(unconfirmed
+        ? {
+            acknowledgement: {
+              status: "MISSING",
+              reason: `${unconfirmed}, so it is not used and not kept as the target's answer`,
+              at: verification.at,
+            },
+          }
+        : {}),
+    }),
   );
 }
 
