@@ -11,6 +11,7 @@ import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import { hashEnvelope } from "../src/envelope/index.js";
 import { DecisionNotAcceptedError } from "../src/errors.js";
 import {
+  journalSql,
   openTestApp,
   startPortal,
   stopOnceBefore,
@@ -583,6 +584,37 @@ describe("what Studio sees of the steps after the approval", () => {
     expect(JSON.stringify(events)).not.toContain('"result"');
     expect(await portal.writes()).toHaveLength(1);
     expect((await viewThread(app, view.threadId)).state?.outcome).toBe("VERIFIED");
+  });
+});
+
+describe("what Studio sees of a recovered run whose journal was edited", () => {
+  it("a phase event leaves out a part whose seal does not hold and says why (withheld)", async () => {
+    const { app, view } = await waiting();
+    stopOnceBeforeMove(app, "verified");
+    await expect(submitDecision(app, view.threadId, approval(view))).rejects.toThrow(/move to verified/);
+    const hash = view.approval!.envelopeHash;
+    // The write-ahead entry's arguments rewritten while the run is stopped before its verification.
+    const [entry] = await journalSql(dataDir, "SELECT args_json FROM T.executions WHERE envelope_hash = ?", [
+      hash,
+    ]);
+    await journalSql(dataDir, "UPDATE T.executions SET args_json = ? WHERE envelope_hash = ?", [
+      String(entry!["args_json"]).replace(NEW_TITLE, "WRITTEN BY HAND"),
+      hash,
+    ]);
+    const events: any[] = [];
+    const stream = await app.graph.stream(null, {
+      configurable: { thread_id: view.threadId },
+      streamMode: "custom",
+    });
+    for await (const e of stream) events.push(e);
+    expect(events.map((e) => e.step)).toEqual(["verify"]);
+    expect(events[0].verification).toMatchObject({ verdict: "VERIFIED" });
+    expect(events[0].invocation).toBeUndefined();
+    expect(events[0].withheld.invocation).toContain(
+      "write-ahead entry of this action does not match its seal",
+    );
+    expect(JSON.stringify(events)).not.toContain("WRITTEN BY HAND");
+    expect(await portal.writes()).toHaveLength(1);
   });
 });
 

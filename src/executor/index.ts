@@ -11,7 +11,13 @@ import type { Deps } from "../runtime/deps.js";
 import { currentOfSet, stepOf, type ActionRow, type Step } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import { membersOf } from "../hitl/journal-gate.js";
-import { evidenceForState, viewOf, type EndingView, type EvidenceView } from "../hitl/thread-view.js";
+import {
+  evidenceForState,
+  viewOf,
+  type EndingView,
+  type EvidenceView,
+  type WithheldParts,
+} from "../hitl/thread-view.js";
 import { preRead } from "./pre-read.js";
 import { reconcileWrite, write } from "./write.js";
 import { verify } from "./verify.js";
@@ -34,14 +40,15 @@ const PHASE_FUNCTIONS: Readonly<Record<Step, PhaseFunction>> = {
 /**
  * What each phase streams (LangGraph `streamMode: "custom"`, Studio): the step and the action's
  * evidence as the thread view keeps it in state (raw answers stay in the journal): the pre-read
- * verdict, the write sent, the acknowledgement, the verification, and the outcome once it is closed.
+ * verdict, the write sent, the acknowledgement, the verification, and the outcome once it is closed; a
+ * part whose seal does not hold is left out, and `withheld` says which and why.
  */
 export type PhaseEvent = {
   event: "action_envelope_phase";
   step: Step;
   envelopeHash: string;
   actionId?: string;
-} & Partial<EvidenceView & EndingView>;
+} & Partial<EvidenceView & EndingView> & { withheld?: WithheldParts };
 
 /**
  * Runs the thread's approved action(s) from wherever the journal says they are (`first`, read at
@@ -91,6 +98,7 @@ function eventOf(step: Step, row: ActionRow, execution: ExecutionEntry | undefin
     envelopeHash: row.envelopeHash,
     ...(row.set ? { actionId: row.set.actionId } : {}),
     ...Object.fromEntries(Object.entries(evidence).filter(([, v]) => v !== null)),
+    ...(view.withheld ? { withheld: view.withheld } : {}),
     ...(view.ending.outcome ? view.ending : {}),
   };
 }
