@@ -131,6 +131,7 @@ const IN_PROCESS = [
   "test/trust-boundary-graph.test.ts",
   "test/undo-delete.test.ts",
   "test/undo.test.ts",
+  "test/withheld-evidence.test.ts",
   "test/worker-api.test.ts",
   "test/worker.test.ts",
   "test/write-anchor.test.ts",
