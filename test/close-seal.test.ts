@@ -10,7 +10,7 @@
  * emulator's call log counts the writes.
  */
 import { describe, expect, it } from "vitest";
-import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
+import { recoverThread, submitDecision } from "../src/app/threads.js";
 import { viewThread, type ThreadView } from "../src/app/view-thread.js";
 import {
   approvalOf,
@@ -22,19 +22,14 @@ import {
   stopOnceBefore,
   stopOnceBeforeMove,
 } from "./support/harness.js";
-import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import {
+  actionProgress,
+  approvedUntilStopped,
+  renameWaiting,
+  setActionProgress,
+} from "./support/stopped-runs.js";
 
 const t = eachTestApp("ae-close-seal-");
-
-async function waiting(taskId: number, title: string): Promise<ThreadView> {
-  const app = await t.open({ model: new ScriptedChatModel(readThenPropose(taskId, { TITLE: title })) });
-  const view = await startRun(app, {
-    request: `rename task ${taskId} to ${title}`,
-    requestedBy: "demo-user",
-  });
-  expect(view.status).toBe("awaiting_approval");
-  return view;
-}
 
 function rejectionOf(view: ThreadView) {
   const a = view.approval!;
@@ -52,30 +47,8 @@ async function threadClose(threadId: string): Promise<string> {
   return String(row!["closed_json"]);
 }
 
-async function actionProgress(envelopeHash: string): Promise<Record<string, unknown>> {
-  const [row] = await journalSql(t.dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [
-    envelopeHash,
-  ]);
-  return JSON.parse(String(row!["progress_json"])) as Record<string, unknown>;
-}
-
 const setThreadClose = (threadId: string, text: string) =>
   journalSql(t.dataDir, "UPDATE T.threads SET closed_json = ? WHERE thread_id = ?", [text, threadId]);
-const setProgress = (envelopeHash: string, progress: unknown) =>
-  journalSql(t.dataDir, "UPDATE T.actions SET progress_json = ? WHERE envelope_hash = ?", [
-    JSON.stringify(progress),
-    envelopeHash,
-  ]);
-
-/** Approves `view` in a run made to stop on the way; the action's hash, its row left at `phase`. */
-async function approvedUntilStopped(view: ThreadView, phase: string): Promise<string> {
-  await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
-  const hash = view.approval!.envelopeHash;
-  const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
-  expect(row!["phase"]).toBe(phase);
-  return hash;
-}
-
 /** The thread's ending as this process and the CLI (`show --json`, another process) report it. */
 async function reported(threadId: string) {
   const view = await viewThread(t.app, threadId);
@@ -95,19 +68,19 @@ async function reported(threadId: string) {
 
 describe("a closing record edited in the data directory", () => {
   it("a rejected thread given a verified thread's close, seal and all, is reported OUTCOME_TAMPERED, never VERIFIED; nothing is written", async () => {
-    const done = await waiting(4, "SEALED CLOSE");
+    const done = await renameWaiting(t, 4, "SEALED CLOSE");
     const verified = await submitDecision(t.app, done.threadId, approvalOf(done));
     expect(verified.state?.outcome).toBe("VERIFIED");
-    const rejectedView = await waiting(3, "NEVER WRITTEN");
+    const rejectedView = await renameWaiting(t, 3, "NEVER WRITTEN");
     const rejected = await submitDecision(t.app, rejectedView.threadId, rejectionOf(rejectedView));
     expect(rejected.state?.reasonCode).toBe("REJECTED_BY_HUMAN");
     const writes = (await t.portal.writes()).length;
 
     // The writer copies the verified thread's closing records, seals included, onto the rejected one.
     await setThreadClose(rejectedView.threadId, await threadClose(done.threadId));
-    const theirs = await actionProgress(verified.approval?.envelopeHash ?? done.approval!.envelopeHash);
-    const mine = await actionProgress(rejectedView.approval!.envelopeHash);
-    await setProgress(rejectedView.approval!.envelopeHash, {
+    const theirs = await actionProgress(t, verified.approval?.envelopeHash ?? done.approval!.envelopeHash);
+    const mine = await actionProgress(t, rejectedView.approval!.envelopeHash);
+    await setActionProgress(t, rejectedView.approval!.envelopeHash, {
       ...mine,
       closed: theirs["closed"],
       closeSeal: theirs["closeSeal"],
@@ -133,16 +106,16 @@ describe("a closing record edited in the data directory", () => {
   });
 
   it("a verified thread whose verification evidence or close is edited afterwards, or whose seal is removed, is reported OUTCOME_TAMPERED", async () => {
-    const view = await waiting(4, "EDITED EVIDENCE");
+    const view = await renameWaiting(t, 4, "EDITED EVIDENCE");
     const done = await submitDecision(t.app, view.threadId, approvalOf(view));
     expect(done.state?.outcome).toBe("VERIFIED");
     const hash = view.approval!.envelopeHash;
-    const original = await actionProgress(hash);
+    const original = await actionProgress(t, hash);
     const originalClose = await threadClose(view.threadId);
 
     // The verification's evidence edited (the thread's own close untouched): the action's close no longer holds.
     const verification = original["verification"] as { reason: string };
-    await setProgress(hash, {
+    await setActionProgress(t, hash, {
       ...original,
       verification: { ...verification, reason: `${verification.reason} (edited)` },
     });
@@ -151,7 +124,7 @@ describe("a closing record edited in the data directory", () => {
     expect(r.cli).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
 
     // Put back: reported as recorded again.
-    await setProgress(hash, original);
+    await setActionProgress(t, hash, original);
     expect((await reported(view.threadId)).cli).toMatchObject({
       outcome: "VERIFIED",
       reasonCode: "VERIFIED",
@@ -173,16 +146,19 @@ describe("a closing record edited in the data directory", () => {
   });
 
   it("a verification edited while its run waits to close (stopped after verifying) is not closed on: the close says OUTCOME_TAMPERED", async () => {
-    const view = await waiting(4, "VERIFIED THEN EDITED");
+    const view = await renameWaiting(t, 4, "VERIFIED THEN EDITED");
     // The process stops after the verification was recorded, before the close.
     stopOnceBefore(t.app, "closeThread", "the close was recorded");
-    const hash = await approvedUntilStopped(view, "verified");
+    const hash = await approvedUntilStopped(t, view, "verified");
 
     // The writer rewrites the recorded verification's reason before the close reads it.
-    const progress = await actionProgress(hash);
+    const progress = await actionProgress(t, hash);
     const verification = progress["verification"] as { verdict: string; reason: string };
     expect(verification.verdict).toBe("VERIFIED");
-    await setProgress(hash, { ...progress, verification: { ...verification, reason: "checked by hand" } });
+    await setActionProgress(t, hash, {
+      ...progress,
+      verification: { ...verification, reason: "checked by hand" },
+    });
 
     const recovered = await recoverThread(t.app, view.threadId);
     expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
@@ -194,15 +170,18 @@ describe("a closing record edited in the data directory", () => {
   });
 
   it("an acknowledgement edited while its run waits to verify is not used: the fresh read decides as without one (INCONCLUSIVE, never VERIFIED on its word)", async () => {
-    const view = await waiting(4, "ACKNOWLEDGED THEN EDITED");
+    const view = await renameWaiting(t, 4, "ACKNOWLEDGED THEN EDITED");
     stopOnceBeforeMove(t.app, "verified");
-    const hash = await approvedUntilStopped(view, "acknowledged");
+    const hash = await approvedUntilStopped(t, view, "acknowledged");
 
     // The writer rewrites the recorded answer (its time) before the verification reads it.
-    const progress = await actionProgress(hash);
+    const progress = await actionProgress(t, hash);
     const ack = progress["acknowledgement"] as { status: string; at: string };
     expect(ack.status).toBe("OK");
-    await setProgress(hash, { ...progress, acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" } });
+    await setActionProgress(t, hash, {
+      ...progress,
+      acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" },
+    });
 
     const recovered = await recoverThread(t.app, view.threadId);
     expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "INCONCLUSIVE" });
@@ -223,16 +202,16 @@ describe("a closing record edited in the data directory", () => {
   });
 
   it("a pre-read whose evidence is edited while its run waits to write is not written on: refused INTEGRITY_CHECK_FAILED, nothing sent", async () => {
-    const view = await waiting(4, "PRE-READ THEN EDITED");
+    const view = await renameWaiting(t, 4, "PRE-READ THEN EDITED");
     // The process stops after the pre-read's MATCH was recorded, before the write-ahead entry.
     stopOnceBefore(t.app, "beginWrite", "the write-ahead entry");
-    const hash = await approvedUntilStopped(view, "pre_read");
+    const hash = await approvedUntilStopped(t, view, "pre_read");
 
     // The writer leaves the verdict and its time alone and rewrites what the pre-read found.
-    const progress = await actionProgress(hash);
+    const progress = await actionProgress(t, hash);
     const preRead = progress["preRead"] as { verdict: string; reason: string };
     expect(preRead.verdict).toBe("MATCH");
-    await setProgress(hash, { ...progress, preRead: { ...preRead, reason: "read by hand" } });
+    await setActionProgress(t, hash, { ...progress, preRead: { ...preRead, reason: "read by hand" } });
 
     await expect(recoverThread(t.app, view.threadId)).rejects.toMatchObject({
       code: "INTEGRITY_CHECK_FAILED",
@@ -244,19 +223,19 @@ describe("a closing record edited in the data directory", () => {
   });
 
   it("a pre-read whose evidence is edited while its run waits to verify is not compared with: OUTCOME_TAMPERED, never VERIFIED", async () => {
-    const view = await waiting(4, "WRITTEN THEN PRE-READ EDITED");
+    const view = await renameWaiting(t, 4, "WRITTEN THEN PRE-READ EDITED");
     stopOnceBeforeMove(t.app, "verified");
-    const hash = await approvedUntilStopped(view, "acknowledged");
+    const hash = await approvedUntilStopped(t, view, "acknowledged");
 
     // The writer rewrites what the pre-read found (the verification compares the fresh read with it).
-    const progress = await actionProgress(hash);
+    const progress = await actionProgress(t, hash);
     const preRead = progress["preRead"] as { verdict: string; reason: string };
-    await setProgress(hash, { ...progress, preRead: { ...preRead, reason: "read by hand" } });
+    await setActionProgress(t, hash, { ...progress, preRead: { ...preRead, reason: "read by hand" } });
 
     const recovered = await recoverThread(t.app, view.threadId);
     expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
     expect(recovered.state?.reason).toContain("pre-read of this action does not match its seal");
-    const after = await actionProgress(hash);
+    const after = await actionProgress(t, hash);
     expect(after["verification"]).toMatchObject({ verdict: "INCONCLUSIVE" });
     expect((await reported(view.threadId)).cli).toMatchObject({
       outcome: "INCONCLUSIVE",

@@ -29,6 +29,7 @@ import {
   until,
 } from "./support/harness.js";
 import { ScriptedChatModel, call } from "./support/scripted-model.js";
+import { signedInSession } from "./support/inbox.js";
 
 const FIRST = "LEASE-CREATE first report";
 const OTHER = "LEASE-CREATE other report";
@@ -263,34 +264,7 @@ describe("an edit of a create names no object", () => {
       pollMs: 200,
     });
     try {
-      const cookies = new Map<string, string>();
-      const req = async (p: string, form?: Record<string, string>) => {
-        const res = await fetch(inbox.url + p, {
-          method: form ? "POST" : "GET",
-          headers: {
-            cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "),
-            accept: "text/html",
-            ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: inbox.url } : {}),
-          },
-          body: form ? new URLSearchParams(form).toString() : undefined,
-          redirect: "manual",
-        });
-        for (const c of res.headers.getSetCookie()) {
-          const [pair] = c.split(";");
-          cookies.set(pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1));
-        }
-        return res;
-      };
-      const login = await (await req("/login")).text();
-      expect(
-        (
-          await req("/login", {
-            csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
-            user: "alice",
-            password: "alice-password-1",
-          })
-        ).status,
-      ).toBe(303);
+      const req = await signedInSession(inbox.url, "alice", "alice-password-1");
       const card = await (await req(`/t/${view.threadId}`)).text();
       const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(card)![1]!;
       const res = await req(`/t/${view.threadId}/decide`, {

@@ -9,6 +9,7 @@ import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
 import { CLI, ROOT, envFor, runCli, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { signedInSession } from "./support/inbox.js";
 
 let portal: Portal;
 beforeAll(async () => {
@@ -52,34 +53,7 @@ describe("npm start -- --inbox", () => {
       const [, base, threadId] = /Decide it in the web inbox: (http:\/\/127\.0\.0\.1:\d+)\/t\/(\S+) /.exec(
         out,
       )!;
-      const cookies = new Map<string, string>();
-      const req = async (p: string, form?: Record<string, string>) => {
-        const res = await fetch(base + p, {
-          method: form ? "POST" : "GET",
-          headers: {
-            cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "),
-            accept: "text/html",
-            ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: base! } : {}),
-          },
-          body: form ? new URLSearchParams(form).toString() : undefined,
-          redirect: "manual",
-        });
-        for (const c of res.headers.getSetCookie()) {
-          const [pair] = c.split(";");
-          cookies.set(pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1));
-        }
-        return res;
-      };
-      const login = await (await req("/login")).text();
-      expect(
-        (
-          await req("/login", {
-            csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
-            user: "alice",
-            password: "alice-password-1",
-          })
-        ).status,
-      ).toBe(303);
+      const req = await signedInSession(base!, "alice", "alice-password-1");
       const card = await (await req(`/t/${threadId}`)).text();
       const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(card)![1]!;
       expect(await portal.writes()).toHaveLength(0);

@@ -10,8 +10,8 @@
 import { describe, expect, it } from "vitest";
 import fs from "node:fs";
 import path from "node:path";
-import { recoverThread, startRun, submitDecision } from "../src/app/threads.js";
-import { viewThread, type ThreadView } from "../src/app/view-thread.js";
+import { recoverThread, submitDecision } from "../src/app/threads.js";
+import { viewThread } from "../src/app/view-thread.js";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
 import { startInbox } from "../src/inbox/server.js";
 import {
@@ -24,41 +24,15 @@ import {
   stopOnceBefore,
   stopOnceBeforeMove,
 } from "./support/harness.js";
-import { ScriptedChatModel, readThenPropose } from "./support/scripted-model.js";
+import {
+  actionProgress,
+  approvedUntilStopped,
+  renameWaiting,
+  setActionProgress,
+} from "./support/stopped-runs.js";
+import { signedInSession } from "./support/inbox.js";
 
 const t = eachTestApp("ae-withheld-");
-
-async function waiting(taskId: number, title: string): Promise<ThreadView> {
-  const app = await t.open({ model: new ScriptedChatModel(readThenPropose(taskId, { TITLE: title })) });
-  const view = await startRun(app, {
-    request: `rename task ${taskId} to ${title}`,
-    requestedBy: "demo-user",
-  });
-  expect(view.status).toBe("awaiting_approval");
-  return view;
-}
-
-async function actionProgress(envelopeHash: string): Promise<Record<string, unknown>> {
-  const [row] = await journalSql(t.dataDir, "SELECT progress_json FROM T.actions WHERE envelope_hash = ?", [
-    envelopeHash,
-  ]);
-  return JSON.parse(String(row!["progress_json"])) as Record<string, unknown>;
-}
-
-const setProgress = (envelopeHash: string, progress: unknown) =>
-  journalSql(t.dataDir, "UPDATE T.actions SET progress_json = ? WHERE envelope_hash = ?", [
-    JSON.stringify(progress),
-    envelopeHash,
-  ]);
-
-/** Approves `view` in a run made to stop on the way; the action's hash, its row left at `phase`. */
-async function approvedUntilStopped(view: ThreadView, phase: string): Promise<string> {
-  await expect(submitDecision(t.app, view.threadId, approvalOf(view))).rejects.toThrow(/stopped/);
-  const hash = view.approval!.envelopeHash;
-  const [row] = await journalSql(t.dataDir, "SELECT phase FROM T.actions WHERE envelope_hash = ?", [hash]);
-  expect(row!["phase"]).toBe(phase);
-  return hash;
-}
 
 type Part = "decision" | "preRead" | "invocation" | "acknowledgement" | "verification";
 
@@ -106,14 +80,14 @@ async function expectReported(threadId: string, parts: Part[]) {
 
 describe("evidence of an action in flight, edited in the data directory, is withheld by every view", () => {
   it("a pre-read edited while its run waits to write: withheld (in process, show, show --json and the inbox); put back, reported again", async () => {
-    const view = await waiting(4, "WITHHELD PRE-READ");
+    const view = await renameWaiting(t, 4, "WITHHELD PRE-READ");
     stopOnceBefore(t.app, "beginWrite", "the write-ahead entry");
-    const hash = await approvedUntilStopped(view, "pre_read");
+    const hash = await approvedUntilStopped(t, view, "pre_read");
     await expectReported(view.threadId, ["decision", "preRead"]);
 
-    const original = await actionProgress(hash);
+    const original = await actionProgress(t, hash);
     const preRead = original["preRead"] as { verdict: string; reason: string };
-    await setProgress(hash, { ...original, preRead: { ...preRead, reason: "read by hand" } });
+    await setActionProgress(t, hash, { ...original, preRead: { ...preRead, reason: "read by hand" } });
     const why = "the journal's pre-read of this action does not match its seal under the journal key";
     const { json } = await expectWithheld(view.threadId, "preRead", why);
     expect(JSON.stringify(json)).not.toContain("read by hand");
@@ -126,23 +100,26 @@ describe("evidence of an action in flight, edited in the data directory, is with
 
     // Its seal removed: withheld as carrying none.
     const { preReadSeal: _s, ...unsealed } = original;
-    await setProgress(hash, unsealed);
+    await setActionProgress(t, hash, unsealed);
     await expectWithheld(view.threadId, "preRead", "pre-read of this action carries no seal");
 
-    await setProgress(hash, original);
+    await setActionProgress(t, hash, original);
     await expectReported(view.threadId, ["decision", "preRead"]);
     expect(await t.portal.writes()).toEqual([]);
   });
 
   it("an acknowledgement or a write-ahead entry edited while the run waits to verify: withheld; the genuine pre-read is still reported", async () => {
-    const view = await waiting(4, "WITHHELD ANSWER");
+    const view = await renameWaiting(t, 4, "WITHHELD ANSWER");
     stopOnceBeforeMove(t.app, "verified");
-    const hash = await approvedUntilStopped(view, "acknowledged");
+    const hash = await approvedUntilStopped(t, view, "acknowledged");
     await expectReported(view.threadId, ["preRead", "invocation", "acknowledgement"]);
 
-    const original = await actionProgress(hash);
+    const original = await actionProgress(t, hash);
     const ack = original["acknowledgement"] as { status: string; at: string };
-    await setProgress(hash, { ...original, acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" } });
+    await setActionProgress(t, hash, {
+      ...original,
+      acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" },
+    });
     const { view: now, json } = await expectWithheld(
       view.threadId,
       "acknowledgement",
@@ -150,7 +127,7 @@ describe("evidence of an action in flight, edited in the data directory, is with
     );
     expect(now.state?.preRead).toBeTruthy();
     expect(json.preRead).toBeTruthy();
-    await setProgress(hash, original);
+    await setActionProgress(t, hash, original);
 
     // The write-ahead entry's arguments rewritten: the invocation it names is not reported.
     const [entry] = await journalSql(
@@ -173,10 +150,10 @@ describe("evidence of an action in flight, edited in the data directory, is with
   });
 
   it("an answer written onto the write-ahead entry while the run waits to record the target's: withheld, never the target's", async () => {
-    const view = await waiting(4, "WITHHELD ENTRY ANSWER");
+    const view = await renameWaiting(t, 4, "WITHHELD ENTRY ANSWER");
     // The write went out; the process stops before the answer is recorded.
     stopOnceBefore(t.app, "recordAnswer", "the answer was recorded");
-    const hash = await approvedUntilStopped(view, "intent");
+    const hash = await approvedUntilStopped(t, view, "intent");
     await expectReported(view.threadId, ["preRead", "invocation"]);
     await journalSql(t.dataDir, "UPDATE T.executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ?", [
       JSON.stringify({
@@ -197,14 +174,17 @@ describe("evidence of an action in flight, edited in the data directory, is with
   });
 
   it("an acknowledgement edited while the run waits to close: withheld as covered by the verification's seal, which no longer holds", async () => {
-    const view = await waiting(4, "WITHHELD AFTER VERIFYING");
+    const view = await renameWaiting(t, 4, "WITHHELD AFTER VERIFYING");
     stopOnceBefore(t.app, "closeThread", "the close was recorded");
-    const hash = await approvedUntilStopped(view, "verified");
+    const hash = await approvedUntilStopped(t, view, "verified");
     await expectReported(view.threadId, ["preRead", "invocation", "acknowledgement", "verification"]);
 
-    const original = await actionProgress(hash);
+    const original = await actionProgress(t, hash);
     const ack = original["acknowledgement"] as { status: string; at: string };
-    await setProgress(hash, { ...original, acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" } });
+    await setActionProgress(t, hash, {
+      ...original,
+      acknowledgement: { ...ack, at: "2020-01-01T00:00:00.000Z" },
+    });
     const { view: now } = await expectWithheld(
       view.threadId,
       "acknowledgement",
@@ -216,12 +196,15 @@ describe("evidence of an action in flight, edited in the data directory, is with
   });
 
   it("a verification edited while the run waits to close: neither finish's closing audit record nor any view of the closed thread takes it as evidence", async () => {
-    const view = await waiting(4, "EDITED BEFORE THE CLOSE");
+    const view = await renameWaiting(t, 4, "EDITED BEFORE THE CLOSE");
     stopOnceBefore(t.app, "closeThread", "the close was recorded");
-    const hash = await approvedUntilStopped(view, "verified");
-    const progress = await actionProgress(hash);
+    const hash = await approvedUntilStopped(t, view, "verified");
+    const progress = await actionProgress(t, hash);
     const verification = progress["verification"] as { verdict: string; reason: string };
-    await setProgress(hash, { ...progress, verification: { ...verification, reason: "checked by hand" } });
+    await setActionProgress(t, hash, {
+      ...progress,
+      verification: { ...verification, reason: "checked by hand" },
+    });
 
     const recovered = await recoverThread(t.app, view.threadId);
     expect(recovered.state).toMatchObject({ outcome: "INCONCLUSIVE", reasonCode: "OUTCOME_TAMPERED" });
@@ -250,7 +233,7 @@ describe("evidence of an action in flight, edited in the data directory, is with
 
 describe("evidence of a closed action whose close seal no longer holds is withheld", () => {
   it("a verified thread whose verification is edited afterwards: the parts the close covers are withheld, with the OUTCOME_TAMPERED ending", async () => {
-    const view = await waiting(4, "CLOSED THEN EDITED");
+    const view = await renameWaiting(t, 4, "CLOSED THEN EDITED");
     const done = await submitDecision(t.app, view.threadId, approvalOf(view));
     expect(done.state?.outcome).toBe("VERIFIED");
     const hash = view.approval!.envelopeHash;
@@ -262,9 +245,12 @@ describe("evidence of a closed action whose close seal no longer holds is withhe
       "verification",
     ]);
 
-    const original = await actionProgress(hash);
+    const original = await actionProgress(t, hash);
     const verification = original["verification"] as { reason: string };
-    await setProgress(hash, { ...original, verification: { ...verification, reason: "edited by hand" } });
+    await setActionProgress(t, hash, {
+      ...original,
+      verification: { ...verification, reason: "edited by hand" },
+    });
     const why = "is covered by the seal of its close, which does not hold";
     const { json, text } = await expectWithheld(
       view.threadId,
@@ -277,7 +263,7 @@ describe("evidence of a closed action whose close seal no longer holds is withhe
     expect(json.decision).toBeTruthy();
     expect(json.invocation).toBeTruthy();
 
-    await setProgress(hash, original);
+    await setActionProgress(t, hash, original);
     await expectReported(view.threadId, [
       "decision",
       "preRead",
@@ -298,31 +284,7 @@ async function inboxPage(threadId: string): Promise<string> {
   );
   const inbox = await startInbox({ app: t.app, users: loadInboxUsers(usersFile), pollMs: 200 });
   try {
-    const cookies = new Map<string, string>();
-    const req = async (p: string, form?: Record<string, string>) => {
-      const res = await fetch(inbox.url + p, {
-        method: form ? "POST" : "GET",
-        headers: {
-          cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "),
-          accept: "text/html",
-          ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: inbox.url } : {}),
-        },
-        body: form ? new URLSearchParams(form).toString() : undefined,
-        redirect: "manual",
-      });
-      for (const c of res.headers.getSetCookie()) {
-        const [pair] = c.split(";");
-        cookies.set(pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1));
-      }
-      return res;
-    };
-    const login = await (await req("/login")).text();
-    const signedIn = await req("/login", {
-      csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
-      user: "demo-user",
-      password: "demo-user-password-1",
-    });
-    expect(signedIn.status).toBe(303);
+    const req = await signedInSession(inbox.url, "demo-user", "demo-user-password-1");
     const page = await req(`/t/${threadId}`);
     expect(page.status).toBe(200);
     return page.text();

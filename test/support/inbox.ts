@@ -126,3 +126,42 @@ export async function startInboxWorld(
     },
   };
 }
+
+/**
+ * A browser's session on the inbox at `base`, signed in as `user` through its login form: `req` GETs
+ * a path, or POSTs a form with the inbox's Origin, carrying and keeping the session's cookies (no
+ * redirect followed).
+ */
+export async function signedInSession(
+  base: string,
+  user: string,
+  password: string,
+): Promise<(path: string, form?: Record<string, string>) => Promise<Response>> {
+  const cookies = new Map<string, string>();
+  const req = async (p: string, form?: Record<string, string>) => {
+    const res = await fetch(base + p, {
+      method: form ? "POST" : "GET",
+      headers: {
+        cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+        accept: "text/html",
+        ...(form ? { "content-type": "application/x-www-form-urlencoded", origin: base } : {}),
+      },
+      body: form ? new URLSearchParams(form).toString() : undefined,
+      redirect: "manual",
+    });
+    for (const c of res.headers.getSetCookie()) {
+      const [pair] = c.split(";");
+      cookies.set(pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1));
+    }
+    return res;
+  };
+  const login = await (await req("/login")).text();
+  const signedIn = await req("/login", {
+    csrf: /name="csrf" value="([^"]+)"/.exec(login)![1]!,
+    user,
+    password,
+  });
+  if (signedIn.status !== 303)
+    throw new Error(`signing in as ${user}: expected a redirect (303), got ${signedIn.status}`);
+  return req;
+}
