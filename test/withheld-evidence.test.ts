@@ -12,6 +12,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { recoverThread, submitDecision } from "../src/app/threads.js";
 import { viewThread } from "../src/app/view-thread.js";
+import { auditedView } from "../src/api/cli-api.js";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
 import { startInbox } from "../src/inbox/server.js";
 import {
@@ -220,6 +221,16 @@ describe("evidence of an action in flight, edited in the data directory, is with
     expect(received["verification"] ?? null).toBeNull();
     expect(received["acknowledgement"] ?? null).toBeNull();
     expect(JSON.stringify(ended)).not.toContain("checked by hand");
+    // The record says which parts it leaves out and why, and the --api view, built from the server's
+    // audit records (src/api/cli-api.ts), names them as the local views do.
+    const noted = received["withheld"] as Record<string, string>;
+    expect(noted["verification"]).toContain("seal under the journal key");
+    expect(noted["acknowledgement"]).toContain("seal under the journal key");
+    const records = await t.app.deps.audit.records({ threadId: view.threadId });
+    const apiView = auditedView(view.threadId, { tasks: [], next: [] }, {} as never, records);
+    expect(apiView.status).toBe("finished");
+    expect(apiView.withheld).toEqual(noted);
+    expect(apiView.state?.verification ?? null).toBeNull();
 
     // The close's seal covers the edited verification as it stood; the close records that it did not
     // hold, so the closed thread's views withhold it too (and the acknowledgement its seal covered).

@@ -214,11 +214,15 @@ export function auditedView(
   const closing = records.find(isClosingRecord);
   if (closing) {
     const changeSetOutcome = setOutcomeOf(records);
+    // The parts the journal's view withheld when the record was made, and why (src/hitl/thread-view.ts).
+    const withheld = (evidenceRecordOf(closing, records)?.received as Partial<ActionEvidence> | undefined)
+      ?.withheld;
     return {
       threadId,
       status: "finished",
       state: auditedState(state, records, closing),
       ...(changeSetOutcome ? { changeSetOutcome } : {}),
+      ...(withheld ? { withheld } : {}),
     };
   }
   const audited = auditedState(state, records, undefined);

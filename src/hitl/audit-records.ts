@@ -18,7 +18,7 @@ import { outcomeFlags } from "../envelope/outcome-flags.js";
 import type { DecisionRecord, ProposalRecord, Refusal } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
-import { viewOf, type EvidenceView } from "./thread-view.js";
+import { viewOf, type EvidenceView, type WithheldParts } from "./thread-view.js";
 
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
 
@@ -164,7 +164,8 @@ export function decisionRefusedEntry(
 }
 
 /** One action's evidence as the journal holds it, kept in the audit record that ends it. */
-export type ActionEvidence = Omit<EvidenceView, "decision">;
+/** An action's evidence in a closing record, and (absent when none) the parts withheld from it and why. */
+export type ActionEvidence = Omit<EvidenceView, "decision"> & { withheld?: WithheldParts };
 
 /**
  * The record that ends a run: execution_outcome when it sent a write, else run_ended; `state` is the
@@ -447,6 +448,7 @@ export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | und
   const {
     evidence: { decision: _d, ...evidence },
     ending,
+    withheld,
   } = viewOf({ action: row, execution });
   const closed = {
     outcome: ending.outcome!,
@@ -461,6 +463,11 @@ export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | und
     at: closed.finishedAt,
     ...none,
     outcome: { ...closed, flags: outcomeFlags({ ...evidence, ...closed, envelope: row.envelope }).flags },
-    received: { actionId: row.set?.actionId ?? null, setHash: row.set?.setHash ?? null, ...evidence },
+    received: {
+      actionId: row.set?.actionId ?? null,
+      setHash: row.set?.setHash ?? null,
+      ...evidence,
+      ...(withheld ? { withheld } : {}),
+    },
   });
 }

@@ -78,7 +78,8 @@ export async function finishFromJournal(
     records: (closed, a) => {
       if (a) action = a;
       view = viewAt(closed, action);
-      const { decision: _d, ...own } = view.evidence;
+      const { decision: _d, ...evidence } = view.evidence;
+      const own = view.withheld ? { ...evidence, withheld: view.withheld } : evidence;
       return [
         runEndedEntry(evidenceOf(view), {
           threadId: gate.threadId,
