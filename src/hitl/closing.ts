@@ -6,7 +6,8 @@
 import { chainOutcome, type ActionOutcome } from "../envelope/index.js";
 import { leftUnchecked } from "../envelope/effect-labels.js";
 import type { Deps } from "../runtime/deps.js";
-import type { ActionRow, ClosedRecord, SealCheck } from "../store/action-machine.js";
+import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
+import { sealFails, type SealCheck } from "../envelope/seal-check.js";
 import { actionEndedEntry } from "./audit-records.js";
 import { rowAfter } from "./journal-gate.js";
 import { actionOutcomeOf } from "./thread-view.js";
@@ -92,7 +93,7 @@ export function sealFailure(
   check: SealCheck,
   why = "changed outside this program since it was recorded",
 ): string | null {
-  if (check !== "invalid" && check !== "unsealed") return null;
+  if (!sealFails(check)) return null;
   return `the journal's ${part} ${check === "unsealed" ? "carries no seal" : "does not match its seal under the journal key"} (${why})`;
 }
 

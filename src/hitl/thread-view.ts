@@ -5,7 +5,8 @@
  * finished page (through those), and `finish`'s evidence, from which the hash-chained closing record
  * the API server's audit view serves is made. Graph state is never read to build one.
  */
-import type { ActionRow, SealCheck, ThreadRecord } from "../store/action-machine.js";
+import type { ActionRow, ThreadRecord } from "../store/action-machine.js";
+import { sealFails, type SealCheck } from "../envelope/seal-check.js";
 import type { ExecutionEntry } from "../store/journal.js";
 import {
   OPERATIONS,
@@ -106,7 +107,7 @@ export function viewOf({ thread, action, execution, previous }: JournalRows): Th
   // The thread's close, unless the action's own close fails its seal (the evidence it was closed on
   // changed since): that row then reports the INCONCLUSIVE / OUTCOME_TAMPERED close it carries instead.
   const actionClose = action?.progress.closed;
-  const untrusted = actionClose && (action.closeSeal === "invalid" || action.closeSeal === "unsealed");
+  const untrusted = actionClose && sealFails(action.closeSeal);
   const closed = untrusted ? actionClose : (thread?.closed ?? actionClose);
   const evidence = evidenceOf(action, execution);
   return {
@@ -213,8 +214,6 @@ const PART_NAMES: Record<keyof EvidenceView, string> = {
   verification: "verification",
 };
 
-const fails = (check: SealCheck) => check === "invalid" || check === "unsealed";
-
 /**
  * Why a recorded part is not reported, or null when a seal that covers it holds: its own seal failing
  * first, then a covering seal failing; a part whose own seal was not checked at this phase and that no
@@ -228,7 +227,7 @@ function unconfirmed(action: ActionRow, part: string, { own, by, atClose }: Seal
     return `${of} does not match its seal under the journal key (changed outside this program); it is not reported`;
   if (atClose)
     return `${of} did not hold its seal under the journal key when the action was closed (changed outside this program while the action was in flight, or recorded by hand); it is not reported`;
-  const failed = by.find(([, check]) => fails(check));
+  const failed = by.find(([, check]) => sealFails(check));
   if (failed)
     return `${of} is covered by the seal of its ${failed[0]}, which ${failed[1] === "unsealed" ? "is missing" : "does not hold under the journal key"} (it, or the ${failed[0]}, was changed outside this program); it is not reported`;
   if (own === "valid" || by.some(([, check]) => check === "valid")) return null;

@@ -32,6 +32,7 @@ import type { SetPlanDraft } from "../envelope/decision-judgement.js";
 import { operationSpec } from "../envelope/operations.js";
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../envelope/canonical.js";
+import type { SealCheck } from "../envelope/seal-check.js";
 
 export const PHASES = [
   "registered",
@@ -173,7 +174,7 @@ export interface ActionProgress {
   acknowledgementSeal?: string;
 }
 
-export type SealCheck = "none" | "valid" | "unsealed" | "invalid" | "unchecked";
+export type { SealCheck };
 
 export interface ActionRow extends RegisteredAction {
   phase: Phase;

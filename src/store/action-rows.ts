@@ -18,6 +18,7 @@ import {
   type SealCheck,
   type ThreadRecord,
 } from "./action-machine.js";
+import { sealConfirmed } from "../envelope/seal-check.js";
 import { sealHolds, sealOf } from "./journal-key.js";
 import { dueOnMove, dueOnRegister } from "./due.js";
 
@@ -460,15 +461,12 @@ export function planSealedMove(
  * stands, so the close records these by name, and no view reports them as the evidence it was closed on.
  */
 function unconfirmedParts(row: ActionRow): NonNullable<ClosedRecord["unconfirmed"]> {
-  const confirmed = (own: SealCheck, ...by: SealCheck[]) =>
-    own !== "invalid" && own !== "unsealed" && [own, ...by].includes("valid") && !by.some(fails);
-  const fails = (c: SealCheck) => c === "invalid" || c === "unsealed";
   const p = row.progress;
   const out: NonNullable<ClosedRecord["unconfirmed"]> = [];
-  if (p.preRead && !confirmed(row.preReadSeal)) out.push("preRead");
-  if (p.acknowledgement && !confirmed(row.acknowledgementSeal, row.verificationSeal))
+  if (p.preRead && !sealConfirmed(row.preReadSeal)) out.push("preRead");
+  if (p.acknowledgement && !sealConfirmed(row.acknowledgementSeal, row.verificationSeal))
     out.push("acknowledgement");
-  if (p.verification && !confirmed(row.verificationSeal)) out.push("verification");
+  if (p.verification && !sealConfirmed(row.verificationSeal)) out.push("verification");
   return out;
 }
 
