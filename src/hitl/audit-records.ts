@@ -18,7 +18,7 @@ import { outcomeFlags } from "../envelope/outcome-flags.js";
 import type { DecisionRecord, ProposalRecord, Refusal } from "../envelope/records.js";
 import type { ActionRow } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
-import { viewOf, type EvidenceView, type WithheldParts } from "./thread-view.js";
+import { viewOf, type EvidenceView, type ThreadJournalView, type WithheldParts } from "./thread-view.js";
 
 const policyOf = (p: { id: string; version: string }) => ({ id: p.id, version: p.version });
 
@@ -163,9 +163,17 @@ export function decisionRefusedEntry(
   });
 }
 
-/** One action's evidence as the journal holds it, kept in the audit record that ends it. */
-/** An action's evidence in a closing record, and (absent when none) the parts withheld from it and why. */
+/**
+ * One action's evidence as the journal holds it, kept in the audit record that ends it, and (absent
+ * when none) the parts the projection withheld from it and why.
+ */
 export type ActionEvidence = Omit<EvidenceView, "decision"> & { withheld?: WithheldParts };
+
+/** The action's evidence of a view as a closing record keeps it (the decision has a record of its own). */
+export function actionEvidenceOf(view: Pick<ThreadJournalView, "evidence" | "withheld">): ActionEvidence {
+  const { decision: _d, ...evidence } = view.evidence;
+  return view.withheld ? { ...evidence, withheld: view.withheld } : evidence;
+}
 
 /**
  * The record that ends a run: execution_outcome when it sent a write, else run_ended; `state` is the
@@ -445,11 +453,9 @@ export function argumentsSha256(args: unknown): string {
  * set ended; these say what happened to each action (its own pre-read, write, answer and fresh read).
  */
 export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | undefined): AuditEntry {
-  const {
-    evidence: { decision: _d, ...evidence },
-    ending,
-    withheld,
-  } = viewOf({ action: row, execution });
+  const view = viewOf({ action: row, execution });
+  const { ending } = view;
+  const evidence = actionEvidenceOf(view);
   const closed = {
     outcome: ending.outcome!,
     reasonCode: ending.reasonCode!,
@@ -463,11 +469,6 @@ export function actionEndedEntry(row: ActionRow, execution: ExecutionEntry | und
     at: closed.finishedAt,
     ...none,
     outcome: { ...closed, flags: outcomeFlags({ ...evidence, ...closed, envelope: row.envelope }).flags },
-    received: {
-      actionId: row.set?.actionId ?? null,
-      setHash: row.set?.setHash ?? null,
-      ...evidence,
-      ...(withheld ? { withheld } : {}),
-    },
+    received: { actionId: row.set?.actionId ?? null, setHash: row.set?.setHash ?? null, ...evidence },
   });
 }

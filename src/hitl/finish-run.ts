@@ -8,7 +8,7 @@ import { requesterVerificationOf } from "../envelope/envelope.js";
 import type { Deps } from "../runtime/deps.js";
 import type { ActionRow, ClosedRecord } from "../store/action-machine.js";
 import type { ExecutionEntry } from "../store/journal.js";
-import { runEndedEntry } from "./audit-records.js";
+import { actionEvidenceOf, runEndedEntry } from "./audit-records.js";
 import { chatReport } from "./chat-report.js";
 import { closeSet, closingOf, noProposalClosing } from "./closing.js";
 import { ensureThread, type Gate } from "./journal-gate.js";
@@ -78,8 +78,6 @@ export async function finishFromJournal(
     records: (closed, a) => {
       if (a) action = a;
       view = viewAt(closed, action);
-      const { decision: _d, ...evidence } = view.evidence;
-      const own = view.withheld ? { ...evidence, withheld: view.withheld } : evidence;
       return [
         runEndedEntry(evidenceOf(view), {
           threadId: gate.threadId,
@@ -87,7 +85,7 @@ export async function finishFromJournal(
           at: closed.at,
           request: thread.request,
           requesterVerifiedBy: requesterVerificationOf(thread),
-          ...(action && !action.set ? { evidence: own } : {}),
+          ...(action && !action.set ? { evidence: actionEvidenceOf(view) } : {}),
           ...(denied ? { denied } : {}),
         }),
       ];
