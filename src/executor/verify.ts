@@ -24,11 +24,11 @@ import { sealFailure, unusablePreRead } from "../hitl/closing.js";
  * (acknowledged → verified).
  */
 export async function verify({ deps, members }: PhaseContext, action: ActionRow): Promise<ActionRow> {
-  const acknowledgement = acknowledgementOf(action);
   // The verification's seal covers the acknowledgement beside it: one whose own seal failed is
   // replaced by the MISSING record the verification was made on, so no seal comes to cover an answer
   // written outside this program, and no view reports it as the target's.
   const unconfirmed = sealFailure("acknowledgement", action.acknowledgementSeal);
+  const acknowledgement = acknowledgementOf(action, unconfirmed);
   // In a change set, what earlier verified actions of the set wrote on this task is expected here.
   const envelope = expectedEnvelope(action, members ?? []);
   const unusable = unusablePreRead(action);
@@ -66,12 +66,11 @@ export async function verify({ deps, members }: PhaseContext, action: ActionRow)
 
 /**
  * The acknowledgement the journal recorded, as the verification takes it: one whose seal does not hold
- * (changed outside this program since it was recorded, or unsealed) is not used, so the fresh read
+ * (`failed` says why: changed outside this program since it was recorded, or unsealed) is not used, so the fresh read
  * decides as it does when no answer arrived (never VERIFIED on the acknowledgement's word).
  */
-function acknowledgementOf(action: ActionRow): Acknowledgement {
+function acknowledgementOf(action: ActionRow, failed: string | null): Acknowledgement {
   const ack = action.progress.acknowledgement!;
-  const failed = sealFailure("acknowledgement", action.acknowledgementSeal);
   if (failed) return { status: "MISSING", reason: `${failed}, so it is not used` };
   return ack.status === "OK"
     ? { status: "OK", body: ack.body }
