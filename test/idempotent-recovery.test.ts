@@ -54,12 +54,24 @@ async function approveAndKill(view: ThreadView, env: Record<string, string>): Pr
   expect(killed.signal ?? killed.code).toBeTruthy();
 }
 
+/**
+ * A rename titled `title` approved in a process SIGKILLed between sending its write and receiving the
+ * answer (the portal applies the write and holds its answer), with idempotent writes `idempotency`.
+ */
+async function killedAfterSend(
+  title: string,
+  idempotency: "on" | "off",
+): Promise<{ env: Record<string, string>; view: ThreadView }> {
+  const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: idempotency });
+  const view = await pending(title, env);
+  await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
+  await approveAndKill(view, env);
+  return { env, view };
+}
+
 describe("idempotent writes and crash recovery", () => {
   it("SIGKILL between send and answer, idempotency on: recovery re-sends with the same key, the replay is the acknowledgement, one applied write, VERIFIED", async () => {
-    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
-    const view = await pending("IDEMPOTENT AFTER KILL", env);
-    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    await approveAndKill(view, env);
+    const { env, view } = await killedAfterSend("IDEMPOTENT AFTER KILL", "on");
     expect(await applied()).toHaveLength(1);
 
     const r = await runCli(["recover", view.threadId, "--json"], env);
@@ -101,10 +113,7 @@ describe("idempotent writes and crash recovery", () => {
   });
 
   it("idempotency off: the same crash is never re-sent and stays INCONCLUSIVE (REST 2 rule)", async () => {
-    const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "off" });
-    const view = await pending("PLAIN REST 2 AFTER KILL", env);
-    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    await approveAndKill(view, env);
+    const { env, view } = await killedAfterSend("PLAIN REST 2 AFTER KILL", "off");
 
     const out = parseJsonOutput((await runCli(["recover", view.threadId, "--json"], env)).stdout);
     expect(out.outcome).toBe("INCONCLUSIVE");
@@ -115,12 +124,7 @@ describe("idempotent writes and crash recovery", () => {
   });
 
   it("a call sent with a key is not re-sent by a process where idempotency is off", async () => {
-    const view = await pending(
-      "KEY SENT, RECOVERY OFF",
-      envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" }),
-    );
-    await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-    await approveAndKill(view, envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" }));
+    const { view } = await killedAfterSend("KEY SENT, RECOVERY OFF", "on");
 
     const out = parseJsonOutput(
       (
@@ -177,10 +181,7 @@ describe("idempotent writes and crash recovery", () => {
   it.each(rewrites)(
     "a write-ahead entry rewritten to %s before recovery: nothing is re-sent, the refusal is audited, the action closes INCONCLUSIVE (ENVELOPE_TAMPERED)",
     async (_name, rewrite) => {
-      const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
-      const view = await pending("SEALED, NOT THE ROW", env);
-      await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-      await approveAndKill(view, env);
+      const { env, view } = await killedAfterSend("SEALED, NOT THE ROW", "on");
       const task5 = (await portal.task(5)).title;
       const writesBefore = (await portal.writes()).length;
       expect(writesBefore).toBe(1);
@@ -238,10 +239,7 @@ describe("idempotent writes and crash recovery", () => {
   it.each(forgedAnswers)(
     "%s answer written onto the write-ahead entry before recovery is not taken: nothing is re-sent, the refusal is audited, INCONCLUSIVE (ENVELOPE_TAMPERED)",
     async (_name, answer) => {
-      const env = envFor(portal, dataDir, { BITRIX24_IDEMPOTENCY: "on" });
-      const view = await pending("ANSWER NOT THE TARGET'S", env);
-      await portal.fault({ method: "tasks.task.update", kind: "apply_then_timeout", times: 1 });
-      await approveAndKill(view, env);
+      const { env, view } = await killedAfterSend("ANSWER NOT THE TARGET'S", "on");
       const hash = view.approval!.envelopeHash;
       expect(await updates()).toHaveLength(1);
       await journalSql(dataDir, "UPDATE T.executions SET ack_json = ?, ack_at = ? WHERE envelope_hash = ?", [
