@@ -38,6 +38,21 @@ function proposeSet(actions: Action[]): Script {
   };
 }
 
+/** Reads the task, then proposes one change to it. */
+function proposeOne(taskId: number, fields: Record<string, unknown>, operation = "update_task"): Script {
+  return (messages) => {
+    const named = (n: string) =>
+      messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === n);
+    if (named("propose_change")) return new AIMessage("Proposed; waiting for the human.");
+    if (!named("get_task_by_id"))
+      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
+    return new AIMessage({
+      content: "",
+      tool_calls: [call("propose_change", { operation, taskId, fields, rationale: "requested by the user" })],
+    });
+  };
+}
+
 beforeEach(async () => {
   portal = await startPortal();
   dataDir = tempDir();
@@ -96,5 +111,27 @@ describe("a change set's card", () => {
       "tasks.task.update",
       "task.commentitem.add",
     ]);
+  });
+});
+
+describe("a value that looks like another", () => {
+  it("is a text not in NFC: the card warns (é as e + U+0301 looks like é), and exactly those code points are sent", async () => {
+    const title = "Cafe\u0301 menu review";
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(proposeOne(4, { TITLE: title })),
+    });
+    const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
+    expect(view.status).toBe("awaiting_approval");
+    const card = view.approval!.actionRequests[0]!.description;
+    // Shown as the eye reads it, "Café", which is also how the precomposed spelling shows: the warning tells them apart.
+    expect(card).toContain(`requested: "${title}"`);
+    expect(card).not.toContain(title.normalize("NFC"));
+    expect(card).toMatch(/⚠ TITLE \(requested\): not in Unicode normal form NFC \(⟨U\+0301⟩\)/);
+    const done = await submitDecision(app, view.threadId, approveAll(view));
+    expect(done.state!.outcome).toBe("VERIFIED");
+    const writes = await portal.writes();
+    expect(writes.map((w) => w.method)).toEqual(["tasks.task.update"]);
+    expect((writes[0]!.params["fields"] as Record<string, unknown>)["TITLE"]).toBe(title);
+    expect((await portal.task(4))["title"]).toBe(title);
   });
 });
