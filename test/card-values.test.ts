@@ -4,12 +4,17 @@
  * would show the same. The graph with the scripted model, our MCP server over stdio and the emulator over
  * HTTP; writes counted in the emulator's call log.
  */
+import fs from "node:fs";
+import path from "node:path";
 import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import type { App } from "../src/app/open-app.js";
 import type { ThreadView } from "../src/app/view-thread.js";
+import { startInbox } from "../src/inbox/server.js";
+import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { PASSWORDS, signedInSession } from "./support/inbox.js";
 import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
 
 let portal: Portal;
@@ -133,5 +138,65 @@ describe("a value that looks like another", () => {
     expect(writes.map((w) => w.method)).toEqual(["tasks.task.update"]);
     expect((writes[0]!.params["fields"] as Record<string, unknown>)["TITLE"]).toBe(title);
     expect((await portal.task(4))["title"]).toBe(title);
+  });
+});
+
+/**
+ * The text of an element's content as an HTML parser reads it: a line feed right after the start tag of
+ * <pre> and <textarea> is dropped (HTML's parsing rules), then tags are removed and entities decoded.
+ */
+function parsedContent(page: string, open: RegExp): string[] {
+  const out: string[] = [];
+  for (const m of page.matchAll(open)) {
+    const tag = /^<(\w+)/.exec(m[0])![1]!;
+    const start = m.index + m[0].length;
+    const inner = page.slice(start, page.indexOf(`</${tag}>`, start));
+    out.push(
+      inner
+        .replace(/^\n/, "")
+        .replace(/<[^>]*>/g, "")
+        .replace(/&lt;/g, "<")
+        .replace(/&gt;/g, ">")
+        .replace(/&quot;/g, '"')
+        .replace(/&#39;/g, "'")
+        .replace(/&amp;/g, "&"),
+    );
+  }
+  return out;
+}
+
+describe("the inbox's card page", () => {
+  it("shows a value that starts with a line break with that line break, in the card and in the edit form", async () => {
+    const message = "\nApproved by finance.\nPlease go ahead.";
+    const usersFile = path.join(dataDir, "inbox-users.json");
+    const users = [];
+    for (const [id, password] of Object.entries(PASSWORDS))
+      users.push({ id, password: await hashPassword(password) });
+    fs.writeFileSync(usersFile, JSON.stringify({ users }));
+    app = await openTestApp(portal, dataDir, {
+      model: new ScriptedChatModel(proposeOne(4, { POST_MESSAGE: message }, "add_task_comment")),
+      env: { ACTION_ENVELOPE_INBOX_USERS: usersFile },
+    });
+    const inbox = await startInbox({
+      app,
+      users: loadInboxUsers(app.deps.config.inboxUsersPath),
+      pollMs: 200,
+    });
+    try {
+      const view = await startRun(app, { request: "comment on task 4", requestedBy: "demo-user" });
+      expect(view.status).toBe("awaiting_approval");
+      const req = await signedInSession(inbox.url, "alice", PASSWORDS["alice"]!);
+      const page = await (await req(`/t/${view.threadId}`)).text();
+      // The card's value: three lines, the first empty, exactly as the text card shows them.
+      expect(view.approval!.actionRequests[0]!.description).toContain(
+        "    text:      3 lines, 38 characters:\n      │\n      │Approved by finance.",
+      );
+      expect(parsedContent(page, /<pre class="value after">/g)).toEqual([message]);
+      // The edit form starts from the value as it is: submitting it unchanged sends the same text.
+      expect(parsedContent(page, /<textarea[^>]* name="field\.POST_MESSAGE"[^>]*>/g)).toEqual([message]);
+      expect(await portal.writes()).toHaveLength(0);
+    } finally {
+      await inbox.close();
+    }
   });
 });
