@@ -29,6 +29,7 @@ const IN_PROCESS = [
   "test/bench-smoke.test.ts",
   "test/bitrix24-client-write-delay.test.ts",
   "test/bitrix24-client.test.ts",
+  "test/card-values.test.ts",
   "test/change-set-cli.test.ts",
   "test/change-set-create.test.ts",
   "test/change-set.test.ts",

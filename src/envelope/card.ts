@@ -3,8 +3,10 @@
  * Every value is shown in full at any length. Characters a person cannot see or can easily misread
  * (controls, zero-width and bidi characters, unusual spaces, trailing spaces) are replaced by a visible
  * marker ⟨U+XXXX⟩ and raise a warning; a literal "⟨" is itself shown as ⟨U+27E8⟩ so a marker can never
- * be faked by text. A value that cannot be shown faithfully (an unpaired surrogate, which no UTF-8
- * channel can carry) is marked UNINSPECTABLE, and its escaped form is still shown.
+ * be faked by text. Words mixing Latin with look-alike letters and text not in Unicode NFC (shown just
+ * like the precomposed text it does not equal) raise a warning. A value that cannot be shown
+ * faithfully (an unpaired surrogate, which no UTF-8 channel can carry) is marked UNINSPECTABLE, and its
+ * escaped form is still shown.
  */
 import {
   hashEnvelope,
@@ -113,6 +115,11 @@ export function renderValue(value: unknown, label: string): RenderedValue {
     const mixed = mixedScriptWords(s);
     if (mixed.length)
       warnings.push(`${label}: ${mixed.join("; ")} (look-alike letters from different scripts)`);
+    const decomposed = notComposed(s);
+    if (decomposed !== undefined)
+      warnings.push(
+        `${label}: not in Unicode normal form NFC${decomposed}: it looks the same as text spelled with other characters, which it does not equal`,
+      );
   }
   const counts = new Map<string, { kind: Finding["kind"]; n: number }>();
   for (const f of findings) {
@@ -182,6 +189,23 @@ function mixedScriptWords(s: string): string[] {
     );
   }
   return out;
+}
+
+/**
+ * Why a string is not in Unicode NFC, or undefined when it is: "e" + U+0301 is shown exactly like "é"
+ * (and U+212B ANGSTROM SIGN like "Å"), but is other bytes. Names (as markers) the combining marks NFC
+ * would compose and the characters it would replace, at most five.
+ */
+function notComposed(s: string): string | undefined {
+  if (s.normalize("NFC") === s) return undefined;
+  const named = new Set<string>();
+  for (const c of s) if (c.normalize("NFC") !== c) named.add(marker(c.codePointAt(0)!));
+  for (const m of s.matchAll(/\P{M}\p{M}+/gu)) {
+    if (m[0].normalize("NFC") === m[0]) continue;
+    for (const c of [...m[0]].slice(1)) named.add(marker(c.codePointAt(0)!));
+  }
+  const list = [...named];
+  return list.length ? ` (${list.slice(0, 5).join(", ")}${list.length > 5 ? ", …" : ""})` : "";
 }
 
 /** Inverse of the escaping for strings: turns markers back into characters (used to prove nothing is lost). */

@@ -29,6 +29,7 @@ import {
 import { LEVELS, REVERSIBILITY, reversibilityRank, type RiskLevel } from "./policy.js";
 import { OPERATION_NAMES, OPERATIONS, objectNamed, operationSpec, type OperationName } from "./operations.js";
 import { chainRisk } from "./scope.js";
+import { escapeForTerminal } from "../text/escape.js";
 
 export const CHANGE_SET_SCHEMA_ID = "action-envelope-set/1";
 /** Most actions one set may hold: a person reads every one of them on one card. */
@@ -292,11 +293,14 @@ export function setCardHeader(set: ChangeSet, setHash: string): string {
         `  ${i + 1}. ${a.actionId}: ${a.operation} (${OPERATIONS[a.operation].method}) on ${objectNamed(a.operation, a.object.id)} [${a.reversibility}] envelope ${a.envelopeHash}`,
     )
     .join("\n");
+  // Ids are data (a self-declared requester's is free text): one line each, as the action cards show them,
+  // so none can add a line to the card or a section marker that moves the actions' sections.
+  const one = escapeForTerminal;
   return [
     `CHANGE SET — approval requested for ${set.actions.length} actions, as one`,
-    `Set:          ${set.setId}, revision ${set.revision}${set.previousSetHash ? ` (replaces ${set.previousSetHash})` : ""}`,
-    `Requested by: ${set.requestedBy} (${requesterVerificationText(requesterVerificationOf(set))}) (thread ${set.threadId})`,
-    ...(set.editedBy ? [`Edited by:    ${set.editedBy} (this revision's content)`] : []),
+    `Set:          ${one(set.setId)}, revision ${set.revision}${set.previousSetHash ? ` (replaces ${set.previousSetHash})` : ""}`,
+    `Requested by: ${one(set.requestedBy)} (${requesterVerificationText(requesterVerificationOf(set))}) (thread ${one(set.threadId)})`,
+    ...(set.editedBy ? [`Edited by:    ${one(set.editedBy)} (this revision's content)`] : []),
     `Risk:         ${set.risk.level}; ${set.risk.reversibility} (the riskiest action's: a chain is as risky as its riskiest step)`,
     `Expires:      ${set.expiresAt} (the earliest of its actions)`,
     `Set hash:     ${setHash}`,

@@ -37,9 +37,16 @@ function part(v: unknown): string {
   return escapeHtml(escapeRendered(String(v)));
 }
 
+/** A start tag whose first line feed an HTML parser drops. */
+const DROPS_FIRST_LINE_FEED = /<(?:pre|textarea|listing)(?:\s[^<>]*)?>$/i;
+
 export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
   let out = strings[0]!;
-  for (let i = 0; i < values.length; i++) out += part(values[i]) + strings[i + 1]!;
+  for (let i = 0; i < values.length; i++) {
+    const value = part(values[i]);
+    // A parser drops a line feed right after <pre> or <textarea>: one more keeps a value's leading line break.
+    out += (value.startsWith("\n") && DROPS_FIRST_LINE_FEED.test(out) ? "\n" : "") + value + strings[i + 1]!;
+  }
   return new Html(out);
 }
 
