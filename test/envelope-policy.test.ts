@@ -270,6 +270,10 @@ describe("checkProposal", () => {
     [{ TITLE: "x".repeat(256) }, /TITLE must have at most 255 characters, got 256/],
     [{ TITLE: 42 }, /TITLE must be a string, got number/],
     [{ TITLE: "bad \ud800 surrogate" }, /TITLE contains an unpaired UTF-16 surrogate/],
+    // The portal stores a task's title trimmed: the approved value would never be what the task holds.
+    [{ TITLE: "Quarterly report " }, /TITLE must not start or end with whitespace, got "Quarterly report "/],
+    [{ TITLE: "\uFEFFtitle" }, /TITLE must not start or end with whitespace/],
+    [{ TITLE: "\nreport" }, /TITLE must not start or end with whitespace/],
     [{ RESPONSIBLE_ID: "abc" }, /RESPONSIBLE_ID must be an id/],
     [{ RESPONSIBLE_ID: 0 }, /RESPONSIBLE_ID must be an id \(integer ≥ 1/],
     [{ RESPONSIBLE_ID: "05" }, /RESPONSIBLE_ID must be an id/],

@@ -19,6 +19,11 @@ export interface FieldSpec {
   minId?: number;
   maxLength?: number;
   minLength?: number;
+  /**
+   * The portal stores the value with surrounding whitespace removed (a task's title): a value that has
+   * some would be written otherwise than approved and could never verify, so it is refused.
+   */
+  trimmed?: true;
   /** Whether a client may write it with tasks.task.update at all. */
   writable: boolean;
 }
@@ -102,7 +107,7 @@ export function codesForNames(fields: Record<string, unknown>): Record<string, u
 
 /** Known task fields. Fields outside this table are compared as exact canonical JSON and cannot appear in a policy. */
 export const TASK_FIELDS: Readonly<Record<string, FieldSpec>> = {
-  TITLE: { kind: "string", minLength: 1, maxLength: 255, writable: true },
+  TITLE: { kind: "string", minLength: 1, maxLength: 255, trimmed: true, writable: true },
   DESCRIPTION: { kind: "string", writable: true },
   DEADLINE: { kind: "datetime", writable: true },
   START_DATE_PLAN: { kind: "datetime", writable: true },
@@ -310,6 +315,8 @@ export function checkFieldValue(
         return `${field} must have at most ${max} characters, got ${length}`;
       if (hasLoneSurrogate(value))
         return `${field} contains an unpaired UTF-16 surrogate, which cannot be sent as UTF-8`;
+      if (spec.trimmed && value.trim() !== value)
+        return `${field} must not start or end with whitespace, got ${JSON.stringify(value)}: the portal stores it without, so the approved value could never be verified`;
       return undefined;
     }
     case "datetime":
