@@ -14,6 +14,7 @@ import { refuseLateResume } from "./late-resume.js";
 import { withAuthenticatedApprover } from "./resume-identity.js";
 import { recoveryInput, takeThreadLock } from "../app/threads.js";
 import type { Deps } from "../runtime/deps.js";
+import { AUTH_USER_KEYS } from "../auth/rules.js";
 import { depsConfigurable, runConfigurable, runNonce } from "../runtime/run-deps.js";
 
 type RunOptions = { configurable?: Record<string, unknown> } | undefined;
@@ -69,6 +70,22 @@ async function continued(
 }
 
 /**
+ * In open mode (no token file) no run carries an authenticated user. src/auth/rules.ts takes the
+ * server's stamp out of the run's own config, but the server merges the config it keeps for the thread
+ * (the config of the last run started on it while idle) under the run's: a user stamped there while the
+ * server ran with a token file, on the same `.langgraph_api`, would reach this anonymous run as that user.
+ */
+function withoutKeptUser(options: RunOptions, deps: Deps): RunOptions {
+  const configurable = options?.configurable;
+  if (deps.config.apiTokensPath !== undefined || !configurable) return options;
+  if (!AUTH_USER_KEYS.some((key) => key in configurable)) return options;
+  const rest = Object.fromEntries(
+    Object.entries(configurable).filter(([key]) => !(AUTH_USER_KEYS as readonly string[]).includes(key)),
+  );
+  return { ...options, configurable: rest };
+}
+
+/**
  * The run's options with the server's dependencies and the run's origin (`continued`: a run sent with
  * neither input nor command; the resume value of its admitted Command); a client's value under either
  * key is replaced.
@@ -114,8 +131,9 @@ export function guardApiRuns<G extends Served>(graph: G, serverDeps: () => Promi
   const stream = graph.stream.bind(graph);
   const streamEvents = graph.streamEvents.bind(graph);
   /** Admits the run under its thread's lease and starts it; the lease goes with the run's chunks. */
-  const start = async (run: typeof stream, input: unknown, options: RunOptions, rest: unknown[]) => {
+  const start = async (run: typeof stream, input: unknown, sent: RunOptions, rest: unknown[]) => {
     const deps = await serverDeps();
+    const options = withoutKeptUser(sent, deps);
     const release = await lockRun(deps, options);
     try {
       const admitted = await admit(graph, input, options, deps);

@@ -75,7 +75,7 @@ function nonEmptyBreakpoints(v: unknown): boolean {
 }
 
 /** Keys the server stamps on every run's config.configurable from the authenticated user (langgraph-api dist/utils/run-auth.mjs). */
-const AUTH_USER_KEYS = [
+export const AUTH_USER_KEYS = [
   "langgraph_auth_user",
   "langgraph_auth_user_id",
   "langgraph_auth_permissions",

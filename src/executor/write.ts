@@ -136,14 +136,54 @@ export async function write(ctx: PhaseContext, action: ActionRow): Promise<Actio
       `the write-ahead entry was recorded at ${sentAt}, but before the request left ${taken}; nothing was sent`,
     );
   const spec = OPERATIONS[operation];
-  const res = await deps.tools.writeHandle.call(
-    spec.writeRole,
-    args,
-    protocol === "rest2" ? {} : { idempotencyKey },
+  const answered = whileSending(deps, envelopeHash, async () => {
+    const res = await deps.tools.writeHandle.call(
+      spec.writeRole,
+      args,
+      protocol === "rest2" ? {} : { idempotencyKey },
+    );
+    const at = deps.clock().toISOString();
+    return deps.journal.recordAnswer(envelopeHash, acknowledgementOf(res, protocol, at), at);
+  });
+  return rowAfter(deps, action, await answered);
+}
+
+/**
+ * The writes this process has out, by journal and envelope, until their answer is recorded. The
+ * LangGraph API server stops a cancelled run, not the node it was in: the thread's lock goes with the
+ * run, and the node's request may still be out when the next run on the thread reconciles its entry.
+ */
+const sending = new WeakMap<object, Map<string, Promise<unknown>>>();
+
+function whileSending<T>(
+  deps: Pick<Deps, "journal">,
+  envelopeHash: string,
+  send: () => Promise<T>,
+): Promise<T> {
+  let out = sending.get(deps.journal);
+  if (!out) sending.set(deps.journal, (out = new Map()));
+  const sent = send();
+  const done = sent.then(
+    () => undefined,
+    () => undefined,
   );
-  const at = deps.clock().toISOString();
-  const acknowledgement = acknowledgementOf(res, protocol, at);
-  return rowAfter(deps, action, await deps.journal.recordAnswer(envelopeHash, acknowledgement, at));
+  out.set(envelopeHash, done);
+  void done.then(() => {
+    if (out.get(envelopeHash) === done) out.delete(envelopeHash);
+  });
+  return sent;
+}
+
+/** The entry once a write of this process that is still out has its answer recorded (as it stands then), or the entry as read. */
+async function afterOwnSend(
+  deps: Pick<Deps, "journal">,
+  envelopeHash: string,
+  entry: ExecutionEntry,
+): Promise<ExecutionEntry> {
+  const out = sending.get(deps.journal)?.get(envelopeHash);
+  if (!out) return entry;
+  await out;
+  return (await deps.journal.findExecution(envelopeHash)) ?? entry;
 }
 
 /**
@@ -247,10 +287,13 @@ function acknowledgementOf(res: McpCallResult, protocol: WriteProtocol, at: stri
 async function reconcile(
   ctx: PhaseContext,
   action: ActionRow,
-  entry: ExecutionEntry,
+  recorded: ExecutionEntry,
   mayResend = true,
 ): Promise<ActionRow> {
   const { deps } = ctx;
+  // A write this process still has out (its run was cancelled, its node was not) is not lost: its
+  // answer is awaited, never a second send or a verdict before it.
+  const entry = recorded.acknowledgement ? recorded : await afterOwnSend(deps, action.envelopeHash, recorded);
   ctx.execution = entry;
   // The answer recorded on the entry, only while its seal holds. The action's progress is never taken:
   // it carries no sealed acknowledgement before the move to acknowledged, which this reconciliation makes.
@@ -264,9 +307,6 @@ async function reconcile(
   }
   const acknowledgement: AcknowledgementRecord =
     known ?? (await answerOfLostCall(deps, action, entry, mayResend));
-  // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
-  if (!known && acknowledgement.resent)
-    await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, acknowledgement.at);
   if (action.phase === "pre_read") await deps.journal.moveAction(action.envelopeHash, "intent", {});
   // Another process may have recorded an answer first: the journal's copy is the one that stands.
   return rowAfter(
@@ -341,14 +381,19 @@ async function answerOfLostCall(
   // Rebuilt from the sealed envelope (the entry was checked against it): never the entry's stored arguments.
   const sealed = sealedCall(action);
   await writeAnchorOf(deps.config).record(action.envelopeHash, entry.sentAt);
-  const res = await deps.tools.writeHandle.call(OPERATIONS[sealed.operation].writeRole, sealed.args, {
-    idempotencyKey: sealed.idempotencyKey,
+  // A re-sent call's answer is recorded on the write-ahead entry like a first answer (first one wins).
+  return whileSending(deps, action.envelopeHash, async () => {
+    const res = await deps.tools.writeHandle.call(OPERATIONS[sealed.operation].writeRole, sealed.args, {
+      idempotencyKey: sealed.idempotencyKey,
+    });
+    const at = deps.clock().toISOString();
+    const acknowledgement: AcknowledgementRecord = {
+      ...acknowledgementOf(res, protocol, at),
+      resent: { at: now.toISOString(), firstSentAt: entry.sentAt },
+    };
+    await deps.journal.recordAcknowledgement(action.envelopeHash, acknowledgement, at);
+    return acknowledgement;
   });
-  const at = deps.clock().toISOString();
-  return {
-    ...acknowledgementOf(res, protocol, at),
-    resent: { at: now.toISOString(), firstSentAt: entry.sentAt },
-  };
 }
 
 /**

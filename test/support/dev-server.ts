@@ -62,12 +62,19 @@ export interface RunningDevServer {
   stop(): Promise<number | null>;
 }
 
-/** Starts src/cli/dev-server.ts with `env` added to this process's environment; resolves once it prints the API URL. */
+/**
+ * Starts src/cli/dev-server.ts with `env` added to this process's environment; resolves once it prints
+ * the API URL. `project`: a stopped server's project, whose `.langgraph_api` the new server takes up.
+ */
 export async function startDevServer(
   env: Record<string, string>,
-  opts: { readyTimeoutMs?: number; graphs?: Record<string, string> } = {},
+  opts: {
+    readyTimeoutMs?: number;
+    graphs?: Record<string, string>;
+    project?: ReturnType<typeof isolatedConfig>;
+  } = {},
 ): Promise<RunningDevServer> {
-  const project = isolatedConfig(opts.graphs);
+  const project = opts.project ?? isolatedConfig(opts.graphs);
   const child = spawn(process.execPath, [...DEV_SERVER_ARGS, "--config", project.file, "--no-reload"], {
     cwd: ROOT,
     env: { ...process.env, ...env, NO_COLOR: "1" },
