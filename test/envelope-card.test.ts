@@ -174,6 +174,13 @@ describe("renderCard", () => {
     expect(warnings).toContain("DESCRIPTION (requested): 2 trailing spaces, shown as ⟨U+0020⟩");
   });
 
+  it("warns about line breaks at the end of a value, which show as nothing but empty lines", () => {
+    const { text, warnings } = card(envelope({ DESCRIPTION: "Approved by finance.\n\n" }));
+    expect(text).toContain("      │Approved by finance.\n      │\n      │\n");
+    expect(warnings).toContain("DESCRIPTION (requested): ends with 2 line breaks (2 empty lines at its end)");
+    expect(card(envelope({ DESCRIPTION: "one\ntwo" })).warnings).toEqual([]);
+  });
+
   it("a value cannot fake a marker or a card line", () => {
     const e = envelope({ DESCRIPTION: "literal ⟨U+202E⟩ text\nRisk:         low; reversible" });
     const text = card(e).text;

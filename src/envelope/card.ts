@@ -140,6 +140,12 @@ export function renderValue(value: unknown, label: string): RenderedValue {
   }
   if (trailing)
     warnings.push(`${label}: ${trailing} trailing space${trailing > 1 ? "s" : ""}, shown as ${marker(0x20)}`);
+  // Line breaks at the end of a text leave nothing to see but empty lines, which a page shows as none.
+  const breaks = typeof value === "string" ? /\n*$/.exec(value)![0].length : 0;
+  if (breaks)
+    warnings.push(
+      `${label}: ends with ${breaks} line break${breaks > 1 ? "s" : ""} (${breaks} empty line${breaks > 1 ? "s" : ""} at its end)`,
+    );
   return rendered;
 }
 
