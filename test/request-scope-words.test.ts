@@ -12,10 +12,13 @@ import type { ThreadView } from "../src/app/view-thread.js";
 import { checkProposal, defaultPolicy } from "../src/envelope/index.js";
 import { deriveScope } from "../src/hitl/scope.js";
 import { eachTestApp } from "./support/harness.js";
+import { AIMessage } from "@langchain/core/messages";
 import {
   ScriptedChatModel,
+  call,
   readThenPropose,
   readThenProposeSet,
+  type Script,
   type SetAction,
 } from "./support/scripted-model.js";
 
@@ -95,6 +98,43 @@ describe("an id inside a quoted value names no object", () => {
     await t.open({ model: new ScriptedChatModel(readThenPropose(2, { TITLE: "Закрыть задачу 2" })) });
     const view = await run("Переименуй задачу 4 в «Закрыть задачу 2»");
     await refusedOutOfScope(view, "task 2 named in the new Russian title");
+  });
+});
+
+describe("a request about existing objects that asks for no new one reaches no create", () => {
+  /** Proposes add_task with `fields` at once (a create reads nothing first). */
+  const proposeCreate =
+    (fields: Record<string, unknown>): Script =>
+    (messages) =>
+      messages.some((m) => m.getType() === "tool")
+        ? new AIMessage("Proposed; waiting for the human.")
+        : new AIMessage({
+            content: "",
+            tool_calls: [call("propose_change", { operation: "add_task", fields, rationale: "requested" })],
+          });
+
+  it("'rename task 4 to X and assign it to user 5': the model's new task titled X for user 5 is refused OUT_OF_SCOPE", async () => {
+    await t.open({
+      model: new ScriptedChatModel(proposeCreate({ TITLE: "Vendor audit", RESPONSIBLE_ID: "5" })),
+    });
+    const view = await run("rename task 4 to Vendor audit and assign it to user 5");
+    await refusedOutOfScope(view, "add_task for a rename");
+    expect(view.state!.reason).toContain("operation add_task is outside the request's scope");
+  });
+
+  it("'переименуй задачу 4 и назначь ответственным пользователя 5': the same new task is refused OUT_OF_SCOPE", async () => {
+    await t.open({ model: new ScriptedChatModel(proposeCreate({ TITLE: "Аудит", RESPONSIBLE_ID: "5" })) });
+    const view = await run("Переименуй задачу 4 в «Аудит» и назначь ответственным пользователя 5");
+    await refusedOutOfScope(view, "add_task for a Russian rename");
+  });
+
+  it("'create a task … for user 5' is shown for approval as a new task", async () => {
+    await t.open({
+      model: new ScriptedChatModel(proposeCreate({ TITLE: "Vendor audit", RESPONSIBLE_ID: "5" })),
+    });
+    const view = await run('create a task "Vendor audit" for user 5 like task 4');
+    expect(view.status, view.state?.reason ?? "").toBe("awaiting_approval");
+    expect(view.approval!.envelope.operation).toBe("add_task");
   });
 });
 

@@ -2,7 +2,9 @@
  * Scope of a request: which tasks and fields it is about. Taken from the caller when given, otherwise
  * derived by code from the request text, in English or in Russian. The model's proposal never widens it.
  */
+import { OPERATIONS, type OperationName } from "../envelope/operations.js";
 import type { RequestScope } from "../envelope/records.js";
+import type { Scope } from "../envelope/scope.js";
 
 /** A Russian word starting here: no letter, digit or underscore just before it (`\b` knows only ASCII). */
 const RU = "(?<![\\p{L}\\p{N}_])";
@@ -98,6 +100,16 @@ function idsAfter(text: string, word: string): number[] {
   return ids;
 }
 
+/**
+ * Words that ask for a new object ("create", "new", "add a task", "создай", "новую задачу"): a request
+ * about existing objects without any of them reaches no create.
+ */
+const NEW_OBJECT_WORDS: RegExp[] = [
+  /\b(?:create|new)\b/i,
+  /\b(?:add|open|make)\s+(?:\w+\s+){0,2}tasks?\b/i,
+  ru("созда|нов[а-яё]*\\s+задач|(?:завед|заве[сд]|добав|постав)[а-яё]*\\s+задачу(?!\\s*(?:#|№)?\\s*\\d)"),
+];
+
 export function deriveScope(request: string, given?: RequestScope): RequestScope {
   const scope: RequestScope = {};
   const words = request.replace(QUOTED, " ");
@@ -111,6 +123,21 @@ export function deriveScope(request: string, given?: RequestScope): RequestScope
   if (dealIds.length) scope.dealIds = [...new Set(dealIds)];
   if (fields.length) scope.fields = [...new Set(fields)];
   return scope;
+}
+
+/**
+ * The scope a proposal is checked against: the thread's recorded scope and, when it names existing
+ * tasks or deals by id and the request asks for no new object ("rename task 4 and assign it to user
+ * 5"), every operation but a create, however the request's fields read.
+ */
+export function proposalScope(request: string, scope: Scope): Scope {
+  const words = request.replace(QUOTED, " ");
+  if (!scope.taskIds?.length && !scope.dealIds?.length) return scope;
+  if (NEW_OBJECT_WORDS.some((re) => re.test(words))) return scope;
+  const operations = (Object.keys(OPERATIONS) as OperationName[]).filter(
+    (op) => OPERATIONS[op].effect !== "create",
+  );
+  return { ...scope, operations };
 }
 
 /** A scope as the input schema describes it; anything else (input that failed validation) is not used. */
