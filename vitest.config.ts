@@ -116,6 +116,7 @@ const IN_PROCESS = [
   "test/progress-column.test.ts",
   "test/read-tools.test.ts",
   "test/readable-values.test.ts",
+  "test/request-scope-words.test.ts",
   "test/requester-verification.test.ts",
   "test/rollback-anchor.test.ts",
   "test/security-cross-origin.test.ts",

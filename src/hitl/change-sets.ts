@@ -39,6 +39,7 @@ import { lookupNames } from "./people.js";
 import { partialNotRunNote } from "../envelope/card-notes.js";
 import { objectNamed } from "../envelope/operations.js";
 import { deleteBaselineFrom } from "./delete-reads.js";
+import { proposalScope } from "./scope.js";
 import { approvalRequestedEntry, decisionAcceptedEntry } from "./audit-records.js";
 import { nonceClaim } from "./decision-claim.js";
 
@@ -211,7 +212,7 @@ export async function buildChangeSet(
     };
   const check = checkPlan(
     deps.policy,
-    ctx.scope,
+    proposalScope(ctx.request, ctx.scope),
     actions.map((a) => ({ operation: a.operation, taskId: a.taskId, fields: a.fields })),
   );
   if (!check.allowed) {

@@ -15,6 +15,7 @@ import type { Deps } from "../runtime/deps.js";
 import type { ThreadRecord } from "../store/action-machine.js";
 import { proposalDeniedEntry } from "./audit-records.js";
 import { noChangeOf, readBaseline } from "./change-sets.js";
+import { proposalScope } from "./scope.js";
 import type { ThreadMirror } from "./thread-mirror.js";
 
 /** Appends the proposal_denied record of a proposal stopped before it was shown. */
@@ -59,7 +60,7 @@ export async function checkBeforeShowing(
   const denied = (code: string, reasons: string[]) =>
     auditDenied(deps, state, thread, proposal, { threadId, revision, code, reasons });
   const operation = proposal.operation ?? "update_task";
-  const verdict = checkProposal(deps.policy, thread.scope, {
+  const verdict = checkProposal(deps.policy, proposalScope(thread.request, thread.scope), {
     operation,
     taskId: proposal.taskId,
     fields: proposal.fields,
