@@ -116,6 +116,20 @@ describe("the CLI in the first hour", () => {
     expect((await t.portal.writes()).length).toBe(1);
   });
 
+  it("the model's question and its proposal's reason are labelled as the model's words", async () => {
+    const env = { ...envFor(t.portal, t.dataDir), MODEL: "offline" };
+    // The offline model asks which task when the request names none.
+    const asked = await runCli(["run", "rename the task to Labelled", "--no-prompt"], env);
+    expect(asked.code, asked.stderr).toBe(0);
+    expect(asked.stdout).toContain("──────── question (the model's words) ────────");
+    const threadId = /npm run cli -- answer (\S+)/.exec(asked.stdout)?.[1];
+    expect(threadId, asked.stdout).toBeDefined();
+    const answered = await runCli(["answer", threadId!, "--set", "taskId=4"], env);
+    expect(answered.code, answered.stderr).toBe(0);
+    expect(answered.stdout).toMatch(/▸ proposal task 4: \{"TITLE":"Labelled"\} — the model's reason: /);
+    expect((await t.portal.writes()).length).toBe(0);
+  });
+
   it("show of a thread the API server keeps names where it lives and the command for it, not `no thread`", async () => {
     // Same journal, another checkpointer: what this data directory sees of a run the LangGraph API server keeps.
     const elsewhere = await startRun(openApp(t.app.deps, { checkpointer: new MemorySaver() }), {

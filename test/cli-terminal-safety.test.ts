@@ -121,7 +121,7 @@ describe("terminal output from data", () => {
   it("run shows the model's rationale (which quotes the title) and the requester with markers", () => {
     const out = outputs["run"]!.stdout;
     expect(out).toMatch(
-      /▸ proposal task 4: .* — .*Q4 ⟨U\+001B⟩\[2J⟨U\+001B⟩\]8;;https:\/\/evil\.example⟨U\+0007⟩click⟨U\+001B⟩\]8;;⟨U\+0007⟩⟨U\+202E⟩exe\.txt⟨U\+000A⟩FAKE: VERIFIED/,
+      /▸ proposal task 4: .* — the model's reason: .*Q4 ⟨U\+001B⟩\[2J⟨U\+001B⟩\]8;;https:\/\/evil\.example⟨U\+0007⟩click⟨U\+001B⟩\]8;;⟨U\+0007⟩⟨U\+202E⟩exe\.txt⟨U\+000A⟩FAKE: VERIFIED/,
     );
     expect(out).toContain("Requested by: req⟨U+001B⟩[2J");
     expect(out).toContain("⟨U+000A⟩FAKE: VERIFIED (self-declared) (thread");

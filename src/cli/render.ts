@@ -96,7 +96,8 @@ export class Printer {
               : p.operation === "add_task"
                 ? `a new task (add_task): ${JSON.stringify(p.fields)}`
                 : `${objectLabel(p.operation)} ${p.taskId}${p.operation && p.operation !== "update_task" ? ` (${p.operation})` : ""}: ${JSON.stringify(p.fields)}`;
-          this.step("proposal", esc`${what} — ${p.rationale}`);
+          // The rationale is the model's text: labelled so, as the inbox does, never read as a status.
+          this.step("proposal", esc`${what} — the model's reason: ${p.rationale}`);
         } else if (update.outcome) this.step("proposal", esc`${update.reasonCode}: ${update.reason}`);
         else this.step("proposal", "refused, sent back to the model");
         return;
@@ -205,7 +206,7 @@ export class Printer {
     const q = view.input;
     if (!q) return;
     this.line();
-    this.line(this.paint("bold", "──────── question ────────"));
+    this.line(this.paint("bold", "──────── question (the model's words) ────────"));
     this.line(escapeForTerminal(q.question));
     const fields = answerFields(q);
     for (const [name, p] of fields) {
