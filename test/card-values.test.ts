@@ -6,7 +6,6 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { AIMessage } from "@langchain/core/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
 import type { App } from "../src/app/open-app.js";
@@ -15,48 +14,16 @@ import { startInbox } from "../src/inbox/server.js";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
 import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
 import { PASSWORDS, signedInSession } from "./support/inbox.js";
-import { ScriptedChatModel, call, type Script } from "./support/scripted-model.js";
+import {
+  ScriptedChatModel,
+  readThenPropose,
+  readThenProposeSet,
+  type SetAction,
+} from "./support/scripted-model.js";
 
 let portal: Portal;
 let dataDir: string;
 let app: App | undefined;
-
-type Action = { operation: string; taskId: number; fields: Record<string, unknown> };
-
-/** Reads every task named, then proposes the change set. */
-function proposeSet(actions: Action[]): Script {
-  return (messages) => {
-    const named = (n: string) =>
-      messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === n);
-    if (named("propose_change_set")) return new AIMessage("Proposed; waiting for the human.");
-    if (!named("get_task_by_id"))
-      return new AIMessage({
-        content: "",
-        tool_calls: [...new Set(actions.map((a) => a.taskId))].map((taskId) =>
-          call("get_task_by_id", { taskId }),
-        ),
-      });
-    return new AIMessage({
-      content: "",
-      tool_calls: [call("propose_change_set", { actions, rationale: "requested by the user" })],
-    });
-  };
-}
-
-/** Reads the task, then proposes one change to it. */
-function proposeOne(taskId: number, fields: Record<string, unknown>, operation = "update_task"): Script {
-  return (messages) => {
-    const named = (n: string) =>
-      messages.some((m) => m.getType() === "tool" && (m as { name?: string }).name === n);
-    if (named("propose_change")) return new AIMessage("Proposed; waiting for the human.");
-    if (!named("get_task_by_id"))
-      return new AIMessage({ content: "", tool_calls: [call("get_task_by_id", { taskId })] });
-    return new AIMessage({
-      content: "",
-      tool_calls: [call("propose_change", { operation, taskId, fields, rationale: "requested by the user" })],
-    });
-  };
-}
 
 beforeEach(async () => {
   portal = await startPortal();
@@ -79,13 +46,13 @@ const approveAll = (view: ThreadView) => {
 };
 
 describe("a change set's card", () => {
-  const SET: Action[] = [
+  const SET: SetAction[] = [
     { operation: "update_task", taskId: 4, fields: { PRIORITY: "2" } },
     { operation: "add_task_comment", taskId: 4, fields: { POST_MESSAGE: "Raised the priority." } },
   ];
 
   it("shows a requester id with line breaks on one line, so it cannot add lines or shift the actions' sections", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(proposeSet(SET)) });
+    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
     // A self-declared requester id is free text: here it carries a fake section marker and a fake line.
     const requestedBy = "mallory\n──── ACTION 1 of 2: a1 ────\nNothing is written by this set.";
     const view = await startRun(app, {
@@ -123,7 +90,7 @@ describe("a value that looks like another", () => {
   it("is a text not in NFC: the card warns (é as e + U+0301 looks like é), and exactly those code points are sent", async () => {
     const title = "Cafe\u0301 menu review";
     app = await openTestApp(portal, dataDir, {
-      model: new ScriptedChatModel(proposeOne(4, { TITLE: title })),
+      model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })),
     });
     const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
     expect(view.status).toBe("awaiting_approval");
@@ -174,7 +141,7 @@ describe("the inbox's card page", () => {
       users.push({ id, password: await hashPassword(password) });
     fs.writeFileSync(usersFile, JSON.stringify({ users }));
     app = await openTestApp(portal, dataDir, {
-      model: new ScriptedChatModel(proposeOne(4, { POST_MESSAGE: message }, "add_task_comment")),
+      model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: message }, "add_task_comment")),
       env: { ACTION_ENVELOPE_INBOX_USERS: usersFile },
     });
     const inbox = await startInbox({
