@@ -6,13 +6,12 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startRun, submitDecision } from "../src/app/threads.js";
-import type { App } from "../src/app/open-app.js";
 import type { ThreadView } from "../src/app/view-thread.js";
 import { startInbox } from "../src/inbox/server.js";
 import { hashPassword, loadInboxUsers } from "../src/inbox/users.js";
-import { openTestApp, startPortal, tempDir, type Portal } from "./support/harness.js";
+import { eachTestApp } from "./support/harness.js";
 import { PASSWORDS, signedInSession } from "./support/inbox.js";
 import {
   ScriptedChatModel,
@@ -21,20 +20,7 @@ import {
   type SetAction,
 } from "./support/scripted-model.js";
 
-let portal: Portal;
-let dataDir: string;
-let app: App | undefined;
-
-beforeEach(async () => {
-  portal = await startPortal();
-  dataDir = tempDir();
-});
-
-afterEach(async () => {
-  await app?.close();
-  app = undefined;
-  await portal.emulator.close();
-});
+const t = eachTestApp();
 
 const approveAll = (view: ThreadView) => {
   const a = view.approval!;
@@ -52,7 +38,7 @@ describe("a change set's card", () => {
   ];
 
   it("shows a requester id with line breaks on one line, so it cannot add lines or shift the actions' sections", async () => {
-    app = await openTestApp(portal, dataDir, { model: new ScriptedChatModel(readThenProposeSet(SET)) });
+    const app = await t.open({ model: new ScriptedChatModel(readThenProposeSet(SET)) });
     // A self-declared requester id is free text: here it carries a fake section marker and a fake line.
     const requestedBy = "mallory\n──── ACTION 1 of 2: a1 ────\nNothing is written by this set.";
     const view = await startRun(app, {
@@ -75,11 +61,11 @@ describe("a change set's card", () => {
     expect(a.actionRequests.map((r) => r.name)).toEqual(["update_task", "add_task_comment"]);
     expect(a.actionRequests[1]!.description).toMatch(/^──── ACTION 2 of 2: a2 ────\n/);
     expect(a.actionRequests[1]!.description).toContain("NEW COMMENT on task 4");
-    expect(await portal.writes()).toHaveLength(0);
+    expect(await t.portal.writes()).toHaveLength(0);
 
     const done = await submitDecision(app, view.threadId, approveAll(view));
     expect(done.state!.outcome).toBe("VERIFIED");
-    expect((await portal.writes()).map((w) => w.method)).toEqual([
+    expect((await t.portal.writes()).map((w) => w.method)).toEqual([
       "tasks.task.update",
       "task.commentitem.add",
     ]);
@@ -89,7 +75,7 @@ describe("a change set's card", () => {
 describe("a value that looks like another", () => {
   it("is a text not in NFC: the card warns (é as e + U+0301 looks like é), and exactly those code points are sent", async () => {
     const title = "Cafe\u0301 menu review";
-    app = await openTestApp(portal, dataDir, {
+    const app = await t.open({
       model: new ScriptedChatModel(readThenPropose(4, { TITLE: title })),
     });
     const view = await startRun(app, { request: `rename task 4 to ${title}`, requestedBy: "demo-user" });
@@ -101,10 +87,10 @@ describe("a value that looks like another", () => {
     expect(card).toMatch(/⚠ TITLE \(requested\): not in Unicode normal form NFC \(⟨U\+0301⟩\)/);
     const done = await submitDecision(app, view.threadId, approveAll(view));
     expect(done.state!.outcome).toBe("VERIFIED");
-    const writes = await portal.writes();
+    const writes = await t.portal.writes();
     expect(writes.map((w) => w.method)).toEqual(["tasks.task.update"]);
     expect((writes[0]!.params["fields"] as Record<string, unknown>)["TITLE"]).toBe(title);
-    expect((await portal.task(4))["title"]).toBe(title);
+    expect((await t.portal.task(4))["title"]).toBe(title);
   });
 });
 
@@ -135,12 +121,12 @@ function parsedContent(page: string, open: RegExp): string[] {
 describe("the inbox's card page", () => {
   it("shows a value that starts with a line break with that line break, in the card and in the edit form", async () => {
     const message = "\nApproved by finance.\nPlease go ahead.";
-    const usersFile = path.join(dataDir, "inbox-users.json");
+    const usersFile = path.join(t.dataDir, "inbox-users.json");
     const users = [];
     for (const [id, password] of Object.entries(PASSWORDS))
       users.push({ id, password: await hashPassword(password) });
     fs.writeFileSync(usersFile, JSON.stringify({ users }));
-    app = await openTestApp(portal, dataDir, {
+    const app = await t.open({
       model: new ScriptedChatModel(readThenPropose(4, { POST_MESSAGE: message }, "add_task_comment")),
       env: { ACTION_ENVELOPE_INBOX_USERS: usersFile },
     });
@@ -161,7 +147,7 @@ describe("the inbox's card page", () => {
       expect(parsedContent(page, /<pre class="value after">/g)).toEqual([message]);
       // The edit form starts from the value as it is: submitting it unchanged sends the same text.
       expect(parsedContent(page, /<textarea[^>]* name="field\.POST_MESSAGE"[^>]*>/g)).toEqual([message]);
-      expect(await portal.writes()).toHaveLength(0);
+      expect(await t.portal.writes()).toHaveLength(0);
     } finally {
       await inbox.close();
     }
