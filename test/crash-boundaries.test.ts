@@ -20,6 +20,7 @@ import {
   startPortal,
   tempDir,
   until,
+  updatesTitled,
   type Portal,
 } from "./support/harness.js";
 import type { Boundary } from "./support/crash-process.js";
@@ -46,19 +47,6 @@ afterAll(async () => {
   await app?.close();
   await portal.emulator.close();
 });
-
-/** The portal's task.update calls for one title: sent, and carried out (a replay is answered from the kept answer). */
-async function sendsOf(title: string) {
-  const calls = (await portal.calls("tasks.task.update")) as Array<{
-    params: { fields?: { TITLE?: string } };
-    fault?: string;
-  }>;
-  const sent = calls.filter((c) => c.params.fields?.TITLE === title);
-  return {
-    sent: sent.length,
-    applied: sent.filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict").length,
-  };
-}
 
 const CASES: Array<[Boundary, "on" | "off"]> = [
   ["decided", "off"],
@@ -91,7 +79,7 @@ describe("SIGKILL at every post-approval boundary", () => {
         killed.signal === "SIGKILL" || killed.code === 137,
         `exit ${killed.code} ${killed.signal}\n${killed.stdout}\n${killed.stderr}`,
       ).toBe(true);
-      const before = await sendsOf(title);
+      const before = await updatesTitled(portal, title);
       // Killed before the send: nothing left; from `sent` on: the one write the dead process made.
       expect(before.sent).toBe(["decided", "pre_read", "intent"].includes(boundary) ? 0 : 1);
 
@@ -106,7 +94,7 @@ describe("SIGKILL at every post-approval boundary", () => {
         }
       });
       expect(done.status).toBe("finished");
-      const after = await sendsOf(title);
+      const after = await updatesTitled(portal, title);
       const shown = (await portal.task(4)).title === title;
       expect(after.applied).toBe(shown ? 1 : 0);
       // A plain REST 2 call is sent at most once, ever; a keyed one may be re-sent (a replay), never applied twice.

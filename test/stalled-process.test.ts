@@ -15,6 +15,7 @@ import {
   recordPendingRename,
   runCli,
   until,
+  updatesTitled,
   type CliResult,
   type Portal,
 } from "./support/harness.js";
@@ -27,19 +28,6 @@ eachTestPortal((f) => ({ portal, dataDir } = f));
 
 /** How long the emulator holds the approved write before carrying it out and answering. */
 const HELD_MS = 6_000;
-
-/** The task.update calls for one title: sent, and carried out (a replay is answered from the kept answer). */
-async function sendsOf(title: string) {
-  const calls = (await portal.calls("tasks.task.update")) as Array<{
-    params: { fields?: { TITLE?: string } };
-    fault?: string;
-  }>;
-  const sent = calls.filter((c) => c.params.fields?.TITLE === title);
-  return {
-    sent: sent.length,
-    applied: sent.filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict").length,
-  };
-}
 
 /** The thread's close as the journal holds it. */
 interface Close {
@@ -163,7 +151,7 @@ describe.skipIf(usingPostgres)(
         if (takeover === "recover") expect(recovered.code).toBe(close.outcome === "VERIFIED" ? 0 : 2);
         // The write went out: whatever the outcome, it is never "not executed".
         expect(close.outcome).not.toBe("NOT_EXECUTED");
-        const sends = await sendsOf(title);
+        const sends = await updatesTitled(portal, title);
         expect(sends.applied).toBe(1);
         if (extra.BITRIX24_IDEMPOTENCY === "off") expect(sends.sent).toBe(1);
         // VERIFIED only with the approved value on the portal.

@@ -480,3 +480,22 @@ export function approvalOf(view: ThreadView) {
     ],
   };
 }
+
+/**
+ * The portal's task.update calls that set this title: how many were sent, and how many it carried out
+ * (a replay is answered from the kept answer, and a key conflict refused, neither carried out again).
+ */
+export async function updatesTitled(
+  portal: Portal,
+  title: string,
+): Promise<{ sent: number; applied: number }> {
+  const calls = (await portal.calls("tasks.task.update")) as Array<{
+    params: { fields?: { TITLE?: string } };
+    fault?: string;
+  }>;
+  const sent = calls.filter((c) => c.params.fields?.TITLE === title);
+  return {
+    sent: sent.length,
+    applied: sent.filter((c) => c.fault !== "idempotent_replay" && c.fault !== "idempotency_conflict").length,
+  };
+}
