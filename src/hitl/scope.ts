@@ -131,8 +131,8 @@ export function deriveScope(request: string, given?: RequestScope): RequestScope
  * 5"), every operation but a create, however the request's fields read.
  */
 export function proposalScope(request: string, scope: Scope): Scope {
-  const words = request.replace(QUOTED, " ");
   if (!scope.taskIds?.length && !scope.dealIds?.length) return scope;
+  const words = request.replace(QUOTED, " ");
   if (NEW_OBJECT_WORDS.some((re) => re.test(words))) return scope;
   const operations = (Object.keys(OPERATIONS) as OperationName[]).filter(
     (op) => OPERATIONS[op].effect !== "create",
